@@ -1,0 +1,12 @@
+/* adaptiveload demo: placeholder until its issue lands. */
+#include <stdio.h>
+
+#include "cli/al_cli.h"
+
+int al_cmd_demo(int argc, char **argv) {
+  if (al_cli_wants_help(argc, argv)) {
+    printf("usage: adaptiveload demo ...\n\n(not implemented yet)\n");
+    return AL_EXIT_OK;
+  }
+  return al_cli_not_implemented("demo");
+}

@@ -1,0 +1,64 @@
+/* adaptiveload: one binary, one verb per stage of the pipeline. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/al_cli.h"
+#include "common/al_status.h"
+
+typedef struct verb {
+  const char *name;
+  int (*run)(int argc, char **argv);
+  const char *summary;
+} verb;
+
+static const verb VERBS[] = {
+    {"synth", al_cmd_synth, "write a synthetic WebDataset corpus (images + videos)"},
+    {"index", al_cmd_index, "index WebDataset tar shards into an index file"},
+    {"fit", al_cmd_fit, "fit a cost model to a shape benchmark CSV"},
+    {"plan", al_cmd_plan, "plan buckets, batch sizes and a per-rank schedule into a manifest"},
+    {"inspect", al_cmd_inspect, "summarise a manifest (balance, bubbles, throughput)"},
+    {"stream", al_cmd_stream, "read one rank's packed batches from a manifest"},
+    {"demo", al_cmd_demo, "run the whole pipeline on a small embedded default corpus"},
+};
+#define N_VERBS (sizeof VERBS / sizeof VERBS[0])
+
+static void usage(FILE *out) {
+  fprintf(out,
+          "usage: adaptiveload VERB [ARGS...]\n"
+          "       adaptiveload VERB --help\n\n"
+          "Shape-bucketed, load-balanced data loading for video diffusion transformers.\n\n"
+          "verbs:\n");
+  for (size_t i = 0; i < N_VERBS; i++) fprintf(out, "  %-8s %s\n", VERBS[i].name, VERBS[i].summary);
+}
+
+int al_cli_wants_help(int argc, char **argv) {
+  for (int i = 1; i < argc; i++)
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return 1;
+  return 0;
+}
+
+int al_cli_not_implemented(const char *verb) {
+  fprintf(stderr, "adaptiveload %s: not implemented yet\n", verb);
+  return AL_EXIT_USAGE;
+}
+
+int al_cli_fail(const char *verb) {
+  fprintf(stderr, "adaptiveload %s: %s\n", verb, al_last_error());
+  return AL_EXIT_FAIL;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return AL_EXIT_USAGE;
+  }
+  if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+    usage(stdout);
+    return AL_EXIT_OK;
+  }
+  for (size_t i = 0; i < N_VERBS; i++)
+    if (!strcmp(argv[1], VERBS[i].name)) return VERBS[i].run(argc - 1, argv + 1);
+  fprintf(stderr, "adaptiveload: unknown verb '%s'\n\n", argv[1]);
+  usage(stderr);
+  return AL_EXIT_USAGE;
+}

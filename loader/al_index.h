@@ -1,0 +1,136 @@
+/*
+ * al_index.h - the sample index: what every WebDataset shard holds.
+ *
+ * An al_index lists shards, samples (key, shard, members with data offsets and
+ * sizes, metadata) and rejected samples (shard, member, byte offset, reason).
+ * It is built from tar shards (al_index_build), loaded from an index file
+ * (al_index_load), or assembled by hand (al_index_new + al_index_add_*), which
+ * planner benchmarks use to make 10M-sample indexes without writing shards.
+ *
+ * Ownership: the caller owns the al_index and frees it with al_index_free().
+ * Strings and structs returned by accessors point into the index and stay
+ * valid until it is freed.
+ *
+ * Thread safety: building is internally parallel. A finished index is
+ * immutable: any number of threads may call the const accessors at once.
+ * al_index_add_* must not run concurrently with anything else on that index.
+ *
+ * Errors: functions return an al_status (common/al_status.h) and set
+ * al_last_error(). Bad input inside shards is not an error of the build: it is
+ * recorded as a rejected entry and the build goes on (see al_index_options.strict).
+ */
+#ifndef AL_INDEX_H
+#define AL_INDEX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/al_status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct al_index al_index;
+
+/* Zero means default for every field. */
+typedef struct al_index_options {
+  int threads;               /* shards indexed in parallel; 0 = all online cores */
+  int strict;                /* nonzero: al_index_build fails if anything was rejected */
+  int progress;              /* 0 = progress line on stderr when it is a terminal, 1 = always, -1 = never */
+  size_t block_size;         /* libarchive read block; 0 = 4 MiB */
+  const char *dali_idx_dir;  /* non-NULL: also write DALI wds2idx v1.2 files here, one per shard */
+  /* JSON field names; NULL = defaults. Aliases are tried after the configured name. */
+  const char *field_width;     /* "width" */
+  const char *field_height;    /* "height" */
+  const char *field_frames;    /* "frames" (aliases: num_frames, nframes) */
+  const char *field_fps;       /* "fps" (alias: frame_rate) */
+  const char *field_duration;  /* "duration" */
+} al_index_options;
+
+typedef struct al_shard_info {
+  const char *path;
+  uint64_t size;
+  int64_t mtime_ns;
+  uint64_t sample_count;
+  uint64_t rejected_count;
+  int seekable;              /* plain tar: member offsets are file offsets */
+  const char *compression;   /* "none", "lz4", "gzip", "zstd", "bzip2", "xz" */
+} al_shard_info;
+
+typedef struct al_member_info {
+  const char *ext;           /* "json", "latent", "json.lz4" */
+  uint64_t offset;           /* data offset in the uncompressed tar stream */
+  uint64_t size;             /* stored bytes */
+  int lz4;                   /* stored as an LZ4 frame */
+} al_member_info;
+
+typedef struct al_sample_info {
+  const char *key;
+  uint32_t shard;
+  uint32_t width;
+  uint32_t height;
+  uint32_t frames;           /* 1 for images */
+  float fps;                 /* 0 when unknown */
+  uint32_t n_members;
+} al_sample_info;
+
+typedef struct al_rejected_info {
+  uint32_t shard;
+  const char *member;        /* "" for shard-level failures */
+  uint64_t offset;
+  const char *key;           /* "" when unknown */
+  const char *reason;
+} al_rejected_info;
+
+/* Summary of a build, also what `adaptiveload index --json` prints. */
+typedef struct al_index_stats {
+  uint64_t shards;
+  uint64_t samples;
+  uint64_t rejected;
+  uint64_t bytes;            /* shard bytes read */
+  double seconds;
+} al_index_stats;
+
+/* Expands a SHARD argument: a file, a directory (every *.tar* inside, sorted) or
+ * a brace pattern "shard-{000000..000099}.tar". Appends malloc'd paths to
+ * *paths (realloc'd; *n updated). Caller frees each path and the array. */
+int al_shard_expand(const char *arg, char ***paths, size_t *n);
+
+/* Indexes `n` shards. On AL_OK *out is a new index (possibly with rejected
+ * entries). Fails only for bad arguments, when no shard could be read, or with
+ * opts->strict when anything was rejected (then *out is still set so the
+ * caller can report what was rejected). `stats` may be NULL. */
+int al_index_build(al_index **out, const char *const *shards, size_t n,
+                   const al_index_options *opts, al_index_stats *stats);
+
+int al_index_save(const al_index *idx, const char *path);
+int al_index_load(al_index **out, const char *path);
+void al_index_free(al_index *idx);
+
+size_t al_index_shard_count(const al_index *idx);
+size_t al_index_sample_count(const al_index *idx);
+size_t al_index_rejected_count(const al_index *idx);
+/* Hash of shard paths, sizes and sample keys; manifests record it to catch a
+ * manifest used with another index. Deterministic across runs and machines. */
+uint64_t al_index_fingerprint(const al_index *idx);
+
+int al_index_shard(const al_index *idx, size_t i, al_shard_info *out);
+int al_index_sample(const al_index *idx, size_t i, al_sample_info *out);
+int al_index_member(const al_index *idx, size_t sample, size_t m, al_member_info *out);
+/* AL_ENOTFOUND when the sample has no member with that extension. */
+int al_index_find_member(const al_index *idx, size_t sample, const char *ext, al_member_info *out);
+int al_index_rejected(const al_index *idx, size_t i, al_rejected_info *out);
+
+/* Hand assembly (planner benchmarks, tests). Members are optional. */
+int al_index_new(al_index **out);
+int al_index_add_shard(al_index *idx, const char *path, uint64_t size, int seekable, uint32_t *id);
+int al_index_add_sample(al_index *idx, const char *key, uint32_t shard, uint32_t width,
+                        uint32_t height, uint32_t frames, float fps,
+                        const al_member_info *members, size_t n_members);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* AL_INDEX_H */

@@ -1,0 +1,94 @@
+/*
+ * al_manifest.h - reading a manifest: the per-step, per-rank schedule of
+ * micro-batches that `adaptiveload plan` writes (planner/al_plan.h builds it).
+ *
+ * A manifest is a pure function of (index, cost model, config, seed, epoch,
+ * world size). Every rank loads the same file and reads its own rows; no
+ * communication is needed. Steps are numbered from 0 within the epoch; a
+ * re-planned manifest (elastic resume) starts at info.first_step.
+ *
+ * Sample references are positions in the index's sample list (al_index.h).
+ *
+ * Ownership: the caller owns the al_manifest (al_manifest_free). Pointers in
+ * returned structs point into it and stay valid until it is freed.
+ * Thread safety: a loaded manifest is immutable; concurrent readers are fine.
+ * Errors: al_status codes, message in al_last_error() (file and record named).
+ */
+#ifndef AL_MANIFEST_H
+#define AL_MANIFEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/al_status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct al_manifest al_manifest;
+
+typedef struct al_manifest_info {
+  const char *policy;          /* "adaptive" | "equal-token" */
+  uint32_t world;
+  uint64_t seed;
+  uint32_t epoch;
+  uint32_t first_step;         /* first step held (0 unless re-planned) */
+  uint32_t steps;              /* steps held */
+  uint64_t samples;            /* real samples planned */
+  uint64_t dropped;
+  uint64_t padded;
+  uint64_t tokens;
+  uint64_t index_fingerprint;
+  size_t buckets;
+  double imbalance_cv;
+  double bubble;
+  double predicted_seconds;
+  double predicted_tokens_per_s;
+} al_manifest_info;
+
+typedef struct al_bucket_info {
+  uint32_t id;
+  uint32_t width, height, frames;
+  uint64_t tokens;             /* per sample */
+  uint32_t batch_size;
+  double batch_cost_ms;
+  uint64_t samples;
+  const char *limited_by;      /* "memory" | "compute" | "one" */
+} al_bucket_info;
+
+typedef struct al_micro_ref {
+  uint32_t step;               /* absolute step in the epoch */
+  uint32_t rank;
+  uint32_t micro;              /* 0 .. n_micro-1 within (step, rank) */
+  uint32_t n_micro;
+  uint32_t bucket;
+  size_t n_samples;
+  const uint64_t *samples;     /* index positions */
+  const uint64_t *tokens;      /* per sample */
+  size_t n_padded;
+  const uint32_t *padded;      /* positions in samples[] that are padding repeats */
+  double cost_ms;              /* predicted */
+  uint64_t step_samples;       /* totals over all ranks of this step, for loss normalisation */
+  uint64_t step_tokens;
+} al_micro_ref;
+
+int al_manifest_load(al_manifest **out, const char *path);
+void al_manifest_free(al_manifest *m);
+
+int al_manifest_get_info(const al_manifest *m, al_manifest_info *out);
+int al_manifest_bucket(const al_manifest *m, size_t i, al_bucket_info *out);
+
+/* Number of micro-batches of `rank` in absolute step `step`. */
+int al_manifest_micro_count(const al_manifest *m, uint32_t step, uint32_t rank, uint32_t *n);
+int al_manifest_micro(const al_manifest *m, uint32_t step, uint32_t rank, uint32_t micro,
+                      al_micro_ref *out);
+
+/* Key of index position `sample` as recorded in the manifest; NULL if absent. */
+const char *al_manifest_key(const al_manifest *m, uint64_t sample);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* AL_MANIFEST_H */

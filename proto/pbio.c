@@ -1,0 +1,512 @@
+/* Chunked protobuf records inside an LZ4 frame. Format in al_pbio.h. */
+#include "proto/al_pbio.h"
+
+#include <errno.h>
+#include <lz4frame.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "proto/adaptiveload.pb-c.h"
+
+#define MAGIC "ALPB"
+#define HEADER_LEN 16u
+#define STAGE_CAP (1u << 20) /* uncompressed bytes handed to LZ4F per update */
+#define READ_CAP (1u << 20)  /* compressed bytes read per fread */
+
+static void put_u32(uint8_t *p, uint32_t v) {
+  p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); p[2] = (uint8_t)(v >> 16); p[3] = (uint8_t)(v >> 24);
+}
+static uint32_t get_u32(const uint8_t *p) {
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static void put_u64(uint8_t *p, uint64_t v) { put_u32(p, (uint32_t)v); put_u32(p + 4, (uint32_t)(v >> 32)); }
+static uint64_t get_u64(const uint8_t *p) { return get_u32(p) | (uint64_t)get_u32(p + 4) << 32; }
+
+const char *al_file_kind_name(al_file_kind kind) {
+  switch (kind) {
+    case AL_KIND_INDEX: return "index";
+    case AL_KIND_COST: return "cost model";
+    case AL_KIND_MANIFEST: return "manifest";
+  }
+  return "unknown";
+}
+
+/* ============================================================== writer == */
+
+struct al_pbio_writer {
+  FILE *f;
+  char *path;
+  char *tmp;
+  LZ4F_cctx *cctx;
+  LZ4F_preferences_t prefs;
+  uint8_t *stage; /* uncompressed bytes not yet compressed */
+  size_t staged;
+  uint8_t *out;   /* compressed output scratch */
+  size_t out_cap;
+  uint64_t records;
+  uint8_t *pack;  /* scratch for al_pbio_write_msg */
+  size_t pack_cap;
+};
+
+static int w_emit(al_pbio_writer *w, const void *buf, size_t n) {
+  if (n && fwrite(buf, 1, n, w->f) != n)
+    return al_set_error(AL_EIO, "%s: write failed: %s", w->tmp, strerror(errno));
+  return AL_OK;
+}
+
+static int w_flush_stage(al_pbio_writer *w) {
+  if (!w->staged) return AL_OK;
+  size_t n = LZ4F_compressUpdate(w->cctx, w->out, w->out_cap, w->stage, w->staged, NULL);
+  if (LZ4F_isError(n))
+    return al_set_error(AL_EIO, "%s: LZ4 compression failed: %s", w->tmp, LZ4F_getErrorName(n));
+  w->staged = 0;
+  return w_emit(w, w->out, n);
+}
+
+static int w_put(al_pbio_writer *w, const void *buf, size_t n) {
+  const uint8_t *p = buf;
+  while (n) {
+    size_t room = STAGE_CAP - w->staged;
+    size_t k = n < room ? n : room;
+    memcpy(w->stage + w->staged, p, k);
+    w->staged += k;
+    p += k;
+    n -= k;
+    if (w->staged == STAGE_CAP) {
+      int rc = w_flush_stage(w);
+      if (rc) return rc;
+    }
+  }
+  return AL_OK;
+}
+
+static void w_free(al_pbio_writer *w) {
+  if (!w) return;
+  if (w->f) fclose(w->f);
+  if (w->cctx) LZ4F_freeCompressionContext(w->cctx);
+  free(w->stage);
+  free(w->out);
+  free(w->pack);
+  free(w->path);
+  free(w->tmp);
+  free(w);
+}
+
+int al_pbio_writer_open_version(al_pbio_writer **out, const char *path, al_file_kind kind,
+                                uint32_t version) {
+  if (!out || !path) return al_set_error(AL_EINVAL, "al_pbio_writer_open: NULL argument");
+  *out = NULL;
+  al_pbio_writer *w = calloc(1, sizeof *w);
+  if (!w) return al_set_error(AL_ENOMEM, "%s: out of memory", path);
+  size_t plen = strlen(path);
+  w->path = strdup(path);
+  w->tmp = malloc(plen + 5);
+  w->stage = malloc(STAGE_CAP);
+  if (!w->path || !w->tmp || !w->stage) {
+    w_free(w);
+    return al_set_error(AL_ENOMEM, "%s: out of memory", path);
+  }
+  memcpy(w->tmp, path, plen);
+  memcpy(w->tmp + plen, ".tmp", 5);
+
+  memset(&w->prefs, 0, sizeof w->prefs);
+  w->prefs.frameInfo.blockSizeID = LZ4F_max4MB;
+  w->prefs.frameInfo.blockMode = LZ4F_blockLinked;
+  w->prefs.frameInfo.contentChecksumFlag = LZ4F_contentChecksumEnabled;
+  w->prefs.frameInfo.blockChecksumFlag = LZ4F_blockChecksumEnabled;
+  w->out_cap = LZ4F_compressBound(STAGE_CAP, &w->prefs) + LZ4F_HEADER_SIZE_MAX;
+  w->out = malloc(w->out_cap);
+  if (!w->out) {
+    w_free(w);
+    return al_set_error(AL_ENOMEM, "%s: out of memory", path);
+  }
+  size_t rc = LZ4F_createCompressionContext(&w->cctx, LZ4F_VERSION);
+  if (LZ4F_isError(rc)) {
+    w_free(w);
+    return al_set_error(AL_ENOMEM, "%s: LZ4 context: %s", path, LZ4F_getErrorName(rc));
+  }
+  w->f = fopen(w->tmp, "wb");
+  if (!w->f) {
+    int e = errno;
+    w_free(w);
+    return al_set_error(AL_EIO, "%s.tmp: cannot create: %s", path, strerror(e));
+  }
+  size_t n = LZ4F_compressBegin(w->cctx, w->out, w->out_cap, &w->prefs);
+  if (LZ4F_isError(n)) {
+    al_pbio_writer_abort(w);
+    return al_set_error(AL_EIO, "%s: LZ4 frame header: %s", path, LZ4F_getErrorName(n));
+  }
+  uint8_t hdr[HEADER_LEN];
+  memcpy(hdr, MAGIC, 4);
+  put_u32(hdr + 4, version);
+  put_u32(hdr + 8, (uint32_t)kind);
+  put_u32(hdr + 12, 0);
+  int st = w_emit(w, w->out, n);
+  if (!st) st = w_put(w, hdr, sizeof hdr);
+  if (st) {
+    al_pbio_writer_abort(w);
+    return st;
+  }
+  *out = w;
+  return AL_OK;
+}
+
+int al_pbio_writer_open(al_pbio_writer **out, const char *path, al_file_kind kind) {
+  return al_pbio_writer_open_version(out, path, kind, AL_FORMAT_VERSION);
+}
+
+int al_pbio_write(al_pbio_writer *w, uint32_t tag, const void *buf, size_t len) {
+  if (!w || (!buf && len)) return al_set_error(AL_EINVAL, "al_pbio_write: NULL argument");
+  if (tag == 0) return al_set_error(AL_EINVAL, "%s: record tag 0 is reserved", w->path);
+  if (len > AL_PBIO_MAX_RECORD)
+    return al_set_error(AL_ERANGE, "%s: record of %zu bytes exceeds the %u-byte limit; write smaller chunks",
+                        w->path, len, AL_PBIO_MAX_RECORD);
+  uint8_t rh[8];
+  put_u32(rh, tag);
+  put_u32(rh + 4, (uint32_t)len);
+  int rc = w_put(w, rh, sizeof rh);
+  if (!rc) rc = w_put(w, buf, len);
+  if (!rc) w->records++;
+  return rc;
+}
+
+int al_pbio_write_msg(al_pbio_writer *w, uint32_t tag, const ProtobufCMessage *msg) {
+  if (!w || !msg) return al_set_error(AL_EINVAL, "al_pbio_write_msg: NULL argument");
+  size_t n = protobuf_c_message_get_packed_size(msg);
+  if (n > AL_PBIO_MAX_RECORD)
+    return al_set_error(AL_ERANGE, "%s: %s message of %zu bytes exceeds the %u-byte record limit",
+                        w->path, msg->descriptor->name, n, AL_PBIO_MAX_RECORD);
+  if (n > w->pack_cap) {
+    size_t cap = n + n / 2 + 64;
+    uint8_t *p = realloc(w->pack, cap);
+    if (!p) return al_set_error(AL_ENOMEM, "%s: out of memory packing %zu bytes", w->path, n);
+    w->pack = p;
+    w->pack_cap = cap;
+  }
+  size_t got = protobuf_c_message_pack(msg, w->pack);
+  return al_pbio_write(w, tag, w->pack, got);
+}
+
+int al_pbio_writer_close(al_pbio_writer *w) {
+  if (!w) return al_set_error(AL_EINVAL, "al_pbio_writer_close: NULL writer");
+  uint8_t end[16];
+  put_u32(end, 0);
+  put_u32(end + 4, 8);
+  put_u64(end + 8, w->records);
+  int rc = w_put(w, end, sizeof end);
+  if (!rc) rc = w_flush_stage(w);
+  if (!rc) {
+    size_t n = LZ4F_compressEnd(w->cctx, w->out, w->out_cap, NULL);
+    if (LZ4F_isError(n))
+      rc = al_set_error(AL_EIO, "%s: LZ4 frame end: %s", w->path, LZ4F_getErrorName(n));
+    else
+      rc = w_emit(w, w->out, n);
+  }
+  if (!rc && fclose(w->f) != 0) rc = al_set_error(AL_EIO, "%s: close failed: %s", w->tmp, strerror(errno));
+  w->f = NULL;
+  if (!rc && rename(w->tmp, w->path) != 0)
+    rc = al_set_error(AL_EIO, "%s: rename from %s failed: %s", w->path, w->tmp, strerror(errno));
+  if (rc) unlink(w->tmp);
+  w_free(w);
+  return rc;
+}
+
+void al_pbio_writer_abort(al_pbio_writer *w) {
+  if (!w) return;
+  if (w->f) {
+    fclose(w->f);
+    w->f = NULL;
+  }
+  unlink(w->tmp);
+  w_free(w);
+}
+
+/* ============================================================== reader == */
+
+struct al_pbio_reader {
+  FILE *f;
+  char *path;
+  uint32_t version;
+  al_file_kind kind;
+  LZ4F_dctx *dctx;
+  uint8_t *in;       /* compressed bytes read but not yet consumed */
+  size_t in_pos, in_len;
+  uint64_t in_off;   /* file offset of in[in_pos] */
+  int file_eof;
+  int frame_done;    /* LZ4F reported the end of the frame (checksum verified) */
+  uint8_t *d;        /* decompressed window */
+  size_t d_cap, d_pos, d_len;
+  uint64_t d_off;    /* stream offset of d[d_pos] */
+  uint64_t records;
+  int finished;
+};
+
+/* Makes at least `n` decompressed bytes available at r->d + r->d_pos, or fewer
+ * when the stream ends. Returns AL_OK or an error for a corrupt/truncated frame. */
+static int r_fill(al_pbio_reader *r, size_t n) {
+  if (r->d_len - r->d_pos >= n) return AL_OK;
+  if (r->d_pos) {
+    memmove(r->d, r->d + r->d_pos, r->d_len - r->d_pos);
+    r->d_len -= r->d_pos;
+    r->d_pos = 0;
+  }
+  if (n > r->d_cap) {
+    size_t cap = r->d_cap;
+    while (cap < n) cap *= 2;
+    uint8_t *p = realloc(r->d, cap);
+    if (!p) return al_set_error(AL_ENOMEM, "%s: out of memory (%zu-byte record)", r->path, n);
+    r->d = p;
+    r->d_cap = cap;
+  }
+  while (r->d_len < n && !r->frame_done) {
+    if (r->in_pos == r->in_len) {
+      if (r->file_eof) {
+        return al_set_error(AL_EFORMAT,
+                            "%s: truncated: LZ4 frame ends early at file byte %llu (decompressed byte %llu)",
+                            r->path, (unsigned long long)r->in_off,
+                            (unsigned long long)(r->d_off + r->d_len));
+      }
+      r->in_len = fread(r->in, 1, READ_CAP, r->f);
+      r->in_pos = 0;
+      if (r->in_len < READ_CAP) {
+        if (ferror(r->f)) return al_set_error(AL_EIO, "%s: read failed: %s", r->path, strerror(errno));
+        r->file_eof = 1;
+      }
+      if (r->in_len == 0) continue;
+    }
+    size_t src = r->in_len - r->in_pos;
+    size_t dst = r->d_cap - r->d_len;
+    size_t hint = LZ4F_decompress(r->dctx, r->d + r->d_len, &dst, r->in + r->in_pos, &src, NULL);
+    if (LZ4F_isError(hint)) {
+      return al_set_error(AL_EFORMAT, "%s: corrupt LZ4 frame near file byte %llu: %s", r->path,
+                          (unsigned long long)(r->in_off + src), LZ4F_getErrorName(hint));
+    }
+    r->in_pos += src;
+    r->in_off += src;
+    r->d_len += dst;
+    if (hint == 0) r->frame_done = 1;
+  }
+  return AL_OK;
+}
+
+static void r_free(al_pbio_reader *r) {
+  if (!r) return;
+  if (r->f) fclose(r->f);
+  if (r->dctx) LZ4F_freeDecompressionContext(r->dctx);
+  free(r->in);
+  free(r->d);
+  free(r->path);
+  free(r);
+}
+
+int al_pbio_reader_open(al_pbio_reader **out, const char *path, al_file_kind expect) {
+  if (!out || !path) return al_set_error(AL_EINVAL, "al_pbio_reader_open: NULL argument");
+  *out = NULL;
+  al_pbio_reader *r = calloc(1, sizeof *r);
+  if (!r) return al_set_error(AL_ENOMEM, "%s: out of memory", path);
+  r->path = strdup(path);
+  r->in = malloc(READ_CAP);
+  r->d_cap = 1u << 20;
+  r->d = malloc(r->d_cap);
+  if (!r->path || !r->in || !r->d) {
+    r_free(r);
+    return al_set_error(AL_ENOMEM, "%s: out of memory", path);
+  }
+  size_t lz = LZ4F_createDecompressionContext(&r->dctx, LZ4F_VERSION);
+  if (LZ4F_isError(lz)) {
+    r_free(r);
+    return al_set_error(AL_ENOMEM, "%s: LZ4 context: %s", path, LZ4F_getErrorName(lz));
+  }
+  r->f = fopen(path, "rb");
+  if (!r->f) {
+    int e = errno;
+    r_free(r);
+    return al_set_error(e == ENOENT ? AL_ENOTFOUND : AL_EIO, "%s: cannot open: %s", path, strerror(e));
+  }
+  /* An LZ4 frame starts with magic 0x184D2204; say so plainly for other files. */
+  uint8_t m[4];
+  size_t got = fread(m, 1, 4, r->f);
+  if (got == 0) {
+    r_free(r);
+    return al_set_error(AL_EFORMAT, "%s: empty file (expected an AdaptiveLoad %s)", path,
+                        expect ? al_file_kind_name(expect) : "file");
+  }
+  if (got < 4 || get_u32(m) != 0x184D2204u) {
+    r_free(r);
+    return al_set_error(AL_EFORMAT, "%s: not an AdaptiveLoad file (no LZ4 frame magic at byte 0)", path);
+  }
+  rewind(r->f);
+  int rc = r_fill(r, HEADER_LEN);
+  if (rc) {
+    r_free(r);
+    return rc;
+  }
+  if (r->d_len < HEADER_LEN || memcmp(r->d, MAGIC, 4) != 0) {
+    r_free(r);
+    return al_set_error(AL_EFORMAT, "%s: not an AdaptiveLoad file (bad header magic)", path);
+  }
+  r->version = get_u32(r->d + 4);
+  r->kind = (al_file_kind)get_u32(r->d + 8);
+  if (r->version != AL_FORMAT_VERSION) {
+    uint32_t v = r->version;
+    r_free(r);
+    return al_set_error(AL_EVERSION,
+                        "%s: format version %u is not supported (this build reads version %u); "
+                        "re-create the file with this version of adaptiveload",
+                        path, v, AL_FORMAT_VERSION);
+  }
+  if (expect && r->kind != expect) {
+    al_file_kind k = r->kind;
+    r_free(r);
+    return al_set_error(AL_EFORMAT, "%s: is a %s file, expected a %s file", path, al_file_kind_name(k),
+                        al_file_kind_name(expect));
+  }
+  r->d_pos = HEADER_LEN;
+  r->d_off = HEADER_LEN;
+  *out = r;
+  return AL_OK;
+}
+
+al_file_kind al_pbio_reader_kind(const al_pbio_reader *r) { return r->kind; }
+uint32_t al_pbio_reader_version(const al_pbio_reader *r) { return r->version; }
+const char *al_pbio_reader_path(const al_pbio_reader *r) { return r->path; }
+
+static int r_truncated(al_pbio_reader *r, size_t want) {
+  return al_set_error(AL_EFORMAT,
+                      "%s: record %llu at byte %llu: truncated (wanted %zu bytes, stream has %zu)",
+                      r->path, (unsigned long long)r->records, (unsigned long long)r->d_off, want,
+                      r->d_len - r->d_pos);
+}
+
+int al_pbio_read(al_pbio_reader *r, uint32_t *tag, const uint8_t **buf, size_t *len) {
+  if (!r || !tag || !buf || !len) return al_set_error(AL_EINVAL, "al_pbio_read: NULL argument");
+  if (r->finished) return AL_EOF;
+  int rc = r_fill(r, 8);
+  if (rc) return rc;
+  if (r->d_len - r->d_pos < 8) return r_truncated(r, 8);
+  uint32_t t = get_u32(r->d + r->d_pos);
+  uint32_t n = get_u32(r->d + r->d_pos + 4);
+  if (n > AL_PBIO_MAX_RECORD)
+    return al_set_error(AL_EFORMAT, "%s: record %llu at byte %llu: length %u exceeds the %u-byte limit (corrupt file)",
+                        r->path, (unsigned long long)r->records, (unsigned long long)r->d_off, n,
+                        AL_PBIO_MAX_RECORD);
+  rc = r_fill(r, 8 + (size_t)n);
+  if (rc) return rc;
+  if (r->d_len - r->d_pos < 8 + (size_t)n) return r_truncated(r, 8 + (size_t)n);
+  const uint8_t *p = r->d + r->d_pos + 8;
+  if (t == 0) {
+    if (n != 8 || get_u64(p) != r->records)
+      return al_set_error(AL_EFORMAT, "%s: byte %llu: bad end record (file claims %llu records, read %llu)",
+                          r->path, (unsigned long long)r->d_off,
+                          n == 8 ? (unsigned long long)get_u64(p) : 0ull, (unsigned long long)r->records);
+    r->d_pos += 16;
+    r->d_off += 16;
+    /* Drain the frame so its content checksum is verified before we say EOF. */
+    rc = r_fill(r, (r->d_len - r->d_pos) + 1);
+    if (rc) return rc;
+    if (r->d_len != r->d_pos)
+      return al_set_error(AL_EFORMAT, "%s: %zu unexpected bytes after the end record at byte %llu", r->path,
+                          r->d_len - r->d_pos, (unsigned long long)r->d_off);
+    if (!r->frame_done) return al_set_error(AL_EFORMAT, "%s: LZ4 frame not terminated", r->path);
+    r->finished = 1;
+    return AL_EOF;
+  }
+  *tag = t;
+  *buf = p;
+  *len = n;
+  r->d_pos += 8 + (size_t)n;
+  r->d_off += 8 + (uint64_t)n;
+  r->records++;
+  return AL_OK;
+}
+
+const ProtobufCMessageDescriptor *al_pbio_descriptor_for(uint32_t tag) {
+  switch (tag) {
+    case AL_REC_INDEX_HEADER: return &adaptiveload__index_header__descriptor;
+    case AL_REC_INDEX_CHUNK: return &adaptiveload__index_chunk__descriptor;
+    case AL_REC_INDEX_SUMMARY: return &adaptiveload__index_summary__descriptor;
+    case AL_REC_COST_MODEL: return &adaptiveload__cost_model__descriptor;
+    case AL_REC_MANIFEST_HEADER: return &adaptiveload__manifest_header__descriptor;
+    case AL_REC_KEY_CHUNK: return &adaptiveload__key_chunk__descriptor;
+    case AL_REC_MANIFEST_CHUNK: return &adaptiveload__manifest_chunk__descriptor;
+    case AL_REC_MANIFEST_SUMMARY: return &adaptiveload__manifest_summary__descriptor;
+  }
+  return NULL;
+}
+
+static int unpack(al_pbio_reader *r, uint32_t tag, const ProtobufCMessageDescriptor *desc,
+                  const uint8_t *buf, size_t len, ProtobufCMessage **msg) {
+  *msg = protobuf_c_message_unpack(desc, NULL, len, buf);
+  if (!*msg)
+    return al_set_error(AL_EFORMAT, "%s: record %llu (tag %u): cannot decode %s message of %zu bytes", r->path,
+                        (unsigned long long)(r->records - 1), tag, desc->name, len);
+  return AL_OK;
+}
+
+int al_pbio_read_msg(al_pbio_reader *r, uint32_t tag, const ProtobufCMessageDescriptor *desc,
+                     ProtobufCMessage **msg) {
+  if (!msg || !desc) return al_set_error(AL_EINVAL, "al_pbio_read_msg: NULL argument");
+  *msg = NULL;
+  uint32_t t;
+  const uint8_t *buf;
+  size_t len;
+  int rc = al_pbio_read(r, &t, &buf, &len);
+  if (rc == AL_EOF)
+    return al_set_error(AL_EFORMAT, "%s: ends before the expected %s record", r->path, desc->name);
+  if (rc) return rc;
+  if (t != tag)
+    return al_set_error(AL_EFORMAT, "%s: record %llu has tag %u, expected %u (%s)", r->path,
+                        (unsigned long long)(r->records - 1), t, tag, desc->name);
+  return unpack(r, t, desc, buf, len, msg);
+}
+
+int al_pbio_read_any(al_pbio_reader *r, uint32_t *tag, ProtobufCMessage **msg) {
+  if (!tag || !msg) return al_set_error(AL_EINVAL, "al_pbio_read_any: NULL argument");
+  *msg = NULL;
+  const uint8_t *buf;
+  size_t len;
+  int rc = al_pbio_read(r, tag, &buf, &len);
+  if (rc) return rc;
+  const ProtobufCMessageDescriptor *desc = al_pbio_descriptor_for(*tag);
+  if (!desc)
+    return al_set_error(AL_EFORMAT, "%s: record %llu has unknown tag %u", r->path,
+                        (unsigned long long)(r->records - 1), *tag);
+  return unpack(r, *tag, desc, buf, len, msg);
+}
+
+void al_pbio_reader_close(al_pbio_reader *r) { r_free(r); }
+
+int al_pbio_save_one(const char *path, al_file_kind kind, uint32_t tag, const ProtobufCMessage *msg) {
+  al_pbio_writer *w;
+  int rc = al_pbio_writer_open(&w, path, kind);
+  if (rc) return rc;
+  rc = al_pbio_write_msg(w, tag, msg);
+  if (rc) {
+    al_pbio_writer_abort(w);
+    return rc;
+  }
+  return al_pbio_writer_close(w);
+}
+
+int al_pbio_load_one(const char *path, al_file_kind kind, uint32_t tag,
+                     const ProtobufCMessageDescriptor *desc, ProtobufCMessage **msg) {
+  al_pbio_reader *r;
+  int rc = al_pbio_reader_open(&r, path, kind);
+  if (rc) return rc;
+  rc = al_pbio_read_msg(r, tag, desc, msg);
+  if (!rc) {
+    uint32_t t;
+    const uint8_t *b;
+    size_t n;
+    int e = al_pbio_read(r, &t, &b, &n);
+    if (e != AL_EOF) {
+      protobuf_c_message_free_unpacked(*msg, NULL);
+      *msg = NULL;
+      rc = e ? e : al_set_error(AL_EFORMAT, "%s: unexpected extra record after %s", path, desc->name);
+    }
+  }
+  al_pbio_reader_close(r);
+  return rc;
+}
