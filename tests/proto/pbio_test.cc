@@ -1,0 +1,266 @@
+// The chunked protobuf/LZ4 container: round trip and every way a file can be bad.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+extern "C" {
+#include "proto/adaptiveload.pb-c.h"
+#include "proto/al_pbio.h"
+}
+
+namespace {
+
+std::string TmpPath(const std::string &name) {
+  const char *dir = std::getenv("TEST_TMPDIR");
+  return std::string(dir ? dir : "/tmp") + "/" + name;
+}
+
+std::vector<unsigned char> ReadAll(const std::string &path) {
+  std::vector<unsigned char> v;
+  FILE *f = std::fopen(path.c_str(), "rb");
+  if (!f) return v;
+  int c;
+  while ((c = std::fgetc(f)) != EOF) v.push_back(static_cast<unsigned char>(c));
+  std::fclose(f);
+  return v;
+}
+
+void WriteAll(const std::string &path, const std::vector<unsigned char> &v) {
+  FILE *f = std::fopen(path.c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  if (!v.empty()) {
+    ASSERT_EQ(std::fwrite(v.data(), 1, v.size(), f), v.size());
+  }
+  std::fclose(f);
+}
+
+// Writes an index-kind file: one header, `chunks` chunks of `per` samples, a summary.
+void WriteIndex(const std::string &path, int chunks, int per, uint32_t version = AL_FORMAT_VERSION) {
+  al_pbio_writer *w = nullptr;
+  ASSERT_EQ(al_pbio_writer_open_version(&w, path.c_str(), AL_KIND_INDEX, version), AL_OK) << al_last_error();
+  Adaptiveload__IndexHeader hdr = ADAPTIVELOAD__INDEX_HEADER__INIT;
+  hdr.producer = const_cast<char *>("pbio_test");
+  ASSERT_EQ(al_pbio_write_msg(w, AL_REC_INDEX_HEADER, &hdr.base), AL_OK);
+  for (int c = 0; c < chunks; c++) {
+    std::vector<Adaptiveload__Sample> samples(per);
+    std::vector<Adaptiveload__Sample *> ptrs(per);
+    std::vector<std::string> keys(per);
+    for (int i = 0; i < per; i++) {
+      adaptiveload__sample__init(&samples[i]);
+      keys[i] = "key-" + std::to_string(c * per + i);
+      samples[i].key = const_cast<char *>(keys[i].c_str());
+      samples[i].width = 832 + i;
+      samples[i].height = 480;
+      samples[i].frames = 81;
+      ptrs[i] = &samples[i];
+    }
+    Adaptiveload__IndexChunk chunk = ADAPTIVELOAD__INDEX_CHUNK__INIT;
+    chunk.n_samples = per;
+    chunk.samples = ptrs.data();
+    ASSERT_EQ(al_pbio_write_msg(w, AL_REC_INDEX_CHUNK, &chunk.base), AL_OK);
+  }
+  Adaptiveload__IndexSummary sum = ADAPTIVELOAD__INDEX_SUMMARY__INIT;
+  sum.samples = static_cast<uint64_t>(chunks) * per;
+  ASSERT_EQ(al_pbio_write_msg(w, AL_REC_INDEX_SUMMARY, &sum.base), AL_OK);
+  ASSERT_EQ(al_pbio_writer_close(w), AL_OK) << al_last_error();
+}
+
+// Reads every record; returns the final status (AL_EOF when the file is whole).
+int ReadEverything(const std::string &path, int *records, uint64_t *samples) {
+  al_pbio_reader *r = nullptr;
+  int rc = al_pbio_reader_open(&r, path.c_str(), AL_KIND_INDEX);
+  if (rc) return rc;
+  *records = 0;
+  *samples = 0;
+  for (;;) {
+    uint32_t tag;
+    ProtobufCMessage *msg;
+    rc = al_pbio_read_any(r, &tag, &msg);
+    if (rc) break;
+    (*records)++;
+    if (tag == AL_REC_INDEX_CHUNK) *samples += reinterpret_cast<Adaptiveload__IndexChunk *>(msg)->n_samples;
+    protobuf_c_message_free_unpacked(msg, nullptr);
+  }
+  al_pbio_reader_close(r);
+  return rc;
+}
+
+TEST(Pbio, RoundTripManyChunks) {
+  std::string path = TmpPath("round.alidx");
+  // ~6 MB of records: spans several 4 MB LZ4 blocks and 1 MB staging flushes.
+  WriteIndex(path, 40, 5000);
+  int records = 0;
+  uint64_t samples = 0;
+  EXPECT_EQ(ReadEverything(path, &records, &samples), AL_EOF) << al_last_error();
+  EXPECT_EQ(records, 42);
+  EXPECT_EQ(samples, 200000u);
+
+  // Contents survive: check one sample of the last chunk.
+  al_pbio_reader *r = nullptr;
+  ASSERT_EQ(al_pbio_reader_open(&r, path.c_str(), AL_KIND_INDEX), AL_OK);
+  EXPECT_EQ(al_pbio_reader_version(r), AL_FORMAT_VERSION);
+  ProtobufCMessage *m = nullptr;
+  ASSERT_EQ(al_pbio_read_msg(r, AL_REC_INDEX_HEADER, &adaptiveload__index_header__descriptor, &m), AL_OK);
+  EXPECT_STREQ(reinterpret_cast<Adaptiveload__IndexHeader *>(m)->producer, "pbio_test");
+  protobuf_c_message_free_unpacked(m, nullptr);
+  for (int c = 0; c < 40; c++) {
+    ASSERT_EQ(al_pbio_read_msg(r, AL_REC_INDEX_CHUNK, &adaptiveload__index_chunk__descriptor, &m), AL_OK);
+    auto *chunk = reinterpret_cast<Adaptiveload__IndexChunk *>(m);
+    ASSERT_EQ(chunk->n_samples, 5000u);
+    EXPECT_EQ(std::string(chunk->samples[17]->key), "key-" + std::to_string(c * 5000 + 17));
+    EXPECT_EQ(chunk->samples[17]->width, 832u + 17u);
+    protobuf_c_message_free_unpacked(m, nullptr);
+  }
+  al_pbio_reader_close(r);
+}
+
+TEST(Pbio, DeterministicBytes) {
+  std::string a = TmpPath("det_a.alidx"), b = TmpPath("det_b.alidx");
+  WriteIndex(a, 3, 100);
+  WriteIndex(b, 3, 100);
+  EXPECT_EQ(ReadAll(a), ReadAll(b));
+}
+
+TEST(Pbio, NoTmpLeftBehind) {
+  std::string path = TmpPath("tmpcheck.alidx");
+  WriteIndex(path, 1, 10);
+  EXPECT_EQ(std::fopen((path + ".tmp").c_str(), "rb"), nullptr);
+  al_pbio_writer *w = nullptr;
+  std::string p2 = TmpPath("aborted.alidx");
+  ASSERT_EQ(al_pbio_writer_open(&w, p2.c_str(), AL_KIND_INDEX), AL_OK);
+  al_pbio_writer_abort(w);
+  EXPECT_EQ(std::fopen(p2.c_str(), "rb"), nullptr);
+  EXPECT_EQ(std::fopen((p2 + ".tmp").c_str(), "rb"), nullptr);
+}
+
+TEST(Pbio, EmptyFileIsClearError) {
+  std::string path = TmpPath("empty.alidx");
+  WriteAll(path, {});
+  al_pbio_reader *r = nullptr;
+  EXPECT_EQ(al_pbio_reader_open(&r, path.c_str(), AL_KIND_INDEX), AL_EFORMAT);
+  EXPECT_NE(std::string(al_last_error()).find("empty file"), std::string::npos) << al_last_error();
+  EXPECT_NE(std::string(al_last_error()).find(path), std::string::npos);
+}
+
+TEST(Pbio, MissingFileIsNotFound) {
+  al_pbio_reader *r = nullptr;
+  EXPECT_EQ(al_pbio_reader_open(&r, TmpPath("nope.alidx").c_str(), AL_KIND_INDEX), AL_ENOTFOUND);
+  EXPECT_NE(std::string(al_last_error()).find("nope.alidx"), std::string::npos);
+}
+
+TEST(Pbio, NotAnAdaptiveLoadFile) {
+  std::string path = TmpPath("garbage.alidx");
+  WriteAll(path, std::vector<unsigned char>(1000, 'x'));
+  al_pbio_reader *r = nullptr;
+  EXPECT_EQ(al_pbio_reader_open(&r, path.c_str(), AL_KIND_INDEX), AL_EFORMAT);
+  EXPECT_NE(std::string(al_last_error()).find("not an AdaptiveLoad file"), std::string::npos) << al_last_error();
+}
+
+TEST(Pbio, TruncatedAtEveryCutIsAnErrorNeverACrash) {
+  std::string path = TmpPath("whole.alidx");
+  WriteIndex(path, 4, 300);
+  std::vector<unsigned char> whole = ReadAll(path);
+  ASSERT_GT(whole.size(), 100u);
+  std::string cut = TmpPath("cut.alidx");
+  // Every cut point short of the whole file must fail (never AL_EOF, never a crash).
+  size_t step = whole.size() / 97 + 1;
+  int checked = 0;
+  for (size_t n = 0; n < whole.size(); n += step) {
+    WriteAll(cut, std::vector<unsigned char>(whole.begin(), whole.begin() + n));
+    int records = 0;
+    uint64_t samples = 0;
+    int rc = ReadEverything(cut, &records, &samples);
+    EXPECT_LT(rc, 0) << "cut at " << n << " of " << whole.size() << " read as complete";
+    EXPECT_NE(std::string(al_last_error()).find(cut), std::string::npos) << al_last_error();
+    checked++;
+  }
+  // The last byte matters too (frame end mark / checksum).
+  WriteAll(cut, std::vector<unsigned char>(whole.begin(), whole.end() - 1));
+  int records = 0;
+  uint64_t samples = 0;
+  EXPECT_LT(ReadEverything(cut, &records, &samples), 0);
+  EXPECT_GT(checked, 50);
+}
+
+TEST(Pbio, FlippedByteIsDetected) {
+  std::string path = TmpPath("flip_src.alidx");
+  WriteIndex(path, 2, 500);
+  std::vector<unsigned char> whole = ReadAll(path);
+  std::string bad = TmpPath("flip.alidx");
+  int detected = 0, tried = 0;
+  // Flip one bit at spread-out positions past the 7-byte frame header.
+  for (size_t pos = 7; pos < whole.size(); pos += whole.size() / 41 + 1) {
+    std::vector<unsigned char> v = whole;
+    v[pos] ^= 0x10;
+    WriteAll(bad, v);
+    int records = 0;
+    uint64_t samples = 0;
+    int rc = ReadEverything(bad, &records, &samples);
+    tried++;
+    if (rc < 0) detected++;
+  }
+  EXPECT_EQ(detected, tried) << "a flipped byte went unnoticed";
+  // The message says what kind of damage it is.
+  std::vector<unsigned char> v = whole;
+  v[whole.size() / 2] ^= 0x01;
+  WriteAll(bad, v);
+  int records = 0;
+  uint64_t samples = 0;
+  EXPECT_EQ(ReadEverything(bad, &records, &samples), AL_EFORMAT);
+  EXPECT_NE(std::string(al_last_error()).find("corrupt LZ4 frame"), std::string::npos) << al_last_error();
+}
+
+TEST(Pbio, WrongFormatVersion) {
+  std::string path = TmpPath("v99.alidx");
+  WriteIndex(path, 1, 10, 99);
+  al_pbio_reader *r = nullptr;
+  EXPECT_EQ(al_pbio_reader_open(&r, path.c_str(), AL_KIND_INDEX), AL_EVERSION);
+  std::string msg = al_last_error();
+  EXPECT_NE(msg.find("format version 99"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(path), std::string::npos) << msg;
+}
+
+TEST(Pbio, WrongKind) {
+  std::string path = TmpPath("kind.alidx");
+  WriteIndex(path, 1, 10);
+  al_pbio_reader *r = nullptr;
+  EXPECT_EQ(al_pbio_reader_open(&r, path.c_str(), AL_KIND_MANIFEST), AL_EFORMAT);
+  EXPECT_NE(std::string(al_last_error()).find("is a index file, expected a manifest"), std::string::npos)
+      << al_last_error();
+}
+
+TEST(Pbio, SingleMessageHelpers) {
+  std::string path = TmpPath("cost.alcost");
+  Adaptiveload__CostModel cm = ADAPTIVELOAD__COST_MODEL__INIT;
+  double params[3] = {1.5, 2e-5, 3e-10};
+  cm.family = const_cast<char *>("poly2");
+  cm.n_params = 3;
+  cm.params = params;
+  ASSERT_EQ(al_pbio_save_one(path.c_str(), AL_KIND_COST, AL_REC_COST_MODEL, &cm.base), AL_OK);
+  ProtobufCMessage *m = nullptr;
+  ASSERT_EQ(al_pbio_load_one(path.c_str(), AL_KIND_COST, AL_REC_COST_MODEL, &adaptiveload__cost_model__descriptor,
+                             &m),
+            AL_OK)
+      << al_last_error();
+  auto *got = reinterpret_cast<Adaptiveload__CostModel *>(m);
+  EXPECT_STREQ(got->family, "poly2");
+  ASSERT_EQ(got->n_params, 3u);
+  EXPECT_EQ(got->params[2], 3e-10);
+  protobuf_c_message_free_unpacked(m, nullptr);
+}
+
+TEST(Pbio, BadArguments) {
+  al_pbio_writer *w = nullptr;
+  EXPECT_EQ(al_pbio_writer_open(&w, nullptr, AL_KIND_INDEX), AL_EINVAL);
+  std::string path = TmpPath("args.alidx");
+  ASSERT_EQ(al_pbio_writer_open(&w, path.c_str(), AL_KIND_INDEX), AL_OK);
+  EXPECT_EQ(al_pbio_write(w, 0, "x", 1), AL_EINVAL);
+  al_pbio_writer_abort(w);
+  EXPECT_EQ(al_pbio_writer_open(&w, "/nonexistent-dir/x.alidx", AL_KIND_INDEX), AL_EIO);
+  EXPECT_NE(std::string(al_last_error()).find("/nonexistent-dir/x.alidx"), std::string::npos);
+}
+
+}  // namespace
