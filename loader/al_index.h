@@ -122,12 +122,20 @@ int al_index_member(const al_index *idx, size_t sample, size_t m, al_member_info
 int al_index_find_member(const al_index *idx, size_t sample, const char *ext, al_member_info *out);
 int al_index_rejected(const al_index *idx, size_t i, al_rejected_info *out);
 
+/* Memory the index holds, by allocated capacity: *records gets the bytes of
+ * sample, member, shard and rejected records and tables, *keys the key arena
+ * (keys with their NULs). Either may be NULL. Returns the sum. */
+size_t al_index_memory(const al_index *idx, size_t *records, size_t *keys);
+
 /* Hand assembly (planner benchmarks, tests). Members are optional. */
 int al_index_new(al_index **out);
 int al_index_add_shard(al_index *idx, const char *path, uint64_t size, int seekable, uint32_t *id);
 int al_index_add_sample(al_index *idx, const char *key, uint32_t shard, uint32_t width,
                         uint32_t height, uint32_t frames, float fps,
                         const al_member_info *members, size_t n_members);
+/* Records a rejected entry (strings copied; NULL member/key mean ""). */
+int al_index_add_rejected(al_index *idx, uint32_t shard, const char *member, uint64_t offset,
+                          const char *key, const char *reason);
 
 #ifdef __cplusplus
 }

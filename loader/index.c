@@ -1,0 +1,302 @@
+/* The in-memory index: storage, accessors and hand assembly. Layout in index_internal.h. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "loader/hash.h"
+#include "loader/index_internal.h"
+
+const char *const al_default_fields[AL_N_FIELDS] = {"width", "height", "frames", "fps", "duration"};
+
+int al_grow(void **arr, size_t *cap, size_t need, size_t elem) {
+  if (need <= *cap) return AL_OK;
+  size_t c = *cap ? *cap : 16;
+  while (c < need) c += c / 2 + 16;
+  if (c > SIZE_MAX / elem) return al_set_error(AL_ENOMEM, "index too large (%zu entries)", need);
+  void *p = realloc(*arr, c * elem);
+  if (!p) return al_set_error(AL_ENOMEM, "out of memory growing the index to %zu entries", need);
+  *arr = p;
+  *cap = c;
+  return AL_OK;
+}
+
+const char *al_compression_name(const char *name) {
+  static const char *const known[] = {"none", "lz4", "gzip", "zstd", "bzip2", "xz", "lzma", "compress",
+                                      "lzip", "lrzip", "lzop", "grzip", "uu", "rpm", "unknown"};
+  if (!name || !*name) return "unknown";
+  for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+    if (!strcmp(known[i], name)) return known[i];
+  return "other";
+}
+
+int al_index_new(al_index **out) {
+  if (!out) return al_set_error(AL_EINVAL, "al_index_new: NULL argument");
+  *out = NULL;
+  al_index *idx = calloc(1, sizeof *idx);
+  if (!idx) return al_set_error(AL_ENOMEM, "out of memory");
+  if (al_index_set_fields(idx, al_default_fields)) {
+    al_index_free(idx);
+    return AL_ENOMEM;
+  }
+  *out = idx;
+  return AL_OK;
+}
+
+int al_index_set_fields(al_index *idx, const char *const names[AL_N_FIELDS]) {
+  for (int i = 0; i < AL_N_FIELDS; i++) {
+    char *s = strdup(names[i] ? names[i] : al_default_fields[i]);
+    if (!s) return al_set_error(AL_ENOMEM, "out of memory");
+    free(idx->fields[i]);
+    idx->fields[i] = s;
+  }
+  return AL_OK;
+}
+
+void al_index_free(al_index *idx) {
+  if (!idx) return;
+  for (size_t i = 0; i < idx->n_shards; i++) free(idx->shards[i].path);
+  for (size_t i = 0; i < idx->n_rejected; i++) {
+    free(idx->rejected[i].member);
+    free(idx->rejected[i].key);
+    free(idx->rejected[i].reason);
+  }
+  for (int i = 0; i < AL_N_FIELDS; i++) free(idx->fields[i]);
+  free(idx->shards);
+  free(idx->samples);
+  free(idx->members);
+  free(idx->keys);
+  free(idx->rejected);
+  al_strtab_free(&idx->exts);
+  free(idx);
+}
+
+int al_index_add_shard_full(al_index *idx, const char *path, uint64_t size, int64_t mtime_ns,
+                            int seekable, const char *compression, uint32_t *id) {
+  if (!idx || !path) return al_set_error(AL_EINVAL, "al_index_add_shard: NULL argument");
+  if (idx->n_shards >= UINT32_MAX) return al_set_error(AL_ERANGE, "more than %u shards", UINT32_MAX - 1);
+  int rc = al_grow((void **)&idx->shards, &idx->cap_shards, idx->n_shards + 1, sizeof *idx->shards);
+  if (rc) return rc;
+  char *p = strdup(path);
+  if (!p) return al_set_error(AL_ENOMEM, "out of memory");
+  al_shard_rec *s = &idx->shards[idx->n_shards];
+  memset(s, 0, sizeof *s);
+  s->path = p;
+  s->size = size;
+  s->mtime_ns = mtime_ns;
+  s->seekable = seekable != 0;
+  s->compression = al_compression_name(compression ? compression : (seekable ? "none" : "unknown"));
+  idx->fp_shards = al_hash_fold(al_hash_fold(idx->fp_shards, al_hash64(p, strlen(p), 1)), size);
+  if (id) *id = (uint32_t)idx->n_shards;
+  idx->n_shards++;
+  return AL_OK;
+}
+
+int al_index_add_shard(al_index *idx, const char *path, uint64_t size, int seekable, uint32_t *id) {
+  return al_index_add_shard_full(idx, path, size, 0, seekable, NULL, id);
+}
+
+int al_index_add_sample_rec(al_index *idx, const char *key, size_t key_len, uint32_t shard,
+                            uint32_t width, uint32_t height, uint32_t frames, float fps,
+                            const al_member_rec *members, size_t n_members) {
+  if (shard >= idx->n_shards)
+    return al_set_error(AL_EINVAL, "sample '%.*s': shard id %u out of range (%zu shards)", (int)key_len,
+                        key, shard, idx->n_shards);
+  if (n_members > AL_MEMBERS_MAX)
+    return al_set_error(AL_ERANGE, "sample '%.*s': %zu members (limit %u)", (int)key_len, key, n_members,
+                        AL_MEMBERS_MAX);
+  int rc = al_grow((void **)&idx->samples, &idx->cap_samples, idx->n_samples + 1, sizeof *idx->samples);
+  if (!rc) rc = al_grow((void **)&idx->members, &idx->cap_members, idx->n_members + n_members,
+                        sizeof *idx->members);
+  if (!rc) rc = al_grow((void **)&idx->keys, &idx->keys_cap, idx->keys_len + key_len + 1, 1);
+  if (rc) return rc;
+  al_sample_rec *s = &idx->samples[idx->n_samples++];
+  s->key = idx->keys_len;
+  s->member0 = idx->n_members;
+  s->shard = shard;
+  s->width = width;
+  s->height = height;
+  s->frames = frames;
+  s->fps = fps;
+  s->n_members = (uint32_t)n_members;
+  memcpy(idx->keys + idx->keys_len, key, key_len);
+  idx->keys[idx->keys_len + key_len] = '\0';
+  idx->keys_len += key_len + 1;
+  if (n_members) memcpy(idx->members + idx->n_members, members, n_members * sizeof *members);
+  idx->n_members += n_members;
+  idx->shards[shard].sample_count++;
+  idx->fp_samples = al_hash_fold(idx->fp_samples, al_hash64(key, key_len, shard));
+  return AL_OK;
+}
+
+int al_index_add_sample(al_index *idx, const char *key, uint32_t shard, uint32_t width,
+                        uint32_t height, uint32_t frames, float fps,
+                        const al_member_info *members, size_t n_members) {
+  if (!idx || !key || (n_members && !members))
+    return al_set_error(AL_EINVAL, "al_index_add_sample: NULL argument");
+  al_member_rec small[8];
+  al_member_rec *recs = n_members <= 8 ? small : malloc(n_members * sizeof *recs);
+  if (!recs) return al_set_error(AL_ENOMEM, "out of memory");
+  int rc = AL_OK;
+  for (size_t i = 0; i < n_members && !rc; i++) {
+    const al_member_info *m = &members[i];
+    if (!m->ext) {
+      rc = al_set_error(AL_EINVAL, "sample '%s': member %zu has no extension", key, i);
+    } else if (m->offset > AL_OFFSET_MAX) {
+      rc = al_set_error(AL_ERANGE, "sample '%s': member '%s' offset %llu beyond 2^48", key, m->ext,
+                        (unsigned long long)m->offset);
+    } else {
+      uint32_t id;
+      rc = al_strtab_intern(&idx->exts, m->ext, strlen(m->ext), AL_EXT_MAX, &id);
+      recs[i].off_ext = m->offset << 16 | (m->lz4 ? AL_MEMBER_LZ4 : 0) | id;
+      recs[i].size = m->size;
+    }
+  }
+  if (!rc) rc = al_index_add_sample_rec(idx, key, strlen(key), shard, width, height, frames, fps, recs,
+                                        n_members);
+  if (recs != small) free(recs);
+  return rc;
+}
+
+int al_index_add_rejected(al_index *idx, uint32_t shard, const char *member, uint64_t offset,
+                          const char *key, const char *reason) {
+  if (!idx) return al_set_error(AL_EINVAL, "al_index_add_rejected: NULL argument");
+  if (shard >= idx->n_shards)
+    return al_set_error(AL_EINVAL, "rejected entry: shard id %u out of range (%zu shards)", shard,
+                        idx->n_shards);
+  int rc = al_grow((void **)&idx->rejected, &idx->cap_rejected, idx->n_rejected + 1, sizeof *idx->rejected);
+  if (rc) return rc;
+  al_rejected_rec *r = &idx->rejected[idx->n_rejected];
+  r->shard = shard;
+  r->offset = offset;
+  r->member = strdup(member ? member : "");
+  r->key = strdup(key ? key : "");
+  r->reason = strdup(reason ? reason : "");
+  if (!r->member || !r->key || !r->reason) {
+    free(r->member);
+    free(r->key);
+    free(r->reason);
+    return al_set_error(AL_ENOMEM, "out of memory");
+  }
+  idx->n_rejected++;
+  idx->shards[shard].rejected_count++;
+  return AL_OK;
+}
+
+size_t al_index_shard_count(const al_index *idx) { return idx ? idx->n_shards : 0; }
+size_t al_index_sample_count(const al_index *idx) { return idx ? idx->n_samples : 0; }
+size_t al_index_rejected_count(const al_index *idx) { return idx ? idx->n_rejected : 0; }
+
+uint64_t al_index_fingerprint(const al_index *idx) {
+  if (!idx) return 0;
+  uint64_t h = al_hash_fold(UINT64_C(0x41444c4f41444958), idx->n_shards); /* "ADLOADIX" */
+  h = al_hash_fold(h, idx->fp_shards);
+  h = al_hash_fold(h, idx->n_samples);
+  return al_hash_fold(h, idx->fp_samples);
+}
+
+int al_index_shard(const al_index *idx, size_t i, al_shard_info *out) {
+  if (!idx || !out) return al_set_error(AL_EINVAL, "al_index_shard: NULL argument");
+  if (i >= idx->n_shards) return al_set_error(AL_ERANGE, "shard %zu out of range (%zu shards)", i, idx->n_shards);
+  const al_shard_rec *s = &idx->shards[i];
+  out->path = s->path;
+  out->size = s->size;
+  out->mtime_ns = s->mtime_ns;
+  out->sample_count = s->sample_count;
+  out->rejected_count = s->rejected_count;
+  out->seekable = s->seekable;
+  out->compression = s->compression;
+  return AL_OK;
+}
+
+int al_index_sample(const al_index *idx, size_t i, al_sample_info *out) {
+  if (!idx || !out) return al_set_error(AL_EINVAL, "al_index_sample: NULL argument");
+  if (i >= idx->n_samples)
+    return al_set_error(AL_ERANGE, "sample %zu out of range (%zu samples)", i, idx->n_samples);
+  const al_sample_rec *s = &idx->samples[i];
+  out->key = idx->keys + s->key;
+  out->shard = s->shard;
+  out->width = s->width;
+  out->height = s->height;
+  out->frames = s->frames;
+  out->fps = s->fps;
+  out->n_members = s->n_members;
+  return AL_OK;
+}
+
+static void member_info(const al_index *idx, const al_member_rec *m, al_member_info *out) {
+  out->ext = al_strtab_get(&idx->exts, al_member_ext(m));
+  out->offset = al_member_offset(m);
+  out->size = m->size;
+  out->lz4 = al_member_lz4(m);
+}
+
+int al_index_member(const al_index *idx, size_t sample, size_t m, al_member_info *out) {
+  if (!idx || !out) return al_set_error(AL_EINVAL, "al_index_member: NULL argument");
+  if (sample >= idx->n_samples)
+    return al_set_error(AL_ERANGE, "sample %zu out of range (%zu samples)", sample, idx->n_samples);
+  const al_sample_rec *s = &idx->samples[sample];
+  if (m >= s->n_members)
+    return al_set_error(AL_ERANGE, "sample %zu '%s': member %zu out of range (%u members)", sample,
+                        idx->keys + s->key, m, s->n_members);
+  member_info(idx, &idx->members[s->member0 + m], out);
+  return AL_OK;
+}
+
+int al_index_find_member(const al_index *idx, size_t sample, const char *ext, al_member_info *out) {
+  if (!idx || !ext || !out) return al_set_error(AL_EINVAL, "al_index_find_member: NULL argument");
+  if (sample >= idx->n_samples)
+    return al_set_error(AL_ERANGE, "sample %zu out of range (%zu samples)", sample, idx->n_samples);
+  const al_sample_rec *s = &idx->samples[sample];
+  size_t n = strlen(ext);
+  int64_t exact = al_strtab_find(&idx->exts, ext, n);
+  int64_t packed = -1; /* "<ext>.lz4": same content, stored as an LZ4 frame */
+  char buf[256];
+  if (n + 5 <= sizeof buf) {
+    memcpy(buf, ext, n);
+    memcpy(buf + n, ".lz4", 5);
+    packed = al_strtab_find(&idx->exts, buf, n + 4);
+  }
+  const al_member_rec *hit = NULL;
+  for (uint32_t i = 0; i < s->n_members; i++) {
+    const al_member_rec *m = &idx->members[s->member0 + i];
+    int64_t id = al_member_ext(m);
+    if (id == exact) {
+      hit = m;
+      break;
+    }
+    if (id == packed && !hit) hit = m;
+  }
+  if (!hit)
+    return al_set_error(AL_ENOTFOUND, "sample %zu '%s' has no '%s' member", sample, idx->keys + s->key, ext);
+  member_info(idx, hit, out);
+  return AL_OK;
+}
+
+int al_index_rejected(const al_index *idx, size_t i, al_rejected_info *out) {
+  if (!idx || !out) return al_set_error(AL_EINVAL, "al_index_rejected: NULL argument");
+  if (i >= idx->n_rejected)
+    return al_set_error(AL_ERANGE, "rejected entry %zu out of range (%zu entries)", i, idx->n_rejected);
+  const al_rejected_rec *r = &idx->rejected[i];
+  out->shard = r->shard;
+  out->member = r->member;
+  out->offset = r->offset;
+  out->key = r->key;
+  out->reason = r->reason;
+  return AL_OK;
+}
+
+size_t al_index_memory(const al_index *idx, size_t *records, size_t *keys) {
+  size_t r = 0, k = 0;
+  if (idx) {
+    r = sizeof *idx + idx->cap_shards * sizeof *idx->shards + idx->cap_samples * sizeof *idx->samples +
+        idx->cap_members * sizeof *idx->members + idx->cap_rejected * sizeof *idx->rejected +
+        idx->exts.cap * sizeof(char *) + idx->exts.n_slots * sizeof(uint32_t);
+    for (size_t i = 0; i < idx->n_shards; i++) r += strlen(idx->shards[i].path) + 1;
+    for (size_t i = 0; i < idx->n_rejected; i++)
+      r += strlen(idx->rejected[i].member) + strlen(idx->rejected[i].key) + strlen(idx->rejected[i].reason) + 3;
+    for (uint32_t i = 0; i < idx->exts.n; i++) r += strlen(idx->exts.strs[i]) + 1;
+    k = idx->keys_cap;
+  }
+  if (records) *records = r;
+  if (keys) *keys = k;
+  return r + k;
+}

@@ -1,0 +1,342 @@
+/*
+ * Index files: IndexHeader, IndexChunk*, IndexSummary through the proto
+ * container (proto/al_pbio.h). Chunks carry shards first, then samples, then
+ * rejected entries, each at most CHUNK_* per record, so no record grows with
+ * the corpus. The header's created_utc stays empty: the same shards must give
+ * a byte-identical index file.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "loader/index_internal.h"
+#include "proto/adaptiveload.pb-c.h"
+#include "proto/al_pbio.h"
+
+#define CHUNK_SHARDS 4096
+#define CHUNK_SAMPLES 16384
+#define CHUNK_REJECTED 4096
+#define PRODUCER "adaptiveload 0.1.0"
+
+static int write_chunk(al_pbio_writer *w, Adaptiveload__IndexChunk *c) {
+  return al_pbio_write_msg(w, AL_REC_INDEX_CHUNK, &c->base);
+}
+
+static int save_shards(const al_index *idx, al_pbio_writer *w) {
+  Adaptiveload__Shard *msgs = calloc(CHUNK_SHARDS, sizeof *msgs);
+  Adaptiveload__Shard **ptrs = calloc(CHUNK_SHARDS, sizeof *ptrs);
+  int rc = (!msgs || !ptrs) ? al_set_error(AL_ENOMEM, "out of memory") : AL_OK;
+  for (size_t base = 0; !rc && base < idx->n_shards; base += CHUNK_SHARDS) {
+    size_t n = idx->n_shards - base < CHUNK_SHARDS ? idx->n_shards - base : CHUNK_SHARDS;
+    for (size_t i = 0; i < n; i++) {
+      const al_shard_rec *s = &idx->shards[base + i];
+      Adaptiveload__Shard *m = &msgs[i];
+      adaptiveload__shard__init(m);
+      m->id = (uint32_t)(base + i);
+      m->path = s->path;
+      m->size = s->size;
+      m->mtime_ns = s->mtime_ns;
+      m->sample_count = s->sample_count;
+      m->rejected_count = s->rejected_count;
+      m->seekable = s->seekable;
+      m->compression = (char *)s->compression;
+      ptrs[i] = m;
+    }
+    Adaptiveload__IndexChunk c = ADAPTIVELOAD__INDEX_CHUNK__INIT;
+    c.n_shards = n;
+    c.shards = ptrs;
+    rc = write_chunk(w, &c);
+  }
+  free(msgs);
+  free(ptrs);
+  return rc;
+}
+
+static int save_samples(const al_index *idx, al_pbio_writer *w) {
+  Adaptiveload__Sample *msgs = calloc(CHUNK_SAMPLES, sizeof *msgs);
+  Adaptiveload__Sample **ptrs = calloc(CHUNK_SAMPLES, sizeof *ptrs);
+  Adaptiveload__Member *mems = NULL;
+  Adaptiveload__Member **mptrs = NULL;
+  size_t mcap = 0;
+  int rc = (!msgs || !ptrs) ? al_set_error(AL_ENOMEM, "out of memory") : AL_OK;
+  for (size_t base = 0; !rc && base < idx->n_samples; base += CHUNK_SAMPLES) {
+    size_t n = idx->n_samples - base < CHUNK_SAMPLES ? idx->n_samples - base : CHUNK_SAMPLES;
+    const al_sample_rec *first = &idx->samples[base];
+    size_t nm = 0;
+    for (size_t i = 0; i < n; i++) nm += first[i].n_members;
+    if (nm > mcap) {
+      size_t cap = nm + nm / 2;
+      free(mems);
+      free(mptrs);
+      mems = calloc(cap, sizeof *mems);
+      mptrs = calloc(cap, sizeof *mptrs);
+      if (!mems || !mptrs) {
+        rc = al_set_error(AL_ENOMEM, "out of memory");
+        break;
+      }
+      mcap = cap;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+      const al_sample_rec *s = &first[i];
+      Adaptiveload__Sample *m = &msgs[i];
+      adaptiveload__sample__init(m);
+      m->key = idx->keys + s->key;
+      m->shard = s->shard;
+      m->width = s->width;
+      m->height = s->height;
+      m->frames = s->frames;
+      m->fps = s->fps;
+      m->n_members = s->n_members;
+      m->members = mptrs + k;
+      for (uint32_t j = 0; j < s->n_members; j++, k++) {
+        const al_member_rec *r = &idx->members[s->member0 + j];
+        Adaptiveload__Member *mm = &mems[k];
+        adaptiveload__member__init(mm);
+        mm->ext = (char *)al_strtab_get(&idx->exts, al_member_ext(r));
+        mm->offset = al_member_offset(r);
+        mm->size = r->size;
+        mm->lz4 = al_member_lz4(r);
+        mptrs[k] = mm;
+      }
+      ptrs[i] = m;
+    }
+    Adaptiveload__IndexChunk c = ADAPTIVELOAD__INDEX_CHUNK__INIT;
+    c.n_samples = n;
+    c.samples = ptrs;
+    rc = write_chunk(w, &c);
+  }
+  free(msgs);
+  free(ptrs);
+  free(mems);
+  free(mptrs);
+  return rc;
+}
+
+static int save_rejected(const al_index *idx, al_pbio_writer *w) {
+  Adaptiveload__Rejected *msgs = calloc(CHUNK_REJECTED, sizeof *msgs);
+  Adaptiveload__Rejected **ptrs = calloc(CHUNK_REJECTED, sizeof *ptrs);
+  int rc = (!msgs || !ptrs) ? al_set_error(AL_ENOMEM, "out of memory") : AL_OK;
+  for (size_t base = 0; !rc && base < idx->n_rejected; base += CHUNK_REJECTED) {
+    size_t n = idx->n_rejected - base < CHUNK_REJECTED ? idx->n_rejected - base : CHUNK_REJECTED;
+    for (size_t i = 0; i < n; i++) {
+      const al_rejected_rec *r = &idx->rejected[base + i];
+      Adaptiveload__Rejected *m = &msgs[i];
+      adaptiveload__rejected__init(m);
+      m->shard = r->shard;
+      m->member = r->member;
+      m->offset = r->offset;
+      m->reason = r->reason;
+      m->key = r->key;
+      ptrs[i] = m;
+    }
+    Adaptiveload__IndexChunk c = ADAPTIVELOAD__INDEX_CHUNK__INIT;
+    c.n_rejected = n;
+    c.rejected = ptrs;
+    rc = write_chunk(w, &c);
+  }
+  free(msgs);
+  free(ptrs);
+  return rc;
+}
+
+static uint64_t total_bytes(const al_index *idx) {
+  uint64_t b = 0;
+  for (size_t i = 0; i < idx->n_shards; i++) b += idx->shards[i].size;
+  return b;
+}
+
+int al_index_save(const al_index *idx, const char *path) {
+  if (!idx || !path) return al_set_error(AL_EINVAL, "al_index_save: NULL argument");
+  al_pbio_writer *w;
+  int rc = al_pbio_writer_open(&w, path, AL_KIND_INDEX);
+  if (rc) return rc;
+  Adaptiveload__IndexHeader h = ADAPTIVELOAD__INDEX_HEADER__INIT;
+  h.producer = PRODUCER;
+  h.created_utc = "";
+  h.n_field_names = AL_N_FIELDS;
+  h.field_names = (char **)idx->fields;
+  rc = al_pbio_write_msg(w, AL_REC_INDEX_HEADER, &h.base);
+  if (!rc) rc = save_shards(idx, w);
+  if (!rc) rc = save_samples(idx, w);
+  if (!rc) rc = save_rejected(idx, w);
+  if (!rc) {
+    Adaptiveload__IndexSummary s = ADAPTIVELOAD__INDEX_SUMMARY__INIT;
+    s.shards = idx->n_shards;
+    s.samples = idx->n_samples;
+    s.rejected = idx->n_rejected;
+    s.bytes = total_bytes(idx);
+    s.fingerprint = al_index_fingerprint(idx);
+    rc = al_pbio_write_msg(w, AL_REC_INDEX_SUMMARY, &s.base);
+  }
+  if (rc) {
+    al_pbio_writer_abort(w);
+    return al_error_prefix(rc, "%s", path);
+  }
+  return al_pbio_writer_close(w);
+}
+
+/* ------------------------------------------------------------- loading -- */
+
+typedef struct loader {
+  al_index *idx;
+  const char *path;
+  al_member_rec *mem; /* scratch for one sample's members */
+  size_t mem_cap;
+  uint64_t chunk;     /* record number, for messages */
+  int saw_samples, saw_rejected;
+  /* Per-shard counts as stored, checked against what the samples say. */
+  uint64_t *want_samples, *want_rejected;
+} loader;
+
+static int load_shards(loader *L, const Adaptiveload__IndexChunk *c) {
+  al_index *idx = L->idx;
+  if (c->n_shards && (L->saw_samples || L->saw_rejected))
+    return al_set_error(AL_EFORMAT, "%s: record %llu: shards after samples", L->path,
+                        (unsigned long long)L->chunk);
+  for (size_t i = 0; i < c->n_shards; i++) {
+    const Adaptiveload__Shard *s = c->shards[i];
+    if (s->id != idx->n_shards)
+      return al_set_error(AL_EFORMAT, "%s: record %llu: shard id %u out of order (expected %zu)", L->path,
+                          (unsigned long long)L->chunk, s->id, idx->n_shards);
+    uint32_t id;
+    int rc = al_index_add_shard_full(idx, s->path, s->size, s->mtime_ns, s->seekable, s->compression, &id);
+    if (rc) return rc;
+    size_t cap = idx->cap_shards;
+    uint64_t *a = realloc(L->want_samples, cap * sizeof *a);
+    if (!a) return al_set_error(AL_ENOMEM, "out of memory");
+    L->want_samples = a;
+    uint64_t *b = realloc(L->want_rejected, cap * sizeof *b);
+    if (!b) return al_set_error(AL_ENOMEM, "out of memory");
+    L->want_rejected = b;
+    a[id] = s->sample_count;
+    b[id] = s->rejected_count;
+  }
+  return AL_OK;
+}
+
+static int load_samples(loader *L, const Adaptiveload__IndexChunk *c) {
+  al_index *idx = L->idx;
+  if (c->n_samples) {
+    if (L->saw_rejected)
+      return al_set_error(AL_EFORMAT, "%s: record %llu: samples after rejected entries", L->path,
+                          (unsigned long long)L->chunk);
+    L->saw_samples = 1;
+  }
+  for (size_t i = 0; i < c->n_samples; i++) {
+    const Adaptiveload__Sample *s = c->samples[i];
+    if (s->n_members > L->mem_cap) {
+      size_t cap = s->n_members;
+      al_member_rec *p = realloc(L->mem, cap * sizeof *p);
+      if (!p) return al_set_error(AL_ENOMEM, "out of memory");
+      L->mem = p;
+      L->mem_cap = cap;
+    }
+    for (size_t j = 0; j < s->n_members; j++) {
+      const Adaptiveload__Member *m = s->members[j];
+      uint32_t id;
+      if (m->offset > AL_OFFSET_MAX)
+        return al_set_error(AL_EFORMAT, "%s: sample '%s': member offset %llu beyond 2^48", L->path, s->key,
+                            (unsigned long long)m->offset);
+      int rc = al_strtab_intern(&idx->exts, m->ext, strlen(m->ext), AL_EXT_MAX, &id);
+      if (rc) return al_error_prefix(rc, "%s", L->path);
+      L->mem[j].off_ext = m->offset << 16 | (m->lz4 ? AL_MEMBER_LZ4 : 0) | id;
+      L->mem[j].size = m->size;
+    }
+    int rc = al_index_add_sample_rec(idx, s->key, strlen(s->key), s->shard, s->width, s->height, s->frames,
+                                     s->fps, L->mem, s->n_members);
+    if (rc) return al_error_prefix(rc == AL_EINVAL ? AL_EFORMAT : rc, "%s: record %llu", L->path,
+                                   (unsigned long long)L->chunk);
+  }
+  return AL_OK;
+}
+
+static int load_rejected(loader *L, const Adaptiveload__IndexChunk *c) {
+  if (c->n_rejected) L->saw_rejected = 1;
+  for (size_t i = 0; i < c->n_rejected; i++) {
+    const Adaptiveload__Rejected *r = c->rejected[i];
+    int rc = al_index_add_rejected(L->idx, r->shard, r->member, r->offset, r->key, r->reason);
+    if (rc) return al_error_prefix(rc == AL_EINVAL ? AL_EFORMAT : rc, "%s: record %llu", L->path,
+                                   (unsigned long long)L->chunk);
+  }
+  return AL_OK;
+}
+
+static int check_summary(loader *L, const Adaptiveload__IndexSummary *s) {
+  al_index *idx = L->idx;
+  if (s->shards != idx->n_shards || s->samples != idx->n_samples || s->rejected != idx->n_rejected)
+    return al_set_error(AL_EFORMAT,
+                        "%s: summary says %llu shards, %llu samples, %llu rejected; file holds %zu, %zu, %zu",
+                        L->path, (unsigned long long)s->shards, (unsigned long long)s->samples,
+                        (unsigned long long)s->rejected, idx->n_shards, idx->n_samples, idx->n_rejected);
+  for (size_t i = 0; i < idx->n_shards; i++) {
+    if (L->want_samples[i] != idx->shards[i].sample_count || L->want_rejected[i] != idx->shards[i].rejected_count)
+      return al_set_error(AL_EFORMAT, "%s: shard %zu '%s' claims %llu samples and %llu rejected; file holds %llu and %llu",
+                          L->path, i, idx->shards[i].path, (unsigned long long)L->want_samples[i],
+                          (unsigned long long)L->want_rejected[i],
+                          (unsigned long long)idx->shards[i].sample_count,
+                          (unsigned long long)idx->shards[i].rejected_count);
+  }
+  if (s->fingerprint != al_index_fingerprint(idx))
+    return al_set_error(AL_EFORMAT, "%s: fingerprint mismatch (stored %016llx, computed %016llx)", L->path,
+                        (unsigned long long)s->fingerprint, (unsigned long long)al_index_fingerprint(idx));
+  return AL_OK;
+}
+
+int al_index_load(al_index **out, const char *path) {
+  if (!out || !path) return al_set_error(AL_EINVAL, "al_index_load: NULL argument");
+  *out = NULL;
+  al_pbio_reader *r;
+  int rc = al_pbio_reader_open(&r, path, AL_KIND_INDEX);
+  if (rc) return rc;
+  loader L;
+  memset(&L, 0, sizeof L);
+  L.path = path;
+  rc = al_index_new(&L.idx);
+  ProtobufCMessage *msg = NULL;
+  if (!rc) rc = al_pbio_read_msg(r, AL_REC_INDEX_HEADER, &adaptiveload__index_header__descriptor, &msg);
+  if (!rc) {
+    const Adaptiveload__IndexHeader *h = (const Adaptiveload__IndexHeader *)msg;
+    const char *names[AL_N_FIELDS] = {NULL};
+    for (size_t i = 0; i < h->n_field_names && i < AL_N_FIELDS; i++) names[i] = h->field_names[i];
+    rc = al_index_set_fields(L.idx, names);
+    protobuf_c_message_free_unpacked(msg, NULL);
+    msg = NULL;
+  }
+  int have_summary = 0;
+  while (!rc) {
+    uint32_t tag;
+    L.chunk++;
+    rc = al_pbio_read_any(r, &tag, &msg);
+    if (rc == AL_EOF) {
+      rc = have_summary ? AL_OK : al_set_error(AL_EFORMAT, "%s: no IndexSummary record", path);
+      break;
+    }
+    if (rc) break;
+    if (have_summary) {
+      rc = al_set_error(AL_EFORMAT, "%s: record %llu after the IndexSummary", path, (unsigned long long)L.chunk);
+    } else if (tag == AL_REC_INDEX_CHUNK) {
+      const Adaptiveload__IndexChunk *c = (const Adaptiveload__IndexChunk *)msg;
+      rc = load_shards(&L, c);
+      if (!rc) rc = load_samples(&L, c);
+      if (!rc) rc = load_rejected(&L, c);
+    } else if (tag == AL_REC_INDEX_SUMMARY) {
+      have_summary = 1;
+      rc = check_summary(&L, (const Adaptiveload__IndexSummary *)msg);
+    } else {
+      rc = al_set_error(AL_EFORMAT, "%s: record %llu has unexpected tag %u in an index file", path,
+                        (unsigned long long)L.chunk, tag);
+    }
+    protobuf_c_message_free_unpacked(msg, NULL);
+    msg = NULL;
+  }
+  al_pbio_reader_close(r);
+  free(L.mem);
+  free(L.want_samples);
+  free(L.want_rejected);
+  if (rc) {
+    al_index_free(L.idx);
+    return rc;
+  }
+  *out = L.idx;
+  return AL_OK;
+}

@@ -1,0 +1,217 @@
+// The in-memory index: hand assembly, accessors, save/load round trip, corrupt files.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "tests/loader/test_util.h"
+
+extern "C" {
+#include "common/al_status.h"
+#include "loader/al_index.h"
+#include "proto/adaptiveload.pb-c.h"
+#include "proto/al_pbio.h"
+}
+
+using altest::TmpPath;
+
+namespace {
+
+// Two shards, `n` samples spread over them, images and videos, json + latent members.
+al_index *MakeIndex(size_t n) {
+  al_index *idx = nullptr;
+  EXPECT_EQ(al_index_new(&idx), AL_OK);
+  uint32_t s0 = 9, s1 = 9;
+  EXPECT_EQ(al_index_add_shard(idx, "/data/shard-0.tar", 1000000, 1, &s0), AL_OK);
+  EXPECT_EQ(al_index_add_shard(idx, "/data/shard-1.tar.lz4", 2000000, 0, &s1), AL_OK);
+  EXPECT_EQ(s0, 0u);
+  EXPECT_EQ(s1, 1u);
+  for (size_t i = 0; i < n; i++) {
+    char key[32];
+    std::snprintf(key, sizeof key, "%06zu-%08zu", i % 2, i);
+    al_member_info m[2];
+    m[0].ext = (i % 3 == 0) ? "json.lz4" : "json";
+    m[0].offset = 512 + i * 4096;
+    m[0].size = 90 + i % 7;
+    m[0].lz4 = (i % 3 == 0);
+    m[1].ext = "latent";
+    m[1].offset = 1536 + i * 4096;
+    m[1].size = 16ull * 21 * 60 * 104 * 2;
+    m[1].lz4 = 0;
+    bool video = i % 5 != 0;
+    EXPECT_EQ(al_index_add_sample(idx, key, (uint32_t)(i % 2), 832, 480, video ? 81 : 1,
+                                  video ? 16.0f : 0.0f, m, i % 4 == 0 ? 1 : 2),
+              AL_OK);
+  }
+  return idx;
+}
+
+TEST(Index, HandAssemblyAccessors) {
+  al_index *idx = MakeIndex(10);
+  ASSERT_NE(idx, nullptr);
+  EXPECT_EQ(al_index_shard_count(idx), 2u);
+  EXPECT_EQ(al_index_sample_count(idx), 10u);
+  EXPECT_EQ(al_index_rejected_count(idx), 0u);
+  al_shard_info sh;
+  ASSERT_EQ(al_index_shard(idx, 1, &sh), AL_OK);
+  EXPECT_STREQ(sh.path, "/data/shard-1.tar.lz4");
+  EXPECT_EQ(sh.size, 2000000u);
+  EXPECT_EQ(sh.sample_count, 5u);
+  EXPECT_EQ(sh.seekable, 0);
+  al_sample_info s;
+  ASSERT_EQ(al_index_sample(idx, 3, &s), AL_OK);
+  EXPECT_STREQ(s.key, "000001-00000003");
+  EXPECT_EQ(s.shard, 1u);
+  EXPECT_EQ(s.width, 832u);
+  EXPECT_EQ(s.height, 480u);
+  EXPECT_EQ(s.frames, 81u);
+  EXPECT_EQ(s.fps, 16.0f);
+  EXPECT_EQ(s.n_members, 2u);
+  al_member_info m;
+  ASSERT_EQ(al_index_member(idx, 3, 1, &m), AL_OK);
+  EXPECT_STREQ(m.ext, "latent");
+  EXPECT_EQ(m.offset, 1536u + 3 * 4096);
+  EXPECT_EQ(m.lz4, 0);
+  // "json" finds a json.lz4 member too, with the lz4 flag set.
+  ASSERT_EQ(al_index_find_member(idx, 3, "json", &m), AL_OK);
+  EXPECT_STREQ(m.ext, "json.lz4");
+  EXPECT_EQ(m.lz4, 1);
+  ASSERT_EQ(al_index_find_member(idx, 1, "json", &m), AL_OK);
+  EXPECT_STREQ(m.ext, "json");
+  EXPECT_EQ(m.lz4, 0);
+  EXPECT_EQ(al_index_find_member(idx, 4, "latent", &m), AL_ENOTFOUND);  // one member only
+  EXPECT_NE(std::string(al_last_error()).find("latent"), std::string::npos);
+  EXPECT_EQ(al_index_find_member(idx, 1, "png", &m), AL_ENOTFOUND);
+  EXPECT_EQ(al_index_sample(idx, 10, &s), AL_ERANGE);
+  EXPECT_EQ(al_index_member(idx, 4, 1, &m), AL_ERANGE);
+  EXPECT_EQ(al_index_add_sample(idx, "x", 2, 1, 1, 1, 0, nullptr, 0), AL_EINVAL);  // no shard 2
+  al_index_free(idx);
+}
+
+TEST(Index, FingerprintDependsOnKeysAndShards) {
+  al_index *a = MakeIndex(100), *b = MakeIndex(100), *c = MakeIndex(101);
+  EXPECT_EQ(al_index_fingerprint(a), al_index_fingerprint(b));
+  EXPECT_NE(al_index_fingerprint(a), al_index_fingerprint(c));
+  al_index *d = nullptr;
+  ASSERT_EQ(al_index_new(&d), AL_OK);
+  uint32_t id;
+  ASSERT_EQ(al_index_add_shard(d, "/data/shard-0.tar", 1000001, 1, &id), AL_OK);  // other size
+  ASSERT_EQ(al_index_add_shard(d, "/data/shard-1.tar.lz4", 2000000, 0, &id), AL_OK);
+  al_index *e = nullptr;
+  ASSERT_EQ(al_index_new(&e), AL_OK);
+  ASSERT_EQ(al_index_add_shard(e, "/data/shard-0.tar", 1000000, 1, &id), AL_OK);
+  ASSERT_EQ(al_index_add_shard(e, "/data/shard-1.tar.lz4", 2000000, 0, &id), AL_OK);
+  EXPECT_NE(al_index_fingerprint(d), al_index_fingerprint(e));
+  al_index_free(a);
+  al_index_free(b);
+  al_index_free(c);
+  al_index_free(d);
+  al_index_free(e);
+}
+
+TEST(Index, MemoryPerSampleWithinBudget) {
+  al_index *idx = MakeIndex(100000);
+  size_t rec = 0, keys = 0;
+  al_index_memory(idx, &rec, &keys);
+  // 40-byte sample records + 16 bytes per member (1.75 members/sample here) + growth slack.
+  EXPECT_LE(rec / 100000.0, 100.0);
+  EXPECT_GE(keys, 100000u * 16);
+  al_index_free(idx);
+}
+
+TEST(Index, SaveLoadRoundTrip) {
+  al_index *idx = MakeIndex(40000);  // several sample chunks
+  ASSERT_EQ(al_index_add_rejected(idx, 1, "000001-x.json", 5120, "000001-x", "broken JSON: line 1 col 9"),
+            AL_OK);
+  ASSERT_EQ(al_index_add_rejected(idx, 0, nullptr, 0, nullptr, "not a tar archive"), AL_OK);
+  std::string path = TmpPath("roundtrip.alidx");
+  ASSERT_EQ(al_index_save(idx, path.c_str()), AL_OK) << al_last_error();
+  al_index *back = nullptr;
+  ASSERT_EQ(al_index_load(&back, path.c_str()), AL_OK) << al_last_error();
+  altest::ExpectSameIndex(idx, back);
+  EXPECT_EQ(al_index_fingerprint(idx), al_index_fingerprint(back));
+  al_shard_info sh;
+  ASSERT_EQ(al_index_shard(back, 0, &sh), AL_OK);
+  EXPECT_EQ(sh.rejected_count, 1u);
+  // Saving the loaded index gives the same bytes.
+  std::string path2 = TmpPath("roundtrip2.alidx");
+  ASSERT_EQ(al_index_save(back, path2.c_str()), AL_OK);
+  EXPECT_EQ(altest::ReadAll(path), altest::ReadAll(path2));
+  al_index_free(idx);
+  al_index_free(back);
+}
+
+TEST(Index, EmptyIndexRoundTrip) {
+  al_index *idx = nullptr;
+  ASSERT_EQ(al_index_new(&idx), AL_OK);
+  std::string path = TmpPath("empty.alidx");
+  ASSERT_EQ(al_index_save(idx, path.c_str()), AL_OK);
+  al_index *back = nullptr;
+  ASSERT_EQ(al_index_load(&back, path.c_str()), AL_OK) << al_last_error();
+  EXPECT_EQ(al_index_sample_count(back), 0u);
+  al_index_free(idx);
+  al_index_free(back);
+}
+
+// An index file whose summary disagrees with its chunks is refused.
+TEST(Index, LoadRejectsSummaryMismatch) {
+  std::string path = TmpPath("badsum.alidx");
+  al_pbio_writer *w = nullptr;
+  ASSERT_EQ(al_pbio_writer_open(&w, path.c_str(), AL_KIND_INDEX), AL_OK);
+  Adaptiveload__IndexHeader h = ADAPTIVELOAD__INDEX_HEADER__INIT;
+  ASSERT_EQ(al_pbio_write_msg(w, AL_REC_INDEX_HEADER, &h.base), AL_OK);
+  Adaptiveload__Shard sh = ADAPTIVELOAD__SHARD__INIT;
+  sh.path = (char *)"a.tar";
+  sh.sample_count = 1;
+  Adaptiveload__Shard *shp = &sh;
+  Adaptiveload__Sample s = ADAPTIVELOAD__SAMPLE__INIT;
+  s.key = (char *)"k";
+  Adaptiveload__Sample *sp = &s;
+  Adaptiveload__IndexChunk c = ADAPTIVELOAD__INDEX_CHUNK__INIT;
+  c.n_shards = 1;
+  c.shards = &shp;
+  c.n_samples = 1;
+  c.samples = &sp;
+  ASSERT_EQ(al_pbio_write_msg(w, AL_REC_INDEX_CHUNK, &c.base), AL_OK);
+  Adaptiveload__IndexSummary sum = ADAPTIVELOAD__INDEX_SUMMARY__INIT;
+  sum.shards = 1;
+  sum.samples = 2;  // wrong
+  ASSERT_EQ(al_pbio_write_msg(w, AL_REC_INDEX_SUMMARY, &sum.base), AL_OK);
+  ASSERT_EQ(al_pbio_writer_close(w), AL_OK);
+  al_index *idx = nullptr;
+  EXPECT_EQ(al_index_load(&idx, path.c_str()), AL_EFORMAT);
+  EXPECT_EQ(idx, nullptr);
+  EXPECT_NE(std::string(al_last_error()).find("summary"), std::string::npos) << al_last_error();
+}
+
+TEST(Index, LoadRejectsSampleWithUnknownShard) {
+  std::string path = TmpPath("badshard.alidx");
+  al_pbio_writer *w = nullptr;
+  ASSERT_EQ(al_pbio_writer_open(&w, path.c_str(), AL_KIND_INDEX), AL_OK);
+  Adaptiveload__IndexHeader h = ADAPTIVELOAD__INDEX_HEADER__INIT;
+  ASSERT_EQ(al_pbio_write_msg(w, AL_REC_INDEX_HEADER, &h.base), AL_OK);
+  Adaptiveload__Sample s = ADAPTIVELOAD__SAMPLE__INIT;
+  s.key = (char *)"k";
+  s.shard = 3;
+  Adaptiveload__Sample *sp = &s;
+  Adaptiveload__IndexChunk c = ADAPTIVELOAD__INDEX_CHUNK__INIT;
+  c.n_samples = 1;
+  c.samples = &sp;
+  ASSERT_EQ(al_pbio_write_msg(w, AL_REC_INDEX_CHUNK, &c.base), AL_OK);
+  ASSERT_EQ(al_pbio_writer_close(w), AL_OK);
+  al_index *idx = nullptr;
+  EXPECT_EQ(al_index_load(&idx, path.c_str()), AL_EFORMAT);
+  EXPECT_NE(std::string(al_last_error()).find("shard id 3"), std::string::npos) << al_last_error();
+}
+
+TEST(Index, LoadRejectsOtherFileKinds) {
+  std::string path = TmpPath("cost.alcm");
+  Adaptiveload__CostModel cm = ADAPTIVELOAD__COST_MODEL__INIT;
+  ASSERT_EQ(al_pbio_save_one(path.c_str(), AL_KIND_COST, AL_REC_COST_MODEL, &cm.base), AL_OK);
+  al_index *idx = nullptr;
+  EXPECT_EQ(al_index_load(&idx, path.c_str()), AL_EFORMAT);
+  EXPECT_EQ(al_index_load(&idx, TmpPath("does-not-exist").c_str()), AL_ENOTFOUND);
+}
+
+}  // namespace
