@@ -1,0 +1,228 @@
+/*
+ * al_stream.h - one rank's packed micro-batches, read ahead by threads into a
+ * bounded pool of (pinned) buffers and optionally copied to a CUDA device.
+ *
+ * A stream walks the micro-batches that a manifest (planner/al_manifest.h)
+ * assigns to one rank, in order: step by step, micro-batch by micro-batch.
+ * Reader threads pread each sample's payload member (default "KEY.latent")
+ * from its tar shard at the offset the index (loader/al_index.h) recorded,
+ * decode LZ4 frames (members stored as KEY.ext.lz4), and pack the samples of a
+ * micro-batch into one contiguous buffer:
+ *
+ *   data: | sample 0 | pad | sample 1 | pad | ... | sample n-1 | pad | cu_seqlens |
+ *
+ * Every sample starts at a multiple of 64 bytes (options.align); the bytes of
+ * padding are zero, so a batch is byte-identical from run to run. offsets[i]
+ * is the start of sample i, offsets[n] the end of the payload (== data_bytes).
+ * A copy of cu_seqlens (int32, n+1, in tokens) follows the payload at an
+ * aligned offset, so one host-to-device copy moves both.
+ *
+ * Shards that are not seekable (tar.gz, tar.zst, ... as recorded in the
+ * index) are read sequentially through libarchive instead: each sample costs
+ * a scan of its shard from the start (or from the previous member read by the
+ * same thread), which is orders of magnitude slower than pread. Use plain tar
+ * shards (members may be individually LZ4-compressed) for training.
+ *
+ * Memory: the pool holds at most `prefetch` buffers; readers block when all
+ * are in use (filled and waiting, or held by the caller), so memory is bounded
+ * by prefetch * (largest micro-batch) on the host (and the same on the device
+ * with device_copy). Buffers are pinned (cudaHostAlloc) when a CUDA device is
+ * present, plain 4 KiB-aligned memory otherwise. CUDA is optional at run time:
+ * when cudaGetDeviceCount fails the stream runs host-only.
+ *
+ * Errors. A sample whose payload cannot be read (member missing from the
+ * index, shard changed since indexing - size or mtime_ns differ from the
+ * index -, short read, LZ4 decode failure, libarchive failure) is an error of
+ * the batch holding it; the message names the shard, the key, the member and
+ * the byte offset. options.on_error decides what happens:
+ *   AL_STREAM_FAIL (default): al_stream_next() returns the error for that
+ *     batch; the stream stops there (later calls return the same error) and
+ *     its state still points at that batch, so a resume re-reads it.
+ *   AL_STREAM_SKIP_SAMPLE: the batch is delivered without the bad samples;
+ *     batch->skipped_keys / skipped_reasons list them and the stream's
+ *     `skipped` counter (stats and state) adds them up. A batch may then hold
+ *     no sample at all: it is still delivered, so every rank runs the same
+ *     number of steps. step_samples and step_tokens stay the planned totals.
+ * Nothing is skipped silently.
+ *
+ * Ranks. rank < 0 means the RANK environment variable (torchrun); the world
+ * is WORLD_SIZE when set. The manifest's world must equal it. Every rank
+ * reads the same manifest file and its own rows: there is no coordination
+ * service and no communication, so multi-node training works unchanged.
+ *
+ * Ownership: the stream borrows the index and the manifest; both must outlive
+ * it. Batches returned by al_stream_next() belong to the stream: they stay
+ * valid until released (al_stream_release*) or the stream is closed, and at
+ * most `prefetch` batches can be held at once.
+ *
+ * Thread safety: one consumer thread calls next/release/state/stats (calls
+ * from several threads must be serialised by the caller). close must not race
+ * with any other call. The reader threads are internal.
+ */
+#ifndef AL_STREAM_H
+#define AL_STREAM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/al_status.h"
+#include "loader/al_index.h"
+#include "planner/al_manifest.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct al_stream al_stream;
+
+enum { AL_STREAM_FAIL = 0, AL_STREAM_SKIP_SAMPLE = 1 };
+
+#define AL_STREAM_STATE_VERSION 1u
+
+/* Where a stream stands, to resume it after a restart. Plain data: store it
+ * field by field (Python keeps it as a dict). `position` counts micro-batches
+ * in the rank's whole sequence of the manifest (0 = the first micro-batch of
+ * the manifest's first step for this rank). */
+typedef struct al_stream_state {
+  uint32_t version;            /* AL_STREAM_STATE_VERSION */
+  uint32_t rank;
+  uint32_t world;
+  uint32_t epoch;
+  uint64_t seed;
+  uint64_t index_fingerprint;
+  uint64_t position;           /* next micro-batch to deliver (rank sequence) */
+  uint32_t stride;             /* this stream reads position, position+stride, ... */
+  uint32_t next_step;          /* absolute (step, micro) of `position`; */
+  uint32_t next_micro;         /*   UINT32_MAX when the stream is finished */
+  uint32_t reserved;
+  uint64_t skipped;            /* samples skipped so far (AL_STREAM_SKIP_SAMPLE) */
+  uint64_t delivered;          /* batches delivered so far */
+} al_stream_state;
+
+/* Zero means default for every field. */
+typedef struct al_stream_options {
+  int threads;                 /* reader threads; 0 = min(4, online cores) */
+  int prefetch;                /* buffers in the pool; 0 = 4 (at least 1) */
+  const char *ext;             /* payload member extension; NULL = "latent"
+                                  (KEY.<ext>.lz4 is used when KEY.<ext> is absent) */
+  int on_error;                /* AL_STREAM_FAIL or AL_STREAM_SKIP_SAMPLE */
+  int world;                   /* 0 = WORLD_SIZE from the environment, else the manifest's */
+  uint64_t first;              /* first micro-batch of the rank sequence to read */
+  uint32_t stride;             /* read first, first+stride, ...; 0 = 1 (DataLoader workers) */
+  const al_stream_state *resume; /* non-NULL: continue where this state left off
+                                    (overrides first and stride) */
+  int pinned;                  /* 0 = pinned when a CUDA device is present,
+                                  1 = require pinned, -1 = never */
+  int device_copy;             /* 1 = also copy each batch to cuda_device */
+  int cuda_device;             /* ordinal; < 0 = LOCAL_RANK from the environment (0 if unset) */
+  size_t align;                /* sample alignment in bytes, a power of two; 0 = 64 */
+  size_t read_block;           /* LZ4 / libarchive read block; 0 = 1 MiB */
+} al_stream_options;
+
+/* One packed micro-batch. All pointers stay valid until the batch is released. */
+typedef struct al_stream_batch {
+  uint64_t position;           /* in the rank sequence (see al_stream_state) */
+  uint32_t step;               /* absolute step in the epoch */
+  uint32_t micro;              /* 0 .. n_micro-1 within (step, rank) */
+  uint32_t n_micro;
+  int last_in_step;            /* micro == n_micro-1: time for the optimizer step */
+  uint32_t bucket;
+  uint32_t reserved;
+  uint64_t step_samples;       /* planned totals over all ranks of this step */
+  uint64_t step_tokens;
+  uint64_t tokens;             /* tokens of the samples packed here */
+
+  size_t n;                    /* samples packed */
+  const char *const *keys;     /* n */
+  const uint64_t *samples;     /* n index positions */
+  const uint32_t *shapes;      /* n x 3: width, height, frames */
+  const uint8_t *padded;       /* n flags: 1 = a padding repeat (mask its loss) */
+  const int32_t *cu_seqlens;   /* n+1, tokens */
+  const uint64_t *offsets;     /* n+1, bytes; offsets[i] % align == 0 */
+  const uint64_t *sizes;       /* n, payload bytes of each sample */
+
+  void *data;                  /* host buffer (pinned when `pinned`) */
+  size_t data_bytes;           /* payload bytes, == offsets[n] */
+  size_t cu_seqlens_offset;    /* byte offset of the cu_seqlens copy in data */
+  size_t copy_bytes;           /* bytes copied to the device (payload + cu_seqlens) */
+  int pinned;
+
+  void *device_data;           /* device copy of data, NULL without device_copy */
+  void *ready_event;           /* cudaEvent_t recorded after the copy; wait on it
+                                  with cudaStreamWaitEvent or al_stream_batch_wait */
+
+  size_t n_skipped;            /* samples left out (AL_STREAM_SKIP_SAMPLE) */
+  const char *const *skipped_keys;
+  const char *const *skipped_reasons;
+} al_stream_batch;
+
+typedef struct al_stream_stats {
+  uint64_t batches;            /* delivered by al_stream_next */
+  uint64_t samples;
+  uint64_t bytes;              /* payload bytes delivered */
+  uint64_t skipped;
+  uint64_t total_batches;      /* micro-batches this stream will deliver in all */
+  double stall_seconds;        /* time al_stream_next spent waiting for readers */
+  double read_seconds;         /* reader thread time spent filling buffers */
+  int buffers;                 /* pool size (prefetch) */
+  int buffers_allocated;       /* buffers that hold memory now */
+  int max_in_use;              /* most buffers filling, ready or held at once */
+  uint64_t host_bytes;         /* host memory held by the pool */
+  uint64_t device_bytes;
+  int pinned;                  /* buffers are pinned */
+  int device_copy;
+  int threads;
+} al_stream_stats;
+
+/* Opens the stream of `rank` (< 0: from RANK). Checks that the manifest was
+ * planned from this index (fingerprints), that the worlds agree, and, with
+ * options->resume, that the state belongs to this rank, world, epoch and
+ * index. Starts the reader threads. */
+int al_stream_open(al_stream **out, const al_index *idx, const al_manifest *m, int rank,
+                   const al_stream_options *opts);
+
+/* Next micro-batch, in order. AL_EOF at the end. Blocks while readers fill it.
+ * AL_ESTATE when every buffer is held by the caller (release one first). */
+int al_stream_next(al_stream *s, const al_stream_batch **out);
+
+/* Gives the batch's buffers back to the pool. With device_copy, the device
+ * buffer is reused by a later copy at once: use al_stream_release_after when
+ * kernels reading it may still be queued. */
+int al_stream_release(al_stream *s, const al_stream_batch *b);
+/* Like al_stream_release, but the next copy into this batch's device buffer
+ * waits (on the GPU, not the host) for the work queued so far on
+ * `cuda_stream` (a cudaStream_t; NULL = the legacy default stream). */
+int al_stream_release_after(al_stream *s, const al_stream_batch *b, void *cuda_stream);
+
+/* Makes `cuda_stream` (cudaStream_t, NULL = default stream) wait on the GPU
+ * for the batch's device copy. AL_OK without device copy. */
+int al_stream_batch_wait(const al_stream_batch *b, void *cuda_stream);
+
+/* State to resume after the batches delivered so far (whether or not they
+ * were released). */
+int al_stream_get_state(const al_stream *s, al_stream_state *out);
+int al_stream_get_stats(const al_stream *s, al_stream_stats *out);
+
+/* Stops the readers (mid-epoch is fine), joins them and frees everything,
+ * including batches still held. NULL is ignored. */
+void al_stream_close(al_stream *s);
+
+/* Number of micro-batches of `rank` in the manifest (the rank sequence). */
+int al_stream_rank_batches(const al_manifest *m, uint32_t rank, uint64_t *n);
+
+/* Reads the payload of one sample (member `ext`, NULL = "latent", with the
+ * same .lz4 fallback and shard checks as the stream) into a malloc'd buffer
+ * (*out, free with al_stream_free; *size bytes). Used by map-style datasets
+ * (Python's IndexDataset). Thread-safe; opens the shard on each call. */
+int al_stream_read_sample(const al_index *idx, uint64_t sample, const char *ext, void **out,
+                          size_t *size);
+void al_stream_free(void *p);
+
+/* Whether a CUDA device can be used (cudaGetDeviceCount succeeded, > 0). */
+int al_stream_cuda_available(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* AL_STREAM_H */

@@ -1,0 +1,90 @@
+/*
+ * al_stream_core.h - the stream engine below al_stream.h, independent of the
+ * index and manifest file formats.
+ *
+ * The engine reads a *rank plan* (the ordered micro-batches of one rank, each
+ * a list of sample references) through a *source* that turns a sample
+ * reference into a read job (shard, byte offset, size, LZ4 or not, key,
+ * shape). al_stream_open() builds both from an al_index and an al_manifest;
+ * tests and tools can build them by hand (tiny tar files, no index file).
+ *
+ * Not a public API: the layout may change with the engine.
+ */
+#ifndef AL_STREAM_CORE_H
+#define AL_STREAM_CORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "loader/stream/al_stream.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One micro-batch of the rank plan; its samples are plan->samples[first, first+n). */
+typedef struct al_plan_batch {
+  uint32_t step, micro, n_micro, bucket;
+  uint64_t step_samples, step_tokens;
+  size_t first, n;
+} al_plan_batch;
+
+typedef struct al_plan_sample {
+  uint64_t sample;            /* index position (passed to the source) */
+  uint64_t tokens;
+  uint8_t padded;
+} al_plan_sample;
+
+typedef struct al_rank_plan {
+  uint32_t rank, world, epoch, first_step;
+  uint64_t seed, index_fingerprint;
+  size_t n_batches, n_samples;
+  al_plan_batch *batches;     /* malloc'd */
+  al_plan_sample *samples;    /* malloc'd */
+} al_rank_plan;
+
+/* Builds the plan of `rank` from a manifest. */
+int al_rank_plan_from_manifest(al_rank_plan *out, const al_manifest *m, uint32_t rank);
+void al_rank_plan_free(al_rank_plan *p);
+
+typedef struct al_source_shard {
+  const char *path;
+  uint64_t size;              /* bytes when indexed; checked with fstat */
+  int64_t mtime_ns;           /* when indexed; 0 = unknown (not checked) */
+  int seekable;               /* 0: read sequentially through libarchive */
+} al_source_shard;
+
+typedef struct al_source_job {
+  const char *key;
+  uint32_t shard;
+  char member[256];           /* member name in the tar: KEY.ext[.lz4] */
+  uint64_t offset;            /* data offset (file offset when seekable) */
+  uint64_t size;              /* stored bytes */
+  int lz4;                    /* stored as an LZ4 frame */
+  uint32_t width, height, frames;
+} al_source_job;
+
+/* Read-only callbacks; called from several reader threads at once. */
+typedef struct al_stream_source {
+  void *ctx;
+  size_t n_shards;
+  int (*shard)(void *ctx, uint32_t id, al_source_shard *out);
+  /* Fills `job` for `sample`; a missing payload member is an error whose
+   * message names the key (job->key must still be set when known). */
+  int (*job)(void *ctx, uint64_t sample, const char *ext, al_source_job *job);
+} al_stream_source;
+
+/* Opens a stream over a plan (ownership of *plan moves to the stream, which
+ * zeroes it) and a source (must outlive the stream). rank/world/fingerprint
+ * checks are the caller's; options->resume is checked against the plan. */
+int al_stream_open_source(al_stream **out, const al_stream_source *src, al_rank_plan *plan,
+                          const al_stream_options *opts);
+
+/* The source over an al_index (ctx = the index). */
+void al_stream_index_source(const al_index *idx, al_stream_source *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* AL_STREAM_CORE_H */

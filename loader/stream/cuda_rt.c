@@ -1,0 +1,127 @@
+/* CUDA runtime calls of the stream, linked from cudart_static. */
+#include "loader/stream/al_cuda_rt.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "common/al_status.h"
+#include "loader/stream/al_stream.h"
+
+static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
+static int probed_devices;
+
+static void probe(void) {
+  int n = 0;
+  /* AL_NO_CUDA=1 forces the host-only path (tests of it on GPU machines). */
+  const char *off = getenv("AL_NO_CUDA");
+  if (off && *off && strcmp(off, "0") != 0) return;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    (void)cudaGetLastError(); /* clear the sticky "no driver" error */
+    n = 0;
+  }
+  probed_devices = n > 0 ? n : 0;
+}
+
+int al_cuda_devices(void) {
+  pthread_once(&probe_once, probe);
+  return probed_devices;
+}
+
+int al_stream_cuda_available(void) { return al_cuda_devices() > 0; }
+
+static int cuda_fail(cudaError_t e, const char *what) {
+  return al_set_error(AL_ECUDA, "%s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
+void *al_host_alloc(size_t bytes, int pinned) {
+  void *p = NULL;
+  if (bytes == 0) bytes = 1;
+  if (pinned) {
+    cudaError_t e = cudaHostAlloc(&p, bytes, cudaHostAllocPortable);
+    if (e != cudaSuccess) {
+      cuda_fail(e, "cudaHostAlloc");
+      al_error_prefix(AL_ENOMEM, "pinned buffer of %zu bytes", bytes);
+      return NULL;
+    }
+    return p;
+  }
+  /* Page alignment keeps O_DIRECT-style reads and later pinning possible. */
+  size_t rounded = (bytes + 4095) & ~(size_t)4095;
+  p = aligned_alloc(4096, rounded);
+  if (!p) al_set_error(AL_ENOMEM, "buffer of %zu bytes: %s", bytes, strerror(errno));
+  return p;
+}
+
+void al_host_free(void *p, int pinned) {
+  if (!p) return;
+  if (pinned)
+    cudaFreeHost(p);
+  else
+    free(p);
+}
+
+int al_cuda_set_device(int device) {
+  cudaError_t e = cudaSetDevice(device);
+  return e == cudaSuccess ? AL_OK : cuda_fail(e, "cudaSetDevice");
+}
+
+int al_cuda_malloc(void **p, size_t bytes) {
+  cudaError_t e = cudaMalloc(p, bytes ? bytes : 1);
+  if (e != cudaSuccess) {
+    *p = NULL;
+    return cuda_fail(e, "cudaMalloc");
+  }
+  return AL_OK;
+}
+
+void al_cuda_free(void *p) {
+  if (p) cudaFree(p);
+}
+
+int al_cuda_stream_create(void **stream) {
+  cudaStream_t s;
+  cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  if (e != cudaSuccess) return cuda_fail(e, "cudaStreamCreate");
+  *stream = s;
+  return AL_OK;
+}
+
+void al_cuda_stream_destroy(void *stream) {
+  if (stream) cudaStreamDestroy((cudaStream_t)stream);
+}
+
+int al_cuda_event_create(void **event) {
+  cudaEvent_t ev;
+  cudaError_t e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+  if (e != cudaSuccess) return cuda_fail(e, "cudaEventCreate");
+  *event = ev;
+  return AL_OK;
+}
+
+void al_cuda_event_destroy(void *event) {
+  if (event) cudaEventDestroy((cudaEvent_t)event);
+}
+
+int al_cuda_event_record(void *event, void *stream) {
+  cudaError_t e = cudaEventRecord((cudaEvent_t)event, (cudaStream_t)stream);
+  return e == cudaSuccess ? AL_OK : cuda_fail(e, "cudaEventRecord");
+}
+
+int al_cuda_stream_wait_event(void *stream, void *event) {
+  cudaError_t e = cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)event, 0);
+  return e == cudaSuccess ? AL_OK : cuda_fail(e, "cudaStreamWaitEvent");
+}
+
+int al_cuda_event_sync(void *event) {
+  cudaError_t e = cudaEventSynchronize((cudaEvent_t)event);
+  return e == cudaSuccess ? AL_OK : cuda_fail(e, "cudaEventSynchronize");
+}
+
+int al_cuda_memcpy_h2d_async(void *dst, const void *src, size_t bytes, void *stream) {
+  cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, (cudaStream_t)stream);
+  return e == cudaSuccess ? AL_OK : cuda_fail(e, "cudaMemcpyAsync");
+}

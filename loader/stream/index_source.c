@@ -1,0 +1,67 @@
+/* The stream's source over an al_index: sample position -> read job. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "loader/stream/al_stream_core.h"
+
+static int idx_shard(void *ctx, uint32_t id, al_source_shard *out) {
+  al_shard_info si;
+  int st = al_index_shard((const al_index *)ctx, id, &si);
+  if (st != AL_OK) return st;
+  out->path = si.path;
+  out->size = si.size;
+  out->mtime_ns = si.mtime_ns;
+  out->seekable = si.seekable;
+  return AL_OK;
+}
+
+static int idx_job(void *ctx, uint64_t sample, const char *ext, al_source_job *job) {
+  const al_index *idx = ctx;
+  al_sample_info si;
+  memset(job, 0, sizeof *job);
+  if (sample >= al_index_sample_count(idx))
+    return al_set_error(AL_ERANGE, "sample %" PRIu64 " out of range: the index holds %zu samples",
+                        sample, al_index_sample_count(idx));
+  int st = al_index_sample(idx, (size_t)sample, &si);
+  if (st != AL_OK) return st;
+  job->key = si.key;
+  job->shard = si.shard;
+  job->width = si.width;
+  job->height = si.height;
+  job->frames = si.frames;
+  al_member_info mi;
+  st = al_index_find_member(idx, (size_t)sample, ext, &mi);
+  if (st == AL_ENOTFOUND) {
+    /* KEY.ext.lz4: the index may list it under "ext.lz4". */
+    char lz[64];
+    if ((size_t)snprintf(lz, sizeof lz, "%s.lz4", ext) < sizeof lz)
+      st = al_index_find_member(idx, (size_t)sample, lz, &mi);
+  }
+  if (st != AL_OK) {
+    al_shard_info sh;
+    const char *path = al_index_shard(idx, si.shard, &sh) == AL_OK ? sh.path : "?";
+    if (st == AL_ENOTFOUND)
+      return al_set_error(AL_ENOTFOUND, "%s: key '%s': no member '%s.%s' (nor '.%s.lz4') in the index",
+                          path, si.key, si.key, ext, ext);
+    return al_error_prefix(st, "%s: key '%s'", path, si.key);
+  }
+  int n = snprintf(job->member, sizeof job->member, "%s.%s", si.key, mi.ext);
+  /* The index may name the member "ext" with lz4 set, or "ext.lz4". */
+  size_t el = strlen(mi.ext);
+  if (mi.lz4 && !(el >= 4 && !strcmp(mi.ext + el - 4, ".lz4")) && n > 0 && (size_t)n < sizeof job->member)
+    n = snprintf(job->member, sizeof job->member, "%s.%s.lz4", si.key, mi.ext);
+  if (n < 0 || (size_t)n >= sizeof job->member)
+    return al_set_error(AL_ERANGE, "key '%s': member name too long", si.key);
+  job->offset = mi.offset;
+  job->size = mi.size;
+  job->lz4 = mi.lz4;
+  return AL_OK;
+}
+
+void al_stream_index_source(const al_index *idx, al_stream_source *out) {
+  out->ctx = (void *)idx;
+  out->n_shards = al_index_shard_count(idx);
+  out->shard = idx_shard;
+  out->job = idx_job;
+}

@@ -1,0 +1,135 @@
+/* al_stream_open: checks index against manifest, rank against world, then
+ * starts the engine over the index source and the rank's plan. */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "loader/stream/al_cuda_rt.h"
+#include "loader/stream/al_reader.h"
+#include "loader/stream/al_schedule.h"
+#include "loader/stream/al_stream_core.h"
+
+static int env_long(const char *name, long *out) {
+  const char *v = getenv(name);
+  if (!v || !*v) return 0;
+  char *end;
+  long x = strtol(v, &end, 10);
+  if (*end || x < 0) return -1;
+  *out = x;
+  return 1;
+}
+
+int al_resolve_rank(const al_manifest *m, int rank, int world, uint32_t *out_rank) {
+  al_manifest_info info;
+  int st = al_manifest_get_info(m, &info);
+  if (st != AL_OK) return st;
+  long w = world;
+  if (world <= 0) {
+    int e = env_long("WORLD_SIZE", &w);
+    if (e < 0) return al_set_error(AL_EINVAL, "WORLD_SIZE is not a number: '%s'", getenv("WORLD_SIZE"));
+    if (e == 0) w = 0;
+    if (e > 0 && (uint64_t)w != info.world)
+      return al_set_error(AL_EINVAL,
+                          "the manifest was planned for a world of %" PRIu32
+                          " ranks but WORLD_SIZE is %ld: plan again with --world %ld",
+                          info.world, w, w);
+  } else if ((uint64_t)w != info.world) {
+    return al_set_error(AL_EINVAL,
+                        "the manifest was planned for a world of %" PRIu32
+                        " ranks but the world is %ld: plan again with --world %ld",
+                        info.world, w, w);
+  }
+  long r = rank;
+  if (rank < 0) {
+    int e = env_long("RANK", &r);
+    if (e < 0) return al_set_error(AL_EINVAL, "RANK is not a number: '%s'", getenv("RANK"));
+    if (e == 0) {
+      if (info.world != 1)
+        return al_set_error(AL_EINVAL, "no rank given and RANK is not set (the manifest plans %" PRIu32 " ranks)",
+                            info.world);
+      r = 0;
+    }
+  }
+  if ((uint64_t)r >= info.world)
+    return al_set_error(AL_EINVAL, "rank %ld out of range: the manifest plans %" PRIu32 " ranks", r, info.world);
+  *out_rank = (uint32_t)r;
+  return AL_OK;
+}
+
+int al_stream_open(al_stream **out, const al_index *idx, const al_manifest *m, int rank,
+                   const al_stream_options *opts) {
+  *out = NULL;
+  if (!idx || !m) return al_set_error(AL_EINVAL, "stream: NULL index or manifest");
+  al_manifest_info info;
+  int st = al_manifest_get_info(m, &info);
+  if (st != AL_OK) return st;
+  uint64_t fp = al_index_fingerprint(idx);
+  if (info.index_fingerprint != fp)
+    return al_set_error(AL_EINVAL,
+                        "the manifest was planned from another index (index fingerprint %016" PRIx64
+                        " in the manifest, %016" PRIx64 " in this index): plan again from this index",
+                        info.index_fingerprint, fp);
+  uint32_t r;
+  st = al_resolve_rank(m, rank, opts ? opts->world : 0, &r);
+  if (st != AL_OK) return st;
+  al_rank_plan plan;
+  st = al_rank_plan_from_manifest(&plan, m, r);
+  if (st != AL_OK) return st;
+  for (size_t i = 0; i < plan.n_samples; i++)
+    if (plan.samples[i].sample >= al_index_sample_count(idx)) {
+      al_rank_plan_free(&plan);
+      return al_set_error(AL_EFORMAT, "the manifest refers to sample %" PRIu64 " but the index holds %zu",
+                          plan.samples[i].sample, al_index_sample_count(idx));
+    }
+  al_stream_source src;
+  al_stream_index_source(idx, &src);
+  st = al_stream_open_source(out, &src, &plan, opts);
+  al_rank_plan_free(&plan); /* no-op unless open failed before taking it */
+  return st;
+}
+
+int al_stream_rank_batches(const al_manifest *m, uint32_t rank, uint64_t *n) {
+  al_manifest_info info;
+  int st = al_manifest_get_info(m, &info);
+  if (st != AL_OK) return st;
+  if (rank >= info.world)
+    return al_set_error(AL_EINVAL, "rank %" PRIu32 " out of range: the manifest plans %" PRIu32 " ranks", rank,
+                        info.world);
+  uint64_t total = 0;
+  for (uint32_t step = info.first_step; step < info.first_step + info.steps; step++) {
+    uint32_t k = 0;
+    if ((st = al_manifest_micro_count(m, step, rank, &k)) != AL_OK) return st;
+    total += k;
+  }
+  *n = total;
+  return AL_OK;
+}
+
+int al_stream_read_sample(const al_index *idx, uint64_t sample, const char *ext, void **out,
+                          size_t *size) {
+  *out = NULL;
+  *size = 0;
+  al_stream_source src;
+  al_stream_index_source(idx, &src);
+  al_source_job job;
+  int st = src.job(src.ctx, sample, ext ? ext : "latent", &job);
+  if (st != AL_OK) return st;
+  /* The table opens shards lazily: only this sample's shard is touched. */
+  al_shard_table *t = NULL;
+  al_reader *r = NULL;
+  al_growbuf b = {0};
+  size_t len = 0;
+  if ((st = al_shard_table_new(&t, &src)) == AL_OK && (st = al_reader_new(&r, t, 0)) == AL_OK)
+    st = al_reader_read(r, &job, &b, 0, &len);
+  al_reader_free(r);
+  al_shard_table_free(t);
+  if (st != AL_OK) {
+    al_growbuf_free(&b);
+    return st;
+  }
+  *out = b.p;
+  *size = len;
+  return AL_OK;
+}
+
+void al_stream_free(void *p) { al_host_free(p, 0); }

@@ -1,0 +1,77 @@
+/* One rank's micro-batches, flattened out of a manifest. */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "loader/stream/al_stream_core.h"
+
+static int grow(void **arr, size_t *cap, size_t need, size_t elem) {
+  if (need <= *cap) return AL_OK;
+  size_t n = *cap ? *cap * 2 : 256;
+  while (n < need) n *= 2;
+  void *p = realloc(*arr, n * elem);
+  if (!p) return al_set_error(AL_ENOMEM, "rank plan of %zu entries", n);
+  *arr = p;
+  *cap = n;
+  return AL_OK;
+}
+
+int al_rank_plan_from_manifest(al_rank_plan *out, const al_manifest *m, uint32_t rank) {
+  memset(out, 0, sizeof *out);
+  al_manifest_info info;
+  int st = al_manifest_get_info(m, &info);
+  if (st != AL_OK) return st;
+  if (rank >= info.world)
+    return al_set_error(AL_EINVAL, "rank %" PRIu32 " out of range: the manifest plans %" PRIu32 " ranks",
+                        rank, info.world);
+  out->rank = rank;
+  out->world = info.world;
+  out->epoch = info.epoch;
+  out->first_step = info.first_step;
+  out->seed = info.seed;
+  out->index_fingerprint = info.index_fingerprint;
+  size_t bcap = 0, scap = 0;
+  for (uint32_t step = info.first_step; step < info.first_step + info.steps; step++) {
+    uint32_t nm = 0;
+    st = al_manifest_micro_count(m, step, rank, &nm);
+    if (st != AL_OK) goto fail;
+    for (uint32_t k = 0; k < nm; k++) {
+      al_micro_ref ref;
+      st = al_manifest_micro(m, step, rank, k, &ref);
+      if (st != AL_OK) goto fail;
+      if ((st = grow((void **)&out->batches, &bcap, out->n_batches + 1, sizeof *out->batches)) ||
+          (st = grow((void **)&out->samples, &scap, out->n_samples + ref.n_samples, sizeof *out->samples)))
+        goto fail;
+      al_plan_batch *b = &out->batches[out->n_batches++];
+      b->step = step;
+      b->micro = k;
+      b->n_micro = nm;
+      b->bucket = ref.bucket;
+      b->step_samples = ref.step_samples;
+      b->step_tokens = ref.step_tokens;
+      b->first = out->n_samples;
+      b->n = ref.n_samples;
+      for (size_t i = 0; i < ref.n_samples; i++) {
+        al_plan_sample *ps = &out->samples[out->n_samples + i];
+        ps->sample = ref.samples[i];
+        ps->tokens = ref.tokens ? ref.tokens[i] : 0;
+        ps->padded = 0;
+      }
+      for (size_t j = 0; j < ref.n_padded; j++) {
+        if (ref.padded[j] >= ref.n_samples) {
+          st = al_set_error(AL_EFORMAT,
+                            "manifest step %" PRIu32 " rank %" PRIu32 " micro %" PRIu32
+                            ": padded position %" PRIu32 " past %zu samples",
+                            step, rank, k, ref.padded[j], ref.n_samples);
+          goto fail;
+        }
+        out->samples[out->n_samples + ref.padded[j]].padded = 1;
+      }
+      out->n_samples += ref.n_samples;
+    }
+  }
+  return AL_OK;
+fail:
+  al_rank_plan_free(out);
+  return st;
+}

@@ -1,0 +1,74 @@
+/* al_schedule: a rank plan behind flat accessors for ctypes. */
+#include "loader/stream/al_schedule.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "loader/stream/al_stream_core.h"
+
+struct al_schedule {
+  al_rank_plan plan;
+};
+
+int al_schedule_open(al_schedule **out, const al_manifest *m, int rank, int world) {
+  *out = NULL;
+  uint32_t r;
+  int st = al_resolve_rank(m, rank, world, &r);
+  if (st != AL_OK) return st;
+  al_schedule *s = calloc(1, sizeof *s);
+  if (!s) return al_set_error(AL_ENOMEM, "schedule");
+  if ((st = al_rank_plan_from_manifest(&s->plan, m, r)) != AL_OK) {
+    free(s);
+    return st;
+  }
+  *out = s;
+  return AL_OK;
+}
+
+int al_schedule_open_path(al_schedule **out, const char *manifest_path, int rank, int world) {
+  *out = NULL;
+  al_manifest *m = NULL;
+  int st = al_manifest_load(&m, manifest_path);
+  if (st != AL_OK) return st;
+  st = al_schedule_open(out, m, rank, world);
+  if (st != AL_OK) al_error_prefix(st, "%s", manifest_path);
+  al_manifest_free(m);
+  return st;
+}
+
+void al_schedule_free(al_schedule *s) {
+  if (!s) return;
+  al_rank_plan_free(&s->plan);
+  free(s);
+}
+
+uint64_t al_schedule_batches(const al_schedule *s) { return s->plan.n_batches; }
+uint64_t al_schedule_samples(const al_schedule *s) { return s->plan.n_samples; }
+uint32_t al_schedule_rank(const al_schedule *s) { return s->plan.rank; }
+uint32_t al_schedule_world(const al_schedule *s) { return s->plan.world; }
+uint32_t al_schedule_epoch(const al_schedule *s) { return s->plan.epoch; }
+uint64_t al_schedule_seed(const al_schedule *s) { return s->plan.seed; }
+uint64_t al_schedule_index_fingerprint(const al_schedule *s) { return s->plan.index_fingerprint; }
+
+int al_schedule_export(const al_schedule *s, uint64_t *first, uint32_t *step, uint32_t *micro,
+                       uint32_t *n_micro, uint32_t *bucket, uint64_t *step_samples,
+                       uint64_t *step_tokens, uint64_t *samples, uint64_t *tokens, uint8_t *padded) {
+  const al_rank_plan *p = &s->plan;
+  for (size_t i = 0; i < p->n_batches; i++) {
+    const al_plan_batch *b = &p->batches[i];
+    if (first) first[i] = b->first;
+    if (step) step[i] = b->step;
+    if (micro) micro[i] = b->micro;
+    if (n_micro) n_micro[i] = b->n_micro;
+    if (bucket) bucket[i] = b->bucket;
+    if (step_samples) step_samples[i] = b->step_samples;
+    if (step_tokens) step_tokens[i] = b->step_tokens;
+  }
+  if (first) first[p->n_batches] = p->n_samples;
+  for (size_t i = 0; i < p->n_samples; i++) {
+    if (samples) samples[i] = p->samples[i].sample;
+    if (tokens) tokens[i] = p->samples[i].tokens;
+    if (padded) padded[i] = p->samples[i].padded;
+  }
+  return AL_OK;
+}

@@ -1,0 +1,668 @@
+/*
+ * The stream engine: reader threads fill a bounded pool of slots, the
+ * consumer takes them in order.
+ *
+ * Ordering without deadlock: a reader takes a free slot and the next batch
+ * number in one critical section, so slots are handed to batches in
+ * increasing order. The batch the consumer waits for therefore always got its
+ * slot before any later batch did, and the consumer can never wait for a
+ * batch that has no slot - unless the caller itself holds every slot, which
+ * al_stream_next reports (AL_ESTATE) instead of blocking forever.
+ */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "loader/stream/al_cuda_rt.h"
+#include "loader/stream/al_reader.h"
+#include "loader/stream/al_stream_core.h"
+
+typedef enum { SLOT_FREE, SLOT_FILLING, SLOT_READY, SLOT_HELD } slot_state;
+
+typedef struct slot {
+  slot_state state;
+  uint64_t seq; /* local batch number: global position = first + seq * stride */
+  al_growbuf buf;
+  size_t host_cap; /* buf.cap as last published under the lock (stats) */
+  void *dev;
+  size_t dev_cap;
+  void *ready_ev;
+  void *release_ev;
+  int copy_pending;    /* ready_ev recorded: the host buffer may still be read by DMA */
+  int release_pending; /* release_ev recorded on the consumer's stream */
+
+  size_t meta_cap;
+  const char **keys;
+  uint64_t *samples;
+  uint32_t *shapes;
+  uint8_t *padded;
+  int32_t *cu;
+  uint64_t *offsets;
+  uint64_t *sizes;
+  size_t skip_cap, n_skipped;
+  char **skipped_keys;
+  char **skipped_reasons;
+
+  int status;
+  char *error;
+  al_stream_batch batch;
+} slot;
+
+struct al_stream {
+  al_stream_source src;
+  al_rank_plan plan;
+  al_shard_table *shards;
+  char *ext;
+  int on_error;
+  size_t align;
+  size_t read_block;
+  int pinned, device_copy, device;
+  void *copy_stream;
+
+  uint64_t first, stride, total;
+  uint64_t base_delivered, base_skipped; /* from the resume state */
+
+  pthread_mutex_t mu;
+  pthread_cond_t cv_free, cv_ready;
+  slot *slots;
+  int n_slots;
+  uint64_t next_claim, next_deliver;
+  int in_use, held, max_in_use;
+  atomic_int stop; /* read without the lock by fill() between samples */
+  int failed, fail_status;
+  char *fail_msg;
+
+  pthread_t *threads;
+  int n_threads;
+
+  uint64_t st_samples, st_bytes, st_skipped;
+  double stall_s, read_s;
+};
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void al_rank_plan_free(al_rank_plan *p) {
+  if (!p) return;
+  free(p->batches);
+  free(p->samples);
+  memset(p, 0, sizeof *p);
+}
+
+static size_t align_up(size_t x, size_t a) { return (x + a - 1) & ~(a - 1); }
+
+/* ------------------------------------------------------------ slot metadata */
+
+static int meta_reserve(slot *sl, size_t n) {
+  if (n <= sl->meta_cap) return AL_OK;
+  size_t c = sl->meta_cap ? sl->meta_cap : 16;
+  while (c < n) c *= 2;
+  void *p;
+#define GROW(field, count)                                           \
+  p = realloc((void *)sl->field, (count) * sizeof *sl->field);       \
+  if (!p) return al_set_error(AL_ENOMEM, "batch metadata of %zu samples", c); \
+  sl->field = p;
+  GROW(keys, c)
+  GROW(samples, c)
+  GROW(shapes, 3 * c)
+  GROW(padded, c)
+  GROW(cu, c + 1)
+  GROW(offsets, c + 1)
+  GROW(sizes, c)
+#undef GROW
+  sl->meta_cap = c;
+  return AL_OK;
+}
+
+static void skipped_clear(slot *sl) {
+  for (size_t i = 0; i < sl->n_skipped; i++) {
+    free(sl->skipped_keys[i]);
+    free(sl->skipped_reasons[i]);
+  }
+  sl->n_skipped = 0;
+}
+
+static int skipped_add(slot *sl, const char *key, const char *reason) {
+  if (sl->n_skipped == sl->skip_cap) {
+    size_t c = sl->skip_cap ? sl->skip_cap * 2 : 4;
+    char **k = realloc(sl->skipped_keys, c * sizeof *k);
+    if (!k) return AL_ENOMEM;
+    sl->skipped_keys = k;
+    char **r = realloc(sl->skipped_reasons, c * sizeof *r);
+    if (!r) return AL_ENOMEM;
+    sl->skipped_reasons = r;
+    sl->skip_cap = c;
+  }
+  char *kd = strdup(key ? key : "?");
+  char *rd = strdup(reason);
+  if (!kd || !rd) {
+    free(kd);
+    free(rd);
+    return AL_ENOMEM;
+  }
+  sl->skipped_keys[sl->n_skipped] = kd;
+  sl->skipped_reasons[sl->n_skipped] = rd;
+  sl->n_skipped++;
+  return AL_OK;
+}
+
+static void slot_set_error(slot *sl, int status) {
+  sl->status = status;
+  free(sl->error);
+  sl->error = strdup(al_last_error());
+}
+
+static void slot_free(slot *sl) {
+  al_growbuf_free(&sl->buf);
+  al_cuda_free(sl->dev);
+  al_cuda_event_destroy(sl->ready_ev);
+  al_cuda_event_destroy(sl->release_ev);
+  free((void *)sl->keys);
+  free(sl->samples);
+  free(sl->shapes);
+  free(sl->padded);
+  free(sl->cu);
+  free(sl->offsets);
+  free(sl->sizes);
+  skipped_clear(sl);
+  free(sl->skipped_keys);
+  free(sl->skipped_reasons);
+  free(sl->error);
+}
+
+/* -------------------------------------------------------------- filling */
+
+static int stopping(al_stream *s) { return atomic_load_explicit(&s->stop, memory_order_relaxed); }
+
+static int device_copy(al_stream *s, slot *sl, size_t bytes) {
+  int st;
+  if (bytes > sl->dev_cap) {
+    /* A device buffer still read by kernels of the consumer must not be
+     * freed under them: wait for its release first (rare: growth only). */
+    if (sl->release_pending && (st = al_cuda_event_sync(sl->release_ev)) != AL_OK) return st;
+    al_cuda_free(sl->dev);
+    sl->dev = NULL;
+    sl->dev_cap = 0;
+    size_t cap = align_up(bytes + bytes / 4, (size_t)1 << 20);
+    if ((st = al_cuda_malloc(&sl->dev, cap)) != AL_OK) return st;
+    sl->dev_cap = cap;
+  }
+  if (sl->release_pending) {
+    if ((st = al_cuda_stream_wait_event(s->copy_stream, sl->release_ev)) != AL_OK) return st;
+    sl->release_pending = 0;
+  }
+  if ((st = al_cuda_memcpy_h2d_async(sl->dev, sl->buf.p, bytes, s->copy_stream)) != AL_OK) return st;
+  if ((st = al_cuda_event_record(sl->ready_ev, s->copy_stream)) != AL_OK) return st;
+  sl->copy_pending = 1;
+  return AL_OK;
+}
+
+static void fill(al_stream *s, al_reader *rd, slot *sl) {
+  const al_plan_batch *pb = &s->plan.batches[s->first + sl->seq * s->stride];
+  al_stream_batch *b = &sl->batch;
+  int st;
+  sl->status = AL_OK;
+  skipped_clear(sl);
+  /* The previous copy out of this host buffer must be over before it is overwritten. */
+  if (sl->copy_pending) {
+    if ((st = al_cuda_event_sync(sl->ready_ev)) != AL_OK) {
+      slot_set_error(sl, st);
+      return;
+    }
+    sl->copy_pending = 0;
+  }
+  if ((st = meta_reserve(sl, pb->n)) != AL_OK) {
+    slot_set_error(sl, st);
+    return;
+  }
+  size_t n = 0, off = 0, end = 0;
+  uint64_t tokens = 0;
+  sl->cu[0] = 0;
+  sl->offsets[0] = 0;
+  for (size_t i = 0; i < pb->n; i++) {
+    if (stopping(s)) {
+      slot_set_error(sl, al_set_error(AL_ESTATE, "stream closed"));
+      return;
+    }
+    const al_plan_sample *ps = &s->plan.samples[pb->first + i];
+    al_source_job job;
+    size_t len = 0;
+    st = s->src.job(s->src.ctx, ps->sample, s->ext, &job);
+    if (st == AL_OK) st = al_reader_read(rd, &job, &sl->buf, off, &len);
+    if (st == AL_OK && tokens + ps->tokens > (uint64_t)INT32_MAX)
+      st = al_set_error(AL_ERANGE, "key '%s': micro-batch exceeds 2^31-1 tokens (cu_seqlens is int32)",
+                        job.key ? job.key : "?");
+    if (st != AL_OK) {
+      /* Every message names the key; say where in the plan it sits, too. */
+      al_error_prefix(st, "step %" PRIu32 " micro %" PRIu32 " sample %zu", pb->step, pb->micro, i);
+      if (s->on_error == AL_STREAM_SKIP_SAMPLE && st != AL_ENOMEM) {
+        if (skipped_add(sl, job.key, al_last_error()) != AL_OK) {
+          slot_set_error(sl, al_set_error(AL_ENOMEM, "skipped-sample list"));
+          return;
+        }
+        continue;
+      }
+      slot_set_error(sl, st);
+      return;
+    }
+    if (off > end) memset(sl->buf.p + end, 0, off - end); /* deterministic padding */
+    sl->keys[n] = job.key;
+    sl->samples[n] = ps->sample;
+    sl->shapes[3 * n] = job.width;
+    sl->shapes[3 * n + 1] = job.height;
+    sl->shapes[3 * n + 2] = job.frames;
+    sl->padded[n] = ps->padded;
+    sl->sizes[n] = len;
+    sl->offsets[n] = off;
+    tokens += ps->tokens;
+    sl->cu[n + 1] = (int32_t)tokens;
+    n++;
+    end = off + len;
+    off = align_up(end, s->align);
+  }
+  sl->offsets[n] = end;
+  /* cu_seqlens rides behind the payload so one copy moves both. */
+  size_t cu_off = align_up(end, s->align);
+  size_t total = cu_off + (n + 1) * sizeof(int32_t);
+  if ((st = al_growbuf_reserve(&sl->buf, total, end)) != AL_OK) {
+    slot_set_error(sl, st);
+    return;
+  }
+  if (cu_off > end) memset(sl->buf.p + end, 0, cu_off - end);
+  memcpy(sl->buf.p + cu_off, sl->cu, (n + 1) * sizeof(int32_t));
+
+  memset(b, 0, sizeof *b);
+  b->position = s->first + sl->seq * s->stride;
+  b->step = pb->step;
+  b->micro = pb->micro;
+  b->n_micro = pb->n_micro;
+  b->last_in_step = pb->micro + 1 == pb->n_micro;
+  b->bucket = pb->bucket;
+  b->step_samples = pb->step_samples;
+  b->step_tokens = pb->step_tokens;
+  b->tokens = tokens;
+  b->n = n;
+  b->keys = sl->keys;
+  b->samples = sl->samples;
+  b->shapes = sl->shapes;
+  b->padded = sl->padded;
+  b->cu_seqlens = sl->cu;
+  b->offsets = sl->offsets;
+  b->sizes = sl->sizes;
+  b->data = sl->buf.p;
+  b->data_bytes = end;
+  b->cu_seqlens_offset = cu_off;
+  b->copy_bytes = total;
+  b->pinned = sl->buf.pinned;
+  b->n_skipped = sl->n_skipped;
+  b->skipped_keys = (const char *const *)sl->skipped_keys;
+  b->skipped_reasons = (const char *const *)sl->skipped_reasons;
+  if (s->device_copy) {
+    if ((st = device_copy(s, sl, total)) != AL_OK) {
+      slot_set_error(sl, al_error_prefix(st, "step %" PRIu32 " micro %" PRIu32 ": device copy",
+                                         pb->step, pb->micro));
+      return;
+    }
+    b->device_data = sl->dev;
+    b->ready_event = sl->ready_ev;
+  }
+}
+
+typedef struct thread_arg {
+  al_stream *s;
+} thread_arg;
+
+static void *reader_main(void *arg) {
+  al_stream *s = arg;
+  al_reader *rd = NULL;
+  int st = al_reader_new(&rd, s->shards, s->read_block);
+  if (st == AL_OK && (s->pinned || s->device_copy)) st = al_cuda_set_device(s->device);
+  for (;;) {
+    pthread_mutex_lock(&s->mu);
+    slot *sl = NULL;
+    for (;;) {
+      if (s->stop || s->next_claim >= s->total) break;
+      for (int i = 0; i < s->n_slots; i++)
+        if (s->slots[i].state == SLOT_FREE) {
+          sl = &s->slots[i];
+          break;
+        }
+      if (sl) break;
+      pthread_cond_wait(&s->cv_free, &s->mu);
+    }
+    if (!sl) {
+      pthread_mutex_unlock(&s->mu);
+      break;
+    }
+    sl->state = SLOT_FILLING;
+    sl->seq = s->next_claim++;
+    if (++s->in_use > s->max_in_use) s->max_in_use = s->in_use;
+    pthread_mutex_unlock(&s->mu);
+
+    double t0 = now_s();
+    if (st != AL_OK)
+      slot_set_error(sl, st); /* the reader could not start: its first batch says why */
+    else
+      fill(s, rd, sl);
+    double t1 = now_s();
+
+    pthread_mutex_lock(&s->mu);
+    s->read_s += t1 - t0;
+    sl->host_cap = sl->buf.cap;
+    sl->state = SLOT_READY;
+    pthread_cond_broadcast(&s->cv_ready);
+    pthread_mutex_unlock(&s->mu);
+    if (st != AL_OK) break;
+  }
+  al_reader_free(rd);
+  return NULL;
+}
+
+/* ---------------------------------------------------------------- API */
+
+static int env_int(const char *name, long *out) {
+  const char *v = getenv(name);
+  if (!v || !*v) return 0;
+  char *end;
+  long x = strtol(v, &end, 10);
+  if (*end || x < 0) return -1;
+  *out = x;
+  return 1;
+}
+
+static int stream_fail_open(al_stream *s, int st) {
+  al_stream_close(s);
+  return st;
+}
+
+int al_stream_open_source(al_stream **out, const al_stream_source *src, al_rank_plan *plan,
+                          const al_stream_options *opts) {
+  al_stream_options o;
+  if (opts)
+    o = *opts;
+  else
+    memset(&o, 0, sizeof o);
+  *out = NULL;
+  if (o.on_error != AL_STREAM_FAIL && o.on_error != AL_STREAM_SKIP_SAMPLE)
+    return al_set_error(AL_EINVAL, "on_error must be AL_STREAM_FAIL or AL_STREAM_SKIP_SAMPLE, got %d", o.on_error);
+  if (o.threads < 0 || o.prefetch < 0) return al_set_error(AL_EINVAL, "threads and prefetch must be >= 0");
+  size_t align = o.align ? o.align : 64;
+  if ((align & (align - 1)) || align < 8)
+    return al_set_error(AL_EINVAL, "align must be a power of two >= 8, got %zu", align);
+
+  al_stream *s = calloc(1, sizeof *s);
+  if (!s) return al_set_error(AL_ENOMEM, "stream");
+  pthread_mutex_init(&s->mu, NULL);
+  pthread_cond_init(&s->cv_free, NULL);
+  pthread_cond_init(&s->cv_ready, NULL);
+  s->src = *src;
+  s->plan = *plan;
+  memset(plan, 0, sizeof *plan);
+  s->ext = strdup(o.ext ? o.ext : "latent");
+  s->on_error = o.on_error;
+  s->align = align;
+  s->read_block = o.read_block ? o.read_block : ((size_t)1 << 20);
+  if (!s->ext) return stream_fail_open(s, al_set_error(AL_ENOMEM, "stream"));
+
+  /* Which micro-batches: first, first+stride, ... of the rank sequence. */
+  s->first = o.first;
+  s->stride = o.stride ? o.stride : 1;
+  if (o.resume) {
+    const al_stream_state *r = o.resume;
+    const al_rank_plan *p = &s->plan;
+    if (r->version != AL_STREAM_STATE_VERSION)
+      return stream_fail_open(s, al_set_error(AL_EVERSION, "stream state version %" PRIu32 ", expected %u",
+                                              r->version, AL_STREAM_STATE_VERSION));
+    if (r->rank != p->rank || r->world != p->world || r->epoch != p->epoch || r->seed != p->seed ||
+        r->index_fingerprint != p->index_fingerprint)
+      return stream_fail_open(
+          s, al_set_error(AL_ESTATE,
+                          "stream state is of rank %" PRIu32 "/%" PRIu32 " epoch %" PRIu32 " seed %" PRIu64
+                          " index %016" PRIx64 ", this stream is rank %" PRIu32 "/%" PRIu32 " epoch %" PRIu32
+                          " seed %" PRIu64 " index %016" PRIx64,
+                          r->rank, r->world, r->epoch, r->seed, r->index_fingerprint, p->rank, p->world,
+                          p->epoch, p->seed, p->index_fingerprint));
+    if (r->stride == 0 || r->position > p->n_batches)
+      return stream_fail_open(s, al_set_error(AL_ESTATE, "stream state position %" PRIu64 " (stride %" PRIu32
+                                                             ") out of range: %zu micro-batches",
+                                              r->position, r->stride, p->n_batches));
+    if (r->position < p->n_batches &&
+        (p->batches[r->position].step != r->next_step || p->batches[r->position].micro != r->next_micro))
+      return stream_fail_open(
+          s, al_set_error(AL_ESTATE,
+                          "stream state says micro-batch %" PRIu64 " is step %" PRIu32 " micro %" PRIu32
+                          ", the manifest has step %" PRIu32 " micro %" PRIu32 " there (another manifest?)",
+                          r->position, r->next_step, r->next_micro, p->batches[r->position].step,
+                          p->batches[r->position].micro));
+    s->first = r->position;
+    s->stride = r->stride;
+    s->base_delivered = r->delivered;
+    s->base_skipped = r->skipped;
+  }
+  s->total = s->first < s->plan.n_batches ? (s->plan.n_batches - s->first + s->stride - 1) / s->stride : 0;
+
+  /* Memory: pinned when a device is there (unless refused), device copy on request. */
+  int devices = al_cuda_devices();
+  s->device_copy = o.device_copy != 0;
+  s->pinned = o.pinned == -1 ? 0 : devices > 0;
+  if (o.pinned == 1 && devices == 0)
+    return stream_fail_open(s, al_set_error(AL_EUNSUPPORTED, "pinned buffers requested but no CUDA device is usable"));
+  if (s->device_copy) {
+    if (devices == 0)
+      return stream_fail_open(s, al_set_error(AL_EUNSUPPORTED,
+                                              "device copy requested but no CUDA device is usable "
+                                              "(cudaGetDeviceCount failed or found none)"));
+    long dev = o.cuda_device;
+    if (dev < 0) {
+      dev = 0;
+      if (env_int("LOCAL_RANK", &dev) < 0)
+        return stream_fail_open(s, al_set_error(AL_EINVAL, "LOCAL_RANK is not a number: '%s'", getenv("LOCAL_RANK")));
+    }
+    if (dev >= devices)
+      return stream_fail_open(s, al_set_error(AL_EINVAL, "CUDA device %ld out of range (%d devices)", dev, devices));
+    s->device = (int)dev;
+    int st = al_cuda_set_device(s->device);
+    if (st == AL_OK) st = al_cuda_stream_create(&s->copy_stream);
+    if (st != AL_OK) return stream_fail_open(s, st);
+  }
+
+  s->n_slots = o.prefetch ? o.prefetch : 4;
+  s->slots = calloc((size_t)s->n_slots, sizeof *s->slots);
+  if (!s->slots) return stream_fail_open(s, al_set_error(AL_ENOMEM, "stream pool"));
+  for (int i = 0; i < s->n_slots; i++) {
+    s->slots[i].buf.pinned = s->pinned;
+    if (s->device_copy) {
+      int st = al_cuda_event_create(&s->slots[i].ready_ev);
+      if (st == AL_OK) st = al_cuda_event_create(&s->slots[i].release_ev);
+      if (st != AL_OK) return stream_fail_open(s, st);
+    }
+  }
+  int st = al_shard_table_new(&s->shards, &s->src);
+  if (st != AL_OK) return stream_fail_open(s, st);
+
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  int threads = o.threads ? o.threads : (int)(cores < 1 ? 1 : cores > 4 ? 4 : cores);
+  s->threads = calloc((size_t)threads, sizeof *s->threads);
+  if (!s->threads) return stream_fail_open(s, al_set_error(AL_ENOMEM, "stream threads"));
+  for (int i = 0; i < threads; i++) {
+    if (pthread_create(&s->threads[i], NULL, reader_main, s) != 0)
+      return stream_fail_open(s, al_set_error(AL_ENOMEM, "cannot start reader thread %d", i));
+    s->n_threads++;
+  }
+  *out = s;
+  return AL_OK;
+}
+
+int al_stream_next(al_stream *s, const al_stream_batch **out) {
+  *out = NULL;
+  pthread_mutex_lock(&s->mu);
+  if (s->failed) {
+    int st = al_set_error(s->fail_status, "%s", s->fail_msg ? s->fail_msg : "stream failed");
+    pthread_mutex_unlock(&s->mu);
+    return st;
+  }
+  if (s->next_deliver >= s->total) {
+    pthread_mutex_unlock(&s->mu);
+    return AL_EOF;
+  }
+  slot *sl;
+  for (;;) {
+    sl = NULL;
+    for (int i = 0; i < s->n_slots; i++)
+      if (s->slots[i].state == SLOT_READY && s->slots[i].seq == s->next_deliver) {
+        sl = &s->slots[i];
+        break;
+      }
+    if (sl) break;
+    if (s->held == s->n_slots) {
+      pthread_mutex_unlock(&s->mu);
+      return al_set_error(AL_ESTATE, "all %d stream buffers are held by the caller: release a batch first",
+                          s->n_slots);
+    }
+    double t0 = now_s();
+    pthread_cond_wait(&s->cv_ready, &s->mu);
+    s->stall_s += now_s() - t0;
+  }
+  if (sl->status != AL_OK) {
+    /* AL_STREAM_FAIL: stop here; the state keeps pointing at this batch. */
+    s->failed = 1;
+    s->fail_status = sl->status;
+    s->fail_msg = strdup(sl->error ? sl->error : "batch failed");
+    s->stop = 1;
+    sl->state = SLOT_FREE;
+    s->in_use--;
+    pthread_cond_broadcast(&s->cv_free);
+    int st = al_set_error(s->fail_status, "%s", s->fail_msg ? s->fail_msg : "batch failed");
+    pthread_mutex_unlock(&s->mu);
+    return st;
+  }
+  sl->state = SLOT_HELD;
+  s->held++;
+  s->next_deliver++;
+  s->st_samples += sl->batch.n;
+  s->st_bytes += sl->batch.data_bytes;
+  s->st_skipped += sl->batch.n_skipped;
+  pthread_mutex_unlock(&s->mu);
+  *out = &sl->batch;
+  return AL_OK;
+}
+
+static slot *slot_of(al_stream *s, const al_stream_batch *b) {
+  for (int i = 0; i < s->n_slots; i++)
+    if (&s->slots[i].batch == b) return &s->slots[i];
+  return NULL;
+}
+
+int al_stream_release_after(al_stream *s, const al_stream_batch *b, void *cuda_stream) {
+  if (!s || !b) return al_set_error(AL_EINVAL, "release: NULL stream or batch");
+  pthread_mutex_lock(&s->mu);
+  slot *sl = slot_of(s, b);
+  if (!sl || sl->state != SLOT_HELD) {
+    pthread_mutex_unlock(&s->mu);
+    return al_set_error(AL_EINVAL, "release: batch not held (released twice, or from another stream)");
+  }
+  if (cuda_stream != (void *)-1 && s->device_copy) {
+    int st = al_cuda_event_record(sl->release_ev, cuda_stream);
+    if (st != AL_OK) {
+      pthread_mutex_unlock(&s->mu);
+      return st;
+    }
+    sl->release_pending = 1;
+  }
+  sl->state = SLOT_FREE;
+  s->held--;
+  s->in_use--;
+  pthread_cond_signal(&s->cv_free);
+  pthread_mutex_unlock(&s->mu);
+  return AL_OK;
+}
+
+int al_stream_release(al_stream *s, const al_stream_batch *b) {
+  return al_stream_release_after(s, b, (void *)-1);
+}
+
+int al_stream_batch_wait(const al_stream_batch *b, void *cuda_stream) {
+  if (!b) return al_set_error(AL_EINVAL, "batch_wait: NULL batch");
+  if (!b->ready_event) return AL_OK;
+  return al_cuda_stream_wait_event(cuda_stream, b->ready_event);
+}
+
+int al_stream_get_state(const al_stream *s, al_stream_state *out) {
+  al_stream *m = (al_stream *)s;
+  memset(out, 0, sizeof *out);
+  pthread_mutex_lock(&m->mu);
+  uint64_t pos = s->first + s->next_deliver * s->stride;
+  out->version = AL_STREAM_STATE_VERSION;
+  out->rank = s->plan.rank;
+  out->world = s->plan.world;
+  out->epoch = s->plan.epoch;
+  out->seed = s->plan.seed;
+  out->index_fingerprint = s->plan.index_fingerprint;
+  out->position = pos < s->plan.n_batches ? pos : s->plan.n_batches;
+  out->stride = (uint32_t)s->stride;
+  out->next_step = pos < s->plan.n_batches ? s->plan.batches[pos].step : UINT32_MAX;
+  out->next_micro = pos < s->plan.n_batches ? s->plan.batches[pos].micro : UINT32_MAX;
+  out->skipped = s->base_skipped + s->st_skipped;
+  out->delivered = s->base_delivered + s->next_deliver;
+  pthread_mutex_unlock(&m->mu);
+  return AL_OK;
+}
+
+int al_stream_get_stats(const al_stream *s, al_stream_stats *out) {
+  al_stream *m = (al_stream *)s;
+  memset(out, 0, sizeof *out);
+  pthread_mutex_lock(&m->mu);
+  out->batches = s->next_deliver;
+  out->samples = s->st_samples;
+  out->bytes = s->st_bytes;
+  out->skipped = s->st_skipped;
+  out->total_batches = s->total;
+  out->stall_seconds = s->stall_s;
+  out->read_seconds = s->read_s;
+  out->buffers = s->n_slots;
+  for (int i = 0; i < s->n_slots; i++) {
+    if (s->slots[i].host_cap) out->buffers_allocated++;
+    out->host_bytes += s->slots[i].host_cap;
+    out->device_bytes += s->slots[i].dev_cap;
+  }
+  out->max_in_use = s->max_in_use;
+  out->pinned = s->pinned;
+  out->device_copy = s->device_copy;
+  out->threads = s->n_threads;
+  pthread_mutex_unlock(&m->mu);
+  return AL_OK;
+}
+
+void al_stream_close(al_stream *s) {
+  if (!s) return;
+  pthread_mutex_lock(&s->mu);
+  s->stop = 1;
+  pthread_cond_broadcast(&s->cv_free);
+  pthread_cond_broadcast(&s->cv_ready);
+  pthread_mutex_unlock(&s->mu);
+  for (int i = 0; i < s->n_threads; i++) pthread_join(s->threads[i], NULL);
+  free(s->threads);
+  if (s->slots) {
+    /* Copies may still read host buffers: let them finish before freeing. */
+    for (int i = 0; i < s->n_slots; i++)
+      if (s->slots[i].copy_pending) al_cuda_event_sync(s->slots[i].ready_ev);
+    for (int i = 0; i < s->n_slots; i++) slot_free(&s->slots[i]);
+    free(s->slots);
+  }
+  al_cuda_stream_destroy(s->copy_stream);
+  al_shard_table_free(s->shards);
+  al_rank_plan_free(&s->plan);
+  free(s->ext);
+  free(s->fail_msg);
+  pthread_cond_destroy(&s->cv_free);
+  pthread_cond_destroy(&s->cv_ready);
+  pthread_mutex_destroy(&s->mu);
+  free(s);
+}
