@@ -1,12 +1,169 @@
-/* adaptiveload index: placeholder until its issue lands. */
+/* adaptiveload index: index WebDataset tar shards into an index file (loader/al_index.h). */
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cli/al_cli.h"
+#include "common/al_status.h"
+#include "loader/al_index.h"
+
+#define SHOW_REJECTED 20
+
+static void usage(FILE *out) {
+  fprintf(out,
+          "usage: adaptiveload index [--threads T] [--json] [--dali-idx DIR] [--strict] -o INDEX SHARD...\n\n"
+          "Indexes WebDataset tar shards: every sample's key, members (data offset and size)\n"
+          "and metadata from KEY.json or KEY.json.lz4 (width, height, frames, fps, duration).\n"
+          "Plain tar (GNU, pax, Python tarfile), .tar.gz, .tar.lz4, .tar.zst, .tar.bz2, .tar.xz.\n"
+          "Samples that cannot be indexed are listed as rejected with shard, member, byte\n"
+          "offset and reason; the rest is indexed.\n\n"
+          "SHARD is a file, a directory (all *.tar* inside, sorted) or a brace pattern such as\n"
+          "'shard-{000000..000099}.tar' (quote it so the shell leaves it alone).\n\n"
+          "options:\n"
+          "  -o, --output INDEX   index file to write\n"
+          "  --threads T          shards indexed in parallel (default: all cores)\n"
+          "  --json               print one summary object on stdout:\n"
+          "                       {\"shards\", \"samples\", \"rejected\", \"bytes\", \"seconds\"}\n"
+          "  --dali-idx DIR       also write DALI wds2idx v1.2 index files (plain tar shards)\n"
+          "  --strict             exit 1 if anything was rejected (the index is still written)\n"
+          "  --progress / --no-progress   force the progress line on or off (default: on a terminal)\n"
+          "  --field-width NAME, --field-height NAME, --field-frames NAME, --field-fps NAME,\n"
+          "  --field-duration NAME        JSON field names (defaults: width height frames fps duration)\n"
+          "  --block-size BYTES   libarchive read block (default 4 MiB)\n\n"
+          "exit status: 0 indexed (possibly with rejected samples), 1 no shard readable or\n"
+          "--strict with rejections or an I/O error, 2 usage.\n");
+}
+
+static void print_rejected(const al_index *idx) {
+  size_t n = al_index_rejected_count(idx);
+  for (size_t i = 0; i < n && i < SHOW_REJECTED; i++) {
+    al_rejected_info r;
+    al_shard_info s;
+    if (al_index_rejected(idx, i, &r) || al_index_shard(idx, r.shard, &s)) break;
+    if (r.member[0])
+      fprintf(stderr, "  %s: member '%s' at byte %llu: %s\n", s.path, r.member, (unsigned long long)r.offset,
+              r.reason);
+    else
+      fprintf(stderr, "  %s: at byte %llu: %s\n", s.path, (unsigned long long)r.offset, r.reason);
+  }
+  if (n > SHOW_REJECTED) fprintf(stderr, "  ... and %zu more\n", n - SHOW_REJECTED);
+}
 
 int al_cmd_index(int argc, char **argv) {
   if (al_cli_wants_help(argc, argv)) {
-    printf("usage: adaptiveload index ...\n\n(not implemented yet)\n");
+    usage(stdout);
     return AL_EXIT_OK;
   }
-  return al_cli_not_implemented("index");
+  al_index_options o;
+  memset(&o, 0, sizeof o);
+  const char *output = NULL;
+  int json = 0;
+  char **paths = NULL;
+  size_t n = 0;
+  int rc = AL_EXIT_OK;
+  for (int i = 1; i < argc && rc == AL_EXIT_OK; i++) {
+    const char *a = argv[i];
+    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "--json")) {
+      json = 1;
+    } else if (!strcmp(a, "--strict")) {
+      o.strict = 1;
+    } else if (!strcmp(a, "--progress")) {
+      o.progress = 1;
+    } else if (!strcmp(a, "--no-progress")) {
+      o.progress = -1;
+    } else if (a[0] == '-' && a[1] == '-' && a[2] == '\0') {
+      for (i++; i < argc && rc == AL_EXIT_OK; i++)
+        if (al_shard_expand(argv[i], &paths, &n)) rc = al_cli_fail("index");
+    } else if (a[0] == '-' && a[1] != '\0') {
+      if (!v) {
+        fprintf(stderr, "adaptiveload index: %s needs a value (or is unknown)\n\n", a);
+        rc = AL_EXIT_USAGE;
+        break;
+      }
+      i++;
+      char *end;
+      errno = 0;
+      if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
+        output = v;
+      } else if (!strcmp(a, "--threads")) {
+        long t = strtol(v, &end, 10);
+        if (errno || *end || t < 1 || t > 4096) {
+          fprintf(stderr, "adaptiveload index: bad --threads '%s'\n\n", v);
+          rc = AL_EXIT_USAGE;
+        }
+        o.threads = (int)t;
+      } else if (!strcmp(a, "--block-size")) {
+        unsigned long long b = strtoull(v, &end, 10);
+        if (errno || *end || b < 512 || b > (1ull << 30)) {
+          fprintf(stderr, "adaptiveload index: bad --block-size '%s'\n\n", v);
+          rc = AL_EXIT_USAGE;
+        }
+        o.block_size = (size_t)b;
+      } else if (!strcmp(a, "--dali-idx")) {
+        o.dali_idx_dir = v;
+      } else if (!strcmp(a, "--field-width")) {
+        o.field_width = v;
+      } else if (!strcmp(a, "--field-height")) {
+        o.field_height = v;
+      } else if (!strcmp(a, "--field-frames")) {
+        o.field_frames = v;
+      } else if (!strcmp(a, "--field-fps")) {
+        o.field_fps = v;
+      } else if (!strcmp(a, "--field-duration")) {
+        o.field_duration = v;
+      } else {
+        fprintf(stderr, "adaptiveload index: unknown option '%s'\n\n", a);
+        rc = AL_EXIT_USAGE;
+      }
+    } else if (al_shard_expand(a, &paths, &n)) {
+      rc = al_cli_fail("index");
+    }
+  }
+  if (rc == AL_EXIT_OK && (!output || n == 0)) {
+    fprintf(stderr, "adaptiveload index: %s\n\n", !output ? "-o INDEX is required" : "no SHARD given");
+    rc = AL_EXIT_USAGE;
+  }
+  if (rc == AL_EXIT_USAGE) usage(stderr);
+  if (rc != AL_EXIT_OK) {
+    for (size_t i = 0; i < n; i++) free(paths[i]);
+    free(paths);
+    return rc;
+  }
+
+  al_index *idx = NULL;
+  al_index_stats st;
+  memset(&st, 0, sizeof st);
+  int brc = al_index_build(&idx, (const char *const *)paths, n, &o, &st);
+  char build_err[1024];
+  snprintf(build_err, sizeof build_err, "%s", brc ? al_last_error() : "");
+  for (size_t i = 0; i < n; i++) free(paths[i]);
+  free(paths);
+  if (!idx) return al_cli_fail("index");
+  /* With --strict or unreadable shards the build fails but the index is complete: write it anyway. */
+  if (al_index_save(idx, output) != AL_OK) {
+    al_cli_fail("index");
+    al_index_free(idx);
+    return AL_EXIT_FAIL;
+  }
+  if (!json || al_index_rejected_count(idx)) {
+    fprintf(stderr, "index: %llu shards, %llu samples, %llu rejected, %.1f MB in %.2f s (%.0f samples/s) -> %s\n",
+            (unsigned long long)st.shards, (unsigned long long)st.samples, (unsigned long long)st.rejected,
+            st.bytes / 1e6, st.seconds, st.seconds > 0 ? st.samples / st.seconds : 0.0, output);
+    if (al_index_rejected_count(idx)) {
+      fprintf(stderr, "rejected:\n");
+      print_rejected(idx);
+    }
+  }
+  if (json)
+    printf("{\"shards\": %llu, \"samples\": %llu, \"rejected\": %llu, \"bytes\": %llu, \"seconds\": %.6f}\n",
+           (unsigned long long)st.shards, (unsigned long long)st.samples, (unsigned long long)st.rejected,
+           (unsigned long long)st.bytes, st.seconds);
+  al_index_free(idx);
+  if (brc) {
+    fprintf(stderr, "adaptiveload index: %s\n", build_err);
+    return AL_EXIT_FAIL;
+  }
+  return AL_EXIT_OK;
 }

@@ -1,0 +1,378 @@
+/*
+ * al_index_build: scan shards in parallel (scan.c), merge the per-shard
+ * results in the order the shards were given, so the index does not depend on
+ * the thread count. Duplicate keys are found during the merge: the first
+ * occurrence (in shard order, then tar order) is kept, later ones rejected.
+ *
+ * Workers run at most WINDOW shards ahead of the merge, so a slow merge never
+ * holds more than a few finished shards in memory.
+ */
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "loader/dali_idx.h"
+#include "loader/hash.h"
+#include "loader/index_internal.h"
+#include "loader/scan.h"
+
+#define DEFAULT_BLOCK (4u << 20)
+
+/* ---------------------------------------------------------- key dedupe -- */
+
+/* Open addressing; a slot holds (hash tag << 40) | (sample + 1), 0 = empty. */
+#define DD_IDX_BITS 40
+#define DD_IDX_MASK ((UINT64_C(1) << DD_IDX_BITS) - 1)
+
+typedef struct merger {
+  al_index *g;
+  uint64_t *slots;
+  size_t cap, n;
+  al_member_rec *mem;
+  size_t mem_cap;
+  uint32_t *extmap;
+  size_t extmap_cap;
+} merger;
+
+static uint64_t key_hash(const char *k, size_t len) { return al_hash64(k, len, 0x6b6579); }
+
+static int mg_rehash(merger *m) {
+  size_t cap = m->cap ? m->cap * 2 : 4096;
+  uint64_t *s = calloc(cap, sizeof *s);
+  if (!s) return al_set_error(AL_ENOMEM, "out of memory (key table of %zu slots)", cap);
+  for (size_t i = 0; i < m->cap; i++) {
+    uint64_t v = m->slots[i];
+    if (!v) continue;
+    const char *k = m->g->keys + m->g->samples[(v & DD_IDX_MASK) - 1].key;
+    size_t j = (size_t)key_hash(k, strlen(k)) & (cap - 1);
+    while (s[j]) j = (j + 1) & (cap - 1);
+    s[j] = v;
+  }
+  free(m->slots);
+  m->slots = s;
+  m->cap = cap;
+  return AL_OK;
+}
+
+/* Finds `key`; returns the sample index or -1, and the free slot in *slot. */
+static int64_t mg_find(const merger *m, const char *key, size_t len, uint64_t h, size_t *slot) {
+  uint64_t tag = h >> DD_IDX_BITS;
+  size_t j = (size_t)h & (m->cap - 1);
+  for (;;) {
+    uint64_t v = m->slots[j];
+    if (!v) {
+      *slot = j;
+      return -1;
+    }
+    if (v >> DD_IDX_BITS == tag) {
+      size_t idx = (size_t)(v & DD_IDX_MASK) - 1;
+      const char *k = m->g->keys + m->g->samples[idx].key;
+      if (strncmp(k, key, len) == 0 && k[len] == '\0') return (int64_t)idx;
+    }
+    j = (j + 1) & (m->cap - 1);
+  }
+}
+
+static int merge(merger *m, al_scan_result *r, const char *path) {
+  al_index *g = m->g;
+  const al_index *l = r->idx;
+  const al_shard_rec *ls = &l->shards[0];
+  uint32_t id;
+  int rc = al_index_add_shard_full(g, path, ls->size, ls->mtime_ns, ls->seekable, ls->compression, &id);
+  if (rc) return rc;
+  if (l->exts.n > m->extmap_cap) {
+    uint32_t *p = realloc(m->extmap, l->exts.n * sizeof *p);
+    if (!p) return al_set_error(AL_ENOMEM, "out of memory");
+    m->extmap = p;
+    m->extmap_cap = l->exts.n;
+  }
+  for (uint32_t i = 0; i < l->exts.n; i++) {
+    const char *e = l->exts.strs[i];
+    rc = al_strtab_intern(&g->exts, e, strlen(e), AL_EXT_MAX, &m->extmap[i]);
+    if (rc) return al_error_prefix(rc, "%s", path);
+  }
+  for (size_t i = 0; i < l->n_rejected; i++) {
+    const al_rejected_rec *x = &l->rejected[i];
+    rc = al_index_add_rejected(g, id, x->member, x->offset, x->key, x->reason);
+    if (rc) return rc;
+  }
+  for (size_t i = 0; i < l->n_samples; i++) {
+    const al_sample_rec *s = &l->samples[i];
+    const char *key = l->keys + s->key;
+    size_t len = strlen(key);
+    if ((m->n + 1) * 4 > m->cap * 3) {
+      rc = mg_rehash(m);
+      if (rc) return rc;
+    }
+    uint64_t h = key_hash(key, len);
+    size_t slot = 0;
+    int64_t prev = mg_find(m, key, len, h, &slot);
+    const al_member_rec *lm = &l->members[s->member0];
+    if (prev >= 0) {
+      const char *first = g->shards[g->samples[prev].shard].path;
+      char name[4096], why[8192];
+      snprintf(name, sizeof name, "%s%s%s", key, s->n_members ? "." : "",
+               s->n_members ? l->exts.strs[al_member_ext(&lm[0])] : "");
+      snprintf(why, sizeof why, "duplicate key '%s': first seen in %s (sample %lld, kept); this copy in %s rejected",
+               key, first, (long long)prev, path);
+      rc = al_index_add_rejected(g, id, name, r->first_hdr[i], key, why);
+      if (rc) return rc;
+      continue;
+    }
+    if (s->n_members > m->mem_cap) {
+      al_member_rec *p = realloc(m->mem, s->n_members * sizeof *p);
+      if (!p) return al_set_error(AL_ENOMEM, "out of memory");
+      m->mem = p;
+      m->mem_cap = s->n_members;
+    }
+    for (uint32_t j = 0; j < s->n_members; j++) {
+      m->mem[j].off_ext = (lm[j].off_ext & ~UINT64_C(0x7FFF)) | m->extmap[al_member_ext(&lm[j])];
+      m->mem[j].size = lm[j].size;
+    }
+    rc = al_index_add_sample_rec(g, key, len, id, s->width, s->height, s->frames, s->fps, m->mem, s->n_members);
+    if (rc) return rc;
+    m->slots[slot] = (h >> DD_IDX_BITS) << DD_IDX_BITS | (uint64_t)g->n_samples;
+    m->n++;
+  }
+  return AL_OK;
+}
+
+/* ------------------------------------------------------------- workers -- */
+
+typedef struct build {
+  const char *const *paths;
+  size_t n;
+  al_meta_fields fields;
+  size_t block;
+  al_scan_result *results;
+  char *done;                 /* results[i] ready */
+  int *fail;                  /* scan status per shard (out of memory) */
+  char (*fail_msg)[1024];
+  size_t next;                /* next shard to claim */
+  size_t merged;              /* shards merged so far */
+  size_t window;
+  int stop;
+  pthread_mutex_t mu;
+  pthread_cond_t cv_ready, cv_room;
+  al_scan_progress progress;
+  atomic_size_t shards_done;
+} build;
+
+static void *worker(void *arg) {
+  build *B = arg;
+  for (;;) {
+    pthread_mutex_lock(&B->mu);
+    while (!B->stop && B->next < B->n && B->next >= B->merged + B->window) pthread_cond_wait(&B->cv_room, &B->mu);
+    if (B->stop || B->next >= B->n) {
+      pthread_mutex_unlock(&B->mu);
+      return NULL;
+    }
+    size_t i = B->next++;
+    pthread_mutex_unlock(&B->mu);
+    al_scan_result r;
+    int rc = al_scan_shard(B->paths[i], &B->fields, B->block, &B->progress, &r);
+    pthread_mutex_lock(&B->mu);
+    B->results[i] = r;
+    B->fail[i] = rc;
+    if (rc) snprintf(B->fail_msg[i], sizeof B->fail_msg[i], "%s", al_last_error());
+    B->done[i] = 1;
+    pthread_cond_broadcast(&B->cv_ready);
+    pthread_mutex_unlock(&B->mu);
+    atomic_fetch_add(&B->shards_done, 1);
+  }
+}
+
+/* ------------------------------------------------------------ progress -- */
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+static void progress_line(build *B, double t0, uint64_t total_bytes, int final) {
+  double el = now_s() - t0;
+  uint64_t bytes = atomic_load(&B->progress.bytes);
+  unsigned long long samples = atomic_load(&B->progress.samples);
+  double mbs = el > 0 ? bytes / 1e6 / el : 0;
+  char eta[32] = "--:--";
+  if (bytes > 0 && total_bytes >= bytes) {
+    double left = el * (double)(total_bytes - bytes) / (double)bytes;
+    snprintf(eta, sizeof eta, "%d:%02d", (int)(left / 60), (int)left % 60);
+  }
+  fprintf(stderr, "\r\033[Kindex: %zu/%zu shards, %llu samples, %.1f MB/s, ETA %s%s",
+          atomic_load(&B->shards_done), B->n, samples, mbs, eta, final ? "\n" : "");
+  fflush(stderr);
+}
+
+/* ---------------------------------------------------------------- build -- */
+
+static char *absolute(const char *path) {
+  if (path[0] == '/') return strdup(path);
+  char cwd[PATH_MAX];
+  if (!getcwd(cwd, sizeof cwd)) return strdup(path);
+  while (path[0] == '.' && path[1] == '/') {
+    path += 2;
+    while (*path == '/') path++;
+  }
+  size_t a = strlen(cwd), b = strlen(path);
+  char *s = malloc(a + b + 2);
+  if (!s) return NULL;
+  memcpy(s, cwd, a);
+  s[a] = '/';
+  memcpy(s + a + 1, path, b + 1);
+  return s;
+}
+
+int al_index_build(al_index **out, const char *const *shards, size_t n, const al_index_options *opts,
+                   al_index_stats *stats) {
+  if (!out || (!shards && n)) return al_set_error(AL_EINVAL, "al_index_build: NULL argument");
+  *out = NULL;
+  if (n == 0) return al_set_error(AL_EINVAL, "al_index_build: no shards given");
+  al_index_options o;
+  memset(&o, 0, sizeof o);
+  if (opts) o = *opts;
+  double t0 = now_s();
+
+  build B;
+  memset(&B, 0, sizeof B);
+  B.paths = shards;
+  B.n = n;
+  B.fields.width = o.field_width ? o.field_width : al_default_fields[0];
+  B.fields.height = o.field_height ? o.field_height : al_default_fields[1];
+  B.fields.frames = o.field_frames ? o.field_frames : al_default_fields[2];
+  B.fields.fps = o.field_fps ? o.field_fps : al_default_fields[3];
+  B.fields.duration = o.field_duration ? o.field_duration : al_default_fields[4];
+  B.block = o.block_size ? o.block_size : DEFAULT_BLOCK;
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  size_t threads = o.threads > 0 ? (size_t)o.threads : (cores > 0 ? (size_t)cores : 1);
+  if (threads > n) threads = n;
+  B.window = 2 * threads + 2;
+  B.results = calloc(n, sizeof *B.results);
+  B.done = calloc(n, 1);
+  B.fail = calloc(n, sizeof *B.fail);
+  B.fail_msg = calloc(n, sizeof *B.fail_msg);
+  pthread_t *tids = calloc(threads, sizeof *tids);
+  merger M;
+  memset(&M, 0, sizeof M);
+  int rc = (!B.results || !B.done || !B.fail || !B.fail_msg || !tids) ? al_set_error(AL_ENOMEM, "out of memory")
+                                                                      : al_index_new(&M.g);
+  const char *names[AL_N_FIELDS] = {B.fields.width, B.fields.height, B.fields.frames, B.fields.fps,
+                                    B.fields.duration};
+  if (!rc) rc = al_index_set_fields(M.g, names);
+  if (!rc) rc = mg_rehash(&M);
+  if (rc) {
+    free(B.results);
+    free(B.done);
+    free(B.fail);
+    free(B.fail_msg);
+    free(tids);
+    al_index_free(M.g);
+    return rc;
+  }
+  int show = o.progress > 0 || (o.progress == 0 && isatty(2));
+  uint64_t total_bytes = 0;
+  if (show)
+    for (size_t i = 0; i < n; i++) {
+      struct stat st;
+      if (stat(shards[i], &st) == 0) total_bytes += (uint64_t)st.st_size;
+    }
+
+  pthread_mutex_init(&B.mu, NULL);
+  pthread_cond_init(&B.cv_ready, NULL);
+  pthread_cond_init(&B.cv_room, NULL);
+  size_t started = 0;
+  for (; started < threads; started++)
+    if (pthread_create(&tids[started], NULL, worker, &B) != 0) break;
+  if (started == 0) rc = al_set_error(AL_ENOMEM, "cannot start indexing threads");
+
+  size_t readable = 0;
+  double last_print = 0;
+  for (size_t i = 0; i < n && !rc; i++) {
+    pthread_mutex_lock(&B.mu);
+    while (!B.done[i]) {
+      if (show) {
+        struct timespec dl;
+        clock_gettime(CLOCK_REALTIME, &dl);
+        dl.tv_nsec += 200000000;
+        if (dl.tv_nsec >= 1000000000) {
+          dl.tv_sec++;
+          dl.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&B.cv_ready, &B.mu, &dl);
+        if (now_s() - last_print > 0.2) {
+          pthread_mutex_unlock(&B.mu);
+          progress_line(&B, t0, total_bytes, 0);
+          last_print = now_s();
+          pthread_mutex_lock(&B.mu);
+        }
+      } else {
+        pthread_cond_wait(&B.cv_ready, &B.mu);
+      }
+    }
+    pthread_mutex_unlock(&B.mu);
+    if (B.fail[i]) {
+      rc = al_set_error(B.fail[i], "%s: %s", shards[i], B.fail_msg[i]);
+    } else {
+      char *abs = absolute(shards[i]);
+      rc = abs ? merge(&M, &B.results[i], abs) : al_set_error(AL_ENOMEM, "out of memory");
+      free(abs);
+      readable += (size_t)B.results[i].readable;
+    }
+    al_scan_result_free(&B.results[i]);
+    pthread_mutex_lock(&B.mu);
+    B.merged = i + 1;
+    pthread_cond_broadcast(&B.cv_room);
+    pthread_mutex_unlock(&B.mu);
+  }
+  pthread_mutex_lock(&B.mu);
+  B.stop = 1;
+  pthread_cond_broadcast(&B.cv_room);
+  pthread_mutex_unlock(&B.mu);
+  for (size_t i = 0; i < started; i++) pthread_join(tids[i], NULL);
+  for (size_t i = 0; i < n; i++) al_scan_result_free(&B.results[i]);
+  if (show && !rc) progress_line(&B, t0, total_bytes, 1);
+  pthread_mutex_destroy(&B.mu);
+  pthread_cond_destroy(&B.cv_ready);
+  pthread_cond_destroy(&B.cv_room);
+  free(B.results);
+  free(B.done);
+  free(B.fail);
+  free(B.fail_msg);
+  free(tids);
+  free(M.slots);
+  free(M.mem);
+  free(M.extmap);
+  if (rc) {
+    al_index_free(M.g);
+    return rc;
+  }
+  al_index *idx = M.g;
+  if (o.dali_idx_dir) {
+    rc = al_dali_idx_write(idx, o.dali_idx_dir);
+    if (rc) {
+      al_index_free(idx);
+      return rc;
+    }
+  }
+  if (stats) {
+    stats->shards = idx->n_shards;
+    stats->samples = idx->n_samples;
+    stats->rejected = idx->n_rejected;
+    stats->bytes = 0;
+    for (size_t i = 0; i < idx->n_shards; i++) stats->bytes += idx->shards[i].size;
+    stats->seconds = now_s() - t0;
+  }
+  *out = idx;
+  if (readable == 0)
+    return al_set_error(AL_EFORMAT, "no shard could be read (%zu given); see the rejected list", n);
+  if (o.strict && idx->n_rejected)
+    return al_set_error(AL_EFORMAT, "%zu rejected entries (strict mode)", idx->n_rejected);
+  return AL_OK;
+}

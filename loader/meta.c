@@ -1,0 +1,164 @@
+/* KEY.json metadata: jansson parse, field aliases, range checks. See meta.h. */
+#include "loader/meta.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+uint64_t al_meta_tokens(uint32_t width, uint32_t height, uint32_t frames) {
+  uint64_t tp = frames ? 1 + (uint64_t)(frames - 1) / 4 : 0;
+  return tp * (height / 16) * (width / 16);
+}
+
+static const char *type_name(const json_t *v) {
+  switch (json_typeof(v)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "an array";
+    case JSON_STRING: return "a string";
+    case JSON_TRUE:
+    case JSON_FALSE: return "a boolean";
+    case JSON_NULL: return "null";
+    default: return "a number";
+  }
+}
+
+/* First present, non-null field among `names` (NULL-terminated). */
+static json_t *field(json_t *obj, const char *const *names, const char **which) {
+  for (; *names; names++) {
+    json_t *v = json_object_get(obj, *names);
+    if (v && !json_is_null(v)) {
+      *which = *names;
+      return v;
+    }
+  }
+  return NULL;
+}
+
+/* A positive integer field in [1, max]; integral reals (832.0) are accepted. */
+static int get_count(json_t *v, const char *name, uint32_t max, uint32_t *out, char *why, size_t cap) {
+  double d;
+  if (json_is_integer(v)) {
+    json_int_t i = json_integer_value(v);
+    if (i < 1) {
+      snprintf(why, cap, "%s must be >= 1 (got %lld)", name, (long long)i);
+      return -1;
+    }
+    if ((unsigned long long)i > max) {
+      snprintf(why, cap, "%s %lld exceeds the limit %u", name, (long long)i, max);
+      return -1;
+    }
+    *out = (uint32_t)i;
+    return 0;
+  }
+  if (!json_is_real(v)) {
+    snprintf(why, cap, "%s must be a number, got %s", name, type_name(v));
+    return -1;
+  }
+  d = json_real_value(v);
+  if (!(d == floor(d))) {
+    snprintf(why, cap, "%s must be a whole number (got %g)", name, d);
+    return -1;
+  }
+  if (d < 1) {
+    snprintf(why, cap, "%s must be >= 1 (got %g)", name, d);
+    return -1;
+  }
+  if (d > max) {
+    snprintf(why, cap, "%s %g exceeds the limit %u", name, d, max);
+    return -1;
+  }
+  *out = (uint32_t)d;
+  return 0;
+}
+
+static int get_real(json_t *v, const char *name, double *out, char *why, size_t cap) {
+  if (!json_is_number(v)) {
+    snprintf(why, cap, "%s must be a number, got %s", name, type_name(v));
+    return -1;
+  }
+  *out = json_number_value(v);
+  return 0;
+}
+
+static int parse_obj(json_t *root, const al_meta_fields *f, al_meta *out, char *why, size_t cap) {
+  const char *which = NULL;
+  const char *wnames[] = {f->width, NULL};
+  const char *hnames[] = {f->height, NULL};
+  const char *fnames[] = {f->frames, "frames", "num_frames", "nframes", NULL};
+  const char *rnames[] = {f->fps, "fps", "frame_rate", NULL};
+  const char *dnames[] = {f->duration, NULL};
+  if (!json_is_object(root)) {
+    snprintf(why, cap, "metadata must be a JSON object, got %s", type_name(root));
+    return -1;
+  }
+  json_t *w = field(root, wnames, &which);
+  json_t *h = field(root, hnames, &which);
+  if (!w || !h) {
+    snprintf(why, cap, "missing field '%s'", !w ? f->width : f->height);
+    return -1;
+  }
+  if (get_count(w, f->width, AL_META_MAX_SIDE, &out->width, why, cap)) return -1;
+  if (get_count(h, f->height, AL_META_MAX_SIDE, &out->height, why, cap)) return -1;
+
+  double fps = 0;
+  json_t *r = field(root, rnames, &which);
+  if (r) {
+    if (get_real(r, which, &fps, why, cap)) return -1;
+    if (!isfinite(fps) || fps < 0 || fps > AL_META_MAX_FPS) {
+      snprintf(why, cap, "%s %g is outside [0, %g]", which, fps, AL_META_MAX_FPS);
+      return -1;
+    }
+  }
+  out->fps = (float)fps;
+
+  json_t *fr = field(root, fnames, &which);
+  if (fr) {
+    if (get_count(fr, which, AL_META_MAX_FRAMES, &out->frames, why, cap)) return -1;
+  } else {
+    json_t *d = field(root, dnames, &which);
+    if (!d) {
+      out->frames = 1; /* an image */
+    } else {
+      double dur;
+      if (get_real(d, which, &dur, why, cap)) return -1;
+      if (!isfinite(dur) || dur <= 0) {
+        snprintf(why, cap, "%s must be > 0 (got %g)", which, dur);
+        return -1;
+      }
+      if (fps <= 0) {
+        snprintf(why, cap, "%s given without %s: frame count unknown", which, f->fps);
+        return -1;
+      }
+      double frames = floor(dur * fps + 0.5);
+      if (frames < 1) frames = 1;
+      if (frames > AL_META_MAX_FRAMES) {
+        snprintf(why, cap, "%s %g s at %g fps is %.0f frames, beyond the limit %u", which, dur, fps, frames,
+                 AL_META_MAX_FRAMES);
+        return -1;
+      }
+      out->frames = (uint32_t)frames;
+    }
+  }
+  uint64_t tokens = al_meta_tokens(out->width, out->height, out->frames);
+  if (tokens > UINT32_MAX) {
+    snprintf(why, cap, "%ux%u x %u frames is %llu tokens, beyond 2^32-1", out->width, out->height, out->frames,
+             (unsigned long long)tokens);
+    return -1;
+  }
+  return 0;
+}
+
+int al_meta_parse(const char *buf, size_t len, const al_meta_fields *f, al_meta *out, char *why,
+                  size_t why_cap) {
+  json_error_t err;
+  memset(out, 0, sizeof *out);
+  json_t *root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &err);
+  if (!root) {
+    snprintf(why, why_cap, "broken JSON: line %d col %d: %s", err.line, err.column, err.text);
+    return -1;
+  }
+  int rc = parse_obj(root, f, out, why, why_cap);
+  json_decref(root);
+  return rc;
+}

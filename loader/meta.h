@@ -1,0 +1,40 @@
+/*
+ * meta.h - sample metadata from a KEY.json member: parse and validate.
+ *
+ * Why jansson: it is small, C89, widely packaged (Debian libjansson-dev), a
+ * strict RFC 8259 parser, and its errors carry line and column, which go
+ * straight into the rejected-sample reason. It can also refuse objects with
+ * duplicate keys (JSON_REJECT_DUPLICATES), which would make width or frames
+ * ambiguous.
+ */
+#ifndef AL_META_H
+#define AL_META_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* JSON field names; aliases (num_frames, nframes, frame_rate) are tried after. */
+typedef struct al_meta_fields {
+  const char *width, *height, *frames, *fps, *duration;
+} al_meta_fields;
+
+typedef struct al_meta {
+  uint32_t width, height, frames;
+  float fps;
+} al_meta;
+
+/* Limits; samples beyond them are rejected. */
+#define AL_META_MAX_SIDE 65536u
+#define AL_META_MAX_FRAMES 100000u
+#define AL_META_MAX_FPS 1000.0
+#define AL_META_MAX_BYTES (16u << 20) /* largest KEY.json accepted */
+
+/* Parses `len` bytes of JSON. Returns 0 and fills *out, or -1 with a reason
+ * ("broken JSON: line 1 col 9: ...", "width must be >= 1 (got 0)") in `why`. */
+int al_meta_parse(const char *buf, size_t len, const al_meta_fields *f, al_meta *out, char *why,
+                  size_t why_cap);
+
+/* Wan-2.1 token count T' * (H/16) * (W/16), T' = 1 + (frames - 1) / 4, in 64 bits. */
+uint64_t al_meta_tokens(uint32_t width, uint32_t height, uint32_t frames);
+
+#endif /* AL_META_H */

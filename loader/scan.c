@@ -1,0 +1,485 @@
+/*
+ * One shard: walk the tar with libarchive, group members into samples by key,
+ * read KEY.json (or KEY.json.lz4) and skip every other member's data.
+ *
+ * Offsets: after archive_read_next_header the tar reader has consumed the
+ * header blocks (ustar header, pax 'x' / GNU 'L' extensions) and nothing of
+ * the data, so archive_filter_bytes(a, 0) is the data offset in the
+ * uncompressed stream; archive_read_header_position is where the first header
+ * block of the member began. For plain tar, the uncompressed stream is the file.
+ *
+ * Skipping: archive_read_open_filename seeks (lseek) over data that lies beyond
+ * its read buffer, so payloads of uncompressed shards are not read. Compressed
+ * shards must be decompressed through.
+ */
+#include "loader/scan.h"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <errno.h>
+#include <lz4frame.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define WHY_CAP 512
+#define PROGRESS_EVERY 256
+
+typedef struct pmember {
+  uint32_t ext;      /* id in the shard's extension table */
+  uint64_t hdr, off, size;
+} pmember;
+
+/* The sample being collected: consecutive members with one key. */
+typedef struct pending {
+  char *key;
+  size_t key_len, key_cap;
+  pmember *m;
+  size_t n, cap;
+  int json;          /* member index of KEY.json / KEY.json.lz4, -1 if none */
+  int bad;           /* rejected already decided */
+  char why[WHY_CAP];
+  size_t bad_member; /* member the reason is about */
+  al_meta meta;
+  int have_meta;
+} pending;
+
+typedef struct scanner {
+  const char *path;
+  const al_meta_fields *fields;
+  struct archive *a;
+  al_scan_result *res;
+  al_index *idx;
+  pending p;
+  char *buf;         /* metadata member bytes */
+  size_t buf_cap;
+  char *dec;         /* decoded LZ4 member */
+  size_t dec_cap;
+  uint32_t json_id, jsonlz4_id;
+  uint64_t file_size;
+  int seekable;
+  al_scan_progress *progress;
+  uint64_t unreported;
+  char namebuf[4096];
+} scanner;
+
+static const char *filter_name(int code) {
+  switch (code) {
+    case ARCHIVE_FILTER_NONE: return "none";
+    case ARCHIVE_FILTER_GZIP: return "gzip";
+    case ARCHIVE_FILTER_BZIP2: return "bzip2";
+    case ARCHIVE_FILTER_COMPRESS: return "compress";
+    case ARCHIVE_FILTER_LZMA: return "lzma";
+    case ARCHIVE_FILTER_XZ: return "xz";
+    case ARCHIVE_FILTER_LZIP: return "lzip";
+    case ARCHIVE_FILTER_LZ4: return "lz4";
+    case ARCHIVE_FILTER_ZSTD: return "zstd";
+    default: return "other";
+  }
+}
+
+static int reject(scanner *s, const char *member, uint64_t offset, const char *key, const char *why) {
+  return al_index_add_rejected(s->idx, 0, member, offset, key, why);
+}
+
+/* Member name of pending member i: key + "." + ext. */
+static const char *member_name(scanner *s, size_t i) {
+  snprintf(s->namebuf, sizeof s->namebuf, "%.*s.%s", (int)s->p.key_len, s->p.key,
+           al_strtab_get(&s->idx->exts, s->p.m[i].ext));
+  return s->namebuf;
+}
+
+static void mark_bad(scanner *s, size_t member, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void mark_bad(scanner *s, size_t member, const char *fmt, ...) {
+  if (s->p.bad) return; /* the first reason is the one reported */
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(s->p.why, sizeof s->p.why, fmt, ap);
+  va_end(ap);
+  s->p.bad = 1;
+  s->p.bad_member = member;
+}
+
+static void report(scanner *s, uint64_t samples) {
+  if (!s->progress) return;
+  s->unreported += samples;
+  if (s->unreported >= PROGRESS_EVERY) {
+    atomic_fetch_add(&s->progress->samples, s->unreported);
+    s->unreported = 0;
+  }
+}
+
+/* Ends the pending sample: adds it to the index or rejects it. */
+static int flush_pending(scanner *s) {
+  pending *p = &s->p;
+  if (!p->n) return AL_OK;
+  int rc = AL_OK;
+  char key[4096];
+  snprintf(key, sizeof key, "%.*s", (int)p->key_len, p->key);
+  if (!p->bad && p->json < 0)
+    mark_bad(s, 0, "no metadata member (%s.json or %s.json.lz4)", key, key);
+  if (!p->bad && !p->have_meta) mark_bad(s, (size_t)p->json, "metadata not read");
+  if (p->bad) {
+    rc = reject(s, member_name(s, p->bad_member), p->m[p->bad_member].hdr, key, p->why);
+  } else {
+    al_member_rec recs[64];
+    al_member_rec *r = p->n <= 64 ? recs : malloc(p->n * sizeof *r);
+    if (!r) return al_set_error(AL_ENOMEM, "out of memory");
+    for (size_t i = 0; i < p->n; i++) {
+      const char *ext = al_strtab_get(&s->idx->exts, p->m[i].ext);
+      size_t el = strlen(ext);
+      int lz4 = el >= 4 && !strcmp(ext + el - 4, ".lz4");
+      r[i].off_ext = p->m[i].off << 16 | (lz4 ? AL_MEMBER_LZ4 : 0) | p->m[i].ext;
+      r[i].size = p->m[i].size;
+    }
+    size_t n = s->idx->n_samples;
+    rc = al_grow((void **)&s->res->first_hdr, &s->res->first_hdr_cap, n + 1, sizeof *s->res->first_hdr);
+    if (!rc) rc = al_index_add_sample_rec(s->idx, p->key, p->key_len, 0, p->meta.width, p->meta.height,
+                                          p->meta.frames, p->meta.fps, r, p->n);
+    if (!rc) s->res->first_hdr[n] = p->m[0].hdr;
+    if (r != recs) free(r);
+  }
+  p->n = 0;
+  p->key_len = 0;
+  p->json = -1;
+  p->bad = 0;
+  p->have_meta = 0;
+  report(s, 1);
+  return rc;
+}
+
+static int start_pending(scanner *s, const char *key, size_t len) {
+  pending *p = &s->p;
+  if (len + 1 > p->key_cap) {
+    size_t cap = len + 64;
+    char *k = realloc(p->key, cap);
+    if (!k) return al_set_error(AL_ENOMEM, "out of memory");
+    p->key = k;
+    p->key_cap = cap;
+  }
+  memcpy(p->key, key, len);
+  p->key[len] = '\0';
+  p->key_len = len;
+  return AL_OK;
+}
+
+/* Reads the current member's data (at most AL_META_MAX_BYTES). */
+static int read_data(scanner *s, uint64_t size, size_t *got, char *why) {
+  if (size > AL_META_MAX_BYTES) {
+    snprintf(why, WHY_CAP, "metadata member of %llu bytes exceeds the %u-byte limit", (unsigned long long)size,
+             AL_META_MAX_BYTES);
+    return 1;
+  }
+  if (size + 1 > s->buf_cap) {
+    size_t cap = (size_t)size + 4096;
+    char *b = realloc(s->buf, cap);
+    if (!b) return al_set_error(AL_ENOMEM, "out of memory");
+    s->buf = b;
+    s->buf_cap = cap;
+  }
+  size_t n = 0;
+  while (n < size) {
+    la_ssize_t k = archive_read_data(s->a, s->buf + n, (size_t)size - n);
+    if (k < 0) {
+      snprintf(why, WHY_CAP, "reading data: %s", archive_error_string(s->a));
+      return -1; /* the archive is unusable now */
+    }
+    if (k == 0) break;
+    n += (size_t)k;
+  }
+  if (n != size) {
+    snprintf(why, WHY_CAP, "data ends after %zu of %llu bytes (truncated shard)", n, (unsigned long long)size);
+    return -1;
+  }
+  *got = n;
+  return 0;
+}
+
+/* Decodes an LZ4 frame in s->buf[0..n) into s->dec; sets *out and *out_len. */
+static int lz4_decode(scanner *s, size_t n, const char **out, size_t *out_len, char *why) {
+  LZ4F_dctx *d;
+  if (LZ4F_isError(LZ4F_createDecompressionContext(&d, LZ4F_VERSION)))
+    return al_set_error(AL_ENOMEM, "out of memory (LZ4 context)");
+  size_t in = 0, outn = 0;
+  int rc = 0;
+  for (;;) {
+    if (s->dec_cap - outn < 4096) {
+      size_t cap = s->dec_cap ? s->dec_cap * 2 : 65536;
+      if (cap > (size_t)AL_META_MAX_BYTES + 65536) {
+        snprintf(why, WHY_CAP, "decoded metadata exceeds the %u-byte limit", AL_META_MAX_BYTES);
+        rc = 1;
+        break;
+      }
+      char *p = realloc(s->dec, cap);
+      if (!p) {
+        rc = al_set_error(AL_ENOMEM, "out of memory");
+        break;
+      }
+      s->dec = p;
+      s->dec_cap = cap;
+    }
+    size_t src = n - in, dst = s->dec_cap - outn;
+    size_t hint = LZ4F_decompress(d, s->dec + outn, &dst, s->buf + in, &src, NULL);
+    if (LZ4F_isError(hint)) {
+      snprintf(why, WHY_CAP, "bad LZ4 frame at member byte %zu: %s", in, LZ4F_getErrorName(hint));
+      rc = 1;
+      break;
+    }
+    in += src;
+    outn += dst;
+    if (hint == 0) break;
+    if (src == 0 && dst == 0 && in >= n) {
+      snprintf(why, WHY_CAP, "LZ4 frame truncated after %zu bytes", n);
+      rc = 1;
+      break;
+    }
+  }
+  LZ4F_freeDecompressionContext(d);
+  if (rc == 0) {
+    if (in != n) {
+      snprintf(why, WHY_CAP, "%zu bytes after the end of the LZ4 frame", n - in);
+      return 1;
+    }
+    *out = s->dec;
+    *out_len = outn;
+  }
+  return rc;
+}
+
+/* Handles one regular member. Returns AL_OK, a negative status (out of memory),
+ * or 1 when the archive became unusable (fatal read error, already recorded). */
+static int member(scanner *s, struct archive_entry *e, const char *name, uint64_t hdr) {
+  uint64_t off = (uint64_t)archive_filter_bytes(s->a, 0);
+  uint64_t size = archive_entry_size_is_set(e) ? (uint64_t)archive_entry_size(e) : 0;
+  const char *base = strrchr(name, '/');
+  base = base ? base + 1 : name;
+  const char *dot = strchr(base, '.');
+  char why[WHY_CAP];
+  if (!*base || base[0] == '.' || !dot || !dot[1]) {
+    /* Not part of any sample; recorded so that nothing vanishes. */
+    int rc = flush_pending(s);
+    if (!rc) rc = reject(s, name, hdr, "", !*base ? "member name has no file name" :
+                         base[0] == '.' ? "hidden member (name starts with '.'), not a sample" :
+                         "member name has no extension (KEY.ext), not a sample");
+    return rc;
+  }
+  size_t key_len = (size_t)(dot - name);
+  const char *ext = dot + 1;
+  pending *p = &s->p;
+  int rc = AL_OK;
+  if (p->n && (p->key_len != key_len || memcmp(p->key, name, key_len) != 0)) rc = flush_pending(s);
+  if (!rc && p->n == 0) rc = start_pending(s, name, key_len);
+  if (rc) return rc;
+  uint32_t ext_id;
+  rc = al_strtab_intern(&s->idx->exts, ext, strlen(ext), AL_EXT_MAX, &ext_id);
+  if (rc) return rc;
+  for (size_t i = 0; i < p->n; i++)
+    if (p->m[i].ext == ext_id) {
+      mark_bad(s, p->n, "extension '%s' repeated within sample (first at byte %llu)", ext,
+               (unsigned long long)p->m[i].hdr);
+      break;
+    }
+  if (p->n == p->cap) {
+    size_t cap = p->cap ? p->cap * 2 : 8;
+    pmember *m = realloc(p->m, cap * sizeof *m);
+    if (!m) return al_set_error(AL_ENOMEM, "out of memory");
+    p->m = m;
+    p->cap = cap;
+  }
+  size_t mi = p->n++;
+  p->m[mi].ext = ext_id;
+  p->m[mi].hdr = hdr;
+  p->m[mi].off = off;
+  p->m[mi].size = size;
+  if (p->n > AL_MEMBERS_MAX) mark_bad(s, mi, "more than %u members", AL_MEMBERS_MAX);
+  if (off > AL_OFFSET_MAX) mark_bad(s, mi, "data offset %llu beyond 2^48", (unsigned long long)off);
+  if (archive_entry_sparse_count(e) > 0) mark_bad(s, mi, "sparse member: data offsets would be wrong");
+  if (s->seekable && off + size > s->file_size)
+    mark_bad(s, mi, "member data (%llu bytes at byte %llu) extends past the end of the file (%llu bytes): truncated shard",
+             (unsigned long long)size, (unsigned long long)off, (unsigned long long)s->file_size);
+
+  int is_meta = ext_id == s->json_id || ext_id == s->jsonlz4_id;
+  if (!is_meta || p->bad) return AL_OK; /* data skipped by the next header read */
+  if (p->json >= 0) {
+    mark_bad(s, mi, "both %.*s.json and %.*s.json.lz4", (int)key_len, name, (int)key_len, name);
+    return AL_OK;
+  }
+  p->json = (int)mi;
+  size_t n = 0;
+  int r = read_data(s, size, &n, why);
+  if (r < 0 && r != -1) return r; /* out of memory */
+  if (r == -1) {
+    mark_bad(s, mi, "%s", why);
+    return 1;
+  }
+  if (r == 1) {
+    mark_bad(s, mi, "%s", why);
+    return AL_OK;
+  }
+  const char *json = s->buf;
+  size_t json_len = n;
+  if (ext_id == s->jsonlz4_id) {
+    r = lz4_decode(s, n, &json, &json_len, why);
+    if (r < 0) return r;
+    if (r) {
+      mark_bad(s, mi, "%s", why);
+      return AL_OK;
+    }
+  }
+  if (al_meta_parse(json, json_len, s->fields, &p->meta, why, sizeof why) != 0) {
+    mark_bad(s, mi, "%s", why);
+    return AL_OK;
+  }
+  p->have_meta = 1;
+  return AL_OK;
+}
+
+static const char *entry_kind(mode_t t) {
+  switch (t) {
+    case AE_IFLNK: return "symbolic link";
+    case AE_IFCHR: return "character device";
+    case AE_IFBLK: return "block device";
+    case AE_IFIFO: return "fifo";
+    case AE_IFSOCK: return "socket";
+    default: return "special file";
+  }
+}
+
+static int walk(scanner *s) {
+  struct archive_entry *e;
+  uint64_t damaged_at = 0, damaged_blocks = 0;
+  int first = 1;
+  for (;;) {
+    int r = archive_read_next_header(s->a, &e);
+    uint64_t hdr = (uint64_t)archive_read_header_position(s->a);
+    if (r == ARCHIVE_RETRY) {
+      /* Bad header checksum: libarchive moves one block on and tries again. */
+      if (!damaged_blocks) damaged_at = hdr;
+      damaged_blocks++;
+      continue;
+    }
+    if (damaged_blocks) {
+      char why[WHY_CAP];
+      snprintf(why, sizeof why, "damaged tar header (%s); skipped %llu bytes to the next valid header",
+               archive_error_string(s->a) ? archive_error_string(s->a) : "bad checksum",
+               (unsigned long long)(hdr - damaged_at));
+      int rc = reject(s, "", damaged_at, "", why);
+      if (rc) return rc;
+      damaged_blocks = 0;
+    }
+    if (r == ARCHIVE_EOF) return flush_pending(s);
+    if (r == ARCHIVE_FATAL || r < ARCHIVE_WARN) {
+      char why[WHY_CAP];
+      snprintf(why, sizeof why, "%s%s", first ? "not a readable tar archive: " : "archive error: ",
+               archive_error_string(s->a) ? archive_error_string(s->a) : "unknown error");
+      if (first) {
+        s->res->readable = 0;
+        return reject(s, "", hdr, "", why);
+      }
+      if (s->p.n) {
+        /* The sample in progress may have lost members: reject it with the reason. */
+        mark_bad(s, s->p.n - 1, "%s", why);
+        int rc = flush_pending(s);
+        if (rc) return rc;
+      }
+      return reject(s, "", hdr, "", why);
+    }
+    if (first) {
+      first = 0;
+      int code = archive_filter_code(s->a, 0);
+      s->seekable = code == ARCHIVE_FILTER_NONE;
+      al_shard_rec *sh = &s->idx->shards[0];
+      sh->compression = al_compression_name(filter_name(code));
+      sh->seekable = s->seekable;
+    }
+    const char *name = archive_entry_pathname(e);
+    mode_t type = archive_entry_filetype(e);
+    if (type == AE_IFDIR) continue; /* directories carry no sample data */
+    if (!name) {
+      int rc = flush_pending(s);
+      if (!rc) rc = reject(s, "", hdr, "", "member without a readable name");
+      if (rc) return rc;
+      continue;
+    }
+    if (type != AE_IFREG || archive_entry_hardlink(e)) {
+      char why[WHY_CAP];
+      snprintf(why, sizeof why, "%s, not a regular file: skipped",
+               archive_entry_hardlink(e) ? "hard link" : entry_kind(type));
+      int rc = reject(s, name, hdr, "", why);
+      if (rc) return rc;
+      continue;
+    }
+    int rc = member(s, e, name, hdr);
+    if (rc == 1) {
+      /* Data could not be read: the archive cannot go on. */
+      rc = flush_pending(s);
+      if (!rc) rc = reject(s, "", (uint64_t)archive_filter_bytes(s->a, 0), "",
+                           "shard ends here: archive unreadable after a data error");
+      return rc;
+    }
+    if (rc) return rc;
+  }
+}
+
+int al_scan_shard(const char *path, const al_meta_fields *fields, size_t block_size,
+                  al_scan_progress *progress, al_scan_result *out) {
+  memset(out, 0, sizeof *out);
+  scanner s;
+  memset(&s, 0, sizeof s);
+  s.path = path;
+  s.fields = fields;
+  s.res = out;
+  s.progress = progress;
+  s.p.json = -1;
+  int rc = al_index_new(&out->idx);
+  if (rc) return rc;
+  s.idx = out->idx;
+  struct stat st;
+  int have_st = stat(path, &st) == 0;
+  rc = al_index_add_shard_full(s.idx, path, have_st ? (uint64_t)st.st_size : 0,
+                               have_st ? (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec : 0, 0,
+                               "unknown", NULL);
+  if (!rc) rc = al_strtab_intern(&s.idx->exts, "json", 4, AL_EXT_MAX, &s.json_id);
+  if (!rc) rc = al_strtab_intern(&s.idx->exts, "json.lz4", 8, AL_EXT_MAX, &s.jsonlz4_id);
+  if (rc) return rc;
+  char why[WHY_CAP];
+  if (!have_st) {
+    snprintf(why, sizeof why, "cannot open: %s", strerror(errno));
+    return reject(&s, "", 0, "", why);
+  }
+  if (!S_ISREG(st.st_mode)) return reject(&s, "", 0, "", "not a regular file");
+  if (st.st_size == 0) return reject(&s, "", 0, "", "empty file (0 bytes): not a tar archive");
+  s.file_size = (uint64_t)st.st_size;
+  s.a = archive_read_new();
+  if (!s.a) return al_set_error(AL_ENOMEM, "out of memory (libarchive)");
+  archive_read_support_filter_all(s.a);
+  archive_read_support_format_tar(s.a);
+  out->readable = 1;
+  if (archive_read_open_filename(s.a, path, block_size) != ARCHIVE_OK) {
+    snprintf(why, sizeof why, "cannot open: %s", archive_error_string(s.a));
+    out->readable = 0;
+    rc = reject(&s, "", 0, "", why);
+  } else {
+    rc = walk(&s);
+  }
+  if (out->readable) out->bytes = s.file_size;
+  if (progress) {
+    atomic_fetch_add(&progress->samples, s.unreported);
+    atomic_fetch_add(&progress->bytes, s.file_size);
+  }
+  archive_read_free(s.a);
+  free(s.p.key);
+  free(s.p.m);
+  free(s.buf);
+  free(s.dec);
+  return rc;
+}
+
+void al_scan_result_free(al_scan_result *r) {
+  if (!r) return;
+  al_index_free(r->idx);
+  free(r->first_hdr);
+  memset(r, 0, sizeof *r);
+}
