@@ -45,6 +45,16 @@ typedef struct al_manifest_info {
   double bubble;
   double predicted_seconds;
   double predicted_tokens_per_s;
+  /* Appended by the planner (issue 4): the rest of the plan's configuration. */
+  const char *last_step;       /* "pad" | "drop" */
+  uint64_t mem_tokens;         /* M_mem */
+  double comp_budget_ms;       /* M_comp */
+  double step_cost_ms;         /* adaptive per-rank step target */
+  uint32_t window;             /* adaptive balancing window, in steps */
+  uint64_t index_samples;      /* samples in the index planned from */
+  uint64_t rejected;           /* samples fitting no bucket */
+  uint64_t micro_batches;      /* micro-batches held, padding included */
+  const char *cost_family;     /* "power" | "poly2" */
 } al_manifest_info;
 
 typedef struct al_bucket_info {
@@ -86,6 +96,28 @@ int al_manifest_micro(const al_manifest *m, uint32_t step, uint32_t rank, uint32
 
 /* Key of index position `sample` as recorded in the manifest; NULL if absent. */
 const char *al_manifest_key(const al_manifest *m, uint64_t sample);
+
+/* ---- Appended by the planner (issue 4). ---- */
+
+/* Totals of one step (what al_micro_ref repeats per micro-batch) and its
+ * per-rank predicted cost spread. */
+typedef struct al_step_info {
+  uint32_t step;
+  uint64_t samples;            /* real samples over all ranks */
+  uint64_t tokens;
+  double max_cost_ms;          /* slowest rank */
+  double mean_cost_ms;
+} al_step_info;
+int al_manifest_step(const al_manifest *m, uint32_t step, al_step_info *out);
+
+/* Predicted cost (ms) of `rank` in `step`: the sum of its micro-batches. */
+int al_manifest_rank_cost(const al_manifest *m, uint32_t step, uint32_t rank, double *cost_ms);
+
+/* What the plan did with index position `sample` (KeyChunk.status): 0
+ * scheduled, 1..4 rejected (al_reject_reason in planner/al_buckets.h), 16
+ * dropped by the last-step policy, 17 consumed before first_step (re-plan);
+ * -1 when the position is out of range. */
+int al_manifest_key_status(const al_manifest *m, uint64_t sample);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,145 @@
+/*
+ * al_cost.h - the cost model: predicted time of one micro-batch of B samples
+ * of S tokens each, fitted on a shape benchmark.
+ *
+ * Two families:
+ *   power: t = a + b * B * S^p               (the paper's form; Levenberg-Marquardt)
+ *   poly2: t = a + b * B * S + c * B * S^2   (matmuls linear, attention quadratic;
+ *                                             linear least squares, Householder QR)
+ * Both are fitted by least squares on the *relative* residual (t_i - f_i) / t_i
+ * by default, because a benchmark spans three orders of magnitude of step time
+ * and the planner needs every shape right, not only the slowest ones
+ * (AL_LOSS_ABS gives plain residuals; planner/README.md compares them). Rows
+ * with B * S < min_tokens (default 4096) are launch-bound (their time is
+ * kernel-launch overhead and not even monotone in B) and are left out and
+ * counted. Quality is reported as R^2 on the fitted rows and the median and
+ * max relative error on held-out rows of a deterministic k-fold (row i of the
+ * fitted rows is in fold i mod k).
+ *
+ * The per-sample cost c(S) is the part of t proportional to B:
+ *   power: c(S) = b * S^p        poly2: c(S) = b * S + c * S^2
+ * so t(B, S) = a + B * c(S). The planner's compute limit caps B * c(S).
+ *
+ * Memory (when the benchmark has peak_mem_bytes): bytes = m0 + m1 * B * S,
+ * giving a token cap M_mem = floor((capacity * safety - m0) / m1).
+ *
+ * Ownership: al_bench owns its arrays (al_bench_free); al_cost_model is a
+ * plain value with fixed-size strings.
+ * Thread safety: no shared state; distinct objects may be used concurrently.
+ * Errors: al_status codes; al_last_error() names file, line and column.
+ */
+#ifndef AL_COST_H
+#define AL_COST_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "common/al_status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum al_cost_family {
+  AL_COST_AUTO = 0,  /* choose: lower held-out median relative error */
+  AL_COST_POWER = 1,
+  AL_COST_POLY2 = 2
+} al_cost_family;
+
+const char *al_cost_family_name(al_cost_family f);
+/* "auto" | "power" | "poly2" -> family; AL_EINVAL for anything else. */
+int al_cost_family_parse(const char *s, al_cost_family *out);
+
+typedef struct al_cost_fit {
+  al_cost_family family;       /* 0 when this fit is absent */
+  double params[3];            /* power: a, b, p   poly2: a, b, c   (ms, tokens) */
+  double r2;                   /* on all rows */
+  double median_rel_err;       /* held-out (k-fold) */
+  double max_rel_err;          /* held-out (k-fold) */
+} al_cost_fit;
+
+typedef struct al_cost_model {
+  al_cost_fit fit;             /* the family in use */
+  al_cost_fit alt;             /* the other family, for reports (family 0 if not fitted) */
+  uint32_t rows;               /* rows fitted */
+  uint32_t rows_excluded;      /* launch-bound rows left out (B * S < min_tokens) */
+  double min_tokens;
+  int abs_loss;                /* fitted with AL_LOSS_ABS */
+  int has_mem;
+  double mem_m0, mem_m1;       /* bytes = m0 + m1 * B * S */
+  char device[64];
+  char measured[32];
+  char source[256];
+} al_cost_model;
+
+/* A shape benchmark: one row per (B, S) measurement. */
+typedef struct al_bench {
+  size_t n;
+  double *B, *S, *ms;
+  double *mem;                 /* peak_mem_bytes; NULL when the input had none */
+  char device[64];
+  char measured[32];
+  char source[256];
+} al_bench;
+
+/* CSV: a header row naming B, S, step_ms (alias ms) and optionally
+ * peak_mem_bytes, in any order (other columns are ignored); one row per
+ * measurement. JSON: {"device": ..., "measured": ..., "rows": [{"B": 1, "S":
+ * 256, "ms": 8.7, "peak_mem_bytes": ...}]} (the format of
+ * planner/data/h200_dit_block_cost.json). The format is sniffed from the first
+ * non-blank byte. Errors name the file, line and column; fewer than
+ * AL_BENCH_MIN_ROWS rows is an error. */
+#define AL_BENCH_MIN_ROWS 8
+int al_bench_parse(al_bench *out, const char *text, size_t len, const char *name);
+int al_bench_load(al_bench *out, const char *path);
+void al_bench_free(al_bench *b);
+
+typedef enum al_cost_loss {
+  AL_LOSS_REL = 0,             /* minimise sum ((t - f) / t)^2 (default) */
+  AL_LOSS_ABS = 1              /* minimise sum (t - f)^2 */
+} al_cost_loss;
+
+/* Rows with B * S below this are launch-bound and left out of the fit. */
+#define AL_COST_DEFAULT_MIN_TOKENS 4096
+
+typedef struct al_cost_fit_options {
+  al_cost_family family;       /* AL_COST_AUTO (0) = fit both, keep the better */
+  uint32_t folds;              /* 0 = 5 */
+  uint64_t min_tokens;         /* 0 = AL_COST_DEFAULT_MIN_TOKENS; 1 keeps every row */
+  al_cost_loss loss;
+} al_cost_fit_options;
+
+/* Raw fitters on n rows (weights: relative residuals). params as above. */
+int al_cost_fit_power(const double *B, const double *S, const double *t, size_t n, double params[3]);
+int al_cost_fit_poly2(const double *B, const double *S, const double *t, size_t n, double params[3]);
+
+/* Fits the family/families, fills errors, memory fit and provenance. */
+int al_cost_fit_bench(const al_bench *b, const al_cost_fit_options *opts, al_cost_model *out);
+
+/* The embedded default: planner/data/h200_dit_block_cost.json fitted with
+ * AL_COST_AUTO. Deterministic; takes a few milliseconds. */
+int al_cost_default(al_cost_model *out);
+/* The embedded JSON text itself (NUL-terminated). */
+const char *al_cost_default_json(void);
+
+/* Predicted ms of a micro-batch of B samples of S tokens: a + B * c(S). */
+double al_cost_predict(const al_cost_model *m, uint64_t B, uint64_t S);
+/* The B-proportional cost of one sample, c(S), in ms. */
+double al_cost_per_sample(const al_cost_model *m, uint64_t S);
+/* Token cap from the memory fit: floor((capacity * safety - m0) / m1).
+ * AL_ESTATE without a memory fit, AL_ERANGE when the cap would be < 1. */
+int al_cost_mem_tokens(const al_cost_model *m, double capacity_bytes, double safety, uint64_t *tokens);
+
+/* Saves / loads a cost model file (proto/al_pbio.h, AL_KIND_COST). */
+int al_cost_save(const al_cost_model *m, const char *path);
+int al_cost_load(al_cost_model *out, const char *path);
+
+/* One JSON object: family, params, errors, alternative, memory fit. */
+void al_cost_print_json(const al_cost_model *m, FILE *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* AL_COST_H */

@@ -1,0 +1,154 @@
+/*
+ * al_plan.h - planning one epoch: buckets, batch sizes, a per-step per-rank
+ * schedule, and the manifest file it is saved as (read back with
+ * planner/al_manifest.h).
+ *
+ * The plan is a pure function of (sample shapes, cost model, options): the
+ * same inputs give a byte-identical manifest on any machine. The planner core
+ * takes plain arrays (width, height, frames per index position) so it does not
+ * depend on the loader; cli/cmd_plan.c fills them from an index.
+ *
+ * Batch sizes (dual constraint), per bucket of S tokens:
+ *   B = max(1, min(floor(M_mem / S), floor(M_comp / c(S))))
+ * with c(S) the cost model's per-sample (B-proportional) cost. Defaults:
+ * M_mem = 65,536 tokens; M_comp = c(S*) where S* is the largest bucket that
+ * fits M_mem, so the longest clip runs alone and every other full batch costs
+ * about the same. Policy equal-token ignores M_comp: B = max(1, floor(M_mem / S)).
+ *
+ * Schedule (planner/README.md has the details and the reasons):
+ *   1. shuffle the planned samples (xoshiro256** seeded from seed, epoch);
+ *   2. walk them and fill one open batch per bucket; a full batch joins the
+ *      batch sequence; leftovers join at the end (bucket order);
+ *   3. equal-token: deal the sequence, W batches per step, one per rank;
+ *      adaptive: cut the sequence into windows of about `window` steps and
+ *      pack each window's batches into steps x ranks bins by predicted cost
+ *      (LPT), so that every rank of a step costs about the same; a rank may
+ *      get several micro-batches (gradient accumulation), never zero.
+ *   4. a last step that cannot give every rank a micro-batch is padded
+ *      (default: one-sample micro-batches repeating a planned sample, marked
+ *      padded) or dropped (its samples counted as dropped), per last_step.
+ *
+ * Ownership: the caller owns an al_plan (al_plan_free). The plan does not keep
+ * pointers into al_plan_input or the options after al_plan_build returns
+ * (the bucket table is copied into the plan's bucket list).
+ * Thread safety: a built plan is immutable; al_plan_build uses one thread.
+ * Errors: al_status codes; al_last_error() says what and where.
+ */
+#ifndef AL_PLAN_H
+#define AL_PLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "common/al_status.h"
+#include "planner/al_buckets.h"
+#include "planner/al_cost.h"
+#include "planner/al_manifest.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum al_policy {
+  AL_POLICY_ADAPTIVE = 0,
+  AL_POLICY_EQUAL_TOKEN = 1
+} al_policy;
+
+typedef enum al_last_step {
+  AL_LAST_PAD = 0,   /* ranks without a micro-batch get a padding one */
+  AL_LAST_DROP = 1   /* the incomplete last step is dropped; samples counted */
+} al_last_step;
+
+const char *al_policy_name(al_policy p);
+int al_policy_parse(const char *s, al_policy *out);
+const char *al_last_step_name(al_last_step l);
+int al_last_step_parse(const char *s, al_last_step *out);
+
+#define AL_PLAN_DEFAULT_MEM_TOKENS 65536u
+#define AL_PLAN_DEFAULT_WINDOW 16u
+
+/* Zero means default for every field except world (required, >= 1). */
+typedef struct al_plan_options {
+  al_policy policy;
+  uint32_t world;
+  uint64_t seed;
+  uint32_t epoch;
+  uint64_t mem_tokens;         /* M_mem; 0 = AL_PLAN_DEFAULT_MEM_TOKENS */
+  double comp_budget_ms;       /* M_comp; 0 = c(largest bucket fitting M_mem) */
+  double step_cost_ms;         /* adaptive: per-rank step target; 0 = largest full batch cost */
+  uint32_t window;             /* adaptive: steps per balancing window; 0 = AL_PLAN_DEFAULT_WINDOW */
+  al_last_step last_step;
+  al_latent_geom geom;         /* zero fields = Wan 2.1 */
+  const al_bucket_table *buckets;  /* NULL = al_bucket_table_default() */
+  uint32_t start_step;         /* keep only steps >= start_step (same steps as the full plan) */
+} al_plan_options;
+
+/* Key of index position i, for the manifest's key table. */
+typedef const char *(*al_key_fn)(void *ctx, uint64_t i);
+
+/* The samples to plan: index positions 0..n-1. */
+typedef struct al_plan_input {
+  size_t n;
+  const uint32_t *width;
+  const uint32_t *height;
+  const uint32_t *frames;
+  uint64_t index_fingerprint;  /* recorded in the manifest; 0 if unknown */
+} al_plan_input;
+
+typedef struct al_plan al_plan;
+
+/* Plans one epoch. Errors (no plan is made): n == 0, world == 0, M_mem below
+ * the smallest bucket's tokens (AL_ERANGE: nothing could ever fit), no sample
+ * fitting any bucket (AL_ENOTFOUND, with the reject counts in the message),
+ * start_step past the end. Samples fitting no bucket are otherwise counted
+ * per reason (al_plan_rejected) and listed in the manifest's key table. */
+int al_plan_build(al_plan **out, const al_plan_input *in, const al_cost_model *cost,
+                  const al_plan_options *opts);
+
+/* Elastic resume: re-plans the samples that `old` schedules at steps >=
+ * at_step for `world` ranks. Steps are numbered from at_step
+ * (info.first_step = at_step); buckets, batch sizes, cost model, policy, seed
+ * and epoch come from `old`. The old steps < at_step plus the new plan hold
+ * every sample of the old plan exactly once. `old` must hold step at_step
+ * (old first_step <= at_step <= old first_step + steps). */
+int al_plan_replan(al_plan **out, const al_manifest *old, uint32_t at_step, uint32_t world);
+
+/* Writes the manifest. `key` (may be NULL: keys are then "") gives the key
+ * of each index position; al_manifest_key_fn adapts a loaded manifest. */
+int al_plan_save(const al_plan *p, const char *path, al_key_fn key, void *key_ctx);
+const char *al_manifest_key_fn(void *manifest, uint64_t i);
+
+/* The cost model a manifest was planned with. */
+int al_manifest_cost(const al_manifest *m, al_cost_model *out);
+/* Samples of a manifest rejected for reason r (AL_REJECT_NONE: total). */
+uint64_t al_manifest_rejected(const al_manifest *m, al_reject_reason r);
+
+void al_plan_free(al_plan *p);
+
+/* Summary figures, as al_manifest_get_info gives them after a save/load. */
+int al_plan_get_info(const al_plan *p, al_manifest_info *out);
+/* Samples rejected for reason r (AL_REJECT_*); r = AL_REJECT_NONE gives the total. */
+uint64_t al_plan_rejected(const al_plan *p, al_reject_reason r);
+/* First rejected sample for reason r (index position), or UINT64_MAX. */
+uint64_t al_plan_first_rejected(const al_plan *p, al_reject_reason r);
+
+/* ------------------------------------------------------------ reports -- */
+
+/* Human summary: config, counts, balance, predicted time, bucket table. */
+void al_manifest_print_summary(FILE *out, const al_manifest *m, const char *name);
+/* One JSON object (inspect --json). */
+void al_manifest_print_json(FILE *out, const al_manifest *m);
+/* One JSON object per micro-batch (inspect --jsonl). */
+int al_manifest_print_jsonl(FILE *out, const al_manifest *m);
+/* Heat strip of per-step per-rank predicted load (steps on x, ranks on y,
+ * colour = rank cost / step max). Long manifests are binned to <= 1200 columns. */
+int al_manifest_write_svg(const al_manifest *m, const char *path);
+/* Two manifests side by side (e.g. adaptive vs equal-token), with ratios. */
+void al_plan_compare_print(FILE *out, const al_manifest *a, const al_manifest *b);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* AL_PLAN_H */

@@ -1,0 +1,106 @@
+/* bench_plan: writes a large synthetic index without writing shards, for
+ * timing `adaptiveload plan` (planner/README.md, "Benchmarks").
+ *
+ *   bench_plan -o /tmp/idx10m.alidx [--samples 10000000] [--shards 1000] [--seed 0] [--no-members]
+ *
+ * Sample i has the shape `adaptiveload synth` would give it
+ * (al_synth_sample(seed, i)), the same key format and, unless --no-members,
+ * the same two members (KEY.json, KEY.latent) with plausible tar offsets, so
+ * the index is as large as a real one of that many samples. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "loader/al_index.h"
+#include "loader/al_synth.h"
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static void usage(FILE *out) {
+  fprintf(out,
+          "usage: bench_plan -o INDEX [--samples N] [--shards K] [--seed S] [--no-members]\n\n"
+          "Builds an index of N samples (default 10,000,000) with the shape distribution of\n"
+          "`adaptiveload synth` in memory (no shards are written) and saves it to INDEX.\n");
+}
+
+static int parse_u64(const char *s, unsigned long long *v) {
+  char *end;
+  errno = 0;
+  if (!s || !*s || *s == '-') return -1;
+  *v = strtoull(s, &end, 10);
+  return (errno || *end) ? -1 : 0;
+}
+
+int main(int argc, char **argv) {
+  const char *out = NULL;
+  unsigned long long samples = 10000000, shards = 1000, seed = 0;
+  int members = 1;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+      usage(stdout);
+      return 0;
+    }
+    if (!strcmp(a, "--no-members")) {
+      members = 0;
+      continue;
+    }
+    int bad = !v;
+    if (!bad && (!strcmp(a, "-o") || !strcmp(a, "--out"))) out = v;
+    else if (!bad && !strcmp(a, "--samples")) bad = parse_u64(v, &samples) || !samples;
+    else if (!bad && !strcmp(a, "--shards")) bad = parse_u64(v, &shards) || !shards || shards > 1000000;
+    else if (!bad && !strcmp(a, "--seed")) bad = parse_u64(v, &seed);
+    else bad = 1;
+    if (bad) {
+      fprintf(stderr, "bench_plan: bad option %s %s\n\n", a, v ? v : "");
+      usage(stderr);
+      return 2;
+    }
+    i++;
+  }
+  if (!out) {
+    usage(stderr);
+    return 2;
+  }
+  if (shards > samples) shards = samples;
+  double t0 = now();
+  al_index *idx = NULL;
+  int rc = al_index_new(&idx);
+  unsigned long long next = 0;
+  for (unsigned long long s = 0; s < shards && !rc; s++) {
+    char path[64];
+    snprintf(path, sizeof path, "/bench/shard-%06llu.tar", s);
+    uint32_t id;
+    unsigned long long end = (s + 1) * samples / shards;
+    rc = al_index_add_shard(idx, path, 0, 1, &id);
+    uint64_t off = 0;
+    for (; next < end && !rc; next++) {
+      al_synth_sample_meta m;
+      al_synth_sample(seed, next, &m);
+      char key[32];
+      snprintf(key, sizeof key, "%06u-%08llu", id, next);
+      al_member_info mem[2] = {{"json", off + 512, 96, 0}, {"latent", off + 1536, m.latent_bytes, 0}};
+      off += 1536 + ((m.latent_bytes + 511) / 512) * 512 + 512;
+      rc = al_index_add_sample(idx, key, id, m.width, m.height, m.frames, m.fps, members ? mem : NULL,
+                               members ? 2 : 0);
+    }
+  }
+  double t1 = now();
+  if (!rc) rc = al_index_save(idx, out);
+  double t2 = now();
+  if (rc) {
+    fprintf(stderr, "bench_plan: %s\n", al_last_error());
+    al_index_free(idx);
+    return 1;
+  }
+  fprintf(stderr, "bench_plan: %llu samples in %llu shards: built in %.2f s, saved in %.2f s -> %s\n", samples, shards,
+          t1 - t0, t2 - t1, out);
+  al_index_free(idx);
+  return 0;
+}

@@ -1,0 +1,151 @@
+/* Cost model files (CostModel message in the pbio container), the embedded
+ * default, and the JSON report. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "planner/al_cost.h"
+#include "planner/cost_internal.h"
+#include "proto/al_pbio.h"
+
+static char *s_or_empty(const char *s) { return (char *)(s ? s : ""); }
+
+void al_cost_to_msg(const al_cost_model *m, Adaptiveload__CostModel *msg, double params[3], double alt[3]) {
+  adaptiveload__cost_model__init(msg);
+  memcpy(params, m->fit.params, 3 * sizeof(double));
+  msg->family = s_or_empty(al_cost_family_name(m->fit.family));
+  msg->n_params = 3;
+  msg->params = params;
+  msg->r2 = m->fit.r2;
+  msg->median_rel_err = m->fit.median_rel_err;
+  msg->max_rel_err = m->fit.max_rel_err;
+  msg->rows = m->rows;
+  msg->rows_excluded = m->rows_excluded;
+  msg->min_tokens = m->min_tokens;
+  msg->abs_loss = m->abs_loss != 0;
+  msg->device = s_or_empty(m->device);
+  msg->measured = s_or_empty(m->measured);
+  msg->source = s_or_empty(m->source);
+  msg->has_mem = m->has_mem != 0;
+  msg->mem_m0 = m->mem_m0;
+  msg->mem_m1 = m->mem_m1;
+  if (m->alt.family) {
+    memcpy(alt, m->alt.params, 3 * sizeof(double));
+    msg->alt_family = s_or_empty(al_cost_family_name(m->alt.family));
+    msg->n_alt_params = 3;
+    msg->alt_params = alt;
+    msg->alt_median_rel_err = m->alt.median_rel_err;
+    msg->alt_max_rel_err = m->alt.max_rel_err;
+    msg->alt_r2 = m->alt.r2;
+  }
+}
+
+static int family_of(const char *s, al_cost_family *f) {
+  if (!strcmp(s, "power")) *f = AL_COST_POWER;
+  else if (!strcmp(s, "poly2")) *f = AL_COST_POLY2;
+  else return -1;
+  return 0;
+}
+
+int al_cost_from_msg(const Adaptiveload__CostModel *msg, al_cost_model *m, const char *where) {
+  memset(m, 0, sizeof *m);
+  if (family_of(msg->family ? msg->family : "", &m->fit.family))
+    return al_set_error(AL_EFORMAT, "%s: cost model family '%s' is not power or poly2", where, msg->family ? msg->family : "");
+  if (msg->n_params != 3)
+    return al_set_error(AL_EFORMAT, "%s: cost model has %zu parameters, expected 3", where, msg->n_params);
+  for (int i = 0; i < 3; i++) {
+    if (!isfinite(msg->params[i])) return al_set_error(AL_EFORMAT, "%s: cost model parameter %d is not finite", where, i);
+    m->fit.params[i] = msg->params[i];
+  }
+  m->fit.r2 = msg->r2;
+  m->fit.median_rel_err = msg->median_rel_err;
+  m->fit.max_rel_err = msg->max_rel_err;
+  if (msg->alt_family && msg->alt_family[0] && msg->n_alt_params == 3 && !family_of(msg->alt_family, &m->alt.family)) {
+    memcpy(m->alt.params, msg->alt_params, 3 * sizeof(double));
+    m->alt.median_rel_err = msg->alt_median_rel_err;
+    m->alt.max_rel_err = msg->alt_max_rel_err;
+    m->alt.r2 = msg->alt_r2;
+  }
+  m->rows = msg->rows;
+  m->rows_excluded = msg->rows_excluded;
+  m->min_tokens = msg->min_tokens;
+  m->abs_loss = msg->abs_loss;
+  m->has_mem = msg->has_mem;
+  m->mem_m0 = msg->mem_m0;
+  m->mem_m1 = msg->mem_m1;
+  snprintf(m->device, sizeof m->device, "%s", msg->device ? msg->device : "");
+  snprintf(m->measured, sizeof m->measured, "%s", msg->measured ? msg->measured : "");
+  snprintf(m->source, sizeof m->source, "%s", msg->source ? msg->source : "");
+  /* c(S) must grow with S or the compute limit means nothing. */
+  if (al_cost_per_sample(m, 1024) <= 0 || !(al_cost_per_sample(m, 65536) > al_cost_per_sample(m, 1024)))
+    return al_set_error(AL_EFORMAT, "%s: cost model's per-sample cost does not grow with S (params %g, %g, %g)", where,
+                        m->fit.params[0], m->fit.params[1], m->fit.params[2]);
+  return AL_OK;
+}
+
+int al_cost_save(const al_cost_model *m, const char *path) {
+  if (!m || !path) return al_set_error(AL_EINVAL, "al_cost_save: NULL argument");
+  Adaptiveload__CostModel msg;
+  double p[3], a[3];
+  al_cost_to_msg(m, &msg, p, a);
+  return al_pbio_save_one(path, AL_KIND_COST, AL_REC_COST_MODEL, &msg.base);
+}
+
+int al_cost_load(al_cost_model *out, const char *path) {
+  if (!out || !path) return al_set_error(AL_EINVAL, "al_cost_load: NULL argument");
+  ProtobufCMessage *msg = NULL;
+  int rc = al_pbio_load_one(path, AL_KIND_COST, AL_REC_COST_MODEL, &adaptiveload__cost_model__descriptor, &msg);
+  if (rc) return rc;
+  rc = al_cost_from_msg((const Adaptiveload__CostModel *)msg, out, path);
+  protobuf_c_message_free_unpacked(msg, NULL);
+  return rc;
+}
+
+const char *al_cost_default_json(void) { return al_default_cost_json; }
+
+int al_cost_default(al_cost_model *out) {
+  al_bench b;
+  int rc = al_bench_parse(&b, al_default_cost_json, al_default_cost_json_len, "embedded h200_dit_block_cost.json");
+  if (rc) return rc;
+  rc = al_cost_fit_bench(&b, NULL, out);
+  al_bench_free(&b);
+  return rc;
+}
+
+static void json_str(FILE *out, const char *s) {
+  fputc('"', out);
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\') fprintf(out, "\\%c", c);
+    else if (c < 0x20) fprintf(out, "\\u%04x", c);
+    else fputc(c, out);
+  }
+  fputc('"', out);
+}
+
+static void print_fit(FILE *out, const al_cost_fit *f) {
+  const char *n2 = f->family == AL_COST_POWER ? "p" : "c";
+  fprintf(out, "{\"family\": \"%s\", \"params\": {\"a\": %.9g, \"b\": %.9g, \"%s\": %.9g}, ",
+          al_cost_family_name(f->family), f->params[0], f->params[1], n2, f->params[2]);
+  fprintf(out, "\"r2\": %.6f, \"median_rel_err\": %.6f, \"max_rel_err\": %.6f}", f->r2, f->median_rel_err,
+          f->max_rel_err);
+}
+
+void al_cost_print_json(const al_cost_model *m, FILE *out) {
+  fprintf(out, "{\"model\": \"%s\", \"fit\": ", al_cost_family_name(m->fit.family));
+  print_fit(out, &m->fit);
+  fprintf(out, ", \"alternative\": ");
+  if (m->alt.family) print_fit(out, &m->alt);
+  else fprintf(out, "null");
+  fprintf(out, ", \"rows\": %u, \"rows_excluded\": %u, \"min_tokens\": %.0f, \"loss\": \"%s\", \"memory\": ", m->rows,
+          m->rows_excluded, m->min_tokens, m->abs_loss ? "abs" : "rel");
+  if (m->has_mem) fprintf(out, "{\"m0_bytes\": %.9g, \"m1_bytes_per_token\": %.9g}", m->mem_m0, m->mem_m1);
+  else fprintf(out, "null");
+  fprintf(out, ", \"device\": ");
+  json_str(out, m->device);
+  fprintf(out, ", \"measured\": ");
+  json_str(out, m->measured);
+  fprintf(out, ", \"source\": ");
+  json_str(out, m->source);
+  fprintf(out, "}\n");
+}

@@ -1,0 +1,374 @@
+/* Loading a manifest into flat arrays and the al_manifest.h accessors. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "planner/cost_internal.h"
+#include "planner/manifest_internal.h"
+#include "planner/plan_internal.h"
+#include "proto/adaptiveload.pb-c.h"
+#include "proto/al_pbio.h"
+
+static int grow(void **arr, size_t *cap, size_t need, size_t elem) {
+  if (need <= *cap) return AL_OK;
+  size_t nc = *cap ? *cap : 256;
+  while (nc < need) nc *= 2;
+  void *na = realloc(*arr, nc * elem);
+  if (!na) return al_set_error(AL_ENOMEM, "manifest: out of memory (%zu x %zu bytes)", nc, elem);
+  *arr = na;
+  *cap = nc;
+  return AL_OK;
+}
+
+void al_manifest_free(al_manifest *m) {
+  if (!m) return;
+  free(m->path);
+  free(m->buckets);
+  free(m->stepv);
+  free(m->slot);
+  free(m->micro);
+  free(m->samples);
+  free(m->tokens);
+  free(m->pads);
+  free(m->key_off);
+  free(m->key_blob);
+  free(m->key_status);
+  free(m);
+}
+
+static const char *limit_static(const char *s) {
+  if (!strcmp(s, "compute")) return "compute";
+  if (!strcmp(s, "one")) return "one";
+  return "memory";
+}
+
+static int take_header(al_manifest *m, const Adaptiveload__ManifestHeader *h, const char *where) {
+  const Adaptiveload__PlanConfig *c = h->config;
+  if (!c) return al_set_error(AL_EFORMAT, "%s: ManifestHeader has no config", where);
+  if (!h->cost) return al_set_error(AL_EFORMAT, "%s: ManifestHeader has no cost model", where);
+  if (!c->world) return al_set_error(AL_EFORMAT, "%s: world size 0", where);
+  if (strcmp(c->policy, "adaptive") && strcmp(c->policy, "equal-token"))
+    return al_set_error(AL_EFORMAT, "%s: unknown policy '%s'", where, c->policy);
+  snprintf(m->policy, sizeof m->policy, "%s", c->policy);
+  snprintf(m->last_step, sizeof m->last_step, "%s", !strcmp(c->last_step, "drop") ? "drop" : "pad");
+  int rc = al_cost_from_msg(h->cost, &m->cost, where);
+  if (rc) return rc;
+  snprintf(m->cost_family, sizeof m->cost_family, "%s", al_cost_family_name(m->cost.fit.family));
+  m->world = c->world;
+  m->first_step = c->first_step;
+  al_latent_geom g = {c->vae_stride_t, c->vae_stride_s, c->patch_t, c->patch_h, c->patch_w};
+  m->geom = al_latent_geom_resolve(&g);
+  al_manifest_info *in = &m->info;
+  in->policy = m->policy;
+  in->world = c->world;
+  in->seed = c->seed;
+  in->epoch = c->epoch;
+  in->first_step = c->first_step;
+  in->index_fingerprint = c->index_fingerprint;
+  in->last_step = m->last_step;
+  in->mem_tokens = c->mem_tokens;
+  in->comp_budget_ms = c->comp_budget_ms;
+  in->step_cost_ms = c->step_cost_ms;
+  in->window = c->window;
+  in->index_samples = c->index_samples;
+  in->cost_family = m->cost_family;
+  m->n_buckets = h->n_buckets;
+  m->buckets = calloc(h->n_buckets ? h->n_buckets : 1, sizeof *m->buckets);
+  if (!m->buckets) return al_set_error(AL_ENOMEM, "manifest: out of memory");
+  for (size_t i = 0; i < h->n_buckets; i++) {
+    const Adaptiveload__Bucket *b = h->buckets[i];
+    if (b->id != i) return al_set_error(AL_EFORMAT, "%s: bucket %zu has id %u", where, i, b->id);
+    if (!b->tokens) return al_set_error(AL_EFORMAT, "%s: bucket %zu has 0 tokens", where, i);
+    al_bucket_info *o = &m->buckets[i];
+    o->id = b->id;
+    o->width = b->width;
+    o->height = b->height;
+    o->frames = b->frames;
+    o->tokens = b->tokens;
+    o->batch_size = b->batch_size;
+    o->batch_cost_ms = b->batch_cost_ms;
+    o->samples = b->samples;
+    o->limited_by = limit_static(b->limited_by);
+  }
+  in->buckets = m->n_buckets;
+  return AL_OK;
+}
+
+static int take_keys(al_manifest *m, const Adaptiveload__KeyChunk *k, const char *where, size_t *cap_off, size_t *cap_st) {
+  if (k->first != m->n_keys)
+    return al_set_error(AL_EFORMAT, "%s: KeyChunk starts at %llu, expected %llu", where, (unsigned long long)k->first,
+                        (unsigned long long)m->n_keys);
+  if (k->n_status && k->n_status != k->n_keys)
+    return al_set_error(AL_EFORMAT, "%s: KeyChunk has %zu keys and %zu status entries", where, k->n_keys, k->n_status);
+  size_t n = k->n_keys;
+  int rc = grow((void **)&m->key_off, cap_off, m->n_keys + n + 1, sizeof *m->key_off);
+  if (!rc) rc = grow((void **)&m->key_status, cap_st, m->n_keys + n, 1);
+  if (rc) return rc;
+  if (!m->n_keys) m->key_off[0] = 0;
+  for (size_t i = 0; i < n; i++) {
+    size_t len = strlen(k->keys[i]) + 1;
+    if ((rc = grow((void **)&m->key_blob, &m->blob_cap, m->blob_len + len, 1))) return rc;
+    memcpy(m->key_blob + m->blob_len, k->keys[i], len);
+    m->blob_len += len;
+    m->key_off[m->n_keys + i + 1] = m->blob_len;
+    uint32_t st = k->n_status ? k->status[i] : 0;
+    if (st > 255) return al_set_error(AL_EFORMAT, "%s: key %zu has status %u", where, i, st);
+    m->key_status[m->n_keys + i] = (uint8_t)st;
+  }
+  m->n_keys += n;
+  return AL_OK;
+}
+
+static int take_chunk(al_manifest *m, const Adaptiveload__ManifestChunk *c, const char *where, size_t *cap_steps,
+                      size_t *cap_slot) {
+  uint32_t W = m->world;
+  int rc = grow((void **)&m->stepv, cap_steps, (size_t)m->steps + c->n_steps, sizeof *m->stepv);
+  if (!rc) rc = grow((void **)&m->slot, cap_slot, ((size_t)m->steps + c->n_steps) * W + 1, sizeof *m->slot);
+  if (rc) return rc;
+  for (size_t s = 0; s < c->n_steps; s++) {
+    const Adaptiveload__Step *st = c->steps[s];
+    uint32_t want = m->first_step + m->steps;
+    if (st->step != want) return al_set_error(AL_EFORMAT, "%s: step %u where step %u was expected", where, st->step, want);
+    if (st->n_ranks != W)
+      return al_set_error(AL_EFORMAT, "%s: step %u has %zu ranks, world is %u", where, st->step, st->n_ranks, W);
+    al_mstep *ms = &m->stepv[m->steps];
+    ms->samples = st->samples;
+    ms->tokens = st->tokens;
+    ms->max_cost = st->max_cost_ms;
+    ms->mean_cost = st->mean_cost_ms;
+    for (uint32_t r = 0; r < W; r++) {
+      const Adaptiveload__RankWork *rw = st->ranks[r];
+      if (!rw->n_micro)
+        return al_set_error(AL_EFORMAT, "%s: step %u rank %u has no micro-batch (data-parallel training would hang)",
+                            where, st->step, r);
+      m->slot[(size_t)m->steps * W + r] = m->n_micro;
+      if ((rc = grow((void **)&m->micro, &m->cap_micro, m->n_micro + rw->n_micro, sizeof *m->micro))) return rc;
+      for (size_t x = 0; x < rw->n_micro; x++) {
+        const Adaptiveload__MicroBatch *mb = rw->micro[x];
+        if (mb->bucket >= m->n_buckets)
+          return al_set_error(AL_EFORMAT, "%s: step %u rank %u micro %zu: bucket %u of %zu", where, st->step, r, x,
+                              mb->bucket, m->n_buckets);
+        if (!mb->n_samples)
+          return al_set_error(AL_EFORMAT, "%s: step %u rank %u micro %zu is empty", where, st->step, r, x);
+        if (mb->n_tokens && mb->n_tokens != mb->n_samples)
+          return al_set_error(AL_EFORMAT, "%s: step %u rank %u micro %zu: %zu samples, %zu tokens", where, st->step, r,
+                              x, mb->n_samples, mb->n_tokens);
+        size_t ns = m->n_samples, old_cap = m->cap_samples;
+        if ((rc = grow((void **)&m->samples, &m->cap_samples, ns + mb->n_samples, sizeof *m->samples))) return rc;
+        if (m->cap_samples != old_cap || !m->tokens) {
+          void *nt = realloc(m->tokens, m->cap_samples * sizeof *m->tokens);
+          if (!nt) return al_set_error(AL_ENOMEM, "manifest: out of memory");
+          m->tokens = nt;
+        }
+        for (size_t k = 0; k < mb->n_samples; k++) {
+          if (mb->samples[k] >= m->info.index_samples)
+            return al_set_error(AL_EFORMAT, "%s: step %u rank %u micro %zu: sample %llu beyond the index (%llu)", where,
+                                st->step, r, x, (unsigned long long)mb->samples[k],
+                                (unsigned long long)m->info.index_samples);
+          m->samples[ns + k] = mb->samples[k];
+          m->tokens[ns + k] = mb->n_tokens ? mb->tokens[k] : m->buckets[mb->bucket].tokens;
+        }
+        al_mmicro *o = &m->micro[m->n_micro++];
+        o->first = ns;
+        o->n = (uint32_t)mb->n_samples;
+        o->bucket = mb->bucket;
+        o->cost = mb->cost_ms;
+        o->pad_first = m->n_pads;
+        o->n_pad = (uint32_t)mb->n_padded;
+        if ((rc = grow((void **)&m->pads, &m->cap_pads, m->n_pads + mb->n_padded, sizeof *m->pads))) return rc;
+        for (size_t k = 0; k < mb->n_padded; k++) {
+          if (mb->padded[k] >= mb->n_samples)
+            return al_set_error(AL_EFORMAT, "%s: step %u rank %u micro %zu: padded position %u of %zu", where, st->step,
+                                r, x, mb->padded[k], mb->n_samples);
+          m->pads[m->n_pads++] = mb->padded[k];
+        }
+        m->n_samples += mb->n_samples;
+      }
+    }
+    m->steps++;
+    m->slot[(size_t)m->steps * W] = m->n_micro;
+  }
+  return AL_OK;
+}
+
+static void take_summary(al_manifest *m, const Adaptiveload__ManifestSummary *s) {
+  al_manifest_info *in = &m->info;
+  in->samples = s->samples;
+  in->dropped = s->dropped;
+  in->padded = s->padded;
+  in->tokens = s->tokens;
+  in->imbalance_cv = s->imbalance_cv;
+  in->bubble = s->bubble;
+  in->predicted_seconds = s->predicted_seconds;
+  in->predicted_tokens_per_s = s->predicted_tokens_per_s;
+  in->rejected = s->rejected;
+  m->rejected[0] = s->rejected;
+  for (size_t i = 1; i < s->n_rejected_by_reason && i < AL_REJECT_COUNT; i++) m->rejected[i] = s->rejected_by_reason[i];
+}
+
+int al_manifest_load(al_manifest **out, const char *path) {
+  if (!out || !path) return al_set_error(AL_EINVAL, "al_manifest_load: NULL argument");
+  *out = NULL;
+  al_manifest *m = calloc(1, sizeof *m);
+  if (!m || !(m->path = strdup(path))) {
+    free(m);
+    return al_set_error(AL_ENOMEM, "manifest: out of memory");
+  }
+  al_pbio_reader *r = NULL;
+  int rc = al_pbio_reader_open(&r, path, AL_KIND_MANIFEST);
+  size_t cap_off = 0, cap_st = 0, cap_steps = 0, cap_slot = 0;
+  int have_header = 0, have_summary = 0;
+  uint32_t summary_steps = 0;
+  for (unsigned rec = 0; !rc; rec++) {
+    uint32_t tag;
+    ProtobufCMessage *msg = NULL;
+    rc = al_pbio_read_any(r, &tag, &msg);
+    if (rc == AL_EOF) {
+      rc = AL_OK;
+      break;
+    }
+    if (rc) break;
+    char where[600];
+    snprintf(where, sizeof where, "%s: record %u", path, rec);
+    if (have_summary) {
+      rc = al_set_error(AL_EFORMAT, "%s: record after ManifestSummary", where);
+    } else if (!have_header && tag != AL_REC_MANIFEST_HEADER) {
+      rc = al_set_error(AL_EFORMAT, "%s: expected ManifestHeader first, got record tag %u", where, tag);
+    } else if (tag == AL_REC_MANIFEST_HEADER) {
+      if (have_header) rc = al_set_error(AL_EFORMAT, "%s: second ManifestHeader", where);
+      else rc = take_header(m, (const Adaptiveload__ManifestHeader *)msg, where);
+      have_header = 1;
+      if (!rc && !cap_slot) {
+        rc = grow((void **)&m->slot, &cap_slot, 1, sizeof *m->slot);
+        if (!rc) m->slot[0] = 0;
+      }
+    } else if (tag == AL_REC_KEY_CHUNK) {
+      rc = take_keys(m, (const Adaptiveload__KeyChunk *)msg, where, &cap_off, &cap_st);
+    } else if (tag == AL_REC_MANIFEST_CHUNK) {
+      rc = take_chunk(m, (const Adaptiveload__ManifestChunk *)msg, where, &cap_steps, &cap_slot);
+    } else if (tag == AL_REC_MANIFEST_SUMMARY) {
+      take_summary(m, (const Adaptiveload__ManifestSummary *)msg);
+      summary_steps = ((const Adaptiveload__ManifestSummary *)msg)->steps;
+      have_summary = 1;
+    } else {
+      rc = al_set_error(AL_EFORMAT, "%s: unexpected record tag %u in a manifest", where, tag);
+    }
+    protobuf_c_message_free_unpacked(msg, NULL);
+  }
+  al_pbio_reader_close(r);
+  if (!rc && !have_header) rc = al_set_error(AL_EFORMAT, "%s: no ManifestHeader", path);
+  if (!rc && !have_summary) rc = al_set_error(AL_EFORMAT, "%s: no ManifestSummary (truncated?)", path);
+  if (!rc && summary_steps != m->steps)
+    rc = al_set_error(AL_EFORMAT, "%s: summary says %u steps, chunks hold %u", path, summary_steps, m->steps);
+  if (!rc && m->n_keys && m->n_keys != m->info.index_samples)
+    rc = al_set_error(AL_EFORMAT, "%s: %llu keys for an index of %llu samples", path, (unsigned long long)m->n_keys,
+                      (unsigned long long)m->info.index_samples);
+  if (rc) {
+    al_manifest_free(m);
+    return rc;
+  }
+  m->info.steps = m->steps;
+  m->info.micro_batches = m->n_micro;
+  *out = m;
+  return AL_OK;
+}
+
+int al_manifest_get_info(const al_manifest *m, al_manifest_info *out) {
+  if (!m || !out) return al_set_error(AL_EINVAL, "al_manifest_get_info: NULL argument");
+  *out = m->info;
+  return AL_OK;
+}
+
+int al_manifest_bucket(const al_manifest *m, size_t i, al_bucket_info *out) {
+  if (!m || !out) return al_set_error(AL_EINVAL, "al_manifest_bucket: NULL argument");
+  if (i >= m->n_buckets) return al_set_error(AL_ERANGE, "%s: bucket %zu of %zu", m->path, i, m->n_buckets);
+  *out = m->buckets[i];
+  return AL_OK;
+}
+
+static int check_step_rank(const al_manifest *m, uint32_t step, uint32_t rank) {
+  if (step < m->first_step || step - m->first_step >= m->steps)
+    return al_set_error(AL_ERANGE, "%s: step %u not held (steps %u..%u)", m->path, step, m->first_step,
+                        m->first_step + m->steps);
+  if (rank >= m->world) return al_set_error(AL_ERANGE, "%s: rank %u of world %u", m->path, rank, m->world);
+  return AL_OK;
+}
+
+int al_manifest_micro_count(const al_manifest *m, uint32_t step, uint32_t rank, uint32_t *n) {
+  if (!m || !n) return al_set_error(AL_EINVAL, "al_manifest_micro_count: NULL argument");
+  int rc = check_step_rank(m, step, rank);
+  if (rc) return rc;
+  size_t s = (size_t)(step - m->first_step) * m->world + rank;
+  *n = (uint32_t)(m->slot[s + 1] - m->slot[s]);
+  return AL_OK;
+}
+
+int al_manifest_micro(const al_manifest *m, uint32_t step, uint32_t rank, uint32_t micro, al_micro_ref *out) {
+  if (!m || !out) return al_set_error(AL_EINVAL, "al_manifest_micro: NULL argument");
+  int rc = check_step_rank(m, step, rank);
+  if (rc) return rc;
+  size_t s = (size_t)(step - m->first_step) * m->world + rank;
+  uint32_t n = (uint32_t)(m->slot[s + 1] - m->slot[s]);
+  if (micro >= n) return al_set_error(AL_ERANGE, "%s: step %u rank %u has %u micro-batches, not %u", m->path, step, rank, n, micro + 1);
+  const al_mmicro *x = &m->micro[m->slot[s] + micro];
+  const al_mstep *st = &m->stepv[step - m->first_step];
+  out->step = step;
+  out->rank = rank;
+  out->micro = micro;
+  out->n_micro = n;
+  out->bucket = x->bucket;
+  out->n_samples = x->n;
+  out->samples = m->samples + x->first;
+  out->tokens = m->tokens + x->first;
+  out->n_padded = x->n_pad;
+  out->padded = m->pads + x->pad_first;
+  out->cost_ms = x->cost;
+  out->step_samples = st->samples;
+  out->step_tokens = st->tokens;
+  return AL_OK;
+}
+
+const char *al_manifest_key(const al_manifest *m, uint64_t sample) {
+  if (!m || sample >= m->n_keys) return NULL;
+  return m->key_blob + m->key_off[sample];
+}
+
+const char *al_manifest_key_fn(void *ctx, uint64_t i) { return al_manifest_key((const al_manifest *)ctx, i); }
+
+int al_manifest_key_status(const al_manifest *m, uint64_t sample) {
+  if (!m || sample >= m->n_keys) return -1;
+  return m->key_status[sample];
+}
+
+int al_manifest_step(const al_manifest *m, uint32_t step, al_step_info *out) {
+  if (!m || !out) return al_set_error(AL_EINVAL, "al_manifest_step: NULL argument");
+  int rc = check_step_rank(m, step, 0);
+  if (rc) return rc;
+  const al_mstep *st = &m->stepv[step - m->first_step];
+  out->step = step;
+  out->samples = st->samples;
+  out->tokens = st->tokens;
+  out->max_cost_ms = st->max_cost;
+  out->mean_cost_ms = st->mean_cost;
+  return AL_OK;
+}
+
+int al_manifest_rank_cost(const al_manifest *m, uint32_t step, uint32_t rank, double *cost) {
+  if (!m || !cost) return al_set_error(AL_EINVAL, "al_manifest_rank_cost: NULL argument");
+  int rc = check_step_rank(m, step, rank);
+  if (rc) return rc;
+  size_t s = (size_t)(step - m->first_step) * m->world + rank;
+  double c = 0;
+  for (uint64_t x = m->slot[s]; x < m->slot[s + 1]; x++) c += m->micro[x].cost;
+  *cost = c;
+  return AL_OK;
+}
+
+int al_manifest_cost(const al_manifest *m, al_cost_model *out) {
+  if (!m || !out) return al_set_error(AL_EINVAL, "al_manifest_cost: NULL argument");
+  *out = m->cost;
+  return AL_OK;
+}
+
+uint64_t al_manifest_rejected(const al_manifest *m, al_reject_reason r) {
+  return m && (unsigned)r < AL_REJECT_COUNT ? m->rejected[r] : 0;
+}

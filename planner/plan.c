@@ -1,0 +1,417 @@
+/* Planning an epoch: buckets, batch sizes (dual constraint), the schedule,
+ * resume (start_step) and elastic re-plans; summary figures. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "planner/manifest_internal.h"
+#include "planner/plan_internal.h"
+
+const char *al_policy_name(al_policy p) { return p == AL_POLICY_EQUAL_TOKEN ? "equal-token" : "adaptive"; }
+
+int al_policy_parse(const char *s, al_policy *out) {
+  if (!strcmp(s, "adaptive")) *out = AL_POLICY_ADAPTIVE;
+  else if (!strcmp(s, "equal-token")) *out = AL_POLICY_EQUAL_TOKEN;
+  else return al_set_error(AL_EINVAL, "unknown policy '%s' (adaptive or equal-token)", s);
+  return AL_OK;
+}
+
+const char *al_last_step_name(al_last_step l) { return l == AL_LAST_DROP ? "drop" : "pad"; }
+
+int al_last_step_parse(const char *s, al_last_step *out) {
+  if (!strcmp(s, "pad")) *out = AL_LAST_PAD;
+  else if (!strcmp(s, "drop")) *out = AL_LAST_DROP;
+  else return al_set_error(AL_EINVAL, "unknown last-step policy '%s' (pad or drop)", s);
+  return AL_OK;
+}
+
+const char *al_limit_name(int l) {
+  return l == AL_LIMIT_COMPUTE ? "compute" : l == AL_LIMIT_ONE ? "one" : "memory";
+}
+
+double al_plan_micro_cost(const al_plan *p, uint32_t bucket, uint32_t n) {
+  return p->cost.fit.params[0] + (double)n * al_cost_per_sample(&p->cost, p->buckets[bucket].tokens);
+}
+
+void al_plan_free(al_plan *p) {
+  if (!p) return;
+  free(p->buckets);
+  free(p->status);
+  free(p->mb);
+  free(p->micro);
+  free(p->slot);
+  free(p);
+}
+
+/* B = max(1, min(floor(M_mem / S), floor(M_comp / c(S)))); equal-token
+ * drops the compute term. */
+static void size_bucket(al_plan *p, al_pbucket *b) {
+  uint64_t bm = p->mem_tokens / b->tokens;
+  double c = al_cost_per_sample(&p->cost, b->tokens);
+  /* The relative epsilon keeps c(S*) / c(S*) == 1 from flooring to 0. */
+  double bc = c > 0 ? floor(p->comp_ms / c * (1.0 + 1e-9)) : 1e18;
+  uint64_t bcomp = bc > 1e18 ? (uint64_t)1e18 : (uint64_t)bc;
+  uint64_t B;
+  if (p->policy == AL_POLICY_EQUAL_TOKEN) {
+    B = bm;
+    b->limited_by = bm ? AL_LIMIT_MEMORY : AL_LIMIT_ONE;
+  } else {
+    B = bm < bcomp ? bm : bcomp;
+    b->limited_by = !B ? AL_LIMIT_ONE : bcomp < bm ? AL_LIMIT_COMPUTE : AL_LIMIT_MEMORY;
+  }
+  if (B < 1) B = 1;
+  if (B > UINT32_MAX) B = UINT32_MAX;
+  b->batch_size = (uint32_t)B;
+}
+
+static void finish_buckets(al_plan *p) {
+  for (size_t i = 0; i < p->n_buckets; i++) {
+    al_pbucket *b = &p->buckets[i];
+    b->batch_cost_ms = al_plan_micro_cost(p, (uint32_t)i, b->batch_size);
+  }
+}
+
+int al_plan_trim(al_plan *p, uint32_t k) {
+  if (k < p->first_step || k - p->first_step > p->steps)
+    return al_set_error(AL_ERANGE, "start step %u is outside the plan's steps %u..%u", k, p->first_step,
+                        p->first_step + p->steps);
+  size_t cut = (size_t)(k - p->first_step) * p->world;
+  if (!cut) return AL_OK;
+  uint64_t base = p->slot[cut];
+  size_t nslot = (size_t)(p->steps - (k - p->first_step)) * p->world;
+  for (size_t i = 0; i <= nslot; i++) p->slot[i] = p->slot[cut + i] - base;
+  memmove(p->micro, p->micro + base, (p->n_micro - base) * sizeof *p->micro);
+  p->n_micro -= base;
+  p->steps -= k - p->first_step;
+  p->first_step = k;
+  return AL_OK;
+}
+
+void al_plan_stats(al_plan *p) {
+  uint32_t W = p->world;
+  p->samples = p->padded = p->tokens = 0;
+  for (size_t i = 0; i < p->n_micro; i++) {
+    const al_pmicro *m = &p->micro[i];
+    if (m->padded) p->padded += m->n;
+    else p->samples += m->n, p->tokens += (uint64_t)m->n * p->buckets[m->bucket].tokens;
+  }
+  double cv_sum = 0, mean_sum = 0, max_sum = 0;
+  for (uint32_t s = 0; s < p->steps; s++) {
+    double sum = 0, sq = 0, mx = 0;
+    for (uint32_t r = 0; r < W; r++) {
+      double c = 0;
+      for (uint64_t x = p->slot[(size_t)s * W + r]; x < p->slot[(size_t)s * W + r + 1]; x++) c += p->micro[x].cost;
+      sum += c, sq += c * c;
+      if (c > mx) mx = c;
+    }
+    double mean = sum / W, var = sq / W - mean * mean;
+    if (var < 0) var = 0;
+    cv_sum += mean > 0 ? sqrt(var) / mean : 0;
+    mean_sum += mean;
+    max_sum += mx;
+  }
+  p->imbalance_cv = p->steps ? cv_sum / p->steps : 0;
+  p->bubble = max_sum > 0 ? 1.0 - mean_sum / max_sum : 0;
+  p->seconds = max_sum / 1000.0;
+}
+
+int al_plan_get_info(const al_plan *p, al_manifest_info *o) {
+  if (!p || !o) return al_set_error(AL_EINVAL, "al_plan_get_info: NULL argument");
+  memset(o, 0, sizeof *o);
+  o->policy = al_policy_name(p->policy);
+  o->world = p->world;
+  o->seed = p->seed;
+  o->epoch = p->epoch;
+  o->first_step = p->first_step;
+  o->steps = p->steps;
+  o->samples = p->samples;
+  o->dropped = p->dropped;
+  o->padded = p->padded;
+  o->tokens = p->tokens;
+  o->index_fingerprint = p->fingerprint;
+  o->buckets = p->n_buckets;
+  o->imbalance_cv = p->imbalance_cv;
+  o->bubble = p->bubble;
+  o->predicted_seconds = p->seconds;
+  o->predicted_tokens_per_s = p->seconds > 0 ? (double)p->tokens / p->seconds : 0;
+  o->last_step = al_last_step_name(p->last_step);
+  o->mem_tokens = p->mem_tokens;
+  o->comp_budget_ms = p->comp_ms;
+  o->step_cost_ms = p->step_ms;
+  o->window = p->window;
+  o->index_samples = p->index_samples;
+  o->rejected = p->rejected[AL_REJECT_NONE];
+  o->micro_batches = p->n_micro;
+  o->cost_family = al_cost_family_name(p->cost.fit.family);
+  return AL_OK;
+}
+
+uint64_t al_plan_rejected(const al_plan *p, al_reject_reason r) {
+  return p && (unsigned)r < AL_REJECT_COUNT ? p->rejected[r] : 0;
+}
+
+uint64_t al_plan_first_rejected(const al_plan *p, al_reject_reason r) {
+  return p && (unsigned)r < AL_REJECT_COUNT ? p->first_rejected[r] : UINT64_MAX;
+}
+
+/* Largest full-batch cost among buckets that hold samples: the default
+ * per-rank step target, so the heaviest batch fills a rank alone and lighter
+ * ones are packed together up to it. */
+static double default_step_ms(const al_plan *p) {
+  double t = 0;
+  for (size_t b = 0; b < p->n_buckets; b++)
+    if (p->buckets[b].samples && p->buckets[b].batch_cost_ms > t) t = p->buckets[b].batch_cost_ms;
+  return t > 0 ? t : 1.0;
+}
+
+static al_plan *plan_alloc(void) {
+  al_plan *p = calloc(1, sizeof *p);
+  if (p)
+    for (int r = 0; r < AL_REJECT_COUNT; r++) p->first_rejected[r] = UINT64_MAX;
+  return p;
+}
+
+static int check_cost(const al_cost_model *c) {
+  if (c->fit.family != AL_COST_POWER && c->fit.family != AL_COST_POLY2)
+    return al_set_error(AL_EINVAL, "cost model has no fitted family");
+  if (!(al_cost_per_sample(c, 1024) > 0))
+    return al_set_error(AL_EINVAL, "cost model predicts a per-sample cost <= 0 at S = 1024 (params %g, %g, %g)",
+                        c->fit.params[0], c->fit.params[1], c->fit.params[2]);
+  return AL_OK;
+}
+
+static int build(al_plan *p, const al_plan_input *in, const al_cost_model *cost, const al_plan_options *o,
+                 uint32_t **bucket_of_out, uint32_t **order_out, size_t *n_order) {
+  int rc;
+  if (!in->n) return al_set_error(AL_EINVAL, "the index has no samples: nothing to plan");
+  if (in->n > UINT32_MAX) return al_set_error(AL_ERANGE, "%zu samples: the planner handles at most 2^32 - 1", in->n);
+  if (!in->width || !in->height || !in->frames) return al_set_error(AL_EINVAL, "al_plan_build: NULL shape arrays");
+  if (!o->world || o->world > (1u << 20)) return al_set_error(AL_EINVAL, "world size %u out of range (1..1048576)", o->world);
+  if ((rc = check_cost(cost))) return rc;
+  p->policy = o->policy;
+  p->world = o->world;
+  p->seed = o->seed;
+  p->epoch = o->epoch;
+  p->mem_tokens = o->mem_tokens ? o->mem_tokens : AL_PLAN_DEFAULT_MEM_TOKENS;
+  p->window = o->window ? o->window : AL_PLAN_DEFAULT_WINDOW;
+  p->last_step = o->last_step;
+  p->geom = al_latent_geom_resolve(&o->geom);
+  p->fingerprint = in->index_fingerprint;
+  p->index_samples = in->n;
+  p->cost = *cost;
+
+  al_bucket_table *own = NULL;
+  const al_bucket_table *t = o->buckets;
+  if (!t) {
+    if ((rc = al_bucket_table_default(&own))) return rc;
+    t = own;
+  }
+  rc = al_bucket_table_check(t, &p->geom);
+  p->n_buckets = al_bucket_table_count(t);
+  p->buckets = calloc(p->n_buckets ? p->n_buckets : 1, sizeof *p->buckets);
+  if (!rc && !p->buckets) rc = al_set_error(AL_ENOMEM, "plan: out of memory");
+  uint64_t min_tok = UINT64_MAX, max_fit = 0;
+  size_t min_b = 0;
+  for (size_t i = 0; i < p->n_buckets && !rc; i++) {
+    al_bucket_shape sh;
+    al_bucket_table_get(t, i, &sh);
+    al_pbucket *b = &p->buckets[i];
+    b->width = sh.width, b->height = sh.height, b->frames = sh.frames;
+    b->tokens = al_tokens(&p->geom, sh.width, sh.height, sh.frames);
+    if (!b->tokens) rc = al_set_error(AL_EINVAL, "bucket %ux%u x %u frames has no tokens", sh.width, sh.height, sh.frames);
+    if (b->tokens < min_tok) min_tok = b->tokens, min_b = i;
+    if (b->tokens <= p->mem_tokens && b->tokens > max_fit) max_fit = b->tokens;
+  }
+  if (!rc && p->mem_tokens < min_tok)
+    rc = al_set_error(AL_ERANGE,
+                      "mem-tokens %llu is below the smallest bucket (%ux%u x %u frames = %llu tokens): no sample can fit",
+                      (unsigned long long)p->mem_tokens, p->buckets[min_b].width, p->buckets[min_b].height,
+                      p->buckets[min_b].frames, (unsigned long long)min_tok);
+  if (rc) {
+    al_bucket_table_free(own);
+    return rc;
+  }
+  p->comp_ms = o->comp_budget_ms > 0 ? o->comp_budget_ms : al_cost_per_sample(&p->cost, max_fit);
+  for (size_t i = 0; i < p->n_buckets; i++) size_bucket(p, &p->buckets[i]);
+  finish_buckets(p);
+
+  uint32_t *bucket_of = malloc(in->n * sizeof *bucket_of);
+  p->status = calloc(in->n, 1);
+  if (!bucket_of || !p->status) {
+    free(bucket_of);
+    al_bucket_table_free(own);
+    return al_set_error(AL_ENOMEM, "plan: out of memory for %zu samples", in->n);
+  }
+  /* Shapes repeat a lot (datasets come in a few resolutions): remember the last one. */
+  uint32_t lw = 0, lh = 0, lf = 0, lb = 0;
+  al_reject_reason lr = AL_REJECT_BAD_SHAPE;
+  size_t planned = 0;
+  for (size_t i = 0; i < in->n; i++) {
+    uint32_t w = in->width[i], h = in->height[i], f = in->frames[i];
+    if (w != lw || h != lh || f != lf || !i) {
+      if (al_bucket_assign(t, &p->geom, p->mem_tokens, w, h, f, &lb, &lr) == AL_OK) lr = AL_REJECT_NONE;
+      lw = w, lh = h, lf = f;
+    }
+    if (lr != AL_REJECT_NONE) {
+      bucket_of[i] = UINT32_MAX;
+      p->status[i] = (uint8_t)lr;
+      if (!p->rejected[lr]) p->first_rejected[lr] = i;
+      p->rejected[lr]++;
+      p->rejected[AL_REJECT_NONE]++;
+      continue;
+    }
+    bucket_of[i] = lb;
+    p->buckets[lb].samples++;
+    planned++;
+  }
+  al_bucket_table_free(own);
+  if (!planned) {
+    free(bucket_of);
+    return al_set_error(AL_ENOTFOUND,
+                        "no sample fits any bucket: %zu rejected (%llu zero-sized, %llu too small, %llu too few frames, "
+                        "%llu over mem-tokens %llu)",
+                        in->n, (unsigned long long)p->rejected[AL_REJECT_BAD_SHAPE],
+                        (unsigned long long)p->rejected[AL_REJECT_TOO_SMALL],
+                        (unsigned long long)p->rejected[AL_REJECT_TOO_FEW_FRAMES],
+                        (unsigned long long)p->rejected[AL_REJECT_OVER_MEMORY], (unsigned long long)p->mem_tokens);
+  }
+  uint32_t *order = malloc(planned * sizeof *order);
+  if (!order) {
+    free(bucket_of);
+    return al_set_error(AL_ENOMEM, "plan: out of memory");
+  }
+  size_t k = 0;
+  for (size_t i = 0; i < in->n; i++)
+    if (bucket_of[i] != UINT32_MAX) order[k++] = (uint32_t)i;
+  p->step_ms = o->step_cost_ms > 0 ? o->step_cost_ms : default_step_ms(p);
+  *bucket_of_out = bucket_of;
+  *order_out = order;
+  *n_order = planned;
+  return AL_OK;
+}
+
+int al_plan_build(al_plan **out, const al_plan_input *in, const al_cost_model *cost, const al_plan_options *o) {
+  if (!out || !in || !cost || !o) return al_set_error(AL_EINVAL, "al_plan_build: NULL argument");
+  *out = NULL;
+  al_plan *p = plan_alloc();
+  if (!p) return al_set_error(AL_ENOMEM, "plan: out of memory");
+  uint32_t *bucket_of = NULL, *order = NULL;
+  size_t n = 0;
+  int rc = build(p, in, cost, o, &bucket_of, &order, &n);
+  if (!rc) rc = al_schedule(p, order, n, bucket_of, 0);
+  free(order);
+  free(bucket_of);
+  if (!rc && o->start_step) rc = al_plan_trim(p, o->start_step);
+  if (rc) {
+    al_plan_free(p);
+    return rc;
+  }
+  al_plan_stats(p);
+  *out = p;
+  return AL_OK;
+}
+
+int al_plan_replan(al_plan **out, const al_manifest *old, uint32_t at_step, uint32_t world) {
+  if (!out || !old) return al_set_error(AL_EINVAL, "al_plan_replan: NULL argument");
+  *out = NULL;
+  const char *name = old->path ? old->path : "manifest";
+  if (!world || world > (1u << 20)) return al_set_error(AL_EINVAL, "world size %u out of range (1..1048576)", world);
+  if (at_step < old->first_step || at_step - old->first_step > old->steps)
+    return al_set_error(AL_ERANGE, "%s: holds steps %u..%u; cannot re-plan from step %u", name, old->first_step,
+                        old->first_step + old->steps, at_step);
+  if (old->n_keys != old->info.index_samples || old->info.index_samples > UINT32_MAX)
+    return al_set_error(AL_EFORMAT, "%s: key table has %llu entries for an index of %llu samples", name,
+                        (unsigned long long)old->n_keys, (unsigned long long)old->info.index_samples);
+  al_plan *p = plan_alloc();
+  if (!p) return al_set_error(AL_ENOMEM, "plan: out of memory");
+  int rc = AL_OK;
+  al_policy pol = AL_POLICY_ADAPTIVE;
+  al_last_step ls = AL_LAST_PAD;
+  if ((rc = al_policy_parse(old->policy, &pol)) || (rc = al_last_step_parse(old->last_step, &ls))) {
+    al_plan_free(p);
+    return al_error_prefix(rc, "%s", name);
+  }
+  p->policy = pol;
+  p->world = world;
+  p->seed = old->info.seed;
+  p->epoch = old->info.epoch;
+  p->mem_tokens = old->info.mem_tokens;
+  p->comp_ms = old->info.comp_budget_ms;
+  p->step_ms = old->info.step_cost_ms > 0 ? old->info.step_cost_ms : 1.0;
+  p->window = old->info.window ? old->info.window : AL_PLAN_DEFAULT_WINDOW;
+  p->last_step = ls;
+  p->geom = old->geom;
+  p->fingerprint = old->info.index_fingerprint;
+  p->index_samples = old->info.index_samples;
+  p->first_step = at_step;
+  p->cost = old->cost;
+  p->n_buckets = old->n_buckets;
+  size_t n = (size_t)p->index_samples;
+  p->buckets = calloc(p->n_buckets ? p->n_buckets : 1, sizeof *p->buckets);
+  p->status = malloc(n ? n : 1);
+  uint32_t *bucket_of = malloc((n ? n : 1) * sizeof *bucket_of);
+  uint32_t *order = NULL;
+  if (!p->buckets || !p->status || !bucket_of) rc = al_set_error(AL_ENOMEM, "plan: out of memory");
+  for (size_t i = 0; i < p->n_buckets && !rc; i++) {
+    const al_bucket_info *ob = &old->buckets[i];
+    al_pbucket *b = &p->buckets[i];
+    b->width = ob->width, b->height = ob->height, b->frames = ob->frames;
+    b->tokens = ob->tokens;
+    b->batch_size = ob->batch_size ? ob->batch_size : 1;
+    b->limited_by = !strcmp(ob->limited_by, "compute") ? AL_LIMIT_COMPUTE
+                    : !strcmp(ob->limited_by, "one")   ? AL_LIMIT_ONE
+                                                        : AL_LIMIT_MEMORY;
+  }
+  if (!rc) {
+    finish_buckets(p);
+    for (size_t i = 0; i < n; i++) {
+      uint8_t s = old->key_status[i];
+      bucket_of[i] = UINT32_MAX;
+      p->status[i] = s == AL_KEY_PLANNED ? AL_KEY_CONSUMED : s;
+      if (s >= 1 && s < AL_REJECT_COUNT) {
+        if (!p->rejected[s]) p->first_rejected[s] = i;
+        p->rejected[s]++;
+        p->rejected[AL_REJECT_NONE]++;
+      }
+    }
+    /* The old plan's samples from step at_step on, padding excluded. */
+    uint64_t m0 = old->slot[(size_t)(at_step - old->first_step) * old->world];
+    size_t count = 0;
+    for (uint64_t x = m0; x < old->n_micro && !rc; x++) {
+      const al_mmicro *m = &old->micro[x];
+      for (uint32_t k = 0; k < m->n; k++) {
+        int pad = 0;
+        for (uint32_t q = 0; q < m->n_pad; q++) pad |= old->pads[m->pad_first + q] == k;
+        if (pad) continue;
+        uint64_t s = old->samples[m->first + k];
+        if (bucket_of[s] != UINT32_MAX) {
+          rc = al_set_error(AL_EFORMAT, "%s: sample %llu is scheduled twice", name, (unsigned long long)s);
+          break;
+        }
+        bucket_of[s] = m->bucket;
+        p->status[s] = AL_KEY_PLANNED;
+        p->buckets[m->bucket].samples++;
+        count++;
+      }
+    }
+    if (!rc) {
+      order = malloc((count ? count : 1) * sizeof *order);
+      if (!order) rc = al_set_error(AL_ENOMEM, "plan: out of memory");
+      size_t k = 0;
+      for (size_t i = 0; i < n && order; i++)
+        if (bucket_of[i] != UINT32_MAX) order[k++] = (uint32_t)i;
+      /* Its own random stream: a re-plan for (at_step, world) must not replay
+       * the first plan's shuffle, and must be reproducible. */
+      if (!rc) rc = al_schedule(p, order, count, bucket_of, ((uint64_t)at_step << 32) | world);
+    }
+  }
+  free(order);
+  free(bucket_of);
+  if (rc) {
+    al_plan_free(p);
+    return rc;
+  }
+  al_plan_stats(p);
+  *out = p;
+  return AL_OK;
+}

@@ -1,0 +1,94 @@
+/* plan_internal.h - layout of al_plan, shared by plan.c, schedule.c and
+ * manifest_write.c (planner-private).
+ *
+ * Memory: per index position one status byte and (while planning) one u32
+ * bucket id; per planned sample one u32 in `mb`; per micro-batch one
+ * al_pmicro; per (step, rank) one u64 offset. Nothing is malloc'd per sample. */
+#ifndef AL_PLAN_INTERNAL_H
+#define AL_PLAN_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "planner/al_buckets.h"
+#include "planner/al_cost.h"
+#include "planner/al_plan.h"
+
+/* Per-key status codes (KeyChunk.status). 1..4 are al_reject_reason. */
+#define AL_KEY_PLANNED 0u
+#define AL_KEY_DROPPED 16u
+#define AL_KEY_CONSUMED 17u   /* re-plan: scheduled before first_step by the old plan */
+
+#define AL_LIMIT_MEMORY 0
+#define AL_LIMIT_COMPUTE 1
+#define AL_LIMIT_ONE 2
+
+typedef struct al_pbucket {
+  uint32_t width, height, frames;
+  uint64_t tokens;
+  uint32_t batch_size;
+  double batch_cost_ms;
+  uint64_t samples;
+  int limited_by;              /* AL_LIMIT_* */
+} al_pbucket;
+
+typedef struct al_pmicro {
+  uint64_t first;              /* first sample in al_plan.mb */
+  uint32_t n;
+  uint32_t bucket;
+  uint32_t seq;                /* position in the batch sequence (keeps shuffled order) */
+  uint32_t padded;             /* nonzero: every sample is a padding repeat */
+  double cost;                 /* predicted ms */
+} al_pmicro;
+
+struct al_plan {
+  /* config */
+  al_policy policy;
+  uint32_t world;
+  uint64_t seed;
+  uint32_t epoch;
+  uint64_t mem_tokens;
+  double comp_ms;
+  double step_ms;
+  uint32_t window;
+  al_last_step last_step;
+  al_latent_geom geom;
+  uint64_t fingerprint;
+  uint64_t index_samples;
+  uint32_t first_step;
+  al_cost_model cost;
+  al_pbucket *buckets;
+  size_t n_buckets;
+  /* per index position */
+  uint8_t *status;
+  uint64_t rejected[AL_REJECT_COUNT];
+  uint64_t first_rejected[AL_REJECT_COUNT];
+  /* schedule */
+  uint32_t *mb;
+  size_t n_mb, cap_mb;
+  al_pmicro *micro;
+  size_t n_micro, cap_micro;
+  uint64_t *slot;              /* steps * world + 1 offsets into micro, (step, rank) order */
+  uint32_t steps;
+  /* summary */
+  uint64_t samples, dropped, padded, tokens;
+  double imbalance_cv, bubble, seconds;
+};
+
+/* Shuffles `order` (n planned index positions, canonical order) with the
+ * plan's (seed, epoch, stream) and schedules it: fills mb, micro, slot, steps
+ * and marks dropped samples in status. bucket_of gives each position's bucket. */
+int al_schedule(al_plan *p, uint32_t *order, size_t n, const uint32_t *bucket_of, uint64_t stream);
+
+/* Keeps steps >= k only (k - first_step of them are removed). */
+int al_plan_trim(al_plan *p, uint32_t k);
+
+/* Recomputes samples, padded, tokens, imbalance, bubble and seconds. */
+void al_plan_stats(al_plan *p);
+
+/* Predicted cost of n samples of bucket b. */
+double al_plan_micro_cost(const al_plan *p, uint32_t bucket, uint32_t n);
+
+const char *al_limit_name(int limited_by);
+
+#endif /* AL_PLAN_INTERNAL_H */
