@@ -78,6 +78,9 @@ static int expand_group(list *L, const char *pat, const char *open, const char *
     long long a = strtoll(body, NULL, 10), b = strtoll(z, NULL, 10);
     int width = (body[0] == '0' && alen > 1) || alen == zlen ? (int)alen : 0;
     long long step = a <= b ? 1 : -1;
+    unsigned long long count = (unsigned long long)(a <= b ? b - a : a - b) + 1;
+    if (count > *budget)
+      return al_set_error(AL_ERANGE, "%s: pattern expands to more than %u paths", arg, MAX_EXPANSION);
     for (long long v = a;; v += step) {
       char num[32];
       int k = snprintf(num, sizeof num, "%0*lld", width, v);

@@ -17,12 +17,14 @@
 #include <archive.h>
 #include <archive_entry.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <lz4frame.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define WHY_CAP 512
 #define PROGRESS_EVERY 256
@@ -350,10 +352,12 @@ static const char *entry_kind(mode_t t) {
 static int walk(scanner *s) {
   struct archive_entry *e;
   uint64_t damaged_at = 0, damaged_blocks = 0;
+  uint64_t next_hdr = 0; /* where the next header should start: after the last member's padded data */
   int first = 1;
   for (;;) {
     int r = archive_read_next_header(s->a, &e);
-    uint64_t hdr = (uint64_t)archive_read_header_position(s->a);
+    /* After a fatal error libarchive's header position is meaningless. */
+    uint64_t hdr = r == ARCHIVE_FATAL ? next_hdr : (uint64_t)archive_read_header_position(s->a);
     if (r == ARCHIVE_RETRY) {
       /* Bad header checksum: libarchive moves one block on and tries again. */
       if (!damaged_blocks) damaged_at = hdr;
@@ -372,7 +376,7 @@ static int walk(scanner *s) {
     if (r == ARCHIVE_EOF) return flush_pending(s);
     if (r == ARCHIVE_FATAL || r < ARCHIVE_WARN) {
       char why[WHY_CAP];
-      snprintf(why, sizeof why, "%s%s", first ? "not a readable tar archive: " : "archive error: ",
+      snprintf(why, sizeof why, "%s%s", first ? "not a readable tar archive: " : "archive error, rest of shard unreadable: ",
                archive_error_string(s->a) ? archive_error_string(s->a) : "unknown error");
       if (first) {
         s->res->readable = 0;
@@ -394,6 +398,8 @@ static int walk(scanner *s) {
       sh->compression = al_compression_name(filter_name(code));
       sh->seekable = s->seekable;
     }
+    int64_t sz = archive_entry_size_is_set(e) ? archive_entry_size(e) : 0;
+    next_hdr = (uint64_t)archive_filter_bytes(s->a, 0) + ((uint64_t)(sz > 0 ? sz : 0) + 511) / 512 * 512;
     const char *name = archive_entry_pathname(e);
     mode_t type = archive_entry_filetype(e);
     if (type == AE_IFDIR) continue; /* directories carry no sample data */
@@ -450,6 +456,12 @@ int al_scan_shard(const char *path, const al_meta_fields *fields, size_t block_s
     return reject(&s, "", 0, "", why);
   }
   if (!S_ISREG(st.st_mode)) return reject(&s, "", 0, "", "not a regular file");
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    snprintf(why, sizeof why, "cannot open: %s", strerror(errno));
+    return reject(&s, "", 0, "", why);
+  }
+  close(fd);
   if (st.st_size == 0) return reject(&s, "", 0, "", "empty file (0 bytes): not a tar archive");
   s.file_size = (uint64_t)st.st_size;
   s.a = archive_read_new();
@@ -458,7 +470,8 @@ int al_scan_shard(const char *path, const al_meta_fields *fields, size_t block_s
   archive_read_support_format_tar(s.a);
   out->readable = 1;
   if (archive_read_open_filename(s.a, path, block_size) != ARCHIVE_OK) {
-    snprintf(why, sizeof why, "cannot open: %s", archive_error_string(s.a));
+    /* The file opened a moment ago (checked above), so this is the format. */
+    snprintf(why, sizeof why, "not a readable tar archive: %s", archive_error_string(s.a));
     out->readable = 0;
     rc = reject(&s, "", 0, "", why);
   } else {

@@ -109,8 +109,11 @@ typedef struct al_stream_options {
   int world;                   /* 0 = WORLD_SIZE from the environment, else the manifest's */
   uint64_t first;              /* first micro-batch of the rank sequence to read */
   uint32_t stride;             /* read first, first+stride, ...; 0 = 1 (DataLoader workers) */
-  const al_stream_state *resume; /* non-NULL: continue where this state left off
-                                    (overrides first and stride) */
+  const al_stream_state *resume; /* non-NULL: continue where this state left off. With
+                                    stride 0, exactly as the saved stream (its position
+                                    and stride); with stride > 0, the state must have
+                                    stride 1 (a rank-level state) and reading starts at
+                                    state.position + first, every stride-th batch. */
   int pinned;                  /* 0 = pinned when a CUDA device is present,
                                   1 = require pinned, -1 = never */
   int device_copy;             /* 1 = also copy each batch to cuda_device */
@@ -198,10 +201,20 @@ int al_stream_release_after(al_stream *s, const al_stream_batch *b, void *cuda_s
  * for the batch's device copy. AL_OK without device copy. */
 int al_stream_batch_wait(const al_stream_batch *b, void *cuda_stream);
 
+/* Blocks the calling host thread until the batch's device copy is done.
+ * AL_OK at once without device copy. */
+int al_stream_batch_sync(const al_stream_batch *b);
+
 /* State to resume after the batches delivered so far (whether or not they
  * were released). */
 int al_stream_get_state(const al_stream *s, al_stream_state *out);
 int al_stream_get_stats(const al_stream *s, al_stream_stats *out);
+
+/* The rank-level state (stride 1) that starts at `position` of the rank
+ * sequence: al_stream_state_at(s, b->position + 1, &st) resumes right after
+ * batch b, whatever this stream's first and stride were (DataLoader workers
+ * deliver in rank order, so the training loop knows the last batch it used). */
+int al_stream_state_at(const al_stream *s, uint64_t position, al_stream_state *out);
 
 /* Stops the readers (mid-epoch is fine), joins them and frees everything,
  * including batches still held. NULL is ignored. */
@@ -217,6 +230,11 @@ int al_stream_rank_batches(const al_manifest *m, uint32_t rank, uint64_t *n);
 int al_stream_read_sample(const al_index *idx, uint64_t sample, const char *ext, void **out,
                           size_t *size);
 void al_stream_free(void *p);
+
+/* sizeof of al_stream_options (0), al_stream_state (1), al_stream_batch (2),
+ * al_stream_stats (3); 0 otherwise. Bindings (Python ctypes) check their
+ * struct mirrors against it. */
+size_t al_stream_struct_size(int which);
 
 /* Whether a CUDA device can be used (cudaGetDeviceCount succeeded, > 0). */
 int al_stream_cuda_available(void);

@@ -441,8 +441,18 @@ int al_stream_open_source(al_stream **out, const al_stream_source *src, al_rank_
                           ", the manifest has step %" PRIu32 " micro %" PRIu32 " there (another manifest?)",
                           r->position, r->next_step, r->next_micro, p->batches[r->position].step,
                           p->batches[r->position].micro));
-    s->first = r->position;
-    s->stride = r->stride;
+    if (o.stride == 0) {
+      s->first = r->position; /* continue exactly as the saved stream read */
+      s->stride = r->stride;
+    } else if (r->stride == 1) {
+      s->first = r->position + o.first; /* a rank-level state, re-sliced (DataLoader workers) */
+      s->stride = o.stride;
+    } else {
+      return stream_fail_open(s, al_set_error(AL_ESTATE,
+                                              "stream state of stride %" PRIu32 " cannot be re-sliced with "
+                                              "stride %" PRIu32 "; resume it with stride 0 (unset)",
+                                              r->stride, o.stride));
+    }
     s->base_delivered = r->delivered;
     s->base_skipped = r->skipped;
   }
@@ -594,6 +604,12 @@ int al_stream_batch_wait(const al_stream_batch *b, void *cuda_stream) {
   return al_cuda_stream_wait_event(cuda_stream, b->ready_event);
 }
 
+int al_stream_batch_sync(const al_stream_batch *b) {
+  if (!b) return al_set_error(AL_EINVAL, "batch_sync: NULL batch");
+  if (!b->ready_event) return AL_OK;
+  return al_cuda_event_sync(b->ready_event);
+}
+
 int al_stream_get_state(const al_stream *s, al_stream_state *out) {
   al_stream *m = (al_stream *)s;
   memset(out, 0, sizeof *out);
@@ -612,6 +628,18 @@ int al_stream_get_state(const al_stream *s, al_stream_state *out) {
   out->skipped = s->base_skipped + s->st_skipped;
   out->delivered = s->base_delivered + s->next_deliver;
   pthread_mutex_unlock(&m->mu);
+  return AL_OK;
+}
+
+int al_stream_state_at(const al_stream *s, uint64_t position, al_stream_state *out) {
+  al_stream_get_state(s, out);
+  if (position > s->plan.n_batches)
+    return al_set_error(AL_ERANGE, "position %" PRIu64 " past the %zu micro-batches of the rank", position,
+                        s->plan.n_batches);
+  out->position = position;
+  out->stride = 1;
+  out->next_step = position < s->plan.n_batches ? s->plan.batches[position].step : UINT32_MAX;
+  out->next_micro = position < s->plan.n_batches ? s->plan.batches[position].micro : UINT32_MAX;
   return AL_OK;
 }
 
@@ -665,4 +693,14 @@ void al_stream_close(al_stream *s) {
   pthread_cond_destroy(&s->cv_ready);
   pthread_mutex_destroy(&s->mu);
   free(s);
+}
+
+size_t al_stream_struct_size(int which) {
+  switch (which) {
+    case 0: return sizeof(al_stream_options);
+    case 1: return sizeof(al_stream_state);
+    case 2: return sizeof(al_stream_batch);
+    case 3: return sizeof(al_stream_stats);
+    default: return 0;
+  }
 }

@@ -1,0 +1,345 @@
+// Bad input: every broken shard or sample is rejected with shard, member, byte
+// offset and reason; the rest is still indexed; nothing disappears uncounted.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "tests/loader/test_util.h"
+
+extern "C" {
+#include "common/al_status.h"
+#include "loader/al_index.h"
+#include "loader/al_synth.h"
+}
+
+using altest::Build;
+using altest::Members;
+using altest::RejectedText;
+using altest::TmpPath;
+
+namespace {
+
+std::string Json(int w, int h) {
+  return "{\"width\": " + std::to_string(w) + ", \"height\": " + std::to_string(h) + "}";
+}
+
+// Three good samples around one bad one; returns the index of the shard.
+al_index *WithBadJson(const std::string &name, const std::string &bad_json) {
+  std::string path = TmpPath(name + ".tar");
+  altest::WriteTar(path, {{"a.json", Json(64, 64)},
+                          {"a.latent", "AAAA"},
+                          {"b.json", bad_json},
+                          {"b.latent", "BBBB"},
+                          {"c.json", Json(32, 48)},
+                          {"d.json", Json(16, 16)}});
+  return Build({path});
+}
+
+struct BadJsonCase {
+  const char *name;
+  const char *json;
+  const char *reason;  // substring expected in the reason
+};
+
+class BadJson : public ::testing::TestWithParam<BadJsonCase> {};
+
+TEST_P(BadJson, RejectedWithReasonOthersKept) {
+  const BadJsonCase &c = GetParam();
+  al_index *idx = WithBadJson(c.name, c.json);
+  ASSERT_NE(idx, nullptr);
+  EXPECT_EQ(al_index_sample_count(idx), 3u);
+  ASSERT_EQ(al_index_rejected_count(idx), 1u) << RejectedText(idx);
+  al_rejected_info r;
+  ASSERT_EQ(al_index_rejected(idx, 0, &r), AL_OK);
+  EXPECT_STREQ(r.member, "b.json");
+  EXPECT_STREQ(r.key, "b");
+  EXPECT_EQ(r.offset, 2048u);  // header of b.json: after a.json and a.latent (2 x 1024)
+  EXPECT_EQ(r.shard, 0u);
+  EXPECT_NE(std::string(r.reason).find(c.reason), std::string::npos) << r.reason;
+  al_sample_info s;
+  ASSERT_EQ(al_index_sample(idx, 1, &s), AL_OK);
+  EXPECT_STREQ(s.key, "c");
+  al_index_free(idx);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, BadJson,
+    ::testing::Values(
+        BadJsonCase{"broken", "{\"width\": 64, \"height\": }", "broken JSON: line 1 col"},
+        BadJsonCase{"trailing", "{\"width\": 64, \"height\": 64} x", "broken JSON"},
+        BadJsonCase{"notobject", "[64, 64]", "must be a JSON object"},
+        BadJsonCase{"dupfield", "{\"width\": 64, \"width\": 65, \"height\": 64}", "broken JSON"},
+        BadJsonCase{"nowidth", "{\"height\": 64}", "missing field 'width'"},
+        BadJsonCase{"noheight", "{\"width\": 64, \"frames\": 5}", "missing field 'height'"},
+        BadJsonCase{"zero", "{\"width\": 0, \"height\": 64}", "width must be >= 1 (got 0)"},
+        BadJsonCase{"negative", "{\"width\": 64, \"height\": -5}", "height must be >= 1 (got -5)"},
+        BadJsonCase{"string", "{\"width\": \"64\", \"height\": 64}", "width must be a number, got a string"},
+        BadJsonCase{"fraction", "{\"width\": 64.5, \"height\": 64}", "whole number"},
+        BadJsonCase{"huge", "{\"width\": 65537, \"height\": 64}", "width 65537 exceeds the limit 65536"},
+        BadJsonCase{"bigint", "{\"width\": 99999999999999999, \"height\": 64}", "exceeds the limit"},
+        BadJsonCase{"frames0", "{\"width\": 64, \"height\": 64, \"frames\": 0}", "frames must be >= 1"},
+        BadJsonCase{"framesbig", "{\"width\": 64, \"height\": 64, \"frames\": 100001}", "frames 100001 exceeds"},
+        BadJsonCase{"fpsneg", "{\"width\": 64, \"height\": 64, \"frames\": 9, \"fps\": -1}", "fps -1 is outside"},
+        BadJsonCase{"durneg", "{\"width\": 64, \"height\": 64, \"duration\": -2, \"fps\": 8}",
+                    "duration must be > 0"},
+        BadJsonCase{"durnofps", "{\"width\": 64, \"height\": 64, \"duration\": 2}", "without fps"},
+        BadJsonCase{"durlong", "{\"width\": 64, \"height\": 64, \"duration\": 100000, \"fps\": 30}",
+                    "beyond the limit 100000"},
+        // T' = 1 + 1020/4 = 256; 256 * 4096 * 4096 = 2^32: one past UINT32_MAX.
+        BadJsonCase{"tokens", "{\"width\": 65536, \"height\": 65536, \"frames\": 1021}", "beyond 2^32-1"},
+        BadJsonCase{"empty", "", "broken JSON"}),
+    [](const ::testing::TestParamInfo<BadJsonCase> &i) { return std::string(i.param.name); });
+
+TEST(BadInput, TokenCountJustBelowTheLimitIsKept) {
+  // T' = 255: 255 * 4096 * 4096 = 4,278,190,080 <= UINT32_MAX.
+  al_index *idx = WithBadJson("tokens_ok", "{\"width\": 65536, \"height\": 65536, \"frames\": 1017}");
+  EXPECT_EQ(al_index_sample_count(idx), 4u) << RejectedText(idx);
+  al_index_free(idx);
+}
+
+TEST(BadInput, SampleStructure) {
+  std::string path = TmpPath("structure.tar");
+  altest::WriteTar(path, {{"a.json", Json(64, 64)},
+                          {"a.latent", "1"},
+                          {"a.latent", "2"},   // repeated extension
+                          {"b.latent", "3"},   // no metadata
+                          {"c.json", Json(16, 16)},
+                          {"c.json.lz4", "x"}, // two metadata members
+                          {"d.json.lz4", "not an lz4 frame"},
+                          {"e.json", Json(16, 32)}});
+  al_index *idx = Build({path});
+  ASSERT_EQ(al_index_sample_count(idx), 1u);
+  std::string rej = RejectedText(idx);
+  ASSERT_EQ(al_index_rejected_count(idx), 4u) << rej;
+  EXPECT_NE(rej.find("structure.tar|a.latent|2048|a|extension 'latent' repeated within sample (first at byte 1024)"),
+            std::string::npos) << rej;
+  EXPECT_NE(rej.find("structure.tar|b.latent|3072|b|no metadata member (b.json or b.json.lz4)"), std::string::npos)
+      << rej;
+  EXPECT_NE(rej.find("structure.tar|c.json.lz4|5120|c|both c.json and c.json.lz4"), std::string::npos) << rej;
+  EXPECT_NE(rej.find("|d.json.lz4|6144|d|bad LZ4 frame"), std::string::npos) << rej;
+  al_index_free(idx);
+}
+
+TEST(BadInput, DuplicateKeysAcrossShardsNameBothShards) {
+  std::string a = TmpPath("dup-a.tar"), b = TmpPath("dup-b.tar");
+  altest::WriteTar(a, {{"k1.json", Json(16, 16)}, {"k2.json", Json(16, 16)}});
+  altest::WriteTar(b, {{"k3.json", Json(16, 16)}, {"k2.json", Json(32, 32)}, {"k4.json", Json(16, 16)}});
+  al_index *idx = Build({a, b});
+  ASSERT_EQ(al_index_sample_count(idx), 4u);
+  ASSERT_EQ(al_index_rejected_count(idx), 1u);
+  al_rejected_info r;
+  ASSERT_EQ(al_index_rejected(idx, 0, &r), AL_OK);
+  EXPECT_EQ(r.shard, 1u);
+  EXPECT_STREQ(r.key, "k2");
+  EXPECT_STREQ(r.member, "k2.json");
+  EXPECT_EQ(r.offset, 1024u);
+  std::string why = r.reason;
+  EXPECT_NE(why.find("duplicate key 'k2'"), std::string::npos) << why;
+  EXPECT_NE(why.find("dup-a.tar"), std::string::npos) << why;
+  EXPECT_NE(why.find("dup-b.tar"), std::string::npos) << why;
+  // The first occurrence is the one kept.
+  al_sample_info s;
+  ASSERT_EQ(al_index_sample(idx, 1, &s), AL_OK);
+  EXPECT_STREQ(s.key, "k2");
+  EXPECT_EQ(s.shard, 0u);
+  EXPECT_EQ(s.width, 16u);
+  al_shard_info sh;
+  ASSERT_EQ(al_index_shard(idx, 1, &sh), AL_OK);
+  EXPECT_EQ(sh.sample_count, 2u);
+  EXPECT_EQ(sh.rejected_count, 1u);
+  al_index_free(idx);
+}
+
+TEST(BadInput, NonConsecutiveKeyInOneShardIsADuplicate) {
+  std::string a = TmpPath("dup-same.tar");
+  altest::WriteTar(a, {{"k1.json", Json(16, 16)}, {"k2.json", Json(16, 16)}, {"k1.json", Json(32, 32)}});
+  al_index *idx = Build({a});
+  EXPECT_EQ(al_index_sample_count(idx), 2u);
+  std::string rej = RejectedText(idx);
+  EXPECT_NE(rej.find("dup-same.tar|k1.json|2048|k1|duplicate key 'k1'"), std::string::npos) << rej;
+  al_index_free(idx);
+}
+
+// A latent-carrying shard of `n` samples written by the synth writer.
+std::string SynthShard(const std::string &dir, uint64_t n) {
+  std::string out = TmpPath(dir);
+  al_synth_options o{};
+  o.out_dir = out.c_str();
+  o.samples = n;
+  o.shards = 1;
+  o.seed = 5;
+  EXPECT_EQ(al_synth_write(&o, nullptr), AL_OK) << al_last_error();
+  return out + "/shard-000000.tar";
+}
+
+void Truncate(const std::string &path, uint64_t len) { ASSERT_EQ(truncate(path.c_str(), (off_t)len), 0); }
+
+// Offsets of sample i's members in a clean index of the same shard.
+void MemberOffsets(const std::string &path, size_t i, uint64_t *json_off, uint64_t *latent_off) {
+  al_index *idx = Build({path});
+  al_member_info m;
+  ASSERT_EQ(al_index_member(idx, i, 0, &m), AL_OK);
+  *json_off = m.offset;
+  ASSERT_EQ(al_index_member(idx, i, 1, &m), AL_OK);
+  *latent_off = m.offset;
+  al_index_free(idx);
+}
+
+TEST(BadInput, TruncatedInsidePayload) {
+  std::string path = SynthShard("trunc1", 10);
+  uint64_t js, lat;
+  MemberOffsets(path, 6, &js, &lat);
+  Truncate(path, lat + 100);  // cut inside sample 6's latent
+  al_index *idx = Build({path});
+  EXPECT_EQ(al_index_sample_count(idx), 6u);
+  std::string rej = RejectedText(idx);
+  ASSERT_GE(al_index_rejected_count(idx), 1u);
+  EXPECT_NE(rej.find("shard-000000.tar|000000-00000006.latent|" + std::to_string(lat - 512) + "|000000-00000006|"),
+            std::string::npos) << rej;
+  EXPECT_NE(rej.find("truncated"), std::string::npos) << rej;
+  al_index_free(idx);
+}
+
+TEST(BadInput, TruncatedInsideHeader) {
+  std::string path = SynthShard("trunc2", 10);
+  uint64_t js, lat;
+  MemberOffsets(path, 4, &js, &lat);
+  Truncate(path, js - 300);  // cut inside sample 4's first header
+  al_index *idx = Build({path});
+  // Samples 0..2 are certainly complete; sample 3 was in progress when the
+  // archive broke (it might have had more members) and is rejected too.
+  EXPECT_EQ(al_index_sample_count(idx), 3u);
+  std::string rej = RejectedText(idx);
+  EXPECT_NE(rej.find("|000000-00000003|"), std::string::npos) << rej;
+  EXPECT_NE(rej.find("|" + std::to_string(js - 512) + "||archive error, rest of shard unreadable: "), std::string::npos) << rej;
+  al_index_free(idx);
+}
+
+TEST(BadInput, TruncatedCompressedShard) {
+  std::string path = SynthShard("trunc3", 10);
+  std::string gz = path + ".gz";
+  altest::CompressFile(path, gz, "gzip");
+  std::vector<unsigned char> bytes = altest::ReadAll(gz);
+  Truncate(gz, bytes.size() / 2);
+  al_index *idx = Build({gz});
+  ASSERT_NE(idx, nullptr);
+  size_t kept = al_index_sample_count(idx);
+  EXPECT_GT(kept, 0u);
+  EXPECT_LT(kept, 10u);
+  std::string rej = RejectedText(idx);
+  EXPECT_GE(al_index_rejected_count(idx), 1u);
+  EXPECT_NE(rej.find("shard-000000.tar.gz|"), std::string::npos) << rej;
+  al_index_free(idx);
+}
+
+TEST(BadInput, GarbageOverAHeader) {
+  std::string path = SynthShard("garbage", 8);
+  uint64_t js, lat;
+  MemberOffsets(path, 3, &js, &lat);
+  // Overwrite sample 3's json header (and data) with garbage.
+  FILE *f = std::fopen(path.c_str(), "r+b");
+  ASSERT_NE(f, nullptr);
+  std::string junk(1024, '\x5a');
+  ASSERT_EQ(pwrite(fileno(f), junk.data(), junk.size(), (off_t)(js - 512)), (ssize_t)junk.size());
+  std::fclose(f);
+  al_index *idx = Build({path});
+  EXPECT_EQ(al_index_sample_count(idx), 7u);
+  std::string rej = RejectedText(idx);
+  EXPECT_NE(rej.find("shard-000000.tar||" + std::to_string(js - 512) + "||damaged tar header"), std::string::npos)
+      << rej;
+  // Sample 3 kept its latent member only: rejected for missing metadata.
+  EXPECT_NE(rej.find("|000000-00000003.latent|" + std::to_string(lat - 512) + "|000000-00000003|no metadata member"),
+            std::string::npos) << rej;
+  al_index_free(idx);
+}
+
+TEST(BadInput, GarbageInsideJsonData) {
+  std::string path = TmpPath("jsongarbage.tar");
+  altest::WriteTar(path, {{"a.json", Json(64, 64)}, {"b.json", std::string("{\"wid\xff\xfe\x01", 9)}});
+  al_index *idx = Build({path});
+  EXPECT_EQ(al_index_sample_count(idx), 1u);
+  EXPECT_NE(RejectedText(idx).find("|b.json|1024|b|broken JSON"), std::string::npos) << RejectedText(idx);
+  al_index_free(idx);
+}
+
+TEST(BadInput, UnreadableShardsAreCountedAndOthersIndexed) {
+  std::string good = TmpPath("good.tar"), text = TmpPath("notatar.tar"), empty = TmpPath("empty.tar"),
+              missing = TmpPath("missing.tar"), emptytar = TmpPath("emptytar.tar");
+  altest::WriteTar(good, {{"g.json", Json(16, 16)}});
+  altest::WriteStr(text, std::string(4000, 'h'));
+  altest::WriteStr(empty, "");
+  altest::WriteTar(emptytar, {});
+  al_index *idx = Build({text, good, empty, missing, emptytar});
+  ASSERT_NE(idx, nullptr);
+  EXPECT_EQ(al_index_shard_count(idx), 5u);
+  EXPECT_EQ(al_index_sample_count(idx), 1u);
+  std::string rej = RejectedText(idx);
+  EXPECT_EQ(al_index_rejected_count(idx), 3u) << rej;
+  EXPECT_NE(rej.find("notatar.tar||0||not a readable tar archive"), std::string::npos) << rej;
+  EXPECT_NE(rej.find("empty.tar||0||empty file"), std::string::npos) << rej;
+  EXPECT_NE(rej.find("missing.tar||0||cannot open"), std::string::npos) << rej;
+  al_shard_info s;
+  ASSERT_EQ(al_index_shard(idx, 4, &s), AL_OK);  // a valid tar with no members: no samples, no error
+  EXPECT_EQ(s.sample_count, 0u);
+  EXPECT_EQ(s.rejected_count, 0u);
+  al_index_free(idx);
+}
+
+TEST(BadInput, NoReadableShardFailsButReports) {
+  std::string text = TmpPath("only-text.tar"), empty = TmpPath("only-empty.tar");
+  altest::WriteStr(text, "hello, not a tar\n");
+  altest::WriteStr(empty, "");
+  al_index *idx = Build({text, empty}, 2, AL_EFORMAT);
+  ASSERT_NE(idx, nullptr);  // still returned so the caller can list why
+  EXPECT_EQ(al_index_rejected_count(idx), 2u);
+  EXPECT_NE(std::string(al_last_error()).find("no shard could be read"), std::string::npos);
+  al_index_free(idx);
+}
+
+TEST(BadInput, StrictFailsOnAnyRejection) {
+  std::string path = TmpPath("strict.tar");
+  altest::WriteTar(path, {{"a.json", Json(16, 16)}, {"b.json", "{}"}});
+  al_index_options o{};
+  o.strict = 1;
+  al_index *idx = Build({path}, 1, AL_EFORMAT, &o);
+  ASSERT_NE(idx, nullptr);
+  EXPECT_EQ(al_index_sample_count(idx), 1u);
+  EXPECT_EQ(al_index_rejected_count(idx), 1u);
+  al_index_free(idx);
+  std::string clean = TmpPath("strict-clean.tar");
+  altest::WriteTar(clean, {{"a.json", Json(16, 16)}});
+  idx = Build({clean}, 1, AL_OK, &o);
+  al_index_free(idx);
+}
+
+TEST(BadInput, NothingDisappears) {
+  // Mixed damage across shards: every sample written is either indexed or named in a rejection.
+  std::string p1 = TmpPath("nd1.tar"), p2 = TmpPath("nd2.tar");
+  Members m1, m2;
+  for (int i = 0; i < 50; i++) {
+    std::string k = "s" + std::to_string(i);
+    m1.push_back({k + ".json", i % 7 == 0 ? "{\"width\": 0, \"height\": 1}" : Json(16, 16)});
+    m1.push_back({k + ".bin", "payload"});
+    std::string k2 = (i % 10 == 0) ? k : "t" + std::to_string(i);  // some duplicates of shard 1
+    m2.push_back({k2 + ".json", i % 9 == 0 ? "{" : Json(32, 32)});
+  }
+  altest::WriteTar(p1, m1);
+  altest::WriteTar(p2, m2);
+  al_index *idx = Build({p1, p2});
+  EXPECT_EQ(al_index_sample_count(idx) + al_index_rejected_count(idx), 100u) << RejectedText(idx);
+  EXPECT_GT(al_index_rejected_count(idx), 10u);
+  al_index_free(idx);
+}
+
+TEST(BadInput, BadArguments) {
+  al_index *idx = nullptr;
+  EXPECT_EQ(al_index_build(&idx, nullptr, 0, nullptr, nullptr), AL_EINVAL);
+  EXPECT_EQ(idx, nullptr);
+  EXPECT_EQ(al_index_build(nullptr, nullptr, 0, nullptr, nullptr), AL_EINVAL);
+}
+
+}  // namespace
