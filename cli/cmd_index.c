@@ -10,6 +10,13 @@
 
 #define SHOW_REJECTED 20
 
+static void usage(FILE *out);
+
+/* Usage errors: the first usage line and a pointer to --help, not the whole page. */
+static void short_usage(void) {
+  fprintf(stderr, "run 'adaptiveload index --help' for usage\n");
+}
+
 static void usage(FILE *out) {
   fprintf(out,
           "usage: adaptiveload index [--threads T] [--json] [--dali-idx DIR] [--strict] -o INDEX SHARD...\n\n"
@@ -24,13 +31,16 @@ static void usage(FILE *out) {
           "  -o, --output INDEX   index file to write\n"
           "  --threads T          shards indexed in parallel (default: all cores)\n"
           "  --json               print one summary object on stdout:\n"
-          "                       {\"shards\", \"samples\", \"rejected\", \"bytes\", \"seconds\"}\n"
+          "                       {\"shards\", \"samples\", \"rejected\", \"bytes\", \"seconds\",\n"
+          "                       \"bytes_read\"} (bytes: shard sizes; bytes_read: what was read,\n"
+          "                       payloads of plain tar shards being skipped)\n"
           "  --dali-idx DIR       also write DALI wds2idx v1.2 index files (plain tar shards)\n"
           "  --strict             exit 1 if anything was rejected (the index is still written)\n"
           "  --progress / --no-progress   force the progress line on or off (default: on a terminal)\n"
           "  --field-width NAME, --field-height NAME, --field-frames NAME, --field-fps NAME,\n"
           "  --field-duration NAME        JSON field names (defaults: width height frames fps duration)\n"
-          "  --block-size BYTES   libarchive read block (default 4 MiB)\n\n"
+          "  --block-size BYTES   read block (default: 64 KiB for plain tar, whose payloads\n"
+          "                       are skipped by seeking; 4 MiB for compressed shards)\n\n"
           "exit status: 0 indexed (possibly with rejected samples), 1 no shard readable or\n"
           "--strict with rejections or an I/O error, 2 usage.\n");
 }
@@ -78,7 +88,7 @@ int al_cmd_index(int argc, char **argv) {
         if (al_shard_expand(argv[i], &paths, &n)) rc = al_cli_fail("index");
     } else if (a[0] == '-' && a[1] != '\0') {
       if (!v) {
-        fprintf(stderr, "adaptiveload index: %s needs a value (or is unknown)\n\n", a);
+        fprintf(stderr, "adaptiveload index: %s needs a value (or is unknown)\n", a);
         rc = AL_EXIT_USAGE;
         break;
       }
@@ -90,14 +100,14 @@ int al_cmd_index(int argc, char **argv) {
       } else if (!strcmp(a, "--threads")) {
         long t = strtol(v, &end, 10);
         if (errno || *end || t < 1 || t > 4096) {
-          fprintf(stderr, "adaptiveload index: bad --threads '%s'\n\n", v);
+          fprintf(stderr, "adaptiveload index: bad --threads '%s'\n", v);
           rc = AL_EXIT_USAGE;
         }
         o.threads = (int)t;
       } else if (!strcmp(a, "--block-size")) {
         unsigned long long b = strtoull(v, &end, 10);
         if (errno || *end || b < 512 || b > (1ull << 30)) {
-          fprintf(stderr, "adaptiveload index: bad --block-size '%s'\n\n", v);
+          fprintf(stderr, "adaptiveload index: bad --block-size '%s'\n", v);
           rc = AL_EXIT_USAGE;
         }
         o.block_size = (size_t)b;
@@ -114,7 +124,7 @@ int al_cmd_index(int argc, char **argv) {
       } else if (!strcmp(a, "--field-duration")) {
         o.field_duration = v;
       } else {
-        fprintf(stderr, "adaptiveload index: unknown option '%s'\n\n", a);
+        fprintf(stderr, "adaptiveload index: unknown option '%s'\n", a);
         rc = AL_EXIT_USAGE;
       }
     } else if (al_shard_expand(a, &paths, &n)) {
@@ -122,10 +132,10 @@ int al_cmd_index(int argc, char **argv) {
     }
   }
   if (rc == AL_EXIT_OK && (!output || n == 0)) {
-    fprintf(stderr, "adaptiveload index: %s\n\n", !output ? "-o INDEX is required" : "no SHARD given");
+    fprintf(stderr, "adaptiveload index: %s\n", !output ? "-o INDEX is required" : "no SHARD given");
     rc = AL_EXIT_USAGE;
   }
-  if (rc == AL_EXIT_USAGE) usage(stderr);
+  if (rc == AL_EXIT_USAGE) short_usage();
   if (rc != AL_EXIT_OK) {
     for (size_t i = 0; i < n; i++) free(paths[i]);
     free(paths);
@@ -157,9 +167,10 @@ int al_cmd_index(int argc, char **argv) {
     }
   }
   if (json)
-    printf("{\"shards\": %llu, \"samples\": %llu, \"rejected\": %llu, \"bytes\": %llu, \"seconds\": %.6f}\n",
+    printf("{\"shards\": %llu, \"samples\": %llu, \"rejected\": %llu, \"bytes\": %llu, \"seconds\": %.6f, "
+           "\"bytes_read\": %llu}\n",
            (unsigned long long)st.shards, (unsigned long long)st.samples, (unsigned long long)st.rejected,
-           (unsigned long long)st.bytes, st.seconds);
+           (unsigned long long)st.bytes, st.seconds, (unsigned long long)st.bytes_read);
   al_index_free(idx);
   if (brc) {
     fprintf(stderr, "adaptiveload index: %s\n", build_err);

@@ -7,6 +7,13 @@
 #include "cli/al_cli.h"
 #include "loader/al_synth.h"
 
+static void usage(FILE *out);
+
+/* Usage errors: the first usage line and a pointer to --help, not the whole page. */
+static void short_usage(void) {
+  fprintf(stderr, "run 'adaptiveload synth --help' for usage\n");
+}
+
 static void usage(FILE *out) {
   fprintf(out,
           "usage: adaptiveload synth --out DIR [--samples N] [--shards K] [--seed S]\n"
@@ -52,8 +59,8 @@ int al_cmd_synth(int argc, char **argv) {
       continue;
     }
     if (!v) {
-      fprintf(stderr, "adaptiveload synth: %s needs a value (or is unknown)\n\n", a);
-      usage(stderr);
+      fprintf(stderr, "adaptiveload synth: %s needs a value (or is unknown)\n", a);
+      short_usage();
       return AL_EXIT_USAGE;
     }
     i++;
@@ -70,14 +77,14 @@ int al_cmd_synth(int argc, char **argv) {
     } else if (!strcmp(a, "--payload") && (!strcmp(v, "latent") || !strcmp(v, "none"))) {
       o.payload = !strcmp(v, "none") ? AL_SYNTH_NONE : AL_SYNTH_LATENT;
     } else {
-      fprintf(stderr, "adaptiveload synth: bad option or value: %s %s\n\n", a, v);
-      usage(stderr);
+      fprintf(stderr, "adaptiveload synth: bad option or value: %s %s\n", a, v);
+      short_usage();
       return AL_EXIT_USAGE;
     }
   }
   if (!o.out_dir) {
-    fprintf(stderr, "adaptiveload synth: --out DIR is required\n\n");
-    usage(stderr);
+    fprintf(stderr, "adaptiveload synth: --out DIR is required\n");
+    short_usage();
     return AL_EXIT_USAGE;
   }
   al_synth_stats st;

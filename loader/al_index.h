@@ -38,7 +38,8 @@ typedef struct al_index_options {
   int threads;               /* shards indexed in parallel; 0 = all online cores */
   int strict;                /* nonzero: al_index_build fails if anything was rejected */
   int progress;              /* 0 = progress line on stderr when it is a terminal, 1 = always, -1 = never */
-  size_t block_size;         /* libarchive read block; 0 = 4 MiB */
+  size_t block_size;         /* read block; 0 = 64 KiB for plain tar (payloads past it are
+                                skipped by lseek), 4 MiB for compressed shards */
   const char *dali_idx_dir;  /* non-NULL: also write DALI wds2idx v1.2 files here, one per shard */
   /* JSON field names; NULL = defaults. Aliases are tried after the configured name. */
   const char *field_width;     /* "width" */
@@ -88,8 +89,11 @@ typedef struct al_index_stats {
   uint64_t shards;
   uint64_t samples;
   uint64_t rejected;
-  uint64_t bytes;            /* shard bytes read */
+  uint64_t bytes;            /* shard bytes (sum of file sizes of the shards) */
   double seconds;
+  uint64_t bytes_read;       /* bytes actually read from shard files: payloads of plain
+                                tar shards are skipped with lseek, so this is far below
+                                `bytes` when shards carry payloads */
 } al_index_stats;
 
 /* Expands a SHARD argument: a file, a directory (every *.tar* inside, sorted) or

@@ -22,18 +22,23 @@
 #include "loader/index_internal.h"
 #include "loader/scan.h"
 
-#define DEFAULT_BLOCK (4u << 20)
-
 /* ---------------------------------------------------------- key dedupe -- */
 
-/* Open addressing; a slot holds (hash tag << 40) | (sample + 1), 0 = empty. */
-#define DD_IDX_BITS 40
+/*
+ * Open addressing over sample indexes. A slot holds (top 28 bits of the key's
+ * hash) << 36 | (sample + 1); 0 = empty. The probe starts at the hash's top
+ * log2(cap) bits, so up to 2^28 slots a rehash needs only the slot words, not
+ * the keys (re-reading 10M keys from the arena dominated the merge).
+ */
+#define DD_IDX_BITS 36
 #define DD_IDX_MASK ((UINT64_C(1) << DD_IDX_BITS) - 1)
+#define DD_TAG_BITS (64 - DD_IDX_BITS)
 
 typedef struct merger {
   al_index *g;
   uint64_t *slots;
   size_t cap, n;
+  unsigned bits; /* cap = 1 << bits */
   al_member_rec *mem;
   size_t mem_cap;
   uint32_t *extmap;
@@ -42,28 +47,38 @@ typedef struct merger {
 
 static uint64_t key_hash(const char *k, size_t len) { return al_hash64(k, len, 0x6b6579); }
 
+static size_t home(uint64_t h, unsigned bits) { return (size_t)(h >> (64 - bits)); }
+
 static int mg_rehash(merger *m) {
-  size_t cap = m->cap ? m->cap * 2 : 4096;
+  unsigned bits = m->bits ? m->bits + 1 : 12;
+  size_t cap = (size_t)1 << bits;
   uint64_t *s = calloc(cap, sizeof *s);
   if (!s) return al_set_error(AL_ENOMEM, "out of memory (key table of %zu slots)", cap);
   for (size_t i = 0; i < m->cap; i++) {
     uint64_t v = m->slots[i];
     if (!v) continue;
-    const char *k = m->g->keys + m->g->samples[(v & DD_IDX_MASK) - 1].key;
-    size_t j = (size_t)key_hash(k, strlen(k)) & (cap - 1);
+    uint64_t h;
+    if (bits <= DD_TAG_BITS) {
+      h = v & ~DD_IDX_MASK; /* the tag is the hash's top bits */
+    } else {
+      const char *k = m->g->keys + m->g->samples[(v & DD_IDX_MASK) - 1].key;
+      h = key_hash(k, strlen(k));
+    }
+    size_t j = home(h, bits);
     while (s[j]) j = (j + 1) & (cap - 1);
     s[j] = v;
   }
   free(m->slots);
   m->slots = s;
   m->cap = cap;
+  m->bits = bits;
   return AL_OK;
 }
 
 /* Finds `key`; returns the sample index or -1, and the free slot in *slot. */
 static int64_t mg_find(const merger *m, const char *key, size_t len, uint64_t h, size_t *slot) {
   uint64_t tag = h >> DD_IDX_BITS;
-  size_t j = (size_t)h & (m->cap - 1);
+  size_t j = home(h, m->bits);
   for (;;) {
     uint64_t v = m->slots[j];
     if (!v) {
@@ -73,7 +88,7 @@ static int64_t mg_find(const merger *m, const char *key, size_t len, uint64_t h,
     if (v >> DD_IDX_BITS == tag) {
       size_t idx = (size_t)(v & DD_IDX_MASK) - 1;
       const char *k = m->g->keys + m->g->samples[idx].key;
-      if (strncmp(k, key, len) == 0 && k[len] == '\0') return (int64_t)idx;
+      if (memcmp(k, key, len) == 0 && k[len] == '\0') return (int64_t)idx;
     }
     j = (j + 1) & (m->cap - 1);
   }
@@ -106,6 +121,7 @@ static int merge(merger *m, al_scan_result *r, const char *path) {
     const al_sample_rec *s = &l->samples[i];
     const char *key = l->keys + s->key;
     size_t len = strlen(key);
+    if (g->n_samples + 1 >= DD_IDX_MASK) return al_set_error(AL_ERANGE, "more than 2^36 samples");
     if ((m->n + 1) * 4 > m->cap * 3) {
       rc = mg_rehash(m);
       if (rc) return rc;
@@ -137,7 +153,7 @@ static int merge(merger *m, al_scan_result *r, const char *path) {
     }
     rc = al_index_add_sample_rec(g, key, len, id, s->width, s->height, s->frames, s->fps, m->mem, s->n_members);
     if (rc) return rc;
-    m->slots[slot] = (h >> DD_IDX_BITS) << DD_IDX_BITS | (uint64_t)g->n_samples;
+    m->slots[slot] = (h & ~DD_IDX_MASK) | (uint64_t)g->n_samples;
     m->n++;
   }
   return AL_OK;
@@ -249,7 +265,7 @@ int al_index_build(al_index **out, const char *const *shards, size_t n, const al
   B.fields.frames = o.field_frames ? o.field_frames : al_default_fields[2];
   B.fields.fps = o.field_fps ? o.field_fps : al_default_fields[3];
   B.fields.duration = o.field_duration ? o.field_duration : al_default_fields[4];
-  B.block = o.block_size ? o.block_size : DEFAULT_BLOCK;
+  B.block = o.block_size; /* 0: scan.c picks by compression */
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   size_t threads = o.threads > 0 ? (size_t)o.threads : (cores > 0 ? (size_t)cores : 1);
   if (threads > n) threads = n;
@@ -293,6 +309,7 @@ int al_index_build(al_index **out, const char *const *shards, size_t n, const al
   if (started == 0) rc = al_set_error(AL_ENOMEM, "cannot start indexing threads");
 
   size_t readable = 0;
+  uint64_t bytes_read = 0;
   double last_print = 0;
   for (size_t i = 0; i < n && !rc; i++) {
     pthread_mutex_lock(&B.mu);
@@ -324,6 +341,7 @@ int al_index_build(al_index **out, const char *const *shards, size_t n, const al
       rc = abs ? merge(&M, &B.results[i], abs) : al_set_error(AL_ENOMEM, "out of memory");
       free(abs);
       readable += (size_t)B.results[i].readable;
+      bytes_read += B.results[i].bytes_read;
     }
     al_scan_result_free(&B.results[i]);
     pthread_mutex_lock(&B.mu);
@@ -368,6 +386,7 @@ int al_index_build(al_index **out, const char *const *shards, size_t n, const al
     stats->bytes = 0;
     for (size_t i = 0; i < idx->n_shards; i++) stats->bytes += idx->shards[i].size;
     stats->seconds = now_s() - t0;
+    stats->bytes_read = bytes_read;
   }
   *out = idx;
   if (readable == 0)

@@ -22,6 +22,7 @@ typedef struct al_scan_result {
   size_t first_hdr_cap;
   int readable;         /* 0: the shard could not be opened or is not a tar */
   uint64_t bytes;       /* shard bytes (file size) when readable */
+  uint64_t bytes_read;  /* bytes actually read from the file (payloads skipped are not) */
 } al_scan_result;
 
 typedef struct al_scan_progress {
