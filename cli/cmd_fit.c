@@ -1,12 +1,158 @@
-/* adaptiveload fit: placeholder until its issue lands. */
+/* adaptiveload fit: fit a cost model to a shape benchmark (planner/al_cost.h). */
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cli/al_cli.h"
+#include "planner/al_cost.h"
+
+static void usage(FILE *out) {
+  fprintf(out,
+          "usage: adaptiveload fit --bench FILE [-o COST] [--model auto|power|poly2] [--json]\n"
+          "                        [--loss rel|abs] [--min-tokens N] [--folds K]\n"
+          "                        [--mem-capacity BYTES] [--mem-safety F]\n"
+          "       adaptiveload fit --default [-o COST] [--json]\n\n"
+          "Fits the step time of a shape benchmark by two model families:\n"
+          "  power: t = a + b * B * S^p              (Levenberg-Marquardt)\n"
+          "  poly2: t = a + b * B * S + c * B * S^2  (linear least squares, QR)\n"
+          "and reports R^2 and the median and max relative error on held-out rows\n"
+          "(deterministic k-fold: row i is in fold i mod k). `auto` keeps the family with\n"
+          "the lower held-out median error. Rows with B*S < min-tokens are launch-bound\n"
+          "(kernel-launch overhead, not work) and are left out and counted.\n\n"
+          "FILE is a CSV with a header row naming B, S, step_ms (alias ms) and optionally\n"
+          "peak_mem_bytes, in any order, or the JSON of planner/data/h200_dit_block_cost.json\n"
+          "({\"rows\": [{\"B\", \"S\", \"ms\"}]}). examples/shape_bench.py writes the CSV.\n"
+          "With peak memory, memory ~ m0 + m1 * B * S is fitted too, and with\n"
+          "--mem-capacity the token cap M_mem = (capacity * safety - m0) / m1 is printed\n"
+          "(plan takes the same flags).\n\n"
+          "options:\n"
+          "  --bench FILE        benchmark CSV or JSON\n"
+          "  --default           fit the embedded H200 benchmark (what plan uses without --cost)\n"
+          "  -o, --out COST      write the cost model file (proto container, kind cost model)\n"
+          "  --model M           auto (default), power or poly2\n"
+          "  --loss L            rel (default: relative residuals) or abs (plain residuals)\n"
+          "  --min-tokens N      leave out rows with B*S < N (default 4096; 1 keeps all)\n"
+          "  --folds K           k-fold held-out evaluation (default 5)\n"
+          "  --mem-capacity B    GPU memory in bytes, to derive M_mem from the memory fit\n"
+          "  --mem-safety F      fraction of the capacity to plan for (default 0.9)\n"
+          "  --json              print one JSON object (model, parameters, errors)\n");
+}
+
+static int parse_u64(const char *s, unsigned long long *v) {
+  char *end;
+  errno = 0;
+  if (!s || !*s || *s == '-') return -1;
+  *v = strtoull(s, &end, 10);
+  return (errno || *end) ? -1 : 0;
+}
+
+static int parse_double(const char *s, double *v) {
+  char *end;
+  errno = 0;
+  if (!s || !*s) return -1;
+  *v = strtod(s, &end);
+  return (errno || *end) ? -1 : 0;
+}
+
+static void print_fit(const al_cost_fit *f, const char *tag) {
+  const double *p = f->params;
+  if (f->family == AL_COST_POWER)
+    printf("  %-6s power  t = %.4g + %.4g * B * S^%.4f ms\n", tag, p[0], p[1], p[2]);
+  else
+    printf("  %-6s poly2  t = %.4g + %.4g * B*S + %.4g * B*S^2 ms\n", tag, p[0], p[1], p[2]);
+  printf("         R^2 %.5f, held-out relative error: median %.2f%%, max %.2f%%\n", f->r2, 100 * f->median_rel_err,
+         100 * f->max_rel_err);
+}
 
 int al_cmd_fit(int argc, char **argv) {
   if (al_cli_wants_help(argc, argv)) {
-    printf("usage: adaptiveload fit ...\n\n(not implemented yet)\n");
+    usage(stdout);
     return AL_EXIT_OK;
   }
-  return al_cli_not_implemented("fit");
+  const char *bench = NULL, *out = NULL;
+  int json = 0, use_default = 0;
+  double capacity = 0, safety = 0.9;
+  al_cost_fit_options fo;
+  memset(&fo, 0, sizeof fo);
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "--json")) {
+      json = 1;
+      continue;
+    }
+    if (!strcmp(a, "--default")) {
+      use_default = 1;
+      continue;
+    }
+    unsigned long long n;
+    int bad = !v;
+    if (bad) {
+    } else if (!strcmp(a, "--bench")) {
+      bench = v;
+    } else if (!strcmp(a, "-o") || !strcmp(a, "--out")) {
+      out = v;
+    } else if (!strcmp(a, "--model")) {
+      if (al_cost_family_parse(v, &fo.family)) {
+        fprintf(stderr, "adaptiveload fit: %s\n", al_last_error());
+        return AL_EXIT_USAGE;
+      }
+    } else if (!strcmp(a, "--loss")) {
+      if (!strcmp(v, "rel")) fo.loss = AL_LOSS_REL;
+      else if (!strcmp(v, "abs")) fo.loss = AL_LOSS_ABS;
+      else bad = 1;
+    } else if (!strcmp(a, "--min-tokens")) {
+      bad = parse_u64(v, &n) || !n;
+      fo.min_tokens = n;
+    } else if (!strcmp(a, "--folds")) {
+      bad = parse_u64(v, &n) || n < 2 || n > 1000;
+      fo.folds = (uint32_t)n;
+    } else if (!strcmp(a, "--mem-capacity")) {
+      bad = parse_double(v, &capacity) || !(capacity > 0);
+    } else if (!strcmp(a, "--mem-safety")) {
+      bad = parse_double(v, &safety) || !(safety > 0) || safety > 1;
+    } else {
+      bad = 1;
+    }
+    if (bad) {
+      fprintf(stderr, "adaptiveload fit: bad option or value: %s %s\n\n", a, v ? v : "");
+      usage(stderr);
+      return AL_EXIT_USAGE;
+    }
+    i++;
+  }
+  if (!bench && !use_default) {
+    fprintf(stderr, "adaptiveload fit: --bench FILE (or --default) is required\n\n");
+    usage(stderr);
+    return AL_EXIT_USAGE;
+  }
+  al_bench b;
+  int rc = bench ? al_bench_load(&b, bench)
+                 : al_bench_parse(&b, al_cost_default_json(), strlen(al_cost_default_json()),
+                                  "embedded h200_dit_block_cost.json");
+  if (rc) return al_cli_fail("fit");
+  al_cost_model m;
+  rc = al_cost_fit_bench(&b, &fo, &m);
+  al_bench_free(&b);
+  if (rc) return al_cli_fail("fit");
+  uint64_t mem_tokens = 0;
+  if (capacity > 0 && al_cost_mem_tokens(&m, capacity, safety, &mem_tokens)) return al_cli_fail("fit");
+  if (out && al_cost_save(&m, out)) return al_cli_fail("fit");
+  if (json) {
+    al_cost_print_json(&m, stdout);
+    if (mem_tokens) printf("{\"mem_capacity\": %.0f, \"mem_safety\": %.3f, \"mem_tokens\": %llu}\n", capacity, safety,
+                           (unsigned long long)mem_tokens);
+  } else {
+    printf("fit of %s: %u rows (%u launch-bound rows with B*S < %.0f left out), %s residuals%s%s\n", m.source, m.rows,
+           m.rows_excluded, m.min_tokens, m.abs_loss ? "absolute" : "relative", m.device[0] ? ", device " : "",
+           m.device);
+    print_fit(&m.fit, "chosen");
+    if (m.alt.family) print_fit(&m.alt, "other");
+    if (m.has_mem) printf("  memory bytes = %.4g + %.4g * B * S\n", m.mem_m0, m.mem_m1);
+    if (mem_tokens)
+      printf("  M_mem for %.0f bytes x %.2f: %llu tokens per micro-batch\n", capacity, safety,
+             (unsigned long long)mem_tokens);
+    if (out) printf("wrote %s\n", out);
+  }
+  return AL_EXIT_OK;
 }

@@ -132,6 +132,8 @@ int al_plan_get_info(const al_plan *p, al_manifest_info *out);
 uint64_t al_plan_rejected(const al_plan *p, al_reject_reason r);
 /* First rejected sample for reason r (index position), or UINT64_MAX. */
 uint64_t al_plan_first_rejected(const al_plan *p, al_reject_reason r);
+/* Buckets holding at least one sample. */
+size_t al_plan_buckets_used(const al_plan *p);
 
 /* ------------------------------------------------------------ reports -- */
 
@@ -144,6 +146,9 @@ int al_manifest_print_jsonl(FILE *out, const al_manifest *m);
 /* Heat strip of per-step per-rank predicted load (steps on x, ranks on y,
  * colour = rank cost / step max). Long manifests are binned to <= 1200 columns. */
 int al_manifest_write_svg(const al_manifest *m, const char *path);
+/* The same JSON object / a short text summary for a plan not yet saved. */
+void al_plan_print_json(FILE *out, const al_plan *p);
+void al_plan_print_summary(FILE *out, const al_plan *p, const char *name);
 /* Two manifests side by side (e.g. adaptive vs equal-token), with ratios. */
 void al_plan_compare_print(FILE *out, const al_manifest *a, const al_manifest *b);
 

@@ -73,8 +73,7 @@ void al_manifest_print_summary(FILE *out, const al_manifest *m, const char *name
   }
 }
 
-void al_manifest_print_json(FILE *out, const al_manifest *m) {
-  const al_manifest_info *in = &m->info;
+static void print_info_json(FILE *out, const al_manifest_info *in, const uint64_t *rejected, size_t used) {
   fprintf(out, "{\"policy\": ");
   json_str(out, in->policy);
   fprintf(out, ", \"world\": %u, \"seed\": %llu, \"epoch\": %u, \"first_step\": %u, \"steps\": %u", in->world,
@@ -86,7 +85,7 @@ void al_manifest_print_json(FILE *out, const al_manifest *m) {
   for (int r = 1; r < AL_REJECT_COUNT; r++) {
     fprintf(out, "%s", r > 1 ? ", " : "");
     json_str(out, al_reject_reason_name((al_reject_reason)r));
-    fprintf(out, ": %llu", (unsigned long long)m->rejected[r]);
+    fprintf(out, ": %llu", (unsigned long long)rejected[r]);
   }
   fprintf(out, "}, \"index_samples\": %llu, \"tokens\": %llu", (unsigned long long)in->index_samples,
           (unsigned long long)in->tokens);
@@ -95,9 +94,33 @@ void al_manifest_print_json(FILE *out, const al_manifest *m) {
   fprintf(out, ", \"mem_tokens\": %llu, \"comp_budget_ms\": %.6f, \"step_cost_ms\": %.6f, \"window\": %u, \"last_step\": ",
           (unsigned long long)in->mem_tokens, in->comp_budget_ms, in->step_cost_ms, in->window);
   json_str(out, in->last_step);
-  fprintf(out, ", \"buckets_used\": %zu, \"cost_model\": ", buckets_used(m));
+  fprintf(out, ", \"buckets_used\": %zu, \"cost_model\": ", used);
   json_str(out, in->cost_family);
   fprintf(out, ", \"index_fingerprint\": \"%016llx\"}\n", (unsigned long long)in->index_fingerprint);
+}
+
+void al_manifest_print_json(FILE *out, const al_manifest *m) {
+  print_info_json(out, &m->info, m->rejected, buckets_used(m));
+}
+
+void al_plan_print_json(FILE *out, const al_plan *p) {
+  al_manifest_info in;
+  al_plan_get_info(p, &in);
+  uint64_t rej[AL_REJECT_COUNT];
+  for (int r = 0; r < AL_REJECT_COUNT; r++) rej[r] = al_plan_rejected(p, (al_reject_reason)r);
+  print_info_json(out, &in, rej, al_plan_buckets_used(p));
+}
+
+void al_plan_print_summary(FILE *out, const al_plan *p, const char *name) {
+  al_manifest_info in;
+  al_plan_get_info(p, &in);
+  fprintf(out, "plan: %s: %s, world %u, %u steps from %u, %llu micro-batches, %llu samples (%llu padding, %llu dropped, "
+          "%llu rejected), %zu buckets used\n",
+          name, in.policy, in.world, in.steps, in.first_step, (unsigned long long)in.micro_batches,
+          (unsigned long long)in.samples, (unsigned long long)in.padded, (unsigned long long)in.dropped,
+          (unsigned long long)in.rejected, al_plan_buckets_used(p));
+  fprintf(out, "plan: imbalance CV %.2f%%, bubble %.2f%%, predicted %.1f s, %.0f tokens/s\n", 100 * in.imbalance_cv,
+          100 * in.bubble, in.predicted_seconds, in.predicted_tokens_per_s);
 }
 
 int al_manifest_print_jsonl(FILE *out, const al_manifest *m) {

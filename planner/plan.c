@@ -150,6 +150,12 @@ uint64_t al_plan_rejected(const al_plan *p, al_reject_reason r) {
   return p && (unsigned)r < AL_REJECT_COUNT ? p->rejected[r] : 0;
 }
 
+size_t al_plan_buckets_used(const al_plan *p) {
+  size_t n = 0;
+  for (size_t i = 0; p && i < p->n_buckets; i++) n += p->buckets[i].samples != 0;
+  return n;
+}
+
 uint64_t al_plan_first_rejected(const al_plan *p, al_reject_reason r) {
   return p && (unsigned)r < AL_REJECT_COUNT ? p->first_rejected[r] : UINT64_MAX;
 }
@@ -162,6 +168,60 @@ static double default_step_ms(const al_plan *p) {
   for (size_t b = 0; b < p->n_buckets; b++)
     if (p->buckets[b].samples && p->buckets[b].batch_cost_ms > t) t = p->buckets[b].batch_cost_ms;
   return t > 0 ? t : 1.0;
+}
+
+/* Open-addressing map (width, height, frames) -> bucket or reason. It stops
+ * growing at MEMO_CAP / 2 entries; further new shapes are assigned directly. */
+#define MEMO_CAP (1u << 16)
+typedef struct shape_memo {
+  uint64_t *key;   /* w | h << 21 | f << 42, +1 so 0 means empty; 0 when shapes exceed 21 bits */
+  uint32_t *val;   /* bucket, or UINT32_MAX - reason */
+  size_t used;
+} shape_memo;
+
+static void memo_init(shape_memo *m) {
+  m->key = calloc(MEMO_CAP, sizeof *m->key);
+  m->val = malloc(MEMO_CAP * sizeof *m->val);
+  m->used = 0;
+  if (!m->key || !m->val) {
+    free(m->key), free(m->val);
+    m->key = NULL, m->val = NULL;
+  }
+}
+
+static void memo_free(shape_memo *m) {
+  free(m->key);
+  free(m->val);
+}
+
+static al_reject_reason memo_assign(shape_memo *m, const al_bucket_table *t, const al_plan *p, uint32_t w, uint32_t h,
+                                    uint32_t f, uint32_t *bucket) {
+  uint64_t key = 0;
+  size_t slot = 0;
+  if (m->key && w < (1u << 21) && h < (1u << 21) && f < (1u << 21)) {
+    key = ((uint64_t)w | (uint64_t)h << 21 | (uint64_t)f << 42) + 1;
+    uint64_t hh = key * UINT64_C(0x9e3779b97f4a7c15);
+    slot = (size_t)(hh >> 48) & (MEMO_CAP - 1);
+    while (m->key[slot]) {
+      if (m->key[slot] == key) {
+        uint32_t v = m->val[slot];
+        if (v < UINT32_MAX - AL_REJECT_COUNT) {
+          *bucket = v;
+          return AL_REJECT_NONE;
+        }
+        return (al_reject_reason)(UINT32_MAX - v);
+      }
+      slot = (slot + 1) & (MEMO_CAP - 1);
+    }
+  }
+  al_reject_reason r = AL_REJECT_NONE;
+  if (al_bucket_assign(t, &p->geom, p->mem_tokens, w, h, f, bucket, &r) == AL_OK) r = AL_REJECT_NONE;
+  if (key && m->used < MEMO_CAP / 2) {
+    m->key[slot] = key;
+    m->val[slot] = r == AL_REJECT_NONE ? *bucket : UINT32_MAX - (uint32_t)r;
+    m->used++;
+  }
+  return r;
 }
 
 static al_plan *plan_alloc(void) {
@@ -181,7 +241,7 @@ static int check_cost(const al_cost_model *c) {
 }
 
 static int build(al_plan *p, const al_plan_input *in, const al_cost_model *cost, const al_plan_options *o,
-                 uint32_t **bucket_of_out, uint32_t **order_out, size_t *n_order) {
+                 uint64_t **items_out, size_t *n_items) {
   int rc;
   if (!in->n) return al_set_error(AL_EINVAL, "the index has no samples: nothing to plan");
   if (in->n > UINT32_MAX) return al_set_error(AL_ERANGE, "%zu samples: the planner handles at most 2^32 - 1", in->n);
@@ -235,38 +295,35 @@ static int build(al_plan *p, const al_plan_input *in, const al_cost_model *cost,
   for (size_t i = 0; i < p->n_buckets; i++) size_bucket(p, &p->buckets[i]);
   finish_buckets(p);
 
-  uint32_t *bucket_of = malloc(in->n * sizeof *bucket_of);
+  /* bucket << 32 | position of each planned sample, ascending positions. */
+  uint64_t *items = malloc(in->n * sizeof *items);
   p->status = calloc(in->n, 1);
-  if (!bucket_of || !p->status) {
-    free(bucket_of);
+  if (!items || !p->status) {
+    free(items);
     al_bucket_table_free(own);
     return al_set_error(AL_ENOMEM, "plan: out of memory for %zu samples", in->n);
   }
-  /* Shapes repeat a lot (datasets come in a few resolutions): remember the last one. */
-  uint32_t lw = 0, lh = 0, lf = 0, lb = 0;
-  al_reject_reason lr = AL_REJECT_BAD_SHAPE;
+  /* Datasets come in few distinct shapes: memoise the assignment per shape. */
+  shape_memo memo;
+  memo_init(&memo);
   size_t planned = 0;
   for (size_t i = 0; i < in->n; i++) {
-    uint32_t w = in->width[i], h = in->height[i], f = in->frames[i];
-    if (w != lw || h != lh || f != lf || !i) {
-      if (al_bucket_assign(t, &p->geom, p->mem_tokens, w, h, f, &lb, &lr) == AL_OK) lr = AL_REJECT_NONE;
-      lw = w, lh = h, lf = f;
-    }
+    uint32_t lb;
+    al_reject_reason lr = memo_assign(&memo, t, p, in->width[i], in->height[i], in->frames[i], &lb);
     if (lr != AL_REJECT_NONE) {
-      bucket_of[i] = UINT32_MAX;
       p->status[i] = (uint8_t)lr;
       if (!p->rejected[lr]) p->first_rejected[lr] = i;
       p->rejected[lr]++;
       p->rejected[AL_REJECT_NONE]++;
       continue;
     }
-    bucket_of[i] = lb;
+    items[planned++] = (uint64_t)lb << 32 | i;
     p->buckets[lb].samples++;
-    planned++;
   }
+  memo_free(&memo);
   al_bucket_table_free(own);
   if (!planned) {
-    free(bucket_of);
+    free(items);
     return al_set_error(AL_ENOTFOUND,
                         "no sample fits any bucket: %zu rejected (%llu zero-sized, %llu too small, %llu too few frames, "
                         "%llu over mem-tokens %llu)",
@@ -275,18 +332,9 @@ static int build(al_plan *p, const al_plan_input *in, const al_cost_model *cost,
                         (unsigned long long)p->rejected[AL_REJECT_TOO_FEW_FRAMES],
                         (unsigned long long)p->rejected[AL_REJECT_OVER_MEMORY], (unsigned long long)p->mem_tokens);
   }
-  uint32_t *order = malloc(planned * sizeof *order);
-  if (!order) {
-    free(bucket_of);
-    return al_set_error(AL_ENOMEM, "plan: out of memory");
-  }
-  size_t k = 0;
-  for (size_t i = 0; i < in->n; i++)
-    if (bucket_of[i] != UINT32_MAX) order[k++] = (uint32_t)i;
   p->step_ms = o->step_cost_ms > 0 ? o->step_cost_ms : default_step_ms(p);
-  *bucket_of_out = bucket_of;
-  *order_out = order;
-  *n_order = planned;
+  *items_out = items;
+  *n_items = planned;
   return AL_OK;
 }
 
@@ -295,12 +343,11 @@ int al_plan_build(al_plan **out, const al_plan_input *in, const al_cost_model *c
   *out = NULL;
   al_plan *p = plan_alloc();
   if (!p) return al_set_error(AL_ENOMEM, "plan: out of memory");
-  uint32_t *bucket_of = NULL, *order = NULL;
+  uint64_t *items = NULL;
   size_t n = 0;
-  int rc = build(p, in, cost, o, &bucket_of, &order, &n);
-  if (!rc) rc = al_schedule(p, order, n, bucket_of, 0);
-  free(order);
-  free(bucket_of);
+  int rc = build(p, in, cost, o, &items, &n);
+  if (!rc) rc = al_schedule(p, items, n, 0);
+  free(items);
   if (!rc && o->start_step) rc = al_plan_trim(p, o->start_step);
   if (rc) {
     al_plan_free(p);
@@ -350,7 +397,7 @@ int al_plan_replan(al_plan **out, const al_manifest *old, uint32_t at_step, uint
   p->buckets = calloc(p->n_buckets ? p->n_buckets : 1, sizeof *p->buckets);
   p->status = malloc(n ? n : 1);
   uint32_t *bucket_of = malloc((n ? n : 1) * sizeof *bucket_of);
-  uint32_t *order = NULL;
+  uint64_t *items = NULL;
   if (!p->buckets || !p->status || !bucket_of) rc = al_set_error(AL_ENOMEM, "plan: out of memory");
   for (size_t i = 0; i < p->n_buckets && !rc; i++) {
     const al_bucket_info *ob = &old->buckets[i];
@@ -395,17 +442,17 @@ int al_plan_replan(al_plan **out, const al_manifest *old, uint32_t at_step, uint
       }
     }
     if (!rc) {
-      order = malloc((count ? count : 1) * sizeof *order);
-      if (!order) rc = al_set_error(AL_ENOMEM, "plan: out of memory");
+      items = malloc((count ? count : 1) * sizeof *items);
+      if (!items) rc = al_set_error(AL_ENOMEM, "plan: out of memory");
       size_t k = 0;
-      for (size_t i = 0; i < n && order; i++)
-        if (bucket_of[i] != UINT32_MAX) order[k++] = (uint32_t)i;
+      for (size_t i = 0; i < n && items; i++)
+        if (bucket_of[i] != UINT32_MAX) items[k++] = (uint64_t)bucket_of[i] << 32 | i;
       /* Its own random stream: a re-plan for (at_step, world) must not replay
        * the first plan's shuffle, and must be reproducible. */
-      if (!rc) rc = al_schedule(p, order, count, bucket_of, ((uint64_t)at_step << 32) | world);
+      if (!rc) rc = al_schedule(p, items, count, ((uint64_t)at_step << 32) | world);
     }
   }
-  free(order);
+  free(items);
   free(bucket_of);
   if (rc) {
     al_plan_free(p);

@@ -75,10 +75,11 @@ struct al_plan {
   double imbalance_cv, bubble, seconds;
 };
 
-/* Shuffles `order` (n planned index positions, canonical order) with the
- * plan's (seed, epoch, stream) and schedules it: fills mb, micro, slot, steps
- * and marks dropped samples in status. bucket_of gives each position's bucket. */
-int al_schedule(al_plan *p, uint32_t *order, size_t n, const uint32_t *bucket_of, uint64_t stream);
+/* Shuffles `items` (n planned samples as bucket << 32 | index position, in
+ * ascending position order) with the plan's (seed, epoch, stream) and
+ * schedules them: fills mb, micro, slot, steps and marks dropped samples in
+ * status. */
+int al_schedule(al_plan *p, uint64_t *items, size_t n, uint64_t stream);
 
 /* Keeps steps >= k only (k - first_step of them are removed). */
 int al_plan_trim(al_plan *p, uint32_t k);

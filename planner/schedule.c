@@ -47,14 +47,14 @@ static int push_sample(al_plan *p, uint32_t s) {
 
 /* Walks the shuffled order with one open batch per bucket; a batch that
  * reaches B joins the sequence; leftovers follow in bucket order. */
-static int form_batches(al_plan *p, const uint32_t *order, size_t n, const uint32_t *bucket_of) {
+static int form_batches(al_plan *p, const uint64_t *items, size_t n) {
   size_t nb = p->n_buckets;
   uint64_t *off = calloc(nb + 1, sizeof *off);
   uint32_t *fill = calloc(nb, sizeof *fill);
   uint32_t *buf = NULL;
   int rc = (off && fill) ? AL_OK : al_set_error(AL_ENOMEM, "plan: out of memory");
   if (!rc) {
-    for (size_t i = 0; i < n; i++) off[bucket_of[order[i]] + 1]++;
+    for (size_t i = 0; i < n; i++) off[(items[i] >> 32) + 1]++;
     for (size_t b = 0; b < nb; b++) {
       uint64_t c = off[b + 1];
       if (c > p->buckets[b].batch_size) c = p->buckets[b].batch_size;
@@ -65,7 +65,7 @@ static int form_batches(al_plan *p, const uint32_t *order, size_t n, const uint3
   }
   if (!rc) rc = grow((void **)&p->mb, &p->cap_mb, n + p->world, sizeof *p->mb);
   for (size_t i = 0; i < n && !rc; i++) {
-    uint32_t s = order[i], b = bucket_of[s];
+    uint32_t s = (uint32_t)items[i], b = (uint32_t)(items[i] >> 32);
     buf[off[b] + fill[b]++] = s;
     if (fill[b] == p->buckets[b].batch_size) {
       memcpy(p->mb + p->n_mb, buf + off[b], (size_t)fill[b] * sizeof *buf);
@@ -348,11 +348,17 @@ static int deal_adaptive(al_plan *p, al_rng *rng) {
   return AL_OK;
 }
 
-int al_schedule(al_plan *p, uint32_t *order, size_t n, const uint32_t *bucket_of, uint64_t stream) {
+int al_schedule(al_plan *p, uint64_t *items, size_t n, uint64_t stream) {
   al_rng rng;
   al_rng_seed(&rng, p->seed, p->epoch, stream);
-  shuffle_u32(&rng, order, n);
-  int rc = form_batches(p, order, n, bucket_of);
+  /* Fisher-Yates on (bucket, position) pairs: batch forming then reads them in order. */
+  for (size_t i = n; i > 1; i--) {
+    size_t j = (size_t)al_rng_below(&rng, i);
+    uint64_t t = items[i - 1];
+    items[i - 1] = items[j];
+    items[j] = t;
+  }
+  int rc = form_batches(p, items, n);
   if (rc) return rc;
   if (p->policy == AL_POLICY_EQUAL_TOKEN) return deal_equal_token(p);
   return deal_adaptive(p, &rng);
