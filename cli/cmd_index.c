@@ -32,8 +32,9 @@ static void usage(FILE *out) {
           "  --threads T          shards indexed in parallel (default: all cores)\n"
           "  --json               print one summary object on stdout:\n"
           "                       {\"shards\", \"samples\", \"rejected\", \"bytes\", \"seconds\",\n"
-          "                       \"bytes_read\"} (bytes: shard sizes; bytes_read: what was read,\n"
-          "                       payloads of plain tar shards being skipped)\n"
+          "                       \"bytes_read\", \"mem_records\", \"mem_keys\"} (bytes: shard sizes;\n"
+          "                       bytes_read: what was read, payloads of plain tar shards being\n"
+          "                       skipped; mem_*: bytes the in-memory index holds)\n"
           "  --dali-idx DIR       also write DALI wds2idx v1.2 index files (plain tar shards)\n"
           "  --strict             exit 1 if anything was rejected (the index is still written)\n"
           "  --progress / --no-progress   force the progress line on or off (default: on a terminal)\n"
@@ -166,11 +167,17 @@ int al_cmd_index(int argc, char **argv) {
       print_rejected(idx);
     }
   }
+  size_t mem_records = 0, mem_keys = 0;
+  al_index_memory(idx, &mem_records, &mem_keys);
+  if (!json)
+    fprintf(stderr, "index memory: %.1f MB records (%.1f B/sample) + %.1f MB keys; read %.1f of %.1f MB\n",
+            mem_records / 1e6, st.samples ? (double)mem_records / st.samples : 0.0, mem_keys / 1e6,
+            st.bytes_read / 1e6, st.bytes / 1e6);
   if (json)
     printf("{\"shards\": %llu, \"samples\": %llu, \"rejected\": %llu, \"bytes\": %llu, \"seconds\": %.6f, "
-           "\"bytes_read\": %llu}\n",
+           "\"bytes_read\": %llu, \"mem_records\": %zu, \"mem_keys\": %zu}\n",
            (unsigned long long)st.shards, (unsigned long long)st.samples, (unsigned long long)st.rejected,
-           (unsigned long long)st.bytes, st.seconds, (unsigned long long)st.bytes_read);
+           (unsigned long long)st.bytes, st.seconds, (unsigned long long)st.bytes_read, mem_records, mem_keys);
   al_index_free(idx);
   if (brc) {
     fprintf(stderr, "adaptiveload index: %s\n", build_err);

@@ -372,6 +372,7 @@ int al_index_build(al_index **out, const char *const *shards, size_t n, const al
     return rc;
   }
   al_index *idx = M.g;
+  al_index_trim(idx);
   if (o.dali_idx_dir) {
     rc = al_dali_idx_write(idx, o.dali_idx_dir);
     if (rc) {

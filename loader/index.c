@@ -41,6 +41,23 @@ int al_index_new(al_index **out) {
   return AL_OK;
 }
 
+static void trim(void **arr, size_t *cap, size_t n, size_t elem) {
+  if (*cap <= n || n == 0) return;
+  void *p = realloc(*arr, n * elem);
+  if (p) {
+    *arr = p;
+    *cap = n;
+  }
+}
+
+void al_index_trim(al_index *idx) {
+  trim((void **)&idx->samples, &idx->cap_samples, idx->n_samples, sizeof *idx->samples);
+  trim((void **)&idx->members, &idx->cap_members, idx->n_members, sizeof *idx->members);
+  trim((void **)&idx->keys, &idx->keys_cap, idx->keys_len, 1);
+  trim((void **)&idx->shards, &idx->cap_shards, idx->n_shards, sizeof *idx->shards);
+  trim((void **)&idx->rejected, &idx->cap_rejected, idx->n_rejected, sizeof *idx->rejected);
+}
+
 int al_index_set_fields(al_index *idx, const char *const names[AL_N_FIELDS]) {
   for (int i = 0; i < AL_N_FIELDS; i++) {
     char *s = strdup(names[i] ? names[i] : al_default_fields[i]);

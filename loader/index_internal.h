@@ -93,6 +93,9 @@ int al_index_add_sample_rec(al_index *idx, const char *key, size_t key_len, uint
                             uint32_t width, uint32_t height, uint32_t frames, float fps,
                             const al_member_rec *members, size_t n_members);
 
+/* Gives back growth slack once an index is complete (build, load). */
+void al_index_trim(al_index *idx);
+
 int al_index_set_fields(al_index *idx, const char *const names[AL_N_FIELDS]);
 
 /* Default JSON field names, in al_index.fields order. */

@@ -337,6 +337,7 @@ int al_index_load(al_index **out, const char *path) {
     al_index_free(L.idx);
     return rc;
   }
+  al_index_trim(L.idx);
   *out = L.idx;
   return AL_OK;
 }

@@ -41,6 +41,14 @@ uint32_t al_schedule_epoch(const al_schedule *s);
 uint64_t al_schedule_seed(const al_schedule *s);
 uint64_t al_schedule_index_fingerprint(const al_schedule *s);
 
+/* Shape buckets of the manifest, in manifest order: the k-th of
+ * al_schedule_bucket_count() has id *id (what batches carry), shape width x
+ * height x frames (what its samples are resized/cropped to) and `tokens`
+ * tokens per sample. Any output may be NULL. AL_ERANGE past the end. */
+size_t al_schedule_bucket_count(const al_schedule *s);
+int al_schedule_bucket(const al_schedule *s, size_t k, uint32_t *id, uint32_t *width, uint32_t *height,
+                       uint32_t *frames, uint64_t *tokens);
+
 /* Bulk export. Each array may be NULL; sizes: batch arrays hold
  * al_schedule_batches() entries, `first` one more, sample arrays
  * al_schedule_samples() entries. Batch i's samples are

@@ -6,8 +6,15 @@
 
 #include "loader/stream/al_stream_core.h"
 
+typedef struct sched_bucket {
+  uint32_t id, width, height, frames;
+  uint64_t tokens;
+} sched_bucket;
+
 struct al_schedule {
   al_rank_plan plan;
+  size_t n_buckets;
+  sched_bucket *buckets;
 };
 
 int al_schedule_open(al_schedule **out, const al_manifest *m, int rank, int world) {
@@ -19,6 +26,21 @@ int al_schedule_open(al_schedule **out, const al_manifest *m, int rank, int worl
   if (!s) return al_set_error(AL_ENOMEM, "schedule");
   if ((st = al_rank_plan_from_manifest(&s->plan, m, r)) != AL_OK) {
     free(s);
+    return st;
+  }
+  al_manifest_info info;
+  if ((st = al_manifest_get_info(m, &info)) == AL_OK && info.buckets) {
+    s->buckets = calloc(info.buckets, sizeof *s->buckets);
+    if (!s->buckets) st = al_set_error(AL_ENOMEM, "schedule buckets");
+    for (size_t i = 0; st == AL_OK && i < info.buckets; i++) {
+      al_bucket_info bi;
+      if ((st = al_manifest_bucket(m, i, &bi)) != AL_OK) break;
+      s->buckets[i] = (sched_bucket){bi.id, bi.width, bi.height, bi.frames, bi.tokens};
+    }
+    s->n_buckets = info.buckets;
+  }
+  if (st != AL_OK) {
+    al_schedule_free(s);
     return st;
   }
   *out = s;
@@ -39,7 +61,22 @@ int al_schedule_open_path(al_schedule **out, const char *manifest_path, int rank
 void al_schedule_free(al_schedule *s) {
   if (!s) return;
   al_rank_plan_free(&s->plan);
+  free(s->buckets);
   free(s);
+}
+
+size_t al_schedule_bucket_count(const al_schedule *s) { return s->n_buckets; }
+
+int al_schedule_bucket(const al_schedule *s, size_t k, uint32_t *id, uint32_t *width, uint32_t *height,
+                       uint32_t *frames, uint64_t *tokens) {
+  if (k >= s->n_buckets) return al_set_error(AL_ERANGE, "bucket %zu out of range (%zu buckets)", k, s->n_buckets);
+  const sched_bucket *b = &s->buckets[k];
+  if (id) *id = b->id;
+  if (width) *width = b->width;
+  if (height) *height = b->height;
+  if (frames) *frames = b->frames;
+  if (tokens) *tokens = b->tokens;
+  return AL_OK;
 }
 
 uint64_t al_schedule_batches(const al_schedule *s) { return s->plan.n_batches; }

@@ -169,6 +169,25 @@ TEST(Build, SynthCorpusMetadataAndOffsets) {
   al_index_free(idx);
 }
 
+// Payloads of plain tar shards are skipped (lseek), not read; compressed ones must be read.
+TEST(Build, PayloadsAreSkippedNotRead) {
+  std::string dir = Synth("corpus_skip", 12, 1, AL_SYNTH_LATENT, 0, 21);
+  auto paths = ShardPaths(dir, 1);
+  std::vector<const char *> p = {paths[0].c_str()};
+  al_index_options o{};
+  o.progress = -1;
+  al_index *idx = nullptr;
+  al_index_stats st{};
+  ASSERT_EQ(al_index_build(&idx, p.data(), 1, &o, &st), AL_OK);
+  EXPECT_EQ(st.samples, 12u);
+  EXPECT_GT(st.bytes, 4u << 20);
+  EXPECT_LT(st.bytes_read * 4, st.bytes) << st.bytes_read << " of " << st.bytes;
+  size_t rec = 0, keys = 0;
+  al_index_memory(idx, &rec, &keys);
+  EXPECT_GT(rec, 12u * (40 + 2 * 16));
+  al_index_free(idx);
+}
+
 TEST(Build, CompressedShardsIndexTheSameSamples) {
   std::string dir = Synth("corpus_c", 16, 2, AL_SYNTH_LATENT);
   auto plain = ShardPaths(dir, 2);
