@@ -1,12 +1,282 @@
-/* adaptiveload stream: placeholder until its issue lands. */
+/* adaptiveload stream: read one rank's packed micro-batches (loader/stream/al_stream.h). */
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 #include "cli/al_cli.h"
+#include "common/al_status.h"
+#include "loader/al_index.h"
+#include "loader/stream/al_stream.h"
+#include "planner/al_manifest.h"
+
+static void usage(FILE *out) {
+  fprintf(out,
+          "usage: adaptiveload stream --index INDEX --manifest MANIFEST [--rank R] [options]\n\n"
+          "Reads the micro-batches that MANIFEST assigns to rank R, in order, with reader\n"
+          "threads packing each micro-batch into one buffer (samples 64-byte aligned).\n"
+          "Without --bench, prints one line per batch:\n"
+          "  step S micro M/N samples n tokens t bytes b first KEY [skipped k: KEY...]\n"
+          "With --bench, reads the rank's whole epoch (or --max-batches) and reports\n"
+          "packed GB/s, batches/s and stall time (time next() waited for the readers).\n\n"
+          "options:\n"
+          "  --index INDEX        index file (adaptiveload index)\n"
+          "  --manifest MANIFEST  manifest file (adaptiveload plan), planned from INDEX\n"
+          "  --rank R             rank to read (default: RANK from the environment; 0 when\n"
+          "                       the manifest plans one rank). WORLD_SIZE, when set, must\n"
+          "                       equal the manifest's world.\n"
+          "  --threads T          reader threads (default: min(4, cores))\n"
+          "  --prefetch N         buffers in the pool, i.e. batches read ahead (default 4)\n"
+          "  --max-batches K      stop after K batches\n"
+          "  --ext EXT            payload member extension (default latent; EXT.lz4 is decoded)\n"
+          "  --on-error fail|skip fail: stop at the first unreadable sample (exit 1);\n"
+          "                       skip: deliver batches without it and list it (default fail)\n"
+          "  --bench              measure instead of listing batches\n"
+          "  --device [N]         also copy every batch to CUDA device N (default LOCAL_RANK\n"
+          "                       or 0) on a copy stream; reports the time spent waiting for\n"
+          "                       copies after next() (copy stall)\n"
+          "  --compute-ms X       with --bench: pretend each batch takes X ms of compute\n"
+          "                       (host busy-wait), to show read-ahead and copies overlapping\n"
+          "  --no-pinned          plain host memory even when a CUDA device is present\n"
+          "  --json               --bench: one JSON object; otherwise one JSON object per batch\n\n"
+          "exit status: 0 done, 1 an error (unreadable sample with --on-error fail, index and\n"
+          "manifest do not match, rank/world mismatch), 2 usage.\n");
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void json_str(FILE *f, const char *s) {
+  fputc('"', f);
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\')
+      fprintf(f, "\\%c", c);
+    else if (c < 0x20)
+      fprintf(f, "\\u%04x", c);
+    else
+      fputc(c, f);
+  }
+  fputc('"', f);
+}
+
+static void print_batch(const al_stream_batch *b, int json) {
+  if (json) {
+    printf("{\"position\":%" PRIu64 ",\"step\":%" PRIu32 ",\"micro\":%" PRIu32 ",\"n_micro\":%" PRIu32
+           ",\"last_in_step\":%s,\"bucket\":%" PRIu32 ",\"samples\":%zu,\"tokens\":%" PRIu64
+           ",\"bytes\":%zu,\"step_samples\":%" PRIu64 ",\"step_tokens\":%" PRIu64 ",\"first_key\":",
+           b->position, b->step, b->micro, b->n_micro, b->last_in_step ? "true" : "false", b->bucket, b->n,
+           b->tokens, b->data_bytes, b->step_samples, b->step_tokens);
+    json_str(stdout, b->n ? b->keys[0] : "");
+    size_t padded = 0;
+    for (size_t i = 0; i < b->n; i++) padded += b->padded[i];
+    printf(",\"padded\":%zu,\"skipped\":[", padded);
+    for (size_t i = 0; i < b->n_skipped; i++) {
+      printf("%s{\"key\":", i ? "," : "");
+      json_str(stdout, b->skipped_keys[i]);
+      printf(",\"reason\":");
+      json_str(stdout, b->skipped_reasons[i]);
+      printf("}");
+    }
+    printf("]}\n");
+    return;
+  }
+  printf("step %" PRIu32 " micro %" PRIu32 "/%" PRIu32 " samples %zu tokens %" PRIu64 " bytes %zu first %s",
+         b->step, b->micro, b->n_micro, b->n, b->tokens, b->data_bytes, b->n ? b->keys[0] : "-");
+  if (b->n_skipped) {
+    printf(" skipped %zu:", b->n_skipped);
+    for (size_t i = 0; i < b->n_skipped; i++) printf(" %s", b->skipped_keys[i]);
+  }
+  printf("\n");
+  for (size_t i = 0; i < b->n_skipped; i++)
+    fprintf(stderr, "adaptiveload stream: skipped %s: %s\n", b->skipped_keys[i], b->skipped_reasons[i]);
+}
+
+static int parse_long(const char *opt, const char *v, long lo, long hi, long *out) {
+  char *end;
+  errno = 0;
+  long x = strtol(v, &end, 10);
+  if (errno || *end || x < lo || x > hi) {
+    fprintf(stderr, "adaptiveload stream: bad %s '%s'\n\n", opt, v);
+    return -1;
+  }
+  *out = x;
+  return 0;
+}
 
 int al_cmd_stream(int argc, char **argv) {
   if (al_cli_wants_help(argc, argv)) {
-    printf("usage: adaptiveload stream ...\n\n(not implemented yet)\n");
+    usage(stdout);
     return AL_EXIT_OK;
   }
-  return al_cli_not_implemented("stream");
+  const char *index_path = NULL, *manifest_path = NULL;
+  long rank = -1, max_batches = -1;
+  int bench = 0, json = 0;
+  double compute_ms = 0;
+  al_stream_options o;
+  memset(&o, 0, sizeof o);
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+    long x;
+    if (!strcmp(a, "--bench")) {
+      bench = 1;
+    } else if (!strcmp(a, "--json")) {
+      json = 1;
+    } else if (!strcmp(a, "--no-pinned")) {
+      o.pinned = -1;
+    } else if (!strcmp(a, "--device")) {
+      o.device_copy = 1;
+      o.cuda_device = -1;
+      if (v && v[0] >= '0' && v[0] <= '9') {
+        if (parse_long(a, v, 0, 1024, &x)) return AL_EXIT_USAGE;
+        o.cuda_device = (int)x;
+        i++;
+      }
+    } else if (!v || a[0] != '-') {
+      fprintf(stderr, "adaptiveload stream: %s %s\n\n", a, a[0] == '-' ? "needs a value (or is unknown)" : "unexpected");
+      usage(stderr);
+      return AL_EXIT_USAGE;
+    } else {
+      i++;
+      if (!strcmp(a, "--index")) {
+        index_path = v;
+      } else if (!strcmp(a, "--manifest")) {
+        manifest_path = v;
+      } else if (!strcmp(a, "--rank")) {
+        if (parse_long(a, v, 0, 1 << 30, &rank)) return AL_EXIT_USAGE;
+      } else if (!strcmp(a, "--threads")) {
+        if (parse_long(a, v, 1, 1024, &x)) return AL_EXIT_USAGE;
+        o.threads = (int)x;
+      } else if (!strcmp(a, "--prefetch")) {
+        if (parse_long(a, v, 1, 4096, &x)) return AL_EXIT_USAGE;
+        o.prefetch = (int)x;
+      } else if (!strcmp(a, "--max-batches")) {
+        if (parse_long(a, v, 0, LONG_MAX, &max_batches)) return AL_EXIT_USAGE;
+      } else if (!strcmp(a, "--ext")) {
+        o.ext = v;
+      } else if (!strcmp(a, "--on-error")) {
+        if (!strcmp(v, "fail"))
+          o.on_error = AL_STREAM_FAIL;
+        else if (!strcmp(v, "skip"))
+          o.on_error = AL_STREAM_SKIP_SAMPLE;
+        else {
+          fprintf(stderr, "adaptiveload stream: --on-error is fail or skip, not '%s'\n\n", v);
+          return AL_EXIT_USAGE;
+        }
+      } else if (!strcmp(a, "--compute-ms")) {
+        char *end;
+        compute_ms = strtod(v, &end);
+        if (*end || compute_ms < 0 || compute_ms > 1e6) {
+          fprintf(stderr, "adaptiveload stream: bad --compute-ms '%s'\n\n", v);
+          return AL_EXIT_USAGE;
+        }
+      } else {
+        fprintf(stderr, "adaptiveload stream: unknown option '%s'\n\n", a);
+        usage(stderr);
+        return AL_EXIT_USAGE;
+      }
+    }
+  }
+  if (!index_path || !manifest_path) {
+    fprintf(stderr, "adaptiveload stream: --index and --manifest are required\n\n");
+    usage(stderr);
+    return AL_EXIT_USAGE;
+  }
+
+  al_index *idx = NULL;
+  al_manifest *m = NULL;
+  al_stream *s = NULL;
+  int rc = AL_EXIT_OK;
+  if (al_index_load(&idx, index_path) != AL_OK || al_manifest_load(&m, manifest_path) != AL_OK ||
+      al_stream_open(&s, idx, m, (int)rank, &o) != AL_OK) {
+    rc = al_cli_fail("stream");
+    goto done;
+  }
+
+  double t0 = now_s(), copy_wait = 0, compute_total = 0;
+  uint64_t batches = 0, bytes = 0, samples = 0, tokens = 0, skipped = 0, copied = 0;
+  int st;
+  const al_stream_batch *b;
+  while ((max_batches < 0 || batches < (uint64_t)max_batches) && (st = al_stream_next(s, &b)) == AL_OK) {
+    batches++;
+    bytes += b->data_bytes;
+    samples += b->n;
+    tokens += b->tokens;
+    skipped += b->n_skipped;
+    if (o.device_copy) {
+      /* A training step would make its stream wait on the event; here the
+       * host waits, which measures how far the copy lags behind next(). */
+      double c0 = now_s();
+      if (al_stream_batch_sync(b) != AL_OK) {
+        rc = al_cli_fail("stream");
+        al_stream_release(s, b);
+        goto done;
+      }
+      copy_wait += now_s() - c0;
+      copied += b->copy_bytes;
+    }
+    if (!bench) {
+      print_batch(b, json);
+    } else if (compute_ms > 0) {
+      double c0 = now_s();
+      while (now_s() - c0 < compute_ms * 1e-3) {
+      }
+      compute_total += now_s() - c0;
+    }
+    al_stream_release(s, b);
+  }
+  if (max_batches < 0 || batches < (uint64_t)max_batches) {
+    if (st != AL_EOF) {
+      rc = al_cli_fail("stream");
+      fprintf(stderr, "adaptiveload stream: stopped after %" PRIu64 " batches\n", batches);
+    }
+  }
+  double secs = now_s() - t0;
+  al_stream_stats ss;
+  al_stream_get_stats(s, &ss);
+  if (bench) {
+    double gbs = secs > 0 ? (double)bytes / secs / 1e9 : 0;
+    double bps = secs > 0 ? (double)batches / secs : 0;
+    if (json) {
+      printf("{\"batches\":%" PRIu64 ",\"samples\":%" PRIu64 ",\"tokens\":%" PRIu64 ",\"bytes\":%" PRIu64
+             ",\"skipped\":%" PRIu64 ",\"seconds\":%.6f,\"gb_per_s\":%.4f,\"batches_per_s\":%.2f"
+             ",\"stall_seconds\":%.6f,\"read_seconds\":%.6f,\"compute_seconds\":%.6f,\"threads\":%d"
+             ",\"prefetch\":%d,\"pinned\":%s,\"host_buffer_bytes\":%" PRIu64 ",\"device\":%s",
+             batches, samples, tokens, bytes, skipped, secs, gbs, bps, ss.stall_seconds, ss.read_seconds,
+             compute_total, ss.threads, ss.buffers, ss.pinned ? "true" : "false", ss.host_bytes,
+             o.device_copy ? "true" : "false");
+      if (o.device_copy)
+        printf(",\"copied_bytes\":%" PRIu64 ",\"copy_stall_seconds\":%.6f,\"device_buffer_bytes\":%" PRIu64,
+               copied, copy_wait, ss.device_bytes);
+      printf("}\n");
+    } else {
+      printf("batches %" PRIu64 "  samples %" PRIu64 "  tokens %" PRIu64 "  bytes %" PRIu64 "  skipped %" PRIu64 "\n",
+             batches, samples, tokens, bytes, skipped);
+      printf("time %.3f s  %.3f GB/s  %.1f batches/s\n", secs, gbs, bps);
+      printf("stall %.3f s (%.1f%% of the time next() waited for readers)  reader busy %.3f s  threads %d  "
+             "prefetch %d  pinned %s  pool %.1f MB\n",
+             ss.stall_seconds, secs > 0 ? 100 * ss.stall_seconds / secs : 0, ss.read_seconds, ss.threads,
+             ss.buffers, ss.pinned ? "yes" : "no", (double)ss.host_bytes / 1e6);
+      if (compute_ms > 0) printf("simulated compute %.3f s\n", compute_total);
+      if (o.device_copy)
+        printf("device copies %.3f GB, copy stall %.3f s (%.1f%%: time waiting for a batch's copy after "
+               "next())\n",
+               (double)copied / 1e9, copy_wait, secs > 0 ? 100 * copy_wait / secs : 0);
+    }
+  } else if (!json) {
+    fprintf(stderr, "adaptiveload stream: %" PRIu64 " batches, %" PRIu64 " samples, %" PRIu64 " skipped\n",
+            batches, samples, skipped);
+  }
+done:
+  al_stream_close(s);
+  al_manifest_free(m);
+  al_index_free(idx);
+  return rc;
 }

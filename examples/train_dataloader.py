@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+"""Train a tiny latent denoiser with torch's DataLoader + adaptiveload.BatchSampler.
+
+    python3 examples/train_dataloader.py                   # makes a demo corpus, CPU is fine
+    python3 examples/train_dataloader.py --index I --manifest M --workers 4
+    torchrun --nproc-per-node 2 examples/train_dataloader.py --world 2 ...   (DDP, gloo/nccl)
+
+The sampler yields, for this rank, the index positions of each planned micro-batch;
+IndexDataset reads each sample's latent through the C library in DataLoader worker
+processes; collate_packed packs them (64-byte aligned, cu_seqlens). Gradients are
+accumulated over the micro-batches of a step (their number varies per step and rank:
+the planner balances predicted cost) and the optimizer steps on ``info.last_in_step``.
+The loss is normalised by the step's planned token total over all ranks, so every
+token weighs the same whatever batch it landed in.
+
+Without --index/--manifest a corpus is made in --workdir with the CLI (``adaptiveload``
+on PATH, or --bin): synth, index, plan for --world ranks.
+
+The synthetic latents are pseudo-random bytes, so values are read through their int16
+bit pattern scaled to [-1, 1) (random bf16 bit patterns include NaN and 1e38); with real
+latents use ``tokens.float()``.
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+import adaptiveload  # noqa: E402
+
+
+def make_corpus(args):
+    os.makedirs(args.workdir, exist_ok=True)
+    index = os.path.join(args.workdir, "corpus.alidx")
+    manifest = os.path.join(args.workdir, "plan-w%d.alm" % args.world)
+    if not os.path.exists(index):
+        subprocess.run([args.bin, "synth", "--out", os.path.join(args.workdir, "shards"), "--samples",
+                        str(args.samples), "--shards", "4"], check=True)
+        subprocess.run([args.bin, "index", "-o", index, os.path.join(args.workdir, "shards")], check=True)
+    if not os.path.exists(manifest):
+        subprocess.run([args.bin, "plan", "--index", index, "--world", str(args.world), "--mem-tokens",
+                        str(args.mem_tokens), "-o", manifest], check=True, stdout=subprocess.DEVNULL)
+    return index, manifest
+
+
+class TinyDenoiser(nn.Module):
+    """Token MLP with AdaLN-style per-sample modulation from the noise level."""
+
+    def __init__(self, dim=64, hidden=128):
+        super().__init__()
+        self.inp = nn.Linear(dim, hidden)
+        self.norm = nn.LayerNorm(hidden, elementwise_affine=False)
+        self.mod = nn.Linear(1, 2 * hidden)  # sigma -> (scale, shift) per sample
+        self.out = nn.Linear(hidden, dim)
+
+    def forward(self, x, sigma, seg):
+        # x: (tokens, dim); sigma: (samples,); seg: (tokens,) sample of each token.
+        h = F.gelu(self.inp(x))
+        scale, shift = self.mod(sigma[:, None]).chunk(2, dim=1)
+        h = self.norm(h) * (1 + scale[seg]) + shift[seg]
+        return self.out(h)
+
+
+def to_tokens(batch, sampler):
+    """Packed collate_packed batch -> (tokens, 64) float tensor, per-token sample ids, mask."""
+    xs, segs = [], []
+    offs = batch["offsets"].tolist()
+    for i in range(len(batch["keys"])):
+        payload = batch["data"][offs[i]:offs[i] + int(batch["sizes"][i])]
+        shape = batch["shapes"][i].tolist()
+        # collate_packed does not know buckets; the sampler does.
+        t = adaptiveload.latent_tokens(payload, shape, sampler.bucket_shape(batch["bucket"]))
+        xs.append(t.view(torch.int16).float() / 32768.0)
+        segs.append(torch.full((t.shape[0],), i, dtype=torch.long))
+    return torch.cat(xs), torch.cat(segs)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--index")
+    p.add_argument("--manifest")
+    p.add_argument("--workdir", default="/tmp/adaptiveload-example")
+    p.add_argument("--bin", default="adaptiveload")
+    p.add_argument("--samples", type=int, default=64)
+    p.add_argument("--world", type=int, default=int(os.environ.get("WORLD_SIZE", "1")))
+    p.add_argument("--mem-tokens", type=int, default=16384)
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--steps", type=int, default=0, help="stop after N optimizer steps (0: the whole epoch)")
+    p.add_argument("--lr", type=float, default=1e-3)
+    args = p.parse_args()
+
+    distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
+    if distributed:
+        import torch.distributed as dist
+
+        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    index, manifest = (args.index, args.manifest) if args.index else make_corpus(args)
+
+    sampler = adaptiveload.BatchSampler(manifest)  # rank / world from torchrun, or rank 0 of 1
+    dataset = adaptiveload.IndexDataset(index)
+    loader = torch.utils.data.DataLoader(dataset, batch_sampler=sampler, num_workers=args.workers,
+                                         collate_fn=adaptiveload.collate_packed)
+    torch.manual_seed(0)
+    model = TinyDenoiser()
+    if distributed:
+        model = nn.parallel.DistributedDataParallel(model)
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr)
+    world = sampler.world_size
+
+    steps, seen_tokens, t0 = 0, 0, time.time()
+    step_loss = 0.0
+    for info, batch in zip(sampler.infos(), loader):
+        batch["bucket"] = info.bucket
+        x, seg = to_tokens(batch, sampler)
+        n = len(batch["keys"])
+        sigma = torch.rand(n)
+        eps = torch.randn_like(x)
+        xt = (1 - sigma[seg, None]) * x + sigma[seg, None] * eps
+        keep = ~torch.tensor([bool(p) for p in info.padded])[seg]  # padding repeats carry no loss
+        ctx = model.no_sync() if distributed and not info.last_in_step else _null()
+        with ctx:
+            pred = model(xt, sigma, seg)
+            err = ((pred - (eps - x)) ** 2).mean(dim=1)
+            # DDP averages gradients over ranks: scale by world so the step's loss is the
+            # mean over all of its planned tokens.
+            loss = (err * keep).sum() * world / info.step_tokens
+            loss.backward()
+        step_loss += float(loss) / world
+        seen_tokens += x.shape[0]
+        if info.last_in_step:
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            steps += 1
+            if steps % 5 == 1 or steps == args.steps:
+                print("step %4d  loss %.4f  micro-batches %d  tokens/s %.0f"
+                      % (info.step, step_loss, info.n_micro, seen_tokens / (time.time() - t0)), flush=True)
+            step_loss = 0.0
+            if args.steps and steps >= args.steps:
+                break
+    print("done: %d steps, %d tokens, rank %d of %d" % (steps, seen_tokens, sampler.rank, world))
+
+
+class _null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,169 @@
+#!/usr/bin/env python3
+"""Train a tiny latent denoiser from adaptiveload.StreamDataset, copying batches to the GPU.
+
+    python3 examples/train_stream.py                    # demo corpus; GPU if present, else CPU
+    python3 examples/train_stream.py --index I --manifest M --prefetch 6 --threads 4
+    torchrun --nproc-per-node 8 examples/train_stream.py --index I --manifest M   (DDP)
+
+C reader threads pack each planned micro-batch into a pinned buffer and, with a GPU,
+copy it to the device on their own CUDA stream; the training stream waits for that
+copy on the GPU (an event), so reading and copying overlap the previous step's compute.
+Batches arrive in plan order with ``last_in_step`` (optimizer step), ``step_tokens``
+(loss normalisation over all ranks), ``cu_seqlens`` and per-sample ``padded`` flags.
+On CPU (no GPU) the same loop runs from host buffers.
+
+--resume FILE saves ``batch.resume_state`` after every optimizer step and, when the file
+exists at start, continues right after the last saved batch (nothing lost or repeated).
+Without --index/--manifest a corpus is made in --workdir with the CLI (see
+train_dataloader.py). Synthetic latents are random bytes: read through their int16
+bit pattern (use ``.float()`` with real latents).
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+import adaptiveload  # noqa: E402
+
+
+def make_corpus(args):
+    os.makedirs(args.workdir, exist_ok=True)
+    index = os.path.join(args.workdir, "corpus.alidx")
+    manifest = os.path.join(args.workdir, "plan-w%d.alm" % args.world)
+    if not os.path.exists(index):
+        subprocess.run([args.bin, "synth", "--out", os.path.join(args.workdir, "shards"), "--samples",
+                        str(args.samples), "--shards", "4"], check=True)
+        subprocess.run([args.bin, "index", "-o", index, os.path.join(args.workdir, "shards")], check=True)
+    if not os.path.exists(manifest):
+        subprocess.run([args.bin, "plan", "--index", index, "--world", str(args.world), "--mem-tokens",
+                        str(args.mem_tokens), "-o", manifest], check=True, stdout=subprocess.DEVNULL)
+    return index, manifest
+
+
+class TinyDenoiser(nn.Module):
+    """Token MLP with AdaLN-style per-sample modulation from the noise level."""
+
+    def __init__(self, dim=64, hidden=256):
+        super().__init__()
+        self.inp = nn.Linear(dim, hidden)
+        self.norm = nn.LayerNorm(hidden, elementwise_affine=False)
+        self.mod = nn.Linear(1, 2 * hidden)
+        self.out = nn.Linear(hidden, dim)
+
+    def forward(self, x, sigma, seg):
+        h = F.gelu(self.inp(x))
+        scale, shift = self.mod(sigma[:, None]).chunk(2, dim=1)
+        h = self.norm(h) * (1 + scale[seg]) + shift[seg]
+        return self.out(h)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--index")
+    p.add_argument("--manifest")
+    p.add_argument("--workdir", default="/tmp/adaptiveload-example")
+    p.add_argument("--bin", default="adaptiveload")
+    p.add_argument("--samples", type=int, default=64)
+    p.add_argument("--world", type=int, default=int(os.environ.get("WORLD_SIZE", "1")))
+    p.add_argument("--mem-tokens", type=int, default=16384)
+    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--prefetch", type=int, default=4)
+    p.add_argument("--steps", type=int, default=0, help="stop after N optimizer steps (0: the whole epoch)")
+    p.add_argument("--resume", help="JSON file holding the stream state (read at start, written per step)")
+    p.add_argument("--cpu", action="store_true", help="stay on the CPU even with a GPU")
+    p.add_argument("--lr", type=float, default=1e-3)
+    args = p.parse_args()
+
+    distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
+    use_cuda = torch.cuda.is_available() and not args.cpu
+    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0"))) if use_cuda else torch.device("cpu")
+    if use_cuda:
+        torch.cuda.set_device(device)
+    if distributed:
+        import torch.distributed as dist
+
+        dist.init_process_group("nccl" if use_cuda else "gloo")
+    index, manifest = (args.index, args.manifest) if args.index else make_corpus(args)
+
+    state = None
+    if args.resume and os.path.exists(args.resume):
+        with open(args.resume) as f:
+            state = json.load(f)
+        print("resuming at micro-batch %d (step %d)" % (state["position"], state["next_step"]))
+    ds = adaptiveload.StreamDataset(index, manifest, threads=args.threads or None, prefetch=args.prefetch,
+                                    device=device if use_cuda else None, state=state)
+    torch.manual_seed(0)
+    model = TinyDenoiser().to(device)
+    if distributed:
+        model = nn.parallel.DistributedDataParallel(model)
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr)
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+
+    steps, tokens, t0, wait = 0, 0, time.time(), 0.0
+    step_loss = torch.zeros((), device=device)
+    it = iter(ds)
+    while True:
+        w0 = time.time()
+        batch = next(it, None)  # host time spent waiting for the loader
+        wait += time.time() - w0
+        if batch is None:
+            break
+        offs = batch.offsets.tolist()
+        bucket = ds.bucket_shape(batch.bucket)
+        xs = []
+        for i in range(len(batch)):
+            t = adaptiveload.latent_tokens(batch.sample(i), batch.shapes[i].tolist(), bucket)
+            xs.append(t.view(torch.int16).float() / 32768.0)
+        x = torch.cat(xs) if xs else torch.zeros(0, 64, device=device)
+        lengths = (batch.cu_seqlens[1:] - batch.cu_seqlens[:-1]).long()
+        seg = torch.repeat_interleave(torch.arange(len(batch), device=device), lengths.to(device))
+        assert seg.numel() == x.shape[0], "cu_seqlens and latent tokens disagree"
+        sigma = torch.rand(len(batch), device=device)
+        eps = torch.randn_like(x)
+        xt = (1 - sigma[seg, None]) * x + sigma[seg, None] * eps
+        keep = (~batch.padded.to(device))[seg]
+        sync = (not distributed) or batch.last_in_step
+        ctx = model.no_sync() if not sync else _null()
+        with ctx:
+            err = ((model(xt, sigma, seg) - (eps - x)) ** 2).mean(dim=1)
+            loss = (err * keep).sum() * world / batch.step_tokens
+            loss.backward()
+        step_loss += loss.detach() / world
+        tokens += x.shape[0]
+        del offs
+        if batch.last_in_step:
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            steps += 1
+            if args.resume:
+                with open(args.resume + ".tmp", "w") as f:
+                    json.dump(batch.resume_state, f)
+                os.replace(args.resume + ".tmp", args.resume)
+            if steps % 5 == 1 or steps == args.steps:
+                print("step %4d  loss %.4f  micro-batches %d  tokens/s %.0f  loader wait %.3f s"
+                      % (batch.step, float(step_loss), batch.n_micro, tokens / (time.time() - t0), wait), flush=True)
+            step_loss.zero_()
+            if args.steps and steps >= args.steps:
+                break
+    print("done: %d steps, %d tokens on %s, loader wait %.3f s of %.3f s"
+          % (steps, tokens, device, wait, time.time() - t0))
+
+
+class _null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False
+
+
+if __name__ == "__main__":
+    main()

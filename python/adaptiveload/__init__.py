@@ -1,0 +1,51 @@
+"""AdaptiveLoad: shape-bucketed, load-balanced data loading for video diffusion
+transformers, plus a fused AdaLN kernel, through ctypes over libadaptiveload.so
+(no compiled extension).
+
+Data loading (needs torch):
+    BatchSampler   one rank's planned micro-batches as lists of index positions
+    IndexDataset   map-style dataset over an index (pairs with BatchSampler)
+    collate_packed packs IndexDataset items like the C stream
+    StreamDataset  packed micro-batches read by C threads, optionally copied to the GPU
+    StreamError    raised by failing C calls (message names shard, key, offset)
+    latent_tokens  crops a Wan latent to its bucket and patchifies it into tokens
+
+Install: unpack the //:dist bundle (adaptiveload-dist.tar.gz) anywhere and put its
+python/ folder on PYTHONPATH; the package finds ../../lib/libadaptiveload.so itself
+(or set ADAPTIVELOAD_LIB).
+"""
+
+import importlib
+
+__all__ = ["BatchSampler", "IndexDataset", "StreamDataset", "StreamError", "PackedBatch", "MicroBatchInfo",
+           "collate_packed", "wan_tokens", "latent_tokens"]
+
+# Attributes resolved on first use, so `import adaptiveload` needs neither torch nor the
+# shared library until a class is used.
+_LAZY = {
+    "BatchSampler": ".sampler",
+    "MicroBatchInfo": ".sampler",
+    "IndexDataset": ".dataset",
+    "collate_packed": ".dataset",
+    "wan_tokens": ".dataset",
+    "StreamDataset": ".stream",
+    "PackedBatch": ".stream",
+    "StreamError": "._stream_lib",
+    "latent_tokens": ".latents",
+}
+
+
+def __getattr__(name):
+    mod = _LAZY.get(name)
+    if mod is None:
+        raise AttributeError("module 'adaptiveload' has no attribute %r" % name)
+    value = getattr(importlib.import_module(mod, __name__), name)
+    globals()[name] = value
+    return value
+
+
+# --- kernels (owned by the kernels engineer): `adaptiveload.adaln` ---
+try:
+    from . import adaln  # noqa: F401,E402
+except ImportError:
+    pass

@@ -1,0 +1,259 @@
+"""BatchSampler: one rank's planned micro-batches as lists of index positions.
+
+Use it with a map-style dataset whose ``dataset[i]`` reads index position ``i``
+(:class:`adaptiveload.IndexDataset` does, or your own dataset over the same index)::
+
+    sampler = adaptiveload.BatchSampler("plan.alm")          # rank/world from torchrun
+    loader = torch.utils.data.DataLoader(
+        adaptiveload.IndexDataset("corpus.alidx"), batch_sampler=sampler,
+        num_workers=4, collate_fn=adaptiveload.collate_packed)
+    for info, batch in zip(sampler.infos(), loader):          # same order
+        loss = model(batch).sum() / info.step_samples
+        loss.backward()
+        if info.last_in_step:
+            optimizer.step(); optimizer.zero_grad()
+
+Ranks and multi-node training. ``rank`` and ``world_size`` default to torchrun's
+``RANK`` and ``WORLD_SIZE``; the manifest's world must equal ``WORLD_SIZE`` (else a
+clear error tells you to plan again with ``--world``). Every rank, on every node,
+opens the same manifest file and reads only its own rows: the schedule is a pure
+function of (index, cost model, config, seed, epoch, world), so no coordination
+service and no communication is needed beyond what torch.distributed already does
+for gradients. Every rank gets the same number of steps; micro-batches per step may
+differ between ranks (the planner balances predicted cost, not counts), so use
+``info.last_in_step`` (not a fixed accumulation count) to decide when to step the
+optimizer, and ``info.step_samples`` / ``info.step_tokens`` (totals over all ranks)
+to normalise the loss.
+
+Epochs. A manifest holds one epoch. Pass a path template containing ``{epoch}``
+(``"plans/epoch-{epoch}.alm"``) and call :meth:`set_epoch` to switch files; with a
+plain path, ``set_epoch`` to another epoch than the manifest's raises ValueError
+(rather than silently repeating the same order).
+
+Checkpointing. :meth:`state_dict` / :meth:`load_state_dict` follow the protocol of
+torchdata's ``StatefulDataLoader`` (which calls them itself): the state counts the
+micro-batches yielded in the current pass; loading it makes the next pass start
+right after them. A state from another rank, world, seed or index is refused.
+"""
+
+import collections
+import ctypes
+import os
+
+from torch.utils.data import Sampler
+
+from . import _stream_lib as L
+
+MicroBatchInfo = collections.namedtuple(
+    "MicroBatchInfo",
+    "position step micro n_micro last_in_step bucket step_samples step_tokens samples tokens padded",
+)
+MicroBatchInfo.__doc__ = """Where a micro-batch sits in the plan.
+
+position: index in the rank's sequence; step/micro/n_micro: absolute step and the
+micro-batch within it; last_in_step: time for the optimizer step; bucket: shape
+bucket id; step_samples/step_tokens: planned totals over all ranks of this step;
+samples/tokens: per-sample index positions and token counts; padded: per-sample
+flags (1 = padding repeat, mask its loss)."""
+
+
+BucketShape = collections.namedtuple("BucketShape", "width height frames tokens")
+BucketShape.__doc__ = "A shape bucket: samples are resized/cropped to width x height x frames; tokens per sample."
+
+
+class _Schedule:
+    """One rank's schedule read through al_schedule (flat ctypes arrays)."""
+
+    def __init__(self, path, rank, world):
+        lib = L.lib()
+        h = ctypes.c_void_p()
+        L.check(
+            lib.al_schedule_open_path(ctypes.byref(h), L.encode_path(path), -1 if rank is None else int(rank),
+                                      0 if world is None else int(world)),
+            "manifest %s" % path,
+        )
+        try:
+            self.path = os.fspath(path)
+            self.rank = lib.al_schedule_rank(h)
+            self.world = lib.al_schedule_world(h)
+            self.epoch = lib.al_schedule_epoch(h)
+            self.seed = lib.al_schedule_seed(h)
+            self.index_fingerprint = lib.al_schedule_index_fingerprint(h)
+            nb = lib.al_schedule_batches(h)
+            ns = lib.al_schedule_samples(h)
+            self.first = (ctypes.c_uint64 * (nb + 1))()
+            self.step = (ctypes.c_uint32 * max(nb, 1))()
+            self.micro = (ctypes.c_uint32 * max(nb, 1))()
+            self.n_micro = (ctypes.c_uint32 * max(nb, 1))()
+            self.bucket = (ctypes.c_uint32 * max(nb, 1))()
+            self.step_samples = (ctypes.c_uint64 * max(nb, 1))()
+            self.step_tokens = (ctypes.c_uint64 * max(nb, 1))()
+            self.samples = (ctypes.c_uint64 * max(ns, 1))()
+            self.tokens = (ctypes.c_uint64 * max(ns, 1))()
+            self.padded = (ctypes.c_uint8 * max(ns, 1))()
+            L.check(
+                lib.al_schedule_export(h, self.first, self.step, self.micro, self.n_micro, self.bucket,
+                                       self.step_samples, self.step_tokens, self.samples, self.tokens,
+                                       self.padded),
+                "schedule export",
+            )
+            self.n_batches = nb
+            self.buckets = {}
+            for k in range(lib.al_schedule_bucket_count(h)):
+                i, w, hh, f, t = (ctypes.c_uint32(), ctypes.c_uint32(), ctypes.c_uint32(), ctypes.c_uint32(),
+                                  ctypes.c_uint64())
+                L.check(lib.al_schedule_bucket(h, k, ctypes.byref(i), ctypes.byref(w), ctypes.byref(hh),
+                                               ctypes.byref(f), ctypes.byref(t)), "schedule bucket")
+                self.buckets[i.value] = BucketShape(w.value, hh.value, f.value, t.value)
+        finally:
+            lib.al_schedule_free(h)
+
+    def batch(self, i):
+        a, b = self.first[i], self.first[i + 1]
+        return self.samples[a:b]
+
+    def info(self, i):
+        a, b = self.first[i], self.first[i + 1]
+        return MicroBatchInfo(
+            position=i,
+            step=self.step[i],
+            micro=self.micro[i],
+            n_micro=self.n_micro[i],
+            last_in_step=self.micro[i] + 1 == self.n_micro[i],
+            bucket=self.bucket[i],
+            step_samples=self.step_samples[i],
+            step_tokens=self.step_tokens[i],
+            samples=self.samples[a:b],
+            tokens=self.tokens[a:b],
+            padded=self.padded[a:b],
+        )
+
+
+class BatchSampler(Sampler):
+    """Yields, for one rank, a list of index positions per planned micro-batch, in plan order.
+
+    Args:
+        manifest: manifest path (``adaptiveload plan``), or a template with ``{epoch}``.
+        rank: this rank; default ``RANK`` from the environment (0 for a one-rank plan).
+        world_size: must equal the manifest's world; default ``WORLD_SIZE`` when set.
+        drop_padding: leave out padding repeats (the planner pads the last step so that
+            every rank has work; dropping them changes batch sizes, not the step count).
+        epoch: epoch to open first when ``manifest`` is a template (default 0).
+    """
+
+    def __init__(self, manifest, rank=None, world_size=None, drop_padding=False, epoch=None):
+        self._template = os.fspath(manifest)
+        self._rank = rank
+        self._world = world_size
+        self._drop_padding = bool(drop_padding)
+        self._start = 0
+        self._yielded = 0
+        self._sched = None
+        self._open(0 if epoch is None else int(epoch))
+
+    # -- epochs ---------------------------------------------------------------
+
+    def _is_template(self):
+        return "{epoch}" in self._template
+
+    def _open(self, epoch):
+        path = self._template.format(epoch=epoch) if self._is_template() else self._template
+        self._sched = _Schedule(path, self._rank, self._world)
+
+    def set_epoch(self, epoch):
+        """Switches to the manifest of ``epoch`` (template paths); a plain path must hold that epoch."""
+        epoch = int(epoch)
+        if epoch == self._sched.epoch:
+            return
+        if not self._is_template():
+            raise ValueError(
+                "manifest %s holds epoch %d, not %d: plan every epoch (adaptiveload plan --epoch N) and pass "
+                "a path template such as 'plan-{epoch}.alm'" % (self._sched.path, self._sched.epoch, epoch)
+            )
+        self._open(epoch)
+        if self._sched.epoch != epoch:
+            raise ValueError("manifest %s holds epoch %d, expected %d" % (self._sched.path, self._sched.epoch, epoch))
+        self._start = 0
+
+    # -- plan facts -----------------------------------------------------------
+
+    @property
+    def rank(self):
+        return self._sched.rank
+
+    @property
+    def world_size(self):
+        return self._sched.world
+
+    @property
+    def epoch(self):
+        return self._sched.epoch
+
+    @property
+    def num_batches(self):
+        """Micro-batches of this rank in the epoch (whatever the start position)."""
+        return self._sched.n_batches
+
+    def bucket_shape(self, bucket):
+        """BucketShape (width, height, frames, tokens) of bucket id ``bucket``."""
+        return self._sched.buckets[bucket]
+
+    def info(self, position):
+        """MicroBatchInfo of micro-batch ``position`` of this rank."""
+        if not 0 <= position < self._sched.n_batches:
+            raise IndexError("micro-batch %d out of range (%d)" % (position, self._sched.n_batches))
+        return self._sched.info(position)
+
+    def infos(self, start=None):
+        """MicroBatchInfo for each micro-batch the next iteration yields, in the same order."""
+        first = self._start if start is None else start
+        for i in range(first, self._sched.n_batches):
+            yield self._sched.info(i)
+
+    # -- Sampler --------------------------------------------------------------
+
+    def __len__(self):
+        return self._sched.n_batches - self._start
+
+    def __iter__(self):
+        sched = self._sched
+        start, self._start = self._start, 0  # a loaded state applies to one pass
+        self._yielded = start
+        for i in range(start, sched.n_batches):
+            batch = sched.batch(i)
+            if self._drop_padding:
+                a = sched.first[i]
+                batch = [s for j, s in enumerate(batch) if not sched.padded[a + j]]
+            self._yielded = i + 1
+            yield batch
+        self._yielded = 0  # a finished pass: the next starts from the beginning
+
+    # -- checkpoints ----------------------------------------------------------
+
+    def state_dict(self):
+        s = self._sched
+        return {
+            "version": 1,
+            "epoch": s.epoch,
+            "position": self._yielded,
+            "rank": s.rank,
+            "world": s.world,
+            "seed": s.seed,
+            "index_fingerprint": s.index_fingerprint,
+        }
+
+    def load_state_dict(self, state):
+        if state.get("version") != 1:
+            raise ValueError("BatchSampler state version %r unsupported" % (state.get("version"),))
+        if state["epoch"] != self._sched.epoch:
+            self.set_epoch(state["epoch"])
+        s = self._sched
+        for k, mine in (("rank", s.rank), ("world", s.world), ("seed", s.seed),
+                        ("index_fingerprint", s.index_fingerprint)):
+            if state[k] != mine:
+                raise ValueError("BatchSampler state is for %s=%r, this sampler has %r" % (k, state[k], mine))
+        pos = int(state["position"])
+        if not 0 <= pos <= s.n_batches:
+            raise ValueError("BatchSampler state position %d out of range (%d batches)" % (pos, s.n_batches))
+        self._start = pos
+        self._yielded = pos

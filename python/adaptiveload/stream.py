@@ -1,0 +1,373 @@
+"""StreamDataset: one rank's packed micro-batches from the C stream, as torch tensors.
+
+::
+
+    ds = adaptiveload.StreamDataset("corpus.alidx", "plan.alm", device="cuda")
+    for batch in ds:                      # a PackedBatch per planned micro-batch
+        x = batch.view(torch.bfloat16)    # all samples, packed; batch.cu_seqlens (int32, n+1)
+        loss = model(x, batch.cu_seqlens, batch.shapes).sum() / batch.step_samples
+        loss.backward()
+        if batch.last_in_step:
+            optimizer.step(); optimizer.zero_grad()
+
+What happens underneath: C reader threads pread each sample's payload member at its
+indexed offset, decode LZ4 members, and pack the micro-batch into one buffer from a
+bounded pool (``prefetch`` buffers, pinned when CUDA is present). Samples start at
+64-byte offsets (``batch.offsets``, bytes) and ``batch.cu_seqlens`` gives token
+boundaries. With ``device`` set (main process only), the C library copies each batch
+to the GPU on its own stream and the current torch stream waits for that copy on the
+GPU (cudaStreamWaitEvent), not on the host.
+
+Workers. With ``DataLoader(ds, batch_size=None, num_workers=k)`` worker ``i`` reads
+micro-batches ``i, i+k, i+2k, ...`` of the rank (each worker runs its own C stream);
+DataLoader returns worker outputs round-robin, which restores the plan order exactly
+(``batch.position`` counts 0, 1, 2, ...). Workers give CPU tensors in shared memory;
+use ``pin_memory=True`` on the DataLoader and ``batch.to("cuda", non_blocking=True)``.
+``device=`` is refused inside workers (CUDA in forked workers is not supported).
+
+Ranks and multi-node: as for :class:`adaptiveload.BatchSampler` - rank and world come
+from the arguments or torchrun's RANK / WORLD_SIZE (LOCAL_RANK picks the default CUDA
+device), the manifest's world must equal WORLD_SIZE, and every rank reads the same
+manifest with no coordination service.
+
+Errors. A sample that cannot be read (missing member, shard changed since indexing,
+short read, bad LZ4 frame) raises :class:`adaptiveload.StreamError` naming the shard,
+key and offset (``on_error="fail"``, the default), or with ``on_error="skip"`` the
+batch comes without it and ``batch.skipped`` lists ``(key, reason)``; nothing is
+skipped silently.
+
+Resuming. Every batch carries ``batch.resume_state``: the state to continue right
+after it. ``StreamDataset(..., state=batch.resume_state)`` or ``load_state_dict``
+restarts there (any number of workers). ``state_dict()`` inside a worker returns that
+worker's own position (what torchdata's StatefulDataLoader stores per worker; it
+restores with the same number of workers).
+
+Tensor lifetime. By default every tensor a batch holds is its own (copied out of the
+pool). ``zero_copy=True`` instead gives views into the stream's buffers (host or
+device), valid until ``keep`` more batches have been taken; clone() what you keep.
+"""
+
+import ctypes
+import os
+
+import torch
+from torch.utils.data import IterableDataset, get_worker_info
+
+from . import _stream_lib as L
+
+_ON_ERROR = {"fail": L.AL_STREAM_FAIL, "skip": L.AL_STREAM_SKIP_SAMPLE}
+_STATE_FIELDS = [name for name, _ in L.StreamState._fields_ if name != "reserved"]
+
+
+class PackedBatch:
+    """One packed micro-batch.
+
+    Attributes:
+        data: uint8 tensor, the packed payload (length ``offsets[-1]`` rounded up to 64:
+            the tail is zero), on the CPU or the stream's device.
+        cu_seqlens: int32 tensor (n+1), cumulative tokens; on the same device as data.
+        offsets: int64 CPU tensor (n+1), byte offset of each sample (64-aligned), and
+            the payload end; sizes: int64 CPU tensor (n), payload bytes.
+        keys: list of n sample keys; samples: int64 tensor of index positions.
+        shapes: int32 tensor (n, 3): width, height, frames.
+        padded: bool tensor (n): padding repeats (mask their loss).
+        position, step, micro, n_micro, last_in_step, bucket: where it sits in the plan.
+        step_samples, step_tokens: planned totals over all ranks of the step.
+        tokens: tokens of the samples here.
+        skipped: list of (key, reason) left out under ``on_error="skip"``.
+        resume_state: dict; a StreamDataset opened with it continues after this batch.
+    """
+
+    __slots__ = ("data", "cu_seqlens", "offsets", "sizes", "keys", "samples", "shapes", "padded", "position",
+                 "step", "micro", "n_micro", "last_in_step", "bucket", "step_samples", "step_tokens", "tokens",
+                 "skipped", "resume_state")
+
+    def __len__(self):
+        return len(self.keys)
+
+    def view(self, dtype):
+        """The packed payload as ``dtype`` (e.g. torch.bfloat16 latents); sample i starts at
+        element ``offsets[i] // itemsize``."""
+        return self.data.view(dtype)
+
+    def sample(self, i, dtype=torch.uint8):
+        """Sample i's payload as a 1-D ``dtype`` view."""
+        a = int(self.offsets[i])
+        return self.data[a:a + int(self.sizes[i])].view(dtype)
+
+    def _map(self, fn):
+        out = PackedBatch.__new__(PackedBatch)
+        for k in PackedBatch.__slots__:
+            setattr(out, k, getattr(self, k))
+        out.data = fn(self.data)
+        out.cu_seqlens = fn(self.cu_seqlens)
+        return out
+
+    def pin_memory(self):
+        """Used by DataLoader(pin_memory=True)."""
+        return self._map(lambda t: t if t.is_cuda else t.pin_memory())
+
+    def to(self, device, non_blocking=False):
+        return self._map(lambda t: t.to(device, non_blocking=non_blocking))
+
+    def __repr__(self):
+        return "PackedBatch(position=%d, step=%d, micro=%d/%d, samples=%d, tokens=%d, bytes=%d, device=%s%s)" % (
+            self.position, self.step, self.micro, self.n_micro, len(self.keys), self.tokens,
+            int(self.offsets[-1]), self.data.device, ", skipped=%d" % len(self.skipped) if self.skipped else "")
+
+
+class _CudaArray:
+    """Minimal __cuda_array_interface__ holder so torch can view C device memory."""
+
+    def __init__(self, ptr, nbytes):
+        self.__cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (ptr, False),
+                                         "version": 2}
+
+
+def _host_view(ptr, nbytes):
+    if nbytes == 0:
+        return torch.empty(0, dtype=torch.uint8)
+    return torch.frombuffer((ctypes.c_uint8 * nbytes).from_address(ptr), dtype=torch.uint8)
+
+
+def _state_dict(st):
+    return {k: int(getattr(st, k)) for k in _STATE_FIELDS}
+
+
+def _state_struct(d):
+    st = L.StreamState()
+    for k in _STATE_FIELDS:
+        setattr(st, k, int(d[k]))
+    return st
+
+
+class StreamDataset(IterableDataset):
+    """Iterable over one rank's packed micro-batches (see the module docstring).
+
+    Args:
+        index, manifest: paths of the index and of a manifest planned from it.
+        rank, world_size: default RANK / WORLD_SIZE from the environment.
+        ext: payload member extension (``KEY.<ext>`` or ``KEY.<ext>.lz4``).
+        threads: C reader threads per stream (default min(4, cores); 2 inside workers).
+        prefetch: buffers in the C pool (batches read ahead), default 4.
+        on_error: "fail" (raise) or "skip" (deliver without the sample, listed in batch.skipped).
+        device: None for CPU tensors; "cuda" / "cuda:N" / int: the C library copies each
+            batch there (main process only).
+        zero_copy, keep: see "Tensor lifetime" in the module docstring.
+        pin_memory: copy CPU batches into pinned memory (main process; default: when CUDA
+            is available and zero_copy is off).
+        state: a ``batch.resume_state`` or ``state_dict()`` to continue from.
+    """
+
+    def __init__(self, index, manifest, rank=None, world_size=None, ext="latent", threads=None, prefetch=4,
+                 on_error="fail", device=None, zero_copy=False, keep=1, pin_memory=None, state=None):
+        super().__init__()
+        if on_error not in _ON_ERROR:
+            raise ValueError("on_error must be 'fail' or 'skip', not %r" % (on_error,))
+        self.index_path = os.fspath(index)
+        self.manifest_path = os.fspath(manifest)
+        self.rank = rank
+        self.world_size = world_size
+        self.ext = ext
+        self.threads = threads
+        self.prefetch = prefetch
+        self.on_error = on_error
+        self.device = None if device is None else torch.device(device)
+        if self.device is not None and self.device.type != "cuda":
+            raise ValueError("device must be a CUDA device (or None for CPU tensors), not %s" % self.device)
+        self.zero_copy = bool(zero_copy)
+        self.keep = max(1, int(keep))
+        self.pin_memory = pin_memory
+        self._loaded = None
+        self._live = None  # (pid, worker, stream state) of the current pass
+        self._handles = None
+        self._sched = None
+        if state is not None:
+            self.load_state_dict(state)
+
+    # -- per-process C objects -----------------------------------------------
+
+    def __getstate__(self):
+        d = dict(self.__dict__)
+        d["_handles"] = d["_sched"] = d["_live"] = None  # C handles stay in their process
+        return d
+
+    def _open_inputs(self):
+        pid = os.getpid()
+        if self._handles is None or self._handles[0] != pid:
+            self._handles = (pid, L.Index(self.index_path), L.Manifest(self.manifest_path))
+        return self._handles[1], self._handles[2]
+
+    def _schedule(self):
+        from .sampler import _Schedule  # the same rank resolution as the stream
+
+        if getattr(self, "_sched", None) is None or self._sched[0] != os.getpid():
+            self._sched = (os.getpid(), _Schedule(self.manifest_path, self.rank, self.world_size))
+        return self._sched[1]
+
+    def __len__(self):
+        """Micro-batches this rank reads in the epoch (from the start)."""
+        return self._schedule().n_batches
+
+    def bucket_shape(self, bucket):
+        """BucketShape (width, height, frames, tokens) of bucket id ``batch.bucket``: the
+        shape the batch's samples are to be resized/cropped to."""
+        return self._schedule().buckets[bucket]
+
+    # -- checkpoints ----------------------------------------------------------
+
+    def state_dict(self):
+        """Where the current pass stands (inside a worker: that worker's slice)."""
+        if self._live is not None:
+            return dict(self._live[2])
+        if self._loaded is not None:
+            return dict(self._loaded)
+        return {}
+
+    def load_state_dict(self, state):
+        if state:
+            missing = [k for k in _STATE_FIELDS if k not in state]
+            if missing:
+                raise ValueError("StreamDataset state lacks %s" % ", ".join(missing))
+            self._loaded = dict(state)
+        else:
+            self._loaded = None
+
+    # -- iteration ------------------------------------------------------------
+
+    def _options(self, worker, workers):
+        o = L.StreamOptions()
+        o.threads = int(self.threads) if self.threads else (2 if workers > 1 else 0)
+        o.prefetch = int(self.prefetch or 0)
+        o.ext = self.ext.encode()
+        o.on_error = _ON_ERROR[self.on_error]
+        o.world = int(self.world_size or 0)
+        o.first = worker
+        o.stride = workers
+        resume = None
+        st = self._loaded
+        if st:
+            # The C library checks rank, world, epoch, seed, index and position.
+            resume = _state_struct(st)
+            if st["stride"] == 1:
+                pass  # rank-level state: C re-slices the rest among `workers`
+            elif st["stride"] == workers and st.get("worker") == worker:
+                o.first, o.stride = 0, 0  # this worker's own state: continue it exactly
+            else:
+                raise ValueError("StreamDataset state belongs to worker %r of %d; this is worker %d of %d"
+                                 % (st.get("worker"), st["stride"], worker, workers))
+        if self.device is not None:
+            o.device_copy = 1  # without a usable device the C library says so (StreamError)
+            if self.device.index is not None:
+                o.cuda_device = self.device.index
+            else:
+                o.cuda_device = torch.cuda.current_device() if torch.cuda.is_available() else 0
+        return o, resume
+
+    def __iter__(self):
+        info = get_worker_info()
+        worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
+        if self.device is not None and info is not None:
+            raise RuntimeError("StreamDataset(device=...) runs in the main process only; in DataLoader workers "
+                               "leave device=None and use pin_memory=True and batch.to(device)")
+        idx, man = self._open_inputs()
+        opts, resume = self._options(worker, workers)
+        if resume is not None:
+            # The C state must match this pass; rank-level validation is the C library's.
+            opts.resume = ctypes.pointer(resume)
+        lib = L.lib()
+        if self.device is not None and torch.cuda.is_available():
+            torch.cuda.init()
+        h = ctypes.c_void_p()
+        rank = -1 if self.rank is None else int(self.rank)
+        L.check(lib.al_stream_open(ctypes.byref(h), idx.handle, man.handle, rank, ctypes.byref(opts)),
+                "opening the stream of %s" % self.manifest_path)
+        in_worker = info is not None
+        pin = self.pin_memory
+        if pin is None:
+            pin = (not in_worker) and (not self.zero_copy) and torch.cuda.is_available()
+        held = []
+        try:
+            st = L.StreamState()
+            lib.al_stream_get_state(h, ctypes.byref(st))
+            self._live = (os.getpid(), worker, dict(_state_dict(st), worker=worker))
+            while True:
+                bp = ctypes.POINTER(L.StreamBatch)()  # a fresh pointer: held ones must not change
+                status = lib.al_stream_next(h, ctypes.byref(bp))
+                if status == L.AL_EOF:
+                    break
+                L.check(status, "stream %s rank %s" % (self.manifest_path, "env" if rank < 0 else rank))
+                b = bp.contents
+                batch = self._convert(lib, b, in_worker, pin)
+                lib.al_stream_get_state(h, ctypes.byref(st))
+                worker_state = _state_dict(st)
+                worker_state["worker"] = worker
+                L.check(lib.al_stream_state_at(h, b.position + 1, ctypes.byref(st)), "state")
+                batch.resume_state = _state_dict(st)
+                if self.zero_copy:
+                    held.append(bp)
+                    while len(held) > self.keep:
+                        self._release(lib, h, held.pop(0))
+                else:
+                    self._release(lib, h, bp)
+                self._live = (os.getpid(), worker, worker_state)
+                yield batch
+        finally:
+            for p in held:
+                self._release(lib, h, p)
+            lib.al_stream_close(h)
+            self._live = None
+            self._loaded = None  # a state applies to one pass
+
+    def _release(self, lib, h, bp):
+        if self.device is not None:
+            stream = torch.cuda.current_stream(self.device).cuda_stream
+            L.check(lib.al_stream_release_after(h, bp, ctypes.c_void_p(stream)), "release")
+        else:
+            L.check(lib.al_stream_release(h, bp), "release")
+
+    def _convert(self, lib, b, in_worker, pin):
+        n = b.n
+        padded_bytes = b.cu_seqlens_offset if n else 0
+        cu_bytes = (n + 1) * 4
+        out = PackedBatch()
+        if self.device is not None:
+            dev = torch.device("cuda", self.device.index if self.device.index is not None
+                               else torch.cuda.current_device())
+            stream = torch.cuda.current_stream(dev)
+            L.check(lib.al_stream_batch_wait(ctypes.byref(b), ctypes.c_void_p(stream.cuda_stream)), "batch wait")
+            whole = torch.as_tensor(_CudaArray(b.device_data, b.copy_bytes), device=dev)
+            data = whole[:padded_bytes]
+            cu = whole[b.cu_seqlens_offset:b.cu_seqlens_offset + cu_bytes].view(torch.int32)
+            if not self.zero_copy:
+                data, cu = data.clone(), cu.clone()  # on the current stream, after the wait
+        else:
+            whole = _host_view(b.data, b.copy_bytes)
+            data = whole[:padded_bytes]
+            cu = whole[b.cu_seqlens_offset:b.cu_seqlens_offset + cu_bytes].view(torch.int32)
+            if not self.zero_copy:
+                dst = torch.empty(padded_bytes, dtype=torch.uint8, pin_memory=bool(pin))
+                if in_worker:
+                    dst.share_memory_()  # DataLoader would copy it into shared memory otherwise
+                dst.copy_(data)
+                data, cu = dst, cu.clone()
+        out.data = data
+        out.cu_seqlens = cu
+        out.offsets = torch.tensor([b.offsets[i] for i in range(n + 1)], dtype=torch.int64)
+        out.sizes = torch.tensor([b.sizes[i] for i in range(n)], dtype=torch.int64)
+        out.keys = [b.keys[i].decode("utf-8", "replace") for i in range(n)]
+        out.samples = torch.tensor([b.samples[i] for i in range(n)], dtype=torch.int64)
+        out.shapes = torch.tensor([b.shapes[i] for i in range(3 * n)], dtype=torch.int32).view(n, 3)
+        out.padded = torch.tensor([bool(b.padded[i]) for i in range(n)], dtype=torch.bool)
+        out.position = int(b.position)
+        out.step = int(b.step)
+        out.micro = int(b.micro)
+        out.n_micro = int(b.n_micro)
+        out.last_in_step = bool(b.last_in_step)
+        out.bucket = int(b.bucket)
+        out.step_samples = int(b.step_samples)
+        out.step_tokens = int(b.step_tokens)
+        out.tokens = int(b.tokens)
+        out.skipped = [(b.skipped_keys[i].decode("utf-8", "replace"), b.skipped_reasons[i].decode("utf-8", "replace"))
+                       for i in range(b.n_skipped)]
+        return out

@@ -1,0 +1,23 @@
+#!/bin/bash
+# Runs tests/stream/test_python.py under Debian's python3 with torch (CPU), against
+# the freshly built libadaptiveload.so and CLI. Skips (exit 0, SKIP line) only when
+# torch cannot be imported. AL_TEST_PYTHON overrides the interpreter.
+set -euo pipefail
+PY=${AL_TEST_PYTHON:-/usr/bin/python3}
+here=$(pwd)
+if ! "$PY" -c "import torch" >/dev/null 2>&1; then
+  echo "SKIP: $PY cannot import torch; the Python package tests did not run"
+  "$PY" -c "import torch" 2>&1 | tail -1 || true
+  exit 0
+fi
+export ADAPTIVELOAD_LIB="$here/libadaptiveload.so"
+export ADAPTIVELOAD_BIN="$here/adaptiveload"
+export PYTHONPATH="$here/python"
+export PYTHONDONTWRITEBYTECODE=1
+# Under --config=asan the library is instrumented: the runtime must be loaded first,
+# and CPython's own allocations are not ours to leak-check.
+if nm -D "$ADAPTIVELOAD_LIB" 2>/dev/null | grep -q " U __asan_init"; then
+  export LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"
+  export ASAN_OPTIONS=detect_leaks=0:protect_shadow_gap=0
+fi
+exec "$PY" "$here/tests/stream/test_python.py"

@@ -1,0 +1,264 @@
+"""Python package tests: BatchSampler, IndexDataset, StreamDataset with real DataLoaders
+(several worker processes) on a small synthetic corpus made by the CLI.
+
+Run by tests/stream/python_test.sh (Bazel sh_test) with ADAPTIVELOAD_LIB (the shared
+library), ADAPTIVELOAD_BIN (the CLI) and PYTHONPATH (python/) set. Payload bytes are
+checked against Python's own tarfile reading of the shards, independent of the C code.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import unittest
+
+try:
+    import torch
+    from torch.utils.data import DataLoader
+except ImportError as e:  # the sh_test checks first; this keeps direct runs honest too
+    print("SKIP: torch cannot be imported (%s)" % e)
+    sys.exit(0)
+
+import adaptiveload
+from adaptiveload import BatchSampler, IndexDataset, StreamDataset, StreamError, collate_packed
+
+BIN = os.environ.get("ADAPTIVELOAD_BIN", "adaptiveload")
+
+
+def run(*args):
+    p = subprocess.run([BIN] + [str(a) for a in args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       universal_newlines=True)
+    if p.returncode != 0:
+        raise AssertionError("adaptiveload %s failed (%d): %s" % (" ".join(map(str, args)), p.returncode, p.stderr))
+    return p.stdout
+
+
+def tar_payloads(shard_dir, ext="latent"):
+    """key -> payload bytes, read with Python's tarfile."""
+    out = {}
+    for name in sorted(os.listdir(shard_dir)):
+        if not name.endswith(".tar"):
+            continue
+        with tarfile.open(os.path.join(shard_dir, name)) as t:
+            for m in t.getmembers():
+                base = os.path.basename(m.name)
+                key, _, e = base.partition(".")
+                if e == ext:
+                    out[key] = t.extractfile(m).read()
+    return out
+
+
+class Corpus:
+    """synth -> index -> plan (world 2), in a temp dir shared by the tests."""
+
+    def __init__(self, root, samples=36, world=2, epochs=(0,)):
+        self.root = root
+        self.shards = os.path.join(root, "shards")
+        run("synth", "--out", self.shards, "--samples", samples, "--shards", 3, "--seed", 3)
+        self.index = os.path.join(root, "corpus.alidx")
+        run("index", "-o", self.index, self.shards)
+        # Small micro-batches so that the plan has many of them.
+        for e in epochs:
+            run("plan", "--index", self.index, "--world", world, "--seed", 1, "--epoch", e, "--mem-tokens", 20000,
+                "-o", os.path.join(root, "plan-%d.alm" % e))
+        self.manifest = os.path.join(root, "plan-0.alm")
+        self.payload = tar_payloads(self.shards)
+
+
+def setUpModule():
+    global TMP, C
+    TMP = tempfile.mkdtemp(prefix="al_pytest_", dir=os.environ.get("TEST_TMPDIR"))
+    C = Corpus(TMP, epochs=(0, 1))
+    os.environ.pop("RANK", None)
+    os.environ.pop("WORLD_SIZE", None)
+
+
+def tearDownModule():
+    shutil.rmtree(TMP, ignore_errors=True)
+
+
+def stream_all(ds):
+    return [b for b in ds]
+
+
+class BatchSamplerTest(unittest.TestCase):
+    def test_lists_positions_and_states(self):
+        s = BatchSampler(C.manifest, rank=0, world_size=2)
+        self.assertEqual(s.rank, 0)
+        self.assertEqual(s.world_size, 2)
+        self.assertEqual(s.epoch, 0)
+        batches = list(s)
+        self.assertGreater(len(batches), 3)
+        self.assertEqual(len(batches), len(s))
+        infos = list(s.infos())
+        self.assertEqual([list(i.samples) for i in infos], batches)
+        self.assertTrue(infos[-1].last_in_step)
+        self.assertTrue(all(i.step_samples > 0 and i.step_tokens > 0 for i in infos))
+        # Ranks together cover every planned sample once (padding aside).
+        other = BatchSampler(C.manifest, rank=1, world_size=2)
+        real = []
+        for smp in (s, other):
+            for info in smp.infos():
+                real += [x for x, p in zip(info.samples, info.padded) if not p]
+        self.assertEqual(len(real), len(set(real)))
+        # Mid-pass state: the next pass yields exactly the rest.
+        it = iter(s)
+        head = [next(it) for _ in range(3)]
+        state = s.state_dict()
+        self.assertEqual(state["position"], 3)
+        s2 = BatchSampler(C.manifest, rank=0, world_size=2)
+        s2.load_state_dict(state)
+        self.assertEqual(len(s2), len(batches) - 3)
+        self.assertEqual(head + list(s2), batches)
+        self.assertEqual(list(s2), batches, "a loaded state applies to one pass")
+        with self.assertRaisesRegex(ValueError, "rank"):
+            BatchSampler(C.manifest, rank=1, world_size=2).load_state_dict(state)
+
+    def test_epochs_and_world_checks(self):
+        s = BatchSampler(C.manifest, rank=0, world_size=2)
+        s.set_epoch(0)
+        with self.assertRaisesRegex(ValueError, "epoch"):
+            s.set_epoch(1)
+        t = BatchSampler(os.path.join(TMP, "plan-{epoch}.alm"), rank=1, world_size=2)
+        e0 = list(t)
+        t.set_epoch(1)
+        self.assertEqual(t.epoch, 1)
+        self.assertNotEqual(list(t), e0)
+        with self.assertRaisesRegex(StreamError, "world of 2"):
+            BatchSampler(C.manifest, rank=0, world_size=4)
+        os.environ["WORLD_SIZE"], os.environ["RANK"] = "2", "1"
+        try:
+            self.assertEqual(BatchSampler(C.manifest).rank, 1)
+            os.environ["WORLD_SIZE"] = "8"
+            with self.assertRaisesRegex(StreamError, "WORLD_SIZE is 8"):
+                BatchSampler(C.manifest)
+        finally:
+            del os.environ["WORLD_SIZE"], os.environ["RANK"]
+
+    def test_dataloader_with_workers(self):
+        s = BatchSampler(C.manifest, rank=1, world_size=2)
+        ds = IndexDataset(C.index)
+        loader = DataLoader(ds, batch_sampler=s, num_workers=3, collate_fn=collate_packed)
+        n = 0
+        for info, batch in zip(s.infos(), loader):
+            self.assertEqual(batch["index"].tolist(), list(info.samples))
+            offs = batch["offsets"].tolist()
+            for i, key in enumerate(batch["keys"]):
+                self.assertEqual(offs[i] % 64, 0)
+                got = bytes(batch["data"][offs[i]:offs[i] + int(batch["sizes"][i])].numpy())
+                self.assertEqual(got, C.payload[key], key)
+            self.assertEqual(batch["cu_seqlens"].shape[0], len(batch["keys"]) + 1)
+            n += 1
+        self.assertEqual(n, len(s))
+
+
+class StreamDatasetTest(unittest.TestCase):
+    def check_batch(self, b):
+        offs = b.offsets.tolist()
+        self.assertEqual(len(offs), len(b.keys) + 1)
+        self.assertEqual(b.cu_seqlens.dtype, torch.int32)
+        self.assertEqual(int(b.cu_seqlens[0]), 0)
+        self.assertEqual(int(b.cu_seqlens[-1]), b.tokens)
+        for i, key in enumerate(b.keys):
+            self.assertEqual(offs[i] % 64, 0)
+            self.assertEqual(bytes(b.sample(i).numpy()), C.payload[key], key)
+        lat = b.view(torch.bfloat16)
+        if b.keys:
+            i = len(b.keys) - 1
+            # Random bytes hold NaN patterns: compare the bf16 views bit for bit.
+            self.assertEqual(lat.dtype, torch.bfloat16)
+            self.assertTrue(torch.equal(lat[offs[i] // 2:(offs[i] + int(b.sizes[i])) // 2].view(torch.int16),
+                                        b.sample(i, torch.bfloat16).view(torch.int16)))
+
+    def test_main_process_order_contents_and_resume(self):
+        ds = StreamDataset(C.index, C.manifest, rank=0, world_size=2, threads=2, prefetch=3)
+        batches = stream_all(ds)
+        s = BatchSampler(C.manifest, rank=0, world_size=2)
+        self.assertEqual(len(batches), len(s))
+        self.assertEqual(len(ds), len(s))
+        for b, info in zip(batches, s.infos()):
+            self.assertEqual(b.samples.tolist(), list(info.samples))
+            self.assertEqual((b.step, b.micro, b.last_in_step), (info.step, info.micro, info.last_in_step))
+            self.assertEqual(b.padded.tolist(), [bool(p) for p in info.padded])
+            self.check_batch(b)
+        self.assertEqual([b.position for b in batches], list(range(len(batches))))
+        # Tensors are owned by default: still intact after the pass.
+        self.check_batch(batches[0])
+        # Resume right after batch k.
+        k = len(batches) // 2
+        rest = stream_all(StreamDataset(C.index, C.manifest, rank=0, world_size=2, state=batches[k].resume_state))
+        self.assertEqual([b.keys for b in rest], [b.keys for b in batches[k + 1:]])
+        # zero_copy views, one kept at a time.
+        zc = StreamDataset(C.index, C.manifest, rank=0, world_size=2, zero_copy=True)
+        for b, ref in zip(zc, batches):
+            self.assertEqual(b.keys, ref.keys)
+            self.check_batch(b)
+
+    def test_dataloader_workers_restore_order(self):
+        ref = stream_all(StreamDataset(C.index, C.manifest, rank=1, world_size=2))
+        for workers in (2, 3):
+            ds = StreamDataset(C.index, C.manifest, rank=1, world_size=2, threads=1)
+            got = list(DataLoader(ds, batch_size=None, num_workers=workers))
+            self.assertEqual([b.position for b in got], list(range(len(ref))), "workers=%d" % workers)
+            self.assertEqual([b.keys for b in got], [b.keys for b in ref])
+            for b in got[:4]:
+                self.check_batch(b)
+            # Resume after batch k with workers: exactly the rest, in order.
+            k = 2
+            ds2 = StreamDataset(C.index, C.manifest, rank=1, world_size=2, state=got[k].resume_state)
+            rest = list(DataLoader(ds2, batch_size=None, num_workers=workers))
+            self.assertEqual([b.position for b in rest], list(range(k + 1, len(ref))))
+
+    def test_worker_states_follow_statefuldataloader_protocol(self):
+        # What StatefulDataLoader does per worker: state_dict() inside the worker after a
+        # batch, load_state_dict() into that worker's copy later. Simulated in-process.
+        ds = StreamDataset(C.index, C.manifest, rank=0, world_size=2)
+        it = iter(ds)
+        first = [next(it) for _ in range(2)]
+        state = ds.state_dict()
+        self.assertEqual(state["position"], 2)
+        it.close()
+        ds2 = StreamDataset(C.index, C.manifest, rank=0, world_size=2)
+        ds2.load_state_dict(state)
+        rest = stream_all(ds2)
+        full = stream_all(StreamDataset(C.index, C.manifest, rank=0, world_size=2))
+        self.assertEqual([b.keys for b in first + rest], [b.keys for b in full])
+
+    def test_errors_fail_or_skip_naming_the_key(self):
+        root = os.path.join(TMP, "broken")
+        os.makedirs(root)
+        shutil.copytree(C.shards, os.path.join(root, "shards"))
+        index = os.path.join(root, "i.alidx")
+        run("index", "-o", index, os.path.join(root, "shards"))
+        man = os.path.join(root, "m.alm")
+        run("plan", "--index", index, "--world", 1, "--mem-tokens", 20000, "-o", man)
+        victim = os.path.join(root, "shards", "shard-000001.tar")
+        with open(victim, "r+b") as f:
+            f.truncate(os.path.getsize(victim) // 2)
+        with tarfile.open(os.path.join(C.shards, "shard-000001.tar")) as t:
+            victim_keys = {os.path.basename(m.name).partition(".")[0] for m in t.getmembers()}
+        with self.assertRaises(StreamError) as cm:
+            stream_all(StreamDataset(index, man, rank=0))
+        msg = str(cm.exception)
+        self.assertIn("shard-000001.tar", msg)
+        self.assertTrue(any("'%s'" % k in msg for k in victim_keys), msg)
+        skipped = []
+        for b in StreamDataset(index, man, rank=0, on_error="skip"):
+            skipped += [k for k, _ in b.skipped]
+            self.assertTrue(all(k not in victim_keys for k in b.keys))
+            for k, reason in b.skipped:
+                self.assertIn(k, reason)
+        self.assertEqual(set(skipped), victim_keys)
+
+    def test_device_needs_cuda(self):
+        if torch.cuda.is_available():
+            self.skipTest("CUDA present: covered by tools/gpu_stream_check.sh")
+        with self.assertRaisesRegex(StreamError, "CUDA"):
+            stream_all(StreamDataset(C.index, C.manifest, rank=0, world_size=2, device="cuda"))
+
+
+if __name__ == "__main__":
+    print("adaptiveload python test: torch %s, library %s" % (torch.__version__, os.environ.get("ADAPTIVELOAD_LIB")))
+    unittest.main(verbosity=2)
