@@ -97,14 +97,20 @@ typedef struct al_index_stats {
 } al_index_stats;
 
 /* Expands a SHARD argument: a file, a directory (every *.tar* inside, sorted) or
- * a brace pattern "shard-{000000..000099}.tar". Appends malloc'd paths to
- * *paths (realloc'd; *n updated). Caller frees each path and the array. */
+ * a brace pattern "shard-{000000..000099}.tar" (also "{a,b}", several groups).
+ * Appends malloc'd paths to *paths (realloc'd; *n updated). Caller frees each
+ * path and the array. A plain path that does not exist passes through (the
+ * build records it as unreadable); a directory without *.tar* files is
+ * AL_ENOTFOUND; a malformed pattern AL_EINVAL; more than 10M paths AL_ERANGE.
+ * On error nothing is appended. */
 int al_shard_expand(const char *arg, char ***paths, size_t *n);
 
 /* Indexes `n` shards. On AL_OK *out is a new index (possibly with rejected
- * entries). Fails only for bad arguments, when no shard could be read, or with
- * opts->strict when anything was rejected (then *out is still set so the
- * caller can report what was rejected). `stats` may be NULL. */
+ * entries). Fails only for bad arguments (AL_EINVAL, *out NULL), out of memory,
+ * or with AL_EFORMAT when no shard could be read or with opts->strict when
+ * anything was rejected; in those two cases *out is still set (caller frees)
+ * so that the caller can report what was rejected. Shard paths are recorded
+ * made absolute (cwd prefixed, not symlink-resolved). `stats` may be NULL. */
 int al_index_build(al_index **out, const char *const *shards, size_t n,
                    const al_index_options *opts, al_index_stats *stats);
 
@@ -122,7 +128,8 @@ uint64_t al_index_fingerprint(const al_index *idx);
 int al_index_shard(const al_index *idx, size_t i, al_shard_info *out);
 int al_index_sample(const al_index *idx, size_t i, al_sample_info *out);
 int al_index_member(const al_index *idx, size_t sample, size_t m, al_member_info *out);
-/* AL_ENOTFOUND when the sample has no member with that extension. */
+/* The member with extension `ext`, or else with "<ext>.lz4" (same content stored
+ * as an LZ4 frame; out->lz4 tells). AL_ENOTFOUND when there is neither. */
 int al_index_find_member(const al_index *idx, size_t sample, const char *ext, al_member_info *out);
 int al_index_rejected(const al_index *idx, size_t i, al_rejected_info *out);
 
@@ -131,7 +138,10 @@ int al_index_rejected(const al_index *idx, size_t i, al_rejected_info *out);
  * (keys with their NULs). Either may be NULL. Returns the sum. */
 size_t al_index_memory(const al_index *idx, size_t *records, size_t *keys);
 
-/* Hand assembly (planner benchmarks, tests). Members are optional. */
+/* Hand assembly (planner benchmarks, tests). Members are optional. Unlike
+ * al_index_build, nothing is validated beyond the shard id and offsets < 2^48:
+ * keys are not checked for duplicates and shapes are stored as given.
+ * add_shard records mtime 0 and compression "none" (seekable) or "unknown". */
 int al_index_new(al_index **out);
 int al_index_add_shard(al_index *idx, const char *path, uint64_t size, int seekable, uint32_t *id);
 int al_index_add_sample(al_index *idx, const char *key, uint32_t shard, uint32_t width,
