@@ -14,7 +14,9 @@
 #
 # Environment (defaults): N=1000000 SHARDS=100 LAT_N=4000 LAT_SHARDS=16
 # THREADS=2 RUNS=3 WORK=/tmp/al_bench_index BIN= (a prebuilt binary: skip the
-# build) BAZEL=bazel BAZEL_STARTUP= (e.g. --output_base=...) KEEP=1 (keep corpora).
+# build) BAZEL=bazel BAZEL_STARTUP= (e.g. --output_base=...) BAZEL_BUILD_FLAGS= (extra
+# build flags) KEEP=1 (keep corpora) REUSE=1 (index kept corpora again, no synthesis).
+# The box should be otherwise idle: best_s is the least disturbed run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,7 +31,7 @@ BAZEL=${BAZEL:-bazel}
 
 if [ -z "${BIN:-}" ]; then
   # shellcheck disable=SC2086
-  $BAZEL ${BAZEL_STARTUP:-} build --config=opt //:adaptiveload >&2
+  $BAZEL ${BAZEL_STARTUP:-} build --config=opt ${BAZEL_BUILD_FLAGS:-} //:adaptiveload >&2
   BIN="$($BAZEL ${BAZEL_STARTUP:-} info --config=opt bazel-bin 2>/dev/null)/adaptiveload"
 fi
 mkdir -p "$WORK"
@@ -37,18 +39,22 @@ cp -f "$BIN" "$WORK/adaptiveload"
 BIN="$WORK/adaptiveload"
 
 echo "# machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo); load: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "# synthesizing (seed 0) ..."
-rm -rf "$WORK/meta" "$WORK/meta_lz4" "$WORK/lat" "$WORK/one"
-"$BIN" synth --out "$WORK/meta" --samples "$N" --shards "$SHARDS" --payload none
-"$BIN" synth --out "$WORK/lat" --samples "$LAT_N" --shards "$LAT_SHARDS" --payload latent
-"$BIN" synth --out "$WORK/one" --samples 1 --shards 1 --payload none
 HAVE_LZ4=0
-if command -v lz4 >/dev/null; then
-  HAVE_LZ4=1
-  mkdir -p "$WORK/meta_lz4"
-  for f in "$WORK"/meta/*.tar; do lz4 -1 -q -f "$f" "$WORK/meta_lz4/$(basename "$f").lz4"; done
+command -v lz4 >/dev/null && HAVE_LZ4=1
+if [ "${REUSE:-0}" = 1 ] && [ -d "$WORK/meta" ] && [ -d "$WORK/lat" ] && [ -d "$WORK/one" ]; then
+  echo "# reusing the corpora in $WORK (REUSE=1)"
 else
-  echo "# lz4 CLI not found (Debian package lz4): skipping the .tar.lz4 corpus" >&2
+  echo "# synthesizing (seed 0) ..."
+  rm -rf "$WORK/meta" "$WORK/meta_lz4" "$WORK/lat" "$WORK/one"
+  "$BIN" synth --out "$WORK/meta" --samples "$N" --shards "$SHARDS" --payload none
+  "$BIN" synth --out "$WORK/lat" --samples "$LAT_N" --shards "$LAT_SHARDS" --payload latent
+  "$BIN" synth --out "$WORK/one" --samples 1 --shards 1 --payload none
+  if [ "$HAVE_LZ4" = 1 ]; then
+    mkdir -p "$WORK/meta_lz4"
+    for f in "$WORK"/meta/*.tar; do lz4 -1 -q -f "$f" "$WORK/meta_lz4/$(basename "$f").lz4"; done
+  else
+    echo "# lz4 CLI not found (Debian package lz4): skipping the .tar.lz4 corpus" >&2
+  fi
 fi
 # Warm the page cache: the numbers are for shards already in memory.
 cat "$WORK"/meta/*.tar > /dev/null
