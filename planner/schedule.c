@@ -49,21 +49,26 @@ static int push_sample(al_plan *p, uint32_t s) {
  * reaches B joins the sequence; leftovers follow in bucket order. */
 static int form_batches(al_plan *p, const uint64_t *items, size_t n) {
   size_t nb = p->n_buckets;
+  uint64_t *cnt = calloc(nb + 1, sizeof *cnt);
   uint64_t *off = calloc(nb + 1, sizeof *off);
-  uint32_t *fill = calloc(nb, sizeof *fill);
+  uint32_t *fill = calloc(nb ? nb : 1, sizeof *fill);
   uint32_t *buf = NULL;
-  int rc = (off && fill) ? AL_OK : al_set_error(AL_ENOMEM, "plan: out of memory");
+  int rc = (cnt && off && fill) ? AL_OK : al_set_error(AL_ENOMEM, "plan: out of memory");
+  size_t batches = 0;
   if (!rc) {
-    for (size_t i = 0; i < n; i++) off[(items[i] >> 32) + 1]++;
+    for (size_t i = 0; i < n; i++) cnt[items[i] >> 32]++;
+    /* One open batch per bucket, at most min(B, count) long. */
     for (size_t b = 0; b < nb; b++) {
-      uint64_t c = off[b + 1];
-      if (c > p->buckets[b].batch_size) c = p->buckets[b].batch_size;
-      off[b + 1] = off[b] + c;
+      uint64_t B = p->buckets[b].batch_size;
+      off[b + 1] = off[b] + (cnt[b] < B ? cnt[b] : B);
+      batches += (size_t)((cnt[b] + B - 1) / B);
     }
     buf = malloc((off[nb] ? off[nb] : 1) * sizeof *buf);
     if (!buf) rc = al_set_error(AL_ENOMEM, "plan: out of memory");
   }
+  /* Sizes are known up front: allocate once (padding needs at most W more). */
   if (!rc) rc = grow((void **)&p->mb, &p->cap_mb, n + p->world, sizeof *p->mb);
+  if (!rc) rc = grow((void **)&p->micro, &p->cap_micro, batches + 2 * (size_t)p->world, sizeof *p->micro);
   for (size_t i = 0; i < n && !rc; i++) {
     uint32_t s = (uint32_t)items[i], b = (uint32_t)(items[i] >> 32);
     buf[off[b] + fill[b]++] = s;
@@ -80,6 +85,7 @@ static int form_batches(al_plan *p, const uint64_t *items, size_t n) {
     rc = push_micro(p, p->n_mb, fill[b], (uint32_t)b, 0);
     p->n_mb += fill[b];
   }
+  free(cnt);
   free(off);
   free(fill);
   free(buf);
