@@ -169,7 +169,7 @@ typedef struct build {
   al_scan_result *results;
   char *done;                 /* results[i] ready */
   int *fail;                  /* scan status per shard (out of memory) */
-  char (*fail_msg)[1024];
+  char **fail_msg;            /* message per failed shard (rare), malloc'd */
   size_t next;                /* next shard to claim */
   size_t merged;              /* shards merged so far */
   size_t window;
@@ -196,7 +196,7 @@ static void *worker(void *arg) {
     pthread_mutex_lock(&B->mu);
     B->results[i] = r;
     B->fail[i] = rc;
-    if (rc) snprintf(B->fail_msg[i], sizeof B->fail_msg[i], "%s", al_last_error());
+    if (rc) B->fail_msg[i] = strdup(al_last_error());
     B->done[i] = 1;
     pthread_cond_broadcast(&B->cv_ready);
     pthread_mutex_unlock(&B->mu);
@@ -335,7 +335,7 @@ int al_index_build(al_index **out, const char *const *shards, size_t n, const al
     }
     pthread_mutex_unlock(&B.mu);
     if (B.fail[i]) {
-      rc = al_set_error(B.fail[i], "%s: %s", shards[i], B.fail_msg[i]);
+      rc = al_set_error(B.fail[i], "%s: %s", shards[i], B.fail_msg[i] ? B.fail_msg[i] : "out of memory");
     } else {
       char *abs = absolute(shards[i]);
       rc = abs ? merge(&M, &B.results[i], abs) : al_set_error(AL_ENOMEM, "out of memory");
@@ -362,6 +362,7 @@ int al_index_build(al_index **out, const char *const *shards, size_t n, const al
   free(B.results);
   free(B.done);
   free(B.fail);
+  for (size_t i = 0; i < n; i++) free(B.fail_msg[i]);
   free(B.fail_msg);
   free(tids);
   free(M.slots);
