@@ -93,6 +93,7 @@ static void slot_fail(shard_slot *s, int status) {
 /* Opens shard `id` once and checks it against the index. On failure the
  * reason is kept, so every sample of the shard reports it (naming its key). */
 static int shard_get(al_shard_table *t, uint32_t id, shard_slot **out) {
+  *out = NULL;
   if (id >= t->n) return al_set_error(AL_EFORMAT, "shard id %" PRIu32 " out of range (%zu shards)", id, t->n);
   pthread_mutex_lock(&t->mu);
   shard_slot *s = &t->slots[id];
@@ -362,9 +363,9 @@ static int seq_seek(al_reader *r, const al_source_job *job, const char *path) {
 }
 
 int al_reader_read(al_reader *r, const al_source_job *job, al_growbuf *b, size_t off, size_t *len) {
-  shard_slot *s;
+  shard_slot *s = NULL;
   int st = shard_get(r->t, job->shard, &s);
-  if (st != AL_OK) {
+  if (st != AL_OK || !s) {
     return al_error_prefix(st, "key '%s' member '%s' at byte %" PRIu64, job->key ? job->key : "?",
                            job->member, job->offset);
   }

@@ -16,7 +16,10 @@ export PYTHONPATH="$here/python"
 export PYTHONDONTWRITEBYTECODE=1
 # Under --config=asan the library is instrumented: the runtime must be loaded first,
 # and CPython's own allocations are not ours to leak-check.
-if nm -D "$ADAPTIVELOAD_LIB" 2>/dev/null | grep -q " U __asan_init"; then
+# (nm's output is captured first: with pipefail, grep -q closing the pipe early would
+# make the test fail to notice.)
+syms=$(nm -D "$ADAPTIVELOAD_LIB" 2>/dev/null || true)
+if grep -q " U __asan_init" <<<"$syms"; then
   export LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"
   export ASAN_OPTIONS=detect_leaks=0:protect_shadow_gap=0
 fi
