@@ -224,4 +224,23 @@ TEST(DefaultModel, ReproducesDesignNumbers) {
   al_bench_free(&b);
 }
 
+// A real run of examples/shape_bench.py on an H200 (4 DiT blocks, bf16),
+// with peak memory: both fits, the memory line and M_mem.
+TEST(DefaultModel, ShapeBenchCsvWithMemory) {
+  al_bench b;
+  ASSERT_EQ(al_bench_load(&b, "planner/data/h200_shape_bench.csv"), AL_OK) << al_last_error();
+  ASSERT_TRUE(b.mem);
+  al_cost_model m;
+  ASSERT_EQ(al_cost_fit_bench(&b, nullptr, &m), AL_OK) << al_last_error();
+  al_bench_free(&b);
+  EXPECT_EQ(m.fit.family, AL_COST_POLY2);
+  EXPECT_LT(m.fit.median_rel_err, 0.03);
+  ASSERT_TRUE(m.has_mem);
+  EXPECT_GT(m.mem_m1, 1e5);  // hundreds of KB of activations per token for 4 blocks
+  uint64_t tok = 0;
+  ASSERT_EQ(al_cost_mem_tokens(&m, 141e9, 0.9, &tok), AL_OK);
+  EXPECT_GT(tok, 100000u);
+  EXPECT_LT(tok, 1000000u);
+}
+
 }  // namespace

@@ -354,7 +354,7 @@ TEST(Errors, ImpossibleInputsAreClear) {
 
   Shapes s = MakeShapes(100);
   in = s.Input();
-  o.mem_tokens = 100;  // below the smallest bucket (240x240 image = 225 tokens)
+  o.mem_tokens = 100;  // below the smallest bucket (288x192 image = 216 tokens)
   EXPECT_EQ(al_plan_build(&p, &in, &c, &o), AL_ERANGE);
   EXPECT_NE(std::string(al_last_error()).find("below the smallest bucket"), std::string::npos) << al_last_error();
 
