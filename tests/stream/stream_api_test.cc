@@ -285,6 +285,14 @@ TEST(StreamApi, ResumeAfterRestartAndForeignStateRefused) {
   auto first = drain(s, k);
   al_stream_state st;
   ASSERT_EQ(al_stream_get_state(s, &st), AL_OK);
+  // state_at(k) is the same rank-level state (what Python attaches to each batch).
+  al_stream_state at;
+  ASSERT_EQ(al_stream_state_at(s, k, &at), AL_OK);
+  EXPECT_EQ(at.position, st.position);
+  EXPECT_EQ(at.next_step, st.next_step);
+  EXPECT_EQ(at.next_micro, st.next_micro);
+  EXPECT_EQ(at.stride, 1u);
+  EXPECT_EQ(al_stream_state_at(s, full.size() + 1, &at), AL_ERANGE);
   al_stream_close(s);
   al_stream_options o{};
   o.resume = &st;
