@@ -31,7 +31,8 @@
  * Ownership: the caller owns an al_plan (al_plan_free). The plan does not keep
  * pointers into al_plan_input or the options after al_plan_build returns
  * (the bucket table is copied into the plan's bucket list).
- * Thread safety: a built plan is immutable; al_plan_build uses one thread.
+ * Thread safety: a built plan is immutable; al_plan_build uses one thread and
+ * no global state, so distinct plans may be built concurrently.
  * Errors: al_status codes; al_last_error() says what and where.
  */
 #ifndef AL_PLAN_H

@@ -182,19 +182,18 @@ static void heap_down(bin *h, size_t n, size_t i) {
   }
 }
 
-static const al_pmicro *g_sort_micro; /* qsort context; al_plan_build is single-threaded per plan */
-
-static int cmp_item(const void *a, const void *b) {
-  const al_pmicro *x = &g_sort_micro[*(const uint32_t *)a], *y = &g_sort_micro[*(const uint32_t *)b];
+/* qsort_r comparators: no globals, so plans may be built on several threads at once. */
+static int cmp_item(const void *a, const void *b, void *ctx) {
+  const al_pmicro *mi = ctx;
+  const al_pmicro *x = &mi[*(const uint32_t *)a], *y = &mi[*(const uint32_t *)b];
   if (x->cost != y->cost) return x->cost < y->cost ? 1 : -1;
   return (x->seq > y->seq) - (x->seq < y->seq);
 }
 
-static const double *g_sort_load;
-
-static int cmp_bin(const void *a, const void *b) {
+static int cmp_bin(const void *a, const void *b, void *ctx) {
+  const double *load = ctx;
   uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-  if (g_sort_load[x] != g_sort_load[y]) return g_sort_load[x] < g_sort_load[y] ? 1 : -1;
+  if (load[x] != load[y]) return load[x] < load[y] ? 1 : -1;
   return (x > y) - (x < y);
 }
 
@@ -260,8 +259,7 @@ static int pack_window(al_plan *p, packer *k, al_rng *rng, size_t i0, size_t i1,
   int rc = packer_reserve(k, m, nbins);
   if (rc) return rc;
   for (size_t i = 0; i < m; i++) k->items[i] = (uint32_t)(i0 + i);
-  g_sort_micro = p->micro;
-  qsort(k->items, m, sizeof *k->items, cmp_item);
+  qsort_r(k->items, m, sizeof *k->items, cmp_item, p->micro);
   for (size_t b = 0; b < nbins; b++) k->heap[b].load = 0, k->heap[b].id = (uint32_t)b;
   for (size_t i = 0; i < m; i++) {
     uint32_t it = k->items[i];
@@ -279,8 +277,7 @@ static int pack_window(al_plan *p, packer *k, al_rng *rng, size_t i0, size_t i1,
   k->start[0] = 0;
   /* Bins of similar load share a step: the step's max is then close to its mean. */
   for (size_t b = 0; b < nbins; b++) k->bins[b] = (uint32_t)b;
-  g_sort_load = k->load;
-  qsort(k->bins, nbins, sizeof *k->bins, cmp_bin);
+  qsort_r(k->bins, nbins, sizeof *k->bins, cmp_bin, k->load);
   /* Random step order inside the window and random rank order inside the
    * step, so that no rank is always the heavy one. */
   for (uint32_t s = 0; s < steps; s++) k->perm[s] = s;
