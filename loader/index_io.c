@@ -299,8 +299,7 @@ int al_index_load(al_index **out, const char *path) {
     const char *names[AL_N_FIELDS] = {NULL};
     for (size_t i = 0; i < h->n_field_names && i < AL_N_FIELDS; i++) names[i] = h->field_names[i];
     rc = al_index_set_fields(L.idx, names);
-    protobuf_c_message_free_unpacked(msg, NULL);
-    msg = NULL;
+    msg = NULL; /* owned by the reader (arena) */
   }
   int have_summary = 0;
   while (!rc) {
@@ -326,8 +325,6 @@ int al_index_load(al_index **out, const char *path) {
       rc = al_set_error(AL_EFORMAT, "%s: record %llu has unexpected tag %u in an index file", path,
                         (unsigned long long)L.chunk, tag);
     }
-    protobuf_c_message_free_unpacked(msg, NULL);
-    msg = NULL;
   }
   al_pbio_reader_close(r);
   free(L.mem);

@@ -252,7 +252,6 @@ int al_manifest_load(al_manifest **out, const char *path) {
     } else {
       rc = al_set_error(AL_EFORMAT, "%s: unexpected record tag %u in a manifest", where, tag);
     }
-    protobuf_c_message_free_unpacked(msg, NULL);
   }
   al_pbio_reader_close(r);
   if (!rc && !have_header) rc = al_set_error(AL_EFORMAT, "%s: no ManifestHeader", path);

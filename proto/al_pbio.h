@@ -103,7 +103,8 @@ const char *al_pbio_reader_path(const al_pbio_reader *r);
 int al_pbio_read(al_pbio_reader *r, uint32_t *tag, const uint8_t **buf, size_t *len);
 
 /* Reads the next record and unpacks it as `desc`, which must match `tag`.
- * *msg is freed by the caller with protobuf_c_message_free_unpacked(*msg, NULL). */
+ * *msg is owned by the reader: it lives in an arena that the next read (or
+ * close) recycles. Copy out what you keep; never free it yourself. */
 int al_pbio_read_msg(al_pbio_reader *r, uint32_t tag,
                      const ProtobufCMessageDescriptor *desc, ProtobufCMessage **msg);
 
@@ -115,7 +116,8 @@ const ProtobufCMessageDescriptor *al_pbio_descriptor_for(uint32_t tag);
 
 void al_pbio_reader_close(al_pbio_reader *r);
 
-/* Convenience for single-message files (CostModel). */
+/* Convenience for single-message files (CostModel). load_one's *msg belongs
+ * to the caller: protobuf_c_message_free_unpacked(*msg, NULL). */
 int al_pbio_save_one(const char *path, al_file_kind kind, uint32_t tag,
                      const ProtobufCMessage *msg);
 int al_pbio_load_one(const char *path, al_file_kind kind, uint32_t tag,

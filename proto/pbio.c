@@ -225,6 +225,52 @@ void al_pbio_writer_abort(al_pbio_writer *w) {
 
 /* ============================================================== reader == */
 
+/* Bump allocator for unpacked messages. protobuf-c otherwise mallocs every
+ * sub-message, string and repeated field of a record and frees them one by one:
+ * for a 10M-sample index that was most of the load time. A record's message
+ * lives until the next read, so one arena reset per record frees it all. */
+typedef struct arena_chunk {
+  struct arena_chunk *next;
+  size_t cap, used;
+  _Alignas(16) uint8_t data[];
+} arena_chunk;
+
+static void *arena_alloc(void *ctx, size_t size) {
+  arena_chunk **head = ctx;
+  size = (size + 15) & ~(size_t)15;
+  arena_chunk *c = *head;
+  if (!c || c->cap - c->used < size) {
+    size_t cap = c ? c->cap * 2 : (1u << 20);
+    while (cap < size) cap *= 2;
+    arena_chunk *n = malloc(sizeof *n + cap);
+    if (!n) return NULL;
+    n->next = c;
+    n->cap = cap;
+    n->used = 0;
+    *head = n;
+    c = n;
+  }
+  void *p = c->data + c->used;
+  c->used += size;
+  return p;
+}
+
+static void arena_free(void *ctx, void *p) { (void)ctx; (void)p; }
+
+/* Keeps the newest (largest) chunk for the next record, frees the rest. */
+static void arena_reset(arena_chunk **head) {
+  arena_chunk *c = *head;
+  if (!c) return;
+  arena_chunk *rest = c->next;
+  while (rest) {
+    arena_chunk *n = rest->next;
+    free(rest);
+    rest = n;
+  }
+  c->next = NULL;
+  c->used = 0;
+}
+
 struct al_pbio_reader {
   FILE *f;
   char *path;
@@ -241,6 +287,8 @@ struct al_pbio_reader {
   uint64_t d_off;    /* stream offset of d[d_pos] */
   uint64_t records;
   int finished;
+  arena_chunk *arena;            /* backs the last unpacked message */
+  ProtobufCAllocator allocator;  /* arena_alloc / arena_free over `arena` */
 };
 
 /* Makes at least `n` decompressed bytes available at r->d + r->d_pos, or fewer
@@ -295,6 +343,8 @@ static void r_free(al_pbio_reader *r) {
   if (!r) return;
   if (r->f) fclose(r->f);
   if (r->dctx) LZ4F_freeDecompressionContext(r->dctx);
+  arena_reset(&r->arena);
+  free(r->arena);
   free(r->in);
   free(r->d);
   free(r->path);
@@ -365,6 +415,9 @@ int al_pbio_reader_open(al_pbio_reader **out, const char *path, al_file_kind exp
   }
   r->d_pos = HEADER_LEN;
   r->d_off = HEADER_LEN;
+  r->allocator.alloc = arena_alloc;
+  r->allocator.free = arena_free;
+  r->allocator.allocator_data = &r->arena;
   *out = r;
   return AL_OK;
 }
@@ -438,7 +491,8 @@ const ProtobufCMessageDescriptor *al_pbio_descriptor_for(uint32_t tag) {
 
 static int unpack(al_pbio_reader *r, uint32_t tag, const ProtobufCMessageDescriptor *desc,
                   const uint8_t *buf, size_t len, ProtobufCMessage **msg) {
-  *msg = protobuf_c_message_unpack(desc, NULL, len, buf);
+  arena_reset(&r->arena);
+  *msg = protobuf_c_message_unpack(desc, &r->allocator, len, buf);
   if (!*msg)
     return al_set_error(AL_EFORMAT, "%s: record %llu (tag %u): cannot decode %s message of %zu bytes", r->path,
                         (unsigned long long)(r->records - 1), tag, desc->name, len);
@@ -495,7 +549,19 @@ int al_pbio_load_one(const char *path, al_file_kind kind, uint32_t tag,
   al_pbio_reader *r;
   int rc = al_pbio_reader_open(&r, path, kind);
   if (rc) return rc;
-  rc = al_pbio_read_msg(r, tag, desc, msg);
+  uint32_t got_tag;
+  const uint8_t *rec;
+  size_t rec_len;
+  *msg = NULL;
+  rc = al_pbio_read(r, &got_tag, &rec, &rec_len);
+  if (rc == AL_EOF) rc = al_set_error(AL_EFORMAT, "%s: ends before the expected %s record", path, desc->name);
+  if (!rc && got_tag != tag)
+    rc = al_set_error(AL_EFORMAT, "%s: record 0 has tag %u, expected %u (%s)", path, got_tag, tag, desc->name);
+  if (!rc) {
+    *msg = protobuf_c_message_unpack(desc, NULL, rec_len, rec);
+    if (!*msg) rc = al_set_error(AL_EFORMAT, "%s: record 0: cannot decode %s message of %zu bytes", path,
+                                 desc->name, rec_len);
+  }
   if (!rc) {
     uint32_t t;
     const uint8_t *b;

@@ -82,7 +82,6 @@ int ReadEverything(const std::string &path, int *records, uint64_t *samples) {
     if (rc) break;
     (*records)++;
     if (tag == AL_REC_INDEX_CHUNK) *samples += reinterpret_cast<Adaptiveload__IndexChunk *>(msg)->n_samples;
-    protobuf_c_message_free_unpacked(msg, nullptr);
   }
   al_pbio_reader_close(r);
   return rc;
@@ -105,14 +104,12 @@ TEST(Pbio, RoundTripManyChunks) {
   ProtobufCMessage *m = nullptr;
   ASSERT_EQ(al_pbio_read_msg(r, AL_REC_INDEX_HEADER, &adaptiveload__index_header__descriptor, &m), AL_OK);
   EXPECT_STREQ(reinterpret_cast<Adaptiveload__IndexHeader *>(m)->producer, "pbio_test");
-  protobuf_c_message_free_unpacked(m, nullptr);
   for (int c = 0; c < 40; c++) {
     ASSERT_EQ(al_pbio_read_msg(r, AL_REC_INDEX_CHUNK, &adaptiveload__index_chunk__descriptor, &m), AL_OK);
     auto *chunk = reinterpret_cast<Adaptiveload__IndexChunk *>(m);
     ASSERT_EQ(chunk->n_samples, 5000u);
     EXPECT_EQ(std::string(chunk->samples[17]->key), "key-" + std::to_string(c * 5000 + 17));
     EXPECT_EQ(chunk->samples[17]->width, 832u + 17u);
-    protobuf_c_message_free_unpacked(m, nullptr);
   }
   al_pbio_reader_close(r);
 }
