@@ -35,7 +35,7 @@ if [ -z "${BIN:-}" ]; then
   BIN="$($BAZEL ${BAZEL_STARTUP:-} info --config=opt bazel-bin 2>/dev/null)/adaptiveload"
 fi
 mkdir -p "$WORK"
-cp -f "$BIN" "$WORK/adaptiveload"
+[ "$BIN" -ef "$WORK/adaptiveload" ] || cp -f "$BIN" "$WORK/adaptiveload"
 BIN="$WORK/adaptiveload"
 
 echo "# machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo); load: $(cut -d' ' -f1-3 /proc/loadavg)"
