@@ -40,8 +40,8 @@ static void usage(FILE *out) {
           "  --progress / --no-progress   force the progress line on or off (default: on a terminal)\n"
           "  --field-width NAME, --field-height NAME, --field-frames NAME, --field-fps NAME,\n"
           "  --field-duration NAME        JSON field names (defaults: width height frames fps duration)\n"
-          "  --block-size BYTES   read block (default: 64 KiB for plain tar, whose payloads\n"
-          "                       are skipped by seeking; 4 MiB for compressed shards)\n\n"
+          "  --block-size BYTES   fixed read size (default: plain tar reads 16 KiB after each\n"
+          "                       payload skip, doubling to 1 MiB; compressed shards 4 MiB)\n\n"
           "exit status: 0 indexed (possibly with rejected samples), 1 no shard readable or\n"
           "--strict with rejections or an I/O error, 2 usage.\n");
 }

@@ -38,8 +38,9 @@ typedef struct al_index_options {
   int threads;               /* shards indexed in parallel; 0 = all online cores */
   int strict;                /* nonzero: al_index_build fails if anything was rejected */
   int progress;              /* 0 = progress line on stderr when it is a terminal, 1 = always, -1 = never */
-  size_t block_size;         /* read block; 0 = 64 KiB for plain tar (payloads past it are
-                                skipped by lseek), 4 MiB for compressed shards */
+  size_t block_size;         /* fixed read size; 0 = adaptive for plain tar (16 KiB after
+                                each payload skip, doubling up to 1 MiB while data is
+                                consumed), 4 MiB for compressed shards */
   const char *dali_idx_dir;  /* non-NULL: also write DALI wds2idx v1.2 files here, one per shard */
   /* JSON field names; NULL = defaults. Aliases are tried after the configured name. */
   const char *field_width;     /* "width" */

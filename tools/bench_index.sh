@@ -65,7 +65,7 @@ run() { # name dir -> one line of results
   local out="$WORK/runs.txt"
   : > "$out"
   for _ in $(seq "$RUNS"); do
-    /usr/bin/time -f 'rss_kb %M' -o "$WORK/time.txt" \
+    /usr/bin/time -f 'rss_kb %M %U %S' -o "$WORK/time.txt" \
       "$BIN" index --threads "$THREADS" --json --no-progress -o "$WORK/bench.alidx" "$dir" > "$WORK/json.txt"
     echo "$(cat "$WORK/json.txt") $(cat "$WORK/time.txt")" >> "$out"
   done
@@ -74,15 +74,17 @@ import json, statistics, sys
 name, path, base = sys.argv[1], sys.argv[2], int(sys.argv[3])
 rows = []
 for line in open(path):
-    js, rss = line.rsplit(" rss_kb ", 1)
-    d = json.loads(js); d["rss_kb"] = int(rss); rows.append(d)
+    js, t = line.rsplit(" rss_kb ", 1)
+    rss, user, sys_ = t.split()
+    d = json.loads(js); d["rss_kb"] = int(rss); d["cpu"] = float(user) + float(sys_); rows.append(d)
 secs = sorted(r["seconds"] for r in rows)
 med = statistics.median(secs)
 r = rows[0]
 n = r["samples"]
 rss = statistics.median(x["rss_kb"] for x in rows)
+cpu = statistics.median(x["cpu"] for x in rows)
 print(f"{name:<28} {n:>9} {r['shards']:>6} {r['bytes']/1e9:>7.2f} {med:>8.3f} {n/med:>11,.0f} "
-      f"{min(secs):>7.3f} {100*r['bytes_read']/max(r['bytes'],1):>6.1f}% "
+      f"{min(secs):>7.3f} {n/min(secs):>11,.0f} {cpu:>6.2f} {100*r['bytes_read']/max(r['bytes'],1):>6.1f}% "
       f"{r['mem_records']/n:>9.1f} {r['mem_keys']/n:>7.1f} {(rss-base)*1024/n:>11.1f}")
 PY
 }
@@ -90,11 +92,13 @@ PY
 /usr/bin/time -f '%M' -o "$WORK/time.txt" "$BIN" index --threads "$THREADS" --json --no-progress -o "$WORK/one.alidx" "$WORK/one" > /dev/null
 BASE_RSS_KB=$(cat "$WORK/time.txt")
 echo "# index --threads $THREADS, $RUNS runs each; page cache warm (latent corpus: as far as it fits); baseline RSS ${BASE_RSS_KB} KB"
-printf '%-28s %9s %6s %7s %8s %11s %7s %7s %9s %7s %11s\n' corpus samples shards GB med_s samples/s best_s read \
-  rec_B/smp key_B/smp rssΔ_B/smp
+printf '%-28s %9s %6s %7s %8s %11s %7s %11s %6s %7s %9s %7s %11s\n' corpus samples shards GB med_s samples/s \
+  best_s best_smp/s cpu_s read rec_B/smp key_B/smp rssΔ_B/smp
 run "metadata-only .tar" "$WORK/meta"
 [ "$HAVE_LZ4" = 1 ] && run "metadata-only .tar.lz4" "$WORK/meta_lz4"
 run "latents .tar (payload skip)" "$WORK/lat"
+echo "# med/best: wall seconds of the build (not the save); cpu_s: median user+sys of the whole"
+echo "# command (build + save), which other load on the box does not inflate;"
 echo "# read = bytes read from shard files / shard bytes; rec_B/smp = index records per sample (samples,"
 echo "# members, tables; allocated capacity); key_B/smp = key arena per sample; rssΔ = (peak RSS - baseline)"
 echo "# per sample, which also holds the build-time key table and in-flight shard results."
