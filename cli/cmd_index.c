@@ -167,6 +167,16 @@ int al_cmd_index(int argc, char **argv) {
       print_rejected(idx);
     }
   }
+  if (o.dali_idx_dir) {
+    size_t skipped = 0;
+    for (size_t i = 0; i < al_index_shard_count(idx); i++) {
+      al_shard_info sh;
+      if (al_index_shard(idx, i, &sh) == AL_OK && !sh.seekable) skipped++;
+    }
+    if (skipped)
+      fprintf(stderr, "index: no DALI index for %zu compressed or unreadable shard(s): DALI needs file offsets\n",
+              skipped);
+  }
   size_t mem_records = 0, mem_keys = 0;
   al_index_memory(idx, &mem_records, &mem_keys);
   if (!json)
