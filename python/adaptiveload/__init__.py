@@ -46,6 +46,6 @@ def __getattr__(name):
 
 # --- kernels (owned by the kernels engineer): `adaptiveload.adaln` ---
 try:
-    from . import adaln  # noqa: F401,E402
+    from .adaln import adaln  # noqa: F401,E402  (needs torch; the package imports without it)
 except ImportError:
     pass

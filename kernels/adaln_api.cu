@@ -1,0 +1,425 @@
+/*
+ * adaln_api.cu - the public AdaLN entry points: argument checks, choice of kernel
+ * configuration and path, workspace accounting. No kernels here.
+ */
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/adaln_common.cuh"
+
+extern "C" size_t al_dtype_size(int dtype) {
+  switch (dtype) {
+    case AL_DTYPE_BF16: return 2;
+    case AL_DTYPE_FP16: return 2;
+    case AL_DTYPE_FP32: return 4;
+    default: return 0;
+  }
+}
+
+extern "C" size_t al_adaln_struct_size(int which) {
+  return which == 0 ? sizeof(al_adaln_desc) : which == 1 ? sizeof(al_adaln_options) : 0;
+}
+
+extern "C" int adaln_vec_elems(int dtype) { return dtype == AL_DTYPE_FP32 ? 4 : 8; }
+
+static int aligned(const void *p, uintptr_t n) { return ((uintptr_t)p & (n - 1)) == 0; }
+
+/* Checks offsets already on the host: cu[0] == 0, non-decreasing, cu[B] == rows. */
+static int check_offsets(const char *fn, const char *what, const int32_t *cu, int B,
+                         int64_t rows) {
+  if (cu[0] != 0)
+    return al_set_error(AL_EINVAL, "%s: %s[0] = %d, must be 0", fn, what, (int)cu[0]);
+  for (int b = 0; b < B; ++b) {
+    if (cu[b + 1] < cu[b])
+      return al_set_error(AL_EINVAL, "%s: %s[%d] = %d < %s[%d] = %d: offsets must not decrease",
+                          fn, what, b + 1, (int)cu[b + 1], what, b, (int)cu[b]);
+  }
+  if ((int64_t)cu[B] != rows)
+    return al_set_error(AL_EINVAL, "%s: %s[%d] = %d but rows = %lld", fn, what, B, (int)cu[B],
+                        (long long)rows);
+  return AL_OK;
+}
+
+/* Validates desc and options and fills the parts of the launch they determine. */
+static int setup(const char *fn, const al_adaln_desc *d, const al_adaln_options *o,
+                 int check_device_offsets, void *stream, adaln_launch *l) {
+  memset(l, 0, sizeof *l);
+  if (d == NULL) return al_set_error(AL_EINVAL, "%s: desc is NULL", fn);
+  if (al_dtype_size(d->dtype) == 0)
+    return al_set_error(AL_EINVAL, "%s: dtype %d is not AL_DTYPE_BF16/FP16/FP32", fn, d->dtype);
+  if (d->dim < 1 || d->dim > AL_ADALN_MAX_DIM)
+    return al_set_error(AL_ERANGE, "%s: dim %d outside [1, %d]", fn, (int)d->dim,
+                        AL_ADALN_MAX_DIM);
+  if (d->batch < 1 || d->batch > AL_ADALN_MAX_BATCH)
+    return al_set_error(AL_ERANGE, "%s: batch %d outside [1, %d]", fn, (int)d->batch,
+                        AL_ADALN_MAX_BATCH);
+  if (d->rows < 0 || d->rows > INT32_MAX)
+    return al_set_error(AL_ERANGE, "%s: rows %lld outside [0, %d]", fn, (long long)d->rows,
+                        INT32_MAX);
+  int64_t rows;
+  if (d->cu_seqlens == NULL) {
+    if (d->cu_seqlens_host != NULL)
+      return al_set_error(AL_EINVAL, "%s: cu_seqlens_host given without cu_seqlens", fn);
+    if (d->seq_len < 1)
+      return al_set_error(AL_EINVAL,
+                          "%s: seq_len %lld: the fixed layout needs seq_len >= 1 "
+                          "(or pass cu_seqlens for a packed batch)",
+                          fn, (long long)d->seq_len);
+    if (d->seq_len > INT32_MAX / d->batch)
+      return al_set_error(AL_ERANGE, "%s: batch %d x seq_len %lld rows exceed %d", fn,
+                          (int)d->batch, (long long)d->seq_len, INT32_MAX);
+    rows = (int64_t)d->batch * d->seq_len;
+    if (d->rows != 0 && d->rows != rows)
+      return al_set_error(AL_EINVAL, "%s: rows %lld != batch %d x seq_len %lld", fn,
+                          (long long)d->rows, (int)d->batch, (long long)d->seq_len);
+  } else {
+    if (d->seq_len != 0)
+      return al_set_error(AL_EINVAL, "%s: seq_len %lld with cu_seqlens: give one layout", fn,
+                          (long long)d->seq_len);
+    rows = d->rows;
+    if (d->cu_seqlens_host != NULL) {
+      int rc = check_offsets(fn, "cu_seqlens_host", d->cu_seqlens_host, d->batch, rows);
+      if (rc != AL_OK) return rc;
+    }
+  }
+
+  al_adaln_options z;
+  memset(&z, 0, sizeof z);
+  if (o == NULL) o = &z;
+  if (!(o->eps >= 0.0f) || isinf(o->eps))
+    return al_set_error(AL_EINVAL, "%s: eps %g must be finite and >= 0", fn, (double)o->eps);
+  if (o->flags & ~(AL_ADALN_PLAIN_SCALE | AL_ADALN_VALIDATE_OFFSETS))
+    return al_set_error(AL_EINVAL, "%s: unknown flags 0x%x", fn, o->flags);
+  if (o->bwd_path < AL_ADALN_BWD_AUTO || o->bwd_path > AL_ADALN_BWD_SPLIT)
+    return al_set_error(AL_EINVAL, "%s: bwd_path %d is not AL_ADALN_BWD_*", fn, o->bwd_path);
+  const int t = o->threads_per_row;
+  if (t != 0 && !(t == 1 || t == 2 || t == 4 || t == 8 || t == 16 || t == 32 ||
+                  (t > 32 && t <= 1024 && t % 32 == 0)))
+    return al_set_error(AL_EINVAL,
+                        "%s: threads_per_row %d: use 1, 2, 4, 8, 16, 32 or a multiple of 32 "
+                        "up to 1024",
+                        fn, t);
+  if (o->rows_per_chunk < 0)
+    return al_set_error(AL_EINVAL, "%s: rows_per_chunk %d < 0", fn, o->rows_per_chunk);
+  if (o->bwd_stages < 0 || o->bwd_stages > 4)
+    return al_set_error(AL_EINVAL, "%s: bwd_stages %d outside [0, 4]", fn, o->bwd_stages);
+
+  if (d->cu_seqlens != NULL && check_device_offsets && (o->flags & AL_ADALN_VALIDATE_OFFSETS)) {
+    int32_t *h = (int32_t *)malloc(sizeof(int32_t) * ((size_t)d->batch + 1));
+    if (h == NULL) return al_set_error(AL_ENOMEM, "%s: %d offsets", fn, (int)d->batch + 1);
+    cudaError_t e = cudaMemcpyAsync(h, d->cu_seqlens, sizeof(int32_t) * ((size_t)d->batch + 1),
+                                    cudaMemcpyDeviceToHost, (cudaStream_t)stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize((cudaStream_t)stream);
+    int rc = AL_OK;
+    if (e != cudaSuccess)
+      rc = al_set_error(AL_ECUDA, "%s: copying cu_seqlens to the host: %s", fn,
+                        cudaGetErrorString(e));
+    else
+      rc = check_offsets(fn, "cu_seqlens", h, d->batch, rows);
+    free(h);
+    if (rc != AL_OK) return rc;
+  }
+
+  l->dtype = d->dtype;
+  l->rows = rows;
+  l->batch = d->batch;
+  l->dim = d->dim;
+  l->seq_len = d->cu_seqlens == NULL ? d->seq_len : 0;
+  l->cu = d->cu_seqlens;
+  l->eps = o->eps == 0.0f ? 1e-6f : o->eps;
+  l->one = (o->flags & AL_ADALN_PLAIN_SCALE) ? 0.0f : 1.0f;
+  l->stream = stream;
+  return AL_OK;
+}
+
+static int pow2_ceil(int n) {
+  int p = 1;
+  while (p < n) p <<= 1;
+  return p;
+}
+
+/* Threads per row group and vectors per thread for a row of nv vectors. Auto: the largest
+ * vpt <= vmax whose group (a power of two up to 32, else a multiple of 32) wastes at most
+ * 1/16 of its slots, with at least min(nv, 8) threads per row (full 32-byte sectors per load
+ * instruction); else the least wasteful. Forced: vpt = ceil(nv / tpr) must be <= vmax. */
+static int pick_cfg(const char *fn, int nv, int vmax, int tpr_max, int forced, int *tpr,
+                    int *vpt) {
+  if (forced) {
+    const int v = (nv + forced - 1) / forced;
+    if (forced > tpr_max || v > vmax)
+      return al_set_error(AL_EUNSUPPORTED,
+                          "%s: threads_per_row %d: a row of %d vectors needs %d per thread "
+                          "(at most %d compiled) and at most %d threads per row",
+                          fn, forced, nv, v, vmax, tpr_max);
+    *tpr = forced;
+    *vpt = v;
+    return AL_OK;
+  }
+  const int min_tpr = nv < 8 ? pow2_ceil(nv) : 8;
+  int best_t = 0, best_v = 0, best_w = INT32_MAX;
+  for (int v = vmax; v >= 1; --v) {
+    int t = (nv + v - 1) / v;
+    t = t <= 32 ? pow2_ceil(t) : (t + 31) / 32 * 32;
+    if (t < min_tpr) continue;
+    if (t > tpr_max) break;
+    const int waste = t * v - nv;
+    if (waste * 16 <= nv) {
+      *tpr = t;
+      *vpt = v;
+      return AL_OK;
+    }
+    if (waste < best_w) {
+      best_w = waste;
+      best_t = t;
+      best_v = v;
+    }
+  }
+  if (best_t == 0)
+    return al_set_error(AL_EUNSUPPORTED, "%s: no configuration for a row of %d vectors", fn, nv);
+  *tpr = best_t;
+  *vpt = best_v;
+  return AL_OK;
+}
+
+static int block_for(int tpr) { return tpr <= 32 ? 128 : tpr; }
+
+/* Kernel attributes and occupancy are fixed per (device, kernel, block size), but the
+ * runtime queries cost microseconds: cache them (a backward asks three times per call). */
+typedef struct kattr {
+  int dev;
+  const void *fn;
+  int block;
+  size_t smem;
+  int max_threads;
+  int per_sm;
+  int nsm;
+} kattr;
+
+#define KATTR_CAP 512
+static kattr g_kattr[KATTR_CAP];
+static int g_nkattr;
+static pthread_mutex_t g_kattr_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int kernel_attr(const void *kfn, int block, size_t smem, kattr *out) {
+  int dev = 0;
+  ADALN_CUDA(cudaGetDevice(&dev));
+  pthread_mutex_lock(&g_kattr_mu);
+  for (int i = 0; i < g_nkattr; ++i) {
+    if (g_kattr[i].dev == dev && g_kattr[i].fn == kfn && g_kattr[i].block == block &&
+        g_kattr[i].smem == smem) {
+      *out = g_kattr[i];
+      pthread_mutex_unlock(&g_kattr_mu);
+      return AL_OK;
+    }
+  }
+  pthread_mutex_unlock(&g_kattr_mu);
+  kattr k;
+  memset(&k, 0, sizeof k);
+  k.dev = dev;
+  k.fn = kfn;
+  k.block = block;
+  k.smem = smem;
+  cudaFuncAttributes attr;
+  ADALN_CUDA(cudaFuncGetAttributes(&attr, kfn));
+  k.max_threads = attr.maxThreadsPerBlock;
+  int optin = 0;
+  ADALN_CUDA(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  const size_t room = (size_t)optin - attr.sharedSizeBytes;
+  if (smem > 48 * 1024 && smem <= room)
+    ADALN_CUDA(cudaFuncSetAttribute(kfn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)room));
+  if (k.max_threads >= block && smem <= room)
+    ADALN_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&k.per_sm, kfn, block, smem));
+  ADALN_CUDA(cudaDeviceGetAttribute(&k.nsm, cudaDevAttrMultiProcessorCount, dev));
+  pthread_mutex_lock(&g_kattr_mu);
+  if (g_nkattr < KATTR_CAP) g_kattr[g_nkattr++] = k;
+  pthread_mutex_unlock(&g_kattr_mu);
+  *out = k;
+  return AL_OK;
+}
+
+/* Can the compiled kernel run blocks of this size (registers)? Fills *k when it can. */
+static int kernel_fits(const void *kfn, int block, size_t smem, int *fits, kattr *k) {
+  *fits = 0;
+  if (kfn == NULL) return AL_OK;
+  int rc = kernel_attr(kfn, block, smem, k);
+  if (rc != AL_OK) return rc;
+  *fits = k->max_threads >= block && k->per_sm >= 1;
+  return AL_OK;
+}
+
+extern "C" int al_adaln_forward(const al_adaln_desc *desc, const al_adaln_options *opts,
+                                const void *x, const void *scale, const void *shift, void *y,
+                                float *mean, float *rstd, void *stream) {
+  static const char fn[] = "al_adaln_forward";
+  adaln_launch l;
+  int rc = setup(fn, desc, opts, 1, stream, &l);
+  if (rc != AL_OK) return rc;
+  al_adaln_options o;
+  memset(&o, 0, sizeof o);
+  if (opts != NULL) o = *opts;
+  if (x == NULL || scale == NULL || shift == NULL || y == NULL)
+    return al_set_error(AL_EINVAL, "%s: x, scale, shift and y must not be NULL", fn);
+  if ((mean == NULL) != (rstd == NULL))
+    return al_set_error(AL_EINVAL, "%s: give both mean and rstd, or neither", fn);
+  if (!aligned(mean, 4) || !aligned(rstd, 4))
+    return al_set_error(AL_EINVAL, "%s: mean and rstd must be 4-byte aligned", fn);
+  const int kvec = adaln_vec_elems(l.dtype);
+  l.vec = !o.force_general && l.dim % kvec == 0 && aligned(x, 16) && aligned(y, 16) &&
+          aligned(scale, 16) && aligned(shift, 16);
+  const int nv = (l.dim + kvec - 1) / kvec;
+  rc = pick_cfg(fn, nv, ADALN_FWD_MAX_VPT, 512, o.threads_per_row, &l.tpr, &l.vpt);
+  if (rc != AL_OK) return rc;
+  l.block = block_for(l.tpr);
+  if (l.rows == 0) return AL_OK;
+  int fits = 0;
+  kattr k;
+  rc = kernel_fits(adaln_fwd_kernel_fn(&l), l.block, 0, &fits, &k);
+  if (rc != AL_OK) return rc;
+  if (!fits)
+    return al_set_error(AL_EUNSUPPORTED, "%s: threads_per_row %d: block of %d threads too large",
+                        fn, l.tpr, l.block);
+  return adaln_fwd_launch(&l, x, scale, shift, y, mean, rstd);
+}
+
+/* Backward plan: fused or split, the row kernel's configuration, chunking and workspace. */
+static int plan_bwd(const char *fn, const al_adaln_options *o, adaln_launch *l, int *fused,
+                    size_t *ws_bytes) {
+  const int kvec = adaln_vec_elems(l->dtype);
+  const int nv = (l->dim + kvec - 1) / kvec;
+  int rc;
+  *fused = 0;
+  if (o->bwd_path != AL_ADALN_BWD_SPLIT) {
+    /* Registers per thread: ~4 per dy, x and scale vector word plus 2 fp32 sums per feature:
+     * 16-bit types fit 3 vectors, fp32 4, under the kernel's 128-register cap. */
+    const int vmax = o->threads_per_row ? ADALN_BWD_MAX_VPT : (kvec == 8 ? 3 : 4);
+    rc = pick_cfg(fn, nv, vmax, 512, o->threads_per_row, &l->tpr, &l->vpt);
+    if (rc == AL_OK) {
+      l->block = block_for(l->tpr);
+      int fits = 0;
+      kattr k;
+      /* Row pipeline: cp.async stages in shared memory on the vector path (default 3), else
+       * a register prefetch; falls back to registers when the stages do not fit. */
+      l->stages = l->vec ? (o->bwd_stages ? o->bwd_stages : 3) : 0;
+      if (l->stages < 2) l->stages = 0;
+      l->smem = (size_t)l->stages * 2 * l->vpt * 16 * l->block;
+      rc = kernel_fits(adaln_bwd_rows_kernel_fn(l, 1), l->block, l->smem, &fits, &k);
+      if (rc != AL_OK) return rc;
+      if (!fits && l->stages) {
+        l->stages = 0;
+        l->smem = 0;
+        rc = kernel_fits(adaln_bwd_rows_kernel_fn(l, 1), l->block, 0, &fits, &k);
+        if (rc != AL_OK) return rc;
+      }
+      if (fits) {
+        /* One wave of row groups, each walking an equal chunk of rows. */
+        const int64_t groups = (int64_t)k.per_sm * k.nsm * (l->block / l->tpr);
+        l->chunk = o->rows_per_chunk ? o->rows_per_chunk : (l->rows + groups - 1) / groups;
+        *fused = 1;
+      }
+    }
+    if (!*fused && o->bwd_path == AL_ADALN_BWD_FUSED)
+      return al_set_error(AL_EUNSUPPORTED,
+                          "%s: dim %d does not fit the fused backward (use AL_ADALN_BWD_AUTO)",
+                          fn, l->dim);
+  }
+  if (!*fused) {
+    rc = pick_cfg(fn, nv, ADALN_BWD_DX_MAX_VPT, 512, o->threads_per_row, &l->tpr, &l->vpt);
+    if (rc != AL_OK) return rc;
+    l->block = block_for(l->tpr);
+    int fits = 0;
+    kattr k;
+    l->stages = 0;
+    l->smem = 0;
+    rc = kernel_fits(adaln_bwd_rows_kernel_fn(l, 0), l->block, 0, &fits, &k);
+    if (rc != AL_OK) return rc;
+    if (!fits)
+      return al_set_error(AL_EUNSUPPORTED, "%s: dx kernel cannot run %d threads per row", fn,
+                          l->tpr);
+    /* At most ~512 chunks: the split partial kernel re-reads rows, so chunks only trade
+     * parallelism against partial-sum traffic. */
+    l->chunk = o->rows_per_chunk ? o->rows_per_chunk
+                                 : (l->rows + 511) / 512 < 128 ? 128 : (l->rows + 511) / 512;
+  }
+  if (l->chunk < 1) l->chunk = 1;
+  l->nchunks = (l->rows + l->chunk - 1) / l->chunk;
+  /* Slots; the split path adds one float per row (the stored mean's residual). */
+  *ws_bytes = ((size_t)(l->nchunks + l->batch) * 2 * (size_t)l->dim + (*fused ? 0 : (size_t)l->rows)) *
+              sizeof(float);
+  return AL_OK;
+}
+
+extern "C" int al_adaln_backward_workspace_size(const al_adaln_desc *desc,
+                                                const al_adaln_options *opts, size_t *bytes) {
+  static const char fn[] = "al_adaln_backward_workspace_size";
+  if (bytes == NULL) return al_set_error(AL_EINVAL, "%s: bytes is NULL", fn);
+  *bytes = 0;
+  adaln_launch l;
+  int rc = setup(fn, desc, opts, 0, NULL, &l);
+  if (rc != AL_OK) return rc;
+  al_adaln_options o;
+  memset(&o, 0, sizeof o);
+  if (opts != NULL) o = *opts;
+  /* The backward may take the vector or the element-wise path (pointer alignment): enough
+   * for either. */
+  size_t most = 0;
+  for (int vec = 0; vec <= 1; ++vec) {
+    int fused;
+    size_t n = 0;
+    l.vec = vec;
+    rc = plan_bwd(fn, &o, &l, &fused, &n);
+    if (rc != AL_OK) return rc;
+    if (n > most) most = n;
+  }
+  *bytes = most;
+  return AL_OK;
+}
+
+extern "C" int al_adaln_backward(const al_adaln_desc *desc, const al_adaln_options *opts,
+                                 const void *dy, const void *x, const void *scale,
+                                 const float *mean, const float *rstd, void *dx, void *dscale,
+                                 void *dshift, void *workspace, size_t workspace_bytes,
+                                 void *stream) {
+  static const char fn[] = "al_adaln_backward";
+  adaln_launch l;
+  int rc = setup(fn, desc, opts, 1, stream, &l);
+  if (rc != AL_OK) return rc;
+  al_adaln_options o;
+  memset(&o, 0, sizeof o);
+  if (opts != NULL) o = *opts;
+  if (dy == NULL || x == NULL || scale == NULL || mean == NULL || rstd == NULL || dx == NULL ||
+      dscale == NULL || dshift == NULL || workspace == NULL)
+    return al_set_error(AL_EINVAL,
+                        "%s: dy, x, scale, mean, rstd, dx, dscale, dshift and workspace must "
+                        "not be NULL",
+                        fn);
+  if (!aligned(mean, 4) || !aligned(rstd, 4))
+    return al_set_error(AL_EINVAL, "%s: mean and rstd must be 4-byte aligned", fn);
+  if (!aligned(workspace, 16))
+    return al_set_error(AL_EINVAL, "%s: workspace must be 16-byte aligned", fn);
+  const int kvec = adaln_vec_elems(l.dtype);
+  l.vec = !o.force_general && l.dim % kvec == 0 && aligned(dy, 16) && aligned(x, 16) &&
+          aligned(scale, 16) && aligned(dx, 16);
+  int fused = 0;
+  size_t need = 0;
+  rc = plan_bwd(fn, &o, &l, &fused, &need);
+  if (rc != AL_OK) return rc;
+  if (workspace_bytes < need)
+    return al_set_error(AL_EINVAL,
+                        "%s: workspace of %zu bytes, needs %zu "
+                        "(al_adaln_backward_workspace_size)",
+                        fn, workspace_bytes, need);
+  float *ws = (float *)workspace;
+  if (fused) {
+    rc = adaln_bwd_fused_launch(&l, dy, x, scale, mean, rstd, dx, ws);
+  } else {
+    /* dx first: it also leaves each row's mean residual for the partial sums. */
+    float *mean_err = ws + (size_t)(l.nchunks + l.batch) * 2 * (size_t)l.dim;
+    rc = adaln_bwd_dx_launch(&l, dy, x, scale, mean, rstd, dx, mean_err);
+    if (rc == AL_OK) rc = adaln_bwd_partials_launch(&l, dy, x, mean, mean_err, rstd, ws);
+  }
+  if (rc != AL_OK) return rc;
+  return adaln_bwd_finalize_launch(&l, ws, dscale, dshift);
+}

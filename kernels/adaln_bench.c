@@ -1,0 +1,390 @@
+/*
+ * adaln_bench.c - times the fused AdaLN kernels against a device-to-device copy measured in
+ * the same run.
+ *
+ *   adaln_bench [--dtype bf16|fp16|fp32] [--iters N] [--json PATH] [--sweep]
+ *               [--shape B,N,D]...
+ *
+ * Per shape: forward ms (median of per-launch CUDA event times), forward GB/s (read x + write
+ * y) and its percent of copy GB/s (read + write); backward ms (dx + dscale + dshift, all
+ * launches), the backward byte floor (read x, dy, mean, rstd, scale; write dx, dscale,
+ * dshift) over copy GB/s, and the percent of that floor reached. Inputs rotate among buffer
+ * sets larger than L2 together, so no launch reads what the previous one left in L2.
+ * --sweep also times other threads-per-row, chunk sizes and the split backward.
+ */
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/al_status.h"
+#include "kernels/al_adaln.h"
+#include "kernels/al_fill.h"
+
+#define CK(call)                                                                         \
+  do {                                                                                   \
+    cudaError_t e_ = (call);                                                             \
+    if (e_ != cudaSuccess) {                                                             \
+      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+      exit(1);                                                                           \
+    }                                                                                    \
+  } while (0)
+
+#define AL(call)                                                                          \
+  do {                                                                                    \
+    int rc_ = (call);                                                                     \
+    if (rc_ != AL_OK) {                                                                   \
+      fprintf(stderr, "%s:%d: %s: %s: %s\n", __FILE__, __LINE__, #call, al_status_name(rc_), \
+              al_last_error());                                                           \
+      exit(1);                                                                            \
+    }                                                                                     \
+  } while (0)
+
+#define MAX_SETS 16
+#define MAX_SAMPLES 64
+
+typedef struct shape {
+  int B, N, D;
+  int nlens; /* > 0: packed with these lengths */
+  int lens[MAX_SAMPLES];
+  char name[64];
+} shape;
+
+typedef struct result {
+  shape s;
+  char variant[24];
+  int64_t rows;
+  double fwd_ms, fwd_gbps, fwd_pct_copy;
+  double bwd_ms, bwd_floor_ms, bwd_gbps, bwd_pct_floor;
+} result;
+
+static int cmp_float(const void *a, const void *b) {
+  const float x = *(const float *)a, y = *(const float *)b;
+  return (x > y) - (x < y);
+}
+
+static float median(float *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp_float);
+  return n % 2 ? v[n / 2] : 0.5f * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Device copy GB/s (bytes read + written), 1 GiB, median of 20. */
+static double copy_gbps(void) {
+  const size_t bytes = (size_t)1 << 30;
+  void *a, *b;
+  CK(cudaMalloc(&a, bytes));
+  CK(cudaMalloc(&b, bytes));
+  CK(cudaMemset(a, 1, bytes));
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  float t[20];
+  for (int i = 0; i < 3; ++i) CK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, 0));
+  for (int i = 0; i < 20; ++i) {
+    CK(cudaEventRecord(e0, 0));
+    CK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, 0));
+    CK(cudaEventRecord(e1, 0));
+    CK(cudaEventSynchronize(e1));
+    CK(cudaEventElapsedTime(&t[i], e0, e1));
+  }
+  CK(cudaEventDestroy(e0));
+  CK(cudaEventDestroy(e1));
+  CK(cudaFree(a));
+  CK(cudaFree(b));
+  return 2.0 * (double)bytes / (median(t, 20) * 1e-3) / 1e9;
+}
+
+typedef struct bufs {
+  int nsets;
+  void *x[MAX_SETS], *y[MAX_SETS], *dy[MAX_SETS], *dx[MAX_SETS];
+  float *mean[MAX_SETS], *rstd[MAX_SETS];
+  void *scale, *shift, *dscale, *dshift, *ws;
+  size_t ws_bytes;
+  int32_t *cu;
+  int32_t cu_host[MAX_SAMPLES + 1];
+  al_adaln_desc desc;
+} bufs;
+
+static void setup(bufs *b, const shape *s, int dtype) {
+  memset(b, 0, sizeof *b);
+  const size_t es = al_dtype_size(dtype);
+  int64_t rows = (int64_t)s->B * s->N;
+  b->desc.dtype = dtype;
+  b->desc.batch = s->nlens ? s->nlens : s->B;
+  b->desc.dim = s->D;
+  if (s->nlens) {
+    b->cu_host[0] = 0;
+    for (int i = 0; i < s->nlens; ++i) b->cu_host[i + 1] = b->cu_host[i] + s->lens[i];
+    rows = b->cu_host[s->nlens];
+    CK(cudaMalloc((void **)&b->cu, sizeof(int32_t) * (s->nlens + 1)));
+    CK(cudaMemcpy(b->cu, b->cu_host, sizeof(int32_t) * (s->nlens + 1), cudaMemcpyHostToDevice));
+    b->desc.rows = rows;
+    b->desc.cu_seqlens = b->cu;
+    b->desc.cu_seqlens_host = b->cu_host;
+  } else {
+    b->desc.seq_len = s->N;
+  }
+  const size_t n = (size_t)rows * s->D, nbd = (size_t)b->desc.batch * s->D;
+  const size_t per_set = 4 * n * es;
+  b->nsets = (int)((((size_t)256 << 20) + per_set - 1) / per_set);
+  if (b->nsets < 2) b->nsets = 2;
+  if (b->nsets > MAX_SETS) b->nsets = MAX_SETS;
+  for (int i = 0; i < b->nsets; ++i) {
+    CK(cudaMalloc(&b->x[i], n * es));
+    CK(cudaMalloc(&b->y[i], n * es));
+    CK(cudaMalloc(&b->dy[i], n * es));
+    CK(cudaMalloc(&b->dx[i], n * es));
+    CK(cudaMalloc((void **)&b->mean[i], rows * sizeof(float)));
+    CK(cudaMalloc((void **)&b->rstd[i], rows * sizeof(float)));
+    AL(al_fill_normal(b->x[i], dtype, n, 11 + i, 0.0f, 1.0f, NULL));
+    AL(al_fill_normal(b->dy[i], dtype, n, 101 + i, 0.0f, 1.0f, NULL));
+  }
+  CK(cudaMalloc(&b->scale, nbd * es));
+  CK(cudaMalloc(&b->shift, nbd * es));
+  CK(cudaMalloc(&b->dscale, nbd * es));
+  CK(cudaMalloc(&b->dshift, nbd * es));
+  AL(al_fill_normal(b->scale, dtype, nbd, 7, 0.0f, 0.5f, NULL));
+  AL(al_fill_normal(b->shift, dtype, nbd, 8, 0.0f, 0.5f, NULL));
+  CK(cudaDeviceSynchronize());
+}
+
+static void teardown(bufs *b) {
+  for (int i = 0; i < b->nsets; ++i) {
+    CK(cudaFree(b->x[i]));
+    CK(cudaFree(b->y[i]));
+    CK(cudaFree(b->dy[i]));
+    CK(cudaFree(b->dx[i]));
+    CK(cudaFree(b->mean[i]));
+    CK(cudaFree(b->rstd[i]));
+  }
+  CK(cudaFree(b->scale));
+  CK(cudaFree(b->shift));
+  CK(cudaFree(b->dscale));
+  CK(cudaFree(b->dshift));
+  if (b->ws) CK(cudaFree(b->ws));
+  if (b->cu) CK(cudaFree(b->cu));
+}
+
+static void fwd(bufs *b, const al_adaln_options *o, int i) {
+  AL(al_adaln_forward(&b->desc, o, b->x[i], b->scale, b->shift, b->y[i], b->mean[i], b->rstd[i],
+                      NULL));
+}
+
+static void bwd(bufs *b, const al_adaln_options *o, int i) {
+  AL(al_adaln_backward(&b->desc, o, b->dy[i], b->x[i], b->scale, b->mean[i], b->rstd[i],
+                       b->dx[i], b->dscale, b->dshift, b->ws, b->ws_bytes, NULL));
+}
+
+/* Median ms of `iters` launches of fwd (which = 0) or bwd (1), one event pair each. */
+static double time_op(bufs *b, const al_adaln_options *o, int which, int iters) {
+  cudaEvent_t *ev = (cudaEvent_t *)malloc(sizeof(cudaEvent_t) * 2 * iters);
+  float *t = (float *)malloc(sizeof(float) * iters);
+  for (int i = 0; i < 2 * iters; ++i) CK(cudaEventCreate(&ev[i]));
+  for (int i = 0; i < 3; ++i) which ? bwd(b, o, i % b->nsets) : fwd(b, o, i % b->nsets);
+  for (int i = 0; i < iters; ++i) {
+    CK(cudaEventRecord(ev[2 * i], NULL));
+    which ? bwd(b, o, i % b->nsets) : fwd(b, o, i % b->nsets);
+    CK(cudaEventRecord(ev[2 * i + 1], NULL));
+  }
+  CK(cudaDeviceSynchronize());
+  CK(cudaGetLastError());
+  for (int i = 0; i < iters; ++i) CK(cudaEventElapsedTime(&t[i], ev[2 * i], ev[2 * i + 1]));
+  for (int i = 0; i < 2 * iters; ++i) CK(cudaEventDestroy(ev[i]));
+  const double m = median(t, iters);
+  free(ev);
+  free(t);
+  return m;
+}
+
+static result measure(bufs *b, const shape *s, const al_adaln_options *o, const char *variant,
+                      int dtype, int iters, double copy) {
+  result r;
+  memset(&r, 0, sizeof r);
+  r.s = *s;
+  snprintf(r.variant, sizeof r.variant, "%s", variant);
+  const size_t es = al_dtype_size(dtype);
+  const int64_t rows = b->desc.cu_seqlens ? b->desc.rows : (int64_t)s->B * s->N;
+  const double n = (double)rows * s->D, nbd = (double)b->desc.batch * s->D;
+  size_t need = 0;
+  AL(al_adaln_backward_workspace_size(&b->desc, o, &need));
+  if (need > b->ws_bytes) {
+    if (b->ws) CK(cudaFree(b->ws));
+    CK(cudaMalloc(&b->ws, need));
+    b->ws_bytes = need;
+  }
+  for (int i = 0; i < b->nsets; ++i) fwd(b, o, i); /* mean/rstd for every set */
+  r.rows = rows;
+  r.fwd_ms = time_op(b, o, 0, iters);
+  r.bwd_ms = time_op(b, o, 1, iters);
+  const double fwd_bytes = 2.0 * n * es;
+  const double bwd_bytes = 3.0 * n * es + 8.0 * rows + 3.0 * nbd * es;
+  r.fwd_gbps = fwd_bytes / (r.fwd_ms * 1e-3) / 1e9;
+  r.fwd_pct_copy = 100.0 * r.fwd_gbps / copy;
+  r.bwd_gbps = bwd_bytes / (r.bwd_ms * 1e-3) / 1e9;
+  r.bwd_floor_ms = bwd_bytes / (copy * 1e9) * 1e3;
+  r.bwd_pct_floor = 100.0 * r.bwd_floor_ms / r.bwd_ms;
+  return r;
+}
+
+static void print_row(const result *r) {
+  printf("%-22s %-12s %8lld %6d  %8.4f %7.0f %5.1f%%   %8.4f %8.4f %7.0f %5.1f%%\n", r->s.name,
+         r->variant, (long long)r->rows, r->s.D, r->fwd_ms, r->fwd_gbps, r->fwd_pct_copy,
+         r->bwd_ms, r->bwd_floor_ms, r->bwd_gbps, r->bwd_pct_floor);
+  fflush(stdout);
+}
+
+static void add_shape(shape *v, int *n, int B, int N, int D) {
+  shape s;
+  memset(&s, 0, sizeof s);
+  s.B = B;
+  s.N = N;
+  s.D = D;
+  snprintf(s.name, sizeof s.name, "%dx%dx%d", B, N, D);
+  v[(*n)++] = s;
+}
+
+int main(int argc, char **argv) {
+  int dtype = AL_DTYPE_BF16, iters = 100, sweep = 0, nshapes = 0;
+  const char *json = NULL, *dname = "bf16";
+  shape shapes[32];
+  for (int i = 1; i < argc; ++i) {
+    if (!strcmp(argv[i], "--dtype") && i + 1 < argc) {
+      dname = argv[++i];
+      dtype = !strcmp(dname, "bf16") ? AL_DTYPE_BF16
+              : !strcmp(dname, "fp16") ? AL_DTYPE_FP16
+              : !strcmp(dname, "fp32") ? AL_DTYPE_FP32
+                                       : 0;
+      if (!dtype) {
+        fprintf(stderr, "unknown dtype %s\n", dname);
+        return 2;
+      }
+    } else if (!strcmp(argv[i], "--iters") && i + 1 < argc) {
+      iters = atoi(argv[++i]);
+    } else if (!strcmp(argv[i], "--json") && i + 1 < argc) {
+      json = argv[++i];
+    } else if (!strcmp(argv[i], "--sweep")) {
+      sweep = 1;
+    } else if (!strcmp(argv[i], "--shape") && i + 1 < argc && nshapes < 32) {
+      int B, N, D;
+      if (sscanf(argv[++i], "%d,%d,%d", &B, &N, &D) != 3) {
+        fprintf(stderr, "--shape wants B,N,D\n");
+        return 2;
+      }
+      add_shape(shapes, &nshapes, B, N, D);
+    } else {
+      fprintf(stderr,
+              "usage: %s [--dtype bf16|fp16|fp32] [--iters N] [--json PATH] [--sweep] "
+              "[--shape B,N,D]...\n",
+              argv[0]);
+      return 2;
+    }
+  }
+  if (iters < 5) iters = 5;
+  if (nshapes == 0) {
+    add_shape(shapes, &nshapes, 1, 4096, 1536);
+    add_shape(shapes, &nshapes, 1, 32760, 1536);
+    add_shape(shapes, &nshapes, 1, 65536, 1536);
+    add_shape(shapes, &nshapes, 2, 32760, 3072);
+    add_shape(shapes, &nshapes, 1, 65536, 5120);
+    add_shape(shapes, &nshapes, 1, 115200, 3072);
+    /* Packed batch: one 480p clip, images, shorter clips; 65,536 rows. */
+    static const int lens[8] = {32760, 1024, 256, 15600, 4096, 7800, 2048, 1952};
+    shape s;
+    memset(&s, 0, sizeof s);
+    s.nlens = 8;
+    s.D = 3072;
+    s.B = 1;
+    for (int i = 0; i < 8; ++i) {
+      s.lens[i] = lens[i];
+      s.N += lens[i];
+    }
+    snprintf(s.name, sizeof s.name, "packed8x%dx%d", s.N, s.D);
+    shapes[nshapes++] = s;
+  }
+
+  struct cudaDeviceProp prop;
+  int dev = 0;
+  CK(cudaGetDevice(&dev));
+  CK(cudaGetDeviceProperties(&prop, dev));
+  const double copy = copy_gbps();
+  printf("device %s, %d SMs, L2 %d MB; dtype %s; copy %.0f GB/s (read + write); median of %d\n",
+         prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20, dname, copy, iters);
+  printf("%-22s %-12s %8s %6s  %8s %7s %6s   %8s %8s %7s %6s\n", "shape", "variant", "rows", "D",
+         "fwd_ms", "GB/s", "%copy", "bwd_ms", "floor_ms", "GB/s", "%floor");
+
+  result res[512];
+  int nres = 0;
+  for (int si = 0; si < nshapes; ++si) {
+    bufs b;
+    setup(&b, &shapes[si], dtype);
+    al_adaln_options o;
+    memset(&o, 0, sizeof o);
+    res[nres] = measure(&b, &shapes[si], &o, "auto", dtype, iters, copy);
+    print_row(&res[nres++]);
+    if (sweep) {
+      static const int tprs[] = {32, 64, 96, 128, 256};
+      char name[24];
+      for (size_t k = 0; k < sizeof tprs / sizeof tprs[0] && nres < 500; ++k) {
+        memset(&o, 0, sizeof o);
+        o.threads_per_row = tprs[k];
+        o.bwd_path = AL_ADALN_BWD_FUSED;
+        size_t need;
+        if (al_adaln_backward_workspace_size(&b.desc, &o, &need) != AL_OK) continue;
+        /* the forward may refuse a configuration the backward takes, and the reverse */
+        if (al_adaln_forward(&b.desc, &o, b.x[0], b.scale, b.shift, b.y[0], b.mean[0],
+                             b.rstd[0], NULL) != AL_OK)
+          continue;
+        snprintf(name, sizeof name, "tpr%d", tprs[k]);
+        res[nres] = measure(&b, &shapes[si], &o, name, dtype, iters / 2, copy);
+        print_row(&res[nres++]);
+      }
+      static const int chunks[] = {32, 64};
+      for (size_t k = 0; k < sizeof chunks / sizeof chunks[0] && nres < 500; ++k) {
+        memset(&o, 0, sizeof o);
+        o.rows_per_chunk = chunks[k];
+        snprintf(name, sizeof name, "chunk%d", chunks[k]);
+        res[nres] = measure(&b, &shapes[si], &o, name, dtype, iters / 2, copy);
+        print_row(&res[nres++]);
+      }
+      for (int st = 1; st <= 4; ++st) {
+        if (st == 3) continue; /* the default */
+        memset(&o, 0, sizeof o);
+        o.bwd_stages = st;
+        snprintf(name, sizeof name, "stages%d", st);
+        res[nres] = measure(&b, &shapes[si], &o, name, dtype, iters / 2, copy);
+        print_row(&res[nres++]);
+      }
+      memset(&o, 0, sizeof o);
+      o.bwd_path = AL_ADALN_BWD_SPLIT;
+      res[nres] = measure(&b, &shapes[si], &o, "split", dtype, iters / 2, copy);
+      print_row(&res[nres++]);
+    }
+    teardown(&b);
+  }
+
+  if (json) {
+    FILE *f = fopen(json, "w");
+    if (!f) {
+      perror(json);
+      return 1;
+    }
+    fprintf(f, "{\n \"device\": \"%s\",\n \"dtype\": \"%s\",\n \"copy_GBps\": %.1f,\n \"rows\": [\n",
+            prop.name, dname, copy);
+    for (int i = 0; i < nres; ++i) {
+      const result *r = &res[i];
+      fprintf(f,
+              "  {\"shape\": \"%s\", \"variant\": \"%s\", \"B\": %d, \"N\": %d, \"D\": %d, "
+              "\"rows\": %lld, \"fwd_ms\": %.5f, \"fwd_GBps\": %.1f, \"fwd_pct_copy\": %.2f, "
+              "\"bwd_ms\": %.5f, \"bwd_floor_ms\": %.5f, \"bwd_GBps\": %.1f, "
+              "\"bwd_pct_floor\": %.2f}%s\n",
+              r->s.name, r->variant, r->s.nlens ? r->s.nlens : r->s.B, r->s.N, r->s.D,
+              (long long)r->rows, r->fwd_ms, r->fwd_gbps, r->fwd_pct_copy, r->bwd_ms,
+              r->bwd_floor_ms, r->bwd_gbps, r->bwd_pct_floor, i + 1 < nres ? "," : "");
+    }
+    fprintf(f, " ]\n}\n");
+    fclose(f);
+  }
+  return 0;
+}

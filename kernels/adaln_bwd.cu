@@ -1,0 +1,448 @@
+/*
+ * adaln_bwd.cu - AdaLN backward over rows: dx, and in the fused variants the per-feature
+ * partial sums of dscale and dshift from the same loads.
+ */
+#include "kernels/adaln_common.cuh"
+
+template <typename T>
+struct BwdArgs {
+  const T *dy;
+  const T *x;
+  const T *scale;
+  const float *mean;
+  const float *rstd;
+  T *dx;
+  float *ws;       /* fused: partial-sum slots, [slot][2][D] fp32 */
+  float *mean_err; /* dx-only: per-row residual of the stored mean, for the partials */
+  Layout L;
+  int64_t chunk; /* fused: rows per chunk; dx-only: 1 */
+  int D;
+  int tpr;
+  float one;
+};
+
+/* Writes a thread's per-feature sums (dy*xhat, then dy) into one [2][D] workspace slot:
+ * 16-byte stores on the vector path (D a multiple of kVec keeps the slot 16-byte aligned). */
+template <int VPT, int kVec, bool VEC>
+__device__ __forceinline__ void flush_sums(float *ws, const float (&acc_s)[VPT * kVec],
+                                           const float (&acc_h)[VPT * kVec], int t, int tpr,
+                                           int nv, int D) {
+#pragma unroll
+  for (int i = 0; i < VPT; ++i) {
+    const int v = t + i * tpr;
+    if (v >= nv) continue;
+    if constexpr (VEC) {
+#pragma unroll
+      for (int q = 0; q < kVec; q += 4) {
+        const float *s = acc_s + i * kVec + q;
+        const float *h = acc_h + i * kVec + q;
+        reinterpret_cast<float4 *>(ws + v * kVec + q)[0] = make_float4(s[0], s[1], s[2], s[3]);
+        reinterpret_cast<float4 *>(ws + D + v * kVec + q)[0] = make_float4(h[0], h[1], h[2], h[3]);
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) {
+        const int d = v * kVec + j;
+        if (d < D) {
+          ws[d] = acc_s[i * kVec + j];
+          ws[D + d] = acc_h[i * kVec + j];
+        }
+      }
+    }
+  }
+}
+
+/*
+ * One row of the backward, rows of dy and x already in registers (thread t holds vectors
+ * t + i*tpr). g = dy * (one + scale[b]), c = x - mean. One three-value group reduction (warp
+ * xor-shuffles, then shared memory across warps for tpr > 32) of g, g*c*rstd and the stored
+ * mean's residual e = mean_d(c): the fp32 mean is off by up to 3e-5 std at |mean|/std = 1e3,
+ * so xhat = (c - e) * rstd, and sum g*xhat = sum g*c*rstd - e*rstd*sum g.
+ * dx = rstd * (g - mean_d(g) - xhat * mean_d(g*xhat)). ACC: adds dy*xhat and dy to the
+ * thread's per-feature sums. scale[b] is re-read (L1/L2) where used: registers are scarce.
+ * Must be reached by every thread of the group (ok = false for padding rows).
+ */
+template <typename T, int VPT, bool VEC, bool ACC>
+__device__ __forceinline__ void bwd_row(const BwdArgs<T> &a, int64_t row, bool ok, int t, int nv,
+                                        const T *scb, uint4 (&rdy)[VPT], uint4 (&rx)[VPT],
+                                        float (&acc_s)[ACC ? VPT * Elem<T>::kVec : 1],
+                                        float (&acc_h)[ACC ? VPT * Elem<T>::kVec : 1],
+                                        float *red) {
+  typedef Elem<T> E;
+  constexpr int kVec = E::kVec;
+  const int tpr = a.tpr, D = a.D;
+  const float mu = ok ? __ldg(a.mean + row) : 0.0f;
+  const float rs = ok ? __ldg(a.rstd + row) : 0.0f;
+
+  /* Elements past D load as zero and add nothing to the g sums; the e sum is masked. */
+  float sgx = 0.0f, sg = 0.0f, se = 0.0f;
+#pragma unroll
+  for (int i = 0; i < VPT; ++i) {
+    const int v = t + i * tpr;
+    float fd[kVec], fx[kVec], fs[kVec];
+    E::unpack(rdy[i], fd);
+    E::unpack(rx[i], fx);
+    E::unpack(load_vec<T, VEC, LD_KEEP>(scb, v, D, ok && v < nv), fs);
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) {
+      const float c = fx[j] - mu;
+      const float g = fd[j] * (a.one + fs[j]);
+      sg += g;
+      sgx = fmaf(g, c * rs, sgx);
+      if (elem_in<T, VEC>(v, j, nv, D)) se += c;
+    }
+  }
+  group_sum3(sgx, sg, se, tpr, red);
+  const float e = se / (float)D;
+  const float mg = sg / (float)D;
+  const float mgx = (sgx - e * rs * sg) / (float)D;
+#pragma unroll
+  for (int i = 0; i < VPT; ++i) {
+    opaque(rdy[i]);
+    opaque(rx[i]);
+  }
+  if (!ok) return;
+
+  T *dxr = a.dx + row * (int64_t)D;
+#pragma unroll
+  for (int i = 0; i < VPT; ++i) {
+    const int v = t + i * tpr;
+    if (v < nv) {
+      float fd[kVec], fx[kVec], fs[kVec], o[kVec];
+      E::unpack(rdy[i], fd);
+      E::unpack(rx[i], fx);
+      E::unpack(load_vec<T, VEC, LD_KEEP>(scb, v, D, true), fs);
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) {
+        const float xh = ((fx[j] - mu) - e) * rs;
+        const float g = fd[j] * (a.one + fs[j]);
+        o[j] = rs * (g - mg - xh * mgx);
+        if constexpr (ACC) {
+          acc_s[i * kVec + j] = fmaf(fd[j], xh, acc_s[i * kVec + j]);
+          acc_h[i * kVec + j] += fd[j];
+        }
+      }
+      store_vec<T, VEC>(dxr, v, D, o);
+    }
+  }
+  /* dx-only (split path): the partial-sum kernel needs the mean residual too. */
+  if (!ACC && t == 0 && a.mean_err != nullptr) a.mean_err[row] = e;
+}
+
+/* Sample-boundary step of the fused kernels: when `row` starts a new sample, writes the
+ * sums of the old one to slot k + b, clears them and moves b to the sample of `row`. */
+template <int VPT, int kVec, bool VEC, bool ACC>
+__device__ __forceinline__ void next_sample(const Layout &L, float *ws_base, int64_t k,
+                                            int64_t row, int &b, int64_t &bend,
+                                            float (&acc_s)[ACC ? VPT * kVec : 1],
+                                            float (&acc_h)[ACC ? VPT * kVec : 1], int t, int tpr,
+                                            int nv, int D) {
+  if constexpr (ACC) {
+    flush_sums<VPT, kVec, VEC>(ws_base + (k + b) * 2 * (int64_t)D, acc_s, acc_h, t, tpr, nv, D);
+#pragma unroll
+    for (int i = 0; i < VPT * kVec; ++i) acc_s[i] = acc_h[i] = 0.0f;
+  }
+  while (b < L.B - 1 && seg_end(L, b) <= row) ++b;
+  bend = b < L.B - 1 ? seg_end(L, b) : INT64_MAX;
+}
+
+/*
+ * Backward over rows, registers. A row group of tpr threads per row (several per block when
+ * tpr <= 32, else the block is one group); each iteration first issues the loads of the next
+ * row (a second register set), then works on the current one (bwd_row), so loads stay in
+ * flight through the reductions and stores.
+ * ACC (fused): group k of the grid walks the rows of chunk k = [k*chunk, (k+1)*chunk) in
+ * order. Thread t owns the same features on every row, so it sums dy*xhat and dy for them in
+ * registers: the D-tile coalesced reduction with the whole row as the tile and the tile's
+ * accumulators in registers. At the chunk end, and whenever the sample changes inside the
+ * chunk, it writes those sums to workspace slot k + b with 16-byte stores (a chunk never mixes
+ * two samples; adaln_bwd_finalize.cu adds the slots in a fixed order: deterministic).
+ * !ACC: one row per group (the split path's dx step); also writes e per row.
+ * Launch bound 512 threads: up to 128 registers, which the fused sums need.
+ * The row loop runs `chunk` times for every group of a block (rows past the chunk are masked)
+ * so that shuffles and barriers are reached by all threads.
+ */
+template <typename T, int VPT, bool VEC, bool ACC>
+__global__ void __launch_bounds__(512) adaln_bwd_rows_kernel(BwdArgs<T> a) {
+  typedef Elem<T> E;
+  constexpr int kVec = E::kVec;
+  constexpr int kAcc = ACC ? VPT * kVec : 1;
+  __shared__ float red[2][96];
+
+  const int tpr = a.tpr;
+  const int grp = threadIdx.x / tpr;
+  const int t = threadIdx.x - grp * tpr;
+  const int64_t k = (int64_t)blockIdx.x * (blockDim.x / tpr) + grp;
+  const int D = a.D;
+  const int nv = (D + kVec - 1) / kVec;
+  const int64_t r0 = k * a.chunk;
+  const int64_t r1 = r0 + a.chunk < a.L.rows ? r0 + a.chunk : a.L.rows;
+
+  float acc_s[kAcc], acc_h[kAcc];
+#pragma unroll
+  for (int i = 0; i < kAcc; ++i) acc_s[i] = acc_h[i] = 0.0f;
+  int b = 0;
+  int64_t bend = INT64_MAX;
+  if (r0 < r1) {
+    b = seg_of_row(a.L, r0);
+    bend = b < a.L.B - 1 ? seg_end(a.L, b) : INT64_MAX;
+  }
+
+  uint4 rdy[VPT], rx[VPT], ndy[VPT], nx[VPT];
+  {
+    const int64_t r = r0 < r1 ? r0 : 0;
+#pragma unroll
+    for (int i = 0; i < VPT; ++i) {
+      const int v = t + i * tpr;
+      rdy[i] = load_vec<T, VEC, LD_STREAM>(a.dy + r * (int64_t)D, v, D, r0 < r1 && v < nv);
+      rx[i] = load_vec<T, VEC, LD_STREAM>(a.x + r * (int64_t)D, v, D, r0 < r1 && v < nv);
+    }
+  }
+  for (int64_t it = 0; it < a.chunk; ++it) {
+    const int64_t row = r0 + it;
+    const bool ok = row < r1;
+    {
+      const bool nok = row + 1 < r1;
+      const int64_t r = nok ? row + 1 : 0;
+#pragma unroll
+      for (int i = 0; i < VPT; ++i) {
+        const int v = t + i * tpr;
+        ndy[i] = load_vec<T, VEC, LD_STREAM>(a.dy + r * (int64_t)D, v, D, nok && v < nv);
+        nx[i] = load_vec<T, VEC, LD_STREAM>(a.x + r * (int64_t)D, v, D, nok && v < nv);
+      }
+    }
+    if (ok && row >= bend)
+      next_sample<VPT, kVec, VEC, ACC>(a.L, a.ws, k, row, b, bend, acc_s, acc_h, t, tpr, nv, D);
+    bwd_row<T, VPT, VEC, ACC>(a, row, ok, t, nv, a.scale + (int64_t)b * D, rdy, rx, acc_s, acc_h,
+                              red[it & 1]);
+#pragma unroll
+    for (int i = 0; i < VPT; ++i) {
+      rdy[i] = ndy[i];
+      rx[i] = nx[i];
+    }
+  }
+  if constexpr (ACC) {
+    if (r0 < r1)
+      flush_sums<VPT, kVec, VEC>(a.ws + (k + b) * 2 * (int64_t)D, acc_s, acc_h, t, tpr, nv, D);
+  }
+}
+
+/* cp.async: 16-byte global -> shared copy that bypasses registers (and L1); zero-fills when
+ * !valid (nothing is read then). */
+__device__ __forceinline__ void cp_async16(uint4 *dst, const void *src, bool valid) {
+  const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src),
+               "r"(valid ? 16 : 0)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+/*
+ * Fused backward, cp.async pipeline (vector path). Same work split, chunks and sums as
+ * adaln_bwd_rows_kernel<ACC>, but the rows of a chunk stream through S stages of shared
+ * memory: while a thread works on row i it has already issued cp.async copies of its own
+ * 16-byte vectors of dy and x for rows i+1 .. i+S-1, so S-1 rows per group are in flight
+ * without holding registers (the register version holds one and needs ~128 registers for
+ * it). Slots are thread-private, laid out [stage][tensor][vector][thread] (consecutive
+ * threads, consecutive 16 bytes: no bank conflicts); a thread reads back only what it copied,
+ * so cp.async.wait_group alone orders them, no barrier.
+ */
+template <typename T, int VPT, int S>
+__global__ void __launch_bounds__(512) adaln_bwd_fused_async_kernel(BwdArgs<T> a) {
+  typedef Elem<T> E;
+  constexpr int kVec = E::kVec;
+  constexpr int kAcc = VPT * kVec;
+  extern __shared__ uint4 stage_buf[];
+  __shared__ float red[2][96];
+
+  const int tpr = a.tpr;
+  const int nthr = blockDim.x;
+  const int grp = threadIdx.x / tpr;
+  const int t = threadIdx.x - grp * tpr;
+  const int64_t k = (int64_t)blockIdx.x * (nthr / tpr) + grp;
+  const int D = a.D;
+  const int nv = D / kVec;
+  const int64_t r0 = k * a.chunk;
+  const int64_t r1 = r0 + a.chunk < a.L.rows ? r0 + a.chunk : a.L.rows;
+
+  float acc_s[kAcc], acc_h[kAcc];
+#pragma unroll
+  for (int i = 0; i < kAcc; ++i) acc_s[i] = acc_h[i] = 0.0f;
+  int b = 0;
+  int64_t bend = INT64_MAX;
+  if (r0 < r1) {
+    b = seg_of_row(a.L, r0);
+    bend = b < a.L.B - 1 ? seg_end(a.L, b) : INT64_MAX;
+  }
+
+  /* Copies row `row` (zeros past the chunk) into stage s; one commit group per row. */
+  auto issue = [&](int64_t row, int s) {
+    const bool rok = row < r1;
+    const uint4 *dyr = reinterpret_cast<const uint4 *>(a.dy + (rok ? row : 0) * (int64_t)D);
+    const uint4 *xr = reinterpret_cast<const uint4 *>(a.x + (rok ? row : 0) * (int64_t)D);
+#pragma unroll
+    for (int i = 0; i < VPT; ++i) {
+      const int v = t + i * tpr;
+      const bool vok = rok && v < nv;
+      cp_async16(&stage_buf[((s * 2 + 0) * VPT + i) * nthr + threadIdx.x], vok ? dyr + v : dyr, vok);
+      cp_async16(&stage_buf[((s * 2 + 1) * VPT + i) * nthr + threadIdx.x], vok ? xr + v : xr, vok);
+    }
+    cp_async_commit();
+  };
+
+#pragma unroll
+  for (int s = 0; s < S - 1; ++s) issue(r0 + s, s);
+  int sr = 0, sw = S - 1;
+  for (int64_t it = 0; it < a.chunk; ++it) {
+    const int64_t row = r0 + it;
+    const bool ok = row < r1;
+    issue(row + S - 1, sw);
+    cp_async_wait<S - 1>(); /* this thread's copies of `row` have landed */
+    uint4 rdy[VPT], rx[VPT];
+#pragma unroll
+    for (int i = 0; i < VPT; ++i) {
+      rdy[i] = stage_buf[((sr * 2 + 0) * VPT + i) * nthr + threadIdx.x];
+      rx[i] = stage_buf[((sr * 2 + 1) * VPT + i) * nthr + threadIdx.x];
+    }
+    sr = sr + 1 == S ? 0 : sr + 1;
+    sw = sw + 1 == S ? 0 : sw + 1;
+    if (ok && row >= bend)
+      next_sample<VPT, kVec, true, true>(a.L, a.ws, k, row, b, bend, acc_s, acc_h, t, tpr, nv, D);
+    bwd_row<T, VPT, true, true>(a, row, ok, t, nv, a.scale + (int64_t)b * D, rdy, rx, acc_s,
+                                acc_h, red[it & 1]);
+  }
+  cp_async_wait<0>();
+  if (r0 < r1)
+    flush_sums<VPT, kVec, true>(a.ws + (k + b) * 2 * (int64_t)D, acc_s, acc_h, t, tpr, nv, D);
+}
+
+template <typename T, int VPT, bool VEC, bool ACC>
+static int bwd_rows_launch_t(const adaln_launch *l, const void *dy, const void *x,
+                             const void *scale, const float *mean, const float *rstd, void *dx,
+                             float *ws) {
+  BwdArgs<T> a;
+  a.mean_err = ACC ? nullptr : ws;
+  a.dy = (const T *)dy;
+  a.x = (const T *)x;
+  a.scale = (const T *)scale;
+  a.mean = mean;
+  a.rstd = rstd;
+  a.dx = (T *)dx;
+  a.ws = ACC ? ws : nullptr;
+  a.L.cu = l->cu;
+  a.L.seq_len = l->seq_len;
+  a.L.rows = l->rows;
+  a.L.B = l->batch;
+  a.chunk = ACC ? l->chunk : 1;
+  a.D = l->dim;
+  a.tpr = l->tpr;
+  a.one = l->one;
+  const int64_t groups = ACC ? l->nchunks : l->rows;
+  const int64_t groups_per_block = l->block / l->tpr;
+  const int64_t blocks = (groups + groups_per_block - 1) / groups_per_block;
+  if constexpr (ACC && VEC) {
+    if (l->stages >= 2) {
+      switch (l->stages) {
+      case 2:
+        adaln_bwd_fused_async_kernel<T, VPT, 2>
+            <<<(unsigned)blocks, l->block, l->smem, (cudaStream_t)l->stream>>>(a);
+        break;
+      case 3:
+        adaln_bwd_fused_async_kernel<T, VPT, 3>
+            <<<(unsigned)blocks, l->block, l->smem, (cudaStream_t)l->stream>>>(a);
+        break;
+      default:
+        adaln_bwd_fused_async_kernel<T, VPT, 4>
+            <<<(unsigned)blocks, l->block, l->smem, (cudaStream_t)l->stream>>>(a);
+        break;
+      }
+      ADALN_LAUNCHED("adaln_bwd_fused_async_kernel");
+      return AL_OK;
+    }
+  }
+  adaln_bwd_rows_kernel<T, VPT, VEC, ACC>
+      <<<(unsigned)blocks, l->block, 0, (cudaStream_t)l->stream>>>(a);
+  ADALN_LAUNCHED("adaln_bwd_rows_kernel");
+  return AL_OK;
+}
+
+/* Fused instances go to 4 vectors per thread (the sums need registers too), dx-only to 8. */
+#define ADALN_BWD_VPT_CASES(T, VEC, ACC, CALL)                 \
+  switch (l->vpt) {                                            \
+    case 1: return CALL(T, 1, VEC, ACC);                       \
+    case 2: return CALL(T, 2, VEC, ACC);                       \
+    case 3: return CALL(T, 3, VEC, ACC);                       \
+    case 4: return CALL(T, 4, VEC, ACC);                       \
+    case 5: if (!ACC) return CALL(T, 5, VEC, false); break;    \
+    case 6: if (!ACC) return CALL(T, 6, VEC, false); break;    \
+    case 7: if (!ACC) return CALL(T, 7, VEC, false); break;    \
+    case 8: if (!ACC) return CALL(T, 8, VEC, false); break;    \
+    default: break;                                            \
+  }
+
+#define ADALN_BWD_DISPATCH(ACC, CALL)                                          \
+  do {                                                                         \
+    if (l->dtype == AL_DTYPE_BF16) {                                           \
+      if (l->vec) { ADALN_BWD_VPT_CASES(__nv_bfloat16, true, ACC, CALL) }      \
+      else { ADALN_BWD_VPT_CASES(__nv_bfloat16, false, ACC, CALL) }            \
+    } else if (l->dtype == AL_DTYPE_FP16) {                                    \
+      if (l->vec) { ADALN_BWD_VPT_CASES(__half, true, ACC, CALL) }             \
+      else { ADALN_BWD_VPT_CASES(__half, false, ACC, CALL) }                   \
+    } else if (l->dtype == AL_DTYPE_FP32) {                                    \
+      if (l->vec) { ADALN_BWD_VPT_CASES(float, true, ACC, CALL) }              \
+      else { ADALN_BWD_VPT_CASES(float, false, ACC, CALL) }                    \
+    }                                                                          \
+  } while (0)
+
+#define BWD_CALL(T, VPT, VEC, ACC) \
+  bwd_rows_launch_t<T, VPT, VEC, ACC>(l, dy, x, scale, mean, rstd, dx, ws)
+#define BWD_FN(T, VPT, VEC, ACC) bwd_fn_t<T, VPT, VEC, ACC>(l)
+
+extern "C" int adaln_bwd_fused_launch(const adaln_launch *l, const void *dy, const void *x,
+                                      const void *scale, const float *mean, const float *rstd,
+                                      void *dx, float *ws) {
+  if (l->rows == 0) return AL_OK;
+  ADALN_BWD_DISPATCH(true, BWD_CALL);
+  return al_set_error(AL_EUNSUPPORTED,
+                      "adaln backward: no fused kernel for dtype %d, %d vectors/thread",
+                      l->dtype, l->vpt);
+}
+
+extern "C" int adaln_bwd_dx_launch(const adaln_launch *l, const void *dy, const void *x,
+                                   const void *scale, const float *mean, const float *rstd,
+                                   void *dx, float *mean_err) {
+  float *ws = mean_err;
+  if (l->rows == 0) return AL_OK;
+  ADALN_BWD_DISPATCH(false, BWD_CALL);
+  return al_set_error(AL_EUNSUPPORTED,
+                      "adaln backward: no dx kernel for dtype %d, %d vectors/thread", l->dtype,
+                      l->vpt);
+}
+
+/* The kernel a launch with this configuration uses (register or cp.async variant). */
+template <typename T, int VPT, bool VEC, bool ACC>
+static const void *bwd_fn_t(const adaln_launch *l) {
+  if constexpr (ACC && VEC) {
+    switch (l->stages) {
+      case 2: return (const void *)adaln_bwd_fused_async_kernel<T, VPT, 2>;
+      case 3: return (const void *)adaln_bwd_fused_async_kernel<T, VPT, 3>;
+      case 4: return (const void *)adaln_bwd_fused_async_kernel<T, VPT, 4>;
+      default: break;
+    }
+  }
+  return (const void *)adaln_bwd_rows_kernel<T, VPT, VEC, ACC>;
+}
+
+extern "C" const void *adaln_bwd_rows_kernel_fn(const adaln_launch *l, int acc) {
+  if (acc)
+    ADALN_BWD_DISPATCH(true, BWD_FN);
+  else
+    ADALN_BWD_DISPATCH(false, BWD_FN);
+  return nullptr;
+}

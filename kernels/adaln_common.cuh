@@ -1,0 +1,298 @@
+/*
+ * adaln_common.cuh - device helpers shared by the AdaLN kernels: dtype packing, 16-byte and
+ * element-wise row accesses, row-group reductions, sample lookup, CUDA error checks.
+ *
+ * Templates stop at what a dtype switch and compile-time register arrays need: the element
+ * type T, VPT (vectors per thread, so the row can live in registers, indexed only by unrolled
+ * loops) and VEC (16-byte path or element-wise path).
+ */
+#ifndef AL_ADALN_COMMON_CUH
+#define AL_ADALN_COMMON_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "common/al_status.h"
+#include "kernels/al_adaln.h"
+#include "kernels/adaln_internal.h"
+
+/* Every CUDA runtime call is checked; the message names the call, file and line. */
+#define ADALN_CUDA(call)                                                                   \
+  do {                                                                                     \
+    cudaError_t e_ = (call);                                                               \
+    if (e_ != cudaSuccess)                                                                 \
+      return al_set_error(AL_ECUDA, "%s:%d: %s: %s (%s)", __FILE__, __LINE__, #call,     \
+                          cudaGetErrorString(e_), cudaGetErrorName(e_));                   \
+  } while (0)
+
+/* After a launch: configuration errors show up in cudaGetLastError. */
+#define ADALN_LAUNCHED(what) ADALN_CUDA(cudaGetLastError())
+
+/* ---------------------------------------------------------------- element packing -------- */
+
+template <typename T>
+struct Elem;
+
+template <>
+struct Elem<float> {
+  static constexpr int kVec = 4;
+  __device__ __forceinline__ static void unpack(const uint4 &r, float *f) {
+    f[0] = __uint_as_float(r.x);
+    f[1] = __uint_as_float(r.y);
+    f[2] = __uint_as_float(r.z);
+    f[3] = __uint_as_float(r.w);
+  }
+  __device__ __forceinline__ static uint4 pack(const float *f) {
+    return make_uint4(__float_as_uint(f[0]), __float_as_uint(f[1]), __float_as_uint(f[2]),
+                      __float_as_uint(f[3]));
+  }
+  /* One element's bits <-> float, for the element-wise path. */
+  typedef unsigned int bits_t;
+  __device__ __forceinline__ static float from_bits(unsigned int b) { return __uint_as_float(b); }
+  __device__ __forceinline__ static unsigned int to_bits(float f) { return __float_as_uint(f); }
+};
+
+__device__ __forceinline__ unsigned int pack_bf16x2(float lo, float hi) {
+  __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<unsigned int *>(&h);
+}
+
+__device__ __forceinline__ unsigned int pack_f16x2(float lo, float hi) {
+  __half2 h = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<unsigned int *>(&h);
+}
+
+__device__ __forceinline__ float2 unpack_f16x2(unsigned int u) {
+  __half2 h = *reinterpret_cast<__half2 *>(&u);
+  return __half22float2(h);
+}
+
+template <>
+struct Elem<__nv_bfloat16> {
+  static constexpr int kVec = 8;
+  __device__ __forceinline__ static void unpack(const uint4 &r, float *f) {
+    /* bf16 is the top half of an fp32: a shift or a mask, no conversion instruction. */
+    f[0] = __uint_as_float(r.x << 16);
+    f[1] = __uint_as_float(r.x & 0xffff0000u);
+    f[2] = __uint_as_float(r.y << 16);
+    f[3] = __uint_as_float(r.y & 0xffff0000u);
+    f[4] = __uint_as_float(r.z << 16);
+    f[5] = __uint_as_float(r.z & 0xffff0000u);
+    f[6] = __uint_as_float(r.w << 16);
+    f[7] = __uint_as_float(r.w & 0xffff0000u);
+  }
+  __device__ __forceinline__ static uint4 pack(const float *f) {
+    return make_uint4(pack_bf16x2(f[0], f[1]), pack_bf16x2(f[2], f[3]), pack_bf16x2(f[4], f[5]),
+                      pack_bf16x2(f[6], f[7]));
+  }
+  typedef unsigned short bits_t;
+  __device__ __forceinline__ static float from_bits(unsigned short b) {
+    return __uint_as_float(((unsigned int)b) << 16);
+  }
+  __device__ __forceinline__ static unsigned short to_bits(float f) {
+    return (unsigned short)(pack_bf16x2(f, 0.0f) & 0xffffu);
+  }
+};
+
+template <>
+struct Elem<__half> {
+  static constexpr int kVec = 8;
+  __device__ __forceinline__ static void unpack(const uint4 &r, float *f) {
+    float2 a = unpack_f16x2(r.x), b = unpack_f16x2(r.y), c = unpack_f16x2(r.z),
+           d = unpack_f16x2(r.w);
+    f[0] = a.x; f[1] = a.y; f[2] = b.x; f[3] = b.y;
+    f[4] = c.x; f[5] = c.y; f[6] = d.x; f[7] = d.y;
+  }
+  __device__ __forceinline__ static uint4 pack(const float *f) {
+    return make_uint4(pack_f16x2(f[0], f[1]), pack_f16x2(f[2], f[3]), pack_f16x2(f[4], f[5]),
+                      pack_f16x2(f[6], f[7]));
+  }
+  typedef unsigned short bits_t;
+  __device__ __forceinline__ static float from_bits(unsigned short b) {
+    return __half2float(__ushort_as_half(b));
+  }
+  __device__ __forceinline__ static unsigned short to_bits(float f) {
+    return __half_as_ushort(__float2half_rn(f));
+  }
+};
+
+/* ---------------------------------------------------------------- row accesses ----------- */
+
+/* Cache policy of a load: streamed once (x, dy: evict-first, so the small reused arrays and
+ * the partial sums stay in L2) or kept (scale, shift: read by every row of a sample). */
+enum { LD_STREAM = 0, LD_KEEP = 1 };
+
+__device__ __forceinline__ unsigned int set_half(unsigned int w, int hi, unsigned int b16) {
+  return hi ? ((w & 0x0000ffffu) | (b16 << 16)) : ((w & 0xffff0000u) | b16);
+}
+
+/* Loads vector v (elements v*kVec ..) of the row starting at `row`. Elements at or past D, and
+ * everything when !ok, read as zero bits (0.0f). VEC: one 16-byte load (row 16-byte aligned,
+ * D a multiple of kVec). Otherwise element-wise. */
+template <typename T, bool VEC, int POLICY>
+__device__ __forceinline__ uint4 load_vec(const T *row, int v, int D, bool ok) {
+  typedef Elem<T> E;
+  uint4 r = make_uint4(0u, 0u, 0u, 0u);
+  if constexpr (VEC) {
+    if (ok) {
+      const uint4 *p = reinterpret_cast<const uint4 *>(row) + v;
+      r = POLICY == LD_STREAM ? __ldcs(p) : __ldg(p);
+    }
+  } else {
+    unsigned int w[4] = {0u, 0u, 0u, 0u};
+    const typename E::bits_t *p = reinterpret_cast<const typename E::bits_t *>(row);
+#pragma unroll
+    for (int j = 0; j < E::kVec; ++j) {
+      int d = v * E::kVec + j;
+      if (ok && d < D) {
+        typename E::bits_t b = POLICY == LD_STREAM ? __ldcs(p + d) : __ldg(p + d);
+        if constexpr (sizeof(typename E::bits_t) == 4)
+          w[j] = (unsigned int)b;
+        else
+          w[j >> 1] = set_half(w[j >> 1], j & 1, (unsigned int)b);
+      }
+    }
+    r = make_uint4(w[0], w[1], w[2], w[3]);
+  }
+  return r;
+}
+
+/* Stores vector v of a row; element-wise path stores only elements below D. */
+template <typename T, bool VEC>
+__device__ __forceinline__ void store_vec(T *row, int v, int D, const float *f) {
+  typedef Elem<T> E;
+  if constexpr (VEC) {
+    reinterpret_cast<uint4 *>(row)[v] = E::pack(f);
+  } else {
+    typename E::bits_t *p = reinterpret_cast<typename E::bits_t *>(row);
+#pragma unroll
+    for (int j = 0; j < E::kVec; ++j) {
+      int d = v * E::kVec + j;
+      if (d < D) p[d] = E::to_bits(f[j]);
+    }
+  }
+}
+
+/* True when element j of vector v is inside the row. */
+template <typename T, bool VEC>
+__device__ __forceinline__ bool elem_in(int v, int j, int nv, int D) {
+  return VEC ? (v < nv) : (v * Elem<T>::kVec + j < D);
+}
+
+/* Makes the compiler forget what a register vector holds, so that values derived from it
+ * before a reduction (unpacked floats, xhat, g) are recomputed afterwards instead of being
+ * kept live across it: the row stays in registers as packed 16-byte vectors (4 registers per
+ * vector) rather than as up to three fp32 copies, which would spill. */
+__device__ __forceinline__ void opaque(uint4 &r) {
+  asm volatile("" : "+r"(r.x), "+r"(r.y), "+r"(r.z), "+r"(r.w));
+}
+
+/* ---------------------------------------------------------------- reductions ------------- */
+
+/* Sum over the tpr threads of a row group; every thread of the group gets the same bits.
+ * tpr <= 32: xor butterfly inside the aligned lane group (each step adds the same two values
+ * in either order; IEEE addition is commutative, so all lanes agree). tpr > 32: the block is
+ * the row group; lane 0 of each warp parks its warp's sum in red[], one barrier, then every
+ * thread adds the warp sums in warp order. Callers alternate between two red[] buffers, so
+ * one barrier per reduction suffices (a buffer is rewritten only after the next barrier). */
+__device__ __forceinline__ float group_sum(float v, int tpr, float *red) {
+  const int width = tpr < 32 ? tpr : 32;
+  for (int o = width >> 1; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  if (tpr > 32) {
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
+    __syncthreads();
+    const int nw = tpr >> 5;
+    v = 0.0f;
+    for (int i = 0; i < nw; ++i) v += red[i];
+  }
+  return v;
+}
+
+/* Two sums at once (one barrier); red holds 64 floats. */
+__device__ __forceinline__ void group_sum2(float &a, float &b, int tpr, float *red) {
+  const int width = tpr < 32 ? tpr : 32;
+  for (int o = width >> 1; o > 0; o >>= 1) {
+    a += __shfl_xor_sync(0xffffffffu, a, o);
+    b += __shfl_xor_sync(0xffffffffu, b, o);
+  }
+  if (tpr > 32) {
+    const int w = threadIdx.x >> 5;
+    if ((threadIdx.x & 31) == 0) {
+      red[w] = a;
+      red[32 + w] = b;
+    }
+    __syncthreads();
+    const int nw = tpr >> 5;
+    a = b = 0.0f;
+    for (int i = 0; i < nw; ++i) {
+      a += red[i];
+      b += red[32 + i];
+    }
+  }
+}
+
+/* Three sums at once (one barrier); red holds 96 floats. */
+__device__ __forceinline__ void group_sum3(float &a, float &b, float &c, int tpr, float *red) {
+  const int width = tpr < 32 ? tpr : 32;
+  for (int o = width >> 1; o > 0; o >>= 1) {
+    a += __shfl_xor_sync(0xffffffffu, a, o);
+    b += __shfl_xor_sync(0xffffffffu, b, o);
+    c += __shfl_xor_sync(0xffffffffu, c, o);
+  }
+  if (tpr > 32) {
+    const int w = threadIdx.x >> 5;
+    if ((threadIdx.x & 31) == 0) {
+      red[w] = a;
+      red[32 + w] = b;
+      red[64 + w] = c;
+    }
+    __syncthreads();
+    const int nw = tpr >> 5;
+    a = b = c = 0.0f;
+    for (int i = 0; i < nw; ++i) {
+      a += red[i];
+      b += red[32 + i];
+      c += red[64 + i];
+    }
+  }
+}
+
+/* ---------------------------------------------------------------- samples ---------------- */
+
+/* Which rows belong to which sample. Offsets are clamped to [0, rows] and sample indices to
+ * [0, B): unchecked bad offsets give wrong numbers, never out-of-bounds accesses. */
+struct Layout {
+  const int32_t *cu; /* packed: B + 1 offsets; NULL: fixed */
+  int64_t seq_len;   /* fixed: rows per sample */
+  int64_t rows;
+  int B;
+};
+
+__device__ __forceinline__ int64_t seg_start(const Layout &L, int b) {
+  if (L.cu == nullptr) return (int64_t)b * L.seq_len;
+  int64_t v = __ldg(L.cu + b);
+  return v < 0 ? 0 : (v > L.rows ? L.rows : v);
+}
+
+__device__ __forceinline__ int64_t seg_end(const Layout &L, int b) { return seg_start(L, b + 1); }
+
+/* Sample of a row: the largest b in [0, B) with start(b) <= row (skips empty samples). */
+__device__ __forceinline__ int seg_of_row(const Layout &L, int64_t row) {
+  if (L.cu == nullptr) {
+    int64_t b = row / L.seq_len;
+    return b < L.B ? (int)b : L.B - 1;
+  }
+  int lo = 0, hi = L.B - 1;
+  while (lo < hi) {
+    int mid = (lo + hi + 1) >> 1;
+    if (seg_start(L, mid) <= row)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
+}
+
+#endif /* AL_ADALN_COMMON_CUH */

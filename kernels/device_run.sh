@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Runs the AdaLN GPU checks and benchmarks on a machine with a GPU but without Bazel, from
+# binaries built elsewhere and copied into .devbuild/ (see kernels/NOTES.md, "Workflow"):
+#   adaln_gpu_test adaln_api_test adaln_bench libal_kernels.so
+# Usage (from the repository root): kernels/device_run.sh OUTDIR [--sweep] [--py-args "..."]
+# Writes OUTDIR/{all.log,gtest.log,bench.json,memcheck.log,racecheck.log,torch.txt,torch.json}.
+set -u -o pipefail
+out=${1:?OUTDIR}
+shift
+sweep=""
+pyargs=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --sweep) sweep="--sweep" ;;
+    --py-args) pyargs="$2"; shift ;;
+  esac
+  shift
+done
+b=.devbuild
+mkdir -p "$out"
+exec > >(tee -a "$out/all.log") 2>&1
+step() { echo; echo "=== $* ($(date +%T))"; }
+
+step device
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw --format=csv
+
+step api test
+[ -x $b/adaln_api_test ] && timeout 60 $b/adaln_api_test 2>&1 | tail -2
+
+step gpu test
+timeout 150 $b/adaln_gpu_test > "$out/gtest.log" 2>&1
+echo "rc=$?"
+grep -E "^  \S+ +rows|FAILED|Failure|PASSED|error" "$out/gtest.log" | head -120
+
+step benchmark
+timeout 200 $b/adaln_bench $sweep --json "$out/bench.json"
+echo "rc=$?"
+
+step memcheck
+timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 $b/adaln_gpu_test \
+  --gtest_filter='-*Big*' > "$out/memcheck.log" 2>&1
+echo "rc=$?"
+grep -E "ERROR SUMMARY|PASSED|FAILED" "$out/memcheck.log" | head
+
+step racecheck
+timeout 150 compute-sanitizer --tool racecheck --error-exitcode 9 $b/adaln_gpu_test \
+  --gtest_filter='*tpr*:*D3072*:*split*:*D12288*:*chunk*:*D64*:AdalnGpuArgs*' > "$out/racecheck.log" 2>&1
+echo "rc=$?"
+grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$out/racecheck.log" | head
+
+step python
+PYTHONUNBUFFERED=1 ADAPTIVELOAD_LIB=$PWD/$b/libal_kernels.so PYTHONPATH=$PWD/python \
+  timeout 420 python3 examples/bench_adaln.py $pyargs --json "$out/torch.json" 2>&1 | tee "$out/torch.txt"
+echo "rc=$?"

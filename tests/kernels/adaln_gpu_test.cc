@@ -1,0 +1,388 @@
+// GPU AdaLN kernels against the CPU reference. Skips when no CUDA device is present (CI).
+// Every run: fresh random inputs (never zeros), outputs and workspace poisoned with NaN
+// (0xFF bytes) first, normwise relative error ||out - ref|| / ||ref|| against bounds
+// (fp32: 1e-5; bf16/fp16: 1e-2 for y and dx, 2e-2 for dscale/dshift; mean/rstd 1e-5), and the
+// backward run twice must match bit for bit.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "common/al_status.h"
+#include "kernels/adaln_ref.h"
+#include "kernels/al_adaln.h"
+#include "tests/kernels/adaln_test_util.h"
+
+namespace {
+
+using adaln_test::from_device_bytes;
+using adaln_test::rel_err;
+using adaln_test::Rng;
+using adaln_test::to_device_bytes;
+
+bool HaveGpu() {
+  static int have = -1;
+  if (have < 0) {
+    int n = 0;
+    have = cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+  }
+  return have == 1;
+}
+
+#define REQUIRE_GPU() \
+  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device"
+
+#define CUDA_OK(call) ASSERT_EQ((call), cudaSuccess) << #call
+
+// Device allocation with a byte offset (to test misaligned views); freed on scope exit.
+struct DevBuf {
+  char *base = nullptr;
+  size_t off = 0, bytes = 0;
+  DevBuf() = default;
+  DevBuf(const DevBuf &) = delete;
+  DevBuf &operator=(const DevBuf &) = delete;
+  ~DevBuf() {
+    if (base) cudaFree(base);
+  }
+  bool alloc(size_t n, size_t offset = 0) {
+    off = offset;
+    bytes = n;
+    return cudaMalloc((void **)&base, n + offset + 16) == cudaSuccess;
+  }
+  void *p() const { return base + off; }
+  bool poison() { return cudaMemset(base, 0xff, bytes + off + 16) == cudaSuccess; }
+  bool put(const void *h) { return cudaMemcpy(p(), h, bytes, cudaMemcpyHostToDevice) == cudaSuccess; }
+  std::vector<uint8_t> get() const {
+    std::vector<uint8_t> h(bytes);
+    if (cudaMemcpy(h.data(), p(), bytes, cudaMemcpyDeviceToHost) != cudaSuccess) h.clear();
+    return h;
+  }
+};
+
+struct Case {
+  std::string name;
+  int dtype = AL_DTYPE_BF16;
+  int B = 1, N = 1, D = 64;
+  std::vector<int> lens;  // non-empty: packed layout with these sample lengths
+  unsigned flags = 0;
+  int tpr = 0, chunk = 0, path = 0, general = 0, misalign = 0, stages = 0;
+  float xmean = 0.0f, xstd = 1.0f;
+  bool host_offsets = true;
+};
+
+std::ostream &operator<<(std::ostream &o, const Case &c) { return o << c.name; }
+
+Case Mk(const std::string &name, int dtype, int B, int N, int D) {
+  Case c;
+  c.name = name;
+  c.dtype = dtype;
+  c.B = B;
+  c.N = N;
+  c.D = D;
+  return c;
+}
+
+Case Packed(const std::string &name, int dtype, std::vector<int> lens, int D) {
+  Case c = Mk(name, dtype, (int)lens.size(), 0, D);
+  c.lens = std::move(lens);
+  return c;
+}
+
+class AdalnGpu : public ::testing::TestWithParam<Case> {};
+
+TEST_P(AdalnGpu, MatchesReference) {
+  REQUIRE_GPU();
+  const Case &c = GetParam();
+  const int D = c.D, B = c.B, dt = c.dtype;
+  const bool packed = !c.lens.empty();
+  std::vector<int32_t> cu(B + 1, 0);
+  int64_t rows = (int64_t)B * c.N;
+  if (packed) {
+    for (int b = 0; b < B; ++b) cu[b + 1] = cu[b] + c.lens[b];
+    rows = cu[B];
+  }
+  const size_t es = al_dtype_size(dt), n = (size_t)rows * D, nbd = (size_t)B * D;
+  uint64_t seed = 1469598103934665603ull;
+  for (char ch : c.name) seed = (seed ^ (uint8_t)ch) * 1099511628211ull;
+  Rng rng(seed);
+  std::vector<float> x(n), dy(n), scale(nbd), shift(nbd);
+  for (auto &v : x) v = rng.normal(c.xmean, c.xstd);
+  for (auto &v : dy) v = rng.normal(0.0f, 1.0f);
+  for (auto &v : scale) v = rng.normal(0.0f, 0.5f);
+  for (auto &v : shift) v = rng.normal(0.0f, 0.5f);
+  const auto xb = to_device_bytes(x, dt), dyb = to_device_bytes(dy, dt),
+             scb = to_device_bytes(scale, dt), shb = to_device_bytes(shift, dt);
+
+  const size_t off = (size_t)c.misalign * es;
+  DevBuf dx_in, ddy, dsc, dsh, dy_out, dmean, drstd, ddx, dds, ddh, dcu;
+  ASSERT_TRUE(dx_in.alloc(n * es, off) && ddy.alloc(n * es, off) && dsc.alloc(nbd * es, off) &&
+              dsh.alloc(nbd * es, off) && dy_out.alloc(n * es, off) &&
+              dmean.alloc(rows * 4) && drstd.alloc(rows * 4) && ddx.alloc(n * es, off) &&
+              dds.alloc(nbd * es) && ddh.alloc(nbd * es) && dcu.alloc((B + 1) * 4));
+  ASSERT_TRUE(dx_in.put(xb.data()) && ddy.put(dyb.data()) && dsc.put(scb.data()) &&
+              dsh.put(shb.data()) && dcu.put(cu.data()));
+  ASSERT_TRUE(dy_out.poison() && dmean.poison() && drstd.poison());
+
+  al_adaln_desc desc{};
+  desc.dtype = dt;
+  desc.batch = B;
+  desc.dim = D;
+  if (packed) {
+    desc.rows = rows;
+    desc.cu_seqlens = (const int32_t *)dcu.p();
+    desc.cu_seqlens_host = c.host_offsets ? cu.data() : nullptr;
+  } else {
+    desc.seq_len = c.N;
+  }
+  al_adaln_options o{};
+  o.flags = c.flags;
+  o.threads_per_row = c.tpr;
+  o.rows_per_chunk = c.chunk;
+  o.bwd_path = c.path;
+  o.force_general = c.general;
+  o.bwd_stages = c.stages;
+
+  ASSERT_EQ(al_adaln_forward(&desc, &o, dx_in.p(), dsc.p(), dsh.p(), dy_out.p(),
+                             (float *)dmean.p(), (float *)drstd.p(), nullptr),
+            AL_OK)
+      << al_last_error();
+  CUDA_OK(cudaDeviceSynchronize());
+  const std::vector<float> y = from_device_bytes(dy_out.get(), dt);
+  std::vector<float> mean(rows), rstd(rows);
+  CUDA_OK(cudaMemcpy(mean.data(), dmean.p(), rows * 4, cudaMemcpyDeviceToHost));
+  CUDA_OK(cudaMemcpy(rstd.data(), drstd.p(), rows * 4, cudaMemcpyDeviceToHost));
+
+  al_adaln_ref_shape rs{};
+  rs.rows = rows;
+  rs.batch = B;
+  rs.dim = D;
+  rs.seq_len = packed ? 0 : c.N;
+  rs.cu_seqlens = cu.data();
+  rs.plain_scale = (c.flags & AL_ADALN_PLAIN_SCALE) != 0;
+  std::vector<float> yr(n), meanr(rows), rstdr(rows), dxr(n), dsr(nbd), dhr(nbd);
+  ASSERT_EQ(al_adaln_ref_forward(&rs, x.data(), scale.data(), shift.data(), yr.data(),
+                                 meanr.data(), rstdr.data()),
+            AL_OK);
+  ASSERT_EQ(al_adaln_ref_backward(&rs, dy.data(), x.data(), scale.data(), dxr.data(),
+                                  dsr.data(), dhr.data()),
+            AL_OK);
+
+  const double tol = dt == AL_DTYPE_FP32 ? 1e-5 : 1e-2;
+  const double tol_sum = dt == AL_DTYPE_FP32 ? 1e-5 : 2e-2;
+  const double ey = rel_err(y, yr), em = rel_err(mean, meanr), er = rel_err(rstd, rstdr);
+  EXPECT_LE(ey, tol) << "y";
+  EXPECT_LE(em, 1e-5) << "mean";
+  EXPECT_LE(er, 1e-5) << "rstd";
+
+  size_t wsb = 0;
+  ASSERT_EQ(al_adaln_backward_workspace_size(&desc, &o, &wsb), AL_OK) << al_last_error();
+  DevBuf ws;
+  ASSERT_TRUE(ws.alloc(wsb));
+  std::vector<uint8_t> first[3];
+  for (int run = 0; run < 2; ++run) {
+    ASSERT_TRUE(ddx.poison() && dds.poison() && ddh.poison() && ws.poison());
+    ASSERT_EQ(al_adaln_backward(&desc, &o, ddy.p(), dx_in.p(), dsc.p(), (const float *)dmean.p(),
+                                (const float *)drstd.p(), ddx.p(), dds.p(), ddh.p(), ws.p(), wsb,
+                                nullptr),
+              AL_OK)
+        << al_last_error();
+    CUDA_OK(cudaDeviceSynchronize());
+    std::vector<uint8_t> got[3] = {ddx.get(), dds.get(), ddh.get()};
+    if (run == 0) {
+      const double edx = rel_err(from_device_bytes(got[0], dt), dxr);
+      const double eds = rel_err(from_device_bytes(got[1], dt), dsr);
+      const double edh = rel_err(from_device_bytes(got[2], dt), dhr);
+      EXPECT_LE(edx, tol) << "dx";
+      EXPECT_LE(eds, tol_sum) << "dscale";
+      EXPECT_LE(edh, tol_sum) << "dshift";
+      std::printf("  %-34s rows %7lld D %5d  err y %.2e mean %.2e rstd %.2e dx %.2e dscale %.2e "
+                  "dshift %.2e ws %zu\n",
+                  c.name.c_str(), (long long)rows, D, ey, em, er, edx, eds, edh, wsb);
+      for (int i = 0; i < 3; ++i) first[i] = got[i];
+    } else {
+      for (int i = 0; i < 3; ++i)
+        EXPECT_TRUE(got[i] == first[i]) << "backward output " << i << " differs between runs";
+    }
+  }
+}
+
+std::vector<Case> Cases() {
+  const int BF = AL_DTYPE_BF16, F16 = AL_DTYPE_FP16, F32 = AL_DTYPE_FP32;
+  std::vector<Case> v;
+  v.push_back(Mk("bf16_D1536", BF, 2, 37, 1536));
+  v.push_back(Mk("bf16_D64", BF, 3, 50, 64));
+  v.push_back(Mk("bf16_D1000", BF, 2, 19, 1000));
+  v.push_back(Mk("bf16_D1001_general", BF, 2, 19, 1001));
+  v.push_back(Mk("bf16_D77_general", BF, 3, 11, 77));
+  v.push_back(Mk("bf16_D3072", BF, 1, 33, 3072));
+  v.push_back(Mk("bf16_D5120", BF, 1, 9, 5120));
+  v.push_back(Mk("bf16_D12288", BF, 1, 6, 12288));
+  v.push_back(Mk("bf16_D16384_split", BF, 2, 3, 16384));
+  v.push_back(Mk("bf16_one_token_samples", BF, 5, 1, 1536));
+  v.push_back(Packed("bf16_packed_D1536", BF, {5, 0, 1, 40, 0, 17}, 1536));
+  {
+    Case c = Packed("bf16_packed_chunk7", BF, {5, 0, 1, 40, 0, 17, 3}, 1536);
+    c.chunk = 7;
+    v.push_back(c);
+  }
+  {
+    Case c = Packed("bf16_packed_chunk5_split", BF, {9, 1, 0, 23, 4}, 1536);
+    c.chunk = 5;
+    c.path = AL_ADALN_BWD_SPLIT;
+    v.push_back(c);
+  }
+  {
+    Case c = Packed("bf16_packed_device_offsets", BF, {3, 0, 30, 2}, 3072);
+    c.host_offsets = false;
+    c.flags = AL_ADALN_VALIDATE_OFFSETS;
+    v.push_back(c);
+  }
+  {
+    Case c = Packed("bf16_packed_unchecked_offsets", BF, {4, 7, 0}, 2048);
+    c.host_offsets = false;
+    v.push_back(c);
+  }
+  v.push_back(Packed("bf16_packed_all_empty", BF, {0, 0}, 256));
+  {
+    Case c = Mk("bf16_plain_scale", BF, 2, 21, 1536);
+    c.flags = AL_ADALN_PLAIN_SCALE;
+    v.push_back(c);
+  }
+  {
+    Case c = Mk("bf16_misaligned_general", BF, 2, 13, 1536);
+    c.misalign = 1;
+    v.push_back(c);
+  }
+  {
+    Case c = Mk("bf16_forced_general", BF, 2, 13, 1536);
+    c.general = 1;
+    v.push_back(c);
+  }
+  for (int t : {64, 96, 128, 256}) {
+    Case c = Mk("bf16_D1536_tpr" + std::to_string(t), BF, 2, 15, 1536);
+    c.tpr = t;
+    v.push_back(c);
+  }
+  v.push_back(Packed("bf16_packed_D3072", BF, {7, 0, 19}, 3072));
+  for (int st : {1, 2, 4}) {  // register prefetch, and cp.async pipelines of 2 and 4 stages
+    Case c = Packed("bf16_packed_chunk6_stages" + std::to_string(st), BF, {5, 0, 1, 30, 0, 11}, 1536);
+    c.chunk = 6;
+    c.stages = st;
+    v.push_back(c);
+  }
+  {
+    Case c = Mk("fp32_D3072_stages2", F32, 2, 19, 3072);
+    c.stages = 2;
+    v.push_back(c);
+  }
+  v.push_back(Mk("fp16_D64", F16, 3, 29, 64));
+  {
+    Case c = Mk("bf16_D1536_split", BF, 2, 45, 1536);
+    c.path = AL_ADALN_BWD_SPLIT;
+    v.push_back(c);
+  }
+  {
+    Case c = Mk("bf16_large_mean", BF, 2, 20, 1536);
+    c.xmean = 1000.0f;
+    v.push_back(c);
+  }
+  v.push_back(Mk("fp16_D2048", F16, 2, 25, 2048));
+  {
+    Case c = Packed("fp16_packed_D777_general", F16, {6, 0, 1, 13}, 777);
+    c.chunk = 4;
+    v.push_back(c);
+  }
+  v.push_back(Mk("fp32_D1536", F32, 2, 37, 1536));
+  v.push_back(Mk("fp32_D100", F32, 3, 10, 100));
+  v.push_back(Mk("fp32_D101_general", F32, 3, 10, 101));
+  v.push_back(Mk("fp32_D8192", F32, 1, 5, 8192));
+  v.push_back(Mk("fp32_D16384_split", F32, 1, 4, 16384));
+  {
+    Case c = Mk("fp32_large_mean_D1536", F32, 2, 20, 1536);
+    c.xmean = 1000.0f;
+    v.push_back(c);
+  }
+  {
+    Case c = Mk("fp32_large_mean_D3072", F32, 1, 20, 3072);
+    c.xmean = -1000.0f;
+    v.push_back(c);
+  }
+  {
+    Case c = Mk("fp32_large_mean_split", F32, 1, 20, 1536);
+    c.xmean = 1000.0f;
+    c.path = AL_ADALN_BWD_SPLIT;
+    v.push_back(c);
+  }
+  {
+    Case c = Packed("fp32_packed_plain_chunk3", F32, {2, 9, 0, 1, 5}, 512);
+    c.chunk = 3;
+    c.flags = AL_ADALN_PLAIN_SCALE;
+    v.push_back(c);
+  }
+  // Many chunks and a full GPU's worth of row groups; excluded from sanitizer runs (Big).
+  v.push_back(Mk("Big_bf16_D1536", BF, 2, 3001, 1536));
+  v.push_back(Packed("Big_bf16_packed_D3072", BF, {1000, 1, 0, 2047, 333}, 3072));
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, AdalnGpu, ::testing::ValuesIn(Cases()),
+                         [](const ::testing::TestParamInfo<Case> &i) { return i.param.name; });
+
+// Errors that need a device (workspace sizing goes through kernel attributes).
+TEST(AdalnGpuArgs, WorkspaceAndOffsets) {
+  REQUIRE_GPU();
+  const int B = 2, N = 8, D = 256;
+  al_adaln_desc d{};
+  d.dtype = AL_DTYPE_BF16;
+  d.batch = B;
+  d.dim = D;
+  d.seq_len = N;
+  DevBuf x, sc, y, mean, rstd, ws, cu;
+  ASSERT_TRUE(x.alloc(B * N * D * 2) && sc.alloc(B * D * 2) && y.alloc(B * N * D * 2) &&
+              mean.alloc(B * N * 4) && rstd.alloc(B * N * 4) && cu.alloc(3 * 4));
+  size_t need = 0;
+  ASSERT_EQ(al_adaln_backward_workspace_size(&d, nullptr, &need), AL_OK) << al_last_error();
+  ASSERT_GT(need, 0u);
+  ASSERT_TRUE(ws.alloc(need));
+  EXPECT_EQ(al_adaln_backward(&d, nullptr, y.p(), x.p(), sc.p(), (float *)mean.p(),
+                              (float *)rstd.p(), y.p(), sc.p(), sc.p(), ws.p(), need - 1, nullptr),
+            AL_EINVAL);
+  EXPECT_NE(std::string(al_last_error()).find("workspace"), std::string::npos);
+  EXPECT_EQ(al_adaln_backward(&d, nullptr, y.p(), x.p(), sc.p(), (float *)mean.p(),
+                              (float *)rstd.p(), y.p(), sc.p(), sc.p(), (char *)ws.p() + 4, need,
+                              nullptr),
+            AL_EINVAL);
+  // Device offsets checked on request: {0, 9, 3} decreases.
+  const int32_t bad[3] = {0, 9, 3};
+  ASSERT_TRUE(cu.put(bad));
+  al_adaln_desc p{};
+  p.dtype = AL_DTYPE_BF16;
+  p.batch = 2;
+  p.dim = D;
+  p.rows = 3;
+  p.cu_seqlens = (const int32_t *)cu.p();
+  al_adaln_options o{};
+  o.flags = AL_ADALN_VALIDATE_OFFSETS;
+  EXPECT_EQ(al_adaln_forward(&p, &o, x.p(), sc.p(), sc.p(), y.p(), (float *)mean.p(),
+                             (float *)rstd.p(), nullptr),
+            AL_EINVAL);
+  EXPECT_NE(std::string(al_last_error()).find("must not decrease"), std::string::npos)
+      << al_last_error();
+  // Forced configurations that cannot run are refused, not launched.
+  al_adaln_options big{};
+  big.threads_per_row = 8;  // 256 vectors / 8 threads = 32 per thread > 8 compiled
+  d.dim = 2048;
+  EXPECT_EQ(al_adaln_forward(&d, &big, x.p(), sc.p(), sc.p(), y.p(), nullptr, nullptr, nullptr),
+            AL_EUNSUPPORTED);
+  al_adaln_options fused{};
+  fused.bwd_path = AL_ADALN_BWD_FUSED;
+  d.dim = 16384;
+  EXPECT_EQ(al_adaln_backward_workspace_size(&d, &fused, &need), AL_EUNSUPPORTED);
+  CUDA_OK(cudaDeviceSynchronize());
+  CUDA_OK(cudaGetLastError());
+}
+
+}  // namespace
