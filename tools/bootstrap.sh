@@ -10,6 +10,7 @@ PKGS=(
   libgtest-dev googletest
   libjansson-dev
   python3 python3-numpy
+  lz4
 )
 # Optional: Python tests of the ctypes package need torch (CPU). Debian ships it as python3-torch.
 OPT_PKGS=(python3-torch)
