@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# tools/bench_plan.sh - planner benchmarks (issue 4). Not a test.
+#
+# 1. Balance: a metadata-only synthetic corpus of N samples, planned for W = 8 and 16 with
+#    both policies and the embedded H200 cost model; prints imbalance CV, bubble, predicted
+#    tokens/s and the adaptive / equal-token throughput ratio, and the largest micro-batch
+#    in tokens against M_mem.
+# 2. Scale: a 10M-sample index made in memory by planner/bench_plan (same distribution as
+#    synth), planned for W = 64 under /usr/bin/time -v (wall, CPU, peak RSS).
+# 3. Determinism: the W = 64 adaptive plan twice, cmp'd.
+# Environment (defaults): N=20000 BIG=10000000 WORK=/tmp/al_bench_plan
+set -euo pipefail
+cd "$(dirname "$0")/.."
+N=${N:-20000}
+BIG=${BIG:-10000000}
+WORK=${WORK:-/tmp/al_bench_plan}
+mkdir -p "$WORK"
+bazel build --config=opt //:adaptiveload //planner:bench_plan >&2
+cp -f bazel-bin/adaptiveload bazel-bin/planner/bench_plan "$WORK/"
+A="$WORK/adaptiveload"
+echo "# machine: $(nproc) cores; load: $(cut -d' ' -f1-3 /proc/loadavg); commit $(git rev-parse --short HEAD)"
+
+"$A" synth --out "$WORK/c" --samples "$N" --payload none >/dev/null 2>&1
+"$A" index -o "$WORK/c.alidx" "$WORK/c" >/dev/null 2>&1
+printf '%-4s %-12s %6s %8s %8s %14s %8s %12s\n' W policy steps cv% bubble% tokens/s ratio max_mb_tok
+for W in 8 16; do
+  for P in equal-token adaptive; do
+    "$A" plan --index "$WORK/c.alidx" --world "$W" --policy "$P" -o "$WORK/$P-$W.alm" >/dev/null 2>&1
+    "$A" inspect "$WORK/$P-$W.alm" --json >"$WORK/$P-$W.json"
+    "$A" inspect "$WORK/$P-$W.alm" --jsonl >"$WORK/$P-$W.jsonl"
+  done
+  python3 - "$WORK" "$W" <<'PY'
+import json, sys
+work, W = sys.argv[1], sys.argv[2]
+base = json.load(open(f"{work}/equal-token-{W}.json"))
+for p in ("equal-token", "adaptive"):
+    j = json.load(open(f"{work}/{p}-{W}.json"))
+    mx = max(sum(json.loads(l)["tokens"]) for l in open(f"{work}/{p}-{W}.jsonl"))
+    print(f"{W:<4} {p:<12} {j['steps']:6d} {100*j['imbalance_cv']:8.2f} {100*j['bubble']:8.2f} "
+          f"{j['predicted_tokens_per_s']:14,.0f} {j['predicted_tokens_per_s']/base['predicted_tokens_per_s']:8.2f} "
+          f"{mx:>7d}/{j['mem_tokens']}")
+PY
+done
+
+"$WORK/bench_plan" -o "$WORK/idx10m.alidx" >&2
+for P in adaptive equal-token; do
+  /usr/bin/time -v "$A" plan --index "$WORK/idx10m.alidx" --world 64 --policy "$P" -o "$WORK/m10m-$P.alm" \
+    2>"$WORK/time-$P.txt" >/dev/null
+  wall=$(grep 'Elapsed (wall' "$WORK/time-$P.txt" | awk '{print $NF}')
+  user=$(grep 'User time' "$WORK/time-$P.txt" | awk '{print $NF}')
+  sys=$(grep 'System time' "$WORK/time-$P.txt" | awk '{print $NF}')
+  rss=$(grep 'Maximum resident' "$WORK/time-$P.txt" | awk '{print $NF}')
+  echo "10M samples, W=64, $P: wall ${wall}, user ${user} s, sys ${sys} s, peak RSS $((rss / 1024)) MB; $(grep '^plan: index' "$WORK/time-$P.txt")"
+done
+"$A" plan --index "$WORK/idx10m.alidx" --world 64 -o "$WORK/m10m-again.alm" >/dev/null 2>&1
+cmp "$WORK/m10m-adaptive.alm" "$WORK/m10m-again.alm" && echo "determinism: two 10M-sample W=64 manifests are byte-identical"
