@@ -13,20 +13,24 @@ struct FinArgs {
   int D;
 };
 
+#define FIN_FEATS 8   /* features per block: one 32-byte sector of a slot row */
+#define FIN_LANES 128 /* slot lanes per block */
+
 /*
- * Finalize. Grid (D tile of 32 features, sample b). Block 32 x 32: lane x owns feature
- * d = tile*32 + x, so a warp reads 128 contiguous bytes of a slot; row lane y adds the slots
- * k + b for k = first + y, first + y + 32, ... up to the last chunk of sample b (the chunks
- * that overlap b, see adaln_internal.h). The 32 row-lane sums meet in shared memory and warp 0
- * (dscale) and warp 1 (dshift) add them in y order. Fixed order everywhere: bitwise
- * reproducible. An empty sample gets zeros.
+ * Finalize. Grid (D tile of 8 features, sample b). Block 8 x 128: lane x owns feature
+ * d = tile*8 + x, row lane y adds the slots k + b for k = first + y, first + y + 128, ... up
+ * to the last chunk of sample b (the chunks that overlap b, see adaln_internal.h). A warp
+ * reads 4 slots x 32 contiguous bytes (whole sectors); D/8 blocks keep every SM busy even at
+ * B = 1, and each thread has only ~rows/(chunk*128) slots to add. The 128 lane sums meet in
+ * shared memory and are added by a fixed tree (64, 32, ..., 1): bitwise reproducible. An
+ * empty sample gets zeros.
  */
 template <typename T>
-__global__ void __launch_bounds__(1024) adaln_bwd_finalize_kernel(FinArgs<T> a) {
+__global__ void __launch_bounds__(FIN_FEATS * FIN_LANES) adaln_bwd_finalize_kernel(FinArgs<T> a) {
   typedef Elem<T> E;
-  __shared__ float part[2][32][33];
+  __shared__ float part[2][FIN_LANES][FIN_FEATS + 1];
   const int x = threadIdx.x, y = threadIdx.y;
-  const int d = blockIdx.x * 32 + x;
+  const int d = blockIdx.x * FIN_FEATS + x;
   const int b = blockIdx.y;
   const int D = a.D;
   const int64_t s = seg_start(a.L, b), e = seg_end(a.L, b);
@@ -35,7 +39,7 @@ __global__ void __launch_bounds__(1024) adaln_bwd_finalize_kernel(FinArgs<T> a) 
   if (e > s && d < D) {
     const int64_t k0 = s / a.chunk, k1 = (e - 1) / a.chunk;
 #pragma unroll 4
-    for (int64_t k = k0 + y; k <= k1; k += 32) {
+    for (int64_t k = k0 + y; k <= k1; k += FIN_LANES) {
       const float *p = a.ws + (k + b) * 2 * (int64_t)D;
       ss += p[d];
       sh += p[D + d];
@@ -44,13 +48,16 @@ __global__ void __launch_bounds__(1024) adaln_bwd_finalize_kernel(FinArgs<T> a) 
   part[0][y][x] = ss;
   part[1][y][x] = sh;
   __syncthreads();
-  if (y < 2) {
-    float acc = 0.0f;
-    for (int i = 0; i < 32; ++i) acc += part[y][i][x];
-    if (d < D) {
-      T *out = (y == 0 ? a.dscale : a.dshift) + (int64_t)b * D + d;
-      *reinterpret_cast<typename E::bits_t *>(out) = E::to_bits(acc);
+  for (int h = FIN_LANES / 2; h > 0; h >>= 1) {
+    if (y < h) {
+      part[0][y][x] += part[0][y + h][x];
+      part[1][y][x] += part[1][y + h][x];
     }
+    __syncthreads();
+  }
+  if (y < 2 && d < D) {
+    T *out = (y == 0 ? a.dscale : a.dshift) + (int64_t)b * D + d;
+    *reinterpret_cast<typename E::bits_t *>(out) = E::to_bits(part[y][0][x]);
   }
 }
 
@@ -66,8 +73,8 @@ static int finalize_launch_t(const adaln_launch *l, const float *ws, void *dscal
   a.L.B = l->batch;
   a.chunk = l->chunk;
   a.D = l->dim;
-  dim3 grid((unsigned)((l->dim + 31) / 32), (unsigned)l->batch);
-  dim3 block(32, 32);
+  dim3 grid((unsigned)((l->dim + FIN_FEATS - 1) / FIN_FEATS), (unsigned)l->batch);
+  dim3 block(FIN_FEATS, FIN_LANES);
   adaln_bwd_finalize_kernel<T><<<grid, block, 0, (cudaStream_t)l->stream>>>(a);
   ADALN_LAUNCHED("adaln_bwd_finalize_kernel");
   return AL_OK;

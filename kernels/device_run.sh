@@ -2,17 +2,21 @@
 # Runs the AdaLN GPU checks and benchmarks on a machine with a GPU but without Bazel, from
 # binaries built elsewhere and copied into .devbuild/ (see kernels/NOTES.md, "Workflow"):
 #   adaln_gpu_test adaln_api_test adaln_bench libal_kernels.so
-# Usage (from the repository root): kernels/device_run.sh OUTDIR [--sweep] [--py-args "..."]
-# Writes OUTDIR/{all.log,gtest.log,bench.json,memcheck.log,racecheck.log,torch.txt,torch.json}.
+# Usage (from the repository root):
+#   kernels/device_run.sh OUTDIR [--sweep] [--py-args "..."] [--autotune-shapes 1x65536x1536,...]
+# Writes OUTDIR/{all.log,gtest.log,bench.json,memcheck.log,racecheck.log,torch.txt,torch.json}
+# and, with --autotune-shapes, autotune.json (torch.compile max-autotune-no-cudagraphs too).
 set -u -o pipefail
 out=${1:?OUTDIR}
 shift
 sweep=""
 pyargs=""
+autotune=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --sweep) sweep="--sweep" ;;
     --py-args) pyargs="$2"; shift ;;
+    --autotune-shapes) autotune="$2"; shift ;;
   esac
   shift
 done
@@ -52,3 +56,10 @@ step python
 PYTHONUNBUFFERED=1 ADAPTIVELOAD_LIB=$PWD/$b/libal_kernels.so PYTHONPATH=$PWD/python \
   timeout 420 python3 examples/bench_adaln.py $pyargs --json "$out/torch.json" 2>&1 | tee "$out/torch.txt"
 echo "rc=$?"
+
+if [ -n "$autotune" ]; then
+  step python autotune
+  PYTHONUNBUFFERED=1 ADAPTIVELOAD_LIB=$PWD/$b/libal_kernels.so PYTHONPATH=$PWD/python \
+    timeout 200 python3 examples/bench_adaln.py --autotune --shapes "$autotune" --json "$out/autotune.json" 2>&1
+  echo "rc=$?"
+fi

@@ -124,6 +124,17 @@ class _AdaLN(torch.autograd.Function):
         return dx, dscale, dshift, None, None, None, None, None, None
 
 
+def _as2d(t, batch, D, dtype):
+    """t as a contiguous (batch, D) tensor of dtype; no op dispatched when it already is."""
+    if t.dtype != dtype:
+        t = t.to(dtype)
+    if tuple(t.shape) != (batch, D):
+        t = t.reshape(batch, D)
+    if not t.is_contiguous():
+        t = t.contiguous()
+    return t
+
+
 def adaln(x, scale, shift, eps=1e-6, cu_seqlens=None, one_plus=True):
     """Fused LayerNorm (no affine) + per-sample modulation; see the module docstring."""
     if not x.is_cuda:
@@ -147,8 +158,10 @@ def adaln(x, scale, shift, eps=1e-6, cu_seqlens=None, one_plus=True):
             cu_dev = cu_host.to(x.device)
     if batch < 1:
         raise ValueError("adaln: no samples")
-    scale2d = scale.reshape(batch, D).to(x.dtype).contiguous()
-    shift2d = shift.reshape(batch, D).to(x.dtype).contiguous()
-    x2d = x.reshape(-1, D).contiguous()
+    scale2d = _as2d(scale, batch, D, x.dtype)
+    shift2d = _as2d(shift, batch, D, x.dtype)
+    x2d = x if x.dim() == 2 else x.reshape(-1, D)
+    if not x2d.is_contiguous():
+        x2d = x2d.contiguous()
     y = _AdaLN.apply(x2d, scale2d, shift2d, float(eps), batch, seq_len, cu_dev, cu_host, bool(one_plus))
     return y.view(x.shape)
