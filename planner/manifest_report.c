@@ -238,8 +238,10 @@ void al_plan_compare_print(FILE *out, const al_manifest *a, const al_manifest *b
   fprintf(out, "%-24s %18llu %18llu\n", "micro-batches", (unsigned long long)x->micro_batches,
           (unsigned long long)y->micro_batches);
   fprintf(out, "%-24s %18llu %18llu\n", "samples", (unsigned long long)x->samples, (unsigned long long)y->samples);
-  fprintf(out, "%-24s %18llu %18llu\n", "padded / dropped", (unsigned long long)(x->padded + x->dropped),
-          (unsigned long long)(y->padded + y->dropped));
+  fprintf(out, "%-24s %18llu %18llu\n", "padding samples", (unsigned long long)x->padded,
+          (unsigned long long)y->padded);
+  fprintf(out, "%-24s %18llu %18llu\n", "dropped samples", (unsigned long long)x->dropped,
+          (unsigned long long)y->dropped);
   fprintf(out, "%-24s %18llu %18llu\n", "tokens", (unsigned long long)x->tokens, (unsigned long long)y->tokens);
   fprintf(out, "%-24s %17.2f%% %17.2f%%\n", "imbalance CV", 100 * x->imbalance_cv, 100 * y->imbalance_cv);
   fprintf(out, "%-24s %17.2f%% %17.2f%%\n", "bubble", 100 * x->bubble, 100 * y->bubble);
