@@ -30,6 +30,11 @@ int al_cli_wants_help(int argc, char **argv);
  * on stderr and returns AL_EXIT_USAGE. */
 int al_cli_not_implemented(const char *verb);
 
+/* Whole-string number parsing for option values: 0 on success, -1 when `s` is
+ * NULL, empty, not entirely a number, out of range, or (u64) negative. */
+int al_cli_parse_u64(const char *s, unsigned long long *v);
+int al_cli_parse_double(const char *s, double *v);
+
 /* Prints "adaptiveload <verb>: <al_last_error()>" on stderr; returns AL_EXIT_FAIL. */
 int al_cli_fail(const char *verb);
 

@@ -39,22 +39,6 @@ static void usage(FILE *out) {
           "  --json              print one JSON object (model, parameters, errors)\n");
 }
 
-static int parse_u64(const char *s, unsigned long long *v) {
-  char *end;
-  errno = 0;
-  if (!s || !*s || *s == '-') return -1;
-  *v = strtoull(s, &end, 10);
-  return (errno || *end) ? -1 : 0;
-}
-
-static int parse_double(const char *s, double *v) {
-  char *end;
-  errno = 0;
-  if (!s || !*s) return -1;
-  *v = strtod(s, &end);
-  return (errno || *end) ? -1 : 0;
-}
-
 static void print_fit(const al_cost_fit *f, const char *tag) {
   const double *p = f->params;
   if (f->family == AL_COST_POWER)
@@ -102,15 +86,15 @@ int al_cmd_fit(int argc, char **argv) {
       else if (!strcmp(v, "abs")) fo.loss = AL_LOSS_ABS;
       else bad = 1;
     } else if (!strcmp(a, "--min-tokens")) {
-      bad = parse_u64(v, &n) || !n;
+      bad = al_cli_parse_u64(v, &n) || !n;
       fo.min_tokens = n;
     } else if (!strcmp(a, "--folds")) {
-      bad = parse_u64(v, &n) || n < 2 || n > 1000;
+      bad = al_cli_parse_u64(v, &n) || n < 2 || n > 1000;
       fo.folds = (uint32_t)n;
     } else if (!strcmp(a, "--mem-capacity")) {
-      bad = parse_double(v, &capacity) || !(capacity > 0);
+      bad = al_cli_parse_double(v, &capacity) || !(capacity > 0);
     } else if (!strcmp(a, "--mem-safety")) {
-      bad = parse_double(v, &safety) || !(safety > 0) || safety > 1;
+      bad = al_cli_parse_double(v, &safety) || !(safety > 0) || safety > 1;
     } else {
       bad = 1;
     }

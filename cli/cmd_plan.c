@@ -50,22 +50,6 @@ static void usage(FILE *out) {
           "  --json              print the summary as one JSON object on stdout\n");
 }
 
-static int parse_u64(const char *s, unsigned long long *v) {
-  char *end;
-  errno = 0;
-  if (!s || !*s || *s == '-') return -1;
-  *v = strtoull(s, &end, 10);
-  return (errno || *end) ? -1 : 0;
-}
-
-static int parse_double(const char *s, double *v) {
-  char *end;
-  errno = 0;
-  if (!s || !*s) return -1;
-  *v = strtod(s, &end);
-  return (errno || *end) ? -1 : 0;
-}
-
 static const char *index_key(void *ctx, uint64_t i) {
   al_sample_info si;
   return al_index_sample((const al_index *)ctx, (size_t)i, &si) ? "" : si.key;
@@ -119,29 +103,29 @@ int al_cmd_plan(int argc, char **argv) {
     } else if (!strcmp(a, "-o") || !strcmp(a, "--out")) {
       out = v;
     } else if (!strcmp(a, "--world")) {
-      bad = parse_u64(v, &n) || !n || n > (1u << 20);
+      bad = al_cli_parse_u64(v, &n) || !n || n > (1u << 20);
       o.world = (uint32_t)n;
     } else if (!strcmp(a, "--policy")) {
       bad = al_policy_parse(v, &o.policy) != AL_OK;
     } else if (!strcmp(a, "--seed")) {
-      bad = parse_u64(v, &n);
+      bad = al_cli_parse_u64(v, &n);
       o.seed = n;
     } else if (!strcmp(a, "--epoch")) {
-      bad = parse_u64(v, &n) || n > UINT32_MAX;
+      bad = al_cli_parse_u64(v, &n) || n > UINT32_MAX;
       o.epoch = (uint32_t)n;
     } else if (!strcmp(a, "--mem-tokens")) {
-      bad = parse_u64(v, &n) || !n;
+      bad = al_cli_parse_u64(v, &n) || !n;
       o.mem_tokens = n;
     } else if (!strcmp(a, "--mem-capacity")) {
-      bad = parse_double(v, &capacity) || !(capacity > 0);
+      bad = al_cli_parse_double(v, &capacity) || !(capacity > 0);
     } else if (!strcmp(a, "--mem-safety")) {
-      bad = parse_double(v, &safety) || !(safety > 0) || safety > 1;
+      bad = al_cli_parse_double(v, &safety) || !(safety > 0) || safety > 1;
     } else if (!strcmp(a, "--comp-ms")) {
-      bad = parse_double(v, &o.comp_budget_ms) || !(o.comp_budget_ms > 0);
+      bad = al_cli_parse_double(v, &o.comp_budget_ms) || !(o.comp_budget_ms > 0);
     } else if (!strcmp(a, "--step-ms")) {
-      bad = parse_double(v, &o.step_cost_ms) || !(o.step_cost_ms > 0);
+      bad = al_cli_parse_double(v, &o.step_cost_ms) || !(o.step_cost_ms > 0);
     } else if (!strcmp(a, "--window")) {
-      bad = parse_u64(v, &n) || !n || n > 1000000;
+      bad = al_cli_parse_u64(v, &n) || !n || n > 1000000;
       o.window = (uint32_t)n;
     } else if (!strcmp(a, "--last-step")) {
       bad = al_last_step_parse(v, &o.last_step) != AL_OK;
@@ -154,12 +138,12 @@ int al_cmd_plan(int argc, char **argv) {
       al_latent_geom geom = {g[0], g[1], g[2], g[3], g[4]};
       if (!bad) o.geom = geom;
     } else if (!strcmp(a, "--start-step")) {
-      bad = parse_u64(v, &n) || n > UINT32_MAX;
+      bad = al_cli_parse_u64(v, &n) || n > UINT32_MAX;
       o.start_step = (uint32_t)n;
     } else if (!strcmp(a, "--resume-from")) {
       resume = v;
     } else if (!strcmp(a, "--at-step")) {
-      bad = parse_u64(v, &at_step) || at_step > UINT32_MAX;
+      bad = al_cli_parse_u64(v, &at_step) || at_step > UINT32_MAX;
       have_at = 1;
     } else {
       bad = 1;

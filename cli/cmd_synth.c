@@ -35,14 +35,6 @@ static void usage(FILE *out) {
           "  --threads T        shards written in parallel (default: all cores)\n");
 }
 
-static int parse_u64(const char *s, unsigned long long *v) {
-  char *end;
-  errno = 0;
-  if (!s || !*s || *s == '-') return -1;
-  *v = strtoull(s, &end, 10);
-  return (errno || *end) ? -1 : 0;
-}
-
 int al_cmd_synth(int argc, char **argv) {
   if (al_cli_wants_help(argc, argv)) {
     usage(stdout);
@@ -66,13 +58,13 @@ int al_cmd_synth(int argc, char **argv) {
     i++;
     if (!strcmp(a, "--out") || !strcmp(a, "-o")) {
       o.out_dir = v;
-    } else if (!strcmp(a, "--samples") && !parse_u64(v, &n) && n > 0) {
+    } else if (!strcmp(a, "--samples") && !al_cli_parse_u64(v, &n) && n > 0) {
       o.samples = n;
-    } else if (!strcmp(a, "--shards") && !parse_u64(v, &n) && n > 0 && n <= 1000000) {
+    } else if (!strcmp(a, "--shards") && !al_cli_parse_u64(v, &n) && n > 0 && n <= 1000000) {
       o.shards = (uint32_t)n;
-    } else if (!strcmp(a, "--seed") && !parse_u64(v, &n)) {
+    } else if (!strcmp(a, "--seed") && !al_cli_parse_u64(v, &n)) {
       o.seed = n;
-    } else if (!strcmp(a, "--threads") && !parse_u64(v, &n) && n > 0 && n <= 4096) {
+    } else if (!strcmp(a, "--threads") && !al_cli_parse_u64(v, &n) && n > 0 && n <= 4096) {
       o.threads = (int)n;
     } else if (!strcmp(a, "--payload") && (!strcmp(v, "latent") || !strcmp(v, "none"))) {
       o.payload = !strcmp(v, "none") ? AL_SYNTH_NONE : AL_SYNTH_LATENT;
