@@ -122,8 +122,10 @@ void al_index_free(al_index *idx);
 size_t al_index_shard_count(const al_index *idx);
 size_t al_index_sample_count(const al_index *idx);
 size_t al_index_rejected_count(const al_index *idx);
-/* Hash of shard paths, sizes and sample keys; manifests record it to catch a
- * manifest used with another index. Deterministic across runs and machines. */
+/* Hash of shard file names (not their folders) and sizes, and of sample keys,
+ * shapes and member sizes; manifests record it to catch a manifest used with
+ * another index. Deterministic across runs and machines, and unchanged when the
+ * same shards are indexed at another path (another node's mount point). */
 uint64_t al_index_fingerprint(const al_index *idx);
 
 int al_index_shard(const al_index *idx, size_t i, al_shard_info *out);

@@ -101,7 +101,11 @@ int al_index_add_shard_full(al_index *idx, const char *path, uint64_t size, int6
   s->mtime_ns = mtime_ns;
   s->seekable = seekable != 0;
   s->compression = al_compression_name(compression ? compression : (seekable ? "none" : "unknown"));
-  idx->fp_shards = al_hash_fold(al_hash_fold(idx->fp_shards, al_hash64(p, strlen(p), 1)), size);
+  /* The file name, not the path: a corpus mounted elsewhere (another node, a moved
+   * folder) and indexed again keeps its fingerprint, so its manifests stay valid. */
+  const char *base = strrchr(p, '/');
+  base = base ? base + 1 : p;
+  idx->fp_shards = al_hash_fold(al_hash_fold(idx->fp_shards, al_hash64(base, strlen(base), 1)), size);
   if (id) *id = (uint32_t)idx->n_shards;
   idx->n_shards++;
   return AL_OK;
@@ -140,7 +144,12 @@ int al_index_add_sample_rec(al_index *idx, const char *key, size_t key_len, uint
   if (n_members) memcpy(idx->members + idx->n_members, members, n_members * sizeof *members);
   idx->n_members += n_members;
   idx->shards[shard].sample_count++;
-  idx->fp_samples = al_hash_fold(idx->fp_samples, al_hash64(key, key_len, shard));
+  /* Key, shape and member sizes: what a plan and a stream depend on. Two corpora whose
+   * keys match but whose clips differ must not pass for one another. */
+  uint64_t h = al_hash64(key, key_len, shard);
+  h = al_hash_fold(al_hash_fold(al_hash_fold(h, width), height), frames);
+  for (size_t m = 0; m < n_members; m++) h = al_hash_fold(h, members[m].size);
+  idx->fp_samples = al_hash_fold(idx->fp_samples, h);
   return AL_OK;
 }
 

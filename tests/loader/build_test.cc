@@ -276,6 +276,24 @@ TEST(Build, DeterministicAcrossThreadCountsAndSaveLoad) {
   al_index_free(back);
 }
 
+TEST(Build, FingerprintSurvivesAMovedCorpusButNotChangedData) {
+  // Same seed, two folders: the same shard names and bytes at another mount point.
+  std::string a = Synth("fp_here", 120, 3, AL_SYNTH_NONE, 0, 5);
+  std::string b = Synth("fp_moved", 120, 3, AL_SYNTH_NONE, 0, 5);
+  std::string c = Synth("fp_other", 120, 3, AL_SYNTH_NONE, 0, 6);
+  al_index *ia = Build(ShardPaths(a, 3)), *ib = Build(ShardPaths(b, 3)), *ic = Build(ShardPaths(c, 3));
+  EXPECT_EQ(al_index_fingerprint(ia), al_index_fingerprint(ib));
+  EXPECT_NE(al_index_fingerprint(ia), al_index_fingerprint(ic));  // other data (seed)
+  auto pa = ShardPaths(a, 3);
+  std::swap(pa[0], pa[2]);  // other shard order: other sample positions
+  al_index *ir = Build(pa);
+  EXPECT_NE(al_index_fingerprint(ia), al_index_fingerprint(ir));
+  al_index_free(ia);
+  al_index_free(ib);
+  al_index_free(ic);
+  al_index_free(ir);
+}
+
 TEST(Build, DaliIndexFiles) {
   std::string dir = Synth("corpus_dali", 12, 2, AL_SYNTH_LATENT);
   auto paths = ShardPaths(dir, 2);
