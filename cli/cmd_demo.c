@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli/al_cli.h"
 #include "common/al_status.h"
@@ -77,6 +78,11 @@ int al_cmd_demo(int argc, char **argv) {
     }
     *slot = argv[++i];
   }
+  /* The verbs report on stderr and list on stdout; a demo reads as one story, so
+   * send both down one line-buffered stream and keep them in order when piped. */
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  fflush(stderr);
+  dup2(STDOUT_FILENO, STDERR_FILENO);
   if (mkdir(out, 0777) != 0 && errno != EEXIST) {
     fprintf(stderr, "adaptiveload demo: cannot create %s: %s\n", out, strerror(errno));
     return AL_EXIT_FAIL;
