@@ -106,6 +106,11 @@ static int setup(const char *fn, const al_adaln_desc *d, const al_adaln_options 
     return al_set_error(AL_EINVAL, "%s: rows_per_chunk %d < 0", fn, o->rows_per_chunk);
   if (o->bwd_stages < 0 || o->bwd_stages > 4)
     return al_set_error(AL_EINVAL, "%s: bwd_stages %d outside [0, 4]", fn, o->bwd_stages);
+  if (o->bwd_kernel < 0 || o->bwd_kernel > AL_ADALN_BWD_KERNEL_TILE_R128)
+    return al_set_error(AL_EINVAL, "%s: bwd_kernel %d is not 0 or AL_ADALN_BWD_KERNEL_*", fn,
+                        o->bwd_kernel);
+  if (o->bwd_groups < 0 || o->bwd_groups > 1024)
+    return al_set_error(AL_EINVAL, "%s: bwd_groups %d outside [0, 1024]", fn, o->bwd_groups);
 
   if (d->cu_seqlens != NULL && check_device_offsets && (o->flags & AL_ADALN_VALIDATE_OFFSETS)) {
     int32_t *h = (int32_t *)malloc(sizeof(int32_t) * ((size_t)d->batch + 1));
@@ -284,6 +289,56 @@ extern "C" int al_adaln_forward(const al_adaln_desc *desc, const al_adaln_option
   return adaln_fwd_launch(&l, x, scale, shift, y, mean, rstd);
 }
 
+/* Tile kernel plan (tpr, vpt set): stages, row groups per block, block, shared memory and the
+ * chunk of rows per block (one wave of blocks). *fits = 0 when no configuration runs. Auto
+ * groups: the candidate (1, 2, 4, ... up to 512 threads per block) with the most resident
+ * threads per SM; ties go to more groups per block (fewer partial-sum slots). */
+static int plan_tile(const char *fn, const al_adaln_options *o, adaln_launch *l, int *fits) {
+  *fits = 0;
+  l->kernel = ADALN_BWD_KERNEL_TILE;
+  l->loose_regs = o->bwd_kernel == AL_ADALN_BWD_KERNEL_TILE_R128;
+  l->stages = o->bwd_stages ? o->bwd_stages : 2;
+  const int nwg = l->tpr > 32 ? l->tpr / 32 : 1;
+  const int gmax = l->tpr > 32 ? 15 : 1024 / l->tpr; /* named barriers 1..15 for tpr > 32 */
+  int best_g = 0, best_thr = 0;
+  kattr best;
+  memset(&best, 0, sizeof best);
+  for (int g = 1; g <= gmax; g = o->bwd_groups ? g + 1 : g * 2) {
+    if (o->bwd_groups && g != o->bwd_groups) continue;
+    const int block = g * l->tpr;
+    if (block % 32 != 0 || block > 1024) continue;
+    if (!o->bwd_groups && block > 512) break;
+    l->groups = g;
+    l->block = block;
+    const size_t smem = (size_t)l->stages * 2 * l->vpt * 16 * block + (size_t)l->dim * 4 +
+                        (size_t)g * 6 * nwg * 4;
+    int ok = 0;
+    kattr k;
+    int rc = kernel_fits(adaln_bwd_rows_kernel_fn(l, 1), block, smem, &ok, &k);
+    if (rc != AL_OK) return rc;
+    if (!ok) continue;
+    if (k.per_sm * block >= best_thr) {
+      best_thr = k.per_sm * block;
+      best_g = g;
+      best = k;
+      l->smem = smem;
+    }
+  }
+  if (best_g == 0) {
+    if (o->bwd_groups)
+      return al_set_error(AL_EUNSUPPORTED,
+                          "%s: bwd_groups %d: no tile kernel of %d groups x %d threads fits", fn,
+                          o->bwd_groups, o->bwd_groups, l->tpr);
+    return AL_OK;
+  }
+  l->groups = best_g;
+  l->block = best_g * l->tpr;
+  const int64_t blocks = (int64_t)best.per_sm * best.nsm;
+  l->chunk = o->rows_per_chunk ? o->rows_per_chunk : (l->rows + blocks - 1) / blocks;
+  *fits = 1;
+  return AL_OK;
+}
+
 /* Backward plan: fused or split, the row kernel's configuration, chunking and workspace. */
 static int plan_bwd(const char *fn, const al_adaln_options *o, adaln_launch *l, int *fused,
                     size_t *ws_bytes) {
@@ -296,7 +351,16 @@ static int plan_bwd(const char *fn, const al_adaln_options *o, adaln_launch *l, 
      * 16-bit types fit 3 vectors, fp32 4, under the kernel's 128-register cap. */
     const int vmax = o->threads_per_row ? ADALN_BWD_MAX_VPT : (kvec == 8 ? 3 : 4);
     rc = pick_cfg(fn, nv, vmax, 512, o->threads_per_row, &l->tpr, &l->vpt);
-    if (rc == AL_OK) {
+    const int tile = l->vec && o->bwd_kernel != AL_ADALN_BWD_KERNEL_GROUP &&
+                     (o->bwd_stages == 0 || o->bwd_stages == 2 || o->bwd_stages == 3);
+    if (rc == AL_OK && tile) {
+      rc = plan_tile(fn, o, l, fused);
+      if (rc != AL_OK) return rc;
+    }
+    if (rc == AL_OK && !*fused) {
+      l->kernel = ADALN_BWD_KERNEL_GROUP;
+      l->groups = 1;
+      l->loose_regs = 0;
       l->block = block_for(l->tpr);
       int fits = 0;
       kattr k;
@@ -328,6 +392,9 @@ static int plan_bwd(const char *fn, const al_adaln_options *o, adaln_launch *l, 
   if (!*fused) {
     rc = pick_cfg(fn, nv, ADALN_BWD_DX_MAX_VPT, 512, o->threads_per_row, &l->tpr, &l->vpt);
     if (rc != AL_OK) return rc;
+    l->kernel = ADALN_BWD_KERNEL_GROUP;
+    l->groups = 1;
+    l->loose_regs = 0;
     l->block = block_for(l->tpr);
     int fits = 0;
     kattr k;

@@ -10,7 +10,8 @@
  * launches), the backward byte floor (read x, dy, mean, rstd, scale; write dx, dscale,
  * dshift) over copy GB/s, and the percent of that floor reached. Inputs rotate among buffer
  * sets larger than L2 together, so no launch reads what the previous one left in L2.
- * --sweep also times other threads-per-row, chunk sizes and the split backward.
+ * --sweep also times backward variants (kernel, row groups per block, stages, register cap,
+ * threads per row, the split path).
  */
 #include <cuda_runtime_api.h>
 #include <math.h>
@@ -324,42 +325,54 @@ int main(int argc, char **argv) {
     res[nres] = measure(&b, &shapes[si], &o, "auto", dtype, iters, copy);
     print_row(&res[nres++]);
     if (sweep) {
-      static const int tprs[] = {32, 64, 96, 128, 256};
+      /* Backward variants: the round-1 per-group kernel, the tile kernel's row groups per block,
+       * stages, register cap and vectors per thread, the split path; "auto" again last (the
+       * spread of one configuration within the run). */
+      const int kvec = dtype == AL_DTYPE_FP32 ? 4 : 8, nv = shapes[si].D / kvec;
       char name[24];
-      for (size_t k = 0; k < sizeof tprs / sizeof tprs[0] && nres < 500; ++k) {
+      typedef struct variant {
+        const char *name;
+        int kernel, groups, stages, tpr, path;
+      } variant;
+      int tpr2 = (nv + 1) / 2, tpr1 = nv;
+      tpr2 = tpr2 <= 32 ? 0 : (tpr2 + 31) / 32 * 32;
+      tpr1 = tpr1 <= 32 ? 0 : (tpr1 + 31) / 32 * 32;
+      const variant vs[] = {
+          {"group", AL_ADALN_BWD_KERNEL_GROUP, 0, 0, 0, 0},
+          {"group_s2", AL_ADALN_BWD_KERNEL_GROUP, 0, 2, 0, 0},
+          {"tile_g1", AL_ADALN_BWD_KERNEL_TILE, 1, 2, 0, 0},
+          {"tile_g2", AL_ADALN_BWD_KERNEL_TILE, 2, 2, 0, 0},
+          {"tile_g4", AL_ADALN_BWD_KERNEL_TILE, 4, 2, 0, 0},
+          {"tile_g8", AL_ADALN_BWD_KERNEL_TILE, 8, 2, 0, 0},
+          {"tile_s3", AL_ADALN_BWD_KERNEL_TILE, 0, 3, 0, 0},
+          {"tile_s3_g1", AL_ADALN_BWD_KERNEL_TILE, 1, 3, 0, 0},
+          {"tile_s3_g2", AL_ADALN_BWD_KERNEL_TILE, 2, 3, 0, 0},
+          {"tile_r128", AL_ADALN_BWD_KERNEL_TILE_R128, 0, 2, 0, 0},
+          {"tile_vpt2", AL_ADALN_BWD_KERNEL_TILE, 0, 2, tpr2, 0},
+          {"tile_vpt2_g1", AL_ADALN_BWD_KERNEL_TILE, 1, 2, tpr2, 0},
+          {"tile_vpt1", AL_ADALN_BWD_KERNEL_TILE, 0, 2, tpr1, 0},
+          {"split", 0, 0, 0, 0, AL_ADALN_BWD_SPLIT},
+          {"auto2", 0, 0, 0, 0, 0},
+      };
+      for (size_t k = 0; k < sizeof vs / sizeof vs[0] && nres < 500; ++k) {
+        if ((!strcmp(vs[k].name, "tile_vpt2") || !strcmp(vs[k].name, "tile_vpt2_g1")) && !tpr2) continue;
+        if (!strcmp(vs[k].name, "tile_vpt1") && !tpr1) continue;
         memset(&o, 0, sizeof o);
-        o.threads_per_row = tprs[k];
-        o.bwd_path = AL_ADALN_BWD_FUSED;
+        o.bwd_kernel = vs[k].kernel;
+        o.bwd_groups = vs[k].groups;
+        o.bwd_stages = vs[k].stages;
+        o.threads_per_row = vs[k].tpr;
+        o.bwd_path = vs[k].path;
         size_t need;
         if (al_adaln_backward_workspace_size(&b.desc, &o, &need) != AL_OK) continue;
-        /* the forward may refuse a configuration the backward takes, and the reverse */
+        /* the forward may refuse a configuration the backward takes */
         if (al_adaln_forward(&b.desc, &o, b.x[0], b.scale, b.shift, b.y[0], b.mean[0],
                              b.rstd[0], NULL) != AL_OK)
           continue;
-        snprintf(name, sizeof name, "tpr%d", tprs[k]);
-        res[nres] = measure(&b, &shapes[si], &o, name, dtype, iters / 2, copy);
+        snprintf(name, sizeof name, "%s", vs[k].name);
+        res[nres] = measure(&b, &shapes[si], &o, name, dtype, iters, copy);
         print_row(&res[nres++]);
       }
-      static const int chunks[] = {32, 64};
-      for (size_t k = 0; k < sizeof chunks / sizeof chunks[0] && nres < 500; ++k) {
-        memset(&o, 0, sizeof o);
-        o.rows_per_chunk = chunks[k];
-        snprintf(name, sizeof name, "chunk%d", chunks[k]);
-        res[nres] = measure(&b, &shapes[si], &o, name, dtype, iters / 2, copy);
-        print_row(&res[nres++]);
-      }
-      for (int st = 1; st <= 4; ++st) {
-        if (st == 3) continue; /* the default */
-        memset(&o, 0, sizeof o);
-        o.bwd_stages = st;
-        snprintf(name, sizeof name, "stages%d", st);
-        res[nres] = measure(&b, &shapes[si], &o, name, dtype, iters / 2, copy);
-        print_row(&res[nres++]);
-      }
-      memset(&o, 0, sizeof o);
-      o.bwd_path = AL_ADALN_BWD_SPLIT;
-      res[nres] = measure(&b, &shapes[si], &o, "split", dtype, iters / 2, copy);
-      print_row(&res[nres++]);
     }
     teardown(&b);
   }

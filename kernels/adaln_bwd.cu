@@ -15,9 +15,10 @@ struct BwdArgs {
   float *ws;       /* fused: partial-sum slots, [slot][2][D] fp32 */
   float *mean_err; /* dx-only: per-row residual of the stored mean, for the partials */
   Layout L;
-  int64_t chunk; /* fused: rows per chunk; dx-only: 1 */
+  int64_t chunk; /* fused: rows per chunk (tile kernel: per block); dx-only: 1 */
   int D;
   int tpr;
+  int groups; /* tile kernel: row groups per block */
   float one;
 };
 
@@ -322,6 +323,324 @@ __global__ void __launch_bounds__(512) adaln_bwd_fused_async_kernel(BwdArgs<T> a
     flush_sums<VPT, kVec, true>(a.ws + (k + b) * 2 * (int64_t)D, acc_s, acc_h, t, tpr, nv, D);
 }
 
+/* bar.sync on a named barrier (1..15) for the n threads (whole warps) of one row group. */
+__device__ __forceinline__ void group_bar(int id, int n) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
+
+/* Three sums over the tpr threads of row group grp (tile kernel): xor shuffles inside the
+ * aligned lane group; for tpr > 32, lane 0 of each warp parks its warp's sums in the group's
+ * red[3][nw], one named barrier of the group, then every thread adds them in warp order.
+ * Same bits in every thread of the group. Callers alternate two red buffers per group. */
+__device__ __forceinline__ void tile_sum3(float &a, float &b, float &c, int tpr, int t, int grp,
+                                          float *red) {
+  const int width = tpr < 32 ? tpr : 32;
+  for (int o = width >> 1; o > 0; o >>= 1) {
+    a += __shfl_xor_sync(0xffffffffu, a, o);
+    b += __shfl_xor_sync(0xffffffffu, b, o);
+    c += __shfl_xor_sync(0xffffffffu, c, o);
+  }
+  if (tpr > 32) {
+    const int nw = tpr >> 5, w = t >> 5;
+    if ((t & 31) == 0) {
+      red[w] = a;
+      red[nw + w] = b;
+      red[2 * nw + w] = c;
+    }
+    group_bar(1 + grp, tpr);
+    a = b = c = 0.0f;
+    for (int i = 0; i < nw; ++i) {
+      a += red[i];
+      b += red[nw + i];
+      c += red[2 * nw + i];
+    }
+  }
+}
+
+/*
+ * One row of the tile kernel. The thread's vectors of dy and x are in its private stage slots
+ * (sdy[i*nthr], sx[i*nthr]); (one + scale[b]) is in shared memory as fp32, kVec/4 planes of
+ * float4 (plane q holds elements 4q..4q+3 of every vector: conflict-free 16-byte reads).
+ * Pass 1 reads the slots: sums of g = dy*(one+scale), g*c (c = x - mean) and c; one group
+ * reduction; pass 2 reads the slots again (nothing of the row stays in registers across the
+ * reduction) and writes dx = rs*g + (-rs*mgx)*xhat - rs*mg, xhat = c*rs - e*rs, adding dy*xhat
+ * and dy to the thread's per-feature sums. Reached by every thread of the group (ok = false:
+ * a padding row, which only joins the reduction).
+ */
+template <typename T, int VPT>
+__device__ __forceinline__ void tile_row(const BwdArgs<T> &a, int64_t row, bool ok, int t,
+                                         int grp, int nv, int nthr, const uint4 *sdy,
+                                         const uint4 *sx, const float4 *scl,
+                                         float (&acc_s)[VPT * Elem<T>::kVec],
+                                         float (&acc_h)[VPT * Elem<T>::kVec], float *red) {
+  typedef Elem<T> E;
+  constexpr int kVec = E::kVec;
+  constexpr int kP = kVec / 4;
+  const int tpr = a.tpr, D = a.D;
+  const float mu = ok ? __ldg(a.mean + row) : 0.0f;
+  const float rs = ok ? __ldg(a.rstd + row) : 0.0f;
+  float sg = 0.0f, sgc = 0.0f, se = 0.0f;
+  if (ok) {
+#pragma unroll
+    for (int i = 0; i < VPT; ++i) {
+      const int v = t + i * tpr;
+      if (v < nv) {
+        float fd[kVec], fx[kVec], fs[kVec];
+        E::unpack(sdy[i * nthr], fd);
+        E::unpack(sx[i * nthr], fx);
+#pragma unroll
+        for (int q = 0; q < kP; ++q) {
+          const float4 s4 = scl[q * nv + v];
+          fs[4 * q] = s4.x;
+          fs[4 * q + 1] = s4.y;
+          fs[4 * q + 2] = s4.z;
+          fs[4 * q + 3] = s4.w;
+        }
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) {
+          const float c = fx[j] - mu;
+          const float g = fd[j] * fs[j];
+          sg += g;
+          sgc = fmaf(g, c, sgc);
+          se += c;
+        }
+      }
+    }
+  }
+  tile_sum3(sgc, sg, se, tpr, t, grp, red);
+  if (!ok) return;
+  /* The slots are read again below, not kept in registers through the reduction. */
+  asm volatile("" ::: "memory");
+  const float e = se / (float)D;
+  const float mg = sg / (float)D;
+  const float mgx = rs * (sgc - e * sg) / (float)D;
+  const float ka = -rs * mgx, kb = -rs * mg, ke = -e * rs;
+  uint4 *dxr = reinterpret_cast<uint4 *>(a.dx + row * (int64_t)D);
+#pragma unroll
+  for (int i = 0; i < VPT; ++i) {
+    const int v = t + i * tpr;
+    if (v < nv) {
+      float fd[kVec], fx[kVec], fs[kVec], o[kVec];
+      E::unpack(sdy[i * nthr], fd);
+      E::unpack(sx[i * nthr], fx);
+#pragma unroll
+      for (int q = 0; q < kP; ++q) {
+        const float4 s4 = scl[q * nv + v];
+        fs[4 * q] = s4.x;
+        fs[4 * q + 1] = s4.y;
+        fs[4 * q + 2] = s4.z;
+        fs[4 * q + 3] = s4.w;
+      }
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) {
+        const float xh = fmaf(fx[j] - mu, rs, ke);
+        o[j] = fmaf(rs, fd[j] * fs[j], fmaf(xh, ka, kb));
+        acc_s[i * kVec + j] = fmaf(fd[j], xh, acc_s[i * kVec + j]);
+        acc_h[i * kVec + j] += fd[j];
+      }
+      dxr[v] = E::pack(o);
+    }
+  }
+}
+
+/* Tile kernel, end of a piece: adds the G groups' per-feature sums in group order in shared
+ * memory (buf, D floats; group 0 stores, the others add, one barrier each) and copies the
+ * result to dst (D floats of a workspace slot) with coalesced 16-byte stores. Block-wide. */
+template <int VPT, int kVec>
+__device__ __forceinline__ void tile_combine(float *buf, float *dst, const float (&acc)[VPT * kVec],
+                                             int t, int grp, int G, int tpr, int nv, int D) {
+#pragma unroll 1
+  for (int g2 = 0; g2 < G; ++g2) {
+    if (grp == g2) {
+#pragma unroll
+      for (int i = 0; i < VPT; ++i) {
+        const int v = t + i * tpr;
+        if (v < nv) {
+#pragma unroll
+          for (int q = 0; q < kVec; q += 4) {
+            float4 *p = reinterpret_cast<float4 *>(buf + v * kVec + q);
+            float4 s = make_float4(acc[i * kVec + q], acc[i * kVec + q + 1], acc[i * kVec + q + 2],
+                                   acc[i * kVec + q + 3]);
+            if (g2 > 0) {
+              const float4 o = *p;
+              s.x = o.x + s.x;
+              s.y = o.y + s.y;
+              s.z = o.z + s.z;
+              s.w = o.w + s.w;
+            }
+            *p = s;
+          }
+        }
+      }
+    }
+    __syncthreads();
+  }
+  for (int q = threadIdx.x; q < D / 4; q += blockDim.x)
+    reinterpret_cast<float4 *>(dst)[q] = reinterpret_cast<const float4 *>(buf)[q];
+  __syncthreads();
+}
+
+/*
+ * Fused backward, tile kernel (vector path). Block k owns rows [k*chunk, (k+1)*chunk) and G row
+ * groups of tpr threads; the block's rows are cut at sample boundaries into pieces (a piece
+ * never mixes two samples), and inside a piece group g takes rows p0 + g, p0 + g + G, ...
+ * (rounds of G rows; a group past the piece end gets a padding row). Thread t of a group owns
+ * the same features on every row and sums dy*xhat and dy for them in registers (the D-tile
+ * coalesced reduction, the tile being the whole row). At the end of a piece the G groups'
+ * sums are added in group order in shared memory and written to workspace slot k + b (unique:
+ * samples and blocks are contiguous and ordered), so there is one slot per block and sample,
+ * not one per group. adaln_bwd_finalize.cu adds the slots in fixed order: deterministic.
+ * Rows stream through an S-stage cp.async pipeline in thread-private shared-memory slots (no
+ * barrier: a thread reads only what it copied); rows are read from the slots in both passes,
+ * so only the sums live in registers (a register cap MAXREG, see plan_bwd). The factor
+ * (one + scale[b]) sits in shared memory as fp32 for the piece. Row reductions: shuffles, and
+ * for tpr > 32 one named barrier per group, so groups do not wait for each other.
+ * Dynamic shared memory: stages [S][2][VPT][nthr] uint4, then D floats (scale / combine), then
+ * red [G][2][3][max(tpr/32,1)] floats.
+ */
+template <typename T, int VPT, int S, int MAXREG>
+__global__ void __maxnreg__(MAXREG) adaln_bwd_tile_kernel(BwdArgs<T> a) {
+  typedef Elem<T> E;
+  constexpr int kVec = E::kVec;
+  constexpr int kP = kVec / 4;
+  constexpr int kAcc = VPT * kVec;
+  extern __shared__ uint4 smem_tile[];
+
+  const int tpr = a.tpr, G = a.groups;
+  const int nthr = blockDim.x;
+  const int grp = threadIdx.x / tpr;
+  const int t = threadIdx.x - grp * tpr;
+  const int D = a.D;
+  const int nv = D / kVec;
+  const int nwg = tpr > 32 ? tpr >> 5 : 1;
+  const Layout &L = a.L;
+  const int64_t R0 = (int64_t)blockIdx.x * a.chunk;
+  const int64_t R1 = R0 + a.chunk < L.rows ? R0 + a.chunk : L.rows;
+  if (R0 >= R1) return; /* block-uniform */
+
+  uint4 *stage = smem_tile;
+  float *buf = reinterpret_cast<float *>(stage + S * 2 * VPT * nthr);
+  const float4 *scl = reinterpret_cast<const float4 *>(buf);
+  float *red = buf + D + grp * 6 * nwg;
+
+  /* Pieces: [p0, p1) inside [R0, R1), sample b. The next piece starts at p1. */
+  auto piece = [&](int64_t p0, int &b, int64_t &p1) {
+    while (b < L.B - 1 && seg_end(L, b) <= p0) ++b;
+    p1 = R1;
+    if (b < L.B - 1) {
+      const int64_t e = seg_end(L, b);
+      if (e < p1) p1 = e;
+    }
+  };
+
+  int b = seg_of_row(L, R0);
+  int64_t p0 = R0, p1;
+  piece(p0, b, p1);
+
+  /* Producer: walks the same (piece, round) sequence as the consumer, S - 1 rounds ahead;
+   * one commit group per round (empty for a padding row or past the end). */
+  int pb = b;
+  int64_t pp0 = p0, pp1 = p1, pr = 0, pnr = (p1 - p0 + G - 1) / G;
+  bool pdone = false;
+  auto issue = [&](int s) {
+    const int64_t row = pp0 + pr * G + grp;
+    if (!pdone && row < pp1) {
+      const uint4 *dyr = reinterpret_cast<const uint4 *>(a.dy + row * (int64_t)D);
+      const uint4 *xr = reinterpret_cast<const uint4 *>(a.x + row * (int64_t)D);
+#pragma unroll
+      for (int i = 0; i < VPT; ++i) {
+        const int v = t + i * tpr;
+        if (v < nv) {
+          cp_async16(&stage[((s * 2 + 0) * VPT + i) * nthr + threadIdx.x], dyr + v, true);
+          cp_async16(&stage[((s * 2 + 1) * VPT + i) * nthr + threadIdx.x], xr + v, true);
+        }
+      }
+    }
+    cp_async_commit();
+    if (!pdone && ++pr == pnr) {
+      if (pp1 >= R1) {
+        pdone = true;
+      } else {
+        pp0 = pp1;
+        piece(pp0, pb, pp1);
+        pr = 0;
+        pnr = (pp1 - pp0 + G - 1) / G;
+      }
+    }
+  };
+
+#pragma unroll
+  for (int s = 0; s < S - 1; ++s) issue(s);
+  int sr = 0, sw = S - 1, rnd = 0;
+  for (;;) {
+    /* (one + scale[b]) as fp32 planes; buf is free (start, or after the last combine). */
+    {
+      const uint4 *sc = reinterpret_cast<const uint4 *>(a.scale + (int64_t)b * D);
+      float4 *dst = reinterpret_cast<float4 *>(buf);
+      for (int v = threadIdx.x; v < nv; v += nthr) {
+        float f[kVec];
+        E::unpack(__ldg(sc + v), f);
+#pragma unroll
+        for (int q = 0; q < kP; ++q)
+          dst[q * nv + v] = make_float4(a.one + f[4 * q], a.one + f[4 * q + 1],
+                                        a.one + f[4 * q + 2], a.one + f[4 * q + 3]);
+      }
+    }
+    __syncthreads();
+    float acc_s[kAcc], acc_h[kAcc];
+#pragma unroll
+    for (int i = 0; i < kAcc; ++i) acc_s[i] = acc_h[i] = 0.0f;
+    const int64_t nr = (p1 - p0 + G - 1) / G;
+    for (int64_t r = 0; r < nr; ++r) {
+      const int64_t row = p0 + r * G + grp;
+      issue(sw);
+      cp_async_wait<S - 1>(); /* this thread's copies of `row` have landed */
+      tile_row<T, VPT>(a, row, row < p1, t, grp, nv, nthr,
+                       stage + (sr * 2 + 0) * VPT * nthr + threadIdx.x,
+                       stage + (sr * 2 + 1) * VPT * nthr + threadIdx.x, scl, acc_s, acc_h,
+                       red + (rnd & 1) * 3 * nwg);
+      sr = sr + 1 == S ? 0 : sr + 1;
+      sw = sw + 1 == S ? 0 : sw + 1;
+      ++rnd;
+    }
+    /* The finalize may start launching (it waits for this grid in griddepcontrol.wait). */
+    if (p1 >= R1) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+    __syncthreads(); /* every group is done with the piece: buf is free */
+    float *slot = a.ws + ((int64_t)blockIdx.x + b) * 2 * (int64_t)D;
+    tile_combine<VPT, kVec>(buf, slot, acc_s, t, grp, G, tpr, nv, D);
+    tile_combine<VPT, kVec>(buf, slot + D, acc_h, t, grp, G, tpr, nv, D);
+    if (p1 >= R1) break;
+    p0 = p1;
+    piece(p0, b, p1);
+  }
+  cp_async_wait<0>();
+}
+
+/* Register cap of a tile kernel instance: the per-feature sums (2 per element a thread owns)
+ * plus what the passes need, spill-free in the -Xptxas -v report (see NOTES.md). */
+template <typename T, int VPT, int S>
+struct TileRegs {
+  static constexpr int kElems = VPT * Elem<T>::kVec;
+  static constexpr int value = Elem<T>::kVec == 4
+                                   ? 32 + 16 * VPT
+                                   : (VPT == 1 ? 56 : VPT == 2 ? 72 : VPT == 3 ? (S == 2 ? 80 : 88) : 104);
+};
+
+/* The tile kernel instance of a launch (l->stages 2 or 3; l->loose_regs: cap 128 instead of
+ * TileRegs, a tuning knob); NULL when none is compiled. */
+template <typename T, int VPT>
+static const void *tile_fn_t(const adaln_launch *l) {
+  switch (l->stages) {
+    case 2:
+      return l->loose_regs ? (const void *)adaln_bwd_tile_kernel<T, VPT, 2, 128>
+                           : (const void *)adaln_bwd_tile_kernel<T, VPT, 2, TileRegs<T, VPT, 2>::value>;
+    case 3:
+      return l->loose_regs ? (const void *)adaln_bwd_tile_kernel<T, VPT, 3, 128>
+                           : (const void *)adaln_bwd_tile_kernel<T, VPT, 3, TileRegs<T, VPT, 3>::value>;
+    default: return nullptr;
+  }
+}
+
 template <typename T, int VPT, bool VEC, bool ACC>
 static int bwd_rows_launch_t(const adaln_launch *l, const void *dy, const void *x,
                              const void *scale, const float *mean, const float *rstd, void *dx,
@@ -343,10 +662,22 @@ static int bwd_rows_launch_t(const adaln_launch *l, const void *dy, const void *
   a.D = l->dim;
   a.tpr = l->tpr;
   a.one = l->one;
+  a.groups = l->groups;
   const int64_t groups = ACC ? l->nchunks : l->rows;
   const int64_t groups_per_block = l->block / l->tpr;
   const int64_t blocks = (groups + groups_per_block - 1) / groups_per_block;
   if constexpr (ACC && VEC) {
+    if (l->kernel == ADALN_BWD_KERNEL_TILE) {
+      /* one block per chunk of rows */
+      const void *fn = tile_fn_t<T, VPT>(l);
+      if (fn == nullptr)
+        return al_set_error(AL_EUNSUPPORTED, "adaln backward: no tile kernel for %d stages",
+                            l->stages);
+      void *args[] = {&a};
+      ADALN_CUDA(cudaLaunchKernel(fn, dim3((unsigned)l->nchunks), dim3((unsigned)l->block), args,
+                                  l->smem, (cudaStream_t)l->stream));
+      return AL_OK;
+    }
     if (l->stages >= 2) {
       switch (l->stages) {
       case 2:
@@ -429,6 +760,7 @@ extern "C" int adaln_bwd_dx_launch(const adaln_launch *l, const void *dy, const 
 template <typename T, int VPT, bool VEC, bool ACC>
 static const void *bwd_fn_t(const adaln_launch *l) {
   if constexpr (ACC && VEC) {
+    if (l->kernel == ADALN_BWD_KERNEL_TILE) return tile_fn_t<T, VPT>(l);
     switch (l->stages) {
       case 2: return (const void *)adaln_bwd_fused_async_kernel<T, VPT, 2>;
       case 3: return (const void *)adaln_bwd_fused_async_kernel<T, VPT, 3>;

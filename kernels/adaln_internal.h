@@ -43,9 +43,18 @@ typedef struct adaln_launch {
   int64_t chunk;      /* backward: rows per chunk */
   int64_t nchunks;    /* backward: ceil(rows / chunk) */
   int stages;         /* fused backward: 0/1 register prefetch, 2..4 cp.async stages */
+  int kernel;         /* fused backward: ADALN_BWD_KERNEL_* */
+  int groups;         /* tile kernel: row groups per block */
+  int loose_regs;     /* tile kernel: register cap 128 instead of the tight one (tuning) */
   size_t smem;        /* dynamic shared memory per block (cp.async stages) */
   void *stream;
 } adaln_launch;
+
+/* Fused backward kernels. GROUP: one partial-sum slot per row group (adaln_bwd_fused_async_kernel
+ * or, without cp.async stages, adaln_bwd_rows_kernel). TILE: adaln_bwd_tile_kernel, G row
+ * groups per block adding their sums in shared memory, one slot per block (vector path). */
+#define ADALN_BWD_KERNEL_GROUP 1
+#define ADALN_BWD_KERNEL_TILE 2
 
 /* Elements per 16-byte vector of a dtype (8 for bf16/fp16, 4 for fp32). */
 int adaln_vec_elems(int dtype);

@@ -108,7 +108,18 @@ typedef struct al_adaln_options {
   int rows_per_chunk;     /* backward: rows per partial-sum chunk */
   int force_general;      /* 1: element-wise path even when the vector path applies */
   int bwd_stages;         /* fused backward row pipeline: 1 registers, 2..4 cp.async stages */
+  int bwd_kernel;         /* fused backward kernel: 0 auto, or AL_ADALN_BWD_KERNEL_* */
+  int bwd_groups;         /* tile kernel: row groups per block, 1..15 (0: chosen) */
 } al_adaln_options;
+
+/* bwd_kernel. Both are deterministic and give the same dx; the sums may differ in rounding.
+ * GROUP: each row group writes its own partial-sum slot (cp.async stages 2..4, or 1: a
+ *   register prefetch). TILE (auto on the 16-byte vector path, stages 2..3): the row groups
+ *   of a block add their sums in shared memory and write one slot per block.
+ * TILE_R128: TILE with a 128-register cap instead of the tight one (tuning). */
+#define AL_ADALN_BWD_KERNEL_GROUP 1
+#define AL_ADALN_BWD_KERNEL_TILE 2
+#define AL_ADALN_BWD_KERNEL_TILE_R128 3
 
 /* Forward. x, scale, shift in; y out; mean, rstd (fp32, rows entries each) out for the backward.
  * mean and rstd may both be NULL when no backward follows (inference). */

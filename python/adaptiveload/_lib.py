@@ -58,6 +58,8 @@ class AdalnOptions(ctypes.Structure):
         ("rows_per_chunk", ctypes.c_int),
         ("force_general", ctypes.c_int),
         ("bwd_stages", ctypes.c_int),
+        ("bwd_kernel", ctypes.c_int),
+        ("bwd_groups", ctypes.c_int),
     ]
 
 

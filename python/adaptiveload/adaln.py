@@ -31,8 +31,33 @@ _DTYPES = {
 }
 
 
-def _ptr(t):
-    return ctypes.c_void_p(t.data_ptr()) if t is not None else None
+# Per-call host cost matters (hundreds of calls per training step): the C functions, their
+# argtypes and the struct classes are looked up once; the structs built by the forward are
+# reused by its backward; the workspace is cached per (device, stream); the C API does the
+# argument checks. With argtypes declared, ctypes takes plain ints for void* and a struct
+# for a struct pointer (passed by reference).
+_FNS = None
+
+
+def _fns():
+    global _FNS
+    if _FNS is None:
+        lib = _lib.load_library()
+        _FNS = (lib.al_adaln_forward, lib.al_adaln_backward, lib.al_adaln_backward_workspace_size)
+    return _FNS
+
+
+def _fail(rc, what):
+    _lib.check(rc, what)  # raises: names the status and al_last_error()
+
+
+# The raw cudaStream_t of the current stream of a device index: torch's private fast getter
+# (what Inductor's generated code uses) when present, else the public one.
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+if _raw_stream is None:  # pragma: no cover - older or newer torch
+
+    def _raw_stream(index):
+        return torch.cuda.current_stream(index).cuda_stream
 
 
 def _make(x2d, batch, seq_len, cu_dev, cu_host, eps, one_plus):
@@ -55,13 +80,27 @@ def _make(x2d, batch, seq_len, cu_dev, cu_host, eps, one_plus):
 # Workspace bytes per (device, dtype, batch, dim, rows, layout, flags): the size query walks
 # the configuration choice in C; the answer never changes for a key.
 _WS_BYTES = {}
+# One workspace tensor per (device index, raw stream): work on one stream runs in order, so a
+# backward may reuse the workspace of the previous one on that stream. Grown when too small;
+# not used while the stream is being captured into a CUDA graph (a graph keeps its pointers).
+_WS = {}
 
 
-def _on_device(device):
-    """A context making `device` current, or a no-op when it already is (the common case)."""
-    if device.index is None or device.index == torch.cuda.current_device():
+def _workspace(device, index, stream, nbytes):
+    if torch.cuda.is_current_stream_capturing():
+        return torch.empty(nbytes, device=device, dtype=torch.uint8)
+    key = (index, stream)
+    ws = _WS.get(key)
+    if ws is None or ws.numel() < nbytes:
+        ws = _WS[key] = torch.empty(nbytes, device=device, dtype=torch.uint8)
+    return ws
+
+
+def _on_device(index):
+    """A context making device `index` current, or a no-op when it already is (the common case)."""
+    if index == torch.cuda.current_device():
         return _NULL_CTX
-    return torch.cuda.device(device)
+    return torch.cuda.device(index)
 
 
 class _NullCtx:
@@ -78,49 +117,51 @@ _NULL_CTX = _NullCtx()
 class _AdaLN(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x2d, scale, shift, eps, batch, seq_len, cu_dev, cu_host, one_plus):
-        lib = _lib.load_library()
+        fwd = _fns()[0]
         rows = x2d.shape[0]
+        dev = x2d.device
+        index = dev.index if dev.index is not None else torch.cuda.current_device()
         y = torch.empty_like(x2d)
-        mean = torch.empty(rows, device=x2d.device, dtype=torch.float32)
-        rstd = torch.empty(rows, device=x2d.device, dtype=torch.float32)
+        stats = torch.empty(2 * rows, device=dev, dtype=torch.float32)  # mean, then rstd
         d, o = _make(x2d, batch, seq_len, cu_dev, cu_host, eps, one_plus)
-        with _on_device(x2d.device):
-            stream = torch.cuda.current_stream(x2d.device).cuda_stream
-            _lib.check(
-                lib.al_adaln_forward(ctypes.byref(d), ctypes.byref(o), _ptr(x2d), _ptr(scale), _ptr(shift),
-                                     _ptr(y), _ptr(mean), _ptr(rstd), ctypes.c_void_p(stream)),
-                "al_adaln_forward",
-            )
-        ctx.save_for_backward(x2d, scale, mean, rstd, cu_dev)
-        ctx.meta = (eps, batch, seq_len, one_plus)
+        mean_ptr = stats.data_ptr()
+        with _on_device(index):
+            rc = fwd(d, o, x2d.data_ptr(), scale.data_ptr(), shift.data_ptr(), y.data_ptr(), mean_ptr,
+                     mean_ptr + 4 * rows, _raw_stream(index))
+        if rc:
+            _fail(rc, "al_adaln_forward")
+        ctx.save_for_backward(x2d, scale, stats)
+        # The backward's desc is the forward's without the host offsets (checked once here).
+        d.cu_seqlens_host = None
+        ctx.meta = (d, o, index, rows, seq_len, cu_dev)  # cu_dev: d points into it
         return y
 
     @staticmethod
     def backward(ctx, dy):
-        lib = _lib.load_library()
-        x2d, scale, mean, rstd, cu_dev = ctx.saved_tensors
-        eps, batch, seq_len, one_plus = ctx.meta
-        dy = dy.contiguous()
+        _, bwd, ws_size = _fns()
+        x2d, scale, stats = ctx.saved_tensors
+        d, o, index, rows, seq_len, _ = ctx.meta
+        if not dy.is_contiguous():
+            dy = dy.contiguous()
         dx = torch.empty_like(x2d)
         dscale = torch.empty_like(scale)
         dshift = torch.empty_like(scale)
-        d, o = _make(x2d, batch, seq_len, cu_dev, None, eps, one_plus)
-        with _on_device(x2d.device):
-            key = (x2d.device.index, d.dtype, batch, d.dim, x2d.shape[0], seq_len, o.flags)
+        mean_ptr = stats.data_ptr()
+        with _on_device(index):
+            key = (index, d.dtype, d.batch, d.dim, rows, seq_len, o.flags)
             nbytes = _WS_BYTES.get(key)
             if nbytes is None:
                 n = ctypes.c_size_t(0)
-                _lib.check(lib.al_adaln_backward_workspace_size(ctypes.byref(d), ctypes.byref(o), ctypes.byref(n)),
-                           "al_adaln_backward_workspace_size")
-                nbytes = _WS_BYTES.setdefault(key, n.value)
-            ws = torch.empty(max(nbytes, 16), device=x2d.device, dtype=torch.uint8)
-            stream = torch.cuda.current_stream(x2d.device).cuda_stream
-            _lib.check(
-                lib.al_adaln_backward(ctypes.byref(d), ctypes.byref(o), _ptr(dy), _ptr(x2d), _ptr(scale), _ptr(mean),
-                                      _ptr(rstd), _ptr(dx), _ptr(dscale), _ptr(dshift), _ptr(ws), nbytes,
-                                      ctypes.c_void_p(stream)),
-                "al_adaln_backward",
-            )
+                rc = ws_size(d, o, ctypes.byref(n))
+                if rc:
+                    _fail(rc, "al_adaln_backward_workspace_size")
+                nbytes = _WS_BYTES.setdefault(key, max(n.value, 16))
+            stream = _raw_stream(index)
+            ws = _workspace(x2d.device, index, stream, nbytes)
+            rc = bwd(d, o, dy.data_ptr(), x2d.data_ptr(), scale.data_ptr(), mean_ptr, mean_ptr + 4 * rows,
+                     dx.data_ptr(), dscale.data_ptr(), dshift.data_ptr(), ws.data_ptr(), ws.numel(), stream)
+        if rc:
+            _fail(rc, "al_adaln_backward")
         return dx, dscale, dshift, None, None, None, None, None, None
 
 

@@ -106,6 +106,14 @@ TEST(AdalnApi, RejectsBadOptionsAndPointers) {
   o = al_adaln_options{};
   o.rows_per_chunk = -2;
   EXPECT_EQ(Fwd(d, &o), AL_EINVAL);
+  o = al_adaln_options{};
+  o.bwd_kernel = 4;
+  EXPECT_EQ(Fwd(d, &o), AL_EINVAL);
+  EXPECT_NE(Msg().find("bwd_kernel"), std::string::npos) << Msg();
+  o = al_adaln_options{};
+  o.bwd_groups = -1;
+  EXPECT_EQ(Fwd(d, &o), AL_EINVAL);
+  EXPECT_NE(Msg().find("bwd_groups"), std::string::npos) << Msg();
 
   EXPECT_EQ(Fwd(d, nullptr, nullptr), AL_EINVAL);  // x NULL
   EXPECT_EQ(al_adaln_forward(&d, nullptr, P, P, P, P, F, nullptr, nullptr), AL_EINVAL);

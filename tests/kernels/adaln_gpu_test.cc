@@ -68,7 +68,7 @@ struct Case {
   int B = 1, N = 1, D = 64;
   std::vector<int> lens;  // non-empty: packed layout with these sample lengths
   unsigned flags = 0;
-  int tpr = 0, chunk = 0, path = 0, general = 0, misalign = 0, stages = 0;
+  int tpr = 0, chunk = 0, path = 0, general = 0, misalign = 0, stages = 0, kernel = 0, groups = 0;
   float xmean = 0.0f, xstd = 1.0f;
   bool host_offsets = true;
 };
@@ -144,6 +144,8 @@ TEST_P(AdalnGpu, MatchesReference) {
   o.bwd_path = c.path;
   o.force_general = c.general;
   o.bwd_stages = c.stages;
+  o.bwd_kernel = c.kernel;
+  o.bwd_groups = c.groups;
 
   ASSERT_EQ(al_adaln_forward(&desc, &o, dx_in.p(), dsc.p(), dsh.p(), dy_out.p(),
                              (float *)dmean.p(), (float *)drstd.p(), nullptr),
@@ -273,6 +275,71 @@ std::vector<Case> Cases() {
     c.stages = st;
     v.push_back(c);
   }
+  // Tile kernel (the default on the vector path): row groups per block (powers of two and
+  // not), stages, register caps, tpr below and above a warp, pieces cut by sample boundaries
+  // and by small chunks; and the per-group kernel it replaced.
+  for (int g : {1, 2, 3, 4, 8}) {
+    Case c = Packed("bf16_tile_packed_g" + std::to_string(g), BF, {5, 0, 1, 40, 0, 17, 2, 9}, 1536);
+    c.kernel = AL_ADALN_BWD_KERNEL_TILE;
+    c.groups = g;
+    v.push_back(c);
+  }
+  {
+    Case c = Packed("bf16_tile_packed_chunk7_g4", BF, {5, 0, 1, 40, 0, 17, 3}, 1536);
+    c.chunk = 7;
+    c.groups = 4;
+    v.push_back(c);
+  }
+  {
+    Case c = Packed("bf16_tile_packed_chunk5_g2_s3", BF, {9, 1, 0, 23, 4}, 3072);
+    c.chunk = 5;
+    c.groups = 2;
+    c.stages = 3;
+    v.push_back(c);
+  }
+  {
+    Case c = Packed("bf16_tile_packed_r128", BF, {11, 0, 30, 2}, 2048);
+    c.kernel = AL_ADALN_BWD_KERNEL_TILE_R128;
+    v.push_back(c);
+  }
+  {
+    Case c = Mk("bf16_tile_D256_tpr16_g4", BF, 2, 23, 256);  // 2 groups of 16 lanes per warp
+    c.tpr = 16;
+    c.groups = 4;
+    v.push_back(c);
+  }
+  {
+    Case c = Packed("bf16_tile_D64_chunk3", BF, {4, 0, 9, 1}, 64);  // tpr 8, many groups
+    c.chunk = 3;
+    v.push_back(c);
+  }
+  {
+    Case c = Mk("bf16_tile_D5120_vpt2", BF, 2, 7, 5120);
+    c.tpr = 320;
+    v.push_back(c);
+  }
+  {
+    Case c = Packed("fp16_tile_packed_g2_s3", F16, {3, 0, 14, 6}, 2048);
+    c.groups = 2;
+    c.stages = 3;
+    v.push_back(c);
+  }
+  {
+    Case c = Packed("fp32_tile_packed_g3", F32, {7, 0, 2, 19}, 1536);
+    c.groups = 3;
+    v.push_back(c);
+  }
+  {
+    Case c = Mk("fp32_tile_large_mean_D3072_r128", F32, 1, 20, 3072);
+    c.xmean = 1000.0f;
+    c.kernel = AL_ADALN_BWD_KERNEL_TILE_R128;
+    v.push_back(c);
+  }
+  {
+    Case c = Packed("bf16_group_packed_D1536", BF, {5, 0, 1, 40, 0, 17}, 1536);
+    c.kernel = AL_ADALN_BWD_KERNEL_GROUP;
+    v.push_back(c);
+  }
   {
     Case c = Mk("fp32_D3072_stages2", F32, 2, 19, 3072);
     c.stages = 2;
@@ -325,6 +392,12 @@ std::vector<Case> Cases() {
   // Many chunks and a full GPU's worth of row groups; excluded from sanitizer runs (Big).
   v.push_back(Mk("Big_bf16_D1536", BF, 2, 3001, 1536));
   v.push_back(Packed("Big_bf16_packed_D3072", BF, {1000, 1, 0, 2047, 333}, 3072));
+  {
+    Case c = Packed("Big_bf16_group_packed_D3072", BF, {1000, 1, 0, 2047, 333}, 3072);
+    c.kernel = AL_ADALN_BWD_KERNEL_GROUP;
+    v.push_back(c);
+  }
+  v.push_back(Mk("Big_fp32_D5120", F32, 1, 2500, 5120));
   return v;
 }
 
