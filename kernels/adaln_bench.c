@@ -334,29 +334,25 @@ int main(int argc, char **argv) {
         const char *name;
         int kernel, groups, stages, tpr, path;
       } variant;
-      int tpr2 = (nv + 1) / 2, tpr1 = nv;
+      int tpr3 = (nv + 2) / 3, tpr2 = (nv + 1) / 2;
+      tpr3 = tpr3 <= 32 ? 0 : (tpr3 + 31) / 32 * 32;
       tpr2 = tpr2 <= 32 ? 0 : (tpr2 + 31) / 32 * 32;
-      tpr1 = tpr1 <= 32 ? 0 : (tpr1 + 31) / 32 * 32;
       const variant vs[] = {
           {"group", AL_ADALN_BWD_KERNEL_GROUP, 0, 0, 0, 0},
-          {"group_s2", AL_ADALN_BWD_KERNEL_GROUP, 0, 2, 0, 0},
           {"tile_g1", AL_ADALN_BWD_KERNEL_TILE, 1, 2, 0, 0},
           {"tile_g2", AL_ADALN_BWD_KERNEL_TILE, 2, 2, 0, 0},
           {"tile_g4", AL_ADALN_BWD_KERNEL_TILE, 4, 2, 0, 0},
-          {"tile_g8", AL_ADALN_BWD_KERNEL_TILE, 8, 2, 0, 0},
           {"tile_s3", AL_ADALN_BWD_KERNEL_TILE, 0, 3, 0, 0},
-          {"tile_s3_g1", AL_ADALN_BWD_KERNEL_TILE, 1, 3, 0, 0},
-          {"tile_s3_g2", AL_ADALN_BWD_KERNEL_TILE, 2, 3, 0, 0},
           {"tile_r128", AL_ADALN_BWD_KERNEL_TILE_R128, 0, 2, 0, 0},
+          {"tile_vpt3", AL_ADALN_BWD_KERNEL_TILE, 0, 2, tpr3, 0},
           {"tile_vpt2", AL_ADALN_BWD_KERNEL_TILE, 0, 2, tpr2, 0},
           {"tile_vpt2_g1", AL_ADALN_BWD_KERNEL_TILE, 1, 2, tpr2, 0},
-          {"tile_vpt1", AL_ADALN_BWD_KERNEL_TILE, 0, 2, tpr1, 0},
           {"split", 0, 0, 0, 0, AL_ADALN_BWD_SPLIT},
           {"auto2", 0, 0, 0, 0, 0},
       };
       for (size_t k = 0; k < sizeof vs / sizeof vs[0] && nres < 500; ++k) {
-        if ((!strcmp(vs[k].name, "tile_vpt2") || !strcmp(vs[k].name, "tile_vpt2_g1")) && !tpr2) continue;
-        if (!strcmp(vs[k].name, "tile_vpt1") && !tpr1) continue;
+        if (!strncmp(vs[k].name, "tile_vpt2", 9) && !tpr2) continue;
+        if (!strcmp(vs[k].name, "tile_vpt3") && !tpr3) continue;
         memset(&o, 0, sizeof o);
         o.bwd_kernel = vs[k].kernel;
         o.bwd_groups = vs[k].groups;

@@ -236,6 +236,11 @@ __device__ __forceinline__ void cp_async16(uint4 *dst, const void *src, bool val
                "r"(valid ? 16 : 0)
                : "memory");
 }
+/* cp.async of 4 bytes (through L1: .ca is the only mode for sizes below 16). */
+__device__ __forceinline__ void cp_async4(float *dst, const float *src) {
+  const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(d), "l"(src) : "memory");
+}
 __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;\n" ::: "memory");
 }
@@ -329,11 +334,12 @@ __device__ __forceinline__ void group_bar(int id, int n) {
 }
 
 /* Three sums over the tpr threads of row group grp (tile kernel): xor shuffles inside the
- * aligned lane group; for tpr > 32, lane 0 of each warp parks its warp's sums in the group's
- * red[3][nw], one named barrier of the group, then every thread adds them in warp order.
- * Same bits in every thread of the group. Callers alternate two red buffers per group. */
+ * aligned lane group; for tpr > 32, lane 0 of each warp parks its warp's three sums as one
+ * float4 in the group's red[nw], one named barrier of the group, then every thread adds the
+ * nw float4 in warp order (one 16-byte broadcast read per warp). Same bits in every thread of
+ * the group. Callers alternate two red buffers per group. */
 __device__ __forceinline__ void tile_sum3(float &a, float &b, float &c, int tpr, int t, int grp,
-                                          float *red) {
+                                          float4 *red) {
   const int width = tpr < 32 ? tpr : 32;
   for (int o = width >> 1; o > 0; o >>= 1) {
     a += __shfl_xor_sync(0xffffffffu, a, o);
@@ -341,26 +347,27 @@ __device__ __forceinline__ void tile_sum3(float &a, float &b, float &c, int tpr,
     c += __shfl_xor_sync(0xffffffffu, c, o);
   }
   if (tpr > 32) {
-    const int nw = tpr >> 5, w = t >> 5;
-    if ((t & 31) == 0) {
-      red[w] = a;
-      red[nw + w] = b;
-      red[2 * nw + w] = c;
-    }
+    const int nw = tpr >> 5;
+    if ((t & 31) == 0) red[t >> 5] = make_float4(a, b, c, 0.0f);
     group_bar(1 + grp, tpr);
     a = b = c = 0.0f;
+    /* unrolled by 2 only: fully unrolled, the loads' registers make the sums spill (ptxas) */
+#pragma unroll 2
     for (int i = 0; i < nw; ++i) {
-      a += red[i];
-      b += red[nw + i];
-      c += red[2 * nw + i];
+      const float4 r = red[i];
+      a += r.x;
+      b += r.y;
+      c += r.z;
     }
   }
 }
 
 /*
  * One row of the tile kernel. The thread's vectors of dy and x are in its private stage slots
- * (sdy[i*nthr], sx[i*nthr]); (one + scale[b]) is in shared memory as fp32, kVec/4 planes of
- * float4 (plane q holds elements 4q..4q+3 of every vector: conflict-free 16-byte reads).
+ * (sdy[i*nthr], sx[i*nthr]), and so are the row's mean and rstd (*sst: a load of them here
+ * would put a memory round trip on every row's critical path). (one + scale[b]) is in shared
+ * memory as fp32, kVec/4 planes of float4 (plane q holds elements 4q..4q+3 of every vector:
+ * conflict-free 16-byte reads).
  * Pass 1 reads the slots: sums of g = dy*(one+scale), g*c (c = x - mean) and c; one group
  * reduction; pass 2 reads the slots again (nothing of the row stays in registers across the
  * reduction) and writes dx = rs*g + (-rs*mgx)*xhat - rs*mg, xhat = c*rs - e*rs, adding dy*xhat
@@ -370,15 +377,19 @@ __device__ __forceinline__ void tile_sum3(float &a, float &b, float &c, int tpr,
 template <typename T, int VPT>
 __device__ __forceinline__ void tile_row(const BwdArgs<T> &a, int64_t row, bool ok, int t,
                                          int grp, int nv, int nthr, const uint4 *sdy,
-                                         const uint4 *sx, const float4 *scl,
+                                         const uint4 *sx, const float2 *sst, const float4 *scl,
                                          float (&acc_s)[VPT * Elem<T>::kVec],
-                                         float (&acc_h)[VPT * Elem<T>::kVec], float *red) {
+                                         float (&acc_h)[VPT * Elem<T>::kVec], float4 *red) {
   typedef Elem<T> E;
   constexpr int kVec = E::kVec;
   constexpr int kP = kVec / 4;
   const int tpr = a.tpr, D = a.D;
-  const float mu = ok ? __ldg(a.mean + row) : 0.0f;
-  const float rs = ok ? __ldg(a.rstd + row) : 0.0f;
+  float mu = 0.0f, rs = 0.0f;
+  if (ok) {
+    const float2 st = *sst; /* mean, rstd: copied with the row */
+    mu = st.x;
+    rs = st.y;
+  }
   float sg = 0.0f, sgc = 0.0f, se = 0.0f;
   if (ok) {
 #pragma unroll
@@ -495,8 +506,8 @@ __device__ __forceinline__ void tile_combine(float *buf, float *dst, const float
  * so only the sums live in registers (a register cap MAXREG, see plan_bwd). The factor
  * (one + scale[b]) sits in shared memory as fp32 for the piece. Row reductions: shuffles, and
  * for tpr > 32 one named barrier per group, so groups do not wait for each other.
- * Dynamic shared memory: stages [S][2][VPT][nthr] uint4, then D floats (scale / combine), then
- * red [G][2][3][max(tpr/32,1)] floats.
+ * Dynamic shared memory: stages [S][2][VPT][nthr] uint4, the rows' mean and rstd [S][nthr]
+ * float2, D floats (scale / combine), then red [G][2][max(tpr/32,1)] float4.
  */
 template <typename T, int VPT, int S, int MAXREG>
 __global__ void __maxnreg__(MAXREG) adaln_bwd_tile_kernel(BwdArgs<T> a) {
@@ -519,9 +530,10 @@ __global__ void __maxnreg__(MAXREG) adaln_bwd_tile_kernel(BwdArgs<T> a) {
   if (R0 >= R1) return; /* block-uniform */
 
   uint4 *stage = smem_tile;
-  float *buf = reinterpret_cast<float *>(stage + S * 2 * VPT * nthr);
+  float2 *stats = reinterpret_cast<float2 *>(stage + S * 2 * VPT * nthr);
+  float *buf = reinterpret_cast<float *>(stats + S * nthr);
   const float4 *scl = reinterpret_cast<const float4 *>(buf);
-  float *red = buf + D + grp * 6 * nwg;
+  float4 *red = reinterpret_cast<float4 *>(buf + D) + grp * 2 * nwg;
 
   /* Pieces: [p0, p1) inside [R0, R1), sample b. The next piece starts at p1. */
   auto piece = [&](int64_t p0, int &b, int64_t &p1) {
@@ -555,6 +567,9 @@ __global__ void __maxnreg__(MAXREG) adaln_bwd_tile_kernel(BwdArgs<T> a) {
           cp_async16(&stage[((s * 2 + 1) * VPT + i) * nthr + threadIdx.x], xr + v, true);
         }
       }
+      float2 *st = &stats[s * nthr + threadIdx.x];
+      cp_async4(&st->x, a.mean + row);
+      cp_async4(&st->y, a.rstd + row);
     }
     cp_async_commit();
     if (!pdone && ++pr == pnr) {
@@ -597,8 +612,8 @@ __global__ void __maxnreg__(MAXREG) adaln_bwd_tile_kernel(BwdArgs<T> a) {
       cp_async_wait<S - 1>(); /* this thread's copies of `row` have landed */
       tile_row<T, VPT>(a, row, row < p1, t, grp, nv, nthr,
                        stage + (sr * 2 + 0) * VPT * nthr + threadIdx.x,
-                       stage + (sr * 2 + 1) * VPT * nthr + threadIdx.x, scl, acc_s, acc_h,
-                       red + (rnd & 1) * 3 * nwg);
+                       stage + (sr * 2 + 1) * VPT * nthr + threadIdx.x,
+                       stats + sr * nthr + threadIdx.x, scl, acc_s, acc_h, red + (rnd & 1) * nwg);
       sr = sr + 1 == S ? 0 : sr + 1;
       sw = sw + 1 == S ? 0 : sw + 1;
       ++rnd;
@@ -620,10 +635,9 @@ __global__ void __maxnreg__(MAXREG) adaln_bwd_tile_kernel(BwdArgs<T> a) {
  * plus what the passes need, spill-free in the -Xptxas -v report (see NOTES.md). */
 template <typename T, int VPT, int S>
 struct TileRegs {
-  static constexpr int kElems = VPT * Elem<T>::kVec;
-  static constexpr int value = Elem<T>::kVec == 4
-                                   ? 32 + 16 * VPT
-                                   : (VPT == 1 ? 56 : VPT == 2 ? 72 : VPT == 3 ? (S == 2 ? 80 : 88) : 104);
+  static constexpr int value =
+      Elem<T>::kVec == 4 ? (VPT == 4 ? 104 : 32 + 16 * VPT)
+                         : (VPT == 1 ? 56 : VPT == 2 ? 72 : VPT == 3 ? (S == 2 ? 80 : 88) : 104);
 };
 
 /* The tile kernel instance of a launch (l->stages 2 or 3; l->loose_regs: cap 128 instead of
@@ -632,11 +646,11 @@ template <typename T, int VPT>
 static const void *tile_fn_t(const adaln_launch *l) {
   switch (l->stages) {
     case 2:
-      return l->loose_regs ? (const void *)adaln_bwd_tile_kernel<T, VPT, 2, 128>
-                           : (const void *)adaln_bwd_tile_kernel<T, VPT, 2, TileRegs<T, VPT, 2>::value>;
+      if (l->loose_regs) return (const void *)adaln_bwd_tile_kernel<T, VPT, 2, 128>;
+      return (const void *)adaln_bwd_tile_kernel<T, VPT, 2, TileRegs<T, VPT, 2>::value>;
     case 3:
-      return l->loose_regs ? (const void *)adaln_bwd_tile_kernel<T, VPT, 3, 128>
-                           : (const void *)adaln_bwd_tile_kernel<T, VPT, 3, TileRegs<T, VPT, 3>::value>;
+      if (l->loose_regs) return (const void *)adaln_bwd_tile_kernel<T, VPT, 3, 128>;
+      return (const void *)adaln_bwd_tile_kernel<T, VPT, 3, TileRegs<T, VPT, 3>::value>;
     default: return nullptr;
   }
 }

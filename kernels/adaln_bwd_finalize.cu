@@ -63,7 +63,9 @@ __global__ void __launch_bounds__(FIN_FEATS * FIN_LANES) adaln_bwd_finalize_kern
 
 /* Waits for the grids this one depends on (programmatic dependent launch; a no-op when
  * launched without it). */
-__device__ __forceinline__ void wait_prior_grids() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
+__device__ __forceinline__ void wait_prior_grids() {
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+}
 
 #define FIN4_QUADS 8 /* float4 columns per block: 32 features, one 128-byte line of a slot row */
 

@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # Runs the AdaLN GPU checks and benchmarks on a machine with a GPU but without Bazel, from
 # binaries built elsewhere and copied into .devbuild/ (see kernels/NOTES.md, "Workflow"):
-#   adaln_gpu_test adaln_api_test adaln_bench libal_kernels.so [old/adaln_bench]
+#   adaln_gpu_test adaln_api_test adaln_bench libal_kernels.so
+# and, optionally, other builds in .devbuild/NAME/ (same files): NAME's benchmark runs as a
+# same-run baseline (NAME_bench.json), and if this build's GPU tests fail and
+# .devbuild/fallback names one of them (a line "NAME"), that build gets the full check too
+# (its output in all.log only).
 # Usage (from the repository root):
 #   kernels/device_run.sh OUTDIR [--sweep] [--py-args "..."] [--autotune-shapes 1x65536x1536,...]
-# Writes OUTDIR/{all.log,gtest.log,bench.json,memcheck.log,racecheck.log,torch.json}, with
-# .devbuild/old/adaln_bench (a baseline build) old_bench.json too, and, with --autotune-shapes,
-# autotune.json (torch.compile max-autotune-no-cudagraphs too). Everything printed is in
-# all.log (at most 8 files come back from the device tool).
+# Writes OUTDIR/{all.log,gtest.log,bench.json,memcheck.log,racecheck.log,torch.json},
+# NAME_bench.json per baseline, and, with --autotune-shapes, autotune.json (torch.compile
+# max-autotune-no-cudagraphs too). Everything printed is in all.log (at most 8 files come
+# back from the device tool).
 set -u -o pipefail
 out=${1:?OUTDIR}
 shift
@@ -30,44 +34,69 @@ step() { echo; echo "=== $* ($(date +%T))"; }
 step device
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw --format=csv
 
-step api test
-[ -x $b/adaln_api_test ] && timeout 60 $b/adaln_api_test 2>&1 | tail -2
+# checks BUILD_DIR LOG_PREFIX: api test, GPU tests, memcheck, racecheck of one build.
+checks() {
+  local d=$1 p=$2
+  step api test $d
+  [ -x $d/adaln_api_test ] && timeout 60 $d/adaln_api_test 2>&1 | tail -2
 
-step gpu test
-timeout 150 $b/adaln_gpu_test > "$out/gtest.log" 2>&1
-echo "rc=$?"
-grep -E "^  \S+ +rows|FAILED|Failure|PASSED|error" "$out/gtest.log" | head -120
+  step gpu test $d
+  timeout 150 $d/adaln_gpu_test > "$p-gtest.log" 2>&1
+  gtest_rc=$?
+  echo "rc=$gtest_rc"
+  grep -E "^  \S+ +rows|FAILED|Failure|PASSED|error" "$p-gtest.log" | head -150
+
+  step memcheck $d
+  timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 $d/adaln_gpu_test \
+    --gtest_filter='-*Big*' > "$p-memcheck.log" 2>&1
+  echo "rc=$?"
+  grep -E "ERROR SUMMARY|PASSED|FAILED" "$p-memcheck.log" | head
+
+  step racecheck $d
+  timeout 150 compute-sanitizer --tool racecheck --error-exitcode 9 $d/adaln_gpu_test \
+    --gtest_filter='*tpr*:*D3072*:*split*:*D12288*:*chunk*:*D64*:*tile*:*group*:AdalnGpuArgs*-*Big*' > "$p-racecheck.log" 2>&1
+  echo "rc=$?"
+  grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$p-racecheck.log" | head
+}
+
+# python BUILD_DIR JSON: examples/bench_adaln.py against that build's library.
+python_bench() {
+  step python $1
+  PYTHONUNBUFFERED=1 ADAPTIVELOAD_LIB=$PWD/$1/libal_kernels.so PYTHONPATH=$PWD/python \
+    timeout 420 python3 examples/bench_adaln.py $pyargs --json "$2" 2>&1
+  echo "rc=$?"
+}
+
+checks $b "$out/x"
+main_gtest_rc=$gtest_rc
+for f in gtest memcheck racecheck; do mv "$out/x-$f.log" "$out/$f.log"; done
 
 step benchmark
 timeout 240 $b/adaln_bench $sweep --json "$out/bench.json"
 echo "rc=$?"
 
-if [ -x $b/old/adaln_bench ]; then
-  step baseline benchmark
-  timeout 100 $b/old/adaln_bench --json "$out/old_bench.json"
+for d in $b/*/; do
+  d=${d%/}
+  [ -x $d/adaln_bench ] || continue
+  n=$(basename $d)
+  step baseline benchmark $n
+  timeout 100 $d/adaln_bench --json "$out/${n}_bench.json"
   echo "rc=$?"
-fi
+done
 
-step memcheck
-timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 $b/adaln_gpu_test \
-  --gtest_filter='-*Big*' > "$out/memcheck.log" 2>&1
-echo "rc=$?"
-grep -E "ERROR SUMMARY|PASSED|FAILED" "$out/memcheck.log" | head
-
-step racecheck
-timeout 150 compute-sanitizer --tool racecheck --error-exitcode 9 $b/adaln_gpu_test \
-  --gtest_filter='*tpr*:*D3072*:*split*:*D12288*:*chunk*:*D64*:*tile*:*group*:AdalnGpuArgs*-*Big*' > "$out/racecheck.log" 2>&1
-echo "rc=$?"
-grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$out/racecheck.log" | head
-
-step python
-PYTHONUNBUFFERED=1 ADAPTIVELOAD_LIB=$PWD/$b/libal_kernels.so PYTHONPATH=$PWD/python \
-  timeout 420 python3 examples/bench_adaln.py $pyargs --json "$out/torch.json" 2>&1
-echo "rc=$?"
+python_bench $b "$out/torch.json"
 
 if [ -n "$autotune" ]; then
   step python autotune
   PYTHONUNBUFFERED=1 ADAPTIVELOAD_LIB=$PWD/$b/libal_kernels.so PYTHONPATH=$PWD/python \
     timeout 200 python3 examples/bench_adaln.py --autotune --shapes "$autotune" --json "$out/autotune.json" 2>&1
   echo "rc=$?"
+fi
+
+if [ "$main_gtest_rc" != 0 ] && [ -f $b/fallback ]; then
+  fb=$b/$(head -1 $b/fallback)
+  step "FALLBACK: GPU tests failed (rc=$main_gtest_rc); full check of $fb"
+  mkdir -p /tmp/fb
+  checks $fb /tmp/fb/fb
+  python_bench $fb /tmp/fb/torch.json
 fi
