@@ -358,15 +358,9 @@ static int plan_bwd(const char *fn, const al_adaln_options *o, adaln_launch *l, 
     rc = pick_cfg(fn, nv, vmax, 512, o->threads_per_row, &l->tpr, &l->vpt);
     const int tile = l->vec && o->bwd_kernel != AL_ADALN_BWD_KERNEL_GROUP &&
                      (o->bwd_stages == 0 || o->bwd_stages == 2 || o->bwd_stages == 3);
-    /* Tile kernel, 16-bit types: rows that need more than 4 warps at 3 vectors per thread
-     * (D > 3072) take 2 (run 5a, D = 5120: 76% of the floor against 68-70% at 3). */
-    if (rc == AL_OK && tile && kvec == 8 && !o->threads_per_row && l->tpr > 128) {
-      const int t2 = (nv + 1) / 2 <= 32 ? pow2_ceil((nv + 1) / 2) : ((nv + 1) / 2 + 31) / 32 * 32;
-      if (t2 <= 512) {
-        l->tpr = t2;
-        l->vpt = (nv + t2 - 1) / t2;
-      }
-    }
+    /* No special case for wide 16-bit rows: run 5a favoured 2 vectors per thread at
+     * D = 5120 (76% vs 68-70%), run 5b the opposite (81% at 3, 68-70% at 2); run 6
+     * measures the default (3) with a clock-stable benchmark. */
     if (rc == AL_OK && tile) {
       rc = plan_tile(fn, o, l, fused);
       if (rc != AL_OK) return rc;

@@ -183,7 +183,25 @@ static double time_op(bufs *b, const al_adaln_options *o, int which, int iters) 
   cudaEvent_t *ev = (cudaEvent_t *)malloc(sizeof(cudaEvent_t) * 2 * iters);
   float *t = (float *)malloc(sizeof(float) * iters);
   for (int i = 0; i < 2 * iters; ++i) CK(cudaEventCreate(&ev[i]));
-  for (int i = 0; i < 3; ++i) which ? bwd(b, o, i % b->nsets) : fwd(b, o, i % b->nsets);
+  /* Warm up for ~50 ms of work, not a few launches: setup idles the GPU, and its clocks
+   * take tens of ms to ramp back (a 3-launch warm-up gave 20% swings between shapes). */
+  cudaEvent_t w0, w1;
+  CK(cudaEventCreate(&w0));
+  CK(cudaEventCreate(&w1));
+  float warm_ms = 0.0f;
+  for (int i = 0; i < 1000 && warm_ms < 50.0f; ++i) {
+    if (i % 8 == 0) CK(cudaEventRecord(w0, NULL));
+    which ? bwd(b, o, i % b->nsets) : fwd(b, o, i % b->nsets);
+    if (i % 8 == 7) {
+      CK(cudaEventRecord(w1, NULL));
+      CK(cudaEventSynchronize(w1));
+      float ms;
+      CK(cudaEventElapsedTime(&ms, w0, w1));
+      warm_ms += ms;
+    }
+  }
+  CK(cudaEventDestroy(w0));
+  CK(cudaEventDestroy(w1));
   for (int i = 0; i < iters; ++i) {
     CK(cudaEventRecord(ev[2 * i], NULL));
     which ? bwd(b, o, i % b->nsets) : fwd(b, o, i % b->nsets);
