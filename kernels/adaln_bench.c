@@ -178,6 +178,20 @@ static void bwd(bufs *b, const al_adaln_options *o, int i) {
                        b->dx[i], b->dscale, b->dshift, b->ws, b->ws_bytes, NULL));
 }
 
+static int g_per_set; /* --per-set: print each input set's median to stderr */
+
+static float minf(const float *v, int n) {
+  float m = v[0];
+  for (int i = 1; i < n; ++i) m = v[i] < m ? v[i] : m;
+  return m;
+}
+
+static float maxf(const float *v, int n) {
+  float m = v[0];
+  for (int i = 1; i < n; ++i) m = v[i] > m ? v[i] : m;
+  return m;
+}
+
 /* Median ms of `iters` launches of fwd (which = 0) or bwd (1), one event pair each. */
 static double time_op(bufs *b, const al_adaln_options *o, int which, int iters) {
   cudaEvent_t *ev = (cudaEvent_t *)malloc(sizeof(cudaEvent_t) * 2 * iters);
@@ -211,6 +225,18 @@ static double time_op(bufs *b, const al_adaln_options *o, int which, int iters) 
   CK(cudaGetLastError());
   for (int i = 0; i < iters; ++i) CK(cudaEventElapsedTime(&t[i], ev[2 * i], ev[2 * i + 1]));
   for (int i = 0; i < 2 * iters; ++i) CK(cudaEventDestroy(ev[i]));
+  if (g_per_set) {
+    /* Median per input set: tells a slow buffer set apart from a slow moment. */
+    fprintf(stderr, "  %s per-set median ms:", which ? "bwd" : "fwd");
+    float *u = (float *)malloc(sizeof(float) * iters);
+    for (int s = 0; s < b->nsets; ++s) {
+      int k = 0;
+      for (int i = s; i < iters; i += b->nsets) u[k++] = t[i];
+      fprintf(stderr, " %.4f", median(u, k));
+    }
+    fprintf(stderr, "  (min %.4f, max %.4f over %d launches)\n", minf(t, iters), maxf(t, iters), iters);
+    free(u);
+  }
   const double m = median(t, iters);
   free(ev);
   free(t);
@@ -283,6 +309,8 @@ int main(int argc, char **argv) {
       iters = atoi(argv[++i]);
     } else if (!strcmp(argv[i], "--json") && i + 1 < argc) {
       json = argv[++i];
+    } else if (!strcmp(argv[i], "--per-set")) {
+      g_per_set = 1;
     } else if (!strcmp(argv[i], "--sweep")) {
       sweep = 1;
     } else if (!strcmp(argv[i], "--shape") && i + 1 < argc && nshapes < 32) {
@@ -294,7 +322,7 @@ int main(int argc, char **argv) {
       add_shape(shapes, &nshapes, B, N, D);
     } else {
       fprintf(stderr,
-              "usage: %s [--dtype bf16|fp16|fp32] [--iters N] [--json PATH] [--sweep] "
+              "usage: %s [--dtype bf16|fp16|fp32] [--iters N] [--json PATH] [--sweep] [--per-set] "
               "[--shape B,N,D]...\n",
               argv[0]);
       return 2;
