@@ -9,36 +9,27 @@ PKGS=(
   libprotobuf-c-dev protobuf-c-compiler
   libgtest-dev googletest
   libjansson-dev
-  python3 python3-numpy
+  python3 python3-numpy python3-torch
   lz4
 )
-# Optional: Python tests of the ctypes package need torch (CPU). Debian ships it as python3-torch.
-OPT_PKGS=(python3-torch)
+# python3-torch (CPU, Debian's) runs the Python package's tests with real DataLoaders.
+# AL_SKIP_TORCH=1 leaves it out; those tests then print SKIP and do not run.
+if [ "${AL_SKIP_TORCH:-0}" = 1 ]; then
+  PKGS=("${PKGS[@]/python3-torch/}")
+fi
 
 missing=()
 for p in "${PKGS[@]}"; do
+  [ -n "$p" ] || continue
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-opt_missing=()
-if [ "${AL_SKIP_TORCH:-0}" != 1 ]; then
-  for p in "${OPT_PKGS[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || opt_missing+=("$p")
-  done
-fi
-
-if [ ${#missing[@]} -eq 0 ] && [ ${#opt_missing[@]} -eq 0 ]; then
+if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi
 
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
-echo "bootstrap: installing ${missing[*]} ${opt_missing[*]}" >&2
+echo "bootstrap: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq >&2 || true
-if [ ${#missing[@]} -gt 0 ]; then
-  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
-fi
-if [ ${#opt_missing[@]} -gt 0 ]; then
-  $SUDO apt-get install -y -qq --no-install-recommends "${opt_missing[@]}" >&2 \
-    || echo "bootstrap: optional ${opt_missing[*]} not installed; Python tests will be skipped" >&2
-fi
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
