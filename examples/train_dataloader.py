@@ -31,8 +31,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
-import adaptiveload  # noqa: E402
+try:  # an installed package (the //:dist bundle on PYTHONPATH) first, else this checkout's
+    import adaptiveload
+except ImportError:
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+    import adaptiveload  # noqa: E402
 
 
 def make_corpus(args):
@@ -144,6 +147,8 @@ def main():
             if args.steps and steps >= args.steps:
                 break
     print("done: %d steps, %d tokens, rank %d of %d" % (steps, seen_tokens, sampler.rank, world))
+    if distributed:
+        dist.destroy_process_group()
 
 
 class _null:

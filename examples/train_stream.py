@@ -30,8 +30,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
-import adaptiveload  # noqa: E402
+try:  # an installed package (the //:dist bundle on PYTHONPATH) first, else this checkout's
+    import adaptiveload
+except ImportError:
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+    import adaptiveload  # noqa: E402
 
 
 def make_corpus(args):
@@ -155,6 +158,8 @@ def main():
                 break
     print("done: %d steps, %d tokens on %s, loader wait %.3f s of %.3f s"
           % (steps, tokens, device, wait, time.time() - t0))
+    if distributed:
+        dist.destroy_process_group()
 
 
 class _null:
