@@ -11,7 +11,9 @@
  * dshift) over copy GB/s, and the percent of that floor reached. Inputs rotate among buffer
  * sets larger than L2 together, so no launch reads what the previous one left in L2.
  * --sweep also times backward variants (kernel, row groups per block, stages, register cap,
- * threads per row, the split path).
+ * threads per row, the split path). --split times the backward's kernels apart (CUDA graphs),
+ * --chunks the tile kernel's rows per block and row groups, --placement the default with the
+ * buffers allocated five ways in one process.
  */
 #include <cuda_runtime_api.h>
 #include <math.h>
@@ -97,8 +99,26 @@ static double copy_gbps(void) {
   return 2.0 * (double)bytes / (median(t, 20) * 1e-3) / 1e9;
 }
 
+/* Buffer placement (--placement): how setup() gets its tensors, to test whether the
+ * process-to-process spread follows where the buffers land. */
+enum {
+  PLACE_FRESH = 0,  /* one cudaMalloc per tensor (the default) */
+  PLACE_CARVED,     /* one big cudaMalloc, tensors at 2 MiB-aligned offsets */
+  PLACE_SHIFT1G,    /* a 1 GiB allocation in front, then one cudaMalloc per tensor */
+  PLACE_SKEW,       /* carved, tensor k at 2 MiB-aligned + 6 MiB + (k % 10) * 192 KiB */
+  PLACE_REVERSE,    /* one cudaMalloc per tensor, allocated in reverse order of use */
+  PLACE_N
+};
+static const char *const g_place_name[PLACE_N] = {"fresh", "carved2M", "shift1G", "skew",
+                                                  "reverse"};
+static int g_place = PLACE_FRESH;
+
 typedef struct bufs {
   int nsets;
+  char *pool;         /* PLACE_CARVED / PLACE_SKEW: the one allocation */
+  size_t pool_off, pool_bytes;
+  int pool_k;         /* tensors carved so far */
+  void *front;        /* PLACE_SHIFT1G: the allocation in front */
   void *x[MAX_SETS], *y[MAX_SETS], *dy[MAX_SETS], *dx[MAX_SETS];
   float *mean[MAX_SETS], *rstd[MAX_SETS];
   void *scale, *shift, *dscale, *dshift, *ws;
@@ -107,6 +127,27 @@ typedef struct bufs {
   int32_t cu_host[MAX_SAMPLES + 1];
   al_adaln_desc desc;
 } bufs;
+
+static void *balloc(bufs *b, size_t bytes) {
+  if (!b->pool) {
+    void *p;
+    CK(cudaMalloc(&p, bytes));
+    return p;
+  }
+  size_t off = (b->pool_off + ((size_t)2 << 20) - 1) & ~(((size_t)2 << 20) - 1);
+  if (g_place == PLACE_SKEW) off += ((size_t)6 << 20) + (size_t)(b->pool_k % 10) * (192 << 10);
+  if (off + bytes > b->pool_bytes) {
+    fprintf(stderr, "pool of %zu bytes too small\n", b->pool_bytes);
+    exit(1);
+  }
+  b->pool_off = off + bytes;
+  b->pool_k++;
+  return b->pool + off;
+}
+
+static void bfree(bufs *b, void *p) {
+  if (!b->pool) CK(cudaFree(p));
+}
 
 static void setup(bufs *b, const shape *s, int dtype) {
   memset(b, 0, sizeof *b);
@@ -132,20 +173,45 @@ static void setup(bufs *b, const shape *s, int dtype) {
   b->nsets = (int)((((size_t)256 << 20) + per_set - 1) / per_set);
   if (b->nsets < 2) b->nsets = 2;
   if (b->nsets > MAX_SETS) b->nsets = MAX_SETS;
-  for (int i = 0; i < b->nsets; ++i) {
-    CK(cudaMalloc(&b->x[i], n * es));
-    CK(cudaMalloc(&b->y[i], n * es));
-    CK(cudaMalloc(&b->dy[i], n * es));
-    CK(cudaMalloc(&b->dx[i], n * es));
-    CK(cudaMalloc((void **)&b->mean[i], rows * sizeof(float)));
-    CK(cudaMalloc((void **)&b->rstd[i], rows * sizeof(float)));
+  if (g_place == PLACE_SHIFT1G) CK(cudaMalloc(&b->front, (size_t)1 << 30));
+  if (g_place == PLACE_CARVED || g_place == PLACE_SKEW) {
+    /* 4 row tensors + mean, rstd per set, 4 [B, D] tensors, alignment and skew room */
+    b->pool_bytes = (size_t)b->nsets * (4 * n * es + 2 * rows * sizeof(float)) + 4 * nbd * es +
+                    (size_t)(6 * b->nsets + 4) * ((size_t)12 << 20);
+    CK(cudaMalloc((void **)&b->pool, b->pool_bytes));
+  }
+  if (g_place == PLACE_REVERSE) {
+    b->dshift = balloc(b, nbd * es);
+    b->dscale = balloc(b, nbd * es);
+    b->shift = balloc(b, nbd * es);
+    b->scale = balloc(b, nbd * es);
+  }
+  for (int j = 0; j < b->nsets; ++j) {
+    const int i = g_place == PLACE_REVERSE ? b->nsets - 1 - j : j;
+    if (g_place == PLACE_REVERSE) {
+      b->rstd[i] = (float *)balloc(b, rows * sizeof(float));
+      b->mean[i] = (float *)balloc(b, rows * sizeof(float));
+      b->dx[i] = balloc(b, n * es);
+      b->dy[i] = balloc(b, n * es);
+      b->y[i] = balloc(b, n * es);
+      b->x[i] = balloc(b, n * es);
+    } else {
+      b->x[i] = balloc(b, n * es);
+      b->y[i] = balloc(b, n * es);
+      b->dy[i] = balloc(b, n * es);
+      b->dx[i] = balloc(b, n * es);
+      b->mean[i] = (float *)balloc(b, rows * sizeof(float));
+      b->rstd[i] = (float *)balloc(b, rows * sizeof(float));
+    }
     AL(al_fill_normal(b->x[i], dtype, n, 11 + i, 0.0f, 1.0f, NULL));
     AL(al_fill_normal(b->dy[i], dtype, n, 101 + i, 0.0f, 1.0f, NULL));
   }
-  CK(cudaMalloc(&b->scale, nbd * es));
-  CK(cudaMalloc(&b->shift, nbd * es));
-  CK(cudaMalloc(&b->dscale, nbd * es));
-  CK(cudaMalloc(&b->dshift, nbd * es));
+  if (g_place != PLACE_REVERSE) {
+    b->scale = balloc(b, nbd * es);
+    b->shift = balloc(b, nbd * es);
+    b->dscale = balloc(b, nbd * es);
+    b->dshift = balloc(b, nbd * es);
+  }
   AL(al_fill_normal(b->scale, dtype, nbd, 7, 0.0f, 0.5f, NULL));
   AL(al_fill_normal(b->shift, dtype, nbd, 8, 0.0f, 0.5f, NULL));
   CK(cudaDeviceSynchronize());
@@ -153,17 +219,19 @@ static void setup(bufs *b, const shape *s, int dtype) {
 
 static void teardown(bufs *b) {
   for (int i = 0; i < b->nsets; ++i) {
-    CK(cudaFree(b->x[i]));
-    CK(cudaFree(b->y[i]));
-    CK(cudaFree(b->dy[i]));
-    CK(cudaFree(b->dx[i]));
-    CK(cudaFree(b->mean[i]));
-    CK(cudaFree(b->rstd[i]));
+    bfree(b, b->x[i]);
+    bfree(b, b->y[i]);
+    bfree(b, b->dy[i]);
+    bfree(b, b->dx[i]);
+    bfree(b, b->mean[i]);
+    bfree(b, b->rstd[i]);
   }
-  CK(cudaFree(b->scale));
-  CK(cudaFree(b->shift));
-  CK(cudaFree(b->dscale));
-  CK(cudaFree(b->dshift));
+  bfree(b, b->scale);
+  bfree(b, b->shift);
+  bfree(b, b->dscale);
+  bfree(b, b->dshift);
+  if (b->pool) CK(cudaFree(b->pool));
+  if (b->front) CK(cudaFree(b->front));
   if (b->ws) CK(cudaFree(b->ws));
   if (b->cu) CK(cudaFree(b->cu));
 }
@@ -243,6 +311,89 @@ static double time_op(bufs *b, const al_adaln_options *o, int which, int iters) 
   return m;
 }
 
+/* --split: the backward captured into a CUDA graph per input set, then each of its kernel
+ * nodes alone in a graph of its own (the row kernel; the finalize, which then reads slots
+ * the previous launch left in L2, as it does after the row kernel), and the whole graph.
+ * Medians of per-launch event pairs, rotating over the sets; to stderr. */
+static void time_split(bufs *b, const al_adaln_options *o, int iters, const char *tag) {
+  cudaStream_t st;
+  CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  cudaGraphExec_t ex[3][MAX_SETS];
+  cudaGraph_t full[MAX_SETS], part[2][MAX_SETS];
+  int nk = 0;
+  for (int i = 0; i < b->nsets; ++i) {
+    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+    AL(al_adaln_backward(&b->desc, o, b->dy[i], b->x[i], b->scale, b->mean[i], b->rstd[i],
+                         b->dx[i], b->dscale, b->dshift, b->ws, b->ws_bytes, st));
+    CK(cudaStreamEndCapture(st, &full[i]));
+    cudaGraphNode_t nodes[8];
+    size_t nn = 8;
+    CK(cudaGraphGetNodes(full[i], nodes, &nn));
+    cudaGraphNode_t kn[8];
+    nk = 0;
+    for (size_t j = 0; j < nn && j < 8; ++j) {
+      enum cudaGraphNodeType ty;
+      CK(cudaGraphNodeGetType(nodes[j], &ty));
+      if (ty == cudaGraphNodeTypeKernel) kn[nk++] = nodes[j];
+    }
+    if (nk != 2) {
+      fprintf(stderr, "  split %s: %d kernel nodes, skipped\n", tag, nk);
+      return;
+    }
+    CK(cudaGraphInstantiate(&ex[0][i], full[i], 0));
+    for (int k = 0; k < 2; ++k) {
+      struct cudaKernelNodeParams kp;
+      CK(cudaGraphKernelNodeGetParams(kn[k], &kp));
+      cudaGraphNode_t n1;
+      CK(cudaGraphCreate(&part[k][i], 0));
+      CK(cudaGraphAddKernelNode(&n1, part[k][i], NULL, 0, &kp));
+      CK(cudaGraphInstantiate(&ex[1 + k][i], part[k][i], 0));
+    }
+  }
+  cudaEvent_t *ev = (cudaEvent_t *)malloc(sizeof(cudaEvent_t) * 2 * iters);
+  float *t = (float *)malloc(sizeof(float) * iters);
+  for (int i = 0; i < 2 * iters; ++i) CK(cudaEventCreate(&ev[i]));
+  double med[3];
+  for (int w = 0; w < 3; ++w) {
+    for (int i = 0; i < 200; ++i) CK(cudaGraphLaunch(ex[w == 2 ? 0 : w][i % b->nsets], st));
+    for (int i = 0; i < iters; ++i) {
+      CK(cudaEventRecord(ev[2 * i], st));
+      CK(cudaGraphLaunch(ex[w][i % b->nsets], st));
+      CK(cudaEventRecord(ev[2 * i + 1], st));
+    }
+    CK(cudaStreamSynchronize(st));
+    CK(cudaGetLastError());
+    for (int i = 0; i < iters; ++i) CK(cudaEventElapsedTime(&t[i], ev[2 * i], ev[2 * i + 1]));
+    med[w] = median(t, iters);
+  }
+  /* the finalize alone again, each launch right after a full backward (slots as left by it) */
+  for (int i = 0; i < iters; ++i) {
+    CK(cudaGraphLaunch(ex[1][i % b->nsets], st));
+    CK(cudaEventRecord(ev[2 * i], st));
+    CK(cudaGraphLaunch(ex[2][i % b->nsets], st));
+    CK(cudaEventRecord(ev[2 * i + 1], st));
+  }
+  CK(cudaStreamSynchronize(st));
+  for (int i = 0; i < iters; ++i) CK(cudaEventElapsedTime(&t[i], ev[2 * i], ev[2 * i + 1]));
+  const double fin_after = median(t, iters);
+  fprintf(stderr,
+          "  split %-22s graph %.4f ms  row kernel alone %.4f  finalize alone %.4f (after the "
+          "row kernel %.4f)  row+fin %.4f\n",
+          tag, med[0], med[1], med[2], fin_after, med[1] + fin_after);
+  for (int i = 0; i < 2 * iters; ++i) CK(cudaEventDestroy(ev[i]));
+  free(ev);
+  free(t);
+  for (int i = 0; i < b->nsets; ++i) {
+    CK(cudaGraphExecDestroy(ex[0][i]));
+    CK(cudaGraphDestroy(full[i]));
+    for (int k = 0; k < 2; ++k) {
+      CK(cudaGraphExecDestroy(ex[1 + k][i]));
+      CK(cudaGraphDestroy(part[k][i]));
+    }
+  }
+  CK(cudaStreamDestroy(st));
+}
+
 static result measure(bufs *b, const shape *s, const al_adaln_options *o, const char *variant,
                       int dtype, int iters, double copy) {
   result r;
@@ -291,7 +442,8 @@ static void add_shape(shape *v, int *n, int B, int N, int D) {
 }
 
 int main(int argc, char **argv) {
-  int dtype = AL_DTYPE_BF16, iters = 100, sweep = 0, nshapes = 0;
+  int dtype = AL_DTYPE_BF16, iters = 100, sweep = 0, nshapes = 0, split = 0, placement = 0,
+      chunks = 0;
   const char *json = NULL, *dname = "bf16";
   shape shapes[32];
   for (int i = 1; i < argc; ++i) {
@@ -313,6 +465,12 @@ int main(int argc, char **argv) {
       g_per_set = 1;
     } else if (!strcmp(argv[i], "--sweep")) {
       sweep = 1;
+    } else if (!strcmp(argv[i], "--split")) {
+      split = 1;
+    } else if (!strcmp(argv[i], "--placement")) {
+      placement = 1;
+    } else if (!strcmp(argv[i], "--chunks")) {
+      chunks = 1;
     } else if (!strcmp(argv[i], "--shape") && i + 1 < argc && nshapes < 32) {
       int B, N, D;
       if (sscanf(argv[++i], "%d,%d,%d", &B, &N, &D) != 3) {
@@ -323,7 +481,7 @@ int main(int argc, char **argv) {
     } else {
       fprintf(stderr,
               "usage: %s [--dtype bf16|fp16|fp32] [--iters N] [--json PATH] [--sweep] [--per-set] "
-              "[--shape B,N,D]...\n",
+              "[--split] [--placement] [--chunks] [--shape B,N,D]...\n",
               argv[0]);
       return 2;
     }
@@ -365,11 +523,50 @@ int main(int argc, char **argv) {
   int nres = 0;
   for (int si = 0; si < nshapes; ++si) {
     bufs b;
-    setup(&b, &shapes[si], dtype);
     al_adaln_options o;
     memset(&o, 0, sizeof o);
+    if (placement) {
+      /* The default configuration with the buffers placed each way, in one process; "fresh"
+       * again last (the drift of one placement over the sequence). */
+      static const int order[] = {PLACE_FRESH, PLACE_CARVED, PLACE_SHIFT1G, PLACE_SKEW,
+                                  PLACE_REVERSE, PLACE_FRESH};
+      for (size_t k = 0; k < sizeof order / sizeof order[0] && nres < 500; ++k) {
+        g_place = order[k];
+        setup(&b, &shapes[si], dtype);
+        char name[24];
+        snprintf(name, sizeof name, "%s%s", g_place_name[g_place], k ? (k + 1 == 6 ? "2" : "") : "");
+        res[nres] = measure(&b, &shapes[si], &o, name, dtype, iters, copy);
+        print_row(&res[nres++]);
+        teardown(&b);
+      }
+      g_place = PLACE_FRESH;
+      continue;
+    }
+    setup(&b, &shapes[si], dtype);
     res[nres] = measure(&b, &shapes[si], &o, "auto", dtype, iters, copy);
     print_row(&res[nres++]);
+    if (split) time_split(&b, &o, iters, "auto");
+    if (chunks) {
+      /* Rows per block and row groups per block of the tile kernel (slots = blocks). */
+      typedef struct cvar {
+        const char *name;
+        int groups, chunk;
+      } cvar;
+      static const cvar cv[] = {{"g2", 2, 0},       {"g8", 8, 0},       {"chunk28", 0, 28},
+                                {"chunk42", 0, 42}, {"chunk56", 0, 56}, {"chunk64", 0, 64},
+                                {"chunk100", 0, 100}, {"chunk124", 0, 124}, {"auto_again", 0, 0}};
+      for (size_t k = 0; k < sizeof cv / sizeof cv[0] && nres < 500; ++k) {
+        memset(&o, 0, sizeof o);
+        o.bwd_groups = cv[k].groups;
+        o.rows_per_chunk = cv[k].chunk;
+        size_t need;
+        if (al_adaln_backward_workspace_size(&b.desc, &o, &need) != AL_OK) continue;
+        res[nres] = measure(&b, &shapes[si], &o, cv[k].name, dtype, iters, copy);
+        print_row(&res[nres++]);
+        if (split) time_split(&b, &o, iters, cv[k].name);
+      }
+      memset(&o, 0, sizeof o);
+    }
     if (sweep) {
       /* Backward variants: the round-1 per-group kernel, the tile kernel's row groups per block,
        * stages, register cap and vectors per thread, the split path; "auto" again last (the
