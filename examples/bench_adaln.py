@@ -12,7 +12,10 @@ with requires_grad inputs, minus before, minus y). Times are triton.testing.do_b
     PYTHONPATH=python python3 examples/bench_adaln.py [--dtype bf16] [--json out.json]
         [--autotune] [--shapes 1x65536x1536,...]
 
---autotune adds torch.compile(mode="max-autotune-no-cudagraphs") (slow to compile).
+--autotune adds torch.compile(mode="max-autotune-no-cudagraphs") (slow to compile); --dynamic
+adds torch.compile with symbolic shapes (compile_dynN: B and N, as a training loop over shape
+buckets gets after dynamo's first recompile; compile_dyn: dynamic=True, D symbolic too).
+"compile" is specialised to each shape (torch._dynamo.reset() per shape): the fastest.
 The library is found as adaptiveload._lib says (ADAPTIVELOAD_LIB, next to the package, or
 bazel-bin/).
 """
@@ -42,6 +45,13 @@ def adaln_eager(x, scale, shift):
 def adaln_eager_packed(x, scale, shift, seg):
     """(rows, D) x; seg[row] = sample of the row."""
     return F.layer_norm(x, (x.shape[-1],), eps=EPS) * (1 + scale[seg]) + shift[seg]
+
+
+def mark_tokens_dynamic(x):
+    """What a training loop over shape buckets ends up with: the sample and token counts
+    symbolic (dynamo's automatic dynamic shapes after the first recompile), D static."""
+    for dim in range(x.dim() - 1):
+        torch._dynamo.maybe_mark_dynamic(x, dim)
 
 
 def bench(fn, grad_to_none=None):
@@ -130,13 +140,21 @@ def run_shape(name, dtype, impls):
                 fn = base
             elif impl == "compile":
                 fn = torch.compile(base, dynamic=False)
+            elif impl == "compile_dynN":
+                fn = torch.compile(base)
+            elif impl == "compile_dyn":
+                fn = torch.compile(base, dynamic=True)
             else:
                 fn = torch.compile(base, dynamic=False, mode="max-autotune-no-cudagraphs")
         t0 = time.time()
+        if impl == "compile_dynN":
+            mark_tokens_dynamic(x)
         with torch.no_grad():
             fn(x, scale, shift)  # compile / warm up
             fwd_ms = bench(lambda: fn(x, scale, shift))
         leaves = [t.detach().clone().requires_grad_() for t in (x, scale, shift)]
+        if impl == "compile_dynN":
+            mark_tokens_dynamic(leaves[0])
 
         def step():
             fn(*leaves).backward(dy)
@@ -173,6 +191,9 @@ def main():
     ap.add_argument("--autotune", action="store_true", help='also torch.compile(mode="max-autotune-no-cudagraphs")')
     ap.add_argument("--shapes", help="comma-separated BxNxD list and/or 'packed' (default: all)")
     ap.add_argument("--no-compile", action="store_true", help="skip torch.compile (fast)")
+    ap.add_argument("--dynamic", action="store_true",
+                    help="also torch.compile with symbolic shapes: compile_dynN (B and N dynamic, D static, "
+                         "as a training loop over shape buckets gets) and compile_dyn (dynamic=True, D too)")
     args = ap.parse_args()
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[args.dtype]
     for knob in ("cache_size_limit", "recompile_limit", "accumulated_cache_size_limit"):
@@ -192,6 +213,8 @@ def main():
         print("correctness %-6s vs fp64 eager: y %.2e  dx %.2e  dscale %.2e  dshift %.2e" % (layout, *errs))
 
     impls = ["ours", "eager"] + ([] if args.no_compile else ["compile"]) + (["autotune"] if args.autotune else [])
+    if args.dynamic and not args.no_compile:
+        impls += ["compile_dynN", "compile_dyn"]
     shapes = args.shapes.split(",") if args.shapes else SHAPES + ["packed"]
     print("%-22s %-9s %9s %8s %10s %10s %8s" % ("shape", "impl", "fwd_ms", "GB/s", "fwdbwd_ms", "saved_MB",
                                                 "host_us"))
@@ -215,12 +238,21 @@ def main():
             "fwd_vs_eager": ratio("eager", "fwd_ms"), "fwd_vs_compile": ratio("compile", "fwd_ms"),
             "fwdbwd_vs_eager": ratio("eager", "fwdbwd_ms"), "fwdbwd_vs_compile": ratio("compile", "fwdbwd_ms"),
             "fwd_vs_autotune": ratio("autotune", "fwd_ms"), "fwdbwd_vs_autotune": ratio("autotune", "fwdbwd_ms"),
+            "fwd_vs_compile_dynN": ratio("compile_dynN", "fwd_ms"),
+            "fwdbwd_vs_compile_dynN": ratio("compile_dynN", "fwdbwd_ms"),
+            "fwd_vs_compile_dyn": ratio("compile_dyn", "fwd_ms"),
+            "fwdbwd_vs_compile_dyn": ratio("compile_dyn", "fwdbwd_ms"),
             "fwd_pct_copy": 100 * o["fwd_GBps"] / copy_gbps,
         }
         summary.append(s)
         print("%-22s %9.2f %9.2f %11.2f %11.2f %8.1f%% %11.2f %8.2f" % (
             label, s["fwd_vs_eager"], s["fwd_vs_compile"], s["fwdbwd_vs_eager"], s["fwdbwd_vs_compile"],
             s["fwd_pct_copy"], s["fwd_vs_autotune"], s["fwdbwd_vs_autotune"]))
+        if args.dynamic:
+            print("%-22s   symbolic shapes: fwd x compile_dynN %.2f, x compile_dyn %.2f; "
+                  "fwd+bwd x compile_dynN %.2f, x compile_dyn %.2f" % (
+                      "", s["fwd_vs_compile_dynN"], s["fwd_vs_compile_dyn"], s["fwdbwd_vs_compile_dynN"],
+                      s["fwdbwd_vs_compile_dyn"]))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "dtype": args.dtype,

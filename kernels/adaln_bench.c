@@ -8,8 +8,11 @@
  * Per shape: forward ms (median of per-launch CUDA event times), forward GB/s (read x + write
  * y) and its percent of copy GB/s (read + write); backward ms (dx + dscale + dshift, all
  * launches), the backward byte floor (read x, dy, mean, rstd, scale; write dx, dscale,
- * dshift) over copy GB/s, and the percent of that floor reached. Inputs rotate among buffer
- * sets larger than L2 together, so no launch reads what the previous one left in L2.
+ * dshift) over copy GB/s, and the percent of that floor reached; then a device copy of x into
+ * y timed the same way (copyx: the forward's own bytes with the same fixed launch, ramp and
+ * drain costs, which the 1 GiB copy amortises) and the forward's time as a percent of it.
+ * Inputs rotate among buffer sets larger than L2 together, so no launch reads what the
+ * previous one left in L2.
  * --sweep also times backward variants (kernel, row groups per block, stages, register cap,
  * threads per row, the split path). --split times the backward's kernels apart (CUDA graphs),
  * --chunks the tile kernel's rows per block and row groups, --placement the default with the
@@ -61,6 +64,7 @@ typedef struct result {
   int64_t rows;
   double fwd_ms, fwd_gbps, fwd_pct_copy;
   double bwd_ms, bwd_floor_ms, bwd_gbps, bwd_pct_floor;
+  double copyx_ms, fwd_pct_copyx; /* a copy of x into y: the forward's own bytes */
 } result;
 
 static int cmp_float(const void *a, const void *b) {
@@ -261,6 +265,21 @@ static float maxf(const float *v, int n) {
 }
 
 /* Median ms of `iters` launches of fwd (which = 0) or bwd (1), one event pair each. */
+/* One timed operation on input set i: 0 forward, 1 backward, 2 a device copy of x into y
+ * (the forward's bytes, read and written once: the same launch, ramp and drain costs). */
+static void run_op(bufs *b, const al_adaln_options *o, int which, int i) {
+  if (which == 2) {
+    const al_adaln_desc *d = &b->desc;
+    const int64_t rows = d->cu_seqlens ? d->rows : (int64_t)d->batch * d->seq_len;
+    CK(cudaMemcpyAsync(b->y[i], b->x[i], (size_t)rows * d->dim * al_dtype_size(d->dtype),
+                       cudaMemcpyDeviceToDevice, NULL));
+  } else if (which == 1) {
+    bwd(b, o, i);
+  } else {
+    fwd(b, o, i);
+  }
+}
+
 static double time_op(bufs *b, const al_adaln_options *o, int which, int iters) {
   cudaEvent_t *ev = (cudaEvent_t *)malloc(sizeof(cudaEvent_t) * 2 * iters);
   float *t = (float *)malloc(sizeof(float) * iters);
@@ -273,7 +292,7 @@ static double time_op(bufs *b, const al_adaln_options *o, int which, int iters) 
   float warm_ms = 0.0f;
   for (int i = 0; i < 1000 && warm_ms < 50.0f; ++i) {
     if (i % 8 == 0) CK(cudaEventRecord(w0, NULL));
-    which ? bwd(b, o, i % b->nsets) : fwd(b, o, i % b->nsets);
+    run_op(b, o, which, i % b->nsets);
     if (i % 8 == 7) {
       CK(cudaEventRecord(w1, NULL));
       CK(cudaEventSynchronize(w1));
@@ -286,7 +305,7 @@ static double time_op(bufs *b, const al_adaln_options *o, int which, int iters) 
   CK(cudaEventDestroy(w1));
   for (int i = 0; i < iters; ++i) {
     CK(cudaEventRecord(ev[2 * i], NULL));
-    which ? bwd(b, o, i % b->nsets) : fwd(b, o, i % b->nsets);
+    run_op(b, o, which, i % b->nsets);
     CK(cudaEventRecord(ev[2 * i + 1], NULL));
   }
   CK(cudaDeviceSynchronize());
@@ -295,7 +314,7 @@ static double time_op(bufs *b, const al_adaln_options *o, int which, int iters) 
   for (int i = 0; i < 2 * iters; ++i) CK(cudaEventDestroy(ev[i]));
   if (g_per_set) {
     /* Median per input set: tells a slow buffer set apart from a slow moment. */
-    fprintf(stderr, "  %s per-set median ms:", which ? "bwd" : "fwd");
+    fprintf(stderr, "  %s per-set median ms:", which == 2 ? "copy" : which ? "bwd" : "fwd");
     float *u = (float *)malloc(sizeof(float) * iters);
     for (int s = 0; s < b->nsets; ++s) {
       int k = 0;
@@ -414,10 +433,12 @@ static result measure(bufs *b, const shape *s, const al_adaln_options *o, const 
   r.rows = rows;
   r.fwd_ms = time_op(b, o, 0, iters);
   r.bwd_ms = time_op(b, o, 1, iters);
+  r.copyx_ms = time_op(b, o, 2, iters);
   const double fwd_bytes = 2.0 * n * es;
   const double bwd_bytes = 3.0 * n * es + 8.0 * rows + 3.0 * nbd * es;
   r.fwd_gbps = fwd_bytes / (r.fwd_ms * 1e-3) / 1e9;
   r.fwd_pct_copy = 100.0 * r.fwd_gbps / copy;
+  r.fwd_pct_copyx = 100.0 * r.copyx_ms / r.fwd_ms;
   r.bwd_gbps = bwd_bytes / (r.bwd_ms * 1e-3) / 1e9;
   r.bwd_floor_ms = bwd_bytes / (copy * 1e9) * 1e3;
   r.bwd_pct_floor = 100.0 * r.bwd_floor_ms / r.bwd_ms;
@@ -425,9 +446,10 @@ static result measure(bufs *b, const shape *s, const al_adaln_options *o, const 
 }
 
 static void print_row(const result *r) {
-  printf("%-22s %-12s %8lld %6d  %8.4f %7.0f %5.1f%%   %8.4f %8.4f %7.0f %5.1f%%\n", r->s.name,
-         r->variant, (long long)r->rows, r->s.D, r->fwd_ms, r->fwd_gbps, r->fwd_pct_copy,
-         r->bwd_ms, r->bwd_floor_ms, r->bwd_gbps, r->bwd_pct_floor);
+  printf("%-22s %-12s %8lld %6d  %8.4f %7.0f %5.1f%%   %8.4f %8.4f %7.0f %5.1f%%   %8.4f %5.1f%%\n",
+         r->s.name, r->variant, (long long)r->rows, r->s.D, r->fwd_ms, r->fwd_gbps,
+         r->fwd_pct_copy, r->bwd_ms, r->bwd_floor_ms, r->bwd_gbps, r->bwd_pct_floor, r->copyx_ms,
+         r->fwd_pct_copyx);
   fflush(stdout);
 }
 
@@ -516,8 +538,9 @@ int main(int argc, char **argv) {
   const double copy = copy_gbps();
   printf("device %s, %d SMs, L2 %d MB; dtype %s; copy %.0f GB/s (read + write); median of %d\n",
          prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20, dname, copy, iters);
-  printf("%-22s %-12s %8s %6s  %8s %7s %6s   %8s %8s %7s %6s\n", "shape", "variant", "rows", "D",
-         "fwd_ms", "GB/s", "%copy", "bwd_ms", "floor_ms", "GB/s", "%floor");
+  printf("%-22s %-12s %8s %6s  %8s %7s %6s   %8s %8s %7s %6s   %8s %6s\n", "shape", "variant", "rows",
+         "D", "fwd_ms", "GB/s", "%copy", "bwd_ms", "floor_ms", "GB/s", "%floor", "copyx_ms",
+         "%cpyx");
 
   result res[512];
   int nres = 0;
@@ -630,10 +653,11 @@ int main(int argc, char **argv) {
               "  {\"shape\": \"%s\", \"variant\": \"%s\", \"B\": %d, \"N\": %d, \"D\": %d, "
               "\"rows\": %lld, \"fwd_ms\": %.5f, \"fwd_GBps\": %.1f, \"fwd_pct_copy\": %.2f, "
               "\"bwd_ms\": %.5f, \"bwd_floor_ms\": %.5f, \"bwd_GBps\": %.1f, "
-              "\"bwd_pct_floor\": %.2f}%s\n",
+              "\"bwd_pct_floor\": %.2f, \"copyx_ms\": %.5f, \"fwd_pct_copyx\": %.2f}%s\n",
               r->s.name, r->variant, r->s.nlens ? r->s.nlens : r->s.B, r->s.N, r->s.D,
               (long long)r->rows, r->fwd_ms, r->fwd_gbps, r->fwd_pct_copy, r->bwd_ms,
-              r->bwd_floor_ms, r->bwd_gbps, r->bwd_pct_floor, i + 1 < nres ? "," : "");
+              r->bwd_floor_ms, r->bwd_gbps, r->bwd_pct_floor, r->copyx_ms, r->fwd_pct_copyx,
+              i + 1 < nres ? "," : "");
     }
     fprintf(f, " ]\n}\n");
     fclose(f);

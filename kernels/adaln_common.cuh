@@ -281,8 +281,10 @@ __device__ __forceinline__ int64_t seg_end(const Layout &L, int b) { return seg_
 /* Sample of a row: the largest b in [0, B) with start(b) <= row (skips empty samples). */
 __device__ __forceinline__ int seg_of_row(const Layout &L, int64_t row) {
   if (L.cu == nullptr) {
-    int64_t b = row / L.seq_len;
-    return b < L.B ? (int)b : L.B - 1;
+    /* 32-bit: rows <= INT32_MAX (checked by the API), and a 64-bit division is a long
+     * instruction sequence on every row. */
+    const int b = (int)row / (int)L.seq_len;
+    return b < L.B ? b : L.B - 1;
   }
   int lo = 0, hi = L.B - 1;
   while (lo < hi) {

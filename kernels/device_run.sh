@@ -8,6 +8,8 @@
 # (its output in all.log only).
 # Usage (from the repository root):
 #   kernels/device_run.sh OUTDIR [--sweep] [--py-args "..."] [--autotune-shapes 1x65536x1536,...]
+#                         [--bench "ARGS"]...
+# Each --bench runs adaln_bench ARGS once more after the default benchmark (output in all.log).
 # Writes OUTDIR/{all.log,gtest.log,bench.json,memcheck.log,racecheck.log,torch.json},
 # NAME_bench.json per baseline, and, with --autotune-shapes, autotune.json (torch.compile
 # max-autotune-no-cudagraphs too). Everything printed is in all.log (at most 8 files come
@@ -18,11 +20,13 @@ shift
 sweep=""
 pyargs=""
 autotune=""
+extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --sweep) sweep="--sweep" ;;
     --py-args) pyargs="$2"; shift ;;
     --autotune-shapes) autotune="$2"; shift ;;
+    --bench) extra+=("$2"); shift ;;
   esac
   shift
 done
@@ -74,6 +78,13 @@ for f in gtest memcheck racecheck; do mv "$out/x-$f.log" "$out/$f.log"; done
 step benchmark
 timeout 240 $b/adaln_bench $sweep --json "$out/bench.json"
 echo "rc=$?"
+
+for a in "${extra[@]}"; do
+  step "benchmark $a"
+  # shellcheck disable=SC2086
+  timeout 200 $b/adaln_bench $a
+  echo "rc=$?"
+done
 
 for d in $b/*/; do
   d=${d%/}
