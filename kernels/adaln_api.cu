@@ -111,6 +111,9 @@ static int setup(const char *fn, const al_adaln_desc *d, const al_adaln_options 
                         o->bwd_kernel);
   if (o->bwd_groups < 0 || o->bwd_groups > 1024)
     return al_set_error(AL_EINVAL, "%s: bwd_groups %d outside [0, 1024]", fn, o->bwd_groups);
+  if (o->fwd_kernel < 0 || o->fwd_kernel > AL_ADALN_FWD_KERNEL_TILE)
+    return al_set_error(AL_EINVAL, "%s: fwd_kernel %d is not 0 or AL_ADALN_FWD_KERNEL_*", fn,
+                        o->fwd_kernel);
 
   if (d->cu_seqlens != NULL && check_device_offsets && (o->flags & AL_ADALN_VALIDATE_OFFSETS)) {
     int32_t *h = (int32_t *)malloc(sizeof(int32_t) * ((size_t)d->batch + 1));
@@ -255,6 +258,46 @@ static int kernel_fits(const void *kfn, int block, size_t smem, int *fits, kattr
   return AL_OK;
 }
 
+/* Forward tile kernel plan (tpr, vpt set): row groups per block (powers of two up to 512
+ * threads, at most 15 groups of more than a warp: named barriers 1..15), the one with the
+ * most resident threads per SM, then more groups; chunk = rows over one wave of blocks.
+ * *ok = 0 when no configuration runs. */
+static int plan_fwd_tile(adaln_launch *l, int *ok) {
+  *ok = 0;
+  const int gmax = l->tpr > 32 ? 15 : 512 / l->tpr;
+  int best_g = 0, best_thr = 0;
+  kattr best;
+  memset(&best, 0, sizeof best);
+  const void *fnp = adaln_fwd_tile_kernel_fn(l);
+  for (int g = 1; g <= gmax; g *= 2) {
+    const int block = g * l->tpr;
+    if (block % 32 != 0) continue;
+    if (block > 512) break;
+    const size_t smem = adaln_fwd_tile_smem(l, g);
+    int fits = 0;
+    kattr k;
+    int rc = kernel_fits(fnp, block, smem, &fits, &k);
+    if (rc != AL_OK) return rc;
+    if (!fits) continue;
+    const int thr = k.per_sm * block;
+    if (thr >= best_thr) {
+      best_thr = thr;
+      best_g = g;
+      best = k;
+    }
+  }
+  if (best_g == 0) return AL_OK;
+  l->groups = best_g;
+  l->block = best_g * l->tpr;
+  l->smem = adaln_fwd_tile_smem(l, best_g);
+  const int64_t blocks = (int64_t)best.per_sm * best.nsm;
+  l->chunk = (l->rows + blocks - 1) / blocks;
+  if (l->chunk < 1) l->chunk = 1;
+  l->nchunks = (l->rows + l->chunk - 1) / l->chunk;
+  *ok = 1;
+  return AL_OK;
+}
+
 extern "C" int al_adaln_forward(const al_adaln_desc *desc, const al_adaln_options *opts,
                                 const void *x, const void *scale, const void *shift, void *y,
                                 float *mean, float *rstd, void *stream) {
@@ -279,6 +322,28 @@ extern "C" int al_adaln_forward(const al_adaln_desc *desc, const al_adaln_option
   if (rc != AL_OK) return rc;
   l.block = block_for(l.tpr);
   if (l.rows == 0) return AL_OK;
+  /* Auto: the tile forward when samples are short enough for the row kernel's per-sample
+   * L2 waits to matter (run 14, % of copy, rows / tile kernel, same buffers: 4096-row samples
+   * 73 / 79 at D = 1536 and 80 / 87 at D = 3072; 16384 rows 80 / 80; 32760 rows at D = 3072
+   * 91 / 86; one sample 84 / 79). */
+  const int tile = o.fwd_kernel == AL_ADALN_FWD_KERNEL_TILE ||
+                   (o.fwd_kernel == 0 && l.vec && l.batch > 1 &&
+                    l.rows <= (int64_t)ADALN_FWD_TILE_ROWS_PER_SAMPLE * l.batch);
+  if (tile) {
+    if (!l.vec)
+      return al_set_error(AL_EUNSUPPORTED,
+                          "%s: fwd_kernel TILE needs the 16-byte vector path (D a multiple of "
+                          "%d, 16-byte aligned tensors)",
+                          fn, kvec);
+    int ok = 0;
+    rc = plan_fwd_tile(&l, &ok);
+    if (rc != AL_OK) return rc;
+    if (ok) return adaln_fwd_tile_launch(&l, x, scale, shift, y, mean, rstd);
+    if (o.fwd_kernel == AL_ADALN_FWD_KERNEL_TILE)
+      return al_set_error(AL_EUNSUPPORTED, "%s: fwd_kernel TILE: no block of %d-thread groups fits",
+                          fn, l.tpr);
+    l.block = block_for(l.tpr); /* auto: the row kernel instead */
+  }
   int fits = 0;
   kattr k;
   rc = kernel_fits(adaln_fwd_kernel_fn(&l), l.block, 0, &fits, &k);

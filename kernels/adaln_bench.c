@@ -16,7 +16,8 @@
  * --sweep also times backward variants (kernel, row groups per block, stages, register cap,
  * threads per row, the split path). --split times the backward's kernels apart (CUDA graphs),
  * --chunks the tile kernel's rows per block and row groups, --placement the default with the
- * buffers allocated five ways in one process.
+ * buffers allocated five ways in one process, --fwd both forward kernels (fwd_kernel ROWS and
+ * TILE) alternated on the same buffers.
  */
 #include <cuda_runtime_api.h>
 #include <math.h>
@@ -465,7 +466,7 @@ static void add_shape(shape *v, int *n, int B, int N, int D) {
 
 int main(int argc, char **argv) {
   int dtype = AL_DTYPE_BF16, iters = 100, sweep = 0, nshapes = 0, split = 0, placement = 0,
-      chunks = 0;
+      chunks = 0, fwdk = 0;
   const char *json = NULL, *dname = "bf16";
   shape shapes[32];
   for (int i = 1; i < argc; ++i) {
@@ -493,6 +494,8 @@ int main(int argc, char **argv) {
       placement = 1;
     } else if (!strcmp(argv[i], "--chunks")) {
       chunks = 1;
+    } else if (!strcmp(argv[i], "--fwd")) {
+      fwdk = 1;
     } else if (!strcmp(argv[i], "--shape") && i + 1 < argc && nshapes < 32) {
       int B, N, D;
       if (sscanf(argv[++i], "%d,%d,%d", &B, &N, &D) != 3) {
@@ -503,7 +506,7 @@ int main(int argc, char **argv) {
     } else {
       fprintf(stderr,
               "usage: %s [--dtype bf16|fp16|fp32] [--iters N] [--json PATH] [--sweep] [--per-set] "
-              "[--split] [--placement] [--chunks] [--shape B,N,D]...\n",
+              "[--split] [--placement] [--chunks] [--fwd] [--shape B,N,D]...\n",
               argv[0]);
       return 2;
     }
@@ -569,6 +572,23 @@ int main(int argc, char **argv) {
     res[nres] = measure(&b, &shapes[si], &o, "auto", dtype, iters, copy);
     print_row(&res[nres++]);
     if (split) time_split(&b, &o, iters, "auto");
+    if (fwdk) {
+      /* Both forward kernels on the same buffers, alternated (the backward is the default). */
+      static const int ks[4] = {AL_ADALN_FWD_KERNEL_ROWS, AL_ADALN_FWD_KERNEL_TILE,
+                                AL_ADALN_FWD_KERNEL_ROWS, AL_ADALN_FWD_KERNEL_TILE};
+      for (int k = 0; k < 4 && nres < 500; ++k) {
+        memset(&o, 0, sizeof o);
+        o.fwd_kernel = ks[k];
+        if (al_adaln_forward(&b.desc, &o, b.x[0], b.scale, b.shift, b.y[0], b.mean[0],
+                             b.rstd[0], NULL) != AL_OK)
+          continue;
+        res[nres] = measure(&b, &shapes[si], &o,
+                            ks[k] == AL_ADALN_FWD_KERNEL_ROWS ? "fwd_rows" : "fwd_tile", dtype,
+                            iters, copy);
+        print_row(&res[nres++]);
+      }
+      memset(&o, 0, sizeof o);
+    }
     if (chunks) {
       /* Rows per block and row groups per block of the tile kernel (slots = blocks). */
       typedef struct cvar {

@@ -263,6 +263,63 @@ __device__ __forceinline__ void group_sum3(float &a, float &b, float &c, int tpr
 
 /* Which rows belong to which sample. Offsets are clamped to [0, rows] and sample indices to
  * [0, B): unchecked bad offsets give wrong numbers, never out-of-bounds accesses. */
+/* ---------------------------------------------------------------- cp.async, group sums -- */
+
+/* cp.async: 16-byte global -> shared copy that bypasses registers (and L1); zero-fills when
+ * !valid (nothing is read then). */
+__device__ __forceinline__ void cp_async16(uint4 *dst, const void *src, bool valid) {
+  const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src),
+               "r"(valid ? 16 : 0)
+               : "memory");
+}
+/* cp.async of 4 bytes (through L1: .ca is the only mode for sizes below 16). */
+__device__ __forceinline__ void cp_async4(float *dst, const float *src) {
+  const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(d), "l"(src) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+/* bar.sync on a named barrier (1..15) for the n threads (whole warps) of one row group. */
+__device__ __forceinline__ void group_bar(int id, int n) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
+
+/* Three sums over the tpr threads of row group grp (tile kernel): xor shuffles inside the
+ * aligned lane group; for tpr > 32, lane 0 of each warp parks its warp's three sums as one
+ * float4 in the group's red[nw], one named barrier of the group, then every thread adds the
+ * nw float4 in warp order (one 16-byte broadcast read per warp). Same bits in every thread of
+ * the group. Callers alternate two red buffers per group. */
+__device__ __forceinline__ void tile_sum3(float &a, float &b, float &c, int tpr, int t, int grp,
+                                          float4 *red) {
+  const int width = tpr < 32 ? tpr : 32;
+  for (int o = width >> 1; o > 0; o >>= 1) {
+    a += __shfl_xor_sync(0xffffffffu, a, o);
+    b += __shfl_xor_sync(0xffffffffu, b, o);
+    c += __shfl_xor_sync(0xffffffffu, c, o);
+  }
+  if (tpr > 32) {
+    const int nw = tpr >> 5;
+    if ((t & 31) == 0) red[t >> 5] = make_float4(a, b, c, 0.0f);
+    group_bar(1 + grp, tpr);
+    a = b = c = 0.0f;
+    /* unrolled by 2 only: fully unrolled, the loads' registers make the sums spill (ptxas) */
+#pragma unroll 2
+    for (int i = 0; i < nw; ++i) {
+      const float4 r = red[i];
+      a += r.x;
+      b += r.y;
+      c += r.z;
+    }
+  }
+}
+
 struct Layout {
   const int32_t *cu; /* packed: B + 1 offsets; NULL: fixed */
   int64_t seq_len;   /* fixed: rows per sample */

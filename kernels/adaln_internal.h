@@ -63,6 +63,17 @@ int adaln_vec_elems(int dtype);
 int adaln_fwd_launch(const adaln_launch *l, const void *x, const void *scale, const void *shift,
                      void *y, float *mean, float *rstd);
 
+/* Forward, tile kernel (vector path; l->groups, l->chunk, l->nchunks, l->smem set): one wave
+ * of blocks walking contiguous chunks of rows, the sample's scale and shift in shared memory
+ * (adaln_fwd_tile.cu). The kernel instance, and its dynamic shared memory for `groups` row
+ * groups of l->tpr threads. */
+/* Auto takes the tile forward for batches of B > 1 samples averaging at most this many rows. */
+#define ADALN_FWD_TILE_ROWS_PER_SAMPLE 8192
+int adaln_fwd_tile_launch(const adaln_launch *l, const void *x, const void *scale,
+                          const void *shift, void *y, float *mean, float *rstd);
+const void *adaln_fwd_tile_kernel_fn(const adaln_launch *l);
+size_t adaln_fwd_tile_smem(const adaln_launch *l, int groups);
+
 /* Fused backward: dx plus per-chunk partial sums into ws ((nchunks + batch) * 2 * dim floats). */
 int adaln_bwd_fused_launch(const adaln_launch *l, const void *dy, const void *x,
                            const void *scale, const float *mean, const float *rstd, void *dx,

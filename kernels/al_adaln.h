@@ -110,6 +110,7 @@ typedef struct al_adaln_options {
   int bwd_stages;         /* fused backward row pipeline: 1 registers, 2..4 cp.async stages */
   int bwd_kernel;         /* fused backward kernel: 0 auto, or AL_ADALN_BWD_KERNEL_* */
   int bwd_groups;         /* tile kernel: row groups per block, 1..15 (0: chosen) */
+  int fwd_kernel;         /* forward kernel: 0 auto, or AL_ADALN_FWD_KERNEL_* */
 } al_adaln_options;
 
 /* bwd_kernel. Both are deterministic and give the same dx; the sums may differ in rounding.
@@ -120,6 +121,20 @@ typedef struct al_adaln_options {
 #define AL_ADALN_BWD_KERNEL_GROUP 1
 #define AL_ADALN_BWD_KERNEL_TILE 2
 #define AL_ADALN_BWD_KERNEL_TILE_R128 3
+
+/* fwd_kernel. Same math; the fp32 statistics of rows wider than a warp may differ in the
+ * last bit (the cross-warp sums are added in another order).
+ * ROWS: a grid over all rows, one row per group of threads; scale and shift read per row
+ *   (through L1). The fastest with one sample.
+ * TILE (16-byte vector path only): one wave of blocks, each walking a contiguous chunk of
+ *   rows with the current sample's scale and shift in shared memory and the rows in a
+ *   cp.async pipeline. Keeps its speed when the batch has many samples, where ROWS waits on
+ *   L2 for every row's modulation (kernels/NOTES.md v8).
+ * Auto: TILE on the vector path for batches of several samples averaging at most 8192 rows
+ * (image batches, packed batches of short clips), else ROWS. TILE asked for on the
+ * element-wise path -> AL_EUNSUPPORTED. */
+#define AL_ADALN_FWD_KERNEL_ROWS 1
+#define AL_ADALN_FWD_KERNEL_TILE 2
 
 /* Forward. x, scale, shift in; y out; mean, rstd (fp32, rows entries each) out for the backward.
  * mean and rstd may both be NULL when no backward follows (inference). */

@@ -60,6 +60,7 @@ class AdalnOptions(ctypes.Structure):
         ("bwd_stages", ctypes.c_int),
         ("bwd_kernel", ctypes.c_int),
         ("bwd_groups", ctypes.c_int),
+        ("fwd_kernel", ctypes.c_int),
     ]
 
 

@@ -114,6 +114,15 @@ TEST(AdalnApi, RejectsBadOptionsAndPointers) {
   o.bwd_groups = -1;
   EXPECT_EQ(Fwd(d, &o), AL_EINVAL);
   EXPECT_NE(Msg().find("bwd_groups"), std::string::npos) << Msg();
+  o = al_adaln_options{};
+  o.fwd_kernel = 3;
+  EXPECT_EQ(Fwd(d, &o), AL_EINVAL);
+  EXPECT_NE(Msg().find("fwd_kernel"), std::string::npos) << Msg();
+  o = al_adaln_options{};
+  o.fwd_kernel = AL_ADALN_FWD_KERNEL_TILE;  // the tile forward has no element-wise path
+  o.force_general = 1;
+  EXPECT_EQ(Fwd(d, &o), AL_EUNSUPPORTED);
+  EXPECT_NE(Msg().find("fwd_kernel TILE"), std::string::npos) << Msg();
 
   EXPECT_EQ(Fwd(d, nullptr, nullptr), AL_EINVAL);  // x NULL
   EXPECT_EQ(al_adaln_forward(&d, nullptr, P, P, P, P, F, nullptr, nullptr), AL_EINVAL);

@@ -69,6 +69,7 @@ struct Case {
   std::vector<int> lens;  // non-empty: packed layout with these sample lengths
   unsigned flags = 0;
   int tpr = 0, chunk = 0, path = 0, general = 0, misalign = 0, stages = 0, kernel = 0, groups = 0;
+  int fwd = 0;  // fwd_kernel
   float xmean = 0.0f, xstd = 1.0f;
   bool host_offsets = true;
 };
@@ -146,6 +147,7 @@ TEST_P(AdalnGpu, MatchesReference) {
   o.bwd_stages = c.stages;
   o.bwd_kernel = c.kernel;
   o.bwd_groups = c.groups;
+  o.fwd_kernel = c.fwd;
 
   ASSERT_EQ(al_adaln_forward(&desc, &o, dx_in.p(), dsc.p(), dsh.p(), dy_out.p(),
                              (float *)dmean.p(), (float *)drstd.p(), nullptr),
@@ -389,6 +391,47 @@ std::vector<Case> Cases() {
     c.flags = AL_ADALN_PLAIN_SCALE;
     v.push_back(c);
   }
+  // Forward kernels. Auto takes the tile forward for every vector-path batch of more than one
+  // sample above; these force each one: the row kernel on a packed batch, the tile kernel on
+  // one sample, on rows of several warps (named barriers), on 7 vectors per thread, fp32 and
+  // fp16, tiny rows (many groups per warp), a large mean, and many short pieces.
+  {
+    Case c = Packed("bf16_fwd_rows_packed", BF, {5, 0, 1, 40, 0, 17}, 1536);
+    c.fwd = AL_ADALN_FWD_KERNEL_ROWS;
+    v.push_back(c);
+  }
+  {
+    Case c = Mk("bf16_fwd_tile_B1", BF, 1, 50, 1536);
+    c.fwd = AL_ADALN_FWD_KERNEL_TILE;
+    v.push_back(c);
+  }
+  {
+    Case c = Mk("bf16_fwd_tile_D3072_B3", BF, 3, 21, 3072);
+    c.fwd = AL_ADALN_FWD_KERNEL_TILE;
+    v.push_back(c);
+  }
+  {
+    Case c = Packed("bf16_fwd_tile_D5120_packed", BF, {3, 0, 9, 1}, 5120);
+    c.fwd = AL_ADALN_FWD_KERNEL_TILE;
+    v.push_back(c);
+  }
+  {
+    Case c = Packed("fp32_fwd_tile_packed_D1000", F32, {2, 9, 0, 1, 5}, 1000);
+    c.fwd = AL_ADALN_FWD_KERNEL_TILE;
+    v.push_back(c);
+  }
+  {
+    Case c = Packed("fp16_fwd_tile_D64_many", F16,
+                    {1, 3, 0, 7, 2, 2, 9, 0, 1, 1, 4, 6, 0, 3, 5, 1, 2, 8, 0, 1}, 64);
+    c.fwd = AL_ADALN_FWD_KERNEL_TILE;
+    v.push_back(c);
+  }
+  {
+    Case c = Mk("bf16_fwd_tile_large_mean", BF, 2, 20, 1536);
+    c.xmean = 1000.0f;
+    c.fwd = AL_ADALN_FWD_KERNEL_TILE;
+    v.push_back(c);
+  }
   // Many chunks and a full GPU's worth of row groups; excluded from sanitizer runs (Big).
   v.push_back(Mk("Big_bf16_D1536", BF, 2, 3001, 1536));
   v.push_back(Packed("Big_bf16_packed_D3072", BF, {1000, 1, 0, 2047, 333}, 3072));
@@ -398,6 +441,18 @@ std::vector<Case> Cases() {
     v.push_back(c);
   }
   v.push_back(Mk("Big_fp32_D5120", F32, 1, 2500, 5120));
+  {
+    // 300 samples of 0..40 rows (pseudo-random, fixed): blocks cross many sample boundaries.
+    std::vector<int> lens;
+    uint32_t h = 12345u;
+    for (int i = 0; i < 300; ++i) {
+      h = h * 1664525u + 1013904223u;
+      lens.push_back((int)((h >> 16) % 41));
+    }
+    Case c = Packed("Big_bf16_fwd_tile_300_samples", BF, lens, 1536);
+    c.fwd = AL_ADALN_FWD_KERNEL_TILE;
+    v.push_back(c);
+  }
   return v;
 }
 
