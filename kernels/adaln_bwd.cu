@@ -480,28 +480,15 @@ __global__ void __maxnreg__(MAXREG) adaln_bwd_tile_kernel(BwdArgs<T> a) {
   const float4 *scl = reinterpret_cast<const float4 *>(buf);
   float4 *red = reinterpret_cast<float4 *>(buf + D) + grp * 2 * nwg;
 
-  /* Pieces: [p0, p1) inside [R0, R1), sample b. The next piece starts at p1. */
-  auto piece = [&](int64_t p0, int &b, int64_t &p1) {
-    while (b < L.B - 1 && seg_end(L, b) <= p0) ++b;
-    p1 = R1;
-    if (b < L.B - 1) {
-      const int64_t e = seg_end(L, b);
-      if (e < p1) p1 = e;
-    }
-  };
-
-  int b = seg_of_row(L, R0);
-  int64_t p0 = R0, p1;
-  piece(p0, b, p1);
-
-  /* Producer: walks the same (piece, round) sequence as the consumer, S - 1 rounds ahead;
-   * one commit group per round (empty for a padding row or past the end). */
-  int pb = b;
-  int64_t pp0 = p0, pp1 = p1, pr = 0, pnr = (p1 - p0 + G - 1) / G;
-  bool pdone = false;
+  TilePiece pc; /* the consumer's piece */
+  pc.first(L, R0, R1);
+  /* Producer: the same (piece, round) sequence, S - 1 rounds ahead; one commit group per
+   * round (empty for a padding row or past the end). */
+  TileCursor prod;
+  prod.init(pc, G);
   auto issue = [&](int s) {
-    const int64_t row = pp0 + pr * G + grp;
-    if (!pdone && row < pp1) {
+    if (prod.live(G, grp)) {
+      const int64_t row = prod.row(G, grp);
       const uint4 *dyr = reinterpret_cast<const uint4 *>(a.dy + row * (int64_t)D);
       const uint4 *xr = reinterpret_cast<const uint4 *>(a.x + row * (int64_t)D);
 #pragma unroll
@@ -517,16 +504,7 @@ __global__ void __maxnreg__(MAXREG) adaln_bwd_tile_kernel(BwdArgs<T> a) {
       cp_async4(&st->y, a.rstd + row);
     }
     cp_async_commit();
-    if (!pdone && ++pr == pnr) {
-      if (pp1 >= R1) {
-        pdone = true;
-      } else {
-        pp0 = pp1;
-        piece(pp0, pb, pp1);
-        pr = 0;
-        pnr = (pp1 - pp0 + G - 1) / G;
-      }
-    }
+    prod.advance(L, R1, G);
   };
 
 #pragma unroll
@@ -535,7 +513,7 @@ __global__ void __maxnreg__(MAXREG) adaln_bwd_tile_kernel(BwdArgs<T> a) {
   for (;;) {
     /* (one + scale[b]) as fp32 planes; buf is free (start, or after the last combine). */
     {
-      const uint4 *sc = reinterpret_cast<const uint4 *>(a.scale + (int64_t)b * D);
+      const uint4 *sc = reinterpret_cast<const uint4 *>(a.scale + (int64_t)pc.b * D);
       float4 *dst = reinterpret_cast<float4 *>(buf);
       for (int v = threadIdx.x; v < nv; v += nthr) {
         float f[kVec];
@@ -550,12 +528,12 @@ __global__ void __maxnreg__(MAXREG) adaln_bwd_tile_kernel(BwdArgs<T> a) {
     float acc_s[kAcc], acc_h[kAcc];
 #pragma unroll
     for (int i = 0; i < kAcc; ++i) acc_s[i] = acc_h[i] = 0.0f;
-    const int64_t nr = (p1 - p0 + G - 1) / G;
+    const int64_t nr = pc.rounds(G);
     for (int64_t r = 0; r < nr; ++r) {
-      const int64_t row = p0 + r * G + grp;
+      const int64_t row = pc.p0 + r * G + grp;
       issue(sw);
       cp_async_wait<S - 1>(); /* this thread's copies of `row` have landed */
-      tile_row<T, VPT>(a, row, row < p1, t, grp, nv, nthr,
+      tile_row<T, VPT>(a, row, row < pc.p1, t, grp, nv, nthr,
                        stage + (sr * 2 + 0) * VPT * nthr + threadIdx.x,
                        stage + (sr * 2 + 1) * VPT * nthr + threadIdx.x,
                        stats + sr * nthr + threadIdx.x, scl, acc_s, acc_h, red + (rnd & 1) * nwg);
@@ -564,14 +542,12 @@ __global__ void __maxnreg__(MAXREG) adaln_bwd_tile_kernel(BwdArgs<T> a) {
       ++rnd;
     }
     /* The finalize may start launching (it waits for this grid in griddepcontrol.wait). */
-    if (p1 >= R1) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+    if (pc.p1 >= R1) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
     __syncthreads(); /* every group is done with the piece: buf is free */
-    float *slot = a.ws + ((int64_t)blockIdx.x + b) * 2 * (int64_t)D;
+    float *slot = a.ws + ((int64_t)blockIdx.x + pc.b) * 2 * (int64_t)D;
     tile_combine<VPT, kVec>(buf, slot, acc_s, t, grp, G, tpr, nv, D);
     tile_combine<VPT, kVec>(buf, slot + D, acc_h, t, grp, G, tpr, nv, D);
-    if (p1 >= R1) break;
-    p0 = p1;
-    piece(p0, b, p1);
+    if (!pc.next(L, R1)) break;
   }
   cp_async_wait<0>();
 }
@@ -613,10 +589,7 @@ static int bwd_rows_launch_t(const adaln_launch *l, const void *dy, const void *
   a.rstd = rstd;
   a.dx = (T *)dx;
   a.ws = ACC ? ws : nullptr;
-  a.L.cu = l->cu;
-  a.L.seq_len = l->seq_len;
-  a.L.rows = l->rows;
-  a.L.B = l->batch;
+  a.L = layout_of(l);
   a.chunk = ACC ? l->chunk : 1;
   a.D = l->dim;
   a.tpr = l->tpr;

@@ -153,10 +153,7 @@ static int finalize_launch_t(const adaln_launch *l, const float *ws, void *dscal
   a.ws = ws;
   a.dscale = (T *)dscale;
   a.dshift = (T *)dshift;
-  a.L.cu = l->cu;
-  a.L.seq_len = l->seq_len;
-  a.L.rows = l->rows;
-  a.L.B = l->batch;
+  a.L = layout_of(l);
   a.chunk = l->chunk;
   a.D = l->dim;
   if (l->dim % 4 == 0) {

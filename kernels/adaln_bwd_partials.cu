@@ -101,10 +101,7 @@ static int partials_launch_t(const adaln_launch *l, const void *dy, const void *
   a.mean_err = mean_err;
   a.rstd = rstd;
   a.ws = ws;
-  a.L.cu = l->cu;
-  a.L.seq_len = l->seq_len;
-  a.L.rows = l->rows;
-  a.L.B = l->batch;
+  a.L = layout_of(l);
   a.chunk = l->chunk;
   a.D = l->dim;
   const int kvec = (int)(16 / sizeof(T));

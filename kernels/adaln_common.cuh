@@ -354,4 +354,71 @@ __device__ __forceinline__ int seg_of_row(const Layout &L, int64_t row) {
   return lo;
 }
 
+/* The layout of a launch, for a kernel's arguments (host side). */
+static inline Layout layout_of(const adaln_launch *l) {
+  Layout L;
+  L.cu = l->cu;
+  L.seq_len = l->seq_len;
+  L.rows = l->rows;
+  L.B = l->batch;
+  return L;
+}
+
+/* ---------------------------------------------------------------- tile walk -------------- */
+
+/* The tile kernels' walk over a block's rows [R0, R1): pieces [p0, p1) cut at sample
+ * boundaries (sample b), and inside a piece rounds of G rows, group g taking p0 + g,
+ * p0 + g + G, ... */
+struct TilePiece {
+  int b;
+  int64_t p0, p1;
+  __device__ __forceinline__ void first(const Layout &L, int64_t R0, int64_t R1) {
+    b = seg_of_row(L, R0);
+    p0 = R0;
+    cut(L, R1);
+  }
+  /* p1: the end of sample b's rows from p0 on (b advanced past samples that end by p0). */
+  __device__ __forceinline__ void cut(const Layout &L, int64_t R1) {
+    while (b < L.B - 1 && seg_end(L, b) <= p0) ++b;
+    p1 = R1;
+    if (b < L.B - 1) {
+      const int64_t e = seg_end(L, b);
+      if (e < p1) p1 = e;
+    }
+  }
+  /* Moves to the next piece; false (nothing changed) after the last. */
+  __device__ __forceinline__ bool next(const Layout &L, int64_t R1) {
+    if (p1 >= R1) return false;
+    p0 = p1;
+    cut(L, R1);
+    return true;
+  }
+  __device__ __forceinline__ int64_t rounds(int G) const { return (p1 - p0 + G - 1) / G; }
+};
+
+/* A cp.async producer's place in the same (piece, round) sequence, run S - 1 rounds ahead of
+ * the consumer: row(grp) is the row to copy now when live(grp); advance() after each round. */
+struct TileCursor {
+  TilePiece pc;
+  int64_t r, nr;
+  bool done;
+  __device__ __forceinline__ void init(const TilePiece &p, int G) {
+    pc = p;
+    r = 0;
+    nr = p.rounds(G);
+    done = false;
+  }
+  __device__ __forceinline__ int64_t row(int G, int grp) const { return pc.p0 + r * G + grp; }
+  __device__ __forceinline__ bool live(int G, int grp) const { return !done && row(G, grp) < pc.p1; }
+  __device__ __forceinline__ void advance(const Layout &L, int64_t R1, int G) {
+    if (done || ++r != nr) return;
+    if (!pc.next(L, R1)) {
+      done = true;
+    } else {
+      r = 0;
+      nr = pc.rounds(G);
+    }
+  }
+};
+
 #endif /* AL_ADALN_COMMON_CUH */

@@ -128,10 +128,7 @@ static int fwd_launch_t(const adaln_launch *l, const void *x, const void *scale,
   a.y = (T *)y;
   a.mean = mean;
   a.rstd = rstd;
-  a.L.cu = l->cu;
-  a.L.seq_len = l->seq_len;
-  a.L.rows = l->rows;
-  a.L.B = l->batch;
+  a.L = layout_of(l);
   a.D = l->dim;
   a.tpr = l->tpr;
   a.eps = l->eps;

@@ -143,29 +143,15 @@ __global__ void __launch_bounds__(VPT >= 7 ? 384 : 512, 2) adaln_fwd_tile_kernel
   uint4 *mod = stage + S * VPT * nthr;
   float4 *red = reinterpret_cast<float4 *>(mod + 2 * nv) + grp * 2 * nwg;
 
-  /* Pieces: [p0, p1) inside [R0, R1), sample b. The next piece starts at p1. */
-  auto piece = [&](int64_t p0, int &b, int64_t &p1) {
-    while (b < L.B - 1 && seg_end(L, b) <= p0) ++b;
-    p1 = R1;
-    if (b < L.B - 1) {
-      const int64_t e = seg_end(L, b);
-      if (e < p1) p1 = e;
-    }
-  };
-
-  int b = seg_of_row(L, R0);
-  int64_t p0 = R0, p1;
-  piece(p0, b, p1);
-
-  /* Producer: the consumer's (piece, round) sequence, S - 1 rounds ahead; one commit group
-   * per round (empty for a padding row or past the end). */
-  int pb = b;
-  int64_t pp0 = p0, pp1 = p1, pr = 0, pnr = (p1 - p0 + G - 1) / G;
-  bool pdone = false;
+  TilePiece pc; /* the consumer's piece */
+  pc.first(L, R0, R1);
+  /* Producer: the same (piece, round) sequence, S - 1 rounds ahead; one commit group per
+   * round (empty for a padding row or past the end). */
+  TileCursor prod;
+  prod.init(pc, G);
   auto issue = [&](int s) {
-    const int64_t row = pp0 + pr * G + grp;
-    if (!pdone && row < pp1) {
-      const uint4 *xr = reinterpret_cast<const uint4 *>(a.x + row * (int64_t)D);
+    if (prod.live(G, grp)) {
+      const uint4 *xr = reinterpret_cast<const uint4 *>(a.x + prod.row(G, grp) * (int64_t)D);
 #pragma unroll
       for (int i = 0; i < VPT; ++i) {
         const int v = t + i * tpr;
@@ -173,16 +159,7 @@ __global__ void __launch_bounds__(VPT >= 7 ? 384 : 512, 2) adaln_fwd_tile_kernel
       }
     }
     cp_async_commit();
-    if (!pdone && ++pr == pnr) {
-      if (pp1 >= R1) {
-        pdone = true;
-      } else {
-        pp0 = pp1;
-        piece(pp0, pb, pp1);
-        pr = 0;
-        pnr = (pp1 - pp0 + G - 1) / G;
-      }
-    }
+    prod.advance(L, R1, G);
   };
 
 #pragma unroll
@@ -190,28 +167,27 @@ __global__ void __launch_bounds__(VPT >= 7 ? 384 : 512, 2) adaln_fwd_tile_kernel
   int sr = 0, sw = S - 1;
   for (;;) {
     {
-      const uint4 *sc = reinterpret_cast<const uint4 *>(a.scale + (int64_t)b * D);
-      const uint4 *sh = reinterpret_cast<const uint4 *>(a.shift + (int64_t)b * D);
+      const uint4 *sc = reinterpret_cast<const uint4 *>(a.scale + (int64_t)pc.b * D);
+      const uint4 *sh = reinterpret_cast<const uint4 *>(a.shift + (int64_t)pc.b * D);
       for (int v = threadIdx.x; v < nv; v += nthr) {
         mod[v] = __ldg(sc + v);
         mod[nv + v] = __ldg(sh + v);
       }
     }
     __syncthreads();
-    const int64_t nr = (p1 - p0 + G - 1) / G;
+    const int64_t nr = pc.rounds(G);
     for (int64_t r = 0; r < nr; ++r) {
-      const int64_t row = p0 + r * G + grp;
+      const int64_t row = pc.p0 + r * G + grp;
       issue(sw);
       cp_async_wait<S - 1>(); /* this thread's copies of `row` have landed */
-      fwd_tile_row<T, VPT>(a, row, row < p1, t, grp, nv, nthr,
+      fwd_tile_row<T, VPT>(a, row, row < pc.p1, t, grp, nv, nthr,
                            stage + sr * VPT * nthr + threadIdx.x, mod, red, nwg);
       sr = sr + 1 == S ? 0 : sr + 1;
       sw = sw + 1 == S ? 0 : sw + 1;
     }
-    if (p1 >= R1) break;
+    if (pc.p1 >= R1) break;
     __syncthreads(); /* every group is done with this sample's modulation */
-    p0 = p1;
-    piece(p0, b, p1);
+    pc.next(L, R1);
   }
   cp_async_wait<0>();
 }
@@ -229,10 +205,7 @@ static int fwd_tile_launch_t(const adaln_launch *l, const void *x, const void *s
   a.y = (T *)y;
   a.mean = mean;
   a.rstd = rstd;
-  a.L.cu = l->cu;
-  a.L.seq_len = l->seq_len;
-  a.L.rows = l->rows;
-  a.L.B = l->batch;
+  a.L = layout_of(l);
   a.chunk = l->chunk;
   a.D = l->dim;
   a.tpr = l->tpr;
