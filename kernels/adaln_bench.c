@@ -265,7 +265,6 @@ static float maxf(const float *v, int n) {
   return m;
 }
 
-/* Median ms of `iters` launches of fwd (which = 0) or bwd (1), one event pair each. */
 /* One timed operation on input set i: 0 forward, 1 backward, 2 a device copy of x into y
  * (the forward's bytes, read and written once: the same launch, ramp and drain costs). */
 static void run_op(bufs *b, const al_adaln_options *o, int which, int i) {
@@ -281,6 +280,7 @@ static void run_op(bufs *b, const al_adaln_options *o, int which, int i) {
   }
 }
 
+/* Median ms of `iters` launches of run_op(which), one event pair each. */
 static double time_op(bufs *b, const al_adaln_options *o, int which, int iters) {
   cudaEvent_t *ev = (cudaEvent_t *)malloc(sizeof(cudaEvent_t) * 2 * iters);
   float *t = (float *)malloc(sizeof(float) * iters);

@@ -261,8 +261,6 @@ __device__ __forceinline__ void group_sum3(float &a, float &b, float &c, int tpr
 
 /* ---------------------------------------------------------------- samples ---------------- */
 
-/* Which rows belong to which sample. Offsets are clamped to [0, rows] and sample indices to
- * [0, B): unchecked bad offsets give wrong numbers, never out-of-bounds accesses. */
 /* ---------------------------------------------------------------- cp.async, group sums -- */
 
 /* cp.async: 16-byte global -> shared copy that bypasses registers (and L1); zero-fills when
@@ -320,6 +318,8 @@ __device__ __forceinline__ void tile_sum3(float &a, float &b, float &c, int tpr,
   }
 }
 
+/* Which rows belong to which sample. Offsets are clamped to [0, rows] and sample indices to
+ * [0, B): unchecked bad offsets give wrong numbers, never out-of-bounds accesses. */
 struct Layout {
   const int32_t *cu; /* packed: B + 1 offsets; NULL: fixed */
   int64_t seq_len;   /* fixed: rows per sample */
