@@ -342,7 +342,7 @@ extern "C" int al_adaln_forward(const al_adaln_desc *desc, const al_adaln_option
     if (o.fwd_kernel == AL_ADALN_FWD_KERNEL_TILE)
       return al_set_error(AL_EUNSUPPORTED, "%s: fwd_kernel TILE: no block of %d-thread groups fits",
                           fn, l.tpr);
-    l.block = block_for(l.tpr); /* auto: the row kernel instead */
+    /* auto: the row kernel instead (plan_fwd_tile left l untouched) */
   }
   int fits = 0;
   kattr k;

@@ -14,24 +14,7 @@
  * Here a block loads the modulation once per piece of rows into shared memory, and its rows
  * stream through a cp.async pipeline, so nothing waits on L2 inside a row.
  */
-#include "kernels/adaln_common.cuh"
-
-template <typename T>
-struct FwdTileArgs {
-  const T *x;
-  const T *scale;
-  const T *shift;
-  T *y;
-  float *mean; /* may be NULL (inference) */
-  float *rstd;
-  Layout L;
-  int64_t chunk; /* rows per block */
-  int D;
-  int tpr;
-  int groups;
-  float eps;
-  float one;
-};
+#include "kernels/adaln_fwd.cuh"
 
 /*
  * One row, its vectors already in this thread's stage slots (sx[i * nthr]). The math is
@@ -43,7 +26,7 @@ struct FwdTileArgs {
  * never overwrites what a slower thread still reads.
  */
 template <typename T, int VPT>
-__device__ __forceinline__ void fwd_tile_row(const FwdTileArgs<T> &a, int64_t row, bool ok,
+__device__ __forceinline__ void fwd_tile_row(const FwdArgs<T> &a, int64_t row, bool ok,
                                              int t, int grp, int nv, int nthr, const uint4 *sx,
                                              const uint4 *mod, float4 *red, int nwg) {
   typedef Elem<T> E;
@@ -122,7 +105,7 @@ __device__ __forceinline__ void fwd_tile_row(const FwdTileArgs<T> &a, int64_t ro
  * red [G][2][max(tpr/32, 1)] float4.
  */
 template <typename T, int VPT, int S>
-__global__ void __launch_bounds__(VPT >= 7 ? 384 : 512, 2) adaln_fwd_tile_kernel(FwdTileArgs<T> a) {
+__global__ void __launch_bounds__(VPT >= 7 ? 384 : 512, 2) adaln_fwd_tile_kernel(FwdArgs<T> a) {
   typedef Elem<T> E;
   constexpr int kVec = E::kVec;
   extern __shared__ uint4 smem_fwd[];
@@ -198,20 +181,7 @@ __global__ void __launch_bounds__(VPT >= 7 ? 384 : 512, 2) adaln_fwd_tile_kernel
 template <typename T, int VPT>
 static int fwd_tile_launch_t(const adaln_launch *l, const void *x, const void *scale,
                              const void *shift, void *y, float *mean, float *rstd) {
-  FwdTileArgs<T> a;
-  a.x = (const T *)x;
-  a.scale = (const T *)scale;
-  a.shift = (const T *)shift;
-  a.y = (T *)y;
-  a.mean = mean;
-  a.rstd = rstd;
-  a.L = layout_of(l);
-  a.chunk = l->chunk;
-  a.D = l->dim;
-  a.tpr = l->tpr;
-  a.groups = l->groups;
-  a.eps = l->eps;
-  a.one = l->one;
+  const FwdArgs<T> a = fwd_args_of<T>(l, x, scale, shift, y, mean, rstd);
   adaln_fwd_tile_kernel<T, VPT, ADALN_FWD_TILE_STAGES>
       <<<(unsigned)l->nchunks, l->block, l->smem, (cudaStream_t)l->stream>>>(a);
   ADALN_LAUNCHED("adaln_fwd_tile_kernel");

@@ -40,11 +40,11 @@ typedef struct adaln_launch {
   const int32_t *cu;  /* packed layout offsets (device) */
   float eps;
   float one;          /* 1.0f: (1 + scale); 0.0f: plain scale */
-  int64_t chunk;      /* backward: rows per chunk */
-  int64_t nchunks;    /* backward: ceil(rows / chunk) */
+  int64_t chunk;      /* backward: rows per chunk; tile forward: rows per block */
+  int64_t nchunks;    /* ceil(rows / chunk) */
   int stages;         /* fused backward: 0/1 register prefetch, 2..4 cp.async stages */
   int kernel;         /* fused backward: ADALN_BWD_KERNEL_* */
-  int groups;         /* tile kernel: row groups per block */
+  int groups;         /* tile kernels: row groups per block */
   int loose_regs;     /* tile kernel: register cap 128 instead of the tight one (tuning) */
   size_t smem;        /* dynamic shared memory per block (cp.async stages) */
   void *stream;
