@@ -19,6 +19,7 @@ struct BwdArgs {
   int D;
   int tpr;
   int groups; /* tile kernel: row groups per block */
+  float inv_d; /* 1 / D (multiplies instead of three divisions a row) */
   float one;
 };
 
@@ -94,9 +95,9 @@ __device__ __forceinline__ void bwd_row(const BwdArgs<T> &a, int64_t row, bool o
     }
   }
   group_sum3(sgx, sg, se, tpr, red);
-  const float e = se / (float)D;
-  const float mg = sg / (float)D;
-  const float mgx = (sgx - e * rs * sg) / (float)D;
+  const float e = se * a.inv_d;
+  const float mg = sg * a.inv_d;
+  const float mgx = (sgx - e * rs * sg) * a.inv_d;
 #pragma unroll
   for (int i = 0; i < VPT; ++i) {
     opaque(rdy[i]);
@@ -363,13 +364,17 @@ __device__ __forceinline__ void tile_row(const BwdArgs<T> &a, int64_t row, bool 
       }
     }
   }
-  tile_sum3(sgc, sg, se, tpr, t, grp, red);
+  float sums[3] = {sgc, sg, se};
+  tile_sums(sums, tpr, t, grp, red);
+  sgc = sums[0];
+  sg = sums[1];
+  se = sums[2];
   if (!ok) return;
   /* The slots are read again below, not kept in registers through the reduction. */
   asm volatile("" ::: "memory");
-  const float e = se / (float)D;
-  const float mg = sg / (float)D;
-  const float mgx = rs * (sgc - e * sg) / (float)D;
+  const float e = se * a.inv_d;
+  const float mg = sg * a.inv_d;
+  const float mgx = rs * (sgc - e * sg) * a.inv_d;
   const float ka = -rs * mgx, kb = -rs * mg, ke = -e * rs;
   uint4 *dxr = reinterpret_cast<uint4 *>(a.dx + row * (int64_t)D);
 #pragma unroll
@@ -594,6 +599,7 @@ static int bwd_rows_launch_t(const adaln_launch *l, const void *dy, const void *
   a.D = l->dim;
   a.tpr = l->tpr;
   a.one = l->one;
+  a.inv_d = 1.0f / (float)l->dim;
   a.groups = l->groups;
   const int64_t groups = ACC ? l->nchunks : l->rows;
   const int64_t groups_per_block = l->block / l->tpr;

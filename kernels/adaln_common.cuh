@@ -200,6 +200,21 @@ __device__ __forceinline__ void opaque(uint4 &r) {
 
 /* ---------------------------------------------------------------- reductions ------------- */
 
+/* The xor butterfly of N sums over the aligned lane group of min(tpr, 32) lanes, offsets
+ * width/2 .. 1 (each step adds the same two values in either order, so all lanes agree).
+ * Unrolled over the five possible offsets with a uniform test each: the loop over a runtime
+ * width cost a compare, a shift and a branch per step on every row (ncu, round 5). */
+template <int N>
+__device__ __forceinline__ void xor_sums(float (&v)[N], int tpr) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    if (o < tpr) {
+#pragma unroll
+      for (int k = 0; k < N; ++k) v[k] += __shfl_xor_sync(0xffffffffu, v[k], o);
+    }
+  }
+}
+
 /* Sum over the tpr threads of a row group; every thread of the group gets the same bits.
  * tpr <= 32: xor butterfly inside the aligned lane group (each step adds the same two values
  * in either order; IEEE addition is commutative, so all lanes agree). tpr > 32: the block is
@@ -207,8 +222,9 @@ __device__ __forceinline__ void opaque(uint4 &r) {
  * thread adds the warp sums in warp order. Callers alternate between two red[] buffers, so
  * one barrier per reduction suffices (a buffer is rewritten only after the next barrier). */
 __device__ __forceinline__ float group_sum(float v, int tpr, float *red) {
-  const int width = tpr < 32 ? tpr : 32;
-  for (int o = width >> 1; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  float w[1] = {v};
+  xor_sums(w, tpr);
+  v = w[0];
   if (tpr > 32) {
     if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
     __syncthreads();
@@ -221,10 +237,11 @@ __device__ __forceinline__ float group_sum(float v, int tpr, float *red) {
 
 /* Two sums at once (one barrier); red holds 64 floats. */
 __device__ __forceinline__ void group_sum2(float &a, float &b, int tpr, float *red) {
-  const int width = tpr < 32 ? tpr : 32;
-  for (int o = width >> 1; o > 0; o >>= 1) {
-    a += __shfl_xor_sync(0xffffffffu, a, o);
-    b += __shfl_xor_sync(0xffffffffu, b, o);
+  {
+    float v[2] = {a, b};
+    xor_sums(v, tpr);
+    a = v[0];
+    b = v[1];
   }
   if (tpr > 32) {
     const int w = threadIdx.x >> 5;
@@ -244,11 +261,12 @@ __device__ __forceinline__ void group_sum2(float &a, float &b, int tpr, float *r
 
 /* Three sums at once (one barrier); red holds 96 floats. */
 __device__ __forceinline__ void group_sum3(float &a, float &b, float &c, int tpr, float *red) {
-  const int width = tpr < 32 ? tpr : 32;
-  for (int o = width >> 1; o > 0; o >>= 1) {
-    a += __shfl_xor_sync(0xffffffffu, a, o);
-    b += __shfl_xor_sync(0xffffffffu, b, o);
-    c += __shfl_xor_sync(0xffffffffu, c, o);
+  {
+    float v[3] = {a, b, c};
+    xor_sums(v, tpr);
+    a = v[0];
+    b = v[1];
+    c = v[2];
   }
   if (tpr > 32) {
     const int w = threadIdx.x >> 5;
@@ -298,31 +316,29 @@ __device__ __forceinline__ void group_bar(int id, int n) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory");
 }
 
-/* Three sums over the tpr threads of row group grp (tile kernel): xor shuffles inside the
- * aligned lane group; for tpr > 32, lane 0 of each warp parks its warp's three sums as one
+/* N (1..3) sums over the tpr threads of row group grp (tile kernels): xor shuffles inside
+ * the aligned lane group; for tpr > 32, lane 0 of each warp parks its warp's sums as one
  * float4 in the group's red[nw], one named barrier of the group, then every thread adds the
  * nw float4 in warp order (one 16-byte broadcast read per warp). Same bits in every thread of
  * the group. Callers alternate two red buffers per group. */
-__device__ __forceinline__ void tile_sum3(float &a, float &b, float &c, int tpr, int t, int grp,
-                                          float4 *red) {
-  const int width = tpr < 32 ? tpr : 32;
-  for (int o = width >> 1; o > 0; o >>= 1) {
-    a += __shfl_xor_sync(0xffffffffu, a, o);
-    b += __shfl_xor_sync(0xffffffffu, b, o);
-    c += __shfl_xor_sync(0xffffffffu, c, o);
-  }
+template <int N>
+__device__ __forceinline__ void tile_sums(float (&v)[N], int tpr, int t, int grp, float4 *red) {
+  static_assert(N >= 1 && N <= 3, "tile_sums: 1 to 3 sums");
+  xor_sums(v, tpr);
   if (tpr > 32) {
     const int nw = tpr >> 5;
-    if ((t & 31) == 0) red[t >> 5] = make_float4(a, b, c, 0.0f);
+    if ((t & 31) == 0)
+      red[t >> 5] = make_float4(v[0], N > 1 ? v[1 % N] : 0.0f, N > 2 ? v[2 % N] : 0.0f, 0.0f);
     group_bar(1 + grp, tpr);
-    a = b = c = 0.0f;
+#pragma unroll
+    for (int k = 0; k < N; ++k) v[k] = 0.0f;
     /* unrolled by 2 only: fully unrolled, the loads' registers make the sums spill (ptxas) */
 #pragma unroll 2
     for (int i = 0; i < nw; ++i) {
       const float4 r = red[i];
-      a += r.x;
-      b += r.y;
-      c += r.z;
+      v[0] += r.x;
+      if (N > 1) v[1 % N] += r.y;
+      if (N > 2) v[2 % N] += r.z;
     }
   }
 }
@@ -346,6 +362,7 @@ __device__ __forceinline__ int64_t seg_end(const Layout &L, int b) { return seg_
 
 /* Sample of a row: the largest b in [0, B) with start(b) <= row (skips empty samples). */
 __device__ __forceinline__ int seg_of_row(const Layout &L, int64_t row) {
+  if (L.B == 1) return 0; /* the common video case: no division, no search */
   if (L.cu == nullptr) {
     /* 32-bit: rows <= INT32_MAX (checked by the API), and a 64-bit division is a long
      * instruction sequence on every row. */

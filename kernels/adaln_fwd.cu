@@ -27,9 +27,10 @@ __global__ void __launch_bounds__(512, 2) adaln_fwd_kernel(FwdArgs<T> a) {
   __shared__ float red[2][64];
 
   const int tpr = a.tpr;
-  const int grp = threadIdx.x / tpr;
+  /* tpr <= 32 is a power of two (shifts, not divisions); beyond, the block is the group. */
+  const int grp = tpr > 32 ? 0 : (int)(threadIdx.x >> a.tpr_shift);
   const int t = threadIdx.x - grp * tpr;
-  const int64_t row = (int64_t)blockIdx.x * (blockDim.x / tpr) + grp;
+  const int64_t row = (int64_t)blockIdx.x * (tpr > 32 ? 1 : (int)(blockDim.x >> a.tpr_shift)) + grp;
   const bool ok = row < a.L.rows;
   const int D = a.D;
   const int nv = (D + kVec - 1) / kVec;
@@ -54,6 +55,9 @@ __global__ void __launch_bounds__(512, 2) adaln_fwd_kernel(FwdArgs<T> a) {
     for (int j = 0; j < kVec; ++j) s += f[j];
   }
   s = group_sum(s, tpr, red[0]);
+  /* Divisions here and for m1, not multiplies by inv_d: their slow-path call keeps ptxas from
+   * moving the next pass's unpacking above the reductions, which spills at the 64-register
+   * cap (bf16 and fp16, VPT 4..8; neither opaque() on the result nor __syncwarp() stops it). */
   const float mean0 = s / (float)D;
 #pragma unroll
   for (int i = 0; i < VPT; ++i) opaque(cur[i]);
@@ -64,6 +68,8 @@ __global__ void __launch_bounds__(512, 2) adaln_fwd_kernel(FwdArgs<T> a) {
     const int v = t + i * tpr;
     float f[kVec];
     E::unpack(cur[i], f);
+    /* One test per vector on the vector path (per element, the compiler branched per element). */
+    if (VEC && v >= nv) continue;
 #pragma unroll
     for (int j = 0; j < kVec; ++j) {
       if (elem_in<T, VEC>(v, j, nv, D)) {
@@ -75,7 +81,8 @@ __global__ void __launch_bounds__(512, 2) adaln_fwd_kernel(FwdArgs<T> a) {
   }
   group_sum2(s1, s2, tpr, red[1]);
   const float m1 = s1 / (float)D;
-  const float rstd = rsqrtf(fmaxf(s2 / (float)D - m1 * m1, 0.0f) + a.eps);
+  const float rstd = rsqrtf(fmaxf(s2 * a.inv_d - m1 * m1, 0.0f) + a.eps);
+  const float nm1r = -m1 * rstd;
 #pragma unroll
   for (int i = 0; i < VPT; ++i) opaque(cur[i]);
 
@@ -94,7 +101,7 @@ __global__ void __launch_bounds__(512, 2) adaln_fwd_kernel(FwdArgs<T> a) {
         E::unpack(load_vec<T, VEC, LD_KEEP>(sh, v, D, true), fh);
 #pragma unroll
         for (int j = 0; j < kVec; ++j)
-          o[j] = fmaf(((f[j] - mean0) - m1) * rstd, a.one + fs[j], fh[j]);
+          o[j] = fmaf(fmaf(f[j] - mean0, rstd, nm1r), a.one + fs[j], fh[j]);
         store_vec<T, VEC, ST_STREAM>(yr, v, D, o);
       }
     }

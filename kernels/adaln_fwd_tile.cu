@@ -37,20 +37,20 @@ __device__ __forceinline__ void fwd_tile_row(const FwdArgs<T> &a, int64_t row, b
   for (int i = 0; i < VPT; ++i)
     cur[i] = ok && t + i * tpr < nv ? sx[i * nthr] : make_uint4(0u, 0u, 0u, 0u);
 
-  float s = 0.0f, z1 = 0.0f, z2 = 0.0f;
+  float s[1] = {0.0f};
 #pragma unroll
   for (int i = 0; i < VPT; ++i) {
     float f[kVec];
     E::unpack(cur[i], f);
 #pragma unroll
-    for (int j = 0; j < kVec; ++j) s += f[j];
+    for (int j = 0; j < kVec; ++j) s[0] += f[j];
   }
-  tile_sum3(s, z1, z2, tpr, t, grp, red);
-  const float mean0 = s / (float)D;
+  tile_sums(s, tpr, t, grp, red);
+  const float mean0 = s[0] / (float)D; /* a division: see adaln_fwd_kernel */
 #pragma unroll
   for (int i = 0; i < VPT; ++i) opaque(cur[i]);
 
-  float s1 = 0.0f, s2 = 0.0f, z3 = 0.0f;
+  float s12[2] = {0.0f, 0.0f};
 #pragma unroll
   for (int i = 0; i < VPT; ++i) {
     if (t + i * tpr < nv) {
@@ -59,14 +59,15 @@ __device__ __forceinline__ void fwd_tile_row(const FwdArgs<T> &a, int64_t row, b
 #pragma unroll
       for (int j = 0; j < kVec; ++j) {
         const float c = f[j] - mean0;
-        s1 += c;
-        s2 = fmaf(c, c, s2);
+        s12[0] += c;
+        s12[1] = fmaf(c, c, s12[1]);
       }
     }
   }
-  tile_sum3(s1, s2, z3, tpr, t, grp, red + nwg);
-  const float m1 = s1 / (float)D;
-  const float rstd = rsqrtf(fmaxf(s2 / (float)D - m1 * m1, 0.0f) + a.eps);
+  tile_sums(s12, tpr, t, grp, red + nwg);
+  const float m1 = s12[0] / (float)D;
+  const float rstd = rsqrtf(fmaxf(s12[1] * a.inv_d - m1 * m1, 0.0f) + a.eps);
+  const float nm1r = -m1 * rstd;
   if (!ok) return;
 #pragma unroll
   for (int i = 0; i < VPT; ++i) opaque(cur[i]);
@@ -82,7 +83,7 @@ __device__ __forceinline__ void fwd_tile_row(const FwdArgs<T> &a, int64_t row, b
       E::unpack(mod[nv + v], fh);
 #pragma unroll
       for (int j = 0; j < kVec; ++j)
-        o[j] = fmaf(((f[j] - mean0) - m1) * rstd, a.one + fs[j], fh[j]);
+        o[j] = fmaf(fmaf(f[j] - mean0, rstd, nm1r), a.one + fs[j], fh[j]);
       yr[v] = E::pack(o);
     }
   }
@@ -101,7 +102,7 @@ __device__ __forceinline__ void fwd_tile_row(const FwdArgs<T> &a, int64_t row, b
  * previous sample's; one after). x rows stream through an S-stage cp.async pipeline into
  * thread-private slots (no barrier: a thread reads back only what it copied), S - 1 rounds
  * ahead across pieces. Row reductions: shuffles, and for tpr > 32 one named barrier per group
- * (tile_sum3). Dynamic shared memory: stage [S][VPT][nthr] uint4, mod [2][nv] uint4, then
+ * (tile_sums). Dynamic shared memory: stage [S][VPT][nthr] uint4, mod [2][nv] uint4, then
  * red [G][2][max(tpr/32, 1)] float4.
  */
 template <typename T, int VPT, int S>
