@@ -21,7 +21,7 @@ struct FwdArgs {
   int tpr;
   int groups;    /* TILE: row groups per block */
   int tpr_shift; /* log2(tpr) for tpr <= 32 (a power of two) */
-  float inv_d;   /* 1 / D: the statistics multiply (a division is ~10 instructions a row) */
+  float inv_d;   /* 1 / D, for the variance (the two means stay divisions: adaln_fwd_kernel) */
   float eps;
   float one;
 };
