@@ -322,12 +322,15 @@ extern "C" int al_adaln_forward(const al_adaln_desc *desc, const al_adaln_option
   if (rc != AL_OK) return rc;
   l.block = block_for(l.tpr);
   if (l.rows == 0) return AL_OK;
-  /* Auto: the tile forward when samples are short enough for the row kernel's per-sample
-   * L2 waits to matter (run 14, % of copy, rows / tile kernel, same buffers: 4096-row samples
-   * 73 / 79 at D = 1536 and 80 / 87 at D = 3072; 16384 rows 80 / 80; 32760 rows at D = 3072
-   * 91 / 86; one sample 84 / 79). */
+  /* Auto: the tile forward for wide rows of short samples only. Since the row kernel streams
+   * y (st.global.cs) and runs fewer instructions, it wins at D = 1536 for any sample count
+   * (run 26, % of copy, rows / tile kernel, same buffers: 256 x 128 82.5 / 76, 8 x 4096
+   * 78.5 / 77, 1 x 32768 86.7 / 78) and at D = 3072 down to 4096-row samples (86.2 / 85.5);
+   * the tile kernel keeps 1024 rows at D = 3072 (85.0 / 82.0) and 2048 at D = 5120
+   * (85.8 / 83.8). */
   const int tile = o.fwd_kernel == AL_ADALN_FWD_KERNEL_TILE ||
                    (o.fwd_kernel == 0 && l.vec && l.batch > 1 &&
+                    l.dim >= ADALN_FWD_TILE_MIN_DIM &&
                     l.rows <= (int64_t)ADALN_FWD_TILE_ROWS_PER_SAMPLE * l.batch);
   if (tile) {
     if (!l.vec)

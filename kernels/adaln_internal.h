@@ -67,8 +67,10 @@ int adaln_fwd_launch(const adaln_launch *l, const void *x, const void *scale, co
  * of blocks walking contiguous chunks of rows, the sample's scale and shift in shared memory
  * (adaln_fwd_tile.cu). The kernel instance, and its dynamic shared memory for `groups` row
  * groups of l->tpr threads. */
-/* Auto takes the tile forward for batches of B > 1 samples averaging at most this many rows. */
-#define ADALN_FWD_TILE_ROWS_PER_SAMPLE 8192
+/* Auto takes the tile forward for batches of B > 1 samples averaging at most this many rows,
+ * rows of at least ADALN_FWD_TILE_MIN_DIM elements (round 5, NOTES.md v9). */
+#define ADALN_FWD_TILE_ROWS_PER_SAMPLE 2048
+#define ADALN_FWD_TILE_MIN_DIM 3072
 int adaln_fwd_tile_launch(const adaln_launch *l, const void *x, const void *scale,
                           const void *shift, void *y, float *mean, float *rstd);
 const void *adaln_fwd_tile_kernel_fn(const adaln_launch *l);

@@ -125,14 +125,13 @@ typedef struct al_adaln_options {
 /* fwd_kernel. Same math; the fp32 statistics of rows wider than a warp may differ in the
  * last bit (the cross-warp sums are added in another order).
  * ROWS: a grid over all rows, one row per group of threads; scale and shift read per row
- *   (through L1). The fastest with one sample.
+ *   (through L1). The fastest with one sample, and at D < 3072 for any number of samples.
  * TILE (16-byte vector path only): one wave of blocks, each walking a contiguous chunk of
  *   rows with the current sample's scale and shift in shared memory and the rows in a
- *   cp.async pipeline. Keeps its speed when the batch has many samples, where ROWS waits on
- *   L2 for every row's modulation (kernels/NOTES.md v8).
- * Auto: TILE on the vector path for batches of several samples averaging at most 8192 rows
- * (image batches, packed batches of short clips), else ROWS. TILE asked for on the
- * element-wise path -> AL_EUNSUPPORTED. */
+ *   cp.async pipeline. 2-3 points of copy faster than ROWS on wide rows (D >= 3072) of many
+ *   short samples (kernels/NOTES.md v8, v9).
+ * Auto: TILE on the vector path for batches of several samples averaging at most 2048 rows
+ * with D >= 3072, else ROWS. TILE asked for on the element-wise path -> AL_EUNSUPPORTED. */
 #define AL_ADALN_FWD_KERNEL_ROWS 1
 #define AL_ADALN_FWD_KERNEL_TILE 2
 
