@@ -324,7 +324,7 @@ extern "C" int al_adaln_forward(const al_adaln_desc *desc, const al_adaln_option
   if (l.rows == 0) return AL_OK;
   /* Auto: the tile forward for wide rows of short samples only. Since the row kernel streams
    * y (st.global.cs) and runs fewer instructions, it wins at D = 1536 for any sample count
-   * (run 26, % of copy, rows / tile kernel, same buffers: 256 x 128 82.5 / 76, 8 x 4096
+   * (run 28, % of copy, rows / tile kernel, same buffers: 256 x 128 82.5 / 76, 8 x 4096
    * 78.5 / 77, 1 x 32768 86.7 / 78) and at D = 3072 down to 4096-row samples (86.2 / 85.5);
    * the tile kernel keeps 1024 rows at D = 3072 (85.0 / 82.0) and 2048 at D = 5120
    * (85.8 / 83.8). */
