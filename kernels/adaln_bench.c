@@ -286,7 +286,7 @@ static double time_op(bufs *b, const al_adaln_options *o, int which, int iters) 
   cudaEvent_t *ev = (cudaEvent_t *)malloc(sizeof(cudaEvent_t) * 2 * iters);
   float *t = (float *)malloc(sizeof(float) * iters);
   for (int i = 0; i < 2 * iters; ++i) CK(cudaEventCreate(&ev[i]));
-  /* Warm up for ~50 ms of work, not a few launches: setup idles the GPU, and its clocks
+  /* Warm up for --warmup-ms (50) of work, not a few launches: setup idles the GPU, and its clocks
    * take tens of ms to ramp back (a 3-launch warm-up gave 20% swings between shapes). */
   cudaEvent_t w0, w1;
   CK(cudaEventCreate(&w0));
