@@ -44,6 +44,14 @@ static int check_offsets(const char *fn, const char *what, const int32_t *cu, in
 }
 
 /* Validates desc and options and fills the parts of the launch they determine. */
+/* The caller's options, or all zeros (every field's default) for NULL. */
+static al_adaln_options options_of(const al_adaln_options *opts) {
+  al_adaln_options o;
+  memset(&o, 0, sizeof o);
+  if (opts != NULL) o = *opts;
+  return o;
+}
+
 static int setup(const char *fn, const al_adaln_desc *d, const al_adaln_options *o,
                  int check_device_offsets, void *stream, adaln_launch *l) {
   memset(l, 0, sizeof *l);
@@ -305,9 +313,7 @@ extern "C" int al_adaln_forward(const al_adaln_desc *desc, const al_adaln_option
   adaln_launch l;
   int rc = setup(fn, desc, opts, 1, stream, &l);
   if (rc != AL_OK) return rc;
-  al_adaln_options o;
-  memset(&o, 0, sizeof o);
-  if (opts != NULL) o = *opts;
+  const al_adaln_options o = options_of(opts);
   if (x == NULL || scale == NULL || shift == NULL || y == NULL)
     return al_set_error(AL_EINVAL, "%s: x, scale, shift and y must not be NULL", fn);
   if ((mean == NULL) != (rstd == NULL))
@@ -502,9 +508,7 @@ extern "C" int al_adaln_backward_workspace_size(const al_adaln_desc *desc,
   adaln_launch l;
   int rc = setup(fn, desc, opts, 0, NULL, &l);
   if (rc != AL_OK) return rc;
-  al_adaln_options o;
-  memset(&o, 0, sizeof o);
-  if (opts != NULL) o = *opts;
+  const al_adaln_options o = options_of(opts);
   /* The backward may take the vector or the element-wise path (pointer alignment): enough
    * for either. */
   size_t most = 0;
@@ -529,9 +533,7 @@ extern "C" int al_adaln_backward(const al_adaln_desc *desc, const al_adaln_optio
   adaln_launch l;
   int rc = setup(fn, desc, opts, 1, stream, &l);
   if (rc != AL_OK) return rc;
-  al_adaln_options o;
-  memset(&o, 0, sizeof o);
-  if (opts != NULL) o = *opts;
+  const al_adaln_options o = options_of(opts);
   if (dy == NULL || x == NULL || scale == NULL || mean == NULL || rstd == NULL || dx == NULL ||
       dscale == NULL || dshift == NULL || workspace == NULL)
     return al_set_error(AL_EINVAL,

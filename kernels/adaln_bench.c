@@ -286,8 +286,8 @@ static double time_op(bufs *b, const al_adaln_options *o, int which, int iters) 
   cudaEvent_t *ev = (cudaEvent_t *)malloc(sizeof(cudaEvent_t) * 2 * iters);
   float *t = (float *)malloc(sizeof(float) * iters);
   for (int i = 0; i < 2 * iters; ++i) CK(cudaEventCreate(&ev[i]));
-  /* Warm up for --warmup-ms (50) of work, not a few launches: setup idles the GPU, and its clocks
-   * take tens of ms to ramp back (a 3-launch warm-up gave 20% swings between shapes). */
+  /* Warm up for --warmup-ms (50) of work, not a few launches: setup idles the GPU, and its
+   * clocks take tens of ms to ramp back (a 3-launch warm-up gave 20% swings between shapes). */
   cudaEvent_t w0, w1;
   CK(cudaEventCreate(&w0));
   CK(cudaEventCreate(&w1));
@@ -494,6 +494,7 @@ int main(int argc, char **argv) {
       json = argv[++i];
     } else if (!strcmp(argv[i], "--warmup-ms") && i + 1 < argc) {
       g_warm_ms = (float)atof(argv[++i]);
+      if (g_warm_ms < 0.0f) g_warm_ms = 0.0f;
     } else if (!strcmp(argv[i], "--per-set")) {
       g_per_set = 1;
     } else if (!strcmp(argv[i], "--sweep")) {
@@ -515,8 +516,9 @@ int main(int argc, char **argv) {
       add_shape(shapes, &nshapes, B, N, D);
     } else {
       fprintf(stderr,
-              "usage: %s [--dtype bf16|fp16|fp32] [--iters N] [--warmup-ms MS] [--json PATH] [--sweep] [--per-set] "
-              "[--split] [--placement] [--chunks] [--fwd] [--shape B,N,D]...\n",
+              "usage: %s [--dtype bf16|fp16|fp32] [--iters N] [--warmup-ms MS] [--json PATH] "
+              "[--sweep] [--per-set] [--split] [--placement] [--chunks] [--fwd] "
+              "[--shape B,N,D]...\n",
               argv[0]);
       return 2;
     }

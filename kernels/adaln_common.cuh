@@ -327,6 +327,7 @@ __device__ __forceinline__ void tile_sums(float (&v)[N], int tpr, int t, int grp
   xor_sums(v, tpr);
   if (tpr > 32) {
     const int nw = tpr >> 5;
+    /* v[k % N]: an index that stays in bounds for every N, where N > k picks the value */
     if ((t & 31) == 0)
       red[t >> 5] = make_float4(v[0], N > 1 ? v[1 % N] : 0.0f, N > 2 ? v[2 % N] : 0.0f, 0.0f);
     group_bar(1 + grp, tpr);
