@@ -641,7 +641,7 @@ int main(int argc, char **argv) {
           {"tile_g2", AL_ADALN_BWD_KERNEL_TILE, 2, 2, 0, 0},
           {"tile_g4", AL_ADALN_BWD_KERNEL_TILE, 4, 2, 0, 0},
           {"tile_s3", AL_ADALN_BWD_KERNEL_TILE, 0, 3, 0, 0},
-          {"tile_r128", AL_ADALN_BWD_KERNEL_TILE_R128, 0, 2, 0, 0},
+          {"tile_tight", AL_ADALN_BWD_KERNEL_TILE_TIGHT, 0, 2, 0, 0},
           {"tile_vpt3", AL_ADALN_BWD_KERNEL_TILE, 0, 2, tpr3, 0},
           {"tile_vpt2", AL_ADALN_BWD_KERNEL_TILE, 0, 2, tpr2, 0},
           {"tile_vpt2_g1", AL_ADALN_BWD_KERNEL_TILE, 1, 2, tpr2, 0},

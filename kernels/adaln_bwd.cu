@@ -309,8 +309,9 @@ __global__ void __launch_bounds__(512) adaln_bwd_fused_async_kernel(BwdArgs<T> a
 
 /*
  * One row of the tile kernel. The thread's vectors of dy and x are in its private stage slots
- * (sdy[i*nthr], sx[i*nthr]), and so are the row's mean and rstd (*sst: a load of them here
- * would put a memory round trip on every row's critical path). (one + scale[b]) is in shared
+ * (sdy[i*nthr], sx[i*nthr]); the row's mean and rstd are in the slot of the thread's warp or
+ * group (*sst, copied with the row: a load of them here would put a memory round trip on every
+ * row's critical path). (one + scale[b]) is in shared
  * memory as fp32, kVec/4 planes of float4 (plane q holds elements 4q..4q+3 of every vector:
  * conflict-free 16-byte reads).
  * Pass 1 reads the slots: sums of g = dy*(one+scale), g*c (c = x - mean) and c; one group
@@ -331,7 +332,7 @@ __device__ __forceinline__ void tile_row(const BwdArgs<T> &a, int64_t row, bool 
   const int tpr = a.tpr, D = a.D;
   float mu = 0.0f, rs = 0.0f;
   if (ok) {
-    const float2 st = *sst; /* mean, rstd: copied with the row */
+    const float2 st = *sst; /* mean, rstd: copied with the row (one 8-byte broadcast read) */
     mu = st.x;
     rs = st.y;
   }
@@ -455,11 +456,16 @@ __device__ __forceinline__ void tile_combine(float *buf, float *dst, const float
  * not one per group. adaln_bwd_finalize.cu adds the slots in fixed order: deterministic.
  * Rows stream through an S-stage cp.async pipeline in thread-private shared-memory slots (no
  * barrier: a thread reads only what it copied); rows are read from the slots in both passes,
- * so only the sums live in registers (a register cap MAXREG, see plan_bwd). The factor
- * (one + scale[b]) sits in shared memory as fp32 for the piece. Row reductions: shuffles, and
- * for tpr > 32 one named barrier per group, so groups do not wait for each other.
- * Dynamic shared memory: stages [S][2][VPT][nthr] uint4, the rows' mean and rstd [S][nthr]
- * float2, D floats (scale / combine), then red [G][2][max(tpr/32,1)] float4.
+ * so only the sums live in registers (a register cap MAXREG, see plan_bwd). Each row's mean
+ * and rstd are copied by one lane of each warp (of each group when tpr < 32) into a slot the
+ * other lanes read after __syncwarp: copied by every thread, these 4-byte copies of one
+ * address cost 32 shared-memory wavefronts per warp each, a third of the kernel's (ncu,
+ * run 34). The factor (one + scale[b]) sits in shared memory as fp32 for the piece. Row
+ * reductions: shuffles, and for tpr > 32 one named barrier per group, so groups do not wait
+ * for each other.
+ * Dynamic shared memory: stages [S][2][VPT][nthr] uint4, the rows' mean and rstd
+ * [ADALN_TILE_STAT_SLOTS][ADALN_TILE_STAT_RING] float2, D floats (scale / combine), then red
+ * [G][2][max(tpr/32,1)] float4.
  */
 template <typename T, int VPT, int S, int MAXREG>
 __global__ void __maxnreg__(MAXREG) adaln_bwd_tile_kernel(BwdArgs<T> a) {
@@ -483,7 +489,15 @@ __global__ void __maxnreg__(MAXREG) adaln_bwd_tile_kernel(BwdArgs<T> a) {
 
   uint4 *stage = smem_tile;
   float2 *stats = reinterpret_cast<float2 *>(stage + S * 2 * VPT * nthr);
-  float *buf = reinterpret_cast<float *>(stats + S * nthr);
+  static_assert(S < ADALN_TILE_STAT_RING, "the mean/rstd ring must outlast the row pipeline");
+  float *buf = reinterpret_cast<float *>(stats + ADALN_TILE_STAT_RING * ADALN_TILE_STAT_SLOTS(nthr, tpr));
+  /* This thread's mean/rstd ring (its warp's, or its group's when tpr < 32: [slot][ring]), and
+   * whether it is the lane that fills it; computed where used (held in registers across the
+   * loop, they made ptxas spill under the register cap). */
+  auto stat_ring = [&]() {
+    return stats + (tpr < 32 ? grp : (int)(threadIdx.x >> 5)) * ADALN_TILE_STAT_RING;
+  };
+  auto stat_copier = [&]() { return (tpr < 32 ? t : (int)(threadIdx.x & 31)) == 0; };
   const float4 *scl = reinterpret_cast<const float4 *>(buf);
   float4 *red = reinterpret_cast<float4 *>(buf + D) + grp * 2 * nwg;
 
@@ -493,7 +507,8 @@ __global__ void __maxnreg__(MAXREG) adaln_bwd_tile_kernel(BwdArgs<T> a) {
    * round (empty for a padding row or past the end). */
   TileCursor prod;
   prod.init(pc, G);
-  auto issue = [&](int s) {
+  /* s: the data stage; q: the consumer round the copy is for (its mean/rstd slot q % 4). */
+  auto issue = [&](int s, int q) {
     if (prod.live(G, grp)) {
       const int64_t row = prod.row(G, grp);
       const uint4 *dyr = reinterpret_cast<const uint4 *>(a.dy + row * (int64_t)D);
@@ -506,16 +521,18 @@ __global__ void __maxnreg__(MAXREG) adaln_bwd_tile_kernel(BwdArgs<T> a) {
           cp_async16(&stage[((s * 2 + 1) * VPT + i) * nthr + threadIdx.x], xr + v, true);
         }
       }
-      float2 *st = &stats[s * nthr + threadIdx.x];
-      cp_async4(&st->x, a.mean + row);
-      cp_async4(&st->y, a.rstd + row);
+      if (stat_copier()) {
+        float2 *st = stat_ring() + (q & (ADALN_TILE_STAT_RING - 1));
+        cp_async4(&st->x, a.mean + row);
+        cp_async4(&st->y, a.rstd + row);
+      }
     }
     cp_async_commit();
     prod.advance(L, R1, G);
   };
 
 #pragma unroll
-  for (int s = 0; s < S - 1; ++s) issue(s);
+  for (int s = 0; s < S - 1; ++s) issue(s, s);
   int sr = 0, sw = S - 1, rnd = 0;
   for (;;) {
     /* (one + scale[b]) as fp32 planes; buf is free (start, or after the last combine). */
@@ -538,12 +555,14 @@ __global__ void __maxnreg__(MAXREG) adaln_bwd_tile_kernel(BwdArgs<T> a) {
     const int64_t nr = pc.rounds(G);
     for (int64_t r = 0; r < nr; ++r) {
       const int64_t row = pc.p0 + r * G + grp;
-      issue(sw);
+      issue(sw, rnd + S - 1);
       cp_async_wait<S - 1>(); /* this thread's copies of `row` have landed */
+      __syncwarp();           /* ... and those of the lane that copied mean and rstd */
       tile_row<T, VPT>(a, row, row < pc.p1, t, grp, nv, nthr,
                        stage + (sr * 2 + 0) * VPT * nthr + threadIdx.x,
                        stage + (sr * 2 + 1) * VPT * nthr + threadIdx.x,
-                       stats + sr * nthr + threadIdx.x, scl, acc_s, acc_h, red + (rnd & 1) * nwg);
+                       stat_ring() + (rnd & (ADALN_TILE_STAT_RING - 1)), scl, acc_s, acc_h,
+                       red + (rnd & 1) * nwg);
       sr = sr + 1 == S ? 0 : sr + 1;
       sw = sw + 1 == S ? 0 : sw + 1;
       ++rnd;
@@ -559,8 +578,9 @@ __global__ void __maxnreg__(MAXREG) adaln_bwd_tile_kernel(BwdArgs<T> a) {
   cp_async_wait<0>();
 }
 
-/* Register cap of a tile kernel instance: the per-feature sums (2 per element a thread owns)
- * plus what the passes need, spill-free in the -Xptxas -v report (see NOTES.md). */
+/* Tight register cap of a tile kernel instance (AL_ADALN_BWD_KERNEL_TILE_TIGHT; the default
+ * is 128): the per-feature sums (2 per element a thread owns) plus what the passes need,
+ * spill-free in the -Xptxas -v report (see NOTES.md). */
 template <typename T, int VPT, int S>
 struct TileRegs {
   static constexpr int value =
@@ -568,8 +588,8 @@ struct TileRegs {
                          : (VPT == 1 ? 56 : VPT == 2 ? 72 : VPT == 3 ? (S == 2 ? 80 : 88) : 104);
 };
 
-/* The tile kernel instance of a launch (l->stages 2 or 3; l->loose_regs: cap 128 instead of
- * TileRegs, a tuning knob); NULL when none is compiled. */
+/* The tile kernel instance of a launch (l->stages 2 or 3; l->loose_regs: cap 128, else
+ * TileRegs); NULL when none is compiled. */
 template <typename T, int VPT>
 static const void *tile_fn_t(const adaln_launch *l) {
   switch (l->stages) {

@@ -45,7 +45,7 @@ typedef struct adaln_launch {
   int stages;         /* fused backward: 0/1 register prefetch, 2..4 cp.async stages */
   int kernel;         /* fused backward: ADALN_BWD_KERNEL_* */
   int groups;         /* tile kernels: row groups per block */
-  int loose_regs;     /* tile kernel: register cap 128 instead of the tight one (tuning) */
+  int loose_regs;     /* tile kernel: register cap 128 (default) instead of the tight one */
   size_t smem;        /* dynamic shared memory per block (cp.async stages) */
   void *stream;
 } adaln_launch;
@@ -55,6 +55,15 @@ typedef struct adaln_launch {
  * groups per block adding their sums in shared memory, one slot per block (vector path). */
 #define ADALN_BWD_KERNEL_GROUP 1
 #define ADALN_BWD_KERNEL_TILE 2
+
+/* Tile backward: a row's mean and rstd are copied once per warp (per row group when tpr < 32),
+ * not once per thread, into [slots][ADALN_TILE_STAT_RING] float2 (slots rounded up to even
+ * keeps what follows 16-byte aligned). The ring is longer than the row pipeline (2-3 stages),
+ * so the slot a lane refills was read at least two rounds earlier, before the row reduction
+ * that every lane of the warp has since passed: no extra barrier. The kernel and the planner's
+ * shared-memory size both use these. */
+#define ADALN_TILE_STAT_SLOTS(block, tpr) ((((block) / ((tpr) < 32 ? (tpr) : 32)) + 1) & ~1)
+#define ADALN_TILE_STAT_RING 4
 
 /* Elements per 16-byte vector of a dtype (8 for bf16/fp16, 4 for fp32). */
 int adaln_vec_elems(int dtype);

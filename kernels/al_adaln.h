@@ -117,10 +117,13 @@ typedef struct al_adaln_options {
  * GROUP: each row group writes its own partial-sum slot (cp.async stages 2..4, or 1: a
  *   register prefetch). TILE (auto on the 16-byte vector path, stages 2..3): the row groups
  *   of a block add their sums in shared memory and write one slot per block.
- * TILE_R128: TILE with a 128-register cap instead of the tight one (tuning). */
+ * TILE_TIGHT: TILE under a tight register cap (more warps per SM, more instructions); TILE
+ *   itself runs under a 128-register cap, the faster at 6 of the 7 benchmark shapes
+ *   (BENCHMARKS.md, round 6). TILE_R128: the same as TILE (the name it had as a knob). */
 #define AL_ADALN_BWD_KERNEL_GROUP 1
 #define AL_ADALN_BWD_KERNEL_TILE 2
 #define AL_ADALN_BWD_KERNEL_TILE_R128 3
+#define AL_ADALN_BWD_KERNEL_TILE_TIGHT 4
 
 /* fwd_kernel. Same math; the fp32 statistics of rows wider than a warp may differ in the
  * last bit (the cross-warp sums are added in another order).

@@ -107,7 +107,7 @@ TEST(AdalnApi, RejectsBadOptionsAndPointers) {
   o.rows_per_chunk = -2;
   EXPECT_EQ(Fwd(d, &o), AL_EINVAL);
   o = al_adaln_options{};
-  o.bwd_kernel = 4;
+  o.bwd_kernel = AL_ADALN_BWD_KERNEL_TILE_TIGHT + 1;
   EXPECT_EQ(Fwd(d, &o), AL_EINVAL);
   EXPECT_NE(Msg().find("bwd_kernel"), std::string::npos) << Msg();
   o = al_adaln_options{};

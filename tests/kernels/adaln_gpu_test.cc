@@ -300,14 +300,21 @@ std::vector<Case> Cases() {
     v.push_back(c);
   }
   {
-    Case c = Packed("bf16_tile_packed_r128", BF, {11, 0, 30, 2}, 2048);
-    c.kernel = AL_ADALN_BWD_KERNEL_TILE_R128;
+    Case c = Packed("bf16_tile_packed_tight", BF, {11, 0, 30, 2}, 2048);
+    c.kernel = AL_ADALN_BWD_KERNEL_TILE_TIGHT;
     v.push_back(c);
   }
   {
     Case c = Mk("bf16_tile_D256_tpr16_g4", BF, 2, 23, 256);  // 2 groups of 16 lanes per warp
     c.tpr = 16;
     c.groups = 4;
+    v.push_back(c);
+  }
+  {
+    Case c = Mk("bf16_tile_D256_tpr16_g4_tight", BF, 2, 23, 256);
+    c.tpr = 16;
+    c.groups = 4;
+    c.kernel = AL_ADALN_BWD_KERNEL_TILE_TIGHT;
     v.push_back(c);
   }
   {
@@ -332,9 +339,9 @@ std::vector<Case> Cases() {
     v.push_back(c);
   }
   {
-    Case c = Mk("fp32_tile_large_mean_D3072_r128", F32, 1, 20, 3072);
+    Case c = Mk("fp32_tile_large_mean_D3072_tight", F32, 1, 20, 3072);
     c.xmean = 1000.0f;
-    c.kernel = AL_ADALN_BWD_KERNEL_TILE_R128;
+    c.kernel = AL_ADALN_BWD_KERNEL_TILE_TIGHT;
     v.push_back(c);
   }
   {
