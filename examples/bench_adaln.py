@@ -7,7 +7,11 @@ torch.compile, in one run on one GPU.
 For each shape and implementation: forward ms and GB/s (read x + write y), forward+backward
 ms, and the memory kept alive for the backward (torch.cuda.memory_allocated after a forward
 with requires_grad inputs, minus before, minus y). Times are triton.testing.do_bench medians
-(it clears L2 between runs). A short correctness check against eager runs first.
+(it clears L2 between runs), which include the host's launch work wherever that takes longer
+than the GPU's: "host_us" is one fwd+bwd step's CPU time. The "graph" columns time the same
+calls captured in a CUDA graph and replayed (triton.testing.do_bench_cudagraph: no host work,
+no L2 clearing, so a problem smaller than L2, 1x4096x1536, runs from L2): the GPU time of each
+implementation. A short correctness check against eager runs first.
 
     PYTHONPATH=python python3 examples/bench_adaln.py [--dtype bf16] [--json out.json]
         [--autotune] [--shapes 1x65536x1536,...]
@@ -56,6 +60,16 @@ def mark_tokens_dynamic(x):
 
 def bench(fn, grad_to_none=None):
     return triton.testing.do_bench(fn, warmup=25, rep=100, grad_to_none=grad_to_none, return_mode="median")
+
+
+def bench_graph(fn, grad_to_none=None):
+    """GPU time of fn captured in a CUDA graph (median of replays); NaN where capture fails."""
+    try:
+        return triton.testing.do_bench_cudagraph(fn, rep=100, grad_to_none=grad_to_none, return_mode="median")
+    except Exception as e:  # an op that cannot be captured: report, do not stop the run
+        print("    (graph capture failed: %s)" % str(e).splitlines()[0][:120], flush=True)
+        torch.cuda.synchronize()
+        return float("nan")
 
 
 def rel(a, b):
@@ -171,15 +185,22 @@ def run_shape(name, dtype, impls):
             step()
         host_us = (time.perf_counter() - h0) / 50 * 1e6
         torch.cuda.synchronize()
+        with torch.no_grad():
+            fwd_graph_ms = bench_graph(lambda: fn(x, scale, shift))
+        # Pathological steps (eager's and compile_dyn's packed backward take 60-400 ms: a gather
+        # through scale[seg]) are not replayed.
+        fwdbwd_graph_ms = bench_graph(step, grad_to_none=leaves) if fwdbwd_ms < 20 else float("nan")
         saved = saved_bytes(fn, x, scale, shift)
         r = {
             "shape": label, "impl": impl, "rows": rows, "D": D,
             "fwd_ms": fwd_ms, "fwd_GBps": fwd_bytes / (fwd_ms * 1e-3) / 1e9,
             "fwdbwd_ms": fwdbwd_ms, "saved_MB": saved / 1e6, "host_us": host_us, "setup_s": time.time() - t0,
+            "fwd_graph_ms": fwd_graph_ms, "fwdbwd_graph_ms": fwdbwd_graph_ms,
         }
         results.append(r)
-        print("%-22s %-9s %9.4f %8.0f %10.4f %10.3f %8.0f   (setup %.0f s)" % (
-            label, impl, fwd_ms, r["fwd_GBps"], fwdbwd_ms, r["saved_MB"], host_us, r["setup_s"]), flush=True)
+        print("%-22s %-12s %9.4f %8.0f %10.4f %10.3f %8.0f %9.4f %10.4f   (setup %.0f s)" % (
+            label, impl, fwd_ms, r["fwd_GBps"], fwdbwd_ms, r["saved_MB"], host_us, fwd_graph_ms, fwdbwd_graph_ms,
+            r["setup_s"]), flush=True)
         del leaves
     return results
 
@@ -216,8 +237,8 @@ def main():
     if args.dynamic and not args.no_compile:
         impls += ["compile_dynN", "compile_dyn"]
     shapes = args.shapes.split(",") if args.shapes else SHAPES + ["packed"]
-    print("%-22s %-9s %9s %8s %10s %10s %8s" % ("shape", "impl", "fwd_ms", "GB/s", "fwdbwd_ms", "saved_MB",
-                                                "host_us"))
+    print("%-22s %-12s %9s %8s %10s %10s %8s %9s %10s" % ("shape", "impl", "fwd_ms", "GB/s", "fwdbwd_ms", "saved_MB",
+                                                         "host_us", "fwd_graph", "fb_graph"))
     rows = []
     for s in shapes:
         rows += run_shape(s, dtype, impls)
@@ -243,11 +264,17 @@ def main():
             "fwd_vs_compile_dyn": ratio("compile_dyn", "fwd_ms"),
             "fwdbwd_vs_compile_dyn": ratio("compile_dyn", "fwdbwd_ms"),
             "fwd_pct_copy": 100 * o["fwd_GBps"] / copy_gbps,
+            "graph_fwd_vs_eager": ratio("eager", "fwd_graph_ms"), "graph_fwd_vs_compile": ratio("compile", "fwd_graph_ms"),
+            "graph_fwdbwd_vs_eager": ratio("eager", "fwdbwd_graph_ms"),
+            "graph_fwdbwd_vs_compile": ratio("compile", "fwdbwd_graph_ms"),
         }
         summary.append(s)
         print("%-22s %9.2f %9.2f %11.2f %11.2f %8.1f%% %11.2f %8.2f" % (
             label, s["fwd_vs_eager"], s["fwd_vs_compile"], s["fwdbwd_vs_eager"], s["fwdbwd_vs_compile"],
             s["fwd_pct_copy"], s["fwd_vs_autotune"], s["fwdbwd_vs_autotune"]))
+        print("%-22s   graph replay: fwd x eager %.2f, x compile %.2f; fwd+bwd x eager %.2f, x compile %.2f" % (
+            "", s["graph_fwd_vs_eager"], s["graph_fwd_vs_compile"], s["graph_fwdbwd_vs_eager"],
+            s["graph_fwdbwd_vs_compile"]))
         if args.dynamic:
             print("%-22s   symbolic shapes: fwd x compile_dynN %.2f, x compile_dyn %.2f; "
                   "fwd+bwd x compile_dynN %.2f, x compile_dyn %.2f" % (

@@ -32,9 +32,9 @@ _DTYPES = {
 
 
 # Per-call host cost matters (hundreds of calls per training step): the C functions, their
-# argtypes and the struct classes are looked up once; the structs built by the forward are
-# reused by its backward; the workspace is cached per (device, stream); the C API does the
-# argument checks. With argtypes declared, ctypes takes plain ints for void* and a struct
+# argtypes and the struct classes are looked up once; the structs of a fixed layout are built
+# once per shape, and those built by the forward are reused by its backward; the workspace is
+# cached per (device, stream); the C API does the argument checks. With argtypes declared, ctypes takes plain ints for void* and a struct
 # for a struct pointer (passed by reference).
 _FNS = None
 
@@ -58,6 +58,20 @@ if _raw_stream is None:  # pragma: no cover - older or newer torch
 
     def _raw_stream(index):
         return torch.cuda.current_stream(index).cuda_stream
+
+
+# (desc, options) of the fixed layout per (dtype, batch, seq_len, dim, eps, one_plus): built
+# once, read-only afterwards (the C API reads them during a call and keeps nothing), shared by
+# the forward and its backward. Packed batches build theirs per call (the offsets change).
+_FIXED = {}
+
+
+def _make_fixed(x2d, batch, seq_len, eps, one_plus):
+    key = (x2d.dtype, batch, seq_len, x2d.shape[1], eps, one_plus)
+    p = _FIXED.get(key)
+    if p is None:
+        p = _FIXED.setdefault(key, _make(x2d, batch, seq_len, None, None, eps, one_plus))
+    return p
 
 
 def _make(x2d, batch, seq_len, cu_dev, cu_host, eps, one_plus):
@@ -123,7 +137,10 @@ class _AdaLN(torch.autograd.Function):
         index = dev.index if dev.index is not None else torch.cuda.current_device()
         y = torch.empty_like(x2d)
         stats = torch.empty(2 * rows, device=dev, dtype=torch.float32)  # mean, then rstd
-        d, o = _make(x2d, batch, seq_len, cu_dev, cu_host, eps, one_plus)
+        if cu_dev is None:
+            d, o = _make_fixed(x2d, batch, seq_len, eps, one_plus)
+        else:
+            d, o = _make(x2d, batch, seq_len, cu_dev, cu_host, eps, one_plus)
         mean_ptr = stats.data_ptr()
         with _on_device(index):
             rc = fwd(d, o, x2d.data_ptr(), scale.data_ptr(), shift.data_ptr(), y.data_ptr(), mean_ptr,
@@ -131,8 +148,9 @@ class _AdaLN(torch.autograd.Function):
         if rc:
             _fail(rc, "al_adaln_forward")
         ctx.save_for_backward(x2d, scale, stats)
-        # The backward's desc is the forward's without the host offsets (checked once here).
-        d.cu_seqlens_host = None
+        if cu_dev is not None:
+            # The backward's desc is the forward's without the host offsets (checked once here).
+            d.cu_seqlens_host = None
         ctx.meta = (d, o, index, rows, seq_len, cu_dev)  # cu_dev: d points into it
         return y
 
