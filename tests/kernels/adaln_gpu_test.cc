@@ -6,14 +6,19 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/al_status.h"
 #include "kernels/adaln_ref.h"
 #include "kernels/al_adaln.h"
+#include "kernels/al_fill.h"
 #include "tests/kernels/adaln_test_util.h"
 
 namespace {
@@ -518,6 +523,152 @@ TEST(AdalnGpuArgs, WorkspaceAndOffsets) {
   EXPECT_EQ(al_adaln_backward_workspace_size(&d, &fused, &need), AL_EUNSUPPORTED);
   CUDA_OK(cudaDeviceSynchronize());
   CUDA_OK(cudaGetLastError());
+}
+
+// The sizes the API promises at their limit: two samples of 128k rows, 2.15e9 elements (past
+// 2^31, so element offsets and byte offsets need 64 bits), D = 8200 (a vector-path width whose
+// row groups have idle threads). Inputs are filled on the device; the check streams every row
+// back in 2048-row chunks and compares it with the CPU reference of that chunk (y, dx, mean and
+// rstd depend only on their row; dscale and dshift add the chunks' sums in double), chunks
+// spread over the host's cores. ~17 GB of device memory; skips where that is not free.
+// Excluded from the sanitizer runs (Big).
+TEST(AdalnGpuBig, Big_TwoSamplesOf128kRowsPast2e31Elements) {
+  REQUIRE_GPU();
+  const int B = 2, N = 131072, D = 8200, dt = AL_DTYPE_BF16;
+  const int64_t rows = (int64_t)B * N;
+  const size_t n = (size_t)rows * D, nbd = (size_t)B * D;
+  ASSERT_GT(n, (size_t)1 << 31);
+  size_t free_b = 0, total_b = 0;
+  CUDA_OK(cudaMemGetInfo(&free_b, &total_b));
+  if (free_b < 4 * n * 2 + ((size_t)1 << 30)) GTEST_SKIP() << "needs ~17 GB of free device memory";
+
+  Rng rng(20261130);
+  std::vector<float> scale(nbd), shift(nbd);
+  for (auto &v : scale) v = rng.normal(0.0f, 0.5f);
+  for (auto &v : shift) v = rng.normal(0.0f, 0.5f);
+  const auto scb = to_device_bytes(scale, dt), shb = to_device_bytes(shift, dt);
+  DevBuf x, dy, y, dx, mean, rstd, sc, sh, ds, dh, ws;
+  ASSERT_TRUE(x.alloc(n * 2) && dy.alloc(n * 2) && y.alloc(n * 2) && dx.alloc(n * 2) &&
+              mean.alloc(rows * 4) && rstd.alloc(rows * 4) && sc.alloc(nbd * 2) &&
+              sh.alloc(nbd * 2) && ds.alloc(nbd * 2) && dh.alloc(nbd * 2));
+  ASSERT_TRUE(sc.put(scb.data()) && sh.put(shb.data()));
+  ASSERT_EQ(al_fill_normal(x.p(), dt, n, 31, 0.5f, 2.0f, nullptr), AL_OK) << al_last_error();
+  ASSERT_EQ(al_fill_normal(dy.p(), dt, n, 32, 0.0f, 1.0f, nullptr), AL_OK) << al_last_error();
+  ASSERT_TRUE(y.poison() && dx.poison() && mean.poison() && rstd.poison() && ds.poison() &&
+              dh.poison());
+
+  al_adaln_desc d{};
+  d.dtype = dt;
+  d.batch = B;
+  d.dim = D;
+  d.seq_len = N;
+  ASSERT_EQ(al_adaln_forward(&d, nullptr, x.p(), sc.p(), sh.p(), y.p(), (float *)mean.p(),
+                             (float *)rstd.p(), nullptr),
+            AL_OK)
+      << al_last_error();
+  size_t wsb = 0;
+  ASSERT_EQ(al_adaln_backward_workspace_size(&d, nullptr, &wsb), AL_OK) << al_last_error();
+  ASSERT_TRUE(ws.alloc(wsb) && ws.poison());
+  ASSERT_EQ(al_adaln_backward(&d, nullptr, dy.p(), x.p(), sc.p(), (const float *)mean.p(),
+                              (const float *)rstd.p(), dx.p(), ds.p(), dh.p(), ws.p(), wsb,
+                              nullptr),
+            AL_OK)
+      << al_last_error();
+  CUDA_OK(cudaDeviceSynchronize());
+
+  // Per thread: sums of squared errors and of squared references (y, dx, mean, rstd), and
+  // per sample the reference dscale, dshift as sums of the chunks' (double).
+  constexpr int64_t kChunk = 2048;
+  const int64_t nchunks = rows / kChunk;
+  struct Acc {
+    double num[4] = {0, 0, 0, 0}, den[4] = {0, 0, 0, 0};
+    std::vector<double> dsr, dhr;
+    bool ok = true;
+    std::string err;
+  };
+  const int nthreads = (int)std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
+  std::vector<Acc> acc(nthreads);
+  std::atomic<int64_t> next{0};
+  auto work = [&](Acc &a) {
+    a.dsr.assign(nbd, 0.0);
+    a.dhr.assign(nbd, 0.0);
+    const size_t cn = (size_t)kChunk * D;
+    std::vector<uint8_t> hx(cn * 2), hdy(cn * 2), hy(cn * 2), hdx(cn * 2);
+    std::vector<float> gm(kChunk), gr(kChunk), yr(cn), dxr(cn), mr(kChunk), rr(kChunk), dsr(D),
+        dhr(D);
+    for (int64_t k; (k = next.fetch_add(1)) < nchunks && a.ok;) {
+      const int64_t r0 = k * kChunk;
+      const int b = (int)(r0 / N);
+      const size_t eo = (size_t)r0 * D * 2;
+      if (cudaMemcpy(hx.data(), (char *)x.p() + eo, cn * 2, cudaMemcpyDeviceToHost) ||
+          cudaMemcpy(hdy.data(), (char *)dy.p() + eo, cn * 2, cudaMemcpyDeviceToHost) ||
+          cudaMemcpy(hy.data(), (char *)y.p() + eo, cn * 2, cudaMemcpyDeviceToHost) ||
+          cudaMemcpy(hdx.data(), (char *)dx.p() + eo, cn * 2, cudaMemcpyDeviceToHost) ||
+          cudaMemcpy(gm.data(), (float *)mean.p() + r0, kChunk * 4, cudaMemcpyDeviceToHost) ||
+          cudaMemcpy(gr.data(), (float *)rstd.p() + r0, kChunk * 4, cudaMemcpyDeviceToHost)) {
+        a.ok = false;
+        a.err = "cudaMemcpy of chunk " + std::to_string(k);
+        break;
+      }
+      const std::vector<float> fx = from_device_bytes(hx, dt), fdy = from_device_bytes(hdy, dt),
+                               fy = from_device_bytes(hy, dt), fdx = from_device_bytes(hdx, dt);
+      al_adaln_ref_shape rs{};
+      rs.rows = kChunk;
+      rs.batch = 1;
+      rs.dim = D;
+      rs.seq_len = kChunk;
+      if (al_adaln_ref_forward(&rs, fx.data(), scale.data() + (size_t)b * D,
+                               shift.data() + (size_t)b * D, yr.data(), mr.data(),
+                               rr.data()) != AL_OK ||
+          al_adaln_ref_backward(&rs, fdy.data(), fx.data(), scale.data() + (size_t)b * D,
+                                dxr.data(), dsr.data(), dhr.data()) != AL_OK) {
+        a.ok = false;
+        a.err = al_last_error();
+        break;
+      }
+      const std::vector<float> *got[4] = {&fy, &fdx, &gm, &gr}, *ref[4] = {&yr, &dxr, &mr, &rr};
+      for (int q = 0; q < 4; ++q)
+        for (size_t i = 0; i < ref[q]->size(); ++i) {
+          const double g = (*got[q])[i], r = (*ref[q])[i];
+          a.num[q] += std::isfinite(g) ? (g - r) * (g - r) : INFINITY;
+          a.den[q] += r * r;
+        }
+      for (int j = 0; j < D; ++j) {
+        a.dsr[(size_t)b * D + j] += dsr[j];
+        a.dhr[(size_t)b * D + j] += dhr[j];
+      }
+    }
+  };
+  std::vector<std::thread> th;
+  for (int i = 0; i < nthreads; ++i) th.emplace_back(work, std::ref(acc[i]));
+  for (auto &t : th) t.join();
+  double num[4] = {0, 0, 0, 0}, den[4] = {0, 0, 0, 0};
+  std::vector<double> dsr(nbd, 0.0), dhr(nbd, 0.0);
+  for (const Acc &a : acc) {
+    ASSERT_TRUE(a.ok) << a.err;
+    for (int q = 0; q < 4; ++q) {
+      num[q] += a.num[q];
+      den[q] += a.den[q];
+    }
+    for (size_t i = 0; i < nbd; ++i) {
+      dsr[i] += a.dsr[i];
+      dhr[i] += a.dhr[i];
+    }
+  }
+  const std::vector<float> gds = from_device_bytes(ds.get(), dt), gdh = from_device_bytes(dh.get(), dt);
+  const std::vector<float> fdsr(dsr.begin(), dsr.end()), fdhr(dhr.begin(), dhr.end());
+  const double ey = std::sqrt(num[0] / den[0]), edx = std::sqrt(num[1] / den[1]),
+               em = std::sqrt(num[2] / den[2]), er = std::sqrt(num[3] / den[3]);
+  const double eds = rel_err(gds, fdsr), edh = rel_err(gdh, fdhr);
+  EXPECT_LE(ey, 1e-2) << "y";
+  EXPECT_LE(edx, 1e-2) << "dx";
+  EXPECT_LE(em, 1e-5) << "mean";
+  EXPECT_LE(er, 1e-5) << "rstd";
+  EXPECT_LE(eds, 2e-2) << "dscale";
+  EXPECT_LE(edh, 2e-2) << "dshift";
+  std::printf("  %-34s rows %7lld D %5d  err y %.2e mean %.2e rstd %.2e dx %.2e dscale %.2e "
+              "dshift %.2e ws %zu (%d host threads)\n",
+              "Big_2x131072x8200", (long long)rows, D, ey, em, er, edx, eds, edh, wsb, nthreads);
 }
 
 }  // namespace
