@@ -311,9 +311,8 @@ __global__ void __launch_bounds__(512) adaln_bwd_fused_async_kernel(BwdArgs<T> a
  * One row of the tile kernel. The thread's vectors of dy and x are in its private stage slots
  * (sdy[i*nthr], sx[i*nthr]); the row's mean and rstd are in the slot of the thread's warp or
  * group (*sst, copied with the row: a load of them here would put a memory round trip on every
- * row's critical path). (one + scale[b]) is in shared
- * memory as fp32, kVec/4 planes of float4 (plane q holds elements 4q..4q+3 of every vector:
- * conflict-free 16-byte reads).
+ * row's critical path). (one + scale[b]) is in shared memory as fp32, kVec/4 planes of float4
+ * (plane q holds elements 4q..4q+3 of every vector: conflict-free 16-byte reads).
  * Pass 1 reads the slots: sums of g = dy*(one+scale), g*c (c = x - mean) and c; one group
  * reduction; pass 2 reads the slots again (nothing of the row stays in registers across the
  * reduction) and writes dx = rs*g + (-rs*mgx)*xhat - rs*mg, xhat = c*rs - e*rs, adding dy*xhat
@@ -490,7 +489,8 @@ __global__ void __maxnreg__(MAXREG) adaln_bwd_tile_kernel(BwdArgs<T> a) {
   uint4 *stage = smem_tile;
   float2 *stats = reinterpret_cast<float2 *>(stage + S * 2 * VPT * nthr);
   static_assert(S < ADALN_TILE_STAT_RING, "the mean/rstd ring must outlast the row pipeline");
-  float *buf = reinterpret_cast<float *>(stats + ADALN_TILE_STAT_RING * ADALN_TILE_STAT_SLOTS(nthr, tpr));
+  float *buf =
+      reinterpret_cast<float *>(stats + ADALN_TILE_STAT_RING * ADALN_TILE_STAT_SLOTS(nthr, tpr));
   /* This thread's mean/rstd ring (its warp's, or its group's when tpr < 32: [slot][ring]), and
    * whether it is the lane that fills it; computed where used (held in registers across the
    * loop, they made ptxas spill under the register cap). */

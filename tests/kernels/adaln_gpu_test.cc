@@ -655,7 +655,8 @@ TEST(AdalnGpuBig, Big_TwoSamplesOf128kRowsPast2e31Elements) {
       dhr[i] += a.dhr[i];
     }
   }
-  const std::vector<float> gds = from_device_bytes(ds.get(), dt), gdh = from_device_bytes(dh.get(), dt);
+  const std::vector<float> gds = from_device_bytes(ds.get(), dt),
+                           gdh = from_device_bytes(dh.get(), dt);
   const std::vector<float> fdsr(dsr.begin(), dsr.end()), fdhr(dhr.begin(), dhr.end());
   const double ey = std::sqrt(num[0] / den[0]), edx = std::sqrt(num[1] / den[1]),
                em = std::sqrt(num[2] / den[2]), er = std::sqrt(num[3] / den[3]);
