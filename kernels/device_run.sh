@@ -10,6 +10,7 @@
 #   kernels/device_run.sh OUTDIR [--sweep] [--py-args "..."] [--autotune-shapes 1x65536x1536,...]
 #                         [--bench "ARGS"]...
 # Each --bench runs adaln_bench ARGS once more after the default benchmark (output in all.log).
+# The Python binding's GPU tests (tests/kernels/adaln_torch_test.py) run after the C checks.
 # Writes OUTDIR/{all.log,gtest.log,bench.json,memcheck.log,racecheck.log,torch.json},
 # NAME_bench.json per baseline, and, with --autotune-shapes, autotune.json (torch.compile
 # max-autotune-no-cudagraphs too). Everything printed is in all.log (at most 8 files come
@@ -74,6 +75,12 @@ python_bench() {
 checks $b "$out/x"
 main_gtest_rc=$gtest_rc
 for f in gtest memcheck racecheck; do mv "$out/x-$f.log" "$out/$f.log"; done
+
+# The Python binding under PyTorch: eager, CUDA graphs, torch.compile, opcheck.
+step python tests
+PYTHONUNBUFFERED=1 ADAPTIVELOAD_LIB=$PWD/$b/libal_kernels.so PYTHONPATH=$PWD/python \
+  timeout 300 python3 tests/kernels/adaln_torch_test.py 2>&1 | tail -40
+echo "rc=${PIPESTATUS[0]}"
 
 step benchmark
 timeout 240 $b/adaln_bench $sweep --json "$out/bench.json"

@@ -13,7 +13,9 @@
 
 Differentiable in x, scale and shift. The forward keeps only fp32 mean and rstd per row
 (8 bytes per token) besides its inputs; the backward is deterministic. Work is enqueued on
-the current CUDA stream of x's device; nothing synchronises.
+the current CUDA stream of x's device; nothing synchronises. Calls can be captured in CUDA
+graphs, and under torch.compile (torch >= 2.4) they go through the custom operators
+``torch.ops.adaptiveload.adaln_fwd`` / ``adaln_bwd``: no graph break, fullgraph=True works.
 """
 
 import ctypes
@@ -128,59 +130,129 @@ class _NullCtx:
 _NULL_CTX = _NullCtx()
 
 
+def _run_forward(x2d, scale, shift, batch, seq_len, cu_dev, cu_host, eps, one_plus):
+    """y and stats (fp32 mean, then rstd, per row) of one forward call; also the call's
+    (desc, options, device index) for its backward."""
+    fwd = _fns()[0]
+    rows = x2d.shape[0]
+    dev = x2d.device
+    index = dev.index if dev.index is not None else torch.cuda.current_device()
+    y = torch.empty_like(x2d)
+    stats = torch.empty(2 * rows, device=dev, dtype=torch.float32)
+    if cu_dev is None:
+        d, o = _make_fixed(x2d, batch, seq_len, eps, one_plus)
+    else:
+        d, o = _make(x2d, batch, seq_len, cu_dev, cu_host, eps, one_plus)
+    mean_ptr = stats.data_ptr()
+    with _on_device(index):
+        rc = fwd(d, o, x2d.data_ptr(), scale.data_ptr(), shift.data_ptr(), y.data_ptr(), mean_ptr,
+                 mean_ptr + 4 * rows, _raw_stream(index))
+    if rc:
+        _fail(rc, "al_adaln_forward")
+    if cu_dev is not None:
+        # The backward's desc is the forward's without the host offsets (checked once here).
+        d.cu_seqlens_host = None
+    return y, stats, d, o, index
+
+
+def _run_backward(dy, x2d, scale, stats, d, o, index, seq_len):
+    """dx, dscale, dshift of one backward call (d, o, index from its forward)."""
+    _, bwd, ws_size = _fns()
+    rows = x2d.shape[0]
+    if not dy.is_contiguous():
+        dy = dy.contiguous()
+    dx = torch.empty_like(x2d)
+    dscale = torch.empty_like(scale)
+    dshift = torch.empty_like(scale)
+    mean_ptr = stats.data_ptr()
+    with _on_device(index):
+        key = (index, d.dtype, d.batch, d.dim, rows, seq_len, o.flags)
+        nbytes = _WS_BYTES.get(key)
+        if nbytes is None:
+            n = ctypes.c_size_t(0)
+            rc = ws_size(d, o, ctypes.byref(n))
+            if rc:
+                _fail(rc, "al_adaln_backward_workspace_size")
+            nbytes = _WS_BYTES.setdefault(key, max(n.value, 16))
+        stream = _raw_stream(index)
+        ws = _workspace(x2d.device, index, stream, nbytes)
+        rc = bwd(d, o, dy.data_ptr(), x2d.data_ptr(), scale.data_ptr(), mean_ptr, mean_ptr + 4 * rows,
+                 dx.data_ptr(), dscale.data_ptr(), dshift.data_ptr(), ws.data_ptr(), ws.numel(), stream)
+    if rc:
+        _fail(rc, "al_adaln_backward")
+    return dx, dscale, dshift
+
+
 class _AdaLN(torch.autograd.Function):
+    """The eager path: one autograd node, the C calls made directly."""
+
     @staticmethod
     def forward(ctx, x2d, scale, shift, eps, batch, seq_len, cu_dev, cu_host, one_plus):
-        fwd = _fns()[0]
-        rows = x2d.shape[0]
-        dev = x2d.device
-        index = dev.index if dev.index is not None else torch.cuda.current_device()
-        y = torch.empty_like(x2d)
-        stats = torch.empty(2 * rows, device=dev, dtype=torch.float32)  # mean, then rstd
-        if cu_dev is None:
-            d, o = _make_fixed(x2d, batch, seq_len, eps, one_plus)
-        else:
-            d, o = _make(x2d, batch, seq_len, cu_dev, cu_host, eps, one_plus)
-        mean_ptr = stats.data_ptr()
-        with _on_device(index):
-            rc = fwd(d, o, x2d.data_ptr(), scale.data_ptr(), shift.data_ptr(), y.data_ptr(), mean_ptr,
-                     mean_ptr + 4 * rows, _raw_stream(index))
-        if rc:
-            _fail(rc, "al_adaln_forward")
+        y, stats, d, o, index = _run_forward(x2d, scale, shift, batch, seq_len, cu_dev, cu_host, eps, one_plus)
         ctx.save_for_backward(x2d, scale, stats)
-        if cu_dev is not None:
-            # The backward's desc is the forward's without the host offsets (checked once here).
-            d.cu_seqlens_host = None
-        ctx.meta = (d, o, index, rows, seq_len, cu_dev)  # cu_dev: d points into it
+        ctx.meta = (d, o, index, seq_len, cu_dev)  # cu_dev: d points into it
         return y
 
     @staticmethod
     def backward(ctx, dy):
-        _, bwd, ws_size = _fns()
         x2d, scale, stats = ctx.saved_tensors
-        d, o, index, rows, seq_len, _ = ctx.meta
-        if not dy.is_contiguous():
-            dy = dy.contiguous()
-        dx = torch.empty_like(x2d)
-        dscale = torch.empty_like(scale)
-        dshift = torch.empty_like(scale)
-        mean_ptr = stats.data_ptr()
-        with _on_device(index):
-            key = (index, d.dtype, d.batch, d.dim, rows, seq_len, o.flags)
-            nbytes = _WS_BYTES.get(key)
-            if nbytes is None:
-                n = ctypes.c_size_t(0)
-                rc = ws_size(d, o, ctypes.byref(n))
-                if rc:
-                    _fail(rc, "al_adaln_backward_workspace_size")
-                nbytes = _WS_BYTES.setdefault(key, max(n.value, 16))
-            stream = _raw_stream(index)
-            ws = _workspace(x2d.device, index, stream, nbytes)
-            rc = bwd(d, o, dy.data_ptr(), x2d.data_ptr(), scale.data_ptr(), mean_ptr, mean_ptr + 4 * rows,
-                     dx.data_ptr(), dscale.data_ptr(), dshift.data_ptr(), ws.data_ptr(), ws.numel(), stream)
-        if rc:
-            _fail(rc, "al_adaln_backward")
+        d, o, index, seq_len, _ = ctx.meta
+        dx, dscale, dshift = _run_backward(dy, x2d, scale, stats, d, o, index, seq_len)
         return dx, dscale, dshift, None, None, None, None, None, None
+
+
+# Under torch.compile (torch >= 2.4) adaln() calls two custom operators instead: dynamo cannot
+# trace the ctypes calls (each would be a graph break), while a custom operator is one opaque
+# node of the graph, with a fake implementation for shapes and the backward registered as
+# autograd. Same C calls, same results; eager calls keep the autograd.Function, which costs
+# fewer host steps per call.
+_custom_op = getattr(getattr(torch, "library", None), "custom_op", None)
+_is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None)
+_OPS = _custom_op is not None and _is_compiling is not None
+
+if _OPS:
+    from typing import Optional, Tuple
+
+    @_custom_op("adaptiveload::adaln_fwd", mutates_args=())
+    def _adaln_fwd_op(x2d: torch.Tensor, scale: torch.Tensor, shift: torch.Tensor, cu_dev: Optional[torch.Tensor],
+                      cu_host: Optional[torch.Tensor], eps: float, batch: int, seq_len: int,
+                      one_plus: bool) -> Tuple[torch.Tensor, torch.Tensor]:
+        y, stats, _, _, _ = _run_forward(x2d, scale, shift, batch, seq_len, cu_dev, cu_host, eps, one_plus)
+        return y, stats
+
+    @_adaln_fwd_op.register_fake
+    def _adaln_fwd_fake(x2d, scale, shift, cu_dev, cu_host, eps, batch, seq_len, one_plus):
+        return torch.empty_like(x2d), x2d.new_empty((2 * x2d.shape[0],), dtype=torch.float32)
+
+    @_custom_op("adaptiveload::adaln_bwd", mutates_args=())
+    def _adaln_bwd_op(dy: torch.Tensor, x2d: torch.Tensor, scale: torch.Tensor, stats: torch.Tensor,
+                      cu_dev: Optional[torch.Tensor], eps: float, batch: int, seq_len: int,
+                      one_plus: bool) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        if cu_dev is None:
+            d, o = _make_fixed(x2d, batch, seq_len, eps, one_plus)
+        else:
+            d, o = _make(x2d, batch, seq_len, cu_dev, None, eps, one_plus)
+        dev = x2d.device
+        index = dev.index if dev.index is not None else torch.cuda.current_device()
+        return _run_backward(dy, x2d, scale, stats, d, o, index, seq_len)
+
+    @_adaln_bwd_op.register_fake
+    def _adaln_bwd_fake(dy, x2d, scale, stats, cu_dev, eps, batch, seq_len, one_plus):
+        return torch.empty_like(x2d), torch.empty_like(scale), torch.empty_like(scale)
+
+    def _adaln_setup_context(ctx, inputs, output):
+        x2d, scale, _, cu_dev, _, eps, batch, seq_len, one_plus = inputs
+        stats = output[1]
+        ctx.mark_non_differentiable(stats)
+        ctx.save_for_backward(x2d, scale, stats, cu_dev)
+        ctx.args = (eps, batch, seq_len, one_plus)
+
+    def _adaln_op_backward(ctx, dy, _dstats):
+        x2d, scale, stats, cu_dev = ctx.saved_tensors
+        dx, dscale, dshift = _adaln_bwd_op(dy.contiguous(), x2d, scale, stats, cu_dev, *ctx.args)
+        return dx, dscale, dshift, None, None, None, None, None, None
+
+    _adaln_fwd_op.register_autograd(_adaln_op_backward, setup_context=_adaln_setup_context)
 
 
 def _as2d(t, batch, D, dtype):
@@ -222,5 +294,9 @@ def adaln(x, scale, shift, eps=1e-6, cu_seqlens=None, one_plus=True):
     x2d = x if x.dim() == 2 else x.reshape(-1, D)
     if not x2d.is_contiguous():
         x2d = x2d.contiguous()
-    y = _AdaLN.apply(x2d, scale2d, shift2d, float(eps), batch, seq_len, cu_dev, cu_host, bool(one_plus))
+    if _OPS and _is_compiling():
+        y = torch.ops.adaptiveload.adaln_fwd(x2d, scale2d, shift2d, cu_dev, cu_host, float(eps), batch, seq_len,
+                                             bool(one_plus))[0]
+    else:
+        y = _AdaLN.apply(x2d, scale2d, shift2d, float(eps), batch, seq_len, cu_dev, cu_host, bool(one_plus))
     return y.view(x.shape)
