@@ -1,5 +1,6 @@
 """Python package tests: BatchSampler, IndexDataset, StreamDataset with real DataLoaders
-(several worker processes) on a small synthetic corpus made by the CLI.
+(several worker processes) on a small synthetic corpus made by the CLI; the fused AdaLN
+module's import and argument check (no GPU needed).
 
 Run by tests/stream/python_test.sh (Bazel sh_test) with ADAPTIVELOAD_LIB (the shared
 library), ADAPTIVELOAD_BIN (the CLI) and PYTHONPATH (python/) set. Payload bytes are
@@ -257,6 +258,20 @@ class StreamDatasetTest(unittest.TestCase):
             self.skipTest("CUDA present: covered by tools/gpu_stream_check.sh")
         with self.assertRaisesRegex(StreamError, "CUDA"):
             stream_all(StreamDataset(C.index, C.manifest, rank=0, world_size=2, device="cuda"))
+
+
+class AdalnImportTest(unittest.TestCase):
+    """The fused AdaLN module imports under any torch (its torch.compile operators only where
+    torch.library.custom_op exists) and refuses CPU tensors by name; its GPU tests are
+    tests/kernels/adaln_torch_test.py."""
+
+    def test_imports_and_refuses_cpu(self):
+        import importlib
+
+        mod = importlib.import_module("adaptiveload.adaln")
+        x = torch.ones(1, 4, 64)
+        with self.assertRaisesRegex(ValueError, "CUDA"):
+            mod.adaln(x, torch.zeros(1, 64), torch.zeros(1, 64))
 
 
 if __name__ == "__main__":
