@@ -403,10 +403,11 @@ std::vector<Case> Cases() {
     c.flags = AL_ADALN_PLAIN_SCALE;
     v.push_back(c);
   }
-  // Forward kernels. Auto takes the tile forward for every vector-path batch of more than one
-  // sample above; these force each one: the row kernel on a packed batch, the tile kernel on
-  // one sample, on rows of several warps (named barriers), on 7 vectors per thread, fp32 and
-  // fp16, tiny rows (many groups per warp), a large mean, and many short pieces.
+  // Forward kernels. Auto picks one by batch shape (the tile forward only for D >= 3072 and
+  // short samples, ADALN_FWD_TILE_*); these force each one: the row kernel on a packed batch,
+  // the tile kernel on one sample, on rows of several warps (named barriers), on 7 vectors per
+  // thread, fp32 and fp16, tiny rows (many groups per warp), a large mean, and many short
+  // pieces.
   {
     Case c = Packed("bf16_fwd_rows_packed", BF, {5, 0, 1, 40, 0, 17}, 1536);
     c.fwd = AL_ADALN_FWD_KERNEL_ROWS;
