@@ -36,8 +36,8 @@ _DTYPES = {
 # Per-call host cost matters (hundreds of calls per training step): the C functions, their
 # argtypes and the struct classes are looked up once; the structs of a fixed layout are built
 # once per shape, and those built by the forward are reused by its backward; the workspace is
-# cached per (device, stream); the C API does the argument checks. With argtypes declared, ctypes takes plain ints for void* and a struct
-# for a struct pointer (passed by reference).
+# cached per (device, stream); the C API does the argument checks. With argtypes declared,
+# ctypes takes plain ints for void* and a struct for a struct pointer (passed by reference).
 _FNS = None
 
 
@@ -74,6 +74,17 @@ def _make_fixed(x2d, batch, seq_len, eps, one_plus):
     if p is None:
         p = _FIXED.setdefault(key, _make(x2d, batch, seq_len, None, None, eps, one_plus))
     return p
+
+
+def _desc(x2d, batch, seq_len, cu_dev, cu_host, eps, one_plus):
+    """(desc, options) of a call: cached for a fixed layout, built for a packed one."""
+    if cu_dev is None:
+        return _make_fixed(x2d, batch, seq_len, eps, one_plus)
+    return _make(x2d, batch, seq_len, cu_dev, cu_host, eps, one_plus)
+
+
+def _device_index(t):
+    return t.device.index if t.device.index is not None else torch.cuda.current_device()
 
 
 def _make(x2d, batch, seq_len, cu_dev, cu_host, eps, one_plus):
@@ -135,14 +146,10 @@ def _run_forward(x2d, scale, shift, batch, seq_len, cu_dev, cu_host, eps, one_pl
     (desc, options, device index) for its backward."""
     fwd = _fns()[0]
     rows = x2d.shape[0]
-    dev = x2d.device
-    index = dev.index if dev.index is not None else torch.cuda.current_device()
+    index = _device_index(x2d)
     y = torch.empty_like(x2d)
-    stats = torch.empty(2 * rows, device=dev, dtype=torch.float32)
-    if cu_dev is None:
-        d, o = _make_fixed(x2d, batch, seq_len, eps, one_plus)
-    else:
-        d, o = _make(x2d, batch, seq_len, cu_dev, cu_host, eps, one_plus)
+    stats = torch.empty(2 * rows, device=x2d.device, dtype=torch.float32)
+    d, o = _desc(x2d, batch, seq_len, cu_dev, cu_host, eps, one_plus)
     mean_ptr = stats.data_ptr()
     with _on_device(index):
         rc = fwd(d, o, x2d.data_ptr(), scale.data_ptr(), shift.data_ptr(), y.data_ptr(), mean_ptr,
@@ -228,13 +235,8 @@ if _OPS:
     def _adaln_bwd_op(dy: torch.Tensor, x2d: torch.Tensor, scale: torch.Tensor, stats: torch.Tensor,
                       cu_dev: Optional[torch.Tensor], eps: float, batch: int, seq_len: int,
                       one_plus: bool) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        if cu_dev is None:
-            d, o = _make_fixed(x2d, batch, seq_len, eps, one_plus)
-        else:
-            d, o = _make(x2d, batch, seq_len, cu_dev, None, eps, one_plus)
-        dev = x2d.device
-        index = dev.index if dev.index is not None else torch.cuda.current_device()
-        return _run_backward(dy, x2d, scale, stats, d, o, index, seq_len)
+        d, o = _desc(x2d, batch, seq_len, cu_dev, None, eps, one_plus)
+        return _run_backward(dy, x2d, scale, stats, d, o, _device_index(x2d), seq_len)
 
     @_adaln_bwd_op.register_fake
     def _adaln_bwd_fake(dy, x2d, scale, stats, cu_dev, eps, batch, seq_len, one_plus):
