@@ -83,6 +83,11 @@ int al_stream_open_source(al_stream **out, const al_stream_source *src, al_rank_
 /* The source over an al_index (ctx = the index). */
 void al_stream_index_source(const al_index *idx, al_stream_source *out);
 
+/* A non-negative integer from the environment variable `name` (RANK, WORLD_SIZE, LOCAL_RANK):
+ * 1 with *out set when it holds one, 0 when it is unset or empty, -1 when it holds anything
+ * else (*out untouched). Not exported (no al_ prefix: export.lds keeps only al_*). */
+int stream_env_long(const char *name, long *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -9,23 +9,13 @@
 #include "loader/stream/al_schedule.h"
 #include "loader/stream/al_stream_core.h"
 
-static int env_long(const char *name, long *out) {
-  const char *v = getenv(name);
-  if (!v || !*v) return 0;
-  char *end;
-  long x = strtol(v, &end, 10);
-  if (*end || x < 0) return -1;
-  *out = x;
-  return 1;
-}
-
 int al_resolve_rank(const al_manifest *m, int rank, int world, uint32_t *out_rank) {
   al_manifest_info info;
   int st = al_manifest_get_info(m, &info);
   if (st != AL_OK) return st;
   long w = world;
   if (world <= 0) {
-    int e = env_long("WORLD_SIZE", &w);
+    int e = stream_env_long("WORLD_SIZE", &w);
     if (e < 0) return al_set_error(AL_EINVAL, "WORLD_SIZE is not a number: '%s'", getenv("WORLD_SIZE"));
     if (e == 0) w = 0;
     if (e > 0 && (uint64_t)w != info.world)
@@ -41,7 +31,7 @@ int al_resolve_rank(const al_manifest *m, int rank, int world, uint32_t *out_ran
   }
   long r = rank;
   if (rank < 0) {
-    int e = env_long("RANK", &r);
+    int e = stream_env_long("RANK", &r);
     if (e < 0) return al_set_error(AL_EINVAL, "RANK is not a number: '%s'", getenv("RANK"));
     if (e == 0) {
       if (info.world != 1)

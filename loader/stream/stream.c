@@ -367,7 +367,7 @@ static void *reader_main(void *arg) {
 
 /* ---------------------------------------------------------------- API */
 
-static int env_int(const char *name, long *out) {
+int stream_env_long(const char *name, long *out) {
   const char *v = getenv(name);
   if (!v || !*v) return 0;
   char *end;
@@ -472,7 +472,7 @@ int al_stream_open_source(al_stream **out, const al_stream_source *src, al_rank_
     long dev = o.cuda_device;
     if (dev < 0) {
       dev = 0;
-      if (env_int("LOCAL_RANK", &dev) < 0)
+      if (stream_env_long("LOCAL_RANK", &dev) < 0)
         return stream_fail_open(s, al_set_error(AL_EINVAL, "LOCAL_RANK is not a number: '%s'", getenv("LOCAL_RANK")));
     }
     if (dev >= devices)

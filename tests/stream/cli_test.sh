@@ -34,6 +34,10 @@ expect_rc 0 "$BIN" stream --index "$T/i.alidx" --manifest "$T/m.alm" --rank 0 --
 RANK=1 WORLD_SIZE=2 expect_rc 0 "$BIN" stream --index "$T/i.alidx" --manifest "$T/m.alm"
 WORLD_SIZE=3 expect_rc 1 "$BIN" stream --index "$T/i.alidx" --manifest "$T/m.alm" --rank 0
 grep -q "WORLD_SIZE is 3" "$T/err" || fail "world mismatch message: $(cat "$T/err")"
+RANK=x WORLD_SIZE=2 expect_rc 1 "$BIN" stream --index "$T/i.alidx" --manifest "$T/m.alm"
+grep -q "RANK is not a number: 'x'" "$T/err" || fail "bad RANK message: $(cat "$T/err")"
+WORLD_SIZE=-2 expect_rc 1 "$BIN" stream --index "$T/i.alidx" --manifest "$T/m.alm" --rank 0
+grep -q "WORLD_SIZE is not a number: '-2'" "$T/err" || fail "bad WORLD_SIZE message: $(cat "$T/err")"
 expect_rc 2 "$BIN" stream --index "$T/i.alidx"
 expect_rc 2 "$BIN" stream --index "$T/i.alidx" --manifest "$T/m.alm" --on-error maybe
 
