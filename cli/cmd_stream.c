@@ -1,4 +1,4 @@
-/* adaptiveload stream: read one rank's packed micro-batches (loader/stream/al_stream.h). */
+/* adaptiveload stream: read one rank's packed micro-batches (stream/al_stream.h). */
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -10,7 +10,7 @@
 #include "cli/al_cli.h"
 #include "common/al_status.h"
 #include "loader/al_index.h"
-#include "loader/stream/al_stream.h"
+#include "stream/al_stream.h"
 #include "planner/al_manifest.h"
 
 static void usage(FILE *out) {

@@ -21,7 +21,7 @@ adds torch.compile with symbolic shapes (compile_dynN: B and N, as a training lo
 buckets gets after dynamo's first recompile; compile_dyn: dynamic=True, D symbolic too).
 "compile" is specialised to each shape (torch._dynamo.reset() per shape): the fastest.
 The library is found as adaptiveload._lib says (ADAPTIVELOAD_LIB, next to the package, or
-bazel-bin/).
+bazel-bin/dist/).
 """
 
 import argparse

@@ -31,7 +31,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-try:  # an installed package (the //:dist bundle on PYTHONPATH) first, else this checkout's
+try:  # an installed package (the //dist bundle on PYTHONPATH) first, else this checkout's
     import adaptiveload
 except ImportError:
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # gpu_stream_check.sh [ROOT] - stream throughput and copy/compute overlap on a GPU machine.
 #
-# ROOT (default: the folder above this script) holds prebuilt binaries as the //:dist
+# ROOT (default: the folder above this script) holds prebuilt binaries as the //dist
 # bundle lays them out: bin/adaptiveload, lib/libadaptiveload.so, python/adaptiveload/.
 # Needs python3 with torch + CUDA; no Bazel. It
 #   1. makes a synthetic corpus with `adaptiveload synth` (SAMPLES, default 2000: ~4 GB;
@@ -27,7 +27,7 @@ PREFETCH=${PREFETCH:-4}
 COMPUTE_MS=${COMPUTE_MS:-30}
 WORK=${WORK:-$ROOT/gpu_check_work}
 for f in "$BIN" "$LIB" "$ROOT/python/adaptiveload/__init__.py"; do
-  [ -e "$f" ] || { echo "gpu_stream_check: missing $f (run from an unpacked //:dist bundle)" >&2; exit 1; }
+  [ -e "$f" ] || { echo "gpu_stream_check: missing $f (run from an unpacked //dist bundle)" >&2; exit 1; }
 done
 export PYTHONPATH=$ROOT/python${PYTHONPATH:+:$PYTHONPATH}
 export ADAPTIVELOAD_LIB=$LIB

@@ -10,7 +10,7 @@ Data loading (needs torch):
     StreamError    raised by failing C calls (message names shard, key, offset)
     latent_tokens  crops a Wan latent to its bucket and patchifies it into tokens
 
-Install: unpack the //:dist bundle (adaptiveload-dist.tar.gz) anywhere and put its
+Install: unpack the //dist bundle (adaptiveload-dist.tar.gz) anywhere and put its
 python/ folder on PYTHONPATH; the package finds ../../lib/libadaptiveload.so itself
 (or set ADAPTIVELOAD_LIB).
 """

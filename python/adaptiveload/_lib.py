@@ -4,10 +4,10 @@ declares the kernel API (kernels/al_adaln.h).
 Search order, first file that loads wins:
   1. ``ADAPTIVELOAD_LIB``: a library file, or a folder holding one;
   2. next to the package: this folder, its ``lib/``, ``../lib`` and ``../../lib``
-     (the //:dist bundle puts ``lib/`` beside ``python/``);
-  3. the repository checkout: ``bazel-bin/`` and ``bazel-bin/kernels/``.
+     (the //dist bundle puts ``lib/`` beside ``python/``);
+  3. the repository checkout: ``bazel-bin/dist/``.
 In each place ``libadaptiveload.so`` (everything) is preferred to ``libal_kernels.so``
-(the kernels alone, //kernels:libal_kernels.so).
+(the kernels alone, //dist:libal_kernels.so).
 
 Thread-safe; the library is loaded once per process.
 """
@@ -99,8 +99,7 @@ def candidates():
         os.path.join(here, "lib"),
         os.path.normpath(os.path.join(here, "..", "lib")),
         os.path.normpath(os.path.join(here, "..", "..", "lib")),
-        os.path.join(repo, "bazel-bin"),
-        os.path.join(repo, "bazel-bin", "kernels"),
+        os.path.join(repo, "bazel-bin", "dist"),
     ]
     for place in places:
         for name in LIB_NAMES:
@@ -139,7 +138,7 @@ def load_library():
             _cdll = cdll
             return _cdll
         raise OSError(
-            "adaptiveload: cannot load %s; tried: %s. Build it (bazel build //kernels:libal_kernels.so) "
+            "adaptiveload: cannot load %s; tried: %s. Build it (bazel build //dist:libadaptiveload.so) "
             "or set ADAPTIVELOAD_LIB." % (" or ".join(LIB_NAMES), "; ".join(tried))
         )
 

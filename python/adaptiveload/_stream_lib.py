@@ -1,12 +1,12 @@
-"""ctypes declarations of the stream and schedule C API (loader/stream/al_stream.h,
-loader/stream/al_schedule.h) and of the few index/manifest calls they need.
+"""ctypes declarations of the stream and schedule C API (stream/al_stream.h,
+stream/al_schedule.h) and of the few index/manifest calls they need.
 
 Internal: use :mod:`adaptiveload.stream` and :mod:`adaptiveload.sampler`.
 
 The shared library is the one :func:`adaptiveload._lib.load_library` finds when it
 holds the stream API; otherwise, in this order: the ``ADAPTIVELOAD_LIB`` environment variable (a
 file, or a folder holding ``libadaptiveload.so``), ``libadaptiveload.so`` next to this
-package, ``../../lib/libadaptiveload.so`` relative to it (the layout of the //:dist
+package, ``../../lib/libadaptiveload.so`` relative to it (the layout of the //dist
 bundle: ``lib/`` beside ``python/``), then the system loader path.
 """
 
@@ -230,7 +230,7 @@ def _open_cdll():
             tried.append("%s (%s)" % (path, e))
     raise OSError(
         "adaptiveload: cannot load %s; tried: %s. Set ADAPTIVELOAD_LIB to the library (from the "
-        "//:dist bundle's lib/ folder, or bazel-bin/libadaptiveload.so)." % (_LIBNAME, "; ".join(tried) or "nothing")
+        "//dist bundle's lib/ folder, or bazel-bin/dist/libadaptiveload.so)." % (_LIBNAME, "; ".join(tried) or "nothing")
     )
 
 

@@ -2,7 +2,7 @@
 """adaptiveload.adaln under PyTorch on a GPU: eager, CUDA-graph capture, torch.compile with
 fullgraph=True (static and dynamic shapes; the custom operators) and torch.library.opcheck,
 against a float64 eager reference and against each other. Runs on the GPU machine
-(kernels/device_run.sh); skips without a CUDA device, the torch.compile cases also without
+(dev/kernels_device_run.sh); skips without a CUDA device, the torch.compile cases also without
 torch.library.custom_op (torch < 2.4).
 
     ADAPTIVELOAD_LIB=.../libal_kernels.so PYTHONPATH=python python3 tests/kernels/adaln_torch_test.py

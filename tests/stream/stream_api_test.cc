@@ -14,8 +14,8 @@
 #include "tests/stream/stream_test_util.h"
 
 extern "C" {
-#include "loader/stream/al_schedule.h"
-#include "loader/stream/al_stream.h"
+#include "stream/al_schedule.h"
+#include "stream/al_stream.h"
 #include "planner/al_plan.h"
 }
 

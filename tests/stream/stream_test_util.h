@@ -16,7 +16,7 @@
 
 extern "C" {
 #include "loader/al_index.h"
-#include "loader/stream/al_stream_core.h"
+#include "stream/engine_internal.h"
 }
 
 namespace stest {

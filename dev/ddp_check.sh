@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Two-GPU DDP check of the install bundle: every rank reads the same manifest, no coordination.
 # On a machine with 2 GPUs and PyTorch, from the repository root, with the bundle copied to
-# .devbuild/adaptiveload-dist.tar.gz (bazel build --config=opt //:dist). Output under $OUT.
+# .devbuild/adaptiveload-dist.tar.gz (bazel build --config=opt //dist). Output under $OUT.
 set -u -o pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 REPO=$PWD

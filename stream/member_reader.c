@@ -1,5 +1,5 @@
 /* Reading one payload member: pread, libarchive fallback, LZ4 frames. */
-#include "loader/stream/al_reader.h"
+#include "stream/member_reader_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -14,7 +14,7 @@
 #include <archive_entry.h>
 #include <lz4frame.h>
 
-#include "loader/stream/al_cuda_rt.h"
+#include "stream/cuda_rt_internal.h"
 
 /* ---------------------------------------------------------------- buffers */
 

@@ -1,6 +1,6 @@
 #!/bin/sh
 # make_dist.sh OUT BIN LIB "HEADERS" "PYFILES" "EXAMPLES" GPU_SCRIPT
-# Builds the relocatable install bundle (see the //:dist comment in BUILD).
+# Builds the relocatable install bundle (see the //dist comment in BUILD).
 set -e
 out=$1 bin=$2 lib=$3 headers=$4 py=$5 ex=$6 gpu=$7
 tmp=$(mktemp -d)

@@ -3,8 +3,8 @@
 # locks the SM clock at base, ~1.44 GHz on the H200, which makes these kernels compute-bound):
 # time, clock, DRAM throughput, instructions, issue-slot use, and the warp stall reasons per
 # issued instruction (kernels/NOTES.md v9). On the GPU machine, after staging .devbuild:
-#   kernels/ncu_metrics.sh OUTFILE KERNEL_REGEX [adaln_bench args...]
-#   e.g. kernels/ncu_metrics.sh $OUT/bwd.txt adaln_bwd_tile --shape 1,32760,1536 --iters 20
+#   dev/ncu_metrics.sh OUTFILE KERNEL_REGEX [adaln_bench args...]
+#   e.g. dev/ncu_metrics.sh $OUT/bwd.txt adaln_bwd_tile --shape 1,32760,1536 --iters 20
 # Profiles the 11th and 12th matching launches (past the warm-up).
 set -u
 out=${1:?OUTFILE}; k=${2:?KERNEL_REGEX}; shift 2

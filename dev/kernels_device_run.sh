@@ -7,7 +7,7 @@
 # .devbuild/fallback names one of them (a line "NAME"), that build gets the full check too
 # (its output in all.log only).
 # Usage (from the repository root):
-#   kernels/device_run.sh OUTDIR [--sweep] [--py-args "..."] [--autotune-shapes 1x65536x1536,...]
+#   dev/kernels_device_run.sh OUTDIR [--sweep] [--py-args "..."] [--autotune-shapes 1x65536x1536,...]
 #                         [--bench "ARGS"]...
 # Each --bench runs adaln_bench ARGS once more after the default benchmark (output in all.log).
 # The Python binding's GPU tests (tests/kernels/adaln_torch_test.py) run after the C checks.

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "loader/stream/al_stream_core.h"
+#include "stream/engine_internal.h"
 
 static int grow(void **arr, size_t *cap, size_t need, size_t elem) {
   if (need <= *cap) return AL_OK;

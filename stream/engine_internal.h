@@ -1,5 +1,5 @@
 /*
- * al_stream_core.h - the stream engine below al_stream.h, independent of the
+ * engine_internal.h - the stream engine below al_stream.h, independent of the
  * index and manifest file formats.
  *
  * The engine reads a *rank plan* (the ordered micro-batches of one rank, each
@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "loader/stream/al_stream.h"
+#include "stream/al_stream.h"
 
 #ifdef __cplusplus
 extern "C" {

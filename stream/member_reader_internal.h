@@ -1,8 +1,8 @@
 /*
- * al_reader.h - reading one sample's payload member into a growable buffer:
+ * member_reader_internal.h - reading one sample's payload member into a growable buffer:
  * pread at the indexed offset for plain tar shards, libarchive's sequential
  * reader for compressed (not seekable) shards, LZ4 frame decoding for
- * KEY.ext.lz4 members. Internal to //loader/stream.
+ * KEY.ext.lz4 members. Internal to //stream.
  *
  * A shard table opens each shard once (lazily, shared by all readers: pread
  * needs no per-thread file position) and checks it against the index: size
@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "loader/stream/al_stream_core.h"
+#include "stream/engine_internal.h"
 
 /* A host buffer that grows on demand; contents up to `keep` survive growth. */
 typedef struct al_growbuf {

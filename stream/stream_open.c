@@ -4,10 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "loader/stream/al_cuda_rt.h"
-#include "loader/stream/al_reader.h"
-#include "loader/stream/al_schedule.h"
-#include "loader/stream/al_stream_core.h"
+#include "stream/cuda_rt_internal.h"
+#include "stream/member_reader_internal.h"
+#include "stream/al_schedule.h"
+#include "stream/engine_internal.h"
 
 int al_resolve_rank(const al_manifest *m, int rank, int world, uint32_t *out_rank) {
   al_manifest_info info;

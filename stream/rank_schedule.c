@@ -1,10 +1,10 @@
 /* al_schedule: a rank plan behind flat accessors for ctypes. */
-#include "loader/stream/al_schedule.h"
+#include "stream/al_schedule.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "loader/stream/al_stream_core.h"
+#include "stream/engine_internal.h"
 
 typedef struct sched_bucket {
   uint32_t id, width, height, frames;

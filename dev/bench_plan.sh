@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tools/bench_plan.sh - planner benchmarks (issue 4). Not a test.
+# dev/bench_plan.sh - planner benchmarks (issue 4). Not a test.
 #
 # 1. Balance: a metadata-only synthetic corpus of N samples, planned for W = 8 and 16 with
 #    both policies and the embedded H200 cost model; prints imbalance CV, bubble, predicted
@@ -15,8 +15,8 @@ N=${N:-20000}
 BIG=${BIG:-10000000}
 WORK=${WORK:-/tmp/al_bench_plan}
 mkdir -p "$WORK"
-bazel build --config=opt //:adaptiveload //planner:bench_plan >&2
-cp -f bazel-bin/adaptiveload bazel-bin/planner/bench_plan "$WORK/"
+bazel build --config=opt //:adaptiveload //dev:bench_plan >&2
+cp -f bazel-bin/adaptiveload bazel-bin/dev/bench_plan "$WORK/"
 A="$WORK/adaptiveload"
 echo "# machine: $(nproc) cores; load: $(cut -d' ' -f1-3 /proc/loadavg); commit $(git rev-parse --short HEAD)"
 

@@ -1,5 +1,5 @@
 /* CUDA runtime calls of the stream, linked from cudart_static. */
-#include "loader/stream/al_cuda_rt.h"
+#include "stream/cuda_rt_internal.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -9,7 +9,7 @@
 #include <cuda_runtime_api.h>
 
 #include "common/al_status.h"
-#include "loader/stream/al_stream.h"
+#include "stream/al_stream.h"
 
 static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
 static int probed_devices;

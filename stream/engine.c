@@ -17,9 +17,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "loader/stream/al_cuda_rt.h"
-#include "loader/stream/al_reader.h"
-#include "loader/stream/al_stream_core.h"
+#include "stream/cuda_rt_internal.h"
+#include "stream/member_reader_internal.h"
+#include "stream/engine_internal.h"
 
 typedef enum { SLOT_FREE, SLOT_FILLING, SLOT_READY, SLOT_HELD } slot_state;
 

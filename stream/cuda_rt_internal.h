@@ -1,7 +1,7 @@
 /*
- * al_cuda_rt.h - the few CUDA runtime calls the stream makes, optional at run
+ * cuda_rt_internal.h - the few CUDA runtime calls the stream makes, optional at run
  * time: without a driver or device, al_cuda_devices() is 0 and the stream
- * uses plain host memory. Internal to //loader/stream.
+ * uses plain host memory. Internal to //stream.
  */
 #ifndef AL_CUDA_RT_H
 #define AL_CUDA_RT_H

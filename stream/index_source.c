@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "loader/stream/al_stream_core.h"
+#include "stream/engine_internal.h"
 
 static int idx_shard(void *ctx, uint32_t id, al_source_shard *out) {
   al_shard_info si;
