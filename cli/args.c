@@ -2,9 +2,9 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "cli/al_cli.h"
+#include "cli/cli_internal.h"
 
-int al_cli_parse_u64(const char *s, unsigned long long *v) {
+int cli_parse_u64(const char *s, unsigned long long *v) {
   char *end;
   errno = 0;
   if (!s || !*s || *s == '-') return -1;
@@ -12,7 +12,7 @@ int al_cli_parse_u64(const char *s, unsigned long long *v) {
   return (errno || *end) ? -1 : 0;
 }
 
-int al_cli_parse_double(const char *s, double *v) {
+int cli_parse_double(const char *s, double *v) {
   char *end;
   errno = 0;
   if (!s || !*s) return -1;

@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli/al_cli.h"
+#include "cli/cli_internal.h"
 #include "common/al_status.h"
 #include "planner/al_manifest.h"
 #include "planner/al_plan.h"
@@ -56,8 +56,8 @@ static void section(int n, const char *title) {
   fflush(stdout);
 }
 
-int al_cmd_demo(int argc, char **argv) {
-  if (al_cli_wants_help(argc, argv)) {
+int cli_cmd_demo(int argc, char **argv) {
+  if (cli_wants_help(argc, argv)) {
     usage(stdout);
     return AL_EXIT_OK;
   }
@@ -99,38 +99,38 @@ int al_cmd_demo(int argc, char **argv) {
   section(1, "synthetic corpus: images and videos, real-size Wan 2.1 latents");
   char *a_synth[] = {"synth", "--out", corpus, "--samples", (char *)samples, "--shards", (char *)shards,
                      "--seed", (char *)seed, NULL};
-  if ((rc = run_verb(al_cmd_synth, a_synth))) return rc;
+  if ((rc = run_verb(cli_cmd_synth, a_synth))) return rc;
 
   section(2, "index the shards");
   char *a_index[] = {"index", "-o", index, corpus, NULL};
-  if ((rc = run_verb(al_cmd_index, a_index))) return rc;
+  if ((rc = run_verb(cli_cmd_index, a_index))) return rc;
 
   section(3, "plan one epoch with both policies (embedded H200 cost model)");
   char *a_plan_a[] = {"plan", "--index", index, "--world", (char *)world, "--policy", "adaptive",
                       "--seed", (char *)seed, "-o", man_a, NULL};
-  if ((rc = run_verb(al_cmd_plan, a_plan_a))) return rc;
+  if ((rc = run_verb(cli_cmd_plan, a_plan_a))) return rc;
   char *a_plan_e[] = {"plan", "--index", index, "--world", (char *)world, "--policy", "equal-token",
                       "--seed", (char *)seed, "-o", man_e, NULL};
-  if ((rc = run_verb(al_cmd_plan, a_plan_e))) return rc;
+  if ((rc = run_verb(cli_cmd_plan, a_plan_e))) return rc;
 
   section(4, "balance: adaptive vs equal-token");
   al_manifest *ma = NULL, *me = NULL;
   if (al_manifest_load(&ma, man_a) || al_manifest_load(&me, man_e)) {
     al_manifest_free(ma);
-    return al_cli_fail("demo");
+    return cli_fail("demo");
   }
   al_plan_compare_print(stdout, ma, me);
   int svg_rc = al_manifest_write_svg(ma, svg_a);
   if (!svg_rc) svg_rc = al_manifest_write_svg(me, svg_e);
   al_manifest_free(ma);
   al_manifest_free(me);
-  if (svg_rc) return al_cli_fail("demo");
+  if (svg_rc) return cli_fail("demo");
   printf("per-step per-rank load drawn in %s and %s\n", svg_a, svg_e);
 
   section(5, "stream rank 0's first packed micro-batches");
   char *a_stream[] = {"stream", "--index", index, "--manifest", man_a, "--rank", "0", "--max-batches",
                       (char *)batches, NULL};
-  if ((rc = run_verb(al_cmd_stream, a_stream))) return rc;
+  if ((rc = run_verb(cli_cmd_stream, a_stream))) return rc;
 
   printf("\ndemo done: files in %s/ (inspect them with `adaptiveload inspect %s`)\n", out, man_a);
   return AL_EXIT_OK;

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/al_cli.h"
+#include "cli/cli_internal.h"
 #include "planner/al_cost.h"
 
 static void usage(FILE *out) {
@@ -49,8 +49,8 @@ static void print_fit(const al_cost_fit *f, const char *tag) {
          100 * f->max_rel_err);
 }
 
-int al_cmd_fit(int argc, char **argv) {
-  if (al_cli_wants_help(argc, argv)) {
+int cli_cmd_fit(int argc, char **argv) {
+  if (cli_wants_help(argc, argv)) {
     usage(stdout);
     return AL_EXIT_OK;
   }
@@ -86,15 +86,15 @@ int al_cmd_fit(int argc, char **argv) {
       else if (!strcmp(v, "abs")) fo.loss = AL_LOSS_ABS;
       else bad = 1;
     } else if (!strcmp(a, "--min-tokens")) {
-      bad = al_cli_parse_u64(v, &n) || !n;
+      bad = cli_parse_u64(v, &n) || !n;
       fo.min_tokens = n;
     } else if (!strcmp(a, "--folds")) {
-      bad = al_cli_parse_u64(v, &n) || n < 2 || n > 1000;
+      bad = cli_parse_u64(v, &n) || n < 2 || n > 1000;
       fo.folds = (uint32_t)n;
     } else if (!strcmp(a, "--mem-capacity")) {
-      bad = al_cli_parse_double(v, &capacity) || !(capacity > 0);
+      bad = cli_parse_double(v, &capacity) || !(capacity > 0);
     } else if (!strcmp(a, "--mem-safety")) {
-      bad = al_cli_parse_double(v, &safety) || !(safety > 0) || safety > 1;
+      bad = cli_parse_double(v, &safety) || !(safety > 0) || safety > 1;
     } else {
       bad = 1;
     }
@@ -114,14 +114,14 @@ int al_cmd_fit(int argc, char **argv) {
   int rc = bench ? al_bench_load(&b, bench)
                  : al_bench_parse(&b, al_cost_default_json(), strlen(al_cost_default_json()),
                                   "embedded h200_dit_block_cost.json");
-  if (rc) return al_cli_fail("fit");
+  if (rc) return cli_fail("fit");
   al_cost_model m;
   rc = al_cost_fit_bench(&b, &fo, &m);
   al_bench_free(&b);
-  if (rc) return al_cli_fail("fit");
+  if (rc) return cli_fail("fit");
   uint64_t mem_tokens = 0;
-  if (capacity > 0 && al_cost_mem_tokens(&m, capacity, safety, &mem_tokens)) return al_cli_fail("fit");
-  if (out && al_cost_save(&m, out)) return al_cli_fail("fit");
+  if (capacity > 0 && al_cost_mem_tokens(&m, capacity, safety, &mem_tokens)) return cli_fail("fit");
+  if (out && al_cost_save(&m, out)) return cli_fail("fit");
   if (json) {
     al_cost_print_json(&m, stdout);
     if (mem_tokens) printf("{\"mem_capacity\": %.0f, \"mem_safety\": %.3f, \"mem_tokens\": %llu}\n", capacity, safety,

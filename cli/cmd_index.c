@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/al_cli.h"
+#include "cli/cli_internal.h"
 #include "common/al_status.h"
 #include "loader/al_index.h"
 
@@ -61,8 +61,8 @@ static void print_rejected(const al_index *idx) {
   if (n > SHOW_REJECTED) fprintf(stderr, "  ... and %zu more\n", n - SHOW_REJECTED);
 }
 
-int al_cmd_index(int argc, char **argv) {
-  if (al_cli_wants_help(argc, argv)) {
+int cli_cmd_index(int argc, char **argv) {
+  if (cli_wants_help(argc, argv)) {
     usage(stdout);
     return AL_EXIT_OK;
   }
@@ -86,7 +86,7 @@ int al_cmd_index(int argc, char **argv) {
       o.progress = -1;
     } else if (a[0] == '-' && a[1] == '-' && a[2] == '\0') {
       for (i++; i < argc && rc == AL_EXIT_OK; i++)
-        if (al_shard_expand(argv[i], &paths, &n)) rc = al_cli_fail("index");
+        if (al_shard_expand(argv[i], &paths, &n)) rc = cli_fail("index");
     } else if (a[0] == '-' && a[1] != '\0') {
       if (!v) {
         fprintf(stderr, "adaptiveload index: %s needs a value (or is unknown)\n", a);
@@ -129,7 +129,7 @@ int al_cmd_index(int argc, char **argv) {
         rc = AL_EXIT_USAGE;
       }
     } else if (al_shard_expand(a, &paths, &n)) {
-      rc = al_cli_fail("index");
+      rc = cli_fail("index");
     }
   }
   if (rc == AL_EXIT_OK && (!output || n == 0)) {
@@ -151,10 +151,10 @@ int al_cmd_index(int argc, char **argv) {
   snprintf(build_err, sizeof build_err, "%s", brc ? al_last_error() : "");
   for (size_t i = 0; i < n; i++) free(paths[i]);
   free(paths);
-  if (!idx) return al_cli_fail("index");
+  if (!idx) return cli_fail("index");
   /* With --strict or unreadable shards the build fails but the index is complete: write it anyway. */
   if (al_index_save(idx, output) != AL_OK) {
-    al_cli_fail("index");
+    cli_fail("index");
     al_index_free(idx);
     return AL_EXIT_FAIL;
   }

@@ -2,7 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli/al_cli.h"
+#include "cli/cli_internal.h"
 #include "planner/al_plan.h"
 
 static void usage(FILE *out) {
@@ -30,8 +30,8 @@ static const char *status_name(int st) {
   return NULL;
 }
 
-int al_cmd_inspect(int argc, char **argv) {
-  if (al_cli_wants_help(argc, argv)) {
+int cli_cmd_inspect(int argc, char **argv) {
+  if (cli_wants_help(argc, argv)) {
     usage(stdout);
     return AL_EXIT_OK;
   }
@@ -59,10 +59,10 @@ int al_cmd_inspect(int argc, char **argv) {
     return AL_EXIT_USAGE;
   }
   al_manifest *m = NULL, *o = NULL;
-  if (al_manifest_load(&m, path)) return al_cli_fail("inspect");
+  if (al_manifest_load(&m, path)) return cli_fail("inspect");
   if (other && al_manifest_load(&o, other)) {
     al_manifest_free(m);
-    return al_cli_fail("inspect");
+    return cli_fail("inspect");
   }
   int rc = AL_OK;
   if (json) al_manifest_print_json(stdout, m);
@@ -84,5 +84,5 @@ int al_cmd_inspect(int argc, char **argv) {
   if (!rc && !json && !jsonl && !svg && !rejected && !o) al_manifest_print_summary(stdout, m, path);
   al_manifest_free(m);
   al_manifest_free(o);
-  return rc ? al_cli_fail("inspect") : AL_EXIT_OK;
+  return rc ? cli_fail("inspect") : AL_EXIT_OK;
 }

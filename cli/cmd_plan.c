@@ -5,7 +5,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "cli/al_cli.h"
+#include "cli/cli_internal.h"
 #include "loader/al_index.h"
 #include "planner/al_plan.h"
 
@@ -76,8 +76,8 @@ static void report_rejects(const al_plan *p, const al_index *idx) {
   }
 }
 
-int al_cmd_plan(int argc, char **argv) {
-  if (al_cli_wants_help(argc, argv)) {
+int cli_cmd_plan(int argc, char **argv) {
+  if (cli_wants_help(argc, argv)) {
     usage(stdout);
     return AL_EXIT_OK;
   }
@@ -103,29 +103,29 @@ int al_cmd_plan(int argc, char **argv) {
     } else if (!strcmp(a, "-o") || !strcmp(a, "--out")) {
       out = v;
     } else if (!strcmp(a, "--world")) {
-      bad = al_cli_parse_u64(v, &n) || !n || n > (1u << 20);
+      bad = cli_parse_u64(v, &n) || !n || n > (1u << 20);
       o.world = (uint32_t)n;
     } else if (!strcmp(a, "--policy")) {
       bad = al_policy_parse(v, &o.policy) != AL_OK;
     } else if (!strcmp(a, "--seed")) {
-      bad = al_cli_parse_u64(v, &n);
+      bad = cli_parse_u64(v, &n);
       o.seed = n;
     } else if (!strcmp(a, "--epoch")) {
-      bad = al_cli_parse_u64(v, &n) || n > UINT32_MAX;
+      bad = cli_parse_u64(v, &n) || n > UINT32_MAX;
       o.epoch = (uint32_t)n;
     } else if (!strcmp(a, "--mem-tokens")) {
-      bad = al_cli_parse_u64(v, &n) || !n;
+      bad = cli_parse_u64(v, &n) || !n;
       o.mem_tokens = n;
     } else if (!strcmp(a, "--mem-capacity")) {
-      bad = al_cli_parse_double(v, &capacity) || !(capacity > 0);
+      bad = cli_parse_double(v, &capacity) || !(capacity > 0);
     } else if (!strcmp(a, "--mem-safety")) {
-      bad = al_cli_parse_double(v, &safety) || !(safety > 0) || safety > 1;
+      bad = cli_parse_double(v, &safety) || !(safety > 0) || safety > 1;
     } else if (!strcmp(a, "--comp-ms")) {
-      bad = al_cli_parse_double(v, &o.comp_budget_ms) || !(o.comp_budget_ms > 0);
+      bad = cli_parse_double(v, &o.comp_budget_ms) || !(o.comp_budget_ms > 0);
     } else if (!strcmp(a, "--step-ms")) {
-      bad = al_cli_parse_double(v, &o.step_cost_ms) || !(o.step_cost_ms > 0);
+      bad = cli_parse_double(v, &o.step_cost_ms) || !(o.step_cost_ms > 0);
     } else if (!strcmp(a, "--window")) {
-      bad = al_cli_parse_u64(v, &n) || !n || n > 1000000;
+      bad = cli_parse_u64(v, &n) || !n || n > 1000000;
       o.window = (uint32_t)n;
     } else if (!strcmp(a, "--last-step")) {
       bad = al_last_step_parse(v, &o.last_step) != AL_OK;
@@ -138,12 +138,12 @@ int al_cmd_plan(int argc, char **argv) {
       al_latent_geom geom = {g[0], g[1], g[2], g[3], g[4]};
       if (!bad) o.geom = geom;
     } else if (!strcmp(a, "--start-step")) {
-      bad = al_cli_parse_u64(v, &n) || n > UINT32_MAX;
+      bad = cli_parse_u64(v, &n) || n > UINT32_MAX;
       o.start_step = (uint32_t)n;
     } else if (!strcmp(a, "--resume-from")) {
       resume = v;
     } else if (!strcmp(a, "--at-step")) {
-      bad = al_cli_parse_u64(v, &at_step) || at_step > UINT32_MAX;
+      bad = cli_parse_u64(v, &at_step) || at_step > UINT32_MAX;
       have_at = 1;
     } else {
       bad = 1;
@@ -174,7 +174,7 @@ int al_cmd_plan(int argc, char **argv) {
   al_manifest *old = NULL;
   int rc;
   if (resume) {
-    if ((rc = al_manifest_load(&old, resume))) return al_cli_fail("plan");
+    if ((rc = al_manifest_load(&old, resume))) return cli_fail("plan");
     rc = al_plan_replan(&plan, old, (uint32_t)at_step, o.world);
     if (!rc) rc = al_plan_save(plan, out, al_manifest_key_fn, old);
   } else {
@@ -225,5 +225,5 @@ int al_cmd_plan(int argc, char **argv) {
   al_plan_free(plan);
   al_index_free(idx);
   al_manifest_free(old);
-  return rc ? al_cli_fail("plan") : AL_EXIT_OK;
+  return rc ? cli_fail("plan") : AL_EXIT_OK;
 }

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "cli/al_cli.h"
+#include "cli/cli_internal.h"
 #include "common/al_status.h"
 #include "loader/al_index.h"
 #include "stream/al_stream.h"
@@ -110,8 +110,8 @@ static int parse_long(const char *opt, const char *v, long lo, long hi, long *ou
   return 0;
 }
 
-int al_cmd_stream(int argc, char **argv) {
-  if (al_cli_wants_help(argc, argv)) {
+int cli_cmd_stream(int argc, char **argv) {
+  if (cli_wants_help(argc, argv)) {
     usage(stdout);
     return AL_EXIT_OK;
   }
@@ -196,7 +196,7 @@ int al_cmd_stream(int argc, char **argv) {
   int rc = AL_EXIT_OK;
   if (al_index_load(&idx, index_path) != AL_OK || al_manifest_load(&m, manifest_path) != AL_OK ||
       al_stream_open(&s, idx, m, (int)rank, &o) != AL_OK) {
-    rc = al_cli_fail("stream");
+    rc = cli_fail("stream");
     goto done;
   }
 
@@ -215,7 +215,7 @@ int al_cmd_stream(int argc, char **argv) {
        * host waits, which measures how far the copy lags behind next(). */
       double c0 = now_s();
       if (al_stream_batch_sync(b) != AL_OK) {
-        rc = al_cli_fail("stream");
+        rc = cli_fail("stream");
         al_stream_release(s, b);
         goto done;
       }
@@ -234,7 +234,7 @@ int al_cmd_stream(int argc, char **argv) {
   }
   if (max_batches < 0 || batches < (uint64_t)max_batches) {
     if (st != AL_EOF) {
-      rc = al_cli_fail("stream");
+      rc = cli_fail("stream");
       fprintf(stderr, "adaptiveload stream: stopped after %" PRIu64 " batches\n", batches);
     }
   }

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/al_cli.h"
+#include "cli/cli_internal.h"
 #include "loader/al_synth.h"
 
 static void usage(FILE *out);
@@ -35,8 +35,8 @@ static void usage(FILE *out) {
           "  --threads T        shards written in parallel (default: all cores)\n");
 }
 
-int al_cmd_synth(int argc, char **argv) {
-  if (al_cli_wants_help(argc, argv)) {
+int cli_cmd_synth(int argc, char **argv) {
+  if (cli_wants_help(argc, argv)) {
     usage(stdout);
     return AL_EXIT_OK;
   }
@@ -58,13 +58,13 @@ int al_cmd_synth(int argc, char **argv) {
     i++;
     if (!strcmp(a, "--out") || !strcmp(a, "-o")) {
       o.out_dir = v;
-    } else if (!strcmp(a, "--samples") && !al_cli_parse_u64(v, &n) && n > 0) {
+    } else if (!strcmp(a, "--samples") && !cli_parse_u64(v, &n) && n > 0) {
       o.samples = n;
-    } else if (!strcmp(a, "--shards") && !al_cli_parse_u64(v, &n) && n > 0 && n <= 1000000) {
+    } else if (!strcmp(a, "--shards") && !cli_parse_u64(v, &n) && n > 0 && n <= 1000000) {
       o.shards = (uint32_t)n;
-    } else if (!strcmp(a, "--seed") && !al_cli_parse_u64(v, &n)) {
+    } else if (!strcmp(a, "--seed") && !cli_parse_u64(v, &n)) {
       o.seed = n;
-    } else if (!strcmp(a, "--threads") && !al_cli_parse_u64(v, &n) && n > 0 && n <= 4096) {
+    } else if (!strcmp(a, "--threads") && !cli_parse_u64(v, &n) && n > 0 && n <= 4096) {
       o.threads = (int)n;
     } else if (!strcmp(a, "--payload") && (!strcmp(v, "latent") || !strcmp(v, "none"))) {
       o.payload = !strcmp(v, "none") ? AL_SYNTH_NONE : AL_SYNTH_LATENT;
@@ -80,7 +80,7 @@ int al_cmd_synth(int argc, char **argv) {
     return AL_EXIT_USAGE;
   }
   al_synth_stats st;
-  if (al_synth_write(&o, &st) != AL_OK) return al_cli_fail("synth");
+  if (al_synth_write(&o, &st) != AL_OK) return cli_fail("synth");
   fprintf(stderr, "synth: %llu samples (%llu images, %llu videos) in %u shards, %.1f MB, %.2f s -> %s\n",
           (unsigned long long)st.samples, (unsigned long long)st.images, (unsigned long long)st.videos,
           o.shards ? (unsigned)(o.shards < st.samples ? o.shards : st.samples) : (unsigned)(st.samples < 8 ? st.samples : 8),

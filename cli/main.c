@@ -2,7 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli/al_cli.h"
+#include "cli/cli_internal.h"
 #include "common/al_status.h"
 
 typedef struct verb {
@@ -12,13 +12,13 @@ typedef struct verb {
 } verb;
 
 static const verb VERBS[] = {
-    {"synth", al_cmd_synth, "write a synthetic WebDataset corpus (images + videos)"},
-    {"index", al_cmd_index, "index WebDataset tar shards into an index file"},
-    {"fit", al_cmd_fit, "fit a cost model to a shape benchmark CSV"},
-    {"plan", al_cmd_plan, "plan buckets, batch sizes and a per-rank schedule into a manifest"},
-    {"inspect", al_cmd_inspect, "summarise a manifest (balance, bubbles, throughput)"},
-    {"stream", al_cmd_stream, "read one rank's packed batches from a manifest"},
-    {"demo", al_cmd_demo, "run the whole pipeline on a small embedded default corpus"},
+    {"synth", cli_cmd_synth, "write a synthetic WebDataset corpus (images + videos)"},
+    {"index", cli_cmd_index, "index WebDataset tar shards into an index file"},
+    {"fit", cli_cmd_fit, "fit a cost model to a shape benchmark CSV"},
+    {"plan", cli_cmd_plan, "plan buckets, batch sizes and a per-rank schedule into a manifest"},
+    {"inspect", cli_cmd_inspect, "summarise a manifest (balance, bubbles, throughput)"},
+    {"stream", cli_cmd_stream, "read one rank's packed batches from a manifest"},
+    {"demo", cli_cmd_demo, "run the whole pipeline on a small embedded default corpus"},
 };
 #define N_VERBS (sizeof VERBS / sizeof VERBS[0])
 
@@ -31,18 +31,18 @@ static void usage(FILE *out) {
   for (size_t i = 0; i < N_VERBS; i++) fprintf(out, "  %-8s %s\n", VERBS[i].name, VERBS[i].summary);
 }
 
-int al_cli_wants_help(int argc, char **argv) {
+int cli_wants_help(int argc, char **argv) {
   for (int i = 1; i < argc; i++)
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return 1;
   return 0;
 }
 
-int al_cli_not_implemented(const char *verb) {
+int cli_not_implemented(const char *verb) {
   fprintf(stderr, "adaptiveload %s: not implemented yet\n", verb);
   return AL_EXIT_USAGE;
 }
 
-int al_cli_fail(const char *verb) {
+int cli_fail(const char *verb) {
   fprintf(stderr, "adaptiveload %s: %s\n", verb, al_last_error());
   return AL_EXIT_FAIL;
 }

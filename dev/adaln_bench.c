@@ -28,7 +28,7 @@
 
 #include "common/al_status.h"
 #include "kernels/al_adaln.h"
-#include "kernels/al_fill.h"
+#include "kernels/adaln_fill_internal.h"
 
 #define CK(call)                                                                         \
   do {                                                                                   \
@@ -208,8 +208,8 @@ static void setup(bufs *b, const shape *s, int dtype) {
       b->mean[i] = (float *)balloc(b, rows * sizeof(float));
       b->rstd[i] = (float *)balloc(b, rows * sizeof(float));
     }
-    AL(al_fill_normal(b->x[i], dtype, n, 11 + i, 0.0f, 1.0f, NULL));
-    AL(al_fill_normal(b->dy[i], dtype, n, 101 + i, 0.0f, 1.0f, NULL));
+    AL(adaln_fill_normal(b->x[i], dtype, n, 11 + i, 0.0f, 1.0f, NULL));
+    AL(adaln_fill_normal(b->dy[i], dtype, n, 101 + i, 0.0f, 1.0f, NULL));
   }
   if (g_place != PLACE_REVERSE) {
     b->scale = balloc(b, nbd * es);
@@ -217,8 +217,8 @@ static void setup(bufs *b, const shape *s, int dtype) {
     b->dscale = balloc(b, nbd * es);
     b->dshift = balloc(b, nbd * es);
   }
-  AL(al_fill_normal(b->scale, dtype, nbd, 7, 0.0f, 0.5f, NULL));
-  AL(al_fill_normal(b->shift, dtype, nbd, 8, 0.0f, 0.5f, NULL));
+  AL(adaln_fill_normal(b->scale, dtype, nbd, 7, 0.0f, 0.5f, NULL));
+  AL(adaln_fill_normal(b->shift, dtype, nbd, 8, 0.0f, 0.5f, NULL));
   CK(cudaDeviceSynchronize());
 }
 

@@ -14,7 +14,7 @@ shift
       */al_*.h) echo "#include \"$(echo "$h" | sed 's|^.*/\(common\|loader\|planner\|kernels\)/|\1/|')\"" ;;
     esac
   done
-  echo "const void *const al_exported_api[] = {"
+  echo "const void *const exported_api_table[] = {"
   # Declarations start at column 0 with a type; comment lines start with ' *' or '/*'.
   cat "$@" | grep -E '^[A-Za-z_][A-Za-z0-9_ ]*[ *]+al_[a-z0-9_]+\(' | grep -v '^typedef' |
     sed -E 's/^.*[ *](al_[a-z0-9_]+)\(.*$/\1/' | sort -u | sed 's/^/    (const void *)\&/; s/$/,/'

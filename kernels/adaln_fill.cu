@@ -1,6 +1,6 @@
-/* adaln_fill.cu - pseudo-random device fills for tests and benchmarks; see al_fill.h. */
+/* adaln_fill.cu - pseudo-random device fills for tests and benchmarks; see adaln_fill_internal.h. */
 #include "kernels/adaln_common.cuh"
-#include "kernels/al_fill.h"
+#include "kernels/adaln_fill_internal.h"
 
 __device__ __forceinline__ uint64_t mix64(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -33,13 +33,13 @@ static int fill_t(void *dst, size_t n, uint64_t seed, float mean, float std, voi
   return AL_OK;
 }
 
-extern "C" int al_fill_normal(void *dst, int dtype, size_t n, uint64_t seed, float mean,
+extern "C" int adaln_fill_normal(void *dst, int dtype, size_t n, uint64_t seed, float mean,
                               float std, void *stream) {
-  if (dst == NULL && n > 0) return al_set_error(AL_EINVAL, "al_fill_normal: dst is NULL");
+  if (dst == NULL && n > 0) return al_set_error(AL_EINVAL, "adaln_fill_normal: dst is NULL");
   switch (dtype) {
     case AL_DTYPE_BF16: return fill_t<__nv_bfloat16>(dst, n, seed, mean, std, stream);
     case AL_DTYPE_FP16: return fill_t<__half>(dst, n, seed, mean, std, stream);
     case AL_DTYPE_FP32: return fill_t<float>(dst, n, seed, mean, std, stream);
-    default: return al_set_error(AL_EINVAL, "al_fill_normal: dtype %d", dtype);
+    default: return al_set_error(AL_EINVAL, "adaln_fill_normal: dtype %d", dtype);
   }
 }

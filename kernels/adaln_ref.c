@@ -1,5 +1,5 @@
-/* CPU reference of AdaLN; see adaln_ref.h. */
-#include "kernels/adaln_ref.h"
+/* CPU reference of AdaLN; see adaln_ref_internal.h. */
+#include "kernels/adaln_ref_internal.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -7,7 +7,7 @@
 
 #include "common/al_status.h"
 
-static int check_shape(const char *fn, const al_adaln_ref_shape *s) {
+static int check_shape(const char *fn, const adaln_ref_shape *s) {
   if (s == NULL) return al_set_error(AL_EINVAL, "%s: shape is NULL", fn);
   if (s->rows < 0 || s->batch < 1 || s->dim < 1)
     return al_set_error(AL_EINVAL, "%s: rows %lld, batch %d, dim %d", fn, (long long)s->rows,
@@ -30,7 +30,7 @@ static int check_shape(const char *fn, const al_adaln_ref_shape *s) {
   return AL_OK;
 }
 
-static int64_t seg_start(const al_adaln_ref_shape *s, int b) {
+static int64_t seg_start(const adaln_ref_shape *s, int b) {
   return s->seq_len > 0 ? (int64_t)b * s->seq_len : (int64_t)s->cu_seqlens[b];
 }
 
@@ -45,9 +45,9 @@ static void row_stats(const float *xr, int dim, double eps, double *mean, double
   *rstd = 1.0 / sqrt(sq / dim + eps);
 }
 
-int al_adaln_ref_forward(const al_adaln_ref_shape *s, const float *x, const float *scale,
+int adaln_ref_forward(const adaln_ref_shape *s, const float *x, const float *scale,
                          const float *shift, float *y, float *mean, float *rstd) {
-  int rc = check_shape("al_adaln_ref_forward", s);
+  int rc = check_shape("adaln_ref_forward", s);
   if (rc != AL_OK) return rc;
   const int D = s->dim;
   const double eps = s->eps == 0.0 ? 1e-6 : s->eps;
@@ -67,16 +67,16 @@ int al_adaln_ref_forward(const al_adaln_ref_shape *s, const float *x, const floa
   return AL_OK;
 }
 
-int al_adaln_ref_backward(const al_adaln_ref_shape *s, const float *dy, const float *x,
+int adaln_ref_backward(const adaln_ref_shape *s, const float *dy, const float *x,
                           const float *scale, float *dx, float *dscale, float *dshift) {
-  int rc = check_shape("al_adaln_ref_backward", s);
+  int rc = check_shape("adaln_ref_backward", s);
   if (rc != AL_OK) return rc;
   const int D = s->dim;
   const double eps = s->eps == 0.0 ? 1e-6 : s->eps;
   const double one = s->plain_scale ? 0.0 : 1.0;
   /* Per-feature sums down a sample's rows, in double. */
   double *acc = (double *)malloc(sizeof(double) * 2 * (size_t)D);
-  if (acc == NULL) return al_set_error(AL_ENOMEM, "al_adaln_ref_backward: %d doubles", 2 * D);
+  if (acc == NULL) return al_set_error(AL_ENOMEM, "adaln_ref_backward: %d doubles", 2 * D);
   for (int b = 0; b < s->batch; ++b) {
     const float *sc = scale + (size_t)b * D;
     for (int d = 0; d < 2 * D; ++d) acc[d] = 0.0;

@@ -17,10 +17,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "loader/dali_idx.h"
-#include "loader/hash.h"
+#include "loader/dali_idx_internal.h"
+#include "loader/hash_internal.h"
 #include "loader/index_internal.h"
-#include "loader/scan.h"
+#include "loader/scan_internal.h"
 
 /* ---------------------------------------------------------- key dedupe -- */
 
@@ -39,13 +39,13 @@ typedef struct merger {
   uint64_t *slots;
   size_t cap, n;
   unsigned bits; /* cap = 1 << bits */
-  al_member_rec *mem;
+  index_member_rec *mem;
   size_t mem_cap;
   uint32_t *extmap;
   size_t extmap_cap;
 } merger;
 
-static uint64_t key_hash(const char *k, size_t len) { return al_hash64(k, len, 0x6b6579); }
+static uint64_t key_hash(const char *k, size_t len) { return hash64(k, len, 0x6b6579); }
 
 static size_t home(uint64_t h, unsigned bits) { return (size_t)(h >> (64 - bits)); }
 
@@ -94,12 +94,12 @@ static int64_t mg_find(const merger *m, const char *key, size_t len, uint64_t h,
   }
 }
 
-static int merge(merger *m, al_scan_result *r, const char *path) {
+static int merge(merger *m, scan_result *r, const char *path) {
   al_index *g = m->g;
   const al_index *l = r->idx;
-  const al_shard_rec *ls = &l->shards[0];
+  const index_shard_rec *ls = &l->shards[0];
   uint32_t id;
-  int rc = al_index_add_shard_full(g, path, ls->size, ls->mtime_ns, ls->seekable, ls->compression, &id);
+  int rc = index_add_shard_full(g, path, ls->size, ls->mtime_ns, ls->seekable, ls->compression, &id);
   if (rc) return rc;
   if (l->exts.n > m->extmap_cap) {
     uint32_t *p = realloc(m->extmap, l->exts.n * sizeof *p);
@@ -109,16 +109,16 @@ static int merge(merger *m, al_scan_result *r, const char *path) {
   }
   for (uint32_t i = 0; i < l->exts.n; i++) {
     const char *e = l->exts.strs[i];
-    rc = al_strtab_intern(&g->exts, e, strlen(e), AL_EXT_MAX, &m->extmap[i]);
+    rc = strtab_intern(&g->exts, e, strlen(e), AL_EXT_MAX, &m->extmap[i]);
     if (rc) return al_error_prefix(rc, "%s", path);
   }
   for (size_t i = 0; i < l->n_rejected; i++) {
-    const al_rejected_rec *x = &l->rejected[i];
+    const index_rejected_rec *x = &l->rejected[i];
     rc = al_index_add_rejected(g, id, x->member, x->offset, x->key, x->reason);
     if (rc) return rc;
   }
   for (size_t i = 0; i < l->n_samples; i++) {
-    const al_sample_rec *s = &l->samples[i];
+    const index_sample_rec *s = &l->samples[i];
     const char *key = l->keys + s->key;
     size_t len = strlen(key);
     if (g->n_samples + 1 >= DD_IDX_MASK) return al_set_error(AL_ERANGE, "more than 2^36 samples");
@@ -129,12 +129,12 @@ static int merge(merger *m, al_scan_result *r, const char *path) {
     uint64_t h = key_hash(key, len);
     size_t slot = 0;
     int64_t prev = mg_find(m, key, len, h, &slot);
-    const al_member_rec *lm = &l->members[s->member0];
+    const index_member_rec *lm = &l->members[s->member0];
     if (prev >= 0) {
       const char *first = g->shards[g->samples[prev].shard].path;
       char name[4096], why[8192];
       snprintf(name, sizeof name, "%s%s%s", key, s->n_members ? "." : "",
-               s->n_members ? l->exts.strs[al_member_ext(&lm[0])] : "");
+               s->n_members ? l->exts.strs[index_member_ext(&lm[0])] : "");
       snprintf(why, sizeof why, "duplicate key '%s': first seen in %s (sample %lld, kept); this copy in %s rejected",
                key, first, (long long)prev, path);
       rc = al_index_add_rejected(g, id, name, r->first_hdr[i], key, why);
@@ -142,16 +142,16 @@ static int merge(merger *m, al_scan_result *r, const char *path) {
       continue;
     }
     if (s->n_members > m->mem_cap) {
-      al_member_rec *p = realloc(m->mem, s->n_members * sizeof *p);
+      index_member_rec *p = realloc(m->mem, s->n_members * sizeof *p);
       if (!p) return al_set_error(AL_ENOMEM, "out of memory");
       m->mem = p;
       m->mem_cap = s->n_members;
     }
     for (uint32_t j = 0; j < s->n_members; j++) {
-      m->mem[j].off_ext = (lm[j].off_ext & ~UINT64_C(0x7FFF)) | m->extmap[al_member_ext(&lm[j])];
+      m->mem[j].off_ext = (lm[j].off_ext & ~UINT64_C(0x7FFF)) | m->extmap[index_member_ext(&lm[j])];
       m->mem[j].size = lm[j].size;
     }
-    rc = al_index_add_sample_rec(g, key, len, id, s->width, s->height, s->frames, s->fps, m->mem, s->n_members);
+    rc = index_add_sample_rec(g, key, len, id, s->width, s->height, s->frames, s->fps, m->mem, s->n_members);
     if (rc) return rc;
     m->slots[slot] = (h & ~DD_IDX_MASK) | (uint64_t)g->n_samples;
     m->n++;
@@ -164,9 +164,9 @@ static int merge(merger *m, al_scan_result *r, const char *path) {
 typedef struct build {
   const char *const *paths;
   size_t n;
-  al_meta_fields fields;
+  meta_fields fields;
   size_t block;
-  al_scan_result *results;
+  scan_result *results;
   char *done;                 /* results[i] ready */
   int *fail;                  /* scan status per shard (out of memory) */
   char **fail_msg;            /* message per failed shard (rare), malloc'd */
@@ -176,7 +176,7 @@ typedef struct build {
   int stop;
   pthread_mutex_t mu;
   pthread_cond_t cv_ready, cv_room;
-  al_scan_progress progress;
+  scan_progress progress;
   atomic_size_t shards_done;
 } build;
 
@@ -191,8 +191,8 @@ static void *worker(void *arg) {
     }
     size_t i = B->next++;
     pthread_mutex_unlock(&B->mu);
-    al_scan_result r;
-    int rc = al_scan_shard(B->paths[i], &B->fields, B->block, &B->progress, &r);
+    scan_result r;
+    int rc = scan_shard(B->paths[i], &B->fields, B->block, &B->progress, &r);
     pthread_mutex_lock(&B->mu);
     B->results[i] = r;
     B->fail[i] = rc;
@@ -260,11 +260,11 @@ int al_index_build(al_index **out, const char *const *shards, size_t n, const al
   memset(&B, 0, sizeof B);
   B.paths = shards;
   B.n = n;
-  B.fields.width = o.field_width ? o.field_width : al_default_fields[0];
-  B.fields.height = o.field_height ? o.field_height : al_default_fields[1];
-  B.fields.frames = o.field_frames ? o.field_frames : al_default_fields[2];
-  B.fields.fps = o.field_fps ? o.field_fps : al_default_fields[3];
-  B.fields.duration = o.field_duration ? o.field_duration : al_default_fields[4];
+  B.fields.width = o.field_width ? o.field_width : index_default_fields[0];
+  B.fields.height = o.field_height ? o.field_height : index_default_fields[1];
+  B.fields.frames = o.field_frames ? o.field_frames : index_default_fields[2];
+  B.fields.fps = o.field_fps ? o.field_fps : index_default_fields[3];
+  B.fields.duration = o.field_duration ? o.field_duration : index_default_fields[4];
   B.block = o.block_size; /* 0: scan.c picks by compression */
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   size_t threads = o.threads > 0 ? (size_t)o.threads : (cores > 0 ? (size_t)cores : 1);
@@ -281,7 +281,7 @@ int al_index_build(al_index **out, const char *const *shards, size_t n, const al
                                                                       : al_index_new(&M.g);
   const char *names[AL_N_FIELDS] = {B.fields.width, B.fields.height, B.fields.frames, B.fields.fps,
                                     B.fields.duration};
-  if (!rc) rc = al_index_set_fields(M.g, names);
+  if (!rc) rc = index_set_fields(M.g, names);
   if (!rc) rc = mg_rehash(&M);
   if (rc) {
     free(B.results);
@@ -343,7 +343,7 @@ int al_index_build(al_index **out, const char *const *shards, size_t n, const al
       readable += (size_t)B.results[i].readable;
       bytes_read += B.results[i].bytes_read;
     }
-    al_scan_result_free(&B.results[i]);
+    scan_result_free(&B.results[i]);
     pthread_mutex_lock(&B.mu);
     B.merged = i + 1;
     pthread_cond_broadcast(&B.cv_room);
@@ -354,7 +354,7 @@ int al_index_build(al_index **out, const char *const *shards, size_t n, const al
   pthread_cond_broadcast(&B.cv_room);
   pthread_mutex_unlock(&B.mu);
   for (size_t i = 0; i < started; i++) pthread_join(tids[i], NULL);
-  for (size_t i = 0; i < n; i++) al_scan_result_free(&B.results[i]);
+  for (size_t i = 0; i < n; i++) scan_result_free(&B.results[i]);
   if (show && !rc) progress_line(&B, t0, total_bytes, 1);
   pthread_mutex_destroy(&B.mu);
   pthread_cond_destroy(&B.cv_ready);
@@ -373,9 +373,9 @@ int al_index_build(al_index **out, const char *const *shards, size_t n, const al
     return rc;
   }
   al_index *idx = M.g;
-  al_index_trim(idx);
+  index_trim(idx);
   if (o.dali_idx_dir) {
-    rc = al_dali_idx_write(idx, o.dali_idx_dir);
+    rc = dali_idx_write(idx, o.dali_idx_dir);
     if (rc) {
       al_index_free(idx);
       return rc;

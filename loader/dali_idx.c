@@ -1,5 +1,5 @@
-/* DALI wds2idx v1.2 index files; format in dali_idx.h. */
-#include "loader/dali_idx.h"
+/* DALI wds2idx v1.2 index files; format in dali_idx_internal.h. */
+#include "loader/dali_idx_internal.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -19,7 +19,7 @@ static int idx_name(const char *shard, const char *dir, char *out, size_t cap) {
   return n < 0 || (size_t)n >= cap ? -1 : 0;
 }
 
-int al_dali_idx_write(const al_index *idx, const char *dir) {
+int dali_idx_write(const al_index *idx, const char *dir) {
   if (mkdir(dir, 0755) != 0 && errno != EEXIST)
     return al_set_error(AL_EIO, "%s: cannot create directory: %s", dir, strerror(errno));
   size_t n = idx->n_shards;
@@ -57,14 +57,14 @@ int al_dali_idx_write(const al_index *idx, const char *dir) {
     fprintf(files[i], "v1.2 %llu\n", (unsigned long long)count[i]);
   }
   for (size_t i = 0; !rc && i < idx->n_samples; i++) {
-    const al_sample_rec *s = &idx->samples[i];
+    const index_sample_rec *s = &idx->samples[i];
     FILE *f = files[s->shard];
     if (!f) continue;
     const char *key = idx->keys + s->key;
     for (uint32_t m = 0; m < s->n_members; m++) {
-      const al_member_rec *r = &idx->members[s->member0 + m];
-      const char *ext = al_strtab_get(&idx->exts, al_member_ext(r));
-      fprintf(f, "%s%s %llu %llu %s.%s", m ? " " : "", ext, (unsigned long long)al_member_offset(r),
+      const index_member_rec *r = &idx->members[s->member0 + m];
+      const char *ext = strtab_get(&idx->exts, index_member_ext(r));
+      fprintf(f, "%s%s %llu %llu %s.%s", m ? " " : "", ext, (unsigned long long)index_member_offset(r),
               (unsigned long long)r->size, key, ext);
     }
     fputc('\n', f);

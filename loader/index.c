@@ -2,12 +2,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "loader/hash.h"
+#include "loader/hash_internal.h"
 #include "loader/index_internal.h"
 
-const char *const al_default_fields[AL_N_FIELDS] = {"width", "height", "frames", "fps", "duration"};
+const char *const index_default_fields[AL_N_FIELDS] = {"width", "height", "frames", "fps", "duration"};
 
-int al_grow(void **arr, size_t *cap, size_t need, size_t elem) {
+int index_grow(void **arr, size_t *cap, size_t need, size_t elem) {
   if (need <= *cap) return AL_OK;
   size_t c = *cap ? *cap : 16;
   while (c < need) c += c / 2 + 16;
@@ -19,7 +19,7 @@ int al_grow(void **arr, size_t *cap, size_t need, size_t elem) {
   return AL_OK;
 }
 
-const char *al_compression_name(const char *name) {
+const char *index_compression_name(const char *name) {
   static const char *const known[] = {"none", "lz4", "gzip", "zstd", "bzip2", "xz", "lzma", "compress",
                                       "lzip", "lrzip", "lzop", "grzip", "uu", "rpm", "unknown"};
   if (!name || !*name) return "unknown";
@@ -33,7 +33,7 @@ int al_index_new(al_index **out) {
   *out = NULL;
   al_index *idx = calloc(1, sizeof *idx);
   if (!idx) return al_set_error(AL_ENOMEM, "out of memory");
-  if (al_index_set_fields(idx, al_default_fields)) {
+  if (index_set_fields(idx, index_default_fields)) {
     al_index_free(idx);
     return AL_ENOMEM;
   }
@@ -50,7 +50,7 @@ static void trim(void **arr, size_t *cap, size_t n, size_t elem) {
   }
 }
 
-void al_index_trim(al_index *idx) {
+void index_trim(al_index *idx) {
   trim((void **)&idx->samples, &idx->cap_samples, idx->n_samples, sizeof *idx->samples);
   trim((void **)&idx->members, &idx->cap_members, idx->n_members, sizeof *idx->members);
   trim((void **)&idx->keys, &idx->keys_cap, idx->keys_len, 1);
@@ -58,9 +58,9 @@ void al_index_trim(al_index *idx) {
   trim((void **)&idx->rejected, &idx->cap_rejected, idx->n_rejected, sizeof *idx->rejected);
 }
 
-int al_index_set_fields(al_index *idx, const char *const names[AL_N_FIELDS]) {
+int index_set_fields(al_index *idx, const char *const names[AL_N_FIELDS]) {
   for (int i = 0; i < AL_N_FIELDS; i++) {
-    char *s = strdup(names[i] ? names[i] : al_default_fields[i]);
+    char *s = strdup(names[i] ? names[i] : index_default_fields[i]);
     if (!s) return al_set_error(AL_ENOMEM, "out of memory");
     free(idx->fields[i]);
     idx->fields[i] = s;
@@ -82,54 +82,54 @@ void al_index_free(al_index *idx) {
   free(idx->members);
   free(idx->keys);
   free(idx->rejected);
-  al_strtab_free(&idx->exts);
+  strtab_free(&idx->exts);
   free(idx);
 }
 
-int al_index_add_shard_full(al_index *idx, const char *path, uint64_t size, int64_t mtime_ns,
+int index_add_shard_full(al_index *idx, const char *path, uint64_t size, int64_t mtime_ns,
                             int seekable, const char *compression, uint32_t *id) {
   if (!idx || !path) return al_set_error(AL_EINVAL, "al_index_add_shard: NULL argument");
   if (idx->n_shards >= UINT32_MAX) return al_set_error(AL_ERANGE, "more than %u shards", UINT32_MAX - 1);
-  int rc = al_grow((void **)&idx->shards, &idx->cap_shards, idx->n_shards + 1, sizeof *idx->shards);
+  int rc = index_grow((void **)&idx->shards, &idx->cap_shards, idx->n_shards + 1, sizeof *idx->shards);
   if (rc) return rc;
   char *p = strdup(path);
   if (!p) return al_set_error(AL_ENOMEM, "out of memory");
-  al_shard_rec *s = &idx->shards[idx->n_shards];
+  index_shard_rec *s = &idx->shards[idx->n_shards];
   memset(s, 0, sizeof *s);
   s->path = p;
   s->size = size;
   s->mtime_ns = mtime_ns;
   s->seekable = seekable != 0;
-  s->compression = al_compression_name(compression ? compression : (seekable ? "none" : "unknown"));
+  s->compression = index_compression_name(compression ? compression : (seekable ? "none" : "unknown"));
   /* The file name, not the path: a corpus mounted elsewhere (another node, a moved
    * folder) and indexed again keeps its fingerprint, so its manifests stay valid. */
   const char *base = strrchr(p, '/');
   base = base ? base + 1 : p;
-  idx->fp_shards = al_hash_fold(al_hash_fold(idx->fp_shards, al_hash64(base, strlen(base), 1)), size);
+  idx->fp_shards = hash_fold(hash_fold(idx->fp_shards, hash64(base, strlen(base), 1)), size);
   if (id) *id = (uint32_t)idx->n_shards;
   idx->n_shards++;
   return AL_OK;
 }
 
 int al_index_add_shard(al_index *idx, const char *path, uint64_t size, int seekable, uint32_t *id) {
-  return al_index_add_shard_full(idx, path, size, 0, seekable, NULL, id);
+  return index_add_shard_full(idx, path, size, 0, seekable, NULL, id);
 }
 
-int al_index_add_sample_rec(al_index *idx, const char *key, size_t key_len, uint32_t shard,
+int index_add_sample_rec(al_index *idx, const char *key, size_t key_len, uint32_t shard,
                             uint32_t width, uint32_t height, uint32_t frames, float fps,
-                            const al_member_rec *members, size_t n_members) {
+                            const index_member_rec *members, size_t n_members) {
   if (shard >= idx->n_shards)
     return al_set_error(AL_EINVAL, "sample '%.*s': shard id %u out of range (%zu shards)", (int)key_len,
                         key, shard, idx->n_shards);
   if (n_members > AL_MEMBERS_MAX)
     return al_set_error(AL_ERANGE, "sample '%.*s': %zu members (limit %u)", (int)key_len, key, n_members,
                         AL_MEMBERS_MAX);
-  int rc = al_grow((void **)&idx->samples, &idx->cap_samples, idx->n_samples + 1, sizeof *idx->samples);
-  if (!rc) rc = al_grow((void **)&idx->members, &idx->cap_members, idx->n_members + n_members,
+  int rc = index_grow((void **)&idx->samples, &idx->cap_samples, idx->n_samples + 1, sizeof *idx->samples);
+  if (!rc) rc = index_grow((void **)&idx->members, &idx->cap_members, idx->n_members + n_members,
                         sizeof *idx->members);
-  if (!rc) rc = al_grow((void **)&idx->keys, &idx->keys_cap, idx->keys_len + key_len + 1, 1);
+  if (!rc) rc = index_grow((void **)&idx->keys, &idx->keys_cap, idx->keys_len + key_len + 1, 1);
   if (rc) return rc;
-  al_sample_rec *s = &idx->samples[idx->n_samples++];
+  index_sample_rec *s = &idx->samples[idx->n_samples++];
   s->key = idx->keys_len;
   s->member0 = idx->n_members;
   s->shard = shard;
@@ -146,10 +146,10 @@ int al_index_add_sample_rec(al_index *idx, const char *key, size_t key_len, uint
   idx->shards[shard].sample_count++;
   /* Key, shape and member sizes: what a plan and a stream depend on. Two corpora whose
    * keys match but whose clips differ must not pass for one another. */
-  uint64_t h = al_hash64(key, key_len, shard);
-  h = al_hash_fold(al_hash_fold(al_hash_fold(h, width), height), frames);
-  for (size_t m = 0; m < n_members; m++) h = al_hash_fold(h, members[m].size);
-  idx->fp_samples = al_hash_fold(idx->fp_samples, h);
+  uint64_t h = hash64(key, key_len, shard);
+  h = hash_fold(hash_fold(hash_fold(h, width), height), frames);
+  for (size_t m = 0; m < n_members; m++) h = hash_fold(h, members[m].size);
+  idx->fp_samples = hash_fold(idx->fp_samples, h);
   return AL_OK;
 }
 
@@ -158,8 +158,8 @@ int al_index_add_sample(al_index *idx, const char *key, uint32_t shard, uint32_t
                         const al_member_info *members, size_t n_members) {
   if (!idx || !key || (n_members && !members))
     return al_set_error(AL_EINVAL, "al_index_add_sample: NULL argument");
-  al_member_rec small[8];
-  al_member_rec *recs = n_members <= 8 ? small : malloc(n_members * sizeof *recs);
+  index_member_rec small[8];
+  index_member_rec *recs = n_members <= 8 ? small : malloc(n_members * sizeof *recs);
   if (!recs) return al_set_error(AL_ENOMEM, "out of memory");
   int rc = AL_OK;
   for (size_t i = 0; i < n_members && !rc; i++) {
@@ -171,12 +171,12 @@ int al_index_add_sample(al_index *idx, const char *key, uint32_t shard, uint32_t
                         (unsigned long long)m->offset);
     } else {
       uint32_t id;
-      rc = al_strtab_intern(&idx->exts, m->ext, strlen(m->ext), AL_EXT_MAX, &id);
+      rc = strtab_intern(&idx->exts, m->ext, strlen(m->ext), AL_EXT_MAX, &id);
       recs[i].off_ext = m->offset << 16 | (m->lz4 ? AL_MEMBER_LZ4 : 0) | id;
       recs[i].size = m->size;
     }
   }
-  if (!rc) rc = al_index_add_sample_rec(idx, key, strlen(key), shard, width, height, frames, fps, recs,
+  if (!rc) rc = index_add_sample_rec(idx, key, strlen(key), shard, width, height, frames, fps, recs,
                                         n_members);
   if (recs != small) free(recs);
   return rc;
@@ -188,9 +188,9 @@ int al_index_add_rejected(al_index *idx, uint32_t shard, const char *member, uin
   if (shard >= idx->n_shards)
     return al_set_error(AL_EINVAL, "rejected entry: shard id %u out of range (%zu shards)", shard,
                         idx->n_shards);
-  int rc = al_grow((void **)&idx->rejected, &idx->cap_rejected, idx->n_rejected + 1, sizeof *idx->rejected);
+  int rc = index_grow((void **)&idx->rejected, &idx->cap_rejected, idx->n_rejected + 1, sizeof *idx->rejected);
   if (rc) return rc;
-  al_rejected_rec *r = &idx->rejected[idx->n_rejected];
+  index_rejected_rec *r = &idx->rejected[idx->n_rejected];
   r->shard = shard;
   r->offset = offset;
   r->member = strdup(member ? member : "");
@@ -213,16 +213,16 @@ size_t al_index_rejected_count(const al_index *idx) { return idx ? idx->n_reject
 
 uint64_t al_index_fingerprint(const al_index *idx) {
   if (!idx) return 0;
-  uint64_t h = al_hash_fold(UINT64_C(0x41444c4f41444958), idx->n_shards); /* "ADLOADIX" */
-  h = al_hash_fold(h, idx->fp_shards);
-  h = al_hash_fold(h, idx->n_samples);
-  return al_hash_fold(h, idx->fp_samples);
+  uint64_t h = hash_fold(UINT64_C(0x41444c4f41444958), idx->n_shards); /* "ADLOADIX" */
+  h = hash_fold(h, idx->fp_shards);
+  h = hash_fold(h, idx->n_samples);
+  return hash_fold(h, idx->fp_samples);
 }
 
 int al_index_shard(const al_index *idx, size_t i, al_shard_info *out) {
   if (!idx || !out) return al_set_error(AL_EINVAL, "al_index_shard: NULL argument");
   if (i >= idx->n_shards) return al_set_error(AL_ERANGE, "shard %zu out of range (%zu shards)", i, idx->n_shards);
-  const al_shard_rec *s = &idx->shards[i];
+  const index_shard_rec *s = &idx->shards[i];
   out->path = s->path;
   out->size = s->size;
   out->mtime_ns = s->mtime_ns;
@@ -237,7 +237,7 @@ int al_index_sample(const al_index *idx, size_t i, al_sample_info *out) {
   if (!idx || !out) return al_set_error(AL_EINVAL, "al_index_sample: NULL argument");
   if (i >= idx->n_samples)
     return al_set_error(AL_ERANGE, "sample %zu out of range (%zu samples)", i, idx->n_samples);
-  const al_sample_rec *s = &idx->samples[i];
+  const index_sample_rec *s = &idx->samples[i];
   out->key = idx->keys + s->key;
   out->shard = s->shard;
   out->width = s->width;
@@ -248,18 +248,18 @@ int al_index_sample(const al_index *idx, size_t i, al_sample_info *out) {
   return AL_OK;
 }
 
-static void member_info(const al_index *idx, const al_member_rec *m, al_member_info *out) {
-  out->ext = al_strtab_get(&idx->exts, al_member_ext(m));
-  out->offset = al_member_offset(m);
+static void member_info(const al_index *idx, const index_member_rec *m, al_member_info *out) {
+  out->ext = strtab_get(&idx->exts, index_member_ext(m));
+  out->offset = index_member_offset(m);
   out->size = m->size;
-  out->lz4 = al_member_lz4(m);
+  out->lz4 = index_member_lz4(m);
 }
 
 int al_index_member(const al_index *idx, size_t sample, size_t m, al_member_info *out) {
   if (!idx || !out) return al_set_error(AL_EINVAL, "al_index_member: NULL argument");
   if (sample >= idx->n_samples)
     return al_set_error(AL_ERANGE, "sample %zu out of range (%zu samples)", sample, idx->n_samples);
-  const al_sample_rec *s = &idx->samples[sample];
+  const index_sample_rec *s = &idx->samples[sample];
   if (m >= s->n_members)
     return al_set_error(AL_ERANGE, "sample %zu '%s': member %zu out of range (%u members)", sample,
                         idx->keys + s->key, m, s->n_members);
@@ -271,20 +271,20 @@ int al_index_find_member(const al_index *idx, size_t sample, const char *ext, al
   if (!idx || !ext || !out) return al_set_error(AL_EINVAL, "al_index_find_member: NULL argument");
   if (sample >= idx->n_samples)
     return al_set_error(AL_ERANGE, "sample %zu out of range (%zu samples)", sample, idx->n_samples);
-  const al_sample_rec *s = &idx->samples[sample];
+  const index_sample_rec *s = &idx->samples[sample];
   size_t n = strlen(ext);
-  int64_t exact = al_strtab_find(&idx->exts, ext, n);
+  int64_t exact = strtab_find(&idx->exts, ext, n);
   int64_t packed = -1; /* "<ext>.lz4": same content, stored as an LZ4 frame */
   char buf[256];
   if (n + 5 <= sizeof buf) {
     memcpy(buf, ext, n);
     memcpy(buf + n, ".lz4", 5);
-    packed = al_strtab_find(&idx->exts, buf, n + 4);
+    packed = strtab_find(&idx->exts, buf, n + 4);
   }
-  const al_member_rec *hit = NULL;
+  const index_member_rec *hit = NULL;
   for (uint32_t i = 0; i < s->n_members; i++) {
-    const al_member_rec *m = &idx->members[s->member0 + i];
-    int64_t id = al_member_ext(m);
+    const index_member_rec *m = &idx->members[s->member0 + i];
+    int64_t id = index_member_ext(m);
     if (id == exact) {
       hit = m;
       break;
@@ -301,7 +301,7 @@ int al_index_rejected(const al_index *idx, size_t i, al_rejected_info *out) {
   if (!idx || !out) return al_set_error(AL_EINVAL, "al_index_rejected: NULL argument");
   if (i >= idx->n_rejected)
     return al_set_error(AL_ERANGE, "rejected entry %zu out of range (%zu entries)", i, idx->n_rejected);
-  const al_rejected_rec *r = &idx->rejected[i];
+  const index_rejected_rec *r = &idx->rejected[i];
   out->shard = r->shard;
   out->member = r->member;
   out->offset = r->offset;

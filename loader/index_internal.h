@@ -14,7 +14,7 @@
 #include <stdint.h>
 
 #include "loader/al_index.h"
-#include "loader/strtab.h"
+#include "loader/strtab_internal.h"
 
 #define AL_OFFSET_BITS 48 /* member data offsets < 256 TiB */
 #define AL_OFFSET_MAX ((UINT64_C(1) << AL_OFFSET_BITS) - 1)
@@ -22,7 +22,7 @@
 #define AL_MEMBER_LZ4 0x8000u /* off_ext bit: member is an LZ4 frame */
 #define AL_MEMBERS_MAX 0xFFFFu /* members per sample */
 
-typedef struct al_sample_rec {
+typedef struct index_sample_rec {
   uint64_t key;     /* byte offset of the key in al_index.keys */
   uint64_t member0; /* first member in al_index.members */
   uint32_t shard;
@@ -31,15 +31,15 @@ typedef struct al_sample_rec {
   uint32_t frames;
   float fps;
   uint32_t n_members;
-} al_sample_rec;
+} index_sample_rec;
 
 /* offset, LZ4 flag and extension share one word: offset << 16 | lz4 << 15 | ext id. */
-typedef struct al_member_rec {
+typedef struct index_member_rec {
   uint64_t off_ext;
   uint64_t size;
-} al_member_rec;
+} index_member_rec;
 
-typedef struct al_shard_rec {
+typedef struct index_shard_rec {
   char *path;
   const char *compression; /* static string */
   uint64_t size;
@@ -47,29 +47,29 @@ typedef struct al_shard_rec {
   uint64_t sample_count;
   uint64_t rejected_count;
   int seekable;
-} al_shard_rec;
+} index_shard_rec;
 
-typedef struct al_rejected_rec {
+typedef struct index_rejected_rec {
   uint32_t shard;
   uint64_t offset;
   char *member;
   char *key;
   char *reason;
-} al_rejected_rec;
+} index_rejected_rec;
 
 #define AL_N_FIELDS 5 /* width, height, frames, fps, duration */
 
 struct al_index {
-  al_shard_rec *shards;
+  index_shard_rec *shards;
   size_t n_shards, cap_shards;
-  al_sample_rec *samples;
+  index_sample_rec *samples;
   size_t n_samples, cap_samples;
-  al_member_rec *members;
+  index_member_rec *members;
   size_t n_members, cap_members;
   char *keys;
   size_t keys_len, keys_cap;
-  al_strtab exts; /* interned member extensions; id = position */
-  al_rejected_rec *rejected;
+  strtab exts; /* interned member extensions; id = position */
+  index_rejected_rec *rejected;
   size_t n_rejected, cap_rejected;
   char *fields[AL_N_FIELDS]; /* JSON field names the index was built with */
   /* Fingerprint state, updated as shards and samples are added in order. */
@@ -78,31 +78,31 @@ struct al_index {
 };
 
 /* Grows *arr (elements of `elem` bytes) so that it holds at least `need`. */
-int al_grow(void **arr, size_t *cap, size_t need, size_t elem);
+int index_grow(void **arr, size_t *cap, size_t need, size_t elem);
 
 /* Static name for a compression string ("none", "lz4", ...); unknown names map to "other". */
-const char *al_compression_name(const char *name);
+const char *index_compression_name(const char *name);
 
 /* Full shard record (load and build). Returns the new id in *id. */
-int al_index_add_shard_full(al_index *idx, const char *path, uint64_t size, int64_t mtime_ns,
+int index_add_shard_full(al_index *idx, const char *path, uint64_t size, int64_t mtime_ns,
                             int seekable, const char *compression, uint32_t *id);
 
 /* Appends a sample whose members are given as (ext id, offset, size) records
  * already interned in idx->exts. Bumps the shard's sample_count. */
-int al_index_add_sample_rec(al_index *idx, const char *key, size_t key_len, uint32_t shard,
+int index_add_sample_rec(al_index *idx, const char *key, size_t key_len, uint32_t shard,
                             uint32_t width, uint32_t height, uint32_t frames, float fps,
-                            const al_member_rec *members, size_t n_members);
+                            const index_member_rec *members, size_t n_members);
 
 /* Gives back growth slack once an index is complete (build, load). */
-void al_index_trim(al_index *idx);
+void index_trim(al_index *idx);
 
-int al_index_set_fields(al_index *idx, const char *const names[AL_N_FIELDS]);
+int index_set_fields(al_index *idx, const char *const names[AL_N_FIELDS]);
 
 /* Default JSON field names, in al_index.fields order. */
-extern const char *const al_default_fields[AL_N_FIELDS];
+extern const char *const index_default_fields[AL_N_FIELDS];
 
-static inline uint64_t al_member_offset(const al_member_rec *m) { return m->off_ext >> 16; }
-static inline uint32_t al_member_ext(const al_member_rec *m) { return (uint32_t)(m->off_ext & 0x7FFFu); }
-static inline int al_member_lz4(const al_member_rec *m) { return (m->off_ext & AL_MEMBER_LZ4) != 0; }
+static inline uint64_t index_member_offset(const index_member_rec *m) { return m->off_ext >> 16; }
+static inline uint32_t index_member_ext(const index_member_rec *m) { return (uint32_t)(m->off_ext & 0x7FFFu); }
+static inline int index_member_lz4(const index_member_rec *m) { return (m->off_ext & AL_MEMBER_LZ4) != 0; }
 
 #endif /* AL_INDEX_INTERNAL_H */

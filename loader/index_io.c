@@ -1,6 +1,6 @@
 /*
  * Index files: IndexHeader, IndexChunk*, IndexSummary through the proto
- * container (proto/al_pbio.h). Chunks carry shards first, then samples, then
+ * container (proto/pbio_internal.h). Chunks carry shards first, then samples, then
  * rejected entries, each at most CHUNK_* per record, so no record grows with
  * the corpus. The header's created_utc stays empty: the same shards must give
  * a byte-identical index file.
@@ -10,25 +10,25 @@
 
 #include "loader/index_internal.h"
 #include "proto/adaptiveload.pb-c.h"
-#include "proto/al_pbio.h"
+#include "proto/pbio_internal.h"
 
 #define CHUNK_SHARDS 4096
 #define CHUNK_SAMPLES 16384
 #define CHUNK_REJECTED 4096
 #define PRODUCER "adaptiveload 0.1.0"
 
-static int write_chunk(al_pbio_writer *w, Adaptiveload__IndexChunk *c) {
-  return al_pbio_write_msg(w, AL_REC_INDEX_CHUNK, &c->base);
+static int write_chunk(pbio_writer *w, Adaptiveload__IndexChunk *c) {
+  return pbio_write_msg(w, AL_REC_INDEX_CHUNK, &c->base);
 }
 
-static int save_shards(const al_index *idx, al_pbio_writer *w) {
+static int save_shards(const al_index *idx, pbio_writer *w) {
   Adaptiveload__Shard *msgs = calloc(CHUNK_SHARDS, sizeof *msgs);
   Adaptiveload__Shard **ptrs = calloc(CHUNK_SHARDS, sizeof *ptrs);
   int rc = (!msgs || !ptrs) ? al_set_error(AL_ENOMEM, "out of memory") : AL_OK;
   for (size_t base = 0; !rc && base < idx->n_shards; base += CHUNK_SHARDS) {
     size_t n = idx->n_shards - base < CHUNK_SHARDS ? idx->n_shards - base : CHUNK_SHARDS;
     for (size_t i = 0; i < n; i++) {
-      const al_shard_rec *s = &idx->shards[base + i];
+      const index_shard_rec *s = &idx->shards[base + i];
       Adaptiveload__Shard *m = &msgs[i];
       adaptiveload__shard__init(m);
       m->id = (uint32_t)(base + i);
@@ -51,7 +51,7 @@ static int save_shards(const al_index *idx, al_pbio_writer *w) {
   return rc;
 }
 
-static int save_samples(const al_index *idx, al_pbio_writer *w) {
+static int save_samples(const al_index *idx, pbio_writer *w) {
   Adaptiveload__Sample *msgs = calloc(CHUNK_SAMPLES, sizeof *msgs);
   Adaptiveload__Sample **ptrs = calloc(CHUNK_SAMPLES, sizeof *ptrs);
   Adaptiveload__Member *mems = NULL;
@@ -60,7 +60,7 @@ static int save_samples(const al_index *idx, al_pbio_writer *w) {
   int rc = (!msgs || !ptrs) ? al_set_error(AL_ENOMEM, "out of memory") : AL_OK;
   for (size_t base = 0; !rc && base < idx->n_samples; base += CHUNK_SAMPLES) {
     size_t n = idx->n_samples - base < CHUNK_SAMPLES ? idx->n_samples - base : CHUNK_SAMPLES;
-    const al_sample_rec *first = &idx->samples[base];
+    const index_sample_rec *first = &idx->samples[base];
     size_t nm = 0;
     for (size_t i = 0; i < n; i++) nm += first[i].n_members;
     if (nm > mcap) {
@@ -77,7 +77,7 @@ static int save_samples(const al_index *idx, al_pbio_writer *w) {
     }
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
-      const al_sample_rec *s = &first[i];
+      const index_sample_rec *s = &first[i];
       Adaptiveload__Sample *m = &msgs[i];
       adaptiveload__sample__init(m);
       m->key = idx->keys + s->key;
@@ -89,13 +89,13 @@ static int save_samples(const al_index *idx, al_pbio_writer *w) {
       m->n_members = s->n_members;
       m->members = mptrs + k;
       for (uint32_t j = 0; j < s->n_members; j++, k++) {
-        const al_member_rec *r = &idx->members[s->member0 + j];
+        const index_member_rec *r = &idx->members[s->member0 + j];
         Adaptiveload__Member *mm = &mems[k];
         adaptiveload__member__init(mm);
-        mm->ext = (char *)al_strtab_get(&idx->exts, al_member_ext(r));
-        mm->offset = al_member_offset(r);
+        mm->ext = (char *)strtab_get(&idx->exts, index_member_ext(r));
+        mm->offset = index_member_offset(r);
         mm->size = r->size;
-        mm->lz4 = al_member_lz4(r);
+        mm->lz4 = index_member_lz4(r);
         mptrs[k] = mm;
       }
       ptrs[i] = m;
@@ -112,14 +112,14 @@ static int save_samples(const al_index *idx, al_pbio_writer *w) {
   return rc;
 }
 
-static int save_rejected(const al_index *idx, al_pbio_writer *w) {
+static int save_rejected(const al_index *idx, pbio_writer *w) {
   Adaptiveload__Rejected *msgs = calloc(CHUNK_REJECTED, sizeof *msgs);
   Adaptiveload__Rejected **ptrs = calloc(CHUNK_REJECTED, sizeof *ptrs);
   int rc = (!msgs || !ptrs) ? al_set_error(AL_ENOMEM, "out of memory") : AL_OK;
   for (size_t base = 0; !rc && base < idx->n_rejected; base += CHUNK_REJECTED) {
     size_t n = idx->n_rejected - base < CHUNK_REJECTED ? idx->n_rejected - base : CHUNK_REJECTED;
     for (size_t i = 0; i < n; i++) {
-      const al_rejected_rec *r = &idx->rejected[base + i];
+      const index_rejected_rec *r = &idx->rejected[base + i];
       Adaptiveload__Rejected *m = &msgs[i];
       adaptiveload__rejected__init(m);
       m->shard = r->shard;
@@ -147,15 +147,15 @@ static uint64_t total_bytes(const al_index *idx) {
 
 int al_index_save(const al_index *idx, const char *path) {
   if (!idx || !path) return al_set_error(AL_EINVAL, "al_index_save: NULL argument");
-  al_pbio_writer *w;
-  int rc = al_pbio_writer_open(&w, path, AL_KIND_INDEX);
+  pbio_writer *w;
+  int rc = pbio_writer_open(&w, path, AL_KIND_INDEX);
   if (rc) return rc;
   Adaptiveload__IndexHeader h = ADAPTIVELOAD__INDEX_HEADER__INIT;
   h.producer = PRODUCER;
   h.created_utc = "";
   h.n_field_names = AL_N_FIELDS;
   h.field_names = (char **)idx->fields;
-  rc = al_pbio_write_msg(w, AL_REC_INDEX_HEADER, &h.base);
+  rc = pbio_write_msg(w, AL_REC_INDEX_HEADER, &h.base);
   if (!rc) rc = save_shards(idx, w);
   if (!rc) rc = save_samples(idx, w);
   if (!rc) rc = save_rejected(idx, w);
@@ -166,13 +166,13 @@ int al_index_save(const al_index *idx, const char *path) {
     s.rejected = idx->n_rejected;
     s.bytes = total_bytes(idx);
     s.fingerprint = al_index_fingerprint(idx);
-    rc = al_pbio_write_msg(w, AL_REC_INDEX_SUMMARY, &s.base);
+    rc = pbio_write_msg(w, AL_REC_INDEX_SUMMARY, &s.base);
   }
   if (rc) {
-    al_pbio_writer_abort(w);
+    pbio_writer_abort(w);
     return al_error_prefix(rc, "%s", path);
   }
-  return al_pbio_writer_close(w);
+  return pbio_writer_close(w);
 }
 
 /* ------------------------------------------------------------- loading -- */
@@ -180,7 +180,7 @@ int al_index_save(const al_index *idx, const char *path) {
 typedef struct loader {
   al_index *idx;
   const char *path;
-  al_member_rec *mem; /* scratch for one sample's members */
+  index_member_rec *mem; /* scratch for one sample's members */
   size_t mem_cap;
   uint64_t chunk;     /* record number, for messages */
   int saw_samples, saw_rejected;
@@ -199,7 +199,7 @@ static int load_shards(loader *L, const Adaptiveload__IndexChunk *c) {
       return al_set_error(AL_EFORMAT, "%s: record %llu: shard id %u out of order (expected %zu)", L->path,
                           (unsigned long long)L->chunk, s->id, idx->n_shards);
     uint32_t id;
-    int rc = al_index_add_shard_full(idx, s->path, s->size, s->mtime_ns, s->seekable, s->compression, &id);
+    int rc = index_add_shard_full(idx, s->path, s->size, s->mtime_ns, s->seekable, s->compression, &id);
     if (rc) return rc;
     size_t cap = idx->cap_shards;
     uint64_t *a = realloc(L->want_samples, cap * sizeof *a);
@@ -226,7 +226,7 @@ static int load_samples(loader *L, const Adaptiveload__IndexChunk *c) {
     const Adaptiveload__Sample *s = c->samples[i];
     if (s->n_members > L->mem_cap) {
       size_t cap = s->n_members;
-      al_member_rec *p = realloc(L->mem, cap * sizeof *p);
+      index_member_rec *p = realloc(L->mem, cap * sizeof *p);
       if (!p) return al_set_error(AL_ENOMEM, "out of memory");
       L->mem = p;
       L->mem_cap = cap;
@@ -237,12 +237,12 @@ static int load_samples(loader *L, const Adaptiveload__IndexChunk *c) {
       if (m->offset > AL_OFFSET_MAX)
         return al_set_error(AL_EFORMAT, "%s: sample '%s': member offset %llu beyond 2^48", L->path, s->key,
                             (unsigned long long)m->offset);
-      int rc = al_strtab_intern(&idx->exts, m->ext, strlen(m->ext), AL_EXT_MAX, &id);
+      int rc = strtab_intern(&idx->exts, m->ext, strlen(m->ext), AL_EXT_MAX, &id);
       if (rc) return al_error_prefix(rc, "%s", L->path);
       L->mem[j].off_ext = m->offset << 16 | (m->lz4 ? AL_MEMBER_LZ4 : 0) | id;
       L->mem[j].size = m->size;
     }
-    int rc = al_index_add_sample_rec(idx, s->key, strlen(s->key), s->shard, s->width, s->height, s->frames,
+    int rc = index_add_sample_rec(idx, s->key, strlen(s->key), s->shard, s->width, s->height, s->frames,
                                      s->fps, L->mem, s->n_members);
     if (rc) return al_error_prefix(rc == AL_EINVAL ? AL_EFORMAT : rc, "%s: record %llu", L->path,
                                    (unsigned long long)L->chunk);
@@ -285,27 +285,27 @@ static int check_summary(loader *L, const Adaptiveload__IndexSummary *s) {
 int al_index_load(al_index **out, const char *path) {
   if (!out || !path) return al_set_error(AL_EINVAL, "al_index_load: NULL argument");
   *out = NULL;
-  al_pbio_reader *r;
-  int rc = al_pbio_reader_open(&r, path, AL_KIND_INDEX);
+  pbio_reader *r;
+  int rc = pbio_reader_open(&r, path, AL_KIND_INDEX);
   if (rc) return rc;
   loader L;
   memset(&L, 0, sizeof L);
   L.path = path;
   rc = al_index_new(&L.idx);
   ProtobufCMessage *msg = NULL;
-  if (!rc) rc = al_pbio_read_msg(r, AL_REC_INDEX_HEADER, &adaptiveload__index_header__descriptor, &msg);
+  if (!rc) rc = pbio_read_msg(r, AL_REC_INDEX_HEADER, &adaptiveload__index_header__descriptor, &msg);
   if (!rc) {
     const Adaptiveload__IndexHeader *h = (const Adaptiveload__IndexHeader *)msg;
     const char *names[AL_N_FIELDS] = {NULL};
     for (size_t i = 0; i < h->n_field_names && i < AL_N_FIELDS; i++) names[i] = h->field_names[i];
-    rc = al_index_set_fields(L.idx, names);
+    rc = index_set_fields(L.idx, names);
     msg = NULL; /* owned by the reader (arena) */
   }
   int have_summary = 0;
   while (!rc) {
     uint32_t tag;
     L.chunk++;
-    rc = al_pbio_read_any(r, &tag, &msg);
+    rc = pbio_read_any(r, &tag, &msg);
     if (rc == AL_EOF) {
       rc = have_summary ? AL_OK : al_set_error(AL_EFORMAT, "%s: no IndexSummary record", path);
       break;
@@ -326,7 +326,7 @@ int al_index_load(al_index **out, const char *path) {
                         (unsigned long long)L.chunk, tag);
     }
   }
-  al_pbio_reader_close(r);
+  pbio_reader_close(r);
   free(L.mem);
   free(L.want_samples);
   free(L.want_rejected);
@@ -334,7 +334,7 @@ int al_index_load(al_index **out, const char *path) {
     al_index_free(L.idx);
     return rc;
   }
-  al_index_trim(L.idx);
+  index_trim(L.idx);
   *out = L.idx;
   return AL_OK;
 }

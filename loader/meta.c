@@ -1,12 +1,12 @@
-/* KEY.json metadata: jansson parse, field aliases, range checks. See meta.h. */
-#include "loader/meta.h"
+/* KEY.json metadata: jansson parse, field aliases, range checks. See meta_internal.h. */
+#include "loader/meta_internal.h"
 
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
-uint64_t al_meta_tokens(uint32_t width, uint32_t height, uint32_t frames) {
+uint64_t meta_tokens(uint32_t width, uint32_t height, uint32_t frames) {
   uint64_t tp = frames ? 1 + (uint64_t)(frames - 1) / 4 : 0;
   return tp * (height / 16) * (width / 16);
 }
@@ -81,7 +81,7 @@ static int get_real(json_t *v, const char *name, double *out, char *why, size_t 
   return 0;
 }
 
-static int parse_obj(json_t *root, const al_meta_fields *f, al_meta *out, char *why, size_t cap) {
+static int parse_obj(json_t *root, const meta_fields *f, meta_record *out, char *why, size_t cap) {
   const char *which = NULL;
   const char *wnames[] = {f->width, NULL};
   const char *hnames[] = {f->height, NULL};
@@ -140,7 +140,7 @@ static int parse_obj(json_t *root, const al_meta_fields *f, al_meta *out, char *
       out->frames = (uint32_t)frames;
     }
   }
-  uint64_t tokens = al_meta_tokens(out->width, out->height, out->frames);
+  uint64_t tokens = meta_tokens(out->width, out->height, out->frames);
   if (tokens > UINT32_MAX) {
     snprintf(why, cap, "%ux%u x %u frames is %llu tokens, beyond 2^32-1", out->width, out->height, out->frames,
              (unsigned long long)tokens);
@@ -149,7 +149,7 @@ static int parse_obj(json_t *root, const al_meta_fields *f, al_meta *out, char *
   return 0;
 }
 
-int al_meta_parse(const char *buf, size_t len, const al_meta_fields *f, al_meta *out, char *why,
+int meta_parse(const char *buf, size_t len, const meta_fields *f, meta_record *out, char *why,
                   size_t why_cap) {
   json_error_t err;
   memset(out, 0, sizeof *out);

@@ -12,7 +12,7 @@
  * read buffer, so payloads of uncompressed shards are not read. Compressed
  * shards must be decompressed through.
  */
-#include "loader/scan.h"
+#include "loader/scan_internal.h"
 
 #include <archive.h>
 #include <archive_entry.h>
@@ -44,15 +44,15 @@ typedef struct pending {
   int bad;           /* rejected already decided */
   char why[WHY_CAP];
   size_t bad_member; /* member the reason is about */
-  al_meta meta;
+  meta_record meta;
   int have_meta;
 } pending;
 
 typedef struct scanner {
   const char *path;
-  const al_meta_fields *fields;
+  const meta_fields *fields;
   struct archive *a;
-  al_scan_result *res;
+  scan_result *res;
   al_index *idx;
   pending p;
   char *buf;         /* metadata member bytes */
@@ -62,7 +62,7 @@ typedef struct scanner {
   uint32_t json_id, jsonlz4_id;
   uint64_t file_size;
   int seekable;
-  al_scan_progress *progress;
+  scan_progress *progress;
   uint64_t unreported;
   char namebuf[4096];
 } scanner;
@@ -89,7 +89,7 @@ static int reject(scanner *s, const char *member, uint64_t offset, const char *k
 /* Member name of pending member i: key + "." + ext. */
 static const char *member_name(scanner *s, size_t i) {
   snprintf(s->namebuf, sizeof s->namebuf, "%.*s.%s", (int)s->p.key_len, s->p.key,
-           al_strtab_get(&s->idx->exts, s->p.m[i].ext));
+           strtab_get(&s->idx->exts, s->p.m[i].ext));
   return s->namebuf;
 }
 
@@ -126,19 +126,19 @@ static int flush_pending(scanner *s) {
   if (p->bad) {
     rc = reject(s, member_name(s, p->bad_member), p->m[p->bad_member].hdr, key, p->why);
   } else {
-    al_member_rec recs[64];
-    al_member_rec *r = p->n <= 64 ? recs : malloc(p->n * sizeof *r);
+    index_member_rec recs[64];
+    index_member_rec *r = p->n <= 64 ? recs : malloc(p->n * sizeof *r);
     if (!r) return al_set_error(AL_ENOMEM, "out of memory");
     for (size_t i = 0; i < p->n; i++) {
-      const char *ext = al_strtab_get(&s->idx->exts, p->m[i].ext);
+      const char *ext = strtab_get(&s->idx->exts, p->m[i].ext);
       size_t el = strlen(ext);
       int lz4 = el >= 4 && !strcmp(ext + el - 4, ".lz4");
       r[i].off_ext = p->m[i].off << 16 | (lz4 ? AL_MEMBER_LZ4 : 0) | p->m[i].ext;
       r[i].size = p->m[i].size;
     }
     size_t n = s->idx->n_samples;
-    rc = al_grow((void **)&s->res->first_hdr, &s->res->first_hdr_cap, n + 1, sizeof *s->res->first_hdr);
-    if (!rc) rc = al_index_add_sample_rec(s->idx, p->key, p->key_len, 0, p->meta.width, p->meta.height,
+    rc = index_grow((void **)&s->res->first_hdr, &s->res->first_hdr_cap, n + 1, sizeof *s->res->first_hdr);
+    if (!rc) rc = index_add_sample_rec(s->idx, p->key, p->key_len, 0, p->meta.width, p->meta.height,
                                           p->meta.frames, p->meta.fps, r, p->n);
     if (!rc) s->res->first_hdr[n] = p->m[0].hdr;
     if (r != recs) free(r);
@@ -275,7 +275,7 @@ static int member(scanner *s, struct archive_entry *e, const char *name, uint64_
   if (!rc && p->n == 0) rc = start_pending(s, name, key_len);
   if (rc) return rc;
   uint32_t ext_id;
-  rc = al_strtab_intern(&s->idx->exts, ext, strlen(ext), AL_EXT_MAX, &ext_id);
+  rc = strtab_intern(&s->idx->exts, ext, strlen(ext), AL_EXT_MAX, &ext_id);
   if (rc) return rc;
   for (size_t i = 0; i < p->n; i++)
     if (p->m[i].ext == ext_id) {
@@ -330,7 +330,7 @@ static int member(scanner *s, struct archive_entry *e, const char *name, uint64_
       return AL_OK;
     }
   }
-  if (al_meta_parse(json, json_len, s->fields, &p->meta, why, sizeof why) != 0) {
+  if (meta_parse(json, json_len, s->fields, &p->meta, why, sizeof why) != 0) {
     mark_bad(s, mi, "%s", why);
     return AL_OK;
   }
@@ -394,8 +394,8 @@ static int walk(scanner *s) {
       first = 0;
       int code = archive_filter_code(s->a, 0);
       s->seekable = code == ARCHIVE_FILTER_NONE;
-      al_shard_rec *sh = &s->idx->shards[0];
-      sh->compression = al_compression_name(filter_name(code));
+      index_shard_rec *sh = &s->idx->shards[0];
+      sh->compression = index_compression_name(filter_name(code));
       sh->seekable = s->seekable;
     }
     int64_t sz = archive_entry_size_is_set(e) ? archive_entry_size(e) : 0;
@@ -543,8 +543,8 @@ static int open_and_walk(scanner *s, int fd, size_t block_size, char *why) {
   return rc;
 }
 
-int al_scan_shard(const char *path, const al_meta_fields *fields, size_t block_size,
-                  al_scan_progress *progress, al_scan_result *out) {
+int scan_shard(const char *path, const meta_fields *fields, size_t block_size,
+                  scan_progress *progress, scan_result *out) {
   memset(out, 0, sizeof *out);
   scanner s;
   memset(&s, 0, sizeof s);
@@ -560,11 +560,11 @@ int al_scan_shard(const char *path, const al_meta_fields *fields, size_t block_s
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   int open_errno = errno;
   int have_st = fd >= 0 ? fstat(fd, &st) == 0 : stat(path, &st) == 0;
-  rc = al_index_add_shard_full(s.idx, path, have_st ? (uint64_t)st.st_size : 0,
+  rc = index_add_shard_full(s.idx, path, have_st ? (uint64_t)st.st_size : 0,
                                have_st ? (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec : 0, 0,
                                "unknown", NULL);
-  if (!rc) rc = al_strtab_intern(&s.idx->exts, "json", 4, AL_EXT_MAX, &s.json_id);
-  if (!rc) rc = al_strtab_intern(&s.idx->exts, "json.lz4", 8, AL_EXT_MAX, &s.jsonlz4_id);
+  if (!rc) rc = strtab_intern(&s.idx->exts, "json", 4, AL_EXT_MAX, &s.json_id);
+  if (!rc) rc = strtab_intern(&s.idx->exts, "json.lz4", 8, AL_EXT_MAX, &s.jsonlz4_id);
   char why[WHY_CAP];
   if (!rc && fd < 0) {
     snprintf(why, sizeof why, "cannot open: %s", strerror(open_errno));
@@ -593,7 +593,7 @@ int al_scan_shard(const char *path, const al_meta_fields *fields, size_t block_s
   return rc;
 }
 
-void al_scan_result_free(al_scan_result *r) {
+void scan_result_free(scan_result *r) {
   if (!r) return;
   al_index_free(r->idx);
   free(r->first_hdr);

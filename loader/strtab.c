@@ -1,15 +1,15 @@
-/* Interned strings; see strtab.h. */
-#include "loader/strtab.h"
+/* Interned strings; see strtab_internal.h. */
+#include "loader/strtab_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/al_status.h"
-#include "loader/hash.h"
+#include "loader/hash_internal.h"
 
-static uint32_t slot_of(const al_strtab *t, const char *s, size_t len, int *found) {
+static uint32_t slot_of(const strtab *t, const char *s, size_t len, int *found) {
   uint32_t mask = t->n_slots - 1;
-  uint32_t i = (uint32_t)al_hash64(s, len, 0) & mask;
+  uint32_t i = (uint32_t)hash64(s, len, 0) & mask;
   for (;;) {
     uint32_t v = t->slots[i];
     if (v == 0) {
@@ -25,7 +25,7 @@ static uint32_t slot_of(const al_strtab *t, const char *s, size_t len, int *foun
   }
 }
 
-static int rehash(al_strtab *t, uint32_t n_slots) {
+static int rehash(strtab *t, uint32_t n_slots) {
   uint32_t *slots = calloc(n_slots, sizeof *slots);
   if (!slots) return al_set_error(AL_ENOMEM, "out of memory (string table)");
   free(t->slots);
@@ -39,14 +39,14 @@ static int rehash(al_strtab *t, uint32_t n_slots) {
   return AL_OK;
 }
 
-int64_t al_strtab_find(const al_strtab *t, const char *s, size_t len) {
+int64_t strtab_find(const strtab *t, const char *s, size_t len) {
   if (!t->n_slots) return -1;
   int found;
   uint32_t i = slot_of(t, s, len, &found);
   return found ? (int64_t)t->slots[i] - 1 : -1;
 }
 
-int al_strtab_intern(al_strtab *t, const char *s, size_t len, uint32_t max_ids, uint32_t *id) {
+int strtab_intern(strtab *t, const char *s, size_t len, uint32_t max_ids, uint32_t *id) {
   if (!t->n_slots) {
     int rc = rehash(t, 16);
     if (rc) return rc;
@@ -76,7 +76,7 @@ int al_strtab_intern(al_strtab *t, const char *s, size_t len, uint32_t max_ids, 
   return AL_OK;
 }
 
-void al_strtab_free(al_strtab *t) {
+void strtab_free(strtab *t) {
   for (uint32_t i = 0; i < t->n; i++) free(t->strs[i]);
   free(t->strs);
   free(t->slots);

@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "loader/tar_write.h"
+#include "loader/tar_write_internal.h"
 
 #define SYNTH_MTIME 1700000000 /* fixed: byte-identical shards */
 #define FILL_CAP (1u << 20)
@@ -106,8 +106,8 @@ static int write_shard(job *J, uint32_t k, unsigned char *fill, void *lz4buf, si
   if (snprintf(path, sizeof path, "%s/shard-%06u.tar", o->out_dir, k) >= (int)sizeof path)
     return al_set_error(AL_EINVAL, "%s: output path too long", o->out_dir);
   uint64_t first = (uint64_t)k * J->samples / J->shards, end = (uint64_t)(k + 1) * J->samples / J->shards;
-  al_tarw *w;
-  int rc = al_tarw_open(&w, path, SYNTH_MTIME);
+  tarw *w;
+  int rc = tarw_open(&w, path, SYNTH_MTIME);
   if (rc) return rc;
   uint64_t images = 0;
   for (uint64_t i = first; i < end && !rc; i++) {
@@ -122,29 +122,29 @@ static int write_shard(job *J, uint32_t k, unsigned char *fill, void *lz4buf, si
       memset(&prefs, 0, sizeof prefs);
       size_t z = LZ4F_compressFrame(lz4buf, lz4cap, js, (size_t)jn, &prefs);
       if (LZ4F_isError(z)) rc = al_set_error(AL_EIO, "%s: LZ4: %s", path, LZ4F_getErrorName(z));
-      else rc = al_tarw_add(w, name, lz4buf, z);
+      else rc = tarw_add(w, name, lz4buf, z);
     } else {
       snprintf(name, sizeof name, "%06u-%08llu.json", k, (unsigned long long)i);
-      rc = al_tarw_add(w, name, js, (uint64_t)jn);
+      rc = tarw_add(w, name, js, (uint64_t)jn);
     }
     if (rc || o->payload == AL_SYNTH_NONE) continue;
     snprintf(name, sizeof name, "%06u-%08llu.latent", k, (unsigned long long)i);
-    rc = al_tarw_begin(w, name, m.latent_bytes);
+    rc = tarw_begin(w, name, m.latent_bytes);
     uint64_t st = o->seed ^ (i * UINT64_C(0x9e3779b97f4a7c15));
     for (uint64_t left = m.latent_bytes; left && !rc;) {
       size_t n = left < FILL_CAP ? (size_t)left : FILL_CAP;
       fill_random(&st, fill, n);
-      rc = al_tarw_data(w, fill, n);
+      rc = tarw_data(w, fill, n);
       left -= n;
     }
-    if (!rc) rc = al_tarw_end(w);
+    if (!rc) rc = tarw_end(w);
   }
   if (rc) {
-    al_tarw_abort(w);
+    tarw_abort(w);
     return rc;
   }
-  uint64_t bytes = al_tarw_offset(w) + 1024;
-  rc = al_tarw_close(w);
+  uint64_t bytes = tarw_offset(w) + 1024;
+  rc = tarw_close(w);
   if (!rc) {
     atomic_fetch_add(&J->bytes, bytes);
     atomic_fetch_add(&J->images, images);

@@ -1,5 +1,5 @@
-/* Deterministic ustar/pax writer; see tar_write.h. */
-#include "loader/tar_write.h"
+/* Deterministic ustar/pax writer; see tar_write_internal.h. */
+#include "loader/tar_write_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -10,7 +10,7 @@
 
 #define BUF_CAP (1u << 20)
 
-struct al_tarw {
+struct tarw {
   int fd;
   char *path;
   int64_t mtime;
@@ -34,7 +34,7 @@ static void octal(char *dst, size_t width, uint64_t v) {
   for (size_t i = width - 1; i > 0; i--, v >>= 3) dst[i - 1] = (char)('0' + (v & 7));
 }
 
-void al_tar_header(unsigned char hdr[512], const char *name, uint64_t size, int64_t mtime, char type) {
+void tarw_header(unsigned char hdr[512], const char *name, uint64_t size, int64_t mtime, char type) {
   char *h = (char *)hdr;
   memset(h, 0, 512);
   size_t n = strlen(name);
@@ -54,7 +54,7 @@ void al_tar_header(unsigned char hdr[512], const char *name, uint64_t size, int6
   h[155] = ' ';
 }
 
-static int flush(al_tarw *w) {
+static int flush(tarw *w) {
   size_t off = 0;
   while (off < w->len) {
     ssize_t k = write(w->fd, w->buf + off, w->len - off);
@@ -69,7 +69,7 @@ static int flush(al_tarw *w) {
   return AL_OK;
 }
 
-static int put(al_tarw *w, const void *data, size_t n) {
+static int put(tarw *w, const void *data, size_t n) {
   const unsigned char *p = data;
   while (n) {
     if (w->len == BUF_CAP) {
@@ -86,9 +86,9 @@ static int put(al_tarw *w, const void *data, size_t n) {
   return AL_OK;
 }
 
-int al_tarw_open(al_tarw **out, const char *path, int64_t mtime) {
+int tarw_open(tarw **out, const char *path, int64_t mtime) {
   *out = NULL;
-  al_tarw *w = calloc(1, sizeof *w);
+  tarw *w = calloc(1, sizeof *w);
   if (!w) return al_set_error(AL_ENOMEM, "out of memory");
   w->path = strdup(path);
   w->buf = malloc(BUF_CAP);
@@ -112,7 +112,7 @@ int al_tarw_open(al_tarw **out, const char *path, int64_t mtime) {
 }
 
 /* A pax extended header carrying `path=name` for names ustar cannot hold. */
-static int pax_path(al_tarw *w, const char *name) {
+static int pax_path(tarw *w, const char *name) {
   size_t n = strlen(name);
   /* record: "<len> path=<name>\n", where <len> counts its own digits. */
   size_t body = 1 + 5 + n + 1; /* " path=" + name + "\n" */
@@ -127,7 +127,7 @@ static int pax_path(al_tarw *w, const char *name) {
   if (!rec) return al_set_error(AL_ENOMEM, "out of memory");
   snprintf(rec, len + 1, "%zu path=%s\n", len, name);
   unsigned char hdr[512];
-  al_tar_header(hdr, "././@PaxHeader", len, w->mtime, 'x');
+  tarw_header(hdr, "././@PaxHeader", len, w->mtime, 'x');
   int rc = put(w, hdr, 512);
   if (!rc) rc = put(w, rec, len);
   if (!rc && len % 512) rc = put(w, NULL, 512 - len % 512);
@@ -135,13 +135,13 @@ static int pax_path(al_tarw *w, const char *name) {
   return rc;
 }
 
-int al_tarw_begin(al_tarw *w, const char *name, uint64_t size) {
+int tarw_begin(tarw *w, const char *name, uint64_t size) {
   if (w->in_member) return al_set_error(AL_ESTATE, "%s: member not finished", w->path);
   int rc = AL_OK;
   if (strlen(name) > 100) rc = pax_path(w, name);
   if (rc) return rc;
   unsigned char hdr[512];
-  al_tar_header(hdr, name, size, w->mtime, '0');
+  tarw_header(hdr, name, size, w->mtime, '0');
   rc = put(w, hdr, 512);
   if (rc) return rc;
   w->in_member = 1;
@@ -150,14 +150,14 @@ int al_tarw_begin(al_tarw *w, const char *name, uint64_t size) {
   return AL_OK;
 }
 
-int al_tarw_data(al_tarw *w, const void *data, size_t n) {
+int tarw_data(tarw *w, const void *data, size_t n) {
   if (!w->in_member || n > w->remaining)
     return al_set_error(AL_ESTATE, "%s: %zu data bytes beyond the declared member size", w->path, n);
   w->remaining -= n;
   return put(w, data, n);
 }
 
-int al_tarw_end(al_tarw *w) {
+int tarw_end(tarw *w) {
   if (!w->in_member || w->remaining)
     return al_set_error(AL_ESTATE, "%s: member ended %llu bytes short", w->path,
                         (unsigned long long)w->remaining);
@@ -165,25 +165,25 @@ int al_tarw_end(al_tarw *w) {
   return put(w, NULL, w->pad);
 }
 
-int al_tarw_add(al_tarw *w, const char *name, const void *data, uint64_t size) {
-  int rc = al_tarw_begin(w, name, size);
-  if (!rc && size) rc = al_tarw_data(w, data, size);
-  if (!rc) rc = al_tarw_end(w);
+int tarw_add(tarw *w, const char *name, const void *data, uint64_t size) {
+  int rc = tarw_begin(w, name, size);
+  if (!rc && size) rc = tarw_data(w, data, size);
+  if (!rc) rc = tarw_end(w);
   return rc;
 }
 
-int al_tarw_raw(al_tarw *w, const void *data, size_t n) { return put(w, data, n); }
+int tarw_raw(tarw *w, const void *data, size_t n) { return put(w, data, n); }
 
-uint64_t al_tarw_offset(const al_tarw *w) { return w->flushed + w->len; }
+uint64_t tarw_offset(const tarw *w) { return w->flushed + w->len; }
 
-static void tarw_free(al_tarw *w) {
+static void tarw_free(tarw *w) {
   if (w->fd >= 0) close(w->fd);
   free(w->buf);
   free(w->path);
   free(w);
 }
 
-int al_tarw_close_ex(al_tarw *w, int no_trailer) {
+int tarw_close_ex(tarw *w, int no_trailer) {
   int rc = w->in_member ? al_set_error(AL_ESTATE, "%s: closed inside a member", w->path) : AL_OK;
   if (!rc && !no_trailer) rc = put(w, NULL, 1024);
   if (!rc) rc = flush(w);
@@ -193,9 +193,9 @@ int al_tarw_close_ex(al_tarw *w, int no_trailer) {
   return rc;
 }
 
-int al_tarw_close(al_tarw *w) { return al_tarw_close_ex(w, 0); }
+int tarw_close(tarw *w) { return tarw_close_ex(w, 0); }
 
-void al_tarw_abort(al_tarw *w) {
+void tarw_abort(tarw *w) {
   if (!w) return;
   unlink(w->path);
   tarw_free(w);

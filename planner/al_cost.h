@@ -131,7 +131,7 @@ double al_cost_per_sample(const al_cost_model *m, uint64_t S);
  * AL_ESTATE without a memory fit, AL_ERANGE when the cap would be < 1. */
 int al_cost_mem_tokens(const al_cost_model *m, double capacity_bytes, double safety, uint64_t *tokens);
 
-/* Saves / loads a cost model file (proto/al_pbio.h, AL_KIND_COST). */
+/* Saves / loads a cost model file (proto/pbio_internal.h, AL_KIND_COST). */
 int al_cost_save(const al_cost_model *m, const char *path);
 int al_cost_load(al_cost_model *out, const char *path);
 

@@ -5,21 +5,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef struct al_bt_size {
+typedef struct bucket_table_size {
   uint32_t w, h;
-} al_bt_size;
+} bucket_table_size;
 
-typedef struct al_bt_aspect {
+typedef struct bucket_table_aspect {
   char name[16];
   uint32_t rw, rh;     /* nominal ratio rw:rh */
   size_t first;        /* first size in al_bucket_table.sizes */
   size_t n_sizes;      /* sorted by area, ascending */
-} al_bt_aspect;
+} bucket_table_aspect;
 
 struct al_bucket_table {
-  al_bt_aspect *aspects;
+  bucket_table_aspect *aspects;
   size_t n_aspects;
-  al_bt_size *sizes;   /* grouped by aspect */
+  bucket_table_size *sizes;   /* grouped by aspect */
   size_t n_sizes;
   uint32_t *frames;    /* ascending, unique */
   size_t n_frames;

@@ -41,7 +41,7 @@ static int cmp_u32(const void *a, const void *b) {
 }
 
 static int cmp_size_area(const void *a, const void *b) {
-  const al_bt_size *x = a, *y = b;
+  const bucket_table_size *x = a, *y = b;
   uint64_t ax = (uint64_t)x->w * x->h, ay = (uint64_t)y->w * y->h;
   if (ax != ay) return (ax > ay) - (ax < ay);
   return (x->w > y->w) - (x->w < y->w);
@@ -58,11 +58,11 @@ static int table_finish(al_bucket_table *t, const char *name) {
     if (!k || t->frames[k - 1] != t->frames[i]) t->frames[k++] = t->frames[i];
   t->n_frames = k;
   for (size_t a = 0; a < t->n_aspects; a++) {
-    al_bt_aspect *g = &t->aspects[a];
+    bucket_table_aspect *g = &t->aspects[a];
     if (!g->n_sizes) return al_set_error(AL_EFORMAT, "%s: aspect group '%s' has no sizes", name, g->name);
     qsort(t->sizes + g->first, g->n_sizes, sizeof *t->sizes, cmp_size_area);
     for (size_t i = 1; i < g->n_sizes; i++) {
-      const al_bt_size *p = &t->sizes[g->first + i - 1], *q = &t->sizes[g->first + i];
+      const bucket_table_size *p = &t->sizes[g->first + i - 1], *q = &t->sizes[g->first + i];
       if (p->w == q->w && p->h == q->h)
         return al_set_error(AL_EFORMAT, "%s: aspect group '%s' lists %ux%u twice", name, g->name, q->w, q->h);
     }
@@ -86,7 +86,7 @@ static int parse_ratio(const char *s, uint32_t *rw, uint32_t *rh) {
 static int add_aspect(al_bucket_table *t, const char *gname, const char *where) {
   if (t->n_aspects == MAX_ASPECTS)
     return al_set_error(AL_ERANGE, "%s: more than %d aspect groups", where, MAX_ASPECTS);
-  al_bt_aspect *g = &t->aspects[t->n_aspects];
+  bucket_table_aspect *g = &t->aspects[t->n_aspects];
   if (strlen(gname) >= sizeof g->name || parse_ratio(gname, &g->rw, &g->rh))
     return al_set_error(AL_EFORMAT, "%s: aspect '%s' is not a ratio W:H (e.g. 16:9)", where, gname);
   for (size_t i = 0; i < t->n_aspects; i++)
@@ -354,7 +354,7 @@ int al_bucket_table_check(const al_bucket_table *t, const al_latent_geom *gin) {
   uint64_t fw = (uint64_t)g.vae_stride_s * g.patch_w, fh = (uint64_t)g.vae_stride_s * g.patch_h;
   for (size_t a = 0; a < t->n_aspects; a++)
     for (size_t i = 0; i < t->aspects[a].n_sizes; i++) {
-      const al_bt_size *s = &t->sizes[t->aspects[a].first + i];
+      const bucket_table_size *s = &t->sizes[t->aspects[a].first + i];
       if (s->w % fw || s->h % fh)
         return al_set_error(AL_EINVAL,
                             "bucket size %ux%u (aspect %s) is not a multiple of the %llux%llu patch footprint",
@@ -406,7 +406,7 @@ int al_bucket_assign(const al_bucket_table *t, const al_latent_geom *g, uint64_t
     double d = x >= 1.0 ? x : 1.0 / x;
     if (d < best_d) best_d = d, best = a;
   }
-  const al_bt_aspect *grp = &t->aspects[best];
+  const bucket_table_aspect *grp = &t->aspects[best];
   if (frames < t->frames[0]) {
     *reason = AL_REJECT_TOO_FEW_FRAMES;
     return AL_ENOTFOUND;

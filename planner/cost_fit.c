@@ -31,7 +31,7 @@ int al_cost_family_parse(const char *s, al_cost_family *out) {
  * (X row-major, n x k). Columns are scaled to unit max norm first so that
  * 1, B*S and B*S^2 (spanning ten orders of magnitude) stay well conditioned.
  * Returns AL_ERANGE when the columns are (numerically) dependent. */
-int al_lstsq(const double *X, const double *y, const double *w, size_t n, size_t k, double *beta) {
+int cost_lstsq(const double *X, const double *y, const double *w, size_t n, size_t k, double *beta) {
   if (k == 0 || k > AL_LS_MAXK || n < k) return al_set_error(AL_EINVAL, "least squares: %zu rows for %zu unknowns", n, k);
   double *A = malloc(sizeof(double) * n * (k + 1));
   if (!A) return al_set_error(AL_ENOMEM, "least squares: out of memory");
@@ -105,7 +105,7 @@ static int fit_poly2(const double *B, const double *S, const double *t, size_t n
     X[i * 3 + 2] = B[i] * S[i] * S[i];
     w[i] = rel ? 1.0 / t[i] : 1.0;
   }
-  int rc = al_lstsq(X, t, w, n, 3, params);
+  int rc = cost_lstsq(X, t, w, n, 3, params);
   free(X);
   free(w);
   return rc;
@@ -144,7 +144,7 @@ static int pw_linear(const pw_data *d, double p, double th[3], double *sse) {
     w[i] = d->rel ? 1.0 / d->t[i] : 1.0;
   }
   double beta[2];
-  int rc = al_lstsq(X, d->t, w, d->n, 2, beta);
+  int rc = cost_lstsq(X, d->t, w, d->n, 2, beta);
   free(X);
   free(w);
   if (rc) return rc;
@@ -252,7 +252,7 @@ int al_cost_fit_poly2(const double *B, const double *S, const double *t, size_t 
   return fit_poly2(B, S, t, n, 1, params);
 }
 
-double al_cost_eval(al_cost_family f, const double p[3], double B, double S) {
+double cost_eval(al_cost_family f, const double p[3], double B, double S) {
   if (f == AL_COST_POWER) return p[0] + p[1] * B * pow(S, p[2]);
   return p[0] + p[1] * B * S + p[2] * B * S * S;
 }
@@ -268,7 +268,7 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 /* R^2 on all rows, then held-out relative errors: row i is in fold i mod k. */
-int al_cost_evaluate(al_cost_family f, const al_bench *b, uint32_t folds, int rel, al_cost_fit *out) {
+int cost_evaluate(al_cost_family f, const al_bench *b, uint32_t folds, int rel, al_cost_fit *out) {
   size_t n = b->n;
   memset(out, 0, sizeof *out);
   out->family = f;
@@ -278,7 +278,7 @@ int al_cost_evaluate(al_cost_family f, const al_bench *b, uint32_t folds, int re
   for (size_t i = 0; i < n; i++) mean += b->ms[i];
   mean /= (double)n;
   for (size_t i = 0; i < n; i++) {
-    double r = b->ms[i] - al_cost_eval(f, out->params, b->B[i], b->S[i]);
+    double r = b->ms[i] - cost_eval(f, out->params, b->B[i], b->S[i]);
     ss_res += r * r;
     ss_tot += (b->ms[i] - mean) * (b->ms[i] - mean);
   }
@@ -302,7 +302,7 @@ int al_cost_evaluate(al_cost_family f, const al_bench *b, uint32_t folds, int re
       break;
     }
     for (size_t i = k; i < n; i += folds)
-      err[i] = fabs(al_cost_eval(f, p, b->B[i], b->S[i]) - b->ms[i]) / b->ms[i];
+      err[i] = fabs(cost_eval(f, p, b->B[i], b->S[i]) - b->ms[i]) / b->ms[i];
   }
   if (!rc) {
     qsort(err, n, sizeof *err, cmp_double);
@@ -344,8 +344,8 @@ int al_cost_fit_bench(const al_bench *in, const al_cost_fit_options *opts, al_co
     rc = al_set_error(AL_EINVAL, "%s: %u folds for %zu rows", in->source, folds, n);
   al_cost_fit pw, p2;
   if (!rc && fam == AL_COST_AUTO) {
-    if ((rc = al_cost_evaluate(AL_COST_POWER, &b, folds, rel, &pw)) ||
-        (rc = al_cost_evaluate(AL_COST_POLY2, &b, folds, rel, &p2))) {
+    if ((rc = cost_evaluate(AL_COST_POWER, &b, folds, rel, &pw)) ||
+        (rc = cost_evaluate(AL_COST_POLY2, &b, folds, rel, &p2))) {
       al_error_prefix(rc, "%s", in->source);
     } else {
       /* Ties go to poly2: it has no exponent to extrapolate wrongly. */
@@ -354,14 +354,14 @@ int al_cost_fit_bench(const al_bench *in, const al_cost_fit_options *opts, al_co
       out->alt = power_wins ? p2 : pw;
     }
   } else if (!rc) {
-    if ((rc = al_cost_evaluate(fam, &b, folds, rel, &out->fit))) al_error_prefix(rc, "%s", in->source);
+    if ((rc = cost_evaluate(fam, &b, folds, rel, &out->fit))) al_error_prefix(rc, "%s", in->source);
   }
   if (!rc && b.mem) {
     double *X = malloc(sizeof(double) * n * 2);
     if (!X) rc = al_set_error(AL_ENOMEM, "memory fit: out of memory");
     for (size_t i = 0; X && i < n; i++) X[2 * i] = 1.0, X[2 * i + 1] = b.B[i] * b.S[i];
     double beta[2];
-    if (!rc && (rc = al_lstsq(X, b.mem, NULL, n, 2, beta))) al_error_prefix(rc, "%s: memory fit", in->source);
+    if (!rc && (rc = cost_lstsq(X, b.mem, NULL, n, 2, beta))) al_error_prefix(rc, "%s: memory fit", in->source);
     free(X);
     if (!rc) out->has_mem = 1, out->mem_m0 = beta[0], out->mem_m1 = beta[1];
   }

@@ -6,11 +6,11 @@
 
 #include "planner/al_cost.h"
 #include "planner/cost_internal.h"
-#include "proto/al_pbio.h"
+#include "proto/pbio_internal.h"
 
 static char *s_or_empty(const char *s) { return (char *)(s ? s : ""); }
 
-void al_cost_to_msg(const al_cost_model *m, Adaptiveload__CostModel *msg, double params[3], double alt[3]) {
+void cost_to_msg(const al_cost_model *m, Adaptiveload__CostModel *msg, double params[3], double alt[3]) {
   adaptiveload__cost_model__init(msg);
   memcpy(params, m->fit.params, 3 * sizeof(double));
   msg->family = s_or_empty(al_cost_family_name(m->fit.family));
@@ -47,7 +47,7 @@ static int family_of(const char *s, al_cost_family *f) {
   return 0;
 }
 
-int al_cost_from_msg(const Adaptiveload__CostModel *msg, al_cost_model *m, const char *where) {
+int cost_from_msg(const Adaptiveload__CostModel *msg, al_cost_model *m, const char *where) {
   memset(m, 0, sizeof *m);
   if (family_of(msg->family ? msg->family : "", &m->fit.family))
     return al_set_error(AL_EFORMAT, "%s: cost model family '%s' is not power or poly2", where, msg->family ? msg->family : "");
@@ -87,25 +87,25 @@ int al_cost_save(const al_cost_model *m, const char *path) {
   if (!m || !path) return al_set_error(AL_EINVAL, "al_cost_save: NULL argument");
   Adaptiveload__CostModel msg;
   double p[3], a[3];
-  al_cost_to_msg(m, &msg, p, a);
-  return al_pbio_save_one(path, AL_KIND_COST, AL_REC_COST_MODEL, &msg.base);
+  cost_to_msg(m, &msg, p, a);
+  return pbio_save_one(path, AL_KIND_COST, AL_REC_COST_MODEL, &msg.base);
 }
 
 int al_cost_load(al_cost_model *out, const char *path) {
   if (!out || !path) return al_set_error(AL_EINVAL, "al_cost_load: NULL argument");
   ProtobufCMessage *msg = NULL;
-  int rc = al_pbio_load_one(path, AL_KIND_COST, AL_REC_COST_MODEL, &adaptiveload__cost_model__descriptor, &msg);
+  int rc = pbio_load_one(path, AL_KIND_COST, AL_REC_COST_MODEL, &adaptiveload__cost_model__descriptor, &msg);
   if (rc) return rc;
-  rc = al_cost_from_msg((const Adaptiveload__CostModel *)msg, out, path);
+  rc = cost_from_msg((const Adaptiveload__CostModel *)msg, out, path);
   protobuf_c_message_free_unpacked(msg, NULL);
   return rc;
 }
 
-const char *al_cost_default_json(void) { return al_default_cost_json; }
+const char *al_cost_default_json(void) { return cost_default_json; }
 
 int al_cost_default(al_cost_model *out) {
   al_bench b;
-  int rc = al_bench_parse(&b, al_default_cost_json, al_default_cost_json_len, "embedded h200_dit_block_cost.json");
+  int rc = al_bench_parse(&b, cost_default_json, cost_default_json_len, "embedded h200_dit_block_cost.json");
   if (rc) return rc;
   rc = al_cost_fit_bench(&b, NULL, out);
   al_bench_free(&b);

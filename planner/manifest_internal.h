@@ -14,19 +14,19 @@
 #include "planner/al_cost.h"
 #include "planner/al_manifest.h"
 
-typedef struct al_mmicro {
+typedef struct manifest_micro {
   uint64_t first;              /* into samples[] and tokens[] */
   uint64_t pad_first;          /* into pads[] */
   uint32_t n;
   uint32_t n_pad;
   uint32_t bucket;             /* position in buckets[] */
   double cost;
-} al_mmicro;
+} manifest_micro;
 
-typedef struct al_mstep {
+typedef struct manifest_step {
   uint64_t samples, tokens;
   double max_cost, mean_cost;
-} al_mstep;
+} manifest_step;
 
 struct al_manifest {
   char *path;
@@ -39,9 +39,9 @@ struct al_manifest {
   al_bucket_info *buckets;
   size_t n_buckets;
   uint32_t world, first_step, steps;
-  al_mstep *stepv;
+  manifest_step *stepv;
   uint64_t *slot;              /* steps * world + 1 offsets into micro */
-  al_mmicro *micro;
+  manifest_micro *micro;
   size_t n_micro, cap_micro;
   uint64_t *samples, *tokens;
   size_t n_samples, cap_samples;

@@ -6,7 +6,7 @@
 #include "planner/manifest_internal.h"
 #include "planner/plan_internal.h"
 #include "proto/adaptiveload.pb-c.h"
-#include "proto/al_pbio.h"
+#include "proto/pbio_internal.h"
 
 static int grow(void **arr, size_t *cap, size_t need, size_t elem) {
   if (need <= *cap) return AL_OK;
@@ -50,7 +50,7 @@ static int take_header(al_manifest *m, const Adaptiveload__ManifestHeader *h, co
     return al_set_error(AL_EFORMAT, "%s: unknown policy '%s'", where, c->policy);
   snprintf(m->policy, sizeof m->policy, "%s", c->policy);
   snprintf(m->last_step, sizeof m->last_step, "%s", !strcmp(c->last_step, "drop") ? "drop" : "pad");
-  int rc = al_cost_from_msg(h->cost, &m->cost, where);
+  int rc = cost_from_msg(h->cost, &m->cost, where);
   if (rc) return rc;
   snprintf(m->cost_family, sizeof m->cost_family, "%s", al_cost_family_name(m->cost.fit.family));
   m->world = c->world;
@@ -130,7 +130,7 @@ static int take_chunk(al_manifest *m, const Adaptiveload__ManifestChunk *c, cons
     if (st->step != want) return al_set_error(AL_EFORMAT, "%s: step %u where step %u was expected", where, st->step, want);
     if (st->n_ranks != W)
       return al_set_error(AL_EFORMAT, "%s: step %u has %zu ranks, world is %u", where, st->step, st->n_ranks, W);
-    al_mstep *ms = &m->stepv[m->steps];
+    manifest_step *ms = &m->stepv[m->steps];
     ms->samples = st->samples;
     ms->tokens = st->tokens;
     ms->max_cost = st->max_cost_ms;
@@ -167,7 +167,7 @@ static int take_chunk(al_manifest *m, const Adaptiveload__ManifestChunk *c, cons
           m->samples[ns + k] = mb->samples[k];
           m->tokens[ns + k] = mb->n_tokens ? mb->tokens[k] : m->buckets[mb->bucket].tokens;
         }
-        al_mmicro *o = &m->micro[m->n_micro++];
+        manifest_micro *o = &m->micro[m->n_micro++];
         o->first = ns;
         o->n = (uint32_t)mb->n_samples;
         o->bucket = mb->bucket;
@@ -213,15 +213,15 @@ int al_manifest_load(al_manifest **out, const char *path) {
     free(m);
     return al_set_error(AL_ENOMEM, "manifest: out of memory");
   }
-  al_pbio_reader *r = NULL;
-  int rc = al_pbio_reader_open(&r, path, AL_KIND_MANIFEST);
+  pbio_reader *r = NULL;
+  int rc = pbio_reader_open(&r, path, AL_KIND_MANIFEST);
   size_t cap_off = 0, cap_st = 0, cap_steps = 0, cap_slot = 0;
   int have_header = 0, have_summary = 0;
   uint32_t summary_steps = 0;
   for (unsigned rec = 0; !rc; rec++) {
     uint32_t tag;
     ProtobufCMessage *msg = NULL;
-    rc = al_pbio_read_any(r, &tag, &msg);
+    rc = pbio_read_any(r, &tag, &msg);
     if (rc == AL_EOF) {
       rc = AL_OK;
       break;
@@ -253,7 +253,7 @@ int al_manifest_load(al_manifest **out, const char *path) {
       rc = al_set_error(AL_EFORMAT, "%s: unexpected record tag %u in a manifest", where, tag);
     }
   }
-  al_pbio_reader_close(r);
+  pbio_reader_close(r);
   if (!rc && !have_header) rc = al_set_error(AL_EFORMAT, "%s: no ManifestHeader", path);
   if (!rc && !have_summary) rc = al_set_error(AL_EFORMAT, "%s: no ManifestSummary (truncated?)", path);
   if (!rc && summary_steps != m->steps)
@@ -308,8 +308,8 @@ int al_manifest_micro(const al_manifest *m, uint32_t step, uint32_t rank, uint32
   size_t s = (size_t)(step - m->first_step) * m->world + rank;
   uint32_t n = (uint32_t)(m->slot[s + 1] - m->slot[s]);
   if (micro >= n) return al_set_error(AL_ERANGE, "%s: step %u rank %u has %u micro-batches, not %u", m->path, step, rank, n, micro + 1);
-  const al_mmicro *x = &m->micro[m->slot[s] + micro];
-  const al_mstep *st = &m->stepv[step - m->first_step];
+  const manifest_micro *x = &m->micro[m->slot[s] + micro];
+  const manifest_step *st = &m->stepv[step - m->first_step];
   out->step = step;
   out->rank = rank;
   out->micro = micro;
@@ -342,7 +342,7 @@ int al_manifest_step(const al_manifest *m, uint32_t step, al_step_info *out) {
   if (!m || !out) return al_set_error(AL_EINVAL, "al_manifest_step: NULL argument");
   int rc = check_step_rank(m, step, 0);
   if (rc) return rc;
-  const al_mstep *st = &m->stepv[step - m->first_step];
+  const manifest_step *st = &m->stepv[step - m->first_step];
   out->step = step;
   out->samples = st->samples;
   out->tokens = st->tokens;

@@ -129,7 +129,7 @@ int al_manifest_print_jsonl(FILE *out, const al_manifest *m) {
     for (uint32_t r = 0; r < W; r++) {
       size_t slot = (size_t)s * W + r;
       for (uint64_t x = m->slot[slot]; x < m->slot[slot + 1]; x++) {
-        const al_mmicro *mi = &m->micro[x];
+        const manifest_micro *mi = &m->micro[x];
         fprintf(out, "{\"step\": %u, \"rank\": %u, \"micro\": %llu, \"bucket\": %u, \"cost_ms\": %.3f, \"keys\": [",
                 m->first_step + s, r, (unsigned long long)(x - m->slot[slot]), mi->bucket, mi->cost);
         for (uint32_t k = 0; k < mi->n; k++) {

@@ -7,7 +7,7 @@
 #include "planner/cost_internal.h"
 #include "planner/plan_internal.h"
 #include "proto/adaptiveload.pb-c.h"
-#include "proto/al_pbio.h"
+#include "proto/pbio_internal.h"
 
 #define KEYS_PER_CHUNK 65536u
 #define STEPS_PER_CHUNK 1024u
@@ -15,7 +15,7 @@
 
 #define PRODUCER "adaptiveload 0.1.0 planner"
 
-static int write_header(al_pbio_writer *w, const al_plan *p) {
+static int write_header(pbio_writer *w, const al_plan *p) {
   Adaptiveload__PlanConfig cfg;
   adaptiveload__plan_config__init(&cfg);
   cfg.policy = (char *)al_policy_name(p->policy);
@@ -38,7 +38,7 @@ static int write_header(al_pbio_writer *w, const al_plan *p) {
 
   Adaptiveload__CostModel cost;
   double cp[3], ca[3];
-  al_cost_to_msg(&p->cost, &cost, cp, ca);
+  cost_to_msg(&p->cost, &cost, cp, ca);
 
   Adaptiveload__Bucket *bk = calloc(p->n_buckets ? p->n_buckets : 1, sizeof *bk);
   Adaptiveload__Bucket **bp = calloc(p->n_buckets ? p->n_buckets : 1, sizeof *bp);
@@ -48,7 +48,7 @@ static int write_header(al_pbio_writer *w, const al_plan *p) {
     return al_set_error(AL_ENOMEM, "manifest: out of memory");
   }
   for (size_t i = 0; i < p->n_buckets; i++) {
-    const al_pbucket *b = &p->buckets[i];
+    const plan_bucket *b = &p->buckets[i];
     adaptiveload__bucket__init(&bk[i]);
     bk[i].id = (uint32_t)i;
     bk[i].width = b->width;
@@ -58,7 +58,7 @@ static int write_header(al_pbio_writer *w, const al_plan *p) {
     bk[i].batch_size = b->batch_size;
     bk[i].batch_cost_ms = b->batch_cost_ms;
     bk[i].samples = b->samples;
-    bk[i].limited_by = (char *)al_limit_name(b->limited_by);
+    bk[i].limited_by = (char *)plan_limit_name(b->limited_by);
     bp[i] = &bk[i];
   }
   Adaptiveload__ManifestHeader h;
@@ -68,13 +68,13 @@ static int write_header(al_pbio_writer *w, const al_plan *p) {
   h.cost = &cost;
   h.n_buckets = p->n_buckets;
   h.buckets = bp;
-  int rc = al_pbio_write_msg(w, AL_REC_MANIFEST_HEADER, &h.base);
+  int rc = pbio_write_msg(w, AL_REC_MANIFEST_HEADER, &h.base);
   free(bk);
   free(bp);
   return rc;
 }
 
-static int write_keys(al_pbio_writer *w, const al_plan *p, al_key_fn key, void *ctx) {
+static int write_keys(pbio_writer *w, const al_plan *p, al_key_fn key, void *ctx) {
   char **keys = malloc(KEYS_PER_CHUNK * sizeof *keys);
   uint32_t *st = malloc(KEYS_PER_CHUNK * sizeof *st);
   int rc = (keys && st) ? AL_OK : al_set_error(AL_ENOMEM, "manifest: out of memory");
@@ -93,7 +93,7 @@ static int write_keys(al_pbio_writer *w, const al_plan *p, al_key_fn key, void *
     kc.keys = keys;
     kc.n_status = (size_t)n;
     kc.status = st;
-    rc = al_pbio_write_msg(w, AL_REC_KEY_CHUNK, &kc.base);
+    rc = pbio_write_msg(w, AL_REC_KEY_CHUNK, &kc.base);
   }
   free(keys);
   free(st);
@@ -117,7 +117,7 @@ static void chunk_free(chunk_buf *c) {
 }
 
 /* Steps [s0, s1) of the plan as one ManifestChunk. */
-static int write_chunk(al_pbio_writer *w, const al_plan *p, uint32_t s0, uint32_t s1) {
+static int write_chunk(pbio_writer *w, const al_plan *p, uint32_t s0, uint32_t s1) {
   uint32_t W = p->world;
   size_t ns = s1 - s0, nr = ns * W;
   uint64_t m0 = p->slot[(size_t)s0 * W], m1 = p->slot[(size_t)s1 * W];
@@ -157,7 +157,7 @@ static int write_chunk(al_pbio_writer *w, const al_plan *p, uint32_t s0, uint32_
       rw->micro = c.mb_p + (a - m0);
       double rcost = 0;
       for (uint64_t x = a; x < b; x++) {
-        const al_pmicro *pm = &p->micro[x];
+        const plan_micro *pm = &p->micro[x];
         Adaptiveload__MicroBatch *mb = &c.mb[x - m0];
         adaptiveload__micro_batch__init(mb);
         mb->bucket = pm->bucket;
@@ -195,15 +195,15 @@ static int write_chunk(al_pbio_writer *w, const al_plan *p, uint32_t s0, uint32_
   adaptiveload__manifest_chunk__init(&mc);
   mc.n_steps = ns;
   mc.steps = c.step_p;
-  int rc = al_pbio_write_msg(w, AL_REC_MANIFEST_CHUNK, &mc.base);
+  int rc = pbio_write_msg(w, AL_REC_MANIFEST_CHUNK, &mc.base);
   chunk_free(&c);
   return rc;
 }
 
 int al_plan_save(const al_plan *p, const char *path, al_key_fn key, void *ctx) {
   if (!p || !path) return al_set_error(AL_EINVAL, "al_plan_save: NULL argument");
-  al_pbio_writer *w = NULL;
-  int rc = al_pbio_writer_open(&w, path, AL_KIND_MANIFEST);
+  pbio_writer *w = NULL;
+  int rc = pbio_writer_open(&w, path, AL_KIND_MANIFEST);
   if (rc) return rc;
   rc = write_header(w, p);
   if (!rc) rc = write_keys(w, p, key, ctx);
@@ -237,11 +237,11 @@ int al_plan_save(const al_plan *p, const char *path, al_key_fn key, void *ctx) {
     rej[0] = 0;
     sm.n_rejected_by_reason = AL_REJECT_COUNT;
     sm.rejected_by_reason = rej;
-    rc = al_pbio_write_msg(w, AL_REC_MANIFEST_SUMMARY, &sm.base);
+    rc = pbio_write_msg(w, AL_REC_MANIFEST_SUMMARY, &sm.base);
   }
   if (rc) {
-    al_pbio_writer_abort(w);
+    pbio_writer_abort(w);
     return al_error_prefix(rc, "%s", path);
   }
-  return al_pbio_writer_close(w);
+  return pbio_writer_close(w);
 }

@@ -25,11 +25,11 @@ int al_last_step_parse(const char *s, al_last_step *out) {
   return AL_OK;
 }
 
-const char *al_limit_name(int l) {
+const char *plan_limit_name(int l) {
   return l == AL_LIMIT_COMPUTE ? "compute" : l == AL_LIMIT_ONE ? "one" : "memory";
 }
 
-double al_plan_micro_cost(const al_plan *p, uint32_t bucket, uint32_t n) {
+double plan_micro_cost(const al_plan *p, uint32_t bucket, uint32_t n) {
   return p->cost.fit.params[0] + (double)n * al_cost_per_sample(&p->cost, p->buckets[bucket].tokens);
 }
 
@@ -45,7 +45,7 @@ void al_plan_free(al_plan *p) {
 
 /* B = max(1, min(floor(M_mem / S), floor(M_comp / c(S)))); equal-token
  * drops the compute term. */
-static void size_bucket(al_plan *p, al_pbucket *b) {
+static void size_bucket(al_plan *p, plan_bucket *b) {
   uint64_t bm = p->mem_tokens / b->tokens;
   double c = al_cost_per_sample(&p->cost, b->tokens);
   /* The relative epsilon keeps c(S*) / c(S*) == 1 from flooring to 0. */
@@ -66,12 +66,12 @@ static void size_bucket(al_plan *p, al_pbucket *b) {
 
 static void finish_buckets(al_plan *p) {
   for (size_t i = 0; i < p->n_buckets; i++) {
-    al_pbucket *b = &p->buckets[i];
-    b->batch_cost_ms = al_plan_micro_cost(p, (uint32_t)i, b->batch_size);
+    plan_bucket *b = &p->buckets[i];
+    b->batch_cost_ms = plan_micro_cost(p, (uint32_t)i, b->batch_size);
   }
 }
 
-int al_plan_trim(al_plan *p, uint32_t k) {
+int plan_trim(al_plan *p, uint32_t k) {
   if (k < p->first_step || k - p->first_step > p->steps)
     return al_set_error(AL_ERANGE, "start step %u is outside the plan's steps %u..%u", k, p->first_step,
                         p->first_step + p->steps);
@@ -87,11 +87,11 @@ int al_plan_trim(al_plan *p, uint32_t k) {
   return AL_OK;
 }
 
-void al_plan_stats(al_plan *p) {
+void plan_stats(al_plan *p) {
   uint32_t W = p->world;
   p->samples = p->padded = p->tokens = 0;
   for (size_t i = 0; i < p->n_micro; i++) {
-    const al_pmicro *m = &p->micro[i];
+    const plan_micro *m = &p->micro[i];
     if (m->padded) p->padded += m->n;
     else p->samples += m->n, p->tokens += (uint64_t)m->n * p->buckets[m->bucket].tokens;
   }
@@ -275,7 +275,7 @@ static int build(al_plan *p, const al_plan_input *in, const al_cost_model *cost,
   for (size_t i = 0; i < p->n_buckets && !rc; i++) {
     al_bucket_shape sh;
     al_bucket_table_get(t, i, &sh);
-    al_pbucket *b = &p->buckets[i];
+    plan_bucket *b = &p->buckets[i];
     b->width = sh.width, b->height = sh.height, b->frames = sh.frames;
     b->tokens = al_tokens(&p->geom, sh.width, sh.height, sh.frames);
     if (!b->tokens) rc = al_set_error(AL_EINVAL, "bucket %ux%u x %u frames has no tokens", sh.width, sh.height, sh.frames);
@@ -346,14 +346,14 @@ int al_plan_build(al_plan **out, const al_plan_input *in, const al_cost_model *c
   uint64_t *items = NULL;
   size_t n = 0;
   int rc = build(p, in, cost, o, &items, &n);
-  if (!rc) rc = al_schedule(p, items, n, 0);
+  if (!rc) rc = plan_schedule(p, items, n, 0);
   free(items);
-  if (!rc && o->start_step) rc = al_plan_trim(p, o->start_step);
+  if (!rc && o->start_step) rc = plan_trim(p, o->start_step);
   if (rc) {
     al_plan_free(p);
     return rc;
   }
-  al_plan_stats(p);
+  plan_stats(p);
   *out = p;
   return AL_OK;
 }
@@ -401,7 +401,7 @@ int al_plan_replan(al_plan **out, const al_manifest *old, uint32_t at_step, uint
   if (!p->buckets || !p->status || !bucket_of) rc = al_set_error(AL_ENOMEM, "plan: out of memory");
   for (size_t i = 0; i < p->n_buckets && !rc; i++) {
     const al_bucket_info *ob = &old->buckets[i];
-    al_pbucket *b = &p->buckets[i];
+    plan_bucket *b = &p->buckets[i];
     b->width = ob->width, b->height = ob->height, b->frames = ob->frames;
     b->tokens = ob->tokens;
     b->batch_size = ob->batch_size ? ob->batch_size : 1;
@@ -425,7 +425,7 @@ int al_plan_replan(al_plan **out, const al_manifest *old, uint32_t at_step, uint
     uint64_t m0 = old->slot[(size_t)(at_step - old->first_step) * old->world];
     size_t count = 0;
     for (uint64_t x = m0; x < old->n_micro && !rc; x++) {
-      const al_mmicro *m = &old->micro[x];
+      const manifest_micro *m = &old->micro[x];
       for (uint32_t k = 0; k < m->n; k++) {
         int pad = 0;
         for (uint32_t q = 0; q < m->n_pad; q++) pad |= old->pads[m->pad_first + q] == k;
@@ -449,7 +449,7 @@ int al_plan_replan(al_plan **out, const al_manifest *old, uint32_t at_step, uint
         if (bucket_of[i] != UINT32_MAX) items[k++] = (uint64_t)bucket_of[i] << 32 | i;
       /* Its own random stream: a re-plan for (at_step, world) must not replay
        * the first plan's shuffle, and must be reproducible. */
-      if (!rc) rc = al_schedule(p, items, count, ((uint64_t)at_step << 32) | world);
+      if (!rc) rc = plan_schedule(p, items, count, ((uint64_t)at_step << 32) | world);
     }
   }
   free(items);
@@ -458,7 +458,7 @@ int al_plan_replan(al_plan **out, const al_manifest *old, uint32_t at_step, uint
     al_plan_free(p);
     return rc;
   }
-  al_plan_stats(p);
+  plan_stats(p);
   *out = p;
   return AL_OK;
 }

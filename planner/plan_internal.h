@@ -3,7 +3,7 @@
  *
  * Memory: per index position one status byte and (while planning) one u32
  * bucket id; per planned sample one u32 in `mb`; per micro-batch one
- * al_pmicro; per (step, rank) one u64 offset. Nothing is malloc'd per sample. */
+ * plan_micro; per (step, rank) one u64 offset. Nothing is malloc'd per sample. */
 #ifndef AL_PLAN_INTERNAL_H
 #define AL_PLAN_INTERNAL_H
 
@@ -23,23 +23,23 @@
 #define AL_LIMIT_COMPUTE 1
 #define AL_LIMIT_ONE 2
 
-typedef struct al_pbucket {
+typedef struct plan_bucket {
   uint32_t width, height, frames;
   uint64_t tokens;
   uint32_t batch_size;
   double batch_cost_ms;
   uint64_t samples;
   int limited_by;              /* AL_LIMIT_* */
-} al_pbucket;
+} plan_bucket;
 
-typedef struct al_pmicro {
+typedef struct plan_micro {
   uint64_t first;              /* first sample in al_plan.mb */
   uint32_t n;
   uint32_t bucket;
   uint32_t seq;                /* position in the batch sequence (keeps shuffled order) */
   uint32_t padded;             /* nonzero: every sample is a padding repeat */
   double cost;                 /* predicted ms */
-} al_pmicro;
+} plan_micro;
 
 struct al_plan {
   /* config */
@@ -57,7 +57,7 @@ struct al_plan {
   uint64_t index_samples;
   uint32_t first_step;
   al_cost_model cost;
-  al_pbucket *buckets;
+  plan_bucket *buckets;
   size_t n_buckets;
   /* per index position */
   uint8_t *status;
@@ -66,7 +66,7 @@ struct al_plan {
   /* schedule */
   uint32_t *mb;
   size_t n_mb, cap_mb;
-  al_pmicro *micro;
+  plan_micro *micro;
   size_t n_micro, cap_micro;
   uint64_t *slot;              /* steps * world + 1 offsets into micro, (step, rank) order */
   uint32_t steps;
@@ -79,17 +79,17 @@ struct al_plan {
  * ascending position order) with the plan's (seed, epoch, stream) and
  * schedules them: fills mb, micro, slot, steps and marks dropped samples in
  * status. */
-int al_schedule(al_plan *p, uint64_t *items, size_t n, uint64_t stream);
+int plan_schedule(al_plan *p, uint64_t *items, size_t n, uint64_t stream);
 
 /* Keeps steps >= k only (k - first_step of them are removed). */
-int al_plan_trim(al_plan *p, uint32_t k);
+int plan_trim(al_plan *p, uint32_t k);
 
 /* Recomputes samples, padded, tokens, imbalance, bubble and seconds. */
-void al_plan_stats(al_plan *p);
+void plan_stats(al_plan *p);
 
 /* Predicted cost of n samples of bucket b. */
-double al_plan_micro_cost(const al_plan *p, uint32_t bucket, uint32_t n);
+double plan_micro_cost(const al_plan *p, uint32_t bucket, uint32_t n);
 
-const char *al_limit_name(int limited_by);
+const char *plan_limit_name(int limited_by);
 
 #endif /* AL_PLAN_INTERNAL_H */

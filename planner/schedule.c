@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "planner/plan_internal.h"
-#include "planner/rng.h"
+#include "planner/rng_internal.h"
 
 static int grow(void **arr, size_t *cap, size_t need, size_t elem) {
   if (need <= *cap) return AL_OK;
@@ -26,13 +26,13 @@ static int grow(void **arr, size_t *cap, size_t need, size_t elem) {
 static int push_micro(al_plan *p, uint64_t first, uint32_t n, uint32_t bucket, uint32_t padded) {
   int rc = grow((void **)&p->micro, &p->cap_micro, p->n_micro + 1, sizeof *p->micro);
   if (rc) return rc;
-  al_pmicro *m = &p->micro[p->n_micro];
+  plan_micro *m = &p->micro[p->n_micro];
   m->first = first;
   m->n = n;
   m->bucket = bucket;
   m->seq = (uint32_t)p->n_micro;
   m->padded = padded;
-  m->cost = al_plan_micro_cost(p, bucket, n);
+  m->cost = plan_micro_cost(p, bucket, n);
   p->n_micro++;
   return AL_OK;
 }
@@ -92,13 +92,13 @@ static int form_batches(al_plan *p, const uint64_t *items, size_t n) {
   return rc;
 }
 
-static void mark_dropped(al_plan *p, const al_pmicro *m) {
+static void mark_dropped(al_plan *p, const plan_micro *m) {
   for (uint32_t k = 0; k < m->n; k++) p->status[p->mb[m->first + k]] = AL_KEY_DROPPED;
   p->dropped += m->n;
 }
 
 /* Padding micro-batch: one sample repeating the first sample of `like`. */
-static int push_padding(al_plan *p, const al_pmicro *like) {
+static int push_padding(al_plan *p, const plan_micro *like) {
   uint32_t s = p->mb[like->first], b = like->bucket;
   int rc = push_sample(p, s);
   if (!rc) rc = push_micro(p, p->n_mb - 1, 1, b, 1);
@@ -115,7 +115,7 @@ static int deal_equal_token(al_plan *p) {
   } else if (rem) {
     size_t base = full * W;
     for (size_t r = rem; r < W && !rc; r++) {
-      al_pmicro like = p->micro[base + (r - rem) % rem];
+      plan_micro like = p->micro[base + (r - rem) % rem];
       rc = push_padding(p, &like);
     }
     full++;
@@ -138,12 +138,12 @@ static int fit_tiny(al_plan *p) {
     for (size_t i = 0; i < p->n_micro; i++)
       if (p->micro[i].n >= 2 && (best == SIZE_MAX || p->micro[i].n > p->micro[best].n)) best = i;
     if (best == SIZE_MAX) break;
-    al_pmicro *m = &p->micro[best];
+    plan_micro *m = &p->micro[best];
     uint32_t h = (m->n + 1) / 2, rest = m->n - h;
     uint64_t first = m->first + h;
     uint32_t b = m->bucket;
     m->n = h;
-    m->cost = al_plan_micro_cost(p, b, h);
+    m->cost = plan_micro_cost(p, b, h);
     int rc = push_micro(p, first, rest, b, 0);
     if (rc) return rc;
   }
@@ -155,7 +155,7 @@ static int fit_tiny(al_plan *p) {
   }
   size_t have = p->n_micro;
   for (size_t r = have; r < W; r++) {
-    al_pmicro like = p->micro[(r - have) % have];
+    plan_micro like = p->micro[(r - have) % have];
     int rc = push_padding(p, &like);
     if (rc) return rc;
   }
@@ -184,8 +184,8 @@ static void heap_down(bin *h, size_t n, size_t i) {
 
 /* qsort_r comparators: no globals, so plans may be built on several threads at once. */
 static int cmp_item(const void *a, const void *b, void *ctx) {
-  const al_pmicro *mi = ctx;
-  const al_pmicro *x = &mi[*(const uint32_t *)a], *y = &mi[*(const uint32_t *)b];
+  const plan_micro *mi = ctx;
+  const plan_micro *x = &mi[*(const uint32_t *)a], *y = &mi[*(const uint32_t *)b];
   if (x->cost != y->cost) return x->cost < y->cost ? 1 : -1;
   return (x->seq > y->seq) - (x->seq < y->seq);
 }
@@ -242,9 +242,9 @@ static int packer_reserve(packer *k, size_t items, size_t bins) {
   return AL_OK;
 }
 
-static void shuffle_u32(al_rng *rng, uint32_t *a, size_t n) {
+static void shuffle_u32(plan_rng *rng, uint32_t *a, size_t n) {
   for (size_t i = n; i > 1; i--) {
-    size_t j = (size_t)al_rng_below(rng, i);
+    size_t j = (size_t)plan_rng_below(rng, i);
     uint32_t t = a[i - 1];
     a[i - 1] = a[j];
     a[j] = t;
@@ -252,7 +252,7 @@ static void shuffle_u32(al_rng *rng, uint32_t *a, size_t n) {
 }
 
 /* Packs micro [i0, i1) into `steps` steps; appends to out / slot. */
-static int pack_window(al_plan *p, packer *k, al_rng *rng, size_t i0, size_t i1, uint32_t steps, al_pmicro *out,
+static int pack_window(al_plan *p, packer *k, plan_rng *rng, size_t i0, size_t i1, uint32_t steps, plan_micro *out,
                        size_t *n_out, uint64_t *slot, size_t *n_slot) {
   uint32_t W = p->world;
   size_t m = i1 - i0, nbins = (size_t)steps * W;
@@ -296,7 +296,7 @@ static int pack_window(al_plan *p, packer *k, al_rng *rng, size_t i0, size_t i1,
   return AL_OK;
 }
 
-static int deal_adaptive(al_plan *p, al_rng *rng) {
+static int deal_adaptive(al_plan *p, plan_rng *rng) {
   uint32_t W = p->world;
   int rc = fit_tiny(p);
   if (rc) return rc;
@@ -309,7 +309,7 @@ static int deal_adaptive(al_plan *p, al_rng *rng) {
   double T = p->step_ms;
   size_t per_win = (size_t)p->window * W;
   double win_cost = (double)per_win * T;
-  al_pmicro *out = malloc(nb * sizeof *out);
+  plan_micro *out = malloc(nb * sizeof *out);
   /* Every step has at least W micro-batches, so nb / W bounds the steps. */
   size_t max_steps = nb / W;
   uint64_t *slot = malloc((max_steps * W + 1) * sizeof *slot);
@@ -351,12 +351,12 @@ static int deal_adaptive(al_plan *p, al_rng *rng) {
   return AL_OK;
 }
 
-int al_schedule(al_plan *p, uint64_t *items, size_t n, uint64_t stream) {
-  al_rng rng;
-  al_rng_seed(&rng, p->seed, p->epoch, stream);
+int plan_schedule(al_plan *p, uint64_t *items, size_t n, uint64_t stream) {
+  plan_rng rng;
+  plan_rng_seed(&rng, p->seed, p->epoch, stream);
   /* Fisher-Yates on (bucket, position) pairs: batch forming then reads them in order. */
   for (size_t i = n; i > 1; i--) {
-    size_t j = (size_t)al_rng_below(&rng, i);
+    size_t j = (size_t)plan_rng_below(&rng, i);
     uint64_t t = items[i - 1];
     items[i - 1] = items[j];
     items[j] = t;

@@ -1,5 +1,5 @@
-/* Chunked protobuf records inside an LZ4 frame. Format in al_pbio.h. */
-#include "proto/al_pbio.h"
+/* Chunked protobuf records inside an LZ4 frame. Format in pbio_internal.h. */
+#include "proto/pbio_internal.h"
 
 #include <errno.h>
 #include <lz4frame.h>
@@ -24,7 +24,7 @@ static uint32_t get_u32(const uint8_t *p) {
 static void put_u64(uint8_t *p, uint64_t v) { put_u32(p, (uint32_t)v); put_u32(p + 4, (uint32_t)(v >> 32)); }
 static uint64_t get_u64(const uint8_t *p) { return get_u32(p) | (uint64_t)get_u32(p + 4) << 32; }
 
-const char *al_file_kind_name(al_file_kind kind) {
+const char *pbio_file_kind_name(pbio_file_kind kind) {
   switch (kind) {
     case AL_KIND_INDEX: return "index";
     case AL_KIND_COST: return "cost model";
@@ -35,7 +35,7 @@ const char *al_file_kind_name(al_file_kind kind) {
 
 /* ============================================================== writer == */
 
-struct al_pbio_writer {
+struct pbio_writer {
   FILE *f;
   char *path;
   char *tmp;
@@ -46,17 +46,17 @@ struct al_pbio_writer {
   uint8_t *out;   /* compressed output scratch */
   size_t out_cap;
   uint64_t records;
-  uint8_t *pack;  /* scratch for al_pbio_write_msg */
+  uint8_t *pack;  /* scratch for pbio_write_msg */
   size_t pack_cap;
 };
 
-static int w_emit(al_pbio_writer *w, const void *buf, size_t n) {
+static int w_emit(pbio_writer *w, const void *buf, size_t n) {
   if (n && fwrite(buf, 1, n, w->f) != n)
     return al_set_error(AL_EIO, "%s: write failed: %s", w->tmp, strerror(errno));
   return AL_OK;
 }
 
-static int w_flush_stage(al_pbio_writer *w) {
+static int w_flush_stage(pbio_writer *w) {
   if (!w->staged) return AL_OK;
   size_t n = LZ4F_compressUpdate(w->cctx, w->out, w->out_cap, w->stage, w->staged, NULL);
   if (LZ4F_isError(n))
@@ -65,7 +65,7 @@ static int w_flush_stage(al_pbio_writer *w) {
   return w_emit(w, w->out, n);
 }
 
-static int w_put(al_pbio_writer *w, const void *buf, size_t n) {
+static int w_put(pbio_writer *w, const void *buf, size_t n) {
   const uint8_t *p = buf;
   while (n) {
     size_t room = STAGE_CAP - w->staged;
@@ -82,7 +82,7 @@ static int w_put(al_pbio_writer *w, const void *buf, size_t n) {
   return AL_OK;
 }
 
-static void w_free(al_pbio_writer *w) {
+static void w_free(pbio_writer *w) {
   if (!w) return;
   if (w->f) fclose(w->f);
   if (w->cctx) LZ4F_freeCompressionContext(w->cctx);
@@ -94,11 +94,11 @@ static void w_free(al_pbio_writer *w) {
   free(w);
 }
 
-int al_pbio_writer_open_version(al_pbio_writer **out, const char *path, al_file_kind kind,
+int pbio_writer_open_version(pbio_writer **out, const char *path, pbio_file_kind kind,
                                 uint32_t version) {
-  if (!out || !path) return al_set_error(AL_EINVAL, "al_pbio_writer_open: NULL argument");
+  if (!out || !path) return al_set_error(AL_EINVAL, "pbio_writer_open: NULL argument");
   *out = NULL;
-  al_pbio_writer *w = calloc(1, sizeof *w);
+  pbio_writer *w = calloc(1, sizeof *w);
   if (!w) return al_set_error(AL_ENOMEM, "%s: out of memory", path);
   size_t plen = strlen(path);
   w->path = strdup(path);
@@ -135,7 +135,7 @@ int al_pbio_writer_open_version(al_pbio_writer **out, const char *path, al_file_
   }
   size_t n = LZ4F_compressBegin(w->cctx, w->out, w->out_cap, &w->prefs);
   if (LZ4F_isError(n)) {
-    al_pbio_writer_abort(w);
+    pbio_writer_abort(w);
     return al_set_error(AL_EIO, "%s: LZ4 frame header: %s", path, LZ4F_getErrorName(n));
   }
   uint8_t hdr[HEADER_LEN];
@@ -146,19 +146,19 @@ int al_pbio_writer_open_version(al_pbio_writer **out, const char *path, al_file_
   int st = w_emit(w, w->out, n);
   if (!st) st = w_put(w, hdr, sizeof hdr);
   if (st) {
-    al_pbio_writer_abort(w);
+    pbio_writer_abort(w);
     return st;
   }
   *out = w;
   return AL_OK;
 }
 
-int al_pbio_writer_open(al_pbio_writer **out, const char *path, al_file_kind kind) {
-  return al_pbio_writer_open_version(out, path, kind, AL_FORMAT_VERSION);
+int pbio_writer_open(pbio_writer **out, const char *path, pbio_file_kind kind) {
+  return pbio_writer_open_version(out, path, kind, AL_FORMAT_VERSION);
 }
 
-int al_pbio_write(al_pbio_writer *w, uint32_t tag, const void *buf, size_t len) {
-  if (!w || (!buf && len)) return al_set_error(AL_EINVAL, "al_pbio_write: NULL argument");
+int pbio_write(pbio_writer *w, uint32_t tag, const void *buf, size_t len) {
+  if (!w || (!buf && len)) return al_set_error(AL_EINVAL, "pbio_write: NULL argument");
   if (tag == 0) return al_set_error(AL_EINVAL, "%s: record tag 0 is reserved", w->path);
   if (len > AL_PBIO_MAX_RECORD)
     return al_set_error(AL_ERANGE, "%s: record of %zu bytes exceeds the %u-byte limit; write smaller chunks",
@@ -172,8 +172,8 @@ int al_pbio_write(al_pbio_writer *w, uint32_t tag, const void *buf, size_t len) 
   return rc;
 }
 
-int al_pbio_write_msg(al_pbio_writer *w, uint32_t tag, const ProtobufCMessage *msg) {
-  if (!w || !msg) return al_set_error(AL_EINVAL, "al_pbio_write_msg: NULL argument");
+int pbio_write_msg(pbio_writer *w, uint32_t tag, const ProtobufCMessage *msg) {
+  if (!w || !msg) return al_set_error(AL_EINVAL, "pbio_write_msg: NULL argument");
   size_t n = protobuf_c_message_get_packed_size(msg);
   if (n > AL_PBIO_MAX_RECORD)
     return al_set_error(AL_ERANGE, "%s: %s message of %zu bytes exceeds the %u-byte record limit",
@@ -186,11 +186,11 @@ int al_pbio_write_msg(al_pbio_writer *w, uint32_t tag, const ProtobufCMessage *m
     w->pack_cap = cap;
   }
   size_t got = protobuf_c_message_pack(msg, w->pack);
-  return al_pbio_write(w, tag, w->pack, got);
+  return pbio_write(w, tag, w->pack, got);
 }
 
-int al_pbio_writer_close(al_pbio_writer *w) {
-  if (!w) return al_set_error(AL_EINVAL, "al_pbio_writer_close: NULL writer");
+int pbio_writer_close(pbio_writer *w) {
+  if (!w) return al_set_error(AL_EINVAL, "pbio_writer_close: NULL writer");
   uint8_t end[16];
   put_u32(end, 0);
   put_u32(end + 4, 8);
@@ -213,7 +213,7 @@ int al_pbio_writer_close(al_pbio_writer *w) {
   return rc;
 }
 
-void al_pbio_writer_abort(al_pbio_writer *w) {
+void pbio_writer_abort(pbio_writer *w) {
   if (!w) return;
   if (w->f) {
     fclose(w->f);
@@ -271,11 +271,11 @@ static void arena_reset(arena_chunk **head) {
   c->used = 0;
 }
 
-struct al_pbio_reader {
+struct pbio_reader {
   FILE *f;
   char *path;
   uint32_t version;
-  al_file_kind kind;
+  pbio_file_kind kind;
   LZ4F_dctx *dctx;
   uint8_t *in;       /* compressed bytes read but not yet consumed */
   size_t in_pos, in_len;
@@ -293,7 +293,7 @@ struct al_pbio_reader {
 
 /* Makes at least `n` decompressed bytes available at r->d + r->d_pos, or fewer
  * when the stream ends. Returns AL_OK or an error for a corrupt/truncated frame. */
-static int r_fill(al_pbio_reader *r, size_t n) {
+static int r_fill(pbio_reader *r, size_t n) {
   if (r->d_len - r->d_pos >= n) return AL_OK;
   if (r->d_pos) {
     memmove(r->d, r->d + r->d_pos, r->d_len - r->d_pos);
@@ -339,7 +339,7 @@ static int r_fill(al_pbio_reader *r, size_t n) {
   return AL_OK;
 }
 
-static void r_free(al_pbio_reader *r) {
+static void r_free(pbio_reader *r) {
   if (!r) return;
   if (r->f) fclose(r->f);
   if (r->dctx) LZ4F_freeDecompressionContext(r->dctx);
@@ -351,10 +351,10 @@ static void r_free(al_pbio_reader *r) {
   free(r);
 }
 
-int al_pbio_reader_open(al_pbio_reader **out, const char *path, al_file_kind expect) {
-  if (!out || !path) return al_set_error(AL_EINVAL, "al_pbio_reader_open: NULL argument");
+int pbio_reader_open(pbio_reader **out, const char *path, pbio_file_kind expect) {
+  if (!out || !path) return al_set_error(AL_EINVAL, "pbio_reader_open: NULL argument");
   *out = NULL;
-  al_pbio_reader *r = calloc(1, sizeof *r);
+  pbio_reader *r = calloc(1, sizeof *r);
   if (!r) return al_set_error(AL_ENOMEM, "%s: out of memory", path);
   r->path = strdup(path);
   r->in = malloc(READ_CAP);
@@ -381,7 +381,7 @@ int al_pbio_reader_open(al_pbio_reader **out, const char *path, al_file_kind exp
   if (got == 0) {
     r_free(r);
     return al_set_error(AL_EFORMAT, "%s: empty file (expected an AdaptiveLoad %s)", path,
-                        expect ? al_file_kind_name(expect) : "file");
+                        expect ? pbio_file_kind_name(expect) : "file");
   }
   if (got < 4 || get_u32(m) != 0x184D2204u) {
     r_free(r);
@@ -398,7 +398,7 @@ int al_pbio_reader_open(al_pbio_reader **out, const char *path, al_file_kind exp
     return al_set_error(AL_EFORMAT, "%s: not an AdaptiveLoad file (bad header magic)", path);
   }
   r->version = get_u32(r->d + 4);
-  r->kind = (al_file_kind)get_u32(r->d + 8);
+  r->kind = (pbio_file_kind)get_u32(r->d + 8);
   if (r->version != AL_FORMAT_VERSION) {
     uint32_t v = r->version;
     r_free(r);
@@ -408,10 +408,10 @@ int al_pbio_reader_open(al_pbio_reader **out, const char *path, al_file_kind exp
                         path, v, AL_FORMAT_VERSION);
   }
   if (expect && r->kind != expect) {
-    al_file_kind k = r->kind;
+    pbio_file_kind k = r->kind;
     r_free(r);
-    return al_set_error(AL_EFORMAT, "%s: is a %s file, expected a %s file", path, al_file_kind_name(k),
-                        al_file_kind_name(expect));
+    return al_set_error(AL_EFORMAT, "%s: is a %s file, expected a %s file", path, pbio_file_kind_name(k),
+                        pbio_file_kind_name(expect));
   }
   r->d_pos = HEADER_LEN;
   r->d_off = HEADER_LEN;
@@ -422,19 +422,19 @@ int al_pbio_reader_open(al_pbio_reader **out, const char *path, al_file_kind exp
   return AL_OK;
 }
 
-al_file_kind al_pbio_reader_kind(const al_pbio_reader *r) { return r->kind; }
-uint32_t al_pbio_reader_version(const al_pbio_reader *r) { return r->version; }
-const char *al_pbio_reader_path(const al_pbio_reader *r) { return r->path; }
+pbio_file_kind pbio_reader_kind(const pbio_reader *r) { return r->kind; }
+uint32_t pbio_reader_version(const pbio_reader *r) { return r->version; }
+const char *pbio_reader_path(const pbio_reader *r) { return r->path; }
 
-static int r_truncated(al_pbio_reader *r, size_t want) {
+static int r_truncated(pbio_reader *r, size_t want) {
   return al_set_error(AL_EFORMAT,
                       "%s: record %llu at byte %llu: truncated (wanted %zu bytes, stream has %zu)",
                       r->path, (unsigned long long)r->records, (unsigned long long)r->d_off, want,
                       r->d_len - r->d_pos);
 }
 
-int al_pbio_read(al_pbio_reader *r, uint32_t *tag, const uint8_t **buf, size_t *len) {
-  if (!r || !tag || !buf || !len) return al_set_error(AL_EINVAL, "al_pbio_read: NULL argument");
+int pbio_read(pbio_reader *r, uint32_t *tag, const uint8_t **buf, size_t *len) {
+  if (!r || !tag || !buf || !len) return al_set_error(AL_EINVAL, "pbio_read: NULL argument");
   if (r->finished) return AL_EOF;
   int rc = r_fill(r, 8);
   if (rc) return rc;
@@ -475,7 +475,7 @@ int al_pbio_read(al_pbio_reader *r, uint32_t *tag, const uint8_t **buf, size_t *
   return AL_OK;
 }
 
-const ProtobufCMessageDescriptor *al_pbio_descriptor_for(uint32_t tag) {
+const ProtobufCMessageDescriptor *pbio_descriptor_for(uint32_t tag) {
   switch (tag) {
     case AL_REC_INDEX_HEADER: return &adaptiveload__index_header__descriptor;
     case AL_REC_INDEX_CHUNK: return &adaptiveload__index_chunk__descriptor;
@@ -489,7 +489,7 @@ const ProtobufCMessageDescriptor *al_pbio_descriptor_for(uint32_t tag) {
   return NULL;
 }
 
-static int unpack(al_pbio_reader *r, uint32_t tag, const ProtobufCMessageDescriptor *desc,
+static int unpack(pbio_reader *r, uint32_t tag, const ProtobufCMessageDescriptor *desc,
                   const uint8_t *buf, size_t len, ProtobufCMessage **msg) {
   arena_reset(&r->arena);
   *msg = protobuf_c_message_unpack(desc, &r->allocator, len, buf);
@@ -499,14 +499,14 @@ static int unpack(al_pbio_reader *r, uint32_t tag, const ProtobufCMessageDescrip
   return AL_OK;
 }
 
-int al_pbio_read_msg(al_pbio_reader *r, uint32_t tag, const ProtobufCMessageDescriptor *desc,
+int pbio_read_msg(pbio_reader *r, uint32_t tag, const ProtobufCMessageDescriptor *desc,
                      ProtobufCMessage **msg) {
-  if (!msg || !desc) return al_set_error(AL_EINVAL, "al_pbio_read_msg: NULL argument");
+  if (!msg || !desc) return al_set_error(AL_EINVAL, "pbio_read_msg: NULL argument");
   *msg = NULL;
   uint32_t t;
   const uint8_t *buf;
   size_t len;
-  int rc = al_pbio_read(r, &t, &buf, &len);
+  int rc = pbio_read(r, &t, &buf, &len);
   if (rc == AL_EOF)
     return al_set_error(AL_EFORMAT, "%s: ends before the expected %s record", r->path, desc->name);
   if (rc) return rc;
@@ -516,44 +516,44 @@ int al_pbio_read_msg(al_pbio_reader *r, uint32_t tag, const ProtobufCMessageDesc
   return unpack(r, t, desc, buf, len, msg);
 }
 
-int al_pbio_read_any(al_pbio_reader *r, uint32_t *tag, ProtobufCMessage **msg) {
-  if (!tag || !msg) return al_set_error(AL_EINVAL, "al_pbio_read_any: NULL argument");
+int pbio_read_any(pbio_reader *r, uint32_t *tag, ProtobufCMessage **msg) {
+  if (!tag || !msg) return al_set_error(AL_EINVAL, "pbio_read_any: NULL argument");
   *msg = NULL;
   const uint8_t *buf;
   size_t len;
-  int rc = al_pbio_read(r, tag, &buf, &len);
+  int rc = pbio_read(r, tag, &buf, &len);
   if (rc) return rc;
-  const ProtobufCMessageDescriptor *desc = al_pbio_descriptor_for(*tag);
+  const ProtobufCMessageDescriptor *desc = pbio_descriptor_for(*tag);
   if (!desc)
     return al_set_error(AL_EFORMAT, "%s: record %llu has unknown tag %u", r->path,
                         (unsigned long long)(r->records - 1), *tag);
   return unpack(r, *tag, desc, buf, len, msg);
 }
 
-void al_pbio_reader_close(al_pbio_reader *r) { r_free(r); }
+void pbio_reader_close(pbio_reader *r) { r_free(r); }
 
-int al_pbio_save_one(const char *path, al_file_kind kind, uint32_t tag, const ProtobufCMessage *msg) {
-  al_pbio_writer *w;
-  int rc = al_pbio_writer_open(&w, path, kind);
+int pbio_save_one(const char *path, pbio_file_kind kind, uint32_t tag, const ProtobufCMessage *msg) {
+  pbio_writer *w;
+  int rc = pbio_writer_open(&w, path, kind);
   if (rc) return rc;
-  rc = al_pbio_write_msg(w, tag, msg);
+  rc = pbio_write_msg(w, tag, msg);
   if (rc) {
-    al_pbio_writer_abort(w);
+    pbio_writer_abort(w);
     return rc;
   }
-  return al_pbio_writer_close(w);
+  return pbio_writer_close(w);
 }
 
-int al_pbio_load_one(const char *path, al_file_kind kind, uint32_t tag,
+int pbio_load_one(const char *path, pbio_file_kind kind, uint32_t tag,
                      const ProtobufCMessageDescriptor *desc, ProtobufCMessage **msg) {
-  al_pbio_reader *r;
-  int rc = al_pbio_reader_open(&r, path, kind);
+  pbio_reader *r;
+  int rc = pbio_reader_open(&r, path, kind);
   if (rc) return rc;
   uint32_t got_tag;
   const uint8_t *rec;
   size_t rec_len;
   *msg = NULL;
-  rc = al_pbio_read(r, &got_tag, &rec, &rec_len);
+  rc = pbio_read(r, &got_tag, &rec, &rec_len);
   if (rc == AL_EOF) rc = al_set_error(AL_EFORMAT, "%s: ends before the expected %s record", path, desc->name);
   if (!rc && got_tag != tag)
     rc = al_set_error(AL_EFORMAT, "%s: record 0 has tag %u, expected %u (%s)", path, got_tag, tag, desc->name);
@@ -566,13 +566,13 @@ int al_pbio_load_one(const char *path, al_file_kind kind, uint32_t tag,
     uint32_t t;
     const uint8_t *b;
     size_t n;
-    int e = al_pbio_read(r, &t, &b, &n);
+    int e = pbio_read(r, &t, &b, &n);
     if (e != AL_EOF) {
       protobuf_c_message_free_unpacked(*msg, NULL);
       *msg = NULL;
       rc = e ? e : al_set_error(AL_EFORMAT, "%s: unexpected extra record after %s", path, desc->name);
     }
   }
-  al_pbio_reader_close(r);
+  pbio_reader_close(r);
   return rc;
 }

@@ -26,18 +26,18 @@ static void probe(void) {
   probed_devices = n > 0 ? n : 0;
 }
 
-int al_cuda_devices(void) {
+int stream_cuda_devices(void) {
   pthread_once(&probe_once, probe);
   return probed_devices;
 }
 
-int al_stream_cuda_available(void) { return al_cuda_devices() > 0; }
+int al_stream_cuda_available(void) { return stream_cuda_devices() > 0; }
 
 static int cuda_fail(cudaError_t e, const char *what) {
   return al_set_error(AL_ECUDA, "%s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
 }
 
-void *al_host_alloc(size_t bytes, int pinned) {
+void *stream_host_alloc(size_t bytes, int pinned) {
   void *p = NULL;
   if (bytes == 0) bytes = 1;
   if (pinned) {
@@ -56,7 +56,7 @@ void *al_host_alloc(size_t bytes, int pinned) {
   return p;
 }
 
-void al_host_free(void *p, int pinned) {
+void stream_host_free(void *p, int pinned) {
   if (!p) return;
   if (pinned)
     cudaFreeHost(p);
@@ -64,12 +64,12 @@ void al_host_free(void *p, int pinned) {
     free(p);
 }
 
-int al_cuda_set_device(int device) {
+int stream_cuda_set_device(int device) {
   cudaError_t e = cudaSetDevice(device);
   return e == cudaSuccess ? AL_OK : cuda_fail(e, "cudaSetDevice");
 }
 
-int al_cuda_malloc(void **p, size_t bytes) {
+int stream_cuda_malloc(void **p, size_t bytes) {
   cudaError_t e = cudaMalloc(p, bytes ? bytes : 1);
   if (e != cudaSuccess) {
     *p = NULL;
@@ -78,11 +78,11 @@ int al_cuda_malloc(void **p, size_t bytes) {
   return AL_OK;
 }
 
-void al_cuda_free(void *p) {
+void stream_cuda_free(void *p) {
   if (p) cudaFree(p);
 }
 
-int al_cuda_stream_create(void **stream) {
+int stream_cuda_stream_create(void **stream) {
   cudaStream_t s;
   cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
   if (e != cudaSuccess) return cuda_fail(e, "cudaStreamCreate");
@@ -90,11 +90,11 @@ int al_cuda_stream_create(void **stream) {
   return AL_OK;
 }
 
-void al_cuda_stream_destroy(void *stream) {
+void stream_cuda_stream_destroy(void *stream) {
   if (stream) cudaStreamDestroy((cudaStream_t)stream);
 }
 
-int al_cuda_event_create(void **event) {
+int stream_cuda_event_create(void **event) {
   cudaEvent_t ev;
   cudaError_t e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
   if (e != cudaSuccess) return cuda_fail(e, "cudaEventCreate");
@@ -102,26 +102,26 @@ int al_cuda_event_create(void **event) {
   return AL_OK;
 }
 
-void al_cuda_event_destroy(void *event) {
+void stream_cuda_event_destroy(void *event) {
   if (event) cudaEventDestroy((cudaEvent_t)event);
 }
 
-int al_cuda_event_record(void *event, void *stream) {
+int stream_cuda_event_record(void *event, void *stream) {
   cudaError_t e = cudaEventRecord((cudaEvent_t)event, (cudaStream_t)stream);
   return e == cudaSuccess ? AL_OK : cuda_fail(e, "cudaEventRecord");
 }
 
-int al_cuda_stream_wait_event(void *stream, void *event) {
+int stream_cuda_stream_wait_event(void *stream, void *event) {
   cudaError_t e = cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)event, 0);
   return e == cudaSuccess ? AL_OK : cuda_fail(e, "cudaStreamWaitEvent");
 }
 
-int al_cuda_event_sync(void *event) {
+int stream_cuda_event_sync(void *event) {
   cudaError_t e = cudaEventSynchronize((cudaEvent_t)event);
   return e == cudaSuccess ? AL_OK : cuda_fail(e, "cudaEventSynchronize");
 }
 
-int al_cuda_memcpy_h2d_async(void *dst, const void *src, size_t bytes, void *stream) {
+int stream_cuda_memcpy_h2d_async(void *dst, const void *src, size_t bytes, void *stream) {
   cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, (cudaStream_t)stream);
   return e == cudaSuccess ? AL_OK : cuda_fail(e, "cudaMemcpyAsync");
 }

@@ -26,7 +26,7 @@ typedef enum { SLOT_FREE, SLOT_FILLING, SLOT_READY, SLOT_HELD } slot_state;
 typedef struct slot {
   slot_state state;
   uint64_t seq; /* local batch number: global position = first + seq * stride */
-  al_growbuf buf;
+  stream_growbuf buf;
   size_t host_cap; /* buf.cap as last published under the lock (stats) */
   void *dev;
   size_t dev_cap;
@@ -53,9 +53,9 @@ typedef struct slot {
 } slot;
 
 struct al_stream {
-  al_stream_source src;
-  al_rank_plan plan;
-  al_shard_table *shards;
+  stream_source src;
+  stream_rank_plan plan;
+  stream_shard_table *shards;
   char *ext;
   int on_error;
   size_t align;
@@ -89,7 +89,7 @@ static double now_s(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-void al_rank_plan_free(al_rank_plan *p) {
+void stream_rank_plan_free(stream_rank_plan *p) {
   if (!p) return;
   free(p->batches);
   free(p->samples);
@@ -160,10 +160,10 @@ static void slot_set_error(slot *sl, int status) {
 }
 
 static void slot_free(slot *sl) {
-  al_growbuf_free(&sl->buf);
-  al_cuda_free(sl->dev);
-  al_cuda_event_destroy(sl->ready_ev);
-  al_cuda_event_destroy(sl->release_ev);
+  stream_growbuf_free(&sl->buf);
+  stream_cuda_free(sl->dev);
+  stream_cuda_event_destroy(sl->ready_ev);
+  stream_cuda_event_destroy(sl->release_ev);
   free((void *)sl->keys);
   free(sl->samples);
   free(sl->shapes);
@@ -186,33 +186,33 @@ static int device_copy(al_stream *s, slot *sl, size_t bytes) {
   if (bytes > sl->dev_cap) {
     /* A device buffer still read by kernels of the consumer must not be
      * freed under them: wait for its release first (rare: growth only). */
-    if (sl->release_pending && (st = al_cuda_event_sync(sl->release_ev)) != AL_OK) return st;
-    al_cuda_free(sl->dev);
+    if (sl->release_pending && (st = stream_cuda_event_sync(sl->release_ev)) != AL_OK) return st;
+    stream_cuda_free(sl->dev);
     sl->dev = NULL;
     sl->dev_cap = 0;
     size_t cap = align_up(bytes + bytes / 4, (size_t)1 << 20);
-    if ((st = al_cuda_malloc(&sl->dev, cap)) != AL_OK) return st;
+    if ((st = stream_cuda_malloc(&sl->dev, cap)) != AL_OK) return st;
     sl->dev_cap = cap;
   }
   if (sl->release_pending) {
-    if ((st = al_cuda_stream_wait_event(s->copy_stream, sl->release_ev)) != AL_OK) return st;
+    if ((st = stream_cuda_stream_wait_event(s->copy_stream, sl->release_ev)) != AL_OK) return st;
     sl->release_pending = 0;
   }
-  if ((st = al_cuda_memcpy_h2d_async(sl->dev, sl->buf.p, bytes, s->copy_stream)) != AL_OK) return st;
-  if ((st = al_cuda_event_record(sl->ready_ev, s->copy_stream)) != AL_OK) return st;
+  if ((st = stream_cuda_memcpy_h2d_async(sl->dev, sl->buf.p, bytes, s->copy_stream)) != AL_OK) return st;
+  if ((st = stream_cuda_event_record(sl->ready_ev, s->copy_stream)) != AL_OK) return st;
   sl->copy_pending = 1;
   return AL_OK;
 }
 
-static void fill(al_stream *s, al_reader *rd, slot *sl) {
-  const al_plan_batch *pb = &s->plan.batches[s->first + sl->seq * s->stride];
+static void fill(al_stream *s, stream_reader *rd, slot *sl) {
+  const stream_plan_batch *pb = &s->plan.batches[s->first + sl->seq * s->stride];
   al_stream_batch *b = &sl->batch;
   int st;
   sl->status = AL_OK;
   skipped_clear(sl);
   /* The previous copy out of this host buffer must be over before it is overwritten. */
   if (sl->copy_pending) {
-    if ((st = al_cuda_event_sync(sl->ready_ev)) != AL_OK) {
+    if ((st = stream_cuda_event_sync(sl->ready_ev)) != AL_OK) {
       slot_set_error(sl, st);
       return;
     }
@@ -231,11 +231,11 @@ static void fill(al_stream *s, al_reader *rd, slot *sl) {
       slot_set_error(sl, al_set_error(AL_ESTATE, "stream closed"));
       return;
     }
-    const al_plan_sample *ps = &s->plan.samples[pb->first + i];
-    al_source_job job;
+    const stream_plan_sample *ps = &s->plan.samples[pb->first + i];
+    stream_source_job job;
     size_t len = 0;
     st = s->src.job(s->src.ctx, ps->sample, s->ext, &job);
-    if (st == AL_OK) st = al_reader_read(rd, &job, &sl->buf, off, &len);
+    if (st == AL_OK) st = stream_reader_read(rd, &job, &sl->buf, off, &len);
     if (st == AL_OK && tokens + ps->tokens > (uint64_t)INT32_MAX)
       st = al_set_error(AL_ERANGE, "key '%s': micro-batch exceeds 2^31-1 tokens (cu_seqlens is int32)",
                         job.key ? job.key : "?");
@@ -271,7 +271,7 @@ static void fill(al_stream *s, al_reader *rd, slot *sl) {
   /* cu_seqlens rides behind the payload so one copy moves both. */
   size_t cu_off = align_up(end, s->align);
   size_t total = cu_off + (n + 1) * sizeof(int32_t);
-  if ((st = al_growbuf_reserve(&sl->buf, total, end)) != AL_OK) {
+  if ((st = stream_growbuf_reserve(&sl->buf, total, end)) != AL_OK) {
     slot_set_error(sl, st);
     return;
   }
@@ -321,9 +321,9 @@ typedef struct thread_arg {
 
 static void *reader_main(void *arg) {
   al_stream *s = arg;
-  al_reader *rd = NULL;
-  int st = al_reader_new(&rd, s->shards, s->read_block);
-  if (st == AL_OK && (s->pinned || s->device_copy)) st = al_cuda_set_device(s->device);
+  stream_reader *rd = NULL;
+  int st = stream_reader_new(&rd, s->shards, s->read_block);
+  if (st == AL_OK && (s->pinned || s->device_copy)) st = stream_cuda_set_device(s->device);
   for (;;) {
     pthread_mutex_lock(&s->mu);
     slot *sl = NULL;
@@ -361,7 +361,7 @@ static void *reader_main(void *arg) {
     pthread_mutex_unlock(&s->mu);
     if (st != AL_OK) break;
   }
-  al_reader_free(rd);
+  stream_reader_free(rd);
   return NULL;
 }
 
@@ -382,7 +382,7 @@ static int stream_fail_open(al_stream *s, int st) {
   return st;
 }
 
-int al_stream_open_source(al_stream **out, const al_stream_source *src, al_rank_plan *plan,
+int stream_open_source(al_stream **out, const stream_source *src, stream_rank_plan *plan,
                           const al_stream_options *opts) {
   al_stream_options o;
   if (opts)
@@ -416,7 +416,7 @@ int al_stream_open_source(al_stream **out, const al_stream_source *src, al_rank_
   s->stride = o.stride ? o.stride : 1;
   if (o.resume) {
     const al_stream_state *r = o.resume;
-    const al_rank_plan *p = &s->plan;
+    const stream_rank_plan *p = &s->plan;
     if (r->version != AL_STREAM_STATE_VERSION)
       return stream_fail_open(s, al_set_error(AL_EVERSION, "stream state version %" PRIu32 ", expected %u",
                                               r->version, AL_STREAM_STATE_VERSION));
@@ -459,7 +459,7 @@ int al_stream_open_source(al_stream **out, const al_stream_source *src, al_rank_
   s->total = s->first < s->plan.n_batches ? (s->plan.n_batches - s->first + s->stride - 1) / s->stride : 0;
 
   /* Memory: pinned when a device is there (unless refused), device copy on request. */
-  int devices = al_cuda_devices();
+  int devices = stream_cuda_devices();
   s->device_copy = o.device_copy != 0;
   s->pinned = o.pinned == -1 ? 0 : devices > 0;
   if (o.pinned == 1 && devices == 0)
@@ -478,8 +478,8 @@ int al_stream_open_source(al_stream **out, const al_stream_source *src, al_rank_
     if (dev >= devices)
       return stream_fail_open(s, al_set_error(AL_EINVAL, "CUDA device %ld out of range (%d devices)", dev, devices));
     s->device = (int)dev;
-    int st = al_cuda_set_device(s->device);
-    if (st == AL_OK) st = al_cuda_stream_create(&s->copy_stream);
+    int st = stream_cuda_set_device(s->device);
+    if (st == AL_OK) st = stream_cuda_stream_create(&s->copy_stream);
     if (st != AL_OK) return stream_fail_open(s, st);
   }
 
@@ -489,12 +489,12 @@ int al_stream_open_source(al_stream **out, const al_stream_source *src, al_rank_
   for (int i = 0; i < s->n_slots; i++) {
     s->slots[i].buf.pinned = s->pinned;
     if (s->device_copy) {
-      int st = al_cuda_event_create(&s->slots[i].ready_ev);
-      if (st == AL_OK) st = al_cuda_event_create(&s->slots[i].release_ev);
+      int st = stream_cuda_event_create(&s->slots[i].ready_ev);
+      if (st == AL_OK) st = stream_cuda_event_create(&s->slots[i].release_ev);
       if (st != AL_OK) return stream_fail_open(s, st);
     }
   }
-  int st = al_shard_table_new(&s->shards, &s->src);
+  int st = stream_shard_table_new(&s->shards, &s->src);
   if (st != AL_OK) return stream_fail_open(s, st);
 
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -579,7 +579,7 @@ int al_stream_release_after(al_stream *s, const al_stream_batch *b, void *cuda_s
     return al_set_error(AL_EINVAL, "release: batch not held (released twice, or from another stream)");
   }
   if (cuda_stream != (void *)-1 && s->device_copy) {
-    int st = al_cuda_event_record(sl->release_ev, cuda_stream);
+    int st = stream_cuda_event_record(sl->release_ev, cuda_stream);
     if (st != AL_OK) {
       pthread_mutex_unlock(&s->mu);
       return st;
@@ -601,13 +601,13 @@ int al_stream_release(al_stream *s, const al_stream_batch *b) {
 int al_stream_batch_wait(const al_stream_batch *b, void *cuda_stream) {
   if (!b) return al_set_error(AL_EINVAL, "batch_wait: NULL batch");
   if (!b->ready_event) return AL_OK;
-  return al_cuda_stream_wait_event(cuda_stream, b->ready_event);
+  return stream_cuda_stream_wait_event(cuda_stream, b->ready_event);
 }
 
 int al_stream_batch_sync(const al_stream_batch *b) {
   if (!b) return al_set_error(AL_EINVAL, "batch_sync: NULL batch");
   if (!b->ready_event) return AL_OK;
-  return al_cuda_event_sync(b->ready_event);
+  return stream_cuda_event_sync(b->ready_event);
 }
 
 int al_stream_get_state(const al_stream *s, al_stream_state *out) {
@@ -680,13 +680,13 @@ void al_stream_close(al_stream *s) {
   if (s->slots) {
     /* Copies may still read host buffers: let them finish before freeing. */
     for (int i = 0; i < s->n_slots; i++)
-      if (s->slots[i].copy_pending) al_cuda_event_sync(s->slots[i].ready_ev);
+      if (s->slots[i].copy_pending) stream_cuda_event_sync(s->slots[i].ready_ev);
     for (int i = 0; i < s->n_slots; i++) slot_free(&s->slots[i]);
     free(s->slots);
   }
-  al_cuda_stream_destroy(s->copy_stream);
-  al_shard_table_free(s->shards);
-  al_rank_plan_free(&s->plan);
+  stream_cuda_stream_destroy(s->copy_stream);
+  stream_shard_table_free(s->shards);
+  stream_rank_plan_free(&s->plan);
   free(s->ext);
   free(s->fail_msg);
   pthread_cond_destroy(&s->cv_free);

@@ -23,38 +23,38 @@ extern "C" {
 #endif
 
 /* One micro-batch of the rank plan; its samples are plan->samples[first, first+n). */
-typedef struct al_plan_batch {
+typedef struct stream_plan_batch {
   uint32_t step, micro, n_micro, bucket;
   uint64_t step_samples, step_tokens;
   size_t first, n;
-} al_plan_batch;
+} stream_plan_batch;
 
-typedef struct al_plan_sample {
+typedef struct stream_plan_sample {
   uint64_t sample;            /* index position (passed to the source) */
   uint64_t tokens;
   uint8_t padded;
-} al_plan_sample;
+} stream_plan_sample;
 
-typedef struct al_rank_plan {
+typedef struct stream_rank_plan {
   uint32_t rank, world, epoch, first_step;
   uint64_t seed, index_fingerprint;
   size_t n_batches, n_samples;
-  al_plan_batch *batches;     /* malloc'd */
-  al_plan_sample *samples;    /* malloc'd */
-} al_rank_plan;
+  stream_plan_batch *batches;     /* malloc'd */
+  stream_plan_sample *samples;    /* malloc'd */
+} stream_rank_plan;
 
 /* Builds the plan of `rank` from a manifest. */
-int al_rank_plan_from_manifest(al_rank_plan *out, const al_manifest *m, uint32_t rank);
-void al_rank_plan_free(al_rank_plan *p);
+int stream_rank_plan_from_manifest(stream_rank_plan *out, const al_manifest *m, uint32_t rank);
+void stream_rank_plan_free(stream_rank_plan *p);
 
-typedef struct al_source_shard {
+typedef struct stream_source_shard {
   const char *path;
   uint64_t size;              /* bytes when indexed; checked with fstat */
   int64_t mtime_ns;           /* when indexed; 0 = unknown (not checked) */
   int seekable;               /* 0: read sequentially through libarchive */
-} al_source_shard;
+} stream_source_shard;
 
-typedef struct al_source_job {
+typedef struct stream_source_job {
   const char *key;
   uint32_t shard;
   char member[256];           /* member name in the tar: KEY.ext[.lz4] */
@@ -62,26 +62,26 @@ typedef struct al_source_job {
   uint64_t size;              /* stored bytes */
   int lz4;                    /* stored as an LZ4 frame */
   uint32_t width, height, frames;
-} al_source_job;
+} stream_source_job;
 
 /* Read-only callbacks; called from several reader threads at once. */
-typedef struct al_stream_source {
+typedef struct stream_source {
   void *ctx;
   size_t n_shards;
-  int (*shard)(void *ctx, uint32_t id, al_source_shard *out);
+  int (*shard)(void *ctx, uint32_t id, stream_source_shard *out);
   /* Fills `job` for `sample`; a missing payload member is an error whose
    * message names the key (job->key must still be set when known). */
-  int (*job)(void *ctx, uint64_t sample, const char *ext, al_source_job *job);
-} al_stream_source;
+  int (*job)(void *ctx, uint64_t sample, const char *ext, stream_source_job *job);
+} stream_source;
 
 /* Opens a stream over a plan (ownership of *plan moves to the stream, which
  * zeroes it) and a source (must outlive the stream). rank/world/fingerprint
  * checks are the caller's; options->resume is checked against the plan. */
-int al_stream_open_source(al_stream **out, const al_stream_source *src, al_rank_plan *plan,
+int stream_open_source(al_stream **out, const stream_source *src, stream_rank_plan *plan,
                           const al_stream_options *opts);
 
 /* The source over an al_index (ctx = the index). */
-void al_stream_index_source(const al_index *idx, al_stream_source *out);
+void stream_index_source(const al_index *idx, stream_source *out);
 
 /* A non-negative integer from the environment variable `name` (RANK, WORLD_SIZE, LOCAL_RANK):
  * 1 with *out set when it holds one, 0 when it is unset or empty, -1 when it holds anything

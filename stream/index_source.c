@@ -5,7 +5,7 @@
 
 #include "stream/engine_internal.h"
 
-static int idx_shard(void *ctx, uint32_t id, al_source_shard *out) {
+static int idx_shard(void *ctx, uint32_t id, stream_source_shard *out) {
   al_shard_info si;
   int st = al_index_shard((const al_index *)ctx, id, &si);
   if (st != AL_OK) return st;
@@ -16,7 +16,7 @@ static int idx_shard(void *ctx, uint32_t id, al_source_shard *out) {
   return AL_OK;
 }
 
-static int idx_job(void *ctx, uint64_t sample, const char *ext, al_source_job *job) {
+static int idx_job(void *ctx, uint64_t sample, const char *ext, stream_source_job *job) {
   const al_index *idx = ctx;
   al_sample_info si;
   memset(job, 0, sizeof *job);
@@ -59,7 +59,7 @@ static int idx_job(void *ctx, uint64_t sample, const char *ext, al_source_job *j
   return AL_OK;
 }
 
-void al_stream_index_source(const al_index *idx, al_stream_source *out) {
+void stream_index_source(const al_index *idx, stream_source *out) {
   out->ctx = (void *)idx;
   out->n_shards = al_index_shard_count(idx);
   out->shard = idx_shard;

@@ -18,24 +18,24 @@
 
 /* ---------------------------------------------------------------- buffers */
 
-int al_growbuf_reserve(al_growbuf *b, size_t need, size_t keep) {
+int stream_growbuf_reserve(stream_growbuf *b, size_t need, size_t keep) {
   if (need <= b->cap) return AL_OK;
   /* Grow by half again so a run of slightly larger batches does not
    * reallocate (and, when pinned, re-register) each time. */
   size_t cap = b->cap + b->cap / 2;
   if (cap < need) cap = need;
   cap = (cap + ((size_t)1 << 20) - 1) & ~(((size_t)1 << 20) - 1);
-  uint8_t *p = al_host_alloc(cap, b->pinned);
+  uint8_t *p = stream_host_alloc(cap, b->pinned);
   if (!p) return AL_ENOMEM;
   if (keep) memcpy(p, b->p, keep);
-  al_host_free(b->p, b->pinned);
+  stream_host_free(b->p, b->pinned);
   b->p = p;
   b->cap = cap;
   return AL_OK;
 }
 
-void al_growbuf_free(al_growbuf *b) {
-  al_host_free(b->p, b->pinned);
+void stream_growbuf_free(stream_growbuf *b) {
+  stream_host_free(b->p, b->pinned);
   b->p = NULL;
   b->cap = 0;
 }
@@ -47,18 +47,18 @@ typedef struct shard_slot {
   int fd;
   int status;
   char *error; /* why unusable, without the key (added per sample) */
-  al_source_shard info;
+  stream_source_shard info;
 } shard_slot;
 
-struct al_shard_table {
+struct stream_shard_table {
   pthread_mutex_t mu;
-  const al_stream_source *src;
+  const stream_source *src;
   size_t n;
   shard_slot *slots;
 };
 
-int al_shard_table_new(al_shard_table **out, const al_stream_source *src) {
-  al_shard_table *t = calloc(1, sizeof *t);
+int stream_shard_table_new(stream_shard_table **out, const stream_source *src) {
+  stream_shard_table *t = calloc(1, sizeof *t);
   if (!t) return al_set_error(AL_ENOMEM, "shard table");
   t->slots = calloc(src->n_shards ? src->n_shards : 1, sizeof *t->slots);
   if (!t->slots) {
@@ -73,7 +73,7 @@ int al_shard_table_new(al_shard_table **out, const al_stream_source *src) {
   return AL_OK;
 }
 
-void al_shard_table_free(al_shard_table *t) {
+void stream_shard_table_free(stream_shard_table *t) {
   if (!t) return;
   for (size_t i = 0; i < t->n; i++) {
     if (t->slots[i].fd >= 0) close(t->slots[i].fd);
@@ -92,7 +92,7 @@ static void slot_fail(shard_slot *s, int status) {
 
 /* Opens shard `id` once and checks it against the index. On failure the
  * reason is kept, so every sample of the shard reports it (naming its key). */
-static int shard_get(al_shard_table *t, uint32_t id, shard_slot **out) {
+static int shard_get(stream_shard_table *t, uint32_t id, shard_slot **out) {
   *out = NULL;
   if (id >= t->n) return al_set_error(AL_EFORMAT, "shard id %" PRIu32 " out of range (%zu shards)", id, t->n);
   pthread_mutex_lock(&t->mu);
@@ -157,8 +157,8 @@ static int shard_get(al_shard_table *t, uint32_t id, shard_slot **out) {
 
 /* ----------------------------------------------------------------- reader */
 
-struct al_reader {
-  al_shard_table *t;
+struct stream_reader {
+  stream_shard_table *t;
   size_t block;
   uint8_t *scratch;
   LZ4F_dctx *dctx;
@@ -169,8 +169,8 @@ struct al_reader {
   uint64_t seq_offset;
 };
 
-int al_reader_new(al_reader **out, al_shard_table *t, size_t block) {
-  al_reader *r = calloc(1, sizeof *r);
+int stream_reader_new(stream_reader **out, stream_shard_table *t, size_t block) {
+  stream_reader *r = calloc(1, sizeof *r);
   if (!r) return al_set_error(AL_ENOMEM, "reader");
   r->t = t;
   r->block = block ? block : ((size_t)1 << 20);
@@ -186,12 +186,12 @@ int al_reader_new(al_reader **out, al_shard_table *t, size_t block) {
   return AL_OK;
 }
 
-static void seq_close(al_reader *r) {
+static void seq_close(stream_reader *r) {
   if (r->seq) archive_read_free(r->seq);
   r->seq = NULL;
 }
 
-void al_reader_free(al_reader *r) {
+void stream_reader_free(stream_reader *r) {
   if (!r) return;
   seq_close(r);
   LZ4F_freeDecompressionContext(r->dctx);
@@ -206,14 +206,14 @@ typedef struct member_in {
   uint64_t pos, end; /* file offsets for pread; pos counts bytes read for libarchive */
 } member_in;
 
-static int fail_at(const al_source_job *job, const char *shard, uint64_t at, int status,
+static int fail_at(const stream_source_job *job, const char *shard, uint64_t at, int status,
                    const char *fmt, const char *detail) {
   return al_set_error(status, "%s: key '%s' member '%s' at byte %" PRIu64 ": %s%s", shard,
                       job->key ? job->key : "?", job->member, at, fmt, detail ? detail : "");
 }
 
 /* Reads up to cap bytes; 0 at the end of the member; < 0 on error (message set). */
-static long long in_read(member_in *in, void *buf, size_t cap, const al_source_job *job,
+static long long in_read(member_in *in, void *buf, size_t cap, const stream_source_job *job,
                          const char *shard) {
   if (in->a) {
     la_ssize_t n = archive_read_data(in->a, buf, cap);
@@ -240,7 +240,7 @@ static long long in_read(member_in *in, void *buf, size_t cap, const al_source_j
   }
 }
 
-static int read_exact(member_in *in, uint8_t *dst, uint64_t size, const al_source_job *job,
+static int read_exact(member_in *in, uint8_t *dst, uint64_t size, const stream_source_job *job,
                       const char *shard) {
   uint64_t got = 0;
   while (got < size) {
@@ -256,8 +256,8 @@ static int read_exact(member_in *in, uint8_t *dst, uint64_t size, const al_sourc
   return AL_OK;
 }
 
-static int decode_lz4(al_reader *r, member_in *in, const al_source_job *job, const char *shard,
-                      al_growbuf *b, size_t off, size_t *len) {
+static int decode_lz4(stream_reader *r, member_in *in, const stream_source_job *job, const char *shard,
+                      stream_growbuf *b, size_t off, size_t *len) {
   LZ4F_resetDecompressionContext(r->dctx);
   uint64_t consumed = 0; /* member bytes handed to LZ4F */
   size_t have = 0, at = 0;
@@ -289,13 +289,13 @@ static int decode_lz4(al_reader *r, member_in *in, const al_source_job *job, con
       content = info.contentSize;
       if (content > (unsigned long long)(SIZE_MAX / 2))
         return fail_at(job, shard, job->offset, AL_ERANGE, "LZ4 content size absurd", NULL);
-      int st = al_growbuf_reserve(b, off + (content ? (size_t)content : r->block), off);
+      int st = stream_growbuf_reserve(b, off + (content ? (size_t)content : r->block), off);
       if (st != AL_OK) return st;
       hint = e;
       continue;
     }
     if (b->cap - off - out == 0) {
-      int st = al_growbuf_reserve(b, off + out + (out > r->block ? out : r->block), off + out);
+      int st = stream_growbuf_reserve(b, off + out + (out > r->block ? out : r->block), off + out);
       if (st != AL_OK) return st;
     }
     size_t dn = b->cap - off - out;
@@ -323,7 +323,7 @@ static int decode_lz4(al_reader *r, member_in *in, const al_source_job *job, con
 
 /* Positions r->seq on the data of job->member, reading the shard from its
  * start when the member lies behind the current position. */
-static int seq_seek(al_reader *r, const al_source_job *job, const char *path) {
+static int seq_seek(stream_reader *r, const stream_source_job *job, const char *path) {
   if (r->seq && (r->seq_shard != job->shard || job->offset <= r->seq_offset)) seq_close(r);
   if (!r->seq) {
     r->seq = archive_read_new();
@@ -362,7 +362,7 @@ static int seq_seek(al_reader *r, const al_source_job *job, const char *path) {
   return fail_at(job, path, job->offset, AL_ENOTFOUND, "member not found in the shard", NULL);
 }
 
-int al_reader_read(al_reader *r, const al_source_job *job, al_growbuf *b, size_t off, size_t *len) {
+int stream_reader_read(stream_reader *r, const stream_source_job *job, stream_growbuf *b, size_t off, size_t *len) {
   shard_slot *s = NULL;
   int st = shard_get(r->t, job->shard, &s);
   if (st != AL_OK || !s) {
@@ -388,7 +388,7 @@ int al_reader_read(al_reader *r, const al_source_job *job, al_growbuf *b, size_t
   } else {
     if (job->size > (uint64_t)(SIZE_MAX / 2))
       return fail_at(job, path, job->offset, AL_ERANGE, "member size absurd", NULL);
-    st = al_growbuf_reserve(b, off + (size_t)job->size, off);
+    st = stream_growbuf_reserve(b, off + (size_t)job->size, off);
     if (st == AL_OK) st = read_exact(&in, b->p + off, job->size, job, path);
     if (st == AL_OK) *len = (size_t)job->size;
   }

@@ -16,7 +16,7 @@ static int grow(void **arr, size_t *cap, size_t need, size_t elem) {
   return AL_OK;
 }
 
-int al_rank_plan_from_manifest(al_rank_plan *out, const al_manifest *m, uint32_t rank) {
+int stream_rank_plan_from_manifest(stream_rank_plan *out, const al_manifest *m, uint32_t rank) {
   memset(out, 0, sizeof *out);
   al_manifest_info info;
   int st = al_manifest_get_info(m, &info);
@@ -42,7 +42,7 @@ int al_rank_plan_from_manifest(al_rank_plan *out, const al_manifest *m, uint32_t
       if ((st = grow((void **)&out->batches, &bcap, out->n_batches + 1, sizeof *out->batches)) ||
           (st = grow((void **)&out->samples, &scap, out->n_samples + ref.n_samples, sizeof *out->samples)))
         goto fail;
-      al_plan_batch *b = &out->batches[out->n_batches++];
+      stream_plan_batch *b = &out->batches[out->n_batches++];
       b->step = step;
       b->micro = k;
       b->n_micro = nm;
@@ -52,7 +52,7 @@ int al_rank_plan_from_manifest(al_rank_plan *out, const al_manifest *m, uint32_t
       b->first = out->n_samples;
       b->n = ref.n_samples;
       for (size_t i = 0; i < ref.n_samples; i++) {
-        al_plan_sample *ps = &out->samples[out->n_samples + i];
+        stream_plan_sample *ps = &out->samples[out->n_samples + i];
         ps->sample = ref.samples[i];
         ps->tokens = ref.tokens ? ref.tokens[i] : 0;
         ps->padded = 0;
@@ -72,6 +72,6 @@ int al_rank_plan_from_manifest(al_rank_plan *out, const al_manifest *m, uint32_t
   }
   return AL_OK;
 fail:
-  al_rank_plan_free(out);
+  stream_rank_plan_free(out);
   return st;
 }

@@ -12,7 +12,7 @@ typedef struct sched_bucket {
 } sched_bucket;
 
 struct al_schedule {
-  al_rank_plan plan;
+  stream_rank_plan plan;
   size_t n_buckets;
   sched_bucket *buckets;
 };
@@ -24,7 +24,7 @@ int al_schedule_open(al_schedule **out, const al_manifest *m, int rank, int worl
   if (st != AL_OK) return st;
   al_schedule *s = calloc(1, sizeof *s);
   if (!s) return al_set_error(AL_ENOMEM, "schedule");
-  if ((st = al_rank_plan_from_manifest(&s->plan, m, r)) != AL_OK) {
+  if ((st = stream_rank_plan_from_manifest(&s->plan, m, r)) != AL_OK) {
     free(s);
     return st;
   }
@@ -60,7 +60,7 @@ int al_schedule_open_path(al_schedule **out, const char *manifest_path, int rank
 
 void al_schedule_free(al_schedule *s) {
   if (!s) return;
-  al_rank_plan_free(&s->plan);
+  stream_rank_plan_free(&s->plan);
   free(s->buckets);
   free(s);
 }
@@ -90,9 +90,9 @@ uint64_t al_schedule_index_fingerprint(const al_schedule *s) { return s->plan.in
 int al_schedule_export(const al_schedule *s, uint64_t *first, uint32_t *step, uint32_t *micro,
                        uint32_t *n_micro, uint32_t *bucket, uint64_t *step_samples,
                        uint64_t *step_tokens, uint64_t *samples, uint64_t *tokens, uint8_t *padded) {
-  const al_rank_plan *p = &s->plan;
+  const stream_rank_plan *p = &s->plan;
   for (size_t i = 0; i < p->n_batches; i++) {
-    const al_plan_batch *b = &p->batches[i];
+    const stream_plan_batch *b = &p->batches[i];
     if (first) first[i] = b->first;
     if (step) step[i] = b->step;
     if (micro) micro[i] = b->micro;

@@ -62,19 +62,19 @@ int al_stream_open(al_stream **out, const al_index *idx, const al_manifest *m, i
   uint32_t r;
   st = al_resolve_rank(m, rank, opts ? opts->world : 0, &r);
   if (st != AL_OK) return st;
-  al_rank_plan plan;
-  st = al_rank_plan_from_manifest(&plan, m, r);
+  stream_rank_plan plan;
+  st = stream_rank_plan_from_manifest(&plan, m, r);
   if (st != AL_OK) return st;
   for (size_t i = 0; i < plan.n_samples; i++)
     if (plan.samples[i].sample >= al_index_sample_count(idx)) {
-      al_rank_plan_free(&plan);
+      stream_rank_plan_free(&plan);
       return al_set_error(AL_EFORMAT, "the manifest refers to sample %" PRIu64 " but the index holds %zu",
                           plan.samples[i].sample, al_index_sample_count(idx));
     }
-  al_stream_source src;
-  al_stream_index_source(idx, &src);
-  st = al_stream_open_source(out, &src, &plan, opts);
-  al_rank_plan_free(&plan); /* no-op unless open failed before taking it */
+  stream_source src;
+  stream_index_source(idx, &src);
+  st = stream_open_source(out, &src, &plan, opts);
+  stream_rank_plan_free(&plan); /* no-op unless open failed before taking it */
   return st;
 }
 
@@ -99,22 +99,22 @@ int al_stream_read_sample(const al_index *idx, uint64_t sample, const char *ext,
                           size_t *size) {
   *out = NULL;
   *size = 0;
-  al_stream_source src;
-  al_stream_index_source(idx, &src);
-  al_source_job job;
+  stream_source src;
+  stream_index_source(idx, &src);
+  stream_source_job job;
   int st = src.job(src.ctx, sample, ext ? ext : "latent", &job);
   if (st != AL_OK) return st;
   /* The table opens shards lazily: only this sample's shard is touched. */
-  al_shard_table *t = NULL;
-  al_reader *r = NULL;
-  al_growbuf b = {0};
+  stream_shard_table *t = NULL;
+  stream_reader *r = NULL;
+  stream_growbuf b = {0};
   size_t len = 0;
-  if ((st = al_shard_table_new(&t, &src)) == AL_OK && (st = al_reader_new(&r, t, 0)) == AL_OK)
-    st = al_reader_read(r, &job, &b, 0, &len);
-  al_reader_free(r);
-  al_shard_table_free(t);
+  if ((st = stream_shard_table_new(&t, &src)) == AL_OK && (st = stream_reader_new(&r, t, 0)) == AL_OK)
+    st = stream_reader_read(r, &job, &b, 0, &len);
+  stream_reader_free(r);
+  stream_shard_table_free(t);
   if (st != AL_OK) {
-    al_growbuf_free(&b);
+    stream_growbuf_free(&b);
     return st;
   }
   *out = b.p;
@@ -122,4 +122,4 @@ int al_stream_read_sample(const al_index *idx, uint64_t sample, const char *ext,
   return AL_OK;
 }
 
-void al_stream_free(void *p) { al_host_free(p, 0); }
+void al_stream_free(void *p) { stream_host_free(p, 0); }

@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "common/al_status.h"
-#include "kernels/adaln_ref.h"
+#include "kernels/adaln_ref_internal.h"
 #include "kernels/al_adaln.h"
-#include "kernels/al_fill.h"
+#include "kernels/adaln_fill_internal.h"
 #include "tests/kernels/adaln_test_util.h"
 
 namespace {
@@ -164,7 +164,7 @@ TEST_P(AdalnGpu, MatchesReference) {
   CUDA_OK(cudaMemcpy(mean.data(), dmean.p(), rows * 4, cudaMemcpyDeviceToHost));
   CUDA_OK(cudaMemcpy(rstd.data(), drstd.p(), rows * 4, cudaMemcpyDeviceToHost));
 
-  al_adaln_ref_shape rs{};
+  adaln_ref_shape rs{};
   rs.rows = rows;
   rs.batch = B;
   rs.dim = D;
@@ -172,10 +172,10 @@ TEST_P(AdalnGpu, MatchesReference) {
   rs.cu_seqlens = cu.data();
   rs.plain_scale = (c.flags & AL_ADALN_PLAIN_SCALE) != 0;
   std::vector<float> yr(n), meanr(rows), rstdr(rows), dxr(n), dsr(nbd), dhr(nbd);
-  ASSERT_EQ(al_adaln_ref_forward(&rs, x.data(), scale.data(), shift.data(), yr.data(),
+  ASSERT_EQ(adaln_ref_forward(&rs, x.data(), scale.data(), shift.data(), yr.data(),
                                  meanr.data(), rstdr.data()),
             AL_OK);
-  ASSERT_EQ(al_adaln_ref_backward(&rs, dy.data(), x.data(), scale.data(), dxr.data(),
+  ASSERT_EQ(adaln_ref_backward(&rs, dy.data(), x.data(), scale.data(), dxr.data(),
                                   dsr.data(), dhr.data()),
             AL_OK);
 
@@ -553,8 +553,8 @@ TEST(AdalnGpuBig, Big_TwoSamplesOf128kRowsPast2e31Elements) {
               mean.alloc(rows * 4) && rstd.alloc(rows * 4) && sc.alloc(nbd * 2) &&
               sh.alloc(nbd * 2) && ds.alloc(nbd * 2) && dh.alloc(nbd * 2));
   ASSERT_TRUE(sc.put(scb.data()) && sh.put(shb.data()));
-  ASSERT_EQ(al_fill_normal(x.p(), dt, n, 31, 0.5f, 2.0f, nullptr), AL_OK) << al_last_error();
-  ASSERT_EQ(al_fill_normal(dy.p(), dt, n, 32, 0.0f, 1.0f, nullptr), AL_OK) << al_last_error();
+  ASSERT_EQ(adaln_fill_normal(x.p(), dt, n, 31, 0.5f, 2.0f, nullptr), AL_OK) << al_last_error();
+  ASSERT_EQ(adaln_fill_normal(dy.p(), dt, n, 32, 0.0f, 1.0f, nullptr), AL_OK) << al_last_error();
   ASSERT_TRUE(y.poison() && dx.poison() && mean.poison() && rstd.poison() && ds.poison() &&
               dh.poison());
 
@@ -613,15 +613,15 @@ TEST(AdalnGpuBig, Big_TwoSamplesOf128kRowsPast2e31Elements) {
       }
       const std::vector<float> fx = from_device_bytes(hx, dt), fdy = from_device_bytes(hdy, dt),
                                fy = from_device_bytes(hy, dt), fdx = from_device_bytes(hdx, dt);
-      al_adaln_ref_shape rs{};
+      adaln_ref_shape rs{};
       rs.rows = kChunk;
       rs.batch = 1;
       rs.dim = D;
       rs.seq_len = kChunk;
-      if (al_adaln_ref_forward(&rs, fx.data(), scale.data() + (size_t)b * D,
+      if (adaln_ref_forward(&rs, fx.data(), scale.data() + (size_t)b * D,
                                shift.data() + (size_t)b * D, yr.data(), mr.data(),
                                rr.data()) != AL_OK ||
-          al_adaln_ref_backward(&rs, fdy.data(), fx.data(), scale.data() + (size_t)b * D,
+          adaln_ref_backward(&rs, fdy.data(), fx.data(), scale.data() + (size_t)b * D,
                                 dxr.data(), dsr.data(), dhr.data()) != AL_OK) {
         a.ok = false;
         a.err = al_last_error();

@@ -5,13 +5,13 @@
 #include <vector>
 
 #include "common/al_status.h"
-#include "kernels/adaln_ref.h"
+#include "kernels/adaln_ref_internal.h"
 #include "tests/kernels/adaln_test_util.h"
 
 namespace {
 
-al_adaln_ref_shape Fixed(int B, int N, int D) {
-  al_adaln_ref_shape s{};
+adaln_ref_shape Fixed(int B, int N, int D) {
+  adaln_ref_shape s{};
   s.rows = (int64_t)B * N;
   s.batch = B;
   s.dim = D;
@@ -21,7 +21,7 @@ al_adaln_ref_shape Fixed(int B, int N, int D) {
 
 TEST(AdalnRef, ConstantRowsGiveShift) {
   const int B = 2, N = 3, D = 5;
-  al_adaln_ref_shape s = Fixed(B, N, D);
+  adaln_ref_shape s = Fixed(B, N, D);
   std::vector<float> x(B * N * D), scale(B * D), shift(B * D), y(x.size()), mean(B * N),
       rstd(B * N);
   for (int r = 0; r < B * N; ++r)
@@ -30,7 +30,7 @@ TEST(AdalnRef, ConstantRowsGiveShift) {
     scale[i] = 0.5f * i;
     shift[i] = -1.0f + i;
   }
-  ASSERT_EQ(al_adaln_ref_forward(&s, x.data(), scale.data(), shift.data(), y.data(), mean.data(),
+  ASSERT_EQ(adaln_ref_forward(&s, x.data(), scale.data(), shift.data(), y.data(), mean.data(),
                                  rstd.data()),
             AL_OK);
   for (int r = 0; r < B * N; ++r) {
@@ -45,7 +45,7 @@ TEST(AdalnRef, ConstantRowsGiveShift) {
 TEST(AdalnRef, TwoValueRows) {
   const int N = 4, D = 8;
   for (int plain = 0; plain <= 1; ++plain) {
-    al_adaln_ref_shape s = Fixed(1, N, D);
+    adaln_ref_shape s = Fixed(1, N, D);
     s.plain_scale = plain;
     s.eps = 1e-5;
     std::vector<float> x(N * D), scale(D), shift(D), y(N * D), mean(N), rstd(N);
@@ -55,7 +55,7 @@ TEST(AdalnRef, TwoValueRows) {
       scale[d] = 0.25f * d;
       shift[d] = 0.125f * d;
     }
-    ASSERT_EQ(al_adaln_ref_forward(&s, x.data(), scale.data(), shift.data(), y.data(),
+    ASSERT_EQ(adaln_ref_forward(&s, x.data(), scale.data(), shift.data(), y.data(),
                                    mean.data(), rstd.data()),
               AL_OK);
     for (int r = 0; r < N; ++r) {
@@ -77,7 +77,7 @@ TEST(AdalnRef, TwoValueRows) {
 TEST(AdalnRef, BackwardSumsPackedWithEmptySamples) {
   const int B = 4, D = 6;
   const int32_t cu[B + 1] = {0, 3, 3, 4, 9};  // lengths 3, 0, 1, 5
-  al_adaln_ref_shape s{};
+  adaln_ref_shape s{};
   s.rows = 9;
   s.batch = B;
   s.dim = D;
@@ -86,7 +86,7 @@ TEST(AdalnRef, BackwardSumsPackedWithEmptySamples) {
       dh(B * D);
   for (int r = 0; r < 9; ++r)
     for (int d = 0; d < D; ++d) x[r * D + d] = d < D / 2 ? -2.0f : 2.0f;  // xhat = -+ ~1
-  ASSERT_EQ(al_adaln_ref_backward(&s, dy.data(), x.data(), scale.data(), dx.data(), ds.data(),
+  ASSERT_EQ(adaln_ref_backward(&s, dy.data(), x.data(), scale.data(), dx.data(), ds.data(),
                                   dh.data()),
             AL_OK);
   const double xh = 2.0 / std::sqrt(4.0 + 1e-6);
@@ -104,12 +104,12 @@ TEST(AdalnRef, BackwardSumsPackedWithEmptySamples) {
 // dx = rstd * xhat * eps / (var + eps).
 TEST(AdalnRef, DxClosedForm) {
   const int D = 4;
-  al_adaln_ref_shape s = Fixed(1, 1, D);
+  adaln_ref_shape s = Fixed(1, 1, D);
   s.eps = 0.5;
   std::vector<float> x = {0, 1, 2, 3}, scale(D, 0.0f), dy(D), dx(D), ds(D), dh(D);
   const double m = 1.5, var = 1.25, rs = 1.0 / std::sqrt(var + 0.5);
   for (int d = 0; d < D; ++d) dy[d] = (float)((x[d] - m) * rs);
-  ASSERT_EQ(al_adaln_ref_backward(&s, dy.data(), x.data(), scale.data(), dx.data(), ds.data(),
+  ASSERT_EQ(adaln_ref_backward(&s, dy.data(), x.data(), scale.data(), dx.data(), ds.data(),
                                   dh.data()),
             AL_OK);
   for (int d = 0; d < D; ++d) {
@@ -123,7 +123,7 @@ TEST(AdalnRef, BackwardMatchesFiniteDifferences) {
   const int B = 2, N = 3, D = 7;
   adaln_test::Rng rng(42);
   for (int plain = 0; plain <= 1; ++plain) {
-    al_adaln_ref_shape s = Fixed(B, N, D);
+    adaln_ref_shape s = Fixed(B, N, D);
     s.plain_scale = plain;
     std::vector<float> x(B * N * D), scale(B * D), shift(B * D), w(x.size()), y(x.size()),
         dx(x.size()), ds(B * D), dh(B * D);
@@ -131,11 +131,11 @@ TEST(AdalnRef, BackwardMatchesFiniteDifferences) {
     for (auto &v : scale) v = rng.normal(0.0f, 0.5f);
     for (auto &v : shift) v = rng.normal(0.0f, 0.5f);
     for (auto &v : w) v = rng.normal(0.0f, 1.0f);
-    ASSERT_EQ(al_adaln_ref_backward(&s, w.data(), x.data(), scale.data(), dx.data(), ds.data(),
+    ASSERT_EQ(adaln_ref_backward(&s, w.data(), x.data(), scale.data(), dx.data(), ds.data(),
                                     dh.data()),
               AL_OK);
     auto loss = [&]() {
-      al_adaln_ref_forward(&s, x.data(), scale.data(), shift.data(), y.data(), nullptr, nullptr);
+      adaln_ref_forward(&s, x.data(), scale.data(), shift.data(), y.data(), nullptr, nullptr);
       double L = 0.0;
       for (size_t i = 0; i < y.size(); ++i) L += (double)w[i] * y[i];
       return L;
@@ -160,17 +160,17 @@ TEST(AdalnRef, BackwardMatchesFiniteDifferences) {
 
 TEST(AdalnRef, RejectsBadOffsets) {
   const int32_t bad[3] = {0, 5, 3};
-  al_adaln_ref_shape s{};
+  adaln_ref_shape s{};
   s.rows = 3;
   s.batch = 2;
   s.dim = 4;
   s.cu_seqlens = bad;
   std::vector<float> x(12), sc(8), sh(8), y(12);
-  EXPECT_EQ(al_adaln_ref_forward(&s, x.data(), sc.data(), sh.data(), y.data(), nullptr, nullptr),
+  EXPECT_EQ(adaln_ref_forward(&s, x.data(), sc.data(), sh.data(), y.data(), nullptr, nullptr),
             AL_EINVAL);
   EXPECT_NE(std::string(al_last_error()).find("decreases"), std::string::npos) << al_last_error();
   s.cu_seqlens = nullptr;
-  EXPECT_EQ(al_adaln_ref_forward(&s, x.data(), sc.data(), sh.data(), y.data(), nullptr, nullptr),
+  EXPECT_EQ(adaln_ref_forward(&s, x.data(), sc.data(), sh.data(), y.data(), nullptr, nullptr),
             AL_EINVAL);
 }
 

@@ -378,19 +378,19 @@ TEST(Build, ConfigurableFieldNamesAndAliases) {
 TEST(Build, DirectoriesAndOtherMembersInsideTar) {
   // Directory entries are skipped silently; members without a key/extension are counted.
   std::string path = TmpPath("dirs.tar");
-  al_tarw *w = nullptr;
-  ASSERT_EQ(al_tarw_open(&w, path.c_str(), 0), AL_OK);
+  tarw *w = nullptr;
+  ASSERT_EQ(tarw_open(&w, path.c_str(), 0), AL_OK);
   unsigned char hdr[512];
-  al_tar_header(hdr, "sub/", 0, 0, '5');
-  ASSERT_EQ(al_tarw_raw(w, hdr, 512), AL_OK);
+  tarw_header(hdr, "sub/", 0, 0, '5');
+  ASSERT_EQ(tarw_raw(w, hdr, 512), AL_OK);
   std::string js = "{\"width\": 16, \"height\": 16}";
-  ASSERT_EQ(al_tarw_add(w, "sub/x.json", js.data(), js.size()), AL_OK);
-  ASSERT_EQ(al_tarw_add(w, "sub/README", "hello", 5), AL_OK);
-  ASSERT_EQ(al_tarw_add(w, "sub/.hidden.json", "{}", 2), AL_OK);
-  al_tar_header(hdr, "sub/link.json", 0, 0, '2');
-  ASSERT_EQ(al_tarw_raw(w, hdr, 512), AL_OK);
-  ASSERT_EQ(al_tarw_add(w, "sub/y.json", js.data(), js.size()), AL_OK);
-  ASSERT_EQ(al_tarw_close(w), AL_OK);
+  ASSERT_EQ(tarw_add(w, "sub/x.json", js.data(), js.size()), AL_OK);
+  ASSERT_EQ(tarw_add(w, "sub/README", "hello", 5), AL_OK);
+  ASSERT_EQ(tarw_add(w, "sub/.hidden.json", "{}", 2), AL_OK);
+  tarw_header(hdr, "sub/link.json", 0, 0, '2');
+  ASSERT_EQ(tarw_raw(w, hdr, 512), AL_OK);
+  ASSERT_EQ(tarw_add(w, "sub/y.json", js.data(), js.size()), AL_OK);
+  ASSERT_EQ(tarw_close(w), AL_OK);
   al_index *idx = Build({path});
   ASSERT_EQ(al_index_sample_count(idx), 2u);
   std::string rej = altest::RejectedText(idx);

@@ -11,7 +11,7 @@ extern "C" {
 #include "common/al_status.h"
 #include "loader/al_index.h"
 #include "proto/adaptiveload.pb-c.h"
-#include "proto/al_pbio.h"
+#include "proto/pbio_internal.h"
 }
 
 using altest::TmpPath;
@@ -157,10 +157,10 @@ TEST(Index, EmptyIndexRoundTrip) {
 // An index file whose summary disagrees with its chunks is refused.
 TEST(Index, LoadRejectsSummaryMismatch) {
   std::string path = TmpPath("badsum.alidx");
-  al_pbio_writer *w = nullptr;
-  ASSERT_EQ(al_pbio_writer_open(&w, path.c_str(), AL_KIND_INDEX), AL_OK);
+  pbio_writer *w = nullptr;
+  ASSERT_EQ(pbio_writer_open(&w, path.c_str(), AL_KIND_INDEX), AL_OK);
   Adaptiveload__IndexHeader h = ADAPTIVELOAD__INDEX_HEADER__INIT;
-  ASSERT_EQ(al_pbio_write_msg(w, AL_REC_INDEX_HEADER, &h.base), AL_OK);
+  ASSERT_EQ(pbio_write_msg(w, AL_REC_INDEX_HEADER, &h.base), AL_OK);
   Adaptiveload__Shard sh = ADAPTIVELOAD__SHARD__INIT;
   sh.path = (char *)"a.tar";
   sh.sample_count = 1;
@@ -173,12 +173,12 @@ TEST(Index, LoadRejectsSummaryMismatch) {
   c.shards = &shp;
   c.n_samples = 1;
   c.samples = &sp;
-  ASSERT_EQ(al_pbio_write_msg(w, AL_REC_INDEX_CHUNK, &c.base), AL_OK);
+  ASSERT_EQ(pbio_write_msg(w, AL_REC_INDEX_CHUNK, &c.base), AL_OK);
   Adaptiveload__IndexSummary sum = ADAPTIVELOAD__INDEX_SUMMARY__INIT;
   sum.shards = 1;
   sum.samples = 2;  // wrong
-  ASSERT_EQ(al_pbio_write_msg(w, AL_REC_INDEX_SUMMARY, &sum.base), AL_OK);
-  ASSERT_EQ(al_pbio_writer_close(w), AL_OK);
+  ASSERT_EQ(pbio_write_msg(w, AL_REC_INDEX_SUMMARY, &sum.base), AL_OK);
+  ASSERT_EQ(pbio_writer_close(w), AL_OK);
   al_index *idx = nullptr;
   EXPECT_EQ(al_index_load(&idx, path.c_str()), AL_EFORMAT);
   EXPECT_EQ(idx, nullptr);
@@ -187,10 +187,10 @@ TEST(Index, LoadRejectsSummaryMismatch) {
 
 TEST(Index, LoadRejectsSampleWithUnknownShard) {
   std::string path = TmpPath("badshard.alidx");
-  al_pbio_writer *w = nullptr;
-  ASSERT_EQ(al_pbio_writer_open(&w, path.c_str(), AL_KIND_INDEX), AL_OK);
+  pbio_writer *w = nullptr;
+  ASSERT_EQ(pbio_writer_open(&w, path.c_str(), AL_KIND_INDEX), AL_OK);
   Adaptiveload__IndexHeader h = ADAPTIVELOAD__INDEX_HEADER__INIT;
-  ASSERT_EQ(al_pbio_write_msg(w, AL_REC_INDEX_HEADER, &h.base), AL_OK);
+  ASSERT_EQ(pbio_write_msg(w, AL_REC_INDEX_HEADER, &h.base), AL_OK);
   Adaptiveload__Sample s = ADAPTIVELOAD__SAMPLE__INIT;
   s.key = (char *)"k";
   s.shard = 3;
@@ -198,8 +198,8 @@ TEST(Index, LoadRejectsSampleWithUnknownShard) {
   Adaptiveload__IndexChunk c = ADAPTIVELOAD__INDEX_CHUNK__INIT;
   c.n_samples = 1;
   c.samples = &sp;
-  ASSERT_EQ(al_pbio_write_msg(w, AL_REC_INDEX_CHUNK, &c.base), AL_OK);
-  ASSERT_EQ(al_pbio_writer_close(w), AL_OK);
+  ASSERT_EQ(pbio_write_msg(w, AL_REC_INDEX_CHUNK, &c.base), AL_OK);
+  ASSERT_EQ(pbio_writer_close(w), AL_OK);
   al_index *idx = nullptr;
   EXPECT_EQ(al_index_load(&idx, path.c_str()), AL_EFORMAT);
   EXPECT_NE(std::string(al_last_error()).find("shard id 3"), std::string::npos) << al_last_error();
@@ -208,7 +208,7 @@ TEST(Index, LoadRejectsSampleWithUnknownShard) {
 TEST(Index, LoadRejectsOtherFileKinds) {
   std::string path = TmpPath("cost.alcm");
   Adaptiveload__CostModel cm = ADAPTIVELOAD__COST_MODEL__INIT;
-  ASSERT_EQ(al_pbio_save_one(path.c_str(), AL_KIND_COST, AL_REC_COST_MODEL, &cm.base), AL_OK);
+  ASSERT_EQ(pbio_save_one(path.c_str(), AL_KIND_COST, AL_REC_COST_MODEL, &cm.base), AL_OK);
   al_index *idx = nullptr;
   EXPECT_EQ(al_index_load(&idx, path.c_str()), AL_EFORMAT);
   EXPECT_EQ(al_index_load(&idx, TmpPath("does-not-exist").c_str()), AL_ENOTFOUND);

@@ -18,7 +18,7 @@
 
 extern "C" {
 #include "loader/al_index.h"
-#include "loader/tar_write.h"
+#include "loader/tar_write_internal.h"
 }
 
 namespace altest {
@@ -112,10 +112,10 @@ using Members = std::vector<std::pair<std::string, std::string>>;
 
 // A tar written by our ustar/pax writer with the given (name, data) members.
 inline void WriteTar(const std::string &path, const Members &members, bool trailer = true) {
-  al_tarw *w = nullptr;
-  ASSERT_EQ(al_tarw_open(&w, path.c_str(), 1700000000), AL_OK);
-  for (const auto &m : members) ASSERT_EQ(al_tarw_add(w, m.first.c_str(), m.second.data(), m.second.size()), AL_OK);
-  ASSERT_EQ(al_tarw_close_ex(w, trailer ? 0 : 1), AL_OK);
+  tarw *w = nullptr;
+  ASSERT_EQ(tarw_open(&w, path.c_str(), 1700000000), AL_OK);
+  for (const auto &m : members) ASSERT_EQ(tarw_add(w, m.first.c_str(), m.second.data(), m.second.size()), AL_OK);
+  ASSERT_EQ(tarw_close_ex(w, trailer ? 0 : 1), AL_OK);
 }
 
 // Compresses a whole file with libarchive's write filters ("gzip", "lz4", "zstd").

@@ -8,7 +8,7 @@
 
 extern "C" {
 #include "proto/adaptiveload.pb-c.h"
-#include "proto/al_pbio.h"
+#include "proto/pbio_internal.h"
 }
 
 namespace {
@@ -39,11 +39,11 @@ void WriteAll(const std::string &path, const std::vector<unsigned char> &v) {
 
 // Writes an index-kind file: one header, `chunks` chunks of `per` samples, a summary.
 void WriteIndex(const std::string &path, int chunks, int per, uint32_t version = AL_FORMAT_VERSION) {
-  al_pbio_writer *w = nullptr;
-  ASSERT_EQ(al_pbio_writer_open_version(&w, path.c_str(), AL_KIND_INDEX, version), AL_OK) << al_last_error();
+  pbio_writer *w = nullptr;
+  ASSERT_EQ(pbio_writer_open_version(&w, path.c_str(), AL_KIND_INDEX, version), AL_OK) << al_last_error();
   Adaptiveload__IndexHeader hdr = ADAPTIVELOAD__INDEX_HEADER__INIT;
   hdr.producer = const_cast<char *>("pbio_test");
-  ASSERT_EQ(al_pbio_write_msg(w, AL_REC_INDEX_HEADER, &hdr.base), AL_OK);
+  ASSERT_EQ(pbio_write_msg(w, AL_REC_INDEX_HEADER, &hdr.base), AL_OK);
   for (int c = 0; c < chunks; c++) {
     std::vector<Adaptiveload__Sample> samples(per);
     std::vector<Adaptiveload__Sample *> ptrs(per);
@@ -60,30 +60,30 @@ void WriteIndex(const std::string &path, int chunks, int per, uint32_t version =
     Adaptiveload__IndexChunk chunk = ADAPTIVELOAD__INDEX_CHUNK__INIT;
     chunk.n_samples = per;
     chunk.samples = ptrs.data();
-    ASSERT_EQ(al_pbio_write_msg(w, AL_REC_INDEX_CHUNK, &chunk.base), AL_OK);
+    ASSERT_EQ(pbio_write_msg(w, AL_REC_INDEX_CHUNK, &chunk.base), AL_OK);
   }
   Adaptiveload__IndexSummary sum = ADAPTIVELOAD__INDEX_SUMMARY__INIT;
   sum.samples = static_cast<uint64_t>(chunks) * per;
-  ASSERT_EQ(al_pbio_write_msg(w, AL_REC_INDEX_SUMMARY, &sum.base), AL_OK);
-  ASSERT_EQ(al_pbio_writer_close(w), AL_OK) << al_last_error();
+  ASSERT_EQ(pbio_write_msg(w, AL_REC_INDEX_SUMMARY, &sum.base), AL_OK);
+  ASSERT_EQ(pbio_writer_close(w), AL_OK) << al_last_error();
 }
 
 // Reads every record; returns the final status (AL_EOF when the file is whole).
 int ReadEverything(const std::string &path, int *records, uint64_t *samples) {
-  al_pbio_reader *r = nullptr;
-  int rc = al_pbio_reader_open(&r, path.c_str(), AL_KIND_INDEX);
+  pbio_reader *r = nullptr;
+  int rc = pbio_reader_open(&r, path.c_str(), AL_KIND_INDEX);
   if (rc) return rc;
   *records = 0;
   *samples = 0;
   for (;;) {
     uint32_t tag;
     ProtobufCMessage *msg;
-    rc = al_pbio_read_any(r, &tag, &msg);
+    rc = pbio_read_any(r, &tag, &msg);
     if (rc) break;
     (*records)++;
     if (tag == AL_REC_INDEX_CHUNK) *samples += reinterpret_cast<Adaptiveload__IndexChunk *>(msg)->n_samples;
   }
-  al_pbio_reader_close(r);
+  pbio_reader_close(r);
   return rc;
 }
 
@@ -98,20 +98,20 @@ TEST(Pbio, RoundTripManyChunks) {
   EXPECT_EQ(samples, 200000u);
 
   // Contents survive: check one sample of the last chunk.
-  al_pbio_reader *r = nullptr;
-  ASSERT_EQ(al_pbio_reader_open(&r, path.c_str(), AL_KIND_INDEX), AL_OK);
-  EXPECT_EQ(al_pbio_reader_version(r), AL_FORMAT_VERSION);
+  pbio_reader *r = nullptr;
+  ASSERT_EQ(pbio_reader_open(&r, path.c_str(), AL_KIND_INDEX), AL_OK);
+  EXPECT_EQ(pbio_reader_version(r), AL_FORMAT_VERSION);
   ProtobufCMessage *m = nullptr;
-  ASSERT_EQ(al_pbio_read_msg(r, AL_REC_INDEX_HEADER, &adaptiveload__index_header__descriptor, &m), AL_OK);
+  ASSERT_EQ(pbio_read_msg(r, AL_REC_INDEX_HEADER, &adaptiveload__index_header__descriptor, &m), AL_OK);
   EXPECT_STREQ(reinterpret_cast<Adaptiveload__IndexHeader *>(m)->producer, "pbio_test");
   for (int c = 0; c < 40; c++) {
-    ASSERT_EQ(al_pbio_read_msg(r, AL_REC_INDEX_CHUNK, &adaptiveload__index_chunk__descriptor, &m), AL_OK);
+    ASSERT_EQ(pbio_read_msg(r, AL_REC_INDEX_CHUNK, &adaptiveload__index_chunk__descriptor, &m), AL_OK);
     auto *chunk = reinterpret_cast<Adaptiveload__IndexChunk *>(m);
     ASSERT_EQ(chunk->n_samples, 5000u);
     EXPECT_EQ(std::string(chunk->samples[17]->key), "key-" + std::to_string(c * 5000 + 17));
     EXPECT_EQ(chunk->samples[17]->width, 832u + 17u);
   }
-  al_pbio_reader_close(r);
+  pbio_reader_close(r);
 }
 
 TEST(Pbio, DeterministicBytes) {
@@ -125,10 +125,10 @@ TEST(Pbio, NoTmpLeftBehind) {
   std::string path = TmpPath("tmpcheck.alidx");
   WriteIndex(path, 1, 10);
   EXPECT_EQ(std::fopen((path + ".tmp").c_str(), "rb"), nullptr);
-  al_pbio_writer *w = nullptr;
+  pbio_writer *w = nullptr;
   std::string p2 = TmpPath("aborted.alidx");
-  ASSERT_EQ(al_pbio_writer_open(&w, p2.c_str(), AL_KIND_INDEX), AL_OK);
-  al_pbio_writer_abort(w);
+  ASSERT_EQ(pbio_writer_open(&w, p2.c_str(), AL_KIND_INDEX), AL_OK);
+  pbio_writer_abort(w);
   EXPECT_EQ(std::fopen(p2.c_str(), "rb"), nullptr);
   EXPECT_EQ(std::fopen((p2 + ".tmp").c_str(), "rb"), nullptr);
 }
@@ -136,23 +136,23 @@ TEST(Pbio, NoTmpLeftBehind) {
 TEST(Pbio, EmptyFileIsClearError) {
   std::string path = TmpPath("empty.alidx");
   WriteAll(path, {});
-  al_pbio_reader *r = nullptr;
-  EXPECT_EQ(al_pbio_reader_open(&r, path.c_str(), AL_KIND_INDEX), AL_EFORMAT);
+  pbio_reader *r = nullptr;
+  EXPECT_EQ(pbio_reader_open(&r, path.c_str(), AL_KIND_INDEX), AL_EFORMAT);
   EXPECT_NE(std::string(al_last_error()).find("empty file"), std::string::npos) << al_last_error();
   EXPECT_NE(std::string(al_last_error()).find(path), std::string::npos);
 }
 
 TEST(Pbio, MissingFileIsNotFound) {
-  al_pbio_reader *r = nullptr;
-  EXPECT_EQ(al_pbio_reader_open(&r, TmpPath("nope.alidx").c_str(), AL_KIND_INDEX), AL_ENOTFOUND);
+  pbio_reader *r = nullptr;
+  EXPECT_EQ(pbio_reader_open(&r, TmpPath("nope.alidx").c_str(), AL_KIND_INDEX), AL_ENOTFOUND);
   EXPECT_NE(std::string(al_last_error()).find("nope.alidx"), std::string::npos);
 }
 
 TEST(Pbio, NotAnAdaptiveLoadFile) {
   std::string path = TmpPath("garbage.alidx");
   WriteAll(path, std::vector<unsigned char>(1000, 'x'));
-  al_pbio_reader *r = nullptr;
-  EXPECT_EQ(al_pbio_reader_open(&r, path.c_str(), AL_KIND_INDEX), AL_EFORMAT);
+  pbio_reader *r = nullptr;
+  EXPECT_EQ(pbio_reader_open(&r, path.c_str(), AL_KIND_INDEX), AL_EFORMAT);
   EXPECT_NE(std::string(al_last_error()).find("not an AdaptiveLoad file"), std::string::npos) << al_last_error();
 }
 
@@ -213,8 +213,8 @@ TEST(Pbio, FlippedByteIsDetected) {
 TEST(Pbio, WrongFormatVersion) {
   std::string path = TmpPath("v99.alidx");
   WriteIndex(path, 1, 10, 99);
-  al_pbio_reader *r = nullptr;
-  EXPECT_EQ(al_pbio_reader_open(&r, path.c_str(), AL_KIND_INDEX), AL_EVERSION);
+  pbio_reader *r = nullptr;
+  EXPECT_EQ(pbio_reader_open(&r, path.c_str(), AL_KIND_INDEX), AL_EVERSION);
   std::string msg = al_last_error();
   EXPECT_NE(msg.find("format version 99"), std::string::npos) << msg;
   EXPECT_NE(msg.find(path), std::string::npos) << msg;
@@ -223,8 +223,8 @@ TEST(Pbio, WrongFormatVersion) {
 TEST(Pbio, WrongKind) {
   std::string path = TmpPath("kind.alidx");
   WriteIndex(path, 1, 10);
-  al_pbio_reader *r = nullptr;
-  EXPECT_EQ(al_pbio_reader_open(&r, path.c_str(), AL_KIND_MANIFEST), AL_EFORMAT);
+  pbio_reader *r = nullptr;
+  EXPECT_EQ(pbio_reader_open(&r, path.c_str(), AL_KIND_MANIFEST), AL_EFORMAT);
   EXPECT_NE(std::string(al_last_error()).find("is a index file, expected a manifest"), std::string::npos)
       << al_last_error();
 }
@@ -236,9 +236,9 @@ TEST(Pbio, SingleMessageHelpers) {
   cm.family = const_cast<char *>("poly2");
   cm.n_params = 3;
   cm.params = params;
-  ASSERT_EQ(al_pbio_save_one(path.c_str(), AL_KIND_COST, AL_REC_COST_MODEL, &cm.base), AL_OK);
+  ASSERT_EQ(pbio_save_one(path.c_str(), AL_KIND_COST, AL_REC_COST_MODEL, &cm.base), AL_OK);
   ProtobufCMessage *m = nullptr;
-  ASSERT_EQ(al_pbio_load_one(path.c_str(), AL_KIND_COST, AL_REC_COST_MODEL, &adaptiveload__cost_model__descriptor,
+  ASSERT_EQ(pbio_load_one(path.c_str(), AL_KIND_COST, AL_REC_COST_MODEL, &adaptiveload__cost_model__descriptor,
                              &m),
             AL_OK)
       << al_last_error();
@@ -250,13 +250,13 @@ TEST(Pbio, SingleMessageHelpers) {
 }
 
 TEST(Pbio, BadArguments) {
-  al_pbio_writer *w = nullptr;
-  EXPECT_EQ(al_pbio_writer_open(&w, nullptr, AL_KIND_INDEX), AL_EINVAL);
+  pbio_writer *w = nullptr;
+  EXPECT_EQ(pbio_writer_open(&w, nullptr, AL_KIND_INDEX), AL_EINVAL);
   std::string path = TmpPath("args.alidx");
-  ASSERT_EQ(al_pbio_writer_open(&w, path.c_str(), AL_KIND_INDEX), AL_OK);
-  EXPECT_EQ(al_pbio_write(w, 0, "x", 1), AL_EINVAL);
-  al_pbio_writer_abort(w);
-  EXPECT_EQ(al_pbio_writer_open(&w, "/nonexistent-dir/x.alidx", AL_KIND_INDEX), AL_EIO);
+  ASSERT_EQ(pbio_writer_open(&w, path.c_str(), AL_KIND_INDEX), AL_OK);
+  EXPECT_EQ(pbio_write(w, 0, "x", 1), AL_EINVAL);
+  pbio_writer_abort(w);
+  EXPECT_EQ(pbio_writer_open(&w, "/nonexistent-dir/x.alidx", AL_KIND_INDEX), AL_EIO);
   EXPECT_NE(std::string(al_last_error()).find("/nonexistent-dir/x.alidx"), std::string::npos);
 }
 

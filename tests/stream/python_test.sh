@@ -10,7 +10,7 @@ if ! "$PY" -c "import torch" >/dev/null 2>&1; then
   "$PY" -c "import torch" 2>&1 | tail -1 || true
   exit 0
 fi
-export ADAPTIVELOAD_LIB="$here/libadaptiveload.so"
+export ADAPTIVELOAD_LIB="$here/dist/libadaptiveload.so"
 export ADAPTIVELOAD_BIN="$here/adaptiveload"
 export PYTHONPATH="$here/python"
 export PYTHONDONTWRITEBYTECODE=1

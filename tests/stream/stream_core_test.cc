@@ -27,18 +27,18 @@ struct Got {
   std::vector<std::string> keys;
 };
 
-al_stream *Open(const al_index *idx, al_rank_plan *plan, al_stream_options *o, al_stream_source *src) {
-  al_stream_index_source(idx, src);
+al_stream *Open(const al_index *idx, stream_rank_plan *plan, al_stream_options *o, stream_source *src) {
+  stream_index_source(idx, src);
   al_stream *s = nullptr;
-  int st = al_stream_open_source(&s, src, plan, o);
+  int st = stream_open_source(&s, src, plan, o);
   EXPECT_EQ(st, AL_OK) << al_last_error();
   return s;
 }
 
 // Checks one batch against the corpus and the plan; returns its keys.
-void CheckBatch(const Corpus &c, const al_rank_plan &plan_copy, const al_stream_batch *b, size_t align = 64) {
+void CheckBatch(const Corpus &c, const stream_rank_plan &plan_copy, const al_stream_batch *b, size_t align = 64) {
   ASSERT_LT(b->position, plan_copy.n_batches);
-  const al_plan_batch &pb = plan_copy.batches[b->position];
+  const stream_plan_batch &pb = plan_copy.batches[b->position];
   EXPECT_EQ(b->step, pb.step);
   EXPECT_EQ(b->micro, pb.micro);
   EXPECT_EQ(b->n_micro, pb.n_micro);
@@ -58,7 +58,7 @@ void CheckBatch(const Corpus &c, const al_rank_plan &plan_copy, const al_stream_
            c.samples[plan_copy.samples[pb.first + j].sample].key != b->keys[i])
       j++;
     ASSERT_LT(j, pb.n);
-    const al_plan_sample &ps = plan_copy.samples[pb.first + j];
+    const stream_plan_sample &ps = plan_copy.samples[pb.first + j];
     const stest::Sample &s = c.samples[ps.sample];
     EXPECT_EQ(std::string(b->keys[i]), s.key);
     EXPECT_EQ(b->samples[i], ps.sample);
@@ -90,10 +90,10 @@ void CheckBatch(const Corpus &c, const al_rank_plan &plan_copy, const al_stream_
   EXPECT_EQ(0, std::memcmp(data + b->cu_seqlens_offset, b->cu_seqlens, (b->n + 1) * sizeof(int32_t)));
 }
 
-al_rank_plan Copy(const al_rank_plan &p) {
-  al_rank_plan c = p;
-  c.batches = static_cast<al_plan_batch *>(std::malloc((p.n_batches + 1) * sizeof *p.batches));
-  c.samples = static_cast<al_plan_sample *>(std::malloc((p.n_samples + 1) * sizeof *p.samples));
+stream_rank_plan Copy(const stream_rank_plan &p) {
+  stream_rank_plan c = p;
+  c.batches = static_cast<stream_plan_batch *>(std::malloc((p.n_batches + 1) * sizeof *p.batches));
+  c.samples = static_cast<stream_plan_sample *>(std::malloc((p.n_samples + 1) * sizeof *p.samples));
   std::memcpy(c.batches, p.batches, p.n_batches * sizeof *p.batches);
   std::memcpy(c.samples, p.samples, p.n_samples * sizeof *p.samples);
   return c;
@@ -117,7 +117,7 @@ std::vector<size_t> Sizes(size_t batches, uint64_t seed) {
 }
 
 // Reads the stream to the end (or `limit` batches), checking every batch.
-std::vector<Got> Drain(const Corpus &c, const al_rank_plan &ref, al_stream *s, size_t limit = SIZE_MAX) {
+std::vector<Got> Drain(const Corpus &c, const stream_rank_plan &ref, al_stream *s, size_t limit = SIZE_MAX) {
   std::vector<Got> out;
   const al_stream_batch *b;
   while (out.size() < limit) {
@@ -138,14 +138,14 @@ TEST(StreamCore, PacksEveryBatchInOrderWithContents) {
   Corpus c;
   c.Build("pack", 120, 3);
   auto order = Shuffled(120, 7);
-  al_rank_plan plan = MakePlan(order, Sizes(40, 1), 3, {5, 17});
-  al_rank_plan ref = Copy(plan);
+  stream_rank_plan plan = MakePlan(order, Sizes(40, 1), 3, {5, 17});
+  stream_rank_plan ref = Copy(plan);
   for (int threads : {1, 3}) {
-    al_rank_plan p = Copy(ref);
+    stream_rank_plan p = Copy(ref);
     al_stream_options o{};
     o.threads = threads;
     o.prefetch = 3;
-    al_stream_source src;
+    stream_source src;
     al_stream *s = Open(c.idx, &p, &o, &src);
     ASSERT_NE(s, nullptr);
     auto got = Drain(c, ref, s);
@@ -164,8 +164,8 @@ TEST(StreamCore, PacksEveryBatchInOrderWithContents) {
     EXPECT_EQ(al_stream_next(s, &b), AL_EOF);
     al_stream_close(s);
   }
-  al_rank_plan_free(&plan);
-  al_rank_plan_free(&ref);
+  stream_rank_plan_free(&plan);
+  stream_rank_plan_free(&ref);
 }
 
 TEST(StreamCore, PaddingFlagsAndAlignmentOption) {
@@ -173,11 +173,11 @@ TEST(StreamCore, PaddingFlagsAndAlignmentOption) {
   c.Build("pad", 12, 1);
   std::vector<uint64_t> order(12);
   std::iota(order.begin(), order.end(), 0);
-  al_rank_plan plan = MakePlan(order, {4, 4, 4}, 1, {3, 11});
-  al_rank_plan ref = Copy(plan);
+  stream_rank_plan plan = MakePlan(order, {4, 4, 4}, 1, {3, 11});
+  stream_rank_plan ref = Copy(plan);
   al_stream_options o{};
   o.align = 256;
-  al_stream_source src;
+  stream_source src;
   al_stream *s = Open(c.idx, &plan, &o, &src);
   const al_stream_batch *b;
   int seen = 0;
@@ -189,7 +189,7 @@ TEST(StreamCore, PaddingFlagsAndAlignmentOption) {
   }
   EXPECT_EQ(seen, 2);
   al_stream_close(s);
-  al_rank_plan_free(&ref);
+  stream_rank_plan_free(&ref);
 }
 
 TEST(StreamCore, LZ4MembersNamedWithSuffixInTheIndex) {
@@ -197,27 +197,27 @@ TEST(StreamCore, LZ4MembersNamedWithSuffixInTheIndex) {
   c.Build("lzsfx", 30, 2, true, /*lz4_ext_with_suffix=*/true);
   std::vector<uint64_t> order(30);
   std::iota(order.begin(), order.end(), 0);
-  al_rank_plan plan = MakePlan(order, {10, 10, 10});
-  al_rank_plan ref = Copy(plan);
+  stream_rank_plan plan = MakePlan(order, {10, 10, 10});
+  stream_rank_plan ref = Copy(plan);
   al_stream_options o{};
   o.read_block = 4096;  // forces LZ4 frames across several reads
-  al_stream_source src;
+  stream_source src;
   al_stream *s = Open(c.idx, &plan, &o, &src);
   auto got = Drain(c, ref, s);
   EXPECT_EQ(got.size(), 3u);
   al_stream_close(s);
-  al_rank_plan_free(&ref);
+  stream_rank_plan_free(&ref);
 }
 
 TEST(StreamCore, StateRestoreGivesExactlyTheRest) {
   Corpus c;
   c.Build("state", 90, 3);
   auto order = Shuffled(90, 3);
-  al_rank_plan ref = MakePlan(order, Sizes(30, 2), 2);
+  stream_rank_plan ref = MakePlan(order, Sizes(30, 2), 2);
   std::vector<Got> full;
   {
-    al_rank_plan p = Copy(ref);
-    al_stream_source src;
+    stream_rank_plan p = Copy(ref);
+    stream_source src;
     al_stream *s = Open(c.idx, &p, nullptr, &src);
     full = Drain(c, ref, s);
     al_stream_close(s);
@@ -227,10 +227,10 @@ TEST(StreamCore, StateRestoreGivesExactlyTheRest) {
     al_stream_state state;
     std::vector<Got> first, rest;
     {
-      al_rank_plan p = Copy(ref);
+      stream_rank_plan p = Copy(ref);
       al_stream_options o{};
       o.prefetch = 4;
-      al_stream_source src;
+      stream_source src;
       al_stream *s = Open(c.idx, &p, &o, &src);
       first = Drain(c, ref, s, k);
       ASSERT_EQ(al_stream_get_state(s, &state), AL_OK);
@@ -246,10 +246,10 @@ TEST(StreamCore, StateRestoreGivesExactlyTheRest) {
       EXPECT_EQ(state.next_step, UINT32_MAX);
     }
     {
-      al_rank_plan p = Copy(ref);
+      stream_rank_plan p = Copy(ref);
       al_stream_options o{};
       o.resume = &state;
-      al_stream_source src;
+      stream_source src;
       al_stream *s = Open(c.idx, &p, &o, &src);
       ASSERT_NE(s, nullptr);
       rest = Drain(c, ref, s);
@@ -268,39 +268,39 @@ TEST(StreamCore, StateRestoreGivesExactlyTheRest) {
   // A state of another epoch / index / rank is refused with a reason.
   al_stream_state bad;
   {
-    al_rank_plan p = Copy(ref);
-    al_stream_source src;
+    stream_rank_plan p = Copy(ref);
+    stream_source src;
     al_stream *s = Open(c.idx, &p, nullptr, &src);
     al_stream_get_state(s, &bad);
     al_stream_close(s);
   }
   bad.epoch += 1;
-  al_rank_plan p = Copy(ref);
+  stream_rank_plan p = Copy(ref);
   al_stream_options o{};
   o.resume = &bad;
-  al_stream_source src;
-  al_stream_index_source(c.idx, &src);
+  stream_source src;
+  stream_index_source(c.idx, &src);
   al_stream *s = nullptr;
-  EXPECT_EQ(al_stream_open_source(&s, &src, &p, &o), AL_ESTATE);
+  EXPECT_EQ(stream_open_source(&s, &src, &p, &o), AL_ESTATE);
   EXPECT_NE(std::string(al_last_error()).find("epoch"), std::string::npos) << al_last_error();
   EXPECT_EQ(s, nullptr);
-  al_rank_plan_free(&p);
-  al_rank_plan_free(&ref);
+  stream_rank_plan_free(&p);
+  stream_rank_plan_free(&ref);
 }
 
 TEST(StreamCore, WorkerSlicesInterleaveToTheFullOrderAndResume) {
   Corpus c;
   c.Build("workers", 60, 2);
   auto order = Shuffled(60, 11);
-  al_rank_plan ref = MakePlan(order, Sizes(23, 4), 2);
+  stream_rank_plan ref = MakePlan(order, Sizes(23, 4), 2);
   const uint32_t k = 3;
   std::vector<std::vector<Got>> per(k);
   for (uint32_t w = 0; w < k; w++) {
-    al_rank_plan p = Copy(ref);
+    stream_rank_plan p = Copy(ref);
     al_stream_options o{};
     o.first = w;
     o.stride = k;
-    al_stream_source src;
+    stream_source src;
     al_stream *s = Open(c.idx, &p, &o, &src);
     per[w] = Drain(c, ref, s);
     al_stream_close(s);
@@ -312,11 +312,11 @@ TEST(StreamCore, WorkerSlicesInterleaveToTheFullOrderAndResume) {
       if (j < per[w].size()) merged.push_back(per[w][j].position);
   for (size_t i = 0; i < merged.size(); i++) EXPECT_EQ(merged[i], i);
   // A worker's state resumes that worker's slice.
-  al_rank_plan p = Copy(ref);
+  stream_rank_plan p = Copy(ref);
   al_stream_options o{};
   o.first = 1;
   o.stride = k;
-  al_stream_source src;
+  stream_source src;
   al_stream *s = Open(c.idx, &p, &o, &src);
   auto two = Drain(c, ref, s, 2);
   al_stream_state st;
@@ -332,20 +332,20 @@ TEST(StreamCore, WorkerSlicesInterleaveToTheFullOrderAndResume) {
   al_stream_close(s);
   ASSERT_EQ(two.size() + rest.size(), per[1].size());
   for (size_t i = 0; i < rest.size(); i++) EXPECT_EQ(rest[i].position, per[1][i + 2].position);
-  al_rank_plan_free(&ref);
+  stream_rank_plan_free(&ref);
 }
 
 TEST(StreamCore, CloseMidEpochWhileReadersBlockAndBatchesAreHeld) {
   Corpus c;
   c.Build("close", 200, 4);
   auto order = Shuffled(200, 5);
-  al_rank_plan ref = MakePlan(order, Sizes(60, 3), 2);
+  stream_rank_plan ref = MakePlan(order, Sizes(60, 3), 2);
   for (int consumed : {0, 1, 5}) {
-    al_rank_plan p = Copy(ref);
+    stream_rank_plan p = Copy(ref);
     al_stream_options o{};
     o.threads = 4;
     o.prefetch = 3;
-    al_stream_source src;
+    stream_source src;
     al_stream *s = Open(c.idx, &p, &o, &src);
     const al_stream_batch *b = nullptr;
     for (int i = 0; i < consumed; i++) {
@@ -355,20 +355,20 @@ TEST(StreamCore, CloseMidEpochWhileReadersBlockAndBatchesAreHeld) {
     usleep(20000);  // let the readers fill the pool and block
     al_stream_close(s);  // joins blocked readers, frees held batches (ASan checks)
   }
-  al_rank_plan_free(&ref);
+  stream_rank_plan_free(&ref);
 }
 
 TEST(StreamCore, PoolNeverExceedsPrefetchAndHoldingAllIsReported) {
   Corpus c;
   c.Build("bound", 100, 2);
   auto order = Shuffled(100, 9);
-  al_rank_plan ref = MakePlan(order, Sizes(40, 5), 2);
+  stream_rank_plan ref = MakePlan(order, Sizes(40, 5), 2);
   for (int prefetch : {1, 2, 4}) {
-    al_rank_plan p = Copy(ref);
+    stream_rank_plan p = Copy(ref);
     al_stream_options o{};
     o.threads = 4;  // more readers than buffers: they must wait, not allocate
     o.prefetch = prefetch;
-    al_stream_source src;
+    stream_source src;
     al_stream *s = Open(c.idx, &p, &o, &src);
     const al_stream_batch *b;
     size_t n = 0;
@@ -390,10 +390,10 @@ TEST(StreamCore, PoolNeverExceedsPrefetchAndHoldingAllIsReported) {
     al_stream_close(s);
   }
   // Holding every buffer: next() says so instead of deadlocking.
-  al_rank_plan p = Copy(ref);
+  stream_rank_plan p = Copy(ref);
   al_stream_options o{};
   o.prefetch = 2;
-  al_stream_source src;
+  stream_source src;
   al_stream *s = Open(c.idx, &p, &o, &src);
   const al_stream_batch *b1, *b2, *b3;
   ASSERT_EQ(al_stream_next(s, &b1), AL_OK);
@@ -405,7 +405,7 @@ TEST(StreamCore, PoolNeverExceedsPrefetchAndHoldingAllIsReported) {
   ASSERT_EQ(al_stream_next(s, &b3), AL_OK);
   EXPECT_EQ(b3->position, 2u);
   al_stream_close(s);
-  al_rank_plan_free(&ref);
+  stream_rank_plan_free(&ref);
 }
 
 // Truncates shard 1 after indexing: the first batch reading a sample of it fails
@@ -416,13 +416,13 @@ TEST(StreamCore, TruncatedShardFailsOrSkipsNamingTheKey) {
   std::vector<uint64_t> order;
   for (uint64_t i = 0; i < 40; i += 2) order.push_back(i);  // shard 0 only ...
   for (uint64_t i = 1; i < 40; i += 2) order.push_back(i);  // ... then shard 1
-  al_rank_plan ref = MakePlan(order, {5, 5, 5, 5, 5, 5, 5, 5}, 2);
+  stream_rank_plan ref = MakePlan(order, {5, 5, 5, 5, 5, 5, 5, 5}, 2);
   ASSERT_EQ(truncate(c.shard_paths[1].c_str(), 3000), 0);
   const std::string bad_key = c.samples[order[20]].key;
 
   {  // AL_STREAM_FAIL: batches 0-3 are fine; batch 4 fails and the stream stops.
-    al_rank_plan p = Copy(ref);
-    al_stream_source src;
+    stream_rank_plan p = Copy(ref);
+    stream_source src;
     al_stream *s = Open(c.idx, &p, nullptr, &src);
     const al_stream_batch *b;
     for (int i = 0; i < 4; i++) {
@@ -443,10 +443,10 @@ TEST(StreamCore, TruncatedShardFailsOrSkipsNamingTheKey) {
     al_stream_close(s);
   }
   {  // AL_STREAM_SKIP_SAMPLE: every batch delivered, bad samples listed.
-    al_rank_plan p = Copy(ref);
+    stream_rank_plan p = Copy(ref);
     al_stream_options o{};
     o.on_error = AL_STREAM_SKIP_SAMPLE;
-    al_stream_source src;
+    stream_source src;
     al_stream *s = Open(c.idx, &p, &o, &src);
     const al_stream_batch *b;
     size_t skipped = 0, batches = 0;
@@ -477,7 +477,7 @@ TEST(StreamCore, TruncatedShardFailsOrSkipsNamingTheKey) {
     EXPECT_EQ(state.skipped, 20u);
     al_stream_close(s);
   }
-  al_rank_plan_free(&ref);
+  stream_rank_plan_free(&ref);
 }
 
 // A short read after the stream checked the shard (truncated while open).
@@ -486,13 +486,13 @@ TEST(StreamCore, ShortReadWhileOpenNamesKey) {
   c.Build("short", 10, 1, /*with_lz4=*/false);
   std::vector<uint64_t> order(10);
   std::iota(order.begin(), order.end(), 0);
-  al_rank_plan ref = MakePlan(order, {1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, 1);
-  al_rank_plan p = Copy(ref);
+  stream_rank_plan ref = MakePlan(order, {1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, 1);
+  stream_rank_plan p = Copy(ref);
   al_stream_options o{};
   o.prefetch = 1;
   o.threads = 1;
   o.on_error = AL_STREAM_SKIP_SAMPLE;
-  al_stream_source src;
+  stream_source src;
   al_stream *s = Open(c.idx, &p, &o, &src);
   const al_stream_batch *b;
   ASSERT_EQ(al_stream_next(s, &b), AL_OK);  // shard opened and checked
@@ -515,21 +515,21 @@ TEST(StreamCore, ShortReadWhileOpenNamesKey) {
   EXPECT_EQ(n, 10u);
   EXPECT_NE(reason.find("short read"), std::string::npos) << reason;
   al_stream_close(s);
-  al_rank_plan_free(&ref);
+  stream_rank_plan_free(&ref);
 }
 
 // A source whose shards claim another mtime than the files have.
 struct MtimeSource {
-  al_stream_source inner;
+  stream_source inner;
   int64_t mtime;
 };
-int MtimeShard(void *ctx, uint32_t id, al_source_shard *out) {
+int MtimeShard(void *ctx, uint32_t id, stream_source_shard *out) {
   auto *m = static_cast<MtimeSource *>(ctx);
   int st = m->inner.shard(m->inner.ctx, id, out);
   out->mtime_ns = m->mtime;
   return st;
 }
-int MtimeJob(void *ctx, uint64_t sample, const char *ext, al_source_job *job) {
+int MtimeJob(void *ctx, uint64_t sample, const char *ext, stream_source_job *job) {
   auto *m = static_cast<MtimeSource *>(ctx);
   return m->inner.job(m->inner.ctx, sample, ext, job);
 }
@@ -544,15 +544,15 @@ TEST(StreamCore, ChangedMtimeIsDetected) {
   std::iota(order.begin(), order.end(), 0);
   for (int64_t claimed : {real, real - 1000}) {
     MtimeSource ms;
-    al_stream_index_source(c.idx, &ms.inner);
+    stream_index_source(c.idx, &ms.inner);
     ms.mtime = claimed;
-    al_stream_source src = ms.inner;
+    stream_source src = ms.inner;
     src.ctx = &ms;
     src.shard = MtimeShard;
     src.job = MtimeJob;
-    al_rank_plan p = MakePlan(order, {3, 3}, 1);
+    stream_rank_plan p = MakePlan(order, {3, 3}, 1);
     al_stream *s = nullptr;
-    ASSERT_EQ(al_stream_open_source(&s, &src, &p, nullptr), AL_OK);
+    ASSERT_EQ(stream_open_source(&s, &src, &p, nullptr), AL_OK);
     const al_stream_batch *b;
     int st = al_stream_next(s, &b);
     if (claimed == real) {
@@ -582,11 +582,11 @@ TEST(StreamCore, CorruptLZ4AndMissingMemberNameTheKey) {
   close(fd);
   std::vector<uint64_t> order(9);
   std::iota(order.begin(), order.end(), 0);
-  al_rank_plan p = MakePlan(order, {3, 3, 3}, 1);
+  stream_rank_plan p = MakePlan(order, {3, 3, 3}, 1);
   al_stream_options o{};
   o.on_error = AL_STREAM_SKIP_SAMPLE;
   o.ext = "nosuch";  // every sample lacks it
-  al_stream_source src;
+  stream_source src;
   al_stream *s = Open(c.idx, &p, &o, &src);
   const al_stream_batch *b;
   ASSERT_EQ(al_stream_next(s, &b), AL_OK);
@@ -642,24 +642,24 @@ TEST(StreamCore, GzipShardReadSequentially) {
               AL_OK);
   }
   auto order = Shuffled(24, 1);
-  al_rank_plan ref = MakePlan(order, {5, 5, 5, 5, 4}, 2);
-  al_rank_plan p = Copy(ref);
+  stream_rank_plan ref = MakePlan(order, {5, 5, 5, 5, 4}, 2);
+  stream_rank_plan p = Copy(ref);
   al_stream_options o{};
   o.threads = 2;
-  al_stream_source src;
+  stream_source src;
   al_stream *s = Open(gi, &p, &o, &src);
   auto got = Drain(c, ref, s);
   EXPECT_EQ(got.size(), 5u);
   al_stream_close(s);
-  al_rank_plan_free(&ref);
+  stream_rank_plan_free(&ref);
   al_index_free(gi);
 }
 
 TEST(StreamCore, EmptyPlanAndBadOptions) {
   Corpus c;
   c.Build("empty", 2, 1);
-  al_rank_plan p = MakePlan({0}, {}, 1);
-  al_stream_source src;
+  stream_rank_plan p = MakePlan({0}, {}, 1);
+  stream_source src;
   al_stream *s = Open(c.idx, &p, nullptr, &src);
   const al_stream_batch *b;
   EXPECT_EQ(al_stream_next(s, &b), AL_EOF);
@@ -667,23 +667,23 @@ TEST(StreamCore, EmptyPlanAndBadOptions) {
   al_stream_options o{};
   o.align = 48;
   p = MakePlan({0}, {1}, 1);
-  al_stream_index_source(c.idx, &src);
-  EXPECT_EQ(al_stream_open_source(&s, &src, &p, &o), AL_EINVAL);
+  stream_index_source(c.idx, &src);
+  EXPECT_EQ(stream_open_source(&s, &src, &p, &o), AL_EINVAL);
   EXPECT_NE(std::string(al_last_error()).find("align"), std::string::npos);
-  al_rank_plan_free(&p);
+  stream_rank_plan_free(&p);
   o = {};
   o.on_error = 7;
   p = MakePlan({0}, {1}, 1);
-  EXPECT_EQ(al_stream_open_source(&s, &src, &p, &o), AL_EINVAL);
-  al_rank_plan_free(&p);
+  EXPECT_EQ(stream_open_source(&s, &src, &p, &o), AL_EINVAL);
+  stream_rank_plan_free(&p);
   // Without a CUDA device, a device copy is refused with a reason.
   if (!al_stream_cuda_available()) {
     o = {};
     o.device_copy = 1;
     p = MakePlan({0}, {1}, 1);
-    EXPECT_EQ(al_stream_open_source(&s, &src, &p, &o), AL_EUNSUPPORTED);
+    EXPECT_EQ(stream_open_source(&s, &src, &p, &o), AL_EUNSUPPORTED);
     EXPECT_NE(std::string(al_last_error()).find("CUDA"), std::string::npos);
-    al_rank_plan_free(&p);
+    stream_rank_plan_free(&p);
   }
 }
 

@@ -171,9 +171,9 @@ struct Corpus {
 
 // A rank plan by hand: consecutive batches of the given sizes over sample
 // positions `order`; steps hold `micro_per_step` micro-batches.
-inline al_rank_plan MakePlan(const std::vector<uint64_t> &order, const std::vector<size_t> &batch_sizes,
+inline stream_rank_plan MakePlan(const std::vector<uint64_t> &order, const std::vector<size_t> &batch_sizes,
                              uint32_t micro_per_step = 2, const std::vector<size_t> &padded_at = {}) {
-  al_rank_plan p;
+  stream_rank_plan p;
   std::memset(&p, 0, sizeof p);
   p.world = 1;
   p.epoch = 3;
@@ -181,11 +181,11 @@ inline al_rank_plan MakePlan(const std::vector<uint64_t> &order, const std::vect
   p.index_fingerprint = 0xabcdef;
   size_t total = 0;
   for (size_t n : batch_sizes) total += n;
-  p.samples = static_cast<al_plan_sample *>(std::calloc(total ? total : 1, sizeof *p.samples));
-  p.batches = static_cast<al_plan_batch *>(std::calloc(batch_sizes.size() + 1, sizeof *p.batches));
+  p.samples = static_cast<stream_plan_sample *>(std::calloc(total ? total : 1, sizeof *p.samples));
+  p.batches = static_cast<stream_plan_batch *>(std::calloc(batch_sizes.size() + 1, sizeof *p.batches));
   size_t at = 0;
   for (size_t b = 0; b < batch_sizes.size(); b++) {
-    al_plan_batch &pb = p.batches[b];
+    stream_plan_batch &pb = p.batches[b];
     pb.step = (uint32_t)(b / micro_per_step);
     pb.micro = (uint32_t)(b % micro_per_step);
     size_t steps = (batch_sizes.size() + micro_per_step - 1) / micro_per_step;

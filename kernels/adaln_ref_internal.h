@@ -1,5 +1,5 @@
 /*
- * adaln_ref.h - CPU reference of the AdaLN forward and backward (al_adaln.h has the math).
+ * adaln_ref_internal.h - CPU reference of the AdaLN forward and backward (al_adaln.h has the math).
  * Plain C11, float tensors in and out, every sum accumulated in double. Used by the tests as
  * ground truth; slow (one thread, two or three passes per row) and meant for small shapes.
  *
@@ -20,7 +20,7 @@
 extern "C" {
 #endif
 
-typedef struct al_adaln_ref_shape {
+typedef struct adaln_ref_shape {
   int64_t rows;
   int32_t batch;
   int32_t dim;
@@ -28,14 +28,14 @@ typedef struct al_adaln_ref_shape {
   const int32_t *cu_seqlens;  /* host, batch + 1 entries */
   double eps;                 /* 0 -> 1e-6 */
   int plain_scale;
-} al_adaln_ref_shape;
+} adaln_ref_shape;
 
 /* y, mean, rstd out (mean, rstd may be NULL). */
-int al_adaln_ref_forward(const al_adaln_ref_shape *s, const float *x, const float *scale,
+int adaln_ref_forward(const adaln_ref_shape *s, const float *x, const float *scale,
                          const float *shift, float *y, float *mean, float *rstd);
 
 /* dx, dscale, dshift out. */
-int al_adaln_ref_backward(const al_adaln_ref_shape *s, const float *dy, const float *x,
+int adaln_ref_backward(const adaln_ref_shape *s, const float *dy, const float *x,
                           const float *scale, float *dx, float *dscale, float *dshift);
 
 #ifdef __cplusplus

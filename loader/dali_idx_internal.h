@@ -1,5 +1,5 @@
 /*
- * dali_idx.h - DALI's WebDataset index files (what NVIDIA DALI's
+ * dali_idx_internal.h - DALI's WebDataset index files (what NVIDIA DALI's
  * tools/wds2idx.py writes, format "v1.2"), one per shard:
  *
  *   v1.2 <number of samples>
@@ -19,6 +19,6 @@
 
 /* Writes DIR/<name>.idx for every seekable shard; creates DIR. Two shards
  * mapping to the same file name is an error (AL_EINVAL). */
-int al_dali_idx_write(const al_index *idx, const char *dir);
+int dali_idx_write(const al_index *idx, const char *dir);
 
 #endif /* AL_DALI_IDX_H */

@@ -1,5 +1,5 @@
 /*
- * meta.h - sample metadata from a KEY.json member: parse and validate.
+ * meta_internal.h - sample metadata from a KEY.json member: parse and validate.
  *
  * Why jansson: it is small, C89, widely packaged (Debian libjansson-dev), a
  * strict RFC 8259 parser, and its errors carry line and column, which go
@@ -14,14 +14,14 @@
 #include <stdint.h>
 
 /* JSON field names; aliases (num_frames, nframes, frame_rate) are tried after. */
-typedef struct al_meta_fields {
+typedef struct meta_fields {
   const char *width, *height, *frames, *fps, *duration;
-} al_meta_fields;
+} meta_fields;
 
-typedef struct al_meta {
+typedef struct meta_record {
   uint32_t width, height, frames;
   float fps;
-} al_meta;
+} meta_record;
 
 /* Limits; samples beyond them are rejected. */
 #define AL_META_MAX_SIDE 65536u
@@ -31,10 +31,10 @@ typedef struct al_meta {
 
 /* Parses `len` bytes of JSON. Returns 0 and fills *out, or -1 with a reason
  * ("broken JSON: line 1 col 9: ...", "width must be >= 1 (got 0)") in `why`. */
-int al_meta_parse(const char *buf, size_t len, const al_meta_fields *f, al_meta *out, char *why,
+int meta_parse(const char *buf, size_t len, const meta_fields *f, meta_record *out, char *why,
                   size_t why_cap);
 
 /* Wan-2.1 token count T' * (H/16) * (W/16), T' = 1 + (frames - 1) / 4, in 64 bits. */
-uint64_t al_meta_tokens(uint32_t width, uint32_t height, uint32_t frames);
+uint64_t meta_tokens(uint32_t width, uint32_t height, uint32_t frames);
 
 #endif /* AL_META_H */

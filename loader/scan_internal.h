@@ -1,5 +1,5 @@
 /*
- * scan.h - index one tar shard with libarchive (internal to //loader).
+ * scan_internal.h - index one tar shard with libarchive (internal to //loader).
  *
  * The result is a one-shard al_index (shard id 0, extension ids local to it)
  * plus, per sample, the header offset of its first member (for messages when
@@ -14,27 +14,27 @@
 #include <stdint.h>
 
 #include "loader/index_internal.h"
-#include "loader/meta.h"
+#include "loader/meta_internal.h"
 
-typedef struct al_scan_result {
+typedef struct scan_result {
   al_index *idx;        /* one shard */
   uint64_t *first_hdr;  /* per sample: header offset of its first member */
   size_t first_hdr_cap;
   int readable;         /* 0: the shard could not be opened or is not a tar */
   uint64_t bytes;       /* shard bytes (file size) when readable */
   uint64_t bytes_read;  /* bytes actually read from the file (payloads skipped are not) */
-} al_scan_result;
+} scan_result;
 
-typedef struct al_scan_progress {
+typedef struct scan_progress {
   atomic_ullong samples;
   atomic_ullong bytes; /* bytes of the shards' files passed (read or skipped) */
-} al_scan_progress;
+} scan_progress;
 
 /* Scans `path`. Fails only for out-of-memory; everything wrong inside the
  * shard becomes a rejected entry. `progress` may be NULL. */
-int al_scan_shard(const char *path, const al_meta_fields *fields, size_t block_size,
-                  al_scan_progress *progress, al_scan_result *out);
+int scan_shard(const char *path, const meta_fields *fields, size_t block_size,
+                  scan_progress *progress, scan_result *out);
 
-void al_scan_result_free(al_scan_result *r);
+void scan_result_free(scan_result *r);
 
 #endif /* AL_SCAN_H */

@@ -1,5 +1,5 @@
 /*
- * al_fill.h - device-side pseudo-random fills for kernel tests and benchmarks.
+ * adaln_fill_internal.h - device-side pseudo-random fills for kernel tests and benchmarks.
  * Counter-based (a hash of seed and element index): the same seed gives the same values on
  * any device and grid. Enqueued on `stream` (cudaStream_t); returns AL_OK, AL_EINVAL or
  * AL_ECUDA. Not part of the kernel API proper; thread-safe, allocates nothing.
@@ -15,7 +15,7 @@ extern "C" {
 #endif
 
 /* n elements of dtype (al_dtype) ~ Normal(mean, std) (Box-Muller on hashed uniforms). */
-int al_fill_normal(void *dst, int dtype, size_t n, uint64_t seed, float mean, float std,
+int adaln_fill_normal(void *dst, int dtype, size_t n, uint64_t seed, float mean, float std,
                    void *stream);
 
 #ifdef __cplusplus

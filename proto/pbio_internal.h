@@ -1,5 +1,5 @@
 /*
- * al_pbio.h - AdaptiveLoad's chunked protobuf container.
+ * pbio_internal.h - AdaptiveLoad's chunked protobuf container.
  *
  * An Index, CostModel or Manifest file is an LZ4 frame (block and content
  * checksums on) whose decompressed stream is:
@@ -37,14 +37,14 @@ extern "C" {
 
 #define AL_FORMAT_VERSION 1u
 
-typedef enum al_file_kind {
+typedef enum pbio_file_kind {
   AL_KIND_INDEX = 1,
   AL_KIND_COST = 2,
   AL_KIND_MANIFEST = 3
-} al_file_kind;
+} pbio_file_kind;
 
 /* Record tags: which message a record holds (see proto/adaptiveload.proto). */
-typedef enum al_record_tag {
+typedef enum pbio_record_tag {
   AL_REC_INDEX_HEADER = 1,
   AL_REC_INDEX_CHUNK = 2,
   AL_REC_INDEX_SUMMARY = 3,
@@ -53,74 +53,74 @@ typedef enum al_record_tag {
   AL_REC_KEY_CHUNK = 21,
   AL_REC_MANIFEST_CHUNK = 22,
   AL_REC_MANIFEST_SUMMARY = 23
-} al_record_tag;
+} pbio_record_tag;
 
 /* Largest record accepted by readers and writers. */
 #define AL_PBIO_MAX_RECORD (256u << 20)
 
-const char *al_file_kind_name(al_file_kind kind);
+const char *pbio_file_kind_name(pbio_file_kind kind);
 
 /* ------------------------------------------------------------- writing -- */
 
-typedef struct al_pbio_writer al_pbio_writer;
+typedef struct pbio_writer pbio_writer;
 
 /* Creates "<path>.tmp" and writes the header. On success *out owns the file
- * until al_pbio_writer_close() or al_pbio_writer_abort(). */
-int al_pbio_writer_open(al_pbio_writer **out, const char *path, al_file_kind kind);
+ * until pbio_writer_close() or pbio_writer_abort(). */
+int pbio_writer_open(pbio_writer **out, const char *path, pbio_file_kind kind);
 
 /* For tests: write a header claiming another format version. */
-int al_pbio_writer_open_version(al_pbio_writer **out, const char *path,
-                                al_file_kind kind, uint32_t version);
+int pbio_writer_open_version(pbio_writer **out, const char *path,
+                                pbio_file_kind kind, uint32_t version);
 
 /* Appends one record. `tag` must not be 0. */
-int al_pbio_write(al_pbio_writer *w, uint32_t tag, const void *buf, size_t len);
+int pbio_write(pbio_writer *w, uint32_t tag, const void *buf, size_t len);
 
 /* Packs `msg` with protobuf-c and appends it as one record. */
-int al_pbio_write_msg(al_pbio_writer *w, uint32_t tag, const ProtobufCMessage *msg);
+int pbio_write_msg(pbio_writer *w, uint32_t tag, const ProtobufCMessage *msg);
 
 /* Writes the end record, finishes the LZ4 frame, fsyncs nothing, renames
  * "<path>.tmp" to `path` and frees `w` (also on failure). */
-int al_pbio_writer_close(al_pbio_writer *w);
+int pbio_writer_close(pbio_writer *w);
 
 /* Discards the partial file and frees `w`. NULL is a no-op. */
-void al_pbio_writer_abort(al_pbio_writer *w);
+void pbio_writer_abort(pbio_writer *w);
 
 /* ------------------------------------------------------------- reading -- */
 
-typedef struct al_pbio_reader al_pbio_reader;
+typedef struct pbio_reader pbio_reader;
 
 /* Opens `path`, checks the LZ4 frame, the magic, the format version and that
- * the file kind is `expect` (0 accepts any kind; al_pbio_reader_kind tells). */
-int al_pbio_reader_open(al_pbio_reader **out, const char *path, al_file_kind expect);
+ * the file kind is `expect` (0 accepts any kind; pbio_reader_kind tells). */
+int pbio_reader_open(pbio_reader **out, const char *path, pbio_file_kind expect);
 
-al_file_kind al_pbio_reader_kind(const al_pbio_reader *r);
-uint32_t al_pbio_reader_version(const al_pbio_reader *r);
-const char *al_pbio_reader_path(const al_pbio_reader *r);
+pbio_file_kind pbio_reader_kind(const pbio_reader *r);
+uint32_t pbio_reader_version(const pbio_reader *r);
+const char *pbio_reader_path(const pbio_reader *r);
 
 /* Reads the next record. Returns AL_OK with *tag, *buf (owned by the reader,
  * valid until the next call) and *len set; AL_EOF after a valid end record
  * (the frame's content checksum has then been verified); an error otherwise. */
-int al_pbio_read(al_pbio_reader *r, uint32_t *tag, const uint8_t **buf, size_t *len);
+int pbio_read(pbio_reader *r, uint32_t *tag, const uint8_t **buf, size_t *len);
 
 /* Reads the next record and unpacks it as `desc`, which must match `tag`.
  * *msg is owned by the reader: it lives in an arena that the next read (or
  * close) recycles. Copy out what you keep; never free it yourself. */
-int al_pbio_read_msg(al_pbio_reader *r, uint32_t tag,
+int pbio_read_msg(pbio_reader *r, uint32_t tag,
                      const ProtobufCMessageDescriptor *desc, ProtobufCMessage **msg);
 
-/* Like al_pbio_read_msg but for whatever record comes next: returns its tag
- * and unpacks with the descriptor al_pbio_descriptor_for(tag). */
-int al_pbio_read_any(al_pbio_reader *r, uint32_t *tag, ProtobufCMessage **msg);
+/* Like pbio_read_msg but for whatever record comes next: returns its tag
+ * and unpacks with the descriptor pbio_descriptor_for(tag). */
+int pbio_read_any(pbio_reader *r, uint32_t *tag, ProtobufCMessage **msg);
 
-const ProtobufCMessageDescriptor *al_pbio_descriptor_for(uint32_t tag);
+const ProtobufCMessageDescriptor *pbio_descriptor_for(uint32_t tag);
 
-void al_pbio_reader_close(al_pbio_reader *r);
+void pbio_reader_close(pbio_reader *r);
 
 /* Convenience for single-message files (CostModel). load_one's *msg belongs
  * to the caller: protobuf_c_message_free_unpacked(*msg, NULL). */
-int al_pbio_save_one(const char *path, al_file_kind kind, uint32_t tag,
+int pbio_save_one(const char *path, pbio_file_kind kind, uint32_t tag,
                      const ProtobufCMessage *msg);
-int al_pbio_load_one(const char *path, al_file_kind kind, uint32_t tag,
+int pbio_load_one(const char *path, pbio_file_kind kind, uint32_t tag,
                      const ProtobufCMessageDescriptor *desc, ProtobufCMessage **msg);
 
 #ifdef __cplusplus
