@@ -16,6 +16,7 @@
 #include "common/al_status.h"
 #include "planner/al_manifest.h"
 #include "planner/al_plan.h"
+#include "planner/al_report.h"
 
 #define MAX_ARGS 24
 

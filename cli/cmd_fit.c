@@ -6,6 +6,7 @@
 
 #include "cli/cli_internal.h"
 #include "planner/al_cost.h"
+#include "planner/al_report.h"
 
 static void usage(FILE *out) {
   fprintf(out,

@@ -4,6 +4,7 @@
 
 #include "cli/cli_internal.h"
 #include "planner/al_plan.h"
+#include "planner/al_report.h"
 
 static void usage(FILE *out) {
   fprintf(out,

@@ -8,6 +8,7 @@
 #include "cli/cli_internal.h"
 #include "loader/al_index.h"
 #include "planner/al_plan.h"
+#include "planner/al_report.h"
 
 static void usage(FILE *out) {
   fprintf(out,

@@ -17,6 +17,8 @@
 
 #include <stdarg.h>
 
+#include "common/al_api.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -37,24 +39,24 @@ typedef enum al_status {
 } al_status;
 
 /* Short constant name of a status ("AL_EFORMAT"); never NULL. */
-const char *al_status_name(int status);
+AL_API const char *al_status_name(int status);
 
 /* Message of the last error recorded on this thread; "" when none. Never NULL.
  * The pointer stays valid until the next al_set_error on this thread. */
-const char *al_last_error(void);
+AL_API const char *al_last_error(void);
 
 /* Records a printf-style message for this thread and returns `status`, so that
  * error paths read `return al_set_error(AL_EIO, "%s: %s", path, strerror(errno));`.
  * Messages longer than 1023 bytes are truncated. */
-int al_set_error(int status, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-int al_set_errorv(int status, const char *fmt, va_list ap);
+AL_API int al_set_error(int status, const char *fmt, ...)
+           __attribute__((format(printf, 2, 3)));
+AL_API int al_set_errorv(int status, const char *fmt, va_list ap);
 
 /* Prefixes the current message with "<prefix>: " (adds context on the way up). */
-int al_error_prefix(int status, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+AL_API int al_error_prefix(int status, const char *fmt, ...)
+           __attribute__((format(printf, 2, 3)));
 
-void al_clear_error(void);
+AL_API void al_clear_error(void);
 
 #ifdef __cplusplus
 }

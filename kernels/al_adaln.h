@@ -61,6 +61,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/al_api.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -140,32 +142,32 @@ typedef struct al_adaln_options {
 
 /* Forward. x, scale, shift in; y out; mean, rstd (fp32, rows entries each) out for the backward.
  * mean and rstd may both be NULL when no backward follows (inference). */
-int al_adaln_forward(const al_adaln_desc *desc, const al_adaln_options *opts,
-                     const void *x, const void *scale, const void *shift,
-                     void *y, float *mean, float *rstd, void *stream);
+AL_API int al_adaln_forward(const al_adaln_desc *desc, const al_adaln_options *opts,
+                            const void *x, const void *scale, const void *shift,
+                            void *y, float *mean, float *rstd, void *stream);
 
 /* Bytes of device workspace al_adaln_backward needs for this desc and options on the current
  * device (depends on rows, B, D, dtype, options and the device's multiprocessor count). */
-int al_adaln_backward_workspace_size(const al_adaln_desc *desc, const al_adaln_options *opts,
-                                     size_t *bytes);
+AL_API int al_adaln_backward_workspace_size(const al_adaln_desc *desc, const al_adaln_options *opts,
+                                            size_t *bytes);
 
 /* Backward. dy, x, scale, and the forward's mean and rstd in; dx, dscale, dshift out
  * (dscale and dshift are overwritten, not accumulated into). workspace: device memory of at
  * least al_adaln_backward_workspace_size() bytes, 16-byte aligned, used only during the
  * enqueued work (one workspace per concurrently running backward). dx must not overlap dy
  * or x. */
-int al_adaln_backward(const al_adaln_desc *desc, const al_adaln_options *opts,
-                      const void *dy, const void *x, const void *scale,
-                      const float *mean, const float *rstd,
-                      void *dx, void *dscale, void *dshift,
-                      void *workspace, size_t workspace_bytes, void *stream);
+AL_API int al_adaln_backward(const al_adaln_desc *desc, const al_adaln_options *opts,
+                             const void *dy, const void *x, const void *scale,
+                             const float *mean, const float *rstd,
+                             void *dx, void *dscale, void *dshift,
+                             void *workspace, size_t workspace_bytes, void *stream);
 
 /* Bytes per element of a dtype; 0 for an unknown one. */
-size_t al_dtype_size(int dtype);
+AL_API size_t al_dtype_size(int dtype);
 
 /* sizeof(al_adaln_desc) (which = 0) or sizeof(al_adaln_options) (which = 1); 0 otherwise.
  * Lets bindings (Python ctypes) check their struct layouts against the library's. */
-size_t al_adaln_struct_size(int which);
+AL_API size_t al_adaln_struct_size(int which);
 
 #ifdef __cplusplus
 }

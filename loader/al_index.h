@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/al_api.h"
 #include "common/al_status.h"
 
 #ifdef __cplusplus
@@ -104,7 +105,7 @@ typedef struct al_index_stats {
  * build records it as unreadable); a directory without *.tar* files is
  * AL_ENOTFOUND; a malformed pattern AL_EINVAL; more than 10M paths AL_ERANGE.
  * On error nothing is appended. */
-int al_shard_expand(const char *arg, char ***paths, size_t *n);
+AL_API int al_shard_expand(const char *arg, char ***paths, size_t *n);
 
 /* Indexes `n` shards. On AL_OK *out is a new index (possibly with rejected
  * entries). Fails only for bad arguments (AL_EINVAL, *out NULL), out of memory,
@@ -112,47 +113,47 @@ int al_shard_expand(const char *arg, char ***paths, size_t *n);
  * anything was rejected; in those two cases *out is still set (caller frees)
  * so that the caller can report what was rejected. Shard paths are recorded
  * made absolute (cwd prefixed, not symlink-resolved). `stats` may be NULL. */
-int al_index_build(al_index **out, const char *const *shards, size_t n,
-                   const al_index_options *opts, al_index_stats *stats);
+AL_API int al_index_build(al_index **out, const char *const *shards, size_t n,
+                          const al_index_options *opts, al_index_stats *stats);
 
-int al_index_save(const al_index *idx, const char *path);
-int al_index_load(al_index **out, const char *path);
-void al_index_free(al_index *idx);
+AL_API int al_index_save(const al_index *idx, const char *path);
+AL_API int al_index_load(al_index **out, const char *path);
+AL_API void al_index_free(al_index *idx);
 
-size_t al_index_shard_count(const al_index *idx);
-size_t al_index_sample_count(const al_index *idx);
-size_t al_index_rejected_count(const al_index *idx);
+AL_API size_t al_index_shard_count(const al_index *idx);
+AL_API size_t al_index_sample_count(const al_index *idx);
+AL_API size_t al_index_rejected_count(const al_index *idx);
 /* Hash of shard file names (not their folders) and sizes, and of sample keys,
  * shapes and member sizes; manifests record it to catch a manifest used with
  * another index. Deterministic across runs and machines, and unchanged when the
  * same shards are indexed at another path (another node's mount point). */
-uint64_t al_index_fingerprint(const al_index *idx);
+AL_API uint64_t al_index_fingerprint(const al_index *idx);
 
-int al_index_shard(const al_index *idx, size_t i, al_shard_info *out);
-int al_index_sample(const al_index *idx, size_t i, al_sample_info *out);
-int al_index_member(const al_index *idx, size_t sample, size_t m, al_member_info *out);
+AL_API int al_index_shard(const al_index *idx, size_t i, al_shard_info *out);
+AL_API int al_index_sample(const al_index *idx, size_t i, al_sample_info *out);
+AL_API int al_index_member(const al_index *idx, size_t sample, size_t m, al_member_info *out);
 /* The member with extension `ext`, or else with "<ext>.lz4" (same content stored
  * as an LZ4 frame; out->lz4 tells). AL_ENOTFOUND when there is neither. */
-int al_index_find_member(const al_index *idx, size_t sample, const char *ext, al_member_info *out);
-int al_index_rejected(const al_index *idx, size_t i, al_rejected_info *out);
+AL_API int al_index_find_member(const al_index *idx, size_t sample, const char *ext, al_member_info *out);
+AL_API int al_index_rejected(const al_index *idx, size_t i, al_rejected_info *out);
 
 /* Memory the index holds, by allocated capacity: *records gets the bytes of
  * sample, member, shard and rejected records and tables, *keys the key arena
  * (keys with their NULs). Either may be NULL. Returns the sum. */
-size_t al_index_memory(const al_index *idx, size_t *records, size_t *keys);
+AL_API size_t al_index_memory(const al_index *idx, size_t *records, size_t *keys);
 
 /* Hand assembly (planner benchmarks, tests). Members are optional. Unlike
  * al_index_build, nothing is validated beyond the shard id and offsets < 2^48:
  * keys are not checked for duplicates and shapes are stored as given.
  * add_shard records mtime 0 and compression "none" (seekable) or "unknown". */
-int al_index_new(al_index **out);
-int al_index_add_shard(al_index *idx, const char *path, uint64_t size, int seekable, uint32_t *id);
-int al_index_add_sample(al_index *idx, const char *key, uint32_t shard, uint32_t width,
-                        uint32_t height, uint32_t frames, float fps,
-                        const al_member_info *members, size_t n_members);
+AL_API int al_index_new(al_index **out);
+AL_API int al_index_add_shard(al_index *idx, const char *path, uint64_t size, int seekable, uint32_t *id);
+AL_API int al_index_add_sample(al_index *idx, const char *key, uint32_t shard, uint32_t width,
+                               uint32_t height, uint32_t frames, float fps,
+                               const al_member_info *members, size_t n_members);
 /* Records a rejected entry (strings copied; NULL member/key mean ""). */
-int al_index_add_rejected(al_index *idx, uint32_t shard, const char *member, uint64_t offset,
-                          const char *key, const char *reason);
+AL_API int al_index_add_rejected(al_index *idx, uint32_t shard, const char *member, uint64_t offset,
+                                 const char *key, const char *reason);
 
 #ifdef __cplusplus
 }

@@ -24,6 +24,7 @@
 
 #include <stdint.h>
 
+#include "common/al_api.h"
 #include "common/al_status.h"
 
 #ifdef __cplusplus
@@ -60,10 +61,10 @@ typedef struct al_synth_stats {
 } al_synth_stats;
 
 /* Shape of sample `i` for `seed` (pure function). */
-void al_synth_sample(uint64_t seed, uint64_t i, al_synth_sample_meta *out);
+AL_API void al_synth_sample(uint64_t seed, uint64_t i, al_synth_sample_meta *out);
 
 /* Writes the corpus. `stats` may be NULL. */
-int al_synth_write(const al_synth_options *opts, al_synth_stats *stats);
+AL_API int al_synth_write(const al_synth_options *opts, al_synth_stats *stats);
 
 #ifdef __cplusplus
 }

@@ -33,6 +33,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "common/al_api.h"
 #include "common/al_status.h"
 
 #ifdef __cplusplus
@@ -49,10 +50,10 @@ typedef struct al_latent_geom {
 } al_latent_geom;
 
 /* Copies `in` (NULL = all defaults) with zero fields replaced by defaults. */
-al_latent_geom al_latent_geom_resolve(const al_latent_geom *in);
+AL_API al_latent_geom al_latent_geom_resolve(const al_latent_geom *in);
 
 /* Tokens of one sample; 0 when the sample is smaller than one patch or F = 0. */
-uint64_t al_tokens(const al_latent_geom *g, uint32_t width, uint32_t height, uint32_t frames);
+AL_API uint64_t al_tokens(const al_latent_geom *g, uint32_t width, uint32_t height, uint32_t frames);
 
 typedef struct al_bucket_table al_bucket_table;
 
@@ -66,7 +67,7 @@ typedef struct al_bucket_shape {
  * 720p: 16:9 sizes 336x192, 416x240, 640x368, 832x480, 1280x720; the others
  * keep the level's area, rounded to multiples of 16); frames
  * {1, 17, 33, 49, 65, 81, 97, 121}. */
-int al_bucket_table_default(al_bucket_table **out);
+AL_API int al_bucket_table_default(al_bucket_table **out);
 
 /* Text form (lines; '#' starts a comment):
  *     frames 1 17 33 49 65 81 97 121
@@ -74,17 +75,17 @@ int al_bucket_table_default(al_bucket_table **out);
  *     aspect 1:1 256x256 320x320
  * or JSON: {"frames": [1, 17], "aspects": [{"name": "16:9", "sizes": [[832, 480]]}]}.
  * The name of a group is its nominal ratio "W:H". `name` labels errors. */
-int al_bucket_table_parse(al_bucket_table **out, const char *text, size_t len, const char *name);
-int al_bucket_table_load(al_bucket_table **out, const char *path);
-void al_bucket_table_free(al_bucket_table *t);
+AL_API int al_bucket_table_parse(al_bucket_table **out, const char *text, size_t len, const char *name);
+AL_API int al_bucket_table_load(al_bucket_table **out, const char *path);
+AL_API void al_bucket_table_free(al_bucket_table *t);
 
 /* Buckets are numbered size-major: id = size * frame_count + frame. */
-size_t al_bucket_table_count(const al_bucket_table *t);
-int al_bucket_table_get(const al_bucket_table *t, size_t id, al_bucket_shape *out);
+AL_API size_t al_bucket_table_count(const al_bucket_table *t);
+AL_API int al_bucket_table_get(const al_bucket_table *t, size_t id, al_bucket_shape *out);
 /* Checks that every size is a positive multiple of the patch footprint of `g`. */
-int al_bucket_table_check(const al_bucket_table *t, const al_latent_geom *g);
+AL_API int al_bucket_table_check(const al_bucket_table *t, const al_latent_geom *g);
 /* Writes the table in its text form (round-trips through al_bucket_table_parse). */
-int al_bucket_table_write(const al_bucket_table *t, FILE *out);
+AL_API int al_bucket_table_write(const al_bucket_table *t, FILE *out);
 
 typedef enum al_reject_reason {
   AL_REJECT_NONE = 0,
@@ -95,15 +96,15 @@ typedef enum al_reject_reason {
   AL_REJECT_COUNT = 5
 } al_reject_reason;
 
-const char *al_reject_reason_name(al_reject_reason r);
+AL_API const char *al_reject_reason_name(al_reject_reason r);
 
 /* Puts a sample into a bucket. `max_tokens` is the per-sample token cap (the
  * memory limit M_mem; 0 = no cap). Returns AL_OK and *bucket, or
  * AL_ENOTFOUND with *reason set (no error message is recorded: rejections
  * are counted by the caller, not failures). */
-int al_bucket_assign(const al_bucket_table *t, const al_latent_geom *g, uint64_t max_tokens,
-                     uint32_t width, uint32_t height, uint32_t frames, uint32_t *bucket,
-                     al_reject_reason *reason);
+AL_API int al_bucket_assign(const al_bucket_table *t, const al_latent_geom *g, uint64_t max_tokens,
+                            uint32_t width, uint32_t height, uint32_t frames, uint32_t *bucket,
+                            al_reject_reason *reason);
 
 #ifdef __cplusplus
 }

@@ -35,6 +35,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "common/al_api.h"
 #include "common/al_status.h"
 
 #ifdef __cplusplus
@@ -47,9 +48,9 @@ typedef enum al_cost_family {
   AL_COST_POLY2 = 2
 } al_cost_family;
 
-const char *al_cost_family_name(al_cost_family f);
+AL_API const char *al_cost_family_name(al_cost_family f);
 /* "auto" | "power" | "poly2" -> family; AL_EINVAL for anything else. */
-int al_cost_family_parse(const char *s, al_cost_family *out);
+AL_API int al_cost_family_parse(const char *s, al_cost_family *out);
 
 typedef struct al_cost_fit {
   al_cost_family family;       /* 0 when this fit is absent */
@@ -91,9 +92,9 @@ typedef struct al_bench {
  * non-blank byte. Errors name the file, line and column; fewer than
  * AL_BENCH_MIN_ROWS rows is an error. */
 #define AL_BENCH_MIN_ROWS 8
-int al_bench_parse(al_bench *out, const char *text, size_t len, const char *name);
-int al_bench_load(al_bench *out, const char *path);
-void al_bench_free(al_bench *b);
+AL_API int al_bench_parse(al_bench *out, const char *text, size_t len, const char *name);
+AL_API int al_bench_load(al_bench *out, const char *path);
+AL_API void al_bench_free(al_bench *b);
 
 typedef enum al_cost_loss {
   AL_LOSS_REL = 0,             /* minimise sum ((t - f) / t)^2 (default) */
@@ -111,32 +112,29 @@ typedef struct al_cost_fit_options {
 } al_cost_fit_options;
 
 /* Raw fitters on n rows (weights: relative residuals). params as above. */
-int al_cost_fit_power(const double *B, const double *S, const double *t, size_t n, double params[3]);
-int al_cost_fit_poly2(const double *B, const double *S, const double *t, size_t n, double params[3]);
+AL_API int al_cost_fit_power(const double *B, const double *S, const double *t, size_t n, double params[3]);
+AL_API int al_cost_fit_poly2(const double *B, const double *S, const double *t, size_t n, double params[3]);
 
 /* Fits the family/families, fills errors, memory fit and provenance. */
-int al_cost_fit_bench(const al_bench *b, const al_cost_fit_options *opts, al_cost_model *out);
+AL_API int al_cost_fit_bench(const al_bench *b, const al_cost_fit_options *opts, al_cost_model *out);
 
 /* The embedded default: planner/data/h200_dit_block_cost.json fitted with
  * AL_COST_AUTO. Deterministic; takes a few milliseconds. */
-int al_cost_default(al_cost_model *out);
+AL_API int al_cost_default(al_cost_model *out);
 /* The embedded JSON text itself (NUL-terminated). */
-const char *al_cost_default_json(void);
+AL_API const char *al_cost_default_json(void);
 
 /* Predicted ms of a micro-batch of B samples of S tokens: a + B * c(S). */
-double al_cost_predict(const al_cost_model *m, uint64_t B, uint64_t S);
+AL_API double al_cost_predict(const al_cost_model *m, uint64_t B, uint64_t S);
 /* The B-proportional cost of one sample, c(S), in ms. */
-double al_cost_per_sample(const al_cost_model *m, uint64_t S);
+AL_API double al_cost_per_sample(const al_cost_model *m, uint64_t S);
 /* Token cap from the memory fit: floor((capacity * safety - m0) / m1).
  * AL_ESTATE without a memory fit, AL_ERANGE when the cap would be < 1. */
-int al_cost_mem_tokens(const al_cost_model *m, double capacity_bytes, double safety, uint64_t *tokens);
+AL_API int al_cost_mem_tokens(const al_cost_model *m, double capacity_bytes, double safety, uint64_t *tokens);
 
 /* Saves / loads a cost model file (proto/pbio_internal.h, AL_KIND_COST). */
-int al_cost_save(const al_cost_model *m, const char *path);
-int al_cost_load(al_cost_model *out, const char *path);
-
-/* One JSON object: family, params, errors, alternative, memory fit. */
-void al_cost_print_json(const al_cost_model *m, FILE *out);
+AL_API int al_cost_save(const al_cost_model *m, const char *path);
+AL_API int al_cost_load(al_cost_model *out, const char *path);
 
 #ifdef __cplusplus
 }

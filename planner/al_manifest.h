@@ -20,7 +20,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/al_api.h"
 #include "common/al_status.h"
+#include "planner/al_buckets.h"
+#include "planner/al_cost.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -83,19 +86,19 @@ typedef struct al_micro_ref {
   uint64_t step_tokens;
 } al_micro_ref;
 
-int al_manifest_load(al_manifest **out, const char *path);
-void al_manifest_free(al_manifest *m);
+AL_API int al_manifest_load(al_manifest **out, const char *path);
+AL_API void al_manifest_free(al_manifest *m);
 
-int al_manifest_get_info(const al_manifest *m, al_manifest_info *out);
-int al_manifest_bucket(const al_manifest *m, size_t i, al_bucket_info *out);
+AL_API int al_manifest_get_info(const al_manifest *m, al_manifest_info *out);
+AL_API int al_manifest_bucket(const al_manifest *m, size_t i, al_bucket_info *out);
 
 /* Number of micro-batches of `rank` in absolute step `step`. */
-int al_manifest_micro_count(const al_manifest *m, uint32_t step, uint32_t rank, uint32_t *n);
-int al_manifest_micro(const al_manifest *m, uint32_t step, uint32_t rank, uint32_t micro,
-                      al_micro_ref *out);
+AL_API int al_manifest_micro_count(const al_manifest *m, uint32_t step, uint32_t rank, uint32_t *n);
+AL_API int al_manifest_micro(const al_manifest *m, uint32_t step, uint32_t rank, uint32_t micro,
+                             al_micro_ref *out);
 
 /* Key of index position `sample` as recorded in the manifest; NULL if absent. */
-const char *al_manifest_key(const al_manifest *m, uint64_t sample);
+AL_API const char *al_manifest_key(const al_manifest *m, uint64_t sample);
 
 /* ---- Appended by the planner (issue 4). ---- */
 
@@ -108,16 +111,25 @@ typedef struct al_step_info {
   double max_cost_ms;          /* slowest rank */
   double mean_cost_ms;
 } al_step_info;
-int al_manifest_step(const al_manifest *m, uint32_t step, al_step_info *out);
+AL_API int al_manifest_step(const al_manifest *m, uint32_t step, al_step_info *out);
 
 /* Predicted cost (ms) of `rank` in `step`: the sum of its micro-batches. */
-int al_manifest_rank_cost(const al_manifest *m, uint32_t step, uint32_t rank, double *cost_ms);
+AL_API int al_manifest_rank_cost(const al_manifest *m, uint32_t step, uint32_t rank, double *cost_ms);
 
 /* What the plan did with index position `sample` (KeyChunk.status): 0
  * scheduled, 1..4 rejected (al_reject_reason in planner/al_buckets.h), 16
  * dropped by the last-step policy, 17 consumed before first_step (re-plan);
  * -1 when the position is out of range. */
-int al_manifest_key_status(const al_manifest *m, uint64_t sample);
+AL_API int al_manifest_key_status(const al_manifest *m, uint64_t sample);
+
+/* Key of index position i, as an al_key_fn (planner/al_plan.h) over a loaded
+ * manifest: what al_plan_save needs to write a re-planned manifest's key table. */
+AL_API const char *al_manifest_key_fn(void *manifest, uint64_t i);
+
+/* The cost model a manifest was planned with. */
+AL_API int al_manifest_cost(const al_manifest *m, al_cost_model *out);
+/* Samples of a manifest rejected for reason r (AL_REJECT_NONE: total). */
+AL_API uint64_t al_manifest_rejected(const al_manifest *m, al_reject_reason r);
 
 #ifdef __cplusplus
 }

@@ -42,6 +42,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "common/al_api.h"
 #include "common/al_status.h"
 #include "planner/al_buckets.h"
 #include "planner/al_cost.h"
@@ -61,10 +62,10 @@ typedef enum al_last_step {
   AL_LAST_DROP = 1   /* the incomplete last step is dropped; samples counted */
 } al_last_step;
 
-const char *al_policy_name(al_policy p);
-int al_policy_parse(const char *s, al_policy *out);
-const char *al_last_step_name(al_last_step l);
-int al_last_step_parse(const char *s, al_last_step *out);
+AL_API const char *al_policy_name(al_policy p);
+AL_API int al_policy_parse(const char *s, al_policy *out);
+AL_API const char *al_last_step_name(al_last_step l);
+AL_API int al_last_step_parse(const char *s, al_last_step *out);
 
 #define AL_PLAN_DEFAULT_MEM_TOKENS 65536u
 #define AL_PLAN_DEFAULT_WINDOW 16u
@@ -104,8 +105,8 @@ typedef struct al_plan al_plan;
  * fitting any bucket (AL_ENOTFOUND, with the reject counts in the message),
  * start_step past the end. Samples fitting no bucket are otherwise counted
  * per reason (al_plan_rejected) and listed in the manifest's key table. */
-int al_plan_build(al_plan **out, const al_plan_input *in, const al_cost_model *cost,
-                  const al_plan_options *opts);
+AL_API int al_plan_build(al_plan **out, const al_plan_input *in, const al_cost_model *cost,
+                         const al_plan_options *opts);
 
 /* Elastic resume: re-plans the samples that `old` schedules at steps >=
  * at_step for `world` ranks. Steps are numbered from at_step
@@ -113,45 +114,23 @@ int al_plan_build(al_plan **out, const al_plan_input *in, const al_cost_model *c
  * and epoch come from `old`. The old steps < at_step plus the new plan hold
  * every sample of the old plan exactly once. `old` must hold step at_step
  * (old first_step <= at_step <= old first_step + steps). */
-int al_plan_replan(al_plan **out, const al_manifest *old, uint32_t at_step, uint32_t world);
+AL_API int al_plan_replan(al_plan **out, const al_manifest *old, uint32_t at_step, uint32_t world);
 
 /* Writes the manifest. `key` (may be NULL: keys are then "") gives the key
- * of each index position; al_manifest_key_fn adapts a loaded manifest. */
-int al_plan_save(const al_plan *p, const char *path, al_key_fn key, void *key_ctx);
-const char *al_manifest_key_fn(void *manifest, uint64_t i);
+ * of each index position; al_manifest_key_fn (al_manifest.h) adapts a loaded
+ * manifest. */
+AL_API int al_plan_save(const al_plan *p, const char *path, al_key_fn key, void *key_ctx);
 
-/* The cost model a manifest was planned with. */
-int al_manifest_cost(const al_manifest *m, al_cost_model *out);
-/* Samples of a manifest rejected for reason r (AL_REJECT_NONE: total). */
-uint64_t al_manifest_rejected(const al_manifest *m, al_reject_reason r);
-
-void al_plan_free(al_plan *p);
+AL_API void al_plan_free(al_plan *p);
 
 /* Summary figures, as al_manifest_get_info gives them after a save/load. */
-int al_plan_get_info(const al_plan *p, al_manifest_info *out);
+AL_API int al_plan_get_info(const al_plan *p, al_manifest_info *out);
 /* Samples rejected for reason r (AL_REJECT_*); r = AL_REJECT_NONE gives the total. */
-uint64_t al_plan_rejected(const al_plan *p, al_reject_reason r);
+AL_API uint64_t al_plan_rejected(const al_plan *p, al_reject_reason r);
 /* First rejected sample for reason r (index position), or UINT64_MAX. */
-uint64_t al_plan_first_rejected(const al_plan *p, al_reject_reason r);
+AL_API uint64_t al_plan_first_rejected(const al_plan *p, al_reject_reason r);
 /* Buckets holding at least one sample. */
-size_t al_plan_buckets_used(const al_plan *p);
-
-/* ------------------------------------------------------------ reports -- */
-
-/* Human summary: config, counts, balance, predicted time, bucket table. */
-void al_manifest_print_summary(FILE *out, const al_manifest *m, const char *name);
-/* One JSON object (inspect --json). */
-void al_manifest_print_json(FILE *out, const al_manifest *m);
-/* One JSON object per micro-batch (inspect --jsonl). */
-int al_manifest_print_jsonl(FILE *out, const al_manifest *m);
-/* Heat strip of per-step per-rank predicted load (steps on x, ranks on y,
- * colour = rank cost / step max). Long manifests are binned to <= 1200 columns. */
-int al_manifest_write_svg(const al_manifest *m, const char *path);
-/* The same JSON object / a short text summary for a plan not yet saved. */
-void al_plan_print_json(FILE *out, const al_plan *p);
-void al_plan_print_summary(FILE *out, const al_plan *p, const char *name);
-/* Two manifests side by side (e.g. adaptive vs equal-token), with ratios. */
-void al_plan_compare_print(FILE *out, const al_manifest *a, const al_manifest *b);
+AL_API size_t al_plan_buckets_used(const al_plan *p);
 
 #ifdef __cplusplus
 }

@@ -6,6 +6,7 @@
 
 #include "planner/al_cost.h"
 #include "planner/cost_internal.h"
+#include "planner/al_report.h"
 #include "proto/pbio_internal.h"
 
 static char *s_or_empty(const char *s) { return (char *)(s ? s : ""); }

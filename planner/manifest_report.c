@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "planner/al_plan.h"
+#include "planner/al_report.h"
 #include "planner/manifest_internal.h"
 
 static void json_str(FILE *out, const char *s) {

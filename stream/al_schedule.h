@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/al_api.h"
 #include "common/al_status.h"
 #include "planner/al_manifest.h"
 
@@ -28,39 +29,39 @@ typedef struct al_schedule al_schedule;
 /* rank < 0: RANK from the environment (0 when unset and the world is 1);
  * world > 0 (or WORLD_SIZE when world == 0 and it is set) must equal the
  * manifest's world. */
-int al_schedule_open(al_schedule **out, const al_manifest *m, int rank, int world);
+AL_API int al_schedule_open(al_schedule **out, const al_manifest *m, int rank, int world);
 /* Same, loading the manifest file itself. */
-int al_schedule_open_path(al_schedule **out, const char *manifest_path, int rank, int world);
-void al_schedule_free(al_schedule *s);
+AL_API int al_schedule_open_path(al_schedule **out, const char *manifest_path, int rank, int world);
+AL_API void al_schedule_free(al_schedule *s);
 
-uint64_t al_schedule_batches(const al_schedule *s);
-uint64_t al_schedule_samples(const al_schedule *s);   /* over all its batches, padding included */
-uint32_t al_schedule_rank(const al_schedule *s);
-uint32_t al_schedule_world(const al_schedule *s);
-uint32_t al_schedule_epoch(const al_schedule *s);
-uint64_t al_schedule_seed(const al_schedule *s);
-uint64_t al_schedule_index_fingerprint(const al_schedule *s);
+AL_API uint64_t al_schedule_batches(const al_schedule *s);
+AL_API uint64_t al_schedule_samples(const al_schedule *s);   /* over all its batches, padding included */
+AL_API uint32_t al_schedule_rank(const al_schedule *s);
+AL_API uint32_t al_schedule_world(const al_schedule *s);
+AL_API uint32_t al_schedule_epoch(const al_schedule *s);
+AL_API uint64_t al_schedule_seed(const al_schedule *s);
+AL_API uint64_t al_schedule_index_fingerprint(const al_schedule *s);
 
 /* Shape buckets of the manifest, in manifest order: the k-th of
  * al_schedule_bucket_count() has id *id (what batches carry), shape width x
  * height x frames (what its samples are resized/cropped to) and `tokens`
  * tokens per sample. Any output may be NULL. AL_ERANGE past the end. */
-size_t al_schedule_bucket_count(const al_schedule *s);
-int al_schedule_bucket(const al_schedule *s, size_t k, uint32_t *id, uint32_t *width, uint32_t *height,
-                       uint32_t *frames, uint64_t *tokens);
+AL_API size_t al_schedule_bucket_count(const al_schedule *s);
+AL_API int al_schedule_bucket(const al_schedule *s, size_t k, uint32_t *id, uint32_t *width, uint32_t *height,
+                              uint32_t *frames, uint64_t *tokens);
 
 /* Bulk export. Each array may be NULL; sizes: batch arrays hold
  * al_schedule_batches() entries, `first` one more, sample arrays
  * al_schedule_samples() entries. Batch i's samples are
  * samples[first[i] .. first[i+1]). */
-int al_schedule_export(const al_schedule *s, uint64_t *first, uint32_t *step, uint32_t *micro,
-                       uint32_t *n_micro, uint32_t *bucket, uint64_t *step_samples,
-                       uint64_t *step_tokens, uint64_t *samples, uint64_t *tokens, uint8_t *padded);
+AL_API int al_schedule_export(const al_schedule *s, uint64_t *first, uint32_t *step, uint32_t *micro,
+                              uint32_t *n_micro, uint32_t *bucket, uint64_t *step_samples,
+                              uint64_t *step_tokens, uint64_t *samples, uint64_t *tokens, uint8_t *padded);
 
 /* Resolves rank and world as al_stream_open and al_schedule_open do:
  * *rank from `rank` or RANK, checked against the manifest's world and against
  * `world` or WORLD_SIZE. Errors say which variable disagrees. */
-int al_resolve_rank(const al_manifest *m, int rank, int world, uint32_t *out_rank);
+AL_API int al_resolve_rank(const al_manifest *m, int rank, int world, uint32_t *out_rank);
 
 #ifdef __cplusplus
 }

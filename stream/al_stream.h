@@ -65,6 +65,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/al_api.h"
 #include "common/al_status.h"
 #include "loader/al_index.h"
 #include "planner/al_manifest.h"
@@ -181,63 +182,63 @@ typedef struct al_stream_stats {
  * planned from this index (fingerprints), that the worlds agree, and, with
  * options->resume, that the state belongs to this rank, world, epoch and
  * index. Starts the reader threads. */
-int al_stream_open(al_stream **out, const al_index *idx, const al_manifest *m, int rank,
-                   const al_stream_options *opts);
+AL_API int al_stream_open(al_stream **out, const al_index *idx, const al_manifest *m, int rank,
+                          const al_stream_options *opts);
 
 /* Next micro-batch, in order. AL_EOF at the end. Blocks while readers fill it.
  * AL_ESTATE when every buffer is held by the caller (release one first). */
-int al_stream_next(al_stream *s, const al_stream_batch **out);
+AL_API int al_stream_next(al_stream *s, const al_stream_batch **out);
 
 /* Gives the batch's buffers back to the pool. With device_copy, the device
  * buffer is reused by a later copy at once: use al_stream_release_after when
  * kernels reading it may still be queued. */
-int al_stream_release(al_stream *s, const al_stream_batch *b);
+AL_API int al_stream_release(al_stream *s, const al_stream_batch *b);
 /* Like al_stream_release, but the next copy into this batch's device buffer
  * waits (on the GPU, not the host) for the work queued so far on
  * `cuda_stream` (a cudaStream_t; NULL = the legacy default stream). */
-int al_stream_release_after(al_stream *s, const al_stream_batch *b, void *cuda_stream);
+AL_API int al_stream_release_after(al_stream *s, const al_stream_batch *b, void *cuda_stream);
 
 /* Makes `cuda_stream` (cudaStream_t, NULL = default stream) wait on the GPU
  * for the batch's device copy. AL_OK without device copy. */
-int al_stream_batch_wait(const al_stream_batch *b, void *cuda_stream);
+AL_API int al_stream_batch_wait(const al_stream_batch *b, void *cuda_stream);
 
 /* Blocks the calling host thread until the batch's device copy is done.
  * AL_OK at once without device copy. */
-int al_stream_batch_sync(const al_stream_batch *b);
+AL_API int al_stream_batch_sync(const al_stream_batch *b);
 
 /* State to resume after the batches delivered so far (whether or not they
  * were released). */
-int al_stream_get_state(const al_stream *s, al_stream_state *out);
-int al_stream_get_stats(const al_stream *s, al_stream_stats *out);
+AL_API int al_stream_get_state(const al_stream *s, al_stream_state *out);
+AL_API int al_stream_get_stats(const al_stream *s, al_stream_stats *out);
 
 /* The rank-level state (stride 1) that starts at `position` of the rank
  * sequence: al_stream_state_at(s, b->position + 1, &st) resumes right after
  * batch b, whatever this stream's first and stride were (DataLoader workers
  * deliver in rank order, so the training loop knows the last batch it used). */
-int al_stream_state_at(const al_stream *s, uint64_t position, al_stream_state *out);
+AL_API int al_stream_state_at(const al_stream *s, uint64_t position, al_stream_state *out);
 
 /* Stops the readers (mid-epoch is fine), joins them and frees everything,
  * including batches still held. NULL is ignored. */
-void al_stream_close(al_stream *s);
+AL_API void al_stream_close(al_stream *s);
 
 /* Number of micro-batches of `rank` in the manifest (the rank sequence). */
-int al_stream_rank_batches(const al_manifest *m, uint32_t rank, uint64_t *n);
+AL_API int al_stream_rank_batches(const al_manifest *m, uint32_t rank, uint64_t *n);
 
 /* Reads the payload of one sample (member `ext`, NULL = "latent", with the
  * same .lz4 fallback and shard checks as the stream) into a malloc'd buffer
  * (*out, free with al_stream_free; *size bytes). Used by map-style datasets
  * (Python's IndexDataset). Thread-safe; opens the shard on each call. */
-int al_stream_read_sample(const al_index *idx, uint64_t sample, const char *ext, void **out,
-                          size_t *size);
-void al_stream_free(void *p);
+AL_API int al_stream_read_sample(const al_index *idx, uint64_t sample, const char *ext, void **out,
+                                 size_t *size);
+AL_API void al_stream_free(void *p);
 
 /* sizeof of al_stream_options (0), al_stream_state (1), al_stream_batch (2),
  * al_stream_stats (3); 0 otherwise. Bindings (Python ctypes) check their
  * struct mirrors against it. */
-size_t al_stream_struct_size(int which);
+AL_API size_t al_stream_struct_size(int which);
 
 /* Whether a CUDA device can be used (cudaGetDeviceCount succeeded, > 0). */
-int al_stream_cuda_available(void);
+AL_API int al_stream_cuda_available(void);
 
 #ifdef __cplusplus
 }

@@ -28,7 +28,7 @@ def _cuda_objects_impl(ctx):
             "-std=c++17",
             "-gencode=arch=compute_90,code=sm_90",
             "-gencode=arch=compute_90,code=compute_90",
-            "-Xcompiler=-fPIC,-Wall,-Wextra,-Werror",
+            "-Xcompiler=-fPIC,-fvisibility=hidden,-Wall,-Wextra,-Werror",
             "-Werror=all-warnings",
             "-O3",
             "-lineinfo",

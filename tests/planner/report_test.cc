@@ -7,6 +7,7 @@
 #include <string>
 
 #include "tests/planner/test_util.h"
+#include "planner/al_report.h"
 
 namespace {
 
