@@ -15,6 +15,8 @@
 #   5. prints a summary. Exit status 1 if any step fails.
 # Environment: SAMPLES, SHARDS (16), THREADS (4), PREFETCH (4), COMPUTE_MS (per batch,
 # default 30), PYTHON (python3), KEEP_WORK=1 keeps the corpus.
+# The bundle ships it as adaptiveload/tools/gpu_stream_check.sh (bazel build --config=opt //dist).
+# BENCHMARKS.md (stream) quotes a run on one H200: docs/results/2026-11-30-h200-stream-gpu-check.log.
 set -euo pipefail
 ROOT=$(cd "${1:-$(dirname "$0")/..}" && pwd)
 BIN=$ROOT/bin/adaptiveload
