@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/loader/test_util.h"
+#include "tests/loader/index_fixtures.h"
 
 extern "C" {
 #include "common/al_status.h"
@@ -59,7 +59,7 @@ TEST_P(BadJson, RejectedWithReasonOthersKept) {
   EXPECT_STREQ(r.key, "b");
   EXPECT_EQ(r.offset, 2048u);  // header of b.json: after a.json and a.latent (2 x 1024)
   EXPECT_EQ(r.shard, 0u);
-  EXPECT_NE(std::string(r.reason).find(c.reason), std::string::npos) << r.reason;
+  EXPECT_TRUE(altest::Contains(r.reason, c.reason));
   al_sample_info s;
   ASSERT_EQ(al_index_sample(idx, 1, &s), AL_OK);
   EXPECT_STREQ(s.key, "c");
@@ -115,12 +115,11 @@ TEST(BadInput, SampleStructure) {
   ASSERT_EQ(al_index_sample_count(idx), 1u);
   std::string rej = RejectedText(idx);
   ASSERT_EQ(al_index_rejected_count(idx), 4u) << rej;
-  EXPECT_NE(rej.find("structure.tar|a.latent|2048|a|extension 'latent' repeated within sample (first at byte 1024)"),
-            std::string::npos) << rej;
-  EXPECT_NE(rej.find("structure.tar|b.latent|3072|b|no metadata member (b.json or b.json.lz4)"), std::string::npos)
-      << rej;
-  EXPECT_NE(rej.find("structure.tar|c.json.lz4|5120|c|both c.json and c.json.lz4"), std::string::npos) << rej;
-  EXPECT_NE(rej.find("|d.json.lz4|6144|d|bad LZ4 frame"), std::string::npos) << rej;
+  EXPECT_TRUE(altest::Contains(
+      rej, "structure.tar|a.latent|2048|a|extension 'latent' repeated within sample (first at byte 1024)"));
+  EXPECT_TRUE(altest::Contains(rej, "structure.tar|b.latent|3072|b|no metadata member (b.json or b.json.lz4)"));
+  EXPECT_TRUE(altest::Contains(rej, "structure.tar|c.json.lz4|5120|c|both c.json and c.json.lz4"));
+  EXPECT_TRUE(altest::Contains(rej, "|d.json.lz4|6144|d|bad LZ4 frame"));
   al_index_free(idx);
 }
 
@@ -138,9 +137,9 @@ TEST(BadInput, DuplicateKeysAcrossShardsNameBothShards) {
   EXPECT_STREQ(r.member, "k2.json");
   EXPECT_EQ(r.offset, 1024u);
   std::string why = r.reason;
-  EXPECT_NE(why.find("duplicate key 'k2'"), std::string::npos) << why;
-  EXPECT_NE(why.find("dup-a.tar"), std::string::npos) << why;
-  EXPECT_NE(why.find("dup-b.tar"), std::string::npos) << why;
+  EXPECT_TRUE(altest::Contains(why, "duplicate key 'k2'"));
+  EXPECT_TRUE(altest::Contains(why, "dup-a.tar"));
+  EXPECT_TRUE(altest::Contains(why, "dup-b.tar"));
   // The first occurrence is the one kept.
   al_sample_info s;
   ASSERT_EQ(al_index_sample(idx, 1, &s), AL_OK);
@@ -160,12 +159,19 @@ TEST(BadInput, NonConsecutiveKeyInOneShardIsADuplicate) {
   al_index *idx = Build({a});
   EXPECT_EQ(al_index_sample_count(idx), 2u);
   std::string rej = RejectedText(idx);
-  EXPECT_NE(rej.find("dup-same.tar|k1.json|2048|k1|duplicate key 'k1'"), std::string::npos) << rej;
+  EXPECT_TRUE(altest::Contains(rej, "dup-same.tar|k1.json|2048|k1|duplicate key 'k1'"));
   al_index_free(idx);
 }
 
-// A latent-carrying shard of `n` samples written by the synth writer.
-std::string SynthShard(const std::string &dir, uint64_t n) {
+// A latent-carrying shard written by the synth writer, and the data offsets of one
+// sample's members in it (from a clean index of the shard).
+struct SynthShard {
+  std::string path;
+  uint64_t js = 0, lat = 0;  // the sample's json and latent data offsets
+};
+
+SynthShard WriteSynthShard(const std::string &dir, uint64_t n, size_t sample) {
+  SynthShard sh;
   std::string out = TmpPath(dir);
   al_synth_options o{};
   o.out_dir = out.c_str();
@@ -173,58 +179,50 @@ std::string SynthShard(const std::string &dir, uint64_t n) {
   o.shards = 1;
   o.seed = 5;
   EXPECT_EQ(al_synth_write(&o, nullptr), AL_OK) << al_last_error();
-  return out + "/shard-000000.tar";
+  sh.path = out + "/shard-000000.tar";
+  al_index *idx = Build({sh.path});
+  al_member_info m{};
+  EXPECT_EQ(al_index_member(idx, sample, 0, &m), AL_OK);
+  sh.js = m.offset;
+  EXPECT_EQ(al_index_member(idx, sample, 1, &m), AL_OK);
+  sh.lat = m.offset;
+  al_index_free(idx);
+  return sh;
 }
 
 void Truncate(const std::string &path, uint64_t len) { ASSERT_EQ(truncate(path.c_str(), (off_t)len), 0); }
 
-// Offsets of sample i's members in a clean index of the same shard.
-void MemberOffsets(const std::string &path, size_t i, uint64_t *json_off, uint64_t *latent_off) {
-  al_index *idx = Build({path});
-  al_member_info m;
-  ASSERT_EQ(al_index_member(idx, i, 0, &m), AL_OK);
-  *json_off = m.offset;
-  ASSERT_EQ(al_index_member(idx, i, 1, &m), AL_OK);
-  *latent_off = m.offset;
-  al_index_free(idx);
-}
-
 TEST(BadInput, TruncatedInsidePayload) {
-  std::string path = SynthShard("trunc1", 10);
-  uint64_t js, lat;
-  MemberOffsets(path, 6, &js, &lat);
-  Truncate(path, lat + 100);  // cut inside sample 6's latent
-  al_index *idx = Build({path});
+  SynthShard sh = WriteSynthShard("trunc1", 10, 6);
+  Truncate(sh.path, sh.lat + 100);  // cut inside sample 6's latent
+  al_index *idx = Build({sh.path});
   EXPECT_EQ(al_index_sample_count(idx), 6u);
   std::string rej = RejectedText(idx);
   ASSERT_GE(al_index_rejected_count(idx), 1u);
-  EXPECT_NE(rej.find("shard-000000.tar|000000-00000006.latent|" + std::to_string(lat - 512) + "|000000-00000006|"),
-            std::string::npos) << rej;
-  EXPECT_NE(rej.find("truncated"), std::string::npos) << rej;
+  EXPECT_TRUE(altest::Contains(
+      rej, "shard-000000.tar|000000-00000006.latent|" + std::to_string(sh.lat - 512) + "|000000-00000006|"));
+  EXPECT_TRUE(altest::Contains(rej, "truncated"));
   al_index_free(idx);
 }
 
 TEST(BadInput, TruncatedInsideHeader) {
-  std::string path = SynthShard("trunc2", 10);
-  uint64_t js, lat;
-  MemberOffsets(path, 4, &js, &lat);
-  Truncate(path, js - 300);  // cut inside sample 4's first header
-  al_index *idx = Build({path});
+  SynthShard sh = WriteSynthShard("trunc2", 10, 4);
+  Truncate(sh.path, sh.js - 300);  // cut inside sample 4's first header
+  al_index *idx = Build({sh.path});
   // Samples 0..2 are certainly complete; sample 3 was in progress when the
   // archive broke (it might have had more members) and is rejected too.
   EXPECT_EQ(al_index_sample_count(idx), 3u);
   std::string rej = RejectedText(idx);
-  EXPECT_NE(rej.find("|000000-00000003|"), std::string::npos) << rej;
-  EXPECT_NE(rej.find("|" + std::to_string(js - 512) + "||archive error, rest of shard unreadable: "), std::string::npos) << rej;
+  EXPECT_TRUE(altest::Contains(rej, "|000000-00000003|"));
+  EXPECT_TRUE(altest::Contains(rej, "|" + std::to_string(sh.js - 512) + "||archive error, rest of shard unreadable: "));
   al_index_free(idx);
 }
 
 TEST(BadInput, TruncatedCompressedShard) {
-  std::string path = SynthShard("trunc3", 10);
+  std::string path = WriteSynthShard("trunc3", 10, 0).path;
   std::string gz = path + ".gz";
   altest::CompressFile(path, gz, "gzip");
-  std::vector<unsigned char> bytes = altest::ReadAll(gz);
-  Truncate(gz, bytes.size() / 2);
+  Truncate(gz, altest::FileSize(gz) / 2);
   al_index *idx = Build({gz});
   ASSERT_NE(idx, nullptr);
   size_t kept = al_index_sample_count(idx);
@@ -232,28 +230,25 @@ TEST(BadInput, TruncatedCompressedShard) {
   EXPECT_LT(kept, 10u);
   std::string rej = RejectedText(idx);
   EXPECT_GE(al_index_rejected_count(idx), 1u);
-  EXPECT_NE(rej.find("shard-000000.tar.gz|"), std::string::npos) << rej;
+  EXPECT_TRUE(altest::Contains(rej, "shard-000000.tar.gz|"));
   al_index_free(idx);
 }
 
 TEST(BadInput, GarbageOverAHeader) {
-  std::string path = SynthShard("garbage", 8);
-  uint64_t js, lat;
-  MemberOffsets(path, 3, &js, &lat);
+  SynthShard sh = WriteSynthShard("garbage", 8, 3);
   // Overwrite sample 3's json header (and data) with garbage.
-  FILE *f = std::fopen(path.c_str(), "r+b");
+  FILE *f = std::fopen(sh.path.c_str(), "r+b");
   ASSERT_NE(f, nullptr);
   std::string junk(1024, '\x5a');
-  ASSERT_EQ(pwrite(fileno(f), junk.data(), junk.size(), (off_t)(js - 512)), (ssize_t)junk.size());
+  ASSERT_EQ(pwrite(fileno(f), junk.data(), junk.size(), (off_t)(sh.js - 512)), (ssize_t)junk.size());
   std::fclose(f);
-  al_index *idx = Build({path});
+  al_index *idx = Build({sh.path});
   EXPECT_EQ(al_index_sample_count(idx), 7u);
   std::string rej = RejectedText(idx);
-  EXPECT_NE(rej.find("shard-000000.tar||" + std::to_string(js - 512) + "||damaged tar header"), std::string::npos)
-      << rej;
+  EXPECT_TRUE(altest::Contains(rej, "shard-000000.tar||" + std::to_string(sh.js - 512) + "||damaged tar header"));
   // Sample 3 kept its latent member only: rejected for missing metadata.
-  EXPECT_NE(rej.find("|000000-00000003.latent|" + std::to_string(lat - 512) + "|000000-00000003|no metadata member"),
-            std::string::npos) << rej;
+  EXPECT_TRUE(altest::Contains(
+      rej, "|000000-00000003.latent|" + std::to_string(sh.lat - 512) + "|000000-00000003|no metadata member"));
   al_index_free(idx);
 }
 
@@ -262,7 +257,7 @@ TEST(BadInput, GarbageInsideJsonData) {
   altest::WriteTar(path, {{"a.json", Json(64, 64)}, {"b.json", std::string("{\"wid\xff\xfe\x01", 9)}});
   al_index *idx = Build({path});
   EXPECT_EQ(al_index_sample_count(idx), 1u);
-  EXPECT_NE(RejectedText(idx).find("|b.json|1024|b|broken JSON"), std::string::npos) << RejectedText(idx);
+  EXPECT_TRUE(altest::Contains(RejectedText(idx), "|b.json|1024|b|broken JSON"));
   al_index_free(idx);
 }
 
@@ -270,8 +265,8 @@ TEST(BadInput, UnreadableShardsAreCountedAndOthersIndexed) {
   std::string good = TmpPath("good.tar"), text = TmpPath("notatar.tar"), empty = TmpPath("empty.tar"),
               missing = TmpPath("missing.tar"), emptytar = TmpPath("emptytar.tar");
   altest::WriteTar(good, {{"g.json", Json(16, 16)}});
-  altest::WriteStr(text, std::string(4000, 'h'));
-  altest::WriteStr(empty, "");
+  altest::WriteFile(text, std::string(4000, 'h'));
+  altest::WriteFile(empty, "");
   altest::WriteTar(emptytar, {});
   al_index *idx = Build({text, good, empty, missing, emptytar});
   ASSERT_NE(idx, nullptr);
@@ -279,9 +274,9 @@ TEST(BadInput, UnreadableShardsAreCountedAndOthersIndexed) {
   EXPECT_EQ(al_index_sample_count(idx), 1u);
   std::string rej = RejectedText(idx);
   EXPECT_EQ(al_index_rejected_count(idx), 3u) << rej;
-  EXPECT_NE(rej.find("notatar.tar||0||not a readable tar archive"), std::string::npos) << rej;
-  EXPECT_NE(rej.find("empty.tar||0||empty file"), std::string::npos) << rej;
-  EXPECT_NE(rej.find("missing.tar||0||cannot open"), std::string::npos) << rej;
+  EXPECT_TRUE(altest::Contains(rej, "notatar.tar||0||not a readable tar archive"));
+  EXPECT_TRUE(altest::Contains(rej, "empty.tar||0||empty file"));
+  EXPECT_TRUE(altest::Contains(rej, "missing.tar||0||cannot open"));
   al_shard_info s;
   ASSERT_EQ(al_index_shard(idx, 4, &s), AL_OK);  // a valid tar with no members: no samples, no error
   EXPECT_EQ(s.sample_count, 0u);
@@ -291,12 +286,12 @@ TEST(BadInput, UnreadableShardsAreCountedAndOthersIndexed) {
 
 TEST(BadInput, NoReadableShardFailsButReports) {
   std::string text = TmpPath("only-text.tar"), empty = TmpPath("only-empty.tar");
-  altest::WriteStr(text, "hello, not a tar\n");
-  altest::WriteStr(empty, "");
+  altest::WriteFile(text, "hello, not a tar\n");
+  altest::WriteFile(empty, "");
   al_index *idx = Build({text, empty}, 2, AL_EFORMAT);
   ASSERT_NE(idx, nullptr);  // still returned so the caller can list why
   EXPECT_EQ(al_index_rejected_count(idx), 2u);
-  EXPECT_NE(std::string(al_last_error()).find("no shard could be read"), std::string::npos);
+  EXPECT_TRUE(altest::ErrorContains("no shard could be read"));
   al_index_free(idx);
 }
 

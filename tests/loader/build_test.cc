@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/loader/test_util.h"
+#include "tests/loader/index_fixtures.h"
 
 extern "C" {
 #include "common/al_status.h"
@@ -57,19 +57,9 @@ TEST_P(Fixtures, IndexesBothSamplesWithExactOffsets) {
   ASSERT_NE(idx, nullptr);
   EXPECT_EQ(al_index_rejected_count(idx), 0u) << altest::RejectedText(idx);
   ASSERT_EQ(al_index_sample_count(idx), 2u);
-  al_sample_info s;
-  ASSERT_EQ(al_index_sample(idx, 0, &s), AL_OK);
-  EXPECT_STREQ(s.key, "img-000002");
-  EXPECT_EQ(s.width, 512u);
-  EXPECT_EQ(s.height, 512u);
-  EXPECT_EQ(s.frames, 1u);
-  EXPECT_EQ(s.fps, 0.0f);
-  ASSERT_EQ(al_index_sample(idx, 1, &s), AL_OK);
-  EXPECT_EQ(std::string(s.key), std::string(kLongDir) + "clip-with-a-long-key-000001");
-  EXPECT_EQ(s.width, 640u);
-  EXPECT_EQ(s.height, 352u);
-  EXPECT_EQ(s.frames, 17u);
-  EXPECT_EQ(s.fps, 24.0f);
+  std::string clip = std::string(kLongDir) + "clip-with-a-long-key-000001";
+  altest::ExpectSample(idx, 0, "img-000002", 512, 512, 1, 0.0f);
+  altest::ExpectSample(idx, 1, clip, 640, 352, 17, 24.0f);
   al_shard_info sh;
   ASSERT_EQ(al_index_shard(idx, 0, &sh), AL_OK);
   EXPECT_EQ(sh.seekable, 1);
@@ -77,7 +67,6 @@ TEST_P(Fixtures, IndexesBothSamplesWithExactOffsets) {
   EXPECT_EQ(sh.sample_count, 2u);
   EXPECT_EQ(sh.size, 10240u);
   EXPECT_EQ(sh.path[0], '/');  // made absolute
-  std::string clip = std::string(kLongDir) + "clip-with-a-long-key-000001";
   ExpectMembersAt(idx, path, 0, 2,
                   {{"img-000002.json", "{\"width\": 512, \"height\": 512}"},
                    {"img-000002.latent", "PAYLOAD-2-IMAGE"},
@@ -160,7 +149,7 @@ TEST(Build, SynthCorpusMetadataAndOffsets) {
     // The data offset is right: the bytes there are this sample's JSON, and the
     // 512 bytes before each member are its ustar header, naming it.
     std::string text = Pread(shard, js.offset, js.size);
-    EXPECT_NE(text.find("\"width\": " + std::to_string(m.width)), std::string::npos) << text;
+    EXPECT_TRUE(altest::Contains(text, "\"width\": " + std::to_string(m.width)));
     EXPECT_EQ(Pread(shard, js.offset - 512, 100).c_str(), std::string(key) + ".json");
     EXPECT_EQ(Pread(shard, lat.offset - 512, 100).c_str(), std::string(key) + ".latent");
     EXPECT_EQ(js.offset % 512, 0u);
@@ -228,13 +217,8 @@ TEST(Build, JsonLz4MembersGiveTheSameMetadata) {
   EXPECT_EQ(al_index_rejected_count(b), 0u) << altest::RejectedText(b);
   for (size_t i = 0; i < 50; i++) {
     al_sample_info x, y;
-    ASSERT_EQ(al_index_sample(a, i, &x), AL_OK);
-    ASSERT_EQ(al_index_sample(b, i, &y), AL_OK);
-    EXPECT_STREQ(x.key, y.key);
-    EXPECT_EQ(x.width, y.width);
-    EXPECT_EQ(x.height, y.height);
-    EXPECT_EQ(x.frames, y.frames);
-    EXPECT_EQ(x.fps, y.fps);
+    ASSERT_TRUE(altest::GetBoth(al_index_sample, a, b, i, &x, &y));
+    altest::ExpectSameSampleMeta(x, y);
     al_member_info m;
     ASSERT_EQ(al_index_find_member(b, i, "json", &m), AL_OK);
     EXPECT_STREQ(m.ext, "json.lz4");
@@ -253,7 +237,7 @@ TEST(Build, DeterministicAcrossThreadCountsAndSaveLoad) {
   auto paths = ShardPaths(dir, 7);
   // A bad shard and a duplicate shard in the middle: rejections must be deterministic too.
   std::string junk = TmpPath("junk.tar");
-  altest::WriteStr(junk, std::string(3000, 'x'));
+  altest::WriteFile(junk, std::string(3000, 'x'));
   paths.insert(paths.begin() + 3, junk);
   paths.push_back(paths[1]);
   al_index *one = Build(paths, 1);
@@ -263,7 +247,7 @@ TEST(Build, DeterministicAcrossThreadCountsAndSaveLoad) {
   std::string f1 = TmpPath("t1.alidx"), f4 = TmpPath("t4.alidx");
   ASSERT_EQ(al_index_save(one, f1.c_str()), AL_OK);
   ASSERT_EQ(al_index_save(four, f4.c_str()), AL_OK);
-  auto b1 = altest::ReadAll(f1), b4 = altest::ReadAll(f4);
+  auto b1 = altest::ReadBytes(f1), b4 = altest::ReadBytes(f4);
   ASSERT_FALSE(b1.empty());
   EXPECT_EQ(b1, b4);
   al_index *back = nullptr;
@@ -305,8 +289,7 @@ TEST(Build, DaliIndexFiles) {
   al_index *idx = Build({paths[0], paths[1], gz}, 2, AL_OK, &o);
   ASSERT_NE(idx, nullptr);
   // Keys repeat in the .gz copy: rejected as duplicates, so it has no samples.
-  std::vector<unsigned char> raw = altest::ReadAll(out + "/shard-000000.idx");
-  std::string text(raw.begin(), raw.end());
+  std::string text = altest::ReadFile(out + "/shard-000000.idx");
   ASSERT_FALSE(text.empty());
   size_t nl = text.find('\n');
   al_shard_info s0;
@@ -336,8 +319,7 @@ TEST(Build, DaliIndexFiles) {
   EXPECT_EQ(stat((out + "/shard-000001.idx").c_str(), &st), 0);
   // Compressed shards have no file offsets for DALI; shard-000001.tar.gz maps to
   // the same name, so it must not have overwritten the plain shard's file.
-  raw = altest::ReadAll(out + "/shard-000001.idx");
-  EXPECT_EQ(std::string(raw.begin(), raw.begin() + 5), "v1.2 ");
+  EXPECT_EQ(altest::ReadFile(out + "/shard-000001.idx").substr(0, 5), "v1.2 ");
   al_index_free(idx);
 }
 
@@ -368,7 +350,7 @@ TEST(Build, ConfigurableFieldNamesAndAliases) {
   al_rejected_info r;
   ASSERT_EQ(al_index_rejected(idx, 0, &r), AL_OK);
   EXPECT_STREQ(r.member, "e.json");
-  EXPECT_NE(std::string(r.reason).find("missing field 'w'"), std::string::npos) << r.reason;
+  EXPECT_TRUE(altest::Contains(r.reason, "missing field 'w'"));
   // The field names travel with the index file.
   std::string f = TmpPath("fields.alidx");
   ASSERT_EQ(al_index_save(idx, f.c_str()), AL_OK);
@@ -395,9 +377,9 @@ TEST(Build, DirectoriesAndOtherMembersInsideTar) {
   ASSERT_EQ(al_index_sample_count(idx), 2u);
   std::string rej = altest::RejectedText(idx);
   EXPECT_EQ(al_index_rejected_count(idx), 3u) << rej;
-  EXPECT_NE(rej.find("sub/README|1536||member name has no extension"), std::string::npos) << rej;
-  EXPECT_NE(rej.find("sub/.hidden.json|"), std::string::npos) << rej;
-  EXPECT_NE(rej.find("sub/link.json|3584||symbolic link"), std::string::npos) << rej;
+  EXPECT_TRUE(altest::Contains(rej, "sub/README|1536||member name has no extension"));
+  EXPECT_TRUE(altest::Contains(rej, "sub/.hidden.json|"));
+  EXPECT_TRUE(altest::Contains(rej, "sub/link.json|3584||symbolic link"));
   al_index_free(idx);
 }
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/loader/test_util.h"
+#include "tests/loader/index_fixtures.h"
 
 extern "C" {
 #include "common/al_status.h"
@@ -59,14 +59,10 @@ TEST(Index, HandAssemblyAccessors) {
   EXPECT_EQ(sh.size, 2000000u);
   EXPECT_EQ(sh.sample_count, 5u);
   EXPECT_EQ(sh.seekable, 0);
+  altest::ExpectSample(idx, 3, "000001-00000003", 832, 480, 81, 16.0f);
   al_sample_info s;
   ASSERT_EQ(al_index_sample(idx, 3, &s), AL_OK);
-  EXPECT_STREQ(s.key, "000001-00000003");
   EXPECT_EQ(s.shard, 1u);
-  EXPECT_EQ(s.width, 832u);
-  EXPECT_EQ(s.height, 480u);
-  EXPECT_EQ(s.frames, 81u);
-  EXPECT_EQ(s.fps, 16.0f);
   EXPECT_EQ(s.n_members, 2u);
   al_member_info m;
   ASSERT_EQ(al_index_member(idx, 3, 1, &m), AL_OK);
@@ -81,7 +77,7 @@ TEST(Index, HandAssemblyAccessors) {
   EXPECT_STREQ(m.ext, "json");
   EXPECT_EQ(m.lz4, 0);
   EXPECT_EQ(al_index_find_member(idx, 4, "latent", &m), AL_ENOTFOUND);  // one member only
-  EXPECT_NE(std::string(al_last_error()).find("latent"), std::string::npos);
+  EXPECT_TRUE(altest::ErrorContains("latent"));
   EXPECT_EQ(al_index_find_member(idx, 1, "png", &m), AL_ENOTFOUND);
   EXPECT_EQ(al_index_sample(idx, 10, &s), AL_ERANGE);
   EXPECT_EQ(al_index_member(idx, 4, 1, &m), AL_ERANGE);
@@ -137,7 +133,7 @@ TEST(Index, SaveLoadRoundTrip) {
   // Saving the loaded index gives the same bytes.
   std::string path2 = TmpPath("roundtrip2.alidx");
   ASSERT_EQ(al_index_save(back, path2.c_str()), AL_OK);
-  EXPECT_EQ(altest::ReadAll(path), altest::ReadAll(path2));
+  EXPECT_EQ(altest::ReadBytes(path), altest::ReadBytes(path2));
   al_index_free(idx);
   al_index_free(back);
 }
@@ -154,55 +150,53 @@ TEST(Index, EmptyIndexRoundTrip) {
   al_index_free(back);
 }
 
-// An index file whose summary disagrees with its chunks is refused.
-TEST(Index, LoadRejectsSummaryMismatch) {
-  std::string path = TmpPath("badsum.alidx");
+// An index file written by hand: a header, one chunk holding `shards` and `samples`, and
+// `summary` when given.
+void WriteIndexFile(const std::string &path, std::vector<Adaptiveload__Shard *> shards,
+                    std::vector<Adaptiveload__Sample *> samples, Adaptiveload__IndexSummary *summary) {
   pbio_writer *w = nullptr;
   ASSERT_EQ(pbio_writer_open(&w, path.c_str(), AL_KIND_INDEX), AL_OK);
   Adaptiveload__IndexHeader h = ADAPTIVELOAD__INDEX_HEADER__INIT;
   ASSERT_EQ(pbio_write_msg(w, AL_REC_INDEX_HEADER, &h.base), AL_OK);
+  Adaptiveload__IndexChunk c = ADAPTIVELOAD__INDEX_CHUNK__INIT;
+  c.n_shards = shards.size();
+  c.shards = shards.empty() ? nullptr : shards.data();
+  c.n_samples = samples.size();
+  c.samples = samples.empty() ? nullptr : samples.data();
+  ASSERT_EQ(pbio_write_msg(w, AL_REC_INDEX_CHUNK, &c.base), AL_OK);
+  if (summary) {
+    ASSERT_EQ(pbio_write_msg(w, AL_REC_INDEX_SUMMARY, &summary->base), AL_OK);
+  }
+  ASSERT_EQ(pbio_writer_close(w), AL_OK);
+}
+
+// An index file whose summary disagrees with its chunks is refused.
+TEST(Index, LoadRejectsSummaryMismatch) {
+  std::string path = TmpPath("badsum.alidx");
   Adaptiveload__Shard sh = ADAPTIVELOAD__SHARD__INIT;
   sh.path = (char *)"a.tar";
   sh.sample_count = 1;
-  Adaptiveload__Shard *shp = &sh;
   Adaptiveload__Sample s = ADAPTIVELOAD__SAMPLE__INIT;
   s.key = (char *)"k";
-  Adaptiveload__Sample *sp = &s;
-  Adaptiveload__IndexChunk c = ADAPTIVELOAD__INDEX_CHUNK__INIT;
-  c.n_shards = 1;
-  c.shards = &shp;
-  c.n_samples = 1;
-  c.samples = &sp;
-  ASSERT_EQ(pbio_write_msg(w, AL_REC_INDEX_CHUNK, &c.base), AL_OK);
   Adaptiveload__IndexSummary sum = ADAPTIVELOAD__INDEX_SUMMARY__INIT;
   sum.shards = 1;
   sum.samples = 2;  // wrong
-  ASSERT_EQ(pbio_write_msg(w, AL_REC_INDEX_SUMMARY, &sum.base), AL_OK);
-  ASSERT_EQ(pbio_writer_close(w), AL_OK);
+  ASSERT_NO_FATAL_FAILURE(WriteIndexFile(path, {&sh}, {&s}, &sum));
   al_index *idx = nullptr;
   EXPECT_EQ(al_index_load(&idx, path.c_str()), AL_EFORMAT);
   EXPECT_EQ(idx, nullptr);
-  EXPECT_NE(std::string(al_last_error()).find("summary"), std::string::npos) << al_last_error();
+  EXPECT_TRUE(altest::ErrorContains("summary"));
 }
 
 TEST(Index, LoadRejectsSampleWithUnknownShard) {
   std::string path = TmpPath("badshard.alidx");
-  pbio_writer *w = nullptr;
-  ASSERT_EQ(pbio_writer_open(&w, path.c_str(), AL_KIND_INDEX), AL_OK);
-  Adaptiveload__IndexHeader h = ADAPTIVELOAD__INDEX_HEADER__INIT;
-  ASSERT_EQ(pbio_write_msg(w, AL_REC_INDEX_HEADER, &h.base), AL_OK);
   Adaptiveload__Sample s = ADAPTIVELOAD__SAMPLE__INIT;
   s.key = (char *)"k";
   s.shard = 3;
-  Adaptiveload__Sample *sp = &s;
-  Adaptiveload__IndexChunk c = ADAPTIVELOAD__INDEX_CHUNK__INIT;
-  c.n_samples = 1;
-  c.samples = &sp;
-  ASSERT_EQ(pbio_write_msg(w, AL_REC_INDEX_CHUNK, &c.base), AL_OK);
-  ASSERT_EQ(pbio_writer_close(w), AL_OK);
+  ASSERT_NO_FATAL_FAILURE(WriteIndexFile(path, {}, {&s}, nullptr));
   al_index *idx = nullptr;
   EXPECT_EQ(al_index_load(&idx, path.c_str()), AL_EFORMAT);
-  EXPECT_NE(std::string(al_last_error()).find("shard id 3"), std::string::npos) << al_last_error();
+  EXPECT_TRUE(altest::ErrorContains("shard id 3"));
 }
 
 TEST(Index, LoadRejectsOtherFileKinds) {

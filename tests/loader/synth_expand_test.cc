@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/loader/test_util.h"
+#include "tests/common/test_util.h"
 
 extern "C" {
 #include "common/al_status.h"
@@ -80,7 +80,7 @@ std::vector<unsigned char> WriteAndRead(const std::string &dir, int threads, al_
   for (int k = 0; k < 3; k++) {
     char b[64];
     std::snprintf(b, sizeof b, "/shard-%06d.tar", k);
-    auto v = altest::ReadAll(out + b);
+    auto v = altest::ReadBytes(out + b);
     EXPECT_FALSE(v.empty());
     EXPECT_EQ(v.size() % 512, 0u);
     all.insert(all.end(), v.begin(), v.end());
@@ -123,7 +123,7 @@ TEST(Synth, BadOptions) {
   al_synth_options o{};
   EXPECT_EQ(al_synth_write(&o, nullptr), AL_EINVAL);
   std::string f = TmpPath("a-file");
-  altest::WriteStr(f, "x");
+  altest::WriteFile(f, "x");
   o.out_dir = f.c_str();
   EXPECT_NE(al_synth_write(&o, nullptr), AL_OK);  // not a directory
 }
@@ -173,7 +173,8 @@ TEST(Expand, BraceRanges) {
 TEST(Expand, DirectoryAndFiles) {
   std::string dir = TmpPath("expand_dir");
   mkdir(dir.c_str(), 0755);
-  for (const char *n : {"b.tar", "a.tar.lz4", "c.tar.gz", "notes.txt", ".hidden.tar"}) altest::WriteStr(dir + "/" + n, "x");
+  for (const char *n : {"b.tar", "a.tar.lz4", "c.tar.gz", "notes.txt", ".hidden.tar"})
+    altest::WriteFile(dir + "/" + n, "x");
   mkdir((dir + "/sub.tar").c_str(), 0755);  // a directory named like a shard is not one
   Expanded e = Expand(dir);
   ASSERT_EQ(e.rc, AL_OK);

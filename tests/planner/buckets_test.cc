@@ -5,7 +5,7 @@
 #include <cstring>
 #include <string>
 
-#include "tests/planner/test_util.h"
+#include "tests/planner/plan_fixtures.h"
 
 extern "C" {
 #include "planner/al_buckets.h"
@@ -136,7 +136,7 @@ TEST(BucketFile, TextAndJsonAgree) {
 TEST(BucketFile, WriteRoundTrips) {
   al_bucket_table *t = nullptr, *u = nullptr;
   ASSERT_EQ(al_bucket_table_default(&t), AL_OK);
-  std::string path = altest::TempPath("buckets.txt");
+  std::string path = altest::TmpPath("buckets.txt");
   FILE *f = fopen(path.c_str(), "w");
   ASSERT_TRUE(f);
   ASSERT_EQ(al_bucket_table_write(t, f), AL_OK);
@@ -158,8 +158,7 @@ void ExpectBad(const char *text, const char *fragment) {
   int rc = al_bucket_table_parse(&t, text, strlen(text), "bad.txt");
   EXPECT_EQ(rc, AL_EFORMAT) << text;
   EXPECT_EQ(t, nullptr);
-  EXPECT_NE(std::string(al_last_error()).find(fragment), std::string::npos)
-      << "message '" << al_last_error() << "' lacks '" << fragment << "'";
+  EXPECT_TRUE(altest::ErrorContains(fragment));
 }
 
 TEST(BucketFile, ClearErrors) {
@@ -174,7 +173,7 @@ TEST(BucketFile, ClearErrors) {
   ExpectBad("{\"frames\": [1],\n \"aspects\": [", "line 2");
   al_bucket_table *t = nullptr;
   EXPECT_EQ(al_bucket_table_load(&t, "/nonexistent/buckets.txt"), AL_EIO);
-  EXPECT_NE(std::string(al_last_error()).find("/nonexistent/buckets.txt"), std::string::npos);
+  EXPECT_TRUE(altest::ErrorContains("/nonexistent/buckets.txt"));
 }
 
 TEST(BucketFile, CheckAgainstGeometry) {
@@ -182,7 +181,7 @@ TEST(BucketFile, CheckAgainstGeometry) {
   al_bucket_table *t = nullptr;
   ASSERT_EQ(al_bucket_table_parse(&t, text, strlen(text), "odd.txt"), AL_OK);
   EXPECT_EQ(al_bucket_table_check(t, nullptr), AL_EINVAL);  // 200 is not a multiple of 16
-  EXPECT_NE(std::string(al_last_error()).find("200x200"), std::string::npos);
+  EXPECT_TRUE(altest::ErrorContains("200x200"));
   al_latent_geom g{4, 8, 1, 1, 1};
   EXPECT_EQ(al_bucket_table_check(t, &g), AL_OK);
   al_bucket_table_free(t);

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <string>
 
-#include "tests/planner/test_util.h"
+#include "tests/planner/plan_fixtures.h"
 
 extern "C" {
 #include "planner/al_cost.h"
@@ -15,25 +15,15 @@ extern "C" {
 
 namespace {
 
-// Deterministic Gaussian noise (Box-Muller on splitmix64).
-struct Noise {
-  uint64_t s;
-  double Next() {
-    double u1 = ((altest::Mix(&s) >> 11) + 0.5) / 9007199254740992.0;
-    double u2 = ((altest::Mix(&s) >> 11) + 0.5) / 9007199254740992.0;
-    return std::sqrt(-2 * std::log(u1)) * std::cos(6.283185307179586 * u2);
-  }
-};
-
 // A grid benchmark as CSV text, step time from `f` times (1 + rel_noise * N(0,1)).
 template <class F>
 std::string GridCsv(F f, double rel_noise, uint64_t seed, bool mem = false) {
-  Noise nz{seed};
+  altest::SplitMix64 nz(seed);  // deterministic Gaussian noise
   std::string csv = mem ? "S,step_ms,B,peak_mem_bytes\n" : "B,S,step_ms\n";
   for (double S : {1024.0, 2048.0, 4096.0, 8192.0, 16384.0, 32768.0, 65536.0})
     for (double B : {1.0, 2.0, 4.0, 8.0, 16.0, 32.0}) {
       if (B * S < 4096 || B * S > 1 << 20) continue;
-      double t = f(B, S) * (1 + rel_noise * nz.Next());
+      double t = f(B, S) * (1 + rel_noise * nz.Normal());
       char line[256];
       if (mem)
         snprintf(line, sizeof line, "%.0f,%.6f,%.0f,%.0f\n", S, t, B, 2e9 + 350000.0 * B * S);
@@ -137,7 +127,7 @@ TEST(CostFit, MemoryFitAndTokenCap) {
 
 TEST(CostFit, SaveLoadRoundTrip) {
   al_cost_model m = FitText(GridCsv([](double B, double S) { return 1 + 1e-3 * B * S + 1e-7 * B * S * S; }, 0.01, 9));
-  std::string path = altest::TempPath("cost.alcost");
+  std::string path = altest::TmpPath("cost.alcost");
   ASSERT_EQ(al_cost_save(&m, path.c_str()), AL_OK) << al_last_error();
   al_cost_model r;
   ASSERT_EQ(al_cost_load(&r, path.c_str()), AL_OK) << al_last_error();
@@ -148,15 +138,14 @@ TEST(CostFit, SaveLoadRoundTrip) {
   EXPECT_EQ(r.rows, m.rows);
   EXPECT_STREQ(r.source, "grid.csv");
   al_cost_model x;
-  EXPECT_NE(al_cost_load(&x, altest::TempPath("missing.alcost").c_str()), AL_OK);
+  EXPECT_NE(al_cost_load(&x, altest::TmpPath("missing.alcost").c_str()), AL_OK);
 }
 
 void ExpectBadBench(const std::string &text, int want, const char *fragment) {
   al_bench b;
   int rc = al_bench_parse(&b, text.data(), text.size(), "bad.csv");
   EXPECT_EQ(rc, want) << text;
-  EXPECT_NE(std::string(al_last_error()).find(fragment), std::string::npos)
-      << "message '" << al_last_error() << "' lacks '" << fragment << "'";
+  EXPECT_TRUE(altest::ErrorContains(fragment));
 }
 
 TEST(BenchFile, ClearErrors) {
@@ -177,7 +166,7 @@ TEST(BenchFile, ClearErrors) {
   ASSERT_EQ(al_bench_parse(&b, small.data(), small.size(), "small.csv"), AL_OK);
   al_cost_model m;
   EXPECT_EQ(al_cost_fit_bench(&b, nullptr, &m), AL_EINVAL);
-  EXPECT_NE(std::string(al_last_error()).find("10 launch-bound rows left out"), std::string::npos) << al_last_error();
+  EXPECT_TRUE(altest::ErrorContains("10 launch-bound rows left out"));
   al_bench_free(&b);
   EXPECT_EQ(al_bench_load(&b, "/nonexistent/bench.csv"), AL_EIO);
 }

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/planner/test_util.h"
+#include "tests/planner/plan_fixtures.h"
 
 extern "C" {
 #include "planner/al_plan.h"
@@ -36,8 +36,7 @@ TEST(BatchSize, DualConstraintPerBucket) {
   for (al_policy pol : {AL_POLICY_ADAPTIVE, AL_POLICY_EQUAL_TOKEN}) {
     al_manifest *m = PlanAndLoad(s, Opts(8, pol), "bs.alm");
     ASSERT_TRUE(m);
-    al_manifest_info in;
-    al_manifest_get_info(m, &in);
+    al_manifest_info in = altest::Info(m);
     al_cost_model c;
     ASSERT_EQ(al_manifest_cost(m, &c), AL_OK);
     EXPECT_EQ(in.mem_tokens, 65536u);
@@ -84,8 +83,7 @@ TEST(Schedule, ExactlyOnceAcrossEpochsAndWorlds) {
       for (uint32_t epoch = 0; epoch < 3; epoch++) {
         al_manifest *m = PlanAndLoad(s, Opts(world, pol, epoch), "once.alm");
         ASSERT_TRUE(m);
-        al_manifest_info in;
-        al_manifest_get_info(m, &in);
+        al_manifest_info in = altest::Info(m);
         auto occ = Occurrences(m);
         EXPECT_EQ(occ.size(), s.w.size()) << al_policy_name(pol) << " W=" << world << " epoch " << epoch;
         for (auto &kv : occ) ASSERT_EQ(kv.second, 1) << "sample " << kv.first;
@@ -115,9 +113,7 @@ TEST(Schedule, AdaptiveBalancesAndBeatsEqualToken) {
     al_manifest *a = PlanAndLoad(s, Opts(world), "bal_a.alm");
     al_manifest *e = PlanAndLoad(s, Opts(world, AL_POLICY_EQUAL_TOKEN), "bal_e.alm");
     ASSERT_TRUE(a && e);
-    al_manifest_info ia, ie;
-    al_manifest_get_info(a, &ia);
-    al_manifest_get_info(e, &ie);
+    al_manifest_info ia = altest::Info(a), ie = altest::Info(e);
     EXPECT_LT(ia.imbalance_cv, 0.03);
     EXPECT_GT(ie.imbalance_cv, 0.2);
     EXPECT_GE(ia.predicted_tokens_per_s / ie.predicted_tokens_per_s, 1.3);
@@ -154,7 +150,7 @@ TEST(Schedule, DeterministicBytes) {
     if (i == 2) o.seed = 43;
     al_plan *p = nullptr;
     ASSERT_EQ(al_plan_build(&p, &in, &c, &o), AL_OK);
-    std::string path = altest::TempPath("det" + std::to_string(i) + ".alm");
+    std::string path = altest::TmpPath("det" + std::to_string(i) + ".alm");
     ASSERT_EQ(al_plan_save(p, path.c_str(), altest::ShapeKey, &s), AL_OK);
     al_plan_free(p);
     bytes[i] = altest::ReadFile(path);
@@ -187,15 +183,13 @@ TEST(Resume, StartStepIsTheSuffix) {
   for (al_policy pol : {AL_POLICY_ADAPTIVE, AL_POLICY_EQUAL_TOKEN}) {
     al_manifest *full = PlanAndLoad(s, Opts(8, pol), "full.alm");
     ASSERT_TRUE(full);
-    al_manifest_info fi;
-    al_manifest_get_info(full, &fi);
+    al_manifest_info fi = altest::Info(full);
     for (uint32_t k : {1u, fi.steps / 2, fi.steps}) {
       al_plan_options o = Opts(8, pol);
       o.start_step = k;
       al_manifest *part = PlanAndLoad(s, o, "part.alm");
       ASSERT_TRUE(part);
-      al_manifest_info pi;
-      al_manifest_get_info(part, &pi);
+      al_manifest_info pi = altest::Info(part);
       EXPECT_EQ(pi.first_step, k);
       EXPECT_EQ(pi.steps, fi.steps - k);
       for (uint32_t st = k; st < fi.steps; st++) ASSERT_EQ(StepContents(full, st, 8), StepContents(part, st, 8));
@@ -216,22 +210,20 @@ TEST(Resume, StartStepIsTheSuffix) {
 TEST(Resume, ElasticReplanCoversEverySampleOnce) {
   Shapes s = MakeShapes(4000, 17);
   for (al_policy pol : {AL_POLICY_ADAPTIVE, AL_POLICY_EQUAL_TOKEN}) {
-    std::string old_path = altest::TempPath("old.alm");
+    std::string old_path = altest::TmpPath("old.alm");
     al_manifest *old = PlanAndLoad(s, Opts(8, pol), "old.alm");
     ASSERT_TRUE(old);
-    al_manifest_info oi;
-    al_manifest_get_info(old, &oi);
+    al_manifest_info oi = altest::Info(old);
     for (uint32_t k : {0u, oi.steps / 3, oi.steps - 1, oi.steps})
       for (uint32_t w2 : {3u, 16u}) {
         al_plan *p = nullptr;
         ASSERT_EQ(al_plan_replan(&p, old, k, w2), AL_OK) << al_last_error();
-        std::string path = altest::TempPath("new.alm");
+        std::string path = altest::TmpPath("new.alm");
         ASSERT_EQ(al_plan_save(p, path.c_str(), al_manifest_key_fn, old), AL_OK) << al_last_error();
         al_plan_free(p);
         al_manifest *nm = nullptr;
         ASSERT_EQ(al_manifest_load(&nm, path.c_str()), AL_OK) << al_last_error();
-        al_manifest_info ni;
-        al_manifest_get_info(nm, &ni);
+        al_manifest_info ni = altest::Info(nm);
         EXPECT_EQ(ni.first_step, k);
         EXPECT_EQ(ni.world, w2);
         EXPECT_STREQ(ni.policy, oi.policy);
@@ -256,8 +248,7 @@ TEST(LastStep, PadAndDrop) {
   // Equal-token: the last step has fewer batches than ranks.
   al_manifest *pad = PlanAndLoad(s, Opts(64, AL_POLICY_EQUAL_TOKEN), "pad.alm");
   ASSERT_TRUE(pad);
-  al_manifest_info pi;
-  al_manifest_get_info(pad, &pi);
+  al_manifest_info pi = altest::Info(pad);
   EXPECT_GT(pi.padded, 0u);
   EXPECT_EQ(pi.samples, 1001u);
   CheckSteps(pad);
@@ -276,8 +267,7 @@ TEST(LastStep, PadAndDrop) {
   o.last_step = AL_LAST_DROP;
   al_manifest *drop = PlanAndLoad(s, o, "drop.alm");
   ASSERT_TRUE(drop);
-  al_manifest_info di;
-  al_manifest_get_info(drop, &di);
+  al_manifest_info di = altest::Info(drop);
   EXPECT_EQ(di.padded, 0u);
   EXPECT_GT(di.dropped, 0u);
   EXPECT_EQ(di.samples + di.dropped, 1001u);
@@ -298,8 +288,7 @@ TEST(LastStep, TinyEpochSplitsThenPads) {
   Shapes s = MakeShapes(100, 23);
   al_manifest *m = PlanAndLoad(s, Opts(64), "tiny.alm");  // fewer batches than ranks: batches split
   ASSERT_TRUE(m);
-  al_manifest_info in;
-  al_manifest_get_info(m, &in);
+  al_manifest_info in = altest::Info(m);
   EXPECT_EQ(in.padded, 0u);
   EXPECT_EQ(in.samples, 100u);
   EXPECT_EQ(in.steps, 1u);
@@ -308,7 +297,7 @@ TEST(LastStep, TinyEpochSplitsThenPads) {
   Shapes t = MakeShapes(5, 23);
   m = PlanAndLoad(t, Opts(8), "tiny2.alm");  // fewer samples than ranks: 3 padding micro-batches
   ASSERT_TRUE(m);
-  al_manifest_get_info(m, &in);
+  in = altest::Info(m);
   EXPECT_EQ(in.steps, 1u);
   EXPECT_EQ(in.samples, 5u);
   EXPECT_EQ(in.padded, 3u);
@@ -318,7 +307,7 @@ TEST(LastStep, TinyEpochSplitsThenPads) {
   o.last_step = AL_LAST_DROP;
   m = PlanAndLoad(t, o, "tiny3.alm");
   ASSERT_TRUE(m);
-  al_manifest_get_info(m, &in);
+  in = altest::Info(m);
   EXPECT_EQ(in.steps, 0u);
   EXPECT_EQ(in.dropped, 5u);
   al_manifest_free(m);
@@ -330,8 +319,7 @@ TEST(Rejects, CountedAndListed) {
   s.w[10] = 0;                    // zero-sized
   al_manifest *m = PlanAndLoad(s, Opts(4), "rej.alm");
   ASSERT_TRUE(m);
-  al_manifest_info in;
-  al_manifest_get_info(m, &in);
+  al_manifest_info in = altest::Info(m);
   EXPECT_EQ(in.rejected, 2u);
   EXPECT_EQ(in.samples, 498u);
   EXPECT_EQ(al_manifest_rejected(m, AL_REJECT_TOO_SMALL), 1u);
@@ -350,13 +338,13 @@ TEST(Errors, ImpossibleInputsAreClear) {
   al_plan_input in = empty.Input();
   al_plan_options o = Opts(8);
   EXPECT_EQ(al_plan_build(&p, &in, &c, &o), AL_EINVAL);
-  EXPECT_NE(std::string(al_last_error()).find("no samples"), std::string::npos);
+  EXPECT_TRUE(altest::ErrorContains("no samples"));
 
   Shapes s = MakeShapes(100);
   in = s.Input();
   o.mem_tokens = 100;  // below the smallest bucket (288x192 image = 216 tokens)
   EXPECT_EQ(al_plan_build(&p, &in, &c, &o), AL_ERANGE);
-  EXPECT_NE(std::string(al_last_error()).find("below the smallest bucket"), std::string::npos) << al_last_error();
+  EXPECT_TRUE(altest::ErrorContains("below the smallest bucket"));
 
   o = Opts(0);
   EXPECT_EQ(al_plan_build(&p, &in, &c, &o), AL_EINVAL);
@@ -366,7 +354,7 @@ TEST(Errors, ImpossibleInputsAreClear) {
   in = small.Input();
   o = Opts(8);
   EXPECT_EQ(al_plan_build(&p, &in, &c, &o), AL_ENOTFOUND);
-  EXPECT_NE(std::string(al_last_error()).find("50 rejected"), std::string::npos) << al_last_error();
+  EXPECT_TRUE(altest::ErrorContains("50 rejected"));
   EXPECT_EQ(p, nullptr);
 
   al_cost_model bad = c;
@@ -380,17 +368,17 @@ TEST(Errors, DamagedManifests) {
   al_manifest *m = PlanAndLoad(s, Opts(8), "ok.alm");
   ASSERT_TRUE(m);
   al_manifest_free(m);
-  std::string bytes = altest::ReadFile(altest::TempPath("ok.alm"));
-  std::string cut = altest::TempPath("cut.alm");
+  std::string bytes = altest::ReadFile(altest::TmpPath("ok.alm"));
+  std::string cut = altest::TmpPath("cut.alm");
   altest::WriteFile(cut, bytes.substr(0, bytes.size() / 2));
   EXPECT_NE(al_manifest_load(&m, cut.c_str()), AL_OK);
-  EXPECT_NE(std::string(al_last_error()).find("cut.alm"), std::string::npos) << al_last_error();
-  std::string cost = altest::TempPath("c.alcost");
+  EXPECT_TRUE(altest::ErrorContains("cut.alm"));
+  std::string cost = altest::TmpPath("c.alcost");
   al_cost_model c = altest::DefaultCost();
   ASSERT_EQ(al_cost_save(&c, cost.c_str()), AL_OK);
   EXPECT_NE(al_manifest_load(&m, cost.c_str()), AL_OK);  // a cost model is not a manifest
   EXPECT_NE(al_manifest_load(&m, "/nonexistent.alm"), AL_OK);
-  EXPECT_NE(std::string(al_last_error()).find("/nonexistent.alm"), std::string::npos);
+  EXPECT_TRUE(altest::ErrorContains("/nonexistent.alm"));
 }
 
 TEST(Options, MemTokensCapsEveryMicroBatch) {
@@ -399,8 +387,7 @@ TEST(Options, MemTokensCapsEveryMicroBatch) {
   o.mem_tokens = 20000;
   al_manifest *m = PlanAndLoad(s, o, "cap.alm");
   ASSERT_TRUE(m);
-  al_manifest_info in;
-  al_manifest_get_info(m, &in);
+  al_manifest_info in = altest::Info(m);
   EXPECT_EQ(in.mem_tokens, 20000u);
   CheckSteps(m);  // asserts every micro-batch <= mem_tokens
   EXPECT_EQ(in.samples + in.rejected, 3000u);

@@ -6,13 +6,13 @@
 #include <sstream>
 #include <string>
 
-#include "tests/planner/test_util.h"
+#include "tests/planner/plan_fixtures.h"
 #include "planner/al_report.h"
 
 namespace {
 
 std::string Capture(void (*fn)(FILE *, const al_manifest *), const al_manifest *m) {
-  std::string path = altest::TempPath("out.txt");
+  std::string path = altest::TmpPath("out.txt");
   FILE *f = fopen(path.c_str(), "w");
   fn(f, m);
   fclose(f);
@@ -39,8 +39,7 @@ TEST(Report, JsonHasTheFields) {
     EXPECT_TRUE(json_object_get(j, k)) << k;
   EXPECT_STREQ(json_string_value(json_object_get(j, "policy")), "adaptive");
   EXPECT_EQ(json_integer_value(json_object_get(j, "samples")), 2000);
-  al_manifest_info in;
-  al_manifest_get_info(m, &in);
+  al_manifest_info in = altest::Info(m);
   EXPECT_NEAR(json_number_value(json_object_get(j, "predicted_tokens_per_s")), (double)in.tokens / in.predicted_seconds,
               1.0);
   json_decref(j);
@@ -51,7 +50,7 @@ TEST(Report, JsonlOneLinePerMicroBatch) {
   altest::Shapes s = altest::MakeShapes(600, 43);
   al_manifest *m = Plan(3, AL_POLICY_ADAPTIVE, s, "r2.alm");
   ASSERT_TRUE(m);
-  std::string path = altest::TempPath("out.jsonl");
+  std::string path = altest::TmpPath("out.jsonl");
   FILE *f = fopen(path.c_str(), "w");
   ASSERT_EQ(al_manifest_print_jsonl(f, m), AL_OK);
   fclose(f);
@@ -68,8 +67,7 @@ TEST(Report, JsonlOneLinePerMicroBatch) {
     json_decref(j);
     n++;
   }
-  al_manifest_info in;
-  al_manifest_get_info(m, &in);
+  al_manifest_info in = altest::Info(m);
   EXPECT_EQ(n, in.micro_batches);
   EXPECT_EQ(keys, in.samples + in.padded);
   al_manifest_free(m);
@@ -80,21 +78,21 @@ TEST(Report, SvgSummaryAndCompare) {
   al_manifest *a = Plan(8, AL_POLICY_ADAPTIVE, s, "ra.alm");
   al_manifest *e = Plan(8, AL_POLICY_EQUAL_TOKEN, s, "re.alm");
   ASSERT_TRUE(a && e);
-  std::string svg = altest::TempPath("load.svg");
+  std::string svg = altest::TmpPath("load.svg");
   ASSERT_EQ(al_manifest_write_svg(e, svg.c_str()), AL_OK);
   std::string text = altest::ReadFile(svg);
   EXPECT_EQ(text.rfind("<svg", 0), 0u);
-  EXPECT_NE(text.find("</svg>"), std::string::npos);
-  EXPECT_NE(text.find("equal-token"), std::string::npos);
-  std::string path = altest::TempPath("sum.txt");
+  EXPECT_TRUE(altest::Contains(text, "</svg>"));
+  EXPECT_TRUE(altest::Contains(text, "equal-token"));
+  std::string path = altest::TmpPath("sum.txt");
   FILE *f = fopen(path.c_str(), "w");
   al_manifest_print_summary(f, a, "ra.alm");
   al_plan_compare_print(f, a, e);
   fclose(f);
   std::string sum = altest::ReadFile(path);
-  EXPECT_NE(sum.find("imbalance CV"), std::string::npos);
-  EXPECT_NE(sum.find("buckets with samples"), std::string::npos);
-  EXPECT_NE(sum.find("predicted tokens/s"), std::string::npos);
+  EXPECT_TRUE(altest::Contains(sum, "imbalance CV"));
+  EXPECT_TRUE(altest::Contains(sum, "buckets with samples"));
+  EXPECT_TRUE(altest::Contains(sum, "predicted tokens/s"));
   EXPECT_EQ(al_manifest_write_svg(a, "/nonexistent/dir/x.svg"), AL_EIO);
   al_manifest_free(a);
   al_manifest_free(e);

@@ -2,9 +2,10 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <vector>
+
+#include "tests/common/test_util.h"
 
 extern "C" {
 #include "proto/adaptiveload.pb-c.h"
@@ -13,29 +14,9 @@ extern "C" {
 
 namespace {
 
-std::string TmpPath(const std::string &name) {
-  const char *dir = std::getenv("TEST_TMPDIR");
-  return std::string(dir ? dir : "/tmp") + "/" + name;
-}
-
-std::vector<unsigned char> ReadAll(const std::string &path) {
-  std::vector<unsigned char> v;
-  FILE *f = std::fopen(path.c_str(), "rb");
-  if (!f) return v;
-  int c;
-  while ((c = std::fgetc(f)) != EOF) v.push_back(static_cast<unsigned char>(c));
-  std::fclose(f);
-  return v;
-}
-
-void WriteAll(const std::string &path, const std::vector<unsigned char> &v) {
-  FILE *f = std::fopen(path.c_str(), "wb");
-  ASSERT_NE(f, nullptr);
-  if (!v.empty()) {
-    ASSERT_EQ(std::fwrite(v.data(), 1, v.size(), f), v.size());
-  }
-  std::fclose(f);
-}
+using altest::ReadBytes;
+using altest::TmpPath;
+using altest::WriteBytes;
 
 // Writes an index-kind file: one header, `chunks` chunks of `per` samples, a summary.
 void WriteIndex(const std::string &path, int chunks, int per, uint32_t version = AL_FORMAT_VERSION) {
@@ -118,7 +99,7 @@ TEST(Pbio, DeterministicBytes) {
   std::string a = TmpPath("det_a.alidx"), b = TmpPath("det_b.alidx");
   WriteIndex(a, 3, 100);
   WriteIndex(b, 3, 100);
-  EXPECT_EQ(ReadAll(a), ReadAll(b));
+  EXPECT_EQ(ReadBytes(a), ReadBytes(b));
 }
 
 TEST(Pbio, NoTmpLeftBehind) {
@@ -135,47 +116,47 @@ TEST(Pbio, NoTmpLeftBehind) {
 
 TEST(Pbio, EmptyFileIsClearError) {
   std::string path = TmpPath("empty.alidx");
-  WriteAll(path, {});
+  WriteBytes(path, {});
   pbio_reader *r = nullptr;
   EXPECT_EQ(pbio_reader_open(&r, path.c_str(), AL_KIND_INDEX), AL_EFORMAT);
-  EXPECT_NE(std::string(al_last_error()).find("empty file"), std::string::npos) << al_last_error();
-  EXPECT_NE(std::string(al_last_error()).find(path), std::string::npos);
+  EXPECT_TRUE(altest::ErrorContains("empty file"));
+  EXPECT_TRUE(altest::ErrorContains(path));
 }
 
 TEST(Pbio, MissingFileIsNotFound) {
   pbio_reader *r = nullptr;
   EXPECT_EQ(pbio_reader_open(&r, TmpPath("nope.alidx").c_str(), AL_KIND_INDEX), AL_ENOTFOUND);
-  EXPECT_NE(std::string(al_last_error()).find("nope.alidx"), std::string::npos);
+  EXPECT_TRUE(altest::ErrorContains("nope.alidx"));
 }
 
 TEST(Pbio, NotAnAdaptiveLoadFile) {
   std::string path = TmpPath("garbage.alidx");
-  WriteAll(path, std::vector<unsigned char>(1000, 'x'));
+  WriteBytes(path, std::vector<unsigned char>(1000, 'x'));
   pbio_reader *r = nullptr;
   EXPECT_EQ(pbio_reader_open(&r, path.c_str(), AL_KIND_INDEX), AL_EFORMAT);
-  EXPECT_NE(std::string(al_last_error()).find("not an AdaptiveLoad file"), std::string::npos) << al_last_error();
+  EXPECT_TRUE(altest::ErrorContains("not an AdaptiveLoad file"));
 }
 
 TEST(Pbio, TruncatedAtEveryCutIsAnErrorNeverACrash) {
   std::string path = TmpPath("whole.alidx");
   WriteIndex(path, 4, 300);
-  std::vector<unsigned char> whole = ReadAll(path);
+  std::vector<unsigned char> whole = ReadBytes(path);
   ASSERT_GT(whole.size(), 100u);
   std::string cut = TmpPath("cut.alidx");
   // Every cut point short of the whole file must fail (never AL_EOF, never a crash).
   size_t step = whole.size() / 97 + 1;
   int checked = 0;
   for (size_t n = 0; n < whole.size(); n += step) {
-    WriteAll(cut, std::vector<unsigned char>(whole.begin(), whole.begin() + n));
+    WriteBytes(cut, std::vector<unsigned char>(whole.begin(), whole.begin() + n));
     int records = 0;
     uint64_t samples = 0;
     int rc = ReadEverything(cut, &records, &samples);
     EXPECT_LT(rc, 0) << "cut at " << n << " of " << whole.size() << " read as complete";
-    EXPECT_NE(std::string(al_last_error()).find(cut), std::string::npos) << al_last_error();
+    EXPECT_TRUE(altest::ErrorContains(cut));
     checked++;
   }
   // The last byte matters too (frame end mark / checksum).
-  WriteAll(cut, std::vector<unsigned char>(whole.begin(), whole.end() - 1));
+  WriteBytes(cut, std::vector<unsigned char>(whole.begin(), whole.end() - 1));
   int records = 0;
   uint64_t samples = 0;
   EXPECT_LT(ReadEverything(cut, &records, &samples), 0);
@@ -185,14 +166,14 @@ TEST(Pbio, TruncatedAtEveryCutIsAnErrorNeverACrash) {
 TEST(Pbio, FlippedByteIsDetected) {
   std::string path = TmpPath("flip_src.alidx");
   WriteIndex(path, 2, 500);
-  std::vector<unsigned char> whole = ReadAll(path);
+  std::vector<unsigned char> whole = ReadBytes(path);
   std::string bad = TmpPath("flip.alidx");
   int detected = 0, tried = 0;
   // Flip one bit at spread-out positions past the 7-byte frame header.
   for (size_t pos = 7; pos < whole.size(); pos += whole.size() / 41 + 1) {
     std::vector<unsigned char> v = whole;
     v[pos] ^= 0x10;
-    WriteAll(bad, v);
+    WriteBytes(bad, v);
     int records = 0;
     uint64_t samples = 0;
     int rc = ReadEverything(bad, &records, &samples);
@@ -203,11 +184,11 @@ TEST(Pbio, FlippedByteIsDetected) {
   // The message says what kind of damage it is.
   std::vector<unsigned char> v = whole;
   v[whole.size() / 2] ^= 0x01;
-  WriteAll(bad, v);
+  WriteBytes(bad, v);
   int records = 0;
   uint64_t samples = 0;
   EXPECT_EQ(ReadEverything(bad, &records, &samples), AL_EFORMAT);
-  EXPECT_NE(std::string(al_last_error()).find("corrupt LZ4 frame"), std::string::npos) << al_last_error();
+  EXPECT_TRUE(altest::ErrorContains("corrupt LZ4 frame"));
 }
 
 TEST(Pbio, WrongFormatVersion) {
@@ -216,8 +197,8 @@ TEST(Pbio, WrongFormatVersion) {
   pbio_reader *r = nullptr;
   EXPECT_EQ(pbio_reader_open(&r, path.c_str(), AL_KIND_INDEX), AL_EVERSION);
   std::string msg = al_last_error();
-  EXPECT_NE(msg.find("format version 99"), std::string::npos) << msg;
-  EXPECT_NE(msg.find(path), std::string::npos) << msg;
+  EXPECT_TRUE(altest::Contains(msg, "format version 99"));
+  EXPECT_TRUE(altest::Contains(msg, path));
 }
 
 TEST(Pbio, WrongKind) {
@@ -225,8 +206,7 @@ TEST(Pbio, WrongKind) {
   WriteIndex(path, 1, 10);
   pbio_reader *r = nullptr;
   EXPECT_EQ(pbio_reader_open(&r, path.c_str(), AL_KIND_MANIFEST), AL_EFORMAT);
-  EXPECT_NE(std::string(al_last_error()).find("is a index file, expected a manifest"), std::string::npos)
-      << al_last_error();
+  EXPECT_TRUE(altest::ErrorContains("is a index file, expected a manifest"));
 }
 
 TEST(Pbio, SingleMessageHelpers) {
@@ -257,7 +237,7 @@ TEST(Pbio, BadArguments) {
   EXPECT_EQ(pbio_write(w, 0, "x", 1), AL_EINVAL);
   pbio_writer_abort(w);
   EXPECT_EQ(pbio_writer_open(&w, "/nonexistent-dir/x.alidx", AL_KIND_INDEX), AL_EIO);
-  EXPECT_NE(std::string(al_last_error()).find("/nonexistent-dir/x.alidx"), std::string::npos);
+  EXPECT_TRUE(altest::ErrorContains("/nonexistent-dir/x.alidx"));
 }
 
 }  // namespace

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/stream/stream_test_util.h"
+#include "tests/stream/stream_fixtures.h"
 
 extern "C" {
 #include "stream/al_schedule.h"
@@ -19,7 +19,7 @@ extern "C" {
 #include "planner/al_plan.h"
 }
 
-using stest::Corpus;
+using altest::Corpus;
 
 namespace {
 
@@ -32,7 +32,7 @@ const char kBuckets[] =
 
 struct Env {
   Corpus corpus;  // hand-made shards; its hand index is not used
-  std::map<std::string, const stest::Sample *> by_key;
+  std::map<std::string, const altest::Sample *> by_key;
   al_index *idx = nullptr;
   al_manifest *m = nullptr;
   std::string manifest_path;
@@ -74,7 +74,7 @@ struct Env {
     po.buckets = bt;
     al_plan *plan = nullptr;
     ASSERT_EQ(al_plan_build(&plan, &in, &cost, &po), AL_OK) << al_last_error();
-    manifest_path = stest::TmpDir() + "/" + tag + ".alm";
+    manifest_path = altest::TmpPath(tag + ".alm");
     ASSERT_EQ(al_plan_save(plan, manifest_path.c_str(), nullptr, nullptr), AL_OK) << al_last_error();
     al_plan_free(plan);
     al_bucket_table_free(bt);
@@ -114,7 +114,7 @@ std::vector<uint64_t> DrainRank(const Env &e, al_stream *s, uint32_t rank, size_
       auto it = e.by_key.find(b->keys[i]);
       EXPECT_TRUE(it != e.by_key.end()) << b->keys[i];
       if (it == e.by_key.end()) continue;
-      const stest::Sample &smp = *it->second;
+      const altest::Sample &smp = *it->second;
       EXPECT_EQ(b->shapes[3 * i], smp.w);
       EXPECT_EQ(b->shapes[3 * i + 2], smp.f);
       EXPECT_EQ(b->sizes[i], smp.payload.size());
@@ -224,7 +224,7 @@ TEST(StreamApi, ManifestOfAnotherIndexIsRefused) {
   ASSERT_EQ(al_index_add_sample(other, "k", 0, 64, 64, 1, 0, nullptr, 0), AL_OK);
   al_stream *s = nullptr;
   EXPECT_EQ(al_stream_open(&s, other, e.m, 0, nullptr), AL_EINVAL);
-  EXPECT_NE(std::string(al_last_error()).find("fingerprint"), std::string::npos) << al_last_error();
+  EXPECT_TRUE(altest::ErrorContains("fingerprint"));
   EXPECT_EQ(s, nullptr);
   al_index_free(other);
 }
@@ -236,13 +236,13 @@ TEST(StreamApi, RankAndWorldFromTheEnvironment) {
   unsetenv("RANK");
   unsetenv("WORLD_SIZE");
   EXPECT_EQ(al_stream_open(&s, e.idx, e.m, -1, nullptr), AL_EINVAL);
-  EXPECT_NE(std::string(al_last_error()).find("RANK"), std::string::npos) << al_last_error();
+  EXPECT_TRUE(altest::ErrorContains("RANK"));
   setenv("WORLD_SIZE", "3", 1);
   setenv("RANK", "1", 1);
   EXPECT_EQ(al_stream_open(&s, e.idx, e.m, -1, nullptr), AL_EINVAL);
   std::string msg = al_last_error();
-  EXPECT_NE(msg.find("WORLD_SIZE is 3"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("world of 2"), std::string::npos) << msg;
+  EXPECT_TRUE(altest::Contains(msg, "WORLD_SIZE is 3"));
+  EXPECT_TRUE(altest::Contains(msg, "world of 2"));
   setenv("WORLD_SIZE", "2", 1);
   ASSERT_EQ(al_stream_open(&s, e.idx, e.m, -1, nullptr), AL_OK) << al_last_error();
   al_stream_state st;
@@ -255,7 +255,7 @@ TEST(StreamApi, RankAndWorldFromTheEnvironment) {
   EXPECT_EQ(al_stream_open(&s, e.idx, e.m, 0, &o), AL_EINVAL);
   setenv("RANK", "7", 1);
   EXPECT_EQ(al_stream_open(&s, e.idx, e.m, -1, nullptr), AL_EINVAL);
-  EXPECT_NE(std::string(al_last_error()).find("rank 7"), std::string::npos) << al_last_error();
+  EXPECT_TRUE(altest::ErrorContains("rank 7"));
   unsetenv("RANK");
   unsetenv("WORLD_SIZE");
 }
@@ -303,7 +303,7 @@ TEST(StreamApi, ResumeAfterRestartAndForeignStateRefused) {
   for (size_t i = 0; i < rest.size(); i++) EXPECT_EQ(rest[i], full[k + i]);
   // Rank 1 refuses rank 0's state.
   EXPECT_EQ(al_stream_open(&s, e.idx, e.m, 1, &o), AL_ESTATE);
-  EXPECT_NE(std::string(al_last_error()).find("rank 0/2"), std::string::npos) << al_last_error();
+  EXPECT_TRUE(altest::ErrorContains("rank 0/2"));
   // A rank-level state re-sliced over 2 workers: together they give the rest.
   al_stream *w0 = nullptr, *w1 = nullptr;
   al_stream_options a{}, b{};
@@ -341,9 +341,9 @@ TEST(StreamApi, ShardTouchedAfterIndexingIsReportedWithTheKey) {
   }
   ASSERT_EQ(st, AL_EFORMAT) << "some batch holds a sample of shard 2";
   msg = al_last_error();
-  EXPECT_NE(msg.find("mtime_ns"), std::string::npos) << msg;
-  EXPECT_NE(msg.find(e.corpus.shard_paths[2]), std::string::npos) << msg;
-  EXPECT_NE(msg.find("key '"), std::string::npos) << msg;
+  EXPECT_TRUE(altest::Contains(msg, "mtime_ns"));
+  EXPECT_TRUE(altest::Contains(msg, e.corpus.shard_paths[2]));
+  EXPECT_TRUE(altest::Contains(msg, "key '"));
   al_stream_close(s);
 }
 
@@ -356,7 +356,7 @@ TEST(StreamApi, ReadSampleReturnsThePayload) {
     void *p = nullptr;
     size_t n = 0;
     ASSERT_EQ(al_stream_read_sample(e.idx, i, nullptr, &p, &n), AL_OK) << al_last_error();
-    const stest::Sample &smp = *e.by_key.at(si.key);
+    const altest::Sample &smp = *e.by_key.at(si.key);
     ASSERT_EQ(n, smp.payload.size());
     EXPECT_EQ(0, memcmp(p, smp.payload.data(), n));
     al_stream_free(p);

@@ -5,7 +5,6 @@
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include <algorithm>
 #include <numeric>
@@ -13,11 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "tests/stream/stream_test_util.h"
+#include "tests/stream/stream_fixtures.h"
 
-using stest::Bytes;
-using stest::Corpus;
-using stest::MakePlan;
+using altest::Corpus;
+using altest::MakePlan;
 
 namespace {
 
@@ -27,11 +25,12 @@ struct Got {
   std::vector<std::string> keys;
 };
 
-al_stream *Open(const al_index *idx, stream_rank_plan *plan, al_stream_options *o, stream_source *src) {
-  stream_index_source(idx, src);
+// A stream over `src` that takes `plan` (the stream owns it from here, or it is freed).
+al_stream *OpenSource(const stream_source *src, stream_rank_plan plan, const al_stream_options *o = nullptr) {
   al_stream *s = nullptr;
-  int st = stream_open_source(&s, src, plan, o);
+  int st = stream_open_source(&s, src, &plan, o);
   EXPECT_EQ(st, AL_OK) << al_last_error();
+  if (st != AL_OK) stream_rank_plan_free(&plan);
   return s;
 }
 
@@ -59,7 +58,7 @@ void CheckBatch(const Corpus &c, const stream_rank_plan &plan_copy, const al_str
       j++;
     ASSERT_LT(j, pb.n);
     const stream_plan_sample &ps = plan_copy.samples[pb.first + j];
-    const stest::Sample &s = c.samples[ps.sample];
+    const altest::Sample &s = c.samples[ps.sample];
     EXPECT_EQ(std::string(b->keys[i]), s.key);
     EXPECT_EQ(b->samples[i], ps.sample);
     EXPECT_EQ(b->shapes[3 * i], s.w);
@@ -97,6 +96,18 @@ stream_rank_plan Copy(const stream_rank_plan &p) {
   std::memcpy(c.batches, p.batches, p.n_batches * sizeof *p.batches);
   std::memcpy(c.samples, p.samples, p.n_samples * sizeof *p.samples);
   return c;
+}
+
+// A stream over the corpus reading a copy of `ref` (ref stays the caller's, for checks).
+al_stream *Open(const Corpus &c, const stream_rank_plan &ref, const al_stream_options *o = nullptr) {
+  return OpenSource(&c.src, Copy(ref), o);
+}
+
+// Sample positions 0, 1, ..., n-1.
+std::vector<uint64_t> InOrder(size_t n) {
+  std::vector<uint64_t> v(n);
+  std::iota(v.begin(), v.end(), 0);
+  return v;
 }
 
 std::vector<uint64_t> Shuffled(size_t n, uint64_t seed) {
@@ -138,15 +149,12 @@ TEST(StreamCore, PacksEveryBatchInOrderWithContents) {
   Corpus c;
   c.Build("pack", 120, 3);
   auto order = Shuffled(120, 7);
-  stream_rank_plan plan = MakePlan(order, Sizes(40, 1), 3, {5, 17});
-  stream_rank_plan ref = Copy(plan);
+  stream_rank_plan ref = MakePlan(order, Sizes(40, 1), 3, {5, 17});
   for (int threads : {1, 3}) {
-    stream_rank_plan p = Copy(ref);
     al_stream_options o{};
     o.threads = threads;
     o.prefetch = 3;
-    stream_source src;
-    al_stream *s = Open(c.idx, &p, &o, &src);
+    al_stream *s = Open(c, ref, &o);
     ASSERT_NE(s, nullptr);
     auto got = Drain(c, ref, s);
     ASSERT_EQ(got.size(), ref.n_batches);
@@ -164,21 +172,17 @@ TEST(StreamCore, PacksEveryBatchInOrderWithContents) {
     EXPECT_EQ(al_stream_next(s, &b), AL_EOF);
     al_stream_close(s);
   }
-  stream_rank_plan_free(&plan);
   stream_rank_plan_free(&ref);
 }
 
 TEST(StreamCore, PaddingFlagsAndAlignmentOption) {
   Corpus c;
   c.Build("pad", 12, 1);
-  std::vector<uint64_t> order(12);
-  std::iota(order.begin(), order.end(), 0);
-  stream_rank_plan plan = MakePlan(order, {4, 4, 4}, 1, {3, 11});
-  stream_rank_plan ref = Copy(plan);
+  std::vector<uint64_t> order = InOrder(12);
+  stream_rank_plan ref = MakePlan(order, {4, 4, 4}, 1, {3, 11});
   al_stream_options o{};
   o.align = 256;
-  stream_source src;
-  al_stream *s = Open(c.idx, &plan, &o, &src);
+  al_stream *s = Open(c, ref, &o);
   const al_stream_batch *b;
   int seen = 0;
   while (al_stream_next(s, &b) == AL_OK) {
@@ -195,14 +199,11 @@ TEST(StreamCore, PaddingFlagsAndAlignmentOption) {
 TEST(StreamCore, LZ4MembersNamedWithSuffixInTheIndex) {
   Corpus c;
   c.Build("lzsfx", 30, 2, true, /*lz4_ext_with_suffix=*/true);
-  std::vector<uint64_t> order(30);
-  std::iota(order.begin(), order.end(), 0);
-  stream_rank_plan plan = MakePlan(order, {10, 10, 10});
-  stream_rank_plan ref = Copy(plan);
+  std::vector<uint64_t> order = InOrder(30);
+  stream_rank_plan ref = MakePlan(order, {10, 10, 10});
   al_stream_options o{};
   o.read_block = 4096;  // forces LZ4 frames across several reads
-  stream_source src;
-  al_stream *s = Open(c.idx, &plan, &o, &src);
+  al_stream *s = Open(c, ref, &o);
   auto got = Drain(c, ref, s);
   EXPECT_EQ(got.size(), 3u);
   al_stream_close(s);
@@ -216,9 +217,7 @@ TEST(StreamCore, StateRestoreGivesExactlyTheRest) {
   stream_rank_plan ref = MakePlan(order, Sizes(30, 2), 2);
   std::vector<Got> full;
   {
-    stream_rank_plan p = Copy(ref);
-    stream_source src;
-    al_stream *s = Open(c.idx, &p, nullptr, &src);
+    al_stream *s = Open(c, ref);
     full = Drain(c, ref, s);
     al_stream_close(s);
   }
@@ -227,11 +226,9 @@ TEST(StreamCore, StateRestoreGivesExactlyTheRest) {
     al_stream_state state;
     std::vector<Got> first, rest;
     {
-      stream_rank_plan p = Copy(ref);
       al_stream_options o{};
       o.prefetch = 4;
-      stream_source src;
-      al_stream *s = Open(c.idx, &p, &o, &src);
+      al_stream *s = Open(c, ref, &o);
       first = Drain(c, ref, s, k);
       ASSERT_EQ(al_stream_get_state(s, &state), AL_OK);
       al_stream_close(s);  // readers were ahead: their batches must not count
@@ -246,11 +243,9 @@ TEST(StreamCore, StateRestoreGivesExactlyTheRest) {
       EXPECT_EQ(state.next_step, UINT32_MAX);
     }
     {
-      stream_rank_plan p = Copy(ref);
       al_stream_options o{};
       o.resume = &state;
-      stream_source src;
-      al_stream *s = Open(c.idx, &p, &o, &src);
+      al_stream *s = Open(c, ref, &o);
       ASSERT_NE(s, nullptr);
       rest = Drain(c, ref, s);
       al_stream_state end;
@@ -268,9 +263,7 @@ TEST(StreamCore, StateRestoreGivesExactlyTheRest) {
   // A state of another epoch / index / rank is refused with a reason.
   al_stream_state bad;
   {
-    stream_rank_plan p = Copy(ref);
-    stream_source src;
-    al_stream *s = Open(c.idx, &p, nullptr, &src);
+    al_stream *s = Open(c, ref);
     al_stream_get_state(s, &bad);
     al_stream_close(s);
   }
@@ -278,11 +271,9 @@ TEST(StreamCore, StateRestoreGivesExactlyTheRest) {
   stream_rank_plan p = Copy(ref);
   al_stream_options o{};
   o.resume = &bad;
-  stream_source src;
-  stream_index_source(c.idx, &src);
   al_stream *s = nullptr;
-  EXPECT_EQ(stream_open_source(&s, &src, &p, &o), AL_ESTATE);
-  EXPECT_NE(std::string(al_last_error()).find("epoch"), std::string::npos) << al_last_error();
+  EXPECT_EQ(stream_open_source(&s, &c.src, &p, &o), AL_ESTATE);
+  EXPECT_TRUE(altest::ErrorContains("epoch"));
   EXPECT_EQ(s, nullptr);
   stream_rank_plan_free(&p);
   stream_rank_plan_free(&ref);
@@ -296,12 +287,10 @@ TEST(StreamCore, WorkerSlicesInterleaveToTheFullOrderAndResume) {
   const uint32_t k = 3;
   std::vector<std::vector<Got>> per(k);
   for (uint32_t w = 0; w < k; w++) {
-    stream_rank_plan p = Copy(ref);
     al_stream_options o{};
     o.first = w;
     o.stride = k;
-    stream_source src;
-    al_stream *s = Open(c.idx, &p, &o, &src);
+    al_stream *s = Open(c, ref, &o);
     per[w] = Drain(c, ref, s);
     al_stream_close(s);
   }
@@ -312,22 +301,19 @@ TEST(StreamCore, WorkerSlicesInterleaveToTheFullOrderAndResume) {
       if (j < per[w].size()) merged.push_back(per[w][j].position);
   for (size_t i = 0; i < merged.size(); i++) EXPECT_EQ(merged[i], i);
   // A worker's state resumes that worker's slice.
-  stream_rank_plan p = Copy(ref);
   al_stream_options o{};
   o.first = 1;
   o.stride = k;
-  stream_source src;
-  al_stream *s = Open(c.idx, &p, &o, &src);
+  al_stream *s = Open(c, ref, &o);
   auto two = Drain(c, ref, s, 2);
   al_stream_state st;
   al_stream_get_state(s, &st);
   al_stream_close(s);
   EXPECT_EQ(st.position, 1u + 2 * k);
   EXPECT_EQ(st.stride, k);
-  p = Copy(ref);
   al_stream_options o2{};
   o2.resume = &st;
-  s = Open(c.idx, &p, &o2, &src);
+  s = Open(c, ref, &o2);
   auto rest = Drain(c, ref, s);
   al_stream_close(s);
   ASSERT_EQ(two.size() + rest.size(), per[1].size());
@@ -341,12 +327,10 @@ TEST(StreamCore, CloseMidEpochWhileReadersBlockAndBatchesAreHeld) {
   auto order = Shuffled(200, 5);
   stream_rank_plan ref = MakePlan(order, Sizes(60, 3), 2);
   for (int consumed : {0, 1, 5}) {
-    stream_rank_plan p = Copy(ref);
     al_stream_options o{};
     o.threads = 4;
     o.prefetch = 3;
-    stream_source src;
-    al_stream *s = Open(c.idx, &p, &o, &src);
+    al_stream *s = Open(c, ref, &o);
     const al_stream_batch *b = nullptr;
     for (int i = 0; i < consumed; i++) {
       ASSERT_EQ(al_stream_next(s, &b), AL_OK);
@@ -364,12 +348,10 @@ TEST(StreamCore, PoolNeverExceedsPrefetchAndHoldingAllIsReported) {
   auto order = Shuffled(100, 9);
   stream_rank_plan ref = MakePlan(order, Sizes(40, 5), 2);
   for (int prefetch : {1, 2, 4}) {
-    stream_rank_plan p = Copy(ref);
     al_stream_options o{};
     o.threads = 4;  // more readers than buffers: they must wait, not allocate
     o.prefetch = prefetch;
-    stream_source src;
-    al_stream *s = Open(c.idx, &p, &o, &src);
+    al_stream *s = Open(c, ref, &o);
     const al_stream_batch *b;
     size_t n = 0;
     while (al_stream_next(s, &b) == AL_OK) {
@@ -390,16 +372,14 @@ TEST(StreamCore, PoolNeverExceedsPrefetchAndHoldingAllIsReported) {
     al_stream_close(s);
   }
   // Holding every buffer: next() says so instead of deadlocking.
-  stream_rank_plan p = Copy(ref);
   al_stream_options o{};
   o.prefetch = 2;
-  stream_source src;
-  al_stream *s = Open(c.idx, &p, &o, &src);
+  al_stream *s = Open(c, ref, &o);
   const al_stream_batch *b1, *b2, *b3;
   ASSERT_EQ(al_stream_next(s, &b1), AL_OK);
   ASSERT_EQ(al_stream_next(s, &b2), AL_OK);
   EXPECT_EQ(al_stream_next(s, &b3), AL_ESTATE);
-  EXPECT_NE(std::string(al_last_error()).find("held"), std::string::npos);
+  EXPECT_TRUE(altest::ErrorContains("held"));
   EXPECT_EQ(al_stream_release(s, b1), AL_OK);
   EXPECT_EQ(al_stream_release(s, b1), AL_EINVAL);  // twice
   ASSERT_EQ(al_stream_next(s, &b3), AL_OK);
@@ -421,9 +401,7 @@ TEST(StreamCore, TruncatedShardFailsOrSkipsNamingTheKey) {
   const std::string bad_key = c.samples[order[20]].key;
 
   {  // AL_STREAM_FAIL: batches 0-3 are fine; batch 4 fails and the stream stops.
-    stream_rank_plan p = Copy(ref);
-    stream_source src;
-    al_stream *s = Open(c.idx, &p, nullptr, &src);
+    al_stream *s = Open(c, ref);
     const al_stream_batch *b;
     for (int i = 0; i < 4; i++) {
       ASSERT_EQ(al_stream_next(s, &b), AL_OK) << al_last_error();
@@ -433,9 +411,9 @@ TEST(StreamCore, TruncatedShardFailsOrSkipsNamingTheKey) {
     int st = al_stream_next(s, &b);
     EXPECT_LT(st, 0);
     std::string msg = al_last_error();
-    EXPECT_NE(msg.find(bad_key), std::string::npos) << msg;
-    EXPECT_NE(msg.find("changed since indexing"), std::string::npos) << msg;
-    EXPECT_NE(msg.find(c.shard_paths[1]), std::string::npos) << msg;
+    EXPECT_TRUE(altest::Contains(msg, bad_key));
+    EXPECT_TRUE(altest::Contains(msg, "changed since indexing"));
+    EXPECT_TRUE(altest::Contains(msg, c.shard_paths[1]));
     EXPECT_EQ(al_stream_next(s, &b), st) << "the stream stays stopped";
     al_stream_state state;
     al_stream_get_state(s, &state);
@@ -443,11 +421,9 @@ TEST(StreamCore, TruncatedShardFailsOrSkipsNamingTheKey) {
     al_stream_close(s);
   }
   {  // AL_STREAM_SKIP_SAMPLE: every batch delivered, bad samples listed.
-    stream_rank_plan p = Copy(ref);
     al_stream_options o{};
     o.on_error = AL_STREAM_SKIP_SAMPLE;
-    stream_source src;
-    al_stream *s = Open(c.idx, &p, &o, &src);
+    al_stream *s = Open(c, ref, &o);
     const al_stream_batch *b;
     size_t skipped = 0, batches = 0;
     std::set<std::string> skipped_keys;
@@ -460,7 +436,7 @@ TEST(StreamCore, TruncatedShardFailsOrSkipsNamingTheKey) {
       }
       for (size_t i = 0; i < b->n_skipped; i++) {
         skipped_keys.insert(b->skipped_keys[i]);
-        EXPECT_NE(std::string(b->skipped_reasons[i]).find(b->skipped_keys[i]), std::string::npos);
+        EXPECT_TRUE(altest::Contains(b->skipped_reasons[i], b->skipped_keys[i]));
       }
       skipped += b->n_skipped;
       batches++;
@@ -484,16 +460,13 @@ TEST(StreamCore, TruncatedShardFailsOrSkipsNamingTheKey) {
 TEST(StreamCore, ShortReadWhileOpenNamesKey) {
   Corpus c;
   c.Build("short", 10, 1, /*with_lz4=*/false);
-  std::vector<uint64_t> order(10);
-  std::iota(order.begin(), order.end(), 0);
+  std::vector<uint64_t> order = InOrder(10);
   stream_rank_plan ref = MakePlan(order, {1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, 1);
-  stream_rank_plan p = Copy(ref);
   al_stream_options o{};
   o.prefetch = 1;
   o.threads = 1;
   o.on_error = AL_STREAM_SKIP_SAMPLE;
-  stream_source src;
-  al_stream *s = Open(c.idx, &p, &o, &src);
+  al_stream *s = Open(c, ref, &o);
   const al_stream_batch *b;
   ASSERT_EQ(al_stream_next(s, &b), AL_OK);  // shard opened and checked
   // Cut inside sample 5's payload; the reader is blocked (one buffer, held).
@@ -513,7 +486,7 @@ TEST(StreamCore, ShortReadWhileOpenNamesKey) {
     n++;
   }
   EXPECT_EQ(n, 10u);
-  EXPECT_NE(reason.find("short read"), std::string::npos) << reason;
+  EXPECT_TRUE(altest::Contains(reason, "short read"));
   al_stream_close(s);
   stream_rank_plan_free(&ref);
 }
@@ -540,8 +513,7 @@ TEST(StreamCore, ChangedMtimeIsDetected) {
   struct stat sb;
   ASSERT_EQ(stat(c.shard_paths[0].c_str(), &sb), 0);
   int64_t real = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
-  std::vector<uint64_t> order(6);
-  std::iota(order.begin(), order.end(), 0);
+  std::vector<uint64_t> order = InOrder(6);
   for (int64_t claimed : {real, real - 1000}) {
     MtimeSource ms;
     stream_index_source(c.idx, &ms.inner);
@@ -550,9 +522,8 @@ TEST(StreamCore, ChangedMtimeIsDetected) {
     src.ctx = &ms;
     src.shard = MtimeShard;
     src.job = MtimeJob;
-    stream_rank_plan p = MakePlan(order, {3, 3}, 1);
-    al_stream *s = nullptr;
-    ASSERT_EQ(stream_open_source(&s, &src, &p, nullptr), AL_OK);
+    al_stream *s = OpenSource(&src, MakePlan(order, {3, 3}, 1));
+    ASSERT_NE(s, nullptr);
     const al_stream_batch *b;
     int st = al_stream_next(s, &b);
     if (claimed == real) {
@@ -560,8 +531,8 @@ TEST(StreamCore, ChangedMtimeIsDetected) {
     } else {
       EXPECT_EQ(st, AL_EFORMAT);
       std::string msg = al_last_error();
-      EXPECT_NE(msg.find("mtime_ns"), std::string::npos) << msg;
-      EXPECT_NE(msg.find(c.samples[0].key), std::string::npos) << msg;
+      EXPECT_TRUE(altest::Contains(msg, "mtime_ns"));
+      EXPECT_TRUE(altest::Contains(msg, c.samples[0].key));
     }
     al_stream_close(s);
   }
@@ -580,30 +551,26 @@ TEST(StreamCore, CorruptLZ4AndMissingMemberNameTheKey) {
   std::memset(junk, 0xA5, sizeof junk);
   ASSERT_EQ(pwrite(fd, junk, sizeof junk, (off_t)(mi.offset + 20)), (ssize_t)sizeof junk);
   close(fd);
-  std::vector<uint64_t> order(9);
-  std::iota(order.begin(), order.end(), 0);
-  stream_rank_plan p = MakePlan(order, {3, 3, 3}, 1);
+  std::vector<uint64_t> order = InOrder(9);
   al_stream_options o{};
   o.on_error = AL_STREAM_SKIP_SAMPLE;
   o.ext = "nosuch";  // every sample lacks it
-  stream_source src;
-  al_stream *s = Open(c.idx, &p, &o, &src);
+  al_stream *s = OpenSource(&c.src, MakePlan(order, {3, 3, 3}, 1), &o);
   const al_stream_batch *b;
   ASSERT_EQ(al_stream_next(s, &b), AL_OK);
   EXPECT_EQ(b->n, 0u);
   ASSERT_EQ(b->n_skipped, 3u);
   EXPECT_STREQ(b->skipped_keys[2], c.samples[2].key.c_str());
-  EXPECT_NE(std::string(b->skipped_reasons[0]).find("no member"), std::string::npos) << b->skipped_reasons[0];
+  EXPECT_TRUE(altest::Contains(b->skipped_reasons[0], "no member"));
   al_stream_release(s, b);
   al_stream_close(s);
 
-  p = MakePlan(order, {3, 3, 3}, 1);
-  s = Open(c.idx, &p, nullptr, &src);
+  s = OpenSource(&c.src, MakePlan(order, {3, 3, 3}, 1));
   int st = al_stream_next(s, &b);
   EXPECT_EQ(st, AL_EFORMAT);
   std::string msg = al_last_error();
-  EXPECT_NE(msg.find(c.samples[1].key), std::string::npos) << msg;
-  EXPECT_NE(msg.find("LZ4"), std::string::npos) << msg;
+  EXPECT_TRUE(altest::Contains(msg, c.samples[1].key));
+  EXPECT_TRUE(altest::Contains(msg, "LZ4"));
   al_stream_close(s);
 }
 
@@ -615,22 +582,10 @@ TEST(StreamCore, GzipShardReadSequentially) {
   al_index *gi = nullptr;
   ASSERT_EQ(al_index_new(&gi), AL_OK);
   for (size_t k = 0; k < c.shard_paths.size(); k++) {
-    Bytes raw = stest::Payload(0, 0);
-    FILE *f = std::fopen(c.shard_paths[k].c_str(), "rb");
-    ASSERT_NE(f, nullptr);
-    unsigned char buf[65536];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) raw.insert(raw.end(), buf, buf + n);
-    std::fclose(f);
     std::string gz = c.shard_paths[k] + ".gz";
-    gzFile g = gzopen(gz.c_str(), "wb");
-    ASSERT_NE(g, nullptr);
-    ASSERT_EQ(gzwrite(g, raw.data(), (unsigned)raw.size()), (int)raw.size());
-    gzclose(g);
-    struct stat sb;
-    ASSERT_EQ(stat(gz.c_str(), &sb), 0);
+    ASSERT_NO_FATAL_FAILURE(altest::CompressFile(c.shard_paths[k], gz, "gzip"));
     uint32_t id;
-    ASSERT_EQ(al_index_add_shard(gi, gz.c_str(), (uint64_t)sb.st_size, 0, &id), AL_OK);
+    ASSERT_EQ(al_index_add_shard(gi, gz.c_str(), altest::FileSize(gz), 0, &id), AL_OK);
   }
   for (size_t i = 0; i < c.samples.size(); i++) {
     al_sample_info si;
@@ -643,11 +598,11 @@ TEST(StreamCore, GzipShardReadSequentially) {
   }
   auto order = Shuffled(24, 1);
   stream_rank_plan ref = MakePlan(order, {5, 5, 5, 5, 4}, 2);
-  stream_rank_plan p = Copy(ref);
   al_stream_options o{};
   o.threads = 2;
   stream_source src;
-  al_stream *s = Open(gi, &p, &o, &src);
+  stream_index_source(gi, &src);
+  al_stream *s = OpenSource(&src, Copy(ref), &o);
   auto got = Drain(c, ref, s);
   EXPECT_EQ(got.size(), 5u);
   al_stream_close(s);
@@ -658,31 +613,28 @@ TEST(StreamCore, GzipShardReadSequentially) {
 TEST(StreamCore, EmptyPlanAndBadOptions) {
   Corpus c;
   c.Build("empty", 2, 1);
-  stream_rank_plan p = MakePlan({0}, {}, 1);
-  stream_source src;
-  al_stream *s = Open(c.idx, &p, nullptr, &src);
+  al_stream *s = OpenSource(&c.src, MakePlan({0}, {}, 1));
   const al_stream_batch *b;
   EXPECT_EQ(al_stream_next(s, &b), AL_EOF);
   al_stream_close(s);
   al_stream_options o{};
   o.align = 48;
-  p = MakePlan({0}, {1}, 1);
-  stream_index_source(c.idx, &src);
-  EXPECT_EQ(stream_open_source(&s, &src, &p, &o), AL_EINVAL);
-  EXPECT_NE(std::string(al_last_error()).find("align"), std::string::npos);
+  stream_rank_plan p = MakePlan({0}, {1}, 1);
+  EXPECT_EQ(stream_open_source(&s, &c.src, &p, &o), AL_EINVAL);
+  EXPECT_TRUE(altest::ErrorContains("align"));
   stream_rank_plan_free(&p);
   o = {};
   o.on_error = 7;
   p = MakePlan({0}, {1}, 1);
-  EXPECT_EQ(stream_open_source(&s, &src, &p, &o), AL_EINVAL);
+  EXPECT_EQ(stream_open_source(&s, &c.src, &p, &o), AL_EINVAL);
   stream_rank_plan_free(&p);
   // Without a CUDA device, a device copy is refused with a reason.
   if (!al_stream_cuda_available()) {
     o = {};
     o.device_copy = 1;
     p = MakePlan({0}, {1}, 1);
-    EXPECT_EQ(stream_open_source(&s, &src, &p, &o), AL_EUNSUPPORTED);
-    EXPECT_NE(std::string(al_last_error()).find("CUDA"), std::string::npos);
+    EXPECT_EQ(stream_open_source(&s, &c.src, &p, &o), AL_EUNSUPPORTED);
+    EXPECT_TRUE(altest::ErrorContains("CUDA"));
     stream_rank_plan_free(&p);
   }
 }

@@ -1,39 +1,22 @@
-// Helpers shared by the planner tests: synthetic sample shapes, temp paths,
-// and whole-manifest checks (exactly-once, ranks never idle, memory cap).
-#ifndef AL_TESTS_PLANNER_TEST_UTIL_H
-#define AL_TESTS_PLANNER_TEST_UTIL_H
+// Planner test fixtures: synthetic sample shapes, planning to a saved and loaded
+// manifest, and whole-manifest checks (exactly-once, ranks never idle, memory cap).
+#ifndef AL_TESTS_PLANNER_PLAN_FIXTURES_H
+#define AL_TESTS_PLANNER_PLAN_FIXTURES_H
 
 #include <gtest/gtest.h>
 
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <fstream>
-#include <iterator>
 #include <map>
 #include <string>
 #include <vector>
+
+#include "tests/common/test_util.h"
 
 extern "C" {
 #include "planner/al_plan.h"
 }
 
 namespace altest {
-
-inline std::string TempPath(const std::string &name) {
-  const char *d = std::getenv("TEST_TMPDIR");
-  return std::string(d ? d : "/tmp") + "/" + name;
-}
-
-inline std::string ReadFile(const std::string &path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-}
-
-inline void WriteFile(const std::string &path, const std::string &text) {
-  std::ofstream f(path, std::ios::binary);
-  f << text;
-}
 
 // A mixed corpus like `adaptiveload synth`: ~40% images, clips of 2..121
 // frames, short sides 240..720, aspect 1:1..21:9, some portrait. Deterministic.
@@ -51,26 +34,19 @@ struct Shapes {
   }
 };
 
-inline uint64_t Mix(uint64_t *s) {
-  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
 inline Shapes MakeShapes(size_t n, uint64_t seed = 1) {
   static const uint32_t sides[] = {240, 352, 480, 720};
   static const double aspects[] = {1.0, 4.0 / 3, 1.5, 16.0 / 9, 21.0 / 9};
   Shapes s;
-  uint64_t st = seed;
+  SplitMix64 rng(seed);
   for (size_t i = 0; i < n; i++) {
-    uint32_t side = sides[Mix(&st) % 4];
-    uint32_t longer = (uint32_t)(side * aspects[Mix(&st) % 5] / 16 + 0.5) * 16;
-    bool portrait = Mix(&st) % 4 == 0;
-    bool image = Mix(&st) % 10 < 4;
+    uint32_t side = sides[rng.Next() % 4];
+    uint32_t longer = (uint32_t)(side * aspects[rng.Next() % 5] / 16 + 0.5) * 16;
+    bool portrait = rng.Next() % 4 == 0;
+    bool image = rng.Next() % 10 < 4;
     s.w.push_back(portrait ? side : longer);
     s.h.push_back(portrait ? longer : side);
-    s.f.push_back(image ? 1 : (uint32_t)(2 + Mix(&st) % 120));
+    s.f.push_back(image ? 1 : (uint32_t)(2 + rng.Next() % 120));
     s.keys.push_back("k" + std::to_string(i));
   }
   return s;
@@ -95,7 +71,7 @@ inline al_manifest *PlanAndLoad(const Shapes &s, const al_plan_options &o, const
   int rc = al_plan_build(&p, &in, &c, &o);
   EXPECT_EQ(rc, AL_OK) << al_last_error();
   if (rc) return nullptr;
-  std::string path = TempPath(name);
+  std::string path = TmpPath(name);
   EXPECT_EQ(al_plan_save(p, path.c_str(), ShapeKey, (void *)&s), AL_OK) << al_last_error();
   if (keep) *keep = p;
   else al_plan_free(p);
@@ -104,11 +80,17 @@ inline al_manifest *PlanAndLoad(const Shapes &s, const al_plan_options &o, const
   return m;
 }
 
+// The manifest's summary figures.
+inline al_manifest_info Info(const al_manifest *m) {
+  al_manifest_info in{};
+  EXPECT_EQ(al_manifest_get_info(m, &in), AL_OK);
+  return in;
+}
+
 // Real (non-padding) occurrences of each index position in the manifest.
 inline std::map<uint64_t, int> Occurrences(const al_manifest *m, uint32_t from_step = 0,
                                            uint32_t to_step = UINT32_MAX) {
-  al_manifest_info in;
-  al_manifest_get_info(m, &in);
+  al_manifest_info in = Info(m);
   std::map<uint64_t, int> occ;
   for (uint32_t s = in.first_step; s < in.first_step + in.steps; s++) {
     if (s < from_step || s >= to_step) continue;
@@ -131,8 +113,7 @@ inline std::map<uint64_t, int> Occurrences(const al_manifest *m, uint32_t from_s
 // Every step: every rank has >= 1 micro-batch; no micro-batch above mem_tokens;
 // step totals match the micro-batches.
 inline void CheckSteps(const al_manifest *m) {
-  al_manifest_info in;
-  al_manifest_get_info(m, &in);
+  al_manifest_info in = Info(m);
   for (uint32_t s = in.first_step; s < in.first_step + in.steps; s++) {
     uint64_t samples = 0, tokens = 0;
     al_step_info si;
@@ -162,4 +143,4 @@ inline void CheckSteps(const al_manifest *m) {
 
 }  // namespace altest
 
-#endif  // AL_TESTS_PLANNER_TEST_UTIL_H
+#endif  // AL_TESTS_PLANNER_PLAN_FIXTURES_H

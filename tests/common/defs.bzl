@@ -1,0 +1,35 @@
+"""Macros for the tests' BUILD files: every C++ test links GoogleTest's main and the shared
+helpers (//tests/common:test_util); module fixtures are test-only libraries on top of them."""
+
+load("@rules_cc//cc:defs.bzl", "cc_library", "cc_test")
+
+_COMMON = ["//tests/common:test_util"]
+
+def al_cc_test(name, deps = [], size = "small", **kwargs):
+    """A GoogleTest binary built from NAME.cc (unless `srcs` is given)."""
+    cc_test(
+        name = name,
+        size = size,
+        srcs = kwargs.pop("srcs", [name + ".cc"]),
+        deps = deps + _COMMON + ["@system//:gtest_main"],
+        **kwargs
+    )
+
+def al_test_library(name, hdrs, deps = [], **kwargs):
+    """Test-only fixtures of one module, on top of the shared helpers."""
+    cc_library(
+        name = name,
+        testonly = 1,
+        hdrs = hdrs,
+        deps = deps + _COMMON + ["@system//:gtest"],
+        **kwargs
+    )
+
+def al_sh_test(name, size = "small", **kwargs):
+    """A shell test run from NAME.sh (unless `srcs` is given)."""
+    native.sh_test(
+        name = name,
+        size = size,
+        srcs = kwargs.pop("srcs", [name + ".sh"]),
+        **kwargs
+    )
