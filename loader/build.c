@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/grow_internal.h"
 #include "loader/dali_idx_internal.h"
 #include "loader/hash_internal.h"
 #include "loader/index_internal.h"
@@ -101,12 +102,8 @@ static int merge(merger *m, scan_result *r, const char *path) {
   uint32_t id;
   int rc = index_add_shard_full(g, path, ls->size, ls->mtime_ns, ls->seekable, ls->compression, &id);
   if (rc) return rc;
-  if (l->exts.n > m->extmap_cap) {
-    uint32_t *p = realloc(m->extmap, l->exts.n * sizeof *p);
-    if (!p) return al_set_error(AL_ENOMEM, "out of memory");
-    m->extmap = p;
-    m->extmap_cap = l->exts.n;
-  }
+  rc = grow_array((void **)&m->extmap, &m->extmap_cap, l->exts.n, sizeof *m->extmap, "the extension map");
+  if (rc) return rc;
   for (uint32_t i = 0; i < l->exts.n; i++) {
     const char *e = l->exts.strs[i];
     rc = strtab_intern(&g->exts, e, strlen(e), AL_EXT_MAX, &m->extmap[i]);
@@ -141,12 +138,8 @@ static int merge(merger *m, scan_result *r, const char *path) {
       if (rc) return rc;
       continue;
     }
-    if (s->n_members > m->mem_cap) {
-      index_member_rec *p = realloc(m->mem, s->n_members * sizeof *p);
-      if (!p) return al_set_error(AL_ENOMEM, "out of memory");
-      m->mem = p;
-      m->mem_cap = s->n_members;
-    }
+    rc = grow_array((void **)&m->mem, &m->mem_cap, s->n_members, sizeof *m->mem, "a sample's members");
+    if (rc) return rc;
     for (uint32_t j = 0; j < s->n_members; j++) {
       m->mem[j].off_ext = (lm[j].off_ext & ~UINT64_C(0x7FFF)) | m->extmap[index_member_ext(&lm[j])];
       m->mem[j].size = lm[j].size;

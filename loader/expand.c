@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "common/grow_internal.h"
 #include "loader/al_index.h"
 
 #define MAX_EXPANSION 10000000u
@@ -24,16 +25,10 @@ typedef struct list {
 
 static int push(list *L, char *s) {
   if (!s) return al_set_error(AL_ENOMEM, "out of memory");
-  if (*L->n == L->cap) {
-    size_t cap = L->cap ? L->cap * 2 : 64;
-    if (cap < *L->n + 1) cap = *L->n + 64;
-    char **p = realloc(*L->paths, cap * sizeof *p);
-    if (!p) {
-      free(s);
-      return al_set_error(AL_ENOMEM, "out of memory");
-    }
-    *L->paths = p;
-    L->cap = cap;
+  int rc = grow_array((void **)L->paths, &L->cap, *L->n + 1, sizeof **L->paths, "the shard list");
+  if (rc) {
+    free(s);
+    return rc;
   }
   (*L->paths)[(*L->n)++] = s;
   return AL_OK;

@@ -2,22 +2,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/grow_internal.h"
 #include "loader/hash_internal.h"
 #include "loader/index_internal.h"
 
 const char *const index_default_fields[AL_N_FIELDS] = {"width", "height", "frames", "fps", "duration"};
-
-int index_grow(void **arr, size_t *cap, size_t need, size_t elem) {
-  if (need <= *cap) return AL_OK;
-  size_t c = *cap ? *cap : 16;
-  while (c < need) c += c / 2 + 16;
-  if (c > SIZE_MAX / elem) return al_set_error(AL_ENOMEM, "index too large (%zu entries)", need);
-  void *p = realloc(*arr, c * elem);
-  if (!p) return al_set_error(AL_ENOMEM, "out of memory growing the index to %zu entries", need);
-  *arr = p;
-  *cap = c;
-  return AL_OK;
-}
 
 const char *index_compression_name(const char *name) {
   static const char *const known[] = {"none", "lz4", "gzip", "zstd", "bzip2", "xz", "lzma", "compress",
@@ -90,7 +79,8 @@ int index_add_shard_full(al_index *idx, const char *path, uint64_t size, int64_t
                             int seekable, const char *compression, uint32_t *id) {
   if (!idx || !path) return al_set_error(AL_EINVAL, "al_index_add_shard: NULL argument");
   if (idx->n_shards >= UINT32_MAX) return al_set_error(AL_ERANGE, "more than %u shards", UINT32_MAX - 1);
-  int rc = index_grow((void **)&idx->shards, &idx->cap_shards, idx->n_shards + 1, sizeof *idx->shards);
+  int rc = grow_array((void **)&idx->shards, &idx->cap_shards, idx->n_shards + 1, sizeof *idx->shards,
+                      "the index's shards");
   if (rc) return rc;
   char *p = strdup(path);
   if (!p) return al_set_error(AL_ENOMEM, "out of memory");
@@ -124,10 +114,12 @@ int index_add_sample_rec(al_index *idx, const char *key, size_t key_len, uint32_
   if (n_members > AL_MEMBERS_MAX)
     return al_set_error(AL_ERANGE, "sample '%.*s': %zu members (limit %u)", (int)key_len, key, n_members,
                         AL_MEMBERS_MAX);
-  int rc = index_grow((void **)&idx->samples, &idx->cap_samples, idx->n_samples + 1, sizeof *idx->samples);
-  if (!rc) rc = index_grow((void **)&idx->members, &idx->cap_members, idx->n_members + n_members,
-                        sizeof *idx->members);
-  if (!rc) rc = index_grow((void **)&idx->keys, &idx->keys_cap, idx->keys_len + key_len + 1, 1);
+  int rc = grow_array((void **)&idx->samples, &idx->cap_samples, idx->n_samples + 1, sizeof *idx->samples,
+                      "the index's samples");
+  if (!rc)
+    rc = grow_array((void **)&idx->members, &idx->cap_members, idx->n_members + n_members,
+                    sizeof *idx->members, "the index's members");
+  if (!rc) rc = grow_array((void **)&idx->keys, &idx->keys_cap, idx->keys_len + key_len + 1, 1, "the index's keys");
   if (rc) return rc;
   index_sample_rec *s = &idx->samples[idx->n_samples++];
   s->key = idx->keys_len;
@@ -188,7 +180,8 @@ int al_index_add_rejected(al_index *idx, uint32_t shard, const char *member, uin
   if (shard >= idx->n_shards)
     return al_set_error(AL_EINVAL, "rejected entry: shard id %u out of range (%zu shards)", shard,
                         idx->n_shards);
-  int rc = index_grow((void **)&idx->rejected, &idx->cap_rejected, idx->n_rejected + 1, sizeof *idx->rejected);
+  int rc = grow_array((void **)&idx->rejected, &idx->cap_rejected, idx->n_rejected + 1, sizeof *idx->rejected,
+                      "the index's rejected entries");
   if (rc) return rc;
   index_rejected_rec *r = &idx->rejected[idx->n_rejected];
   r->shard = shard;

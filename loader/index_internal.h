@@ -77,9 +77,6 @@ struct al_index {
   uint64_t fp_samples;
 };
 
-/* Grows *arr (elements of `elem` bytes) so that it holds at least `need`. */
-int index_grow(void **arr, size_t *cap, size_t need, size_t elem);
-
 /* Static name for a compression string ("none", "lz4", ...); unknown names map to "other". */
 const char *index_compression_name(const char *name);
 

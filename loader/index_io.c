@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/grow_internal.h"
 #include "loader/index_internal.h"
 #include "proto/adaptiveload.pb-c.h"
 #include "proto/pbio_internal.h"
@@ -186,6 +187,7 @@ typedef struct loader {
   int saw_samples, saw_rejected;
   /* Per-shard counts as stored, checked against what the samples say. */
   uint64_t *want_samples, *want_rejected;
+  size_t want_cap;
 } loader;
 
 static int load_shards(loader *L, const Adaptiveload__IndexChunk *c) {
@@ -201,15 +203,16 @@ static int load_shards(loader *L, const Adaptiveload__IndexChunk *c) {
     uint32_t id;
     int rc = index_add_shard_full(idx, s->path, s->size, s->mtime_ns, s->seekable, s->compression, &id);
     if (rc) return rc;
-    size_t cap = idx->cap_shards;
-    uint64_t *a = realloc(L->want_samples, cap * sizeof *a);
-    if (!a) return al_set_error(AL_ENOMEM, "out of memory");
-    L->want_samples = a;
-    uint64_t *b = realloc(L->want_rejected, cap * sizeof *b);
-    if (!b) return al_set_error(AL_ENOMEM, "out of memory");
-    L->want_rejected = b;
-    a[id] = s->sample_count;
-    b[id] = s->rejected_count;
+    if (id >= L->want_cap) {
+      size_t cap;
+      rc = grow_capacity(L->want_cap, (size_t)id + 1, sizeof *L->want_samples, "per-shard counts", &cap);
+      if (!rc) rc = grow_resize((void **)&L->want_samples, cap, sizeof *L->want_samples, "per-shard counts");
+      if (!rc) rc = grow_resize((void **)&L->want_rejected, cap, sizeof *L->want_rejected, "per-shard counts");
+      if (rc) return rc;
+      L->want_cap = cap;
+    }
+    L->want_samples[id] = s->sample_count;
+    L->want_rejected[id] = s->rejected_count;
   }
   return AL_OK;
 }
@@ -224,26 +227,21 @@ static int load_samples(loader *L, const Adaptiveload__IndexChunk *c) {
   }
   for (size_t i = 0; i < c->n_samples; i++) {
     const Adaptiveload__Sample *s = c->samples[i];
-    if (s->n_members > L->mem_cap) {
-      size_t cap = s->n_members;
-      index_member_rec *p = realloc(L->mem, cap * sizeof *p);
-      if (!p) return al_set_error(AL_ENOMEM, "out of memory");
-      L->mem = p;
-      L->mem_cap = cap;
-    }
+    int rc = grow_array((void **)&L->mem, &L->mem_cap, s->n_members, sizeof *L->mem, "a sample's members");
+    if (rc) return rc;
     for (size_t j = 0; j < s->n_members; j++) {
       const Adaptiveload__Member *m = s->members[j];
       uint32_t id;
       if (m->offset > AL_OFFSET_MAX)
         return al_set_error(AL_EFORMAT, "%s: sample '%s': member offset %llu beyond 2^48", L->path, s->key,
                             (unsigned long long)m->offset);
-      int rc = strtab_intern(&idx->exts, m->ext, strlen(m->ext), AL_EXT_MAX, &id);
+      rc = strtab_intern(&idx->exts, m->ext, strlen(m->ext), AL_EXT_MAX, &id);
       if (rc) return al_error_prefix(rc, "%s", L->path);
       L->mem[j].off_ext = m->offset << 16 | (m->lz4 ? AL_MEMBER_LZ4 : 0) | id;
       L->mem[j].size = m->size;
     }
-    int rc = index_add_sample_rec(idx, s->key, strlen(s->key), s->shard, s->width, s->height, s->frames,
-                                     s->fps, L->mem, s->n_members);
+    rc = index_add_sample_rec(idx, s->key, strlen(s->key), s->shard, s->width, s->height, s->frames,
+                                 s->fps, L->mem, s->n_members);
     if (rc) return al_error_prefix(rc == AL_EINVAL ? AL_EFORMAT : rc, "%s: record %llu", L->path,
                                    (unsigned long long)L->chunk);
   }

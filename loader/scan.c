@@ -18,13 +18,15 @@
 #include <archive_entry.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <lz4frame.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "common/grow_internal.h"
+#include "loader/lz4_member_internal.h"
 
 #define WHY_CAP 512
 #define PROGRESS_EVERY 256
@@ -59,6 +61,7 @@ typedef struct scanner {
   size_t buf_cap;
   char *dec;         /* decoded LZ4 member */
   size_t dec_cap;
+  LZ4F_dctx *dctx;   /* created for the first KEY.json.lz4 */
   uint32_t json_id, jsonlz4_id;
   uint64_t file_size;
   int seekable;
@@ -137,7 +140,8 @@ static int flush_pending(scanner *s) {
       r[i].size = p->m[i].size;
     }
     size_t n = s->idx->n_samples;
-    rc = index_grow((void **)&s->res->first_hdr, &s->res->first_hdr_cap, n + 1, sizeof *s->res->first_hdr);
+    rc = grow_array((void **)&s->res->first_hdr, &s->res->first_hdr_cap, n + 1, sizeof *s->res->first_hdr,
+                    "the shard's header offsets");
     if (!rc) rc = index_add_sample_rec(s->idx, p->key, p->key_len, 0, p->meta.width, p->meta.height,
                                           p->meta.frames, p->meta.fps, r, p->n);
     if (!rc) s->res->first_hdr[n] = p->m[0].hdr;
@@ -154,13 +158,8 @@ static int flush_pending(scanner *s) {
 
 static int start_pending(scanner *s, const char *key, size_t len) {
   pending *p = &s->p;
-  if (len + 1 > p->key_cap) {
-    size_t cap = len + 64;
-    char *k = realloc(p->key, cap);
-    if (!k) return al_set_error(AL_ENOMEM, "out of memory");
-    p->key = k;
-    p->key_cap = cap;
-  }
+  int rc = grow_array((void **)&p->key, &p->key_cap, len + 1, 1, "a sample key");
+  if (rc) return rc;
   memcpy(p->key, key, len);
   p->key[len] = '\0';
   p->key_len = len;
@@ -174,13 +173,8 @@ static int read_data(scanner *s, uint64_t size, size_t *got, char *why) {
              AL_META_MAX_BYTES);
     return 1;
   }
-  if (size + 1 > s->buf_cap) {
-    size_t cap = (size_t)size + 4096;
-    char *b = realloc(s->buf, cap);
-    if (!b) return al_set_error(AL_ENOMEM, "out of memory");
-    s->buf = b;
-    s->buf_cap = cap;
-  }
+  int rc = grow_array((void **)&s->buf, &s->buf_cap, (size_t)size + 1, 1, "a metadata member");
+  if (rc) return rc;
   size_t n = 0;
   while (n < size) {
     la_ssize_t k = archive_read_data(s->a, s->buf + n, (size_t)size - n);
@@ -199,55 +193,52 @@ static int read_data(scanner *s, uint64_t size, size_t *got, char *why) {
   return 0;
 }
 
-/* Decodes an LZ4 frame in s->buf[0..n) into s->dec; sets *out and *out_len. */
-static int lz4_decode(scanner *s, size_t n, const char **out, size_t *out_len, char *why) {
-  LZ4F_dctx *d;
-  if (LZ4F_isError(LZ4F_createDecompressionContext(&d, LZ4F_VERSION)))
-    return al_set_error(AL_ENOMEM, "out of memory (LZ4 context)");
-  size_t in = 0, outn = 0;
-  int rc = 0;
-  for (;;) {
-    if (s->dec_cap - outn < 4096) {
-      size_t cap = s->dec_cap ? s->dec_cap * 2 : 65536;
-      if (cap > (size_t)AL_META_MAX_BYTES + 65536) {
-        snprintf(why, WHY_CAP, "decoded metadata exceeds the %u-byte limit", AL_META_MAX_BYTES);
-        rc = 1;
-        break;
-      }
-      char *p = realloc(s->dec, cap);
-      if (!p) {
-        rc = al_set_error(AL_ENOMEM, "out of memory");
-        break;
-      }
-      s->dec = p;
-      s->dec_cap = cap;
-    }
-    size_t src = n - in, dst = s->dec_cap - outn;
-    size_t hint = LZ4F_decompress(d, s->dec + outn, &dst, s->buf + in, &src, NULL);
-    if (LZ4F_isError(hint)) {
-      snprintf(why, WHY_CAP, "bad LZ4 frame at member byte %zu: %s", in, LZ4F_getErrorName(hint));
-      rc = 1;
-      break;
-    }
-    in += src;
-    outn += dst;
-    if (hint == 0) break;
-    if (src == 0 && dst == 0 && in >= n) {
-      snprintf(why, WHY_CAP, "LZ4 frame truncated after %zu bytes", n);
-      rc = 1;
-      break;
-    }
-  }
-  LZ4F_freeDecompressionContext(d);
-  if (rc == 0) {
-    if (in != n) {
-      snprintf(why, WHY_CAP, "%zu bytes after the end of the LZ4 frame", n - in);
-      return 1;
-    }
-    *out = s->dec;
-    *out_len = outn;
-  }
+/* Decoded KEY.json.lz4 bytes go to s->dec (realloc keeps all of it). */
+static int dec_reserve(void *ctx, size_t need, size_t keep, uint8_t **out, size_t *cap) {
+  scanner *s = ctx;
+  (void)keep;
+  int rc = grow_array((void **)&s->dec, &s->dec_cap, need, 1, "decoded metadata");
+  *out = (uint8_t *)s->dec;
+  *cap = s->dec_cap;
   return rc;
+}
+
+/* Decodes the LZ4 frame in s->buf[0..n) into s->dec. Returns 0 with *out and
+ * *out_len set, 1 with the reason in `why`, or a negative status. */
+static int lz4_decode(scanner *s, size_t n, const char **out, size_t *out_len, char *why) {
+  if (!s->dctx && LZ4F_isError(LZ4F_createDecompressionContext(&s->dctx, LZ4F_VERSION))) {
+    s->dctx = NULL;
+    return al_set_error(AL_ENOMEM, "out of memory (LZ4 context)");
+  }
+  lz4_member_src src = {.size = n, .data = (const uint8_t *)s->buf};
+  lz4_member_dst dst = {.reserve = dec_reserve, .ctx = s, .first = 65536, .limit = AL_META_MAX_BYTES};
+  lz4_member_result res;
+  int rc = lz4_member_decode(s->dctx, &src, &dst, &res);
+  if (rc) return rc;
+  switch (res.fault) {
+    case LZ4_MEMBER_OK:
+      *out = s->dec;
+      *out_len = res.len;
+      return 0;
+    case LZ4_MEMBER_BAD_HEADER:
+    case LZ4_MEMBER_CORRUPT:
+      snprintf(why, WHY_CAP, "bad LZ4 frame at member byte %llu: %s", (unsigned long long)res.at, res.lz4_error);
+      break;
+    case LZ4_MEMBER_TOO_LARGE:
+      snprintf(why, WHY_CAP, "decoded metadata exceeds the %u-byte limit", AL_META_MAX_BYTES);
+      break;
+    case LZ4_MEMBER_TRUNCATED:
+      snprintf(why, WHY_CAP, "LZ4 frame truncated after %zu bytes", n);
+      break;
+    case LZ4_MEMBER_TRAILING:
+      snprintf(why, WHY_CAP, "%llu bytes after the end of the LZ4 frame", (unsigned long long)(n - res.at));
+      break;
+    case LZ4_MEMBER_SIZE_MISMATCH:
+      snprintf(why, WHY_CAP, "LZ4 content size mismatch: decoded %zu bytes, header says %llu", res.len,
+               res.content);
+      break;
+  }
+  return 1;
 }
 
 /* Handles one regular member. Returns AL_OK, a negative status (out of memory),
@@ -283,13 +274,8 @@ static int member(scanner *s, struct archive_entry *e, const char *name, uint64_
                (unsigned long long)p->m[i].hdr);
       break;
     }
-  if (p->n == p->cap) {
-    size_t cap = p->cap ? p->cap * 2 : 8;
-    pmember *m = realloc(p->m, cap * sizeof *m);
-    if (!m) return al_set_error(AL_ENOMEM, "out of memory");
-    p->m = m;
-    p->cap = cap;
-  }
+  rc = grow_array((void **)&p->m, &p->cap, p->n + 1, sizeof *p->m, "a sample's members");
+  if (rc) return rc;
   size_t mi = p->n++;
   p->m[mi].ext = ext_id;
   p->m[mi].hdr = hdr;
@@ -310,22 +296,22 @@ static int member(scanner *s, struct archive_entry *e, const char *name, uint64_
   }
   p->json = (int)mi;
   size_t n = 0;
-  int r = read_data(s, size, &n, why);
-  if (r < 0 && r != -1) return r; /* out of memory */
-  if (r == -1) {
+  rc = read_data(s, size, &n, why);
+  if (rc == -1) {
     mark_bad(s, mi, "%s", why);
     return 1;
   }
-  if (r == 1) {
+  if (rc < 0) return rc; /* out of memory */
+  if (rc == 1) {
     mark_bad(s, mi, "%s", why);
     return AL_OK;
   }
   const char *json = s->buf;
   size_t json_len = n;
   if (ext_id == s->jsonlz4_id) {
-    r = lz4_decode(s, n, &json, &json_len, why);
-    if (r < 0) return r;
-    if (r) {
+    rc = lz4_decode(s, n, &json, &json_len, why);
+    if (rc < 0) return rc;
+    if (rc) {
       mark_bad(s, mi, "%s", why);
       return AL_OK;
     }
@@ -355,10 +341,10 @@ static int walk(scanner *s) {
   uint64_t next_hdr = 0; /* where the next header should start: after the last member's padded data */
   int first = 1;
   for (;;) {
-    int r = archive_read_next_header(s->a, &e);
+    int ar = archive_read_next_header(s->a, &e);
     /* After a fatal error libarchive's header position is meaningless. */
-    uint64_t hdr = r == ARCHIVE_FATAL ? next_hdr : (uint64_t)archive_read_header_position(s->a);
-    if (r == ARCHIVE_RETRY) {
+    uint64_t hdr = ar == ARCHIVE_FATAL ? next_hdr : (uint64_t)archive_read_header_position(s->a);
+    if (ar == ARCHIVE_RETRY) {
       /* Bad header checksum: libarchive moves one block on and tries again. */
       if (!damaged_blocks) damaged_at = hdr;
       damaged_blocks++;
@@ -373,8 +359,8 @@ static int walk(scanner *s) {
       if (rc) return rc;
       damaged_blocks = 0;
     }
-    if (r == ARCHIVE_EOF) return flush_pending(s);
-    if (r == ARCHIVE_FATAL || r < ARCHIVE_WARN) {
+    if (ar == ARCHIVE_EOF) return flush_pending(s);
+    if (ar == ARCHIVE_FATAL || ar < ARCHIVE_WARN) {
       char why[WHY_CAP];
       snprintf(why, sizeof why, "%s%s", first ? "not a readable tar archive: " : "archive error, rest of shard unreadable: ",
                archive_error_string(s->a) ? archive_error_string(s->a) : "unknown error");
@@ -590,6 +576,7 @@ int scan_shard(const char *path, const meta_fields *fields, size_t block_size,
   free(s.p.m);
   free(s.buf);
   free(s.dec);
+  if (s.dctx) LZ4F_freeDecompressionContext(s.dctx);
   return rc;
 }
 

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "common/al_status.h"
+#include "common/grow_internal.h"
 #include "loader/hash_internal.h"
 
 static uint32_t slot_of(const strtab *t, const char *s, size_t len, int *found) {
@@ -58,13 +59,8 @@ int strtab_intern(strtab *t, const char *s, size_t len, uint32_t max_ids, uint32
     return AL_OK;
   }
   if (t->n >= max_ids) return al_set_error(AL_ERANGE, "more than %u distinct member extensions", max_ids);
-  if (t->n == t->cap) {
-    uint32_t cap = t->cap ? t->cap * 2 : 8;
-    char **p = realloc(t->strs, cap * sizeof *p);
-    if (!p) return al_set_error(AL_ENOMEM, "out of memory (string table)");
-    t->strs = p;
-    t->cap = cap;
-  }
+  int rc = grow_array((void **)&t->strs, &t->cap, (size_t)t->n + 1, sizeof *t->strs, "the string table");
+  if (rc) return rc;
   char *copy = malloc(len + 1);
   if (!copy) return al_set_error(AL_ENOMEM, "out of memory (string table)");
   memcpy(copy, s, len);

@@ -15,7 +15,8 @@
 
 typedef struct strtab {
   char **strs;    /* by id */
-  uint32_t n, cap;
+  uint32_t n;
+  size_t cap;
   uint32_t *slots; /* open addressing: id + 1, 0 = empty */
   uint32_t n_slots;
 } strtab;

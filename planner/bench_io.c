@@ -8,6 +8,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "common/grow_internal.h"
 #include "planner/al_cost.h"
 
 #define BENCH_MAX_BYTES (64u << 20)
@@ -25,16 +26,14 @@ void al_bench_free(al_bench *b) {
 
 static int bench_push(al_bench *b, size_t *cap, int has_mem, double B, double S, double ms, double mem) {
   if (b->n == *cap) {
-    size_t nc = *cap ? *cap * 2 : 64;
-    double *nB = realloc(b->B, nc * sizeof *nB);
-    if (nB) b->B = nB;
-    double *nS = realloc(b->S, nc * sizeof *nS);
-    if (nS) b->S = nS;
-    double *nm = realloc(b->ms, nc * sizeof *nm);
-    if (nm) b->ms = nm;
-    double *nM = has_mem ? realloc(b->mem, nc * sizeof *nM) : b->mem;
-    if (nM) b->mem = nM;
-    if (!nB || !nS || !nm || (has_mem && !nM)) return al_set_error(AL_ENOMEM, "benchmark: out of memory");
+    const char *what = "benchmark rows";
+    size_t nc;
+    int rc = grow_capacity(*cap, b->n + 1, sizeof(double), what, &nc);
+    if (!rc) rc = grow_resize((void **)&b->B, nc, sizeof *b->B, what);
+    if (!rc) rc = grow_resize((void **)&b->S, nc, sizeof *b->S, what);
+    if (!rc) rc = grow_resize((void **)&b->ms, nc, sizeof *b->ms, what);
+    if (!rc && has_mem) rc = grow_resize((void **)&b->mem, nc, sizeof *b->mem, what);
+    if (rc) return rc;
     *cap = nc;
   }
   b->B[b->n] = B;
@@ -94,15 +93,7 @@ static int parse_csv(al_bench *b, const char *text, size_t len, const char *name
     while (e < len && text[e] != '\n') e++;
     line++;
     size_t n = e - pos;
-    if (n + 1 > buf_cap) {
-      char *nb = realloc(buf, n + 1);
-      if (!nb) {
-        rc = al_set_error(AL_ENOMEM, "%s: out of memory", name);
-        break;
-      }
-      buf = nb;
-      buf_cap = n + 1;
-    }
+    if ((rc = grow_array((void **)&buf, &buf_cap, n + 1, 1, "a benchmark line"))) break;
     memcpy(buf, text + pos, n);
     buf[n] = 0;
     pos = e + 1;
@@ -264,13 +255,7 @@ int al_bench_load(al_bench *out, const char *path) {
         rc = al_set_error(AL_ERANGE, "%s: larger than %u MiB", path, BENCH_MAX_BYTES >> 20);
         break;
       }
-      char *nb = realloc(buf, cap * 2);
-      if (!nb) {
-        rc = al_set_error(AL_ENOMEM, "%s: out of memory", path);
-        break;
-      }
-      buf = nb;
-      cap *= 2;
+      if ((rc = grow_array((void **)&buf, &cap, cap * 2, 1, path))) break;
     }
     size_t r = fread(buf + n, 1, cap - n, f);
     n += r;

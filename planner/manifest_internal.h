@@ -44,7 +44,7 @@ struct al_manifest {
   manifest_micro *micro;
   size_t n_micro, cap_micro;
   uint64_t *samples, *tokens;
-  size_t n_samples, cap_samples;
+  size_t n_samples, cap_samples, cap_tokens;
   uint32_t *pads;
   size_t n_pads, cap_pads;
   uint64_t n_keys;

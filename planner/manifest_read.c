@@ -2,22 +2,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/grow_internal.h"
 #include "planner/cost_internal.h"
 #include "planner/manifest_internal.h"
 #include "planner/plan_internal.h"
 #include "proto/adaptiveload.pb-c.h"
 #include "proto/pbio_internal.h"
-
-static int grow(void **arr, size_t *cap, size_t need, size_t elem) {
-  if (need <= *cap) return AL_OK;
-  size_t nc = *cap ? *cap : 256;
-  while (nc < need) nc *= 2;
-  void *na = realloc(*arr, nc * elem);
-  if (!na) return al_set_error(AL_ENOMEM, "manifest: out of memory (%zu x %zu bytes)", nc, elem);
-  *arr = na;
-  *cap = nc;
-  return AL_OK;
-}
 
 void al_manifest_free(al_manifest *m) {
   if (!m) return;
@@ -100,13 +90,13 @@ static int take_keys(al_manifest *m, const Adaptiveload__KeyChunk *k, const char
   if (k->n_status && k->n_status != k->n_keys)
     return al_set_error(AL_EFORMAT, "%s: KeyChunk has %zu keys and %zu status entries", where, k->n_keys, k->n_status);
   size_t n = k->n_keys;
-  int rc = grow((void **)&m->key_off, cap_off, m->n_keys + n + 1, sizeof *m->key_off);
-  if (!rc) rc = grow((void **)&m->key_status, cap_st, m->n_keys + n, 1);
+  int rc = grow_array((void **)&m->key_off, cap_off, m->n_keys + n + 1, sizeof *m->key_off, "manifest keys");
+  if (!rc) rc = grow_array((void **)&m->key_status, cap_st, m->n_keys + n, 1, "manifest keys");
   if (rc) return rc;
   if (!m->n_keys) m->key_off[0] = 0;
   for (size_t i = 0; i < n; i++) {
     size_t len = strlen(k->keys[i]) + 1;
-    if ((rc = grow((void **)&m->key_blob, &m->blob_cap, m->blob_len + len, 1))) return rc;
+    if ((rc = grow_array((void **)&m->key_blob, &m->blob_cap, m->blob_len + len, 1, "manifest keys"))) return rc;
     memcpy(m->key_blob + m->blob_len, k->keys[i], len);
     m->blob_len += len;
     m->key_off[m->n_keys + i + 1] = m->blob_len;
@@ -121,8 +111,10 @@ static int take_keys(al_manifest *m, const Adaptiveload__KeyChunk *k, const char
 static int take_chunk(al_manifest *m, const Adaptiveload__ManifestChunk *c, const char *where, size_t *cap_steps,
                       size_t *cap_slot) {
   uint32_t W = m->world;
-  int rc = grow((void **)&m->stepv, cap_steps, (size_t)m->steps + c->n_steps, sizeof *m->stepv);
-  if (!rc) rc = grow((void **)&m->slot, cap_slot, ((size_t)m->steps + c->n_steps) * W + 1, sizeof *m->slot);
+  int rc = grow_array((void **)&m->stepv, cap_steps, (size_t)m->steps + c->n_steps, sizeof *m->stepv, "manifest steps");
+  if (!rc)
+    rc = grow_array((void **)&m->slot, cap_slot, ((size_t)m->steps + c->n_steps) * W + 1, sizeof *m->slot,
+                    "manifest steps");
   if (rc) return rc;
   for (size_t s = 0; s < c->n_steps; s++) {
     const Adaptiveload__Step *st = c->steps[s];
@@ -141,7 +133,9 @@ static int take_chunk(al_manifest *m, const Adaptiveload__ManifestChunk *c, cons
         return al_set_error(AL_EFORMAT, "%s: step %u rank %u has no micro-batch (data-parallel training would hang)",
                             where, st->step, r);
       m->slot[(size_t)m->steps * W + r] = m->n_micro;
-      if ((rc = grow((void **)&m->micro, &m->cap_micro, m->n_micro + rw->n_micro, sizeof *m->micro))) return rc;
+      if ((rc = grow_array((void **)&m->micro, &m->cap_micro, m->n_micro + rw->n_micro, sizeof *m->micro,
+                           "manifest micro-batches")))
+        return rc;
       for (size_t x = 0; x < rw->n_micro; x++) {
         const Adaptiveload__MicroBatch *mb = rw->micro[x];
         if (mb->bucket >= m->n_buckets)
@@ -152,13 +146,13 @@ static int take_chunk(al_manifest *m, const Adaptiveload__ManifestChunk *c, cons
         if (mb->n_tokens && mb->n_tokens != mb->n_samples)
           return al_set_error(AL_EFORMAT, "%s: step %u rank %u micro %zu: %zu samples, %zu tokens", where, st->step, r,
                               x, mb->n_samples, mb->n_tokens);
-        size_t ns = m->n_samples, old_cap = m->cap_samples;
-        if ((rc = grow((void **)&m->samples, &m->cap_samples, ns + mb->n_samples, sizeof *m->samples))) return rc;
-        if (m->cap_samples != old_cap || !m->tokens) {
-          void *nt = realloc(m->tokens, m->cap_samples * sizeof *m->tokens);
-          if (!nt) return al_set_error(AL_ENOMEM, "manifest: out of memory");
-          m->tokens = nt;
-        }
+        size_t ns = m->n_samples;
+        rc = grow_array((void **)&m->samples, &m->cap_samples, ns + mb->n_samples, sizeof *m->samples,
+                        "manifest samples");
+        if (!rc)
+          rc = grow_array((void **)&m->tokens, &m->cap_tokens, ns + mb->n_samples, sizeof *m->tokens,
+                          "manifest samples");
+        if (rc) return rc;
         for (size_t k = 0; k < mb->n_samples; k++) {
           if (mb->samples[k] >= m->info.index_samples)
             return al_set_error(AL_EFORMAT, "%s: step %u rank %u micro %zu: sample %llu beyond the index (%llu)", where,
@@ -174,7 +168,9 @@ static int take_chunk(al_manifest *m, const Adaptiveload__ManifestChunk *c, cons
         o->cost = mb->cost_ms;
         o->pad_first = m->n_pads;
         o->n_pad = (uint32_t)mb->n_padded;
-        if ((rc = grow((void **)&m->pads, &m->cap_pads, m->n_pads + mb->n_padded, sizeof *m->pads))) return rc;
+        if ((rc = grow_array((void **)&m->pads, &m->cap_pads, m->n_pads + mb->n_padded, sizeof *m->pads,
+                           "manifest padding")))
+          return rc;
         for (size_t k = 0; k < mb->n_padded; k++) {
           if (mb->padded[k] >= mb->n_samples)
             return al_set_error(AL_EFORMAT, "%s: step %u rank %u micro %zu: padded position %u of %zu", where, st->step,
@@ -238,7 +234,7 @@ int al_manifest_load(al_manifest **out, const char *path) {
       else rc = take_header(m, (const Adaptiveload__ManifestHeader *)msg, where);
       have_header = 1;
       if (!rc && !cap_slot) {
-        rc = grow((void **)&m->slot, &cap_slot, 1, sizeof *m->slot);
+        rc = grow_array((void **)&m->slot, &cap_slot, 1, sizeof *m->slot, "manifest steps");
         if (!rc) m->slot[0] = 0;
       }
     } else if (tag == AL_REC_KEY_CHUNK) {

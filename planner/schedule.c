@@ -9,22 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/grow_internal.h"
 #include "planner/plan_internal.h"
 #include "planner/rng_internal.h"
 
-static int grow(void **arr, size_t *cap, size_t need, size_t elem) {
-  if (need <= *cap) return AL_OK;
-  size_t nc = *cap ? *cap : 1024;
-  while (nc < need) nc *= 2;
-  void *na = realloc(*arr, nc * elem);
-  if (!na) return al_set_error(AL_ENOMEM, "plan: out of memory (%zu x %zu bytes)", nc, elem);
-  *arr = na;
-  *cap = nc;
-  return AL_OK;
-}
-
 static int push_micro(al_plan *p, uint64_t first, uint32_t n, uint32_t bucket, uint32_t padded) {
-  int rc = grow((void **)&p->micro, &p->cap_micro, p->n_micro + 1, sizeof *p->micro);
+  int rc = grow_array((void **)&p->micro, &p->cap_micro, p->n_micro + 1, sizeof *p->micro, "plan micro-batches");
   if (rc) return rc;
   plan_micro *m = &p->micro[p->n_micro];
   m->first = first;
@@ -39,7 +29,7 @@ static int push_micro(al_plan *p, uint64_t first, uint32_t n, uint32_t bucket, u
 
 /* Appends one sample to mb (padding repeats live there too). */
 static int push_sample(al_plan *p, uint32_t s) {
-  int rc = grow((void **)&p->mb, &p->cap_mb, p->n_mb + 1, sizeof *p->mb);
+  int rc = grow_array((void **)&p->mb, &p->cap_mb, p->n_mb + 1, sizeof *p->mb, "plan samples");
   if (rc) return rc;
   p->mb[p->n_mb++] = s;
   return AL_OK;
@@ -67,8 +57,10 @@ static int form_batches(al_plan *p, const uint64_t *items, size_t n) {
     if (!buf) rc = al_set_error(AL_ENOMEM, "plan: out of memory");
   }
   /* Sizes are known up front: allocate once (padding needs at most W more). */
-  if (!rc) rc = grow((void **)&p->mb, &p->cap_mb, n + p->world, sizeof *p->mb);
-  if (!rc) rc = grow((void **)&p->micro, &p->cap_micro, batches + 2 * (size_t)p->world, sizeof *p->micro);
+  if (!rc) rc = grow_array((void **)&p->mb, &p->cap_mb, n + p->world, sizeof *p->mb, "plan samples");
+  if (!rc)
+    rc = grow_array((void **)&p->micro, &p->cap_micro, batches + 2 * (size_t)p->world, sizeof *p->micro,
+                    "plan micro-batches");
   for (size_t i = 0; i < n && !rc; i++) {
     uint32_t s = (uint32_t)items[i], b = (uint32_t)(items[i] >> 32);
     buf[off[b] + fill[b]++] = s;

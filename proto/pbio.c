@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/grow_internal.h"
 #include "proto/adaptiveload.pb-c.h"
 
 #define MAGIC "ALPB"
@@ -178,13 +179,8 @@ int pbio_write_msg(pbio_writer *w, uint32_t tag, const ProtobufCMessage *msg) {
   if (n > AL_PBIO_MAX_RECORD)
     return al_set_error(AL_ERANGE, "%s: %s message of %zu bytes exceeds the %u-byte record limit",
                         w->path, msg->descriptor->name, n, AL_PBIO_MAX_RECORD);
-  if (n > w->pack_cap) {
-    size_t cap = n + n / 2 + 64;
-    uint8_t *p = realloc(w->pack, cap);
-    if (!p) return al_set_error(AL_ENOMEM, "%s: out of memory packing %zu bytes", w->path, n);
-    w->pack = p;
-    w->pack_cap = cap;
-  }
+  int rc = grow_array((void **)&w->pack, &w->pack_cap, n, 1, "the record buffer");
+  if (rc) return al_error_prefix(rc, "%s", w->path);
   size_t got = protobuf_c_message_pack(msg, w->pack);
   return pbio_write(w, tag, w->pack, got);
 }
@@ -300,14 +296,8 @@ static int r_fill(pbio_reader *r, size_t n) {
     r->d_len -= r->d_pos;
     r->d_pos = 0;
   }
-  if (n > r->d_cap) {
-    size_t cap = r->d_cap;
-    while (cap < n) cap *= 2;
-    uint8_t *p = realloc(r->d, cap);
-    if (!p) return al_set_error(AL_ENOMEM, "%s: out of memory (%zu-byte record)", r->path, n);
-    r->d = p;
-    r->d_cap = cap;
-  }
+  int rc = grow_array((void **)&r->d, &r->d_cap, n, 1, "the record buffer");
+  if (rc) return al_error_prefix(rc, "%s", r->path);
   while (r->d_len < n && !r->frame_done) {
     if (r->in_pos == r->in_len) {
       if (r->file_eof) {

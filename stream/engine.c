@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/grow_internal.h"
 #include "stream/cuda_rt_internal.h"
 #include "stream/member_reader_internal.h"
 #include "stream/engine_internal.h"
@@ -100,25 +101,22 @@ static size_t align_up(size_t x, size_t a) { return (x + a - 1) & ~(a - 1); }
 
 /* ------------------------------------------------------------ slot metadata */
 
+/* The per-sample arrays of a batch share one capacity: n samples (n + 1 for
+ * cu and offsets, 3 n for shapes). */
 static int meta_reserve(slot *sl, size_t n) {
   if (n <= sl->meta_cap) return AL_OK;
-  size_t c = sl->meta_cap ? sl->meta_cap : 16;
-  while (c < n) c *= 2;
-  void *p;
-#define GROW(field, count)                                           \
-  p = realloc((void *)sl->field, (count) * sizeof *sl->field);       \
-  if (!p) return al_set_error(AL_ENOMEM, "batch metadata of %zu samples", c); \
-  sl->field = p;
-  GROW(keys, c)
-  GROW(samples, c)
-  GROW(shapes, 3 * c)
-  GROW(padded, c)
-  GROW(cu, c + 1)
-  GROW(offsets, c + 1)
-  GROW(sizes, c)
-#undef GROW
-  sl->meta_cap = c;
-  return AL_OK;
+  const char *what = "batch metadata";
+  size_t c;
+  int rc = grow_capacity(sl->meta_cap, n, 3 * sizeof *sl->shapes, what, &c);
+  if (!rc) rc = grow_resize((void **)&sl->keys, c, sizeof *sl->keys, what);
+  if (!rc) rc = grow_resize((void **)&sl->samples, c, sizeof *sl->samples, what);
+  if (!rc) rc = grow_resize((void **)&sl->shapes, c, 3 * sizeof *sl->shapes, what);
+  if (!rc) rc = grow_resize((void **)&sl->padded, c, sizeof *sl->padded, what);
+  if (!rc) rc = grow_resize((void **)&sl->cu, c + 1, sizeof *sl->cu, what);
+  if (!rc) rc = grow_resize((void **)&sl->offsets, c + 1, sizeof *sl->offsets, what);
+  if (!rc) rc = grow_resize((void **)&sl->sizes, c, sizeof *sl->sizes, what);
+  if (!rc) sl->meta_cap = c;
+  return rc;
 }
 
 static void skipped_clear(slot *sl) {
@@ -131,13 +129,12 @@ static void skipped_clear(slot *sl) {
 
 static int skipped_add(slot *sl, const char *key, const char *reason) {
   if (sl->n_skipped == sl->skip_cap) {
-    size_t c = sl->skip_cap ? sl->skip_cap * 2 : 4;
-    char **k = realloc(sl->skipped_keys, c * sizeof *k);
-    if (!k) return AL_ENOMEM;
-    sl->skipped_keys = k;
-    char **r = realloc(sl->skipped_reasons, c * sizeof *r);
-    if (!r) return AL_ENOMEM;
-    sl->skipped_reasons = r;
+    const char *what = "skipped-sample list";
+    size_t c;
+    int rc = grow_capacity(sl->skip_cap, sl->n_skipped + 1, sizeof(char *), what, &c);
+    if (!rc) rc = grow_resize((void **)&sl->skipped_keys, c, sizeof *sl->skipped_keys, what);
+    if (!rc) rc = grow_resize((void **)&sl->skipped_reasons, c, sizeof *sl->skipped_reasons, what);
+    if (rc) return rc;
     sl->skip_cap = c;
   }
   char *kd = strdup(key ? key : "?");
@@ -182,24 +179,24 @@ static void slot_free(slot *sl) {
 static int stopping(al_stream *s) { return atomic_load_explicit(&s->stop, memory_order_relaxed); }
 
 static int device_copy(al_stream *s, slot *sl, size_t bytes) {
-  int st;
+  int rc;
   if (bytes > sl->dev_cap) {
     /* A device buffer still read by kernels of the consumer must not be
      * freed under them: wait for its release first (rare: growth only). */
-    if (sl->release_pending && (st = stream_cuda_event_sync(sl->release_ev)) != AL_OK) return st;
+    if (sl->release_pending && (rc = stream_cuda_event_sync(sl->release_ev)) != AL_OK) return rc;
     stream_cuda_free(sl->dev);
     sl->dev = NULL;
     sl->dev_cap = 0;
     size_t cap = align_up(bytes + bytes / 4, (size_t)1 << 20);
-    if ((st = stream_cuda_malloc(&sl->dev, cap)) != AL_OK) return st;
+    if ((rc = stream_cuda_malloc(&sl->dev, cap)) != AL_OK) return rc;
     sl->dev_cap = cap;
   }
   if (sl->release_pending) {
-    if ((st = stream_cuda_stream_wait_event(s->copy_stream, sl->release_ev)) != AL_OK) return st;
+    if ((rc = stream_cuda_stream_wait_event(s->copy_stream, sl->release_ev)) != AL_OK) return rc;
     sl->release_pending = 0;
   }
-  if ((st = stream_cuda_memcpy_h2d_async(sl->dev, sl->buf.p, bytes, s->copy_stream)) != AL_OK) return st;
-  if ((st = stream_cuda_event_record(sl->ready_ev, s->copy_stream)) != AL_OK) return st;
+  if ((rc = stream_cuda_memcpy_h2d_async(sl->dev, sl->buf.p, bytes, s->copy_stream)) != AL_OK) return rc;
+  if ((rc = stream_cuda_event_record(sl->ready_ev, s->copy_stream)) != AL_OK) return rc;
   sl->copy_pending = 1;
   return AL_OK;
 }
@@ -207,19 +204,19 @@ static int device_copy(al_stream *s, slot *sl, size_t bytes) {
 static void fill(al_stream *s, stream_reader *rd, slot *sl) {
   const stream_plan_batch *pb = &s->plan.batches[s->first + sl->seq * s->stride];
   al_stream_batch *b = &sl->batch;
-  int st;
+  int rc;
   sl->status = AL_OK;
   skipped_clear(sl);
   /* The previous copy out of this host buffer must be over before it is overwritten. */
   if (sl->copy_pending) {
-    if ((st = stream_cuda_event_sync(sl->ready_ev)) != AL_OK) {
-      slot_set_error(sl, st);
+    if ((rc = stream_cuda_event_sync(sl->ready_ev)) != AL_OK) {
+      slot_set_error(sl, rc);
       return;
     }
     sl->copy_pending = 0;
   }
-  if ((st = meta_reserve(sl, pb->n)) != AL_OK) {
-    slot_set_error(sl, st);
+  if ((rc = meta_reserve(sl, pb->n)) != AL_OK) {
+    slot_set_error(sl, rc);
     return;
   }
   size_t n = 0, off = 0, end = 0;
@@ -234,22 +231,22 @@ static void fill(al_stream *s, stream_reader *rd, slot *sl) {
     const stream_plan_sample *ps = &s->plan.samples[pb->first + i];
     stream_source_job job;
     size_t len = 0;
-    st = s->src.job(s->src.ctx, ps->sample, s->ext, &job);
-    if (st == AL_OK) st = stream_reader_read(rd, &job, &sl->buf, off, &len);
-    if (st == AL_OK && tokens + ps->tokens > (uint64_t)INT32_MAX)
-      st = al_set_error(AL_ERANGE, "key '%s': micro-batch exceeds 2^31-1 tokens (cu_seqlens is int32)",
+    rc = s->src.job(s->src.ctx, ps->sample, s->ext, &job);
+    if (rc == AL_OK) rc = stream_reader_read(rd, &job, &sl->buf, off, &len);
+    if (rc == AL_OK && tokens + ps->tokens > (uint64_t)INT32_MAX)
+      rc = al_set_error(AL_ERANGE, "key '%s': micro-batch exceeds 2^31-1 tokens (cu_seqlens is int32)",
                         job.key ? job.key : "?");
-    if (st != AL_OK) {
+    if (rc != AL_OK) {
       /* Every message names the key; say where in the plan it sits, too. */
-      al_error_prefix(st, "step %" PRIu32 " micro %" PRIu32 " sample %zu", pb->step, pb->micro, i);
-      if (s->on_error == AL_STREAM_SKIP_SAMPLE && st != AL_ENOMEM) {
+      al_error_prefix(rc, "step %" PRIu32 " micro %" PRIu32 " sample %zu", pb->step, pb->micro, i);
+      if (s->on_error == AL_STREAM_SKIP_SAMPLE && rc != AL_ENOMEM) {
         if (skipped_add(sl, job.key, al_last_error()) != AL_OK) {
           slot_set_error(sl, al_set_error(AL_ENOMEM, "skipped-sample list"));
           return;
         }
         continue;
       }
-      slot_set_error(sl, st);
+      slot_set_error(sl, rc);
       return;
     }
     if (off > end) memset(sl->buf.p + end, 0, off - end); /* deterministic padding */
@@ -271,8 +268,8 @@ static void fill(al_stream *s, stream_reader *rd, slot *sl) {
   /* cu_seqlens rides behind the payload so one copy moves both. */
   size_t cu_off = align_up(end, s->align);
   size_t total = cu_off + (n + 1) * sizeof(int32_t);
-  if ((st = stream_growbuf_reserve(&sl->buf, total, end)) != AL_OK) {
-    slot_set_error(sl, st);
+  if ((rc = stream_growbuf_reserve(&sl->buf, total, end)) != AL_OK) {
+    slot_set_error(sl, rc);
     return;
   }
   if (cu_off > end) memset(sl->buf.p + end, 0, cu_off - end);
@@ -305,8 +302,8 @@ static void fill(al_stream *s, stream_reader *rd, slot *sl) {
   b->skipped_keys = (const char *const *)sl->skipped_keys;
   b->skipped_reasons = (const char *const *)sl->skipped_reasons;
   if (s->device_copy) {
-    if ((st = device_copy(s, sl, total)) != AL_OK) {
-      slot_set_error(sl, al_error_prefix(st, "step %" PRIu32 " micro %" PRIu32 ": device copy",
+    if ((rc = device_copy(s, sl, total)) != AL_OK) {
+      slot_set_error(sl, al_error_prefix(rc, "step %" PRIu32 " micro %" PRIu32 ": device copy",
                                          pb->step, pb->micro));
       return;
     }
@@ -322,8 +319,8 @@ typedef struct thread_arg {
 static void *reader_main(void *arg) {
   al_stream *s = arg;
   stream_reader *rd = NULL;
-  int st = stream_reader_new(&rd, s->shards, s->read_block);
-  if (st == AL_OK && (s->pinned || s->device_copy)) st = stream_cuda_set_device(s->device);
+  int rc = stream_reader_new(&rd, s->shards, s->read_block);
+  if (rc == AL_OK && (s->pinned || s->device_copy)) rc = stream_cuda_set_device(s->device);
   for (;;) {
     pthread_mutex_lock(&s->mu);
     slot *sl = NULL;
@@ -347,8 +344,8 @@ static void *reader_main(void *arg) {
     pthread_mutex_unlock(&s->mu);
 
     double t0 = now_s();
-    if (st != AL_OK)
-      slot_set_error(sl, st); /* the reader could not start: its first batch says why */
+    if (rc != AL_OK)
+      slot_set_error(sl, rc); /* the reader could not start: its first batch says why */
     else
       fill(s, rd, sl);
     double t1 = now_s();
@@ -359,7 +356,7 @@ static void *reader_main(void *arg) {
     sl->state = SLOT_READY;
     pthread_cond_broadcast(&s->cv_ready);
     pthread_mutex_unlock(&s->mu);
-    if (st != AL_OK) break;
+    if (rc != AL_OK) break;
   }
   stream_reader_free(rd);
   return NULL;
@@ -377,9 +374,64 @@ int stream_env_long(const char *name, long *out) {
   return 1;
 }
 
-static int stream_fail_open(al_stream *s, int st) {
-  al_stream_close(s);
-  return st;
+/* Checks a resume state against the plan and sets first/stride from it. */
+static int resume_from(al_stream *s, const al_stream_state *r, const al_stream_options *o) {
+  const stream_rank_plan *p = &s->plan;
+  if (r->version != AL_STREAM_STATE_VERSION)
+    return al_set_error(AL_EVERSION, "stream state version %" PRIu32 ", expected %u", r->version,
+                        AL_STREAM_STATE_VERSION);
+  if (r->rank != p->rank || r->world != p->world || r->epoch != p->epoch || r->seed != p->seed ||
+      r->index_fingerprint != p->index_fingerprint)
+    return al_set_error(AL_ESTATE,
+                        "stream state is of rank %" PRIu32 "/%" PRIu32 " epoch %" PRIu32 " seed %" PRIu64
+                        " index %016" PRIx64 ", this stream is rank %" PRIu32 "/%" PRIu32 " epoch %" PRIu32
+                        " seed %" PRIu64 " index %016" PRIx64,
+                        r->rank, r->world, r->epoch, r->seed, r->index_fingerprint, p->rank, p->world,
+                        p->epoch, p->seed, p->index_fingerprint);
+  if (r->stride == 0 || r->position > p->n_batches)
+    return al_set_error(AL_ESTATE,
+                        "stream state position %" PRIu64 " (stride %" PRIu32 ") out of range: %zu micro-batches",
+                        r->position, r->stride, p->n_batches);
+  if (r->position < p->n_batches &&
+      (p->batches[r->position].step != r->next_step || p->batches[r->position].micro != r->next_micro))
+    return al_set_error(AL_ESTATE,
+                        "stream state says micro-batch %" PRIu64 " is step %" PRIu32 " micro %" PRIu32
+                        ", the manifest has step %" PRIu32 " micro %" PRIu32 " there (another manifest?)",
+                        r->position, r->next_step, r->next_micro, p->batches[r->position].step,
+                        p->batches[r->position].micro);
+  if (o->stride == 0) {
+    s->first = r->position; /* continue exactly as the saved stream read */
+    s->stride = r->stride;
+  } else if (r->stride == 1) {
+    s->first = r->position + o->first; /* a rank-level state, re-sliced (DataLoader workers) */
+    s->stride = o->stride;
+  } else {
+    return al_set_error(AL_ESTATE,
+                        "stream state of stride %" PRIu32 " cannot be re-sliced with stride %" PRIu32
+                        "; resume it with stride 0 (unset)",
+                        r->stride, o->stride);
+  }
+  s->base_delivered = r->delivered;
+  s->base_skipped = r->skipped;
+  return AL_OK;
+}
+
+/* Device copies: the device (option, else LOCAL_RANK, else 0) and the copy stream. */
+static int open_device(al_stream *s, long dev, int devices) {
+  if (devices == 0)
+    return al_set_error(AL_EUNSUPPORTED,
+                        "device copy requested but no CUDA device is usable "
+                        "(cudaGetDeviceCount failed or found none)");
+  if (dev < 0) {
+    dev = 0;
+    if (stream_env_long("LOCAL_RANK", &dev) < 0)
+      return al_set_error(AL_EINVAL, "LOCAL_RANK is not a number: '%s'", getenv("LOCAL_RANK"));
+  }
+  if (dev >= devices) return al_set_error(AL_EINVAL, "CUDA device %ld out of range (%d devices)", dev, devices);
+  s->device = (int)dev;
+  int rc = stream_cuda_set_device(s->device);
+  if (rc == AL_OK) rc = stream_cuda_stream_create(&s->copy_stream);
+  return rc;
 }
 
 int stream_open_source(al_stream **out, const stream_source *src, stream_rank_plan *plan,
@@ -399,6 +451,7 @@ int stream_open_source(al_stream **out, const stream_source *src, stream_rank_pl
 
   al_stream *s = calloc(1, sizeof *s);
   if (!s) return al_set_error(AL_ENOMEM, "stream");
+  int rc = AL_OK;
   pthread_mutex_init(&s->mu, NULL);
   pthread_cond_init(&s->cv_free, NULL);
   pthread_cond_init(&s->cv_ready, NULL);
@@ -409,52 +462,17 @@ int stream_open_source(al_stream **out, const stream_source *src, stream_rank_pl
   s->on_error = o.on_error;
   s->align = align;
   s->read_block = o.read_block ? o.read_block : ((size_t)1 << 20);
-  if (!s->ext) return stream_fail_open(s, al_set_error(AL_ENOMEM, "stream"));
+  if (!s->ext) {
+    rc = al_set_error(AL_ENOMEM, "stream");
+    goto cleanup;
+  }
 
   /* Which micro-batches: first, first+stride, ... of the rank sequence. */
   s->first = o.first;
   s->stride = o.stride ? o.stride : 1;
   if (o.resume) {
-    const al_stream_state *r = o.resume;
-    const stream_rank_plan *p = &s->plan;
-    if (r->version != AL_STREAM_STATE_VERSION)
-      return stream_fail_open(s, al_set_error(AL_EVERSION, "stream state version %" PRIu32 ", expected %u",
-                                              r->version, AL_STREAM_STATE_VERSION));
-    if (r->rank != p->rank || r->world != p->world || r->epoch != p->epoch || r->seed != p->seed ||
-        r->index_fingerprint != p->index_fingerprint)
-      return stream_fail_open(
-          s, al_set_error(AL_ESTATE,
-                          "stream state is of rank %" PRIu32 "/%" PRIu32 " epoch %" PRIu32 " seed %" PRIu64
-                          " index %016" PRIx64 ", this stream is rank %" PRIu32 "/%" PRIu32 " epoch %" PRIu32
-                          " seed %" PRIu64 " index %016" PRIx64,
-                          r->rank, r->world, r->epoch, r->seed, r->index_fingerprint, p->rank, p->world,
-                          p->epoch, p->seed, p->index_fingerprint));
-    if (r->stride == 0 || r->position > p->n_batches)
-      return stream_fail_open(s, al_set_error(AL_ESTATE, "stream state position %" PRIu64 " (stride %" PRIu32
-                                                             ") out of range: %zu micro-batches",
-                                              r->position, r->stride, p->n_batches));
-    if (r->position < p->n_batches &&
-        (p->batches[r->position].step != r->next_step || p->batches[r->position].micro != r->next_micro))
-      return stream_fail_open(
-          s, al_set_error(AL_ESTATE,
-                          "stream state says micro-batch %" PRIu64 " is step %" PRIu32 " micro %" PRIu32
-                          ", the manifest has step %" PRIu32 " micro %" PRIu32 " there (another manifest?)",
-                          r->position, r->next_step, r->next_micro, p->batches[r->position].step,
-                          p->batches[r->position].micro));
-    if (o.stride == 0) {
-      s->first = r->position; /* continue exactly as the saved stream read */
-      s->stride = r->stride;
-    } else if (r->stride == 1) {
-      s->first = r->position + o.first; /* a rank-level state, re-sliced (DataLoader workers) */
-      s->stride = o.stride;
-    } else {
-      return stream_fail_open(s, al_set_error(AL_ESTATE,
-                                              "stream state of stride %" PRIu32 " cannot be re-sliced with "
-                                              "stride %" PRIu32 "; resume it with stride 0 (unset)",
-                                              r->stride, o.stride));
-    }
-    s->base_delivered = r->delivered;
-    s->base_skipped = r->skipped;
+    rc = resume_from(s, o.resume, &o);
+    if (rc != AL_OK) goto cleanup;
   }
   s->total = s->first < s->plan.n_batches ? (s->plan.n_batches - s->first + s->stride - 1) / s->stride : 0;
 
@@ -462,61 +480,60 @@ int stream_open_source(al_stream **out, const stream_source *src, stream_rank_pl
   int devices = stream_cuda_devices();
   s->device_copy = o.device_copy != 0;
   s->pinned = o.pinned == -1 ? 0 : devices > 0;
-  if (o.pinned == 1 && devices == 0)
-    return stream_fail_open(s, al_set_error(AL_EUNSUPPORTED, "pinned buffers requested but no CUDA device is usable"));
+  if (o.pinned == 1 && devices == 0) {
+    rc = al_set_error(AL_EUNSUPPORTED, "pinned buffers requested but no CUDA device is usable");
+    goto cleanup;
+  }
   if (s->device_copy) {
-    if (devices == 0)
-      return stream_fail_open(s, al_set_error(AL_EUNSUPPORTED,
-                                              "device copy requested but no CUDA device is usable "
-                                              "(cudaGetDeviceCount failed or found none)"));
-    long dev = o.cuda_device;
-    if (dev < 0) {
-      dev = 0;
-      if (stream_env_long("LOCAL_RANK", &dev) < 0)
-        return stream_fail_open(s, al_set_error(AL_EINVAL, "LOCAL_RANK is not a number: '%s'", getenv("LOCAL_RANK")));
-    }
-    if (dev >= devices)
-      return stream_fail_open(s, al_set_error(AL_EINVAL, "CUDA device %ld out of range (%d devices)", dev, devices));
-    s->device = (int)dev;
-    int st = stream_cuda_set_device(s->device);
-    if (st == AL_OK) st = stream_cuda_stream_create(&s->copy_stream);
-    if (st != AL_OK) return stream_fail_open(s, st);
+    rc = open_device(s, o.cuda_device, devices);
+    if (rc != AL_OK) goto cleanup;
   }
 
   s->n_slots = o.prefetch ? o.prefetch : 4;
   s->slots = calloc((size_t)s->n_slots, sizeof *s->slots);
-  if (!s->slots) return stream_fail_open(s, al_set_error(AL_ENOMEM, "stream pool"));
-  for (int i = 0; i < s->n_slots; i++) {
+  if (!s->slots) {
+    rc = al_set_error(AL_ENOMEM, "stream pool");
+    goto cleanup;
+  }
+  for (int i = 0; i < s->n_slots && rc == AL_OK; i++) {
     s->slots[i].buf.pinned = s->pinned;
     if (s->device_copy) {
-      int st = stream_cuda_event_create(&s->slots[i].ready_ev);
-      if (st == AL_OK) st = stream_cuda_event_create(&s->slots[i].release_ev);
-      if (st != AL_OK) return stream_fail_open(s, st);
+      rc = stream_cuda_event_create(&s->slots[i].ready_ev);
+      if (rc == AL_OK) rc = stream_cuda_event_create(&s->slots[i].release_ev);
     }
   }
-  int st = stream_shard_table_new(&s->shards, &s->src);
-  if (st != AL_OK) return stream_fail_open(s, st);
+  if (rc == AL_OK) rc = stream_shard_table_new(&s->shards, &s->src);
+  if (rc != AL_OK) goto cleanup;
 
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   int threads = o.threads ? o.threads : (int)(cores < 1 ? 1 : cores > 4 ? 4 : cores);
   s->threads = calloc((size_t)threads, sizeof *s->threads);
-  if (!s->threads) return stream_fail_open(s, al_set_error(AL_ENOMEM, "stream threads"));
+  if (!s->threads) {
+    rc = al_set_error(AL_ENOMEM, "stream threads");
+    goto cleanup;
+  }
   for (int i = 0; i < threads; i++) {
-    if (pthread_create(&s->threads[i], NULL, reader_main, s) != 0)
-      return stream_fail_open(s, al_set_error(AL_ENOMEM, "cannot start reader thread %d", i));
+    if (pthread_create(&s->threads[i], NULL, reader_main, s) != 0) {
+      rc = al_set_error(AL_ENOMEM, "cannot start reader thread %d", i);
+      goto cleanup;
+    }
     s->n_threads++;
   }
   *out = s;
   return AL_OK;
+
+cleanup:
+  al_stream_close(s);
+  return rc;
 }
 
 int al_stream_next(al_stream *s, const al_stream_batch **out) {
   *out = NULL;
   pthread_mutex_lock(&s->mu);
   if (s->failed) {
-    int st = al_set_error(s->fail_status, "%s", s->fail_msg ? s->fail_msg : "stream failed");
+    int rc = al_set_error(s->fail_status, "%s", s->fail_msg ? s->fail_msg : "stream failed");
     pthread_mutex_unlock(&s->mu);
-    return st;
+    return rc;
   }
   if (s->next_deliver >= s->total) {
     pthread_mutex_unlock(&s->mu);
@@ -549,9 +566,9 @@ int al_stream_next(al_stream *s, const al_stream_batch **out) {
     sl->state = SLOT_FREE;
     s->in_use--;
     pthread_cond_broadcast(&s->cv_free);
-    int st = al_set_error(s->fail_status, "%s", s->fail_msg ? s->fail_msg : "batch failed");
+    int rc = al_set_error(s->fail_status, "%s", s->fail_msg ? s->fail_msg : "batch failed");
     pthread_mutex_unlock(&s->mu);
-    return st;
+    return rc;
   }
   sl->state = SLOT_HELD;
   s->held++;
@@ -579,10 +596,10 @@ int al_stream_release_after(al_stream *s, const al_stream_batch *b, void *cuda_s
     return al_set_error(AL_EINVAL, "release: batch not held (released twice, or from another stream)");
   }
   if (cuda_stream != (void *)-1 && s->device_copy) {
-    int st = stream_cuda_event_record(sl->release_ev, cuda_stream);
-    if (st != AL_OK) {
+    int rc = stream_cuda_event_record(sl->release_ev, cuda_stream);
+    if (rc != AL_OK) {
       pthread_mutex_unlock(&s->mu);
-      return st;
+      return rc;
     }
     sl->release_pending = 1;
   }

@@ -7,8 +7,8 @@
 
 static int idx_shard(void *ctx, uint32_t id, stream_source_shard *out) {
   al_shard_info si;
-  int st = al_index_shard((const al_index *)ctx, id, &si);
-  if (st != AL_OK) return st;
+  int rc = al_index_shard((const al_index *)ctx, id, &si);
+  if (rc != AL_OK) return rc;
   out->path = si.path;
   out->size = si.size;
   out->mtime_ns = si.mtime_ns;
@@ -23,28 +23,28 @@ static int idx_job(void *ctx, uint64_t sample, const char *ext, stream_source_jo
   if (sample >= al_index_sample_count(idx))
     return al_set_error(AL_ERANGE, "sample %" PRIu64 " out of range: the index holds %zu samples",
                         sample, al_index_sample_count(idx));
-  int st = al_index_sample(idx, (size_t)sample, &si);
-  if (st != AL_OK) return st;
+  int rc = al_index_sample(idx, (size_t)sample, &si);
+  if (rc != AL_OK) return rc;
   job->key = si.key;
   job->shard = si.shard;
   job->width = si.width;
   job->height = si.height;
   job->frames = si.frames;
   al_member_info mi;
-  st = al_index_find_member(idx, (size_t)sample, ext, &mi);
-  if (st == AL_ENOTFOUND) {
+  rc = al_index_find_member(idx, (size_t)sample, ext, &mi);
+  if (rc == AL_ENOTFOUND) {
     /* KEY.ext.lz4: the index may list it under "ext.lz4". */
     char lz[64];
     if ((size_t)snprintf(lz, sizeof lz, "%s.lz4", ext) < sizeof lz)
-      st = al_index_find_member(idx, (size_t)sample, lz, &mi);
+      rc = al_index_find_member(idx, (size_t)sample, lz, &mi);
   }
-  if (st != AL_OK) {
+  if (rc != AL_OK) {
     al_shard_info sh;
     const char *path = al_index_shard(idx, si.shard, &sh) == AL_OK ? sh.path : "?";
-    if (st == AL_ENOTFOUND)
+    if (rc == AL_ENOTFOUND)
       return al_set_error(AL_ENOTFOUND, "%s: key '%s': no member '%s.%s' (nor '.%s.lz4') in the index",
                           path, si.key, si.key, ext, ext);
-    return al_error_prefix(st, "%s: key '%s'", path, si.key);
+    return al_error_prefix(rc, "%s: key '%s'", path, si.key);
   }
   int n = snprintf(job->member, sizeof job->member, "%s.%s", si.key, mi.ext);
   /* The index may name the member "ext" with lz4 set, or "ext.lz4". */

@@ -12,19 +12,23 @@
 
 #include <archive.h>
 #include <archive_entry.h>
-#include <lz4frame.h>
 
+#include "common/grow_internal.h"
+#include "loader/lz4_member_internal.h"
 #include "stream/cuda_rt_internal.h"
 
 /* ---------------------------------------------------------------- buffers */
 
 int stream_growbuf_reserve(stream_growbuf *b, size_t need, size_t keep) {
   if (need <= b->cap) return AL_OK;
-  /* Grow by half again so a run of slightly larger batches does not
-   * reallocate (and, when pinned, re-register) each time. */
-  size_t cap = b->cap + b->cap / 2;
-  if (cap < need) cap = need;
-  cap = (cap + ((size_t)1 << 20) - 1) & ~(((size_t)1 << 20) - 1);
+  /* Grow by half again (grow_capacity) so a run of slightly larger batches
+   * does not reallocate (and, when pinned, re-register) each time; whole MiB. */
+  const size_t mib = (size_t)1 << 20;
+  size_t cap;
+  int rc = grow_capacity(b->cap, need, 1, "a stream buffer", &cap);
+  if (rc != AL_OK) return rc;
+  if (cap > SIZE_MAX - (mib - 1)) return al_set_error(AL_ENOMEM, "a stream buffer of %zu bytes exceeds the address space", need);
+  cap = (cap + mib - 1) & ~(mib - 1);
   uint8_t *p = stream_host_alloc(cap, b->pinned);
   if (!p) return AL_ENOMEM;
   if (keep) memcpy(p, b->p, keep);
@@ -98,9 +102,9 @@ static int shard_get(stream_shard_table *t, uint32_t id, shard_slot **out) {
   pthread_mutex_lock(&t->mu);
   shard_slot *s = &t->slots[id];
   if (s->state == 0) {
-    int st = t->src->shard(t->src->ctx, id, &s->info);
-    if (st != AL_OK) {
-      slot_fail(s, st);
+    int rc = t->src->shard(t->src->ctx, id, &s->info);
+    if (rc != AL_OK) {
+      slot_fail(s, rc);
     } else if (s->info.seekable) {
       int fd = open(s->info.path, O_RDONLY | O_CLOEXEC);
       struct stat sb;
@@ -148,11 +152,11 @@ static int shard_get(stream_shard_table *t, uint32_t id, shard_slot **out) {
         s->state = 1;
     }
   }
-  int st = AL_OK;
-  if (s->state < 0) st = al_set_error(s->status, "%s", s->error ? s->error : "shard unusable");
+  int rc = AL_OK;
+  if (s->state < 0) rc = al_set_error(s->status, "%s", s->error ? s->error : "shard unusable");
   pthread_mutex_unlock(&t->mu);
   *out = s;
-  return st;
+  return rc;
 }
 
 /* ----------------------------------------------------------------- reader */
@@ -256,68 +260,63 @@ static int read_exact(member_in *in, uint8_t *dst, uint64_t size, const stream_s
   return AL_OK;
 }
 
+/* LZ4 member input: in_read, with the job and shard for its messages. */
+typedef struct lz4_in {
+  member_in *in;
+  const stream_source_job *job;
+  const char *shard;
+} lz4_in;
+
+static long long lz4_read(void *ctx, uint8_t *buf, size_t cap) {
+  lz4_in *li = ctx;
+  return in_read(li->in, buf, cap, li->job, li->shard);
+}
+
+/* LZ4 member output: b->p + off on, the first `off` bytes of b kept. */
+typedef struct lz4_out {
+  stream_growbuf *b;
+  size_t off;
+} lz4_out;
+
+static int lz4_reserve(void *ctx, size_t need, size_t keep, uint8_t **out, size_t *cap) {
+  lz4_out *lo = ctx;
+  if (need > SIZE_MAX - lo->off)
+    return al_set_error(AL_ENOMEM, "stream buffer: %zu + %zu bytes exceed the address space", lo->off, need);
+  int rc = stream_growbuf_reserve(lo->b, lo->off + need, lo->off + keep);
+  if (rc != AL_OK) return rc;
+  *out = lo->b->p + lo->off;
+  *cap = lo->b->cap - lo->off;
+  return AL_OK;
+}
+
 static int decode_lz4(stream_reader *r, member_in *in, const stream_source_job *job, const char *shard,
                       stream_growbuf *b, size_t off, size_t *len) {
-  LZ4F_resetDecompressionContext(r->dctx);
-  uint64_t consumed = 0; /* member bytes handed to LZ4F */
-  size_t have = 0, at = 0;
-  size_t out = 0;
-  unsigned long long content = 0;
-  int header = 1;
-  size_t hint = 1;
-  while (hint != 0) {
-    if (at == have) {
-      if (consumed >= job->size) break;
-      uint64_t want = job->size - consumed;
-      long long n = in_read(in, r->scratch, want < r->block ? (size_t)want : r->block, job, shard);
-      if (n < 0) return (int)n;
-      if (n == 0) break;
-      have = (size_t)n;
-      at = 0;
-      consumed += (uint64_t)n;
-    }
-    if (header) {
-      /* The frame header may carry the decoded size: reserve it at once. */
-      LZ4F_frameInfo_t info;
-      size_t hn = have - at;
-      size_t e = LZ4F_getFrameInfo(r->dctx, &info, r->scratch + at, &hn);
-      if (LZ4F_isError(e))
-        return fail_at(job, shard, job->offset, AL_EFORMAT, "LZ4 frame header: ", LZ4F_getErrorName(e));
-      at += hn;
-      if (hn == 0 && at == have) continue; /* header split across reads */
-      header = 0;
-      content = info.contentSize;
-      if (content > (unsigned long long)(SIZE_MAX / 2))
-        return fail_at(job, shard, job->offset, AL_ERANGE, "LZ4 content size absurd", NULL);
-      int st = stream_growbuf_reserve(b, off + (content ? (size_t)content : r->block), off);
-      if (st != AL_OK) return st;
-      hint = e;
-      continue;
-    }
-    if (b->cap - off - out == 0) {
-      int st = stream_growbuf_reserve(b, off + out + (out > r->block ? out : r->block), off + out);
-      if (st != AL_OK) return st;
-    }
-    size_t dn = b->cap - off - out;
-    size_t sn = have - at;
-    hint = LZ4F_decompress(r->dctx, b->p + off + out, &dn, r->scratch + at, &sn, NULL);
-    if (LZ4F_isError(hint))
-      return fail_at(job, shard, job->offset + consumed - (have - at), AL_EFORMAT, "LZ4 decode: ",
-                     LZ4F_getErrorName(hint));
-    at += sn;
-    out += dn;
+  lz4_in li = {in, job, shard};
+  lz4_out lo = {b, off};
+  lz4_member_src src = {.size = job->size, .read = lz4_read, .ctx = &li, .scratch = r->scratch, .block = r->block};
+  lz4_member_dst dst = {.reserve = lz4_reserve, .ctx = &lo, .first = r->block, .limit = SIZE_MAX / 2};
+  lz4_member_result res;
+  int rc = lz4_member_decode(r->dctx, &src, &dst, &res);
+  if (rc != AL_OK) return rc;
+  char what[96];
+  switch (res.fault) {
+    case LZ4_MEMBER_OK:
+      break;
+    case LZ4_MEMBER_BAD_HEADER:
+      return fail_at(job, shard, job->offset, AL_EFORMAT, "LZ4 frame header: ", res.lz4_error);
+    case LZ4_MEMBER_TOO_LARGE:
+      return fail_at(job, shard, job->offset + res.at, AL_ERANGE, "LZ4 content size absurd", NULL);
+    case LZ4_MEMBER_CORRUPT:
+      return fail_at(job, shard, job->offset + res.at, AL_EFORMAT, "LZ4 decode: ", res.lz4_error);
+    case LZ4_MEMBER_TRUNCATED:
+      return fail_at(job, shard, job->offset + res.at, AL_EFORMAT, "truncated LZ4 frame", NULL);
+    case LZ4_MEMBER_TRAILING:
+      return fail_at(job, shard, job->offset + res.at, AL_EFORMAT, "bytes after the end of the LZ4 frame", NULL);
+    case LZ4_MEMBER_SIZE_MISMATCH:
+      snprintf(what, sizeof what, "%zu bytes, header says %llu", res.len, res.content);
+      return fail_at(job, shard, job->offset, AL_EFORMAT, "LZ4 content size mismatch: decoded ", what);
   }
-  if (hint != 0)
-    return fail_at(job, shard, job->offset + consumed, AL_EFORMAT, "truncated LZ4 frame", NULL);
-  if (at != have || consumed != job->size)
-    return fail_at(job, shard, job->offset + consumed - (have - at), AL_EFORMAT,
-                   "bytes after the end of the LZ4 frame", NULL);
-  if (content && out != content) {
-    char what[96];
-    snprintf(what, sizeof what, "%zu bytes, header says %llu", out, content);
-    return fail_at(job, shard, job->offset, AL_EFORMAT, "LZ4 content size mismatch: decoded ", what);
-  }
-  *len = out;
+  *len = res.len;
   return AL_OK;
 }
 
@@ -332,23 +331,23 @@ static int seq_seek(stream_reader *r, const stream_source_job *job, const char *
     archive_read_support_format_tar(r->seq);
     archive_read_support_format_gnutar(r->seq);
     if (archive_read_open_filename(r->seq, path, r->block) != ARCHIVE_OK) {
-      int st = al_set_error(AL_EIO, "%s: key '%s' member '%s': libarchive open: %s", path,
+      int rc = al_set_error(AL_EIO, "%s: key '%s' member '%s': libarchive open: %s", path,
                             job->key ? job->key : "?", job->member, archive_error_string(r->seq));
       seq_close(r);
-      return st;
+      return rc;
     }
     r->seq_shard = job->shard;
     r->seq_offset = 0;
   }
   for (;;) {
     struct archive_entry *e;
-    int rc = archive_read_next_header(r->seq, &e);
-    if (rc == ARCHIVE_EOF) break;
-    if (rc < ARCHIVE_WARN) {
-      int st = fail_at(job, path, (uint64_t)archive_read_header_position(r->seq), AL_EFORMAT,
+    int ar = archive_read_next_header(r->seq, &e);
+    if (ar == ARCHIVE_EOF) break;
+    if (ar < ARCHIVE_WARN) {
+      int rc = fail_at(job, path, (uint64_t)archive_read_header_position(r->seq), AL_EFORMAT,
                        "libarchive: ", archive_error_string(r->seq));
       seq_close(r);
-      return st;
+      return rc;
     }
     uint64_t hdr = (uint64_t)archive_read_header_position(r->seq);
     if (hdr >= job->offset) break; /* the data of our member would start before this header */
@@ -364,9 +363,9 @@ static int seq_seek(stream_reader *r, const stream_source_job *job, const char *
 
 int stream_reader_read(stream_reader *r, const stream_source_job *job, stream_growbuf *b, size_t off, size_t *len) {
   shard_slot *s = NULL;
-  int st = shard_get(r->t, job->shard, &s);
-  if (st != AL_OK || !s) {
-    return al_error_prefix(st, "key '%s' member '%s' at byte %" PRIu64, job->key ? job->key : "?",
+  int rc = shard_get(r->t, job->shard, &s);
+  if (rc != AL_OK || !s) {
+    return al_error_prefix(rc, "key '%s' member '%s' at byte %" PRIu64, job->key ? job->key : "?",
                            job->member, job->offset);
   }
   const char *path = s->info.path;
@@ -379,19 +378,19 @@ int stream_reader_read(stream_reader *r, const stream_source_job *job, stream_gr
     in.pos = job->offset;
     in.end = job->offset + job->size;
   } else {
-    st = seq_seek(r, job, path);
-    if (st != AL_OK) return st;
+    rc = seq_seek(r, job, path);
+    if (rc != AL_OK) return rc;
     in.a = r->seq;
   }
   if (job->lz4) {
-    st = decode_lz4(r, &in, job, path, b, off, len);
+    rc = decode_lz4(r, &in, job, path, b, off, len);
   } else {
     if (job->size > (uint64_t)(SIZE_MAX / 2))
       return fail_at(job, path, job->offset, AL_ERANGE, "member size absurd", NULL);
-    st = stream_growbuf_reserve(b, off + (size_t)job->size, off);
-    if (st == AL_OK) st = read_exact(&in, b->p + off, job->size, job, path);
-    if (st == AL_OK) *len = (size_t)job->size;
+    rc = stream_growbuf_reserve(b, off + (size_t)job->size, off);
+    if (rc == AL_OK) rc = read_exact(&in, b->p + off, job->size, job, path);
+    if (rc == AL_OK) *len = (size_t)job->size;
   }
-  if (st != AL_OK && in.a) seq_close(r); /* position unknown after a failed read */
-  return st;
+  if (rc != AL_OK && in.a) seq_close(r); /* position unknown after a failed read */
+  return rc;
 }

@@ -3,24 +3,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/grow_internal.h"
 #include "stream/engine_internal.h"
-
-static int grow(void **arr, size_t *cap, size_t need, size_t elem) {
-  if (need <= *cap) return AL_OK;
-  size_t n = *cap ? *cap * 2 : 256;
-  while (n < need) n *= 2;
-  void *p = realloc(*arr, n * elem);
-  if (!p) return al_set_error(AL_ENOMEM, "rank plan of %zu entries", n);
-  *arr = p;
-  *cap = n;
-  return AL_OK;
-}
 
 int stream_rank_plan_from_manifest(stream_rank_plan *out, const al_manifest *m, uint32_t rank) {
   memset(out, 0, sizeof *out);
   al_manifest_info info;
-  int st = al_manifest_get_info(m, &info);
-  if (st != AL_OK) return st;
+  int rc = al_manifest_get_info(m, &info);
+  if (rc != AL_OK) return rc;
   if (rank >= info.world)
     return al_set_error(AL_EINVAL, "rank %" PRIu32 " out of range: the manifest plans %" PRIu32 " ranks",
                         rank, info.world);
@@ -33,15 +23,18 @@ int stream_rank_plan_from_manifest(stream_rank_plan *out, const al_manifest *m, 
   size_t bcap = 0, scap = 0;
   for (uint32_t step = info.first_step; step < info.first_step + info.steps; step++) {
     uint32_t nm = 0;
-    st = al_manifest_micro_count(m, step, rank, &nm);
-    if (st != AL_OK) goto fail;
+    rc = al_manifest_micro_count(m, step, rank, &nm);
+    if (rc != AL_OK) goto cleanup;
     for (uint32_t k = 0; k < nm; k++) {
       al_micro_ref ref;
-      st = al_manifest_micro(m, step, rank, k, &ref);
-      if (st != AL_OK) goto fail;
-      if ((st = grow((void **)&out->batches, &bcap, out->n_batches + 1, sizeof *out->batches)) ||
-          (st = grow((void **)&out->samples, &scap, out->n_samples + ref.n_samples, sizeof *out->samples)))
-        goto fail;
+      rc = al_manifest_micro(m, step, rank, k, &ref);
+      if (rc != AL_OK) goto cleanup;
+      rc = grow_array((void **)&out->batches, &bcap, out->n_batches + 1, sizeof *out->batches,
+                      "the rank plan's micro-batches");
+      if (rc == AL_OK)
+        rc = grow_array((void **)&out->samples, &scap, out->n_samples + ref.n_samples, sizeof *out->samples,
+                        "the rank plan's samples");
+      if (rc != AL_OK) goto cleanup;
       stream_plan_batch *b = &out->batches[out->n_batches++];
       b->step = step;
       b->micro = k;
@@ -59,11 +52,11 @@ int stream_rank_plan_from_manifest(stream_rank_plan *out, const al_manifest *m, 
       }
       for (size_t j = 0; j < ref.n_padded; j++) {
         if (ref.padded[j] >= ref.n_samples) {
-          st = al_set_error(AL_EFORMAT,
+          rc = al_set_error(AL_EFORMAT,
                             "manifest step %" PRIu32 " rank %" PRIu32 " micro %" PRIu32
                             ": padded position %" PRIu32 " past %zu samples",
                             step, rank, k, ref.padded[j], ref.n_samples);
-          goto fail;
+          goto cleanup;
         }
         out->samples[out->n_samples + ref.padded[j]].padded = 1;
       }
@@ -71,7 +64,7 @@ int stream_rank_plan_from_manifest(stream_rank_plan *out, const al_manifest *m, 
     }
   }
   return AL_OK;
-fail:
+cleanup:
   stream_rank_plan_free(out);
-  return st;
+  return rc;
 }

@@ -20,28 +20,28 @@ struct al_schedule {
 int al_schedule_open(al_schedule **out, const al_manifest *m, int rank, int world) {
   *out = NULL;
   uint32_t r;
-  int st = al_resolve_rank(m, rank, world, &r);
-  if (st != AL_OK) return st;
+  int rc = al_resolve_rank(m, rank, world, &r);
+  if (rc != AL_OK) return rc;
   al_schedule *s = calloc(1, sizeof *s);
   if (!s) return al_set_error(AL_ENOMEM, "schedule");
-  if ((st = stream_rank_plan_from_manifest(&s->plan, m, r)) != AL_OK) {
+  if ((rc = stream_rank_plan_from_manifest(&s->plan, m, r)) != AL_OK) {
     free(s);
-    return st;
+    return rc;
   }
   al_manifest_info info;
-  if ((st = al_manifest_get_info(m, &info)) == AL_OK && info.buckets) {
+  if ((rc = al_manifest_get_info(m, &info)) == AL_OK && info.buckets) {
     s->buckets = calloc(info.buckets, sizeof *s->buckets);
-    if (!s->buckets) st = al_set_error(AL_ENOMEM, "schedule buckets");
-    for (size_t i = 0; st == AL_OK && i < info.buckets; i++) {
+    if (!s->buckets) rc = al_set_error(AL_ENOMEM, "schedule buckets");
+    for (size_t i = 0; rc == AL_OK && i < info.buckets; i++) {
       al_bucket_info bi;
-      if ((st = al_manifest_bucket(m, i, &bi)) != AL_OK) break;
+      if ((rc = al_manifest_bucket(m, i, &bi)) != AL_OK) break;
       s->buckets[i] = (sched_bucket){bi.id, bi.width, bi.height, bi.frames, bi.tokens};
     }
     s->n_buckets = info.buckets;
   }
-  if (st != AL_OK) {
+  if (rc != AL_OK) {
     al_schedule_free(s);
-    return st;
+    return rc;
   }
   *out = s;
   return AL_OK;
@@ -50,12 +50,12 @@ int al_schedule_open(al_schedule **out, const al_manifest *m, int rank, int worl
 int al_schedule_open_path(al_schedule **out, const char *manifest_path, int rank, int world) {
   *out = NULL;
   al_manifest *m = NULL;
-  int st = al_manifest_load(&m, manifest_path);
-  if (st != AL_OK) return st;
-  st = al_schedule_open(out, m, rank, world);
-  if (st != AL_OK) al_error_prefix(st, "%s", manifest_path);
+  int rc = al_manifest_load(&m, manifest_path);
+  if (rc != AL_OK) return rc;
+  rc = al_schedule_open(out, m, rank, world);
+  if (rc != AL_OK) al_error_prefix(rc, "%s", manifest_path);
   al_manifest_free(m);
-  return st;
+  return rc;
 }
 
 void al_schedule_free(al_schedule *s) {

@@ -11,8 +11,8 @@
 
 int al_resolve_rank(const al_manifest *m, int rank, int world, uint32_t *out_rank) {
   al_manifest_info info;
-  int st = al_manifest_get_info(m, &info);
-  if (st != AL_OK) return st;
+  int rc = al_manifest_get_info(m, &info);
+  if (rc != AL_OK) return rc;
   long w = world;
   if (world <= 0) {
     int e = stream_env_long("WORLD_SIZE", &w);
@@ -51,8 +51,8 @@ int al_stream_open(al_stream **out, const al_index *idx, const al_manifest *m, i
   *out = NULL;
   if (!idx || !m) return al_set_error(AL_EINVAL, "stream: NULL index or manifest");
   al_manifest_info info;
-  int st = al_manifest_get_info(m, &info);
-  if (st != AL_OK) return st;
+  int rc = al_manifest_get_info(m, &info);
+  if (rc != AL_OK) return rc;
   uint64_t fp = al_index_fingerprint(idx);
   if (info.index_fingerprint != fp)
     return al_set_error(AL_EINVAL,
@@ -60,11 +60,11 @@ int al_stream_open(al_stream **out, const al_index *idx, const al_manifest *m, i
                         " in the manifest, %016" PRIx64 " in this index): plan again from this index",
                         info.index_fingerprint, fp);
   uint32_t r;
-  st = al_resolve_rank(m, rank, opts ? opts->world : 0, &r);
-  if (st != AL_OK) return st;
+  rc = al_resolve_rank(m, rank, opts ? opts->world : 0, &r);
+  if (rc != AL_OK) return rc;
   stream_rank_plan plan;
-  st = stream_rank_plan_from_manifest(&plan, m, r);
-  if (st != AL_OK) return st;
+  rc = stream_rank_plan_from_manifest(&plan, m, r);
+  if (rc != AL_OK) return rc;
   for (size_t i = 0; i < plan.n_samples; i++)
     if (plan.samples[i].sample >= al_index_sample_count(idx)) {
       stream_rank_plan_free(&plan);
@@ -73,22 +73,22 @@ int al_stream_open(al_stream **out, const al_index *idx, const al_manifest *m, i
     }
   stream_source src;
   stream_index_source(idx, &src);
-  st = stream_open_source(out, &src, &plan, opts);
+  rc = stream_open_source(out, &src, &plan, opts);
   stream_rank_plan_free(&plan); /* no-op unless open failed before taking it */
-  return st;
+  return rc;
 }
 
 int al_stream_rank_batches(const al_manifest *m, uint32_t rank, uint64_t *n) {
   al_manifest_info info;
-  int st = al_manifest_get_info(m, &info);
-  if (st != AL_OK) return st;
+  int rc = al_manifest_get_info(m, &info);
+  if (rc != AL_OK) return rc;
   if (rank >= info.world)
     return al_set_error(AL_EINVAL, "rank %" PRIu32 " out of range: the manifest plans %" PRIu32 " ranks", rank,
                         info.world);
   uint64_t total = 0;
   for (uint32_t step = info.first_step; step < info.first_step + info.steps; step++) {
     uint32_t k = 0;
-    if ((st = al_manifest_micro_count(m, step, rank, &k)) != AL_OK) return st;
+    if ((rc = al_manifest_micro_count(m, step, rank, &k)) != AL_OK) return rc;
     total += k;
   }
   *n = total;
@@ -102,20 +102,20 @@ int al_stream_read_sample(const al_index *idx, uint64_t sample, const char *ext,
   stream_source src;
   stream_index_source(idx, &src);
   stream_source_job job;
-  int st = src.job(src.ctx, sample, ext ? ext : "latent", &job);
-  if (st != AL_OK) return st;
+  int rc = src.job(src.ctx, sample, ext ? ext : "latent", &job);
+  if (rc != AL_OK) return rc;
   /* The table opens shards lazily: only this sample's shard is touched. */
   stream_shard_table *t = NULL;
   stream_reader *r = NULL;
   stream_growbuf b = {0};
   size_t len = 0;
-  if ((st = stream_shard_table_new(&t, &src)) == AL_OK && (st = stream_reader_new(&r, t, 0)) == AL_OK)
-    st = stream_reader_read(r, &job, &b, 0, &len);
+  if ((rc = stream_shard_table_new(&t, &src)) == AL_OK && (rc = stream_reader_new(&r, t, 0)) == AL_OK)
+    rc = stream_reader_read(r, &job, &b, 0, &len);
   stream_reader_free(r);
   stream_shard_table_free(t);
-  if (st != AL_OK) {
+  if (rc != AL_OK) {
     stream_growbuf_free(&b);
-    return st;
+    return rc;
   }
   *out = b.p;
   *size = len;
