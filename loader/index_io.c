@@ -18,126 +18,120 @@
 #define CHUNK_REJECTED 4096
 #define PRODUCER "adaptiveload 0.1.0"
 
-static int write_chunk(pbio_writer *w, Adaptiveload__IndexChunk *c) {
-  return pbio_write_msg(w, AL_REC_INDEX_CHUNK, &c->base);
-}
+/* One kind of item (shards, samples, rejected entries) written as IndexChunk
+ * records of at most `per_chunk` items. `msgs` and `ptrs` hold one chunk's
+ * messages and the pointers to them; fill() puts items [base, base + n) into
+ * the chunk. */
+typedef struct chunk_writer {
+  const al_index *idx;
+  size_t per_chunk, msg_size;
+  void *msgs, *ptrs;
+  Adaptiveload__Member *mems; /* samples: their members, per chunk */
+  void *mptrs;
+  size_t mcap;
+  int (*fill)(struct chunk_writer *cw, Adaptiveload__IndexChunk *c, size_t base, size_t n);
+} chunk_writer;
 
-static int save_shards(const al_index *idx, pbio_writer *w) {
-  Adaptiveload__Shard *msgs = calloc(CHUNK_SHARDS, sizeof *msgs);
-  Adaptiveload__Shard **ptrs = calloc(CHUNK_SHARDS, sizeof *ptrs);
-  int rc = (!msgs || !ptrs) ? al_set_error(AL_ENOMEM, "out of memory") : AL_OK;
-  for (size_t base = 0; !rc && base < idx->n_shards; base += CHUNK_SHARDS) {
-    size_t n = idx->n_shards - base < CHUNK_SHARDS ? idx->n_shards - base : CHUNK_SHARDS;
-    for (size_t i = 0; i < n; i++) {
-      const index_shard_rec *s = &idx->shards[base + i];
-      Adaptiveload__Shard *m = &msgs[i];
-      adaptiveload__shard__init(m);
-      m->id = (uint32_t)(base + i);
-      m->path = s->path;
-      m->size = s->size;
-      m->mtime_ns = s->mtime_ns;
-      m->sample_count = s->sample_count;
-      m->rejected_count = s->rejected_count;
-      m->seekable = s->seekable;
-      m->compression = (char *)s->compression;
-      ptrs[i] = m;
-    }
+static int save_chunks(chunk_writer *cw, pbio_writer *w, size_t total) {
+  cw->msgs = calloc(cw->per_chunk, cw->msg_size);
+  cw->ptrs = calloc(cw->per_chunk, sizeof(void *));
+  int rc = (!cw->msgs || !cw->ptrs) ? al_set_error(AL_ENOMEM, "out of memory") : AL_OK;
+  for (size_t base = 0; !rc && base < total; base += cw->per_chunk) {
+    size_t n = total - base < cw->per_chunk ? total - base : cw->per_chunk;
     Adaptiveload__IndexChunk c = ADAPTIVELOAD__INDEX_CHUNK__INIT;
-    c.n_shards = n;
-    c.shards = ptrs;
-    rc = write_chunk(w, &c);
+    rc = cw->fill(cw, &c, base, n);
+    if (!rc) rc = pbio_write_msg(w, AL_REC_INDEX_CHUNK, &c.base);
   }
-  free(msgs);
-  free(ptrs);
+  free(cw->msgs);
+  free(cw->ptrs);
+  free(cw->mems);
+  free(cw->mptrs);
   return rc;
 }
 
-static int save_samples(const al_index *idx, pbio_writer *w) {
-  Adaptiveload__Sample *msgs = calloc(CHUNK_SAMPLES, sizeof *msgs);
-  Adaptiveload__Sample **ptrs = calloc(CHUNK_SAMPLES, sizeof *ptrs);
-  Adaptiveload__Member *mems = NULL;
-  Adaptiveload__Member **mptrs = NULL;
-  size_t mcap = 0;
-  int rc = (!msgs || !ptrs) ? al_set_error(AL_ENOMEM, "out of memory") : AL_OK;
-  for (size_t base = 0; !rc && base < idx->n_samples; base += CHUNK_SAMPLES) {
-    size_t n = idx->n_samples - base < CHUNK_SAMPLES ? idx->n_samples - base : CHUNK_SAMPLES;
-    const index_sample_rec *first = &idx->samples[base];
-    size_t nm = 0;
-    for (size_t i = 0; i < n; i++) nm += first[i].n_members;
-    if (nm > mcap) {
-      size_t cap = nm + nm / 2;
-      free(mems);
-      free(mptrs);
-      mems = calloc(cap, sizeof *mems);
-      mptrs = calloc(cap, sizeof *mptrs);
-      if (!mems || !mptrs) {
-        rc = al_set_error(AL_ENOMEM, "out of memory");
-        break;
-      }
-      mcap = cap;
-    }
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++) {
-      const index_sample_rec *s = &first[i];
-      Adaptiveload__Sample *m = &msgs[i];
-      adaptiveload__sample__init(m);
-      m->key = idx->keys + s->key;
-      m->shard = s->shard;
-      m->width = s->width;
-      m->height = s->height;
-      m->frames = s->frames;
-      m->fps = s->fps;
-      m->n_members = s->n_members;
-      m->members = mptrs + k;
-      for (uint32_t j = 0; j < s->n_members; j++, k++) {
-        const index_member_rec *r = &idx->members[s->member0 + j];
-        Adaptiveload__Member *mm = &mems[k];
-        adaptiveload__member__init(mm);
-        mm->ext = (char *)strtab_get(&idx->exts, index_member_ext(r));
-        mm->offset = index_member_offset(r);
-        mm->size = r->size;
-        mm->lz4 = index_member_lz4(r);
-        mptrs[k] = mm;
-      }
-      ptrs[i] = m;
-    }
-    Adaptiveload__IndexChunk c = ADAPTIVELOAD__INDEX_CHUNK__INIT;
-    c.n_samples = n;
-    c.samples = ptrs;
-    rc = write_chunk(w, &c);
+static int fill_shards(chunk_writer *cw, Adaptiveload__IndexChunk *c, size_t base, size_t n) {
+  Adaptiveload__Shard *msgs = cw->msgs, **ptrs = cw->ptrs;
+  for (size_t i = 0; i < n; i++) {
+    const index_shard_rec *s = &cw->idx->shards[base + i];
+    Adaptiveload__Shard *m = &msgs[i];
+    adaptiveload__shard__init(m);
+    m->id = (uint32_t)(base + i);
+    m->path = s->path;
+    m->size = s->size;
+    m->mtime_ns = s->mtime_ns;
+    m->sample_count = s->sample_count;
+    m->rejected_count = s->rejected_count;
+    m->seekable = s->seekable;
+    m->compression = (char *)s->compression;
+    ptrs[i] = m;
   }
-  free(msgs);
-  free(ptrs);
-  free(mems);
-  free(mptrs);
-  return rc;
+  c->n_shards = n;
+  c->shards = ptrs;
+  return AL_OK;
 }
 
-static int save_rejected(const al_index *idx, pbio_writer *w) {
-  Adaptiveload__Rejected *msgs = calloc(CHUNK_REJECTED, sizeof *msgs);
-  Adaptiveload__Rejected **ptrs = calloc(CHUNK_REJECTED, sizeof *ptrs);
-  int rc = (!msgs || !ptrs) ? al_set_error(AL_ENOMEM, "out of memory") : AL_OK;
-  for (size_t base = 0; !rc && base < idx->n_rejected; base += CHUNK_REJECTED) {
-    size_t n = idx->n_rejected - base < CHUNK_REJECTED ? idx->n_rejected - base : CHUNK_REJECTED;
-    for (size_t i = 0; i < n; i++) {
-      const index_rejected_rec *r = &idx->rejected[base + i];
-      Adaptiveload__Rejected *m = &msgs[i];
-      adaptiveload__rejected__init(m);
-      m->shard = r->shard;
-      m->member = r->member;
-      m->offset = r->offset;
-      m->reason = r->reason;
-      m->key = r->key;
-      ptrs[i] = m;
-    }
-    Adaptiveload__IndexChunk c = ADAPTIVELOAD__INDEX_CHUNK__INIT;
-    c.n_rejected = n;
-    c.rejected = ptrs;
-    rc = write_chunk(w, &c);
+static int fill_samples(chunk_writer *cw, Adaptiveload__IndexChunk *c, size_t base, size_t n) {
+  const al_index *idx = cw->idx;
+  const index_sample_rec *first = &idx->samples[base];
+  size_t nm = 0;
+  for (size_t i = 0; i < n; i++) nm += first[i].n_members;
+  if (nm > cw->mcap) {
+    const char *what = "a chunk's members";
+    size_t cap;
+    int rc = grow_capacity(cw->mcap, nm, sizeof *cw->mems, what, &cap);
+    if (!rc) rc = grow_resize((void **)&cw->mems, cap, sizeof *cw->mems, what);
+    if (!rc) rc = grow_resize(&cw->mptrs, cap, sizeof(Adaptiveload__Member *), what);
+    if (rc) return rc;
+    cw->mcap = cap;
   }
-  free(msgs);
-  free(ptrs);
-  return rc;
+  Adaptiveload__Sample *msgs = cw->msgs, **ptrs = cw->ptrs;
+  Adaptiveload__Member **mptrs = cw->mptrs;
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++) {
+    const index_sample_rec *s = &first[i];
+    Adaptiveload__Sample *m = &msgs[i];
+    adaptiveload__sample__init(m);
+    m->key = idx->keys + s->key;
+    m->shard = s->shard;
+    m->width = s->width;
+    m->height = s->height;
+    m->frames = s->frames;
+    m->fps = s->fps;
+    m->n_members = s->n_members;
+    m->members = mptrs + k;
+    for (uint32_t j = 0; j < s->n_members; j++, k++) {
+      const index_member_rec *r = &idx->members[s->member0 + j];
+      Adaptiveload__Member *mm = &cw->mems[k];
+      adaptiveload__member__init(mm);
+      mm->ext = (char *)strtab_get(&idx->exts, index_member_ext(r));
+      mm->offset = index_member_offset(r);
+      mm->size = r->size;
+      mm->lz4 = index_member_lz4(r);
+      mptrs[k] = mm;
+    }
+    ptrs[i] = m;
+  }
+  c->n_samples = n;
+  c->samples = ptrs;
+  return AL_OK;
+}
+
+static int fill_rejected(chunk_writer *cw, Adaptiveload__IndexChunk *c, size_t base, size_t n) {
+  Adaptiveload__Rejected *msgs = cw->msgs, **ptrs = cw->ptrs;
+  for (size_t i = 0; i < n; i++) {
+    const index_rejected_rec *r = &cw->idx->rejected[base + i];
+    Adaptiveload__Rejected *m = &msgs[i];
+    adaptiveload__rejected__init(m);
+    m->shard = r->shard;
+    m->member = r->member;
+    m->offset = r->offset;
+    m->reason = r->reason;
+    m->key = r->key;
+    ptrs[i] = m;
+  }
+  c->n_rejected = n;
+  c->rejected = ptrs;
+  return AL_OK;
 }
 
 static uint64_t total_bytes(const al_index *idx) {
@@ -157,9 +151,12 @@ int al_index_save(const al_index *idx, const char *path) {
   h.n_field_names = AL_N_FIELDS;
   h.field_names = (char **)idx->fields;
   rc = pbio_write_msg(w, AL_REC_INDEX_HEADER, &h.base);
-  if (!rc) rc = save_shards(idx, w);
-  if (!rc) rc = save_samples(idx, w);
-  if (!rc) rc = save_rejected(idx, w);
+  chunk_writer shards = {idx, CHUNK_SHARDS, sizeof(Adaptiveload__Shard), .fill = fill_shards};
+  chunk_writer samples = {idx, CHUNK_SAMPLES, sizeof(Adaptiveload__Sample), .fill = fill_samples};
+  chunk_writer rejected = {idx, CHUNK_REJECTED, sizeof(Adaptiveload__Rejected), .fill = fill_rejected};
+  if (!rc) rc = save_chunks(&shards, w, idx->n_shards);
+  if (!rc) rc = save_chunks(&samples, w, idx->n_samples);
+  if (!rc) rc = save_chunks(&rejected, w, idx->n_rejected);
   if (!rc) {
     Adaptiveload__IndexSummary s = ADAPTIVELOAD__INDEX_SUMMARY__INIT;
     s.shards = idx->n_shards;
@@ -169,11 +166,8 @@ int al_index_save(const al_index *idx, const char *path) {
     s.fingerprint = al_index_fingerprint(idx);
     rc = pbio_write_msg(w, AL_REC_INDEX_SUMMARY, &s.base);
   }
-  if (rc) {
-    pbio_writer_abort(w);
-    return al_error_prefix(rc, "%s", path);
-  }
-  return pbio_writer_close(w);
+  if (rc) al_error_prefix(rc, "%s", path);
+  return pbio_writer_finish(w, rc);
 }
 
 /* ------------------------------------------------------------- loading -- */

@@ -11,15 +11,35 @@
 
 static char *s_or_empty(const char *s) { return (char *)(s ? s : ""); }
 
+/* The fields of one fitted curve in a CostModel message: the chosen fit, or
+ * the other family's (alt_*). Read through it too, with const cast away. */
+typedef struct fit_fields {
+  char **family;
+  size_t *n_params;
+  double **params;
+  double *r2, *median_rel_err, *max_rel_err;
+} fit_fields;
+
+static fit_fields fit_fields_of(Adaptiveload__CostModel *msg, int alt) {
+  if (alt)
+    return (fit_fields){&msg->alt_family, &msg->n_alt_params,       &msg->alt_params,
+                        &msg->alt_r2,     &msg->alt_median_rel_err, &msg->alt_max_rel_err};
+  return (fit_fields){&msg->family, &msg->n_params, &msg->params, &msg->r2, &msg->median_rel_err, &msg->max_rel_err};
+}
+
+static void fit_to_msg(const al_cost_fit *f, fit_fields o, double params[3]) {
+  memcpy(params, f->params, 3 * sizeof(double));
+  *o.family = s_or_empty(al_cost_family_name(f->family));
+  *o.n_params = 3;
+  *o.params = params;
+  *o.r2 = f->r2;
+  *o.median_rel_err = f->median_rel_err;
+  *o.max_rel_err = f->max_rel_err;
+}
+
 void cost_to_msg(const al_cost_model *m, Adaptiveload__CostModel *msg, double params[3], double alt[3]) {
   adaptiveload__cost_model__init(msg);
-  memcpy(params, m->fit.params, 3 * sizeof(double));
-  msg->family = s_or_empty(al_cost_family_name(m->fit.family));
-  msg->n_params = 3;
-  msg->params = params;
-  msg->r2 = m->fit.r2;
-  msg->median_rel_err = m->fit.median_rel_err;
-  msg->max_rel_err = m->fit.max_rel_err;
+  fit_to_msg(&m->fit, fit_fields_of(msg, 0), params);
   msg->rows = m->rows;
   msg->rows_excluded = m->rows_excluded;
   msg->min_tokens = m->min_tokens;
@@ -30,15 +50,7 @@ void cost_to_msg(const al_cost_model *m, Adaptiveload__CostModel *msg, double pa
   msg->has_mem = m->has_mem != 0;
   msg->mem_m0 = m->mem_m0;
   msg->mem_m1 = m->mem_m1;
-  if (m->alt.family) {
-    memcpy(alt, m->alt.params, 3 * sizeof(double));
-    msg->alt_family = s_or_empty(al_cost_family_name(m->alt.family));
-    msg->n_alt_params = 3;
-    msg->alt_params = alt;
-    msg->alt_median_rel_err = m->alt.median_rel_err;
-    msg->alt_max_rel_err = m->alt.max_rel_err;
-    msg->alt_r2 = m->alt.r2;
-  }
+  if (m->alt.family) fit_to_msg(&m->alt, fit_fields_of(msg, 1), alt);
 }
 
 static int family_of(const char *s, al_cost_family *f) {
@@ -48,25 +60,28 @@ static int family_of(const char *s, al_cost_family *f) {
   return 0;
 }
 
+/* One fit out of the message; -1 (f untouched) when it has not 3 parameters
+ * or no known family. */
+static int fit_from_msg(fit_fields in, al_cost_fit *f) {
+  if (*in.n_params != 3 || !*in.family || family_of(*in.family, &f->family)) return -1;
+  memcpy(f->params, *in.params, 3 * sizeof(double));
+  f->r2 = *in.r2;
+  f->median_rel_err = *in.median_rel_err;
+  f->max_rel_err = *in.max_rel_err;
+  return 0;
+}
+
 int cost_from_msg(const Adaptiveload__CostModel *msg, al_cost_model *m, const char *where) {
   memset(m, 0, sizeof *m);
   if (family_of(msg->family ? msg->family : "", &m->fit.family))
     return al_set_error(AL_EFORMAT, "%s: cost model family '%s' is not power or poly2", where, msg->family ? msg->family : "");
   if (msg->n_params != 3)
     return al_set_error(AL_EFORMAT, "%s: cost model has %zu parameters, expected 3", where, msg->n_params);
-  for (int i = 0; i < 3; i++) {
+  for (int i = 0; i < 3; i++)
     if (!isfinite(msg->params[i])) return al_set_error(AL_EFORMAT, "%s: cost model parameter %d is not finite", where, i);
-    m->fit.params[i] = msg->params[i];
-  }
-  m->fit.r2 = msg->r2;
-  m->fit.median_rel_err = msg->median_rel_err;
-  m->fit.max_rel_err = msg->max_rel_err;
-  if (msg->alt_family && msg->alt_family[0] && msg->n_alt_params == 3 && !family_of(msg->alt_family, &m->alt.family)) {
-    memcpy(m->alt.params, msg->alt_params, 3 * sizeof(double));
-    m->alt.median_rel_err = msg->alt_median_rel_err;
-    m->alt.max_rel_err = msg->alt_max_rel_err;
-    m->alt.r2 = msg->alt_r2;
-  }
+  Adaptiveload__CostModel *in = (Adaptiveload__CostModel *)msg; /* read only */
+  fit_from_msg(fit_fields_of(in, 0), &m->fit);
+  fit_from_msg(fit_fields_of(in, 1), &m->alt); /* optional: left zero when absent */
   m->rows = msg->rows;
   m->rows_excluded = msg->rows_excluded;
   m->min_tokens = msg->min_tokens;

@@ -280,28 +280,30 @@ int al_manifest_bucket(const al_manifest *m, size_t i, al_bucket_info *out) {
   return AL_OK;
 }
 
-static int check_step_rank(const al_manifest *m, uint32_t step, uint32_t rank) {
+/* Checks that the manifest holds (step, rank); *slot is its index in slot[]. */
+static int rank_slot(const al_manifest *m, uint32_t step, uint32_t rank, size_t *slot) {
   if (step < m->first_step || step - m->first_step >= m->steps)
     return al_set_error(AL_ERANGE, "%s: step %u not held (steps %u..%u)", m->path, step, m->first_step,
                         m->first_step + m->steps);
   if (rank >= m->world) return al_set_error(AL_ERANGE, "%s: rank %u of world %u", m->path, rank, m->world);
+  *slot = (size_t)(step - m->first_step) * m->world + rank;
   return AL_OK;
 }
 
 int al_manifest_micro_count(const al_manifest *m, uint32_t step, uint32_t rank, uint32_t *n) {
   if (!m || !n) return al_set_error(AL_EINVAL, "al_manifest_micro_count: NULL argument");
-  int rc = check_step_rank(m, step, rank);
+  size_t s;
+  int rc = rank_slot(m, step, rank, &s);
   if (rc) return rc;
-  size_t s = (size_t)(step - m->first_step) * m->world + rank;
   *n = (uint32_t)(m->slot[s + 1] - m->slot[s]);
   return AL_OK;
 }
 
 int al_manifest_micro(const al_manifest *m, uint32_t step, uint32_t rank, uint32_t micro, al_micro_ref *out) {
   if (!m || !out) return al_set_error(AL_EINVAL, "al_manifest_micro: NULL argument");
-  int rc = check_step_rank(m, step, rank);
+  size_t s;
+  int rc = rank_slot(m, step, rank, &s);
   if (rc) return rc;
-  size_t s = (size_t)(step - m->first_step) * m->world + rank;
   uint32_t n = (uint32_t)(m->slot[s + 1] - m->slot[s]);
   if (micro >= n) return al_set_error(AL_ERANGE, "%s: step %u rank %u has %u micro-batches, not %u", m->path, step, rank, n, micro + 1);
   const manifest_micro *x = &m->micro[m->slot[s] + micro];
@@ -336,7 +338,8 @@ int al_manifest_key_status(const al_manifest *m, uint64_t sample) {
 
 int al_manifest_step(const al_manifest *m, uint32_t step, al_step_info *out) {
   if (!m || !out) return al_set_error(AL_EINVAL, "al_manifest_step: NULL argument");
-  int rc = check_step_rank(m, step, 0);
+  size_t s;
+  int rc = rank_slot(m, step, 0, &s);
   if (rc) return rc;
   const manifest_step *st = &m->stepv[step - m->first_step];
   out->step = step;
@@ -349,9 +352,9 @@ int al_manifest_step(const al_manifest *m, uint32_t step, al_step_info *out) {
 
 int al_manifest_rank_cost(const al_manifest *m, uint32_t step, uint32_t rank, double *cost) {
   if (!m || !cost) return al_set_error(AL_EINVAL, "al_manifest_rank_cost: NULL argument");
-  int rc = check_step_rank(m, step, rank);
+  size_t s;
+  int rc = rank_slot(m, step, rank, &s);
   if (rc) return rc;
-  size_t s = (size_t)(step - m->first_step) * m->world + rank;
   double c = 0;
   for (uint64_t x = m->slot[s]; x < m->slot[s + 1]; x++) c += m->micro[x].cost;
   *cost = c;

@@ -239,9 +239,6 @@ int al_plan_save(const al_plan *p, const char *path, al_key_fn key, void *ctx) {
     sm.rejected_by_reason = rej;
     rc = pbio_write_msg(w, AL_REC_MANIFEST_SUMMARY, &sm.base);
   }
-  if (rc) {
-    pbio_writer_abort(w);
-    return al_error_prefix(rc, "%s", path);
-  }
-  return pbio_writer_close(w);
+  if (rc) al_error_prefix(rc, "%s", path);
+  return pbio_writer_finish(w, rc);
 }

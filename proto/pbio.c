@@ -101,13 +101,14 @@ int pbio_writer_open_version(pbio_writer **out, const char *path, pbio_file_kind
   *out = NULL;
   pbio_writer *w = calloc(1, sizeof *w);
   if (!w) return al_set_error(AL_ENOMEM, "%s: out of memory", path);
+  int rc = AL_OK;
   size_t plen = strlen(path);
   w->path = strdup(path);
   w->tmp = malloc(plen + 5);
   w->stage = malloc(STAGE_CAP);
   if (!w->path || !w->tmp || !w->stage) {
-    w_free(w);
-    return al_set_error(AL_ENOMEM, "%s: out of memory", path);
+    rc = al_set_error(AL_ENOMEM, "%s: out of memory", path);
+    goto cleanup;
   }
   memcpy(w->tmp, path, plen);
   memcpy(w->tmp + plen, ".tmp", 5);
@@ -120,38 +121,42 @@ int pbio_writer_open_version(pbio_writer **out, const char *path, pbio_file_kind
   w->out_cap = LZ4F_compressBound(STAGE_CAP, &w->prefs) + LZ4F_HEADER_SIZE_MAX;
   w->out = malloc(w->out_cap);
   if (!w->out) {
-    w_free(w);
-    return al_set_error(AL_ENOMEM, "%s: out of memory", path);
+    rc = al_set_error(AL_ENOMEM, "%s: out of memory", path);
+    goto cleanup;
   }
-  size_t rc = LZ4F_createCompressionContext(&w->cctx, LZ4F_VERSION);
-  if (LZ4F_isError(rc)) {
-    w_free(w);
-    return al_set_error(AL_ENOMEM, "%s: LZ4 context: %s", path, LZ4F_getErrorName(rc));
+  size_t lz = LZ4F_createCompressionContext(&w->cctx, LZ4F_VERSION);
+  if (LZ4F_isError(lz)) {
+    w->cctx = NULL;
+    rc = al_set_error(AL_ENOMEM, "%s: LZ4 context: %s", path, LZ4F_getErrorName(lz));
+    goto cleanup;
   }
   w->f = fopen(w->tmp, "wb");
   if (!w->f) {
-    int e = errno;
-    w_free(w);
-    return al_set_error(AL_EIO, "%s.tmp: cannot create: %s", path, strerror(e));
+    rc = al_set_error(AL_EIO, "%s.tmp: cannot create: %s", path, strerror(errno));
+    goto cleanup;
   }
   size_t n = LZ4F_compressBegin(w->cctx, w->out, w->out_cap, &w->prefs);
   if (LZ4F_isError(n)) {
-    pbio_writer_abort(w);
-    return al_set_error(AL_EIO, "%s: LZ4 frame header: %s", path, LZ4F_getErrorName(n));
+    rc = al_set_error(AL_EIO, "%s: LZ4 frame header: %s", path, LZ4F_getErrorName(n));
+    goto cleanup;
   }
   uint8_t hdr[HEADER_LEN];
   memcpy(hdr, MAGIC, 4);
   put_u32(hdr + 4, version);
   put_u32(hdr + 8, (uint32_t)kind);
   put_u32(hdr + 12, 0);
-  int st = w_emit(w, w->out, n);
-  if (!st) st = w_put(w, hdr, sizeof hdr);
-  if (st) {
-    pbio_writer_abort(w);
-    return st;
-  }
+  rc = w_emit(w, w->out, n);
+  if (!rc) rc = w_put(w, hdr, sizeof hdr);
+  if (rc) goto cleanup;
   *out = w;
   return AL_OK;
+
+cleanup:
+  if (w->f)
+    pbio_writer_abort(w); /* removes the partial .tmp file */
+  else
+    w_free(w);
+  return rc;
 }
 
 int pbio_writer_open(pbio_writer **out, const char *path, pbio_file_kind kind) {
@@ -217,6 +222,12 @@ void pbio_writer_abort(pbio_writer *w) {
   }
   unlink(w->tmp);
   w_free(w);
+}
+
+int pbio_writer_finish(pbio_writer *w, int rc) {
+  if (rc == AL_OK) return pbio_writer_close(w);
+  pbio_writer_abort(w);
+  return rc;
 }
 
 /* ============================================================== reader == */
@@ -346,62 +357,58 @@ int pbio_reader_open(pbio_reader **out, const char *path, pbio_file_kind expect)
   *out = NULL;
   pbio_reader *r = calloc(1, sizeof *r);
   if (!r) return al_set_error(AL_ENOMEM, "%s: out of memory", path);
+  int rc = AL_OK;
   r->path = strdup(path);
   r->in = malloc(READ_CAP);
   r->d_cap = 1u << 20;
   r->d = malloc(r->d_cap);
   if (!r->path || !r->in || !r->d) {
-    r_free(r);
-    return al_set_error(AL_ENOMEM, "%s: out of memory", path);
+    rc = al_set_error(AL_ENOMEM, "%s: out of memory", path);
+    goto cleanup;
   }
   size_t lz = LZ4F_createDecompressionContext(&r->dctx, LZ4F_VERSION);
   if (LZ4F_isError(lz)) {
-    r_free(r);
-    return al_set_error(AL_ENOMEM, "%s: LZ4 context: %s", path, LZ4F_getErrorName(lz));
+    r->dctx = NULL;
+    rc = al_set_error(AL_ENOMEM, "%s: LZ4 context: %s", path, LZ4F_getErrorName(lz));
+    goto cleanup;
   }
   r->f = fopen(path, "rb");
   if (!r->f) {
-    int e = errno;
-    r_free(r);
-    return al_set_error(e == ENOENT ? AL_ENOTFOUND : AL_EIO, "%s: cannot open: %s", path, strerror(e));
+    rc = al_set_error(errno == ENOENT ? AL_ENOTFOUND : AL_EIO, "%s: cannot open: %s", path, strerror(errno));
+    goto cleanup;
   }
   /* An LZ4 frame starts with magic 0x184D2204; say so plainly for other files. */
   uint8_t m[4];
   size_t got = fread(m, 1, 4, r->f);
   if (got == 0) {
-    r_free(r);
-    return al_set_error(AL_EFORMAT, "%s: empty file (expected an AdaptiveLoad %s)", path,
-                        expect ? pbio_file_kind_name(expect) : "file");
+    rc = al_set_error(AL_EFORMAT, "%s: empty file (expected an AdaptiveLoad %s)", path,
+                      expect ? pbio_file_kind_name(expect) : "file");
+    goto cleanup;
   }
   if (got < 4 || get_u32(m) != 0x184D2204u) {
-    r_free(r);
-    return al_set_error(AL_EFORMAT, "%s: not an AdaptiveLoad file (no LZ4 frame magic at byte 0)", path);
+    rc = al_set_error(AL_EFORMAT, "%s: not an AdaptiveLoad file (no LZ4 frame magic at byte 0)", path);
+    goto cleanup;
   }
   rewind(r->f);
-  int rc = r_fill(r, HEADER_LEN);
-  if (rc) {
-    r_free(r);
-    return rc;
-  }
+  rc = r_fill(r, HEADER_LEN);
+  if (rc) goto cleanup;
   if (r->d_len < HEADER_LEN || memcmp(r->d, MAGIC, 4) != 0) {
-    r_free(r);
-    return al_set_error(AL_EFORMAT, "%s: not an AdaptiveLoad file (bad header magic)", path);
+    rc = al_set_error(AL_EFORMAT, "%s: not an AdaptiveLoad file (bad header magic)", path);
+    goto cleanup;
   }
   r->version = get_u32(r->d + 4);
   r->kind = (pbio_file_kind)get_u32(r->d + 8);
   if (r->version != AL_FORMAT_VERSION) {
-    uint32_t v = r->version;
-    r_free(r);
-    return al_set_error(AL_EVERSION,
-                        "%s: format version %u is not supported (this build reads version %u); "
-                        "re-create the file with this version of adaptiveload",
-                        path, v, AL_FORMAT_VERSION);
+    rc = al_set_error(AL_EVERSION,
+                      "%s: format version %u is not supported (this build reads version %u); "
+                      "re-create the file with this version of adaptiveload",
+                      path, r->version, AL_FORMAT_VERSION);
+    goto cleanup;
   }
   if (expect && r->kind != expect) {
-    pbio_file_kind k = r->kind;
-    r_free(r);
-    return al_set_error(AL_EFORMAT, "%s: is a %s file, expected a %s file", path, pbio_file_kind_name(k),
-                        pbio_file_kind_name(expect));
+    rc = al_set_error(AL_EFORMAT, "%s: is a %s file, expected a %s file", path, pbio_file_kind_name(r->kind),
+                      pbio_file_kind_name(expect));
+    goto cleanup;
   }
   r->d_pos = HEADER_LEN;
   r->d_off = HEADER_LEN;
@@ -410,6 +417,10 @@ int pbio_reader_open(pbio_reader **out, const char *path, pbio_file_kind expect)
   r->allocator.allocator_data = &r->arena;
   *out = r;
   return AL_OK;
+
+cleanup:
+  r_free(r);
+  return rc;
 }
 
 pbio_file_kind pbio_reader_kind(const pbio_reader *r) { return r->kind; }
@@ -479,19 +490,21 @@ const ProtobufCMessageDescriptor *pbio_descriptor_for(uint32_t tag) {
   return NULL;
 }
 
+/* Unpacks a record with `alloc`: the reader's arena (recycled at the next
+ * read), or NULL for the heap (the caller frees the message). */
 static int unpack(pbio_reader *r, uint32_t tag, const ProtobufCMessageDescriptor *desc,
-                  const uint8_t *buf, size_t len, ProtobufCMessage **msg) {
-  arena_reset(&r->arena);
-  *msg = protobuf_c_message_unpack(desc, &r->allocator, len, buf);
+                  ProtobufCAllocator *alloc, const uint8_t *buf, size_t len, ProtobufCMessage **msg) {
+  if (alloc == &r->allocator) arena_reset(&r->arena);
+  *msg = protobuf_c_message_unpack(desc, alloc, len, buf);
   if (!*msg)
     return al_set_error(AL_EFORMAT, "%s: record %llu (tag %u): cannot decode %s message of %zu bytes", r->path,
                         (unsigned long long)(r->records - 1), tag, desc->name, len);
   return AL_OK;
 }
 
-int pbio_read_msg(pbio_reader *r, uint32_t tag, const ProtobufCMessageDescriptor *desc,
-                     ProtobufCMessage **msg) {
-  if (!msg || !desc) return al_set_error(AL_EINVAL, "pbio_read_msg: NULL argument");
+/* The next record, which must be `tag`, unpacked as `desc` with `alloc`. */
+static int read_expected(pbio_reader *r, uint32_t tag, const ProtobufCMessageDescriptor *desc,
+                         ProtobufCAllocator *alloc, ProtobufCMessage **msg) {
   *msg = NULL;
   uint32_t t;
   const uint8_t *buf;
@@ -503,7 +516,13 @@ int pbio_read_msg(pbio_reader *r, uint32_t tag, const ProtobufCMessageDescriptor
   if (t != tag)
     return al_set_error(AL_EFORMAT, "%s: record %llu has tag %u, expected %u (%s)", r->path,
                         (unsigned long long)(r->records - 1), t, tag, desc->name);
-  return unpack(r, t, desc, buf, len, msg);
+  return unpack(r, t, desc, alloc, buf, len, msg);
+}
+
+int pbio_read_msg(pbio_reader *r, uint32_t tag, const ProtobufCMessageDescriptor *desc,
+                     ProtobufCMessage **msg) {
+  if (!msg || !desc) return al_set_error(AL_EINVAL, "pbio_read_msg: NULL argument");
+  return read_expected(r, tag, desc, &r->allocator, msg);
 }
 
 int pbio_read_any(pbio_reader *r, uint32_t *tag, ProtobufCMessage **msg) {
@@ -517,7 +536,7 @@ int pbio_read_any(pbio_reader *r, uint32_t *tag, ProtobufCMessage **msg) {
   if (!desc)
     return al_set_error(AL_EFORMAT, "%s: record %llu has unknown tag %u", r->path,
                         (unsigned long long)(r->records - 1), *tag);
-  return unpack(r, *tag, desc, buf, len, msg);
+  return unpack(r, *tag, desc, &r->allocator, buf, len, msg);
 }
 
 void pbio_reader_close(pbio_reader *r) { r_free(r); }
@@ -526,41 +545,29 @@ int pbio_save_one(const char *path, pbio_file_kind kind, uint32_t tag, const Pro
   pbio_writer *w;
   int rc = pbio_writer_open(&w, path, kind);
   if (rc) return rc;
-  rc = pbio_write_msg(w, tag, msg);
-  if (rc) {
-    pbio_writer_abort(w);
-    return rc;
-  }
-  return pbio_writer_close(w);
+  return pbio_writer_finish(w, pbio_write_msg(w, tag, msg));
 }
 
 int pbio_load_one(const char *path, pbio_file_kind kind, uint32_t tag,
                      const ProtobufCMessageDescriptor *desc, ProtobufCMessage **msg) {
+  *msg = NULL;
   pbio_reader *r;
   int rc = pbio_reader_open(&r, path, kind);
   if (rc) return rc;
-  uint32_t got_tag;
-  const uint8_t *rec;
-  size_t rec_len;
-  *msg = NULL;
-  rc = pbio_read(r, &got_tag, &rec, &rec_len);
-  if (rc == AL_EOF) rc = al_set_error(AL_EFORMAT, "%s: ends before the expected %s record", path, desc->name);
-  if (!rc && got_tag != tag)
-    rc = al_set_error(AL_EFORMAT, "%s: record 0 has tag %u, expected %u (%s)", path, got_tag, tag, desc->name);
-  if (!rc) {
-    *msg = protobuf_c_message_unpack(desc, NULL, rec_len, rec);
-    if (!*msg) rc = al_set_error(AL_EFORMAT, "%s: record 0: cannot decode %s message of %zu bytes", path,
-                                 desc->name, rec_len);
-  }
+  /* The heap, not the arena: the message outlives the reader. */
+  rc = read_expected(r, tag, desc, NULL, msg);
   if (!rc) {
     uint32_t t;
     const uint8_t *b;
     size_t n;
-    int e = pbio_read(r, &t, &b, &n);
-    if (e != AL_EOF) {
+    rc = pbio_read(r, &t, &b, &n);
+    if (rc == AL_EOF)
+      rc = AL_OK;
+    else if (rc == AL_OK)
+      rc = al_set_error(AL_EFORMAT, "%s: unexpected extra record after %s", path, desc->name);
+    if (rc) {
       protobuf_c_message_free_unpacked(*msg, NULL);
       *msg = NULL;
-      rc = e ? e : al_set_error(AL_EFORMAT, "%s: unexpected extra record after %s", path, desc->name);
     }
   }
   pbio_reader_close(r);

@@ -85,6 +85,10 @@ int pbio_writer_close(pbio_writer *w);
 /* Discards the partial file and frees `w`. NULL is a no-op. */
 void pbio_writer_abort(pbio_writer *w);
 
+/* Ends a write begun with pbio_writer_open: pbio_writer_close when `rc` is
+ * AL_OK, else pbio_writer_abort and `rc` back. Frees `w` either way. */
+int pbio_writer_finish(pbio_writer *w, int rc);
+
 /* ------------------------------------------------------------- reading -- */
 
 typedef struct pbio_reader pbio_reader;

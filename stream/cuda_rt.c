@@ -33,7 +33,9 @@ int stream_cuda_devices(void) {
 
 int al_stream_cuda_available(void) { return stream_cuda_devices() > 0; }
 
-static int cuda_fail(cudaError_t e, const char *what) {
+/* AL_OK, or AL_ECUDA naming the call (`what`) and CUDA's error. */
+static int cuda_check(cudaError_t e, const char *what) {
+  if (e == cudaSuccess) return AL_OK;
   return al_set_error(AL_ECUDA, "%s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
 }
 
@@ -41,9 +43,7 @@ void *stream_host_alloc(size_t bytes, int pinned) {
   void *p = NULL;
   if (bytes == 0) bytes = 1;
   if (pinned) {
-    cudaError_t e = cudaHostAlloc(&p, bytes, cudaHostAllocPortable);
-    if (e != cudaSuccess) {
-      cuda_fail(e, "cudaHostAlloc");
+    if (cuda_check(cudaHostAlloc(&p, bytes, cudaHostAllocPortable), "cudaHostAlloc") != AL_OK) {
       al_error_prefix(AL_ENOMEM, "pinned buffer of %zu bytes", bytes);
       return NULL;
     }
@@ -64,18 +64,12 @@ void stream_host_free(void *p, int pinned) {
     free(p);
 }
 
-int stream_cuda_set_device(int device) {
-  cudaError_t e = cudaSetDevice(device);
-  return e == cudaSuccess ? AL_OK : cuda_fail(e, "cudaSetDevice");
-}
+int stream_cuda_set_device(int device) { return cuda_check(cudaSetDevice(device), "cudaSetDevice"); }
 
 int stream_cuda_malloc(void **p, size_t bytes) {
-  cudaError_t e = cudaMalloc(p, bytes ? bytes : 1);
-  if (e != cudaSuccess) {
-    *p = NULL;
-    return cuda_fail(e, "cudaMalloc");
-  }
-  return AL_OK;
+  int rc = cuda_check(cudaMalloc(p, bytes ? bytes : 1), "cudaMalloc");
+  if (rc != AL_OK) *p = NULL;
+  return rc;
 }
 
 void stream_cuda_free(void *p) {
@@ -83,11 +77,10 @@ void stream_cuda_free(void *p) {
 }
 
 int stream_cuda_stream_create(void **stream) {
-  cudaStream_t s;
-  cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
-  if (e != cudaSuccess) return cuda_fail(e, "cudaStreamCreate");
-  *stream = s;
-  return AL_OK;
+  cudaStream_t s = NULL;
+  int rc = cuda_check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
+  if (rc == AL_OK) *stream = s;
+  return rc;
 }
 
 void stream_cuda_stream_destroy(void *stream) {
@@ -95,11 +88,10 @@ void stream_cuda_stream_destroy(void *stream) {
 }
 
 int stream_cuda_event_create(void **event) {
-  cudaEvent_t ev;
-  cudaError_t e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
-  if (e != cudaSuccess) return cuda_fail(e, "cudaEventCreate");
-  *event = ev;
-  return AL_OK;
+  cudaEvent_t ev = NULL;
+  int rc = cuda_check(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "cudaEventCreate");
+  if (rc == AL_OK) *event = ev;
+  return rc;
 }
 
 void stream_cuda_event_destroy(void *event) {
@@ -107,21 +99,18 @@ void stream_cuda_event_destroy(void *event) {
 }
 
 int stream_cuda_event_record(void *event, void *stream) {
-  cudaError_t e = cudaEventRecord((cudaEvent_t)event, (cudaStream_t)stream);
-  return e == cudaSuccess ? AL_OK : cuda_fail(e, "cudaEventRecord");
+  return cuda_check(cudaEventRecord((cudaEvent_t)event, (cudaStream_t)stream), "cudaEventRecord");
 }
 
 int stream_cuda_stream_wait_event(void *stream, void *event) {
-  cudaError_t e = cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)event, 0);
-  return e == cudaSuccess ? AL_OK : cuda_fail(e, "cudaStreamWaitEvent");
+  return cuda_check(cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)event, 0), "cudaStreamWaitEvent");
 }
 
 int stream_cuda_event_sync(void *event) {
-  cudaError_t e = cudaEventSynchronize((cudaEvent_t)event);
-  return e == cudaSuccess ? AL_OK : cuda_fail(e, "cudaEventSynchronize");
+  return cuda_check(cudaEventSynchronize((cudaEvent_t)event), "cudaEventSynchronize");
 }
 
 int stream_cuda_memcpy_h2d_async(void *dst, const void *src, size_t bytes, void *stream) {
-  cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, (cudaStream_t)stream);
-  return e == cudaSuccess ? AL_OK : cuda_fail(e, "cudaMemcpyAsync");
+  return cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, (cudaStream_t)stream),
+                    "cudaMemcpyAsync");
 }
