@@ -14,7 +14,8 @@ The loss is normalised by the step's planned token total over all ranks, so ever
 token weighs the same whatever batch it landed in.
 
 Without --index/--manifest a corpus is made in --workdir with the CLI (``adaptiveload``
-on PATH, or --bin): synth, index, plan for --world ranks.
+on PATH, or --bin): synth, index, plan for --world ranks (adaptiveload.demo_corpus).
+The model stays on the CPU; with torchrun, ranks reduce gradients over gloo.
 
 The synthetic latents are pseudo-random bytes, so values are read through their int16
 bit pattern scaled to [-1, 1) (random bf16 bit patterns include NaN and 1e38); with real
@@ -23,7 +24,6 @@ latents use ``tokens.float()``.
 
 import argparse
 import os
-import subprocess
 import sys
 import time
 
@@ -36,20 +36,6 @@ try:  # an installed package (the //dist bundle on PYTHONPATH) first, else this 
 except ImportError:
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
     import adaptiveload  # noqa: E402
-
-
-def make_corpus(args):
-    os.makedirs(args.workdir, exist_ok=True)
-    index = os.path.join(args.workdir, "corpus.alidx")
-    manifest = os.path.join(args.workdir, "plan-w%d.alm" % args.world)
-    if not os.path.exists(index):
-        subprocess.run([args.bin, "synth", "--out", os.path.join(args.workdir, "shards"), "--samples",
-                        str(args.samples), "--shards", "4"], check=True)
-        subprocess.run([args.bin, "index", "-o", index, os.path.join(args.workdir, "shards")], check=True)
-    if not os.path.exists(manifest):
-        subprocess.run([args.bin, "plan", "--index", index, "--world", str(args.world), "--mem-tokens",
-                        str(args.mem_tokens), "-o", manifest], check=True, stdout=subprocess.DEVNULL)
-    return index, manifest
 
 
 class TinyDenoiser(nn.Module):
@@ -86,24 +72,14 @@ def to_tokens(batch, sampler):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--index")
-    p.add_argument("--manifest")
-    p.add_argument("--workdir", default="/tmp/adaptiveload-example")
-    p.add_argument("--bin", default="adaptiveload")
-    p.add_argument("--samples", type=int, default=64)
-    p.add_argument("--world", type=int, default=int(os.environ.get("WORLD_SIZE", "1")))
-    p.add_argument("--mem-tokens", type=int, default=16384)
+    adaptiveload.add_corpus_arguments(p)  # --index/--manifest, or a demo corpus
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--steps", type=int, default=0, help="stop after N optimizer steps (0: the whole epoch)")
     p.add_argument("--lr", type=float, default=1e-3)
     args = p.parse_args()
 
-    distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
-    if distributed:
-        import torch.distributed as dist
-
-        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
-    index, manifest = (args.index, args.manifest) if args.index else make_corpus(args)
+    env = adaptiveload.setup_distributed(cpu=True)  # torchrun's rank and world; gloo when > 1
+    index, manifest = adaptiveload.corpus_from_args(args)
 
     sampler = adaptiveload.BatchSampler(manifest)  # rank / world from torchrun, or rank 0 of 1
     dataset = adaptiveload.IndexDataset(index)
@@ -111,7 +87,7 @@ def main():
                                          collate_fn=adaptiveload.collate_packed)
     torch.manual_seed(0)
     model = TinyDenoiser()
-    if distributed:
+    if env.initialized:
         model = nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr)
     world = sampler.world_size
@@ -126,8 +102,7 @@ def main():
         eps = torch.randn_like(x)
         xt = (1 - sigma[seg, None]) * x + sigma[seg, None] * eps
         keep = ~torch.tensor([bool(p) for p in info.padded])[seg]  # padding repeats carry no loss
-        ctx = model.no_sync() if distributed and not info.last_in_step else _null()
-        with ctx:
+        with adaptiveload.grad_sync(model, info.last_in_step):  # DDP reduces on a step's last micro-batch
             pred = model(xt, sigma, seg)
             err = ((pred - (eps - x)) ** 2).mean(dim=1)
             # DDP averages gradients over ranks: scale by world so the step's loss is the
@@ -147,16 +122,7 @@ def main():
             if args.steps and steps >= args.steps:
                 break
     print("done: %d steps, %d tokens, rank %d of %d" % (steps, seen_tokens, sampler.rank, world))
-    if distributed:
-        dist.destroy_process_group()
-
-
-class _null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *a):
-        return False
+    env.close()
 
 
 if __name__ == "__main__":

@@ -14,15 +14,14 @@ On CPU (no GPU) the same loop runs from host buffers.
 
 --resume FILE saves ``batch.resume_state`` after every optimizer step and, when the file
 exists at start, continues right after the last saved batch (nothing lost or repeated).
-Without --index/--manifest a corpus is made in --workdir with the CLI (see
-train_dataloader.py). Synthetic latents are random bytes: read through their int16
+Without --index/--manifest a corpus is made in --workdir with the CLI
+(adaptiveload.demo_corpus: synth, index, plan for --world ranks). Synthetic latents are random bytes: read through their int16
 bit pattern (use ``.float()`` with real latents).
 """
 
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 
@@ -35,20 +34,6 @@ try:  # an installed package (the //dist bundle on PYTHONPATH) first, else this 
 except ImportError:
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
     import adaptiveload  # noqa: E402
-
-
-def make_corpus(args):
-    os.makedirs(args.workdir, exist_ok=True)
-    index = os.path.join(args.workdir, "corpus.alidx")
-    manifest = os.path.join(args.workdir, "plan-w%d.alm" % args.world)
-    if not os.path.exists(index):
-        subprocess.run([args.bin, "synth", "--out", os.path.join(args.workdir, "shards"), "--samples",
-                        str(args.samples), "--shards", "4"], check=True)
-        subprocess.run([args.bin, "index", "-o", index, os.path.join(args.workdir, "shards")], check=True)
-    if not os.path.exists(manifest):
-        subprocess.run([args.bin, "plan", "--index", index, "--world", str(args.world), "--mem-tokens",
-                        str(args.mem_tokens), "-o", manifest], check=True, stdout=subprocess.DEVNULL)
-    return index, manifest
 
 
 class TinyDenoiser(nn.Module):
@@ -70,13 +55,7 @@ class TinyDenoiser(nn.Module):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--index")
-    p.add_argument("--manifest")
-    p.add_argument("--workdir", default="/tmp/adaptiveload-example")
-    p.add_argument("--bin", default="adaptiveload")
-    p.add_argument("--samples", type=int, default=64)
-    p.add_argument("--world", type=int, default=int(os.environ.get("WORLD_SIZE", "1")))
-    p.add_argument("--mem-tokens", type=int, default=16384)
+    adaptiveload.add_corpus_arguments(p)  # --index/--manifest, or a demo corpus
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--prefetch", type=int, default=4)
     p.add_argument("--steps", type=int, default=0, help="stop after N optimizer steps (0: the whole epoch)")
@@ -85,16 +64,9 @@ def main():
     p.add_argument("--lr", type=float, default=1e-3)
     args = p.parse_args()
 
-    distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
-    use_cuda = torch.cuda.is_available() and not args.cpu
-    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0"))) if use_cuda else torch.device("cpu")
-    if use_cuda:
-        torch.cuda.set_device(device)
-    if distributed:
-        import torch.distributed as dist
-
-        dist.init_process_group("nccl" if use_cuda else "gloo")
-    index, manifest = (args.index, args.manifest) if args.index else make_corpus(args)
+    env = adaptiveload.setup_distributed(cpu=args.cpu)  # cuda:LOCAL_RANK with a GPU; NCCL/gloo when > 1
+    device, use_cuda = env.device, env.device.type == "cuda"
+    index, manifest = adaptiveload.corpus_from_args(args)
 
     state = None
     if args.resume and os.path.exists(args.resume):
@@ -105,10 +77,10 @@ def main():
                                     device=device if use_cuda else None, state=state)
     torch.manual_seed(0)
     model = TinyDenoiser().to(device)
-    if distributed:
+    if env.initialized:
         model = nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr)
-    world = int(os.environ.get("WORLD_SIZE", "1"))
+    world = env.world_size
 
     steps, tokens, t0, wait = 0, 0, time.time(), 0.0
     step_loss = torch.zeros((), device=device)
@@ -119,7 +91,6 @@ def main():
         wait += time.time() - w0
         if batch is None:
             break
-        offs = batch.offsets.tolist()
         bucket = ds.bucket_shape(batch.bucket)
         xs = []
         for i in range(len(batch)):
@@ -133,15 +104,12 @@ def main():
         eps = torch.randn_like(x)
         xt = (1 - sigma[seg, None]) * x + sigma[seg, None] * eps
         keep = (~batch.padded.to(device))[seg]
-        sync = (not distributed) or batch.last_in_step
-        ctx = model.no_sync() if not sync else _null()
-        with ctx:
+        with adaptiveload.grad_sync(model, batch.last_in_step):  # DDP reduces on a step's last micro-batch
             err = ((model(xt, sigma, seg) - (eps - x)) ** 2).mean(dim=1)
             loss = (err * keep).sum() * world / batch.step_tokens
             loss.backward()
         step_loss += loss.detach() / world
         tokens += x.shape[0]
-        del offs
         if batch.last_in_step:
             opt.step()
             opt.zero_grad(set_to_none=True)
@@ -158,16 +126,7 @@ def main():
                 break
     print("done: %d steps, %d tokens on %s, loader wait %.3f s of %.3f s"
           % (steps, tokens, device, wait, time.time() - t0))
-    if distributed:
-        dist.destroy_process_group()
-
-
-class _null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *a):
-        return False
+    env.close()
 
 
 if __name__ == "__main__":

@@ -10,6 +10,12 @@ Data loading (needs torch):
     StreamError    raised by failing C calls (message names shard, key, offset)
     latent_tokens  crops a Wan latent to its bucket and patchifies it into tokens
 
+Training scripts (adaptiveload.training):
+    setup_distributed   rank, world and device from torchrun; starts torch.distributed
+    grad_sync           DDP gradient sync only on a step's last micro-batch
+    demo_corpus         a small synthetic corpus made with the CLI (synth, index, plan)
+    add_corpus_arguments, corpus_from_args   --index/--manifest, or the demo corpus
+
 Install: unpack the //dist bundle (adaptiveload-dist.tar.gz) anywhere and put its
 python/ folder on PYTHONPATH; the package finds ../../lib/libadaptiveload.so itself
 (or set ADAPTIVELOAD_LIB).
@@ -18,7 +24,8 @@ python/ folder on PYTHONPATH; the package finds ../../lib/libadaptiveload.so its
 import importlib
 
 __all__ = ["BatchSampler", "IndexDataset", "StreamDataset", "StreamError", "PackedBatch", "MicroBatchInfo",
-           "collate_packed", "wan_tokens", "latent_tokens"]
+           "collate_packed", "wan_tokens", "latent_tokens", "setup_distributed", "grad_sync", "demo_corpus",
+           "add_corpus_arguments", "corpus_from_args"]
 
 # Attributes resolved on first use, so `import adaptiveload` needs neither torch nor the
 # shared library until a class is used.
@@ -32,6 +39,11 @@ _LAZY = {
     "PackedBatch": ".stream",
     "StreamError": "._stream_lib",
     "latent_tokens": ".latents",
+    "setup_distributed": ".training",
+    "grad_sync": ".training",
+    "demo_corpus": ".training",
+    "add_corpus_arguments": ".training",
+    "corpus_from_args": ".training",
 }
 
 

@@ -1,22 +1,28 @@
 """Finds and loads the AdaptiveLoad C library through ctypes (no compiled extension) and
-declares the kernel API (kernels/al_adaln.h).
+declares the kernel API (kernels/al_adaln.h). This is the package's only library finder:
+the stream, schedule and index calls (adaptiveload._stream_lib) use the library loaded here.
 
 Search order, first file that loads wins:
-  1. ``ADAPTIVELOAD_LIB``: a library file, or a folder holding one;
+  1. ``ADAPTIVELOAD_LIB``: a library file, or a folder holding one (then nothing else);
   2. next to the package: this folder, its ``lib/``, ``../lib`` and ``../../lib``
      (the //dist bundle puts ``lib/`` beside ``python/``);
-  3. the repository checkout: ``bazel-bin/dist/``.
+  3. the repository checkout: ``bazel-bin/dist/``;
+  4. the system loader's path (``ctypes.util.find_library``).
 In each place ``libadaptiveload.so`` (everything) is preferred to ``libal_kernels.so``
-(the kernels alone, //dist:libal_kernels.so).
+(the kernels alone, //dist:libal_kernels.so). Code that needs more than the kernels gets
+the library through :func:`require`, which fails naming the library loaded and every
+candidate tried when the kernels-only one was found.
 
 Thread-safe; the library is loaded once per process.
 """
 
 import ctypes
+import ctypes.util
 import os
 import threading
 
 LIB_NAMES = ("libadaptiveload.so", "libal_kernels.so")
+_SYSTEM_NAMES = ("adaptiveload", "al_kernels")  # LIB_NAMES as ctypes.util.find_library wants them
 
 AL_OK = 0
 
@@ -80,10 +86,11 @@ _SIGNATURES = {
 
 _lock = threading.Lock()
 _cdll = None
+_tried = []  # "candidate (why it was passed over)" before the one loaded, then "path (loaded)"
 
 
 def candidates():
-    """Paths tried, in order."""
+    """Paths tried, in order (names without a folder come from the system loader's path)."""
     env = os.environ.get("ADAPTIVELOAD_LIB")
     if env:
         if os.path.isdir(env):
@@ -104,6 +111,10 @@ def candidates():
     for place in places:
         for name in LIB_NAMES:
             yield os.path.join(place, name)
+    for name in _SYSTEM_NAMES:
+        found = ctypes.util.find_library(name)
+        if found:
+            yield found
 
 
 def load_library():
@@ -114,7 +125,7 @@ def load_library():
             return _cdll
         tried = []
         for path in candidates():
-            if not os.path.exists(path):
+            if os.path.sep in path and not os.path.exists(path):
                 tried.append(path + " (missing)")
                 continue
             try:
@@ -135,12 +146,29 @@ def load_library():
                             "adaptiveload: %s is %d bytes in %s but %d in Python: library and "
                             "package are from different versions" % (cls.__name__, want, path, ctypes.sizeof(cls))
                         )
+            _tried[:] = tried + [path + " (loaded)"]
             _cdll = cdll
             return _cdll
+        if not os.environ.get("ADAPTIVELOAD_LIB"):
+            tried.append("the system loader's path (ctypes.util.find_library)")
         raise OSError(
             "adaptiveload: cannot load %s; tried: %s. Build it (bazel build //dist:libadaptiveload.so) "
-            "or set ADAPTIVELOAD_LIB." % (" or ".join(LIB_NAMES), "; ".join(tried))
+            "or set ADAPTIVELOAD_LIB." % (" or ".join(LIB_NAMES), "; ".join(tried) or "nothing")
         )
+
+
+def require(symbol, what):
+    """The loaded library when it exports ``symbol``; otherwise (the kernels-only
+    libal_kernels.so was found first) OSError naming ``what`` needs it, the library loaded
+    and every candidate tried."""
+    cdll = load_library()
+    if hasattr(cdll, symbol):
+        return cdll
+    raise OSError(
+        "adaptiveload: %s needs %s, but the library loaded lacks %s (it holds the kernels only); "
+        "tried: %s. Build //dist:libadaptiveload.so or set ADAPTIVELOAD_LIB to it."
+        % (what, LIB_NAMES[0], symbol, "; ".join(_tried))
+    )
 
 
 def last_error():

@@ -3,19 +3,17 @@ stream/al_schedule.h) and of the few index/manifest calls they need.
 
 Internal: use :mod:`adaptiveload.stream` and :mod:`adaptiveload.sampler`.
 
-The shared library is the one :func:`adaptiveload._lib.load_library` finds when it
-holds the stream API; otherwise, in this order: the ``ADAPTIVELOAD_LIB`` environment variable (a
-file, or a folder holding ``libadaptiveload.so``), ``libadaptiveload.so`` next to this
-package, ``../../lib/libadaptiveload.so`` relative to it (the layout of the //dist
-bundle: ``lib/`` beside ``python/``), then the system loader path.
+The shared library is the one :mod:`adaptiveload._lib` finds (``ADAPTIVELOAD_LIB``, next to
+the package, the checkout's bazel-bin/dist/, the system loader's path); it must be
+libadaptiveload.so: the kernels-only libal_kernels.so lacks this API, and :func:`lib` then
+fails naming what was tried.
 """
 
 import ctypes
-import ctypes.util
 import os
 import threading
 
-_LIBNAME = "libadaptiveload.so"
+from . import _lib as _loader
 
 c_int, c_uint32, c_uint64, c_size_t = ctypes.c_int, ctypes.c_uint32, ctypes.c_uint64, ctypes.c_size_t
 c_void_p, c_char_p, c_double, c_uint8 = ctypes.c_void_p, ctypes.c_char_p, ctypes.c_double, ctypes.c_uint8
@@ -191,55 +189,16 @@ _SIGNATURES = {
 _STRUCTS = {0: StreamOptions, 1: StreamState, 2: StreamBatch, 3: StreamStats}
 
 _lock = threading.Lock()
-_lib = None
-
-
-def _candidates():
-    env = os.environ.get("ADAPTIVELOAD_LIB")
-    if env:
-        yield os.path.join(env, _LIBNAME) if os.path.isdir(env) else env
-        return
-    here = os.path.dirname(os.path.abspath(__file__))
-    yield os.path.join(here, _LIBNAME)
-    yield os.path.join(here, "lib", _LIBNAME)
-    yield os.path.normpath(os.path.join(here, "..", "..", "lib", _LIBNAME))
-    found = ctypes.util.find_library("adaptiveload")
-    if found:
-        yield found
-
-
-def _open_cdll():
-    # Prefer the package's common loader (_lib.load_library) so one copy is loaded; it may
-    # find the kernels-only library (libal_kernels.so), which lacks the stream API.
-    try:
-        from . import _lib as shared
-
-        lib = shared.load_library()
-        if hasattr(lib, "al_stream_open"):
-            return lib
-    except (ImportError, OSError, AttributeError):
-        pass
-    tried = []
-    for path in _candidates():
-        if os.path.sep in path and not os.path.exists(path):
-            tried.append(path + " (missing)")
-            continue
-        try:
-            return ctypes.CDLL(path)
-        except OSError as e:
-            tried.append("%s (%s)" % (path, e))
-    raise OSError(
-        "adaptiveload: cannot load %s; tried: %s. Set ADAPTIVELOAD_LIB to the library (from the "
-        "//dist bundle's lib/ folder, or bazel-bin/dist/libadaptiveload.so)." % (_LIBNAME, "; ".join(tried) or "nothing")
-    )
+_declared = None  # the library once this module's signatures are set on it
 
 
 def lib():
-    """The loaded C library with argtypes/restype set for the stream and schedule API."""
-    global _lib
+    """The loaded C library (adaptiveload._lib) with argtypes/restype set for the stream and
+    schedule API."""
+    global _declared
     with _lock:
-        if _lib is None:
-            cdll = _open_cdll()
+        if _declared is None:
+            cdll = _loader.require("al_stream_open", "the stream API (BatchSampler, IndexDataset, StreamDataset)")
             for name, (res, args) in _SIGNATURES.items():
                 fn = getattr(cdll, name)
                 fn.restype = res
@@ -251,11 +210,12 @@ def lib():
                         "adaptiveload: %s is %d bytes in the C library but %d in Python: the library "
                         "and the package are from different versions" % (cls.__name__, want, ctypes.sizeof(cls))
                     )
-            _lib = cdll
-        return _lib
+            _declared = cdll
+        return _declared
 
 
 def last_error():
+    """al_last_error() of this thread."""
     return lib().al_last_error().decode("utf-8", "replace")
 
 
@@ -272,14 +232,35 @@ def encode_path(path):
     return os.fsencode(os.fspath(path))
 
 
-class Index:
-    """An index file loaded through the C library (owned; freed on close/garbage collection)."""
+class _Loaded:
+    """A C object loaded from a file through ``_load`` (al_*_load), owned: freed through
+    ``_free`` on close() or garbage collection."""
+
+    _load = _free = _kind = None
 
     def __init__(self, path):
         self.path = os.fspath(path)
         h = c_void_p()
-        check(lib().al_index_load(ctypes.byref(h), encode_path(path)), "loading index %s" % self.path)
+        status = getattr(lib(), self._load)(ctypes.byref(h), encode_path(path))
+        check(status, "loading %s %s" % (self._kind, self.path))
         self.handle = h
+
+    def close(self):
+        if getattr(self, "handle", None):
+            getattr(lib(), self._free)(self.handle)
+            self.handle = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown
+            pass
+
+
+class Index(_Loaded):
+    """An index file loaded through the C library."""
+
+    _load, _free, _kind = "al_index_load", "al_index_free", "index"
 
     def __len__(self):
         return lib().al_index_sample_count(self.handle)
@@ -292,34 +273,8 @@ class Index:
         check(lib().al_index_sample(self.handle, i, ctypes.byref(info)), "index sample %d" % i)
         return info
 
-    def close(self):
-        if getattr(self, "handle", None):
-            lib().al_index_free(self.handle)
-            self.handle = None
 
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:  # interpreter shutdown
-            pass
-
-
-class Manifest:
+class Manifest(_Loaded):
     """A manifest file loaded through the C library."""
 
-    def __init__(self, path):
-        self.path = os.fspath(path)
-        h = c_void_p()
-        check(lib().al_manifest_load(ctypes.byref(h), encode_path(path)), "loading manifest %s" % self.path)
-        self.handle = h
-
-    def close(self):
-        if getattr(self, "handle", None):
-            lib().al_manifest_free(self.handle)
-            self.handle = None
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
+    _load, _free, _kind = "al_manifest_load", "al_manifest_free", "manifest"

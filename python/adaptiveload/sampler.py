@@ -129,6 +129,11 @@ class _Schedule:
         )
 
 
+def _schedule_fact(attr, doc):
+    """A read-only property: ``attr`` of the open schedule."""
+    return property(lambda self: getattr(self._sched, attr), doc=doc)
+
+
 class BatchSampler(Sampler):
     """Yields, for one rank, a list of index positions per planned micro-batch, in plan order.
 
@@ -177,22 +182,10 @@ class BatchSampler(Sampler):
 
     # -- plan facts -----------------------------------------------------------
 
-    @property
-    def rank(self):
-        return self._sched.rank
-
-    @property
-    def world_size(self):
-        return self._sched.world
-
-    @property
-    def epoch(self):
-        return self._sched.epoch
-
-    @property
-    def num_batches(self):
-        """Micro-batches of this rank in the epoch (whatever the start position)."""
-        return self._sched.n_batches
+    rank = _schedule_fact("rank", "This rank.")
+    world_size = _schedule_fact("world", "Ranks the manifest was planned for.")
+    epoch = _schedule_fact("epoch", "Epoch of the open manifest.")
+    num_batches = _schedule_fact("n_batches", "Micro-batches of this rank in the epoch (whatever the start position).")
 
     def bucket_shape(self, bucket):
         """BucketShape (width, height, frames, tokens) of bucket id ``bucket``."""

@@ -11,6 +11,7 @@ if ! "$PY" -c "import torch" >/dev/null 2>&1; then
   exit 0
 fi
 export ADAPTIVELOAD_LIB="$here/dist/libadaptiveload.so"
+export AL_TEST_KERNELS_LIB="$here/dist/libal_kernels.so"  # the kernels alone: no stream API
 export ADAPTIVELOAD_BIN="$here/adaptiveload"
 export PYTHONPATH="$here/python"
 export PYTHONDONTWRITEBYTECODE=1

@@ -260,6 +260,64 @@ class StreamDatasetTest(unittest.TestCase):
             stream_all(StreamDataset(C.index, C.manifest, rank=0, world_size=2, device="cuda"))
 
 
+class LibraryLoaderTest(unittest.TestCase):
+    """adaptiveload._lib is the one library finder: ADAPTIVELOAD_LIB (a file, or a folder
+    where libadaptiveload.so comes before libal_kernels.so) wins, and the stream API over
+    the kernels-only library fails naming what was loaded and tried."""
+
+    def run_python(self, code, lib):
+        env = dict(os.environ, ADAPTIVELOAD_LIB=lib)
+        return subprocess.run([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, universal_newlines=True)
+
+    def test_folder_prefers_the_full_library(self):
+        folder = os.path.dirname(os.environ["ADAPTIVELOAD_LIB"])
+        p = self.run_python("import adaptiveload._lib as L; print('\\n'.join(L.candidates()))", folder)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout.split(), [os.path.join(folder, "libadaptiveload.so"),
+                                            os.path.join(folder, "libal_kernels.so")])
+
+    def test_stream_api_over_the_kernels_library_names_what_was_tried(self):
+        kernels = os.environ.get("AL_TEST_KERNELS_LIB")
+        if not kernels:
+            self.skipTest("AL_TEST_KERNELS_LIB (the kernels-only library) is not set")
+        p = self.run_python("import adaptiveload; adaptiveload.BatchSampler(%r)" % C.manifest, kernels)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("OSError: adaptiveload: the stream API", p.stderr)
+        self.assertIn("needs libadaptiveload.so", p.stderr)
+        self.assertIn("tried: %s (loaded)" % kernels, p.stderr)
+
+
+class TrainingHelpersTest(unittest.TestCase):
+    """adaptiveload.training: what the example training scripts share."""
+
+    def test_single_process_setup_and_grad_sync(self):
+        env = adaptiveload.setup_distributed(cpu=True)
+        self.assertEqual((env.rank, env.world_size, env.initialized, env.device.type), (0, 1, False, "cpu"))
+        model = torch.nn.Linear(2, 2)
+        for sync in (False, True):  # not DDP: nothing to hold back
+            with adaptiveload.grad_sync(model, sync):
+                model(torch.ones(1, 2)).sum().backward()
+        self.assertIsNotNone(model.weight.grad)
+        env.close()
+
+    def test_demo_corpus_and_arguments(self):
+        import argparse
+
+        p = argparse.ArgumentParser()
+        adaptiveload.add_corpus_arguments(p)
+        args = p.parse_args(["--workdir", os.path.join(TMP, "demo"), "--bin", BIN, "--samples", "12", "--world", "2"])
+        index, manifest = adaptiveload.corpus_from_args(args)
+        self.assertEqual(manifest, os.path.join(TMP, "demo", "plan-w2.alm"))
+        self.assertEqual(len(IndexDataset(index)), 12)
+        self.assertEqual(BatchSampler(manifest, rank=1, world_size=2).world_size, 2)
+        stamp = os.path.getmtime(manifest)
+        self.assertEqual(adaptiveload.demo_corpus(args.workdir, world=2, bin=BIN), (index, manifest))
+        self.assertEqual(os.path.getmtime(manifest), stamp, "an existing plan is reused")
+        given = p.parse_args(["--index", C.index, "--manifest", C.manifest])
+        self.assertEqual(adaptiveload.corpus_from_args(given), (C.index, C.manifest))
+
+
 class AdalnImportTest(unittest.TestCase):
     """The fused AdaLN module imports under any torch (its torch.compile operators only where
     torch.library.custom_op exists) and refuses CPU tensors by name; its GPU tests are
