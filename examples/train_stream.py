@@ -15,8 +15,8 @@ On CPU (no GPU) the same loop runs from host buffers.
 --resume FILE saves ``batch.resume_state`` after every optimizer step and, when the file
 exists at start, continues right after the last saved batch (nothing lost or repeated).
 Without --index/--manifest a corpus is made in --workdir with the CLI
-(adaptiveload.demo_corpus: synth, index, plan for --world ranks). Synthetic latents are random bytes: read through their int16
-bit pattern (use ``.float()`` with real latents).
+(adaptiveload.demo_corpus: synth, index, plan for --world ranks). Synthetic latents are
+random bytes: read through their int16 bit pattern (use ``.float()`` with real latents).
 """
 
 import argparse
