@@ -1,6 +1,7 @@
 /* Option value parsing shared by the verbs. */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cli/cli_internal.h"
 
@@ -18,4 +19,13 @@ int cli_parse_double(const char *s, double *v) {
   if (!s || !*s) return -1;
   *v = strtod(s, &end);
   return (errno || *end) ? -1 : 0;
+}
+
+int cli_is_mem_option(const char *opt) {
+  return !strcmp(opt, "--mem-capacity") || !strcmp(opt, "--mem-safety");
+}
+
+int cli_parse_mem_option(const char *opt, const char *v, cli_mem_opts *m) {
+  if (!strcmp(opt, "--mem-capacity")) return cli_parse_double(v, &m->capacity) || !(m->capacity > 0) ? -1 : 0;
+  return cli_parse_double(v, &m->safety) || !(m->safety > 0) || m->safety > 1 ? -1 : 0;
 }

@@ -38,4 +38,27 @@ int cli_parse_double(const char *s, double *v);
 /* Prints "adaptiveload <verb>: <al_last_error()>" on stderr; returns AL_EXIT_FAIL. */
 int cli_fail(const char *verb);
 
+/* Usage errors, on stderr; both return AL_EXIT_USAGE. cli_usage_error prints
+ * "adaptiveload <verb>: <message>" and a pointer to --help (the verbs whose
+ * usage is a page); cli_usage_page prints the message, a blank line and the
+ * verb's usage. */
+int cli_usage_error(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int cli_usage_page(const char *verb, void (*usage)(FILE *), const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* --mem-capacity BYTES and --mem-safety F (fit and plan): the token cap
+ * M_mem = (capacity * safety - m0) / m1 from a cost model's memory fit. */
+typedef struct cli_mem_opts {
+  double capacity; /* 0: not given */
+  double safety;   /* default 0.9 */
+} cli_mem_opts;
+
+#define CLI_MEM_OPTS_INIT {0, 0.9}
+
+/* Nonzero when `opt` is --mem-capacity or --mem-safety. */
+int cli_is_mem_option(const char *opt);
+
+/* Parses the value `v` of such an option into *m: 0, or -1 when it is bad. */
+int cli_parse_mem_option(const char *opt, const char *v, cli_mem_opts *m);
+
 #endif /* AL_CLI_H */

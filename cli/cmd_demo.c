@@ -45,11 +45,11 @@ static int run_verb(int (*fn)(int, char **), char **argv) {
   while (argv[argc]) printf(" %s", argv[argc++]);
   printf("\n");
   fflush(stdout);
-  int rc = fn(argc, argv);
+  int exit_code = fn(argc, argv);
   fflush(stdout);
   fflush(stderr);
-  if (rc != AL_EXIT_OK) fprintf(stderr, "adaptiveload demo: '%s' failed (exit %d)\n", argv[0], rc);
-  return rc;
+  if (exit_code != AL_EXIT_OK) fprintf(stderr, "adaptiveload demo: '%s' failed (exit %d)\n", argv[0], exit_code);
+  return exit_code;
 }
 
 static void section(int n, const char *title) {
@@ -72,11 +72,8 @@ int cli_cmd_demo(int argc, char **argv) {
     else if (!strcmp(argv[i], "--world")) slot = &world;
     else if (!strcmp(argv[i], "--seed")) slot = &seed;
     else if (!strcmp(argv[i], "--batches")) slot = &batches;
-    if (!slot || i + 1 >= argc) {
-      fprintf(stderr, "adaptiveload demo: %s '%s'\n\n", slot ? "missing value for" : "unknown option", argv[i]);
-      usage(stderr);
-      return AL_EXIT_USAGE;
-    }
+    if (!slot || i + 1 >= argc)
+      return cli_usage_page("demo", usage, "%s '%s'", slot ? "missing value for" : "unknown option", argv[i]);
     *slot = argv[++i];
   }
   /* The verbs report on stderr and list on stdout; a demo reads as one story, so
@@ -96,23 +93,23 @@ int cli_cmd_demo(int argc, char **argv) {
   snprintf(svg_a, sizeof svg_a, "%s/adaptive.svg", out);
   snprintf(svg_e, sizeof svg_e, "%s/equal-token.svg", out);
 
-  int rc;
+  int exit_code;
   section(1, "synthetic corpus: images and videos, real-size Wan 2.1 latents");
   char *a_synth[] = {"synth", "--out", corpus, "--samples", (char *)samples, "--shards", (char *)shards,
                      "--seed", (char *)seed, NULL};
-  if ((rc = run_verb(cli_cmd_synth, a_synth))) return rc;
+  if ((exit_code = run_verb(cli_cmd_synth, a_synth))) return exit_code;
 
   section(2, "index the shards");
   char *a_index[] = {"index", "-o", index, corpus, NULL};
-  if ((rc = run_verb(cli_cmd_index, a_index))) return rc;
+  if ((exit_code = run_verb(cli_cmd_index, a_index))) return exit_code;
 
   section(3, "plan one epoch with both policies (embedded H200 cost model)");
   char *a_plan_a[] = {"plan", "--index", index, "--world", (char *)world, "--policy", "adaptive",
                       "--seed", (char *)seed, "-o", man_a, NULL};
-  if ((rc = run_verb(cli_cmd_plan, a_plan_a))) return rc;
+  if ((exit_code = run_verb(cli_cmd_plan, a_plan_a))) return exit_code;
   char *a_plan_e[] = {"plan", "--index", index, "--world", (char *)world, "--policy", "equal-token",
                       "--seed", (char *)seed, "-o", man_e, NULL};
-  if ((rc = run_verb(cli_cmd_plan, a_plan_e))) return rc;
+  if ((exit_code = run_verb(cli_cmd_plan, a_plan_e))) return exit_code;
 
   section(4, "balance: adaptive vs equal-token");
   al_manifest *ma = NULL, *me = NULL;
@@ -121,17 +118,17 @@ int cli_cmd_demo(int argc, char **argv) {
     return cli_fail("demo");
   }
   al_plan_compare_print(stdout, ma, me);
-  int svg_rc = al_manifest_write_svg(ma, svg_a);
-  if (!svg_rc) svg_rc = al_manifest_write_svg(me, svg_e);
+  int rc = al_manifest_write_svg(ma, svg_a);
+  if (!rc) rc = al_manifest_write_svg(me, svg_e);
   al_manifest_free(ma);
   al_manifest_free(me);
-  if (svg_rc) return cli_fail("demo");
+  if (rc) return cli_fail("demo");
   printf("per-step per-rank load drawn in %s and %s\n", svg_a, svg_e);
 
   section(5, "stream rank 0's first packed micro-batches");
   char *a_stream[] = {"stream", "--index", index, "--manifest", man_a, "--rank", "0", "--max-batches",
                       (char *)batches, NULL};
-  if ((rc = run_verb(cli_cmd_stream, a_stream))) return rc;
+  if ((exit_code = run_verb(cli_cmd_stream, a_stream))) return exit_code;
 
   printf("\ndemo done: files in %s/ (inspect them with `adaptiveload inspect %s`)\n", out, man_a);
   return AL_EXIT_OK;

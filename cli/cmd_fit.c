@@ -57,7 +57,7 @@ int cli_cmd_fit(int argc, char **argv) {
   }
   const char *bench = NULL, *out = NULL;
   int json = 0, use_default = 0;
-  double capacity = 0, safety = 0.9;
+  cli_mem_opts mem = CLI_MEM_OPTS_INIT;
   al_cost_fit_options fo;
   memset(&fo, 0, sizeof fo);
   for (int i = 1; i < argc; i++) {
@@ -92,25 +92,15 @@ int cli_cmd_fit(int argc, char **argv) {
     } else if (!strcmp(a, "--folds")) {
       bad = cli_parse_u64(v, &n) || n < 2 || n > 1000;
       fo.folds = (uint32_t)n;
-    } else if (!strcmp(a, "--mem-capacity")) {
-      bad = cli_parse_double(v, &capacity) || !(capacity > 0);
-    } else if (!strcmp(a, "--mem-safety")) {
-      bad = cli_parse_double(v, &safety) || !(safety > 0) || safety > 1;
+    } else if (cli_is_mem_option(a)) {
+      bad = cli_parse_mem_option(a, v, &mem);
     } else {
       bad = 1;
     }
-    if (bad) {
-      fprintf(stderr, "adaptiveload fit: bad option or value: %s %s\n\n", a, v ? v : "");
-      usage(stderr);
-      return AL_EXIT_USAGE;
-    }
+    if (bad) return cli_usage_page("fit", usage, "bad option or value: %s %s", a, v ? v : "");
     i++;
   }
-  if (!bench && !use_default) {
-    fprintf(stderr, "adaptiveload fit: --bench FILE (or --default) is required\n\n");
-    usage(stderr);
-    return AL_EXIT_USAGE;
-  }
+  if (!bench && !use_default) return cli_usage_page("fit", usage, "--bench FILE (or --default) is required");
   al_bench b;
   int rc = bench ? al_bench_load(&b, bench)
                  : al_bench_parse(&b, al_cost_default_json(), strlen(al_cost_default_json()),
@@ -121,12 +111,13 @@ int cli_cmd_fit(int argc, char **argv) {
   al_bench_free(&b);
   if (rc) return cli_fail("fit");
   uint64_t mem_tokens = 0;
-  if (capacity > 0 && al_cost_mem_tokens(&m, capacity, safety, &mem_tokens)) return cli_fail("fit");
+  if (mem.capacity > 0 && al_cost_mem_tokens(&m, mem.capacity, mem.safety, &mem_tokens)) return cli_fail("fit");
   if (out && al_cost_save(&m, out)) return cli_fail("fit");
   if (json) {
     al_cost_print_json(&m, stdout);
-    if (mem_tokens) printf("{\"mem_capacity\": %.0f, \"mem_safety\": %.3f, \"mem_tokens\": %llu}\n", capacity, safety,
-                           (unsigned long long)mem_tokens);
+    if (mem_tokens)
+      printf("{\"mem_capacity\": %.0f, \"mem_safety\": %.3f, \"mem_tokens\": %llu}\n", mem.capacity, mem.safety,
+             (unsigned long long)mem_tokens);
   } else {
     printf("fit of %s: %u rows (%u launch-bound rows with B*S < %.0f left out), %s residuals%s%s\n", m.source, m.rows,
            m.rows_excluded, m.min_tokens, m.abs_loss ? "absolute" : "relative", m.device[0] ? ", device " : "",
@@ -135,7 +126,7 @@ int cli_cmd_fit(int argc, char **argv) {
     if (m.alt.family) print_fit(&m.alt, "other");
     if (m.has_mem) printf("  memory bytes = %.4g + %.4g * B * S\n", m.mem_m0, m.mem_m1);
     if (mem_tokens)
-      printf("  M_mem for %.0f bytes x %.2f: %llu tokens per micro-batch\n", capacity, safety,
+      printf("  M_mem for %.0f bytes x %.2f: %llu tokens per micro-batch\n", mem.capacity, mem.safety,
              (unsigned long long)mem_tokens);
     if (out) printf("wrote %s\n", out);
   }

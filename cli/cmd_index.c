@@ -10,13 +10,6 @@
 
 #define SHOW_REJECTED 20
 
-static void usage(FILE *out);
-
-/* Usage errors: the first usage line and a pointer to --help, not the whole page. */
-static void short_usage(void) {
-  fprintf(stderr, "run 'adaptiveload index --help' for usage\n");
-}
-
 static void usage(FILE *out) {
   fprintf(out,
           "usage: adaptiveload index [--threads T] [--json] [--dali-idx DIR] [--strict] -o INDEX SHARD...\n\n"
@@ -72,8 +65,8 @@ int cli_cmd_index(int argc, char **argv) {
   int json = 0;
   char **paths = NULL;
   size_t n = 0;
-  int rc = AL_EXIT_OK;
-  for (int i = 1; i < argc && rc == AL_EXIT_OK; i++) {
+  int exit_code = AL_EXIT_OK;
+  for (int i = 1; i < argc && exit_code == AL_EXIT_OK; i++) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--json")) {
@@ -85,12 +78,11 @@ int cli_cmd_index(int argc, char **argv) {
     } else if (!strcmp(a, "--no-progress")) {
       o.progress = -1;
     } else if (a[0] == '-' && a[1] == '-' && a[2] == '\0') {
-      for (i++; i < argc && rc == AL_EXIT_OK; i++)
-        if (al_shard_expand(argv[i], &paths, &n)) rc = cli_fail("index");
+      for (i++; i < argc && exit_code == AL_EXIT_OK; i++)
+        if (al_shard_expand(argv[i], &paths, &n)) exit_code = cli_fail("index");
     } else if (a[0] == '-' && a[1] != '\0') {
       if (!v) {
-        fprintf(stderr, "adaptiveload index: %s needs a value (or is unknown)\n", a);
-        rc = AL_EXIT_USAGE;
+        exit_code = cli_usage_error("index", "%s needs a value (or is unknown)", a);
         break;
       }
       i++;
@@ -100,17 +92,12 @@ int cli_cmd_index(int argc, char **argv) {
         output = v;
       } else if (!strcmp(a, "--threads")) {
         long t = strtol(v, &end, 10);
-        if (errno || *end || t < 1 || t > 4096) {
-          fprintf(stderr, "adaptiveload index: bad --threads '%s'\n", v);
-          rc = AL_EXIT_USAGE;
-        }
+        if (errno || *end || t < 1 || t > 4096) exit_code = cli_usage_error("index", "bad --threads '%s'", v);
         o.threads = (int)t;
       } else if (!strcmp(a, "--block-size")) {
         unsigned long long b = strtoull(v, &end, 10);
-        if (errno || *end || b < 512 || b > (1ull << 30)) {
-          fprintf(stderr, "adaptiveload index: bad --block-size '%s'\n", v);
-          rc = AL_EXIT_USAGE;
-        }
+        if (errno || *end || b < 512 || b > (1ull << 30))
+          exit_code = cli_usage_error("index", "bad --block-size '%s'", v);
         o.block_size = (size_t)b;
       } else if (!strcmp(a, "--dali-idx")) {
         o.dali_idx_dir = v;
@@ -125,32 +112,23 @@ int cli_cmd_index(int argc, char **argv) {
       } else if (!strcmp(a, "--field-duration")) {
         o.field_duration = v;
       } else {
-        fprintf(stderr, "adaptiveload index: unknown option '%s'\n", a);
-        rc = AL_EXIT_USAGE;
+        exit_code = cli_usage_error("index", "unknown option '%s'", a);
       }
     } else if (al_shard_expand(a, &paths, &n)) {
-      rc = cli_fail("index");
+      exit_code = cli_fail("index");
     }
   }
-  if (rc == AL_EXIT_OK && (!output || n == 0)) {
-    fprintf(stderr, "adaptiveload index: %s\n", !output ? "-o INDEX is required" : "no SHARD given");
-    rc = AL_EXIT_USAGE;
-  }
-  if (rc == AL_EXIT_USAGE) short_usage();
-  if (rc != AL_EXIT_OK) {
-    for (size_t i = 0; i < n; i++) free(paths[i]);
-    free(paths);
-    return rc;
-  }
-
+  if (exit_code == AL_EXIT_OK && (!output || n == 0))
+    exit_code = cli_usage_error("index", "%s", !output ? "-o INDEX is required" : "no SHARD given");
   al_index *idx = NULL;
-  al_index_stats st;
-  memset(&st, 0, sizeof st);
-  int brc = al_index_build(&idx, (const char *const *)paths, n, &o, &st);
+  al_index_stats stats;
+  memset(&stats, 0, sizeof stats);
+  int rc = exit_code == AL_EXIT_OK ? al_index_build(&idx, (const char *const *)paths, n, &o, &stats) : AL_OK;
   char build_err[1024];
-  snprintf(build_err, sizeof build_err, "%s", brc ? al_last_error() : "");
+  snprintf(build_err, sizeof build_err, "%s", rc ? al_last_error() : "");
   for (size_t i = 0; i < n; i++) free(paths[i]);
   free(paths);
+  if (exit_code != AL_EXIT_OK) return exit_code;
   if (!idx) return cli_fail("index");
   /* With --strict or unreadable shards the build fails but the index is complete: write it anyway. */
   if (al_index_save(idx, output) != AL_OK) {
@@ -160,8 +138,8 @@ int cli_cmd_index(int argc, char **argv) {
   }
   if (!json || al_index_rejected_count(idx)) {
     fprintf(stderr, "index: %llu shards, %llu samples, %llu rejected, %.1f MB in %.2f s (%.0f samples/s) -> %s\n",
-            (unsigned long long)st.shards, (unsigned long long)st.samples, (unsigned long long)st.rejected,
-            st.bytes / 1e6, st.seconds, st.seconds > 0 ? st.samples / st.seconds : 0.0, output);
+            (unsigned long long)stats.shards, (unsigned long long)stats.samples, (unsigned long long)stats.rejected,
+            stats.bytes / 1e6, stats.seconds, stats.seconds > 0 ? stats.samples / stats.seconds : 0.0, output);
     if (al_index_rejected_count(idx)) {
       fprintf(stderr, "rejected:\n");
       print_rejected(idx);
@@ -181,15 +159,15 @@ int cli_cmd_index(int argc, char **argv) {
   al_index_memory(idx, &mem_records, &mem_keys);
   if (!json)
     fprintf(stderr, "index memory: %.1f MB records (%.1f B/sample) + %.1f MB keys; read %.1f of %.1f MB\n",
-            mem_records / 1e6, st.samples ? (double)mem_records / st.samples : 0.0, mem_keys / 1e6,
-            st.bytes_read / 1e6, st.bytes / 1e6);
+            mem_records / 1e6, stats.samples ? (double)mem_records / stats.samples : 0.0, mem_keys / 1e6,
+            stats.bytes_read / 1e6, stats.bytes / 1e6);
   if (json)
     printf("{\"shards\": %llu, \"samples\": %llu, \"rejected\": %llu, \"bytes\": %llu, \"seconds\": %.6f, "
            "\"bytes_read\": %llu, \"mem_records\": %zu, \"mem_keys\": %zu}\n",
-           (unsigned long long)st.shards, (unsigned long long)st.samples, (unsigned long long)st.rejected,
-           (unsigned long long)st.bytes, st.seconds, (unsigned long long)st.bytes_read, mem_records, mem_keys);
+           (unsigned long long)stats.shards, (unsigned long long)stats.samples, (unsigned long long)stats.rejected,
+           (unsigned long long)stats.bytes, stats.seconds, (unsigned long long)stats.bytes_read, mem_records, mem_keys);
   al_index_free(idx);
-  if (brc) {
+  if (rc) {
     fprintf(stderr, "adaptiveload index: %s\n", build_err);
     return AL_EXIT_FAIL;
   }

@@ -25,9 +25,9 @@ static void usage(FILE *out) {
           "  --compare OTHER   print MANIFEST and OTHER side by side (e.g. adaptive vs equal-token)\n");
 }
 
-static const char *status_name(int st) {
-  if (st >= 1 && st < AL_REJECT_COUNT) return al_reject_reason_name((al_reject_reason)st);
-  if (st == 16) return "dropped by the last-step policy";
+static const char *status_name(int key_status) {
+  if (key_status >= 1 && key_status < AL_REJECT_COUNT) return al_reject_reason_name((al_reject_reason)key_status);
+  if (key_status == 16) return "dropped by the last-step policy";
   return NULL;
 }
 
@@ -49,23 +49,14 @@ int cli_cmd_inspect(int argc, char **argv) {
     } else if (a[0] != '-' && !path) {
       path = a;
     } else {
-      fprintf(stderr, "adaptiveload inspect: bad argument: %s\n\n", a);
-      usage(stderr);
-      return AL_EXIT_USAGE;
+      return cli_usage_page("inspect", usage, "bad argument: %s", a);
     }
   }
-  if (!path) {
-    fprintf(stderr, "adaptiveload inspect: MANIFEST is required\n\n");
-    usage(stderr);
-    return AL_EXIT_USAGE;
-  }
+  if (!path) return cli_usage_page("inspect", usage, "MANIFEST is required");
   al_manifest *m = NULL, *o = NULL;
-  if (al_manifest_load(&m, path)) return cli_fail("inspect");
-  if (other && al_manifest_load(&o, other)) {
-    al_manifest_free(m);
-    return cli_fail("inspect");
-  }
-  int rc = AL_OK;
+  int rc = al_manifest_load(&m, path);
+  if (!rc && other) rc = al_manifest_load(&o, other);
+  if (rc) goto cleanup;
   if (json) al_manifest_print_json(stdout, m);
   if (jsonl) rc = al_manifest_print_jsonl(stdout, m);
   if (!rc && svg) {
@@ -83,6 +74,8 @@ int cli_cmd_inspect(int argc, char **argv) {
   }
   if (!rc && o) al_plan_compare_print(stdout, m, o);
   if (!rc && !json && !jsonl && !svg && !rejected && !o) al_manifest_print_summary(stdout, m, path);
+
+cleanup:
   al_manifest_free(m);
   al_manifest_free(o);
   return rc ? cli_fail("inspect") : AL_EXIT_OK;

@@ -85,7 +85,7 @@ int cli_cmd_plan(int argc, char **argv) {
   const char *index = NULL, *cost_path = NULL, *out = NULL, *buckets = NULL, *resume = NULL;
   int json = 0, have_at = 0;
   unsigned long long at_step = 0;
-  double capacity = 0, safety = 0.9;
+  cli_mem_opts mem = CLI_MEM_OPTS_INIT;
   al_plan_options o;
   memset(&o, 0, sizeof o);
   for (int i = 1; i < argc; i++) {
@@ -117,10 +117,8 @@ int cli_cmd_plan(int argc, char **argv) {
     } else if (!strcmp(a, "--mem-tokens")) {
       bad = cli_parse_u64(v, &n) || !n;
       o.mem_tokens = n;
-    } else if (!strcmp(a, "--mem-capacity")) {
-      bad = cli_parse_double(v, &capacity) || !(capacity > 0);
-    } else if (!strcmp(a, "--mem-safety")) {
-      bad = cli_parse_double(v, &safety) || !(safety > 0) || safety > 1;
+    } else if (cli_is_mem_option(a)) {
+      bad = cli_parse_mem_option(a, v, &mem);
     } else if (!strcmp(a, "--comp-ms")) {
       bad = cli_parse_double(v, &o.comp_budget_ms) || !(o.comp_budget_ms > 0);
     } else if (!strcmp(a, "--step-ms")) {
@@ -149,21 +147,13 @@ int cli_cmd_plan(int argc, char **argv) {
     } else {
       bad = 1;
     }
-    if (bad) {
-      fprintf(stderr, "adaptiveload plan: bad option or value: %s %s\n\n", a, v ? v : "");
-      usage(stderr);
-      return AL_EXIT_USAGE;
-    }
+    if (bad) return cli_usage_page("plan", usage, "bad option or value: %s %s", a, v ? v : "");
     i++;
   }
   const char *missing = !out ? "-o MANIFEST" : !o.world ? "--world W" : NULL;
   if (!missing && resume && !have_at) missing = "--at-step K (with --resume-from)";
   if (!missing && !resume && !index) missing = "--index INDEX";
-  if (missing) {
-    fprintf(stderr, "adaptiveload plan: %s is required\n\n", missing);
-    usage(stderr);
-    return AL_EXIT_USAGE;
-  }
+  if (missing) return cli_usage_page("plan", usage, "%s is required", missing);
   if (resume && (index || cost_path || buckets || o.start_step)) {
     fprintf(stderr, "adaptiveload plan: --resume-from takes its index positions, cost model, buckets and config from "
                     "OLD_MANIFEST; --index/--cost/--buckets/--start-step do not apply\n");
@@ -182,9 +172,9 @@ int cli_cmd_plan(int argc, char **argv) {
     al_cost_model cost;
     al_bucket_table *table = NULL;
     rc = cost_path ? al_cost_load(&cost, cost_path) : al_cost_default(&cost);
-    if (!rc && capacity > 0) {
+    if (!rc && mem.capacity > 0) {
       uint64_t mt;
-      rc = al_cost_mem_tokens(&cost, capacity, safety, &mt);
+      rc = al_cost_mem_tokens(&cost, mem.capacity, mem.safety, &mt);
       if (!rc && o.mem_tokens) {
         fprintf(stderr, "adaptiveload plan: give --mem-tokens or --mem-capacity, not both\n");
         return AL_EXIT_USAGE;

@@ -140,9 +140,7 @@ int cli_cmd_stream(int argc, char **argv) {
         i++;
       }
     } else if (!v || a[0] != '-') {
-      fprintf(stderr, "adaptiveload stream: %s %s\n\n", a, a[0] == '-' ? "needs a value (or is unknown)" : "unexpected");
-      usage(stderr);
-      return AL_EXIT_USAGE;
+      return cli_usage_page("stream", usage, "%s %s", a, a[0] == '-' ? "needs a value (or is unknown)" : "unexpected");
     } else {
       i++;
       if (!strcmp(a, "--index")) {
@@ -178,33 +176,27 @@ int cli_cmd_stream(int argc, char **argv) {
           return AL_EXIT_USAGE;
         }
       } else {
-        fprintf(stderr, "adaptiveload stream: unknown option '%s'\n\n", a);
-        usage(stderr);
-        return AL_EXIT_USAGE;
+        return cli_usage_page("stream", usage, "unknown option '%s'", a);
       }
     }
   }
-  if (!index_path || !manifest_path) {
-    fprintf(stderr, "adaptiveload stream: --index and --manifest are required\n\n");
-    usage(stderr);
-    return AL_EXIT_USAGE;
-  }
+  if (!index_path || !manifest_path) return cli_usage_page("stream", usage, "--index and --manifest are required");
 
   al_index *idx = NULL;
   al_manifest *m = NULL;
   al_stream *s = NULL;
-  int rc = AL_EXIT_OK;
+  int exit_code = AL_EXIT_OK;
   if (al_index_load(&idx, index_path) != AL_OK || al_manifest_load(&m, manifest_path) != AL_OK ||
       al_stream_open(&s, idx, m, (int)rank, &o) != AL_OK) {
-    rc = cli_fail("stream");
-    goto done;
+    exit_code = cli_fail("stream");
+    goto cleanup;
   }
 
   double t0 = now_s(), copy_wait = 0, compute_total = 0;
   uint64_t batches = 0, bytes = 0, samples = 0, tokens = 0, skipped = 0, copied = 0;
-  int st;
+  int rc = AL_OK;
   const al_stream_batch *b;
-  while ((max_batches < 0 || batches < (uint64_t)max_batches) && (st = al_stream_next(s, &b)) == AL_OK) {
+  while ((max_batches < 0 || batches < (uint64_t)max_batches) && (rc = al_stream_next(s, &b)) == AL_OK) {
     batches++;
     bytes += b->data_bytes;
     samples += b->n;
@@ -215,9 +207,9 @@ int cli_cmd_stream(int argc, char **argv) {
        * host waits, which measures how far the copy lags behind next(). */
       double c0 = now_s();
       if (al_stream_batch_sync(b) != AL_OK) {
-        rc = cli_fail("stream");
+        exit_code = cli_fail("stream");
         al_stream_release(s, b);
-        goto done;
+        goto cleanup;
       }
       copy_wait += now_s() - c0;
       copied += b->copy_bytes;
@@ -233,8 +225,8 @@ int cli_cmd_stream(int argc, char **argv) {
     al_stream_release(s, b);
   }
   if (max_batches < 0 || batches < (uint64_t)max_batches) {
-    if (st != AL_EOF) {
-      rc = cli_fail("stream");
+    if (rc != AL_EOF) {
+      exit_code = cli_fail("stream");
       fprintf(stderr, "adaptiveload stream: stopped after %" PRIu64 " batches\n", batches);
     }
   }
@@ -274,9 +266,9 @@ int cli_cmd_stream(int argc, char **argv) {
     fprintf(stderr, "adaptiveload stream: %" PRIu64 " batches, %" PRIu64 " samples, %" PRIu64 " skipped\n",
             batches, samples, skipped);
   }
-done:
+cleanup:
   al_stream_close(s);
   al_manifest_free(m);
   al_index_free(idx);
-  return rc;
+  return exit_code;
 }

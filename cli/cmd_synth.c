@@ -7,13 +7,6 @@
 #include "cli/cli_internal.h"
 #include "loader/al_synth.h"
 
-static void usage(FILE *out);
-
-/* Usage errors: the first usage line and a pointer to --help, not the whole page. */
-static void short_usage(void) {
-  fprintf(stderr, "run 'adaptiveload synth --help' for usage\n");
-}
-
 static void usage(FILE *out) {
   fprintf(out,
           "usage: adaptiveload synth --out DIR [--samples N] [--shards K] [--seed S]\n"
@@ -50,11 +43,7 @@ int cli_cmd_synth(int argc, char **argv) {
       o.lz4_json = 1;
       continue;
     }
-    if (!v) {
-      fprintf(stderr, "adaptiveload synth: %s needs a value (or is unknown)\n", a);
-      short_usage();
-      return AL_EXIT_USAGE;
-    }
+    if (!v) return cli_usage_error("synth", "%s needs a value (or is unknown)", a);
     i++;
     if (!strcmp(a, "--out") || !strcmp(a, "-o")) {
       o.out_dir = v;
@@ -69,21 +58,16 @@ int cli_cmd_synth(int argc, char **argv) {
     } else if (!strcmp(a, "--payload") && (!strcmp(v, "latent") || !strcmp(v, "none"))) {
       o.payload = !strcmp(v, "none") ? AL_SYNTH_NONE : AL_SYNTH_LATENT;
     } else {
-      fprintf(stderr, "adaptiveload synth: bad option or value: %s %s\n", a, v);
-      short_usage();
-      return AL_EXIT_USAGE;
+      return cli_usage_error("synth", "bad option or value: %s %s", a, v);
     }
   }
-  if (!o.out_dir) {
-    fprintf(stderr, "adaptiveload synth: --out DIR is required\n");
-    short_usage();
-    return AL_EXIT_USAGE;
-  }
-  al_synth_stats st;
-  if (al_synth_write(&o, &st) != AL_OK) return cli_fail("synth");
+  if (!o.out_dir) return cli_usage_error("synth", "--out DIR is required");
+  al_synth_stats stats;
+  if (al_synth_write(&o, &stats) != AL_OK) return cli_fail("synth");
   fprintf(stderr, "synth: %llu samples (%llu images, %llu videos) in %u shards, %.1f MB, %.2f s -> %s\n",
-          (unsigned long long)st.samples, (unsigned long long)st.images, (unsigned long long)st.videos,
-          o.shards ? (unsigned)(o.shards < st.samples ? o.shards : st.samples) : (unsigned)(st.samples < 8 ? st.samples : 8),
-          st.bytes / 1e6, st.seconds, o.out_dir);
+          (unsigned long long)stats.samples, (unsigned long long)stats.images, (unsigned long long)stats.videos,
+          o.shards ? (unsigned)(o.shards < stats.samples ? o.shards : stats.samples)
+                   : (unsigned)(stats.samples < 8 ? stats.samples : 8),
+          stats.bytes / 1e6, stats.seconds, o.out_dir);
   return AL_EXIT_OK;
 }

@@ -1,4 +1,5 @@
 /* adaptiveload: one binary, one verb per stage of the pipeline. */
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -45,6 +46,27 @@ int cli_not_implemented(const char *verb) {
 int cli_fail(const char *verb) {
   fprintf(stderr, "adaptiveload %s: %s\n", verb, al_last_error());
   return AL_EXIT_FAIL;
+}
+
+int cli_usage_error(const char *verb, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "adaptiveload %s: ", verb);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "\nrun 'adaptiveload %s --help' for usage\n", verb);
+  return AL_EXIT_USAGE;
+}
+
+int cli_usage_page(const char *verb, void (*usage)(FILE *), const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "adaptiveload %s: ", verb);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "\n\n");
+  usage(stderr);
+  return AL_EXIT_USAGE;
 }
 
 int main(int argc, char **argv) {

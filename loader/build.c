@@ -268,41 +268,32 @@ int al_index_build(al_index **out, const char *const *shards, size_t n, const al
   B.fail = calloc(n, sizeof *B.fail);
   B.fail_msg = calloc(n, sizeof *B.fail_msg);
   pthread_t *tids = calloc(threads, sizeof *tids);
+  size_t started = 0, readable = 0;
+  uint64_t bytes_read = 0;
   merger M;
   memset(&M, 0, sizeof M);
+  pthread_mutex_init(&B.mu, NULL);
+  pthread_cond_init(&B.cv_ready, NULL);
+  pthread_cond_init(&B.cv_room, NULL);
   int rc = (!B.results || !B.done || !B.fail || !B.fail_msg || !tids) ? al_set_error(AL_ENOMEM, "out of memory")
                                                                       : al_index_new(&M.g);
   const char *names[AL_N_FIELDS] = {B.fields.width, B.fields.height, B.fields.frames, B.fields.fps,
                                     B.fields.duration};
   if (!rc) rc = index_set_fields(M.g, names);
   if (!rc) rc = mg_rehash(&M);
-  if (rc) {
-    free(B.results);
-    free(B.done);
-    free(B.fail);
-    free(B.fail_msg);
-    free(tids);
-    al_index_free(M.g);
-    return rc;
-  }
   int show = o.progress > 0 || (o.progress == 0 && isatty(2));
   uint64_t total_bytes = 0;
+  if (rc) goto cleanup;
   if (show)
     for (size_t i = 0; i < n; i++) {
       struct stat st;
       if (stat(shards[i], &st) == 0) total_bytes += (uint64_t)st.st_size;
     }
 
-  pthread_mutex_init(&B.mu, NULL);
-  pthread_cond_init(&B.cv_ready, NULL);
-  pthread_cond_init(&B.cv_room, NULL);
-  size_t started = 0;
   for (; started < threads; started++)
     if (pthread_create(&tids[started], NULL, worker, &B) != 0) break;
   if (started == 0) rc = al_set_error(AL_ENOMEM, "cannot start indexing threads");
 
-  size_t readable = 0;
-  uint64_t bytes_read = 0;
   double last_print = 0;
   for (size_t i = 0; i < n && !rc; i++) {
     pthread_mutex_lock(&B.mu);
@@ -342,20 +333,22 @@ int al_index_build(al_index **out, const char *const *shards, size_t n, const al
     pthread_cond_broadcast(&B.cv_room);
     pthread_mutex_unlock(&B.mu);
   }
+  if (show && !rc) progress_line(&B, t0, total_bytes, 1);
+
+cleanup:
   pthread_mutex_lock(&B.mu);
   B.stop = 1;
   pthread_cond_broadcast(&B.cv_room);
   pthread_mutex_unlock(&B.mu);
   for (size_t i = 0; i < started; i++) pthread_join(tids[i], NULL);
-  for (size_t i = 0; i < n; i++) scan_result_free(&B.results[i]);
-  if (show && !rc) progress_line(&B, t0, total_bytes, 1);
+  for (size_t i = 0; B.results && i < n; i++) scan_result_free(&B.results[i]);
   pthread_mutex_destroy(&B.mu);
   pthread_cond_destroy(&B.cv_ready);
   pthread_cond_destroy(&B.cv_room);
   free(B.results);
   free(B.done);
   free(B.fail);
-  for (size_t i = 0; i < n; i++) free(B.fail_msg[i]);
+  for (size_t i = 0; B.fail_msg && i < n; i++) free(B.fail_msg[i]);
   free(B.fail_msg);
   free(tids);
   free(M.slots);

@@ -22,6 +22,8 @@ struct tarw {
   int in_member;
 };
 
+static void tarw_free(tarw *w);
+
 static void octal(char *dst, size_t width, uint64_t v) {
   /* width includes the terminating NUL; values too big for octal use base-256. */
   if (width >= 12 && v >= (UINT64_C(1) << 33)) {
@@ -90,25 +92,26 @@ int tarw_open(tarw **out, const char *path, int64_t mtime) {
   *out = NULL;
   tarw *w = calloc(1, sizeof *w);
   if (!w) return al_set_error(AL_ENOMEM, "out of memory");
+  int rc = AL_OK;
+  w->fd = -1;
   w->path = strdup(path);
   w->buf = malloc(BUF_CAP);
   w->mtime = mtime;
   if (!w->path || !w->buf) {
-    free(w->path);
-    free(w->buf);
-    free(w);
-    return al_set_error(AL_ENOMEM, "out of memory");
+    rc = al_set_error(AL_ENOMEM, "out of memory");
+    goto cleanup;
   }
   w->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (w->fd < 0) {
-    int e = errno;
-    free(w->path);
-    free(w->buf);
-    free(w);
-    return al_set_error(AL_EIO, "%s: cannot create: %s", path, strerror(e));
+    rc = al_set_error(AL_EIO, "%s: cannot create: %s", path, strerror(errno));
+    goto cleanup;
   }
   *out = w;
   return AL_OK;
+
+cleanup:
+  tarw_free(w);
+  return rc;
 }
 
 /* A pax extended header carrying `path=name` for names ustar cannot hold. */

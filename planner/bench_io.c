@@ -178,7 +178,7 @@ static int parse_json(al_bench *b, const char *text, size_t len, const char *nam
   json_t *rows = json_object_get(root, "rows");
   if (!json_is_array(rows)) {
     rc = al_set_error(AL_EFORMAT, "%s: JSON needs an array \"rows\" of {\"B\", \"S\", \"ms\"}", name);
-    goto done;
+    goto cleanup;
   }
   const char *dev = json_string_value(json_object_get(root, "device"));
   const char *meas = json_string_value(json_object_get(root, "measured"));
@@ -196,11 +196,11 @@ static int parse_json(al_bench *b, const char *text, size_t len, const char *nam
       int r = json_num(row, keys[k], k == 2 ? "step_ms" : NULL, &v[k]);
       if (r < 0) {
         rc = al_set_error(AL_EFORMAT, "%s: \"%s\" is not a number", where, keys[k]);
-        goto done;
+        goto cleanup;
       }
       if (r > 0 && k < 3) {
         rc = al_set_error(AL_EFORMAT, "%s: missing \"%s\"", where, keys[k]);
-        goto done;
+        goto cleanup;
       }
       if (k == 3) {
         int hm = r == 0;
@@ -208,18 +208,18 @@ static int parse_json(al_bench *b, const char *text, size_t len, const char *nam
           has_mem = hm;
           if (hm && !(b->mem = malloc(sizeof(double)))) {
             rc = al_set_error(AL_ENOMEM, "%s: out of memory", name);
-            goto done;
+            goto cleanup;
           }
         } else if (has_mem != hm) {
           rc = al_set_error(AL_EFORMAT, "%s: \"peak_mem_bytes\" must be given on every row or none", where);
-          goto done;
+          goto cleanup;
         }
       }
     }
-    if ((rc = check_row(where, v[0], v[1], v[2], has_mem == 1, v[3]))) goto done;
-    if ((rc = bench_push(b, &cap, has_mem == 1, v[0], v[1], v[2], v[3]))) goto done;
+    if ((rc = check_row(where, v[0], v[1], v[2], has_mem == 1, v[3]))) goto cleanup;
+    if ((rc = bench_push(b, &cap, has_mem == 1, v[0], v[1], v[2], v[3]))) goto cleanup;
   }
-done:
+cleanup:
   json_decref(root);
   return rc;
 }

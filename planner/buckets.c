@@ -250,7 +250,7 @@ static int parse_json(al_bucket_table *t, const char *text, size_t len, const ch
   json_t *aspects = json_object_get(root, "aspects");
   if (!json_is_array(frames) || !json_is_array(aspects)) {
     rc = al_set_error(AL_EFORMAT, "%s: JSON needs arrays \"frames\" and \"aspects\"", name);
-    goto done;
+    goto cleanup;
   }
   char where[600];
   size_t i;
@@ -260,9 +260,9 @@ static int parse_json(al_bucket_table *t, const char *text, size_t len, const ch
     snprintf(where, sizeof where, "%s: frames[%zu]", name, i);
     if (json_uint(v, &f)) {
       rc = al_set_error(AL_EFORMAT, "%s: not a non-negative integer", where);
-      goto done;
+      goto cleanup;
     }
-    if ((rc = add_frames(t, f, where))) goto done;
+    if ((rc = add_frames(t, f, where))) goto cleanup;
   }
   json_array_foreach(aspects, i, v) {
     snprintf(where, sizeof where, "%s: aspects[%zu]", name, i);
@@ -270,9 +270,9 @@ static int parse_json(al_bucket_table *t, const char *text, size_t len, const ch
     json_t *sizes = json_object_get(v, "sizes");
     if (!gname || !json_is_array(sizes)) {
       rc = al_set_error(AL_EFORMAT, "%s: needs \"name\" (string W:H) and \"sizes\" (array of [W, H])", where);
-      goto done;
+      goto cleanup;
     }
-    if ((rc = add_aspect(t, gname, where))) goto done;
+    if ((rc = add_aspect(t, gname, where))) goto cleanup;
     size_t j;
     json_t *s;
     json_array_foreach(sizes, j, s) {
@@ -281,12 +281,12 @@ static int parse_json(al_bucket_table *t, const char *text, size_t len, const ch
       if (!json_is_array(s) || json_array_size(s) != 2 || json_uint(json_array_get(s, 0), &w) ||
           json_uint(json_array_get(s, 1), &h)) {
         rc = al_set_error(AL_EFORMAT, "%s: not [W, H]", where);
-        goto done;
+        goto cleanup;
       }
-      if ((rc = add_size(t, w, h, where))) goto done;
+      if ((rc = add_size(t, w, h, where))) goto cleanup;
     }
   }
-done:
+cleanup:
   json_decref(root);
   return rc;
 }

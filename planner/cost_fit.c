@@ -27,6 +27,10 @@ int al_cost_family_parse(const char *s, al_cost_family *out) {
   return AL_OK;
 }
 
+static int dependent_columns(void) {
+  return al_set_error(AL_ERANGE, "least squares: columns are linearly dependent (degenerate benchmark grid)");
+}
+
 /* Minimises sum_i (w_i * (y_i - X_i . beta))^2 for k <= AL_LS_MAXK columns
  * (X row-major, n x k). Columns are scaled to unit max norm first so that
  * 1, B*S and B*S^2 (spanning ten orders of magnitude) stay well conditioned.
@@ -54,8 +58,8 @@ int cost_lstsq(const double *X, const double *y, const double *w, size_t n, size
     for (size_t i = j; i < n; i++) norm += col[i] * col[i];
     norm = sqrt(norm);
     if (norm < 1e-12) {
-      rc = al_set_error(AL_ERANGE, "least squares: columns are linearly dependent (degenerate benchmark grid)");
-      goto out;
+      rc = dependent_columns();
+      goto cleanup;
     }
     double alpha = col[j] > 0 ? -norm : norm;
     double v0 = col[j] - alpha;
@@ -77,8 +81,8 @@ int cost_lstsq(const double *X, const double *y, const double *w, size_t n, size
   for (size_t j = 0; j < k; j++) dmax = fmax(dmax, fabs(A[j * n + j]));
   for (size_t j = 0; j < k; j++)
     if (fabs(A[j * n + j]) < 1e-10 * dmax) {
-      rc = al_set_error(AL_ERANGE, "least squares: columns are linearly dependent (degenerate benchmark grid)");
-      goto out;
+      rc = dependent_columns();
+      goto cleanup;
     }
   for (size_t j = k; j-- > 0;) {
     double s = A[k * n + j];
@@ -86,7 +90,7 @@ int cost_lstsq(const double *X, const double *y, const double *w, size_t n, size
     beta[j] = s / A[j * n + j];
   }
   for (size_t j = 0; j < k; j++) beta[j] /= scale[j];
-out:
+cleanup:
   free(A);
   return rc;
 }

@@ -261,6 +261,7 @@ static int build(al_plan *p, const al_plan_input *in, const al_cost_model *cost,
   p->cost = *cost;
 
   al_bucket_table *own = NULL;
+  uint64_t *items = NULL;
   const al_bucket_table *t = o->buckets;
   if (!t) {
     if ((rc = al_bucket_table_default(&own))) return rc;
@@ -287,21 +288,17 @@ static int build(al_plan *p, const al_plan_input *in, const al_cost_model *cost,
                       "mem-tokens %llu is below the smallest bucket (%ux%u x %u frames = %llu tokens): no sample can fit",
                       (unsigned long long)p->mem_tokens, p->buckets[min_b].width, p->buckets[min_b].height,
                       p->buckets[min_b].frames, (unsigned long long)min_tok);
-  if (rc) {
-    al_bucket_table_free(own);
-    return rc;
-  }
+  if (rc) goto cleanup;
   p->comp_ms = o->comp_budget_ms > 0 ? o->comp_budget_ms : al_cost_per_sample(&p->cost, max_fit);
   for (size_t i = 0; i < p->n_buckets; i++) size_bucket(p, &p->buckets[i]);
   finish_buckets(p);
 
   /* bucket << 32 | position of each planned sample, ascending positions. */
-  uint64_t *items = malloc(in->n * sizeof *items);
+  items = malloc(in->n * sizeof *items);
   p->status = calloc(in->n, 1);
   if (!items || !p->status) {
-    free(items);
-    al_bucket_table_free(own);
-    return al_set_error(AL_ENOMEM, "plan: out of memory for %zu samples", in->n);
+    rc = al_set_error(AL_ENOMEM, "plan: out of memory for %zu samples", in->n);
+    goto cleanup;
   }
   /* Datasets come in few distinct shapes: memoise the assignment per shape. */
   shape_memo memo;
@@ -321,21 +318,25 @@ static int build(al_plan *p, const al_plan_input *in, const al_cost_model *cost,
     p->buckets[lb].samples++;
   }
   memo_free(&memo);
-  al_bucket_table_free(own);
   if (!planned) {
-    free(items);
-    return al_set_error(AL_ENOTFOUND,
+    rc = al_set_error(AL_ENOTFOUND,
                         "no sample fits any bucket: %zu rejected (%llu zero-sized, %llu too small, %llu too few frames, "
                         "%llu over mem-tokens %llu)",
                         in->n, (unsigned long long)p->rejected[AL_REJECT_BAD_SHAPE],
                         (unsigned long long)p->rejected[AL_REJECT_TOO_SMALL],
                         (unsigned long long)p->rejected[AL_REJECT_TOO_FEW_FRAMES],
                         (unsigned long long)p->rejected[AL_REJECT_OVER_MEMORY], (unsigned long long)p->mem_tokens);
+    goto cleanup;
   }
   p->step_ms = o->step_cost_ms > 0 ? o->step_cost_ms : default_step_ms(p);
   *items_out = items;
   *n_items = planned;
-  return AL_OK;
+  items = NULL;
+
+cleanup:
+  free(items);
+  al_bucket_table_free(own);
+  return rc;
 }
 
 int al_plan_build(al_plan **out, const al_plan_input *in, const al_cost_model *cost, const al_plan_options *o) {
@@ -372,11 +373,13 @@ int al_plan_replan(al_plan **out, const al_manifest *old, uint32_t at_step, uint
   al_plan *p = plan_alloc();
   if (!p) return al_set_error(AL_ENOMEM, "plan: out of memory");
   int rc = AL_OK;
+  uint32_t *bucket_of = NULL;
+  uint64_t *items = NULL;
   al_policy pol = AL_POLICY_ADAPTIVE;
   al_last_step ls = AL_LAST_PAD;
   if ((rc = al_policy_parse(old->policy, &pol)) || (rc = al_last_step_parse(old->last_step, &ls))) {
-    al_plan_free(p);
-    return al_error_prefix(rc, "%s", name);
+    al_error_prefix(rc, "%s", name);
+    goto cleanup;
   }
   p->policy = pol;
   p->world = world;
@@ -396,8 +399,7 @@ int al_plan_replan(al_plan **out, const al_manifest *old, uint32_t at_step, uint
   size_t n = (size_t)p->index_samples;
   p->buckets = calloc(p->n_buckets ? p->n_buckets : 1, sizeof *p->buckets);
   p->status = malloc(n ? n : 1);
-  uint32_t *bucket_of = malloc((n ? n : 1) * sizeof *bucket_of);
-  uint64_t *items = NULL;
+  bucket_of = malloc((n ? n : 1) * sizeof *bucket_of);
   if (!p->buckets || !p->status || !bucket_of) rc = al_set_error(AL_ENOMEM, "plan: out of memory");
   for (size_t i = 0; i < p->n_buckets && !rc; i++) {
     const al_bucket_info *ob = &old->buckets[i];
@@ -452,13 +454,15 @@ int al_plan_replan(al_plan **out, const al_manifest *old, uint32_t at_step, uint
       if (!rc) rc = plan_schedule(p, items, count, ((uint64_t)at_step << 32) | world);
     }
   }
+  if (!rc) {
+    plan_stats(p);
+    *out = p;
+    p = NULL;
+  }
+
+cleanup:
   free(items);
   free(bucket_of);
-  if (rc) {
-    al_plan_free(p);
-    return rc;
-  }
-  plan_stats(p);
-  *out = p;
-  return AL_OK;
+  al_plan_free(p);
+  return rc;
 }

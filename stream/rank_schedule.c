@@ -24,11 +24,8 @@ int al_schedule_open(al_schedule **out, const al_manifest *m, int rank, int worl
   if (rc != AL_OK) return rc;
   al_schedule *s = calloc(1, sizeof *s);
   if (!s) return al_set_error(AL_ENOMEM, "schedule");
-  if ((rc = stream_rank_plan_from_manifest(&s->plan, m, r)) != AL_OK) {
-    free(s);
-    return rc;
-  }
   al_manifest_info info;
+  if ((rc = stream_rank_plan_from_manifest(&s->plan, m, r)) != AL_OK) goto cleanup;
   if ((rc = al_manifest_get_info(m, &info)) == AL_OK && info.buckets) {
     s->buckets = calloc(info.buckets, sizeof *s->buckets);
     if (!s->buckets) rc = al_set_error(AL_ENOMEM, "schedule buckets");
@@ -39,12 +36,13 @@ int al_schedule_open(al_schedule **out, const al_manifest *m, int rank, int worl
     }
     s->n_buckets = info.buckets;
   }
-  if (rc != AL_OK) {
-    al_schedule_free(s);
-    return rc;
-  }
+  if (rc != AL_OK) goto cleanup;
   *out = s;
   return AL_OK;
+
+cleanup:
+  al_schedule_free(s);
+  return rc;
 }
 
 int al_schedule_open_path(al_schedule **out, const char *manifest_path, int rank, int world) {
