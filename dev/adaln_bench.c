@@ -14,7 +14,7 @@
  * Inputs rotate among buffer sets larger than L2 together, so no launch reads what the
  * previous one left in L2.
  * --sweep also times backward variants (kernel, row groups per block, stages, register cap,
- * threads per row, the split path). --split times the backward's kernels apart (CUDA graphs),
+ * threads per row, the split path: the knobs of kernels/al_adaln_tuning.h). --split times the backward's kernels apart (CUDA graphs),
  * --chunks the tile kernel's rows per block and row groups, --placement the default with the
  * buffers allocated five ways in one process, --fwd both forward kernels (fwd_kernel ROWS and
  * TILE) alternated on the same buffers.
@@ -27,8 +27,9 @@
 #include <string.h>
 
 #include "common/al_status.h"
-#include "kernels/al_adaln.h"
 #include "kernels/adaln_fill_internal.h"
+#include "kernels/al_adaln.h"
+#include "kernels/al_adaln_tuning.h"
 
 #define CK(call)                                                                         \
   do {                                                                                   \
@@ -433,7 +434,8 @@ static result measure(bufs *b, const shape *s, const al_adaln_options *o, const 
   }
   /* Every op once over every input set before anything is timed (mean/rstd for the
    * backward, and the buffers in the state a training step leaves them in): without it the
-   * first measurement after setup ran 1-2.5% slower, the copy too (NOTES.md v9). */
+   * first measurement after setup ran 1-2.5% slower, the copy too (docs/kernels-notes.md,
+   * v9). */
   for (int i = 0; i < b->nsets; ++i) {
     fwd(b, o, i);
     bwd(b, o, i);
@@ -477,8 +479,19 @@ int main(int argc, char **argv) {
       chunks = 0, fwdk = 0;
   const char *json = NULL, *dname = "bf16";
   shape shapes[32];
+  /* Options without a value: each sets its flag. */
+  const struct {
+    const char *name;
+    int *on;
+  } switches[] = {{"--per-set", &g_per_set}, {"--sweep", &sweep},   {"--split", &split},
+                  {"--placement", &placement}, {"--chunks", &chunks}, {"--fwd", &fwdk}};
+  const int nswitches = (int)(sizeof switches / sizeof switches[0]);
   for (int i = 1; i < argc; ++i) {
-    if (!strcmp(argv[i], "--dtype") && i + 1 < argc) {
+    int k = 0;
+    while (k < nswitches && strcmp(argv[i], switches[k].name)) ++k;
+    if (k < nswitches) {
+      *switches[k].on = 1;
+    } else if (!strcmp(argv[i], "--dtype") && i + 1 < argc) {
       dname = argv[++i];
       dtype = !strcmp(dname, "bf16") ? AL_DTYPE_BF16
               : !strcmp(dname, "fp16") ? AL_DTYPE_FP16
@@ -495,18 +508,6 @@ int main(int argc, char **argv) {
     } else if (!strcmp(argv[i], "--warmup-ms") && i + 1 < argc) {
       g_warm_ms = (float)atof(argv[++i]);
       if (g_warm_ms < 0.0f) g_warm_ms = 0.0f;
-    } else if (!strcmp(argv[i], "--per-set")) {
-      g_per_set = 1;
-    } else if (!strcmp(argv[i], "--sweep")) {
-      sweep = 1;
-    } else if (!strcmp(argv[i], "--split")) {
-      split = 1;
-    } else if (!strcmp(argv[i], "--placement")) {
-      placement = 1;
-    } else if (!strcmp(argv[i], "--chunks")) {
-      chunks = 1;
-    } else if (!strcmp(argv[i], "--fwd")) {
-      fwdk = 1;
     } else if (!strcmp(argv[i], "--shape") && i + 1 < argc && nshapes < 32) {
       int B, N, D;
       if (sscanf(argv[++i], "%d,%d,%d", &B, &N, &D) != 3) {
@@ -561,8 +562,12 @@ int main(int argc, char **argv) {
   int nres = 0;
   for (int si = 0; si < nshapes; ++si) {
     bufs b;
+    /* o.tuning -> tu, all zeros (the library's choice) unless a variant below sets knobs. */
+    al_adaln_tuning tu;
+    memset(&tu, 0, sizeof tu);
     al_adaln_options o;
     memset(&o, 0, sizeof o);
+    o.tuning = &tu;
     if (placement) {
       /* The default configuration with the buffers placed each way, in one process; "fresh"
        * again last (the drift of one placement over the sequence). */
@@ -589,8 +594,8 @@ int main(int argc, char **argv) {
       static const int ks[4] = {AL_ADALN_FWD_KERNEL_ROWS, AL_ADALN_FWD_KERNEL_TILE,
                                 AL_ADALN_FWD_KERNEL_ROWS, AL_ADALN_FWD_KERNEL_TILE};
       for (int k = 0; k < 4 && nres < 500; ++k) {
-        memset(&o, 0, sizeof o);
-        o.fwd_kernel = ks[k];
+        memset(&tu, 0, sizeof tu);
+        tu.fwd_kernel = ks[k];
         if (al_adaln_forward(&b.desc, &o, b.x[0], b.scale, b.shift, b.y[0], b.mean[0],
                              b.rstd[0], NULL) != AL_OK)
           continue;
@@ -599,7 +604,7 @@ int main(int argc, char **argv) {
                             iters, copy);
         print_row(&res[nres++]);
       }
-      memset(&o, 0, sizeof o);
+      memset(&tu, 0, sizeof tu);
     }
     if (chunks) {
       /* Rows per block and row groups per block of the tile kernel (slots = blocks). */
@@ -611,16 +616,16 @@ int main(int argc, char **argv) {
                                 {"chunk42", 0, 42}, {"chunk56", 0, 56}, {"chunk64", 0, 64},
                                 {"chunk100", 0, 100}, {"chunk124", 0, 124}, {"auto_again", 0, 0}};
       for (size_t k = 0; k < sizeof cv / sizeof cv[0] && nres < 500; ++k) {
-        memset(&o, 0, sizeof o);
-        o.bwd_groups = cv[k].groups;
-        o.rows_per_chunk = cv[k].chunk;
+        memset(&tu, 0, sizeof tu);
+        tu.bwd_groups = cv[k].groups;
+        tu.rows_per_chunk = cv[k].chunk;
         size_t need;
         if (al_adaln_backward_workspace_size(&b.desc, &o, &need) != AL_OK) continue;
         res[nres] = measure(&b, &shapes[si], &o, cv[k].name, dtype, iters, copy);
         print_row(&res[nres++]);
         if (split) time_split(&b, &o, iters, cv[k].name);
       }
-      memset(&o, 0, sizeof o);
+      memset(&tu, 0, sizeof tu);
     }
     if (sweep) {
       /* Backward variants: the round-1 per-group kernel, the tile kernel's row groups per block,
@@ -651,12 +656,12 @@ int main(int argc, char **argv) {
       for (size_t k = 0; k < sizeof vs / sizeof vs[0] && nres < 500; ++k) {
         if (!strncmp(vs[k].name, "tile_vpt2", 9) && !tpr2) continue;
         if (!strcmp(vs[k].name, "tile_vpt3") && !tpr3) continue;
-        memset(&o, 0, sizeof o);
-        o.bwd_kernel = vs[k].kernel;
-        o.bwd_groups = vs[k].groups;
-        o.bwd_stages = vs[k].stages;
-        o.threads_per_row = vs[k].tpr;
-        o.bwd_path = vs[k].path;
+        memset(&tu, 0, sizeof tu);
+        tu.bwd_kernel = vs[k].kernel;
+        tu.bwd_groups = vs[k].groups;
+        tu.bwd_stages = vs[k].stages;
+        tu.threads_per_row = vs[k].tpr;
+        tu.bwd_path = vs[k].path;
         size_t need;
         if (al_adaln_backward_workspace_size(&b.desc, &o, &need) != AL_OK) continue;
         /* the forward may refuse a configuration the backward takes */

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "kernels/adaln_common.cuh"
+#include "kernels/al_adaln_tuning.h"
 
 extern "C" size_t al_dtype_size(int dtype) {
   switch (dtype) {
@@ -20,7 +21,12 @@ extern "C" size_t al_dtype_size(int dtype) {
 }
 
 extern "C" size_t al_adaln_struct_size(int which) {
-  return which == 0 ? sizeof(al_adaln_desc) : which == 1 ? sizeof(al_adaln_options) : 0;
+  switch (which) {
+    case 0: return sizeof(al_adaln_desc);
+    case 1: return sizeof(al_adaln_options);
+    case 2: return sizeof(al_adaln_tuning);
+    default: return 0;
+  }
 }
 
 extern "C" int adaln_vec_elems(int dtype) { return dtype == AL_DTYPE_FP32 ? 4 : 8; }
@@ -43,18 +49,19 @@ static int check_offsets(const char *fn, const char *what, const int32_t *cu, in
   return AL_OK;
 }
 
-/* Validates desc and options and fills the parts of the launch they determine. */
-/* The caller's options, or all zeros (every field's default) for NULL. */
-static al_adaln_options options_of(const al_adaln_options *opts) {
-  al_adaln_options o;
-  memset(&o, 0, sizeof o);
-  if (opts != NULL) o = *opts;
-  return o;
-}
+/* A call's options with the tuning knobs in place: all zeros (every field's default) for a
+ * NULL options or tuning pointer. */
+typedef struct adaln_opts {
+  float eps;
+  unsigned flags;
+  al_adaln_tuning t;
+} adaln_opts;
 
-static int setup(const char *fn, const al_adaln_desc *d, const al_adaln_options *o,
-                 int check_device_offsets, void *stream, adaln_launch *l) {
+/* Validates desc and options, fills *o and the parts of the launch they determine. */
+static int setup(const char *fn, const al_adaln_desc *d, const al_adaln_options *opts,
+                 int check_device_offsets, void *stream, adaln_launch *l, adaln_opts *o) {
   memset(l, 0, sizeof *l);
+  memset(o, 0, sizeof *o);
   if (d == NULL) return al_set_error(AL_EINVAL, "%s: desc is NULL", fn);
   if (al_dtype_size(d->dtype) == 0)
     return al_set_error(AL_EINVAL, "%s: dtype %d is not AL_DTYPE_BF16/FP16/FP32", fn, d->dtype);
@@ -94,34 +101,37 @@ static int setup(const char *fn, const al_adaln_desc *d, const al_adaln_options 
     }
   }
 
-  al_adaln_options z;
-  memset(&z, 0, sizeof z);
-  if (o == NULL) o = &z;
+  if (opts != NULL) {
+    o->eps = opts->eps;
+    o->flags = opts->flags;
+    if (opts->tuning != NULL) o->t = *opts->tuning;
+  }
   if (!(o->eps >= 0.0f) || isinf(o->eps))
     return al_set_error(AL_EINVAL, "%s: eps %g must be finite and >= 0", fn, (double)o->eps);
   if (o->flags & ~(AL_ADALN_PLAIN_SCALE | AL_ADALN_VALIDATE_OFFSETS))
     return al_set_error(AL_EINVAL, "%s: unknown flags 0x%x", fn, o->flags);
-  if (o->bwd_path < AL_ADALN_BWD_AUTO || o->bwd_path > AL_ADALN_BWD_SPLIT)
-    return al_set_error(AL_EINVAL, "%s: bwd_path %d is not AL_ADALN_BWD_*", fn, o->bwd_path);
-  const int t = o->threads_per_row;
+  const al_adaln_tuning *tu = &o->t;
+  if (tu->bwd_path < AL_ADALN_BWD_AUTO || tu->bwd_path > AL_ADALN_BWD_SPLIT)
+    return al_set_error(AL_EINVAL, "%s: bwd_path %d is not AL_ADALN_BWD_*", fn, tu->bwd_path);
+  const int t = tu->threads_per_row;
   if (t != 0 && !(t == 1 || t == 2 || t == 4 || t == 8 || t == 16 || t == 32 ||
                   (t > 32 && t <= 1024 && t % 32 == 0)))
     return al_set_error(AL_EINVAL,
                         "%s: threads_per_row %d: use 1, 2, 4, 8, 16, 32 or a multiple of 32 "
                         "up to 1024",
                         fn, t);
-  if (o->rows_per_chunk < 0)
-    return al_set_error(AL_EINVAL, "%s: rows_per_chunk %d < 0", fn, o->rows_per_chunk);
-  if (o->bwd_stages < 0 || o->bwd_stages > 4)
-    return al_set_error(AL_EINVAL, "%s: bwd_stages %d outside [0, 4]", fn, o->bwd_stages);
-  if (o->bwd_kernel < 0 || o->bwd_kernel > AL_ADALN_BWD_KERNEL_TILE_TIGHT)
+  if (tu->rows_per_chunk < 0)
+    return al_set_error(AL_EINVAL, "%s: rows_per_chunk %d < 0", fn, tu->rows_per_chunk);
+  if (tu->bwd_stages < 0 || tu->bwd_stages > 4)
+    return al_set_error(AL_EINVAL, "%s: bwd_stages %d outside [0, 4]", fn, tu->bwd_stages);
+  if (tu->bwd_kernel < 0 || tu->bwd_kernel > AL_ADALN_BWD_KERNEL_TILE_TIGHT)
     return al_set_error(AL_EINVAL, "%s: bwd_kernel %d is not 0 or AL_ADALN_BWD_KERNEL_*", fn,
-                        o->bwd_kernel);
-  if (o->bwd_groups < 0 || o->bwd_groups > 1024)
-    return al_set_error(AL_EINVAL, "%s: bwd_groups %d outside [0, 1024]", fn, o->bwd_groups);
-  if (o->fwd_kernel < 0 || o->fwd_kernel > AL_ADALN_FWD_KERNEL_TILE)
+                        tu->bwd_kernel);
+  if (tu->bwd_groups < 0 || tu->bwd_groups > 1024)
+    return al_set_error(AL_EINVAL, "%s: bwd_groups %d outside [0, 1024]", fn, tu->bwd_groups);
+  if (tu->fwd_kernel < 0 || tu->fwd_kernel > AL_ADALN_FWD_KERNEL_TILE)
     return al_set_error(AL_EINVAL, "%s: fwd_kernel %d is not 0 or AL_ADALN_FWD_KERNEL_*", fn,
-                        o->fwd_kernel);
+                        tu->fwd_kernel);
 
   if (d->cu_seqlens != NULL && check_device_offsets && (o->flags & AL_ADALN_VALIDATE_OFFSETS)) {
     int32_t *h = (int32_t *)malloc(sizeof(int32_t) * ((size_t)d->batch + 1));
@@ -201,6 +211,15 @@ static int pick_cfg(const char *fn, int nv, int vmax, int tpr_max, int forced, i
 }
 
 static int block_for(int tpr) { return tpr <= 32 ? 128 : tpr; }
+
+/* The per-group backward kernels (GROUP: adaln_bwd_rows_kernel, adaln_bwd_fused_async_kernel)
+ * for the tpr set: one row group per row at a time, blocks of block_for(tpr) threads. */
+static void use_group_kernel(adaln_launch *l) {
+  l->kernel = ADALN_BWD_KERNEL_GROUP;
+  l->groups = 1;
+  l->loose_regs = 0;
+  l->block = block_for(l->tpr);
+}
 
 /* Kernel attributes and occupancy are fixed per (device, kernel, block size), but the
  * runtime queries cost microseconds: cache them (a backward asks three times per call). */
@@ -311,9 +330,9 @@ extern "C" int al_adaln_forward(const al_adaln_desc *desc, const al_adaln_option
                                 float *mean, float *rstd, void *stream) {
   static const char fn[] = "al_adaln_forward";
   adaln_launch l;
-  int rc = setup(fn, desc, opts, 1, stream, &l);
+  adaln_opts o;
+  int rc = setup(fn, desc, opts, 1, stream, &l, &o);
   if (rc != AL_OK) return rc;
-  const al_adaln_options o = options_of(opts);
   if (x == NULL || scale == NULL || shift == NULL || y == NULL)
     return al_set_error(AL_EINVAL, "%s: x, scale, shift and y must not be NULL", fn);
   if ((mean == NULL) != (rstd == NULL))
@@ -321,21 +340,20 @@ extern "C" int al_adaln_forward(const al_adaln_desc *desc, const al_adaln_option
   if (!aligned(mean, 4) || !aligned(rstd, 4))
     return al_set_error(AL_EINVAL, "%s: mean and rstd must be 4-byte aligned", fn);
   const int kvec = adaln_vec_elems(l.dtype);
-  l.vec = !o.force_general && l.dim % kvec == 0 && aligned(x, 16) && aligned(y, 16) &&
+  l.vec = !o.t.force_general && l.dim % kvec == 0 && aligned(x, 16) && aligned(y, 16) &&
           aligned(scale, 16) && aligned(shift, 16);
   const int nv = (l.dim + kvec - 1) / kvec;
-  rc = pick_cfg(fn, nv, ADALN_FWD_MAX_VPT, 512, o.threads_per_row, &l.tpr, &l.vpt);
+  rc = pick_cfg(fn, nv, ADALN_FWD_MAX_VPT, 512, o.t.threads_per_row, &l.tpr, &l.vpt);
   if (rc != AL_OK) return rc;
   l.block = block_for(l.tpr);
   if (l.rows == 0) return AL_OK;
   /* Auto: the tile forward for wide rows of short samples only. Since the row kernel streams
    * y (st.global.cs) and runs fewer instructions, it wins at D = 1536 for any sample count
-   * (run 28, % of copy, rows / tile kernel, same buffers: 256 x 128 82.5 / 76, 8 x 4096
-   * 78.5 / 77, 1 x 32768 86.7 / 78) and at D = 3072 down to 4096-row samples (86.2 / 85.5);
-   * the tile kernel keeps 1024 rows at D = 3072 (85.0 / 82.0) and 2048 at D = 5120
-   * (85.8 / 83.8). */
-  const int tile = o.fwd_kernel == AL_ADALN_FWD_KERNEL_TILE ||
-                   (o.fwd_kernel == 0 && l.vec && l.batch > 1 &&
+   * (% of copy, row / tile kernel, same buffers: 256 x 128 82.5 / 76, 8 x 4096 78.5 / 77,
+   * 1 x 32768 86.7 / 78) and at D = 3072 down to 4096-row samples (86.2 / 85.5); the tile
+   * kernel keeps 1024 rows at D = 3072 (85.0 / 82.0) and 2048 at D = 5120 (85.8 / 83.8). */
+  const int tile = o.t.fwd_kernel == AL_ADALN_FWD_KERNEL_TILE ||
+                   (o.t.fwd_kernel == 0 && l.vec && l.batch > 1 &&
                     l.dim >= ADALN_FWD_TILE_MIN_DIM &&
                     l.rows <= (int64_t)ADALN_FWD_TILE_ROWS_PER_SAMPLE * l.batch);
   if (tile) {
@@ -348,7 +366,7 @@ extern "C" int al_adaln_forward(const al_adaln_desc *desc, const al_adaln_option
     rc = plan_fwd_tile(&l, &ok);
     if (rc != AL_OK) return rc;
     if (ok) return adaln_fwd_tile_launch(&l, x, scale, shift, y, mean, rstd);
-    if (o.fwd_kernel == AL_ADALN_FWD_KERNEL_TILE)
+    if (o.t.fwd_kernel == AL_ADALN_FWD_KERNEL_TILE)
       return al_set_error(AL_EUNSUPPORTED, "%s: fwd_kernel TILE: no block of %d-thread groups fits",
                           fn, l.tpr);
     /* auto: the row kernel instead (plan_fwd_tile left l untouched) */
@@ -368,26 +386,26 @@ extern "C" int al_adaln_forward(const al_adaln_desc *desc, const al_adaln_option
  * groups: the candidate (1, 2, 4, ... up to 512 threads per block) with the most resident
  * threads per SM; among equals, one with at least 2 blocks per SM (a block-wide barrier, at a
  * piece's start and end, then never idles the SM), then more groups per block (fewer
- * partial-sum slots). Run 5a: D = 1536 G 4 (3 blocks) 84%, G 1 62%; D = 5120 (VPT 2) G 1
- * (2 blocks) 76%, G 2 (1 block) 74%. */
-static int plan_tile(const char *fn, const al_adaln_options *o, adaln_launch *l, int *fits) {
+ * partial-sum slots). Measured, % of the backward floor: D = 1536 G 4 (3 blocks per SM) 84%,
+ * G 1 62%; D = 5120 (VPT 2) G 1 (2 blocks) 76%, G 2 (1 block) 74%. */
+static int plan_tile(const char *fn, const al_adaln_tuning *tu, adaln_launch *l, int *fits) {
   *fits = 0;
   l->kernel = ADALN_BWD_KERNEL_TILE;
-  /* The 128-register cap by default: run 37 measured it 2-4 points of the floor faster than the
-   * tight cap (TileRegs) at every benchmark shape but D = 5120 (1.5 points slower there), the
-   * fewer warps per SM notwithstanding. */
-  l->loose_regs = o->bwd_kernel != AL_ADALN_BWD_KERNEL_TILE_TIGHT;
-  l->stages = o->bwd_stages ? o->bwd_stages : 2;
+  /* The 128-register cap by default: measured against the tight cap (TileRegs) on the same
+   * buffers, it is 2-4 points of the floor faster at every benchmark shape but D = 5120 (1.5
+   * points slower there), the fewer warps per SM notwithstanding. */
+  l->loose_regs = tu->bwd_kernel != AL_ADALN_BWD_KERNEL_TILE_TIGHT;
+  l->stages = tu->bwd_stages ? tu->bwd_stages : 2;
   const int nwg = l->tpr > 32 ? l->tpr / 32 : 1;
   const int gmax = l->tpr > 32 ? 15 : 1024 / l->tpr; /* named barriers 1..15 for tpr > 32 */
   int best_g = 0, best_thr = 0, best_multi = 0;
   kattr best;
   memset(&best, 0, sizeof best);
-  for (int g = 1; g <= gmax; g = o->bwd_groups ? g + 1 : g * 2) {
-    if (o->bwd_groups && g != o->bwd_groups) continue;
+  for (int g = 1; g <= gmax; g = tu->bwd_groups ? g + 1 : g * 2) {
+    if (tu->bwd_groups && g != tu->bwd_groups) continue;
     const int block = g * l->tpr;
     if (block % 32 != 0 || block > 1024) continue;
-    if (!o->bwd_groups && block > 512) break;
+    if (!tu->bwd_groups && block > 512) break;
     l->groups = g;
     l->block = block;
     const size_t smem = (size_t)l->stages * 2 * l->vpt * 16 * block +
@@ -408,51 +426,48 @@ static int plan_tile(const char *fn, const al_adaln_options *o, adaln_launch *l,
     }
   }
   if (best_g == 0) {
-    if (o->bwd_groups)
+    if (tu->bwd_groups)
       return al_set_error(AL_EUNSUPPORTED,
                           "%s: bwd_groups %d: no tile kernel of %d groups x %d threads fits", fn,
-                          o->bwd_groups, o->bwd_groups, l->tpr);
+                          tu->bwd_groups, tu->bwd_groups, l->tpr);
     return AL_OK;
   }
   l->groups = best_g;
   l->block = best_g * l->tpr;
   const int64_t blocks = (int64_t)best.per_sm * best.nsm;
-  l->chunk = o->rows_per_chunk ? o->rows_per_chunk : (l->rows + blocks - 1) / blocks;
+  l->chunk = tu->rows_per_chunk ? tu->rows_per_chunk : (l->rows + blocks - 1) / blocks;
   *fits = 1;
   return AL_OK;
 }
 
 /* Backward plan: fused or split, the row kernel's configuration, chunking and workspace. */
-static int plan_bwd(const char *fn, const al_adaln_options *o, adaln_launch *l, int *fused,
+static int plan_bwd(const char *fn, const al_adaln_tuning *tu, adaln_launch *l, int *fused,
                     size_t *ws_bytes) {
   const int kvec = adaln_vec_elems(l->dtype);
   const int nv = (l->dim + kvec - 1) / kvec;
   int rc;
   *fused = 0;
-  if (o->bwd_path != AL_ADALN_BWD_SPLIT) {
+  if (tu->bwd_path != AL_ADALN_BWD_SPLIT) {
     /* Registers per thread: ~4 per dy, x and scale vector word plus 2 fp32 sums per feature:
      * 16-bit types fit 3 vectors, fp32 4, under the kernel's 128-register cap. */
-    const int vmax = o->threads_per_row ? ADALN_BWD_MAX_VPT : (kvec == 8 ? 3 : 4);
-    rc = pick_cfg(fn, nv, vmax, 512, o->threads_per_row, &l->tpr, &l->vpt);
-    const int tile = l->vec && o->bwd_kernel != AL_ADALN_BWD_KERNEL_GROUP &&
-                     (o->bwd_stages == 0 || o->bwd_stages == 2 || o->bwd_stages == 3);
-    /* No special case for wide 16-bit rows: run 5a favoured 2 vectors per thread at
-     * D = 5120 (76% vs 68-70%), run 5b the opposite (81% at 3, 68-70% at 2); run 6
-     * measures the default (3) with a clock-stable benchmark. */
+    const int vmax = tu->threads_per_row ? ADALN_BWD_MAX_VPT : (kvec == 8 ? 3 : 4);
+    rc = pick_cfg(fn, nv, vmax, 512, tu->threads_per_row, &l->tpr, &l->vpt);
+    const int tile = l->vec && tu->bwd_kernel != AL_ADALN_BWD_KERNEL_GROUP &&
+                     (tu->bwd_stages == 0 || tu->bwd_stages == 2 || tu->bwd_stages == 3);
+    /* No special case for wide 16-bit rows: at D = 5120, 3 vectors per thread measure 78-82%
+     * of the floor with the clocks warmed up; 2 measured ahead once (76% against 68-70%) and
+     * 11 points behind the next time (68-70% against 81%), within the spread of those runs. */
     if (rc == AL_OK && tile) {
-      rc = plan_tile(fn, o, l, fused);
+      rc = plan_tile(fn, tu, l, fused);
       if (rc != AL_OK) return rc;
     }
     if (rc == AL_OK && !*fused) {
-      l->kernel = ADALN_BWD_KERNEL_GROUP;
-      l->groups = 1;
-      l->loose_regs = 0;
-      l->block = block_for(l->tpr);
+      use_group_kernel(l);
       int fits = 0;
       kattr k;
       /* Row pipeline: cp.async stages in shared memory on the vector path (default 3), else
        * a register prefetch; falls back to registers when the stages do not fit. */
-      l->stages = l->vec ? (o->bwd_stages ? o->bwd_stages : 3) : 0;
+      l->stages = l->vec ? (tu->bwd_stages ? tu->bwd_stages : 3) : 0;
       if (l->stages < 2) l->stages = 0;
       l->smem = (size_t)l->stages * 2 * l->vpt * 16 * l->block;
       rc = kernel_fits(adaln_bwd_rows_kernel_fn(l, 1), l->block, l->smem, &fits, &k);
@@ -466,26 +481,23 @@ static int plan_bwd(const char *fn, const al_adaln_options *o, adaln_launch *l, 
       if (fits) {
         /* One wave of row groups, each walking an equal chunk of rows. */
         const int64_t groups = (int64_t)k.per_sm * k.nsm * (l->block / l->tpr);
-        l->chunk = o->rows_per_chunk ? o->rows_per_chunk : (l->rows + groups - 1) / groups;
+        l->chunk = tu->rows_per_chunk ? tu->rows_per_chunk : (l->rows + groups - 1) / groups;
         *fused = 1;
       }
     }
-    if (!*fused && o->bwd_path == AL_ADALN_BWD_FUSED)
+    if (!*fused && tu->bwd_path == AL_ADALN_BWD_FUSED)
       return al_set_error(AL_EUNSUPPORTED,
                           "%s: dim %d does not fit the fused backward (use AL_ADALN_BWD_AUTO)",
                           fn, l->dim);
   }
   if (!*fused) {
-    rc = pick_cfg(fn, nv, ADALN_BWD_DX_MAX_VPT, 512, o->threads_per_row, &l->tpr, &l->vpt);
+    rc = pick_cfg(fn, nv, ADALN_BWD_DX_MAX_VPT, 512, tu->threads_per_row, &l->tpr, &l->vpt);
     if (rc != AL_OK) return rc;
-    l->kernel = ADALN_BWD_KERNEL_GROUP;
-    l->groups = 1;
-    l->loose_regs = 0;
-    l->block = block_for(l->tpr);
-    int fits = 0;
-    kattr k;
+    use_group_kernel(l);
     l->stages = 0;
     l->smem = 0;
+    int fits = 0;
+    kattr k;
     rc = kernel_fits(adaln_bwd_rows_kernel_fn(l, 0), l->block, 0, &fits, &k);
     if (rc != AL_OK) return rc;
     if (!fits)
@@ -493,7 +505,7 @@ static int plan_bwd(const char *fn, const al_adaln_options *o, adaln_launch *l, 
                           l->tpr);
     /* At most ~512 chunks: the split partial kernel re-reads rows, so chunks only trade
      * parallelism against partial-sum traffic. */
-    l->chunk = o->rows_per_chunk ? o->rows_per_chunk
+    l->chunk = tu->rows_per_chunk ? tu->rows_per_chunk
                                  : (l->rows + 511) / 512 < 128 ? 128 : (l->rows + 511) / 512;
   }
   if (l->chunk < 1) l->chunk = 1;
@@ -510,9 +522,9 @@ extern "C" int al_adaln_backward_workspace_size(const al_adaln_desc *desc,
   if (bytes == NULL) return al_set_error(AL_EINVAL, "%s: bytes is NULL", fn);
   *bytes = 0;
   adaln_launch l;
-  int rc = setup(fn, desc, opts, 0, NULL, &l);
+  adaln_opts o;
+  int rc = setup(fn, desc, opts, 0, NULL, &l, &o);
   if (rc != AL_OK) return rc;
-  const al_adaln_options o = options_of(opts);
   /* The backward may take the vector or the element-wise path (pointer alignment): enough
    * for either. */
   size_t most = 0;
@@ -520,7 +532,7 @@ extern "C" int al_adaln_backward_workspace_size(const al_adaln_desc *desc,
     int fused;
     size_t n = 0;
     l.vec = vec;
-    rc = plan_bwd(fn, &o, &l, &fused, &n);
+    rc = plan_bwd(fn, &o.t, &l, &fused, &n);
     if (rc != AL_OK) return rc;
     if (n > most) most = n;
   }
@@ -535,9 +547,9 @@ extern "C" int al_adaln_backward(const al_adaln_desc *desc, const al_adaln_optio
                                  void *stream) {
   static const char fn[] = "al_adaln_backward";
   adaln_launch l;
-  int rc = setup(fn, desc, opts, 1, stream, &l);
+  adaln_opts o;
+  int rc = setup(fn, desc, opts, 1, stream, &l, &o);
   if (rc != AL_OK) return rc;
-  const al_adaln_options o = options_of(opts);
   if (dy == NULL || x == NULL || scale == NULL || mean == NULL || rstd == NULL || dx == NULL ||
       dscale == NULL || dshift == NULL || workspace == NULL)
     return al_set_error(AL_EINVAL,
@@ -549,11 +561,11 @@ extern "C" int al_adaln_backward(const al_adaln_desc *desc, const al_adaln_optio
   if (!aligned(workspace, 16))
     return al_set_error(AL_EINVAL, "%s: workspace must be 16-byte aligned", fn);
   const int kvec = adaln_vec_elems(l.dtype);
-  l.vec = !o.force_general && l.dim % kvec == 0 && aligned(dy, 16) && aligned(x, 16) &&
+  l.vec = !o.t.force_general && l.dim % kvec == 0 && aligned(dy, 16) && aligned(x, 16) &&
           aligned(scale, 16) && aligned(dx, 16);
   int fused = 0;
   size_t need = 0;
-  rc = plan_bwd(fn, &o, &l, &fused, &need);
+  rc = plan_bwd(fn, &o.t, &l, &fused, &need);
   if (rc != AL_OK) return rc;
   if (workspace_bytes < need)
     return al_set_error(AL_EINVAL,

@@ -130,6 +130,23 @@ __device__ __forceinline__ void bwd_row(const BwdArgs<T> &a, int64_t row, bool o
   if (!ACC && t == 0 && a.mean_err != nullptr) a.mean_err[row] = e;
 }
 
+/* Start of a row group's chunk [r0, r1) in the per-group kernels: the per-feature sums
+ * zeroed, b = the sample of its first row, bend = where that sample's rows end (INT64_MAX
+ * for the last sample); b = 0, bend = INT64_MAX for an empty chunk. */
+template <int kAcc>
+__device__ __forceinline__ void chunk_start(const Layout &L, int64_t r0, int64_t r1,
+                                            float (&acc_s)[kAcc], float (&acc_h)[kAcc], int &b,
+                                            int64_t &bend) {
+#pragma unroll
+  for (int i = 0; i < kAcc; ++i) acc_s[i] = acc_h[i] = 0.0f;
+  b = 0;
+  bend = INT64_MAX;
+  if (r0 < r1) {
+    b = seg_of_row(L, r0);
+    bend = b < L.B - 1 ? seg_end(L, b) : INT64_MAX;
+  }
+}
+
 /* Sample-boundary step of the fused kernels: when `row` starts a new sample, writes the
  * sums of the old one to slot k + b, clears them and moves b to the sample of `row`. */
 template <int VPT, int kVec, bool VEC, bool ACC>
@@ -180,14 +197,9 @@ __global__ void __launch_bounds__(512) adaln_bwd_rows_kernel(BwdArgs<T> a) {
   const int64_t r1 = r0 + a.chunk < a.L.rows ? r0 + a.chunk : a.L.rows;
 
   float acc_s[kAcc], acc_h[kAcc];
-#pragma unroll
-  for (int i = 0; i < kAcc; ++i) acc_s[i] = acc_h[i] = 0.0f;
-  int b = 0;
-  int64_t bend = INT64_MAX;
-  if (r0 < r1) {
-    b = seg_of_row(a.L, r0);
-    bend = b < a.L.B - 1 ? seg_end(a.L, b) : INT64_MAX;
-  }
+  int b;
+  int64_t bend;
+  chunk_start(a.L, r0, r1, acc_s, acc_h, b, bend);
 
   uint4 rdy[VPT], rx[VPT], ndy[VPT], nx[VPT];
   {
@@ -257,14 +269,9 @@ __global__ void __launch_bounds__(512) adaln_bwd_fused_async_kernel(BwdArgs<T> a
   const int64_t r1 = r0 + a.chunk < a.L.rows ? r0 + a.chunk : a.L.rows;
 
   float acc_s[kAcc], acc_h[kAcc];
-#pragma unroll
-  for (int i = 0; i < kAcc; ++i) acc_s[i] = acc_h[i] = 0.0f;
-  int b = 0;
-  int64_t bend = INT64_MAX;
-  if (r0 < r1) {
-    b = seg_of_row(a.L, r0);
-    bend = b < a.L.B - 1 ? seg_end(a.L, b) : INT64_MAX;
-  }
+  int b;
+  int64_t bend;
+  chunk_start(a.L, r0, r1, acc_s, acc_h, b, bend);
 
   /* Copies row `row` (zeros past the chunk) into stage s; one commit group per row. */
   auto issue = [&](int64_t row, int s) {
@@ -307,6 +314,26 @@ __global__ void __launch_bounds__(512) adaln_bwd_fused_async_kernel(BwdArgs<T> a
     flush_sums<VPT, kVec, true>(a.ws + (k + b) * 2 * (int64_t)D, acc_s, acc_h, t, tpr, nv, D);
 }
 
+/* Vector i (= v, t + i*tpr) of the tile kernel's row, as both passes of tile_row read it: dy
+ * and x from the thread's stage slots, (one + scale) from the kVec/4 fp32 planes of scl. */
+template <typename T>
+__device__ __forceinline__ void tile_vec(const uint4 *sdy, const uint4 *sx, const float4 *scl,
+                                         int i, int nthr, int nv, int v,
+                                         float (&fd)[Elem<T>::kVec], float (&fx)[Elem<T>::kVec],
+                                         float (&fs)[Elem<T>::kVec]) {
+  typedef Elem<T> E;
+  E::unpack(sdy[i * nthr], fd);
+  E::unpack(sx[i * nthr], fx);
+#pragma unroll
+  for (int q = 0; q < E::kVec / 4; ++q) {
+    const float4 s4 = scl[q * nv + v];
+    fs[4 * q] = s4.x;
+    fs[4 * q + 1] = s4.y;
+    fs[4 * q + 2] = s4.z;
+    fs[4 * q + 3] = s4.w;
+  }
+}
+
 /*
  * One row of the tile kernel. The thread's vectors of dy and x are in its private stage slots
  * (sdy[i*nthr], sx[i*nthr]); the row's mean and rstd are in the slot of the thread's warp or
@@ -327,7 +354,6 @@ __device__ __forceinline__ void tile_row(const BwdArgs<T> &a, int64_t row, bool 
                                          float (&acc_h)[VPT * Elem<T>::kVec], float4 *red) {
   typedef Elem<T> E;
   constexpr int kVec = E::kVec;
-  constexpr int kP = kVec / 4;
   const int tpr = a.tpr, D = a.D;
   float mu = 0.0f, rs = 0.0f;
   if (ok) {
@@ -342,16 +368,7 @@ __device__ __forceinline__ void tile_row(const BwdArgs<T> &a, int64_t row, bool 
       const int v = t + i * tpr;
       if (v < nv) {
         float fd[kVec], fx[kVec], fs[kVec];
-        E::unpack(sdy[i * nthr], fd);
-        E::unpack(sx[i * nthr], fx);
-#pragma unroll
-        for (int q = 0; q < kP; ++q) {
-          const float4 s4 = scl[q * nv + v];
-          fs[4 * q] = s4.x;
-          fs[4 * q + 1] = s4.y;
-          fs[4 * q + 2] = s4.z;
-          fs[4 * q + 3] = s4.w;
-        }
+        tile_vec<T>(sdy, sx, scl, i, nthr, nv, v, fd, fx, fs);
 #pragma unroll
         for (int j = 0; j < kVec; ++j) {
           const float c = fx[j] - mu;
@@ -372,8 +389,8 @@ __device__ __forceinline__ void tile_row(const BwdArgs<T> &a, int64_t row, bool 
   /* The slots are read again below, not kept in registers through the reduction. */
   asm volatile("" ::: "memory");
   /* Divisions, not multiplies by 1/D: with multiplies ptxas schedules this kernel so that
-   * 1 x 32760 x 1536 runs 2.5 us slower (88.6 against 86.1 us, round 5), fewer
-   * instructions notwithstanding. */
+   * 1 x 32760 x 1536 runs 2.5 us slower (88.6 against 86.1 us), fewer instructions
+   * notwithstanding. */
   const float e = se / (float)D;
   const float mg = sg / (float)D;
   const float mgx = rs * (sgc - e * sg) / (float)D;
@@ -384,16 +401,7 @@ __device__ __forceinline__ void tile_row(const BwdArgs<T> &a, int64_t row, bool 
     const int v = t + i * tpr;
     if (v < nv) {
       float fd[kVec], fx[kVec], fs[kVec], o[kVec];
-      E::unpack(sdy[i * nthr], fd);
-      E::unpack(sx[i * nthr], fx);
-#pragma unroll
-      for (int q = 0; q < kP; ++q) {
-        const float4 s4 = scl[q * nv + v];
-        fs[4 * q] = s4.x;
-        fs[4 * q + 1] = s4.y;
-        fs[4 * q + 2] = s4.z;
-        fs[4 * q + 3] = s4.w;
-      }
+      tile_vec<T>(sdy, sx, scl, i, nthr, nv, v, fd, fx, fs);
 #pragma unroll
       for (int j = 0; j < kVec; ++j) {
         const float xh = fmaf(fx[j] - mu, rs, ke);
@@ -458,8 +466,8 @@ __device__ __forceinline__ void tile_combine(float *buf, float *dst, const float
  * so only the sums live in registers (a register cap MAXREG, see plan_bwd). Each row's mean
  * and rstd are copied by one lane of each warp (of each group when tpr < 32) into a slot the
  * other lanes read after __syncwarp: copied by every thread, these 4-byte copies of one
- * address cost 32 shared-memory wavefronts per warp each, a third of the kernel's (ncu,
- * run 34). The factor (one + scale[b]) sits in shared memory as fp32 for the piece. Row
+ * address cost 32 shared-memory wavefronts per warp each, a third of the kernel's (ncu).
+ * The factor (one + scale[b]) sits in shared memory as fp32 for the piece. Row
  * reductions: shuffles, and for tpr > 32 one named barrier per group, so groups do not wait
  * for each other.
  * Dynamic shared memory: stages [S][2][VPT][nthr] uint4, the rows' mean and rstd
@@ -474,16 +482,7 @@ __global__ void __maxnreg__(MAXREG) adaln_bwd_tile_kernel(BwdArgs<T> a) {
   constexpr int kAcc = VPT * kVec;
   extern __shared__ uint4 smem_tile[];
 
-  const int tpr = a.tpr, G = a.groups;
-  const int nthr = blockDim.x;
-  const int grp = threadIdx.x / tpr;
-  const int t = threadIdx.x - grp * tpr;
-  const int D = a.D;
-  const int nv = D / kVec;
-  const int nwg = tpr > 32 ? tpr >> 5 : 1;
-  const Layout &L = a.L;
-  const int64_t R0 = (int64_t)blockIdx.x * a.chunk;
-  const int64_t R1 = R0 + a.chunk < L.rows ? R0 + a.chunk : L.rows;
+  ADALN_TILE_THREAD(a, kVec);
   if (R0 >= R1) return; /* block-uniform */
 
   uint4 *stage = smem_tile;
@@ -580,7 +579,7 @@ __global__ void __maxnreg__(MAXREG) adaln_bwd_tile_kernel(BwdArgs<T> a) {
 
 /* Tight register cap of a tile kernel instance (AL_ADALN_BWD_KERNEL_TILE_TIGHT; the default
  * is 128): the per-feature sums (2 per element a thread owns) plus what the passes need,
- * spill-free in the -Xptxas -v report (see NOTES.md). */
+ * spill-free in the -Xptxas -v report (docs/kernels-notes.md, "Workflow"). */
 template <typename T, int VPT, int S>
 struct TileRegs {
   static constexpr int value =

@@ -160,8 +160,8 @@ __device__ __forceinline__ uint4 load_vec(const T *row, int v, int D, bool ok) {
 }
 
 /* Cache policy of a store: plain, or streamed (st.global.cs: evict-first in L2). The row
- * forward streams y: at 32760 x 1536 that is 83.4-84.4% -> 85.7-87.1% of copy (runs 18-19,
- * same process); the backward's dx gains nothing from it (run 17). */
+ * forward streams y: at 32760 x 1536 that took it from 83.4-84.4% to 85.7-87.1% of copy
+ * (measured in one process); streaming the backward's dx gained nothing. */
 enum { ST_PLAIN = 0, ST_STREAM = 1 };
 
 /* Stores vector v of a row; element-wise path stores only elements below D. */
@@ -203,7 +203,7 @@ __device__ __forceinline__ void opaque(uint4 &r) {
 /* The xor butterfly of N sums over the aligned lane group of min(tpr, 32) lanes, offsets
  * width/2 .. 1 (each step adds the same two values in either order, so all lanes agree).
  * Unrolled over the five possible offsets with a uniform test each: the loop over a runtime
- * width cost a compare, a shift and a branch per step on every row (ncu, round 5). */
+ * width cost a compare, a shift and a branch per step on every row (ncu). */
 template <int N>
 __device__ __forceinline__ void xor_sums(float (&v)[N], int tpr) {
 #pragma unroll
@@ -286,8 +286,6 @@ __device__ __forceinline__ void group_sum3(float &a, float &b, float &c, int tpr
   }
 }
 
-/* ---------------------------------------------------------------- samples ---------------- */
-
 /* ---------------------------------------------------------------- cp.async, group sums -- */
 
 /* cp.async: 16-byte global -> shared copy that bypasses registers (and L1); zero-fills when
@@ -343,6 +341,8 @@ __device__ __forceinline__ void tile_sums(float (&v)[N], int tpr, int t, int grp
     }
   }
 }
+
+/* ---------------------------------------------------------------- samples ---------------- */
 
 /* Which rows belong to which sample. Offsets are clamped to [0, rows] and sample indices to
  * [0, B): unchecked bad offsets give wrong numbers, never out-of-bounds accesses. */
@@ -422,6 +422,23 @@ struct TilePiece {
   }
   __device__ __forceinline__ int64_t rounds(int G) const { return (p1 - p0 + G - 1) / G; }
 };
+
+/* The opening of the tile kernels (adaln_fwd_tile_kernel, adaln_bwd_tile_kernel), whose
+ * launch arguments `a` have tpr, groups, D, L and chunk: declares G (row groups per block),
+ * tpr (threads per group), nthr (per block), grp and t (this thread's group and its thread
+ * in the group), D, nv (16-byte vectors of kVec elements per row), nwg (warps per group, 1
+ * below a warp), L, and the block's rows [R0, R1) (chunk blockIdx.x, clipped to the rows). */
+#define ADALN_TILE_THREAD(a, kVec)                                  \
+  const int tpr = (a).tpr, G = (a).groups;                          \
+  const int nthr = blockDim.x;                                      \
+  const int grp = threadIdx.x / tpr;                                \
+  const int t = threadIdx.x - grp * tpr;                            \
+  const int D = (a).D;                                              \
+  const int nv = D / (kVec);                                        \
+  const int nwg = tpr > 32 ? tpr >> 5 : 1;                          \
+  const Layout &L = (a).L;                                          \
+  const int64_t R0 = (int64_t)blockIdx.x * (a).chunk;               \
+  const int64_t R1 = R0 + (a).chunk < L.rows ? R0 + (a).chunk : L.rows
 
 /* A cp.async producer's place in the same (piece, round) sequence, run S - 1 rounds ahead of
  * the consumer: row(grp) is the row to copy now when live(grp); advance() after each round. */

@@ -9,7 +9,7 @@
  * Thread t holds the 16-byte vectors t + i*tpr (i < VPT) of its row in registers.
  * One row per group and a grid over all rows: <= 64 registers (launch bound 512 x 2), so
  * ~32 warps and ~100 KB of loads in flight per SM. A persistent, register-prefetched version
- * (v2 in NOTES.md) needed ~100 registers and lost 10% of bandwidth.
+ * (docs/kernels-notes.md, v2) needed ~100 registers and lost 10% of bandwidth.
  * Statistics, two passes over the registers: mean0 = group sum of x / D; then one two-value
  * group sum of c = x - mean0 and c^2: m1 = sum c / D, var = sum c^2 / D - m1^2. x - mean0 is
  * exact for x near the mean and m1 is tiny, so xhat = (c - m1) * rstd keeps fp32 accuracy
@@ -17,7 +17,7 @@
  * Group sums: warp xor-shuffles, then one shared-memory step across the warps of a group for
  * tpr > 32. Last pass: y = (c - m1) * rstd * (one + scale[b]) + shift[b], 16-byte streaming
  * stores (st.global.cs; evict-first in L2 like the loads of x: +2-3 points of copy at 50 M
- * elements, NOTES.md v9);
+ * elements, docs/kernels-notes.md v9);
  * thread 0 of the group writes mean and rstd (fp32, 8 bytes per row).
  */
 template <typename T, int VPT, bool VEC>
@@ -99,16 +99,11 @@ __global__ void __launch_bounds__(512, 2) adaln_fwd_kernel(FwdArgs<T> a) {
         E::unpack(cur[i], f);
         E::unpack(load_vec<T, VEC, LD_KEEP>(sc, v, D, true), fs);
         E::unpack(load_vec<T, VEC, LD_KEEP>(sh, v, D, true), fh);
-#pragma unroll
-        for (int j = 0; j < kVec; ++j)
-          o[j] = fmaf(fmaf(f[j] - mean0, rstd, nm1r), a.one + fs[j], fh[j]);
+        fwd_y_math(f, fs, fh, mean0, rstd, nm1r, a.one, o);
         store_vec<T, VEC, ST_STREAM>(yr, v, D, o);
       }
     }
-    if (t == 0 && a.mean != nullptr) {
-      a.mean[row] = mean0 + m1;
-      a.rstd[row] = rstd;
-    }
+    fwd_stats(a, row, t, mean0, m1, rstd);
   }
 }
 

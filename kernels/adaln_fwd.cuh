@@ -49,4 +49,38 @@ static inline FwdArgs<T> fwd_args_of(const adaln_launch *l, const void *x, const
   return a;
 }
 
+/* y of one vector of both forwards: (x - mean) * rstd * (one + scale) + shift, computed as
+ * fmaf(fmaf(x - mean0, rstd, nm1r), one + scale, shift) with mean = mean0 + m1 and
+ * nm1r = -m1 * rstd (x - mean0 is exact for x near the mean). fwd_y_math takes the unpacked
+ * vectors; fwd_y unpacks x, scale and shift first. */
+template <int kVec>
+__device__ __forceinline__ void fwd_y_math(const float (&f)[kVec], const float (&fs)[kVec],
+                                           const float (&fh)[kVec], float mean0, float rstd,
+                                           float nm1r, float one, float (&o)[kVec]) {
+#pragma unroll
+  for (int j = 0; j < kVec; ++j) o[j] = fmaf(fmaf(f[j] - mean0, rstd, nm1r), one + fs[j], fh[j]);
+}
+template <typename T>
+__device__ __forceinline__ void fwd_y(const uint4 &x, const uint4 &scale, const uint4 &shift,
+                                      float mean0, float rstd, float nm1r, float one,
+                                      float (&o)[Elem<T>::kVec]) {
+  typedef Elem<T> E;
+  float f[E::kVec], fs[E::kVec], fh[E::kVec];
+  E::unpack(x, f);
+  E::unpack(scale, fs);
+  E::unpack(shift, fh);
+  fwd_y_math(f, fs, fh, mean0, rstd, nm1r, one, o);
+}
+
+/* Thread 0 of a row group stores the row's fp32 mean (mean0 + m1) and rstd, unless the
+ * caller asked for none (inference). */
+template <typename T>
+__device__ __forceinline__ void fwd_stats(const FwdArgs<T> &a, int64_t row, int t, float mean0,
+                                          float m1, float rstd) {
+  if (t == 0 && a.mean != nullptr) {
+    a.mean[row] = mean0 + m1;
+    a.rstd[row] = rstd;
+  }
+}
+
 #endif

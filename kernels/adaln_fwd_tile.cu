@@ -8,8 +8,8 @@
  * with many samples (an image batch, a packed batch) the rows a block of four rows gets are
  * of a sample this SM has not seen, every warp waits an L2 round trip on its last pass, and
  * the SM has nothing else in flight: at 32768 x 1536 the forward falls from 84.7% of copy at
- * B = 1 to 73.4% at B = 8 and 67.7% at B = 256 (run 13; run 12 isolated it: with b forced to
- * one sample the B = 8 batch runs at the B = 1 speed). Loading the modulation early into
+ * B = 1 to 73.4% at B = 8 and 67.7% at B = 256, and with b forced to one sample the B = 8
+ * batch runs at the B = 1 speed. Loading the modulation early into
  * registers fixes the dependence on B but needs ~120 registers and loses 13% everywhere.
  * Here a block loads the modulation once per piece of rows into shared memory, and its rows
  * stream through a cp.async pipeline, so nothing waits on L2 inside a row.
@@ -77,20 +77,12 @@ __device__ __forceinline__ void fwd_tile_row(const FwdArgs<T> &a, int64_t row, b
   for (int i = 0; i < VPT; ++i) {
     const int v = t + i * tpr;
     if (v < nv) {
-      float f[kVec], fs[kVec], fh[kVec], o[kVec];
-      E::unpack(cur[i], f);
-      E::unpack(mod[v], fs);
-      E::unpack(mod[nv + v], fh);
-#pragma unroll
-      for (int j = 0; j < kVec; ++j)
-        o[j] = fmaf(fmaf(f[j] - mean0, rstd, nm1r), a.one + fs[j], fh[j]);
+      float o[kVec];
+      fwd_y<T>(cur[i], mod[v], mod[nv + v], mean0, rstd, nm1r, a.one, o);
       yr[v] = E::pack(o);
     }
   }
-  if (t == 0 && a.mean != nullptr) {
-    a.mean[row] = mean0 + m1;
-    a.rstd[row] = rstd;
-  }
+  fwd_stats(a, row, t, mean0, m1, rstd);
 }
 
 /*
@@ -111,16 +103,7 @@ __global__ void __launch_bounds__(VPT >= 7 ? 384 : 512, 2) adaln_fwd_tile_kernel
   constexpr int kVec = E::kVec;
   extern __shared__ uint4 smem_fwd[];
 
-  const int tpr = a.tpr, G = a.groups;
-  const int nthr = blockDim.x;
-  const int grp = threadIdx.x / tpr;
-  const int t = threadIdx.x - grp * tpr;
-  const int D = a.D;
-  const int nv = D / kVec;
-  const int nwg = tpr > 32 ? tpr >> 5 : 1;
-  const Layout &L = a.L;
-  const int64_t R0 = (int64_t)blockIdx.x * a.chunk;
-  const int64_t R1 = R0 + a.chunk < L.rows ? R0 + a.chunk : L.rows;
+  ADALN_TILE_THREAD(a, kVec);
   if (R0 >= R1) return; /* block-uniform */
 
   uint4 *stage = smem_fwd;

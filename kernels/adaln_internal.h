@@ -1,6 +1,7 @@
 /*
  * adaln_internal.h - what the AdaLN API layer (adaln_api.cu) hands to the kernel launchers
- * (adaln_fwd.cu, adaln_bwd_fused.cu, adaln_bwd_split.cu, adaln_bwd_finalize.cu).
+ * (adaln_fwd.cu, adaln_fwd_tile.cu, adaln_bwd.cu, adaln_bwd_partials.cu,
+ * adaln_bwd_finalize.cu).
  * Host-only; not installed.
  *
  * Work split shared by every kernel: a row group of `tpr` threads owns one row at a time;
@@ -77,7 +78,7 @@ int adaln_fwd_launch(const adaln_launch *l, const void *x, const void *scale, co
  * (adaln_fwd_tile.cu). The kernel instance, and its dynamic shared memory for `groups` row
  * groups of l->tpr threads. */
 /* Auto takes the tile forward for batches of B > 1 samples averaging at most this many rows,
- * rows of at least ADALN_FWD_TILE_MIN_DIM elements (round 5, NOTES.md v9). */
+ * rows of at least ADALN_FWD_TILE_MIN_DIM elements (docs/kernels-notes.md, v9). */
 #define ADALN_FWD_TILE_ROWS_PER_SAMPLE 2048
 #define ADALN_FWD_TILE_MIN_DIM 3072
 int adaln_fwd_tile_launch(const adaln_launch *l, const void *x, const void *scale,

@@ -7,8 +7,17 @@
 
 #include "common/al_status.h"
 
-static int check_shape(const char *fn, const adaln_ref_shape *s) {
+/* What both passes take from a checked shape: eps (0 -> 1e-6) and the modulation's constant
+ * (1 + scale, or scale alone). */
+typedef struct ref_consts {
+  double eps, one;
+} ref_consts;
+
+/* Checks the shape and fills *k. */
+static int check_shape(const char *fn, const adaln_ref_shape *s, ref_consts *k) {
   if (s == NULL) return al_set_error(AL_EINVAL, "%s: shape is NULL", fn);
+  k->eps = s->eps == 0.0 ? 1e-6 : s->eps;
+  k->one = s->plain_scale ? 0.0 : 1.0;
   if (s->rows < 0 || s->batch < 1 || s->dim < 1)
     return al_set_error(AL_EINVAL, "%s: rows %lld, batch %d, dim %d", fn, (long long)s->rows,
                         (int)s->batch, (int)s->dim);
@@ -47,19 +56,18 @@ static void row_stats(const float *xr, int dim, double eps, double *mean, double
 
 int adaln_ref_forward(const adaln_ref_shape *s, const float *x, const float *scale,
                          const float *shift, float *y, float *mean, float *rstd) {
-  int rc = check_shape("adaln_ref_forward", s);
+  ref_consts k;
+  int rc = check_shape("adaln_ref_forward", s, &k);
   if (rc != AL_OK) return rc;
   const int D = s->dim;
-  const double eps = s->eps == 0.0 ? 1e-6 : s->eps;
-  const double one = s->plain_scale ? 0.0 : 1.0;
   for (int b = 0; b < s->batch; ++b) {
     const float *sc = scale + (size_t)b * D, *sh = shift + (size_t)b * D;
     for (int64_t r = seg_start(s, b); r < seg_start(s, b + 1); ++r) {
       const float *xr = x + (size_t)r * D;
       double m, rs;
-      row_stats(xr, D, eps, &m, &rs);
+      row_stats(xr, D, k.eps, &m, &rs);
       for (int d = 0; d < D; ++d)
-        y[(size_t)r * D + d] = (float)((xr[d] - m) * rs * (one + sc[d]) + sh[d]);
+        y[(size_t)r * D + d] = (float)((xr[d] - m) * rs * (k.one + sc[d]) + sh[d]);
       if (mean != NULL) mean[r] = (float)m;
       if (rstd != NULL) rstd[r] = (float)rs;
     }
@@ -69,11 +77,10 @@ int adaln_ref_forward(const adaln_ref_shape *s, const float *x, const float *sca
 
 int adaln_ref_backward(const adaln_ref_shape *s, const float *dy, const float *x,
                           const float *scale, float *dx, float *dscale, float *dshift) {
-  int rc = check_shape("adaln_ref_backward", s);
+  ref_consts k;
+  int rc = check_shape("adaln_ref_backward", s, &k);
   if (rc != AL_OK) return rc;
   const int D = s->dim;
-  const double eps = s->eps == 0.0 ? 1e-6 : s->eps;
-  const double one = s->plain_scale ? 0.0 : 1.0;
   /* Per-feature sums down a sample's rows, in double. */
   double *acc = (double *)malloc(sizeof(double) * 2 * (size_t)D);
   if (acc == NULL) return al_set_error(AL_ENOMEM, "adaln_ref_backward: %d doubles", 2 * D);
@@ -83,10 +90,10 @@ int adaln_ref_backward(const adaln_ref_shape *s, const float *dy, const float *x
     for (int64_t r = seg_start(s, b); r < seg_start(s, b + 1); ++r) {
       const float *xr = x + (size_t)r * D, *dyr = dy + (size_t)r * D;
       double m, rs;
-      row_stats(xr, D, eps, &m, &rs);
+      row_stats(xr, D, k.eps, &m, &rs);
       double sg = 0.0, sgx = 0.0;
       for (int d = 0; d < D; ++d) {
-        const double xh = (xr[d] - m) * rs, g = dyr[d] * (one + sc[d]);
+        const double xh = (xr[d] - m) * rs, g = dyr[d] * (k.one + sc[d]);
         sg += g;
         sgx += g * xh;
         acc[d] += dyr[d] * xh;
@@ -94,7 +101,7 @@ int adaln_ref_backward(const adaln_ref_shape *s, const float *dy, const float *x
       }
       const double mg = sg / D, mgx = sgx / D;
       for (int d = 0; d < D; ++d) {
-        const double xh = (xr[d] - m) * rs, g = dyr[d] * (one + sc[d]);
+        const double xh = (xr[d] - m) * rs, g = dyr[d] * (k.one + sc[d]);
         dx[(size_t)r * D + d] = (float)(rs * (g - mg - xh * mgx));
       }
     }

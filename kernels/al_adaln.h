@@ -41,6 +41,14 @@
  * views) silently takes the general path: same results, element-wise accesses, slower. Never an
  * error.
  *
+ * Kernels: the library picks them, and their configuration, from the shape, dtype, alignment
+ * and device. Forward: a row kernel; for batches of several samples averaging at most 2048
+ * rows with D >= 3072 (fast path only) a tiled kernel that holds each sample's scale and shift
+ * in shared memory. Backward: one fused pass (dx and the per-feature partial sums from one
+ * read of x and dy) while a row fits the registers (D <= 12288 for bf16/fp16, 8192 for fp32),
+ * else a split path that reads x and dy twice. The rules, and the knobs that force a choice
+ * (for the benchmark, tests and experiments), are in al_adaln_tuning.h, which is unstable.
+ *
  * Ownership: every pointer is the caller's; the library allocates nothing, keeps no pointer after
  * a call returns, and holds no global state besides a small, mutex-protected per-process
  * cache of kernel attributes (registers, occupancy) per device.
@@ -52,8 +60,9 @@
  * the same streams); error messages are thread-local (al_last_error()).
  *
  * Errors: AL_EINVAL (bad argument), AL_ERANGE (size outside the supported range), AL_ECUDA (a
- * CUDA runtime call or launch failed; the message names the call and the CUDA error). Errors
- * from earlier asynchronous work on the stream may surface as AL_ECUDA from a later call.
+ * CUDA runtime call or launch failed; the message names the call and the CUDA error),
+ * AL_EUNSUPPORTED (only for a configuration forced through al_adaln_tuning.h that cannot run).
+ * Errors from earlier asynchronous work on the stream may surface as AL_ECUDA from a later call.
  */
 #ifndef AL_ADALN_H
 #define AL_ADALN_H
@@ -95,50 +104,14 @@ typedef struct al_adaln_desc {
 #define AL_ADALN_PLAIN_SCALE 1u      /* modulate with scale instead of (1 + scale) */
 #define AL_ADALN_VALIDATE_OFFSETS 2u /* copy cu_seqlens to the host and check (synchronises) */
 
-/* bwd_path */
-#define AL_ADALN_BWD_AUTO 0  /* fused when the row fits the registers, else split */
-#define AL_ADALN_BWD_FUSED 1 /* one pass: dx and per-feature partial sums from one read */
-#define AL_ADALN_BWD_SPLIT 2 /* dx kernel, then a D-tile partial-sum kernel that re-reads x, dy */
+struct al_adaln_tuning; /* al_adaln_tuning.h: kernel choice and configuration (unstable) */
 
 /* Options: zero (or a NULL pointer) means default for every field. */
 typedef struct al_adaln_options {
-  float eps;              /* added to the variance; 0 -> 1e-6 */
-  unsigned flags;         /* AL_ADALN_PLAIN_SCALE | AL_ADALN_VALIDATE_OFFSETS */
-  int bwd_path;           /* AL_ADALN_BWD_*; FUSED when the row does not fit -> AL_EUNSUPPORTED */
-  /* Tuning and test knobs. 0 = chosen from D, dtype and the device. */
-  int threads_per_row;    /* threads sharing one row: 1,2,4,8,16,32 or a multiple of 32 <= 1024 */
-  int rows_per_chunk;     /* backward: rows per partial-sum chunk */
-  int force_general;      /* 1: element-wise path even when the vector path applies */
-  int bwd_stages;         /* fused backward row pipeline: 1 registers, 2..4 cp.async stages */
-  int bwd_kernel;         /* fused backward kernel: 0 auto, or AL_ADALN_BWD_KERNEL_* */
-  int bwd_groups;         /* tile kernel: row groups per block, 1..15 (0: chosen) */
-  int fwd_kernel;         /* forward kernel: 0 auto, or AL_ADALN_FWD_KERNEL_* */
+  float eps;      /* added to the variance; 0 -> 1e-6 */
+  unsigned flags; /* AL_ADALN_PLAIN_SCALE | AL_ADALN_VALIDATE_OFFSETS */
+  const struct al_adaln_tuning *tuning; /* NULL: the library's choice (al_adaln_tuning.h) */
 } al_adaln_options;
-
-/* bwd_kernel. Both are deterministic and give the same dx; the sums may differ in rounding.
- * GROUP: each row group writes its own partial-sum slot (cp.async stages 2..4, or 1: a
- *   register prefetch). TILE (auto on the 16-byte vector path, stages 2..3): the row groups
- *   of a block add their sums in shared memory and write one slot per block.
- * TILE_TIGHT: TILE under a tight register cap (more warps per SM, more instructions); TILE
- *   itself runs under a 128-register cap, the faster at 6 of the 7 benchmark shapes
- *   (BENCHMARKS.md, round 6). TILE_R128: the same as TILE (the name it had as a knob). */
-#define AL_ADALN_BWD_KERNEL_GROUP 1
-#define AL_ADALN_BWD_KERNEL_TILE 2
-#define AL_ADALN_BWD_KERNEL_TILE_R128 3
-#define AL_ADALN_BWD_KERNEL_TILE_TIGHT 4
-
-/* fwd_kernel. Same math; the fp32 statistics of rows wider than a warp may differ in the
- * last bit (the cross-warp sums are added in another order).
- * ROWS: a grid over all rows, one row per group of threads; scale and shift read per row
- *   (through L1). The fastest with one sample, and at D < 3072 for any number of samples.
- * TILE (16-byte vector path only): one wave of blocks, each walking a contiguous chunk of
- *   rows with the current sample's scale and shift in shared memory and the rows in a
- *   cp.async pipeline. 2-3 points of copy faster than ROWS on wide rows (D >= 3072) of many
- *   short samples (kernels/NOTES.md v8, v9).
- * Auto: TILE on the vector path for batches of several samples averaging at most 2048 rows
- * with D >= 3072, else ROWS. TILE asked for on the element-wise path -> AL_EUNSUPPORTED. */
-#define AL_ADALN_FWD_KERNEL_ROWS 1
-#define AL_ADALN_FWD_KERNEL_TILE 2
 
 /* Forward. x, scale, shift in; y out; mean, rstd (fp32, rows entries each) out for the backward.
  * mean and rstd may both be NULL when no backward follows (inference). */
@@ -165,8 +138,9 @@ AL_API int al_adaln_backward(const al_adaln_desc *desc, const al_adaln_options *
 /* Bytes per element of a dtype; 0 for an unknown one. */
 AL_API size_t al_dtype_size(int dtype);
 
-/* sizeof(al_adaln_desc) (which = 0) or sizeof(al_adaln_options) (which = 1); 0 otherwise.
- * Lets bindings (Python ctypes) check their struct layouts against the library's. */
+/* sizeof(al_adaln_desc) (which = 0), sizeof(al_adaln_options) (which = 1) or
+ * sizeof(struct al_adaln_tuning) (which = 2); 0 otherwise. Lets bindings (Python ctypes) check
+ * their struct layouts against the library's. */
 AL_API size_t al_adaln_struct_size(int which);
 
 #ifdef __cplusplus

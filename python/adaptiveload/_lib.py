@@ -31,12 +31,9 @@ AL_DTYPE_BF16 = 1
 AL_DTYPE_FP16 = 2
 AL_DTYPE_FP32 = 3
 
-# al_adaln_options.flags / bwd_path
+# al_adaln_options.flags
 AL_ADALN_PLAIN_SCALE = 1
 AL_ADALN_VALIDATE_OFFSETS = 2
-AL_ADALN_BWD_AUTO = 0
-AL_ADALN_BWD_FUSED = 1
-AL_ADALN_BWD_SPLIT = 2
 
 
 class AdalnDesc(ctypes.Structure):
@@ -54,19 +51,14 @@ class AdalnDesc(ctypes.Structure):
 
 
 class AdalnOptions(ctypes.Structure):
-    """al_adaln_options (zero = default)."""
+    """al_adaln_options (zero = default). ``tuning`` points to a struct al_adaln_tuning
+    (kernels/al_adaln_tuning.h: kernel knobs, unstable, not mirrored here); None = the
+    library's choice."""
 
     _fields_ = [
         ("eps", ctypes.c_float),
         ("flags", ctypes.c_uint),
-        ("bwd_path", ctypes.c_int),
-        ("threads_per_row", ctypes.c_int),
-        ("rows_per_chunk", ctypes.c_int),
-        ("force_general", ctypes.c_int),
-        ("bwd_stages", ctypes.c_int),
-        ("bwd_kernel", ctypes.c_int),
-        ("bwd_groups", ctypes.c_int),
-        ("fwd_kernel", ctypes.c_int),
+        ("tuning", ctypes.c_void_p),
     ]
 
 

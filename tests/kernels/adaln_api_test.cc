@@ -2,10 +2,12 @@
 // runs (and must pass) on machines without a GPU.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <string>
 
 #include "common/al_status.h"
 #include "kernels/al_adaln.h"
+#include "kernels/al_adaln_tuning.h"
 
 namespace {
 
@@ -28,38 +30,41 @@ int Fwd(const al_adaln_desc &d, const al_adaln_options *o = nullptr, void *x = P
 
 std::string Msg() { return al_last_error(); }
 
+// One bad argument: what it is, a change that makes a good struct (S) bad, the status the
+// call must return and, when not empty, a part of its message.
+template <typename S>
+struct Bad {
+  const char *what;
+  std::function<void(S &)> change;
+  int rc;
+  const char *msg;
+};
+
+template <typename S>
+void ExpectStatus(const Bad<S> &c, int got) {
+  EXPECT_EQ(got, c.rc) << c.what << ": " << Msg();
+  if (*c.msg) {
+    EXPECT_NE(Msg().find(c.msg), std::string::npos) << c.what << ": " << Msg();
+  }
+}
+
 TEST(AdalnApi, RejectsBadDescriptors) {
-  al_adaln_desc d = Good();
-  d.dtype = 0;
-  EXPECT_EQ(Fwd(d), AL_EINVAL);
-  EXPECT_NE(Msg().find("dtype"), std::string::npos) << Msg();
-
-  d = Good();
-  d.dim = 0;
-  EXPECT_EQ(Fwd(d), AL_ERANGE);
-  d.dim = 16385;
-  EXPECT_EQ(Fwd(d), AL_ERANGE);
-  EXPECT_NE(Msg().find("16385"), std::string::npos) << Msg();
-
-  d = Good();
-  d.batch = 0;
-  EXPECT_EQ(Fwd(d), AL_ERANGE);
-  d.batch = 70000;
-  EXPECT_EQ(Fwd(d), AL_ERANGE);
-
-  d = Good();
-  d.seq_len = 0;  // no layout
-  EXPECT_EQ(Fwd(d), AL_EINVAL);
-  d = Good();
-  d.rows = 33;  // != 2 x 16
-  EXPECT_EQ(Fwd(d), AL_EINVAL);
-  d = Good();
-  d.seq_len = 1LL << 31;
-  EXPECT_EQ(Fwd(d), AL_ERANGE);
-  d = Good();
-  d.rows = -1;
-  EXPECT_EQ(Fwd(d), AL_ERANGE);
-
+  const Bad<al_adaln_desc> cases[] = {
+      {"dtype 0", [](al_adaln_desc &d) { d.dtype = 0; }, AL_EINVAL, "dtype"},
+      {"dim 0", [](al_adaln_desc &d) { d.dim = 0; }, AL_ERANGE, ""},
+      {"dim 16385", [](al_adaln_desc &d) { d.dim = 16385; }, AL_ERANGE, "16385"},
+      {"batch 0", [](al_adaln_desc &d) { d.batch = 0; }, AL_ERANGE, ""},
+      {"batch 70000", [](al_adaln_desc &d) { d.batch = 70000; }, AL_ERANGE, ""},
+      {"no layout", [](al_adaln_desc &d) { d.seq_len = 0; }, AL_EINVAL, ""},
+      {"rows 33 != 2 x 16", [](al_adaln_desc &d) { d.rows = 33; }, AL_EINVAL, ""},
+      {"seq_len 2^31", [](al_adaln_desc &d) { d.seq_len = 1LL << 31; }, AL_ERANGE, ""},
+      {"rows -1", [](al_adaln_desc &d) { d.rows = -1; }, AL_ERANGE, ""},
+  };
+  for (const Bad<al_adaln_desc> &c : cases) {
+    al_adaln_desc d = Good();
+    c.change(d);
+    ExpectStatus(c, Fwd(d));
+  }
   EXPECT_EQ(al_adaln_forward(nullptr, nullptr, P, P, P, P, F, F, nullptr), AL_EINVAL);
 }
 
@@ -97,32 +102,31 @@ TEST(AdalnApi, RejectsBadOptionsAndPointers) {
   o = al_adaln_options{};
   o.flags = 0x80;
   EXPECT_EQ(Fwd(d, &o), AL_EINVAL);
-  o = al_adaln_options{};
-  o.threads_per_row = 48;
-  EXPECT_EQ(Fwd(d, &o), AL_EINVAL);
-  o = al_adaln_options{};
-  o.bwd_path = 7;
-  EXPECT_EQ(Fwd(d, &o), AL_EINVAL);
-  o = al_adaln_options{};
-  o.rows_per_chunk = -2;
-  EXPECT_EQ(Fwd(d, &o), AL_EINVAL);
-  o = al_adaln_options{};
-  o.bwd_kernel = AL_ADALN_BWD_KERNEL_TILE_TIGHT + 1;
-  EXPECT_EQ(Fwd(d, &o), AL_EINVAL);
-  EXPECT_NE(Msg().find("bwd_kernel"), std::string::npos) << Msg();
-  o = al_adaln_options{};
-  o.bwd_groups = -1;
-  EXPECT_EQ(Fwd(d, &o), AL_EINVAL);
-  EXPECT_NE(Msg().find("bwd_groups"), std::string::npos) << Msg();
-  o = al_adaln_options{};
-  o.fwd_kernel = 3;
-  EXPECT_EQ(Fwd(d, &o), AL_EINVAL);
-  EXPECT_NE(Msg().find("fwd_kernel"), std::string::npos) << Msg();
-  o = al_adaln_options{};
-  o.fwd_kernel = AL_ADALN_FWD_KERNEL_TILE;  // the tile forward has no element-wise path
-  o.force_general = 1;
-  EXPECT_EQ(Fwd(d, &o), AL_EUNSUPPORTED);
-  EXPECT_NE(Msg().find("fwd_kernel TILE"), std::string::npos) << Msg();
+
+  // Tuning knobs (al_adaln_tuning.h) out of range, or forcing what cannot run.
+  const Bad<al_adaln_tuning> knobs[] = {
+      {"threads_per_row 48", [](al_adaln_tuning &t) { t.threads_per_row = 48; }, AL_EINVAL, ""},
+      {"bwd_path 7", [](al_adaln_tuning &t) { t.bwd_path = 7; }, AL_EINVAL, ""},
+      {"rows_per_chunk -2", [](al_adaln_tuning &t) { t.rows_per_chunk = -2; }, AL_EINVAL, ""},
+      {"bwd_kernel past TILE_TIGHT",
+       [](al_adaln_tuning &t) { t.bwd_kernel = AL_ADALN_BWD_KERNEL_TILE_TIGHT + 1; }, AL_EINVAL,
+       "bwd_kernel"},
+      {"bwd_groups -1", [](al_adaln_tuning &t) { t.bwd_groups = -1; }, AL_EINVAL, "bwd_groups"},
+      {"fwd_kernel 3", [](al_adaln_tuning &t) { t.fwd_kernel = 3; }, AL_EINVAL, "fwd_kernel"},
+      {"fwd_kernel TILE on the element-wise path (the tile forward has none)",
+       [](al_adaln_tuning &t) {
+         t.fwd_kernel = AL_ADALN_FWD_KERNEL_TILE;
+         t.force_general = 1;
+       },
+       AL_EUNSUPPORTED, "fwd_kernel TILE"},
+  };
+  for (const Bad<al_adaln_tuning> &c : knobs) {
+    al_adaln_tuning t{};
+    c.change(t);
+    al_adaln_options ot{};
+    ot.tuning = &t;
+    ExpectStatus(c, Fwd(d, &ot));
+  }
 
   EXPECT_EQ(Fwd(d, nullptr, nullptr), AL_EINVAL);  // x NULL
   EXPECT_EQ(al_adaln_forward(&d, nullptr, P, P, P, P, F, nullptr, nullptr), AL_EINVAL);
@@ -146,6 +150,14 @@ TEST(AdalnApi, DtypeSizes) {
   EXPECT_EQ(al_dtype_size(AL_DTYPE_FP16), 2u);
   EXPECT_EQ(al_dtype_size(AL_DTYPE_FP32), 4u);
   EXPECT_EQ(al_dtype_size(0), 0u);
+}
+
+// What bindings compare their struct layouts with (python/adaptiveload/_lib.py).
+TEST(AdalnApi, StructSizes) {
+  EXPECT_EQ(al_adaln_struct_size(0), sizeof(al_adaln_desc));
+  EXPECT_EQ(al_adaln_struct_size(1), sizeof(al_adaln_options));
+  EXPECT_EQ(al_adaln_struct_size(2), sizeof(al_adaln_tuning));
+  EXPECT_EQ(al_adaln_struct_size(3), 0u);
 }
 
 }  // namespace

@@ -17,8 +17,9 @@
 
 #include "common/al_status.h"
 #include "kernels/adaln_ref_internal.h"
-#include "kernels/al_adaln.h"
 #include "kernels/adaln_fill_internal.h"
+#include "kernels/al_adaln.h"
+#include "kernels/al_adaln_tuning.h"
 #include "tests/kernels/adaln_test_util.h"
 
 namespace {
@@ -73,10 +74,24 @@ struct Case {
   int B = 1, N = 1, D = 64;
   std::vector<int> lens;  // non-empty: packed layout with these sample lengths
   unsigned flags = 0;
-  int tpr = 0, chunk = 0, path = 0, general = 0, misalign = 0, stages = 0, kernel = 0, groups = 0;
-  int fwd = 0;  // fwd_kernel
+  al_adaln_tuning tun{};  // what the case forces (al_adaln_tuning.h); zero: the library's choice
+  int misalign = 0;       // elements by which every row tensor is offset (the general path)
   float xmean = 0.0f, xstd = 1.0f;
   bool host_offsets = true;
+
+  // Builders: Mk(...).Chunk(7).Stages(3) and the like.
+  Case &Flags(unsigned f) { flags = f; return *this; }
+  Case &Tpr(int t) { tun.threads_per_row = t; return *this; }
+  Case &Chunk(int n) { tun.rows_per_chunk = n; return *this; }
+  Case &Path(int p) { tun.bwd_path = p; return *this; }
+  Case &General() { tun.force_general = 1; return *this; }
+  Case &Stages(int s) { tun.bwd_stages = s; return *this; }
+  Case &Kernel(int k) { tun.bwd_kernel = k; return *this; }
+  Case &Groups(int g) { tun.bwd_groups = g; return *this; }
+  Case &Fwd(int k) { tun.fwd_kernel = k; return *this; }
+  Case &Misalign(int m) { misalign = m; return *this; }
+  Case &XMean(float m) { xmean = m; return *this; }
+  Case &DeviceOffsetsOnly() { host_offsets = false; return *this; }
 };
 
 std::ostream &operator<<(std::ostream &o, const Case &c) { return o << c.name; }
@@ -145,14 +160,7 @@ TEST_P(AdalnGpu, MatchesReference) {
   }
   al_adaln_options o{};
   o.flags = c.flags;
-  o.threads_per_row = c.tpr;
-  o.rows_per_chunk = c.chunk;
-  o.bwd_path = c.path;
-  o.force_general = c.general;
-  o.bwd_stages = c.stages;
-  o.bwd_kernel = c.kernel;
-  o.bwd_groups = c.groups;
-  o.fwd_kernel = c.fwd;
+  o.tuning = &c.tun;
 
   ASSERT_EQ(al_adaln_forward(&desc, &o, dx_in.p(), dsc.p(), dsh.p(), dy_out.p(),
                              (float *)dmean.p(), (float *)drstd.p(), nullptr),
@@ -220,6 +228,9 @@ TEST_P(AdalnGpu, MatchesReference) {
 
 std::vector<Case> Cases() {
   const int BF = AL_DTYPE_BF16, F16 = AL_DTYPE_FP16, F32 = AL_DTYPE_FP32;
+  const int SPLIT = AL_ADALN_BWD_SPLIT, GROUP = AL_ADALN_BWD_KERNEL_GROUP,
+            TILE = AL_ADALN_BWD_KERNEL_TILE, TIGHT = AL_ADALN_BWD_KERNEL_TILE_TIGHT,
+            FWD_ROWS = AL_ADALN_FWD_KERNEL_ROWS, FWD_TILE = AL_ADALN_FWD_KERNEL_TILE;
   std::vector<Case> v;
   v.push_back(Mk("bf16_D1536", BF, 2, 37, 1536));
   v.push_back(Mk("bf16_D64", BF, 3, 50, 64));
@@ -232,227 +243,77 @@ std::vector<Case> Cases() {
   v.push_back(Mk("bf16_D16384_split", BF, 2, 3, 16384));
   v.push_back(Mk("bf16_one_token_samples", BF, 5, 1, 1536));
   v.push_back(Packed("bf16_packed_D1536", BF, {5, 0, 1, 40, 0, 17}, 1536));
-  {
-    Case c = Packed("bf16_packed_chunk7", BF, {5, 0, 1, 40, 0, 17, 3}, 1536);
-    c.chunk = 7;
-    v.push_back(c);
-  }
-  {
-    Case c = Packed("bf16_packed_chunk5_split", BF, {9, 1, 0, 23, 4}, 1536);
-    c.chunk = 5;
-    c.path = AL_ADALN_BWD_SPLIT;
-    v.push_back(c);
-  }
-  {
-    Case c = Packed("bf16_packed_device_offsets", BF, {3, 0, 30, 2}, 3072);
-    c.host_offsets = false;
-    c.flags = AL_ADALN_VALIDATE_OFFSETS;
-    v.push_back(c);
-  }
-  {
-    Case c = Packed("bf16_packed_unchecked_offsets", BF, {4, 7, 0}, 2048);
-    c.host_offsets = false;
-    v.push_back(c);
-  }
+  v.push_back(Packed("bf16_packed_chunk7", BF, {5, 0, 1, 40, 0, 17, 3}, 1536).Chunk(7));
+  v.push_back(Packed("bf16_packed_chunk5_split", BF, {9, 1, 0, 23, 4}, 1536).Chunk(5).Path(SPLIT));
+  v.push_back(Packed("bf16_packed_device_offsets", BF, {3, 0, 30, 2}, 3072)
+                  .DeviceOffsetsOnly()
+                  .Flags(AL_ADALN_VALIDATE_OFFSETS));
+  v.push_back(Packed("bf16_packed_unchecked_offsets", BF, {4, 7, 0}, 2048).DeviceOffsetsOnly());
   v.push_back(Packed("bf16_packed_all_empty", BF, {0, 0}, 256));
-  {
-    Case c = Mk("bf16_plain_scale", BF, 2, 21, 1536);
-    c.flags = AL_ADALN_PLAIN_SCALE;
-    v.push_back(c);
-  }
-  {
-    Case c = Mk("bf16_misaligned_general", BF, 2, 13, 1536);
-    c.misalign = 1;
-    v.push_back(c);
-  }
-  {
-    Case c = Mk("bf16_forced_general", BF, 2, 13, 1536);
-    c.general = 1;
-    v.push_back(c);
-  }
-  for (int t : {64, 96, 128, 256}) {
-    Case c = Mk("bf16_D1536_tpr" + std::to_string(t), BF, 2, 15, 1536);
-    c.tpr = t;
-    v.push_back(c);
-  }
+  v.push_back(Mk("bf16_plain_scale", BF, 2, 21, 1536).Flags(AL_ADALN_PLAIN_SCALE));
+  v.push_back(Mk("bf16_misaligned_general", BF, 2, 13, 1536).Misalign(1));
+  v.push_back(Mk("bf16_forced_general", BF, 2, 13, 1536).General());
+  for (int t : {64, 96, 128, 256}) v.push_back(Mk("bf16_D1536_tpr" + std::to_string(t), BF, 2, 15, 1536).Tpr(t));
   v.push_back(Packed("bf16_packed_D3072", BF, {7, 0, 19}, 3072));
   for (int st : {1, 2, 4}) {  // register prefetch, and cp.async pipelines of 2 and 4 stages
-    Case c = Packed("bf16_packed_chunk6_stages" + std::to_string(st), BF, {5, 0, 1, 30, 0, 11}, 1536);
-    c.chunk = 6;
-    c.stages = st;
-    v.push_back(c);
+    v.push_back(Packed("bf16_packed_chunk6_stages" + std::to_string(st), BF, {5, 0, 1, 30, 0, 11}, 1536)
+                    .Chunk(6)
+                    .Stages(st));
   }
   // Tile kernel (the default on the vector path): row groups per block (powers of two and
   // not), stages, register caps, tpr below and above a warp, pieces cut by sample boundaries
   // and by small chunks; and the per-group kernel it replaced.
   for (int g : {1, 2, 3, 4, 8}) {
-    Case c = Packed("bf16_tile_packed_g" + std::to_string(g), BF, {5, 0, 1, 40, 0, 17, 2, 9}, 1536);
-    c.kernel = AL_ADALN_BWD_KERNEL_TILE;
-    c.groups = g;
-    v.push_back(c);
+    v.push_back(Packed("bf16_tile_packed_g" + std::to_string(g), BF, {5, 0, 1, 40, 0, 17, 2, 9}, 1536)
+                    .Kernel(TILE)
+                    .Groups(g));
   }
-  {
-    Case c = Packed("bf16_tile_packed_chunk7_g4", BF, {5, 0, 1, 40, 0, 17, 3}, 1536);
-    c.chunk = 7;
-    c.groups = 4;
-    v.push_back(c);
-  }
-  {
-    Case c = Packed("bf16_tile_packed_chunk5_g2_s3", BF, {9, 1, 0, 23, 4}, 3072);
-    c.chunk = 5;
-    c.groups = 2;
-    c.stages = 3;
-    v.push_back(c);
-  }
-  {
-    Case c = Packed("bf16_tile_packed_tight", BF, {11, 0, 30, 2}, 2048);
-    c.kernel = AL_ADALN_BWD_KERNEL_TILE_TIGHT;
-    v.push_back(c);
-  }
-  {
-    Case c = Mk("bf16_tile_D256_tpr16_g4", BF, 2, 23, 256);  // 2 groups of 16 lanes per warp
-    c.tpr = 16;
-    c.groups = 4;
-    v.push_back(c);
-  }
-  {
-    Case c = Mk("bf16_tile_D256_tpr16_g4_tight", BF, 2, 23, 256);
-    c.tpr = 16;
-    c.groups = 4;
-    c.kernel = AL_ADALN_BWD_KERNEL_TILE_TIGHT;
-    v.push_back(c);
-  }
-  {
-    Case c = Packed("bf16_tile_D64_chunk3", BF, {4, 0, 9, 1}, 64);  // tpr 8, many groups
-    c.chunk = 3;
-    v.push_back(c);
-  }
-  {
-    Case c = Mk("bf16_tile_D5120_vpt2", BF, 2, 7, 5120);
-    c.tpr = 320;
-    v.push_back(c);
-  }
-  {
-    Case c = Packed("fp16_tile_packed_g2_s3", F16, {3, 0, 14, 6}, 2048);
-    c.groups = 2;
-    c.stages = 3;
-    v.push_back(c);
-  }
-  {
-    Case c = Packed("fp32_tile_packed_g3", F32, {7, 0, 2, 19}, 1536);
-    c.groups = 3;
-    v.push_back(c);
-  }
-  {
-    Case c = Mk("fp32_tile_large_mean_D3072_tight", F32, 1, 20, 3072);
-    c.xmean = 1000.0f;
-    c.kernel = AL_ADALN_BWD_KERNEL_TILE_TIGHT;
-    v.push_back(c);
-  }
-  {
-    Case c = Packed("bf16_group_packed_D1536", BF, {5, 0, 1, 40, 0, 17}, 1536);
-    c.kernel = AL_ADALN_BWD_KERNEL_GROUP;
-    v.push_back(c);
-  }
-  {
-    Case c = Mk("fp32_D3072_stages2", F32, 2, 19, 3072);
-    c.stages = 2;
-    v.push_back(c);
-  }
+  v.push_back(Packed("bf16_tile_packed_chunk7_g4", BF, {5, 0, 1, 40, 0, 17, 3}, 1536).Chunk(7).Groups(4));
+  v.push_back(
+      Packed("bf16_tile_packed_chunk5_g2_s3", BF, {9, 1, 0, 23, 4}, 3072).Chunk(5).Groups(2).Stages(3));
+  v.push_back(Packed("bf16_tile_packed_tight", BF, {11, 0, 30, 2}, 2048).Kernel(TIGHT));
+  // 2 groups of 16 lanes per warp
+  v.push_back(Mk("bf16_tile_D256_tpr16_g4", BF, 2, 23, 256).Tpr(16).Groups(4));
+  v.push_back(Mk("bf16_tile_D256_tpr16_g4_tight", BF, 2, 23, 256).Tpr(16).Groups(4).Kernel(TIGHT));
+  v.push_back(Packed("bf16_tile_D64_chunk3", BF, {4, 0, 9, 1}, 64).Chunk(3));  // tpr 8, many groups
+  v.push_back(Mk("bf16_tile_D5120_vpt2", BF, 2, 7, 5120).Tpr(320));
+  v.push_back(Packed("fp16_tile_packed_g2_s3", F16, {3, 0, 14, 6}, 2048).Groups(2).Stages(3));
+  v.push_back(Packed("fp32_tile_packed_g3", F32, {7, 0, 2, 19}, 1536).Groups(3));
+  v.push_back(Mk("fp32_tile_large_mean_D3072_tight", F32, 1, 20, 3072).XMean(1000.0f).Kernel(TIGHT));
+  v.push_back(Packed("bf16_group_packed_D1536", BF, {5, 0, 1, 40, 0, 17}, 1536).Kernel(GROUP));
+  v.push_back(Mk("fp32_D3072_stages2", F32, 2, 19, 3072).Stages(2));
   v.push_back(Mk("fp16_D64", F16, 3, 29, 64));
-  {
-    Case c = Mk("bf16_D1536_split", BF, 2, 45, 1536);
-    c.path = AL_ADALN_BWD_SPLIT;
-    v.push_back(c);
-  }
-  {
-    Case c = Mk("bf16_large_mean", BF, 2, 20, 1536);
-    c.xmean = 1000.0f;
-    v.push_back(c);
-  }
+  v.push_back(Mk("bf16_D1536_split", BF, 2, 45, 1536).Path(SPLIT));
+  v.push_back(Mk("bf16_large_mean", BF, 2, 20, 1536).XMean(1000.0f));
   v.push_back(Mk("fp16_D2048", F16, 2, 25, 2048));
-  {
-    Case c = Packed("fp16_packed_D777_general", F16, {6, 0, 1, 13}, 777);
-    c.chunk = 4;
-    v.push_back(c);
-  }
+  v.push_back(Packed("fp16_packed_D777_general", F16, {6, 0, 1, 13}, 777).Chunk(4));
   v.push_back(Mk("fp32_D1536", F32, 2, 37, 1536));
   v.push_back(Mk("fp32_D100", F32, 3, 10, 100));
   v.push_back(Mk("fp32_D101_general", F32, 3, 10, 101));
   v.push_back(Mk("fp32_D8192", F32, 1, 5, 8192));
   v.push_back(Mk("fp32_D16384_split", F32, 1, 4, 16384));
-  {
-    Case c = Mk("fp32_large_mean_D1536", F32, 2, 20, 1536);
-    c.xmean = 1000.0f;
-    v.push_back(c);
-  }
-  {
-    Case c = Mk("fp32_large_mean_D3072", F32, 1, 20, 3072);
-    c.xmean = -1000.0f;
-    v.push_back(c);
-  }
-  {
-    Case c = Mk("fp32_large_mean_split", F32, 1, 20, 1536);
-    c.xmean = 1000.0f;
-    c.path = AL_ADALN_BWD_SPLIT;
-    v.push_back(c);
-  }
-  {
-    Case c = Packed("fp32_packed_plain_chunk3", F32, {2, 9, 0, 1, 5}, 512);
-    c.chunk = 3;
-    c.flags = AL_ADALN_PLAIN_SCALE;
-    v.push_back(c);
-  }
+  v.push_back(Mk("fp32_large_mean_D1536", F32, 2, 20, 1536).XMean(1000.0f));
+  v.push_back(Mk("fp32_large_mean_D3072", F32, 1, 20, 3072).XMean(-1000.0f));
+  v.push_back(Mk("fp32_large_mean_split", F32, 1, 20, 1536).XMean(1000.0f).Path(SPLIT));
+  v.push_back(Packed("fp32_packed_plain_chunk3", F32, {2, 9, 0, 1, 5}, 512).Chunk(3).Flags(AL_ADALN_PLAIN_SCALE));
   // Forward kernels. Auto picks one by batch shape (the tile forward only for D >= 3072 and
   // short samples, ADALN_FWD_TILE_*); these force each one: the row kernel on a packed batch,
   // the tile kernel on one sample, on rows of several warps (named barriers), on 7 vectors per
   // thread, fp32 and fp16, tiny rows (many groups per warp), a large mean, and many short
   // pieces.
-  {
-    Case c = Packed("bf16_fwd_rows_packed", BF, {5, 0, 1, 40, 0, 17}, 1536);
-    c.fwd = AL_ADALN_FWD_KERNEL_ROWS;
-    v.push_back(c);
-  }
-  {
-    Case c = Mk("bf16_fwd_tile_B1", BF, 1, 50, 1536);
-    c.fwd = AL_ADALN_FWD_KERNEL_TILE;
-    v.push_back(c);
-  }
-  {
-    Case c = Mk("bf16_fwd_tile_D3072_B3", BF, 3, 21, 3072);
-    c.fwd = AL_ADALN_FWD_KERNEL_TILE;
-    v.push_back(c);
-  }
-  {
-    Case c = Packed("bf16_fwd_tile_D5120_packed", BF, {3, 0, 9, 1}, 5120);
-    c.fwd = AL_ADALN_FWD_KERNEL_TILE;
-    v.push_back(c);
-  }
-  {
-    Case c = Packed("fp32_fwd_tile_packed_D1000", F32, {2, 9, 0, 1, 5}, 1000);
-    c.fwd = AL_ADALN_FWD_KERNEL_TILE;
-    v.push_back(c);
-  }
-  {
-    Case c = Packed("fp16_fwd_tile_D64_many", F16,
-                    {1, 3, 0, 7, 2, 2, 9, 0, 1, 1, 4, 6, 0, 3, 5, 1, 2, 8, 0, 1}, 64);
-    c.fwd = AL_ADALN_FWD_KERNEL_TILE;
-    v.push_back(c);
-  }
-  {
-    Case c = Mk("bf16_fwd_tile_large_mean", BF, 2, 20, 1536);
-    c.xmean = 1000.0f;
-    c.fwd = AL_ADALN_FWD_KERNEL_TILE;
-    v.push_back(c);
-  }
+  v.push_back(Packed("bf16_fwd_rows_packed", BF, {5, 0, 1, 40, 0, 17}, 1536).Fwd(FWD_ROWS));
+  v.push_back(Mk("bf16_fwd_tile_B1", BF, 1, 50, 1536).Fwd(FWD_TILE));
+  v.push_back(Mk("bf16_fwd_tile_D3072_B3", BF, 3, 21, 3072).Fwd(FWD_TILE));
+  v.push_back(Packed("bf16_fwd_tile_D5120_packed", BF, {3, 0, 9, 1}, 5120).Fwd(FWD_TILE));
+  v.push_back(Packed("fp32_fwd_tile_packed_D1000", F32, {2, 9, 0, 1, 5}, 1000).Fwd(FWD_TILE));
+  v.push_back(Packed("fp16_fwd_tile_D64_many", F16,
+                     {1, 3, 0, 7, 2, 2, 9, 0, 1, 1, 4, 6, 0, 3, 5, 1, 2, 8, 0, 1}, 64)
+                  .Fwd(FWD_TILE));
+  v.push_back(Mk("bf16_fwd_tile_large_mean", BF, 2, 20, 1536).XMean(1000.0f).Fwd(FWD_TILE));
   // Many chunks and a full GPU's worth of row groups; excluded from sanitizer runs (Big).
   v.push_back(Mk("Big_bf16_D1536", BF, 2, 3001, 1536));
   v.push_back(Packed("Big_bf16_packed_D3072", BF, {1000, 1, 0, 2047, 333}, 3072));
-  {
-    Case c = Packed("Big_bf16_group_packed_D3072", BF, {1000, 1, 0, 2047, 333}, 3072);
-    c.kernel = AL_ADALN_BWD_KERNEL_GROUP;
-    v.push_back(c);
-  }
+  v.push_back(Packed("Big_bf16_group_packed_D3072", BF, {1000, 1, 0, 2047, 333}, 3072).Kernel(GROUP));
   v.push_back(Mk("Big_fp32_D5120", F32, 1, 2500, 5120));
   {
     // 300 samples of 0..40 rows (pseudo-random, fixed): blocks cross many sample boundaries.
@@ -462,9 +323,7 @@ std::vector<Case> Cases() {
       h = h * 1664525u + 1013904223u;
       lens.push_back((int)((h >> 16) % 41));
     }
-    Case c = Packed("Big_bf16_fwd_tile_300_samples", BF, lens, 1536);
-    c.fwd = AL_ADALN_FWD_KERNEL_TILE;
-    v.push_back(c);
+    v.push_back(Packed("Big_bf16_fwd_tile_300_samples", BF, lens, 1536).Fwd(FWD_TILE));
   }
   return v;
 }
@@ -513,13 +372,17 @@ TEST(AdalnGpuArgs, WorkspaceAndOffsets) {
   EXPECT_NE(std::string(al_last_error()).find("must not decrease"), std::string::npos)
       << al_last_error();
   // Forced configurations that cannot run are refused, not launched.
+  al_adaln_tuning tpr8{};
+  tpr8.threads_per_row = 8;  // 256 vectors / 8 threads = 32 per thread > 8 compiled
   al_adaln_options big{};
-  big.threads_per_row = 8;  // 256 vectors / 8 threads = 32 per thread > 8 compiled
+  big.tuning = &tpr8;
   d.dim = 2048;
   EXPECT_EQ(al_adaln_forward(&d, &big, x.p(), sc.p(), sc.p(), y.p(), nullptr, nullptr, nullptr),
             AL_EUNSUPPORTED);
+  al_adaln_tuning fused_path{};
+  fused_path.bwd_path = AL_ADALN_BWD_FUSED;
   al_adaln_options fused{};
-  fused.bwd_path = AL_ADALN_BWD_FUSED;
+  fused.tuning = &fused_path;
   d.dim = 16384;
   EXPECT_EQ(al_adaln_backward_workspace_size(&d, &fused, &need), AL_EUNSUPPORTED);
   CUDA_OK(cudaDeviceSynchronize());
