@@ -98,6 +98,14 @@ stream_rank_plan Copy(const stream_rank_plan &p) {
   return c;
 }
 
+// Reader threads and pool buffers (0: the library's default).
+al_stream_options Options(int threads, int prefetch) {
+  al_stream_options o{};
+  o.threads = threads;
+  o.prefetch = prefetch;
+  return o;
+}
+
 // A stream over the corpus reading a copy of `ref` (ref stays the caller's, for checks).
 al_stream *Open(const Corpus &c, const stream_rank_plan &ref, const al_stream_options *o = nullptr) {
   return OpenSource(&c.src, Copy(ref), o);
@@ -148,12 +156,9 @@ std::vector<Got> Drain(const Corpus &c, const stream_rank_plan &ref, al_stream *
 TEST(StreamCore, PacksEveryBatchInOrderWithContents) {
   Corpus c;
   c.Build("pack", 120, 3);
-  auto order = Shuffled(120, 7);
-  stream_rank_plan ref = MakePlan(order, Sizes(40, 1), 3, {5, 17});
+  stream_rank_plan ref = MakePlan(Shuffled(120, 7), Sizes(40, 1), 3, {5, 17});
   for (int threads : {1, 3}) {
-    al_stream_options o{};
-    o.threads = threads;
-    o.prefetch = 3;
+    al_stream_options o = Options(threads, 3);
     al_stream *s = Open(c, ref, &o);
     ASSERT_NE(s, nullptr);
     auto got = Drain(c, ref, s);
@@ -178,8 +183,7 @@ TEST(StreamCore, PacksEveryBatchInOrderWithContents) {
 TEST(StreamCore, PaddingFlagsAndAlignmentOption) {
   Corpus c;
   c.Build("pad", 12, 1);
-  std::vector<uint64_t> order = InOrder(12);
-  stream_rank_plan ref = MakePlan(order, {4, 4, 4}, 1, {3, 11});
+  stream_rank_plan ref = MakePlan(InOrder(12), {4, 4, 4}, 1, {3, 11});
   al_stream_options o{};
   o.align = 256;
   al_stream *s = Open(c, ref, &o);
@@ -199,8 +203,7 @@ TEST(StreamCore, PaddingFlagsAndAlignmentOption) {
 TEST(StreamCore, LZ4MembersNamedWithSuffixInTheIndex) {
   Corpus c;
   c.Build("lzsfx", 30, 2, true, /*lz4_ext_with_suffix=*/true);
-  std::vector<uint64_t> order = InOrder(30);
-  stream_rank_plan ref = MakePlan(order, {10, 10, 10});
+  stream_rank_plan ref = MakePlan(InOrder(30), {10, 10, 10});
   al_stream_options o{};
   o.read_block = 4096;  // forces LZ4 frames across several reads
   al_stream *s = Open(c, ref, &o);
@@ -213,8 +216,7 @@ TEST(StreamCore, LZ4MembersNamedWithSuffixInTheIndex) {
 TEST(StreamCore, StateRestoreGivesExactlyTheRest) {
   Corpus c;
   c.Build("state", 90, 3);
-  auto order = Shuffled(90, 3);
-  stream_rank_plan ref = MakePlan(order, Sizes(30, 2), 2);
+  stream_rank_plan ref = MakePlan(Shuffled(90, 3), Sizes(30, 2), 2);
   std::vector<Got> full;
   {
     al_stream *s = Open(c, ref);
@@ -226,8 +228,7 @@ TEST(StreamCore, StateRestoreGivesExactlyTheRest) {
     al_stream_state state;
     std::vector<Got> first, rest;
     {
-      al_stream_options o{};
-      o.prefetch = 4;
+      al_stream_options o = Options(0, 4);
       al_stream *s = Open(c, ref, &o);
       first = Drain(c, ref, s, k);
       ASSERT_EQ(al_stream_get_state(s, &state), AL_OK);
@@ -282,8 +283,7 @@ TEST(StreamCore, StateRestoreGivesExactlyTheRest) {
 TEST(StreamCore, WorkerSlicesInterleaveToTheFullOrderAndResume) {
   Corpus c;
   c.Build("workers", 60, 2);
-  auto order = Shuffled(60, 11);
-  stream_rank_plan ref = MakePlan(order, Sizes(23, 4), 2);
+  stream_rank_plan ref = MakePlan(Shuffled(60, 11), Sizes(23, 4), 2);
   const uint32_t k = 3;
   std::vector<std::vector<Got>> per(k);
   for (uint32_t w = 0; w < k; w++) {
@@ -324,12 +324,9 @@ TEST(StreamCore, WorkerSlicesInterleaveToTheFullOrderAndResume) {
 TEST(StreamCore, CloseMidEpochWhileReadersBlockAndBatchesAreHeld) {
   Corpus c;
   c.Build("close", 200, 4);
-  auto order = Shuffled(200, 5);
-  stream_rank_plan ref = MakePlan(order, Sizes(60, 3), 2);
+  stream_rank_plan ref = MakePlan(Shuffled(200, 5), Sizes(60, 3), 2);
   for (int consumed : {0, 1, 5}) {
-    al_stream_options o{};
-    o.threads = 4;
-    o.prefetch = 3;
+    al_stream_options o = Options(4, 3);
     al_stream *s = Open(c, ref, &o);
     const al_stream_batch *b = nullptr;
     for (int i = 0; i < consumed; i++) {
@@ -345,12 +342,10 @@ TEST(StreamCore, CloseMidEpochWhileReadersBlockAndBatchesAreHeld) {
 TEST(StreamCore, PoolNeverExceedsPrefetchAndHoldingAllIsReported) {
   Corpus c;
   c.Build("bound", 100, 2);
-  auto order = Shuffled(100, 9);
-  stream_rank_plan ref = MakePlan(order, Sizes(40, 5), 2);
+  stream_rank_plan ref = MakePlan(Shuffled(100, 9), Sizes(40, 5), 2);
   for (int prefetch : {1, 2, 4}) {
-    al_stream_options o{};
-    o.threads = 4;  // more readers than buffers: they must wait, not allocate
-    o.prefetch = prefetch;
+    // More readers than buffers: they must wait, not allocate.
+    al_stream_options o = Options(4, prefetch);
     al_stream *s = Open(c, ref, &o);
     const al_stream_batch *b;
     size_t n = 0;
@@ -372,8 +367,7 @@ TEST(StreamCore, PoolNeverExceedsPrefetchAndHoldingAllIsReported) {
     al_stream_close(s);
   }
   // Holding every buffer: next() says so instead of deadlocking.
-  al_stream_options o{};
-  o.prefetch = 2;
+  al_stream_options o = Options(0, 2);
   al_stream *s = Open(c, ref, &o);
   const al_stream_batch *b1, *b2, *b3;
   ASSERT_EQ(al_stream_next(s, &b1), AL_OK);
@@ -460,11 +454,8 @@ TEST(StreamCore, TruncatedShardFailsOrSkipsNamingTheKey) {
 TEST(StreamCore, ShortReadWhileOpenNamesKey) {
   Corpus c;
   c.Build("short", 10, 1, /*with_lz4=*/false);
-  std::vector<uint64_t> order = InOrder(10);
-  stream_rank_plan ref = MakePlan(order, {1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, 1);
-  al_stream_options o{};
-  o.prefetch = 1;
-  o.threads = 1;
+  stream_rank_plan ref = MakePlan(InOrder(10), {1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, 1);
+  al_stream_options o = Options(1, 1);
   o.on_error = AL_STREAM_SKIP_SAMPLE;
   al_stream *s = Open(c, ref, &o);
   const al_stream_batch *b;
@@ -596,10 +587,8 @@ TEST(StreamCore, GzipShardReadSequentially) {
                                   ms.size()),
               AL_OK);
   }
-  auto order = Shuffled(24, 1);
-  stream_rank_plan ref = MakePlan(order, {5, 5, 5, 5, 4}, 2);
-  al_stream_options o{};
-  o.threads = 2;
+  stream_rank_plan ref = MakePlan(Shuffled(24, 1), {5, 5, 5, 5, 4}, 2);
+  al_stream_options o = Options(2, 0);
   stream_source src;
   stream_index_source(gi, &src);
   al_stream *s = OpenSource(&src, Copy(ref), &o);
