@@ -1,11 +1,27 @@
 #!/usr/bin/env bash
-# Runs the AdaLN GPU checks and benchmarks on a machine with a GPU but without Bazel, from
-# binaries built elsewhere and copied into .devbuild/ (see kernels/NOTES.md, "Workflow"):
+# Runs the AdaLN GPU checks and benchmarks on a machine with a GPU but without Bazel, from the
+# repository root, using binaries built here and staged in .devbuild/:
 #   adaln_gpu_test adaln_api_test adaln_bench libal_kernels.so
-# and, optionally, other builds in .devbuild/NAME/ (same files): NAME's benchmark runs as a
-# same-run baseline (NAME_bench.json), and if this build's GPU tests fail and
-# .devbuild/fallback names one of them (a line "NAME"), that build gets the full check too
-# (its output in all.log only).
+# (tests/kernels/adaln_torch_test.py and examples/bench_adaln.py run from the working tree).
+#
+# Stage .devbuild/ on the build machine, from the repository root. Use the --config=opt tree:
+# bazel-bin follows the last command, and after a plain `bazel test` it is the fastbuild tree.
+#   bazel build --config=opt //dev:adaln_bench //dist:libal_kernels.so \
+#       //tests/kernels:adaln_gpu_test //tests/kernels:adaln_api_test
+#   O=$(bazel info --config=opt bazel-bin)
+#   rm -rf .devbuild && mkdir .devbuild
+#   cp $O/tests/kernels/adaln_gpu_test $O/tests/kernels/adaln_api_test $O/dev/adaln_bench \
+#       $O/dist/libal_kernels.so .devbuild/
+#   chmod u+w .devbuild/* && strip --strip-debug .devbuild/*
+#   # optional, when the files exceed what can be carried (~51 MB for these four): pack them;
+#   # this script unpacks .devbuild/all.tar.xz first
+#   tar -C .devbuild -cf - . | xz -T0 > /tmp/all.tar.xz && rm -rf .devbuild/* && mv /tmp/all.tar.xz .devbuild/
+# .devbuild/ is git-ignored: the device tool must carry it (carry [".devbuild"]).
+#
+# Optional: other builds in .devbuild/NAME/ (same files): NAME's benchmark runs as a same-run
+# baseline (NAME_bench.json), and if this build's GPU tests fail and .devbuild/fallback names
+# one of them (a line "NAME"), that build gets the full check too (its output in all.log only).
+#
 # Usage (from the repository root):
 #   dev/kernels_device_run.sh OUTDIR [--sweep] [--py-args "..."] [--autotune-shapes 1x65536x1536,...]
 #                         [--bench "ARGS"]...
@@ -32,6 +48,10 @@ while [ $# -gt 0 ]; do
   shift
 done
 b=.devbuild
+[ -d $b ] || { echo "no $b/: stage it first (see the top of $0)" >&2; exit 2; }
+if [ -f $b/all.tar.xz ]; then
+  tar -C $b -xJf $b/all.tar.xz && rm $b/all.tar.xz || exit 2
+fi
 mkdir -p "$out"
 exec > >(tee -a "$out/all.log") 2>&1
 step() { echo; echo "=== $* ($(date +%T))"; }

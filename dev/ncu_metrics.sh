@@ -2,7 +2,8 @@
 # Nsight Compute counters of one kernel of adaln_bench, at the GPU's own clocks (ncu's default
 # locks the SM clock at base, ~1.44 GHz on the H200, which makes these kernels compute-bound):
 # time, clock, DRAM throughput, instructions, issue-slot use, and the warp stall reasons per
-# issued instruction (kernels/NOTES.md v9). On the GPU machine, after staging .devbuild:
+# issued instruction (docs/kernels-notes.md, v9). On the GPU machine, from the repository root,
+# with .devbuild/ staged as the top of dev/kernels_device_run.sh says:
 #   dev/ncu_metrics.sh OUTFILE KERNEL_REGEX [adaln_bench args...]
 #   e.g. dev/ncu_metrics.sh $OUT/bwd.txt adaln_bwd_tile --shape 1,32760,1536 --iters 20
 # Profiles the 11th and 12th matching launches (past the warm-up).
