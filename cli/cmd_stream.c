@@ -9,6 +9,7 @@
 
 #include "cli/cli_internal.h"
 #include "common/al_status.h"
+#include "common/json_write_internal.h"
 #include "loader/al_index.h"
 #include "stream/al_stream.h"
 #include "planner/al_manifest.h"
@@ -52,42 +53,30 @@ static double now_s(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static void json_str(FILE *f, const char *s) {
-  fputc('"', f);
-  for (; *s; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\')
-      fprintf(f, "\\%c", c);
-    else if (c < 0x20)
-      fprintf(f, "\\u%04x", c);
-    else
-      fputc(c, f);
-  }
-  fputc('"', f);
-}
-
 static void print_batch(const al_stream_batch *b, int json) {
   if (json) {
-    printf("{\"position\":%" PRIu64 ",\"step\":%" PRIu32 ",\"micro\":%" PRIu32 ",\"n_micro\":%" PRIu32
-           ",\"last_in_step\":%s,\"bucket\":%" PRIu32 ",\"samples\":%zu,\"tokens\":%" PRIu64
-           ",\"bytes\":%zu,\"step_samples\":%" PRIu64 ",\"step_tokens\":%" PRIu64 ",\"first_key\":",
-           b->position, b->step, b->micro, b->n_micro, b->last_in_step ? "true" : "false", b->bucket, b->n,
-           b->tokens, b->data_bytes, b->step_samples, b->step_tokens);
-    json_str(stdout, b->n ? b->keys[0] : "");
+    printf("{\"position\":%" PRIu64 ",\"step\":%" PRIu32 ",\"micro\":%" PRIu32
+           ",\"n_micro\":%" PRIu32 ",\"last_in_step\":%s,\"bucket\":%" PRIu32
+           ",\"samples\":%zu,\"tokens\":%" PRIu64 ",\"bytes\":%zu,\"step_samples\":%" PRIu64
+           ",\"step_tokens\":%" PRIu64 ",\"first_key\":",
+           b->position, b->step, b->micro, b->n_micro, b->last_in_step ? "true" : "false",
+           b->bucket, b->n, b->tokens, b->data_bytes, b->step_samples, b->step_tokens);
+    jsonw_string(stdout, b->n ? b->keys[0] : "");
     size_t padded = 0;
     for (size_t i = 0; i < b->n; i++) padded += b->padded[i];
     printf(",\"padded\":%zu,\"skipped\":[", padded);
     for (size_t i = 0; i < b->n_skipped; i++) {
       printf("%s{\"key\":", i ? "," : "");
-      json_str(stdout, b->skipped_keys[i]);
+      jsonw_string(stdout, b->skipped_keys[i]);
       printf(",\"reason\":");
-      json_str(stdout, b->skipped_reasons[i]);
+      jsonw_string(stdout, b->skipped_reasons[i]);
       printf("}");
     }
     printf("]}\n");
     return;
   }
-  printf("step %" PRIu32 " micro %" PRIu32 "/%" PRIu32 " samples %zu tokens %" PRIu64 " bytes %zu first %s",
+  printf("step %" PRIu32 " micro %" PRIu32 "/%" PRIu32 " samples %zu tokens %" PRIu64
+         " bytes %zu first %s",
          b->step, b->micro, b->n_micro, b->n, b->tokens, b->data_bytes, b->n ? b->keys[0] : "-");
   if (b->n_skipped) {
     printf(" skipped %zu:", b->n_skipped);
@@ -95,7 +84,8 @@ static void print_batch(const al_stream_batch *b, int json) {
   }
   printf("\n");
   for (size_t i = 0; i < b->n_skipped; i++)
-    fprintf(stderr, "adaptiveload stream: skipped %s: %s\n", b->skipped_keys[i], b->skipped_reasons[i]);
+    fprintf(stderr, "adaptiveload stream: skipped %s: %s\n", b->skipped_keys[i],
+            b->skipped_reasons[i]);
 }
 
 static int parse_long(const char *opt, const char *v, long lo, long hi, long *out) {
@@ -140,7 +130,8 @@ int cli_cmd_stream(int argc, char **argv) {
         i++;
       }
     } else if (!v || a[0] != '-') {
-      return cli_usage_page("stream", usage, "%s %s", a, a[0] == '-' ? "needs a value (or is unknown)" : "unexpected");
+      return cli_usage_page("stream", usage, "%s %s", a,
+                            a[0] == '-' ? "needs a value (or is unknown)" : "unexpected");
     } else {
       i++;
       if (!strcmp(a, "--index")) {
@@ -180,7 +171,8 @@ int cli_cmd_stream(int argc, char **argv) {
       }
     }
   }
-  if (!index_path || !manifest_path) return cli_usage_page("stream", usage, "--index and --manifest are required");
+  if (!index_path || !manifest_path)
+    return cli_usage_page("stream", usage, "--index and --manifest are required");
 
   al_index *idx = NULL;
   al_manifest *m = NULL;
@@ -196,7 +188,8 @@ int cli_cmd_stream(int argc, char **argv) {
   uint64_t batches = 0, bytes = 0, samples = 0, tokens = 0, skipped = 0, copied = 0;
   int rc = AL_OK;
   const al_stream_batch *b;
-  while ((max_batches < 0 || batches < (uint64_t)max_batches) && (rc = al_stream_next(s, &b)) == AL_OK) {
+  while ((max_batches < 0 || batches < (uint64_t)max_batches) &&
+         (rc = al_stream_next(s, &b)) == AL_OK) {
     batches++;
     bytes += b->data_bytes;
     samples += b->n;
@@ -237,33 +230,39 @@ int cli_cmd_stream(int argc, char **argv) {
     double gbs = secs > 0 ? (double)bytes / secs / 1e9 : 0;
     double bps = secs > 0 ? (double)batches / secs : 0;
     if (json) {
-      printf("{\"batches\":%" PRIu64 ",\"samples\":%" PRIu64 ",\"tokens\":%" PRIu64 ",\"bytes\":%" PRIu64
-             ",\"skipped\":%" PRIu64 ",\"seconds\":%.6f,\"gb_per_s\":%.4f,\"batches_per_s\":%.2f"
+      printf("{\"batches\":%" PRIu64 ",\"samples\":%" PRIu64 ",\"tokens\":%" PRIu64
+             ",\"bytes\":%" PRIu64 ",\"skipped\":%" PRIu64
+             ",\"seconds\":%.6f,\"gb_per_s\":%.4f,\"batches_per_s\":%.2f"
              ",\"stall_seconds\":%.6f,\"read_seconds\":%.6f,\"compute_seconds\":%.6f,\"threads\":%d"
              ",\"prefetch\":%d,\"pinned\":%s,\"host_buffer_bytes\":%" PRIu64 ",\"device\":%s",
-             batches, samples, tokens, bytes, skipped, secs, gbs, bps, ss.stall_seconds, ss.read_seconds,
-             compute_total, ss.threads, ss.buffers, ss.pinned ? "true" : "false", ss.host_bytes,
-             o.device_copy ? "true" : "false");
+             batches, samples, tokens, bytes, skipped, secs, gbs, bps, ss.stall_seconds,
+             ss.read_seconds, compute_total, ss.threads, ss.buffers, ss.pinned ? "true" : "false",
+             ss.host_bytes, o.device_copy ? "true" : "false");
       if (o.device_copy)
-        printf(",\"copied_bytes\":%" PRIu64 ",\"copy_stall_seconds\":%.6f,\"device_buffer_bytes\":%" PRIu64,
+        printf(",\"copied_bytes\":%" PRIu64
+               ",\"copy_stall_seconds\":%.6f,\"device_buffer_bytes\":%" PRIu64,
                copied, copy_wait, ss.device_bytes);
       printf("}\n");
     } else {
-      printf("batches %" PRIu64 "  samples %" PRIu64 "  tokens %" PRIu64 "  bytes %" PRIu64 "  skipped %" PRIu64 "\n",
+      printf("batches %" PRIu64 "  samples %" PRIu64 "  tokens %" PRIu64 "  bytes %" PRIu64
+             "  skipped %" PRIu64 "\n",
              batches, samples, tokens, bytes, skipped);
       printf("time %.3f s  %.3f GB/s  %.1f batches/s\n", secs, gbs, bps);
-      printf("stall %.3f s (%.1f%% of the time next() waited for readers)  reader busy %.3f s  threads %d  "
-             "prefetch %d  pinned %s  pool %.1f MB\n",
-             ss.stall_seconds, secs > 0 ? 100 * ss.stall_seconds / secs : 0, ss.read_seconds, ss.threads,
-             ss.buffers, ss.pinned ? "yes" : "no", (double)ss.host_bytes / 1e6);
+      printf(
+          "stall %.3f s (%.1f%% of the time next() waited for readers)  reader busy %.3f s  threads %d  "
+          "prefetch %d  pinned %s  pool %.1f MB\n",
+          ss.stall_seconds, secs > 0 ? 100 * ss.stall_seconds / secs : 0, ss.read_seconds,
+          ss.threads, ss.buffers, ss.pinned ? "yes" : "no", (double)ss.host_bytes / 1e6);
       if (compute_ms > 0) printf("simulated compute %.3f s\n", compute_total);
       if (o.device_copy)
-        printf("device copies %.3f GB, copy stall %.3f s (%.1f%%: time waiting for a batch's copy after "
-               "next())\n",
-               (double)copied / 1e9, copy_wait, secs > 0 ? 100 * copy_wait / secs : 0);
+        printf(
+            "device copies %.3f GB, copy stall %.3f s (%.1f%%: time waiting for a batch's copy after "
+            "next())\n",
+            (double)copied / 1e9, copy_wait, secs > 0 ? 100 * copy_wait / secs : 0);
     }
   } else if (!json) {
-    fprintf(stderr, "adaptiveload stream: %" PRIu64 " batches, %" PRIu64 " samples, %" PRIu64 " skipped\n",
+    fprintf(stderr,
+            "adaptiveload stream: %" PRIu64 " batches, %" PRIu64 " samples, %" PRIu64 " skipped\n",
             batches, samples, skipped);
   }
 cleanup:

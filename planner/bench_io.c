@@ -10,6 +10,7 @@
 
 #include "common/grow_internal.h"
 #include "planner/al_cost.h"
+#include "planner/text_internal.h"
 
 #define BENCH_MAX_BYTES (64u << 20)
 #define MAX_COLS 64
@@ -24,7 +25,8 @@ void al_bench_free(al_bench *b) {
   b->n = 0;
 }
 
-static int bench_push(al_bench *b, size_t *cap, int has_mem, double B, double S, double ms, double mem) {
+static int bench_push(al_bench *b, size_t *cap, int has_mem, double B, double S, double ms,
+                      double mem) {
   if (b->n == *cap) {
     const char *what = "benchmark rows";
     size_t nc;
@@ -46,9 +48,11 @@ static int bench_push(al_bench *b, size_t *cap, int has_mem, double B, double S,
 
 /* Range checks shared by both formats; `where` names the row. */
 static int check_row(const char *where, double B, double S, double ms, int has_mem, double mem) {
-  if (!(B >= 1) || B != floor(B) || B > 1e9) return al_set_error(AL_EFORMAT, "%s: B = %g must be an integer >= 1", where, B);
+  if (!(B >= 1) || B != floor(B) || B > 1e9)
+    return al_set_error(AL_EFORMAT, "%s: B = %g must be an integer >= 1", where, B);
   if (!(S >= 1) || S > 1e12) return al_set_error(AL_EFORMAT, "%s: S = %g must be >= 1", where, S);
-  if (!(ms > 0) || !isfinite(ms)) return al_set_error(AL_EFORMAT, "%s: step_ms = %g must be > 0", where, ms);
+  if (!(ms > 0) || !isfinite(ms))
+    return al_set_error(AL_EFORMAT, "%s: step_ms = %g must be > 0", where, ms);
   if (has_mem && (!(mem >= 0) || !isfinite(mem)))
     return al_set_error(AL_EFORMAT, "%s: peak_mem_bytes = %g must be >= 0", where, mem);
   return AL_OK;
@@ -109,12 +113,17 @@ static int parse_csv(al_bench *b, const char *text, size_t len, const char *name
       for (size_t i = 0; i < nf; i++) {
         char *h = trim(f[i]);
         int *slot = NULL;
-        if (!strcasecmp(h, "B") || !strcasecmp(h, "batch")) slot = &col_B;
-        else if (!strcasecmp(h, "S") || !strcasecmp(h, "tokens")) slot = &col_S;
-        else if (!strcasecmp(h, "step_ms") || !strcasecmp(h, "ms")) slot = &col_ms;
-        else if (!strcasecmp(h, "peak_mem_bytes")) slot = &col_mem;
+        if (!strcasecmp(h, "B") || !strcasecmp(h, "batch"))
+          slot = &col_B;
+        else if (!strcasecmp(h, "S") || !strcasecmp(h, "tokens"))
+          slot = &col_S;
+        else if (!strcasecmp(h, "step_ms") || !strcasecmp(h, "ms"))
+          slot = &col_ms;
+        else if (!strcasecmp(h, "peak_mem_bytes"))
+          slot = &col_mem;
         if (slot && *slot >= 0) {
-          rc = al_set_error(AL_EFORMAT, "%s: line %u (header): column '%s' given twice", name, line, h);
+          rc = al_set_error(AL_EFORMAT, "%s: line %u (header): column '%s' given twice", name, line,
+                            h);
           break;
         }
         if (slot) *slot = (int)i;
@@ -122,20 +131,22 @@ static int parse_csv(al_bench *b, const char *text, size_t len, const char *name
       if (rc) break;
       const char *missing = col_B < 0 ? "B" : col_S < 0 ? "S" : col_ms < 0 ? "step_ms" : NULL;
       if (missing) {
-        rc = al_set_error(AL_EFORMAT, "%s: line %u (header): missing column '%s' (need B, S, step_ms; optional peak_mem_bytes)",
+        rc = al_set_error(AL_EFORMAT,
+                          "%s: line %u (header): missing column '%s' (need B, S, step_ms; optional peak_mem_bytes)",
                           name, line, missing);
         break;
       }
       ncols = nf;
       have_header = 1;
       if (col_mem >= 0) {
-        b->mem = malloc(sizeof(double));  /* marks has_mem; grown by bench_push */
+        b->mem = malloc(sizeof(double)); /* marks has_mem; grown by bench_push */
         if (!b->mem) rc = al_set_error(AL_ENOMEM, "%s: out of memory", name);
       }
       continue;
     }
     if (nf != ncols) {
-      rc = al_set_error(AL_EFORMAT, "%s: line %u: %zu fields, the header has %zu", name, line, nf, ncols);
+      rc = al_set_error(AL_EFORMAT, "%s: line %u: %zu fields, the header has %zu", name, line, nf,
+                        ncols);
       break;
     }
     double v[4] = {0, 0, 0, 0};
@@ -147,8 +158,8 @@ static int parse_csv(al_bench *b, const char *text, size_t len, const char *name
       errno = 0;
       v[k] = strtod(s, &end);
       if (!*s || *end || errno || !isfinite(v[k]))
-        rc = al_set_error(AL_EFORMAT, "%s: line %u column %d (%s): '%s' is not a number", name, line, cols[k] + 1,
-                          names[k], s);
+        rc = al_set_error(AL_EFORMAT, "%s: line %u column %d (%s): '%s' is not a number", name,
+                          line, cols[k] + 1, names[k], s);
     }
     if (rc) break;
     char where[600];
@@ -157,7 +168,8 @@ static int parse_csv(al_bench *b, const char *text, size_t len, const char *name
     rc = bench_push(b, &cap, col_mem >= 0, v[0], v[1], v[2], v[3]);
   }
   free(buf);
-  if (!rc && !have_header) rc = al_set_error(AL_EFORMAT, "%s: empty (no header row with B, S, step_ms)", name);
+  if (!rc && !have_header)
+    rc = al_set_error(AL_EFORMAT, "%s: empty (no header row with B, S, step_ms)", name);
   return rc;
 }
 
@@ -171,13 +183,13 @@ static int json_num(json_t *o, const char *k1, const char *k2, double *out) {
 }
 
 static int parse_json(al_bench *b, const char *text, size_t len, const char *name) {
-  json_error_t err;
-  json_t *root = json_loadb(text, len, 0, &err);
-  if (!root) return al_set_error(AL_EFORMAT, "%s: line %d column %d: broken JSON: %s", name, err.line, err.column, err.text);
-  int rc = AL_OK;
+  json_t *root;
+  int rc = plan_json_parse(text, len, name, &root);
+  if (rc) return rc;
   json_t *rows = json_object_get(root, "rows");
   if (!json_is_array(rows)) {
-    rc = al_set_error(AL_EFORMAT, "%s: JSON needs an array \"rows\" of {\"B\", \"S\", \"ms\"}", name);
+    rc = al_set_error(AL_EFORMAT, "%s: JSON needs an array \"rows\" of {\"B\", \"S\", \"ms\"}",
+                      name);
     goto cleanup;
   }
   const char *dev = json_string_value(json_object_get(root, "device"));
@@ -211,7 +223,8 @@ static int parse_json(al_bench *b, const char *text, size_t len, const char *nam
             goto cleanup;
           }
         } else if (has_mem != hm) {
-          rc = al_set_error(AL_EFORMAT, "%s: \"peak_mem_bytes\" must be given on every row or none", where);
+          rc = al_set_error(AL_EFORMAT, "%s: \"peak_mem_bytes\" must be given on every row or none",
+                            where);
           goto cleanup;
         }
       }
@@ -229,11 +242,11 @@ int al_bench_parse(al_bench *out, const char *text, size_t len, const char *name
   memset(out, 0, sizeof *out);
   if (!name) name = "benchmark";
   snprintf(out->source, sizeof out->source, "%s", name);
-  size_t i = 0;
-  while (i < len && isspace((unsigned char)text[i])) i++;
-  int rc = (i < len && text[i] == '{') ? parse_json(out, text, len, name) : parse_csv(out, text, len, name);
+  int rc = plan_text_is_json(text, len) ? parse_json(out, text, len, name)
+                                        : parse_csv(out, text, len, name);
   if (!rc && out->n < AL_BENCH_MIN_ROWS)
-    rc = al_set_error(AL_EINVAL, "%s: too few rows: %zu (need at least %d)", name, out->n, AL_BENCH_MIN_ROWS);
+    rc = al_set_error(AL_EINVAL, "%s: too few rows: %zu (need at least %d)", name, out->n,
+                      AL_BENCH_MIN_ROWS);
   if (rc) {
     al_bench_free(out);
     return rc;
@@ -244,28 +257,11 @@ int al_bench_parse(al_bench *out, const char *text, size_t len, const char *name
 int al_bench_load(al_bench *out, const char *path) {
   if (!out || !path) return al_set_error(AL_EINVAL, "al_bench_load: NULL argument");
   memset(out, 0, sizeof *out);
-  FILE *f = fopen(path, "rb");
-  if (!f) return al_set_error(AL_EIO, "%s: %s", path, strerror(errno));
-  size_t cap = 1 << 16, n = 0;
-  char *buf = malloc(cap);
-  int rc = buf ? AL_OK : al_set_error(AL_ENOMEM, "%s: out of memory", path);
-  while (!rc) {
-    if (n == cap) {
-      if (cap >= BENCH_MAX_BYTES) {
-        rc = al_set_error(AL_ERANGE, "%s: larger than %u MiB", path, BENCH_MAX_BYTES >> 20);
-        break;
-      }
-      if ((rc = grow_array((void **)&buf, &cap, cap * 2, 1, path))) break;
-    }
-    size_t r = fread(buf + n, 1, cap - n, f);
-    n += r;
-    if (r == 0) {
-      if (ferror(f)) rc = al_set_error(AL_EIO, "%s: read failed: %s", path, strerror(errno));
-      break;
-    }
-  }
-  fclose(f);
-  if (!rc) rc = al_bench_parse(out, buf, n, path);
+  char *buf;
+  size_t n;
+  int rc = plan_read_file(path, BENCH_MAX_BYTES, "benchmark", &buf, &n);
+  if (rc) return rc;
+  rc = al_bench_parse(out, buf, n, path);
   free(buf);
   return rc;
 }

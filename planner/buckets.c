@@ -1,7 +1,6 @@
 /* Shape bucket tables (default, text, JSON) and sample-to-bucket assignment. */
 #include "planner/al_buckets.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
@@ -9,6 +8,7 @@
 #include <string.h>
 
 #include "planner/bucket_table_internal.h"
+#include "planner/text_internal.h"
 
 #define MAX_FRAMES 64
 #define MAX_ASPECTS 64
@@ -59,12 +59,14 @@ static int table_finish(al_bucket_table *t, const char *name) {
   t->n_frames = k;
   for (size_t a = 0; a < t->n_aspects; a++) {
     bucket_table_aspect *g = &t->aspects[a];
-    if (!g->n_sizes) return al_set_error(AL_EFORMAT, "%s: aspect group '%s' has no sizes", name, g->name);
+    if (!g->n_sizes)
+      return al_set_error(AL_EFORMAT, "%s: aspect group '%s' has no sizes", name, g->name);
     qsort(t->sizes + g->first, g->n_sizes, sizeof *t->sizes, cmp_size_area);
     for (size_t i = 1; i < g->n_sizes; i++) {
       const bucket_table_size *p = &t->sizes[g->first + i - 1], *q = &t->sizes[g->first + i];
       if (p->w == q->w && p->h == q->h)
-        return al_set_error(AL_EFORMAT, "%s: aspect group '%s' lists %ux%u twice", name, g->name, q->w, q->h);
+        return al_set_error(AL_EFORMAT, "%s: aspect group '%s' lists %ux%u twice", name, g->name,
+                            q->w, q->h);
     }
   }
   return AL_OK;
@@ -103,7 +105,8 @@ static int add_size(al_bucket_table *t, uint64_t w, uint64_t h, const char *wher
   if (!w || !h || w > 65536 || h > 65536)
     return al_set_error(AL_EFORMAT, "%s: size %llux%llu out of range (1..65536)", where,
                         (unsigned long long)w, (unsigned long long)h);
-  if (t->n_sizes == MAX_SIZES) return al_set_error(AL_ERANGE, "%s: more than %d sizes", where, MAX_SIZES);
+  if (t->n_sizes == MAX_SIZES)
+    return al_set_error(AL_ERANGE, "%s: more than %d sizes", where, MAX_SIZES);
   t->sizes[t->n_sizes].w = (uint32_t)w;
   t->sizes[t->n_sizes].h = (uint32_t)h;
   t->n_sizes++;
@@ -115,7 +118,8 @@ static int add_frames(al_bucket_table *t, uint64_t f, const char *where) {
   if (!f || f > 100000)
     return al_set_error(AL_EFORMAT, "%s: frame count %llu out of range (1..100000)", where,
                         (unsigned long long)f);
-  if (t->n_frames == MAX_FRAMES) return al_set_error(AL_ERANGE, "%s: more than %d frame counts", where, MAX_FRAMES);
+  if (t->n_frames == MAX_FRAMES)
+    return al_set_error(AL_ERANGE, "%s: more than %d frame counts", where, MAX_FRAMES);
   t->frames[t->n_frames++] = (uint32_t)f;
   return AL_OK;
 }
@@ -128,9 +132,12 @@ static uint32_t round16(double v) {
 }
 
 int al_bucket_table_default(al_bucket_table **out) {
-  static const struct { const char *name; uint32_t rw, rh; } ASPECTS[] = {
-      {"1:1", 1, 1},  {"4:3", 4, 3},  {"3:2", 3, 2},  {"16:9", 16, 9},  {"21:9", 21, 9},
-      {"3:4", 3, 4},  {"2:3", 2, 3},  {"9:16", 9, 16}, {"9:21", 9, 21},
+  static const struct {
+    const char *name;
+    uint32_t rw, rh;
+  } ASPECTS[] = {
+      {"1:1", 1, 1}, {"4:3", 4, 3}, {"3:2", 3, 2},   {"16:9", 16, 9}, {"21:9", 21, 9},
+      {"3:4", 3, 4}, {"2:3", 2, 3}, {"9:16", 9, 16}, {"9:21", 9, 21},
   };
   /* Area levels, named by their 16:9 size (Wan's canonical resolutions). */
   static const uint32_t LEVELS[][2] = {{336, 192}, {416, 240}, {640, 368}, {832, 480}, {1280, 720}};
@@ -139,7 +146,8 @@ int al_bucket_table_default(al_bucket_table **out) {
   al_bucket_table *t = table_alloc();
   if (!t) return al_set_error(AL_ENOMEM, "bucket table: out of memory");
   int rc = AL_OK;
-  for (size_t i = 0; i < sizeof FRAMES / sizeof FRAMES[0] && !rc; i++) rc = add_frames(t, FRAMES[i], "default");
+  for (size_t i = 0; i < sizeof FRAMES / sizeof FRAMES[0] && !rc; i++)
+    rc = add_frames(t, FRAMES[i], "default");
   for (size_t a = 0; a < sizeof ASPECTS / sizeof ASPECTS[0] && !rc; a++) {
     rc = add_aspect(t, ASPECTS[a].name, "default");
     for (size_t l = 0; l < sizeof LEVELS / sizeof LEVELS[0] && !rc; l++) {
@@ -179,7 +187,9 @@ static int parse_text(al_bucket_table *t, const char *text, size_t len, const ch
     while (e < len && text[e] != '\n') e++;
     line++;
     size_t n = e - pos;
-    if (n >= sizeof buf) return al_set_error(AL_EFORMAT, "%s: line %u: longer than %zu bytes", name, line, sizeof buf - 1);
+    if (n >= sizeof buf)
+      return al_set_error(AL_EFORMAT, "%s: line %u: longer than %zu bytes", name, line,
+                          sizeof buf - 1);
     memcpy(buf, text + pos, n);
     buf[n] = 0;
     pos = e + 1;
@@ -197,12 +207,14 @@ static int parse_text(al_bucket_table *t, const char *text, size_t len, const ch
         errno = 0;
         unsigned long long f = strtoull(tok, &end, 10);
         if (end == tok || *end || errno || tok[0] == '-')
-          return al_set_error(AL_EFORMAT, "%s: frame count '%s' is not a positive integer", where, tok);
+          return al_set_error(AL_EFORMAT, "%s: frame count '%s' is not a positive integer", where,
+                              tok);
         int rc = add_frames(t, f, where);
         if (rc) return rc;
         any = 1;
       }
-      if (!any) return al_set_error(AL_EFORMAT, "%s: 'frames' needs at least one frame count", where);
+      if (!any)
+        return al_set_error(AL_EFORMAT, "%s: 'frames' needs at least one frame count", where);
     } else if (!strcmp(tok, "aspect")) {
       char *gname = strtok_r(NULL, " \t\r,", &save);
       if (!gname) return al_set_error(AL_EFORMAT, "%s: 'aspect' needs a name W:H", where);
@@ -219,12 +231,14 @@ static int parse_text(al_bucket_table *t, const char *text, size_t len, const ch
           h = strtoull(x + 1, &end2, 10);
           bad = end1 != x || end2 == x + 1 || *end2 || errno;
         }
-        if (bad) return al_set_error(AL_EFORMAT, "%s: size '%s' is not WxH (e.g. 832x480)", where, tok);
+        if (bad)
+          return al_set_error(AL_EFORMAT, "%s: size '%s' is not WxH (e.g. 832x480)", where, tok);
         rc = add_size(t, w, h, where);
         if (rc) return rc;
       }
     } else {
-      return al_set_error(AL_EFORMAT, "%s: unknown directive '%s' (expected 'frames' or 'aspect')", where, tok);
+      return al_set_error(AL_EFORMAT, "%s: unknown directive '%s' (expected 'frames' or 'aspect')",
+                          where, tok);
     }
   }
   return AL_OK;
@@ -241,11 +255,9 @@ static int json_uint(const json_t *v, uint64_t *out) {
 }
 
 static int parse_json(al_bucket_table *t, const char *text, size_t len, const char *name) {
-  json_error_t err;
-  json_t *root = json_loadb(text, len, 0, &err);
-  if (!root)
-    return al_set_error(AL_EFORMAT, "%s: line %d column %d: broken JSON: %s", name, err.line, err.column, err.text);
-  int rc = AL_OK;
+  json_t *root;
+  int rc = plan_json_parse(text, len, name, &root);
+  if (rc) return rc;
   json_t *frames = json_object_get(root, "frames");
   json_t *aspects = json_object_get(root, "aspects");
   if (!json_is_array(frames) || !json_is_array(aspects)) {
@@ -269,7 +281,8 @@ static int parse_json(al_bucket_table *t, const char *text, size_t len, const ch
     const char *gname = json_string_value(json_object_get(v, "name"));
     json_t *sizes = json_object_get(v, "sizes");
     if (!gname || !json_is_array(sizes)) {
-      rc = al_set_error(AL_EFORMAT, "%s: needs \"name\" (string W:H) and \"sizes\" (array of [W, H])", where);
+      rc = al_set_error(AL_EFORMAT,
+                        "%s: needs \"name\" (string W:H) and \"sizes\" (array of [W, H])", where);
       goto cleanup;
     }
     if ((rc = add_aspect(t, gname, where))) goto cleanup;
@@ -292,14 +305,14 @@ cleanup:
 }
 
 int al_bucket_table_parse(al_bucket_table **out, const char *text, size_t len, const char *name) {
-  if (!out || (!text && len)) return al_set_error(AL_EINVAL, "al_bucket_table_parse: NULL argument");
+  if (!out || (!text && len))
+    return al_set_error(AL_EINVAL, "al_bucket_table_parse: NULL argument");
   *out = NULL;
   if (!name) name = "bucket table";
   al_bucket_table *t = table_alloc();
   if (!t) return al_set_error(AL_ENOMEM, "%s: out of memory", name);
-  size_t i = 0;
-  while (i < len && isspace((unsigned char)text[i])) i++;
-  int rc = (i < len && text[i] == '{') ? parse_json(t, text, len, name) : parse_text(t, text, len, name);
+  int rc = plan_text_is_json(text, len) ? parse_json(t, text, len, name)
+                                        : parse_text(t, text, len, name);
   if (!rc) rc = table_finish(t, name);
   if (rc) {
     al_bucket_table_free(t);
@@ -312,21 +325,11 @@ int al_bucket_table_parse(al_bucket_table **out, const char *text, size_t len, c
 int al_bucket_table_load(al_bucket_table **out, const char *path) {
   if (!out || !path) return al_set_error(AL_EINVAL, "al_bucket_table_load: NULL argument");
   *out = NULL;
-  FILE *f = fopen(path, "rb");
-  if (!f) return al_set_error(AL_EIO, "%s: %s", path, strerror(errno));
-  char *buf = malloc(1 << 20);
-  if (!buf) {
-    fclose(f);
-    return al_set_error(AL_ENOMEM, "%s: out of memory", path);
-  }
-  size_t n = fread(buf, 1, 1 << 20, f);
-  int too_big = n == (1 << 20);
-  int err = ferror(f);
-  fclose(f);
-  int rc;
-  if (err) rc = al_set_error(AL_EIO, "%s: read failed", path);
-  else if (too_big) rc = al_set_error(AL_ERANGE, "%s: bucket table larger than 1 MiB", path);
-  else rc = al_bucket_table_parse(out, buf, n, path);
+  char *buf;
+  size_t n;
+  int rc = plan_read_file(path, 1 << 20, "bucket table", &buf, &n);
+  if (rc) return rc;
+  rc = al_bucket_table_parse(out, buf, n, path);
   free(buf);
   return rc;
 }
@@ -338,14 +341,16 @@ size_t al_bucket_table_count(const al_bucket_table *t) { return t ? t->n_sizes *
 int al_bucket_table_get(const al_bucket_table *t, size_t id, al_bucket_shape *out) {
   if (!t || !out) return al_set_error(AL_EINVAL, "al_bucket_table_get: NULL argument");
   if (id >= al_bucket_table_count(t))
-    return al_set_error(AL_ERANGE, "bucket %zu out of range (table has %zu)", id, al_bucket_table_count(t));
+    return al_set_error(AL_ERANGE, "bucket %zu out of range (table has %zu)", id,
+                        al_bucket_table_count(t));
   size_t s = id / t->n_frames;
   out->width = t->sizes[s].w;
   out->height = t->sizes[s].h;
   out->frames = t->frames[id % t->n_frames];
   out->aspect = "";
   for (size_t a = 0; a < t->n_aspects; a++)
-    if (s >= t->aspects[a].first && s < t->aspects[a].first + t->aspects[a].n_sizes) out->aspect = t->aspects[a].name;
+    if (s >= t->aspects[a].first && s < t->aspects[a].first + t->aspects[a].n_sizes)
+      out->aspect = t->aspects[a].name;
   return AL_OK;
 }
 
@@ -358,7 +363,8 @@ int al_bucket_table_check(const al_bucket_table *t, const al_latent_geom *gin) {
       if (s->w % fw || s->h % fh)
         return al_set_error(AL_EINVAL,
                             "bucket size %ux%u (aspect %s) is not a multiple of the %llux%llu patch footprint",
-                            s->w, s->h, t->aspects[a].name, (unsigned long long)fw, (unsigned long long)fh);
+                            s->w, s->h, t->aspects[a].name, (unsigned long long)fw,
+                            (unsigned long long)fh);
     }
   return AL_OK;
 }
@@ -370,7 +376,8 @@ int al_bucket_table_write(const al_bucket_table *t, FILE *out) {
   for (size_t a = 0; a < t->n_aspects; a++) {
     fprintf(out, "aspect %s", t->aspects[a].name);
     for (size_t i = 0; i < t->aspects[a].n_sizes; i++)
-      fprintf(out, " %ux%u", t->sizes[t->aspects[a].first + i].w, t->sizes[t->aspects[a].first + i].h);
+      fprintf(out, " %ux%u", t->sizes[t->aspects[a].first + i].w,
+              t->sizes[t->aspects[a].first + i].h);
     fprintf(out, "\n");
   }
   return ferror(out) ? al_set_error(AL_EIO, "bucket table: write failed") : AL_OK;

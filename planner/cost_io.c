@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/json_write_internal.h"
 #include "planner/al_cost.h"
 #include "planner/cost_internal.h"
 #include "planner/al_report.h"
@@ -24,7 +25,8 @@ static fit_fields fit_fields_of(Adaptiveload__CostModel *msg, int alt) {
   if (alt)
     return (fit_fields){&msg->alt_family, &msg->n_alt_params,       &msg->alt_params,
                         &msg->alt_r2,     &msg->alt_median_rel_err, &msg->alt_max_rel_err};
-  return (fit_fields){&msg->family, &msg->n_params, &msg->params, &msg->r2, &msg->median_rel_err, &msg->max_rel_err};
+  return (fit_fields){&msg->family, &msg->n_params,       &msg->params,
+                      &msg->r2,     &msg->median_rel_err, &msg->max_rel_err};
 }
 
 static void fit_to_msg(const al_cost_fit *f, fit_fields o, double params[3]) {
@@ -37,7 +39,8 @@ static void fit_to_msg(const al_cost_fit *f, fit_fields o, double params[3]) {
   *o.max_rel_err = f->max_rel_err;
 }
 
-void cost_to_msg(const al_cost_model *m, Adaptiveload__CostModel *msg, double params[3], double alt[3]) {
+void cost_to_msg(const al_cost_model *m, Adaptiveload__CostModel *msg, double params[3],
+                 double alt[3]) {
   adaptiveload__cost_model__init(msg);
   fit_to_msg(&m->fit, fit_fields_of(msg, 0), params);
   msg->rows = m->rows;
@@ -54,9 +57,12 @@ void cost_to_msg(const al_cost_model *m, Adaptiveload__CostModel *msg, double pa
 }
 
 static int family_of(const char *s, al_cost_family *f) {
-  if (!strcmp(s, "power")) *f = AL_COST_POWER;
-  else if (!strcmp(s, "poly2")) *f = AL_COST_POLY2;
-  else return -1;
+  if (!strcmp(s, "power"))
+    *f = AL_COST_POWER;
+  else if (!strcmp(s, "poly2"))
+    *f = AL_COST_POLY2;
+  else
+    return -1;
   return 0;
 }
 
@@ -74,11 +80,14 @@ static int fit_from_msg(fit_fields in, al_cost_fit *f) {
 int cost_from_msg(const Adaptiveload__CostModel *msg, al_cost_model *m, const char *where) {
   memset(m, 0, sizeof *m);
   if (family_of(msg->family ? msg->family : "", &m->fit.family))
-    return al_set_error(AL_EFORMAT, "%s: cost model family '%s' is not power or poly2", where, msg->family ? msg->family : "");
+    return al_set_error(AL_EFORMAT, "%s: cost model family '%s' is not power or poly2", where,
+                        msg->family ? msg->family : "");
   if (msg->n_params != 3)
-    return al_set_error(AL_EFORMAT, "%s: cost model has %zu parameters, expected 3", where, msg->n_params);
+    return al_set_error(AL_EFORMAT, "%s: cost model has %zu parameters, expected 3", where,
+                        msg->n_params);
   for (int i = 0; i < 3; i++)
-    if (!isfinite(msg->params[i])) return al_set_error(AL_EFORMAT, "%s: cost model parameter %d is not finite", where, i);
+    if (!isfinite(msg->params[i]))
+      return al_set_error(AL_EFORMAT, "%s: cost model parameter %d is not finite", where, i);
   Adaptiveload__CostModel *in = (Adaptiveload__CostModel *)msg; /* read only */
   fit_from_msg(fit_fields_of(in, 0), &m->fit);
   fit_from_msg(fit_fields_of(in, 1), &m->alt); /* optional: left zero when absent */
@@ -93,9 +102,11 @@ int cost_from_msg(const Adaptiveload__CostModel *msg, al_cost_model *m, const ch
   snprintf(m->measured, sizeof m->measured, "%s", msg->measured ? msg->measured : "");
   snprintf(m->source, sizeof m->source, "%s", msg->source ? msg->source : "");
   /* c(S) must grow with S or the compute limit means nothing. */
-  if (al_cost_per_sample(m, 1024) <= 0 || !(al_cost_per_sample(m, 65536) > al_cost_per_sample(m, 1024)))
-    return al_set_error(AL_EFORMAT, "%s: cost model's per-sample cost does not grow with S (params %g, %g, %g)", where,
-                        m->fit.params[0], m->fit.params[1], m->fit.params[2]);
+  if (al_cost_per_sample(m, 1024) <= 0 ||
+      !(al_cost_per_sample(m, 65536) > al_cost_per_sample(m, 1024)))
+    return al_set_error(AL_EFORMAT,
+                        "%s: cost model's per-sample cost does not grow with S (params %g, %g, %g)",
+                        where, m->fit.params[0], m->fit.params[1], m->fit.params[2]);
   return AL_OK;
 }
 
@@ -110,7 +121,8 @@ int al_cost_save(const al_cost_model *m, const char *path) {
 int al_cost_load(al_cost_model *out, const char *path) {
   if (!out || !path) return al_set_error(AL_EINVAL, "al_cost_load: NULL argument");
   ProtobufCMessage *msg = NULL;
-  int rc = pbio_load_one(path, AL_KIND_COST, AL_REC_COST_MODEL, &adaptiveload__cost_model__descriptor, &msg);
+  int rc = pbio_load_one(path, AL_KIND_COST, AL_REC_COST_MODEL,
+                         &adaptiveload__cost_model__descriptor, &msg);
   if (rc) return rc;
   rc = cost_from_msg((const Adaptiveload__CostModel *)msg, out, path);
   protobuf_c_message_free_unpacked(msg, NULL);
@@ -121,47 +133,42 @@ const char *al_cost_default_json(void) { return cost_default_json; }
 
 int al_cost_default(al_cost_model *out) {
   al_bench b;
-  int rc = al_bench_parse(&b, cost_default_json, cost_default_json_len, "embedded h200_dit_block_cost.json");
+  int rc = al_bench_parse(&b, cost_default_json, cost_default_json_len,
+                          "embedded h200_dit_block_cost.json");
   if (rc) return rc;
   rc = al_cost_fit_bench(&b, NULL, out);
   al_bench_free(&b);
   return rc;
 }
 
-static void json_str(FILE *out, const char *s) {
-  fputc('"', out);
-  for (; *s; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\') fprintf(out, "\\%c", c);
-    else if (c < 0x20) fprintf(out, "\\u%04x", c);
-    else fputc(c, out);
-  }
-  fputc('"', out);
-}
-
 static void print_fit(FILE *out, const al_cost_fit *f) {
   const char *n2 = f->family == AL_COST_POWER ? "p" : "c";
   fprintf(out, "{\"family\": \"%s\", \"params\": {\"a\": %.9g, \"b\": %.9g, \"%s\": %.9g}, ",
           al_cost_family_name(f->family), f->params[0], f->params[1], n2, f->params[2]);
-  fprintf(out, "\"r2\": %.6f, \"median_rel_err\": %.6f, \"max_rel_err\": %.6f}", f->r2, f->median_rel_err,
-          f->max_rel_err);
+  fprintf(out, "\"r2\": %.6f, \"median_rel_err\": %.6f, \"max_rel_err\": %.6f}", f->r2,
+          f->median_rel_err, f->max_rel_err);
 }
 
 void al_cost_print_json(const al_cost_model *m, FILE *out) {
   fprintf(out, "{\"model\": \"%s\", \"fit\": ", al_cost_family_name(m->fit.family));
   print_fit(out, &m->fit);
   fprintf(out, ", \"alternative\": ");
-  if (m->alt.family) print_fit(out, &m->alt);
-  else fprintf(out, "null");
-  fprintf(out, ", \"rows\": %u, \"rows_excluded\": %u, \"min_tokens\": %.0f, \"loss\": \"%s\", \"memory\": ", m->rows,
-          m->rows_excluded, m->min_tokens, m->abs_loss ? "abs" : "rel");
-  if (m->has_mem) fprintf(out, "{\"m0_bytes\": %.9g, \"m1_bytes_per_token\": %.9g}", m->mem_m0, m->mem_m1);
-  else fprintf(out, "null");
+  if (m->alt.family)
+    print_fit(out, &m->alt);
+  else
+    fprintf(out, "null");
+  fprintf(out,
+          ", \"rows\": %u, \"rows_excluded\": %u, \"min_tokens\": %.0f, \"loss\": \"%s\", \"memory\": ",
+          m->rows, m->rows_excluded, m->min_tokens, m->abs_loss ? "abs" : "rel");
+  if (m->has_mem)
+    fprintf(out, "{\"m0_bytes\": %.9g, \"m1_bytes_per_token\": %.9g}", m->mem_m0, m->mem_m1);
+  else
+    fprintf(out, "null");
   fprintf(out, ", \"device\": ");
-  json_str(out, m->device);
+  jsonw_string(out, m->device);
   fprintf(out, ", \"measured\": ");
-  json_str(out, m->measured);
+  jsonw_string(out, m->measured);
   fprintf(out, ", \"source\": ");
-  json_str(out, m->source);
+  jsonw_string(out, m->source);
   fprintf(out, "}\n");
 }

@@ -30,7 +30,7 @@ typedef struct stream_plan_batch {
 } stream_plan_batch;
 
 typedef struct stream_plan_sample {
-  uint64_t sample;            /* index position (passed to the source) */
+  uint64_t sample; /* index position (passed to the source) */
   uint64_t tokens;
   uint8_t padded;
 } stream_plan_sample;
@@ -39,9 +39,12 @@ typedef struct stream_rank_plan {
   uint32_t rank, world, epoch, first_step;
   uint64_t seed, index_fingerprint;
   size_t n_batches, n_samples;
-  stream_plan_batch *batches;     /* malloc'd */
-  stream_plan_sample *samples;    /* malloc'd */
+  stream_plan_batch *batches;  /* malloc'd */
+  stream_plan_sample *samples; /* malloc'd */
 } stream_rank_plan;
+
+/* The manifest's info, checking that it plans `rank` (AL_EINVAL otherwise). */
+int stream_manifest_rank(const al_manifest *m, uint32_t rank, al_manifest_info *info);
 
 /* Builds the plan of `rank` from a manifest. */
 int stream_rank_plan_from_manifest(stream_rank_plan *out, const al_manifest *m, uint32_t rank);
@@ -49,18 +52,18 @@ void stream_rank_plan_free(stream_rank_plan *p);
 
 typedef struct stream_source_shard {
   const char *path;
-  uint64_t size;              /* bytes when indexed; checked with fstat */
-  int64_t mtime_ns;           /* when indexed; 0 = unknown (not checked) */
-  int seekable;               /* 0: read sequentially through libarchive */
+  uint64_t size;    /* bytes when indexed; checked with fstat */
+  int64_t mtime_ns; /* when indexed; 0 = unknown (not checked) */
+  int seekable;     /* 0: read sequentially through libarchive */
 } stream_source_shard;
 
 typedef struct stream_source_job {
   const char *key;
   uint32_t shard;
-  char member[256];           /* member name in the tar: KEY.ext[.lz4] */
-  uint64_t offset;            /* data offset (file offset when seekable) */
-  uint64_t size;              /* stored bytes */
-  int lz4;                    /* stored as an LZ4 frame */
+  char member[256]; /* member name in the tar: KEY.ext[.lz4] */
+  uint64_t offset;  /* data offset (file offset when seekable) */
+  uint64_t size;    /* stored bytes */
+  int lz4;          /* stored as an LZ4 frame */
   uint32_t width, height, frames;
 } stream_source_job;
 
@@ -78,7 +81,7 @@ typedef struct stream_source {
  * zeroes it) and a source (must outlive the stream). rank/world/fingerprint
  * checks are the caller's; options->resume is checked against the plan. */
 int stream_open_source(al_stream **out, const stream_source *src, stream_rank_plan *plan,
-                          const al_stream_options *opts);
+                       const al_stream_options *opts);
 
 /* The source over an al_index (ctx = the index). */
 void stream_index_source(const al_index *idx, stream_source *out);

@@ -6,14 +6,21 @@
 #include "common/grow_internal.h"
 #include "stream/engine_internal.h"
 
+int stream_manifest_rank(const al_manifest *m, uint32_t rank, al_manifest_info *info) {
+  int rc = al_manifest_get_info(m, info);
+  if (rc != AL_OK) return rc;
+  if (rank >= info->world)
+    return al_set_error(AL_EINVAL,
+                        "rank %" PRIu32 " out of range: the manifest plans %" PRIu32 " ranks", rank,
+                        info->world);
+  return AL_OK;
+}
+
 int stream_rank_plan_from_manifest(stream_rank_plan *out, const al_manifest *m, uint32_t rank) {
   memset(out, 0, sizeof *out);
   al_manifest_info info;
-  int rc = al_manifest_get_info(m, &info);
+  int rc = stream_manifest_rank(m, rank, &info);
   if (rc != AL_OK) return rc;
-  if (rank >= info.world)
-    return al_set_error(AL_EINVAL, "rank %" PRIu32 " out of range: the manifest plans %" PRIu32 " ranks",
-                        rank, info.world);
   out->rank = rank;
   out->world = info.world;
   out->epoch = info.epoch;
@@ -32,8 +39,8 @@ int stream_rank_plan_from_manifest(stream_rank_plan *out, const al_manifest *m, 
       rc = grow_array((void **)&out->batches, &bcap, out->n_batches + 1, sizeof *out->batches,
                       "the rank plan's micro-batches");
       if (rc == AL_OK)
-        rc = grow_array((void **)&out->samples, &scap, out->n_samples + ref.n_samples, sizeof *out->samples,
-                        "the rank plan's samples");
+        rc = grow_array((void **)&out->samples, &scap, out->n_samples + ref.n_samples,
+                        sizeof *out->samples, "the rank plan's samples");
       if (rc != AL_OK) goto cleanup;
       stream_plan_batch *b = &out->batches[out->n_batches++];
       b->step = step;

@@ -16,7 +16,8 @@ int al_resolve_rank(const al_manifest *m, int rank, int world, uint32_t *out_ran
   long w = world;
   if (world <= 0) {
     int e = stream_env_long("WORLD_SIZE", &w);
-    if (e < 0) return al_set_error(AL_EINVAL, "WORLD_SIZE is not a number: '%s'", getenv("WORLD_SIZE"));
+    if (e < 0)
+      return al_set_error(AL_EINVAL, "WORLD_SIZE is not a number: '%s'", getenv("WORLD_SIZE"));
     if (e == 0) w = 0;
     if (e > 0 && (uint64_t)w != info.world)
       return al_set_error(AL_EINVAL,
@@ -35,13 +36,16 @@ int al_resolve_rank(const al_manifest *m, int rank, int world, uint32_t *out_ran
     if (e < 0) return al_set_error(AL_EINVAL, "RANK is not a number: '%s'", getenv("RANK"));
     if (e == 0) {
       if (info.world != 1)
-        return al_set_error(AL_EINVAL, "no rank given and RANK is not set (the manifest plans %" PRIu32 " ranks)",
+        return al_set_error(AL_EINVAL,
+                            "no rank given and RANK is not set (the manifest plans %" PRIu32
+                            " ranks)",
                             info.world);
       r = 0;
     }
   }
   if ((uint64_t)r >= info.world)
-    return al_set_error(AL_EINVAL, "rank %ld out of range: the manifest plans %" PRIu32 " ranks", r, info.world);
+    return al_set_error(AL_EINVAL, "rank %ld out of range: the manifest plans %" PRIu32 " ranks", r,
+                        info.world);
   *out_rank = (uint32_t)r;
   return AL_OK;
 }
@@ -57,7 +61,8 @@ int al_stream_open(al_stream **out, const al_index *idx, const al_manifest *m, i
   if (info.index_fingerprint != fp)
     return al_set_error(AL_EINVAL,
                         "the manifest was planned from another index (index fingerprint %016" PRIx64
-                        " in the manifest, %016" PRIx64 " in this index): plan again from this index",
+                        " in the manifest, %016" PRIx64
+                        " in this index): plan again from this index",
                         info.index_fingerprint, fp);
   uint32_t r;
   rc = al_resolve_rank(m, rank, opts ? opts->world : 0, &r);
@@ -68,7 +73,8 @@ int al_stream_open(al_stream **out, const al_index *idx, const al_manifest *m, i
   for (size_t i = 0; i < plan.n_samples; i++)
     if (plan.samples[i].sample >= al_index_sample_count(idx)) {
       stream_rank_plan_free(&plan);
-      return al_set_error(AL_EFORMAT, "the manifest refers to sample %" PRIu64 " but the index holds %zu",
+      return al_set_error(AL_EFORMAT,
+                          "the manifest refers to sample %" PRIu64 " but the index holds %zu",
                           plan.samples[i].sample, al_index_sample_count(idx));
     }
   stream_source src;
@@ -80,11 +86,8 @@ int al_stream_open(al_stream **out, const al_index *idx, const al_manifest *m, i
 
 int al_stream_rank_batches(const al_manifest *m, uint32_t rank, uint64_t *n) {
   al_manifest_info info;
-  int rc = al_manifest_get_info(m, &info);
+  int rc = stream_manifest_rank(m, rank, &info);
   if (rc != AL_OK) return rc;
-  if (rank >= info.world)
-    return al_set_error(AL_EINVAL, "rank %" PRIu32 " out of range: the manifest plans %" PRIu32 " ranks", rank,
-                        info.world);
   uint64_t total = 0;
   for (uint32_t step = info.first_step; step < info.first_step + info.steps; step++) {
     uint32_t k = 0;
@@ -109,7 +112,8 @@ int al_stream_read_sample(const al_index *idx, uint64_t sample, const char *ext,
   stream_reader *r = NULL;
   stream_growbuf b = {0};
   size_t len = 0;
-  if ((rc = stream_shard_table_new(&t, &src)) == AL_OK && (rc = stream_reader_new(&r, t, 0)) == AL_OK)
+  if ((rc = stream_shard_table_new(&t, &src)) == AL_OK &&
+      (rc = stream_reader_new(&r, t, 0)) == AL_OK)
     rc = stream_reader_read(r, &job, &b, 0, &len);
   stream_reader_free(r);
   stream_shard_table_free(t);

@@ -1,0 +1,25 @@
+/*
+ * text_internal.h - the planner's text inputs (shape benchmarks, bucket
+ * tables): read whole from a file, then JSON or a line format depending on
+ * the first byte (planner-private).
+ */
+#ifndef AL_PLANNER_TEXT_INTERNAL_H
+#define AL_PLANNER_TEXT_INTERNAL_H
+
+#include <stddef.h>
+
+#include <jansson.h>
+
+/* Nonzero when the first non-blank byte of the text is '{': the JSON form. */
+int plan_text_is_json(const char *text, size_t len);
+
+/* Parses JSON text into *root (json_decref it). A syntax error is AL_EFORMAT
+ * "NAME: line L column C: broken JSON: ...". */
+int plan_json_parse(const char *text, size_t len, const char *name, json_t **root);
+
+/* Reads the file at `path` into a malloc'd *buf (*len bytes; free it). A file
+ * of max_bytes or more is AL_ERANGE "PATH: WHAT larger than N MiB"; open and
+ * read errors are AL_EIO naming the path and errno. */
+int plan_read_file(const char *path, size_t max_bytes, const char *what, char **buf, size_t *len);
+
+#endif /* AL_PLANNER_TEXT_INTERNAL_H */
