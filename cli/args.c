@@ -26,6 +26,7 @@ int cli_is_mem_option(const char *opt) {
 }
 
 int cli_parse_mem_option(const char *opt, const char *v, cli_mem_opts *m) {
-  if (!strcmp(opt, "--mem-capacity")) return cli_parse_double(v, &m->capacity) || !(m->capacity > 0) ? -1 : 0;
+  if (!strcmp(opt, "--mem-capacity"))
+    return cli_parse_double(v, &m->capacity) || !(m->capacity > 0) ? -1 : 0;
   return cli_parse_double(v, &m->safety) || !(m->safety > 0) || m->safety > 1 ? -1 : 0;
 }

@@ -53,7 +53,8 @@ typedef struct cli_mem_opts {
   double safety;   /* default 0.9 */
 } cli_mem_opts;
 
-#define CLI_MEM_OPTS_INIT {0, 0.9}
+#define CLI_MEM_OPTS_INIT \
+  { 0, 0.9 }
 
 /* Nonzero when `opt` is --mem-capacity or --mem-safety. */
 int cli_is_mem_option(const char *opt);

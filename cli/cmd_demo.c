@@ -48,7 +48,8 @@ static int run_verb(int (*fn)(int, char **), char **argv) {
   int exit_code = fn(argc, argv);
   fflush(stdout);
   fflush(stderr);
-  if (exit_code != AL_EXIT_OK) fprintf(stderr, "adaptiveload demo: '%s' failed (exit %d)\n", argv[0], exit_code);
+  if (exit_code != AL_EXIT_OK)
+    fprintf(stderr, "adaptiveload demo: '%s' failed (exit %d)\n", argv[0], exit_code);
   return exit_code;
 }
 
@@ -66,14 +67,21 @@ int cli_cmd_demo(int argc, char **argv) {
   const char *samples = "1000", *shards = "8", *world = "8", *seed = "0", *batches = "6";
   for (int i = 1; i < argc; i++) {
     const char **slot = NULL;
-    if (!strcmp(argv[i], "--out")) slot = &out;
-    else if (!strcmp(argv[i], "--samples")) slot = &samples;
-    else if (!strcmp(argv[i], "--shards")) slot = &shards;
-    else if (!strcmp(argv[i], "--world")) slot = &world;
-    else if (!strcmp(argv[i], "--seed")) slot = &seed;
-    else if (!strcmp(argv[i], "--batches")) slot = &batches;
+    if (!strcmp(argv[i], "--out"))
+      slot = &out;
+    else if (!strcmp(argv[i], "--samples"))
+      slot = &samples;
+    else if (!strcmp(argv[i], "--shards"))
+      slot = &shards;
+    else if (!strcmp(argv[i], "--world"))
+      slot = &world;
+    else if (!strcmp(argv[i], "--seed"))
+      slot = &seed;
+    else if (!strcmp(argv[i], "--batches"))
+      slot = &batches;
     if (!slot || i + 1 >= argc)
-      return cli_usage_page("demo", usage, "%s '%s'", slot ? "missing value for" : "unknown option", argv[i]);
+      return cli_usage_page("demo", usage, "%s '%s'", slot ? "missing value for" : "unknown option",
+                            argv[i]);
     *slot = argv[++i];
   }
   /* The verbs report on stderr and list on stdout; a demo reads as one story, so
@@ -95,8 +103,8 @@ int cli_cmd_demo(int argc, char **argv) {
 
   int exit_code;
   section(1, "synthetic corpus: images and videos, real-size Wan 2.1 latents");
-  char *a_synth[] = {"synth", "--out", corpus, "--samples", (char *)samples, "--shards", (char *)shards,
-                     "--seed", (char *)seed, NULL};
+  char *a_synth[] = {"synth",    "--out",        corpus,   "--samples",  (char *)samples,
+                     "--shards", (char *)shards, "--seed", (char *)seed, NULL};
   if ((exit_code = run_verb(cli_cmd_synth, a_synth))) return exit_code;
 
   section(2, "index the shards");
@@ -104,11 +112,11 @@ int cli_cmd_demo(int argc, char **argv) {
   if ((exit_code = run_verb(cli_cmd_index, a_index))) return exit_code;
 
   section(3, "plan one epoch with both policies (embedded H200 cost model)");
-  char *a_plan_a[] = {"plan", "--index", index, "--world", (char *)world, "--policy", "adaptive",
-                      "--seed", (char *)seed, "-o", man_a, NULL};
+  char *a_plan_a[] = {"plan",     "--index", index,        "--world", (char *)world, "--policy",
+                      "adaptive", "--seed",  (char *)seed, "-o",      man_a,         NULL};
   if ((exit_code = run_verb(cli_cmd_plan, a_plan_a))) return exit_code;
-  char *a_plan_e[] = {"plan", "--index", index, "--world", (char *)world, "--policy", "equal-token",
-                      "--seed", (char *)seed, "-o", man_e, NULL};
+  char *a_plan_e[] = {"plan",        "--index", index,        "--world", (char *)world, "--policy",
+                      "equal-token", "--seed",  (char *)seed, "-o",      man_e,         NULL};
   if ((exit_code = run_verb(cli_cmd_plan, a_plan_e))) return exit_code;
 
   section(4, "balance: adaptive vs equal-token");
@@ -126,8 +134,8 @@ int cli_cmd_demo(int argc, char **argv) {
   printf("per-step per-rank load drawn in %s and %s\n", svg_a, svg_e);
 
   section(5, "stream rank 0's first packed micro-batches");
-  char *a_stream[] = {"stream", "--index", index, "--manifest", man_a, "--rank", "0", "--max-batches",
-                      (char *)batches, NULL};
+  char *a_stream[] = {"stream", "--index", index,           "--manifest",    man_a,
+                      "--rank", "0",       "--max-batches", (char *)batches, NULL};
   if ((exit_code = run_verb(cli_cmd_stream, a_stream))) return exit_code;
 
   printf("\ndemo done: files in %s/ (inspect them with `adaptiveload inspect %s`)\n", out, man_a);

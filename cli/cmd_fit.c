@@ -46,8 +46,8 @@ static void print_fit(const al_cost_fit *f, const char *tag) {
     printf("  %-6s power  t = %.4g + %.4g * B * S^%.4f ms\n", tag, p[0], p[1], p[2]);
   else
     printf("  %-6s poly2  t = %.4g + %.4g * B*S + %.4g * B*S^2 ms\n", tag, p[0], p[1], p[2]);
-  printf("         R^2 %.5f, held-out relative error: median %.2f%%, max %.2f%%\n", f->r2, 100 * f->median_rel_err,
-         100 * f->max_rel_err);
+  printf("         R^2 %.5f, held-out relative error: median %.2f%%, max %.2f%%\n", f->r2,
+         100 * f->median_rel_err, 100 * f->max_rel_err);
 }
 
 int cli_cmd_fit(int argc, char **argv) {
@@ -83,9 +83,12 @@ int cli_cmd_fit(int argc, char **argv) {
         return AL_EXIT_USAGE;
       }
     } else if (!strcmp(a, "--loss")) {
-      if (!strcmp(v, "rel")) fo.loss = AL_LOSS_REL;
-      else if (!strcmp(v, "abs")) fo.loss = AL_LOSS_ABS;
-      else bad = 1;
+      if (!strcmp(v, "rel"))
+        fo.loss = AL_LOSS_REL;
+      else if (!strcmp(v, "abs"))
+        fo.loss = AL_LOSS_ABS;
+      else
+        bad = 1;
     } else if (!strcmp(a, "--min-tokens")) {
       bad = cli_parse_u64(v, &n) || !n;
       fo.min_tokens = n;
@@ -100,7 +103,8 @@ int cli_cmd_fit(int argc, char **argv) {
     if (bad) return cli_usage_page("fit", usage, "bad option or value: %s %s", a, v ? v : "");
     i++;
   }
-  if (!bench && !use_default) return cli_usage_page("fit", usage, "--bench FILE (or --default) is required");
+  if (!bench && !use_default)
+    return cli_usage_page("fit", usage, "--bench FILE (or --default) is required");
   al_bench b;
   int rc = bench ? al_bench_load(&b, bench)
                  : al_bench_parse(&b, al_cost_default_json(), strlen(al_cost_default_json()),
@@ -111,23 +115,24 @@ int cli_cmd_fit(int argc, char **argv) {
   al_bench_free(&b);
   if (rc) return cli_fail("fit");
   uint64_t mem_tokens = 0;
-  if (mem.capacity > 0 && al_cost_mem_tokens(&m, mem.capacity, mem.safety, &mem_tokens)) return cli_fail("fit");
+  if (mem.capacity > 0 && al_cost_mem_tokens(&m, mem.capacity, mem.safety, &mem_tokens))
+    return cli_fail("fit");
   if (out && al_cost_save(&m, out)) return cli_fail("fit");
   if (json) {
     al_cost_print_json(&m, stdout);
     if (mem_tokens)
-      printf("{\"mem_capacity\": %.0f, \"mem_safety\": %.3f, \"mem_tokens\": %llu}\n", mem.capacity, mem.safety,
-             (unsigned long long)mem_tokens);
+      printf("{\"mem_capacity\": %.0f, \"mem_safety\": %.3f, \"mem_tokens\": %llu}\n", mem.capacity,
+             mem.safety, (unsigned long long)mem_tokens);
   } else {
-    printf("fit of %s: %u rows (%u launch-bound rows with B*S < %.0f left out), %s residuals%s%s\n", m.source, m.rows,
-           m.rows_excluded, m.min_tokens, m.abs_loss ? "absolute" : "relative", m.device[0] ? ", device " : "",
-           m.device);
+    printf("fit of %s: %u rows (%u launch-bound rows with B*S < %.0f left out), %s residuals%s%s\n",
+           m.source, m.rows, m.rows_excluded, m.min_tokens, m.abs_loss ? "absolute" : "relative",
+           m.device[0] ? ", device " : "", m.device);
     print_fit(&m.fit, "chosen");
     if (m.alt.family) print_fit(&m.alt, "other");
     if (m.has_mem) printf("  memory bytes = %.4g + %.4g * B * S\n", m.mem_m0, m.mem_m1);
     if (mem_tokens)
-      printf("  M_mem for %.0f bytes x %.2f: %llu tokens per micro-batch\n", mem.capacity, mem.safety,
-             (unsigned long long)mem_tokens);
+      printf("  M_mem for %.0f bytes x %.2f: %llu tokens per micro-batch\n", mem.capacity,
+             mem.safety, (unsigned long long)mem_tokens);
     if (out) printf("wrote %s\n", out);
   }
   return AL_EXIT_OK;

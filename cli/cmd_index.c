@@ -46,8 +46,8 @@ static void print_rejected(const al_index *idx) {
     al_shard_info s;
     if (al_index_rejected(idx, i, &r) || al_index_shard(idx, r.shard, &s)) break;
     if (r.member[0])
-      fprintf(stderr, "  %s: member '%s' at byte %llu: %s\n", s.path, r.member, (unsigned long long)r.offset,
-              r.reason);
+      fprintf(stderr, "  %s: member '%s' at byte %llu: %s\n", s.path, r.member,
+              (unsigned long long)r.offset, r.reason);
     else
       fprintf(stderr, "  %s: at byte %llu: %s\n", s.path, (unsigned long long)r.offset, r.reason);
   }
@@ -92,7 +92,8 @@ int cli_cmd_index(int argc, char **argv) {
         output = v;
       } else if (!strcmp(a, "--threads")) {
         long t = strtol(v, &end, 10);
-        if (errno || *end || t < 1 || t > 4096) exit_code = cli_usage_error("index", "bad --threads '%s'", v);
+        if (errno || *end || t < 1 || t > 4096)
+          exit_code = cli_usage_error("index", "bad --threads '%s'", v);
         o.threads = (int)t;
       } else if (!strcmp(a, "--block-size")) {
         unsigned long long b = strtoull(v, &end, 10);
@@ -123,23 +124,27 @@ int cli_cmd_index(int argc, char **argv) {
   al_index *idx = NULL;
   al_index_stats stats;
   memset(&stats, 0, sizeof stats);
-  int rc = exit_code == AL_EXIT_OK ? al_index_build(&idx, (const char *const *)paths, n, &o, &stats) : AL_OK;
+  int rc = exit_code == AL_EXIT_OK ? al_index_build(&idx, (const char *const *)paths, n, &o, &stats)
+                                   : AL_OK;
   char build_err[1024];
   snprintf(build_err, sizeof build_err, "%s", rc ? al_last_error() : "");
   for (size_t i = 0; i < n; i++) free(paths[i]);
   free(paths);
   if (exit_code != AL_EXIT_OK) return exit_code;
   if (!idx) return cli_fail("index");
-  /* With --strict or unreadable shards the build fails but the index is complete: write it anyway. */
+  /* With --strict or unreadable shards the build fails but the index is complete: write it anyway.
+   */
   if (al_index_save(idx, output) != AL_OK) {
     cli_fail("index");
     al_index_free(idx);
     return AL_EXIT_FAIL;
   }
   if (!json || al_index_rejected_count(idx)) {
-    fprintf(stderr, "index: %llu shards, %llu samples, %llu rejected, %.1f MB in %.2f s (%.0f samples/s) -> %s\n",
-            (unsigned long long)stats.shards, (unsigned long long)stats.samples, (unsigned long long)stats.rejected,
-            stats.bytes / 1e6, stats.seconds, stats.seconds > 0 ? stats.samples / stats.seconds : 0.0, output);
+    fprintf(stderr,
+            "index: %llu shards, %llu samples, %llu rejected, %.1f MB in %.2f s (%.0f samples/s) -> %s\n",
+            (unsigned long long)stats.shards, (unsigned long long)stats.samples,
+            (unsigned long long)stats.rejected, stats.bytes / 1e6, stats.seconds,
+            stats.seconds > 0 ? stats.samples / stats.seconds : 0.0, output);
     if (al_index_rejected_count(idx)) {
       fprintf(stderr, "rejected:\n");
       print_rejected(idx);
@@ -152,20 +157,24 @@ int cli_cmd_index(int argc, char **argv) {
       if (al_index_shard(idx, i, &sh) == AL_OK && !sh.seekable) skipped++;
     }
     if (skipped)
-      fprintf(stderr, "index: no DALI index for %zu compressed or unreadable shard(s): DALI needs file offsets\n",
+      fprintf(stderr,
+              "index: no DALI index for %zu compressed or unreadable shard(s): DALI needs file offsets\n",
               skipped);
   }
   size_t mem_records = 0, mem_keys = 0;
   al_index_memory(idx, &mem_records, &mem_keys);
   if (!json)
-    fprintf(stderr, "index memory: %.1f MB records (%.1f B/sample) + %.1f MB keys; read %.1f of %.1f MB\n",
-            mem_records / 1e6, stats.samples ? (double)mem_records / stats.samples : 0.0, mem_keys / 1e6,
-            stats.bytes_read / 1e6, stats.bytes / 1e6);
+    fprintf(stderr,
+            "index memory: %.1f MB records (%.1f B/sample) + %.1f MB keys; read %.1f of %.1f MB\n",
+            mem_records / 1e6, stats.samples ? (double)mem_records / stats.samples : 0.0,
+            mem_keys / 1e6, stats.bytes_read / 1e6, stats.bytes / 1e6);
   if (json)
-    printf("{\"shards\": %llu, \"samples\": %llu, \"rejected\": %llu, \"bytes\": %llu, \"seconds\": %.6f, "
-           "\"bytes_read\": %llu, \"mem_records\": %zu, \"mem_keys\": %zu}\n",
-           (unsigned long long)stats.shards, (unsigned long long)stats.samples, (unsigned long long)stats.rejected,
-           (unsigned long long)stats.bytes, stats.seconds, (unsigned long long)stats.bytes_read, mem_records, mem_keys);
+    printf(
+        "{\"shards\": %llu, \"samples\": %llu, \"rejected\": %llu, \"bytes\": %llu, \"seconds\": %.6f, "
+        "\"bytes_read\": %llu, \"mem_records\": %zu, \"mem_keys\": %zu}\n",
+        (unsigned long long)stats.shards, (unsigned long long)stats.samples,
+        (unsigned long long)stats.rejected, (unsigned long long)stats.bytes, stats.seconds,
+        (unsigned long long)stats.bytes_read, mem_records, mem_keys);
   al_index_free(idx);
   if (rc) {
     fprintf(stderr, "adaptiveload index: %s\n", build_err);

@@ -26,7 +26,8 @@ static void usage(FILE *out) {
 }
 
 static const char *status_name(int key_status) {
-  if (key_status >= 1 && key_status < AL_REJECT_COUNT) return al_reject_reason_name((al_reject_reason)key_status);
+  if (key_status >= 1 && key_status < AL_REJECT_COUNT)
+    return al_reject_reason_name((al_reject_reason)key_status);
   if (key_status == 16) return "dropped by the last-step policy";
   return NULL;
 }
@@ -40,12 +41,17 @@ int cli_cmd_inspect(int argc, char **argv) {
   int json = 0, jsonl = 0, rejected = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
-    if (!strcmp(a, "--json")) json = 1;
-    else if (!strcmp(a, "--jsonl")) jsonl = 1;
-    else if (!strcmp(a, "--rejected")) rejected = 1;
+    if (!strcmp(a, "--json"))
+      json = 1;
+    else if (!strcmp(a, "--jsonl"))
+      jsonl = 1;
+    else if (!strcmp(a, "--rejected"))
+      rejected = 1;
     else if ((!strcmp(a, "--svg") || !strcmp(a, "--compare")) && i + 1 < argc) {
-      if (!strcmp(a, "--svg")) svg = argv[++i];
-      else other = argv[++i];
+      if (!strcmp(a, "--svg"))
+        svg = argv[++i];
+      else
+        other = argv[++i];
     } else if (a[0] != '-' && !path) {
       path = a;
     } else {

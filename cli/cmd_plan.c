@@ -72,8 +72,9 @@ static void report_rejects(const al_plan *p, const al_index *idx) {
     al_sample_info si;
     memset(&si, 0, sizeof si);
     if (idx) al_index_sample(idx, (size_t)first, &si);
-    fprintf(stderr, "plan: %llu samples rejected: %s (first: '%s' %ux%u x %u frames)\n", (unsigned long long)n,
-            al_reject_reason_name((al_reject_reason)r), si.key ? si.key : "", si.width, si.height, si.frames);
+    fprintf(stderr, "plan: %llu samples rejected: %s (first: '%s' %ux%u x %u frames)\n",
+            (unsigned long long)n, al_reject_reason_name((al_reject_reason)r), si.key ? si.key : "",
+            si.width, si.height, si.frames);
   }
 }
 
@@ -132,8 +133,8 @@ int cli_cmd_plan(int argc, char **argv) {
       buckets = v;
     } else if (!strcmp(a, "--geometry")) {
       unsigned g[5];
-      bad = sscanf(v, "%u,%u,%u,%u,%u", &g[0], &g[1], &g[2], &g[3], &g[4]) != 5 || !g[0] || !g[1] || !g[2] ||
-            !g[3] || !g[4];
+      bad = sscanf(v, "%u,%u,%u,%u,%u", &g[0], &g[1], &g[2], &g[3], &g[4]) != 5 || !g[0] || !g[1] ||
+            !g[2] || !g[3] || !g[4];
       al_latent_geom geom = {g[0], g[1], g[2], g[3], g[4]};
       if (!bad) o.geom = geom;
     } else if (!strcmp(a, "--start-step")) {
@@ -155,8 +156,9 @@ int cli_cmd_plan(int argc, char **argv) {
   if (!missing && !resume && !index) missing = "--index INDEX";
   if (missing) return cli_usage_page("plan", usage, "%s is required", missing);
   if (resume && (index || cost_path || buckets || o.start_step)) {
-    fprintf(stderr, "adaptiveload plan: --resume-from takes its index positions, cost model, buckets and config from "
-                    "OLD_MANIFEST; --index/--cost/--buckets/--start-step do not apply\n");
+    fprintf(stderr,
+            "adaptiveload plan: --resume-from takes its index positions, cost model, buckets and config from "
+            "OLD_MANIFEST; --index/--cost/--buckets/--start-step do not apply\n");
     return AL_EXIT_USAGE;
   }
   double t0 = now();
@@ -207,11 +209,14 @@ int cli_cmd_plan(int argc, char **argv) {
     if (!rc) report_rejects(plan, idx);
     if (!rc) rc = al_plan_save(plan, out, index_key, idx);
     if (!rc && !json)
-      fprintf(stderr, "plan: index %.2f s, plan %.2f s, write %.2f s\n", t_load - t0, t_plan - t_load, now() - t_plan);
+      fprintf(stderr, "plan: index %.2f s, plan %.2f s, write %.2f s\n", t_load - t0,
+              t_plan - t_load, now() - t_plan);
   }
   if (!rc) {
-    if (json) al_plan_print_json(stdout, plan);
-    else al_plan_print_summary(stderr, plan, out);
+    if (json)
+      al_plan_print_json(stdout, plan);
+    else
+      al_plan_print_summary(stderr, plan, out);
   }
   al_plan_free(plan);
   al_index_free(idx);

@@ -64,8 +64,10 @@ int cli_cmd_synth(int argc, char **argv) {
   if (!o.out_dir) return cli_usage_error("synth", "--out DIR is required");
   al_synth_stats stats;
   if (al_synth_write(&o, &stats) != AL_OK) return cli_fail("synth");
-  fprintf(stderr, "synth: %llu samples (%llu images, %llu videos) in %u shards, %.1f MB, %.2f s -> %s\n",
-          (unsigned long long)stats.samples, (unsigned long long)stats.images, (unsigned long long)stats.videos,
+  fprintf(stderr,
+          "synth: %llu samples (%llu images, %llu videos) in %u shards, %.1f MB, %.2f s -> %s\n",
+          (unsigned long long)stats.samples, (unsigned long long)stats.images,
+          (unsigned long long)stats.videos,
           o.shards ? (unsigned)(o.shards < stats.samples ? o.shards : stats.samples)
                    : (unsigned)(stats.samples < 8 ? stats.samples : 8),
           stats.bytes / 1e6, stats.seconds, o.out_dir);

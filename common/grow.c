@@ -7,8 +7,8 @@
 #include "common/al_status.h"
 
 static int too_large(const char *what, size_t count, size_t elem) {
-  return al_set_error(AL_ENOMEM, "%s: %zu entries of %zu bytes exceed the address space", what, count,
-                      elem);
+  return al_set_error(AL_ENOMEM, "%s: %zu entries of %zu bytes exceed the address space", what,
+                      count, elem);
 }
 
 int grow_capacity(size_t cap, size_t need, size_t elem, const char *what, size_t *out) {
@@ -30,8 +30,8 @@ int grow_resize(void **arr, size_t count, size_t elem, const char *what) {
   size_t bytes = count * elem;
   void *p = realloc(*arr, bytes ? bytes : 1);
   if (!p)
-    return al_set_error(AL_ENOMEM, "out of memory growing %s to %zu entries (%zu bytes)", what, count,
-                        bytes);
+    return al_set_error(AL_ENOMEM, "out of memory growing %s to %zu entries (%zu bytes)", what,
+                        count, bytes);
   *arr = p;
   return AL_OK;
 }

@@ -100,9 +100,11 @@ static int merge(merger *m, scan_result *r, const char *path) {
   const al_index *l = r->idx;
   const index_shard_rec *ls = &l->shards[0];
   uint32_t id;
-  int rc = index_add_shard_full(g, path, ls->size, ls->mtime_ns, ls->seekable, ls->compression, &id);
+  int rc = index_add_shard_full(g, path, ls->size, ls->mtime_ns, ls->seekable, ls->compression,
+                                &id);
   if (rc) return rc;
-  rc = grow_array((void **)&m->extmap, &m->extmap_cap, l->exts.n, sizeof *m->extmap, "the extension map");
+  rc = grow_array((void **)&m->extmap, &m->extmap_cap, l->exts.n, sizeof *m->extmap,
+                  "the extension map");
   if (rc) return rc;
   for (uint32_t i = 0; i < l->exts.n; i++) {
     const char *e = l->exts.strs[i];
@@ -132,19 +134,22 @@ static int merge(merger *m, scan_result *r, const char *path) {
       char name[4096], why[8192];
       snprintf(name, sizeof name, "%s%s%s", key, s->n_members ? "." : "",
                s->n_members ? l->exts.strs[index_member_ext(&lm[0])] : "");
-      snprintf(why, sizeof why, "duplicate key '%s': first seen in %s (sample %lld, kept); this copy in %s rejected",
+      snprintf(why, sizeof why,
+               "duplicate key '%s': first seen in %s (sample %lld, kept); this copy in %s rejected",
                key, first, (long long)prev, path);
       rc = al_index_add_rejected(g, id, name, r->first_hdr[i], key, why);
       if (rc) return rc;
       continue;
     }
-    rc = grow_array((void **)&m->mem, &m->mem_cap, s->n_members, sizeof *m->mem, "a sample's members");
+    rc = grow_array((void **)&m->mem, &m->mem_cap, s->n_members, sizeof *m->mem,
+                    "a sample's members");
     if (rc) return rc;
     for (uint32_t j = 0; j < s->n_members; j++) {
       m->mem[j].off_ext = (lm[j].off_ext & ~UINT64_C(0x7FFF)) | m->extmap[index_member_ext(&lm[j])];
       m->mem[j].size = lm[j].size;
     }
-    rc = index_add_sample_rec(g, key, len, id, s->width, s->height, s->frames, s->fps, m->mem, s->n_members);
+    rc = index_add_sample_rec(g, key, len, id, s->width, s->height, s->frames, s->fps, m->mem,
+                              s->n_members);
     if (rc) return rc;
     m->slots[slot] = (h & ~DD_IDX_MASK) | (uint64_t)g->n_samples;
     m->n++;
@@ -160,11 +165,11 @@ typedef struct build {
   meta_fields fields;
   size_t block;
   scan_result *results;
-  char *done;                 /* results[i] ready */
-  int *fail;                  /* scan status per shard (out of memory) */
-  char **fail_msg;            /* message per failed shard (rare), malloc'd */
-  size_t next;                /* next shard to claim */
-  size_t merged;              /* shards merged so far */
+  char *done;      /* results[i] ready */
+  int *fail;       /* scan status per shard (out of memory) */
+  char **fail_msg; /* message per failed shard (rare), malloc'd */
+  size_t next;     /* next shard to claim */
+  size_t merged;   /* shards merged so far */
   size_t window;
   int stop;
   pthread_mutex_t mu;
@@ -177,7 +182,8 @@ static void *worker(void *arg) {
   build *B = arg;
   for (;;) {
     pthread_mutex_lock(&B->mu);
-    while (!B->stop && B->next < B->n && B->next >= B->merged + B->window) pthread_cond_wait(&B->cv_room, &B->mu);
+    while (!B->stop && B->next < B->n && B->next >= B->merged + B->window)
+      pthread_cond_wait(&B->cv_room, &B->mu);
     if (B->stop || B->next >= B->n) {
       pthread_mutex_unlock(&B->mu);
       return NULL;
@@ -239,8 +245,8 @@ static char *absolute(const char *path) {
   return s;
 }
 
-int al_index_build(al_index **out, const char *const *shards, size_t n, const al_index_options *opts,
-                   al_index_stats *stats) {
+int al_index_build(al_index **out, const char *const *shards, size_t n,
+                   const al_index_options *opts, al_index_stats *stats) {
   if (!out || (!shards && n)) return al_set_error(AL_EINVAL, "al_index_build: NULL argument");
   *out = NULL;
   if (n == 0) return al_set_error(AL_EINVAL, "al_index_build: no shards given");
@@ -275,8 +281,9 @@ int al_index_build(al_index **out, const char *const *shards, size_t n, const al
   pthread_mutex_init(&B.mu, NULL);
   pthread_cond_init(&B.cv_ready, NULL);
   pthread_cond_init(&B.cv_room, NULL);
-  int rc = (!B.results || !B.done || !B.fail || !B.fail_msg || !tids) ? al_set_error(AL_ENOMEM, "out of memory")
-                                                                      : al_index_new(&M.g);
+  int rc = (!B.results || !B.done || !B.fail || !B.fail_msg || !tids)
+               ? al_set_error(AL_ENOMEM, "out of memory")
+               : al_index_new(&M.g);
   const char *names[AL_N_FIELDS] = {B.fields.width, B.fields.height, B.fields.frames, B.fields.fps,
                                     B.fields.duration};
   if (!rc) rc = index_set_fields(M.g, names);
@@ -319,7 +326,8 @@ int al_index_build(al_index **out, const char *const *shards, size_t n, const al
     }
     pthread_mutex_unlock(&B.mu);
     if (B.fail[i]) {
-      rc = al_set_error(B.fail[i], "%s: %s", shards[i], B.fail_msg[i] ? B.fail_msg[i] : "out of memory");
+      rc = al_set_error(B.fail[i], "%s: %s", shards[i],
+                        B.fail_msg[i] ? B.fail_msg[i] : "out of memory");
     } else {
       char *abs = absolute(shards[i]);
       rc = abs ? merge(&M, &B.results[i], abs) : al_set_error(AL_ENOMEM, "out of memory");

@@ -35,13 +35,14 @@ int dali_idx_write(const al_index *idx, const char *dir) {
     }
     for (size_t j = 0; j < i; j++)
       if (names[j] && !strcmp(names[j], buf)) {
-        rc = al_set_error(AL_EINVAL, "%s and %s would both write DALI index %s", idx->shards[j].path,
-                          idx->shards[i].path, buf);
+        rc = al_set_error(AL_EINVAL, "%s and %s would both write DALI index %s",
+                          idx->shards[j].path, idx->shards[i].path, buf);
         break;
       }
     if (!rc && !(names[i] = strdup(buf))) rc = al_set_error(AL_ENOMEM, "out of memory");
   }
-  /* Samples of one shard are contiguous after a build; count per shard, then write in index order. */
+  /* Samples of one shard are contiguous after a build; count per shard, then write in index order.
+   */
   uint64_t *count = rc ? NULL : calloc(n ? n : 1, sizeof *count);
   if (!rc && !count) rc = al_set_error(AL_ENOMEM, "out of memory");
   for (size_t i = 0; !rc && i < idx->n_samples; i++) count[idx->samples[i].shard]++;
@@ -64,8 +65,8 @@ int dali_idx_write(const al_index *idx, const char *dir) {
     for (uint32_t m = 0; m < s->n_members; m++) {
       const index_member_rec *r = &idx->members[s->member0 + m];
       const char *ext = strtab_get(&idx->exts, index_member_ext(r));
-      fprintf(f, "%s%s %llu %llu %s.%s", m ? " " : "", ext, (unsigned long long)index_member_offset(r),
-              (unsigned long long)r->size, key, ext);
+      fprintf(f, "%s%s %llu %llu %s.%s", m ? " " : "", ext,
+              (unsigned long long)index_member_offset(r), (unsigned long long)r->size, key, ext);
     }
     fputc('\n', f);
   }

@@ -34,7 +34,8 @@ static int push(list *L, char *s) {
   return AL_OK;
 }
 
-static char *splice(const char *pre, size_t pre_len, const char *mid, size_t mid_len, const char *post) {
+static char *splice(const char *pre, size_t pre_len, const char *mid, size_t mid_len,
+                    const char *post) {
   size_t post_len = strlen(post);
   char *s = malloc(pre_len + mid_len + post_len + 1);
   if (!s) return NULL;
@@ -54,8 +55,8 @@ static int is_number(const char *s, size_t n) {
 static int expand_braces(list *L, const char *pat, const char *arg, size_t *budget);
 
 /* Expands the first {...} group of `pat`, recursing on the rest. */
-static int expand_group(list *L, const char *pat, const char *open, const char *close, const char *arg,
-                        size_t *budget) {
+static int expand_group(list *L, const char *pat, const char *open, const char *close,
+                        const char *arg, size_t *budget) {
   const char *body = open + 1;
   size_t blen = (size_t)(close - body);
   const char *dots = NULL;
@@ -68,14 +69,16 @@ static int expand_group(list *L, const char *pat, const char *open, const char *
     size_t alen = (size_t)(dots - body), zlen = blen - alen - 2;
     const char *z = dots + 2;
     if (!is_number(body, alen) || !is_number(z, zlen))
-      return al_set_error(AL_EINVAL, "%s: bad range {%.*s}: expected {FIRST..LAST} with decimal numbers", arg,
+      return al_set_error(AL_EINVAL,
+                          "%s: bad range {%.*s}: expected {FIRST..LAST} with decimal numbers", arg,
                           (int)blen, body);
     long long a = strtoll(body, NULL, 10), b = strtoll(z, NULL, 10);
     int width = (body[0] == '0' && alen > 1) || alen == zlen ? (int)alen : 0;
     long long step = a <= b ? 1 : -1;
     unsigned long long count = (unsigned long long)(a <= b ? b - a : a - b) + 1;
     if (count > *budget)
-      return al_set_error(AL_ERANGE, "%s: pattern expands to more than %u paths", arg, MAX_EXPANSION);
+      return al_set_error(AL_ERANGE, "%s: pattern expands to more than %u paths", arg,
+                          MAX_EXPANSION);
     for (long long v = a;; v += step) {
       char num[32];
       int k = snprintf(num, sizeof num, "%0*lld", width, v);
@@ -107,7 +110,8 @@ static int expand_braces(list *L, const char *pat, const char *arg, size_t *budg
   const char *open = strchr(pat, '{');
   if (!open) {
     if (*budget == 0)
-      return al_set_error(AL_ERANGE, "%s: pattern expands to more than %u paths", arg, MAX_EXPANSION);
+      return al_set_error(AL_ERANGE, "%s: pattern expands to more than %u paths", arg,
+                          MAX_EXPANSION);
     (*budget)--;
     return push(L, strdup(pat));
   }
@@ -118,7 +122,9 @@ static int expand_braces(list *L, const char *pat, const char *arg, size_t *budg
   return expand_group(L, pat, open, close, arg, budget);
 }
 
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+static int cmp_str(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
 
 static int expand_dir(list *L, const char *dir) {
   DIR *d = opendir(dir);

@@ -6,11 +6,13 @@
 #include "loader/hash_internal.h"
 #include "loader/index_internal.h"
 
-const char *const index_default_fields[AL_N_FIELDS] = {"width", "height", "frames", "fps", "duration"};
+const char *const index_default_fields[AL_N_FIELDS] = {"width", "height", "frames", "fps",
+                                                       "duration"};
 
 const char *index_compression_name(const char *name) {
-  static const char *const known[] = {"none", "lz4", "gzip", "zstd", "bzip2", "xz", "lzma", "compress",
-                                      "lzip", "lrzip", "lzop", "grzip", "uu", "rpm", "unknown"};
+  static const char *const known[] = {"none", "lz4",   "gzip",     "zstd", "bzip2",
+                                      "xz",   "lzma",  "compress", "lzip", "lrzip",
+                                      "lzop", "grzip", "uu",       "rpm",  "unknown"};
   if (!name || !*name) return "unknown";
   for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
     if (!strcmp(known[i], name)) return known[i];
@@ -76,11 +78,12 @@ void al_index_free(al_index *idx) {
 }
 
 int index_add_shard_full(al_index *idx, const char *path, uint64_t size, int64_t mtime_ns,
-                            int seekable, const char *compression, uint32_t *id) {
+                         int seekable, const char *compression, uint32_t *id) {
   if (!idx || !path) return al_set_error(AL_EINVAL, "al_index_add_shard: NULL argument");
-  if (idx->n_shards >= UINT32_MAX) return al_set_error(AL_ERANGE, "more than %u shards", UINT32_MAX - 1);
-  int rc = grow_array((void **)&idx->shards, &idx->cap_shards, idx->n_shards + 1, sizeof *idx->shards,
-                      "the index's shards");
+  if (idx->n_shards >= UINT32_MAX)
+    return al_set_error(AL_ERANGE, "more than %u shards", UINT32_MAX - 1);
+  int rc = grow_array((void **)&idx->shards, &idx->cap_shards, idx->n_shards + 1,
+                      sizeof *idx->shards, "the index's shards");
   if (rc) return rc;
   char *p = strdup(path);
   if (!p) return al_set_error(AL_ENOMEM, "out of memory");
@@ -90,7 +93,8 @@ int index_add_shard_full(al_index *idx, const char *path, uint64_t size, int64_t
   s->size = size;
   s->mtime_ns = mtime_ns;
   s->seekable = seekable != 0;
-  s->compression = index_compression_name(compression ? compression : (seekable ? "none" : "unknown"));
+  s->compression = index_compression_name(compression ? compression
+                                                      : (seekable ? "none" : "unknown"));
   /* The file name, not the path: a corpus mounted elsewhere (another node, a moved
    * folder) and indexed again keeps its fingerprint, so its manifests stay valid. */
   const char *base = strrchr(p, '/');
@@ -106,20 +110,22 @@ int al_index_add_shard(al_index *idx, const char *path, uint64_t size, int seeka
 }
 
 int index_add_sample_rec(al_index *idx, const char *key, size_t key_len, uint32_t shard,
-                            uint32_t width, uint32_t height, uint32_t frames, float fps,
-                            const index_member_rec *members, size_t n_members) {
+                         uint32_t width, uint32_t height, uint32_t frames, float fps,
+                         const index_member_rec *members, size_t n_members) {
   if (shard >= idx->n_shards)
-    return al_set_error(AL_EINVAL, "sample '%.*s': shard id %u out of range (%zu shards)", (int)key_len,
-                        key, shard, idx->n_shards);
+    return al_set_error(AL_EINVAL, "sample '%.*s': shard id %u out of range (%zu shards)",
+                        (int)key_len, key, shard, idx->n_shards);
   if (n_members > AL_MEMBERS_MAX)
-    return al_set_error(AL_ERANGE, "sample '%.*s': %zu members (limit %u)", (int)key_len, key, n_members,
-                        AL_MEMBERS_MAX);
-  int rc = grow_array((void **)&idx->samples, &idx->cap_samples, idx->n_samples + 1, sizeof *idx->samples,
-                      "the index's samples");
+    return al_set_error(AL_ERANGE, "sample '%.*s': %zu members (limit %u)", (int)key_len, key,
+                        n_members, AL_MEMBERS_MAX);
+  int rc = grow_array((void **)&idx->samples, &idx->cap_samples, idx->n_samples + 1,
+                      sizeof *idx->samples, "the index's samples");
   if (!rc)
     rc = grow_array((void **)&idx->members, &idx->cap_members, idx->n_members + n_members,
                     sizeof *idx->members, "the index's members");
-  if (!rc) rc = grow_array((void **)&idx->keys, &idx->keys_cap, idx->keys_len + key_len + 1, 1, "the index's keys");
+  if (!rc)
+    rc = grow_array((void **)&idx->keys, &idx->keys_cap, idx->keys_len + key_len + 1, 1,
+                    "the index's keys");
   if (rc) return rc;
   index_sample_rec *s = &idx->samples[idx->n_samples++];
   s->key = idx->keys_len;
@@ -146,8 +152,8 @@ int index_add_sample_rec(al_index *idx, const char *key, size_t key_len, uint32_
 }
 
 int al_index_add_sample(al_index *idx, const char *key, uint32_t shard, uint32_t width,
-                        uint32_t height, uint32_t frames, float fps,
-                        const al_member_info *members, size_t n_members) {
+                        uint32_t height, uint32_t frames, float fps, const al_member_info *members,
+                        size_t n_members) {
   if (!idx || !key || (n_members && !members))
     return al_set_error(AL_EINVAL, "al_index_add_sample: NULL argument");
   index_member_rec small[8];
@@ -168,8 +174,9 @@ int al_index_add_sample(al_index *idx, const char *key, uint32_t shard, uint32_t
       recs[i].size = m->size;
     }
   }
-  if (!rc) rc = index_add_sample_rec(idx, key, strlen(key), shard, width, height, frames, fps, recs,
-                                        n_members);
+  if (!rc)
+    rc = index_add_sample_rec(idx, key, strlen(key), shard, width, height, frames, fps, recs,
+                              n_members);
   if (recs != small) free(recs);
   return rc;
 }
@@ -180,8 +187,8 @@ int al_index_add_rejected(al_index *idx, uint32_t shard, const char *member, uin
   if (shard >= idx->n_shards)
     return al_set_error(AL_EINVAL, "rejected entry: shard id %u out of range (%zu shards)", shard,
                         idx->n_shards);
-  int rc = grow_array((void **)&idx->rejected, &idx->cap_rejected, idx->n_rejected + 1, sizeof *idx->rejected,
-                      "the index's rejected entries");
+  int rc = grow_array((void **)&idx->rejected, &idx->cap_rejected, idx->n_rejected + 1,
+                      sizeof *idx->rejected, "the index's rejected entries");
   if (rc) return rc;
   index_rejected_rec *r = &idx->rejected[idx->n_rejected];
   r->shard = shard;
@@ -214,7 +221,8 @@ uint64_t al_index_fingerprint(const al_index *idx) {
 
 int al_index_shard(const al_index *idx, size_t i, al_shard_info *out) {
   if (!idx || !out) return al_set_error(AL_EINVAL, "al_index_shard: NULL argument");
-  if (i >= idx->n_shards) return al_set_error(AL_ERANGE, "shard %zu out of range (%zu shards)", i, idx->n_shards);
+  if (i >= idx->n_shards)
+    return al_set_error(AL_ERANGE, "shard %zu out of range (%zu shards)", i, idx->n_shards);
   const index_shard_rec *s = &idx->shards[i];
   out->path = s->path;
   out->size = s->size;
@@ -285,7 +293,8 @@ int al_index_find_member(const al_index *idx, size_t sample, const char *ext, al
     if (id == packed && !hit) hit = m;
   }
   if (!hit)
-    return al_set_error(AL_ENOTFOUND, "sample %zu '%s' has no '%s' member", sample, idx->keys + s->key, ext);
+    return al_set_error(AL_ENOTFOUND, "sample %zu '%s' has no '%s' member", sample,
+                        idx->keys + s->key, ext);
   member_info(idx, hit, out);
   return AL_OK;
 }
@@ -293,7 +302,8 @@ int al_index_find_member(const al_index *idx, size_t sample, const char *ext, al
 int al_index_rejected(const al_index *idx, size_t i, al_rejected_info *out) {
   if (!idx || !out) return al_set_error(AL_EINVAL, "al_index_rejected: NULL argument");
   if (i >= idx->n_rejected)
-    return al_set_error(AL_ERANGE, "rejected entry %zu out of range (%zu entries)", i, idx->n_rejected);
+    return al_set_error(AL_ERANGE, "rejected entry %zu out of range (%zu entries)", i,
+                        idx->n_rejected);
   const index_rejected_rec *r = &idx->rejected[i];
   out->shard = r->shard;
   out->member = r->member;
@@ -306,12 +316,14 @@ int al_index_rejected(const al_index *idx, size_t i, al_rejected_info *out) {
 size_t al_index_memory(const al_index *idx, size_t *records, size_t *keys) {
   size_t r = 0, k = 0;
   if (idx) {
-    r = sizeof *idx + idx->cap_shards * sizeof *idx->shards + idx->cap_samples * sizeof *idx->samples +
-        idx->cap_members * sizeof *idx->members + idx->cap_rejected * sizeof *idx->rejected +
-        idx->exts.cap * sizeof(char *) + idx->exts.n_slots * sizeof(uint32_t);
+    r = sizeof *idx + idx->cap_shards * sizeof *idx->shards +
+        idx->cap_samples * sizeof *idx->samples + idx->cap_members * sizeof *idx->members +
+        idx->cap_rejected * sizeof *idx->rejected + idx->exts.cap * sizeof(char *) +
+        idx->exts.n_slots * sizeof(uint32_t);
     for (size_t i = 0; i < idx->n_shards; i++) r += strlen(idx->shards[i].path) + 1;
     for (size_t i = 0; i < idx->n_rejected; i++)
-      r += strlen(idx->rejected[i].member) + strlen(idx->rejected[i].key) + strlen(idx->rejected[i].reason) + 3;
+      r += strlen(idx->rejected[i].member) + strlen(idx->rejected[i].key) +
+           strlen(idx->rejected[i].reason) + 3;
     for (uint32_t i = 0; i < idx->exts.n; i++) r += strlen(idx->exts.strs[i]) + 1;
     k = idx->keys_cap;
   }

@@ -18,8 +18,8 @@
 
 #define AL_OFFSET_BITS 48 /* member data offsets < 256 TiB */
 #define AL_OFFSET_MAX ((UINT64_C(1) << AL_OFFSET_BITS) - 1)
-#define AL_EXT_MAX 0x7FFFu /* distinct member extensions per index */
-#define AL_MEMBER_LZ4 0x8000u /* off_ext bit: member is an LZ4 frame */
+#define AL_EXT_MAX 0x7FFFu     /* distinct member extensions per index */
+#define AL_MEMBER_LZ4 0x8000u  /* off_ext bit: member is an LZ4 frame */
 #define AL_MEMBERS_MAX 0xFFFFu /* members per sample */
 
 typedef struct index_sample_rec {
@@ -82,13 +82,13 @@ const char *index_compression_name(const char *name);
 
 /* Full shard record (load and build). Returns the new id in *id. */
 int index_add_shard_full(al_index *idx, const char *path, uint64_t size, int64_t mtime_ns,
-                            int seekable, const char *compression, uint32_t *id);
+                         int seekable, const char *compression, uint32_t *id);
 
 /* Appends a sample whose members are given as (ext id, offset, size) records
  * already interned in idx->exts. Bumps the shard's sample_count. */
 int index_add_sample_rec(al_index *idx, const char *key, size_t key_len, uint32_t shard,
-                            uint32_t width, uint32_t height, uint32_t frames, float fps,
-                            const index_member_rec *members, size_t n_members);
+                         uint32_t width, uint32_t height, uint32_t frames, float fps,
+                         const index_member_rec *members, size_t n_members);
 
 /* Gives back growth slack once an index is complete (build, load). */
 void index_trim(al_index *idx);
@@ -99,7 +99,11 @@ int index_set_fields(al_index *idx, const char *const names[AL_N_FIELDS]);
 extern const char *const index_default_fields[AL_N_FIELDS];
 
 static inline uint64_t index_member_offset(const index_member_rec *m) { return m->off_ext >> 16; }
-static inline uint32_t index_member_ext(const index_member_rec *m) { return (uint32_t)(m->off_ext & 0x7FFFu); }
-static inline int index_member_lz4(const index_member_rec *m) { return (m->off_ext & AL_MEMBER_LZ4) != 0; }
+static inline uint32_t index_member_ext(const index_member_rec *m) {
+  return (uint32_t)(m->off_ext & 0x7FFFu);
+}
+static inline int index_member_lz4(const index_member_rec *m) {
+  return (m->off_ext & AL_MEMBER_LZ4) != 0;
+}
 
 #endif /* AL_INDEX_INTERNAL_H */

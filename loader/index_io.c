@@ -153,7 +153,8 @@ int al_index_save(const al_index *idx, const char *path) {
   rc = pbio_write_msg(w, AL_REC_INDEX_HEADER, &h.base);
   chunk_writer shards = {idx, CHUNK_SHARDS, sizeof(Adaptiveload__Shard), .fill = fill_shards};
   chunk_writer samples = {idx, CHUNK_SAMPLES, sizeof(Adaptiveload__Sample), .fill = fill_samples};
-  chunk_writer rejected = {idx, CHUNK_REJECTED, sizeof(Adaptiveload__Rejected), .fill = fill_rejected};
+  chunk_writer rejected = {idx, CHUNK_REJECTED, sizeof(Adaptiveload__Rejected),
+                           .fill = fill_rejected};
   if (!rc) rc = save_chunks(&shards, w, idx->n_shards);
   if (!rc) rc = save_chunks(&samples, w, idx->n_samples);
   if (!rc) rc = save_chunks(&rejected, w, idx->n_rejected);
@@ -177,7 +178,7 @@ typedef struct loader {
   const char *path;
   index_member_rec *mem; /* scratch for one sample's members */
   size_t mem_cap;
-  uint64_t chunk;     /* record number, for messages */
+  uint64_t chunk; /* record number, for messages */
   int saw_samples, saw_rejected;
   /* Per-shard counts as stored, checked against what the samples say. */
   uint64_t *want_samples, *want_rejected;
@@ -192,16 +193,22 @@ static int load_shards(loader *L, const Adaptiveload__IndexChunk *c) {
   for (size_t i = 0; i < c->n_shards; i++) {
     const Adaptiveload__Shard *s = c->shards[i];
     if (s->id != idx->n_shards)
-      return al_set_error(AL_EFORMAT, "%s: record %llu: shard id %u out of order (expected %zu)", L->path,
-                          (unsigned long long)L->chunk, s->id, idx->n_shards);
+      return al_set_error(AL_EFORMAT, "%s: record %llu: shard id %u out of order (expected %zu)",
+                          L->path, (unsigned long long)L->chunk, s->id, idx->n_shards);
     uint32_t id;
-    int rc = index_add_shard_full(idx, s->path, s->size, s->mtime_ns, s->seekable, s->compression, &id);
+    int rc = index_add_shard_full(idx, s->path, s->size, s->mtime_ns, s->seekable, s->compression,
+                                  &id);
     if (rc) return rc;
     if (id >= L->want_cap) {
       size_t cap;
-      rc = grow_capacity(L->want_cap, (size_t)id + 1, sizeof *L->want_samples, "per-shard counts", &cap);
-      if (!rc) rc = grow_resize((void **)&L->want_samples, cap, sizeof *L->want_samples, "per-shard counts");
-      if (!rc) rc = grow_resize((void **)&L->want_rejected, cap, sizeof *L->want_rejected, "per-shard counts");
+      rc = grow_capacity(L->want_cap, (size_t)id + 1, sizeof *L->want_samples, "per-shard counts",
+                         &cap);
+      if (!rc)
+        rc = grow_resize((void **)&L->want_samples, cap, sizeof *L->want_samples,
+                         "per-shard counts");
+      if (!rc)
+        rc = grow_resize((void **)&L->want_rejected, cap, sizeof *L->want_rejected,
+                         "per-shard counts");
       if (rc) return rc;
       L->want_cap = cap;
     }
@@ -221,23 +228,25 @@ static int load_samples(loader *L, const Adaptiveload__IndexChunk *c) {
   }
   for (size_t i = 0; i < c->n_samples; i++) {
     const Adaptiveload__Sample *s = c->samples[i];
-    int rc = grow_array((void **)&L->mem, &L->mem_cap, s->n_members, sizeof *L->mem, "a sample's members");
+    int rc = grow_array((void **)&L->mem, &L->mem_cap, s->n_members, sizeof *L->mem,
+                        "a sample's members");
     if (rc) return rc;
     for (size_t j = 0; j < s->n_members; j++) {
       const Adaptiveload__Member *m = s->members[j];
       uint32_t id;
       if (m->offset > AL_OFFSET_MAX)
-        return al_set_error(AL_EFORMAT, "%s: sample '%s': member offset %llu beyond 2^48", L->path, s->key,
-                            (unsigned long long)m->offset);
+        return al_set_error(AL_EFORMAT, "%s: sample '%s': member offset %llu beyond 2^48", L->path,
+                            s->key, (unsigned long long)m->offset);
       rc = strtab_intern(&idx->exts, m->ext, strlen(m->ext), AL_EXT_MAX, &id);
       if (rc) return al_error_prefix(rc, "%s", L->path);
       L->mem[j].off_ext = m->offset << 16 | (m->lz4 ? AL_MEMBER_LZ4 : 0) | id;
       L->mem[j].size = m->size;
     }
     rc = index_add_sample_rec(idx, s->key, strlen(s->key), s->shard, s->width, s->height, s->frames,
-                                 s->fps, L->mem, s->n_members);
-    if (rc) return al_error_prefix(rc == AL_EINVAL ? AL_EFORMAT : rc, "%s: record %llu", L->path,
-                                   (unsigned long long)L->chunk);
+                              s->fps, L->mem, s->n_members);
+    if (rc)
+      return al_error_prefix(rc == AL_EINVAL ? AL_EFORMAT : rc, "%s: record %llu", L->path,
+                             (unsigned long long)L->chunk);
   }
   return AL_OK;
 }
@@ -247,8 +256,9 @@ static int load_rejected(loader *L, const Adaptiveload__IndexChunk *c) {
   for (size_t i = 0; i < c->n_rejected; i++) {
     const Adaptiveload__Rejected *r = c->rejected[i];
     int rc = al_index_add_rejected(L->idx, r->shard, r->member, r->offset, r->key, r->reason);
-    if (rc) return al_error_prefix(rc == AL_EINVAL ? AL_EFORMAT : rc, "%s: record %llu", L->path,
-                                   (unsigned long long)L->chunk);
+    if (rc)
+      return al_error_prefix(rc == AL_EINVAL ? AL_EFORMAT : rc, "%s: record %llu", L->path,
+                             (unsigned long long)L->chunk);
   }
   return AL_OK;
 }
@@ -259,18 +269,22 @@ static int check_summary(loader *L, const Adaptiveload__IndexSummary *s) {
     return al_set_error(AL_EFORMAT,
                         "%s: summary says %llu shards, %llu samples, %llu rejected; file holds %zu, %zu, %zu",
                         L->path, (unsigned long long)s->shards, (unsigned long long)s->samples,
-                        (unsigned long long)s->rejected, idx->n_shards, idx->n_samples, idx->n_rejected);
+                        (unsigned long long)s->rejected, idx->n_shards, idx->n_samples,
+                        idx->n_rejected);
   for (size_t i = 0; i < idx->n_shards; i++) {
-    if (L->want_samples[i] != idx->shards[i].sample_count || L->want_rejected[i] != idx->shards[i].rejected_count)
-      return al_set_error(AL_EFORMAT, "%s: shard %zu '%s' claims %llu samples and %llu rejected; file holds %llu and %llu",
+    if (L->want_samples[i] != idx->shards[i].sample_count ||
+        L->want_rejected[i] != idx->shards[i].rejected_count)
+      return al_set_error(AL_EFORMAT,
+                          "%s: shard %zu '%s' claims %llu samples and %llu rejected; file holds %llu and %llu",
                           L->path, i, idx->shards[i].path, (unsigned long long)L->want_samples[i],
                           (unsigned long long)L->want_rejected[i],
                           (unsigned long long)idx->shards[i].sample_count,
                           (unsigned long long)idx->shards[i].rejected_count);
   }
   if (s->fingerprint != al_index_fingerprint(idx))
-    return al_set_error(AL_EFORMAT, "%s: fingerprint mismatch (stored %016llx, computed %016llx)", L->path,
-                        (unsigned long long)s->fingerprint, (unsigned long long)al_index_fingerprint(idx));
+    return al_set_error(AL_EFORMAT, "%s: fingerprint mismatch (stored %016llx, computed %016llx)",
+                        L->path, (unsigned long long)s->fingerprint,
+                        (unsigned long long)al_index_fingerprint(idx));
   return AL_OK;
 }
 
@@ -285,7 +299,8 @@ int al_index_load(al_index **out, const char *path) {
   L.path = path;
   rc = al_index_new(&L.idx);
   ProtobufCMessage *msg = NULL;
-  if (!rc) rc = pbio_read_msg(r, AL_REC_INDEX_HEADER, &adaptiveload__index_header__descriptor, &msg);
+  if (!rc)
+    rc = pbio_read_msg(r, AL_REC_INDEX_HEADER, &adaptiveload__index_header__descriptor, &msg);
   if (!rc) {
     const Adaptiveload__IndexHeader *h = (const Adaptiveload__IndexHeader *)msg;
     const char *names[AL_N_FIELDS] = {NULL};
@@ -304,7 +319,8 @@ int al_index_load(al_index **out, const char *path) {
     }
     if (rc) break;
     if (have_summary) {
-      rc = al_set_error(AL_EFORMAT, "%s: record %llu after the IndexSummary", path, (unsigned long long)L.chunk);
+      rc = al_set_error(AL_EFORMAT, "%s: record %llu after the IndexSummary", path,
+                        (unsigned long long)L.chunk);
     } else if (tag == AL_REC_INDEX_CHUNK) {
       const Adaptiveload__IndexChunk *c = (const Adaptiveload__IndexChunk *)msg;
       rc = load_shards(&L, c);

@@ -10,9 +10,9 @@ typedef struct decoder {
   const lz4_member_src *src;
   const lz4_member_dst *dst;
   lz4_member_result *res;
-  uint64_t got;  /* member bytes obtained from the source */
-  uint64_t pos;  /* member bytes consumed by LZ4F */
-  size_t hint;   /* LZ4F's hint; 0 once the frame is complete */
+  uint64_t got; /* member bytes obtained from the source */
+  uint64_t pos; /* member bytes consumed by LZ4F */
+  size_t hint;  /* LZ4F's hint; 0 once the frame is complete */
   uint8_t *out;
   size_t cap, len;
 } decoder;
@@ -115,7 +115,8 @@ int lz4_member_decode(LZ4F_dctx *dctx, const lz4_member_src *src, const lz4_memb
   res->content = info.contentSize;
   if (res->content > dst->limit) return fault(&d, LZ4_MEMBER_TOO_LARGE, 0, 0);
   /* The header may carry the decoded size: reserve it at once. */
-  int rc = dst->reserve(dst->ctx, res->content ? (size_t)res->content : dst->first, 0, &d.out, &d.cap);
+  int rc = dst->reserve(dst->ctx, res->content ? (size_t)res->content : dst->first, 0, &d.out,
+                        &d.cap);
   if (rc == AL_OK) rc = decode(&d, hdr + hn, hlen - hn);
   if (rc == AL_OK && at < n) rc = decode(&d, p + at, n - at);
   while (rc == AL_OK && d.hint != 0 && !res->fault) {

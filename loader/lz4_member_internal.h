@@ -26,12 +26,12 @@ extern "C" {
 
 typedef enum lz4_member_fault {
   LZ4_MEMBER_OK = 0,
-  LZ4_MEMBER_BAD_HEADER,    /* the frame header does not parse (lz4_error says why) */
-  LZ4_MEMBER_TOO_LARGE,     /* the header's content size, or what decodes, is over `limit` */
-  LZ4_MEMBER_CORRUPT,       /* a block does not decode (lz4_error says why) */
-  LZ4_MEMBER_TRUNCATED,     /* the member ends inside the frame */
-  LZ4_MEMBER_TRAILING,      /* bytes follow the end of the frame */
-  LZ4_MEMBER_SIZE_MISMATCH  /* decoded size differs from the header's content size */
+  LZ4_MEMBER_BAD_HEADER,   /* the frame header does not parse (lz4_error says why) */
+  LZ4_MEMBER_TOO_LARGE,    /* the header's content size, or what decodes, is over `limit` */
+  LZ4_MEMBER_CORRUPT,      /* a block does not decode (lz4_error says why) */
+  LZ4_MEMBER_TRUNCATED,    /* the member ends inside the frame */
+  LZ4_MEMBER_TRAILING,     /* bytes follow the end of the frame */
+  LZ4_MEMBER_SIZE_MISMATCH /* decoded size differs from the header's content size */
 } lz4_member_fault;
 
 /* The member's stored bytes: all of them in memory (`data`), or read through

@@ -36,7 +36,8 @@ static json_t *field(json_t *obj, const char *const *names, const char **which) 
 }
 
 /* A positive integer field in [1, max]; integral reals (832.0) are accepted. */
-static int get_count(json_t *v, const char *name, uint32_t max, uint32_t *out, char *why, size_t cap) {
+static int get_count(json_t *v, const char *name, uint32_t max, uint32_t *out, char *why,
+                     size_t cap) {
   double d;
   if (json_is_integer(v)) {
     json_int_t i = json_integer_value(v);
@@ -133,8 +134,8 @@ static int parse_obj(json_t *root, const meta_fields *f, meta_record *out, char 
       double frames = floor(dur * fps + 0.5);
       if (frames < 1) frames = 1;
       if (frames > AL_META_MAX_FRAMES) {
-        snprintf(why, cap, "%s %g s at %g fps is %.0f frames, beyond the limit %u", which, dur, fps, frames,
-                 AL_META_MAX_FRAMES);
+        snprintf(why, cap, "%s %g s at %g fps is %.0f frames, beyond the limit %u", which, dur, fps,
+                 frames, AL_META_MAX_FRAMES);
         return -1;
       }
       out->frames = (uint32_t)frames;
@@ -142,15 +143,15 @@ static int parse_obj(json_t *root, const meta_fields *f, meta_record *out, char 
   }
   uint64_t tokens = meta_tokens(out->width, out->height, out->frames);
   if (tokens > UINT32_MAX) {
-    snprintf(why, cap, "%ux%u x %u frames is %llu tokens, beyond 2^32-1", out->width, out->height, out->frames,
-             (unsigned long long)tokens);
+    snprintf(why, cap, "%ux%u x %u frames is %llu tokens, beyond 2^32-1", out->width, out->height,
+             out->frames, (unsigned long long)tokens);
     return -1;
   }
   return 0;
 }
 
 int meta_parse(const char *buf, size_t len, const meta_fields *f, meta_record *out, char *why,
-                  size_t why_cap) {
+               size_t why_cap) {
   json_error_t err;
   memset(out, 0, sizeof *out);
   json_t *root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &err);

@@ -32,7 +32,7 @@ typedef struct meta_record {
 /* Parses `len` bytes of JSON. Returns 0 and fills *out, or -1 with a reason
  * ("broken JSON: line 1 col 9: ...", "width must be >= 1 (got 0)") in `why`. */
 int meta_parse(const char *buf, size_t len, const meta_fields *f, meta_record *out, char *why,
-                  size_t why_cap);
+               size_t why_cap);
 
 /* Wan-2.1 token count T' * (H/16) * (W/16), T' = 1 + (frames - 1) / 4, in 64 bits. */
 uint64_t meta_tokens(uint32_t width, uint32_t height, uint32_t frames);

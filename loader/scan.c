@@ -32,7 +32,7 @@
 #define PROGRESS_EVERY 256
 
 typedef struct pmember {
-  uint32_t ext;      /* id in the shard's extension table */
+  uint32_t ext; /* id in the shard's extension table */
   uint64_t hdr, off, size;
 } pmember;
 
@@ -42,8 +42,8 @@ typedef struct pending {
   size_t key_len, key_cap;
   pmember *m;
   size_t n, cap;
-  int json;          /* member index of KEY.json / KEY.json.lz4, -1 if none */
-  int bad;           /* rejected already decided */
+  int json; /* member index of KEY.json / KEY.json.lz4, -1 if none */
+  int bad;  /* rejected already decided */
   char why[WHY_CAP];
   size_t bad_member; /* member the reason is about */
   meta_record meta;
@@ -57,11 +57,11 @@ typedef struct scanner {
   scan_result *res;
   al_index *idx;
   pending p;
-  char *buf;         /* metadata member bytes */
+  char *buf; /* metadata member bytes */
   size_t buf_cap;
-  char *dec;         /* decoded LZ4 member */
+  char *dec; /* decoded LZ4 member */
   size_t dec_cap;
-  LZ4F_dctx *dctx;   /* created for the first KEY.json.lz4 */
+  LZ4F_dctx *dctx; /* created for the first KEY.json.lz4 */
   uint32_t json_id, jsonlz4_id;
   uint64_t file_size;
   int seekable;
@@ -85,7 +85,8 @@ static const char *filter_name(int code) {
   }
 }
 
-static int reject(scanner *s, const char *member, uint64_t offset, const char *key, const char *why) {
+static int reject(scanner *s, const char *member, uint64_t offset, const char *key,
+                  const char *why) {
   return al_index_add_rejected(s->idx, 0, member, offset, key, why);
 }
 
@@ -96,7 +97,8 @@ static const char *member_name(scanner *s, size_t i) {
   return s->namebuf;
 }
 
-static void mark_bad(scanner *s, size_t member, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void mark_bad(scanner *s, size_t member, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static void mark_bad(scanner *s, size_t member, const char *fmt, ...) {
   if (s->p.bad) return; /* the first reason is the one reported */
   va_list ap;
@@ -140,10 +142,11 @@ static int flush_pending(scanner *s) {
       r[i].size = p->m[i].size;
     }
     size_t n = s->idx->n_samples;
-    rc = grow_array((void **)&s->res->first_hdr, &s->res->first_hdr_cap, n + 1, sizeof *s->res->first_hdr,
-                    "the shard's header offsets");
-    if (!rc) rc = index_add_sample_rec(s->idx, p->key, p->key_len, 0, p->meta.width, p->meta.height,
-                                          p->meta.frames, p->meta.fps, r, p->n);
+    rc = grow_array((void **)&s->res->first_hdr, &s->res->first_hdr_cap, n + 1,
+                    sizeof *s->res->first_hdr, "the shard's header offsets");
+    if (!rc)
+      rc = index_add_sample_rec(s->idx, p->key, p->key_len, 0, p->meta.width, p->meta.height,
+                                p->meta.frames, p->meta.fps, r, p->n);
     if (!rc) s->res->first_hdr[n] = p->m[0].hdr;
     if (r != recs) free(r);
   }
@@ -169,8 +172,8 @@ static int start_pending(scanner *s, const char *key, size_t len) {
 /* Reads the current member's data (at most AL_META_MAX_BYTES). */
 static int read_data(scanner *s, uint64_t size, size_t *got, char *why) {
   if (size > AL_META_MAX_BYTES) {
-    snprintf(why, WHY_CAP, "metadata member of %llu bytes exceeds the %u-byte limit", (unsigned long long)size,
-             AL_META_MAX_BYTES);
+    snprintf(why, WHY_CAP, "metadata member of %llu bytes exceeds the %u-byte limit",
+             (unsigned long long)size, AL_META_MAX_BYTES);
     return 1;
   }
   int rc = grow_array((void **)&s->buf, &s->buf_cap, (size_t)size + 1, 1, "a metadata member");
@@ -186,7 +189,8 @@ static int read_data(scanner *s, uint64_t size, size_t *got, char *why) {
     n += (size_t)k;
   }
   if (n != size) {
-    snprintf(why, WHY_CAP, "data ends after %zu of %llu bytes (truncated shard)", n, (unsigned long long)size);
+    snprintf(why, WHY_CAP, "data ends after %zu of %llu bytes (truncated shard)", n,
+             (unsigned long long)size);
     return -1;
   }
   *got = n;
@@ -211,7 +215,10 @@ static int lz4_decode(scanner *s, size_t n, const char **out, size_t *out_len, c
     return al_set_error(AL_ENOMEM, "out of memory (LZ4 context)");
   }
   lz4_member_src src = {.size = n, .data = (const uint8_t *)s->buf};
-  lz4_member_dst dst = {.reserve = dec_reserve, .ctx = s, .first = 65536, .limit = AL_META_MAX_BYTES};
+  lz4_member_dst dst = {.reserve = dec_reserve,
+                        .ctx = s,
+                        .first = 65536,
+                        .limit = AL_META_MAX_BYTES};
   lz4_member_result res;
   int rc = lz4_member_decode(s->dctx, &src, &dst, &res);
   if (rc) return rc;
@@ -222,7 +229,8 @@ static int lz4_decode(scanner *s, size_t n, const char **out, size_t *out_len, c
       return 0;
     case LZ4_MEMBER_BAD_HEADER:
     case LZ4_MEMBER_CORRUPT:
-      snprintf(why, WHY_CAP, "bad LZ4 frame at member byte %llu: %s", (unsigned long long)res.at, res.lz4_error);
+      snprintf(why, WHY_CAP, "bad LZ4 frame at member byte %llu: %s", (unsigned long long)res.at,
+               res.lz4_error);
       break;
     case LZ4_MEMBER_TOO_LARGE:
       snprintf(why, WHY_CAP, "decoded metadata exceeds the %u-byte limit", AL_META_MAX_BYTES);
@@ -231,11 +239,12 @@ static int lz4_decode(scanner *s, size_t n, const char **out, size_t *out_len, c
       snprintf(why, WHY_CAP, "LZ4 frame truncated after %zu bytes", n);
       break;
     case LZ4_MEMBER_TRAILING:
-      snprintf(why, WHY_CAP, "%llu bytes after the end of the LZ4 frame", (unsigned long long)(n - res.at));
+      snprintf(why, WHY_CAP, "%llu bytes after the end of the LZ4 frame",
+               (unsigned long long)(n - res.at));
       break;
     case LZ4_MEMBER_SIZE_MISMATCH:
-      snprintf(why, WHY_CAP, "LZ4 content size mismatch: decoded %zu bytes, header says %llu", res.len,
-               res.content);
+      snprintf(why, WHY_CAP, "LZ4 content size mismatch: decoded %zu bytes, header says %llu",
+               res.len, res.content);
       break;
   }
   return 1;
@@ -253,9 +262,11 @@ static int member(scanner *s, struct archive_entry *e, const char *name, uint64_
   if (!*base || base[0] == '.' || !dot || !dot[1]) {
     /* Not part of any sample; recorded so that nothing vanishes. */
     int rc = flush_pending(s);
-    if (!rc) rc = reject(s, name, hdr, "", !*base ? "member name has no file name" :
-                         base[0] == '.' ? "hidden member (name starts with '.'), not a sample" :
-                         "member name has no extension (KEY.ext), not a sample");
+    if (!rc)
+      rc = reject(s, name, hdr, "",
+                  !*base           ? "member name has no file name"
+                  : base[0] == '.' ? "hidden member (name starts with '.'), not a sample"
+                                   : "member name has no extension (KEY.ext), not a sample");
     return rc;
   }
   size_t key_len = (size_t)(dot - name);
@@ -283,9 +294,11 @@ static int member(scanner *s, struct archive_entry *e, const char *name, uint64_
   p->m[mi].size = size;
   if (p->n > AL_MEMBERS_MAX) mark_bad(s, mi, "more than %u members", AL_MEMBERS_MAX);
   if (off > AL_OFFSET_MAX) mark_bad(s, mi, "data offset %llu beyond 2^48", (unsigned long long)off);
-  if (archive_entry_sparse_count(e) > 0) mark_bad(s, mi, "sparse member: data offsets would be wrong");
+  if (archive_entry_sparse_count(e) > 0)
+    mark_bad(s, mi, "sparse member: data offsets would be wrong");
   if (s->seekable && off + size > s->file_size)
-    mark_bad(s, mi, "member data (%llu bytes at byte %llu) extends past the end of the file (%llu bytes): truncated shard",
+    mark_bad(s, mi,
+             "member data (%llu bytes at byte %llu) extends past the end of the file (%llu bytes): truncated shard",
              (unsigned long long)size, (unsigned long long)off, (unsigned long long)s->file_size);
 
   int is_meta = ext_id == s->json_id || ext_id == s->jsonlz4_id;
@@ -338,7 +351,8 @@ static const char *entry_kind(mode_t t) {
 static int walk(scanner *s) {
   struct archive_entry *e;
   uint64_t damaged_at = 0, damaged_blocks = 0;
-  uint64_t next_hdr = 0; /* where the next header should start: after the last member's padded data */
+  uint64_t
+      next_hdr = 0; /* where the next header should start: after the last member's padded data */
   int first = 1;
   for (;;) {
     int ar = archive_read_next_header(s->a, &e);
@@ -352,7 +366,8 @@ static int walk(scanner *s) {
     }
     if (damaged_blocks) {
       char why[WHY_CAP];
-      snprintf(why, sizeof why, "damaged tar header (%s); skipped %llu bytes to the next valid header",
+      snprintf(why, sizeof why,
+               "damaged tar header (%s); skipped %llu bytes to the next valid header",
                archive_error_string(s->a) ? archive_error_string(s->a) : "bad checksum",
                (unsigned long long)(hdr - damaged_at));
       int rc = reject(s, "", damaged_at, "", why);
@@ -362,7 +377,8 @@ static int walk(scanner *s) {
     if (ar == ARCHIVE_EOF) return flush_pending(s);
     if (ar == ARCHIVE_FATAL || ar < ARCHIVE_WARN) {
       char why[WHY_CAP];
-      snprintf(why, sizeof why, "%s%s", first ? "not a readable tar archive: " : "archive error, rest of shard unreadable: ",
+      snprintf(why, sizeof why, "%s%s",
+               first ? "not a readable tar archive: " : "archive error, rest of shard unreadable: ",
                archive_error_string(s->a) ? archive_error_string(s->a) : "unknown error");
       if (first) {
         s->res->readable = 0;
@@ -385,7 +401,8 @@ static int walk(scanner *s) {
       sh->seekable = s->seekable;
     }
     int64_t sz = archive_entry_size_is_set(e) ? archive_entry_size(e) : 0;
-    next_hdr = (uint64_t)archive_filter_bytes(s->a, 0) + ((uint64_t)(sz > 0 ? sz : 0) + 511) / 512 * 512;
+    next_hdr = (uint64_t)archive_filter_bytes(s->a, 0) +
+               ((uint64_t)(sz > 0 ? sz : 0) + 511) / 512 * 512;
     const char *name = archive_entry_pathname(e);
     mode_t type = archive_entry_filetype(e);
     if (type == AE_IFDIR) continue; /* directories carry no sample data */
@@ -407,8 +424,9 @@ static int walk(scanner *s) {
     if (rc == 1) {
       /* Data could not be read: the archive cannot go on. */
       rc = flush_pending(s);
-      if (!rc) rc = reject(s, "", (uint64_t)archive_filter_bytes(s->a, 0), "",
-                           "shard ends here: archive unreadable after a data error");
+      if (!rc)
+        rc = reject(s, "", (uint64_t)archive_filter_bytes(s->a, 0), "",
+                    "shard ends here: archive unreadable after a data error");
       return rc;
     }
     if (rc) return rc;
@@ -448,7 +466,8 @@ static la_int64_t src_skip(struct archive *a, void *cd, la_int64_t request) {
   source *src = cd;
   (void)a;
   off_t before = lseek(src->fd, 0, SEEK_CUR);
-  if (before < 0 || lseek(src->fd, (off_t)request, SEEK_CUR) < 0) return 0; /* libarchive reads instead */
+  if (before < 0 || lseek(src->fd, (off_t)request, SEEK_CUR) < 0)
+    return 0; /* libarchive reads instead */
   src->cur = src->min;
   return request;
 }
@@ -530,7 +549,7 @@ static int open_and_walk(scanner *s, int fd, size_t block_size, char *why) {
 }
 
 int scan_shard(const char *path, const meta_fields *fields, size_t block_size,
-                  scan_progress *progress, scan_result *out) {
+               scan_progress *progress, scan_result *out) {
   memset(out, 0, sizeof *out);
   scanner s;
   memset(&s, 0, sizeof s);
@@ -547,8 +566,9 @@ int scan_shard(const char *path, const meta_fields *fields, size_t block_size,
   int open_errno = errno;
   int have_st = fd >= 0 ? fstat(fd, &st) == 0 : stat(path, &st) == 0;
   rc = index_add_shard_full(s.idx, path, have_st ? (uint64_t)st.st_size : 0,
-                               have_st ? (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec : 0, 0,
-                               "unknown", NULL);
+                            have_st ? (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec
+                                    : 0,
+                            0, "unknown", NULL);
   if (!rc) rc = strtab_intern(&s.idx->exts, "json", 4, AL_EXT_MAX, &s.json_id);
   if (!rc) rc = strtab_intern(&s.idx->exts, "json.lz4", 8, AL_EXT_MAX, &s.jsonlz4_id);
   char why[WHY_CAP];

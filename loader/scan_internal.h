@@ -17,12 +17,12 @@
 #include "loader/meta_internal.h"
 
 typedef struct scan_result {
-  al_index *idx;        /* one shard */
-  uint64_t *first_hdr;  /* per sample: header offset of its first member */
+  al_index *idx;       /* one shard */
+  uint64_t *first_hdr; /* per sample: header offset of its first member */
   size_t first_hdr_cap;
-  int readable;         /* 0: the shard could not be opened or is not a tar */
-  uint64_t bytes;       /* shard bytes (file size) when readable */
-  uint64_t bytes_read;  /* bytes actually read from the file (payloads skipped are not) */
+  int readable;        /* 0: the shard could not be opened or is not a tar */
+  uint64_t bytes;      /* shard bytes (file size) when readable */
+  uint64_t bytes_read; /* bytes actually read from the file (payloads skipped are not) */
 } scan_result;
 
 typedef struct scan_progress {
@@ -33,7 +33,7 @@ typedef struct scan_progress {
 /* Scans `path`. Fails only for out-of-memory; everything wrong inside the
  * shard becomes a rejected entry. `progress` may be NULL. */
 int scan_shard(const char *path, const meta_fields *fields, size_t block_size,
-                  scan_progress *progress, scan_result *out);
+               scan_progress *progress, scan_result *out);
 
 void scan_result_free(scan_result *r);
 

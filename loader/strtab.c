@@ -58,8 +58,10 @@ int strtab_intern(strtab *t, const char *s, size_t len, uint32_t max_ids, uint32
     *id = t->slots[i] - 1;
     return AL_OK;
   }
-  if (t->n >= max_ids) return al_set_error(AL_ERANGE, "more than %u distinct member extensions", max_ids);
-  int rc = grow_array((void **)&t->strs, &t->cap, (size_t)t->n + 1, sizeof *t->strs, "the string table");
+  if (t->n >= max_ids)
+    return al_set_error(AL_ERANGE, "more than %u distinct member extensions", max_ids);
+  int rc = grow_array((void **)&t->strs, &t->cap, (size_t)t->n + 1, sizeof *t->strs,
+                      "the string table");
   if (rc) return rc;
   char *copy = malloc(len + 1);
   if (!copy) return al_set_error(AL_ENOMEM, "out of memory (string table)");

@@ -14,7 +14,7 @@
 #include <stdint.h>
 
 typedef struct strtab {
-  char **strs;    /* by id */
+  char **strs; /* by id */
   uint32_t n;
   size_t cap;
   uint32_t *slots; /* open addressing: id + 1, 0 = empty */

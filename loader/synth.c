@@ -95,8 +95,10 @@ static void fill_random(uint64_t *state, unsigned char *buf, size_t n) {
 }
 
 static int json_of(const al_synth_sample_meta *m, char *buf, size_t cap) {
-  if (m->is_image) return snprintf(buf, cap, "{\"width\": %u, \"height\": %u}\n", m->width, m->height);
-  return snprintf(buf, cap, "{\"width\": %u, \"height\": %u, \"frames\": %u, \"fps\": %g, \"duration\": %.6f}\n",
+  if (m->is_image)
+    return snprintf(buf, cap, "{\"width\": %u, \"height\": %u}\n", m->width, m->height);
+  return snprintf(buf, cap,
+                  "{\"width\": %u, \"height\": %u, \"frames\": %u, \"fps\": %g, \"duration\": %.6f}\n",
                   m->width, m->height, m->frames, (double)m->fps, m->frames / (double)m->fps);
 }
 
@@ -105,7 +107,8 @@ static int write_shard(job *J, uint32_t k, unsigned char *fill, void *lz4buf, si
   char path[4096];
   if (snprintf(path, sizeof path, "%s/shard-%06u.tar", o->out_dir, k) >= (int)sizeof path)
     return al_set_error(AL_EINVAL, "%s: output path too long", o->out_dir);
-  uint64_t first = (uint64_t)k * J->samples / J->shards, end = (uint64_t)(k + 1) * J->samples / J->shards;
+  uint64_t first = (uint64_t)k * J->samples / J->shards,
+           end = (uint64_t)(k + 1) * J->samples / J->shards;
   tarw *w;
   int rc = tarw_open(&w, path, SYNTH_MTIME);
   if (rc) return rc;
@@ -121,8 +124,10 @@ static int write_shard(job *J, uint32_t k, unsigned char *fill, void *lz4buf, si
       LZ4F_preferences_t prefs;
       memset(&prefs, 0, sizeof prefs);
       size_t z = LZ4F_compressFrame(lz4buf, lz4cap, js, (size_t)jn, &prefs);
-      if (LZ4F_isError(z)) rc = al_set_error(AL_EIO, "%s: LZ4: %s", path, LZ4F_getErrorName(z));
-      else rc = tarw_add(w, name, lz4buf, z);
+      if (LZ4F_isError(z))
+        rc = al_set_error(AL_EIO, "%s: LZ4: %s", path, LZ4F_getErrorName(z));
+      else
+        rc = tarw_add(w, name, lz4buf, z);
     } else {
       snprintf(name, sizeof name, "%06u-%08llu.json", k, (unsigned long long)i);
       rc = tarw_add(w, name, js, (uint64_t)jn);
@@ -158,7 +163,8 @@ static void *worker(void *arg) {
   size_t lz4cap = LZ4F_compressFrameBound(256, NULL);
   void *lz4buf = malloc(lz4cap);
   int rc = (!lz4buf || (J->o->payload != AL_SYNTH_NONE && !fill))
-               ? al_set_error(AL_ENOMEM, "out of memory") : AL_OK;
+               ? al_set_error(AL_ENOMEM, "out of memory")
+               : AL_OK;
   for (;;) {
     if (rc) {
       pthread_mutex_lock(&J->mu);
@@ -195,12 +201,14 @@ static int mkdirs(const char *dir) {
     }
   }
   struct stat st;
-  if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) return al_set_error(AL_EIO, "%s: not a directory", dir);
+  if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+    return al_set_error(AL_EIO, "%s: not a directory", dir);
   return AL_OK;
 }
 
 int al_synth_write(const al_synth_options *opts, al_synth_stats *stats) {
-  if (!opts || !opts->out_dir) return al_set_error(AL_EINVAL, "al_synth_write: no output directory");
+  if (!opts || !opts->out_dir)
+    return al_set_error(AL_EINVAL, "al_synth_write: no output directory");
   if (opts->payload != AL_SYNTH_LATENT && opts->payload != AL_SYNTH_NONE)
     return al_set_error(AL_EINVAL, "al_synth_write: unknown payload kind %d", (int)opts->payload);
   struct timespec t0, t1;

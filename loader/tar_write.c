@@ -36,7 +36,8 @@ static void octal(char *dst, size_t width, uint64_t v) {
   for (size_t i = width - 1; i > 0; i--, v >>= 3) dst[i - 1] = (char)('0' + (v & 7));
 }
 
-void tarw_header(unsigned char hdr[512], const char *name, uint64_t size, int64_t mtime, char type) {
+void tarw_header(unsigned char hdr[512], const char *name, uint64_t size, int64_t mtime,
+                 char type) {
   char *h = (char *)hdr;
   memset(h, 0, 512);
   size_t n = strlen(name);
@@ -79,8 +80,10 @@ static int put(tarw *w, const void *data, size_t n) {
       if (rc) return rc;
     }
     size_t k = BUF_CAP - w->len < n ? BUF_CAP - w->len : n;
-    if (p) memcpy(w->buf + w->len, p, k);
-    else memset(w->buf + w->len, 0, k);
+    if (p)
+      memcpy(w->buf + w->len, p, k);
+    else
+      memset(w->buf + w->len, 0, k);
     w->len += k;
     if (p) p += k;
     n -= k;
@@ -155,7 +158,8 @@ int tarw_begin(tarw *w, const char *name, uint64_t size) {
 
 int tarw_data(tarw *w, const void *data, size_t n) {
   if (!w->in_member || n > w->remaining)
-    return al_set_error(AL_ESTATE, "%s: %zu data bytes beyond the declared member size", w->path, n);
+    return al_set_error(AL_ESTATE, "%s: %zu data bytes beyond the declared member size", w->path,
+                        n);
   w->remaining -= n;
   return put(w, data, n);
 }
@@ -190,7 +194,8 @@ int tarw_close_ex(tarw *w, int no_trailer) {
   int rc = w->in_member ? al_set_error(AL_ESTATE, "%s: closed inside a member", w->path) : AL_OK;
   if (!rc && !no_trailer) rc = put(w, NULL, 1024);
   if (!rc) rc = flush(w);
-  if (!rc && close(w->fd) != 0) rc = al_set_error(AL_EIO, "%s: close failed: %s", w->path, strerror(errno));
+  if (!rc && close(w->fd) != 0)
+    rc = al_set_error(AL_EIO, "%s: close failed: %s", w->path, strerror(errno));
   w->fd = -1;
   tarw_free(w);
   return rc;

@@ -11,17 +11,17 @@ typedef struct bucket_table_size {
 
 typedef struct bucket_table_aspect {
   char name[16];
-  uint32_t rw, rh;     /* nominal ratio rw:rh */
-  size_t first;        /* first size in al_bucket_table.sizes */
-  size_t n_sizes;      /* sorted by area, ascending */
+  uint32_t rw, rh; /* nominal ratio rw:rh */
+  size_t first;    /* first size in al_bucket_table.sizes */
+  size_t n_sizes;  /* sorted by area, ascending */
 } bucket_table_aspect;
 
 struct al_bucket_table {
   bucket_table_aspect *aspects;
   size_t n_aspects;
-  bucket_table_size *sizes;   /* grouped by aspect */
+  bucket_table_size *sizes; /* grouped by aspect */
   size_t n_sizes;
-  uint32_t *frames;    /* ascending, unique */
+  uint32_t *frames; /* ascending, unique */
   size_t n_frames;
 };
 

@@ -20,23 +20,30 @@ const char *al_cost_family_name(al_cost_family f) {
 }
 
 int al_cost_family_parse(const char *s, al_cost_family *out) {
-  if (!strcmp(s, "auto")) *out = AL_COST_AUTO;
-  else if (!strcmp(s, "power")) *out = AL_COST_POWER;
-  else if (!strcmp(s, "poly2")) *out = AL_COST_POLY2;
-  else return al_set_error(AL_EINVAL, "unknown cost model family '%s' (auto, power or poly2)", s);
+  if (!strcmp(s, "auto"))
+    *out = AL_COST_AUTO;
+  else if (!strcmp(s, "power"))
+    *out = AL_COST_POWER;
+  else if (!strcmp(s, "poly2"))
+    *out = AL_COST_POLY2;
+  else
+    return al_set_error(AL_EINVAL, "unknown cost model family '%s' (auto, power or poly2)", s);
   return AL_OK;
 }
 
 static int dependent_columns(void) {
-  return al_set_error(AL_ERANGE, "least squares: columns are linearly dependent (degenerate benchmark grid)");
+  return al_set_error(AL_ERANGE,
+                      "least squares: columns are linearly dependent (degenerate benchmark grid)");
 }
 
 /* Minimises sum_i (w_i * (y_i - X_i . beta))^2 for k <= AL_LS_MAXK columns
  * (X row-major, n x k). Columns are scaled to unit max norm first so that
  * 1, B*S and B*S^2 (spanning ten orders of magnitude) stay well conditioned.
  * Returns AL_ERANGE when the columns are (numerically) dependent. */
-int cost_lstsq(const double *X, const double *y, const double *w, size_t n, size_t k, double *beta) {
-  if (k == 0 || k > AL_LS_MAXK || n < k) return al_set_error(AL_EINVAL, "least squares: %zu rows for %zu unknowns", n, k);
+int cost_lstsq(const double *X, const double *y, const double *w, size_t n, size_t k,
+               double *beta) {
+  if (k == 0 || k > AL_LS_MAXK || n < k)
+    return al_set_error(AL_EINVAL, "least squares: %zu rows for %zu unknowns", n, k);
   double *A = malloc(sizeof(double) * n * (k + 1));
   if (!A) return al_set_error(AL_ENOMEM, "least squares: out of memory");
   double scale[AL_LS_MAXK];
@@ -95,7 +102,8 @@ cleanup:
   return rc;
 }
 
-static int fit_poly2(const double *B, const double *S, const double *t, size_t n, int rel, double params[3]) {
+static int fit_poly2(const double *B, const double *S, const double *t, size_t n, int rel,
+                     double params[3]) {
   if (n < 3) return al_set_error(AL_EINVAL, "poly2 fit: need at least 3 rows, got %zu", n);
   double *X = malloc(sizeof(double) * n * 3), *w = malloc(sizeof(double) * n);
   if (!X || !w) {
@@ -188,7 +196,8 @@ static int solve3(double M[3][3], const double g[3], double x[3]) {
   return 0;
 }
 
-static int fit_power(const double *B, const double *S, const double *t, size_t n, int rel, double params[3]) {
+static int fit_power(const double *B, const double *S, const double *t, size_t n, int rel,
+                     double params[3]) {
   if (n < 3) return al_set_error(AL_EINVAL, "power fit: need at least 3 rows, got %zu", n);
   pw_data d = {B, S, t, n, 0, rel};
   for (size_t i = 0; i < n; i++) d.s0 = fmax(d.s0, S[i]);
@@ -201,7 +210,9 @@ static int fit_power(const double *B, const double *S, const double *t, size_t n
     if (pw_linear(&d, p, cand, &sse)) continue;
     if (sse < best_sse) best_sse = sse, memcpy(th, cand, sizeof th), have = 1;
   }
-  if (!have) return al_set_error(AL_ERANGE, "power fit: no exponent in [0.25, 3.25] gives a solvable fit (degenerate benchmark grid)");
+  if (!have)
+    return al_set_error(AL_ERANGE,
+                        "power fit: no exponent in [0.25, 3.25] gives a solvable fit (degenerate benchmark grid)");
   double lambda = 1e-3, sse = best_sse;
   for (int it = 0; it < LM_MAX_ITER; it++) {
     double JtJ[3][3] = {{0}}, Jtr[3] = {0};
@@ -248,11 +259,13 @@ static int fit_power(const double *B, const double *S, const double *t, size_t n
   return AL_OK;
 }
 
-int al_cost_fit_power(const double *B, const double *S, const double *t, size_t n, double params[3]) {
+int al_cost_fit_power(const double *B, const double *S, const double *t, size_t n,
+                      double params[3]) {
   return fit_power(B, S, t, n, 1, params);
 }
 
-int al_cost_fit_poly2(const double *B, const double *S, const double *t, size_t n, double params[3]) {
+int al_cost_fit_poly2(const double *B, const double *S, const double *t, size_t n,
+                      double params[3]) {
   return fit_poly2(B, S, t, n, 1, params);
 }
 
@@ -261,8 +274,8 @@ double cost_eval(al_cost_family f, const double p[3], double B, double S) {
   return p[0] + p[1] * B * S + p[2] * B * S * S;
 }
 
-static int fit_family(al_cost_family f, const double *B, const double *S, const double *t, size_t n, int rel,
-                      double p[3]) {
+static int fit_family(al_cost_family f, const double *B, const double *S, const double *t, size_t n,
+                      int rel, double p[3]) {
   return f == AL_COST_POWER ? fit_power(B, S, t, n, rel, p) : fit_poly2(B, S, t, n, rel, p);
 }
 
@@ -342,7 +355,8 @@ int al_cost_fit_bench(const al_bench *in, const al_cost_fit_options *opts, al_co
   b.n = n;
   int rc = AL_OK;
   if (n < AL_BENCH_MIN_ROWS)
-    rc = al_set_error(AL_EINVAL, "%s: too few rows: %zu with B*S >= %.0f tokens (%zu launch-bound rows left out; need at least %d)",
+    rc = al_set_error(AL_EINVAL,
+                      "%s: too few rows: %zu with B*S >= %.0f tokens (%zu launch-bound rows left out; need at least %d)",
                       in->source, n, min_tok, in->n - n, AL_BENCH_MIN_ROWS);
   else if (folds < 2 || folds > n)
     rc = al_set_error(AL_EINVAL, "%s: %u folds for %zu rows", in->source, folds, n);
@@ -365,7 +379,8 @@ int al_cost_fit_bench(const al_bench *in, const al_cost_fit_options *opts, al_co
     if (!X) rc = al_set_error(AL_ENOMEM, "memory fit: out of memory");
     for (size_t i = 0; X && i < n; i++) X[2 * i] = 1.0, X[2 * i + 1] = b.B[i] * b.S[i];
     double beta[2];
-    if (!rc && (rc = cost_lstsq(X, b.mem, NULL, n, 2, beta))) al_error_prefix(rc, "%s: memory fit", in->source);
+    if (!rc && (rc = cost_lstsq(X, b.mem, NULL, n, 2, beta)))
+      al_error_prefix(rc, "%s: memory fit", in->source);
     free(X);
     if (!rc) out->has_mem = 1, out->mem_m0 = beta[0], out->mem_m1 = beta[1];
   }
@@ -393,13 +408,18 @@ double al_cost_per_sample(const al_cost_model *m, uint64_t S) {
 }
 
 int al_cost_mem_tokens(const al_cost_model *m, double capacity, double safety, uint64_t *tokens) {
-  if (!m->has_mem) return al_set_error(AL_ESTATE, "cost model has no memory fit (benchmark had no peak_mem_bytes)");
+  if (!m->has_mem)
+    return al_set_error(AL_ESTATE,
+                        "cost model has no memory fit (benchmark had no peak_mem_bytes)");
   if (!(capacity > 0) || !(safety > 0) || safety > 1)
     return al_set_error(AL_EINVAL, "memory capacity must be > 0 and safety in (0, 1]");
-  if (!(m->mem_m1 > 0)) return al_set_error(AL_ERANGE, "memory fit has slope %g bytes/token; cannot derive a token cap", m->mem_m1);
+  if (!(m->mem_m1 > 0))
+    return al_set_error(AL_ERANGE, "memory fit has slope %g bytes/token; cannot derive a token cap",
+                        m->mem_m1);
   double tok = floor((capacity * safety - m->mem_m0) / m->mem_m1);
   if (!(tok >= 1))
-    return al_set_error(AL_ERANGE, "capacity %.0f bytes x safety %.2f leaves no room above the fixed %.0f bytes",
+    return al_set_error(AL_ERANGE,
+                        "capacity %.0f bytes x safety %.2f leaves no room above the fixed %.0f bytes",
                         capacity, safety, m->mem_m0);
   *tokens = tok > 1e15 ? (uint64_t)1e15 : (uint64_t)tok;
   return AL_OK;

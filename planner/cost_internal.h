@@ -21,7 +21,8 @@ int cost_evaluate(al_cost_family f, const al_bench *b, uint32_t folds, int rel, 
 
 /* CostModel message <-> al_cost_model. to_msg fills `msg` pointing into `m`
  * and the caller-provided arrays (3 doubles each); nothing to free. */
-void cost_to_msg(const al_cost_model *m, Adaptiveload__CostModel *msg, double params[3], double alt[3]);
+void cost_to_msg(const al_cost_model *m, Adaptiveload__CostModel *msg, double params[3],
+                 double alt[3]);
 int cost_from_msg(const Adaptiveload__CostModel *msg, al_cost_model *m, const char *where);
 
 /* Embedded copy of planner/data/h200_dit_block_cost.json (generated). */

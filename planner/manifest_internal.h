@@ -15,11 +15,11 @@
 #include "planner/al_manifest.h"
 
 typedef struct manifest_micro {
-  uint64_t first;              /* into samples[] and tokens[] */
-  uint64_t pad_first;          /* into pads[] */
+  uint64_t first;     /* into samples[] and tokens[] */
+  uint64_t pad_first; /* into pads[] */
   uint32_t n;
   uint32_t n_pad;
-  uint32_t bucket;             /* position in buckets[] */
+  uint32_t bucket; /* position in buckets[] */
   double cost;
 } manifest_micro;
 
@@ -40,7 +40,7 @@ struct al_manifest {
   size_t n_buckets;
   uint32_t world, first_step, steps;
   manifest_step *stepv;
-  uint64_t *slot;              /* steps * world + 1 offsets into micro */
+  uint64_t *slot; /* steps * world + 1 offsets into micro */
   manifest_micro *micro;
   size_t n_micro, cap_micro;
   uint64_t *samples, *tokens;
@@ -48,7 +48,7 @@ struct al_manifest {
   uint32_t *pads;
   size_t n_pads, cap_pads;
   uint64_t n_keys;
-  uint64_t *key_off;           /* n_keys + 1 offsets into key_blob */
+  uint64_t *key_off; /* n_keys + 1 offsets into key_blob */
   char *key_blob;
   size_t blob_len, blob_cap;
   uint8_t *key_status;

@@ -83,20 +83,25 @@ static int take_header(al_manifest *m, const Adaptiveload__ManifestHeader *h, co
   return AL_OK;
 }
 
-static int take_keys(al_manifest *m, const Adaptiveload__KeyChunk *k, const char *where, size_t *cap_off, size_t *cap_st) {
+static int take_keys(al_manifest *m, const Adaptiveload__KeyChunk *k, const char *where,
+                     size_t *cap_off, size_t *cap_st) {
   if (k->first != m->n_keys)
-    return al_set_error(AL_EFORMAT, "%s: KeyChunk starts at %llu, expected %llu", where, (unsigned long long)k->first,
-                        (unsigned long long)m->n_keys);
+    return al_set_error(AL_EFORMAT, "%s: KeyChunk starts at %llu, expected %llu", where,
+                        (unsigned long long)k->first, (unsigned long long)m->n_keys);
   if (k->n_status && k->n_status != k->n_keys)
-    return al_set_error(AL_EFORMAT, "%s: KeyChunk has %zu keys and %zu status entries", where, k->n_keys, k->n_status);
+    return al_set_error(AL_EFORMAT, "%s: KeyChunk has %zu keys and %zu status entries", where,
+                        k->n_keys, k->n_status);
   size_t n = k->n_keys;
-  int rc = grow_array((void **)&m->key_off, cap_off, m->n_keys + n + 1, sizeof *m->key_off, "manifest keys");
+  int rc = grow_array((void **)&m->key_off, cap_off, m->n_keys + n + 1, sizeof *m->key_off,
+                      "manifest keys");
   if (!rc) rc = grow_array((void **)&m->key_status, cap_st, m->n_keys + n, 1, "manifest keys");
   if (rc) return rc;
   if (!m->n_keys) m->key_off[0] = 0;
   for (size_t i = 0; i < n; i++) {
     size_t len = strlen(k->keys[i]) + 1;
-    if ((rc = grow_array((void **)&m->key_blob, &m->blob_cap, m->blob_len + len, 1, "manifest keys"))) return rc;
+    if ((rc = grow_array((void **)&m->key_blob, &m->blob_cap, m->blob_len + len, 1,
+                         "manifest keys")))
+      return rc;
     memcpy(m->key_blob + m->blob_len, k->keys[i], len);
     m->blob_len += len;
     m->key_off[m->n_keys + i + 1] = m->blob_len;
@@ -108,20 +113,24 @@ static int take_keys(al_manifest *m, const Adaptiveload__KeyChunk *k, const char
   return AL_OK;
 }
 
-static int take_chunk(al_manifest *m, const Adaptiveload__ManifestChunk *c, const char *where, size_t *cap_steps,
-                      size_t *cap_slot) {
+static int take_chunk(al_manifest *m, const Adaptiveload__ManifestChunk *c, const char *where,
+                      size_t *cap_steps, size_t *cap_slot) {
   uint32_t W = m->world;
-  int rc = grow_array((void **)&m->stepv, cap_steps, (size_t)m->steps + c->n_steps, sizeof *m->stepv, "manifest steps");
+  int rc = grow_array((void **)&m->stepv, cap_steps, (size_t)m->steps + c->n_steps,
+                      sizeof *m->stepv, "manifest steps");
   if (!rc)
-    rc = grow_array((void **)&m->slot, cap_slot, ((size_t)m->steps + c->n_steps) * W + 1, sizeof *m->slot,
-                    "manifest steps");
+    rc = grow_array((void **)&m->slot, cap_slot, ((size_t)m->steps + c->n_steps) * W + 1,
+                    sizeof *m->slot, "manifest steps");
   if (rc) return rc;
   for (size_t s = 0; s < c->n_steps; s++) {
     const Adaptiveload__Step *st = c->steps[s];
     uint32_t want = m->first_step + m->steps;
-    if (st->step != want) return al_set_error(AL_EFORMAT, "%s: step %u where step %u was expected", where, st->step, want);
+    if (st->step != want)
+      return al_set_error(AL_EFORMAT, "%s: step %u where step %u was expected", where, st->step,
+                          want);
     if (st->n_ranks != W)
-      return al_set_error(AL_EFORMAT, "%s: step %u has %zu ranks, world is %u", where, st->step, st->n_ranks, W);
+      return al_set_error(AL_EFORMAT, "%s: step %u has %zu ranks, world is %u", where, st->step,
+                          st->n_ranks, W);
     manifest_step *ms = &m->stepv[m->steps];
     ms->samples = st->samples;
     ms->tokens = st->tokens;
@@ -130,33 +139,36 @@ static int take_chunk(al_manifest *m, const Adaptiveload__ManifestChunk *c, cons
     for (uint32_t r = 0; r < W; r++) {
       const Adaptiveload__RankWork *rw = st->ranks[r];
       if (!rw->n_micro)
-        return al_set_error(AL_EFORMAT, "%s: step %u rank %u has no micro-batch (data-parallel training would hang)",
+        return al_set_error(AL_EFORMAT,
+                            "%s: step %u rank %u has no micro-batch (data-parallel training would hang)",
                             where, st->step, r);
       m->slot[(size_t)m->steps * W + r] = m->n_micro;
-      if ((rc = grow_array((void **)&m->micro, &m->cap_micro, m->n_micro + rw->n_micro, sizeof *m->micro,
-                           "manifest micro-batches")))
+      if ((rc = grow_array((void **)&m->micro, &m->cap_micro, m->n_micro + rw->n_micro,
+                           sizeof *m->micro, "manifest micro-batches")))
         return rc;
       for (size_t x = 0; x < rw->n_micro; x++) {
         const Adaptiveload__MicroBatch *mb = rw->micro[x];
         if (mb->bucket >= m->n_buckets)
-          return al_set_error(AL_EFORMAT, "%s: step %u rank %u micro %zu: bucket %u of %zu", where, st->step, r, x,
-                              mb->bucket, m->n_buckets);
+          return al_set_error(AL_EFORMAT, "%s: step %u rank %u micro %zu: bucket %u of %zu", where,
+                              st->step, r, x, mb->bucket, m->n_buckets);
         if (!mb->n_samples)
-          return al_set_error(AL_EFORMAT, "%s: step %u rank %u micro %zu is empty", where, st->step, r, x);
+          return al_set_error(AL_EFORMAT, "%s: step %u rank %u micro %zu is empty", where, st->step,
+                              r, x);
         if (mb->n_tokens && mb->n_tokens != mb->n_samples)
-          return al_set_error(AL_EFORMAT, "%s: step %u rank %u micro %zu: %zu samples, %zu tokens", where, st->step, r,
-                              x, mb->n_samples, mb->n_tokens);
+          return al_set_error(AL_EFORMAT, "%s: step %u rank %u micro %zu: %zu samples, %zu tokens",
+                              where, st->step, r, x, mb->n_samples, mb->n_tokens);
         size_t ns = m->n_samples;
-        rc = grow_array((void **)&m->samples, &m->cap_samples, ns + mb->n_samples, sizeof *m->samples,
-                        "manifest samples");
+        rc = grow_array((void **)&m->samples, &m->cap_samples, ns + mb->n_samples,
+                        sizeof *m->samples, "manifest samples");
         if (!rc)
-          rc = grow_array((void **)&m->tokens, &m->cap_tokens, ns + mb->n_samples, sizeof *m->tokens,
-                          "manifest samples");
+          rc = grow_array((void **)&m->tokens, &m->cap_tokens, ns + mb->n_samples,
+                          sizeof *m->tokens, "manifest samples");
         if (rc) return rc;
         for (size_t k = 0; k < mb->n_samples; k++) {
           if (mb->samples[k] >= m->info.index_samples)
-            return al_set_error(AL_EFORMAT, "%s: step %u rank %u micro %zu: sample %llu beyond the index (%llu)", where,
-                                st->step, r, x, (unsigned long long)mb->samples[k],
+            return al_set_error(AL_EFORMAT,
+                                "%s: step %u rank %u micro %zu: sample %llu beyond the index (%llu)",
+                                where, st->step, r, x, (unsigned long long)mb->samples[k],
                                 (unsigned long long)m->info.index_samples);
           m->samples[ns + k] = mb->samples[k];
           m->tokens[ns + k] = mb->n_tokens ? mb->tokens[k] : m->buckets[mb->bucket].tokens;
@@ -168,13 +180,14 @@ static int take_chunk(al_manifest *m, const Adaptiveload__ManifestChunk *c, cons
         o->cost = mb->cost_ms;
         o->pad_first = m->n_pads;
         o->n_pad = (uint32_t)mb->n_padded;
-        if ((rc = grow_array((void **)&m->pads, &m->cap_pads, m->n_pads + mb->n_padded, sizeof *m->pads,
-                           "manifest padding")))
+        if ((rc = grow_array((void **)&m->pads, &m->cap_pads, m->n_pads + mb->n_padded,
+                             sizeof *m->pads, "manifest padding")))
           return rc;
         for (size_t k = 0; k < mb->n_padded; k++) {
           if (mb->padded[k] >= mb->n_samples)
-            return al_set_error(AL_EFORMAT, "%s: step %u rank %u micro %zu: padded position %u of %zu", where, st->step,
-                                r, x, mb->padded[k], mb->n_samples);
+            return al_set_error(AL_EFORMAT,
+                                "%s: step %u rank %u micro %zu: padded position %u of %zu", where,
+                                st->step, r, x, mb->padded[k], mb->n_samples);
           m->pads[m->n_pads++] = mb->padded[k];
         }
         m->n_samples += mb->n_samples;
@@ -198,7 +211,8 @@ static void take_summary(al_manifest *m, const Adaptiveload__ManifestSummary *s)
   in->predicted_tokens_per_s = s->predicted_tokens_per_s;
   in->rejected = s->rejected;
   m->rejected[0] = s->rejected;
-  for (size_t i = 1; i < s->n_rejected_by_reason && i < AL_REJECT_COUNT; i++) m->rejected[i] = s->rejected_by_reason[i];
+  for (size_t i = 1; i < s->n_rejected_by_reason && i < AL_REJECT_COUNT; i++)
+    m->rejected[i] = s->rejected_by_reason[i];
 }
 
 int al_manifest_load(al_manifest **out, const char *path) {
@@ -228,10 +242,13 @@ int al_manifest_load(al_manifest **out, const char *path) {
     if (have_summary) {
       rc = al_set_error(AL_EFORMAT, "%s: record after ManifestSummary", where);
     } else if (!have_header && tag != AL_REC_MANIFEST_HEADER) {
-      rc = al_set_error(AL_EFORMAT, "%s: expected ManifestHeader first, got record tag %u", where, tag);
+      rc = al_set_error(AL_EFORMAT, "%s: expected ManifestHeader first, got record tag %u", where,
+                        tag);
     } else if (tag == AL_REC_MANIFEST_HEADER) {
-      if (have_header) rc = al_set_error(AL_EFORMAT, "%s: second ManifestHeader", where);
-      else rc = take_header(m, (const Adaptiveload__ManifestHeader *)msg, where);
+      if (have_header)
+        rc = al_set_error(AL_EFORMAT, "%s: second ManifestHeader", where);
+      else
+        rc = take_header(m, (const Adaptiveload__ManifestHeader *)msg, where);
       have_header = 1;
       if (!rc && !cap_slot) {
         rc = grow_array((void **)&m->slot, &cap_slot, 1, sizeof *m->slot, "manifest steps");
@@ -251,12 +268,14 @@ int al_manifest_load(al_manifest **out, const char *path) {
   }
   pbio_reader_close(r);
   if (!rc && !have_header) rc = al_set_error(AL_EFORMAT, "%s: no ManifestHeader", path);
-  if (!rc && !have_summary) rc = al_set_error(AL_EFORMAT, "%s: no ManifestSummary (truncated?)", path);
+  if (!rc && !have_summary)
+    rc = al_set_error(AL_EFORMAT, "%s: no ManifestSummary (truncated?)", path);
   if (!rc && summary_steps != m->steps)
-    rc = al_set_error(AL_EFORMAT, "%s: summary says %u steps, chunks hold %u", path, summary_steps, m->steps);
+    rc = al_set_error(AL_EFORMAT, "%s: summary says %u steps, chunks hold %u", path, summary_steps,
+                      m->steps);
   if (!rc && m->n_keys && m->n_keys != m->info.index_samples)
-    rc = al_set_error(AL_EFORMAT, "%s: %llu keys for an index of %llu samples", path, (unsigned long long)m->n_keys,
-                      (unsigned long long)m->info.index_samples);
+    rc = al_set_error(AL_EFORMAT, "%s: %llu keys for an index of %llu samples", path,
+                      (unsigned long long)m->n_keys, (unsigned long long)m->info.index_samples);
   if (rc) {
     al_manifest_free(m);
     return rc;
@@ -275,7 +294,8 @@ int al_manifest_get_info(const al_manifest *m, al_manifest_info *out) {
 
 int al_manifest_bucket(const al_manifest *m, size_t i, al_bucket_info *out) {
   if (!m || !out) return al_set_error(AL_EINVAL, "al_manifest_bucket: NULL argument");
-  if (i >= m->n_buckets) return al_set_error(AL_ERANGE, "%s: bucket %zu of %zu", m->path, i, m->n_buckets);
+  if (i >= m->n_buckets)
+    return al_set_error(AL_ERANGE, "%s: bucket %zu of %zu", m->path, i, m->n_buckets);
   *out = m->buckets[i];
   return AL_OK;
 }
@@ -283,9 +303,10 @@ int al_manifest_bucket(const al_manifest *m, size_t i, al_bucket_info *out) {
 /* Checks that the manifest holds (step, rank); *slot is its index in slot[]. */
 static int rank_slot(const al_manifest *m, uint32_t step, uint32_t rank, size_t *slot) {
   if (step < m->first_step || step - m->first_step >= m->steps)
-    return al_set_error(AL_ERANGE, "%s: step %u not held (steps %u..%u)", m->path, step, m->first_step,
-                        m->first_step + m->steps);
-  if (rank >= m->world) return al_set_error(AL_ERANGE, "%s: rank %u of world %u", m->path, rank, m->world);
+    return al_set_error(AL_ERANGE, "%s: step %u not held (steps %u..%u)", m->path, step,
+                        m->first_step, m->first_step + m->steps);
+  if (rank >= m->world)
+    return al_set_error(AL_ERANGE, "%s: rank %u of world %u", m->path, rank, m->world);
   *slot = (size_t)(step - m->first_step) * m->world + rank;
   return AL_OK;
 }
@@ -299,13 +320,16 @@ int al_manifest_micro_count(const al_manifest *m, uint32_t step, uint32_t rank, 
   return AL_OK;
 }
 
-int al_manifest_micro(const al_manifest *m, uint32_t step, uint32_t rank, uint32_t micro, al_micro_ref *out) {
+int al_manifest_micro(const al_manifest *m, uint32_t step, uint32_t rank, uint32_t micro,
+                      al_micro_ref *out) {
   if (!m || !out) return al_set_error(AL_EINVAL, "al_manifest_micro: NULL argument");
   size_t s;
   int rc = rank_slot(m, step, rank, &s);
   if (rc) return rc;
   uint32_t n = (uint32_t)(m->slot[s + 1] - m->slot[s]);
-  if (micro >= n) return al_set_error(AL_ERANGE, "%s: step %u rank %u has %u micro-batches, not %u", m->path, step, rank, n, micro + 1);
+  if (micro >= n)
+    return al_set_error(AL_ERANGE, "%s: step %u rank %u has %u micro-batches, not %u", m->path,
+                        step, rank, n, micro + 1);
   const manifest_micro *x = &m->micro[m->slot[s] + micro];
   const manifest_step *st = &m->stepv[step - m->first_step];
   out->step = step;
@@ -329,7 +353,9 @@ const char *al_manifest_key(const al_manifest *m, uint64_t sample) {
   return m->key_blob + m->key_off[sample];
 }
 
-const char *al_manifest_key_fn(void *ctx, uint64_t i) { return al_manifest_key((const al_manifest *)ctx, i); }
+const char *al_manifest_key_fn(void *ctx, uint64_t i) {
+  return al_manifest_key((const al_manifest *)ctx, i);
+}
 
 int al_manifest_key_status(const al_manifest *m, uint64_t sample) {
   if (!m || sample >= m->n_keys) return -1;

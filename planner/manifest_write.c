@@ -136,7 +136,8 @@ static int write_chunk(pbio_writer *w, const al_plan *p, uint32_t s0, uint32_t s
   c.samples = malloc((nsamp ? nsamp : 1) * sizeof *c.samples);
   c.tokens = malloc((nsamp ? nsamp : 1) * sizeof *c.tokens);
   c.pads = malloc((npad ? npad : 1) * sizeof *c.pads);
-  if (!c.steps || !c.step_p || !c.rw || !c.rw_p || !c.mb || !c.mb_p || !c.samples || !c.tokens || !c.pads) {
+  if (!c.steps || !c.step_p || !c.rw || !c.rw_p || !c.mb || !c.mb_p || !c.samples || !c.tokens ||
+      !c.pads) {
     chunk_free(&c);
     return al_set_error(AL_ENOMEM, "manifest: out of memory");
   }
@@ -212,8 +213,10 @@ int al_plan_save(const al_plan *p, const char *path, al_key_fn key, void *ctx) {
     uint32_t s1 = s0;
     uint64_t samples = 0;
     /* At least one step per chunk, then up to the step and sample caps. */
-    while (s1 < p->steps && s1 - s0 < STEPS_PER_CHUNK && (s1 == s0 || samples < SAMPLES_PER_CHUNK)) {
-      for (uint64_t x = p->slot[(size_t)s1 * W]; x < p->slot[(size_t)(s1 + 1) * W]; x++) samples += p->micro[x].n;
+    while (s1 < p->steps && s1 - s0 < STEPS_PER_CHUNK &&
+           (s1 == s0 || samples < SAMPLES_PER_CHUNK)) {
+      for (uint64_t x = p->slot[(size_t)s1 * W]; x < p->slot[(size_t)(s1 + 1) * W]; x++)
+        samples += p->micro[x].n;
       s1++;
     }
     rc = write_chunk(w, p, s0, s1);

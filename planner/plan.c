@@ -7,21 +7,29 @@
 #include "planner/manifest_internal.h"
 #include "planner/plan_internal.h"
 
-const char *al_policy_name(al_policy p) { return p == AL_POLICY_EQUAL_TOKEN ? "equal-token" : "adaptive"; }
+const char *al_policy_name(al_policy p) {
+  return p == AL_POLICY_EQUAL_TOKEN ? "equal-token" : "adaptive";
+}
 
 int al_policy_parse(const char *s, al_policy *out) {
-  if (!strcmp(s, "adaptive")) *out = AL_POLICY_ADAPTIVE;
-  else if (!strcmp(s, "equal-token")) *out = AL_POLICY_EQUAL_TOKEN;
-  else return al_set_error(AL_EINVAL, "unknown policy '%s' (adaptive or equal-token)", s);
+  if (!strcmp(s, "adaptive"))
+    *out = AL_POLICY_ADAPTIVE;
+  else if (!strcmp(s, "equal-token"))
+    *out = AL_POLICY_EQUAL_TOKEN;
+  else
+    return al_set_error(AL_EINVAL, "unknown policy '%s' (adaptive or equal-token)", s);
   return AL_OK;
 }
 
 const char *al_last_step_name(al_last_step l) { return l == AL_LAST_DROP ? "drop" : "pad"; }
 
 int al_last_step_parse(const char *s, al_last_step *out) {
-  if (!strcmp(s, "pad")) *out = AL_LAST_PAD;
-  else if (!strcmp(s, "drop")) *out = AL_LAST_DROP;
-  else return al_set_error(AL_EINVAL, "unknown last-step policy '%s' (pad or drop)", s);
+  if (!strcmp(s, "pad"))
+    *out = AL_LAST_PAD;
+  else if (!strcmp(s, "drop"))
+    *out = AL_LAST_DROP;
+  else
+    return al_set_error(AL_EINVAL, "unknown last-step policy '%s' (pad or drop)", s);
   return AL_OK;
 }
 
@@ -30,7 +38,8 @@ const char *plan_limit_name(int l) {
 }
 
 double plan_micro_cost(const al_plan *p, uint32_t bucket, uint32_t n) {
-  return p->cost.fit.params[0] + (double)n * al_cost_per_sample(&p->cost, p->buckets[bucket].tokens);
+  return p->cost.fit.params[0] +
+         (double)n * al_cost_per_sample(&p->cost, p->buckets[bucket].tokens);
 }
 
 void al_plan_free(al_plan *p) {
@@ -73,8 +82,8 @@ static void finish_buckets(al_plan *p) {
 
 int plan_trim(al_plan *p, uint32_t k) {
   if (k < p->first_step || k - p->first_step > p->steps)
-    return al_set_error(AL_ERANGE, "start step %u is outside the plan's steps %u..%u", k, p->first_step,
-                        p->first_step + p->steps);
+    return al_set_error(AL_ERANGE, "start step %u is outside the plan's steps %u..%u", k,
+                        p->first_step, p->first_step + p->steps);
   size_t cut = (size_t)(k - p->first_step) * p->world;
   if (!cut) return AL_OK;
   uint64_t base = p->slot[cut];
@@ -92,15 +101,18 @@ void plan_stats(al_plan *p) {
   p->samples = p->padded = p->tokens = 0;
   for (size_t i = 0; i < p->n_micro; i++) {
     const plan_micro *m = &p->micro[i];
-    if (m->padded) p->padded += m->n;
-    else p->samples += m->n, p->tokens += (uint64_t)m->n * p->buckets[m->bucket].tokens;
+    if (m->padded)
+      p->padded += m->n;
+    else
+      p->samples += m->n, p->tokens += (uint64_t)m->n * p->buckets[m->bucket].tokens;
   }
   double cv_sum = 0, mean_sum = 0, max_sum = 0;
   for (uint32_t s = 0; s < p->steps; s++) {
     double sum = 0, sq = 0, mx = 0;
     for (uint32_t r = 0; r < W; r++) {
       double c = 0;
-      for (uint64_t x = p->slot[(size_t)s * W + r]; x < p->slot[(size_t)s * W + r + 1]; x++) c += p->micro[x].cost;
+      for (uint64_t x = p->slot[(size_t)s * W + r]; x < p->slot[(size_t)s * W + r + 1]; x++)
+        c += p->micro[x].cost;
       sum += c, sq += c * c;
       if (c > mx) mx = c;
     }
@@ -174,8 +186,8 @@ static double default_step_ms(const al_plan *p) {
  * growing at MEMO_CAP / 2 entries; further new shapes are assigned directly. */
 #define MEMO_CAP (1u << 16)
 typedef struct shape_memo {
-  uint64_t *key;   /* w | h << 21 | f << 42, +1 so 0 means empty; 0 when shapes exceed 21 bits */
-  uint32_t *val;   /* bucket, or UINT32_MAX - reason */
+  uint64_t *key; /* w | h << 21 | f << 42, +1 so 0 means empty; 0 when shapes exceed 21 bits */
+  uint32_t *val; /* bucket, or UINT32_MAX - reason */
   size_t used;
 } shape_memo;
 
@@ -194,8 +206,8 @@ static void memo_free(shape_memo *m) {
   free(m->val);
 }
 
-static al_reject_reason memo_assign(shape_memo *m, const al_bucket_table *t, const al_plan *p, uint32_t w, uint32_t h,
-                                    uint32_t f, uint32_t *bucket) {
+static al_reject_reason memo_assign(shape_memo *m, const al_bucket_table *t, const al_plan *p,
+                                    uint32_t w, uint32_t h, uint32_t f, uint32_t *bucket) {
   uint64_t key = 0;
   size_t slot = 0;
   if (m->key && w < (1u << 21) && h < (1u << 21) && f < (1u << 21)) {
@@ -215,7 +227,8 @@ static al_reject_reason memo_assign(shape_memo *m, const al_bucket_table *t, con
     }
   }
   al_reject_reason r = AL_REJECT_NONE;
-  if (al_bucket_assign(t, &p->geom, p->mem_tokens, w, h, f, bucket, &r) == AL_OK) r = AL_REJECT_NONE;
+  if (al_bucket_assign(t, &p->geom, p->mem_tokens, w, h, f, bucket, &r) == AL_OK)
+    r = AL_REJECT_NONE;
   if (key && m->used < MEMO_CAP / 2) {
     m->key[slot] = key;
     m->val[slot] = r == AL_REJECT_NONE ? *bucket : UINT32_MAX - (uint32_t)r;
@@ -235,18 +248,22 @@ static int check_cost(const al_cost_model *c) {
   if (c->fit.family != AL_COST_POWER && c->fit.family != AL_COST_POLY2)
     return al_set_error(AL_EINVAL, "cost model has no fitted family");
   if (!(al_cost_per_sample(c, 1024) > 0))
-    return al_set_error(AL_EINVAL, "cost model predicts a per-sample cost <= 0 at S = 1024 (params %g, %g, %g)",
+    return al_set_error(AL_EINVAL,
+                        "cost model predicts a per-sample cost <= 0 at S = 1024 (params %g, %g, %g)",
                         c->fit.params[0], c->fit.params[1], c->fit.params[2]);
   return AL_OK;
 }
 
-static int build(al_plan *p, const al_plan_input *in, const al_cost_model *cost, const al_plan_options *o,
-                 uint64_t **items_out, size_t *n_items) {
+static int build(al_plan *p, const al_plan_input *in, const al_cost_model *cost,
+                 const al_plan_options *o, uint64_t **items_out, size_t *n_items) {
   int rc;
   if (!in->n) return al_set_error(AL_EINVAL, "the index has no samples: nothing to plan");
-  if (in->n > UINT32_MAX) return al_set_error(AL_ERANGE, "%zu samples: the planner handles at most 2^32 - 1", in->n);
-  if (!in->width || !in->height || !in->frames) return al_set_error(AL_EINVAL, "al_plan_build: NULL shape arrays");
-  if (!o->world || o->world > (1u << 20)) return al_set_error(AL_EINVAL, "world size %u out of range (1..1048576)", o->world);
+  if (in->n > UINT32_MAX)
+    return al_set_error(AL_ERANGE, "%zu samples: the planner handles at most 2^32 - 1", in->n);
+  if (!in->width || !in->height || !in->frames)
+    return al_set_error(AL_EINVAL, "al_plan_build: NULL shape arrays");
+  if (!o->world || o->world > (1u << 20))
+    return al_set_error(AL_EINVAL, "world size %u out of range (1..1048576)", o->world);
   if ((rc = check_cost(cost))) return rc;
   p->policy = o->policy;
   p->world = o->world;
@@ -279,15 +296,18 @@ static int build(al_plan *p, const al_plan_input *in, const al_cost_model *cost,
     plan_bucket *b = &p->buckets[i];
     b->width = sh.width, b->height = sh.height, b->frames = sh.frames;
     b->tokens = al_tokens(&p->geom, sh.width, sh.height, sh.frames);
-    if (!b->tokens) rc = al_set_error(AL_EINVAL, "bucket %ux%u x %u frames has no tokens", sh.width, sh.height, sh.frames);
+    if (!b->tokens)
+      rc = al_set_error(AL_EINVAL, "bucket %ux%u x %u frames has no tokens", sh.width, sh.height,
+                        sh.frames);
     if (b->tokens < min_tok) min_tok = b->tokens, min_b = i;
     if (b->tokens <= p->mem_tokens && b->tokens > max_fit) max_fit = b->tokens;
   }
   if (!rc && p->mem_tokens < min_tok)
     rc = al_set_error(AL_ERANGE,
                       "mem-tokens %llu is below the smallest bucket (%ux%u x %u frames = %llu tokens): no sample can fit",
-                      (unsigned long long)p->mem_tokens, p->buckets[min_b].width, p->buckets[min_b].height,
-                      p->buckets[min_b].frames, (unsigned long long)min_tok);
+                      (unsigned long long)p->mem_tokens, p->buckets[min_b].width,
+                      p->buckets[min_b].height, p->buckets[min_b].frames,
+                      (unsigned long long)min_tok);
   if (rc) goto cleanup;
   p->comp_ms = o->comp_budget_ms > 0 ? o->comp_budget_ms : al_cost_per_sample(&p->cost, max_fit);
   for (size_t i = 0; i < p->n_buckets; i++) size_bucket(p, &p->buckets[i]);
@@ -320,12 +340,13 @@ static int build(al_plan *p, const al_plan_input *in, const al_cost_model *cost,
   memo_free(&memo);
   if (!planned) {
     rc = al_set_error(AL_ENOTFOUND,
-                        "no sample fits any bucket: %zu rejected (%llu zero-sized, %llu too small, %llu too few frames, "
-                        "%llu over mem-tokens %llu)",
-                        in->n, (unsigned long long)p->rejected[AL_REJECT_BAD_SHAPE],
-                        (unsigned long long)p->rejected[AL_REJECT_TOO_SMALL],
-                        (unsigned long long)p->rejected[AL_REJECT_TOO_FEW_FRAMES],
-                        (unsigned long long)p->rejected[AL_REJECT_OVER_MEMORY], (unsigned long long)p->mem_tokens);
+                      "no sample fits any bucket: %zu rejected (%llu zero-sized, %llu too small, %llu too few frames, "
+                      "%llu over mem-tokens %llu)",
+                      in->n, (unsigned long long)p->rejected[AL_REJECT_BAD_SHAPE],
+                      (unsigned long long)p->rejected[AL_REJECT_TOO_SMALL],
+                      (unsigned long long)p->rejected[AL_REJECT_TOO_FEW_FRAMES],
+                      (unsigned long long)p->rejected[AL_REJECT_OVER_MEMORY],
+                      (unsigned long long)p->mem_tokens);
     goto cleanup;
   }
   p->step_ms = o->step_cost_ms > 0 ? o->step_cost_ms : default_step_ms(p);
@@ -339,7 +360,8 @@ cleanup:
   return rc;
 }
 
-int al_plan_build(al_plan **out, const al_plan_input *in, const al_cost_model *cost, const al_plan_options *o) {
+int al_plan_build(al_plan **out, const al_plan_input *in, const al_cost_model *cost,
+                  const al_plan_options *o) {
   if (!out || !in || !cost || !o) return al_set_error(AL_EINVAL, "al_plan_build: NULL argument");
   *out = NULL;
   al_plan *p = plan_alloc();
@@ -363,13 +385,15 @@ int al_plan_replan(al_plan **out, const al_manifest *old, uint32_t at_step, uint
   if (!out || !old) return al_set_error(AL_EINVAL, "al_plan_replan: NULL argument");
   *out = NULL;
   const char *name = old->path ? old->path : "manifest";
-  if (!world || world > (1u << 20)) return al_set_error(AL_EINVAL, "world size %u out of range (1..1048576)", world);
+  if (!world || world > (1u << 20))
+    return al_set_error(AL_EINVAL, "world size %u out of range (1..1048576)", world);
   if (at_step < old->first_step || at_step - old->first_step > old->steps)
-    return al_set_error(AL_ERANGE, "%s: holds steps %u..%u; cannot re-plan from step %u", name, old->first_step,
-                        old->first_step + old->steps, at_step);
+    return al_set_error(AL_ERANGE, "%s: holds steps %u..%u; cannot re-plan from step %u", name,
+                        old->first_step, old->first_step + old->steps, at_step);
   if (old->n_keys != old->info.index_samples || old->info.index_samples > UINT32_MAX)
-    return al_set_error(AL_EFORMAT, "%s: key table has %llu entries for an index of %llu samples", name,
-                        (unsigned long long)old->n_keys, (unsigned long long)old->info.index_samples);
+    return al_set_error(AL_EFORMAT, "%s: key table has %llu entries for an index of %llu samples",
+                        name, (unsigned long long)old->n_keys,
+                        (unsigned long long)old->info.index_samples);
   al_plan *p = plan_alloc();
   if (!p) return al_set_error(AL_ENOMEM, "plan: out of memory");
   int rc = AL_OK;
@@ -409,7 +433,7 @@ int al_plan_replan(al_plan **out, const al_manifest *old, uint32_t at_step, uint
     b->batch_size = ob->batch_size ? ob->batch_size : 1;
     b->limited_by = !strcmp(ob->limited_by, "compute") ? AL_LIMIT_COMPUTE
                     : !strcmp(ob->limited_by, "one")   ? AL_LIMIT_ONE
-                                                        : AL_LIMIT_MEMORY;
+                                                       : AL_LIMIT_MEMORY;
   }
   if (!rc) {
     finish_buckets(p);
@@ -434,7 +458,8 @@ int al_plan_replan(al_plan **out, const al_manifest *old, uint32_t at_step, uint
         if (pad) continue;
         uint64_t s = old->samples[m->first + k];
         if (bucket_of[s] != UINT32_MAX) {
-          rc = al_set_error(AL_EFORMAT, "%s: sample %llu is scheduled twice", name, (unsigned long long)s);
+          rc = al_set_error(AL_EFORMAT, "%s: sample %llu is scheduled twice", name,
+                            (unsigned long long)s);
           break;
         }
         bucket_of[s] = m->bucket;

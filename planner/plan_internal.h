@@ -17,7 +17,7 @@
 /* Per-key status codes (KeyChunk.status). 1..4 are al_reject_reason. */
 #define AL_KEY_PLANNED 0u
 #define AL_KEY_DROPPED 16u
-#define AL_KEY_CONSUMED 17u   /* re-plan: scheduled before first_step by the old plan */
+#define AL_KEY_CONSUMED 17u /* re-plan: scheduled before first_step by the old plan */
 
 #define AL_LIMIT_MEMORY 0
 #define AL_LIMIT_COMPUTE 1
@@ -29,16 +29,16 @@ typedef struct plan_bucket {
   uint32_t batch_size;
   double batch_cost_ms;
   uint64_t samples;
-  int limited_by;              /* AL_LIMIT_* */
+  int limited_by; /* AL_LIMIT_* */
 } plan_bucket;
 
 typedef struct plan_micro {
-  uint64_t first;              /* first sample in al_plan.mb */
+  uint64_t first; /* first sample in al_plan.mb */
   uint32_t n;
   uint32_t bucket;
-  uint32_t seq;                /* position in the batch sequence (keeps shuffled order) */
-  uint32_t padded;             /* nonzero: every sample is a padding repeat */
-  double cost;                 /* predicted ms */
+  uint32_t seq;    /* position in the batch sequence (keeps shuffled order) */
+  uint32_t padded; /* nonzero: every sample is a padding repeat */
+  double cost;     /* predicted ms */
 } plan_micro;
 
 struct al_plan {
@@ -68,7 +68,7 @@ struct al_plan {
   size_t n_mb, cap_mb;
   plan_micro *micro;
   size_t n_micro, cap_micro;
-  uint64_t *slot;              /* steps * world + 1 offsets into micro, (step, rank) order */
+  uint64_t *slot; /* steps * world + 1 offsets into micro, (step, rank) order */
   uint32_t steps;
   /* summary */
   uint64_t samples, dropped, padded, tokens;

@@ -14,7 +14,8 @@
 #include "planner/rng_internal.h"
 
 static int push_micro(al_plan *p, uint64_t first, uint32_t n, uint32_t bucket, uint32_t padded) {
-  int rc = grow_array((void **)&p->micro, &p->cap_micro, p->n_micro + 1, sizeof *p->micro, "plan micro-batches");
+  int rc = grow_array((void **)&p->micro, &p->cap_micro, p->n_micro + 1, sizeof *p->micro,
+                      "plan micro-batches");
   if (rc) return rc;
   plan_micro *m = &p->micro[p->n_micro];
   m->first = first;
@@ -57,10 +58,11 @@ static int form_batches(al_plan *p, const uint64_t *items, size_t n) {
     if (!buf) rc = al_set_error(AL_ENOMEM, "plan: out of memory");
   }
   /* Sizes are known up front: allocate once (padding needs at most W more). */
-  if (!rc) rc = grow_array((void **)&p->mb, &p->cap_mb, n + p->world, sizeof *p->mb, "plan samples");
   if (!rc)
-    rc = grow_array((void **)&p->micro, &p->cap_micro, batches + 2 * (size_t)p->world, sizeof *p->micro,
-                    "plan micro-batches");
+    rc = grow_array((void **)&p->mb, &p->cap_mb, n + p->world, sizeof *p->mb, "plan samples");
+  if (!rc)
+    rc = grow_array((void **)&p->micro, &p->cap_micro, batches + 2 * (size_t)p->world,
+                    sizeof *p->micro, "plan micro-batches");
   for (size_t i = 0; i < n && !rc; i++) {
     uint32_t s = (uint32_t)items[i], b = (uint32_t)(items[i] >> 32);
     buf[off[b] + fill[b]++] = s;
@@ -159,7 +161,9 @@ typedef struct bin {
   uint32_t id;
 } bin;
 
-static int bin_less(const bin *a, const bin *b) { return a->load < b->load || (a->load == b->load && a->id < b->id); }
+static int bin_less(const bin *a, const bin *b) {
+  return a->load < b->load || (a->load == b->load && a->id < b->id);
+}
 
 static void heap_down(bin *h, size_t n, size_t i) {
   for (;;) {
@@ -190,13 +194,13 @@ static int cmp_bin(const void *a, const void *b, void *ctx) {
 }
 
 typedef struct packer {
-  uint32_t *items;   /* window items by cost */
-  uint32_t *bin_of;  /* per window item */
+  uint32_t *items;  /* window items by cost */
+  uint32_t *bin_of; /* per window item */
   bin *heap;
   double *load;
-  uint32_t *bins;    /* bin ids by load */
-  uint64_t *start;   /* per bin, first item in `byb` */
-  uint32_t *byb;     /* window items grouped by bin, seq order inside */
+  uint32_t *bins;  /* bin ids by load */
+  uint64_t *start; /* per bin, first item in `byb` */
+  uint32_t *byb;   /* window items grouped by bin, seq order inside */
   uint32_t *perm;
   size_t cap_items, cap_bins;
 } packer;
@@ -229,7 +233,8 @@ static int packer_reserve(packer *k, size_t items, size_t bins) {
     k->start = malloc((bins + 1) * sizeof *k->start);
     k->perm = malloc(2 * bins * sizeof *k->perm); /* step order, then one step's rank order */
     k->cap_bins = bins;
-    if (!k->heap || !k->load || !k->bins || !k->start || !k->perm) return al_set_error(AL_ENOMEM, "plan: out of memory");
+    if (!k->heap || !k->load || !k->bins || !k->start || !k->perm)
+      return al_set_error(AL_ENOMEM, "plan: out of memory");
   }
   return AL_OK;
 }
@@ -244,8 +249,8 @@ static void shuffle_u32(plan_rng *rng, uint32_t *a, size_t n) {
 }
 
 /* Packs micro [i0, i1) into `steps` steps; appends to out / slot. */
-static int pack_window(al_plan *p, packer *k, plan_rng *rng, size_t i0, size_t i1, uint32_t steps, plan_micro *out,
-                       size_t *n_out, uint64_t *slot, size_t *n_slot) {
+static int pack_window(al_plan *p, packer *k, plan_rng *rng, size_t i0, size_t i1, uint32_t steps,
+                       plan_micro *out, size_t *n_out, uint64_t *slot, size_t *n_slot) {
   uint32_t W = p->world;
   size_t m = i1 - i0, nbins = (size_t)steps * W;
   int rc = packer_reserve(k, m, nbins);
@@ -282,7 +287,8 @@ static int pack_window(al_plan *p, packer *k, plan_rng *rng, size_t i0, size_t i
     for (uint32_t r = 0; r < W; r++) {
       uint32_t b = k->bins[(size_t)s * W + rperm[r]];
       slot[(*n_slot)++] = *n_out;
-      for (uint64_t x = k->start[b]; x < k->start[b + 1]; x++) out[(*n_out)++] = p->micro[k->byb[x]];
+      for (uint64_t x = k->start[b]; x < k->start[b + 1]; x++)
+        out[(*n_out)++] = p->micro[k->byb[x]];
     }
   }
   return AL_OK;

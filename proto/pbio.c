@@ -17,12 +17,18 @@
 #define READ_CAP (1u << 20)  /* compressed bytes read per fread */
 
 static void put_u32(uint8_t *p, uint32_t v) {
-  p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); p[2] = (uint8_t)(v >> 16); p[3] = (uint8_t)(v >> 24);
+  p[0] = (uint8_t)v;
+  p[1] = (uint8_t)(v >> 8);
+  p[2] = (uint8_t)(v >> 16);
+  p[3] = (uint8_t)(v >> 24);
 }
 static uint32_t get_u32(const uint8_t *p) {
   return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
-static void put_u64(uint8_t *p, uint64_t v) { put_u32(p, (uint32_t)v); put_u32(p + 4, (uint32_t)(v >> 32)); }
+static void put_u64(uint8_t *p, uint64_t v) {
+  put_u32(p, (uint32_t)v);
+  put_u32(p + 4, (uint32_t)(v >> 32));
+}
 static uint64_t get_u64(const uint8_t *p) { return get_u32(p) | (uint64_t)get_u32(p + 4) << 32; }
 
 const char *pbio_file_kind_name(pbio_file_kind kind) {
@@ -44,10 +50,10 @@ struct pbio_writer {
   LZ4F_preferences_t prefs;
   uint8_t *stage; /* uncompressed bytes not yet compressed */
   size_t staged;
-  uint8_t *out;   /* compressed output scratch */
+  uint8_t *out; /* compressed output scratch */
   size_t out_cap;
   uint64_t records;
-  uint8_t *pack;  /* scratch for pbio_write_msg */
+  uint8_t *pack; /* scratch for pbio_write_msg */
   size_t pack_cap;
 };
 
@@ -96,7 +102,7 @@ static void w_free(pbio_writer *w) {
 }
 
 int pbio_writer_open_version(pbio_writer **out, const char *path, pbio_file_kind kind,
-                                uint32_t version) {
+                             uint32_t version) {
   if (!out || !path) return al_set_error(AL_EINVAL, "pbio_writer_open: NULL argument");
   *out = NULL;
   pbio_writer *w = calloc(1, sizeof *w);
@@ -167,7 +173,8 @@ int pbio_write(pbio_writer *w, uint32_t tag, const void *buf, size_t len) {
   if (!w || (!buf && len)) return al_set_error(AL_EINVAL, "pbio_write: NULL argument");
   if (tag == 0) return al_set_error(AL_EINVAL, "%s: record tag 0 is reserved", w->path);
   if (len > AL_PBIO_MAX_RECORD)
-    return al_set_error(AL_ERANGE, "%s: record of %zu bytes exceeds the %u-byte limit; write smaller chunks",
+    return al_set_error(AL_ERANGE,
+                        "%s: record of %zu bytes exceeds the %u-byte limit; write smaller chunks",
                         w->path, len, AL_PBIO_MAX_RECORD);
   uint8_t rh[8];
   put_u32(rh, tag);
@@ -205,7 +212,8 @@ int pbio_writer_close(pbio_writer *w) {
     else
       rc = w_emit(w, w->out, n);
   }
-  if (!rc && fclose(w->f) != 0) rc = al_set_error(AL_EIO, "%s: close failed: %s", w->tmp, strerror(errno));
+  if (!rc && fclose(w->f) != 0)
+    rc = al_set_error(AL_EIO, "%s: close failed: %s", w->tmp, strerror(errno));
   w->f = NULL;
   if (!rc && rename(w->tmp, w->path) != 0)
     rc = al_set_error(AL_EIO, "%s: rename from %s failed: %s", w->path, w->tmp, strerror(errno));
@@ -262,7 +270,10 @@ static void *arena_alloc(void *ctx, size_t size) {
   return p;
 }
 
-static void arena_free(void *ctx, void *p) { (void)ctx; (void)p; }
+static void arena_free(void *ctx, void *p) {
+  (void)ctx;
+  (void)p;
+}
 
 /* Keeps the newest (largest) chunk for the next record, frees the rest. */
 static void arena_reset(arena_chunk **head) {
@@ -284,18 +295,18 @@ struct pbio_reader {
   uint32_t version;
   pbio_file_kind kind;
   LZ4F_dctx *dctx;
-  uint8_t *in;       /* compressed bytes read but not yet consumed */
+  uint8_t *in; /* compressed bytes read but not yet consumed */
   size_t in_pos, in_len;
-  uint64_t in_off;   /* file offset of in[in_pos] */
+  uint64_t in_off; /* file offset of in[in_pos] */
   int file_eof;
-  int frame_done;    /* LZ4F reported the end of the frame (checksum verified) */
-  uint8_t *d;        /* decompressed window */
+  int frame_done; /* LZ4F reported the end of the frame (checksum verified) */
+  uint8_t *d;     /* decompressed window */
   size_t d_cap, d_pos, d_len;
-  uint64_t d_off;    /* stream offset of d[d_pos] */
+  uint64_t d_off; /* stream offset of d[d_pos] */
   uint64_t records;
   int finished;
-  arena_chunk *arena;            /* backs the last unpacked message */
-  ProtobufCAllocator allocator;  /* arena_alloc / arena_free over `arena` */
+  arena_chunk *arena;           /* backs the last unpacked message */
+  ProtobufCAllocator allocator; /* arena_alloc / arena_free over `arena` */
 };
 
 /* Makes at least `n` decompressed bytes available at r->d + r->d_pos, or fewer
@@ -320,7 +331,8 @@ static int r_fill(pbio_reader *r, size_t n) {
       r->in_len = fread(r->in, 1, READ_CAP, r->f);
       r->in_pos = 0;
       if (r->in_len < READ_CAP) {
-        if (ferror(r->f)) return al_set_error(AL_EIO, "%s: read failed: %s", r->path, strerror(errno));
+        if (ferror(r->f))
+          return al_set_error(AL_EIO, "%s: read failed: %s", r->path, strerror(errno));
         r->file_eof = 1;
       }
       if (r->in_len == 0) continue;
@@ -374,7 +386,8 @@ int pbio_reader_open(pbio_reader **out, const char *path, pbio_file_kind expect)
   }
   r->f = fopen(path, "rb");
   if (!r->f) {
-    rc = al_set_error(errno == ENOENT ? AL_ENOTFOUND : AL_EIO, "%s: cannot open: %s", path, strerror(errno));
+    rc = al_set_error(errno == ENOENT ? AL_ENOTFOUND : AL_EIO, "%s: cannot open: %s", path,
+                      strerror(errno));
     goto cleanup;
   }
   /* An LZ4 frame starts with magic 0x184D2204; say so plainly for other files. */
@@ -386,7 +399,8 @@ int pbio_reader_open(pbio_reader **out, const char *path, pbio_file_kind expect)
     goto cleanup;
   }
   if (got < 4 || get_u32(m) != 0x184D2204u) {
-    rc = al_set_error(AL_EFORMAT, "%s: not an AdaptiveLoad file (no LZ4 frame magic at byte 0)", path);
+    rc = al_set_error(AL_EFORMAT, "%s: not an AdaptiveLoad file (no LZ4 frame magic at byte 0)",
+                      path);
     goto cleanup;
   }
   rewind(r->f);
@@ -406,8 +420,8 @@ int pbio_reader_open(pbio_reader **out, const char *path, pbio_file_kind expect)
     goto cleanup;
   }
   if (expect && r->kind != expect) {
-    rc = al_set_error(AL_EFORMAT, "%s: is a %s file, expected a %s file", path, pbio_file_kind_name(r->kind),
-                      pbio_file_kind_name(expect));
+    rc = al_set_error(AL_EFORMAT, "%s: is a %s file, expected a %s file", path,
+                      pbio_file_kind_name(r->kind), pbio_file_kind_name(expect));
     goto cleanup;
   }
   r->d_pos = HEADER_LEN;
@@ -443,7 +457,8 @@ int pbio_read(pbio_reader *r, uint32_t *tag, const uint8_t **buf, size_t *len) {
   uint32_t t = get_u32(r->d + r->d_pos);
   uint32_t n = get_u32(r->d + r->d_pos + 4);
   if (n > AL_PBIO_MAX_RECORD)
-    return al_set_error(AL_EFORMAT, "%s: record %llu at byte %llu: length %u exceeds the %u-byte limit (corrupt file)",
+    return al_set_error(AL_EFORMAT,
+                        "%s: record %llu at byte %llu: length %u exceeds the %u-byte limit (corrupt file)",
                         r->path, (unsigned long long)r->records, (unsigned long long)r->d_off, n,
                         AL_PBIO_MAX_RECORD);
   rc = r_fill(r, 8 + (size_t)n);
@@ -452,17 +467,19 @@ int pbio_read(pbio_reader *r, uint32_t *tag, const uint8_t **buf, size_t *len) {
   const uint8_t *p = r->d + r->d_pos + 8;
   if (t == 0) {
     if (n != 8 || get_u64(p) != r->records)
-      return al_set_error(AL_EFORMAT, "%s: byte %llu: bad end record (file claims %llu records, read %llu)",
+      return al_set_error(AL_EFORMAT,
+                          "%s: byte %llu: bad end record (file claims %llu records, read %llu)",
                           r->path, (unsigned long long)r->d_off,
-                          n == 8 ? (unsigned long long)get_u64(p) : 0ull, (unsigned long long)r->records);
+                          n == 8 ? (unsigned long long)get_u64(p) : 0ull,
+                          (unsigned long long)r->records);
     r->d_pos += 16;
     r->d_off += 16;
     /* Drain the frame so its content checksum is verified before we say EOF. */
     rc = r_fill(r, (r->d_len - r->d_pos) + 1);
     if (rc) return rc;
     if (r->d_len != r->d_pos)
-      return al_set_error(AL_EFORMAT, "%s: %zu unexpected bytes after the end record at byte %llu", r->path,
-                          r->d_len - r->d_pos, (unsigned long long)r->d_off);
+      return al_set_error(AL_EFORMAT, "%s: %zu unexpected bytes after the end record at byte %llu",
+                          r->path, r->d_len - r->d_pos, (unsigned long long)r->d_off);
     if (!r->frame_done) return al_set_error(AL_EFORMAT, "%s: LZ4 frame not terminated", r->path);
     r->finished = 1;
     return AL_EOF;
@@ -493,11 +510,13 @@ const ProtobufCMessageDescriptor *pbio_descriptor_for(uint32_t tag) {
 /* Unpacks a record with `alloc`: the reader's arena (recycled at the next
  * read), or NULL for the heap (the caller frees the message). */
 static int unpack(pbio_reader *r, uint32_t tag, const ProtobufCMessageDescriptor *desc,
-                  ProtobufCAllocator *alloc, const uint8_t *buf, size_t len, ProtobufCMessage **msg) {
+                  ProtobufCAllocator *alloc, const uint8_t *buf, size_t len,
+                  ProtobufCMessage **msg) {
   if (alloc == &r->allocator) arena_reset(&r->arena);
   *msg = protobuf_c_message_unpack(desc, alloc, len, buf);
   if (!*msg)
-    return al_set_error(AL_EFORMAT, "%s: record %llu (tag %u): cannot decode %s message of %zu bytes", r->path,
+    return al_set_error(AL_EFORMAT,
+                        "%s: record %llu (tag %u): cannot decode %s message of %zu bytes", r->path,
                         (unsigned long long)(r->records - 1), tag, desc->name, len);
   return AL_OK;
 }
@@ -520,7 +539,7 @@ static int read_expected(pbio_reader *r, uint32_t tag, const ProtobufCMessageDes
 }
 
 int pbio_read_msg(pbio_reader *r, uint32_t tag, const ProtobufCMessageDescriptor *desc,
-                     ProtobufCMessage **msg) {
+                  ProtobufCMessage **msg) {
   if (!msg || !desc) return al_set_error(AL_EINVAL, "pbio_read_msg: NULL argument");
   return read_expected(r, tag, desc, &r->allocator, msg);
 }
@@ -541,7 +560,8 @@ int pbio_read_any(pbio_reader *r, uint32_t *tag, ProtobufCMessage **msg) {
 
 void pbio_reader_close(pbio_reader *r) { r_free(r); }
 
-int pbio_save_one(const char *path, pbio_file_kind kind, uint32_t tag, const ProtobufCMessage *msg) {
+int pbio_save_one(const char *path, pbio_file_kind kind, uint32_t tag,
+                  const ProtobufCMessage *msg) {
   pbio_writer *w;
   int rc = pbio_writer_open(&w, path, kind);
   if (rc) return rc;
@@ -549,7 +569,7 @@ int pbio_save_one(const char *path, pbio_file_kind kind, uint32_t tag, const Pro
 }
 
 int pbio_load_one(const char *path, pbio_file_kind kind, uint32_t tag,
-                     const ProtobufCMessageDescriptor *desc, ProtobufCMessage **msg) {
+                  const ProtobufCMessageDescriptor *desc, ProtobufCMessage **msg) {
   *msg = NULL;
   pbio_reader *r;
   int rc = pbio_reader_open(&r, path, kind);

@@ -69,8 +69,8 @@ typedef struct pbio_writer pbio_writer;
 int pbio_writer_open(pbio_writer **out, const char *path, pbio_file_kind kind);
 
 /* For tests: write a header claiming another format version. */
-int pbio_writer_open_version(pbio_writer **out, const char *path,
-                                pbio_file_kind kind, uint32_t version);
+int pbio_writer_open_version(pbio_writer **out, const char *path, pbio_file_kind kind,
+                             uint32_t version);
 
 /* Appends one record. `tag` must not be 0. */
 int pbio_write(pbio_writer *w, uint32_t tag, const void *buf, size_t len);
@@ -109,8 +109,8 @@ int pbio_read(pbio_reader *r, uint32_t *tag, const uint8_t **buf, size_t *len);
 /* Reads the next record and unpacks it as `desc`, which must match `tag`.
  * *msg is owned by the reader: it lives in an arena that the next read (or
  * close) recycles. Copy out what you keep; never free it yourself. */
-int pbio_read_msg(pbio_reader *r, uint32_t tag,
-                     const ProtobufCMessageDescriptor *desc, ProtobufCMessage **msg);
+int pbio_read_msg(pbio_reader *r, uint32_t tag, const ProtobufCMessageDescriptor *desc,
+                  ProtobufCMessage **msg);
 
 /* Like pbio_read_msg but for whatever record comes next: returns its tag
  * and unpacks with the descriptor pbio_descriptor_for(tag). */
@@ -122,10 +122,9 @@ void pbio_reader_close(pbio_reader *r);
 
 /* Convenience for single-message files (CostModel). load_one's *msg belongs
  * to the caller: protobuf_c_message_free_unpacked(*msg, NULL). */
-int pbio_save_one(const char *path, pbio_file_kind kind, uint32_t tag,
-                     const ProtobufCMessage *msg);
+int pbio_save_one(const char *path, pbio_file_kind kind, uint32_t tag, const ProtobufCMessage *msg);
 int pbio_load_one(const char *path, pbio_file_kind kind, uint32_t tag,
-                     const ProtobufCMessageDescriptor *desc, ProtobufCMessage **msg);
+                  const ProtobufCMessageDescriptor *desc, ProtobufCMessage **msg);
 
 #ifdef __cplusplus
 }

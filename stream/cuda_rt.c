@@ -64,7 +64,9 @@ void stream_host_free(void *p, int pinned) {
     free(p);
 }
 
-int stream_cuda_set_device(int device) { return cuda_check(cudaSetDevice(device), "cudaSetDevice"); }
+int stream_cuda_set_device(int device) {
+  return cuda_check(cudaSetDevice(device), "cudaSetDevice");
+}
 
 int stream_cuda_malloc(void **p, size_t bytes) {
   int rc = cuda_check(cudaMalloc(p, bytes ? bytes : 1), "cudaMalloc");
@@ -103,7 +105,8 @@ int stream_cuda_event_record(void *event, void *stream) {
 }
 
 int stream_cuda_stream_wait_event(void *stream, void *event) {
-  return cuda_check(cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)event, 0), "cudaStreamWaitEvent");
+  return cuda_check(cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)event, 0),
+                    "cudaStreamWaitEvent");
 }
 
 int stream_cuda_event_sync(void *event) {

@@ -195,7 +195,8 @@ static int device_copy(al_stream *s, slot *sl, size_t bytes) {
     if ((rc = stream_cuda_stream_wait_event(s->copy_stream, sl->release_ev)) != AL_OK) return rc;
     sl->release_pending = 0;
   }
-  if ((rc = stream_cuda_memcpy_h2d_async(sl->dev, sl->buf.p, bytes, s->copy_stream)) != AL_OK) return rc;
+  if ((rc = stream_cuda_memcpy_h2d_async(sl->dev, sl->buf.p, bytes, s->copy_stream)) != AL_OK)
+    return rc;
   if ((rc = stream_cuda_event_record(sl->ready_ev, s->copy_stream)) != AL_OK) return rc;
   sl->copy_pending = 1;
   return AL_OK;
@@ -234,7 +235,8 @@ static void fill(al_stream *s, stream_reader *rd, slot *sl) {
     rc = s->src.job(s->src.ctx, ps->sample, s->ext, &job);
     if (rc == AL_OK) rc = stream_reader_read(rd, &job, &sl->buf, off, &len);
     if (rc == AL_OK && tokens + ps->tokens > (uint64_t)INT32_MAX)
-      rc = al_set_error(AL_ERANGE, "key '%s': micro-batch exceeds 2^31-1 tokens (cu_seqlens is int32)",
+      rc = al_set_error(AL_ERANGE,
+                        "key '%s': micro-batch exceeds 2^31-1 tokens (cu_seqlens is int32)",
                         job.key ? job.key : "?");
     if (rc != AL_OK) {
       /* Every message names the key; say where in the plan it sits, too. */
@@ -383,20 +385,22 @@ static int resume_from(al_stream *s, const al_stream_state *r, const al_stream_o
   if (r->rank != p->rank || r->world != p->world || r->epoch != p->epoch || r->seed != p->seed ||
       r->index_fingerprint != p->index_fingerprint)
     return al_set_error(AL_ESTATE,
-                        "stream state is of rank %" PRIu32 "/%" PRIu32 " epoch %" PRIu32 " seed %" PRIu64
-                        " index %016" PRIx64 ", this stream is rank %" PRIu32 "/%" PRIu32 " epoch %" PRIu32
-                        " seed %" PRIu64 " index %016" PRIx64,
-                        r->rank, r->world, r->epoch, r->seed, r->index_fingerprint, p->rank, p->world,
-                        p->epoch, p->seed, p->index_fingerprint);
+                        "stream state is of rank %" PRIu32 "/%" PRIu32 " epoch %" PRIu32
+                        " seed %" PRIu64 " index %016" PRIx64 ", this stream is rank %" PRIu32
+                        "/%" PRIu32 " epoch %" PRIu32 " seed %" PRIu64 " index %016" PRIx64,
+                        r->rank, r->world, r->epoch, r->seed, r->index_fingerprint, p->rank,
+                        p->world, p->epoch, p->seed, p->index_fingerprint);
   if (r->stride == 0 || r->position > p->n_batches)
     return al_set_error(AL_ESTATE,
-                        "stream state position %" PRIu64 " (stride %" PRIu32 ") out of range: %zu micro-batches",
+                        "stream state position %" PRIu64 " (stride %" PRIu32
+                        ") out of range: %zu micro-batches",
                         r->position, r->stride, p->n_batches);
-  if (r->position < p->n_batches &&
-      (p->batches[r->position].step != r->next_step || p->batches[r->position].micro != r->next_micro))
+  if (r->position < p->n_batches && (p->batches[r->position].step != r->next_step ||
+                                     p->batches[r->position].micro != r->next_micro))
     return al_set_error(AL_ESTATE,
-                        "stream state says micro-batch %" PRIu64 " is step %" PRIu32 " micro %" PRIu32
-                        ", the manifest has step %" PRIu32 " micro %" PRIu32 " there (another manifest?)",
+                        "stream state says micro-batch %" PRIu64 " is step %" PRIu32
+                        " micro %" PRIu32 ", the manifest has step %" PRIu32 " micro %" PRIu32
+                        " there (another manifest?)",
                         r->position, r->next_step, r->next_micro, p->batches[r->position].step,
                         p->batches[r->position].micro);
   if (o->stride == 0) {
@@ -407,7 +411,8 @@ static int resume_from(al_stream *s, const al_stream_state *r, const al_stream_o
     s->stride = o->stride;
   } else {
     return al_set_error(AL_ESTATE,
-                        "stream state of stride %" PRIu32 " cannot be re-sliced with stride %" PRIu32
+                        "stream state of stride %" PRIu32
+                        " cannot be re-sliced with stride %" PRIu32
                         "; resume it with stride 0 (unset)",
                         r->stride, o->stride);
   }
@@ -427,7 +432,8 @@ static int open_device(al_stream *s, long dev, int devices) {
     if (stream_env_long("LOCAL_RANK", &dev) < 0)
       return al_set_error(AL_EINVAL, "LOCAL_RANK is not a number: '%s'", getenv("LOCAL_RANK"));
   }
-  if (dev >= devices) return al_set_error(AL_EINVAL, "CUDA device %ld out of range (%d devices)", dev, devices);
+  if (dev >= devices)
+    return al_set_error(AL_EINVAL, "CUDA device %ld out of range (%d devices)", dev, devices);
   s->device = (int)dev;
   int rc = stream_cuda_set_device(s->device);
   if (rc == AL_OK) rc = stream_cuda_stream_create(&s->copy_stream);
@@ -435,7 +441,7 @@ static int open_device(al_stream *s, long dev, int devices) {
 }
 
 int stream_open_source(al_stream **out, const stream_source *src, stream_rank_plan *plan,
-                          const al_stream_options *opts) {
+                       const al_stream_options *opts) {
   al_stream_options o;
   if (opts)
     o = *opts;
@@ -443,8 +449,11 @@ int stream_open_source(al_stream **out, const stream_source *src, stream_rank_pl
     memset(&o, 0, sizeof o);
   *out = NULL;
   if (o.on_error != AL_STREAM_FAIL && o.on_error != AL_STREAM_SKIP_SAMPLE)
-    return al_set_error(AL_EINVAL, "on_error must be AL_STREAM_FAIL or AL_STREAM_SKIP_SAMPLE, got %d", o.on_error);
-  if (o.threads < 0 || o.prefetch < 0) return al_set_error(AL_EINVAL, "threads and prefetch must be >= 0");
+    return al_set_error(AL_EINVAL,
+                        "on_error must be AL_STREAM_FAIL or AL_STREAM_SKIP_SAMPLE, got %d",
+                        o.on_error);
+  if (o.threads < 0 || o.prefetch < 0)
+    return al_set_error(AL_EINVAL, "threads and prefetch must be >= 0");
   size_t align = o.align ? o.align : 64;
   if ((align & (align - 1)) || align < 8)
     return al_set_error(AL_EINVAL, "align must be a power of two >= 8, got %zu", align);
@@ -474,7 +483,9 @@ int stream_open_source(al_stream **out, const stream_source *src, stream_rank_pl
     rc = resume_from(s, o.resume, &o);
     if (rc != AL_OK) goto cleanup;
   }
-  s->total = s->first < s->plan.n_batches ? (s->plan.n_batches - s->first + s->stride - 1) / s->stride : 0;
+  s->total = s->first < s->plan.n_batches
+                 ? (s->plan.n_batches - s->first + s->stride - 1) / s->stride
+                 : 0;
 
   /* Memory: pinned when a device is there (unless refused), device copy on request. */
   int devices = stream_cuda_devices();
@@ -550,7 +561,8 @@ int al_stream_next(al_stream *s, const al_stream_batch **out) {
     if (sl) break;
     if (s->held == s->n_slots) {
       pthread_mutex_unlock(&s->mu);
-      return al_set_error(AL_ESTATE, "all %d stream buffers are held by the caller: release a batch first",
+      return al_set_error(AL_ESTATE,
+                          "all %d stream buffers are held by the caller: release a batch first",
                           s->n_slots);
     }
     double t0 = now_s();
@@ -593,7 +605,8 @@ int al_stream_release_after(al_stream *s, const al_stream_batch *b, void *cuda_s
   slot *sl = slot_of(s, b);
   if (!sl || sl->state != SLOT_HELD) {
     pthread_mutex_unlock(&s->mu);
-    return al_set_error(AL_EINVAL, "release: batch not held (released twice, or from another stream)");
+    return al_set_error(AL_EINVAL,
+                        "release: batch not held (released twice, or from another stream)");
   }
   if (cuda_stream != (void *)-1 && s->device_copy) {
     int rc = stream_cuda_event_record(sl->release_ev, cuda_stream);
@@ -651,8 +664,8 @@ int al_stream_get_state(const al_stream *s, al_stream_state *out) {
 int al_stream_state_at(const al_stream *s, uint64_t position, al_stream_state *out) {
   al_stream_get_state(s, out);
   if (position > s->plan.n_batches)
-    return al_set_error(AL_ERANGE, "position %" PRIu64 " past the %zu micro-batches of the rank", position,
-                        s->plan.n_batches);
+    return al_set_error(AL_ERANGE, "position %" PRIu64 " past the %zu micro-batches of the rank",
+                        position, s->plan.n_batches);
   out->position = position;
   out->stride = 1;
   out->next_step = position < s->plan.n_batches ? s->plan.batches[position].step : UINT32_MAX;

@@ -42,14 +42,16 @@ static int idx_job(void *ctx, uint64_t sample, const char *ext, stream_source_jo
     al_shard_info sh;
     const char *path = al_index_shard(idx, si.shard, &sh) == AL_OK ? sh.path : "?";
     if (rc == AL_ENOTFOUND)
-      return al_set_error(AL_ENOTFOUND, "%s: key '%s': no member '%s.%s' (nor '.%s.lz4') in the index",
-                          path, si.key, si.key, ext, ext);
+      return al_set_error(AL_ENOTFOUND,
+                          "%s: key '%s': no member '%s.%s' (nor '.%s.lz4') in the index", path,
+                          si.key, si.key, ext, ext);
     return al_error_prefix(rc, "%s: key '%s'", path, si.key);
   }
   int n = snprintf(job->member, sizeof job->member, "%s.%s", si.key, mi.ext);
   /* The index may name the member "ext" with lz4 set, or "ext.lz4". */
   size_t el = strlen(mi.ext);
-  if (mi.lz4 && !(el >= 4 && !strcmp(mi.ext + el - 4, ".lz4")) && n > 0 && (size_t)n < sizeof job->member)
+  if (mi.lz4 && !(el >= 4 && !strcmp(mi.ext + el - 4, ".lz4")) && n > 0 &&
+      (size_t)n < sizeof job->member)
     n = snprintf(job->member, sizeof job->member, "%s.%s.lz4", si.key, mi.ext);
   if (n < 0 || (size_t)n >= sizeof job->member)
     return al_set_error(AL_ERANGE, "key '%s': member name too long", si.key);

@@ -27,7 +27,8 @@ int stream_growbuf_reserve(stream_growbuf *b, size_t need, size_t keep) {
   size_t cap;
   int rc = grow_capacity(b->cap, need, 1, "a stream buffer", &cap);
   if (rc != AL_OK) return rc;
-  if (cap > SIZE_MAX - (mib - 1)) return al_set_error(AL_ENOMEM, "a stream buffer of %zu bytes exceeds the address space", need);
+  if (cap > SIZE_MAX - (mib - 1))
+    return al_set_error(AL_ENOMEM, "a stream buffer of %zu bytes exceeds the address space", need);
   cap = (cap + mib - 1) & ~(mib - 1);
   uint8_t *p = stream_host_alloc(cap, b->pinned);
   if (!p) return AL_ENOMEM;
@@ -98,7 +99,8 @@ static void slot_fail(shard_slot *s, int status) {
  * reason is kept, so every sample of the shard reports it (naming its key). */
 static int shard_get(stream_shard_table *t, uint32_t id, shard_slot **out) {
   *out = NULL;
-  if (id >= t->n) return al_set_error(AL_EFORMAT, "shard id %" PRIu32 " out of range (%zu shards)", id, t->n);
+  if (id >= t->n)
+    return al_set_error(AL_EFORMAT, "shard id %" PRIu32 " out of range (%zu shards)", id, t->n);
   pthread_mutex_lock(&t->mu);
   shard_slot *s = &t->slots[id];
   if (s->state == 0) {
@@ -222,8 +224,8 @@ static long long in_read(member_in *in, void *buf, size_t cap, const stream_sour
   if (in->a) {
     la_ssize_t n = archive_read_data(in->a, buf, cap);
     if (n < 0)
-      return fail_at(job, shard, job->offset + in->pos, AL_EFORMAT, "libarchive: ",
-                     archive_error_string(in->a));
+      return fail_at(job, shard, job->offset + in->pos, AL_EFORMAT,
+                     "libarchive: ", archive_error_string(in->a));
     in->pos += (uint64_t)n;
     return n;
   }
@@ -236,7 +238,8 @@ static long long in_read(member_in *in, void *buf, size_t cap, const stream_sour
     if (n < 0) return fail_at(job, shard, in->pos, AL_EIO, "read: ", strerror(errno));
     if (n == 0) {
       char what[96];
-      snprintf(what, sizeof what, "%" PRIu64 " of %" PRIu64 " bytes", in->pos - job->offset, job->size);
+      snprintf(what, sizeof what, "%" PRIu64 " of %" PRIu64 " bytes", in->pos - job->offset,
+               job->size);
       return fail_at(job, shard, in->pos, AL_EIO, "short read (shard truncated?): got ", what);
     }
     in->pos += (uint64_t)n;
@@ -281,7 +284,8 @@ typedef struct lz4_out {
 static int lz4_reserve(void *ctx, size_t need, size_t keep, uint8_t **out, size_t *cap) {
   lz4_out *lo = ctx;
   if (need > SIZE_MAX - lo->off)
-    return al_set_error(AL_ENOMEM, "stream buffer: %zu + %zu bytes exceed the address space", lo->off, need);
+    return al_set_error(AL_ENOMEM, "stream buffer: %zu + %zu bytes exceed the address space",
+                        lo->off, need);
   int rc = stream_growbuf_reserve(lo->b, lo->off + need, lo->off + keep);
   if (rc != AL_OK) return rc;
   *out = lo->b->p + lo->off;
@@ -289,19 +293,25 @@ static int lz4_reserve(void *ctx, size_t need, size_t keep, uint8_t **out, size_
   return AL_OK;
 }
 
-static int decode_lz4(stream_reader *r, member_in *in, const stream_source_job *job, const char *shard,
-                      stream_growbuf *b, size_t off, size_t *len) {
+static int decode_lz4(stream_reader *r, member_in *in, const stream_source_job *job,
+                      const char *shard, stream_growbuf *b, size_t off, size_t *len) {
   lz4_in li = {in, job, shard};
   lz4_out lo = {b, off};
-  lz4_member_src src = {.size = job->size, .read = lz4_read, .ctx = &li, .scratch = r->scratch, .block = r->block};
-  lz4_member_dst dst = {.reserve = lz4_reserve, .ctx = &lo, .first = r->block, .limit = SIZE_MAX / 2};
+  lz4_member_src src = {.size = job->size,
+                        .read = lz4_read,
+                        .ctx = &li,
+                        .scratch = r->scratch,
+                        .block = r->block};
+  lz4_member_dst dst = {.reserve = lz4_reserve,
+                        .ctx = &lo,
+                        .first = r->block,
+                        .limit = SIZE_MAX / 2};
   lz4_member_result res;
   int rc = lz4_member_decode(r->dctx, &src, &dst, &res);
   if (rc != AL_OK) return rc;
   char what[96];
   switch (res.fault) {
-    case LZ4_MEMBER_OK:
-      break;
+    case LZ4_MEMBER_OK: break;
     case LZ4_MEMBER_BAD_HEADER:
       return fail_at(job, shard, job->offset, AL_EFORMAT, "LZ4 frame header: ", res.lz4_error);
     case LZ4_MEMBER_TOO_LARGE:
@@ -311,10 +321,12 @@ static int decode_lz4(stream_reader *r, member_in *in, const stream_source_job *
     case LZ4_MEMBER_TRUNCATED:
       return fail_at(job, shard, job->offset + res.at, AL_EFORMAT, "truncated LZ4 frame", NULL);
     case LZ4_MEMBER_TRAILING:
-      return fail_at(job, shard, job->offset + res.at, AL_EFORMAT, "bytes after the end of the LZ4 frame", NULL);
+      return fail_at(job, shard, job->offset + res.at, AL_EFORMAT,
+                     "bytes after the end of the LZ4 frame", NULL);
     case LZ4_MEMBER_SIZE_MISMATCH:
       snprintf(what, sizeof what, "%zu bytes, header says %llu", res.len, res.content);
-      return fail_at(job, shard, job->offset, AL_EFORMAT, "LZ4 content size mismatch: decoded ", what);
+      return fail_at(job, shard, job->offset, AL_EFORMAT, "LZ4 content size mismatch: decoded ",
+                     what);
   }
   *len = res.len;
   return AL_OK;
@@ -361,7 +373,8 @@ static int seq_seek(stream_reader *r, const stream_source_job *job, const char *
   return fail_at(job, path, job->offset, AL_ENOTFOUND, "member not found in the shard", NULL);
 }
 
-int stream_reader_read(stream_reader *r, const stream_source_job *job, stream_growbuf *b, size_t off, size_t *len) {
+int stream_reader_read(stream_reader *r, const stream_source_job *job, stream_growbuf *b,
+                       size_t off, size_t *len) {
   shard_slot *s = NULL;
   int rc = shard_get(r->t, job->shard, &s);
   if (rc != AL_OK || !s) {

@@ -41,6 +41,7 @@ void stream_reader_free(stream_reader *r);
 
 /* Reads the payload of `job` into b->p + off (growing b, keeping its first
  * `off` bytes); *len is the payload size (decoded size for LZ4 members). */
-int stream_reader_read(stream_reader *r, const stream_source_job *job, stream_growbuf *b, size_t off, size_t *len);
+int stream_reader_read(stream_reader *r, const stream_source_job *job, stream_growbuf *b,
+                       size_t off, size_t *len);
 
 #endif /* AL_READER_H */

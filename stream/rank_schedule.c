@@ -65,9 +65,10 @@ void al_schedule_free(al_schedule *s) {
 
 size_t al_schedule_bucket_count(const al_schedule *s) { return s->n_buckets; }
 
-int al_schedule_bucket(const al_schedule *s, size_t k, uint32_t *id, uint32_t *width, uint32_t *height,
-                       uint32_t *frames, uint64_t *tokens) {
-  if (k >= s->n_buckets) return al_set_error(AL_ERANGE, "bucket %zu out of range (%zu buckets)", k, s->n_buckets);
+int al_schedule_bucket(const al_schedule *s, size_t k, uint32_t *id, uint32_t *width,
+                       uint32_t *height, uint32_t *frames, uint64_t *tokens) {
+  if (k >= s->n_buckets)
+    return al_set_error(AL_ERANGE, "bucket %zu out of range (%zu buckets)", k, s->n_buckets);
   const sched_bucket *b = &s->buckets[k];
   if (id) *id = b->id;
   if (width) *width = b->width;
@@ -87,7 +88,8 @@ uint64_t al_schedule_index_fingerprint(const al_schedule *s) { return s->plan.in
 
 int al_schedule_export(const al_schedule *s, uint64_t *first, uint32_t *step, uint32_t *micro,
                        uint32_t *n_micro, uint32_t *bucket, uint64_t *step_samples,
-                       uint64_t *step_tokens, uint64_t *samples, uint64_t *tokens, uint8_t *padded) {
+                       uint64_t *step_tokens, uint64_t *samples, uint64_t *tokens,
+                       uint8_t *padded) {
   const stream_rank_plan *p = &s->plan;
   for (size_t i = 0; i < p->n_batches; i++) {
     const stream_plan_batch *b = &p->batches[i];
