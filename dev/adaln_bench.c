@@ -14,7 +14,8 @@
  * Inputs rotate among buffer sets larger than L2 together, so no launch reads what the
  * previous one left in L2.
  * --sweep also times backward variants (kernel, row groups per block, stages, register cap,
- * threads per row, the split path: the knobs of kernels/al_adaln_tuning.h). --split times the backward's kernels apart (CUDA graphs),
+ * threads per row, the split path: the knobs of kernels/al_adaln_tuning.h). --split times the
+ * backward's kernels apart (CUDA graphs),
  * --chunks the tile kernel's rows per block and row groups, --placement the default with the
  * buffers allocated five ways in one process, --fwd both forward kernels (fwd_kernel ROWS and
  * TILE) alternated on the same buffers.
@@ -31,23 +32,23 @@
 #include "kernels/al_adaln.h"
 #include "kernels/al_adaln_tuning.h"
 
-#define CK(call)                                                                         \
-  do {                                                                                   \
-    cudaError_t e_ = (call);                                                             \
-    if (e_ != cudaSuccess) {                                                             \
+#define CK(call)                                                                             \
+  do {                                                                                       \
+    cudaError_t e_ = (call);                                                                 \
+    if (e_ != cudaSuccess) {                                                                 \
       fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-      exit(1);                                                                           \
-    }                                                                                    \
+      exit(1);                                                                               \
+    }                                                                                        \
   } while (0)
 
-#define AL(call)                                                                          \
-  do {                                                                                    \
-    int rc_ = (call);                                                                     \
-    if (rc_ != AL_OK) {                                                                   \
+#define AL(call)                                                                             \
+  do {                                                                                       \
+    int rc_ = (call);                                                                        \
+    if (rc_ != AL_OK) {                                                                      \
       fprintf(stderr, "%s:%d: %s: %s: %s\n", __FILE__, __LINE__, #call, al_status_name(rc_), \
-              al_last_error());                                                           \
-      exit(1);                                                                            \
-    }                                                                                     \
+              al_last_error());                                                              \
+      exit(1);                                                                               \
+    }                                                                                        \
   } while (0)
 
 #define MAX_SETS 16
@@ -108,11 +109,11 @@ static double copy_gbps(void) {
 /* Buffer placement (--placement): how setup() gets its tensors, to test whether the
  * process-to-process spread follows where the buffers land. */
 enum {
-  PLACE_FRESH = 0,  /* one cudaMalloc per tensor (the default) */
-  PLACE_CARVED,     /* one big cudaMalloc, tensors at 2 MiB-aligned offsets */
-  PLACE_SHIFT1G,    /* a 1 GiB allocation in front, then one cudaMalloc per tensor */
-  PLACE_SKEW,       /* carved, tensor k at 2 MiB-aligned + 6 MiB + (k % 10) * 192 KiB */
-  PLACE_REVERSE,    /* one cudaMalloc per tensor, allocated in reverse order of use */
+  PLACE_FRESH = 0, /* one cudaMalloc per tensor (the default) */
+  PLACE_CARVED,    /* one big cudaMalloc, tensors at 2 MiB-aligned offsets */
+  PLACE_SHIFT1G,   /* a 1 GiB allocation in front, then one cudaMalloc per tensor */
+  PLACE_SKEW,      /* carved, tensor k at 2 MiB-aligned + 6 MiB + (k % 10) * 192 KiB */
+  PLACE_REVERSE,   /* one cudaMalloc per tensor, allocated in reverse order of use */
   PLACE_N
 };
 static const char *const g_place_name[PLACE_N] = {"fresh", "carved2M", "shift1G", "skew",
@@ -121,10 +122,10 @@ static int g_place = PLACE_FRESH;
 
 typedef struct bufs {
   int nsets;
-  char *pool;         /* PLACE_CARVED / PLACE_SKEW: the one allocation */
+  char *pool; /* PLACE_CARVED / PLACE_SKEW: the one allocation */
   size_t pool_off, pool_bytes;
-  int pool_k;         /* tensors carved so far */
-  void *front;        /* PLACE_SHIFT1G: the allocation in front */
+  int pool_k;  /* tensors carved so far */
+  void *front; /* PLACE_SHIFT1G: the allocation in front */
   void *x[MAX_SETS], *y[MAX_SETS], *dy[MAX_SETS], *dx[MAX_SETS];
   float *mean[MAX_SETS], *rstd[MAX_SETS];
   void *scale, *shift, *dscale, *dshift, *ws;
@@ -248,12 +249,12 @@ static void fwd(bufs *b, const al_adaln_options *o, int i) {
 }
 
 static void bwd(bufs *b, const al_adaln_options *o, int i) {
-  AL(al_adaln_backward(&b->desc, o, b->dy[i], b->x[i], b->scale, b->mean[i], b->rstd[i],
-                       b->dx[i], b->dscale, b->dshift, b->ws, b->ws_bytes, NULL));
+  AL(al_adaln_backward(&b->desc, o, b->dy[i], b->x[i], b->scale, b->mean[i], b->rstd[i], b->dx[i],
+                       b->dscale, b->dshift, b->ws, b->ws_bytes, NULL));
 }
 
 static float g_warm_ms = 50.0f; /* --warmup-ms */
-static int g_per_set; /* --per-set: print each input set's median to stderr */
+static int g_per_set;           /* --per-set: print each input set's median to stderr */
 
 static float minf(const float *v, int n) {
   float m = v[0];
@@ -324,7 +325,8 @@ static double time_op(bufs *b, const al_adaln_options *o, int which, int iters) 
       for (int i = s; i < iters; i += b->nsets) u[k++] = t[i];
       fprintf(stderr, " %.4f", median(u, k));
     }
-    fprintf(stderr, "  (min %.4f, max %.4f over %d launches)\n", minf(t, iters), maxf(t, iters), iters);
+    fprintf(stderr, "  (min %.4f, max %.4f over %d launches)\n", minf(t, iters), maxf(t, iters),
+            iters);
     free(u);
   }
   const double m = median(t, iters);
@@ -345,8 +347,8 @@ static void time_split(bufs *b, const al_adaln_options *o, int iters, const char
   int nk = 0;
   for (int i = 0; i < b->nsets; ++i) {
     CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-    AL(al_adaln_backward(&b->desc, o, b->dy[i], b->x[i], b->scale, b->mean[i], b->rstd[i],
-                         b->dx[i], b->dscale, b->dshift, b->ws, b->ws_bytes, st));
+    AL(al_adaln_backward(&b->desc, o, b->dy[i], b->x[i], b->scale, b->mean[i], b->rstd[i], b->dx[i],
+                         b->dscale, b->dshift, b->ws, b->ws_bytes, st));
     CK(cudaStreamEndCapture(st, &full[i]));
     cudaGraphNode_t nodes[8];
     size_t nn = 8;
@@ -458,9 +460,8 @@ static result measure(bufs *b, const shape *s, const al_adaln_options *o, const 
 
 static void print_row(const result *r) {
   printf("%-22s %-12s %8lld %6d  %8.4f %7.0f %5.1f%%   %8.4f %8.4f %7.0f %5.1f%%   %8.4f %5.1f%%\n",
-         r->s.name, r->variant, (long long)r->rows, r->s.D, r->fwd_ms, r->fwd_gbps,
-         r->fwd_pct_copy, r->bwd_ms, r->bwd_floor_ms, r->bwd_gbps, r->bwd_pct_floor, r->copyx_ms,
-         r->fwd_pct_copyx);
+         r->s.name, r->variant, (long long)r->rows, r->s.D, r->fwd_ms, r->fwd_gbps, r->fwd_pct_copy,
+         r->bwd_ms, r->bwd_floor_ms, r->bwd_gbps, r->bwd_pct_floor, r->copyx_ms, r->fwd_pct_copyx);
   fflush(stdout);
 }
 
@@ -483,7 +484,7 @@ int main(int argc, char **argv) {
   const struct {
     const char *name;
     int *on;
-  } switches[] = {{"--per-set", &g_per_set}, {"--sweep", &sweep},   {"--split", &split},
+  } switches[] = {{"--per-set", &g_per_set},   {"--sweep", &sweep},   {"--split", &split},
                   {"--placement", &placement}, {"--chunks", &chunks}, {"--fwd", &fwdk}};
   const int nswitches = (int)(sizeof switches / sizeof switches[0]);
   for (int i = 1; i < argc; ++i) {
@@ -493,7 +494,7 @@ int main(int argc, char **argv) {
       *switches[k].on = 1;
     } else if (!strcmp(argv[i], "--dtype") && i + 1 < argc) {
       dname = argv[++i];
-      dtype = !strcmp(dname, "bf16") ? AL_DTYPE_BF16
+      dtype = !strcmp(dname, "bf16")   ? AL_DTYPE_BF16
               : !strcmp(dname, "fp16") ? AL_DTYPE_FP16
               : !strcmp(dname, "fp32") ? AL_DTYPE_FP32
                                        : 0;
@@ -554,8 +555,8 @@ int main(int argc, char **argv) {
   const double copy = copy_gbps();
   printf("device %s, %d SMs, L2 %d MB; dtype %s; copy %.0f GB/s (read + write); median of %d\n",
          prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20, dname, copy, iters);
-  printf("%-22s %-12s %8s %6s  %8s %7s %6s   %8s %8s %7s %6s   %8s %6s\n", "shape", "variant", "rows",
-         "D", "fwd_ms", "GB/s", "%copy", "bwd_ms", "floor_ms", "GB/s", "%floor", "copyx_ms",
+  printf("%-22s %-12s %8s %6s  %8s %7s %6s   %8s %8s %7s %6s   %8s %6s\n", "shape", "variant",
+         "rows", "D", "fwd_ms", "GB/s", "%copy", "bwd_ms", "floor_ms", "GB/s", "%floor", "copyx_ms",
          "%cpyx");
 
   result res[512];
@@ -571,13 +572,14 @@ int main(int argc, char **argv) {
     if (placement) {
       /* The default configuration with the buffers placed each way, in one process; "fresh"
        * again last (the drift of one placement over the sequence). */
-      static const int order[] = {PLACE_FRESH, PLACE_CARVED, PLACE_SHIFT1G, PLACE_SKEW,
-                                  PLACE_REVERSE, PLACE_FRESH};
+      static const int order[] = {PLACE_FRESH, PLACE_CARVED,  PLACE_SHIFT1G,
+                                  PLACE_SKEW,  PLACE_REVERSE, PLACE_FRESH};
       for (size_t k = 0; k < sizeof order / sizeof order[0] && nres < 500; ++k) {
         g_place = order[k];
         setup(&b, &shapes[si], dtype);
         char name[24];
-        snprintf(name, sizeof name, "%s%s", g_place_name[g_place], k ? (k + 1 == 6 ? "2" : "") : "");
+        snprintf(name, sizeof name, "%s%s", g_place_name[g_place],
+                 k ? (k + 1 == 6 ? "2" : "") : "");
         res[nres] = measure(&b, &shapes[si], &o, name, dtype, iters, copy);
         print_row(&res[nres++]);
         teardown(&b);
@@ -596,8 +598,8 @@ int main(int argc, char **argv) {
       for (int k = 0; k < 4 && nres < 500; ++k) {
         memset(&tu, 0, sizeof tu);
         tu.fwd_kernel = ks[k];
-        if (al_adaln_forward(&b.desc, &o, b.x[0], b.scale, b.shift, b.y[0], b.mean[0],
-                             b.rstd[0], NULL) != AL_OK)
+        if (al_adaln_forward(&b.desc, &o, b.x[0], b.scale, b.shift, b.y[0], b.mean[0], b.rstd[0],
+                             NULL) != AL_OK)
           continue;
         res[nres] = measure(&b, &shapes[si], &o,
                             ks[k] == AL_ADALN_FWD_KERNEL_ROWS ? "fwd_rows" : "fwd_tile", dtype,
@@ -612,8 +614,8 @@ int main(int argc, char **argv) {
         const char *name;
         int groups, chunk;
       } cvar;
-      static const cvar cv[] = {{"g2", 2, 0},       {"g8", 8, 0},       {"chunk28", 0, 28},
-                                {"chunk42", 0, 42}, {"chunk56", 0, 56}, {"chunk64", 0, 64},
+      static const cvar cv[] = {{"g2", 2, 0},         {"g8", 8, 0},         {"chunk28", 0, 28},
+                                {"chunk42", 0, 42},   {"chunk56", 0, 56},   {"chunk64", 0, 64},
                                 {"chunk100", 0, 100}, {"chunk124", 0, 124}, {"auto_again", 0, 0}};
       for (size_t k = 0; k < sizeof cv / sizeof cv[0] && nres < 500; ++k) {
         memset(&tu, 0, sizeof tu);
@@ -665,8 +667,8 @@ int main(int argc, char **argv) {
         size_t need;
         if (al_adaln_backward_workspace_size(&b.desc, &o, &need) != AL_OK) continue;
         /* the forward may refuse a configuration the backward takes */
-        if (al_adaln_forward(&b.desc, &o, b.x[0], b.scale, b.shift, b.y[0], b.mean[0],
-                             b.rstd[0], NULL) != AL_OK)
+        if (al_adaln_forward(&b.desc, &o, b.x[0], b.scale, b.shift, b.y[0], b.mean[0], b.rstd[0],
+                             NULL) != AL_OK)
           continue;
         snprintf(name, sizeof name, "%s", vs[k].name);
         res[nres] = measure(&b, &shapes[si], &o, name, dtype, iters, copy);
@@ -682,7 +684,8 @@ int main(int argc, char **argv) {
       perror(json);
       return 1;
     }
-    fprintf(f, "{\n \"device\": \"%s\",\n \"dtype\": \"%s\",\n \"copy_GBps\": %.1f,\n \"rows\": [\n",
+    fprintf(f,
+            "{\n \"device\": \"%s\",\n \"dtype\": \"%s\",\n \"copy_GBps\": %.1f,\n \"rows\": [\n",
             prop.name, dname, copy);
     for (int i = 0; i < nres; ++i) {
       const result *r = &res[i];

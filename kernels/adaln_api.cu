@@ -34,14 +34,12 @@ extern "C" int adaln_vec_elems(int dtype) { return dtype == AL_DTYPE_FP32 ? 4 : 
 static int aligned(const void *p, uintptr_t n) { return ((uintptr_t)p & (n - 1)) == 0; }
 
 /* Checks offsets already on the host: cu[0] == 0, non-decreasing, cu[B] == rows. */
-static int check_offsets(const char *fn, const char *what, const int32_t *cu, int B,
-                         int64_t rows) {
-  if (cu[0] != 0)
-    return al_set_error(AL_EINVAL, "%s: %s[0] = %d, must be 0", fn, what, (int)cu[0]);
+static int check_offsets(const char *fn, const char *what, const int32_t *cu, int B, int64_t rows) {
+  if (cu[0] != 0) return al_set_error(AL_EINVAL, "%s: %s[0] = %d, must be 0", fn, what, (int)cu[0]);
   for (int b = 0; b < B; ++b) {
     if (cu[b + 1] < cu[b])
-      return al_set_error(AL_EINVAL, "%s: %s[%d] = %d < %s[%d] = %d: offsets must not decrease",
-                          fn, what, b + 1, (int)cu[b + 1], what, b, (int)cu[b]);
+      return al_set_error(AL_EINVAL, "%s: %s[%d] = %d < %s[%d] = %d: offsets must not decrease", fn,
+                          what, b + 1, (int)cu[b + 1], what, b, (int)cu[b]);
   }
   if ((int64_t)cu[B] != rows)
     return al_set_error(AL_EINVAL, "%s: %s[%d] = %d but rows = %lld", fn, what, B, (int)cu[B],
@@ -66,8 +64,7 @@ static int setup(const char *fn, const al_adaln_desc *d, const al_adaln_options 
   if (al_dtype_size(d->dtype) == 0)
     return al_set_error(AL_EINVAL, "%s: dtype %d is not AL_DTYPE_BF16/FP16/FP32", fn, d->dtype);
   if (d->dim < 1 || d->dim > AL_ADALN_MAX_DIM)
-    return al_set_error(AL_ERANGE, "%s: dim %d outside [1, %d]", fn, (int)d->dim,
-                        AL_ADALN_MAX_DIM);
+    return al_set_error(AL_ERANGE, "%s: dim %d outside [1, %d]", fn, (int)d->dim, AL_ADALN_MAX_DIM);
   if (d->batch < 1 || d->batch > AL_ADALN_MAX_BATCH)
     return al_set_error(AL_ERANGE, "%s: batch %d outside [1, %d]", fn, (int)d->batch,
                         AL_ADALN_MAX_BATCH);
@@ -171,8 +168,7 @@ static int pow2_ceil(int n) {
  * vpt <= vmax whose group (a power of two up to 32, else a multiple of 32) wastes at most
  * 1/16 of its slots, with at least min(nv, 8) threads per row (full 32-byte sectors per load
  * instruction); else the least wasteful. Forced: vpt = ceil(nv / tpr) must be <= vmax. */
-static int pick_cfg(const char *fn, int nv, int vmax, int tpr_max, int forced, int *tpr,
-                    int *vpt) {
+static int pick_cfg(const char *fn, int nv, int vmax, int tpr_max, int forced, int *tpr, int *vpt) {
   if (forced) {
     const int v = (nv + forced - 1) / forced;
     if (forced > tpr_max || v > vmax)
@@ -487,8 +483,8 @@ static int plan_bwd(const char *fn, const al_adaln_tuning *tu, adaln_launch *l, 
     }
     if (!*fused && tu->bwd_path == AL_ADALN_BWD_FUSED)
       return al_set_error(AL_EUNSUPPORTED,
-                          "%s: dim %d does not fit the fused backward (use AL_ADALN_BWD_AUTO)",
-                          fn, l->dim);
+                          "%s: dim %d does not fit the fused backward (use AL_ADALN_BWD_AUTO)", fn,
+                          l->dim);
   }
   if (!*fused) {
     rc = pick_cfg(fn, nv, ADALN_BWD_DX_MAX_VPT, 512, tu->threads_per_row, &l->tpr, &l->vpt);
@@ -505,13 +501,15 @@ static int plan_bwd(const char *fn, const al_adaln_tuning *tu, adaln_launch *l, 
                           l->tpr);
     /* At most ~512 chunks: the split partial kernel re-reads rows, so chunks only trade
      * parallelism against partial-sum traffic. */
-    l->chunk = tu->rows_per_chunk ? tu->rows_per_chunk
-                                 : (l->rows + 511) / 512 < 128 ? 128 : (l->rows + 511) / 512;
+    l->chunk = tu->rows_per_chunk            ? tu->rows_per_chunk
+               : (l->rows + 511) / 512 < 128 ? 128
+                                             : (l->rows + 511) / 512;
   }
   if (l->chunk < 1) l->chunk = 1;
   l->nchunks = (l->rows + l->chunk - 1) / l->chunk;
   /* Slots; the split path adds one float per row (the stored mean's residual). */
-  *ws_bytes = ((size_t)(l->nchunks + l->batch) * 2 * (size_t)l->dim + (*fused ? 0 : (size_t)l->rows)) *
+  *ws_bytes = ((size_t)(l->nchunks + l->batch) * 2 * (size_t)l->dim +
+               (*fused ? 0 : (size_t)l->rows)) *
               sizeof(float);
   return AL_OK;
 }

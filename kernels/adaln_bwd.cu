@@ -26,8 +26,8 @@ struct BwdArgs {
  * 16-byte stores on the vector path (D a multiple of kVec keeps the slot 16-byte aligned). */
 template <int VPT, int kVec, bool VEC>
 __device__ __forceinline__ void flush_sums(float *ws, const float (&acc_s)[VPT * kVec],
-                                           const float (&acc_h)[VPT * kVec], int t, int tpr,
-                                           int nv, int D) {
+                                           const float (&acc_h)[VPT * kVec], int t, int tpr, int nv,
+                                           int D) {
 #pragma unroll
   for (int i = 0; i < VPT; ++i) {
     const int v = t + i * tpr;
@@ -67,8 +67,7 @@ template <typename T, int VPT, bool VEC, bool ACC>
 __device__ __forceinline__ void bwd_row(const BwdArgs<T> &a, int64_t row, bool ok, int t, int nv,
                                         const T *scb, uint4 (&rdy)[VPT], uint4 (&rx)[VPT],
                                         float (&acc_s)[ACC ? VPT * Elem<T>::kVec : 1],
-                                        float (&acc_h)[ACC ? VPT * Elem<T>::kVec : 1],
-                                        float *red) {
+                                        float (&acc_h)[ACC ? VPT * Elem<T>::kVec : 1], float *red) {
   typedef Elem<T> E;
   constexpr int kVec = E::kVec;
   const int tpr = a.tpr, D = a.D;
@@ -150,8 +149,8 @@ __device__ __forceinline__ void chunk_start(const Layout &L, int64_t r0, int64_t
 /* Sample-boundary step of the fused kernels: when `row` starts a new sample, writes the
  * sums of the old one to slot k + b, clears them and moves b to the sample of `row`. */
 template <int VPT, int kVec, bool VEC, bool ACC>
-__device__ __forceinline__ void next_sample(const Layout &L, float *ws_base, int64_t k,
-                                            int64_t row, int &b, int64_t &bend,
+__device__ __forceinline__ void next_sample(const Layout &L, float *ws_base, int64_t k, int64_t row,
+                                            int &b, int64_t &bend,
                                             float (&acc_s)[ACC ? VPT * kVec : 1],
                                             float (&acc_h)[ACC ? VPT * kVec : 1], int t, int tpr,
                                             int nv, int D) {
@@ -282,7 +281,8 @@ __global__ void __launch_bounds__(512) adaln_bwd_fused_async_kernel(BwdArgs<T> a
     for (int i = 0; i < VPT; ++i) {
       const int v = t + i * tpr;
       const bool vok = rok && v < nv;
-      cp_async16(&stage_buf[((s * 2 + 0) * VPT + i) * nthr + threadIdx.x], vok ? dyr + v : dyr, vok);
+      cp_async16(&stage_buf[((s * 2 + 0) * VPT + i) * nthr + threadIdx.x], vok ? dyr + v : dyr,
+                 vok);
       cp_async16(&stage_buf[((s * 2 + 1) * VPT + i) * nthr + threadIdx.x], vok ? xr + v : xr, vok);
     }
     cp_async_commit();
@@ -306,8 +306,8 @@ __global__ void __launch_bounds__(512) adaln_bwd_fused_async_kernel(BwdArgs<T> a
     sw = sw + 1 == S ? 0 : sw + 1;
     if (ok && row >= bend)
       next_sample<VPT, kVec, true, true>(a.L, a.ws, k, row, b, bend, acc_s, acc_h, t, tpr, nv, D);
-    bwd_row<T, VPT, true, true>(a, row, ok, t, nv, a.scale + (int64_t)b * D, rdy, rx, acc_s,
-                                acc_h, red[it & 1]);
+    bwd_row<T, VPT, true, true>(a, row, ok, t, nv, a.scale + (int64_t)b * D, rdy, rx, acc_s, acc_h,
+                                red[it & 1]);
   }
   cp_async_wait<0>();
   if (r0 < r1)
@@ -318,9 +318,8 @@ __global__ void __launch_bounds__(512) adaln_bwd_fused_async_kernel(BwdArgs<T> a
  * and x from the thread's stage slots, (one + scale) from the kVec/4 fp32 planes of scl. */
 template <typename T>
 __device__ __forceinline__ void tile_vec(const uint4 *sdy, const uint4 *sx, const float4 *scl,
-                                         int i, int nthr, int nv, int v,
-                                         float (&fd)[Elem<T>::kVec], float (&fx)[Elem<T>::kVec],
-                                         float (&fs)[Elem<T>::kVec]) {
+                                         int i, int nthr, int nv, int v, float (&fd)[Elem<T>::kVec],
+                                         float (&fx)[Elem<T>::kVec], float (&fs)[Elem<T>::kVec]) {
   typedef Elem<T> E;
   E::unpack(sdy[i * nthr], fd);
   E::unpack(sx[i * nthr], fx);
@@ -347,9 +346,9 @@ __device__ __forceinline__ void tile_vec(const uint4 *sdy, const uint4 *sx, cons
  * a padding row, which only joins the reduction).
  */
 template <typename T, int VPT>
-__device__ __forceinline__ void tile_row(const BwdArgs<T> &a, int64_t row, bool ok, int t,
-                                         int grp, int nv, int nthr, const uint4 *sdy,
-                                         const uint4 *sx, const float2 *sst, const float4 *scl,
+__device__ __forceinline__ void tile_row(const BwdArgs<T> &a, int64_t row, bool ok, int t, int grp,
+                                         int nv, int nthr, const uint4 *sdy, const uint4 *sx,
+                                         const float2 *sst, const float4 *scl,
                                          float (&acc_s)[VPT * Elem<T>::kVec],
                                          float (&acc_h)[VPT * Elem<T>::kVec], float4 *red) {
   typedef Elem<T> E;
@@ -488,8 +487,8 @@ __global__ void __maxnreg__(MAXREG) adaln_bwd_tile_kernel(BwdArgs<T> a) {
   uint4 *stage = smem_tile;
   float2 *stats = reinterpret_cast<float2 *>(stage + S * 2 * VPT * nthr);
   static_assert(S < ADALN_TILE_STAT_RING, "the mean/rstd ring must outlast the row pipeline");
-  float *buf =
-      reinterpret_cast<float *>(stats + ADALN_TILE_STAT_RING * ADALN_TILE_STAT_SLOTS(nthr, tpr));
+  float *buf = reinterpret_cast<float *>(stats +
+                                         ADALN_TILE_STAT_RING * ADALN_TILE_STAT_SLOTS(nthr, tpr));
   /* This thread's mean/rstd ring (its warp's, or its group's when tpr < 32: [slot][ring]), and
    * whether it is the lane that fills it; computed where used (held in registers across the
    * loop, they made ptxas spill under the register cap). */
@@ -582,9 +581,11 @@ __global__ void __maxnreg__(MAXREG) adaln_bwd_tile_kernel(BwdArgs<T> a) {
  * spill-free in the -Xptxas -v report (docs/kernels-notes.md, "Workflow"). */
 template <typename T, int VPT, int S>
 struct TileRegs {
-  static constexpr int value =
-      Elem<T>::kVec == 4 ? (VPT == 4 ? 104 : 32 + 16 * VPT)
-                         : (VPT == 1 ? 56 : VPT == 2 ? 72 : VPT == 3 ? (S == 2 ? 80 : 88) : 104);
+  static constexpr int value = Elem<T>::kVec == 4 ? (VPT == 4 ? 104 : 32 + 16 * VPT)
+                                                  : (VPT == 1   ? 56
+                                                     : VPT == 2 ? 72
+                                                     : VPT == 3 ? (S == 2 ? 80 : 88)
+                                                                : 104);
 };
 
 /* The tile kernel instance of a launch (l->stages 2 or 3; l->loose_regs: cap 128, else
@@ -638,18 +639,18 @@ static int bwd_rows_launch_t(const adaln_launch *l, const void *dy, const void *
     }
     if (l->stages >= 2) {
       switch (l->stages) {
-      case 2:
-        adaln_bwd_fused_async_kernel<T, VPT, 2>
-            <<<(unsigned)blocks, l->block, l->smem, (cudaStream_t)l->stream>>>(a);
-        break;
-      case 3:
-        adaln_bwd_fused_async_kernel<T, VPT, 3>
-            <<<(unsigned)blocks, l->block, l->smem, (cudaStream_t)l->stream>>>(a);
-        break;
-      default:
-        adaln_bwd_fused_async_kernel<T, VPT, 4>
-            <<<(unsigned)blocks, l->block, l->smem, (cudaStream_t)l->stream>>>(a);
-        break;
+        case 2:
+          adaln_bwd_fused_async_kernel<T, VPT, 2>
+              <<<(unsigned)blocks, l->block, l->smem, (cudaStream_t)l->stream>>>(a);
+          break;
+        case 3:
+          adaln_bwd_fused_async_kernel<T, VPT, 3>
+              <<<(unsigned)blocks, l->block, l->smem, (cudaStream_t)l->stream>>>(a);
+          break;
+        default:
+          adaln_bwd_fused_async_kernel<T, VPT, 4>
+              <<<(unsigned)blocks, l->block, l->smem, (cudaStream_t)l->stream>>>(a);
+          break;
       }
       ADALN_LAUNCHED("adaln_bwd_fused_async_kernel");
       return AL_OK;
@@ -661,6 +662,7 @@ static int bwd_rows_launch_t(const adaln_launch *l, const void *dy, const void *
   return AL_OK;
 }
 
+/* clang-format off */
 /* Fused instances go to 4 vectors per thread (the sums need registers too), dx-only to 8. */
 #define ADALN_BWD_VPT_CASES(T, VEC, ACC, CALL)                 \
   switch (l->vpt) {                                            \
@@ -688,6 +690,7 @@ static int bwd_rows_launch_t(const adaln_launch *l, const void *dy, const void *
       else { ADALN_BWD_VPT_CASES(float, false, ACC, CALL) }                    \
     }                                                                          \
   } while (0)
+/* clang-format on */
 
 #define BWD_CALL(T, VPT, VEC, ACC) \
   bwd_rows_launch_t<T, VPT, VEC, ACC>(l, dy, x, scale, mean, rstd, dx, ws)
@@ -699,8 +702,8 @@ extern "C" int adaln_bwd_fused_launch(const adaln_launch *l, const void *dy, con
   if (l->rows == 0) return AL_OK;
   ADALN_BWD_DISPATCH(true, BWD_CALL);
   return al_set_error(AL_EUNSUPPORTED,
-                      "adaln backward: no fused kernel for dtype %d, %d vectors/thread",
-                      l->dtype, l->vpt);
+                      "adaln backward: no fused kernel for dtype %d, %d vectors/thread", l->dtype,
+                      l->vpt);
 }
 
 extern "C" int adaln_bwd_dx_launch(const adaln_launch *l, const void *dy, const void *x,

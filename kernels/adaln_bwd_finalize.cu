@@ -26,7 +26,7 @@ struct FinArgs {
  * empty sample gets zeros.
  */
 template <typename T>
-__global__ void __launch_bounds__(FIN_FEATS * FIN_LANES) adaln_bwd_finalize_kernel(FinArgs<T> a) {
+__global__ void __launch_bounds__(FIN_FEATS *FIN_LANES) adaln_bwd_finalize_kernel(FinArgs<T> a) {
   typedef Elem<T> E;
   __shared__ float part[2][FIN_LANES][FIN_FEATS + 1];
   const int x = threadIdx.x, y = threadIdx.y;
@@ -95,8 +95,14 @@ __global__ void __launch_bounds__(1024) adaln_bwd_finalize4_kernel(FinArgs<T> a)
       const float *p = a.ws + (k + b) * 2 * (int64_t)D + d;
       const float4 u = *reinterpret_cast<const float4 *>(p);
       const float4 w = *reinterpret_cast<const float4 *>(p + D);
-      ss.x += u.x; ss.y += u.y; ss.z += u.z; ss.w += u.w;
-      sh.x += w.x; sh.y += w.y; sh.z += w.z; sh.w += w.w;
+      ss.x += u.x;
+      ss.y += u.y;
+      ss.z += u.z;
+      ss.w += u.w;
+      sh.x += w.x;
+      sh.y += w.y;
+      sh.z += w.z;
+      sh.w += w.w;
     }
   }
   float4 *p0 = part4, *p1 = part4 + lanes * FIN4_QUADS;
@@ -115,8 +121,8 @@ __global__ void __launch_bounds__(1024) adaln_bwd_finalize4_kernel(FinArgs<T> a)
   }
   if (y < 2 && d < D) {
     const float4 r = (y == 0 ? p0 : p1)[x];
-    typename E::bits_t *out =
-        reinterpret_cast<typename E::bits_t *>((y == 0 ? a.dscale : a.dshift) + (int64_t)b * D + d);
+    typename E::bits_t *out = reinterpret_cast<typename E::bits_t *>(
+        (y == 0 ? a.dscale : a.dshift) + (int64_t)b * D + d);
     out[0] = E::to_bits(r.x);
     out[1] = E::to_bits(r.y);
     out[2] = E::to_bits(r.z);

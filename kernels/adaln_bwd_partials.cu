@@ -106,7 +106,8 @@ static int partials_launch_t(const adaln_launch *l, const void *dy, const void *
   a.D = l->dim;
   const int kvec = (int)(16 / sizeof(T));
   const int nv = (l->dim + kvec - 1) / kvec;
-  dim3 grid((unsigned)l->nchunks, (unsigned)((nv + ADALN_SPLIT_TILE_VECS - 1) / ADALN_SPLIT_TILE_VECS));
+  dim3 grid((unsigned)l->nchunks,
+            (unsigned)((nv + ADALN_SPLIT_TILE_VECS - 1) / ADALN_SPLIT_TILE_VECS));
   dim3 block(ADALN_SPLIT_TILE_VECS, ADALN_SPLIT_ROW_LANES);
   adaln_bwd_partials_kernel<T, VEC><<<grid, block, 0, (cudaStream_t)l->stream>>>(a);
   ADALN_LAUNCHED("adaln_bwd_partials_kernel");
@@ -127,7 +128,6 @@ extern "C" int adaln_bwd_partials_launch(const adaln_launch *l, const void *dy, 
     case AL_DTYPE_FP32:
       return l->vec ? partials_launch_t<float, true>(l, dy, x, mean, mean_err, rstd, ws)
                     : partials_launch_t<float, false>(l, dy, x, mean, mean_err, rstd, ws);
-    default:
-      return al_set_error(AL_EUNSUPPORTED, "adaln partials: dtype %d", l->dtype);
+    default: return al_set_error(AL_EUNSUPPORTED, "adaln partials: dtype %d", l->dtype);
   }
 }

@@ -19,12 +19,12 @@
 #include "kernels/adaln_internal.h"
 
 /* Every CUDA runtime call is checked; the message names the call, file and line. */
-#define ADALN_CUDA(call)                                                                   \
-  do {                                                                                     \
-    cudaError_t e_ = (call);                                                               \
-    if (e_ != cudaSuccess)                                                                 \
-      return al_set_error(AL_ECUDA, "%s:%d: %s: %s (%s)", __FILE__, __LINE__, #call,     \
-                          cudaGetErrorString(e_), cudaGetErrorName(e_));                   \
+#define ADALN_CUDA(call)                                                             \
+  do {                                                                               \
+    cudaError_t e_ = (call);                                                         \
+    if (e_ != cudaSuccess)                                                           \
+      return al_set_error(AL_ECUDA, "%s:%d: %s: %s (%s)", __FILE__, __LINE__, #call, \
+                          cudaGetErrorString(e_), cudaGetErrorName(e_));             \
   } while (0)
 
 /* After a launch: configuration errors show up in cudaGetLastError. */
@@ -102,8 +102,14 @@ struct Elem<__half> {
   __device__ __forceinline__ static void unpack(const uint4 &r, float *f) {
     float2 a = unpack_f16x2(r.x), b = unpack_f16x2(r.y), c = unpack_f16x2(r.z),
            d = unpack_f16x2(r.w);
-    f[0] = a.x; f[1] = a.y; f[2] = b.x; f[3] = b.y;
-    f[4] = c.x; f[5] = c.y; f[6] = d.x; f[7] = d.y;
+    f[0] = a.x;
+    f[1] = a.y;
+    f[2] = b.x;
+    f[3] = b.y;
+    f[4] = c.x;
+    f[5] = c.y;
+    f[6] = d.x;
+    f[7] = d.y;
   }
   __device__ __forceinline__ static uint4 pack(const float *f) {
     return make_uint4(pack_f16x2(f[0], f[1]), pack_f16x2(f[2], f[3]), pack_f16x2(f[4], f[5]),
@@ -331,8 +337,8 @@ __device__ __forceinline__ void tile_sums(float (&v)[N], int tpr, int t, int grp
     group_bar(1 + grp, tpr);
 #pragma unroll
     for (int k = 0; k < N; ++k) v[k] = 0.0f;
-    /* unrolled by 2 only: fully unrolled, the loads' registers make the sums spill (ptxas) */
 #pragma unroll 2
+    /* unrolled by 2 only: fully unrolled, the loads' registers make the sums spill (ptxas) */
     for (int i = 0; i < nw; ++i) {
       const float4 r = red[i];
       v[0] += r.x;
@@ -428,16 +434,16 @@ struct TilePiece {
  * tpr (threads per group), nthr (per block), grp and t (this thread's group and its thread
  * in the group), D, nv (16-byte vectors of kVec elements per row), nwg (warps per group, 1
  * below a warp), L, and the block's rows [R0, R1) (chunk blockIdx.x, clipped to the rows). */
-#define ADALN_TILE_THREAD(a, kVec)                                  \
-  const int tpr = (a).tpr, G = (a).groups;                          \
-  const int nthr = blockDim.x;                                      \
-  const int grp = threadIdx.x / tpr;                                \
-  const int t = threadIdx.x - grp * tpr;                            \
-  const int D = (a).D;                                              \
-  const int nv = D / (kVec);                                        \
-  const int nwg = tpr > 32 ? tpr >> 5 : 1;                          \
-  const Layout &L = (a).L;                                          \
-  const int64_t R0 = (int64_t)blockIdx.x * (a).chunk;               \
+#define ADALN_TILE_THREAD(a, kVec)                    \
+  const int tpr = (a).tpr, G = (a).groups;            \
+  const int nthr = blockDim.x;                        \
+  const int grp = threadIdx.x / tpr;                  \
+  const int t = threadIdx.x - grp * tpr;              \
+  const int D = (a).D;                                \
+  const int nv = D / (kVec);                          \
+  const int nwg = tpr > 32 ? tpr >> 5 : 1;            \
+  const Layout &L = (a).L;                            \
+  const int64_t R0 = (int64_t)blockIdx.x * (a).chunk; \
   const int64_t R1 = R0 + (a).chunk < L.rows ? R0 + (a).chunk : L.rows
 
 /* A cp.async producer's place in the same (piece, round) sequence, run S - 1 rounds ahead of
@@ -453,7 +459,9 @@ struct TileCursor {
     done = false;
   }
   __device__ __forceinline__ int64_t row(int G, int grp) const { return pc.p0 + r * G + grp; }
-  __device__ __forceinline__ bool live(int G, int grp) const { return !done && row(G, grp) < pc.p1; }
+  __device__ __forceinline__ bool live(int G, int grp) const {
+    return !done && row(G, grp) < pc.p1;
+  }
   __device__ __forceinline__ void advance(const Layout &L, int64_t R1, int G) {
     if (done || ++r != nr) return;
     if (!pc.next(L, R1)) {

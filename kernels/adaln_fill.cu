@@ -1,4 +1,5 @@
-/* adaln_fill.cu - pseudo-random device fills for tests and benchmarks; see adaln_fill_internal.h. */
+/* adaln_fill.cu - pseudo-random device fills for tests and benchmarks; see adaln_fill_internal.h.
+ */
 #include "kernels/adaln_common.cuh"
 #include "kernels/adaln_fill_internal.h"
 
@@ -27,14 +28,14 @@ static int fill_t(void *dst, size_t n, uint64_t seed, float mean, float std, voi
   if (n == 0) return AL_OK;
   size_t blocks = (n + 255) / 256;
   if (blocks > 65536) blocks = 65536;
-  fill_normal_kernel<T><<<(unsigned)blocks, 256, 0, (cudaStream_t)stream>>>((T *)dst, n, seed,
-                                                                             mean, std);
+  fill_normal_kernel<T>
+      <<<(unsigned)blocks, 256, 0, (cudaStream_t)stream>>>((T *)dst, n, seed, mean, std);
   ADALN_LAUNCHED("fill_normal_kernel");
   return AL_OK;
 }
 
 extern "C" int adaln_fill_normal(void *dst, int dtype, size_t n, uint64_t seed, float mean,
-                              float std, void *stream) {
+                                 float std, void *stream) {
   if (dst == NULL && n > 0) return al_set_error(AL_EINVAL, "adaln_fill_normal: dst is NULL");
   switch (dtype) {
     case AL_DTYPE_BF16: return fill_t<__nv_bfloat16>(dst, n, seed, mean, std, stream);

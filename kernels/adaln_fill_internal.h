@@ -16,7 +16,7 @@ extern "C" {
 
 /* n elements of dtype (al_dtype) ~ Normal(mean, std) (Box-Muller on hashed uniforms). */
 int adaln_fill_normal(void *dst, int dtype, size_t n, uint64_t seed, float mean, float std,
-                   void *stream);
+                      void *stream);
 
 #ifdef __cplusplus
 }

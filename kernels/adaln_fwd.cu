@@ -108,8 +108,8 @@ __global__ void __launch_bounds__(512, 2) adaln_fwd_kernel(FwdArgs<T> a) {
 }
 
 template <typename T, int VPT, bool VEC>
-static int fwd_launch_t(const adaln_launch *l, const void *x, const void *scale,
-                        const void *shift, void *y, float *mean, float *rstd) {
+static int fwd_launch_t(const adaln_launch *l, const void *x, const void *scale, const void *shift,
+                        void *y, float *mean, float *rstd) {
   const FwdArgs<T> a = fwd_args_of<T>(l, x, scale, shift, y, mean, rstd);
   const int64_t groups_per_block = l->block / l->tpr;
   const int64_t blocks = (l->rows + groups_per_block - 1) / groups_per_block;
@@ -118,6 +118,7 @@ static int fwd_launch_t(const adaln_launch *l, const void *x, const void *scale,
   return AL_OK;
 }
 
+/* clang-format off */
 /* dtype x vec x VPT -> one template instance. */
 #define ADALN_FWD_VPT_CASES(T, VEC, CALL)                      \
   switch (l->vpt) {                                            \
@@ -145,6 +146,7 @@ static int fwd_launch_t(const adaln_launch *l, const void *x, const void *scale,
       else { ADALN_FWD_VPT_CASES(float, false, CALL) }                     \
     }                                                                      \
   } while (0)
+/* clang-format on */
 
 #define FWD_CALL(T, VPT, VEC) fwd_launch_t<T, VPT, VEC>(l, x, scale, shift, y, mean, rstd)
 #define FWD_FN(T, VPT, VEC) (const void *)adaln_fwd_kernel<T, VPT, VEC>

@@ -26,8 +26,8 @@
  * never overwrites what a slower thread still reads.
  */
 template <typename T, int VPT>
-__device__ __forceinline__ void fwd_tile_row(const FwdArgs<T> &a, int64_t row, bool ok,
-                                             int t, int grp, int nv, int nthr, const uint4 *sx,
+__device__ __forceinline__ void fwd_tile_row(const FwdArgs<T> &a, int64_t row, bool ok, int t,
+                                             int grp, int nv, int nthr, const uint4 *sx,
                                              const uint4 *mod, float4 *red, int nwg) {
   typedef Elem<T> E;
   constexpr int kVec = E::kVec;
@@ -172,6 +172,7 @@ static int fwd_tile_launch_t(const adaln_launch *l, const void *x, const void *s
   return AL_OK;
 }
 
+/* clang-format off */
 #define ADALN_FWD_TILE_CASES(T, CALL)                          \
   switch (l->vpt) {                                            \
     case 1: return CALL(T, 1);                                 \
@@ -191,10 +192,10 @@ static int fwd_tile_launch_t(const adaln_launch *l, const void *x, const void *s
     else if (l->dtype == AL_DTYPE_FP16) { ADALN_FWD_TILE_CASES(__half, CALL) }   \
     else if (l->dtype == AL_DTYPE_FP32) { ADALN_FWD_TILE_CASES(float, CALL) }    \
   } while (0)
+/* clang-format on */
 
 #define FWD_TILE_CALL(T, VPT) fwd_tile_launch_t<T, VPT>(l, x, scale, shift, y, mean, rstd)
-#define FWD_TILE_FN(T, VPT) \
-  (const void *)adaln_fwd_tile_kernel<T, VPT, ADALN_FWD_TILE_STAGES>
+#define FWD_TILE_FN(T, VPT) (const void *)adaln_fwd_tile_kernel<T, VPT, ADALN_FWD_TILE_STAGES>
 
 extern "C" int adaln_fwd_tile_launch(const adaln_launch *l, const void *x, const void *scale,
                                      const void *shift, void *y, float *mean, float *rstd) {

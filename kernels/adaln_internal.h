@@ -30,24 +30,24 @@ extern "C" {
 
 typedef struct adaln_launch {
   int dtype;
-  int vec;            /* 1: 16-byte vector path; 0: general element-wise path */
-  int tpr;            /* threads per row group */
-  int vpt;            /* vectors per thread */
-  int block;          /* threads per block */
+  int vec;   /* 1: 16-byte vector path; 0: general element-wise path */
+  int tpr;   /* threads per row group */
+  int vpt;   /* vectors per thread */
+  int block; /* threads per block */
   int64_t rows;
   int32_t batch;
   int32_t dim;
-  int64_t seq_len;    /* > 0: fixed layout */
-  const int32_t *cu;  /* packed layout offsets (device) */
+  int64_t seq_len;   /* > 0: fixed layout */
+  const int32_t *cu; /* packed layout offsets (device) */
   float eps;
-  float one;          /* 1.0f: (1 + scale); 0.0f: plain scale */
-  int64_t chunk;      /* backward: rows per chunk; tile forward: rows per block */
-  int64_t nchunks;    /* ceil(rows / chunk) */
-  int stages;         /* fused backward: 0/1 register prefetch, 2..4 cp.async stages */
-  int kernel;         /* fused backward: ADALN_BWD_KERNEL_* */
-  int groups;         /* tile kernels: row groups per block */
-  int loose_regs;     /* tile kernel: register cap 128 (default) instead of the tight one */
-  size_t smem;        /* dynamic shared memory per block (cp.async stages) */
+  float one;       /* 1.0f: (1 + scale); 0.0f: plain scale */
+  int64_t chunk;   /* backward: rows per chunk; tile forward: rows per block */
+  int64_t nchunks; /* ceil(rows / chunk) */
+  int stages;      /* fused backward: 0/1 register prefetch, 2..4 cp.async stages */
+  int kernel;      /* fused backward: ADALN_BWD_KERNEL_* */
+  int groups;      /* tile kernels: row groups per block */
+  int loose_regs;  /* tile kernel: register cap 128 (default) instead of the tight one */
+  size_t smem;     /* dynamic shared memory per block (cp.async stages) */
   void *stream;
 } adaln_launch;
 
@@ -87,9 +87,8 @@ const void *adaln_fwd_tile_kernel_fn(const adaln_launch *l);
 size_t adaln_fwd_tile_smem(const adaln_launch *l, int groups);
 
 /* Fused backward: dx plus per-chunk partial sums into ws ((nchunks + batch) * 2 * dim floats). */
-int adaln_bwd_fused_launch(const adaln_launch *l, const void *dy, const void *x,
-                           const void *scale, const float *mean, const float *rstd, void *dx,
-                           float *ws);
+int adaln_bwd_fused_launch(const adaln_launch *l, const void *dy, const void *x, const void *scale,
+                           const float *mean, const float *rstd, void *dx, float *ws);
 
 /* Split backward, step 1: dx only (row group per row, like the forward), plus the per-row
  * residual of the stored mean (mean_err, rows floats) that step 2 needs. */
@@ -101,8 +100,7 @@ int adaln_bwd_partials_launch(const adaln_launch *l, const void *dy, const void 
                               float *ws);
 
 /* Sums the slots of each sample into dscale, dshift (dtype of l). */
-int adaln_bwd_finalize_launch(const adaln_launch *l, const float *ws, void *dscale,
-                              void *dshift);
+int adaln_bwd_finalize_launch(const adaln_launch *l, const float *ws, void *dscale, void *dshift);
 
 /* The kernel instance a launch with this configuration would use (for cudaFuncGetAttributes
  * and occupancy queries); NULL when none is compiled. acc: 1 fused, 0 dx-only. */

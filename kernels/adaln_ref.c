@@ -55,7 +55,7 @@ static void row_stats(const float *xr, int dim, double eps, double *mean, double
 }
 
 int adaln_ref_forward(const adaln_ref_shape *s, const float *x, const float *scale,
-                         const float *shift, float *y, float *mean, float *rstd) {
+                      const float *shift, float *y, float *mean, float *rstd) {
   ref_consts k;
   int rc = check_shape("adaln_ref_forward", s, &k);
   if (rc != AL_OK) return rc;
@@ -76,7 +76,7 @@ int adaln_ref_forward(const adaln_ref_shape *s, const float *x, const float *sca
 }
 
 int adaln_ref_backward(const adaln_ref_shape *s, const float *dy, const float *x,
-                          const float *scale, float *dx, float *dscale, float *dshift) {
+                       const float *scale, float *dx, float *dscale, float *dshift) {
   ref_consts k;
   int rc = check_shape("adaln_ref_backward", s, &k);
   if (rc != AL_OK) return rc;

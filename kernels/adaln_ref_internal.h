@@ -24,19 +24,19 @@ typedef struct adaln_ref_shape {
   int64_t rows;
   int32_t batch;
   int32_t dim;
-  int64_t seq_len;            /* fixed layout; 0 -> cu_seqlens */
-  const int32_t *cu_seqlens;  /* host, batch + 1 entries */
-  double eps;                 /* 0 -> 1e-6 */
+  int64_t seq_len;           /* fixed layout; 0 -> cu_seqlens */
+  const int32_t *cu_seqlens; /* host, batch + 1 entries */
+  double eps;                /* 0 -> 1e-6 */
   int plain_scale;
 } adaln_ref_shape;
 
 /* y, mean, rstd out (mean, rstd may be NULL). */
 int adaln_ref_forward(const adaln_ref_shape *s, const float *x, const float *scale,
-                         const float *shift, float *y, float *mean, float *rstd);
+                      const float *shift, float *y, float *mean, float *rstd);
 
 /* dx, dscale, dshift out. */
 int adaln_ref_backward(const adaln_ref_shape *s, const float *dy, const float *x,
-                          const float *scale, float *dx, float *dscale, float *dshift);
+                       const float *scale, float *dx, float *dscale, float *dshift);
 
 #ifdef __cplusplus
 }

@@ -37,9 +37,9 @@
  *   are then unspecified.
  *
  * Fast path: D a multiple of 8 (bf16, fp16) or 4 (fp32) and x, y, scale, shift (forward) or
- * dy, x, scale, dx (backward) 16-byte aligned -> 16-byte vector loads and stores. Anything else (odd D, offset
- * views) silently takes the general path: same results, element-wise accesses, slower. Never an
- * error.
+ * dy, x, scale, dx (backward) 16-byte aligned -> 16-byte vector loads and stores. Anything else
+ * (odd D, offset views) silently takes the general path: same results, element-wise accesses,
+ * slower. Never an error.
  *
  * Kernels: the library picks them, and their configuration, from the shape, dtype, alignment
  * and device. Forward: a row kernel; for batches of several samples averaging at most 2048
@@ -79,11 +79,7 @@ extern "C" {
 #ifndef AL_DTYPE_DEFINED
 #define AL_DTYPE_DEFINED
 /* Element type of tensors. 0 is deliberately not a dtype: a zeroed descriptor is an error. */
-typedef enum al_dtype {
-  AL_DTYPE_BF16 = 1,
-  AL_DTYPE_FP16 = 2,
-  AL_DTYPE_FP32 = 3
-} al_dtype;
+typedef enum al_dtype { AL_DTYPE_BF16 = 1, AL_DTYPE_FP16 = 2, AL_DTYPE_FP32 = 3 } al_dtype;
 #endif
 
 #define AL_ADALN_MAX_DIM 16384
@@ -108,16 +104,16 @@ struct al_adaln_tuning; /* al_adaln_tuning.h: kernel choice and configuration (u
 
 /* Options: zero (or a NULL pointer) means default for every field. */
 typedef struct al_adaln_options {
-  float eps;      /* added to the variance; 0 -> 1e-6 */
-  unsigned flags; /* AL_ADALN_PLAIN_SCALE | AL_ADALN_VALIDATE_OFFSETS */
+  float eps;                            /* added to the variance; 0 -> 1e-6 */
+  unsigned flags;                       /* AL_ADALN_PLAIN_SCALE | AL_ADALN_VALIDATE_OFFSETS */
   const struct al_adaln_tuning *tuning; /* NULL: the library's choice (al_adaln_tuning.h) */
 } al_adaln_options;
 
 /* Forward. x, scale, shift in; y out; mean, rstd (fp32, rows entries each) out for the backward.
  * mean and rstd may both be NULL when no backward follows (inference). */
-AL_API int al_adaln_forward(const al_adaln_desc *desc, const al_adaln_options *opts,
-                            const void *x, const void *scale, const void *shift,
-                            void *y, float *mean, float *rstd, void *stream);
+AL_API int al_adaln_forward(const al_adaln_desc *desc, const al_adaln_options *opts, const void *x,
+                            const void *scale, const void *shift, void *y, float *mean, float *rstd,
+                            void *stream);
 
 /* Bytes of device workspace al_adaln_backward needs for this desc and options on the current
  * device (depends on rows, B, D, dtype, options and the device's multiprocessor count). */
@@ -130,9 +126,8 @@ AL_API int al_adaln_backward_workspace_size(const al_adaln_desc *desc, const al_
  * enqueued work (one workspace per concurrently running backward). dx must not overlap dy
  * or x. */
 AL_API int al_adaln_backward(const al_adaln_desc *desc, const al_adaln_options *opts,
-                             const void *dy, const void *x, const void *scale,
-                             const float *mean, const float *rstd,
-                             void *dx, void *dscale, void *dshift,
+                             const void *dy, const void *x, const void *scale, const float *mean,
+                             const float *rstd, void *dx, void *dscale, void *dshift,
                              void *workspace, size_t workspace_bytes, void *stream);
 
 /* Bytes per element of a dtype; 0 for an unknown one. */

@@ -35,14 +35,14 @@ typedef struct al_adaln_tuning {
   int threads_per_row; /* threads sharing one row: 1,2,4,8,16,32 or a multiple of 32 <= 1024 */
   int force_general;   /* 1: element-wise path even when the 16-byte vector path applies */
   /* Forward. */
-  int fwd_kernel;      /* 0 auto, or AL_ADALN_FWD_KERNEL_* */
+  int fwd_kernel; /* 0 auto, or AL_ADALN_FWD_KERNEL_* */
   /* Backward. */
-  int bwd_path;        /* AL_ADALN_BWD_*; FUSED when the row does not fit -> AL_EUNSUPPORTED */
-  int bwd_kernel;      /* fused backward kernel: 0 auto, or AL_ADALN_BWD_KERNEL_* */
-  int bwd_stages;      /* fused backward row pipeline: 1 registers, 2..4 cp.async stages */
-  int bwd_groups;      /* tile kernel: row groups per block (<= 1024 threads; <= 15 groups
-                        * when threads_per_row > 32) */
-  int rows_per_chunk;  /* rows per partial-sum chunk (tile kernel: per block), >= 0 */
+  int bwd_path;       /* AL_ADALN_BWD_*; FUSED when the row does not fit -> AL_EUNSUPPORTED */
+  int bwd_kernel;     /* fused backward kernel: 0 auto, or AL_ADALN_BWD_KERNEL_* */
+  int bwd_stages;     /* fused backward row pipeline: 1 registers, 2..4 cp.async stages */
+  int bwd_groups;     /* tile kernel: row groups per block (<= 1024 threads; <= 15 groups
+                       * when threads_per_row > 32) */
+  int rows_per_chunk; /* rows per partial-sum chunk (tile kernel: per block), >= 0 */
 } al_adaln_tuning;
 
 /* bwd_path */

@@ -76,21 +76,21 @@ TEST(AdalnApi, ChecksHostOffsets) {
   d.rows = 9;
   d.cu_seqlens = reinterpret_cast<const int32_t *>(P);
   d.cu_seqlens_host = cu;
-  cu[2] = 4;  // decreases
+  cu[2] = 4; // decreases
   EXPECT_EQ(Fwd(d), AL_EINVAL);
   EXPECT_NE(Msg().find("must not decrease"), std::string::npos) << Msg();
   cu[2] = 5;
   cu[0] = 1;
   EXPECT_EQ(Fwd(d), AL_EINVAL);
   cu[0] = 0;
-  d.rows = 10;  // != cu[B]
+  d.rows = 10; // != cu[B]
   EXPECT_EQ(Fwd(d), AL_EINVAL);
   EXPECT_NE(Msg().find("rows = 10"), std::string::npos) << Msg();
   d.rows = 9;
-  d.seq_len = 3;  // both layouts
+  d.seq_len = 3; // both layouts
   EXPECT_EQ(Fwd(d), AL_EINVAL);
   d.seq_len = 0;
-  d.cu_seqlens = nullptr;  // host mirror alone
+  d.cu_seqlens = nullptr; // host mirror alone
   EXPECT_EQ(Fwd(d), AL_EINVAL);
 }
 
@@ -128,16 +128,15 @@ TEST(AdalnApi, RejectsBadOptionsAndPointers) {
     ExpectStatus(c, Fwd(d, &ot));
   }
 
-  EXPECT_EQ(Fwd(d, nullptr, nullptr), AL_EINVAL);  // x NULL
+  EXPECT_EQ(Fwd(d, nullptr, nullptr), AL_EINVAL); // x NULL
   EXPECT_EQ(al_adaln_forward(&d, nullptr, P, P, P, P, F, nullptr, nullptr), AL_EINVAL);
   float *odd = reinterpret_cast<float *>(0x20002);
   EXPECT_EQ(al_adaln_forward(&d, nullptr, P, P, P, P, odd, odd, nullptr), AL_EINVAL);
 
   EXPECT_EQ(al_adaln_backward(&d, nullptr, P, P, P, F, F, P, P, P, nullptr, 0, nullptr),
-            AL_EINVAL);  // workspace NULL
-  EXPECT_EQ(al_adaln_backward(&d, nullptr, P, P, P, F, F, P, P, P, (char *)P + 4, 1 << 20,
-                              nullptr),
-            AL_EINVAL);  // workspace misaligned
+            AL_EINVAL); // workspace NULL
+  EXPECT_EQ(al_adaln_backward(&d, nullptr, P, P, P, F, F, P, P, P, (char *)P + 4, 1 << 20, nullptr),
+            AL_EINVAL); // workspace misaligned
   size_t n = 1;
   EXPECT_EQ(al_adaln_backward_workspace_size(&d, nullptr, nullptr), AL_EINVAL);
   d.dim = 0;
@@ -160,4 +159,4 @@ TEST(AdalnApi, StructSizes) {
   EXPECT_EQ(al_adaln_struct_size(3), 0u);
 }
 
-}  // namespace
+} // namespace

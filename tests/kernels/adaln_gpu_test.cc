@@ -60,7 +60,9 @@ struct DevBuf {
   }
   void *p() const { return base + off; }
   bool poison() { return cudaMemset(base, 0xff, bytes + off + 16) == cudaSuccess; }
-  bool put(const void *h) { return cudaMemcpy(p(), h, bytes, cudaMemcpyHostToDevice) == cudaSuccess; }
+  bool put(const void *h) {
+    return cudaMemcpy(p(), h, bytes, cudaMemcpyHostToDevice) == cudaSuccess;
+  }
   std::vector<uint8_t> get() const {
     std::vector<uint8_t> h(bytes);
     if (cudaMemcpy(h.data(), p(), bytes, cudaMemcpyDeviceToHost) != cudaSuccess) h.clear();
@@ -72,26 +74,31 @@ struct Case {
   std::string name;
   int dtype = AL_DTYPE_BF16;
   int B = 1, N = 1, D = 64;
-  std::vector<int> lens;  // non-empty: packed layout with these sample lengths
+  std::vector<int> lens; // non-empty: packed layout with these sample lengths
   unsigned flags = 0;
-  al_adaln_tuning tun{};  // what the case forces (al_adaln_tuning.h); zero: the library's choice
-  int misalign = 0;       // elements by which every row tensor is offset (the general path)
+  al_adaln_tuning tun{}; // what the case forces (al_adaln_tuning.h); zero: the library's choice
+  int misalign = 0;      // elements by which every row tensor is offset (the general path)
   float xmean = 0.0f, xstd = 1.0f;
   bool host_offsets = true;
 
   // Builders: Mk(...).Chunk(7).Stages(3) and the like.
-  Case &Flags(unsigned f) { flags = f; return *this; }
-  Case &Tpr(int t) { tun.threads_per_row = t; return *this; }
-  Case &Chunk(int n) { tun.rows_per_chunk = n; return *this; }
-  Case &Path(int p) { tun.bwd_path = p; return *this; }
-  Case &General() { tun.force_general = 1; return *this; }
-  Case &Stages(int s) { tun.bwd_stages = s; return *this; }
-  Case &Kernel(int k) { tun.bwd_kernel = k; return *this; }
-  Case &Groups(int g) { tun.bwd_groups = g; return *this; }
-  Case &Fwd(int k) { tun.fwd_kernel = k; return *this; }
-  Case &Misalign(int m) { misalign = m; return *this; }
-  Case &XMean(float m) { xmean = m; return *this; }
-  Case &DeviceOffsetsOnly() { host_offsets = false; return *this; }
+  template <typename F>
+  Case &Set(F &field, F value) {
+    field = value;
+    return *this;
+  }
+  Case &Flags(unsigned f) { return Set(flags, f); }
+  Case &Tpr(int t) { return Set(tun.threads_per_row, t); }
+  Case &Chunk(int n) { return Set(tun.rows_per_chunk, n); }
+  Case &Path(int p) { return Set(tun.bwd_path, p); }
+  Case &General() { return Set(tun.force_general, 1); }
+  Case &Stages(int s) { return Set(tun.bwd_stages, s); }
+  Case &Kernel(int k) { return Set(tun.bwd_kernel, k); }
+  Case &Groups(int g) { return Set(tun.bwd_groups, g); }
+  Case &Fwd(int k) { return Set(tun.fwd_kernel, k); }
+  Case &Misalign(int m) { return Set(misalign, m); }
+  Case &XMean(float m) { return Set(xmean, m); }
+  Case &DeviceOffsetsOnly() { return Set(host_offsets, false); }
 };
 
 std::ostream &operator<<(std::ostream &o, const Case &c) { return o << c.name; }
@@ -140,9 +147,9 @@ TEST_P(AdalnGpu, MatchesReference) {
   const size_t off = (size_t)c.misalign * es;
   DevBuf dx_in, ddy, dsc, dsh, dy_out, dmean, drstd, ddx, dds, ddh, dcu;
   ASSERT_TRUE(dx_in.alloc(n * es, off) && ddy.alloc(n * es, off) && dsc.alloc(nbd * es, off) &&
-              dsh.alloc(nbd * es, off) && dy_out.alloc(n * es, off) &&
-              dmean.alloc(rows * 4) && drstd.alloc(rows * 4) && ddx.alloc(n * es, off) &&
-              dds.alloc(nbd * es) && ddh.alloc(nbd * es) && dcu.alloc((B + 1) * 4));
+              dsh.alloc(nbd * es, off) && dy_out.alloc(n * es, off) && dmean.alloc(rows * 4) &&
+              drstd.alloc(rows * 4) && ddx.alloc(n * es, off) && dds.alloc(nbd * es) &&
+              ddh.alloc(nbd * es) && dcu.alloc((B + 1) * 4));
   ASSERT_TRUE(dx_in.put(xb.data()) && ddy.put(dyb.data()) && dsc.put(scb.data()) &&
               dsh.put(shb.data()) && dcu.put(cu.data()));
   ASSERT_TRUE(dy_out.poison() && dmean.poison() && drstd.poison());
@@ -162,8 +169,8 @@ TEST_P(AdalnGpu, MatchesReference) {
   o.flags = c.flags;
   o.tuning = &c.tun;
 
-  ASSERT_EQ(al_adaln_forward(&desc, &o, dx_in.p(), dsc.p(), dsh.p(), dy_out.p(),
-                             (float *)dmean.p(), (float *)drstd.p(), nullptr),
+  ASSERT_EQ(al_adaln_forward(&desc, &o, dx_in.p(), dsc.p(), dsh.p(), dy_out.p(), (float *)dmean.p(),
+                             (float *)drstd.p(), nullptr),
             AL_OK)
       << al_last_error();
   CUDA_OK(cudaDeviceSynchronize());
@@ -180,11 +187,11 @@ TEST_P(AdalnGpu, MatchesReference) {
   rs.cu_seqlens = cu.data();
   rs.plain_scale = (c.flags & AL_ADALN_PLAIN_SCALE) != 0;
   std::vector<float> yr(n), meanr(rows), rstdr(rows), dxr(n), dsr(nbd), dhr(nbd);
-  ASSERT_EQ(adaln_ref_forward(&rs, x.data(), scale.data(), shift.data(), yr.data(),
-                                 meanr.data(), rstdr.data()),
+  ASSERT_EQ(adaln_ref_forward(&rs, x.data(), scale.data(), shift.data(), yr.data(), meanr.data(),
+                              rstdr.data()),
             AL_OK);
-  ASSERT_EQ(adaln_ref_backward(&rs, dy.data(), x.data(), scale.data(), dxr.data(),
-                                  dsr.data(), dhr.data()),
+  ASSERT_EQ(adaln_ref_backward(&rs, dy.data(), x.data(), scale.data(), dxr.data(), dsr.data(),
+                               dhr.data()),
             AL_OK);
 
   const double tol = dt == AL_DTYPE_FP32 ? 1e-5 : 1e-2;
@@ -215,9 +222,10 @@ TEST_P(AdalnGpu, MatchesReference) {
       EXPECT_LE(edx, tol) << "dx";
       EXPECT_LE(eds, tol_sum) << "dscale";
       EXPECT_LE(edh, tol_sum) << "dshift";
-      std::printf("  %-34s rows %7lld D %5d  err y %.2e mean %.2e rstd %.2e dx %.2e dscale %.2e "
-                  "dshift %.2e ws %zu\n",
-                  c.name.c_str(), (long long)rows, D, ey, em, er, edx, eds, edh, wsb);
+      std::printf(
+          "  %-34s rows %7lld D %5d  err y %.2e mean %.2e rstd %.2e dx %.2e dscale %.2e "
+          "dshift %.2e ws %zu\n",
+          c.name.c_str(), (long long)rows, D, ey, em, er, edx, eds, edh, wsb);
       for (int i = 0; i < 3; ++i) first[i] = got[i];
     } else {
       for (int i = 0; i < 3; ++i)
@@ -253,33 +261,40 @@ std::vector<Case> Cases() {
   v.push_back(Mk("bf16_plain_scale", BF, 2, 21, 1536).Flags(AL_ADALN_PLAIN_SCALE));
   v.push_back(Mk("bf16_misaligned_general", BF, 2, 13, 1536).Misalign(1));
   v.push_back(Mk("bf16_forced_general", BF, 2, 13, 1536).General());
-  for (int t : {64, 96, 128, 256}) v.push_back(Mk("bf16_D1536_tpr" + std::to_string(t), BF, 2, 15, 1536).Tpr(t));
+  for (int t : {64, 96, 128, 256})
+    v.push_back(Mk("bf16_D1536_tpr" + std::to_string(t), BF, 2, 15, 1536).Tpr(t));
   v.push_back(Packed("bf16_packed_D3072", BF, {7, 0, 19}, 3072));
-  for (int st : {1, 2, 4}) {  // register prefetch, and cp.async pipelines of 2 and 4 stages
-    v.push_back(Packed("bf16_packed_chunk6_stages" + std::to_string(st), BF, {5, 0, 1, 30, 0, 11}, 1536)
-                    .Chunk(6)
-                    .Stages(st));
+  for (int st : {1, 2, 4}) { // register prefetch, and cp.async pipelines of 2 and 4 stages
+    v.push_back(
+        Packed("bf16_packed_chunk6_stages" + std::to_string(st), BF, {5, 0, 1, 30, 0, 11}, 1536)
+            .Chunk(6)
+            .Stages(st));
   }
   // Tile kernel (the default on the vector path): row groups per block (powers of two and
   // not), stages, register caps, tpr below and above a warp, pieces cut by sample boundaries
   // and by small chunks; and the per-group kernel it replaced.
   for (int g : {1, 2, 3, 4, 8}) {
-    v.push_back(Packed("bf16_tile_packed_g" + std::to_string(g), BF, {5, 0, 1, 40, 0, 17, 2, 9}, 1536)
-                    .Kernel(TILE)
-                    .Groups(g));
+    v.push_back(
+        Packed("bf16_tile_packed_g" + std::to_string(g), BF, {5, 0, 1, 40, 0, 17, 2, 9}, 1536)
+            .Kernel(TILE)
+            .Groups(g));
   }
-  v.push_back(Packed("bf16_tile_packed_chunk7_g4", BF, {5, 0, 1, 40, 0, 17, 3}, 1536).Chunk(7).Groups(4));
   v.push_back(
-      Packed("bf16_tile_packed_chunk5_g2_s3", BF, {9, 1, 0, 23, 4}, 3072).Chunk(5).Groups(2).Stages(3));
+      Packed("bf16_tile_packed_chunk7_g4", BF, {5, 0, 1, 40, 0, 17, 3}, 1536).Chunk(7).Groups(4));
+  v.push_back(Packed("bf16_tile_packed_chunk5_g2_s3", BF, {9, 1, 0, 23, 4}, 3072)
+                  .Chunk(5)
+                  .Groups(2)
+                  .Stages(3));
   v.push_back(Packed("bf16_tile_packed_tight", BF, {11, 0, 30, 2}, 2048).Kernel(TIGHT));
   // 2 groups of 16 lanes per warp
   v.push_back(Mk("bf16_tile_D256_tpr16_g4", BF, 2, 23, 256).Tpr(16).Groups(4));
   v.push_back(Mk("bf16_tile_D256_tpr16_g4_tight", BF, 2, 23, 256).Tpr(16).Groups(4).Kernel(TIGHT));
-  v.push_back(Packed("bf16_tile_D64_chunk3", BF, {4, 0, 9, 1}, 64).Chunk(3));  // tpr 8, many groups
+  v.push_back(Packed("bf16_tile_D64_chunk3", BF, {4, 0, 9, 1}, 64).Chunk(3)); // tpr 8, many groups
   v.push_back(Mk("bf16_tile_D5120_vpt2", BF, 2, 7, 5120).Tpr(320));
   v.push_back(Packed("fp16_tile_packed_g2_s3", F16, {3, 0, 14, 6}, 2048).Groups(2).Stages(3));
   v.push_back(Packed("fp32_tile_packed_g3", F32, {7, 0, 2, 19}, 1536).Groups(3));
-  v.push_back(Mk("fp32_tile_large_mean_D3072_tight", F32, 1, 20, 3072).XMean(1000.0f).Kernel(TIGHT));
+  v.push_back(
+      Mk("fp32_tile_large_mean_D3072_tight", F32, 1, 20, 3072).XMean(1000.0f).Kernel(TIGHT));
   v.push_back(Packed("bf16_group_packed_D1536", BF, {5, 0, 1, 40, 0, 17}, 1536).Kernel(GROUP));
   v.push_back(Mk("fp32_D3072_stages2", F32, 2, 19, 3072).Stages(2));
   v.push_back(Mk("fp16_D64", F16, 3, 29, 64));
@@ -295,7 +310,9 @@ std::vector<Case> Cases() {
   v.push_back(Mk("fp32_large_mean_D1536", F32, 2, 20, 1536).XMean(1000.0f));
   v.push_back(Mk("fp32_large_mean_D3072", F32, 1, 20, 3072).XMean(-1000.0f));
   v.push_back(Mk("fp32_large_mean_split", F32, 1, 20, 1536).XMean(1000.0f).Path(SPLIT));
-  v.push_back(Packed("fp32_packed_plain_chunk3", F32, {2, 9, 0, 1, 5}, 512).Chunk(3).Flags(AL_ADALN_PLAIN_SCALE));
+  v.push_back(Packed("fp32_packed_plain_chunk3", F32, {2, 9, 0, 1, 5}, 512)
+                  .Chunk(3)
+                  .Flags(AL_ADALN_PLAIN_SCALE));
   // Forward kernels. Auto picks one by batch shape (the tile forward only for D >= 3072 and
   // short samples, ADALN_FWD_TILE_*); these force each one: the row kernel on a packed batch,
   // the tile kernel on one sample, on rows of several warps (named barriers), on 7 vectors per
@@ -313,7 +330,8 @@ std::vector<Case> Cases() {
   // Many chunks and a full GPU's worth of row groups; excluded from sanitizer runs (Big).
   v.push_back(Mk("Big_bf16_D1536", BF, 2, 3001, 1536));
   v.push_back(Packed("Big_bf16_packed_D3072", BF, {1000, 1, 0, 2047, 333}, 3072));
-  v.push_back(Packed("Big_bf16_group_packed_D3072", BF, {1000, 1, 0, 2047, 333}, 3072).Kernel(GROUP));
+  v.push_back(
+      Packed("Big_bf16_group_packed_D3072", BF, {1000, 1, 0, 2047, 333}, 3072).Kernel(GROUP));
   v.push_back(Mk("Big_fp32_D5120", F32, 1, 2500, 5120));
   {
     // 300 samples of 0..40 rows (pseudo-random, fixed): blocks cross many sample boundaries.
@@ -373,7 +391,7 @@ TEST(AdalnGpuArgs, WorkspaceAndOffsets) {
       << al_last_error();
   // Forced configurations that cannot run are refused, not launched.
   al_adaln_tuning tpr8{};
-  tpr8.threads_per_row = 8;  // 256 vectors / 8 threads = 32 per thread > 8 compiled
+  tpr8.threads_per_row = 8; // 256 vectors / 8 threads = 32 per thread > 8 compiled
   al_adaln_options big{};
   big.tuning = &tpr8;
   d.dim = 2048;
@@ -482,10 +500,10 @@ TEST(AdalnGpuBig, Big_TwoSamplesOf128kRowsPast2e31Elements) {
       rs.dim = D;
       rs.seq_len = kChunk;
       if (adaln_ref_forward(&rs, fx.data(), scale.data() + (size_t)b * D,
-                               shift.data() + (size_t)b * D, yr.data(), mr.data(),
-                               rr.data()) != AL_OK ||
-          adaln_ref_backward(&rs, fdy.data(), fx.data(), scale.data() + (size_t)b * D,
-                                dxr.data(), dsr.data(), dhr.data()) != AL_OK) {
+                            shift.data() + (size_t)b * D, yr.data(), mr.data(),
+                            rr.data()) != AL_OK ||
+          adaln_ref_backward(&rs, fdy.data(), fx.data(), scale.data() + (size_t)b * D, dxr.data(),
+                             dsr.data(), dhr.data()) != AL_OK) {
         a.ok = false;
         a.err = al_last_error();
         break;
@@ -531,9 +549,10 @@ TEST(AdalnGpuBig, Big_TwoSamplesOf128kRowsPast2e31Elements) {
   EXPECT_LE(er, 1e-5) << "rstd";
   EXPECT_LE(eds, 2e-2) << "dscale";
   EXPECT_LE(edh, 2e-2) << "dshift";
-  std::printf("  %-34s rows %7lld D %5d  err y %.2e mean %.2e rstd %.2e dx %.2e dscale %.2e "
-              "dshift %.2e ws %zu (%d host threads)\n",
-              "Big_2x131072x8200", (long long)rows, D, ey, em, er, edx, eds, edh, wsb, nthreads);
+  std::printf(
+      "  %-34s rows %7lld D %5d  err y %.2e mean %.2e rstd %.2e dx %.2e dscale %.2e "
+      "dshift %.2e ws %zu (%d host threads)\n",
+      "Big_2x131072x8200", (long long)rows, D, ey, em, er, edx, eds, edh, wsb, nthreads);
 }
 
-}  // namespace
+} // namespace

@@ -31,11 +31,11 @@ TEST(AdalnRef, ConstantRowsGiveShift) {
     shift[i] = -1.0f + i;
   }
   ASSERT_EQ(adaln_ref_forward(&s, x.data(), scale.data(), shift.data(), y.data(), mean.data(),
-                                 rstd.data()),
+                              rstd.data()),
             AL_OK);
   for (int r = 0; r < B * N; ++r) {
     EXPECT_FLOAT_EQ(mean[r], 7.0f + r);
-    EXPECT_NEAR(rstd[r], 1.0 / std::sqrt(1e-6), 1e-3);  // var 0: rstd = 1/sqrt(eps)
+    EXPECT_NEAR(rstd[r], 1.0 / std::sqrt(1e-6), 1e-3); // var 0: rstd = 1/sqrt(eps)
     for (int d = 0; d < D; ++d) EXPECT_FLOAT_EQ(y[r * D + d], shift[(r / N) * D + d]);
   }
 }
@@ -55,8 +55,8 @@ TEST(AdalnRef, TwoValueRows) {
       scale[d] = 0.25f * d;
       shift[d] = 0.125f * d;
     }
-    ASSERT_EQ(adaln_ref_forward(&s, x.data(), scale.data(), shift.data(), y.data(),
-                                   mean.data(), rstd.data()),
+    ASSERT_EQ(adaln_ref_forward(&s, x.data(), scale.data(), shift.data(), y.data(), mean.data(),
+                                rstd.data()),
               AL_OK);
     for (int r = 0; r < N; ++r) {
       const double a = 1.0 + r, c = 5.0 + 3 * r, h = (c - a) / 2;
@@ -76,18 +76,17 @@ TEST(AdalnRef, TwoValueRows) {
 // Constant dy with scale 0 makes g constant per row, so dx = rstd*(c - c - xhat*0) = 0.
 TEST(AdalnRef, BackwardSumsPackedWithEmptySamples) {
   const int B = 4, D = 6;
-  const int32_t cu[B + 1] = {0, 3, 3, 4, 9};  // lengths 3, 0, 1, 5
+  const int32_t cu[B + 1] = {0, 3, 3, 4, 9}; // lengths 3, 0, 1, 5
   adaln_ref_shape s{};
   s.rows = 9;
   s.batch = B;
   s.dim = D;
   s.cu_seqlens = cu;
-  std::vector<float> x(9 * D), dy(9 * D, 1.0f), scale(B * D, 0.0f), dx(9 * D), ds(B * D),
-      dh(B * D);
+  std::vector<float> x(9 * D), dy(9 * D, 1.0f), scale(B * D, 0.0f), dx(9 * D), ds(B * D), dh(B * D);
   for (int r = 0; r < 9; ++r)
-    for (int d = 0; d < D; ++d) x[r * D + d] = d < D / 2 ? -2.0f : 2.0f;  // xhat = -+ ~1
+    for (int d = 0; d < D; ++d) x[r * D + d] = d < D / 2 ? -2.0f : 2.0f; // xhat = -+ ~1
   ASSERT_EQ(adaln_ref_backward(&s, dy.data(), x.data(), scale.data(), dx.data(), ds.data(),
-                                  dh.data()),
+                               dh.data()),
             AL_OK);
   const double xh = 2.0 / std::sqrt(4.0 + 1e-6);
   for (int b = 0; b < B; ++b) {
@@ -110,7 +109,7 @@ TEST(AdalnRef, DxClosedForm) {
   const double m = 1.5, var = 1.25, rs = 1.0 / std::sqrt(var + 0.5);
   for (int d = 0; d < D; ++d) dy[d] = (float)((x[d] - m) * rs);
   ASSERT_EQ(adaln_ref_backward(&s, dy.data(), x.data(), scale.data(), dx.data(), ds.data(),
-                                  dh.data()),
+                               dh.data()),
             AL_OK);
   for (int d = 0; d < D; ++d) {
     const double xh = (x[d] - m) * rs;
@@ -132,7 +131,7 @@ TEST(AdalnRef, BackwardMatchesFiniteDifferences) {
     for (auto &v : shift) v = rng.normal(0.0f, 0.5f);
     for (auto &v : w) v = rng.normal(0.0f, 1.0f);
     ASSERT_EQ(adaln_ref_backward(&s, w.data(), x.data(), scale.data(), dx.data(), ds.data(),
-                                    dh.data()),
+                                 dh.data()),
               AL_OK);
     auto loss = [&]() {
       adaln_ref_forward(&s, x.data(), scale.data(), shift.data(), y.data(), nullptr, nullptr);
@@ -179,14 +178,14 @@ TEST(AdalnTestUtil, HalfAndBfloatRounding) {
   EXPECT_EQ(f2h(1.0f), 0x3c00);
   EXPECT_EQ(f2h(65504.0f), 0x7bff);
   EXPECT_EQ(f2h(1e6f), 0x7c00);
-  EXPECT_EQ(f2h(5.960464477539063e-08f), 0x0001);  // 2^-24
-  EXPECT_EQ(f2h(1.0f + 1.0f / 2048), 0x3c00);       // tie -> even
-  EXPECT_EQ(f2h(1.0f + 3.0f / 2048), 0x3c02);       // tie -> even (up)
+  EXPECT_EQ(f2h(5.960464477539063e-08f), 0x0001); // 2^-24
+  EXPECT_EQ(f2h(1.0f + 1.0f / 2048), 0x3c00);     // tie -> even
+  EXPECT_EQ(f2h(1.0f + 3.0f / 2048), 0x3c02);     // tie -> even (up)
   EXPECT_FLOAT_EQ(h2f(0x3555), 0.333251953125f);
   EXPECT_FLOAT_EQ(h2f(0x0001), 5.960464477539063e-08f);
   EXPECT_EQ(f2bf(1.0f), 0x3f80);
-  EXPECT_EQ(f2bf(1.00390625f), 0x3f80);             // tie -> even
+  EXPECT_EQ(f2bf(1.00390625f), 0x3f80); // tie -> even
   EXPECT_FLOAT_EQ(bf2f(0x3f81), 1.0078125f);
 }
 
-}  // namespace
+} // namespace

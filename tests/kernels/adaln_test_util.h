@@ -25,7 +25,7 @@ inline float u2f(uint32_t u) {
 
 inline uint16_t f2bf(float f) {
   uint32_t u = f2u(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);  // NaN stays NaN
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); // NaN stays NaN
   u += 0x7fffu + ((u >> 16) & 1u);
   return (uint16_t)(u >> 16);
 }
@@ -35,11 +35,11 @@ inline uint16_t f2h(float f) {
   const uint32_t u = f2u(f);
   const uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
   const uint32_t a = u & 0x7fffffffu;
-  if (a > 0x7f800000u) return sign | 0x7e00;      // NaN
-  if (a >= 0x477ff000u) return sign | 0x7c00;     // rounds to >= 65520: inf
-  if (a < 0x38800000u) {                          // below 2^-14: subnormal or zero
-    const float v = u2f(a) * 16777216.0f;         // in units of 2^-24, exact
-    return sign | (uint16_t)std::nearbyint(v);    // round to nearest even (default mode)
+  if (a > 0x7f800000u) return sign | 0x7e00;   // NaN
+  if (a >= 0x477ff000u) return sign | 0x7c00;  // rounds to >= 65520: inf
+  if (a < 0x38800000u) {                       // below 2^-14: subnormal or zero
+    const float v = u2f(a) * 16777216.0f;      // in units of 2^-24, exact
+    return sign | (uint16_t)std::nearbyint(v); // round to nearest even (default mode)
   }
   uint32_t h = ((a >> 23) - 112u) << 10 | ((a >> 13) & 0x3ffu);
   const uint32_t rem = a & 0x1fffu;
@@ -117,6 +117,6 @@ inline double rel_err(const std::vector<float> &out, const std::vector<float> &r
   return std::sqrt(num / den);
 }
 
-}  // namespace adaln_test
+} // namespace adaln_test
 
-#endif  // AL_TESTS_KERNELS_ADALN_TEST_UTIL_H
+#endif // AL_TESTS_KERNELS_ADALN_TEST_UTIL_H
