@@ -1,7 +1,7 @@
 /*
  * cli_internal.h - the verbs of the `adaptiveload` command and helpers they share.
  *
- * Each verb lives in cli/cmd_<verb>.c as `int al_cmd_<verb>(int argc, char **argv)`,
+ * Each verb lives in cli/cmd_<verb>.c as `int cli_cmd_<verb>(int argc, char **argv)`,
  * where argv[0] is the verb. It returns the process exit status: 0 success,
  * 1 failure of the work, 2 usage error (or a verb not implemented yet).
  * `--help` / `-h` anywhere prints the verb's usage on stdout and returns 0.

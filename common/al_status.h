@@ -25,17 +25,17 @@ extern "C" {
 
 typedef enum al_status {
   AL_OK = 0,
-  AL_EOF = 1,            /* iteration finished; not an error */
-  AL_EINVAL = -1,        /* bad argument from the caller */
-  AL_EIO = -2,           /* open/read/write/rename failed (errno text in message) */
-  AL_EFORMAT = -3,       /* malformed input: corrupt archive, broken JSON, bad checksum */
-  AL_EVERSION = -4,      /* file written by an unsupported format version */
-  AL_ENOMEM = -5,        /* allocation failed */
-  AL_ERANGE = -6,        /* a value outside what is supported (absurd sizes) */
-  AL_ECUDA = -7,         /* a CUDA runtime call failed */
-  AL_EUNSUPPORTED = -8,  /* a valid request this build cannot serve */
-  AL_ESTATE = -9,        /* call not valid in the object's current state */
-  AL_ENOTFOUND = -10     /* a named thing (file, member, key) does not exist */
+  AL_EOF = 1,           /* iteration finished; not an error */
+  AL_EINVAL = -1,       /* bad argument from the caller */
+  AL_EIO = -2,          /* open/read/write/rename failed (errno text in message) */
+  AL_EFORMAT = -3,      /* malformed input: corrupt archive, broken JSON, bad checksum */
+  AL_EVERSION = -4,     /* file written by an unsupported format version */
+  AL_ENOMEM = -5,       /* allocation failed */
+  AL_ERANGE = -6,       /* a value outside what is supported (absurd sizes) */
+  AL_ECUDA = -7,        /* a CUDA runtime call failed */
+  AL_EUNSUPPORTED = -8, /* a valid request this build cannot serve */
+  AL_ESTATE = -9,       /* call not valid in the object's current state */
+  AL_ENOTFOUND = -10    /* a named thing (file, member, key) does not exist */
 } al_status;
 
 /* Short constant name of a status ("AL_EFORMAT"); never NULL. */
@@ -48,13 +48,11 @@ AL_API const char *al_last_error(void);
 /* Records a printf-style message for this thread and returns `status`, so that
  * error paths read `return al_set_error(AL_EIO, "%s: %s", path, strerror(errno));`.
  * Messages longer than 1023 bytes are truncated. */
-AL_API int al_set_error(int status, const char *fmt, ...)
-           __attribute__((format(printf, 2, 3)));
+AL_API int al_set_error(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 AL_API int al_set_errorv(int status, const char *fmt, va_list ap);
 
 /* Prefixes the current message with "<prefix>: " (adds context on the way up). */
-AL_API int al_error_prefix(int status, const char *fmt, ...)
-           __attribute__((format(printf, 2, 3)));
+AL_API int al_error_prefix(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 AL_API void al_clear_error(void);
 

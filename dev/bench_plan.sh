@@ -5,7 +5,7 @@
 #    both policies and the embedded H200 cost model; prints imbalance CV, bubble, predicted
 #    tokens/s and the adaptive / equal-token throughput ratio, and the largest micro-batch
 #    in tokens against M_mem.
-# 2. Scale: a 10M-sample index made in memory by planner/bench_plan (same distribution as
+# 2. Scale: a 10M-sample index made in memory by dev/bench_plan (same distribution as
 #    synth), planned for W = 64 under /usr/bin/time -v (wall, CPU, peak RSS).
 # 3. Determinism: the W = 64 adaptive plan twice, cmp'd.
 # Environment (defaults): N=20000 BIG=10000000 WORK=/tmp/al_bench_plan

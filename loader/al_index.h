@@ -36,19 +36,19 @@ typedef struct al_index al_index;
 
 /* Zero means default for every field. */
 typedef struct al_index_options {
-  int threads;               /* shards indexed in parallel; 0 = all online cores */
-  int strict;                /* nonzero: al_index_build fails if anything was rejected */
-  int progress;              /* 0 = progress line on stderr when it is a terminal, 1 = always, -1 = never */
-  size_t block_size;         /* fixed read size; 0 = adaptive for plain tar (16 KiB after
-                                each payload skip, doubling up to 1 MiB while data is
-                                consumed), 4 MiB for compressed shards */
-  const char *dali_idx_dir;  /* non-NULL: also write DALI wds2idx v1.2 files here, one per shard */
+  int threads;       /* shards indexed in parallel; 0 = all online cores */
+  int strict;        /* nonzero: al_index_build fails if anything was rejected */
+  int progress;      /* 0 = progress line on stderr when it is a terminal, 1 = always, -1 = never */
+  size_t block_size; /* fixed read size; 0 = adaptive for plain tar (16 KiB after
+                        each payload skip, doubling up to 1 MiB while data is
+                        consumed), 4 MiB for compressed shards */
+  const char *dali_idx_dir; /* non-NULL: also write DALI wds2idx v1.2 files here, one per shard */
   /* JSON field names; NULL = defaults. Aliases are tried after the configured name. */
-  const char *field_width;     /* "width" */
-  const char *field_height;    /* "height" */
-  const char *field_frames;    /* "frames" (aliases: num_frames, nframes) */
-  const char *field_fps;       /* "fps" (alias: frame_rate) */
-  const char *field_duration;  /* "duration" */
+  const char *field_width;    /* "width" */
+  const char *field_height;   /* "height" */
+  const char *field_frames;   /* "frames" (aliases: num_frames, nframes) */
+  const char *field_fps;      /* "fps" (alias: frame_rate) */
+  const char *field_duration; /* "duration" */
 } al_index_options;
 
 typedef struct al_shard_info {
@@ -57,15 +57,15 @@ typedef struct al_shard_info {
   int64_t mtime_ns;
   uint64_t sample_count;
   uint64_t rejected_count;
-  int seekable;              /* plain tar: member offsets are file offsets */
-  const char *compression;   /* "none", "lz4", "gzip", "zstd", "bzip2", "xz" */
+  int seekable;            /* plain tar: member offsets are file offsets */
+  const char *compression; /* "none", "lz4", "gzip", "zstd", "bzip2", "xz" */
 } al_shard_info;
 
 typedef struct al_member_info {
-  const char *ext;           /* "json", "latent", "json.lz4" */
-  uint64_t offset;           /* data offset in the uncompressed tar stream */
-  uint64_t size;             /* stored bytes */
-  int lz4;                   /* stored as an LZ4 frame */
+  const char *ext; /* "json", "latent", "json.lz4" */
+  uint64_t offset; /* data offset in the uncompressed tar stream */
+  uint64_t size;   /* stored bytes */
+  int lz4;         /* stored as an LZ4 frame */
 } al_member_info;
 
 typedef struct al_sample_info {
@@ -73,16 +73,16 @@ typedef struct al_sample_info {
   uint32_t shard;
   uint32_t width;
   uint32_t height;
-  uint32_t frames;           /* 1 for images */
-  float fps;                 /* 0 when unknown */
+  uint32_t frames; /* 1 for images */
+  float fps;       /* 0 when unknown */
   uint32_t n_members;
 } al_sample_info;
 
 typedef struct al_rejected_info {
   uint32_t shard;
-  const char *member;        /* "" for shard-level failures */
+  const char *member; /* "" for shard-level failures */
   uint64_t offset;
-  const char *key;           /* "" when unknown */
+  const char *key; /* "" when unknown */
   const char *reason;
 } al_rejected_info;
 
@@ -91,11 +91,11 @@ typedef struct al_index_stats {
   uint64_t shards;
   uint64_t samples;
   uint64_t rejected;
-  uint64_t bytes;            /* shard bytes (sum of file sizes of the shards) */
+  uint64_t bytes; /* shard bytes (sum of file sizes of the shards) */
   double seconds;
-  uint64_t bytes_read;       /* bytes actually read from shard files: payloads of plain
-                                tar shards are skipped with lseek, so this is far below
-                                `bytes` when shards carry payloads */
+  uint64_t bytes_read; /* bytes actually read from shard files: payloads of plain
+                          tar shards are skipped with lseek, so this is far below
+                          `bytes` when shards carry payloads */
 } al_index_stats;
 
 /* Expands a SHARD argument: a file, a directory (every *.tar* inside, sorted) or
@@ -134,7 +134,8 @@ AL_API int al_index_sample(const al_index *idx, size_t i, al_sample_info *out);
 AL_API int al_index_member(const al_index *idx, size_t sample, size_t m, al_member_info *out);
 /* The member with extension `ext`, or else with "<ext>.lz4" (same content stored
  * as an LZ4 frame; out->lz4 tells). AL_ENOTFOUND when there is neither. */
-AL_API int al_index_find_member(const al_index *idx, size_t sample, const char *ext, al_member_info *out);
+AL_API int al_index_find_member(const al_index *idx, size_t sample, const char *ext,
+                                al_member_info *out);
 AL_API int al_index_rejected(const al_index *idx, size_t i, al_rejected_info *out);
 
 /* Memory the index holds, by allocated capacity: *records gets the bytes of
@@ -147,7 +148,8 @@ AL_API size_t al_index_memory(const al_index *idx, size_t *records, size_t *keys
  * keys are not checked for duplicates and shapes are stored as given.
  * add_shard records mtime 0 and compression "none" (seekable) or "unknown". */
 AL_API int al_index_new(al_index **out);
-AL_API int al_index_add_shard(al_index *idx, const char *path, uint64_t size, int seekable, uint32_t *id);
+AL_API int al_index_add_shard(al_index *idx, const char *path, uint64_t size, int seekable,
+                              uint32_t *id);
 AL_API int al_index_add_sample(al_index *idx, const char *key, uint32_t shard, uint32_t width,
                                uint32_t height, uint32_t frames, float fps,
                                const al_member_info *members, size_t n_members);

@@ -38,25 +38,25 @@ typedef enum al_synth_payload {
 
 /* Zero means default for every field. */
 typedef struct al_synth_options {
-  const char *out_dir;     /* created if missing */
-  uint64_t samples;        /* 0 = 2000 */
-  uint32_t shards;         /* 0 = 8; capped at `samples` */
+  const char *out_dir; /* created if missing */
+  uint64_t samples;    /* 0 = 2000 */
+  uint32_t shards;     /* 0 = 8; capped at `samples` */
   uint64_t seed;
   al_synth_payload payload;
-  int threads;             /* 0 = all online cores */
-  int lz4_json;            /* nonzero: write KEY.json.lz4 (an LZ4 frame) instead of KEY.json */
+  int threads;  /* 0 = all online cores */
+  int lz4_json; /* nonzero: write KEY.json.lz4 (an LZ4 frame) instead of KEY.json */
 } al_synth_options;
 
 typedef struct al_synth_sample_meta {
   uint32_t width, height, frames; /* multiples of 16; frames 1 for images */
   float fps;                      /* 0 for images */
   int is_image;
-  uint64_t latent_bytes;          /* 16 * T' * H/8 * W/8 * 2 */
+  uint64_t latent_bytes; /* 16 * T' * H/8 * W/8 * 2 */
 } al_synth_sample_meta;
 
 typedef struct al_synth_stats {
   uint64_t samples, images, videos;
-  uint64_t bytes;                 /* tar bytes written */
+  uint64_t bytes; /* tar bytes written */
   double seconds;
 } al_synth_stats;
 

@@ -53,13 +53,14 @@ typedef struct al_latent_geom {
 AL_API al_latent_geom al_latent_geom_resolve(const al_latent_geom *in);
 
 /* Tokens of one sample; 0 when the sample is smaller than one patch or F = 0. */
-AL_API uint64_t al_tokens(const al_latent_geom *g, uint32_t width, uint32_t height, uint32_t frames);
+AL_API uint64_t al_tokens(const al_latent_geom *g, uint32_t width, uint32_t height,
+                          uint32_t frames);
 
 typedef struct al_bucket_table al_bucket_table;
 
 typedef struct al_bucket_shape {
   uint32_t width, height, frames;
-  const char *aspect;          /* group name, e.g. "16:9"; points into the table */
+  const char *aspect; /* group name, e.g. "16:9"; points into the table */
 } al_bucket_shape;
 
 /* The default Wan-like table: aspect groups 1:1, 4:3, 3:2, 16:9, 21:9 and the
@@ -75,7 +76,8 @@ AL_API int al_bucket_table_default(al_bucket_table **out);
  *     aspect 1:1 256x256 320x320
  * or JSON: {"frames": [1, 17], "aspects": [{"name": "16:9", "sizes": [[832, 480]]}]}.
  * The name of a group is its nominal ratio "W:H". `name` labels errors. */
-AL_API int al_bucket_table_parse(al_bucket_table **out, const char *text, size_t len, const char *name);
+AL_API int al_bucket_table_parse(al_bucket_table **out, const char *text, size_t len,
+                                 const char *name);
 AL_API int al_bucket_table_load(al_bucket_table **out, const char *path);
 AL_API void al_bucket_table_free(al_bucket_table *t);
 
@@ -89,10 +91,10 @@ AL_API int al_bucket_table_write(const al_bucket_table *t, FILE *out);
 
 typedef enum al_reject_reason {
   AL_REJECT_NONE = 0,
-  AL_REJECT_BAD_SHAPE = 1,     /* width, height or frames is 0 */
-  AL_REJECT_TOO_SMALL = 2,     /* smaller than every size of its aspect group */
-  AL_REJECT_TOO_FEW_FRAMES = 3,/* fewer frames than the smallest frame count */
-  AL_REJECT_OVER_MEMORY = 4,   /* every fitting bucket has more tokens than the cap */
+  AL_REJECT_BAD_SHAPE = 1,      /* width, height or frames is 0 */
+  AL_REJECT_TOO_SMALL = 2,      /* smaller than every size of its aspect group */
+  AL_REJECT_TOO_FEW_FRAMES = 3, /* fewer frames than the smallest frame count */
+  AL_REJECT_OVER_MEMORY = 4,    /* every fitting bucket has more tokens than the cap */
   AL_REJECT_COUNT = 5
 } al_reject_reason;
 

@@ -43,7 +43,7 @@ extern "C" {
 #endif
 
 typedef enum al_cost_family {
-  AL_COST_AUTO = 0,  /* choose: lower held-out median relative error */
+  AL_COST_AUTO = 0, /* choose: lower held-out median relative error */
   AL_COST_POWER = 1,
   AL_COST_POLY2 = 2
 } al_cost_family;
@@ -53,22 +53,22 @@ AL_API const char *al_cost_family_name(al_cost_family f);
 AL_API int al_cost_family_parse(const char *s, al_cost_family *out);
 
 typedef struct al_cost_fit {
-  al_cost_family family;       /* 0 when this fit is absent */
-  double params[3];            /* power: a, b, p   poly2: a, b, c   (ms, tokens) */
-  double r2;                   /* on all rows */
-  double median_rel_err;       /* held-out (k-fold) */
-  double max_rel_err;          /* held-out (k-fold) */
+  al_cost_family family; /* 0 when this fit is absent */
+  double params[3];      /* power: a, b, p   poly2: a, b, c   (ms, tokens) */
+  double r2;             /* on all rows */
+  double median_rel_err; /* held-out (k-fold) */
+  double max_rel_err;    /* held-out (k-fold) */
 } al_cost_fit;
 
 typedef struct al_cost_model {
-  al_cost_fit fit;             /* the family in use */
-  al_cost_fit alt;             /* the other family, for reports (family 0 if not fitted) */
-  uint32_t rows;               /* rows fitted */
-  uint32_t rows_excluded;      /* launch-bound rows left out (B * S < min_tokens) */
+  al_cost_fit fit;        /* the family in use */
+  al_cost_fit alt;        /* the other family, for reports (family 0 if not fitted) */
+  uint32_t rows;          /* rows fitted */
+  uint32_t rows_excluded; /* launch-bound rows left out (B * S < min_tokens) */
   double min_tokens;
-  int abs_loss;                /* fitted with AL_LOSS_ABS */
+  int abs_loss; /* fitted with AL_LOSS_ABS */
   int has_mem;
-  double mem_m0, mem_m1;       /* bytes = m0 + m1 * B * S */
+  double mem_m0, mem_m1; /* bytes = m0 + m1 * B * S */
   char device[64];
   char measured[32];
   char source[256];
@@ -78,7 +78,7 @@ typedef struct al_cost_model {
 typedef struct al_bench {
   size_t n;
   double *B, *S, *ms;
-  double *mem;                 /* peak_mem_bytes; NULL when the input had none */
+  double *mem; /* peak_mem_bytes; NULL when the input had none */
   char device[64];
   char measured[32];
   char source[256];
@@ -97,26 +97,29 @@ AL_API int al_bench_load(al_bench *out, const char *path);
 AL_API void al_bench_free(al_bench *b);
 
 typedef enum al_cost_loss {
-  AL_LOSS_REL = 0,             /* minimise sum ((t - f) / t)^2 (default) */
-  AL_LOSS_ABS = 1              /* minimise sum (t - f)^2 */
+  AL_LOSS_REL = 0, /* minimise sum ((t - f) / t)^2 (default) */
+  AL_LOSS_ABS = 1  /* minimise sum (t - f)^2 */
 } al_cost_loss;
 
 /* Rows with B * S below this are launch-bound and left out of the fit. */
 #define AL_COST_DEFAULT_MIN_TOKENS 4096
 
 typedef struct al_cost_fit_options {
-  al_cost_family family;       /* AL_COST_AUTO (0) = fit both, keep the better */
-  uint32_t folds;              /* 0 = 5 */
-  uint64_t min_tokens;         /* 0 = AL_COST_DEFAULT_MIN_TOKENS; 1 keeps every row */
+  al_cost_family family; /* AL_COST_AUTO (0) = fit both, keep the better */
+  uint32_t folds;        /* 0 = 5 */
+  uint64_t min_tokens;   /* 0 = AL_COST_DEFAULT_MIN_TOKENS; 1 keeps every row */
   al_cost_loss loss;
 } al_cost_fit_options;
 
 /* Raw fitters on n rows (weights: relative residuals). params as above. */
-AL_API int al_cost_fit_power(const double *B, const double *S, const double *t, size_t n, double params[3]);
-AL_API int al_cost_fit_poly2(const double *B, const double *S, const double *t, size_t n, double params[3]);
+AL_API int al_cost_fit_power(const double *B, const double *S, const double *t, size_t n,
+                             double params[3]);
+AL_API int al_cost_fit_poly2(const double *B, const double *S, const double *t, size_t n,
+                             double params[3]);
 
 /* Fits the family/families, fills errors, memory fit and provenance. */
-AL_API int al_cost_fit_bench(const al_bench *b, const al_cost_fit_options *opts, al_cost_model *out);
+AL_API int al_cost_fit_bench(const al_bench *b, const al_cost_fit_options *opts,
+                             al_cost_model *out);
 
 /* The embedded default: planner/data/h200_dit_block_cost.json fitted with
  * AL_COST_AUTO. Deterministic; takes a few milliseconds. */
@@ -130,7 +133,8 @@ AL_API double al_cost_predict(const al_cost_model *m, uint64_t B, uint64_t S);
 AL_API double al_cost_per_sample(const al_cost_model *m, uint64_t S);
 /* Token cap from the memory fit: floor((capacity * safety - m0) / m1).
  * AL_ESTATE without a memory fit, AL_ERANGE when the cap would be < 1. */
-AL_API int al_cost_mem_tokens(const al_cost_model *m, double capacity_bytes, double safety, uint64_t *tokens);
+AL_API int al_cost_mem_tokens(const al_cost_model *m, double capacity_bytes, double safety,
+                              uint64_t *tokens);
 
 /* Saves / loads a cost model file (proto/pbio_internal.h, AL_KIND_COST). */
 AL_API int al_cost_save(const al_cost_model *m, const char *path);

@@ -32,13 +32,13 @@ extern "C" {
 typedef struct al_manifest al_manifest;
 
 typedef struct al_manifest_info {
-  const char *policy;          /* "adaptive" | "equal-token" */
+  const char *policy; /* "adaptive" | "equal-token" */
   uint32_t world;
   uint64_t seed;
   uint32_t epoch;
-  uint32_t first_step;         /* first step held (0 unless re-planned) */
-  uint32_t steps;              /* steps held */
-  uint64_t samples;            /* real samples planned */
+  uint32_t first_step; /* first step held (0 unless re-planned) */
+  uint32_t steps;      /* steps held */
+  uint64_t samples;    /* real samples planned */
   uint64_t dropped;
   uint64_t padded;
   uint64_t tokens;
@@ -49,40 +49,40 @@ typedef struct al_manifest_info {
   double predicted_seconds;
   double predicted_tokens_per_s;
   /* Appended by the planner (issue 4): the rest of the plan's configuration. */
-  const char *last_step;       /* "pad" | "drop" */
-  uint64_t mem_tokens;         /* M_mem */
-  double comp_budget_ms;       /* M_comp */
-  double step_cost_ms;         /* adaptive per-rank step target */
-  uint32_t window;             /* adaptive balancing window, in steps */
-  uint64_t index_samples;      /* samples in the index planned from */
-  uint64_t rejected;           /* samples fitting no bucket */
-  uint64_t micro_batches;      /* micro-batches held, padding included */
-  const char *cost_family;     /* "power" | "poly2" */
+  const char *last_step;   /* "pad" | "drop" */
+  uint64_t mem_tokens;     /* M_mem */
+  double comp_budget_ms;   /* M_comp */
+  double step_cost_ms;     /* adaptive per-rank step target */
+  uint32_t window;         /* adaptive balancing window, in steps */
+  uint64_t index_samples;  /* samples in the index planned from */
+  uint64_t rejected;       /* samples fitting no bucket */
+  uint64_t micro_batches;  /* micro-batches held, padding included */
+  const char *cost_family; /* "power" | "poly2" */
 } al_manifest_info;
 
 typedef struct al_bucket_info {
   uint32_t id;
   uint32_t width, height, frames;
-  uint64_t tokens;             /* per sample */
+  uint64_t tokens; /* per sample */
   uint32_t batch_size;
   double batch_cost_ms;
   uint64_t samples;
-  const char *limited_by;      /* "memory" | "compute" | "one" */
+  const char *limited_by; /* "memory" | "compute" | "one" */
 } al_bucket_info;
 
 typedef struct al_micro_ref {
-  uint32_t step;               /* absolute step in the epoch */
+  uint32_t step; /* absolute step in the epoch */
   uint32_t rank;
-  uint32_t micro;              /* 0 .. n_micro-1 within (step, rank) */
+  uint32_t micro; /* 0 .. n_micro-1 within (step, rank) */
   uint32_t n_micro;
   uint32_t bucket;
   size_t n_samples;
-  const uint64_t *samples;     /* index positions */
-  const uint64_t *tokens;      /* per sample */
+  const uint64_t *samples; /* index positions */
+  const uint64_t *tokens;  /* per sample */
   size_t n_padded;
-  const uint32_t *padded;      /* positions in samples[] that are padding repeats */
-  double cost_ms;              /* predicted */
-  uint64_t step_samples;       /* totals over all ranks of this step, for loss normalisation */
+  const uint32_t *padded; /* positions in samples[] that are padding repeats */
+  double cost_ms;         /* predicted */
+  uint64_t step_samples;  /* totals over all ranks of this step, for loss normalisation */
   uint64_t step_tokens;
 } al_micro_ref;
 
@@ -106,15 +106,16 @@ AL_API const char *al_manifest_key(const al_manifest *m, uint64_t sample);
  * per-rank predicted cost spread. */
 typedef struct al_step_info {
   uint32_t step;
-  uint64_t samples;            /* real samples over all ranks */
+  uint64_t samples; /* real samples over all ranks */
   uint64_t tokens;
-  double max_cost_ms;          /* slowest rank */
+  double max_cost_ms; /* slowest rank */
   double mean_cost_ms;
 } al_step_info;
 AL_API int al_manifest_step(const al_manifest *m, uint32_t step, al_step_info *out);
 
 /* Predicted cost (ms) of `rank` in `step`: the sum of its micro-batches. */
-AL_API int al_manifest_rank_cost(const al_manifest *m, uint32_t step, uint32_t rank, double *cost_ms);
+AL_API int al_manifest_rank_cost(const al_manifest *m, uint32_t step, uint32_t rank,
+                                 double *cost_ms);
 
 /* What the plan did with index position `sample` (KeyChunk.status): 0
  * scheduled, 1..4 rejected (al_reject_reason in planner/al_buckets.h), 16

@@ -52,14 +52,11 @@
 extern "C" {
 #endif
 
-typedef enum al_policy {
-  AL_POLICY_ADAPTIVE = 0,
-  AL_POLICY_EQUAL_TOKEN = 1
-} al_policy;
+typedef enum al_policy { AL_POLICY_ADAPTIVE = 0, AL_POLICY_EQUAL_TOKEN = 1 } al_policy;
 
 typedef enum al_last_step {
-  AL_LAST_PAD = 0,   /* ranks without a micro-batch get a padding one */
-  AL_LAST_DROP = 1   /* the incomplete last step is dropped; samples counted */
+  AL_LAST_PAD = 0, /* ranks without a micro-batch get a padding one */
+  AL_LAST_DROP = 1 /* the incomplete last step is dropped; samples counted */
 } al_last_step;
 
 AL_API const char *al_policy_name(al_policy p);
@@ -76,14 +73,14 @@ typedef struct al_plan_options {
   uint32_t world;
   uint64_t seed;
   uint32_t epoch;
-  uint64_t mem_tokens;         /* M_mem; 0 = AL_PLAN_DEFAULT_MEM_TOKENS */
-  double comp_budget_ms;       /* M_comp; 0 = c(largest bucket fitting M_mem) */
-  double step_cost_ms;         /* adaptive: per-rank step target; 0 = largest full batch cost */
-  uint32_t window;             /* adaptive: steps per balancing window; 0 = AL_PLAN_DEFAULT_WINDOW */
+  uint64_t mem_tokens;   /* M_mem; 0 = AL_PLAN_DEFAULT_MEM_TOKENS */
+  double comp_budget_ms; /* M_comp; 0 = c(largest bucket fitting M_mem) */
+  double step_cost_ms;   /* adaptive: per-rank step target; 0 = largest full batch cost */
+  uint32_t window;       /* adaptive: steps per balancing window; 0 = AL_PLAN_DEFAULT_WINDOW */
   al_last_step last_step;
-  al_latent_geom geom;         /* zero fields = Wan 2.1 */
-  const al_bucket_table *buckets;  /* NULL = al_bucket_table_default() */
-  uint32_t start_step;         /* keep only steps >= start_step (same steps as the full plan) */
+  al_latent_geom geom;            /* zero fields = Wan 2.1 */
+  const al_bucket_table *buckets; /* NULL = al_bucket_table_default() */
+  uint32_t start_step;            /* keep only steps >= start_step (same steps as the full plan) */
 } al_plan_options;
 
 /* Key of index position i, for the manifest's key table. */
@@ -95,7 +92,7 @@ typedef struct al_plan_input {
   const uint32_t *width;
   const uint32_t *height;
   const uint32_t *frames;
-  uint64_t index_fingerprint;  /* recorded in the manifest; 0 if unknown */
+  uint64_t index_fingerprint; /* recorded in the manifest; 0 if unknown */
 } al_plan_input;
 
 typedef struct al_plan al_plan;

@@ -4,20 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/json_write_internal.h"
 #include "planner/al_plan.h"
 #include "planner/al_report.h"
 #include "planner/manifest_internal.h"
-
-static void json_str(FILE *out, const char *s) {
-  fputc('"', out);
-  for (; s && *s; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\') fprintf(out, "\\%c", c);
-    else if (c < 0x20) fprintf(out, "\\u%04x", c);
-    else fputc(c, out);
-  }
-  fputc('"', out);
-}
 
 static size_t buckets_used(const al_manifest *m) {
   size_t n = 0;
@@ -31,73 +21,88 @@ static void print_cost_line(FILE *out, const al_cost_model *c) {
     fprintf(out, "cost model  power: t = %.4g + %.4g * B * S^%.4f ms", p[0], p[1], p[2]);
   else
     fprintf(out, "cost model  poly2: t = %.4g + %.4g * B*S + %.4g * B*S^2 ms", p[0], p[1], p[2]);
-  fprintf(out, " (held-out median rel. err %.1f%%, max %.1f%%)\n", 100 * c->fit.median_rel_err, 100 * c->fit.max_rel_err);
+  fprintf(out, " (held-out median rel. err %.1f%%, max %.1f%%)\n", 100 * c->fit.median_rel_err,
+          100 * c->fit.max_rel_err);
 }
 
 void al_manifest_print_summary(FILE *out, const al_manifest *m, const char *name) {
   const al_manifest_info *in = &m->info;
   fprintf(out, "manifest    %s\n", name ? name : m->path);
-  fprintf(out, "policy      %s (last step: %s), world %u, seed %llu, epoch %u\n", in->policy, in->last_step, in->world,
-          (unsigned long long)in->seed, in->epoch);
+  fprintf(out, "policy      %s (last step: %s), world %u, seed %llu, epoch %u\n", in->policy,
+          in->last_step, in->world, (unsigned long long)in->seed, in->epoch);
   if (in->steps)
-    fprintf(out, "steps       %u..%u (%u steps, %llu micro-batches)\n", in->first_step, in->first_step + in->steps - 1,
-            in->steps, (unsigned long long)in->micro_batches);
+    fprintf(out, "steps       %u..%u (%u steps, %llu micro-batches)\n", in->first_step,
+            in->first_step + in->steps - 1, in->steps, (unsigned long long)in->micro_batches);
   else
     fprintf(out, "steps       none (from step %u)\n", in->first_step);
-  fprintf(out, "samples     %llu planned, %llu dropped, %llu padding, %llu rejected, of %llu indexed\n",
-          (unsigned long long)in->samples, (unsigned long long)in->dropped, (unsigned long long)in->padded,
-          (unsigned long long)in->rejected, (unsigned long long)in->index_samples);
+  fprintf(out,
+          "samples     %llu planned, %llu dropped, %llu padding, %llu rejected, of %llu indexed\n",
+          (unsigned long long)in->samples, (unsigned long long)in->dropped,
+          (unsigned long long)in->padded, (unsigned long long)in->rejected,
+          (unsigned long long)in->index_samples);
   if (in->rejected) {
     fprintf(out, "rejected   ");
     for (int r = 1; r < AL_REJECT_COUNT; r++)
-      if (m->rejected[r]) fprintf(out, " %llu %s;", (unsigned long long)m->rejected[r], al_reject_reason_name((al_reject_reason)r));
+      if (m->rejected[r])
+        fprintf(out, " %llu %s;", (unsigned long long)m->rejected[r],
+                al_reject_reason_name((al_reject_reason)r));
     fprintf(out, "\n");
   }
   fprintf(out, "tokens      %llu\n", (unsigned long long)in->tokens);
-  fprintf(out, "balance     imbalance CV %.2f%%, bubble %.2f%%\n", 100 * in->imbalance_cv, 100 * in->bubble);
-  fprintf(out, "predicted   %.1f s, %.0f tokens/s\n", in->predicted_seconds, in->predicted_tokens_per_s);
-  fprintf(out, "limits      M_mem %llu tokens, M_comp %.1f ms per micro-batch", (unsigned long long)in->mem_tokens,
-          in->comp_budget_ms);
-  if (!strcmp(in->policy, "adaptive")) fprintf(out, ", step target %.1f ms per rank, window %u steps", in->step_cost_ms, in->window);
+  fprintf(out, "balance     imbalance CV %.2f%%, bubble %.2f%%\n", 100 * in->imbalance_cv,
+          100 * in->bubble);
+  fprintf(out, "predicted   %.1f s, %.0f tokens/s\n", in->predicted_seconds,
+          in->predicted_tokens_per_s);
+  fprintf(out, "limits      M_mem %llu tokens, M_comp %.1f ms per micro-batch",
+          (unsigned long long)in->mem_tokens, in->comp_budget_ms);
+  if (!strcmp(in->policy, "adaptive"))
+    fprintf(out, ", step target %.1f ms per rank, window %u steps", in->step_cost_ms, in->window);
   fprintf(out, "\n");
   print_cost_line(out, &m->cost);
   fprintf(out, "\nbuckets with samples (%zu of %zu):\n", buckets_used(m), m->n_buckets);
-  fprintf(out, "  %5s %11s %6s %8s %6s %-8s %10s %10s\n", "id", "WxH", "frames", "tokens", "B", "limit", "batch ms",
-          "samples");
+  fprintf(out, "  %5s %11s %6s %8s %6s %-8s %10s %10s\n", "id", "WxH", "frames", "tokens", "B",
+          "limit", "batch ms", "samples");
   for (size_t i = 0; i < m->n_buckets; i++) {
     const al_bucket_info *b = &m->buckets[i];
     if (!b->samples) continue;
     char wh[32];
     snprintf(wh, sizeof wh, "%ux%u", b->width, b->height);
-    fprintf(out, "  %5u %11s %6u %8llu %6u %-8s %10.1f %10llu\n", b->id, wh, b->frames, (unsigned long long)b->tokens,
-            b->batch_size, b->limited_by, b->batch_cost_ms, (unsigned long long)b->samples);
+    fprintf(out, "  %5u %11s %6u %8llu %6u %-8s %10.1f %10llu\n", b->id, wh, b->frames,
+            (unsigned long long)b->tokens, b->batch_size, b->limited_by, b->batch_cost_ms,
+            (unsigned long long)b->samples);
   }
 }
 
-static void print_info_json(FILE *out, const al_manifest_info *in, const uint64_t *rejected, size_t used) {
+static void print_info_json(FILE *out, const al_manifest_info *in, const uint64_t *rejected,
+                            size_t used) {
   fprintf(out, "{\"policy\": ");
-  json_str(out, in->policy);
-  fprintf(out, ", \"world\": %u, \"seed\": %llu, \"epoch\": %u, \"first_step\": %u, \"steps\": %u", in->world,
-          (unsigned long long)in->seed, in->epoch, in->first_step, in->steps);
-  fprintf(out, ", \"micro_batches\": %llu, \"samples\": %llu, \"dropped\": %llu, \"padded\": %llu, \"rejected\": %llu",
-          (unsigned long long)in->micro_batches, (unsigned long long)in->samples, (unsigned long long)in->dropped,
-          (unsigned long long)in->padded, (unsigned long long)in->rejected);
+  jsonw_string(out, in->policy);
+  fprintf(out, ", \"world\": %u, \"seed\": %llu, \"epoch\": %u, \"first_step\": %u, \"steps\": %u",
+          in->world, (unsigned long long)in->seed, in->epoch, in->first_step, in->steps);
+  fprintf(out,
+          ", \"micro_batches\": %llu, \"samples\": %llu, \"dropped\": %llu, \"padded\": %llu, \"rejected\": %llu",
+          (unsigned long long)in->micro_batches, (unsigned long long)in->samples,
+          (unsigned long long)in->dropped, (unsigned long long)in->padded,
+          (unsigned long long)in->rejected);
   fprintf(out, ", \"rejected_by_reason\": {");
   for (int r = 1; r < AL_REJECT_COUNT; r++) {
     fprintf(out, "%s", r > 1 ? ", " : "");
-    json_str(out, al_reject_reason_name((al_reject_reason)r));
+    jsonw_string(out, al_reject_reason_name((al_reject_reason)r));
     fprintf(out, ": %llu", (unsigned long long)rejected[r]);
   }
-  fprintf(out, "}, \"index_samples\": %llu, \"tokens\": %llu", (unsigned long long)in->index_samples,
-          (unsigned long long)in->tokens);
-  fprintf(out, ", \"imbalance_cv\": %.6f, \"bubble\": %.6f, \"predicted_seconds\": %.6f, \"predicted_tokens_per_s\": %.3f",
+  fprintf(out, "}, \"index_samples\": %llu, \"tokens\": %llu",
+          (unsigned long long)in->index_samples, (unsigned long long)in->tokens);
+  fprintf(out,
+          ", \"imbalance_cv\": %.6f, \"bubble\": %.6f, \"predicted_seconds\": %.6f, \"predicted_tokens_per_s\": %.3f",
           in->imbalance_cv, in->bubble, in->predicted_seconds, in->predicted_tokens_per_s);
-  fprintf(out, ", \"mem_tokens\": %llu, \"comp_budget_ms\": %.6f, \"step_cost_ms\": %.6f, \"window\": %u, \"last_step\": ",
+  fprintf(out,
+          ", \"mem_tokens\": %llu, \"comp_budget_ms\": %.6f, \"step_cost_ms\": %.6f, \"window\": %u, \"last_step\": ",
           (unsigned long long)in->mem_tokens, in->comp_budget_ms, in->step_cost_ms, in->window);
-  json_str(out, in->last_step);
+  jsonw_string(out, in->last_step);
   fprintf(out, ", \"buckets_used\": %zu, \"cost_model\": ", used);
-  json_str(out, in->cost_family);
-  fprintf(out, ", \"index_fingerprint\": \"%016llx\"}\n", (unsigned long long)in->index_fingerprint);
+  jsonw_string(out, in->cost_family);
+  fprintf(out, ", \"index_fingerprint\": \"%016llx\"}\n",
+          (unsigned long long)in->index_fingerprint);
 }
 
 void al_manifest_print_json(FILE *out, const al_manifest *m) {
@@ -115,13 +120,14 @@ void al_plan_print_json(FILE *out, const al_plan *p) {
 void al_plan_print_summary(FILE *out, const al_plan *p, const char *name) {
   al_manifest_info in;
   al_plan_get_info(p, &in);
-  fprintf(out, "plan: %s: %s, world %u, %u steps from %u, %llu micro-batches, %llu samples (%llu padding, %llu dropped, "
+  fprintf(out,
+          "plan: %s: %s, world %u, %u steps from %u, %llu micro-batches, %llu samples (%llu padding, %llu dropped, "
           "%llu rejected), %zu buckets used\n",
           name, in.policy, in.world, in.steps, in.first_step, (unsigned long long)in.micro_batches,
-          (unsigned long long)in.samples, (unsigned long long)in.padded, (unsigned long long)in.dropped,
-          (unsigned long long)in.rejected, al_plan_buckets_used(p));
-  fprintf(out, "plan: imbalance CV %.2f%%, bubble %.2f%%, predicted %.1f s, %.0f tokens/s\n", 100 * in.imbalance_cv,
-          100 * in.bubble, in.predicted_seconds, in.predicted_tokens_per_s);
+          (unsigned long long)in.samples, (unsigned long long)in.padded,
+          (unsigned long long)in.dropped, (unsigned long long)in.rejected, al_plan_buckets_used(p));
+  fprintf(out, "plan: imbalance CV %.2f%%, bubble %.2f%%, predicted %.1f s, %.0f tokens/s\n",
+          100 * in.imbalance_cv, 100 * in.bubble, in.predicted_seconds, in.predicted_tokens_per_s);
 }
 
 int al_manifest_print_jsonl(FILE *out, const al_manifest *m) {
@@ -131,12 +137,14 @@ int al_manifest_print_jsonl(FILE *out, const al_manifest *m) {
       size_t slot = (size_t)s * W + r;
       for (uint64_t x = m->slot[slot]; x < m->slot[slot + 1]; x++) {
         const manifest_micro *mi = &m->micro[x];
-        fprintf(out, "{\"step\": %u, \"rank\": %u, \"micro\": %llu, \"bucket\": %u, \"cost_ms\": %.3f, \"keys\": [",
-                m->first_step + s, r, (unsigned long long)(x - m->slot[slot]), mi->bucket, mi->cost);
+        fprintf(out,
+                "{\"step\": %u, \"rank\": %u, \"micro\": %llu, \"bucket\": %u, \"cost_ms\": %.3f, \"keys\": [",
+                m->first_step + s, r, (unsigned long long)(x - m->slot[slot]), mi->bucket,
+                mi->cost);
         for (uint32_t k = 0; k < mi->n; k++) {
           if (k) fputs(", ", out);
           const char *key = al_manifest_key(m, m->samples[mi->first + k]);
-          json_str(out, key ? key : "");
+          jsonw_string(out, key ? key : "");
         }
         fputs("], \"samples\": [", out);
         for (uint32_t k = 0; k < mi->n; k++)
@@ -145,7 +153,8 @@ int al_manifest_print_jsonl(FILE *out, const al_manifest *m) {
         for (uint32_t k = 0; k < mi->n; k++)
           fprintf(out, "%s%llu", k ? ", " : "", (unsigned long long)m->tokens[mi->first + k]);
         fputs("], \"padded\": [", out);
-        for (uint32_t k = 0; k < mi->n_pad; k++) fprintf(out, "%s%u", k ? ", " : "", m->pads[mi->pad_first + k]);
+        for (uint32_t k = 0; k < mi->n_pad; k++)
+          fprintf(out, "%s%u", k ? ", " : "", m->pads[mi->pad_first + k]);
         fputs("]}\n", out);
       }
     }
@@ -157,13 +166,16 @@ int al_manifest_print_jsonl(FILE *out, const al_manifest *m) {
 static void load_colour(double ratio, char buf[8]) {
   if (ratio < 0) ratio = 0;
   if (ratio > 1) ratio = 1;
-  static const double stops[4][4] = {
-      {0.00, 215, 48, 39}, {0.50, 253, 174, 97}, {0.80, 255, 255, 191}, {1.00, 26, 110, 60}};
+  static const double stops[4][4] = {{0.00, 215, 48, 39},
+                                     {0.50, 253, 174, 97},
+                                     {0.80, 255, 255, 191},
+                                     {1.00, 26, 110, 60}};
   int k = 0;
   while (k < 2 && ratio > stops[k + 1][0]) k++;
   double t = (ratio - stops[k][0]) / (stops[k + 1][0] - stops[k][0]);
   int c[3];
-  for (int i = 0; i < 3; i++) c[i] = (int)lround(stops[k][i + 1] + t * (stops[k + 1][i + 1] - stops[k][i + 1]));
+  for (int i = 0; i < 3; i++)
+    c[i] = (int)lround(stops[k][i + 1] + t * (stops[k + 1][i + 1] - stops[k][i + 1]));
   snprintf(buf, 8, "#%02x%02x%02x", c[0], c[1], c[2]);
 }
 
@@ -176,13 +188,17 @@ int al_manifest_write_svg(const al_manifest *m, const char *path) {
   double plot_w = 1200, row_h = W <= 16 ? 24 : W <= 64 ? 8 : 3;
   double plot_h = row_h * W, x0 = 60, y0 = 50;
   double total_w = x0 + plot_w + 20, total_h = y0 + plot_h + 80;
-  fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" font-family=\"sans-serif\" font-size=\"12\">\n",
+  fprintf(f,
+          "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" font-family=\"sans-serif\" font-size=\"12\">\n",
           total_w, total_h);
   fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
-  fprintf(f, "<text x=\"%.0f\" y=\"20\" font-size=\"14\">%s, world %u: imbalance CV %.2f%%, bubble %.2f%%, %.0f tokens/s predicted</text>\n",
-          x0, m->info.policy, W, 100 * m->info.imbalance_cv, 100 * m->info.bubble, m->info.predicted_tokens_per_s);
-  fprintf(f, "<text x=\"%.0f\" y=\"38\" fill=\"#555\">colour = rank's predicted cost / the step's slowest rank%s</text>\n", x0,
-          group > 1.0001 ? " (columns average several steps)" : "");
+  fprintf(f,
+          "<text x=\"%.0f\" y=\"20\" font-size=\"14\">%s, world %u: imbalance CV %.2f%%, bubble %.2f%%, %.0f tokens/s predicted</text>\n",
+          x0, m->info.policy, W, 100 * m->info.imbalance_cv, 100 * m->info.bubble,
+          m->info.predicted_tokens_per_s);
+  fprintf(f,
+          "<text x=\"%.0f\" y=\"38\" fill=\"#555\">colour = rank's predicted cost / the step's slowest rank%s</text>\n",
+          x0, group > 1.0001 ? " (columns average several steps)" : "");
   double *ratio = calloc(W ? W : 1, sizeof *ratio);
   if (!ratio) {
     fclose(f);
@@ -206,24 +222,27 @@ int al_manifest_write_svg(const al_manifest *m, const char *path) {
     for (uint32_t r = 0; r < W; r++) {
       char col[8];
       load_colour(ratio[r] / (s1 - s0), col);
-      fprintf(f, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"%s\"/>\n", x0 + c * cw,
-              y0 + r * row_h, cw + 0.05, row_h, col);
+      fprintf(f, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"%s\"/>\n",
+              x0 + c * cw, y0 + r * row_h, cw + 0.05, row_h, col);
     }
   }
   free(ratio);
   fprintf(f, "<text x=\"%.0f\" y=\"%.0f\">step %u</text>\n", x0, y0 + plot_h + 16, m->first_step);
-  fprintf(f, "<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"end\">step %u</text>\n", x0 + plot_w, y0 + plot_h + 16,
-          m->first_step + (S ? S - 1 : 0));
+  fprintf(f, "<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"end\">step %u</text>\n", x0 + plot_w,
+          y0 + plot_h + 16, m->first_step + (S ? S - 1 : 0));
   fprintf(f, "<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"end\">rank 0</text>\n", x0 - 4, y0 + 12);
-  fprintf(f, "<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"end\">%u</text>\n", x0 - 4, y0 + plot_h, W ? W - 1 : 0);
+  fprintf(f, "<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"end\">%u</text>\n", x0 - 4, y0 + plot_h,
+          W ? W - 1 : 0);
   /* Legend. */
   double ly = y0 + plot_h + 34;
   for (int i = 0; i <= 100; i++) {
     char col[8];
     load_colour(i / 100.0, col);
-    fprintf(f, "<rect x=\"%.1f\" y=\"%.0f\" width=\"3.1\" height=\"12\" fill=\"%s\"/>\n", x0 + 3 * i, ly, col);
+    fprintf(f, "<rect x=\"%.1f\" y=\"%.0f\" width=\"3.1\" height=\"12\" fill=\"%s\"/>\n",
+            x0 + 3 * i, ly, col);
   }
-  fprintf(f, "<text x=\"%.0f\" y=\"%.0f\">idle</text><text x=\"%.0f\" y=\"%.0f\" text-anchor=\"end\">as busy as the slowest rank</text>\n",
+  fprintf(f,
+          "<text x=\"%.0f\" y=\"%.0f\">idle</text><text x=\"%.0f\" y=\"%.0f\" text-anchor=\"end\">as busy as the slowest rank</text>\n",
           x0, ly + 26, x0 + 303, ly + 26);
   fprintf(f, "</svg>\n");
   int err = ferror(f);
@@ -235,19 +254,26 @@ void al_plan_compare_print(FILE *out, const al_manifest *a, const al_manifest *b
   const al_manifest_info *x = &a->info, *y = &b->info;
   fprintf(out, "%-24s %18s %18s %10s\n", "", x->policy, y->policy, "ratio");
   fprintf(out, "%-24s %18u %18u\n", "world", x->world, y->world);
-  fprintf(out, "%-24s %18u %18u %9.2fx\n", "steps", x->steps, y->steps, y->steps ? (double)x->steps / y->steps : 0);
+  fprintf(out, "%-24s %18u %18u %9.2fx\n", "steps", x->steps, y->steps,
+          y->steps ? (double)x->steps / y->steps : 0);
   fprintf(out, "%-24s %18llu %18llu\n", "micro-batches", (unsigned long long)x->micro_batches,
           (unsigned long long)y->micro_batches);
-  fprintf(out, "%-24s %18llu %18llu\n", "samples", (unsigned long long)x->samples, (unsigned long long)y->samples);
+  fprintf(out, "%-24s %18llu %18llu\n", "samples", (unsigned long long)x->samples,
+          (unsigned long long)y->samples);
   fprintf(out, "%-24s %18llu %18llu\n", "padding samples", (unsigned long long)x->padded,
           (unsigned long long)y->padded);
   fprintf(out, "%-24s %18llu %18llu\n", "dropped samples", (unsigned long long)x->dropped,
           (unsigned long long)y->dropped);
-  fprintf(out, "%-24s %18llu %18llu\n", "tokens", (unsigned long long)x->tokens, (unsigned long long)y->tokens);
-  fprintf(out, "%-24s %17.2f%% %17.2f%%\n", "imbalance CV", 100 * x->imbalance_cv, 100 * y->imbalance_cv);
+  fprintf(out, "%-24s %18llu %18llu\n", "tokens", (unsigned long long)x->tokens,
+          (unsigned long long)y->tokens);
+  fprintf(out, "%-24s %17.2f%% %17.2f%%\n", "imbalance CV", 100 * x->imbalance_cv,
+          100 * y->imbalance_cv);
   fprintf(out, "%-24s %17.2f%% %17.2f%%\n", "bubble", 100 * x->bubble, 100 * y->bubble);
-  fprintf(out, "%-24s %18.1f %18.1f %9.2fx\n", "predicted seconds", x->predicted_seconds, y->predicted_seconds,
+  fprintf(out, "%-24s %18.1f %18.1f %9.2fx\n", "predicted seconds", x->predicted_seconds,
+          y->predicted_seconds,
           x->predicted_seconds > 0 ? y->predicted_seconds / x->predicted_seconds : 0);
-  fprintf(out, "%-24s %18.0f %18.0f %9.2fx\n", "predicted tokens/s", x->predicted_tokens_per_s, y->predicted_tokens_per_s,
-          y->predicted_tokens_per_s > 0 ? x->predicted_tokens_per_s / y->predicted_tokens_per_s : 0);
+  fprintf(out, "%-24s %18.0f %18.0f %9.2fx\n", "predicted tokens/s", x->predicted_tokens_per_s,
+          y->predicted_tokens_per_s,
+          y->predicted_tokens_per_s > 0 ? x->predicted_tokens_per_s / y->predicted_tokens_per_s
+                                        : 0);
 }

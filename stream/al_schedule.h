@@ -35,7 +35,8 @@ AL_API int al_schedule_open_path(al_schedule **out, const char *manifest_path, i
 AL_API void al_schedule_free(al_schedule *s);
 
 AL_API uint64_t al_schedule_batches(const al_schedule *s);
-AL_API uint64_t al_schedule_samples(const al_schedule *s);   /* over all its batches, padding included */
+/* Samples over all its batches, padding included. */
+AL_API uint64_t al_schedule_samples(const al_schedule *s);
 AL_API uint32_t al_schedule_rank(const al_schedule *s);
 AL_API uint32_t al_schedule_world(const al_schedule *s);
 AL_API uint32_t al_schedule_epoch(const al_schedule *s);
@@ -47,16 +48,17 @@ AL_API uint64_t al_schedule_index_fingerprint(const al_schedule *s);
  * height x frames (what its samples are resized/cropped to) and `tokens`
  * tokens per sample. Any output may be NULL. AL_ERANGE past the end. */
 AL_API size_t al_schedule_bucket_count(const al_schedule *s);
-AL_API int al_schedule_bucket(const al_schedule *s, size_t k, uint32_t *id, uint32_t *width, uint32_t *height,
-                              uint32_t *frames, uint64_t *tokens);
+AL_API int al_schedule_bucket(const al_schedule *s, size_t k, uint32_t *id, uint32_t *width,
+                              uint32_t *height, uint32_t *frames, uint64_t *tokens);
 
 /* Bulk export. Each array may be NULL; sizes: batch arrays hold
  * al_schedule_batches() entries, `first` one more, sample arrays
  * al_schedule_samples() entries. Batch i's samples are
  * samples[first[i] .. first[i+1]). */
-AL_API int al_schedule_export(const al_schedule *s, uint64_t *first, uint32_t *step, uint32_t *micro,
-                              uint32_t *n_micro, uint32_t *bucket, uint64_t *step_samples,
-                              uint64_t *step_tokens, uint64_t *samples, uint64_t *tokens, uint8_t *padded);
+AL_API int al_schedule_export(const al_schedule *s, uint64_t *first, uint32_t *step,
+                              uint32_t *micro, uint32_t *n_micro, uint32_t *bucket,
+                              uint64_t *step_samples, uint64_t *step_tokens, uint64_t *samples,
+                              uint64_t *tokens, uint8_t *padded);
 
 /* Resolves rank and world as al_stream_open and al_schedule_open do:
  * *rank from `rank` or RANK, checked against the manifest's world and against

@@ -85,95 +85,95 @@ enum { AL_STREAM_FAIL = 0, AL_STREAM_SKIP_SAMPLE = 1 };
  * in the rank's whole sequence of the manifest (0 = the first micro-batch of
  * the manifest's first step for this rank). */
 typedef struct al_stream_state {
-  uint32_t version;            /* AL_STREAM_STATE_VERSION */
+  uint32_t version; /* AL_STREAM_STATE_VERSION */
   uint32_t rank;
   uint32_t world;
   uint32_t epoch;
   uint64_t seed;
   uint64_t index_fingerprint;
-  uint64_t position;           /* next micro-batch to deliver (rank sequence) */
-  uint32_t stride;             /* this stream reads position, position+stride, ... */
-  uint32_t next_step;          /* absolute (step, micro) of `position`; */
-  uint32_t next_micro;         /*   UINT32_MAX when the stream is finished */
+  uint64_t position;   /* next micro-batch to deliver (rank sequence) */
+  uint32_t stride;     /* this stream reads position, position+stride, ... */
+  uint32_t next_step;  /* absolute (step, micro) of `position`; */
+  uint32_t next_micro; /*   UINT32_MAX when the stream is finished */
   uint32_t reserved;
-  uint64_t skipped;            /* samples skipped so far (AL_STREAM_SKIP_SAMPLE) */
-  uint64_t delivered;          /* batches delivered so far */
+  uint64_t skipped;   /* samples skipped so far (AL_STREAM_SKIP_SAMPLE) */
+  uint64_t delivered; /* batches delivered so far */
 } al_stream_state;
 
 /* Zero means default for every field. */
 typedef struct al_stream_options {
-  int threads;                 /* reader threads; 0 = min(4, online cores) */
-  int prefetch;                /* buffers in the pool; 0 = 4 (at least 1) */
-  const char *ext;             /* payload member extension; NULL = "latent"
-                                  (KEY.<ext>.lz4 is used when KEY.<ext> is absent) */
-  int on_error;                /* AL_STREAM_FAIL or AL_STREAM_SKIP_SAMPLE */
-  int world;                   /* 0 = WORLD_SIZE from the environment, else the manifest's */
-  uint64_t first;              /* first micro-batch of the rank sequence to read */
-  uint32_t stride;             /* read first, first+stride, ...; 0 = 1 (DataLoader workers) */
+  int threads;                   /* reader threads; 0 = min(4, online cores) */
+  int prefetch;                  /* buffers in the pool; 0 = 4 (at least 1) */
+  const char *ext;               /* payload member extension; NULL = "latent"
+                                    (KEY.<ext>.lz4 is used when KEY.<ext> is absent) */
+  int on_error;                  /* AL_STREAM_FAIL or AL_STREAM_SKIP_SAMPLE */
+  int world;                     /* 0 = WORLD_SIZE from the environment, else the manifest's */
+  uint64_t first;                /* first micro-batch of the rank sequence to read */
+  uint32_t stride;               /* read first, first+stride, ...; 0 = 1 (DataLoader workers) */
   const al_stream_state *resume; /* non-NULL: continue where this state left off. With
                                     stride 0, exactly as the saved stream (its position
                                     and stride); with stride > 0, the state must have
                                     stride 1 (a rank-level state) and reading starts at
                                     state.position + first, every stride-th batch. */
-  int pinned;                  /* 0 = pinned when a CUDA device is present,
-                                  1 = require pinned, -1 = never */
-  int device_copy;             /* 1 = also copy each batch to cuda_device */
-  int cuda_device;             /* ordinal; < 0 = LOCAL_RANK from the environment (0 if unset) */
-  size_t align;                /* sample alignment in bytes, a power of two; 0 = 64 */
-  size_t read_block;           /* LZ4 / libarchive read block; 0 = 1 MiB */
+  int pinned;                    /* 0 = pinned when a CUDA device is present,
+                                    1 = require pinned, -1 = never */
+  int device_copy;               /* 1 = also copy each batch to cuda_device */
+  int cuda_device;               /* ordinal; < 0 = LOCAL_RANK from the environment (0 if unset) */
+  size_t align;                  /* sample alignment in bytes, a power of two; 0 = 64 */
+  size_t read_block;             /* LZ4 / libarchive read block; 0 = 1 MiB */
 } al_stream_options;
 
 /* One packed micro-batch. All pointers stay valid until the batch is released. */
 typedef struct al_stream_batch {
-  uint64_t position;           /* in the rank sequence (see al_stream_state) */
-  uint32_t step;               /* absolute step in the epoch */
-  uint32_t micro;              /* 0 .. n_micro-1 within (step, rank) */
+  uint64_t position; /* in the rank sequence (see al_stream_state) */
+  uint32_t step;     /* absolute step in the epoch */
+  uint32_t micro;    /* 0 .. n_micro-1 within (step, rank) */
   uint32_t n_micro;
-  int last_in_step;            /* micro == n_micro-1: time for the optimizer step */
+  int last_in_step; /* micro == n_micro-1: time for the optimizer step */
   uint32_t bucket;
   uint32_t reserved;
-  uint64_t step_samples;       /* planned totals over all ranks of this step */
+  uint64_t step_samples; /* planned totals over all ranks of this step */
   uint64_t step_tokens;
-  uint64_t tokens;             /* tokens of the samples packed here */
+  uint64_t tokens; /* tokens of the samples packed here */
 
-  size_t n;                    /* samples packed */
-  const char *const *keys;     /* n */
-  const uint64_t *samples;     /* n index positions */
-  const uint32_t *shapes;      /* n x 3: width, height, frames */
-  const uint8_t *padded;       /* n flags: 1 = a padding repeat (mask its loss) */
-  const int32_t *cu_seqlens;   /* n+1, tokens */
-  const uint64_t *offsets;     /* n+1, bytes; offsets[i] % align == 0 */
-  const uint64_t *sizes;       /* n, payload bytes of each sample */
+  size_t n;                  /* samples packed */
+  const char *const *keys;   /* n */
+  const uint64_t *samples;   /* n index positions */
+  const uint32_t *shapes;    /* n x 3: width, height, frames */
+  const uint8_t *padded;     /* n flags: 1 = a padding repeat (mask its loss) */
+  const int32_t *cu_seqlens; /* n+1, tokens */
+  const uint64_t *offsets;   /* n+1, bytes; offsets[i] % align == 0 */
+  const uint64_t *sizes;     /* n, payload bytes of each sample */
 
-  void *data;                  /* host buffer (pinned when `pinned`) */
-  size_t data_bytes;           /* payload bytes, == offsets[n] */
-  size_t cu_seqlens_offset;    /* byte offset of the cu_seqlens copy in data */
-  size_t copy_bytes;           /* bytes copied to the device (payload + cu_seqlens) */
+  void *data;               /* host buffer (pinned when `pinned`) */
+  size_t data_bytes;        /* payload bytes, == offsets[n] */
+  size_t cu_seqlens_offset; /* byte offset of the cu_seqlens copy in data */
+  size_t copy_bytes;        /* bytes copied to the device (payload + cu_seqlens) */
   int pinned;
 
-  void *device_data;           /* device copy of data, NULL without device_copy */
-  void *ready_event;           /* cudaEvent_t recorded after the copy; wait on it
-                                  with cudaStreamWaitEvent or al_stream_batch_wait */
+  void *device_data; /* device copy of data, NULL without device_copy */
+  void *ready_event; /* cudaEvent_t recorded after the copy; wait on it
+                        with cudaStreamWaitEvent or al_stream_batch_wait */
 
-  size_t n_skipped;            /* samples left out (AL_STREAM_SKIP_SAMPLE) */
+  size_t n_skipped; /* samples left out (AL_STREAM_SKIP_SAMPLE) */
   const char *const *skipped_keys;
   const char *const *skipped_reasons;
 } al_stream_batch;
 
 typedef struct al_stream_stats {
-  uint64_t batches;            /* delivered by al_stream_next */
+  uint64_t batches; /* delivered by al_stream_next */
   uint64_t samples;
-  uint64_t bytes;              /* payload bytes delivered */
+  uint64_t bytes; /* payload bytes delivered */
   uint64_t skipped;
-  uint64_t total_batches;      /* micro-batches this stream will deliver in all */
-  double stall_seconds;        /* time al_stream_next spent waiting for readers */
-  double read_seconds;         /* reader thread time spent filling buffers */
-  int buffers;                 /* pool size (prefetch) */
-  int buffers_allocated;       /* buffers that hold memory now */
-  int max_in_use;              /* most buffers filling, ready or held at once */
-  uint64_t host_bytes;         /* host memory held by the pool */
+  uint64_t total_batches; /* micro-batches this stream will deliver in all */
+  double stall_seconds;   /* time al_stream_next spent waiting for readers */
+  double read_seconds;    /* reader thread time spent filling buffers */
+  int buffers;            /* pool size (prefetch) */
+  int buffers_allocated;  /* buffers that hold memory now */
+  int max_in_use;         /* most buffers filling, ready or held at once */
+  uint64_t host_bytes;    /* host memory held by the pool */
   uint64_t device_bytes;
-  int pinned;                  /* buffers are pinned */
+  int pinned; /* buffers are pinned */
   int device_copy;
   int threads;
 } al_stream_stats;
