@@ -38,7 +38,7 @@ int grow_resize(void **arr, size_t count, size_t elem, const char *what) {
 
 int grow_array(void **arr, size_t *cap, size_t need, size_t elem, const char *what) {
   if (need <= *cap) return AL_OK;
-  size_t c;
+  size_t c = 0; /* set by grow_capacity on success; gcc -O2 cannot tell */
   int rc = grow_capacity(*cap, need, elem, what, &c);
   if (rc == AL_OK) rc = grow_resize(arr, c, elem, what);
   if (rc == AL_OK) *cap = c;
