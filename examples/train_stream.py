@@ -27,30 +27,14 @@ import time
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 try:  # an installed package (the //dist bundle on PYTHONPATH) first, else this checkout's
     import adaptiveload
 except ImportError:
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
     import adaptiveload  # noqa: E402
+from adaptiveload.toy_model import TinyDenoiser  # stand-in: replace with your model
 
-
-class TinyDenoiser(nn.Module):
-    """Token MLP with AdaLN-style per-sample modulation from the noise level."""
-
-    def __init__(self, dim=64, hidden=256):
-        super().__init__()
-        self.inp = nn.Linear(dim, hidden)
-        self.norm = nn.LayerNorm(hidden, elementwise_affine=False)
-        self.mod = nn.Linear(1, 2 * hidden)
-        self.out = nn.Linear(hidden, dim)
-
-    def forward(self, x, sigma, seg):
-        h = F.gelu(self.inp(x))
-        scale, shift = self.mod(sigma[:, None]).chunk(2, dim=1)
-        h = self.norm(h) * (1 + scale[seg]) + shift[seg]
-        return self.out(h)
 
 
 def main():
@@ -76,7 +60,7 @@ def main():
     ds = adaptiveload.StreamDataset(index, manifest, threads=args.threads or None, prefetch=args.prefetch,
                                     device=device if use_cuda else None, state=state)
     torch.manual_seed(0)
-    model = TinyDenoiser().to(device)
+    model = TinyDenoiser(hidden=256).to(device)
     if env.initialized:
         model = nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr)

@@ -146,6 +146,17 @@ __device__ __forceinline__ void chunk_start(const Layout &L, int64_t r0, int64_t
   }
 }
 
+/* Opens a per-group kernel: the chunk [r0, r1) of row group k, its per-feature sums acc_s
+ * and acc_h (kAcc each) zeroed, b and bend from chunk_start. A macro, so that both kernels
+ * declare the same locals as before (the generated code is unchanged). */
+#define ADALN_BWD_CHUNK_START(a, k)                                             \
+  const int64_t r0 = (k) * (a).chunk;                                           \
+  const int64_t r1 = r0 + (a).chunk < (a).L.rows ? r0 + (a).chunk : (a).L.rows; \
+  float acc_s[kAcc], acc_h[kAcc];                                               \
+  int b;                                                                        \
+  int64_t bend;                                                                 \
+  chunk_start((a).L, r0, r1, acc_s, acc_h, b, bend)
+
 /* Sample-boundary step of the fused kernels: when `row` starts a new sample, writes the
  * sums of the old one to slot k + b, clears them and moves b to the sample of `row`. */
 template <int VPT, int kVec, bool VEC, bool ACC>
@@ -192,13 +203,7 @@ __global__ void __launch_bounds__(512) adaln_bwd_rows_kernel(BwdArgs<T> a) {
   const int64_t k = (int64_t)blockIdx.x * (blockDim.x / tpr) + grp;
   const int D = a.D;
   const int nv = (D + kVec - 1) / kVec;
-  const int64_t r0 = k * a.chunk;
-  const int64_t r1 = r0 + a.chunk < a.L.rows ? r0 + a.chunk : a.L.rows;
-
-  float acc_s[kAcc], acc_h[kAcc];
-  int b;
-  int64_t bend;
-  chunk_start(a.L, r0, r1, acc_s, acc_h, b, bend);
+  ADALN_BWD_CHUNK_START(a, k);
 
   uint4 rdy[VPT], rx[VPT], ndy[VPT], nx[VPT];
   {
@@ -264,13 +269,7 @@ __global__ void __launch_bounds__(512) adaln_bwd_fused_async_kernel(BwdArgs<T> a
   const int64_t k = (int64_t)blockIdx.x * (nthr / tpr) + grp;
   const int D = a.D;
   const int nv = D / kVec;
-  const int64_t r0 = k * a.chunk;
-  const int64_t r1 = r0 + a.chunk < a.L.rows ? r0 + a.chunk : a.L.rows;
-
-  float acc_s[kAcc], acc_h[kAcc];
-  int b;
-  int64_t bend;
-  chunk_start(a.L, r0, r1, acc_s, acc_h, b, bend);
+  ADALN_BWD_CHUNK_START(a, k);
 
   /* Copies row `row` (zeros past the chunk) into stage s; one commit group per row. */
   auto issue = [&](int64_t row, int s) {

@@ -26,6 +26,7 @@
 extern "C" {
 #include "common/al_status.h"
 #include "loader/tar_write_internal.h"
+#include "tests/common/rng.h"
 }
 
 namespace altest {
@@ -145,25 +146,6 @@ inline Bytes Lz4Frame(const Bytes &in, bool content_size) {
   out.resize(LZ4F_isError(n) ? 0 : n);
   return out;
 }
-
-// splitmix64: deterministic 64-bit values for synthetic test data.
-struct SplitMix64 {
-  uint64_t state;
-  explicit SplitMix64(uint64_t seed) : state(seed) {}
-  uint64_t Next() {
-    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  // Uniform in (0, 1): 53 random bits, centred in their interval.
-  double Uniform() { return ((Next() >> 11) + 0.5) / 9007199254740992.0; }
-  // Standard normal (Box-Muller; one value per two draws).
-  double Normal() {
-    double u1 = Uniform(), u2 = Uniform();
-    return std::sqrt(-2 * std::log(u1)) * std::cos(6.283185307179586 * u2);
-  }
-};
 
 // EXPECT_TRUE(Contains(text, "fragment")): on failure the message shows both.
 inline ::testing::AssertionResult Contains(const std::string &haystack, const std::string &needle) {

@@ -137,10 +137,10 @@ TEST_P(AdalnGpu, MatchesReference) {
   for (char ch : c.name) seed = (seed ^ (uint8_t)ch) * 1099511628211ull;
   Rng rng(seed);
   std::vector<float> x(n), dy(n), scale(nbd), shift(nbd);
-  for (auto &v : x) v = rng.normal(c.xmean, c.xstd);
-  for (auto &v : dy) v = rng.normal(0.0f, 1.0f);
-  for (auto &v : scale) v = rng.normal(0.0f, 0.5f);
-  for (auto &v : shift) v = rng.normal(0.0f, 0.5f);
+  for (auto &v : x) v = rng.Normal(c.xmean, c.xstd);
+  for (auto &v : dy) v = rng.Normal(0.0f, 1.0f);
+  for (auto &v : scale) v = rng.Normal(0.0f, 0.5f);
+  for (auto &v : shift) v = rng.Normal(0.0f, 0.5f);
   const auto xb = to_device_bytes(x, dt), dyb = to_device_bytes(dy, dt),
              scb = to_device_bytes(scale, dt), shb = to_device_bytes(shift, dt);
 
@@ -426,8 +426,8 @@ TEST(AdalnGpuBig, Big_TwoSamplesOf128kRowsPast2e31Elements) {
 
   Rng rng(20261130);
   std::vector<float> scale(nbd), shift(nbd);
-  for (auto &v : scale) v = rng.normal(0.0f, 0.5f);
-  for (auto &v : shift) v = rng.normal(0.0f, 0.5f);
+  for (auto &v : scale) v = rng.Normal(0.0f, 0.5f);
+  for (auto &v : shift) v = rng.Normal(0.0f, 0.5f);
   const auto scb = to_device_bytes(scale, dt), shb = to_device_bytes(shift, dt);
   DevBuf x, dy, y, dx, mean, rstd, sc, sh, ds, dh, ws;
   ASSERT_TRUE(x.alloc(n * 2) && dy.alloc(n * 2) && y.alloc(n * 2) && dx.alloc(n * 2) &&

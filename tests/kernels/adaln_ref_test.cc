@@ -126,10 +126,10 @@ TEST(AdalnRef, BackwardMatchesFiniteDifferences) {
     s.plain_scale = plain;
     std::vector<float> x(B * N * D), scale(B * D), shift(B * D), w(x.size()), y(x.size()),
         dx(x.size()), ds(B * D), dh(B * D);
-    for (auto &v : x) v = rng.normal(0.3f, 1.5f);
-    for (auto &v : scale) v = rng.normal(0.0f, 0.5f);
-    for (auto &v : shift) v = rng.normal(0.0f, 0.5f);
-    for (auto &v : w) v = rng.normal(0.0f, 1.0f);
+    for (auto &v : x) v = rng.Normal(0.3f, 1.5f);
+    for (auto &v : scale) v = rng.Normal(0.0f, 0.5f);
+    for (auto &v : shift) v = rng.Normal(0.0f, 0.5f);
+    for (auto &v : w) v = rng.Normal(0.0f, 1.0f);
     ASSERT_EQ(adaln_ref_backward(&s, w.data(), x.data(), scale.data(), dx.data(), ds.data(),
                                  dh.data()),
               AL_OK);

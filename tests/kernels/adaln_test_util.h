@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/al_adaln.h"
+#include "tests/common/rng.h"
 
 namespace adaln_test {
 
@@ -87,22 +88,8 @@ inline std::vector<float> from_device_bytes(const std::vector<uint8_t> &b, int d
   return v;
 }
 
-// splitmix64 + Box-Muller.
-struct Rng {
-  uint64_t s;
-  explicit Rng(uint64_t seed) : s(seed) {}
-  uint64_t next() {
-    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  double uniform() { return ((next() >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
-  float normal(float mean, float std) {
-    const double u1 = uniform(), u2 = uniform();
-    return (float)(mean + std * std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
-  }
-};
+// The tests' generator (tests/common/rng.h): Normal(mean, std) gives the inputs.
+using Rng = altest::SplitMix64;
 
 // ||out - ref|| / ||ref||; NaN if any output is not finite. 0 when both are empty or zero.
 inline double rel_err(const std::vector<float> &out, const std::vector<float> &ref) {
