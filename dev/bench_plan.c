@@ -52,11 +52,16 @@ int main(int argc, char **argv) {
       continue;
     }
     int bad = !v;
-    if (!bad && (!strcmp(a, "-o") || !strcmp(a, "--out"))) out = v;
-    else if (!bad && !strcmp(a, "--samples")) bad = parse_u64(v, &samples) || !samples;
-    else if (!bad && !strcmp(a, "--shards")) bad = parse_u64(v, &shards) || !shards || shards > 1000000;
-    else if (!bad && !strcmp(a, "--seed")) bad = parse_u64(v, &seed);
-    else bad = 1;
+    if (!bad && (!strcmp(a, "-o") || !strcmp(a, "--out")))
+      out = v;
+    else if (!bad && !strcmp(a, "--samples"))
+      bad = parse_u64(v, &samples) || !samples;
+    else if (!bad && !strcmp(a, "--shards"))
+      bad = parse_u64(v, &shards) || !shards || shards > 1000000;
+    else if (!bad && !strcmp(a, "--seed"))
+      bad = parse_u64(v, &seed);
+    else
+      bad = 1;
     if (bad) {
       fprintf(stderr, "bench_plan: bad option %s %s\n\n", a, v ? v : "");
       usage(stderr);
@@ -85,10 +90,11 @@ int main(int argc, char **argv) {
       al_synth_sample(seed, next, &m);
       char key[32];
       snprintf(key, sizeof key, "%06u-%08llu", id, next);
-      al_member_info mem[2] = {{"json", off + 512, 96, 0}, {"latent", off + 1536, m.latent_bytes, 0}};
+      al_member_info mem[2] = {{"json", off + 512, 96, 0},
+                               {"latent", off + 1536, m.latent_bytes, 0}};
       off += 1536 + ((m.latent_bytes + 511) / 512) * 512 + 512;
-      rc = al_index_add_sample(idx, key, id, m.width, m.height, m.frames, m.fps, members ? mem : NULL,
-                               members ? 2 : 0);
+      rc = al_index_add_sample(idx, key, id, m.width, m.height, m.frames, m.fps,
+                               members ? mem : NULL, members ? 2 : 0);
     }
   }
   double t1 = now();
@@ -99,8 +105,9 @@ int main(int argc, char **argv) {
     al_index_free(idx);
     return 1;
   }
-  fprintf(stderr, "bench_plan: %llu samples in %llu shards: built in %.2f s, saved in %.2f s -> %s\n", samples, shards,
-          t1 - t0, t2 - t1, out);
+  fprintf(stderr,
+          "bench_plan: %llu samples in %llu shards: built in %.2f s, saved in %.2f s -> %s\n",
+          samples, shards, t1 - t0, t2 - t1, out);
   al_index_free(idx);
   return 0;
 }

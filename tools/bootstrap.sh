@@ -10,7 +10,7 @@ PKGS=(
   libgtest-dev googletest
   libjansson-dev
   python3 python3-numpy python3-torch
-  lz4
+  lz4 clang-format
 )
 # python3-torch (CPU, Debian's) runs the Python package's tests with real DataLoaders.
 # AL_SKIP_TORCH=1 leaves it out; those tests then print SKIP and do not run.

@@ -34,6 +34,6 @@ struct SplitMix64 {
   }
 };
 
-}  // namespace altest
+} // namespace altest
 
-#endif  // AL_TESTS_COMMON_RNG_H
+#endif // AL_TESTS_COMMON_RNG_H

@@ -66,7 +66,9 @@ inline void WriteBytes(const std::string &path, const Bytes &v) {
   ASSERT_EQ(std::fclose(f), 0) << path;
 }
 
-inline void WriteFile(const std::string &path, const std::string &s) { WriteBytes(path, Bytes(s.begin(), s.end())); }
+inline void WriteFile(const std::string &path, const std::string &s) {
+  WriteBytes(path, Bytes(s.begin(), s.end()));
+}
 
 // `n` bytes at `off` (fewer at the end of the file; empty when it cannot be opened).
 inline std::string Pread(const std::string &path, uint64_t off, size_t n) {
@@ -90,7 +92,8 @@ using Members = std::vector<std::pair<std::string, std::string>>;
 
 // A tar written by the library's ustar/pax writer (mtime 1700000000), end blocks included.
 // `data_offsets`, when given, receives each member's data offset in the file.
-inline void WriteTar(const std::string &path, const Members &members, std::vector<uint64_t> *data_offsets = nullptr) {
+inline void WriteTar(const std::string &path, const Members &members,
+                     std::vector<uint64_t> *data_offsets = nullptr) {
   tarw *w = nullptr;
   ASSERT_EQ(tarw_open(&w, path.c_str(), 1700000000), AL_OK) << al_last_error();
   if (data_offsets) data_offsets->clear();
@@ -157,9 +160,10 @@ inline ::testing::AssertionResult Contains(const std::string &haystack, const st
 inline ::testing::AssertionResult ErrorContains(const std::string &needle) {
   std::string message = al_last_error();
   if (message.find(needle) != std::string::npos) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "al_last_error() '" << message << "' lacks '" << needle << "'";
+  return ::testing::AssertionFailure()
+         << "al_last_error() '" << message << "' lacks '" << needle << "'";
 }
 
-}  // namespace altest
+} // namespace altest
 
-#endif  // AL_TESTS_COMMON_TEST_UTIL_H
+#endif // AL_TESTS_COMMON_TEST_UTIL_H

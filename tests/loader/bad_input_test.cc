@@ -42,7 +42,7 @@ al_index *WithBadJson(const std::string &name, const std::string &bad_json) {
 struct BadJsonCase {
   const char *name;
   const char *json;
-  const char *reason;  // substring expected in the reason
+  const char *reason; // substring expected in the reason
 };
 
 class BadJson : public ::testing::TestWithParam<BadJsonCase> {};
@@ -57,7 +57,7 @@ TEST_P(BadJson, RejectedWithReasonOthersKept) {
   ASSERT_EQ(al_index_rejected(idx, 0, &r), AL_OK);
   EXPECT_STREQ(r.member, "b.json");
   EXPECT_STREQ(r.key, "b");
-  EXPECT_EQ(r.offset, 2048u);  // header of b.json: after a.json and a.latent (2 x 1024)
+  EXPECT_EQ(r.offset, 2048u); // header of b.json: after a.json and a.latent (2 x 1024)
   EXPECT_EQ(r.shard, 0u);
   EXPECT_TRUE(altest::Contains(r.reason, c.reason));
   al_sample_info s;
@@ -77,26 +77,34 @@ INSTANTIATE_TEST_SUITE_P(
         BadJsonCase{"noheight", "{\"width\": 64, \"frames\": 5}", "missing field 'height'"},
         BadJsonCase{"zero", "{\"width\": 0, \"height\": 64}", "width must be >= 1 (got 0)"},
         BadJsonCase{"negative", "{\"width\": 64, \"height\": -5}", "height must be >= 1 (got -5)"},
-        BadJsonCase{"string", "{\"width\": \"64\", \"height\": 64}", "width must be a number, got a string"},
+        BadJsonCase{"string", "{\"width\": \"64\", \"height\": 64}",
+                    "width must be a number, got a string"},
         BadJsonCase{"fraction", "{\"width\": 64.5, \"height\": 64}", "whole number"},
-        BadJsonCase{"huge", "{\"width\": 65537, \"height\": 64}", "width 65537 exceeds the limit 65536"},
-        BadJsonCase{"bigint", "{\"width\": 99999999999999999, \"height\": 64}", "exceeds the limit"},
-        BadJsonCase{"frames0", "{\"width\": 64, \"height\": 64, \"frames\": 0}", "frames must be >= 1"},
-        BadJsonCase{"framesbig", "{\"width\": 64, \"height\": 64, \"frames\": 100001}", "frames 100001 exceeds"},
-        BadJsonCase{"fpsneg", "{\"width\": 64, \"height\": 64, \"frames\": 9, \"fps\": -1}", "fps -1 is outside"},
+        BadJsonCase{"huge", "{\"width\": 65537, \"height\": 64}",
+                    "width 65537 exceeds the limit 65536"},
+        BadJsonCase{"bigint", "{\"width\": 99999999999999999, \"height\": 64}",
+                    "exceeds the limit"},
+        BadJsonCase{"frames0", "{\"width\": 64, \"height\": 64, \"frames\": 0}",
+                    "frames must be >= 1"},
+        BadJsonCase{"framesbig", "{\"width\": 64, \"height\": 64, \"frames\": 100001}",
+                    "frames 100001 exceeds"},
+        BadJsonCase{"fpsneg", "{\"width\": 64, \"height\": 64, \"frames\": 9, \"fps\": -1}",
+                    "fps -1 is outside"},
         BadJsonCase{"durneg", "{\"width\": 64, \"height\": 64, \"duration\": -2, \"fps\": 8}",
                     "duration must be > 0"},
         BadJsonCase{"durnofps", "{\"width\": 64, \"height\": 64, \"duration\": 2}", "without fps"},
         BadJsonCase{"durlong", "{\"width\": 64, \"height\": 64, \"duration\": 100000, \"fps\": 30}",
                     "beyond the limit 100000"},
         // T' = 1 + 1020/4 = 256; 256 * 4096 * 4096 = 2^32: one past UINT32_MAX.
-        BadJsonCase{"tokens", "{\"width\": 65536, \"height\": 65536, \"frames\": 1021}", "beyond 2^32-1"},
+        BadJsonCase{"tokens", "{\"width\": 65536, \"height\": 65536, \"frames\": 1021}",
+                    "beyond 2^32-1"},
         BadJsonCase{"empty", "", "broken JSON"}),
     [](const ::testing::TestParamInfo<BadJsonCase> &i) { return std::string(i.param.name); });
 
 TEST(BadInput, TokenCountJustBelowTheLimitIsKept) {
   // T' = 255: 255 * 4096 * 4096 = 4,278,190,080 <= UINT32_MAX.
-  al_index *idx = WithBadJson("tokens_ok", "{\"width\": 65536, \"height\": 65536, \"frames\": 1017}");
+  al_index *idx = WithBadJson("tokens_ok",
+                              "{\"width\": 65536, \"height\": 65536, \"frames\": 1017}");
   EXPECT_EQ(al_index_sample_count(idx), 4u) << RejectedText(idx);
   al_index_free(idx);
 }
@@ -105,8 +113,8 @@ TEST(BadInput, SampleStructure) {
   std::string path = TmpPath("structure.tar");
   altest::WriteTar(path, {{"a.json", Json(64, 64)},
                           {"a.latent", "1"},
-                          {"a.latent", "2"},   // repeated extension
-                          {"b.latent", "3"},   // no metadata
+                          {"a.latent", "2"}, // repeated extension
+                          {"b.latent", "3"}, // no metadata
                           {"c.json", Json(16, 16)},
                           {"c.json.lz4", "x"}, // two metadata members
                           {"d.json.lz4", "not an lz4 frame"},
@@ -115,9 +123,13 @@ TEST(BadInput, SampleStructure) {
   ASSERT_EQ(al_index_sample_count(idx), 1u);
   std::string rej = RejectedText(idx);
   ASSERT_EQ(al_index_rejected_count(idx), 4u) << rej;
-  EXPECT_TRUE(altest::Contains(
-      rej, "structure.tar|a.latent|2048|a|extension 'latent' repeated within sample (first at byte 1024)"));
-  EXPECT_TRUE(altest::Contains(rej, "structure.tar|b.latent|3072|b|no metadata member (b.json or b.json.lz4)"));
+  EXPECT_TRUE(
+      altest::
+          Contains(rej,
+                   "structure.tar|a.latent|2048|a|extension 'latent' repeated within sample (first at byte 1024)"));
+  EXPECT_TRUE(
+      altest::Contains(rej,
+                       "structure.tar|b.latent|3072|b|no metadata member (b.json or b.json.lz4)"));
   EXPECT_TRUE(altest::Contains(rej, "structure.tar|c.json.lz4|5120|c|both c.json and c.json.lz4"));
   EXPECT_TRUE(altest::Contains(rej, "|d.json.lz4|6144|d|bad LZ4 frame"));
   al_index_free(idx);
@@ -126,7 +138,9 @@ TEST(BadInput, SampleStructure) {
 TEST(BadInput, DuplicateKeysAcrossShardsNameBothShards) {
   std::string a = TmpPath("dup-a.tar"), b = TmpPath("dup-b.tar");
   altest::WriteTar(a, {{"k1.json", Json(16, 16)}, {"k2.json", Json(16, 16)}});
-  altest::WriteTar(b, {{"k3.json", Json(16, 16)}, {"k2.json", Json(32, 32)}, {"k4.json", Json(16, 16)}});
+  altest::WriteTar(b, {{"k3.json", Json(16, 16)},
+                       {"k2.json", Json(32, 32)},
+                       {"k4.json", Json(16, 16)}});
   al_index *idx = Build({a, b});
   ASSERT_EQ(al_index_sample_count(idx), 4u);
   ASSERT_EQ(al_index_rejected_count(idx), 1u);
@@ -155,7 +169,9 @@ TEST(BadInput, DuplicateKeysAcrossShardsNameBothShards) {
 
 TEST(BadInput, NonConsecutiveKeyInOneShardIsADuplicate) {
   std::string a = TmpPath("dup-same.tar");
-  altest::WriteTar(a, {{"k1.json", Json(16, 16)}, {"k2.json", Json(16, 16)}, {"k1.json", Json(32, 32)}});
+  altest::WriteTar(a, {{"k1.json", Json(16, 16)},
+                       {"k2.json", Json(16, 16)},
+                       {"k1.json", Json(32, 32)}});
   al_index *idx = Build({a});
   EXPECT_EQ(al_index_sample_count(idx), 2u);
   std::string rej = RejectedText(idx);
@@ -167,7 +183,7 @@ TEST(BadInput, NonConsecutiveKeyInOneShardIsADuplicate) {
 // sample's members in it (from a clean index of the shard).
 struct SynthShard {
   std::string path;
-  uint64_t js = 0, lat = 0;  // the sample's json and latent data offsets
+  uint64_t js = 0, lat = 0; // the sample's json and latent data offsets
 };
 
 SynthShard WriteSynthShard(const std::string &dir, uint64_t n, size_t sample) {
@@ -190,31 +206,34 @@ SynthShard WriteSynthShard(const std::string &dir, uint64_t n, size_t sample) {
   return sh;
 }
 
-void Truncate(const std::string &path, uint64_t len) { ASSERT_EQ(truncate(path.c_str(), (off_t)len), 0); }
+void Truncate(const std::string &path, uint64_t len) {
+  ASSERT_EQ(truncate(path.c_str(), (off_t)len), 0);
+}
 
 TEST(BadInput, TruncatedInsidePayload) {
   SynthShard sh = WriteSynthShard("trunc1", 10, 6);
-  Truncate(sh.path, sh.lat + 100);  // cut inside sample 6's latent
+  Truncate(sh.path, sh.lat + 100); // cut inside sample 6's latent
   al_index *idx = Build({sh.path});
   EXPECT_EQ(al_index_sample_count(idx), 6u);
   std::string rej = RejectedText(idx);
   ASSERT_GE(al_index_rejected_count(idx), 1u);
-  EXPECT_TRUE(altest::Contains(
-      rej, "shard-000000.tar|000000-00000006.latent|" + std::to_string(sh.lat - 512) + "|000000-00000006|"));
+  EXPECT_TRUE(altest::Contains(rej, "shard-000000.tar|000000-00000006.latent|" +
+                                        std::to_string(sh.lat - 512) + "|000000-00000006|"));
   EXPECT_TRUE(altest::Contains(rej, "truncated"));
   al_index_free(idx);
 }
 
 TEST(BadInput, TruncatedInsideHeader) {
   SynthShard sh = WriteSynthShard("trunc2", 10, 4);
-  Truncate(sh.path, sh.js - 300);  // cut inside sample 4's first header
+  Truncate(sh.path, sh.js - 300); // cut inside sample 4's first header
   al_index *idx = Build({sh.path});
   // Samples 0..2 are certainly complete; sample 3 was in progress when the
   // archive broke (it might have had more members) and is rejected too.
   EXPECT_EQ(al_index_sample_count(idx), 3u);
   std::string rej = RejectedText(idx);
   EXPECT_TRUE(altest::Contains(rej, "|000000-00000003|"));
-  EXPECT_TRUE(altest::Contains(rej, "|" + std::to_string(sh.js - 512) + "||archive error, rest of shard unreadable: "));
+  EXPECT_TRUE(altest::Contains(rej, "|" + std::to_string(sh.js - 512) +
+                                        "||archive error, rest of shard unreadable: "));
   al_index_free(idx);
 }
 
@@ -240,21 +259,24 @@ TEST(BadInput, GarbageOverAHeader) {
   FILE *f = std::fopen(sh.path.c_str(), "r+b");
   ASSERT_NE(f, nullptr);
   std::string junk(1024, '\x5a');
-  ASSERT_EQ(pwrite(fileno(f), junk.data(), junk.size(), (off_t)(sh.js - 512)), (ssize_t)junk.size());
+  ASSERT_EQ(pwrite(fileno(f), junk.data(), junk.size(), (off_t)(sh.js - 512)),
+            (ssize_t)junk.size());
   std::fclose(f);
   al_index *idx = Build({sh.path});
   EXPECT_EQ(al_index_sample_count(idx), 7u);
   std::string rej = RejectedText(idx);
-  EXPECT_TRUE(altest::Contains(rej, "shard-000000.tar||" + std::to_string(sh.js - 512) + "||damaged tar header"));
+  EXPECT_TRUE(altest::Contains(rej, "shard-000000.tar||" + std::to_string(sh.js - 512) +
+                                        "||damaged tar header"));
   // Sample 3 kept its latent member only: rejected for missing metadata.
-  EXPECT_TRUE(altest::Contains(
-      rej, "|000000-00000003.latent|" + std::to_string(sh.lat - 512) + "|000000-00000003|no metadata member"));
+  EXPECT_TRUE(altest::Contains(rej, "|000000-00000003.latent|" + std::to_string(sh.lat - 512) +
+                                        "|000000-00000003|no metadata member"));
   al_index_free(idx);
 }
 
 TEST(BadInput, GarbageInsideJsonData) {
   std::string path = TmpPath("jsongarbage.tar");
-  altest::WriteTar(path, {{"a.json", Json(64, 64)}, {"b.json", std::string("{\"wid\xff\xfe\x01", 9)}});
+  altest::WriteTar(path,
+                   {{"a.json", Json(64, 64)}, {"b.json", std::string("{\"wid\xff\xfe\x01", 9)}});
   al_index *idx = Build({path});
   EXPECT_EQ(al_index_sample_count(idx), 1u);
   EXPECT_TRUE(altest::Contains(RejectedText(idx), "|b.json|1024|b|broken JSON"));
@@ -262,8 +284,9 @@ TEST(BadInput, GarbageInsideJsonData) {
 }
 
 TEST(BadInput, UnreadableShardsAreCountedAndOthersIndexed) {
-  std::string good = TmpPath("good.tar"), text = TmpPath("notatar.tar"), empty = TmpPath("empty.tar"),
-              missing = TmpPath("missing.tar"), emptytar = TmpPath("emptytar.tar");
+  std::string good = TmpPath("good.tar"), text = TmpPath("notatar.tar"),
+              empty = TmpPath("empty.tar"), missing = TmpPath("missing.tar"),
+              emptytar = TmpPath("emptytar.tar");
   altest::WriteTar(good, {{"g.json", Json(16, 16)}});
   altest::WriteFile(text, std::string(4000, 'h'));
   altest::WriteFile(empty, "");
@@ -278,7 +301,7 @@ TEST(BadInput, UnreadableShardsAreCountedAndOthersIndexed) {
   EXPECT_TRUE(altest::Contains(rej, "empty.tar||0||empty file"));
   EXPECT_TRUE(altest::Contains(rej, "missing.tar||0||cannot open"));
   al_shard_info s;
-  ASSERT_EQ(al_index_shard(idx, 4, &s), AL_OK);  // a valid tar with no members: no samples, no error
+  ASSERT_EQ(al_index_shard(idx, 4, &s), AL_OK); // a valid tar with no members: no samples, no error
   EXPECT_EQ(s.sample_count, 0u);
   EXPECT_EQ(s.rejected_count, 0u);
   al_index_free(idx);
@@ -289,7 +312,7 @@ TEST(BadInput, NoReadableShardFailsButReports) {
   altest::WriteFile(text, "hello, not a tar\n");
   altest::WriteFile(empty, "");
   al_index *idx = Build({text, empty}, 2, AL_EFORMAT);
-  ASSERT_NE(idx, nullptr);  // still returned so the caller can list why
+  ASSERT_NE(idx, nullptr); // still returned so the caller can list why
   EXPECT_EQ(al_index_rejected_count(idx), 2u);
   EXPECT_TRUE(altest::ErrorContains("no shard could be read"));
   al_index_free(idx);
@@ -319,7 +342,7 @@ TEST(BadInput, NothingDisappears) {
     std::string k = "s" + std::to_string(i);
     m1.push_back({k + ".json", i % 7 == 0 ? "{\"width\": 0, \"height\": 1}" : Json(16, 16)});
     m1.push_back({k + ".bin", "payload"});
-    std::string k2 = (i % 10 == 0) ? k : "t" + std::to_string(i);  // some duplicates of shard 1
+    std::string k2 = (i % 10 == 0) ? k : "t" + std::to_string(i); // some duplicates of shard 1
     m2.push_back({k2 + ".json", i % 9 == 0 ? "{" : Json(32, 32)});
   }
   altest::WriteTar(p1, m1);
@@ -337,4 +360,4 @@ TEST(BadInput, BadArguments) {
   EXPECT_EQ(al_index_build(nullptr, nullptr, 0, nullptr, nullptr), AL_EINVAL);
 }
 
-}  // namespace
+} // namespace

@@ -23,8 +23,8 @@ using altest::TmpPath;
 
 namespace {
 
-const char kLongDir[] =
-    "a-very-long-directory-name-that-pushes-the-path-beyond-one-hundred-characters/sub/";
+const char kLongDir
+    [] = "a-very-long-directory-name-that-pushes-the-path-beyond-one-hundred-characters/sub/";
 
 std::string Fixture(const std::string &name) { return "tests/loader/testdata/" + name; }
 
@@ -66,11 +66,12 @@ TEST_P(Fixtures, IndexesBothSamplesWithExactOffsets) {
   EXPECT_STREQ(sh.compression, "none");
   EXPECT_EQ(sh.sample_count, 2u);
   EXPECT_EQ(sh.size, 10240u);
-  EXPECT_EQ(sh.path[0], '/');  // made absolute
+  EXPECT_EQ(sh.path[0], '/'); // made absolute
   ExpectMembersAt(idx, path, 0, 2,
                   {{"img-000002.json", "{\"width\": 512, \"height\": 512}"},
                    {"img-000002.latent", "PAYLOAD-2-IMAGE"},
-                   {clip + ".json", "{\"width\": 640, \"height\": 352, \"frames\": 17, \"fps\": 24}"},
+                   {clip + ".json",
+                    "{\"width\": 640, \"height\": 352, \"frames\": 17, \"fps\": 24}"},
                    {clip + ".latent", "LATENT-PAYLOAD-1"}});
   al_index_free(idx);
 }
@@ -95,8 +96,8 @@ TEST(Build, PaxLongNamesFromOurWriter) {
   al_index_free(idx);
 }
 
-std::string Synth(const std::string &dir, uint64_t samples, uint32_t shards, al_synth_payload payload,
-                  int lz4_json = 0, uint64_t seed = 7) {
+std::string Synth(const std::string &dir, uint64_t samples, uint32_t shards,
+                  al_synth_payload payload, int lz4_json = 0, uint64_t seed = 7) {
   std::string out = TmpPath(dir);
   al_synth_options o{};
   o.out_dir = out.c_str();
@@ -111,7 +112,8 @@ std::string Synth(const std::string &dir, uint64_t samples, uint32_t shards, al_
   return out;
 }
 
-std::vector<std::string> ShardPaths(const std::string &dir, uint32_t shards, const std::string &suffix = "") {
+std::vector<std::string> ShardPaths(const std::string &dir, uint32_t shards,
+                                    const std::string &suffix = "") {
   std::vector<std::string> v;
   for (uint32_t i = 0; i < shards; i++) {
     char b[64];
@@ -243,7 +245,7 @@ TEST(Build, DeterministicAcrossThreadCountsAndSaveLoad) {
   al_index *one = Build(paths, 1);
   al_index *four = Build(paths, 4);
   ASSERT_EQ(al_index_sample_count(one), 400u);
-  EXPECT_GT(al_index_rejected_count(one), 50u);  // the repeated shard's samples + junk
+  EXPECT_GT(al_index_rejected_count(one), 50u); // the repeated shard's samples + junk
   std::string f1 = TmpPath("t1.alidx"), f4 = TmpPath("t4.alidx");
   ASSERT_EQ(al_index_save(one, f1.c_str()), AL_OK);
   ASSERT_EQ(al_index_save(four, f4.c_str()), AL_OK);
@@ -265,11 +267,12 @@ TEST(Build, FingerprintSurvivesAMovedCorpusButNotChangedData) {
   std::string a = Synth("fp_here", 120, 3, AL_SYNTH_NONE, 0, 5);
   std::string b = Synth("fp_moved", 120, 3, AL_SYNTH_NONE, 0, 5);
   std::string c = Synth("fp_other", 120, 3, AL_SYNTH_NONE, 0, 6);
-  al_index *ia = Build(ShardPaths(a, 3)), *ib = Build(ShardPaths(b, 3)), *ic = Build(ShardPaths(c, 3));
+  al_index *ia = Build(ShardPaths(a, 3)), *ib = Build(ShardPaths(b, 3)),
+           *ic = Build(ShardPaths(c, 3));
   EXPECT_EQ(al_index_fingerprint(ia), al_index_fingerprint(ib));
-  EXPECT_NE(al_index_fingerprint(ia), al_index_fingerprint(ic));  // other data (seed)
+  EXPECT_NE(al_index_fingerprint(ia), al_index_fingerprint(ic)); // other data (seed)
   auto pa = ShardPaths(a, 3);
-  std::swap(pa[0], pa[2]);  // other shard order: other sample positions
+  std::swap(pa[0], pa[2]); // other shard order: other sample positions
   al_index *ir = Build(pa);
   EXPECT_NE(al_index_fingerprint(ia), al_index_fingerprint(ir));
   al_index_free(ia);
@@ -309,8 +312,8 @@ TEST(Build, DaliIndexFiles) {
       al_member_info mi;
       ASSERT_EQ(al_index_member(idx, i, m, &mi), AL_OK);
       if (m) want += " ";
-      want += std::string(mi.ext) + " " + std::to_string(mi.offset) + " " + std::to_string(mi.size) + " " + s.key +
-              "." + mi.ext;
+      want += std::string(mi.ext) + " " + std::to_string(mi.offset) + " " +
+              std::to_string(mi.size) + " " + s.key + "." + mi.ext;
     }
     EXPECT_EQ(line, want);
   }
@@ -325,11 +328,12 @@ TEST(Build, DaliIndexFiles) {
 
 TEST(Build, ConfigurableFieldNamesAndAliases) {
   std::string path = TmpPath("fields.tar");
-  altest::WriteTar(path, {{"a.json", "{\"w\": 64, \"h\": 32, \"num_frames\": 9, \"frame_rate\": 8}"},
-                          {"b.json", "{\"w\": 64, \"h\": 32, \"nframes\": 5}"},
-                          {"c.json", "{\"w\": 64, \"h\": 32, \"len\": 2.5, \"fps\": 10}"},
-                          {"d.json", "{\"w\": 64, \"h\": 32, \"len\": 2.5, \"frame_rate\": 29.97}"},
-                          {"e.json", "{\"width\": 64, \"height\": 32}"}});
+  altest::WriteTar(path,
+                   {{"a.json", "{\"w\": 64, \"h\": 32, \"num_frames\": 9, \"frame_rate\": 8}"},
+                    {"b.json", "{\"w\": 64, \"h\": 32, \"nframes\": 5}"},
+                    {"c.json", "{\"w\": 64, \"h\": 32, \"len\": 2.5, \"fps\": 10}"},
+                    {"d.json", "{\"w\": 64, \"h\": 32, \"len\": 2.5, \"frame_rate\": 29.97}"},
+                    {"e.json", "{\"width\": 64, \"height\": 32}"}});
   al_index_options o{};
   o.field_width = "w";
   o.field_height = "h";
@@ -343,9 +347,9 @@ TEST(Build, ConfigurableFieldNamesAndAliases) {
   ASSERT_EQ(al_index_sample(idx, 1, &s), AL_OK);
   EXPECT_EQ(s.frames, 5u);
   ASSERT_EQ(al_index_sample(idx, 2, &s), AL_OK);
-  EXPECT_EQ(s.frames, 25u);  // round(2.5 s * 10 fps)
+  EXPECT_EQ(s.frames, 25u); // round(2.5 s * 10 fps)
   ASSERT_EQ(al_index_sample(idx, 3, &s), AL_OK);
-  EXPECT_EQ(s.frames, 75u);  // round(74.925)
+  EXPECT_EQ(s.frames, 75u); // round(74.925)
   ASSERT_EQ(al_index_rejected_count(idx), 1u);
   al_rejected_info r;
   ASSERT_EQ(al_index_rejected(idx, 0, &r), AL_OK);
@@ -383,4 +387,4 @@ TEST(Build, DirectoriesAndOtherMembersInsideTar) {
   al_index_free(idx);
 }
 
-}  // namespace
+} // namespace

@@ -27,8 +27,8 @@ inline void ExpectSameSampleMeta(const al_sample_info &x, const al_sample_info &
 }
 
 // Sample i of `idx` has this key and metadata.
-inline void ExpectSample(const al_index *idx, size_t i, const std::string &key, uint32_t width, uint32_t height,
-                         uint32_t frames, float fps) {
+inline void ExpectSample(const al_index *idx, size_t i, const std::string &key, uint32_t width,
+                         uint32_t height, uint32_t frames, float fps) {
   al_sample_info s;
   ASSERT_EQ(al_index_sample(idx, i, &s), AL_OK);
   al_sample_info want = s;
@@ -42,12 +42,12 @@ inline void ExpectSample(const al_index *idx, size_t i, const std::string &key, 
 
 // Record i of both indexes through `get` (al_index_shard, al_index_sample, al_index_rejected).
 template <class Info>
-::testing::AssertionResult GetBoth(int (*get)(const al_index *, size_t, Info *), const al_index *a, const al_index *b,
-                                   size_t i, Info *x, Info *y) {
+::testing::AssertionResult GetBoth(int (*get)(const al_index *, size_t, Info *), const al_index *a,
+                                   const al_index *b, size_t i, Info *x, Info *y) {
   int ra = get(a, i, x), rb = get(b, i, y);
   if (ra == AL_OK && rb == AL_OK) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "record " << i << ": status " << ra << " and " << rb << ": "
-                                       << al_last_error();
+  return ::testing::AssertionFailure()
+         << "record " << i << ": status " << ra << " and " << rb << ": " << al_last_error();
 }
 
 // Every field of two indexes compared: shards, samples, members, rejected. Without
@@ -132,12 +132,12 @@ inline std::string RejectedText(const al_index *idx) {
     al_index_rejected(idx, i, &r);
     al_index_shard(idx, r.shard, &s);
     const char *b = std::strrchr(s.path, '/');
-    out += std::string(b ? b + 1 : s.path) + "|" + r.member + "|" + std::to_string(r.offset) + "|" + r.key + "|" +
-           r.reason + "\n";
+    out += std::string(b ? b + 1 : s.path) + "|" + r.member + "|" + std::to_string(r.offset) + "|" +
+           r.key + "|" + r.reason + "\n";
   }
   return out;
 }
 
-}  // namespace altest
+} // namespace altest
 
-#endif  // AL_TESTS_LOADER_INDEX_FIXTURES_H
+#endif // AL_TESTS_LOADER_INDEX_FIXTURES_H

@@ -76,12 +76,12 @@ TEST(Index, HandAssemblyAccessors) {
   ASSERT_EQ(al_index_find_member(idx, 1, "json", &m), AL_OK);
   EXPECT_STREQ(m.ext, "json");
   EXPECT_EQ(m.lz4, 0);
-  EXPECT_EQ(al_index_find_member(idx, 4, "latent", &m), AL_ENOTFOUND);  // one member only
+  EXPECT_EQ(al_index_find_member(idx, 4, "latent", &m), AL_ENOTFOUND); // one member only
   EXPECT_TRUE(altest::ErrorContains("latent"));
   EXPECT_EQ(al_index_find_member(idx, 1, "png", &m), AL_ENOTFOUND);
   EXPECT_EQ(al_index_sample(idx, 10, &s), AL_ERANGE);
   EXPECT_EQ(al_index_member(idx, 4, 1, &m), AL_ERANGE);
-  EXPECT_EQ(al_index_add_sample(idx, "x", 2, 1, 1, 1, 0, nullptr, 0), AL_EINVAL);  // no shard 2
+  EXPECT_EQ(al_index_add_sample(idx, "x", 2, 1, 1, 1, 0, nullptr, 0), AL_EINVAL); // no shard 2
   al_index_free(idx);
 }
 
@@ -92,7 +92,7 @@ TEST(Index, FingerprintDependsOnKeysAndShards) {
   al_index *d = nullptr;
   ASSERT_EQ(al_index_new(&d), AL_OK);
   uint32_t id;
-  ASSERT_EQ(al_index_add_shard(d, "/data/shard-0.tar", 1000001, 1, &id), AL_OK);  // other size
+  ASSERT_EQ(al_index_add_shard(d, "/data/shard-0.tar", 1000001, 1, &id), AL_OK); // other size
   ASSERT_EQ(al_index_add_shard(d, "/data/shard-1.tar.lz4", 2000000, 0, &id), AL_OK);
   al_index *e = nullptr;
   ASSERT_EQ(al_index_new(&e), AL_OK);
@@ -117,8 +117,9 @@ TEST(Index, MemoryPerSampleWithinBudget) {
 }
 
 TEST(Index, SaveLoadRoundTrip) {
-  al_index *idx = MakeIndex(40000);  // several sample chunks
-  ASSERT_EQ(al_index_add_rejected(idx, 1, "000001-x.json", 5120, "000001-x", "broken JSON: line 1 col 9"),
+  al_index *idx = MakeIndex(40000); // several sample chunks
+  ASSERT_EQ(al_index_add_rejected(idx, 1, "000001-x.json", 5120, "000001-x",
+                                  "broken JSON: line 1 col 9"),
             AL_OK);
   ASSERT_EQ(al_index_add_rejected(idx, 0, nullptr, 0, nullptr, "not a tar archive"), AL_OK);
   std::string path = TmpPath("roundtrip.alidx");
@@ -153,7 +154,8 @@ TEST(Index, EmptyIndexRoundTrip) {
 // An index file written by hand: a header, one chunk holding `shards` and `samples`, and
 // `summary` when given.
 void WriteIndexFile(const std::string &path, std::vector<Adaptiveload__Shard *> shards,
-                    std::vector<Adaptiveload__Sample *> samples, Adaptiveload__IndexSummary *summary) {
+                    std::vector<Adaptiveload__Sample *> samples,
+                    Adaptiveload__IndexSummary *summary) {
   pbio_writer *w = nullptr;
   ASSERT_EQ(pbio_writer_open(&w, path.c_str(), AL_KIND_INDEX), AL_OK);
   Adaptiveload__IndexHeader h = ADAPTIVELOAD__INDEX_HEADER__INIT;
@@ -180,7 +182,7 @@ TEST(Index, LoadRejectsSummaryMismatch) {
   s.key = (char *)"k";
   Adaptiveload__IndexSummary sum = ADAPTIVELOAD__INDEX_SUMMARY__INIT;
   sum.shards = 1;
-  sum.samples = 2;  // wrong
+  sum.samples = 2; // wrong
   ASSERT_NO_FATAL_FAILURE(WriteIndexFile(path, {&sh}, {&s}, &sum));
   al_index *idx = nullptr;
   EXPECT_EQ(al_index_load(&idx, path.c_str()), AL_EFORMAT);
@@ -208,4 +210,4 @@ TEST(Index, LoadRejectsOtherFileKinds) {
   EXPECT_EQ(al_index_load(&idx, TmpPath("does-not-exist").c_str()), AL_ENOTFOUND);
 }
 
-}  // namespace
+} // namespace

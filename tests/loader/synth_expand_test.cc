@@ -31,7 +31,7 @@ TEST(Synth, ShapesFollowTheDistribution) {
     uint32_t lo = std::min(m.width, m.height), hi = std::max(m.width, m.height);
     ASSERT_GE(lo, 240u);
     ASSERT_LE(lo, 720u);
-    ASSERT_LE(hi, lo * 21 / 9 + 16);  // square .. 21:9
+    ASSERT_LE(hi, lo * 21 / 9 + 16); // square .. 21:9
     portrait += m.height > m.width;
     uint64_t tp = 1 + (m.frames - 1) / 4;
     ASSERT_EQ(m.latent_bytes, 16ull * tp * (m.height / 8) * (m.width / 8) * 2);
@@ -47,8 +47,8 @@ TEST(Synth, ShapesFollowTheDistribution) {
     }
   }
   EXPECT_NEAR(images / (double)n, 0.40, 0.02);
-  EXPECT_GT(wan / (double)(n - images), 0.85);  // mostly 4k+1
-  EXPECT_NEAR(portrait / (double)n, 0.25 * 0.8, 0.03);  // a quarter flipped, square ones stay
+  EXPECT_GT(wan / (double)(n - images), 0.85);         // mostly 4k+1
+  EXPECT_NEAR(portrait / (double)n, 0.25 * 0.8, 0.03); // a quarter flipped, square ones stay
   // Same seed, same shapes; another seed, other shapes.
   al_synth_sample_meta a, b;
   al_synth_sample(42, 7, &a);
@@ -63,8 +63,8 @@ TEST(Synth, ShapesFollowTheDistribution) {
   EXPECT_GT(differ, 10);
 }
 
-std::vector<unsigned char> WriteAndRead(const std::string &dir, int threads, al_synth_payload payload,
-                                        uint64_t seed = 9) {
+std::vector<unsigned char> WriteAndRead(const std::string &dir, int threads,
+                                        al_synth_payload payload, uint64_t seed = 9) {
   std::string out = TmpPath(dir);
   al_synth_options o{};
   o.out_dir = out.c_str();
@@ -125,7 +125,7 @@ TEST(Synth, BadOptions) {
   std::string f = TmpPath("a-file");
   altest::WriteFile(f, "x");
   o.out_dir = f.c_str();
-  EXPECT_NE(al_synth_write(&o, nullptr), AL_OK);  // not a directory
+  EXPECT_NE(al_synth_write(&o, nullptr), AL_OK); // not a directory
 }
 
 struct Expanded {
@@ -175,7 +175,7 @@ TEST(Expand, DirectoryAndFiles) {
   mkdir(dir.c_str(), 0755);
   for (const char *n : {"b.tar", "a.tar.lz4", "c.tar.gz", "notes.txt", ".hidden.tar"})
     altest::WriteFile(dir + "/" + n, "x");
-  mkdir((dir + "/sub.tar").c_str(), 0755);  // a directory named like a shard is not one
+  mkdir((dir + "/sub.tar").c_str(), 0755); // a directory named like a shard is not one
   Expanded e = Expand(dir);
   ASSERT_EQ(e.rc, AL_OK);
   ASSERT_EQ(e.v.size(), 3u);
@@ -218,4 +218,4 @@ TEST(Expand, BraceExpandedShardsIndexLikeTheDirectory) {
   EXPECT_EQ(a.v, b.v);
 }
 
-}  // namespace
+} // namespace

@@ -14,7 +14,7 @@ extern "C" {
 namespace {
 
 TEST(Tokens, Wan21Examples) {
-  EXPECT_EQ(al_tokens(nullptr, 832, 480, 81), 21u * 30 * 52);  // 32,760 (DESIGN.md)
+  EXPECT_EQ(al_tokens(nullptr, 832, 480, 81), 21u * 30 * 52); // 32,760 (DESIGN.md)
   EXPECT_EQ(al_tokens(nullptr, 1280, 720, 81), 21u * 45 * 80);
   EXPECT_EQ(al_tokens(nullptr, 256, 256, 1), 256u);
   // T' = 1 + (F - 1) / 4 with integer division.
@@ -30,7 +30,7 @@ TEST(Tokens, Wan21Examples) {
 
 TEST(Tokens, ConfigurableGeometryAnd64Bit) {
   al_latent_geom g{};
-  g.patch_t = 2;  // T'' = ceil(T' / 2)
+  g.patch_t = 2; // T'' = ceil(T' / 2)
   EXPECT_EQ(al_tokens(&g, 832, 480, 81), 11u * 30 * 52);
   al_latent_geom h{8, 16, 1, 1, 1};
   EXPECT_EQ(al_tokens(&h, 832, 480, 81), 11u * 30 * 52);
@@ -76,19 +76,20 @@ class Assign : public ::testing::Test {
     }
     al_bucket_shape s;
     EXPECT_EQ(al_bucket_table_get(t_, b, &s), AL_OK);
-    return std::to_string(s.width) + "x" + std::to_string(s.height) + "x" + std::to_string(s.frames);
+    return std::to_string(s.width) + "x" + std::to_string(s.height) + "x" +
+           std::to_string(s.frames);
   }
   al_bucket_table *t_ = nullptr;
 };
 
 TEST_F(Assign, LargestAreaAndFramesThatFit) {
   EXPECT_EQ(Put(832, 480, 81), "832x480x81");
-  EXPECT_EQ(Put(854, 480, 100), "832x480x97");      // frames: largest <= 100
-  EXPECT_EQ(Put(832, 470, 1), "640x368x1");         // 480 rows do not fit in 470: never upscale
-  EXPECT_EQ(Put(300, 300, 1), "240x240x1");         // 320x320 does not fit
-  EXPECT_EQ(Put(1920, 1080, 200, 0), "1280x720x121");  // no cap: everything kept
-  EXPECT_EQ(Put(480, 832, 17), "480x832x17");        // portrait group
-  EXPECT_EQ(Put(700, 400, 1), "640x368x1");          // 1.75 is nearest 16:9, not 3:2
+  EXPECT_EQ(Put(854, 480, 100), "832x480x97");        // frames: largest <= 100
+  EXPECT_EQ(Put(832, 470, 1), "640x368x1");           // 480 rows do not fit in 470: never upscale
+  EXPECT_EQ(Put(300, 300, 1), "240x240x1");           // 320x320 does not fit
+  EXPECT_EQ(Put(1920, 1080, 200, 0), "1280x720x121"); // no cap: everything kept
+  EXPECT_EQ(Put(480, 832, 17), "480x832x17");         // portrait group
+  EXPECT_EQ(Put(700, 400, 1), "640x368x1");           // 1.75 is nearest 16:9, not 3:2
 }
 
 TEST_F(Assign, MemoryCapTrimsFramesThenSize) {
@@ -108,13 +109,15 @@ TEST_F(Assign, RejectsWithReasons) {
 }
 
 TEST(BucketFile, TextAndJsonAgree) {
-  const char *text = "# two sizes\nframes 17 1 1\naspect 16:9 832x480 416x240\naspect 1:1 256x256\n";
-  const char *json = "{\"frames\": [1, 17], \"aspects\": [{\"name\": \"16:9\", \"sizes\": [[416, 240], [832, 480]]},"
-                     " {\"name\": \"1:1\", \"sizes\": [[256, 256]]}]}";
+  const char
+      *text = "# two sizes\nframes 17 1 1\naspect 16:9 832x480 416x240\naspect 1:1 256x256\n";
+  const char *json =
+      "{\"frames\": [1, 17], \"aspects\": [{\"name\": \"16:9\", \"sizes\": [[416, 240], [832, 480]]},"
+      " {\"name\": \"1:1\", \"sizes\": [[256, 256]]}]}";
   al_bucket_table *a = nullptr, *b = nullptr;
   ASSERT_EQ(al_bucket_table_parse(&a, text, strlen(text), "t.txt"), AL_OK) << al_last_error();
   ASSERT_EQ(al_bucket_table_parse(&b, json, strlen(json), "t.json"), AL_OK) << al_last_error();
-  ASSERT_EQ(al_bucket_table_count(a), 6u);  // duplicate frame count merged
+  ASSERT_EQ(al_bucket_table_count(a), 6u); // duplicate frame count merged
   ASSERT_EQ(al_bucket_table_count(b), 6u);
   for (size_t i = 0; i < 6; i++) {
     al_bucket_shape x, y;
@@ -126,7 +129,7 @@ TEST(BucketFile, TextAndJsonAgree) {
     EXPECT_STREQ(x.aspect, y.aspect);
   }
   al_bucket_shape s;
-  al_bucket_table_get(a, 0, &s);  // sorted by area inside the group
+  al_bucket_table_get(a, 0, &s); // sorted by area inside the group
   EXPECT_EQ(s.width, 416u);
   EXPECT_EQ(s.frames, 1u);
   al_bucket_table_free(a);
@@ -147,7 +150,8 @@ TEST(BucketFile, WriteRoundTrips) {
     al_bucket_shape x, y;
     al_bucket_table_get(t, i, &x);
     al_bucket_table_get(u, i, &y);
-    EXPECT_EQ(x.width * 100000 + x.height * 10 + x.frames, y.width * 100000 + y.height * 10 + y.frames);
+    EXPECT_EQ(x.width * 100000 + x.height * 10 + x.frames,
+              y.width * 100000 + y.height * 10 + y.frames);
   }
   al_bucket_table_free(t);
   al_bucket_table_free(u);
@@ -180,11 +184,11 @@ TEST(BucketFile, CheckAgainstGeometry) {
   const char *text = "frames 1\naspect 1:1 200x200\n";
   al_bucket_table *t = nullptr;
   ASSERT_EQ(al_bucket_table_parse(&t, text, strlen(text), "odd.txt"), AL_OK);
-  EXPECT_EQ(al_bucket_table_check(t, nullptr), AL_EINVAL);  // 200 is not a multiple of 16
+  EXPECT_EQ(al_bucket_table_check(t, nullptr), AL_EINVAL); // 200 is not a multiple of 16
   EXPECT_TRUE(altest::ErrorContains("200x200"));
   al_latent_geom g{4, 8, 1, 1, 1};
   EXPECT_EQ(al_bucket_table_check(t, &g), AL_OK);
   al_bucket_table_free(t);
 }
 
-}  // namespace
+} // namespace

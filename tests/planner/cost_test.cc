@@ -18,7 +18,7 @@ namespace {
 // A grid benchmark as CSV text, step time from `f` times (1 + rel_noise * N(0,1)).
 template <class F>
 std::string GridCsv(F f, double rel_noise, uint64_t seed, bool mem = false) {
-  altest::SplitMix64 nz(seed);  // deterministic Gaussian noise
+  altest::SplitMix64 nz(seed); // deterministic Gaussian noise
   std::string csv = mem ? "S,step_ms,B,peak_mem_bytes\n" : "B,S,step_ms\n";
   for (double S : {1024.0, 2048.0, 4096.0, 8192.0, 16384.0, 32768.0, 65536.0})
     for (double B : {1.0, 2.0, 4.0, 8.0, 16.0, 32.0}) {
@@ -34,7 +34,8 @@ std::string GridCsv(F f, double rel_noise, uint64_t seed, bool mem = false) {
   return csv;
 }
 
-al_cost_model FitText(const std::string &text, al_cost_family fam = AL_COST_AUTO, int *rc_out = nullptr) {
+al_cost_model FitText(const std::string &text, al_cost_family fam = AL_COST_AUTO,
+                      int *rc_out = nullptr) {
   al_bench b;
   al_cost_model m{};
   int rc = al_bench_parse(&b, text.data(), text.size(), "grid.csv");
@@ -44,8 +45,10 @@ al_cost_model FitText(const std::string &text, al_cost_family fam = AL_COST_AUTO
     rc = al_cost_fit_bench(&b, &o, &m);
     al_bench_free(&b);
   }
-  if (rc_out) *rc_out = rc;
-  else EXPECT_EQ(rc, AL_OK) << al_last_error();
+  if (rc_out)
+    *rc_out = rc;
+  else
+    EXPECT_EQ(rc, AL_OK) << al_last_error();
   return m;
 }
 
@@ -120,13 +123,14 @@ TEST(CostFit, MemoryFitAndTokenCap) {
   uint64_t tok = 0;
   ASSERT_EQ(al_cost_mem_tokens(&m, 141e9, 0.9, &tok), AL_OK);
   EXPECT_EQ(tok, (uint64_t)std::floor((141e9 * 0.9 - 2e9) / 350000.0));
-  EXPECT_EQ(al_cost_mem_tokens(&m, 1e9, 0.9, &tok), AL_ERANGE);  // below the fixed part
+  EXPECT_EQ(al_cost_mem_tokens(&m, 1e9, 0.9, &tok), AL_ERANGE); // below the fixed part
   al_cost_model no_mem = FitText(GridCsv(quad, 0.0, 5));
   EXPECT_EQ(al_cost_mem_tokens(&no_mem, 141e9, 0.9, &tok), AL_ESTATE);
 }
 
 TEST(CostFit, SaveLoadRoundTrip) {
-  al_cost_model m = FitText(GridCsv([](double B, double S) { return 1 + 1e-3 * B * S + 1e-7 * B * S * S; }, 0.01, 9));
+  al_cost_model m = FitText(
+      GridCsv([](double B, double S) { return 1 + 1e-3 * B * S + 1e-7 * B * S * S; }, 0.01, 9));
   std::string path = altest::TmpPath("cost.alcost");
   ASSERT_EQ(al_cost_save(&m, path.c_str()), AL_OK) << al_last_error();
   al_cost_model r;
@@ -150,9 +154,11 @@ void ExpectBadBench(const std::string &text, int want, const char *fragment) {
 
 TEST(BenchFile, ClearErrors) {
   std::string rows;
-  for (int i = 1; i <= 10; i++) rows += std::to_string(i) + ",4096," + std::to_string(i * 3.5) + "\n";
+  for (int i = 1; i <= 10; i++)
+    rows += std::to_string(i) + ",4096," + std::to_string(i * 3.5) + "\n";
   ExpectBadBench("B,S\n" + rows, AL_EFORMAT, "bad.csv: line 1 (header): missing column 'step_ms'");
-  ExpectBadBench("B,S,step_ms\n1,4096,abc\n" + rows, AL_EFORMAT, "bad.csv: line 2 column 3 (step_ms): 'abc' is not a number");
+  ExpectBadBench("B,S,step_ms\n1,4096,abc\n" + rows, AL_EFORMAT,
+                 "bad.csv: line 2 column 3 (step_ms): 'abc' is not a number");
   ExpectBadBench("B,S,step_ms\n1,4096,3\n2,4096,4\n", AL_EINVAL, "too few rows: 2");
   ExpectBadBench("B,S,step_ms\n1,4096\n", AL_EFORMAT, "line 2: 2 fields, the header has 3");
   ExpectBadBench("B,S,step_ms\n0,4096,1\n" + rows, AL_EFORMAT, "line 2: B = 0");
@@ -173,7 +179,8 @@ TEST(BenchFile, ClearErrors) {
 
 TEST(BenchFile, ColumnOrderAliasesAndComments) {
   std::string csv = "# from shape_bench.py\nnote, ms ,S,B\n";
-  for (int i = 1; i <= 9; i++) csv += "x," + std::to_string(10.0 * i) + ",8192," + std::to_string(i) + "\n";
+  for (int i = 1; i <= 9; i++)
+    csv += "x," + std::to_string(10.0 * i) + ",8192," + std::to_string(i) + "\n";
   al_bench b;
   ASSERT_EQ(al_bench_parse(&b, csv.data(), csv.size(), "o.csv"), AL_OK) << al_last_error();
   ASSERT_EQ(b.n, 9u);
@@ -200,7 +207,7 @@ TEST(DefaultModel, ReproducesDesignNumbers) {
 
   std::string file = altest::ReadFile("planner/data/h200_dit_block_cost.json");
   ASSERT_FALSE(file.empty());
-  EXPECT_EQ(file, std::string(al_cost_default_json()));  // the embedded copy is the file
+  EXPECT_EQ(file, std::string(al_cost_default_json())); // the embedded copy is the file
   al_bench b;
   ASSERT_EQ(al_bench_parse(&b, file.data(), file.size(), "h200.json"), AL_OK);
   al_cost_fit_options o{};
@@ -225,11 +232,11 @@ TEST(DefaultModel, ShapeBenchCsvWithMemory) {
   EXPECT_EQ(m.fit.family, AL_COST_POLY2);
   EXPECT_LT(m.fit.median_rel_err, 0.03);
   ASSERT_TRUE(m.has_mem);
-  EXPECT_GT(m.mem_m1, 1e5);  // hundreds of KB of activations per token for 4 blocks
+  EXPECT_GT(m.mem_m1, 1e5); // hundreds of KB of activations per token for 4 blocks
   uint64_t tok = 0;
   ASSERT_EQ(al_cost_mem_tokens(&m, 141e9, 0.9, &tok), AL_OK);
   EXPECT_GT(tok, 100000u);
   EXPECT_LT(tok, 1000000u);
 }
 
-}  // namespace
+} // namespace

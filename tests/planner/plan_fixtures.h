@@ -73,8 +73,10 @@ inline al_manifest *PlanAndLoad(const Shapes &s, const al_plan_options &o, const
   if (rc) return nullptr;
   std::string path = TmpPath(name);
   EXPECT_EQ(al_plan_save(p, path.c_str(), ShapeKey, (void *)&s), AL_OK) << al_last_error();
-  if (keep) *keep = p;
-  else al_plan_free(p);
+  if (keep)
+    *keep = p;
+  else
+    al_plan_free(p);
   al_manifest *m = nullptr;
   EXPECT_EQ(al_manifest_load(&m, path.c_str()), AL_OK) << al_last_error();
   return m;
@@ -141,6 +143,6 @@ inline void CheckSteps(const al_manifest *m) {
   }
 }
 
-}  // namespace altest
+} // namespace altest
 
-#endif  // AL_TESTS_PLANNER_PLAN_FIXTURES_H
+#endif // AL_TESTS_PLANNER_PLAN_FIXTURES_H

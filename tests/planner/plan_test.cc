@@ -60,7 +60,8 @@ TEST(BatchSize, DualConstraintPerBucket) {
         EXPECT_LE(b.tokens, in.mem_tokens);
       }
       uint64_t bm = in.mem_tokens / b.tokens;
-      uint64_t bc = (uint64_t)std::floor(in.comp_budget_ms / al_cost_per_sample(&c, b.tokens) * (1 + 1e-9));
+      uint64_t bc = (uint64_t)std::floor(in.comp_budget_ms / al_cost_per_sample(&c, b.tokens) *
+                                         (1 + 1e-9));
       uint64_t want = pol == AL_POLICY_EQUAL_TOKEN ? bm : std::min(bm, bc);
       if (want < 1) want = 1;
       EXPECT_EQ(b.batch_size, want) << "bucket " << i << " S=" << b.tokens;
@@ -85,7 +86,8 @@ TEST(Schedule, ExactlyOnceAcrossEpochsAndWorlds) {
         ASSERT_TRUE(m);
         al_manifest_info in = altest::Info(m);
         auto occ = Occurrences(m);
-        EXPECT_EQ(occ.size(), s.w.size()) << al_policy_name(pol) << " W=" << world << " epoch " << epoch;
+        EXPECT_EQ(occ.size(), s.w.size())
+            << al_policy_name(pol) << " W=" << world << " epoch " << epoch;
         for (auto &kv : occ) ASSERT_EQ(kv.second, 1) << "sample " << kv.first;
         EXPECT_EQ(in.samples, s.w.size());
         EXPECT_EQ(in.dropped, 0u);
@@ -98,7 +100,7 @@ TEST(Schedule, ExactlyOnceAcrossEpochsAndWorlds) {
             for (uint32_t r = 0; r < world; r++) {
               uint32_t n;
               al_manifest_micro_count(m, st, r, &n);
-              ASSERT_EQ(n, 1u);  // the baseline: one batch per rank per step
+              ASSERT_EQ(n, 1u); // the baseline: one batch per rank per step
             }
         al_manifest_free(m);
       }
@@ -161,7 +163,8 @@ TEST(Schedule, DeterministicBytes) {
 }
 
 // Micro-batch contents of one step, for comparing plans.
-std::vector<std::vector<uint64_t>> StepContents(const al_manifest *m, uint32_t step, uint32_t world) {
+std::vector<std::vector<uint64_t>> StepContents(const al_manifest *m, uint32_t step,
+                                                uint32_t world) {
   std::vector<std::vector<uint64_t>> out;
   for (uint32_t r = 0; r < world; r++) {
     uint32_t n;
@@ -192,9 +195,11 @@ TEST(Resume, StartStepIsTheSuffix) {
       al_manifest_info pi = altest::Info(part);
       EXPECT_EQ(pi.first_step, k);
       EXPECT_EQ(pi.steps, fi.steps - k);
-      for (uint32_t st = k; st < fi.steps; st++) ASSERT_EQ(StepContents(full, st, 8), StepContents(part, st, 8));
+      for (uint32_t st = k; st < fi.steps; st++)
+        ASSERT_EQ(StepContents(full, st, 8), StepContents(part, st, 8));
       uint32_t n;
-      EXPECT_EQ(al_manifest_micro_count(part, k ? k - 1 : 0, 0, &n), k ? AL_ERANGE : (pi.steps ? AL_OK : AL_ERANGE));
+      EXPECT_EQ(al_manifest_micro_count(part, k ? k - 1 : 0, 0, &n),
+                k ? AL_ERANGE : (pi.steps ? AL_OK : AL_ERANGE));
       al_manifest_free(part);
     }
     al_plan_options o = Opts(8, pol);
@@ -232,7 +237,8 @@ TEST(Resume, ElasticReplanCoversEverySampleOnce) {
         auto after = Occurrences(nm);
         for (auto &kv : after) before[kv.first] += kv.second;
         EXPECT_EQ(before.size(), s.w.size()) << "k=" << k << " w2=" << w2;
-        for (auto &kv : before) ASSERT_EQ(kv.second, 1) << "sample " << kv.first << " k=" << k << " w2=" << w2;
+        for (auto &kv : before)
+          ASSERT_EQ(kv.second, 1) << "sample " << kv.first << " k=" << k << " w2=" << w2;
         // Keys carried over from the old manifest.
         EXPECT_STREQ(al_manifest_key(nm, 7), "k7");
         al_manifest_free(nm);
@@ -258,7 +264,7 @@ TEST(LastStep, PadAndDrop) {
     al_manifest_micro(pad, pi.steps - 1, r, 0, &ref);
     if (ref.n_padded) {
       EXPECT_EQ(ref.n_padded, ref.n_samples);
-      EXPECT_EQ(al_manifest_key_status(pad, ref.samples[0]), 0);  // a real sample, repeated
+      EXPECT_EQ(al_manifest_key_status(pad, ref.samples[0]), 0); // a real sample, repeated
       padded_micro++;
     }
   }
@@ -286,7 +292,7 @@ TEST(LastStep, PadAndDrop) {
 
 TEST(LastStep, TinyEpochSplitsThenPads) {
   Shapes s = MakeShapes(100, 23);
-  al_manifest *m = PlanAndLoad(s, Opts(64), "tiny.alm");  // fewer batches than ranks: batches split
+  al_manifest *m = PlanAndLoad(s, Opts(64), "tiny.alm"); // fewer batches than ranks: batches split
   ASSERT_TRUE(m);
   al_manifest_info in = altest::Info(m);
   EXPECT_EQ(in.padded, 0u);
@@ -295,7 +301,7 @@ TEST(LastStep, TinyEpochSplitsThenPads) {
   CheckSteps(m);
   al_manifest_free(m);
   Shapes t = MakeShapes(5, 23);
-  m = PlanAndLoad(t, Opts(8), "tiny2.alm");  // fewer samples than ranks: 3 padding micro-batches
+  m = PlanAndLoad(t, Opts(8), "tiny2.alm"); // fewer samples than ranks: 3 padding micro-batches
   ASSERT_TRUE(m);
   in = altest::Info(m);
   EXPECT_EQ(in.steps, 1u);
@@ -315,8 +321,8 @@ TEST(LastStep, TinyEpochSplitsThenPads) {
 
 TEST(Rejects, CountedAndListed) {
   Shapes s = MakeShapes(500, 29);
-  s.w[3] = 100, s.h[3] = 100;     // too small
-  s.w[10] = 0;                    // zero-sized
+  s.w[3] = 100, s.h[3] = 100; // too small
+  s.w[10] = 0;                // zero-sized
   al_manifest *m = PlanAndLoad(s, Opts(4), "rej.alm");
   ASSERT_TRUE(m);
   al_manifest_info in = altest::Info(m);
@@ -342,7 +348,7 @@ TEST(Errors, ImpossibleInputsAreClear) {
 
   Shapes s = MakeShapes(100);
   in = s.Input();
-  o.mem_tokens = 100;  // below the smallest bucket (288x192 image = 216 tokens)
+  o.mem_tokens = 100; // below the smallest bucket (288x192 image = 216 tokens)
   EXPECT_EQ(al_plan_build(&p, &in, &c, &o), AL_ERANGE);
   EXPECT_TRUE(altest::ErrorContains("below the smallest bucket"));
 
@@ -376,7 +382,7 @@ TEST(Errors, DamagedManifests) {
   std::string cost = altest::TmpPath("c.alcost");
   al_cost_model c = altest::DefaultCost();
   ASSERT_EQ(al_cost_save(&c, cost.c_str()), AL_OK);
-  EXPECT_NE(al_manifest_load(&m, cost.c_str()), AL_OK);  // a cost model is not a manifest
+  EXPECT_NE(al_manifest_load(&m, cost.c_str()), AL_OK); // a cost model is not a manifest
   EXPECT_NE(al_manifest_load(&m, "/nonexistent.alm"), AL_OK);
   EXPECT_TRUE(altest::ErrorContains("/nonexistent.alm"));
 }
@@ -389,9 +395,9 @@ TEST(Options, MemTokensCapsEveryMicroBatch) {
   ASSERT_TRUE(m);
   al_manifest_info in = altest::Info(m);
   EXPECT_EQ(in.mem_tokens, 20000u);
-  CheckSteps(m);  // asserts every micro-batch <= mem_tokens
+  CheckSteps(m); // asserts every micro-batch <= mem_tokens
   EXPECT_EQ(in.samples + in.rejected, 3000u);
   al_manifest_free(m);
 }
 
-}  // namespace
+} // namespace

@@ -34,14 +34,14 @@ TEST(Report, JsonHasTheFields) {
   json_error_t err;
   json_t *j = json_loads(text.c_str(), 0, &err);
   ASSERT_TRUE(j) << err.text << "\n" << text;
-  for (const char *k : {"policy", "world", "steps", "samples", "dropped", "padded", "tokens", "imbalance_cv", "bubble",
-                        "predicted_seconds", "predicted_tokens_per_s"})
+  for (const char *k : {"policy", "world", "steps", "samples", "dropped", "padded", "tokens",
+                        "imbalance_cv", "bubble", "predicted_seconds", "predicted_tokens_per_s"})
     EXPECT_TRUE(json_object_get(j, k)) << k;
   EXPECT_STREQ(json_string_value(json_object_get(j, "policy")), "adaptive");
   EXPECT_EQ(json_integer_value(json_object_get(j, "samples")), 2000);
   al_manifest_info in = altest::Info(m);
-  EXPECT_NEAR(json_number_value(json_object_get(j, "predicted_tokens_per_s")), (double)in.tokens / in.predicted_seconds,
-              1.0);
+  EXPECT_NEAR(json_number_value(json_object_get(j, "predicted_tokens_per_s")),
+              (double)in.tokens / in.predicted_seconds, 1.0);
   json_decref(j);
   al_manifest_free(m);
 }
@@ -61,8 +61,10 @@ TEST(Report, JsonlOneLinePerMicroBatch) {
     json_error_t err;
     json_t *j = json_loads(line.c_str(), 0, &err);
     ASSERT_TRUE(j) << err.text;
-    for (const char *k : {"step", "rank", "micro", "bucket", "keys", "tokens"}) ASSERT_TRUE(json_object_get(j, k)) << k;
-    ASSERT_EQ(json_array_size(json_object_get(j, "keys")), json_array_size(json_object_get(j, "tokens")));
+    for (const char *k : {"step", "rank", "micro", "bucket", "keys", "tokens"})
+      ASSERT_TRUE(json_object_get(j, k)) << k;
+    ASSERT_EQ(json_array_size(json_object_get(j, "keys")),
+              json_array_size(json_object_get(j, "tokens")));
     keys += json_array_size(json_object_get(j, "keys"));
     json_decref(j);
     n++;
@@ -98,4 +100,4 @@ TEST(Report, SvgSummaryAndCompare) {
   al_manifest_free(e);
 }
 
-}  // namespace
+} // namespace

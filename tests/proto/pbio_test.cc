@@ -19,9 +19,11 @@ using altest::TmpPath;
 using altest::WriteBytes;
 
 // Writes an index-kind file: one header, `chunks` chunks of `per` samples, a summary.
-void WriteIndex(const std::string &path, int chunks, int per, uint32_t version = AL_FORMAT_VERSION) {
+void WriteIndex(const std::string &path, int chunks, int per,
+                uint32_t version = AL_FORMAT_VERSION) {
   pbio_writer *w = nullptr;
-  ASSERT_EQ(pbio_writer_open_version(&w, path.c_str(), AL_KIND_INDEX, version), AL_OK) << al_last_error();
+  ASSERT_EQ(pbio_writer_open_version(&w, path.c_str(), AL_KIND_INDEX, version), AL_OK)
+      << al_last_error();
   Adaptiveload__IndexHeader hdr = ADAPTIVELOAD__INDEX_HEADER__INIT;
   hdr.producer = const_cast<char *>("pbio_test");
   ASSERT_EQ(pbio_write_msg(w, AL_REC_INDEX_HEADER, &hdr.base), AL_OK);
@@ -62,7 +64,8 @@ int ReadEverything(const std::string &path, int *records, uint64_t *samples) {
     rc = pbio_read_any(r, &tag, &msg);
     if (rc) break;
     (*records)++;
-    if (tag == AL_REC_INDEX_CHUNK) *samples += reinterpret_cast<Adaptiveload__IndexChunk *>(msg)->n_samples;
+    if (tag == AL_REC_INDEX_CHUNK)
+      *samples += reinterpret_cast<Adaptiveload__IndexChunk *>(msg)->n_samples;
   }
   pbio_reader_close(r);
   return rc;
@@ -83,10 +86,12 @@ TEST(Pbio, RoundTripManyChunks) {
   ASSERT_EQ(pbio_reader_open(&r, path.c_str(), AL_KIND_INDEX), AL_OK);
   EXPECT_EQ(pbio_reader_version(r), AL_FORMAT_VERSION);
   ProtobufCMessage *m = nullptr;
-  ASSERT_EQ(pbio_read_msg(r, AL_REC_INDEX_HEADER, &adaptiveload__index_header__descriptor, &m), AL_OK);
+  ASSERT_EQ(pbio_read_msg(r, AL_REC_INDEX_HEADER, &adaptiveload__index_header__descriptor, &m),
+            AL_OK);
   EXPECT_STREQ(reinterpret_cast<Adaptiveload__IndexHeader *>(m)->producer, "pbio_test");
   for (int c = 0; c < 40; c++) {
-    ASSERT_EQ(pbio_read_msg(r, AL_REC_INDEX_CHUNK, &adaptiveload__index_chunk__descriptor, &m), AL_OK);
+    ASSERT_EQ(pbio_read_msg(r, AL_REC_INDEX_CHUNK, &adaptiveload__index_chunk__descriptor, &m),
+              AL_OK);
     auto *chunk = reinterpret_cast<Adaptiveload__IndexChunk *>(m);
     ASSERT_EQ(chunk->n_samples, 5000u);
     EXPECT_EQ(std::string(chunk->samples[17]->key), "key-" + std::to_string(c * 5000 + 17));
@@ -218,8 +223,8 @@ TEST(Pbio, SingleMessageHelpers) {
   cm.params = params;
   ASSERT_EQ(pbio_save_one(path.c_str(), AL_KIND_COST, AL_REC_COST_MODEL, &cm.base), AL_OK);
   ProtobufCMessage *m = nullptr;
-  ASSERT_EQ(pbio_load_one(path.c_str(), AL_KIND_COST, AL_REC_COST_MODEL, &adaptiveload__cost_model__descriptor,
-                             &m),
+  ASSERT_EQ(pbio_load_one(path.c_str(), AL_KIND_COST, AL_REC_COST_MODEL,
+                          &adaptiveload__cost_model__descriptor, &m),
             AL_OK)
       << al_last_error();
   auto *got = reinterpret_cast<Adaptiveload__CostModel *>(m);
@@ -240,4 +245,4 @@ TEST(Pbio, BadArguments) {
   EXPECT_TRUE(altest::ErrorContains("/nonexistent-dir/x.alidx"));
 }
 
-}  // namespace
+} // namespace

@@ -23,15 +23,15 @@ using altest::Corpus;
 
 namespace {
 
-const char kBuckets[] =
-    "frames 1 17\n"
-    "aspect 1:1 48x48 64x64\n"
-    "aspect 4:3 64x48\n"
-    "aspect 3:2 96x64\n"
-    "aspect 2:1 96x48\n";
+const char kBuckets
+    [] = "frames 1 17\n"
+         "aspect 1:1 48x48 64x64\n"
+         "aspect 4:3 64x48\n"
+         "aspect 3:2 96x64\n"
+         "aspect 2:1 96x48\n";
 
 struct Env {
-  Corpus corpus;  // hand-made shards; its hand index is not used
+  Corpus corpus; // hand-made shards; its hand index is not used
   std::map<std::string, const altest::Sample *> by_key;
   al_index *idx = nullptr;
   al_manifest *m = nullptr;
@@ -50,7 +50,8 @@ struct Env {
     al_index_options io{};
     io.threads = 1;
     io.progress = -1;
-    ASSERT_EQ(al_index_build(&idx, paths.data(), paths.size(), &io, nullptr), AL_OK) << al_last_error();
+    ASSERT_EQ(al_index_build(&idx, paths.data(), paths.size(), &io, nullptr), AL_OK)
+        << al_last_error();
     ASSERT_EQ(al_index_sample_count(idx), n);
     ASSERT_EQ(al_index_rejected_count(idx), 0u);
     std::vector<uint32_t> w(n), h(n), f(n);
@@ -62,7 +63,8 @@ struct Env {
       f[i] = si.frames;
     }
     al_bucket_table *bt = nullptr;
-    ASSERT_EQ(al_bucket_table_parse(&bt, kBuckets, sizeof kBuckets - 1, "test"), AL_OK) << al_last_error();
+    ASSERT_EQ(al_bucket_table_parse(&bt, kBuckets, sizeof kBuckets - 1, "test"), AL_OK)
+        << al_last_error();
     al_cost_model cost;
     ASSERT_EQ(al_cost_default(&cost), AL_OK) << al_last_error();
     al_plan_input in{n, w.data(), h.data(), f.data(), al_index_fingerprint(idx)};
@@ -75,7 +77,8 @@ struct Env {
     al_plan *plan = nullptr;
     ASSERT_EQ(al_plan_build(&plan, &in, &cost, &po), AL_OK) << al_last_error();
     manifest_path = altest::TmpPath(tag + ".alm");
-    ASSERT_EQ(al_plan_save(plan, manifest_path.c_str(), nullptr, nullptr), AL_OK) << al_last_error();
+    ASSERT_EQ(al_plan_save(plan, manifest_path.c_str(), nullptr, nullptr), AL_OK)
+        << al_last_error();
     al_plan_free(plan);
     al_bucket_table_free(bt);
     ASSERT_EQ(al_manifest_load(&m, manifest_path.c_str()), AL_OK) << al_last_error();
@@ -118,7 +121,8 @@ std::vector<uint64_t> DrainRank(const Env &e, al_stream *s, uint32_t rank, size_
       EXPECT_EQ(b->shapes[3 * i], smp.w);
       EXPECT_EQ(b->shapes[3 * i + 2], smp.f);
       EXPECT_EQ(b->sizes[i], smp.payload.size());
-      EXPECT_EQ(0, memcmp(data + b->offsets[i], smp.payload.data(), smp.payload.size())) << b->keys[i];
+      EXPECT_EQ(0, memcmp(data + b->offsets[i], smp.payload.data(), smp.payload.size()))
+          << b->keys[i];
       if (!b->padded[i]) real.push_back(b->samples[i]);
     }
     expect_micro = b->last_in_step ? 0 : b->micro + 1;
@@ -152,7 +156,8 @@ TEST(StreamApi, EveryRankReadsItsRowsAndTogetherEverySampleOnce) {
     al_stream_close(s);
   }
   EXPECT_EQ(all.size(), info.samples);
-  EXPECT_EQ(std::set<uint64_t>(all.begin(), all.end()).size(), all.size()) << "a sample delivered twice";
+  EXPECT_EQ(std::set<uint64_t>(all.begin(), all.end()).size(), all.size())
+      << "a sample delivered twice";
 }
 
 TEST(StreamApi, ScheduleExportMatchesTheStream) {
@@ -169,8 +174,8 @@ TEST(StreamApi, ScheduleExportMatchesTheStream) {
     std::vector<uint64_t> first(nb + 1), samples(ns), tokens(ns);
     std::vector<uint32_t> step(nb), micro(nb);
     std::vector<uint8_t> padded(ns);
-    ASSERT_EQ(al_schedule_export(sc, first.data(), step.data(), micro.data(), nullptr, nullptr, nullptr, nullptr,
-                                 samples.data(), tokens.data(), padded.data()),
+    ASSERT_EQ(al_schedule_export(sc, first.data(), step.data(), micro.data(), nullptr, nullptr,
+                                 nullptr, nullptr, samples.data(), tokens.data(), padded.data()),
               AL_OK);
     al_stream *s = nullptr;
     ASSERT_EQ(al_stream_open(&s, e.idx, e.m, r, nullptr), AL_OK) << al_last_error();
@@ -201,7 +206,8 @@ TEST(StreamApi, ScheduleExportMatchesTheStream) {
       i++;
     }
     EXPECT_EQ(i, nb);
-    EXPECT_EQ(al_schedule_bucket(sc, al_schedule_bucket_count(sc), nullptr, nullptr, nullptr, nullptr, nullptr),
+    EXPECT_EQ(al_schedule_bucket(sc, al_schedule_bucket_count(sc), nullptr, nullptr, nullptr,
+                                 nullptr, nullptr),
               AL_ERANGE);
     al_stream_close(s);
     al_schedule_free(sc);
@@ -251,7 +257,7 @@ TEST(StreamApi, RankAndWorldFromTheEnvironment) {
   EXPECT_EQ(st.world, 2u);
   al_stream_close(s);
   al_stream_options o{};
-  o.world = 4;  // explicit world wins over the environment and must match too
+  o.world = 4; // explicit world wins over the environment and must match too
   EXPECT_EQ(al_stream_open(&s, e.idx, e.m, 0, &o), AL_EINVAL);
   setenv("RANK", "7", 1);
   EXPECT_EQ(al_stream_open(&s, e.idx, e.m, -1, nullptr), AL_EINVAL);
@@ -370,4 +376,4 @@ TEST(StreamApi, ReadSampleReturnsThePayload) {
   EXPECT_EQ(p, nullptr);
 }
 
-}  // namespace
+} // namespace

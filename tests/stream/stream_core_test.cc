@@ -26,7 +26,8 @@ struct Got {
 };
 
 // A stream over `src` that takes `plan` (the stream owns it from here, or it is freed).
-al_stream *OpenSource(const stream_source *src, stream_rank_plan plan, const al_stream_options *o = nullptr) {
+al_stream *OpenSource(const stream_source *src, stream_rank_plan plan,
+                      const al_stream_options *o = nullptr) {
   al_stream *s = nullptr;
   int st = stream_open_source(&s, src, &plan, o);
   EXPECT_EQ(st, AL_OK) << al_last_error();
@@ -35,7 +36,8 @@ al_stream *OpenSource(const stream_source *src, stream_rank_plan plan, const al_
 }
 
 // Checks one batch against the corpus and the plan; returns its keys.
-void CheckBatch(const Corpus &c, const stream_rank_plan &plan_copy, const al_stream_batch *b, size_t align = 64) {
+void CheckBatch(const Corpus &c, const stream_rank_plan &plan_copy, const al_stream_batch *b,
+                size_t align = 64) {
   ASSERT_LT(b->position, plan_copy.n_batches);
   const stream_plan_batch &pb = plan_copy.batches[b->position];
   EXPECT_EQ(b->step, pb.step);
@@ -50,7 +52,7 @@ void CheckBatch(const Corpus &c, const stream_rank_plan &plan_copy, const al_str
   EXPECT_EQ(b->cu_seqlens[0], 0);
   EXPECT_EQ(b->offsets[0], 0u);
   uint64_t tokens = 0;
-  size_t j = 0;  // position in the plan batch (skipped samples are absent from b)
+  size_t j = 0; // position in the plan batch (skipped samples are absent from b)
   for (size_t i = 0; i < b->n; i++, j++) {
     // Skip plan entries whose key was skipped.
     while (j < pb.n && b->n_skipped &&
@@ -72,7 +74,8 @@ void CheckBatch(const Corpus &c, const stream_rank_plan &plan_copy, const al_str
       uint64_t prev_end = b->offsets[i - 1] + b->sizes[i - 1];
       EXPECT_GE(b->offsets[i], prev_end);
       EXPECT_LT(b->offsets[i] - prev_end, align);
-      for (uint64_t k = prev_end; k < b->offsets[i]; k++) ASSERT_EQ(data[k], 0) << "padding byte " << k;
+      for (uint64_t k = prev_end; k < b->offsets[i]; k++)
+        ASSERT_EQ(data[k], 0) << "padding byte " << k;
     }
     tokens += ps.tokens;
     EXPECT_EQ((uint64_t)b->cu_seqlens[i + 1], tokens);
@@ -86,7 +89,8 @@ void CheckBatch(const Corpus &c, const stream_rank_plan &plan_copy, const al_str
   EXPECT_EQ(b->cu_seqlens_offset % align, 0u);
   EXPECT_GE(b->cu_seqlens_offset, b->data_bytes);
   EXPECT_EQ(b->copy_bytes, b->cu_seqlens_offset + (b->n + 1) * sizeof(int32_t));
-  EXPECT_EQ(0, std::memcmp(data + b->cu_seqlens_offset, b->cu_seqlens, (b->n + 1) * sizeof(int32_t)));
+  EXPECT_EQ(0,
+            std::memcmp(data + b->cu_seqlens_offset, b->cu_seqlens, (b->n + 1) * sizeof(int32_t)));
 }
 
 stream_rank_plan Copy(const stream_rank_plan &p) {
@@ -107,7 +111,8 @@ al_stream_options Options(int threads, int prefetch) {
 }
 
 // A stream over the corpus reading a copy of `ref` (ref stays the caller's, for checks).
-al_stream *Open(const Corpus &c, const stream_rank_plan &ref, const al_stream_options *o = nullptr) {
+al_stream *Open(const Corpus &c, const stream_rank_plan &ref,
+                const al_stream_options *o = nullptr) {
   return OpenSource(&c.src, Copy(ref), o);
 }
 
@@ -136,7 +141,8 @@ std::vector<size_t> Sizes(size_t batches, uint64_t seed) {
 }
 
 // Reads the stream to the end (or `limit` batches), checking every batch.
-std::vector<Got> Drain(const Corpus &c, const stream_rank_plan &ref, al_stream *s, size_t limit = SIZE_MAX) {
+std::vector<Got> Drain(const Corpus &c, const stream_rank_plan &ref, al_stream *s,
+                       size_t limit = SIZE_MAX) {
   std::vector<Got> out;
   const al_stream_batch *b;
   while (out.size() < limit) {
@@ -205,7 +211,7 @@ TEST(StreamCore, LZ4MembersNamedWithSuffixInTheIndex) {
   c.Build("lzsfx", 30, 2, true, /*lz4_ext_with_suffix=*/true);
   stream_rank_plan ref = MakePlan(InOrder(30), {10, 10, 10});
   al_stream_options o{};
-  o.read_block = 4096;  // forces LZ4 frames across several reads
+  o.read_block = 4096; // forces LZ4 frames across several reads
   al_stream *s = Open(c, ref, &o);
   auto got = Drain(c, ref, s);
   EXPECT_EQ(got.size(), 3u);
@@ -232,7 +238,7 @@ TEST(StreamCore, StateRestoreGivesExactlyTheRest) {
       al_stream *s = Open(c, ref, &o);
       first = Drain(c, ref, s, k);
       ASSERT_EQ(al_stream_get_state(s, &state), AL_OK);
-      al_stream_close(s);  // readers were ahead: their batches must not count
+      al_stream_close(s); // readers were ahead: their batches must not count
     }
     EXPECT_EQ(state.position, k);
     EXPECT_EQ(state.delivered, k);
@@ -331,10 +337,10 @@ TEST(StreamCore, CloseMidEpochWhileReadersBlockAndBatchesAreHeld) {
     const al_stream_batch *b = nullptr;
     for (int i = 0; i < consumed; i++) {
       ASSERT_EQ(al_stream_next(s, &b), AL_OK);
-      if (i + 1 < consumed) al_stream_release(s, b);  // keep the last one held
+      if (i + 1 < consumed) al_stream_release(s, b); // keep the last one held
     }
-    usleep(20000);  // let the readers fill the pool and block
-    al_stream_close(s);  // joins blocked readers, frees held batches (ASan checks)
+    usleep(20000);      // let the readers fill the pool and block
+    al_stream_close(s); // joins blocked readers, frees held batches (ASan checks)
   }
   stream_rank_plan_free(&ref);
 }
@@ -354,7 +360,7 @@ TEST(StreamCore, PoolNeverExceedsPrefetchAndHoldingAllIsReported) {
       al_stream_get_stats(s, &st);
       EXPECT_LE(st.max_in_use, prefetch);
       EXPECT_LE(st.buffers_allocated, prefetch);
-      if (n % 7 == 0) usleep(2000);  // slow consumer: readers run into backpressure
+      if (n % 7 == 0) usleep(2000); // slow consumer: readers run into backpressure
       al_stream_release(s, b);
       n++;
     }
@@ -375,7 +381,7 @@ TEST(StreamCore, PoolNeverExceedsPrefetchAndHoldingAllIsReported) {
   EXPECT_EQ(al_stream_next(s, &b3), AL_ESTATE);
   EXPECT_TRUE(altest::ErrorContains("held"));
   EXPECT_EQ(al_stream_release(s, b1), AL_OK);
-  EXPECT_EQ(al_stream_release(s, b1), AL_EINVAL);  // twice
+  EXPECT_EQ(al_stream_release(s, b1), AL_EINVAL); // twice
   ASSERT_EQ(al_stream_next(s, &b3), AL_OK);
   EXPECT_EQ(b3->position, 2u);
   al_stream_close(s);
@@ -388,13 +394,13 @@ TEST(StreamCore, TruncatedShardFailsOrSkipsNamingTheKey) {
   Corpus c;
   c.Build("trunc", 40, 2);
   std::vector<uint64_t> order;
-  for (uint64_t i = 0; i < 40; i += 2) order.push_back(i);  // shard 0 only ...
-  for (uint64_t i = 1; i < 40; i += 2) order.push_back(i);  // ... then shard 1
+  for (uint64_t i = 0; i < 40; i += 2) order.push_back(i); // shard 0 only ...
+  for (uint64_t i = 1; i < 40; i += 2) order.push_back(i); // ... then shard 1
   stream_rank_plan ref = MakePlan(order, {5, 5, 5, 5, 5, 5, 5, 5}, 2);
   ASSERT_EQ(truncate(c.shard_paths[1].c_str(), 3000), 0);
   const std::string bad_key = c.samples[order[20]].key;
 
-  {  // AL_STREAM_FAIL: batches 0-3 are fine; batch 4 fails and the stream stops.
+  { // AL_STREAM_FAIL: batches 0-3 are fine; batch 4 fails and the stream stops.
     al_stream *s = Open(c, ref);
     const al_stream_batch *b;
     for (int i = 0; i < 4; i++) {
@@ -414,7 +420,7 @@ TEST(StreamCore, TruncatedShardFailsOrSkipsNamingTheKey) {
     EXPECT_EQ(state.position, 4u) << "a resume re-reads the failed batch";
     al_stream_close(s);
   }
-  {  // AL_STREAM_SKIP_SAMPLE: every batch delivered, bad samples listed.
+  { // AL_STREAM_SKIP_SAMPLE: every batch delivered, bad samples listed.
     al_stream_options o{};
     o.on_error = AL_STREAM_SKIP_SAMPLE;
     al_stream *s = Open(c, ref, &o);
@@ -437,7 +443,7 @@ TEST(StreamCore, TruncatedShardFailsOrSkipsNamingTheKey) {
       al_stream_release(s, b);
     }
     EXPECT_EQ(batches, 8u);
-    EXPECT_EQ(skipped, 20u);  // the whole shard is unusable: its size changed
+    EXPECT_EQ(skipped, 20u); // the whole shard is unusable: its size changed
     EXPECT_TRUE(skipped_keys.count(bad_key));
     al_stream_stats st;
     al_stream_get_stats(s, &st);
@@ -459,7 +465,7 @@ TEST(StreamCore, ShortReadWhileOpenNamesKey) {
   o.on_error = AL_STREAM_SKIP_SAMPLE;
   al_stream *s = Open(c, ref, &o);
   const al_stream_batch *b;
-  ASSERT_EQ(al_stream_next(s, &b), AL_OK);  // shard opened and checked
+  ASSERT_EQ(al_stream_next(s, &b), AL_OK); // shard opened and checked
   // Cut inside sample 5's payload; the reader is blocked (one buffer, held).
   al_member_info mi;
   ASSERT_EQ(al_index_find_member(c.idx, 5, "latent", &mi), AL_OK);
@@ -545,7 +551,7 @@ TEST(StreamCore, CorruptLZ4AndMissingMemberNameTheKey) {
   std::vector<uint64_t> order = InOrder(9);
   al_stream_options o{};
   o.on_error = AL_STREAM_SKIP_SAMPLE;
-  o.ext = "nosuch";  // every sample lacks it
+  o.ext = "nosuch"; // every sample lacks it
   al_stream *s = OpenSource(&c.src, MakePlan(order, {3, 3, 3}, 1), &o);
   const al_stream_batch *b;
   ASSERT_EQ(al_stream_next(s, &b), AL_OK);
@@ -582,9 +588,10 @@ TEST(StreamCore, GzipShardReadSequentially) {
     al_sample_info si;
     ASSERT_EQ(al_index_sample(c.idx, i, &si), AL_OK);
     std::vector<al_member_info> ms(si.n_members);
-    for (uint32_t m = 0; m < si.n_members; m++) ASSERT_EQ(al_index_member(c.idx, i, m, &ms[m]), AL_OK);
-    ASSERT_EQ(al_index_add_sample(gi, si.key, si.shard, si.width, si.height, si.frames, si.fps, ms.data(),
-                                  ms.size()),
+    for (uint32_t m = 0; m < si.n_members; m++)
+      ASSERT_EQ(al_index_member(c.idx, i, m, &ms[m]), AL_OK);
+    ASSERT_EQ(al_index_add_sample(gi, si.key, si.shard, si.width, si.height, si.frames, si.fps,
+                                  ms.data(), ms.size()),
               AL_OK);
   }
   stream_rank_plan ref = MakePlan(Shuffled(24, 1), {5, 5, 5, 5, 4}, 2);
@@ -628,4 +635,4 @@ TEST(StreamCore, EmptyPlanAndBadOptions) {
   }
 }
 
-}  // namespace
+} // namespace

@@ -39,7 +39,7 @@ struct Sample {
   std::string key;
   uint32_t shard;
   uint32_t w, h, f;
-  Bytes payload;  // decoded latent
+  Bytes payload; // decoded latent
   Store store;
 };
 
@@ -48,7 +48,7 @@ struct Corpus {
   std::vector<std::string> shard_paths;
   std::vector<Sample> samples;
   al_index *idx = nullptr;
-  stream_source src{};  // the engine's source over idx (set by Build; outlives the streams)
+  stream_source src{}; // the engine's source over idx (set by Build; outlives the streams)
 
   ~Corpus() { al_index_free(idx); }
 
@@ -67,24 +67,30 @@ struct Corpus {
       s.h = 48 + 16 * (uint32_t)(i % 3);
       s.f = (i % 4 == 0) ? 17 : 1;
       s.payload = Payload(i + 1, 100 + (i * 7919) % 5000);
-      s.store = !with_lz4 ? Store::kRaw : (i % 3 == 1 ? Store::kLz4 : i % 3 == 2 ? Store::kLz4NoSize : Store::kRaw);
-      std::string json = "{\"width\":" + std::to_string(s.w) + ",\"height\":" + std::to_string(s.h) +
+      s.store = !with_lz4 ? Store::kRaw
+                          : (i % 3 == 1   ? Store::kLz4
+                             : i % 3 == 2 ? Store::kLz4NoSize
+                                          : Store::kRaw);
+      std::string json = "{\"width\":" + std::to_string(s.w) +
+                         ",\"height\":" + std::to_string(s.h) +
                          ",\"frames\":" + std::to_string(s.f) + "}";
       auto &ms = members[s.shard];
       ms.push_back({s.key + ".json", json});
-      Bytes stored = s.store == Store::kRaw ? s.payload : Lz4Frame(s.payload, s.store == Store::kLz4);
+      Bytes stored = s.store == Store::kRaw ? s.payload
+                                            : Lz4Frame(s.payload, s.store == Store::kLz4);
       const char *ext = s.store == Store::kRaw ? ".latent" : ".latent.lz4";
       ms.push_back({s.key + ext, std::string(stored.begin(), stored.end())});
       samples.push_back(s);
     }
-    std::vector<std::vector<uint64_t>> offsets(shards);  // data offset of each member
+    std::vector<std::vector<uint64_t>> offsets(shards); // data offset of each member
     for (uint32_t k = 0; k < shards; k++) {
       char name[64];
       std::snprintf(name, sizeof name, "%s-shard-%03u.tar", tag.c_str(), k);
       shard_paths.push_back(TmpPath(name));
       ASSERT_NO_FATAL_FAILURE(WriteTar(shard_paths[k], members[k], &offsets[k]));
       uint32_t id;
-      ASSERT_EQ(al_index_add_shard(idx, shard_paths[k].c_str(), FileSize(shard_paths[k]), 1, &id), AL_OK);
+      ASSERT_EQ(al_index_add_shard(idx, shard_paths[k].c_str(), FileSize(shard_paths[k]), 1, &id),
+                AL_OK);
       ASSERT_EQ(id, k);
     }
     // Members by key: index samples in the order of `samples`.
@@ -97,8 +103,8 @@ struct Corpus {
       al_member_info mi[2];
       mi[0] = {"json", off[j], ms[j].second.size(), 0};
       bool lz = samples[i].store != Store::kRaw;
-      mi[1] = {lz ? (lz4_ext_with_suffix ? "latent.lz4" : "latent") : "latent", off[j + 1], ms[j + 1].second.size(),
-               lz ? 1 : 0};
+      mi[1] = {lz ? (lz4_ext_with_suffix ? "latent.lz4" : "latent") : "latent", off[j + 1],
+               ms[j + 1].second.size(), lz ? 1 : 0};
       ASSERT_EQ(al_index_add_sample(idx, samples[i].key.c_str(), samples[i].shard, samples[i].w,
                                     samples[i].h, samples[i].f, 0.f, mi, 2),
                 AL_OK)
@@ -110,8 +116,10 @@ struct Corpus {
 
 // A rank plan by hand: consecutive batches of the given sizes over sample
 // positions `order`; steps hold `micro_per_step` micro-batches.
-inline stream_rank_plan MakePlan(const std::vector<uint64_t> &order, const std::vector<size_t> &batch_sizes,
-                                 uint32_t micro_per_step = 2, const std::vector<size_t> &padded_at = {}) {
+inline stream_rank_plan MakePlan(const std::vector<uint64_t> &order,
+                                 const std::vector<size_t> &batch_sizes,
+                                 uint32_t micro_per_step = 2,
+                                 const std::vector<size_t> &padded_at = {}) {
   stream_rank_plan p;
   std::memset(&p, 0, sizeof p);
   p.world = 1;
@@ -121,15 +129,17 @@ inline stream_rank_plan MakePlan(const std::vector<uint64_t> &order, const std::
   size_t total = 0;
   for (size_t n : batch_sizes) total += n;
   p.samples = static_cast<stream_plan_sample *>(std::calloc(total ? total : 1, sizeof *p.samples));
-  p.batches = static_cast<stream_plan_batch *>(std::calloc(batch_sizes.size() + 1, sizeof *p.batches));
+  p.batches = static_cast<stream_plan_batch *>(
+      std::calloc(batch_sizes.size() + 1, sizeof *p.batches));
   size_t at = 0;
   for (size_t b = 0; b < batch_sizes.size(); b++) {
     stream_plan_batch &pb = p.batches[b];
     pb.step = (uint32_t)(b / micro_per_step);
     pb.micro = (uint32_t)(b % micro_per_step);
     size_t steps = (batch_sizes.size() + micro_per_step - 1) / micro_per_step;
-    pb.n_micro = (pb.step + 1 < steps) ? micro_per_step
-                                       : (uint32_t)(batch_sizes.size() - (steps - 1) * micro_per_step);
+    pb.n_micro = (pb.step + 1 < steps)
+                     ? micro_per_step
+                     : (uint32_t)(batch_sizes.size() - (steps - 1) * micro_per_step);
     pb.bucket = (uint32_t)(b % 3);
     pb.step_samples = 1000 + pb.step;
     pb.step_tokens = 50000 + pb.step;
@@ -146,6 +156,6 @@ inline stream_rank_plan MakePlan(const std::vector<uint64_t> &order, const std::
   return p;
 }
 
-}  // namespace altest
+} // namespace altest
 
-#endif  // AL_TESTS_STREAM_STREAM_FIXTURES_H
+#endif // AL_TESTS_STREAM_STREAM_FIXTURES_H
