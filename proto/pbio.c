@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/atomic_file_internal.h"
 #include "common/grow_internal.h"
 #include "proto/adaptiveload.pb-c.h"
 
@@ -43,9 +44,10 @@ const char *pbio_file_kind_name(pbio_file_kind kind) {
 /* ============================================================== writer == */
 
 struct pbio_writer {
-  FILE *f;
+  afile *af; /* the temporary file (common/atomic_file_internal.h) */
+  FILE *f;   /* its stream */
   char *path;
-  char *tmp;
+  const char *tmp; /* its name, owned by af */
   LZ4F_cctx *cctx;
   LZ4F_preferences_t prefs;
   uint8_t *stage; /* uncompressed bytes not yet compressed */
@@ -91,13 +93,12 @@ static int w_put(pbio_writer *w, const void *buf, size_t n) {
 
 static void w_free(pbio_writer *w) {
   if (!w) return;
-  if (w->f) fclose(w->f);
+  afile_abort(w->af);
   if (w->cctx) LZ4F_freeCompressionContext(w->cctx);
   free(w->stage);
   free(w->out);
   free(w->pack);
   free(w->path);
-  free(w->tmp);
   free(w);
 }
 
@@ -108,16 +109,13 @@ int pbio_writer_open_version(pbio_writer **out, const char *path, pbio_file_kind
   pbio_writer *w = calloc(1, sizeof *w);
   if (!w) return al_set_error(AL_ENOMEM, "%s: out of memory", path);
   int rc = AL_OK;
-  size_t plen = strlen(path);
+  w->tmp = "";
   w->path = strdup(path);
-  w->tmp = malloc(plen + 5);
   w->stage = malloc(STAGE_CAP);
-  if (!w->path || !w->tmp || !w->stage) {
+  if (!w->path || !w->stage) {
     rc = al_set_error(AL_ENOMEM, "%s: out of memory", path);
     goto cleanup;
   }
-  memcpy(w->tmp, path, plen);
-  memcpy(w->tmp + plen, ".tmp", 5);
 
   memset(&w->prefs, 0, sizeof w->prefs);
   w->prefs.frameInfo.blockSizeID = LZ4F_max4MB;
@@ -136,11 +134,10 @@ int pbio_writer_open_version(pbio_writer **out, const char *path, pbio_file_kind
     rc = al_set_error(AL_ENOMEM, "%s: LZ4 context: %s", path, LZ4F_getErrorName(lz));
     goto cleanup;
   }
-  w->f = fopen(w->tmp, "wb");
-  if (!w->f) {
-    rc = al_set_error(AL_EIO, "%s.tmp: cannot create: %s", path, strerror(errno));
-    goto cleanup;
-  }
+  rc = afile_create(&w->af, path);
+  if (rc) goto cleanup;
+  w->f = afile_stream(w->af);
+  w->tmp = afile_tmp_path(w->af);
   size_t n = LZ4F_compressBegin(w->cctx, w->out, w->out_cap, &w->prefs);
   if (LZ4F_isError(n)) {
     rc = al_set_error(AL_EIO, "%s: LZ4 frame header: %s", path, LZ4F_getErrorName(n));
@@ -158,10 +155,7 @@ int pbio_writer_open_version(pbio_writer **out, const char *path, pbio_file_kind
   return AL_OK;
 
 cleanup:
-  if (w->f)
-    pbio_writer_abort(w); /* removes the partial .tmp file */
-  else
-    w_free(w);
+  w_free(w); /* removes the partial temporary file */
   return rc;
 }
 
@@ -212,25 +206,15 @@ int pbio_writer_close(pbio_writer *w) {
     else
       rc = w_emit(w, w->out, n);
   }
-  if (!rc && fclose(w->f) != 0)
-    rc = al_set_error(AL_EIO, "%s: close failed: %s", w->tmp, strerror(errno));
+  afile *af = w->af;
+  w->af = NULL;
   w->f = NULL;
-  if (!rc && rename(w->tmp, w->path) != 0)
-    rc = al_set_error(AL_EIO, "%s: rename from %s failed: %s", w->path, w->tmp, strerror(errno));
-  if (rc) unlink(w->tmp);
+  rc = afile_finish(af, rc); /* fsync, rename, fsync of the directory; or removal */
   w_free(w);
   return rc;
 }
 
-void pbio_writer_abort(pbio_writer *w) {
-  if (!w) return;
-  if (w->f) {
-    fclose(w->f);
-    w->f = NULL;
-  }
-  unlink(w->tmp);
-  w_free(w);
-}
+void pbio_writer_abort(pbio_writer *w) { w_free(w); }
 
 int pbio_writer_finish(pbio_writer *w, int rc) {
   if (rc == AL_OK) return pbio_writer_close(w);
@@ -384,12 +368,9 @@ int pbio_reader_open(pbio_reader **out, const char *path, pbio_file_kind expect)
     rc = al_set_error(AL_ENOMEM, "%s: LZ4 context: %s", path, LZ4F_getErrorName(lz));
     goto cleanup;
   }
-  r->f = fopen(path, "rb");
-  if (!r->f) {
-    rc = al_set_error(errno == ENOENT ? AL_ENOTFOUND : AL_EIO, "%s: cannot open: %s", path,
-                      strerror(errno));
-    goto cleanup;
-  }
+  /* Refuses a FIFO, device or directory at once instead of blocking in open. */
+  rc = afile_fopen_input(path, expect ? pbio_file_kind_name(expect) : "file", &r->f);
+  if (rc) goto cleanup;
   /* An LZ4 frame starts with magic 0x184D2204; say so plainly for other files. */
   uint8_t m[4];
   size_t got = fread(m, 1, 4, r->f);

@@ -11,8 +11,10 @@
  * all integers little-endian. Records keep every message small (protobuf-c
  * unpacks a whole message into memory), so a 10M-sample index streams in
  * bounded memory. The end record makes truncation detectable even where the
- * cut falls on an LZ4 block boundary. Writers write to "<path>.tmp" and
- * rename on close, so a crashed writer never leaves a half file under `path`.
+ * cut falls on an LZ4 block boundary. Writers write a uniquely named temporary
+ * file beside `path` (common/atomic_file_internal.h), fsync it and rename it
+ * over `path` on close, then fsync the directory: a crashed writer never leaves
+ * a half file under `path`, and two concurrent writers never share a temporary.
  *
  * Errors: every function returns an al_status; the message (al_last_error())
  * names the file and the byte offset in the decompressed stream, e.g.
@@ -64,7 +66,8 @@ const char *pbio_file_kind_name(pbio_file_kind kind);
 
 typedef struct pbio_writer pbio_writer;
 
-/* Creates "<path>.tmp" and writes the header. On success *out owns the file
+/* Creates a temporary file beside `path` (refusing a `path` that exists and is
+ * not a regular file) and writes the header. On success *out owns the file
  * until pbio_writer_close() or pbio_writer_abort(). */
 int pbio_writer_open(pbio_writer **out, const char *path, pbio_file_kind kind);
 
@@ -78,8 +81,8 @@ int pbio_write(pbio_writer *w, uint32_t tag, const void *buf, size_t len);
 /* Packs `msg` with protobuf-c and appends it as one record. */
 int pbio_write_msg(pbio_writer *w, uint32_t tag, const ProtobufCMessage *msg);
 
-/* Writes the end record, finishes the LZ4 frame, fsyncs nothing, renames
- * "<path>.tmp" to `path` and frees `w` (also on failure). */
+/* Writes the end record, finishes the LZ4 frame, fsyncs the file, renames it
+ * to `path`, fsyncs the directory and frees `w` (also on failure). */
 int pbio_writer_close(pbio_writer *w);
 
 /* Discards the partial file and frees `w`. NULL is a no-op. */

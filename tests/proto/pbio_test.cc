@@ -1,8 +1,14 @@
 // The chunked protobuf/LZ4 container: round trip and every way a file can be bad.
 #include <gtest/gtest.h>
 
+#include <dirent.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/common/test_util.h"
@@ -117,6 +123,110 @@ TEST(Pbio, NoTmpLeftBehind) {
   pbio_writer_abort(w);
   EXPECT_EQ(std::fopen(p2.c_str(), "rb"), nullptr);
   EXPECT_EQ(std::fopen((p2 + ".tmp").c_str(), "rb"), nullptr);
+}
+
+// The names in `dir` (without . and ..).
+std::vector<std::string> DirNames(const std::string &dir) {
+  std::vector<std::string> v;
+  DIR *d = opendir(dir.c_str());
+  if (!d) return v;
+  while (struct dirent *e = readdir(d)) {
+    std::string n = e->d_name;
+    if (n != "." && n != "..") v.push_back(n);
+  }
+  closedir(d);
+  return v;
+}
+
+std::string FreshDir(const std::string &name) {
+  std::string d = TmpPath(name);
+  mkdir(d.c_str(), 0755);
+  for (auto &n : DirNames(d)) unlink((d + "/" + n).c_str());
+  return d;
+}
+
+TEST(Pbio, NothingButTheTargetLeftInTheDirectory) {
+  std::string d = FreshDir("leftover");
+  WriteIndex(d + "/a.alidx", 2, 10);
+  pbio_writer *w = nullptr;
+  ASSERT_EQ(pbio_writer_open(&w, (d + "/b.alidx").c_str(), AL_KIND_INDEX), AL_OK);
+  pbio_writer_abort(w);
+  EXPECT_EQ(DirNames(d), std::vector<std::string>{"a.alidx"});
+  // A file created new gets the mode a plain create gives (0666 & ~umask), not 0600.
+  mode_t um = umask(022);
+  umask(um);
+  struct stat st;
+  ASSERT_EQ(stat((d + "/a.alidx").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0666 & ~um);
+}
+
+// Issue 13: a symlink planted where the old writer put "<path>.tmp" must not be followed.
+TEST(Pbio, SymlinkAtTheOldTmpNameIsNotFollowed) {
+  std::string d = FreshDir("symlink");
+  std::string victim = d + "/victim", path = d + "/x.alidx";
+  WriteBytes(victim, {'k', 'e', 'e', 'p'});
+  ASSERT_EQ(symlink(victim.c_str(), (path + ".tmp").c_str()), 0);
+  WriteIndex(path, 1, 10);
+  EXPECT_EQ(altest::ReadFile(victim), "keep");
+  struct stat st;
+  ASSERT_EQ(lstat(path.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode)) << "the target became a symlink";
+  int records = 0;
+  uint64_t samples = 0;
+  EXPECT_EQ(ReadEverything(path, &records, &samples), AL_EOF) << al_last_error();
+}
+
+// Issue 13: "-o" at a device node, FIFO or directory (or a link to one) is refused, untouched.
+TEST(Pbio, NonRegularTargetIsRefused) {
+  std::string d = FreshDir("nonreg");
+  std::string fifo = d + "/fifo", link = d + "/link", sub = d + "/sub";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0644), 0);
+  ASSERT_EQ(symlink(fifo.c_str(), link.c_str()), 0);
+  ASSERT_EQ(mkdir(sub.c_str(), 0755), 0);
+  for (const std::string &t : {fifo, link, sub}) {
+    pbio_writer *w = nullptr;
+    int rc = pbio_writer_open(&w, t.c_str(), AL_KIND_INDEX);
+    if (rc == AL_OK) rc = pbio_writer_close(w);
+    EXPECT_EQ(rc, AL_EINVAL) << t;
+    EXPECT_TRUE(altest::ErrorContains("not a regular file")) << al_last_error();
+  }
+  struct stat st;
+  ASSERT_EQ(lstat(fifo.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+  ASSERT_EQ(lstat(link.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISLNK(st.st_mode));
+  EXPECT_EQ(DirNames(d).size(), 3u) << "a temporary file was left behind";
+}
+
+// Issue 13: two writers of one target: each succeeds and the file is one of them, whole.
+TEST(Pbio, ConcurrentWritersOfOneTargetNeverCorruptIt) {
+  std::string d = FreshDir("concurrent");
+  std::string path = d + "/c.alidx";
+  auto writer = [&](int per) {
+    for (int i = 0; i < 30; i++) WriteIndex(path, 4, per);
+  };
+  std::thread a(writer, 500), b(writer, 700);
+  a.join();
+  b.join();
+  int records = 0;
+  uint64_t samples = 0;
+  EXPECT_EQ(ReadEverything(path, &records, &samples), AL_EOF) << al_last_error();
+  EXPECT_TRUE(samples == 2000 || samples == 2800) << samples;
+  EXPECT_EQ(DirNames(d), std::vector<std::string>{"c.alidx"});
+}
+
+// Issue 13: a FIFO given as an input fails at once instead of blocking in open.
+TEST(Pbio, FifoInputIsRefusedWithoutBlocking) {
+  std::string d = FreshDir("fifoin");
+  std::string fifo = d + "/in.alidx";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0644), 0);
+  alarm(20); // a hang kills the test instead of stalling the suite
+  pbio_reader *r = nullptr;
+  EXPECT_EQ(pbio_reader_open(&r, fifo.c_str(), AL_KIND_INDEX), AL_EINVAL);
+  EXPECT_TRUE(altest::ErrorContains("FIFO")) << al_last_error();
+  EXPECT_EQ(pbio_reader_open(&r, d.c_str(), AL_KIND_INDEX), AL_EINVAL);
+  EXPECT_TRUE(altest::ErrorContains("directory")) << al_last_error();
+  alarm(0);
 }
 
 TEST(Pbio, EmptyFileIsClearError) {
