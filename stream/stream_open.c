@@ -72,10 +72,11 @@ int al_stream_open(al_stream **out, const al_index *idx, const al_manifest *m, i
   if (rc != AL_OK) return rc;
   for (size_t i = 0; i < plan.n_samples; i++)
     if (plan.samples[i].sample >= al_index_sample_count(idx)) {
+      uint64_t bad = plan.samples[i].sample; /* read before the plan is freed */
       stream_rank_plan_free(&plan);
       return al_set_error(AL_EFORMAT,
-                          "the manifest refers to sample %" PRIu64 " but the index holds %zu",
-                          plan.samples[i].sample, al_index_sample_count(idx));
+                          "the manifest refers to sample %" PRIu64 " but the index holds %zu", bad,
+                          al_index_sample_count(idx));
     }
   stream_source src;
   stream_index_source(idx, &src);

@@ -42,7 +42,8 @@ struct Env {
     al_index_free(idx);
   }
 
-  void Make(const std::string &tag, uint32_t world, size_t n = 48) {
+  // `extra` plans that many samples past the end of the index (a forged manifest).
+  void Make(const std::string &tag, uint32_t world, size_t n = 48, size_t extra = 0) {
     corpus.Build(tag, n, 3);
     for (auto &s : corpus.samples) by_key[s.key] = &s;
     std::vector<const char *> paths;
@@ -54,10 +55,10 @@ struct Env {
         << al_last_error();
     ASSERT_EQ(al_index_sample_count(idx), n);
     ASSERT_EQ(al_index_rejected_count(idx), 0u);
-    std::vector<uint32_t> w(n), h(n), f(n);
-    for (size_t i = 0; i < n; i++) {
+    std::vector<uint32_t> w(n + extra), h(n + extra), f(n + extra);
+    for (size_t i = 0; i < n + extra; i++) {
       al_sample_info si;
-      ASSERT_EQ(al_index_sample(idx, i, &si), AL_OK);
+      ASSERT_EQ(al_index_sample(idx, i % n, &si), AL_OK);
       w[i] = si.width;
       h[i] = si.height;
       f[i] = si.frames;
@@ -67,7 +68,7 @@ struct Env {
         << al_last_error();
     al_cost_model cost;
     ASSERT_EQ(al_cost_default(&cost), AL_OK) << al_last_error();
-    al_plan_input in{n, w.data(), h.data(), f.data(), al_index_fingerprint(idx)};
+    al_plan_input in{n + extra, w.data(), h.data(), f.data(), al_index_fingerprint(idx)};
     al_plan_options po{};
     po.world = world;
     po.seed = 5;
@@ -233,6 +234,17 @@ TEST(StreamApi, ManifestOfAnotherIndexIsRefused) {
   EXPECT_TRUE(altest::ErrorContains("fingerprint"));
   EXPECT_EQ(s, nullptr);
   al_index_free(other);
+}
+
+// Issue 13: a manifest naming a sample past the end of the index is refused, naming the
+// sample (al_stream_open read the rank plan after freeing it: a NULL dereference).
+TEST(StreamApi, ManifestNamingASamplePastTheIndexIsRefused) {
+  Env e;
+  e.Make("past", 1, 12, 4);
+  al_stream *s = nullptr;
+  EXPECT_EQ(al_stream_open(&s, e.idx, e.m, 0, nullptr), AL_EFORMAT);
+  EXPECT_TRUE(altest::ErrorContains("the index holds 12")) << al_last_error();
+  EXPECT_EQ(s, nullptr);
 }
 
 TEST(StreamApi, RankAndWorldFromTheEnvironment) {
