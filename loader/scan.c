@@ -25,6 +25,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <zlib.h>
+
+#include "common/atomic_file_internal.h"
 #include "common/grow_internal.h"
 #include "loader/lz4_member_internal.h"
 
@@ -45,13 +48,19 @@ typedef struct pending {
   int json; /* member index of KEY.json / KEY.json.lz4, -1 if none */
   int bad;  /* rejected already decided */
   char why[WHY_CAP];
-  size_t bad_member; /* member the reason is about */
+  size_t bad_member;   /* member the reason is about */
+  char over_name[512]; /* name of the member whose extension did not fit (EXT_OVER) */
   meta_record meta;
   int have_meta;
 } pending;
 
+#define EXT_OVER UINT32_MAX /* pmember.ext of a member whose extension did not fit */
+
+struct source;
+
 typedef struct scanner {
   const char *path;
+  struct source *src; /* the read callbacks' state while walking */
   const meta_fields *fields;
   struct archive *a;
   scan_result *res;
@@ -69,6 +78,32 @@ typedef struct scanner {
   uint64_t unreported;
   char namebuf[4096];
 } scanner;
+
+enum { CODEC_NONE = 0, CODEC_GZIP = 1, CODEC_LZ4 = 2, CODEC_OTHER = 3 };
+
+typedef struct source {
+  int fd;
+  unsigned char *bufs[2]; /* handed out in turn: the previous one stays readable */
+  int cur_buf;
+  uint64_t off[2]; /* tar-stream offset of each buffer's first byte */
+  size_t len[2];
+  uint64_t pos;         /* tar-stream offset after the last byte handed out */
+  size_t min, max, cur; /* read size: cur grows from min to max, back to min after a skip */
+  uint64_t bytes_read;
+  int codec;
+  /* Decoding (CODEC_GZIP, CODEC_LZ4). */
+  unsigned char *in;
+  size_t in_len, in_pos;
+  int in_eof;
+  z_stream z;
+  int z_init, z_member_done; /* between gzip members */
+  LZ4F_dctx *lz;
+  size_t lz_hint; /* 0: between LZ4 frames */
+  int started;    /* some compressed input consumed */
+  int failed;     /* 1: checksum/data error (the shard's data cannot be trusted), 2: truncated */
+  int fail_next;  /* the error comes with the next call (bytes decoded before it go first) */
+  char why[WHY_CAP];
+} source;
 
 static const char *filter_name(int code) {
   switch (code) {
@@ -92,6 +127,7 @@ static int reject(scanner *s, const char *member, uint64_t offset, const char *k
 
 /* Member name of pending member i: key + "." + ext. */
 static const char *member_name(scanner *s, size_t i) {
+  if (s->p.m[i].ext == EXT_OVER) return s->p.over_name;
   snprintf(s->namebuf, sizeof s->namebuf, "%.*s.%s", (int)s->p.key_len, s->p.key,
            strtab_get(&s->idx->exts, s->p.m[i].ext));
   return s->namebuf;
@@ -117,6 +153,9 @@ static void report(scanner *s, uint64_t samples) {
     s->unreported = 0;
   }
 }
+
+static int raw_block(scanner *s, uint64_t off, unsigned char out[512]);
+static int octal_field_ok(const unsigned char *f, size_t n);
 
 /* Ends the pending sample: adds it to the index or rejects it. */
 static int flush_pending(scanner *s) {
@@ -278,8 +317,15 @@ static int member(scanner *s, struct archive_entry *e, const char *name, uint64_
   if (rc) return rc;
   uint32_t ext_id;
   rc = strtab_intern(&s->idx->exts, ext, strlen(ext), AL_EXT_MAX, &ext_id);
-  if (rc) return rc;
-  for (size_t i = 0; i < p->n; i++)
+  int over = rc == AL_ERANGE; /* more distinct extensions than an index numbers */
+  if (over) {
+    al_clear_error();
+    ext_id = EXT_OVER;
+    snprintf(p->over_name, sizeof p->over_name, "%s", name);
+  } else if (rc) {
+    return rc;
+  }
+  for (size_t i = 0; i < p->n && !over; i++)
     if (p->m[i].ext == ext_id) {
       mark_bad(s, p->n, "extension '%s' repeated within sample (first at byte %llu)", ext,
                (unsigned long long)p->m[i].hdr);
@@ -292,6 +338,25 @@ static int member(scanner *s, struct archive_entry *e, const char *name, uint64_
   p->m[mi].hdr = hdr;
   p->m[mi].off = off;
   p->m[mi].size = size;
+  if (over)
+    mark_bad(s, mi,
+             "extension '%s' does not fit: a shard holds at most %u distinct extensions (this "
+             "sample is rejected, the shard's other samples are indexed)",
+             ext, AL_EXT_MAX);
+  unsigned char blk[512];
+  if (off >= 512 && archive_entry_sparse_count(e) == 0 && raw_block(s, off - 512, blk) &&
+      !octal_field_ok(blk + 124, 12)) {
+    char shown[64];
+    size_t k = 0;
+    for (int i = 0; i < 12 && k + 5 < sizeof shown; i++)
+      k += (size_t)snprintf(shown + k, sizeof shown - k,
+                            blk[124 + i] >= 0x20 && blk[124 + i] < 0x7f ? "%c" : "\\x%02x",
+                            blk[124 + i]);
+    mark_bad(s, mi,
+             "size field of the ustar header is not an octal number ('%s'): libarchive reads it "
+             "as %llu, GNU tar refuses the header",
+             shown, (unsigned long long)size);
+  }
   if (p->n > AL_MEMBERS_MAX) mark_bad(s, mi, "more than %u members", AL_MEMBERS_MAX);
   if (off > AL_OFFSET_MAX) mark_bad(s, mi, "data offset %llu beyond 2^48", (unsigned long long)off);
   if (archive_entry_sparse_count(e) > 0)
@@ -374,7 +439,25 @@ static int walk(scanner *s) {
       if (rc) return rc;
       damaged_blocks = 0;
     }
-    if (ar == ARCHIVE_EOF) return flush_pending(s);
+    if (ar == ARCHIVE_EOF) {
+      /* libarchive accepts a tar that ends right after a member ("some writers omit the
+       * block of nulls"): for us it is the one sign of a shard cut at a member boundary. */
+      uint64_t end = (uint64_t)archive_filter_bytes(s->a, 0);
+      if (!first && end < next_hdr + 1024) {
+        char why[WHY_CAP];
+        snprintf(why, sizeof why,
+                 "no end-of-archive marker (two zero blocks) after the last member%s: the shard "
+                 "may have been cut at a member boundary, so its last sample is rejected",
+                 end > next_hdr ? ", only one zero block" : "");
+        if (s->p.n) {
+          mark_bad(s, s->p.n - 1, "%s", why);
+          int rc = flush_pending(s);
+          if (rc) return rc;
+        }
+        return reject(s, "", end, "", why);
+      }
+      return flush_pending(s);
+    }
     if (ar == ARCHIVE_FATAL || ar < ARCHIVE_WARN) {
       char why[WHY_CAP];
       snprintf(why, sizeof why, "%s%s",
@@ -395,9 +478,12 @@ static int walk(scanner *s) {
     if (first) {
       first = 0;
       int code = archive_filter_code(s->a, 0);
-      s->seekable = code == ARCHIVE_FILTER_NONE;
+      const char *cname = filter_name(code);
+      if (s->src->codec == CODEC_GZIP) cname = "gzip";
+      if (s->src->codec == CODEC_LZ4) cname = "lz4";
+      s->seekable = code == ARCHIVE_FILTER_NONE && s->src->codec == CODEC_NONE;
       index_shard_rec *sh = &s->idx->shards[0];
-      sh->compression = index_compression_name(filter_name(code));
+      sh->compression = index_compression_name(cname);
       sh->seekable = s->seekable;
     }
     int64_t sz = archive_entry_size_is_set(e) ? archive_entry_size(e) : 0;
@@ -437,49 +523,206 @@ static int walk(scanner *s) {
  * Our own read callbacks instead of archive_read_open_filename: the same
  * read-a-block / lseek-to-skip behaviour, plus a count of the bytes really
  * read, which is how the benchmark shows that payloads are skipped.
+ *
+ * gzip and LZ4-frame shards are decoded here (zlib, LZ4F) rather than by
+ * libarchive's filters, which verify neither the gzip CRC32 nor the LZ4
+ * content checksum: libarchive then reads a plain tar stream, and a checksum
+ * mismatch fails the shard. Either way the callback knows which bytes of the
+ * (uncompressed) tar stream its last two buffers hold, so the scanner can look
+ * at a member's raw ustar header (its size field: libarchive reads garbage as 0).
  */
-typedef struct source {
-  int fd;
-  unsigned char *buf;
-  size_t min, max, cur; /* read size: cur grows from min to max, back to min after a skip */
-  uint64_t bytes_read;
-} source;
 
-static la_ssize_t src_read(struct archive *a, void *cd, const void **out) {
-  source *src = cd;
+#define IN_CAP (1u << 20)
+
+static uint64_t in_consumed(const source *src) {
+  return src->bytes_read - (uint64_t)(src->in_len - src->in_pos);
+}
+
+/* Refills the compressed input; returns -1 on a read error (src->why set). */
+static int dec_refill(source *src) {
+  if (src->in_pos < src->in_len || src->in_eof) return 0;
   for (;;) {
-    ssize_t n = read(src->fd, src->buf, src->cur);
+    ssize_t n = read(src->fd, src->in, IN_CAP);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
-      archive_set_error(a, errno, "read failed: %s", strerror(errno));
+      snprintf(src->why, WHY_CAP, "read failed: %s", strerror(errno));
       return -1;
     }
     src->bytes_read += (uint64_t)n;
-    if (src->cur < src->max) src->cur = src->cur * 2 < src->max ? src->cur * 2 : src->max;
-    *out = src->buf;
-    return n;
+    src->in_len = (size_t)n;
+    src->in_pos = 0;
+    if (n == 0) src->in_eof = 1;
+    return 0;
   }
+}
+
+/* Decodes up to `cap` bytes into `out`. Returns the count (0 at the clean end of
+ * the compressed stream) or -1 with src->failed and src->why set. */
+static ssize_t dec_read(source *src, unsigned char *out, size_t cap) {
+  if (src->fail_next) return -1;
+  size_t made = 0;
+#define DEC_FAIL(kind)        \
+  do {                        \
+    src->failed = (kind);     \
+    if (made == 0) return -1; \
+    src->fail_next = 1;       \
+    return (ssize_t)made;     \
+  } while (0)
+  while (made < cap) {
+    if (dec_refill(src) < 0) DEC_FAIL(2);
+    size_t avail = src->in_len - src->in_pos;
+    int between = src->codec == CODEC_GZIP ? (!src->started || src->z_member_done)
+                                           : (!src->started || src->lz_hint == 0);
+    if (avail == 0) {
+      if (between) break; /* clean end */
+      snprintf(src->why, WHY_CAP, "%s stream truncated at compressed byte %llu",
+               src->codec == CODEC_GZIP ? "gzip" : "LZ4", (unsigned long long)src->bytes_read);
+      DEC_FAIL(2);
+    }
+    src->started = 1;
+    if (src->codec == CODEC_GZIP) {
+      if (src->z_member_done) {
+        if (src->in[src->in_pos] != 0x1f) {
+          snprintf(src->why, WHY_CAP,
+                   "bytes after the end of the gzip stream at compressed byte %llu",
+                   (unsigned long long)in_consumed(src));
+          DEC_FAIL(1);
+        }
+        inflateReset(&src->z);
+        src->z_member_done = 0;
+      }
+      src->z.next_in = src->in + src->in_pos;
+      src->z.avail_in = (uInt)avail;
+      src->z.next_out = out + made;
+      src->z.avail_out = (uInt)(cap - made);
+      int zr = inflate(&src->z, Z_NO_FLUSH);
+      src->in_pos = src->in_len - src->z.avail_in;
+      made = cap - src->z.avail_out;
+      if (zr == Z_STREAM_END) {
+        src->z_member_done = 1; /* CRC32 and length verified by zlib */
+      } else if (zr != Z_OK && zr != Z_BUF_ERROR) {
+        const char *m = src->z.msg ? src->z.msg : "corrupt data";
+        snprintf(src->why, WHY_CAP, "gzip %s at compressed byte %llu",
+                 strstr(m, "data check")     ? "CRC32 checksum mismatch"
+                 : strstr(m, "length check") ? "length check mismatch"
+                                             : m,
+                 (unsigned long long)in_consumed(src));
+        DEC_FAIL(1);
+      }
+    } else {
+      size_t dst = cap - made, srcn = avail;
+      size_t r = LZ4F_decompress(src->lz, out + made, &dst, src->in + src->in_pos, &srcn, NULL);
+      src->in_pos += srcn;
+      made += dst;
+      if (LZ4F_isError(r)) {
+        const char *m = LZ4F_getErrorName(r);
+        snprintf(src->why, WHY_CAP, "LZ4 %s at compressed byte %llu",
+                 strstr(m, "hecksum") ? "checksum mismatch" : m,
+                 (unsigned long long)in_consumed(src));
+        DEC_FAIL(1);
+      }
+      src->lz_hint = r;
+    }
+  }
+#undef DEC_FAIL
+  return (ssize_t)made;
+}
+
+static la_ssize_t src_read(struct archive *a, void *cd, const void **out) {
+  source *src = cd;
+  src->cur_buf ^= 1;
+  unsigned char *buf = src->bufs[src->cur_buf];
+  ssize_t n;
+  if (src->codec == CODEC_GZIP || src->codec == CODEC_LZ4) {
+    n = dec_read(src, buf, src->cur);
+    if (n < 0) {
+      archive_set_error(a, EIO, "%s", src->why);
+      return -1;
+    }
+  } else {
+    for (;;) {
+      n = read(src->fd, buf, src->cur);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        archive_set_error(a, errno, "read failed: %s", strerror(errno));
+        return -1;
+      }
+      break;
+    }
+    src->bytes_read += (uint64_t)n;
+  }
+  src->off[src->cur_buf] = src->pos;
+  src->len[src->cur_buf] = (size_t)n;
+  src->pos += (uint64_t)n;
+  if (src->cur < src->max) src->cur = src->cur * 2 < src->max ? src->cur * 2 : src->max;
+  *out = buf;
+  return n;
 }
 
 /* libarchive asks to skip `request` bytes past what it has buffered. */
 static la_int64_t src_skip(struct archive *a, void *cd, la_int64_t request) {
   source *src = cd;
   (void)a;
+  if (src->codec != CODEC_NONE) return 0; /* decoded or filtered: libarchive reads instead */
   off_t before = lseek(src->fd, 0, SEEK_CUR);
   if (before < 0 || lseek(src->fd, (off_t)request, SEEK_CUR) < 0)
     return 0; /* libarchive reads instead */
+  src->pos += (uint64_t)request;
   src->cur = src->min;
   return request;
 }
 
 static la_int64_t src_seek(struct archive *a, void *cd, la_int64_t offset, int whence) {
   source *src = cd;
+  if (src->codec != CODEC_NONE) {
+    archive_set_error(a, ESPIPE, "compressed shard: no seeking");
+    return ARCHIVE_FATAL;
+  }
   off_t r = lseek(src->fd, (off_t)offset, whence);
   if (r < 0) {
     archive_set_error(a, errno, "seek failed: %s", strerror(errno));
     return ARCHIVE_FATAL;
   }
+  src->pos = (uint64_t)r;
   return r;
+}
+
+/* The 512 bytes of the tar stream at `off`, from the last two buffers (or, for a
+ * plain tar, the file). Returns 0 when they cannot be had (zstd, xz, ...). */
+static int raw_block(scanner *s, uint64_t off, unsigned char out[512]) {
+  source *src = s->src;
+  size_t got = 0;
+  while (got < 512) {
+    uint64_t want = off + got;
+    int found = 0;
+    for (int b = 0; b < 2 && !found; b++) {
+      if (src->codec == CODEC_OTHER || !src->bufs[b]) continue;
+      if (want >= src->off[b] && want < src->off[b] + src->len[b]) {
+        size_t at = (size_t)(want - src->off[b]);
+        size_t k = src->len[b] - at < 512 - got ? src->len[b] - at : 512 - got;
+        memcpy(out + got, src->bufs[b] + at, k);
+        got += k;
+        found = 1;
+      }
+    }
+    if (!found) break;
+  }
+  if (got == 512) return 1;
+  if (src->codec != CODEC_NONE) return 0;
+  return pread(src->fd, out, 512, (off_t)off) == 512;
+}
+
+/* GNU tar's rule for a numeric field: optional leading spaces, octal digits, then
+ * only spaces or NULs; or base-256 (first byte 0x80 or 0xff). */
+static int octal_field_ok(const unsigned char *f, size_t n) {
+  if (f[0] == 0x80 || f[0] == 0xff) return 1;
+  size_t i = 0;
+  while (i < n && f[i] == ' ') i++;
+  size_t d = i;
+  while (i < n && f[i] >= '0' && f[i] <= '7') i++;
+  if (i == d) return 0;
+  while (i < n && (f[i] == ' ' || f[i] == '\0')) i++;
+  return i == n;
 }
 
 /*
@@ -495,36 +738,78 @@ static la_int64_t src_seek(struct archive *a, void *cd, la_int64_t offset, int w
 #define READ_MAX_PLAIN (1u << 20)
 #define READ_COMPRESSED (4u << 20)
 
-static int is_compressed(int fd) {
+static int detect_codec(int fd) {
   unsigned char m[6] = {0};
   ssize_t n = pread(fd, m, sizeof m, 0);
-  if (n < 4) return 0;
+  if (n < 4) return CODEC_NONE;
   static const unsigned char gz[] = {0x1f, 0x8b}, lz4[] = {0x04, 0x22, 0x4d, 0x18},
                              zst[] = {0x28, 0xb5, 0x2f, 0xfd}, bz2[] = {'B', 'Z', 'h'},
-                             xz[] = {0xfd, '7', 'z', 'X', 'Z', 0x00};
-  return !memcmp(m, gz, 2) || !memcmp(m, lz4, 4) || !memcmp(m, zst, 4) || !memcmp(m, bz2, 3) ||
-         (n >= 6 && !memcmp(m, xz, 6));
+                             xz[] = {0xfd, '7', 'z', 'X', 'Z', 0x00},
+                             lz4legacy[] = {0x02, 0x21, 0x4c, 0x18};
+  if (!memcmp(m, gz, 2)) return CODEC_GZIP;
+  if (!memcmp(m, lz4, 4)) return CODEC_LZ4;
+  if (!memcmp(m, zst, 4) || !memcmp(m, bz2, 3) || (n >= 6 && !memcmp(m, xz, 6)) ||
+      !memcmp(m, lz4legacy, 4))
+    return CODEC_OTHER;
+  return CODEC_NONE;
+}
+
+/* Every sample of the shard becomes a rejected entry (its data failed a checksum). */
+static int reject_all_samples(scanner *s, const char *why) {
+  al_index *x = s->idx;
+  char reason[WHY_CAP + 64];
+  snprintf(reason, sizeof reason, "shard failed its integrity check (%s)", why);
+  for (size_t i = 0; i < x->n_samples; i++) {
+    const index_sample_rec *r = &x->samples[i];
+    const char *key = x->keys + r->key;
+    char name[4096];
+    snprintf(name, sizeof name, "%s.%s", key,
+             r->n_members
+                 ? strtab_get(&x->exts, (uint32_t)(x->members[r->member0].off_ext & 0x7FFFu))
+                 : "");
+    int rc = reject(s, name, s->res->first_hdr[i], key, reason);
+    if (rc) return rc;
+  }
+  x->n_samples = 0;
+  x->n_members = 0;
+  x->keys_len = 0;
+  x->shards[0].sample_count = 0;
+  return AL_OK;
 }
 
 static int open_and_walk(scanner *s, int fd, size_t block_size, char *why) {
   source src;
   memset(&src, 0, sizeof src);
   src.fd = fd;
+  src.codec = detect_codec(fd);
   if (block_size) {
     src.min = src.max = block_size;
-  } else if (is_compressed(fd)) {
+  } else if (src.codec != CODEC_NONE) {
     src.min = src.max = READ_COMPRESSED;
   } else {
     src.min = READ_MIN;
     src.max = READ_MAX_PLAIN;
   }
   src.cur = src.min;
-  src.buf = malloc(src.max);
+  src.bufs[0] = malloc(src.max);
+  src.bufs[1] = malloc(src.max);
+  int dec_ok = 1;
+  if (src.codec == CODEC_GZIP) {
+    src.in = malloc(IN_CAP);
+    dec_ok = inflateInit2(&src.z, 15 + 16) == Z_OK;
+    src.z_init = dec_ok;
+  } else if (src.codec == CODEC_LZ4) {
+    src.in = malloc(IN_CAP);
+    dec_ok = !LZ4F_isError(LZ4F_createDecompressionContext(&src.lz, LZ4F_VERSION));
+    if (!dec_ok) src.lz = NULL;
+  }
   s->a = archive_read_new();
-  if (!s->a || !src.buf) {
-    archive_read_free(s->a);
-    free(src.buf);
-    return al_set_error(AL_ENOMEM, "out of memory (libarchive, %zu-byte block)", src.max);
+  s->src = &src;
+  int rc;
+  if (!s->a || !src.bufs[0] || !src.bufs[1] || !dec_ok ||
+      ((src.codec == CODEC_GZIP || src.codec == CODEC_LZ4) && !src.in)) {
+    rc = al_set_error(AL_ENOMEM, "out of memory (libarchive, %zu-byte block)", src.max);
+    goto done;
   }
   archive_read_support_filter_all(s->a);
   archive_read_support_format_tar(s->a);
@@ -532,7 +817,6 @@ static int open_and_walk(scanner *s, int fd, size_t block_size, char *why) {
   archive_read_set_read_callback(s->a, src_read);
   archive_read_set_skip_callback(s->a, src_skip);
   archive_read_set_seek_callback(s->a, src_seek);
-  int rc;
   s->res->readable = 1;
   if (archive_read_open1(s->a) != ARCHIVE_OK) {
     snprintf(why, WHY_CAP, "not a readable tar archive: %s", archive_error_string(s->a));
@@ -541,9 +825,28 @@ static int open_and_walk(scanner *s, int fd, size_t block_size, char *why) {
   } else {
     rc = walk(s);
   }
+  /* The tar reader stops after the end-of-archive blocks: decode the rest, so that
+   * the gzip CRC32 / LZ4 content checksum at the very end is checked too. */
+  if (!rc && !src.failed && (src.codec == CODEC_GZIP || src.codec == CODEC_LZ4)) {
+    ssize_t n;
+    while ((n = dec_read(&src, src.bufs[0], src.max)) > 0) {
+    }
+    if (n < 0 && s->res->readable) {
+      char w2[WHY_CAP + 64];
+      snprintf(w2, sizeof w2, "after the tar end-of-archive marker: %s", src.why);
+      rc = reject(s, "", src.pos, "", w2);
+    }
+  }
+  if (!rc && src.failed == 1 && s->idx->n_samples) rc = reject_all_samples(s, src.why);
+done:
   archive_read_free(s->a);
   s->a = NULL;
-  free(src.buf);
+  s->src = NULL;
+  if (src.z_init) inflateEnd(&src.z);
+  if (src.lz) LZ4F_freeDecompressionContext(src.lz);
+  free(src.in);
+  free(src.bufs[0]);
+  free(src.bufs[1]);
   s->res->bytes_read = src.bytes_read;
   return rc;
 }
@@ -561,10 +864,26 @@ int scan_shard(const char *path, const meta_fields *fields, size_t block_size,
   int rc = al_index_new(&out->idx);
   if (rc) return rc;
   s.idx = out->idx;
+  /* stat first (never blocks), then open only a regular file, through afile_open_input
+   * (O_NONBLOCK + fstat): a FIFO, device or directory given as a shard is rejected at
+   * once instead of blocking in open. */
   struct stat st;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  int open_errno = errno;
-  int have_st = fd >= 0 ? fstat(fd, &st) == 0 : stat(path, &st) == 0;
+  int have_st = stat(path, &st) == 0;
+  int stat_errno = errno;
+  int fd = -1;
+  char open_why[WHY_CAP] = "";
+  if (have_st && S_ISREG(st.st_mode)) {
+    if (afile_open_input(path, "shard", &fd) != AL_OK) {
+      const char *m = al_last_error();
+      size_t pl = strlen(path);
+      if (!strncmp(m, path, pl) && m[pl] == ':') m += pl + 2;
+      snprintf(open_why, sizeof open_why, "%s", m);
+      al_clear_error();
+    } else if (fstat(fd, &st) != 0) {
+      have_st = 0;
+      stat_errno = errno;
+    }
+  }
   rc = index_add_shard_full(s.idx, path, have_st ? (uint64_t)st.st_size : 0,
                             have_st ? (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec
                                     : 0,
@@ -572,14 +891,14 @@ int scan_shard(const char *path, const meta_fields *fields, size_t block_size,
   if (!rc) rc = strtab_intern(&s.idx->exts, "json", 4, AL_EXT_MAX, &s.json_id);
   if (!rc) rc = strtab_intern(&s.idx->exts, "json.lz4", 8, AL_EXT_MAX, &s.jsonlz4_id);
   char why[WHY_CAP];
-  if (!rc && fd < 0) {
-    snprintf(why, sizeof why, "cannot open: %s", strerror(open_errno));
-    rc = reject(&s, "", 0, "", why);
-  } else if (!rc && !have_st) {
-    snprintf(why, sizeof why, "cannot stat: %s", strerror(errno));
+  if (!rc && !have_st) {
+    snprintf(why, sizeof why, "cannot open: %s", strerror(stat_errno));
     rc = reject(&s, "", 0, "", why);
   } else if (!rc && !S_ISREG(st.st_mode)) {
-    rc = reject(&s, "", 0, "", "not a regular file");
+    snprintf(why, sizeof why, "is %s, not a regular file", afile_kind_name(st.st_mode));
+    rc = reject(&s, "", 0, "", why);
+  } else if (!rc && fd < 0) {
+    rc = reject(&s, "", 0, "", open_why);
   } else if (!rc && st.st_size == 0) {
     rc = reject(&s, "", 0, "", "empty file (0 bytes): not a tar archive");
   } else if (!rc) {

@@ -13,6 +13,7 @@
 #include <archive.h>
 #include <archive_entry.h>
 
+#include "common/atomic_file_internal.h"
 #include "common/grow_internal.h"
 #include "loader/lz4_member_internal.h"
 #include "stream/cuda_rt_internal.h"
@@ -108,11 +109,12 @@ static int shard_get(stream_shard_table *t, uint32_t id, shard_slot **out) {
     if (rc != AL_OK) {
       slot_fail(s, rc);
     } else if (s->info.seekable) {
-      int fd = open(s->info.path, O_RDONLY | O_CLOEXEC);
+      /* A FIFO or device put in the shard's place fails here instead of blocking. */
+      int fd = -1;
       struct stat sb;
-      if (fd < 0) {
-        slot_fail(s, al_set_error(errno == ENOENT ? AL_ENOTFOUND : AL_EIO, "%s: %s", s->info.path,
-                                  strerror(errno)));
+      int orc = afile_open_input(s->info.path, "shard", &fd);
+      if (orc != AL_OK) {
+        slot_fail(s, orc);
       } else if (fstat(fd, &sb) != 0) {
         slot_fail(s, al_set_error(AL_EIO, "%s: fstat: %s", s->info.path, strerror(errno)));
         close(fd);
@@ -141,6 +143,9 @@ static int shard_get(stream_shard_table *t, uint32_t id, shard_slot **out) {
       if (stat(s->info.path, &sb) != 0)
         slot_fail(s, al_set_error(errno == ENOENT ? AL_ENOTFOUND : AL_EIO, "%s: %s", s->info.path,
                                   strerror(errno)));
+      else if (!S_ISREG(sb.st_mode))
+        slot_fail(s, al_set_error(AL_EINVAL, "%s: shard is %s, not a regular file", s->info.path,
+                                  afile_kind_name(sb.st_mode)));
       else if ((uint64_t)sb.st_size != s->info.size)
         slot_fail(s, al_set_error(AL_EFORMAT,
                                   "%s: shard changed since indexing: size is %" PRIu64
@@ -171,6 +176,7 @@ struct stream_reader {
   /* Sequential (libarchive) position: the member after `seq_offset` in
    * shard `seq_shard` can be reached without reopening. */
   struct archive *seq;
+  int seq_fd; /* its descriptor (-1: none) */
   uint32_t seq_shard;
   uint64_t seq_offset;
 };
@@ -179,6 +185,7 @@ int stream_reader_new(stream_reader **out, stream_shard_table *t, size_t block) 
   stream_reader *r = calloc(1, sizeof *r);
   if (!r) return al_set_error(AL_ENOMEM, "reader");
   r->t = t;
+  r->seq_fd = -1;
   r->block = block ? block : ((size_t)1 << 20);
   r->scratch = malloc(r->block);
   LZ4F_errorCode_t e = LZ4F_createDecompressionContext(&r->dctx, LZ4F_VERSION);
@@ -195,6 +202,8 @@ int stream_reader_new(stream_reader **out, stream_shard_table *t, size_t block) 
 static void seq_close(stream_reader *r) {
   if (r->seq) archive_read_free(r->seq);
   r->seq = NULL;
+  if (r->seq_fd >= 0) close(r->seq_fd);
+  r->seq_fd = -1;
 }
 
 void stream_reader_free(stream_reader *r) {
@@ -342,7 +351,13 @@ static int seq_seek(stream_reader *r, const stream_source_job *job, const char *
     archive_read_support_filter_all(r->seq);
     archive_read_support_format_tar(r->seq);
     archive_read_support_format_gnutar(r->seq);
-    if (archive_read_open_filename(r->seq, path, r->block) != ARCHIVE_OK) {
+    /* Opened through afile_open_input: never blocks on a FIFO put in the shard's place. */
+    int rc = afile_open_input(path, "shard", &r->seq_fd);
+    if (rc != AL_OK) {
+      seq_close(r);
+      return al_error_prefix(rc, "key '%s' member '%s'", job->key ? job->key : "?", job->member);
+    }
+    if (archive_read_open_fd(r->seq, r->seq_fd, r->block) != ARCHIVE_OK) {
       int rc = al_set_error(AL_EIO, "%s: key '%s' member '%s': libarchive open: %s", path,
                             job->key ? job->key : "?", job->member, archive_error_string(r->seq));
       seq_close(r);

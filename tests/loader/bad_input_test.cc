@@ -2,6 +2,7 @@
 // offset and reason; the rest is still indexed; nothing disappears uncounted.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -234,6 +235,163 @@ TEST(BadInput, TruncatedInsideHeader) {
   EXPECT_TRUE(altest::Contains(rej, "|000000-00000003|"));
   EXPECT_TRUE(altest::Contains(rej, "|" + std::to_string(sh.js - 512) +
                                         "||archive error, rest of shard unreadable: "));
+  al_index_free(idx);
+}
+
+// Issue 13: a FIFO or a directory given as a shard is rejected at once (open blocked on a FIFO).
+TEST(BadInput, FifoAndDirectoryShardsAreRejectedWithoutBlocking) {
+  std::string good = TmpPath("fifo-good.tar"), fifo = TmpPath("a-fifo.tar"),
+              dir = TmpPath("a-dir.tar");
+  altest::WriteTar(good, {{"g.json", Json(16, 16)}});
+  unlink(fifo.c_str());
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0644), 0);
+  mkdir(dir.c_str(), 0755);
+  alarm(30); // a hang kills the test instead of stalling the suite
+  al_index *idx = Build({fifo, good, dir});
+  alarm(0);
+  ASSERT_NE(idx, nullptr);
+  EXPECT_EQ(al_index_sample_count(idx), 1u);
+  std::string rej = RejectedText(idx);
+  EXPECT_EQ(al_index_rejected_count(idx), 2u) << rej;
+  EXPECT_TRUE(altest::Contains(rej, "a-fifo.tar||0||is a FIFO, not a regular file"));
+  EXPECT_TRUE(altest::Contains(rej, "a-dir.tar||0||is a directory, not a regular file"));
+  al_index_free(idx);
+}
+
+// Issue 13: a shard cut exactly at a member boundary lacks only its end-of-archive blocks.
+// That is reported, and the last sample (which may have lost members) is rejected.
+TEST(BadInput, CutAtAMemberBoundaryIsReported) {
+  SynthShard sh = WriteSynthShard("cutboundary", 10, 6);
+  Truncate(sh.path, sh.js - 512); // right before sample 6's first header
+  al_index *idx = Build({sh.path});
+  EXPECT_EQ(al_index_sample_count(idx), 5u);
+  std::string rej = RejectedText(idx);
+  EXPECT_EQ(al_index_rejected_count(idx), 2u) << rej;
+  EXPECT_TRUE(altest::Contains(rej, "|000000-00000005|")) << rej;
+  EXPECT_TRUE(altest::Contains(rej, "shard-000000.tar||" + std::to_string(sh.js - 512) +
+                                        "||no end-of-archive marker"))
+      << rej;
+  al_index_free(idx);
+  // The same cut of a compressed copy is reported the same way.
+  std::string gz = sh.path + ".gz";
+  altest::CompressFile(sh.path, gz, "gzip");
+  idx = Build({gz});
+  EXPECT_EQ(al_index_sample_count(idx), 5u);
+  EXPECT_TRUE(altest::Contains(RejectedText(idx), "no end-of-archive marker"));
+  al_index_free(idx);
+}
+
+// A ustar header whose size field is not an octal number (garbage, NULs) was read as size 0:
+// the sample indexed (and streamed) with an empty payload. GNU tar refuses such a header.
+struct SizeFieldCase {
+  const char *name;
+  std::string field; // 12 bytes
+};
+class BadSizeField : public ::testing::TestWithParam<SizeFieldCase> {};
+
+TEST_P(BadSizeField, MemberRejectedOthersKept) {
+  const SizeFieldCase &c = GetParam();
+  std::string path = TmpPath(std::string("size-") + c.name + ".tar");
+  altest::WriteTar(path, {{"a.json", Json(64, 64)},
+                          {"b.json", Json(32, 32)},
+                          {"b.latent", std::string(600, 'B')},
+                          {"c.json", Json(16, 16)}});
+  // b.latent's header is the third block pair: header at 2048, its size field at 2048 + 124.
+  FILE *f = std::fopen(path.c_str(), "r+b");
+  ASSERT_NE(f, nullptr);
+  unsigned char h[512];
+  ASSERT_EQ(pread(fileno(f), h, 512, 2048), 512);
+  ASSERT_EQ(std::string(reinterpret_cast<char *>(h)), "b.latent");
+  ASSERT_EQ(c.field.size(), 12u);
+  memcpy(h + 124, c.field.data(), 12);
+  memset(h + 148, ' ', 8); // the checksum is computed with its own field as spaces
+  unsigned sum = 0;
+  for (unsigned char x : h) sum += x;
+  snprintf(reinterpret_cast<char *>(h) + 148, 8, "%06o", sum);
+  ASSERT_EQ(pwrite(fileno(f), h, 512, 2048), 512);
+  std::fclose(f);
+  for (int compressed = 0; compressed < 2; compressed++) {
+    std::string p = path;
+    if (compressed) {
+      p = path + ".gz";
+      altest::CompressFile(path, p, "gzip");
+    }
+    al_index *idx = Build({p});
+    ASSERT_NE(idx, nullptr);
+    std::string rej = RejectedText(idx);
+    for (size_t i = 0; i < al_index_sample_count(idx); i++) {
+      al_sample_info si;
+      ASSERT_EQ(al_index_sample(idx, i, &si), AL_OK);
+      EXPECT_STRNE(si.key, "b") << "sample b indexed with a size field of " << c.name;
+    }
+    EXPECT_TRUE(altest::Contains(rej, "|b.latent|2048|b|size field")) << rej;
+    EXPECT_TRUE(altest::Contains(rej, "not an octal number")) << rej;
+    EXPECT_GE(al_index_sample_count(idx), 1u); // a is kept
+    al_index_free(idx);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Issue13, BadSizeField,
+                         ::testing::Values(SizeFieldCase{"garbage", "zz%&9+-q!xyz"},
+                                           SizeFieldCase{"nuls", std::string(12, '\0')},
+                                           SizeFieldCase{"spaces", std::string(12, ' ')}),
+                         [](const ::testing::TestParamInfo<SizeFieldCase> &i) {
+                           return std::string(i.param.name);
+                         });
+
+// Issue 13: the gzip CRC32 and the LZ4 content checksum of compressed shards are verified; a
+// flipped byte inside (stored, random) payload data was indexed without a word.
+TEST(BadInput, CorruptCompressedShardIsRejectedWithEverySample) {
+  std::string plain = WriteSynthShard("crc", 6, 0).path;
+  for (const char *filter : {"gzip", "lz4"}) {
+    std::string c = plain + "." + filter;
+    altest::CompressFile(plain, c, filter);
+    uint64_t n = altest::FileSize(c);
+    FILE *f = std::fopen(c.c_str(), "r+b");
+    ASSERT_NE(f, nullptr);
+    unsigned char b;
+    ASSERT_EQ(pread(fileno(f), &b, 1, (off_t)(n / 2)), 1);
+    b ^= 0x10;
+    ASSERT_EQ(pwrite(fileno(f), &b, 1, (off_t)(n / 2)), 1);
+    std::fclose(f);
+    std::string good = TmpPath("crc-good.tar");
+    altest::WriteTar(good, {{"g.json", Json(16, 16)}});
+    al_index *idx = Build({c, good});
+    ASSERT_NE(idx, nullptr);
+    std::string rej = RejectedText(idx);
+    EXPECT_EQ(al_index_sample_count(idx), 1u) << filter; // only the good shard's sample
+    EXPECT_TRUE(altest::Contains(rej, "checksum")) << rej;
+    // gzip: the CRC32 covers the whole stream and is checked at its end, so every sample
+    // was seen and each is listed. LZ4 (block checksums): nothing past the bad block can be
+    // decoded; the shard-level entry says so.
+    if (std::string(filter) == "gzip") {
+      for (int i = 0; i < 6; i++)
+        EXPECT_TRUE(altest::Contains(rej, "|000000-0000000" + std::to_string(i) + "|")) << rej;
+    }
+    al_index_free(idx);
+  }
+}
+
+// Issue 13: more distinct extensions than an index can number (32,767) aborted the whole build.
+TEST(BadInput, TooManyExtensionsRejectsTheExtraSamplesOnly) {
+  std::string path = TmpPath("manyext.tar");
+  Members m;
+  const int n = 16500; // 33,000 distinct extensions beside "json"
+  for (int i = 0; i < n; i++) {
+    std::string k = "k" + std::to_string(i);
+    m.push_back({k + ".json", Json(16, 16)});
+    m.push_back({k + ".x" + std::to_string(2 * i), "1"});
+    m.push_back({k + ".x" + std::to_string(2 * i + 1), "2"});
+  }
+  std::string good = TmpPath("manyext-good.tar");
+  altest::WriteTar(path, m);
+  altest::WriteTar(good, {{"g.json", Json(16, 16)}});
+  al_index *idx = Build({path, good});
+  ASSERT_NE(idx, nullptr);
+  EXPECT_GT(al_index_sample_count(idx), 16000u);
+  EXPECT_GT(al_index_rejected_count(idx), 0u);
+  EXPECT_EQ(al_index_sample_count(idx) + al_index_rejected_count(idx), (size_t)n + 1);
+  EXPECT_TRUE(altest::Contains(RejectedText(idx), "distinct extensions"));
   al_index_free(idx);
 }
 

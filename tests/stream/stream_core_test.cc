@@ -571,6 +571,24 @@ TEST(StreamCore, CorruptLZ4AndMissingMemberNameTheKey) {
   al_stream_close(s);
 }
 
+// Issue 13: a FIFO put where a shard was fails the read at once (open blocked forever).
+TEST(StreamCore, ShardReplacedByAFifoFailsWithoutBlocking) {
+  Corpus c;
+  c.Build("fifo", 6, 1);
+  ASSERT_EQ(unlink(c.shard_paths[0].c_str()), 0);
+  ASSERT_EQ(mkfifo(c.shard_paths[0].c_str(), 0644), 0);
+  alarm(30); // a hang kills the test instead of stalling the suite
+  al_stream *s = OpenSource(&c.src, MakePlan(InOrder(6), {3, 3}, 1));
+  ASSERT_NE(s, nullptr);
+  const al_stream_batch *b;
+  EXPECT_EQ(al_stream_next(s, &b), AL_EINVAL);
+  std::string msg = al_last_error();
+  EXPECT_TRUE(altest::Contains(msg, "FIFO")) << msg;
+  EXPECT_TRUE(altest::Contains(msg, c.samples[0].key)) << msg;
+  al_stream_close(s);
+  alarm(0);
+}
+
 // Compressed shards are not seekable: the libarchive fallback reads them.
 TEST(StreamCore, GzipShardReadSequentially) {
   Corpus c;
