@@ -8,6 +8,7 @@
 #include "cli/cli_internal.h"
 #include "loader/al_index.h"
 #include "planner/al_plan.h"
+#include "planner/al_plan_index.h"
 #include "planner/al_report.h"
 
 static void usage(FILE *out) {
@@ -15,17 +16,20 @@ static void usage(FILE *out) {
           "usage: adaptiveload plan --index INDEX --world W -o MANIFEST [--cost COST]\n"
           "                         [--policy adaptive|equal-token] [--seed S] [--epoch E]\n"
           "                         [--mem-tokens M | --mem-capacity BYTES [--mem-safety F]]\n"
-          "                         [--comp-ms MS] [--step-ms MS] [--window K] [--last-step pad|drop]\n"
+          "                         [--micro-per-step K] [--step-tokens T] [--comp-ms MS] [--window N]\n"
+          "                         [--last-step pad|drop]\n"
           "                         [--buckets FILE] [--geometry ST,SS,PT,PH,PW] [--start-step K] [--json]\n"
           "       adaptiveload plan --resume-from OLD_MANIFEST --at-step K --world W2 -o MANIFEST [--json]\n\n"
           "Puts every indexed sample into a shape bucket, gives each bucket a batch size from\n"
           "the memory and compute limits, and schedules one epoch for W data-parallel ranks:\n"
-          "  B = max(1, min(floor(M_mem / S), floor(M_comp / c(S))))\n"
-          "with c(S) the cost model's per-sample cost. Policy adaptive packs each step so\n"
-          "that every rank's predicted cost is about the same (several micro-batches per\n"
-          "rank when they are light, never none); equal-token gives B = M_mem / S and deals\n"
-          "one batch per rank per step (the usual baseline). The manifest is a pure function\n"
-          "of the inputs: same inputs, byte-identical file.\n\n"
+          "  B = max(1, min(floor(m / S), floor(M_comp / c(S))))     m = T / (W x K) <= M_mem\n"
+          "with c(S) the cost model's per-sample cost. Every step gives every rank exactly K\n"
+          "micro-batches (FSDP, ZeRO-3, tensor and sequence parallelism stay in lock-step) and\n"
+          "holds about T tokens over all ranks, with either policy. Policy adaptive chooses which\n"
+          "batches share a step (neighbours by predicted cost inside a window) and gives each\n"
+          "rank K of them so that the ranks' predicted costs are about equal; equal-token\n"
+          "gives B = m / S and deals the shuffled batches in order (the usual baseline). The\n"
+          "manifest is a pure function of the inputs: same inputs, byte-identical file.\n\n"
           "options:\n"
           "  --index INDEX       index file (adaptiveload index)\n"
           "  --world W           data-parallel ranks\n"
@@ -38,9 +42,11 @@ static void usage(FILE *out) {
           "  --mem-safety F      fraction of --mem-capacity to use (default 0.9)\n"
           "  --comp-ms MS        M_comp, predicted ms per micro-batch (default: c(S) of the\n"
           "                      largest bucket within M_mem, so it runs alone)\n"
-          "  --step-ms MS        adaptive: target predicted ms per rank per step (default:\n"
-          "                      the largest full batch's cost)\n"
-          "  --window K          adaptive: balance inside windows of about K steps (default 16)\n"
+          "  --micro-per-step K  micro-batches of every rank in every step (default 1, or the\n"
+          "                      fewest that fit --step-tokens)\n"
+          "  --step-tokens T     target tokens per optimizer step over all ranks (default\n"
+          "                      W x K x M_mem, what equal-token takes per step)\n"
+          "  --window N          adaptive: balance inside windows of N steps (default 64)\n"
           "  --last-step P       pad (default): ranks short of work in the last step get a\n"
           "                      padding micro-batch (marked); drop: that step is dropped\n"
           "  --buckets FILE      bucket table (text or JSON, see planner/README.md)\n"
@@ -49,11 +55,6 @@ static void usage(FILE *out) {
           "  --resume-from OLD   elastic resume: re-plan what OLD schedules at steps >= K\n"
           "  --at-step K         ... for --world W2; new steps are numbered from K\n"
           "  --json              print the summary as one JSON object on stdout\n");
-}
-
-static const char *index_key(void *ctx, uint64_t i) {
-  al_sample_info si;
-  return al_index_sample((const al_index *)ctx, (size_t)i, &si) ? "" : si.key;
 }
 
 static double now(void) {
@@ -123,7 +124,16 @@ int cli_cmd_plan(int argc, char **argv) {
     } else if (!strcmp(a, "--comp-ms")) {
       bad = cli_parse_double(v, &o.comp_budget_ms) || !(o.comp_budget_ms > 0);
     } else if (!strcmp(a, "--step-ms")) {
-      bad = cli_parse_double(v, &o.step_cost_ms) || !(o.step_cost_ms > 0);
+      fprintf(stderr,
+              "adaptiveload plan: --step-ms was removed (issue 14): every step now holds\n"
+              "--micro-per-step K micro-batches on every rank and about --step-tokens T tokens\n");
+      return AL_EXIT_USAGE;
+    } else if (!strcmp(a, "--micro-per-step")) {
+      bad = cli_parse_u64(v, &n) || !n || n > (1u << 20);
+      o.micro_per_step = (uint32_t)n;
+    } else if (!strcmp(a, "--step-tokens")) {
+      bad = cli_parse_u64(v, &n) || !n;
+      o.step_tokens = n;
     } else if (!strcmp(a, "--window")) {
       bad = cli_parse_u64(v, &n) || !n || n > 1000000;
       o.window = (uint32_t)n;
@@ -155,10 +165,12 @@ int cli_cmd_plan(int argc, char **argv) {
   if (!missing && resume && !have_at) missing = "--at-step K (with --resume-from)";
   if (!missing && !resume && !index) missing = "--index INDEX";
   if (missing) return cli_usage_page("plan", usage, "%s is required", missing);
-  if (resume && (index || cost_path || buckets || o.start_step)) {
+  if (resume &&
+      (index || cost_path || buckets || o.start_step || o.micro_per_step || o.step_tokens)) {
     fprintf(stderr,
             "adaptiveload plan: --resume-from takes its index positions, cost model, buckets and config from "
-            "OLD_MANIFEST; --index/--cost/--buckets/--start-step do not apply\n");
+            "OLD_MANIFEST (K becomes round(K_old x W_old / W2), step tokens stay); "
+            "--index/--cost/--buckets/--start-step/--micro-per-step/--step-tokens do not apply\n");
     return AL_EXIT_USAGE;
   }
   double t0 = now();
@@ -187,27 +199,14 @@ int cli_cmd_plan(int argc, char **argv) {
     o.buckets = table;
     if (!rc) rc = al_index_load(&idx, index);
     double t_load = now();
-    size_t n = idx ? al_index_sample_count(idx) : 0;
-    uint32_t *shape = NULL;
     if (!rc) {
-      shape = malloc((n ? n : 1) * 3 * sizeof *shape);
-      if (!shape) rc = al_set_error(AL_ENOMEM, "plan: out of memory for %zu samples", n);
-    }
-    for (size_t i = 0; i < n && !rc; i++) {
-      al_sample_info si;
-      rc = al_index_sample(idx, i, &si);
-      shape[i] = si.width, shape[n + i] = si.height, shape[2 * n + i] = si.frames;
-    }
-    if (!rc) {
-      al_plan_input in = {n, shape, shape + n, shape + 2 * n, al_index_fingerprint(idx)};
-      rc = al_plan_build(&plan, &in, &cost, &o);
+      rc = al_plan_build_index(&plan, idx, &cost, &o);
       if (rc) al_error_prefix(rc, "%s", index);
     }
-    free(shape);
     al_bucket_table_free(table);
     double t_plan = now();
     if (!rc) report_rejects(plan, idx);
-    if (!rc) rc = al_plan_save(plan, out, index_key, idx);
+    if (!rc) rc = al_plan_save(plan, out, al_plan_index_key, idx);
     if (!rc && !json)
       fprintf(stderr, "plan: index %.2f s, plan %.2f s, write %.2f s\n", t_load - t0,
               t_plan - t_load, now() - t_plan);

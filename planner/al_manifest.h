@@ -58,6 +58,16 @@ typedef struct al_manifest_info {
   uint64_t rejected;       /* samples fitting no bucket */
   uint64_t micro_batches;  /* micro-batches held, padding included */
   const char *cost_family; /* "power" | "poly2" */
+  /* Appended by the planner (issue 14): the global batch and what the steps hold. */
+  uint32_t micro_per_step; /* K: micro-batches of every rank in every step (checked on
+                              load); 0 = a manifest from before issue 14 (not checked) */
+  uint64_t step_tokens;    /* T: target tokens per step over all ranks */
+  uint64_t micro_tokens;   /* T / (W x K): the per-micro-batch token target */
+  uint32_t unequal_steps;  /* steps whose ranks hold different micro-batch counts */
+  double step_tokens_mean; /* real tokens per step over all ranks: mean and population CV */
+  double step_tokens_cv;
+  double step_samples_mean; /* real samples per step over all ranks: mean and CV */
+  double step_samples_cv;
 } al_manifest_info;
 
 typedef struct al_bucket_info {

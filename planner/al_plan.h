@@ -15,18 +15,26 @@
  * fits M_mem, so the longest clip runs alone and every other full batch costs
  * about the same. Policy equal-token ignores M_comp: B = max(1, floor(M_mem / S)).
  *
+ * The step (the training contract, docs/DESIGN.md section 3): every step
+ * gives every rank exactly K micro-batches (micro_per_step, default 1), so
+ * FSDP / ZeRO-3 / tensor and sequence parallel collectives stay in lock-step,
+ * and holds about T tokens over all ranks (step_tokens, default W x K x M_mem:
+ * what equal-token takes per step). Micro-batches aim at T / (W x K) tokens,
+ * which replaces M_mem in the memory term of B (M_mem still caps every sample).
+ *
  * Schedule (planner/README.md has the details and the reasons):
  *   1. shuffle the planned samples (xoshiro256** seeded from seed, epoch);
  *   2. walk them and fill one open batch per bucket; a full batch joins the
  *      batch sequence; leftovers join at the end (bucket order);
- *   3. equal-token: deal the sequence, W batches per step, one per rank;
- *      adaptive: cut the sequence into windows of about `window` steps and
- *      pack each window's batches into steps x ranks bins by predicted cost
- *      (LPT), so that every rank of a step costs about the same; a rank may
- *      get several micro-batches (gradient accumulation), never zero.
- *   4. a last step that cannot give every rank a micro-batch is padded
- *      (default: one-sample micro-batches repeating a planned sample, marked
- *      padded) or dropped (its samples counted as dropped), per last_step.
+ *   3. equal-token: deal the sequence, W x K batches per step, round-robin
+ *      over ranks; adaptive: cut the sequence into windows of `window` steps
+ *      (W x K x window batches), sort each window's batches by predicted cost,
+ *      make each run of W x K neighbours one step and give every rank K of
+ *      them so that the ranks' cost sums are as equal as possible;
+ *   4. the last step: adaptive first splits batches (every sample stays real)
+ *      until the batch count is a multiple of W x K; what is still short (and
+ *      equal-token's short last step) is padded (one-sample micro-batches
+ *      repeating a planned sample, marked padded) or dropped, per last_step.
  *
  * Ownership: the caller owns an al_plan (al_plan_free). The plan does not keep
  * pointers into al_plan_input or the options after al_plan_build returns
@@ -65,7 +73,7 @@ AL_API const char *al_last_step_name(al_last_step l);
 AL_API int al_last_step_parse(const char *s, al_last_step *out);
 
 #define AL_PLAN_DEFAULT_MEM_TOKENS 65536u
-#define AL_PLAN_DEFAULT_WINDOW 16u
+#define AL_PLAN_DEFAULT_WINDOW 64u
 
 /* Zero means default for every field except world (required, >= 1). */
 typedef struct al_plan_options {
@@ -75,12 +83,18 @@ typedef struct al_plan_options {
   uint32_t epoch;
   uint64_t mem_tokens;   /* M_mem; 0 = AL_PLAN_DEFAULT_MEM_TOKENS */
   double comp_budget_ms; /* M_comp; 0 = c(largest bucket fitting M_mem) */
-  double step_cost_ms;   /* adaptive: per-rank step target; 0 = largest full batch cost */
+  double step_cost_ms;   /* removed (issue 14): must be 0; steps are set by micro_per_step and
+                            step_tokens. A nonzero value is refused (AL_EINVAL). */
   uint32_t window;       /* adaptive: steps per balancing window; 0 = AL_PLAN_DEFAULT_WINDOW */
   al_last_step last_step;
   al_latent_geom geom;            /* zero fields = Wan 2.1 */
   const al_bucket_table *buckets; /* NULL = al_bucket_table_default() */
   uint32_t start_step;            /* keep only steps >= start_step (same steps as the full plan) */
+  /* Issue 14: the global batch. Both policies honour them. */
+  uint32_t micro_per_step; /* K, micro-batches of every rank in every step; 0 = 1, or
+                              ceil(step_tokens / (W x M_mem)) when only step_tokens is set */
+  uint64_t step_tokens;    /* T, target tokens per step over all ranks; 0 = W x K x M_mem.
+                              T / (W x K) > M_mem is refused (AL_ERANGE): raise K */
 } al_plan_options;
 
 /* Key of index position i, for the manifest's key table. */
@@ -107,10 +121,12 @@ AL_API int al_plan_build(al_plan **out, const al_plan_input *in, const al_cost_m
 
 /* Elastic resume: re-plans the samples that `old` schedules at steps >=
  * at_step for `world` ranks. Steps are numbered from at_step
- * (info.first_step = at_step); buckets, batch sizes, cost model, policy, seed
- * and epoch come from `old`. The old steps < at_step plus the new plan hold
- * every sample of the old plan exactly once. `old` must hold step at_step
- * (old first_step <= at_step <= old first_step + steps). */
+ * (info.first_step = at_step); buckets, batch sizes, cost model, policy, seed,
+ * epoch and step_tokens come from `old`; K becomes max(1, round(K_old x
+ * W_old / world)), so a step keeps about the old step's batches and tokens
+ * (a manifest without K, from before issue 14, counts as K_old = 1). The old steps < at_step plus
+ * the new plan hold every sample of the old plan exactly once. `old` must hold step at_step (old
+ * first_step <= at_step <= old first_step + steps). */
 AL_API int al_plan_replan(al_plan **out, const al_manifest *old, uint32_t at_step, uint32_t world);
 
 /* Writes the manifest. `key` (may be NULL: keys are then "") gives the key

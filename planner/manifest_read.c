@@ -61,6 +61,9 @@ static int take_header(al_manifest *m, const Adaptiveload__ManifestHeader *h, co
   in->window = c->window;
   in->index_samples = c->index_samples;
   in->cost_family = m->cost_family;
+  in->micro_per_step = c->micro_per_step;
+  in->step_tokens = c->step_tokens;
+  in->micro_tokens = c->micro_tokens;
   m->n_buckets = h->n_buckets;
   m->buckets = calloc(h->n_buckets ? h->n_buckets : 1, sizeof *m->buckets);
   if (!m->buckets) return al_set_error(AL_ENOMEM, "manifest: out of memory");
@@ -142,6 +145,11 @@ static int take_chunk(al_manifest *m, const Adaptiveload__ManifestChunk *c, cons
         return al_set_error(AL_EFORMAT,
                             "%s: step %u rank %u has no micro-batch (data-parallel training would hang)",
                             where, st->step, r);
+      if (m->info.micro_per_step && rw->n_micro != m->info.micro_per_step)
+        return al_set_error(AL_EFORMAT,
+                            "%s: step %u rank %u has %zu micro-batches; the plan promises %u on "
+                            "every rank (FSDP and sequence parallelism would desynchronise)",
+                            where, st->step, r, rw->n_micro, m->info.micro_per_step);
       m->slot[(size_t)m->steps * W + r] = m->n_micro;
       if ((rc = grow_array((void **)&m->micro, &m->cap_micro, m->n_micro + rw->n_micro,
                            sizeof *m->micro, "manifest micro-batches")))
@@ -215,6 +223,23 @@ static void take_summary(al_manifest *m, const Adaptiveload__ManifestSummary *s)
     m->rejected[i] = s->rejected_by_reason[i];
 }
 
+/* Per-step figures of al_manifest_info: micro-batch count equality, tokens and samples per step. */
+static void step_figures(al_manifest *m) {
+  uint32_t W = m->world;
+  double ts = 0, tq = 0, ss = 0, sq = 0;
+  m->info.unequal_steps = 0;
+  for (uint32_t s = 0; s < m->steps; s++) {
+    const uint64_t *sl = m->slot + (size_t)s * W;
+    int unequal = 0;
+    for (uint32_t r = 1; r < W; r++) unequal |= sl[r + 1] - sl[r] != sl[1] - sl[0];
+    m->info.unequal_steps += unequal;
+    double t = (double)m->stepv[s].tokens, n = (double)m->stepv[s].samples;
+    ts += t, tq += t * t, ss += n, sq += n * n;
+  }
+  plan_mean_cv(ts, tq, m->steps, &m->info.step_tokens_mean, &m->info.step_tokens_cv);
+  plan_mean_cv(ss, sq, m->steps, &m->info.step_samples_mean, &m->info.step_samples_cv);
+}
+
 int al_manifest_load(al_manifest **out, const char *path) {
   if (!out || !path) return al_set_error(AL_EINVAL, "al_manifest_load: NULL argument");
   *out = NULL;
@@ -282,6 +307,7 @@ int al_manifest_load(al_manifest **out, const char *path) {
   }
   m->info.steps = m->steps;
   m->info.micro_batches = m->n_micro;
+  step_figures(m);
   *out = m;
   return AL_OK;
 }

@@ -49,14 +49,26 @@ void al_manifest_print_summary(FILE *out, const al_manifest *m, const char *name
     fprintf(out, "\n");
   }
   fprintf(out, "tokens      %llu\n", (unsigned long long)in->tokens);
+  if (in->micro_per_step)
+    fprintf(out,
+            "step        %u micro-batches per rank (%u steps with unequal counts), target %llu tokens\n",
+            in->micro_per_step, in->unequal_steps, (unsigned long long)in->step_tokens);
+  else
+    fprintf(out,
+            "step        micro-batches per rank not fixed (planned before issue 14): %u steps with unequal counts\n",
+            in->unequal_steps);
+  fprintf(out, "per step    %.0f tokens (CV %.2f%%), %.1f samples (CV %.2f%%)\n",
+          in->step_tokens_mean, 100 * in->step_tokens_cv, in->step_samples_mean,
+          100 * in->step_samples_cv);
   fprintf(out, "balance     imbalance CV %.2f%%, bubble %.2f%%\n", 100 * in->imbalance_cv,
           100 * in->bubble);
   fprintf(out, "predicted   %.1f s, %.0f tokens/s\n", in->predicted_seconds,
           in->predicted_tokens_per_s);
   fprintf(out, "limits      M_mem %llu tokens, M_comp %.1f ms per micro-batch",
           (unsigned long long)in->mem_tokens, in->comp_budget_ms);
-  if (!strcmp(in->policy, "adaptive"))
-    fprintf(out, ", step target %.1f ms per rank, window %u steps", in->step_cost_ms, in->window);
+  if (in->micro_tokens)
+    fprintf(out, ", micro-batch target %llu tokens", (unsigned long long)in->micro_tokens);
+  if (!strcmp(in->policy, "adaptive")) fprintf(out, ", window %u steps", in->window);
   fprintf(out, "\n");
   print_cost_line(out, &m->cost);
   fprintf(out, "\nbuckets with samples (%zu of %zu):\n", buckets_used(m), m->n_buckets);
@@ -99,6 +111,13 @@ static void print_info_json(FILE *out, const al_manifest_info *in, const uint64_
           ", \"mem_tokens\": %llu, \"comp_budget_ms\": %.6f, \"step_cost_ms\": %.6f, \"window\": %u, \"last_step\": ",
           (unsigned long long)in->mem_tokens, in->comp_budget_ms, in->step_cost_ms, in->window);
   jsonw_string(out, in->last_step);
+  fprintf(out,
+          ", \"micro_per_step\": %u, \"step_tokens\": %llu, \"micro_tokens\": %llu, \"unequal_steps\": %u",
+          in->micro_per_step, (unsigned long long)in->step_tokens,
+          (unsigned long long)in->micro_tokens, in->unequal_steps);
+  fprintf(out,
+          ", \"step_tokens_mean\": %.3f, \"step_tokens_cv\": %.6f, \"step_samples_mean\": %.3f, \"step_samples_cv\": %.6f",
+          in->step_tokens_mean, in->step_tokens_cv, in->step_samples_mean, in->step_samples_cv);
   fprintf(out, ", \"buckets_used\": %zu, \"cost_model\": ", used);
   jsonw_string(out, in->cost_family);
   fprintf(out, ", \"index_fingerprint\": \"%016llx\"}\n",
@@ -126,6 +145,11 @@ void al_plan_print_summary(FILE *out, const al_plan *p, const char *name) {
           name, in.policy, in.world, in.steps, in.first_step, (unsigned long long)in.micro_batches,
           (unsigned long long)in.samples, (unsigned long long)in.padded,
           (unsigned long long)in.dropped, (unsigned long long)in.rejected, al_plan_buckets_used(p));
+  fprintf(out,
+          "plan: %u micro-batches per rank per step (%u steps unequal), %.0f tokens per step (CV %.2f%%, "
+          "target %llu)\n",
+          in.micro_per_step, in.unequal_steps, in.step_tokens_mean, 100 * in.step_tokens_cv,
+          (unsigned long long)in.step_tokens);
   fprintf(out, "plan: imbalance CV %.2f%%, bubble %.2f%%, predicted %.1f s, %.0f tokens/s\n",
           100 * in.imbalance_cv, 100 * in.bubble, in.predicted_seconds, in.predicted_tokens_per_s);
 }
@@ -266,6 +290,18 @@ void al_plan_compare_print(FILE *out, const al_manifest *a, const al_manifest *b
           (unsigned long long)y->dropped);
   fprintf(out, "%-24s %18llu %18llu\n", "tokens", (unsigned long long)x->tokens,
           (unsigned long long)y->tokens);
+  fprintf(out, "%-24s %18u %18u\n", "micro-batches per rank", x->micro_per_step, y->micro_per_step);
+  fprintf(out, "%-24s %18u %18u\n", "steps, unequal counts", x->unequal_steps, y->unequal_steps);
+  fprintf(out, "%-24s %18.0f %18.0f %9.2fx\n", "tokens per step (mean)", x->step_tokens_mean,
+          y->step_tokens_mean,
+          y->step_tokens_mean > 0 ? x->step_tokens_mean / y->step_tokens_mean : 0);
+  fprintf(out, "%-24s %17.2f%% %17.2f%%\n", "tokens per step (CV)", 100 * x->step_tokens_cv,
+          100 * y->step_tokens_cv);
+  fprintf(out, "%-24s %18.1f %18.1f %9.2fx\n", "samples per step (mean)", x->step_samples_mean,
+          y->step_samples_mean,
+          y->step_samples_mean > 0 ? x->step_samples_mean / y->step_samples_mean : 0);
+  fprintf(out, "%-24s %17.2f%% %17.2f%%\n", "samples per step (CV)", 100 * x->step_samples_cv,
+          100 * y->step_samples_cv);
   fprintf(out, "%-24s %17.2f%% %17.2f%%\n", "imbalance CV", 100 * x->imbalance_cv,
           100 * y->imbalance_cv);
   fprintf(out, "%-24s %17.2f%% %17.2f%%\n", "bubble", 100 * x->bubble, 100 * y->bubble);

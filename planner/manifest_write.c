@@ -35,6 +35,9 @@ static int write_header(pbio_writer *w, const al_plan *p) {
   cfg.patch_w = p->geom.patch_w;
   cfg.index_samples = p->index_samples;
   cfg.step_cost_ms = p->step_ms;
+  cfg.micro_per_step = p->micro_per_step;
+  cfg.step_tokens = p->step_tokens;
+  cfg.micro_tokens = p->micro_tokens;
 
   Adaptiveload__CostModel cost;
   double cp[3], ca[3];

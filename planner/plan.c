@@ -52,10 +52,11 @@ void al_plan_free(al_plan *p) {
   free(p);
 }
 
-/* B = max(1, min(floor(M_mem / S), floor(M_comp / c(S)))); equal-token
- * drops the compute term. */
-static void size_bucket(al_plan *p, plan_bucket *b) {
-  uint64_t bm = p->mem_tokens / b->tokens;
+/* B = max(1, min(floor(m / S), floor(M_comp / c(S)))) with m the micro-batch
+ * token target (T / (W K), = M_mem by default); equal-token drops the compute
+ * term. */
+static void size_bucket(const al_plan *p, plan_bucket *b, uint64_t m) {
+  uint64_t bm = m / b->tokens;
   double c = al_cost_per_sample(&p->cost, b->tokens);
   /* The relative epsilon keeps c(S*) / c(S*) == 1 from flooring to 0. */
   double bc = c > 0 ? floor(p->comp_ms / c * (1.0 + 1e-9)) : 1e18;
@@ -71,6 +72,41 @@ static void size_bucket(al_plan *p, plan_bucket *b) {
   if (B < 1) B = 1;
   if (B > UINT32_MAX) B = UINT32_MAX;
   b->batch_size = (uint32_t)B;
+}
+
+/* Batches the epoch's samples make when micro-batches aim at m tokens. */
+static uint64_t batches_at(const al_plan *p, uint64_t m) {
+  uint64_t n = 0;
+  for (size_t i = 0; i < p->n_buckets; i++) {
+    if (!p->buckets[i].samples) continue;
+    plan_bucket b = p->buckets[i];
+    size_bucket(p, &b, m);
+    n += (b.samples + b.batch_size - 1) / b.batch_size;
+  }
+  return n;
+}
+
+/* The global batch: a step holds W K micro-batches, so the mean tokens per
+ * step is W K times the mean tokens per batch. Samples longer than the target
+ * m = T / (W K) make one-sample batches above it (a sample is never split), so
+ * the target the batch sizes use is the largest m' <= m whose batches average
+ * at most m tokens: the other batches make up for the long ones, and the mean
+ * tokens per step stays at or below T. With the defaults (m = M_mem) m' = m. */
+static uint64_t calibrate_micro_tokens(const al_plan *p, uint64_t m) {
+  double total = 0;
+  for (size_t i = 0; i < p->n_buckets; i++)
+    total += (double)p->buckets[i].samples * (double)p->buckets[i].tokens;
+  if (total <= (double)m * (double)batches_at(p, m)) return m;
+  uint64_t lo = 1, hi = m; /* the answer is in [lo, hi), if lo qualifies */
+  if (total > (double)m * (double)batches_at(p, lo)) return m; /* unreachable: keep m */
+  while (hi - lo > 1) {
+    uint64_t mid = lo + (hi - lo) / 2;
+    if (total <= (double)m * (double)batches_at(p, mid))
+      lo = mid;
+    else
+      hi = mid;
+  }
+  return lo;
 }
 
 static void finish_buckets(al_plan *p) {
@@ -96,6 +132,13 @@ int plan_trim(al_plan *p, uint32_t k) {
   return AL_OK;
 }
 
+void plan_mean_cv(double sum, double sq, size_t n, double *mean, double *cv) {
+  *mean = n ? sum / (double)n : 0;
+  double var = n ? sq / (double)n - *mean * *mean : 0;
+  if (var < 0) var = 0;
+  *cv = *mean > 0 ? sqrt(var) / *mean : 0;
+}
+
 void plan_stats(al_plan *p) {
   uint32_t W = p->world;
   p->samples = p->padded = p->tokens = 0;
@@ -107,24 +150,38 @@ void plan_stats(al_plan *p) {
       p->samples += m->n, p->tokens += (uint64_t)m->n * p->buckets[m->bucket].tokens;
   }
   double cv_sum = 0, mean_sum = 0, max_sum = 0;
+  double tok_sum = 0, tok_sq = 0, smp_sum = 0, smp_sq = 0;
+  p->unequal_steps = 0;
   for (uint32_t s = 0; s < p->steps; s++) {
-    double sum = 0, sq = 0, mx = 0;
+    double sum = 0, sq = 0, mx = 0, st_tok = 0, st_smp = 0;
+    uint64_t n0 = p->slot[(size_t)s * W + 1] - p->slot[(size_t)s * W];
+    int unequal = 0;
     for (uint32_t r = 0; r < W; r++) {
       double c = 0;
-      for (uint64_t x = p->slot[(size_t)s * W + r]; x < p->slot[(size_t)s * W + r + 1]; x++)
-        c += p->micro[x].cost;
+      uint64_t a = p->slot[(size_t)s * W + r], b = p->slot[(size_t)s * W + r + 1];
+      unequal |= b - a != n0;
+      for (uint64_t x = a; x < b; x++) {
+        const plan_micro *m = &p->micro[x];
+        c += m->cost;
+        if (!m->padded) st_smp += m->n, st_tok += (double)m->n * p->buckets[m->bucket].tokens;
+      }
       sum += c, sq += c * c;
       if (c > mx) mx = c;
     }
-    double mean = sum / W, var = sq / W - mean * mean;
-    if (var < 0) var = 0;
-    cv_sum += mean > 0 ? sqrt(var) / mean : 0;
+    p->unequal_steps += unequal;
+    double mean, cv;
+    plan_mean_cv(sum, sq, W, &mean, &cv);
+    cv_sum += cv;
     mean_sum += mean;
     max_sum += mx;
+    tok_sum += st_tok, tok_sq += st_tok * st_tok;
+    smp_sum += st_smp, smp_sq += st_smp * st_smp;
   }
   p->imbalance_cv = p->steps ? cv_sum / p->steps : 0;
   p->bubble = max_sum > 0 ? 1.0 - mean_sum / max_sum : 0;
   p->seconds = max_sum / 1000.0;
+  plan_mean_cv(tok_sum, tok_sq, p->steps, &p->step_tokens_mean, &p->step_tokens_cv);
+  plan_mean_cv(smp_sum, smp_sq, p->steps, &p->step_samples_mean, &p->step_samples_cv);
 }
 
 int al_plan_get_info(const al_plan *p, al_manifest_info *o) {
@@ -155,6 +212,14 @@ int al_plan_get_info(const al_plan *p, al_manifest_info *o) {
   o->rejected = p->rejected[AL_REJECT_NONE];
   o->micro_batches = p->n_micro;
   o->cost_family = al_cost_family_name(p->cost.fit.family);
+  o->micro_per_step = p->micro_per_step;
+  o->step_tokens = p->step_tokens;
+  o->micro_tokens = p->micro_tokens;
+  o->unequal_steps = p->unequal_steps;
+  o->step_tokens_mean = p->step_tokens_mean;
+  o->step_tokens_cv = p->step_tokens_cv;
+  o->step_samples_mean = p->step_samples_mean;
+  o->step_samples_cv = p->step_samples_cv;
   return AL_OK;
 }
 
@@ -172,14 +237,28 @@ uint64_t al_plan_first_rejected(const al_plan *p, al_reject_reason r) {
   return p && (unsigned)r < AL_REJECT_COUNT ? p->first_rejected[r] : UINT64_MAX;
 }
 
-/* Largest full-batch cost among buckets that hold samples: the default
- * per-rank step target, so the heaviest batch fills a rank alone and lighter
- * ones are packed together up to it. */
-static double default_step_ms(const al_plan *p) {
-  double t = 0;
-  for (size_t b = 0; b < p->n_buckets; b++)
-    if (p->buckets[b].samples && p->buckets[b].batch_cost_ms > t) t = p->buckets[b].batch_cost_ms;
-  return t > 0 ? t : 1.0;
+/* K and T from the options (al_plan.h): K = 1 and T = W K M_mem unless set;
+ * only T set: the fewest K with T / (W K) <= M_mem. */
+static int resolve_step(al_plan *p, const al_plan_options *o) {
+  uint64_t W = p->world, M = p->mem_tokens;
+  uint64_t K = o->micro_per_step, T = o->step_tokens;
+  if (!K) K = T ? (T + W * M - 1) / (W * M) : 1;
+  if (!K) K = 1;
+  if (K > (1u << 20))
+    return al_set_error(AL_ERANGE, "micro-per-step %llu out of range (1..1048576)",
+                        (unsigned long long)K);
+  if (!T) T = W * K * M;
+  if (T / (W * K) > M)
+    return al_set_error(AL_ERANGE,
+                        "step-tokens %llu over %llu ranks x %llu micro-batches needs %llu tokens per "
+                        "micro-batch, above mem-tokens %llu: raise --micro-per-step to %llu or more",
+                        (unsigned long long)T, (unsigned long long)W, (unsigned long long)K,
+                        (unsigned long long)(T / (W * K)), (unsigned long long)M,
+                        (unsigned long long)((T + W * M - 1) / (W * M)));
+  p->micro_per_step = (uint32_t)K;
+  p->step_tokens = T;
+  p->micro_tokens = T / (W * K) ? T / (W * K) : 1;
+  return AL_OK;
 }
 
 /* Open-addressing map (width, height, frames) -> bucket or reason. It stops
@@ -265,6 +344,11 @@ static int build(al_plan *p, const al_plan_input *in, const al_cost_model *cost,
   if (!o->world || o->world > (1u << 20))
     return al_set_error(AL_EINVAL, "world size %u out of range (1..1048576)", o->world);
   if ((rc = check_cost(cost))) return rc;
+  if (o->step_cost_ms != 0)
+    return al_set_error(AL_EINVAL,
+                        "step_cost_ms (--step-ms) was removed: every step now holds micro_per_step "
+                        "(--micro-per-step) micro-batches per rank and about step_tokens "
+                        "(--step-tokens) tokens");
   p->policy = o->policy;
   p->world = o->world;
   p->seed = o->seed;
@@ -276,6 +360,7 @@ static int build(al_plan *p, const al_plan_input *in, const al_cost_model *cost,
   p->fingerprint = in->index_fingerprint;
   p->index_samples = in->n;
   p->cost = *cost;
+  if ((rc = resolve_step(p, o))) return rc;
 
   al_bucket_table *own = NULL;
   uint64_t *items = NULL;
@@ -288,7 +373,7 @@ static int build(al_plan *p, const al_plan_input *in, const al_cost_model *cost,
   p->n_buckets = al_bucket_table_count(t);
   p->buckets = calloc(p->n_buckets ? p->n_buckets : 1, sizeof *p->buckets);
   if (!rc && !p->buckets) rc = al_set_error(AL_ENOMEM, "plan: out of memory");
-  uint64_t min_tok = UINT64_MAX, max_fit = 0;
+  uint64_t min_tok = UINT64_MAX, max_fit = 0, max_micro = 0;
   size_t min_b = 0;
   for (size_t i = 0; i < p->n_buckets && !rc; i++) {
     al_bucket_shape sh;
@@ -301,6 +386,7 @@ static int build(al_plan *p, const al_plan_input *in, const al_cost_model *cost,
                         sh.frames);
     if (b->tokens < min_tok) min_tok = b->tokens, min_b = i;
     if (b->tokens <= p->mem_tokens && b->tokens > max_fit) max_fit = b->tokens;
+    if (b->tokens <= p->micro_tokens && b->tokens > max_micro) max_micro = b->tokens;
   }
   if (!rc && p->mem_tokens < min_tok)
     rc = al_set_error(AL_ERANGE,
@@ -309,9 +395,10 @@ static int build(al_plan *p, const al_plan_input *in, const al_cost_model *cost,
                       p->buckets[min_b].height, p->buckets[min_b].frames,
                       (unsigned long long)min_tok);
   if (rc) goto cleanup;
-  p->comp_ms = o->comp_budget_ms > 0 ? o->comp_budget_ms : al_cost_per_sample(&p->cost, max_fit);
-  for (size_t i = 0; i < p->n_buckets; i++) size_bucket(p, &p->buckets[i]);
-  finish_buckets(p);
+  /* Default M_comp: c(S) of the largest bucket within the micro-batch token
+   * target (M_mem by default), or of the smallest bucket if none fits it. */
+  if (!max_micro) max_micro = min_tok;
+  p->comp_ms = o->comp_budget_ms > 0 ? o->comp_budget_ms : al_cost_per_sample(&p->cost, max_micro);
 
   /* bucket << 32 | position of each planned sample, ascending positions. */
   items = malloc(in->n * sizeof *items);
@@ -338,6 +425,9 @@ static int build(al_plan *p, const al_plan_input *in, const al_cost_model *cost,
     p->buckets[lb].samples++;
   }
   memo_free(&memo);
+  p->micro_tokens = calibrate_micro_tokens(p, p->micro_tokens);
+  for (size_t i = 0; i < p->n_buckets; i++) size_bucket(p, &p->buckets[i], p->micro_tokens);
+  finish_buckets(p);
   if (!planned) {
     rc = al_set_error(AL_ENOTFOUND,
                       "no sample fits any bucket: %zu rejected (%llu zero-sized, %llu too small, %llu too few frames, "
@@ -349,7 +439,6 @@ static int build(al_plan *p, const al_plan_input *in, const al_cost_model *cost,
                       (unsigned long long)p->mem_tokens);
     goto cleanup;
   }
-  p->step_ms = o->step_cost_ms > 0 ? o->step_cost_ms : default_step_ms(p);
   *items_out = items;
   *n_items = planned;
   items = NULL;
@@ -411,8 +500,17 @@ int al_plan_replan(al_plan **out, const al_manifest *old, uint32_t at_step, uint
   p->epoch = old->info.epoch;
   p->mem_tokens = old->info.mem_tokens;
   p->comp_ms = old->info.comp_budget_ms;
-  p->step_ms = old->info.step_cost_ms > 0 ? old->info.step_cost_ms : 1.0;
   p->window = old->info.window ? old->info.window : AL_PLAN_DEFAULT_WINDOW;
+  {
+    /* Keep the step's batch count (W x K) and tokens about the same. */
+    uint64_t k_old = old->info.micro_per_step ? old->info.micro_per_step : 1;
+    uint64_t k = (k_old * old->world + world / 2) / world;
+    p->micro_per_step = k ? (uint32_t)(k < (1u << 20) ? k : (1u << 20)) : 1;
+    p->step_tokens = old->info.step_tokens ? old->info.step_tokens
+                                           : k_old * old->world * old->info.mem_tokens;
+    /* The batches keep the old sizes, so the micro-batch target stays too. */
+    p->micro_tokens = old->info.micro_tokens ? old->info.micro_tokens : old->info.mem_tokens;
+  }
   p->last_step = ls;
   p->geom = old->geom;
   p->fingerprint = old->info.index_fingerprint;

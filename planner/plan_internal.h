@@ -49,8 +49,11 @@ struct al_plan {
   uint32_t epoch;
   uint64_t mem_tokens;
   double comp_ms;
-  double step_ms;
+  double step_ms; /* recorded only: 0 since issue 14 */
   uint32_t window;
+  uint32_t micro_per_step; /* K */
+  uint64_t step_tokens;    /* T */
+  uint64_t micro_tokens;   /* T / (W K), the memory term of B */
   al_last_step last_step;
   al_latent_geom geom;
   uint64_t fingerprint;
@@ -73,6 +76,8 @@ struct al_plan {
   /* summary */
   uint64_t samples, dropped, padded, tokens;
   double imbalance_cv, bubble, seconds;
+  uint32_t unequal_steps;
+  double step_tokens_mean, step_tokens_cv, step_samples_mean, step_samples_cv;
 };
 
 /* Shuffles `items` (n planned samples as bucket << 32 | index position, in
@@ -84,12 +89,17 @@ int plan_schedule(al_plan *p, uint64_t *items, size_t n, uint64_t stream);
 /* Keeps steps >= k only (k - first_step of them are removed). */
 int plan_trim(al_plan *p, uint32_t k);
 
-/* Recomputes samples, padded, tokens, imbalance, bubble and seconds. */
+/* Recomputes samples, padded, tokens, imbalance, bubble, seconds and the
+ * per-step token / sample / micro-batch-count figures. */
 void plan_stats(al_plan *p);
 
 /* Predicted cost of n samples of bucket b. */
 double plan_micro_cost(const al_plan *p, uint32_t bucket, uint32_t n);
 
 const char *plan_limit_name(int limited_by);
+
+/* Mean and population CV of n values given their sum and sum of squares
+ * (0, 0 when n = 0; CV 0 when the mean is 0). */
+void plan_mean_cv(double sum, double sq, size_t n, double *mean, double *cv);
 
 #endif /* AL_PLAN_INTERNAL_H */

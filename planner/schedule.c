@@ -1,11 +1,14 @@
 /* The schedule: shuffle, batches inside buckets, then steps x ranks.
  *
- * Equal-token deals the shuffled batch sequence W at a time. Adaptive cuts
- * the sequence into windows of about `window` steps and, inside each window,
- * packs batches into steps x ranks bins by predicted cost (LPT: largest batch
- * first into the least loaded bin), then groups bins of similar load into the
- * same step. Balancing only inside windows keeps the epoch's order random at
- * window granularity: a long clip drawn early is still trained early. */
+ * Every step gives every rank exactly K micro-batches (al_plan.micro_per_step):
+ * a step takes W x K batches. Equal-token deals the shuffled batch sequence
+ * W x K at a time, round-robin over ranks. Adaptive cuts the sequence into
+ * windows of `window` steps, sorts each window's batches by predicted cost,
+ * makes each run of W x K neighbours one step (similar batches, so the ranks'
+ * sums can be made equal) and gives every rank K of them: round by round, the
+ * costliest remaining batches go to the ranks that carry the least so far.
+ * Balancing only inside windows keeps the epoch's order random at window
+ * granularity: a long clip drawn early is still trained early. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -99,142 +102,173 @@ static int push_padding(al_plan *p, const plan_micro *like) {
   return rc;
 }
 
-static int deal_equal_token(al_plan *p) {
-  uint32_t W = p->world;
-  size_t full = p->n_micro / W, rem = p->n_micro % W;
-  int rc = AL_OK;
-  if (rem && p->last_step == AL_LAST_DROP) {
-    for (size_t i = full * W; i < p->n_micro; i++) mark_dropped(p, &p->micro[i]);
-    p->n_micro = full * W;
-  } else if (rem) {
-    size_t base = full * W;
-    for (size_t r = rem; r < W && !rc; r++) {
-      plan_micro like = p->micro[base + (r - rem) % rem];
-      rc = push_padding(p, &like);
-    }
-    full++;
-  }
-  if (rc) return rc;
-  p->steps = (uint32_t)full;
-  p->slot = malloc((full * W + 1) * sizeof *p->slot);
-  if (!p->slot) return al_set_error(AL_ENOMEM, "plan: out of memory");
-  for (size_t i = 0; i <= full * W; i++) p->slot[i] = i;
-  return AL_OK;
-}
-
-/* Fewer batches than ranks (a tiny epoch or re-plan remainder): split the
- * largest batches until every rank can have one; pad or drop only if there
- * are fewer samples than ranks. */
-static int fit_tiny(al_plan *p) {
-  uint32_t W = p->world;
-  while (p->n_micro < W) {
-    size_t best = SIZE_MAX;
-    for (size_t i = 0; i < p->n_micro; i++)
-      if (p->micro[i].n >= 2 && (best == SIZE_MAX || p->micro[i].n > p->micro[best].n)) best = i;
-    if (best == SIZE_MAX) break;
-    plan_micro *m = &p->micro[best];
-    uint32_t h = (m->n + 1) / 2, rest = m->n - h;
-    uint64_t first = m->first + h;
-    uint32_t b = m->bucket;
-    m->n = h;
-    m->cost = plan_micro_cost(p, b, h);
-    int rc = push_micro(p, first, rest, b, 0);
-    if (rc) return rc;
-  }
-  if (p->n_micro >= W || !p->n_micro) return AL_OK;
+/* Makes the batch count a multiple of `per` (W x K) by padding (one-sample
+ * repeats of the first `rem` batches) or, with AL_LAST_DROP, by dropping the
+ * last n % per batches. */
+static int pad_or_drop(al_plan *p, size_t per) {
+  size_t rem = p->n_micro % per;
+  if (!rem) return AL_OK;
   if (p->last_step == AL_LAST_DROP) {
-    for (size_t i = 0; i < p->n_micro; i++) mark_dropped(p, &p->micro[i]);
-    p->n_micro = 0;
+    for (size_t i = p->n_micro - rem; i < p->n_micro; i++) mark_dropped(p, &p->micro[i]);
+    p->n_micro -= rem;
     return AL_OK;
   }
-  size_t have = p->n_micro;
-  for (size_t r = have; r < W; r++) {
-    plan_micro like = p->micro[(r - have) % have];
+  size_t base = p->n_micro - rem;
+  for (size_t q = 0; q < per - rem; q++) {
+    plan_micro like = p->micro[base + q % rem];
     int rc = push_padding(p, &like);
     if (rc) return rc;
   }
   return AL_OK;
 }
 
-typedef struct bin {
-  double load;
-  uint32_t id;
-} bin;
-
-static int bin_less(const bin *a, const bin *b) {
-  return a->load < b->load || (a->load == b->load && a->id < b->id);
+static int set_slots(al_plan *p, size_t steps, size_t per_rank) {
+  size_t n = steps * p->world;
+  p->steps = (uint32_t)steps;
+  p->slot = malloc((n + 1) * sizeof *p->slot);
+  if (!p->slot) return al_set_error(AL_ENOMEM, "plan: out of memory");
+  for (size_t i = 0; i <= n; i++) p->slot[i] = (uint64_t)i * per_rank;
+  return AL_OK;
 }
 
-static void heap_down(bin *h, size_t n, size_t i) {
+/* The baseline: step s takes batches [s W K, (s + 1) W K) of the sequence;
+ * batch s W K + j W + r is micro-batch j of rank r (round-robin), so a short
+ * last step pads the last micro-batches of the ranks. */
+static int deal_equal_token(al_plan *p) {
+  uint32_t W = p->world, K = p->micro_per_step;
+  size_t per = (size_t)W * K;
+  int rc = pad_or_drop(p, per);
+  if (rc) return rc;
+  size_t steps = p->n_micro / per;
+  if (K > 1) {
+    plan_micro *out = malloc((p->n_micro ? p->n_micro : 1) * sizeof *out);
+    if (!out) return al_set_error(AL_ENOMEM, "plan: out of memory");
+    for (size_t s = 0; s < steps; s++)
+      for (uint32_t r = 0; r < W; r++)
+        for (uint32_t j = 0; j < K; j++)
+          out[s * per + (size_t)r * K + j] = p->micro[s * per + (size_t)j * W + r];
+    free(p->micro);
+    p->micro = out;
+    p->cap_micro = p->n_micro ? p->n_micro : 1;
+  }
+  return set_slots(p, steps, K);
+}
+
+/* Split candidates: most samples first, later batches first on ties. */
+static int split_before(const plan_micro *a, const plan_micro *b) {
+  return a->n > b->n || (a->n == b->n && a->seq > b->seq);
+}
+
+static void split_heap_down(const plan_micro *mi, uint32_t *h, size_t n, size_t i) {
+  /* Min-heap by split priority: the root is the weakest candidate kept. */
   for (;;) {
     size_t l = 2 * i + 1, r = l + 1, m = i;
-    if (l < n && bin_less(&h[l], &h[m])) m = l;
-    if (r < n && bin_less(&h[r], &h[m])) m = r;
+    if (l < n && split_before(&mi[h[m]], &mi[h[l]])) m = l;
+    if (r < n && split_before(&mi[h[m]], &mi[h[r]])) m = r;
     if (m == i) return;
-    bin t = h[i];
+    uint32_t t = h[i];
     h[i] = h[m];
     h[m] = t;
     i = m;
   }
 }
 
-/* qsort_r comparators: no globals, so plans may be built on several threads at once. */
-static int cmp_item(const void *a, const void *b, void *ctx) {
-  const plan_micro *mi = ctx;
-  const plan_micro *x = &mi[*(const uint32_t *)a], *y = &mi[*(const uint32_t *)b];
-  if (x->cost != y->cost) return x->cost < y->cost ? 1 : -1;
-  return (x->seq > y->seq) - (x->seq < y->seq);
-}
-
-static int cmp_bin(const void *a, const void *b, void *ctx) {
-  const double *load = ctx;
-  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-  if (load[x] != load[y]) return load[x] < load[y] ? 1 : -1;
-  return (x > y) - (x < y);
+/* Adaptive: makes the batch count a multiple of `per` by splitting batches in
+ * halves (the batches with the most samples first; the second half joins the
+ * end of the sequence), so that no step is short and every sample stays real.
+ * What cannot be split (only one-sample batches left) is padded or dropped. */
+static int split_to_multiple(al_plan *p, size_t per) {
+  size_t need = (per - p->n_micro % per) % per;
+  uint32_t *heap = NULL;
+  int rc = AL_OK;
+  if (need) {
+    heap = malloc(need * sizeof *heap);
+    if (!heap) return al_set_error(AL_ENOMEM, "plan: out of memory");
+  }
+  while (need && !rc) {
+    /* The `need` best candidates (a bounded min-heap over the batches). */
+    size_t h = 0;
+    for (size_t i = 0; i < p->n_micro; i++) {
+      if (p->micro[i].n < 2) continue;
+      if (h < need) {
+        heap[h++] = (uint32_t)i;
+        for (size_t q = h / 2; q-- > 0;) split_heap_down(p->micro, heap, h, q);
+      } else if (split_before(&p->micro[i], &p->micro[heap[0]])) {
+        heap[0] = (uint32_t)i;
+        split_heap_down(p->micro, heap, h, 0);
+      }
+    }
+    if (!h) break;
+    /* Split in index order: the appended halves then come out the same on every machine. */
+    for (size_t a = 1; a < h; a++)
+      for (size_t b = a; b > 0 && heap[b - 1] > heap[b]; b--) {
+        uint32_t t = heap[b];
+        heap[b] = heap[b - 1];
+        heap[b - 1] = t;
+      }
+    for (size_t q = 0; q < h && !rc; q++) {
+      plan_micro *m = &p->micro[heap[q]];
+      uint32_t half = (m->n + 1) / 2, rest = m->n - half, b = m->bucket;
+      uint64_t first = m->first + half;
+      m->n = half;
+      m->cost = plan_micro_cost(p, b, half);
+      rc = push_micro(p, first, rest, b, 0);
+    }
+    need -= h;
+  }
+  free(heap);
+  if (!rc) rc = pad_or_drop(p, per);
+  return rc;
 }
 
 typedef struct packer {
-  uint32_t *items;  /* window items by cost */
-  uint32_t *bin_of; /* per window item */
-  bin *heap;
-  double *load;
-  uint32_t *bins;  /* bin ids by load */
-  uint64_t *start; /* per bin, first item in `byb` */
-  uint32_t *byb;   /* window items grouped by bin, seq order inside */
-  uint32_t *perm;
-  size_t cap_items, cap_bins;
+  uint32_t *items;   /* window items by cost */
+  uint32_t *rank_of; /* per window item: rank within its step */
+  double *load;      /* per rank of the current step */
+  uint32_t *order;   /* ranks by load */
+  uint32_t *perm;    /* step order inside the window */
+  uint32_t *rperm;   /* rank order inside a step */
+  uint32_t *byrank;  /* one step's items grouped by rank, K each */
+  uint32_t *cnt;     /* per rank: items placed in byrank */
+  size_t cap_items, cap_steps;
 } packer;
 
 static void packer_free(packer *k) {
   free(k->items);
-  free(k->bin_of);
-  free(k->heap);
+  free(k->rank_of);
   free(k->load);
-  free(k->bins);
-  free(k->start);
-  free(k->byb);
+  free(k->order);
   free(k->perm);
+  free(k->rperm);
+  free(k->byrank);
+  free(k->cnt);
 }
 
-static int packer_reserve(packer *k, size_t items, size_t bins) {
+static int packer_init(packer *k, uint32_t W, uint32_t K) {
+  memset(k, 0, sizeof *k);
+  k->load = malloc(W * sizeof *k->load);
+  k->order = malloc(W * sizeof *k->order);
+  k->rperm = malloc(W * sizeof *k->rperm);
+  k->byrank = malloc((size_t)W * K * sizeof *k->byrank);
+  k->cnt = malloc(W * sizeof *k->cnt);
+  if (!k->load || !k->order || !k->rperm || !k->byrank || !k->cnt)
+    return al_set_error(AL_ENOMEM, "plan: out of memory");
+  return AL_OK;
+}
+
+static int packer_reserve(packer *k, size_t items, size_t steps) {
   if (items > k->cap_items) {
-    free(k->items), free(k->bin_of), free(k->byb);
+    free(k->items), free(k->rank_of);
     k->items = malloc(items * sizeof *k->items);
-    k->bin_of = malloc(items * sizeof *k->bin_of);
-    k->byb = malloc(items * sizeof *k->byb);
+    k->rank_of = malloc(items * sizeof *k->rank_of);
     k->cap_items = items;
-    if (!k->items || !k->bin_of || !k->byb) return al_set_error(AL_ENOMEM, "plan: out of memory");
+    if (!k->items || !k->rank_of) return al_set_error(AL_ENOMEM, "plan: out of memory");
   }
-  if (bins > k->cap_bins) {
-    free(k->heap), free(k->load), free(k->bins), free(k->start), free(k->perm);
-    k->heap = malloc(bins * sizeof *k->heap);
-    k->load = malloc(bins * sizeof *k->load);
-    k->bins = malloc(bins * sizeof *k->bins);
-    k->start = malloc((bins + 1) * sizeof *k->start);
-    k->perm = malloc(2 * bins * sizeof *k->perm); /* step order, then one step's rank order */
-    k->cap_bins = bins;
-    if (!k->heap || !k->load || !k->bins || !k->start || !k->perm)
-      return al_set_error(AL_ENOMEM, "plan: out of memory");
+  if (steps > k->cap_steps) {
+    free(k->perm);
+    k->perm = malloc(steps * sizeof *k->perm);
+    k->cap_steps = steps;
+    if (!k->perm) return al_set_error(AL_ENOMEM, "plan: out of memory");
   }
   return AL_OK;
 }
@@ -248,90 +282,99 @@ static void shuffle_u32(plan_rng *rng, uint32_t *a, size_t n) {
   }
 }
 
-/* Packs micro [i0, i1) into `steps` steps; appends to out / slot. */
-static int pack_window(al_plan *p, packer *k, plan_rng *rng, size_t i0, size_t i1, uint32_t steps,
-                       plan_micro *out, size_t *n_out, uint64_t *slot, size_t *n_slot) {
-  uint32_t W = p->world;
-  size_t m = i1 - i0, nbins = (size_t)steps * W;
-  int rc = packer_reserve(k, m, nbins);
+/* qsort_r comparators: no globals, so plans may be built on several threads at once. */
+static int cmp_item(const void *a, const void *b, void *ctx) {
+  const plan_micro *mi = ctx;
+  const plan_micro *x = &mi[*(const uint32_t *)a], *y = &mi[*(const uint32_t *)b];
+  if (x->cost != y->cost) return x->cost < y->cost ? 1 : -1;
+  if (x->bucket != y->bucket) return x->bucket < y->bucket ? -1 : 1;
+  return (x->seq > y->seq) - (x->seq < y->seq);
+}
+
+static int cmp_load_desc(const void *a, const void *b, void *ctx) {
+  const double *load = ctx;
+  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+  if (load[x] != load[y]) return load[x] < load[y] ? 1 : -1;
+  return (x > y) - (x < y);
+}
+
+static int cmp_seq(const void *a, const void *b, void *ctx) {
+  const plan_micro *mi = ctx;
+  uint32_t x = mi[*(const uint32_t *)a].seq, y = mi[*(const uint32_t *)b].seq;
+  return (x > y) - (x < y);
+}
+
+/* Gives the W x K batches it[0..W K) (by cost, descending) to W ranks, K
+ * each: round 0 deals the W costliest one per rank; each later round deals the
+ * next W so that the rank carrying the most gets the cheapest of them. */
+static void assign_step(const al_plan *p, packer *k, const uint32_t *it, uint32_t *rank_of) {
+  uint32_t W = p->world, K = p->micro_per_step;
+  for (uint32_t r = 0; r < W; r++) {
+    rank_of[r] = r;
+    k->load[r] = p->micro[it[r]].cost;
+  }
+  for (uint32_t j = 1; j < K; j++) {
+    for (uint32_t r = 0; r < W; r++) k->order[r] = r;
+    qsort_r(k->order, W, sizeof *k->order, cmp_load_desc, k->load);
+    for (uint32_t q = 0; q < W; q++) {
+      size_t x = (size_t)j * W + (W - 1 - q);
+      uint32_t r = k->order[q];
+      rank_of[x] = r;
+      k->load[r] += p->micro[it[x]].cost;
+    }
+  }
+}
+
+/* Packs micro [i0, i1) (a multiple of W x K batches) into steps; appends to out / slot. */
+static int pack_window(al_plan *p, packer *k, plan_rng *rng, size_t i0, size_t i1, plan_micro *out,
+                       size_t *n_out, uint64_t *slot, size_t *n_slot) {
+  uint32_t W = p->world, K = p->micro_per_step;
+  size_t per = (size_t)W * K, m = i1 - i0, steps = m / per;
+  int rc = packer_reserve(k, m, steps);
   if (rc) return rc;
   for (size_t i = 0; i < m; i++) k->items[i] = (uint32_t)(i0 + i);
   qsort_r(k->items, m, sizeof *k->items, cmp_item, p->micro);
-  for (size_t b = 0; b < nbins; b++) k->heap[b].load = 0, k->heap[b].id = (uint32_t)b;
-  for (size_t i = 0; i < m; i++) {
-    uint32_t it = k->items[i];
-    k->bin_of[it - i0] = k->heap[0].id;
-    k->heap[0].load += p->micro[it].cost;
-    heap_down(k->heap, nbins, 0);
-  }
-  for (size_t b = 0; b < nbins; b++) k->load[k->heap[b].id] = k->heap[b].load;
-  /* Items grouped by bin, keeping sequence order inside each bin. */
-  memset(k->start, 0, (nbins + 1) * sizeof *k->start);
-  for (size_t i = 0; i < m; i++) k->start[k->bin_of[i] + 1]++;
-  for (size_t b = 0; b < nbins; b++) k->start[b + 1] += k->start[b];
-  for (size_t i = 0; i < m; i++) k->byb[k->start[k->bin_of[i]]++] = (uint32_t)(i0 + i);
-  for (size_t b = nbins; b > 0; b--) k->start[b] = k->start[b - 1];
-  k->start[0] = 0;
-  /* Bins of similar load share a step: the step's max is then close to its mean. */
-  for (size_t b = 0; b < nbins; b++) k->bins[b] = (uint32_t)b;
-  qsort_r(k->bins, nbins, sizeof *k->bins, cmp_bin, k->load);
+  for (size_t s = 0; s < steps; s++) assign_step(p, k, k->items + s * per, k->rank_of + s * per);
   /* Random step order inside the window and random rank order inside the
    * step, so that no rank is always the heavy one. */
-  for (uint32_t s = 0; s < steps; s++) k->perm[s] = s;
+  for (size_t s = 0; s < steps; s++) k->perm[s] = (uint32_t)s;
   shuffle_u32(rng, k->perm, steps);
-  uint32_t *rperm = k->perm + steps;
-  for (uint32_t si = 0; si < steps; si++) {
-    uint32_t s = k->perm[si];
-    for (uint32_t r = 0; r < W; r++) rperm[r] = r;
-    shuffle_u32(rng, rperm, W);
+  for (size_t si = 0; si < steps; si++) {
+    size_t s = k->perm[si];
+    const uint32_t *it = k->items + s * per, *ro = k->rank_of + s * per;
+    memset(k->cnt, 0, W * sizeof *k->cnt);
+    for (size_t x = 0; x < per; x++) k->byrank[(size_t)ro[x] * K + k->cnt[ro[x]]++] = it[x];
+    for (uint32_t r = 0; r < W; r++) k->rperm[r] = r;
+    shuffle_u32(rng, k->rperm, W);
     for (uint32_t r = 0; r < W; r++) {
-      uint32_t b = k->bins[(size_t)s * W + rperm[r]];
+      uint32_t *mine = k->byrank + (size_t)k->rperm[r] * K;
+      /* A rank's micro-batches keep the sequence order (gradient accumulation). */
+      if (K > 1) qsort_r(mine, K, sizeof *mine, cmp_seq, p->micro);
       slot[(*n_slot)++] = *n_out;
-      for (uint64_t x = k->start[b]; x < k->start[b + 1]; x++)
-        out[(*n_out)++] = p->micro[k->byb[x]];
+      for (uint32_t q = 0; q < K; q++) out[(*n_out)++] = p->micro[mine[q]];
     }
   }
   return AL_OK;
 }
 
 static int deal_adaptive(al_plan *p, plan_rng *rng) {
-  uint32_t W = p->world;
-  int rc = fit_tiny(p);
+  uint32_t W = p->world, K = p->micro_per_step;
+  size_t per = (size_t)W * K;
+  int rc = split_to_multiple(p, per);
   if (rc) return rc;
   size_t nb = p->n_micro;
-  if (!nb) {
-    p->steps = 0;
-    p->slot = calloc(1, sizeof *p->slot);
-    return p->slot ? AL_OK : al_set_error(AL_ENOMEM, "plan: out of memory");
-  }
-  double T = p->step_ms;
-  size_t per_win = (size_t)p->window * W;
-  double win_cost = (double)per_win * T;
+  if (!nb) return set_slots(p, 0, K);
+  size_t per_win = (size_t)p->window * per;
   plan_micro *out = malloc(nb * sizeof *out);
-  /* Every step has at least W micro-batches, so nb / W bounds the steps. */
-  size_t max_steps = nb / W;
-  uint64_t *slot = malloc((max_steps * W + 1) * sizeof *slot);
+  uint64_t *slot = malloc((nb / K + 1) * sizeof *slot);
   packer k;
-  memset(&k, 0, sizeof k);
-  if (!out || !slot) rc = al_set_error(AL_ENOMEM, "plan: out of memory");
-  size_t n_out = 0, n_slot = 0, i = 0;
-  uint32_t steps_total = 0;
-  while (i < nb && !rc) {
-    size_t j = i;
-    double c = 0;
-    while (j < nb && (j - i < per_win || c < win_cost)) c += p->micro[j++].cost;
-    double rest = 0;
-    for (size_t t = j; t < nb && rest < win_cost; t++) rest += p->micro[t].cost;
-    if (nb - j < per_win || rest < win_cost) {
-      for (; j < nb; j++) c += p->micro[j].cost;
-    }
-    size_t m = j - i;
-    double want = c / ((double)W * T);
-    size_t steps = want < 1.0 ? 1 : (size_t)(want + 0.5);
-    if (steps > m / W) steps = m / W;
-    if (steps < 1) steps = 1; /* m >= W always holds here: fit_tiny made nb >= W */
-    rc = pack_window(p, &k, rng, i, j, (uint32_t)steps, out, &n_out, slot, &n_slot);
-    steps_total += (uint32_t)steps;
+  rc = packer_init(&k, W, K);
+  if (!rc && (!out || !slot)) rc = al_set_error(AL_ENOMEM, "plan: out of memory");
+  size_t n_out = 0, n_slot = 0;
+  for (size_t i = 0; i < nb && !rc;) {
+    /* The last window takes the tail when less than two windows are left. */
+    size_t j = nb - i < 2 * per_win ? nb : i + per_win;
+    rc = pack_window(p, &k, rng, i, j, out, &n_out, slot, &n_slot);
     i = j;
   }
   packer_free(&k);
@@ -345,7 +388,7 @@ static int deal_adaptive(al_plan *p, plan_rng *rng) {
   p->micro = out;
   p->cap_micro = nb;
   p->slot = slot;
-  p->steps = steps_total;
+  p->steps = (uint32_t)(nb / per);
   return AL_OK;
 }
 

@@ -112,10 +112,13 @@ inline std::map<uint64_t, int> Occurrences(const al_manifest *m, uint32_t from_s
   return occ;
 }
 
-// Every step: every rank has >= 1 micro-batch; no micro-batch above mem_tokens;
-// step totals match the micro-batches.
+// Every step: every rank has >= 1 micro-batch, and exactly micro_per_step (K) when the
+// manifest records K (the training contract); no micro-batch above mem_tokens, nor a
+// micro-batch of several samples above the per-micro-batch target; step totals match the
+// micro-batches.
 inline void CheckSteps(const al_manifest *m) {
   al_manifest_info in = Info(m);
+  ASSERT_EQ(in.unequal_steps, 0u);
   for (uint32_t s = in.first_step; s < in.first_step + in.steps; s++) {
     uint64_t samples = 0, tokens = 0;
     al_step_info si;
@@ -124,12 +127,18 @@ inline void CheckSteps(const al_manifest *m) {
       uint32_t n = 0;
       ASSERT_EQ(al_manifest_micro_count(m, s, r, &n), AL_OK);
       ASSERT_GE(n, 1u) << "step " << s << " rank " << r << " has no micro-batch";
+      if (in.micro_per_step) {
+        ASSERT_EQ(n, in.micro_per_step) << "step " << s << " rank " << r;
+      }
       for (uint32_t k = 0; k < n; k++) {
         al_micro_ref ref;
         ASSERT_EQ(al_manifest_micro(m, s, r, k, &ref), AL_OK);
         uint64_t mt = 0;
         for (size_t q = 0; q < ref.n_samples; q++) mt += ref.tokens[q];
         ASSERT_LE(mt, in.mem_tokens) << "step " << s << " rank " << r << " micro " << k;
+        if (ref.n_samples > 1 && in.micro_tokens) {
+          ASSERT_LE(mt, in.micro_tokens) << "step " << s << " rank " << r << " micro " << k;
+        }
         ASSERT_EQ(ref.step_samples, si.samples);
         ASSERT_EQ(ref.step_tokens, si.tokens);
         if (ref.n_padded == 0) {

@@ -292,12 +292,25 @@ TEST(LastStep, PadAndDrop) {
 
 TEST(LastStep, TinyEpochSplitsThenPads) {
   Shapes s = MakeShapes(100, 23);
-  al_manifest *m = PlanAndLoad(s, Opts(64), "tiny.alm"); // fewer batches than ranks: batches split
+  // 100 samples, W = 16: batches are split until their count is a multiple of 16; no padding.
+  al_manifest *m = PlanAndLoad(s, Opts(16), "tiny.alm");
   ASSERT_TRUE(m);
   al_manifest_info in = altest::Info(m);
   EXPECT_EQ(in.padded, 0u);
   EXPECT_EQ(in.samples, 100u);
-  EXPECT_EQ(in.steps, 1u);
+  EXPECT_EQ(in.micro_batches, (uint64_t)in.steps * 16);
+  CheckSteps(m);
+  al_manifest_free(m);
+  // W = 64: 100 samples cannot fill two steps of 64 micro-batches (one step would need
+  // batches of different buckets merged): every sample is split off alone, and the 28
+  // micro-batches still missing are padding, never a rank with fewer micro-batches.
+  m = PlanAndLoad(s, Opts(64), "tiny64.alm");
+  ASSERT_TRUE(m);
+  in = altest::Info(m);
+  EXPECT_EQ(in.samples, 100u);
+  EXPECT_EQ(in.steps, 2u);
+  EXPECT_EQ(in.padded, 28u);
+  EXPECT_EQ(in.unequal_steps, 0u);
   CheckSteps(m);
   al_manifest_free(m);
   Shapes t = MakeShapes(5, 23);

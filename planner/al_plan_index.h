@@ -1,0 +1,47 @@
+/*
+ * al_plan_index.h - planning straight from a loaded index (loader/al_index.h):
+ * what `adaptiveload plan` and Python's adaptiveload.plan() both call, so the
+ * two write byte-identical manifests for the same inputs.
+ *
+ * This is the one planner header that depends on the loader; it is a library
+ * of its own (//planner:plan_index) above //planner and //loader, so the
+ * planner core (al_plan.h) still takes plain shape arrays.
+ *
+ * Ownership: as al_plan.h; the index is only read, and the plan keeps no
+ * pointer into it. Thread safety: as al_plan_build (no global state).
+ * Errors: al_status codes; al_last_error() names the file where one applies.
+ */
+#ifndef AL_PLAN_INDEX_H
+#define AL_PLAN_INDEX_H
+
+#include "common/al_api.h"
+#include "common/al_status.h"
+#include "loader/al_index.h"
+#include "planner/al_plan.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* al_plan_build over the index's samples (width, height, frames per index
+ * position) with the index's fingerprint. */
+AL_API int al_plan_build_index(al_plan **out, const al_index *idx, const al_cost_model *cost,
+                               const al_plan_options *opts);
+
+/* al_key_fn (al_plan.h) over an al_index: the key of index position i ("" when
+ * out of range); pass the index as the context of al_plan_save. */
+AL_API const char *al_plan_index_key(void *index, uint64_t i);
+
+/* For callers without the C structs (Python's ctypes): loads the cost model
+ * from cost_path (NULL = the embedded default) and the bucket table from
+ * buckets_path (NULL = opts->buckets, or the default), plans with
+ * al_plan_build_index and saves the manifest to out_path with the index's
+ * keys. `opts` is used as given apart from its bucket table. */
+AL_API int al_plan_index_write(const al_index *idx, const char *cost_path, const char *buckets_path,
+                               const al_plan_options *opts, const char *out_path);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* AL_PLAN_INDEX_H */

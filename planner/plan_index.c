@@ -1,0 +1,53 @@
+/* Planning from a loaded index (al_plan_index.h). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "planner/al_plan_index.h"
+
+int al_plan_build_index(al_plan **out, const al_index *idx, const al_cost_model *cost,
+                        const al_plan_options *opts) {
+  if (!out || !idx || !cost || !opts)
+    return al_set_error(AL_EINVAL, "al_plan_build_index: NULL argument");
+  *out = NULL;
+  size_t n = al_index_sample_count(idx);
+  uint32_t *shape = malloc((n ? n : 1) * 3 * sizeof *shape);
+  if (!shape) return al_set_error(AL_ENOMEM, "plan: out of memory for %zu samples", n);
+  int rc = AL_OK;
+  for (size_t i = 0; i < n && !rc; i++) {
+    al_sample_info si;
+    rc = al_index_sample(idx, i, &si);
+    shape[i] = si.width, shape[n + i] = si.height, shape[2 * n + i] = si.frames;
+  }
+  if (!rc) {
+    al_plan_input in = {n, shape, shape + n, shape + 2 * n, al_index_fingerprint(idx)};
+    rc = al_plan_build(out, &in, cost, opts);
+  }
+  free(shape);
+  return rc;
+}
+
+const char *al_plan_index_key(void *index, uint64_t i) {
+  al_sample_info si;
+  if (!index || al_index_sample((const al_index *)index, (size_t)i, &si)) return "";
+  return si.key ? si.key : "";
+}
+
+int al_plan_index_write(const al_index *idx, const char *cost_path, const char *buckets_path,
+                        const al_plan_options *opts, const char *out_path) {
+  if (!idx || !opts || !out_path)
+    return al_set_error(AL_EINVAL, "al_plan_index_write: NULL argument");
+  al_cost_model cost;
+  al_bucket_table *table = NULL;
+  al_plan *plan = NULL;
+  al_plan_options o = *opts;
+  int rc = cost_path ? al_cost_load(&cost, cost_path) : al_cost_default(&cost);
+  if (!rc && buckets_path) {
+    rc = al_bucket_table_load(&table, buckets_path);
+    o.buckets = table;
+  }
+  if (!rc) rc = al_plan_build_index(&plan, idx, &cost, &o);
+  if (!rc) rc = al_plan_save(plan, out_path, al_plan_index_key, (void *)idx);
+  al_plan_free(plan);
+  al_bucket_table_free(table);
+  return rc;
+}
