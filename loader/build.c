@@ -109,6 +109,11 @@ static int merge(merger *m, scan_result *r, const char *path) {
   for (uint32_t i = 0; i < l->exts.n; i++) {
     const char *e = l->exts.strs[i];
     rc = strtab_intern(&g->exts, e, strlen(e), AL_EXT_MAX, &m->extmap[i]);
+    if (rc == AL_ERANGE) { /* the index's table is full: samples using it are rejected below */
+      al_clear_error();
+      m->extmap[i] = UINT32_MAX;
+      rc = AL_OK;
+    }
     if (rc) return al_error_prefix(rc, "%s", path);
   }
   for (size_t i = 0; i < l->n_rejected; i++) {
@@ -137,6 +142,20 @@ static int merge(merger *m, scan_result *r, const char *path) {
       snprintf(why, sizeof why,
                "duplicate key '%s': first seen in %s (sample %lld, kept); this copy in %s rejected",
                key, first, (long long)prev, path);
+      rc = al_index_add_rejected(g, id, name, r->first_hdr[i], key, why);
+      if (rc) return rc;
+      continue;
+    }
+    uint32_t over = UINT32_MAX;
+    for (uint32_t j = 0; j < s->n_members && over == UINT32_MAX; j++)
+      if (m->extmap[index_member_ext(&lm[j])] == UINT32_MAX) over = j;
+    if (over != UINT32_MAX) {
+      const char *ext = l->exts.strs[index_member_ext(&lm[over])];
+      char name[4096], why[512];
+      snprintf(name, sizeof name, "%s.%s", key, ext);
+      snprintf(why, sizeof why,
+               "extension '%.200s' does not fit: an index holds at most %u distinct extensions",
+               ext, AL_EXT_MAX);
       rc = al_index_add_rejected(g, id, name, r->first_hdr[i], key, why);
       if (rc) return rc;
       continue;

@@ -142,11 +142,14 @@ int index_add_sample_rec(al_index *idx, const char *key, size_t key_len, uint32_
   if (n_members) memcpy(idx->members + idx->n_members, members, n_members * sizeof *members);
   idx->n_members += n_members;
   idx->shards[shard].sample_count++;
-  /* Key, shape and member sizes: what a plan and a stream depend on. Two corpora whose
-   * keys match but whose clips differ must not pass for one another. */
+  /* Key, shape, member offsets, LZ4 flags and sizes: what a plan and a stream depend on.
+   * Two corpora whose keys match but whose clips differ must not pass for one another, and
+   * an index whose offsets were shifted must not stream foreign bytes under a manifest
+   * planned from the real one. (Extension ids are left out: they are numbered per index.) */
   uint64_t h = hash64(key, key_len, shard);
   h = hash_fold(hash_fold(hash_fold(h, width), height), frames);
-  for (size_t m = 0; m < n_members; m++) h = hash_fold(h, members[m].size);
+  for (size_t m = 0; m < n_members; m++)
+    h = hash_fold(hash_fold(h, members[m].off_ext >> 15), members[m].size);
   idx->fp_samples = hash_fold(idx->fp_samples, h);
   return AL_OK;
 }

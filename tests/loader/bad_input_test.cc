@@ -393,6 +393,26 @@ TEST(BadInput, TooManyExtensionsRejectsTheExtraSamplesOnly) {
   EXPECT_EQ(al_index_sample_count(idx) + al_index_rejected_count(idx), (size_t)n + 1);
   EXPECT_TRUE(altest::Contains(RejectedText(idx), "distinct extensions"));
   al_index_free(idx);
+  // Across shards: each fits alone, together they overflow the index's table at the merge.
+  std::string a = TmpPath("manyext-a.tar"), b = TmpPath("manyext-b.tar");
+  Members ma, mb;
+  for (int i = 0; i < 10000; i++) {
+    std::string k = std::to_string(i);
+    ma.push_back({"a" + k + ".json", Json(16, 16)});
+    ma.push_back({"a" + k + ".p" + k, "1"});
+    mb.push_back({"b" + k + ".json", Json(16, 16)});
+    mb.push_back({"b" + k + ".q" + k, "1"});
+    mb.push_back({"b" + k + ".r" + k, "1"});
+    mb.push_back({"b" + k + ".s" + k, "1"});
+  }
+  altest::WriteTar(a, ma);
+  altest::WriteTar(b, mb);
+  idx = Build({a, b, good});
+  ASSERT_NE(idx, nullptr);
+  EXPECT_GT(al_index_rejected_count(idx), 0u);
+  EXPECT_EQ(al_index_sample_count(idx) + al_index_rejected_count(idx), 20001u);
+  EXPECT_TRUE(altest::Contains(RejectedText(idx), "an index holds at most"));
+  al_index_free(idx);
 }
 
 TEST(BadInput, TruncatedCompressedShard) {

@@ -106,6 +106,27 @@ TEST(Index, FingerprintDependsOnKeysAndShards) {
   al_index_free(e);
 }
 
+// Issue 13: a forged index that shifts a member's offset (or flips its LZ4 flag) would stream
+// foreign bytes under a manifest planned from the real one: the fingerprint covers them.
+TEST(Index, FingerprintCoversMemberOffsetsSizesAndLz4) {
+  auto one = [](uint64_t off, uint64_t size, int lz4) {
+    al_index *x = nullptr;
+    EXPECT_EQ(al_index_new(&x), AL_OK);
+    uint32_t id;
+    EXPECT_EQ(al_index_add_shard(x, "/data/s.tar", 1 << 20, 1, &id), AL_OK);
+    al_member_info m[2] = {{"json", 512, 30, 0}, {"latent", off, size, lz4}};
+    EXPECT_EQ(al_index_add_sample(x, "k", 0, 64, 64, 1, 0, m, 2), AL_OK) << al_last_error();
+    uint64_t fp = al_index_fingerprint(x);
+    al_index_free(x);
+    return fp;
+  };
+  uint64_t base = one(1536, 4096, 0);
+  EXPECT_EQ(base, one(1536, 4096, 0));
+  EXPECT_NE(base, one(1536 + 512, 4096, 0)) << "offset not covered";
+  EXPECT_NE(base, one(1536, 4097, 0)) << "size not covered";
+  EXPECT_NE(base, one(1536, 4096, 1)) << "LZ4 flag not covered";
+}
+
 TEST(Index, MemoryPerSampleWithinBudget) {
   al_index *idx = MakeIndex(100000);
   size_t rec = 0, keys = 0;
