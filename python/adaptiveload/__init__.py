@@ -2,6 +2,11 @@
 transformers, plus a fused AdaLN kernel, through ctypes over libadaptiveload.so
 (no compiled extension).
 
+Planning (no torch needed):
+    plan           plans one epoch of an index in-process -> Manifest (byte-identical to the CLI's)
+    Planner        plans epochs on demand for BatchSampler / StreamDataset set_epoch
+    Manifest       a loaded manifest with its summary (``info``)
+
 Data loading (needs torch):
     BatchSampler   one rank's planned micro-batches as lists of index positions
     IndexDataset   map-style dataset over an index (pairs with BatchSampler)
@@ -23,13 +28,16 @@ python/ folder on PYTHONPATH; the package finds ../../lib/libadaptiveload.so its
 
 import importlib
 
-__all__ = ["BatchSampler", "IndexDataset", "StreamDataset", "StreamError", "PackedBatch", "MicroBatchInfo",
+__all__ = ["plan", "Planner", "Manifest", "BatchSampler", "IndexDataset", "StreamDataset", "StreamError", "PackedBatch", "MicroBatchInfo",
            "collate_packed", "wan_tokens", "latent_tokens", "setup_distributed", "grad_sync", "demo_corpus",
            "add_corpus_arguments", "corpus_from_args"]
 
 # Attributes resolved on first use, so `import adaptiveload` needs neither torch nor the
 # shared library until a class is used.
 _LAZY = {
+    "plan": ".planning",
+    "Planner": ".planning",
+    "Manifest": ".planning",
     "BatchSampler": ".sampler",
     "MicroBatchInfo": ".sampler",
     "IndexDataset": ".dataset",

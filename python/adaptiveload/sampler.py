@@ -20,15 +20,17 @@ opens the same manifest file and reads only its own rows: the schedule is a pure
 function of (index, cost model, config, seed, epoch, world), so no coordination
 service and no communication is needed beyond what torch.distributed already does
 for gradients. Every rank gets the same number of steps; micro-batches per step may
-differ between ranks (the planner balances predicted cost, not counts), so use
-``info.last_in_step`` (not a fixed accumulation count) to decide when to step the
-optimizer, and ``info.step_samples`` / ``info.step_tokens`` (totals over all ranks)
-to normalise the loss.
+Every rank also gets the same number of micro-batches in every step (``info.n_micro``,
+the plan's K), so FSDP, ZeRO-3 and sequence-parallel collectives stay in lock-step; step
+the optimizer on ``info.last_in_step`` and normalise the loss with ``info.step_tokens``
+(or ``info.step_samples``), totals over all ranks (README: "Loss normalisation").
 
-Epochs. A manifest holds one epoch. Pass a path template containing ``{epoch}``
-(``"plans/epoch-{epoch}.alm"``) and call :meth:`set_epoch` to switch files; with a
-plain path, ``set_epoch`` to another epoch than the manifest's raises ValueError
-(rather than silently repeating the same order).
+Epochs. A manifest holds one epoch. Pass an :class:`adaptiveload.Planner` (the index,
+world, seed and options) and :meth:`set_epoch` plans each epoch in-process, deterministic
+and byte-identical to ``adaptiveload plan --epoch E``; or pass a path template containing
+``{epoch}`` (``"plans/epoch-{epoch}.alm"``) to switch between files planned beforehand. With
+a plain path, ``set_epoch`` to another epoch than the manifest's raises ValueError (rather
+than silently repeating the same order).
 
 Checkpointing. :meth:`state_dict` / :meth:`load_state_dict` follow the protocol of
 torchdata's ``StatefulDataLoader`` (which calls them itself): the state counts the
@@ -138,16 +140,18 @@ class BatchSampler(Sampler):
     """Yields, for one rank, a list of index positions per planned micro-batch, in plan order.
 
     Args:
-        manifest: manifest path (``adaptiveload plan``), or a template with ``{epoch}``.
+        manifest: manifest path (``adaptiveload plan``), a template with ``{epoch}``, or an
+            :class:`adaptiveload.Planner` that plans each epoch in-process.
         rank: this rank; default ``RANK`` from the environment (0 for a one-rank plan).
         world_size: must equal the manifest's world; default ``WORLD_SIZE`` when set.
         drop_padding: leave out padding repeats (the planner pads the last step so that
             every rank has work; dropping them changes batch sizes, not the step count).
-        epoch: epoch to open first when ``manifest`` is a template (default 0).
+        epoch: epoch to open first when ``manifest`` is a template or a Planner (default 0).
     """
 
     def __init__(self, manifest, rank=None, world_size=None, drop_padding=False, epoch=None):
-        self._template = os.fspath(manifest)
+        self._planner = manifest if hasattr(manifest, "path") and callable(manifest.path) else None
+        self._template = None if self._planner else os.fspath(manifest)
         self._rank = rank
         self._world = world_size
         self._drop_padding = bool(drop_padding)
@@ -159,14 +163,18 @@ class BatchSampler(Sampler):
     # -- epochs ---------------------------------------------------------------
 
     def _is_template(self):
-        return "{epoch}" in self._template
+        return self._planner is not None or "{epoch}" in self._template
 
     def _open(self, epoch):
-        path = self._template.format(epoch=epoch) if self._is_template() else self._template
+        if self._planner is not None:
+            path = self._planner.path(epoch)
+        else:
+            path = self._template.format(epoch=epoch) if "{epoch}" in self._template else self._template
         self._sched = _Schedule(path, self._rank, self._world)
 
     def set_epoch(self, epoch):
-        """Switches to the manifest of ``epoch`` (template paths); a plain path must hold that epoch."""
+        """Switches to epoch ``epoch``: a Planner plans it here, a template opens its file; a
+        plain path must hold that epoch."""
         epoch = int(epoch)
         if epoch == self._sched.epoch:
             return

@@ -158,7 +158,8 @@ class StreamDataset(IterableDataset):
     """Iterable over one rank's packed micro-batches (see the module docstring).
 
     Args:
-        index, manifest: paths of the index and of a manifest planned from it.
+        index, manifest: paths of the index and of a manifest planned from it; or, as
+            manifest, an adaptiveload.Planner over that index (then set_epoch(e) plans e).
         rank, world_size: default RANK / WORLD_SIZE from the environment.
         ext: payload member extension (``KEY.<ext>`` or ``KEY.<ext>.lz4``).
         threads: C reader threads per stream (default min(4, cores); 2 inside workers).
@@ -178,7 +179,9 @@ class StreamDataset(IterableDataset):
         if on_error not in _ON_ERROR:
             raise ValueError("on_error must be 'fail' or 'skip', not %r" % (on_error,))
         self.index_path = os.fspath(index)
-        self.manifest_path = os.fspath(manifest)
+        # An adaptiveload.Planner plans each epoch in-process (set_epoch); else a manifest path.
+        self.planner = manifest if hasattr(manifest, "path") and callable(manifest.path) else None
+        self.manifest_path = self.planner.path(0) if self.planner else os.fspath(manifest)
         self.rank = rank
         self.world_size = world_size
         self.ext = ext
@@ -197,6 +200,16 @@ class StreamDataset(IterableDataset):
         self._sched = None
         if state is not None:
             self.load_state_dict(state)
+
+    def set_epoch(self, epoch):
+        """With a Planner: plans epoch ``epoch`` (in this process, deterministic) and reads it
+        from the next pass on; call it before iterating, as with DistributedSampler."""
+        if self.planner is None:
+            raise ValueError("StreamDataset(index, manifest) reads one planned epoch; pass an adaptiveload.Planner "
+                             "as the manifest to plan each epoch with set_epoch")
+        self.manifest_path = self.planner.path(epoch)
+        self._handles = self._sched = None
+        self._loaded = None
 
     # -- per-process C objects -----------------------------------------------
 

@@ -260,6 +260,87 @@ class StreamDatasetTest(unittest.TestCase):
             stream_all(StreamDataset(C.index, C.manifest, rank=0, world_size=2, device="cuda"))
 
 
+class PlanningTest(unittest.TestCase):
+    """adaptiveload.plan / Planner: the C planner in-process, byte-identical to the CLI."""
+
+    def test_plan_is_byte_identical_to_the_cli(self):
+        for policy in ("adaptive", "equal-token"):
+            cli = os.path.join(TMP, "cli-%s.alm" % policy)
+            run("plan", "--index", C.index, "--world", 2, "--seed", 5, "--epoch", 1, "--mem-tokens", 20000,
+                "--micro-per-step", 2, "--window", 3, "--policy", policy, "-o", cli)
+            out = os.path.join(TMP, "py-%s.alm" % policy)
+            m = adaptiveload.plan(C.index, 2, epoch=1, seed=5, mem_tokens=20000, micro_per_step=2, window=3,
+                                  policy=policy, out=out)
+            self.assertEqual(m.path, out)
+            with open(cli, "rb") as a, open(out, "rb") as b:
+                self.assertEqual(a.read(), b.read(), policy)
+            info = m.info
+            self.assertEqual((info["policy"], info["world"], info["epoch"], info["seed"]), (policy, 2, 1, 5))
+            self.assertEqual(info["micro_per_step"], 2)
+            self.assertEqual(info["unequal_steps"], 0)
+            self.assertEqual(info["step_tokens"], 2 * 2 * 20000)
+            self.assertEqual(info["samples"] + info["rejected"], info["index_samples"])
+        # Deterministic: the same call twice gives the same bytes; another seed does not.
+        a = adaptiveload.plan(C.index, 2, seed=9, mem_tokens=20000)
+        b = adaptiveload.plan(C.index, 2, seed=9, mem_tokens=20000)
+        c = adaptiveload.plan(C.index, 2, seed=10, mem_tokens=20000)
+
+        def read(m):
+            with open(m.path, "rb") as f:
+                return f.read()
+
+        self.assertNotEqual(a.path, b.path)
+        self.assertEqual(read(a), read(b))
+        self.assertNotEqual(read(a), read(c))
+
+    def test_options_are_checked(self):
+        with self.assertRaises(TypeError):
+            adaptiveload.plan(C.index, 2, step_ms=1)
+        with self.assertRaises(ValueError):
+            adaptiveload.plan(C.index, 2, policy="fast")
+        with self.assertRaises(StreamError) as e:  # more tokens than K micro-batches of M_mem hold
+            adaptiveload.plan(C.index, 2, mem_tokens=20000, micro_per_step=1, step_tokens=100000)
+        self.assertIn("micro-per-step", str(e.exception))
+
+    def test_sampler_set_epoch_plans_in_process(self):
+        planner = adaptiveload.Planner(C.index, world=2, seed=1, mem_tokens=20000)
+        for rank in (0, 1):
+            s = BatchSampler(planner, rank=rank, world_size=2)
+            for epoch in (0, 1):
+                s.set_epoch(epoch)
+                self.assertEqual(s.epoch, epoch)
+                ref = BatchSampler(os.path.join(TMP, "plan-%d.alm" % epoch), rank=rank, world_size=2)
+                self.assertEqual(list(s), list(ref))  # the CLI's plan of that epoch
+        # Lock-step and loss normalisation: per step, both ranks run the same number of
+        # micro-batches, and the real tokens of all ranks add up to step_tokens.
+        ranks = [list(BatchSampler(planner, rank=r, world_size=2).infos()) for r in (0, 1)]
+        steps = {}
+        for infos in ranks:
+            for i in infos:
+                st = steps.setdefault(i.step, {"n": [], "tokens": 0, "samples": 0, "totals": set()})
+                if i.micro == 0:
+                    st["n"].append(i.n_micro)
+                st["tokens"] += sum(t for t, p in zip(i.tokens, i.padded) if not p)
+                st["samples"] += sum(1 for p in i.padded if not p)
+                st["totals"].add((i.step_tokens, i.step_samples))
+        self.assertGreater(len(steps), 2)
+        for step, st in steps.items():
+            self.assertEqual(len(set(st["n"])), 1, "step %d: micro-batch counts %s" % (step, st["n"]))
+            self.assertEqual(st["totals"], {(st["tokens"], st["samples"])}, "step %d" % step)
+
+    def test_stream_dataset_set_epoch(self):
+        planner = adaptiveload.Planner(C.index, world=2, seed=1, mem_tokens=20000)
+        ds = StreamDataset(C.index, planner, rank=0, world_size=2)
+        first = [list(b.samples.tolist()) for b in ds]
+        ds.set_epoch(1)
+        second = [list(b.samples.tolist()) for b in ds]
+        ref = BatchSampler(os.path.join(TMP, "plan-1.alm"), rank=0, world_size=2)
+        self.assertEqual(second, [list(x) for x in ref])
+        self.assertNotEqual(first, second)
+        with self.assertRaises(ValueError):
+            StreamDataset(C.index, C.manifest, rank=0, world_size=2).set_epoch(1)
+
+
 class LibraryLoaderTest(unittest.TestCase):
     """adaptiveload._lib is the one library finder: ADAPTIVELOAD_LIB (a file, or a folder
     where libadaptiveload.so comes before libal_kernels.so) wins, and the stream API over
