@@ -1,14 +1,17 @@
 /* Option value parsing shared by the verbs. */
+#include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli_internal.h"
 
+/* Decimal digits only: strtoull alone accepts leading white space and a sign, so " -1"
+ * would parse as 2^64-1 and "+5" as 5. */
 int cli_parse_u64(const char *s, unsigned long long *v) {
   char *end;
   errno = 0;
-  if (!s || !*s || *s == '-') return -1;
+  if (!s || !isdigit((unsigned char)*s)) return -1;
   *v = strtoull(s, &end, 10);
   return (errno || *end) ? -1 : 0;
 }

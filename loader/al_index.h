@@ -34,6 +34,13 @@ extern "C" {
 
 typedef struct al_index al_index;
 
+/* Limits on names, so that every indexed sample can also be streamed: a sample key
+ * (a member name up to the first dot of its last path component) longer than
+ * AL_INDEX_KEY_MAX bytes, or a member extension longer than AL_INDEX_EXT_MAX bytes,
+ * is rejected with a reason at indexing time and refused by al_index_add_sample. */
+#define AL_INDEX_KEY_MAX 1024
+#define AL_INDEX_EXT_MAX 128
+
 /* Zero means default for every field. */
 typedef struct al_index_options {
   int threads;       /* shards indexed in parallel; 0 = all online cores */

@@ -118,6 +118,9 @@ int index_add_sample_rec(al_index *idx, const char *key, size_t key_len, uint32_
   if (n_members > AL_MEMBERS_MAX)
     return al_set_error(AL_ERANGE, "sample '%.*s': %zu members (limit %u)", (int)key_len, key,
                         n_members, AL_MEMBERS_MAX);
+  if (key_len > AL_INDEX_KEY_MAX)
+    return al_set_error(AL_ERANGE, "sample '%.60s...': key of %zu bytes exceeds the %u-byte limit",
+                        key, key_len, AL_INDEX_KEY_MAX);
   int rc = grow_array((void **)&idx->samples, &idx->cap_samples, idx->n_samples + 1,
                       sizeof *idx->samples, "the index's samples");
   if (!rc)

@@ -310,6 +310,7 @@ static int member(scanner *s, struct archive_entry *e, const char *name, uint64_
   }
   size_t key_len = (size_t)(dot - name);
   const char *ext = dot + 1;
+  size_t ext_len = strlen(ext);
   pending *p = &s->p;
   int rc = AL_OK;
   if (p->n && (p->key_len != key_len || memcmp(p->key, name, key_len) != 0)) rc = flush_pending(s);
@@ -338,6 +339,12 @@ static int member(scanner *s, struct archive_entry *e, const char *name, uint64_
   p->m[mi].hdr = hdr;
   p->m[mi].off = off;
   p->m[mi].size = size;
+  if (key_len > AL_INDEX_KEY_MAX)
+    mark_bad(s, mi, "key of %zu bytes exceeds the %u-byte limit (AL_INDEX_KEY_MAX)", key_len,
+             AL_INDEX_KEY_MAX);
+  if (ext_len > AL_INDEX_EXT_MAX)
+    mark_bad(s, mi, "extension of %zu bytes exceeds the %u-byte limit (AL_INDEX_EXT_MAX)", ext_len,
+             AL_INDEX_EXT_MAX);
   if (over)
     mark_bad(s, mi,
              "extension '%s' does not fit: a shard holds at most %u distinct extensions (this "

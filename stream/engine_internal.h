@@ -60,10 +60,11 @@ typedef struct stream_source_shard {
 typedef struct stream_source_job {
   const char *key;
   uint32_t shard;
-  char member[256]; /* member name in the tar: KEY.ext[.lz4] */
-  uint64_t offset;  /* data offset (file offset when seekable) */
-  uint64_t size;    /* stored bytes */
-  int lz4;          /* stored as an LZ4 frame */
+  /* member name in the tar: KEY.ext[.lz4], as long as the index allows (loader/al_index.h) */
+  char member[AL_INDEX_KEY_MAX + 1 + AL_INDEX_EXT_MAX + 5];
+  uint64_t offset; /* data offset (file offset when seekable) */
+  uint64_t size;   /* stored bytes */
+  int lz4;         /* stored as an LZ4 frame */
   uint32_t width, height, frames;
 } stream_source_job;
 

@@ -55,6 +55,14 @@ check "no -o: exit 2" test $? = 2
 check "bad --threads: exit 2" test $? = 2
 "$BIN" synth --samples 5 2>/dev/null
 check "synth without --out: exit 2" test $? = 2
+# Issue 13: strtoull skips leading white space, so " -1" parsed as 2^64-1.
+for v in " -1" "-1" " 5" "+5" "5 " "" "0x10" "18446744073709551616"; do
+  "$BIN" synth --out "$T/seed" --samples 5 --payload none --seed "$v" 2>/dev/null
+  check "synth --seed '$v': exit 2" test $? = 2
+done
+"$BIN" synth --out "$T/seed" --samples 5 --payload none --seed 18446744073709551615 2>/dev/null
+check "synth --seed 2^64-1: exit 0" test $? = 0
+
 "$BIN" index --help > "$T/help"
 check "index --help" grep -q "dali-idx" "$T/help"
 "$BIN" synth --help > "$T/help"

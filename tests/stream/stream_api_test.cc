@@ -388,4 +388,36 @@ TEST(StreamApi, ReadSampleReturnsThePayload) {
   EXPECT_EQ(p, nullptr);
 }
 
+// Issue 13: keys over ~248 bytes indexed and planned but could not stream (a 256-byte member
+// name buffer). Every key the index accepts now streams; longer ones are rejected when indexing.
+TEST(StreamApi, LongestIndexableKeyStreams) {
+  std::string path = altest::TmpPath("longkeys.tar");
+  std::string k300(300, 'a'), kmax(AL_INDEX_KEY_MAX, 'b'), kover(AL_INDEX_KEY_MAX + 1, 'c');
+  const char *js = "{\"width\": 64, \"height\": 64}";
+  altest::WriteTar(path, {{k300 + ".json", js},
+                          {k300 + ".latent", "payload-300"},
+                          {kmax + ".json", js},
+                          {kmax + ".latent", "payload-max"},
+                          {kover + ".json", js},
+                          {kover + ".latent", "payload-over"}});
+  const char *paths[] = {path.c_str()};
+  al_index_options io{};
+  io.progress = -1;
+  al_index *idx = nullptr;
+  ASSERT_EQ(al_index_build(&idx, paths, 1, &io, nullptr), AL_OK) << al_last_error();
+  ASSERT_EQ(al_index_sample_count(idx), 2u);
+  ASSERT_EQ(al_index_rejected_count(idx), 1u);
+  al_rejected_info r;
+  ASSERT_EQ(al_index_rejected(idx, 0, &r), AL_OK);
+  EXPECT_TRUE(altest::Contains(r.reason, "exceeds the 1024-byte limit")) << r.reason;
+  for (size_t i = 0; i < 2; i++) {
+    void *p = nullptr;
+    size_t n = 0;
+    ASSERT_EQ(al_stream_read_sample(idx, i, nullptr, &p, &n), AL_OK) << al_last_error();
+    EXPECT_EQ(std::string(static_cast<char *>(p), n), i == 0 ? "payload-300" : "payload-max");
+    al_stream_free(p);
+  }
+  al_index_free(idx);
+}
+
 } // namespace
