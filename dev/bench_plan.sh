@@ -1,19 +1,22 @@
 #!/usr/bin/env bash
-# dev/bench_plan.sh - planner benchmarks (issue 4). Not a test.
+# dev/bench_plan.sh - planner benchmarks (issues 4, 14). Not a test.
 #
 # 1. Balance: a metadata-only synthetic corpus of N samples, planned for W = 8 and 16 with
-#    both policies and the embedded H200 cost model; prints imbalance CV, bubble, predicted
-#    tokens/s and the adaptive / equal-token throughput ratio, and the largest micro-batch
-#    in tokens against M_mem.
+#    both policies and the embedded H200 cost model, at the same global batch (default
+#    options: K = 1 micro-batch per rank per step, T = W x M_mem; EXTRA="--micro-per-step 2"
+#    etc. adds options to both); prints steps with unequal micro-batch counts, tokens per
+#    step (mean, CV), imbalance CV, bubble, predicted tokens/s, the adaptive / equal-token
+#    ratio and the tokens-per-step ratio, and the largest micro-batch in tokens vs M_mem.
 # 2. Scale: a 10M-sample index made in memory by dev/bench_plan (same distribution as
 #    synth), planned for W = 64 under /usr/bin/time -v (wall, CPU, peak RSS).
 # 3. Determinism: the W = 64 adaptive plan twice, cmp'd.
-# Environment (defaults): N=20000 BIG=10000000 WORK=/tmp/al_bench_plan
+# Environment (defaults): N=20000 BIG=10000000 WORK=/tmp/al_bench_plan EXTRA=""
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${N:-20000}
 BIG=${BIG:-10000000}
 WORK=${WORK:-/tmp/al_bench_plan}
+EXTRA=${EXTRA:-}
 mkdir -p "$WORK"
 bazel build --config=opt //:adaptiveload //dev:bench_plan >&2
 cp -f bazel-bin/adaptiveload bazel-bin/dev/bench_plan "$WORK/"
@@ -22,10 +25,12 @@ echo "# machine: $(nproc) cores; load: $(cut -d' ' -f1-3 /proc/loadavg); commit 
 
 "$A" synth --out "$WORK/c" --samples "$N" --payload none >/dev/null 2>&1
 "$A" index -o "$WORK/c.alidx" "$WORK/c" >/dev/null 2>&1
-printf '%-4s %-12s %6s %8s %8s %14s %8s %12s\n' W policy steps cv% bubble% tokens/s ratio max_mb_tok
+printf '%-4s %-12s %6s %3s %7s %11s %8s %8s %8s %8s %14s %7s %7s %12s\n' W policy steps K unequal tok/step tok_cv% smp_cv% cv% \
+  bubble% tokens/s ratio tok_rat max_mb_tok
 for W in 8 16; do
   for P in equal-token adaptive; do
-    "$A" plan --index "$WORK/c.alidx" --world "$W" --policy "$P" -o "$WORK/$P-$W.alm" >/dev/null 2>&1
+    # shellcheck disable=SC2086
+    "$A" plan --index "$WORK/c.alidx" --world "$W" --policy "$P" $EXTRA -o "$WORK/$P-$W.alm" >/dev/null 2>&1
     "$A" inspect "$WORK/$P-$W.alm" --json >"$WORK/$P-$W.json"
     "$A" inspect "$WORK/$P-$W.alm" --jsonl >"$WORK/$P-$W.jsonl"
   done
@@ -36,9 +41,11 @@ base = json.load(open(f"{work}/equal-token-{W}.json"))
 for p in ("equal-token", "adaptive"):
     j = json.load(open(f"{work}/{p}-{W}.json"))
     mx = max(sum(json.loads(l)["tokens"]) for l in open(f"{work}/{p}-{W}.jsonl"))
-    print(f"{W:<4} {p:<12} {j['steps']:6d} {100*j['imbalance_cv']:8.2f} {100*j['bubble']:8.2f} "
-          f"{j['predicted_tokens_per_s']:14,.0f} {j['predicted_tokens_per_s']/base['predicted_tokens_per_s']:8.2f} "
-          f"{mx:>7d}/{j['mem_tokens']}")
+    print(f"{W:<4} {p:<12} {j['steps']:6d} {j['micro_per_step']:3d} {j['unequal_steps']:7d} "
+          f"{j['step_tokens_mean']:11,.0f} {100*j['step_tokens_cv']:8.2f} {100*j['step_samples_cv']:8.2f} "
+          f"{100*j['imbalance_cv']:8.2f} {100*j['bubble']:8.2f} "
+          f"{j['predicted_tokens_per_s']:14,.0f} {j['predicted_tokens_per_s']/base['predicted_tokens_per_s']:7.2f} "
+          f"{j['step_tokens_mean']/base['step_tokens_mean']:7.3f} {mx:>7d}/{j['mem_tokens']}")
 PY
 done
 
