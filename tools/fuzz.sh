@@ -194,7 +194,7 @@ fail=0
 summary=()
 for h in "${picked[@]}"; do
   dir=$WORK/$h
-  rm -rf "$dir/corpus" "$dir/artifacts" "$dir/tmp"
+  rm -rf "$dir/corpus" "$dir/artifacts" "$dir/tmp" "$dir/fuzz_$h"
   mkdir -p "$dir/corpus" "$dir/artifacts" "$dir/tmp"
   cp tests/fuzz/corpus/"$h"/* "$dir/corpus/"
   [ -d "tests/fuzz/regressions/$h" ] && cp tests/fuzz/regressions/"$h"/* "$dir/corpus/" 2>/dev/null || true
@@ -204,7 +204,10 @@ for h in "${picked[@]}"; do
   log=$dir/fuzz.log
   echo "fuzz: $h for ${seconds}s (log: $log, corpus: $dir/corpus)" >&2
   set +e
-  TMPDIR=$dir/tmp "$BUILD/bin/fuzz_$h" "${COMMON_OPTS[@]}" "${par[@]}" -max_len="${MAXLEN[$h]}" \
+  # run a copy: a later build (another fuzz.sh, test.sh) must not swap the binary
+  # under fork mode, which starts it again for every job
+  cp "$BUILD/bin/fuzz_$h" "$dir/fuzz_$h"
+  TMPDIR=$dir/tmp "$dir/fuzz_$h" "${COMMON_OPTS[@]}" "${par[@]}" -max_len="${MAXLEN[$h]}" \
     -max_total_time="$seconds" -print_final_stats=1 -artifact_prefix="$dir/artifacts/" \
     "$dir/corpus" > "$log" 2>&1
   rc=$?
