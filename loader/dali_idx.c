@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "common/atomic_file_internal.h"
 #include "loader/index_internal.h"
 
 static int idx_name(const char *shard, const char *dir, char *out, size_t cap) {
@@ -46,20 +47,18 @@ int dali_idx_write(const al_index *idx, const char *dir) {
   uint64_t *count = rc ? NULL : calloc(n ? n : 1, sizeof *count);
   if (!rc && !count) rc = al_set_error(AL_ENOMEM, "out of memory");
   for (size_t i = 0; !rc && i < idx->n_samples; i++) count[idx->samples[i].shard]++;
-  FILE **files = rc ? NULL : calloc(n ? n : 1, sizeof *files);
-  if (!rc && !files) rc = al_set_error(AL_ENOMEM, "out of memory");
+  /* Each file through common/atomic_file: a temporary beside it, renamed over it only
+   * when everything was written (never a half file, never through a planted symlink). */
+  afile **afs = rc ? NULL : calloc(n ? n : 1, sizeof *afs);
+  if (!rc && !afs) rc = al_set_error(AL_ENOMEM, "out of memory");
   for (size_t i = 0; !rc && i < n; i++) {
     if (!names[i]) continue;
-    files[i] = fopen(names[i], "w");
-    if (!files[i]) {
-      rc = al_set_error(AL_EIO, "%s: cannot create: %s", names[i], strerror(errno));
-      break;
-    }
-    fprintf(files[i], "v1.2 %llu\n", (unsigned long long)count[i]);
+    rc = afile_create(&afs[i], names[i]);
+    if (!rc) fprintf(afile_stream(afs[i]), "v1.2 %llu\n", (unsigned long long)count[i]);
   }
   for (size_t i = 0; !rc && i < idx->n_samples; i++) {
     const index_sample_rec *s = &idx->samples[i];
-    FILE *f = files[s->shard];
+    FILE *f = afs[s->shard] ? afile_stream(afs[s->shard]) : NULL;
     if (!f) continue;
     const char *key = idx->keys + s->key;
     for (uint32_t m = 0; m < s->n_members; m++) {
@@ -70,14 +69,16 @@ int dali_idx_write(const al_index *idx, const char *dir) {
     }
     fputc('\n', f);
   }
-  for (size_t i = 0; files && i < n; i++) {
-    if (!files[i]) continue;
-    if ((ferror(files[i]) | fclose(files[i])) && !rc)
-      rc = al_set_error(AL_EIO, "%s: write failed: %s", names[i], strerror(errno));
+  for (size_t i = 0; afs && i < n; i++) {
+    if (!afs[i]) continue;
+    if (rc)
+      afile_abort(afs[i]);
+    else
+      rc = afile_commit(afs[i]);
   }
   for (size_t i = 0; i < n; i++) free(names[i]);
   free(names);
   free(count);
-  free(files);
+  free(afs);
   return rc;
 }

@@ -8,10 +8,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/atomic_file_internal.h"
+
 #define BUF_CAP (1u << 20)
 
 struct tarw {
-  int fd;
+  afile *af; /* the temporary file renamed over `path` by tarw_close */
+  int fd;    /* its descriptor (written with write(2); the stdio stream stays empty) */
   char *path;
   int64_t mtime;
   unsigned char *buf;
@@ -104,11 +107,9 @@ int tarw_open(tarw **out, const char *path, int64_t mtime) {
     rc = al_set_error(AL_ENOMEM, "out of memory");
     goto cleanup;
   }
-  w->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (w->fd < 0) {
-    rc = al_set_error(AL_EIO, "%s: cannot create: %s", path, strerror(errno));
-    goto cleanup;
-  }
+  rc = afile_create(&w->af, path);
+  if (rc) goto cleanup;
+  w->fd = fileno(afile_stream(w->af));
   *out = w;
   return AL_OK;
 
@@ -184,7 +185,7 @@ int tarw_raw(tarw *w, const void *data, size_t n) { return put(w, data, n); }
 uint64_t tarw_offset(const tarw *w) { return w->flushed + w->len; }
 
 static void tarw_free(tarw *w) {
-  if (w->fd >= 0) close(w->fd);
+  afile_abort(w->af); /* no-op once committed */
   free(w->buf);
   free(w->path);
   free(w);
@@ -194,9 +195,10 @@ int tarw_close_ex(tarw *w, int no_trailer) {
   int rc = w->in_member ? al_set_error(AL_ESTATE, "%s: closed inside a member", w->path) : AL_OK;
   if (!rc && !no_trailer) rc = put(w, NULL, 1024);
   if (!rc) rc = flush(w);
-  if (!rc && close(w->fd) != 0)
-    rc = al_set_error(AL_EIO, "%s: close failed: %s", w->path, strerror(errno));
+  afile *af = w->af;
+  w->af = NULL;
   w->fd = -1;
+  rc = afile_finish(af, rc); /* fsync, rename over the shard's path, fsync of the folder */
   tarw_free(w);
   return rc;
 }
@@ -205,6 +207,5 @@ int tarw_close(tarw *w) { return tarw_close_ex(w, 0); }
 
 void tarw_abort(tarw *w) {
   if (!w) return;
-  unlink(w->path);
-  tarw_free(w);
+  tarw_free(w); /* removes the temporary file; `path` was never touched */
 }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <map>
@@ -323,6 +324,37 @@ TEST(Build, DaliIndexFiles) {
   // Compressed shards have no file offsets for DALI; shard-000001.tar.gz maps to
   // the same name, so it must not have overwritten the plain shard's file.
   EXPECT_EQ(altest::ReadFile(out + "/shard-000001.idx").substr(0, 5), "v1.2 ");
+  al_index_free(idx);
+}
+
+// Issue 13: the DALI files were written in place with fopen: a symlink planted at one's name
+// was followed (its target overwritten) and a FIFO there blocked the build.
+TEST(Build, DaliIndexFilesNeverWriteThroughALinkOrIntoAFifo) {
+  std::string dir = Synth("corpus_dali_safe", 6, 2, AL_SYNTH_NONE);
+  auto paths = ShardPaths(dir, 2);
+  std::string out = TmpPath("dali_safe");
+  mkdir(out.c_str(), 0755);
+  std::string victim = TmpPath("dali_victim"), link = out + "/shard-000000.idx";
+  altest::WriteFile(victim, "keep");
+  unlink(link.c_str());
+  ASSERT_EQ(symlink(victim.c_str(), link.c_str()), 0);
+  al_index_options o{};
+  o.dali_idx_dir = out.c_str();
+  al_index *idx = Build({paths[0], paths[1]}, 2, AL_OK, &o);
+  al_index_free(idx);
+  EXPECT_EQ(altest::ReadFile(victim), "keep");
+  struct stat st;
+  ASSERT_EQ(lstat(link.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode));
+  EXPECT_EQ(altest::ReadFile(link).substr(0, 5), "v1.2 ");
+  // A FIFO at a target is refused with a clear error instead of blocking.
+  std::string fifo = out + "/shard-000001.idx";
+  unlink(fifo.c_str());
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0644), 0);
+  alarm(30);
+  idx = Build({paths[0], paths[1]}, 2, AL_EINVAL, &o);
+  alarm(0);
+  EXPECT_TRUE(altest::ErrorContains("not a regular file")) << al_last_error();
   al_index_free(idx);
 }
 

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
@@ -94,6 +95,28 @@ TEST(Synth, ByteIdenticalForASeedWhateverTheThreads) {
   EXPECT_EQ(a, b);
   auto c = WriteAndRead("det_other", 2, AL_SYNTH_LATENT, 10);
   EXPECT_NE(a, c);
+}
+
+// Issue 13: shards were written in place (open O_TRUNC): a symlink planted at a shard's name
+// was followed and its target overwritten; a crash left a half shard under the real name.
+TEST(Synth, ShardsNeverWriteThroughALink) {
+  std::string out = TmpPath("synth_link");
+  mkdir(out.c_str(), 0755);
+  std::string victim = TmpPath("synth_victim"), link = out + "/shard-000000.tar";
+  altest::WriteFile(victim, "keep");
+  unlink(link.c_str());
+  ASSERT_EQ(symlink(victim.c_str(), link.c_str()), 0);
+  al_synth_options o{};
+  o.out_dir = out.c_str();
+  o.samples = 4;
+  o.shards = 1;
+  o.payload = AL_SYNTH_NONE;
+  ASSERT_EQ(al_synth_write(&o, nullptr), AL_OK) << al_last_error();
+  EXPECT_EQ(altest::ReadFile(victim), "keep");
+  struct stat st;
+  ASSERT_EQ(lstat(link.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode));
+  EXPECT_GT(st.st_size, 0);
 }
 
 TEST(Synth, MetadataOnlyShards) {
