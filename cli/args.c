@@ -1,6 +1,7 @@
 /* Option value parsing shared by the verbs. */
 #include <ctype.h>
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,9 +20,10 @@ int cli_parse_u64(const char *s, unsigned long long *v) {
 int cli_parse_double(const char *s, double *v) {
   char *end;
   errno = 0;
-  if (!s || !*s) return -1;
+  if (!s || !*s || isspace((unsigned char)*s)) return -1;
   *v = strtod(s, &end);
-  return (errno || *end) ? -1 : 0;
+  /* strtod also reads "nan" and "inf": no option takes them (and JSON has no spelling). */
+  return (errno || *end || !isfinite(*v)) ? -1 : 0;
 }
 
 int cli_is_mem_option(const char *opt) {

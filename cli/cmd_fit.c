@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli/cli_internal.h"
+#include "common/json_write_internal.h"
 #include "planner/al_cost.h"
 #include "planner/al_report.h"
 
@@ -120,9 +121,13 @@ int cli_cmd_fit(int argc, char **argv) {
   if (out && al_cost_save(&m, out)) return cli_fail("fit");
   if (json) {
     al_cost_print_json(&m, stdout);
-    if (mem_tokens)
-      printf("{\"mem_capacity\": %.0f, \"mem_safety\": %.3f, \"mem_tokens\": %llu}\n", mem.capacity,
-             mem.safety, (unsigned long long)mem_tokens);
+    if (mem_tokens) {
+      printf("{\"mem_capacity\": ");
+      jsonw_number(stdout, "%.0f", mem.capacity);
+      printf(", \"mem_safety\": ");
+      jsonw_number(stdout, "%.3f", mem.safety);
+      printf(", \"mem_tokens\": %llu}\n", (unsigned long long)mem_tokens);
+    }
   } else {
     printf("fit of %s: %u rows (%u launch-bound rows with B*S < %.0f left out), %s residuals%s%s\n",
            m.source, m.rows, m.rows_excluded, m.min_tokens, m.abs_loss ? "absolute" : "relative",

@@ -63,6 +63,12 @@ done
 "$BIN" synth --out "$T/seed" --samples 5 --payload none --seed 18446744073709551615 2>/dev/null
 check "synth --seed 2^64-1: exit 0" test $? = 0
 
+printf 'B,S,ms\n1,256,1.0\n' > "$T/bench.csv"
+for v in inf nan " 1e9" -inf; do
+  "$BIN" fit --mem-capacity "$v" "$T/bench.csv" 2>/dev/null
+  check "fit --mem-capacity '$v': exit 2" test $? = 2
+done
+
 "$BIN" index --help > "$T/help"
 check "index --help" grep -q "dali-idx" "$T/help"
 "$BIN" synth --help > "$T/help"

@@ -1,0 +1,141 @@
+// common/: the JSON writer gives valid JSON in valid UTF-8 for any bytes (issue 13:
+// `inspect --jsonl` emitted raw invalid UTF-8 and NaN costs as `nan`), and the crash-safe
+// file helper (atomic_file_internal.h) refuses what it must.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <string>
+
+#include "tests/common/test_util.h"
+
+extern "C" {
+#include "common/atomic_file_internal.h"
+#include "common/json_write_internal.h"
+}
+
+namespace {
+
+std::string Str(const std::string &bytes) {
+  char *buf = nullptr;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  jsonw_string_n(f, bytes.data(), bytes.size());
+  fclose(f);
+  std::string s(buf, len);
+  free(buf);
+  return s;
+}
+
+std::string Num(const char *fmt, double v) {
+  char *buf = nullptr;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  jsonw_number(f, fmt, v);
+  fclose(f);
+  std::string s(buf, len);
+  free(buf);
+  return s;
+}
+
+bool ValidUtf8(const std::string &s) {
+  const unsigned char *p = reinterpret_cast<const unsigned char *>(s.data());
+  size_t i = 0;
+  while (i < s.size()) {
+    size_t k = jsonw_utf8_len(p + i, s.size() - i);
+    if (!k) return false;
+    i += k;
+  }
+  return true;
+}
+
+TEST(JsonWrite, ValidUtf8PassesThrough) {
+  EXPECT_EQ(Str("plain"), "\"plain\"");
+  EXPECT_EQ(Str("caf\xc3\xa9"), "\"caf\xc3\xa9\"");
+  EXPECT_EQ(Str("\xe2\x82\xac \xf0\x9f\x8e\xac"), "\"\xe2\x82\xac \xf0\x9f\x8e\xac\"");
+  EXPECT_EQ(Str("q\"b\\"), "\"q\\\"b\\\\\"");
+  EXPECT_EQ(Str(std::string("a\0b\n", 4)), "\"a\\u0000b\\u000a\"");
+}
+
+TEST(JsonWrite, EveryInvalidByteBecomesOneReplacementCharacter) {
+  EXPECT_EQ(Str("a\xff"
+                "b"),
+            "\"a\\ufffdb\"");
+  EXPECT_EQ(Str("\xc0\xaf"), "\"\\ufffd\\ufffd\"");                       // overlong '/'
+  EXPECT_EQ(Str("\xed\xa0\x80"), "\"\\ufffd\\ufffd\\ufffd\"");            // a surrogate
+  EXPECT_EQ(Str("\xe2\x82"), "\"\\ufffd\\ufffd\"");                       // cut short
+  EXPECT_EQ(Str("\xf4\x90\x80\x80"), "\"\\ufffd\\ufffd\\ufffd\\ufffd\""); // > U+10FFFF
+  EXPECT_EQ(Str("\x80x"), "\"\\ufffdx\"");                                // lone continuation
+}
+
+TEST(JsonWrite, AnyBytesGiveValidUtf8) {
+  altest::SplitMix64 rng(13);
+  for (int t = 0; t < 2000; t++) {
+    std::string s(rng.Next() % 40, '\0');
+    for (auto &c : s) c = static_cast<char>(rng.Next() & 0xff);
+    std::string j = Str(s);
+    EXPECT_TRUE(ValidUtf8(j)) << t;
+    EXPECT_EQ(j.front(), '"');
+    EXPECT_EQ(j.back(), '"');
+    for (unsigned char c : j) EXPECT_GE(c, 0x20) << t;
+  }
+}
+
+TEST(JsonWrite, NonFiniteNumbersAreNull) {
+  EXPECT_EQ(Num("%.3f", 1.5), "1.500");
+  EXPECT_EQ(Num("%.6g", std::nan("")), "null");
+  EXPECT_EQ(Num("%.6g", std::numeric_limits<double>::infinity()), "null");
+  EXPECT_EQ(Num("%.6g", -std::numeric_limits<double>::infinity()), "null");
+}
+
+TEST(AtomicFile, WritesAndRefusesNonRegularTargets) {
+  std::string d = altest::TmpPath("afile");
+  mkdir(d.c_str(), 0755);
+  std::string p = d + "/out.txt";
+  ASSERT_EQ(afile_write_all(p.c_str(), "hello", 5), AL_OK) << al_last_error();
+  EXPECT_EQ(altest::ReadFile(p), "hello");
+  chmod(p.c_str(), 0640);
+  ASSERT_EQ(afile_write_all(p.c_str(), "again", 5), AL_OK);
+  struct stat st;
+  ASSERT_EQ(stat(p.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0640u) << "a replaced file keeps its mode";
+  EXPECT_EQ(afile_write_all(d.c_str(), "x", 1), AL_EINVAL);
+  EXPECT_TRUE(altest::ErrorContains("directory"));
+  EXPECT_EQ(afile_write_all("/dev/null", "x", 1), AL_EINVAL);
+  EXPECT_TRUE(altest::ErrorContains("character device"));
+  EXPECT_EQ(afile_write_all((d + "/no/such/dir/x").c_str(), "x", 1), AL_EIO);
+  afile *f = nullptr;
+  ASSERT_EQ(afile_create(&f, p.c_str()), AL_OK);
+  fputs("partial", afile_stream(f));
+  afile_abort(f);
+  EXPECT_EQ(altest::ReadFile(p), "again");
+}
+
+TEST(AtomicFile, InputsThatAreNotRegularFilesAreRefusedWithoutBlocking) {
+  std::string fifo = altest::TmpPath("afile-fifo");
+  unlink(fifo.c_str());
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0644), 0);
+  alarm(20);
+  int fd = -1;
+  EXPECT_EQ(afile_open_input(fifo.c_str(), "manifest", &fd), AL_EINVAL);
+  EXPECT_TRUE(altest::ErrorContains("manifest is a FIFO, not a regular file")) << al_last_error();
+  EXPECT_EQ(afile_open_input("/dev/zero", "index", &fd), AL_EINVAL);
+  EXPECT_EQ(afile_open_input("/", "index", &fd), AL_EINVAL);
+  EXPECT_EQ(afile_open_input(altest::TmpPath("nope").c_str(), "index", &fd), AL_ENOTFOUND);
+  FILE *f = nullptr;
+  std::string reg = altest::TmpPath("afile-reg");
+  altest::WriteFile(reg, "x");
+  ASSERT_EQ(afile_fopen_input(reg.c_str(), nullptr, &f), AL_OK);
+  EXPECT_EQ(fgetc(f), 'x');
+  fclose(f);
+  alarm(0);
+}
+
+} // namespace
