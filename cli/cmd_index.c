@@ -33,6 +33,7 @@ static void usage(FILE *out) {
           "  --progress / --no-progress   force the progress line on or off (default: on a terminal)\n"
           "  --field-width NAME, --field-height NAME, --field-frames NAME, --field-fps NAME,\n"
           "  --field-duration NAME        JSON field names (defaults: width height frames fps duration)\n"
+          "  --max-member-bytes N reject samples with a member over N bytes (default 512 MiB)\n"
           "  --block-size BYTES   fixed read size (default: plain tar reads 16 KiB after each\n"
           "                       payload skip, doubling to 1 MiB; compressed shards 4 MiB)\n\n"
           "exit status: 0 indexed (possibly with rejected samples), 1 no shard readable or\n"
@@ -100,6 +101,11 @@ int cli_cmd_index(int argc, char **argv) {
         if (errno || *end || b < 512 || b > (1ull << 30))
           exit_code = cli_usage_error("index", "bad --block-size '%s'", v);
         o.block_size = (size_t)b;
+      } else if (!strcmp(a, "--max-member-bytes")) {
+        unsigned long long b = 0;
+        if (cli_parse_u64(v, &b) || b == 0)
+          exit_code = cli_usage_error("index", "bad --max-member-bytes '%s'", v);
+        o.max_member_bytes = b;
       } else if (!strcmp(a, "--dali-idx")) {
         o.dali_idx_dir = v;
       } else if (!strcmp(a, "--field-width")) {

@@ -33,6 +33,9 @@ static void usage(FILE *out) {
           "  --prefetch N         buffers in the pool, i.e. batches read ahead (default 4)\n"
           "  --max-batches K      stop after K batches\n"
           "  --ext EXT            payload member extension (default latent; EXT.lz4 is decoded)\n"
+          "  --max-member-bytes N fail (or skip) a sample whose payload member holds or\n"
+          "                       decodes to more than N bytes (default 512 MiB;\n"
+          "                       ADAPTIVELOAD_MAX_MEMBER_BYTES)\n"
           "  --on-error fail|skip fail: stop at the first unreadable sample (exit 1);\n"
           "                       skip: deliver batches without it and list it (default fail)\n"
           "  --bench              measure instead of listing batches\n"
@@ -134,7 +137,14 @@ int cli_cmd_stream(int argc, char **argv) {
                             a[0] == '-' ? "needs a value (or is unknown)" : "unexpected");
     } else {
       i++;
-      if (!strcmp(a, "--index")) {
+      if (!strcmp(a, "--max-member-bytes")) {
+        unsigned long long b = 0;
+        if (cli_parse_u64(v, &b) || b == 0) {
+          fprintf(stderr, "adaptiveload stream: bad %s '%s'\n\n", a, v);
+          return AL_EXIT_USAGE;
+        }
+        setenv("ADAPTIVELOAD_MAX_MEMBER_BYTES", v, 1); /* read by the stream's readers */
+      } else if (!strcmp(a, "--index")) {
         index_path = v;
       } else if (!strcmp(a, "--manifest")) {
         manifest_path = v;

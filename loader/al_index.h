@@ -41,6 +41,9 @@ typedef struct al_index al_index;
 #define AL_INDEX_KEY_MAX 1024
 #define AL_INDEX_EXT_MAX 128
 
+/* Default of al_index_options.max_member_bytes: 512 MiB, as AL_STREAM_MAX_MEMBER_DEFAULT. */
+#define AL_INDEX_MAX_MEMBER_DEFAULT (512ull << 20)
+
 /* Zero means default for every field. */
 typedef struct al_index_options {
   int threads;       /* shards indexed in parallel; 0 = all online cores */
@@ -56,6 +59,10 @@ typedef struct al_index_options {
   const char *field_frames;   /* "frames" (aliases: num_frames, nframes) */
   const char *field_fps;      /* "fps" (alias: frame_rate) */
   const char *field_duration; /* "duration" */
+  /* Cap on one member's stored bytes; 0 = AL_INDEX_MAX_MEMBER_DEFAULT. A sample with a
+   * bigger member is rejected ("member of N bytes exceeds the M-byte cap"), since
+   * streaming it would need that much memory at once. KEY.json is capped at 16 MiB. */
+  uint64_t max_member_bytes;
 } al_index_options;
 
 typedef struct al_shard_info {

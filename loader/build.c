@@ -183,6 +183,7 @@ typedef struct build {
   size_t n;
   meta_fields fields;
   size_t block;
+  uint64_t max_member;
   scan_result *results;
   char *done;      /* results[i] ready */
   int *fail;       /* scan status per shard (out of memory) */
@@ -210,7 +211,7 @@ static void *worker(void *arg) {
     size_t i = B->next++;
     pthread_mutex_unlock(&B->mu);
     scan_result r;
-    int rc = scan_shard(B->paths[i], &B->fields, B->block, &B->progress, &r);
+    int rc = scan_shard(B->paths[i], &B->fields, B->block, B->max_member, &B->progress, &r);
     pthread_mutex_lock(&B->mu);
     B->results[i] = r;
     B->fail[i] = rc;
@@ -284,6 +285,7 @@ int al_index_build(al_index **out, const char *const *shards, size_t n,
   B.fields.fps = o.field_fps ? o.field_fps : index_default_fields[3];
   B.fields.duration = o.field_duration ? o.field_duration : index_default_fields[4];
   B.block = o.block_size; /* 0: scan.c picks by compression */
+  B.max_member = o.max_member_bytes ? o.max_member_bytes : AL_INDEX_MAX_MEMBER_DEFAULT;
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   size_t threads = o.threads > 0 ? (size_t)o.threads : (cores > 0 ? (size_t)cores : 1);
   if (threads > n) threads = n;

@@ -60,7 +60,8 @@ struct source;
 
 typedef struct scanner {
   const char *path;
-  struct source *src; /* the read callbacks' state while walking */
+  struct source *src;  /* the read callbacks' state while walking */
+  uint64_t max_member; /* cap on a member's stored bytes */
   const meta_fields *fields;
   struct archive *a;
   scan_result *res;
@@ -339,6 +340,9 @@ static int member(scanner *s, struct archive_entry *e, const char *name, uint64_
   p->m[mi].hdr = hdr;
   p->m[mi].off = off;
   p->m[mi].size = size;
+  if (size > s->max_member)
+    mark_bad(s, mi, "member of %llu bytes exceeds the %llu-byte cap (max_member_bytes)",
+             (unsigned long long)size, (unsigned long long)s->max_member);
   if (key_len > AL_INDEX_KEY_MAX)
     mark_bad(s, mi, "key of %zu bytes exceeds the %u-byte limit (AL_INDEX_KEY_MAX)", key_len,
              AL_INDEX_KEY_MAX);
@@ -858,12 +862,13 @@ done:
   return rc;
 }
 
-int scan_shard(const char *path, const meta_fields *fields, size_t block_size,
+int scan_shard(const char *path, const meta_fields *fields, size_t block_size, uint64_t max_member,
                scan_progress *progress, scan_result *out) {
   memset(out, 0, sizeof *out);
   scanner s;
   memset(&s, 0, sizeof s);
   s.path = path;
+  s.max_member = max_member;
   s.fields = fields;
   s.res = out;
   s.progress = progress;

@@ -32,7 +32,7 @@ typedef struct scan_progress {
 
 /* Scans `path`. Fails only for out-of-memory; everything wrong inside the
  * shard becomes a rejected entry. `progress` may be NULL. */
-int scan_shard(const char *path, const meta_fields *fields, size_t block_size,
+int scan_shard(const char *path, const meta_fields *fields, size_t block_size, uint64_t max_member,
                scan_progress *progress, scan_result *out);
 
 void scan_result_free(scan_result *r);

@@ -101,6 +101,13 @@ typedef struct al_stream_state {
 } al_stream_state;
 
 /* Zero means default for every field. */
+/* Default cap on one payload member's bytes, stored or decoded from an LZ4 frame (a
+ * 4 MB frame can claim 1 GiB): 512 MiB, over ten times a 1080p 121-frame bf16 latent.
+ * The environment variable ADAPTIVELOAD_MAX_MEMBER_BYTES (or `stream --max-member-bytes`)
+ * sets another; a member over the cap fails its read (AL_ERANGE, or is skipped with
+ * AL_STREAM_SKIP_SAMPLE) naming shard, key, member and offset. */
+#define AL_STREAM_MAX_MEMBER_DEFAULT (512ull << 20)
+
 typedef struct al_stream_options {
   int threads;                   /* reader threads; 0 = min(4, online cores) */
   int prefetch;                  /* buffers in the pool; 0 = 4 (at least 1) */

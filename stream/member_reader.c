@@ -175,6 +175,7 @@ struct stream_reader {
   LZ4F_dctx *dctx;
   /* Sequential (libarchive) position: the member after `seq_offset` in
    * shard `seq_shard` can be reached without reopening. */
+  uint64_t max_member; /* cap on a member's stored and decoded bytes */
   struct archive *seq;
   int seq_fd; /* its descriptor (-1: none) */
   uint32_t seq_shard;
@@ -186,6 +187,7 @@ int stream_reader_new(stream_reader **out, stream_shard_table *t, size_t block) 
   if (!r) return al_set_error(AL_ENOMEM, "reader");
   r->t = t;
   r->seq_fd = -1;
+  r->max_member = stream_max_member_bytes();
   r->block = block ? block : ((size_t)1 << 20);
   r->scratch = malloc(r->block);
   LZ4F_errorCode_t e = LZ4F_createDecompressionContext(&r->dctx, LZ4F_VERSION);
@@ -212,6 +214,17 @@ void stream_reader_free(stream_reader *r) {
   LZ4F_freeDecompressionContext(r->dctx);
   free(r->scratch);
   free(r);
+}
+
+uint64_t stream_max_member_bytes(void) {
+  const char *e = getenv("ADAPTIVELOAD_MAX_MEMBER_BYTES");
+  if (e && *e >= '0' && *e <= '9') {
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(e, &end, 10);
+    if (!errno && !*end && v > 0) return v;
+  }
+  return AL_STREAM_MAX_MEMBER_DEFAULT;
 }
 
 /* Bytes of one member, from a file offset (pread) or the current libarchive entry. */
@@ -314,7 +327,8 @@ static int decode_lz4(stream_reader *r, member_in *in, const stream_source_job *
   lz4_member_dst dst = {.reserve = lz4_reserve,
                         .ctx = &lo,
                         .first = r->block,
-                        .limit = SIZE_MAX / 2};
+                        .limit = r->max_member < SIZE_MAX / 2 ? (size_t)r->max_member
+                                                              : SIZE_MAX / 2};
   lz4_member_result res;
   int rc = lz4_member_decode(r->dctx, &src, &dst, &res);
   if (rc != AL_OK) return rc;
@@ -324,7 +338,10 @@ static int decode_lz4(stream_reader *r, member_in *in, const stream_source_job *
     case LZ4_MEMBER_BAD_HEADER:
       return fail_at(job, shard, job->offset, AL_EFORMAT, "LZ4 frame header: ", res.lz4_error);
     case LZ4_MEMBER_TOO_LARGE:
-      return fail_at(job, shard, job->offset + res.at, AL_ERANGE, "LZ4 content size absurd", NULL);
+      snprintf(what, sizeof what, "%" PRIu64 " bytes (ADAPTIVELOAD_MAX_MEMBER_BYTES)",
+               r->max_member);
+      return fail_at(job, shard, job->offset + res.at, AL_ERANGE,
+                     "LZ4 member decodes to more than the cap of ", what);
     case LZ4_MEMBER_CORRUPT:
       return fail_at(job, shard, job->offset + res.at, AL_EFORMAT, "LZ4 decode: ", res.lz4_error);
     case LZ4_MEMBER_TRUNCATED:
@@ -413,8 +430,14 @@ int stream_reader_read(stream_reader *r, const stream_source_job *job, stream_gr
   if (job->lz4) {
     rc = decode_lz4(r, &in, job, path, b, off, len);
   } else {
-    if (job->size > (uint64_t)(SIZE_MAX / 2))
-      return fail_at(job, path, job->offset, AL_ERANGE, "member size absurd", NULL);
+    if (job->size > r->max_member || job->size > (uint64_t)(SIZE_MAX / 2)) {
+      char what[96];
+      snprintf(what, sizeof what,
+               "%" PRIu64 " bytes exceeds the cap of %" PRIu64
+               " bytes (ADAPTIVELOAD_MAX_MEMBER_BYTES)",
+               job->size, r->max_member);
+      return fail_at(job, path, job->offset, AL_ERANGE, "member of ", what);
+    }
     rc = stream_growbuf_reserve(b, off + (size_t)job->size, off);
     if (rc == AL_OK) rc = read_exact(&in, b->p + off, job->size, job, path);
     if (rc == AL_OK) *len = (size_t)job->size;

@@ -37,6 +37,12 @@ void stream_shard_table_free(stream_shard_table *t);
 typedef struct stream_reader stream_reader;
 
 int stream_reader_new(stream_reader **out, stream_shard_table *t, size_t block);
+
+/* The cap on one payload member's stored bytes and on what an LZ4 member decodes to:
+ * ADAPTIVELOAD_MAX_MEMBER_BYTES when set to a positive number, else
+ * AL_STREAM_MAX_MEMBER_DEFAULT (al_stream.h). Over it, the read fails (AL_ERANGE)
+ * naming shard, key, member and byte offset, before the memory is allocated. */
+uint64_t stream_max_member_bytes(void);
 void stream_reader_free(stream_reader *r);
 
 /* Reads the payload of `job` into b->p + off (growing b, keeping its first

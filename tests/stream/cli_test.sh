@@ -41,6 +41,22 @@ grep -q "WORLD_SIZE is not a number: '-2'" "$T/err" || fail "bad WORLD_SIZE mess
 expect_rc 2 "$BIN" stream --index "$T/i.alidx"
 expect_rc 2 "$BIN" stream --index "$T/i.alidx" --manifest "$T/m.alm" --on-error maybe
 
+# Issue 13: caps and FIFOs. A payload cap below the latents' size fails naming the cap; the
+# index cap rejects those samples when indexing; a FIFO as index or manifest fails at once.
+expect_rc 1 "$BIN" stream --index "$T/i.alidx" --manifest "$T/m.alm" --rank 0 --max-member-bytes 100
+grep -q "exceeds the cap of 100 bytes" "$T/err" || fail "cap message: $(cat "$T/err")"
+expect_rc 2 "$BIN" stream --index "$T/i.alidx" --manifest "$T/m.alm" --rank 0 --max-member-bytes " -1"
+expect_rc 0 "$BIN" index --max-member-bytes 100 -o "$T/capped.alidx" "$T/shards"
+grep -q "exceeds the 100-byte cap" "$T/err" || fail "index cap message: $(cat "$T/err")"
+mkfifo "$T/fifo.alm"
+expect_rc 1 timeout 20 "$BIN" stream --index "$T/i.alidx" --manifest "$T/fifo.alm" --rank 0
+grep -q "FIFO" "$T/err" || fail "FIFO manifest message: $(cat "$T/err")"
+expect_rc 1 timeout 20 "$BIN" stream --index "$T/fifo.alm" --manifest "$T/m.alm" --rank 0
+grep -q "FIFO" "$T/err" || fail "FIFO index message: $(cat "$T/err")"
+expect_rc 1 timeout 20 "$BIN" index -o "$T/fifo.alm" "$T/shards"
+grep -q "not a regular file" "$T/err" || fail "index -o FIFO message: $(cat "$T/err")"
+[ -p "$T/fifo.alm" ] || fail "index -o replaced the FIFO"
+
 # A manifest of another index.
 expect_rc 0 "$BIN" synth --out "$T/other" --samples 5 --shards 1 --seed 9
 expect_rc 0 "$BIN" index -o "$T/o.alidx" "$T/other"
