@@ -423,31 +423,37 @@ TEST(StreamApi, LongestIndexableKeyStreams) {
 // Issue 13: decompression had no cap: a small LZ4 member could claim (and get) 1 GiB. A member
 // over the cap (default AL_STREAM_MAX_MEMBER_DEFAULT, ADAPTIVELOAD_MAX_MEMBER_BYTES) fails its
 // read naming key and member, before the memory is allocated.
-TEST(StreamApi, DecompressionAndMemberSizeAreCapped) {
-  // 600 MiB of zeros in one LZ4 frame without a content size: about 2.4 MB stored.
+std::string ZeroFrame(size_t mib, bool content_size) {
+  LZ4F_preferences_t prefs{};
+  prefs.frameInfo.blockSizeID = LZ4F_max4MB;
+  if (content_size) prefs.frameInfo.contentSize = (unsigned long long)mib << 20;
+  LZ4F_cctx *c = nullptr;
+  EXPECT_FALSE(LZ4F_isError(LZ4F_createCompressionContext(&c, LZ4F_VERSION)));
+  std::vector<char> zeros(1 << 20, 0), out(LZ4F_compressBound(1 << 20, &prefs) + 64);
   std::string frame;
-  {
-    LZ4F_preferences_t prefs{};
-    prefs.frameInfo.blockSizeID = LZ4F_max4MB;
-    LZ4F_cctx *c = nullptr;
-    ASSERT_FALSE(LZ4F_isError(LZ4F_createCompressionContext(&c, LZ4F_VERSION)));
-    std::vector<char> zeros(1 << 20, 0), out(LZ4F_compressBound(1 << 20, &prefs) + 64);
-    size_t n = LZ4F_compressBegin(c, out.data(), out.size(), &prefs);
+  size_t n = LZ4F_compressBegin(c, out.data(), out.size(), &prefs);
+  frame.append(out.data(), n);
+  for (size_t i = 0; i < mib; i++) {
+    n = LZ4F_compressUpdate(c, out.data(), out.size(), zeros.data(), zeros.size(), nullptr);
+    EXPECT_FALSE(LZ4F_isError(n));
     frame.append(out.data(), n);
-    for (int i = 0; i < 600; i++) {
-      n = LZ4F_compressUpdate(c, out.data(), out.size(), zeros.data(), zeros.size(), nullptr);
-      ASSERT_FALSE(LZ4F_isError(n));
-      frame.append(out.data(), n);
-    }
-    n = LZ4F_compressEnd(c, out.data(), out.size(), nullptr);
-    frame.append(out.data(), n);
-    LZ4F_freeCompressionContext(c);
   }
-  ASSERT_LT(frame.size(), 8u << 20);
+  n = LZ4F_compressEnd(c, out.data(), out.size(), nullptr);
+  frame.append(out.data(), n);
+  LZ4F_freeCompressionContext(c);
+  return frame;
+}
+
+TEST(StreamApi, DecompressionAndMemberSizeAreCapped) {
+  // 1 GiB claimed in the header (about 4 MB stored); 64 MiB without a content size.
+  std::string claimed = ZeroFrame(1024, true), silent = ZeroFrame(64, false);
+  ASSERT_LT(claimed.size(), 8u << 20);
   std::string path = altest::TmpPath("bomb.tar");
   const char *js = "{\"width\": 64, \"height\": 64}";
   altest::WriteTar(path, {{"bomb.json", js},
-                          {"bomb.latent.lz4", frame},
+                          {"bomb.latent.lz4", claimed},
+                          {"quiet.json", js},
+                          {"quiet.latent.lz4", silent},
                           {"small.json", js},
                           {"small.latent", std::string(1000, 's')}});
   const char *paths[] = {path.c_str()};
@@ -455,7 +461,7 @@ TEST(StreamApi, DecompressionAndMemberSizeAreCapped) {
   io.progress = -1;
   al_index *idx = nullptr;
   ASSERT_EQ(al_index_build(&idx, paths, 1, &io, nullptr), AL_OK) << al_last_error();
-  ASSERT_EQ(al_index_sample_count(idx), 2u);
+  ASSERT_EQ(al_index_sample_count(idx), 3u);
   void *p = nullptr;
   size_t n = 0;
   unsetenv("ADAPTIVELOAD_MAX_MEMBER_BYTES");
@@ -463,11 +469,14 @@ TEST(StreamApi, DecompressionAndMemberSizeAreCapped) {
   EXPECT_TRUE(altest::ErrorContains("bomb.latent.lz4")) << al_last_error();
   EXPECT_TRUE(altest::ErrorContains("cap")) << al_last_error();
   EXPECT_EQ(p, nullptr);
-  ASSERT_EQ(al_stream_read_sample(idx, 1, nullptr, &p, &n), AL_OK) << al_last_error();
+  ASSERT_EQ(al_stream_read_sample(idx, 2, nullptr, &p, &n), AL_OK) << al_last_error();
   al_stream_free(p);
-  // A smaller cap set in the environment applies to stored members too.
-  setenv("ADAPTIVELOAD_MAX_MEMBER_BYTES", "999", 1);
+  // A smaller cap set in the environment: decoding stops there; stored members too.
+  setenv("ADAPTIVELOAD_MAX_MEMBER_BYTES", "8388608", 1);
   EXPECT_EQ(al_stream_read_sample(idx, 1, nullptr, &p, &n), AL_ERANGE);
+  EXPECT_TRUE(altest::ErrorContains("quiet.latent.lz4")) << al_last_error();
+  setenv("ADAPTIVELOAD_MAX_MEMBER_BYTES", "999", 1);
+  EXPECT_EQ(al_stream_read_sample(idx, 2, nullptr, &p, &n), AL_ERANGE);
   EXPECT_TRUE(altest::ErrorContains("1000 bytes exceeds the cap of 999 bytes")) << al_last_error();
   unsetenv("ADAPTIVELOAD_MAX_MEMBER_BYTES");
   al_index_free(idx);
