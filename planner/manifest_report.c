@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/atomic_file_internal.h"
 #include "common/json_write_internal.h"
 #include "planner/al_plan.h"
 #include "planner/al_report.h"
@@ -204,8 +205,10 @@ static void load_colour(double ratio, char buf[8]) {
 }
 
 int al_manifest_write_svg(const al_manifest *m, const char *path) {
-  FILE *f = fopen(path, "w");
-  if (!f) return al_set_error(AL_EIO, "%s: cannot create", path);
+  afile *af;
+  int rc = afile_create(&af, path); /* never half a file, never through a link */
+  if (rc) return rc;
+  FILE *f = afile_stream(af);
   uint32_t W = m->world, S = m->steps;
   uint32_t cols = S < 1200 ? S : 1200;
   double group = cols ? (double)S / cols : 1;
@@ -224,10 +227,7 @@ int al_manifest_write_svg(const al_manifest *m, const char *path) {
           "<text x=\"%.0f\" y=\"38\" fill=\"#555\">colour = rank's predicted cost / the step's slowest rank%s</text>\n",
           x0, group > 1.0001 ? " (columns average several steps)" : "");
   double *ratio = calloc(W ? W : 1, sizeof *ratio);
-  if (!ratio) {
-    fclose(f);
-    return al_set_error(AL_ENOMEM, "svg: out of memory");
-  }
+  if (!ratio) return afile_finish(af, al_set_error(AL_ENOMEM, "svg: out of memory"));
   double cw = cols ? plot_w / cols : plot_w;
   for (uint32_t c = 0; c < cols; c++) {
     uint32_t s0 = (uint32_t)floor(c * group), s1 = (uint32_t)floor((c + 1) * group);
@@ -269,9 +269,7 @@ int al_manifest_write_svg(const al_manifest *m, const char *path) {
           "<text x=\"%.0f\" y=\"%.0f\">idle</text><text x=\"%.0f\" y=\"%.0f\" text-anchor=\"end\">as busy as the slowest rank</text>\n",
           x0, ly + 26, x0 + 303, ly + 26);
   fprintf(f, "</svg>\n");
-  int err = ferror(f);
-  if (fclose(f) || err) return al_set_error(AL_EIO, "%s: write failed", path);
-  return AL_OK;
+  return afile_finish(af, ferror(f) ? al_set_error(AL_EIO, "%s: write failed", path) : AL_OK);
 }
 
 void al_plan_compare_print(FILE *out, const al_manifest *a, const al_manifest *b) {

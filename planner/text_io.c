@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "common/al_status.h"
+#include "common/atomic_file_internal.h"
 #include "common/grow_internal.h"
 
 int plan_text_is_json(const char *text, size_t len) {
@@ -29,11 +30,11 @@ int plan_read_file(const char *path, size_t max_bytes, const char *what, char **
                    size_t *out_len) {
   *out = NULL;
   *out_len = 0;
-  FILE *f = fopen(path, "rb");
-  if (!f) return al_set_error(AL_EIO, "%s: %s", path, strerror(errno));
+  FILE *f;
+  int rc = afile_fopen_input(path, what, &f); /* a FIFO or device is refused, not waited on */
+  if (rc) return rc;
   char *buf = NULL;
   size_t cap = 0, n = 0;
-  int rc = AL_OK;
   while (rc == AL_OK) {
     if (n >= max_bytes) {
       rc = al_set_error(AL_ERANGE, "%s: %s larger than %zu MiB", path, what, max_bytes >> 20);

@@ -56,6 +56,17 @@ grep -q "FIFO" "$T/err" || fail "FIFO index message: $(cat "$T/err")"
 expect_rc 1 timeout 20 "$BIN" index -o "$T/fifo.alm" "$T/shards"
 grep -q "not a regular file" "$T/err" || fail "index -o FIFO message: $(cat "$T/err")"
 [ -p "$T/fifo.alm" ] || fail "index -o replaced the FIFO"
+# The planner's text inputs (benchmark CSV, cost JSON) and inspect --svg: a FIFO input is
+# refused at once, an SVG never goes through a link nor into a FIFO.
+expect_rc 1 timeout 20 "$BIN" fit --bench "$T/fifo.alm"
+grep -q "FIFO" "$T/err" || fail "fit --bench FIFO message: $(cat "$T/err")"
+echo keep >"$T/victim"
+ln -s "$T/victim" "$T/link.svg"
+expect_rc 0 "$BIN" inspect "$T/m.alm" --svg "$T/link.svg"
+[ "$(cat "$T/victim")" = keep ] || fail "inspect --svg wrote through a symlink"
+grep -q "<svg" "$T/link.svg" && [ ! -L "$T/link.svg" ] || fail "inspect --svg did not replace the link with a file"
+expect_rc 1 timeout 20 "$BIN" inspect "$T/m.alm" --svg "$T/fifo.alm"
+[ -p "$T/fifo.alm" ] || fail "inspect --svg replaced the FIFO"
 
 # A manifest of another index.
 expect_rc 0 "$BIN" synth --out "$T/other" --samples 5 --shards 1 --seed 9
