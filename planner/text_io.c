@@ -32,6 +32,8 @@ int plan_read_file(const char *path, size_t max_bytes, const char *what, char **
   *out_len = 0;
   FILE *f;
   int rc = afile_fopen_input(path, what, &f); /* a FIFO or device is refused, not waited on */
+  /* A missing file stays AL_EIO, as these loaders have always documented it. */
+  if (rc == AL_ENOTFOUND) return al_set_error(AL_EIO, "%s: %s", path, strerror(ENOENT));
   if (rc) return rc;
   char *buf = NULL;
   size_t cap = 0, n = 0;
