@@ -90,7 +90,7 @@ typedef struct al_micro_ref {
   const uint64_t *samples; /* index positions */
   const uint64_t *tokens;  /* per sample */
   size_t n_padded;
-  const uint32_t *padded; /* positions in samples[] that are padding repeats */
+  const uint32_t *padded; /* positions in samples[] that are padding repeats; NULL when none */
   double cost_ms;         /* predicted */
   uint64_t step_samples;  /* totals over all ranks of this step, for loss normalisation */
   uint64_t step_tokens;

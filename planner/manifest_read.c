@@ -367,7 +367,8 @@ int al_manifest_micro(const al_manifest *m, uint32_t step, uint32_t rank, uint32
   out->samples = m->samples + x->first;
   out->tokens = m->tokens + x->first;
   out->n_padded = x->n_pad;
-  out->padded = m->pads + x->pad_first;
+  /* NULL without padding: a manifest with no padded micro-batch has no pads[] at all. */
+  out->padded = x->n_pad ? m->pads + x->pad_first : NULL;
   out->cost_ms = x->cost;
   out->step_samples = st->samples;
   out->step_tokens = st->tokens;
