@@ -70,14 +70,17 @@ container() { # FILE DEST_PREFIX
 "$CLI" index "$C/tar_index/mixed_rejects.tar" "$T/cl" -o "$T/mixed.alidx" >/dev/null 2>&1
 container "$T/c.alidx" "$C/index_load/synth3"
 container "$T/mixed.alidx" "$C/index_load/rejects"
-# Manifests with padding: one without any trips the open finding manifest_read_null_pads
-# (tests/fuzz/README.md) on every load; add such seeds once it is fixed.
+# Manifests with and without padding, both policies, a dropped last step.
 "$CLI" synth --out "$T/c12" --payload none --samples 12 --shards 2 --seed 3 >/dev/null 2>&1
 "$CLI" index "$T/c12" -o "$T/c12.alidx" >/dev/null 2>&1
 "$CLI" plan --index "$T/c.alidx" --world 4 -o "$T/a4.alm" >/dev/null 2>&1
 "$CLI" plan --index "$T/c12.alidx" --world 5 --policy equal-token -o "$T/e5.alm" >/dev/null 2>&1
 container "$T/a4.alm" "$C/manifest_load/adaptive_w4_pad"
 container "$T/e5.alm" "$C/manifest_load/equal_w5_pad"
+"$CLI" plan --index "$T/c.alidx" --world 2 -o "$T/a2.alm" >/dev/null 2>&1
+"$CLI" plan --index "$T/c12.alidx" --world 5 --policy equal-token --last-step drop -o "$T/e5d.alm" >/dev/null 2>&1
+container "$T/a2.alm" "$C/manifest_load/adaptive_w2"
+{ printf '\000'; lz4 -d -q -c "$T/e5d.alm"; } > "$C/manifest_load/equal_w5_drop.stream"
 { head -1 planner/data/h200_shape_bench.csv; sed -n '10,21p' planner/data/h200_shape_bench.csv; } > "$T/bench.csv"
 "$CLI" fit --bench "$T/bench.csv" -o "$T/mem.alcost" >/dev/null 2>&1
 "$CLI" fit --default --loss abs -o "$T/default.alcost" >/dev/null 2>&1
