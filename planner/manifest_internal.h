@@ -55,4 +55,9 @@ struct al_manifest {
   uint64_t rejected[AL_REJECT_COUNT];
 };
 
+/* Checks that a loaded manifest is a plan: every scheduled sample exactly
+ * once, bounded micro-batches, totals and summary matching what the steps hold
+ * (manifest_check.c says what exactly). AL_OK or AL_EFORMAT naming the place. */
+int manifest_check(const al_manifest *m);
+
 #endif /* AL_MANIFEST_INTERNAL_H */

@@ -127,6 +127,10 @@ static int take_chunk(al_manifest *m, const Adaptiveload__ManifestChunk *c, cons
   if (rc) return rc;
   for (size_t s = 0; s < c->n_steps; s++) {
     const Adaptiveload__Step *st = c->steps[s];
+    /* Every loop over a manifest ends at first_step + steps: it must not wrap. */
+    if ((uint64_t)m->first_step + m->steps >= UINT32_MAX)
+      return al_set_error(AL_EFORMAT, "%s: step numbers past 2^32-2 (first step %u, %u steps)",
+                          where, m->first_step, m->steps + 1);
     uint32_t want = m->first_step + m->steps;
     if (st->step != want)
       return al_set_error(AL_EFORMAT, "%s: step %u where step %u was expected", where, st->step,
@@ -298,9 +302,10 @@ int al_manifest_load(al_manifest **out, const char *path) {
   if (!rc && summary_steps != m->steps)
     rc = al_set_error(AL_EFORMAT, "%s: summary says %u steps, chunks hold %u", path, summary_steps,
                       m->steps);
-  if (!rc && m->n_keys && m->n_keys != m->info.index_samples)
+  if (!rc && m->n_keys != m->info.index_samples)
     rc = al_set_error(AL_EFORMAT, "%s: %llu keys for an index of %llu samples", path,
                       (unsigned long long)m->n_keys, (unsigned long long)m->info.index_samples);
+  if (!rc) rc = manifest_check(m);
   if (rc) {
     al_manifest_free(m);
     return rc;

@@ -123,6 +123,12 @@ int plan_trim(al_plan *p, uint32_t k) {
   size_t cut = (size_t)(k - p->first_step) * p->world;
   if (!cut) return AL_OK;
   uint64_t base = p->slot[cut];
+  /* The steps cut off were consumed: the key table says so, so that loading checks that
+   * every sample still marked scheduled is in the manifest (manifest_check.c). */
+  for (uint64_t x = 0; x < base; x++)
+    if (!p->micro[x].padded)
+      for (uint32_t k2 = 0; k2 < p->micro[x].n; k2++)
+        p->status[p->mb[p->micro[x].first + k2]] = AL_KEY_CONSUMED;
   size_t nslot = (size_t)(p->steps - (k - p->first_step)) * p->world;
   for (size_t i = 0; i <= nslot; i++) p->slot[i] = p->slot[cut + i] - base;
   memmove(p->micro, p->micro + base, (p->n_micro - base) * sizeof *p->micro);

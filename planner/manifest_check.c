@@ -1,0 +1,250 @@
+/* manifest_check.c - what al_manifest_load proves about a manifest beyond its
+ * checksums: that it is a plan (issue 13).
+ *
+ * A manifest with valid checksums can still be forged or written by a buggy
+ * tool; the checks below hold for every manifest the planner writes, so any
+ * violation is refused with the step, rank, micro-batch and sample named:
+ *   - every index position in range and with a known status; 17 (consumed
+ *     before first_step) only in a re-plan;
+ *   - every position with status 0 (scheduled) appears exactly once as a real
+ *     sample, every other position never; padding repeats a scheduled sample;
+ *   - a micro-batch holds at most its bucket's batch size, every sample the
+ *     bucket's tokens, at most M_mem tokens in all, and distinct padding slots;
+ *   - every step holds at least one real sample, and its totals (the loss
+ *     normaliser handed to every micro-batch) are the sums of what it holds;
+ *   - the summary's samples, padded, tokens, rejected (total and by reason)
+ *     and dropped counts, and every bucket's sample count, are what the steps
+ *     and the key table hold (a bucket's count is of the whole epoch: at least
+ *     what the steps hold).
+ * Cost: one byte per index position and one pass over the samples. */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "planner/manifest_internal.h"
+#include "planner/plan_internal.h"
+
+#define SEEN_REAL 1u
+#define SEEN_PAD 2u
+
+static const char *key_or(const al_manifest *m, uint64_t s) {
+  const char *k = s < m->n_keys ? m->key_blob + m->key_off[s] : NULL;
+  return k ? k : "";
+}
+
+/* Step, rank and micro of micro-batch x, for messages. */
+static void locate(const al_manifest *m, size_t x, uint32_t *step, uint32_t *rank,
+                   uint32_t *micro) {
+  size_t lo = 0, hi = (size_t)m->steps * m->world; /* slot[lo] <= x < slot[hi] */
+  while (hi - lo > 1) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (m->slot[mid] <= x)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  *step = m->first_step + (uint32_t)(lo / m->world);
+  *rank = (uint32_t)(lo % m->world);
+  *micro = (uint32_t)(x - m->slot[lo]);
+}
+
+static int bad_micro(const al_manifest *m, size_t x, const char *what) {
+  uint32_t st, r, k;
+  locate(m, x, &st, &r, &k);
+  return al_set_error(AL_EFORMAT, "%s: step %" PRIu32 " rank %" PRIu32 " micro %" PRIu32 ": %s",
+                      m->path, st, r, k, what);
+}
+
+static int check_statuses(const al_manifest *m, uint64_t counts[AL_KEY_CONSUMED + 1]) {
+  if (m->info.index_samples && m->n_keys != m->info.index_samples)
+    return al_set_error(AL_EFORMAT,
+                        "%s: no key table for an index of %" PRIu64
+                        " samples (every manifest the planner writes has one)",
+                        m->path, m->info.index_samples);
+  for (uint64_t i = 0; i < m->n_keys; i++) {
+    uint8_t s = m->key_status[i];
+    int known = s < AL_REJECT_COUNT || s == AL_KEY_DROPPED || s == AL_KEY_CONSUMED;
+    if (!known)
+      return al_set_error(AL_EFORMAT, "%s: sample %" PRIu64 " ('%s') has unknown status %u",
+                          m->path, i, key_or(m, i), s);
+    if (s == AL_KEY_CONSUMED && !m->first_step)
+      return al_set_error(AL_EFORMAT,
+                          "%s: sample %" PRIu64
+                          " ('%s') is marked consumed before step 0 (only a re-plan has that)",
+                          m->path, i, key_or(m, i));
+    counts[s]++;
+  }
+  return AL_OK;
+}
+
+int manifest_check(const al_manifest *m) {
+  const al_manifest_info *in = &m->info;
+  uint64_t counts[AL_KEY_CONSUMED + 1] = {0};
+  int rc = check_statuses(m, counts);
+  if (rc) return rc;
+  uint8_t *seen = calloc(m->n_keys ? m->n_keys : 1, 1);
+  uint64_t *bucket_real = calloc(m->n_buckets ? m->n_buckets : 1, sizeof *bucket_real);
+  uint8_t *is_pad = NULL;
+  size_t pad_cap = 0;
+  if (!seen || !bucket_real) {
+    rc = al_set_error(AL_ENOMEM, "%s: out of memory checking the manifest", m->path);
+    goto cleanup;
+  }
+  uint64_t real = 0, padded = 0, tokens = 0;
+  for (uint32_t s = 0; s < m->steps && !rc; s++) {
+    uint64_t st_samples = 0, st_tokens = 0;
+    for (uint64_t x = m->slot[(size_t)s * m->world]; x < m->slot[(size_t)(s + 1) * m->world];
+         x++) {
+      const manifest_micro *mc = &m->micro[x];
+      const al_bucket_info *b = &m->buckets[mc->bucket];
+      char what[512];
+      if (b->batch_size && mc->n > b->batch_size) {
+        snprintf(what, sizeof what, "%" PRIu32 " samples in bucket %" PRIu32 " of batch size %" PRIu32,
+                 mc->n, mc->bucket, b->batch_size);
+        rc = bad_micro(m, x, what);
+        goto cleanup;
+      }
+      if (in->mem_tokens && (uint64_t)mc->n * b->tokens > in->mem_tokens) {
+        snprintf(what, sizeof what,
+                 "%" PRIu32 " samples of %" PRIu64 " tokens exceed M_mem = %" PRIu64 " tokens", mc->n,
+                 b->tokens, in->mem_tokens);
+        rc = bad_micro(m, x, what);
+        goto cleanup;
+      }
+      if (mc->n > pad_cap) {
+        free(is_pad);
+        pad_cap = mc->n;
+        if (!(is_pad = malloc(pad_cap))) {
+          rc = al_set_error(AL_ENOMEM, "%s: out of memory checking the manifest", m->path);
+          goto cleanup;
+        }
+      }
+      memset(is_pad, 0, mc->n);
+      for (uint32_t q = 0; q < mc->n_pad; q++) {
+        uint32_t k = m->pads[mc->pad_first + q]; /* < n: checked while loading */
+        if (is_pad[k]) {
+          snprintf(what, sizeof what, "padding position %" PRIu32 " listed twice", k);
+          rc = bad_micro(m, x, what);
+          goto cleanup;
+        }
+        is_pad[k] = 1;
+      }
+      for (uint32_t k = 0; k < mc->n; k++) {
+        uint64_t smp = m->samples[mc->first + k];
+        if (m->tokens[mc->first + k] != b->tokens) {
+          snprintf(what, sizeof what,
+                   "sample %" PRIu64 " ('%s') carries %" PRIu64 " tokens, its bucket %" PRIu32
+                   " holds %" PRIu64,
+                   smp, key_or(m, smp), m->tokens[mc->first + k], mc->bucket, b->tokens);
+          rc = bad_micro(m, x, what);
+          goto cleanup;
+        }
+        uint8_t st = smp < m->n_keys ? m->key_status[smp] : AL_KEY_PLANNED;
+        if (st != AL_KEY_PLANNED) {
+          snprintf(what, sizeof what,
+                   "sample %" PRIu64 " ('%s') has status %u in the key table (%s), not scheduled",
+                   smp, key_or(m, smp), st,
+                   st == AL_KEY_DROPPED    ? "dropped"
+                   : st == AL_KEY_CONSUMED ? "consumed before first_step"
+                                           : "rejected");
+          rc = bad_micro(m, x, what);
+          goto cleanup;
+        }
+        if (is_pad[k]) {
+          padded++;
+          if (smp < m->n_keys) seen[smp] |= SEEN_PAD;
+          continue;
+        }
+        if (smp < m->n_keys) {
+          if (seen[smp] & SEEN_REAL) {
+            snprintf(what, sizeof what,
+                     "sample %" PRIu64 " ('%s') is scheduled a second time in this epoch", smp,
+                     key_or(m, smp));
+            rc = bad_micro(m, x, what);
+            goto cleanup;
+          }
+          seen[smp] |= SEEN_REAL;
+        }
+        real++, st_samples++;
+        tokens += b->tokens, st_tokens += b->tokens;
+        bucket_real[mc->bucket]++;
+      }
+    }
+    const manifest_step *ms = &m->stepv[s];
+    if (!st_samples) {
+      rc = al_set_error(AL_EFORMAT, "%s: step %" PRIu32 " holds only padding", m->path,
+                        m->first_step + s);
+    } else if (ms->samples != st_samples || ms->tokens != st_tokens) {
+      rc = al_set_error(AL_EFORMAT,
+                        "%s: step %" PRIu32 " says %" PRIu64 " samples and %" PRIu64
+                        " tokens (the loss normaliser) but holds %" PRIu64 " and %" PRIu64,
+                        m->path, m->first_step + s, ms->samples, ms->tokens, st_samples,
+                        st_tokens);
+    }
+  }
+  if (rc) goto cleanup;
+  for (uint64_t i = 0; i < m->n_keys; i++)
+    if (m->key_status[i] == AL_KEY_PLANNED && !(seen[i] & SEEN_REAL)) {
+      rc = al_set_error(AL_EFORMAT,
+                        "%s: sample %" PRIu64 " ('%s') is scheduled in the key table but in no "
+                        "micro-batch%s",
+                        m->path, i, key_or(m, i),
+                        seen[i] & SEEN_PAD ? " (only as padding)" : "");
+      goto cleanup;
+    }
+  if (m->n_keys && real != counts[AL_KEY_PLANNED]) {
+    /* Unreachable after the two loops above; kept as the statement of the invariant. */
+    rc = al_set_error(AL_EFORMAT, "%s: %" PRIu64 " scheduled keys, %" PRIu64 " samples", m->path,
+                      counts[AL_KEY_PLANNED], real);
+    goto cleanup;
+  }
+  if (in->samples != real || in->padded != padded || in->tokens != tokens) {
+    rc = al_set_error(AL_EFORMAT,
+                      "%s: the summary says %" PRIu64 " samples, %" PRIu64 " padding, %" PRIu64
+                      " tokens; the steps hold %" PRIu64 ", %" PRIu64 ", %" PRIu64,
+                      m->path, in->samples, in->padded, in->tokens, real, padded, tokens);
+    goto cleanup;
+  }
+  if (m->n_keys) {
+    uint64_t rej = 0;
+    for (int r = 1; r < AL_REJECT_COUNT; r++) {
+      rej += counts[r];
+      if (m->rejected[r] != counts[r]) {
+        rc = al_set_error(AL_EFORMAT,
+                          "%s: the summary says %" PRIu64
+                          " samples rejected for reason %d; the key table marks %" PRIu64,
+                          m->path, m->rejected[r], r, counts[r]);
+        goto cleanup;
+      }
+    }
+    if (in->rejected != rej) {
+      rc = al_set_error(AL_EFORMAT,
+                        "%s: the summary says %" PRIu64 " rejected; the key table marks %" PRIu64,
+                        m->path, in->rejected, rej);
+      goto cleanup;
+    }
+    /* A re-plan keeps the old plan's dropped marks but counts only its own drops. */
+    uint64_t dr = counts[AL_KEY_DROPPED];
+    if (m->first_step ? in->dropped > dr : in->dropped != dr) {
+      rc = al_set_error(AL_EFORMAT,
+                        "%s: the summary says %" PRIu64 " dropped; the key table marks %" PRIu64,
+                        m->path, in->dropped, dr);
+      goto cleanup;
+    }
+  }
+  /* A bucket's count is of the epoch (dropped samples included, and for a plan that starts
+   * at a later step, the steps before it): never fewer than the steps hold. */
+  for (size_t b = 0; b < m->n_buckets; b++)
+    if (m->buckets[b].samples < bucket_real[b]) {
+      rc = al_set_error(AL_EFORMAT,
+                        "%s: bucket %zu says %" PRIu64 " samples; the steps hold %" PRIu64,
+                        m->path, b, m->buckets[b].samples, bucket_real[b]);
+      goto cleanup;
+    }
+
+cleanup:
+  free(seen);
+  free(bucket_real);
+  free(is_pad);
+  return rc;
+}
