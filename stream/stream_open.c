@@ -64,6 +64,25 @@ int al_stream_open(al_stream **out, const al_index *idx, const al_manifest *m, i
                         " in the manifest, %016" PRIx64
                         " in this index): plan again from this index",
                         info.index_fingerprint, fp);
+  /* The fingerprint proves the index is the one planned from; the key table must agree
+   * with it position by position (al_manifest_load has checked the table against the
+   * steps: every scheduled position exactly once). */
+  size_t n_idx = al_index_sample_count(idx);
+  if (info.index_samples != n_idx)
+    return al_set_error(AL_EFORMAT,
+                        "the manifest was planned from an index of %" PRIu64
+                        " samples but the index holds %zu",
+                        info.index_samples, n_idx);
+  for (size_t i = 0; i < n_idx; i++) {
+    al_sample_info si;
+    const char *mk = al_manifest_key(m, i);
+    if ((rc = al_index_sample(idx, i, &si)) != AL_OK) return rc;
+    if (mk && *mk && strcmp(mk, si.key)) /* "": saved without keys (al_plan_save, key NULL) */
+      return al_set_error(AL_EFORMAT,
+                          "the manifest's key table names '%s' at index position %zu where the "
+                          "index holds '%s': plan again from this index",
+                          mk, i, si.key);
+  }
   uint32_t r;
   rc = al_resolve_rank(m, rank, opts ? opts->world : 0, &r);
   if (rc != AL_OK) return rc;

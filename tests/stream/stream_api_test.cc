@@ -43,7 +43,9 @@ struct Env {
   }
 
   // `extra` plans that many samples past the end of the index (a forged manifest).
-  void Make(const std::string &tag, uint32_t world, size_t n = 48, size_t extra = 0) {
+  // `keys` (may be NULL) names the samples in the manifest's key table.
+  void Make(const std::string &tag, uint32_t world, size_t n = 48, size_t extra = 0,
+            al_key_fn keys = nullptr) {
     corpus.Build(tag, n, 3);
     for (auto &s : corpus.samples) by_key[s.key] = &s;
     std::vector<const char *> paths;
@@ -78,8 +80,7 @@ struct Env {
     al_plan *plan = nullptr;
     ASSERT_EQ(al_plan_build(&plan, &in, &cost, &po), AL_OK) << al_last_error();
     manifest_path = altest::TmpPath(tag + ".alm");
-    ASSERT_EQ(al_plan_save(plan, manifest_path.c_str(), nullptr, nullptr), AL_OK)
-        << al_last_error();
+    ASSERT_EQ(al_plan_save(plan, manifest_path.c_str(), keys, idx), AL_OK) << al_last_error();
     al_plan_free(plan);
     al_bucket_table_free(bt);
     ASSERT_EQ(al_manifest_load(&m, manifest_path.c_str()), AL_OK) << al_last_error();
@@ -244,6 +245,30 @@ TEST(StreamApi, ManifestNamingASamplePastTheIndexIsRefused) {
   al_stream *s = nullptr;
   EXPECT_EQ(al_stream_open(&s, e.idx, e.m, 0, nullptr), AL_EFORMAT);
   EXPECT_TRUE(altest::ErrorContains("the index holds 12")) << al_last_error();
+  EXPECT_EQ(s, nullptr);
+}
+
+// The key table of a manifest must name the index's samples position by position.
+const char *IndexKey(void *ctx, uint64_t i) {
+  al_sample_info si;
+  return al_index_sample((const al_index *)ctx, (size_t)i, &si) == AL_OK ? si.key : nullptr;
+}
+const char *ShiftedKey(void *ctx, uint64_t i) {
+  return IndexKey(ctx, (i + 1) % al_index_sample_count((const al_index *)ctx));
+}
+
+TEST(StreamApi, ManifestWhoseKeysDisagreeWithTheIndexIsRefused) {
+  Env good;
+  good.Make("keys", 1, 12, 0, IndexKey);
+  al_stream *s = nullptr;
+  ASSERT_EQ(al_stream_open(&s, good.idx, good.m, 0, nullptr), AL_OK) << al_last_error();
+  al_stream_close(s);
+  Env bad;
+  bad.Make("keys", 1, 12, 0, ShiftedKey);
+  s = nullptr;
+  EXPECT_EQ(al_stream_open(&s, bad.idx, bad.m, 0, nullptr), AL_EFORMAT);
+  EXPECT_TRUE(altest::ErrorContains("at index position 0 where the index holds 'keys-00000'"))
+      << al_last_error();
   EXPECT_EQ(s, nullptr);
 }
 
