@@ -70,3 +70,10 @@ void jsonw_number(FILE *out, const char *fmt, double v) {
   fprintf(out, fmt, v);
 #pragma GCC diagnostic pop
 }
+
+void jsonw_field_number(FILE *out, const char *sep, const char *key, const char *fmt, double v) {
+  fputs(sep, out);
+  jsonw_string(out, key);
+  fputs(": ", out);
+  jsonw_number(out, fmt, v);
+}

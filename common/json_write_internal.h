@@ -31,6 +31,9 @@ void jsonw_string_n(FILE *out, const char *s, size_t len);
  * or "%.3f"), or null when `v` is NaN or infinite. */
 void jsonw_number(FILE *out, const char *fmt, double v);
 
+/* Writes `sep` (e.g. ", " or ""), then "key": and jsonw_number(fmt, v). */
+void jsonw_field_number(FILE *out, const char *sep, const char *key, const char *fmt, double v);
+
 /* Length of the well-formed UTF-8 sequence at s[0..n), 0 when s[0] starts none. */
 size_t jsonw_utf8_len(const unsigned char *s, size_t n);
 

@@ -143,10 +143,14 @@ int al_cost_default(al_cost_model *out) {
 
 static void print_fit(FILE *out, const al_cost_fit *f) {
   const char *n2 = f->family == AL_COST_POWER ? "p" : "c";
-  fprintf(out, "{\"family\": \"%s\", \"params\": {\"a\": %.9g, \"b\": %.9g, \"%s\": %.9g}, ",
-          al_cost_family_name(f->family), f->params[0], f->params[1], n2, f->params[2]);
-  fprintf(out, "\"r2\": %.6f, \"median_rel_err\": %.6f, \"max_rel_err\": %.6f}", f->r2,
-          f->median_rel_err, f->max_rel_err);
+  fprintf(out, "{\"family\": \"%s\", \"params\": {", al_cost_family_name(f->family));
+  jsonw_field_number(out, "", "a", "%.9g", f->params[0]);
+  jsonw_field_number(out, ", ", "b", "%.9g", f->params[1]);
+  jsonw_field_number(out, ", ", n2, "%.9g", f->params[2]);
+  jsonw_field_number(out, "}, ", "r2", "%.6f", f->r2);
+  jsonw_field_number(out, ", ", "median_rel_err", "%.6f", f->median_rel_err);
+  jsonw_field_number(out, ", ", "max_rel_err", "%.6f", f->max_rel_err);
+  fputs("}", out);
 }
 
 void al_cost_print_json(const al_cost_model *m, FILE *out) {
@@ -157,13 +161,16 @@ void al_cost_print_json(const al_cost_model *m, FILE *out) {
     print_fit(out, &m->alt);
   else
     fprintf(out, "null");
-  fprintf(out,
-          ", \"rows\": %u, \"rows_excluded\": %u, \"min_tokens\": %.0f, \"loss\": \"%s\", \"memory\": ",
-          m->rows, m->rows_excluded, m->min_tokens, m->abs_loss ? "abs" : "rel");
-  if (m->has_mem)
-    fprintf(out, "{\"m0_bytes\": %.9g, \"m1_bytes_per_token\": %.9g}", m->mem_m0, m->mem_m1);
-  else
+  fprintf(out, ", \"rows\": %u, \"rows_excluded\": %u", m->rows, m->rows_excluded);
+  jsonw_field_number(out, ", ", "min_tokens", "%.0f", m->min_tokens);
+  fprintf(out, ", \"loss\": \"%s\", \"memory\": ", m->abs_loss ? "abs" : "rel");
+  if (m->has_mem) {
+    jsonw_field_number(out, "{", "m0_bytes", "%.9g", m->mem_m0);
+    jsonw_field_number(out, ", ", "m1_bytes_per_token", "%.9g", m->mem_m1);
+    fputs("}", out);
+  } else {
     fprintf(out, "null");
+  }
   fprintf(out, ", \"device\": ");
   jsonw_string(out, m->device);
   fprintf(out, ", \"measured\": ");

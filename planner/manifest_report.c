@@ -105,20 +105,24 @@ static void print_info_json(FILE *out, const al_manifest_info *in, const uint64_
   }
   fprintf(out, "}, \"index_samples\": %llu, \"tokens\": %llu",
           (unsigned long long)in->index_samples, (unsigned long long)in->tokens);
-  fprintf(out,
-          ", \"imbalance_cv\": %.6f, \"bubble\": %.6f, \"predicted_seconds\": %.6f, \"predicted_tokens_per_s\": %.3f",
-          in->imbalance_cv, in->bubble, in->predicted_seconds, in->predicted_tokens_per_s);
-  fprintf(out,
-          ", \"mem_tokens\": %llu, \"comp_budget_ms\": %.6f, \"step_cost_ms\": %.6f, \"window\": %u, \"last_step\": ",
-          (unsigned long long)in->mem_tokens, in->comp_budget_ms, in->step_cost_ms, in->window);
+  /* Figures from a file may be anything (a forged cost model): NaN and inf print as null. */
+  jsonw_field_number(out, ", ", "imbalance_cv", "%.6f", in->imbalance_cv);
+  jsonw_field_number(out, ", ", "bubble", "%.6f", in->bubble);
+  jsonw_field_number(out, ", ", "predicted_seconds", "%.6f", in->predicted_seconds);
+  jsonw_field_number(out, ", ", "predicted_tokens_per_s", "%.3f", in->predicted_tokens_per_s);
+  fprintf(out, ", \"mem_tokens\": %llu", (unsigned long long)in->mem_tokens);
+  jsonw_field_number(out, ", ", "comp_budget_ms", "%.6f", in->comp_budget_ms);
+  jsonw_field_number(out, ", ", "step_cost_ms", "%.6f", in->step_cost_ms);
+  fprintf(out, ", \"window\": %u, \"last_step\": ", in->window);
   jsonw_string(out, in->last_step);
   fprintf(out,
           ", \"micro_per_step\": %u, \"step_tokens\": %llu, \"micro_tokens\": %llu, \"unequal_steps\": %u",
           in->micro_per_step, (unsigned long long)in->step_tokens,
           (unsigned long long)in->micro_tokens, in->unequal_steps);
-  fprintf(out,
-          ", \"step_tokens_mean\": %.3f, \"step_tokens_cv\": %.6f, \"step_samples_mean\": %.3f, \"step_samples_cv\": %.6f",
-          in->step_tokens_mean, in->step_tokens_cv, in->step_samples_mean, in->step_samples_cv);
+  jsonw_field_number(out, ", ", "step_tokens_mean", "%.3f", in->step_tokens_mean);
+  jsonw_field_number(out, ", ", "step_tokens_cv", "%.6f", in->step_tokens_cv);
+  jsonw_field_number(out, ", ", "step_samples_mean", "%.3f", in->step_samples_mean);
+  jsonw_field_number(out, ", ", "step_samples_cv", "%.6f", in->step_samples_cv);
   fprintf(out, ", \"buckets_used\": %zu, \"cost_model\": ", used);
   jsonw_string(out, in->cost_family);
   fprintf(out, ", \"index_fingerprint\": \"%016llx\"}\n",
@@ -162,10 +166,10 @@ int al_manifest_print_jsonl(FILE *out, const al_manifest *m) {
       size_t slot = (size_t)s * W + r;
       for (uint64_t x = m->slot[slot]; x < m->slot[slot + 1]; x++) {
         const manifest_micro *mi = &m->micro[x];
-        fprintf(out,
-                "{\"step\": %u, \"rank\": %u, \"micro\": %llu, \"bucket\": %u, \"cost_ms\": %.3f, \"keys\": [",
-                m->first_step + s, r, (unsigned long long)(x - m->slot[slot]), mi->bucket,
-                mi->cost);
+        fprintf(out, "{\"step\": %u, \"rank\": %u, \"micro\": %llu, \"bucket\": %u",
+                m->first_step + s, r, (unsigned long long)(x - m->slot[slot]), mi->bucket);
+        jsonw_field_number(out, ", ", "cost_ms", "%.3f", mi->cost);
+        fputs(", \"keys\": [", out);
         for (uint32_t k = 0; k < mi->n; k++) {
           if (k) fputs(", ", out);
           const char *key = al_manifest_key(m, m->samples[mi->first + k]);

@@ -3,7 +3,12 @@
 // checks (planner/manifest_check.c) can catch it. Each case names what the message must say.
 #include <gtest/gtest.h>
 
+#include <jansson.h>
+
+#include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <string>
 #include <vector>
@@ -11,6 +16,7 @@
 #include "tests/planner/plan_fixtures.h"
 
 extern "C" {
+#include "planner/al_report.h"
 #include "proto/adaptiveload.pb-c.h"
 #include "proto/pbio_internal.h"
 }
@@ -141,7 +147,8 @@ TEST_F(ForgeTest, ASummaryThatLiesIsRefused) {
             AL_EFORMAT);
   EXPECT_TRUE(altest::ErrorContains("the summary says")) << al_last_error();
   EXPECT_EQ(Load([](uint32_t tag, ProtobufCMessage *msg) {
-              if (tag == AL_REC_MANIFEST_SUMMARY) ((Adaptiveload__ManifestSummary *)msg)->rejected++;
+              if (tag == AL_REC_MANIFEST_SUMMARY)
+                ((Adaptiveload__ManifestSummary *)msg)->rejected++;
             }),
             AL_EFORMAT);
   EXPECT_TRUE(altest::ErrorContains("rejected")) << al_last_error();
@@ -216,6 +223,64 @@ TEST_F(ForgeTest, AManifestWithoutItsKeyTableIsRefused) {
             AL_EFORMAT);
 }
 
+// What a report function prints, as a string.
+template <typename F>
+std::string Printed(F print) {
+  char *buf = nullptr;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  print(f);
+  fclose(f);
+  std::string out(buf, len);
+  free(buf);
+  return out;
+}
+
+// Figures a file carries may be anything; the JSON reports stay JSON (NaN and inf as null).
+TEST_F(ForgeTest, NonFiniteFiguresPrintAsNullInValidJson) {
+  ASSERT_EQ(Load([](uint32_t tag, ProtobufCMessage *msg) {
+              if (tag == AL_REC_MANIFEST_SUMMARY) {
+                auto *sm = (Adaptiveload__ManifestSummary *)msg;
+                sm->imbalance_cv = NAN;
+                sm->predicted_tokens_per_s = INFINITY;
+              }
+              if (tag == AL_REC_MANIFEST_HEADER) {
+                auto *h = (Adaptiveload__ManifestHeader *)msg;
+                h->cost->r2 = NAN;
+                h->cost->median_rel_err = -INFINITY;
+              }
+              if (auto *c = Chunk(tag, msg)) Micro(c, 0)->cost_ms = NAN;
+            }),
+            AL_OK)
+      << al_last_error();
+  al_manifest *m = nullptr;
+  ASSERT_EQ(al_manifest_load(&m, dst.c_str()), AL_OK) << al_last_error();
+  std::string info = Printed([m](FILE *f) { al_manifest_print_json(f, m); });
+  al_cost_model cost;
+  ASSERT_EQ(al_manifest_cost(m, &cost), AL_OK);
+  std::string model = Printed([&cost](FILE *f) { al_cost_print_json(&cost, f); });
+  std::string lines = Printed([m](FILE *f) { al_manifest_print_jsonl(f, m); });
+  al_manifest_free(m);
+  json_error_t err;
+  json_t *j = json_loads(info.c_str(), 0, &err);
+  ASSERT_TRUE(j) << err.text << "\n" << info;
+  EXPECT_TRUE(json_is_null(json_object_get(j, "imbalance_cv")));
+  EXPECT_TRUE(json_is_null(json_object_get(j, "predicted_tokens_per_s")));
+  EXPECT_TRUE(json_is_number(json_object_get(j, "bubble")));
+  json_decref(j);
+  j = json_loads(model.c_str(), 0, &err);
+  ASSERT_TRUE(j) << err.text << "\n" << model;
+  json_t *fit = json_object_get(j, "fit");
+  EXPECT_TRUE(json_is_null(json_object_get(fit, "r2")));
+  EXPECT_TRUE(json_is_null(json_object_get(fit, "median_rel_err")));
+  json_decref(j);
+  std::string first = lines.substr(0, lines.find('\n'));
+  j = json_loads(first.c_str(), 0, &err);
+  ASSERT_TRUE(j) << err.text << "\n" << first;
+  EXPECT_TRUE(json_is_null(json_object_get(j, "cost_ms")));
+  json_decref(j);
+}
+
 // A plan resumed at step k (start_step) marks the steps before k consumed, and loads.
 TEST(ManifestCheck, StartStepPlansLoadAndMarkTheCutOffConsumed) {
   Shapes s = altest::MakeShapes(600, 9);
@@ -231,9 +296,10 @@ TEST(ManifestCheck, StartStepPlansLoadAndMarkTheCutOffConsumed) {
   auto before = altest::Occurrences(full, 0, half);
   ASSERT_FALSE(before.empty());
   for (const auto &kv : before) EXPECT_EQ(al_manifest_key_status(part, kv.first), 17);
-  for (const auto &kv : altest::Occurrences(part)) EXPECT_EQ(al_manifest_key_status(part, kv.first), 0);
+  for (const auto &kv : altest::Occurrences(part))
+    EXPECT_EQ(al_manifest_key_status(part, kv.first), 0);
   al_manifest_free(full);
   al_manifest_free(part);
 }
 
-}  // namespace
+} // namespace
