@@ -12,6 +12,7 @@
 #include "common/json_write_internal.h"
 #include "loader/al_index.h"
 #include "stream/al_stream.h"
+#include "stream/crc32_internal.h"
 #include "planner/al_manifest.h"
 
 static void usage(FILE *out) {
@@ -33,6 +34,11 @@ static void usage(FILE *out) {
           "  --prefetch N         buffers in the pool, i.e. batches read ahead (default 4)\n"
           "  --max-batches K      stop after K batches\n"
           "  --ext EXT            payload member extension (default latent; EXT.lz4 is decoded)\n"
+          "  --members A,B,...    members to deliver per sample, in this order (e.g.\n"
+          "                       latent.npy,t5.npy,txt; default: --ext). Typed members (.npy,\n"
+          "                       .safetensors) lose their header; a typed latent (latent.*) is\n"
+          "                       cropped to its bucket's latent grid (centred rows/columns,\n"
+          "                       the first frames)\n"
           "  --max-member-bytes N fail (or skip) a sample whose payload member holds or\n"
           "                       decodes to more than N bytes (default 512 MiB;\n"
           "                       ADAPTIVELOAD_MAX_MEMBER_BYTES)\n"
@@ -45,7 +51,11 @@ static void usage(FILE *out) {
           "  --compute-ms X       with --bench: pretend each batch takes X ms of compute\n"
           "                       (host busy-wait), to show read-ahead and copies overlapping\n"
           "  --no-pinned          plain host memory even when a CUDA device is present\n"
-          "  --json               --bench: one JSON object; otherwise one JSON object per batch\n\n"
+          "  --json               --bench: one JSON object; otherwise one JSON object per batch\n"
+          "  --jsonl              one JSON line per batch for checking what was delivered:\n"
+          "                       step, micro, keys, cu_seqlens and members {NAME: {dtype,\n"
+          "                       shapes: [[...] per sample], crc32: [8 hex digits per sample,\n"
+          "                       zlib's CRC-32 of the delivered array bytes]}}\n\n"
           "exit status: 0 done, 1 an error (unreadable sample with --on-error fail, index and\n"
           "manifest do not match, rank/world mismatch), 2 usage.\n");
 }
@@ -91,6 +101,64 @@ static void print_batch(const al_stream_batch *b, int json) {
             b->skipped_reasons[i]);
 }
 
+/* --jsonl: what a consumer needs to check each sample's delivered bytes. */
+static void print_batch_jsonl(const al_stream_batch *b) {
+  printf("{\"step\":%" PRIu32 ",\"micro\":%" PRIu32 ",\"position\":%" PRIu64 ",\"bucket\":%" PRIu32
+         ",\"keys\":[",
+         b->step, b->micro, b->position, b->bucket);
+  for (size_t i = 0; i < b->n; i++) {
+    if (i) putchar(',');
+    jsonw_string(stdout, b->keys[i]);
+  }
+  printf("],\"cu_seqlens\":[");
+  for (size_t i = 0; i <= b->n; i++) printf("%s%" PRId32, i ? "," : "", b->cu_seqlens[i]);
+  printf("],\"padded\":[");
+  for (size_t i = 0; i < b->n; i++) printf("%s%d", i ? "," : "", b->padded[i] ? 1 : 0);
+  printf("],\"members\":{");
+  for (size_t j = 0; j < b->n_members; j++) {
+    const al_stream_member *m = &b->members[j];
+    if (j) putchar(',');
+    jsonw_string(stdout, m->name);
+    printf(":{\"dtype\":");
+    jsonw_string(stdout, m->dtype);
+    printf(",\"shapes\":[");
+    for (size_t i = 0; i < b->n; i++) {
+      printf("%s[", i ? "," : "");
+      for (uint32_t d = 0; d < m->ndim[i]; d++)
+        printf("%s%" PRIu64, d ? "," : "", m->shapes[AL_STREAM_MAX_DIMS * i + d]);
+      putchar(']');
+    }
+    printf("],\"crc32\":[");
+    for (size_t i = 0; i < b->n; i++)
+      printf("%s\"%08" PRIx32 "\"", i ? "," : "",
+             stream_crc32(0, (const unsigned char *)b->data + m->offsets[i], m->sizes[i]));
+    printf("]}");
+  }
+  printf("},\"skipped\":[");
+  for (size_t i = 0; i < b->n_skipped; i++) {
+    if (i) putchar(',');
+    jsonw_string(stdout, b->skipped_keys[i]);
+  }
+  printf("]}\n");
+  for (size_t i = 0; i < b->n_skipped; i++)
+    fprintf(stderr, "adaptiveload stream: skipped %s: %s\n", b->skipped_keys[i],
+            b->skipped_reasons[i]);
+}
+
+/* Splits a comma list into names (pointers into buf, which it edits); -1 when empty parts or
+ * too many. */
+static int split_members(char *buf, const char **names, size_t cap, size_t *n) {
+  *n = 0;
+  for (char *p = buf;;) {
+    char *c = strchr(p, ',');
+    if (c) *c = 0;
+    if (!*p || *n == cap) return -1;
+    names[(*n)++] = p;
+    if (!c) return 0;
+    p = c + 1;
+  }
+}
+
 static int parse_long(const char *opt, const char *v, long lo, long hi, long *out) {
   char *end;
   errno = 0;
@@ -110,7 +178,9 @@ int cli_cmd_stream(int argc, char **argv) {
   }
   const char *index_path = NULL, *manifest_path = NULL;
   long rank = -1, max_batches = -1;
-  int bench = 0, json = 0;
+  int bench = 0, json = 0, jsonl = 0;
+  char members_buf[1024];
+  const char *member_names[AL_STREAM_MAX_MEMBERS];
   double compute_ms = 0;
   al_stream_options o;
   memset(&o, 0, sizeof o);
@@ -122,6 +192,8 @@ int cli_cmd_stream(int argc, char **argv) {
       bench = 1;
     } else if (!strcmp(a, "--json")) {
       json = 1;
+    } else if (!strcmp(a, "--jsonl")) {
+      jsonl = 1;
     } else if (!strcmp(a, "--no-pinned")) {
       o.pinned = -1;
     } else if (!strcmp(a, "--device")) {
@@ -143,7 +215,7 @@ int cli_cmd_stream(int argc, char **argv) {
           fprintf(stderr, "adaptiveload stream: bad %s '%s'\n\n", a, v);
           return AL_EXIT_USAGE;
         }
-        setenv("ADAPTIVELOAD_MAX_MEMBER_BYTES", v, 1); /* read by the stream's readers */
+        o.max_member_bytes = b;
       } else if (!strcmp(a, "--index")) {
         index_path = v;
       } else if (!strcmp(a, "--manifest")) {
@@ -160,6 +232,17 @@ int cli_cmd_stream(int argc, char **argv) {
         if (parse_long(a, v, 0, LONG_MAX, &max_batches)) return AL_EXIT_USAGE;
       } else if (!strcmp(a, "--ext")) {
         o.ext = v;
+      } else if (!strcmp(a, "--members")) {
+        if (strlen(v) >= sizeof members_buf ||
+            (strcpy(members_buf, v),
+             split_members(members_buf, member_names, AL_STREAM_MAX_MEMBERS, &o.n_members))) {
+          fprintf(stderr,
+                  "adaptiveload stream: bad --members '%s' (a comma list of at most %d member "
+                  "extensions, e.g. latent.npy,t5.npy,txt)\n\n",
+                  v, AL_STREAM_MAX_MEMBERS);
+          return AL_EXIT_USAGE;
+        }
+        o.members = member_names;
       } else if (!strcmp(a, "--on-error")) {
         if (!strcmp(v, "fail"))
           o.on_error = AL_STREAM_FAIL;
@@ -217,7 +300,9 @@ int cli_cmd_stream(int argc, char **argv) {
       copy_wait += now_s() - c0;
       copied += b->copy_bytes;
     }
-    if (!bench) {
+    if (!bench && jsonl) {
+      print_batch_jsonl(b);
+    } else if (!bench) {
       print_batch(b, json);
     } else if (compute_ms > 0) {
       double c0 = now_s();
@@ -270,7 +355,7 @@ int cli_cmd_stream(int argc, char **argv) {
             "next())\n",
             (double)copied / 1e9, copy_wait, secs > 0 ? 100 * copy_wait / secs : 0);
     }
-  } else if (!json) {
+  } else if (!json && !jsonl) {
     fprintf(stderr,
             "adaptiveload stream: %" PRIu64 " batches, %" PRIu64 " samples, %" PRIu64 " skipped\n",
             batches, samples, skipped);

@@ -128,7 +128,37 @@ typedef struct al_stream_options {
   int cuda_device;               /* ordinal; < 0 = LOCAL_RANK from the environment (0 if unset) */
   size_t align;                  /* sample alignment in bytes, a power of two; 0 = 64 */
   size_t read_block;             /* LZ4 / libarchive read block; 0 = 1 MiB */
+  /* Appended (issue 15): several members per sample, and the member cap. */
+  const char *const *members; /* n_members member extensions to deliver, in this order, e.g.
+                                 {"latent.npy", "t5.npy", "txt"}; NULL (or n_members 0) =
+                                 the one member `ext`. Each falls back to KEY.<ext>.lz4. A
+                                 member named "latent" or "latent.*" is the latent (cropped
+                                 when typed, see below); the others are delivered whole. */
+  size_t n_members;
+  uint64_t max_member_bytes; /* cap on one member's stored and decoded bytes; 0 =
+                                ADAPTIVELOAD_MAX_MEMBER_BYTES when set, else
+                                AL_STREAM_MAX_MEMBER_DEFAULT */
 } al_stream_options;
+
+#define AL_STREAM_MAX_DIMS 8
+#define AL_STREAM_MAX_MEMBERS 16
+
+/* One member of every sample of a batch (al_stream_batch.members[j]). Typed members
+ * (.npy and .safetensors, possibly .lz4) are delivered without their header: the array
+ * data in C order; untyped members (raw bytes: KEY.latent of `synth`, KEY.txt, ...) as
+ * stored, with dtype "uint8" and shape (bytes). Sample i of member j lies at
+ * data + offsets[i] (a multiple of options.align), sizes[i] bytes. */
+typedef struct al_stream_member {
+  const char *name;        /* the requested extension ("latent.npy") */
+  const char *dtype;       /* numpy name: "bfloat16", "float32", ...; "uint8" when untyped */
+  size_t itemsize;         /* bytes per element (1 when untyped) */
+  int typed;               /* 1: .npy/.safetensors header parsed; 0: raw bytes */
+  int cropped;             /* 1: this is the latent member, cropped to the bucket grid */
+  const uint32_t *ndim;    /* n: dimensions of sample i */
+  const uint64_t *shapes;  /* n x AL_STREAM_MAX_DIMS: sample i's shape, ndim[i] used */
+  const uint64_t *offsets; /* n: byte offset of sample i in data */
+  const uint64_t *sizes;   /* n: bytes of sample i (the product of its shape x itemsize) */
+} al_stream_member;
 
 /* One packed micro-batch. All pointers stay valid until the batch is released. */
 typedef struct al_stream_batch {
@@ -165,6 +195,16 @@ typedef struct al_stream_batch {
   size_t n_skipped; /* samples left out (AL_STREAM_SKIP_SAMPLE) */
   const char *const *skipped_keys;
   const char *const *skipped_reasons;
+
+  /* Appended (issue 15). Samples are laid out sample-major: sample i's members follow
+   * each other, each at an aligned offset, then sample i+1. members[0] is the first
+   * requested member, and offsets/sizes above describe it too (offsets[i] is the start
+   * of sample i, offsets[n] the end of the payload of all members). */
+  size_t n_members;
+  const al_stream_member *members; /* n_members */
+  uint32_t grid[3];                /* the bucket's latent grid (frames, rows, columns) the latent is
+                                      cropped to; zeros when the plan carries none */
+  uint32_t reserved2;
 } al_stream_batch;
 
 typedef struct al_stream_stats {

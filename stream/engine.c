@@ -21,8 +21,17 @@
 #include "stream/cuda_rt_internal.h"
 #include "stream/member_reader_internal.h"
 #include "stream/engine_internal.h"
+#include "stream/typed_member_internal.h"
 
 typedef enum { SLOT_FREE, SLOT_FILLING, SLOT_READY, SLOT_HELD } slot_state;
+
+/* Per-sample arrays of one member of a batch (capacity: the slot's meta_cap). */
+typedef struct member_meta {
+  uint32_t *ndim;
+  uint64_t *shapes; /* AL_STREAM_MAX_DIMS per sample */
+  uint64_t *offsets;
+  uint64_t *sizes;
+} member_meta;
 
 typedef struct slot {
   slot_state state;
@@ -44,6 +53,8 @@ typedef struct slot {
   int32_t *cu;
   uint64_t *offsets;
   uint64_t *sizes;
+  member_meta *mm;      /* n_members (the stream's) */
+  al_stream_member *bm; /* n_members: batch.members */
   size_t skip_cap, n_skipped;
   char **skipped_keys;
   char **skipped_reasons;
@@ -57,7 +68,11 @@ struct al_stream {
   stream_source src;
   stream_rank_plan plan;
   stream_shard_table *shards;
-  char *ext;
+  char **members; /* n_members requested extensions */
+  size_t n_members;
+  theader_kind *kinds; /* per member: THEADER_KIND_NONE = raw bytes */
+  long latent;         /* the member cropped to the bucket grid when typed; -1 = none */
+  uint64_t max_member;
   int on_error;
   size_t align;
   size_t read_block;
@@ -94,6 +109,7 @@ void stream_rank_plan_free(stream_rank_plan *p) {
   if (!p) return;
   free(p->batches);
   free(p->samples);
+  free(p->grid_error);
   memset(p, 0, sizeof *p);
 }
 
@@ -103,7 +119,7 @@ static size_t align_up(size_t x, size_t a) { return (x + a - 1) & ~(a - 1); }
 
 /* The per-sample arrays of a batch share one capacity: n samples (n + 1 for
  * cu and offsets, 3 n for shapes). */
-static int meta_reserve(slot *sl, size_t n) {
+static int meta_reserve(slot *sl, size_t n, size_t n_members) {
   if (n <= sl->meta_cap) return AL_OK;
   const char *what = "batch metadata";
   size_t c;
@@ -115,6 +131,13 @@ static int meta_reserve(slot *sl, size_t n) {
   if (!rc) rc = grow_resize((void **)&sl->cu, c + 1, sizeof *sl->cu, what);
   if (!rc) rc = grow_resize((void **)&sl->offsets, c + 1, sizeof *sl->offsets, what);
   if (!rc) rc = grow_resize((void **)&sl->sizes, c, sizeof *sl->sizes, what);
+  for (size_t j = 0; !rc && j < n_members; j++) {
+    member_meta *m = &sl->mm[j];
+    rc = grow_resize((void **)&m->ndim, c, sizeof *m->ndim, what);
+    if (!rc) rc = grow_resize((void **)&m->shapes, c, AL_STREAM_MAX_DIMS * sizeof *m->shapes, what);
+    if (!rc) rc = grow_resize((void **)&m->offsets, c, sizeof *m->offsets, what);
+    if (!rc) rc = grow_resize((void **)&m->sizes, c, sizeof *m->sizes, what);
+  }
   if (!rc) sl->meta_cap = c;
   return rc;
 }
@@ -156,7 +179,7 @@ static void slot_set_error(slot *sl, int status) {
   sl->error = strdup(al_last_error());
 }
 
-static void slot_free(slot *sl) {
+static void slot_free(slot *sl, size_t n_members) {
   stream_growbuf_free(&sl->buf);
   stream_cuda_free(sl->dev);
   stream_cuda_event_destroy(sl->ready_ev);
@@ -168,6 +191,14 @@ static void slot_free(slot *sl) {
   free(sl->cu);
   free(sl->offsets);
   free(sl->sizes);
+  for (size_t j = 0; sl->mm && j < n_members; j++) {
+    free(sl->mm[j].ndim);
+    free(sl->mm[j].shapes);
+    free(sl->mm[j].offsets);
+    free(sl->mm[j].sizes);
+  }
+  free(sl->mm);
+  free(sl->bm);
   skipped_clear(sl);
   free(sl->skipped_keys);
   free(sl->skipped_reasons);
@@ -216,7 +247,7 @@ static void fill(al_stream *s, stream_reader *rd, slot *sl) {
     }
     sl->copy_pending = 0;
   }
-  if ((rc = meta_reserve(sl, pb->n)) != AL_OK) {
+  if ((rc = meta_reserve(sl, pb->n, s->n_members)) != AL_OK) {
     slot_set_error(sl, rc);
     return;
   }
@@ -224,6 +255,10 @@ static void fill(al_stream *s, stream_reader *rd, slot *sl) {
   uint64_t tokens = 0;
   sl->cu[0] = 0;
   sl->offsets[0] = 0;
+  for (size_t j = 0; j < s->n_members; j++) {
+    sl->bm[j].dtype = NULL;
+    sl->bm[j].itemsize = 0;
+  }
   for (size_t i = 0; i < pb->n; i++) {
     if (stopping(s)) {
       slot_set_error(sl, al_set_error(AL_ESTATE, "stream closed"));
@@ -231,9 +266,60 @@ static void fill(al_stream *s, stream_reader *rd, slot *sl) {
     }
     const stream_plan_sample *ps = &s->plan.samples[pb->first + i];
     stream_source_job job;
-    size_t len = 0;
-    rc = s->src.job(s->src.ctx, ps->sample, s->ext, &job);
-    if (rc == AL_OK) rc = stream_reader_read(rd, &job, &sl->buf, off, &len);
+    job.key = NULL;
+    /* The sample's members one after the other, each at an aligned offset; committed
+     * (n, off, end advanced) only when all of them were read. */
+    size_t cur = off, prev_end = end;
+    for (size_t j = 0; j < s->n_members && rc == AL_OK; j++) {
+      size_t len = 0;
+      const char *dtype = "uint8";
+      size_t isz = 1;
+      member_meta *mm = &sl->mm[j];
+      uint64_t *shape = mm->shapes + AL_STREAM_MAX_DIMS * n;
+      memset(shape, 0, AL_STREAM_MAX_DIMS * sizeof *shape);
+      rc = s->src.job(s->src.ctx, ps->sample, s->members[j], &job);
+      if (rc != AL_OK) break;
+      if (s->kinds[j] != THEADER_KIND_NONE) {
+        const uint32_t *grid = NULL;
+        if ((long)j == s->latent) {
+          if (pb->grid[0])
+            grid = pb->grid;
+          else if (s->plan.grid_error)
+            rc = al_set_error(AL_EFORMAT, "key '%s' member '%s': cannot crop the latent: %s",
+                              job.key ? job.key : "?", job.member, s->plan.grid_error);
+        }
+        stream_typed_out to;
+        if (rc == AL_OK) rc = stream_typed_read(rd, &job, s->kinds[j], grid, &sl->buf, cur, &to);
+        if (rc != AL_OK) break;
+        len = to.bytes;
+        dtype = theader_dtype_name(to.dtype);
+        isz = theader_dtype_size(to.dtype);
+        mm->ndim[n] = to.ndim;
+        memcpy(shape, to.shape,
+               sizeof(uint64_t) * (to.ndim < AL_STREAM_MAX_DIMS ? to.ndim : AL_STREAM_MAX_DIMS));
+      } else {
+        rc = stream_reader_read(rd, &job, &sl->buf, cur, &len);
+        if (rc != AL_OK) break;
+        mm->ndim[n] = 1;
+        shape[0] = len;
+      }
+      if (sl->bm[j].dtype && strcmp(sl->bm[j].dtype, dtype) != 0) {
+        rc = al_set_error(AL_EFORMAT,
+                          "key '%s' member '%s': dtype %s, but the earlier samples of this "
+                          "micro-batch have %s",
+                          job.key ? job.key : "?", job.member, dtype, sl->bm[j].dtype);
+        break;
+      }
+      if (!n || !sl->bm[j].dtype) {
+        sl->bm[j].dtype = dtype;
+        sl->bm[j].itemsize = isz;
+      }
+      if (cur > prev_end) memset(sl->buf.p + prev_end, 0, cur - prev_end); /* zero padding */
+      mm->offsets[n] = cur;
+      mm->sizes[n] = len;
+      prev_end = cur + len;
+      cur = align_up(prev_end, s->align);
+    }
     if (rc == AL_OK && tokens + ps->tokens > (uint64_t)INT32_MAX)
       rc = al_set_error(AL_ERANGE,
                         "key '%s': micro-batch exceeds 2^31-1 tokens (cu_seqlens is int32)",
@@ -246,25 +332,27 @@ static void fill(al_stream *s, stream_reader *rd, slot *sl) {
           slot_set_error(sl, al_set_error(AL_ENOMEM, "skipped-sample list"));
           return;
         }
+        if (!n)
+          for (size_t j = 0; j < s->n_members; j++) sl->bm[j].dtype = NULL;
+        rc = AL_OK;
         continue;
       }
       slot_set_error(sl, rc);
       return;
     }
-    if (off > end) memset(sl->buf.p + end, 0, off - end); /* deterministic padding */
     sl->keys[n] = job.key;
     sl->samples[n] = ps->sample;
     sl->shapes[3 * n] = job.width;
     sl->shapes[3 * n + 1] = job.height;
     sl->shapes[3 * n + 2] = job.frames;
     sl->padded[n] = ps->padded;
-    sl->sizes[n] = len;
-    sl->offsets[n] = off;
+    sl->sizes[n] = sl->mm[0].sizes[n];
+    sl->offsets[n] = sl->mm[0].offsets[n];
     tokens += ps->tokens;
     sl->cu[n + 1] = (int32_t)tokens;
     n++;
-    end = off + len;
-    off = align_up(end, s->align);
+    end = prev_end;
+    off = cur;
   }
   sl->offsets[n] = end;
   /* cu_seqlens rides behind the payload so one copy moves both. */
@@ -303,6 +391,23 @@ static void fill(al_stream *s, stream_reader *rd, slot *sl) {
   b->n_skipped = sl->n_skipped;
   b->skipped_keys = (const char *const *)sl->skipped_keys;
   b->skipped_reasons = (const char *const *)sl->skipped_reasons;
+  for (size_t j = 0; j < s->n_members; j++) {
+    al_stream_member *m = &sl->bm[j];
+    m->name = s->members[j];
+    if (!m->dtype) { /* no sample delivered: what an empty batch of this member would be */
+      m->dtype = "uint8";
+      m->itemsize = 1;
+    }
+    m->typed = s->kinds[j] != THEADER_KIND_NONE;
+    m->cropped = m->typed && (long)j == s->latent && pb->grid[0] != 0;
+    m->ndim = sl->mm[j].ndim;
+    m->shapes = sl->mm[j].shapes;
+    m->offsets = sl->mm[j].offsets;
+    m->sizes = sl->mm[j].sizes;
+  }
+  b->n_members = s->n_members;
+  b->members = sl->bm;
+  memcpy(b->grid, pb->grid, sizeof b->grid);
   if (s->device_copy) {
     if ((rc = device_copy(s, sl, total)) != AL_OK) {
       slot_set_error(sl, al_error_prefix(rc, "step %" PRIu32 " micro %" PRIu32 ": device copy",
@@ -322,6 +427,7 @@ static void *reader_main(void *arg) {
   al_stream *s = arg;
   stream_reader *rd = NULL;
   int rc = stream_reader_new(&rd, s->shards, s->read_block);
+  if (rc == AL_OK) stream_reader_set_max_member(rd, s->max_member);
   if (rc == AL_OK && (s->pinned || s->device_copy)) rc = stream_cuda_set_device(s->device);
   for (;;) {
     pthread_mutex_lock(&s->mu);
@@ -440,6 +546,37 @@ static int open_device(al_stream *s, long dev, int devices) {
   return rc;
 }
 
+/* The requested members (options.members, else options.ext, else "latent"): copied, checked
+ * (non-empty, no duplicates, at most AL_STREAM_MAX_MEMBERS), with their header kinds and the
+ * latent member (the first named "latent" or "latent.*"). */
+static int set_members(al_stream *s, const al_stream_options *o) {
+  static const char *const dflt = "latent";
+  const char *const one[1] = {o->ext ? o->ext : dflt};
+  const char *const *names = o->members && o->n_members ? o->members : one;
+  size_t n = o->members && o->n_members ? o->n_members : 1;
+  if (n > AL_STREAM_MAX_MEMBERS)
+    return al_set_error(AL_EINVAL, "%zu members requested, at most %d", n, AL_STREAM_MAX_MEMBERS);
+  s->members = calloc(n, sizeof *s->members);
+  s->kinds = calloc(n, sizeof *s->kinds);
+  if (!s->members || !s->kinds) return al_set_error(AL_ENOMEM, "stream members");
+  s->n_members = n;
+  s->latent = -1;
+  for (size_t j = 0; j < n; j++) {
+    if (!names[j] || !*names[j] || strlen(names[j]) > AL_INDEX_EXT_MAX)
+      return al_set_error(AL_EINVAL, "member %zu: empty or longer than %d bytes", j,
+                          AL_INDEX_EXT_MAX);
+    for (size_t k = 0; k < j; k++)
+      if (!strcmp(names[k], names[j]))
+        return al_set_error(AL_EINVAL, "member '%s' requested twice", names[j]);
+    if (!(s->members[j] = strdup(names[j]))) return al_set_error(AL_ENOMEM, "stream members");
+    s->kinds[j] = theader_kind_of(names[j]);
+    if (s->latent < 0 && !strncmp(names[j], "latent", 6) &&
+        (names[j][6] == 0 || names[j][6] == '.'))
+      s->latent = (long)j;
+  }
+  return AL_OK;
+}
+
 int stream_open_source(al_stream **out, const stream_source *src, stream_rank_plan *plan,
                        const al_stream_options *opts) {
   al_stream_options o;
@@ -467,14 +604,12 @@ int stream_open_source(al_stream **out, const stream_source *src, stream_rank_pl
   s->src = *src;
   s->plan = *plan;
   memset(plan, 0, sizeof *plan);
-  s->ext = strdup(o.ext ? o.ext : "latent");
   s->on_error = o.on_error;
   s->align = align;
   s->read_block = o.read_block ? o.read_block : ((size_t)1 << 20);
-  if (!s->ext) {
-    rc = al_set_error(AL_ENOMEM, "stream");
-    goto cleanup;
-  }
+  s->max_member = o.max_member_bytes;
+  rc = set_members(s, &o);
+  if (rc != AL_OK) goto cleanup;
 
   /* Which micro-batches: first, first+stride, ... of the rank sequence. */
   s->first = o.first;
@@ -508,6 +643,12 @@ int stream_open_source(al_stream **out, const stream_source *src, stream_rank_pl
   }
   for (int i = 0; i < s->n_slots && rc == AL_OK; i++) {
     s->slots[i].buf.pinned = s->pinned;
+    s->slots[i].mm = calloc(s->n_members, sizeof *s->slots[i].mm);
+    s->slots[i].bm = calloc(s->n_members, sizeof *s->slots[i].bm);
+    if (!s->slots[i].mm || !s->slots[i].bm) {
+      rc = al_set_error(AL_ENOMEM, "stream pool");
+      break;
+    }
     if (s->device_copy) {
       rc = stream_cuda_event_create(&s->slots[i].ready_ev);
       if (rc == AL_OK) rc = stream_cuda_event_create(&s->slots[i].release_ev);
@@ -711,13 +852,15 @@ void al_stream_close(al_stream *s) {
     /* Copies may still read host buffers: let them finish before freeing. */
     for (int i = 0; i < s->n_slots; i++)
       if (s->slots[i].copy_pending) stream_cuda_event_sync(s->slots[i].ready_ev);
-    for (int i = 0; i < s->n_slots; i++) slot_free(&s->slots[i]);
+    for (int i = 0; i < s->n_slots; i++) slot_free(&s->slots[i], s->n_members);
     free(s->slots);
   }
   stream_cuda_stream_destroy(s->copy_stream);
   stream_shard_table_free(s->shards);
   stream_rank_plan_free(&s->plan);
-  free(s->ext);
+  for (size_t j = 0; s->members && j < s->n_members; j++) free(s->members[j]);
+  free(s->members);
+  free(s->kinds);
   free(s->fail_msg);
   pthread_cond_destroy(&s->cv_free);
   pthread_cond_destroy(&s->cv_ready);

@@ -27,6 +27,10 @@ typedef struct stream_plan_batch {
   uint32_t step, micro, n_micro, bucket;
   uint64_t step_samples, step_tokens;
   size_t first, n;
+  /* The bucket's latent grid (latent frames T_b, rows h_b, columns w_b) a typed latent
+   * member is cropped to. Zeros: none (a hand-made plan): the latent is delivered whole,
+   * unless the plan's grid_error says why the grid is unknown (then a typed latent fails). */
+  uint32_t grid[3];
 } stream_plan_batch;
 
 typedef struct stream_plan_sample {
@@ -41,10 +45,16 @@ typedef struct stream_rank_plan {
   size_t n_batches, n_samples;
   stream_plan_batch *batches;  /* malloc'd */
   stream_plan_sample *samples; /* malloc'd */
+  char *grid_error;            /* malloc'd or NULL: why the batches carry no latent grid */
 } stream_rank_plan;
 
 /* The manifest's info, checking that it plans `rank` (AL_EINVAL otherwise). */
 int stream_manifest_rank(const al_manifest *m, uint32_t rank, al_manifest_info *info);
+
+/* The latent grid (T_b, h_b, w_b) of manifest bucket `bucket` under the plan's geometry, checked
+ * against the bucket's token count: T_b/p_t x h_b/p_h x w_b/p_w must be the tokens the manifest
+ * records (al_tokens). AL_EFORMAT with a message otherwise. */
+int stream_bucket_grid(const al_manifest *m, uint32_t bucket, uint32_t grid[3]);
 
 /* Builds the plan of `rank` from a manifest. */
 int stream_rank_plan_from_manifest(stream_rank_plan *out, const al_manifest *m, uint32_t rank);

@@ -34,17 +34,33 @@ static int idx_job(void *ctx, uint64_t sample, const char *ext, stream_source_jo
   rc = al_index_find_member(idx, (size_t)sample, ext, &mi);
   if (rc == AL_ENOTFOUND) {
     /* KEY.ext.lz4: the index may list it under "ext.lz4". */
-    char lz[64];
+    char lz[AL_INDEX_EXT_MAX + 5];
     if ((size_t)snprintf(lz, sizeof lz, "%s.lz4", ext) < sizeof lz)
       rc = al_index_find_member(idx, (size_t)sample, lz, &mi);
   }
   if (rc != AL_OK) {
     al_shard_info sh;
     const char *path = al_index_shard(idx, si.shard, &sh) == AL_OK ? sh.path : "?";
-    if (rc == AL_ENOTFOUND)
+    if (rc == AL_ENOTFOUND) {
+      /* Name what the sample does have, so a wrong --members is obvious. */
+      char have[512];
+      size_t at = 0;
+      have[0] = 0;
+      for (uint32_t k = 0; k < si.n_members && at < sizeof have; k++) {
+        al_member_info hm;
+        if (al_index_member(idx, (size_t)sample, k, &hm) != AL_OK) break;
+        int w = snprintf(have + at, sizeof have - at, "%s%s", k ? ", " : "", hm.ext);
+        if (w < 0 || (size_t)w >= sizeof have - at) {
+          snprintf(have + (sizeof have - 5), 5, "...");
+          break;
+        }
+        at += (size_t)w;
+      }
       return al_set_error(AL_ENOTFOUND,
-                          "%s: key '%s': no member '%s.%s' (nor '.%s.lz4') in the index", path,
-                          si.key, si.key, ext, ext);
+                          "%s: key '%s': no member '%s.%s' (nor '.%s.lz4') in the index; the "
+                          "sample has: %s",
+                          path, si.key, si.key, ext, ext, si.n_members ? have : "no members");
+    }
     return al_error_prefix(rc, "%s: key '%s'", path, si.key);
   }
   int n = snprintf(job->member, sizeof job->member, "%s.%s", si.key, mi.ext);

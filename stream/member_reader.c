@@ -175,7 +175,8 @@ struct stream_reader {
   LZ4F_dctx *dctx;
   /* Sequential (libarchive) position: the member after `seq_offset` in
    * shard `seq_shard` can be reached without reopening. */
-  uint64_t max_member; /* cap on a member's stored and decoded bytes */
+  uint64_t max_member;     /* cap on a member's stored and decoded bytes */
+  stream_growbuf scratch2; /* stream_reader_scratch */
   struct archive *seq;
   int seq_fd; /* its descriptor (-1: none) */
   uint32_t seq_shard;
@@ -211,6 +212,7 @@ static void seq_close(stream_reader *r) {
 void stream_reader_free(stream_reader *r) {
   if (!r) return;
   seq_close(r);
+  stream_growbuf_free(&r->scratch2);
   LZ4F_freeDecompressionContext(r->dctx);
   free(r->scratch);
   free(r);
@@ -444,4 +446,51 @@ int stream_reader_read(stream_reader *r, const stream_source_job *job, stream_gr
   }
   if (rc != AL_OK && in.a) seq_close(r); /* position unknown after a failed read */
   return rc;
+}
+
+void stream_reader_set_max_member(stream_reader *r, uint64_t max_member) {
+  r->max_member = max_member ? max_member : stream_max_member_bytes();
+}
+
+uint64_t stream_reader_max_member(const stream_reader *r) { return r->max_member; }
+
+stream_growbuf *stream_reader_scratch(stream_reader *r) { return &r->scratch2; }
+
+int stream_reader_direct(stream_reader *r, const stream_source_job *job, int *fd,
+                         const char **path) {
+  *fd = -1;
+  *path = NULL;
+  shard_slot *s = NULL;
+  int rc = shard_get(r->t, job->shard, &s);
+  if (rc != AL_OK || !s)
+    return al_error_prefix(rc, "key '%s' member '%s' at byte %" PRIu64, job->key ? job->key : "?",
+                           job->member, job->offset);
+  *path = s->info.path;
+  if (job->lz4 || !s->info.seekable) return AL_OK;
+  if (job->offset > s->info.size || job->size > s->info.size - job->offset)
+    return fail_at(job, s->info.path, job->offset, AL_EFORMAT,
+                   "member extends past the end of the shard", NULL);
+  if (job->size > r->max_member || job->size > (uint64_t)(SIZE_MAX / 2)) {
+    char what[96];
+    snprintf(what, sizeof what,
+             "%" PRIu64 " bytes exceeds the cap of %" PRIu64
+             " bytes (ADAPTIVELOAD_MAX_MEMBER_BYTES)",
+             job->size, r->max_member);
+    return fail_at(job, s->info.path, job->offset, AL_ERANGE, "member of ", what);
+  }
+  *fd = s->fd;
+  return AL_OK;
+}
+
+int stream_reader_pread(int fd, const char *path, const stream_source_job *job, void *dst, size_t n,
+                        uint64_t at) {
+  member_in in = {.fd = fd, .pos = at, .end = at + n};
+  uint8_t *p = dst;
+  size_t got = 0;
+  while (got < n) {
+    long long k = in_read(&in, p + got, n - got, job, path);
+    if (k < 0) return (int)k;
+    got += (size_t)k;
+  }
+  return AL_OK;
 }

@@ -50,4 +50,23 @@ void stream_reader_free(stream_reader *r);
 int stream_reader_read(stream_reader *r, const stream_source_job *job, stream_growbuf *b,
                        size_t off, size_t *len);
 
+/* Sets this reader's cap (0 = stream_max_member_bytes()). */
+void stream_reader_set_max_member(stream_reader *r, uint64_t max_member);
+uint64_t stream_reader_max_member(const stream_reader *r);
+
+/* The reader's own scratch buffer (plain memory; contents are the caller's between calls). */
+stream_growbuf *stream_reader_scratch(stream_reader *r);
+
+/* For a plain member (not LZ4) of a seekable shard: checks the shard (as stream_reader_read
+ * does), the member's bounds and the cap, and gives the shard's descriptor (*fd, shared: use
+ * pread only) and path. *fd = -1 (AL_OK) when the member must be read whole instead
+ * (stream_reader_read): LZ4 members, libarchive shards. */
+int stream_reader_direct(stream_reader *r, const stream_source_job *job, int *fd,
+                         const char **path);
+
+/* pread of exactly n bytes at file offset `at` of member `job` (stream_reader_direct's fd);
+ * errors name shard, key, member and offset. */
+int stream_reader_pread(int fd, const char *path, const stream_source_job *job, void *dst, size_t n,
+                        uint64_t at);
+
 #endif /* AL_READER_H */

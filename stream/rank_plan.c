@@ -16,6 +16,33 @@ int stream_manifest_rank(const al_manifest *m, uint32_t rank, al_manifest_info *
   return AL_OK;
 }
 
+int stream_bucket_grid(const al_manifest *m, uint32_t bucket, uint32_t grid[3]) {
+  grid[0] = grid[1] = grid[2] = 0;
+  al_bucket_info bi;
+  int rc = al_manifest_bucket(m, bucket, &bi);
+  if (rc != AL_OK) return rc;
+  /* The manifest does not expose its latent geometry (al_manifest_info has none): the
+   * planner's defaults, checked against the bucket's recorded tokens below. */
+  al_latent_geom g = al_latent_geom_resolve(NULL);
+  uint64_t t = bi.frames ? 1 + ((uint64_t)bi.frames - 1) / g.vae_stride_t : 0;
+  uint64_t h = bi.height / g.vae_stride_s, w = bi.width / g.vae_stride_s;
+  uint64_t tokens = al_tokens(&g, bi.width, bi.height, bi.frames);
+  if (!t || t % g.patch_t || h % g.patch_h || w % g.patch_w || tokens != bi.tokens ||
+      (t / g.patch_t) * (h / g.patch_h) * (w / g.patch_w) != tokens || t > UINT32_MAX)
+    return al_set_error(AL_EFORMAT,
+                        "bucket %" PRIu32 " (%" PRIu32 "x%" PRIu32 " x %" PRIu32 " frames, %" PRIu64
+                        " tokens in the manifest): no whole latent grid "
+                        "under the VAE stride %" PRIu32 "x%" PRIu32 " and patch %" PRIu32
+                        "x%" PRIu32 "x%" PRIu32 " (%" PRIu64 "x%" PRIu64 "x%" PRIu64 ", %" PRIu64
+                        " tokens); typed latents cannot be cropped to it",
+                        bucket, bi.width, bi.height, bi.frames, bi.tokens, g.vae_stride_t,
+                        g.vae_stride_s, g.patch_t, g.patch_h, g.patch_w, t, h, w, tokens);
+  grid[0] = (uint32_t)t;
+  grid[1] = (uint32_t)h;
+  grid[2] = (uint32_t)w;
+  return AL_OK;
+}
+
 int stream_rank_plan_from_manifest(stream_rank_plan *out, const al_manifest *m, uint32_t rank) {
   memset(out, 0, sizeof *out);
   al_manifest_info info;
@@ -51,6 +78,13 @@ int stream_rank_plan_from_manifest(stream_rank_plan *out, const al_manifest *m, 
       b->step_tokens = ref.step_tokens;
       b->first = out->n_samples;
       b->n = ref.n_samples;
+      if (stream_bucket_grid(m, ref.bucket, b->grid) != AL_OK && !out->grid_error) {
+        out->grid_error = strdup(al_last_error()); /* reported by a typed latent's read */
+        if (!out->grid_error) {
+          rc = al_set_error(AL_ENOMEM, "the rank plan");
+          goto cleanup;
+        }
+      }
       for (size_t i = 0; i < ref.n_samples; i++) {
         stream_plan_sample *ps = &out->samples[out->n_samples + i];
         ps->sample = ref.samples[i];
@@ -70,6 +104,9 @@ int stream_rank_plan_from_manifest(stream_rank_plan *out, const al_manifest *m, 
       out->n_samples += ref.n_samples;
     }
   }
+  if (out->grid_error) /* one unknown grid: no batch is cropped (a typed latent says why) */
+    for (size_t i = 0; i < out->n_batches; i++)
+      memset(out->batches[i].grid, 0, sizeof out->batches[i].grid);
   return AL_OK;
 cleanup:
   stream_rank_plan_free(out);

@@ -68,6 +68,26 @@ class StreamOptions(ctypes.Structure):
         ("cuda_device", c_int),
         ("align", c_size_t),
         ("read_block", c_size_t),
+        ("members", ctypes.POINTER(c_char_p)),
+        ("n_members", c_size_t),
+        ("max_member_bytes", c_uint64),
+    ]
+
+
+AL_STREAM_MAX_DIMS = 8
+
+
+class StreamMember(ctypes.Structure):  # al_stream_member
+    _fields_ = [
+        ("name", c_char_p),
+        ("dtype", c_char_p),
+        ("itemsize", c_size_t),
+        ("typed", c_int),
+        ("cropped", c_int),
+        ("ndim", ctypes.POINTER(c_uint32)),
+        ("shapes", ctypes.POINTER(c_uint64)),
+        ("offsets", ctypes.POINTER(c_uint64)),
+        ("sizes", ctypes.POINTER(c_uint64)),
     ]
 
 
@@ -101,6 +121,10 @@ class StreamBatch(ctypes.Structure):
         ("n_skipped", c_size_t),
         ("skipped_keys", ctypes.POINTER(c_char_p)),
         ("skipped_reasons", ctypes.POINTER(c_char_p)),
+        ("n_members", c_size_t),
+        ("members", ctypes.POINTER(StreamMember)),
+        ("grid", c_uint32 * 3),
+        ("reserved2", c_uint32),
     ]
 
 

@@ -1,0 +1,469 @@
+// Several members per sample and the latent crop (issue 15): a corpus of real .npy latents
+// at native grids larger than their buckets (written byte by byte here: magic, header dict,
+// data), a variable-length t5.npy embedding and a txt caption per sample, indexed by
+// al_index_build and planned by al_plan_build. Every sample arrives exactly once across the
+// ranks, each latent cropped by the rule (channels whole, frames [0, T_b), rows and columns
+// centred at (n - n_b) / 2) byte for byte against a reference crop computed here, tokens
+// equal to cu_seqlens and the step totals, gaps zero in reused (poisoned) buffers. Also: a
+// missing member names what the sample has, a latent smaller than its grid is refused, the
+// member cap option, and the CRC-32 of --jsonl against known vectors.
+#include <cinttypes>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "tests/stream/stream_fixtures.h"
+
+extern "C" {
+#include "planner/al_plan.h"
+#include "stream/al_stream.h"
+#include "stream/crc32_internal.h"
+}
+
+using altest::Bytes;
+
+namespace {
+
+const uint32_t kC = 4; // latent channels
+const uint32_t kD = 8; // t5 embedding width
+const char kBuckets
+    [] = "frames 1 9 17\n"
+         "aspect 1:1 64x64\n"
+         "aspect 3:2 96x64\n"
+         "aspect 2:1 96x48 128x64\n";
+
+// The .npy bytes of a C-order array: magic, version 1.0, header dict padded to 64, data.
+std::string Npy(const std::string &descr, const std::vector<uint64_t> &shape, const Bytes &data) {
+  std::string dict = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': (";
+  for (size_t i = 0; i < shape.size(); i++)
+    dict += std::to_string(shape[i]) + (shape.size() == 1 || i + 1 < shape.size() ? ", " : "");
+  dict += "), }";
+  size_t total = 10 + dict.size() + 1;
+  dict.append((64 - total % 64) % 64, ' ');
+  dict += '\n';
+  std::string out("\x93NUMPY\x01\x00", 8);
+  out += (char)(dict.size() & 0xff);
+  out += (char)(dict.size() >> 8);
+  return out + dict + std::string(data.begin(), data.end());
+}
+
+struct MSample {
+  std::string key;
+  uint32_t w, h, f;          // pixels and frames (KEY.json)
+  std::vector<uint64_t> lat; // latent shape, (C, T, H, W) or (C, H, W)
+  Bytes lat_data;            // float16 bits
+  bool lat_lz4;
+  uint64_t t5_len;
+  Bytes t5_data; // float32 (t5_len, kD)
+  std::string txt;
+  bool has_t5 = true;
+};
+
+// The reference crop: channels whole, frames [0, tb), centred rows and columns.
+Bytes Crop(const MSample &s, uint32_t tb, uint32_t hb, uint32_t wb) {
+  const size_t isz = 2;
+  uint64_t C = s.lat[0], T = s.lat.size() == 4 ? s.lat[1] : 1;
+  uint64_t H = s.lat[s.lat.size() - 2], W = s.lat[s.lat.size() - 1];
+  Bytes out;
+  uint64_t y0 = (H - hb) / 2, x0 = (W - wb) / 2;
+  for (uint64_t c = 0; c < C; c++)
+    for (uint64_t t = 0; t < tb; t++)
+      for (uint64_t y = 0; y < hb; y++) {
+        size_t at = (size_t)((((c * T + t) * H + y0 + y) * W + x0) * isz);
+        out.insert(out.end(), s.lat_data.begin() + at, s.lat_data.begin() + at + wb * isz);
+      }
+  return out;
+}
+
+struct MEnv {
+  std::vector<MSample> samples;
+  std::map<std::string, size_t> by_key;
+  std::map<std::string, uint64_t> position; // key -> index position
+  std::vector<std::string> shards;
+  al_index *idx = nullptr;
+  al_manifest *m = nullptr;
+
+  ~MEnv() {
+    al_manifest_free(m);
+    al_index_free(idx);
+  }
+
+  // n samples over 3 shards; `no_t5` drops KEY.t5.npy of that sample (SIZE_MAX: none).
+  void Make(const std::string &tag, uint32_t world, size_t n, size_t no_t5 = SIZE_MAX) {
+    std::vector<altest::Members> members(3);
+    for (size_t i = 0; i < n; i++) {
+      MSample s;
+      char key[64];
+      std::snprintf(key, sizeof key, "%s-%04zu", tag.c_str(), i);
+      s.key = key;
+      s.w = 96 + 8 * (uint32_t)(i % 5); // latent columns 12..16
+      s.h = 64 + 8 * (uint32_t)(i % 4); // latent rows 8..11
+      s.f = i % 3 == 0 ? 1 : i % 3 == 1 ? 9 : 17;
+      uint64_t T = 1 + (s.f - 1) / 4;
+      if (i % 6 == 0)
+        s.lat = {kC, s.h / 8, s.w / 8}; // an image as (C, H, W)
+      else
+        s.lat = {kC, T, s.h / 8, s.w / 8};
+      uint64_t elems = 1;
+      for (uint64_t d : s.lat) elems *= d;
+      s.lat_data = altest::Payload(1000 + i, (size_t)elems * 2);
+      s.lat_lz4 = i % 4 == 1;
+      s.t5_len = 3 + i % 7;
+      s.t5_data = altest::Payload(5000 + i, (size_t)(s.t5_len * kD * 4));
+      s.txt = "a caption of " + s.key + std::string(i % 5, '!');
+      s.has_t5 = i != no_t5;
+      auto &ms = members[i % 3];
+      ms.push_back({s.key + ".json", "{\"width\":" + std::to_string(s.w) +
+                                         ",\"height\":" + std::to_string(s.h) +
+                                         ",\"frames\":" + std::to_string(s.f) + "}"});
+      std::string npy = Npy("<f2", s.lat, s.lat_data);
+      if (s.lat_lz4) {
+        Bytes z = altest::Lz4Frame(Bytes(npy.begin(), npy.end()), true);
+        ms.push_back({s.key + ".latent.npy.lz4", std::string(z.begin(), z.end())});
+      } else {
+        ms.push_back({s.key + ".latent.npy", npy});
+      }
+      if (s.has_t5) ms.push_back({s.key + ".t5.npy", Npy("<f4", {s.t5_len, kD}, s.t5_data)});
+      ms.push_back({s.key + ".txt", s.txt});
+      by_key[s.key] = samples.size();
+      samples.push_back(s);
+    }
+    std::vector<const char *> paths;
+    for (int k = 0; k < 3; k++) {
+      shards.push_back(altest::TmpPath(tag + "-shard-" + std::to_string(k) + ".tar"));
+      ASSERT_NO_FATAL_FAILURE(altest::WriteTar(shards.back(), members[k]));
+    }
+    for (auto &p : shards) paths.push_back(p.c_str());
+    al_index_options io{};
+    io.threads = 1;
+    io.progress = -1;
+    ASSERT_EQ(al_index_build(&idx, paths.data(), paths.size(), &io, nullptr), AL_OK)
+        << al_last_error();
+    ASSERT_EQ(al_index_sample_count(idx), n) << "rejected " << al_index_rejected_count(idx);
+    std::vector<uint32_t> w(n), h(n), f(n);
+    for (size_t i = 0; i < n; i++) {
+      al_sample_info si;
+      ASSERT_EQ(al_index_sample(idx, i, &si), AL_OK);
+      w[i] = si.width;
+      h[i] = si.height;
+      f[i] = si.frames;
+    }
+    al_bucket_table *bt = nullptr;
+    ASSERT_EQ(al_bucket_table_parse(&bt, kBuckets, sizeof kBuckets - 1, "test"), AL_OK)
+        << al_last_error();
+    al_cost_model cost;
+    ASSERT_EQ(al_cost_default(&cost), AL_OK) << al_last_error();
+    al_plan_input in{n, w.data(), h.data(), f.data(), al_index_fingerprint(idx)};
+    al_plan_options po{};
+    po.world = world;
+    po.seed = 7;
+    po.mem_tokens = 400;
+    po.buckets = bt;
+    al_plan *plan = nullptr;
+    ASSERT_EQ(al_plan_build(&plan, &in, &cost, &po), AL_OK) << al_last_error();
+    std::string mp = altest::TmpPath(tag + ".alm");
+    ASSERT_EQ(al_plan_save(plan, mp.c_str(), nullptr, nullptr), AL_OK) << al_last_error();
+    al_plan_free(plan);
+    al_bucket_table_free(bt);
+    ASSERT_EQ(al_manifest_load(&m, mp.c_str()), AL_OK) << al_last_error();
+    al_manifest_info info;
+    ASSERT_EQ(al_manifest_get_info(m, &info), AL_OK);
+    ASSERT_EQ(info.samples, n) << "every sample planned; rejected " << info.rejected;
+    for (size_t i = 0; i < n; i++) {
+      al_sample_info si;
+      ASSERT_EQ(al_index_sample(idx, i, &si), AL_OK);
+      position[si.key] = i;
+    }
+  }
+};
+
+const char *const kMembers[] = {"latent.npy", "t5.npy", "txt"};
+
+al_stream_options Options(int prefetch = 2) {
+  al_stream_options o{};
+  o.threads = 2;
+  o.prefetch = prefetch;
+  o.members = kMembers;
+  o.n_members = 3;
+  return o;
+}
+
+// Checks one batch against the corpus and the manifest; returns its real sample keys.
+void CheckBatch(const MEnv &e, const al_stream_batch *b, uint32_t rank,
+                std::map<uint32_t, uint64_t> *step_tokens, std::vector<std::string> *keys) {
+  al_micro_ref ref;
+  ASSERT_EQ(al_manifest_micro(e.m, b->step, rank, b->micro, &ref), AL_OK);
+  al_bucket_info bi;
+  ASSERT_EQ(al_manifest_bucket(e.m, b->bucket, &bi), AL_OK);
+  const uint32_t tb = 1 + (bi.frames - 1) / 4, hb = bi.height / 8, wb = bi.width / 8;
+  EXPECT_EQ(b->grid[0], tb);
+  EXPECT_EQ(b->grid[1], hb);
+  EXPECT_EQ(b->grid[2], wb);
+  ASSERT_EQ(b->n, ref.n_samples);
+  ASSERT_EQ(b->n_members, 3u);
+  const al_stream_member &lat = b->members[0], &t5 = b->members[1], &txt = b->members[2];
+  EXPECT_STREQ(lat.name, "latent.npy");
+  EXPECT_STREQ(t5.name, "t5.npy");
+  EXPECT_STREQ(txt.name, "txt");
+  EXPECT_STREQ(lat.dtype, "float16");
+  EXPECT_EQ(lat.itemsize, 2u);
+  EXPECT_EQ(lat.typed, 1);
+  EXPECT_EQ(lat.cropped, 1);
+  EXPECT_STREQ(t5.dtype, "float32");
+  EXPECT_EQ(t5.cropped, 0);
+  EXPECT_STREQ(txt.dtype, "uint8");
+  EXPECT_EQ(txt.typed, 0);
+  const unsigned char *d = static_cast<const unsigned char *>(b->data);
+  // Coverage: every byte of the payload is one member's or zero padding.
+  std::vector<char> used(b->data_bytes, 0);
+  uint64_t tokens = 0;
+  for (size_t i = 0; i < b->n; i++) {
+    auto it = e.by_key.find(b->keys[i]);
+    ASSERT_TRUE(it != e.by_key.end()) << b->keys[i];
+    const MSample &s = e.samples[it->second];
+    EXPECT_EQ(b->samples[i], ref.samples[i]);
+    // Latent: the crop, byte for byte.
+    Bytes want = Crop(s, tb, hb, wb);
+    ASSERT_EQ(lat.sizes[i], want.size()) << s.key;
+    EXPECT_EQ(b->offsets[i], lat.offsets[i]);
+    EXPECT_EQ(b->sizes[i], lat.sizes[i]);
+    EXPECT_EQ(0, memcmp(d + lat.offsets[i], want.data(), want.size())) << s.key;
+    if (s.lat.size() == 4) {
+      ASSERT_EQ(lat.ndim[i], 4u);
+      EXPECT_EQ(lat.shapes[8 * i + 1], tb);
+      EXPECT_EQ(lat.shapes[8 * i + 2], hb);
+      EXPECT_EQ(lat.shapes[8 * i + 3], wb);
+    } else {
+      ASSERT_EQ(lat.ndim[i], 3u);
+      EXPECT_EQ(tb, 1u);
+      EXPECT_EQ(lat.shapes[8 * i + 1], hb);
+      EXPECT_EQ(lat.shapes[8 * i + 2], wb);
+    }
+    EXPECT_EQ(lat.shapes[8 * i], kC);
+    // Tokens delivered = T_b x h_b/2 x w_b/2 = what cu_seqlens says.
+    uint64_t delivered = (uint64_t)tb * (hb / 2) * (wb / 2);
+    EXPECT_EQ((uint64_t)(b->cu_seqlens[i + 1] - b->cu_seqlens[i]), delivered) << s.key;
+    EXPECT_EQ(ref.tokens[i], delivered);
+    EXPECT_EQ(lat.sizes[i], delivered * 4 * kC * 2) << "patch 1x2x2, C channels, 2 bytes";
+    if (!b->padded[i]) tokens += delivered;
+    // t5: the whole (L, D) array, its own length.
+    ASSERT_EQ(t5.ndim[i], 2u);
+    EXPECT_EQ(t5.shapes[8 * i], s.t5_len);
+    EXPECT_EQ(t5.shapes[8 * i + 1], kD);
+    ASSERT_EQ(t5.sizes[i], s.t5_data.size());
+    EXPECT_EQ(0, memcmp(d + t5.offsets[i], s.t5_data.data(), s.t5_data.size())) << s.key;
+    // txt: raw bytes.
+    ASSERT_EQ(txt.ndim[i], 1u);
+    EXPECT_EQ(txt.shapes[8 * i], s.txt.size());
+    ASSERT_EQ(txt.sizes[i], s.txt.size());
+    EXPECT_EQ(0, memcmp(d + txt.offsets[i], s.txt.data(), s.txt.size())) << s.key;
+    // Sample-major, aligned, in order.
+    EXPECT_EQ(lat.offsets[i] % 64, 0u);
+    EXPECT_EQ(t5.offsets[i] % 64, 0u);
+    EXPECT_EQ(txt.offsets[i] % 64, 0u);
+    EXPECT_LT(lat.offsets[i], t5.offsets[i]);
+    EXPECT_LT(t5.offsets[i], txt.offsets[i]);
+    if (i + 1 < b->n) {
+      EXPECT_LE(txt.offsets[i] + txt.sizes[i], lat.offsets[i + 1]);
+    }
+    for (size_t j = 0; j < 3; j++)
+      for (uint64_t k = 0; k < b->members[j].sizes[i]; k++) {
+        ASSERT_LT(b->members[j].offsets[i] + k, used.size());
+        used[b->members[j].offsets[i] + k] = 1;
+      }
+    if (!b->padded[i]) keys->push_back(s.key);
+  }
+  if (b->n) {
+    EXPECT_EQ(b->offsets[b->n], txt.offsets[b->n - 1] + txt.sizes[b->n - 1]);
+  }
+  EXPECT_EQ(b->data_bytes, b->n ? b->offsets[b->n] : 0u);
+  size_t nonzero_gap = 0;
+  for (size_t k = 0; k < used.size(); k++)
+    if (!used[k] && d[k] != 0) nonzero_gap++;
+  EXPECT_EQ(nonzero_gap, 0u) << "padding between members must be zero";
+  for (size_t k = b->data_bytes; k < b->cu_seqlens_offset; k++) ASSERT_EQ(d[k], 0) << k;
+  EXPECT_EQ(0, memcmp(d + b->cu_seqlens_offset, b->cu_seqlens, (b->n + 1) * 4));
+  EXPECT_EQ(b->tokens, (uint64_t)b->cu_seqlens[b->n]);
+  (*step_tokens)[b->step] += tokens;
+}
+
+TEST(StreamMembers, EverySampleOnceAcrossRanksCroppedByteForByte) {
+  MEnv e;
+  const uint32_t world = 2;
+  ASSERT_NO_FATAL_FAILURE(e.Make("mem", world, 60));
+  std::map<uint32_t, uint64_t> step_tokens;
+  std::map<uint32_t, uint64_t> planned;
+  std::multiset<std::string> seen;
+  size_t cropped_smaller = 0;
+  for (uint32_t r = 0; r < world; r++) {
+    al_stream_options o = Options(1); // one buffer: every batch reuses the poisoned one
+    al_stream *s = nullptr;
+    ASSERT_EQ(al_stream_open(&s, e.idx, e.m, (int)r, &o), AL_OK) << al_last_error();
+    const al_stream_batch *b;
+    int st;
+    std::vector<std::string> keys;
+    while ((st = al_stream_next(s, &b)) == AL_OK) {
+      ASSERT_NO_FATAL_FAILURE(CheckBatch(e, b, r, &step_tokens, &keys));
+      planned[b->step] = b->step_tokens;
+      for (size_t i = 0; i < b->n; i++) {
+        const MSample &smp = e.samples[e.by_key[b->keys[i]]];
+        if (smp.lat[smp.lat.size() - 1] > b->grid[2] || smp.lat[smp.lat.size() - 2] > b->grid[1])
+          cropped_smaller++;
+      }
+      std::memset(b->data, 0xA5, b->copy_bytes); // poison before the pool reuses it
+      ASSERT_EQ(al_stream_release(s, b), AL_OK);
+    }
+    ASSERT_EQ(st, AL_EOF) << al_last_error();
+    al_stream_close(s);
+    seen.insert(keys.begin(), keys.end());
+  }
+  ASSERT_EQ(seen.size(), e.samples.size());
+  for (const MSample &smp : e.samples) EXPECT_EQ(seen.count(smp.key), 1u) << smp.key;
+  EXPECT_GT(cropped_smaller, e.samples.size() / 2) << "the fixture must exercise the crop";
+  for (auto &kv : planned) EXPECT_EQ(step_tokens[kv.first], kv.second) << "step " << kv.first;
+}
+
+TEST(StreamMembers, MissingMemberNamesWhatTheSampleHas) {
+  MEnv e;
+  ASSERT_NO_FATAL_FAILURE(e.Make("miss", 1, 12, 6));
+  const std::string missing = e.samples[6].key;
+  al_stream_options o = Options();
+  al_stream *s = nullptr;
+  ASSERT_EQ(al_stream_open(&s, e.idx, e.m, 0, &o), AL_OK) << al_last_error();
+  const al_stream_batch *b;
+  int st;
+  while ((st = al_stream_next(s, &b)) == AL_OK) al_stream_release(s, b);
+  EXPECT_EQ(st, AL_ENOTFOUND);
+  std::string msg = al_last_error();
+  EXPECT_TRUE(altest::Contains(msg, "'" + missing + ".t5.npy'"));
+  EXPECT_TRUE(altest::Contains(msg, "the sample has: json, latent.npy, txt"));
+  al_stream_close(s);
+
+  o.on_error = AL_STREAM_SKIP_SAMPLE;
+  ASSERT_EQ(al_stream_open(&s, e.idx, e.m, 0, &o), AL_OK) << al_last_error();
+  size_t delivered = 0, skipped = 0;
+  std::map<uint32_t, uint64_t> tok;
+  while ((st = al_stream_next(s, &b)) == AL_OK) {
+    std::vector<std::string> keys;
+    delivered += b->n;
+    for (size_t i = 0; i < b->n_skipped; i++) {
+      skipped++;
+      EXPECT_EQ(b->skipped_keys[i], missing);
+      EXPECT_TRUE(altest::Contains(b->skipped_reasons[i], "the sample has: json, latent.npy, txt"));
+    }
+    for (size_t i = 0; i < b->n; i++) EXPECT_NE(b->keys[i], missing);
+    // Offsets of the samples after the skipped one are still right.
+    for (size_t i = 0; i < b->n; i++) {
+      const MSample &smp = e.samples[e.by_key[b->keys[i]]];
+      EXPECT_EQ(0, memcmp((const char *)b->data + b->members[2].offsets[i], smp.txt.data(),
+                          smp.txt.size()));
+    }
+    al_stream_release(s, b);
+  }
+  EXPECT_EQ(st, AL_EOF) << al_last_error();
+  EXPECT_EQ(skipped, 1u);
+  EXPECT_EQ(delivered, 11u);
+  al_stream_close(s);
+}
+
+TEST(StreamMembers, LatentSmallerThanItsGridIsRefusedNamingBothGrids) {
+  MEnv e;
+  ASSERT_NO_FATAL_FAILURE(e.Make("small", 1, 6));
+  // A hand-made plan whose bucket grid is larger than sample 1's latent (3 x 9 x 13).
+  const uint64_t pos1 = e.position[e.samples[1].key], pos2 = e.position[e.samples[2].key];
+  stream_rank_plan p = altest::MakePlan({pos1}, {1}, 1);
+  p.batches[0].grid[0] = 3;
+  p.batches[0].grid[1] = 10;
+  p.batches[0].grid[2] = 4;
+  stream_source src;
+  stream_index_source(e.idx, &src);
+  al_stream_options o = Options();
+  al_stream *s = nullptr;
+  ASSERT_EQ(stream_open_source(&s, &src, &p, &o), AL_OK) << al_last_error();
+  const al_stream_batch *b;
+  EXPECT_EQ(al_stream_next(s, &b), AL_ERANGE);
+  std::string msg = al_last_error();
+  EXPECT_TRUE(altest::Contains(msg, e.samples[1].key)) << msg;
+  EXPECT_TRUE(altest::Contains(msg, "latent grid 3x9x13")) << msg;
+  EXPECT_TRUE(altest::Contains(msg, "bucket's grid 3x10x4")) << msg;
+  al_stream_close(s);
+
+  // The same sample with a fitting grid: cropped, from a hand plan too.
+  p = altest::MakePlan({pos1}, {1}, 1);
+  p.batches[0].grid[0] = 2;
+  p.batches[0].grid[1] = 4;
+  p.batches[0].grid[2] = 6;
+  ASSERT_EQ(stream_open_source(&s, &src, &p, &o), AL_OK) << al_last_error();
+  ASSERT_EQ(al_stream_next(s, &b), AL_OK) << al_last_error();
+  Bytes want = Crop(e.samples[1], 2, 4, 6);
+  ASSERT_EQ(b->members[0].sizes[0], want.size());
+  EXPECT_EQ(0, memcmp(b->data, want.data(), want.size()));
+  al_stream_release(s, b);
+  al_stream_close(s);
+
+  // No grid (a hand plan without one): the latent whole, header removed.
+  p = altest::MakePlan({pos2}, {1}, 1);
+  ASSERT_EQ(stream_open_source(&s, &src, &p, &o), AL_OK) << al_last_error();
+  ASSERT_EQ(al_stream_next(s, &b), AL_OK) << al_last_error();
+  EXPECT_EQ(b->members[0].cropped, 0);
+  ASSERT_EQ(b->members[0].sizes[0], e.samples[2].lat_data.size());
+  EXPECT_EQ(0, memcmp(b->data, e.samples[2].lat_data.data(), e.samples[2].lat_data.size()));
+  al_stream_release(s, b);
+  al_stream_close(s);
+}
+
+TEST(StreamMembers, MemberCapOptionAndBadMemberLists) {
+  MEnv e;
+  ASSERT_NO_FATAL_FAILURE(e.Make("cap", 1, 6));
+  al_stream_options o = Options();
+  o.max_member_bytes = 300; // below every latent (>= 4 x 8 x 12 x 2 bytes + header)
+  al_stream *s = nullptr;
+  ASSERT_EQ(al_stream_open(&s, e.idx, e.m, 0, &o), AL_OK) << al_last_error();
+  const al_stream_batch *b;
+  EXPECT_EQ(al_stream_next(s, &b), AL_ERANGE);
+  EXPECT_TRUE(altest::Contains(al_last_error(), "exceeds the cap of 300 bytes")) << al_last_error();
+  al_stream_close(s);
+
+  const char *dup[] = {"txt", "latent.npy", "txt"};
+  o = Options();
+  o.members = dup;
+  o.n_members = 3;
+  EXPECT_EQ(al_stream_open(&s, e.idx, e.m, 0, &o), AL_EINVAL);
+  EXPECT_TRUE(altest::Contains(al_last_error(), "'txt' requested twice"));
+  const char *empty[] = {"latent.npy", ""};
+  o.members = empty;
+  o.n_members = 2;
+  EXPECT_EQ(al_stream_open(&s, e.idx, e.m, 0, &o), AL_EINVAL);
+
+  // One member given as the old `ext`: the same latent crop, members[0] only.
+  o = al_stream_options{};
+  o.ext = "latent.npy";
+  ASSERT_EQ(al_stream_open(&s, e.idx, e.m, 0, &o), AL_OK) << al_last_error();
+  ASSERT_EQ(al_stream_next(s, &b), AL_OK) << al_last_error();
+  EXPECT_EQ(b->n_members, 1u);
+  EXPECT_EQ(b->members[0].cropped, 1);
+  EXPECT_EQ(b->offsets[b->n], b->data_bytes);
+  al_stream_release(s, b);
+  al_stream_close(s);
+}
+
+TEST(StreamMembers, Crc32MatchesZlib) {
+  EXPECT_EQ(stream_crc32(0, "123456789", 9), 0xcbf43926u);
+  EXPECT_EQ(stream_crc32(0, "", 0), 0u);
+  const char *fox = "The quick brown fox jumps over the lazy dog";
+  EXPECT_EQ(stream_crc32(0, fox, strlen(fox)), 0x414fa339u);
+  // Incremental == one shot, at every split and every alignment.
+  Bytes big = altest::Payload(3, 1000);
+  uint32_t whole = stream_crc32(0, big.data(), big.size());
+  for (size_t k = 0; k <= 40; k++)
+    EXPECT_EQ(stream_crc32(stream_crc32(0, big.data(), k), big.data() + k, big.size() - k), whole);
+  for (size_t a = 1; a < 9; a++) {
+    Bytes sh(big.begin() + a, big.end());
+    uint32_t bytewise = 0;
+    for (unsigned char c : sh) bytewise = stream_crc32(bytewise, &c, 1);
+    EXPECT_EQ(stream_crc32(0, big.data() + a, big.size() - a), bytewise);
+  }
+}
+
+} // namespace
