@@ -96,6 +96,15 @@ typedef struct al_micro_ref {
   uint64_t step_tokens;
 } al_micro_ref;
 
+/* Loads and checks a manifest: container checksums, then that it is a plan (every sample
+ * scheduled in its key table exactly once in its steps, padding repeating a scheduled one,
+ * micro-batches within their bucket's batch size and M_mem, step totals and summary what the
+ * steps hold, every rank the same micro-batch count K in every step). AL_EFORMAT names the
+ * step, rank, micro-batch and sample of the first violation. A file whose decoded content
+ * passes ADAPTIVELOAD_MAX_MANIFEST_BYTES (decimal bytes; default
+ * AL_MANIFEST_MAX_BYTES_DEFAULT, about 30x what a 10M-sample plan takes) is refused with
+ * AL_ERANGE before it is decoded further. */
+#define AL_MANIFEST_MAX_BYTES_DEFAULT (8ull << 30)
 AL_API int al_manifest_load(al_manifest **out, const char *path);
 AL_API void al_manifest_free(al_manifest *m);
 

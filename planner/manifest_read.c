@@ -1,4 +1,5 @@
 /* Loading a manifest into flat arrays and the al_manifest.h accessors. */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -244,6 +245,17 @@ static void step_figures(al_manifest *m) {
   plan_mean_cv(ss, sq, m->steps, &m->info.step_samples_mean, &m->info.step_samples_cv);
 }
 
+static uint64_t max_manifest_bytes(void) {
+  const char *e = getenv("ADAPTIVELOAD_MAX_MANIFEST_BYTES");
+  if (e && *e >= '0' && *e <= '9') {
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(e, &end, 10);
+    if (!errno && !*end && v > 0) return v;
+  }
+  return AL_MANIFEST_MAX_BYTES_DEFAULT;
+}
+
 int al_manifest_load(al_manifest **out, const char *path) {
   if (!out || !path) return al_set_error(AL_EINVAL, "al_manifest_load: NULL argument");
   *out = NULL;
@@ -254,6 +266,7 @@ int al_manifest_load(al_manifest **out, const char *path) {
   }
   pbio_reader *r = NULL;
   int rc = pbio_reader_open(&r, path, AL_KIND_MANIFEST);
+  if (!rc) pbio_reader_set_limit(r, max_manifest_bytes(), "ADAPTIVELOAD_MAX_MANIFEST_BYTES");
   size_t cap_off = 0, cap_st = 0, cap_steps = 0, cap_slot = 0;
   int have_header = 0, have_summary = 0;
   uint32_t summary_steps = 0;

@@ -288,6 +288,8 @@ struct pbio_reader {
   size_t d_cap, d_pos, d_len;
   uint64_t d_off; /* stream offset of d[d_pos] */
   uint64_t records;
+  uint64_t max_bytes;   /* decoded bytes allowed (0 = no limit); pbio_reader_set_limit */
+  const char *limit_by; /* what sets it, for the message */
   int finished;
   arena_chunk *arena;           /* backs the last unpacked message */
   ProtobufCAllocator allocator; /* arena_alloc / arena_free over `arena` */
@@ -418,6 +420,11 @@ cleanup:
   return rc;
 }
 
+void pbio_reader_set_limit(pbio_reader *r, uint64_t max_bytes, const char *limit_by) {
+  r->max_bytes = max_bytes;
+  r->limit_by = limit_by;
+}
+
 pbio_file_kind pbio_reader_kind(const pbio_reader *r) { return r->kind; }
 uint32_t pbio_reader_version(const pbio_reader *r) { return r->version; }
 const char *pbio_reader_path(const pbio_reader *r) { return r->path; }
@@ -442,6 +449,12 @@ int pbio_read(pbio_reader *r, uint32_t *tag, const uint8_t **buf, size_t *len) {
                         "%s: record %llu at byte %llu: length %u exceeds the %u-byte limit (corrupt file)",
                         r->path, (unsigned long long)r->records, (unsigned long long)r->d_off, n,
                         AL_PBIO_MAX_RECORD);
+  if (r->max_bytes && r->d_off + 8 + (uint64_t)n > r->max_bytes)
+    return al_set_error(AL_ERANGE,
+                        "%s: record %llu at byte %llu: the file's content passes the limit of "
+                        "%llu bytes (%s)",
+                        r->path, (unsigned long long)r->records, (unsigned long long)r->d_off,
+                        (unsigned long long)r->max_bytes, r->limit_by ? r->limit_by : "set");
   rc = r_fill(r, 8 + (size_t)n);
   if (rc) return rc;
   if (r->d_len - r->d_pos < 8 + (size_t)n) return r_truncated(r, 8 + (size_t)n);

@@ -100,6 +100,10 @@ typedef struct pbio_reader pbio_reader;
  * the file kind is `expect` (0 accepts any kind; pbio_reader_kind tells). */
 int pbio_reader_open(pbio_reader **out, const char *path, pbio_file_kind expect);
 
+/* Refuses (AL_ERANGE, naming `limit_by`, a static string) any record that would
+ * take the decoded content past `max_bytes` (0 = no limit), before decoding it. */
+void pbio_reader_set_limit(pbio_reader *r, uint64_t max_bytes, const char *limit_by);
+
 pbio_file_kind pbio_reader_kind(const pbio_reader *r);
 uint32_t pbio_reader_version(const pbio_reader *r);
 const char *pbio_reader_path(const pbio_reader *r);

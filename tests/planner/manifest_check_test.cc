@@ -223,6 +223,19 @@ TEST_F(ForgeTest, AManifestWithoutItsKeyTableIsRefused) {
             AL_EFORMAT);
 }
 
+TEST_F(ForgeTest, AManifestPastTheSizeCapIsRefusedNamingTheSetting) {
+  setenv("ADAPTIVELOAD_MAX_MANIFEST_BYTES", "4096", 1);
+  al_manifest *m = nullptr;
+  EXPECT_EQ(al_manifest_load(&m, src.c_str()), AL_ERANGE);
+  EXPECT_TRUE(altest::ErrorContains("limit of 4096 bytes (ADAPTIVELOAD_MAX_MANIFEST_BYTES)"))
+      << al_last_error();
+  EXPECT_EQ(m, nullptr);
+  setenv("ADAPTIVELOAD_MAX_MANIFEST_BYTES", "100000000", 1);
+  EXPECT_EQ(al_manifest_load(&m, src.c_str()), AL_OK) << al_last_error();
+  al_manifest_free(m);
+  unsetenv("ADAPTIVELOAD_MAX_MANIFEST_BYTES");
+}
+
 // What a report function prints, as a string.
 template <typename F>
 std::string Printed(F print) {
