@@ -10,7 +10,7 @@ Planning (no torch needed):
 Data loading (needs torch):
     BatchSampler   one rank's planned micro-batches as lists of index positions
     IndexDataset   map-style dataset over an index (pairs with BatchSampler)
-    collate_packed packs IndexDataset items like the C stream
+    collate_packed packs IndexDataset items like the C stream (member_tensors: typed views)
     StreamDataset  packed micro-batches read by C threads, optionally copied to the GPU
     StreamError    raised by failing C calls (message names shard, key, offset)
     latent_tokens  crops a Wan latent to its bucket and patchifies it into tokens
@@ -28,8 +28,8 @@ python/ folder on PYTHONPATH; the package finds ../../lib/libadaptiveload.so its
 
 import importlib
 
-__all__ = ["plan", "Planner", "Manifest", "BatchSampler", "IndexDataset", "StreamDataset", "StreamError", "PackedBatch", "MicroBatchInfo",
-           "collate_packed", "wan_tokens", "latent_tokens", "setup_distributed", "grad_sync", "demo_corpus",
+__all__ = ["plan", "Planner", "Manifest", "BatchSampler", "IndexDataset", "StreamDataset", "StreamError", "PackedBatch", "MemberInfo", "MicroBatchInfo",
+           "collate_packed", "member_tensors", "wan_tokens", "latent_tokens", "setup_distributed", "grad_sync", "demo_corpus",
            "add_corpus_arguments", "corpus_from_args"]
 
 # Attributes resolved on first use, so `import adaptiveload` needs neither torch nor the
@@ -42,6 +42,8 @@ _LAZY = {
     "MicroBatchInfo": ".sampler",
     "IndexDataset": ".dataset",
     "collate_packed": ".dataset",
+    "member_tensors": ".dataset",
+    "MemberInfo": ".stream",
     "wan_tokens": ".dataset",
     "StreamDataset": ".stream",
     "PackedBatch": ".stream",

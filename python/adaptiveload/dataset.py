@@ -6,6 +6,14 @@ and collate_packed, which packs a list of samples like the C stream does.
 (shard size and mtime unchanged since indexing, no short read, valid LZ4), and
 returns a dict: ``key``, ``index``, ``data`` (uint8 tensor), ``shape`` (width, height,
 frames). Errors raise :class:`adaptiveload.StreamError` naming the shard and key.
+
+With ``members=[...]`` each item also holds ``members``: name -> {dtype, shape, typed,
+cropped, data (uint8, the array bytes without header)}, and ``data`` is the first
+member's. Given ``(i, info)`` pairs (``BatchSampler(..., with_info=True)``), the typed
+latent member is cropped to the bucket's latent grid exactly as the C stream crops it,
+the item carries the planned ``tokens``, ``padded`` and the micro-batch fields, and
+:func:`collate_packed` makes the batch the stream would deliver (tested against it in
+tests/stream/test_python.py).
 """
 
 import ctypes
@@ -15,6 +23,7 @@ import torch
 from torch.utils.data import Dataset
 
 from . import _stream_lib as L
+from . import members as M
 
 ALIGN = 64
 
@@ -26,11 +35,21 @@ def wan_tokens(width, height, frames, vae_stride_t=4, vae_stride_s=8, patch_t=1,
 
 
 class IndexDataset(Dataset):
-    """Map-style dataset over an index file; ``len`` is the number of indexed samples."""
+    """Map-style dataset over an index file; ``len`` is the number of indexed samples.
 
-    def __init__(self, index, ext="latent"):
+    Args:
+        index: index file.
+        ext: the payload member when ``members`` is None.
+        members: member extensions to read per sample (e.g. ``["latent.npy", "t5.npy", "txt"]``).
+        vae_stride_t, vae_stride_s: the latent geometry the crop uses (the planner's; Wan 2.1
+            defaults, as the C stream assumes).
+    """
+
+    def __init__(self, index, ext="latent", members=None, vae_stride_t=4, vae_stride_s=8):
         self.index_path = os.fspath(index)
         self.ext = ext
+        self.members = [str(m) for m in members] if members else None
+        self.vae_stride_t, self.vae_stride_s = int(vae_stride_t), int(vae_stride_s)
         self._idx = None
         self._len = len(self._index())
 
@@ -48,13 +67,10 @@ class IndexDataset(Dataset):
         d["_idx"] = None  # C handles do not travel to spawned workers
         return d
 
-    def __getitem__(self, i):
-        if not 0 <= i < self._len:
-            raise IndexError("sample %d out of range (%d)" % (i, self._len))
-        idx = self._index()
+    def _read(self, i, ext):
         lib = L.lib()
         p, n = ctypes.c_void_p(), ctypes.c_size_t()
-        L.check(lib.al_stream_read_sample(idx.handle, i, self.ext.encode(), ctypes.byref(p), ctypes.byref(n)),
+        L.check(lib.al_stream_read_sample(self._index().handle, i, ext.encode(), ctypes.byref(p), ctypes.byref(n)),
                 "reading sample %d" % i)
         try:
             data = torch.empty(n.value, dtype=torch.uint8)
@@ -62,39 +78,120 @@ class IndexDataset(Dataset):
                 ctypes.memmove(data.data_ptr(), p.value, n.value)
         finally:
             lib.al_stream_free(p)
-        info = idx.sample(i)
-        return {
-            "key": info.key.decode("utf-8", "replace"),
-            "index": i,
-            "data": data,
-            "shape": (info.width, info.height, info.frames),
-        }
+        return data
+
+    def _member(self, i, key, name, grid):
+        raw = self._read(i, name)
+        kind = M.header_kind(name)
+        if kind is None:
+            return {"dtype": "uint8", "shape": (raw.numel(),), "typed": False, "cropped": False, "data": raw}
+        try:
+            dtype, shape, at = M.parse_header(kind, bytes(raw[:1 << 20].numpy()))
+        except (ValueError, KeyError, SyntaxError) as e:
+            raise L.StreamError(-3, "key '%s' member '%s.%s': %s" % (key, key, name, e))
+        data = raw[at:]
+        cropped = False
+        if grid is not None and M.is_latent(name):
+            # Crop the bytes through an integer view of the same width (any dtype, NaNs kept).
+            isz = M.ITEMSIZE[dtype]
+            iview = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[isz]
+            try:
+                lat = M.crop_latent(data.view(iview).view(shape), grid)
+            except ValueError as e:
+                raise L.StreamError(-6, "key '%s' member '%s.%s': %s" % (key, key, name, e))
+            shape = tuple(lat.shape)
+            data = lat.reshape(-1).view(torch.uint8)
+            cropped = True
+        return {"dtype": dtype, "shape": tuple(shape), "typed": True, "cropped": cropped, "data": data}
+
+    def __getitem__(self, i):
+        info = None
+        if isinstance(i, tuple):
+            i, info = i
+        if not 0 <= i < self._len:
+            raise IndexError("sample %d out of range (%d)" % (i, self._len))
+        si = self._index().sample(i)
+        key = si.key.decode("utf-8", "replace")
+        item = {"key": key, "index": i, "shape": (si.width, si.height, si.frames)}
+        grid = None
+        if info is not None:
+            grid = M.latent_grid(*info["bucket_shape"], vae_stride_t=self.vae_stride_t, vae_stride_s=self.vae_stride_s)
+        if self.members is None:
+            item["data"] = self._read(i, self.ext)
+        else:
+            item["members"] = {name: self._member(i, key, name, grid) for name in self.members}
+            item["data"] = item["members"][self.members[0]]["data"]
+        if info is not None:
+            item["batch"] = dict({k: v for k, v in info.items() if k not in ("tokens", "padded")}, grid=grid)
+            item["tokens"] = info["tokens"]
+            item["padded"] = info["padded"]
+        return item
 
 
 def collate_packed(samples, tokens_fn=None):
     """Packs IndexDataset items into one dict like a stream batch: ``data`` (uint8,
-    samples at 64-byte offsets), ``offsets`` (int64, n+1), ``sizes``, ``cu_seqlens``
-    (int32, n+1, tokens from ``tokens_fn(width, height, frames)``, default
-    :func:`wan_tokens`), ``shapes`` (int32 n x 3), ``keys``, ``index``."""
+    samples at 64-byte offsets, each sample's members one after the other), ``offsets``
+    (int64, n+1: the first member's, then the payload end), ``sizes``, ``cu_seqlens``
+    (int32, n+1: the planned tokens when the items carry them (``with_info``), else
+    ``tokens_fn(width, height, frames)``, default :func:`wan_tokens`), ``shapes`` (int32
+    n x 3), ``keys``, ``index``; with members, ``members``: name -> {dtype, shapes,
+    offsets, sizes, typed, cropped}; with ``with_info`` items, ``padded`` and the
+    micro-batch fields (position, step, micro, n_micro, last_in_step, bucket, step_samples,
+    step_tokens, tokens, grid). :func:`member_tensors` gives the typed per-sample tensors."""
     tokens_fn = tokens_fn or wan_tokens
-    offsets, at = [], 0
-    for s in samples:
-        offsets.append(at)
-        at = (at + s["data"].numel() + ALIGN - 1) // ALIGN * ALIGN
+    names = list(samples[0]["members"]) if samples and "members" in samples[0] else None
+    parts = [[s["members"][n]["data"] for n in names] if names else [s["data"]] for s in samples]
+    offs, at, end = [], 0, 0
+    for ps in parts:
+        row = []
+        for t in ps:
+            row.append(at)
+            end = at + t.numel()
+            at = (end + ALIGN - 1) // ALIGN * ALIGN
+        offs.append(row)
     data = torch.zeros(at, dtype=torch.uint8)
-    for o, s in zip(offsets, samples):
-        data[o:o + s["data"].numel()] = s["data"]
-    sizes = [s["data"].numel() for s in samples]
-    end = offsets[-1] + sizes[-1] if samples else 0
+    for row, ps in zip(offs, parts):
+        for o, t in zip(row, ps):
+            data[o:o + t.numel()] = t
+    sizes = [ps[0].numel() for ps in parts]
     cu = [0]
     for s in samples:
-        cu.append(cu[-1] + int(tokens_fn(*s["shape"])))
-    return {
+        cu.append(cu[-1] + int(s["tokens"] if "tokens" in s else tokens_fn(*s["shape"])))
+    out = {
         "data": data,
-        "offsets": torch.tensor(offsets + [end], dtype=torch.int64),
+        "offsets": torch.tensor([r[0] for r in offs] + [end], dtype=torch.int64),
         "sizes": torch.tensor(sizes, dtype=torch.int64),
         "cu_seqlens": torch.tensor(cu, dtype=torch.int32),
         "shapes": torch.tensor([list(s["shape"]) for s in samples], dtype=torch.int32).view(-1, 3),
         "keys": [s["key"] for s in samples],
         "index": torch.tensor([s["index"] for s in samples], dtype=torch.int64),
     }
+    if names:
+        out["members"] = {
+            n: {
+                "dtype": samples[0]["members"][n]["dtype"],
+                "typed": samples[0]["members"][n]["typed"],
+                "cropped": samples[0]["members"][n]["cropped"],
+                "shapes": [tuple(s["members"][n]["shape"]) for s in samples],
+                "offsets": [r[j] for r in offs],
+                "sizes": [p[j].numel() for p in parts],
+            }
+            for j, n in enumerate(names)
+        }
+    if samples and "batch" in samples[0]:
+        b = samples[0]["batch"]
+        out.update({k: b[k] for k in ("position", "step", "micro", "n_micro", "last_in_step", "bucket", "step_samples",
+                                       "step_tokens")})
+        out["tokens"] = cu[-1]
+        out["padded"] = torch.tensor([bool(s["padded"]) for s in samples], dtype=torch.bool)
+        out["grid"] = tuple(b["grid"])
+    return out
+
+
+def member_tensors(batch, name):
+    """Per-sample tensors of member ``name`` of a :func:`collate_packed` batch, typed and
+    shaped as :meth:`adaptiveload.PackedBatch.tensors` gives them."""
+    m = batch["members"][name]
+    dt = M.torch_dtype(m["dtype"]) if m["typed"] else torch.uint8
+    return [batch["data"][a:a + n].view(dt).view(shape) if m["typed"] else batch["data"][a:a + n]
+            for shape, a, n in zip(m["shapes"], m["offsets"], m["sizes"])]

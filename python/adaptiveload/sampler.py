@@ -147,14 +147,22 @@ class BatchSampler(Sampler):
         drop_padding: leave out padding repeats (the planner pads the last step so that
             every rank has work; dropping them changes batch sizes, not the step count).
         epoch: epoch to open first when ``manifest`` is a template or a Planner (default 0).
+        with_info: yield ``(position, info)`` pairs instead of bare positions, where info
+            (a dict) says where the sample sits: position, step, micro, n_micro,
+            last_in_step, bucket, bucket_shape (width, height, frames), step_samples,
+            step_tokens, and the sample's own tokens and padded flag.
+            :class:`adaptiveload.IndexDataset` then crops typed latents to the bucket's
+            grid and :func:`adaptiveload.collate_packed` fills a batch exactly as the C
+            stream does (same cu_seqlens, members, bucket and step fields).
     """
 
-    def __init__(self, manifest, rank=None, world_size=None, drop_padding=False, epoch=None):
+    def __init__(self, manifest, rank=None, world_size=None, drop_padding=False, epoch=None, with_info=False):
         self._planner = manifest if hasattr(manifest, "path") and callable(manifest.path) else None
         self._template = None if self._planner else os.fspath(manifest)
         self._rank = rank
         self._world = world_size
         self._drop_padding = bool(drop_padding)
+        self._with_info = bool(with_info)
         self._start = 0
         self._yielded = 0
         self._sched = None
@@ -222,8 +230,16 @@ class BatchSampler(Sampler):
         self._yielded = start
         for i in range(start, sched.n_batches):
             batch = sched.batch(i)
+            a = sched.first[i]
+            if self._with_info:
+                info = sched.info(i)
+                common = dict(position=i, step=info.step, micro=info.micro, n_micro=info.n_micro,
+                              last_in_step=info.last_in_step, bucket=info.bucket,
+                              bucket_shape=tuple(sched.buckets[info.bucket][:3]), step_samples=info.step_samples,
+                              step_tokens=info.step_tokens)
+                batch = [(s, dict(common, tokens=int(sched.tokens[a + j]), padded=bool(sched.padded[a + j])))
+                         for j, s in enumerate(batch)]
             if self._drop_padding:
-                a = sched.first[i]
                 batch = [s for j, s in enumerate(batch) if not sched.padded[a + j]]
             self._yielded = i + 1
             yield batch

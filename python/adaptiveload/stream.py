@@ -42,11 +42,23 @@ restarts there (any number of workers). ``state_dict()`` inside a worker returns
 worker's own position (what torchdata's StatefulDataLoader stores per worker; it
 restores with the same number of workers).
 
+Several members. ``members=["latent.npy", "t5.npy", "txt"]`` delivers each sample's
+members one after the other (each 64-byte aligned). ``batch.members[name]`` describes
+one (:class:`MemberInfo`: numpy dtype name, per-sample shapes, byte offsets and sizes);
+``batch.tensors(name)`` gives the per-sample tensors, typed and shaped (``.npy`` and
+``.safetensors`` members arrive without their header; untyped members as uint8 bytes);
+``batch.packed(name)`` the latent patchified into one (tokens, C*p_t*p_h*p_w) tensor
+whose rows ``cu_seqlens`` indexes. A typed latent member (``latent`` or ``latent.*``) is
+cropped by the C library to its bucket's latent grid (channels whole, the first T_b
+latent frames, rows and columns centred at (n - n_b) // 2), so its tokens are exactly
+``cu_seqlens``'s.
+
 Tensor lifetime. By default every tensor a batch holds is its own (copied out of the
 pool). ``zero_copy=True`` instead gives views into the stream's buffers (host or
 device), valid until ``keep`` more batches have been taken; clone() what you keep.
 """
 
+import collections
 import ctypes
 import os
 
@@ -54,8 +66,16 @@ import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
 from . import _stream_lib as L
+from . import members as M
 
 _ON_ERROR = {"fail": L.AL_STREAM_FAIL, "skip": L.AL_STREAM_SKIP_SAMPLE}
+
+MemberInfo = collections.namedtuple("MemberInfo", "name dtype itemsize typed cropped shapes offsets sizes")
+MemberInfo.__doc__ = """One member of every sample of a batch: name (the requested extension),
+dtype (numpy name: "bfloat16", "float32", ...; "uint8" for untyped members), itemsize,
+typed (a .npy/.safetensors header was parsed), cropped (the latent, cut to the bucket's
+grid), shapes (a tuple per sample), offsets and sizes (bytes into ``batch.data``, per
+sample)."""
 _STATE_FIELDS = [name for name, _ in L.StreamState._fields_ if name != "reserved"]
 
 
@@ -76,11 +96,15 @@ class PackedBatch:
         tokens: tokens of the samples here.
         skipped: list of (key, reason) left out under ``on_error="skip"``.
         resume_state: dict; a StreamDataset opened with it continues after this batch.
+        members: dict name -> :class:`MemberInfo`, in the requested order (the first one
+            is what offsets/sizes/sample() describe).
+        grid: (T_b, h_b, w_b), the bucket's latent grid a typed latent was cropped to
+            ((0, 0, 0) when the plan carries none).
     """
 
     __slots__ = ("data", "cu_seqlens", "offsets", "sizes", "keys", "samples", "shapes", "padded", "position",
                  "step", "micro", "n_micro", "last_in_step", "bucket", "step_samples", "step_tokens", "tokens",
-                 "skipped", "resume_state")
+                 "skipped", "resume_state", "members", "grid")
 
     def __len__(self):
         return len(self.keys)
@@ -94,6 +118,34 @@ class PackedBatch:
         """Sample i's payload as a 1-D ``dtype`` view."""
         a = int(self.offsets[i])
         return self.data[a:a + int(self.sizes[i])].view(dtype)
+
+    def tensors(self, name=None):
+        """The per-sample tensors of member ``name`` (default: the first), a list of n: typed
+        members as their dtype and shape (views into ``data``, on its device), untyped ones
+        as 1-D uint8. TypeError for a dtype this torch lacks (uint16/32/64 before 2.3)."""
+        m = self.members[name if name is not None else next(iter(self.members))]
+        dt = M.torch_dtype(m.dtype) if m.typed else torch.uint8
+        out = []
+        for shape, a, n in zip(m.shapes, m.offsets, m.sizes):
+            t = self.data[a:a + n]
+            out.append(t.view(dt).view(shape) if m.typed else t)
+        return out
+
+    def packed(self, name=None, patch=(1, 2, 2)):
+        """The latent member (default: the cropped one, else the first) patchified and
+        concatenated: a (tokens, C * p_t * p_h * p_w) tensor (a copy) whose rows
+        ``cu_seqlens`` delimits. ValueError when shapes do not split into patches or the
+        rows differ from cu_seqlens (an uncropped latent of another grid than its bucket)."""
+        if name is None:
+            name = next((k for k, m in self.members.items() if m.cropped), next(iter(self.members)))
+        xs = [M.patchify(t, patch) for t in self.tensors(name)]
+        if not xs:
+            return torch.empty(0, 0, dtype=M.torch_dtype(self.members[name].dtype), device=self.data.device)
+        out = torch.cat(xs)
+        if out.shape[0] != int(self.cu_seqlens[-1]):
+            raise ValueError("member %s gives %d tokens, cu_seqlens says %d" % (name, out.shape[0],
+                                                                                  int(self.cu_seqlens[-1])))
+        return out
 
     def _map(self, fn):
         out = PackedBatch.__new__(PackedBatch)
@@ -162,6 +214,10 @@ class StreamDataset(IterableDataset):
             manifest, an adaptiveload.Planner over that index (then set_epoch(e) plans e).
         rank, world_size: default RANK / WORLD_SIZE from the environment.
         ext: payload member extension (``KEY.<ext>`` or ``KEY.<ext>.lz4``).
+        members: list of member extensions to deliver per sample, in order (e.g.
+            ``["latent.npy", "t5.npy", "txt"]``); None = ``[ext]``. See "Several members".
+        max_member_bytes: cap on one member's stored or decoded bytes; 0 = the C default
+            (ADAPTIVELOAD_MAX_MEMBER_BYTES, else 512 MiB).
         threads: C reader threads per stream (default min(4, cores); 2 inside workers).
         prefetch: buffers in the C pool (batches read ahead), default 4.
         on_error: "fail" (raise) or "skip" (deliver without the sample, listed in batch.skipped).
@@ -174,7 +230,8 @@ class StreamDataset(IterableDataset):
     """
 
     def __init__(self, index, manifest, rank=None, world_size=None, ext="latent", threads=None, prefetch=4,
-                 on_error="fail", device=None, zero_copy=False, keep=1, pin_memory=None, state=None):
+                 on_error="fail", device=None, zero_copy=False, keep=1, pin_memory=None, state=None, members=None,
+                 max_member_bytes=0):
         super().__init__()
         if on_error not in _ON_ERROR:
             raise ValueError("on_error must be 'fail' or 'skip', not %r" % (on_error,))
@@ -185,6 +242,10 @@ class StreamDataset(IterableDataset):
         self.rank = rank
         self.world_size = world_size
         self.ext = ext
+        self.members = [str(m) for m in members] if members else None
+        if self.members is not None and len(set(self.members)) != len(self.members):
+            raise ValueError("members lists a member twice: %r" % (self.members,))
+        self.max_member_bytes = int(max_member_bytes or 0)
         self.threads = threads
         self.prefetch = prefetch
         self.on_error = on_error
@@ -266,6 +327,12 @@ class StreamDataset(IterableDataset):
         o.threads = int(self.threads) if self.threads else (2 if workers > 1 else 0)
         o.prefetch = int(self.prefetch or 0)
         o.ext = self.ext.encode()
+        if self.members:
+            names = (ctypes.c_char_p * len(self.members))(*[m.encode() for m in self.members])
+            o.members = ctypes.cast(names, ctypes.POINTER(ctypes.c_char_p))
+            o.n_members = len(self.members)
+            o._keep_names = names  # alive as long as the options
+        o.max_member_bytes = self.max_member_bytes
         o.on_error = _ON_ERROR[self.on_error]
         o.world = int(self.world_size or 0)
         o.first = worker
@@ -395,4 +462,13 @@ class StreamDataset(IterableDataset):
         out.tokens = int(b.tokens)
         out.skipped = [(b.skipped_keys[i].decode("utf-8", "replace"), b.skipped_reasons[i].decode("utf-8", "replace"))
                        for i in range(b.n_skipped)]
+        out.members = collections.OrderedDict()
+        for j in range(b.n_members):
+            m = b.members[j]
+            shapes = tuple(tuple(m.shapes[L.AL_STREAM_MAX_DIMS * i + d] for d in range(m.ndim[i])) for i in range(n))
+            name = m.name.decode()
+            out.members[name] = MemberInfo(name, m.dtype.decode(), int(m.itemsize), bool(m.typed), bool(m.cropped),
+                                           shapes, tuple(int(m.offsets[i]) for i in range(n)),
+                                           tuple(int(m.sizes[i]) for i in range(n)))
+        out.grid = tuple(int(g) for g in b.grid)
         return out

@@ -413,6 +413,157 @@ class AdalnImportTest(unittest.TestCase):
             mod.adaln(x, torch.zeros(1, 64), torch.zeros(1, 64))
 
 
+class MembersCorpus:
+    """Issue 15: a corpus written with Python's tarfile and numpy (independent of the C code):
+    KEY.json, KEY.latent.npy (float16 (C, T, H/8, W/8) or (C, H/8, W/8), native grids larger than
+    the buckets), KEY.t5.npy (float32 (L, 16), L varying), KEY.txt; indexed and planned (world 2)
+    by the CLI with a small bucket table. (LZ4-stored members: stream_members_test.)"""
+
+    BUCKETS = "frames 1 9 17\naspect 1:1 64x64\naspect 3:2 96x64\naspect 2:1 96x48 128x64\n"
+
+    def __init__(self, root, n=40):
+        import io
+        import json
+        import numpy as np
+
+        self.root = root
+        os.makedirs(os.path.join(root, "shards"), exist_ok=True)
+        rng = np.random.default_rng(5)
+        self.lat, self.t5, self.txt = {}, {}, {}
+        tars = [tarfile.open(os.path.join(root, "shards", "m-%d.tar" % k), "w") for k in range(2)]
+
+        def add(t, name, data):
+            ti = tarfile.TarInfo(name)
+            ti.size = len(data)
+            t.addfile(ti, io.BytesIO(data))
+
+        for i in range(n):
+            key = "m%04d" % i
+            w, h = 96 + 8 * (i % 5), 64 + 8 * (i % 4)
+            f = (1, 9, 17)[i % 3]
+            t = 1 + (f - 1) // 4
+            shape = (4, h // 8, w // 8) if i % 6 == 0 else (4, t, h // 8, w // 8)
+            lat = rng.standard_normal(shape).astype(np.float16)
+            emb = rng.standard_normal((3 + i % 7, 16)).astype(np.float32)
+            self.lat[key], self.t5[key], self.txt[key] = lat, emb, ("caption %d" % i + "!" * (i % 4)).encode()
+            tar = tars[i % 2]
+            add(tar, key + ".json", json.dumps({"width": w, "height": h, "frames": f}).encode())
+            for ext, arr in (("latent.npy", lat), ("t5.npy", emb)):
+                b = io.BytesIO()
+                np.save(b, arr)
+                add(tar, key + "." + ext, b.getvalue())
+            add(tar, key + ".txt", self.txt[key])
+        for t in tars:
+            t.close()
+        self.index = os.path.join(root, "m.alidx")
+        run("index", "-o", self.index, os.path.join(root, "shards"))
+        buckets = os.path.join(root, "buckets.txt")
+        with open(buckets, "w") as fh:
+            fh.write(self.BUCKETS)
+        self.manifest = os.path.join(root, "m.alm")
+        run("plan", "--index", self.index, "--world", 2, "--seed", 3, "--mem-tokens", 400, "--buckets", buckets,
+            "-o", self.manifest)
+
+    def crop(self, key, grid):
+        """Reference crop in numpy: channels whole, frames [0, T_b), centred rows/columns."""
+        lat = self.lat[key]
+        tb, hb, wb = grid
+        h, w = lat.shape[-2:]
+        y0, x0 = (h - hb) // 2, (w - wb) // 2
+        if lat.ndim == 3:
+            return lat[:, y0:y0 + hb, x0:x0 + wb]
+        return lat[:, :tb, y0:y0 + hb, x0:x0 + wb]
+
+
+MEMBERS = ["latent.npy", "t5.npy", "txt"]
+
+
+class MembersTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.C = MembersCorpus(os.path.join(TMP, "members"))
+
+    def test_stream_members_crop_and_collate_agree(self):
+        import numpy as np
+
+        C = self.C
+        seen = []
+        for rank in (0, 1):
+            ds = StreamDataset(C.index, C.manifest, rank=rank, world_size=2, members=MEMBERS, threads=2)
+            s = BatchSampler(C.manifest, rank=rank, world_size=2, with_info=True)
+            loader = DataLoader(IndexDataset(C.index, members=MEMBERS), batch_sampler=s, num_workers=2,
+                                collate_fn=collate_packed)
+            n = 0
+            for b, ref in zip(ds, loader):
+                n += 1
+                # The DataLoader path produces exactly the stream's batch.
+                self.assertEqual(b.keys, ref["keys"])
+                self.assertTrue(torch.equal(b.cu_seqlens, ref["cu_seqlens"]))
+                self.assertTrue(torch.equal(b.offsets, ref["offsets"]))
+                self.assertTrue(torch.equal(b.data, ref["data"]), "packed bytes")
+                for k in ("position", "step", "micro", "n_micro", "last_in_step", "bucket", "step_samples",
+                          "step_tokens", "tokens"):
+                    self.assertEqual(getattr(b, k), ref[k], k)
+                self.assertEqual(b.grid, ref["grid"])
+                self.assertTrue(torch.equal(b.padded, ref["padded"]))
+                self.assertEqual(list(b.members), MEMBERS)
+                for name in MEMBERS:
+                    m, r = b.members[name], ref["members"][name]
+                    self.assertEqual((m.dtype, list(m.shapes), list(m.offsets), list(m.sizes), m.cropped),
+                                     (r["dtype"], r["shapes"], r["offsets"], r["sizes"], r["cropped"]), name)
+                self.assertEqual(b.members["latent.npy"].dtype, "float16")
+                self.assertTrue(b.members["latent.npy"].cropped)
+                self.assertEqual(b.members["t5.npy"].dtype, "float32")
+                self.assertEqual(b.members["txt"].dtype, "uint8")
+                # Against numpy's own reading of the tar members.
+                lats, embs, txts = b.tensors("latent.npy"), b.tensors("t5.npy"), b.tensors("txt")
+                for i, key in enumerate(b.keys):
+                    want = C.crop(key, b.grid)
+                    self.assertEqual(tuple(lats[i].shape), want.shape, key)
+                    self.assertEqual(lats[i].dtype, torch.float16)
+                    self.assertTrue(np.array_equal(lats[i].view(torch.int16).numpy(), want.view(np.int16)), key)
+                    self.assertTrue(np.array_equal(embs[i].numpy(), C.t5[key]), key)
+                    self.assertEqual(bytes(txts[i].numpy()), C.txt[key])
+                    tok = int(b.cu_seqlens[i + 1] - b.cu_seqlens[i])
+                    self.assertEqual(tok, b.grid[0] * (b.grid[1] // 2) * (b.grid[2] // 2), key)
+                    if not b.padded[i]:
+                        seen.append(key)
+                x = b.packed()
+                self.assertEqual(tuple(x.shape), (b.tokens, 4 * 4))
+                self.assertEqual(x.dtype, torch.float16)
+            self.assertEqual(n, len(s))
+        self.assertEqual(sorted(seen), sorted(C.lat), "every sample exactly once over both ranks")
+
+    def test_cli_jsonl_crc32_is_zlib(self):
+        import json
+        import zlib
+
+        C = self.C
+        out = run("stream", "--index", C.index, "--manifest", C.manifest, "--rank", 1, "--members", ",".join(MEMBERS),
+                  "--jsonl")
+        lines = [json.loads(l) for l in out.splitlines()]
+        ds = StreamDataset(C.index, C.manifest, rank=1, world_size=2, members=MEMBERS)
+        batches = list(ds)
+        self.assertEqual(len(lines), len(batches))
+        for line, b in zip(lines, batches):
+            self.assertEqual((line["step"], line["micro"], line["keys"]), (b.step, b.micro, b.keys))
+            self.assertEqual(line["cu_seqlens"], b.cu_seqlens.tolist())
+            for name in MEMBERS:
+                m = line["members"][name]
+                self.assertEqual(m["dtype"], b.members[name].dtype)
+                self.assertEqual([tuple(x) for x in m["shapes"]], list(b.members[name].shapes))
+                want = ["%08x" % zlib.crc32(bytes(t.contiguous().view(torch.uint8).view(-1).numpy()))
+                        for t in b.tensors(name)]
+                self.assertEqual(m["crc32"], want, name)
+
+    def test_missing_member_names_what_the_sample_has(self):
+        C = self.C
+        ds = StreamDataset(C.index, C.manifest, rank=0, world_size=2, members=["latent.npy", "clip.npy"])
+        with self.assertRaisesRegex(StreamError, r"no member '.*\.clip\.npy'.*the sample has: json, latent\.npy, "
+                                                 r"t5\.npy, txt"):
+            list(ds)
+
+
 if __name__ == "__main__":
     print("adaptiveload python test: torch %s, library %s" % (torch.__version__, os.environ.get("ADAPTIVELOAD_LIB")))
     unittest.main(verbosity=2)

@@ -1,0 +1,125 @@
+"""Typed sample members in Python: the same rules as the C stream (stream/README.md).
+
+* :func:`header_kind` / :func:`parse_header`: the header of a ``.npy`` (format 1.0, 2.0,
+  3.0) or ``.safetensors`` member (one tensor), possibly stored as ``.lz4`` (the C library
+  hands over decoded bytes): numpy dtype name, shape and where the array data starts.
+* :func:`latent_grid`: a bucket's latent grid (T_b, h_b, w_b) under the VAE strides, as
+  the planner computes tokens (T_b = 1 + (F - 1) // vae_stride_t, h_b = H // vae_stride_s,
+  w_b = W // vae_stride_s).
+* :func:`crop_latent`: channels whole, frames [0, T_b), rows and columns centred at
+  (n - n_b) // 2, C order; what the stream delivers for a typed latent member.
+* :func:`patchify`: (C, T, H, W) or (C, H, W) -> (tokens, C * p_t * p_h * p_w).
+* :func:`torch_dtype`: numpy dtype name -> torch dtype.
+
+Used by :class:`adaptiveload.IndexDataset`, :func:`adaptiveload.collate_packed` and
+:meth:`adaptiveload.PackedBatch.tensors`.
+"""
+
+import ast
+import json
+import struct
+
+import torch
+
+_NPY_DESCR = {
+    "|b1": "bool", "<b1": "bool", "|u1": "uint8", "<u1": "uint8", "|i1": "int8", "<i1": "int8",
+    "<i2": "int16", "<u2": "uint16", "<i4": "int32", "<u4": "uint32", "<i8": "int64", "<u8": "uint64",
+    "<f2": "float16", "<f4": "float32", "<f8": "float64",
+}
+_ST_DTYPE = {
+    "BOOL": "bool", "U8": "uint8", "I8": "int8", "I16": "int16", "U16": "uint16", "I32": "int32",
+    "U32": "uint32", "I64": "int64", "U64": "uint64", "F16": "float16", "BF16": "bfloat16",
+    "F32": "float32", "F64": "float64",
+}
+ITEMSIZE = {"bool": 1, "uint8": 1, "int8": 1, "int16": 2, "uint16": 2, "int32": 4, "uint32": 4, "int64": 8,
+            "uint64": 8, "float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
+
+
+def header_kind(ext):
+    """"npy", "safetensors" or None for a member extension ("latent.npy", "t5.npy.lz4")."""
+    parts = ext.split(".")
+    if parts and parts[-1] == "lz4":
+        parts = parts[:-1]
+    if parts and parts[-1] in ("npy", "safetensors"):
+        return parts[-1]
+    return None
+
+
+def is_latent(name):
+    """The member the stream crops: named "latent" or "latent.*"."""
+    return name == "latent" or name.startswith("latent.")
+
+
+def parse_header(kind, blob):
+    """(dtype name, shape tuple, data offset) of a typed member's (decoded) bytes."""
+    blob = bytes(blob[:1 << 20]) if not isinstance(blob, (bytes, bytearray)) else blob
+    if kind == "npy":
+        if blob[:6] != b"\x93NUMPY":
+            raise ValueError("npy: bad magic")
+        major = blob[6]
+        if major == 1:
+            (hlen,), start = struct.unpack("<H", blob[8:10]), 10
+        elif major in (2, 3):
+            (hlen,), start = struct.unpack("<I", blob[8:12]), 12
+        else:
+            raise ValueError("npy: version %d" % major)
+        d = ast.literal_eval(blob[start:start + hlen].decode("utf-8" if major == 3 else "latin1"))
+        if d.get("fortran_order"):
+            raise ValueError("npy: Fortran order")
+        if d["descr"] not in _NPY_DESCR:
+            raise ValueError("npy: dtype %r not supported" % (d["descr"],))
+        return _NPY_DESCR[d["descr"]], tuple(int(x) for x in d["shape"]), start + hlen
+    if kind == "safetensors":
+        (hlen,) = struct.unpack("<Q", blob[:8])
+        h = json.loads(blob[8:8 + hlen].decode("utf-8"))
+        h.pop("__metadata__", None)
+        if len(h) != 1:
+            raise ValueError("safetensors: %d tensors, the stream takes one" % len(h))
+        (t,) = h.values()
+        return _ST_DTYPE[t["dtype"]], tuple(int(x) for x in t["shape"]), 8 + hlen + int(t["data_offsets"][0])
+    raise ValueError("not a typed member kind: %r" % (kind,))
+
+
+def torch_dtype(name):
+    """torch dtype of a numpy dtype name; TypeError when this torch lacks it (uint16/32/64
+    before torch 2.3: take the bytes as uint8 instead)."""
+    t = getattr(torch, name if name != "bool" else "bool", None)
+    if not isinstance(t, torch.dtype):
+        raise TypeError("torch %s has no dtype %s" % (torch.__version__, name))
+    return t
+
+
+def latent_grid(width, height, frames, vae_stride_t=4, vae_stride_s=8):
+    """(T_b, h_b, w_b): the latent grid of a bucket of width x height pixels and frames."""
+    return 1 + (int(frames) - 1) // vae_stride_t, int(height) // vae_stride_s, int(width) // vae_stride_s
+
+
+def crop_latent(lat, grid):
+    """The stream's crop of a (C, T, H, W) or (C, H, W) tensor to grid (T_b, h_b, w_b),
+    contiguous. ValueError when the latent is smaller than the grid."""
+    tb, hb, wb = (int(g) for g in grid)
+    if lat.dim() == 3:
+        c, t, h, w = lat.shape[0], 1, lat.shape[1], lat.shape[2]
+    elif lat.dim() == 4:
+        c, t, h, w = lat.shape
+    else:
+        raise ValueError("latent of %d dimensions: expected (C, T, H, W) or (C, H, W)" % lat.dim())
+    if t < tb or h < hb or w < wb:
+        raise ValueError("latent grid %dx%dx%d is smaller than its bucket's grid %dx%dx%d" % (t, h, w, tb, hb, wb))
+    y0, x0 = (h - hb) // 2, (w - wb) // 2
+    if lat.dim() == 3:
+        return lat[:, y0:y0 + hb, x0:x0 + wb].contiguous()
+    return lat[:, :tb, y0:y0 + hb, x0:x0 + wb].contiguous()
+
+
+def patchify(lat, patch=(1, 2, 2)):
+    """(C, T, H, W) (or (C, H, W) as T = 1) -> (T/p_t * H/p_h * W/p_w, C * p_t * p_h * p_w),
+    tokens in (t, y, x) order, features (c, dt, dy, dx): Wan 2.1's patch embedding order."""
+    if lat.dim() == 3:
+        lat = lat.unsqueeze(1)
+    c, t, h, w = lat.shape
+    pt, ph, pw = patch
+    if t % pt or h % ph or w % pw:
+        raise ValueError("latent %s does not split into %s patches" % (tuple(lat.shape), tuple(patch)))
+    x = lat.reshape(c, t // pt, pt, h // ph, ph, w // pw, pw)
+    return x.permute(1, 3, 5, 0, 2, 4, 6).reshape(-1, c * pt * ph * pw)
