@@ -11,6 +11,21 @@
  *
  *   data: | sample 0 | pad | sample 1 | pad | ... | sample n-1 | pad | cu_seqlens |
  *
+ * Several members per sample (options.members, e.g. latent.npy, t5.npy, txt): each sample's
+ * members follow one another, each at an aligned offset, and batch->members[j] gives member
+ * j's dtype, per-sample shapes, offsets and sizes. Typed members (.npy, .safetensors, also as
+ * .lz4) arrive without their header: the array data, C order. The latent member ("latent"
+ * or "latent.*"), when typed, is cropped while packing to its bucket's latent grid (T_b, h_b,
+ * w_b) = (1 + (F_b - 1) / vae_stride_t, H_b / vae_stride_s, W_b / vae_stride_s): channels
+ * whole, latent frames [0, T_b), rows and columns centred at (n - n_b) / 2 (integer division),
+ * so the delivered tokens are the ones cu_seqlens and the step totals count. A latent whose
+ * grid is smaller than its bucket's in any dimension fails its sample (AL_ERANGE) naming the
+ * key and both grids. Untyped members (raw bytes) are delivered as stored. The grid uses the
+ * planner's default geometry (Wan 2.1: strides 4, 8, patch 1x2x2), checked against every
+ * bucket's token count in the manifest: a manifest planned with another geometry (the
+ * manifest API does not expose it) streams untyped members as before, and typed latents
+ * fail naming the bucket whose grid does not match.
+ *
  * Every sample starts at a multiple of 64 bytes (options.align); the bytes of
  * padding are zero, so a batch is byte-identical from run to run. offsets[i]
  * is the start of sample i, offsets[n] the end of the payload (== data_bytes).
