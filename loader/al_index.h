@@ -56,13 +56,23 @@ typedef struct al_index_options {
   /* JSON field names; NULL = defaults. Aliases are tried after the configured name. */
   const char *field_width;    /* "width" */
   const char *field_height;   /* "height" */
-  const char *field_frames;   /* "frames" (aliases: num_frames, nframes) */
+  const char *field_frames;   /* "frames" (aliases: num_frames, nframes, nb_frames,
+                                 frame_count, length) */
   const char *field_fps;      /* "fps" (alias: frame_rate) */
   const char *field_duration; /* "duration" */
   /* Cap on one member's stored bytes; 0 = AL_INDEX_MAX_MEMBER_DEFAULT. A sample with a
    * bigger member is rejected ("member of N bytes exceeds the M-byte cap"), since
    * streaming it would need that much memory at once. KEY.json is capped at 16 MiB. */
   uint64_t max_member_bytes;
+  /* VAE strides in time and space, for the latent cross-check (below); 0 = 4 and 8 (Wan 2.1,
+   * as al_latent_geom in planner/al_buckets.h). Typed members (.npy, .safetensors, and their
+   * .lz4 forms) have their header parsed for dtype and shape (al_index_member_type); the
+   * sample's latent member (al_index_latent_grid) must have the grid its KEY.json implies:
+   * H = height / s, W = width / s, T = (frames - 1) / t + 1, or the sample is rejected; a
+   * KEY.json without width and height takes them from the grid (W * s, H * s, (T - 1) * t + 1
+   * frames). */
+  uint32_t vae_stride_t;
+  uint32_t vae_stride_s;
 } al_index_options;
 
 typedef struct al_shard_info {
@@ -92,6 +102,18 @@ typedef struct al_sample_info {
   uint32_t n_members;
 } al_sample_info;
 
+/* dtype and shape of a typed member (KEY.npy, KEY.latent.npy, KEY.t5.npy.lz4,
+ * KEY.x.safetensors, ...), from its header at indexing time. */
+#define AL_INDEX_MAX_DIMS 8
+typedef struct al_member_type {
+  const char *dtype; /* NumPy name: "float16", "bfloat16", "float32", "uint8", ...; static */
+  size_t elem_size;  /* bytes per element */
+  uint32_t ndim;     /* 0 for a scalar */
+  uint64_t shape[AL_INDEX_MAX_DIMS]; /* C order; 0 past ndim */
+  uint64_t data_offset; /* bytes from the member's first (decoded, for .lz4) byte to the data */
+  uint64_t data_bytes;  /* product(shape) x elem_size: the rest of the member */
+} al_member_type;
+
 typedef struct al_rejected_info {
   uint32_t shard;
   const char *member; /* "" for shard-level failures */
@@ -110,6 +132,7 @@ typedef struct al_index_stats {
   uint64_t bytes_read; /* bytes actually read from shard files: payloads of plain
                           tar shards are skipped with lseek, so this is far below
                           `bytes` when shards carry payloads */
+  uint64_t warnings;   /* samples indexed with a doubt (al_index_warning) */
 } al_index_stats;
 
 /* Expands a SHARD argument: a file, a directory (every *.tar* inside, sorted) or
@@ -151,6 +174,25 @@ AL_API int al_index_member(const al_index *idx, size_t sample, size_t m, al_memb
 AL_API int al_index_find_member(const al_index *idx, size_t sample, const char *ext,
                                 al_member_info *out);
 AL_API int al_index_rejected(const al_index *idx, size_t i, al_rejected_info *out);
+
+/* The dtype and shape of member m of a sample: AL_OK, AL_ENOTFOUND (no message recorded)
+ * when the member is not typed, AL_ERANGE when sample or m is out of range. */
+AL_API int al_index_member_type(const al_index *idx, size_t sample, size_t m, al_member_type *out);
+
+/* The sample's latent grid (latent frames T, rows H, columns W) from its latent member: the
+ * first typed member whose extension starts with "latent" ("latent.npy",
+ * "latent.safetensors.lz4"), of shape (C, T, H, W), or (C, H, W) read as T = 1. AL_OK with
+ * *member set to its position in the sample (member may be NULL), AL_ENOTFOUND (no message)
+ * when the sample has none, AL_ERANGE when sample is out of range. */
+AL_API int al_index_latent_grid(const al_index *idx, size_t sample, uint32_t *t, uint32_t *h,
+                                uint32_t *w, size_t *member);
+
+/* Warnings: samples that were indexed but with a doubt, e.g. a KEY.json with a duration or
+ * an fps but no frame-count field the index knows (the sample is indexed with the frames it
+ * computes, and the warning says how many; map the field with al_index_options.field_frames).
+ * out->member is the metadata member, out->offset its header's byte offset. */
+AL_API size_t al_index_warning_count(const al_index *idx);
+AL_API int al_index_warning(const al_index *idx, size_t i, al_rejected_info *out);
 
 /* Memory the index holds, by allocated capacity: *records gets the bytes of
  * sample, member, shard and rejected records and tables, *keys the key arena

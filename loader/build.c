@@ -121,10 +121,15 @@ static int merge(merger *m, scan_result *r, const char *path) {
     rc = al_index_add_rejected(g, id, x->member, x->offset, x->key, x->reason);
     if (rc) return rc;
   }
+  size_t tcur = 0, wcur = 0; /* the shard's typed members and warnings, in sample order */
   for (size_t i = 0; i < l->n_samples; i++) {
     const index_sample_rec *s = &l->samples[i];
     const char *key = l->keys + s->key;
     size_t len = strlen(key);
+    size_t t0 = tcur, w0 = wcur;
+    while (tcur < l->n_typed && (l->typed[tcur] >> AL_TYPED_SHAPE_BITS) < s->member0 + s->n_members)
+      tcur++;
+    while (wcur < l->n_warnings && l->warnings[wcur].sample == i) wcur++;
     if (g->n_samples + 1 >= DD_IDX_MASK) return al_set_error(AL_ERANGE, "more than 2^36 samples");
     if ((m->n + 1) * 4 > m->cap * 3) {
       rc = mg_rehash(m);
@@ -169,6 +174,21 @@ static int merge(merger *m, scan_result *r, const char *path) {
     }
     rc = index_add_sample_rec(g, key, len, id, s->width, s->height, s->frames, s->fps, m->mem,
                               s->n_members);
+    for (size_t k = t0; k < tcur && !rc; k++) {
+      const index_tshape *ts = &l->tshapes[l->typed[k] & AL_TYPED_SHAPES_MAX];
+      theader th;
+      memset(&th, 0, sizeof th);
+      th.dtype = (theader_dtype)ts->dtype;
+      th.ndim = ts->ndim;
+      memcpy(th.shape, ts->dims, sizeof th.shape);
+      th.data_offset = ts->data_offset;
+      rc = index_add_member_type(g, (uint32_t)((l->typed[k] >> AL_TYPED_SHAPE_BITS) - s->member0),
+                                 &th);
+    }
+    for (size_t k = w0; k < wcur && !rc; k++) {
+      const index_warning_rec *w = &l->warnings[k];
+      rc = index_add_warning(g, g->n_samples - 1, id, w->member, w->offset, w->key, w->reason);
+    }
     if (rc) return rc;
     m->slots[slot] = (h & ~DD_IDX_MASK) | (uint64_t)g->n_samples;
     m->n++;
@@ -184,6 +204,7 @@ typedef struct build {
   meta_fields fields;
   size_t block;
   uint64_t max_member;
+  uint32_t vae_t, vae_s;
   scan_result *results;
   char *done;      /* results[i] ready */
   int *fail;       /* scan status per shard (out of memory) */
@@ -211,7 +232,8 @@ static void *worker(void *arg) {
     size_t i = B->next++;
     pthread_mutex_unlock(&B->mu);
     scan_result r;
-    int rc = scan_shard(B->paths[i], &B->fields, B->block, B->max_member, &B->progress, &r);
+    int rc = scan_shard(B->paths[i], &B->fields, B->block, B->max_member, B->vae_t, B->vae_s,
+                        &B->progress, &r);
     pthread_mutex_lock(&B->mu);
     B->results[i] = r;
     B->fail[i] = rc;
@@ -284,6 +306,9 @@ int al_index_build(al_index **out, const char *const *shards, size_t n,
   B.fields.frames = o.field_frames ? o.field_frames : index_default_fields[2];
   B.fields.fps = o.field_fps ? o.field_fps : index_default_fields[3];
   B.fields.duration = o.field_duration ? o.field_duration : index_default_fields[4];
+  B.fields.dims_optional = 1; /* a typed latent member can give them */
+  B.vae_t = o.vae_stride_t ? o.vae_stride_t : 4;
+  B.vae_s = o.vae_stride_s ? o.vae_stride_s : 8;
   B.block = o.block_size; /* 0: scan.c picks by compression */
   B.max_member = o.max_member_bytes ? o.max_member_bytes : AL_INDEX_MAX_MEMBER_DEFAULT;
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -404,6 +429,7 @@ cleanup:
     for (size_t i = 0; i < idx->n_shards; i++) stats->bytes += idx->shards[i].size;
     stats->seconds = now_s() - t0;
     stats->bytes_read = bytes_read;
+    stats->warnings = idx->n_warnings;
   }
   *out = idx;
   if (readable == 0)

@@ -47,6 +47,12 @@ void index_trim(al_index *idx) {
   trim((void **)&idx->keys, &idx->keys_cap, idx->keys_len, 1);
   trim((void **)&idx->shards, &idx->cap_shards, idx->n_shards, sizeof *idx->shards);
   trim((void **)&idx->rejected, &idx->cap_rejected, idx->n_rejected, sizeof *idx->rejected);
+  trim((void **)&idx->typed, &idx->cap_typed, idx->n_typed, sizeof *idx->typed);
+  trim((void **)&idx->tshapes, &idx->cap_tshapes, idx->n_tshapes, sizeof *idx->tshapes);
+  trim((void **)&idx->warnings, &idx->cap_warnings, idx->n_warnings, sizeof *idx->warnings);
+  free(idx->tshape_slots); /* rebuilt if a shape is interned later */
+  idx->tshape_slots = NULL;
+  idx->n_tshape_slots = 0;
 }
 
 int index_set_fields(al_index *idx, const char *const names[AL_N_FIELDS]) {
@@ -67,7 +73,16 @@ void al_index_free(al_index *idx) {
     free(idx->rejected[i].key);
     free(idx->rejected[i].reason);
   }
+  for (size_t i = 0; i < idx->n_warnings; i++) {
+    free(idx->warnings[i].member);
+    free(idx->warnings[i].key);
+    free(idx->warnings[i].reason);
+  }
   for (int i = 0; i < AL_N_FIELDS; i++) free(idx->fields[i]);
+  free(idx->typed);
+  free(idx->tshapes);
+  free(idx->tshape_slots);
+  free(idx->warnings);
   free(idx->shards);
   free(idx->samples);
   free(idx->members);
@@ -155,6 +170,163 @@ int index_add_sample_rec(al_index *idx, const char *key, size_t key_len, uint32_
     h = hash_fold(hash_fold(h, members[m].off_ext >> 15), members[m].size);
   idx->fp_samples = hash_fold(idx->fp_samples, h);
   return AL_OK;
+}
+
+/* ---- typed members ---------------------------------------------------------------------- */
+
+static uint64_t tshape_hash(const index_tshape *t) {
+  uint64_t h = hash_fold(hash_fold(UINT64_C(0x7479706564), t->dtype), t->ndim);
+  for (uint32_t i = 0; i < t->ndim; i++) h = hash_fold(h, t->dims[i]);
+  return hash_fold(h, t->data_offset);
+}
+
+static int tshape_eq(const index_tshape *a, const index_tshape *b) {
+  if (a->dtype != b->dtype || a->ndim != b->ndim || a->data_offset != b->data_offset) return 0;
+  for (uint32_t i = 0; i < a->ndim; i++)
+    if (a->dims[i] != b->dims[i]) return 0;
+  return 1;
+}
+
+static int tshape_rehash(al_index *idx) {
+  size_t n = idx->n_tshape_slots ? idx->n_tshape_slots * 2 : 64;
+  while (n < (idx->n_tshapes + 1) * 2) n *= 2;
+  uint32_t *slots = calloc(n, sizeof *slots);
+  if (!slots) return al_set_error(AL_ENOMEM, "out of memory (typed-shape table)");
+  for (size_t id = 0; id < idx->n_tshapes; id++) {
+    size_t j = (size_t)tshape_hash(&idx->tshapes[id]) & (n - 1);
+    while (slots[j]) j = (j + 1) & (n - 1);
+    slots[j] = (uint32_t)id + 1;
+  }
+  free(idx->tshape_slots);
+  idx->tshape_slots = slots;
+  idx->n_tshape_slots = n;
+  return AL_OK;
+}
+
+static int tshape_intern(al_index *idx, const index_tshape *t, uint32_t *id) {
+  if ((idx->n_tshapes + 1) * 2 > idx->n_tshape_slots) {
+    int rc = tshape_rehash(idx);
+    if (rc) return rc;
+  }
+  size_t mask = idx->n_tshape_slots - 1;
+  size_t j = (size_t)tshape_hash(t) & mask;
+  for (; idx->tshape_slots[j]; j = (j + 1) & mask) {
+    uint32_t k = idx->tshape_slots[j] - 1;
+    if (tshape_eq(&idx->tshapes[k], t)) {
+      *id = k;
+      return AL_OK;
+    }
+  }
+  if (idx->n_tshapes >= AL_TYPED_SHAPES_MAX)
+    return al_set_error(AL_ERANGE, "more than %u distinct typed-member shapes in one index",
+                        AL_TYPED_SHAPES_MAX);
+  int rc = grow_array((void **)&idx->tshapes, &idx->cap_tshapes, idx->n_tshapes + 1,
+                      sizeof *idx->tshapes, "the index's typed shapes");
+  if (rc) return rc;
+  idx->tshapes[idx->n_tshapes] = *t;
+  idx->tshape_slots[j] = (uint32_t)idx->n_tshapes + 1;
+  *id = (uint32_t)idx->n_tshapes++;
+  return AL_OK;
+}
+
+int index_add_member_type(al_index *idx, uint32_t m, const theader *h) {
+  if (!idx->n_samples) return al_set_error(AL_EINVAL, "typed member without a sample");
+  const index_sample_rec *s = &idx->samples[idx->n_samples - 1];
+  const char *key = idx->keys + s->key;
+  if (m >= s->n_members)
+    return al_set_error(AL_EINVAL, "sample '%s': typed member %u out of range (%u members)", key, m,
+                        s->n_members);
+  if (h->dtype <= THEADER_NONE || h->dtype >= THEADER_DTYPE_COUNT || h->ndim > THEADER_MAX_DIMS)
+    return al_set_error(AL_EINVAL, "sample '%s': member %u: bad dtype %d or ndim %u", key, m,
+                        (int)h->dtype, h->ndim);
+  uint64_t bytes = theader_dtype_size(h->dtype);
+  int zero = 0;
+  for (uint32_t i = 0; i < h->ndim; i++) zero |= h->shape[i] == 0;
+  for (uint32_t i = 0; i < h->ndim && !zero; i++) {
+    if (bytes > UINT64_MAX / h->shape[i])
+      return al_set_error(AL_EINVAL, "sample '%s': member %u: shape product overflows 64 bits", key,
+                          m);
+    bytes *= h->shape[i];
+  }
+  if (h->data_offset > UINT64_MAX - bytes)
+    return al_set_error(AL_EINVAL, "sample '%s': member %u: data offset overflows 64 bits", key, m);
+  uint64_t member = s->member0 + m;
+  if (member > AL_TYPED_MEMBER_MAX)
+    return al_set_error(AL_ERANGE, "sample '%s': typed member index %llu beyond 2^40", key,
+                        (unsigned long long)member);
+  if (idx->n_typed && (idx->typed[idx->n_typed - 1] >> AL_TYPED_SHAPE_BITS) >= member)
+    return al_set_error(AL_EINVAL, "sample '%s': typed member %u out of order", key, m);
+  index_tshape t;
+  memset(&t, 0, sizeof t);
+  t.dtype = (uint8_t)h->dtype;
+  t.ndim = (uint8_t)h->ndim;
+  for (uint32_t i = 0; i < h->ndim; i++) t.dims[i] = h->shape[i];
+  t.data_offset = h->data_offset;
+  uint32_t id;
+  int rc = tshape_intern(idx, &t, &id);
+  if (!rc)
+    rc = grow_array((void **)&idx->typed, &idx->cap_typed, idx->n_typed + 1, sizeof *idx->typed,
+                    "the index's typed members");
+  if (rc) return rc;
+  idx->typed[idx->n_typed++] = member << AL_TYPED_SHAPE_BITS | id;
+  /* The member's position in its sample (not its global index: a shard's scan and the
+   * merged index number members differently), dtype, shape and data offset. */
+  idx->fp_samples = hash_fold(hash_fold(idx->fp_samples, m), tshape_hash(&t));
+  return AL_OK;
+}
+
+size_t index_typed_lower_bound(const al_index *idx, uint64_t member) {
+  size_t lo = 0, hi = idx->n_typed;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if ((idx->typed[mid] >> AL_TYPED_SHAPE_BITS) < member)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+const index_tshape *index_member_tshape(const al_index *idx, uint64_t member) {
+  size_t k = index_typed_lower_bound(idx, member);
+  if (k == idx->n_typed || (idx->typed[k] >> AL_TYPED_SHAPE_BITS) != member) return NULL;
+  return &idx->tshapes[idx->typed[k] & AL_TYPED_SHAPES_MAX];
+}
+
+int index_add_warning(al_index *idx, uint64_t sample, uint32_t shard, const char *member,
+                      uint64_t offset, const char *key, const char *reason) {
+  int rc = grow_array((void **)&idx->warnings, &idx->cap_warnings, idx->n_warnings + 1,
+                      sizeof *idx->warnings, "the index's warnings");
+  if (rc) return rc;
+  index_warning_rec *w = &idx->warnings[idx->n_warnings];
+  w->sample = sample;
+  w->shard = shard;
+  w->offset = offset;
+  w->member = strdup(member ? member : "");
+  w->key = strdup(key ? key : "");
+  w->reason = strdup(reason ? reason : "");
+  if (!w->member || !w->key || !w->reason) {
+    free(w->member);
+    free(w->key);
+    free(w->reason);
+    return al_set_error(AL_ENOMEM, "out of memory");
+  }
+  idx->n_warnings++;
+  return AL_OK;
+}
+
+void index_drop_samples(al_index *idx) {
+  for (size_t i = 0; i < idx->n_warnings; i++) {
+    free(idx->warnings[i].member);
+    free(idx->warnings[i].key);
+    free(idx->warnings[i].reason);
+  }
+  idx->n_warnings = 0;
+  idx->n_samples = 0;
+  idx->n_members = 0;
+  idx->n_typed = 0;
+  idx->keys_len = 0;
+  for (size_t i = 0; i < idx->n_shards; i++) idx->shards[i].sample_count = 0;
 }
 
 int al_index_add_sample(al_index *idx, const char *key, uint32_t shard, uint32_t width,
@@ -319,6 +491,74 @@ int al_index_rejected(const al_index *idx, size_t i, al_rejected_info *out) {
   return AL_OK;
 }
 
+int al_index_member_type(const al_index *idx, size_t sample, size_t m, al_member_type *out) {
+  if (!idx || !out) return al_set_error(AL_EINVAL, "al_index_member_type: NULL argument");
+  memset(out, 0, sizeof *out);
+  if (sample >= idx->n_samples)
+    return al_set_error(AL_ERANGE, "sample %zu out of range (%zu samples)", sample, idx->n_samples);
+  const index_sample_rec *s = &idx->samples[sample];
+  if (m >= s->n_members)
+    return al_set_error(AL_ERANGE, "sample %zu '%s': member %zu out of range (%u members)", sample,
+                        idx->keys + s->key, m, s->n_members);
+  const index_tshape *t = index_member_tshape(idx, s->member0 + m);
+  if (!t) return AL_ENOTFOUND;
+  out->dtype = theader_dtype_name((theader_dtype)t->dtype);
+  out->elem_size = theader_dtype_size((theader_dtype)t->dtype);
+  out->ndim = t->ndim;
+  uint64_t bytes = out->elem_size;
+  for (uint32_t i = 0; i < t->ndim; i++) {
+    out->shape[i] = t->dims[i];
+    bytes *= t->dims[i]; /* no overflow: checked by index_add_member_type */
+  }
+  out->data_offset = t->data_offset;
+  out->data_bytes = bytes;
+  return AL_OK;
+}
+
+int al_index_latent_grid(const al_index *idx, size_t sample, uint32_t *t, uint32_t *h, uint32_t *w,
+                         size_t *member) {
+  if (!idx || !t || !h || !w) return al_set_error(AL_EINVAL, "al_index_latent_grid: NULL argument");
+  if (sample >= idx->n_samples)
+    return al_set_error(AL_ERANGE, "sample %zu out of range (%zu samples)", sample, idx->n_samples);
+  const index_sample_rec *s = &idx->samples[sample];
+  for (size_t k = index_typed_lower_bound(idx, s->member0); k < idx->n_typed; k++) {
+    uint64_t mi = idx->typed[k] >> AL_TYPED_SHAPE_BITS;
+    if (mi >= s->member0 + s->n_members) break;
+    const char *ext = strtab_get(&idx->exts, index_member_ext(&idx->members[mi]));
+    if (strncmp(ext, "latent", 6) != 0) continue;
+    const index_tshape *ts = &idx->tshapes[idx->typed[k] & AL_TYPED_SHAPES_MAX];
+    uint64_t gt, gh, gw;
+    if (ts->ndim == 4) {
+      gt = ts->dims[1], gh = ts->dims[2], gw = ts->dims[3];
+    } else if (ts->ndim == 3) {
+      gt = 1, gh = ts->dims[1], gw = ts->dims[2];
+    } else {
+      return AL_ENOTFOUND;
+    }
+    if (!gt || !gh || !gw || gt > UINT32_MAX || gh > UINT32_MAX || gw > UINT32_MAX)
+      return AL_ENOTFOUND; /* never from a build (the scan rejects such grids) */
+    *t = (uint32_t)gt, *h = (uint32_t)gh, *w = (uint32_t)gw;
+    if (member) *member = (size_t)(mi - s->member0);
+    return AL_OK;
+  }
+  return AL_ENOTFOUND;
+}
+
+size_t al_index_warning_count(const al_index *idx) { return idx ? idx->n_warnings : 0; }
+
+int al_index_warning(const al_index *idx, size_t i, al_rejected_info *out) {
+  if (!idx || !out) return al_set_error(AL_EINVAL, "al_index_warning: NULL argument");
+  if (i >= idx->n_warnings)
+    return al_set_error(AL_ERANGE, "warning %zu out of range (%zu warnings)", i, idx->n_warnings);
+  const index_warning_rec *r = &idx->warnings[i];
+  out->shard = r->shard;
+  out->member = r->member;
+  out->offset = r->offset;
+  out->key = r->key;
+  out->reason = r->reason;
+  return AL_OK;
+}
+
 size_t al_index_memory(const al_index *idx, size_t *records, size_t *keys) {
   size_t r = 0, k = 0;
   if (idx) {
@@ -331,6 +571,12 @@ size_t al_index_memory(const al_index *idx, size_t *records, size_t *keys) {
       r += strlen(idx->rejected[i].member) + strlen(idx->rejected[i].key) +
            strlen(idx->rejected[i].reason) + 3;
     for (uint32_t i = 0; i < idx->exts.n; i++) r += strlen(idx->exts.strs[i]) + 1;
+    r += idx->cap_typed * sizeof *idx->typed + idx->cap_tshapes * sizeof *idx->tshapes +
+         idx->n_tshape_slots * sizeof *idx->tshape_slots +
+         idx->cap_warnings * sizeof *idx->warnings;
+    for (size_t i = 0; i < idx->n_warnings; i++)
+      r += strlen(idx->warnings[i].member) + strlen(idx->warnings[i].key) +
+           strlen(idx->warnings[i].reason) + 3;
     k = idx->keys_cap;
   }
   if (records) *records = r;

@@ -15,6 +15,7 @@
 
 #include "loader/al_index.h"
 #include "loader/strtab_internal.h"
+#include "loader/tensor_header_internal.h"
 
 #define AL_OFFSET_BITS 48 /* member data offsets < 256 TiB */
 #define AL_OFFSET_MAX ((UINT64_C(1) << AL_OFFSET_BITS) - 1)
@@ -59,6 +60,31 @@ typedef struct index_rejected_rec {
 
 #define AL_N_FIELDS 5 /* width, height, frames, fps, duration */
 
+/* Typed members (.npy, .safetensors): a side table, so untyped members cost nothing. Each
+ * typed member is one 8-byte word, member index << 24 | shape id, ascending by member index;
+ * the (dtype, shape, data offset) tuples are interned, since a corpus has few distinct ones
+ * (latents at a few hundred native grids, text embeddings at their lengths). */
+#define AL_TYPED_SHAPE_BITS 24
+#define AL_TYPED_SHAPES_MAX ((1u << AL_TYPED_SHAPE_BITS) - 1) /* distinct typed shapes */
+#define AL_TYPED_MEMBER_MAX ((UINT64_C(1) << 40) - 1)         /* member index of a typed member */
+
+typedef struct index_tshape {
+  uint64_t dims[THEADER_MAX_DIMS]; /* 0 past ndim */
+  uint64_t data_offset;            /* bytes from the member's first decoded byte to the data */
+  uint8_t dtype;                   /* theader_dtype */
+  uint8_t ndim;
+} index_tshape;
+
+/* A sample indexed with a doubt (counted, listed with its key; the sample is kept). */
+typedef struct index_warning_rec {
+  uint64_t sample; /* position in the index (in a scan's one-shard index: local position) */
+  uint32_t shard;
+  uint64_t offset;
+  char *member;
+  char *key;
+  char *reason;
+} index_warning_rec;
+
 struct al_index {
   index_shard_rec *shards;
   size_t n_shards, cap_shards;
@@ -72,6 +98,14 @@ struct al_index {
   index_rejected_rec *rejected;
   size_t n_rejected, cap_rejected;
   char *fields[AL_N_FIELDS]; /* JSON field names the index was built with */
+  uint64_t *typed;           /* member index << AL_TYPED_SHAPE_BITS | shape id, ascending */
+  size_t n_typed, cap_typed;
+  index_tshape *tshapes; /* interned; id = position */
+  size_t n_tshapes, cap_tshapes;
+  uint32_t *tshape_slots; /* open addressing over tshapes: id + 1, 0 = empty */
+  size_t n_tshape_slots;  /* a power of two, or 0 */
+  index_warning_rec *warnings;
+  size_t n_warnings, cap_warnings;
   /* Fingerprint state, updated as shards and samples are added in order. */
   uint64_t fp_shards;
   uint64_t fp_samples;
@@ -89,6 +123,25 @@ int index_add_shard_full(al_index *idx, const char *path, uint64_t size, int64_t
 int index_add_sample_rec(al_index *idx, const char *key, size_t key_len, uint32_t shard,
                          uint32_t width, uint32_t height, uint32_t frames, float fps,
                          const index_member_rec *members, size_t n_members);
+
+/* Records the dtype and shape of member `m` (0-based within the sample) of the last sample
+ * added; members of a sample are typed in increasing order, right after index_add_sample_rec.
+ * Folds them into the fingerprint. AL_ERANGE past AL_TYPED_SHAPES_MAX distinct shapes or
+ * AL_TYPED_MEMBER_MAX members, AL_EINVAL for a bad dtype, ndim or member (message recorded). */
+int index_add_member_type(al_index *idx, uint32_t m, const theader *h);
+
+/* The typed entry of global member `member`, or NULL. */
+const index_tshape *index_member_tshape(const al_index *idx, uint64_t member);
+
+/* First position in idx->typed whose member index is >= member. */
+size_t index_typed_lower_bound(const al_index *idx, uint64_t member);
+
+/* Records a warning about sample `sample` (strings copied). */
+int index_add_warning(al_index *idx, uint64_t sample, uint32_t shard, const char *member,
+                      uint64_t offset, const char *key, const char *reason);
+
+/* Forgets every sample, member, typed entry and warning (a shard that failed its checksum). */
+void index_drop_samples(al_index *idx);
 
 /* Gives back growth slack once an index is complete (build, load). */
 void index_trim(al_index *idx);

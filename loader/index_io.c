@@ -16,6 +16,7 @@
 #define CHUNK_SHARDS 4096
 #define CHUNK_SAMPLES 16384
 #define CHUNK_REJECTED 4096
+#define CHUNK_WARNINGS 4096
 #define PRODUCER "adaptiveload 0.1.0"
 
 /* One kind of item (shards, samples, rejected entries) written as IndexChunk
@@ -29,6 +30,8 @@ typedef struct chunk_writer {
   Adaptiveload__Member *mems; /* samples: their members, per chunk */
   void *mptrs;
   size_t mcap;
+  uint64_t *shapes; /* samples: their typed members' shapes, per chunk */
+  size_t scap;
   int (*fill)(struct chunk_writer *cw, Adaptiveload__IndexChunk *c, size_t base, size_t n);
 } chunk_writer;
 
@@ -46,6 +49,7 @@ static int save_chunks(chunk_writer *cw, pbio_writer *w, size_t total) {
   free(cw->ptrs);
   free(cw->mems);
   free(cw->mptrs);
+  free(cw->shapes);
   return rc;
 }
 
@@ -84,6 +88,19 @@ static int fill_samples(chunk_writer *cw, Adaptiveload__IndexChunk *c, size_t ba
     if (rc) return rc;
     cw->mcap = cap;
   }
+  /* Room for every typed member's shape in the chunk. */
+  size_t ns = 0;
+  uint64_t m_lo = first[0].member0, m_hi = first[n - 1].member0 + first[n - 1].n_members;
+  size_t t_lo = index_typed_lower_bound(idx, m_lo), t_hi = index_typed_lower_bound(idx, m_hi);
+  for (size_t t = t_lo; t < t_hi; t++) ns += idx->tshapes[idx->typed[t] & AL_TYPED_SHAPES_MAX].ndim;
+  if (ns > cw->scap) {
+    size_t cap;
+    int rc = grow_capacity(cw->scap, ns, sizeof *cw->shapes, "a chunk's shapes", &cap);
+    if (!rc) rc = grow_resize((void **)&cw->shapes, cap, sizeof *cw->shapes, "a chunk's shapes");
+    if (rc) return rc;
+    cw->scap = cap;
+  }
+  size_t tk = t_lo, sk = 0;
   Adaptiveload__Sample *msgs = cw->msgs, **ptrs = cw->ptrs;
   Adaptiveload__Member **mptrs = cw->mptrs;
   size_t k = 0;
@@ -107,6 +124,15 @@ static int fill_samples(chunk_writer *cw, Adaptiveload__IndexChunk *c, size_t ba
       mm->offset = index_member_offset(r);
       mm->size = r->size;
       mm->lz4 = index_member_lz4(r);
+      if (tk < t_hi && (idx->typed[tk] >> AL_TYPED_SHAPE_BITS) == s->member0 + j) {
+        const index_tshape *ts = &idx->tshapes[idx->typed[tk++] & AL_TYPED_SHAPES_MAX];
+        mm->dtype = (char *)theader_dtype_name((theader_dtype)ts->dtype);
+        mm->n_shape = ts->ndim;
+        mm->shape = cw->shapes + sk;
+        memcpy(mm->shape, ts->dims, ts->ndim * sizeof *mm->shape);
+        sk += ts->ndim;
+        mm->data_offset = ts->data_offset;
+      }
       mptrs[k] = mm;
     }
     ptrs[i] = m;
@@ -134,6 +160,25 @@ static int fill_rejected(chunk_writer *cw, Adaptiveload__IndexChunk *c, size_t b
   return AL_OK;
 }
 
+static int fill_warnings(chunk_writer *cw, Adaptiveload__IndexChunk *c, size_t base, size_t n) {
+  Adaptiveload__Warning *msgs = cw->msgs, **ptrs = cw->ptrs;
+  for (size_t i = 0; i < n; i++) {
+    const index_warning_rec *r = &cw->idx->warnings[base + i];
+    Adaptiveload__Warning *m = &msgs[i];
+    adaptiveload__warning__init(m);
+    m->sample = r->sample;
+    m->shard = r->shard;
+    m->member = r->member;
+    m->offset = r->offset;
+    m->reason = r->reason;
+    m->key = r->key;
+    ptrs[i] = m;
+  }
+  c->n_warnings = n;
+  c->warnings = ptrs;
+  return AL_OK;
+}
+
 static uint64_t total_bytes(const al_index *idx) {
   uint64_t b = 0;
   for (size_t i = 0; i < idx->n_shards; i++) b += idx->shards[i].size;
@@ -157,7 +202,10 @@ int al_index_save(const al_index *idx, const char *path) {
                            .fill = fill_rejected};
   if (!rc) rc = save_chunks(&shards, w, idx->n_shards);
   if (!rc) rc = save_chunks(&samples, w, idx->n_samples);
+  chunk_writer warnings = {idx, CHUNK_WARNINGS, sizeof(Adaptiveload__Warning),
+                           .fill = fill_warnings};
   if (!rc) rc = save_chunks(&rejected, w, idx->n_rejected);
+  if (!rc) rc = save_chunks(&warnings, w, idx->n_warnings);
   if (!rc) {
     Adaptiveload__IndexSummary s = ADAPTIVELOAD__INDEX_SUMMARY__INIT;
     s.shards = idx->n_shards;
@@ -165,6 +213,7 @@ int al_index_save(const al_index *idx, const char *path) {
     s.rejected = idx->n_rejected;
     s.bytes = total_bytes(idx);
     s.fingerprint = al_index_fingerprint(idx);
+    s.warnings = idx->n_warnings;
     rc = pbio_write_msg(w, AL_REC_INDEX_SUMMARY, &s.base);
   }
   if (rc) al_error_prefix(rc, "%s", path);
@@ -179,7 +228,7 @@ typedef struct loader {
   index_member_rec *mem; /* scratch for one sample's members */
   size_t mem_cap;
   uint64_t chunk; /* record number, for messages */
-  int saw_samples, saw_rejected;
+  int saw_samples, saw_rejected, saw_warnings;
   /* Per-shard counts as stored, checked against what the samples say. */
   uint64_t *want_samples, *want_rejected;
   size_t want_cap;
@@ -187,7 +236,7 @@ typedef struct loader {
 
 static int load_shards(loader *L, const Adaptiveload__IndexChunk *c) {
   al_index *idx = L->idx;
-  if (c->n_shards && (L->saw_samples || L->saw_rejected))
+  if (c->n_shards && (L->saw_samples || L->saw_rejected || L->saw_warnings))
     return al_set_error(AL_EFORMAT, "%s: record %llu: shards after samples", L->path,
                         (unsigned long long)L->chunk);
   for (size_t i = 0; i < c->n_shards; i++) {
@@ -221,7 +270,7 @@ static int load_shards(loader *L, const Adaptiveload__IndexChunk *c) {
 static int load_samples(loader *L, const Adaptiveload__IndexChunk *c) {
   al_index *idx = L->idx;
   if (c->n_samples) {
-    if (L->saw_rejected)
+    if (L->saw_rejected || L->saw_warnings)
       return al_set_error(AL_EFORMAT, "%s: record %llu: samples after rejected entries", L->path,
                           (unsigned long long)L->chunk);
     L->saw_samples = 1;
@@ -244,6 +293,31 @@ static int load_samples(loader *L, const Adaptiveload__IndexChunk *c) {
     }
     rc = index_add_sample_rec(idx, s->key, strlen(s->key), s->shard, s->width, s->height, s->frames,
                               s->fps, L->mem, s->n_members);
+    for (size_t j = 0; j < s->n_members && !rc; j++) {
+      const Adaptiveload__Member *m = s->members[j];
+      if (!m->dtype || !m->dtype[0]) {
+        if (m->n_shape || m->data_offset)
+          rc = al_set_error(AL_EFORMAT, "sample '%s': member '%s' has a shape but no dtype", s->key,
+                            m->ext);
+        continue;
+      }
+      theader th;
+      memset(&th, 0, sizeof th);
+      if (m->n_shape > THEADER_MAX_DIMS) {
+        rc = al_set_error(AL_EFORMAT, "sample '%s': member '%s' has %zu dimensions (max %d)",
+                          s->key, m->ext, m->n_shape, THEADER_MAX_DIMS);
+        break;
+      }
+      rc = theader_dtype_from_name(m->dtype, &th.dtype);
+      if (rc) {
+        al_error_prefix(rc, "sample '%s': member '%s'", s->key, m->ext);
+        break;
+      }
+      th.ndim = (uint32_t)m->n_shape;
+      for (size_t d = 0; d < m->n_shape; d++) th.shape[d] = m->shape[d];
+      th.data_offset = m->data_offset;
+      rc = index_add_member_type(idx, (uint32_t)j, &th);
+    }
     if (rc)
       return al_error_prefix(rc == AL_EINVAL ? AL_EFORMAT : rc, "%s: record %llu", L->path,
                              (unsigned long long)L->chunk);
@@ -252,7 +326,12 @@ static int load_samples(loader *L, const Adaptiveload__IndexChunk *c) {
 }
 
 static int load_rejected(loader *L, const Adaptiveload__IndexChunk *c) {
-  if (c->n_rejected) L->saw_rejected = 1;
+  if (c->n_rejected) {
+    if (L->saw_warnings)
+      return al_set_error(AL_EFORMAT, "%s: record %llu: rejected entries after warnings", L->path,
+                          (unsigned long long)L->chunk);
+    L->saw_rejected = 1;
+  }
   for (size_t i = 0; i < c->n_rejected; i++) {
     const Adaptiveload__Rejected *r = c->rejected[i];
     int rc = al_index_add_rejected(L->idx, r->shard, r->member, r->offset, r->key, r->reason);
@@ -263,8 +342,30 @@ static int load_rejected(loader *L, const Adaptiveload__IndexChunk *c) {
   return AL_OK;
 }
 
+static int load_warnings(loader *L, const Adaptiveload__IndexChunk *c) {
+  if (c->n_warnings) L->saw_warnings = 1;
+  al_index *idx = L->idx;
+  for (size_t i = 0; i < c->n_warnings; i++) {
+    const Adaptiveload__Warning *w = c->warnings[i];
+    if (w->sample >= idx->n_samples || w->shard >= idx->n_shards ||
+        idx->samples[w->sample].shard != w->shard ||
+        (idx->n_warnings && idx->warnings[idx->n_warnings - 1].sample > w->sample))
+      return al_set_error(AL_EFORMAT,
+                          "%s: record %llu: warning for sample %llu, shard %u: no such sample or "
+                          "out of order",
+                          L->path, (unsigned long long)L->chunk, (unsigned long long)w->sample,
+                          w->shard);
+    int rc = index_add_warning(idx, w->sample, w->shard, w->member, w->offset, w->key, w->reason);
+    if (rc) return rc;
+  }
+  return AL_OK;
+}
+
 static int check_summary(loader *L, const Adaptiveload__IndexSummary *s) {
   al_index *idx = L->idx;
+  if (s->warnings != idx->n_warnings)
+    return al_set_error(AL_EFORMAT, "%s: summary says %llu warnings; file holds %zu", L->path,
+                        (unsigned long long)s->warnings, idx->n_warnings);
   if (s->shards != idx->n_shards || s->samples != idx->n_samples || s->rejected != idx->n_rejected)
     return al_set_error(AL_EFORMAT,
                         "%s: summary says %llu shards, %llu samples, %llu rejected; file holds %zu, %zu, %zu",
@@ -326,6 +427,7 @@ int al_index_load(al_index **out, const char *path) {
       rc = load_shards(&L, c);
       if (!rc) rc = load_samples(&L, c);
       if (!rc) rc = load_rejected(&L, c);
+      if (!rc) rc = load_warnings(&L, c);
     } else if (tag == AL_REC_INDEX_SUMMARY) {
       have_summary = 1;
       rc = check_summary(&L, (const Adaptiveload__IndexSummary *)msg);

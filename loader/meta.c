@@ -86,7 +86,8 @@ static int parse_obj(json_t *root, const meta_fields *f, meta_record *out, char 
   const char *which = NULL;
   const char *wnames[] = {f->width, NULL};
   const char *hnames[] = {f->height, NULL};
-  const char *fnames[] = {f->frames, "frames", "num_frames", "nframes", NULL};
+  const char *fnames[] = {f->frames,   "frames",      "num_frames", "nframes",
+                          "nb_frames", "frame_count", "length",     NULL};
   const char *rnames[] = {f->fps, "fps", "frame_rate", NULL};
   const char *dnames[] = {f->duration, NULL};
   if (!json_is_object(root)) {
@@ -95,12 +96,15 @@ static int parse_obj(json_t *root, const meta_fields *f, meta_record *out, char 
   }
   json_t *w = field(root, wnames, &which);
   json_t *h = field(root, hnames, &which);
-  if (!w || !h) {
+  if (!w && !h && f->dims_optional) {
+    out->no_dims = 1;
+  } else if (!w || !h) {
     snprintf(why, cap, "missing field '%s'", !w ? f->width : f->height);
     return -1;
+  } else {
+    if (get_count(w, f->width, AL_META_MAX_SIDE, &out->width, why, cap)) return -1;
+    if (get_count(h, f->height, AL_META_MAX_SIDE, &out->height, why, cap)) return -1;
   }
-  if (get_count(w, f->width, AL_META_MAX_SIDE, &out->width, why, cap)) return -1;
-  if (get_count(h, f->height, AL_META_MAX_SIDE, &out->height, why, cap)) return -1;
 
   double fps = 0;
   json_t *r = field(root, rnames, &which);
@@ -112,15 +116,21 @@ static int parse_obj(json_t *root, const meta_fields *f, meta_record *out, char 
     }
   }
   out->fps = (float)fps;
+  out->has_fps = r != NULL;
 
+  const char *dwhich = NULL;
+  json_t *d = field(root, dnames, &dwhich);
+  out->has_duration = d != NULL;
   json_t *fr = field(root, fnames, &which);
   if (fr) {
     if (get_count(fr, which, AL_META_MAX_FRAMES, &out->frames, why, cap)) return -1;
   } else {
-    json_t *d = field(root, dnames, &which);
+    which = dwhich;
     if (!d) {
       out->frames = 1; /* an image */
+      out->frames_from = META_FRAMES_IMAGE;
     } else {
+      out->frames_from = META_FRAMES_DURATION;
       double dur;
       if (get_real(d, which, &dur, why, cap)) return -1;
       if (!isfinite(dur) || dur <= 0) {
@@ -142,7 +152,7 @@ static int parse_obj(json_t *root, const meta_fields *f, meta_record *out, char 
     }
   }
   uint64_t tokens = meta_tokens(out->width, out->height, out->frames);
-  if (tokens > UINT32_MAX) {
+  if (!out->no_dims && tokens > UINT32_MAX) {
     snprintf(why, cap, "%ux%u x %u frames is %llu tokens, beyond 2^32-1", out->width, out->height,
              out->frames, (unsigned long long)tokens);
     return -1;

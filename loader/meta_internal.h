@@ -13,14 +13,25 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* JSON field names; aliases (num_frames, nframes, frame_rate) are tried after. */
+/* JSON field names; aliases (frames: num_frames, nframes, nb_frames, frame_count, length;
+ * fps: frame_rate) are tried after. dims_optional: a JSON without both width and height is
+ * accepted (no_dims set; the scan takes them from the latent grid). */
 typedef struct meta_fields {
   const char *width, *height, *frames, *fps, *duration;
+  int dims_optional;
 } meta_fields;
+
+/* How frames was found (a sample with fps or duration but no frame-count field is kept and
+ * warned about: it may be a video whose frame field has another name). */
+enum { META_FRAMES_FIELD = 0, META_FRAMES_IMAGE = 1, META_FRAMES_DURATION = 2 };
 
 typedef struct meta_record {
   uint32_t width, height, frames;
   float fps;
+  uint8_t no_dims;     /* width and height absent (dims_optional): both 0 */
+  uint8_t frames_from; /* META_FRAMES_* */
+  uint8_t has_fps;     /* an fps field was present */
+  uint8_t has_duration;
 } meta_record;
 
 /* Limits; samples beyond them are rejected. */

@@ -30,6 +30,7 @@
 #include "common/atomic_file_internal.h"
 #include "common/grow_internal.h"
 #include "loader/lz4_member_internal.h"
+#include "loader/tensor_header_internal.h"
 
 #define WHY_CAP 512
 #define PROGRESS_EVERY 256
@@ -37,6 +38,8 @@
 typedef struct pmember {
   uint32_t ext; /* id in the shard's extension table */
   uint64_t hdr, off, size;
+  int typed; /* th holds the member's parsed .npy / .safetensors header */
+  theader th;
 } pmember;
 
 /* The sample being collected: consecutive members with one key. */
@@ -71,7 +74,12 @@ typedef struct scanner {
   size_t buf_cap;
   char *dec; /* decoded LZ4 member */
   size_t dec_cap;
-  LZ4F_dctx *dctx; /* created for the first KEY.json.lz4 */
+  LZ4F_dctx *dctx; /* created for the first KEY.json.lz4 or typed .lz4 member */
+  uint8_t *hbuf;   /* a typed member's first (decoded) bytes */
+  size_t hbuf_cap;
+  uint8_t *lzin;  /* a typed .lz4 member's stored bytes, a block at a time */
+  size_t lz_hint; /* LZ4F's hint while decoding a typed .lz4 member: 0 once the frame ended */
+  uint32_t vae_t, vae_s;
   uint32_t json_id, jsonlz4_id;
   uint64_t file_size;
   int seekable;
@@ -158,6 +166,99 @@ static void report(scanner *s, uint64_t samples) {
 static int raw_block(scanner *s, uint64_t off, unsigned char out[512]);
 static int octal_field_ok(const unsigned char *f, size_t n);
 
+/* A KEY.json with a duration or an fps but no frame-count field the index knows may be a
+ * video whose frame field has another name: kept, and listed as a warning. */
+static int frames_warning(scanner *s, size_t sample, const char *key) {
+  const pending *p = &s->p;
+  const meta_record *m = &p->meta;
+  if (m->frames_from == META_FRAMES_FIELD || !(m->fps > 0 || m->has_duration)) return AL_OK;
+  char why[WHY_CAP];
+  if (m->frames_from == META_FRAMES_DURATION)
+    snprintf(why, sizeof why,
+             "no frame-count field ('%s', num_frames, nframes, nb_frames, frame_count, length): "
+             "indexed as %u frames from %s x %s (map the field with --fields frames=NAME)",
+             s->fields->frames, m->frames, s->fields->duration, s->fields->fps);
+  else
+    snprintf(why, sizeof why,
+             "no frame-count field ('%s', num_frames, nframes, nb_frames, frame_count, length) "
+             "although it has %s %g: indexed as an image (1 frame; map the field with --fields "
+             "frames=NAME)",
+             s->fields->frames, s->fields->fps, (double)m->fps);
+  return index_add_warning(s->idx, sample, 0, member_name(s, (size_t)p->json), p->m[p->json].hdr,
+                           key, why);
+}
+
+/* The latent member (the first typed member whose extension starts with "latent") is the
+ * truth for the sample's grid: checked against KEY.json under the VAE strides, or, when the
+ * JSON has no width and height, giving them. */
+static void latent_check(scanner *s) {
+  pending *p = &s->p;
+  meta_record *m = &p->meta;
+  size_t li = p->n;
+  for (size_t i = 0; i < p->n; i++) {
+    if (p->m[i].typed && p->m[i].ext != EXT_OVER &&
+        strncmp(strtab_get(&s->idx->exts, p->m[i].ext), "latent", 6) == 0) {
+      li = i;
+      break;
+    }
+  }
+  if (li == p->n) {
+    if (m->no_dims)
+      mark_bad(s, (size_t)p->json,
+               "missing field '%s' (and no typed latent member, KEY.latent*.npy or "
+               ".safetensors, to take the grid from)",
+               s->fields->width);
+    return;
+  }
+  const theader *h = &p->m[li].th;
+  uint64_t T, H, W;
+  if (h->ndim == 4) {
+    T = h->shape[1], H = h->shape[2], W = h->shape[3];
+  } else if (h->ndim == 3) {
+    T = 1, H = h->shape[1], W = h->shape[2];
+  } else {
+    mark_bad(s, li, "latent member has %u dimensions; expected (C, T, H, W) or (C, H, W)", h->ndim);
+    return;
+  }
+  char grid[96];
+  snprintf(grid, sizeof grid, "[%llu, %llu, %llu, %llu]", (unsigned long long)h->shape[0],
+           (unsigned long long)T, (unsigned long long)H, (unsigned long long)W);
+  if (h->shape[0] == 0 || T == 0 || H == 0 || W == 0) {
+    mark_bad(s, li, "latent grid %s has an empty dimension", grid);
+    return;
+  }
+  uint32_t st = s->vae_t, ss = s->vae_s;
+  if (m->no_dims) {
+    /* Only the JSON's missing sides come from the grid; its frames field (if any) is
+     * checked like any other. */
+    if (W > AL_META_MAX_SIDE / ss || H > AL_META_MAX_SIDE / ss ||
+        T - 1 > (AL_META_MAX_FRAMES - 1) / st) {
+      mark_bad(s, li, "latent grid %s is beyond the limits (%u pixels a side, %u frames)", grid,
+               AL_META_MAX_SIDE, AL_META_MAX_FRAMES);
+      return;
+    }
+    m->width = (uint32_t)(W * ss);
+    m->height = (uint32_t)(H * ss);
+    if (m->frames_from != META_FRAMES_FIELD) {
+      m->frames = (uint32_t)((T - 1) * st + 1);
+      m->frames_from = META_FRAMES_FIELD; /* known: no warning */
+    }
+    m->no_dims = 0;
+    if (meta_tokens(m->width, m->height, m->frames) > UINT32_MAX) {
+      mark_bad(s, li, "latent grid %s is over 2^32-1 tokens", grid);
+      return;
+    }
+  }
+  uint64_t jt = 1 + (uint64_t)(m->frames - 1) / st, jh = m->height / ss, jw = m->width / ss;
+  if (jt != T || jh != H || jw != W)
+    mark_bad(s, li,
+             "latent grid %s (T, H, W = %llu, %llu, %llu) does not match the metadata: %ux%u x %u "
+             "frames gives T, H, W = %llu, %llu, %llu under VAE stride %u (time), %u (space)",
+             grid, (unsigned long long)T, (unsigned long long)H, (unsigned long long)W, m->width,
+             m->height, m->frames, (unsigned long long)jt, (unsigned long long)jh,
+             (unsigned long long)jw, st, ss);
+}
+
 /* Ends the pending sample: adds it to the index or rejects it. */
 static int flush_pending(scanner *s) {
   pending *p = &s->p;
@@ -168,6 +269,7 @@ static int flush_pending(scanner *s) {
   if (!p->bad && p->json < 0)
     mark_bad(s, 0, "no metadata member (%s.json or %s.json.lz4)", key, key);
   if (!p->bad && !p->have_meta) mark_bad(s, (size_t)p->json, "metadata not read");
+  if (!p->bad) latent_check(s);
   if (p->bad) {
     rc = reject(s, member_name(s, p->bad_member), p->m[p->bad_member].hdr, key, p->why);
   } else {
@@ -187,6 +289,9 @@ static int flush_pending(scanner *s) {
     if (!rc)
       rc = index_add_sample_rec(s->idx, p->key, p->key_len, 0, p->meta.width, p->meta.height,
                                 p->meta.frames, p->meta.fps, r, p->n);
+    for (size_t i = 0; i < p->n && !rc; i++)
+      if (p->m[i].typed) rc = index_add_member_type(s->idx, (uint32_t)i, &p->m[i].th);
+    if (!rc) rc = frames_warning(s, n, key);
     if (!rc) s->res->first_hdr[n] = p->m[0].hdr;
     if (r != recs) free(r);
   }
@@ -290,6 +395,191 @@ static int lz4_decode(scanner *s, size_t n, const char **out, size_t *out_len, c
   return 1;
 }
 
+/* Reads up to `want` bytes of the current member's data into s->hbuf, after the `*have`
+ * already there. Returns 0, 1 when the archive became unusable (sample marked), or a
+ * negative status. */
+static int read_more(scanner *s, size_t mi, size_t want, size_t *have) {
+  int rc = grow_array((void **)&s->hbuf, &s->hbuf_cap, want, 1, "a typed member's header");
+  if (rc) return rc;
+  while (*have < want) {
+    la_ssize_t k = archive_read_data(s->a, s->hbuf + *have, want - *have);
+    if (k < 0) {
+      mark_bad(s, mi, "reading data: %s", archive_error_string(s->a));
+      return 1;
+    }
+    if (k == 0) {
+      mark_bad(s, mi, "data ends after %zu bytes (truncated shard)", *have);
+      return 1;
+    }
+    *have += (size_t)k;
+  }
+  return 0;
+}
+
+/* The first read of a typed member: an .npy header is 64 or 128 bytes, a one-tensor
+ * safetensors header about as much; the parser asks for more when it needs it. */
+#define TYPED_FIRST_READ 256
+
+static int typed_parse(scanner *s, size_t mi, theader_kind kind, size_t have, uint64_t size,
+                       size_t *need) {
+  theader th;
+  int rc = theader_parse(kind, s->hbuf, have, size, NULL, &th, need);
+  if (rc == AL_OK) {
+    s->p.m[mi].typed = 1;
+    s->p.m[mi].th = th;
+  } else if (rc != AL_ERANGE) {
+    mark_bad(s, mi, "%s", al_last_error());
+    al_clear_error();
+  }
+  return rc;
+}
+
+/* A typed member stored as is: reads its header only (the data is skipped by the next
+ * header read). Returns AL_OK, 1 when the archive became unusable, or a negative status. */
+static int typed_header(scanner *s, size_t mi, theader_kind kind, uint64_t size) {
+  size_t have = 0, need = size < TYPED_FIRST_READ ? (size_t)size : TYPED_FIRST_READ;
+  for (;;) {
+    int rc = read_more(s, mi, need, &have);
+    if (rc) return rc;
+    if (typed_parse(s, mi, kind, have, size, &need) != AL_ERANGE) return AL_OK;
+  }
+}
+
+#define LZ4_IN_BLOCK (64u << 10)
+
+/* A typed KEY.ext.lz4 member (one LZ4 frame): decodes only as far as the header when the
+ * frame header gives the content size; otherwise decodes the whole frame to learn its size
+ * (keeping the first THEADER_MAX_HEADER_BYTES). Returns as typed_header. */
+static int typed_lz4_run(scanner *s, size_t mi, theader_kind kind, uint64_t size) {
+  if (!s->dctx && LZ4F_isError(LZ4F_createDecompressionContext(&s->dctx, LZ4F_VERSION))) {
+    s->dctx = NULL;
+    return al_set_error(AL_ENOMEM, "out of memory (LZ4 context)");
+  }
+  if (!s->lzin && !(s->lzin = malloc(LZ4_IN_BLOCK)))
+    return al_set_error(AL_ENOMEM, "out of memory (LZ4 input)");
+  int rc = grow_array((void **)&s->hbuf, &s->hbuf_cap, TYPED_FIRST_READ, 1,
+                      "a typed member's header");
+  if (rc) return rc;
+  LZ4F_resetDecompressionContext(s->dctx);
+  s->lz_hint = 1;       /* LZ4F: 0 once the frame is complete */
+  uint64_t left = size; /* stored bytes not yet read */
+  size_t in_len = 0, in_pos = 0;
+  uint64_t total = 0;    /* decoded bytes */
+  size_t have = 0;       /* decoded bytes kept in s->hbuf */
+  uint64_t content = 0;  /* the frame header's content size, 0 = not given */
+  int header = 0;        /* frame header read */
+  uint64_t consumed = 0; /* stored bytes given to LZ4F */
+  size_t want = TYPED_FIRST_READ;
+  uint8_t discard[4096];
+  for (;;) {
+    /* Decode until `want` bytes are kept (content size known) or the frame ends. */
+    while (s->lz_hint != 0 && (content == 0 || have < want)) {
+      if (in_pos == in_len) {
+        if (left == 0) {
+          mark_bad(s, mi, "LZ4 frame truncated after %llu bytes", (unsigned long long)size);
+          return AL_OK;
+        }
+        size_t n = left < LZ4_IN_BLOCK ? (size_t)left : LZ4_IN_BLOCK;
+        size_t got = 0;
+        while (got < n) {
+          la_ssize_t k = archive_read_data(s->a, s->lzin + got, n - got);
+          if (k < 0) {
+            mark_bad(s, mi, "reading data: %s", archive_error_string(s->a));
+            return 1;
+          }
+          if (k == 0) {
+            mark_bad(s, mi, "data ends after %llu bytes (truncated shard)",
+                     (unsigned long long)(size - left + got));
+            return 1;
+          }
+          got += (size_t)k;
+        }
+        left -= n;
+        in_len = n;
+        in_pos = 0;
+      }
+      if (!header) {
+        /* LZ4F_getFrameInfo wants the whole frame header: it is at most 19 bytes, the
+         * first block read holds it unless the member is that short. */
+        LZ4F_frameInfo_t info;
+        size_t hn = in_len - in_pos;
+        size_t e = LZ4F_getFrameInfo(s->dctx, &info, s->lzin + in_pos, &hn);
+        if (LZ4F_isError(e)) {
+          mark_bad(s, mi, "bad LZ4 frame at member byte 0: %s", LZ4F_getErrorName(e));
+          return AL_OK;
+        }
+        in_pos += hn;
+        consumed += hn;
+        s->lz_hint = e;
+        header = 1;
+        content = info.contentSize;
+        if (content > 0 && want > content) want = (size_t)content;
+        continue;
+      }
+      size_t cap_keep = content ? want : THEADER_MAX_HEADER_BYTES;
+      uint8_t *dst;
+      size_t dn, sn = in_len - in_pos;
+      if (have < cap_keep) {
+        rc = grow_array((void **)&s->hbuf, &s->hbuf_cap, cap_keep, 1, "a typed member's header");
+        if (rc) return rc;
+        dst = s->hbuf + have;
+        dn = cap_keep - have;
+      } else {
+        dst = discard;
+        dn = sizeof discard;
+      }
+      size_t h = LZ4F_decompress(s->dctx, dst, &dn, s->lzin + in_pos, &sn, NULL);
+      if (LZ4F_isError(h)) {
+        mark_bad(s, mi, "bad LZ4 frame at member byte %llu: %s", (unsigned long long)consumed,
+                 LZ4F_getErrorName(h));
+        return AL_OK;
+      }
+      in_pos += sn;
+      consumed += sn;
+      total += dn;
+      if (dst != discard) have += dn;
+      s->lz_hint = h;
+      if (content && total > content) {
+        mark_bad(s, mi, "LZ4 content size mismatch: decodes past the %llu bytes its header says",
+                 (unsigned long long)content);
+        return AL_OK;
+      }
+    }
+    if (s->lz_hint == 0) { /* the whole frame is decoded */
+      if (content && total != content) {
+        mark_bad(s, mi, "LZ4 content size mismatch: decoded %llu bytes, header says %llu",
+                 (unsigned long long)total, (unsigned long long)content);
+        return AL_OK;
+      }
+      if (consumed != size) {
+        mark_bad(s, mi, "%llu bytes after the end of the LZ4 frame",
+                 (unsigned long long)(size - consumed));
+        return AL_OK;
+      }
+      content = total;
+    }
+    size_t need = 0;
+    if (typed_parse(s, mi, kind, have, content, &need) != AL_ERANGE) return AL_OK;
+    if (s->lz_hint == 0 || need <= have) { /* cannot happen: the parser had all it could get */
+      mark_bad(s, mi, "typed header needs %zu bytes, %zu decoded", need, have);
+      return AL_OK;
+    }
+    want = need;
+  }
+}
+
+/* LZ4F_resetDecompressionContext leaves the remaining-size count of a frame abandoned before
+ * its end (lz4 1.9: a later frame without a content size then fails "frameSize_wrong"), so
+ * a context left mid-frame is freed and made anew when next needed. */
+static int typed_header_lz4(scanner *s, size_t mi, theader_kind kind, uint64_t size) {
+  int rc = typed_lz4_run(s, mi, kind, size);
+  if (s->lz_hint != 0 && s->dctx) {
+    LZ4F_freeDecompressionContext(s->dctx);
+    s->dctx = NULL;
+  }
+  return rc;
+}
+
 /* Handles one regular member. Returns AL_OK, a negative status (out of memory),
  * or 1 when the archive became unusable (fatal read error, already recorded). */
 static int member(scanner *s, struct archive_entry *e, const char *name, uint64_t hdr) {
@@ -340,6 +630,7 @@ static int member(scanner *s, struct archive_entry *e, const char *name, uint64_
   p->m[mi].hdr = hdr;
   p->m[mi].off = off;
   p->m[mi].size = size;
+  p->m[mi].typed = 0;
   if (size > s->max_member)
     mark_bad(s, mi, "member of %llu bytes exceeds the %llu-byte cap (max_member_bytes)",
              (unsigned long long)size, (unsigned long long)s->max_member);
@@ -378,7 +669,13 @@ static int member(scanner *s, struct archive_entry *e, const char *name, uint64_
              (unsigned long long)size, (unsigned long long)off, (unsigned long long)s->file_size);
 
   int is_meta = ext_id == s->json_id || ext_id == s->jsonlz4_id;
-  if (!is_meta || p->bad) return AL_OK; /* data skipped by the next header read */
+  if (!is_meta) {
+    theader_kind kind = over ? THEADER_KIND_NONE : theader_kind_of(ext);
+    if (kind == THEADER_KIND_NONE || p->bad) return AL_OK; /* skipped by the next header read */
+    int lz4 = ext_len > 4 && !strcmp(ext + ext_len - 4, ".lz4");
+    return lz4 ? typed_header_lz4(s, mi, kind, size) : typed_header(s, mi, kind, size);
+  }
+  if (p->bad) return AL_OK;
   if (p->json >= 0) {
     mark_bad(s, mi, "both %.*s.json and %.*s.json.lz4", (int)key_len, name, (int)key_len, name);
     return AL_OK;
@@ -781,10 +1078,7 @@ static int reject_all_samples(scanner *s, const char *why) {
     int rc = reject(s, name, s->res->first_hdr[i], key, reason);
     if (rc) return rc;
   }
-  x->n_samples = 0;
-  x->n_members = 0;
-  x->keys_len = 0;
-  x->shards[0].sample_count = 0;
+  index_drop_samples(x);
   return AL_OK;
 }
 
@@ -863,13 +1157,15 @@ done:
 }
 
 int scan_shard(const char *path, const meta_fields *fields, size_t block_size, uint64_t max_member,
-               scan_progress *progress, scan_result *out) {
+               uint32_t vae_t, uint32_t vae_s, scan_progress *progress, scan_result *out) {
   memset(out, 0, sizeof *out);
   scanner s;
   memset(&s, 0, sizeof s);
   s.path = path;
   s.max_member = max_member;
   s.fields = fields;
+  s.vae_t = vae_t;
+  s.vae_s = vae_s;
   s.res = out;
   s.progress = progress;
   s.p.json = -1;
@@ -927,6 +1223,8 @@ int scan_shard(const char *path, const meta_fields *fields, size_t block_size, u
   free(s.p.m);
   free(s.buf);
   free(s.dec);
+  free(s.hbuf);
+  free(s.lzin);
   if (s.dctx) LZ4F_freeDecompressionContext(s.dctx);
   return rc;
 }

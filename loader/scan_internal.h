@@ -31,9 +31,10 @@ typedef struct scan_progress {
 } scan_progress;
 
 /* Scans `path`. Fails only for out-of-memory; everything wrong inside the
- * shard becomes a rejected entry. `progress` may be NULL. */
+ * shard becomes a rejected entry. `progress` may be NULL. vae_t, vae_s: the VAE strides of
+ * the latent cross-check (already resolved, >= 1). */
 int scan_shard(const char *path, const meta_fields *fields, size_t block_size, uint64_t max_member,
-               scan_progress *progress, scan_result *out);
+               uint32_t vae_t, uint32_t vae_s, scan_progress *progress, scan_result *out);
 
 void scan_result_free(scan_result *r);
 

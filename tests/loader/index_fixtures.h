@@ -87,6 +87,28 @@ inline void ExpectSameIndex(const al_index *a, const al_index *b, bool compare_p
       }
       EXPECT_EQ(p.size, q.size);
       EXPECT_EQ(p.lz4, q.lz4);
+      al_member_type ta, tb;
+      int ra = al_index_member_type(a, i, m, &ta), rb = al_index_member_type(b, i, m, &tb);
+      ASSERT_EQ(ra, rb) << x.key << "." << p.ext;
+      if (ra == AL_OK) {
+        EXPECT_STREQ(ta.dtype, tb.dtype);
+        ASSERT_EQ(ta.ndim, tb.ndim);
+        for (uint32_t d = 0; d < ta.ndim; d++) EXPECT_EQ(ta.shape[d], tb.shape[d]);
+        EXPECT_EQ(ta.data_offset, tb.data_offset);
+        EXPECT_EQ(ta.data_bytes, tb.data_bytes);
+      }
+    }
+  }
+  ASSERT_EQ(al_index_warning_count(a), al_index_warning_count(b));
+  for (size_t i = 0; i < al_index_warning_count(a); i++) {
+    al_rejected_info x, y;
+    ASSERT_TRUE(GetBoth(al_index_warning, a, b, i, &x, &y));
+    EXPECT_EQ(x.shard, y.shard);
+    EXPECT_STREQ(x.member, y.member);
+    EXPECT_STREQ(x.key, y.key);
+    EXPECT_STREQ(x.reason, y.reason);
+    if (compare_paths) {
+      EXPECT_EQ(x.offset, y.offset);
     }
   }
   for (size_t i = 0; i < al_index_rejected_count(a); i++) {
@@ -119,6 +141,7 @@ inline al_index *Build(const std::vector<std::string> &paths, int threads = 2, i
   if (idx) {
     EXPECT_EQ(st.samples, al_index_sample_count(idx));
     EXPECT_EQ(st.rejected, al_index_rejected_count(idx));
+    EXPECT_EQ(st.warnings, al_index_warning_count(idx));
   }
   return idx;
 }
