@@ -1,7 +1,10 @@
 /* adaptiveload: one binary, one verb per stage of the pipeline. */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli_internal.h"
 #include "common/al_status.h"
@@ -69,7 +72,23 @@ int cli_usage_page(const char *verb, void (*usage)(FILE *), const char *fmt, ...
   return AL_EXIT_USAGE;
 }
 
+/* `bazel run //:adaptiveload -- VERB ...` runs the binary in its runfiles tree; the
+ * caller's relative paths (shards, -o, --index) are relative to where bazel was run,
+ * which bazel passes as BUILD_WORKING_DIRECTORY. The CLI needs nothing from its runfiles
+ * (the default cost model and demo corpus are embedded), so it works from there. */
+static int enter_caller_directory(void) {
+  const char *wd = getenv("BUILD_WORKING_DIRECTORY");
+  if (!wd || !*wd) return 0;
+  if (chdir(wd) != 0) {
+    fprintf(stderr, "adaptiveload: cannot enter BUILD_WORKING_DIRECTORY '%s': %s\n", wd,
+            strerror(errno));
+    return -1;
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
+  if (enter_caller_directory()) return AL_EXIT_FAIL;
   if (argc < 2) {
     usage(stderr);
     return AL_EXIT_USAGE;
