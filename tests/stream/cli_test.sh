@@ -68,6 +68,21 @@ grep -q "<svg" "$T/link.svg" && [ ! -L "$T/link.svg" ] || fail "inspect --svg di
 expect_rc 1 timeout 20 "$BIN" inspect "$T/m.alm" --svg "$T/fifo.alm"
 [ -p "$T/fifo.alm" ] || fail "inspect --svg replaced the FIFO"
 
+# Issue 15: --members and --jsonl over synth's raw members (latent, json): one line per batch
+# with both members, their bytes' CRC-32 (8 hex digits), a missing member naming what the
+# sample has, bad lists refused as usage.
+expect_rc 0 "$BIN" stream --index "$T/i.alidx" --manifest "$T/m.alm" --rank 0 --members latent,json --jsonl
+n0=$("$BIN" stream --index "$T/i.alidx" --manifest "$T/m.alm" --rank 0 2>/dev/null | grep -c '^step ')
+[ "$(wc -l <"$T/out")" = "$n0" ] || fail "--jsonl gave another number of batches"
+grep -q '"members":{"latent":{"dtype":"uint8","shapes":\[\[[0-9]' "$T/out" || fail "--jsonl members: $(head -1 "$T/out")"
+grep -q '"json":{"dtype":"uint8"' "$T/out" || fail "--jsonl second member: $(head -1 "$T/out")"
+grep -q '"crc32":\["[0-9a-f]\{8\}"' "$T/out" || fail "--jsonl crc32: $(head -1 "$T/out")"
+expect_rc 1 "$BIN" stream --index "$T/i.alidx" --manifest "$T/m.alm" --rank 0 --members latent,t5.npy
+grep -q "the sample has: json, latent" "$T/err" || fail "missing member message: $(cat "$T/err")"
+expect_rc 2 "$BIN" stream --index "$T/i.alidx" --manifest "$T/m.alm" --rank 0 --members latent,,txt
+expect_rc 1 "$BIN" stream --index "$T/i.alidx" --manifest "$T/m.alm" --rank 0 --members latent,latent
+grep -q "requested twice" "$T/err" || fail "duplicate member message: $(cat "$T/err")"
+
 # A manifest of another index.
 expect_rc 0 "$BIN" synth --out "$T/other" --samples 5 --shards 1 --seed 9
 expect_rc 0 "$BIN" index -o "$T/o.alidx" "$T/other"
