@@ -12,12 +12,22 @@
 
 static void usage(FILE *out) {
   fprintf(out,
-          "usage: adaptiveload index [--threads T] [--json] [--dali-idx DIR] [--strict] -o INDEX SHARD...\n\n"
+          "usage: adaptiveload index [--threads T] [--json] [--dali-idx DIR] [--strict]\n"
+          "                         [--fields width=W,height=H,frames=F,fps=R,duration=D]\n"
+          "                         [--vae-stride T,S] -o INDEX SHARD...\n\n"
           "Indexes WebDataset tar shards: every sample's key, members (data offset and size)\n"
           "and metadata from KEY.json or KEY.json.lz4 (width, height, frames, fps, duration).\n"
           "Plain tar (GNU, pax, Python tarfile), .tar.gz, .tar.lz4, .tar.zst, .tar.bz2, .tar.xz.\n"
           "Samples that cannot be indexed are listed as rejected with shard, member, byte\n"
           "offset and reason; the rest is indexed.\n\n"
+          "Typed members (KEY.latent.npy, KEY.t5.npy, KEY.x.safetensors and their .lz4 forms)\n"
+          "have their header read (not their data) for dtype and shape. The latent member\n"
+          "(the first typed member whose extension starts with 'latent', shape (C, T, H, W)\n"
+          "or (C, H, W)) must match KEY.json under the VAE stride: H = height / S,\n"
+          "W = width / S, T = (frames - 1) / T + 1; a KEY.json without width and height\n"
+          "takes them from it. A sample with a duration or fps but no frame-count field\n"
+          "(frames, num_frames, nframes, nb_frames, frame_count, length) is indexed and\n"
+          "counted as a warning.\n\n"
           "SHARD is a file, a directory (all *.tar* inside, sorted) or a brace pattern such as\n"
           "'shard-{000000..000099}.tar' (quote it so the shell leaves it alone).\n\n"
           "options:\n"
@@ -25,7 +35,8 @@ static void usage(FILE *out) {
           "  --threads T          shards indexed in parallel (default: all cores)\n"
           "  --json               print one summary object on stdout:\n"
           "                       {\"shards\", \"samples\", \"rejected\", \"bytes\", \"seconds\",\n"
-          "                       \"bytes_read\", \"mem_records\", \"mem_keys\"} (bytes: shard sizes;\n"
+          "                       \"bytes_read\", \"mem_records\", \"mem_keys\", \"warnings\"} (bytes:\n"
+          "                       shard sizes;\n"
           "                       bytes_read: what was read, payloads of plain tar shards being\n"
           "                       skipped; mem_*: bytes the in-memory index holds)\n"
           "  --dali-idx DIR       also write DALI wds2idx v1.2 index files (plain tar shards)\n"
@@ -33,11 +44,72 @@ static void usage(FILE *out) {
           "  --progress / --no-progress   force the progress line on or off (default: on a terminal)\n"
           "  --field-width NAME, --field-height NAME, --field-frames NAME, --field-fps NAME,\n"
           "  --field-duration NAME        JSON field names (defaults: width height frames fps duration)\n"
+          "  --fields K=NAME,...  the same in one option, e.g. --fields frames=nb_frames,fps=rate\n"
+          "                       (keys: width, height, frames, fps, duration)\n"
+          "  --vae-stride T,S     VAE strides in time and space of the latent check (default 4,8)\n"
           "  --max-member-bytes N reject samples with a member over N bytes (default 512 MiB)\n"
           "  --block-size BYTES   fixed read size (default: plain tar reads 16 KiB after each\n"
           "                       payload skip, doubling to 1 MiB; compressed shards 4 MiB)\n\n"
           "exit status: 0 indexed (possibly with rejected samples), 1 no shard readable or\n"
           "--strict with rejections or an I/O error, 2 usage.\n");
+}
+
+/* --fields width=W,height=H,frames=F,fps=R,duration=D: names copied into `store` (freed by
+ * the caller) and pointed to from the options. Returns 0, or -1 with a message. */
+static int parse_fields(const char *v, al_index_options *o, char **store) {
+  *store = strdup(v);
+  if (!*store) return cli_usage_error("index", "out of memory"), -1;
+  char *save = NULL;
+  for (char *item = strtok_r(*store, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+    char *eq = strchr(item, '=');
+    if (!eq || eq == item || !eq[1]) {
+      cli_usage_error("index", "bad --fields item '%s' (want KEY=NAME)", item);
+      return -1;
+    }
+    *eq = '\0';
+    const char *name = eq + 1;
+    if (!strcmp(item, "width")) {
+      o->field_width = name;
+    } else if (!strcmp(item, "height")) {
+      o->field_height = name;
+    } else if (!strcmp(item, "frames")) {
+      o->field_frames = name;
+    } else if (!strcmp(item, "fps")) {
+      o->field_fps = name;
+    } else if (!strcmp(item, "duration")) {
+      o->field_duration = name;
+    } else {
+      cli_usage_error("index", "unknown --fields key '%s' (width, height, frames, fps, duration)",
+                      item);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* --vae-stride T,S. Returns 0, or -1 with a message. */
+static int parse_vae_stride(const char *v, al_index_options *o) {
+  unsigned t = 0, sp = 0;
+  char tail;
+  if (sscanf(v, "%u,%u%c", &t, &sp, &tail) != 2 || t < 1 || sp < 1 || t > 1024 || sp > 1024) {
+    cli_usage_error("index", "bad --vae-stride '%s' (want T,S, e.g. 4,8)", v);
+    return -1;
+  }
+  o->vae_stride_t = t;
+  o->vae_stride_s = sp;
+  return 0;
+}
+
+static void print_warnings(const al_index *idx) {
+  size_t n = al_index_warning_count(idx);
+  for (size_t i = 0; i < n && i < SHOW_REJECTED; i++) {
+    al_rejected_info r;
+    al_shard_info s;
+    if (al_index_warning(idx, i, &r) || al_index_shard(idx, r.shard, &s)) break;
+    fprintf(stderr, "  %s: sample '%s', member '%s' at byte %llu: %s\n", s.path, r.key, r.member,
+            (unsigned long long)r.offset, r.reason);
+  }
+  if (n > SHOW_REJECTED) fprintf(stderr, "  ... and %zu more\n", n - SHOW_REJECTED);
 }
 
 static void print_rejected(const al_index *idx) {
@@ -66,6 +138,7 @@ int cli_cmd_index(int argc, char **argv) {
   int json = 0;
   char **paths = NULL;
   size_t n = 0;
+  char *fields = NULL; /* --fields, names pointed to from o */
   int exit_code = AL_EXIT_OK;
   for (int i = 1; i < argc && exit_code == AL_EXIT_OK; i++) {
     const char *a = argv[i];
@@ -118,6 +191,13 @@ int cli_cmd_index(int argc, char **argv) {
         o.field_fps = v;
       } else if (!strcmp(a, "--field-duration")) {
         o.field_duration = v;
+      } else if (!strcmp(a, "--fields")) {
+        if (fields)
+          exit_code = cli_usage_error("index", "--fields given twice (list every name in one)");
+        else if (parse_fields(v, &o, &fields))
+          exit_code = AL_EXIT_USAGE;
+      } else if (!strcmp(a, "--vae-stride")) {
+        if (parse_vae_stride(v, &o)) exit_code = AL_EXIT_USAGE;
       } else {
         exit_code = cli_usage_error("index", "unknown option '%s'", a);
       }
@@ -136,6 +216,7 @@ int cli_cmd_index(int argc, char **argv) {
   snprintf(build_err, sizeof build_err, "%s", rc ? al_last_error() : "");
   for (size_t i = 0; i < n; i++) free(paths[i]);
   free(paths);
+  free(fields); /* the index keeps its own copies of the names */
   if (exit_code != AL_EXIT_OK) return exit_code;
   if (!idx) return cli_fail("index");
   /* With --strict or unreadable shards the build fails but the index is complete: write it anyway.
@@ -145,15 +226,20 @@ int cli_cmd_index(int argc, char **argv) {
     al_index_free(idx);
     return AL_EXIT_FAIL;
   }
-  if (!json || al_index_rejected_count(idx)) {
+  if (!json || al_index_rejected_count(idx) || al_index_warning_count(idx)) {
     fprintf(stderr,
-            "index: %llu shards, %llu samples, %llu rejected, %.1f MB in %.2f s (%.0f samples/s) -> %s\n",
+            "index: %llu shards, %llu samples, %llu rejected, %llu warnings, %.1f MB in %.2f s (%.0f samples/s) -> %s\n",
             (unsigned long long)stats.shards, (unsigned long long)stats.samples,
-            (unsigned long long)stats.rejected, stats.bytes / 1e6, stats.seconds,
+            (unsigned long long)stats.rejected, (unsigned long long)stats.warnings,
+            stats.bytes / 1e6, stats.seconds,
             stats.seconds > 0 ? stats.samples / stats.seconds : 0.0, output);
     if (al_index_rejected_count(idx)) {
       fprintf(stderr, "rejected:\n");
       print_rejected(idx);
+    }
+    if (al_index_warning_count(idx)) {
+      fprintf(stderr, "warnings (indexed, but check them):\n");
+      print_warnings(idx);
     }
   }
   if (o.dali_idx_dir) {
@@ -177,10 +263,11 @@ int cli_cmd_index(int argc, char **argv) {
   if (json)
     printf(
         "{\"shards\": %llu, \"samples\": %llu, \"rejected\": %llu, \"bytes\": %llu, \"seconds\": %.6f, "
-        "\"bytes_read\": %llu, \"mem_records\": %zu, \"mem_keys\": %zu}\n",
+        "\"bytes_read\": %llu, \"mem_records\": %zu, \"mem_keys\": %zu, \"warnings\": %llu}\n",
         (unsigned long long)stats.shards, (unsigned long long)stats.samples,
         (unsigned long long)stats.rejected, (unsigned long long)stats.bytes, stats.seconds,
-        (unsigned long long)stats.bytes_read, mem_records, mem_keys);
+        (unsigned long long)stats.bytes_read, mem_records, mem_keys,
+        (unsigned long long)stats.warnings);
   al_index_free(idx);
   if (rc) {
     fprintf(stderr, "adaptiveload index: %s\n", build_err);

@@ -74,5 +74,63 @@ check "index --help" grep -q "dali-idx" "$T/help"
 "$BIN" synth --help > "$T/help"
 check "synth --help" grep -q "payload" "$T/help"
 
+# Issue 15: a latent corpus written by Python's tarfile (.npy headers by hand: numpy is not
+# needed), --fields, --vae-stride, warnings, and `inspect INDEX`.
+python3 - "$T/lat.tar" <<'PY'
+import io, json, struct, sys, tarfile
+def npy(descr, shape, elem):
+    sh = "(" + "".join("%d, " % d for d in shape) + ")" if len(shape) != 1 else "(%d,)" % shape[0]
+    h = "{'descr': '%s', 'fortran_order': False, 'shape': %s, }" % (descr, sh)
+    h += " " * ((64 - (10 + len(h) + 1) % 64) % 64) + "\n"
+    n = elem
+    for d in shape: n *= d
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(h)) + h.encode() + bytes(n)
+def add(t, name, data):
+    ti = tarfile.TarInfo(name); ti.size = len(data); t.addfile(ti, io.BytesIO(data))
+with tarfile.open(sys.argv[1], "w") as t:
+    for i, (w, h, f) in enumerate([(832, 480, 81), (416, 240, 17), (256, 256, 1)]):
+        k = "s%d" % i
+        add(t, k + ".json", json.dumps({"w": w, "h": h, "nb_frames": f}).encode())
+        add(t, k + ".latent.npy", npy("<f2", (16, (f - 1) // 4 + 1, h // 8, w // 8), 2))
+        add(t, k + ".t5.npy", npy("<f4", (7 + i, 16), 4))
+    add(t, "v.json", json.dumps({"w": 64, "h": 64, "fps": 30}).encode())
+    add(t, "x.json", json.dumps({"w": 64, "h": 64, "frames": 5}).encode())
+    add(t, "x.latent.npy", npy("<f2", (16, 3, 8, 8), 2))
+PY
+out=$("$BIN" index --json --fields width=w,height=h -o "$T/lat.alidx" "$T/lat.tar" 2>"$T/err")
+check "latent index exit 0" test $? = 0
+check "latent index json: warnings counted" python3 -c '
+import json, sys
+d = json.loads(sys.argv[1])
+assert d["samples"] == 4 and d["rejected"] == 1 and d["warnings"] == 1, d
+' "$out"
+check "grid mismatch names both grids" grep -q "x.latent.npy' at byte .*latent grid \[16, 3, 8, 8\].*gives T, H, W = 2, 8, 8" "$T/err"
+check "warning listed with its key" grep -q "sample 'v', member 'v.json'.*no frame-count field" "$T/err"
+"$BIN" inspect "$T/lat.alidx" > "$T/insp" 2>&1
+check "inspect INDEX exit 0" test $? = 0
+check "inspect INDEX: typed members" grep -q "latent.npy *float16 \[16, T, H, W\] x 3" "$T/insp"
+check "inspect INDEX: varying t5 length" grep -q "t5.npy *float32 \[d0, 16\] x 3" "$T/insp"
+check "inspect INDEX: shapes" grep -q "832x480 x 81" "$T/insp"
+out=$("$BIN" inspect "$T/lat.alidx" --json)
+check "inspect INDEX --json" python3 -c '
+import json, sys
+d = json.loads(sys.argv[1])
+assert d["kind"] == "index" and d["samples"] == 4 and d["rejected"] == 1 and d["warnings"] == 1, d
+m = {x["ext"]: x for x in d["members"]}
+assert m["latent.npy"]["dtype"] == "float16" and m["latent.npy"]["max_shape"] == [16, 21, 60, 104], m
+assert d["warning_list"][0]["key"] == "v", d
+' "$out"
+"$BIN" inspect "$T/lat.alidx" --svg "$T/x.svg" 2>/dev/null
+check "inspect INDEX --svg: exit 2" test $? = 2
+"$BIN" index --vae-stride 4,16 --fields width=w,height=h -o "$T/lat16.alidx" "$T/lat.tar" 2>"$T/err"
+check "--vae-stride 4,16: the grids no longer match" grep -q "under VAE stride 4 (time), 16 (space)" "$T/err"
+"$BIN" index --vae-stride 4 -o "$T/x.alidx" "$T/lat.tar" 2>/dev/null
+check "bad --vae-stride: exit 2" test $? = 2
+"$BIN" index --fields frames -o "$T/x.alidx" "$T/lat.tar" 2>/dev/null
+check "bad --fields: exit 2" test $? = 2
+printf 'garbage' > "$T/g.alidx"
+"$BIN" inspect "$T/g.alidx" 2>/dev/null
+check "inspect garbage: exit 1" test $? = 1
+
 echo "$fails failed"
 test "$fails" = 0
