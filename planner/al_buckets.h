@@ -95,7 +95,9 @@ typedef enum al_reject_reason {
   AL_REJECT_TOO_SMALL = 2,      /* smaller than every size of its aspect group */
   AL_REJECT_TOO_FEW_FRAMES = 3, /* fewer frames than the smallest frame count */
   AL_REJECT_OVER_MEMORY = 4,    /* every fitting bucket has more tokens than the cap */
-  AL_REJECT_COUNT = 5
+  AL_REJECT_LATENT_GRID = 5,    /* a latent sample: no bucket's latent grid fits inside its
+                                   grid (crop only: never upscaled or padded); issue 15 */
+  AL_REJECT_COUNT = 6
 } al_reject_reason;
 
 AL_API const char *al_reject_reason_name(al_reject_reason r);
@@ -107,6 +109,23 @@ AL_API const char *al_reject_reason_name(al_reject_reason r);
 AL_API int al_bucket_assign(const al_bucket_table *t, const al_latent_geom *g, uint64_t max_tokens,
                             uint32_t width, uint32_t height, uint32_t frames, uint32_t *bucket,
                             al_reject_reason *reason);
+
+/* The latent grid of a sample stored as VAE latents: latent frames T, rows H, columns W. */
+typedef struct al_latent_grid {
+  uint32_t t, h, w;
+} al_latent_grid;
+
+/* al_bucket_assign for a sample whose latent grid is known (`grid`; NULL = unknown, the same
+ * as al_bucket_assign): latents can only be cropped, so only buckets whose latent grid under
+ * `g` -- T_b = 1 + (frames_b - 1) / st, h_b = height_b / s, w_b = width_b / s -- fits inside
+ * the sample's (T_b <= T, h_b <= H, w_b <= W) may be chosen, by the same rules otherwise.
+ * When the grid is the one the sample's width, height and frames give under `g`, the result
+ * is al_bucket_assign's (the pixel rule already keeps the bucket inside). A sample that some
+ * bucket fits in pixels but none in its grid is rejected with AL_REJECT_LATENT_GRID. */
+AL_API int al_bucket_assign_grid(const al_bucket_table *t, const al_latent_geom *g,
+                                 uint64_t max_tokens, uint32_t width, uint32_t height,
+                                 uint32_t frames, const al_latent_grid *grid, uint32_t *bucket,
+                                 al_reject_reason *reason);
 
 #ifdef __cplusplus
 }

@@ -390,6 +390,8 @@ const char *al_reject_reason_name(al_reject_reason r) {
     case AL_REJECT_TOO_SMALL: return "smaller than every bucket of its aspect group";
     case AL_REJECT_TOO_FEW_FRAMES: return "fewer frames than the smallest bucket frame count";
     case AL_REJECT_OVER_MEMORY: return "every fitting bucket exceeds the memory cap (mem-tokens)";
+    case AL_REJECT_LATENT_GRID:
+      return "no bucket's latent grid fits inside the sample's latent grid (crop only)";
     default: return "unknown";
   }
 }
@@ -399,11 +401,18 @@ const char *al_reject_reason_name(al_reject_reason r) {
 int al_bucket_assign(const al_bucket_table *t, const al_latent_geom *g, uint64_t max_tokens,
                      uint32_t width, uint32_t height, uint32_t frames, uint32_t *bucket,
                      al_reject_reason *reason) {
+  return al_bucket_assign_grid(t, g, max_tokens, width, height, frames, NULL, bucket, reason);
+}
+
+int al_bucket_assign_grid(const al_bucket_table *t, const al_latent_geom *gin, uint64_t max_tokens,
+                          uint32_t width, uint32_t height, uint32_t frames,
+                          const al_latent_grid *grid, uint32_t *bucket, al_reject_reason *reason) {
   *reason = AL_REJECT_NONE;
-  if (!width || !height || !frames) {
+  if (!width || !height || !frames || (grid && (!grid->t || !grid->h || !grid->w))) {
     *reason = AL_REJECT_BAD_SHAPE;
     return AL_ENOTFOUND;
   }
+  al_latent_geom g = al_latent_geom_resolve(gin);
   /* Nearest ratio in log space without a log: the larger of x and 1/x, where
    * x = (W/H) / (rw/rh), is monotone in |ln x|. */
   size_t best = 0;
@@ -420,13 +429,18 @@ int al_bucket_assign(const al_bucket_table *t, const al_latent_geom *g, uint64_t
   }
   size_t nf = t->n_frames;
   while (nf > 1 && t->frames[nf - 1] > frames) nf--;
-  int fits_dims = 0;
+  int fits_dims = 0, fits_grid = 0;
   for (size_t i = grp->n_sizes; i-- > 0;) {
     size_t s = grp->first + i;
     if (t->sizes[s].w > width || t->sizes[s].h > height) continue;
     fits_dims = 1;
+    if (grid &&
+        (t->sizes[s].w / g.vae_stride_s > grid->w || t->sizes[s].h / g.vae_stride_s > grid->h))
+      continue;
     for (size_t f = nf; f-- > 0;) {
-      uint64_t tok = al_tokens(g, t->sizes[s].w, t->sizes[s].h, t->frames[f]);
+      if (grid && 1 + (t->frames[f] - 1) / g.vae_stride_t > grid->t) continue;
+      fits_grid = 1;
+      uint64_t tok = al_tokens(&g, t->sizes[s].w, t->sizes[s].h, t->frames[f]);
       if (!tok) continue;
       if (!max_tokens || tok <= max_tokens) {
         *bucket = (uint32_t)(s * t->n_frames + f);
@@ -434,6 +448,8 @@ int al_bucket_assign(const al_bucket_table *t, const al_latent_geom *g, uint64_t
       }
     }
   }
-  *reason = fits_dims ? AL_REJECT_OVER_MEMORY : AL_REJECT_TOO_SMALL;
+  *reason = !fits_dims   ? AL_REJECT_TOO_SMALL
+            : !fits_grid ? AL_REJECT_LATENT_GRID
+                         : AL_REJECT_OVER_MEMORY;
   return AL_ENOTFOUND;
 }

@@ -339,8 +339,9 @@ static int check_cost(const al_cost_model *c) {
   return AL_OK;
 }
 
-static int build(al_plan *p, const al_plan_input *in, const al_cost_model *cost,
-                 const al_plan_options *o, uint64_t **items_out, size_t *n_items) {
+static int build(al_plan *p, const al_plan_input *in, const al_latent_grid *grid,
+                 const al_cost_model *cost, const al_plan_options *o, uint64_t **items_out,
+                 size_t *n_items) {
   int rc;
   if (!in->n) return al_set_error(AL_EINVAL, "the index has no samples: nothing to plan");
   if (in->n > UINT32_MAX)
@@ -419,7 +420,21 @@ static int build(al_plan *p, const al_plan_input *in, const al_cost_model *cost,
   size_t planned = 0;
   for (size_t i = 0; i < in->n; i++) {
     uint32_t lb;
-    al_reject_reason lr = memo_assign(&memo, t, p, in->width[i], in->height[i], in->frames[i], &lb);
+    al_reject_reason lr;
+    const al_latent_grid *gi = grid && grid[i].t ? &grid[i] : NULL;
+    if (gi &&
+        (gi->t != 1 + (uint64_t)(in->frames[i] ? in->frames[i] - 1 : 0) / p->geom.vae_stride_t ||
+         gi->h != in->height[i] / p->geom.vae_stride_s ||
+         gi->w != in->width[i] / p->geom.vae_stride_s)) {
+      /* A grid other than the one the shape gives under the plan's geometry (the index was
+       * made with another VAE stride): the grid rule decides, without the memo. */
+      if (al_bucket_assign_grid(t, &p->geom, p->mem_tokens, in->width[i], in->height[i],
+                                in->frames[i], gi, &lb, &lr) == AL_OK)
+        lr = AL_REJECT_NONE;
+    } else {
+      /* No grid, or the shape's own: the pixel rule keeps every bucket inside it. */
+      lr = memo_assign(&memo, t, p, in->width[i], in->height[i], in->frames[i], &lb);
+    }
     if (lr != AL_REJECT_NONE) {
       p->status[i] = (uint8_t)lr;
       if (!p->rejected[lr]) p->first_rejected[lr] = i;
@@ -437,12 +452,13 @@ static int build(al_plan *p, const al_plan_input *in, const al_cost_model *cost,
   if (!planned) {
     rc = al_set_error(AL_ENOTFOUND,
                       "no sample fits any bucket: %zu rejected (%llu zero-sized, %llu too small, %llu too few frames, "
-                      "%llu over mem-tokens %llu)",
+                      "%llu over mem-tokens %llu, %llu whose latent grid no bucket fits inside)",
                       in->n, (unsigned long long)p->rejected[AL_REJECT_BAD_SHAPE],
                       (unsigned long long)p->rejected[AL_REJECT_TOO_SMALL],
                       (unsigned long long)p->rejected[AL_REJECT_TOO_FEW_FRAMES],
                       (unsigned long long)p->rejected[AL_REJECT_OVER_MEMORY],
-                      (unsigned long long)p->mem_tokens);
+                      (unsigned long long)p->mem_tokens,
+                      (unsigned long long)p->rejected[AL_REJECT_LATENT_GRID]);
     goto cleanup;
   }
   *items_out = items;
@@ -457,13 +473,18 @@ cleanup:
 
 int al_plan_build(al_plan **out, const al_plan_input *in, const al_cost_model *cost,
                   const al_plan_options *o) {
+  return plan_build_grid(out, in, NULL, cost, o);
+}
+
+int plan_build_grid(al_plan **out, const al_plan_input *in, const al_latent_grid *grid,
+                    const al_cost_model *cost, const al_plan_options *o) {
   if (!out || !in || !cost || !o) return al_set_error(AL_EINVAL, "al_plan_build: NULL argument");
   *out = NULL;
   al_plan *p = plan_alloc();
   if (!p) return al_set_error(AL_ENOMEM, "plan: out of memory");
   uint64_t *items = NULL;
   size_t n = 0;
-  int rc = build(p, in, cost, o, &items, &n);
+  int rc = build(p, in, grid, cost, o, &items, &n);
   if (!rc) rc = plan_schedule(p, items, n, 0);
   free(items);
   if (!rc && o->start_step) rc = plan_trim(p, o->start_step);

@@ -4,6 +4,12 @@
 
 #include "planner/al_plan_index.h"
 
+/* plan.c's planning entry with latent grids, declared in planner/plan_internal.h; that header is
+ * private to //planner (this file is //planner:plan_index), so the prototype is repeated here:
+ * keep the two in step. */
+int plan_build_grid(al_plan **out, const al_plan_input *in, const al_latent_grid *grid,
+                    const al_cost_model *cost, const al_plan_options *opts);
+
 int al_plan_build_index(al_plan **out, const al_index *idx, const al_cost_model *cost,
                         const al_plan_options *opts) {
   if (!out || !idx || !cost || !opts)
@@ -11,18 +17,29 @@ int al_plan_build_index(al_plan **out, const al_index *idx, const al_cost_model 
   *out = NULL;
   size_t n = al_index_sample_count(idx);
   uint32_t *shape = malloc((n ? n : 1) * 3 * sizeof *shape);
-  if (!shape) return al_set_error(AL_ENOMEM, "plan: out of memory for %zu samples", n);
-  int rc = AL_OK;
+  al_latent_grid *grid = calloc(n ? n : 1, sizeof *grid);
+  int rc = shape && grid ? AL_OK
+                         : al_set_error(AL_ENOMEM, "plan: out of memory for %zu samples", n);
+  size_t latents = 0;
   for (size_t i = 0; i < n && !rc; i++) {
     al_sample_info si;
     rc = al_index_sample(idx, i, &si);
     shape[i] = si.width, shape[n + i] = si.height, shape[2 * n + i] = si.frames;
+    /* Typed latents (issue 15): the grid is the truth, buckets crop only. */
+    int g = al_index_latent_grid(idx, i, &grid[i].t, &grid[i].h, &grid[i].w, NULL);
+    if (g == AL_OK)
+      latents++;
+    else if (g == AL_ENOTFOUND)
+      memset(&grid[i], 0, sizeof grid[i]);
+    else if (!rc)
+      rc = g;
   }
   if (!rc) {
     al_plan_input in = {n, shape, shape + n, shape + 2 * n, al_index_fingerprint(idx)};
-    rc = al_plan_build(out, &in, cost, opts);
+    rc = plan_build_grid(out, &in, latents ? grid : NULL, cost, opts);
   }
   free(shape);
+  free(grid);
   return rc;
 }
 

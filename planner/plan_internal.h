@@ -102,4 +102,10 @@ const char *plan_limit_name(int limited_by);
  * (0, 0 when n = 0; CV 0 when the mean is 0). */
 void plan_mean_cv(double sum, double sq, size_t n, double *mean, double *cv);
 
+/* al_plan_build with the samples' latent grids (issue 15): grid[i] for index position i, or
+ * all-zero when unknown; `grid` NULL = none known (al_plan_build). A sample with a grid gets a
+ * bucket whose latent grid fits inside it (al_bucket_assign_grid). */
+int plan_build_grid(al_plan **out, const al_plan_input *in, const al_latent_grid *grid,
+                    const al_cost_model *cost, const al_plan_options *opts);
+
 #endif /* AL_PLAN_INTERNAL_H */

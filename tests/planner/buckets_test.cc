@@ -108,6 +108,78 @@ TEST_F(Assign, RejectsWithReasons) {
   EXPECT_STRNE(al_reject_reason_name(AL_REJECT_TOO_SMALL), "unknown");
 }
 
+// Issue 15: a sample stored as latents can only be cropped: the bucket's latent grid
+// (T_b = 1 + (F_b - 1) / 4, H_b = h_b / 8, W_b = w_b / 8) must fit inside the sample's grid.
+class AssignGrid : public Assign {
+ protected:
+  std::string PutGrid(uint32_t w, uint32_t h, uint32_t f, uint32_t gt, uint32_t gh, uint32_t gw,
+                      uint64_t cap = 65536, const al_latent_geom *g = nullptr) {
+    uint32_t b = 0;
+    al_reject_reason r = AL_REJECT_NONE;
+    al_latent_grid grid = {gt, gh, gw};
+    int rc = al_bucket_assign_grid(t_, g, cap, w, h, f, &grid, &b, &r);
+    if (rc != AL_OK) {
+      EXPECT_EQ(rc, AL_ENOTFOUND);
+      return "reject:" + std::to_string((int)r);
+    }
+    al_bucket_shape s;
+    EXPECT_EQ(al_bucket_table_get(t_, b, &s), AL_OK);
+    al_latent_geom gg = al_latent_geom_resolve(g);
+    // Whatever was chosen fits inside the grid.
+    EXPECT_LE(1 + (s.frames - 1) / gg.vae_stride_t, gt);
+    EXPECT_LE(s.height / gg.vae_stride_s, gh);
+    EXPECT_LE(s.width / gg.vae_stride_s, gw);
+    return std::to_string(s.width) + "x" + std::to_string(s.height) + "x" +
+           std::to_string(s.frames);
+  }
+};
+
+TEST_F(AssignGrid, NativeGridGivesThePixelRulesBucket) {
+  // The grid a shape gives under the geometry: the same bucket as al_bucket_assign, for a
+  // spread of shapes (the pixel rule already keeps buckets inside).
+  const uint32_t shapes[][3] = {{832, 480, 81},  {854, 480, 100}, {832, 470, 1}, {300, 300, 1},
+                                {1280, 720, 81}, {480, 832, 17},  {700, 400, 1}, {1920, 1080, 49},
+                                {640, 368, 33},  {838, 487, 82}};
+  for (const auto &sh : shapes) {
+    std::string want = Put(sh[0], sh[1], sh[2]);
+    EXPECT_EQ(PutGrid(sh[0], sh[1], sh[2], 1 + (sh[2] - 1) / 4, sh[1] / 8, sh[0] / 8), want)
+        << sh[0] << "x" << sh[1] << "x" << sh[2];
+  }
+}
+
+TEST_F(AssignGrid, SmallerGridCropsOnly) {
+  // An index made with spatial stride 16 (grid 21 x 30 x 52 for 832x480 x 81) planned under
+  // stride 8: only buckets of at most 240 x 416 pixels fit inside the grid.
+  EXPECT_EQ(PutGrid(832, 480, 81, 21, 30, 52), "416x240x81");
+  // A grid with one latent frame: only the 1-frame buckets.
+  EXPECT_EQ(PutGrid(832, 480, 81, 1, 60, 104), "832x480x1");
+  // T = 5 latent frames: 17 frames (T_b 5) fit, 33 (T_b 9) do not.
+  EXPECT_EQ(PutGrid(832, 480, 81, 5, 60, 104), "832x480x17");
+  // Under another geometry (spatial stride 16, patch 2) the grid is read in its units.
+  al_latent_geom g16 = {4, 16, 1, 2, 2};
+  EXPECT_EQ(PutGrid(832, 480, 81, 21, 30, 52, 0, &g16), "832x480x81");
+}
+
+TEST_F(AssignGrid, NoBucketInsideTheGridIsARejection) {
+  // Fits 336x192 in pixels, but the grid (10 x 10) holds no 16:9 bucket (24 x 42).
+  EXPECT_EQ(PutGrid(832, 480, 81, 21, 10, 10), "reject:" + std::to_string(AL_REJECT_LATENT_GRID));
+  // A bucket inside the grid whose tokens are over the cap: over memory, as before.
+  EXPECT_EQ(PutGrid(1280, 720, 1, 1, 90, 160, 100),
+            "reject:" + std::to_string(AL_REJECT_OVER_MEMORY));
+  // Smaller than every bucket in pixels stays TOO_SMALL; an empty grid is a bad shape.
+  EXPECT_EQ(PutGrid(200, 200, 1, 1, 25, 25), "reject:" + std::to_string(AL_REJECT_TOO_SMALL));
+  EXPECT_EQ(PutGrid(832, 480, 81, 0, 60, 104), "reject:" + std::to_string(AL_REJECT_BAD_SHAPE));
+  EXPECT_STREQ(al_reject_reason_name(AL_REJECT_LATENT_GRID),
+               "no bucket's latent grid fits inside the sample's latent grid (crop only)");
+  EXPECT_STREQ(al_reject_reason_name(AL_REJECT_COUNT), "unknown");
+  // NULL grid: exactly al_bucket_assign.
+  uint32_t b1 = 0, b2 = 1;
+  al_reject_reason r1, r2;
+  ASSERT_EQ(al_bucket_assign(t_, nullptr, 65536, 1000, 500, 40, &b1, &r1), AL_OK);
+  ASSERT_EQ(al_bucket_assign_grid(t_, nullptr, 65536, 1000, 500, 40, nullptr, &b2, &r2), AL_OK);
+  EXPECT_EQ(b1, b2);
+}
+
 TEST(BucketFile, TextAndJsonAgree) {
   const char
       *text = "# two sizes\nframes 17 1 1\naspect 16:9 832x480 416x240\naspect 1:1 256x256\n";
