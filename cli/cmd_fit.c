@@ -11,7 +11,8 @@
 
 static void usage(FILE *out) {
   fprintf(out,
-          "usage: adaptiveload fit --bench FILE [-o COST] [--model auto|power|poly2] [--json]\n"
+          "usage: adaptiveload fit --bench FILE [--trace TRACE] [-o COST] [--model auto|power|poly2] [--json]\n"
+          "       adaptiveload fit --trace TRACE [-o COST] [options]\n"
           "                        [--loss rel|abs] [--min-tokens N] [--folds K]\n"
           "                        [--mem-capacity BYTES] [--mem-safety F]\n"
           "       adaptiveload fit --default [-o COST] [--json]\n\n"
@@ -30,6 +31,10 @@ static void usage(FILE *out) {
           "(plan takes the same flags).\n\n"
           "options:\n"
           "  --bench FILE        benchmark CSV or JSON\n"
+          "  --trace TRACE       measured micro-batch times of a training run (JSONL: B, S or\n"
+          "                      tokens, ms per line; examples/train_dit.py --trace writes it):\n"
+          "                      the median time of each (B, S) is one row, fitted alone or\n"
+          "                      with --bench (the closed loop: plan, train, refit, plan)\n"
           "  --default           fit the embedded H200 benchmark (what plan uses without --cost)\n"
           "  -o, --out COST      write the cost model file (proto container, kind cost model)\n"
           "  --model M           auto (default), power or poly2\n"
@@ -56,7 +61,7 @@ int cli_cmd_fit(int argc, char **argv) {
     usage(stdout);
     return AL_EXIT_OK;
   }
-  const char *bench = NULL, *out = NULL;
+  const char *bench = NULL, *trace = NULL, *out = NULL;
   int json = 0, use_default = 0;
   cli_mem_opts mem = CLI_MEM_OPTS_INIT;
   al_cost_fit_options fo;
@@ -76,6 +81,8 @@ int cli_cmd_fit(int argc, char **argv) {
     if (bad) {
     } else if (!strcmp(a, "--bench")) {
       bench = v;
+    } else if (!strcmp(a, "--trace")) {
+      trace = v;
     } else if (!strcmp(a, "-o") || !strcmp(a, "--out")) {
       out = v;
     } else if (!strcmp(a, "--model")) {
@@ -104,13 +111,38 @@ int cli_cmd_fit(int argc, char **argv) {
     if (bad) return cli_usage_page("fit", usage, "bad option or value: %s %s", a, v ? v : "");
     i++;
   }
-  if (!bench && !use_default)
-    return cli_usage_page("fit", usage, "--bench FILE (or --default) is required");
+  if (!bench && !trace && !use_default)
+    return cli_usage_page("fit", usage, "--bench FILE, --trace TRACE (or --default) is required");
   al_bench b;
-  int rc = bench ? al_bench_load(&b, bench)
-                 : al_bench_parse(&b, al_cost_default_json(), strlen(al_cost_default_json()),
-                                  "embedded h200_dit_block_cost.json");
+  memset(&b, 0, sizeof b);
+  int rc = AL_OK;
+  if (bench || use_default)
+    rc = bench ? al_bench_load(&b, bench)
+               : al_bench_parse(&b, al_cost_default_json(), strlen(al_cost_default_json()),
+                                "embedded h200_dit_block_cost.json");
   if (rc) return cli_fail("fit");
+  if (trace) {
+    al_bench t;
+    al_trace_stats ts;
+    rc = al_bench_load_trace(&t, trace, &ts);
+    if (!rc) {
+      fprintf(stderr,
+              "fit: trace %s: %zu lines, %zu measurements in %zu (B, S) shapes, %zu warm-up, "
+              "%zu skipped%s%s\n",
+              trace, ts.lines, ts.used, ts.groups, ts.warmup, ts.skipped,
+              ts.skipped ? "; first: " : "", ts.first_skipped);
+      if (b.n) {
+        rc = al_bench_append(&b, &t);
+        al_bench_free(&t);
+      } else {
+        b = t;
+      }
+    }
+    if (rc) {
+      al_bench_free(&b);
+      return cli_fail("fit");
+    }
+  }
   al_cost_model m;
   rc = al_cost_fit_bench(&b, &fo, &m);
   al_bench_free(&b);

@@ -96,6 +96,29 @@ AL_API int al_bench_parse(al_bench *out, const char *text, size_t len, const cha
 AL_API int al_bench_load(al_bench *out, const char *path);
 AL_API void al_bench_free(al_bench *b);
 
+/* A training trace: JSONL, one measured micro-batch per line, with numbers B (alias n:
+ * samples), S (tokens per sample; or tokens, the micro-batch's total, S = tokens / B), ms
+ * (alias step_ms) and optionally peak_mem_bytes; other keys are ignored, lines with
+ * "warmup": true are counted and left out. Lines of one (B, S) become one benchmark row:
+ * their median ms and largest peak memory (when every line has it). A line that is not
+ * usable (a run killed mid-write leaves half a line) is skipped and counted, the first one
+ * named in stats; fewer than AL_BENCH_MIN_ROWS distinct shapes is AL_EINVAL. examples/
+ * train_dit.py --trace writes such a file. `stats` may be NULL. */
+typedef struct al_trace_stats {
+  size_t lines;   /* non-blank lines */
+  size_t used;    /* measurements kept */
+  size_t warmup;  /* lines marked warmup */
+  size_t skipped; /* lines that could not be used */
+  size_t groups;  /* distinct (B, S): the rows */
+  char first_skipped[256];
+} al_trace_stats;
+AL_API int al_bench_parse_trace(al_bench *out, const char *text, size_t len, const char *name,
+                                al_trace_stats *stats);
+AL_API int al_bench_load_trace(al_bench *out, const char *path, al_trace_stats *stats);
+/* Appends src's rows to dst (a benchmark and a trace fitted together). Peak memory is kept
+ * only when both have it. */
+AL_API int al_bench_append(al_bench *dst, const al_bench *src);
+
 typedef enum al_cost_loss {
   AL_LOSS_REL = 0, /* minimise sum ((t - f) / t)^2 (default) */
   AL_LOSS_ABS = 1  /* minimise sum (t - f)^2 */

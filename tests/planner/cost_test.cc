@@ -240,3 +240,102 @@ TEST(DefaultModel, ShapeBenchCsvWithMemory) {
 }
 
 } // namespace
+
+// ---- Training traces (fit --trace, issue 16) ----
+
+namespace trace {
+
+// A trace of `reps` micro-batches per (B, S), times from `f` with relative noise, every
+// 7th measurement of a shape 5x slow (a checkpoint or a collective stall), in a shuffled
+// order, with warm-up lines, a line giving tokens instead of S, and a half-written last line.
+template <class F>
+std::string Jsonl(F f, int reps, uint64_t seed, size_t *measurements) {
+  altest::SplitMix64 nz(seed);
+  std::vector<std::string> lines;
+  for (double S : {1024.0, 4096.0, 8192.0, 16384.0, 32768.0, 65536.0})
+    for (double B : {1.0, 2.0, 4.0, 8.0}) {
+      if (B * S > 1 << 18) continue;
+      for (int k = 0; k < reps; k++) {
+        double t = f(B, S) * (1 + 0.01 * nz.Normal()) * (k % 7 == 3 ? 5.0 : 1.0);
+        char line[256];
+        if (k == 1)
+          snprintf(line, sizeof line, "{\"step\": %d, \"n\": %.0f, \"tokens\": %.0f, \"ms\": %.6f}",
+                   k, B, B * S, t);
+        else
+          snprintf(line, sizeof line,
+                   "{\"step\": %d, \"rank\": 0, \"B\": %.0f, \"S\": %.0f, \"ms\": %.6f}", k, B, S,
+                   t);
+        lines.push_back(line);
+      }
+    }
+  *measurements = lines.size();
+  for (size_t i = lines.size(); i > 1; i--) std::swap(lines[i - 1], lines[nz.Next() % i]);
+  std::string out = "{\"warmup\": true, \"B\": 1, \"S\": 1024, \"ms\": 900}\n\n";
+  out += "{\"warmup\": true, \"B\": 2, \"S\": 1024, \"ms\": 800}\n";
+  for (auto &l : lines) out += l + "\n";
+  return out + "{\"step\": 99, \"B\": 4, \"S\": 40"; // killed mid-write
+}
+
+} // namespace trace
+
+TEST(Trace, MediansPerShapeFitTheTrueModelDespiteStallsAndAHalfLine) {
+  auto truth = [](double B, double S) { return 1.5 + 2e-6 * B * std::pow(S, 1.3); };
+  size_t meas = 0;
+  std::string text = trace::Jsonl(truth, 15, 21, &meas);
+  al_bench b;
+  al_trace_stats st;
+  memset(&st, 0x5a, sizeof st); // poisoned
+  ASSERT_EQ(al_bench_parse_trace(&b, text.data(), text.size(), "run.jsonl", &st), AL_OK)
+      << al_last_error();
+  EXPECT_EQ(st.lines, meas + 3);
+  EXPECT_EQ(st.warmup, 2u);
+  EXPECT_EQ(st.skipped, 1u);
+  EXPECT_EQ(st.used, meas);
+  EXPECT_EQ(st.groups, b.n);
+  EXPECT_EQ(b.n, meas / 15);
+  EXPECT_NE(std::string(st.first_skipped).find("run.jsonl: line"), std::string::npos)
+      << st.first_skipped;
+  EXPECT_EQ(b.mem, nullptr);
+  for (size_t i = 0; i < b.n; i++) { // the median, not the mean: the stalls do not show
+    double want = truth(b.B[i], b.S[i]);
+    EXPECT_NEAR(b.ms[i] / want, 1.0, 0.03) << "B " << b.B[i] << " S " << b.S[i];
+  }
+  al_cost_fit_options fo{};
+  fo.family = AL_COST_POWER;
+  fo.min_tokens = 1;
+  al_cost_model m;
+  ASSERT_EQ(al_cost_fit_bench(&b, &fo, &m), AL_OK) << al_last_error();
+  EXPECT_NEAR(m.fit.params[2], 1.3, 0.02);
+  EXPECT_LT(m.fit.median_rel_err, 0.02);
+  EXPECT_STREQ(m.source, "run.jsonl");
+  al_bench_free(&b);
+}
+
+TEST(Trace, TooFewShapesAndAppendToABenchmark) {
+  const char *two =
+      "{\"B\": 1, \"S\": 1024, \"ms\": 3}\n{\"B\": 1, \"S\": 1024, \"ms\": 4}\n"
+      "{\"B\": 2, \"S\": 1024, \"ms\": 5}\nnot json\n";
+  al_bench b;
+  al_trace_stats st;
+  EXPECT_EQ(al_bench_parse_trace(&b, two, strlen(two), "short.jsonl", &st), AL_EINVAL);
+  EXPECT_TRUE(altest::ErrorContains("2 distinct (B, S) shapes in 3 usable lines (1 skipped"))
+      << al_last_error();
+  EXPECT_TRUE(altest::ErrorContains("short.jsonl: line 4: not a JSON object")) << al_last_error();
+
+  auto truth = [](double B, double S) { return 2 + 1e-6 * B * S + 1e-11 * B * S * S; };
+  std::string csv = GridCsv(truth, 0.0, 3, /*mem=*/true);
+  al_bench bench;
+  ASSERT_EQ(al_bench_parse(&bench, csv.data(), csv.size(), "bench.csv"), AL_OK) << al_last_error();
+  size_t meas = 0, n0 = bench.n;
+  std::string text = trace::Jsonl(truth, 5, 4, &meas);
+  ASSERT_EQ(al_bench_parse_trace(&b, text.data(), text.size(), "run.jsonl", nullptr), AL_OK)
+      << al_last_error();
+  ASSERT_EQ(al_bench_append(&bench, &b), AL_OK) << al_last_error();
+  EXPECT_EQ(bench.n, n0 + b.n);
+  EXPECT_EQ(bench.mem, nullptr); // the trace had no peak memory: none is kept
+  EXPECT_EQ(bench.B[n0], b.B[0]);
+  EXPECT_EQ(bench.ms[bench.n - 1], b.ms[b.n - 1]);
+  EXPECT_STREQ(bench.source, "bench.csv + run.jsonl");
+  al_bench_free(&b);
+  al_bench_free(&bench);
+}
