@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include <cuda_runtime_api.h>
 
@@ -49,10 +50,20 @@ void *stream_host_alloc(size_t bytes, int pinned) {
     }
     return p;
   }
-  /* Page alignment keeps O_DIRECT-style reads and later pinning possible. */
-  size_t rounded = (bytes + 4095) & ~(size_t)4095;
-  p = aligned_alloc(4096, rounded);
-  if (!p) al_set_error(AL_ENOMEM, "buffer of %zu bytes: %s", bytes, strerror(errno));
+  /* Page alignment keeps O_DIRECT-style reads and later pinning possible. Buffers of 2 MiB
+   * and more are 2 MiB-aligned and asked for transparent huge pages: first touches of a
+   * fresh pool buffer then fault 512 times less often (page faults are expensive in VMs). */
+  size_t huge = (size_t)2 << 20;
+  size_t a = bytes >= huge ? huge : 4096;
+  size_t rounded = (bytes + a - 1) & ~(a - 1);
+  p = aligned_alloc(a, rounded);
+  if (!p) {
+    al_set_error(AL_ENOMEM, "buffer of %zu bytes: %s", bytes, strerror(errno));
+    return NULL;
+  }
+#ifdef MADV_HUGEPAGE
+  if (a == huge) (void)madvise(p, rounded, MADV_HUGEPAGE); /* a hint: failure is harmless */
+#endif
   return p;
 }
 

@@ -7,6 +7,8 @@
 
 /* A header is read in pieces of at least this much (most .npy headers take 128 bytes). */
 #define TYPED_HEADER_FIRST 4096
+/* Bytes read at once when cropping: spans of several planes, small enough to stay in L2. */
+#define TYPED_SPAN ((size_t)256 << 10)
 
 static int where(int rc, const char *path, const stream_source_job *job) {
   return al_error_prefix(rc, "%s: key '%s' member '%s' at byte %" PRIu64, path ? path : "?",
@@ -134,22 +136,37 @@ int stream_typed_read(stream_reader *r, const stream_source_job *job, theader_ki
       dst += n;
       continue;
     }
-    for (uint64_t t = 0; t < Tb; t++) {
+    /* Planes read k at a time: one pread of the span from the first kept row of plane t to the
+     * last kept row of plane t + k - 1 (the rows between bands come along) into the scratch,
+     * when the rows outside the band are at most a quarter of a plane; else band by band. */
+    uint64_t k = 1;
+    if (!src && plane_src && (plane_src - band) * 4 <= plane_src && band <= TYPED_SPAN)
+      k = 1 + (TYPED_SPAN - band) / plane_src;
+    for (uint64_t t = 0; t < Tb; t += k) {
+      uint64_t kk = Tb - t < k ? Tb - t : k;
       uint64_t at = (c * T + t) * plane_src + y0 * row_src; /* first kept row, from the data */
       if (src) {
         const uint8_t *p = src + at + x0 * isz;
         for (uint64_t y = 0; y < hb; y++, p += row_src, dst += row_dst) memcpy(dst, p, row_dst);
-      } else if (wb == W) {
+      } else if (wb == W && kk == 1) {
         if (band && (rc = stream_reader_pread(fd, path, job, dst, band, base + at)) != AL_OK)
           return rc;
         dst += band;
       } else {
+        size_t span = (size_t)(kk - 1) * plane_src + band;
         stream_growbuf *sc = stream_reader_scratch(r);
-        if ((rc = stream_growbuf_reserve(sc, band ? band : 1, 0)) != AL_OK) return rc;
-        if (band && (rc = stream_reader_pread(fd, path, job, sc->p, band, base + at)) != AL_OK)
+        if ((rc = stream_growbuf_reserve(sc, span ? span : 1, 0)) != AL_OK) return rc;
+        if (span && (rc = stream_reader_pread(fd, path, job, sc->p, span, base + at)) != AL_OK)
           return rc;
-        const uint8_t *p = sc->p + x0 * isz;
-        for (uint64_t y = 0; y < hb; y++, p += row_src, dst += row_dst) memcpy(dst, p, row_dst);
+        for (uint64_t q = 0; q < kk; q++) {
+          const uint8_t *p = sc->p + q * plane_src + x0 * isz;
+          if (wb == W) {
+            memcpy(dst, p, band);
+            dst += band;
+            continue;
+          }
+          for (uint64_t y = 0; y < hb; y++, p += row_src, dst += row_dst) memcpy(dst, p, row_dst);
+        }
       }
     }
   }
