@@ -267,6 +267,7 @@ int al_manifest_load(al_manifest **out, const char *path) {
   pbio_reader *r = NULL;
   int rc = pbio_reader_open(&r, path, AL_KIND_MANIFEST);
   if (!rc) pbio_reader_set_limit(r, max_manifest_bytes(), "ADAPTIVELOAD_MAX_MANIFEST_BYTES");
+  if (!rc) rc = pbio_reader_read_ahead(r);
   size_t cap_off = 0, cap_st = 0, cap_steps = 0, cap_slot = 0;
   int have_header = 0, have_summary = 0;
   uint32_t summary_steps = 0;

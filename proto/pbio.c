@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <lz4frame.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -293,6 +294,7 @@ struct pbio_reader {
   int finished;
   arena_chunk *arena;           /* backs the last unpacked message */
   ProtobufCAllocator allocator; /* arena_alloc / arena_free over `arena` */
+  struct pbio_ahead *ahead;     /* read-ahead thread (pbio_reader_read_ahead), or NULL */
 };
 
 /* Makes at least `n` decompressed bytes available at r->d + r->d_pos, or fewer
@@ -338,8 +340,11 @@ static int r_fill(pbio_reader *r, size_t n) {
   return AL_OK;
 }
 
+static void ahead_stop(pbio_reader *r);
+
 static void r_free(pbio_reader *r) {
   if (!r) return;
+  ahead_stop(r);
   if (r->f) fclose(r->f);
   if (r->dctx) LZ4F_freeDecompressionContext(r->dctx);
   arena_reset(&r->arena);
@@ -436,8 +441,12 @@ static int r_truncated(pbio_reader *r, size_t want) {
                       r->d_len - r->d_pos);
 }
 
+static int is_ahead_thread(const pbio_reader *r);
+
 int pbio_read(pbio_reader *r, uint32_t *tag, const uint8_t **buf, size_t *len) {
   if (!r || !tag || !buf || !len) return al_set_error(AL_EINVAL, "pbio_read: NULL argument");
+  if (r->ahead && !is_ahead_thread(r))
+    return al_set_error(AL_ESTATE, "%s: pbio_read while the read-ahead thread reads", r->path);
   if (r->finished) return AL_EOF;
   int rc = r_fill(r, 8);
   if (rc) return rc;
@@ -532,15 +541,175 @@ static int read_expected(pbio_reader *r, uint32_t tag, const ProtobufCMessageDes
   return unpack(r, t, desc, alloc, buf, len, msg);
 }
 
+/* ---------------------------------------------------------- read-ahead -- */
+
+/* One thread reads, decompresses and unpacks the records ahead of the caller, into
+ * AHEAD_SLOTS slots with an arena each; the caller holds one slot (its last message) at a
+ * time. Loading a 10M-sample index spends about a third of its time in LZ4 and protobuf-c:
+ * that part then runs beside the caller's own work on the messages. */
+#define AHEAD_SLOTS 3
+#define AHEAD_ERR_MAX 1024 /* an error message carried from the thread to the caller */
+
+typedef struct ahead_slot {
+  int state; /* 0 free, 1 ready */
+  int rc;    /* AL_OK, AL_EOF or an error */
+  uint32_t tag;
+  ProtobufCMessage *msg;
+  arena_chunk *arena;
+  ProtobufCAllocator allocator;
+  char err[AHEAD_ERR_MAX];
+} ahead_slot;
+
+typedef struct pbio_ahead {
+  pthread_t thread;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int stop;
+  unsigned next_fill, next_take; /* slot numbers, mod AHEAD_SLOTS */
+  int held;                      /* the caller holds slot (next_take - 1) */
+  int done;                      /* the caller has seen AL_EOF or an error */
+  int done_rc;
+  char done_err[AHEAD_ERR_MAX];
+  ahead_slot slot[AHEAD_SLOTS];
+} pbio_ahead;
+
+/* The next record unpacked into `sl` (its arena reset first). */
+static int read_into(pbio_reader *r, ahead_slot *sl) {
+  const uint8_t *buf;
+  size_t len;
+  int rc = pbio_read(r, &sl->tag, &buf, &len);
+  if (rc) return rc;
+  const ProtobufCMessageDescriptor *desc = pbio_descriptor_for(sl->tag);
+  if (!desc)
+    return al_set_error(AL_EFORMAT, "%s: record %llu has unknown tag %u", r->path,
+                        (unsigned long long)(r->records - 1), sl->tag);
+  arena_reset(&sl->arena);
+  sl->msg = protobuf_c_message_unpack(desc, &sl->allocator, len, buf);
+  if (!sl->msg)
+    return al_set_error(AL_EFORMAT,
+                        "%s: record %llu (tag %u): cannot decode %s message of %zu bytes", r->path,
+                        (unsigned long long)(r->records - 1), sl->tag, desc->name, len);
+  return AL_OK;
+}
+
+static void *ahead_main(void *arg) {
+  pbio_reader *r = arg;
+  pbio_ahead *a = r->ahead;
+  for (;;) {
+    pthread_mutex_lock(&a->mu);
+    ahead_slot *sl = &a->slot[a->next_fill % AHEAD_SLOTS];
+    while (!a->stop && sl->state != 0) pthread_cond_wait(&a->cv, &a->mu);
+    int stop = a->stop;
+    pthread_mutex_unlock(&a->mu);
+    if (stop) break;
+    int rc = read_into(r, sl);
+    if (rc && rc != AL_EOF) snprintf(sl->err, sizeof sl->err, "%s", al_last_error());
+    pthread_mutex_lock(&a->mu);
+    sl->rc = rc;
+    sl->state = 1;
+    a->next_fill++;
+    pthread_cond_broadcast(&a->cv);
+    pthread_mutex_unlock(&a->mu);
+    if (rc) break; /* AL_EOF or an error: nothing follows */
+  }
+  return NULL;
+}
+
+static int is_ahead_thread(const pbio_reader *r) {
+  return pthread_equal(pthread_self(), r->ahead->thread);
+}
+
+int pbio_reader_read_ahead(pbio_reader *r) {
+  if (!r) return al_set_error(AL_EINVAL, "pbio_reader_read_ahead: NULL argument");
+  if (r->ahead) return AL_OK;
+  pbio_ahead *a = calloc(1, sizeof *a);
+  if (!a) return al_set_error(AL_ENOMEM, "%s: out of memory", r->path);
+  for (int i = 0; i < AHEAD_SLOTS; i++) {
+    a->slot[i].allocator.alloc = arena_alloc;
+    a->slot[i].allocator.free = arena_free;
+    a->slot[i].allocator.allocator_data = &a->slot[i].arena;
+  }
+  pthread_mutex_init(&a->mu, NULL);
+  pthread_cond_init(&a->cv, NULL);
+  r->ahead = a;
+  int e = pthread_create(&a->thread, NULL, ahead_main, r);
+  if (e) {
+    /* Not fatal: reads go on in the caller's thread. */
+    pthread_mutex_destroy(&a->mu);
+    pthread_cond_destroy(&a->cv);
+    free(a);
+    r->ahead = NULL;
+  }
+  return AL_OK;
+}
+
+static void ahead_stop(pbio_reader *r) {
+  pbio_ahead *a = r->ahead;
+  if (!a) return;
+  pthread_mutex_lock(&a->mu);
+  a->stop = 1;
+  pthread_cond_broadcast(&a->cv);
+  pthread_mutex_unlock(&a->mu);
+  pthread_join(a->thread, NULL);
+  for (int i = 0; i < AHEAD_SLOTS; i++) {
+    arena_reset(&a->slot[i].arena);
+    free(a->slot[i].arena);
+  }
+  pthread_mutex_destroy(&a->mu);
+  pthread_cond_destroy(&a->cv);
+  free(a);
+  r->ahead = NULL;
+}
+
+/* The next record from the read-ahead thread; the slot of the previous one is given back. */
+static int ahead_take(pbio_reader *r, uint32_t *tag, ProtobufCMessage **msg) {
+  pbio_ahead *a = r->ahead;
+  if (a->done) /* the same answer again, as the plain reader gives */
+    return a->done_rc == AL_EOF ? AL_EOF : al_set_error(a->done_rc, "%s", a->done_err);
+  pthread_mutex_lock(&a->mu);
+  if (a->held) {
+    a->slot[(a->next_take - 1) % AHEAD_SLOTS].state = 0;
+    a->held = 0;
+    pthread_cond_broadcast(&a->cv);
+  }
+  ahead_slot *sl = &a->slot[a->next_take % AHEAD_SLOTS];
+  while (sl->state != 1) pthread_cond_wait(&a->cv, &a->mu);
+  a->next_take++;
+  a->held = 1;
+  pthread_mutex_unlock(&a->mu);
+  if (sl->rc) {
+    a->done = 1;
+    a->done_rc = sl->rc;
+    snprintf(a->done_err, sizeof a->done_err, "%s", sl->err);
+    return sl->rc == AL_EOF ? AL_EOF : al_set_error(sl->rc, "%s", sl->err);
+  }
+  *tag = sl->tag;
+  *msg = sl->msg;
+  return AL_OK;
+}
+
 int pbio_read_msg(pbio_reader *r, uint32_t tag, const ProtobufCMessageDescriptor *desc,
                   ProtobufCMessage **msg) {
   if (!msg || !desc) return al_set_error(AL_EINVAL, "pbio_read_msg: NULL argument");
-  return read_expected(r, tag, desc, &r->allocator, msg);
+  if (!r->ahead) return read_expected(r, tag, desc, &r->allocator, msg);
+  *msg = NULL;
+  uint32_t t;
+  int rc = ahead_take(r, &t, msg);
+  if (rc == AL_EOF)
+    return al_set_error(AL_EFORMAT, "%s: ends before the expected %s record", r->path, desc->name);
+  if (rc) return rc;
+  if (t != tag) {
+    *msg = NULL;
+    return al_set_error(AL_EFORMAT, "%s: a record has tag %u, expected %u (%s)", r->path, t, tag,
+                        desc->name);
+  }
+  return AL_OK;
 }
 
 int pbio_read_any(pbio_reader *r, uint32_t *tag, ProtobufCMessage **msg) {
   if (!tag || !msg) return al_set_error(AL_EINVAL, "pbio_read_any: NULL argument");
   *msg = NULL;
+  if (r->ahead) return ahead_take(r, tag, msg);
   const uint8_t *buf;
   size_t len;
   int rc = pbio_read(r, tag, &buf, &len);

@@ -125,6 +125,14 @@ int pbio_read_any(pbio_reader *r, uint32_t *tag, ProtobufCMessage **msg);
 
 const ProtobufCMessageDescriptor *pbio_descriptor_for(uint32_t tag);
 
+/* Starts a thread that reads, decompresses and unpacks the following records ahead of
+ * the caller (a few records, each in its own arena). From then on read with
+ * pbio_read_any / pbio_read_msg only (pbio_read would race the thread); messages stay
+ * valid until the next read, as without it; errors are the same, with the same text.
+ * Call after pbio_reader_set_limit. If the thread cannot start, reads go on in the
+ * caller's thread. pbio_reader_close stops it. */
+int pbio_reader_read_ahead(pbio_reader *r);
+
 void pbio_reader_close(pbio_reader *r);
 
 /* Convenience for single-message files (CostModel). load_one's *msg belongs
