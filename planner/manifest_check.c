@@ -93,21 +93,21 @@ int manifest_check(const al_manifest *m) {
   uint64_t real = 0, padded = 0, tokens = 0;
   for (uint32_t s = 0; s < m->steps && !rc; s++) {
     uint64_t st_samples = 0, st_tokens = 0;
-    for (uint64_t x = m->slot[(size_t)s * m->world]; x < m->slot[(size_t)(s + 1) * m->world];
-         x++) {
+    for (uint64_t x = m->slot[(size_t)s * m->world]; x < m->slot[(size_t)(s + 1) * m->world]; x++) {
       const manifest_micro *mc = &m->micro[x];
       const al_bucket_info *b = &m->buckets[mc->bucket];
       char what[512];
       if (b->batch_size && mc->n > b->batch_size) {
-        snprintf(what, sizeof what, "%" PRIu32 " samples in bucket %" PRIu32 " of batch size %" PRIu32,
-                 mc->n, mc->bucket, b->batch_size);
+        snprintf(what, sizeof what,
+                 "%" PRIu32 " samples in bucket %" PRIu32 " of batch size %" PRIu32, mc->n,
+                 mc->bucket, b->batch_size);
         rc = bad_micro(m, x, what);
         goto cleanup;
       }
       if (in->mem_tokens && (uint64_t)mc->n * b->tokens > in->mem_tokens) {
         snprintf(what, sizeof what,
-                 "%" PRIu32 " samples of %" PRIu64 " tokens exceed M_mem = %" PRIu64 " tokens", mc->n,
-                 b->tokens, in->mem_tokens);
+                 "%" PRIu32 " samples of %" PRIu64 " tokens exceed M_mem = %" PRIu64 " tokens",
+                 mc->n, b->tokens, in->mem_tokens);
         rc = bad_micro(m, x, what);
         goto cleanup;
       }
@@ -178,18 +178,17 @@ int manifest_check(const al_manifest *m) {
       rc = al_set_error(AL_EFORMAT,
                         "%s: step %" PRIu32 " says %" PRIu64 " samples and %" PRIu64
                         " tokens (the loss normaliser) but holds %" PRIu64 " and %" PRIu64,
-                        m->path, m->first_step + s, ms->samples, ms->tokens, st_samples,
-                        st_tokens);
+                        m->path, m->first_step + s, ms->samples, ms->tokens, st_samples, st_tokens);
     }
   }
   if (rc) goto cleanup;
   for (uint64_t i = 0; i < m->n_keys; i++)
     if (m->key_status[i] == AL_KEY_PLANNED && !(seen[i] & SEEN_REAL)) {
       rc = al_set_error(AL_EFORMAT,
-                        "%s: sample %" PRIu64 " ('%s') is scheduled in the key table but in no "
+                        "%s: sample %" PRIu64
+                        " ('%s') is scheduled in the key table but in no "
                         "micro-batch%s",
-                        m->path, i, key_or(m, i),
-                        seen[i] & SEEN_PAD ? " (only as padding)" : "");
+                        m->path, i, key_or(m, i), seen[i] & SEEN_PAD ? " (only as padding)" : "");
       goto cleanup;
     }
   if (m->n_keys && real != counts[AL_KEY_PLANNED]) {
@@ -237,8 +236,8 @@ int manifest_check(const al_manifest *m) {
   for (size_t b = 0; b < m->n_buckets; b++)
     if (m->buckets[b].samples < bucket_real[b]) {
       rc = al_set_error(AL_EFORMAT,
-                        "%s: bucket %zu says %" PRIu64 " samples; the steps hold %" PRIu64,
-                        m->path, b, m->buckets[b].samples, bucket_real[b]);
+                        "%s: bucket %zu says %" PRIu64 " samples; the steps hold %" PRIu64, m->path,
+                        b, m->buckets[b].samples, bucket_real[b]);
       goto cleanup;
     }
 
