@@ -436,7 +436,8 @@ def wrap_distributed(model, env, fsdp, log=print):
 
 
 def model_config(args):
-    if args.smoke:
+    """The DiTConfig of the parsed options (--smoke / --tiny-model: DiTConfig.smoke)."""
+    if args.smoke or getattr(args, "tiny_model", False):
         return dit_model.DiTConfig.smoke(blocks=args.blocks or 1)
     return dit_model.DiTConfig(hidden=args.hidden, heads=args.heads, ffn=args.ffn, blocks=args.blocks or 2,
                                text_dim=args.text_dim)
@@ -457,6 +458,8 @@ def add_model_arguments(p):
                    help="attention implementation (auto: see the module docstring)")
     p.add_argument("--no-fused-adaln", action="store_true", help="PyTorch LayerNorm + modulate instead of "
                    "adaptiveload.adaln (default: fused on CUDA when the kernel library loads)")
+    p.add_argument("--tiny-model", action="store_true",
+                   help="the --smoke model (hidden 64, 2 heads, FFN 128, text 32) on the given data")
     p.add_argument("--t-sampling", default="logit-normal", choices=["logit-normal", "uniform"])
     p.add_argument("--seed", type=int, default=0)
 

@@ -1,0 +1,536 @@
+#!/usr/bin/env python3
+"""One whole arm set of the end-to-end experiment (issue 16) in one call.
+
+    dev/e2e/run_arms.py --out OUT [--bundle DIR]                 # one GPU: replay at W = 8 and 16
+    dev/e2e/run_arms.py --out OUT --two-gpu                      # two GPUs: torchrun W = 2 + its replay
+    dev/e2e/run_arms.py --out OUT --smoke                        # CPU: tiny everything, W = 2
+
+1. Corpus: synthetic typed latents (16 channels, fp16 .npy at native size) and text
+   embeddings (L x --text-dim fp16 .npy) at a Koala-like shape mix (30 % images, 2-10 s
+   clips at 16 fps, 360p-720p, mostly 16:9; Wan VAE strides 4 x 8 x 8), written by
+   examples/train_dit.py's write_typed_corpus and indexed with `adaptiveload index`.
+2. Plans, all at the same global batch (--mem-tokens, --micro-per-step, --step-tokens):
+   (a) equal-token, `plan --policy equal-token`;
+   (b) adaptive without per-step balancing (the paper's method): only with
+       --paper-plan-args (the planner has no such option today; see docs/e2e.md) else
+       reported as skipped;
+   (c) adaptive with balancing (ours, `plan` defaults);
+   (d) ours with the cost model refitted from (c)'s replay trace (`adaptiveload fit
+       --trace`, then `plan --cost`).
+   Each arm plans as many epochs as --warmup-steps + --steps need (epoch 0, 1, ...).
+3. Replay (dev/e2e/replay.py) of every arm at each W of --worlds on this one device; plus
+   (c) at the first W for --adaln-steps steps with and without the fused AdaLN.
+   --two-gpu instead: W = 2, every arm trained for real with torchrun (2 processes,
+   examples/train_dit.py, DDP) and replayed at W = 2 on one GPU; their step times side by side.
+
+Outputs in --out: corpus/plan facts (setup.json), ARM-wW.json per replay (replay.py's
+fields), trace-c-wW.jsonl, steps-wW.svg (per-rank step time per arm), adaln.json,
+summary.json (the headline table, also printed) and, with --two-gpu, two_gpu.json.
+--bundle DIR: an unpacked //dist bundle (DIR/bin/adaptiveload, DIR/python, DIR/examples);
+default: $ADAPTIVELOAD_BIN / PATH / this checkout's bazel-bin, python/ and examples/.
+"""
+
+import argparse
+import json
+import math
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
+ARMS = {
+    "a": ("equal-token", "equal-token, the usual baseline"),
+    "b": ("paper", "adaptive without per-step balancing (the paper's method)"),
+    "c": ("ours", "adaptive with per-step balancing (ours)"),
+    "d": ("ours-refit", "ours with the cost model refitted from (c)'s trace"),
+}
+
+
+def log(*a):
+    print(*a, flush=True)
+
+
+def setup_paths(args):
+    """Puts the bundle's (or checkout's) package first on sys.path; returns (cli, examples dir,
+    python dir)."""
+    if args.bundle:
+        b = os.path.abspath(args.bundle)
+        py, ex, cli = os.path.join(b, "python"), os.path.join(b, "examples"), os.path.join(b, "bin", "adaptiveload")
+    else:
+        py, ex = os.path.join(REPO, "python"), os.path.join(REPO, "examples")
+        cli = args.bin or os.environ.get("ADAPTIVELOAD_BIN") or shutil.which("adaptiveload") or os.path.join(
+            REPO, "bazel-bin", "adaptiveload")
+    if args.examples:
+        ex = os.path.abspath(args.examples)
+    if not os.access(cli, os.X_OK):
+        raise SystemExit("adaptiveload CLI not found at %s (--bundle or --bin)" % cli)
+    sys.path.insert(0, py)
+    sys.path.insert(0, ex)
+    os.environ["PYTHONPATH"] = py + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else "")
+    os.environ["ADAPTIVELOAD_BIN"] = cli
+    os.environ["AL_EXAMPLES"] = ex
+    return cli, ex, py
+
+
+def run(cmd, **kw):
+    """Runs cmd (a list), raising with its output on failure; returns stdout."""
+    r = subprocess.run([str(c) for c in cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       universal_newlines=True, **kw)
+    if r.returncode:
+        raise SystemExit("failed (%d): %s\n%s%s" % (r.returncode, " ".join(map(str, cmd)), r.stdout[-3000:],
+                                                     r.stderr[-3000:]))
+    return r.stdout
+
+
+def make_corpus(args, cli, td):
+    """(index path, facts) of the corpus in --workdir (reused when already there)."""
+    os.makedirs(args.workdir, exist_ok=True)
+    index = os.path.join(args.workdir, "corpus.alidx")
+    facts_path = os.path.join(args.workdir, "corpus.json")
+    if os.path.exists(index) and os.path.exists(facts_path):
+        with open(facts_path) as f:
+            return index, json.load(f)
+    shards = os.path.join(args.workdir, "shards")
+    shutil.rmtree(shards, ignore_errors=True)
+    t = time.time()
+    nbytes = td.write_typed_corpus(shards, args.samples, shards=args.shards, seed=args.seed, profile=args.profile,
+                                   text_dim=args.text_dim)
+    t_write = time.time() - t
+    t = time.time()
+    run([cli, "index", "-o", index + ".tmp", shards])
+    os.replace(index + ".tmp", index)
+    facts = {"samples": args.samples, "shards": args.shards, "profile": args.profile, "text_dim": args.text_dim,
+             "payload_bytes": nbytes, "write_s": round(t_write, 2), "index_s": round(time.time() - t, 2),
+             "shape_mix": {k: (list(v) if isinstance(v, tuple) else v) for k, v in td.PROFILES[args.profile].items()
+                           if k != "aspects"}}
+    try:
+        facts["inspect"] = json.loads(run([cli, "inspect", index, "--json"]))
+    except SystemExit as e:
+        facts["inspect_error"] = str(e)[:500]
+    with open(facts_path, "w") as f:
+        json.dump(facts, f, indent=1)
+    log("corpus: %d samples, %.2f GB of members, written in %.1f s, indexed in %.1f s"
+        % (args.samples, nbytes / 1e9, facts["write_s"], facts["index_s"]))
+    return index, facts
+
+
+def plan_args(args, buckets):
+    """The options every arm's plan shares (the same global batch)."""
+    a = ["--mem-tokens", args.mem_tokens, "--micro-per-step", args.micro_per_step, "--seed", args.seed]
+    if args.step_tokens:
+        a += ["--step-tokens", args.step_tokens]
+    if buckets:
+        a += ["--buckets", buckets]
+    return a
+
+
+def plan_arm(args, cli, index, arm, W, buckets, cost=None, need_steps=None):
+    """Manifests (epochs 0, 1, ...) of one arm for W ranks, enough for need_steps steps;
+    returns (paths, summaries)."""
+    extra = []
+    if arm == "a":
+        extra = ["--policy", "equal-token"]
+    elif arm == "b":
+        extra = args.paper_plan_args.split()
+    elif arm == "d":
+        extra = ["--cost", cost]
+    paths, infos, total = [], [], 0
+    need = need_steps if need_steps is not None else args.warmup_steps + args.steps
+    for epoch in range(args.max_epochs):
+        path = os.path.join(args.workdir, "plan-%s-w%d-e%d.alm" % (arm, W, epoch))
+        out = run([cli, "plan", "--index", index, "--world", W, "--epoch", epoch, "-o", path, "--json"]
+                  + plan_args(args, buckets) + extra)
+        info = json.loads(out)
+        paths.append(path)
+        infos.append(info)
+        total += info["steps"]
+        if total >= need:
+            break
+    return paths, infos
+
+
+def replay_arm(args, arm, W, index, manifests, steps, trace=None, fused=True, tag=None):
+    """Runs dev/e2e/replay.py in this process; returns its result dict (also written to
+    OUT/TAG.json)."""
+    import replay as R
+
+    tag = tag or "%s-w%d" % (ARMS[arm][0], W)
+    argv = ["--index", index, "--world", W, "--steps", steps, "--warmup-steps", args.warmup_steps,
+            "--arm", ARMS[arm][0], "--blocks", args.blocks, "--attn", args.attn, "--text-dim", args.text_dim,
+            "--seed", args.seed, "--lr", args.lr, "--parallel", args.parallel, "--link-gbps", args.link_gbps,
+            "--inter-node-gbps", args.inter_node_gbps, "--gpus-per-node", args.gpus_per_node,
+            "--max-seconds", args.max_replay_seconds, "--bin", os.environ["ADAPTIVELOAD_BIN"],
+            "--examples", os.environ["AL_EXAMPLES"]]
+    for m in manifests:
+        argv += ["--manifest", m]
+    if trace:
+        argv += ["--trace", trace]
+    if args.smoke:
+        argv += ["--smoke"]
+    else:
+        argv += ["--hidden", args.hidden, "--heads", args.heads, "--ffn", args.ffn]
+    if not fused:
+        argv += ["--no-fused-adaln"]
+    ns = R.build_parser().parse_args([str(a) for a in argv])
+    log("== replay %s (%s), W = %d, %d steps%s" % (tag, ARMS[arm][1], W, steps, "" if fused else ", unfused AdaLN"))
+    res = R.replay(ns, log=log)
+    res["arm_key"] = arm
+    res["arm_description"] = ARMS[arm][1]
+    with open(os.path.join(args.out, tag + ".json"), "w") as f:
+        json.dump(res, f, indent=1)
+    _free_cuda()
+    return res
+
+
+def _free_cuda():
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    except ImportError:
+        pass
+
+
+def refit(args, cli, trace, out_cost):
+    """`adaptiveload fit --trace` of (c)'s trace; returns the fit's JSON."""
+    out = run([cli, "fit", "--trace", trace, "-o", out_cost, "--json", "--min-tokens", args.fit_min_tokens])
+    fit = json.loads(out.strip().splitlines()[-1])
+    log("refit from %s: %s" % (trace, json.dumps(fit.get("fit", fit))[:400]))
+    return fit
+
+
+HEADLINE = ("tokens_per_s", "step_ms_mean", "step_time_cv", "compute_imbalance_cv", "bubble")
+
+
+def headline(res, base=None):
+    """The summary row of one replay."""
+    row = {k: res.get(k) for k in HEADLINE}
+    row["steps"] = res.get("steps")
+    row["peak_mem_bytes"] = res.get("memory", {}).get("peak_mem_bytes")
+    row["plan_mem_tokens"] = res.get("memory", {}).get("plan_mem_tokens")
+    row["max_micro_tokens"] = res.get("memory", {}).get("max_micro_tokens")
+    pv = res.get("pred_vs_measured") or {}
+    row["pred_median_rel_err"] = pv.get("median_rel_err")
+    row["pred_max_rel_err"] = pv.get("max_rel_err")
+    row["pearson_tokens"] = res.get("pearson", {}).get("micro_ms_vs_tokens")
+    row["pearson_sum_s2"] = res.get("pearson", {}).get("micro_ms_vs_sum_s2")
+    row["loss_last"] = (res.get("loss_curve") or [None])[-1]
+    row["truncated"] = res.get("truncated")
+    if base and base.get("tokens_per_s") and res.get("tokens_per_s"):
+        row["vs_equal_token"] = round(res["tokens_per_s"] / base["tokens_per_s"], 4)
+    return row
+
+
+def print_table(rows):
+    cols = ["W", "arm", "tokens_per_s", "vs_equal_token", "step_time_cv", "compute_imbalance_cv", "bubble",
+            "pred_median_rel_err", "pred_max_rel_err", "pearson_tokens", "pearson_sum_s2", "peak_mem_bytes"]
+    log(" | ".join(cols))
+    for r in rows:
+        log(" | ".join("-" if r.get(c) is None else ("%.4g" % r[c] if isinstance(r[c], float) else str(r[c]))
+                       for c in cols))
+
+
+def adaln_share(args, index, manifests, W):
+    """(c) at W for --adaln-steps steps with and without the fused AdaLN: the kernel's share."""
+    import torch
+
+    if not torch.cuda.is_available() or args.cpu:
+        return {"skipped": "the fused AdaLN needs CUDA"}
+    fused = replay_arm(args, "c", W, index, manifests, args.adaln_steps, fused=True, tag="adaln-fused-w%d" % W)
+    if not fused.get("fused_adaln"):
+        return {"skipped": "the fused AdaLN did not load (see the log)", "fused_run": headline(fused)}
+    plain = replay_arm(args, "c", W, index, manifests, args.adaln_steps, fused=False, tag="adaln-pytorch-w%d" % W)
+    cf = sum(s["compute_ms"] for s in fused["per_step"])
+    cp = sum(s["compute_ms"] for s in plain["per_step"])
+    mf = sum(sum(s["rank_ms"]) for s in fused["per_step"])
+    mp = sum(sum(s["rank_ms"]) for s in plain["per_step"])
+    return {"world": W, "steps": fused["steps"], "tokens_per_s_fused": fused["tokens_per_s"],
+            "tokens_per_s_pytorch": plain["tokens_per_s"],
+            "speedup": round(plain["tokens_per_s"] and fused["tokens_per_s"] / plain["tokens_per_s"], 4),
+            "compute_ms_fused": round(mf, 2), "compute_ms_pytorch": round(mp, 2),
+            "share_of_pytorch_compute_saved": round(1 - mf / mp, 4) if mp else None,
+            "slowest_rank_ms_fused": round(cf, 2), "slowest_rank_ms_pytorch": round(cp, 2),
+            "note": "same steps and micro-batches, same seed; the difference is the AdaLN implementation "
+                    "(3 calls per block per micro-batch)"}
+
+
+# ---------------------------------------------------------------------------------------------
+# two GPUs
+
+
+def _free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def launch_two(args, ex, index, manifest, steps, tag):
+    """Trains with 2 processes (torchrun on CUDA, else 2 spawned gloo processes): returns the
+    two ranks' step-log records."""
+    import torch
+
+    step_log = os.path.join(args.out, "real-%s.steps.jsonl" % tag)
+    trace = os.path.join(args.out, "real-%s.trace.jsonl" % tag)
+    script = [os.path.join(ex, "train_dit.py"), "--index", index, "--manifest", manifest, "--steps", steps,
+              "--warmup-steps", args.warmup_steps, "--step-log", step_log, "--trace", trace, "--blocks", args.blocks,
+              "--attn", args.attn, "--text-dim", args.text_dim, "--seed", args.seed, "--lr", args.lr]
+    if args.smoke:
+        script += ["--tiny-model", "--cpu"]
+    else:
+        script += ["--hidden", args.hidden, "--heads", args.heads, "--ffn", args.ffn]
+    if args.parallel == "fsdp":
+        script += ["--fsdp"]
+    script = [str(s) for s in script]
+    env = dict(os.environ, PYTHONUNBUFFERED="1", NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1",
+               NVSHMEM_DISABLE_NVLS="1", OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "4"))
+    use_torchrun = args.launcher == "torchrun" or (args.launcher == "auto" and torch.cuda.is_available()
+                                                   and not args.cpu)
+    log("== real 2-process run %s (%s)" % (tag, "torchrun" if use_torchrun else "2 spawned processes, gloo"))
+    t = time.time()
+    if use_torchrun:
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port",
+               str(_free_port())] + script
+        r = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
+        outs, rcs = [r.stdout], [r.returncode]
+    else:
+        port = str(_free_port())
+        procs = []
+        for rank in range(2):
+            e = dict(env, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
+                     MASTER_PORT=port)
+            procs.append(subprocess.Popen([sys.executable] + script, env=e, stdout=subprocess.PIPE,
+                                          stderr=subprocess.STDOUT, universal_newlines=True))
+        outs = [p.communicate()[0] for p in procs]
+        rcs = [p.returncode for p in procs]
+    with open(os.path.join(args.out, "real-%s.log" % tag), "w") as f:
+        f.write("\n".join(outs))
+    if any(rcs):
+        raise SystemExit("2-process run %s failed (%s):\n%s" % (tag, rcs, "\n".join(o[-3000:] for o in outs)))
+    recs = []
+    for rank in range(2):
+        with open("%s.rank%d" % (step_log, rank)) as f:
+            recs += [json.loads(line) for line in f if line.strip()]
+    log("   done in %.1f s" % (time.time() - t))
+    return recs
+
+
+def real_summary(recs):
+    """tokens/s and step-time statistics of a real run from both ranks' step logs (warm-up
+    steps left out): step time = rank 0's wall time between optimizer steps."""
+    import replay as R
+
+    steps = sorted({r["step"] for r in recs if not r.get("warmup")})
+    by = {(r["step"], r["rank"]): r for r in recs}
+    wall = [by[(s, 0)]["wall_ms"] for s in steps if (s, 0) in by]
+    tokens = sum(by[(s, k)]["tokens"] for s in steps for k in (0, 1) if (s, k) in by)
+    comp = [[by[(s, k)]["compute_ms"] for k in (0, 1) if (s, k) in by] for s in steps]
+    return {"steps": len(steps), "tokens": tokens,
+            "tokens_per_s": round(tokens / (sum(wall) / 1000.0), 1) if wall and sum(wall) > 0 else None,
+            "step_ms_mean": round(sum(wall) / len(wall), 3) if wall else None, "step_time_cv": round(R.cv(wall), 4),
+            "compute_imbalance_cv": round(sum(R.cv(c) for c in comp) / len(comp), 4) if comp else None,
+            "step_ms": wall, "loss_curve": [by[(s, 0)]["loss"] for s in steps if (s, 0) in by]}
+
+
+def two_gpu(args, cli, ex, index, buckets):
+    """Every arm trained for real on 2 GPUs and replayed at W = 2; returns two_gpu.json's dict."""
+    arms = [a for a in args.arms if a != "b" or args.paper_plan_args]
+    out = {"arms": {}, "note": "real: torchrun, 2 processes, DDP, wall time between optimizer steps on rank 0; "
+                               "replay: dev/e2e/replay.py at W = 2 on one GPU, same manifest and steps"}
+    cost = None
+    for arm in arms:
+        if arm == "d":
+            trace = os.path.join(args.out, "trace-c-w2.jsonl")
+            cost = os.path.join(args.workdir, "refit-w2.alcost")
+            out["refit"] = refit(args, cli, trace, cost)
+        paths, infos = plan_arm(args, cli, index, arm, 2, buckets, cost)
+        steps = min(args.steps, infos[0]["steps"] - args.warmup_steps)
+        if steps < 1:
+            raise SystemExit("epoch 0 of arm %s has %d steps: too few for --warmup-steps %d" % (arm, infos[0]["steps"],
+                                                                                                 args.warmup_steps))
+        real = real_summary(launch_two(args, ex, index, paths[0], args.warmup_steps + steps, ARMS[arm][0]))
+        rep = replay_arm(args, arm, 2, index, paths[:1], steps,
+                         trace=os.path.join(args.out, "trace-c-w2.jsonl") if arm == "c" else None)
+        out["arms"][ARMS[arm][0]] = {"real": real, "replay": headline(rep),
+                                     "replay_step_ms": [s["step_ms"] for s in rep["per_step"]]}
+    base = out["arms"].get("equal-token")
+    for name, r in out["arms"].items():
+        if base and name != "equal-token":
+            gr = r["real"]["tokens_per_s"] / base["real"]["tokens_per_s"] if base["real"]["tokens_per_s"] else None
+            gp = (r["replay"]["tokens_per_s"] / base["replay"]["tokens_per_s"]
+                  if base["replay"]["tokens_per_s"] else None)
+            r["gain_real"] = round(gr, 4) if gr else None
+            r["gain_replay"] = round(gp, 4) if gp else None
+            r["gain_diff_points"] = round(100 * (gr - gp), 2) if gr and gp else None
+    log("two GPUs (real vs replay at W = 2):")
+    for name, r in out["arms"].items():
+        log("  %-12s real %s tokens/s (step %s ms, CV %s)  replay %s tokens/s (step %s ms, CV %s)  gain real %s replay %s"
+            % (name, r["real"]["tokens_per_s"], r["real"]["step_ms_mean"], r["real"]["step_time_cv"],
+               r["replay"]["tokens_per_s"], r["replay"]["step_ms_mean"], r["replay"]["step_time_cv"],
+               r.get("gain_real"), r.get("gain_replay")))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", required=True, help="results folder")
+    p.add_argument("--workdir", default="/tmp/al-e2e", help="corpus, index and manifests (reused when present)")
+    p.add_argument("--bundle", help="an unpacked //dist bundle (bin/, python/, examples/)")
+    p.add_argument("--bin", help="adaptiveload CLI (without --bundle)")
+    p.add_argument("--examples", help="folder with train_dit.py / dit_model.py (default: the bundle's or checkout's)")
+    p.add_argument("--smoke", action="store_true",
+                   help="CPU check: tiny corpus and model, W = 2, 4 steps (overrides the sizes below)")
+    p.add_argument("--two-gpu", action="store_true", help="W = 2: torchrun on 2 GPUs beside the W = 2 replay")
+    p.add_argument("--launcher", choices=["auto", "torchrun", "spawn"], default="auto",
+                   help="--two-gpu: torchrun (default on CUDA) or 2 processes spawned here (gloo on the CPU)")
+    p.add_argument("--cpu", action="store_true", help="stay on the CPU")
+    # corpus
+    p.add_argument("--profile", default="koala", choices=["koala", "smoke"], help="corpus shape mix")
+    p.add_argument("--samples", type=int, default=1200)
+    p.add_argument("--shards", type=int, default=8)
+    p.add_argument("--text-dim", type=int, default=4096)
+    # plans
+    p.add_argument("--arms", default="a,b,c,d", help="arms to run (a, b, c, d; see above)")
+    p.add_argument("--paper-plan-args", default="",
+                   help="plan options giving adaptive batch sizes without per-step balancing (arm b); empty: skip b")
+    p.add_argument("--worlds", default="8,16", help="replayed world sizes")
+    p.add_argument("--mem-tokens", type=int, default=32768, help="M_mem of every plan")
+    p.add_argument("--micro-per-step", type=int, default=1, help="K of every plan")
+    p.add_argument("--step-tokens", type=int, default=0, help="T of every plan (0: W x K x M_mem)")
+    p.add_argument("--max-epochs", type=int, default=50)
+    p.add_argument("--fit-min-tokens", type=int, default=4096, help="fit --trace --min-tokens for arm d")
+    # replay
+    p.add_argument("--steps", type=int, default=40, help="measured steps per replay")
+    p.add_argument("--warmup-steps", type=int, default=3)
+    p.add_argument("--adaln-steps", type=int, default=10, help="steps of the fused/unfused AdaLN pair (0: skip)")
+    p.add_argument("--max-replay-seconds", type=float, default=150, help="cut one replay short after this (reported)")
+    p.add_argument("--blocks", type=int, default=2)
+    p.add_argument("--hidden", type=int, default=1536)
+    p.add_argument("--heads", type=int, default=12)
+    p.add_argument("--ffn", type=int, default=8960)
+    p.add_argument("--attn", default="auto", choices=["auto", "varlen", "flex", "sdpa", "math"])
+    p.add_argument("--lr", type=float, default=1e-4)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--parallel", choices=["ddp", "fsdp"], default="ddp")
+    p.add_argument("--link-gbps", type=float, default=450.0)
+    p.add_argument("--inter-node-gbps", type=float, default=50.0)
+    p.add_argument("--gpus-per-node", type=int, default=8)
+    args = p.parse_args(argv)
+
+    if args.smoke:
+        args.profile, args.text_dim, args.fit_min_tokens = "smoke", 32, 1
+        if args.samples == 1200:
+            args.samples = 160
+        args.shards = min(args.shards, 2)
+        if args.worlds == "8,16":
+            args.worlds = "2"
+        args.steps = min(args.steps, 10)
+        args.warmup_steps = min(args.warmup_steps, 1)
+        args.mem_tokens = min(args.mem_tokens, 256)
+        args.blocks = 1
+        args.lr = 1e-3
+    args.arms = [a.strip() for a in args.arms.split(",") if a.strip()]
+    for a in args.arms:
+        if a not in ARMS:
+            raise SystemExit("unknown arm %r (a, b, c, d)" % a)
+    worlds = [int(w) for w in args.worlds.split(",")]
+    os.makedirs(args.out, exist_ok=True)
+    t0 = time.time()
+    cli, ex, py = setup_paths(args)
+    sys.path.insert(0, HERE)
+    import train_dit as td
+
+    import torch
+
+    buckets = None
+    if args.smoke:
+        buckets = os.path.join(args.workdir, "smoke-buckets.txt")
+        os.makedirs(args.workdir, exist_ok=True)
+        with open(buckets, "w") as f:
+            f.write(td.SMOKE_BUCKETS)
+    index, corpus = make_corpus(args, cli, td)
+    setup = {"corpus": {k: v for k, v in corpus.items() if k != "inspect"}, "args": vars(args),
+             "torch": torch.__version__, "cuda": torch.cuda.is_available(),
+             "device_name": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
+             "plan_help_has_paper_option": None}
+    help_text = subprocess.run([cli, "plan", "--help"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               universal_newlines=True).stdout
+    setup["plan_policies"] = [w for w in ("adaptive", "equal-token") if w in help_text]
+    skipped = {}
+    if "b" in args.arms and not args.paper_plan_args:
+        skipped["paper"] = ("the planner has no option for adaptive batch sizes without per-step balancing "
+                            "(plan --help: policies adaptive and equal-token only; --window balances inside "
+                            "steps too); pass --paper-plan-args when it has one")
+        log("arm b skipped: " + skipped["paper"])
+    setup["skipped_arms"] = skipped
+    with open(os.path.join(args.out, "setup.json"), "w") as f:
+        json.dump(setup, f, indent=1, default=str)
+
+    if args.two_gpu:
+        res = two_gpu(args, cli, ex, index, buckets)
+        res["skipped_arms"] = skipped
+        with open(os.path.join(args.out, "two_gpu.json"), "w") as f:
+            json.dump(res, f, indent=1)
+        log("done in %.1f s: %s" % (time.time() - t0, os.path.join(args.out, "two_gpu.json")))
+        return 0
+
+    import replay as R
+
+    arms = [a for a in args.arms if not (a == "b" and not args.paper_plan_args)]
+    summary = {"rows": [], "skipped_arms": skipped, "plans": {}}
+    cost = None
+    results_by_w = {}
+    for wi, W in enumerate(worlds):
+        results = []
+        base = None
+        for arm in arms:
+            if arm == "d" and cost is None:
+                trace = os.path.join(args.out, "trace-c-w%d.jsonl" % worlds[0])
+                if not os.path.exists(trace):
+                    raise SystemExit("arm d needs arm c's trace (run c before d)")
+                cost = os.path.join(args.out, "refit.alcost")
+                summary["refit"] = refit(args, cli, trace, cost)
+            paths, infos = plan_arm(args, cli, index, arm, W, buckets, cost)
+            summary["plans"]["%s-w%d" % (ARMS[arm][0], W)] = [
+                {k: i.get(k) for k in ("steps", "step_tokens", "step_tokens_mean", "micro_per_step", "mem_tokens",
+                                       "imbalance_cv", "bubble", "predicted_tokens_per_s", "cost_model", "rejected")}
+                for i in infos]
+            trace = os.path.join(args.out, "trace-c-w%d.jsonl" % W) if arm == "c" else None
+            res = replay_arm(args, arm, W, index, paths, args.steps, trace=trace)
+            results.append(res)
+            if arm == "a":
+                base = res
+            row = headline(res, base)
+            row.update({"W": W, "arm": ARMS[arm][0]})
+            summary["rows"].append(row)
+        results_by_w[W] = results
+        R.write_svg(os.path.join(args.out, "steps-w%d.svg" % W), results,
+                    title="per-rank compute time per step, W = %d (replay on one device)" % W)
+        if wi == 0 and "c" in arms and args.adaln_steps > 0:
+            paths, _ = plan_arm(args, cli, index, "c", W, buckets, need_steps=args.warmup_steps + args.adaln_steps)
+            summary["adaln"] = adaln_share(args, index, paths, W)
+            with open(os.path.join(args.out, "adaln.json"), "w") as f:
+                json.dump(summary["adaln"], f, indent=1)
+    summary["wall_s"] = round(time.time() - t0, 1)
+    with open(os.path.join(args.out, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=1)
+    print_table(summary["rows"])
+    if "adaln" in summary:
+        log("fused AdaLN: %s" % json.dumps(summary["adaln"]))
+    ok = all(r.get("steps", 0) > 0 for rs in results_by_w.values() for r in rs) and all(
+        r.get("loss_finite") for rs in results_by_w.values() for r in rs)
+    log("done in %.1f s: %s (%s)" % (time.time() - t0, os.path.join(args.out, "summary.json"), "OK" if ok else "FAILED"))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
