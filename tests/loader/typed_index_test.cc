@@ -503,4 +503,4 @@ TEST(TypedIndex, DeterministicAcrossThreads) {
   al_index_free(b);
 }
 
-}  // namespace
+} // namespace
