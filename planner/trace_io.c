@@ -41,7 +41,7 @@ static int parse_line(const char *line, size_t len, trace_row *row, int *warmup,
   int bad = 0;
   *warmup = 0;
   if (!o || !json_is_object(o)) {
-    snprintf(why, cap, "not a JSON object%s%s", o ? "" : ": ", o ? "" : err.text);
+    snprintf(why, cap, "not a JSON object%s%.100s", o ? "" : ": ", o ? "" : err.text);
     json_decref(o);
     return -1;
   }
