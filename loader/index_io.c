@@ -395,6 +395,11 @@ int al_index_load(al_index **out, const char *path) {
   pbio_reader *r;
   int rc = pbio_reader_open(&r, path, AL_KIND_INDEX);
   if (rc) return rc;
+  /* LZ4 and protobuf-c run on a second thread, beside the copying into the index. */
+  if ((rc = pbio_reader_read_ahead(r))) {
+    pbio_reader_close(r);
+    return rc;
+  }
   loader L;
   memset(&L, 0, sizeof L);
   L.path = path;
