@@ -20,6 +20,14 @@ shape [B, dim] (or use --model-kwargs for extra JSON keyword arguments).
 
     python3 examples/shape_bench.py -o bench.csv
     adaptiveload fit --bench bench.csv -o cost.alcost --mem-capacity 150e9
+
+--dit benchmarks examples/dit_model.py's PackedDiT instead (what examples/train_dit.py
+trains): one step of B samples of S tokens is train_dit.py's packed micro-batch, i.e.
+the rectified-flow loss forward + backward with per-sample text cross-attention (--text-len
+tokens of --text-dim each), the fused AdaLN (unless --no-fused-adaln) and the attention of
+--attn, under bf16 autocast; --depth is its block count:
+
+    python3 examples/shape_bench.py --dit --depth 2 -o dit_bench.csv
 """
 
 import argparse
@@ -124,6 +132,62 @@ def time_shape(model, batch, seq, dim, dtype, warmup, iters, device):
     return statistics.median(times), peak
 
 
+def _token_grid(seq):
+    """A (t, h, w) token grid with t * h * w == seq for the DiT's RoPE (h, w as square as
+    the factors allow, t the rest)."""
+    best = (seq, 1, 1)
+    for t in range(1, seq + 1):
+        if seq % t:
+            continue
+        rest = seq // t
+        h = int(math.isqrt(rest))
+        while rest % h:
+            h -= 1
+        if rest // h <= 4 * h:  # first (smallest) t with a near-square frame
+            return (t, h, rest // h)
+        best = (t, h, rest // h)
+    return best
+
+
+def time_dit_shape(td, model, batch, seq, args, device):
+    """Median ms of train_dit.py's forward + backward for B samples of S tokens, and the
+    peak bytes allocated."""
+    cfg = model.cfg
+    grid = _token_grid(seq)
+    cu = torch.arange(0, (batch + 1) * seq, seq, dtype=torch.int32, device=device)
+    cu_text = torch.arange(0, (batch + 1) * args.text_len, args.text_len, dtype=torch.int32, device=device)
+    p = td.Prepared()
+    p.x0 = torch.randn(batch * seq, cfg.patch_dim, device=device)
+    p.cu, p.grids, p.n, p.S = cu, [grid] * batch, batch, seq
+    p.text = torch.randn(batch * args.text_len, cfg.text_dim, device=device)
+    p.cu_text, p.text_lengths = cu_text, [args.text_len] * batch
+    p.seg = torch.arange(batch, device=device).repeat_interleave(seq)
+    p.keep = torch.ones(batch * seq, dtype=torch.bool, device=device)
+    p.step_tokens = batch * seq
+    gen = torch.Generator(device=device).manual_seed(0)
+    autocast = td.autocast_for(device)
+
+    def once():
+        loss, _ = td.flow_loss(model, p, 1, gen, "logit-normal", autocast)
+        loss.backward()
+
+    cuda = device.type == "cuda"
+    for _ in range(args.warmup):
+        once()
+    if cuda:
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+    timer = td.MicroTimer(device)
+    times = []
+    for _ in range(args.iters):
+        start = timer.start()
+        once()
+        times.append(timer.ms(timer.stop(start)))
+    peak = torch.cuda.max_memory_allocated(device) if cuda else None
+    model.zero_grad(set_to_none=True)
+    return statistics.median(times), peak
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("-o", "--out", required=True, help="CSV to write")
@@ -140,19 +204,40 @@ def main(argv=None):
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--device", default="cuda:0")
+    ap.add_argument("--dit", action="store_true", help="benchmark examples/dit_model.py's PackedDiT (see above)")
+    ap.add_argument("--text-len", type=int, default=128, help="--dit: text tokens per sample")
+    ap.add_argument("--text-dim", type=int, default=4096, help="--dit: text embedding width")
+    ap.add_argument("--attn", default="auto", help="--dit: attention (auto, varlen, flex, sdpa, math)")
+    ap.add_argument("--no-fused-adaln", action="store_true", help="--dit: PyTorch AdaLN instead of the fused one")
     args = ap.parse_args(argv)
 
     if torch is None:
         raise SystemExit("shape_bench.py needs PyTorch")
-    if not torch.cuda.is_available():
-        raise SystemExit("shape_bench.py needs a CUDA GPU")
     device = torch.device(args.device)
+    if device.type == "cpu" and not args.dit:
+        raise SystemExit("shape_bench.py needs a CUDA GPU (--dit also runs on the CPU, for checking)")
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("shape_bench.py needs a CUDA GPU")
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[args.dtype]
-    if args.model:
+    td = None
+    if args.dit:
+        import os
+
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import train_dit as td  # noqa: E402  (examples/train_dit.py: the model, its loss and inputs)
+
+        cfg = td.dit_model.DiTConfig(hidden=args.dim, heads=args.heads, ffn=args.ffn, blocks=args.depth,
+                                     text_dim=args.text_dim)
+        if device.type == "cuda":
+            torch.cuda.set_device(device)
+        model = td.build_model(cfg, device, args.attn, False if args.no_fused_adaln else None,
+                               log=lambda m: print(m, file=sys.stderr)).train()
+    elif args.model:
         model = load_model(args.model, args.dim, json.loads(args.model_kwargs))
     else:
         model = DiTStack(args.dim, args.heads, args.ffn, args.depth)
-    model = model.to(device=device, dtype=dtype).train()
+    if not args.dit:
+        model = model.to(device=device, dtype=dtype).train()
 
     rows = []
     skipped = []
@@ -165,8 +250,11 @@ def main(argv=None):
                 skipped.append((batch, seq, "larger than an earlier out-of-memory batch"))
                 continue
             try:
-                ms, peak = time_shape(model, batch, seq, args.dim, dtype, args.warmup, args.iters, device)
-            except torch.cuda.OutOfMemoryError:
+                if td is not None:
+                    ms, peak = time_dit_shape(td, model, batch, seq, args, device)
+                else:
+                    ms, peak = time_shape(model, batch, seq, args.dim, dtype, args.warmup, args.iters, device)
+            except getattr(torch.cuda, "OutOfMemoryError", MemoryError):
                 oom_at = batch
                 skipped.append((batch, seq, "out of memory"))
                 model.zero_grad(set_to_none=True)
@@ -176,17 +264,18 @@ def main(argv=None):
                 skipped.append((batch, seq, "non-finite time"))
                 continue
             rows.append((batch, seq, ms, peak))
-            print("B=%-4d S=%-6d %10.3f ms  %8.2f GB" % (batch, seq, ms, peak / 1e9), file=sys.stderr)
+            print("B=%-4d S=%-6d %10.3f ms  %8.2f GB" % (batch, seq, ms, (peak or 0) / 1e9), file=sys.stderr)
 
     with open(args.out, "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["B", "S", "step_ms", "peak_mem_bytes"])
+        mem = all(r[3] is not None for r in rows)
+        w.writerow(["B", "S", "step_ms"] + (["peak_mem_bytes"] if mem else []))
         for batch, seq, ms, peak in rows:
-            w.writerow([batch, seq, "%.6f" % ms, peak])
+            w.writerow([batch, seq, "%.6f" % ms] + ([peak] if mem else []))
     for batch, seq, why in skipped:
         print("skipped B=%d S=%d: %s" % (batch, seq, why), file=sys.stderr)
-    print("wrote %d rows to %s (%s, %s)" % (len(rows), args.out, torch.cuda.get_device_name(device), args.dtype),
-          file=sys.stderr)
+    print("wrote %d rows to %s (%s, %s)" % (len(rows), args.out, torch.cuda.get_device_name(device)
+                                            if device.type == "cuda" else "cpu", args.dtype), file=sys.stderr)
     return 0
 
 

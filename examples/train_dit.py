@@ -236,7 +236,8 @@ class Prepared:
     (False on padding samples), n (samples), S (tokens of one sample: the bucket's) and the
     batch's step fields."""
 
-    __slots__ = ("x0", "cu", "grids", "text", "cu_text", "keep", "n", "S", "tokens", "real_tokens", "step", "micro",
+    __slots__ = ("x0", "cu", "grids", "text", "cu_text", "text_lengths", "seg", "keep", "n", "S", "tokens",
+                 "real_tokens", "step", "micro",
                  "n_micro", "last_in_step", "bucket", "step_tokens", "step_samples")
 
 
@@ -248,11 +249,18 @@ def _key_text(key, text_dim, device, lengths=(8, 40)):
     return torch.randn(n, text_dim, generator=g).to(device)
 
 
+def _to_device(t, device):
+    """A host tensor on ``device``: pinned and copied without blocking on CUDA."""
+    if device.type == "cuda":
+        return t.pin_memory().to(device, non_blocking=True)
+    return t
+
+
 def _cu(lengths, device):
     c = [0]
     for n in lengths:
         c.append(c[-1] + int(n))
-    return torch.tensor(c, dtype=torch.int32, device=device)
+    return _to_device(torch.tensor(c, dtype=torch.int32), device)
 
 
 def prepare(batch, ds, cfg, device, typed, text_member=TEXT_MEMBER, latent_member=LATENT_MEMBER):
@@ -274,10 +282,9 @@ def prepare(batch, ds, cfg, device, typed, text_member=TEXT_MEMBER, latent_membe
         if text_member:
             texts = batch.tensors(text_member)
             text = torch.cat(texts).to(device, non_blocking=True).float()
-            cu_text = _cu([t.shape[0] for t in texts], device)
         else:
             texts = [_key_text(k, cfg.text_dim, device) for k in batch.keys]
-            text, cu_text = torch.cat(texts), _cu([t.shape[0] for t in texts], device)
+            text = torch.cat(texts)
     else:
         bw, bh, bf = (int(v) for v in ds.bucket_shape(batch.bucket)[:3])
         xs = []
@@ -288,7 +295,9 @@ def prepare(batch, ds, cfg, device, typed, text_member=TEXT_MEMBER, latent_membe
         g = ((1 + (bf - 1) // 4) // pt, (bh // 8) // ph, (bw // 8) // pw)
         grids = [g] * n
         texts = [_key_text(k, cfg.text_dim, device) for k in batch.keys]
-        text, cu_text = torch.cat(texts), _cu([t.shape[0] for t in texts], device)
+        text = torch.cat(texts)
+    p.text_lengths = [int(t.shape[0]) for t in texts]
+    cu_text = _cu(p.text_lengths, device)
     if text.shape[1] != cfg.text_dim:
         raise SystemExit("text embeddings are %d-d, the model takes %d (--text-dim)" % (text.shape[1], cfg.text_dim))
     lengths = [a * b * c for a, b, c in grids]
@@ -298,8 +307,9 @@ def prepare(batch, ds, cfg, device, typed, text_member=TEXT_MEMBER, latent_membe
     p.x0, p.grids, p.text, p.cu_text = x0, grids, text, cu_text
     p.cu = batch.cu_seqlens.to(device=device, dtype=torch.int32)
     pad = batch.padded.tolist()
-    p.keep = torch.repeat_interleave(torch.tensor([not b for b in pad], device=device),
-                                     torch.tensor(lengths, device=device))
+    seg = torch.repeat_interleave(torch.arange(n), torch.tensor(lengths, dtype=torch.long))
+    p.seg = _to_device(seg, device)  # sample of each token (built on the host: no device sync)
+    p.keep = _to_device(torch.tensor([not b for b in pad], dtype=torch.bool)[seg], device)
     p.S = max(lengths) if lengths else 0
     p.tokens = sum(lengths)
     p.real_tokens = sum(n_ for n_, b in zip(lengths, pad) if not b)
@@ -321,11 +331,10 @@ def flow_loss(model, p, world, gen, t_sampling="logit-normal", autocast=None):
     dev = p.x0.device
     t = sample_t(p.n, gen, dev, t_sampling)
     noise = torch.randn(p.x0.shape, generator=gen, device=dev)
-    lengths = (p.cu[1:] - p.cu[:-1]).long()
-    tt = torch.repeat_interleave(t, lengths)[:, None]
+    tt = t[p.seg][:, None]
     xt = (1 - tt) * p.x0 + tt * noise
     with autocast if autocast is not None else contextlib.nullcontext():
-        pred = model(xt, p.cu, p.grids, t, p.text, p.cu_text)
+        pred = model(xt, p.cu, p.grids, t, p.text, p.cu_text, p.text_lengths)
     per_token = (pred.float() - (noise - p.x0)).pow(2).mean(1)
     total = (per_token * p.keep).sum()
     return total * (float(world) / max(1, p.step_tokens)), total.detach()
@@ -560,7 +569,7 @@ def main(argv=None):
         stop = timer.stop(start)
         peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
         pending.append((prep, stop, peak))
-        step_loss += float(loss.detach()) / world  # the rank's share of the step's mean loss
+        step_loss = step_loss + loss.detach() / world  # the rank's share (a tensor: no sync here)
         step_tokens_here += prep.real_tokens
         if not batch.last_in_step:
             continue
@@ -585,7 +594,7 @@ def main(argv=None):
                     rec["warmup"] = True
                 trace.write(json.dumps(rec) + "\n")
         pending = []
-        g = torch.tensor([step_loss], dtype=torch.float64, device=device)
+        g = torch.as_tensor(step_loss, device=device).double().reshape(1)
         if env.initialized:
             torch.distributed.all_reduce(g)
         gl = float(g)

@@ -269,7 +269,7 @@ def replay(args, log=print):
                     loss.backward()
                     tok = timer.stop(st)
                     peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
-                    step_loss += float(loss.detach())
+                    step_loss = step_loss + loss.detach()  # a tensor: no device sync per micro-batch
                     pending.append((r, p, tok, peak))
                     if b.last_in_step:
                         break
@@ -285,6 +285,7 @@ def replay(args, log=print):
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
             warm = done < args.warmup_steps
+            step_loss = float(step_loss)
             per_rank = [0.0] * W
             tok_rank = [0] * W
             s2_rank = [0] * W
@@ -308,8 +309,6 @@ def replay(args, log=print):
                         rec["warmup"] = True
                     trace.write(json.dumps(rec) + "\n")
             done += 1
-            if math.isfinite(step_loss):
-                pass
             if not warm:
                 steps.append({"epoch": mi, "step": step_no, "rank_ms": [round(x, 3) for x in per_rank],
                               "rank_tokens": tok_rank, "rank_sum_s2": s2_rank,

@@ -128,7 +128,34 @@ def plan_args(args, buckets):
     return a
 
 
-def plan_arm(args, cli, index, arm, W, buckets, cost=None, need_steps=None):
+def bench_cost(args, cli, ex, index):
+    """examples/shape_bench.py --dit on this device over --bench-batches x --bench-seqs (B*S <=
+    --mem-tokens), then `adaptiveload fit --bench`: the cost model of this model for arms a-c.
+    Returns (cost path, facts)."""
+    csv = os.path.join(args.out, "shape_bench.csv")
+    cost = os.path.join(args.out, "bench.alcost")
+    cmd = [sys.executable, os.path.join(ex, "shape_bench.py"), "--dit", "-o", csv, "--depth", args.blocks,
+           "--attn", args.attn, "--text-dim", args.text_dim, "--text-len", args.bench_text_len,
+           "--batches", args.bench_batches, "--seqs", args.bench_seqs, "--max-tokens", args.mem_tokens,
+           "--warmup", 2, "--iters", args.bench_iters]
+    if args.smoke:
+        cmd += ["--dim", 64, "--heads", 2, "--ffn", 128, "--device", "cpu"]
+    else:
+        cmd += ["--dim", args.hidden, "--heads", args.heads, "--ffn", args.ffn]
+    log("== shape benchmark of the DiT (%s x %s)" % (args.bench_batches, args.bench_seqs))
+    t = time.time()
+    r = subprocess.run([str(c) for c in cmd], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       universal_newlines=True)
+    with open(os.path.join(args.out, "shape_bench.log"), "w") as f:
+        f.write(r.stdout)
+    if r.returncode:
+        raise SystemExit("shape_bench.py failed:\n" + r.stdout[-3000:])
+    fit = fit_cost(args, cli, ["--bench", csv], cost, index)
+    log("   %.1f s; fit: %s" % (time.time() - t, json.dumps(fit.get("fit", fit))[:300]))
+    return cost, {"csv": csv, "fit": fit, "seconds": round(time.time() - t, 1)}
+
+
+def plan_arm(args, cli, index, arm, W, buckets, cost=None, need_steps=None, base_cost=None):
     """Manifests (epochs 0, 1, ...) of one arm for W ranks, enough for need_steps steps;
     returns (paths, summaries)."""
     extra = []
@@ -138,6 +165,8 @@ def plan_arm(args, cli, index, arm, W, buckets, cost=None, need_steps=None):
         extra = args.paper_plan_args.split()
     elif arm == "d":
         extra = ["--cost", cost]
+    if arm != "d" and base_cost:
+        extra += ["--cost", base_cost]
     paths, infos, total = [], [], 0
     need = need_steps if need_steps is not None else args.warmup_steps + args.steps
     for epoch in range(args.max_epochs):
@@ -196,10 +225,41 @@ def _free_cuda():
         pass
 
 
-def refit(args, cli, trace, out_cost):
-    """`adaptiveload fit --trace` of (c)'s trace; returns the fit's JSON."""
-    out = run([cli, "fit", "--trace", trace, "-o", out_cost, "--json", "--min-tokens", args.fit_min_tokens])
-    fit = json.loads(out.strip().splitlines()[-1])
+def fit_cost(args, cli, source, out_cost, index):
+    """`adaptiveload fit SOURCE... -o out_cost` (family auto). The planner refuses a model whose
+    per-sample cost does not grow with S (a noisy fit can give a negative S^2 term): then the
+    other family is fitted instead, and the JSON says so ("family_fallback")."""
+    fit = json.loads(run([cli, "fit"] + source + ["-o", out_cost, "--json", "--min-tokens",
+                                                  args.fit_min_tokens]).strip().splitlines()[-1])
+    probe = os.path.join(args.workdir, "probe.alm")
+    r = subprocess.run([cli, "plan", "--index", index, "--world", "1", "--cost", out_cost, "-o", probe] + (
+        ["--buckets", args.buckets_file] if args.buckets_file else []),
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+    if r.returncode and "does not grow" not in r.stderr:
+        raise SystemExit("plan with %s failed:\n%s" % (out_cost, r.stderr.strip()[-2000:]))
+    if r.returncode:
+        family = (fit.get("fit") or {}).get("family")
+        other = "power" if family == "poly2" else "poly2"
+        log("fit: the %s fit is refused by plan (%s); fitting %s instead" % (family, r.stderr.strip()[-200:], other))
+        fit = json.loads(run([cli, "fit"] + source + ["-o", out_cost, "--json", "--min-tokens", args.fit_min_tokens,
+                                                      "--model", other]).strip().splitlines()[-1])
+        fit["family_fallback"] = {"refused": family, "why": r.stderr.strip()[-300:]}
+    return fit
+
+
+def refit(args, cli, trace, out_cost, index):
+    """`adaptiveload fit --trace` of (c)'s trace; returns the fit's JSON. When the trace holds
+    too few distinct (B, S) shapes for a fit alone and a shape benchmark ran, the trace is
+    fitted together with it (`fit --bench CSV --trace TRACE`; the JSON's "source" says which)."""
+    csv = os.path.join(args.out, "shape_bench.csv")
+    r = subprocess.run([cli, "fit", "--trace", trace, "--json", "--min-tokens", str(args.fit_min_tokens)],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+    source = ["--trace", trace]
+    if r.returncode and "distinct (B, S) shapes" in r.stderr and os.path.exists(csv):
+        log("refit: %s; fitting the trace with the shape benchmark" % r.stderr.strip()[-160:])
+        source = ["--bench", csv, "--trace", trace]
+    fit = fit_cost(args, cli, source, out_cost, index)
+    fit["source"] = " ".join(source)
     log("refit from %s: %s" % (trace, json.dumps(fit.get("fit", fit))[:400]))
     return fit
 
@@ -211,6 +271,8 @@ def headline(res, base=None):
     """The summary row of one replay."""
     row = {k: res.get(k) for k in HEADLINE}
     row["steps"] = res.get("steps")
+    per = res.get("per_step") or []
+    row["tokens_per_step"] = round(sum(s["real_tokens"] for s in per) / len(per), 1) if per else None
     row["peak_mem_bytes"] = res.get("memory", {}).get("peak_mem_bytes")
     row["plan_mem_tokens"] = res.get("memory", {}).get("plan_mem_tokens")
     row["max_micro_tokens"] = res.get("memory", {}).get("max_micro_tokens")
@@ -227,7 +289,7 @@ def headline(res, base=None):
 
 
 def print_table(rows):
-    cols = ["W", "arm", "tokens_per_s", "vs_equal_token", "step_time_cv", "compute_imbalance_cv", "bubble",
+    cols = ["W", "arm", "tokens_per_s", "vs_equal_token", "tokens_per_step", "step_time_cv", "compute_imbalance_cv", "bubble",
             "pred_median_rel_err", "pred_max_rel_err", "pearson_tokens", "pearson_sum_s2", "peak_mem_bytes"]
     log(" | ".join(cols))
     for r in rows:
@@ -338,7 +400,7 @@ def real_summary(recs):
             "step_ms": wall, "loss_curve": [by[(s, 0)]["loss"] for s in steps if (s, 0) in by]}
 
 
-def two_gpu(args, cli, ex, index, buckets):
+def two_gpu(args, cli, ex, index, buckets, base_cost=None):
     """Every arm trained for real on 2 GPUs and replayed at W = 2; returns two_gpu.json's dict."""
     arms = [a for a in args.arms if a != "b" or args.paper_plan_args]
     out = {"arms": {}, "note": "real: torchrun, 2 processes, DDP, wall time between optimizer steps on rank 0; "
@@ -348,8 +410,8 @@ def two_gpu(args, cli, ex, index, buckets):
         if arm == "d":
             trace = os.path.join(args.out, "trace-c-w2.jsonl")
             cost = os.path.join(args.workdir, "refit-w2.alcost")
-            out["refit"] = refit(args, cli, trace, cost)
-        paths, infos = plan_arm(args, cli, index, arm, 2, buckets, cost)
+            out["refit"] = refit(args, cli, trace, cost, index)
+        paths, infos = plan_arm(args, cli, index, arm, 2, buckets, cost, base_cost=base_cost)
         steps = min(args.steps, infos[0]["steps"] - args.warmup_steps)
         if steps < 1:
             raise SystemExit("epoch 0 of arm %s has %d steps: too few for --warmup-steps %d" % (arm, infos[0]["steps"],
@@ -407,7 +469,14 @@ def main(argv=None):
     p.add_argument("--micro-per-step", type=int, default=1, help="K of every plan")
     p.add_argument("--step-tokens", type=int, default=0, help="T of every plan (0: W x K x M_mem)")
     p.add_argument("--max-epochs", type=int, default=50)
-    p.add_argument("--fit-min-tokens", type=int, default=4096, help="fit --trace --min-tokens for arm d")
+    p.add_argument("--fit-min-tokens", type=int, default=4096, help="fit --min-tokens (bench and trace fits)")
+    p.add_argument("--bench-cost", choices=["auto", "on", "off"], default="auto",
+                   help="cost model of arms a-c from a shape benchmark of this DiT on this device (auto: on with "
+                        "CUDA); off: the planner's embedded H200 model")
+    p.add_argument("--bench-batches", default="1,2,4,8,16,32")
+    p.add_argument("--bench-seqs", default="1024,2048,4096,8192,16384,32768")
+    p.add_argument("--bench-iters", type=int, default=3)
+    p.add_argument("--bench-text-len", type=int, default=72, help="text tokens per sample in the benchmark")
     # replay
     p.add_argument("--steps", type=int, default=40, help="measured steps per replay")
     p.add_argument("--warmup-steps", type=int, default=3)
@@ -438,6 +507,7 @@ def main(argv=None):
         args.mem_tokens = min(args.mem_tokens, 256)
         args.blocks = 1
         args.lr = 1e-3
+        args.bench_batches, args.bench_seqs, args.bench_text_len = "1,2,4", "8,18,27,48", 8
     args.arms = [a.strip() for a in args.arms.split(",") if a.strip()]
     for a in args.arms:
         if a not in ARMS:
@@ -451,12 +521,13 @@ def main(argv=None):
 
     import torch
 
-    buckets = None
+    buckets = args.buckets_file = None
     if args.smoke:
         buckets = os.path.join(args.workdir, "smoke-buckets.txt")
         os.makedirs(args.workdir, exist_ok=True)
         with open(buckets, "w") as f:
             f.write(td.SMOKE_BUCKETS)
+        args.buckets_file = buckets
     index, corpus = make_corpus(args, cli, td)
     setup = {"corpus": {k: v for k, v in corpus.items() if k != "inspect"}, "args": vars(args),
              "torch": torch.__version__, "cuda": torch.cuda.is_available(),
@@ -472,11 +543,15 @@ def main(argv=None):
                             "steps too); pass --paper-plan-args when it has one")
         log("arm b skipped: " + skipped["paper"])
     setup["skipped_arms"] = skipped
+    base_cost = None
+    if args.bench_cost == "on" or (args.bench_cost == "auto" and torch.cuda.is_available() and not args.cpu):
+        base_cost, setup["bench"] = bench_cost(args, cli, ex, index)
+    setup["cost_model_arms_a_c"] = base_cost or "the planner's embedded H200 model (plan without --cost)"
     with open(os.path.join(args.out, "setup.json"), "w") as f:
         json.dump(setup, f, indent=1, default=str)
 
     if args.two_gpu:
-        res = two_gpu(args, cli, ex, index, buckets)
+        res = two_gpu(args, cli, ex, index, buckets, base_cost)
         res["skipped_arms"] = skipped
         with open(os.path.join(args.out, "two_gpu.json"), "w") as f:
             json.dump(res, f, indent=1)
@@ -498,8 +573,8 @@ def main(argv=None):
                 if not os.path.exists(trace):
                     raise SystemExit("arm d needs arm c's trace (run c before d)")
                 cost = os.path.join(args.out, "refit.alcost")
-                summary["refit"] = refit(args, cli, trace, cost)
-            paths, infos = plan_arm(args, cli, index, arm, W, buckets, cost)
+                summary["refit"] = refit(args, cli, trace, cost, index)
+            paths, infos = plan_arm(args, cli, index, arm, W, buckets, cost, base_cost=base_cost)
             summary["plans"]["%s-w%d" % (ARMS[arm][0], W)] = [
                 {k: i.get(k) for k in ("steps", "step_tokens", "step_tokens_mean", "micro_per_step", "mem_tokens",
                                        "imbalance_cv", "bubble", "predicted_tokens_per_s", "cost_model", "rejected")}
@@ -516,7 +591,8 @@ def main(argv=None):
         R.write_svg(os.path.join(args.out, "steps-w%d.svg" % W), results,
                     title="per-rank compute time per step, W = %d (replay on one device)" % W)
         if wi == 0 and "c" in arms and args.adaln_steps > 0:
-            paths, _ = plan_arm(args, cli, index, "c", W, buckets, need_steps=args.warmup_steps + args.adaln_steps)
+            paths, _ = plan_arm(args, cli, index, "c", W, buckets, need_steps=args.warmup_steps + args.adaln_steps,
+                                base_cost=base_cost)
             summary["adaln"] = adaln_share(args, index, paths, W)
             with open(os.path.join(args.out, "adaln.json"), "w") as f:
                 json.dump(summary["adaln"], f, indent=1)
