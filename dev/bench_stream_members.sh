@@ -10,11 +10,13 @@
 #   baseline: stream --bench over the synth corpus (the default member, as before issue 15)
 #   members:  stream --bench --members latent.npy,t5.npy,txt over the typed corpus
 #   latent:   stream --bench --members latent.npy (the crop alone)
+#   old:      with BASE_BIN (a CLI built before issue 15), the baseline again with it
 # and prints each run's GB/s (packed payload bytes / wall time) and the medians.
 #
 # Environment (defaults): SAMPLES=1000 (typed corpus) SYNTH=1500 THREADS=2 RUNS=5
 # WORK=/tmp/al_bench_stream_members BIN= (a prebuilt CLI: skip the build) PY=/usr/bin/python3
 # BAZEL_BUILD_FLAGS= (extra build flags, e.g. --copt=-Wno-error=maybe-uninitialized)
+# BASE_BIN= (an older CLI for the "old" baseline, e.g. built from `git archive 2a5825c`)
 # KEEP=1 (keep corpora) REUSE=1 (use kept corpora). The box should be otherwise idle
 # (cat /proc/loadavg).
 set -euo pipefail
@@ -49,16 +51,18 @@ echo "corpora: typed $(du -sh "$WORK/typed" | cut -f1), synth $(du -sh "$WORK/sy
 
 gbs() { sed -n 's/.*"gb_per_s":\([0-9.]*\).*/\1/p'; }
 run() { # name args...
-  local name=$1
+  local name=$1 bin=$BIN
   shift
+  [ "$name" = old ] && bin=$BASE_BIN
   local out
-  out=$("$BIN" stream --rank 0 --threads "$THREADS" --prefetch 4 --bench --json "$@")
+  out=$("$bin" stream --rank 0 --threads "$THREADS" --prefetch 4 --bench --json "$@")
   echo "$name $out" >&2
   echo "$out" | gbs
 }
-base=() mem=() lat=()
+base=() mem=() lat=() old=()
 for r in $(seq "$RUNS"); do
   base+=("$(run baseline --index "$WORK/synth.alidx" --manifest "$WORK/synth.alm")")
+  [ -z "${BASE_BIN:-}" ] || old+=("$(run old --index "$WORK/synth.alidx" --manifest "$WORK/synth.alm")")
   mem+=("$(run members --index "$WORK/typed.alidx" --manifest "$WORK/typed.alm" --members latent.npy,t5.npy,txt)")
   lat+=("$(run latent --index "$WORK/typed.alidx" --manifest "$WORK/typed.alm" --members latent.npy)")
 done
@@ -66,5 +70,6 @@ median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? 
 echo "baseline (synth, one raw member)  GB/s: ${base[*]}  median $(median "${base[@]}")"
 echo "members (latent.npy,t5.npy,txt)   GB/s: ${mem[*]}  median $(median "${mem[@]}")"
 echo "latent.npy alone (crop)           GB/s: ${lat[*]}  median $(median "${lat[@]}")"
+[ -z "${BASE_BIN:-}" ] || echo "baseline, BASE_BIN ($BASE_BIN)  GB/s: ${old[*]}  median $(median "${old[@]}")"
 echo "loadavg after: $(cat /proc/loadavg)"
 [ "${KEEP:-0}" = 1 ] || rm -rf "$WORK"
