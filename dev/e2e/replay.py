@@ -208,9 +208,8 @@ def replay(args, log=print):
     import adaptiveload
 
     cli = td.find_cli(args.bin)
-    device = torch.device("cuda" if torch.cuda.is_available() and not args.cpu else "cpu")
-    if device.type == "cuda":
-        torch.cuda.set_device(device)
+    device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() and not args.cpu \
+        else torch.device("cpu")
     torch.manual_seed(args.seed)
     W = args.world
     cfg = td.model_config(args)
@@ -491,6 +490,8 @@ def build_parser():
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
+    for k, v in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"), ("NVSHMEM_DISABLE_NVLS", "1")):
+        os.environ.setdefault(k, v)  # NVLink multicast stays off on the shared GPU machines
     res = replay(args)
     if args.out:
         with open(args.out, "w") as f:

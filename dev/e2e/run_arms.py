@@ -457,7 +457,7 @@ def main(argv=None):
     p.add_argument("--cpu", action="store_true", help="stay on the CPU")
     # corpus
     p.add_argument("--profile", default="koala", choices=["koala", "smoke"], help="corpus shape mix")
-    p.add_argument("--samples", type=int, default=1200)
+    p.add_argument("--samples", type=int, default=1000)
     p.add_argument("--shards", type=int, default=8)
     p.add_argument("--text-dim", type=int, default=4096)
     # plans
@@ -497,7 +497,7 @@ def main(argv=None):
 
     if args.smoke:
         args.profile, args.text_dim, args.fit_min_tokens = "smoke", 32, 1
-        if args.samples == 1200:
+        if args.samples == 1000:
             args.samples = 160
         args.shards = min(args.shards, 2)
         if args.worlds == "8,16":
@@ -514,6 +514,8 @@ def main(argv=None):
             raise SystemExit("unknown arm %r (a, b, c, d)" % a)
     worlds = [int(w) for w in args.worlds.split(",")]
     os.makedirs(args.out, exist_ok=True)
+    for k, v in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"), ("NVSHMEM_DISABLE_NVLS", "1")):
+        os.environ[k] = v  # NVLink multicast stays off on the shared GPU machines (also for the children)
     t0 = time.time()
     cli, ex, py = setup_paths(args)
     sys.path.insert(0, HERE)

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The end-to-end experiment (issue 16) on a GPU machine without Bazel, in one device call, from the
+# repository root, with the install bundle carried in .devbuild/adaptiveload-dist.tar.gz:
+#
+#   here:   bazel build --config=opt //dist && mkdir -p .devbuild &&
+#           cp bazel-bin/dist/adaptiveload-dist.tar.gz .devbuild/        (.devbuild/ is git-ignored)
+#   device: dev/e2e/run_arms.sh [run_arms.py options]                      (carry [".devbuild"])
+#           one GPU: replays at W = 8 and 16; `dev/e2e/run_arms.sh --two-gpu` on nvidia-h200-x2.
+#
+# Unpacks the bundle to /tmp/adaptiveload, runs dev/e2e/run_arms.py --bundle /tmp/adaptiveload
+# --out /tmp/e2e-out "$@", and leaves in $OUT (at most 8 files come back): run.log, summary.json
+# (or two_gpu.json), steps-w8.svg, steps-w16.svg, adaln.json, setup.json and results.tar.gz
+# (every file of the run: per-arm JSON, traces, cost models, shape benchmark).
+set -u -o pipefail
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+REPO=$PWD
+OUT=${OUT:-/tmp/out}
+RES=/tmp/e2e-out
+mkdir -p "$OUT" "$RES"
+exec > >(tee -a "$OUT/run.log") 2>&1
+bundle=$REPO/.devbuild/adaptiveload-dist.tar.gz
+[ -f "$bundle" ] || { echo "no $bundle: build and copy it first (see the top of $0)"; exit 2; }
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>&1 | head -4
+python3 -c 'import torch; print("torch", torch.__version__, "GPUs", torch.cuda.device_count())'
+rm -rf /tmp/adaptiveload && tar -C /tmp -xzf "$bundle" || exit 2
+export PATH=/tmp/adaptiveload/bin:$PATH
+python3 "$REPO/dev/e2e/run_arms.py" --bundle /tmp/adaptiveload --out "$RES" "$@"
+rc=$?
+for f in summary.json two_gpu.json steps-w8.svg steps-w16.svg steps-w2.svg adaln.json setup.json; do
+  [ -f "$RES/$f" ] && cp "$RES/$f" "$OUT/"
+done
+tar -C "$RES" -czf "$OUT/results.tar.gz" .
+echo "run_arms.py exit status $rc; results in $OUT"
+exit $rc
