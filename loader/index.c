@@ -262,7 +262,7 @@ int index_add_member_type(al_index *idx, uint32_t m, const theader *h) {
   t.ndim = (uint8_t)h->ndim;
   for (uint32_t i = 0; i < h->ndim; i++) t.dims[i] = h->shape[i];
   t.data_offset = h->data_offset;
-  uint32_t id;
+  uint32_t id = 0;
   int rc = tshape_intern(idx, &t, &id);
   if (!rc)
     rc = grow_array((void **)&idx->typed, &idx->cap_typed, idx->n_typed + 1, sizeof *idx->typed,

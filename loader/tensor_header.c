@@ -434,7 +434,7 @@ static int st_parse(const uint8_t *b, size_t have, uint64_t member_size, const c
   size_t tensors = 0;
   uint64_t max_end = 0;
   theader h;
-  uint64_t begin, end;
+  uint64_t begin = 0, end = 0;
   json_object_foreach(root, key, val) {
     if (strcmp(key, "__metadata__") == 0) continue;
     memset(&h, 0, sizeof h);
