@@ -182,6 +182,27 @@ def plan_arm(args, cli, index, arm, W, buckets, cost=None, need_steps=None, base
     return paths, infos
 
 
+def replay_seconds(args):
+    """Seconds the next replay may take: --max-replay-seconds, less when the --budget-s left,
+    shared among the replays still to run, is smaller (a replay cut short says so)."""
+    left = args.budget_s - (time.time() - args.t0) if args.budget_s else float("inf")
+    share = left / max(1, args.replays_left)
+    args.replays_left = max(0, args.replays_left - 1)
+    return round(max(15.0, min(args.max_replay_seconds, share)), 1)
+
+
+def export(args, *names):
+    """Copies finished result files to --export (the device call's $OUT), so that a run cut
+    off by its time limit still leaves what it had finished."""
+    if not args.export:
+        return
+    os.makedirs(args.export, exist_ok=True)
+    for n in names:
+        src = os.path.join(args.out, n)
+        if os.path.exists(src):
+            shutil.copyfile(src, os.path.join(args.export, n))
+
+
 def replay_arm(args, arm, W, index, manifests, steps, trace=None, fused=True, tag=None):
     """Runs dev/e2e/replay.py in this process; returns its result dict (also written to
     OUT/TAG.json)."""
@@ -192,7 +213,7 @@ def replay_arm(args, arm, W, index, manifests, steps, trace=None, fused=True, ta
             "--arm", ARMS[arm][0], "--blocks", args.blocks, "--attn", args.attn, "--text-dim", args.text_dim,
             "--seed", args.seed, "--lr", args.lr, "--parallel", args.parallel, "--link-gbps", args.link_gbps,
             "--inter-node-gbps", args.inter_node_gbps, "--gpus-per-node", args.gpus_per_node,
-            "--max-seconds", args.max_replay_seconds, "--bin", os.environ["ADAPTIVELOAD_BIN"],
+            "--max-seconds", replay_seconds(args), "--bin", os.environ["ADAPTIVELOAD_BIN"],
             "--examples", os.environ["AL_EXAMPLES"]]
     for m in manifests:
         argv += ["--manifest", m]
@@ -482,6 +503,10 @@ def main(argv=None):
     p.add_argument("--warmup-steps", type=int, default=3)
     p.add_argument("--adaln-steps", type=int, default=10, help="steps of the fused/unfused AdaLN pair (0: skip)")
     p.add_argument("--max-replay-seconds", type=float, default=150, help="cut one replay short after this (reported)")
+    p.add_argument("--budget-s", type=float, default=540,
+                   help="wall-clock budget of the whole call: replays are cut short (reported) to end inside it; 0: none")
+    p.add_argument("--export", help="copy summary.json, setup.json, adaln.json, two_gpu.json and the SVGs here as "
+                                    "they are written (dev/e2e/run_arms.sh: $OUT)")
     p.add_argument("--blocks", type=int, default=2)
     p.add_argument("--hidden", type=int, default=1536)
     p.add_argument("--heads", type=int, default=12)
@@ -516,7 +541,8 @@ def main(argv=None):
     os.makedirs(args.out, exist_ok=True)
     for k, v in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"), ("NVSHMEM_DISABLE_NVLS", "1")):
         os.environ[k] = v  # NVLink multicast stays off on the shared GPU machines (also for the children)
-    t0 = time.time()
+    t0 = args.t0 = time.time()
+    args.replays_left = 0
     cli, ex, py = setup_paths(args)
     sys.path.insert(0, HERE)
     import train_dit as td
@@ -551,12 +577,15 @@ def main(argv=None):
     setup["cost_model_arms_a_c"] = base_cost or "the planner's embedded H200 model (plan without --cost)"
     with open(os.path.join(args.out, "setup.json"), "w") as f:
         json.dump(setup, f, indent=1, default=str)
+    export(args, "setup.json")
 
     if args.two_gpu:
+        args.replays_left = len([a for a in args.arms if a != "b" or args.paper_plan_args])
         res = two_gpu(args, cli, ex, index, buckets, base_cost)
         res["skipped_arms"] = skipped
         with open(os.path.join(args.out, "two_gpu.json"), "w") as f:
             json.dump(res, f, indent=1)
+        export(args, "two_gpu.json")
         log("done in %.1f s: %s" % (time.time() - t0, os.path.join(args.out, "two_gpu.json")))
         return 0
 
@@ -566,6 +595,15 @@ def main(argv=None):
     summary = {"rows": [], "skipped_arms": skipped, "plans": {}}
     cost = None
     results_by_w = {}
+    do_adaln = "c" in arms and args.adaln_steps > 0
+    args.replays_left = len(worlds) * len(arms) + (2 if do_adaln else 0)
+
+    def save_summary():
+        summary["wall_s"] = round(time.time() - t0, 1)
+        with open(os.path.join(args.out, "summary.json"), "w") as f:
+            json.dump(summary, f, indent=1)
+        export(args, "summary.json")
+
     for wi, W in enumerate(worlds):
         results = []
         base = None
@@ -589,18 +627,20 @@ def main(argv=None):
             row = headline(res, base)
             row.update({"W": W, "arm": ARMS[arm][0]})
             summary["rows"].append(row)
+            save_summary()
         results_by_w[W] = results
         R.write_svg(os.path.join(args.out, "steps-w%d.svg" % W), results,
                     title="per-rank compute time per step, W = %d (replay on one device)" % W)
-        if wi == 0 and "c" in arms and args.adaln_steps > 0:
-            paths, _ = plan_arm(args, cli, index, "c", W, buckets, need_steps=args.warmup_steps + args.adaln_steps,
-                                base_cost=base_cost)
-            summary["adaln"] = adaln_share(args, index, paths, W)
-            with open(os.path.join(args.out, "adaln.json"), "w") as f:
-                json.dump(summary["adaln"], f, indent=1)
-    summary["wall_s"] = round(time.time() - t0, 1)
-    with open(os.path.join(args.out, "summary.json"), "w") as f:
-        json.dump(summary, f, indent=1)
+        export(args, "steps-w%d.svg" % W)
+    if do_adaln:  # last: the lowest priority of the call's budget
+        W = worlds[0]
+        paths, _ = plan_arm(args, cli, index, "c", W, buckets, need_steps=args.warmup_steps + args.adaln_steps,
+                            base_cost=base_cost)
+        summary["adaln"] = adaln_share(args, index, paths, W)
+        with open(os.path.join(args.out, "adaln.json"), "w") as f:
+            json.dump(summary["adaln"], f, indent=1)
+        export(args, "adaln.json")
+    save_summary()
     print_table(summary["rows"])
     if "adaln" in summary:
         log("fused AdaLN: %s" % json.dumps(summary["adaln"]))

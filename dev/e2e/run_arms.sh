@@ -8,9 +8,10 @@
 #           one GPU: replays at W = 8 and 16; `dev/e2e/run_arms.sh --two-gpu` on nvidia-h200-x2.
 #
 # Unpacks the bundle to /tmp/adaptiveload, runs dev/e2e/run_arms.py --bundle /tmp/adaptiveload
-# --out /tmp/e2e-out "$@", and leaves in $OUT (at most 8 files come back): run.log, summary.json
-# (or two_gpu.json), steps-w8.svg, steps-w16.svg, adaln.json, setup.json and results.tar.gz
-# (every file of the run: per-arm JSON, traces, cost models, shape benchmark).
+# --out /tmp/e2e-out --export $OUT "$@", and leaves in $OUT (at most 8 files come back): run.log,
+# summary.json (or two_gpu.json), steps-w8.svg, steps-w16.svg (or steps-w2.svg), adaln.json,
+# setup.json and results.tar.gz (every file of the run but the manifests: per-arm JSON, traces,
+# cost models, the shape benchmark). run_arms.py keeps the call inside --budget-s (540 s).
 set -u -o pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 REPO=$PWD
@@ -24,11 +25,10 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>&1 | head
 python3 -c 'import torch; print("torch", torch.__version__, "GPUs", torch.cuda.device_count())'
 rm -rf /tmp/adaptiveload && tar -C /tmp -xzf "$bundle" || exit 2
 export PATH=/tmp/adaptiveload/bin:$PATH
-python3 "$REPO/dev/e2e/run_arms.py" --bundle /tmp/adaptiveload --out "$RES" "$@"
+# --export: summary.json, setup.json, adaln.json / two_gpu.json and the SVGs land in $OUT as they
+# are written, so a call cut off at its limit still returns what had finished.
+python3 "$REPO/dev/e2e/run_arms.py" --bundle /tmp/adaptiveload --out "$RES" --export "$OUT" "$@"
 rc=$?
-for f in summary.json two_gpu.json steps-w8.svg steps-w16.svg steps-w2.svg adaln.json setup.json; do
-  [ -f "$RES/$f" ] && cp "$RES/$f" "$OUT/"
-done
-tar -C "$RES" -czf "$OUT/results.tar.gz" .
+tar -C "$RES" -czf "$OUT/results.tar.gz" --exclude='*.alm' .
 echo "run_arms.py exit status $rc; results in $OUT"
 exit $rc
