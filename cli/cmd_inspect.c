@@ -20,7 +20,9 @@ static void usage(FILE *out) {
           "       adaptiveload inspect INDEX [--json] [--top N]\n\n"
           "An index file (adaptiveload index) is summarised: shards, samples, rejected\n"
           "entries by reason, the N most common shapes (width x height x frames), a token\n"
-          "histogram (Wan 2.1 geometry), members by extension with counts, bytes, dtypes and\n"
+          "histogram (Wan 2.1 geometry), the N most used buckets of the default table (at\n"
+          "the default mem-tokens; latent grids crop only) and the samples no bucket takes,\n"
+          "members by extension with counts, bytes, dtypes and\n"
           "shapes (dimensions that vary are named: latent.npy float16 [16, T, H, W]) and the\n"
           "warnings; --json prints it as one object.\n\n"
           "Without flags: a text summary (config, counts, balance, predicted time) and the\n"
@@ -101,6 +103,18 @@ static int ix_count_desc(const void *x, const void *y) {
   return strcmp(a->text, b->text);
 }
 
+typedef struct ix_bucket_count {
+  uint64_t n;
+  size_t id;
+} ix_bucket_count;
+
+/* Buckets by count (descending), then id. */
+static int ix_bucket_desc(const void *x, const void *y) {
+  const ix_bucket_count *a = x, *b = y;
+  if (a->n != b->n) return a->n < b->n ? 1 : -1;
+  return a->id < b->id ? -1 : a->id > b->id;
+}
+
 /* Members grouped by extension, dtype and rank. */
 typedef struct ix_group {
   const char *ext;   /* points into the index */
@@ -140,12 +154,18 @@ typedef struct ix_summary {
   uint64_t tok_total;
   ix_group *groups;
   size_t n_groups;
+  size_t top_n; /* --top */
   uint64_t latent_samples;
+  /* Buckets under the default table, geometry and mem-tokens (latent grids crop only). */
+  al_bucket_table *table;
+  uint64_t *bucket_n; /* per bucket */
+  uint64_t bucket_rej[AL_REJECT_COUNT];
 } ix_summary;
 
 static int ix_collect(ix_summary *S, const al_index *idx, size_t top) {
   memset(S, 0, sizeof *S);
   S->idx = idx;
+  S->top_n = top;
   size_t ns = al_index_sample_count(idx);
   for (size_t i = 0; i < al_index_shard_count(idx); i++) {
     al_shard_info sh;
@@ -164,6 +184,9 @@ static int ix_collect(ix_summary *S, const al_index *idx, size_t top) {
   S->shapes = malloc((ns ? ns : 1) * sizeof *S->shapes);
   if (!S->shapes) return -1;
   al_latent_geom geom = al_latent_geom_resolve(NULL);
+  if (al_bucket_table_default(&S->table)) return -1;
+  S->bucket_n = calloc(al_bucket_table_count(S->table), sizeof *S->bucket_n);
+  if (!S->bucket_n) return -1;
   for (size_t i = 0; i < ns; i++) {
     al_sample_info si;
     if (al_index_sample(idx, i, &si)) return -1;
@@ -174,8 +197,16 @@ static int ix_collect(ix_summary *S, const al_index *idx, size_t top) {
     while (k < 39 && t >> (k + 1)) k++;
     S->tok_hist[k]++;
     S->tok_total += t;
-    uint32_t gt, gh, gw;
-    if (al_index_latent_grid(idx, i, &gt, &gh, &gw, NULL) == AL_OK) S->latent_samples++;
+    al_latent_grid grid;
+    int has_grid = al_index_latent_grid(idx, i, &grid.t, &grid.h, &grid.w, NULL) == AL_OK;
+    S->latent_samples += (uint64_t)has_grid;
+    uint32_t b = 0;
+    al_reject_reason why = AL_REJECT_NONE;
+    if (al_bucket_assign_grid(S->table, &geom, AL_PLAN_DEFAULT_MEM_TOKENS, si.width, si.height,
+                              si.frames, has_grid ? &grid : NULL, &b, &why) == AL_OK)
+      S->bucket_n[b]++;
+    else if ((unsigned)why < AL_REJECT_COUNT)
+      S->bucket_rej[why]++;
     for (uint32_t m = 0; m < si.n_members; m++) {
       al_member_info mi;
       al_member_type mt;
@@ -238,6 +269,8 @@ static void ix_free(ix_summary *S) {
   free(S->top);
   free(S->shapes);
   free(S->groups);
+  free(S->bucket_n);
+  al_bucket_table_free(S->table);
 }
 
 /* "[16, T, H, W]" and, for the varying dimensions, " (T 1..21, H 30..90)". */
@@ -290,6 +323,26 @@ static void ix_print_text(FILE *out, const ix_summary *S, const char *path) {
     if (!S->tok_hist[k]) continue;
     fprintf(out, "  %10llu  [%llu, %llu)\n", (unsigned long long)S->tok_hist[k],
             k ? 1ull << k : 0ull, 1ull << (k + 1));
+  }
+  fprintf(out, "buckets (default table, mem-tokens %u; latent grids crop only), most used:\n",
+          AL_PLAN_DEFAULT_MEM_TOKENS);
+  {
+    size_t nb = al_bucket_table_count(S->table), used = 0;
+    ix_bucket_count *order = calloc(nb ? nb : 1, sizeof *order);
+    for (size_t b = 0; order && b < nb; b++)
+      if (S->bucket_n[b]) order[used].n = S->bucket_n[b], order[used++].id = b;
+    if (order) qsort(order, used, sizeof *order, ix_bucket_desc);
+    for (size_t i = 0; order && i < used && i < S->top_n; i++) {
+      al_bucket_shape sh;
+      al_bucket_table_get(S->table, order[i].id, &sh);
+      fprintf(out, "  %10llu  %ux%u x %u (%s)\n", (unsigned long long)order[i].n, sh.width,
+              sh.height, sh.frames, sh.aspect);
+    }
+    free(order);
+    for (int r = 1; r < AL_REJECT_COUNT; r++)
+      if (S->bucket_rej[r])
+        fprintf(out, "  %10llu  no bucket: %s\n", (unsigned long long)S->bucket_rej[r],
+                al_reject_reason_name((al_reject_reason)r));
   }
   fprintf(out, "members:\n");
   for (size_t i = 0; i < S->n_groups; i++) {
@@ -352,7 +405,27 @@ static void ix_print_json(FILE *out, const ix_summary *S, const char *path) {
             k ? 1ull << k : 0ull, 1ull << (k + 1), (unsigned long long)S->tok_hist[k]);
     first = 0;
   }
-  fprintf(out, "], \"members\": [");
+  fprintf(out, "], \"buckets\": [");
+  size_t nb = al_bucket_table_count(S->table);
+  first = 1;
+  for (size_t b = 0; b < nb; b++) {
+    if (!S->bucket_n[b]) continue;
+    al_bucket_shape sh;
+    al_bucket_table_get(S->table, b, &sh);
+    fprintf(out, "%s{\"width\": %u, \"height\": %u, \"frames\": %u, \"count\": %llu}",
+            first ? "" : ", ", sh.width, sh.height, sh.frames, (unsigned long long)S->bucket_n[b]);
+    first = 0;
+  }
+  fprintf(out, "], \"bucket_rejected\": {");
+  first = 1;
+  for (int r = 1; r < AL_REJECT_COUNT; r++) {
+    if (!S->bucket_rej[r]) continue;
+    fprintf(out, "%s", first ? "" : ", ");
+    jsonw_string(out, al_reject_reason_name((al_reject_reason)r));
+    fprintf(out, ": %llu", (unsigned long long)S->bucket_rej[r]);
+    first = 0;
+  }
+  fprintf(out, "}, \"members\": [");
   for (size_t i = 0; i < S->n_groups; i++) {
     const ix_group *g = &S->groups[i];
     fprintf(out, "%s{\"ext\": ", i ? ", " : "");

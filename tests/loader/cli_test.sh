@@ -111,6 +111,7 @@ check "inspect INDEX exit 0" test $? = 0
 check "inspect INDEX: typed members" grep -q "latent.npy *float16 \[16, T, H, W\] x 3" "$T/insp"
 check "inspect INDEX: varying t5 length" grep -q "t5.npy *float32 \[d0, 16\] x 3" "$T/insp"
 check "inspect INDEX: shapes" grep -q "832x480 x 81" "$T/insp"
+check "inspect INDEX: buckets" grep -q "1 *416x240 x 17 (16:9)" "$T/insp"
 out=$("$BIN" inspect "$T/lat.alidx" --json)
 check "inspect INDEX --json" python3 -c '
 import json, sys
@@ -119,6 +120,7 @@ assert d["kind"] == "index" and d["samples"] == 4 and d["rejected"] == 1 and d["
 m = {x["ext"]: x for x in d["members"]}
 assert m["latent.npy"]["dtype"] == "float16" and m["latent.npy"]["max_shape"] == [16, 21, 60, 104], m
 assert d["warning_list"][0]["key"] == "v", d
+assert {"width": 832, "height": 480, "frames": 81, "count": 1} in d["buckets"], d["buckets"]
 ' "$out"
 "$BIN" inspect "$T/lat.alidx" --svg "$T/x.svg" 2>/dev/null
 check "inspect INDEX --svg: exit 2" test $? = 2
