@@ -371,7 +371,7 @@ class Modulate:
         if self._adaln is not None:
             return self._adaln(x, scale, shift, eps=self.eps, cu_seqlens=seq.cu_q)
         h = F.layer_norm(x, (x.shape[-1],), eps=self.eps)
-        return h * (1 + seq.per_token(scale).to(h.dtype)) + seq.per_token(shift).to(h.dtype)
+        return seq.modulate(h, scale, shift)
 
 
 class Block(nn.Module):
@@ -402,7 +402,7 @@ class Block(nn.Module):
         q = apply_rope(self.norm_q(q).view(n_rows, self.heads, hd), pk.cos, pk.sin)
         k = apply_rope(self.norm_k(k).view(n_rows, self.heads, hd), pk.cos, pk.sin)
         a = pk.attention(q, k, v.reshape(n_rows, self.heads, hd), pk.self_seq)
-        x = x + pk.self_seq.per_token(gate1).to(x.dtype) * self.proj(a.reshape(n_rows, d)).to(x.dtype)
+        x = x + pk.self_seq.scale(self.proj(a.reshape(n_rows, d)).to(x.dtype), gate1)
         # cross-attention: each sample's tokens over its own text tokens
         cq = self.cnorm_q(self.cq(self.norm_x(x))).view(n_rows, self.heads, hd)
         ck, cv = self.ckv(ctx).chunk(2, -1)
@@ -410,7 +410,7 @@ class Block(nn.Module):
         c = pk.attention(cq, ck, cv.reshape(ctx.shape[0], self.heads, hd), pk.cross_seq)
         x = x + self.cproj(c.reshape(n_rows, d)).to(x.dtype)
         h = pk.modulate(x, scale2, shift2, pk.self_seq)
-        return x + pk.self_seq.per_token(gate2).to(x.dtype) * self.ffn(h).to(x.dtype)
+        return x + pk.self_seq.scale(self.ffn(h).to(x.dtype), gate2)
 
 
 class _TokenSeq(SeqInfo):
@@ -421,6 +421,25 @@ class _TokenSeq(SeqInfo):
         if len(set(self.lq)) == 1:
             return v.repeat_interleave(self.lq[0], dim=0)
         return v[self.doc_q]
+
+    def _uniform(self):
+        return len(self.lq) > 0 and len(set(self.lq)) == 1
+
+    def scale(self, x, v):
+        """x (rows, d) times sample s's row v[s] on s's tokens; x's dtype. Samples of one length
+        (one bucket) broadcast through a (n, S, d) view, as an eager DiT does."""
+        v = v.to(x.dtype)
+        if self._uniform():
+            return (x.view(len(self.lq), self.lq[0], -1) * v[:, None, :]).view(x.shape)
+        return x * self.per_token(v)
+
+    def modulate(self, h, scale, shift):
+        """h * (1 + scale[s]) + shift[s] per sample s; h's dtype."""
+        scale, shift = scale.to(h.dtype), shift.to(h.dtype)
+        if self._uniform():
+            n, S = len(self.lq), self.lq[0]
+            return torch.addcmul(shift[:, None, :], h.view(n, S, -1), 1 + scale[:, None, :]).view(h.shape)
+        return h * (1 + self.per_token(scale)) + self.per_token(shift)
 
 
 class Packing:

@@ -443,11 +443,20 @@ def wrap_distributed(model, env, fsdp, log=print):
 
         log("parallel: FSDP2 fully_shard per block over %d ranks" % env.world_size)
         return model, sync
-    from torch.distributed.fsdp import FullyShardedDataParallel
-    from torch.distributed.fsdp.wrap import ModuleWrapPolicy
+    import functools
 
+    from torch.distributed.fsdp import FullyShardedDataParallel
+
+    try:
+        from torch.distributed.fsdp.wrap import ModuleWrapPolicy  # torch >= 2.0
+
+        policy = ModuleWrapPolicy({dit_model.Block})
+    except ImportError:
+        from torch.distributed.fsdp.wrap import transformer_auto_wrap_policy
+
+        policy = functools.partial(transformer_auto_wrap_policy, transformer_layer_cls={dit_model.Block})
     kw = {"device_id": env.device} if env.device.type == "cuda" else {}
-    f = FullyShardedDataParallel(model, auto_wrap_policy=ModuleWrapPolicy({dit_model.Block}), **kw)
+    f = FullyShardedDataParallel(model, auto_wrap_policy=policy, **kw)
     log("parallel: FSDP1 (FullyShardedDataParallel per block) over %d ranks" % env.world_size)
     return f, lambda last: adaptiveload.grad_sync(f, last)
 
