@@ -152,7 +152,12 @@ def bench_cost(args, cli, ex, index):
         raise SystemExit("shape_bench.py failed:\n" + r.stdout[-3000:])
     fit = fit_cost(args, cli, ["--bench", csv], cost, index)
     log("   %.1f s; fit: %s" % (time.time() - t, json.dumps(fit.get("fit", fit))[:300]))
-    return cost, {"csv": csv, "fit": fit, "seconds": round(time.time() - t, 1)}
+    facts = {"csv": csv, "fit": fit, "seconds": round(time.time() - t, 1)}
+    mem = fit.get("memory") or {}
+    if "m0_bytes" in mem and "m1_bytes_per_token" in mem:
+        # the benchmark's memory fit at M_mem: the peak the plan's token cap stands for
+        facts["predicted_peak_at_mem_tokens"] = int(mem["m0_bytes"] + mem["m1_bytes_per_token"] * args.mem_tokens)
+    return cost, facts
 
 
 def plan_arm(args, cli, index, arm, W, buckets, cost=None, need_steps=None, base_cost=None):
@@ -228,6 +233,7 @@ def replay_arm(args, arm, W, index, manifests, steps, trace=None, fused=True, ta
     ns = R.build_parser().parse_args([str(a) for a in argv])
     log("== replay %s (%s), W = %d, %d steps%s" % (tag, ARMS[arm][1], W, steps, "" if fused else ", unfused AdaLN"))
     res = R.replay(ns, log=log)
+    res["bench_predicted_peak_at_mem_tokens"] = getattr(args, "bench_peak", None)
     res["arm_key"] = arm
     res["arm_description"] = ARMS[arm][1]
     with open(os.path.join(args.out, tag + ".json"), "w") as f:
@@ -246,12 +252,17 @@ def _free_cuda():
         pass
 
 
+def _fit_json(out):
+    """The fit's JSON object among the lines `adaptiveload fit --json` prints."""
+    objs = [json.loads(line) for line in out.splitlines() if line.strip().startswith("{")]
+    return next((o for o in objs if "fit" in o), objs[-1] if objs else {})
+
+
 def fit_cost(args, cli, source, out_cost, index):
     """`adaptiveload fit SOURCE... -o out_cost` (family auto). The planner refuses a model whose
     per-sample cost does not grow with S (a noisy fit can give a negative S^2 term): then the
     other family is fitted instead, and the JSON says so ("family_fallback")."""
-    fit = json.loads(run([cli, "fit"] + source + ["-o", out_cost, "--json", "--min-tokens",
-                                                  args.fit_min_tokens]).strip().splitlines()[-1])
+    fit = _fit_json(run([cli, "fit"] + source + ["-o", out_cost, "--json", "--min-tokens", args.fit_min_tokens]))
     probe = os.path.join(args.workdir, "probe.alm")
     r = subprocess.run([cli, "plan", "--index", index, "--world", "1", "--cost", out_cost, "-o", probe] + (
         ["--buckets", args.buckets_file] if args.buckets_file else []),
@@ -262,8 +273,8 @@ def fit_cost(args, cli, source, out_cost, index):
         family = (fit.get("fit") or {}).get("family")
         other = "power" if family == "poly2" else "poly2"
         log("fit: the %s fit is refused by plan (%s); fitting %s instead" % (family, r.stderr.strip()[-200:], other))
-        fit = json.loads(run([cli, "fit"] + source + ["-o", out_cost, "--json", "--min-tokens", args.fit_min_tokens,
-                                                      "--model", other]).strip().splitlines()[-1])
+        fit = _fit_json(run([cli, "fit"] + source + ["-o", out_cost, "--json", "--min-tokens", args.fit_min_tokens,
+                                                     "--model", other]))
         fit["family_fallback"] = {"refused": family, "why": r.stderr.strip()[-300:]}
     return fit
 
@@ -297,6 +308,7 @@ def headline(res, base=None):
     row["peak_mem_bytes"] = res.get("memory", {}).get("peak_mem_bytes")
     row["plan_mem_tokens"] = res.get("memory", {}).get("plan_mem_tokens")
     row["max_micro_tokens"] = res.get("memory", {}).get("max_micro_tokens")
+    row["bench_predicted_peak_bytes"] = res.get("bench_predicted_peak_at_mem_tokens")
     pv = res.get("pred_vs_measured") or {}
     row["pred_median_rel_err"] = pv.get("median_rel_err")
     row["pred_max_rel_err"] = pv.get("max_rel_err")
@@ -574,6 +586,7 @@ def main(argv=None):
     base_cost = None
     if args.bench_cost == "on" or (args.bench_cost == "auto" and torch.cuda.is_available() and not args.cpu):
         base_cost, setup["bench"] = bench_cost(args, cli, ex, index)
+        args.bench_peak = setup["bench"].get("predicted_peak_at_mem_tokens")
     setup["cost_model_arms_a_c"] = base_cost or "the planner's embedded H200 model (plan without --cost)"
     with open(os.path.join(args.out, "setup.json"), "w") as f:
         json.dump(setup, f, indent=1, default=str)
