@@ -11,7 +11,9 @@
 #   members:  stream --bench --members latent.npy,t5.npy,txt over the typed corpus
 #   latent:   stream --bench --members latent.npy (the crop alone)
 #   old:      with BASE_BIN (a CLI built before issue 15), the baseline again with it
-# and prints each run's GB/s (packed payload bytes / wall time) and the medians.
+# and prints each run's GB/s (packed payload bytes / wall time) and the medians, and the
+# bytes per CPU-second (user + system time of the process, /usr/bin/time), which a busy box
+# disturbs less than the wall time.
 #
 # Environment (defaults): SAMPLES=1000 (typed corpus) SYNTH=1500 THREADS=2 RUNS=5
 # WORK=/tmp/al_bench_stream_members BIN= (a prebuilt CLI: skip the build) PY=/usr/bin/python3
@@ -54,10 +56,13 @@ run() { # name args...
   local name=$1 bin=$BIN
   shift
   [ "$name" = old ] && bin=$BASE_BIN
-  local out
-  out=$("$bin" stream --rank 0 --threads "$THREADS" --prefetch 4 --bench --json "$@")
-  echo "$name $out" >&2
-  echo "$out" | gbs
+  local out cpu bytes
+  out=$(/usr/bin/time -f "%U %S" -o "$WORK/cpu" "$bin" stream --rank 0 --threads "$THREADS" --prefetch 4 \
+    --bench --json "$@")
+  cpu=$(awk '{print $1 + $2}' "$WORK/cpu")
+  bytes=$(echo "$out" | sed -n 's/.*"bytes":\([0-9]*\).*/\1/p')
+  echo "$name $out cpu_s $cpu" >&2
+  echo "$(echo "$out" | gbs)/$(awk -v b="$bytes" -v c="$cpu" 'BEGIN {printf "%.2f", (c > 0 ? b / c / 1e9 : 0)}')"
 }
 base=() mem=() lat=() old=()
 for r in $(seq "$RUNS"); do
@@ -67,9 +72,19 @@ for r in $(seq "$RUNS"); do
   lat+=("$(run latent --index "$WORK/typed.alidx" --manifest "$WORK/typed.alm" --members latent.npy)")
 done
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
-echo "baseline (synth, one raw member)  GB/s: ${base[*]}  median $(median "${base[@]}")"
-echo "members (latent.npy,t5.npy,txt)   GB/s: ${mem[*]}  median $(median "${mem[@]}")"
-echo "latent.npy alone (crop)           GB/s: ${lat[*]}  median $(median "${lat[@]}")"
-[ -z "${BASE_BIN:-}" ] || echo "baseline, BASE_BIN ($BASE_BIN)  GB/s: ${old[*]}  median $(median "${old[@]}")"
+report() { # label, then the runs as WALL/CPU pairs
+  local label=$1 w=() c=()
+  shift
+  for x in "$@"; do
+    w+=("${x%/*}")
+    c+=("${x#*/}")
+  done
+  echo "$label  GB/s: ${w[*]}  median $(median "${w[@]}")  | GB per CPU-s: ${c[*]}  median $(median "${c[@]}")"
+}
+echo "runs: wall GB/s, then packed GB per CPU-second of the process"
+report "baseline (synth, one raw member)" "${base[@]}"
+report "members (latent.npy,t5.npy,txt) " "${mem[@]}"
+report "latent.npy alone (crop)         " "${lat[@]}"
+[ -z "${BASE_BIN:-}" ] || report "baseline, BASE_BIN $BASE_BIN" "${old[@]}"
 echo "loadavg after: $(cat /proc/loadavg)"
 [ "${KEEP:-0}" = 1 ] || rm -rf "$WORK"
