@@ -60,6 +60,19 @@ struct MSample {
   bool has_t5 = true;
 };
 
+// The .safetensors bytes of one tensor named "latent": 8-byte header length, JSON, data.
+std::string Safetensors(const std::string &dtype, const std::vector<uint64_t> &shape,
+                        const Bytes &data) {
+  std::string h = "{\"__metadata__\":{\"format\":\"pt\"},\"latent\":{\"dtype\":\"" + dtype +
+                  "\",\"shape\":[";
+  for (size_t i = 0; i < shape.size(); i++) h += (i ? "," : "") + std::to_string(shape[i]);
+  h += "],\"data_offsets\":[0," + std::to_string(data.size()) + "]}}";
+  h.append((8 - h.size() % 8) % 8, ' ');
+  std::string out(8, '\0');
+  for (int i = 0; i < 8; i++) out[i] = (char)((uint64_t)h.size() >> (8 * i));
+  return out + h + std::string(data.begin(), data.end());
+}
+
 // The reference crop: channels whole, frames [0, tb), centred rows and columns.
 Bytes Crop(const MSample &s, uint32_t tb, uint32_t hb, uint32_t wb) {
   const size_t isz = 2;
@@ -89,8 +102,10 @@ struct MEnv {
     al_index_free(idx);
   }
 
-  // n samples over 3 shards; `no_t5` drops KEY.t5.npy of that sample (SIZE_MAX: none).
-  void Make(const std::string &tag, uint32_t world, size_t n, size_t no_t5 = SIZE_MAX) {
+  // n samples over 3 shards; `no_t5` drops KEY.t5.npy of that sample (SIZE_MAX: none);
+  // `safetensors`: latents as KEY.latent.safetensors (BF16) instead of .npy (float16).
+  void Make(const std::string &tag, uint32_t world, size_t n, size_t no_t5 = SIZE_MAX,
+            bool safetensors = false) {
     std::vector<altest::Members> members(3);
     for (size_t i = 0; i < n; i++) {
       MSample s;
@@ -118,7 +133,9 @@ struct MEnv {
                                          ",\"height\":" + std::to_string(s.h) +
                                          ",\"frames\":" + std::to_string(s.f) + "}"});
       std::string npy = Npy("<f2", s.lat, s.lat_data);
-      if (s.lat_lz4) {
+      if (safetensors) {
+        ms.push_back({s.key + ".latent.safetensors", Safetensors("BF16", s.lat, s.lat_data)});
+      } else if (s.lat_lz4) {
         Bytes z = altest::Lz4Frame(Bytes(npy.begin(), npy.end()), true);
         ms.push_back({s.key + ".latent.npy.lz4", std::string(z.begin(), z.end())});
       } else {
@@ -322,6 +339,39 @@ TEST(StreamMembers, EverySampleOnceAcrossRanksCroppedByteForByte) {
   for (const MSample &smp : e.samples) EXPECT_EQ(seen.count(smp.key), 1u) << smp.key;
   EXPECT_GT(cropped_smaller, e.samples.size() / 2) << "the fixture must exercise the crop";
   for (auto &kv : planned) EXPECT_EQ(step_tokens[kv.first], kv.second) << "step " << kv.first;
+}
+
+TEST(StreamMembers, SafetensorsBf16LatentsAreCroppedToo) {
+  MEnv e;
+  ASSERT_NO_FATAL_FAILURE(e.Make("st", 1, 18, SIZE_MAX, true));
+  const char *const members[] = {"latent.safetensors", "txt"};
+  al_stream_options o{};
+  o.members = members;
+  o.n_members = 2;
+  al_stream *s = nullptr;
+  ASSERT_EQ(al_stream_open(&s, e.idx, e.m, 0, &o), AL_OK) << al_last_error();
+  const al_stream_batch *b;
+  int st;
+  size_t samples = 0;
+  while ((st = al_stream_next(s, &b)) == AL_OK) {
+    const al_stream_member &lat = b->members[0];
+    EXPECT_STREQ(lat.dtype, "bfloat16");
+    EXPECT_EQ(lat.cropped, 1);
+    for (size_t i = 0; i < b->n; i++) {
+      const MSample &smp = e.samples[e.by_key[b->keys[i]]];
+      Bytes want = Crop(smp, b->grid[0], b->grid[1], b->grid[2]);
+      ASSERT_EQ(lat.sizes[i], want.size()) << smp.key;
+      EXPECT_EQ(0, memcmp((const char *)b->data + lat.offsets[i], want.data(), want.size()))
+          << smp.key;
+      EXPECT_EQ((uint64_t)(b->cu_seqlens[i + 1] - b->cu_seqlens[i]),
+                (uint64_t)b->grid[0] * (b->grid[1] / 2) * (b->grid[2] / 2));
+      samples += !b->padded[i];
+    }
+    al_stream_release(s, b);
+  }
+  EXPECT_EQ(st, AL_EOF) << al_last_error();
+  EXPECT_EQ(samples, 18u);
+  al_stream_close(s);
 }
 
 TEST(StreamMembers, MissingMemberNamesWhatTheSampleHas) {
