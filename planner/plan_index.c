@@ -17,22 +17,26 @@ int al_plan_build_index(al_plan **out, const al_index *idx, const al_cost_model 
   *out = NULL;
   size_t n = al_index_sample_count(idx);
   uint32_t *shape = malloc((n ? n : 1) * 3 * sizeof *shape);
-  al_latent_grid *grid = calloc(n ? n : 1, sizeof *grid);
-  int rc = shape && grid ? AL_OK
-                         : al_set_error(AL_ENOMEM, "plan: out of memory for %zu samples", n);
+  al_latent_grid *grid = NULL; /* allocated at the first typed latent: none for most corpora */
+  int rc = shape ? AL_OK : al_set_error(AL_ENOMEM, "plan: out of memory for %zu samples", n);
   size_t latents = 0;
   for (size_t i = 0; i < n && !rc; i++) {
     al_sample_info si;
     rc = al_index_sample(idx, i, &si);
     shape[i] = si.width, shape[n + i] = si.height, shape[2 * n + i] = si.frames;
     /* Typed latents (issue 15): the grid is the truth, buckets crop only. */
-    int g = al_index_latent_grid(idx, i, &grid[i].t, &grid[i].h, &grid[i].w, NULL);
-    if (g == AL_OK)
+    al_latent_grid g1;
+    int g = al_index_latent_grid(idx, i, &g1.t, &g1.h, &g1.w, NULL);
+    if (g == AL_OK) {
+      if (!grid && !(grid = calloc(n, sizeof *grid))) {
+        rc = al_set_error(AL_ENOMEM, "plan: out of memory for %zu latent grids", n);
+        break;
+      }
+      grid[i] = g1;
       latents++;
-    else if (g == AL_ENOTFOUND)
-      memset(&grid[i], 0, sizeof grid[i]);
-    else if (!rc)
+    } else if (g != AL_ENOTFOUND && !rc) {
       rc = g;
+    }
   }
   if (!rc) {
     al_plan_input in = {n, shape, shape + n, shape + 2 * n, al_index_fingerprint(idx)};
