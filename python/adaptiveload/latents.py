@@ -14,7 +14,17 @@ def latent_tokens(payload, shape, bucket, channels=16, vae_stride_t=4, vae_strid
                   dtype=torch.bfloat16):
     """payload: uint8 tensor of one sample (``batch.sample(i)``); shape: (width, height,
     frames) of the sample; bucket: (width, height, frames, ...) of its bucket.
-    Returns a (tokens, channels * prod(patch)) tensor of ``dtype`` (a copy)."""
+    Returns a (tokens, channels * prod(patch)) tensor of ``dtype`` (a copy).
+
+    A typed latent (a (C, T, H, W) or (C, H, W) tensor, e.g. ``batch.tensors("latent.npy")[i]``,
+    already cropped by the stream) is cropped to the bucket's grid (a no-op when it has it) and
+    patchified as it is; ``shape``, ``channels`` and ``dtype`` are then not used.
+    ``batch.packed()`` does this for a whole batch."""
+    if payload.dim() in (3, 4):
+        from . import members
+
+        grid = members.latent_grid(*bucket[:3], vae_stride_t=vae_stride_t, vae_stride_s=vae_stride_s)
+        return members.patchify(members.crop_latent(payload, grid), patch).contiguous()
     w, h, f = (int(v) for v in shape)
     bw, bh, bf = (int(v) for v in bucket[:3])
     t, hh, ww = 1 + (f - 1) // vae_stride_t, h // vae_stride_s, w // vae_stride_s

@@ -531,6 +531,10 @@ class MembersTest(unittest.TestCase):
                 x = b.packed()
                 self.assertEqual(tuple(x.shape), (b.tokens, 4 * 4))
                 self.assertEqual(x.dtype, torch.float16)
+                if b.keys:  # latent_tokens on a typed latent: the same rows as packed()
+                    bucket = ds.bucket_shape(b.bucket)
+                    t0 = adaptiveload.latent_tokens(lats[0], None, bucket)
+                    self.assertTrue(torch.equal(t0.view(torch.int16), x[:int(b.cu_seqlens[1])].view(torch.int16)))
             self.assertEqual(n, len(s))
         self.assertEqual(sorted(seen), sorted(C.lat), "every sample exactly once over both ranks")
 
