@@ -85,7 +85,7 @@ assert len(st) == 3 and all(math.isfinite(s["loss"]) for s in st), st
 PY
 
 echo "== train_dit.py --smoke, 2 processes (gloo DDP)"
-port=$((20000 + RANDOM % 20000))
+port=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 for r in 0 1; do
   RANK=$r LOCAL_RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
     "$PY" "$here/examples/train_dit.py" --smoke --steps 2 --workdir "$T/w" >"$T/ddp$r.log" 2>&1 &
