@@ -117,4 +117,7 @@ assert s["refit"]["fit"]["family"] in ("power", "poly2"), s["refit"]
 svg = open(os.path.join(out, "steps-w2.svg")).read()
 assert svg.startswith("<svg") and svg.count("<polyline") == 9, svg[:200]
 PY
+"$PY" "$here/dev/e2e/report.py" "$T/out/summary.json" --setup "$T/out/setup.json" >"$T/report.md" ||
+  fail "report.py"
+grep -q "^| 2 | ours | " "$T/report.md" || fail "report: $(cat "$T/report.md")"
 echo "dit_smoke_test: OK"
