@@ -41,13 +41,14 @@ def main(argv=None):
         print("Device %s, torch %s; corpus %s samples (%s), %.2f GB of members; cost model of arms a-c: %s.\n"
               % (st.get("device_name"), st.get("torch"), c.get("samples"), c.get("profile"),
                  (c.get("payload_bytes") or 0) / 1e9, st.get("cost_model_arms_a_c")))
-    print("| W | arm | tokens/s | vs equal-token | tokens/step | step-time CV | imbalance CV | bubble | "
+    print("| W | arm | tokens/s | vs equal-token | tokens/step (vs e.-t.) | step-time CV | imbalance CV | bubble | "
           "pred. err median / max | R tokens | R B·S² | peak mem (bench pred. at M_mem) | last loss |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in s.get("rows", []):
         print("| %s | %s | %s | %s | %s | %s | %s | %s | %s / %s | %s | %s | %s (%s) | %s |" % (
             r.get("W"), r.get("arm"), _num(r.get("tokens_per_s"), "%.0f"),
-            _num(r.get("vs_equal_token"), "%.3fx"), _num(r.get("tokens_per_step"), "%.0f"),
+            _num(r.get("vs_equal_token"), "%.3fx"),
+            "%s (%s)" % (_num(r.get("tokens_per_step"), "%.0f"), _num(r.get("tokens_per_step_vs_equal_token"), "%.2fx")),
             _pct(r.get("step_time_cv")), _pct(r.get("compute_imbalance_cv")), _pct(r.get("bubble")),
             _pct(r.get("pred_median_rel_err")), _pct(r.get("pred_max_rel_err")), _num(r.get("pearson_tokens"), "%.2f"),
             _num(r.get("pearson_sum_s2"), "%.2f"), _gb(r.get("peak_mem_bytes")), _gb(r.get("bench_predicted_peak_bytes")),

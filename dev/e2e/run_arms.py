@@ -318,6 +318,11 @@ def headline(res, base=None):
     row["truncated"] = res.get("truncated")
     if base and base.get("tokens_per_s") and res.get("tokens_per_s"):
         row["vs_equal_token"] = round(res["tokens_per_s"] / base["tokens_per_s"], 4)
+    bper = (base or {}).get("per_step") or []
+    if bper and per:
+        # the same global batch? measured tokens per step against equal-token's
+        row["tokens_per_step_vs_equal_token"] = round(row["tokens_per_step"] / (
+            sum(x["real_tokens"] for x in bper) / len(bper)), 4)
     return row
 
 
