@@ -335,6 +335,20 @@ def print_table(rows):
                        for c in cols))
 
 
+def fit_steps(args, pace, t0, worlds_left, n_arms, adaln_world):
+    """Measured steps per replay for the next world size: --steps, or fewer when the time left
+    in --budget-s, at the measured pace (seconds per micro-batch), cannot hold that many for
+    every replay still to run (the AdaLN pair's share reserved); at least 5. Every arm of one W
+    gets the same number, so arms stay comparable."""
+    if not pace or not args.budget_s:
+        return args.steps
+    left = args.budget_s - (time.time() - t0) - 30.0  # 30 s: plans, fits, writing results
+    if adaln_world:
+        left -= 2 * (args.adaln_steps + args.warmup_steps) * adaln_world * pace
+    per_step = pace * n_arms * sum(worlds_left)  # one step of every remaining replay
+    return max(5, min(args.steps, int(left / per_step) - args.warmup_steps))
+
+
 def adaln_share(args, index, manifests, W):
     """(c) at W for --adaln-steps steps with and without the fused AdaLN: the kernel's share."""
     import torch
@@ -622,9 +636,22 @@ def main(argv=None):
             json.dump(summary, f, indent=1)
         export(args, "summary.json")
 
+    done_replays = []  # (wall seconds, micro-batches run) of each replay: the measured pace
+    summary["steps_by_world"] = {}
+
+    def pace():
+        """Seconds per micro-batch so far (replay wall time, data and bookkeeping included)."""
+        n = sum(m for _, m in done_replays)
+        return sum(w for w, _ in done_replays) / n if n else None
+
     for wi, W in enumerate(worlds):
         results = []
         base = None
+        steps_w = fit_steps(args, pace(), t0, worlds[wi:], len(arms), worlds[0] if do_adaln else 0)
+        summary["steps_by_world"][str(W)] = steps_w
+        if steps_w < args.steps:
+            log("W = %d: %d measured steps per arm (not %d) to stay inside --budget-s at the measured pace of "
+                "%.1f ms per micro-batch" % (W, steps_w, args.steps, 1000 * pace()))
         for arm in arms:
             if arm == "d" and cost is None:
                 trace = os.path.join(args.out, "trace-c-w%d.jsonl" % worlds[0])
@@ -638,7 +665,8 @@ def main(argv=None):
                                        "imbalance_cv", "bubble", "predicted_tokens_per_s", "cost_model", "rejected")}
                 for i in infos]
             trace = os.path.join(args.out, "trace-c-w%d.jsonl" % W) if arm == "c" else None
-            res = replay_arm(args, arm, W, index, paths, args.steps, trace=trace)
+            res = replay_arm(args, arm, W, index, paths, steps_w, trace=trace)
+            done_replays.append((res["wall_s"], (res["steps"] + args.warmup_steps) * W))
             results.append(res)
             if arm == "a":
                 base = res
@@ -652,6 +680,9 @@ def main(argv=None):
         export(args, "steps-w%d.svg" % W)
     if do_adaln:  # last: the lowest priority of the call's budget
         W = worlds[0]
+        if pace() and args.budget_s:
+            left = args.budget_s - (time.time() - t0)
+            args.adaln_steps = max(2, min(args.adaln_steps, int(left / (2 * W * pace())) - args.warmup_steps))
         paths, _ = plan_arm(args, cli, index, "c", W, buckets, need_steps=args.warmup_steps + args.adaln_steps,
                             base_cost=base_cost)
         summary["adaln"] = adaln_share(args, index, paths, W)
