@@ -83,6 +83,9 @@ typedef struct al_shard_info {
   uint64_t rejected_count;
   int seekable;            /* plain tar: member offsets are file offsets */
   const char *compression; /* "none", "lz4", "gzip", "zstd", "bzip2", "xz" */
+  /* Appended (issue 15): the shard's identity besides its size, without mtime (see
+   * al_index_shard_verify); 0 when not recorded (indexes from before, hand assembly). */
+  uint64_t content_fp;
 } al_shard_info;
 
 typedef struct al_member_info {
@@ -167,6 +170,22 @@ AL_API size_t al_index_rejected_count(const al_index *idx);
 AL_API uint64_t al_index_fingerprint(const al_index *idx);
 
 AL_API int al_index_shard(const al_index *idx, size_t i, al_shard_info *out);
+
+/* Checks that `fd`, the open file of shard `shard`, is the shard that was indexed: its
+ * content fingerprint (al_shard_info.content_fp) is computed again (plain tar: one 512-byte
+ * read per indexed member; compressed: two 64 KiB reads) and compared. Size and mtime are
+ * the caller's (the stream checks the size and, without a fingerprint, the mtime). AL_OK;
+ * AL_ENOTFOUND when the index recorded no fingerprint; AL_EFORMAT "PATH: shard changed since
+ * indexing: ..." when it differs; AL_EIO for a failed read. Thread-safe (reads only). */
+AL_API int al_index_shard_verify(const al_index *idx, size_t shard, int fd);
+
+/* Moves a corpus: every shard path that starts with directory `from` (the whole component)
+ * starts with `to` instead (`from` = /data/corpus, `to` = /local/corpus). Shards are checked
+ * by size and content fingerprint, not path or mtime, so a copied corpus streams under the
+ * same manifests (the index fingerprint leaves folders out). *remapped (may be NULL) counts
+ * the shards moved; AL_ENOTFOUND when none starts with `from`. Not thread-safe: call before
+ * streaming. */
+AL_API int al_index_remap_root(al_index *idx, const char *from, const char *to, size_t *remapped);
 AL_API int al_index_sample(const al_index *idx, size_t i, al_sample_info *out);
 AL_API int al_index_member(const al_index *idx, size_t sample, size_t m, al_member_info *out);
 /* The member with extension `ext`, or else with "<ext>.lz4" (same content stored

@@ -414,6 +414,7 @@ cleanup:
   }
   al_index *idx = M.g;
   index_trim(idx);
+  index_record_content_fps(idx); /* a shard gone since its scan keeps 0: mtime is checked */
   if (o.dali_idx_dir) {
     rc = dali_idx_write(idx, o.dali_idx_dir);
     if (rc) {

@@ -159,7 +159,13 @@ int index_add_sample_rec(al_index *idx, const char *key, size_t key_len, uint32_
   idx->keys_len += key_len + 1;
   if (n_members) memcpy(idx->members + idx->n_members, members, n_members * sizeof *members);
   idx->n_members += n_members;
-  idx->shards[shard].sample_count++;
+  index_shard_rec *sh = &idx->shards[shard];
+  if (!sh->sample_count)
+    sh->first_sample = idx->n_samples - 1;
+  else if (sh->last_sample != idx->n_samples - 2)
+    sh->scattered = 1;
+  sh->last_sample = idx->n_samples - 1;
+  sh->sample_count++;
   /* Key, shape, member offsets, LZ4 flags and sizes: what a plan and a stream depend on.
    * Two corpora whose keys match but whose clips differ must not pass for one another, and
    * an index whose offsets were shifted must not stream foreign bytes under a manifest
@@ -409,6 +415,7 @@ int al_index_shard(const al_index *idx, size_t i, al_shard_info *out) {
   out->rejected_count = s->rejected_count;
   out->seekable = s->seekable;
   out->compression = s->compression;
+  out->content_fp = s->content_fp;
   return AL_OK;
 }
 

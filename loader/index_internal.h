@@ -48,6 +48,10 @@ typedef struct index_shard_rec {
   uint64_t sample_count;
   uint64_t rejected_count;
   int seekable;
+  uint64_t content_fp; /* shard_fp.c; 0 = not recorded */
+  size_t first_sample; /* position of its first sample (sample_count > 0) */
+  size_t last_sample;  /* position of its last sample */
+  int scattered;       /* its samples are not contiguous (hand assembly) */
 } index_shard_rec;
 
 typedef struct index_rejected_rec {
@@ -110,6 +114,15 @@ struct al_index {
   uint64_t fp_shards;
   uint64_t fp_samples;
 };
+
+/* The content fingerprint of shard `shard` (index_shard_rec.content_fp) read from `fd`, the
+ * open shard file: plain tar, the header blocks of its indexed members (one pread each);
+ * compressed, its first and last 64 KiB. AL_EIO naming the path when a read fails. */
+int index_shard_content_fp(const al_index *idx, uint32_t shard, int fd, uint64_t *out);
+
+/* Records the content fingerprint of every shard with samples (end of a build). A shard that
+ * cannot be read keeps 0; AL_ENOTFOUND then, else AL_OK. */
+int index_record_content_fps(al_index *idx);
 
 /* Static name for a compression string ("none", "lz4", ...); unknown names map to "other". */
 const char *index_compression_name(const char *name);

@@ -67,6 +67,7 @@ static int fill_shards(chunk_writer *cw, Adaptiveload__IndexChunk *c, size_t bas
     m->rejected_count = s->rejected_count;
     m->seekable = s->seekable;
     m->compression = (char *)s->compression;
+    m->content_fp = s->content_fp;
     ptrs[i] = m;
   }
   c->n_shards = n;
@@ -248,6 +249,7 @@ static int load_shards(loader *L, const Adaptiveload__IndexChunk *c) {
     int rc = index_add_shard_full(idx, s->path, s->size, s->mtime_ns, s->seekable, s->compression,
                                   &id);
     if (rc) return rc;
+    idx->shards[id].content_fp = s->content_fp;
     if (id >= L->want_cap) {
       size_t cap;
       rc = grow_capacity(L->want_cap, (size_t)id + 1, sizeof *L->want_samples, "per-shard counts",

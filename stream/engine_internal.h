@@ -63,7 +63,7 @@ void stream_rank_plan_free(stream_rank_plan *p);
 typedef struct stream_source_shard {
   const char *path;
   uint64_t size;    /* bytes when indexed; checked with fstat */
-  int64_t mtime_ns; /* when indexed; 0 = unknown (not checked) */
+  int64_t mtime_ns; /* when indexed; 0 = unknown (not checked); checked only without verify */
   int seekable;     /* 0: read sequentially through libarchive */
 } stream_source_shard;
 
@@ -86,6 +86,10 @@ typedef struct stream_source {
   /* Fills `job` for `sample`; a missing payload member is an error whose
    * message names the key (job->key must still be set when known). */
   int (*job)(void *ctx, uint64_t sample, const char *ext, stream_source_job *job);
+  /* Shard identity (may be NULL): AL_OK when `fd` holds the shard that was indexed,
+   * AL_ENOTFOUND when the source has no fingerprint for it (then size and mtime are
+   * checked), an error naming the shard otherwise. Called once per shard, by one thread. */
+  int (*verify)(void *ctx, uint32_t id, int fd);
 } stream_source;
 
 /* Opens a stream over a plan (ownership of *plan moves to the stream, which

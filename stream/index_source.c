@@ -77,9 +77,14 @@ static int idx_job(void *ctx, uint64_t sample, const char *ext, stream_source_jo
   return AL_OK;
 }
 
+static int idx_verify(void *ctx, uint32_t id, int fd) {
+  return al_index_shard_verify((const al_index *)ctx, id, fd);
+}
+
 void stream_index_source(const al_index *idx, stream_source *out) {
   out->ctx = (void *)idx;
   out->n_shards = al_index_shard_count(idx);
   out->shard = idx_shard;
   out->job = idx_job;
+  out->verify = idx_verify;
 }

@@ -98,6 +98,33 @@ static void slot_fail(shard_slot *s, int status) {
 
 /* Opens shard `id` once and checks it against the index. On failure the
  * reason is kept, so every sample of the shard reports it (naming its key). */
+/* The shard at `fd` is the one indexed: the same size, then the same content fingerprint
+ * (loader/shard_fp.c: cp, rsync and node-local copies keep it, a rewrite changes it); a
+ * source without a fingerprint for it falls back to the mtime recorded when indexing. */
+static int shard_identity(const stream_shard_table *t, uint32_t id, const stream_source_shard *in,
+                          int fd) {
+  struct stat sb;
+  if (fstat(fd, &sb) != 0) return al_set_error(AL_EIO, "%s: fstat: %s", in->path, strerror(errno));
+  if ((uint64_t)sb.st_size != in->size)
+    return al_set_error(AL_EFORMAT,
+                        "%s: shard changed since indexing: size is %" PRIu64
+                        " bytes, the index says %" PRIu64,
+                        in->path, (uint64_t)sb.st_size, in->size);
+  int v = t->src->verify ? t->src->verify(t->src->ctx, id, fd) : AL_ENOTFOUND;
+  if (v != AL_ENOTFOUND) return v;
+  int64_t mt = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
+  if (in->mtime_ns != 0 && mt != in->mtime_ns)
+    return al_set_error(AL_EFORMAT,
+                        "%s: shard changed since indexing: mtime_ns is %" PRId64
+                        ", the index says %" PRId64
+                        " (an index from before content "
+                        "fingerprints: index again to make copies of the shard valid)",
+                        in->path, mt, in->mtime_ns);
+  return AL_OK;
+}
+
+/* Opens shard `id` once and checks it against the index. On failure the
+ * reason is kept, so every sample of the shard reports it (naming its key). */
 static int shard_get(stream_shard_table *t, uint32_t id, shard_slot **out) {
   *out = NULL;
   if (id >= t->n)
@@ -106,57 +133,19 @@ static int shard_get(stream_shard_table *t, uint32_t id, shard_slot **out) {
   shard_slot *s = &t->slots[id];
   if (s->state == 0) {
     int rc = t->src->shard(t->src->ctx, id, &s->info);
+    int fd = -1;
+    /* A FIFO or device put in the shard's place fails here instead of blocking. */
+    if (rc == AL_OK) rc = afile_open_input(s->info.path, "shard", &fd);
+    if (rc == AL_OK) rc = shard_identity(t, id, &s->info, fd);
     if (rc != AL_OK) {
       slot_fail(s, rc);
+      if (fd >= 0) close(fd);
     } else if (s->info.seekable) {
-      /* A FIFO or device put in the shard's place fails here instead of blocking. */
-      int fd = -1;
-      struct stat sb;
-      int orc = afile_open_input(s->info.path, "shard", &fd);
-      if (orc != AL_OK) {
-        slot_fail(s, orc);
-      } else if (fstat(fd, &sb) != 0) {
-        slot_fail(s, al_set_error(AL_EIO, "%s: fstat: %s", s->info.path, strerror(errno)));
-        close(fd);
-      } else if ((uint64_t)sb.st_size != s->info.size) {
-        slot_fail(s, al_set_error(AL_EFORMAT,
-                                  "%s: shard changed since indexing: size is %" PRIu64
-                                  " bytes, the index says %" PRIu64,
-                                  s->info.path, (uint64_t)sb.st_size, s->info.size));
-        close(fd);
-      } else if (s->info.mtime_ns != 0 &&
-                 (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec != s->info.mtime_ns) {
-        slot_fail(s, al_set_error(AL_EFORMAT,
-                                  "%s: shard changed since indexing: mtime_ns is %" PRId64
-                                  ", the index says %" PRId64,
-                                  s->info.path,
-                                  (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec,
-                                  s->info.mtime_ns));
-        close(fd);
-      } else {
-        s->fd = fd;
-        s->state = 1;
-      }
+      s->fd = fd;
+      s->state = 1;
     } else {
-      /* Sequential shards are opened per reader by libarchive; check them here. */
-      struct stat sb;
-      if (stat(s->info.path, &sb) != 0)
-        slot_fail(s, al_set_error(errno == ENOENT ? AL_ENOTFOUND : AL_EIO, "%s: %s", s->info.path,
-                                  strerror(errno)));
-      else if (!S_ISREG(sb.st_mode))
-        slot_fail(s, al_set_error(AL_EINVAL, "%s: shard is %s, not a regular file", s->info.path,
-                                  afile_kind_name(sb.st_mode)));
-      else if ((uint64_t)sb.st_size != s->info.size)
-        slot_fail(s, al_set_error(AL_EFORMAT,
-                                  "%s: shard changed since indexing: size is %" PRIu64
-                                  " bytes, the index says %" PRIu64,
-                                  s->info.path, (uint64_t)sb.st_size, s->info.size));
-      else if (s->info.mtime_ns != 0 &&
-               (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec != s->info.mtime_ns)
-        slot_fail(s, al_set_error(AL_EFORMAT, "%s: shard changed since indexing (mtime_ns differs)",
-                                  s->info.path));
-      else
-        s->state = 1;
+      close(fd); /* sequential shards are opened per reader by libarchive */
+      s->state = 1;
     }
   }
   int rc = AL_OK;

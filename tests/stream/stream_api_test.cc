@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <map>
 #include <set>
 #include <string>
@@ -363,30 +364,94 @@ TEST(StreamApi, ResumeAfterRestartAndForeignStateRefused) {
   for (size_t i = 0; i < rest.size(); i++) EXPECT_EQ(i % 2 ? r1[i / 2] : r0[i / 2], rest[i]);
 }
 
-TEST(StreamApi, ShardTouchedAfterIndexingIsReportedWithTheKey) {
+// Shard identity is size plus content (issue 15), not mtime: a touched or copied shard
+// streams; a rewrite of the same size (a member header changed) is reported with the key.
+TEST(StreamApi, TouchedShardStreamsAndARewriteOfTheSameSizeIsReportedWithTheKey) {
   Env e;
   e.Make("touch", 1, 12);
-  // Same bytes, new modification time: a rewritten shard the index no longer describes.
   struct timespec ts[2] = {{0, UTIME_OMIT}, {1600000000, 5}};
   ASSERT_EQ(utimensat(AT_FDCWD, e.corpus.shard_paths[2].c_str(), ts, 0), 0);
   al_stream *s = nullptr;
   ASSERT_EQ(al_stream_open(&s, e.idx, e.m, 0, nullptr), AL_OK);
   const al_stream_batch *b;
   int st;
+  size_t n = 0;
+  while ((st = al_stream_next(s, &b)) == AL_OK) {
+    n += b->n;
+    al_stream_release(s, b);
+  }
+  EXPECT_EQ(st, AL_EOF) << al_last_error();
+  al_manifest_info info;
+  ASSERT_EQ(al_manifest_get_info(e.m, &info), AL_OK);
+  EXPECT_EQ(n, info.samples + info.padded);
+  EXPECT_GT(info.samples, 0u);
+  al_stream_close(s);
+
+  // Same size, one byte of a member's ustar header changed (its mtime field).
+  al_member_info mi;
+  size_t victim = 0;
+  for (; victim < al_index_sample_count(e.idx); victim++) {
+    al_sample_info si;
+    ASSERT_EQ(al_index_sample(e.idx, victim, &si), AL_OK);
+    if (si.shard == 2) break;
+  }
+  ASSERT_EQ(al_index_member(e.idx, victim, 0, &mi), AL_OK);
+  int fd = open(e.corpus.shard_paths[2].c_str(), O_WRONLY);
+  ASSERT_GE(fd, 0);
+  const char digit = '7';
+  ASSERT_EQ(pwrite(fd, &digit, 1, (off_t)(mi.offset - 512 + 136)), 1);
+  close(fd);
+  ASSERT_EQ(al_stream_open(&s, e.idx, e.m, 0, nullptr), AL_OK);
   std::string msg;
   while ((st = al_stream_next(s, &b)) == AL_OK) {
     for (size_t i = 0; i < b->n; i++) {
       al_sample_info si;
       al_index_sample(e.idx, b->samples[i], &si);
-      EXPECT_NE(si.shard, 2u) << "a sample of the touched shard was delivered";
+      EXPECT_NE(si.shard, 2u) << "a sample of the rewritten shard was delivered";
     }
     al_stream_release(s, b);
   }
   ASSERT_EQ(st, AL_EFORMAT) << "some batch holds a sample of shard 2";
   msg = al_last_error();
-  EXPECT_TRUE(altest::Contains(msg, "mtime_ns"));
-  EXPECT_TRUE(altest::Contains(msg, e.corpus.shard_paths[2]));
-  EXPECT_TRUE(altest::Contains(msg, "key '"));
+  EXPECT_TRUE(altest::Contains(msg, "shard changed since indexing")) << msg;
+  EXPECT_TRUE(altest::Contains(msg, "headers of its indexed members")) << msg;
+  EXPECT_TRUE(altest::Contains(msg, e.corpus.shard_paths[2])) << msg;
+  EXPECT_TRUE(altest::Contains(msg, "key '")) << msg;
+  al_stream_close(s);
+}
+
+// A corpus copied elsewhere (new paths, new mtimes) streams under the same manifest once its
+// root is remapped; a remap that matches nothing is an error naming the first shard path.
+TEST(StreamApi, CopiedCorpusStreamsAfterRemappingItsRoot) {
+  Env e;
+  e.Make("moved", 1, 12);
+  std::string from = e.corpus.shard_paths[0].substr(0, e.corpus.shard_paths[0].rfind('/'));
+  std::string to = from + "-copy";
+  ASSERT_EQ(system(("rm -rf '" + to + "' && mkdir '" + to + "'").c_str()), 0);
+  for (const std::string &p : e.corpus.shard_paths) { // copied (new mtimes), then gone
+    std::string name = p.substr(p.rfind('/'));
+    ASSERT_EQ(system(("cp '" + p + "' '" + to + name + "' && rm '" + p + "'").c_str()), 0);
+  }
+  size_t moved = 0;
+  EXPECT_EQ(al_index_remap_root(e.idx, "/no/such/dir", to.c_str(), &moved), AL_ENOTFOUND);
+  EXPECT_TRUE(altest::ErrorContains("no shard path starts with /no/such/dir")) << al_last_error();
+  ASSERT_EQ(al_index_remap_root(e.idx, (from + "/").c_str(), to.c_str(), &moved), AL_OK)
+      << al_last_error();
+  EXPECT_EQ(moved, e.corpus.shard_paths.size());
+  al_stream *s = nullptr;
+  ASSERT_EQ(al_stream_open(&s, e.idx, e.m, 0, nullptr), AL_OK) << al_last_error();
+  const al_stream_batch *b;
+  int st;
+  size_t n = 0;
+  while ((st = al_stream_next(s, &b)) == AL_OK) {
+    n += b->n;
+    al_stream_release(s, b);
+  }
+  EXPECT_EQ(st, AL_EOF) << al_last_error();
+  al_manifest_info info;
+  ASSERT_EQ(al_manifest_get_info(e.m, &info), AL_OK);
+  EXPECT_EQ(n, info.samples + info.padded);
+  EXPECT_GT(info.samples, 0u);
   al_stream_close(s);
 }
 

@@ -504,6 +504,7 @@ int MtimeJob(void *ctx, uint64_t sample, const char *ext, stream_source_job *job
   return m->inner.job(m->inner.ctx, sample, ext, job);
 }
 
+// A source without content fingerprints (an index from before them) falls back to mtime.
 TEST(StreamCore, ChangedMtimeIsDetected) {
   Corpus c;
   c.Build("mtime", 6, 1);
@@ -519,6 +520,7 @@ TEST(StreamCore, ChangedMtimeIsDetected) {
     src.ctx = &ms;
     src.shard = MtimeShard;
     src.job = MtimeJob;
+    src.verify = nullptr; // no fingerprint: size and mtime are what is checked
     al_stream *s = OpenSource(&src, MakePlan(order, {3, 3}, 1));
     ASSERT_NE(s, nullptr);
     const al_stream_batch *b;
