@@ -25,9 +25,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 
-HARNESSES=(tar_index meta_json index_load manifest_load cost_load bench_csv)
+HARNESSES=(tar_index meta_json index_load manifest_load cost_load bench_csv tensor_header)
 declare -A MAXLEN=([tar_index]=65536 [meta_json]=4096 [index_load]=16384
-  [manifest_load]=16384 [cost_load]=4096 [bench_csv]=8192)
+  [manifest_load]=16384 [cost_load]=4096 [bench_csv]=8192 [tensor_header]=4096)
 
 mode=fuzz
 seconds=60
@@ -122,6 +122,7 @@ LIBS_PLANNER="-llz4 -ljansson -lprotobuf-c -lm -lpthread"
 srcs_of() {
   case "$1" in
     meta_json) echo loader/meta.c ;;
+    tensor_header) echo "${COMMON[@]} loader/tensor_header.c" ;;
     tar_index|index_load) echo "${COMMON[@]} ${PROTO[@]} ${LOADER[@]}" ;;
     manifest_load|cost_load|bench_csv) echo "${COMMON[@]} ${PROTO[@]} ${PLANNER[@]}" ;;
   esac
@@ -129,6 +130,7 @@ srcs_of() {
 libs_of() {
   case "$1" in
     meta_json) echo "-ljansson -lm" ;;
+    tensor_header) echo "-ljansson -lm -lpthread" ;;
     tar_index|index_load) echo "$LIBS_LOADER" ;;
     *) echo "$LIBS_PLANNER" ;;
   esac
