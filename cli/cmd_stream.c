@@ -39,6 +39,9 @@ static void usage(FILE *out) {
           "                       .safetensors) lose their header; a typed latent (latent.*) is\n"
           "                       cropped to its bucket's latent grid (centred rows/columns,\n"
           "                       the first frames)\n"
+          "  --root FROM=TO       the corpus moved: shard paths under directory FROM are\n"
+          "                       read under TO (repeatable; shards are checked by size and\n"
+          "                       content, so copies made with cp or rsync stream as indexed)\n"
           "  --max-member-bytes N fail (or skip) a sample whose payload member holds or\n"
           "                       decodes to more than N bytes (default 512 MiB;\n"
           "                       ADAPTIVELOAD_MAX_MEMBER_BYTES)\n"
@@ -177,6 +180,8 @@ int cli_cmd_stream(int argc, char **argv) {
     return AL_EXIT_OK;
   }
   const char *index_path = NULL, *manifest_path = NULL;
+  const char *roots[16];
+  size_t n_roots = 0;
   long rank = -1, max_batches = -1;
   int bench = 0, json = 0, jsonl = 0;
   char members_buf[1024];
@@ -216,6 +221,14 @@ int cli_cmd_stream(int argc, char **argv) {
           return AL_EXIT_USAGE;
         }
         o.max_member_bytes = b;
+      } else if (!strcmp(a, "--root")) {
+        const char *eq = strchr(v, '=');
+        if (!eq || eq == v || !eq[1] || n_roots == sizeof roots / sizeof roots[0]) {
+          fprintf(stderr, "adaptiveload stream: bad --root '%s' (FROM=TO, at most %zu)\n\n", v,
+                  sizeof roots / sizeof roots[0]);
+          return AL_EXIT_USAGE;
+        }
+        roots[n_roots++] = v;
       } else if (!strcmp(a, "--index")) {
         index_path = v;
       } else if (!strcmp(a, "--manifest")) {
@@ -271,7 +284,22 @@ int cli_cmd_stream(int argc, char **argv) {
   al_manifest *m = NULL;
   al_stream *s = NULL;
   int exit_code = AL_EXIT_OK;
-  if (al_index_load(&idx, index_path) != AL_OK || al_manifest_load(&m, manifest_path) != AL_OK ||
+  if (al_index_load(&idx, index_path) != AL_OK) {
+    exit_code = cli_fail("stream");
+    goto cleanup;
+  }
+  for (size_t k = 0; k < n_roots; k++) {
+    const char *eq = strchr(roots[k], '=');
+    char from[4096];
+    size_t moved = 0;
+    snprintf(from, sizeof from, "%.*s", (int)(eq - roots[k]), roots[k]);
+    if (al_index_remap_root(idx, from, eq + 1, &moved) != AL_OK) {
+      exit_code = cli_fail("stream");
+      goto cleanup;
+    }
+    fprintf(stderr, "stream: %zu shard paths moved from %s to %s\n", moved, from, eq + 1);
+  }
+  if (al_manifest_load(&m, manifest_path) != AL_OK ||
       al_stream_open(&s, idx, m, (int)rank, &o) != AL_OK) {
     exit_code = cli_fail("stream");
     goto cleanup;
