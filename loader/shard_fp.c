@@ -24,11 +24,13 @@ static int read_at(int fd, void *buf, size_t n, uint64_t off, const char *path) 
   while (got < n) {
     ssize_t r = pread(fd, (char *)buf + got, n - got, (off_t)(off + got));
     if (r < 0 && errno == EINTR) continue;
-    if (r < 0) return al_set_error(AL_EIO, "%s: read at byte %" PRIu64 ": %s", path, off + got,
-                                   strerror(errno));
+    if (r < 0)
+      return al_set_error(AL_EIO, "%s: read at byte %" PRIu64 ": %s", path, off + got,
+                          strerror(errno));
     if (r == 0)
-      return al_set_error(AL_EFORMAT, "%s: ends at byte %" PRIu64 ", before the %zu bytes at %" PRIu64,
-                          path, off + got, n, off);
+      return al_set_error(AL_EFORMAT,
+                          "%s: ends at byte %" PRIu64 ", before the %zu bytes at %" PRIu64, path,
+                          off + got, n, off);
     got += (size_t)r;
   }
   return AL_OK;
@@ -62,8 +64,9 @@ int index_shard_content_fp(const al_index *idx, uint32_t shard, int fd, uint64_t
     for (uint32_t m = 0; m < r->n_members; m++) {
       uint64_t off = idx->members[r->member0 + m].off_ext >> 16;
       if (off < 512)
-        return al_set_error(AL_EFORMAT, "%s: member data at byte %" PRIu64 " has no header before it",
-                            s->path, off);
+        return al_set_error(AL_EFORMAT,
+                            "%s: member data at byte %" PRIu64 " has no header before it", s->path,
+                            off);
       int rc = read_at(fd, blk, sizeof blk, off - 512, s->path);
       if (rc) return rc;
       h = hash_fold(h, hash64(blk, sizeof blk, off));
@@ -83,12 +86,14 @@ int al_index_shard_verify(const al_index *idx, size_t shard, int fd) {
   int rc = index_shard_content_fp(idx, (uint32_t)shard, fd, &fp);
   if (rc) return al_error_prefix(rc, "shard changed since indexing");
   if (fp != s->content_fp)
-    return al_set_error(
-        AL_EFORMAT,
-        "%s: shard changed since indexing: %s differ from what was indexed (content "
-        "fingerprint %016" PRIx64 ", the index says %016" PRIx64 "); index it again",
-        s->path, s->seekable ? "the headers of its indexed members" : "its first or last 64 KiB",
-        fp, s->content_fp);
+    return al_set_error(AL_EFORMAT,
+                        "%s: shard changed since indexing: %s differ from what was indexed (content "
+                        "fingerprint %016" PRIx64 ", the index says %016" PRIx64
+                        "); index it again",
+                        s->path,
+                        s->seekable ? "the headers of its indexed members"
+                                    : "its first or last 64 KiB",
+                        fp, s->content_fp);
   return AL_OK;
 }
 
@@ -139,7 +144,8 @@ int al_index_remap_root(al_index *idx, const char *from, const char *to, size_t 
   }
   if (remapped) *remapped = count;
   if (!count)
-    return al_set_error(AL_ENOTFOUND, "--root %s=%s: no shard path starts with %s (the first is %s)",
-                        from, to, from, idx->n_shards ? idx->shards[0].path : "(no shards)");
+    return al_set_error(AL_ENOTFOUND,
+                        "--root %s=%s: no shard path starts with %s (the first is %s)", from, to,
+                        from, idx->n_shards ? idx->shards[0].path : "(no shards)");
   return AL_OK;
 }
