@@ -54,6 +54,13 @@ def log(*a):
     print(*a, flush=True)
 
 
+def _error(e):
+    """A failure's message and the end of its traceback, for the results."""
+    import traceback
+
+    return ("%s: %s\n%s" % (type(e).__name__, e, "".join(traceback.format_exc().splitlines(True)[-12:])))[-3000:]
+
+
 def setup_paths(args):
     """Puts the bundle's (or checkout's) package first on sys.path; returns (cli, examples dir,
     python dir)."""
@@ -459,18 +466,24 @@ def two_gpu(args, cli, ex, index, buckets, base_cost=None):
                                "replay: dev/e2e/replay.py at W = 2 on one GPU, same manifest and steps"}
     cost = None
     for arm in arms:
-        if arm == "d":
-            trace = os.path.join(args.out, "trace-c-w2.jsonl")
-            cost = os.path.join(args.workdir, "refit-w2.alcost")
-            out["refit"] = refit(args, cli, trace, cost, index)
-        paths, infos = plan_arm(args, cli, index, arm, 2, buckets, cost, base_cost=base_cost)
-        steps = min(args.steps, infos[0]["steps"] - args.warmup_steps)
-        if steps < 1:
-            raise SystemExit("epoch 0 of arm %s has %d steps: too few for --warmup-steps %d" % (arm, infos[0]["steps"],
-                                                                                                 args.warmup_steps))
-        real = real_summary(launch_two(args, ex, index, paths[0], args.warmup_steps + steps, ARMS[arm][0]))
-        rep = replay_arm(args, arm, 2, index, paths[:1], steps,
-                         trace=os.path.join(args.out, "trace-c-w2.jsonl") if arm == "c" else None)
+        try:
+            if arm == "d":
+                trace = os.path.join(args.out, "trace-c-w2.jsonl")
+                cost = os.path.join(args.workdir, "refit-w2.alcost")
+                out["refit"] = refit(args, cli, trace, cost, index)
+            paths, infos = plan_arm(args, cli, index, arm, 2, buckets, cost, base_cost=base_cost)
+            steps = min(args.steps, infos[0]["steps"] - args.warmup_steps)
+            if steps < 1:
+                raise SystemExit("epoch 0 of arm %s has %d steps: too few for --warmup-steps %d"
+                                 % (arm, infos[0]["steps"], args.warmup_steps))
+            real = real_summary(launch_two(args, ex, index, paths[0], args.warmup_steps + steps, ARMS[arm][0]))
+            rep = replay_arm(args, arm, 2, index, paths[:1], steps,
+                             trace=os.path.join(args.out, "trace-c-w2.jsonl") if arm == "c" else None)
+        except (Exception, SystemExit) as e:  # noqa: BLE001 - keep the other arms' results
+            out.setdefault("errors", []).append({"arm": ARMS[arm][0], "error": _error(e)})
+            log("arm %s failed:\n%s" % (ARMS[arm][0], out["errors"][-1]["error"]))
+            _free_cuda()
+            continue
         out["arms"][ARMS[arm][0]] = {"real": real, "replay": headline(rep),
                                      "replay_step_ms": [s["step_ms"] for s in rep["per_step"]]}
     base = out["arms"].get("equal-token")
@@ -604,8 +617,12 @@ def main(argv=None):
     setup["skipped_arms"] = skipped
     base_cost = None
     if args.bench_cost == "on" or (args.bench_cost == "auto" and torch.cuda.is_available() and not args.cpu):
-        base_cost, setup["bench"] = bench_cost(args, cli, ex, index)
-        args.bench_peak = setup["bench"].get("predicted_peak_at_mem_tokens")
+        try:
+            base_cost, setup["bench"] = bench_cost(args, cli, ex, index)
+            args.bench_peak = setup["bench"].get("predicted_peak_at_mem_tokens")
+        except (Exception, SystemExit) as e:  # noqa: BLE001 - the arms can still run on the default model
+            setup["bench_error"] = _error(e)
+            log("shape benchmark failed, arms a-c use the planner's embedded model:\n" + setup["bench_error"])
     setup["cost_model_arms_a_c"] = base_cost or "the planner's embedded H200 model (plan without --cost)"
     with open(os.path.join(args.out, "setup.json"), "w") as f:
         json.dump(setup, f, indent=1, default=str)
@@ -618,14 +635,15 @@ def main(argv=None):
         with open(os.path.join(args.out, "two_gpu.json"), "w") as f:
             json.dump(res, f, indent=1)
         export(args, "two_gpu.json")
-        log("done in %.1f s: %s" % (time.time() - t0, os.path.join(args.out, "two_gpu.json")))
-        return 0
+        ok = not res.get("errors") and bool(res["arms"])
+        log("done in %.1f s: %s (%s)" % (time.time() - t0, os.path.join(args.out, "two_gpu.json"),
+                                         "OK" if ok else "FAILED"))
+        return 0 if ok else 1
 
     import replay as R
 
     arms = [a for a in args.arms if not (a == "b" and not args.paper_plan_args)]
     summary = {"rows": [], "skipped_arms": skipped, "plans": {}}
-    cost = None
     results_by_w = {}
     do_adaln = "c" in arms and args.adaln_steps > 0
     args.replays_left = len(worlds) * len(arms) + (2 if do_adaln else 0)
@@ -653,19 +671,15 @@ def main(argv=None):
             log("W = %d: %d measured steps per arm (not %d) to stay inside --budget-s at the measured pace of "
                 "%.1f ms per micro-batch" % (W, steps_w, args.steps, 1000 * pace()))
         for arm in arms:
-            if arm == "d" and cost is None:
-                trace = os.path.join(args.out, "trace-c-w%d.jsonl" % worlds[0])
-                if not os.path.exists(trace):
-                    raise SystemExit("arm d needs arm c's trace (run c before d)")
-                cost = os.path.join(args.out, "refit.alcost")
-                summary["refit"] = refit(args, cli, trace, cost, index)
-            paths, infos = plan_arm(args, cli, index, arm, W, buckets, cost, base_cost=base_cost)
-            summary["plans"]["%s-w%d" % (ARMS[arm][0], W)] = [
-                {k: i.get(k) for k in ("steps", "step_tokens", "step_tokens_mean", "micro_per_step", "mem_tokens",
-                                       "imbalance_cv", "bubble", "predicted_tokens_per_s", "cost_model", "rejected")}
-                for i in infos]
-            trace = os.path.join(args.out, "trace-c-w%d.jsonl" % W) if arm == "c" else None
-            res = replay_arm(args, arm, W, index, paths, steps_w, trace=trace)
+            try:
+                res = run_one_arm(args, cli, index, arm, W, worlds, buckets, base_cost, steps_w, summary)
+            except (Exception, SystemExit) as e:  # noqa: BLE001 - keep the other arms' results
+                msg = _error(e)
+                summary.setdefault("errors", []).append({"W": W, "arm": ARMS[arm][0], "error": msg})
+                log("arm %s at W = %d failed:\n%s" % (ARMS[arm][0], W, msg))
+                save_summary()
+                _free_cuda()
+                continue
             done_replays.append((res["wall_s"], (res["steps"] + args.warmup_steps) * W))
             results.append(res)
             if arm == "a":
@@ -675,28 +689,57 @@ def main(argv=None):
             summary["rows"].append(row)
             save_summary()
         results_by_w[W] = results
-        R.write_svg(os.path.join(args.out, "steps-w%d.svg" % W), results,
-                    title="per-rank compute time per step, W = %d (replay on one device)" % W)
-        export(args, "steps-w%d.svg" % W)
+        if results:
+            R.write_svg(os.path.join(args.out, "steps-w%d.svg" % W), results,
+                        title="per-rank compute time per step, W = %d (replay on one device)" % W)
+            export(args, "steps-w%d.svg" % W)
     if do_adaln:  # last: the lowest priority of the call's budget
-        W = worlds[0]
-        if pace() and args.budget_s:
-            left = args.budget_s - (time.time() - t0)
-            args.adaln_steps = max(2, min(args.adaln_steps, int(left / (2 * W * pace())) - args.warmup_steps))
-        paths, _ = plan_arm(args, cli, index, "c", W, buckets, need_steps=args.warmup_steps + args.adaln_steps,
-                            base_cost=base_cost)
-        summary["adaln"] = adaln_share(args, index, paths, W)
-        with open(os.path.join(args.out, "adaln.json"), "w") as f:
-            json.dump(summary["adaln"], f, indent=1)
-        export(args, "adaln.json")
+        try:
+            adaln_pair(args, cli, index, worlds[0], buckets, base_cost, pace(), t0, summary)
+        except (Exception, SystemExit) as e:  # noqa: BLE001
+            summary["adaln"] = {"error": _error(e)}
+            log("the AdaLN pair failed:\n" + summary["adaln"]["error"])
     save_summary()
     print_table(summary["rows"])
     if "adaln" in summary:
-        log("fused AdaLN: %s" % json.dumps(summary["adaln"]))
-    ok = all(r.get("steps", 0) > 0 for rs in results_by_w.values() for r in rs) and all(
+        log("fused AdaLN: %s" % json.dumps(summary["adaln"])[:2000])
+    ok = not summary.get("errors") and all(r.get("steps", 0) > 0 for rs in results_by_w.values() for r in rs) and all(
         r.get("loss_finite") for rs in results_by_w.values() for r in rs)
     log("done in %.1f s: %s (%s)" % (time.time() - t0, os.path.join(args.out, "summary.json"), "OK" if ok else "FAILED"))
     return 0 if ok else 1
+
+
+def run_one_arm(args, cli, index, arm, W, worlds, buckets, base_cost, steps_w, summary):
+    """Plans arm ``arm`` for W ranks (refitting first for arm d) and replays it; returns the
+    replay's result."""
+    cost = None
+    if arm == "d":
+        cost = os.path.join(args.out, "refit.alcost")
+        if "refit" not in summary:
+            trace = os.path.join(args.out, "trace-c-w%d.jsonl" % worlds[0])
+            if not os.path.exists(trace):
+                raise SystemExit("arm d needs arm c's trace %s (arm c did not run)" % trace)
+            summary["refit"] = refit(args, cli, trace, cost, index)
+    paths, infos = plan_arm(args, cli, index, arm, W, buckets, cost, base_cost=base_cost)
+    summary["plans"]["%s-w%d" % (ARMS[arm][0], W)] = [
+        {k: i.get(k) for k in ("steps", "step_tokens", "step_tokens_mean", "micro_per_step", "mem_tokens",
+                               "imbalance_cv", "bubble", "predicted_tokens_per_s", "cost_model", "rejected")}
+        for i in infos]
+    trace = os.path.join(args.out, "trace-c-w%d.jsonl" % W) if arm == "c" else None
+    return replay_arm(args, arm, W, index, paths, steps_w, trace=trace)
+
+
+def adaln_pair(args, cli, index, W, buckets, base_cost, pace, t0, summary):
+    """The fused / unfused AdaLN pair of arm c at W, with the steps the budget leaves."""
+    if pace and args.budget_s:
+        left = args.budget_s - (time.time() - t0)
+        args.adaln_steps = max(2, min(args.adaln_steps, int(left / (2 * W * pace)) - args.warmup_steps))
+    paths, _ = plan_arm(args, cli, index, "c", W, buckets, need_steps=args.warmup_steps + args.adaln_steps,
+                        base_cost=base_cost)
+    summary["adaln"] = adaln_share(args, index, paths, W)
+    with open(os.path.join(args.out, "adaln.json"), "w") as f:
+        json.dump(summary["adaln"], f, indent=1)
+    export(args, "adaln.json")
 
 
 if __name__ == "__main__":
