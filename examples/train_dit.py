@@ -618,7 +618,8 @@ def main(argv=None):
         losses.append(gl)
         tokens_total += step_tokens_here
         if steplog:
-            rec = {"step": batch.step, "rank": env.rank, "wall_ms": round(wall_ms, 3), "compute_ms": round(compute_ms, 3),
+            rec = {"step": batch.step, "rank": env.rank, "wall_ms": round(wall_ms, 3),
+                   "compute_ms": round(compute_ms, 3),
                    "tokens": step_tokens_here, "step_tokens": batch.step_tokens, "micro": batch.n_micro, "loss": gl}
             if warm:
                 rec["warmup"] = True

@@ -250,7 +250,7 @@ def replay(args, log=print):
             if args.max_seconds and time.perf_counter() - t_start > args.max_seconds:
                 truncated = True
                 break
-            rank_ms, rank_tok, rank_s2, step_loss, step_no = [], [], [], 0.0, None
+            step_loss, step_no = 0.0, None
             pending = []
             exhausted = False
             for r in range(W):
@@ -418,7 +418,8 @@ def write_svg(path, results, title="per-rank compute time per step"):
         steps = r["per_step"]
         n = max(1, len(steps) - 1)
         parts.append('<rect x="%d" y="%d" width="%d" height="%d" fill="none" stroke="#999"/>' % (x0, y0, pw, ph))
-        parts.append('<text x="%d" y="%d">%s W=%d: %s tokens/s, step CV %.1f%%, imbalance CV %.1f%%, bubble %.1f%%</text>'
+        parts.append('<text x="%d" y="%d">%s W=%d: %s tokens/s, step CV %.1f%%, imbalance CV %.1f%%, '
+                     'bubble %.1f%%</text>'
                      % (x0, y0 - 6, _esc(str(r.get("arm"))), r["world"], _fmt(r.get("tokens_per_s")),
                         100 * (r.get("step_time_cv") or 0), 100 * (r.get("compute_imbalance_cv") or 0),
                         100 * (r.get("bubble") or 0)))

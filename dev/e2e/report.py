@@ -48,10 +48,12 @@ def main(argv=None):
         print("| %s | %s | %s | %s | %s | %s | %s | %s | %s / %s | %s | %s | %s (%s) | %s |" % (
             r.get("W"), r.get("arm"), _num(r.get("tokens_per_s"), "%.0f"),
             _num(r.get("vs_equal_token"), "%.3fx"),
-            "%s (%s)" % (_num(r.get("tokens_per_step"), "%.0f"), _num(r.get("tokens_per_step_vs_equal_token"), "%.2fx")),
+            "%s (%s)" % (_num(r.get("tokens_per_step"), "%.0f"),
+                         _num(r.get("tokens_per_step_vs_equal_token"), "%.2fx")),
             _pct(r.get("step_time_cv")), _pct(r.get("compute_imbalance_cv")), _pct(r.get("bubble")),
             _pct(r.get("pred_median_rel_err")), _pct(r.get("pred_max_rel_err")), _num(r.get("pearson_tokens"), "%.2f"),
-            _num(r.get("pearson_sum_s2"), "%.2f"), _gb(r.get("peak_mem_bytes")), _gb(r.get("bench_predicted_peak_bytes")),
+            _num(r.get("pearson_sum_s2"), "%.2f"), _gb(r.get("peak_mem_bytes")),
+            _gb(r.get("bench_predicted_peak_bytes")),
             _num(r.get("loss_last"), "%.4f")))
     for name, why in (s.get("skipped_arms") or {}).items():
         print("\nArm %s not run: %s." % (name, why))
@@ -71,7 +73,8 @@ def main(argv=None):
         print("\nRefit (arm ours-refit) from %s: %s %s, held-out median error %s, max %s%s."
               % (rf.get("source", "arm c's trace"), f.get("family"), json.dumps(f.get("params")),
                  _pct(f.get("median_rel_err")), _pct(f.get("max_rel_err")),
-                 " (family fallback: %s refused)" % rf["family_fallback"]["refused"] if rf.get("family_fallback") else ""))
+                 (" (family fallback: %s refused)" % rf["family_fallback"]["refused"])
+                 if rf.get("family_fallback") else ""))
     if args.two_gpu:
         with open(args.two_gpu) as f:
             t = json.load(f)

@@ -32,7 +32,6 @@ default: $ADAPTIVELOAD_BIN / PATH / this checkout's bazel-bin, python/ and examp
 
 import argparse
 import json
-import math
 import os
 import shutil
 import socket
@@ -334,7 +333,8 @@ def headline(res, base=None):
 
 
 def print_table(rows):
-    cols = ["W", "arm", "tokens_per_s", "vs_equal_token", "tokens_per_step", "step_time_cv", "compute_imbalance_cv", "bubble",
+    cols = ["W", "arm", "tokens_per_s", "vs_equal_token", "tokens_per_step", "step_time_cv", "compute_imbalance_cv",
+            "bubble",
             "pred_median_rel_err", "pred_max_rel_err", "pearson_tokens", "pearson_sum_s2", "peak_mem_bytes"]
     log(" | ".join(cols))
     for r in rows:
@@ -497,7 +497,8 @@ def two_gpu(args, cli, ex, index, buckets, base_cost=None):
             r["gain_diff_points"] = round(100 * (gr - gp), 2) if gr and gp else None
     log("two GPUs (real vs replay at W = 2):")
     for name, r in out["arms"].items():
-        log("  %-12s real %s tokens/s (step %s ms, CV %s)  replay %s tokens/s (step %s ms, CV %s)  gain real %s replay %s"
+        log("  %-12s real %s tokens/s (step %s ms, CV %s)  replay %s tokens/s (step %s ms, CV %s)  "
+            "gain real %s replay %s"
             % (name, r["real"]["tokens_per_s"], r["real"]["step_ms_mean"], r["real"]["step_time_cv"],
                r["replay"]["tokens_per_s"], r["replay"]["step_ms_mean"], r["replay"]["step_time_cv"],
                r.get("gain_real"), r.get("gain_replay")))
@@ -548,7 +549,8 @@ def main(argv=None):
     p.add_argument("--adaln-steps", type=int, default=10, help="steps of the fused/unfused AdaLN pair (0: skip)")
     p.add_argument("--max-replay-seconds", type=float, default=150, help="cut one replay short after this (reported)")
     p.add_argument("--budget-s", type=float, default=540,
-                   help="wall-clock budget of the whole call: replays are cut short (reported) to end inside it; 0: none")
+                   help="wall-clock budget of the whole call: replays are cut short (reported) to end inside it; "
+                        "0: none")
     p.add_argument("--export", help="copy summary.json, setup.json, adaln.json, two_gpu.json and the SVGs here as "
                                     "they are written (dev/e2e/run_arms.sh: $OUT)")
     p.add_argument("--blocks", type=int, default=2)
@@ -705,7 +707,8 @@ def main(argv=None):
         log("fused AdaLN: %s" % json.dumps(summary["adaln"])[:2000])
     ok = not summary.get("errors") and all(r.get("steps", 0) > 0 for rs in results_by_w.values() for r in rs) and all(
         r.get("loss_finite") for rs in results_by_w.values() for r in rs)
-    log("done in %.1f s: %s (%s)" % (time.time() - t0, os.path.join(args.out, "summary.json"), "OK" if ok else "FAILED"))
+    log("done in %.1f s: %s (%s)" % (time.time() - t0, os.path.join(args.out, "summary.json"),
+                                     "OK" if ok else "FAILED"))
     return 0 if ok else 1
 
 
