@@ -108,9 +108,12 @@ typedef struct source {
   int z_init, z_member_done; /* between gzip members */
   LZ4F_dctx *lz;
   size_t lz_hint; /* 0: between LZ4 frames */
-  int started;    /* some compressed input consumed */
-  int failed;     /* 1: checksum/data error (the shard's data cannot be trusted), 2: truncated */
-  int fail_next;  /* the error comes with the next call (bytes decoded before it go first) */
+  /* CODEC_OTHER (zstd, bzip2, xz, legacy LZ4): libarchive's filters, raw format, give the tar
+   * stream, so that its header blocks can be checked as for gzip and LZ4 shards. */
+  struct archive *raw;
+  int started;   /* some compressed input consumed */
+  int failed;    /* 1: checksum/data error (the shard's data cannot be trusted), 2: truncated */
+  int fail_next; /* the error comes with the next call (bytes decoded before it go first) */
   char why[WHY_CAP];
 } source;
 
@@ -789,6 +792,7 @@ static int walk(scanner *s) {
       const char *cname = filter_name(code);
       if (s->src->codec == CODEC_GZIP) cname = "gzip";
       if (s->src->codec == CODEC_LZ4) cname = "lz4";
+      if (s->src->codec == CODEC_OTHER) cname = filter_name(archive_filter_code(s->src->raw, 0));
       s->seekable = code == ARCHIVE_FILTER_NONE && s->src->codec == CODEC_NONE;
       index_shard_rec *sh = &s->idx->shards[0];
       sh->compression = index_compression_name(cname);
@@ -869,6 +873,25 @@ static int dec_refill(source *src) {
 static ssize_t dec_read(source *src, unsigned char *out, size_t cap) {
   if (src->fail_next) return -1;
   size_t made = 0;
+  if (src->codec == CODEC_OTHER) {
+    while (made < cap) {
+      la_ssize_t n = archive_read_data(src->raw, out + made, cap - made);
+      if (n == 0) break;
+      if (n < 0) {
+        const char *m = archive_error_string(src->raw);
+        snprintf(src->why, WHY_CAP, "%s stream: %s", archive_filter_name(src->raw, 0),
+                 m ? m : "corrupt data");
+        src->failed = m && (strstr(m, "runcat") || strstr(m, "premature")) ? 2 : 1;
+        if (made == 0) return -1;
+        src->fail_next = 1;
+        break;
+      }
+      made += (size_t)n;
+    }
+    la_int64_t in = archive_filter_bytes(src->raw, -1);
+    if (in > 0) src->bytes_read = (uint64_t)in;
+    return (ssize_t)made;
+  }
 #define DEC_FAIL(kind)        \
   do {                        \
     src->failed = (kind);     \
@@ -941,7 +964,7 @@ static la_ssize_t src_read(struct archive *a, void *cd, const void **out) {
   src->cur_buf ^= 1;
   unsigned char *buf = src->bufs[src->cur_buf];
   ssize_t n;
-  if (src->codec == CODEC_GZIP || src->codec == CODEC_LZ4) {
+  if (src->codec != CODEC_NONE) {
     n = dec_read(src, buf, src->cur);
     if (n < 0) {
       archive_set_error(a, EIO, "%s", src->why);
@@ -1004,7 +1027,7 @@ static int raw_block(scanner *s, uint64_t off, unsigned char out[512]) {
     uint64_t want = off + got;
     int found = 0;
     for (int b = 0; b < 2 && !found; b++) {
-      if (src->codec == CODEC_OTHER || !src->bufs[b]) continue;
+      if (!src->bufs[b]) continue;
       if (want >= src->off[b] && want < src->off[b] + src->len[b]) {
         size_t at = (size_t)(want - src->off[b]);
         size_t k = src->len[b] - at < 512 - got ? src->len[b] - at : 512 - got;
@@ -1098,7 +1121,7 @@ static int open_and_walk(scanner *s, int fd, size_t block_size, char *why) {
   src.cur = src.min;
   src.bufs[0] = malloc(src.max);
   src.bufs[1] = malloc(src.max);
-  int dec_ok = 1;
+  int dec_ok = 1, raw_bad = 0;
   if (src.codec == CODEC_GZIP) {
     src.in = malloc(IN_CAP);
     dec_ok = inflateInit2(&src.z, 15 + 16) == Z_OK;
@@ -1107,6 +1130,19 @@ static int open_and_walk(scanner *s, int fd, size_t block_size, char *why) {
     src.in = malloc(IN_CAP);
     dec_ok = !LZ4F_isError(LZ4F_createDecompressionContext(&src.lz, LZ4F_VERSION));
     if (!dec_ok) src.lz = NULL;
+  } else if (src.codec == CODEC_OTHER) {
+    struct archive_entry *re = NULL;
+    dec_ok = (src.raw = archive_read_new()) != NULL;
+    if (dec_ok) {
+      archive_read_support_filter_all(src.raw);
+      archive_read_support_format_raw(src.raw);
+      if (archive_read_open_fd(src.raw, fd, IN_CAP) != ARCHIVE_OK ||
+          archive_read_next_header(src.raw, &re) != ARCHIVE_OK) {
+        snprintf(why, WHY_CAP, "not a readable compressed stream: %s",
+                 archive_error_string(src.raw) ? archive_error_string(src.raw) : "unknown");
+        raw_bad = 1;
+      }
+    }
   }
   s->a = archive_read_new();
   s->src = &src;
@@ -1114,6 +1150,11 @@ static int open_and_walk(scanner *s, int fd, size_t block_size, char *why) {
   if (!s->a || !src.bufs[0] || !src.bufs[1] || !dec_ok ||
       ((src.codec == CODEC_GZIP || src.codec == CODEC_LZ4) && !src.in)) {
     rc = al_set_error(AL_ENOMEM, "out of memory (libarchive, %zu-byte block)", src.max);
+    goto done;
+  }
+  if (raw_bad) {
+    s->res->readable = 0;
+    rc = reject(s, "", 0, "", why);
     goto done;
   }
   archive_read_support_filter_all(s->a);
@@ -1132,7 +1173,7 @@ static int open_and_walk(scanner *s, int fd, size_t block_size, char *why) {
   }
   /* The tar reader stops after the end-of-archive blocks: decode the rest, so that
    * the gzip CRC32 / LZ4 content checksum at the very end is checked too. */
-  if (!rc && !src.failed && (src.codec == CODEC_GZIP || src.codec == CODEC_LZ4)) {
+  if (!rc && !src.failed && src.codec != CODEC_NONE) {
     ssize_t n;
     while ((n = dec_read(&src, src.bufs[0], src.max)) > 0) {
     }
@@ -1149,6 +1190,7 @@ done:
   s->src = NULL;
   if (src.z_init) inflateEnd(&src.z);
   if (src.lz) LZ4F_freeDecompressionContext(src.lz);
+  if (src.raw) archive_read_free(src.raw);
   free(src.in);
   free(src.bufs[0]);
   free(src.bufs[1]);

@@ -120,6 +120,10 @@ inline void CompressFile(const std::string &in, const std::string &out, const st
     ASSERT_EQ(archive_write_add_filter_lz4(a), ARCHIVE_OK);
   } else if (filter == "zstd") {
     ASSERT_EQ(archive_write_add_filter_zstd(a), ARCHIVE_OK);
+  } else if (filter == "xz") {
+    ASSERT_EQ(archive_write_add_filter_xz(a), ARCHIVE_OK);
+  } else if (filter == "bzip2") {
+    ASSERT_EQ(archive_write_add_filter_bzip2(a), ARCHIVE_OK);
   } else {
     FAIL() << filter;
   }
