@@ -84,6 +84,12 @@ st = [json.loads(l) for l in open(sys.argv[2])]
 assert len(st) == 3 and all(math.isfinite(s["loss"]) for s in st), st
 PY
 
+echo "== train_dit.py --smoke on an adaptiveload synth corpus (raw payload, text embeddings from keys)"
+"$PY" "$here/examples/train_dit.py" --smoke --smoke-corpus synth --samples 32 --steps 2 --workdir "$T/s" \
+  2>&1 | tee "$T/synth.log"
+grep -q "^data: raw payload, text embeddings from keys" "$T/synth.log" || fail "synth corpus: not the raw path"
+grep -q "done: 2 of 2 steps, losses finite" "$T/synth.log" || fail "train_dit.py --smoke --smoke-corpus synth"
+
 echo "== train_dit.py --smoke, 2 processes (gloo DDP)"
 port=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 for r in 0 1; do
