@@ -14,7 +14,8 @@
 static void usage(FILE *out) {
   fprintf(out,
           "usage: adaptiveload plan --index INDEX --world W -o MANIFEST [--cost COST]\n"
-          "                         [--policy adaptive|equal-token] [--seed S] [--epoch E]\n"
+          "                         [--policy adaptive|equal-token|adaptive-unbalanced] [--seed S]\n"
+          "                         [--epoch E]\n"
           "                         [--mem-tokens M | --mem-capacity BYTES [--mem-safety F]]\n"
           "                         [--micro-per-step K] [--step-tokens T] [--comp-ms MS] [--window N]\n"
           "                         [--last-step pad|drop]\n"
@@ -35,7 +36,9 @@ static void usage(FILE *out) {
           "  --world W           data-parallel ranks\n"
           "  -o, --out FILE      manifest to write\n"
           "  --cost COST         cost model (adaptiveload fit); default: the embedded H200 benchmark\n"
-          "  --policy P          adaptive (default) or equal-token\n"
+          "  --policy P          adaptive (default), equal-token, or adaptive-unbalanced\n"
+          "                      (adaptive's batch sizes dealt like equal-token, no per-step\n"
+          "                      balancing: the paper's method, for comparisons)\n"
           "  --seed S, --epoch E shuffle seed and epoch (default 0, 0)\n"
           "  --mem-tokens M      M_mem, tokens per micro-batch (default 65536)\n"
           "  --mem-capacity B    derive M_mem from the cost model's memory fit and B bytes\n"

@@ -60,7 +60,15 @@
 extern "C" {
 #endif
 
-typedef enum al_policy { AL_POLICY_ADAPTIVE = 0, AL_POLICY_EQUAL_TOKEN = 1 } al_policy;
+/* adaptive: dual-constraint batch sizes, steps balanced by predicted cost (ours);
+ * equal-token: B = m / S, batches dealt in shuffled order (the usual baseline);
+ * adaptive-unbalanced: adaptive's batch sizes dealt like equal-token, with no per-step
+ * balancing across ranks (the method of the paper this project builds on, for comparisons). */
+typedef enum al_policy {
+  AL_POLICY_ADAPTIVE = 0,
+  AL_POLICY_EQUAL_TOKEN = 1,
+  AL_POLICY_ADAPTIVE_UNBALANCED = 2
+} al_policy;
 
 typedef enum al_last_step {
   AL_LAST_PAD = 0, /* ranks without a micro-batch get a padding one */

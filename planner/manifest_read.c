@@ -37,7 +37,8 @@ static int take_header(al_manifest *m, const Adaptiveload__ManifestHeader *h, co
   if (!c) return al_set_error(AL_EFORMAT, "%s: ManifestHeader has no config", where);
   if (!h->cost) return al_set_error(AL_EFORMAT, "%s: ManifestHeader has no cost model", where);
   if (!c->world) return al_set_error(AL_EFORMAT, "%s: world size 0", where);
-  if (strcmp(c->policy, "adaptive") && strcmp(c->policy, "equal-token"))
+  al_policy pol;
+  if (al_policy_parse(c->policy, &pol))
     return al_set_error(AL_EFORMAT, "%s: unknown policy '%s'", where, c->policy);
   snprintf(m->policy, sizeof m->policy, "%s", c->policy);
   snprintf(m->last_step, sizeof m->last_step, "%s", !strcmp(c->last_step, "drop") ? "drop" : "pad");

@@ -8,7 +8,9 @@
 #include "planner/plan_internal.h"
 
 const char *al_policy_name(al_policy p) {
-  return p == AL_POLICY_EQUAL_TOKEN ? "equal-token" : "adaptive";
+  return p == AL_POLICY_EQUAL_TOKEN           ? "equal-token"
+         : p == AL_POLICY_ADAPTIVE_UNBALANCED ? "adaptive-unbalanced"
+                                              : "adaptive";
 }
 
 int al_policy_parse(const char *s, al_policy *out) {
@@ -16,8 +18,11 @@ int al_policy_parse(const char *s, al_policy *out) {
     *out = AL_POLICY_ADAPTIVE;
   else if (!strcmp(s, "equal-token"))
     *out = AL_POLICY_EQUAL_TOKEN;
+  else if (!strcmp(s, "adaptive-unbalanced"))
+    *out = AL_POLICY_ADAPTIVE_UNBALANCED;
   else
-    return al_set_error(AL_EINVAL, "unknown policy '%s' (adaptive or equal-token)", s);
+    return al_set_error(AL_EINVAL,
+                        "unknown policy '%s' (adaptive, equal-token or adaptive-unbalanced)", s);
   return AL_OK;
 }
 

@@ -404,6 +404,7 @@ int plan_schedule(al_plan *p, uint64_t *items, size_t n, uint64_t stream) {
   }
   int rc = form_batches(p, items, n);
   if (rc) return rc;
-  if (p->policy == AL_POLICY_EQUAL_TOKEN) return deal_equal_token(p);
+  /* adaptive-unbalanced: adaptive's batches, dealt as they come (no per-step balancing). */
+  if (p->policy != AL_POLICY_ADAPTIVE) return deal_equal_token(p);
   return deal_adaptive(p, &rng);
 }

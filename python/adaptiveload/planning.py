@@ -17,7 +17,7 @@ keys): the plan is a pure function of (index, cost model, options, seed, epoch, 
 every rank can plan for itself with no communication. Options (all optional; the CLI flag
 of the same name documents each):
 
-    policy ("adaptive" | "equal-token"), micro_per_step, step_tokens, mem_tokens, comp_ms,
+    policy ("adaptive" | "equal-token" | "adaptive-unbalanced"), micro_per_step, step_tokens, mem_tokens, comp_ms,
     window, last_step ("pad" | "drop"), start_step, buckets (bucket table file),
     geometry ((vae_stride_t, vae_stride_s, patch_t, patch_h, patch_w))
 
@@ -35,7 +35,7 @@ import tempfile
 
 from . import _stream_lib as L
 
-_POLICY = {"adaptive": 0, "equal-token": 1}
+_POLICY = {"adaptive": 0, "equal-token": 1, "adaptive-unbalanced": 2}
 _LAST_STEP = {"pad": 0, "drop": 1}
 _OPTIONS = ("policy", "micro_per_step", "step_tokens", "mem_tokens", "comp_ms", "window", "last_step",
             "start_step", "buckets", "geometry")
@@ -142,7 +142,7 @@ def _options(world, epoch, seed, options):
     o.seed = int(seed)
     policy = options.get("policy", "adaptive")
     if policy not in _POLICY:
-        raise ValueError("policy must be 'adaptive' or 'equal-token', not %r" % (policy,))
+        raise ValueError("policy must be one of %s, not %r" % (", ".join(sorted(_POLICY)), policy))
     o.policy = _POLICY[policy]
     last = options.get("last_step", "pad")
     if last not in _LAST_STEP:

@@ -414,3 +414,33 @@ TEST(Options, MemTokensCapsEveryMicroBatch) {
 }
 
 } // namespace
+
+// adaptive-unbalanced (the paper's method, for comparisons): adaptive's batch sizes, dealt in
+// shuffled order like equal-token, so its steps are less balanced than adaptive's.
+TEST(Policy, AdaptiveUnbalancedHasAdaptivesBatchesWithoutTheBalancing) {
+  Shapes s = MakeShapes(4000, 17);
+  al_manifest *ad = PlanAndLoad(s, Opts(8, AL_POLICY_ADAPTIVE), "ad.alm");
+  al_manifest *un = PlanAndLoad(s, Opts(8, AL_POLICY_ADAPTIVE_UNBALANCED), "un.alm");
+  ASSERT_TRUE(ad && un);
+  al_manifest_info ai = altest::Info(ad), ui = altest::Info(un);
+  EXPECT_STREQ(ui.policy, "adaptive-unbalanced");
+  ASSERT_EQ(ai.buckets, ui.buckets);
+  for (size_t b = 0; b < ai.buckets; b++) {
+    al_bucket_info x, y;
+    ASSERT_EQ(al_manifest_bucket(ad, b, &x), AL_OK);
+    ASSERT_EQ(al_manifest_bucket(un, b, &y), AL_OK);
+    EXPECT_EQ(x.batch_size, y.batch_size) << "bucket " << b;
+  }
+  altest::CheckSteps(un);
+  EXPECT_EQ(ui.unequal_steps, 0u);
+  EXPECT_EQ(ui.samples, ai.samples);
+  EXPECT_GT(ui.imbalance_cv, 2 * ai.imbalance_cv)
+      << "unbalanced " << ui.imbalance_cv << " vs adaptive " << ai.imbalance_cv;
+  al_policy p;
+  ASSERT_EQ(al_policy_parse("adaptive-unbalanced", &p), AL_OK);
+  EXPECT_EQ(p, AL_POLICY_ADAPTIVE_UNBALANCED);
+  EXPECT_STREQ(al_policy_name(p), "adaptive-unbalanced");
+  EXPECT_EQ(al_policy_parse("paper", &p), AL_EINVAL);
+  al_manifest_free(ad);
+  al_manifest_free(un);
+}
