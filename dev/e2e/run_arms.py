@@ -11,9 +11,8 @@
    examples/train_dit.py's write_typed_corpus and indexed with `adaptiveload index`.
 2. Plans, all at the same global batch (--mem-tokens, --micro-per-step, --step-tokens):
    (a) equal-token, `plan --policy equal-token`;
-   (b) adaptive without per-step balancing (the paper's method): only with
-       --paper-plan-args (the planner has no such option today; see docs/e2e.md) else
-       reported as skipped;
+   (b) adaptive without per-step balancing (the paper's method): `plan --policy
+       adaptive-unbalanced` (--paper-plan-args; empty skips it);
    (c) adaptive with balancing (ours, `plan` defaults);
    (d) ours with the cost model refitted from (c)'s replay trace (`adaptiveload fit
        --trace`, then `plan --cost`).
@@ -528,7 +527,7 @@ def main(argv=None):
     p.add_argument("--text-dim", type=int, default=4096)
     # plans
     p.add_argument("--arms", default="a,b,c,d", help="arms to run (a, b, c, d; see above)")
-    p.add_argument("--paper-plan-args", default="",
+    p.add_argument("--paper-plan-args", default="--policy adaptive-unbalanced",
                    help="plan options giving adaptive batch sizes without per-step balancing (arm b); empty: skip b")
     p.add_argument("--worlds", default="8,16", help="replayed world sizes")
     p.add_argument("--mem-tokens", type=int, default=32768, help="M_mem of every plan")
@@ -609,12 +608,10 @@ def main(argv=None):
              "plan_help_has_paper_option": None}
     help_text = subprocess.run([cli, "plan", "--help"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                universal_newlines=True).stdout
-    setup["plan_policies"] = [w for w in ("adaptive", "equal-token") if w in help_text]
+    setup["plan_policies"] = [w for w in ("adaptive", "equal-token", "adaptive-unbalanced") if w in help_text]
     skipped = {}
     if "b" in args.arms and not args.paper_plan_args:
-        skipped["paper"] = ("the planner has no option for adaptive batch sizes without per-step balancing "
-                            "(plan --help: policies adaptive and equal-token only; --window balances inside "
-                            "steps too); pass --paper-plan-args when it has one")
+        skipped["paper"] = "--paper-plan-args is empty"
         log("arm b skipped: " + skipped["paper"])
     setup["skipped_arms"] = skipped
     base_cost = None

@@ -111,17 +111,16 @@ import json, os, sys
 out = sys.argv[1]
 s = json.load(open(os.path.join(out, "summary.json")))
 arms = [r["arm"] for r in s["rows"]]
-assert arms == ["equal-token", "ours", "ours-refit"], arms
-assert "paper" in s["skipped_arms"] or "paper" in arms, s["skipped_arms"]
+assert arms == ["equal-token", "paper", "ours", "ours-refit"], arms
 for r in s["rows"]:
     assert r["steps"] > 0 and r["tokens_per_s"] > 0, r
-for name in ("equal-token-w2", "ours-w2", "ours-refit-w2"):
+for name in ("equal-token-w2", "paper-w2", "ours-w2", "ours-refit-w2"):
     d = json.load(open(os.path.join(out, name + ".json")))
     assert d["loss_finite"] and len(d["per_step"]) == d["steps"], name
     assert d["pred_vs_measured"]["n"] > 0 and "pearson" in d and "comm" in d, name
 assert s["refit"]["fit"]["family"] in ("power", "poly2"), s["refit"]
 svg = open(os.path.join(out, "steps-w2.svg")).read()
-assert svg.startswith("<svg") and svg.count("<polyline") == 9, svg[:200]
+assert svg.startswith("<svg") and svg.count("<polyline") == 12, svg[:200]
 PY
 "$PY" "$here/dev/e2e/report.py" "$T/out/summary.json" --setup "$T/out/setup.json" >"$T/report.md" ||
   fail "report.py"
