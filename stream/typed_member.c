@@ -7,8 +7,9 @@
 
 /* A header is read in pieces of at least this much (most .npy headers take 128 bytes). */
 #define TYPED_HEADER_FIRST 4096
-/* Bytes read at once when cropping: spans of several planes, small enough to stay in L2. */
-#define TYPED_SPAN ((size_t)256 << 10)
+/* Bytes read at once when cropping: spans of several planes (1 MiB read faster than 64 and
+ * 256 KiB, as fast as 2-4 MiB: BENCHMARKS.md, stream, issue 15). */
+#define TYPED_SPAN ((size_t)1 << 20)
 
 static int where(int rc, const char *path, const stream_source_job *job) {
   return al_error_prefix(rc, "%s: key '%s' member '%s' at byte %" PRIu64, path ? path : "?",
