@@ -171,6 +171,7 @@ _SIGNATURES = {
     "al_index_sample_count": (c_size_t, [c_void_p]),
     "al_index_sample": (c_int, [c_void_p, c_size_t, _P(SampleInfo)]),
     "al_index_fingerprint": (c_uint64, [c_void_p]),
+    "al_index_remap_root": (c_int, [c_void_p, c_char_p, c_char_p, _P(c_size_t)]),
     "al_manifest_load": (c_int, [_P(c_void_p), c_char_p]),
     "al_manifest_free": (None, [c_void_p]),
     # stream
@@ -281,10 +282,45 @@ class _Loaded:
             pass
 
 
+def root_pairs(root):
+    """``root`` as (FROM, TO) pairs: None, a "FROM=TO" string, a dict {FROM: TO}, or a list of
+    "FROM=TO" strings or (FROM, TO) pairs."""
+    if not root:
+        return []
+    if isinstance(root, (str, bytes, os.PathLike)):
+        root = [root]
+    items = root.items() if isinstance(root, dict) else root
+    pairs = []
+    for item in items:
+        if isinstance(item, (str, bytes, os.PathLike)):
+            text = os.fsdecode(item)
+            if "=" not in text or text.startswith("=") or text.endswith("="):
+                raise ValueError("root %r is not FROM=TO" % (text,))
+            item = text.split("=", 1)
+        src, dst = item
+        pairs.append((os.fspath(src), os.fspath(dst)))
+    return pairs
+
+
 class Index(_Loaded):
-    """An index file loaded through the C library."""
+    """An index file loaded through the C library. ``root`` (see :func:`root_pairs`) moves
+    the corpus: shard paths under FROM are read under TO (al_index_remap_root; shards are
+    checked by size and content fingerprint, so copies stream as indexed)."""
 
     _load, _free, _kind = "al_index_load", "al_index_free", "index"
+
+    def __init__(self, path, root=None):
+        super().__init__(path)
+        for src, dst in root_pairs(root):
+            self.remap_root(src, dst)
+
+    def remap_root(self, src, dst):
+        """Shard paths under directory ``src`` now start with ``dst``; returns how many moved.
+        StreamError when none starts with ``src``."""
+        n = c_size_t(0)
+        check(lib().al_index_remap_root(self.handle, encode_path(src), encode_path(dst), ctypes.byref(n)),
+              "index %s: root %s=%s" % (self.path, src, dst))
+        return n.value
 
     def __len__(self):
         return lib().al_index_sample_count(self.handle)

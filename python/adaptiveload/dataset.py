@@ -43,10 +43,13 @@ class IndexDataset(Dataset):
         members: member extensions to read per sample (e.g. ``["latent.npy", "t5.npy", "txt"]``).
         vae_stride_t, vae_stride_s: the latent geometry the crop uses (the planner's; Wan 2.1
             defaults, as the C stream assumes).
+        root: the corpus moved: "FROM=TO", {FROM: TO} or a list of them (as
+            ``adaptiveload stream --root``).
     """
 
-    def __init__(self, index, ext="latent", members=None, vae_stride_t=4, vae_stride_s=8):
+    def __init__(self, index, ext="latent", members=None, vae_stride_t=4, vae_stride_s=8, root=None):
         self.index_path = os.fspath(index)
+        self.root = L.root_pairs(root)
         self.ext = ext
         self.members = [str(m) for m in members] if members else None
         self.vae_stride_t, self.vae_stride_s = int(vae_stride_t), int(vae_stride_s)
@@ -56,7 +59,7 @@ class IndexDataset(Dataset):
     def _index(self):
         pid = os.getpid()
         if self._idx is None or self._idx[0] != pid:  # one C index per process (DataLoader workers)
-            self._idx = (pid, L.Index(self.index_path))
+            self._idx = (pid, L.Index(self.index_path, root=self.root))
         return self._idx[1]
 
     def __len__(self):

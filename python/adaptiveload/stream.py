@@ -218,6 +218,8 @@ class StreamDataset(IterableDataset):
             ``["latent.npy", "t5.npy", "txt"]``); None = ``[ext]``. See "Several members".
         max_member_bytes: cap on one member's stored or decoded bytes; 0 = the C default
             (ADAPTIVELOAD_MAX_MEMBER_BYTES, else 512 MiB).
+        root: the corpus moved (copied to node-local disk, say): "FROM=TO", {FROM: TO} or a list
+            of them; shard paths under FROM are read under TO (``adaptiveload stream --root``).
         threads: C reader threads per stream (default min(4, cores); 2 inside workers).
         prefetch: buffers in the C pool (batches read ahead), default 4.
         on_error: "fail" (raise) or "skip" (deliver without the sample, listed in batch.skipped).
@@ -231,7 +233,7 @@ class StreamDataset(IterableDataset):
 
     def __init__(self, index, manifest, rank=None, world_size=None, ext="latent", threads=None, prefetch=4,
                  on_error="fail", device=None, zero_copy=False, keep=1, pin_memory=None, state=None, members=None,
-                 max_member_bytes=0):
+                 max_member_bytes=0, root=None):
         super().__init__()
         if on_error not in _ON_ERROR:
             raise ValueError("on_error must be 'fail' or 'skip', not %r" % (on_error,))
@@ -246,6 +248,7 @@ class StreamDataset(IterableDataset):
         if self.members is not None and len(set(self.members)) != len(self.members):
             raise ValueError("members lists a member twice: %r" % (self.members,))
         self.max_member_bytes = int(max_member_bytes or 0)
+        self.root = L.root_pairs(root)
         self.threads = threads
         self.prefetch = prefetch
         self.on_error = on_error
@@ -282,7 +285,7 @@ class StreamDataset(IterableDataset):
     def _open_inputs(self):
         pid = os.getpid()
         if self._handles is None or self._handles[0] != pid:
-            self._handles = (pid, L.Index(self.index_path), L.Manifest(self.manifest_path))
+            self._handles = (pid, L.Index(self.index_path, root=self.root), L.Manifest(self.manifest_path))
         return self._handles[1], self._handles[2]
 
     def _schedule(self):

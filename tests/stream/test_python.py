@@ -253,6 +253,31 @@ class StreamDatasetTest(unittest.TestCase):
                 self.assertIn(k, reason)
         self.assertEqual(set(skipped), victim_keys)
 
+    def test_a_copied_corpus_streams_with_root(self):
+        """Issue 15: a corpus copied elsewhere (the original gone) streams the same batches with
+        root=FROM=TO, in StreamDataset and IndexDataset; without it the missing shard is an error."""
+        ref = stream_all(StreamDataset(C.index, C.manifest, rank=0, world_size=2))
+        copy = os.path.join(TMP, "shards-copy")
+        shutil.copytree(C.shards, copy)
+        away = C.shards + ".away"
+        os.rename(C.shards, away)
+        try:
+            with self.assertRaises(StreamError):
+                stream_all(StreamDataset(C.index, C.manifest, rank=0, world_size=2))
+            for root in ("%s=%s" % (C.shards, copy), {C.shards: copy}, [(C.shards, copy)]):
+                got = stream_all(StreamDataset(C.index, C.manifest, rank=0, world_size=2, root=root))
+                self.assertEqual([b.keys for b in got], [b.keys for b in ref])
+                self.check_batch(got[0])
+            ds = IndexDataset(C.index, root={C.shards: copy})
+            self.assertEqual(len(ds), 36)
+            with self.assertRaises(StreamError):  # nothing starts with /nowhere
+                stream_all(StreamDataset(C.index, C.manifest, rank=0, world_size=2, root="/nowhere=" + copy))
+            with self.assertRaises(ValueError):
+                StreamDataset(C.index, C.manifest, rank=0, world_size=2, root="no-equals-sign")
+        finally:
+            os.rename(away, C.shards)
+            shutil.rmtree(copy, ignore_errors=True)
+
     def test_device_needs_cuda(self):
         if torch.cuda.is_available():
             self.skipTest("CUDA present: covered by tools/gpu_stream_check.sh")
