@@ -146,6 +146,10 @@ AL_API int al_manifest_key_status(const al_manifest *m, uint64_t sample);
  * manifest: what al_plan_save needs to write a re-planned manifest's key table. */
 AL_API const char *al_manifest_key_fn(void *manifest, uint64_t i);
 
+/* The latent geometry (VAE strides, patch) a manifest was planned with, defaults filled in:
+ * what a bucket's latent grid and tokens are under (the stream crops typed latents to it). */
+AL_API int al_manifest_geometry(const al_manifest *m, al_latent_geom *out);
+
 /* The cost model a manifest was planned with. */
 AL_API int al_manifest_cost(const al_manifest *m, al_cost_model *out);
 /* Samples of a manifest rejected for reason r (AL_REJECT_NONE: total). */

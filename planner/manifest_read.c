@@ -434,6 +434,12 @@ int al_manifest_rank_cost(const al_manifest *m, uint32_t step, uint32_t rank, do
   return AL_OK;
 }
 
+int al_manifest_geometry(const al_manifest *m, al_latent_geom *out) {
+  if (!m || !out) return al_set_error(AL_EINVAL, "al_manifest_geometry: NULL argument");
+  *out = m->geom;
+  return AL_OK;
+}
+
 int al_manifest_cost(const al_manifest *m, al_cost_model *out) {
   if (!m || !out) return al_set_error(AL_EINVAL, "al_manifest_cost: NULL argument");
   *out = m->cost;

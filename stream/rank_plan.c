@@ -21,9 +21,10 @@ int stream_bucket_grid(const al_manifest *m, uint32_t bucket, uint32_t grid[3]) 
   al_bucket_info bi;
   int rc = al_manifest_bucket(m, bucket, &bi);
   if (rc != AL_OK) return rc;
-  /* The manifest does not expose its latent geometry (al_manifest_info has none): the
-   * planner's defaults, checked against the bucket's recorded tokens below. */
-  al_latent_geom g = al_latent_geom_resolve(NULL);
+  /* The geometry the manifest was planned with; the grid is checked against the bucket's
+   * recorded tokens below. */
+  al_latent_geom g;
+  if ((rc = al_manifest_geometry(m, &g)) != AL_OK) return rc;
   uint64_t t = bi.frames ? 1 + ((uint64_t)bi.frames - 1) / g.vae_stride_t : 0;
   uint64_t h = bi.height / g.vae_stride_s, w = bi.width / g.vae_stride_s;
   uint64_t tokens = al_tokens(&g, bi.width, bi.height, bi.frames);

@@ -104,8 +104,9 @@ struct MEnv {
 
   // n samples over 3 shards; `no_t5` drops KEY.t5.npy of that sample (SIZE_MAX: none);
   // `safetensors`: latents as KEY.latent.safetensors (BF16) instead of .npy (float16).
+  // `geom`: plan under this latent geometry (NULL: the defaults).
   void Make(const std::string &tag, uint32_t world, size_t n, size_t no_t5 = SIZE_MAX,
-            bool safetensors = false) {
+            bool safetensors = false, const al_latent_geom *geom = nullptr) {
     std::vector<altest::Members> members(3);
     for (size_t i = 0; i < n; i++) {
       MSample s;
@@ -175,8 +176,9 @@ struct MEnv {
     al_plan_options po{};
     po.world = world;
     po.seed = 7;
-    po.mem_tokens = 400;
+    po.mem_tokens = geom ? 4000 : 400;
     po.buckets = bt;
+    if (geom) po.geom = *geom;
     al_plan *plan = nullptr;
     ASSERT_EQ(al_plan_build(&plan, &in, &cost, &po), AL_OK) << al_last_error();
     std::string mp = altest::TmpPath(tag + ".alm");
@@ -339,6 +341,47 @@ TEST(StreamMembers, EverySampleOnceAcrossRanksCroppedByteForByte) {
   for (const MSample &smp : e.samples) EXPECT_EQ(seen.count(smp.key), 1u) << smp.key;
   EXPECT_GT(cropped_smaller, e.samples.size() / 2) << "the fixture must exercise the crop";
   for (auto &kv : planned) EXPECT_EQ(step_tokens[kv.first], kv.second) << "step " << kv.first;
+}
+
+// A manifest planned under another patch size (1x1x1) crops to the same latent grids, and the
+// tokens delivered are counted under its geometry (al_manifest_geometry), not the defaults'.
+TEST(StreamMembers, ANonDefaultGeometryCropsUnderTheManifestsGeometry) {
+  MEnv e;
+  const al_latent_geom g = {4, 8, 1, 1, 1};
+  e.Make("geom", 1, 24, SIZE_MAX, false, &g);
+  al_latent_geom got;
+  ASSERT_EQ(al_manifest_geometry(e.m, &got), AL_OK);
+  EXPECT_EQ(got.patch_h, 1u);
+  EXPECT_EQ(got.patch_w, 1u);
+  al_stream_options o = Options();
+  al_stream *s = nullptr;
+  ASSERT_EQ(al_stream_open(&s, e.idx, e.m, 0, &o), AL_OK) << al_last_error();
+  const al_stream_batch *b;
+  int st;
+  size_t n = 0;
+  while ((st = al_stream_next(s, &b)) == AL_OK) {
+    al_bucket_info bi;
+    ASSERT_EQ(al_manifest_bucket(e.m, b->bucket, &bi), AL_OK);
+    const uint32_t tb = 1 + (bi.frames - 1) / 4, hb = bi.height / 8, wb = bi.width / 8;
+    EXPECT_EQ(b->grid[0], tb);
+    EXPECT_EQ(b->grid[1], hb);
+    EXPECT_EQ(b->grid[2], wb);
+    for (size_t i = 0; i < b->n; i++) {
+      const MSample &smp = e.samples[e.by_key.at(b->keys[i])];
+      uint64_t delivered = (uint64_t)tb * hb * wb; // patch 1x1x1: one token per latent cell
+      EXPECT_EQ((uint64_t)(b->cu_seqlens[i + 1] - b->cu_seqlens[i]), delivered) << smp.key;
+      Bytes want = Crop(smp, tb, hb, wb);
+      ASSERT_EQ(b->members[0].sizes[i], want.size());
+      EXPECT_EQ(0, memcmp(static_cast<const unsigned char *>(b->data) + b->members[0].offsets[i],
+                          want.data(), want.size()))
+          << smp.key;
+      n++;
+    }
+    al_stream_release(s, b);
+  }
+  EXPECT_EQ(st, AL_EOF) << al_last_error();
+  EXPECT_EQ(n, 24u);
+  al_stream_close(s);
 }
 
 TEST(StreamMembers, SafetensorsBf16LatentsAreCroppedToo) {
