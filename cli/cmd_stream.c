@@ -42,6 +42,8 @@ static void usage(FILE *out) {
           "  --root FROM=TO       the corpus moved: shard paths under directory FROM are\n"
           "                       read under TO (repeatable; shards are checked by size and\n"
           "                       content, so copies made with cp or rsync stream as indexed)\n"
+          "  --max-sample-bytes N fail (or skip) a sample whose members together deliver\n"
+          "                       more than N bytes (default 1 GiB; ADAPTIVELOAD_MAX_SAMPLE_BYTES)\n"
           "  --max-member-bytes N fail (or skip) a sample whose payload member holds or\n"
           "                       decodes to more than N bytes (default 512 MiB;\n"
           "                       ADAPTIVELOAD_MAX_MEMBER_BYTES)\n"
@@ -214,13 +216,16 @@ int cli_cmd_stream(int argc, char **argv) {
                             a[0] == '-' ? "needs a value (or is unknown)" : "unexpected");
     } else {
       i++;
-      if (!strcmp(a, "--max-member-bytes")) {
+      if (!strcmp(a, "--max-member-bytes") || !strcmp(a, "--max-sample-bytes")) {
         unsigned long long b = 0;
         if (cli_parse_u64(v, &b) || b == 0) {
           fprintf(stderr, "adaptiveload stream: bad %s '%s'\n\n", a, v);
           return AL_EXIT_USAGE;
         }
-        o.max_member_bytes = b;
+        if (!strcmp(a, "--max-member-bytes"))
+          o.max_member_bytes = b;
+        else
+          o.max_sample_bytes = b;
       } else if (!strcmp(a, "--root")) {
         const char *eq = strchr(v, '=');
         if (!eq || eq == v || !eq[1] || n_roots == sizeof roots / sizeof roots[0]) {

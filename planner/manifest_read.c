@@ -1,8 +1,8 @@
 /* Loading a manifest into flat arrays and the al_manifest.h accessors. */
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/env_internal.h"
 #include "common/grow_internal.h"
 #include "planner/cost_internal.h"
 #include "planner/manifest_internal.h"
@@ -247,14 +247,7 @@ static void step_figures(al_manifest *m) {
 }
 
 static uint64_t max_manifest_bytes(void) {
-  const char *e = getenv("ADAPTIVELOAD_MAX_MANIFEST_BYTES");
-  if (e && *e >= '0' && *e <= '9') {
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(e, &end, 10);
-    if (!errno && !*end && v > 0) return v;
-  }
-  return AL_MANIFEST_MAX_BYTES_DEFAULT;
+  return env_u64("ADAPTIVELOAD_MAX_MANIFEST_BYTES", AL_MANIFEST_MAX_BYTES_DEFAULT);
 }
 
 int al_manifest_load(al_manifest **out, const char *path) {

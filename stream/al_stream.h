@@ -122,6 +122,7 @@ typedef struct al_stream_state {
  * sets another; a member over the cap fails its read (AL_ERANGE, or is skipped with
  * AL_STREAM_SKIP_SAMPLE) naming shard, key, member and offset. */
 #define AL_STREAM_MAX_MEMBER_DEFAULT (512ull << 20)
+#define AL_STREAM_MAX_SAMPLE_DEFAULT (1ull << 30)
 
 typedef struct al_stream_options {
   int threads;                   /* reader threads; 0 = min(4, online cores) */
@@ -153,6 +154,11 @@ typedef struct al_stream_options {
   uint64_t max_member_bytes; /* cap on one member's stored and decoded bytes; 0 =
                                 ADAPTIVELOAD_MAX_MEMBER_BYTES when set, else
                                 AL_STREAM_MAX_MEMBER_DEFAULT */
+  /* Appended (issue 13): the cap on what one sample delivers, its members together (after
+   * the crop); over it the sample fails (or is skipped, AL_STREAM_SKIP_SAMPLE), naming the key
+   * and the bytes. 0 = ADAPTIVELOAD_MAX_SAMPLE_BYTES when set, else
+   * AL_STREAM_MAX_SAMPLE_DEFAULT. */
+  uint64_t max_sample_bytes;
 } al_stream_options;
 
 #define AL_STREAM_MAX_DIMS 8

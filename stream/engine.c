@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/env_internal.h"
 #include "common/grow_internal.h"
 #include "stream/cuda_rt_internal.h"
 #include "stream/member_reader_internal.h"
@@ -73,6 +74,7 @@ struct al_stream {
   theader_kind *kinds; /* per member: THEADER_KIND_NONE = raw bytes */
   long latent;         /* the member cropped to the bucket grid when typed; -1 = none */
   uint64_t max_member;
+  uint64_t max_sample; /* a sample's members together, after the crop */
   int on_error;
   size_t align;
   size_t read_block;
@@ -270,6 +272,7 @@ static void fill(al_stream *s, stream_reader *rd, slot *sl) {
     /* The sample's members one after the other, each at an aligned offset; committed
      * (n, off, end advanced) only when all of them were read. */
     size_t cur = off, prev_end = end;
+    uint64_t sample_bytes = 0;
     for (size_t j = 0; j < s->n_members && rc == AL_OK; j++) {
       size_t len = 0;
       const char *dtype = "uint8";
@@ -319,6 +322,17 @@ static void fill(al_stream *s, stream_reader *rd, slot *sl) {
       mm->sizes[n] = len;
       prev_end = cur + len;
       cur = align_up(prev_end, s->align);
+      sample_bytes += len;
+      if (sample_bytes > s->max_sample) {
+        rc = al_set_error(AL_ERANGE,
+                          "key '%s': its members hold %" PRIu64
+                          " bytes by member '%s', past "
+                          "the %" PRIu64
+                          "-byte cap on a sample (max_sample_bytes, "
+                          "ADAPTIVELOAD_MAX_SAMPLE_BYTES)",
+                          job.key ? job.key : "?", sample_bytes, job.member, s->max_sample);
+        break;
+      }
     }
     if (rc == AL_OK && tokens + ps->tokens > (uint64_t)INT32_MAX)
       rc = al_set_error(AL_ERANGE,
@@ -608,6 +622,9 @@ int stream_open_source(al_stream **out, const stream_source *src, stream_rank_pl
   s->align = align;
   s->read_block = o.read_block ? o.read_block : ((size_t)1 << 20);
   s->max_member = o.max_member_bytes;
+  s->max_sample = o.max_sample_bytes
+                      ? o.max_sample_bytes
+                      : env_u64("ADAPTIVELOAD_MAX_SAMPLE_BYTES", AL_STREAM_MAX_SAMPLE_DEFAULT);
   rc = set_members(s, &o);
   if (rc != AL_OK) goto cleanup;
 

@@ -1,4 +1,5 @@
 /* Reading one payload member: pread, libarchive fallback, LZ4 frames. */
+#include "common/env_internal.h"
 #include "stream/member_reader_internal.h"
 
 #include <errno.h>
@@ -208,14 +209,7 @@ void stream_reader_free(stream_reader *r) {
 }
 
 uint64_t stream_max_member_bytes(void) {
-  const char *e = getenv("ADAPTIVELOAD_MAX_MEMBER_BYTES");
-  if (e && *e >= '0' && *e <= '9') {
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(e, &end, 10);
-    if (!errno && !*end && v > 0) return v;
-  }
-  return AL_STREAM_MAX_MEMBER_DEFAULT;
+  return env_u64("ADAPTIVELOAD_MAX_MEMBER_BYTES", AL_STREAM_MAX_MEMBER_DEFAULT);
 }
 
 /* Bytes of one member, from a file offset (pread) or the current libarchive entry. */

@@ -71,6 +71,7 @@ class StreamOptions(ctypes.Structure):
         ("members", ctypes.POINTER(c_char_p)),
         ("n_members", c_size_t),
         ("max_member_bytes", c_uint64),
+        ("max_sample_bytes", c_uint64),
     ]
 
 

@@ -218,6 +218,8 @@ class StreamDataset(IterableDataset):
             ``["latent.npy", "t5.npy", "txt"]``); None = ``[ext]``. See "Several members".
         max_member_bytes: cap on one member's stored or decoded bytes; 0 = the C default
             (ADAPTIVELOAD_MAX_MEMBER_BYTES, else 512 MiB).
+        max_sample_bytes: cap on what one sample delivers, its members together; 0 = the C
+            default (ADAPTIVELOAD_MAX_SAMPLE_BYTES, else 1 GiB).
         root: the corpus moved (copied to node-local disk, say): "FROM=TO", {FROM: TO} or a list
             of them; shard paths under FROM are read under TO (``adaptiveload stream --root``).
         threads: C reader threads per stream (default min(4, cores); 2 inside workers).
@@ -233,7 +235,7 @@ class StreamDataset(IterableDataset):
 
     def __init__(self, index, manifest, rank=None, world_size=None, ext="latent", threads=None, prefetch=4,
                  on_error="fail", device=None, zero_copy=False, keep=1, pin_memory=None, state=None, members=None,
-                 max_member_bytes=0, root=None):
+                 max_member_bytes=0, root=None, max_sample_bytes=0):
         super().__init__()
         if on_error not in _ON_ERROR:
             raise ValueError("on_error must be 'fail' or 'skip', not %r" % (on_error,))
@@ -248,6 +250,7 @@ class StreamDataset(IterableDataset):
         if self.members is not None and len(set(self.members)) != len(self.members):
             raise ValueError("members lists a member twice: %r" % (self.members,))
         self.max_member_bytes = int(max_member_bytes or 0)
+        self.max_sample_bytes = int(max_sample_bytes or 0)
         self.root = L.root_pairs(root)
         self.threads = threads
         self.prefetch = prefetch
@@ -336,6 +339,7 @@ class StreamDataset(IterableDataset):
             o.n_members = len(self.members)
             o._keep_names = names  # alive as long as the options
         o.max_member_bytes = self.max_member_bytes
+        o.max_sample_bytes = self.max_sample_bytes
         o.on_error = _ON_ERROR[self.on_error]
         o.world = int(self.world_size or 0)
         o.first = worker

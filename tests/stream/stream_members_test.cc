@@ -8,6 +8,7 @@
 // missing member names what the sample has, a latent smaller than its grid is refused, the
 // member cap option, and the CRC-32 of --jsonl against known vectors.
 #include <cinttypes>
+#include <algorithm>
 #include <map>
 #include <set>
 #include <string>
@@ -381,6 +382,62 @@ TEST(StreamMembers, ANonDefaultGeometryCropsUnderTheManifestsGeometry) {
   }
   EXPECT_EQ(st, AL_EOF) << al_last_error();
   EXPECT_EQ(n, 24u);
+  al_stream_close(s);
+}
+
+// The cap on what one sample delivers (its members together, after the crop): over it the
+// sample fails naming the key and the bytes, or is skipped and listed.
+TEST(StreamMembers, SampleCapFailsOrSkipsNamingTheKey) {
+  MEnv e;
+  e.Make("scap", 1, 12);
+  al_stream_options o = Options();
+  // What each sample delivers, its members together, without a cap.
+  std::map<std::string, uint64_t> total;
+  al_stream *s = nullptr;
+  ASSERT_EQ(al_stream_open(&s, e.idx, e.m, 0, &o), AL_OK) << al_last_error();
+  const al_stream_batch *b;
+  int st;
+  while ((st = al_stream_next(s, &b)) == AL_OK) {
+    for (size_t i = 0; i < b->n; i++)
+      for (size_t j = 0; j < b->n_members; j++) total[b->keys[i]] += b->members[j].sizes[i];
+    al_stream_release(s, b);
+  }
+  al_stream_close(s);
+  ASSERT_EQ(total.size(), 12u);
+  std::vector<uint64_t> sizes;
+  for (auto &kv : total) sizes.push_back(kv.second);
+  std::sort(sizes.begin(), sizes.end());
+  const uint64_t cap = sizes[6]; // the larger samples are over it
+  size_t over = 0;
+  for (uint64_t v : sizes) over += v > cap;
+  ASSERT_GT(over, 0u);
+  o.max_sample_bytes = cap;
+  ASSERT_EQ(al_stream_open(&s, e.idx, e.m, 0, &o), AL_OK) << al_last_error();
+  while ((st = al_stream_next(s, &b)) == AL_OK) al_stream_release(s, b);
+  EXPECT_EQ(st, AL_ERANGE);
+  EXPECT_TRUE(altest::ErrorContains("-byte cap on a sample")) << al_last_error();
+  EXPECT_TRUE(altest::ErrorContains("key 'scap-")) << al_last_error();
+  al_stream_close(s);
+  // Skipped instead, with the cap from the environment: exactly the samples over it.
+  o.on_error = AL_STREAM_SKIP_SAMPLE;
+  o.max_sample_bytes = 0;
+  setenv("ADAPTIVELOAD_MAX_SAMPLE_BYTES", std::to_string(cap).c_str(), 1);
+  ASSERT_EQ(al_stream_open(&s, e.idx, e.m, 0, &o), AL_OK) << al_last_error();
+  unsetenv("ADAPTIVELOAD_MAX_SAMPLE_BYTES");
+  size_t delivered = 0, skipped = 0;
+  while ((st = al_stream_next(s, &b)) == AL_OK) {
+    delivered += b->n;
+    skipped += b->n_skipped;
+    for (size_t i = 0; i < b->n; i++) EXPECT_LE(total[b->keys[i]], cap) << b->keys[i];
+    for (size_t i = 0; i < b->n_skipped; i++) {
+      EXPECT_GT(total[b->skipped_keys[i]], cap) << b->skipped_keys[i];
+      EXPECT_TRUE(altest::Contains(b->skipped_reasons[i], "cap on a sample"));
+    }
+    al_stream_release(s, b);
+  }
+  EXPECT_EQ(st, AL_EOF) << al_last_error();
+  EXPECT_EQ(skipped, over);
+  EXPECT_EQ(delivered + skipped, 12u);
   al_stream_close(s);
 }
 
