@@ -120,6 +120,11 @@ struct al_index {
  * compressed, its first and last 64 KiB. AL_EIO naming the path when a read fails. */
 int index_shard_content_fp(const al_index *idx, uint32_t shard, int fd, uint64_t *out);
 
+/* Allocates the sample, member and key arrays for this many at once (0: leave that one),
+ * as huge-page-friendly blocks: loading then writes each array once, in order. Only a hint:
+ * a failed allocation leaves the arrays to grow as usual. */
+void index_reserve(al_index *idx, size_t samples, size_t members, size_t key_bytes);
+
 /* Records the content fingerprint of every shard with samples (end of a build). A shard that
  * cannot be read keeps 0; AL_ENOTFOUND then, else AL_OK. */
 int index_record_content_fps(al_index *idx);

@@ -6,6 +6,7 @@
  * a byte-identical index file.
  */
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <string.h>
 
 #include "common/grow_internal.h"
@@ -196,6 +197,9 @@ int al_index_save(const al_index *idx, const char *path) {
   h.created_utc = "";
   h.n_field_names = AL_N_FIELDS;
   h.field_names = (char **)idx->fields;
+  h.samples_hint = idx->n_samples;
+  h.members_hint = idx->n_members;
+  h.key_bytes_hint = idx->keys_len;
   rc = pbio_write_msg(w, AL_REC_INDEX_HEADER, &h.base);
   chunk_writer shards = {idx, CHUNK_SHARDS, sizeof(Adaptiveload__Shard), .fill = fill_shards};
   chunk_writer samples = {idx, CHUNK_SAMPLES, sizeof(Adaptiveload__Sample), .fill = fill_samples};
@@ -414,6 +418,16 @@ int al_index_load(al_index **out, const char *path) {
     const char *names[AL_N_FIELDS] = {NULL};
     for (size_t i = 0; i < h->n_field_names && i < AL_N_FIELDS; i++) names[i] = h->field_names[i];
     rc = index_set_fields(L.idx, names);
+    /* One allocation per array instead of growing (a 10M-sample index: ~1 GB written once);
+     * the hints are bounded by what the file could decode to (LZ4 expands at most 255x, and
+     * a sample or member record takes at least 4 bytes), so a lying file cannot reserve more. */
+    struct stat sb;
+    if (!rc && stat(path, &sb) == 0 && sb.st_size > 0) {
+      uint64_t most = (uint64_t)sb.st_size * 255;
+      index_reserve(L.idx, h->samples_hint <= most / 4 ? h->samples_hint : 0,
+                    h->members_hint <= most / 4 ? h->members_hint : 0,
+                    h->key_bytes_hint <= most ? h->key_bytes_hint : 0);
+    }
     msg = NULL; /* owned by the reader (arena) */
   }
   int have_summary = 0;
