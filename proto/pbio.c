@@ -543,17 +543,24 @@ static int read_expected(pbio_reader *r, uint32_t tag, const ProtobufCMessageDes
 
 /* ---------------------------------------------------------- read-ahead -- */
 
-/* One thread reads, decompresses and unpacks the records ahead of the caller, into
- * AHEAD_SLOTS slots with an arena each; the caller holds one slot (its last message) at a
- * time. Loading a 10M-sample index spends about a third of its time in LZ4 and protobuf-c:
- * that part then runs beside the caller's own work on the messages. */
-#define AHEAD_SLOTS 3
-#define AHEAD_ERR_MAX 1024 /* an error message carried from the thread to the caller */
+/* Two threads work ahead of the caller: one reads and decompresses the records (LZ4 and the
+ * framing, in file order) into slots, one unpacks each slot's record with protobuf-c into the
+ * slot's arena; the caller takes the slots in order and holds one (its last message) at a
+ * time. Loading a 10M-sample index spends about two thirds of its time in LZ4 and protobuf-c:
+ * that part then runs beside the caller's own work on the messages, and decompressing beside
+ * unpacking. */
+#define AHEAD_SLOTS 4
+#define AHEAD_ERR_MAX 1024 /* an error message carried from a thread to the caller */
+
+enum { SLOT_FREE = 0, SLOT_RAW = 1, SLOT_UNPACKING = 2, SLOT_READY = 3 };
 
 typedef struct ahead_slot {
-  int state; /* 0 free, 1 ready */
-  int rc;    /* AL_OK, AL_EOF or an error */
+  int state;
+  int rc; /* AL_OK, AL_EOF or an error */
   uint32_t tag;
+  uint64_t record; /* record number, for messages */
+  uint8_t *raw;    /* the record's bytes (SLOT_RAW) */
+  size_t raw_len, raw_cap;
   ProtobufCMessage *msg;
   arena_chunk *arena;
   ProtobufCAllocator allocator;
@@ -561,52 +568,72 @@ typedef struct ahead_slot {
 } ahead_slot;
 
 typedef struct pbio_ahead {
-  pthread_t thread;
+  pthread_t reader, unpacker;
+  int have_unpacker;
   pthread_mutex_t mu;
   pthread_cond_t cv;
   int stop;
-  unsigned next_fill, next_take; /* slot numbers, mod AHEAD_SLOTS */
-  int held;                      /* the caller holds slot (next_take - 1) */
-  int done;                      /* the caller has seen AL_EOF or an error */
+  unsigned next_fill, next_unpack, next_take; /* slot numbers, mod AHEAD_SLOTS */
+  int held;                                   /* the caller holds slot (next_take - 1) */
+  int done;                                   /* the caller has seen AL_EOF or an error */
   int done_rc;
   char done_err[AHEAD_ERR_MAX];
   ahead_slot slot[AHEAD_SLOTS];
 } pbio_ahead;
 
-/* The next record unpacked into `sl` (its arena reset first). */
-static int read_into(pbio_reader *r, ahead_slot *sl) {
+/* The next record's bytes copied into `sl`. */
+static int read_raw(pbio_reader *r, ahead_slot *sl) {
   const uint8_t *buf;
   size_t len;
   int rc = pbio_read(r, &sl->tag, &buf, &len);
   if (rc) return rc;
-  const ProtobufCMessageDescriptor *desc = pbio_descriptor_for(sl->tag);
-  if (!desc)
+  sl->record = r->records - 1;
+  if (!pbio_descriptor_for(sl->tag))
     return al_set_error(AL_EFORMAT, "%s: record %llu has unknown tag %u", r->path,
-                        (unsigned long long)(r->records - 1), sl->tag);
-  arena_reset(&sl->arena);
-  sl->msg = protobuf_c_message_unpack(desc, &sl->allocator, len, buf);
-  if (!sl->msg)
-    return al_set_error(AL_EFORMAT,
-                        "%s: record %llu (tag %u): cannot decode %s message of %zu bytes", r->path,
-                        (unsigned long long)(r->records - 1), sl->tag, desc->name, len);
+                        (unsigned long long)sl->record, sl->tag);
+  if ((rc = grow_array((void **)&sl->raw, &sl->raw_cap, len ? len : 1, 1, "a read-ahead record")))
+    return al_error_prefix(rc, "%s", r->path);
+  memcpy(sl->raw, buf, len);
+  sl->raw_len = len;
   return AL_OK;
 }
 
-static void *ahead_main(void *arg) {
+/* Unpacks the slot's record into its arena (reset first). */
+static int unpack_slot(const pbio_reader *r, ahead_slot *sl) {
+  const ProtobufCMessageDescriptor *desc = pbio_descriptor_for(sl->tag);
+  arena_reset(&sl->arena);
+  sl->msg = protobuf_c_message_unpack(desc, &sl->allocator, sl->raw_len, sl->raw);
+  if (!sl->msg)
+    return al_set_error(AL_EFORMAT,
+                        "%s: record %llu (tag %u): cannot decode %s message of %zu bytes", r->path,
+                        (unsigned long long)sl->record, sl->tag, desc->name, sl->raw_len);
+  return AL_OK;
+}
+
+static void *ahead_reader(void *arg) {
   pbio_reader *r = arg;
   pbio_ahead *a = r->ahead;
   for (;;) {
     pthread_mutex_lock(&a->mu);
     ahead_slot *sl = &a->slot[a->next_fill % AHEAD_SLOTS];
-    while (!a->stop && sl->state != 0) pthread_cond_wait(&a->cv, &a->mu);
+    while (!a->stop && sl->state != SLOT_FREE) pthread_cond_wait(&a->cv, &a->mu);
     int stop = a->stop;
     pthread_mutex_unlock(&a->mu);
     if (stop) break;
-    int rc = read_into(r, sl);
+    int rc = read_raw(r, sl);
     if (rc && rc != AL_EOF) snprintf(sl->err, sizeof sl->err, "%s", al_last_error());
-    pthread_mutex_lock(&a->mu);
-    sl->rc = rc;
-    sl->state = 1;
+    if (rc == AL_OK && !a->have_unpacker) { /* no second thread: unpack here */
+      rc = unpack_slot(r, sl);
+      if (rc) snprintf(sl->err, sizeof sl->err, "%s", al_last_error());
+      pthread_mutex_lock(&a->mu);
+      sl->rc = rc;
+      sl->state = SLOT_READY;
+    } else {
+      pthread_mutex_lock(&a->mu);
+      sl->rc = rc;
+      /* AL_EOF or a read error is ready as it is; a record waits for the unpacker. */
+      sl->state = rc ? SLOT_READY : SLOT_RAW;
+    }
     a->next_fill++;
     pthread_cond_broadcast(&a->cv);
     pthread_mutex_unlock(&a->mu);
@@ -615,8 +642,31 @@ static void *ahead_main(void *arg) {
   return NULL;
 }
 
+static void *ahead_unpacker(void *arg) {
+  pbio_reader *r = arg;
+  pbio_ahead *a = r->ahead;
+  for (;;) {
+    pthread_mutex_lock(&a->mu);
+    ahead_slot *sl = &a->slot[a->next_unpack % AHEAD_SLOTS];
+    while (!a->stop && sl->state != SLOT_RAW) pthread_cond_wait(&a->cv, &a->mu);
+    int stop = a->stop;
+    if (!stop) sl->state = SLOT_UNPACKING;
+    pthread_mutex_unlock(&a->mu);
+    if (stop) break;
+    int rc = unpack_slot(r, sl);
+    if (rc) snprintf(sl->err, sizeof sl->err, "%s", al_last_error());
+    pthread_mutex_lock(&a->mu);
+    sl->rc = rc;
+    sl->state = SLOT_READY;
+    a->next_unpack++;
+    pthread_cond_broadcast(&a->cv);
+    pthread_mutex_unlock(&a->mu);
+  }
+  return NULL;
+}
+
 static int is_ahead_thread(const pbio_reader *r) {
-  return pthread_equal(pthread_self(), r->ahead->thread);
+  return pthread_equal(pthread_self(), r->ahead->reader);
 }
 
 int pbio_reader_read_ahead(pbio_reader *r) {
@@ -632,9 +682,17 @@ int pbio_reader_read_ahead(pbio_reader *r) {
   pthread_mutex_init(&a->mu, NULL);
   pthread_cond_init(&a->cv, NULL);
   r->ahead = a;
-  int e = pthread_create(&a->thread, NULL, ahead_main, r);
-  if (e) {
+  /* The unpacker first: the reader decides by have_unpacker whether to unpack itself. */
+  a->have_unpacker = pthread_create(&a->unpacker, NULL, ahead_unpacker, r) == 0;
+  if (pthread_create(&a->reader, NULL, ahead_reader, r) != 0) {
     /* Not fatal: reads go on in the caller's thread. */
+    if (a->have_unpacker) {
+      pthread_mutex_lock(&a->mu);
+      a->stop = 1;
+      pthread_cond_broadcast(&a->cv);
+      pthread_mutex_unlock(&a->mu);
+      pthread_join(a->unpacker, NULL);
+    }
     pthread_mutex_destroy(&a->mu);
     pthread_cond_destroy(&a->cv);
     free(a);
@@ -650,10 +708,12 @@ static void ahead_stop(pbio_reader *r) {
   a->stop = 1;
   pthread_cond_broadcast(&a->cv);
   pthread_mutex_unlock(&a->mu);
-  pthread_join(a->thread, NULL);
+  pthread_join(a->reader, NULL);
+  if (a->have_unpacker) pthread_join(a->unpacker, NULL);
   for (int i = 0; i < AHEAD_SLOTS; i++) {
     arena_reset(&a->slot[i].arena);
     free(a->slot[i].arena);
+    free(a->slot[i].raw);
   }
   pthread_mutex_destroy(&a->mu);
   pthread_cond_destroy(&a->cv);
@@ -668,12 +728,12 @@ static int ahead_take(pbio_reader *r, uint32_t *tag, ProtobufCMessage **msg) {
     return a->done_rc == AL_EOF ? AL_EOF : al_set_error(a->done_rc, "%s", a->done_err);
   pthread_mutex_lock(&a->mu);
   if (a->held) {
-    a->slot[(a->next_take - 1) % AHEAD_SLOTS].state = 0;
+    a->slot[(a->next_take - 1) % AHEAD_SLOTS].state = SLOT_FREE;
     a->held = 0;
     pthread_cond_broadcast(&a->cv);
   }
   ahead_slot *sl = &a->slot[a->next_take % AHEAD_SLOTS];
-  while (sl->state != 1) pthread_cond_wait(&a->cv, &a->mu);
+  while (sl->state != SLOT_READY) pthread_cond_wait(&a->cv, &a->mu);
   a->next_take++;
   a->held = 1;
   pthread_mutex_unlock(&a->mu);
