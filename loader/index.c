@@ -328,6 +328,20 @@ const index_tshape *index_member_tshape(const al_index *idx, uint64_t member) {
   return &idx->tshapes[idx->typed[k] & AL_TYPED_SHAPES_MAX];
 }
 
+/* Copies of a rejected or warning entry's texts (NULL as ""); all three or none. */
+static int dup_texts(const char *member, const char *key, const char *reason, char **m, char **k,
+                     char **r) {
+  *m = strdup(member ? member : "");
+  *k = strdup(key ? key : "");
+  *r = strdup(reason ? reason : "");
+  if (*m && *k && *r) return AL_OK;
+  free(*m);
+  free(*k);
+  free(*r);
+  *m = *k = *r = NULL;
+  return al_set_error(AL_ENOMEM, "out of memory");
+}
+
 int index_add_warning(al_index *idx, uint64_t sample, uint32_t shard, const char *member,
                       uint64_t offset, const char *key, const char *reason) {
   int rc = grow_array((void **)&idx->warnings, &idx->cap_warnings, idx->n_warnings + 1,
@@ -337,15 +351,7 @@ int index_add_warning(al_index *idx, uint64_t sample, uint32_t shard, const char
   w->sample = sample;
   w->shard = shard;
   w->offset = offset;
-  w->member = strdup(member ? member : "");
-  w->key = strdup(key ? key : "");
-  w->reason = strdup(reason ? reason : "");
-  if (!w->member || !w->key || !w->reason) {
-    free(w->member);
-    free(w->key);
-    free(w->reason);
-    return al_set_error(AL_ENOMEM, "out of memory");
-  }
+  if ((rc = dup_texts(member, key, reason, &w->member, &w->key, &w->reason))) return rc;
   idx->n_warnings++;
   return AL_OK;
 }
@@ -406,15 +412,7 @@ int al_index_add_rejected(al_index *idx, uint32_t shard, const char *member, uin
   index_rejected_rec *r = &idx->rejected[idx->n_rejected];
   r->shard = shard;
   r->offset = offset;
-  r->member = strdup(member ? member : "");
-  r->key = strdup(key ? key : "");
-  r->reason = strdup(reason ? reason : "");
-  if (!r->member || !r->key || !r->reason) {
-    free(r->member);
-    free(r->key);
-    free(r->reason);
-    return al_set_error(AL_ENOMEM, "out of memory");
-  }
+  if ((rc = dup_texts(member, key, reason, &r->member, &r->key, &r->reason))) return rc;
   idx->n_rejected++;
   idx->shards[shard].rejected_count++;
   return AL_OK;

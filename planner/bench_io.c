@@ -173,15 +173,6 @@ static int parse_csv(al_bench *b, const char *text, size_t len, const char *name
   return rc;
 }
 
-static int json_num(json_t *o, const char *k1, const char *k2, double *out) {
-  json_t *v = json_object_get(o, k1);
-  if (!v && k2) v = json_object_get(o, k2);
-  if (!v) return 1;
-  if (!json_is_number(v)) return -1;
-  *out = json_number_value(v);
-  return 0;
-}
-
 static int parse_json(al_bench *b, const char *text, size_t len, const char *name) {
   json_t *root;
   int rc = plan_json_parse(text, len, name, &root);
@@ -205,7 +196,7 @@ static int parse_json(al_bench *b, const char *text, size_t len, const char *nam
     double v[4] = {0, 0, 0, 0};
     static const char *const keys[4] = {"B", "S", "ms", "peak_mem_bytes"};
     for (int k = 0; k < 4; k++) {
-      int r = json_num(row, keys[k], k == 2 ? "step_ms" : NULL, &v[k]);
+      int r = plan_json_num(row, keys[k], k == 2 ? "step_ms" : NULL, &v[k]);
       if (r < 0) {
         rc = al_set_error(AL_EFORMAT, "%s: \"%s\" is not a number", where, keys[k]);
         goto cleanup;

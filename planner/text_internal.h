@@ -17,6 +17,10 @@ int plan_text_is_json(const char *text, size_t len);
  * "NAME: line L column C: broken JSON: ...". */
 int plan_json_parse(const char *text, size_t len, const char *name, json_t **root);
 
+/* The number at key k1 of object `o` (or at k2 when k1 is absent; k2 may be NULL): 0 with
+ * *out set, 1 when absent, -1 when not a number. */
+int plan_json_num(json_t *o, const char *k1, const char *k2, double *out);
+
 /* Reads the file at `path` into a malloc'd *buf (*len bytes; free it). A file
  * of max_bytes or more is AL_ERANGE "PATH: WHAT larger than N MiB"; open and
  * read errors are AL_EIO naming the path and errno. */

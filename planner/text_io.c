@@ -65,3 +65,12 @@ int plan_read_file(const char *path, size_t max_bytes, const char *what, char **
   *out_len = n;
   return AL_OK;
 }
+
+int plan_json_num(json_t *o, const char *k1, const char *k2, double *out) {
+  json_t *v = json_object_get(o, k1);
+  if (!v && k2) v = json_object_get(o, k2);
+  if (!v) return 1;
+  if (!json_is_number(v)) return -1;
+  *out = json_number_value(v);
+  return 0;
+}

@@ -23,16 +23,6 @@ static int by_shape_then_ms(const void *a, const void *b) {
   return (x->ms > y->ms) - (x->ms < y->ms);
 }
 
-/* Number at key k1 (or k2): 0 found, 1 absent, -1 not a number. */
-static int num(json_t *o, const char *k1, const char *k2, double *out) {
-  json_t *v = json_object_get(o, k1);
-  if (!v && k2) v = json_object_get(o, k2);
-  if (!v) return 1;
-  if (!json_is_number(v)) return -1;
-  *out = json_number_value(v);
-  return 0;
-}
-
 /* One line into *row; nonzero with a reason in why[] when it cannot be used. */
 static int parse_line(const char *line, size_t len, trace_row *row, int *warmup, char *why,
                       size_t cap) {
@@ -51,8 +41,10 @@ static int parse_line(const char *line, size_t len, trace_row *row, int *warmup,
     return 1;
   }
   double B = 0, S = 0, ms = 0, tokens = 0, mem = -1;
-  int rb = num(o, "B", "n", &B), rs = num(o, "S", NULL, &S), rm = num(o, "ms", "step_ms", &ms);
-  int rt = num(o, "tokens", NULL, &tokens), rmem = num(o, "peak_mem_bytes", NULL, &mem);
+  int rb = plan_json_num(o, "B", "n", &B), rs = plan_json_num(o, "S", NULL, &S),
+      rm = plan_json_num(o, "ms", "step_ms", &ms);
+  int rt = plan_json_num(o, "tokens", NULL, &tokens),
+      rmem = plan_json_num(o, "peak_mem_bytes", NULL, &mem);
   if (rs == 1 && rt == 0 && rb == 0 && B >= 1) S = tokens / B, rs = 0;
   if (rb || rs || rm || rt < 0 || rmem < 0) {
     snprintf(why, cap, "needs numbers B (or n), S (or tokens) and ms");

@@ -225,6 +225,19 @@ static int fail_at(const stream_source_job *job, const char *shard, uint64_t at,
                       job->key ? job->key : "?", job->member, at, fmt, detail ? detail : "");
 }
 
+/* A stored member past the reader's cap (or too large to address). */
+static int over_cap(const stream_reader *r, const stream_source_job *job) {
+  return job->size > r->max_member || job->size > (uint64_t)(SIZE_MAX / 2);
+}
+
+static int cap_error(const stream_reader *r, const stream_source_job *job, const char *shard) {
+  char what[96];
+  snprintf(what, sizeof what,
+           "%" PRIu64 " bytes exceeds the cap of %" PRIu64 " bytes (ADAPTIVELOAD_MAX_MEMBER_BYTES)",
+           job->size, r->max_member);
+  return fail_at(job, shard, job->offset, AL_ERANGE, "member of ", what);
+}
+
 /* Reads up to cap bytes; 0 at the end of the member; < 0 on error (message set). */
 static long long in_read(member_in *in, void *buf, size_t cap, const stream_source_job *job,
                          const char *shard) {
@@ -415,14 +428,7 @@ int stream_reader_read(stream_reader *r, const stream_source_job *job, stream_gr
   if (job->lz4) {
     rc = decode_lz4(r, &in, job, path, b, off, len);
   } else {
-    if (job->size > r->max_member || job->size > (uint64_t)(SIZE_MAX / 2)) {
-      char what[96];
-      snprintf(what, sizeof what,
-               "%" PRIu64 " bytes exceeds the cap of %" PRIu64
-               " bytes (ADAPTIVELOAD_MAX_MEMBER_BYTES)",
-               job->size, r->max_member);
-      return fail_at(job, path, job->offset, AL_ERANGE, "member of ", what);
-    }
+    if (over_cap(r, job)) return cap_error(r, job, path);
     rc = stream_growbuf_reserve(b, off + (size_t)job->size, off);
     if (rc == AL_OK) rc = read_exact(&in, b->p + off, job->size, job, path);
     if (rc == AL_OK) *len = (size_t)job->size;
@@ -453,14 +459,7 @@ int stream_reader_direct(stream_reader *r, const stream_source_job *job, int *fd
   if (job->offset > s->info.size || job->size > s->info.size - job->offset)
     return fail_at(job, s->info.path, job->offset, AL_EFORMAT,
                    "member extends past the end of the shard", NULL);
-  if (job->size > r->max_member || job->size > (uint64_t)(SIZE_MAX / 2)) {
-    char what[96];
-    snprintf(what, sizeof what,
-             "%" PRIu64 " bytes exceeds the cap of %" PRIu64
-             " bytes (ADAPTIVELOAD_MAX_MEMBER_BYTES)",
-             job->size, r->max_member);
-    return fail_at(job, s->info.path, job->offset, AL_ERANGE, "member of ", what);
-  }
+  if (over_cap(r, job)) return cap_error(r, job, s->info.path);
   *fd = s->fd;
   return AL_OK;
 }
