@@ -126,8 +126,8 @@ int index_shard_content_fp(const al_index *idx, uint32_t shard, int fd, uint64_t
 void index_reserve(al_index *idx, size_t samples, size_t members, size_t key_bytes);
 
 /* Records the content fingerprint of every shard with samples (end of a build). A shard that
- * cannot be read keeps 0; AL_ENOTFOUND then, else AL_OK. */
-int index_record_content_fps(al_index *idx);
+ * cannot be read keeps 0 (the stream then checks its mtime). */
+void index_record_content_fps(al_index *idx);
 
 /* Static name for a compression string ("none", "lz4", ...); unknown names map to "other". */
 const char *index_compression_name(const char *name);

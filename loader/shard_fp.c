@@ -97,8 +97,7 @@ int al_index_shard_verify(const al_index *idx, size_t shard, int fd) {
   return AL_OK;
 }
 
-int index_record_content_fps(al_index *idx) {
-  size_t missed = 0;
+void index_record_content_fps(al_index *idx) {
   for (size_t i = 0; i < idx->n_shards; i++) {
     index_shard_rec *s = &idx->shards[i];
     if (!s->sample_count) continue; /* nothing indexed, nothing to rely on */
@@ -108,11 +107,9 @@ int index_record_content_fps(al_index *idx) {
     if (fd >= 0) close(fd);
     if (rc) { /* read a moment ago: gone or changed since; the stream will check mtime */
       s->content_fp = 0;
-      missed++;
       al_clear_error();
     }
   }
-  return missed ? AL_ENOTFOUND : AL_OK;
 }
 
 /* Whether `path` starts with directory `from` (the whole prefix, then '/' or the end). */

@@ -139,7 +139,7 @@ int manifest_check(const al_manifest *m) {
           rc = bad_micro(m, x, what);
           goto cleanup;
         }
-        uint8_t st = smp < m->n_keys ? m->key_status[smp] : AL_KEY_PLANNED;
+        uint8_t st = m->key_status[smp]; /* smp < index_samples = n_keys: checked on load */
         if (st != AL_KEY_PLANNED) {
           snprintf(what, sizeof what,
                    "sample %" PRIu64 " ('%s') has status %u in the key table (%s), not scheduled",
@@ -152,19 +152,17 @@ int manifest_check(const al_manifest *m) {
         }
         if (is_pad[k]) {
           padded++;
-          if (smp < m->n_keys) seen[smp] |= SEEN_PAD;
+          seen[smp] |= SEEN_PAD;
           continue;
         }
-        if (smp < m->n_keys) {
-          if (seen[smp] & SEEN_REAL) {
-            snprintf(what, sizeof what,
-                     "sample %" PRIu64 " ('%s') is scheduled a second time in this epoch", smp,
-                     key_or(m, smp));
-            rc = bad_micro(m, x, what);
-            goto cleanup;
-          }
-          seen[smp] |= SEEN_REAL;
+        if (seen[smp] & SEEN_REAL) {
+          snprintf(what, sizeof what,
+                   "sample %" PRIu64 " ('%s') is scheduled a second time in this epoch", smp,
+                   key_or(m, smp));
+          rc = bad_micro(m, x, what);
+          goto cleanup;
         }
+        seen[smp] |= SEEN_REAL;
         real++, st_samples++;
         tokens += b->tokens, st_tokens += b->tokens;
         bucket_real[mc->bucket]++;
@@ -191,12 +189,6 @@ int manifest_check(const al_manifest *m) {
                         m->path, i, key_or(m, i), seen[i] & SEEN_PAD ? " (only as padding)" : "");
       goto cleanup;
     }
-  if (m->n_keys && real != counts[AL_KEY_PLANNED]) {
-    /* Unreachable after the two loops above; kept as the statement of the invariant. */
-    rc = al_set_error(AL_EFORMAT, "%s: %" PRIu64 " scheduled keys, %" PRIu64 " samples", m->path,
-                      counts[AL_KEY_PLANNED], real);
-    goto cleanup;
-  }
   if (in->samples != real || in->padded != padded || in->tokens != tokens) {
     rc = al_set_error(AL_EFORMAT,
                       "%s: the summary says %" PRIu64 " samples, %" PRIu64 " padding, %" PRIu64

@@ -78,33 +78,51 @@ int ReadEverything(const std::string &path, int *records, uint64_t *samples, boo
   return rc;
 }
 
+// Both ways of reading (in the caller's thread, and with the read-ahead threads of
+// pbio_reader_read_ahead) give the same records.
 TEST(Pbio, RoundTripManyChunks) {
   std::string path = TmpPath("round.alidx");
   // ~6 MB of records: spans several 4 MB LZ4 blocks and 1 MB staging flushes.
   WriteIndex(path, 40, 5000);
-  int records = 0;
-  uint64_t samples = 0;
-  EXPECT_EQ(ReadEverything(path, &records, &samples), AL_EOF) << al_last_error();
-  EXPECT_EQ(records, 42);
-  EXPECT_EQ(samples, 200000u);
+  for (bool ahead : {false, true}) {
+    SCOPED_TRACE(ahead ? "read ahead" : "plain");
+    int records = 0;
+    uint64_t samples = 0;
+    EXPECT_EQ(ReadEverything(path, &records, &samples, ahead), AL_EOF) << al_last_error();
+    EXPECT_EQ(records, 42);
+    EXPECT_EQ(samples, 200000u);
 
-  // Contents survive: check one sample of the last chunk.
-  pbio_reader *r = nullptr;
-  ASSERT_EQ(pbio_reader_open(&r, path.c_str(), AL_KIND_INDEX), AL_OK);
-  EXPECT_EQ(pbio_reader_version(r), AL_FORMAT_VERSION);
-  ProtobufCMessage *m = nullptr;
-  ASSERT_EQ(pbio_read_msg(r, AL_REC_INDEX_HEADER, &adaptiveload__index_header__descriptor, &m),
-            AL_OK);
-  EXPECT_STREQ(reinterpret_cast<Adaptiveload__IndexHeader *>(m)->producer, "pbio_test");
-  for (int c = 0; c < 40; c++) {
-    ASSERT_EQ(pbio_read_msg(r, AL_REC_INDEX_CHUNK, &adaptiveload__index_chunk__descriptor, &m),
+    // Contents survive: check samples of every chunk.
+    pbio_reader *r = nullptr;
+    ASSERT_EQ(pbio_reader_open(&r, path.c_str(), AL_KIND_INDEX), AL_OK);
+    if (ahead) {
+      ASSERT_EQ(pbio_reader_read_ahead(r), AL_OK);
+    }
+    EXPECT_EQ(pbio_reader_version(r), AL_FORMAT_VERSION);
+    ProtobufCMessage *m = nullptr;
+    ASSERT_EQ(pbio_read_msg(r, AL_REC_INDEX_HEADER, &adaptiveload__index_header__descriptor, &m),
               AL_OK);
-    auto *chunk = reinterpret_cast<Adaptiveload__IndexChunk *>(m);
-    ASSERT_EQ(chunk->n_samples, 5000u);
-    EXPECT_EQ(std::string(chunk->samples[17]->key), "key-" + std::to_string(c * 5000 + 17));
-    EXPECT_EQ(chunk->samples[17]->width, 832u + 17u);
+    EXPECT_STREQ(reinterpret_cast<Adaptiveload__IndexHeader *>(m)->producer, "pbio_test");
+    for (int c = 0; c < 40; c++) {
+      ASSERT_EQ(pbio_read_msg(r, AL_REC_INDEX_CHUNK, &adaptiveload__index_chunk__descriptor, &m),
+                AL_OK);
+      auto *chunk = reinterpret_cast<Adaptiveload__IndexChunk *>(m);
+      ASSERT_EQ(chunk->n_samples, 5000u);
+      EXPECT_EQ(std::string(chunk->samples[17]->key), "key-" + std::to_string(c * 5000 + 17));
+      EXPECT_EQ(chunk->samples[17]->width, 832u + 17u);
+      EXPECT_EQ(std::string(chunk->samples[4999]->key), "key-" + std::to_string(c * 5000 + 4999));
+    }
+    // The wrong record kind is refused; with read-ahead the raw reader may not race the threads.
+    EXPECT_EQ(pbio_read_msg(r, AL_REC_INDEX_CHUNK, &adaptiveload__index_chunk__descriptor, &m),
+              AL_EFORMAT);
+    if (ahead) {
+      uint32_t tag;
+      const uint8_t *buf;
+      size_t len;
+      EXPECT_EQ(pbio_read(r, &tag, &buf, &len), AL_ESTATE);
+    }
+    pbio_reader_close(r);
   }
-  pbio_reader_close(r);
 }
 
 TEST(Pbio, DeterministicBytes) {
@@ -253,40 +271,8 @@ TEST(Pbio, NotAnAdaptiveLoadFile) {
   EXPECT_TRUE(altest::ErrorContains("not an AdaptiveLoad file"));
 }
 
-// The read-ahead thread (pbio_reader_read_ahead) gives the same records, and for a damaged
-// file the same status and message, as reading in the caller's thread.
-TEST(PbioReadAhead, SameRecordsAndContents) {
-  std::string path = TmpPath("ahead.alidx");
-  WriteIndex(path, 40, 5000);
-  int records = 0;
-  uint64_t samples = 0;
-  EXPECT_EQ(ReadEverything(path, &records, &samples, true), AL_EOF) << al_last_error();
-  EXPECT_EQ(records, 42);
-  EXPECT_EQ(samples, 200000u);
-  pbio_reader *r = nullptr;
-  ASSERT_EQ(pbio_reader_open(&r, path.c_str(), AL_KIND_INDEX), AL_OK);
-  ASSERT_EQ(pbio_reader_read_ahead(r), AL_OK);
-  ProtobufCMessage *m = nullptr;
-  ASSERT_EQ(pbio_read_msg(r, AL_REC_INDEX_HEADER, &adaptiveload__index_header__descriptor, &m),
-            AL_OK);
-  EXPECT_STREQ(reinterpret_cast<Adaptiveload__IndexHeader *>(m)->producer, "pbio_test");
-  for (int c = 0; c < 40; c++) {
-    ASSERT_EQ(pbio_read_msg(r, AL_REC_INDEX_CHUNK, &adaptiveload__index_chunk__descriptor, &m),
-              AL_OK);
-    auto *chunk = reinterpret_cast<Adaptiveload__IndexChunk *>(m);
-    ASSERT_EQ(chunk->n_samples, 5000u);
-    EXPECT_EQ(std::string(chunk->samples[4999]->key), "key-" + std::to_string(c * 5000 + 4999));
-  }
-  // The wrong record kind is refused, and the raw reader may not race the thread.
-  EXPECT_EQ(pbio_read_msg(r, AL_REC_INDEX_CHUNK, &adaptiveload__index_chunk__descriptor, &m),
-            AL_EFORMAT);
-  uint32_t tag;
-  const uint8_t *buf;
-  size_t len;
-  EXPECT_EQ(pbio_read(r, &tag, &buf, &len), AL_ESTATE);
-  pbio_reader_close(r);
-}
-
+// For a damaged file the read-ahead threads give the same status and message as reading in
+// the caller's thread.
 TEST(PbioReadAhead, DamageGivesTheSameErrorAsThePlainReader) {
   std::string path = TmpPath("ahead_whole.alidx");
   WriteIndex(path, 6, 2000);
