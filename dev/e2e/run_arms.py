@@ -285,16 +285,24 @@ def fit_cost(args, cli, source, out_cost, index):
 
 
 def refit(args, cli, trace, out_cost, index):
-    """`adaptiveload fit --trace` of (c)'s trace; returns the fit's JSON. When the trace holds
-    too few distinct (B, S) shapes for a fit alone and a shape benchmark ran, the trace is
-    fitted together with it (`fit --bench CSV --trace TRACE`; the JSON's "source" says which)."""
+    """`adaptiveload fit --trace` of (c)'s trace; returns the fit's JSON. With a shape benchmark
+    (--bench-cost), the trace is fitted together with it (`fit --bench CSV --trace TRACE`): the
+    trace's real micro-batches (text lengths, the data path, the training loop's own overheads)
+    correct the benchmark where they overlap, and the benchmark keeps the shapes the trace did
+    not see (a trace of a few dozen steps holds few distinct (B, S), and a fit of those alone
+    extrapolates badly: the trace-only refit of the first device run planned worse than the
+    benchmark's model). --refit-source trace fits the trace alone (falling back to the join
+    when it holds too few shapes); the JSON's "source" says which."""
     csv = os.path.join(args.out, "shape_bench.csv")
-    r = subprocess.run([cli, "fit", "--trace", trace, "--json", "--min-tokens", str(args.fit_min_tokens)],
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
     source = ["--trace", trace]
-    if r.returncode and "distinct (B, S) shapes" in r.stderr and os.path.exists(csv):
-        log("refit: %s; fitting the trace with the shape benchmark" % r.stderr.strip()[-160:])
+    if os.path.exists(csv) and args.refit_source == "join":
         source = ["--bench", csv, "--trace", trace]
+    else:
+        r = subprocess.run([cli, "fit", "--trace", trace, "--json", "--min-tokens", str(args.fit_min_tokens)],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+        if r.returncode and "distinct (B, S) shapes" in r.stderr and os.path.exists(csv):
+            log("refit: %s; fitting the trace with the shape benchmark" % r.stderr.strip()[-160:])
+            source = ["--bench", csv, "--trace", trace]
     fit = fit_cost(args, cli, source, out_cost, index)
     fit["source"] = " ".join(source)
     log("refit from %s: %s" % (trace, json.dumps(fit.get("fit", fit))[:400]))
@@ -530,16 +538,19 @@ def main(argv=None):
     p.add_argument("--paper-plan-args", default="--policy adaptive-unbalanced",
                    help="plan options giving adaptive batch sizes without per-step balancing (arm b); empty: skip b")
     p.add_argument("--worlds", default="8,16", help="replayed world sizes")
-    p.add_argument("--mem-tokens", type=int, default=32768, help="M_mem of every plan")
+    p.add_argument("--mem-tokens", type=int, default=65536,
+                   help="M_mem of every plan (default: the planner's, AL_PLAN_DEFAULT_MEM_TOKENS)")
     p.add_argument("--micro-per-step", type=int, default=1, help="K of every plan")
     p.add_argument("--step-tokens", type=int, default=0, help="T of every plan (0: W x K x M_mem)")
     p.add_argument("--max-epochs", type=int, default=50)
+    p.add_argument("--refit-source", choices=["join", "trace"], default="join",
+                   help="arm d's fit: the trace joined with the shape benchmark (default), or the trace alone")
     p.add_argument("--fit-min-tokens", type=int, default=4096, help="fit --min-tokens (bench and trace fits)")
     p.add_argument("--bench-cost", choices=["auto", "on", "off"], default="auto",
                    help="cost model of arms a-c from a shape benchmark of this DiT on this device (auto: on with "
                         "CUDA); off: the planner's embedded H200 model")
-    p.add_argument("--bench-batches", default="1,2,4,8,16,32")
-    p.add_argument("--bench-seqs", default="1024,2048,4096,8192,16384,32768")
+    p.add_argument("--bench-batches", default="1,2,4,8,16,32,64")
+    p.add_argument("--bench-seqs", default="1024,2048,4096,8192,16384,32768,65536")
     p.add_argument("--bench-iters", type=int, default=3)
     p.add_argument("--bench-text-len", type=int, default=72, help="text tokens per sample in the benchmark")
     # replay
