@@ -5,11 +5,13 @@
  * the corpus. The header's created_utc stays empty: the same shards must give
  * a byte-identical index file.
  */
+#include <limits.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <string.h>
 
 #include "common/grow_internal.h"
+#include "loader/index_decode_internal.h"
 #include "loader/index_internal.h"
 #include "proto/adaptiveload.pb-c.h"
 #include "proto/pbio_internal.h"
@@ -237,6 +239,8 @@ typedef struct loader {
   /* Per-shard counts as stored, checked against what the samples say. */
   uint64_t *want_samples, *want_rejected;
   size_t want_cap;
+  idec_scratch scratch; /* decoded members of one sample */
+  int began;            /* this record's samples have passed begin_samples */
 } loader;
 
 static int load_shards(loader *L, const Adaptiveload__IndexChunk *c) {
@@ -273,62 +277,151 @@ static int load_shards(loader *L, const Adaptiveload__IndexChunk *c) {
   return AL_OK;
 }
 
-static int load_samples(loader *L, const Adaptiveload__IndexChunk *c) {
-  al_index *idx = L->idx;
-  if (c->n_samples) {
-    if (L->saw_rejected || L->saw_warnings)
-      return al_set_error(AL_EFORMAT, "%s: record %llu: samples after rejected entries", L->path,
-                          (unsigned long long)L->chunk);
-    L->saw_samples = 1;
-  }
-  for (size_t i = 0; i < c->n_samples; i++) {
-    const Adaptiveload__Sample *s = c->samples[i];
-    int rc = grow_array((void **)&L->mem, &L->mem_cap, s->n_members, sizeof *L->mem,
-                        "a sample's members");
-    if (rc) return rc;
-    for (size_t j = 0; j < s->n_members; j++) {
-      const Adaptiveload__Member *m = s->members[j];
-      uint32_t id;
-      if (m->offset > AL_OFFSET_MAX)
-        return al_set_error(AL_EFORMAT, "%s: sample '%s': member offset %llu beyond 2^48", L->path,
-                            s->key, (unsigned long long)m->offset);
-      rc = strtab_intern(&idx->exts, m->ext, strlen(m->ext), AL_EXT_MAX, &id);
-      if (rc) return al_error_prefix(rc, "%s", L->path);
-      L->mem[j].off_ext = m->offset << 16 | (m->lz4 ? AL_MEMBER_LZ4 : 0) | id;
-      L->mem[j].size = m->size;
-    }
-    rc = index_add_sample_rec(idx, s->key, strlen(s->key), s->shard, s->width, s->height, s->frames,
-                              s->fps, L->mem, s->n_members);
-    for (size_t j = 0; j < s->n_members && !rc; j++) {
-      const Adaptiveload__Member *m = s->members[j];
-      if (!m->dtype || !m->dtype[0]) {
-        if (m->n_shape || m->data_offset)
-          rc = al_set_error(AL_EFORMAT, "sample '%s': member '%s' has a shape but no dtype", s->key,
-                            m->ext);
-        continue;
-      }
-      theader th;
-      memset(&th, 0, sizeof th);
-      if (m->n_shape > THEADER_MAX_DIMS) {
-        rc = al_set_error(AL_EFORMAT, "sample '%s': member '%s' has %zu dimensions (max %d)",
-                          s->key, m->ext, m->n_shape, THEADER_MAX_DIMS);
-        break;
-      }
-      rc = theader_dtype_from_name(m->dtype, &th.dtype);
-      if (rc) {
-        al_error_prefix(rc, "sample '%s': member '%s'", s->key, m->ext);
-        break;
-      }
-      th.ndim = (uint32_t)m->n_shape;
-      for (size_t d = 0; d < m->n_shape; d++) th.shape[d] = m->shape[d];
-      th.data_offset = m->data_offset;
-      rc = index_add_member_type(idx, (uint32_t)j, &th);
-    }
-    if (rc)
-      return al_error_prefix(rc == AL_EINVAL ? AL_EFORMAT : rc, "%s: record %llu", L->path,
-                             (unsigned long long)L->chunk);
-  }
+/* The checks that open a chunk of samples (the order of the kinds of records). */
+static int begin_samples(loader *L) {
+  if (L->saw_rejected || L->saw_warnings)
+    return al_set_error(AL_EFORMAT, "%s: record %llu: samples after rejected entries", L->path,
+                        (unsigned long long)L->chunk);
+  L->saw_samples = 1;
   return AL_OK;
+}
+
+/* One sample into the index, from either decoder (protobuf-c's or index_decode.c's). */
+static int add_sample(loader *L, const idec_sample *s) {
+  al_index *idx = L->idx;
+  int kl = s->key_len > INT_MAX ? INT_MAX : (int)s->key_len;
+  size_t kept = s->n_members < IDEC_MEMBERS_KEPT ? s->n_members : IDEC_MEMBERS_KEPT;
+  int rc = grow_array((void **)&L->mem, &L->mem_cap, kept, sizeof *L->mem, "a sample's members");
+  if (rc) return rc;
+  for (size_t j = 0; j < kept; j++) {
+    const idec_member *m = &s->members[j];
+    uint32_t id;
+    if (m->offset > AL_OFFSET_MAX)
+      return al_set_error(AL_EFORMAT, "%s: sample '%.*s': member offset %llu beyond 2^48", L->path,
+                          kl, s->key, (unsigned long long)m->offset);
+    rc = strtab_intern(&idx->exts, m->ext, m->ext_len, AL_EXT_MAX, &id);
+    if (rc) return al_error_prefix(rc, "%s", L->path);
+    L->mem[j].off_ext = m->offset << 16 | (m->lz4 ? AL_MEMBER_LZ4 : 0) | id;
+    L->mem[j].size = m->size;
+  }
+  rc = index_add_sample_rec(idx, s->key, s->key_len, s->shard, s->width, s->height, s->frames,
+                            s->fps, L->mem, s->n_members);
+  for (size_t j = 0; j < s->n_members && !rc; j++) {
+    const idec_member *m = &s->members[j];
+    int el = (int)m->ext_len;
+    if (!m->dtype_len) {
+      if (m->n_shape || m->data_offset)
+        rc = al_set_error(AL_EFORMAT, "sample '%.*s': member '%.*s' has a shape but no dtype", kl,
+                          s->key, el, m->ext);
+      continue;
+    }
+    theader th;
+    memset(&th, 0, sizeof th);
+    if (m->n_shape > THEADER_MAX_DIMS) {
+      rc = al_set_error(AL_EFORMAT, "sample '%.*s': member '%.*s' has %zu dimensions (max %d)", kl,
+                        s->key, el, m->ext, m->n_shape, THEADER_MAX_DIMS);
+      break;
+    }
+    char dtype[64];
+    if (m->dtype_len < sizeof dtype) {
+      memcpy(dtype, m->dtype, m->dtype_len);
+      dtype[m->dtype_len] = '\0';
+      rc = theader_dtype_from_name(dtype, &th.dtype);
+    } else { /* no dtype name is that long */
+      rc = al_set_error(AL_EFORMAT, "unknown dtype name '%.64s'", m->dtype);
+    }
+    if (rc) {
+      al_error_prefix(rc, "sample '%.*s': member '%.*s'", kl, s->key, el, m->ext);
+      break;
+    }
+    th.ndim = (uint32_t)m->n_shape;
+    for (size_t d = 0; d < m->n_shape; d++) th.shape[d] = m->shape[d];
+    th.data_offset = m->data_offset;
+    rc = index_add_member_type(idx, (uint32_t)j, &th);
+  }
+  if (rc)
+    return al_error_prefix(rc == AL_EINVAL ? AL_EFORMAT : rc, "%s: record %llu", L->path,
+                           (unsigned long long)L->chunk);
+  return AL_OK;
+}
+
+/* protobuf-c's Sample as the decoder's view of one (C strings: up to their NUL). */
+static int load_samples(loader *L, const Adaptiveload__IndexChunk *c) {
+  if (!c->n_samples) return AL_OK;
+  int rc = begin_samples(L);
+  for (size_t i = 0; i < c->n_samples && !rc; i++) {
+    const Adaptiveload__Sample *s = c->samples[i];
+    idec_sample v;
+    memset(&v, 0, sizeof v);
+    v.key = s->key;
+    v.key_len = strlen(s->key);
+    v.shard = s->shard;
+    v.width = s->width;
+    v.height = s->height;
+    v.frames = s->frames;
+    v.fps = s->fps;
+    v.n_members = s->n_members;
+    size_t kept = s->n_members < IDEC_MEMBERS_KEPT ? s->n_members : IDEC_MEMBERS_KEPT;
+    rc = grow_array((void **)&L->scratch.mem, &L->scratch.cap, kept, sizeof *L->scratch.mem,
+                    "a sample's members");
+    for (size_t j = 0; j < kept && !rc; j++) {
+      const Adaptiveload__Member *m = s->members[j];
+      idec_member *d = &L->scratch.mem[j];
+      memset(d, 0, sizeof *d);
+      d->ext = m->ext;
+      d->ext_len = strlen(m->ext);
+      d->offset = m->offset;
+      d->size = m->size;
+      d->lz4 = m->lz4 != 0;
+      d->dtype = m->dtype ? m->dtype : "";
+      d->dtype_len = strlen(d->dtype);
+      d->n_shape = m->n_shape;
+      for (size_t k = 0; k < m->n_shape && k < THEADER_MAX_DIMS; k++) d->shape[k] = m->shape[k];
+      d->data_offset = m->data_offset;
+    }
+    v.members = L->scratch.mem;
+    if (!rc) rc = add_sample(L, &v);
+  }
+  return rc;
+}
+
+/* A record of samples decoded by hand (loader/index_decode.c); IDEC_OTHER when it holds more
+ * than samples (protobuf-c then decodes it). */
+static int sample_fn(void *ctx, const idec_sample *s) {
+  loader *L = ctx;
+  if (!L->began) {
+    int rc = begin_samples(L);
+    if (rc) return rc;
+    L->began = 1;
+  }
+  return add_sample(L, s);
+}
+
+static int load_chunk(loader *L, const Adaptiveload__IndexChunk *c);
+
+static int load_raw_chunk(loader *L, const uint8_t *buf, size_t len, uint64_t record) {
+  idec_error err = {0, NULL};
+  L->began = 0;
+  int rc = idec_index_chunk(buf, len, &L->scratch, sample_fn, L, &err);
+  if (rc == IDEC_OTHER) { /* shards, rejected entries or warnings: protobuf-c, as before */
+    Adaptiveload__IndexChunk *c = adaptiveload__index_chunk__unpack(NULL, len,
+                                                                    (const uint8_t *)buf);
+    if (!c)
+      return al_set_error(AL_EFORMAT,
+                          "%s: record %llu (tag %u): cannot decode %s message of %zu bytes",
+                          L->path, (unsigned long long)record, (unsigned)AL_REC_INDEX_CHUNK,
+                          adaptiveload__index_chunk__descriptor.name, len);
+    rc = load_chunk(L, c);
+    adaptiveload__index_chunk__free_unpacked(c, NULL);
+    return rc;
+  }
+  if (rc && err.what) /* the decoder's own finding (a callback's error is already set) */
+    return al_set_error(AL_EFORMAT,
+                        "%s: record %llu (tag %u): cannot decode %s message of %zu bytes: %s at "
+                        "byte %zu",
+                        L->path, (unsigned long long)record, (unsigned)AL_REC_INDEX_CHUNK,
+                        adaptiveload__index_chunk__descriptor.name, len, err.what, err.offset);
+  return rc;
 }
 
 static int load_rejected(loader *L, const Adaptiveload__IndexChunk *c) {
@@ -367,6 +460,14 @@ static int load_warnings(loader *L, const Adaptiveload__IndexChunk *c) {
   return AL_OK;
 }
 
+static int load_chunk(loader *L, const Adaptiveload__IndexChunk *c) {
+  int rc = load_shards(L, c);
+  if (!rc) rc = load_samples(L, c);
+  if (!rc) rc = load_rejected(L, c);
+  if (!rc) rc = load_warnings(L, c);
+  return rc;
+}
+
 static int check_summary(loader *L, const Adaptiveload__IndexSummary *s) {
   al_index *idx = L->idx;
   if (s->warnings != idx->n_warnings)
@@ -401,7 +502,10 @@ int al_index_load(al_index **out, const char *path) {
   pbio_reader *r;
   int rc = pbio_reader_open(&r, path, AL_KIND_INDEX);
   if (rc) return rc;
-  /* LZ4 and protobuf-c run on a second thread, beside the copying into the index. */
+  /* LZ4 runs on a second thread, beside the decoding into the index; IndexChunk records come
+   * as bytes, decoded by hand (loader/index_decode.c: no protobuf-c messages to allocate and
+   * walk), the other records through protobuf-c on a third. */
+  pbio_reader_set_raw_tag(r, AL_REC_INDEX_CHUNK);
   if ((rc = pbio_reader_read_ahead(r))) {
     pbio_reader_close(r);
     return rc;
@@ -433,8 +537,11 @@ int al_index_load(al_index **out, const char *path) {
   int have_summary = 0;
   while (!rc) {
     uint32_t tag;
+    const uint8_t *raw = NULL;
+    size_t raw_len = 0;
+    uint64_t record = 0;
     L.chunk++;
-    rc = pbio_read_any(r, &tag, &msg);
+    rc = pbio_read_next(r, &tag, &msg, &raw, &raw_len, &record);
     if (rc == AL_EOF) {
       rc = have_summary ? AL_OK : al_set_error(AL_EFORMAT, "%s: no IndexSummary record", path);
       break;
@@ -444,11 +551,8 @@ int al_index_load(al_index **out, const char *path) {
       rc = al_set_error(AL_EFORMAT, "%s: record %llu after the IndexSummary", path,
                         (unsigned long long)L.chunk);
     } else if (tag == AL_REC_INDEX_CHUNK) {
-      const Adaptiveload__IndexChunk *c = (const Adaptiveload__IndexChunk *)msg;
-      rc = load_shards(&L, c);
-      if (!rc) rc = load_samples(&L, c);
-      if (!rc) rc = load_rejected(&L, c);
-      if (!rc) rc = load_warnings(&L, c);
+      rc = msg ? load_chunk(&L, (const Adaptiveload__IndexChunk *)msg)
+               : load_raw_chunk(&L, raw, raw_len, record);
     } else if (tag == AL_REC_INDEX_SUMMARY) {
       have_summary = 1;
       rc = check_summary(&L, (const Adaptiveload__IndexSummary *)msg);
@@ -459,6 +563,7 @@ int al_index_load(al_index **out, const char *path) {
   }
   pbio_reader_close(r);
   free(L.mem);
+  idec_scratch_free(&L.scratch);
   free(L.want_samples);
   free(L.want_rejected);
   if (rc) {

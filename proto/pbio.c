@@ -295,6 +295,7 @@ struct pbio_reader {
   arena_chunk *arena;           /* backs the last unpacked message */
   ProtobufCAllocator allocator; /* arena_alloc / arena_free over `arena` */
   struct pbio_ahead *ahead;     /* read-ahead thread (pbio_reader_read_ahead), or NULL */
+  uint32_t raw_tag;             /* records handed over undecoded (pbio_reader_set_raw_tag) */
 };
 
 /* Makes at least `n` decompressed bytes available at r->d + r->d_pos, or fewer
@@ -561,7 +562,7 @@ typedef struct ahead_slot {
   uint64_t record; /* record number, for messages */
   uint8_t *raw;    /* the record's bytes (SLOT_RAW) */
   size_t raw_len, raw_cap;
-  ProtobufCMessage *msg;
+  ProtobufCMessage *msg; /* NULL for a record of the raw tag */
   arena_chunk *arena;
   ProtobufCAllocator allocator;
   char err[AHEAD_ERR_MAX];
@@ -598,10 +599,12 @@ static int read_raw(pbio_reader *r, ahead_slot *sl) {
   return AL_OK;
 }
 
-/* Unpacks the slot's record into its arena (reset first). */
+/* Unpacks the slot's record into its arena (reset first); a record of the raw tag stays bytes. */
 static int unpack_slot(const pbio_reader *r, ahead_slot *sl) {
   const ProtobufCMessageDescriptor *desc = pbio_descriptor_for(sl->tag);
   arena_reset(&sl->arena);
+  sl->msg = NULL;
+  if (r->raw_tag && sl->tag == r->raw_tag) return AL_OK;
   sl->msg = protobuf_c_message_unpack(desc, &sl->allocator, sl->raw_len, sl->raw);
   if (!sl->msg)
     return al_set_error(AL_EFORMAT,
@@ -722,7 +725,8 @@ static void ahead_stop(pbio_reader *r) {
 }
 
 /* The next record from the read-ahead thread; the slot of the previous one is given back. */
-static int ahead_take(pbio_reader *r, uint32_t *tag, ProtobufCMessage **msg) {
+static int ahead_take(pbio_reader *r, uint32_t *tag, ProtobufCMessage **msg, const uint8_t **raw,
+                      size_t *raw_len, uint64_t *record) {
   pbio_ahead *a = r->ahead;
   if (a->done) /* the same answer again, as the plain reader gives */
     return a->done_rc == AL_EOF ? AL_EOF : al_set_error(a->done_rc, "%s", a->done_err);
@@ -745,7 +749,35 @@ static int ahead_take(pbio_reader *r, uint32_t *tag, ProtobufCMessage **msg) {
   }
   *tag = sl->tag;
   *msg = sl->msg;
+  *raw = sl->raw;
+  *raw_len = sl->raw_len;
+  *record = sl->record;
   return AL_OK;
+}
+
+/* A record of the raw tag unpacked after all, for pbio_read_msg and pbio_read_any: into the
+ * arena of the slot the caller holds, or the reader's. */
+static int unpack_held(pbio_reader *r, uint32_t tag, const uint8_t *raw, size_t raw_len,
+                       uint64_t record, ProtobufCMessage **msg) {
+  arena_chunk **arena = &r->arena;
+  ProtobufCAllocator *alloc = &r->allocator;
+  if (r->ahead) {
+    ahead_slot *sl = &r->ahead->slot[(r->ahead->next_take - 1) % AHEAD_SLOTS];
+    arena = &sl->arena;
+    alloc = &sl->allocator;
+  }
+  const ProtobufCMessageDescriptor *desc = pbio_descriptor_for(tag);
+  arena_reset(arena);
+  *msg = protobuf_c_message_unpack(desc, alloc, raw_len, raw);
+  if (!*msg)
+    return al_set_error(AL_EFORMAT,
+                        "%s: record %llu (tag %u): cannot decode %s message of %zu bytes", r->path,
+                        (unsigned long long)record, tag, desc->name, raw_len);
+  return AL_OK;
+}
+
+void pbio_reader_set_raw_tag(pbio_reader *r, uint32_t tag) {
+  if (r && !r->ahead) r->raw_tag = tag;
 }
 
 int pbio_read_msg(pbio_reader *r, uint32_t tag, const ProtobufCMessageDescriptor *desc,
@@ -754,7 +786,11 @@ int pbio_read_msg(pbio_reader *r, uint32_t tag, const ProtobufCMessageDescriptor
   if (!r->ahead) return read_expected(r, tag, desc, &r->allocator, msg);
   *msg = NULL;
   uint32_t t;
-  int rc = ahead_take(r, &t, msg);
+  const uint8_t *raw;
+  size_t raw_len;
+  uint64_t record;
+  int rc = ahead_take(r, &t, msg, &raw, &raw_len, &record);
+  if (!rc && !*msg && t == tag) rc = unpack_held(r, t, raw, raw_len, record, msg);
   if (rc == AL_EOF)
     return al_set_error(AL_EFORMAT, "%s: ends before the expected %s record", r->path, desc->name);
   if (rc) return rc;
@@ -766,19 +802,39 @@ int pbio_read_msg(pbio_reader *r, uint32_t tag, const ProtobufCMessageDescriptor
   return AL_OK;
 }
 
-int pbio_read_any(pbio_reader *r, uint32_t *tag, ProtobufCMessage **msg) {
-  if (!tag || !msg) return al_set_error(AL_EINVAL, "pbio_read_any: NULL argument");
+int pbio_read_next(pbio_reader *r, uint32_t *tag, ProtobufCMessage **msg, const uint8_t **raw,
+                   size_t *raw_len, uint64_t *record) {
+  if (!r || !tag || !msg || !raw || !raw_len || !record)
+    return al_set_error(AL_EINVAL, "pbio_read_next: NULL argument");
   *msg = NULL;
-  if (r->ahead) return ahead_take(r, tag, msg);
+  *raw = NULL;
+  *raw_len = 0;
+  if (r->ahead) return ahead_take(r, tag, msg, raw, raw_len, record);
   const uint8_t *buf;
   size_t len;
   int rc = pbio_read(r, tag, &buf, &len);
   if (rc) return rc;
+  *record = r->records - 1;
   const ProtobufCMessageDescriptor *desc = pbio_descriptor_for(*tag);
   if (!desc)
     return al_set_error(AL_EFORMAT, "%s: record %llu has unknown tag %u", r->path,
-                        (unsigned long long)(r->records - 1), *tag);
+                        (unsigned long long)*record, *tag);
+  if (r->raw_tag && *tag == r->raw_tag) {
+    *raw = buf;
+    *raw_len = len;
+    return AL_OK;
+  }
   return unpack(r, *tag, desc, &r->allocator, buf, len, msg);
+}
+
+int pbio_read_any(pbio_reader *r, uint32_t *tag, ProtobufCMessage **msg) {
+  if (!tag || !msg) return al_set_error(AL_EINVAL, "pbio_read_any: NULL argument");
+  const uint8_t *raw;
+  size_t raw_len;
+  uint64_t record;
+  int rc = pbio_read_next(r, tag, msg, &raw, &raw_len, &record);
+  if (!rc && !*msg) rc = unpack_held(r, *tag, raw, raw_len, record, msg);
+  return rc;
 }
 
 void pbio_reader_close(pbio_reader *r) { r_free(r); }

@@ -125,6 +125,18 @@ int pbio_read_any(pbio_reader *r, uint32_t *tag, ProtobufCMessage **msg);
 
 const ProtobufCMessageDescriptor *pbio_descriptor_for(uint32_t tag);
 
+/* Records of `tag` (0: none) are not unpacked by the reader: pbio_read_next hands over their
+ * bytes, for a caller that decodes them itself (the index loader's IndexChunk records, issue
+ * 14); the read-ahead threads skip unpacking them too. pbio_read_msg and pbio_read_any still
+ * unpack them (in the caller's thread). Call before pbio_reader_read_ahead (later: no effect). */
+void pbio_reader_set_raw_tag(pbio_reader *r, uint32_t tag);
+
+/* Like pbio_read_any, but a record of the raw tag comes back as its bytes: *msg NULL, *raw and
+ * *raw_len set (owned by the reader, valid until the next read). Other records: *msg set,
+ * *raw NULL. *record: the record's number in the file (for messages). */
+int pbio_read_next(pbio_reader *r, uint32_t *tag, ProtobufCMessage **msg, const uint8_t **raw,
+                   size_t *raw_len, uint64_t *record);
+
 /* Starts a thread that reads, decompresses and unpacks the following records ahead of
  * the caller (a few records, each in its own arena). From then on read with
  * pbio_read_any / pbio_read_msg only (pbio_read would race the thread); messages stay
