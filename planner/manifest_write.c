@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/grow_internal.h"
 #include "planner/cost_internal.h"
 #include "planner/plan_internal.h"
 #include "proto/adaptiveload.pb-c.h"
@@ -103,6 +104,8 @@ static int write_keys(pbio_writer *w, const al_plan *p, al_key_fn key, void *ctx
   return rc;
 }
 
+/* One chunk's messages and arrays, kept from chunk to chunk (grown, never shrunk): fresh
+ * multi-MB blocks for every chunk were mmap'd, faulted in and unmapped each time (issue 14). */
 typedef struct chunk_buf {
   Adaptiveload__Step *steps;
   Adaptiveload__Step **step_p;
@@ -112,6 +115,7 @@ typedef struct chunk_buf {
   Adaptiveload__MicroBatch **mb_p;
   uint64_t *samples, *tokens;
   uint32_t *pads;
+  size_t cap_steps, cap_rw, cap_mb, cap_samples, cap_pads;
 } chunk_buf;
 
 static void chunk_free(chunk_buf *c) {
@@ -119,8 +123,35 @@ static void chunk_free(chunk_buf *c) {
   free(c->mb), free(c->mb_p), free(c->samples), free(c->tokens), free(c->pads);
 }
 
-/* Steps [s0, s1) of the plan as one ManifestChunk. */
-static int write_chunk(pbio_writer *w, const al_plan *p, uint32_t s0, uint32_t s1) {
+/* Grows an array and, when `ptrs` is not NULL, its parallel array of pointers to `need`. */
+static int chunk_grow(void **arr, void **ptrs, size_t *cap, size_t need, size_t elem) {
+  if (need <= *cap) return AL_OK;
+  size_t n;
+  int rc = grow_capacity(*cap, need, elem, "a manifest chunk", &n);
+  if (!rc) rc = grow_resize(arr, n, elem, "a manifest chunk");
+  if (!rc && ptrs) rc = grow_resize(ptrs, n, sizeof(void *), "a manifest chunk");
+  if (!rc) *cap = n;
+  return rc;
+}
+
+/* Room for ns steps, nr rank entries, nm micro-batches, nsamp samples and npad pads. */
+static int chunk_reserve(chunk_buf *c, size_t ns, size_t nr, size_t nm, size_t nsamp, size_t npad) {
+  int rc = chunk_grow((void **)&c->steps, (void **)&c->step_p, &c->cap_steps, ns, sizeof *c->steps);
+  if (!rc) rc = chunk_grow((void **)&c->rw, (void **)&c->rw_p, &c->cap_rw, nr, sizeof *c->rw);
+  if (!rc) rc = chunk_grow((void **)&c->mb, (void **)&c->mb_p, &c->cap_mb, nm, sizeof *c->mb);
+  if (!rc) rc = chunk_grow((void **)&c->pads, NULL, &c->cap_pads, npad, sizeof *c->pads);
+  if (!rc && nsamp > c->cap_samples) {
+    size_t cap = c->cap_samples;
+    rc = chunk_grow((void **)&c->samples, NULL, &cap, nsamp, sizeof *c->samples);
+    cap = c->cap_samples;
+    if (!rc) rc = chunk_grow((void **)&c->tokens, NULL, &cap, nsamp, sizeof *c->tokens);
+    if (!rc) c->cap_samples = cap;
+  }
+  return rc;
+}
+
+/* Steps [s0, s1) of the plan as one ManifestChunk, built in `c`. */
+static int write_chunk(pbio_writer *w, const al_plan *p, uint32_t s0, uint32_t s1, chunk_buf *c_) {
   uint32_t W = p->world;
   size_t ns = s1 - s0, nr = ns * W;
   uint64_t m0 = p->slot[(size_t)s0 * W], m1 = p->slot[(size_t)s1 * W];
@@ -129,21 +160,10 @@ static int write_chunk(pbio_writer *w, const al_plan *p, uint32_t s0, uint32_t s
     nsamp += p->micro[x].n;
     if (p->micro[x].padded) npad += p->micro[x].n;
   }
-  chunk_buf c;
-  c.steps = calloc(ns, sizeof *c.steps);
-  c.step_p = calloc(ns, sizeof *c.step_p);
-  c.rw = calloc(nr, sizeof *c.rw);
-  c.rw_p = calloc(nr, sizeof *c.rw_p);
-  c.mb = calloc(nm ? nm : 1, sizeof *c.mb);
-  c.mb_p = calloc(nm ? nm : 1, sizeof *c.mb_p);
-  c.samples = malloc((nsamp ? nsamp : 1) * sizeof *c.samples);
-  c.tokens = malloc((nsamp ? nsamp : 1) * sizeof *c.tokens);
-  c.pads = malloc((npad ? npad : 1) * sizeof *c.pads);
-  if (!c.steps || !c.step_p || !c.rw || !c.rw_p || !c.mb || !c.mb_p || !c.samples || !c.tokens ||
-      !c.pads) {
-    chunk_free(&c);
-    return al_set_error(AL_ENOMEM, "manifest: out of memory");
-  }
+  int rc0 = chunk_reserve(c_, ns ? ns : 1, nr ? nr : 1, nm ? nm : 1, nsamp ? nsamp : 1,
+                          npad ? npad : 1);
+  if (rc0) return rc0;
+  chunk_buf c = *c_;
   size_t js = 0, jp = 0;
   for (size_t s = 0; s < ns; s++) {
     Adaptiveload__Step *st = &c.steps[s];
@@ -199,9 +219,7 @@ static int write_chunk(pbio_writer *w, const al_plan *p, uint32_t s0, uint32_t s
   adaptiveload__manifest_chunk__init(&mc);
   mc.n_steps = ns;
   mc.steps = c.step_p;
-  int rc = pbio_write_msg(w, AL_REC_MANIFEST_CHUNK, &mc.base);
-  chunk_free(&c);
-  return rc;
+  return pbio_write_msg(w, AL_REC_MANIFEST_CHUNK, &mc.base);
 }
 
 int al_plan_save(const al_plan *p, const char *path, al_key_fn key, void *ctx) {
@@ -212,6 +230,8 @@ int al_plan_save(const al_plan *p, const char *path, al_key_fn key, void *ctx) {
   rc = write_header(w, p);
   if (!rc) rc = write_keys(w, p, key, ctx);
   uint32_t W = p->world;
+  chunk_buf cb;
+  memset(&cb, 0, sizeof cb);
   for (uint32_t s0 = 0; s0 < p->steps && !rc;) {
     uint32_t s1 = s0;
     uint64_t samples = 0;
@@ -222,9 +242,10 @@ int al_plan_save(const al_plan *p, const char *path, al_key_fn key, void *ctx) {
         samples += p->micro[x].n;
       s1++;
     }
-    rc = write_chunk(w, p, s0, s1);
+    rc = write_chunk(w, p, s0, s1, &cb);
     s0 = s1;
   }
+  chunk_free(&cb);
   if (!rc) {
     Adaptiveload__ManifestSummary sm;
     adaptiveload__manifest_summary__init(&sm);

@@ -58,6 +58,18 @@ struct pbio_writer {
   uint64_t records;
   uint8_t *pack; /* scratch for pbio_write_msg */
   size_t pack_cap;
+  /* Writer thread (issue 14): LZ4 and fwrite of one full stage while the caller packs and
+   * fills the next. The same stages reach LZ4F_compressUpdate in the same order as without
+   * it, so the file's bytes are the same. */
+  int threaded;
+  pthread_t th;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  uint8_t *job; /* a stage handed to the thread (job_len > 0), else its spare buffer */
+  size_t job_len;
+  int stop;
+  int th_rc; /* the thread's first error, its text in th_err */
+  char th_err[1024];
 };
 
 static int w_emit(pbio_writer *w, const void *buf, size_t n) {
@@ -66,13 +78,94 @@ static int w_emit(pbio_writer *w, const void *buf, size_t n) {
   return AL_OK;
 }
 
-static int w_flush_stage(pbio_writer *w) {
-  if (!w->staged) return AL_OK;
-  size_t n = LZ4F_compressUpdate(w->cctx, w->out, w->out_cap, w->stage, w->staged, NULL);
+static int w_compress(pbio_writer *w, const uint8_t *buf, size_t len) {
+  size_t n = LZ4F_compressUpdate(w->cctx, w->out, w->out_cap, buf, len, NULL);
   if (LZ4F_isError(n))
     return al_set_error(AL_EIO, "%s: LZ4 compression failed: %s", w->tmp, LZ4F_getErrorName(n));
-  w->staged = 0;
   return w_emit(w, w->out, n);
+}
+
+static void *w_thread(void *arg) {
+  pbio_writer *w = arg;
+  pthread_mutex_lock(&w->mu);
+  for (;;) {
+    while (!w->job_len && !w->stop) pthread_cond_wait(&w->cv, &w->mu);
+    if (!w->job_len) break; /* stopped, nothing left */
+    int failed = w->th_rc;
+    pthread_mutex_unlock(&w->mu);
+    int rc = failed ? AL_OK : w_compress(w, w->job, w->job_len);
+    pthread_mutex_lock(&w->mu);
+    if (rc) {
+      w->th_rc = rc;
+      snprintf(w->th_err, sizeof w->th_err, "%s", al_last_error());
+    }
+    w->job_len = 0;
+    pthread_cond_broadcast(&w->cv);
+  }
+  pthread_mutex_unlock(&w->mu);
+  return NULL;
+}
+
+/* Waits until the thread has nothing in hand; its error, if any (call with w->mu held). */
+static int w_wait_idle_locked(pbio_writer *w) {
+  while (w->job_len) pthread_cond_wait(&w->cv, &w->mu);
+  return w->th_rc ? al_set_error(w->th_rc, "%s", w->th_err) : AL_OK;
+}
+
+static int w_drain(pbio_writer *w) {
+  if (!w->threaded) return AL_OK;
+  pthread_mutex_lock(&w->mu);
+  int rc = w_wait_idle_locked(w);
+  pthread_mutex_unlock(&w->mu);
+  return rc;
+}
+
+static int w_flush_stage(pbio_writer *w) {
+  if (!w->staged) return AL_OK;
+  if (!w->threaded) {
+    int rc = w_compress(w, w->stage, w->staged);
+    if (!rc) w->staged = 0;
+    return rc;
+  }
+  pthread_mutex_lock(&w->mu);
+  int rc = w_wait_idle_locked(w);
+  if (!rc) { /* hand the stage over, fill the spare */
+    uint8_t *t = w->job;
+    w->job = w->stage;
+    w->job_len = w->staged;
+    w->stage = t;
+    w->staged = 0;
+    pthread_cond_broadcast(&w->cv);
+  }
+  pthread_mutex_unlock(&w->mu);
+  return rc;
+}
+
+static void w_thread_start(pbio_writer *w) {
+  w->job = malloc(STAGE_CAP);
+  if (!w->job) return; /* not fatal: the caller's thread compresses */
+  pthread_mutex_init(&w->mu, NULL);
+  pthread_cond_init(&w->cv, NULL);
+  if (pthread_create(&w->th, NULL, w_thread, w) != 0) {
+    pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->cv);
+    free(w->job);
+    w->job = NULL;
+    return;
+  }
+  w->threaded = 1;
+}
+
+static void w_thread_stop(pbio_writer *w) {
+  if (!w->threaded) return;
+  pthread_mutex_lock(&w->mu);
+  w->stop = 1;
+  pthread_cond_broadcast(&w->cv);
+  pthread_mutex_unlock(&w->mu);
+  pthread_join(w->th, NULL);
+  pthread_mutex_destroy(&w->mu);
+  pthread_cond_destroy(&w->cv);
+  w->threaded = 0;
 }
 
 static int w_put(pbio_writer *w, const void *buf, size_t n) {
@@ -94,6 +187,8 @@ static int w_put(pbio_writer *w, const void *buf, size_t n) {
 
 static void w_free(pbio_writer *w) {
   if (!w) return;
+  w_thread_stop(w); /* before the file goes */
+  free(w->job);
   afile_abort(w->af);
   if (w->cctx) LZ4F_freeCompressionContext(w->cctx);
   free(w->stage);
@@ -152,6 +247,7 @@ int pbio_writer_open_version(pbio_writer **out, const char *path, pbio_file_kind
   rc = w_emit(w, w->out, n);
   if (!rc) rc = w_put(w, hdr, sizeof hdr);
   if (rc) goto cleanup;
+  w_thread_start(w);
   *out = w;
   return AL_OK;
 
@@ -200,6 +296,8 @@ int pbio_writer_close(pbio_writer *w) {
   put_u64(end + 8, w->records);
   int rc = w_put(w, end, sizeof end);
   if (!rc) rc = w_flush_stage(w);
+  int drc = w_drain(w); /* the thread idle: the context and the stream are the caller's again */
+  if (!rc) rc = drc;
   if (!rc) {
     size_t n = LZ4F_compressEnd(w->cctx, w->out, w->out_cap, NULL);
     if (LZ4F_isError(n))

@@ -1,17 +1,76 @@
 /* libFuzzer harness: index files (loader/al_index.h, al_index_load) through the
  * proto container. Input byte 0, bit 0 clear: the rest is the decompressed
  * container stream, wrapped here in a valid LZ4 frame; set: the file as is.
- * A loaded index is walked through every accessor. */
+ * A loaded index is walked through every accessor.
+ * The input is also decoded as one IndexChunk record by the loader's own decoder
+ * (loader/index_decode.c) and by protobuf-c: they must accept and refuse the same
+ * records and give the same samples (abort otherwise). */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "loader/al_index.h"
+#include "loader/index_decode_internal.h"
+#include "proto/adaptiveload.pb-c.h"
 #include "tests/fuzz/fuzz_common.h"
+
+typedef struct diff_ctx {
+  const Adaptiveload__IndexChunk *c; /* protobuf-c's, or NULL when it refused the record */
+  size_t i;
+} diff_ctx;
+
+static void same_str(const char *want, const char *got, size_t got_len) {
+  if (strlen(want) != got_len || memcmp(want, got, got_len) != 0) abort();
+}
+
+static int diff_sample(void *ctx, const idec_sample *s) {
+  diff_ctx *d = ctx;
+  if (!d->c) return 0; /* protobuf-c refused: the decoder must refuse later */
+  if (d->i >= d->c->n_samples) abort();
+  const Adaptiveload__Sample *p = d->c->samples[d->i++];
+  same_str(p->key, s->key, s->key_len);
+  if (p->shard != s->shard || p->width != s->width || p->height != s->height ||
+      p->frames != s->frames || memcmp(&p->fps, &s->fps, sizeof s->fps) != 0 ||
+      p->n_members != s->n_members)
+    abort();
+  for (size_t j = 0; j < p->n_members && j < IDEC_MEMBERS_KEPT; j++) {
+    const Adaptiveload__Member *pm = p->members[j];
+    const idec_member *m = &s->members[j];
+    same_str(pm->ext, m->ext, m->ext_len);
+    same_str(pm->dtype ? pm->dtype : "", m->dtype, m->dtype_len);
+    if (pm->offset != m->offset || pm->size != m->size || pm->data_offset != m->data_offset ||
+        !pm->lz4 != !m->lz4 || pm->n_shape != m->n_shape)
+      abort();
+    for (size_t k = 0; k < pm->n_shape && k < THEADER_MAX_DIMS; k++)
+      if (pm->shape[k] != m->shape[k]) abort();
+  }
+  return 0;
+}
+
+static void differential(const uint8_t *data, size_t size) {
+  static const uint8_t empty = 0;
+  if (!size) data = &empty;
+  Adaptiveload__IndexChunk *c = adaptiveload__index_chunk__unpack(NULL, size, data);
+  idec_scratch scr = {NULL, 0};
+  idec_error err = {0, NULL};
+  diff_ctx d = {c, 0};
+  int rc = idec_index_chunk(data, size, &scr, diff_sample, &d, &err);
+  idec_scratch_free(&scr);
+  if (rc == IDEC_OTHER) {
+    /* shards, rejected entries or warnings: the loader hands it to protobuf-c */
+  } else if (c) {
+    if (rc != AL_OK || d.i != c->n_samples) abort();
+  } else if (rc != AL_EFORMAT || !err.what || err.offset > size) {
+    abort();
+  }
+  if (c) adaptiveload__index_chunk__free_unpacked(c, NULL);
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   static const char *path;
   if (!path) path = fuzz_tmp_path(".alidx");
+  differential(data, size);
   fuzz_write_container(path, data, size);
   al_index *idx = NULL;
   if (al_index_load(&idx, path) != AL_OK) {
