@@ -6,9 +6,12 @@
  * a byte-identical index file.
  */
 #include <limits.h>
+#include <pthread.h>
 #include <stdlib.h>
-#include <sys/stat.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/grow_internal.h"
 #include "loader/index_decode_internal.h"
@@ -240,7 +243,14 @@ typedef struct loader {
   uint64_t *want_samples, *want_rejected;
   size_t want_cap;
   idec_scratch scratch; /* decoded members of one sample */
-  int began;            /* this record's samples have passed begin_samples */
+  /* The extension last interned at member position j < 4 (samples repeat theirs:
+   * json, latent, ...), so most members skip the hash table. */
+  struct {
+    const char *s; /* the interned copy (stable until the index is freed) */
+    size_t len;
+    uint32_t id;
+  } ext_cache[4];
+  int began; /* this record's samples have passed begin_samples */
 } loader;
 
 static int load_shards(loader *L, const Adaptiveload__IndexChunk *c) {
@@ -299,8 +309,18 @@ static int add_sample(loader *L, const idec_sample *s) {
     if (m->offset > AL_OFFSET_MAX)
       return al_set_error(AL_EFORMAT, "%s: sample '%.*s': member offset %llu beyond 2^48", L->path,
                           kl, s->key, (unsigned long long)m->offset);
-    rc = strtab_intern(&idx->exts, m->ext, m->ext_len, AL_EXT_MAX, &id);
-    if (rc) return al_error_prefix(rc, "%s", L->path);
+    if (j < 4 && L->ext_cache[j].s && L->ext_cache[j].len == m->ext_len &&
+        memcmp(L->ext_cache[j].s, m->ext, m->ext_len) == 0) {
+      id = L->ext_cache[j].id;
+    } else {
+      rc = strtab_intern(&idx->exts, m->ext, m->ext_len, AL_EXT_MAX, &id);
+      if (rc) return al_error_prefix(rc, "%s", L->path);
+      if (j < 4) {
+        L->ext_cache[j].s = strtab_get(&idx->exts, id);
+        L->ext_cache[j].len = m->ext_len;
+        L->ext_cache[j].id = id;
+      }
+    }
     L->mem[j].off_ext = m->offset << 16 | (m->lz4 ? AL_MEMBER_LZ4 : 0) | id;
     L->mem[j].size = m->size;
   }
@@ -496,6 +516,108 @@ static int check_summary(loader *L, const Adaptiveload__IndexSummary *s) {
   return AL_OK;
 }
 
+/* ------------------------------------------------------------ prefault -- */
+
+/* Faulting in the index's three big arrays (zeroing ~1 GB for 10M samples; on a virtual
+ * machine the largest part of loading) on a helper thread, a bounded distance ahead of where
+ * the loader writes, so the loader finds its pages present (issue 14). MADV_POPULATE_WRITE
+ * (Linux 5.14) faults pages in without touching what they hold, so racing the loader's writes
+ * is harmless; it stops at the first failure (an older kernel: EINVAL) and ahead of the hints
+ * by at most PREFAULT_AHEAD bytes per array, so a file whose hints lie costs little. */
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+#define PREFAULT_AHEAD ((size_t)64 << 20)
+#define PREFAULT_STEP ((size_t)4 << 20)
+
+typedef struct prefault {
+  pthread_t th;
+  int running;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int stop;
+  uint8_t *base[3];
+  size_t bytes[3]; /* reserved */
+  size_t used[3];  /* written by the loader so far (published per record) */
+} prefault;
+
+static void *prefault_main(void *arg) {
+  prefault *pf = arg;
+  size_t done[3] = {0, 0, 0}, page = (size_t)sysconf(_SC_PAGESIZE);
+  pthread_mutex_lock(&pf->mu);
+  while (!pf->stop) {
+    int worked = 0;
+    for (int i = 0; i < 3 && !pf->stop; i++) {
+      size_t until = pf->used[i] + PREFAULT_AHEAD;
+      if (until > pf->bytes[i]) until = pf->bytes[i];
+      if (done[i] >= until) continue;
+      size_t n = until - done[i] < PREFAULT_STEP ? until - done[i] : PREFAULT_STEP;
+      uint8_t *a = pf->base[i] + done[i];
+      uint8_t *from = (uint8_t *)((uintptr_t)a & ~(uintptr_t)(page - 1));
+      pthread_mutex_unlock(&pf->mu);
+      int bad = madvise(from, (size_t)(a + n - from), MADV_POPULATE_WRITE) != 0;
+      pthread_mutex_lock(&pf->mu);
+      if (bad) pf->stop = 1;
+      done[i] += n;
+      worked = 1;
+    }
+    if (!worked && !pf->stop) pthread_cond_wait(&pf->cv, &pf->mu);
+  }
+  pthread_mutex_unlock(&pf->mu);
+  return NULL;
+}
+
+static void prefault_start(prefault *pf, const al_index *idx) {
+  memset(pf, 0, sizeof *pf);
+  pf->base[0] = (uint8_t *)idx->samples;
+  pf->bytes[0] = idx->cap_samples * sizeof *idx->samples;
+  pf->base[1] = (uint8_t *)idx->members;
+  pf->bytes[1] = idx->cap_members * sizeof *idx->members;
+  pf->base[2] = (uint8_t *)idx->keys;
+  pf->bytes[2] = idx->keys_cap;
+  /* Only arrays big enough to be worth a thread (reserve_block gave them their own mapping). */
+  size_t total = 0;
+  for (int i = 0; i < 3; i++) {
+    if (!pf->base[i] || pf->bytes[i] < ((size_t)32 << 20)) pf->bytes[i] = 0;
+    total += pf->bytes[i];
+  }
+  if (!total) return;
+  pthread_mutex_init(&pf->mu, NULL);
+  pthread_cond_init(&pf->cv, NULL);
+  if (pthread_create(&pf->th, NULL, prefault_main, pf) != 0) {
+    pthread_mutex_destroy(&pf->mu);
+    pthread_cond_destroy(&pf->cv);
+    return;
+  }
+  pf->running = 1;
+}
+
+/* What the loader has written; stops the helper once an array outgrew its reservation. */
+static void prefault_progress(prefault *pf, const al_index *idx) {
+  if (!pf->running) return;
+  pthread_mutex_lock(&pf->mu);
+  if ((uint8_t *)idx->samples != pf->base[0] || (uint8_t *)idx->members != pf->base[1] ||
+      (uint8_t *)idx->keys != pf->base[2])
+    pf->stop = 1;
+  pf->used[0] = idx->n_samples * sizeof *idx->samples;
+  pf->used[1] = idx->n_members * sizeof *idx->members;
+  pf->used[2] = idx->keys_len;
+  pthread_cond_signal(&pf->cv);
+  pthread_mutex_unlock(&pf->mu);
+}
+
+static void prefault_stop(prefault *pf) {
+  if (!pf->running) return;
+  pthread_mutex_lock(&pf->mu);
+  pf->stop = 1;
+  pthread_cond_signal(&pf->cv);
+  pthread_mutex_unlock(&pf->mu);
+  pthread_join(pf->th, NULL);
+  pthread_mutex_destroy(&pf->mu);
+  pthread_cond_destroy(&pf->cv);
+  pf->running = 0;
+}
+
 int al_index_load(al_index **out, const char *path) {
   if (!out || !path) return al_set_error(AL_EINVAL, "al_index_load: NULL argument");
   *out = NULL;
@@ -534,6 +656,9 @@ int al_index_load(al_index **out, const char *path) {
     }
     msg = NULL; /* owned by the reader (arena) */
   }
+  prefault pf;
+  memset(&pf, 0, sizeof pf);
+  if (!rc) prefault_start(&pf, L.idx);
   int have_summary = 0;
   while (!rc) {
     uint32_t tag;
@@ -553,6 +678,7 @@ int al_index_load(al_index **out, const char *path) {
     } else if (tag == AL_REC_INDEX_CHUNK) {
       rc = msg ? load_chunk(&L, (const Adaptiveload__IndexChunk *)msg)
                : load_raw_chunk(&L, raw, raw_len, record);
+      prefault_progress(&pf, L.idx);
     } else if (tag == AL_REC_INDEX_SUMMARY) {
       have_summary = 1;
       rc = check_summary(&L, (const Adaptiveload__IndexSummary *)msg);
@@ -561,6 +687,7 @@ int al_index_load(al_index **out, const char *path) {
                         (unsigned long long)L.chunk, tag);
     }
   }
+  prefault_stop(&pf); /* before the arrays are trimmed or freed */
   pbio_reader_close(r);
   free(L.mem);
   idec_scratch_free(&L.scratch);

@@ -486,3 +486,61 @@ TEST(IndexDecode, LoadNamesFileRecordAndByte) {
 }
 
 } // namespace
+
+namespace {
+
+// An index large enough for the loader's prefault thread (arrays of 32 MB and more): what
+// loads is what was saved, sample for sample, with the ext cache crossing member orders.
+TEST(IndexDecode, LargeIndexRoundTrip) {
+  const size_t n = 900000; // 36 MB of sample records
+  al_index *idx = nullptr;
+  ASSERT_EQ(al_index_new(&idx), AL_OK);
+  uint32_t s0 = 0;
+  ASSERT_EQ(al_index_add_shard(idx, "/data/big.tar", 1u << 30, 1, &s0), AL_OK);
+  for (size_t i = 0; i < n; i++) {
+    char key[32];
+    std::snprintf(key, sizeof key, "k%08zu", i);
+    al_member_info m[3];
+    std::memset(m, 0, sizeof m);
+    m[0].ext = i % 7 == 0 ? "latent" : "json"; // member 0's extension changes now and then
+    m[0].offset = 512 + i * 1024;
+    m[0].size = 100 + i % 13;
+    m[1].ext = i % 7 == 0 ? "json" : "latent";
+    m[1].offset = 1024 + i * 1024;
+    m[1].size = 1000;
+    m[2].ext = "txt";
+    m[2].offset = 1536 + i * 1024;
+    m[2].size = 7;
+    ASSERT_EQ(al_index_add_sample(idx, key, 0, 64 + (uint32_t)(i % 5) * 64, 480, i % 3 ? 81 : 1,
+                                  0.0f, m, i % 11 == 0 ? 3 : 2),
+              AL_OK);
+  }
+  std::string path = TmpPath("decode_large.alidx");
+  ASSERT_EQ(al_index_save(idx, path.c_str()), AL_OK);
+  al_index *back = nullptr;
+  ASSERT_EQ(al_index_load(&back, path.c_str()), AL_OK) << al_last_error();
+  ASSERT_EQ(al_index_sample_count(back), n);
+  EXPECT_EQ(al_index_fingerprint(back), al_index_fingerprint(idx));
+  for (size_t i = 0; i < n; i += 997) {
+    al_sample_info a, b;
+    ASSERT_EQ(al_index_sample(idx, i, &a), AL_OK);
+    ASSERT_EQ(al_index_sample(back, i, &b), AL_OK);
+    EXPECT_STREQ(a.key, b.key);
+    EXPECT_EQ(a.width, b.width);
+    EXPECT_EQ(a.frames, b.frames);
+    ASSERT_EQ(a.n_members, b.n_members);
+    for (size_t j = 0; j < a.n_members; j++) {
+      al_member_info ma, mb;
+      ASSERT_EQ(al_index_member(idx, i, j, &ma), AL_OK);
+      ASSERT_EQ(al_index_member(back, i, j, &mb), AL_OK);
+      EXPECT_STREQ(ma.ext, mb.ext) << i << " " << j;
+      EXPECT_EQ(ma.offset, mb.offset);
+      EXPECT_EQ(ma.size, mb.size);
+    }
+  }
+  al_index_free(back);
+  al_index_free(idx);
+  std::remove(path.c_str());
+}
+
+} // namespace
