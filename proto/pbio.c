@@ -847,8 +847,8 @@ static int ahead_take(pbio_reader *r, uint32_t *tag, ProtobufCMessage **msg, con
   }
   *tag = sl->tag;
   *msg = sl->msg;
-  *raw = sl->raw;
-  *raw_len = sl->raw_len;
+  *raw = sl->msg ? NULL : sl->raw; /* bytes only for a record of the raw tag */
+  *raw_len = sl->msg ? 0 : sl->raw_len;
   *record = sl->record;
   return AL_OK;
 }

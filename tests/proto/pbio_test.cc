@@ -125,6 +125,78 @@ TEST(Pbio, RoundTripManyChunks) {
   }
 }
 
+// Records of the raw tag come back as their bytes from pbio_read_next (plain and read-ahead),
+// the same bytes protobuf-c packed; other records as messages; pbio_read_any and
+// pbio_read_msg still unpack raw-tag records.
+TEST(Pbio, RawTagRecordsComeAsBytes) {
+  std::string path = TmpPath("raw.alidx");
+  WriteIndex(path, 12, 3000); // spans several staging flushes (the writer thread's stages)
+  for (bool ahead : {false, true}) {
+    SCOPED_TRACE(ahead ? "read ahead" : "plain");
+    pbio_reader *r = nullptr;
+    ASSERT_EQ(pbio_reader_open(&r, path.c_str(), AL_KIND_INDEX), AL_OK);
+    pbio_reader_set_raw_tag(r, AL_REC_INDEX_CHUNK);
+    if (ahead) {
+      ASSERT_EQ(pbio_reader_read_ahead(r), AL_OK);
+    }
+    int raw = 0, msgs = 0;
+    uint64_t samples = 0;
+    for (uint64_t want = 0;; want++) {
+      uint32_t tag = 0;
+      ProtobufCMessage *msg = nullptr;
+      const uint8_t *buf = nullptr;
+      size_t len = 0;
+      uint64_t record = 99;
+      int rc = pbio_read_next(r, &tag, &msg, &buf, &len, &record);
+      if (rc == AL_EOF) break;
+      ASSERT_EQ(rc, AL_OK) << al_last_error();
+      EXPECT_EQ(record, want);
+      if (tag == AL_REC_INDEX_CHUNK) {
+        ASSERT_EQ(msg, nullptr);
+        ASSERT_NE(buf, nullptr);
+        Adaptiveload__IndexChunk *c = adaptiveload__index_chunk__unpack(nullptr, len, buf);
+        ASSERT_NE(c, nullptr);
+        EXPECT_EQ(std::string(c->samples[5]->key), "key-" + std::to_string(raw * 3000 + 5));
+        samples += c->n_samples;
+        // Packing it again gives the record's bytes.
+        std::vector<uint8_t> again(adaptiveload__index_chunk__get_packed_size(c));
+        adaptiveload__index_chunk__pack(c, again.data());
+        EXPECT_EQ(again, std::vector<uint8_t>(buf, buf + len));
+        adaptiveload__index_chunk__free_unpacked(c, nullptr);
+        raw++;
+      } else {
+        ASSERT_NE(msg, nullptr);
+        EXPECT_EQ(buf, nullptr);
+        msgs++;
+      }
+    }
+    EXPECT_EQ(raw, 12);
+    EXPECT_EQ(msgs, 2);
+    EXPECT_EQ(samples, 36000u);
+    pbio_reader_close(r);
+
+    // pbio_read_msg and pbio_read_any unpack raw-tag records all the same.
+    ASSERT_EQ(pbio_reader_open(&r, path.c_str(), AL_KIND_INDEX), AL_OK);
+    pbio_reader_set_raw_tag(r, AL_REC_INDEX_CHUNK);
+    if (ahead) {
+      ASSERT_EQ(pbio_reader_read_ahead(r), AL_OK);
+    }
+    ProtobufCMessage *m = nullptr;
+    ASSERT_EQ(pbio_read_msg(r, AL_REC_INDEX_HEADER, &adaptiveload__index_header__descriptor, &m),
+              AL_OK);
+    ASSERT_EQ(pbio_read_msg(r, AL_REC_INDEX_CHUNK, &adaptiveload__index_chunk__descriptor, &m),
+              AL_OK);
+    EXPECT_EQ(std::string(reinterpret_cast<Adaptiveload__IndexChunk *>(m)->samples[0]->key),
+              "key-0");
+    uint32_t tag = 0;
+    ASSERT_EQ(pbio_read_any(r, &tag, &m), AL_OK);
+    EXPECT_EQ(tag, (uint32_t)AL_REC_INDEX_CHUNK);
+    EXPECT_EQ(std::string(reinterpret_cast<Adaptiveload__IndexChunk *>(m)->samples[0]->key),
+              "key-3000");
+    pbio_reader_close(r);
+  }
+}
+
 TEST(Pbio, DeterministicBytes) {
   std::string a = TmpPath("det_a.alidx"), b = TmpPath("det_b.alidx");
   WriteIndex(a, 3, 100);
