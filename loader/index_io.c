@@ -522,8 +522,9 @@ static int check_summary(loader *L, const Adaptiveload__IndexSummary *s) {
  * machine the largest part of loading) on a helper thread, a bounded distance ahead of where
  * the loader writes, so the loader finds its pages present (issue 14). MADV_POPULATE_WRITE
  * (Linux 5.14) faults pages in without touching what they hold, so racing the loader's writes
- * is harmless; it stops at the first failure (an older kernel: EINVAL) and ahead of the hints
- * by at most PREFAULT_AHEAD bytes per array, so a file whose hints lie costs little. */
+ * is harmless; it stops at the first failure (an older kernel: EINVAL), and keeps at most
+ * min(written + PREFAULT_STEP, PREFAULT_AHEAD) bytes ahead of what the loader has written to
+ * each array, so a file whose hints lie costs little. */
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
 #endif
@@ -548,7 +549,11 @@ static void *prefault_main(void *arg) {
   while (!pf->stop) {
     int worked = 0;
     for (int i = 0; i < 3 && !pf->stop; i++) {
-      size_t until = pf->used[i] + PREFAULT_AHEAD;
+      /* Ahead by as much as is written (at least a step), at most PREFAULT_AHEAD: a file whose
+       * hints promise more than it holds gets at most about twice what it filled. */
+      size_t ahead = pf->used[i] + PREFAULT_STEP < PREFAULT_AHEAD ? pf->used[i] + PREFAULT_STEP
+                                                                  : PREFAULT_AHEAD;
+      size_t until = pf->used[i] + ahead;
       if (until > pf->bytes[i]) until = pf->bytes[i];
       if (done[i] >= until) continue;
       size_t n = until - done[i] < PREFAULT_STEP ? until - done[i] : PREFAULT_STEP;
