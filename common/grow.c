@@ -3,6 +3,7 @@
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 
 #include "common/al_status.h"
 
@@ -25,10 +26,21 @@ int grow_capacity(size_t cap, size_t need, size_t elem, const char *what, size_t
   return AL_OK;
 }
 
+void *grow_big_block(size_t count, size_t elem) {
+  const size_t huge = (size_t)2 << 20;
+  if (elem && count > SIZE_MAX / elem) return NULL;
+  size_t bytes = count * elem;
+  if (bytes < GROW_BIG_BYTES) return malloc(bytes ? bytes : 1);
+  void *p = NULL;
+  if (posix_memalign(&p, huge, bytes) != 0) return NULL;
+  (void)madvise(p, bytes, MADV_HUGEPAGE); /* advice only: unchanged where THP is off */
+  return p;
+}
+
 int grow_resize(void **arr, size_t count, size_t elem, const char *what) {
   if (elem && count > SIZE_MAX / elem) return too_large(what, count, elem);
   size_t bytes = count * elem;
-  void *p = realloc(*arr, bytes ? bytes : 1);
+  void *p = *arr ? realloc(*arr, bytes ? bytes : 1) : grow_big_block(count, elem);
   if (!p)
     return al_set_error(AL_ENOMEM, "out of memory growing %s to %zu entries (%zu bytes)", what,
                         count, bytes);

@@ -1,6 +1,5 @@
 /* The in-memory index: storage, accessors and hand assembly. Layout in index_internal.h. */
 #include <stdlib.h>
-#include <sys/mman.h>
 #include <string.h>
 
 #include "common/grow_internal.h"
@@ -42,21 +41,9 @@ static void trim(void **arr, size_t *cap, size_t n, size_t elem) {
   }
 }
 
-/* A block of `bytes` for an array written once from start to end: 2 MiB-aligned with
- * transparent huge pages advised when large (first-touch page faults are most of the cost of
- * filling a large array on a virtual machine), plain malloc otherwise. NULL on failure. */
-static void *reserve_block(size_t bytes) {
-  const size_t huge = (size_t)2 << 20;
-  if (bytes < ((size_t)32 << 20)) return malloc(bytes ? bytes : 1);
-  void *p = NULL;
-  if (posix_memalign(&p, huge, bytes) != 0) return NULL;
-  (void)madvise(p, bytes, MADV_HUGEPAGE); /* advice only: unchanged where THP is off */
-  return p;
-}
-
 static void reserve_array(void **arr, size_t *cap, size_t n, size_t elem) {
   if (!n || *cap >= n || n > SIZE_MAX / elem) return;
-  void *p = reserve_block(n * elem);
+  void *p = grow_big_block(n, elem);
   if (!p) return;
   free(*arr);
   *arr = p;

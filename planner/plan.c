@@ -2,9 +2,9 @@
  * resume (start_step) and elastic re-plans; summary figures. */
 #include <math.h>
 #include <stdlib.h>
-#include <sys/mman.h>
 #include <string.h>
 
+#include "common/grow_internal.h"
 #include "planner/manifest_internal.h"
 #include "planner/plan_internal.h"
 
@@ -345,21 +345,6 @@ static int check_cost(const al_cost_model *c) {
   return AL_OK;
 }
 
-/* An array of n elements written once from start to end and freed with free(): large ones
- * 2 MiB-aligned with transparent huge pages advised, as the index's arrays (loader/index.c:
- * on a virtual machine 4 KiB pages make first touch and TLB misses most of the cost of a
- * pass over 10M samples; issue 14). NULL on failure. */
-static void *plan_big_array(size_t n, size_t elem) {
-  const size_t huge = (size_t)2 << 20;
-  if (n > SIZE_MAX / elem) return NULL;
-  size_t bytes = n * elem;
-  if (bytes < ((size_t)32 << 20)) return malloc(bytes ? bytes : 1);
-  void *a = NULL;
-  if (posix_memalign(&a, huge, bytes) != 0) return NULL;
-  (void)madvise(a, bytes, MADV_HUGEPAGE); /* advice only: unchanged where THP is off */
-  return a;
-}
-
 static int build(al_plan *p, const al_plan_input *in, const al_latent_grid *grid,
                  const al_cost_model *cost, const al_plan_options *o, uint64_t **items_out,
                  size_t *n_items) {
@@ -429,7 +414,7 @@ static int build(al_plan *p, const al_plan_input *in, const al_latent_grid *grid
   p->comp_ms = o->comp_budget_ms > 0 ? o->comp_budget_ms : al_cost_per_sample(&p->cost, max_micro);
 
   /* bucket << 32 | position of each planned sample, ascending positions. */
-  items = plan_big_array(in->n, sizeof *items);
+  items = grow_big_block(in->n, sizeof *items);
   p->status = calloc(in->n, 1);
   if (!items || !p->status) {
     rc = al_set_error(AL_ENOMEM, "plan: out of memory for %zu samples", in->n);

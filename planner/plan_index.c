@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/grow_internal.h"
 #include "planner/al_plan_index.h"
 
 /* plan.c's planning entry with latent grids, declared in planner/plan_internal.h; that header is
@@ -16,7 +17,7 @@ int al_plan_build_index(al_plan **out, const al_index *idx, const al_cost_model 
     return al_set_error(AL_EINVAL, "al_plan_build_index: NULL argument");
   *out = NULL;
   size_t n = al_index_sample_count(idx);
-  uint32_t *shape = malloc((n ? n : 1) * 3 * sizeof *shape);
+  uint32_t *shape = grow_big_block(n ? 3 * n : 3, sizeof *shape);
   al_latent_grid *grid = NULL; /* allocated at the first typed latent: none for most corpora */
   int rc = shape ? AL_OK : al_set_error(AL_ENOMEM, "plan: out of memory for %zu samples", n);
   size_t latents = 0;

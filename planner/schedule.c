@@ -128,7 +128,7 @@ static int pad_or_drop(al_plan *p, size_t per) {
 static int set_slots(al_plan *p, size_t steps, size_t per_rank) {
   size_t n = steps * p->world;
   p->steps = (uint32_t)steps;
-  p->slot = malloc((n + 1) * sizeof *p->slot);
+  p->slot = grow_big_block(n + 1, sizeof *p->slot);
   if (!p->slot) return al_set_error(AL_ENOMEM, "plan: out of memory");
   for (size_t i = 0; i <= n; i++) p->slot[i] = (uint64_t)i * per_rank;
   return AL_OK;
@@ -144,7 +144,7 @@ static int deal_equal_token(al_plan *p) {
   if (rc) return rc;
   size_t steps = p->n_micro / per;
   if (K > 1) {
-    plan_micro *out = malloc((p->n_micro ? p->n_micro : 1) * sizeof *out);
+    plan_micro *out = grow_big_block(p->n_micro ? p->n_micro : 1, sizeof *out);
     if (!out) return al_set_error(AL_ENOMEM, "plan: out of memory");
     for (size_t s = 0; s < steps; s++)
       for (uint32_t r = 0; r < W; r++)
@@ -447,8 +447,8 @@ static int deal_adaptive(al_plan *p, plan_rng *rng) {
   size_t nb = p->n_micro;
   if (!nb) return set_slots(p, 0, K);
   size_t per_win = (size_t)p->window * per;
-  plan_micro *out = malloc(nb * sizeof *out);
-  uint64_t *slot = malloc((nb / K + 1) * sizeof *slot);
+  plan_micro *out = grow_big_block(nb, sizeof *out);
+  uint64_t *slot = grow_big_block(nb / K + 1, sizeof *slot);
   packer k;
   rc = packer_init(&k, W, K);
   if (!rc && (!out || !slot)) rc = al_set_error(AL_ENOMEM, "plan: out of memory");
