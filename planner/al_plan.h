@@ -28,9 +28,10 @@
  *      batch sequence; leftovers join at the end (bucket order);
  *   3. equal-token: deal the sequence, W x K batches per step, round-robin
  *      over ranks; adaptive: cut the sequence into windows of `window` steps
- *      (W x K x window batches), sort each window's batches by predicted cost,
- *      make each run of W x K neighbours one step and give every rank K of
- *      them so that the ranks' cost sums are as equal as possible;
+ *      (W x K x window batches) and sort each window's batches by predicted
+ *      cost; K = 1: each run of W neighbours is one step (level ranks); K > 1:
+ *      deal the window's batches K per (step, rank) so that every rank of
+ *      every step carries about the same cost (level ranks and level steps);
  *   4. the last step: adaptive first splits batches (every sample stays real)
  *      until the batch count is a multiple of W x K; what is still short (and
  *      equal-token's short last step) is padded (one-sample micro-batches
