@@ -68,6 +68,8 @@ typedef struct al_manifest_info {
   double step_tokens_cv;
   double step_samples_mean; /* real samples per step over all ranks: mean and CV */
   double step_samples_cv;
+  /* Appended by the planner (issue 16). */
+  double step_time_cv; /* predicted step time (the slowest rank's cost) over steps: population CV */
 } al_manifest_info;
 
 typedef struct al_bucket_info {

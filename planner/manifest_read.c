@@ -229,10 +229,11 @@ static void take_summary(al_manifest *m, const Adaptiveload__ManifestSummary *s)
     m->rejected[i] = s->rejected_by_reason[i];
 }
 
-/* Per-step figures of al_manifest_info: micro-batch count equality, tokens and samples per step. */
+/* Per-step figures of al_manifest_info: micro-batch count equality, tokens and samples per
+ * step, the spread of the predicted step time. */
 static void step_figures(al_manifest *m) {
   uint32_t W = m->world;
-  double ts = 0, tq = 0, ss = 0, sq = 0;
+  double ts = 0, tq = 0, ss = 0, sq = 0, cs = 0, cq = 0;
   m->info.unequal_steps = 0;
   for (uint32_t s = 0; s < m->steps; s++) {
     const uint64_t *sl = m->slot + (size_t)s * W;
@@ -241,9 +242,12 @@ static void step_figures(al_manifest *m) {
     m->info.unequal_steps += unequal;
     double t = (double)m->stepv[s].tokens, n = (double)m->stepv[s].samples;
     ts += t, tq += t * t, ss += n, sq += n * n;
+    cs += m->stepv[s].max_cost, cq += m->stepv[s].max_cost * m->stepv[s].max_cost;
   }
   plan_mean_cv(ts, tq, m->steps, &m->info.step_tokens_mean, &m->info.step_tokens_cv);
   plan_mean_cv(ss, sq, m->steps, &m->info.step_samples_mean, &m->info.step_samples_cv);
+  double mean;
+  plan_mean_cv(cs, cq, m->steps, &mean, &m->info.step_time_cv);
 }
 
 static uint64_t max_manifest_bytes(void) {

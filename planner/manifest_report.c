@@ -61,8 +61,9 @@ void al_manifest_print_summary(FILE *out, const al_manifest *m, const char *name
   fprintf(out, "per step    %.0f tokens (CV %.2f%%), %.1f samples (CV %.2f%%)\n",
           in->step_tokens_mean, 100 * in->step_tokens_cv, in->step_samples_mean,
           100 * in->step_samples_cv);
-  fprintf(out, "balance     imbalance CV %.2f%%, bubble %.2f%%\n", 100 * in->imbalance_cv,
-          100 * in->bubble);
+  fprintf(out,
+          "balance     imbalance CV %.2f%%, bubble %.2f%%, step-time CV %.2f%% (across steps)\n",
+          100 * in->imbalance_cv, 100 * in->bubble, 100 * in->step_time_cv);
   fprintf(out, "predicted   %.1f s, %.0f tokens/s\n", in->predicted_seconds,
           in->predicted_tokens_per_s);
   fprintf(out, "limits      M_mem %llu tokens, M_comp %.1f ms per micro-batch",
@@ -123,6 +124,7 @@ static void print_info_json(FILE *out, const al_manifest_info *in, const uint64_
   jsonw_field_number(out, ", ", "step_tokens_cv", "%.6f", in->step_tokens_cv);
   jsonw_field_number(out, ", ", "step_samples_mean", "%.3f", in->step_samples_mean);
   jsonw_field_number(out, ", ", "step_samples_cv", "%.6f", in->step_samples_cv);
+  jsonw_field_number(out, ", ", "step_time_cv", "%.6f", in->step_time_cv);
   fprintf(out, ", \"buckets_used\": %zu, \"cost_model\": ", used);
   jsonw_string(out, in->cost_family);
   fprintf(out, ", \"index_fingerprint\": \"%016llx\"}\n",
@@ -155,8 +157,11 @@ void al_plan_print_summary(FILE *out, const al_plan *p, const char *name) {
           "target %llu)\n",
           in.micro_per_step, in.unequal_steps, in.step_tokens_mean, 100 * in.step_tokens_cv,
           (unsigned long long)in.step_tokens);
-  fprintf(out, "plan: imbalance CV %.2f%%, bubble %.2f%%, predicted %.1f s, %.0f tokens/s\n",
-          100 * in.imbalance_cv, 100 * in.bubble, in.predicted_seconds, in.predicted_tokens_per_s);
+  fprintf(out,
+          "plan: imbalance CV %.2f%%, bubble %.2f%%, step-time CV %.2f%%, predicted %.1f s, %.0f "
+          "tokens/s\n",
+          100 * in.imbalance_cv, 100 * in.bubble, 100 * in.step_time_cv, in.predicted_seconds,
+          in.predicted_tokens_per_s);
 }
 
 int al_manifest_print_jsonl(FILE *out, const al_manifest *m) {
@@ -307,6 +312,8 @@ void al_plan_compare_print(FILE *out, const al_manifest *a, const al_manifest *b
   fprintf(out, "%-24s %17.2f%% %17.2f%%\n", "imbalance CV", 100 * x->imbalance_cv,
           100 * y->imbalance_cv);
   fprintf(out, "%-24s %17.2f%% %17.2f%%\n", "bubble", 100 * x->bubble, 100 * y->bubble);
+  fprintf(out, "%-24s %17.2f%% %17.2f%%\n", "step-time CV", 100 * x->step_time_cv,
+          100 * y->step_time_cv);
   fprintf(out, "%-24s %18.1f %18.1f %9.2fx\n", "predicted seconds", x->predicted_seconds,
           y->predicted_seconds,
           x->predicted_seconds > 0 ? y->predicted_seconds / x->predicted_seconds : 0);

@@ -161,7 +161,7 @@ void plan_stats(al_plan *p) {
     else
       p->samples += m->n, p->tokens += (uint64_t)m->n * p->buckets[m->bucket].tokens;
   }
-  double cv_sum = 0, mean_sum = 0, max_sum = 0;
+  double cv_sum = 0, mean_sum = 0, max_sum = 0, max_sq = 0;
   double tok_sum = 0, tok_sq = 0, smp_sum = 0, smp_sq = 0;
   p->unequal_steps = 0;
   for (uint32_t s = 0; s < p->steps; s++) {
@@ -186,6 +186,7 @@ void plan_stats(al_plan *p) {
     cv_sum += cv;
     mean_sum += mean;
     max_sum += mx;
+    max_sq += mx * mx;
     tok_sum += st_tok, tok_sq += st_tok * st_tok;
     smp_sum += st_smp, smp_sq += st_smp * st_smp;
   }
@@ -194,6 +195,8 @@ void plan_stats(al_plan *p) {
   p->seconds = max_sum / 1000.0;
   plan_mean_cv(tok_sum, tok_sq, p->steps, &p->step_tokens_mean, &p->step_tokens_cv);
   plan_mean_cv(smp_sum, smp_sq, p->steps, &p->step_samples_mean, &p->step_samples_cv);
+  double step_mean;
+  plan_mean_cv(max_sum, max_sq, p->steps, &step_mean, &p->step_time_cv);
 }
 
 int al_plan_get_info(const al_plan *p, al_manifest_info *o) {
@@ -232,6 +235,7 @@ int al_plan_get_info(const al_plan *p, al_manifest_info *o) {
   o->step_tokens_cv = p->step_tokens_cv;
   o->step_samples_mean = p->step_samples_mean;
   o->step_samples_cv = p->step_samples_cv;
+  o->step_time_cv = p->step_time_cv;
   return AL_OK;
 }
 

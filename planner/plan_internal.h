@@ -77,7 +77,7 @@ struct al_plan {
   uint64_t samples, dropped, padded, tokens;
   double imbalance_cv, bubble, seconds;
   uint32_t unequal_steps;
-  double step_tokens_mean, step_tokens_cv, step_samples_mean, step_samples_cv;
+  double step_tokens_mean, step_tokens_cv, step_samples_mean, step_samples_cv, step_time_cv;
 };
 
 /* Shuffles `items` (n planned samples as bucket << 32 | index position, in

@@ -95,6 +95,7 @@ class ManifestInfo(ctypes.Structure):  # al_manifest_info (planner/al_manifest.h
         ("step_tokens_cv", ctypes.c_double),
         ("step_samples_mean", ctypes.c_double),
         ("step_samples_cv", ctypes.c_double),
+        ("step_time_cv", ctypes.c_double),
     ]
 
 
@@ -119,7 +120,7 @@ def _lib():
 class Manifest(L.Manifest):
     """A loaded manifest (``path``, ``handle``) with its summary as ``info`` (a dict of
     al_manifest_info: world, epoch, steps, micro_per_step, step_tokens, step_tokens_mean,
-    step_tokens_cv, imbalance_cv, predicted_tokens_per_s, ...)."""
+    step_tokens_cv, imbalance_cv, step_time_cv, predicted_tokens_per_s, ...)."""
 
     @property
     def info(self):

@@ -210,6 +210,19 @@ TEST(LockStep, ResumeAndElasticKeepIt) {
 // of neighbours (the K = 1 rule) gave a step-cost CV of 53% here.
 TEST(StepLevel, StepsCostAlikeWhenKAllowsIt) {
   Shapes s = MakeShapes(20000, 43);
+  // K = 1: steps of cost neighbours, level ranks, step costs as the batches come. The plan's
+  // own figure and the loaded manifest's agree.
+  {
+    al_plan *p = nullptr;
+    al_manifest *m = PlanAndLoad(s, Opts(8, AL_POLICY_ADAPTIVE, 3, 1), "level1.alm", &p);
+    ASSERT_TRUE(m && p);
+    al_manifest_info ip{};
+    ASSERT_EQ(al_plan_get_info(p, &ip), AL_OK);
+    EXPECT_GT(Info(m).step_time_cv, 0.2);
+    EXPECT_NEAR(ip.step_time_cv, Info(m).step_time_cv, 1e-9);
+    al_plan_free(p);
+    al_manifest_free(m);
+  }
   for (uint32_t k : {4u, 8u}) {
     for (uint32_t w : {8u, 16u}) {
       al_manifest *m = PlanAndLoad(s, Opts(w, AL_POLICY_ADAPTIVE, 3, k), "level.alm");
@@ -225,6 +238,8 @@ TEST(StepLevel, StepsCostAlikeWhenKAllowsIt) {
       double mean = sum / in.steps,
              cv = std::sqrt(std::max(0.0, sq / in.steps - mean * mean)) / mean;
       EXPECT_LT(cv, 0.05) << what << ": step-cost CV over steps";
+      // The manifest's summary says the same (al_manifest_info.step_time_cv).
+      EXPECT_NEAR(in.step_time_cv, cv, 1e-9) << what;
       EXPECT_LT(in.imbalance_cv, 0.01) << what;
       CheckLockStep(m, k, 20000, what);
       al_manifest_free(m);
