@@ -734,7 +734,8 @@ def run_one_arm(args, cli, index, arm, W, worlds, buckets, base_cost, steps_w, s
     paths, infos = plan_arm(args, cli, index, arm, W, buckets, cost, base_cost=base_cost)
     summary["plans"]["%s-w%d" % (ARMS[arm][0], W)] = [
         {k: i.get(k) for k in ("steps", "step_tokens", "step_tokens_mean", "micro_per_step", "mem_tokens",
-                               "imbalance_cv", "bubble", "predicted_tokens_per_s", "cost_model", "rejected")}
+                               "imbalance_cv", "bubble", "step_time_cv", "predicted_tokens_per_s", "cost_model",
+                               "rejected")}
         for i in infos]
     trace = os.path.join(args.out, "trace-c-w%d.jsonl" % W) if arm == "c" else None
     return replay_arm(args, arm, W, index, paths, steps_w, trace=trace)
