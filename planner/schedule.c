@@ -327,10 +327,11 @@ static int cmp_bin_desc(const void *a, const void *b, void *ctx) {
 /* Swaps that level the bins after the rounds: repeatedly, the fullest and the
  * emptiest bin trade the pair of batches (one each) that brings their sums
  * closest, while that narrows the gap; at most LEVEL_SWAPS swaps per window
- * (each one a pass over the bins), so a window of W = 64, K = 8 stays cheap.
- * The rounds leave the fullest bin high when a few batches cost far more than
- * the rest; on the e2e corpus (K = 4, W = 8) the swaps took the predicted
- * step-time CV from 4.3% to 2.5%. Ties go to the lower index: deterministic. */
+ * (each one a pass over the bins), so a window of W = 64, K = 8 stays cheap
+ * (the 10M-sample plan at W = 64, K = 4 takes as long as at K = 1:
+ * BENCHMARKS.md). The rounds leave the fullest bin high when a few batches
+ * cost far more than the rest; the swaps level what they can. Ties go to the
+ * lower index: deterministic. */
 #define LEVEL_SWAPS 512
 
 static void level_bins(const al_plan *p, packer *k, size_t nb, size_t m) {
