@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """Markdown tables of an arm set's results, for BENCHMARKS.md.
 
-    dev/e2e/report.py OUT/summary.json [--two-gpu OUT2/two_gpu.json] [--setup OUT/setup.json]
+    dev/e2e/report.py OUT/summary.json [--real OUT2/real-wN.json] [--setup OUT/setup.json]
 
 Prints, per W and arm: tokens/s and the ratio to equal-token, tokens per step, step-time CV,
 compute-imbalance CV, bubble, predicted-vs-measured micro-batch time (median / max relative
 error), Pearson R of micro-batch time with tokens and with B x S^2, peak memory against the
 benchmark's prediction at M_mem, the last loss; then the fused AdaLN pair, the refit, the
-skipped arms and (with --two-gpu) real against replayed step times at W = 2.
+skipped arms and (with --real) real against replayed step times at W = N.
 """
 
 import argparse
@@ -28,12 +28,17 @@ def _gb(x):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("summary", help="summary.json of dev/e2e/run_arms.py")
-    ap.add_argument("--two-gpu", help="two_gpu.json of run_arms.py --two-gpu")
+    ap.add_argument("summary", nargs="?", help="summary.json of dev/e2e/run_arms.py (a --real-world run has none)")
+    ap.add_argument("--real", "--two-gpu", dest="real",
+                    help="real-wN.json of run_arms.py --real-world N (--two-gpu)")
     ap.add_argument("--setup", help="setup.json (device, torch, corpus)")
     args = ap.parse_args(argv)
-    with open(args.summary) as f:
-        s = json.load(f)
+    if not args.summary and not args.real:
+        ap.error("give summary.json, --real real-wN.json, or both")
+    s = {}
+    if args.summary:
+        with open(args.summary) as f:
+            s = json.load(f)
     if args.setup:
         with open(args.setup) as f:
             st = json.load(f)
@@ -41,9 +46,10 @@ def main(argv=None):
         print("Device %s, torch %s; corpus %s samples (%s), %.2f GB of members; cost model of arms a-c: %s.\n"
               % (st.get("device_name"), st.get("torch"), c.get("samples"), c.get("profile"),
                  (c.get("payload_bytes") or 0) / 1e9, st.get("cost_model_arms_a_c")))
-    print("| W | arm | tokens/s | vs equal-token | tokens/step (vs e.-t.) | step-time CV | imbalance CV | bubble | "
-          "pred. err median / max | R tokens | R B·S² | peak mem (bench pred. at M_mem) | last loss |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    if s.get("rows"):
+        print("| W | arm | tokens/s | vs equal-token | tokens/step (vs e.-t.) | step-time CV | imbalance CV | bubble | "
+              "pred. err median / max | R tokens | R B·S² | peak mem (bench pred. at M_mem) | last loss |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in s.get("rows", []):
         print("| %s | %s | %s | %s | %s | %s | %s | %s | %s / %s | %s | %s | %s (%s) | %s |" % (
             r.get("W"), r.get("arm"), _num(r.get("tokens_per_s"), "%.0f"),
@@ -75,19 +81,32 @@ def main(argv=None):
                  _pct(f.get("median_rel_err")), _pct(f.get("max_rel_err")),
                  (" (family fallback: %s refused)" % rf["family_fallback"]["refused"])
                  if rf.get("family_fallback") else ""))
-    if args.two_gpu:
-        with open(args.two_gpu) as f:
+    if args.real:
+        with open(args.real) as f:
             t = json.load(f)
-        print("\n| arm (W = 2) | real tokens/s | replay tokens/s | real step ms (CV) | replay step ms (CV) | "
-              "gain real | gain replay | difference |")
-        print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+        W = t.get("world", 2)
+        modes = t.get("parallel", ["ddp"])
+        print("\n| arm (W = %s) | real tokens/s | replay tokens/s | real step ms (CV) | replay step ms (CV) | "
+              "real / replay step | gain real | gain replay | difference |" % W)
+        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
         for name, r in t.get("arms", {}).items():
-            print("| %s | %s | %s | %s (%s) | %s (%s) | %s | %s | %s |" % (
+            print("| %s | %s | %s | %s (%s) | %s (%s) | %s | %s | %s | %s |" % (
                 name, _num(r["real"].get("tokens_per_s"), "%.0f"), _num(r["replay"].get("tokens_per_s"), "%.0f"),
                 _num(r["real"].get("step_ms_mean"), "%.1f"), _pct(r["real"].get("step_time_cv")),
                 _num(r["replay"].get("step_ms_mean"), "%.1f"), _pct(r["replay"].get("step_time_cv")),
+                _num(r.get("real_over_replay_step_ms"), "%.3f"),
                 _num(r.get("gain_real"), "%.3fx"), _num(r.get("gain_replay"), "%.3fx"),
                 _num(r.get("gain_diff_points"), "%.1f points")))
+        for name, r in t.get("arms", {}).items():
+            for m in modes[1:]:
+                o = r.get("real_" + m) or {}
+                print("\nArm %s under %s: %s tokens/s (%s of %s), step %s ms; loss max relative difference from "
+                      "%s's %s." % (name, m, _num(o.get("tokens_per_s"), "%.0f"),
+                                    _num(r.get("real_%s_over_%s_tokens_per_s" % (m, modes[0])), "%.3fx"), modes[0],
+                                    _num(o.get("step_ms_mean"), "%.1f"), modes[0],
+                                    _num(r.get("real_%s_loss_max_rel_diff" % m), "%.2g")))
+        for e in t.get("errors", []):
+            print("\nArm %s failed: %s" % (e.get("arm"), e.get("error", "")[:300]))
     return 0
 
 

@@ -3,6 +3,8 @@
 
     dev/e2e/run_arms.py --out OUT [--bundle DIR]                 # one GPU: replay at W = 8 and 16
     dev/e2e/run_arms.py --out OUT --two-gpu                      # two GPUs: torchrun W = 2 + its replay
+    dev/e2e/run_arms.py --out OUT --real-world 1 --real-parallel ddp,fsdp --arms c
+                                                                 # one GPU: the training loop vs the replay
     dev/e2e/run_arms.py --out OUT --smoke                        # CPU: tiny everything, W = 2
 
 1. Corpus: synthetic typed latents (16 channels, fp16 .npy at native size) and text
@@ -19,12 +21,16 @@
    Each arm plans as many epochs as --warmup-steps + --steps need (epoch 0, 1, ...).
 3. Replay (dev/e2e/replay.py) of every arm at each W of --worlds on this one device; plus
    (c) at the first W for --adaln-steps steps with and without the fused AdaLN.
-   --two-gpu instead: W = 2, every arm trained for real with torchrun (2 processes,
-   examples/train_dit.py, DDP) and replayed at W = 2 on one GPU; their step times side by side.
+   --real-world N instead (--two-gpu: N = 2): every arm trained for real with torchrun (N
+   processes, examples/train_dit.py, DDP and/or FSDP: --real-parallel) and replayed at W = N on
+   one GPU; their step times and gains side by side. N = 1 checks the replay's step time against
+   the training loop (data path, wrapper, optimizer) and runs the FSDP path on one GPU; only
+   N >= 2 checks the replay's max-over-ranks and collective model.
 
 Outputs in --out: corpus/plan facts (setup.json), ARM-wW.json per replay (replay.py's
 fields), trace-c-wW.jsonl, steps-wW.svg (per-rank step time per arm), adaln.json,
-summary.json (the headline table, also printed) and, with --two-gpu, two_gpu.json.
+summary.json (the headline table, also printed) and, with --real-world N (--two-gpu: N = 2),
+real-wN.json.
 --bundle DIR: an unpacked //dist bundle (DIR/bin/adaptiveload, DIR/python, DIR/examples);
 default: $ADAPTIVELOAD_BIN / PATH / this checkout's bazel-bin, python/ and examples/.
 """
@@ -399,13 +405,13 @@ def _free_port():
     return port
 
 
-def launch_two(args, ex, index, manifest, steps, tag):
-    """Trains with 2 processes (torchrun on CUDA, else 2 spawned gloo processes): returns the
-    two ranks' step-log records."""
+def launch_real(args, ex, index, manifest, steps, tag, world, parallel):
+    """Trains with ``world`` processes (torchrun on CUDA, else spawned gloo processes) under
+    ``parallel`` (ddp or fsdp): returns every rank's step-log records."""
     import torch
 
-    step_log = os.path.join(args.out, "real-%s.steps.jsonl" % tag)
-    trace = os.path.join(args.out, "real-%s.trace.jsonl" % tag)
+    step_log = os.path.join(args.out, "real-%s-%s.steps.jsonl" % (tag, parallel))
+    trace = os.path.join(args.out, "real-%s-%s.trace.jsonl" % (tag, parallel))
     script = [os.path.join(ex, "train_dit.py"), "--index", index, "--manifest", manifest, "--steps", steps,
               "--warmup-steps", args.warmup_steps, "--step-log", step_log, "--trace", trace, "--blocks", args.blocks,
               "--attn", args.attn, "--text-dim", args.text_dim, "--seed", args.seed, "--lr", args.lr]
@@ -413,86 +419,113 @@ def launch_two(args, ex, index, manifest, steps, tag):
         script += ["--tiny-model", "--cpu"]
     else:
         script += ["--hidden", args.hidden, "--heads", args.heads, "--ffn", args.ffn]
-    if args.parallel == "fsdp":
+    if parallel == "fsdp":
         script += ["--fsdp"]
     script = [str(s) for s in script]
     env = dict(os.environ, PYTHONUNBUFFERED="1", NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1",
                NVSHMEM_DISABLE_NVLS="1", OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "4"))
     use_torchrun = args.launcher == "torchrun" or (args.launcher == "auto" and torch.cuda.is_available()
                                                    and not args.cpu)
-    log("== real 2-process run %s (%s)" % (tag, "torchrun" if use_torchrun else "2 spawned processes, gloo"))
+    log("== real %d-process run %s, %s (%s)" % (world, tag, parallel,
+                                               "torchrun" if use_torchrun else "spawned processes, gloo"))
     t = time.time()
     if use_torchrun:
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port",
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(world), "--master-port",
                str(_free_port())] + script
         r = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
         outs, rcs = [r.stdout], [r.returncode]
     else:
         port = str(_free_port())
         procs = []
-        for rank in range(2):
-            e = dict(env, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
+        for rank in range(world):
+            e = dict(env, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1",
                      MASTER_PORT=port)
             procs.append(subprocess.Popen([sys.executable] + script, env=e, stdout=subprocess.PIPE,
                                           stderr=subprocess.STDOUT, universal_newlines=True))
         outs = [p.communicate()[0] for p in procs]
         rcs = [p.returncode for p in procs]
-    with open(os.path.join(args.out, "real-%s.log" % tag), "w") as f:
+    with open(os.path.join(args.out, "real-%s-%s.log" % (tag, parallel)), "w") as f:
         f.write("\n".join(outs))
     if any(rcs):
-        raise SystemExit("2-process run %s failed (%s):\n%s" % (tag, rcs, "\n".join(o[-3000:] for o in outs)))
+        raise SystemExit("%d-process run %s (%s) failed (%s):\n%s"
+                         % (world, tag, parallel, rcs, "\n".join(o[-3000:] for o in outs)))
+    for key in ("model:", "parallel:"):  # what train_dit.py printed it used
+        line = next((ln for o in outs for ln in o.splitlines() if ln.startswith(key)), None)
+        log("   " + (line.strip()[:200] if line else "%s (not printed)" % key))
     recs = []
-    for rank in range(2):
-        with open("%s.rank%d" % (step_log, rank)) as f:
+    for rank in range(world):
+        with open(step_log + (".rank%d" % rank if world > 1 else "")) as f:
             recs += [json.loads(line) for line in f if line.strip()]
     log("   done in %.1f s" % (time.time() - t))
     return recs
 
 
-def real_summary(recs):
-    """tokens/s and step-time statistics of a real run from both ranks' step logs (warm-up
+def real_summary(recs, world):
+    """tokens/s and step-time statistics of a real run from every rank's step log (warm-up
     steps left out): step time = rank 0's wall time between optimizer steps."""
     import replay as R
 
     steps = sorted({r["step"] for r in recs if not r.get("warmup")})
     by = {(r["step"], r["rank"]): r for r in recs}
     wall = [by[(s, 0)]["wall_ms"] for s in steps if (s, 0) in by]
-    tokens = sum(by[(s, k)]["tokens"] for s in steps for k in (0, 1) if (s, k) in by)
-    comp = [[by[(s, k)]["compute_ms"] for k in (0, 1) if (s, k) in by] for s in steps]
+    tokens = sum(by[(s, k)]["tokens"] for s in steps for k in range(world) if (s, k) in by)
+    comp = [[by[(s, k)]["compute_ms"] for k in range(world) if (s, k) in by] for s in steps]
     return {"steps": len(steps), "tokens": tokens,
             "tokens_per_s": round(tokens / (sum(wall) / 1000.0), 1) if wall and sum(wall) > 0 else None,
             "step_ms_mean": round(sum(wall) / len(wall), 3) if wall else None, "step_time_cv": round(R.cv(wall), 4),
+            "compute_ms_mean": round(sum(max(c) for c in comp) / len(comp), 3) if comp else None,
             "compute_imbalance_cv": round(sum(R.cv(c) for c in comp) / len(comp), 4) if comp else None,
             "step_ms": wall, "loss_curve": [by[(s, 0)]["loss"] for s in steps if (s, 0) in by]}
 
 
-def two_gpu(args, cli, ex, index, buckets, base_cost=None):
-    """Every arm trained for real on 2 GPUs and replayed at W = 2; returns two_gpu.json's dict."""
+def real_runs(args, cli, ex, index, buckets, base_cost=None):
+    """Every arm trained for real with W = --real-world processes (once per --real-parallel mode)
+    and replayed at that W on one GPU; returns real-wW.json's dict."""
+    W = args.real_world
+    modes = args.real_parallel
     arms = [a for a in args.arms if a != "b" or args.paper_plan_args]
-    out = {"arms": {}, "note": "real: torchrun, 2 processes, DDP, wall time between optimizer steps on rank 0; "
-                               "replay: dev/e2e/replay.py at W = 2 on one GPU, same manifest and steps"}
+    out = {"world": W, "parallel": modes, "arms": {},
+           "note": "real: %s, %d process(es), %s, wall time between optimizer steps on rank 0; replay: "
+                   "dev/e2e/replay.py at W = %d on one GPU, same manifest and steps; the gains, the step-time "
+                   "ratio and the difference use the first parallel mode"
+                   % ("torchrun" if args.launcher != "spawn" else "spawned", W, " and ".join(modes), W)}
     cost = None
     for arm in arms:
         try:
             if arm == "d":
-                trace = os.path.join(args.out, "trace-c-w2.jsonl")
-                cost = os.path.join(args.workdir, "refit-w2.alcost")
+                trace = os.path.join(args.out, "trace-c-w%d.jsonl" % W)
+                cost = os.path.join(args.workdir, "refit-w%d.alcost" % W)
                 out["refit"] = refit(args, cli, trace, cost, index)
-            paths, infos = plan_arm(args, cli, index, arm, 2, buckets, cost, base_cost=base_cost)
+            paths, infos = plan_arm(args, cli, index, arm, W, buckets, cost, base_cost=base_cost)
             steps = min(args.steps, infos[0]["steps"] - args.warmup_steps)
             if steps < 1:
                 raise SystemExit("epoch 0 of arm %s has %d steps: too few for --warmup-steps %d"
                                  % (arm, infos[0]["steps"], args.warmup_steps))
-            real = real_summary(launch_two(args, ex, index, paths[0], args.warmup_steps + steps, ARMS[arm][0]))
-            rep = replay_arm(args, arm, 2, index, paths[:1], steps,
-                             trace=os.path.join(args.out, "trace-c-w2.jsonl") if arm == "c" else None)
+            reals = {m: real_summary(launch_real(args, ex, index, paths[0], args.warmup_steps + steps, ARMS[arm][0],
+                                                 W, m), W)
+                     for m in modes}
+            rep = replay_arm(args, arm, W, index, paths[:1], steps,
+                             trace=os.path.join(args.out, "trace-c-w%d.jsonl" % W) if arm == "c" else None)
         except (Exception, SystemExit) as e:  # noqa: BLE001 - keep the other arms' results
             out.setdefault("errors", []).append({"arm": ARMS[arm][0], "error": _error(e)})
             log("arm %s failed:\n%s" % (ARMS[arm][0], out["errors"][-1]["error"]))
             _free_cuda()
             continue
-        out["arms"][ARMS[arm][0]] = {"real": real, "replay": headline(rep),
-                                     "replay_step_ms": [s["step_ms"] for s in rep["per_step"]]}
+        real = reals[modes[0]]
+        r = {"real": real, "replay": headline(rep), "replay_step_ms": [s["step_ms"] for s in rep["per_step"]]}
+        if real["step_ms_mean"] and r["replay"]["step_ms_mean"]:
+            r["real_over_replay_step_ms"] = round(real["step_ms_mean"] / r["replay"]["step_ms_mean"], 4)
+        for m in modes[1:]:
+            o = reals[m]
+            r["real_" + m] = o
+            n = min(len(o["loss_curve"]), len(real["loss_curve"]))
+            if n:  # the same manifest, seed and model: the losses should agree up to bf16 noise
+                r["real_%s_loss_max_rel_diff" % m] = round(max(
+                    abs(o["loss_curve"][i] - real["loss_curve"][i]) / max(abs(real["loss_curve"][i]), 1e-12)
+                    for i in range(n)), 5)
+            if o["tokens_per_s"] and real["tokens_per_s"]:
+                r["real_%s_over_%s_tokens_per_s" % (m, modes[0])] = round(o["tokens_per_s"] / real["tokens_per_s"], 4)
+        out["arms"][ARMS[arm][0]] = r
     base = out["arms"].get("equal-token")
     for name, r in out["arms"].items():
         if base and name != "equal-token":
@@ -502,13 +535,17 @@ def two_gpu(args, cli, ex, index, buckets, base_cost=None):
             r["gain_real"] = round(gr, 4) if gr else None
             r["gain_replay"] = round(gp, 4) if gp else None
             r["gain_diff_points"] = round(100 * (gr - gp), 2) if gr and gp else None
-    log("two GPUs (real vs replay at W = 2):")
+    log("real runs (W = %d) against the replay at W = %d:" % (W, W))
     for name, r in out["arms"].items():
         log("  %-12s real %s tokens/s (step %s ms, CV %s)  replay %s tokens/s (step %s ms, CV %s)  "
-            "gain real %s replay %s"
+            "real/replay step %s  gain real %s replay %s"
             % (name, r["real"]["tokens_per_s"], r["real"]["step_ms_mean"], r["real"]["step_time_cv"],
                r["replay"]["tokens_per_s"], r["replay"]["step_ms_mean"], r["replay"]["step_time_cv"],
-               r.get("gain_real"), r.get("gain_replay")))
+               r.get("real_over_replay_step_ms"), r.get("gain_real"), r.get("gain_replay")))
+        for m in modes[1:]:
+            log("  %-12s %s: %s tokens/s (%sx of %s), loss max rel. diff %s"
+                % ("", m, r["real_" + m]["tokens_per_s"], r.get("real_%s_over_%s_tokens_per_s" % (m, modes[0])),
+                   modes[0], r.get("real_%s_loss_max_rel_diff" % m)))
     return out
 
 
@@ -524,9 +561,15 @@ def main(argv=None):
     p.add_argument("--examples", help="folder with train_dit.py / dit_model.py (default: the bundle's or checkout's)")
     p.add_argument("--smoke", action="store_true",
                    help="CPU check: tiny corpus and model, W = 2, 4 steps (overrides the sizes below)")
-    p.add_argument("--two-gpu", action="store_true", help="W = 2: torchrun on 2 GPUs beside the W = 2 replay")
+    p.add_argument("--two-gpu", action="store_true", help="--real-world 2: torchrun on 2 GPUs beside the W = 2 replay")
+    p.add_argument("--real-world", type=int, default=0,
+                   help="N: every arm trained for real with N processes (one per GPU) beside the replay at W = N, "
+                        "instead of the replays at --worlds (1 on one GPU: the training loop against the replay)")
+    p.add_argument("--real-parallel", default=None,
+                   help="--real-world: comma-separated parallel modes (ddp, fsdp), each arm trained once per mode; "
+                        "the first is compared with the replay (default: --parallel)")
     p.add_argument("--launcher", choices=["auto", "torchrun", "spawn"], default="auto",
-                   help="--two-gpu: torchrun (default on CUDA) or 2 processes spawned here (gloo on the CPU)")
+                   help="--real-world: torchrun (default on CUDA) or processes spawned here (gloo on the CPU)")
     p.add_argument("--cpu", action="store_true", help="stay on the CPU")
     # corpus
     p.add_argument("--profile", default="koala", choices=["koala", "smoke"], help="corpus shape mix")
@@ -561,7 +604,7 @@ def main(argv=None):
     p.add_argument("--budget-s", type=float, default=540,
                    help="wall-clock budget of the whole call: replays are cut short (reported) to end inside it; "
                         "0: none")
-    p.add_argument("--export", help="copy summary.json, setup.json, adaln.json, two_gpu.json and the SVGs here as "
+    p.add_argument("--export", help="copy summary.json, setup.json, adaln.json, real-wN.json and the SVGs here as "
                                     "they are written (dev/e2e/run_arms.sh: $OUT)")
     p.add_argument("--blocks", type=int, default=2)
     p.add_argument("--hidden", type=int, default=1536)
@@ -590,6 +633,14 @@ def main(argv=None):
         args.lr = 1e-3
         args.bench_batches, args.bench_seqs, args.bench_text_len = "1,2,4", "8,18,27,48", 8
     args.arms = [a.strip() for a in args.arms.split(",") if a.strip()]
+    if args.two_gpu:
+        args.real_world = args.real_world or 2
+    if args.real_world < 0:
+        raise SystemExit("--real-world must be 1 or more")
+    args.real_parallel = [m.strip() for m in (args.real_parallel or args.parallel).split(",") if m.strip()]
+    for m in args.real_parallel:
+        if m not in ("ddp", "fsdp"):
+            raise SystemExit("unknown --real-parallel mode %r (ddp, fsdp)" % m)
     for a in args.arms:
         if a not in ARMS:
             raise SystemExit("unknown arm %r (a, b, c, d)" % a)
@@ -638,16 +689,16 @@ def main(argv=None):
         json.dump(setup, f, indent=1, default=str)
     export(args, "setup.json")
 
-    if args.two_gpu:
+    if args.real_world:
         args.replays_left = len([a for a in args.arms if a != "b" or args.paper_plan_args])
-        res = two_gpu(args, cli, ex, index, buckets, base_cost)
+        res = real_runs(args, cli, ex, index, buckets, base_cost)
         res["skipped_arms"] = skipped
-        with open(os.path.join(args.out, "two_gpu.json"), "w") as f:
+        name = "real-w%d.json" % args.real_world
+        with open(os.path.join(args.out, name), "w") as f:
             json.dump(res, f, indent=1)
-        export(args, "two_gpu.json")
+        export(args, name)
         ok = not res.get("errors") and bool(res["arms"])
-        log("done in %.1f s: %s (%s)" % (time.time() - t0, os.path.join(args.out, "two_gpu.json"),
-                                         "OK" if ok else "FAILED"))
+        log("done in %.1f s: %s (%s)" % (time.time() - t0, os.path.join(args.out, name), "OK" if ok else "FAILED"))
         return 0 if ok else 1
 
     import replay as R

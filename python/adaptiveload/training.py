@@ -37,9 +37,11 @@ class Distributed(collections.namedtuple("Distributed", "rank world_size local_r
 def setup_distributed(cpu=False):
     """Reads torchrun's ``RANK``, ``WORLD_SIZE`` and ``LOCAL_RANK`` (rank 0 of 1 without
     them). The device is ``cuda:LOCAL_RANK`` (made the current CUDA device) when CUDA is
-    available and ``cpu`` is false, else the CPU. With ``WORLD_SIZE`` > 1 it initialises
-    torch.distributed: NCCL for a CUDA device, gloo on the CPU. Returns a
-    :class:`Distributed`."""
+    available and ``cpu`` is false, else the CPU. Under a launcher (``WORLD_SIZE`` and
+    ``MASTER_ADDR`` set, as torchrun sets them, also for one process) or with ``WORLD_SIZE`` > 1
+    it initialises torch.distributed: NCCL for a CUDA device, gloo on the CPU; so
+    ``torchrun --nproc-per-node 1`` runs the same DDP / FSDP code path as a larger job. A plain
+    ``python script.py`` runs undistributed. Returns a :class:`Distributed`."""
     import torch
 
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -49,11 +51,12 @@ def setup_distributed(cpu=False):
     device = torch.device("cuda", local_rank) if use_cuda else torch.device("cpu")
     if use_cuda:
         torch.cuda.set_device(device)
-    if world > 1:
+    launched = "WORLD_SIZE" in os.environ and "MASTER_ADDR" in os.environ
+    if world > 1 or launched:
         import torch.distributed as dist
 
         dist.init_process_group("nccl" if use_cuda else "gloo")
-    return Distributed(rank, world, local_rank, device, world > 1)
+    return Distributed(rank, world, local_rank, device, world > 1 or launched)
 
 
 def grad_sync(model, sync):

@@ -102,6 +102,13 @@ cat "$T/ddp0.log"
 grep -q "parallel: DDP over 2 ranks" "$T/ddp0.log" || fail "DDP not used"
 grep -q "done: 2 of 2 steps, losses finite" "$T/ddp0.log" || fail "DDP run"
 
+echo "== train_dit.py --smoke as one launched process (torchrun --nproc-per-node 1 sets these): DDP over 1 rank"
+RANK=0 LOCAL_RANK=0 WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])') \
+  "$PY" "$here/examples/train_dit.py" --smoke --steps 2 --workdir "$T/w1" >"$T/ddp1.log" 2>&1 ||
+  { cat "$T/ddp1.log"; fail "1-process DDP"; }
+grep -q "parallel: DDP over 1 ranks" "$T/ddp1.log" || fail "1 launched process not distributed: $(cat "$T/ddp1.log")"
+grep -q "done: 2 of 2 steps, losses finite" "$T/ddp1.log" || fail "1-process DDP run"
+
 echo "== dev/e2e/run_arms.py --smoke (corpus, plans, W = 2 replays, refit)"
 "$PY" "$here/dev/e2e/run_arms.py" --smoke --workdir "$T/e2e" --out "$T/out" --bin "$here/adaptiveload" \
   2>&1 | grep -v "^replay W" | tee "$T/arms.log"
@@ -125,4 +132,21 @@ PY
 "$PY" "$here/dev/e2e/report.py" "$T/out/summary.json" --setup "$T/out/setup.json" >"$T/report.md" ||
   fail "report.py"
 grep -q "^| 2 | ours | " "$T/report.md" || fail "report: $(cat "$T/report.md")"
+
+echo "== dev/e2e/run_arms.py --smoke --real-world 2 (2 gloo processes per arm beside the W = 2 replay)"
+"$PY" "$here/dev/e2e/run_arms.py" --smoke --real-world 2 --arms a,c --workdir "$T/e2e" --out "$T/out2" \
+  --bin "$here/adaptiveload" 2>&1 | grep -v "^replay W" | tee "$T/real.log"
+grep -q "(OK)$" "$T/real.log" || fail "run_arms.py --smoke --real-world 2"
+"$PY" - "$T/out2" <<'PY' || fail "run_arms --real-world outputs"
+import json, os, sys
+t = json.load(open(os.path.join(sys.argv[1], "real-w2.json")))
+assert t["world"] == 2 and list(t["arms"]) == ["equal-token", "ours"], t.get("arms", t)
+for name, r in t["arms"].items():
+    assert r["real"]["steps"] > 0 and r["real"]["tokens_per_s"] > 0, (name, r["real"])
+    assert len(r["real"]["loss_curve"]) == r["real"]["steps"], name
+    assert r["replay"]["steps"] > 0 and r["real_over_replay_step_ms"] > 0, (name, r)
+assert t["arms"]["ours"]["gain_real"] > 0 and t["arms"]["ours"]["gain_replay"] > 0, t["arms"]["ours"]
+PY
+"$PY" "$here/dev/e2e/report.py" --real "$T/out2/real-w2.json" >"$T/report2.md" || fail "report.py --real"
+grep -q "^| ours | " "$T/report2.md" || fail "report --real: $(cat "$T/report2.md")"
 echo "dit_smoke_test: OK"
