@@ -17,7 +17,7 @@ set -u -o pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 REPO=$PWD
 OUT=${OUT:-/tmp/out}
-RES=/tmp/e2e-out
+RES=${E2E_RES:-/tmp/e2e-out}
 mkdir -p "$OUT" "$RES"
 exec > >(tee -a "$OUT/run.log") 2>&1
 bundle=$REPO/.devbuild/adaptiveload-dist.tar.gz
