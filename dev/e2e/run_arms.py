@@ -405,11 +405,16 @@ def _free_port():
     return port
 
 
+def _use_torchrun(args):
+    """--launcher auto: torchrun on CUDA, spawned gloo processes on the CPU."""
+    import torch
+
+    return args.launcher == "torchrun" or (args.launcher == "auto" and torch.cuda.is_available() and not args.cpu)
+
+
 def launch_real(args, ex, index, manifest, steps, tag, world, parallel):
     """Trains with ``world`` processes (torchrun on CUDA, else spawned gloo processes) under
     ``parallel`` (ddp or fsdp): returns every rank's step-log records."""
-    import torch
-
     step_log = os.path.join(args.out, "real-%s-%s.steps.jsonl" % (tag, parallel))
     trace = os.path.join(args.out, "real-%s-%s.trace.jsonl" % (tag, parallel))
     script = [os.path.join(ex, "train_dit.py"), "--index", index, "--manifest", manifest, "--steps", steps,
@@ -424,8 +429,7 @@ def launch_real(args, ex, index, manifest, steps, tag, world, parallel):
     script = [str(s) for s in script]
     env = dict(os.environ, PYTHONUNBUFFERED="1", NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1",
                NVSHMEM_DISABLE_NVLS="1", OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "4"))
-    use_torchrun = args.launcher == "torchrun" or (args.launcher == "auto" and torch.cuda.is_available()
-                                                   and not args.cpu)
+    use_torchrun = _use_torchrun(args)
     log("== real %d-process run %s, %s (%s)" % (world, tag, parallel,
                                                "torchrun" if use_torchrun else "spawned processes, gloo"))
     t = time.time()
@@ -488,7 +492,7 @@ def real_runs(args, cli, ex, index, buckets, base_cost=None):
            "note": "real: %s, %d process(es), %s, wall time between optimizer steps on rank 0; replay: "
                    "dev/e2e/replay.py at W = %d on one GPU, same manifest and steps; the gains, the step-time "
                    "ratio and the difference use the first parallel mode"
-                   % ("torchrun" if args.launcher != "spawn" else "spawned", W, " and ".join(modes), W)}
+                   % ("torchrun" if _use_torchrun(args) else "spawned", W, " and ".join(modes), W)}
     cost = None
     for arm in arms:
         try:
