@@ -353,8 +353,8 @@ static double item_cost(const al_plan *p, const packer *k, size_t slot) {
 
 /* Step 2: the best trade of bin `ext` (the fullest when hi, else the emptiest)
  * with any other bin; returns 0 when none improves on `ext`'s sum. */
-static int widest_swap(const al_plan *p, const packer *k, size_t nb, size_t ext, int hi,
-                       size_t *ob, uint32_t *oi, uint32_t *oj) {
+static int widest_swap(const al_plan *p, const packer *k, size_t nb, size_t ext, int hi, size_t *ob,
+                       uint32_t *oi, uint32_t *oj) {
   uint32_t K = p->micro_per_step;
   double le = k->bin_load[ext], best = le;
   int found = 0;
@@ -418,8 +418,7 @@ static void level_bins(const al_plan *p, packer *k, size_t nb, size_t m) {
       continue;
     }
     size_t ob = 0;
-    if (++wide > LEVEL_WIDE_SWAPS)
-      break;
+    if (++wide > LEVEL_WIDE_SWAPS) break;
     if (widest_swap(p, k, nb, hi, 1, &ob, &bi, &bj))
       swap_items(p, k, hi, bi, ob, bj);
     else if (widest_swap(p, k, nb, lo, 0, &ob, &bi, &bj))
