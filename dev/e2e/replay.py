@@ -32,6 +32,7 @@ The first --warmup-steps steps run and are traced as warm-up, but stay out of ev
 """
 
 import argparse
+import atexit
 import json
 import math
 import os
@@ -165,7 +166,6 @@ def measure_comm(n_params, world, device, parallel="ddp", link_gbps=450.0, inter
                 "bandwidth_gbps_used": _r(bw, 1), "model_ms": _r(model_ms)})
     # A 1-process all_reduce through torch.distributed: a floor (launch and local copies only).
     floor_ms = None
-    started, store_file = False, None
     try:
         import tempfile
 
@@ -175,7 +175,9 @@ def measure_comm(n_params, world, device, parallel="ddp", link_gbps=450.0, inter
             store_file = tempfile.mktemp(prefix="al-replay-store-")
             dist.init_process_group("nccl" if device.type == "cuda" else "gloo",
                                     init_method="file://" + store_file, rank=0, world_size=1)
-            started = True
+            # One group serves every replay of this process; it ends at exit (NCCL warns when a
+            # group is left), with its store file.
+            atexit.register(_end_group, dist, store_file)
         for _ in range(3):
             dist.all_reduce(src)
         if device.type == "cuda":
@@ -190,20 +192,22 @@ def measure_comm(n_params, world, device, parallel="ddp", link_gbps=450.0, inter
     except Exception as e:  # noqa: BLE001 - optional measurement; say why it is missing
         res["dist_1proc_ms"] = None
         res["dist_1proc_error"] = "%s: %s" % (type(e).__name__, str(e).splitlines()[0] if str(e) else "")
-    finally:
-        if started:  # the group this measurement started ends with it (no NCCL warning at exit)
-            try:
-                dist.destroy_process_group()
-            except Exception as e:  # noqa: BLE001 - the figure is taken; say why the group stayed
-                res["dist_1proc_destroy_error"] = "%s: %s" % (type(e).__name__, str(e)[:200])
-        if store_file and os.path.exists(store_file):
-            os.remove(store_file)
     res["comm_ms"] = _r(max(model_ms, floor_ms or 0.0) if world > 1 else 0.0)
     res["source"] = ("bandwidth model (not a multi-GPU measurement): %s at min(d2d copy %.0f GB/s, link %.0f GB/s)"
                      "; floor: a 1-process torch.distributed all_reduce%s"
                      % (pattern, copy_gbps, link, "" if floor_ms is not None else " (not available)"))
     log("comm: %.3f ms per step (%s)" % (res["comm_ms"], res["source"]))
     return res
+
+
+def _end_group(dist, store_file):
+    """atexit: ends the 1-process group of the all-reduce floor and removes its store file."""
+    try:
+        dist.destroy_process_group()
+    except Exception:  # noqa: BLE001 - exiting anyway
+        pass
+    if os.path.exists(store_file):
+        os.remove(store_file)
 
 
 # ---------------------------------------------------------------------------------------------
