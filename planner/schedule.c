@@ -335,12 +335,10 @@ static int cmp_bin_desc(const void *a, const void *b, void *ctx) {
  * LEVEL_WIDE_SWAPS of step 2, per window (a swap of step 1 is a pass over the
  * bins, one of step 2 a pass over every bin's K x K pairs). Step 1 alone
  * stalls where only a third bin can take the fullest bin's batch: on the e2e
- * corpus at W = 8, K = 4 it left the bin sums 9.1 % apart and the predicted
- * step-time CV at 2.3 %; step 2 brings them to 3.5 % and 1.15 % (1.54 % with
- * a cap of 16). With the cap of 64 the 10M-sample plan at W = 64, K = 4 takes
- * about 10 % more CPU time than without step 2 (a pass there covers 4,096
- * bins); uncapped it took up to 28 % more and levelled no better (1.38 %
- * against 1.40 %). The
+ * corpus at W = 8, K = 4 it left the predicted step-time CV at 2.3 %, step 2
+ * brings it to 1.15 %. The cap bounds step 2's cost where a pass is long: the
+ * 10M-sample plan at W = 64, K = 4 (4,096 bins a window) takes about 10 %
+ * more CPU time than without step 2 (BENCHMARKS.md, planner). The
  * rounds leave the fullest bin high when a few batches cost far more than the
  * rest; the swaps level what they can. Ties go to the lower index:
  * deterministic. */
