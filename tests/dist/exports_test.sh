@@ -25,5 +25,5 @@ check() {  # LIB HEADER...
 # Arguments: the public headers (//dist:public_headers).
 [ $# -ge 10 ] || { echo "FAIL: expected the public headers as arguments, got $#"; exit 1; }
 check dist/libadaptiveload.so "$@"
-check dist/libal_kernels.so common/al_status.h kernels/al_adaln.h
+check dist/libal_kernels.so common/al_status.h common/al_version.h kernels/al_adaln.h
 exit $fail
