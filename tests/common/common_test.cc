@@ -18,10 +18,62 @@
 
 extern "C" {
 #include "common/atomic_file_internal.h"
+#include "common/clock_internal.h"
+#include "common/env_internal.h"
 #include "common/json_write_internal.h"
+#include "common/parse_internal.h"
 }
 
 namespace {
+
+TEST(Parse, U64TakesDigitsOnly) {
+  uint64_t v = 7;
+  EXPECT_EQ(parse_u64("0", &v), 0);
+  EXPECT_EQ(v, 0u);
+  EXPECT_EQ(parse_u64("18446744073709551615", &v), 0);
+  EXPECT_EQ(v, UINT64_MAX);
+  for (const char *bad : {"", " 1", " -1", "-1", "+5", "1 ", "1k", "0x10", "18446744073709551616",
+                          "99999999999999999999999"}) {
+    v = 7;
+    EXPECT_EQ(parse_u64(bad, &v), -1) << "'" << bad << "'";
+    EXPECT_EQ(v, 7u) << "'" << bad << "' changed the output";
+  }
+  EXPECT_EQ(parse_u64(nullptr, &v), -1);
+}
+
+TEST(Parse, I64AndDouble) {
+  int64_t i = 0;
+  EXPECT_EQ(parse_i64("-9223372036854775808", &i), 0);
+  EXPECT_EQ(i, INT64_MIN);
+  EXPECT_EQ(parse_i64("42", &i), 0);
+  EXPECT_EQ(i, 42);
+  for (const char *bad : {"", " 1", "+1", "--1", "-", "9223372036854775808", "1.5"})
+    EXPECT_EQ(parse_i64(bad, &i), -1) << "'" << bad << "'";
+  double d = 0;
+  EXPECT_EQ(parse_double("0.9", &d), 0);
+  EXPECT_DOUBLE_EQ(d, 0.9);
+  EXPECT_EQ(parse_double("-2e3", &d), 0);
+  EXPECT_DOUBLE_EQ(d, -2000.0);
+  for (const char *bad : {"", " 1", "nan", "inf", "1e999", "1x", "0.5 "})
+    EXPECT_EQ(parse_double(bad, &d), -1) << "'" << bad << "'";
+}
+
+TEST(Env, U64RefusesWhatParseRefuses) {
+  setenv("AL_TEST_ENV_U64", " -1", 1);
+  EXPECT_EQ(env_u64("AL_TEST_ENV_U64", 5), 5u);
+  setenv("AL_TEST_ENV_U64", "0", 1);
+  EXPECT_EQ(env_u64("AL_TEST_ENV_U64", 5), 5u);
+  setenv("AL_TEST_ENV_U64", "123", 1);
+  EXPECT_EQ(env_u64("AL_TEST_ENV_U64", 5), 123u);
+  unsetenv("AL_TEST_ENV_U64");
+  EXPECT_EQ(env_u64("AL_TEST_ENV_U64", 5), 5u);
+}
+
+TEST(Clock, Monotonic) {
+  double a = clock_now_s(), b = clock_now_s();
+  EXPECT_GT(a, 0.0);
+  EXPECT_GE(b, a);
+}
 
 std::string Str(const std::string &bytes) {
   char *buf = nullptr;
