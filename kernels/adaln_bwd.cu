@@ -449,6 +449,27 @@ __device__ __forceinline__ void tile_combine(float *buf, float *dst, const float
   __syncthreads();
 }
 
+/* (one + scale[b]) of sample b as fp32 planes in buf: plane q holds, for every vector v
+ * of the row, the four factors of its elements 4q .. 4q + 3. The block's threads share it. */
+template <typename T>
+__device__ __forceinline__ void tile_scale_planes(const BwdArgs<T> &a, int b, float *buf, int nv,
+                                                  int nthr) {
+  typedef Elem<T> E;
+  constexpr int kVec = E::kVec;
+  constexpr int kP = kVec / 4;
+  const int D = a.D;
+  const uint4 *sc = reinterpret_cast<const uint4 *>(a.scale + (int64_t)b * D);
+  float4 *dst = reinterpret_cast<float4 *>(buf);
+  for (int v = threadIdx.x; v < nv; v += nthr) {
+    float f[kVec];
+    E::unpack(__ldg(sc + v), f);
+#pragma unroll
+    for (int q = 0; q < kP; ++q)
+      dst[q * nv + v] = make_float4(a.one + f[4 * q], a.one + f[4 * q + 1], a.one + f[4 * q + 2],
+                                    a.one + f[4 * q + 3]);
+  }
+}
+
 /*
  * Fused backward, tile kernel (vector path). Block k owns rows [k*chunk, (k+1)*chunk) and G row
  * groups of tpr threads; the block's rows are cut at sample boundaries into pieces (a piece
@@ -474,9 +495,7 @@ __device__ __forceinline__ void tile_combine(float *buf, float *dst, const float
  */
 template <typename T, int VPT, int S, int MAXREG>
 __global__ void __maxnreg__(MAXREG) adaln_bwd_tile_kernel(BwdArgs<T> a) {
-  typedef Elem<T> E;
-  constexpr int kVec = E::kVec;
-  constexpr int kP = kVec / 4;
+  constexpr int kVec = Elem<T>::kVec;
   constexpr int kAcc = VPT * kVec;
   extern __shared__ uint4 smem_tile[];
 
@@ -532,19 +551,8 @@ __global__ void __maxnreg__(MAXREG) adaln_bwd_tile_kernel(BwdArgs<T> a) {
   for (int s = 0; s < S - 1; ++s) issue(s, s);
   int sr = 0, sw = S - 1, rnd = 0;
   for (;;) {
-    /* (one + scale[b]) as fp32 planes; buf is free (start, or after the last combine). */
-    {
-      const uint4 *sc = reinterpret_cast<const uint4 *>(a.scale + (int64_t)pc.b * D);
-      float4 *dst = reinterpret_cast<float4 *>(buf);
-      for (int v = threadIdx.x; v < nv; v += nthr) {
-        float f[kVec];
-        E::unpack(__ldg(sc + v), f);
-#pragma unroll
-        for (int q = 0; q < kP; ++q)
-          dst[q * nv + v] = make_float4(a.one + f[4 * q], a.one + f[4 * q + 1],
-                                        a.one + f[4 * q + 2], a.one + f[4 * q + 3]);
-      }
-    }
+    /* buf is free (start, or after the last combine). */
+    tile_scale_planes<T>(a, pc.b, buf, nv, nthr);
     __syncthreads();
     float acc_s[kAcc], acc_h[kAcc];
 #pragma unroll
