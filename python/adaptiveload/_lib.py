@@ -163,8 +163,9 @@ def candidates():
 
 def declare(cdll, path):
     """Sets restype and argtypes of every function of :data:`SIGNATURES` on ``cdll`` (the
-    library loaded from ``path``). ImportError naming the functions the library lacks: any
-    of KERNELS_HEADERS', and, in a library with the stream API, any at all."""
+    library loaded from ``path``). ImportError naming what the library lacks: a function of
+    KERNELS_HEADERS (which both libraries export), or, in a library with the stream API,
+    any function of the table."""
     full = hasattr(cdll, "al_stream_open")
     missing = []
     for header, functions in SIGNATURES.items():
