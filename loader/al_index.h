@@ -232,6 +232,21 @@ AL_API int al_index_add_sample(al_index *idx, const char *key, uint32_t shard, u
 AL_API int al_index_add_rejected(al_index *idx, uint32_t shard, const char *member, uint64_t offset,
                                  const char *key, const char *reason);
 
+/* Ids of al_index_struct_size: the structs of this header. */
+typedef enum al_index_struct {
+  AL_INDEX_STRUCT_OPTIONS = 0,       /* al_index_options */
+  AL_INDEX_STRUCT_SHARD_INFO = 1,    /* al_shard_info */
+  AL_INDEX_STRUCT_MEMBER_INFO = 2,   /* al_member_info */
+  AL_INDEX_STRUCT_SAMPLE_INFO = 3,   /* al_sample_info */
+  AL_INDEX_STRUCT_MEMBER_TYPE = 4,   /* al_member_type */
+  AL_INDEX_STRUCT_REJECTED_INFO = 5, /* al_rejected_info */
+  AL_INDEX_STRUCT_STATS = 6          /* al_index_stats */
+} al_index_struct;
+
+/* sizeof of the struct `which` (an al_index_struct) names; 0 for any other value. Bindings
+ * (Python ctypes) check their struct mirrors against it. Thread-safe. */
+AL_API size_t al_index_struct_size(int which);
+
 #ifdef __cplusplus
 }
 #endif

@@ -308,6 +308,14 @@ AL_API size_t al_stream_struct_size(int which);
 /* Whether a CUDA device can be used (cudaGetDeviceCount succeeded, > 0). */
 AL_API int al_stream_cuda_available(void);
 
+/* Ids of al_stream_struct_size (declared above). */
+typedef enum al_stream_struct {
+  AL_STREAM_STRUCT_OPTIONS = 0, /* al_stream_options */
+  AL_STREAM_STRUCT_STATE = 1,   /* al_stream_state */
+  AL_STREAM_STRUCT_BATCH = 2,   /* al_stream_batch */
+  AL_STREAM_STRUCT_STATS = 3    /* al_stream_stats */
+} al_stream_struct;
+
 #ifdef __cplusplus
 }
 #endif

@@ -12,14 +12,23 @@ Data loading (needs torch):
     IndexDataset   map-style dataset over an index (pairs with BatchSampler)
     collate_packed packs IndexDataset items like the C stream (member_tensors: typed views)
     StreamDataset  packed micro-batches read by C threads, optionally copied to the GPU
-    StreamError    raised by failing C calls (message names shard, key, offset)
     latent_tokens  crops a Wan latent to its bucket and patchifies it into tokens
+    wan_tokens     tokens of one sample (the planner's count)
+
+Errors (no torch needed):
+    Error          raised by failing C calls: status, the C message (shard, key, offset);
+                   a RuntimeError; StreamError is the same class under its earlier name
+
+Kernels (needs torch and CUDA):
+    adaln          the fused AdaLN (adaptiveload.adaln: autograd, torch.compile operators)
 
 Training scripts (adaptiveload.training):
     setup_distributed   rank, world and device from torchrun; starts torch.distributed
     grad_sync           DDP gradient sync only on a step's last micro-batch
     demo_corpus         a small synthetic corpus made with the CLI (synth, index, plan)
     add_corpus_arguments, corpus_from_args   --index/--manifest, or the demo corpus
+
+__version__ is the loaded library's (al_version()), read on first use.
 
 Install: unpack the //dist bundle (adaptiveload-dist.tar.gz) anywhere and put its
 python/ folder on PYTHONPATH; the package finds ../../lib/libadaptiveload.so itself
@@ -28,8 +37,9 @@ python/ folder on PYTHONPATH; the package finds ../../lib/libadaptiveload.so its
 
 import importlib
 
-__all__ = ["plan", "Planner", "Manifest", "BatchSampler", "IndexDataset", "StreamDataset", "StreamError", "PackedBatch", "MemberInfo", "MicroBatchInfo",
-           "collate_packed", "member_tensors", "wan_tokens", "latent_tokens", "setup_distributed", "grad_sync", "demo_corpus",
+__all__ = ["__version__", "plan", "Planner", "Manifest", "BatchSampler", "MicroBatchInfo", "IndexDataset",
+           "collate_packed", "member_tensors", "StreamDataset", "PackedBatch", "MemberInfo", "Error", "StreamError",
+           "wan_tokens", "latent_tokens", "adaln", "setup_distributed", "grad_sync", "demo_corpus",
            "add_corpus_arguments", "corpus_from_args"]
 
 # Attributes resolved on first use, so `import adaptiveload` needs neither torch nor the
@@ -39,16 +49,18 @@ _LAZY = {
     "Planner": ".planning",
     "Manifest": ".planning",
     "BatchSampler": ".sampler",
-    "MicroBatchInfo": ".sampler",
+    "MicroBatchInfo": ".schedule",
     "IndexDataset": ".dataset",
     "collate_packed": ".dataset",
     "member_tensors": ".dataset",
-    "MemberInfo": ".stream",
-    "wan_tokens": ".dataset",
     "StreamDataset": ".stream",
     "PackedBatch": ".stream",
-    "StreamError": "._stream_lib",
+    "MemberInfo": ".stream",
+    "Error": "._lib",
+    "StreamError": "._lib",
+    "wan_tokens": ".latents",
     "latent_tokens": ".latents",
+    "adaln": ".adaln",
     "setup_distributed": ".training",
     "grad_sync": ".training",
     "demo_corpus": ".training",
@@ -58,16 +70,22 @@ _LAZY = {
 
 
 def __getattr__(name):
-    mod = _LAZY.get(name)
-    if mod is None:
-        raise AttributeError("module 'adaptiveload' has no attribute %r" % name)
-    value = getattr(importlib.import_module(mod, __name__), name)
+    if name == "__version__":  # the loaded library's al_version(): one version for C and Python
+        from . import _lib
+
+        value = _lib.version()
+    else:
+        mod = _LAZY.get(name)
+        if mod is None:
+            raise AttributeError("module 'adaptiveload' has no attribute %r" % name)
+        value = getattr(importlib.import_module(mod, __name__), name)
     globals()[name] = value
     return value
 
 
-# --- kernels (owned by the kernels engineer): `adaptiveload.adaln` ---
+# The fused AdaLN as `adaptiveload.adaln` when torch imports (before `import adaptiveload.adaln`
+# could bind the name to the submodule); without torch the package imports all the same.
 try:
-    from .adaln import adaln  # noqa: F401,E402  (needs torch; the package imports without it)
+    from .adaln import adaln  # noqa: F401,E402
 except ImportError:
     pass

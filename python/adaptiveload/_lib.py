@@ -1,6 +1,8 @@
-"""Finds and loads the AdaptiveLoad C library through ctypes (no compiled extension) and
-declares the kernel API (kernels/al_adaln.h). This is the package's only library finder:
-the stream, schedule and index calls (adaptiveload._stream_lib) use the library loaded here.
+"""The package's one binding of the C library: finds and loads it through ctypes (no
+compiled extension), declares every C function the package calls in one table
+(:data:`SIGNATURES`), checks every mirrored struct's size (adaptiveload._structs), and turns
+failing calls into :class:`Error`. No other module loads the library or sets a restype or
+argtypes.
 
 Search order, first file that loads wins:
   1. ``ADAPTIVELOAD_LIB``: a library file, or a folder holding one (then nothing else);
@@ -9,11 +11,16 @@ Search order, first file that loads wins:
   3. the repository checkout: ``bazel-bin/dist/``;
   4. the system loader's path (``ctypes.util.find_library``).
 In each place ``libadaptiveload.so`` (everything) is preferred to ``libal_kernels.so``
-(the kernels alone, //dist:libal_kernels.so). Code that needs more than the kernels gets
-the library through :func:`require`, which fails naming the library loaded and every
-candidate tried when the kernels-only one was found.
+(the kernels alone, //dist:libal_kernels.so, which exports only the functions of
+:data:`KERNELS_HEADERS`). Code that needs more than the kernels gets the library through
+:func:`require`, which fails naming the library loaded and every candidate tried when the
+kernels-only one was found.
 
-Thread-safe; the library is loaded once per process.
+A library that lacks a function of the table (the kernels-only one: outside
+KERNELS_HEADERS), or whose struct sizes differ from the mirrors, is refused with ImportError
+naming the library's path: library and package come from different versions.
+
+Thread-safe; the library is loaded and declared once per process.
 """
 
 import ctypes
@@ -21,60 +28,105 @@ import ctypes.util
 import os
 import threading
 
+from . import _structs as S
+
 LIB_NAMES = ("libadaptiveload.so", "libal_kernels.so")
 _SYSTEM_NAMES = ("adaptiveload", "al_kernels")  # LIB_NAMES as ctypes.util.find_library wants them
 
-AL_OK = 0
+_P = ctypes.POINTER
+_vp, _cp, _int, _size = ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_size_t
+_u8, _u32, _u64 = ctypes.c_uint8, ctypes.c_uint32, ctypes.c_uint64
 
-# al_dtype
-AL_DTYPE_BF16 = 1
-AL_DTYPE_FP16 = 2
-AL_DTYPE_FP32 = 3
-
-# al_adaln_options.flags
-AL_ADALN_PLAIN_SCALE = 1
-AL_ADALN_VALIDATE_OFFSETS = 2
-
-
-class AdalnDesc(ctypes.Structure):
-    """al_adaln_desc."""
-
-    _fields_ = [
-        ("dtype", ctypes.c_int),
-        ("batch", ctypes.c_int32),
-        ("dim", ctypes.c_int32),
-        ("rows", ctypes.c_int64),
-        ("seq_len", ctypes.c_int64),
-        ("cu_seqlens", ctypes.c_void_p),
-        ("cu_seqlens_host", ctypes.c_void_p),
-    ]
-
-
-class AdalnOptions(ctypes.Structure):
-    """al_adaln_options (zero = default). ``tuning`` points to a struct al_adaln_tuning
-    (kernels/al_adaln_tuning.h: kernel knobs, unstable, not mirrored here); None = the
-    library's choice."""
-
-    _fields_ = [
-        ("eps", ctypes.c_float),
-        ("flags", ctypes.c_uint),
-        ("tuning", ctypes.c_void_p),
-    ]
-
-
-_vp, _int, _size = ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t
-_D, _O = ctypes.POINTER(AdalnDesc), ctypes.POINTER(AdalnOptions)
-
-# name: (restype, argtypes)
-_SIGNATURES = {
-    "al_adaln_forward": (_int, [_D, _O, _vp, _vp, _vp, _vp, _vp, _vp, _vp]),
-    "al_adaln_backward_workspace_size": (_int, [_D, _O, ctypes.POINTER(_size)]),
-    "al_adaln_backward": (_int, [_D, _O, _vp, _vp, _vp, _vp, _vp, _vp, _vp, _vp, _vp, _size, _vp]),
-    "al_adaln_struct_size": (_size, [_int]),
-    "al_dtype_size": (_size, [_int]),
-    "al_last_error": (ctypes.c_char_p, []),
-    "al_status_name": (ctypes.c_char_p, [_int]),
+# Every C function the package calls, by public header: name -> (restype, argtypes).
+SIGNATURES = {
+    "common/al_status.h": {
+        "al_last_error": (_cp, []),
+        "al_status_name": (_cp, [_int]),
+    },
+    "common/al_version.h": {
+        "al_version": (_cp, []),
+    },
+    "kernels/al_adaln.h": {
+        "al_adaln_forward": (_int, [_P(S.AdalnDesc), _P(S.AdalnOptions), _vp, _vp, _vp, _vp, _vp, _vp, _vp]),
+        "al_adaln_backward_workspace_size": (_int, [_P(S.AdalnDesc), _P(S.AdalnOptions), _P(_size)]),
+        "al_adaln_backward": (_int, [_P(S.AdalnDesc), _P(S.AdalnOptions), _vp, _vp, _vp, _vp, _vp, _vp, _vp, _vp,
+                                     _vp, _size, _vp]),
+        "al_adaln_struct_size": (_size, [_int]),
+        "al_dtype_size": (_size, [_int]),
+    },
+    "loader/al_index.h": {
+        "al_index_load": (_int, [_P(_vp), _cp]),
+        "al_index_free": (None, [_vp]),
+        "al_index_sample_count": (_size, [_vp]),
+        "al_index_sample": (_int, [_vp, _size, _P(S.SampleInfo)]),
+        "al_index_fingerprint": (_u64, [_vp]),
+        "al_index_remap_root": (_int, [_vp, _cp, _cp, _P(_size)]),
+        "al_index_struct_size": (_size, [_int]),
+    },
+    "planner/al_manifest.h": {
+        "al_manifest_load": (_int, [_P(_vp), _cp]),
+        "al_manifest_free": (None, [_vp]),
+        "al_manifest_get_info": (_int, [_vp, _P(S.ManifestInfo)]),
+    },
+    "planner/al_plan.h": {
+        "al_plan_struct_size": (_size, [_int]),
+    },
+    "planner/al_plan_index.h": {
+        "al_plan_index_write": (_int, [_vp, _cp, _cp, _P(S.PlanOptions), _cp]),
+    },
+    "stream/al_stream.h": {
+        "al_stream_open": (_int, [_P(_vp), _vp, _vp, _int, _P(S.StreamOptions)]),
+        "al_stream_next": (_int, [_vp, _P(_P(S.StreamBatch))]),
+        "al_stream_release": (_int, [_vp, _P(S.StreamBatch)]),
+        "al_stream_release_after": (_int, [_vp, _P(S.StreamBatch), _vp]),
+        "al_stream_batch_wait": (_int, [_P(S.StreamBatch), _vp]),
+        "al_stream_batch_sync": (_int, [_P(S.StreamBatch)]),
+        "al_stream_get_state": (_int, [_vp, _P(S.StreamState)]),
+        "al_stream_get_stats": (_int, [_vp, _P(S.StreamStats)]),
+        "al_stream_state_at": (_int, [_vp, _u64, _P(S.StreamState)]),
+        "al_stream_close": (None, [_vp]),
+        "al_stream_rank_batches": (_int, [_vp, _u32, _P(_u64)]),
+        "al_stream_read_sample": (_int, [_vp, _u64, _cp, _P(_vp), _P(_size)]),
+        "al_stream_free": (None, [_vp]),
+        "al_stream_cuda_available": (_int, []),
+        "al_stream_struct_size": (_size, [_int]),
+    },
+    "stream/al_schedule.h": {
+        "al_schedule_open": (_int, [_P(_vp), _vp, _int, _int]),
+        "al_schedule_open_path": (_int, [_P(_vp), _cp, _int, _int]),
+        "al_schedule_free": (None, [_vp]),
+        "al_schedule_batches": (_u64, [_vp]),
+        "al_schedule_samples": (_u64, [_vp]),
+        "al_schedule_rank": (_u32, [_vp]),
+        "al_schedule_world": (_u32, [_vp]),
+        "al_schedule_epoch": (_u32, [_vp]),
+        "al_schedule_seed": (_u64, [_vp]),
+        "al_schedule_index_fingerprint": (_u64, [_vp]),
+        "al_schedule_bucket_count": (_size, [_vp]),
+        "al_schedule_bucket": (_int, [_vp, _size, _P(_u32), _P(_u32), _P(_u32), _P(_u32), _P(_u64)]),
+        "al_schedule_export": (_int, [_vp, _P(_u64), _P(_u32), _P(_u32), _P(_u32), _P(_u32), _P(_u64), _P(_u64),
+                                      _P(_u64), _P(_u64), _P(_u8)]),
+    },
 }
+
+# The headers whose functions libal_kernels.so exports (as //tests/dist:exports_test checks).
+KERNELS_HEADERS = ("common/al_status.h", "common/al_version.h", "kernels/al_adaln.h")
+
+
+class Error(RuntimeError):
+    """A failing call into the C library. ``str(e)`` is "<what>: <status name>: <message>";
+    ``status`` is the al_status code (negative), ``detail`` the C library's own message
+    (al_last_error(): it names the file, shard, key, member and byte offset where that
+    applies). ``adaptiveload.StreamError`` is this class under its earlier name."""
+
+    def __init__(self, status, message, detail=None):
+        super().__init__(message)
+        self.status = status
+        self.detail = message if detail is None else detail
+
+
+Error.__module__ = "adaptiveload"  # tracebacks name it as users catch it: adaptiveload.Error
+StreamError = Error
 
 _lock = threading.Lock()
 _cdll = None
@@ -109,8 +161,41 @@ def candidates():
             yield found
 
 
+def declare(cdll, path):
+    """Sets restype and argtypes of every function of :data:`SIGNATURES` on ``cdll`` (the
+    library loaded from ``path``). ImportError naming what the library lacks: a function of
+    KERNELS_HEADERS (which both libraries export), or, in a library with the stream API,
+    any function of the table."""
+    full = hasattr(cdll, "al_stream_open")
+    missing = []
+    for header, functions in SIGNATURES.items():
+        for name, (res, args) in functions.items():
+            fn = getattr(cdll, name, None)
+            if fn is None:
+                if full or header in KERNELS_HEADERS:
+                    missing.append(name)
+                continue
+            fn.restype = res
+            fn.argtypes = args
+    if missing:
+        raise ImportError("adaptiveload: %s lacks %s: library and package are from different versions"
+                          % (path, ", ".join(missing)))
+
+
+def check_struct(cdll, path, cls, query, which):
+    """ImportError unless ``cls`` (a ctypes mirror) has the size the library at ``path``
+    reports for it: ``query(which)``, e.g. al_plan_struct_size(AL_PLAN_STRUCT_OPTIONS)."""
+    want = getattr(cdll, query)(which)
+    if want != ctypes.sizeof(cls):
+        raise ImportError(
+            "adaptiveload: %s is %d bytes in %s (%s(%d)) but %d in Python: library and package are from "
+            "different versions" % (cls.__name__, want, path, query, which, ctypes.sizeof(cls))
+        )
+
+
 def load_library():
-    """The loaded library (ctypes.CDLL) with the kernel API's argtypes declared."""
+    """The loaded library (ctypes.CDLL), every function of SIGNATURES it has declared and
+    every mirror whose size query it has checked."""
     global _cdll
     with _lock:
         if _cdll is not None:
@@ -125,19 +210,10 @@ def load_library():
             except OSError as e:
                 tried.append("%s (%s)" % (path, e))
                 continue
-            for name, (res, args) in _SIGNATURES.items():
-                fn = getattr(cdll, name, None)
-                if fn is not None:
-                    fn.restype = res
-                    fn.argtypes = args
-            if hasattr(cdll, "al_adaln_struct_size"):
-                for which, cls in ((0, AdalnDesc), (1, AdalnOptions)):
-                    want = cdll.al_adaln_struct_size(which)
-                    if want != ctypes.sizeof(cls):
-                        raise ImportError(
-                            "adaptiveload: %s is %d bytes in %s but %d in Python: library and "
-                            "package are from different versions" % (cls.__name__, want, path, ctypes.sizeof(cls))
-                        )
+            declare(cdll, path)
+            for cls, query, which in S.MIRRORS:
+                if hasattr(cdll, query):  # the kernels-only library reports the kernels' structs
+                    check_struct(cdll, path, cls, query, which)
             _tried[:] = tried + [path + " (loaded)"]
             _cdll = cdll
             return _cdll
@@ -163,13 +239,40 @@ def require(symbol, what):
     )
 
 
+def lib():
+    """The full library (loader, planner, stream): :func:`require` for the stream API."""
+    return require("al_stream_open", "the stream API (BatchSampler, IndexDataset, StreamDataset)")
+
+
+def version():
+    """al_version() of the loaded library ("MAJOR.MINOR.PATCH")."""
+    return load_library().al_version().decode()
+
+
 def last_error():
     """al_last_error() of this thread."""
     return load_library().al_last_error().decode("utf-8", "replace")
 
 
-def check(status, what):
-    """Raises RuntimeError naming the status and al_last_error() when status is not AL_OK."""
-    if status != AL_OK:
-        lib = load_library()
-        raise RuntimeError("%s: %s: %s" % (what, lib.al_status_name(status).decode(), last_error()))
+def error(status, what="", context=None):
+    """The :class:`Error` of a failed call that returned ``status``: "<what>: <status name>:
+    <al_last_error()>"; ``context`` is put before the C message as "<context>: " (as the C
+    side's al_error_prefix does)."""
+    detail = last_error()
+    if context:
+        detail = "%s: %s" % (context, detail)
+    name = load_library().al_status_name(status).decode()
+    return Error(status, "%s%s: %s" % (what + ": " if what else "", name, detail), detail)
+
+
+def check(status, what="", context=None):
+    """``status`` when it is not an error (AL_OK, AL_EOF, a count); :func:`error` raised for
+    a negative one."""
+    if status < 0:
+        raise error(status, what, context)
+    return status
+
+
+def encode_path(path):
+    """A path (str, bytes or os.PathLike) as the bytes C functions take."""
+    return os.fsencode(os.fspath(path))

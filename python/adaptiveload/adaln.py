@@ -23,13 +23,14 @@ import ctypes
 import torch
 
 from . import _lib
+from . import _structs as S
 
 __all__ = ["adaln"]
 
 _DTYPES = {
-    torch.bfloat16: _lib.AL_DTYPE_BF16,
-    torch.float16: _lib.AL_DTYPE_FP16,
-    torch.float32: _lib.AL_DTYPE_FP32,
+    torch.bfloat16: S.AL_DTYPE_BF16,
+    torch.float16: S.AL_DTYPE_FP16,
+    torch.float32: S.AL_DTYPE_FP32,
 }
 
 
@@ -50,7 +51,7 @@ def _fns():
 
 
 def _fail(rc, what):
-    _lib.check(rc, what)  # raises: names the status and al_last_error()
+    raise _lib.error(rc, what)  # adaptiveload.Error: names the status and al_last_error()
 
 
 # The raw cudaStream_t of the current stream of a device index: torch's private fast getter
@@ -88,7 +89,7 @@ def _device_index(t):
 
 
 def _make(x2d, batch, seq_len, cu_dev, cu_host, eps, one_plus):
-    d = _lib.AdalnDesc()
+    d = S.AdalnDesc()
     d.dtype = _DTYPES[x2d.dtype]
     d.batch = batch
     d.dim = x2d.shape[1]
@@ -98,9 +99,9 @@ def _make(x2d, batch, seq_len, cu_dev, cu_host, eps, one_plus):
         d.rows = x2d.shape[0]
         d.cu_seqlens = cu_dev.data_ptr()
         d.cu_seqlens_host = cu_host.data_ptr() if cu_host is not None else None
-    o = _lib.AdalnOptions()
+    o = S.AdalnOptions()
     o.eps = eps
-    o.flags = 0 if one_plus else _lib.AL_ADALN_PLAIN_SCALE
+    o.flags = 0 if one_plus else S.AL_ADALN_PLAIN_SCALE
     return d, o
 
 

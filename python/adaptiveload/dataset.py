@@ -3,9 +3,9 @@ and collate_packed, which packs a list of samples like the C stream does.
 
 ``dataset[i]`` reads index position ``i``'s payload member (``KEY.<ext>``, or
 ``KEY.<ext>.lz4`` decoded) through the C library, with the same checks as the stream
-(shard size and mtime unchanged since indexing, no short read, valid LZ4), and
+(shard size and content fingerprint as indexed, no short read, valid LZ4), and
 returns a dict: ``key``, ``index``, ``data`` (uint8 tensor), ``shape`` (width, height,
-frames). Errors raise :class:`adaptiveload.StreamError` naming the shard and key.
+frames). Errors raise :class:`adaptiveload.Error` naming the shard and key.
 
 With ``members=[...]`` each item also holds ``members``: name -> {dtype, shape, typed,
 cropped, data (uint8, the array bytes without header)}, and ``data`` is the first
@@ -22,16 +22,13 @@ import os
 import torch
 from torch.utils.data import Dataset
 
-from . import _stream_lib as L
+from . import _lib
+from . import _structs as S
 from . import members as M
+from ._handles import Index, root_pairs
+from .latents import crop_latent, latent_grid, wan_tokens
 
 ALIGN = 64
-
-
-def wan_tokens(width, height, frames, vae_stride_t=4, vae_stride_s=8, patch_t=1, patch_h=2, patch_w=2):
-    """Tokens of one sample after the VAE and patchify (Wan 2.1 defaults, as the planner)."""
-    t = 1 + (frames - 1) // vae_stride_t
-    return (t // patch_t) * (height // (vae_stride_s * patch_h)) * (width // (vae_stride_s * patch_w))
 
 
 class IndexDataset(Dataset):
@@ -49,7 +46,7 @@ class IndexDataset(Dataset):
 
     def __init__(self, index, ext="latent", members=None, vae_stride_t=4, vae_stride_s=8, root=None):
         self.index_path = os.fspath(index)
-        self.root = L.root_pairs(root)
+        self.root = root_pairs(root)
         self.ext = ext
         self.members = [str(m) for m in members] if members else None
         self.vae_stride_t, self.vae_stride_s = int(vae_stride_t), int(vae_stride_s)
@@ -59,7 +56,7 @@ class IndexDataset(Dataset):
     def _index(self):
         pid = os.getpid()
         if self._idx is None or self._idx[0] != pid:  # one C index per process (DataLoader workers)
-            self._idx = (pid, L.Index(self.index_path, root=self.root))
+            self._idx = (pid, Index(self.index_path, root=self.root))
         return self._idx[1]
 
     def __len__(self):
@@ -71,10 +68,10 @@ class IndexDataset(Dataset):
         return d
 
     def _read(self, i, ext):
-        lib = L.lib()
+        lib = _lib.lib()
         p, n = ctypes.c_void_p(), ctypes.c_size_t()
-        L.check(lib.al_stream_read_sample(self._index().handle, i, ext.encode(), ctypes.byref(p), ctypes.byref(n)),
-                "reading sample %d" % i)
+        _lib.check(lib.al_stream_read_sample(self._index().handle, i, ext.encode(), ctypes.byref(p),
+                                             ctypes.byref(n)), "reading sample %d" % i)
         try:
             data = torch.empty(n.value, dtype=torch.uint8)
             if n.value:
@@ -91,7 +88,7 @@ class IndexDataset(Dataset):
         try:
             dtype, shape, at = M.parse_header(kind, bytes(raw[:1 << 20].numpy()))
         except (ValueError, KeyError, SyntaxError) as e:
-            raise L.StreamError(-3, "key '%s' member '%s.%s': %s" % (key, key, name, e))
+            raise _lib.Error(S.AL_EFORMAT, "key '%s' member '%s.%s': %s" % (key, key, name, e))
         data = raw[at:]
         cropped = False
         if grid is not None and M.is_latent(name):
@@ -99,9 +96,9 @@ class IndexDataset(Dataset):
             isz = M.ITEMSIZE[dtype]
             iview = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[isz]
             try:
-                lat = M.crop_latent(data.view(iview).view(shape), grid)
+                lat = crop_latent(data.view(iview).view(shape), grid)
             except ValueError as e:
-                raise L.StreamError(-6, "key '%s' member '%s.%s': %s" % (key, key, name, e))
+                raise _lib.Error(S.AL_ERANGE, "key '%s' member '%s.%s': %s" % (key, key, name, e))
             shape = tuple(lat.shape)
             data = lat.reshape(-1).view(torch.uint8)
             cropped = True
@@ -118,7 +115,7 @@ class IndexDataset(Dataset):
         item = {"key": key, "index": i, "shape": (si.width, si.height, si.frames)}
         grid = None
         if info is not None:
-            grid = M.latent_grid(*info["bucket_shape"], vae_stride_t=self.vae_stride_t, vae_stride_s=self.vae_stride_s)
+            grid = latent_grid(*info["bucket_shape"], vae_stride_t=self.vae_stride_t, vae_stride_s=self.vae_stride_s)
         if self.members is None:
             item["data"] = self._read(i, self.ext)
         else:

@@ -3,12 +3,7 @@
 * :func:`header_kind` / :func:`parse_header`: the header of a ``.npy`` (format 1.0, 2.0,
   3.0) or ``.safetensors`` member (one tensor), possibly stored as ``.lz4`` (the C library
   hands over decoded bytes): numpy dtype name, shape and where the array data starts.
-* :func:`latent_grid`: a bucket's latent grid (T_b, h_b, w_b) under the VAE strides, as
-  the planner computes tokens (T_b = 1 + (F - 1) // vae_stride_t, h_b = H // vae_stride_s,
-  w_b = W // vae_stride_s).
-* :func:`crop_latent`: channels whole, frames [0, T_b), rows and columns centred at
-  (n - n_b) // 2, C order; what the stream delivers for a typed latent member.
-* :func:`patchify`: (C, T, H, W) or (C, H, W) -> (tokens, C * p_t * p_h * p_w).
+* :func:`is_latent`: the member the stream crops (by the rule of :mod:`adaptiveload.latents`).
 * :func:`torch_dtype`: numpy dtype name -> torch dtype.
 
 Used by :class:`adaptiveload.IndexDataset`, :func:`adaptiveload.collate_packed` and
@@ -87,39 +82,3 @@ def torch_dtype(name):
     if not isinstance(t, torch.dtype):
         raise TypeError("torch %s has no dtype %s" % (torch.__version__, name))
     return t
-
-
-def latent_grid(width, height, frames, vae_stride_t=4, vae_stride_s=8):
-    """(T_b, h_b, w_b): the latent grid of a bucket of width x height pixels and frames."""
-    return 1 + (int(frames) - 1) // vae_stride_t, int(height) // vae_stride_s, int(width) // vae_stride_s
-
-
-def crop_latent(lat, grid):
-    """The stream's crop of a (C, T, H, W) or (C, H, W) tensor to grid (T_b, h_b, w_b),
-    contiguous. ValueError when the latent is smaller than the grid."""
-    tb, hb, wb = (int(g) for g in grid)
-    if lat.dim() == 3:
-        c, t, h, w = lat.shape[0], 1, lat.shape[1], lat.shape[2]
-    elif lat.dim() == 4:
-        c, t, h, w = lat.shape
-    else:
-        raise ValueError("latent of %d dimensions: expected (C, T, H, W) or (C, H, W)" % lat.dim())
-    if t < tb or h < hb or w < wb:
-        raise ValueError("latent grid %dx%dx%d is smaller than its bucket's grid %dx%dx%d" % (t, h, w, tb, hb, wb))
-    y0, x0 = (h - hb) // 2, (w - wb) // 2
-    if lat.dim() == 3:
-        return lat[:, y0:y0 + hb, x0:x0 + wb].contiguous()
-    return lat[:, :tb, y0:y0 + hb, x0:x0 + wb].contiguous()
-
-
-def patchify(lat, patch=(1, 2, 2)):
-    """(C, T, H, W) (or (C, H, W) as T = 1) -> (T/p_t * H/p_h * W/p_w, C * p_t * p_h * p_w),
-    tokens in (t, y, x) order, features (c, dt, dy, dx): Wan 2.1's patch embedding order."""
-    if lat.dim() == 3:
-        lat = lat.unsqueeze(1)
-    c, t, h, w = lat.shape
-    pt, ph, pw = patch
-    if t % pt or h % ph or w % pw:
-        raise ValueError("latent %s does not split into %s patches" % (tuple(lat.shape), tuple(patch)))
-    x = lat.reshape(c, t // pt, pt, h // ph, ph, w // pw, pw)
-    return x.permute(1, 3, 5, 0, 2, 4, 6).reshape(-1, c * pt * ph * pw)

@@ -33,7 +33,9 @@ import os
 import shutil
 import tempfile
 
-from . import _stream_lib as L
+from . import _lib
+from . import _structs as S
+from ._handles import Index, Manifest
 
 _POLICY = {"adaptive": 0, "equal-token": 1, "adaptive-unbalanced": 2}
 _LAST_STEP = {"pad": 0, "drop": 1}
@@ -41,103 +43,11 @@ _OPTIONS = ("policy", "micro_per_step", "step_tokens", "mem_tokens", "comp_ms", 
             "start_step", "buckets", "geometry")
 
 
-class PlanOptions(ctypes.Structure):  # al_plan_options (planner/al_plan.h)
-    _fields_ = [
-        ("policy", ctypes.c_int),
-        ("world", ctypes.c_uint32),
-        ("seed", ctypes.c_uint64),
-        ("epoch", ctypes.c_uint32),
-        ("mem_tokens", ctypes.c_uint64),
-        ("comp_budget_ms", ctypes.c_double),
-        ("step_cost_ms", ctypes.c_double),
-        ("window", ctypes.c_uint32),
-        ("last_step", ctypes.c_int),
-        ("geom", ctypes.c_uint32 * 5),
-        ("buckets", ctypes.c_void_p),
-        ("start_step", ctypes.c_uint32),
-        ("micro_per_step", ctypes.c_uint32),
-        ("step_tokens", ctypes.c_uint64),
-    ]
-
-
-class ManifestInfo(ctypes.Structure):  # al_manifest_info (planner/al_manifest.h)
-    _fields_ = [
-        ("policy", ctypes.c_char_p),
-        ("world", ctypes.c_uint32),
-        ("seed", ctypes.c_uint64),
-        ("epoch", ctypes.c_uint32),
-        ("first_step", ctypes.c_uint32),
-        ("steps", ctypes.c_uint32),
-        ("samples", ctypes.c_uint64),
-        ("dropped", ctypes.c_uint64),
-        ("padded", ctypes.c_uint64),
-        ("tokens", ctypes.c_uint64),
-        ("index_fingerprint", ctypes.c_uint64),
-        ("buckets", ctypes.c_size_t),
-        ("imbalance_cv", ctypes.c_double),
-        ("bubble", ctypes.c_double),
-        ("predicted_seconds", ctypes.c_double),
-        ("predicted_tokens_per_s", ctypes.c_double),
-        ("last_step", ctypes.c_char_p),
-        ("mem_tokens", ctypes.c_uint64),
-        ("comp_budget_ms", ctypes.c_double),
-        ("step_cost_ms", ctypes.c_double),
-        ("window", ctypes.c_uint32),
-        ("index_samples", ctypes.c_uint64),
-        ("rejected", ctypes.c_uint64),
-        ("micro_batches", ctypes.c_uint64),
-        ("cost_family", ctypes.c_char_p),
-        ("micro_per_step", ctypes.c_uint32),
-        ("step_tokens", ctypes.c_uint64),
-        ("micro_tokens", ctypes.c_uint64),
-        ("unequal_steps", ctypes.c_uint32),
-        ("step_tokens_mean", ctypes.c_double),
-        ("step_tokens_cv", ctypes.c_double),
-        ("step_samples_mean", ctypes.c_double),
-        ("step_samples_cv", ctypes.c_double),
-        ("step_time_cv", ctypes.c_double),
-    ]
-
-
-_declared = False
-
-
-def _lib():
-    """The library with the planner calls declared (once)."""
-    global _declared
-    lib = L.lib()
-    if not _declared:
-        P = ctypes.POINTER
-        lib.al_plan_index_write.restype = ctypes.c_int
-        lib.al_plan_index_write.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p, P(PlanOptions),
-                                            ctypes.c_char_p]
-        lib.al_manifest_get_info.restype = ctypes.c_int
-        lib.al_manifest_get_info.argtypes = [ctypes.c_void_p, P(ManifestInfo)]
-        _declared = True
-    return lib
-
-
-class Manifest(L.Manifest):
-    """A loaded manifest (``path``, ``handle``) with its summary as ``info`` (a dict of
-    al_manifest_info: world, epoch, steps, micro_per_step, step_tokens, step_tokens_mean,
-    step_tokens_cv, imbalance_cv, step_time_cv, predicted_tokens_per_s, ...)."""
-
-    @property
-    def info(self):
-        i = ManifestInfo()
-        L.check(_lib().al_manifest_get_info(self.handle, ctypes.byref(i)), "manifest %s" % self.path)
-        out = {}
-        for name, _ in ManifestInfo._fields_:
-            v = getattr(i, name)
-            out[name] = v.decode() if isinstance(v, bytes) else v
-        return out
-
-
 def _options(world, epoch, seed, options):
     unknown = sorted(set(options) - set(_OPTIONS))
     if unknown:
         raise TypeError("unknown planning option(s) %s; known: %s" % (", ".join(unknown), ", ".join(_OPTIONS)))
-    o = PlanOptions()
+    o = S.PlanOptions()
     o.world = int(world)
     o.epoch = int(epoch)
     o.seed = int(seed)
@@ -179,10 +89,10 @@ def _default_dir():
 
 
 def _index_handle(index):
-    """(L.Index, path): an Index object is used as it is; a path is loaded."""
-    if isinstance(index, L.Index):
+    """(Index, path): an Index object is used as it is; a path is loaded."""
+    if isinstance(index, Index):
         return index, index.path
-    idx = L.Index(index)
+    idx = Index(index)
     return idx, idx.path
 
 
@@ -190,10 +100,10 @@ def _write(index, out, world, epoch, seed, cost, options):
     idx, _ = _index_handle(index)
     o = _options(world, epoch, seed, options)
     buckets = options.get("buckets")
-    L.check(
-        _lib().al_plan_index_write(idx.handle, None if cost is None else L.encode_path(cost),
-                                   None if buckets is None else L.encode_path(buckets), ctypes.byref(o),
-                                   L.encode_path(out)),
+    _lib.check(
+        _lib.lib().al_plan_index_write(idx.handle, None if cost is None else _lib.encode_path(cost),
+                                       None if buckets is None else _lib.encode_path(buckets), ctypes.byref(o),
+                                       _lib.encode_path(out)),
         "planning %s for world %d, epoch %d" % (idx.path, int(world), int(epoch)),
     )
     return os.fspath(out)
@@ -202,7 +112,7 @@ def _write(index, out, world, epoch, seed, cost, options):
 def plan(index, world, epoch=0, seed=0, cost=None, out=None, **options):
     """Plans one epoch of ``index`` (a path or a loaded index) for ``world`` ranks and returns
     the loaded :class:`Manifest`; ``out`` is the manifest path (default: a temporary file).
-    Raises StreamError with the C library's message on a failure (bad option values, an
+    Raises :class:`adaptiveload.Error` with the C library's message on a failure (bad option values, an
     index with no plannable sample, ...)."""
     if out is None:
         out = os.path.join(_default_dir(), "plan-w%d-e%d-s%d-%d.alm" % (int(world), int(epoch), int(seed),
@@ -225,7 +135,7 @@ class Planner:
     """
 
     def __init__(self, index, world=None, seed=0, cost=None, out_dir=None, **options):
-        self.index = os.fspath(index.path if isinstance(index, L.Index) else index)
+        self.index = os.fspath(index.path if isinstance(index, Index) else index)
         if world is None:
             world = int(os.environ.get("WORLD_SIZE", "1"))
         self.world = int(world)

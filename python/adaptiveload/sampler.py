@@ -19,11 +19,11 @@ clear error tells you to plan again with ``--world``). Every rank, on every node
 opens the same manifest file and reads only its own rows: the schedule is a pure
 function of (index, cost model, config, seed, epoch, world), so no coordination
 service and no communication is needed beyond what torch.distributed already does
-for gradients. Every rank gets the same number of steps; micro-batches per step may
-Every rank also gets the same number of micro-batches in every step (``info.n_micro``,
-the plan's K), so FSDP, ZeRO-3 and sequence-parallel collectives stay in lock-step; step
-the optimizer on ``info.last_in_step`` and normalise the loss with ``info.step_tokens``
-(or ``info.step_samples``), totals over all ranks (README: "Loss normalisation").
+for gradients. Every rank gets the same number of steps and the same number of
+micro-batches in every step (``info.n_micro``, the plan's K), so FSDP, ZeRO-3 and
+sequence-parallel collectives stay in lock-step; step the optimizer on
+``info.last_in_step`` and normalise the loss with ``info.step_tokens`` (or
+``info.step_samples``), totals over all ranks (README: "Loss normalisation").
 
 Epochs. A manifest holds one epoch. Pass an :class:`adaptiveload.Planner` (the index,
 world, seed and options) and :meth:`set_epoch` plans each epoch in-process, deterministic
@@ -38,97 +38,13 @@ micro-batches yielded in the current pass; loading it makes the next pass start
 right after them. A state from another rank, world, seed or index is refused.
 """
 
-import collections
-import ctypes
 import os
 
 from torch.utils.data import Sampler
 
-from . import _stream_lib as L
+from .schedule import BucketShape, MicroBatchInfo, Schedule
 
-MicroBatchInfo = collections.namedtuple(
-    "MicroBatchInfo",
-    "position step micro n_micro last_in_step bucket step_samples step_tokens samples tokens padded",
-)
-MicroBatchInfo.__doc__ = """Where a micro-batch sits in the plan.
-
-position: index in the rank's sequence; step/micro/n_micro: absolute step and the
-micro-batch within it; last_in_step: time for the optimizer step; bucket: shape
-bucket id; step_samples/step_tokens: planned totals over all ranks of this step;
-samples/tokens: per-sample index positions and token counts; padded: per-sample
-flags (1 = padding repeat, mask its loss)."""
-
-
-BucketShape = collections.namedtuple("BucketShape", "width height frames tokens")
-BucketShape.__doc__ = "A shape bucket: samples are resized/cropped to width x height x frames; tokens per sample."
-
-
-class _Schedule:
-    """One rank's schedule read through al_schedule (flat ctypes arrays)."""
-
-    def __init__(self, path, rank, world):
-        lib = L.lib()
-        h = ctypes.c_void_p()
-        L.check(
-            lib.al_schedule_open_path(ctypes.byref(h), L.encode_path(path), -1 if rank is None else int(rank),
-                                      0 if world is None else int(world)),
-            "manifest %s" % path,
-        )
-        try:
-            self.path = os.fspath(path)
-            self.rank = lib.al_schedule_rank(h)
-            self.world = lib.al_schedule_world(h)
-            self.epoch = lib.al_schedule_epoch(h)
-            self.seed = lib.al_schedule_seed(h)
-            self.index_fingerprint = lib.al_schedule_index_fingerprint(h)
-            nb = lib.al_schedule_batches(h)
-            ns = lib.al_schedule_samples(h)
-            self.first = (ctypes.c_uint64 * (nb + 1))()
-            self.step = (ctypes.c_uint32 * max(nb, 1))()
-            self.micro = (ctypes.c_uint32 * max(nb, 1))()
-            self.n_micro = (ctypes.c_uint32 * max(nb, 1))()
-            self.bucket = (ctypes.c_uint32 * max(nb, 1))()
-            self.step_samples = (ctypes.c_uint64 * max(nb, 1))()
-            self.step_tokens = (ctypes.c_uint64 * max(nb, 1))()
-            self.samples = (ctypes.c_uint64 * max(ns, 1))()
-            self.tokens = (ctypes.c_uint64 * max(ns, 1))()
-            self.padded = (ctypes.c_uint8 * max(ns, 1))()
-            L.check(
-                lib.al_schedule_export(h, self.first, self.step, self.micro, self.n_micro, self.bucket,
-                                       self.step_samples, self.step_tokens, self.samples, self.tokens,
-                                       self.padded),
-                "schedule export",
-            )
-            self.n_batches = nb
-            self.buckets = {}
-            for k in range(lib.al_schedule_bucket_count(h)):
-                i, w, hh, f, t = (ctypes.c_uint32(), ctypes.c_uint32(), ctypes.c_uint32(), ctypes.c_uint32(),
-                                  ctypes.c_uint64())
-                L.check(lib.al_schedule_bucket(h, k, ctypes.byref(i), ctypes.byref(w), ctypes.byref(hh),
-                                               ctypes.byref(f), ctypes.byref(t)), "schedule bucket")
-                self.buckets[i.value] = BucketShape(w.value, hh.value, f.value, t.value)
-        finally:
-            lib.al_schedule_free(h)
-
-    def batch(self, i):
-        a, b = self.first[i], self.first[i + 1]
-        return self.samples[a:b]
-
-    def info(self, i):
-        a, b = self.first[i], self.first[i + 1]
-        return MicroBatchInfo(
-            position=i,
-            step=self.step[i],
-            micro=self.micro[i],
-            n_micro=self.n_micro[i],
-            last_in_step=self.micro[i] + 1 == self.n_micro[i],
-            bucket=self.bucket[i],
-            step_samples=self.step_samples[i],
-            step_tokens=self.step_tokens[i],
-            samples=self.samples[a:b],
-            tokens=self.tokens[a:b],
-            padded=self.padded[a:b],
-        )
+__all__ = ["BatchSampler", "BucketShape", "MicroBatchInfo"]
 
 
 def _schedule_fact(attr, doc):
@@ -178,7 +94,7 @@ class BatchSampler(Sampler):
             path = self._planner.path(epoch)
         else:
             path = self._template.format(epoch=epoch) if "{epoch}" in self._template else self._template
-        self._sched = _Schedule(path, self._rank, self._world)
+        self._sched = Schedule(path, self._rank, self._world)
 
     def set_epoch(self, epoch):
         """Switches to epoch ``epoch``: a Planner plans it here, a template opens its file; a

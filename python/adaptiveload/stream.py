@@ -31,10 +31,10 @@ device), the manifest's world must equal WORLD_SIZE, and every rank reads the sa
 manifest with no coordination service.
 
 Errors. A sample that cannot be read (missing member, shard changed since indexing,
-short read, bad LZ4 frame) raises :class:`adaptiveload.StreamError` naming the shard,
-key and offset (``on_error="fail"``, the default), or with ``on_error="skip"`` the
-batch comes without it and ``batch.skipped`` lists ``(key, reason)``; nothing is
-skipped silently.
+short read, bad LZ4 frame) raises :class:`adaptiveload.Error` (also named StreamError)
+naming the shard, key and offset (``on_error="fail"``, the default), or with
+``on_error="skip"`` the batch comes without it and ``batch.skipped`` lists ``(key,
+reason)``; nothing is skipped silently.
 
 Resuming. Every batch carries ``batch.resume_state``: the state to continue right
 after it. ``StreamDataset(..., state=batch.resume_state)`` or ``load_state_dict``
@@ -65,10 +65,14 @@ import os
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
-from . import _stream_lib as L
-from . import members as M
+from . import _lib
+from . import _structs as S
+from .latents import patchify
+from .members import torch_dtype
+from ._handles import Index, Manifest, root_pairs
+from .schedule import Schedule
 
-_ON_ERROR = {"fail": L.AL_STREAM_FAIL, "skip": L.AL_STREAM_SKIP_SAMPLE}
+_ON_ERROR = {"fail": S.AL_STREAM_FAIL, "skip": S.AL_STREAM_SKIP_SAMPLE}
 
 MemberInfo = collections.namedtuple("MemberInfo", "name dtype itemsize typed cropped shapes offsets sizes")
 MemberInfo.__doc__ = """One member of every sample of a batch: name (the requested extension),
@@ -76,7 +80,7 @@ dtype (numpy name: "bfloat16", "float32", ...; "uint8" for untyped members), ite
 typed (a .npy/.safetensors header was parsed), cropped (the latent, cut to the bucket's
 grid), shapes (a tuple per sample), offsets and sizes (bytes into ``batch.data``, per
 sample)."""
-_STATE_FIELDS = [name for name, _ in L.StreamState._fields_ if name != "reserved"]
+_STATE_FIELDS = [name for name, _ in S.StreamState._fields_ if name != "reserved"]
 
 
 class PackedBatch:
@@ -124,7 +128,7 @@ class PackedBatch:
         members as their dtype and shape (views into ``data``, on its device), untyped ones
         as 1-D uint8. TypeError for a dtype this torch lacks (uint16/32/64 before 2.3)."""
         m = self.members[name if name is not None else next(iter(self.members))]
-        dt = M.torch_dtype(m.dtype) if m.typed else torch.uint8
+        dt = torch_dtype(m.dtype) if m.typed else torch.uint8
         out = []
         for shape, a, n in zip(m.shapes, m.offsets, m.sizes):
             t = self.data[a:a + n]
@@ -138,9 +142,9 @@ class PackedBatch:
         rows differ from cu_seqlens (an uncropped latent of another grid than its bucket)."""
         if name is None:
             name = next((k for k, m in self.members.items() if m.cropped), next(iter(self.members)))
-        xs = [M.patchify(t, patch) for t in self.tensors(name)]
+        xs = [patchify(t, patch) for t in self.tensors(name)]
         if not xs:
-            return torch.empty(0, 0, dtype=M.torch_dtype(self.members[name].dtype), device=self.data.device)
+            return torch.empty(0, 0, dtype=torch_dtype(self.members[name].dtype), device=self.data.device)
         out = torch.cat(xs)
         if out.shape[0] != int(self.cu_seqlens[-1]):
             raise ValueError("member %s gives %d tokens, cu_seqlens says %d" % (name, out.shape[0],
@@ -200,7 +204,7 @@ def _state_dict(st):
 
 
 def _state_struct(d):
-    st = L.StreamState()
+    st = S.StreamState()
     for k in _STATE_FIELDS:
         setattr(st, k, int(d[k]))
     return st
@@ -251,7 +255,7 @@ class StreamDataset(IterableDataset):
             raise ValueError("members lists a member twice: %r" % (self.members,))
         self.max_member_bytes = int(max_member_bytes or 0)
         self.max_sample_bytes = int(max_sample_bytes or 0)
-        self.root = L.root_pairs(root)
+        self.root = root_pairs(root)
         self.threads = threads
         self.prefetch = prefetch
         self.on_error = on_error
@@ -263,8 +267,7 @@ class StreamDataset(IterableDataset):
         self.pin_memory = pin_memory
         self._loaded = None
         self._live = None  # (pid, worker, stream state) of the current pass
-        self._handles = None
-        self._sched = None
+        self._held = {}  # name -> (pid, C object): the index, manifest and schedule of this process
         if state is not None:
             self.load_state_dict(state)
 
@@ -275,28 +278,31 @@ class StreamDataset(IterableDataset):
             raise ValueError("StreamDataset(index, manifest) reads one planned epoch; pass an adaptiveload.Planner "
                              "as the manifest to plan each epoch with set_epoch")
         self.manifest_path = self.planner.path(epoch)
-        self._handles = self._sched = None
+        self._held = {}
         self._loaded = None
 
     # -- per-process C objects -----------------------------------------------
 
     def __getstate__(self):
         d = dict(self.__dict__)
-        d["_handles"] = d["_sched"] = d["_live"] = None  # C handles stay in their process
+        d["_held"], d["_live"] = {}, None  # C handles stay in their process
         return d
 
+    def _own(self, name, make):
+        """This process's C object ``name``, made by ``make()`` on first use."""
+        held = self._held.get(name)
+        if held is None or held[0] != os.getpid():
+            held = self._held[name] = (os.getpid(), make())
+        return held[1]
+
     def _open_inputs(self):
-        pid = os.getpid()
-        if self._handles is None or self._handles[0] != pid:
-            self._handles = (pid, L.Index(self.index_path, root=self.root), L.Manifest(self.manifest_path))
-        return self._handles[1], self._handles[2]
+        return (self._own("index", lambda: Index(self.index_path, root=self.root)),
+                self._own("manifest", lambda: Manifest(self.manifest_path)))
 
     def _schedule(self):
-        from .sampler import _Schedule  # the same rank resolution as the stream
-
-        if getattr(self, "_sched", None) is None or self._sched[0] != os.getpid():
-            self._sched = (os.getpid(), _Schedule(self.manifest_path, self.rank, self.world_size))
-        return self._sched[1]
+        """This rank's schedule from the loaded manifest (the stream's rank resolution)."""
+        manifest = self._own("manifest", lambda: Manifest(self.manifest_path))
+        return self._own("schedule", lambda: Schedule(manifest, self.rank, self.world_size))
 
     def __len__(self):
         """Micro-batches this rank reads in the epoch (from the start)."""
@@ -329,7 +335,7 @@ class StreamDataset(IterableDataset):
     # -- iteration ------------------------------------------------------------
 
     def _options(self, worker, workers):
-        o = L.StreamOptions()
+        o = S.StreamOptions()
         o.threads = int(self.threads) if self.threads else (2 if workers > 1 else 0)
         o.prefetch = int(self.prefetch or 0)
         o.ext = self.ext.encode()
@@ -357,7 +363,7 @@ class StreamDataset(IterableDataset):
                 raise ValueError("StreamDataset state belongs to worker %r of %d; this is worker %d of %d"
                                  % (st.get("worker"), st["stride"], worker, workers))
         if self.device is not None:
-            o.device_copy = 1  # without a usable device the C library says so (StreamError)
+            o.device_copy = 1  # without a usable device the C library says so (adaptiveload.Error)
             if self.device.index is not None:
                 o.cuda_device = self.device.index
             else:
@@ -375,34 +381,34 @@ class StreamDataset(IterableDataset):
         if resume is not None:
             # The C state must match this pass; rank-level validation is the C library's.
             opts.resume = ctypes.pointer(resume)
-        lib = L.lib()
+        lib = _lib.lib()
         if self.device is not None and torch.cuda.is_available():
             torch.cuda.init()
         h = ctypes.c_void_p()
         rank = -1 if self.rank is None else int(self.rank)
-        L.check(lib.al_stream_open(ctypes.byref(h), idx.handle, man.handle, rank, ctypes.byref(opts)),
-                "opening the stream of %s" % self.manifest_path)
+        _lib.check(lib.al_stream_open(ctypes.byref(h), idx.handle, man.handle, rank, ctypes.byref(opts)),
+                   "opening the stream of %s" % self.manifest_path)
         in_worker = info is not None
         pin = self.pin_memory
         if pin is None:
             pin = (not in_worker) and (not self.zero_copy) and torch.cuda.is_available()
         held = []
         try:
-            st = L.StreamState()
+            st = S.StreamState()
             lib.al_stream_get_state(h, ctypes.byref(st))
             self._live = (os.getpid(), worker, dict(_state_dict(st), worker=worker))
             while True:
-                bp = ctypes.POINTER(L.StreamBatch)()  # a fresh pointer: held ones must not change
+                bp = ctypes.POINTER(S.StreamBatch)()  # a fresh pointer: held ones must not change
                 status = lib.al_stream_next(h, ctypes.byref(bp))
-                if status == L.AL_EOF:
+                if status == S.AL_EOF:
                     break
-                L.check(status, "stream %s rank %s" % (self.manifest_path, "env" if rank < 0 else rank))
+                _lib.check(status, "stream %s rank %s" % (self.manifest_path, "env" if rank < 0 else rank))
                 b = bp.contents
                 batch = self._convert(lib, b, in_worker, pin)
                 lib.al_stream_get_state(h, ctypes.byref(st))
                 worker_state = _state_dict(st)
                 worker_state["worker"] = worker
-                L.check(lib.al_stream_state_at(h, b.position + 1, ctypes.byref(st)), "state")
+                _lib.check(lib.al_stream_state_at(h, b.position + 1, ctypes.byref(st)), "state")
                 batch.resume_state = _state_dict(st)
                 if self.zero_copy:
                     held.append(bp)
@@ -422,9 +428,9 @@ class StreamDataset(IterableDataset):
     def _release(self, lib, h, bp):
         if self.device is not None:
             stream = torch.cuda.current_stream(self.device).cuda_stream
-            L.check(lib.al_stream_release_after(h, bp, ctypes.c_void_p(stream)), "release")
+            _lib.check(lib.al_stream_release_after(h, bp, ctypes.c_void_p(stream)), "release")
         else:
-            L.check(lib.al_stream_release(h, bp), "release")
+            _lib.check(lib.al_stream_release(h, bp), "release")
 
     def _convert(self, lib, b, in_worker, pin):
         n = b.n
@@ -435,7 +441,7 @@ class StreamDataset(IterableDataset):
             dev = torch.device("cuda", self.device.index if self.device.index is not None
                                else torch.cuda.current_device())
             stream = torch.cuda.current_stream(dev)
-            L.check(lib.al_stream_batch_wait(ctypes.byref(b), ctypes.c_void_p(stream.cuda_stream)), "batch wait")
+            _lib.check(lib.al_stream_batch_wait(ctypes.byref(b), ctypes.c_void_p(stream.cuda_stream)), "batch wait")
             whole = torch.as_tensor(_CudaArray(b.device_data, b.copy_bytes), device=dev)
             data = whole[:padded_bytes]
             cu = whole[b.cu_seqlens_offset:b.cu_seqlens_offset + cu_bytes].view(torch.int32)
@@ -472,7 +478,7 @@ class StreamDataset(IterableDataset):
         out.members = collections.OrderedDict()
         for j in range(b.n_members):
             m = b.members[j]
-            shapes = tuple(tuple(m.shapes[L.AL_STREAM_MAX_DIMS * i + d] for d in range(m.ndim[i])) for i in range(n))
+            shapes = tuple(tuple(m.shapes[S.AL_STREAM_MAX_DIMS * i + d] for d in range(m.ndim[i])) for i in range(n))
             name = m.name.decode()
             out.members[name] = MemberInfo(name, m.dtype.decode(), int(m.itemsize), bool(m.typed), bool(m.cropped),
                                            shapes, tuple(int(m.offsets[i]) for i in range(n)),

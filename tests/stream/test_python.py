@@ -7,6 +7,7 @@ library), ADAPTIVELOAD_BIN (the CLI) and PYTHONPATH (python/) set. Payload bytes
 checked against Python's own tarfile reading of the shards, independent of the C code.
 """
 
+import ctypes
 import os
 import shutil
 import subprocess
@@ -254,7 +255,7 @@ class StreamDatasetTest(unittest.TestCase):
         self.assertEqual(set(skipped), victim_keys)
 
     def test_a_copied_corpus_streams_with_root(self):
-        """Issue 15: a corpus copied elsewhere (the original gone) streams the same batches with
+        """A corpus copied elsewhere (the original gone) streams the same batches with
         root=FROM=TO, in StreamDataset and IndexDataset; without it the missing shard is an error."""
         ref = stream_all(StreamDataset(C.index, C.manifest, rank=0, world_size=2))
         copy = os.path.join(TMP, "shards-copy")
@@ -392,6 +393,158 @@ class LibraryLoaderTest(unittest.TestCase):
         self.assertIn("OSError: adaptiveload: the stream API", p.stderr)
         self.assertIn("needs libadaptiveload.so", p.stderr)
         self.assertIn("tried: %s (loaded)" % kernels, p.stderr)
+
+
+class BindingTest(unittest.TestCase):
+    """adaptiveload._lib is the package's one binding: one signature table, one error class,
+    every mirrored struct checked against the library's size queries at load time."""
+
+    def run_python(self, code, lib=None):
+        env = dict(os.environ, ADAPTIVELOAD_LIB=lib or os.environ["ADAPTIVELOAD_LIB"])
+        return subprocess.run([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, universal_newlines=True)
+
+    def test_every_mirror_has_the_size_the_library_reports(self):
+        from adaptiveload import _lib, _structs
+
+        lib = _lib.lib()
+        checked = {cls for cls, _, _ in _structs.MIRRORS}
+        for cls, query, which in _structs.MIRRORS:
+            self.assertEqual(getattr(lib, query)(which), ctypes.sizeof(cls), cls.__name__)
+        mirrors = {v for v in vars(_structs).values() if isinstance(v, type) and issubclass(v, ctypes.Structure)}
+        # al_stream_struct_size has no id for al_stream_member (reached through al_stream_batch only).
+        self.assertEqual(mirrors - checked, {_structs.StreamMember})
+
+    def test_a_wrong_mirror_is_refused_naming_struct_sizes_and_library(self):
+        from adaptiveload import _lib, _structs
+
+        class PlanOptions(ctypes.Structure):  # al_plan_options without its last field
+            _fields_ = _structs.PlanOptions._fields_[:-1]
+
+        lib, path = _lib.lib(), os.environ["ADAPTIVELOAD_LIB"]
+        want = ctypes.sizeof(_structs.PlanOptions)
+        with self.assertRaises(ImportError) as cm:
+            _lib.check_struct(lib, path, PlanOptions, "al_plan_struct_size", 0)
+        self.assertEqual(str(cm.exception), "adaptiveload: PlanOptions is %d bytes in %s (al_plan_struct_size(0)) but "
+                         "%d in Python: library and package are from different versions"
+                         % (want, path, ctypes.sizeof(PlanOptions)))
+        # At load time: a mirror that differs makes the library unusable, with the same message.
+        p = self.run_python(
+            "import ctypes, sys\n"
+            "sys.modules['torch'] = None  # not needed: a faster start\n"
+            "from adaptiveload import _lib, _structs as S\n"
+            "class ManifestInfo(ctypes.Structure):\n"
+            "    _fields_ = S.ManifestInfo._fields_ + [('extra', ctypes.c_double)]\n"
+            "S.MIRRORS = S.MIRRORS + ((ManifestInfo, 'al_plan_struct_size', 2),)\n"
+            "_lib.load_library()\n")
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("ImportError: adaptiveload: ManifestInfo is %d bytes in %s (al_plan_struct_size(2)) but %d in "
+                      "Python" % (ctypes.sizeof(_structs.ManifestInfo), path, ctypes.sizeof(_structs.ManifestInfo) + 8),
+                      p.stderr)
+
+    def test_only_the_binding_declares_c_functions(self):
+        import re
+
+        from adaptiveload import _lib
+
+        folder = os.path.dirname(_lib.__file__)
+        for name in sorted(os.listdir(folder)):
+            if name.endswith(".py") and name != "_lib.py":
+                with open(os.path.join(folder, name)) as f:
+                    text = f.read()
+                self.assertIsNone(re.search(r"\.(argtypes|restype)\s*=|CDLL\(", text), name)
+        lib = _lib.lib()
+        for functions in _lib.SIGNATURES.values():
+            for name, (res, args) in functions.items():
+                self.assertEqual(getattr(lib, name).argtypes, args, name)
+
+    def test_one_error_class_with_status_and_c_message(self):
+        self.assertIs(adaptiveload.StreamError, adaptiveload.Error)
+        self.assertTrue(issubclass(adaptiveload.Error, RuntimeError))
+        with self.assertRaises(adaptiveload.Error) as cm:
+            BatchSampler(C.manifest, rank=0, world_size=4)
+        e = cm.exception
+        self.assertEqual(e.status, -1)  # AL_EINVAL
+        self.assertIn("world of 2", e.detail)
+        self.assertEqual(str(e), "manifest %s: AL_EINVAL: %s" % (C.manifest, e.detail))
+        with self.assertRaises(adaptiveload.Error) as cm:
+            adaptiveload.plan(C.index, world=1, mem_tokens=1)
+        self.assertLess(cm.exception.status, 0)
+        from adaptiveload import _lib
+
+        with self.assertRaisesRegex(adaptiveload.Error, "al_adaln_forward: AL_EINVAL: ") as cm:  # the kernels' calls
+            _lib.check(_lib.lib().al_adaln_forward(None, None, None, None, None, None, None, None, None),
+                       "al_adaln_forward")
+        self.assertEqual(cm.exception.status, -1)
+
+    def test_a_schedule_from_a_loaded_manifest_is_the_schedule_of_its_path(self):
+        from adaptiveload.planning import Manifest
+        from adaptiveload.schedule import Schedule
+
+        m = Manifest(C.manifest)
+        a, b = Schedule(m, 1, 2), Schedule(C.manifest, 1, 2)
+        for attr in ("rank", "world", "epoch", "seed", "index_fingerprint", "n_batches", "buckets"):
+            self.assertEqual(getattr(a, attr), getattr(b, attr), attr)
+        self.assertEqual([a.info(i) for i in range(a.n_batches)], [b.info(i) for i in range(b.n_batches)])
+        errors = []
+        for source in (m, C.manifest):
+            with self.assertRaises(adaptiveload.Error) as cm:
+                Schedule(source, 0, 4)
+            errors.append(str(cm.exception))
+        self.assertEqual(errors[0], errors[1])
+
+    def test_version_all_and_an_import_without_torch_or_library(self):
+        p = self.run_python(
+            "import sys\n"
+            "sys.modules['torch'] = None  # no torch\n"
+            "import adaptiveload\n"
+            "from adaptiveload import _lib\n"
+            "assert _lib._cdll is None, 'the library was loaded at import'\n"
+            "print(adaptiveload.__version__)\n"
+            "print(_lib.version())\n")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        v, w = p.stdout.split()
+        self.assertRegex(v, r"^[0-9]+\.[0-9]+\.[0-9]+$")
+        self.assertEqual(v, w)
+        self.assertEqual(adaptiveload.__version__, v)
+        for name in adaptiveload.__all__:
+            self.assertIsNotNone(getattr(adaptiveload, name), name)
+        self.assertTrue(callable(adaptiveload.adaln))
+        # The kernels-only library reports the same version.
+        kernels = os.environ.get("AL_TEST_KERNELS_LIB")
+        if kernels:
+            p = self.run_python("import sys; sys.modules['torch'] = None; import adaptiveload; "
+                                "print(adaptiveload.__version__)", kernels)
+            self.assertEqual((p.returncode, p.stdout.strip()), (0, v), p.stderr)
+
+
+class LatentRuleTest(unittest.TestCase):
+    """adaptiveload.latents holds the grid, crop and patchify rule once; the raw-payload path
+    of latent_tokens gives the rows the C stream's cu_seqlens count."""
+
+    def test_tokens_grid_and_raw_payload_rows(self):
+        from adaptiveload import latents
+
+        for w, h, f in ((64, 48, 1), (96, 64, 17), (128, 72, 33), (8, 8, 0)):
+            t, hh, ww = latents.latent_grid(w, h, f)
+            self.assertEqual(adaptiveload.wan_tokens(w, h, f), (t // 1) * (h // 16) * (w // 16), (w, h, f))
+        ds = StreamDataset(C.index, C.manifest, rank=0, world_size=2)
+        n = 0
+        for b in ds:
+            bucket = ds.bucket_shape(b.bucket)
+            for i in range(len(b)):
+                x = adaptiveload.latent_tokens(b.sample(i), b.shapes[i].tolist(), bucket)
+                self.assertEqual(x.shape[0], int(b.cu_seqlens[i + 1] - b.cu_seqlens[i]), b.keys[i])
+                # By hand: the centred crop, then (t, y, x) patches of (c, dt, dy, dx) features.
+                sw, sh, sf = b.shapes[i].tolist()
+                lat = b.sample(i, torch.bfloat16).view(16, 1 + (sf - 1) // 4, sh // 8, sw // 8)
+                tb, hb, wb = latents.latent_grid(*bucket[:3])
+                y0, x0 = (sh // 8 - hb) // 2, (sw // 8 - wb) // 2
+                c = lat[:, :tb, y0:y0 + hb, x0:x0 + wb].reshape(16, tb, 1, hb // 2, 2, wb // 2, 2)
+                want = c.permute(1, 3, 5, 0, 2, 4, 6).reshape(-1, 64)
+                self.assertTrue(torch.equal(x.view(torch.int16), want.view(torch.int16)), b.keys[i])
+                n += 1
+        self.assertGreater(n, 0)
 
 
 class TrainingHelpersTest(unittest.TestCase):

@@ -1,0 +1,15 @@
+/* al_index_struct_size: sizeof of the loader's public structs, for bindings' layout checks. */
+#include "loader/al_index.h"
+
+size_t al_index_struct_size(int which) {
+  switch (which) {
+    case AL_INDEX_STRUCT_OPTIONS: return sizeof(al_index_options);
+    case AL_INDEX_STRUCT_SHARD_INFO: return sizeof(al_shard_info);
+    case AL_INDEX_STRUCT_MEMBER_INFO: return sizeof(al_member_info);
+    case AL_INDEX_STRUCT_SAMPLE_INFO: return sizeof(al_sample_info);
+    case AL_INDEX_STRUCT_MEMBER_TYPE: return sizeof(al_member_type);
+    case AL_INDEX_STRUCT_REJECTED_INFO: return sizeof(al_rejected_info);
+    case AL_INDEX_STRUCT_STATS: return sizeof(al_index_stats);
+    default: return 0;
+  }
+}

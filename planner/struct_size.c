@@ -1,0 +1,14 @@
+/* al_plan_struct_size: sizeof of the planner's public structs, for bindings' layout checks. */
+#include "planner/al_plan.h"
+
+size_t al_plan_struct_size(int which) {
+  switch (which) {
+    case AL_PLAN_STRUCT_OPTIONS: return sizeof(al_plan_options);
+    case AL_PLAN_STRUCT_INPUT: return sizeof(al_plan_input);
+    case AL_PLAN_STRUCT_MANIFEST_INFO: return sizeof(al_manifest_info);
+    case AL_PLAN_STRUCT_BUCKET_INFO: return sizeof(al_bucket_info);
+    case AL_PLAN_STRUCT_MICRO_REF: return sizeof(al_micro_ref);
+    case AL_PLAN_STRUCT_STEP_INFO: return sizeof(al_step_info);
+    default: return 0;
+  }
+}

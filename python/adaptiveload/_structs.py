@@ -1,0 +1,273 @@
+"""The C library's structs and constants as ctypes mirrors (internal).
+
+Every struct here has an entry in :data:`MIRRORS`: the size query of its module and the
+struct's id there (the id enums of kernels/al_adaln.h, planner/al_plan.h, loader/al_index.h
+and stream/al_stream.h). :func:`adaptiveload._lib.load_library` compares each
+``ctypes.sizeof`` with what the loaded library reports and refuses a library whose layout
+differs. A new mirror gets an entry in MIRRORS, or the library's size query gets an id first.
+"""
+
+import ctypes
+
+c_int, c_uint, c_float, c_double = ctypes.c_int, ctypes.c_uint, ctypes.c_float, ctypes.c_double
+c_int32, c_uint8, c_uint32, c_int64, c_uint64 = (ctypes.c_int32, ctypes.c_uint8, ctypes.c_uint32, ctypes.c_int64,
+                                                 ctypes.c_uint64)
+c_size_t, c_void_p, c_char_p = ctypes.c_size_t, ctypes.c_void_p, ctypes.c_char_p
+_P = ctypes.POINTER
+
+# common/al_status.h
+AL_OK = 0
+AL_EOF = 1
+AL_EFORMAT = -3
+AL_ERANGE = -6
+
+# kernels/al_adaln.h: al_dtype, al_adaln_options.flags
+AL_DTYPE_BF16 = 1
+AL_DTYPE_FP16 = 2
+AL_DTYPE_FP32 = 3
+AL_ADALN_PLAIN_SCALE = 1
+AL_ADALN_VALIDATE_OFFSETS = 2
+
+# stream/al_stream.h
+AL_STREAM_FAIL = 0
+AL_STREAM_SKIP_SAMPLE = 1
+AL_STREAM_STATE_VERSION = 1
+AL_STREAM_MAX_DIMS = 8
+
+
+class AdalnDesc(ctypes.Structure):
+    """al_adaln_desc (kernels/al_adaln.h)."""
+
+    _fields_ = [
+        ("dtype", c_int),
+        ("batch", c_int32),
+        ("dim", c_int32),
+        ("rows", c_int64),
+        ("seq_len", c_int64),
+        ("cu_seqlens", c_void_p),
+        ("cu_seqlens_host", c_void_p),
+    ]
+
+
+class AdalnOptions(ctypes.Structure):
+    """al_adaln_options (zero = default). ``tuning`` points to a struct al_adaln_tuning
+    (kernels/al_adaln_tuning.h: kernel knobs, unstable, not mirrored here); None = the
+    library's choice."""
+
+    _fields_ = [
+        ("eps", c_float),
+        ("flags", c_uint),
+        ("tuning", c_void_p),
+    ]
+
+
+class SampleInfo(ctypes.Structure):
+    """al_sample_info (loader/al_index.h)."""
+
+    _fields_ = [
+        ("key", c_char_p),
+        ("shard", c_uint32),
+        ("width", c_uint32),
+        ("height", c_uint32),
+        ("frames", c_uint32),
+        ("fps", c_float),
+        ("n_members", c_uint32),
+    ]
+
+
+class PlanOptions(ctypes.Structure):
+    """al_plan_options (planner/al_plan.h)."""
+
+    _fields_ = [
+        ("policy", c_int),
+        ("world", c_uint32),
+        ("seed", c_uint64),
+        ("epoch", c_uint32),
+        ("mem_tokens", c_uint64),
+        ("comp_budget_ms", c_double),
+        ("step_cost_ms", c_double),
+        ("window", c_uint32),
+        ("last_step", c_int),
+        ("geom", c_uint32 * 5),
+        ("buckets", c_void_p),
+        ("start_step", c_uint32),
+        ("micro_per_step", c_uint32),
+        ("step_tokens", c_uint64),
+    ]
+
+
+class ManifestInfo(ctypes.Structure):
+    """al_manifest_info (planner/al_manifest.h)."""
+
+    _fields_ = [
+        ("policy", c_char_p),
+        ("world", c_uint32),
+        ("seed", c_uint64),
+        ("epoch", c_uint32),
+        ("first_step", c_uint32),
+        ("steps", c_uint32),
+        ("samples", c_uint64),
+        ("dropped", c_uint64),
+        ("padded", c_uint64),
+        ("tokens", c_uint64),
+        ("index_fingerprint", c_uint64),
+        ("buckets", c_size_t),
+        ("imbalance_cv", c_double),
+        ("bubble", c_double),
+        ("predicted_seconds", c_double),
+        ("predicted_tokens_per_s", c_double),
+        ("last_step", c_char_p),
+        ("mem_tokens", c_uint64),
+        ("comp_budget_ms", c_double),
+        ("step_cost_ms", c_double),
+        ("window", c_uint32),
+        ("index_samples", c_uint64),
+        ("rejected", c_uint64),
+        ("micro_batches", c_uint64),
+        ("cost_family", c_char_p),
+        ("micro_per_step", c_uint32),
+        ("step_tokens", c_uint64),
+        ("micro_tokens", c_uint64),
+        ("unequal_steps", c_uint32),
+        ("step_tokens_mean", c_double),
+        ("step_tokens_cv", c_double),
+        ("step_samples_mean", c_double),
+        ("step_samples_cv", c_double),
+        ("step_time_cv", c_double),
+    ]
+
+
+class StreamState(ctypes.Structure):
+    """al_stream_state (stream/al_stream.h)."""
+
+    _fields_ = [
+        ("version", c_uint32),
+        ("rank", c_uint32),
+        ("world", c_uint32),
+        ("epoch", c_uint32),
+        ("seed", c_uint64),
+        ("index_fingerprint", c_uint64),
+        ("position", c_uint64),
+        ("stride", c_uint32),
+        ("next_step", c_uint32),
+        ("next_micro", c_uint32),
+        ("reserved", c_uint32),
+        ("skipped", c_uint64),
+        ("delivered", c_uint64),
+    ]
+
+
+class StreamOptions(ctypes.Structure):
+    """al_stream_options (stream/al_stream.h)."""
+
+    _fields_ = [
+        ("threads", c_int),
+        ("prefetch", c_int),
+        ("ext", c_char_p),
+        ("on_error", c_int),
+        ("world", c_int),
+        ("first", c_uint64),
+        ("stride", c_uint32),
+        ("resume", _P(StreamState)),
+        ("pinned", c_int),
+        ("device_copy", c_int),
+        ("cuda_device", c_int),
+        ("align", c_size_t),
+        ("read_block", c_size_t),
+        ("members", _P(c_char_p)),
+        ("n_members", c_size_t),
+        ("max_member_bytes", c_uint64),
+        ("max_sample_bytes", c_uint64),
+    ]
+
+
+class StreamMember(ctypes.Structure):
+    """al_stream_member (stream/al_stream.h): reached only through StreamBatch.members.
+    al_stream_struct_size has no id for it, so MIRRORS cannot list it."""
+
+    _fields_ = [
+        ("name", c_char_p),
+        ("dtype", c_char_p),
+        ("itemsize", c_size_t),
+        ("typed", c_int),
+        ("cropped", c_int),
+        ("ndim", _P(c_uint32)),
+        ("shapes", _P(c_uint64)),
+        ("offsets", _P(c_uint64)),
+        ("sizes", _P(c_uint64)),
+    ]
+
+
+class StreamBatch(ctypes.Structure):
+    """al_stream_batch (stream/al_stream.h)."""
+
+    _fields_ = [
+        ("position", c_uint64),
+        ("step", c_uint32),
+        ("micro", c_uint32),
+        ("n_micro", c_uint32),
+        ("last_in_step", c_int),
+        ("bucket", c_uint32),
+        ("reserved", c_uint32),
+        ("step_samples", c_uint64),
+        ("step_tokens", c_uint64),
+        ("tokens", c_uint64),
+        ("n", c_size_t),
+        ("keys", _P(c_char_p)),
+        ("samples", _P(c_uint64)),
+        ("shapes", _P(c_uint32)),
+        ("padded", _P(c_uint8)),
+        ("cu_seqlens", _P(c_int32)),
+        ("offsets", _P(c_uint64)),
+        ("sizes", _P(c_uint64)),
+        ("data", c_void_p),
+        ("data_bytes", c_size_t),
+        ("cu_seqlens_offset", c_size_t),
+        ("copy_bytes", c_size_t),
+        ("pinned", c_int),
+        ("device_data", c_void_p),
+        ("ready_event", c_void_p),
+        ("n_skipped", c_size_t),
+        ("skipped_keys", _P(c_char_p)),
+        ("skipped_reasons", _P(c_char_p)),
+        ("n_members", c_size_t),
+        ("members", _P(StreamMember)),
+        ("grid", c_uint32 * 3),
+        ("reserved2", c_uint32),
+    ]
+
+
+class StreamStats(ctypes.Structure):
+    """al_stream_stats (stream/al_stream.h)."""
+
+    _fields_ = [
+        ("batches", c_uint64),
+        ("samples", c_uint64),
+        ("bytes", c_uint64),
+        ("skipped", c_uint64),
+        ("total_batches", c_uint64),
+        ("stall_seconds", c_double),
+        ("read_seconds", c_double),
+        ("buffers", c_int),
+        ("buffers_allocated", c_int),
+        ("max_in_use", c_int),
+        ("host_bytes", c_uint64),
+        ("device_bytes", c_uint64),
+        ("pinned", c_int),
+        ("device_copy", c_int),
+        ("threads", c_int),
+    ]
+
+
+# (mirror, the size query of its module, the struct's id there)
+MIRRORS = (
+    (AdalnDesc, "al_adaln_struct_size", 0),
+    (AdalnOptions, "al_adaln_struct_size", 1),
+    (SampleInfo, "al_index_struct_size", 3),  # AL_INDEX_STRUCT_SAMPLE_INFO
+    (PlanOptions, "al_plan_struct_size", 0),  # AL_PLAN_STRUCT_OPTIONS
+    (ManifestInfo, "al_plan_struct_size", 2),  # AL_PLAN_STRUCT_MANIFEST_INFO
+    (StreamOptions, "al_stream_struct_size", 0),  # AL_STREAM_STRUCT_OPTIONS
+    (StreamState, "al_stream_struct_size", 1),  # AL_STREAM_STRUCT_STATE
+    (StreamBatch, "al_stream_struct_size", 2),  # AL_STREAM_STRUCT_BATCH
+    (StreamStats, "al_stream_struct_size", 3),  # AL_STREAM_STRUCT_STATS
+)
