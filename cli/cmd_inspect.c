@@ -136,11 +136,8 @@ typedef struct ix_summary {
   uint64_t bucket_rej[AL_REJECT_COUNT];
 } ix_summary;
 
-static int ix_collect(ix_summary *S, const al_index *idx, size_t top) {
-  memset(S, 0, sizeof *S);
-  S->idx = idx;
-  S->top_n = top;
-  size_t ns = al_index_sample_count(idx);
+/* Shard bytes, compressed shards and the rejected entries counted by normalised reason. */
+static int ix_collect_shards(ix_summary *S, const al_index *idx) {
   for (size_t i = 0; i < al_index_shard_count(idx); i++) {
     al_shard_info sh;
     if (al_index_shard(idx, i, &sh)) return -1;
@@ -155,63 +152,72 @@ static int ix_collect(ix_summary *S, const al_index *idx, size_t top) {
     if (ix_count_add(&S->reasons, &S->n_reasons, norm)) return -1;
   }
   qsort(S->reasons, S->n_reasons, sizeof *S->reasons, ix_count_desc);
-  S->shapes = malloc((ns ? ns : 1) * sizeof *S->shapes);
-  if (!S->shapes) return -1;
-  al_latent_geom geom = al_latent_geom_resolve(NULL);
-  if (al_bucket_table_default(&S->table)) return -1;
-  S->bucket_n = calloc(al_bucket_table_count(S->table), sizeof *S->bucket_n);
-  if (!S->bucket_n) return -1;
-  for (size_t i = 0; i < ns; i++) {
-    al_sample_info si;
-    if (al_index_sample(idx, i, &si)) return -1;
-    uint64_t w = si.width & 0x1FFFFF, h = si.height & 0x1FFFFF, f = si.frames & 0x1FFFFF;
-    S->shapes[S->n_shapes++] = w | h << 21 | f << 42;
-    uint64_t t = al_tokens(&geom, si.width, si.height, si.frames);
-    int k = 0;
-    while (k < 39 && t >> (k + 1)) k++;
-    S->tok_hist[k]++;
-    S->tok_total += t;
-    al_latent_grid grid;
-    int has_grid = al_index_latent_grid(idx, i, &grid.t, &grid.h, &grid.w, NULL) == AL_OK;
-    S->latent_samples += (uint64_t)has_grid;
-    uint32_t b = 0;
-    al_reject_reason why = AL_REJECT_NONE;
-    if (al_bucket_assign_grid(S->table, &geom, AL_PLAN_DEFAULT_MEM_TOKENS, si.width, si.height,
-                              si.frames, has_grid ? &grid : NULL, &b, &why) == AL_OK)
-      S->bucket_n[b]++;
-    else if ((unsigned)why < AL_REJECT_COUNT)
-      S->bucket_rej[why]++;
-    for (uint32_t m = 0; m < si.n_members; m++) {
-      al_member_info mi;
-      al_member_type mt;
-      if (al_index_member(idx, i, m, &mi)) return -1;
-      int typed = al_index_member_type(idx, i, m, &mt) == AL_OK;
-      ix_group *g = NULL;
-      for (size_t k2 = 0; k2 < S->n_groups && !g; k2++) {
-        ix_group *c = &S->groups[k2];
-        if (!strcmp(c->ext, mi.ext) &&
-            (typed ? c->dtype && !strcmp(c->dtype, mt.dtype) && c->ndim == mt.ndim : !c->dtype))
-          g = c;
-      }
-      if (!g) {
-        ix_group *a = realloc(S->groups, (S->n_groups + 1) * sizeof *a);
-        if (!a) return -1;
-        S->groups = a;
-        g = &a[S->n_groups++];
-        memset(g, 0, sizeof *g);
-        g->ext = mi.ext;
-        g->dtype = typed ? mt.dtype : NULL;
-        g->ndim = typed ? mt.ndim : 0;
-        for (uint32_t d = 0; d < g->ndim; d++) g->lo[d] = UINT64_MAX;
-      }
-      g->n++;
-      g->bytes += mi.size;
-      for (uint32_t d = 0; typed && d < g->ndim; d++) {
-        if (mt.shape[d] < g->lo[d]) g->lo[d] = mt.shape[d];
-        if (mt.shape[d] > g->hi[d]) g->hi[d] = mt.shape[d];
-      }
+  return 0;
+}
+
+/* Sample i's members into their (extension, dtype, rank) groups, with shape ranges. */
+static int ix_collect_members(ix_summary *S, const al_index *idx, size_t i, uint32_t n_members) {
+  for (uint32_t m = 0; m < n_members; m++) {
+    al_member_info mi;
+    al_member_type mt;
+    if (al_index_member(idx, i, m, &mi)) return -1;
+    int typed = al_index_member_type(idx, i, m, &mt) == AL_OK;
+    ix_group *g = NULL;
+    for (size_t k2 = 0; k2 < S->n_groups && !g; k2++) {
+      ix_group *c = &S->groups[k2];
+      if (!strcmp(c->ext, mi.ext) &&
+          (typed ? c->dtype && !strcmp(c->dtype, mt.dtype) && c->ndim == mt.ndim : !c->dtype))
+        g = c;
+    }
+    if (!g) {
+      ix_group *a = realloc(S->groups, (S->n_groups + 1) * sizeof *a);
+      if (!a) return -1;
+      S->groups = a;
+      g = &a[S->n_groups++];
+      memset(g, 0, sizeof *g);
+      g->ext = mi.ext;
+      g->dtype = typed ? mt.dtype : NULL;
+      g->ndim = typed ? mt.ndim : 0;
+      for (uint32_t d = 0; d < g->ndim; d++) g->lo[d] = UINT64_MAX;
+    }
+    g->n++;
+    g->bytes += mi.size;
+    for (uint32_t d = 0; typed && d < g->ndim; d++) {
+      if (mt.shape[d] < g->lo[d]) g->lo[d] = mt.shape[d];
+      if (mt.shape[d] > g->hi[d]) g->hi[d] = mt.shape[d];
     }
   }
+  return 0;
+}
+
+/* Sample i: its shape, its tokens in the histogram, its bucket (or why none takes it) and
+ * its members. */
+static int ix_collect_sample(ix_summary *S, const al_index *idx, size_t i,
+                             const al_latent_geom *geom) {
+  al_sample_info si;
+  if (al_index_sample(idx, i, &si)) return -1;
+  uint64_t w = si.width & 0x1FFFFF, h = si.height & 0x1FFFFF, f = si.frames & 0x1FFFFF;
+  S->shapes[S->n_shapes++] = w | h << 21 | f << 42;
+  uint64_t t = al_tokens(geom, si.width, si.height, si.frames);
+  int k = 0;
+  while (k < 39 && t >> (k + 1)) k++;
+  S->tok_hist[k]++;
+  S->tok_total += t;
+  al_latent_grid grid;
+  int has_grid = al_index_latent_grid(idx, i, &grid.t, &grid.h, &grid.w, NULL) == AL_OK;
+  S->latent_samples += (uint64_t)has_grid;
+  uint32_t b = 0;
+  al_reject_reason why = AL_REJECT_NONE;
+  if (al_bucket_assign_grid(S->table, geom, AL_PLAN_DEFAULT_MEM_TOKENS, si.width, si.height,
+                            si.frames, has_grid ? &grid : NULL, &b, &why) == AL_OK)
+    S->bucket_n[b]++;
+  else if ((unsigned)why < AL_REJECT_COUNT)
+    S->bucket_rej[why]++;
+  return ix_collect_members(S, idx, i, si.n_members);
+}
+
+/* The sorted shapes counted, the `top` most common kept as text. */
+static int ix_top_shapes(ix_summary *S, size_t top) {
   qsort(S->shapes, S->n_shapes, sizeof *S->shapes, u64_cmp);
   for (size_t i = 0; i < S->n_shapes;) {
     size_t j = i;
@@ -234,6 +240,23 @@ static int ix_collect(ix_summary *S, const al_index *idx, size_t top) {
     S->n_top = top;
   }
   return 0;
+}
+
+static int ix_collect(ix_summary *S, const al_index *idx, size_t top) {
+  memset(S, 0, sizeof *S);
+  S->idx = idx;
+  S->top_n = top;
+  size_t ns = al_index_sample_count(idx);
+  if (ix_collect_shards(S, idx)) return -1;
+  S->shapes = malloc((ns ? ns : 1) * sizeof *S->shapes);
+  if (!S->shapes) return -1;
+  al_latent_geom geom = al_latent_geom_resolve(NULL);
+  if (al_bucket_table_default(&S->table)) return -1;
+  S->bucket_n = calloc(al_bucket_table_count(S->table), sizeof *S->bucket_n);
+  if (!S->bucket_n) return -1;
+  for (size_t i = 0; i < ns; i++)
+    if (ix_collect_sample(S, idx, i, &geom)) return -1;
+  return ix_top_shapes(S, top);
 }
 
 static void ix_free(ix_summary *S) {
@@ -334,19 +357,9 @@ static void ix_print_text(FILE *out, const ix_summary *S, const char *path) {
   }
 }
 
-static void ix_print_json(FILE *out, const ix_summary *S, const char *path) {
+/* The JSON lists "rejected_by_reason" and "warning_list" (their contents). */
+static void ix_json_rejected(FILE *out, const ix_summary *S) {
   const al_index *idx = S->idx;
-  fprintf(out, "{\"kind\": \"index\", \"path\": ");
-  jsonw_string(out, path);
-  fprintf(out, ", \"fingerprint\": \"%016llx\", \"shards\": %zu, \"compressed_shards\": %llu, ",
-          (unsigned long long)al_index_fingerprint(idx), al_index_shard_count(idx),
-          (unsigned long long)S->compressed);
-  fprintf(out,
-          "\"bytes\": %llu, \"samples\": %zu, \"latent_samples\": %llu, \"tokens\": %llu, "
-          "\"rejected\": %zu, \"warnings\": %zu, \"rejected_by_reason\": [",
-          (unsigned long long)S->bytes, al_index_sample_count(idx),
-          (unsigned long long)S->latent_samples, (unsigned long long)S->tok_total,
-          al_index_rejected_count(idx), al_index_warning_count(idx));
   for (size_t i = 0; i < S->n_reasons; i++) {
     fprintf(out, "%s{\"reason\": ", i ? ", " : "");
     jsonw_string(out, S->reasons[i].text);
@@ -364,7 +377,10 @@ static void ix_print_json(FILE *out, const ix_summary *S, const char *path) {
     jsonw_string(out, w.reason);
     fprintf(out, "}");
   }
-  fprintf(out, "], \"shapes\": [");
+}
+
+/* The JSON lists "shapes" and "tokens_histogram" (their contents). */
+static void ix_json_shapes(FILE *out, const ix_summary *S) {
   for (size_t i = 0; i < S->n_top; i++) {
     unsigned w = 0, h = 0, f = 0;
     sscanf(S->top[i].text, "%ux%u x %u", &w, &h, &f);
@@ -379,9 +395,12 @@ static void ix_print_json(FILE *out, const ix_summary *S, const char *path) {
             k ? 1ull << k : 0ull, 1ull << (k + 1), (unsigned long long)S->tok_hist[k]);
     first = 0;
   }
-  fprintf(out, "], \"buckets\": [");
+}
+
+/* The JSON list "buckets" and object "bucket_rejected" (their contents). */
+static void ix_json_buckets(FILE *out, const ix_summary *S) {
   size_t nb = al_bucket_table_count(S->table);
-  first = 1;
+  int first = 1;
   for (size_t b = 0; b < nb; b++) {
     if (!S->bucket_n[b]) continue;
     al_bucket_shape sh;
@@ -399,7 +418,10 @@ static void ix_print_json(FILE *out, const ix_summary *S, const char *path) {
     fprintf(out, ": %llu", (unsigned long long)S->bucket_rej[r]);
     first = 0;
   }
-  fprintf(out, "}, \"members\": [");
+}
+
+/* The JSON list "members" (its contents). */
+static void ix_json_members(FILE *out, const ix_summary *S) {
   for (size_t i = 0; i < S->n_groups; i++) {
     const ix_group *g = &S->groups[i];
     fprintf(out, "%s{\"ext\": ", i ? ", " : "");
@@ -421,6 +443,28 @@ static void ix_print_json(FILE *out, const ix_summary *S, const char *path) {
     }
     fprintf(out, "}");
   }
+}
+
+static void ix_print_json(FILE *out, const ix_summary *S, const char *path) {
+  const al_index *idx = S->idx;
+  fprintf(out, "{\"kind\": \"index\", \"path\": ");
+  jsonw_string(out, path);
+  fprintf(out, ", \"fingerprint\": \"%016llx\", \"shards\": %zu, \"compressed_shards\": %llu, ",
+          (unsigned long long)al_index_fingerprint(idx), al_index_shard_count(idx),
+          (unsigned long long)S->compressed);
+  fprintf(out,
+          "\"bytes\": %llu, \"samples\": %zu, \"latent_samples\": %llu, \"tokens\": %llu, "
+          "\"rejected\": %zu, \"warnings\": %zu, \"rejected_by_reason\": [",
+          (unsigned long long)S->bytes, al_index_sample_count(idx),
+          (unsigned long long)S->latent_samples, (unsigned long long)S->tok_total,
+          al_index_rejected_count(idx), al_index_warning_count(idx));
+  ix_json_rejected(out, S);
+  fprintf(out, "], \"shapes\": [");
+  ix_json_shapes(out, S);
+  fprintf(out, "], \"buckets\": [");
+  ix_json_buckets(out, S);
+  fprintf(out, "}, \"members\": [");
+  ix_json_members(out, S);
   fprintf(out, "]}\n");
 }
 

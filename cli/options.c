@@ -122,16 +122,10 @@ static int read_option(const cli_verb *verb, const cli_option *o, const char *op
   void *dest = (char *)args + o->offset;
   int rc = CLI_BAD;
   switch (o->type) {
-    case CLI_FLAG:
-      store_integer(dest, o->size, (uint64_t)o->set);
-      return 0;
-    case CLI_STRING:
-      memcpy(dest, &v, sizeof v);
-      return 0;
+    case CLI_FLAG: store_integer(dest, o->size, (uint64_t)o->set); return 0;
+    case CLI_STRING: memcpy(dest, &v, sizeof v); return 0;
     case CLI_U64:
-    case CLI_DOUBLE:
-      rc = read_number(o, v, dest);
-      break;
+    case CLI_DOUBLE: rc = read_number(o, v, dest); break;
     case CLI_CHOICE:
       for (const cli_choice *c = o->choices; c->name; c++) {
         if (strcmp(v, c->name)) continue;
@@ -139,9 +133,7 @@ static int read_option(const cli_verb *verb, const cli_option *o, const char *op
         return 0;
       }
       break;
-    case CLI_CUSTOM:
-      rc = o->parse(verb, opt, v, args);
-      break;
+    case CLI_CUSTOM: rc = o->parse(verb, opt, v, args); break;
   }
   if (rc != CLI_BAD) return rc;
   if (o->bad) return cli_usage(verb, verb->bad_say, o->bad, v);
