@@ -19,8 +19,6 @@
 #include "planner/al_plan.h"
 #include "planner/al_report.h"
 
-#define MAX_ARGS 24
-
 /* The values are handed to the other verbs as typed, which check them. */
 typedef struct demo_args {
   const char *out, *samples, *shards, *world, *seed, *batches;

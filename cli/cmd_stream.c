@@ -125,9 +125,12 @@ static int split_members(char *buf, const char **names, size_t cap, size_t *n) {
 static int parse_members(const cli_verb *verb, const char *opt, const char *v, void *args) {
   (void)opt;
   stream_args *a = args;
-  if (strlen(v) >= sizeof a->members_buf ||
-      (strcpy(a->members_buf, v),
-       split_members(a->members_buf, a->member_names, AL_STREAM_MAX_MEMBERS, &a->o.n_members)))
+  int bad = strlen(v) >= sizeof a->members_buf;
+  if (!bad) {
+    strcpy(a->members_buf, v);
+    bad = split_members(a->members_buf, a->member_names, AL_STREAM_MAX_MEMBERS, &a->o.n_members);
+  }
+  if (bad)
     return cli_usage(verb, CLI_SAY_BLANK,
                      "bad --members '%s' (a comma list of at most %d member extensions, e.g. "
                      "latent.npy,t5.npy,txt)",
