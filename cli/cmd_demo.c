@@ -13,30 +13,52 @@
 #include <unistd.h>
 
 #include "cli/cli_internal.h"
+#include "cli/options_internal.h"
 #include "common/al_status.h"
 #include "planner/al_manifest.h"
 #include "planner/al_plan.h"
 #include "planner/al_report.h"
 
-#define MAX_ARGS 24
+/* The values are handed to the other verbs as typed, which check them. */
+typedef struct demo_args {
+  const char *out, *samples, *shards, *world, *seed, *batches;
+} demo_args;
 
-static void usage(FILE *out) {
-  fprintf(out,
-          "usage: adaptiveload demo [--out DIR] [--samples N] [--shards K] [--world W]\n"
-          "                         [--seed S] [--batches K]\n\n"
-          "Runs the pipeline on an embedded default: writes a synthetic WebDataset corpus\n"
-          "(images and videos with real-size bf16 latents), indexes it, plans one epoch\n"
-          "with both policies (adaptive and equal-token) for W ranks using the embedded\n"
-          "H200 cost model, prints the balance comparison, draws each plan as an SVG, and\n"
-          "streams the first K packed micro-batches of rank 0.\n\n"
-          "options:\n"
-          "  --out DIR      working directory (default adaptiveload-demo); reused if present\n"
-          "  --samples N    corpus size (default 1000; about 1.8 MB of latents per sample)\n"
-          "  --shards K     shards (default 8)\n"
-          "  --world W      data-parallel ranks to plan for (default 8)\n"
-          "  --seed S       corpus and shuffle seed (default 0)\n"
-          "  --batches K    micro-batches to stream (default 6)\n");
-}
+#define DEMO_OPTION(flag, member, meta, text, dflt)                                             \
+  {                                                                                             \
+    .name = flag, .type = CLI_STRING, CLI_AT(demo_args, member), .metavar = meta, .help = text, \
+    .def = dflt                                                                                 \
+  }
+
+/* clang-format off */
+static const cli_option OPTIONS[] = {
+    DEMO_OPTION("--out", out, "DIR", "working directory, reused if present", "adaptiveload-demo"),
+    DEMO_OPTION("--samples", samples, "N", "corpus size, about 1.8 MB of latents per sample",
+                "1000"),
+    DEMO_OPTION("--shards", shards, "K", "shards", "8"),
+    DEMO_OPTION("--world", world, "W", "data-parallel ranks to plan for", "8"),
+    DEMO_OPTION("--seed", seed, "S", "corpus and shuffle seed", "0"),
+    DEMO_OPTION("--batches", batches, "K", "micro-batches to stream", "6"),
+    {.name = NULL},
+};
+/* clang-format on */
+
+static const cli_verb DEMO = {
+    .name = "demo",
+    .usage =
+        "usage: adaptiveload demo [--out DIR] [--samples N] [--shards K] [--world W]\n"
+        "                         [--seed S] [--batches K]\n\n"
+        "Runs the pipeline on an embedded default: writes a synthetic WebDataset corpus\n"
+        "(images and videos with real-size bf16 latents), indexes it, plans one epoch\n"
+        "with both policies (adaptive and equal-token) for W ranks using the embedded\n"
+        "H200 cost model, prints the balance comparison, draws each plan as an SVG, and\n"
+        "streams the first K packed micro-batches of rank 0.\n\n",
+    .options = OPTIONS,
+    .say = CLI_SAY_PAGE,
+    .missing = "missing value for '%s'",
+    .unknown = "unknown option '%s'",
+    .unknown_first = 1,
+};
 
 /* Prints and runs one verb. argv is NULL-terminated; argv[0] is the verb. */
 static int run_verb(int (*fn)(int, char **), char **argv) {
@@ -59,31 +81,11 @@ static void section(int n, const char *title) {
 }
 
 int cli_cmd_demo(int argc, char **argv) {
-  if (cli_wants_help(argc, argv)) {
-    usage(stdout);
-    return AL_EXIT_OK;
-  }
-  const char *out = "adaptiveload-demo";
-  const char *samples = "1000", *shards = "8", *world = "8", *seed = "0", *batches = "6";
-  for (int i = 1; i < argc; i++) {
-    const char **slot = NULL;
-    if (!strcmp(argv[i], "--out"))
-      slot = &out;
-    else if (!strcmp(argv[i], "--samples"))
-      slot = &samples;
-    else if (!strcmp(argv[i], "--shards"))
-      slot = &shards;
-    else if (!strcmp(argv[i], "--world"))
-      slot = &world;
-    else if (!strcmp(argv[i], "--seed"))
-      slot = &seed;
-    else if (!strcmp(argv[i], "--batches"))
-      slot = &batches;
-    if (!slot || i + 1 >= argc)
-      return cli_usage_page("demo", usage, "%s '%s'", slot ? "missing value for" : "unknown option",
-                            argv[i]);
-    *slot = argv[++i];
-  }
+  demo_args a = {"adaptiveload-demo", "1000", "8", "8", "0", "6"};
+  int ec = cli_parse(&DEMO, argc, argv, &a);
+  if (ec != CLI_RUN) return ec;
+  const char *out = a.out, *samples = a.samples, *shards = a.shards, *world = a.world;
+  const char *seed = a.seed, *batches = a.batches;
   /* The verbs report on stderr and list on stdout; a demo reads as one story, so
    * send both down one line-buffered stream and keep them in order when piped. */
   setvbuf(stdout, NULL, _IOLBF, 0);

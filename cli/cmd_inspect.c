@@ -7,38 +7,12 @@
 #include <string.h>
 
 #include "cli/cli_internal.h"
+#include "cli/options_internal.h"
 #include "common/json_write_internal.h"
 #include "loader/al_index.h"
 #include "planner/al_buckets.h"
 #include "planner/al_plan.h"
 #include "planner/al_report.h"
-
-static void usage(FILE *out) {
-  fprintf(out,
-          "usage: adaptiveload inspect MANIFEST [--json] [--jsonl] [--svg FILE] [--rejected]\n"
-          "                                     [--compare OTHER_MANIFEST]\n"
-          "       adaptiveload inspect INDEX [--json] [--top N]\n\n"
-          "An index file (adaptiveload index) is summarised: shards, samples, rejected\n"
-          "entries by reason, the N most common shapes (width x height x frames), a token\n"
-          "histogram (Wan 2.1 geometry), the N most used buckets of the default table (at\n"
-          "the default mem-tokens; latent grids crop only) and the samples no bucket takes,\n"
-          "members by extension with counts, bytes, dtypes and\n"
-          "shapes (dimensions that vary are named: latent.npy float16 [16, T, H, W]) and the\n"
-          "warnings; --json prints it as one object.\n\n"
-          "Without flags: a text summary (config, counts, balance, predicted time) and the\n"
-          "table of buckets that hold samples.\n\n"
-          "options:\n"
-          "  --json            one JSON object: policy, world, steps, samples, dropped, padded,\n"
-          "                    tokens, imbalance_cv (mean over steps of the CV of per-rank\n"
-          "                    predicted cost), bubble (1 - sum of step means / sum of step\n"
-          "                    maxima), predicted_seconds, predicted_tokens_per_s, ...\n"
-          "  --jsonl           one JSON object per micro-batch: step, rank, micro, bucket,\n"
-          "                    cost_ms, keys, samples (index positions), tokens, padded\n"
-          "  --svg FILE        heat strip of per-step per-rank load (steps on x, ranks on y,\n"
-          "                    colour = rank cost / the step's slowest rank)\n"
-          "  --rejected        list every sample the plan rejected or dropped, with the reason\n"
-          "  --compare OTHER   print MANIFEST and OTHER side by side (e.g. adaptive vs equal-token)\n");
-}
 
 static const char *status_name(int key_status) {
   if (key_status >= 1 && key_status < AL_REJECT_COUNT)
@@ -162,11 +136,8 @@ typedef struct ix_summary {
   uint64_t bucket_rej[AL_REJECT_COUNT];
 } ix_summary;
 
-static int ix_collect(ix_summary *S, const al_index *idx, size_t top) {
-  memset(S, 0, sizeof *S);
-  S->idx = idx;
-  S->top_n = top;
-  size_t ns = al_index_sample_count(idx);
+/* Shard bytes, compressed shards and the rejected entries counted by normalised reason. */
+static int ix_collect_shards(ix_summary *S, const al_index *idx) {
   for (size_t i = 0; i < al_index_shard_count(idx); i++) {
     al_shard_info sh;
     if (al_index_shard(idx, i, &sh)) return -1;
@@ -181,63 +152,72 @@ static int ix_collect(ix_summary *S, const al_index *idx, size_t top) {
     if (ix_count_add(&S->reasons, &S->n_reasons, norm)) return -1;
   }
   qsort(S->reasons, S->n_reasons, sizeof *S->reasons, ix_count_desc);
-  S->shapes = malloc((ns ? ns : 1) * sizeof *S->shapes);
-  if (!S->shapes) return -1;
-  al_latent_geom geom = al_latent_geom_resolve(NULL);
-  if (al_bucket_table_default(&S->table)) return -1;
-  S->bucket_n = calloc(al_bucket_table_count(S->table), sizeof *S->bucket_n);
-  if (!S->bucket_n) return -1;
-  for (size_t i = 0; i < ns; i++) {
-    al_sample_info si;
-    if (al_index_sample(idx, i, &si)) return -1;
-    uint64_t w = si.width & 0x1FFFFF, h = si.height & 0x1FFFFF, f = si.frames & 0x1FFFFF;
-    S->shapes[S->n_shapes++] = w | h << 21 | f << 42;
-    uint64_t t = al_tokens(&geom, si.width, si.height, si.frames);
-    int k = 0;
-    while (k < 39 && t >> (k + 1)) k++;
-    S->tok_hist[k]++;
-    S->tok_total += t;
-    al_latent_grid grid;
-    int has_grid = al_index_latent_grid(idx, i, &grid.t, &grid.h, &grid.w, NULL) == AL_OK;
-    S->latent_samples += (uint64_t)has_grid;
-    uint32_t b = 0;
-    al_reject_reason why = AL_REJECT_NONE;
-    if (al_bucket_assign_grid(S->table, &geom, AL_PLAN_DEFAULT_MEM_TOKENS, si.width, si.height,
-                              si.frames, has_grid ? &grid : NULL, &b, &why) == AL_OK)
-      S->bucket_n[b]++;
-    else if ((unsigned)why < AL_REJECT_COUNT)
-      S->bucket_rej[why]++;
-    for (uint32_t m = 0; m < si.n_members; m++) {
-      al_member_info mi;
-      al_member_type mt;
-      if (al_index_member(idx, i, m, &mi)) return -1;
-      int typed = al_index_member_type(idx, i, m, &mt) == AL_OK;
-      ix_group *g = NULL;
-      for (size_t k2 = 0; k2 < S->n_groups && !g; k2++) {
-        ix_group *c = &S->groups[k2];
-        if (!strcmp(c->ext, mi.ext) &&
-            (typed ? c->dtype && !strcmp(c->dtype, mt.dtype) && c->ndim == mt.ndim : !c->dtype))
-          g = c;
-      }
-      if (!g) {
-        ix_group *a = realloc(S->groups, (S->n_groups + 1) * sizeof *a);
-        if (!a) return -1;
-        S->groups = a;
-        g = &a[S->n_groups++];
-        memset(g, 0, sizeof *g);
-        g->ext = mi.ext;
-        g->dtype = typed ? mt.dtype : NULL;
-        g->ndim = typed ? mt.ndim : 0;
-        for (uint32_t d = 0; d < g->ndim; d++) g->lo[d] = UINT64_MAX;
-      }
-      g->n++;
-      g->bytes += mi.size;
-      for (uint32_t d = 0; typed && d < g->ndim; d++) {
-        if (mt.shape[d] < g->lo[d]) g->lo[d] = mt.shape[d];
-        if (mt.shape[d] > g->hi[d]) g->hi[d] = mt.shape[d];
-      }
+  return 0;
+}
+
+/* Sample i's members into their (extension, dtype, rank) groups, with shape ranges. */
+static int ix_collect_members(ix_summary *S, const al_index *idx, size_t i, uint32_t n_members) {
+  for (uint32_t m = 0; m < n_members; m++) {
+    al_member_info mi;
+    al_member_type mt;
+    if (al_index_member(idx, i, m, &mi)) return -1;
+    int typed = al_index_member_type(idx, i, m, &mt) == AL_OK;
+    ix_group *g = NULL;
+    for (size_t k2 = 0; k2 < S->n_groups && !g; k2++) {
+      ix_group *c = &S->groups[k2];
+      if (!strcmp(c->ext, mi.ext) &&
+          (typed ? c->dtype && !strcmp(c->dtype, mt.dtype) && c->ndim == mt.ndim : !c->dtype))
+        g = c;
+    }
+    if (!g) {
+      ix_group *a = realloc(S->groups, (S->n_groups + 1) * sizeof *a);
+      if (!a) return -1;
+      S->groups = a;
+      g = &a[S->n_groups++];
+      memset(g, 0, sizeof *g);
+      g->ext = mi.ext;
+      g->dtype = typed ? mt.dtype : NULL;
+      g->ndim = typed ? mt.ndim : 0;
+      for (uint32_t d = 0; d < g->ndim; d++) g->lo[d] = UINT64_MAX;
+    }
+    g->n++;
+    g->bytes += mi.size;
+    for (uint32_t d = 0; typed && d < g->ndim; d++) {
+      if (mt.shape[d] < g->lo[d]) g->lo[d] = mt.shape[d];
+      if (mt.shape[d] > g->hi[d]) g->hi[d] = mt.shape[d];
     }
   }
+  return 0;
+}
+
+/* Sample i: its shape, its tokens in the histogram, its bucket (or why none takes it) and
+ * its members. */
+static int ix_collect_sample(ix_summary *S, const al_index *idx, size_t i,
+                             const al_latent_geom *geom) {
+  al_sample_info si;
+  if (al_index_sample(idx, i, &si)) return -1;
+  uint64_t w = si.width & 0x1FFFFF, h = si.height & 0x1FFFFF, f = si.frames & 0x1FFFFF;
+  S->shapes[S->n_shapes++] = w | h << 21 | f << 42;
+  uint64_t t = al_tokens(geom, si.width, si.height, si.frames);
+  int k = 0;
+  while (k < 39 && t >> (k + 1)) k++;
+  S->tok_hist[k]++;
+  S->tok_total += t;
+  al_latent_grid grid;
+  int has_grid = al_index_latent_grid(idx, i, &grid.t, &grid.h, &grid.w, NULL) == AL_OK;
+  S->latent_samples += (uint64_t)has_grid;
+  uint32_t b = 0;
+  al_reject_reason why = AL_REJECT_NONE;
+  if (al_bucket_assign_grid(S->table, geom, AL_PLAN_DEFAULT_MEM_TOKENS, si.width, si.height,
+                            si.frames, has_grid ? &grid : NULL, &b, &why) == AL_OK)
+    S->bucket_n[b]++;
+  else if ((unsigned)why < AL_REJECT_COUNT)
+    S->bucket_rej[why]++;
+  return ix_collect_members(S, idx, i, si.n_members);
+}
+
+/* The sorted shapes counted, the `top` most common kept as text. */
+static int ix_top_shapes(ix_summary *S, size_t top) {
   qsort(S->shapes, S->n_shapes, sizeof *S->shapes, u64_cmp);
   for (size_t i = 0; i < S->n_shapes;) {
     size_t j = i;
@@ -260,6 +240,23 @@ static int ix_collect(ix_summary *S, const al_index *idx, size_t top) {
     S->n_top = top;
   }
   return 0;
+}
+
+static int ix_collect(ix_summary *S, const al_index *idx, size_t top) {
+  memset(S, 0, sizeof *S);
+  S->idx = idx;
+  S->top_n = top;
+  size_t ns = al_index_sample_count(idx);
+  if (ix_collect_shards(S, idx)) return -1;
+  S->shapes = malloc((ns ? ns : 1) * sizeof *S->shapes);
+  if (!S->shapes) return -1;
+  al_latent_geom geom = al_latent_geom_resolve(NULL);
+  if (al_bucket_table_default(&S->table)) return -1;
+  S->bucket_n = calloc(al_bucket_table_count(S->table), sizeof *S->bucket_n);
+  if (!S->bucket_n) return -1;
+  for (size_t i = 0; i < ns; i++)
+    if (ix_collect_sample(S, idx, i, &geom)) return -1;
+  return ix_top_shapes(S, top);
 }
 
 static void ix_free(ix_summary *S) {
@@ -360,19 +357,9 @@ static void ix_print_text(FILE *out, const ix_summary *S, const char *path) {
   }
 }
 
-static void ix_print_json(FILE *out, const ix_summary *S, const char *path) {
+/* The JSON lists "rejected_by_reason" and "warning_list" (their contents). */
+static void ix_json_rejected(FILE *out, const ix_summary *S) {
   const al_index *idx = S->idx;
-  fprintf(out, "{\"kind\": \"index\", \"path\": ");
-  jsonw_string(out, path);
-  fprintf(out, ", \"fingerprint\": \"%016llx\", \"shards\": %zu, \"compressed_shards\": %llu, ",
-          (unsigned long long)al_index_fingerprint(idx), al_index_shard_count(idx),
-          (unsigned long long)S->compressed);
-  fprintf(out,
-          "\"bytes\": %llu, \"samples\": %zu, \"latent_samples\": %llu, \"tokens\": %llu, "
-          "\"rejected\": %zu, \"warnings\": %zu, \"rejected_by_reason\": [",
-          (unsigned long long)S->bytes, al_index_sample_count(idx),
-          (unsigned long long)S->latent_samples, (unsigned long long)S->tok_total,
-          al_index_rejected_count(idx), al_index_warning_count(idx));
   for (size_t i = 0; i < S->n_reasons; i++) {
     fprintf(out, "%s{\"reason\": ", i ? ", " : "");
     jsonw_string(out, S->reasons[i].text);
@@ -390,7 +377,10 @@ static void ix_print_json(FILE *out, const ix_summary *S, const char *path) {
     jsonw_string(out, w.reason);
     fprintf(out, "}");
   }
-  fprintf(out, "], \"shapes\": [");
+}
+
+/* The JSON lists "shapes" and "tokens_histogram" (their contents). */
+static void ix_json_shapes(FILE *out, const ix_summary *S) {
   for (size_t i = 0; i < S->n_top; i++) {
     unsigned w = 0, h = 0, f = 0;
     sscanf(S->top[i].text, "%ux%u x %u", &w, &h, &f);
@@ -405,9 +395,12 @@ static void ix_print_json(FILE *out, const ix_summary *S, const char *path) {
             k ? 1ull << k : 0ull, 1ull << (k + 1), (unsigned long long)S->tok_hist[k]);
     first = 0;
   }
-  fprintf(out, "], \"buckets\": [");
+}
+
+/* The JSON list "buckets" and object "bucket_rejected" (their contents). */
+static void ix_json_buckets(FILE *out, const ix_summary *S) {
   size_t nb = al_bucket_table_count(S->table);
-  first = 1;
+  int first = 1;
   for (size_t b = 0; b < nb; b++) {
     if (!S->bucket_n[b]) continue;
     al_bucket_shape sh;
@@ -425,7 +418,10 @@ static void ix_print_json(FILE *out, const ix_summary *S, const char *path) {
     fprintf(out, ": %llu", (unsigned long long)S->bucket_rej[r]);
     first = 0;
   }
-  fprintf(out, "}, \"members\": [");
+}
+
+/* The JSON list "members" (its contents). */
+static void ix_json_members(FILE *out, const ix_summary *S) {
   for (size_t i = 0; i < S->n_groups; i++) {
     const ix_group *g = &S->groups[i];
     fprintf(out, "%s{\"ext\": ", i ? ", " : "");
@@ -447,6 +443,28 @@ static void ix_print_json(FILE *out, const ix_summary *S, const char *path) {
     }
     fprintf(out, "}");
   }
+}
+
+static void ix_print_json(FILE *out, const ix_summary *S, const char *path) {
+  const al_index *idx = S->idx;
+  fprintf(out, "{\"kind\": \"index\", \"path\": ");
+  jsonw_string(out, path);
+  fprintf(out, ", \"fingerprint\": \"%016llx\", \"shards\": %zu, \"compressed_shards\": %llu, ",
+          (unsigned long long)al_index_fingerprint(idx), al_index_shard_count(idx),
+          (unsigned long long)S->compressed);
+  fprintf(out,
+          "\"bytes\": %llu, \"samples\": %zu, \"latent_samples\": %llu, \"tokens\": %llu, "
+          "\"rejected\": %zu, \"warnings\": %zu, \"rejected_by_reason\": [",
+          (unsigned long long)S->bytes, al_index_sample_count(idx),
+          (unsigned long long)S->latent_samples, (unsigned long long)S->tok_total,
+          al_index_rejected_count(idx), al_index_warning_count(idx));
+  ix_json_rejected(out, S);
+  fprintf(out, "], \"shapes\": [");
+  ix_json_shapes(out, S);
+  fprintf(out, "], \"buckets\": [");
+  ix_json_buckets(out, S);
+  fprintf(out, "}, \"members\": [");
+  ix_json_members(out, S);
   fprintf(out, "]}\n");
 }
 
@@ -466,78 +484,97 @@ static int ix_inspect(const al_index *idx, const char *path, int json, size_t to
   return AL_EXIT_OK;
 }
 
-int cli_cmd_inspect(int argc, char **argv) {
-  if (cli_wants_help(argc, argv)) {
-    usage(stdout);
-    return AL_EXIT_OK;
+typedef struct inspect_args {
+  const char *path, *svg, *other;
+  int json, jsonl, rejected;
+  uint64_t top; /* inspect INDEX --top N */
+} inspect_args;
+
+/* The one MANIFEST or INDEX argument. */
+static int take_path(const cli_verb *verb, const char *arg, void *args) {
+  (void)verb;
+  inspect_args *a = args;
+  if (arg[0] == '-' || a->path) return CLI_BAD;
+  a->path = arg;
+  return 0;
+}
+
+/* clang-format off */
+static const cli_option OPTIONS[] = {
+    {.name = "--json", .type = CLI_FLAG, CLI_AT(inspect_args, json), .set = 1,
+     .help = "one JSON object: policy, world, steps, samples, dropped, padded,\n"
+             "tokens, imbalance_cv (mean over steps of the CV of per-rank\n"
+             "predicted cost), bubble (1 - sum of step means / sum of step\n"
+             "maxima), predicted_seconds, predicted_tokens_per_s, ..."},
+    {.name = "--jsonl", .type = CLI_FLAG, CLI_AT(inspect_args, jsonl), .set = 1,
+     .help = "one JSON object per micro-batch: step, rank, micro, bucket,\n"
+             "cost_ms, keys, samples (index positions), tokens, padded"},
+    {.name = "--svg", .type = CLI_STRING, CLI_AT(inspect_args, svg), .metavar = "FILE",
+     .help = "heat strip of per-step per-rank load (steps on x, ranks on y,\n"
+             "colour = rank cost / the step's slowest rank)"},
+    {.name = "--rejected", .type = CLI_FLAG, CLI_AT(inspect_args, rejected), .set = 1,
+     .help = "list every sample the plan rejected or dropped, with the reason"},
+    {.name = "--compare", .type = CLI_STRING, CLI_AT(inspect_args, other), .metavar = "OTHER",
+     .help = "print MANIFEST and OTHER side by side (e.g. adaptive vs equal-token)"},
+    {.name = "--top", .type = CLI_U64, CLI_AT(inspect_args, top), .min = 1, .max = 100000,
+     .bad = "bad --top %s", .metavar = "N",
+     .help = "INDEX: the N most common shapes and most used buckets", .def = "10"},
+    {.name = NULL},
+};
+/* clang-format on */
+
+static const cli_verb INSPECT = {
+    .name = "inspect",
+    .usage =
+        "usage: adaptiveload inspect MANIFEST [--json] [--jsonl] [--svg FILE] [--rejected]\n"
+        "                                     [--compare OTHER_MANIFEST]\n"
+        "       adaptiveload inspect INDEX [--json] [--top N]\n\n"
+        "An index file (adaptiveload index) is summarised: shards, samples, rejected\n"
+        "entries by reason, the N most common shapes (width x height x frames), a token\n"
+        "histogram (Wan 2.1 geometry), the N most used buckets of the default table (at\n"
+        "the default mem-tokens; latent grids crop only) and the samples no bucket takes,\n"
+        "members by extension with counts, bytes, dtypes and\n"
+        "shapes (dimensions that vary are named: latent.npy float16 [16, T, H, W]) and the\n"
+        "warnings; --json prints it as one object.\n\n"
+        "Without flags: a text summary (config, counts, balance, predicted time) and the\n"
+        "table of buckets that hold samples.\n\n",
+    .options = OPTIONS,
+    .positional = take_path,
+    .say = CLI_SAY_PAGE,
+    .missing = "bad argument: %s",
+    .unknown = "bad argument: %s",
+    .stray = "bad argument: %s",
+    .bad_say = CLI_SAY_PAGE,
+};
+
+/* Prints every sample the plan rejected or dropped: position, key, reason. */
+static void print_rejected(const al_manifest *m) {
+  al_manifest_info in;
+  al_manifest_get_info(m, &in);
+  for (uint64_t i = 0; i < in.index_samples; i++) {
+    const char *why = status_name(al_manifest_key_status(m, i));
+    const char *key = al_manifest_key(m, i);
+    if (why) printf("%llu\t%s\t%s\n", (unsigned long long)i, key ? key : "", why);
   }
-  const char *path = NULL, *svg = NULL, *other = NULL;
-  int json = 0, jsonl = 0, rejected = 0;
-  unsigned long long top = 10; /* inspect INDEX --top N */
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (!strcmp(a, "--top") && i + 1 < argc) {
-      if (cli_parse_u64(argv[++i], &top) || top == 0 || top > 100000)
-        return cli_usage_page("inspect", usage, "bad --top %s", argv[i]);
-    } else if (!strcmp(a, "--json"))
-      json = 1;
-    else if (!strcmp(a, "--jsonl"))
-      jsonl = 1;
-    else if (!strcmp(a, "--rejected"))
-      rejected = 1;
-    else if ((!strcmp(a, "--svg") || !strcmp(a, "--compare")) && i + 1 < argc) {
-      if (!strcmp(a, "--svg"))
-        svg = argv[++i];
-      else
-        other = argv[++i];
-    } else if (a[0] != '-' && !path) {
-      path = a;
-    } else {
-      return cli_usage_page("inspect", usage, "bad argument: %s", a);
-    }
-  }
-  if (!path) return cli_usage_page("inspect", usage, "MANIFEST is required");
-  /* An index file? A manifest (or any other kind) fails at its header; a damaged index is
-   * reported with the index loader's message. */
-  char index_err[1024] = "";
-  {
-    al_index *idx = NULL;
-    if (al_index_load(&idx, path) == AL_OK) {
-      if (jsonl || svg || rejected || other) {
-        al_index_free(idx);
-        return cli_usage_page("inspect", usage,
-                              "%s is an index: --jsonl, --svg, --rejected and --compare are for "
-                              "manifests",
-                              path);
-      }
-      int ec = ix_inspect(idx, path, json, (size_t)top);
-      al_index_free(idx);
-      return ec;
-    }
-    snprintf(index_err, sizeof index_err, "%s", al_last_error());
-    al_clear_error();
-  }
+}
+
+/* inspect MANIFEST. `index_err` is why the file did not load as an index: reported instead
+ * when the file is an index after all (a damaged one). Returns an exit status. */
+static int inspect_manifest(const inspect_args *a, const char *index_err) {
   al_manifest *m = NULL, *o = NULL;
-  int rc = al_manifest_load(&m, path);
-  if (!rc && other) rc = al_manifest_load(&o, other);
+  int rc = al_manifest_load(&m, a->path);
+  if (!rc && a->other) rc = al_manifest_load(&o, a->other);
   if (rc) goto cleanup;
-  if (json) al_manifest_print_json(stdout, m);
-  if (jsonl) rc = al_manifest_print_jsonl(stdout, m);
-  if (!rc && svg) {
-    rc = al_manifest_write_svg(m, svg);
-    if (!rc) fprintf(stderr, "inspect: wrote %s\n", svg);
+  if (a->json) al_manifest_print_json(stdout, m);
+  if (a->jsonl) rc = al_manifest_print_jsonl(stdout, m);
+  if (!rc && a->svg) {
+    rc = al_manifest_write_svg(m, a->svg);
+    if (!rc) fprintf(stderr, "inspect: wrote %s\n", a->svg);
   }
-  if (!rc && rejected) {
-    al_manifest_info in;
-    al_manifest_get_info(m, &in);
-    for (uint64_t i = 0; i < in.index_samples; i++) {
-      const char *why = status_name(al_manifest_key_status(m, i));
-      const char *key = al_manifest_key(m, i);
-      if (why) printf("%llu\t%s\t%s\n", (unsigned long long)i, key ? key : "", why);
-    }
-  }
+  if (!rc && a->rejected) print_rejected(m);
   if (!rc && o) al_plan_compare_print(stdout, m, o);
-  if (!rc && !json && !jsonl && !svg && !rejected && !o) al_manifest_print_summary(stdout, m, path);
+  if (!rc && !a->json && !a->jsonl && !a->svg && !a->rejected && !o)
+    al_manifest_print_summary(stdout, m, a->path);
 
 cleanup:
   al_manifest_free(m);
@@ -547,4 +584,30 @@ cleanup:
     return AL_EXIT_FAIL;
   }
   return rc ? cli_fail("inspect") : AL_EXIT_OK;
+}
+
+int cli_cmd_inspect(int argc, char **argv) {
+  inspect_args a;
+  memset(&a, 0, sizeof a);
+  a.top = 10;
+  int ec = cli_parse(&INSPECT, argc, argv, &a);
+  if (ec != CLI_RUN) return ec;
+  if (!a.path) return cli_usage(&INSPECT, CLI_SAY_PAGE, "MANIFEST is required");
+  /* An index file? A manifest (or any other kind) fails at its header; a damaged index is
+   * reported with the index loader's message. */
+  al_index *idx = NULL;
+  if (al_index_load(&idx, a.path) == AL_OK) {
+    if (a.jsonl || a.svg || a.rejected || a.other)
+      ec = cli_usage(&INSPECT, CLI_SAY_PAGE,
+                     "%s is an index: --jsonl, --svg, --rejected and --compare are for manifests",
+                     a.path);
+    else
+      ec = ix_inspect(idx, a.path, a.json, (size_t)a.top);
+    al_index_free(idx);
+    return ec;
+  }
+  char index_err[1024];
+  snprintf(index_err, sizeof index_err, "%s", al_last_error());
+  al_clear_error();
+  return inspect_manifest(&a, index_err);
 }

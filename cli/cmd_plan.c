@@ -1,70 +1,167 @@
 /* adaptiveload plan: index -> manifest (planner/al_plan.h). */
-#include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cli/cli_internal.h"
+#include "cli/options_internal.h"
+#include "common/clock_internal.h"
 #include "loader/al_index.h"
 #include "planner/al_plan.h"
 #include "planner/al_plan_index.h"
 #include "planner/al_report.h"
 
-static void usage(FILE *out) {
-  fprintf(out,
-          "usage: adaptiveload plan --index INDEX --world W -o MANIFEST [--cost COST]\n"
-          "                         [--policy adaptive|equal-token|adaptive-unbalanced] [--seed S]\n"
-          "                         [--epoch E]\n"
-          "                         [--mem-tokens M | --mem-capacity BYTES [--mem-safety F]]\n"
-          "                         [--micro-per-step K] [--step-tokens T] [--comp-ms MS] [--window N]\n"
-          "                         [--last-step pad|drop]\n"
-          "                         [--buckets FILE] [--geometry ST,SS,PT,PH,PW] [--start-step K] [--json]\n"
-          "       adaptiveload plan --resume-from OLD_MANIFEST --at-step K --world W2 -o MANIFEST [--json]\n\n"
-          "Puts every indexed sample into a shape bucket, gives each bucket a batch size from\n"
-          "the memory and compute limits, and schedules one epoch for W data-parallel ranks:\n"
-          "  B = max(1, min(floor(m / S), floor(M_comp / c(S))))     m = T / (W x K) <= M_mem\n"
-          "with c(S) the cost model's per-sample cost. Every step gives every rank exactly K\n"
-          "micro-batches (FSDP, ZeRO-3, tensor and sequence parallelism stay in lock-step) and\n"
-          "holds about T tokens over all ranks, with either policy. Policy adaptive chooses which\n"
-          "batches share a step inside a window so that the ranks' predicted costs are about\n"
-          "equal (K = 1: neighbours by cost; K > 1: every (step, rank) of the window levelled,\n"
-          "so steps cost alike too); equal-token\n"
-          "gives B = m / S and deals the shuffled batches in order (the usual baseline). The\n"
-          "manifest is a pure function of the inputs: same inputs, byte-identical file.\n\n"
-          "options:\n"
-          "  --index INDEX       index file (adaptiveload index)\n"
-          "  --world W           data-parallel ranks\n"
-          "  -o, --out FILE      manifest to write\n"
-          "  --cost COST         cost model (adaptiveload fit); default: the embedded H200 benchmark\n"
-          "  --policy P          adaptive (default), equal-token, or adaptive-unbalanced\n"
-          "                      (adaptive's batch sizes dealt like equal-token, no per-step\n"
-          "                      balancing: the paper's method, for comparisons)\n"
-          "  --seed S, --epoch E shuffle seed and epoch (default 0, 0)\n"
-          "  --mem-tokens M      M_mem, tokens per micro-batch (default 65536)\n"
-          "  --mem-capacity B    derive M_mem from the cost model's memory fit and B bytes\n"
-          "  --mem-safety F      fraction of --mem-capacity to use (default 0.9)\n"
-          "  --comp-ms MS        M_comp, predicted ms per micro-batch (default: c(S) of the\n"
-          "                      largest bucket within M_mem, so it runs alone)\n"
-          "  --micro-per-step K  micro-batches of every rank in every step (default 1, or the\n"
-          "                      fewest that fit --step-tokens)\n"
-          "  --step-tokens T     target tokens per optimizer step over all ranks (default\n"
-          "                      W x K x M_mem, what equal-token takes per step)\n"
-          "  --window N          adaptive: balance inside windows of N steps (default 64)\n"
-          "  --last-step P       pad (default): ranks short of work in the last step get a\n"
-          "                      padding micro-batch (marked); drop: that step is dropped\n"
-          "  --buckets FILE      bucket table (text or JSON, see planner/README.md)\n"
-          "  --geometry G        latent geometry: VAE stride t,s and patch t,h,w (default 4,8,1,2,2)\n"
-          "  --start-step K      write only steps >= K (identical to the full plan's steps)\n"
-          "  --resume-from OLD   elastic resume: re-plan what OLD schedules at steps >= K\n"
-          "  --at-step K         ... for --world W2; new steps are numbered from K\n"
-          "  --json              print the summary as one JSON object on stdout\n");
+typedef struct plan_args {
+  const char *index, *cost, *out, *buckets, *resume;
+  int json;
+  uint64_t at_step;    /* UINT64_MAX: not given */
+  double mem_capacity; /* 0: not given */
+  double mem_safety;
+  al_plan_options o;
+} plan_args;
+
+static int parse_policy(const cli_verb *verb, const char *opt, const char *v, void *args) {
+  (void)verb, (void)opt;
+  return al_policy_parse(v, &((plan_args *)args)->o.policy) == AL_OK ? 0 : CLI_BAD;
 }
 
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+static int parse_last_step(const cli_verb *verb, const char *opt, const char *v, void *args) {
+  (void)verb, (void)opt;
+  return al_last_step_parse(v, &((plan_args *)args)->o.last_step) == AL_OK ? 0 : CLI_BAD;
+}
+
+/* --geometry ST,SS,PT,PH,PW: five numbers 1..2^32-1. */
+static int parse_geometry(const cli_verb *verb, const char *opt, const char *v, void *args) {
+  (void)verb, (void)opt;
+  uint64_t g[5];
+  if (cli_parse_u64_list(v, g, 5)) return CLI_BAD;
+  for (int k = 0; k < 5; k++)
+    if (!g[k] || g[k] > UINT32_MAX) return CLI_BAD;
+  al_latent_geom geom = {(uint32_t)g[0], (uint32_t)g[1], (uint32_t)g[2], (uint32_t)g[3],
+                         (uint32_t)g[4]};
+  ((plan_args *)args)->o.geom = geom;
+  return 0;
+}
+
+/* --step-ms (a step's length in ms) no longer exists: refused with what replaced it. */
+static int refuse_step_ms(const cli_verb *verb, const char *opt, const char *v, void *args) {
+  (void)opt, (void)v, (void)args;
+  fprintf(stderr,
+          "adaptiveload %s: --step-ms was removed: every step now holds\n"
+          "--micro-per-step K micro-batches on every rank and about --step-tokens T tokens\n",
+          verb->name);
+  return AL_EXIT_USAGE;
+}
+
+/* clang-format off */
+static const cli_option OPTIONS[] = {
+    {.name = "--index", .type = CLI_STRING, CLI_AT(plan_args, index), .metavar = "INDEX",
+     .help = "index file (adaptiveload index)"},
+    {.name = "--world", .type = CLI_U64, CLI_AT(plan_args, o.world), .min = 1, .max = 1u << 20,
+     .metavar = "W", .help = "data-parallel ranks"},
+    {.name = "--out", .alias = "-o", .type = CLI_STRING, CLI_AT(plan_args, out), .metavar = "FILE",
+     .help = "manifest to write"},
+    {.name = "--cost", .type = CLI_STRING, CLI_AT(plan_args, cost), .metavar = "COST",
+     .help = "cost model written by adaptiveload fit", .def = "the embedded H200 benchmark"},
+    {.name = "--policy", .type = CLI_CUSTOM, .parse = parse_policy, .metavar = "P",
+     .help = "adaptive (default), equal-token, or adaptive-unbalanced\n"
+             "(adaptive's batch sizes dealt like equal-token, no per-step\n"
+             "balancing: the paper's method, for comparisons)"},
+    {.name = "--seed", .type = CLI_U64, CLI_AT(plan_args, o.seed), .metavar = "S",
+     .help = "shuffle seed", .def = "0"},
+    {.name = "--epoch", .type = CLI_U64, CLI_AT(plan_args, o.epoch), .max = UINT32_MAX,
+     .metavar = "E", .help = "epoch of the shuffle", .def = "0"},
+    {.name = "--mem-tokens", .type = CLI_U64, CLI_AT(plan_args, o.mem_tokens), .min = 1,
+     .metavar = "M", .help = "M_mem, tokens per micro-batch", .def = "65536"},
+    {.name = "--mem-capacity", .type = CLI_DOUBLE, CLI_AT(plan_args, mem_capacity),
+     .flags = CLI_ABOVE_LO, .metavar = "B",
+     .help = "derive M_mem from the cost model's memory fit and B bytes"},
+    {.name = "--mem-safety", .type = CLI_DOUBLE, CLI_AT(plan_args, mem_safety), .hi = 1,
+     .flags = CLI_ABOVE_LO, .metavar = "F", .help = "fraction of --mem-capacity to use",
+     .def = "0.9"},
+    {.name = "--comp-ms", .type = CLI_DOUBLE, CLI_AT(plan_args, o.comp_budget_ms),
+     .flags = CLI_ABOVE_LO, .metavar = "MS",
+     .help = "M_comp, predicted ms per micro-batch (default: c(S) of the\n"
+             "largest bucket within M_mem, so it runs alone)"},
+    {.name = "--step-ms", .type = CLI_CUSTOM, .parse = refuse_step_ms},
+    {.name = "--micro-per-step", .type = CLI_U64, CLI_AT(plan_args, o.micro_per_step), .min = 1,
+     .max = 1u << 20, .metavar = "K",
+     .help = "micro-batches of every rank in every step (default 1, or the\n"
+             "fewest that fit --step-tokens)"},
+    {.name = "--step-tokens", .type = CLI_U64, CLI_AT(plan_args, o.step_tokens), .min = 1,
+     .metavar = "T",
+     .help = "target tokens per optimizer step over all ranks (default\n"
+             "W x K x M_mem, what equal-token takes per step)"},
+    {.name = "--window", .type = CLI_U64, CLI_AT(plan_args, o.window), .min = 1, .max = 1000000,
+     .metavar = "N", .help = "adaptive: balance inside windows of N steps", .def = "64"},
+    {.name = "--last-step", .type = CLI_CUSTOM, .parse = parse_last_step, .metavar = "P",
+     .help = "pad: ranks short of work in the last step get a padding\n"
+             "micro-batch (marked); drop: that step is dropped",
+     .def = "pad"},
+    {.name = "--buckets", .type = CLI_STRING, CLI_AT(plan_args, buckets), .metavar = "FILE",
+     .help = "bucket table (text or JSON, see planner/README.md)"},
+    {.name = "--geometry", .type = CLI_CUSTOM, .parse = parse_geometry, .metavar = "G",
+     .help = "latent geometry: VAE stride t,s and patch t,h,w", .def = "4,8,1,2,2"},
+    {.name = "--start-step", .type = CLI_U64, CLI_AT(plan_args, o.start_step), .max = UINT32_MAX,
+     .metavar = "K", .help = "write only steps >= K (identical to the full plan's steps)"},
+    {.name = "--resume-from", .type = CLI_STRING, CLI_AT(plan_args, resume), .metavar = "OLD",
+     .help = "elastic resume: re-plan what OLD schedules at steps >= K"},
+    {.name = "--at-step", .type = CLI_U64, CLI_AT(plan_args, at_step), .max = UINT32_MAX,
+     .metavar = "K", .help = "... for --world W2; new steps are numbered from K"},
+    {.name = "--json", .type = CLI_FLAG, CLI_AT(plan_args, json), .set = 1,
+     .help = "print the summary as one JSON object on stdout"},
+    {.name = NULL},
+};
+/* clang-format on */
+
+static const cli_verb PLAN = {
+    .name = "plan",
+    .usage =
+        "usage: adaptiveload plan --index INDEX --world W -o MANIFEST [--cost COST]\n"
+        "                         [--policy adaptive|equal-token|adaptive-unbalanced] [--seed S]\n"
+        "                         [--epoch E]\n"
+        "                         [--mem-tokens M | --mem-capacity BYTES [--mem-safety F]]\n"
+        "                         [--micro-per-step K] [--step-tokens T] [--comp-ms MS] [--window N]\n"
+        "                         [--last-step pad|drop]\n"
+        "                         [--buckets FILE] [--geometry ST,SS,PT,PH,PW] [--start-step K] [--json]\n"
+        "       adaptiveload plan --resume-from OLD_MANIFEST --at-step K --world W2 -o MANIFEST [--json]\n\n"
+        "Puts every indexed sample into a shape bucket, gives each bucket a batch size from\n"
+        "the memory and compute limits, and schedules one epoch for W data-parallel ranks:\n"
+        "  B = max(1, min(floor(m / S), floor(M_comp / c(S))))     m = T / (W x K) <= M_mem\n"
+        "with c(S) the cost model's per-sample cost. Every step gives every rank exactly K\n"
+        "micro-batches (FSDP, ZeRO-3, tensor and sequence parallelism stay in lock-step) and\n"
+        "holds about T tokens over all ranks, with either policy. Policy adaptive chooses which\n"
+        "batches share a step inside a window so that the ranks' predicted costs are about\n"
+        "equal (K = 1: neighbours by cost; K > 1: every (step, rank) of the window levelled,\n"
+        "so steps cost alike too); equal-token\n"
+        "gives B = m / S and deals the shuffled batches in order (the usual baseline). The\n"
+        "manifest is a pure function of the inputs: same inputs, byte-identical file.\n\n",
+    .options = OPTIONS,
+    .say = CLI_SAY_PAGE,
+    .missing = "bad option or value: %s ",
+    .unknown = "bad option or value: %s %s",
+    .bad = "bad option or value: %s %s",
+    .bad_say = CLI_SAY_PAGE,
+};
+
+/* The options a run needs and the ones --resume-from excludes: AL_EXIT_USAGE with a
+ * message, or CLI_RUN. */
+static int check_args(const plan_args *a) {
+  const char *missing = !a->out ? "-o MANIFEST" : !a->o.world ? "--world W" : NULL;
+  if (!missing && a->resume && a->at_step == UINT64_MAX)
+    missing = "--at-step K (with --resume-from)";
+  if (!missing && !a->resume && !a->index) missing = "--index INDEX";
+  if (missing) return cli_usage(&PLAN, CLI_SAY_PAGE, "%s is required", missing);
+  const al_plan_options *o = &a->o;
+  if (a->resume &&
+      (a->index || a->cost || a->buckets || o->start_step || o->micro_per_step || o->step_tokens)) {
+    fprintf(stderr,
+            "adaptiveload plan: --resume-from takes its index positions, cost model, buckets and config from "
+            "OLD_MANIFEST (K becomes round(K_old x W_old / W2), step tokens stay); "
+            "--index/--cost/--buckets/--start-step/--micro-per-step/--step-tokens do not apply\n");
+    return AL_EXIT_USAGE;
+  }
+  return CLI_RUN;
 }
 
 /* Lists a few rejected samples per reason on stderr; all of them are in the
@@ -83,146 +180,85 @@ static void report_rejects(const al_plan *p, const al_index *idx) {
   }
 }
 
-int cli_cmd_plan(int argc, char **argv) {
-  if (cli_wants_help(argc, argv)) {
-    usage(stdout);
-    return AL_EXIT_OK;
-  }
-  const char *index = NULL, *cost_path = NULL, *out = NULL, *buckets = NULL, *resume = NULL;
-  int json = 0, have_at = 0;
-  unsigned long long at_step = 0;
-  cli_mem_opts mem = CLI_MEM_OPTS_INIT;
-  al_plan_options o;
-  memset(&o, 0, sizeof o);
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(a, "--json")) {
-      json = 1;
-      continue;
-    }
-    unsigned long long n = 0;
-    int bad = !v;
-    if (bad) {
-    } else if (!strcmp(a, "--index")) {
-      index = v;
-    } else if (!strcmp(a, "--cost")) {
-      cost_path = v;
-    } else if (!strcmp(a, "-o") || !strcmp(a, "--out")) {
-      out = v;
-    } else if (!strcmp(a, "--world")) {
-      bad = cli_parse_u64(v, &n) || !n || n > (1u << 20);
-      o.world = (uint32_t)n;
-    } else if (!strcmp(a, "--policy")) {
-      bad = al_policy_parse(v, &o.policy) != AL_OK;
-    } else if (!strcmp(a, "--seed")) {
-      bad = cli_parse_u64(v, &n);
-      o.seed = n;
-    } else if (!strcmp(a, "--epoch")) {
-      bad = cli_parse_u64(v, &n) || n > UINT32_MAX;
-      o.epoch = (uint32_t)n;
-    } else if (!strcmp(a, "--mem-tokens")) {
-      bad = cli_parse_u64(v, &n) || !n;
-      o.mem_tokens = n;
-    } else if (cli_is_mem_option(a)) {
-      bad = cli_parse_mem_option(a, v, &mem);
-    } else if (!strcmp(a, "--comp-ms")) {
-      bad = cli_parse_double(v, &o.comp_budget_ms) || !(o.comp_budget_ms > 0);
-    } else if (!strcmp(a, "--step-ms")) {
-      fprintf(stderr,
-              "adaptiveload plan: --step-ms was removed (issue 14): every step now holds\n"
-              "--micro-per-step K micro-batches on every rank and about --step-tokens T tokens\n");
+/* What a run made; freed after the summary is printed, which may read them. */
+typedef struct plan_run {
+  al_plan *plan;
+  al_index *idx;    /* planning an index */
+  al_manifest *old; /* --resume-from */
+} plan_run;
+
+/* Elastic resume: re-plans OLD's steps >= K for the new world and saves the manifest: 0 or
+ * -1 (al_last_error). */
+static int replan(const plan_args *a, plan_run *r) {
+  int rc = al_manifest_load(&r->old, a->resume);
+  if (!rc) rc = al_plan_replan(&r->plan, r->old, (uint32_t)a->at_step, a->o.world);
+  if (!rc) rc = al_plan_save(r->plan, a->out, al_manifest_key_fn, r->old);
+  return rc ? -1 : 0;
+}
+
+/* The cost model, M_mem from --mem-capacity and the bucket table into *cost and *o:
+ * 0, AL_EXIT_USAGE (both --mem-tokens and --mem-capacity), or -1 (al_last_error). */
+static int load_inputs(const plan_args *a, al_cost_model *cost, al_bucket_table **table,
+                       al_plan_options *o) {
+  int rc = a->cost ? al_cost_load(cost, a->cost) : al_cost_default(cost);
+  if (!rc && a->mem_capacity > 0) {
+    uint64_t mt;
+    rc = al_cost_mem_tokens(cost, a->mem_capacity, a->mem_safety, &mt);
+    if (!rc && o->mem_tokens) {
+      fprintf(stderr, "adaptiveload plan: give --mem-tokens or --mem-capacity, not both\n");
       return AL_EXIT_USAGE;
-    } else if (!strcmp(a, "--micro-per-step")) {
-      bad = cli_parse_u64(v, &n) || !n || n > (1u << 20);
-      o.micro_per_step = (uint32_t)n;
-    } else if (!strcmp(a, "--step-tokens")) {
-      bad = cli_parse_u64(v, &n) || !n;
-      o.step_tokens = n;
-    } else if (!strcmp(a, "--window")) {
-      bad = cli_parse_u64(v, &n) || !n || n > 1000000;
-      o.window = (uint32_t)n;
-    } else if (!strcmp(a, "--last-step")) {
-      bad = al_last_step_parse(v, &o.last_step) != AL_OK;
-    } else if (!strcmp(a, "--buckets")) {
-      buckets = v;
-    } else if (!strcmp(a, "--geometry")) {
-      unsigned g[5];
-      bad = sscanf(v, "%u,%u,%u,%u,%u", &g[0], &g[1], &g[2], &g[3], &g[4]) != 5 || !g[0] || !g[1] ||
-            !g[2] || !g[3] || !g[4];
-      al_latent_geom geom = {g[0], g[1], g[2], g[3], g[4]};
-      if (!bad) o.geom = geom;
-    } else if (!strcmp(a, "--start-step")) {
-      bad = cli_parse_u64(v, &n) || n > UINT32_MAX;
-      o.start_step = (uint32_t)n;
-    } else if (!strcmp(a, "--resume-from")) {
-      resume = v;
-    } else if (!strcmp(a, "--at-step")) {
-      bad = cli_parse_u64(v, &at_step) || at_step > UINT32_MAX;
-      have_at = 1;
-    } else {
-      bad = 1;
     }
-    if (bad) return cli_usage_page("plan", usage, "bad option or value: %s %s", a, v ? v : "");
-    i++;
+    o->mem_tokens = mt;
   }
-  const char *missing = !out ? "-o MANIFEST" : !o.world ? "--world W" : NULL;
-  if (!missing && resume && !have_at) missing = "--at-step K (with --resume-from)";
-  if (!missing && !resume && !index) missing = "--index INDEX";
-  if (missing) return cli_usage_page("plan", usage, "%s is required", missing);
-  if (resume &&
-      (index || cost_path || buckets || o.start_step || o.micro_per_step || o.step_tokens)) {
-    fprintf(stderr,
-            "adaptiveload plan: --resume-from takes its index positions, cost model, buckets and config from "
-            "OLD_MANIFEST (K becomes round(K_old x W_old / W2), step tokens stay); "
-            "--index/--cost/--buckets/--start-step/--micro-per-step/--step-tokens do not apply\n");
-    return AL_EXIT_USAGE;
-  }
-  double t0 = now();
-  al_plan *plan = NULL;
-  al_index *idx = NULL;
-  al_manifest *old = NULL;
-  int rc;
-  if (resume) {
-    if ((rc = al_manifest_load(&old, resume))) return cli_fail("plan");
-    rc = al_plan_replan(&plan, old, (uint32_t)at_step, o.world);
-    if (!rc) rc = al_plan_save(plan, out, al_manifest_key_fn, old);
-  } else {
-    al_cost_model cost;
-    al_bucket_table *table = NULL;
-    rc = cost_path ? al_cost_load(&cost, cost_path) : al_cost_default(&cost);
-    if (!rc && mem.capacity > 0) {
-      uint64_t mt;
-      rc = al_cost_mem_tokens(&cost, mem.capacity, mem.safety, &mt);
-      if (!rc && o.mem_tokens) {
-        fprintf(stderr, "adaptiveload plan: give --mem-tokens or --mem-capacity, not both\n");
-        return AL_EXIT_USAGE;
-      }
-      o.mem_tokens = mt;
-    }
-    if (!rc && buckets) rc = al_bucket_table_load(&table, buckets);
-    o.buckets = table;
-    if (!rc) rc = al_index_load(&idx, index);
-    double t_load = now();
-    if (!rc) {
-      rc = al_plan_build_index(&plan, idx, &cost, &o);
-      if (rc) al_error_prefix(rc, "%s", index);
-    }
-    al_bucket_table_free(table);
-    double t_plan = now();
-    if (!rc) report_rejects(plan, idx);
-    if (!rc) rc = al_plan_save(plan, out, al_plan_index_key, idx);
-    if (!rc && !json)
-      fprintf(stderr, "plan: index %.2f s, plan %.2f s, write %.2f s\n", t_load - t0,
-              t_plan - t_load, now() - t_plan);
-  }
+  if (!rc && a->buckets) rc = al_bucket_table_load(table, a->buckets);
+  o->buckets = *table;
+  return rc ? -1 : 0;
+}
+
+/* Plans the index and saves the manifest, with the time each stage took: 0, -1 (al_last_error)
+ * or AL_EXIT_USAGE. */
+static int plan_index(const plan_args *a, plan_run *r) {
+  double t0 = clock_now_s();
+  al_plan_options o = a->o;
+  al_cost_model cost;
+  al_bucket_table *table = NULL;
+  int rc = load_inputs(a, &cost, &table, &o);
+  if (rc == AL_EXIT_USAGE) return rc;
+  if (!rc) rc = al_index_load(&r->idx, a->index);
+  double t_load = clock_now_s();
   if (!rc) {
-    if (json)
-      al_plan_print_json(stdout, plan);
-    else
-      al_plan_print_summary(stderr, plan, out);
+    rc = al_plan_build_index(&r->plan, r->idx, &cost, &o);
+    if (rc) al_error_prefix(rc, "%s", a->index);
   }
-  al_plan_free(plan);
-  al_index_free(idx);
-  al_manifest_free(old);
+  al_bucket_table_free(table);
+  double t_plan = clock_now_s();
+  if (!rc) report_rejects(r->plan, r->idx);
+  if (!rc) rc = al_plan_save(r->plan, a->out, al_plan_index_key, r->idx);
+  if (!rc && !a->json)
+    fprintf(stderr, "plan: index %.2f s, plan %.2f s, write %.2f s\n", t_load - t0, t_plan - t_load,
+            clock_now_s() - t_plan);
+  return rc ? -1 : 0;
+}
+
+int cli_cmd_plan(int argc, char **argv) {
+  plan_args a;
+  memset(&a, 0, sizeof a);
+  a.at_step = UINT64_MAX;
+  a.mem_safety = 0.9;
+  int ec = cli_parse(&PLAN, argc, argv, &a);
+  if (ec == CLI_RUN) ec = check_args(&a);
+  if (ec != CLI_RUN) return ec;
+  plan_run r = {NULL, NULL, NULL};
+  int rc = a.resume ? replan(&a, &r) : plan_index(&a, &r);
+  if (!rc) {
+    if (a.json)
+      al_plan_print_json(stdout, r.plan);
+    else
+      al_plan_print_summary(stderr, r.plan, a.out);
+  }
+  al_plan_free(r.plan);
+  al_index_free(r.idx);
+  al_manifest_free(r.old);
+  if (rc == AL_EXIT_USAGE) return rc;
   return rc ? cli_fail("plan") : AL_EXIT_OK;
 }

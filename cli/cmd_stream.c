@@ -1,75 +1,19 @@
 /* adaptiveload stream: read one rank's packed micro-batches (stream/al_stream.h). */
-#include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cli/cli_internal.h"
+#include "cli/options_internal.h"
 #include "common/al_status.h"
+#include "common/clock_internal.h"
 #include "common/json_write_internal.h"
+#include "common/parse_internal.h"
 #include "loader/al_index.h"
 #include "stream/al_stream.h"
 #include "stream/crc32_internal.h"
 #include "planner/al_manifest.h"
-
-static void usage(FILE *out) {
-  fprintf(out,
-          "usage: adaptiveload stream --index INDEX --manifest MANIFEST [--rank R] [options]\n\n"
-          "Reads the micro-batches that MANIFEST assigns to rank R, in order, with reader\n"
-          "threads packing each micro-batch into one buffer (samples 64-byte aligned).\n"
-          "Without --bench, prints one line per batch:\n"
-          "  step S micro M/N samples n tokens t bytes b first KEY [skipped k: KEY...]\n"
-          "With --bench, reads the rank's whole epoch (or --max-batches) and reports\n"
-          "packed GB/s, batches/s and stall time (time next() waited for the readers).\n\n"
-          "options:\n"
-          "  --index INDEX        index file (adaptiveload index)\n"
-          "  --manifest MANIFEST  manifest file (adaptiveload plan), planned from INDEX\n"
-          "  --rank R             rank to read (default: RANK from the environment; 0 when\n"
-          "                       the manifest plans one rank). WORLD_SIZE, when set, must\n"
-          "                       equal the manifest's world.\n"
-          "  --threads T          reader threads (default: min(4, cores))\n"
-          "  --prefetch N         buffers in the pool, i.e. batches read ahead (default 4)\n"
-          "  --max-batches K      stop after K batches\n"
-          "  --ext EXT            payload member extension (default latent; EXT.lz4 is decoded)\n"
-          "  --members A,B,...    members to deliver per sample, in this order (e.g.\n"
-          "                       latent.npy,t5.npy,txt; default: --ext). Typed members (.npy,\n"
-          "                       .safetensors) lose their header; a typed latent (latent.*) is\n"
-          "                       cropped to its bucket's latent grid (centred rows/columns,\n"
-          "                       the first frames)\n"
-          "  --root FROM=TO       the corpus moved: shard paths under directory FROM are\n"
-          "                       read under TO (repeatable; shards are checked by size and\n"
-          "                       content, so copies made with cp or rsync stream as indexed)\n"
-          "  --max-sample-bytes N fail (or skip) a sample whose members together deliver\n"
-          "                       more than N bytes (default 1 GiB; ADAPTIVELOAD_MAX_SAMPLE_BYTES)\n"
-          "  --max-member-bytes N fail (or skip) a sample whose payload member holds or\n"
-          "                       decodes to more than N bytes (default 512 MiB;\n"
-          "                       ADAPTIVELOAD_MAX_MEMBER_BYTES)\n"
-          "  --on-error fail|skip fail: stop at the first unreadable sample (exit 1);\n"
-          "                       skip: deliver batches without it and list it (default fail)\n"
-          "  --bench              measure instead of listing batches\n"
-          "  --device [N]         also copy every batch to CUDA device N (default LOCAL_RANK\n"
-          "                       or 0) on a copy stream; reports the time spent waiting for\n"
-          "                       copies after next() (copy stall)\n"
-          "  --compute-ms X       with --bench: pretend each batch takes X ms of compute\n"
-          "                       (host busy-wait), to show read-ahead and copies overlapping\n"
-          "  --no-pinned          plain host memory even when a CUDA device is present\n"
-          "  --json               --bench: one JSON object; otherwise one JSON object per batch\n"
-          "  --jsonl              one JSON line per batch for checking what was delivered:\n"
-          "                       step, micro, keys, cu_seqlens and members {NAME: {dtype,\n"
-          "                       shapes: [[...] per sample], crc32: [8 hex digits per sample,\n"
-          "                       zlib's CRC-32 of the delivered array bytes]}}\n\n"
-          "exit status: 0 done, 1 an error (unreadable sample with --on-error fail, index and\n"
-          "manifest do not match, rank/world mismatch), 2 usage.\n");
-}
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void print_batch(const al_stream_batch *b, int json) {
   if (json) {
@@ -150,6 +94,20 @@ static void print_batch_jsonl(const al_stream_batch *b) {
             b->skipped_reasons[i]);
 }
 
+#define MAX_ROOTS 16
+
+typedef struct stream_args {
+  al_stream_options o;
+  const char *index_path, *manifest_path;
+  const char *roots[MAX_ROOTS]; /* --root FROM=TO */
+  size_t n_roots;
+  long rank, max_batches; /* -1: not given */
+  int bench, json, jsonl;
+  double compute_ms;
+  char members_buf[1024]; /* --members, split into member_names */
+  const char *member_names[AL_STREAM_MAX_MEMBERS];
+} stream_args;
+
 /* Splits a comma list into names (pointers into buf, which it edits); -1 when empty parts or
  * too many. */
 static int split_members(char *buf, const char **names, size_t cap, size_t *n) {
@@ -164,238 +122,288 @@ static int split_members(char *buf, const char **names, size_t cap, size_t *n) {
   }
 }
 
-static int parse_long(const char *opt, const char *v, long lo, long hi, long *out) {
-  char *end;
-  errno = 0;
-  long x = strtol(v, &end, 10);
-  if (errno || *end || x < lo || x > hi) {
-    fprintf(stderr, "adaptiveload stream: bad %s '%s'\n\n", opt, v);
-    return -1;
+static int parse_members(const cli_verb *verb, const char *opt, const char *v, void *args) {
+  (void)opt;
+  stream_args *a = args;
+  int bad = strlen(v) >= sizeof a->members_buf;
+  if (!bad) {
+    strcpy(a->members_buf, v);
+    bad = split_members(a->members_buf, a->member_names, AL_STREAM_MAX_MEMBERS, &a->o.n_members);
   }
-  *out = x;
+  if (bad)
+    return cli_usage(verb, CLI_SAY_BLANK,
+                     "bad --members '%s' (a comma list of at most %d member extensions, e.g. "
+                     "latent.npy,t5.npy,txt)",
+                     v, AL_STREAM_MAX_MEMBERS);
+  a->o.members = a->member_names;
   return 0;
 }
 
-int cli_cmd_stream(int argc, char **argv) {
-  if (cli_wants_help(argc, argv)) {
-    usage(stdout);
-    return AL_EXIT_OK;
-  }
-  const char *index_path = NULL, *manifest_path = NULL;
-  const char *roots[16];
-  size_t n_roots = 0;
-  long rank = -1, max_batches = -1;
-  int bench = 0, json = 0, jsonl = 0;
-  char members_buf[1024];
-  const char *member_names[AL_STREAM_MAX_MEMBERS];
-  double compute_ms = 0;
-  al_stream_options o;
-  memset(&o, 0, sizeof o);
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-    long x;
-    if (!strcmp(a, "--bench")) {
-      bench = 1;
-    } else if (!strcmp(a, "--json")) {
-      json = 1;
-    } else if (!strcmp(a, "--jsonl")) {
-      jsonl = 1;
-    } else if (!strcmp(a, "--no-pinned")) {
-      o.pinned = -1;
-    } else if (!strcmp(a, "--device")) {
-      o.device_copy = 1;
-      o.cuda_device = -1;
-      if (v && v[0] >= '0' && v[0] <= '9') {
-        if (parse_long(a, v, 0, 1024, &x)) return AL_EXIT_USAGE;
-        o.cuda_device = (int)x;
-        i++;
-      }
-    } else if (!v || a[0] != '-') {
-      return cli_usage_page("stream", usage, "%s %s", a,
-                            a[0] == '-' ? "needs a value (or is unknown)" : "unexpected");
-    } else {
-      i++;
-      if (!strcmp(a, "--max-member-bytes") || !strcmp(a, "--max-sample-bytes")) {
-        unsigned long long b = 0;
-        if (cli_parse_u64(v, &b) || b == 0) {
-          fprintf(stderr, "adaptiveload stream: bad %s '%s'\n\n", a, v);
-          return AL_EXIT_USAGE;
-        }
-        if (!strcmp(a, "--max-member-bytes"))
-          o.max_member_bytes = b;
-        else
-          o.max_sample_bytes = b;
-      } else if (!strcmp(a, "--root")) {
-        const char *eq = strchr(v, '=');
-        if (!eq || eq == v || !eq[1] || n_roots == sizeof roots / sizeof roots[0]) {
-          fprintf(stderr, "adaptiveload stream: bad --root '%s' (FROM=TO, at most %zu)\n\n", v,
-                  sizeof roots / sizeof roots[0]);
-          return AL_EXIT_USAGE;
-        }
-        roots[n_roots++] = v;
-      } else if (!strcmp(a, "--index")) {
-        index_path = v;
-      } else if (!strcmp(a, "--manifest")) {
-        manifest_path = v;
-      } else if (!strcmp(a, "--rank")) {
-        if (parse_long(a, v, 0, 1 << 30, &rank)) return AL_EXIT_USAGE;
-      } else if (!strcmp(a, "--threads")) {
-        if (parse_long(a, v, 1, 1024, &x)) return AL_EXIT_USAGE;
-        o.threads = (int)x;
-      } else if (!strcmp(a, "--prefetch")) {
-        if (parse_long(a, v, 1, 4096, &x)) return AL_EXIT_USAGE;
-        o.prefetch = (int)x;
-      } else if (!strcmp(a, "--max-batches")) {
-        if (parse_long(a, v, 0, LONG_MAX, &max_batches)) return AL_EXIT_USAGE;
-      } else if (!strcmp(a, "--ext")) {
-        o.ext = v;
-      } else if (!strcmp(a, "--members")) {
-        if (strlen(v) >= sizeof members_buf ||
-            (strcpy(members_buf, v),
-             split_members(members_buf, member_names, AL_STREAM_MAX_MEMBERS, &o.n_members))) {
-          fprintf(stderr,
-                  "adaptiveload stream: bad --members '%s' (a comma list of at most %d member "
-                  "extensions, e.g. latent.npy,t5.npy,txt)\n\n",
-                  v, AL_STREAM_MAX_MEMBERS);
-          return AL_EXIT_USAGE;
-        }
-        o.members = member_names;
-      } else if (!strcmp(a, "--on-error")) {
-        if (!strcmp(v, "fail"))
-          o.on_error = AL_STREAM_FAIL;
-        else if (!strcmp(v, "skip"))
-          o.on_error = AL_STREAM_SKIP_SAMPLE;
-        else {
-          fprintf(stderr, "adaptiveload stream: --on-error is fail or skip, not '%s'\n\n", v);
-          return AL_EXIT_USAGE;
-        }
-      } else if (!strcmp(a, "--compute-ms")) {
-        char *end;
-        compute_ms = strtod(v, &end);
-        if (*end || compute_ms < 0 || compute_ms > 1e6) {
-          fprintf(stderr, "adaptiveload stream: bad --compute-ms '%s'\n\n", v);
-          return AL_EXIT_USAGE;
-        }
-      } else {
-        return cli_usage_page("stream", usage, "unknown option '%s'", a);
-      }
-    }
-  }
-  if (!index_path || !manifest_path)
-    return cli_usage_page("stream", usage, "--index and --manifest are required");
+static int parse_root(const cli_verb *verb, const char *opt, const char *v, void *args) {
+  (void)opt;
+  stream_args *a = args;
+  const char *eq = strchr(v, '=');
+  if (!eq || eq == v || !eq[1] || a->n_roots == MAX_ROOTS)
+    return cli_usage(verb, CLI_SAY_BLANK, "bad --root '%s' (FROM=TO, at most %d)", v, MAX_ROOTS);
+  a->roots[a->n_roots++] = v;
+  return 0;
+}
 
+/* --device [N]: copies on, to device N or (no N) LOCAL_RANK's. */
+static int parse_device(const cli_verb *verb, const char *opt, const char *v, void *args) {
+  (void)verb, (void)opt;
+  stream_args *a = args;
+  uint64_t n = 0;
+  if (v && (parse_u64(v, &n) || n > 1024)) return CLI_BAD;
+  a->o.device_copy = 1;
+  a->o.cuda_device = v ? (int)n : -1;
+  return 0;
+}
+
+static const cli_choice ON_ERROR[] = {{"fail", AL_STREAM_FAIL},
+                                      {"skip", AL_STREAM_SKIP_SAMPLE},
+                                      {NULL, 0}};
+
+/* clang-format off */
+static const cli_option OPTIONS[] = {
+    {.name = "--index", .type = CLI_STRING, CLI_AT(stream_args, index_path), .metavar = "INDEX",
+     .help = "index file (adaptiveload index)"},
+    {.name = "--manifest", .type = CLI_STRING, CLI_AT(stream_args, manifest_path),
+     .metavar = "MANIFEST", .help = "manifest file (adaptiveload plan), planned from INDEX"},
+    {.name = "--rank", .type = CLI_U64, CLI_AT(stream_args, rank), .max = 1 << 30, .metavar = "R",
+     .help = "rank to read (default: RANK from the environment; 0 when\n"
+             "the manifest plans one rank). WORLD_SIZE, when set, must\n"
+             "equal the manifest's world."},
+    {.name = "--threads", .type = CLI_U64, CLI_AT(stream_args, o.threads), .min = 1, .max = 1024,
+     .metavar = "T", .help = "reader threads", .def = "min(4, cores)"},
+    {.name = "--prefetch", .type = CLI_U64, CLI_AT(stream_args, o.prefetch), .min = 1, .max = 4096,
+     .metavar = "N", .help = "buffers in the pool, i.e. batches read ahead", .def = "4"},
+    {.name = "--max-batches", .type = CLI_U64, CLI_AT(stream_args, max_batches), .max = LONG_MAX,
+     .metavar = "K", .help = "stop after K batches"},
+    {.name = "--ext", .type = CLI_STRING, CLI_AT(stream_args, o.ext), .metavar = "EXT",
+     .help = "payload member extension; EXT.lz4 is decoded", .def = "latent"},
+    {.name = "--members", .type = CLI_CUSTOM, .parse = parse_members, .metavar = "A,B,...",
+     .help = "members to deliver per sample, in this order (e.g.\n"
+             "latent.npy,t5.npy,txt; default: --ext). Typed members (.npy,\n"
+             ".safetensors) lose their header; a typed latent (latent.*) is\n"
+             "cropped to its bucket's latent grid (centred rows/columns,\n"
+             "the first frames)"},
+    {.name = "--root", .type = CLI_CUSTOM, .parse = parse_root, .metavar = "FROM=TO",
+     .help = "the corpus moved: shard paths under directory FROM are\n"
+             "read under TO (repeatable; shards are checked by size and\n"
+             "content, so copies made with cp or rsync stream as indexed)"},
+    {.name = "--max-sample-bytes", .type = CLI_U64, CLI_AT(stream_args, o.max_sample_bytes),
+     .min = 1, .metavar = "N",
+     .help = "fail (or skip) a sample whose members together deliver\n"
+             "more than N bytes (default 1 GiB; ADAPTIVELOAD_MAX_SAMPLE_BYTES)"},
+    {.name = "--max-member-bytes", .type = CLI_U64, CLI_AT(stream_args, o.max_member_bytes),
+     .min = 1, .metavar = "N",
+     .help = "fail (or skip) a sample whose payload member holds or\n"
+             "decodes to more than N bytes (default 512 MiB;\n"
+             "ADAPTIVELOAD_MAX_MEMBER_BYTES)"},
+    {.name = "--on-error", .type = CLI_CHOICE, CLI_AT(stream_args, o.on_error), .choices = ON_ERROR,
+     .bad = "--on-error is fail or skip, not '%s'", .metavar = "fail|skip",
+     .help = "fail: stop at the first unreadable sample (exit 1);\n"
+             "skip: deliver batches without it and list it",
+     .def = "fail"},
+    {.name = "--bench", .type = CLI_FLAG, CLI_AT(stream_args, bench), .set = 1,
+     .help = "measure instead of listing batches"},
+    {.name = "--device", .type = CLI_CUSTOM, .parse = parse_device, .flags = CLI_VALUE_IF_DIGIT,
+     .metavar = "[N]",
+     .help = "also copy every batch to CUDA device N (default LOCAL_RANK\n"
+             "or 0) on a copy stream; reports the time spent waiting for\n"
+             "copies after next() (copy stall)"},
+    {.name = "--compute-ms", .type = CLI_DOUBLE, CLI_AT(stream_args, compute_ms), .hi = 1e6,
+     .metavar = "X",
+     .help = "with --bench: pretend each batch takes X ms of compute\n"
+             "(host busy-wait), to show read-ahead and copies overlapping"},
+    {.name = "--no-pinned", .type = CLI_FLAG, CLI_AT(stream_args, o.pinned), .set = -1,
+     .help = "plain host memory even when a CUDA device is present"},
+    {.name = "--json", .type = CLI_FLAG, CLI_AT(stream_args, json), .set = 1,
+     .help = "--bench: one JSON object; otherwise one JSON object per batch"},
+    {.name = "--jsonl", .type = CLI_FLAG, CLI_AT(stream_args, jsonl), .set = 1,
+     .help = "one JSON line per batch for checking what was delivered:\n"
+             "step, micro, keys, cu_seqlens and members {NAME: {dtype,\n"
+             "shapes: [[...] per sample], crc32: [8 hex digits per sample,\n"
+             "zlib's CRC-32 of the delivered array bytes]}}"},
+    {.name = NULL},
+};
+/* clang-format on */
+
+static const cli_verb STREAM = {
+    .name = "stream",
+    .usage =
+        "usage: adaptiveload stream --index INDEX --manifest MANIFEST [--rank R] [options]\n\n"
+        "Reads the micro-batches that MANIFEST assigns to rank R, in order, with reader\n"
+        "threads packing each micro-batch into one buffer (samples 64-byte aligned).\n"
+        "Without --bench, prints one line per batch:\n"
+        "  step S micro M/N samples n tokens t bytes b first KEY [skipped k: KEY...]\n"
+        "With --bench, reads the rank's whole epoch (or --max-batches) and reports\n"
+        "packed GB/s, batches/s and stall time (time next() waited for the readers).\n\n",
+    .options = OPTIONS,
+    .epilogue =
+        "exit status: 0 done, 1 an error (unreadable sample with --on-error fail, index and\n"
+        "manifest do not match, rank/world mismatch), 2 usage.\n",
+    .say = CLI_SAY_PAGE,
+    .missing = "%s needs a value (or is unknown)",
+    .unknown = "unknown option '%s'",
+    .stray = "%s unexpected",
+    .bad = "bad %s '%s'",
+    .bad_say = CLI_SAY_BLANK,
+};
+
+/* Loads the index (moving its shard paths by --root) and the manifest and opens the rank's
+ * stream: 0, or -1 (al_last_error). What was opened is in the out-arguments either way. */
+static int open_stream(const stream_args *a, al_index **idx, al_manifest **m, al_stream **s) {
+  if (al_index_load(idx, a->index_path) != AL_OK) return -1;
+  for (size_t k = 0; k < a->n_roots; k++) {
+    const char *eq = strchr(a->roots[k], '=');
+    char from[4096];
+    size_t moved = 0;
+    snprintf(from, sizeof from, "%.*s", (int)(eq - a->roots[k]), a->roots[k]);
+    if (al_index_remap_root(*idx, from, eq + 1, &moved) != AL_OK) return -1;
+    fprintf(stderr, "stream: %zu shard paths moved from %s to %s\n", moved, from, eq + 1);
+  }
+  if (al_manifest_load(m, a->manifest_path) != AL_OK ||
+      al_stream_open(s, *idx, *m, (int)a->rank, &a->o) != AL_OK)
+    return -1;
+  return 0;
+}
+
+/* What a run read and how long it took. */
+typedef struct stream_totals {
+  uint64_t batches, bytes, samples, tokens, skipped, copied;
+  double seconds, copy_wait, compute;
+} stream_totals;
+
+/* --bench with --compute-ms: the host busy for `ms` milliseconds, as a training step. */
+static double pretend_compute(double ms) {
+  double c0 = clock_now_s();
+  while (clock_now_s() - c0 < ms * 1e-3) {
+  }
+  return clock_now_s() - c0;
+}
+
+/* Reads the rank's batches (all, or --max-batches), listing or timing them. Returns 0,
+ * AL_EXIT_FAIL when reading stopped at an error (what was read is still reported), or -1 when
+ * a device copy failed (nothing more is reported); the message is printed. */
+static int read_batches(const stream_args *a, al_stream *s, stream_totals *t) {
+  double t0 = clock_now_s();
+  int rc = AL_OK;
+  const al_stream_batch *b;
+  while ((a->max_batches < 0 || t->batches < (uint64_t)a->max_batches) &&
+         (rc = al_stream_next(s, &b)) == AL_OK) {
+    t->batches++;
+    t->bytes += b->data_bytes;
+    t->samples += b->n;
+    t->tokens += b->tokens;
+    t->skipped += b->n_skipped;
+    if (a->o.device_copy) {
+      /* A training step would make its stream wait on the event; here the
+       * host waits, which measures how far the copy lags behind next(). */
+      double c0 = clock_now_s();
+      if (al_stream_batch_sync(b) != AL_OK) {
+        cli_fail("stream");
+        al_stream_release(s, b);
+        return -1;
+      }
+      t->copy_wait += clock_now_s() - c0;
+      t->copied += b->copy_bytes;
+    }
+    if (!a->bench && a->jsonl)
+      print_batch_jsonl(b);
+    else if (!a->bench)
+      print_batch(b, a->json);
+    else if (a->compute_ms > 0)
+      t->compute += pretend_compute(a->compute_ms);
+    al_stream_release(s, b);
+  }
+  int ec = AL_EXIT_OK;
+  if ((a->max_batches < 0 || t->batches < (uint64_t)a->max_batches) && rc != AL_EOF) {
+    ec = cli_fail("stream");
+    fprintf(stderr, "adaptiveload stream: stopped after %" PRIu64 " batches\n", t->batches);
+  }
+  t->seconds = clock_now_s() - t0;
+  return ec;
+}
+
+static void print_bench_json(const stream_args *a, const stream_totals *t,
+                             const al_stream_stats *ss) {
+  double secs = t->seconds;
+  printf("{\"batches\":%" PRIu64 ",\"samples\":%" PRIu64 ",\"tokens\":%" PRIu64
+         ",\"bytes\":%" PRIu64 ",\"skipped\":%" PRIu64
+         ",\"seconds\":%.6f,\"gb_per_s\":%.4f,\"batches_per_s\":%.2f"
+         ",\"stall_seconds\":%.6f,\"read_seconds\":%.6f,\"compute_seconds\":%.6f,\"threads\":%d"
+         ",\"prefetch\":%d,\"pinned\":%s,\"host_buffer_bytes\":%" PRIu64 ",\"device\":%s",
+         t->batches, t->samples, t->tokens, t->bytes, t->skipped, secs,
+         secs > 0 ? (double)t->bytes / secs / 1e9 : 0, secs > 0 ? (double)t->batches / secs : 0,
+         ss->stall_seconds, ss->read_seconds, t->compute, ss->threads, ss->buffers,
+         ss->pinned ? "true" : "false", ss->host_bytes, a->o.device_copy ? "true" : "false");
+  if (a->o.device_copy)
+    printf(",\"copied_bytes\":%" PRIu64
+           ",\"copy_stall_seconds\":%.6f,\"device_buffer_bytes\":%" PRIu64,
+           t->copied, t->copy_wait, ss->device_bytes);
+  printf("}\n");
+}
+
+static void print_bench_text(const stream_args *a, const stream_totals *t,
+                             const al_stream_stats *ss) {
+  double secs = t->seconds;
+  printf("batches %" PRIu64 "  samples %" PRIu64 "  tokens %" PRIu64 "  bytes %" PRIu64
+         "  skipped %" PRIu64 "\n",
+         t->batches, t->samples, t->tokens, t->bytes, t->skipped);
+  printf("time %.3f s  %.3f GB/s  %.1f batches/s\n", secs,
+         secs > 0 ? (double)t->bytes / secs / 1e9 : 0, secs > 0 ? (double)t->batches / secs : 0);
+  printf(
+      "stall %.3f s (%.1f%% of the time next() waited for readers)  reader busy %.3f s  threads %d  "
+      "prefetch %d  pinned %s  pool %.1f MB\n",
+      ss->stall_seconds, secs > 0 ? 100 * ss->stall_seconds / secs : 0, ss->read_seconds,
+      ss->threads, ss->buffers, ss->pinned ? "yes" : "no", (double)ss->host_bytes / 1e6);
+  if (a->compute_ms > 0) printf("simulated compute %.3f s\n", t->compute);
+  if (a->o.device_copy)
+    printf(
+        "device copies %.3f GB, copy stall %.3f s (%.1f%%: time waiting for a batch's copy after "
+        "next())\n",
+        (double)t->copied / 1e9, t->copy_wait, secs > 0 ? 100 * t->copy_wait / secs : 0);
+}
+
+/* The run's totals: with --bench as text or JSON on stdout, else one line on stderr (not
+ * with --json or --jsonl, whose stdout is read by programs). */
+static void report(const stream_args *a, al_stream *s, const stream_totals *t) {
+  al_stream_stats ss;
+  al_stream_get_stats(s, &ss);
+  if (a->bench && a->json)
+    print_bench_json(a, t, &ss);
+  else if (a->bench)
+    print_bench_text(a, t, &ss);
+  else if (!a->json && !a->jsonl)
+    fprintf(stderr,
+            "adaptiveload stream: %" PRIu64 " batches, %" PRIu64 " samples, %" PRIu64 " skipped\n",
+            t->batches, t->samples, t->skipped);
+}
+
+int cli_cmd_stream(int argc, char **argv) {
+  stream_args a;
+  memset(&a, 0, sizeof a);
+  a.rank = a.max_batches = -1;
+  int ec = cli_parse(&STREAM, argc, argv, &a);
+  if (ec != CLI_RUN) return ec;
+  if (!a.index_path || !a.manifest_path)
+    return cli_usage(&STREAM, CLI_SAY_PAGE, "--index and --manifest are required");
   al_index *idx = NULL;
   al_manifest *m = NULL;
   al_stream *s = NULL;
-  int exit_code = AL_EXIT_OK;
-  if (al_index_load(&idx, index_path) != AL_OK) {
-    exit_code = cli_fail("stream");
-    goto cleanup;
+  if (open_stream(&a, &idx, &m, &s)) {
+    ec = cli_fail("stream");
+  } else {
+    stream_totals t;
+    memset(&t, 0, sizeof t);
+    int rc = read_batches(&a, s, &t);
+    if (rc >= 0) report(&a, s, &t);
+    ec = rc < 0 ? AL_EXIT_FAIL : rc;
   }
-  for (size_t k = 0; k < n_roots; k++) {
-    const char *eq = strchr(roots[k], '=');
-    char from[4096];
-    size_t moved = 0;
-    snprintf(from, sizeof from, "%.*s", (int)(eq - roots[k]), roots[k]);
-    if (al_index_remap_root(idx, from, eq + 1, &moved) != AL_OK) {
-      exit_code = cli_fail("stream");
-      goto cleanup;
-    }
-    fprintf(stderr, "stream: %zu shard paths moved from %s to %s\n", moved, from, eq + 1);
-  }
-  if (al_manifest_load(&m, manifest_path) != AL_OK ||
-      al_stream_open(&s, idx, m, (int)rank, &o) != AL_OK) {
-    exit_code = cli_fail("stream");
-    goto cleanup;
-  }
-
-  double t0 = now_s(), copy_wait = 0, compute_total = 0;
-  uint64_t batches = 0, bytes = 0, samples = 0, tokens = 0, skipped = 0, copied = 0;
-  int rc = AL_OK;
-  const al_stream_batch *b;
-  while ((max_batches < 0 || batches < (uint64_t)max_batches) &&
-         (rc = al_stream_next(s, &b)) == AL_OK) {
-    batches++;
-    bytes += b->data_bytes;
-    samples += b->n;
-    tokens += b->tokens;
-    skipped += b->n_skipped;
-    if (o.device_copy) {
-      /* A training step would make its stream wait on the event; here the
-       * host waits, which measures how far the copy lags behind next(). */
-      double c0 = now_s();
-      if (al_stream_batch_sync(b) != AL_OK) {
-        exit_code = cli_fail("stream");
-        al_stream_release(s, b);
-        goto cleanup;
-      }
-      copy_wait += now_s() - c0;
-      copied += b->copy_bytes;
-    }
-    if (!bench && jsonl) {
-      print_batch_jsonl(b);
-    } else if (!bench) {
-      print_batch(b, json);
-    } else if (compute_ms > 0) {
-      double c0 = now_s();
-      while (now_s() - c0 < compute_ms * 1e-3) {
-      }
-      compute_total += now_s() - c0;
-    }
-    al_stream_release(s, b);
-  }
-  if (max_batches < 0 || batches < (uint64_t)max_batches) {
-    if (rc != AL_EOF) {
-      exit_code = cli_fail("stream");
-      fprintf(stderr, "adaptiveload stream: stopped after %" PRIu64 " batches\n", batches);
-    }
-  }
-  double secs = now_s() - t0;
-  al_stream_stats ss;
-  al_stream_get_stats(s, &ss);
-  if (bench) {
-    double gbs = secs > 0 ? (double)bytes / secs / 1e9 : 0;
-    double bps = secs > 0 ? (double)batches / secs : 0;
-    if (json) {
-      printf("{\"batches\":%" PRIu64 ",\"samples\":%" PRIu64 ",\"tokens\":%" PRIu64
-             ",\"bytes\":%" PRIu64 ",\"skipped\":%" PRIu64
-             ",\"seconds\":%.6f,\"gb_per_s\":%.4f,\"batches_per_s\":%.2f"
-             ",\"stall_seconds\":%.6f,\"read_seconds\":%.6f,\"compute_seconds\":%.6f,\"threads\":%d"
-             ",\"prefetch\":%d,\"pinned\":%s,\"host_buffer_bytes\":%" PRIu64 ",\"device\":%s",
-             batches, samples, tokens, bytes, skipped, secs, gbs, bps, ss.stall_seconds,
-             ss.read_seconds, compute_total, ss.threads, ss.buffers, ss.pinned ? "true" : "false",
-             ss.host_bytes, o.device_copy ? "true" : "false");
-      if (o.device_copy)
-        printf(",\"copied_bytes\":%" PRIu64
-               ",\"copy_stall_seconds\":%.6f,\"device_buffer_bytes\":%" PRIu64,
-               copied, copy_wait, ss.device_bytes);
-      printf("}\n");
-    } else {
-      printf("batches %" PRIu64 "  samples %" PRIu64 "  tokens %" PRIu64 "  bytes %" PRIu64
-             "  skipped %" PRIu64 "\n",
-             batches, samples, tokens, bytes, skipped);
-      printf("time %.3f s  %.3f GB/s  %.1f batches/s\n", secs, gbs, bps);
-      printf(
-          "stall %.3f s (%.1f%% of the time next() waited for readers)  reader busy %.3f s  threads %d  "
-          "prefetch %d  pinned %s  pool %.1f MB\n",
-          ss.stall_seconds, secs > 0 ? 100 * ss.stall_seconds / secs : 0, ss.read_seconds,
-          ss.threads, ss.buffers, ss.pinned ? "yes" : "no", (double)ss.host_bytes / 1e6);
-      if (compute_ms > 0) printf("simulated compute %.3f s\n", compute_total);
-      if (o.device_copy)
-        printf(
-            "device copies %.3f GB, copy stall %.3f s (%.1f%%: time waiting for a batch's copy after "
-            "next())\n",
-            (double)copied / 1e9, copy_wait, secs > 0 ? 100 * copy_wait / secs : 0);
-    }
-  } else if (!json && !jsonl) {
-    fprintf(stderr,
-            "adaptiveload stream: %" PRIu64 " batches, %" PRIu64 " samples, %" PRIu64 " skipped\n",
-            batches, samples, skipped);
-  }
-cleanup:
   al_stream_close(s);
   al_manifest_free(m);
   al_index_free(idx);
-  return exit_code;
+  return ec;
 }

@@ -1,13 +1,12 @@
 /* adaptiveload: one binary, one verb per stage of the pipeline. */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "cli/cli_internal.h"
-#include "common/al_status.h"
+#include "common/al_version.h"
 
 typedef struct verb {
   const char *name;
@@ -29,47 +28,13 @@ static const verb VERBS[] = {
 static void usage(FILE *out) {
   fprintf(out,
           "usage: adaptiveload VERB [ARGS...]\n"
-          "       adaptiveload VERB --help\n\n"
+          "       adaptiveload VERB --help\n"
+          "       adaptiveload --version\n\n"
           "Shape-bucketed, load-balanced data loading for video diffusion transformers.\n\n"
           "verbs:\n");
   for (size_t i = 0; i < N_VERBS; i++) fprintf(out, "  %-8s %s\n", VERBS[i].name, VERBS[i].summary);
-}
-
-int cli_wants_help(int argc, char **argv) {
-  for (int i = 1; i < argc; i++)
-    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return 1;
-  return 0;
-}
-
-int cli_not_implemented(const char *verb) {
-  fprintf(stderr, "adaptiveload %s: not implemented yet\n", verb);
-  return AL_EXIT_USAGE;
-}
-
-int cli_fail(const char *verb) {
-  fprintf(stderr, "adaptiveload %s: %s\n", verb, al_last_error());
-  return AL_EXIT_FAIL;
-}
-
-int cli_usage_error(const char *verb, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fprintf(stderr, "adaptiveload %s: ", verb);
-  vfprintf(stderr, fmt, ap);
-  va_end(ap);
-  fprintf(stderr, "\nrun 'adaptiveload %s --help' for usage\n", verb);
-  return AL_EXIT_USAGE;
-}
-
-int cli_usage_page(const char *verb, void (*usage)(FILE *), const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fprintf(stderr, "adaptiveload %s: ", verb);
-  vfprintf(stderr, fmt, ap);
-  va_end(ap);
-  fprintf(stderr, "\n\n");
-  usage(stderr);
-  return AL_EXIT_USAGE;
+  fprintf(out,
+          "\n--version prints \"adaptiveload VERSION\", the version of the library it runs.\n");
 }
 
 /* `bazel run //:adaptiveload -- VERB ...` runs the binary in its runfiles tree; the
@@ -95,6 +60,10 @@ int main(int argc, char **argv) {
   }
   if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
     usage(stdout);
+    return AL_EXIT_OK;
+  }
+  if (!strcmp(argv[1], "--version")) {
+    printf("adaptiveload %s\n", al_version());
     return AL_EXIT_OK;
   }
   for (size_t i = 0; i < N_VERBS; i++)

@@ -7,20 +7,14 @@
  * (al_synth_sample(seed, i)), the same key format and, unless --no-members,
  * the same two members (KEY.json, KEY.latent) with plausible tar offsets, so
  * the index is as large as a real one of that many samples. */
-#include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "common/clock_internal.h"
+#include "common/parse_internal.h"
 #include "loader/al_index.h"
 #include "loader/al_synth.h"
-
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 static void usage(FILE *out) {
   fprintf(out,
@@ -29,17 +23,9 @@ static void usage(FILE *out) {
           "`adaptiveload synth` in memory (no shards are written) and saves it to INDEX.\n");
 }
 
-static int parse_u64(const char *s, unsigned long long *v) {
-  char *end;
-  errno = 0;
-  if (!s || !*s || *s == '-') return -1;
-  *v = strtoull(s, &end, 10);
-  return (errno || *end) ? -1 : 0;
-}
-
 int main(int argc, char **argv) {
   const char *out = NULL;
-  unsigned long long samples = 10000000, shards = 1000, seed = 0;
+  uint64_t samples = 10000000, shards = 1000, seed = 0;
   int members = 1;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -74,22 +60,22 @@ int main(int argc, char **argv) {
     return 2;
   }
   if (shards > samples) shards = samples;
-  double t0 = now();
+  double t0 = clock_now_s();
   al_index *idx = NULL;
   int rc = al_index_new(&idx);
-  unsigned long long next = 0;
-  for (unsigned long long s = 0; s < shards && !rc; s++) {
+  uint64_t next = 0;
+  for (uint64_t s = 0; s < shards && !rc; s++) {
     char path[64];
-    snprintf(path, sizeof path, "/bench/shard-%06llu.tar", s);
+    snprintf(path, sizeof path, "/bench/shard-%06llu.tar", (unsigned long long)s);
     uint32_t id;
-    unsigned long long end = (s + 1) * samples / shards;
+    uint64_t end = (s + 1) * samples / shards;
     rc = al_index_add_shard(idx, path, 0, 1, &id);
     uint64_t off = 0;
     for (; next < end && !rc; next++) {
       al_synth_sample_meta m;
       al_synth_sample(seed, next, &m);
       char key[32];
-      snprintf(key, sizeof key, "%06u-%08llu", id, next);
+      snprintf(key, sizeof key, "%06u-%08llu", id, (unsigned long long)next);
       al_member_info mem[2] = {{"json", off + 512, 96, 0},
                                {"latent", off + 1536, m.latent_bytes, 0}};
       off += 1536 + ((m.latent_bytes + 511) / 512) * 512 + 512;
@@ -97,9 +83,9 @@ int main(int argc, char **argv) {
                                members ? mem : NULL, members ? 2 : 0);
     }
   }
-  double t1 = now();
+  double t1 = clock_now_s();
   if (!rc) rc = al_index_save(idx, out);
-  double t2 = now();
+  double t2 = clock_now_s();
   if (rc) {
     fprintf(stderr, "bench_plan: %s\n", al_last_error());
     al_index_free(idx);
@@ -107,7 +93,7 @@ int main(int argc, char **argv) {
   }
   fprintf(stderr,
           "bench_plan: %llu samples in %llu shards: built in %.2f s, saved in %.2f s -> %s\n",
-          samples, shards, t1 - t0, t2 - t1, out);
+          (unsigned long long)samples, (unsigned long long)shards, t1 - t0, t2 - t1, out);
   al_index_free(idx);
   return 0;
 }

@@ -1,6 +1,6 @@
 #!/bin/bash
 # adaptiveload fit --trace: a training run's measured micro-batch times refit the cost model
-# that plan then uses (the closed loop of issue 16).
+# that plan then uses: the closed loop.
 set -uo pipefail
 BIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 T=${TEST_TMPDIR:-$(mktemp -d)}/fit_trace

@@ -1,6 +1,6 @@
 #!/bin/bash
 # A corpus copied to another place (cp: new paths, new mtimes) streams under the manifest
-# planned before, with --root FROM=TO; a rewrite of a shard is caught (issue 15).
+# planned before, with --root FROM=TO; a rewrite of a shard is caught.
 set -uo pipefail
 BIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 T=${TEST_TMPDIR:-$(mktemp -d)}/relocate

@@ -1,6 +1,6 @@
 #!/bin/bash
 # `bazel run //:adaptiveload -- VERB ...` runs in the runfiles tree with the caller's
-# directory in BUILD_WORKING_DIRECTORY: relative paths must resolve there (issue 15).
+# directory in BUILD_WORKING_DIRECTORY: relative paths must resolve there.
 set -uo pipefail
 BIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 T=${TEST_TMPDIR:-$(mktemp -d)}/workdir
