@@ -120,7 +120,8 @@ cp "$here/tests/dist/wheel_check.py" "$run/"
 python "$run/wheel_check.py" "$venv" "$run/corpus.alidx" "$run/cli.alm" "$run/stream.jsonl" "$run"
 
 if [ "${WHEEL_TEST_VERSION:-1}" = 1 ]; then
-  got=$(adaptiveload --version) || fail "adaptiveload --version exited non-zero"
+  got=$(adaptiveload --version 2>"$work/version.err") ||
+    fail "adaptiveload --version exited non-zero: $(head -3 "$work/version.err")"
   [ "$got" = "adaptiveload $version" ] || fail "adaptiveload --version printed '$got', not 'adaptiveload $version'"
   got=$(python -c "import adaptiveload; print(adaptiveload.__version__)") || fail "adaptiveload.__version__"
   [ "$got" = "$version" ] || fail "adaptiveload.__version__ is '$got', not '$version'"
