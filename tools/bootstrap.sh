@@ -9,12 +9,13 @@ PKGS=(
   libprotobuf-c-dev protobuf-c-compiler
   libgtest-dev googletest
   libjansson-dev
-  python3 python3-numpy python3-torch
+  python3 python3-numpy python3-torch python3-venv
   lz4 clang-format
   clang libclang-rt-14-dev
 )
 # clang and libclang-rt-14-dev (libclang_rt.fuzzer, the ASan/UBSan runtimes) build the
 # libFuzzer harnesses of tests/fuzz/ (tools/fuzz.sh; test.sh runs `fuzz.sh --regress`).
+# python3-venv (venv with pip, offline) installs the wheel in tests/dist/wheel_test.sh.
 # python3-torch (CPU, Debian's) runs the Python package's tests with real DataLoaders.
 # AL_SKIP_TORCH=1 leaves it out; those tests then print SKIP and do not run.
 if [ "${AL_SKIP_TORCH:-0}" = 1 ]; then
