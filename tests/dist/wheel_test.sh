@@ -24,8 +24,8 @@ fail() {
 version=$(sed -n 's/^#define AL_VERSION_STRING "\(.*\)"$/\1/p' common/al_version.h)
 [ -n "$version" ] || fail "no AL_VERSION_STRING in common/al_version.h"
 shopt -s nullglob
-wheels=("$here"/dist/wheel/*.whl)
-[ ${#wheels[@]} -eq 1 ] || fail "expected one wheel in dist/wheel/, found ${#wheels[@]}"
+wheels=("$here"/dist/*.whl)
+[ ${#wheels[@]} -eq 1 ] || fail "expected one wheel in dist/, found ${#wheels[@]}"
 wheel=${wheels[0]}
 [ "$(basename "$wheel")" = "adaptiveload-$version-py3-none-linux_x86_64.whl" ] ||
   fail "wheel $(basename "$wheel") is not named after version $version"
