@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 import triton.testing
 
-from adaptiveload.adaln import adaln
+from adaptiveload import adaln
 
 EPS = 1e-6
 SHAPES = ["1x4096x1536", "1x32760x1536", "1x65536x1536", "2x32760x3072", "1x65536x5120", "1x115200x3072"]

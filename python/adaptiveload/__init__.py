@@ -60,7 +60,7 @@ _LAZY = {
     "StreamError": "._lib",
     "wan_tokens": ".latents",
     "latent_tokens": ".latents",
-    "adaln": ".adaln",
+    "adaln": "._adaln",
     "setup_distributed": ".training",
     "grad_sync": ".training",
     "demo_corpus": ".training",
@@ -82,10 +82,3 @@ def __getattr__(name):
     globals()[name] = value
     return value
 
-
-# The fused AdaLN as `adaptiveload.adaln` when torch imports (before `import adaptiveload.adaln`
-# could bind the name to the submodule); without torch the package imports all the same.
-try:
-    from .adaln import adaln  # noqa: F401,E402
-except ImportError:
-    pass

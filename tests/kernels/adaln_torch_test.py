@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 # The module itself (the package's attribute `adaln` is the function).
-A = importlib.import_module("adaptiveload.adaln")
+A = importlib.import_module("adaptiveload._adaln")
 adaln = A.adaln
 
 EPS = 1e-6

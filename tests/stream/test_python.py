@@ -493,6 +493,12 @@ class BindingTest(unittest.TestCase):
             errors.append(str(cm.exception))
         self.assertEqual(errors[0], errors[1])
 
+    def test_import_leaves_torch_unloaded(self):
+        # The wheel's console script imports the package: it must not pay for importing torch.
+        p = self.run_python("import sys, adaptiveload\nprint('torch' in sys.modules)\n")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout.strip(), "False")
+
     def test_version_all_and_an_import_without_torch_or_library(self):
         p = self.run_python(
             "import sys\n"
@@ -585,7 +591,7 @@ class AdalnImportTest(unittest.TestCase):
     def test_imports_and_refuses_cpu(self):
         import importlib
 
-        mod = importlib.import_module("adaptiveload.adaln")
+        mod = importlib.import_module("adaptiveload._adaln")
         x = torch.ones(1, 4, 64)
         with self.assertRaisesRegex(ValueError, "CUDA"):
             mod.adaln(x, torch.zeros(1, 64), torch.zeros(1, 64))
