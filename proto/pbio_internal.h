@@ -23,8 +23,8 @@
  * Thread safety: a reader or writer handle must be used by one thread at a
  * time; distinct handles are independent.
  */
-#ifndef AL_PBIO_H
-#define AL_PBIO_H
+#ifndef AL_PBIO_INTERNAL_H
+#define AL_PBIO_INTERNAL_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -157,4 +157,4 @@ int pbio_load_one(const char *path, pbio_file_kind kind, uint32_t tag,
 }
 #endif
 
-#endif /* AL_PBIO_H */
+#endif /* AL_PBIO_INTERNAL_H */
