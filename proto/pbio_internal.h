@@ -126,8 +126,8 @@ int pbio_read_any(pbio_reader *r, uint32_t *tag, ProtobufCMessage **msg);
 const ProtobufCMessageDescriptor *pbio_descriptor_for(uint32_t tag);
 
 /* Records of `tag` (0: none) are not unpacked by the reader: pbio_read_next hands over their
- * bytes, for a caller that decodes them itself (the index loader's IndexChunk records, issue
- * 14); the read-ahead threads skip unpacking them too. pbio_read_msg and pbio_read_any still
+ * bytes, for a caller that decodes them itself (the index loader's IndexChunk records); the
+ * read-ahead threads skip unpacking them too. pbio_read_msg and pbio_read_any still
  * unpack them (in the caller's thread). Call before pbio_reader_read_ahead (later: no effect). */
 void pbio_reader_set_raw_tag(pbio_reader *r, uint32_t tag);
 
