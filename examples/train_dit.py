@@ -548,7 +548,7 @@ def main(argv=None):
     text_member = None if args.text_member == "none" else args.text_member
     log("data: %s (%s)" % ("typed members %s" % ([args.latent_member] + ([text_member] if text_member else []))
                            if typed else "raw payload, text embeddings from keys",
-                           "issue-15 API present" if typed_api else "package without typed members"))
+                           "typed-member API present" if typed_api else "package without typed members"))
 
     kw = dict(threads=args.threads or None, prefetch=args.prefetch, device=device if device.type == "cuda" else None)
     if typed:
