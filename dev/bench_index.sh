@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# dev/bench_index.sh - benchmark of `adaptiveload index` (issue 3). Not a test.
+# dev/bench_index.sh - benchmark of `adaptiveload index`. Not a test.
 #
 # Builds the CLI with --config=opt, writes synthetic WebDataset corpora, warms
 # the page cache, indexes each corpus RUNS times with --threads $THREADS and

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# dev/bench_plan.sh - planner benchmarks (issues 4, 14). Not a test.
+# dev/bench_plan.sh - planner benchmarks (balance, scale, determinism). Not a test.
 #
 # 1. Balance: a metadata-only synthetic corpus of N samples, planned for W = 8 and 16 with
 #    both policies and the embedded H200 cost model, at the same global batch (default

@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # dev/bench_stream_members.sh - packed stream throughput with three members and the latent
-# crop (issue 15), beside today's single-member figure measured in the same run. Not a test.
+# crop, beside today's single-member figure measured in the same run. Not a test.
 #
 # Makes a corpus of typed members (dev/gen_members_corpus.py: KEY.latent.npy float16 at native
 # grids larger than their buckets, KEY.t5.npy (L, 4096), KEY.txt), and the synthetic corpus of
 # the stream's earlier benchmark (`adaptiveload synth`, raw KEY.latent members, one member,
 # no header, no crop), indexes and plans both (world 1, default buckets), warms the page
 # cache, then alternates RUNS times:
-#   baseline: stream --bench over the synth corpus (the default member, as before issue 15)
+#   baseline: stream --bench over the synth corpus (the default member: one raw payload)
 #   members:  stream --bench --members latent.npy,t5.npy,txt over the typed corpus
 #   latent:   stream --bench --members latent.npy (the crop alone)
-#   old:      with BASE_BIN (a CLI built before issue 15), the baseline again with it
+#   old:      with BASE_BIN (a CLI built before typed members), the baseline again with it
 # and prints each run's GB/s (packed payload bytes / wall time) and the medians, and the
 # bytes per CPU-second (user + system time of the process, /usr/bin/time), which a busy box
 # disturbs less than the wall time.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes a WebDataset corpus of typed members for dev/bench_stream_members.sh (issue 15):
+"""Writes a WebDataset corpus of typed members for dev/bench_stream_members.sh:
 per sample KEY.json (width, height, frames), KEY.latent.npy (float16 (16, T, H/8, W/8), a
 native grid a little larger than its Wan bucket so the stream crops rows, columns and
 frames), KEY.t5.npy (float16 (L, 4096), L 16..128) and KEY.txt (a caption).

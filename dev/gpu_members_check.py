@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""GPU check of the typed-member stream (issue 15): the same micro-batches read with the copy to
+"""GPU check of the typed-member stream: the same micro-batches read with the copy to
 the GPU (StreamDataset(device="cuda")) and host-only hold the same bytes for every member of
 every sample, the cropped latent's tokens equal cu_seqlens, and PackedBatch.packed() on the GPU
 equals the host one. Run on a machine with CUDA, from the repository root, with the CLI on PATH

@@ -5,7 +5,7 @@
     python3 examples/train_dit.py --index I --manifest M --blocks 2 --trace trace.jsonl
     torchrun --nproc-per-node 8 examples/train_dit.py --index I --manifest M [--fsdp]
 
-Data: ``StreamDataset(index, manifest, members=[LATENT, TEXT])`` (issue 15's typed members):
+Data: ``StreamDataset(index, manifest, members=[LATENT, TEXT])`` (typed members):
 each micro-batch's latents arrive cropped to the bucket and are patchified (1x2x2) into one
 (tokens, 64) tensor whose rows ``cu_seqlens`` delimits; each sample's text embedding
 (L_i, text_dim) keeps its own length. Where the package predates typed members, or the
@@ -95,7 +95,7 @@ def find_cli(given=None):
 
 
 def has_typed_members():
-    """Whether this adaptiveload package has issue 15's typed members (StreamDataset(members=)
+    """Whether this adaptiveload package has typed members (StreamDataset(members=)
     and PackedBatch.tensors / packed)."""
     try:
         sig = inspect.signature(adaptiveload.StreamDataset.__init__)
@@ -272,7 +272,7 @@ def _cu(lengths, device):
 
 
 def prepare(batch, ds, cfg, device, typed, text_member=TEXT_MEMBER, latent_member=LATENT_MEMBER):
-    """A :class:`Prepared` from a PackedBatch. typed: members latent + text (issue 15's API);
+    """A :class:`Prepared` from a PackedBatch. typed: members latent + text (the typed-member API);
     else the raw payload of an ``adaptiveload synth`` corpus (random bf16 bit patterns, read
     as int16 / 32768 so values are finite) and text embeddings generated from the keys."""
     pt, ph, pw = cfg.patch
@@ -501,7 +501,7 @@ def main(argv=None):
                    help="read the single raw payload member (adaptiveload synth corpora) even with typed members")
     p.add_argument("--smoke", action="store_true", help="tiny model on a corpus made in --workdir (CPU smoke)")
     p.add_argument("--smoke-corpus", choices=["auto", "typed", "synth"], default="auto",
-                   help="--smoke: typed (npy members, needs issue 15's API), synth (CLI synth) or auto")
+                   help="--smoke: typed (npy members, needs the typed-member API), synth (CLI synth) or auto")
     p.add_argument("--workdir", default="/tmp/adaptiveload-train-dit", help="--smoke: corpus folder")
     p.add_argument("--bin", help="adaptiveload CLI (--smoke; default: ADAPTIVELOAD_BIN, the bundle, PATH)")
     p.add_argument("--samples", type=int, default=64, help="--smoke corpus samples")
@@ -529,7 +529,7 @@ def main(argv=None):
         args.lr = args.lr if args.lr != 1e-4 else 1e-3
         typed = typed_api if args.smoke_corpus == "auto" else args.smoke_corpus == "typed"
         if typed and not typed_api:
-            raise SystemExit("--smoke-corpus typed needs StreamDataset(members=...) (issue 15)")
+            raise SystemExit("--smoke-corpus typed needs StreamDataset(members=...)")
         cli = find_cli(args.bin)
         if env.rank == 0:
             index, manifest = smoke_corpus(args.workdir, cli, env.world_size, typed, args.samples, args.mem_tokens,
@@ -548,7 +548,7 @@ def main(argv=None):
     text_member = None if args.text_member == "none" else args.text_member
     log("data: %s (%s)" % ("typed members %s" % ([args.latent_member] + ([text_member] if text_member else []))
                            if typed else "raw payload, text embeddings from keys",
-                           "issue-15 API present" if typed_api else "package without typed members"))
+                           "typed-member API present" if typed_api else "package without typed members"))
 
     kw = dict(threads=args.threads or None, prefetch=args.prefetch, device=device if device.type == "cuda" else None)
     if typed:

@@ -451,8 +451,8 @@ static int plan_bwd(const char *fn, const al_adaln_tuning *tu, adaln_launch *l, 
     const int tile = l->vec && tu->bwd_kernel != AL_ADALN_BWD_KERNEL_GROUP &&
                      (tu->bwd_stages == 0 || tu->bwd_stages == 2 || tu->bwd_stages == 3);
     /* No special case for wide 16-bit rows: at D = 5120, 3 vectors per thread measure 78-82%
-     * of the floor with the clocks warmed up; 2 measured ahead once (76% against 68-70%) and
-     * 11 points behind the next time (68-70% against 81%), within the spread of those runs. */
+     * of the floor with the clocks warmed up, 2 vectors 68-76%: 2 is not faster beyond the
+     * spread between runs. */
     if (rc == AL_OK && tile) {
       rc = plan_tile(fn, tu, l, fused);
       if (rc != AL_OK) return rc;

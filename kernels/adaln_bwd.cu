@@ -148,7 +148,7 @@ __device__ __forceinline__ void chunk_start(const Layout &L, int64_t r0, int64_t
 
 /* Opens a per-group kernel: the chunk [r0, r1) of row group k, its per-feature sums acc_s
  * and acc_h (kAcc each) zeroed, b and bend from chunk_start. A macro, so that both kernels
- * declare the same locals as before (the generated code is unchanged). */
+ * keep these as their own locals (the cubin is the same as with them written out in each). */
 #define ADALN_BWD_CHUNK_START(a, k)                                             \
   const int64_t r0 = (k) * (a).chunk;                                           \
   const int64_t r1 = r0 + (a).chunk < (a).L.rows ? r0 + (a).chunk : (a).L.rows; \

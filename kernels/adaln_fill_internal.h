@@ -4,8 +4,8 @@
  * any device and grid. Enqueued on `stream` (cudaStream_t); returns AL_OK, AL_EINVAL or
  * AL_ECUDA. Not part of the kernel API proper; thread-safe, allocates nothing.
  */
-#ifndef AL_FILL_H
-#define AL_FILL_H
+#ifndef AL_ADALN_FILL_INTERNAL_H
+#define AL_ADALN_FILL_INTERNAL_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -22,4 +22,4 @@ int adaln_fill_normal(void *dst, int dtype, size_t n, uint64_t seed, float mean,
 }
 #endif
 
-#endif /* AL_FILL_H */
+#endif /* AL_ADALN_FILL_INTERNAL_H */

@@ -11,8 +11,8 @@
  * Returns AL_OK, AL_EINVAL or AL_ENOMEM (message via al_last_error()). Thread-safe; the
  * backward allocates 2 * dim doubles of scratch for the call.
  */
-#ifndef AL_ADALN_REF_H
-#define AL_ADALN_REF_H
+#ifndef AL_ADALN_REF_INTERNAL_H
+#define AL_ADALN_REF_INTERNAL_H
 
 #include <stdint.h>
 
@@ -42,4 +42,4 @@ int adaln_ref_backward(const adaln_ref_shape *s, const float *dy, const float *x
 }
 #endif
 
-#endif /* AL_ADALN_REF_H */
+#endif /* AL_ADALN_REF_INTERNAL_H */

@@ -56,7 +56,7 @@ typedef struct al_adaln_tuning {
  *   of a block add their sums in shared memory and write one slot per block.
  * TILE_TIGHT: TILE under a tight register cap (more warps per SM, more instructions); TILE
  *   itself runs under a 128-register cap, the faster at 6 of the 7 benchmark shapes
- *   (BENCHMARKS.md). TILE_R128: the same as TILE (the name it had as a knob). */
+ *   (docs/benchmarks-history.md, round 6). TILE_R128: the same as TILE (its name as a knob). */
 #define AL_ADALN_BWD_KERNEL_GROUP 1
 #define AL_ADALN_BWD_KERNEL_TILE 2
 #define AL_ADALN_BWD_KERNEL_TILE_R128 3

@@ -58,7 +58,7 @@ struct pbio_writer {
   uint64_t records;
   uint8_t *pack; /* scratch for pbio_write_msg */
   size_t pack_cap;
-  /* Writer thread (issue 14): LZ4 and fwrite of one full stage while the caller packs and
+  /* Writer thread: LZ4 and fwrite of one full stage while the caller packs and
    * fills the next. The same stages reach LZ4F_compressUpdate in the same order as without
    * it, so the file's bytes are the same. */
   int threaded;

@@ -23,8 +23,8 @@
  * Thread safety: a reader or writer handle must be used by one thread at a
  * time; distinct handles are independent.
  */
-#ifndef AL_PBIO_H
-#define AL_PBIO_H
+#ifndef AL_PBIO_INTERNAL_H
+#define AL_PBIO_INTERNAL_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -126,8 +126,8 @@ int pbio_read_any(pbio_reader *r, uint32_t *tag, ProtobufCMessage **msg);
 const ProtobufCMessageDescriptor *pbio_descriptor_for(uint32_t tag);
 
 /* Records of `tag` (0: none) are not unpacked by the reader: pbio_read_next hands over their
- * bytes, for a caller that decodes them itself (the index loader's IndexChunk records, issue
- * 14); the read-ahead threads skip unpacking them too. pbio_read_msg and pbio_read_any still
+ * bytes, for a caller that decodes them itself (the index loader's IndexChunk records); the
+ * read-ahead threads skip unpacking them too. pbio_read_msg and pbio_read_any still
  * unpack them (in the caller's thread). Call before pbio_reader_read_ahead (later: no effect). */
 void pbio_reader_set_raw_tag(pbio_reader *r, uint32_t tag);
 
@@ -157,4 +157,4 @@ int pbio_load_one(const char *path, pbio_file_kind kind, uint32_t tag,
 }
 #endif
 
-#endif /* AL_PBIO_H */
+#endif /* AL_PBIO_INTERNAL_H */

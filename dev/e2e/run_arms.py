@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""One whole arm set of the end-to-end experiment (issue 16) in one call.
+"""One whole arm set of the end-to-end experiment in one call.
 
     dev/e2e/run_arms.py --out OUT [--bundle DIR]                 # one GPU: replay at W = 8 and 16
     dev/e2e/run_arms.py --out OUT --two-gpu                      # two GPUs: torchrun W = 2 + its replay

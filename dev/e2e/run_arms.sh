@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The end-to-end experiment (issue 16) on a GPU machine without Bazel, in one device call, from the
+# The end-to-end experiment on a GPU machine without Bazel, in one device call, from the
 # repository root, with the install bundle carried in .devbuild/adaptiveload-dist.tar.gz:
 #
 #   here:   bazel build --config=opt //dist && mkdir -p .devbuild &&
