@@ -110,6 +110,10 @@ typedef struct al_micro_ref {
 AL_API int al_manifest_load(al_manifest **out, const char *path);
 AL_API void al_manifest_free(al_manifest *m);
 
+/* The path the manifest was loaded from, as given to al_manifest_load (for messages that name
+ * the file); NULL when m is NULL. Valid until the manifest is freed. */
+AL_API const char *al_manifest_path(const al_manifest *m);
+
 AL_API int al_manifest_get_info(const al_manifest *m, al_manifest_info *out);
 AL_API int al_manifest_bucket(const al_manifest *m, size_t i, al_bucket_info *out);
 

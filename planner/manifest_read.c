@@ -4,9 +4,10 @@
 
 #include "common/env_internal.h"
 #include "common/grow_internal.h"
+#include "planner/al_plan.h"
 #include "planner/cost_internal.h"
 #include "planner/manifest_internal.h"
-#include "planner/plan_internal.h"
+#include "planner/stats_internal.h"
 #include "proto/adaptiveload.pb-c.h"
 #include "proto/pbio_internal.h"
 
@@ -328,6 +329,8 @@ int al_manifest_load(al_manifest **out, const char *path) {
   *out = m;
   return AL_OK;
 }
+
+const char *al_manifest_path(const al_manifest *m) { return m ? m->path : NULL; }
 
 int al_manifest_get_info(const al_manifest *m, al_manifest_info *out) {
   if (!m || !out) return al_set_error(AL_EINVAL, "al_manifest_get_info: NULL argument");
