@@ -36,7 +36,7 @@ static int check_cost(const al_cost_model *c) {
 }
 
 /* What al_plan_build refuses before planning: no samples, too many, no shapes, the world size,
- * the cost model, a step cost target. */
+ * the cost model, a nonzero step_cost_ms. */
 static int check_input(const al_plan_input *in, const al_cost_model *cost,
                        const al_plan_options *o) {
   int rc;
