@@ -96,7 +96,7 @@ typedef enum al_reject_reason {
   AL_REJECT_TOO_FEW_FRAMES = 3, /* fewer frames than the smallest frame count */
   AL_REJECT_OVER_MEMORY = 4,    /* every fitting bucket has more tokens than the cap */
   AL_REJECT_LATENT_GRID = 5,    /* a latent sample: no bucket's latent grid fits inside its
-                                   grid (crop only: never upscaled or padded); issue 15 */
+                                   grid (crop only: never upscaled or padded) */
   AL_REJECT_COUNT = 6
 } al_reject_reason;
 

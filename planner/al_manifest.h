@@ -48,7 +48,7 @@ typedef struct al_manifest_info {
   double bubble;
   double predicted_seconds;
   double predicted_tokens_per_s;
-  /* Appended by the planner (issue 4): the rest of the plan's configuration. */
+  /* The rest of the plan's configuration. */
   const char *last_step;   /* "pad" | "drop" */
   uint64_t mem_tokens;     /* M_mem */
   double comp_budget_ms;   /* M_comp */
@@ -58,9 +58,9 @@ typedef struct al_manifest_info {
   uint64_t rejected;       /* samples fitting no bucket */
   uint64_t micro_batches;  /* micro-batches held, padding included */
   const char *cost_family; /* "power" | "poly2" */
-  /* Appended by the planner (issue 14): the global batch and what the steps hold. */
+  /* The global batch and what the steps hold. */
   uint32_t micro_per_step; /* K: micro-batches of every rank in every step (checked on
-                              load); 0 = a manifest from before issue 14 (not checked) */
+                              load); 0 = a manifest that records no K (not checked) */
   uint64_t step_tokens;    /* T: target tokens per step over all ranks */
   uint64_t micro_tokens;   /* T / (W x K): the per-micro-batch token target */
   uint32_t unequal_steps;  /* steps whose ranks hold different micro-batch counts */
@@ -68,7 +68,6 @@ typedef struct al_manifest_info {
   double step_tokens_cv;
   double step_samples_mean; /* real samples per step over all ranks: mean and CV */
   double step_samples_cv;
-  /* Appended by the planner (issue 16). */
   double step_time_cv; /* predicted step time (the slowest rank's cost) over steps: population CV */
 } al_manifest_info;
 
@@ -110,6 +109,10 @@ typedef struct al_micro_ref {
 AL_API int al_manifest_load(al_manifest **out, const char *path);
 AL_API void al_manifest_free(al_manifest *m);
 
+/* The path the manifest was loaded from, as given to al_manifest_load (for messages that name
+ * the file); NULL when m is NULL. Valid until the manifest is freed. */
+AL_API const char *al_manifest_path(const al_manifest *m);
+
 AL_API int al_manifest_get_info(const al_manifest *m, al_manifest_info *out);
 AL_API int al_manifest_bucket(const al_manifest *m, size_t i, al_bucket_info *out);
 
@@ -120,8 +123,6 @@ AL_API int al_manifest_micro(const al_manifest *m, uint32_t step, uint32_t rank,
 
 /* Key of index position `sample` as recorded in the manifest; NULL if absent. */
 AL_API const char *al_manifest_key(const al_manifest *m, uint64_t sample);
-
-/* ---- Appended by the planner (issue 4). ---- */
 
 /* Totals of one step (what al_micro_ref repeats per micro-batch) and its
  * per-rank predicted cost spread. */

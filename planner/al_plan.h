@@ -92,14 +92,14 @@ typedef struct al_plan_options {
   uint32_t epoch;
   uint64_t mem_tokens;   /* M_mem; 0 = AL_PLAN_DEFAULT_MEM_TOKENS */
   double comp_budget_ms; /* M_comp; 0 = c(largest bucket fitting M_mem) */
-  double step_cost_ms;   /* removed (issue 14): must be 0; steps are set by micro_per_step and
-                            step_tokens. A nonzero value is refused (AL_EINVAL). */
+  double step_cost_ms;   /* must be 0 (a nonzero value is refused, AL_EINVAL): steps are set by
+                            micro_per_step and step_tokens */
   uint32_t window;       /* adaptive: steps per balancing window; 0 = AL_PLAN_DEFAULT_WINDOW */
   al_last_step last_step;
   al_latent_geom geom;            /* zero fields = Wan 2.1 */
   const al_bucket_table *buckets; /* NULL = al_bucket_table_default() */
   uint32_t start_step;            /* keep only steps >= start_step (same steps as the full plan) */
-  /* Issue 14: the global batch. Both policies honour them. */
+  /* The global batch. Both policies honour them. */
   uint32_t micro_per_step; /* K, micro-batches of every rank in every step; 0 = 1, or
                               ceil(step_tokens / (W x M_mem)) when only step_tokens is set */
   uint64_t step_tokens;    /* T, target tokens per step over all ranks; 0 = W x K x M_mem.
@@ -133,9 +133,10 @@ AL_API int al_plan_build(al_plan **out, const al_plan_input *in, const al_cost_m
  * (info.first_step = at_step); buckets, batch sizes, cost model, policy, seed,
  * epoch and step_tokens come from `old`; K becomes max(1, round(K_old x
  * W_old / world)), so a step keeps about the old step's batches and tokens
- * (a manifest without K, from before issue 14, counts as K_old = 1). The old steps < at_step plus
- * the new plan hold every sample of the old plan exactly once. `old` must hold step at_step (old
- * first_step <= at_step <= old first_step + steps). */
+ * (a manifest that records no K counts as K_old = 1). The old steps < at_step plus the new plan
+ * hold every sample of the old plan exactly once. `old` must hold step at_step (old first_step <=
+ * at_step <= old first_step + steps). The old plan is read through the al_manifest.h accessors
+ * only; errors name it by al_manifest_path. */
 AL_API int al_plan_replan(al_plan **out, const al_manifest *old, uint32_t at_step, uint32_t world);
 
 /* Writes the manifest. `key` (may be NULL: keys are then "") gives the key

@@ -1,5 +1,5 @@
 /* manifest_check.c - what al_manifest_load proves about a manifest beyond its
- * checksums: that it is a plan (issue 13).
+ * checksums: that it is a plan.
  *
  * A manifest with valid checksums can still be forged or written by a buggy
  * tool; the checks below hold for every manifest the planner writes, so any
@@ -18,11 +18,12 @@
  *     what the steps hold).
  * Cost: one byte per index position and one pass over the samples. */
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "planner/key_status_internal.h"
 #include "planner/manifest_internal.h"
-#include "planner/plan_internal.h"
 
 #define SEEN_REAL 1u
 #define SEEN_PAD 2u
@@ -77,165 +78,199 @@ static int check_statuses(const al_manifest *m, uint64_t counts[AL_KEY_CONSUMED 
   return AL_OK;
 }
 
-int manifest_check(const al_manifest *m) {
-  const al_manifest_info *in = &m->info;
-  uint64_t counts[AL_KEY_CONSUMED + 1] = {0};
-  int rc = check_statuses(m, counts);
-  if (rc) return rc;
-  uint8_t *seen = calloc(m->n_keys ? m->n_keys : 1, 1);
-  uint64_t *bucket_real = calloc(m->n_buckets ? m->n_buckets : 1, sizeof *bucket_real);
-  uint8_t *is_pad = NULL;
-  size_t pad_cap = 0;
-  if (!seen || !bucket_real) {
-    rc = al_set_error(AL_ENOMEM, "%s: out of memory checking the manifest", m->path);
-    goto cleanup;
+/* What the checks carry from micro-batch to micro-batch and step to step. */
+typedef struct checker {
+  const al_manifest *m;
+  uint8_t *seen;         /* per index position: SEEN_* */
+  uint64_t *bucket_real; /* per bucket: real samples the steps hold */
+  uint8_t *is_pad;       /* per position in the micro-batch being checked: a padding repeat */
+  size_t pad_cap;
+  uint64_t real, padded, tokens; /* over the steps checked so far */
+} checker;
+
+/* Micro-batch x within its bucket's batch size and M_mem; is_pad[] its padding positions,
+ * each listed once. */
+static int check_micro_bounds(checker *c, size_t x) {
+  const al_manifest *m = c->m;
+  const manifest_micro *mc = &m->micro[x];
+  const al_bucket_info *b = &m->buckets[mc->bucket];
+  char what[512];
+  if (b->batch_size && mc->n > b->batch_size) {
+    snprintf(what, sizeof what, "%" PRIu32 " samples in bucket %" PRIu32 " of batch size %" PRIu32,
+             mc->n, mc->bucket, b->batch_size);
+    return bad_micro(m, x, what);
   }
-  uint64_t real = 0, padded = 0, tokens = 0;
-  for (uint32_t s = 0; s < m->steps && !rc; s++) {
-    uint64_t st_samples = 0, st_tokens = 0;
-    for (uint64_t x = m->slot[(size_t)s * m->world]; x < m->slot[(size_t)(s + 1) * m->world]; x++) {
-      const manifest_micro *mc = &m->micro[x];
-      const al_bucket_info *b = &m->buckets[mc->bucket];
-      char what[512];
-      if (b->batch_size && mc->n > b->batch_size) {
-        snprintf(what, sizeof what,
-                 "%" PRIu32 " samples in bucket %" PRIu32 " of batch size %" PRIu32, mc->n,
-                 mc->bucket, b->batch_size);
-        rc = bad_micro(m, x, what);
-        goto cleanup;
-      }
-      if (in->mem_tokens && (uint64_t)mc->n * b->tokens > in->mem_tokens) {
-        snprintf(what, sizeof what,
-                 "%" PRIu32 " samples of %" PRIu64 " tokens exceed M_mem = %" PRIu64 " tokens",
-                 mc->n, b->tokens, in->mem_tokens);
-        rc = bad_micro(m, x, what);
-        goto cleanup;
-      }
-      if (mc->n > pad_cap) {
-        free(is_pad);
-        pad_cap = mc->n;
-        if (!(is_pad = malloc(pad_cap))) {
-          rc = al_set_error(AL_ENOMEM, "%s: out of memory checking the manifest", m->path);
-          goto cleanup;
-        }
-      }
-      memset(is_pad, 0, mc->n);
-      for (uint32_t q = 0; q < mc->n_pad; q++) {
-        uint32_t k = m->pads[mc->pad_first + q]; /* < n: checked while loading */
-        if (is_pad[k]) {
-          snprintf(what, sizeof what, "padding position %" PRIu32 " listed twice", k);
-          rc = bad_micro(m, x, what);
-          goto cleanup;
-        }
-        is_pad[k] = 1;
-      }
-      for (uint32_t k = 0; k < mc->n; k++) {
-        uint64_t smp = m->samples[mc->first + k];
-        if (m->tokens[mc->first + k] != b->tokens) {
-          snprintf(what, sizeof what,
-                   "sample %" PRIu64 " ('%s') carries %" PRIu64 " tokens, its bucket %" PRIu32
-                   " holds %" PRIu64,
-                   smp, key_or(m, smp), m->tokens[mc->first + k], mc->bucket, b->tokens);
-          rc = bad_micro(m, x, what);
-          goto cleanup;
-        }
-        uint8_t st = m->key_status[smp]; /* smp < index_samples = n_keys: checked on load */
-        if (st != AL_KEY_PLANNED) {
-          snprintf(what, sizeof what,
-                   "sample %" PRIu64 " ('%s') has status %u in the key table (%s), not scheduled",
-                   smp, key_or(m, smp), st,
-                   st == AL_KEY_DROPPED    ? "dropped"
-                   : st == AL_KEY_CONSUMED ? "consumed before first_step"
-                                           : "rejected");
-          rc = bad_micro(m, x, what);
-          goto cleanup;
-        }
-        if (is_pad[k]) {
-          padded++;
-          seen[smp] |= SEEN_PAD;
-          continue;
-        }
-        if (seen[smp] & SEEN_REAL) {
-          snprintf(what, sizeof what,
-                   "sample %" PRIu64 " ('%s') is scheduled a second time in this epoch", smp,
-                   key_or(m, smp));
-          rc = bad_micro(m, x, what);
-          goto cleanup;
-        }
-        seen[smp] |= SEEN_REAL;
-        real++, st_samples++;
-        tokens += b->tokens, st_tokens += b->tokens;
-        bucket_real[mc->bucket]++;
-      }
+  if (m->info.mem_tokens && (uint64_t)mc->n * b->tokens > m->info.mem_tokens) {
+    snprintf(what, sizeof what,
+             "%" PRIu32 " samples of %" PRIu64 " tokens exceed M_mem = %" PRIu64 " tokens", mc->n,
+             b->tokens, m->info.mem_tokens);
+    return bad_micro(m, x, what);
+  }
+  if (mc->n > c->pad_cap) {
+    free(c->is_pad);
+    c->pad_cap = mc->n;
+    if (!(c->is_pad = malloc(c->pad_cap)))
+      return al_set_error(AL_ENOMEM, "%s: out of memory checking the manifest", m->path);
+  }
+  memset(c->is_pad, 0, mc->n);
+  for (uint32_t q = 0; q < mc->n_pad; q++) {
+    uint32_t k = m->pads[mc->pad_first + q]; /* < n: checked while loading */
+    if (c->is_pad[k]) {
+      snprintf(what, sizeof what, "padding position %" PRIu32 " listed twice", k);
+      return bad_micro(m, x, what);
     }
-    const manifest_step *ms = &m->stepv[s];
-    if (!st_samples) {
-      rc = al_set_error(AL_EFORMAT, "%s: step %" PRIu32 " holds only padding", m->path,
+    c->is_pad[k] = 1;
+  }
+  return AL_OK;
+}
+
+/* Sample k of micro-batch x: its bucket's tokens, scheduled in the key table, and (unless
+ * padding) not seen before; counted into the step's and the epoch's totals. */
+static int check_sample(checker *c, size_t x, uint32_t k, uint64_t *st_samples,
+                        uint64_t *st_tokens) {
+  const al_manifest *m = c->m;
+  const manifest_micro *mc = &m->micro[x];
+  const al_bucket_info *b = &m->buckets[mc->bucket];
+  uint64_t smp = m->samples[mc->first + k];
+  char what[512];
+  if (m->tokens[mc->first + k] != b->tokens) {
+    snprintf(what, sizeof what,
+             "sample %" PRIu64 " ('%s') carries %" PRIu64 " tokens, its bucket %" PRIu32
+             " holds %" PRIu64,
+             smp, key_or(m, smp), m->tokens[mc->first + k], mc->bucket, b->tokens);
+    return bad_micro(m, x, what);
+  }
+  uint8_t st = m->key_status[smp]; /* smp < index_samples = n_keys: checked on load */
+  if (st != AL_KEY_PLANNED) {
+    snprintf(what, sizeof what,
+             "sample %" PRIu64 " ('%s') has status %u in the key table (%s), not scheduled", smp,
+             key_or(m, smp), st,
+             st == AL_KEY_DROPPED    ? "dropped"
+             : st == AL_KEY_CONSUMED ? "consumed before first_step"
+                                     : "rejected");
+    return bad_micro(m, x, what);
+  }
+  if (c->is_pad[k]) {
+    c->padded++;
+    c->seen[smp] |= SEEN_PAD;
+    return AL_OK;
+  }
+  if (c->seen[smp] & SEEN_REAL) {
+    snprintf(what, sizeof what,
+             "sample %" PRIu64 " ('%s') is scheduled a second time in this epoch", smp,
+             key_or(m, smp));
+    return bad_micro(m, x, what);
+  }
+  c->seen[smp] |= SEEN_REAL;
+  c->real++, (*st_samples)++;
+  c->tokens += b->tokens, *st_tokens += b->tokens;
+  c->bucket_real[mc->bucket]++;
+  return AL_OK;
+}
+
+/* Step s (counted from first_step): every micro-batch and sample, then the step's totals. */
+static int check_step(checker *c, uint32_t s) {
+  const al_manifest *m = c->m;
+  uint64_t st_samples = 0, st_tokens = 0;
+  for (uint64_t x = m->slot[(size_t)s * m->world]; x < m->slot[(size_t)(s + 1) * m->world]; x++) {
+    int rc = check_micro_bounds(c, x);
+    for (uint32_t k = 0; k < m->micro[x].n && !rc; k++)
+      rc = check_sample(c, x, k, &st_samples, &st_tokens);
+    if (rc) return rc;
+  }
+  const manifest_step *ms = &m->stepv[s];
+  if (!st_samples)
+    return al_set_error(AL_EFORMAT, "%s: step %" PRIu32 " holds only padding", m->path,
                         m->first_step + s);
-    } else if (ms->samples != st_samples || ms->tokens != st_tokens) {
-      rc = al_set_error(AL_EFORMAT,
+  if (ms->samples != st_samples || ms->tokens != st_tokens)
+    return al_set_error(AL_EFORMAT,
                         "%s: step %" PRIu32 " says %" PRIu64 " samples and %" PRIu64
                         " tokens (the loss normaliser) but holds %" PRIu64 " and %" PRIu64,
                         m->path, m->first_step + s, ms->samples, ms->tokens, st_samples, st_tokens);
-    }
-  }
-  if (rc) goto cleanup;
+  return AL_OK;
+}
+
+/* Every position the key table schedules is a real sample of some micro-batch. */
+static int check_all_seen(const checker *c) {
+  const al_manifest *m = c->m;
   for (uint64_t i = 0; i < m->n_keys; i++)
-    if (m->key_status[i] == AL_KEY_PLANNED && !(seen[i] & SEEN_REAL)) {
-      rc = al_set_error(AL_EFORMAT,
-                        "%s: sample %" PRIu64
-                        " ('%s') is scheduled in the key table but in no "
-                        "micro-batch%s",
-                        m->path, i, key_or(m, i), seen[i] & SEEN_PAD ? " (only as padding)" : "");
-      goto cleanup;
-    }
-  if (in->samples != real || in->padded != padded || in->tokens != tokens) {
-    rc = al_set_error(AL_EFORMAT,
-                      "%s: the summary says %" PRIu64 " samples, %" PRIu64 " padding, %" PRIu64
-                      " tokens; the steps hold %" PRIu64 ", %" PRIu64 ", %" PRIu64,
-                      m->path, in->samples, in->padded, in->tokens, real, padded, tokens);
-    goto cleanup;
-  }
-  if (m->n_keys) {
-    uint64_t rej = 0;
-    for (int r = 1; r < AL_REJECT_COUNT; r++) {
-      rej += counts[r];
-      if (m->rejected[r] != counts[r]) {
-        rc = al_set_error(AL_EFORMAT,
+    if (m->key_status[i] == AL_KEY_PLANNED && !(c->seen[i] & SEEN_REAL))
+      return al_set_error(AL_EFORMAT,
+                          "%s: sample %" PRIu64
+                          " ('%s') is scheduled in the key table but in no "
+                          "micro-batch%s",
+                          m->path, i, key_or(m, i),
+                          c->seen[i] & SEEN_PAD ? " (only as padding)" : "");
+  return AL_OK;
+}
+
+/* The summary's rejected (by reason and in all) and dropped counts against the key table's
+ * counts per status. */
+static int check_key_counts(const al_manifest *m, const uint64_t counts[AL_KEY_CONSUMED + 1]) {
+  const al_manifest_info *in = &m->info;
+  uint64_t rej = 0;
+  for (int r = 1; r < AL_REJECT_COUNT; r++) {
+    rej += counts[r];
+    if (m->rejected[r] != counts[r])
+      return al_set_error(AL_EFORMAT,
                           "%s: the summary says %" PRIu64
                           " samples rejected for reason %d; the key table marks %" PRIu64,
                           m->path, m->rejected[r], r, counts[r]);
-        goto cleanup;
-      }
-    }
-    if (in->rejected != rej) {
-      rc = al_set_error(AL_EFORMAT,
+  }
+  if (in->rejected != rej)
+    return al_set_error(AL_EFORMAT,
                         "%s: the summary says %" PRIu64 " rejected; the key table marks %" PRIu64,
                         m->path, in->rejected, rej);
-      goto cleanup;
-    }
-    /* A re-plan keeps the old plan's dropped marks but counts only its own drops. */
-    uint64_t dr = counts[AL_KEY_DROPPED];
-    if (m->first_step ? in->dropped > dr : in->dropped != dr) {
-      rc = al_set_error(AL_EFORMAT,
+  /* A re-plan keeps the old plan's dropped marks but counts only its own drops. */
+  uint64_t dr = counts[AL_KEY_DROPPED];
+  if (m->first_step ? in->dropped > dr : in->dropped != dr)
+    return al_set_error(AL_EFORMAT,
                         "%s: the summary says %" PRIu64 " dropped; the key table marks %" PRIu64,
                         m->path, in->dropped, dr);
-      goto cleanup;
-    }
-  }
+  return AL_OK;
+}
+
+/* The summary's totals and every bucket's sample count against what the steps hold. */
+static int check_summary(const checker *c, const uint64_t counts[AL_KEY_CONSUMED + 1]) {
+  const al_manifest *m = c->m;
+  const al_manifest_info *in = &m->info;
+  if (in->samples != c->real || in->padded != c->padded || in->tokens != c->tokens)
+    return al_set_error(AL_EFORMAT,
+                        "%s: the summary says %" PRIu64 " samples, %" PRIu64 " padding, %" PRIu64
+                        " tokens; the steps hold %" PRIu64 ", %" PRIu64 ", %" PRIu64,
+                        m->path, in->samples, in->padded, in->tokens, c->real, c->padded,
+                        c->tokens);
+  int rc = m->n_keys ? check_key_counts(m, counts) : AL_OK;
+  if (rc) return rc;
   /* A bucket's count is of the epoch (dropped samples included, and for a plan that starts
    * at a later step, the steps before it): never fewer than the steps hold. */
   for (size_t b = 0; b < m->n_buckets; b++)
-    if (m->buckets[b].samples < bucket_real[b]) {
-      rc = al_set_error(AL_EFORMAT,
-                        "%s: bucket %zu says %" PRIu64 " samples; the steps hold %" PRIu64, m->path,
-                        b, m->buckets[b].samples, bucket_real[b]);
-      goto cleanup;
-    }
+    if (m->buckets[b].samples < c->bucket_real[b])
+      return al_set_error(AL_EFORMAT,
+                          "%s: bucket %zu says %" PRIu64 " samples; the steps hold %" PRIu64,
+                          m->path, b, m->buckets[b].samples, c->bucket_real[b]);
+  return AL_OK;
+}
 
-cleanup:
-  free(seen);
-  free(bucket_real);
-  free(is_pad);
+int manifest_check(const al_manifest *m) {
+  uint64_t counts[AL_KEY_CONSUMED + 1] = {0};
+  int rc = check_statuses(m, counts);
+  if (rc) return rc;
+  checker c = {m,
+               calloc(m->n_keys ? m->n_keys : 1, 1),
+               calloc(m->n_buckets ? m->n_buckets : 1, sizeof *c.bucket_real),
+               NULL,
+               0,
+               0,
+               0,
+               0};
+  if (!c.seen || !c.bucket_real)
+    rc = al_set_error(AL_ENOMEM, "%s: out of memory checking the manifest", m->path);
+  for (uint32_t s = 0; s < m->steps && !rc; s++) rc = check_step(&c, s);
+  if (!rc) rc = check_all_seen(&c);
+  if (!rc) rc = check_summary(&c, counts);
+  free(c.seen);
+  free(c.bucket_real);
+  free(c.is_pad);
   return rc;
 }

@@ -4,9 +4,10 @@
 
 #include "common/env_internal.h"
 #include "common/grow_internal.h"
+#include "planner/al_plan.h"
 #include "planner/cost_internal.h"
 #include "planner/manifest_internal.h"
-#include "planner/plan_internal.h"
+#include "planner/stats_internal.h"
 #include "proto/adaptiveload.pb-c.h"
 #include "proto/pbio_internal.h"
 
@@ -118,6 +119,55 @@ static int take_keys(al_manifest *m, const Adaptiveload__KeyChunk *k, const char
   return AL_OK;
 }
 
+/* Micro-batch x of rank r in step `step`: its samples, tokens and padding positions appended
+ * to the manifest's arrays, each checked. */
+static int take_micro(al_manifest *m, const Adaptiveload__MicroBatch *mb, const char *where,
+                      uint32_t step, uint32_t r, size_t x) {
+  int rc;
+  if (mb->bucket >= m->n_buckets)
+    return al_set_error(AL_EFORMAT, "%s: step %u rank %u micro %zu: bucket %u of %zu", where, step,
+                        r, x, mb->bucket, m->n_buckets);
+  if (!mb->n_samples)
+    return al_set_error(AL_EFORMAT, "%s: step %u rank %u micro %zu is empty", where, step, r, x);
+  if (mb->n_tokens && mb->n_tokens != mb->n_samples)
+    return al_set_error(AL_EFORMAT, "%s: step %u rank %u micro %zu: %zu samples, %zu tokens", where,
+                        step, r, x, mb->n_samples, mb->n_tokens);
+  size_t ns = m->n_samples;
+  rc = grow_array((void **)&m->samples, &m->cap_samples, ns + mb->n_samples, sizeof *m->samples,
+                  "manifest samples");
+  if (!rc)
+    rc = grow_array((void **)&m->tokens, &m->cap_tokens, ns + mb->n_samples, sizeof *m->tokens,
+                    "manifest samples");
+  if (rc) return rc;
+  for (size_t k = 0; k < mb->n_samples; k++) {
+    if (mb->samples[k] >= m->info.index_samples)
+      return al_set_error(AL_EFORMAT,
+                          "%s: step %u rank %u micro %zu: sample %llu beyond the index (%llu)",
+                          where, step, r, x, (unsigned long long)mb->samples[k],
+                          (unsigned long long)m->info.index_samples);
+    m->samples[ns + k] = mb->samples[k];
+    m->tokens[ns + k] = mb->n_tokens ? mb->tokens[k] : m->buckets[mb->bucket].tokens;
+  }
+  manifest_micro *o = &m->micro[m->n_micro++];
+  o->first = ns;
+  o->n = (uint32_t)mb->n_samples;
+  o->bucket = mb->bucket;
+  o->cost = mb->cost_ms;
+  o->pad_first = m->n_pads;
+  o->n_pad = (uint32_t)mb->n_padded;
+  if ((rc = grow_array((void **)&m->pads, &m->cap_pads, m->n_pads + mb->n_padded, sizeof *m->pads,
+                       "manifest padding")))
+    return rc;
+  for (size_t k = 0; k < mb->n_padded; k++) {
+    if (mb->padded[k] >= mb->n_samples)
+      return al_set_error(AL_EFORMAT, "%s: step %u rank %u micro %zu: padded position %u of %zu",
+                          where, step, r, x, mb->padded[k], mb->n_samples);
+    m->pads[m->n_pads++] = mb->padded[k];
+  }
+  m->n_samples += mb->n_samples;
+  return AL_OK;
+}
+
 static int take_chunk(al_manifest *m, const Adaptiveload__ManifestChunk *c, const char *where,
                       size_t *cap_steps, size_t *cap_slot) {
   uint32_t W = m->world;
@@ -160,52 +210,8 @@ static int take_chunk(al_manifest *m, const Adaptiveload__ManifestChunk *c, cons
       if ((rc = grow_array((void **)&m->micro, &m->cap_micro, m->n_micro + rw->n_micro,
                            sizeof *m->micro, "manifest micro-batches")))
         return rc;
-      for (size_t x = 0; x < rw->n_micro; x++) {
-        const Adaptiveload__MicroBatch *mb = rw->micro[x];
-        if (mb->bucket >= m->n_buckets)
-          return al_set_error(AL_EFORMAT, "%s: step %u rank %u micro %zu: bucket %u of %zu", where,
-                              st->step, r, x, mb->bucket, m->n_buckets);
-        if (!mb->n_samples)
-          return al_set_error(AL_EFORMAT, "%s: step %u rank %u micro %zu is empty", where, st->step,
-                              r, x);
-        if (mb->n_tokens && mb->n_tokens != mb->n_samples)
-          return al_set_error(AL_EFORMAT, "%s: step %u rank %u micro %zu: %zu samples, %zu tokens",
-                              where, st->step, r, x, mb->n_samples, mb->n_tokens);
-        size_t ns = m->n_samples;
-        rc = grow_array((void **)&m->samples, &m->cap_samples, ns + mb->n_samples,
-                        sizeof *m->samples, "manifest samples");
-        if (!rc)
-          rc = grow_array((void **)&m->tokens, &m->cap_tokens, ns + mb->n_samples,
-                          sizeof *m->tokens, "manifest samples");
-        if (rc) return rc;
-        for (size_t k = 0; k < mb->n_samples; k++) {
-          if (mb->samples[k] >= m->info.index_samples)
-            return al_set_error(AL_EFORMAT,
-                                "%s: step %u rank %u micro %zu: sample %llu beyond the index (%llu)",
-                                where, st->step, r, x, (unsigned long long)mb->samples[k],
-                                (unsigned long long)m->info.index_samples);
-          m->samples[ns + k] = mb->samples[k];
-          m->tokens[ns + k] = mb->n_tokens ? mb->tokens[k] : m->buckets[mb->bucket].tokens;
-        }
-        manifest_micro *o = &m->micro[m->n_micro++];
-        o->first = ns;
-        o->n = (uint32_t)mb->n_samples;
-        o->bucket = mb->bucket;
-        o->cost = mb->cost_ms;
-        o->pad_first = m->n_pads;
-        o->n_pad = (uint32_t)mb->n_padded;
-        if ((rc = grow_array((void **)&m->pads, &m->cap_pads, m->n_pads + mb->n_padded,
-                             sizeof *m->pads, "manifest padding")))
-          return rc;
-        for (size_t k = 0; k < mb->n_padded; k++) {
-          if (mb->padded[k] >= mb->n_samples)
-            return al_set_error(AL_EFORMAT,
-                                "%s: step %u rank %u micro %zu: padded position %u of %zu", where,
-                                st->step, r, x, mb->padded[k], mb->n_samples);
-          m->pads[m->n_pads++] = mb->padded[k];
-        }
-        m->n_samples += mb->n_samples;
-      }
+      for (size_t x = 0; x < rw->n_micro; x++)
+        if ((rc = take_micro(m, rw->micro[x], where, st->step, r, x))) return rc;
     }
     m->steps++;
     m->slot[(size_t)m->steps * W] = m->n_micro;
@@ -328,6 +334,8 @@ int al_manifest_load(al_manifest **out, const char *path) {
   *out = m;
   return AL_OK;
 }
+
+const char *al_manifest_path(const al_manifest *m) { return m ? m->path : NULL; }
 
 int al_manifest_get_info(const al_manifest *m, al_manifest_info *out) {
   if (!m || !out) return al_set_error(AL_EINVAL, "al_manifest_get_info: NULL argument");

@@ -56,7 +56,7 @@ void al_manifest_print_summary(FILE *out, const al_manifest *m, const char *name
             in->micro_per_step, in->unequal_steps, (unsigned long long)in->step_tokens);
   else
     fprintf(out,
-            "step        micro-batches per rank not fixed (planned before issue 14): %u steps with unequal counts\n",
+            "step        micro-batches per rank not fixed (the manifest records no K): %u steps with unequal counts\n",
             in->unequal_steps);
   fprintf(out, "per step    %.0f tokens (CV %.2f%%), %.1f samples (CV %.2f%%)\n",
           in->step_tokens_mean, 100 * in->step_tokens_cv, in->step_samples_mean,

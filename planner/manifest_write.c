@@ -1,12 +1,13 @@
 /* Writing a plan as a manifest: ManifestHeader, KeyChunk*, ManifestChunk*,
  * ManifestSummary (proto/adaptiveload.proto). No timestamps, no host names:
- * the same plan gives the same bytes. */
+ * the same plan gives the same bytes. The plan is read through al_plan_get_info,
+ * al_plan_rejected and plan_view_internal.h, never its layout. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/grow_internal.h"
 #include "planner/cost_internal.h"
-#include "planner/plan_internal.h"
+#include "planner/plan_view_internal.h"
 #include "proto/adaptiveload.pb-c.h"
 #include "proto/pbio_internal.h"
 
@@ -16,53 +17,61 @@
 
 #define PRODUCER "adaptiveload 0.1.0 planner"
 
-static int write_header(pbio_writer *w, const al_plan *p) {
+/* The plan's configuration (PlanConfig) from its info and geometry. */
+static void config_msg(Adaptiveload__PlanConfig *cfg, const al_manifest_info *in,
+                       const al_latent_geom *g) {
+  adaptiveload__plan_config__init(cfg);
+  cfg->policy = (char *)in->policy;
+  cfg->world = in->world;
+  cfg->seed = in->seed;
+  cfg->epoch = in->epoch;
+  cfg->mem_tokens = in->mem_tokens;
+  cfg->comp_budget_ms = in->comp_budget_ms;
+  cfg->window = in->window;
+  cfg->last_step = (char *)in->last_step;
+  cfg->first_step = in->first_step;
+  cfg->index_fingerprint = in->index_fingerprint;
+  cfg->vae_stride_t = g->vae_stride_t;
+  cfg->vae_stride_s = g->vae_stride_s;
+  cfg->patch_t = g->patch_t;
+  cfg->patch_h = g->patch_h;
+  cfg->patch_w = g->patch_w;
+  cfg->index_samples = in->index_samples;
+  cfg->step_cost_ms = in->step_cost_ms;
+  cfg->micro_per_step = in->micro_per_step;
+  cfg->step_tokens = in->step_tokens;
+  cfg->micro_tokens = in->micro_tokens;
+}
+
+static int write_header(pbio_writer *w, const al_plan *p, const al_manifest_info *in) {
   Adaptiveload__PlanConfig cfg;
-  adaptiveload__plan_config__init(&cfg);
-  cfg.policy = (char *)al_policy_name(p->policy);
-  cfg.world = p->world;
-  cfg.seed = p->seed;
-  cfg.epoch = p->epoch;
-  cfg.mem_tokens = p->mem_tokens;
-  cfg.comp_budget_ms = p->comp_ms;
-  cfg.window = p->window;
-  cfg.last_step = (char *)al_last_step_name(p->last_step);
-  cfg.first_step = p->first_step;
-  cfg.index_fingerprint = p->fingerprint;
-  cfg.vae_stride_t = p->geom.vae_stride_t;
-  cfg.vae_stride_s = p->geom.vae_stride_s;
-  cfg.patch_t = p->geom.patch_t;
-  cfg.patch_h = p->geom.patch_h;
-  cfg.patch_w = p->geom.patch_w;
-  cfg.index_samples = p->index_samples;
-  cfg.step_cost_ms = p->step_ms;
-  cfg.micro_per_step = p->micro_per_step;
-  cfg.step_tokens = p->step_tokens;
-  cfg.micro_tokens = p->micro_tokens;
+  config_msg(&cfg, in, plan_view_geometry(p));
 
   Adaptiveload__CostModel cost;
   double cp[3], ca[3];
-  cost_to_msg(&p->cost, &cost, cp, ca);
+  cost_to_msg(plan_view_cost(p), &cost, cp, ca);
 
-  Adaptiveload__Bucket *bk = calloc(p->n_buckets ? p->n_buckets : 1, sizeof *bk);
-  Adaptiveload__Bucket **bp = calloc(p->n_buckets ? p->n_buckets : 1, sizeof *bp);
+  size_t nb = in->buckets;
+  Adaptiveload__Bucket *bk = calloc(nb ? nb : 1, sizeof *bk);
+  Adaptiveload__Bucket **bp = calloc(nb ? nb : 1, sizeof *bp);
   if (!bk || !bp) {
     free(bk);
     free(bp);
     return al_set_error(AL_ENOMEM, "manifest: out of memory");
   }
-  for (size_t i = 0; i < p->n_buckets; i++) {
-    const plan_bucket *b = &p->buckets[i];
+  for (size_t i = 0; i < nb; i++) {
+    al_bucket_info b;
+    plan_view_bucket(p, i, &b);
     adaptiveload__bucket__init(&bk[i]);
-    bk[i].id = (uint32_t)i;
-    bk[i].width = b->width;
-    bk[i].height = b->height;
-    bk[i].frames = b->frames;
-    bk[i].tokens = b->tokens;
-    bk[i].batch_size = b->batch_size;
-    bk[i].batch_cost_ms = b->batch_cost_ms;
-    bk[i].samples = b->samples;
-    bk[i].limited_by = (char *)plan_limit_name(b->limited_by);
+    bk[i].id = b.id;
+    bk[i].width = b.width;
+    bk[i].height = b.height;
+    bk[i].frames = b.frames;
+    bk[i].tokens = b.tokens;
+    bk[i].batch_size = b.batch_size;
+    bk[i].batch_cost_ms = b.batch_cost_ms;
+    bk[i].samples = b.samples;
+    bk[i].limited_by = (char *)b.limited_by;
     bp[i] = &bk[i];
   }
   Adaptiveload__ManifestHeader h;
@@ -70,7 +79,7 @@ static int write_header(pbio_writer *w, const al_plan *p) {
   h.producer = PRODUCER;
   h.config = &cfg;
   h.cost = &cost;
-  h.n_buckets = p->n_buckets;
+  h.n_buckets = nb;
   h.buckets = bp;
   int rc = pbio_write_msg(w, AL_REC_MANIFEST_HEADER, &h.base);
   free(bk);
@@ -78,17 +87,18 @@ static int write_header(pbio_writer *w, const al_plan *p) {
   return rc;
 }
 
-static int write_keys(pbio_writer *w, const al_plan *p, al_key_fn key, void *ctx) {
+static int write_keys(pbio_writer *w, const al_plan *p, uint64_t n_keys, al_key_fn key, void *ctx) {
+  const uint8_t *status = plan_view_key_status(p);
   char **keys = malloc(KEYS_PER_CHUNK * sizeof *keys);
   uint32_t *st = malloc(KEYS_PER_CHUNK * sizeof *st);
   int rc = (keys && st) ? AL_OK : al_set_error(AL_ENOMEM, "manifest: out of memory");
-  for (uint64_t first = 0; first < p->index_samples && !rc; first += KEYS_PER_CHUNK) {
-    uint64_t n = p->index_samples - first;
+  for (uint64_t first = 0; first < n_keys && !rc; first += KEYS_PER_CHUNK) {
+    uint64_t n = n_keys - first;
     if (n > KEYS_PER_CHUNK) n = KEYS_PER_CHUNK;
     for (uint64_t i = 0; i < n; i++) {
       const char *k = key ? key(ctx, first + i) : "";
       keys[i] = (char *)(k ? k : "");
-      st[i] = p->status[first + i];
+      st[i] = status[first + i];
     }
     Adaptiveload__KeyChunk kc;
     adaptiveload__key_chunk__init(&kc);
@@ -105,7 +115,7 @@ static int write_keys(pbio_writer *w, const al_plan *p, al_key_fn key, void *ctx
 }
 
 /* One chunk's messages and arrays, kept from chunk to chunk (grown, never shrunk): fresh
- * multi-MB blocks for every chunk were mmap'd, faulted in and unmapped each time (issue 14). */
+ * multi-MB blocks for every chunk would be mmap'd, faulted in and unmapped each time. */
 typedef struct chunk_buf {
   Adaptiveload__Step *steps;
   Adaptiveload__Step **step_p;
@@ -150,122 +160,168 @@ static int chunk_reserve(chunk_buf *c, size_t ns, size_t nr, size_t nm, size_t n
   return rc;
 }
 
+/* What the chunks read of the plan: its info, its (step, rank) slots and every bucket's
+ * tokens per sample. */
+typedef struct plan_src {
+  const al_plan *p;
+  const al_manifest_info *in;
+  const uint64_t *slot;
+  uint64_t *tokens; /* per bucket */
+} plan_src;
+
+/* Micro-batches [a, b) of one rank as `rw`: their MicroBatch messages at x - m0 in `c`, their
+ * samples and padding positions from *js and *jp on; the real samples and tokens count in `st`. */
+static void rank_msg(const plan_src *src, uint64_t a, uint64_t b, uint64_t m0, chunk_buf *c,
+                     size_t *js, size_t *jp, Adaptiveload__RankWork *rw, Adaptiveload__Step *st) {
+  adaptiveload__rank_work__init(rw);
+  rw->n_micro = (size_t)(b - a);
+  rw->micro = c->mb_p + (a - m0);
+  double rcost = 0;
+  for (uint64_t x = a; x < b; x++) {
+    plan_micro_view pm;
+    plan_view_micro(src->p, x, &pm);
+    uint64_t tokens = src->tokens[pm.bucket];
+    Adaptiveload__MicroBatch *mb = &c->mb[x - m0];
+    adaptiveload__micro_batch__init(mb);
+    mb->bucket = pm.bucket;
+    mb->n_samples = pm.n;
+    mb->samples = c->samples + *js;
+    mb->n_tokens = pm.n;
+    mb->tokens = c->tokens + *js;
+    mb->cost_ms = pm.cost_ms;
+    for (uint32_t k = 0; k < pm.n; k++) {
+      c->samples[*js + k] = pm.samples[k];
+      c->tokens[*js + k] = tokens;
+    }
+    *js += pm.n;
+    if (pm.padded) {
+      mb->n_padded = pm.n;
+      mb->padded = c->pads + *jp;
+      for (uint32_t k = 0; k < pm.n; k++) c->pads[(*jp)++] = k;
+    } else {
+      st->samples += pm.n;
+      st->tokens += (uint64_t)pm.n * tokens;
+    }
+    c->mb_p[x - m0] = mb;
+    rcost += pm.cost_ms;
+  }
+  rw->cost_ms = rcost;
+}
+
 /* Steps [s0, s1) of the plan as one ManifestChunk, built in `c`. */
-static int write_chunk(pbio_writer *w, const al_plan *p, uint32_t s0, uint32_t s1, chunk_buf *c_) {
-  uint32_t W = p->world;
+static int write_chunk(pbio_writer *w, const plan_src *src, uint32_t s0, uint32_t s1,
+                       chunk_buf *c) {
+  uint32_t W = src->in->world;
   size_t ns = s1 - s0, nr = ns * W;
-  uint64_t m0 = p->slot[(size_t)s0 * W], m1 = p->slot[(size_t)s1 * W];
+  uint64_t m0 = src->slot[(size_t)s0 * W], m1 = src->slot[(size_t)s1 * W];
   size_t nm = (size_t)(m1 - m0), nsamp = 0, npad = 0;
   for (uint64_t x = m0; x < m1; x++) {
-    nsamp += p->micro[x].n;
-    if (p->micro[x].padded) npad += p->micro[x].n;
+    plan_micro_view pm;
+    plan_view_micro(src->p, x, &pm);
+    nsamp += pm.n;
+    if (pm.padded) npad += pm.n;
   }
-  int rc0 = chunk_reserve(c_, ns ? ns : 1, nr ? nr : 1, nm ? nm : 1, nsamp ? nsamp : 1,
-                          npad ? npad : 1);
-  if (rc0) return rc0;
-  chunk_buf c = *c_;
+  int rc = chunk_reserve(c, ns ? ns : 1, nr ? nr : 1, nm ? nm : 1, nsamp ? nsamp : 1,
+                         npad ? npad : 1);
+  if (rc) return rc;
   size_t js = 0, jp = 0;
   for (size_t s = 0; s < ns; s++) {
-    Adaptiveload__Step *st = &c.steps[s];
+    Adaptiveload__Step *st = &c->steps[s];
     adaptiveload__step__init(st);
-    st->step = p->first_step + s0 + (uint32_t)s;
+    st->step = src->in->first_step + s0 + (uint32_t)s;
     st->n_ranks = W;
-    st->ranks = c.rw_p + s * W;
+    st->ranks = c->rw_p + s * W;
     double sum = 0, mx = 0;
     for (uint32_t r = 0; r < W; r++) {
       size_t slot = (size_t)(s0 + s) * W + r;
-      Adaptiveload__RankWork *rw = &c.rw[s * W + r];
-      adaptiveload__rank_work__init(rw);
-      uint64_t a = p->slot[slot], b = p->slot[slot + 1];
-      rw->n_micro = (size_t)(b - a);
-      rw->micro = c.mb_p + (a - m0);
-      double rcost = 0;
-      for (uint64_t x = a; x < b; x++) {
-        const plan_micro *pm = &p->micro[x];
-        Adaptiveload__MicroBatch *mb = &c.mb[x - m0];
-        adaptiveload__micro_batch__init(mb);
-        mb->bucket = pm->bucket;
-        mb->n_samples = pm->n;
-        mb->samples = c.samples + js;
-        mb->n_tokens = pm->n;
-        mb->tokens = c.tokens + js;
-        mb->cost_ms = pm->cost;
-        for (uint32_t k = 0; k < pm->n; k++) {
-          c.samples[js + k] = p->mb[pm->first + k];
-          c.tokens[js + k] = p->buckets[pm->bucket].tokens;
-        }
-        js += pm->n;
-        if (pm->padded) {
-          mb->n_padded = pm->n;
-          mb->padded = c.pads + jp;
-          for (uint32_t k = 0; k < pm->n; k++) c.pads[jp++] = k;
-        } else {
-          st->samples += pm->n;
-          st->tokens += (uint64_t)pm->n * p->buckets[pm->bucket].tokens;
-        }
-        c.mb_p[x - m0] = mb;
-        rcost += pm->cost;
-      }
-      rw->cost_ms = rcost;
-      sum += rcost;
-      if (rcost > mx) mx = rcost;
-      c.rw_p[s * W + r] = rw;
+      Adaptiveload__RankWork *rw = &c->rw[s * W + r];
+      rank_msg(src, src->slot[slot], src->slot[slot + 1], m0, c, &js, &jp, rw, st);
+      sum += rw->cost_ms;
+      if (rw->cost_ms > mx) mx = rw->cost_ms;
+      c->rw_p[s * W + r] = rw;
     }
     st->max_cost_ms = mx;
     st->mean_cost_ms = sum / W;
-    c.step_p[s] = st;
+    c->step_p[s] = st;
   }
   Adaptiveload__ManifestChunk mc;
   adaptiveload__manifest_chunk__init(&mc);
   mc.n_steps = ns;
-  mc.steps = c.step_p;
+  mc.steps = c->step_p;
   return pbio_write_msg(w, AL_REC_MANIFEST_CHUNK, &mc.base);
+}
+
+/* The end of the chunk that starts at step s0: at least one step, then up to the step and
+ * sample caps. */
+static uint32_t chunk_end(const plan_src *src, uint32_t s0) {
+  uint32_t W = src->in->world, s1 = s0;
+  uint64_t samples = 0;
+  while (s1 < src->in->steps && s1 - s0 < STEPS_PER_CHUNK &&
+         (s1 == s0 || samples < SAMPLES_PER_CHUNK)) {
+    for (uint64_t x = src->slot[(size_t)s1 * W]; x < src->slot[(size_t)(s1 + 1) * W]; x++) {
+      plan_micro_view pm;
+      plan_view_micro(src->p, x, &pm);
+      samples += pm.n;
+    }
+    s1++;
+  }
+  return s1;
+}
+
+static int write_steps(pbio_writer *w, const plan_src *src) {
+  chunk_buf cb;
+  memset(&cb, 0, sizeof cb);
+  int rc = AL_OK;
+  for (uint32_t s0 = 0; s0 < src->in->steps && !rc;) {
+    uint32_t s1 = chunk_end(src, s0);
+    rc = write_chunk(w, src, s0, s1, &cb);
+    s0 = s1;
+  }
+  chunk_free(&cb);
+  return rc;
+}
+
+static int write_summary(pbio_writer *w, const al_plan *p, const al_manifest_info *in) {
+  Adaptiveload__ManifestSummary sm;
+  adaptiveload__manifest_summary__init(&sm);
+  sm.steps = in->steps;
+  sm.samples = in->samples;
+  sm.dropped = in->dropped;
+  sm.padded = in->padded;
+  sm.tokens = in->tokens;
+  sm.imbalance_cv = in->imbalance_cv;
+  sm.bubble = in->bubble;
+  sm.predicted_seconds = in->predicted_seconds;
+  sm.predicted_tokens_per_s = in->predicted_tokens_per_s;
+  sm.rejected = in->rejected;
+  uint64_t rej[AL_REJECT_COUNT];
+  rej[0] = 0;
+  for (int r = 1; r < AL_REJECT_COUNT; r++) rej[r] = al_plan_rejected(p, (al_reject_reason)r);
+  sm.n_rejected_by_reason = AL_REJECT_COUNT;
+  sm.rejected_by_reason = rej;
+  return pbio_write_msg(w, AL_REC_MANIFEST_SUMMARY, &sm.base);
 }
 
 int al_plan_save(const al_plan *p, const char *path, al_key_fn key, void *ctx) {
   if (!p || !path) return al_set_error(AL_EINVAL, "al_plan_save: NULL argument");
+  al_manifest_info in;
+  al_plan_get_info(p, &in);
   pbio_writer *w = NULL;
   int rc = pbio_writer_open(&w, path, AL_KIND_MANIFEST);
   if (rc) return rc;
-  rc = write_header(w, p);
-  if (!rc) rc = write_keys(w, p, key, ctx);
-  uint32_t W = p->world;
-  chunk_buf cb;
-  memset(&cb, 0, sizeof cb);
-  for (uint32_t s0 = 0; s0 < p->steps && !rc;) {
-    uint32_t s1 = s0;
-    uint64_t samples = 0;
-    /* At least one step per chunk, then up to the step and sample caps. */
-    while (s1 < p->steps && s1 - s0 < STEPS_PER_CHUNK &&
-           (s1 == s0 || samples < SAMPLES_PER_CHUNK)) {
-      for (uint64_t x = p->slot[(size_t)s1 * W]; x < p->slot[(size_t)(s1 + 1) * W]; x++)
-        samples += p->micro[x].n;
-      s1++;
-    }
-    rc = write_chunk(w, p, s0, s1, &cb);
-    s0 = s1;
+  plan_src src = {p, &in, plan_view_slots(p),
+                  malloc((in.buckets ? in.buckets : 1) * sizeof(uint64_t))};
+  if (!src.tokens) rc = al_set_error(AL_ENOMEM, "manifest: out of memory");
+  for (size_t i = 0; i < in.buckets && !rc; i++) {
+    al_bucket_info b;
+    plan_view_bucket(p, i, &b);
+    src.tokens[i] = b.tokens;
   }
-  chunk_free(&cb);
-  if (!rc) {
-    Adaptiveload__ManifestSummary sm;
-    adaptiveload__manifest_summary__init(&sm);
-    sm.steps = p->steps;
-    sm.samples = p->samples;
-    sm.dropped = p->dropped;
-    sm.padded = p->padded;
-    sm.tokens = p->tokens;
-    sm.imbalance_cv = p->imbalance_cv;
-    sm.bubble = p->bubble;
-    sm.predicted_seconds = p->seconds;
-    sm.predicted_tokens_per_s = p->seconds > 0 ? (double)p->tokens / p->seconds : 0;
-    sm.rejected = p->rejected[AL_REJECT_NONE];
-    uint64_t rej[AL_REJECT_COUNT];
-    memcpy(rej, p->rejected, sizeof rej);
-    rej[0] = 0;
-    sm.n_rejected_by_reason = AL_REJECT_COUNT;
-    sm.rejected_by_reason = rej;
-    rc = pbio_write_msg(w, AL_REC_MANIFEST_SUMMARY, &sm.base);
-  }
+  if (!rc) rc = write_header(w, p, &in);
+  if (!rc) rc = write_keys(w, p, in.index_samples, key, ctx);
+  if (!rc) rc = write_steps(w, &src);
+  if (!rc) rc = write_summary(w, p, &in);
+  free(src.tokens);
   if (rc) al_error_prefix(rc, "%s", path);
   return pbio_writer_finish(w, rc);
 }

@@ -4,12 +4,7 @@
 
 #include "common/grow_internal.h"
 #include "planner/al_plan_index.h"
-
-/* plan.c's planning entry with latent grids, declared in planner/plan_internal.h; that header is
- * private to //planner (this file is //planner:plan_index), so the prototype is repeated here:
- * keep the two in step. */
-int plan_build_grid(al_plan **out, const al_plan_input *in, const al_latent_grid *grid,
-                    const al_cost_model *cost, const al_plan_options *opts);
+#include "planner/plan_grid_internal.h"
 
 int al_plan_build_index(al_plan **out, const al_index *idx, const al_cost_model *cost,
                         const al_plan_options *opts) {
@@ -25,7 +20,7 @@ int al_plan_build_index(al_plan **out, const al_index *idx, const al_cost_model 
     al_sample_info si;
     rc = al_index_sample(idx, i, &si);
     shape[i] = si.width, shape[n + i] = si.height, shape[2 * n + i] = si.frames;
-    /* Typed latents (issue 15): the grid is the truth, buckets crop only. */
+    /* Typed latents: the grid is the truth, buckets crop only. */
     al_latent_grid g1;
     int g = al_index_latent_grid(idx, i, &g1.t, &g1.h, &g1.w, NULL);
     if (g == AL_OK) {

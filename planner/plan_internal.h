@@ -1,5 +1,6 @@
-/* plan_internal.h - layout of al_plan, shared by plan.c, schedule.c and
- * manifest_write.c (planner-private).
+/* plan_internal.h - layout of al_plan, shared by the files that build a plan: plan.c (a new
+ * plan), replan.c (an elastic re-plan), batch_size.c, schedule.c and plan_info.c (summary and
+ * accessors). Planner-private: the manifest writer reads a plan through plan_view_internal.h.
  *
  * Memory: per index position one status byte and (while planning) one u32
  * bucket id; per planned sample one u32 in `mb`; per micro-batch one
@@ -13,12 +14,9 @@
 #include "planner/al_buckets.h"
 #include "planner/al_cost.h"
 #include "planner/al_plan.h"
+#include "planner/key_status_internal.h"
 
-/* Per-key status codes (KeyChunk.status). 1..4 are al_reject_reason. */
-#define AL_KEY_PLANNED 0u
-#define AL_KEY_DROPPED 16u
-#define AL_KEY_CONSUMED 17u /* re-plan: scheduled before first_step by the old plan */
-
+/* Which limit bound a bucket's batch size (Bucket.limited_by: "memory", "compute", "one"). */
 #define AL_LIMIT_MEMORY 0
 #define AL_LIMIT_COMPUTE 1
 #define AL_LIMIT_ONE 2
@@ -49,7 +47,7 @@ struct al_plan {
   uint32_t epoch;
   uint64_t mem_tokens;
   double comp_ms;
-  double step_ms; /* recorded only: 0 since issue 14 */
+  double step_ms; /* PlanConfig.step_cost_ms: always 0 (al_plan_build refuses any other) */
   uint32_t window;
   uint32_t micro_per_step; /* K */
   uint64_t step_tokens;    /* T */
@@ -80,32 +78,35 @@ struct al_plan {
   double step_tokens_mean, step_tokens_cv, step_samples_mean, step_samples_cv, step_time_cv;
 };
 
+/* A zeroed plan with no first rejected sample (UINT64_MAX for every reason); NULL when out of
+ * memory (plan.c). */
+al_plan *plan_alloc(void);
+
 /* Shuffles `items` (n planned samples as bucket << 32 | index position, in
  * ascending position order) with the plan's (seed, epoch, stream) and
  * schedules them: fills mb, micro, slot, steps and marks dropped samples in
- * status. */
+ * status (schedule.c). */
 int plan_schedule(al_plan *p, uint64_t *items, size_t n, uint64_t stream);
 
-/* Keeps steps >= k only (k - first_step of them are removed). */
-int plan_trim(al_plan *p, uint32_t k);
+/* batch_size.c: batch sizes (dual constraint) and predicted costs. */
 
-/* Recomputes samples, padded, tokens, imbalance, bubble, seconds and the
- * per-step token / sample / micro-batch-count figures. */
-void plan_stats(al_plan *p);
+/* Sizes every bucket for the epoch's sample counts (buckets[].samples): lowers micro_tokens to
+ * the target whose batches average at most micro_tokens tokens, then sets every bucket's
+ * batch_size, limited_by and batch_cost_ms. */
+void plan_size_buckets(al_plan *p);
+
+/* Sets every bucket's batch_cost_ms: the predicted cost of a batch of batch_size samples. */
+void plan_bucket_costs(al_plan *p);
 
 /* Predicted cost of n samples of bucket b. */
 double plan_micro_cost(const al_plan *p, uint32_t bucket, uint32_t n);
 
+/* AL_LIMIT_* as the manifest names it, and back (an unknown name is AL_LIMIT_MEMORY). */
 const char *plan_limit_name(int limited_by);
+int plan_limit_parse(const char *name);
 
-/* Mean and population CV of n values given their sum and sum of squares
- * (0, 0 when n = 0; CV 0 when the mean is 0). */
-void plan_mean_cv(double sum, double sq, size_t n, double *mean, double *cv);
-
-/* al_plan_build with the samples' latent grids (issue 15): grid[i] for index position i, or
- * all-zero when unknown; `grid` NULL = none known (al_plan_build). A sample with a grid gets a
- * bucket whose latent grid fits inside it (al_bucket_assign_grid). */
-int plan_build_grid(al_plan **out, const al_plan_input *in, const al_latent_grid *grid,
-                    const al_cost_model *cost, const al_plan_options *opts);
+/* Recomputes samples, padded, tokens, imbalance, bubble, seconds and the
+ * per-step token / sample / micro-batch-count figures (plan_info.c). */
+void plan_stats(al_plan *p);
 
 #endif /* AL_PLAN_INTERNAL_H */

@@ -1,7 +1,7 @@
 /* rng_internal.h - the planner's PRNG: xoshiro256** seeded through splitmix64.
  * Never rand(): the schedule must be identical on every machine and libc. */
-#ifndef AL_RNG_H
-#define AL_RNG_H
+#ifndef AL_RNG_INTERNAL_H
+#define AL_RNG_INTERNAL_H
 
 #include <stdint.h>
 
@@ -64,4 +64,4 @@ static inline uint64_t plan_rng_below(plan_rng *r, uint64_t n) {
   return v % n;
 }
 
-#endif /* AL_RNG_H */
+#endif /* AL_RNG_INTERNAL_H */

@@ -308,15 +308,7 @@ static int cmp_seq(const void *a, const void *b, void *ctx) {
   return (x > y) - (x < y);
 }
 
-/* K > 1: deals the window's batches it[0..m) (by cost, descending) to its
- * steps x W bins of K each, then makes steps of bins. Round 0 gives bin b the
- * b-th costliest batch; each later round deals the next steps x W batches so
- * that the bin carrying the most gets the cheapest of them. The bins' sums
- * come out level across the whole window (a costly clip and cheap images share
- * a rank), so steps cost about the same as each other, not only their ranks.
- * Then the bins, by sum, descending, are cut into steps of W neighbours.
- * Rewrites it[] step-major (each step's W x K batches) with rank_of[] the
- * batch's place (0..W-1) inside its step. */
+/* Bins by load, descending (ties: lower index first). */
 static int cmp_bin_desc(const void *a, const void *b, void *ctx) {
   const double *load = ctx;
   uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
@@ -334,14 +326,14 @@ static int cmp_bin_desc(const void *a, const void *b, void *ctx) {
  * Stops when neither finds a swap, after LEVEL_SWAPS swaps, or after
  * LEVEL_WIDE_SWAPS of step 2, per window (a swap of step 1 is a pass over the
  * bins, one of step 2 a pass over every bin's K x K pairs). Step 1 alone
- * stalls where only a third bin can take the fullest bin's batch: on the e2e
- * corpus at W = 8, K = 4 it left the predicted step-time CV at 2.3 %, step 2
- * brings it to 1.15 %. The cap bounds step 2's cost where a pass is long: the
- * 10M-sample plan at W = 64, K = 4 (4,096 bins a window) takes about 10 %
- * more CPU time than without step 2 (BENCHMARKS.md, planner). The
- * rounds leave the fullest bin high when a few batches cost far more than the
- * rest; the swaps level what they can. Ties go to the lower index:
- * deterministic. */
+ * stalls where only a third bin can take the fullest bin's batch; step 2
+ * reaches that bin: on the e2e corpus at W = 8, K = 4 the predicted step-time
+ * CV is 2.28 % with step 1 alone and 1.15 % with both. The cap bounds step 2's
+ * cost where a pass is long: for the 10M-sample plan at W = 64, K = 4 (4,096
+ * bins a window) step 2 costs about 10 % more CPU time (BENCHMARKS.md,
+ * planner). The rounds leave the fullest bin high when a few batches cost far
+ * more than the rest; the swaps level what they can. Ties go to the lower
+ * index: deterministic. */
 #define LEVEL_SWAPS 512
 #define LEVEL_WIDE_SWAPS 64
 
@@ -427,6 +419,15 @@ static void level_bins(const al_plan *p, packer *k, size_t nb, size_t m) {
   for (size_t b = 0; b < nb; b++) k->bins[b] = (uint32_t)b;
 }
 
+/* K > 1: deals the window's batches items[0..m) (by cost, descending) to its
+ * steps x W bins of K each, then makes steps of bins. Round 0 gives bin b the
+ * b-th costliest batch; each later round deals the next steps x W batches so
+ * that the bin carrying the most gets the cheapest of them; level_bins then
+ * swaps. The bins' sums come out level across the whole window (a costly clip
+ * and cheap images share a rank), so steps cost about the same as each other,
+ * not only their ranks. Then the bins, by sum, descending, are cut into steps
+ * of W neighbours. Rewrites items[] step-major (each step's W x K batches)
+ * with rank_of[] the batch's place (0..W-1) inside its step. */
 static void deal_bins(const al_plan *p, packer *k, size_t steps) {
   uint32_t W = p->world, K = p->micro_per_step;
   size_t nb = steps * W, m = nb * K;

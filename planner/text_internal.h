@@ -3,8 +3,8 @@
  * tables): read whole from a file, then JSON or a line format depending on
  * the first byte (planner-private).
  */
-#ifndef AL_PLANNER_TEXT_INTERNAL_H
-#define AL_PLANNER_TEXT_INTERNAL_H
+#ifndef AL_TEXT_INTERNAL_H
+#define AL_TEXT_INTERNAL_H
 
 #include <stddef.h>
 
@@ -26,4 +26,4 @@ int plan_json_num(json_t *o, const char *k1, const char *k2, double *out);
  * read errors are AL_EIO naming the path and errno. */
 int plan_read_file(const char *path, size_t max_bytes, const char *what, char **buf, size_t *len);
 
-#endif /* AL_PLANNER_TEXT_INTERNAL_H */
+#endif /* AL_TEXT_INTERNAL_H */

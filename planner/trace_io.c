@@ -1,5 +1,5 @@
 /* Reading a training trace (JSONL, one measured micro-batch per line) into
- * benchmark rows for the cost fit: `adaptiveload fit --trace` (issue 16). */
+ * benchmark rows for the cost fit: `adaptiveload fit --trace`. */
 #include <inttypes.h>
 #include <jansson.h>
 #include <math.h>

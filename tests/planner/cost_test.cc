@@ -241,7 +241,7 @@ TEST(DefaultModel, ShapeBenchCsvWithMemory) {
 
 } // namespace
 
-// ---- Training traces (fit --trace, issue 16) ----
+// ---- Training traces (fit --trace) ----
 
 namespace trace {
 

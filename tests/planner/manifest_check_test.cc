@@ -1,4 +1,4 @@
-// Forged manifests with valid checksums (issue 13): a real plan is re-written record by
+// Forged manifests with valid checksums: a real plan is re-written record by
 // record through the container writer with one lie in it, so only al_manifest_load's own
 // checks (planner/manifest_check.c) can catch it. Each case names what the message must say.
 #include <gtest/gtest.h>

@@ -243,8 +243,17 @@ TEST(Resume, ElasticReplanCoversEverySampleOnce) {
         EXPECT_STREQ(al_manifest_key(nm, 7), "k7");
         al_manifest_free(nm);
       }
+    // The errors name the old manifest by the path it was loaded from (al_manifest_path).
+    EXPECT_STREQ(al_manifest_path(old), old_path.c_str());
+    EXPECT_EQ(al_manifest_path(nullptr), nullptr);
     al_plan *p = nullptr;
     EXPECT_EQ(al_plan_replan(&p, old, oi.steps + 1, 4), AL_ERANGE);
+    EXPECT_EQ(std::string(al_last_error()),
+              old_path + ": holds steps 0.." + std::to_string(oi.steps) +
+                  "; cannot re-plan from step " + std::to_string(oi.steps + 1));
+    EXPECT_EQ(p, nullptr);
+    EXPECT_EQ(al_plan_replan(&p, old, 0, 0), AL_EINVAL);
+    EXPECT_EQ(al_plan_replan(&p, nullptr, 0, 4), AL_EINVAL);
     al_manifest_free(old);
   }
 }

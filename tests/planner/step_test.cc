@@ -1,4 +1,4 @@
-// The training contract (issue 14): every rank runs the same number K of micro-batches in
+// The training contract: every rank runs the same number K of micro-batches in
 // every step, for every policy and option, resumed and elastic plans included; the global
 // batch (K, step tokens) is the user's; step totals for loss normalisation are exact.
 #include <gtest/gtest.h>

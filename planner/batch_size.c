@@ -1,0 +1,91 @@
+/* Batch sizes (the dual constraint) and predicted batch costs, per bucket: what a plan and a
+ * re-plan size their batches with and what the schedule balances. */
+#include <math.h>
+#include <string.h>
+
+#include "planner/plan_internal.h"
+
+const char *plan_limit_name(int l) {
+  return l == AL_LIMIT_COMPUTE ? "compute" : l == AL_LIMIT_ONE ? "one" : "memory";
+}
+
+int plan_limit_parse(const char *name) {
+  return !strcmp(name, "compute") ? AL_LIMIT_COMPUTE
+         : !strcmp(name, "one")   ? AL_LIMIT_ONE
+                                  : AL_LIMIT_MEMORY;
+}
+
+double plan_micro_cost(const al_plan *p, uint32_t bucket, uint32_t n) {
+  return p->cost.fit.params[0] +
+         (double)n * al_cost_per_sample(&p->cost, p->buckets[bucket].tokens);
+}
+
+/* B = max(1, min(floor(m / S), floor(M_comp / c(S)))) with m the micro-batch
+ * token target (T / (W K), = M_mem by default); equal-token drops the compute
+ * term. */
+static void size_bucket(const al_plan *p, plan_bucket *b, uint64_t m) {
+  uint64_t bm = m / b->tokens;
+  double c = al_cost_per_sample(&p->cost, b->tokens);
+  /* The relative epsilon keeps c(S*) / c(S*) == 1 from flooring to 0. */
+  double bc = c > 0 ? floor(p->comp_ms / c * (1.0 + 1e-9)) : 1e18;
+  uint64_t bcomp = bc > 1e18 ? (uint64_t)1e18 : (uint64_t)bc;
+  uint64_t B;
+  if (p->policy == AL_POLICY_EQUAL_TOKEN) {
+    B = bm;
+    b->limited_by = bm ? AL_LIMIT_MEMORY : AL_LIMIT_ONE;
+  } else {
+    B = bm < bcomp ? bm : bcomp;
+    b->limited_by = !B ? AL_LIMIT_ONE : bcomp < bm ? AL_LIMIT_COMPUTE : AL_LIMIT_MEMORY;
+  }
+  if (B < 1) B = 1;
+  if (B > UINT32_MAX) B = UINT32_MAX;
+  b->batch_size = (uint32_t)B;
+}
+
+/* Batches the epoch's samples make when micro-batches aim at m tokens. */
+static uint64_t batches_at(const al_plan *p, uint64_t m) {
+  uint64_t n = 0;
+  for (size_t i = 0; i < p->n_buckets; i++) {
+    if (!p->buckets[i].samples) continue;
+    plan_bucket b = p->buckets[i];
+    size_bucket(p, &b, m);
+    n += (b.samples + b.batch_size - 1) / b.batch_size;
+  }
+  return n;
+}
+
+/* The global batch: a step holds W K micro-batches, so the mean tokens per
+ * step is W K times the mean tokens per batch. Samples longer than the target
+ * m = T / (W K) make one-sample batches above it (a sample is never split), so
+ * the target the batch sizes use is the largest m' <= m whose batches average
+ * at most m tokens: the other batches make up for the long ones, and the mean
+ * tokens per step stays at or below T. With the defaults (m = M_mem) m' = m. */
+static uint64_t calibrate_micro_tokens(const al_plan *p, uint64_t m) {
+  double total = 0;
+  for (size_t i = 0; i < p->n_buckets; i++)
+    total += (double)p->buckets[i].samples * (double)p->buckets[i].tokens;
+  if (total <= (double)m * (double)batches_at(p, m)) return m;
+  uint64_t lo = 1, hi = m; /* the answer is in [lo, hi), if lo qualifies */
+  if (total > (double)m * (double)batches_at(p, lo)) return m; /* unreachable: keep m */
+  while (hi - lo > 1) {
+    uint64_t mid = lo + (hi - lo) / 2;
+    if (total <= (double)m * (double)batches_at(p, mid))
+      lo = mid;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+void plan_bucket_costs(al_plan *p) {
+  for (size_t i = 0; i < p->n_buckets; i++) {
+    plan_bucket *b = &p->buckets[i];
+    b->batch_cost_ms = plan_micro_cost(p, (uint32_t)i, b->batch_size);
+  }
+}
+
+void plan_size_buckets(al_plan *p) {
+  p->micro_tokens = calibrate_micro_tokens(p, p->micro_tokens);
+  for (size_t i = 0; i < p->n_buckets; i++) size_bucket(p, &p->buckets[i], p->micro_tokens);
+  plan_bucket_costs(p);
+}

@@ -1,0 +1,14 @@
+/* key_status_internal.h - what a manifest's key table records per index position
+ * (KeyChunk.status, proto/adaptiveload.proto; al_manifest_key_status returns it).
+ *
+ * The planner writes these codes (plan.c, schedule.c, replan.c) and the manifest reader checks
+ * them (manifest_check.c): the one list both sides use. */
+#ifndef AL_KEY_STATUS_INTERNAL_H
+#define AL_KEY_STATUS_INTERNAL_H
+
+/* 1..AL_REJECT_COUNT - 1 are al_reject_reason (planner/al_buckets.h). */
+#define AL_KEY_PLANNED 0u   /* scheduled in the manifest's steps */
+#define AL_KEY_DROPPED 16u  /* dropped by the last-step policy (--last-step drop) */
+#define AL_KEY_CONSUMED 17u /* re-plan: scheduled before first_step by the old plan */
+
+#endif /* AL_KEY_STATUS_INTERNAL_H */

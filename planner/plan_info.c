@@ -1,0 +1,139 @@
+/* What a built plan tells: its summary figures (plan_stats), the public accessors of al_plan.h
+ * and the read-only view the manifest writer takes (plan_view_internal.h). */
+#include <string.h>
+
+#include "planner/plan_internal.h"
+#include "planner/plan_view_internal.h"
+#include "planner/stats_internal.h"
+
+void plan_stats(al_plan *p) {
+  uint32_t W = p->world;
+  p->samples = p->padded = p->tokens = 0;
+  for (size_t i = 0; i < p->n_micro; i++) {
+    const plan_micro *m = &p->micro[i];
+    if (m->padded)
+      p->padded += m->n;
+    else
+      p->samples += m->n, p->tokens += (uint64_t)m->n * p->buckets[m->bucket].tokens;
+  }
+  double cv_sum = 0, mean_sum = 0, max_sum = 0, max_sq = 0;
+  double tok_sum = 0, tok_sq = 0, smp_sum = 0, smp_sq = 0;
+  p->unequal_steps = 0;
+  for (uint32_t s = 0; s < p->steps; s++) {
+    double sum = 0, sq = 0, mx = 0, st_tok = 0, st_smp = 0;
+    uint64_t n0 = p->slot[(size_t)s * W + 1] - p->slot[(size_t)s * W];
+    int unequal = 0;
+    for (uint32_t r = 0; r < W; r++) {
+      double c = 0;
+      uint64_t a = p->slot[(size_t)s * W + r], b = p->slot[(size_t)s * W + r + 1];
+      unequal |= b - a != n0;
+      for (uint64_t x = a; x < b; x++) {
+        const plan_micro *m = &p->micro[x];
+        c += m->cost;
+        if (!m->padded) st_smp += m->n, st_tok += (double)m->n * p->buckets[m->bucket].tokens;
+      }
+      sum += c, sq += c * c;
+      if (c > mx) mx = c;
+    }
+    p->unequal_steps += unequal;
+    double mean, cv;
+    plan_mean_cv(sum, sq, W, &mean, &cv);
+    cv_sum += cv;
+    mean_sum += mean;
+    max_sum += mx;
+    max_sq += mx * mx;
+    tok_sum += st_tok, tok_sq += st_tok * st_tok;
+    smp_sum += st_smp, smp_sq += st_smp * st_smp;
+  }
+  p->imbalance_cv = p->steps ? cv_sum / p->steps : 0;
+  p->bubble = max_sum > 0 ? 1.0 - mean_sum / max_sum : 0;
+  p->seconds = max_sum / 1000.0;
+  plan_mean_cv(tok_sum, tok_sq, p->steps, &p->step_tokens_mean, &p->step_tokens_cv);
+  plan_mean_cv(smp_sum, smp_sq, p->steps, &p->step_samples_mean, &p->step_samples_cv);
+  double step_mean;
+  plan_mean_cv(max_sum, max_sq, p->steps, &step_mean, &p->step_time_cv);
+}
+
+int al_plan_get_info(const al_plan *p, al_manifest_info *o) {
+  if (!p || !o) return al_set_error(AL_EINVAL, "al_plan_get_info: NULL argument");
+  memset(o, 0, sizeof *o);
+  o->policy = al_policy_name(p->policy);
+  o->world = p->world;
+  o->seed = p->seed;
+  o->epoch = p->epoch;
+  o->first_step = p->first_step;
+  o->steps = p->steps;
+  o->samples = p->samples;
+  o->dropped = p->dropped;
+  o->padded = p->padded;
+  o->tokens = p->tokens;
+  o->index_fingerprint = p->fingerprint;
+  o->buckets = p->n_buckets;
+  o->imbalance_cv = p->imbalance_cv;
+  o->bubble = p->bubble;
+  o->predicted_seconds = p->seconds;
+  o->predicted_tokens_per_s = p->seconds > 0 ? (double)p->tokens / p->seconds : 0;
+  o->last_step = al_last_step_name(p->last_step);
+  o->mem_tokens = p->mem_tokens;
+  o->comp_budget_ms = p->comp_ms;
+  o->step_cost_ms = p->step_ms;
+  o->window = p->window;
+  o->index_samples = p->index_samples;
+  o->rejected = p->rejected[AL_REJECT_NONE];
+  o->micro_batches = p->n_micro;
+  o->cost_family = al_cost_family_name(p->cost.fit.family);
+  o->micro_per_step = p->micro_per_step;
+  o->step_tokens = p->step_tokens;
+  o->micro_tokens = p->micro_tokens;
+  o->unequal_steps = p->unequal_steps;
+  o->step_tokens_mean = p->step_tokens_mean;
+  o->step_tokens_cv = p->step_tokens_cv;
+  o->step_samples_mean = p->step_samples_mean;
+  o->step_samples_cv = p->step_samples_cv;
+  o->step_time_cv = p->step_time_cv;
+  return AL_OK;
+}
+
+uint64_t al_plan_rejected(const al_plan *p, al_reject_reason r) {
+  return p && (unsigned)r < AL_REJECT_COUNT ? p->rejected[r] : 0;
+}
+
+size_t al_plan_buckets_used(const al_plan *p) {
+  size_t n = 0;
+  for (size_t i = 0; p && i < p->n_buckets; i++) n += p->buckets[i].samples != 0;
+  return n;
+}
+
+uint64_t al_plan_first_rejected(const al_plan *p, al_reject_reason r) {
+  return p && (unsigned)r < AL_REJECT_COUNT ? p->first_rejected[r] : UINT64_MAX;
+}
+
+const al_latent_geom *plan_view_geometry(const al_plan *p) { return &p->geom; }
+
+const al_cost_model *plan_view_cost(const al_plan *p) { return &p->cost; }
+
+void plan_view_bucket(const al_plan *p, size_t i, al_bucket_info *out) {
+  const plan_bucket *b = &p->buckets[i];
+  out->id = (uint32_t)i;
+  out->width = b->width;
+  out->height = b->height;
+  out->frames = b->frames;
+  out->tokens = b->tokens;
+  out->batch_size = b->batch_size;
+  out->batch_cost_ms = b->batch_cost_ms;
+  out->samples = b->samples;
+  out->limited_by = plan_limit_name(b->limited_by);
+}
+
+const uint8_t *plan_view_key_status(const al_plan *p) { return p->status; }
+
+const uint64_t *plan_view_slots(const al_plan *p) { return p->slot; }
+
+void plan_view_micro(const al_plan *p, uint64_t x, plan_micro_view *out) {
+  const plan_micro *m = &p->micro[x];
+  out->bucket = m->bucket;
+  out->n = m->n;
+  out->padded = m->padded;
+  out->cost_ms = m->cost;
+  out->samples = p->mb + m->first;
+}
