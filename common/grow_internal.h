@@ -41,7 +41,7 @@ int grow_array(void **arr, size_t *cap, size_t need, size_t elem, const char *wh
  * once and released with free() (realloc works on it too): from GROW_BIG_BYTES
  * up, 2 MiB-aligned with transparent huge pages advised; plain malloc below.
  * On a virtual machine, first-touch page faults and TLB misses of 4 KiB pages
- * are most of the cost of one pass over a 10M-sample array (issue 14). NULL
+ * are most of the cost of one pass over a 10M-sample array. NULL
  * when the allocation fails or count * elem does not fit (no error is set:
  * callers name what they allocate). grow_array takes its first block of an
  * array (*arr NULL) from here. */
