@@ -469,6 +469,19 @@ def model_config(args):
                                text_dim=args.text_dim)
 
 
+def write_trace_line(f, mb, rank, ms, peak, warm):
+    """One --trace line (what ``adaptiveload fit --trace`` reads): micro-batch ``mb`` (step, micro,
+    bucket, n, S, tokens) of ``rank`` took ``ms``; ``peak`` (bytes, or None) is its peak memory;
+    ``warm`` marks a warm-up step."""
+    rec = {"step": mb.step, "rank": rank, "micro": mb.micro, "bucket": mb.bucket, "B": mb.n, "S": mb.S,
+           "tokens": mb.tokens, "ms": round(ms, 4)}
+    if peak is not None:
+        rec["peak_mem_bytes"] = int(peak)
+    if warm:
+        rec["warmup"] = True
+    f.write(json.dumps(rec) + "\n")
+
+
 def trace_path(path, rank, world):
     return path if world == 1 else "%s.rank%d" % (path, rank)
 
@@ -603,13 +616,7 @@ def main(argv=None):
             ms = timer.ms(st)
             compute_ms += ms
             if trace:
-                rec = {"step": pr.step, "rank": env.rank, "micro": pr.micro, "bucket": pr.bucket, "B": pr.n, "S": pr.S,
-                       "tokens": pr.tokens, "ms": round(ms, 4)}
-                if pk is not None:
-                    rec["peak_mem_bytes"] = int(pk)
-                if warm:
-                    rec["warmup"] = True
-                trace.write(json.dumps(rec) + "\n")
+                write_trace_line(trace, pr, env.rank, ms, pk, warm)
         pending = []
         g = torch.as_tensor(step_loss, device=device).double().reshape(1)
         if env.initialized:

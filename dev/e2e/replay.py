@@ -314,13 +314,7 @@ def replay(args, log=print):
                 if not warm:
                     micro_rows.append(row)
                 if trace:
-                    rec = {"step": p.step, "rank": r, "micro": p.micro, "bucket": p.bucket, "B": p.n, "S": p.S,
-                           "tokens": p.tokens, "ms": round(ms, 4)}
-                    if peak is not None:
-                        rec["peak_mem_bytes"] = int(peak)
-                    if warm:
-                        rec["warmup"] = True
-                    trace.write(json.dumps(rec) + "\n")
+                    td.write_trace_line(trace, p, r, ms, peak, warm)
             done += 1
             if not warm:
                 steps.append({"epoch": mi, "step": step_no, "rank_ms": [round(x, 3) for x in per_rank],
