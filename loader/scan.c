@@ -83,7 +83,6 @@ typedef struct scanner {
   char namebuf[4096];
 } scanner;
 
-
 static int reject(scanner *s, const char *member, uint64_t offset, const char *key,
                   const char *why) {
   return al_index_add_rejected(s->idx, 0, member, offset, key, why);
@@ -117,7 +116,6 @@ static void report(scanner *s, uint64_t samples) {
     s->unreported = 0;
   }
 }
-
 
 /* A KEY.json with a duration or an fps but no frame-count field the index knows may be a
  * video whose frame field has another name: kept, and listed as a warning. */
@@ -577,8 +575,8 @@ static int reject_loose(scanner *s, const char *name, const char *base, uint64_t
 /* Appends member KEY.ext to the pending sample (ending the previous sample at a new key),
  * its extension interned (EXT_OVER past AL_EXT_MAX distinct ones); a repeated extension
  * marks the sample. Its position in *mi. */
-static int add_member(scanner *s, const char *name, size_t key_len, const char *ext,
-                      uint64_t hdr, uint64_t off, uint64_t size, size_t *mi) {
+static int add_member(scanner *s, const char *name, size_t key_len, const char *ext, uint64_t hdr,
+                      uint64_t off, uint64_t size, size_t *mi) {
   pending *p = &s->p;
   int rc = AL_OK;
   if (p->n && (p->key_len != key_len || memcmp(p->key, name, key_len) != 0)) rc = flush_pending(s);

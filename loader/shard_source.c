@@ -119,8 +119,7 @@ static int gzip_step(shard_source *src, unsigned char *out, size_t cap, size_t *
 }
 
 /* One LZ4F_decompress call; as gzip_step. */
-static int lz4_step(shard_source *src, unsigned char *out, size_t cap, size_t *made,
-                    size_t avail) {
+static int lz4_step(shard_source *src, unsigned char *out, size_t cap, size_t *made, size_t avail) {
   size_t dst = cap - *made, srcn = avail;
   size_t r = LZ4F_decompress(src->lz, out + *made, &dst, src->in + src->in_pos, &srcn, NULL);
   src->in_pos += srcn;
