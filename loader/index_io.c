@@ -25,7 +25,7 @@
 #define CHUNK_WARNINGS 4096
 #define PRODUCER "adaptiveload 0.1.0"
 
-/* One kind of item (shards, samples, rejected entries) written as IndexChunk
+/* One kind of item (shards, samples, rejected entries, warnings) written as IndexChunk
  * records of at most `per_chunk` items. `msgs` and `ptrs` hold one chunk's
  * messages and the pointers to them; fill() puts items [base, base + n) into
  * the chunk. */
@@ -38,6 +38,8 @@ typedef struct chunk_writer {
   size_t mcap;
   uint64_t *shapes; /* samples: their typed members' shapes, per chunk */
   size_t scap;
+  const index_entry_list *entries; /* rejected entries or warnings */
+  void *(*entry_msg)(const index_entry_rec *r, void *at);
   int (*fill)(struct chunk_writer *cw, Adaptiveload__IndexChunk *c, size_t base, size_t n);
 } chunk_writer;
 
@@ -149,40 +151,42 @@ static int fill_samples(chunk_writer *cw, Adaptiveload__IndexChunk *c, size_t ba
   return AL_OK;
 }
 
-static int fill_rejected(chunk_writer *cw, Adaptiveload__IndexChunk *c, size_t base, size_t n) {
-  Adaptiveload__Rejected *msgs = cw->msgs, **ptrs = cw->ptrs;
-  for (size_t i = 0; i < n; i++) {
-    const index_rejected_rec *r = &cw->idx->rejected[base + i];
-    Adaptiveload__Rejected *m = &msgs[i];
-    adaptiveload__rejected__init(m);
-    m->shard = r->shard;
-    m->member = r->member;
-    m->offset = r->offset;
-    m->reason = r->reason;
-    m->key = r->key;
-    ptrs[i] = m;
-  }
-  c->n_rejected = n;
-  c->rejected = ptrs;
-  return AL_OK;
+/* One entry as its message: a Rejected or, with the sample's position, a Warning. */
+static void *rejected_msg(const index_entry_rec *r, void *at) {
+  Adaptiveload__Rejected *m = at;
+  adaptiveload__rejected__init(m);
+  m->shard = r->shard;
+  m->member = r->member;
+  m->offset = r->offset;
+  m->reason = r->reason;
+  m->key = r->key;
+  return m;
 }
 
-static int fill_warnings(chunk_writer *cw, Adaptiveload__IndexChunk *c, size_t base, size_t n) {
-  Adaptiveload__Warning *msgs = cw->msgs, **ptrs = cw->ptrs;
-  for (size_t i = 0; i < n; i++) {
-    const index_warning_rec *r = &cw->idx->warnings[base + i];
-    Adaptiveload__Warning *m = &msgs[i];
-    adaptiveload__warning__init(m);
-    m->sample = r->sample;
-    m->shard = r->shard;
-    m->member = r->member;
-    m->offset = r->offset;
-    m->reason = r->reason;
-    m->key = r->key;
-    ptrs[i] = m;
+static void *warning_msg(const index_entry_rec *r, void *at) {
+  Adaptiveload__Warning *m = at;
+  adaptiveload__warning__init(m);
+  m->sample = r->sample;
+  m->shard = r->shard;
+  m->member = r->member;
+  m->offset = r->offset;
+  m->reason = r->reason;
+  m->key = r->key;
+  return m;
+}
+
+/* Rejected entries and warnings: cw->entries, each through cw->entry_msg. */
+static int fill_entries(chunk_writer *cw, Adaptiveload__IndexChunk *c, size_t base, size_t n) {
+  void **ptrs = cw->ptrs;
+  for (size_t i = 0; i < n; i++)
+    ptrs[i] = cw->entry_msg(&cw->entries->v[base + i], (char *)cw->msgs + i * cw->msg_size);
+  if (cw->entries == &cw->idx->warnings) {
+    c->n_warnings = n;
+    c->warnings = (Adaptiveload__Warning **)ptrs;
+  } else {
+    c->n_rejected = n;
+    c->rejected = (Adaptiveload__Rejected **)ptrs;
   }
-  c->n_warnings = n;
-  c->warnings = ptrs;
   return AL_OK;
 }
 
@@ -208,22 +212,30 @@ int al_index_save(const al_index *idx, const char *path) {
   rc = pbio_write_msg(w, AL_REC_INDEX_HEADER, &h.base);
   chunk_writer shards = {idx, CHUNK_SHARDS, sizeof(Adaptiveload__Shard), .fill = fill_shards};
   chunk_writer samples = {idx, CHUNK_SAMPLES, sizeof(Adaptiveload__Sample), .fill = fill_samples};
-  chunk_writer rejected = {idx, CHUNK_REJECTED, sizeof(Adaptiveload__Rejected),
-                           .fill = fill_rejected};
+  chunk_writer rejected = {idx,
+                           CHUNK_REJECTED,
+                           sizeof(Adaptiveload__Rejected),
+                           .entries = &idx->rejected,
+                           .entry_msg = rejected_msg,
+                           .fill = fill_entries};
+  chunk_writer warnings = {idx,
+                           CHUNK_WARNINGS,
+                           sizeof(Adaptiveload__Warning),
+                           .entries = &idx->warnings,
+                           .entry_msg = warning_msg,
+                           .fill = fill_entries};
   if (!rc) rc = save_chunks(&shards, w, idx->n_shards);
   if (!rc) rc = save_chunks(&samples, w, idx->n_samples);
-  chunk_writer warnings = {idx, CHUNK_WARNINGS, sizeof(Adaptiveload__Warning),
-                           .fill = fill_warnings};
-  if (!rc) rc = save_chunks(&rejected, w, idx->n_rejected);
-  if (!rc) rc = save_chunks(&warnings, w, idx->n_warnings);
+  if (!rc) rc = save_chunks(&rejected, w, idx->rejected.n);
+  if (!rc) rc = save_chunks(&warnings, w, idx->warnings.n);
   if (!rc) {
     Adaptiveload__IndexSummary s = ADAPTIVELOAD__INDEX_SUMMARY__INIT;
     s.shards = idx->n_shards;
     s.samples = idx->n_samples;
-    s.rejected = idx->n_rejected;
+    s.rejected = idx->rejected.n;
     s.bytes = total_bytes(idx);
     s.fingerprint = al_index_fingerprint(idx);
-    s.warnings = idx->n_warnings;
+    s.warnings = idx->warnings.n;
     rc = pbio_write_msg(w, AL_REC_INDEX_SUMMARY, &s.base);
   }
   if (rc) al_error_prefix(rc, "%s", path);
@@ -468,7 +480,7 @@ static int load_warnings(loader *L, const Adaptiveload__IndexChunk *c) {
     const Adaptiveload__Warning *w = c->warnings[i];
     if (w->sample >= idx->n_samples || w->shard >= idx->n_shards ||
         idx->samples[w->sample].shard != w->shard ||
-        (idx->n_warnings && idx->warnings[idx->n_warnings - 1].sample > w->sample))
+        (idx->warnings.n && idx->warnings.v[idx->warnings.n - 1].sample > w->sample))
       return al_set_error(AL_EFORMAT,
                           "%s: record %llu: warning for sample %llu, shard %u: no such sample or "
                           "out of order",
@@ -490,15 +502,15 @@ static int load_chunk(loader *L, const Adaptiveload__IndexChunk *c) {
 
 static int check_summary(loader *L, const Adaptiveload__IndexSummary *s) {
   al_index *idx = L->idx;
-  if (s->warnings != idx->n_warnings)
+  if (s->warnings != idx->warnings.n)
     return al_set_error(AL_EFORMAT, "%s: summary says %llu warnings; file holds %zu", L->path,
-                        (unsigned long long)s->warnings, idx->n_warnings);
-  if (s->shards != idx->n_shards || s->samples != idx->n_samples || s->rejected != idx->n_rejected)
+                        (unsigned long long)s->warnings, idx->warnings.n);
+  if (s->shards != idx->n_shards || s->samples != idx->n_samples || s->rejected != idx->rejected.n)
     return al_set_error(AL_EFORMAT,
                         "%s: summary says %llu shards, %llu samples, %llu rejected; file holds %zu, %zu, %zu",
                         L->path, (unsigned long long)s->shards, (unsigned long long)s->samples,
                         (unsigned long long)s->rejected, idx->n_shards, idx->n_samples,
-                        idx->n_rejected);
+                        idx->rejected.n);
   for (size_t i = 0; i < idx->n_shards; i++) {
     if (L->want_samples[i] != idx->shards[i].sample_count ||
         L->want_rejected[i] != idx->shards[i].rejected_count)
