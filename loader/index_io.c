@@ -532,7 +532,7 @@ static int check_summary(loader *L, const Adaptiveload__IndexSummary *s) {
 
 /* Faulting in the index's three big arrays (zeroing ~1 GB for 10M samples; on a virtual
  * machine the largest part of loading) on a helper thread, a bounded distance ahead of where
- * the loader writes, so the loader finds its pages present (issue 14). MADV_POPULATE_WRITE
+ * the loader writes, so the loader finds its pages present. MADV_POPULATE_WRITE
  * (Linux 5.14) faults pages in without touching what they hold, so racing the loader's writes
  * is harmless; it stops at the first failure (an older kernel: EINVAL), and keeps at most
  * min(written + PREFAULT_STEP, PREFAULT_AHEAD) bytes ahead of what the loader has written to
