@@ -210,7 +210,7 @@ int stream_typed_read(stream_reader *r, const stream_source_job *job, theader_ki
   k.base = k.fd >= 0 ? job->offset + h.data_offset : 0;
   k.src = mem ? mem + h.data_offset : NULL;
   if (!grid) return copy_whole(&k, &h, b, off, out);
-  uint64_t C;
+  uint64_t C = 0;
   if ((rc = crop_plan(&k, &h, grid, &C, out)) != AL_OK) return rc;
   const size_t bytes = (size_t)(C * k.Tb * k.hb) * k.row_dst; /* <= data_bytes: fits */
   if ((rc = stream_growbuf_reserve(b, off + bytes, off)) != AL_OK) return rc;
