@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/al_version.h"
 #include "common/grow_internal.h"
 #include "loader/index_decode_internal.h"
 #include "loader/index_internal.h"
@@ -23,7 +24,7 @@
 #define CHUNK_SAMPLES 16384
 #define CHUNK_REJECTED 4096
 #define CHUNK_WARNINGS 4096
-#define PRODUCER "adaptiveload 0.1.0"
+#define PRODUCER "adaptiveload " AL_VERSION_STRING
 
 /* One kind of item (shards, samples, rejected entries, warnings) written as IndexChunk
  * records of at most `per_chunk` items. `msgs` and `ptrs` hold one chunk's
@@ -635,6 +636,60 @@ static void prefault_stop(prefault *pf) {
   pf->running = 0;
 }
 
+/* The IndexHeader: the field names, and the arrays reserved from its size hints. */
+static int load_header(loader *L, pbio_reader *r) {
+  ProtobufCMessage *msg = NULL; /* owned by the reader (arena) */
+  int rc = pbio_read_msg(r, AL_REC_INDEX_HEADER, &adaptiveload__index_header__descriptor, &msg);
+  if (rc) return rc;
+  const Adaptiveload__IndexHeader *h = (const Adaptiveload__IndexHeader *)msg;
+  const char *names[AL_N_FIELDS] = {NULL};
+  for (size_t i = 0; i < h->n_field_names && i < AL_N_FIELDS; i++) names[i] = h->field_names[i];
+  rc = index_set_fields(L->idx, names);
+  /* One allocation per array instead of growing (a 10M-sample index: ~1 GB written once);
+   * the hints are bounded by what the file could decode to (LZ4 expands at most 255x, and
+   * a sample or member record takes at least 4 bytes), so a lying file cannot reserve more. */
+  struct stat sb;
+  if (!rc && stat(L->path, &sb) == 0 && sb.st_size > 0) {
+    uint64_t most = (uint64_t)sb.st_size * 255;
+    index_reserve(L->idx, h->samples_hint <= most / 4 ? h->samples_hint : 0,
+                  h->members_hint <= most / 4 ? h->members_hint : 0,
+                  h->key_bytes_hint <= most ? h->key_bytes_hint : 0);
+  }
+  return rc;
+}
+
+/* The records after the header: IndexChunks, then one IndexSummary, then the end. */
+static int load_records(loader *L, pbio_reader *r, prefault *pf) {
+  int have_summary = 0;
+  for (;;) {
+    uint32_t tag;
+    ProtobufCMessage *msg = NULL;
+    const uint8_t *raw = NULL;
+    size_t raw_len = 0;
+    uint64_t record = 0;
+    L->chunk++;
+    int rc = pbio_read_next(r, &tag, &msg, &raw, &raw_len, &record);
+    if (rc == AL_EOF)
+      return have_summary ? AL_OK : al_set_error(AL_EFORMAT, "%s: no IndexSummary record", L->path);
+    if (rc) return rc;
+    if (have_summary) {
+      rc = al_set_error(AL_EFORMAT, "%s: record %llu after the IndexSummary", L->path,
+                        (unsigned long long)L->chunk);
+    } else if (tag == AL_REC_INDEX_CHUNK) {
+      rc = msg ? load_chunk(L, (const Adaptiveload__IndexChunk *)msg)
+               : load_raw_chunk(L, raw, raw_len, record);
+      prefault_progress(pf, L->idx);
+    } else if (tag == AL_REC_INDEX_SUMMARY) {
+      have_summary = 1;
+      rc = check_summary(L, (const Adaptiveload__IndexSummary *)msg);
+    } else {
+      rc = al_set_error(AL_EFORMAT, "%s: record %llu has unexpected tag %u in an index file",
+                        L->path, (unsigned long long)L->chunk, tag);
+    }
+    if (rc) return rc;
+  }
+}
+
 int al_index_load(al_index **out, const char *path) {
   if (!out || !path) return al_set_error(AL_EINVAL, "al_index_load: NULL argument");
   *out = NULL;
@@ -653,57 +708,11 @@ int al_index_load(al_index **out, const char *path) {
   memset(&L, 0, sizeof L);
   L.path = path;
   rc = al_index_new(&L.idx);
-  ProtobufCMessage *msg = NULL;
-  if (!rc)
-    rc = pbio_read_msg(r, AL_REC_INDEX_HEADER, &adaptiveload__index_header__descriptor, &msg);
-  if (!rc) {
-    const Adaptiveload__IndexHeader *h = (const Adaptiveload__IndexHeader *)msg;
-    const char *names[AL_N_FIELDS] = {NULL};
-    for (size_t i = 0; i < h->n_field_names && i < AL_N_FIELDS; i++) names[i] = h->field_names[i];
-    rc = index_set_fields(L.idx, names);
-    /* One allocation per array instead of growing (a 10M-sample index: ~1 GB written once);
-     * the hints are bounded by what the file could decode to (LZ4 expands at most 255x, and
-     * a sample or member record takes at least 4 bytes), so a lying file cannot reserve more. */
-    struct stat sb;
-    if (!rc && stat(path, &sb) == 0 && sb.st_size > 0) {
-      uint64_t most = (uint64_t)sb.st_size * 255;
-      index_reserve(L.idx, h->samples_hint <= most / 4 ? h->samples_hint : 0,
-                    h->members_hint <= most / 4 ? h->members_hint : 0,
-                    h->key_bytes_hint <= most ? h->key_bytes_hint : 0);
-    }
-    msg = NULL; /* owned by the reader (arena) */
-  }
+  if (!rc) rc = load_header(&L, r);
   prefault pf;
   memset(&pf, 0, sizeof pf);
   if (!rc) prefault_start(&pf, L.idx);
-  int have_summary = 0;
-  while (!rc) {
-    uint32_t tag;
-    const uint8_t *raw = NULL;
-    size_t raw_len = 0;
-    uint64_t record = 0;
-    L.chunk++;
-    rc = pbio_read_next(r, &tag, &msg, &raw, &raw_len, &record);
-    if (rc == AL_EOF) {
-      rc = have_summary ? AL_OK : al_set_error(AL_EFORMAT, "%s: no IndexSummary record", path);
-      break;
-    }
-    if (rc) break;
-    if (have_summary) {
-      rc = al_set_error(AL_EFORMAT, "%s: record %llu after the IndexSummary", path,
-                        (unsigned long long)L.chunk);
-    } else if (tag == AL_REC_INDEX_CHUNK) {
-      rc = msg ? load_chunk(&L, (const Adaptiveload__IndexChunk *)msg)
-               : load_raw_chunk(&L, raw, raw_len, record);
-      prefault_progress(&pf, L.idx);
-    } else if (tag == AL_REC_INDEX_SUMMARY) {
-      have_summary = 1;
-      rc = check_summary(&L, (const Adaptiveload__IndexSummary *)msg);
-    } else {
-      rc = al_set_error(AL_EFORMAT, "%s: record %llu has unexpected tag %u in an index file", path,
-                        (unsigned long long)L.chunk, tag);
-    }
-  }
+  if (!rc) rc = load_records(&L, r, &pf);
   prefault_stop(&pf); /* before the arrays are trimmed or freed */
   pbio_reader_close(r);
   free(L.mem);
