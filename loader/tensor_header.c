@@ -412,11 +412,10 @@ static int st_entry(const char *name, json_t *t, theader *h, uint64_t *begin, ui
   return AL_OK;
 }
 
-static int st_parse(const uint8_t *b, size_t have, uint64_t member_size, const char *name,
-                    theader *out, size_t *need) {
-  json_t *root = NULL;
-  json_error_t jerr;
-  int rc = AL_OK;
+/* The 8-byte header length: *n. AL_OK; AL_ERANGE with *need when more bytes must be read;
+ * AL_EFORMAT. */
+static int st_preamble(const uint8_t *b, size_t have, uint64_t member_size, uint64_t *n,
+                       size_t *need) {
   if (have < 8) {
     if (member_size < 8)
       return al_set_error(AL_EFORMAT,
@@ -425,32 +424,28 @@ static int st_parse(const uint8_t *b, size_t have, uint64_t member_size, const c
     *need = 8;
     return AL_ERANGE;
   }
-  uint64_t n = 0;
-  for (int k = 7; k >= 0; k--) n = n << 8 | b[k];
-  if (n > THEADER_MAX_HEADER_BYTES - 8)
+  *n = 0;
+  for (int k = 7; k >= 0; k--) *n = *n << 8 | b[k];
+  if (*n > THEADER_MAX_HEADER_BYTES - 8)
     return al_set_error(AL_EFORMAT,
                         "safetensors header: byte 0: header length %llu exceeds the limit %u",
-                        (unsigned long long)n, THEADER_MAX_HEADER_BYTES - 8);
-  if (8 + n > member_size)
+                        (unsigned long long)*n, THEADER_MAX_HEADER_BYTES - 8);
+  if (8 + *n > member_size)
     return al_set_error(AL_EFORMAT,
                         "safetensors header: byte 0: header length %llu runs past the member's "
                         "end (%llu bytes)",
-                        (unsigned long long)n, (unsigned long long)member_size);
-  if (have < 8 + n) {
-    *need = (size_t)(8 + n);
+                        (unsigned long long)*n, (unsigned long long)member_size);
+  if (have < 8 + *n) {
+    *need = (size_t)(8 + *n);
     return AL_ERANGE;
   }
-  if (n == 0 || b[8] != '{')
-    return al_set_error(AL_EFORMAT, "safetensors header: byte 8: the header must be a JSON object");
-  root = json_loadb((const char *)b + 8, (size_t)n, JSON_REJECT_DUPLICATES, &jerr);
-  if (!root) {
-    return al_set_error(AL_EFORMAT, "safetensors header: byte %lld: broken JSON: %s",
-                        (long long)(8 + (jerr.position > 0 ? jerr.position : 0)), jerr.text);
-  }
-  if (!json_is_object(root)) {
-    rc = al_set_error(AL_EFORMAT, "safetensors header: byte 8: the header must be a JSON object");
-    goto cleanup;
-  }
+  return AL_OK;
+}
+
+/* The tensors of the header object (header of n bytes): the one named `name` (NULL: the only
+ * one) into *out; the data section must end where the member does. */
+static int st_tensors(json_t *root, uint64_t n, uint64_t member_size, const char *name,
+                      theader *out) {
   const char *key;
   json_t *val;
   const char *pick = NULL;
@@ -458,10 +453,11 @@ static int st_parse(const uint8_t *b, size_t have, uint64_t member_size, const c
   uint64_t max_end = 0;
   theader h;
   uint64_t begin = 0, end = 0;
+  int rc;
   json_object_foreach(root, key, val) {
     if (strcmp(key, "__metadata__") == 0) continue;
     memset(&h, 0, sizeof h);
-    if ((rc = st_entry(key, val, &h, &begin, &end)) != AL_OK) goto cleanup;
+    if ((rc = st_entry(key, val, &h, &begin, &end)) != AL_OK) return rc;
     tensors++;
     if (end > max_end) max_end = end;
     if (name ? strcmp(key, name) == 0 : tensors == 1) {
@@ -470,31 +466,40 @@ static int st_parse(const uint8_t *b, size_t have, uint64_t member_size, const c
       out->data_offset = 8 + n + begin;
     }
   }
-  if (tensors == 0) {
-    rc = al_set_error(AL_EFORMAT, "safetensors header: byte 8: no tensor");
-    goto cleanup;
-  }
-  if (!name && tensors > 1) {
-    rc = al_set_error(AL_EFORMAT,
-                      "safetensors header: byte 8: %zu tensors; which one to take must be named",
-                      tensors);
-    goto cleanup;
-  }
-  if (!pick) {
-    rc = al_set_error(AL_ENOTFOUND,
-                      "safetensors header: byte 8: no tensor named '%.64s' (%zu tensors)", name,
-                      tensors);
-    goto cleanup;
-  }
-  if (8 + n + max_end != member_size) {
-    rc = al_set_error(AL_EFORMAT,
-                      "safetensors header: byte %llu: the data section is %llu bytes, the "
-                      "member holds %llu after its header",
-                      (unsigned long long)(8 + n), (unsigned long long)max_end,
-                      (unsigned long long)(member_size - 8 - n));
-    goto cleanup;
-  }
-cleanup:
+  if (tensors == 0) return al_set_error(AL_EFORMAT, "safetensors header: byte 8: no tensor");
+  if (!name && tensors > 1)
+    return al_set_error(AL_EFORMAT,
+                        "safetensors header: byte 8: %zu tensors; which one to take must be named",
+                        tensors);
+  if (!pick)
+    return al_set_error(AL_ENOTFOUND,
+                        "safetensors header: byte 8: no tensor named '%.64s' (%zu tensors)", name,
+                        tensors);
+  if (8 + n + max_end != member_size)
+    return al_set_error(AL_EFORMAT,
+                        "safetensors header: byte %llu: the data section is %llu bytes, the "
+                        "member holds %llu after its header",
+                        (unsigned long long)(8 + n), (unsigned long long)max_end,
+                        (unsigned long long)(member_size - 8 - n));
+  return AL_OK;
+}
+
+static int st_parse(const uint8_t *b, size_t have, uint64_t member_size, const char *name,
+                    theader *out, size_t *need) {
+  uint64_t n = 0;
+  int rc = st_preamble(b, have, member_size, &n, need);
+  if (rc != AL_OK) return rc;
+  if (n == 0 || b[8] != '{')
+    return al_set_error(AL_EFORMAT, "safetensors header: byte 8: the header must be a JSON object");
+  json_error_t jerr;
+  json_t *root = json_loadb((const char *)b + 8, (size_t)n, JSON_REJECT_DUPLICATES, &jerr);
+  if (!root)
+    return al_set_error(AL_EFORMAT, "safetensors header: byte %lld: broken JSON: %s",
+                        (long long)(8 + (jerr.position > 0 ? jerr.position : 0)), jerr.text);
+  if (!json_is_object(root))
+    rc = al_set_error(AL_EFORMAT, "safetensors header: byte 8: the header must be a JSON object");
+  else
+    rc = st_tensors(root, n, member_size, name, out);
   json_decref(root);
   return rc;
 }
