@@ -83,8 +83,9 @@ typedef struct al_shard_info {
   uint64_t rejected_count;
   int seekable;            /* plain tar: member offsets are file offsets */
   const char *compression; /* "none", "lz4", "gzip", "zstd", "bzip2", "xz" */
-  /* Appended (issue 15): the shard's identity besides its size, without mtime (see
-   * al_index_shard_verify); 0 when not recorded (indexes from before, hand assembly). */
+  /* Added at the end (the struct only grows there): the shard's identity besides its size,
+   * without mtime (see al_index_shard_verify); 0 when not recorded (indexes written before
+   * fingerprints, hand assembly, a shard that could not be read at the end of its build). */
   uint64_t content_fp;
 } al_shard_info;
 

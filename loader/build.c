@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock_internal.h"
 #include "common/grow_internal.h"
 #include "loader/dali_idx_internal.h"
 #include "loader/hash_internal.h"
@@ -95,32 +96,113 @@ static int64_t mg_find(const merger *m, const char *key, size_t len, uint64_t h,
   }
 }
 
-static int merge(merger *m, scan_result *r, const char *path) {
-  al_index *g = m->g;
-  const al_index *l = r->idx;
+/* The shard's record into the merged index (its id in *id), and the map from the shard's
+ * extension ids to the index's (UINT32_MAX: the index's table is full). */
+static int merge_shard(merger *m, const al_index *l, const char *path, uint32_t *id) {
   const index_shard_rec *ls = &l->shards[0];
-  uint32_t id;
-  int rc = index_add_shard_full(g, path, ls->size, ls->mtime_ns, ls->seekable, ls->compression,
-                                &id);
+  int rc = index_add_shard_full(m->g, path, ls->size, ls->mtime_ns, ls->seekable, ls->compression,
+                                id);
   if (rc) return rc;
   rc = grow_array((void **)&m->extmap, &m->extmap_cap, l->exts.n, sizeof *m->extmap,
                   "the extension map");
   if (rc) return rc;
   for (uint32_t i = 0; i < l->exts.n; i++) {
     const char *e = l->exts.strs[i];
-    rc = strtab_intern(&g->exts, e, strlen(e), AL_EXT_MAX, &m->extmap[i]);
-    if (rc == AL_ERANGE) { /* the index's table is full: samples using it are rejected below */
+    rc = strtab_intern(&m->g->exts, e, strlen(e), AL_EXT_MAX, &m->extmap[i]);
+    if (rc == AL_ERANGE) { /* the index's table is full: samples using it are rejected */
       al_clear_error();
       m->extmap[i] = UINT32_MAX;
       rc = AL_OK;
     }
     if (rc) return al_error_prefix(rc, "%s", path);
   }
-  for (size_t i = 0; i < l->n_rejected; i++) {
-    const index_rejected_rec *x = &l->rejected[i];
-    rc = al_index_add_rejected(g, id, x->member, x->offset, x->key, x->reason);
-    if (rc) return rc;
+  return AL_OK;
+}
+
+/* Sample i of the shard (id `id`) has the key of sample `prev` of the index: rejected. */
+static int reject_duplicate(merger *m, const scan_result *r, size_t i, uint32_t id, int64_t prev,
+                            const char *path) {
+  const al_index *g = m->g, *l = r->idx;
+  const index_sample_rec *s = &l->samples[i];
+  const char *key = l->keys + s->key;
+  const index_member_rec *lm = &l->members[s->member0];
+  const char *first = g->shards[g->samples[prev].shard].path;
+  char name[4096], why[8192];
+  snprintf(name, sizeof name, "%s%s%s", key, s->n_members ? "." : "",
+           s->n_members ? l->exts.strs[index_member_ext(&lm[0])] : "");
+  snprintf(why, sizeof why,
+           "duplicate key '%s': first seen in %s (sample %lld, kept); this copy in %s rejected",
+           key, first, (long long)prev, path);
+  return al_index_add_rejected(m->g, id, name, r->first_hdr[i], key, why);
+}
+
+/* Sample i of the shard has an extension the index's table has no room for: rejected.
+ * 1 when so (AL_OK recorded), 0 when all its extensions fit, or a negative status. */
+static int reject_ext_over(merger *m, const scan_result *r, size_t i, uint32_t id) {
+  const al_index *l = r->idx;
+  const index_sample_rec *s = &l->samples[i];
+  const index_member_rec *lm = &l->members[s->member0];
+  uint32_t over = UINT32_MAX;
+  for (uint32_t j = 0; j < s->n_members && over == UINT32_MAX; j++)
+    if (m->extmap[index_member_ext(&lm[j])] == UINT32_MAX) over = j;
+  if (over == UINT32_MAX) return 0;
+  const char *key = l->keys + s->key;
+  const char *ext = l->exts.strs[index_member_ext(&lm[over])];
+  char name[4096], why[512];
+  snprintf(name, sizeof name, "%s.%s", key, ext);
+  snprintf(why, sizeof why,
+           "extension '%.200s' does not fit: an index holds at most %u distinct extensions", ext,
+           AL_EXT_MAX);
+  int rc = al_index_add_rejected(m->g, id, name, r->first_hdr[i], key, why);
+  return rc ? rc : 1;
+}
+
+/* Sample i of shard index l into the merged index as shard `id`: its members (extension ids
+ * mapped), its typed members l->typed[t0, t1) and its warnings l->warnings.v[w0, w1). */
+static int merge_sample(merger *m, const al_index *l, size_t i, uint32_t id, size_t t0, size_t t1,
+                        size_t w0, size_t w1) {
+  al_index *g = m->g;
+  const index_sample_rec *s = &l->samples[i];
+  const char *key = l->keys + s->key;
+  const index_member_rec *lm = &l->members[s->member0];
+  int rc = grow_array((void **)&m->mem, &m->mem_cap, s->n_members, sizeof *m->mem,
+                      "a sample's members");
+  if (rc) return rc;
+  for (uint32_t j = 0; j < s->n_members; j++) {
+    m->mem[j].off_ext = (lm[j].off_ext & ~UINT64_C(0x7FFF)) | m->extmap[index_member_ext(&lm[j])];
+    m->mem[j].size = lm[j].size;
   }
+  rc = index_add_sample_rec(g, key, strlen(key), id, s->width, s->height, s->frames, s->fps, m->mem,
+                            s->n_members);
+  for (size_t k = t0; k < t1 && !rc; k++) {
+    const index_tshape *ts = &l->tshapes[l->typed[k] & AL_TYPED_SHAPES_MAX];
+    theader th;
+    memset(&th, 0, sizeof th);
+    th.dtype = (theader_dtype)ts->dtype;
+    th.ndim = ts->ndim;
+    memcpy(th.shape, ts->dims, sizeof th.shape);
+    th.data_offset = ts->data_offset;
+    rc = index_add_member_type(g, (uint32_t)((l->typed[k] >> AL_TYPED_SHAPE_BITS) - s->member0),
+                               &th);
+  }
+  for (size_t k = w0; k < w1 && !rc; k++) {
+    const index_entry_rec *w = &l->warnings.v[k];
+    rc = index_add_warning(g, g->n_samples - 1, id, w->member, w->offset, w->key, w->reason);
+  }
+  return rc;
+}
+
+/* One scanned shard into the merged index: its record, its rejected entries, then its
+ * samples in order, each kept unless its key was seen before or an extension does not fit. */
+static int merge(merger *m, scan_result *r, const char *path) {
+  const al_index *l = r->idx;
+  uint32_t id;
+  int rc = merge_shard(m, l, path, &id);
+  for (size_t i = 0; i < l->rejected.n && !rc; i++) {
+    const index_entry_rec *x = &l->rejected.v[i];
+    rc = al_index_add_rejected(m->g, id, x->member, x->offset, x->key, x->reason);
+  }
+  if (rc) return rc;
   size_t tcur = 0, wcur = 0; /* the shard's typed members and warnings, in sample order */
   for (size_t i = 0; i < l->n_samples; i++) {
     const index_sample_rec *s = &l->samples[i];
@@ -129,68 +211,23 @@ static int merge(merger *m, scan_result *r, const char *path) {
     size_t t0 = tcur, w0 = wcur;
     while (tcur < l->n_typed && (l->typed[tcur] >> AL_TYPED_SHAPE_BITS) < s->member0 + s->n_members)
       tcur++;
-    while (wcur < l->n_warnings && l->warnings[wcur].sample == i) wcur++;
-    if (g->n_samples + 1 >= DD_IDX_MASK) return al_set_error(AL_ERANGE, "more than 2^36 samples");
-    if ((m->n + 1) * 4 > m->cap * 3) {
-      rc = mg_rehash(m);
-      if (rc) return rc;
-    }
+    while (wcur < l->warnings.n && l->warnings.v[wcur].sample == i) wcur++;
+    if (m->g->n_samples + 1 >= DD_IDX_MASK)
+      return al_set_error(AL_ERANGE, "more than 2^36 samples");
+    if ((m->n + 1) * 4 > m->cap * 3 && (rc = mg_rehash(m))) return rc;
     uint64_t h = key_hash(key, len);
     size_t slot = 0;
     int64_t prev = mg_find(m, key, len, h, &slot);
-    const index_member_rec *lm = &l->members[s->member0];
     if (prev >= 0) {
-      const char *first = g->shards[g->samples[prev].shard].path;
-      char name[4096], why[8192];
-      snprintf(name, sizeof name, "%s%s%s", key, s->n_members ? "." : "",
-               s->n_members ? l->exts.strs[index_member_ext(&lm[0])] : "");
-      snprintf(why, sizeof why,
-               "duplicate key '%s': first seen in %s (sample %lld, kept); this copy in %s rejected",
-               key, first, (long long)prev, path);
-      rc = al_index_add_rejected(g, id, name, r->first_hdr[i], key, why);
-      if (rc) return rc;
+      if ((rc = reject_duplicate(m, r, i, id, prev, path))) return rc;
       continue;
     }
-    uint32_t over = UINT32_MAX;
-    for (uint32_t j = 0; j < s->n_members && over == UINT32_MAX; j++)
-      if (m->extmap[index_member_ext(&lm[j])] == UINT32_MAX) over = j;
-    if (over != UINT32_MAX) {
-      const char *ext = l->exts.strs[index_member_ext(&lm[over])];
-      char name[4096], why[512];
-      snprintf(name, sizeof name, "%s.%s", key, ext);
-      snprintf(why, sizeof why,
-               "extension '%.200s' does not fit: an index holds at most %u distinct extensions",
-               ext, AL_EXT_MAX);
-      rc = al_index_add_rejected(g, id, name, r->first_hdr[i], key, why);
-      if (rc) return rc;
+    if ((rc = reject_ext_over(m, r, i, id))) {
+      if (rc < 0) return rc;
       continue;
     }
-    rc = grow_array((void **)&m->mem, &m->mem_cap, s->n_members, sizeof *m->mem,
-                    "a sample's members");
-    if (rc) return rc;
-    for (uint32_t j = 0; j < s->n_members; j++) {
-      m->mem[j].off_ext = (lm[j].off_ext & ~UINT64_C(0x7FFF)) | m->extmap[index_member_ext(&lm[j])];
-      m->mem[j].size = lm[j].size;
-    }
-    rc = index_add_sample_rec(g, key, len, id, s->width, s->height, s->frames, s->fps, m->mem,
-                              s->n_members);
-    for (size_t k = t0; k < tcur && !rc; k++) {
-      const index_tshape *ts = &l->tshapes[l->typed[k] & AL_TYPED_SHAPES_MAX];
-      theader th;
-      memset(&th, 0, sizeof th);
-      th.dtype = (theader_dtype)ts->dtype;
-      th.ndim = ts->ndim;
-      memcpy(th.shape, ts->dims, sizeof th.shape);
-      th.data_offset = ts->data_offset;
-      rc = index_add_member_type(g, (uint32_t)((l->typed[k] >> AL_TYPED_SHAPE_BITS) - s->member0),
-                                 &th);
-    }
-    for (size_t k = w0; k < wcur && !rc; k++) {
-      const index_warning_rec *w = &l->warnings[k];
-      rc = index_add_warning(g, g->n_samples - 1, id, w->member, w->offset, w->key, w->reason);
-    }
-    if (rc) return rc;
-    m->slots[slot] = (h & ~DD_IDX_MASK) | (uint64_t)g->n_samples;
+    if ((rc = merge_sample(m, l, i, id, t0, tcur, w0, wcur))) return rc;
+    m->slots[slot] = (h & ~DD_IDX_MASK) | (uint64_t)m->g->n_samples;
     m->n++;
   }
   return AL_OK;
@@ -217,6 +254,15 @@ typedef struct build {
   pthread_cond_t cv_ready, cv_room;
   scan_progress progress;
   atomic_size_t shards_done;
+  /* The merging thread's own. */
+  size_t threads, started;
+  pthread_t *tids;
+  double t0;            /* clock_now_s() at the start */
+  int show;             /* progress lines on stderr */
+  uint64_t total_bytes; /* of all shards, for the progress line's ETA */
+  double last_print;
+  size_t readable;     /* shards that could be read */
+  uint64_t bytes_read; /* from the shards' files */
 } build;
 
 static void *worker(void *arg) {
@@ -247,20 +293,14 @@ static void *worker(void *arg) {
 
 /* ------------------------------------------------------------ progress -- */
 
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + t.tv_nsec * 1e-9;
-}
-
-static void progress_line(build *B, double t0, uint64_t total_bytes, int final) {
-  double el = now_s() - t0;
+static void progress_line(build *B, int final) {
+  double el = clock_now_s() - B->t0;
   uint64_t bytes = atomic_load(&B->progress.bytes);
   unsigned long long samples = atomic_load(&B->progress.samples);
   double mbs = el > 0 ? bytes / 1e6 / el : 0;
   char eta[32] = "--:--";
-  if (bytes > 0 && total_bytes >= bytes) {
-    double left = el * (double)(total_bytes - bytes) / (double)bytes;
+  if (bytes > 0 && B->total_bytes >= bytes) {
+    double left = el * (double)(B->total_bytes - bytes) / (double)bytes;
     snprintf(eta, sizeof eta, "%d:%02d", (int)(left / 60), (int)left % 60);
   }
   fprintf(stderr, "\r\033[Kindex: %zu/%zu shards, %llu samples, %.1f MB/s, ETA %s%s",
@@ -287,6 +327,132 @@ static char *absolute(const char *path) {
   return s;
 }
 
+/* The build's settings from the options (zero: the default) and its per-shard arrays. */
+static int build_init(build *B, const char *const *shards, size_t n, const al_index_options *o) {
+  memset(B, 0, sizeof *B);
+  B->t0 = clock_now_s();
+  B->paths = shards;
+  B->n = n;
+  B->fields.width = o->field_width ? o->field_width : index_default_fields[0];
+  B->fields.height = o->field_height ? o->field_height : index_default_fields[1];
+  B->fields.frames = o->field_frames ? o->field_frames : index_default_fields[2];
+  B->fields.fps = o->field_fps ? o->field_fps : index_default_fields[3];
+  B->fields.duration = o->field_duration ? o->field_duration : index_default_fields[4];
+  B->fields.dims_optional = 1; /* a typed latent member can give them */
+  B->vae_t = o->vae_stride_t ? o->vae_stride_t : 4;
+  B->vae_s = o->vae_stride_s ? o->vae_stride_s : 8;
+  B->block = o->block_size; /* 0: shard_source.c picks by compression */
+  B->max_member = o->max_member_bytes ? o->max_member_bytes : AL_INDEX_MAX_MEMBER_DEFAULT;
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  B->threads = o->threads > 0 ? (size_t)o->threads : (cores > 0 ? (size_t)cores : 1);
+  if (B->threads > n) B->threads = n;
+  B->window = 2 * B->threads + 2;
+  B->results = calloc(n, sizeof *B->results);
+  B->done = calloc(n, 1);
+  B->fail = calloc(n, sizeof *B->fail);
+  B->fail_msg = calloc(n, sizeof *B->fail_msg);
+  B->tids = calloc(B->threads, sizeof *B->tids);
+  pthread_mutex_init(&B->mu, NULL);
+  pthread_cond_init(&B->cv_ready, NULL);
+  pthread_cond_init(&B->cv_room, NULL);
+  B->show = o->progress > 0 || (o->progress == 0 && isatty(2));
+  if (!B->results || !B->done || !B->fail || !B->fail_msg || !B->tids)
+    return al_set_error(AL_ENOMEM, "out of memory");
+  return AL_OK;
+}
+
+/* Waits until shard i is scanned; with progress shown, prints a line every 0.2 s meanwhile. */
+static void wait_scanned(build *B, size_t i) {
+  pthread_mutex_lock(&B->mu);
+  while (!B->done[i]) {
+    if (!B->show) {
+      pthread_cond_wait(&B->cv_ready, &B->mu);
+      continue;
+    }
+    struct timespec dl; /* pthread_cond_timedwait's deadline is on CLOCK_REALTIME */
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_nsec += 200000000;
+    if (dl.tv_nsec >= 1000000000) {
+      dl.tv_sec++;
+      dl.tv_nsec -= 1000000000;
+    }
+    pthread_cond_timedwait(&B->cv_ready, &B->mu, &dl);
+    if (clock_now_s() - B->last_print > 0.2) {
+      pthread_mutex_unlock(&B->mu);
+      progress_line(B, 0);
+      B->last_print = clock_now_s();
+      pthread_mutex_lock(&B->mu);
+    }
+  }
+  pthread_mutex_unlock(&B->mu);
+}
+
+/* Starts the workers and merges the shards in the order given, each as soon as it is
+ * scanned; the workers stay at most B->window shards ahead. */
+static int scan_and_merge(build *B, merger *M) {
+  if (B->show)
+    for (size_t i = 0; i < B->n; i++) {
+      struct stat st;
+      if (stat(B->paths[i], &st) == 0) B->total_bytes += (uint64_t)st.st_size;
+    }
+  for (; B->started < B->threads; B->started++)
+    if (pthread_create(&B->tids[B->started], NULL, worker, B) != 0) break;
+  int rc = B->started == 0 ? al_set_error(AL_ENOMEM, "cannot start indexing threads") : AL_OK;
+  for (size_t i = 0; i < B->n && !rc; i++) {
+    wait_scanned(B, i);
+    if (B->fail[i]) {
+      rc = al_set_error(B->fail[i], "%s: %s", B->paths[i],
+                        B->fail_msg[i] ? B->fail_msg[i] : "out of memory");
+    } else {
+      char *abs = absolute(B->paths[i]);
+      rc = abs ? merge(M, &B->results[i], abs) : al_set_error(AL_ENOMEM, "out of memory");
+      free(abs);
+      B->readable += (size_t)B->results[i].readable;
+      B->bytes_read += B->results[i].bytes_read;
+    }
+    scan_result_free(&B->results[i]);
+    pthread_mutex_lock(&B->mu);
+    B->merged = i + 1;
+    pthread_cond_broadcast(&B->cv_room);
+    pthread_mutex_unlock(&B->mu);
+  }
+  if (B->show && !rc) progress_line(B, 1);
+  return rc;
+}
+
+/* Stops and joins the workers and frees what the build and the merger hold (not the index). */
+static void build_free(build *B, merger *M) {
+  pthread_mutex_lock(&B->mu);
+  B->stop = 1;
+  pthread_cond_broadcast(&B->cv_room);
+  pthread_mutex_unlock(&B->mu);
+  for (size_t i = 0; i < B->started; i++) pthread_join(B->tids[i], NULL);
+  for (size_t i = 0; B->results && i < B->n; i++) scan_result_free(&B->results[i]);
+  pthread_mutex_destroy(&B->mu);
+  pthread_cond_destroy(&B->cv_ready);
+  pthread_cond_destroy(&B->cv_room);
+  free(B->results);
+  free(B->done);
+  free(B->fail);
+  for (size_t i = 0; B->fail_msg && i < B->n; i++) free(B->fail_msg[i]);
+  free(B->fail_msg);
+  free(B->tids);
+  free(M->slots);
+  free(M->mem);
+  free(M->extmap);
+}
+
+static void fill_stats(const build *B, const al_index *idx, al_index_stats *stats) {
+  stats->shards = idx->n_shards;
+  stats->samples = idx->n_samples;
+  stats->rejected = idx->rejected.n;
+  stats->bytes = 0;
+  for (size_t i = 0; i < idx->n_shards; i++) stats->bytes += idx->shards[i].size;
+  stats->seconds = clock_now_s() - B->t0;
+  stats->bytes_read = B->bytes_read;
+  stats->warnings = idx->warnings.n;
+}
+
 int al_index_build(al_index **out, const char *const *shards, size_t n,
                    const al_index_options *opts, al_index_stats *stats) {
   if (!out || (!shards && n)) return al_set_error(AL_EINVAL, "al_index_build: NULL argument");
@@ -295,147 +461,35 @@ int al_index_build(al_index **out, const char *const *shards, size_t n,
   al_index_options o;
   memset(&o, 0, sizeof o);
   if (opts) o = *opts;
-  double t0 = now_s();
-
   build B;
-  memset(&B, 0, sizeof B);
-  B.paths = shards;
-  B.n = n;
-  B.fields.width = o.field_width ? o.field_width : index_default_fields[0];
-  B.fields.height = o.field_height ? o.field_height : index_default_fields[1];
-  B.fields.frames = o.field_frames ? o.field_frames : index_default_fields[2];
-  B.fields.fps = o.field_fps ? o.field_fps : index_default_fields[3];
-  B.fields.duration = o.field_duration ? o.field_duration : index_default_fields[4];
-  B.fields.dims_optional = 1; /* a typed latent member can give them */
-  B.vae_t = o.vae_stride_t ? o.vae_stride_t : 4;
-  B.vae_s = o.vae_stride_s ? o.vae_stride_s : 8;
-  B.block = o.block_size; /* 0: scan.c picks by compression */
-  B.max_member = o.max_member_bytes ? o.max_member_bytes : AL_INDEX_MAX_MEMBER_DEFAULT;
-  long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  size_t threads = o.threads > 0 ? (size_t)o.threads : (cores > 0 ? (size_t)cores : 1);
-  if (threads > n) threads = n;
-  B.window = 2 * threads + 2;
-  B.results = calloc(n, sizeof *B.results);
-  B.done = calloc(n, 1);
-  B.fail = calloc(n, sizeof *B.fail);
-  B.fail_msg = calloc(n, sizeof *B.fail_msg);
-  pthread_t *tids = calloc(threads, sizeof *tids);
-  size_t started = 0, readable = 0;
-  uint64_t bytes_read = 0;
   merger M;
   memset(&M, 0, sizeof M);
-  pthread_mutex_init(&B.mu, NULL);
-  pthread_cond_init(&B.cv_ready, NULL);
-  pthread_cond_init(&B.cv_room, NULL);
-  int rc = (!B.results || !B.done || !B.fail || !B.fail_msg || !tids)
-               ? al_set_error(AL_ENOMEM, "out of memory")
-               : al_index_new(&M.g);
+  int rc = build_init(&B, shards, n, &o);
+  if (!rc) rc = al_index_new(&M.g);
   const char *names[AL_N_FIELDS] = {B.fields.width, B.fields.height, B.fields.frames, B.fields.fps,
                                     B.fields.duration};
   if (!rc) rc = index_set_fields(M.g, names);
   if (!rc) rc = mg_rehash(&M);
-  int show = o.progress > 0 || (o.progress == 0 && isatty(2));
-  uint64_t total_bytes = 0;
-  if (rc) goto cleanup;
-  if (show)
-    for (size_t i = 0; i < n; i++) {
-      struct stat st;
-      if (stat(shards[i], &st) == 0) total_bytes += (uint64_t)st.st_size;
-    }
-
-  for (; started < threads; started++)
-    if (pthread_create(&tids[started], NULL, worker, &B) != 0) break;
-  if (started == 0) rc = al_set_error(AL_ENOMEM, "cannot start indexing threads");
-
-  double last_print = 0;
-  for (size_t i = 0; i < n && !rc; i++) {
-    pthread_mutex_lock(&B.mu);
-    while (!B.done[i]) {
-      if (show) {
-        struct timespec dl;
-        clock_gettime(CLOCK_REALTIME, &dl);
-        dl.tv_nsec += 200000000;
-        if (dl.tv_nsec >= 1000000000) {
-          dl.tv_sec++;
-          dl.tv_nsec -= 1000000000;
-        }
-        pthread_cond_timedwait(&B.cv_ready, &B.mu, &dl);
-        if (now_s() - last_print > 0.2) {
-          pthread_mutex_unlock(&B.mu);
-          progress_line(&B, t0, total_bytes, 0);
-          last_print = now_s();
-          pthread_mutex_lock(&B.mu);
-        }
-      } else {
-        pthread_cond_wait(&B.cv_ready, &B.mu);
-      }
-    }
-    pthread_mutex_unlock(&B.mu);
-    if (B.fail[i]) {
-      rc = al_set_error(B.fail[i], "%s: %s", shards[i],
-                        B.fail_msg[i] ? B.fail_msg[i] : "out of memory");
-    } else {
-      char *abs = absolute(shards[i]);
-      rc = abs ? merge(&M, &B.results[i], abs) : al_set_error(AL_ENOMEM, "out of memory");
-      free(abs);
-      readable += (size_t)B.results[i].readable;
-      bytes_read += B.results[i].bytes_read;
-    }
-    scan_result_free(&B.results[i]);
-    pthread_mutex_lock(&B.mu);
-    B.merged = i + 1;
-    pthread_cond_broadcast(&B.cv_room);
-    pthread_mutex_unlock(&B.mu);
-  }
-  if (show && !rc) progress_line(&B, t0, total_bytes, 1);
-
-cleanup:
-  pthread_mutex_lock(&B.mu);
-  B.stop = 1;
-  pthread_cond_broadcast(&B.cv_room);
-  pthread_mutex_unlock(&B.mu);
-  for (size_t i = 0; i < started; i++) pthread_join(tids[i], NULL);
-  for (size_t i = 0; B.results && i < n; i++) scan_result_free(&B.results[i]);
-  pthread_mutex_destroy(&B.mu);
-  pthread_cond_destroy(&B.cv_ready);
-  pthread_cond_destroy(&B.cv_room);
-  free(B.results);
-  free(B.done);
-  free(B.fail);
-  for (size_t i = 0; B.fail_msg && i < n; i++) free(B.fail_msg[i]);
-  free(B.fail_msg);
-  free(tids);
-  free(M.slots);
-  free(M.mem);
-  free(M.extmap);
+  if (!rc) rc = scan_and_merge(&B, &M);
+  build_free(&B, &M);
   if (rc) {
     al_index_free(M.g);
     return rc;
   }
   al_index *idx = M.g;
   index_trim(idx);
-  index_record_content_fps(idx); /* a shard gone since its scan keeps 0: mtime is checked */
-  if (o.dali_idx_dir) {
-    rc = dali_idx_write(idx, o.dali_idx_dir);
-    if (rc) {
-      al_index_free(idx);
-      return rc;
-    }
+  /* A shard that cannot be read again (gone since its scan) records no fingerprint: the
+   * stream then compares its mtime. */
+  index_record_content_fps(idx);
+  if (o.dali_idx_dir && (rc = dali_idx_write(idx, o.dali_idx_dir))) {
+    al_index_free(idx);
+    return rc;
   }
-  if (stats) {
-    stats->shards = idx->n_shards;
-    stats->samples = idx->n_samples;
-    stats->rejected = idx->n_rejected;
-    stats->bytes = 0;
-    for (size_t i = 0; i < idx->n_shards; i++) stats->bytes += idx->shards[i].size;
-    stats->seconds = now_s() - t0;
-    stats->bytes_read = bytes_read;
-    stats->warnings = idx->n_warnings;
-  }
+  if (stats) fill_stats(&B, idx, stats);
   *out = idx;
-  if (readable == 0)
+  if (B.readable == 0)
     return al_set_error(AL_EFORMAT, "no shard could be read (%zu given); see the rejected list", n);
-  if (o.strict && idx->n_rejected)
-    return al_set_error(AL_EFORMAT, "%zu rejected entries (strict mode)", idx->n_rejected);
+  if (o.strict && idx->rejected.n)
+    return al_set_error(AL_EFORMAT, "%zu rejected entries (strict mode)", idx->rejected.n);
   return AL_OK;
 }

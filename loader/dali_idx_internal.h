@@ -12,8 +12,8 @@
  * DIR/<shard file name up to its first dot>.idx ("shard-000003.tar" ->
  * "shard-000003.idx"), as wds2idx names it.
  */
-#ifndef AL_DALI_IDX_H
-#define AL_DALI_IDX_H
+#ifndef AL_DALI_IDX_INTERNAL_H
+#define AL_DALI_IDX_INTERNAL_H
 
 #include "loader/al_index.h"
 
@@ -21,4 +21,4 @@
  * mapping to the same file name is an error (AL_EINVAL). */
 int dali_idx_write(const al_index *idx, const char *dir);
 
-#endif /* AL_DALI_IDX_H */
+#endif /* AL_DALI_IDX_INTERNAL_H */

@@ -7,8 +7,8 @@
  * murmur3-style avalanche; good enough for hash tables and for catching a
  * manifest used with the wrong index, not a cryptographic hash.
  */
-#ifndef AL_HASH_H
-#define AL_HASH_H
+#ifndef AL_HASH_INTERNAL_H
+#define AL_HASH_INTERNAL_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -49,4 +49,4 @@ static inline uint64_t hash_fold(uint64_t state, uint64_t v) {
   return hash_mix64(state ^ (v + UINT64_C(0x9e3779b97f4a7c15) + (state << 6) + (state >> 2)));
 }
 
-#endif /* AL_HASH_H */
+#endif /* AL_HASH_INTERNAL_H */

@@ -62,10 +62,10 @@ void index_trim(al_index *idx) {
   trim((void **)&idx->members, &idx->cap_members, idx->n_members, sizeof *idx->members);
   trim((void **)&idx->keys, &idx->keys_cap, idx->keys_len, 1);
   trim((void **)&idx->shards, &idx->cap_shards, idx->n_shards, sizeof *idx->shards);
-  trim((void **)&idx->rejected, &idx->cap_rejected, idx->n_rejected, sizeof *idx->rejected);
+  trim((void **)&idx->rejected.v, &idx->rejected.cap, idx->rejected.n, sizeof *idx->rejected.v);
   trim((void **)&idx->typed, &idx->cap_typed, idx->n_typed, sizeof *idx->typed);
   trim((void **)&idx->tshapes, &idx->cap_tshapes, idx->n_tshapes, sizeof *idx->tshapes);
-  trim((void **)&idx->warnings, &idx->cap_warnings, idx->n_warnings, sizeof *idx->warnings);
+  trim((void **)&idx->warnings.v, &idx->warnings.cap, idx->warnings.n, sizeof *idx->warnings.v);
   free(idx->tshape_slots); /* rebuilt if a shape is interned later */
   idx->tshape_slots = NULL;
   idx->n_tshape_slots = 0;
@@ -84,26 +84,18 @@ int index_set_fields(al_index *idx, const char *const names[AL_N_FIELDS]) {
 void al_index_free(al_index *idx) {
   if (!idx) return;
   for (size_t i = 0; i < idx->n_shards; i++) free(idx->shards[i].path);
-  for (size_t i = 0; i < idx->n_rejected; i++) {
-    free(idx->rejected[i].member);
-    free(idx->rejected[i].key);
-    free(idx->rejected[i].reason);
-  }
-  for (size_t i = 0; i < idx->n_warnings; i++) {
-    free(idx->warnings[i].member);
-    free(idx->warnings[i].key);
-    free(idx->warnings[i].reason);
-  }
+  index_entry_clear(&idx->rejected);
+  index_entry_clear(&idx->warnings);
   for (int i = 0; i < AL_N_FIELDS; i++) free(idx->fields[i]);
   free(idx->typed);
   free(idx->tshapes);
   free(idx->tshape_slots);
-  free(idx->warnings);
+  free(idx->warnings.v);
   free(idx->shards);
   free(idx->samples);
   free(idx->members);
   free(idx->keys);
-  free(idx->rejected);
+  free(idx->rejected.v);
   strtab_free(&idx->exts);
   free(idx);
 }
@@ -315,41 +307,44 @@ const index_tshape *index_member_tshape(const al_index *idx, uint64_t member) {
   return &idx->tshapes[idx->typed[k] & AL_TYPED_SHAPES_MAX];
 }
 
-/* Copies of a rejected or warning entry's texts (NULL as ""); all three or none. */
-static int dup_texts(const char *member, const char *key, const char *reason, char **m, char **k,
-                     char **r) {
-  *m = strdup(member ? member : "");
-  *k = strdup(key ? key : "");
-  *r = strdup(reason ? reason : "");
-  if (*m && *k && *r) return AL_OK;
-  free(*m);
-  free(*k);
-  free(*r);
-  *m = *k = *r = NULL;
-  return al_set_error(AL_ENOMEM, "out of memory");
+int index_entry_add(index_entry_list *l, uint64_t sample, uint32_t shard, const char *member,
+                    uint64_t offset, const char *key, const char *reason, const char *what) {
+  int rc = grow_array((void **)&l->v, &l->cap, l->n + 1, sizeof *l->v, what);
+  if (rc) return rc;
+  index_entry_rec *e = &l->v[l->n];
+  e->sample = sample;
+  e->shard = shard;
+  e->offset = offset;
+  e->member = strdup(member ? member : "");
+  e->key = strdup(key ? key : "");
+  e->reason = strdup(reason ? reason : "");
+  if (!e->member || !e->key || !e->reason) {
+    free(e->member);
+    free(e->key);
+    free(e->reason);
+    return al_set_error(AL_ENOMEM, "out of memory");
+  }
+  l->n++;
+  return AL_OK;
+}
+
+void index_entry_clear(index_entry_list *l) {
+  for (size_t i = 0; i < l->n; i++) {
+    free(l->v[i].member);
+    free(l->v[i].key);
+    free(l->v[i].reason);
+  }
+  l->n = 0;
 }
 
 int index_add_warning(al_index *idx, uint64_t sample, uint32_t shard, const char *member,
                       uint64_t offset, const char *key, const char *reason) {
-  int rc = grow_array((void **)&idx->warnings, &idx->cap_warnings, idx->n_warnings + 1,
-                      sizeof *idx->warnings, "the index's warnings");
-  if (rc) return rc;
-  index_warning_rec *w = &idx->warnings[idx->n_warnings];
-  w->sample = sample;
-  w->shard = shard;
-  w->offset = offset;
-  if ((rc = dup_texts(member, key, reason, &w->member, &w->key, &w->reason))) return rc;
-  idx->n_warnings++;
-  return AL_OK;
+  return index_entry_add(&idx->warnings, sample, shard, member, offset, key, reason,
+                         "the index's warnings");
 }
 
 void index_drop_samples(al_index *idx) {
-  for (size_t i = 0; i < idx->n_warnings; i++) {
-    free(idx->warnings[i].member);
-    free(idx->warnings[i].key);
-    free(idx->warnings[i].reason);
-  }
-  idx->n_warnings = 0;
+  index_entry_clear(&idx->warnings);
   idx->n_samples = 0;
   idx->n_members = 0;
   idx->n_typed = 0;
@@ -393,21 +388,16 @@ int al_index_add_rejected(al_index *idx, uint32_t shard, const char *member, uin
   if (shard >= idx->n_shards)
     return al_set_error(AL_EINVAL, "rejected entry: shard id %u out of range (%zu shards)", shard,
                         idx->n_shards);
-  int rc = grow_array((void **)&idx->rejected, &idx->cap_rejected, idx->n_rejected + 1,
-                      sizeof *idx->rejected, "the index's rejected entries");
+  int rc = index_entry_add(&idx->rejected, 0, shard, member, offset, key, reason,
+                           "the index's rejected entries");
   if (rc) return rc;
-  index_rejected_rec *r = &idx->rejected[idx->n_rejected];
-  r->shard = shard;
-  r->offset = offset;
-  if ((rc = dup_texts(member, key, reason, &r->member, &r->key, &r->reason))) return rc;
-  idx->n_rejected++;
   idx->shards[shard].rejected_count++;
   return AL_OK;
 }
 
 size_t al_index_shard_count(const al_index *idx) { return idx ? idx->n_shards : 0; }
 size_t al_index_sample_count(const al_index *idx) { return idx ? idx->n_samples : 0; }
-size_t al_index_rejected_count(const al_index *idx) { return idx ? idx->n_rejected : 0; }
+size_t al_index_rejected_count(const al_index *idx) { return idx ? idx->rejected.n : 0; }
 
 uint64_t al_index_fingerprint(const al_index *idx) {
   if (!idx) return 0;
@@ -498,18 +488,27 @@ int al_index_find_member(const al_index *idx, size_t sample, const char *ext, al
   return AL_OK;
 }
 
-int al_index_rejected(const al_index *idx, size_t i, al_rejected_info *out) {
-  if (!idx || !out) return al_set_error(AL_EINVAL, "al_index_rejected: NULL argument");
-  if (i >= idx->n_rejected)
-    return al_set_error(AL_ERANGE, "rejected entry %zu out of range (%zu entries)", i,
-                        idx->n_rejected);
-  const index_rejected_rec *r = &idx->rejected[i];
+/* Entry i of the rejected list (warnings 0) or of the warnings (1), for the two accessors. */
+static int entry_get(const al_index *idx, int warnings, size_t i, al_rejected_info *out) {
+  static const char *const fn[2] = {"al_index_rejected", "al_index_warning"};
+  static const char *const item[2] = {"rejected entry", "warning"};
+  static const char *const items[2] = {"entries", "warnings"};
+  if (!idx || !out) return al_set_error(AL_EINVAL, "%s: NULL argument", fn[warnings]);
+  const index_entry_list *l = warnings ? &idx->warnings : &idx->rejected;
+  if (i >= l->n)
+    return al_set_error(AL_ERANGE, "%s %zu out of range (%zu %s)", item[warnings], i, l->n,
+                        items[warnings]);
+  const index_entry_rec *r = &l->v[i];
   out->shard = r->shard;
   out->member = r->member;
   out->offset = r->offset;
   out->key = r->key;
   out->reason = r->reason;
   return AL_OK;
+}
+
+int al_index_rejected(const al_index *idx, size_t i, al_rejected_info *out) {
+  return entry_get(idx, 0, i, out);
 }
 
 int al_index_member_type(const al_index *idx, size_t sample, size_t m, al_member_type *out) {
@@ -565,19 +564,18 @@ int al_index_latent_grid(const al_index *idx, size_t sample, uint32_t *t, uint32
   return AL_ENOTFOUND;
 }
 
-size_t al_index_warning_count(const al_index *idx) { return idx ? idx->n_warnings : 0; }
+size_t al_index_warning_count(const al_index *idx) { return idx ? idx->warnings.n : 0; }
 
 int al_index_warning(const al_index *idx, size_t i, al_rejected_info *out) {
-  if (!idx || !out) return al_set_error(AL_EINVAL, "al_index_warning: NULL argument");
-  if (i >= idx->n_warnings)
-    return al_set_error(AL_ERANGE, "warning %zu out of range (%zu warnings)", i, idx->n_warnings);
-  const index_warning_rec *r = &idx->warnings[i];
-  out->shard = r->shard;
-  out->member = r->member;
-  out->offset = r->offset;
-  out->key = r->key;
-  out->reason = r->reason;
-  return AL_OK;
+  return entry_get(idx, 1, i, out);
+}
+
+/* Bytes an entry list holds: its records and their strings. */
+static size_t entry_list_bytes(const index_entry_list *l) {
+  size_t r = l->cap * sizeof *l->v;
+  for (size_t i = 0; i < l->n; i++)
+    r += strlen(l->v[i].member) + strlen(l->v[i].key) + strlen(l->v[i].reason) + 3;
+  return r;
 }
 
 size_t al_index_memory(const al_index *idx, size_t *records, size_t *keys) {
@@ -585,19 +583,12 @@ size_t al_index_memory(const al_index *idx, size_t *records, size_t *keys) {
   if (idx) {
     r = sizeof *idx + idx->cap_shards * sizeof *idx->shards +
         idx->cap_samples * sizeof *idx->samples + idx->cap_members * sizeof *idx->members +
-        idx->cap_rejected * sizeof *idx->rejected + idx->exts.cap * sizeof(char *) +
+        entry_list_bytes(&idx->rejected) + idx->exts.cap * sizeof(char *) +
         idx->exts.n_slots * sizeof(uint32_t);
     for (size_t i = 0; i < idx->n_shards; i++) r += strlen(idx->shards[i].path) + 1;
-    for (size_t i = 0; i < idx->n_rejected; i++)
-      r += strlen(idx->rejected[i].member) + strlen(idx->rejected[i].key) +
-           strlen(idx->rejected[i].reason) + 3;
     for (uint32_t i = 0; i < idx->exts.n; i++) r += strlen(idx->exts.strs[i]) + 1;
     r += idx->cap_typed * sizeof *idx->typed + idx->cap_tshapes * sizeof *idx->tshapes +
-         idx->n_tshape_slots * sizeof *idx->tshape_slots +
-         idx->cap_warnings * sizeof *idx->warnings;
-    for (size_t i = 0; i < idx->n_warnings; i++)
-      r += strlen(idx->warnings[i].member) + strlen(idx->warnings[i].key) +
-           strlen(idx->warnings[i].reason) + 3;
+         idx->n_tshape_slots * sizeof *idx->tshape_slots + entry_list_bytes(&idx->warnings);
     k = idx->keys_cap;
   }
   if (records) *records = r;

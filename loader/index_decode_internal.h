@@ -1,6 +1,6 @@
 /*
  * index_decode_internal.h - a hand-written decoder of IndexChunk records that hold samples
- * (proto/adaptiveload.proto), for loading large indexes without protobuf-c (issue 14).
+ * (proto/adaptiveload.proto), for loading large indexes without protobuf-c.
  *
  * It accepts and rejects exactly what protobuf-c 1.4's protobuf_c_message_unpack does for
  * these messages (tags, wire types, varints of at most 10 bytes, length prefixes of at most

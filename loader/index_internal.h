@@ -54,13 +54,23 @@ typedef struct index_shard_rec {
   int scattered;       /* its samples are not contiguous (hand assembly) */
 } index_shard_rec;
 
-typedef struct index_rejected_rec {
+/* A rejected entry (a shard, member or sample left out of the index, with the reason) or a
+ * warning (a sample indexed with a doubt, listed with its key; the sample is kept): one
+ * record type and one list type serve both. */
+typedef struct index_entry_rec {
+  uint64_t sample; /* warnings: the sample's position (in a scan's one-shard index: its local
+                    * position); rejected entries: 0 */
   uint32_t shard;
-  uint64_t offset;
-  char *member;
+  uint64_t offset; /* byte offset of the member's header, or of the failure point */
+  char *member;    /* "" for shard-level entries */
   char *key;
   char *reason;
-} index_rejected_rec;
+} index_entry_rec;
+
+typedef struct index_entry_list {
+  index_entry_rec *v;
+  size_t n, cap;
+} index_entry_list;
 
 #define AL_N_FIELDS 5 /* width, height, frames, fps, duration */
 
@@ -79,16 +89,6 @@ typedef struct index_tshape {
   uint8_t ndim;
 } index_tshape;
 
-/* A sample indexed with a doubt (counted, listed with its key; the sample is kept). */
-typedef struct index_warning_rec {
-  uint64_t sample; /* position in the index (in a scan's one-shard index: local position) */
-  uint32_t shard;
-  uint64_t offset;
-  char *member;
-  char *key;
-  char *reason;
-} index_warning_rec;
-
 struct al_index {
   index_shard_rec *shards;
   size_t n_shards, cap_shards;
@@ -99,8 +99,7 @@ struct al_index {
   char *keys;
   size_t keys_len, keys_cap;
   strtab exts; /* interned member extensions; id = position */
-  index_rejected_rec *rejected;
-  size_t n_rejected, cap_rejected;
+  index_entry_list rejected;
   char *fields[AL_N_FIELDS]; /* JSON field names the index was built with */
   uint64_t *typed;           /* member index << AL_TYPED_SHAPE_BITS | shape id, ascending */
   size_t n_typed, cap_typed;
@@ -108,8 +107,7 @@ struct al_index {
   size_t n_tshapes, cap_tshapes;
   uint32_t *tshape_slots; /* open addressing over tshapes: id + 1, 0 = empty */
   size_t n_tshape_slots;  /* a power of two, or 0 */
-  index_warning_rec *warnings;
-  size_t n_warnings, cap_warnings;
+  index_entry_list warnings;
   /* Fingerprint state, updated as shards and samples are added in order. */
   uint64_t fp_shards;
   uint64_t fp_samples;
@@ -153,6 +151,14 @@ const index_tshape *index_member_tshape(const al_index *idx, uint64_t member);
 
 /* First position in idx->typed whose member index is >= member. */
 size_t index_typed_lower_bound(const al_index *idx, uint64_t member);
+
+/* Appends an entry to `l` (strings copied, NULL as ""); `what` names the list in the
+ * out-of-memory message. */
+int index_entry_add(index_entry_list *l, uint64_t sample, uint32_t shard, const char *member,
+                    uint64_t offset, const char *key, const char *reason, const char *what);
+
+/* Frees the entries' strings and forgets them (the array is kept). */
+void index_entry_clear(index_entry_list *l);
 
 /* Records a warning about sample `sample` (strings copied). */
 int index_add_warning(al_index *idx, uint64_t sample, uint32_t shard, const char *member,

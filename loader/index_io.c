@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/al_version.h"
 #include "common/grow_internal.h"
 #include "loader/index_decode_internal.h"
 #include "loader/index_internal.h"
@@ -23,9 +24,9 @@
 #define CHUNK_SAMPLES 16384
 #define CHUNK_REJECTED 4096
 #define CHUNK_WARNINGS 4096
-#define PRODUCER "adaptiveload 0.1.0"
+#define PRODUCER "adaptiveload " AL_VERSION_STRING
 
-/* One kind of item (shards, samples, rejected entries) written as IndexChunk
+/* One kind of item (shards, samples, rejected entries, warnings) written as IndexChunk
  * records of at most `per_chunk` items. `msgs` and `ptrs` hold one chunk's
  * messages and the pointers to them; fill() puts items [base, base + n) into
  * the chunk. */
@@ -38,6 +39,8 @@ typedef struct chunk_writer {
   size_t mcap;
   uint64_t *shapes; /* samples: their typed members' shapes, per chunk */
   size_t scap;
+  const index_entry_list *entries; /* rejected entries or warnings */
+  void *(*entry_msg)(const index_entry_rec *r, void *at);
   int (*fill)(struct chunk_writer *cw, Adaptiveload__IndexChunk *c, size_t base, size_t n);
 } chunk_writer;
 
@@ -149,40 +152,42 @@ static int fill_samples(chunk_writer *cw, Adaptiveload__IndexChunk *c, size_t ba
   return AL_OK;
 }
 
-static int fill_rejected(chunk_writer *cw, Adaptiveload__IndexChunk *c, size_t base, size_t n) {
-  Adaptiveload__Rejected *msgs = cw->msgs, **ptrs = cw->ptrs;
-  for (size_t i = 0; i < n; i++) {
-    const index_rejected_rec *r = &cw->idx->rejected[base + i];
-    Adaptiveload__Rejected *m = &msgs[i];
-    adaptiveload__rejected__init(m);
-    m->shard = r->shard;
-    m->member = r->member;
-    m->offset = r->offset;
-    m->reason = r->reason;
-    m->key = r->key;
-    ptrs[i] = m;
-  }
-  c->n_rejected = n;
-  c->rejected = ptrs;
-  return AL_OK;
+/* One entry as its message: a Rejected or, with the sample's position, a Warning. */
+static void *rejected_msg(const index_entry_rec *r, void *at) {
+  Adaptiveload__Rejected *m = at;
+  adaptiveload__rejected__init(m);
+  m->shard = r->shard;
+  m->member = r->member;
+  m->offset = r->offset;
+  m->reason = r->reason;
+  m->key = r->key;
+  return m;
 }
 
-static int fill_warnings(chunk_writer *cw, Adaptiveload__IndexChunk *c, size_t base, size_t n) {
-  Adaptiveload__Warning *msgs = cw->msgs, **ptrs = cw->ptrs;
-  for (size_t i = 0; i < n; i++) {
-    const index_warning_rec *r = &cw->idx->warnings[base + i];
-    Adaptiveload__Warning *m = &msgs[i];
-    adaptiveload__warning__init(m);
-    m->sample = r->sample;
-    m->shard = r->shard;
-    m->member = r->member;
-    m->offset = r->offset;
-    m->reason = r->reason;
-    m->key = r->key;
-    ptrs[i] = m;
+static void *warning_msg(const index_entry_rec *r, void *at) {
+  Adaptiveload__Warning *m = at;
+  adaptiveload__warning__init(m);
+  m->sample = r->sample;
+  m->shard = r->shard;
+  m->member = r->member;
+  m->offset = r->offset;
+  m->reason = r->reason;
+  m->key = r->key;
+  return m;
+}
+
+/* Rejected entries and warnings: cw->entries, each through cw->entry_msg. */
+static int fill_entries(chunk_writer *cw, Adaptiveload__IndexChunk *c, size_t base, size_t n) {
+  void **ptrs = cw->ptrs;
+  for (size_t i = 0; i < n; i++)
+    ptrs[i] = cw->entry_msg(&cw->entries->v[base + i], (char *)cw->msgs + i * cw->msg_size);
+  if (cw->entries == &cw->idx->warnings) {
+    c->n_warnings = n;
+    c->warnings = (Adaptiveload__Warning **)ptrs;
+  } else {
+    c->n_rejected = n;
+    c->rejected = (Adaptiveload__Rejected **)ptrs;
   }
-  c->n_warnings = n;
-  c->warnings = ptrs;
   return AL_OK;
 }
 
@@ -208,22 +213,30 @@ int al_index_save(const al_index *idx, const char *path) {
   rc = pbio_write_msg(w, AL_REC_INDEX_HEADER, &h.base);
   chunk_writer shards = {idx, CHUNK_SHARDS, sizeof(Adaptiveload__Shard), .fill = fill_shards};
   chunk_writer samples = {idx, CHUNK_SAMPLES, sizeof(Adaptiveload__Sample), .fill = fill_samples};
-  chunk_writer rejected = {idx, CHUNK_REJECTED, sizeof(Adaptiveload__Rejected),
-                           .fill = fill_rejected};
+  chunk_writer rejected = {idx,
+                           CHUNK_REJECTED,
+                           sizeof(Adaptiveload__Rejected),
+                           .entries = &idx->rejected,
+                           .entry_msg = rejected_msg,
+                           .fill = fill_entries};
+  chunk_writer warnings = {idx,
+                           CHUNK_WARNINGS,
+                           sizeof(Adaptiveload__Warning),
+                           .entries = &idx->warnings,
+                           .entry_msg = warning_msg,
+                           .fill = fill_entries};
   if (!rc) rc = save_chunks(&shards, w, idx->n_shards);
   if (!rc) rc = save_chunks(&samples, w, idx->n_samples);
-  chunk_writer warnings = {idx, CHUNK_WARNINGS, sizeof(Adaptiveload__Warning),
-                           .fill = fill_warnings};
-  if (!rc) rc = save_chunks(&rejected, w, idx->n_rejected);
-  if (!rc) rc = save_chunks(&warnings, w, idx->n_warnings);
+  if (!rc) rc = save_chunks(&rejected, w, idx->rejected.n);
+  if (!rc) rc = save_chunks(&warnings, w, idx->warnings.n);
   if (!rc) {
     Adaptiveload__IndexSummary s = ADAPTIVELOAD__INDEX_SUMMARY__INIT;
     s.shards = idx->n_shards;
     s.samples = idx->n_samples;
-    s.rejected = idx->n_rejected;
+    s.rejected = idx->rejected.n;
     s.bytes = total_bytes(idx);
     s.fingerprint = al_index_fingerprint(idx);
-    s.warnings = idx->n_warnings;
+    s.warnings = idx->warnings.n;
     rc = pbio_write_msg(w, AL_REC_INDEX_SUMMARY, &s.base);
   }
   if (rc) al_error_prefix(rc, "%s", path);
@@ -468,7 +481,7 @@ static int load_warnings(loader *L, const Adaptiveload__IndexChunk *c) {
     const Adaptiveload__Warning *w = c->warnings[i];
     if (w->sample >= idx->n_samples || w->shard >= idx->n_shards ||
         idx->samples[w->sample].shard != w->shard ||
-        (idx->n_warnings && idx->warnings[idx->n_warnings - 1].sample > w->sample))
+        (idx->warnings.n && idx->warnings.v[idx->warnings.n - 1].sample > w->sample))
       return al_set_error(AL_EFORMAT,
                           "%s: record %llu: warning for sample %llu, shard %u: no such sample or "
                           "out of order",
@@ -490,15 +503,15 @@ static int load_chunk(loader *L, const Adaptiveload__IndexChunk *c) {
 
 static int check_summary(loader *L, const Adaptiveload__IndexSummary *s) {
   al_index *idx = L->idx;
-  if (s->warnings != idx->n_warnings)
+  if (s->warnings != idx->warnings.n)
     return al_set_error(AL_EFORMAT, "%s: summary says %llu warnings; file holds %zu", L->path,
-                        (unsigned long long)s->warnings, idx->n_warnings);
-  if (s->shards != idx->n_shards || s->samples != idx->n_samples || s->rejected != idx->n_rejected)
+                        (unsigned long long)s->warnings, idx->warnings.n);
+  if (s->shards != idx->n_shards || s->samples != idx->n_samples || s->rejected != idx->rejected.n)
     return al_set_error(AL_EFORMAT,
                         "%s: summary says %llu shards, %llu samples, %llu rejected; file holds %zu, %zu, %zu",
                         L->path, (unsigned long long)s->shards, (unsigned long long)s->samples,
                         (unsigned long long)s->rejected, idx->n_shards, idx->n_samples,
-                        idx->n_rejected);
+                        idx->rejected.n);
   for (size_t i = 0; i < idx->n_shards; i++) {
     if (L->want_samples[i] != idx->shards[i].sample_count ||
         L->want_rejected[i] != idx->shards[i].rejected_count)
@@ -520,7 +533,7 @@ static int check_summary(loader *L, const Adaptiveload__IndexSummary *s) {
 
 /* Faulting in the index's three big arrays (zeroing ~1 GB for 10M samples; on a virtual
  * machine the largest part of loading) on a helper thread, a bounded distance ahead of where
- * the loader writes, so the loader finds its pages present (issue 14). MADV_POPULATE_WRITE
+ * the loader writes, so the loader finds its pages present. MADV_POPULATE_WRITE
  * (Linux 5.14) faults pages in without touching what they hold, so racing the loader's writes
  * is harmless; it stops at the first failure (an older kernel: EINVAL), and keeps at most
  * min(written + PREFAULT_STEP, PREFAULT_AHEAD) bytes ahead of what the loader has written to
@@ -623,6 +636,60 @@ static void prefault_stop(prefault *pf) {
   pf->running = 0;
 }
 
+/* The IndexHeader: the field names, and the arrays reserved from its size hints. */
+static int load_header(loader *L, pbio_reader *r) {
+  ProtobufCMessage *msg = NULL; /* owned by the reader (arena) */
+  int rc = pbio_read_msg(r, AL_REC_INDEX_HEADER, &adaptiveload__index_header__descriptor, &msg);
+  if (rc) return rc;
+  const Adaptiveload__IndexHeader *h = (const Adaptiveload__IndexHeader *)msg;
+  const char *names[AL_N_FIELDS] = {NULL};
+  for (size_t i = 0; i < h->n_field_names && i < AL_N_FIELDS; i++) names[i] = h->field_names[i];
+  rc = index_set_fields(L->idx, names);
+  /* One allocation per array instead of growing (a 10M-sample index: ~1 GB written once);
+   * the hints are bounded by what the file could decode to (LZ4 expands at most 255x, and
+   * a sample or member record takes at least 4 bytes), so a lying file cannot reserve more. */
+  struct stat sb;
+  if (!rc && stat(L->path, &sb) == 0 && sb.st_size > 0) {
+    uint64_t most = (uint64_t)sb.st_size * 255;
+    index_reserve(L->idx, h->samples_hint <= most / 4 ? h->samples_hint : 0,
+                  h->members_hint <= most / 4 ? h->members_hint : 0,
+                  h->key_bytes_hint <= most ? h->key_bytes_hint : 0);
+  }
+  return rc;
+}
+
+/* The records after the header: IndexChunks, then one IndexSummary, then the end. */
+static int load_records(loader *L, pbio_reader *r, prefault *pf) {
+  int have_summary = 0;
+  for (;;) {
+    uint32_t tag;
+    ProtobufCMessage *msg = NULL;
+    const uint8_t *raw = NULL;
+    size_t raw_len = 0;
+    uint64_t record = 0;
+    L->chunk++;
+    int rc = pbio_read_next(r, &tag, &msg, &raw, &raw_len, &record);
+    if (rc == AL_EOF)
+      return have_summary ? AL_OK : al_set_error(AL_EFORMAT, "%s: no IndexSummary record", L->path);
+    if (rc) return rc;
+    if (have_summary) {
+      rc = al_set_error(AL_EFORMAT, "%s: record %llu after the IndexSummary", L->path,
+                        (unsigned long long)L->chunk);
+    } else if (tag == AL_REC_INDEX_CHUNK) {
+      rc = msg ? load_chunk(L, (const Adaptiveload__IndexChunk *)msg)
+               : load_raw_chunk(L, raw, raw_len, record);
+      prefault_progress(pf, L->idx);
+    } else if (tag == AL_REC_INDEX_SUMMARY) {
+      have_summary = 1;
+      rc = check_summary(L, (const Adaptiveload__IndexSummary *)msg);
+    } else {
+      rc = al_set_error(AL_EFORMAT, "%s: record %llu has unexpected tag %u in an index file",
+                        L->path, (unsigned long long)L->chunk, tag);
+    }
+    if (rc) return rc;
+  }
+}
+
 int al_index_load(al_index **out, const char *path) {
   if (!out || !path) return al_set_error(AL_EINVAL, "al_index_load: NULL argument");
   *out = NULL;
@@ -641,57 +708,11 @@ int al_index_load(al_index **out, const char *path) {
   memset(&L, 0, sizeof L);
   L.path = path;
   rc = al_index_new(&L.idx);
-  ProtobufCMessage *msg = NULL;
-  if (!rc)
-    rc = pbio_read_msg(r, AL_REC_INDEX_HEADER, &adaptiveload__index_header__descriptor, &msg);
-  if (!rc) {
-    const Adaptiveload__IndexHeader *h = (const Adaptiveload__IndexHeader *)msg;
-    const char *names[AL_N_FIELDS] = {NULL};
-    for (size_t i = 0; i < h->n_field_names && i < AL_N_FIELDS; i++) names[i] = h->field_names[i];
-    rc = index_set_fields(L.idx, names);
-    /* One allocation per array instead of growing (a 10M-sample index: ~1 GB written once);
-     * the hints are bounded by what the file could decode to (LZ4 expands at most 255x, and
-     * a sample or member record takes at least 4 bytes), so a lying file cannot reserve more. */
-    struct stat sb;
-    if (!rc && stat(path, &sb) == 0 && sb.st_size > 0) {
-      uint64_t most = (uint64_t)sb.st_size * 255;
-      index_reserve(L.idx, h->samples_hint <= most / 4 ? h->samples_hint : 0,
-                    h->members_hint <= most / 4 ? h->members_hint : 0,
-                    h->key_bytes_hint <= most ? h->key_bytes_hint : 0);
-    }
-    msg = NULL; /* owned by the reader (arena) */
-  }
+  if (!rc) rc = load_header(&L, r);
   prefault pf;
   memset(&pf, 0, sizeof pf);
   if (!rc) prefault_start(&pf, L.idx);
-  int have_summary = 0;
-  while (!rc) {
-    uint32_t tag;
-    const uint8_t *raw = NULL;
-    size_t raw_len = 0;
-    uint64_t record = 0;
-    L.chunk++;
-    rc = pbio_read_next(r, &tag, &msg, &raw, &raw_len, &record);
-    if (rc == AL_EOF) {
-      rc = have_summary ? AL_OK : al_set_error(AL_EFORMAT, "%s: no IndexSummary record", path);
-      break;
-    }
-    if (rc) break;
-    if (have_summary) {
-      rc = al_set_error(AL_EFORMAT, "%s: record %llu after the IndexSummary", path,
-                        (unsigned long long)L.chunk);
-    } else if (tag == AL_REC_INDEX_CHUNK) {
-      rc = msg ? load_chunk(&L, (const Adaptiveload__IndexChunk *)msg)
-               : load_raw_chunk(&L, raw, raw_len, record);
-      prefault_progress(&pf, L.idx);
-    } else if (tag == AL_REC_INDEX_SUMMARY) {
-      have_summary = 1;
-      rc = check_summary(&L, (const Adaptiveload__IndexSummary *)msg);
-    } else {
-      rc = al_set_error(AL_EFORMAT, "%s: record %llu has unexpected tag %u in an index file", path,
-                        (unsigned long long)L.chunk, tag);
-    }
-  }
+  if (!rc) rc = load_records(&L, r, &pf);
   prefault_stop(&pf); /* before the arrays are trimmed or freed */
   pbio_reader_close(r);
   free(L.mem);

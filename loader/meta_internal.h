@@ -7,8 +7,8 @@
  * duplicate keys (JSON_REJECT_DUPLICATES), which would make width or frames
  * ambiguous.
  */
-#ifndef AL_META_H
-#define AL_META_H
+#ifndef AL_META_INTERNAL_H
+#define AL_META_INTERNAL_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -48,4 +48,4 @@ int meta_parse(const char *buf, size_t len, const meta_fields *f, meta_record *o
 /* Wan-2.1 token count T' * (H/16) * (W/16), T' = 1 + (frames - 1) / 4, in 64 bits. */
 uint64_t meta_tokens(uint32_t width, uint32_t height, uint32_t frames);
 
-#endif /* AL_META_H */
+#endif /* AL_META_INTERNAL_H */

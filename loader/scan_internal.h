@@ -6,8 +6,8 @@
  * the merge rejects a duplicate key). build.c runs scans in parallel and merges
  * the results in shard order.
  */
-#ifndef AL_SCAN_H
-#define AL_SCAN_H
+#ifndef AL_SCAN_INTERNAL_H
+#define AL_SCAN_INTERNAL_H
 
 #include <stdatomic.h>
 #include <stddef.h>
@@ -38,4 +38,4 @@ int scan_shard(const char *path, const meta_fields *fields, size_t block_size, u
 
 void scan_result_free(scan_result *r);
 
-#endif /* AL_SCAN_H */
+#endif /* AL_SCAN_INTERNAL_H */

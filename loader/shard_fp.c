@@ -1,4 +1,4 @@
-/* Shard identity without mtime, and moving a corpus (issue 15).
+/* Shard identity without mtime, and moving a corpus.
  *
  * A shard is the same shard when its size and the bytes the index relies on are the same:
  * `cp`, `rsync` and a node-local copy keep both (and change mtime); a rewrite of the same

@@ -7,8 +7,8 @@
  * its own allocation, so growing the table never moves them).
  * Not thread-safe; one table per thread while building.
  */
-#ifndef AL_STRTAB_H
-#define AL_STRTAB_H
+#ifndef AL_STRTAB_INTERNAL_H
+#define AL_STRTAB_INTERNAL_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -32,4 +32,4 @@ static inline const char *strtab_get(const strtab *t, uint32_t id) { return t->s
 
 void strtab_free(strtab *t);
 
-#endif /* AL_STRTAB_H */
+#endif /* AL_STRTAB_INTERNAL_H */

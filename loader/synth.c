@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "common/clock_internal.h"
 #include "loader/tar_write_internal.h"
 
 #define SYNTH_MTIME 1700000000 /* fixed: byte-identical shards */
@@ -211,8 +211,7 @@ int al_synth_write(const al_synth_options *opts, al_synth_stats *stats) {
     return al_set_error(AL_EINVAL, "al_synth_write: no output directory");
   if (opts->payload != AL_SYNTH_LATENT && opts->payload != AL_SYNTH_NONE)
     return al_set_error(AL_EINVAL, "al_synth_write: unknown payload kind %d", (int)opts->payload);
-  struct timespec t0, t1;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
+  double t0 = clock_now_s();
   job J;
   memset(&J, 0, sizeof J);
   J.o = opts;
@@ -238,13 +237,13 @@ int al_synth_write(const al_synth_options *opts, al_synth_stats *stats) {
   free(tids);
   pthread_mutex_destroy(&J.mu);
   if (atomic_load(&J.failed)) return al_set_error(J.err_rc, "%s", J.err);
-  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double t1 = clock_now_s();
   if (stats) {
     stats->samples = J.samples;
     stats->images = atomic_load(&J.images);
     stats->videos = J.samples - stats->images;
     stats->bytes = atomic_load(&J.bytes);
-    stats->seconds = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    stats->seconds = t1 - t0;
   }
   return AL_OK;
 }

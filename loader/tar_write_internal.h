@@ -12,8 +12,8 @@
  * up front); tarw_close writes the two zero end blocks. tarw_abort
  * discards. Not thread-safe per handle; handles are independent.
  */
-#ifndef AL_TAR_WRITE_H
-#define AL_TAR_WRITE_H
+#ifndef AL_TAR_WRITE_INTERNAL_H
+#define AL_TAR_WRITE_INTERNAL_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -47,4 +47,4 @@ void tarw_header(unsigned char hdr[512], const char *name, uint64_t size, int64_
 }
 #endif
 
-#endif /* AL_TAR_WRITE_H */
+#endif /* AL_TAR_WRITE_INTERNAL_H */

@@ -196,11 +196,11 @@ static int npy_shape(npy_cur *c, theader *h) {
   }
 }
 
-static int npy_parse(const uint8_t *b, size_t have, uint64_t member_size, theader *out,
-                     size_t *need) {
+/* The magic, the format version and the header length: *pre (bytes before the dict) and
+ * *hlen (the dict's). AL_OK; AL_ERANGE with *need when more bytes must be read; AL_EFORMAT. */
+static int npy_preamble(const uint8_t *b, size_t have, uint64_t member_size, size_t *pre,
+                        size_t *hlen, size_t *need) {
   static const uint8_t magic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
-  npy_cur c = {0};
-  size_t pre, hlen;
   if (have < 10) {
     if (member_size < 10)
       return al_set_error(AL_EFORMAT, "npy header: byte 0: member of %llu bytes is too short",
@@ -211,10 +211,10 @@ static int npy_parse(const uint8_t *b, size_t have, uint64_t member_size, theade
   if (memcmp(b, magic, 6) != 0)
     return al_set_error(AL_EFORMAT, "npy header: byte 0: bad magic (not \\x93NUMPY)");
   if (b[6] == 1 && b[7] == 0) {
-    pre = 10;
-    hlen = (size_t)b[8] | (size_t)b[9] << 8;
+    *pre = 10;
+    *hlen = (size_t)b[8] | (size_t)b[9] << 8;
   } else if ((b[6] == 2 || b[6] == 3) && b[7] == 0) {
-    pre = 12;
+    *pre = 12;
     if (have < 12) {
       if (member_size < 12)
         return al_set_error(AL_EFORMAT, "npy header: byte 8: member ends inside the header");
@@ -226,96 +226,119 @@ static int npy_parse(const uint8_t *b, size_t have, uint64_t member_size, theade
     if (l > THEADER_MAX_HEADER_BYTES)
       return al_set_error(AL_EFORMAT, "npy header: byte 8: header length %llu exceeds the limit %u",
                           (unsigned long long)l, THEADER_MAX_HEADER_BYTES);
-    hlen = (size_t)l;
+    *hlen = (size_t)l;
   } else {
     return al_set_error(AL_EFORMAT, "npy header: byte 6: unsupported format version %u.%u", b[6],
                         b[7]);
   }
-  if (pre + hlen > THEADER_MAX_HEADER_BYTES)
+  if (*pre + *hlen > THEADER_MAX_HEADER_BYTES)
     return al_set_error(AL_EFORMAT, "npy header: byte 8: header length %zu exceeds the limit %u",
-                        hlen, THEADER_MAX_HEADER_BYTES);
-  if (pre + hlen > member_size)
+                        *hlen, THEADER_MAX_HEADER_BYTES);
+  if (*pre + *hlen > member_size)
     return al_set_error(AL_EFORMAT,
                         "npy header: byte 8: header length %zu runs past the member's end "
                         "(%llu bytes)",
-                        hlen, (unsigned long long)member_size);
-  if (have < pre + hlen) {
-    *need = pre + hlen;
+                        *hlen, (unsigned long long)member_size);
+  if (have < *pre + *hlen) {
+    *need = *pre + *hlen;
     return AL_ERANGE;
   }
-  c.s = (const char *)b + pre;
-  c.n = hlen;
-  c.base = pre;
-  for (size_t k = 0; k < hlen; k++) {
-    if (c.s[k] == '\0') {
-      c.i = k;
-      return npy_err(&c, "NUL byte in header");
+  return AL_OK;
+}
+
+/* The keys the dict must hold, each once. */
+enum { NPY_DESCR = 1, NPY_FORTRAN = 2, NPY_SHAPE = 4 };
+
+/* The value of dict key `key` (read at c->s[key_at]); `seen` gathers the keys. */
+static int npy_value(npy_cur *c, const char *key, size_t key_at, int *seen, theader *out) {
+  static const char *const names[3] = {"descr", "fortran_order", "shape"};
+  int which = 0;
+  for (int k = 0; k < 3 && !which; k++)
+    if (strcmp(key, names[k]) == 0) which = 1 << k;
+  if (!which) {
+    char msg[80];
+    c->i = key_at;
+    snprintf(msg, sizeof msg, "unexpected key '%s'", key);
+    return npy_err(c, msg);
+  }
+  if (*seen & which) {
+    char msg[80];
+    c->i = key_at;
+    snprintf(msg, sizeof msg, "repeated key '%s'", key);
+    return npy_err(c, msg);
+  }
+  *seen |= which;
+  int rc;
+  if (which == NPY_DESCR) {
+    char d[48];
+    npy_ws(c);
+    if (c->i < c->n && c->s[c->i] == '[') return npy_err(c, "structured dtypes are not supported");
+    size_t at = c->i;
+    if ((rc = npy_string(c, d, sizeof d)) != AL_OK) return rc;
+    size_t after = c->i;
+    c->i = at;
+    if ((rc = npy_descr(c, d, &out->dtype)) != AL_OK) return rc;
+    c->i = after;
+  } else if (which == NPY_FORTRAN) {
+    size_t at = (npy_ws(c), c->i);
+    if (npy_word(c, "True")) {
+      c->i = at;
+      return npy_err(c, "Fortran-order arrays are not supported (save C order)");
+    }
+    if (!npy_word(c, "False")) return npy_err(c, "fortran_order must be True or False");
+  } else if ((rc = npy_shape(c, out)) != AL_OK) {
+    return rc;
+  }
+  return AL_OK;
+}
+
+/* The header dict: no NUL byte, a newline at its end, '{' key: value, ... '}'. The keys
+ * found in *seen. */
+static int npy_dict(npy_cur *c, int *seen, theader *out) {
+  for (size_t k = 0; k < c->n; k++) {
+    if (c->s[k] == '\0') {
+      c->i = k;
+      return npy_err(c, "NUL byte in header");
     }
   }
-  if (hlen == 0 || c.s[hlen - 1] != '\n') {
-    c.i = hlen ? hlen - 1 : 0;
-    return npy_err(&c, "header does not end with a newline");
+  if (c->n == 0 || c->s[c->n - 1] != '\n') {
+    c->i = c->n ? c->n - 1 : 0;
+    return npy_err(c, "header does not end with a newline");
   }
-  if (!npy_eat(&c, '{')) return npy_err(&c, "expected '{'");
-  int seen_descr = 0, seen_fortran = 0, seen_shape = 0;
+  if (!npy_eat(c, '{')) return npy_err(c, "expected '{'");
   for (;;) {
     char key[32];
     int rc;
-    if (npy_eat(&c, '}')) break;
-    size_t key_at = c.i;
-    if ((rc = npy_string(&c, key, sizeof key)) != AL_OK) return rc;
-    if (!npy_eat(&c, ':')) return npy_err(&c, "expected ':'");
-    if (strcmp(key, "descr") == 0) {
-      char d[48];
-      if (seen_descr) {
-        c.i = key_at;
-        return npy_err(&c, "repeated key 'descr'");
-      }
-      seen_descr = 1;
-      npy_ws(&c);
-      if (c.i < c.n && c.s[c.i] == '[') return npy_err(&c, "structured dtypes are not supported");
-      size_t at = c.i;
-      if ((rc = npy_string(&c, d, sizeof d)) != AL_OK) return rc;
-      size_t after = c.i;
-      c.i = at;
-      if ((rc = npy_descr(&c, d, &out->dtype)) != AL_OK) return rc;
-      c.i = after;
-    } else if (strcmp(key, "fortran_order") == 0) {
-      if (seen_fortran) {
-        c.i = key_at;
-        return npy_err(&c, "repeated key 'fortran_order'");
-      }
-      seen_fortran = 1;
-      size_t at = (npy_ws(&c), c.i);
-      if (npy_word(&c, "True")) {
-        c.i = at;
-        return npy_err(&c, "Fortran-order arrays are not supported (save C order)");
-      }
-      if (!npy_word(&c, "False")) return npy_err(&c, "fortran_order must be True or False");
-    } else if (strcmp(key, "shape") == 0) {
-      if (seen_shape) {
-        c.i = key_at;
-        return npy_err(&c, "repeated key 'shape'");
-      }
-      seen_shape = 1;
-      if ((rc = npy_shape(&c, out)) != AL_OK) return rc;
-    } else {
-      char msg[80];
-      c.i = key_at;
-      snprintf(msg, sizeof msg, "unexpected key '%s'", key);
-      return npy_err(&c, msg);
-    }
-    if (npy_eat(&c, ',')) continue;
-    if (npy_eat(&c, '}')) break;
-    return npy_err(&c, "expected ',' or '}'");
+    if (npy_eat(c, '}')) break;
+    size_t key_at = c->i;
+    if ((rc = npy_string(c, key, sizeof key)) != AL_OK) return rc;
+    if (!npy_eat(c, ':')) return npy_err(c, "expected ':'");
+    if ((rc = npy_value(c, key, key_at, seen, out)) != AL_OK) return rc;
+    if (npy_eat(c, ',')) continue;
+    if (npy_eat(c, '}')) break;
+    return npy_err(c, "expected ',' or '}'");
   }
-  npy_ws(&c);
-  if (c.i != c.n) return npy_err(&c, "bytes after the dict");
-  if (!seen_descr || !seen_fortran || !seen_shape)
+  npy_ws(c);
+  if (c->i != c->n) return npy_err(c, "bytes after the dict");
+  return AL_OK;
+}
+
+static int npy_parse(const uint8_t *b, size_t have, uint64_t member_size, theader *out,
+                     size_t *need) {
+  size_t pre = 0, hlen = 0;
+  int rc = npy_preamble(b, have, member_size, &pre, &hlen, need);
+  if (rc != AL_OK) return rc;
+  npy_cur c = {0};
+  c.s = (const char *)b + pre;
+  c.n = hlen;
+  c.base = pre;
+  int seen = 0;
+  if ((rc = npy_dict(&c, &seen, out)) != AL_OK) return rc;
+  if (seen != (NPY_DESCR | NPY_FORTRAN | NPY_SHAPE))
     return al_set_error(AL_EFORMAT, "npy header: byte %zu: missing key '%s'", pre,
-                        !seen_descr     ? "descr"
-                        : !seen_fortran ? "fortran_order"
-                                        : "shape");
+                        !(seen & NPY_DESCR)     ? "descr"
+                        : !(seen & NPY_FORTRAN) ? "fortran_order"
+                                                : "shape");
   out->data_offset = pre + hlen;
   if (shape_bytes(out, &out->data_bytes) != 0)
     return al_set_error(AL_EFORMAT, "npy header: byte %zu: shape product overflows 64 bits", pre);
@@ -389,11 +412,10 @@ static int st_entry(const char *name, json_t *t, theader *h, uint64_t *begin, ui
   return AL_OK;
 }
 
-static int st_parse(const uint8_t *b, size_t have, uint64_t member_size, const char *name,
-                    theader *out, size_t *need) {
-  json_t *root = NULL;
-  json_error_t jerr;
-  int rc = AL_OK;
+/* The 8-byte header length: *n. AL_OK; AL_ERANGE with *need when more bytes must be read;
+ * AL_EFORMAT. */
+static int st_preamble(const uint8_t *b, size_t have, uint64_t member_size, uint64_t *n,
+                       size_t *need) {
   if (have < 8) {
     if (member_size < 8)
       return al_set_error(AL_EFORMAT,
@@ -402,32 +424,28 @@ static int st_parse(const uint8_t *b, size_t have, uint64_t member_size, const c
     *need = 8;
     return AL_ERANGE;
   }
-  uint64_t n = 0;
-  for (int k = 7; k >= 0; k--) n = n << 8 | b[k];
-  if (n > THEADER_MAX_HEADER_BYTES - 8)
+  *n = 0;
+  for (int k = 7; k >= 0; k--) *n = *n << 8 | b[k];
+  if (*n > THEADER_MAX_HEADER_BYTES - 8)
     return al_set_error(AL_EFORMAT,
                         "safetensors header: byte 0: header length %llu exceeds the limit %u",
-                        (unsigned long long)n, THEADER_MAX_HEADER_BYTES - 8);
-  if (8 + n > member_size)
+                        (unsigned long long)*n, THEADER_MAX_HEADER_BYTES - 8);
+  if (8 + *n > member_size)
     return al_set_error(AL_EFORMAT,
                         "safetensors header: byte 0: header length %llu runs past the member's "
                         "end (%llu bytes)",
-                        (unsigned long long)n, (unsigned long long)member_size);
-  if (have < 8 + n) {
-    *need = (size_t)(8 + n);
+                        (unsigned long long)*n, (unsigned long long)member_size);
+  if (have < 8 + *n) {
+    *need = (size_t)(8 + *n);
     return AL_ERANGE;
   }
-  if (n == 0 || b[8] != '{')
-    return al_set_error(AL_EFORMAT, "safetensors header: byte 8: the header must be a JSON object");
-  root = json_loadb((const char *)b + 8, (size_t)n, JSON_REJECT_DUPLICATES, &jerr);
-  if (!root) {
-    return al_set_error(AL_EFORMAT, "safetensors header: byte %lld: broken JSON: %s",
-                        (long long)(8 + (jerr.position > 0 ? jerr.position : 0)), jerr.text);
-  }
-  if (!json_is_object(root)) {
-    rc = al_set_error(AL_EFORMAT, "safetensors header: byte 8: the header must be a JSON object");
-    goto cleanup;
-  }
+  return AL_OK;
+}
+
+/* The tensors of the header object (header of n bytes): the one named `name` (NULL: the only
+ * one) into *out; the data section must end where the member does. */
+static int st_tensors(json_t *root, uint64_t n, uint64_t member_size, const char *name,
+                      theader *out) {
   const char *key;
   json_t *val;
   const char *pick = NULL;
@@ -435,10 +453,11 @@ static int st_parse(const uint8_t *b, size_t have, uint64_t member_size, const c
   uint64_t max_end = 0;
   theader h;
   uint64_t begin = 0, end = 0;
+  int rc;
   json_object_foreach(root, key, val) {
     if (strcmp(key, "__metadata__") == 0) continue;
     memset(&h, 0, sizeof h);
-    if ((rc = st_entry(key, val, &h, &begin, &end)) != AL_OK) goto cleanup;
+    if ((rc = st_entry(key, val, &h, &begin, &end)) != AL_OK) return rc;
     tensors++;
     if (end > max_end) max_end = end;
     if (name ? strcmp(key, name) == 0 : tensors == 1) {
@@ -447,31 +466,40 @@ static int st_parse(const uint8_t *b, size_t have, uint64_t member_size, const c
       out->data_offset = 8 + n + begin;
     }
   }
-  if (tensors == 0) {
-    rc = al_set_error(AL_EFORMAT, "safetensors header: byte 8: no tensor");
-    goto cleanup;
-  }
-  if (!name && tensors > 1) {
-    rc = al_set_error(AL_EFORMAT,
-                      "safetensors header: byte 8: %zu tensors; which one to take must be named",
-                      tensors);
-    goto cleanup;
-  }
-  if (!pick) {
-    rc = al_set_error(AL_ENOTFOUND,
-                      "safetensors header: byte 8: no tensor named '%.64s' (%zu tensors)", name,
-                      tensors);
-    goto cleanup;
-  }
-  if (8 + n + max_end != member_size) {
-    rc = al_set_error(AL_EFORMAT,
-                      "safetensors header: byte %llu: the data section is %llu bytes, the "
-                      "member holds %llu after its header",
-                      (unsigned long long)(8 + n), (unsigned long long)max_end,
-                      (unsigned long long)(member_size - 8 - n));
-    goto cleanup;
-  }
-cleanup:
+  if (tensors == 0) return al_set_error(AL_EFORMAT, "safetensors header: byte 8: no tensor");
+  if (!name && tensors > 1)
+    return al_set_error(AL_EFORMAT,
+                        "safetensors header: byte 8: %zu tensors; which one to take must be named",
+                        tensors);
+  if (!pick)
+    return al_set_error(AL_ENOTFOUND,
+                        "safetensors header: byte 8: no tensor named '%.64s' (%zu tensors)", name,
+                        tensors);
+  if (8 + n + max_end != member_size)
+    return al_set_error(AL_EFORMAT,
+                        "safetensors header: byte %llu: the data section is %llu bytes, the "
+                        "member holds %llu after its header",
+                        (unsigned long long)(8 + n), (unsigned long long)max_end,
+                        (unsigned long long)(member_size - 8 - n));
+  return AL_OK;
+}
+
+static int st_parse(const uint8_t *b, size_t have, uint64_t member_size, const char *name,
+                    theader *out, size_t *need) {
+  uint64_t n = 0;
+  int rc = st_preamble(b, have, member_size, &n, need);
+  if (rc != AL_OK) return rc;
+  if (n == 0 || b[8] != '{')
+    return al_set_error(AL_EFORMAT, "safetensors header: byte 8: the header must be a JSON object");
+  json_error_t jerr;
+  json_t *root = json_loadb((const char *)b + 8, (size_t)n, JSON_REJECT_DUPLICATES, &jerr);
+  if (!root)
+    return al_set_error(AL_EFORMAT, "safetensors header: byte %lld: broken JSON: %s",
+                        (long long)(8 + (jerr.position > 0 ? jerr.position : 0)), jerr.text);
+  if (!json_is_object(root))
+    rc = al_set_error(AL_EFORMAT, "safetensors header: byte 8: the header must be a JSON object");
+  else
+    rc = st_tensors(root, n, member_size, name, out);
   json_decref(root);
   return rc;
 }

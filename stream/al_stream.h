@@ -45,11 +45,21 @@
  * present, plain 4 KiB-aligned memory otherwise. CUDA is optional at run time:
  * when cudaGetDeviceCount fails the stream runs host-only.
  *
+ * Shard identity. Each shard is checked once, when first opened: its size
+ * must be the one indexed; then, when the index recorded a content
+ * fingerprint for it (al_shard_info.content_fp), the fingerprint is computed
+ * again and must match: for a plain tar a hash of the 512-byte header block
+ * before every indexed member's data, for a compressed shard of its first and
+ * last 64 KiB (al_index_shard_verify). mtime is not looked at, so cp, rsync
+ * and node-local copies stream; mtime_ns is compared only for a shard the
+ * index has no fingerprint for (an index written before fingerprints, or a
+ * shard that could not be read again at the end of its build).
+ *
  * Errors. A sample whose payload cannot be read (member missing from the
- * index, shard changed since indexing - size or mtime_ns differ from the
- * index -, short read, LZ4 decode failure, libarchive failure) is an error of
- * the batch holding it; the message names the shard, the key, the member and
- * the byte offset. options.on_error decides what happens:
+ * index, shard changed since indexing, short read, LZ4 decode failure,
+ * libarchive failure) is an error of the batch holding it; the message names
+ * the shard, the key, the member and the byte offset. options.on_error
+ * decides what happens:
  *   AL_STREAM_FAIL (default): al_stream_next() returns the error for that
  *     batch; the stream stops there (later calls return the same error) and
  *     its state still points at that batch, so a resume re-reads it.
@@ -144,7 +154,8 @@ typedef struct al_stream_options {
   int cuda_device;               /* ordinal; < 0 = LOCAL_RANK from the environment (0 if unset) */
   size_t align;                  /* sample alignment in bytes, a power of two; 0 = 64 */
   size_t read_block;             /* LZ4 / libarchive read block; 0 = 1 MiB */
-  /* Appended (issue 15): several members per sample, and the member cap. */
+  /* Added at the end (the struct only grows there): several members per sample, and the
+   * member cap. */
   const char *const *members; /* n_members member extensions to deliver, in this order, e.g.
                                  {"latent.npy", "t5.npy", "txt"}; NULL (or n_members 0) =
                                  the one member `ext`. Each falls back to KEY.<ext>.lz4. A
@@ -154,7 +165,7 @@ typedef struct al_stream_options {
   uint64_t max_member_bytes; /* cap on one member's stored and decoded bytes; 0 =
                                 ADAPTIVELOAD_MAX_MEMBER_BYTES when set, else
                                 AL_STREAM_MAX_MEMBER_DEFAULT */
-  /* Appended (issue 13): the cap on what one sample delivers, its members together (after
+  /* Added at the end: the cap on what one sample delivers, its members together (after
    * the crop); over it the sample fails (or is skipped, AL_STREAM_SKIP_SAMPLE), naming the key
    * and the bytes. 0 = ADAPTIVELOAD_MAX_SAMPLE_BYTES when set, else
    * AL_STREAM_MAX_SAMPLE_DEFAULT. */
@@ -217,10 +228,11 @@ typedef struct al_stream_batch {
   const char *const *skipped_keys;
   const char *const *skipped_reasons;
 
-  /* Appended (issue 15). Samples are laid out sample-major: sample i's members follow
-   * each other, each at an aligned offset, then sample i+1. members[0] is the first
-   * requested member, and offsets/sizes above describe it too (offsets[i] is the start
-   * of sample i, offsets[n] the end of the payload of all members). */
+  /* Added at the end (the struct only grows there). Samples are laid out sample-major:
+   * sample i's members follow each other, each at an aligned offset, then sample i+1.
+   * members[0] is the first requested member, and offsets/sizes above describe it too
+   * (offsets[i] is the start of sample i, offsets[n] the end of the payload of all
+   * members). */
   size_t n_members;
   const al_stream_member *members; /* n_members */
   uint32_t grid[3];                /* the bucket's latent grid (frames, rows, columns) the latent is

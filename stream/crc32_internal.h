@@ -4,8 +4,8 @@
  * tables, built once (thread-safe). Used by `adaptiveload stream --jsonl` so any consumer
  * can check the bytes it received. Internal to //stream and its users (cli/).
  */
-#ifndef AL_STREAM_CRC32_INTERNAL_H
-#define AL_STREAM_CRC32_INTERNAL_H
+#ifndef AL_CRC32_INTERNAL_H
+#define AL_CRC32_INTERNAL_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -22,4 +22,4 @@ uint32_t stream_crc32(uint32_t crc, const void *data, size_t n);
 }
 #endif
 
-#endif /* AL_STREAM_CRC32_INTERNAL_H */
+#endif /* AL_CRC32_INTERNAL_H */

@@ -3,8 +3,8 @@
  * time: without a driver or device, stream_cuda_devices() is 0 and the stream
  * uses plain host memory. Internal to //stream.
  */
-#ifndef AL_CUDA_RT_H
-#define AL_CUDA_RT_H
+#ifndef AL_CUDA_RT_INTERNAL_H
+#define AL_CUDA_RT_INTERNAL_H
 
 #include <stddef.h>
 
@@ -31,4 +31,4 @@ int stream_cuda_stream_wait_event(void *stream, void *event);
 int stream_cuda_event_sync(void *event);
 int stream_cuda_memcpy_h2d_async(void *dst, const void *src, size_t bytes, void *stream);
 
-#endif /* AL_CUDA_RT_H */
+#endif /* AL_CUDA_RT_INTERNAL_H */

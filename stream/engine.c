@@ -10,15 +10,17 @@
  * al_stream_next reports (AL_ESTATE) instead of blocking forever.
  */
 #include <inttypes.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "common/clock_internal.h"
 #include "common/env_internal.h"
 #include "common/grow_internal.h"
+#include "common/parse_internal.h"
 #include "stream/cuda_rt_internal.h"
 #include "stream/member_reader_internal.h"
 #include "stream/engine_internal.h"
@@ -100,12 +102,6 @@ struct al_stream {
   uint64_t st_samples, st_bytes, st_skipped;
   double stall_s, read_s;
 };
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 void stream_rank_plan_free(stream_rank_plan *p) {
   if (!p) return;
@@ -235,150 +231,194 @@ static int device_copy(al_stream *s, slot *sl, size_t bytes) {
   return AL_OK;
 }
 
-static void fill(al_stream *s, stream_reader *rd, slot *sl) {
-  const stream_plan_batch *pb = &s->plan.batches[s->first + sl->seq * s->stride];
-  al_stream_batch *b = &sl->batch;
+/* Readies the slot for a batch of pb->n samples: the previous copy out of its host buffer is
+ * over (it is about to be overwritten), its metadata has room, its members no dtype yet. */
+static int fill_begin(al_stream *s, slot *sl, const stream_plan_batch *pb) {
   int rc;
   sl->status = AL_OK;
   skipped_clear(sl);
-  /* The previous copy out of this host buffer must be over before it is overwritten. */
   if (sl->copy_pending) {
-    if ((rc = stream_cuda_event_sync(sl->ready_ev)) != AL_OK) {
-      slot_set_error(sl, rc);
-      return;
-    }
+    if ((rc = stream_cuda_event_sync(sl->ready_ev)) != AL_OK) return rc;
     sl->copy_pending = 0;
   }
-  if ((rc = meta_reserve(sl, pb->n, s->n_members)) != AL_OK) {
-    slot_set_error(sl, rc);
-    return;
-  }
-  size_t n = 0, off = 0, end = 0;
-  uint64_t tokens = 0;
+  if ((rc = meta_reserve(sl, pb->n, s->n_members)) != AL_OK) return rc;
   sl->cu[0] = 0;
   sl->offsets[0] = 0;
   for (size_t j = 0; j < s->n_members; j++) {
     sl->bm[j].dtype = NULL;
     sl->bm[j].itemsize = 0;
   }
-  for (size_t i = 0; i < pb->n; i++) {
-    if (stopping(s)) {
-      slot_set_error(sl, al_set_error(AL_ESTATE, "stream closed"));
-      return;
-    }
-    const stream_plan_sample *ps = &s->plan.samples[pb->first + i];
-    stream_source_job job;
-    job.key = NULL;
-    /* The sample's members one after the other, each at an aligned offset; committed
-     * (n, off, end advanced) only when all of them were read. */
-    size_t cur = off, prev_end = end;
-    uint64_t sample_bytes = 0;
-    for (size_t j = 0; j < s->n_members && rc == AL_OK; j++) {
-      size_t len = 0;
-      const char *dtype = "uint8";
-      size_t isz = 1;
-      member_meta *mm = &sl->mm[j];
-      uint64_t *shape = mm->shapes + AL_STREAM_MAX_DIMS * n;
-      memset(shape, 0, AL_STREAM_MAX_DIMS * sizeof *shape);
-      rc = s->src.job(s->src.ctx, ps->sample, s->members[j], &job);
-      if (rc != AL_OK) break;
-      if (s->kinds[j] != THEADER_KIND_NONE) {
-        const uint32_t *grid = NULL;
-        if ((long)j == s->latent) {
-          if (pb->grid[0])
-            grid = pb->grid;
-          else if (s->plan.grid_error)
-            rc = al_set_error(AL_EFORMAT, "key '%s' member '%s': cannot crop the latent: %s",
-                              job.key ? job.key : "?", job.member, s->plan.grid_error);
-        }
-        stream_typed_out to;
-        if (rc == AL_OK) rc = stream_typed_read(rd, &job, s->kinds[j], grid, &sl->buf, cur, &to);
-        if (rc != AL_OK) break;
-        len = to.bytes;
-        dtype = theader_dtype_name(to.dtype);
-        isz = theader_dtype_size(to.dtype);
-        mm->ndim[n] = to.ndim;
-        memcpy(shape, to.shape,
-               sizeof(uint64_t) * (to.ndim < AL_STREAM_MAX_DIMS ? to.ndim : AL_STREAM_MAX_DIMS));
-      } else {
-        rc = stream_reader_read(rd, &job, &sl->buf, cur, &len);
-        if (rc != AL_OK) break;
-        mm->ndim[n] = 1;
-        shape[0] = len;
-      }
-      if (sl->bm[j].dtype && strcmp(sl->bm[j].dtype, dtype) != 0) {
-        rc = al_set_error(AL_EFORMAT,
-                          "key '%s' member '%s': dtype %s, but the earlier samples of this "
-                          "micro-batch have %s",
-                          job.key ? job.key : "?", job.member, dtype, sl->bm[j].dtype);
-        break;
-      }
-      if (!n || !sl->bm[j].dtype) {
-        sl->bm[j].dtype = dtype;
-        sl->bm[j].itemsize = isz;
-      }
-      if (cur > prev_end) memset(sl->buf.p + prev_end, 0, cur - prev_end); /* zero padding */
-      mm->offsets[n] = cur;
-      mm->sizes[n] = len;
-      prev_end = cur + len;
-      cur = align_up(prev_end, s->align);
-      sample_bytes += len;
-      if (sample_bytes > s->max_sample) {
-        rc = al_set_error(AL_ERANGE,
-                          "key '%s': its members hold %" PRIu64
-                          " bytes by member '%s', past "
-                          "the %" PRIu64
-                          "-byte cap on a sample (max_sample_bytes, "
-                          "ADAPTIVELOAD_MAX_SAMPLE_BYTES)",
-                          job.key ? job.key : "?", sample_bytes, job.member, s->max_sample);
-        break;
-      }
-    }
-    if (rc == AL_OK && tokens + ps->tokens > (uint64_t)INT32_MAX)
-      rc = al_set_error(AL_ERANGE,
-                        "key '%s': micro-batch exceeds 2^31-1 tokens (cu_seqlens is int32)",
-                        job.key ? job.key : "?");
-    if (rc != AL_OK) {
-      /* Every message names the key; say where in the plan it sits, too. */
-      al_error_prefix(rc, "step %" PRIu32 " micro %" PRIu32 " sample %zu", pb->step, pb->micro, i);
-      if (s->on_error == AL_STREAM_SKIP_SAMPLE && rc != AL_ENOMEM) {
-        if (skipped_add(sl, job.key, al_last_error()) != AL_OK) {
-          slot_set_error(sl, al_set_error(AL_ENOMEM, "skipped-sample list"));
-          return;
-        }
-        if (!n)
-          for (size_t j = 0; j < s->n_members; j++) sl->bm[j].dtype = NULL;
-        rc = AL_OK;
-        continue;
-      }
-      slot_set_error(sl, rc);
-      return;
-    }
-    sl->keys[n] = job.key;
-    sl->samples[n] = ps->sample;
-    sl->shapes[3 * n] = job.width;
-    sl->shapes[3 * n + 1] = job.height;
-    sl->shapes[3 * n + 2] = job.frames;
-    sl->padded[n] = ps->padded;
-    sl->sizes[n] = sl->mm[0].sizes[n];
-    sl->offsets[n] = sl->mm[0].offsets[n];
-    tokens += ps->tokens;
-    sl->cu[n + 1] = (int32_t)tokens;
-    n++;
-    end = prev_end;
-    off = cur;
+  return AL_OK;
+}
+
+/* Where the members of the sample being read go; the batch takes them (its sample count,
+ * offset and end advanced) only when all of them were read. */
+typedef struct sample_cursor {
+  size_t cur;      /* where the next member goes (aligned) */
+  size_t prev_end; /* the end of the last member written */
+  uint64_t bytes;  /* the sample's members so far */
+} sample_cursor;
+
+/* What one member delivered. */
+typedef struct member_read {
+  size_t len;
+  const char *dtype;
+  size_t itemsize;
+} member_read;
+
+/* Typed member j (.npy / .safetensors) of job into the slot at `at`: its array without the
+ * header, the latent cropped to the bucket's grid; its shape into sample n's row. */
+static int read_typed(al_stream *s, stream_reader *rd, slot *sl, const stream_plan_batch *pb,
+                      size_t j, size_t n, size_t at, const stream_source_job *job,
+                      member_read *out) {
+  const uint32_t *grid = NULL;
+  if ((long)j == s->latent) {
+    if (pb->grid[0])
+      grid = pb->grid;
+    else if (s->plan.grid_error)
+      return al_set_error(AL_EFORMAT, "key '%s' member '%s': cannot crop the latent: %s",
+                          job->key ? job->key : "?", job->member, s->plan.grid_error);
   }
+  stream_typed_out to;
+  int rc = stream_typed_read(rd, job, s->kinds[j], grid, &sl->buf, at, &to);
+  if (rc != AL_OK) return rc;
+  member_meta *mm = &sl->mm[j];
+  out->len = to.bytes;
+  out->dtype = theader_dtype_name(to.dtype);
+  out->itemsize = theader_dtype_size(to.dtype);
+  mm->ndim[n] = to.ndim;
+  memcpy(mm->shapes + AL_STREAM_MAX_DIMS * n, to.shape,
+         sizeof(uint64_t) * (to.ndim < AL_STREAM_MAX_DIMS ? to.ndim : AL_STREAM_MAX_DIMS));
+  return AL_OK;
+}
+
+/* Member j of plan sample ps, as sample n of the batch, at c->cur: typed or raw bytes (one
+ * dimension, uint8). Its dtype must be the one the batch's earlier samples have, and the
+ * sample's members together must stay within the cap. */
+static int read_member(al_stream *s, stream_reader *rd, slot *sl, const stream_plan_batch *pb,
+                       const stream_plan_sample *ps, size_t j, size_t n, sample_cursor *c,
+                       stream_source_job *job) {
+  member_meta *mm = &sl->mm[j];
+  uint64_t *shape = mm->shapes + AL_STREAM_MAX_DIMS * n;
+  memset(shape, 0, AL_STREAM_MAX_DIMS * sizeof *shape);
+  int rc = s->src.job(s->src.ctx, ps->sample, s->members[j], job);
+  if (rc != AL_OK) return rc;
+  member_read got = {0, "uint8", 1};
+  if (s->kinds[j] != THEADER_KIND_NONE) {
+    rc = read_typed(s, rd, sl, pb, j, n, c->cur, job, &got);
+  } else if ((rc = stream_reader_read(rd, job, &sl->buf, c->cur, &got.len)) == AL_OK) {
+    mm->ndim[n] = 1;
+    shape[0] = got.len;
+  }
+  if (rc != AL_OK) return rc;
+  al_stream_member *bm = &sl->bm[j];
+  if (bm->dtype && strcmp(bm->dtype, got.dtype) != 0)
+    return al_set_error(AL_EFORMAT,
+                        "key '%s' member '%s': dtype %s, but the earlier samples of this "
+                        "micro-batch have %s",
+                        job->key ? job->key : "?", job->member, got.dtype, bm->dtype);
+  if (!n || !bm->dtype) {
+    bm->dtype = got.dtype;
+    bm->itemsize = got.itemsize;
+  }
+  if (c->cur > c->prev_end) memset(sl->buf.p + c->prev_end, 0, c->cur - c->prev_end); /* padding */
+  mm->offsets[n] = c->cur;
+  mm->sizes[n] = got.len;
+  c->prev_end = c->cur + got.len;
+  c->cur = align_up(c->prev_end, s->align);
+  c->bytes += got.len;
+  if (c->bytes > s->max_sample)
+    return al_set_error(AL_ERANGE,
+                        "key '%s': its members hold %" PRIu64
+                        " bytes by member '%s', past "
+                        "the %" PRIu64
+                        "-byte cap on a sample (max_sample_bytes, "
+                        "ADAPTIVELOAD_MAX_SAMPLE_BYTES)",
+                        job->key ? job->key : "?", c->bytes, job->member, s->max_sample);
+  return AL_OK;
+}
+
+/* All members of plan sample ps as sample n of the batch (holding `tokens` so far). */
+static int read_sample(al_stream *s, stream_reader *rd, slot *sl, const stream_plan_batch *pb,
+                       const stream_plan_sample *ps, size_t n, uint64_t tokens, sample_cursor *c,
+                       stream_source_job *job) {
+  int rc = AL_OK;
+  for (size_t j = 0; j < s->n_members && rc == AL_OK; j++)
+    rc = read_member(s, rd, sl, pb, ps, j, n, c, job);
+  if (rc == AL_OK && tokens + ps->tokens > (uint64_t)INT32_MAX)
+    rc = al_set_error(AL_ERANGE,
+                      "key '%s': micro-batch exceeds 2^31-1 tokens (cu_seqlens is int32)",
+                      job->key ? job->key : "?");
+  return rc;
+}
+
+/* Sample i of the batch (n delivered so far) failed with rc. AL_STREAM_SKIP_SAMPLE (unless
+ * out of memory): listed as skipped, 1 (the batch goes on). Otherwise the slot carries the
+ * error, 0. */
+static int skip_sample(al_stream *s, slot *sl, const stream_plan_batch *pb, size_t i, size_t n,
+                       const char *key, int rc) {
+  /* Every message names the key; say where in the plan it sits, too. */
+  al_error_prefix(rc, "step %" PRIu32 " micro %" PRIu32 " sample %zu", pb->step, pb->micro, i);
+  if (s->on_error != AL_STREAM_SKIP_SAMPLE || rc == AL_ENOMEM) {
+    slot_set_error(sl, rc);
+    return 0;
+  }
+  if (skipped_add(sl, key, al_last_error()) != AL_OK) {
+    slot_set_error(sl, al_set_error(AL_ENOMEM, "skipped-sample list"));
+    return 0;
+  }
+  if (!n)
+    for (size_t j = 0; j < s->n_members; j++) sl->bm[j].dtype = NULL;
+  return 1;
+}
+
+/* Sample n of the batch is complete: its key, shape and the batch's first member's place
+ * (offsets, sizes); cu_seqlens[n + 1] = `tokens`, the batch's tokens with it. */
+static void commit_sample(slot *sl, const stream_plan_sample *ps, const stream_source_job *job,
+                          size_t n, uint64_t tokens) {
+  sl->keys[n] = job->key;
+  sl->samples[n] = ps->sample;
+  sl->shapes[3 * n] = job->width;
+  sl->shapes[3 * n + 1] = job->height;
+  sl->shapes[3 * n + 2] = job->frames;
+  sl->padded[n] = ps->padded;
+  sl->sizes[n] = sl->mm[0].sizes[n];
+  sl->offsets[n] = sl->mm[0].offsets[n];
+  sl->cu[n + 1] = (int32_t)tokens;
+}
+
+/* The batch's per-member views (what an empty batch of a member would be when no sample was
+ * delivered). */
+static void publish_members(al_stream *s, slot *sl, const stream_plan_batch *pb) {
+  for (size_t j = 0; j < s->n_members; j++) {
+    al_stream_member *m = &sl->bm[j];
+    m->name = s->members[j];
+    if (!m->dtype) {
+      m->dtype = "uint8";
+      m->itemsize = 1;
+    }
+    m->typed = s->kinds[j] != THEADER_KIND_NONE;
+    m->cropped = m->typed && (long)j == s->latent && pb->grid[0] != 0;
+    m->ndim = sl->mm[j].ndim;
+    m->shapes = sl->mm[j].shapes;
+    m->offsets = sl->mm[j].offsets;
+    m->sizes = sl->mm[j].sizes;
+  }
+}
+
+/* The batch of n samples (payload [0, end), `tokens`) for the consumer: cu_seqlens behind
+ * the payload, the batch's fields, and the device copy when asked for. */
+static int publish(al_stream *s, slot *sl, const stream_plan_batch *pb, size_t n, size_t end,
+                   uint64_t tokens) {
   sl->offsets[n] = end;
   /* cu_seqlens rides behind the payload so one copy moves both. */
   size_t cu_off = align_up(end, s->align);
   size_t total = cu_off + (n + 1) * sizeof(int32_t);
-  if ((rc = stream_growbuf_reserve(&sl->buf, total, end)) != AL_OK) {
-    slot_set_error(sl, rc);
-    return;
-  }
+  int rc = stream_growbuf_reserve(&sl->buf, total, end);
+  if (rc != AL_OK) return rc;
   if (cu_off > end) memset(sl->buf.p + end, 0, cu_off - end);
   memcpy(sl->buf.p + cu_off, sl->cu, (n + 1) * sizeof(int32_t));
-
+  al_stream_batch *b = &sl->batch;
   memset(b, 0, sizeof *b);
   b->position = s->first + sl->seq * s->stride;
   b->step = pb->step;
@@ -405,32 +445,51 @@ static void fill(al_stream *s, stream_reader *rd, slot *sl) {
   b->n_skipped = sl->n_skipped;
   b->skipped_keys = (const char *const *)sl->skipped_keys;
   b->skipped_reasons = (const char *const *)sl->skipped_reasons;
-  for (size_t j = 0; j < s->n_members; j++) {
-    al_stream_member *m = &sl->bm[j];
-    m->name = s->members[j];
-    if (!m->dtype) { /* no sample delivered: what an empty batch of this member would be */
-      m->dtype = "uint8";
-      m->itemsize = 1;
-    }
-    m->typed = s->kinds[j] != THEADER_KIND_NONE;
-    m->cropped = m->typed && (long)j == s->latent && pb->grid[0] != 0;
-    m->ndim = sl->mm[j].ndim;
-    m->shapes = sl->mm[j].shapes;
-    m->offsets = sl->mm[j].offsets;
-    m->sizes = sl->mm[j].sizes;
-  }
+  publish_members(s, sl, pb);
   b->n_members = s->n_members;
   b->members = sl->bm;
   memcpy(b->grid, pb->grid, sizeof b->grid);
-  if (s->device_copy) {
-    if ((rc = device_copy(s, sl, total)) != AL_OK) {
-      slot_set_error(sl, al_error_prefix(rc, "step %" PRIu32 " micro %" PRIu32 ": device copy",
-                                         pb->step, pb->micro));
+  if (!s->device_copy) return AL_OK;
+  if ((rc = device_copy(s, sl, total)) != AL_OK)
+    return al_error_prefix(rc, "step %" PRIu32 " micro %" PRIu32 ": device copy", pb->step,
+                           pb->micro);
+  b->device_data = sl->dev;
+  b->ready_event = sl->ready_ev;
+  return AL_OK;
+}
+
+/* Fills the slot with its batch: each sample's members one after the other, each at an
+ * aligned offset; a sample that fails is skipped or fails the batch (options.on_error). */
+static void fill(al_stream *s, stream_reader *rd, slot *sl) {
+  const stream_plan_batch *pb = &s->plan.batches[s->first + sl->seq * s->stride];
+  int rc = fill_begin(s, sl, pb);
+  if (rc != AL_OK) {
+    slot_set_error(sl, rc);
+    return;
+  }
+  size_t n = 0, off = 0, end = 0;
+  uint64_t tokens = 0;
+  for (size_t i = 0; i < pb->n; i++) {
+    if (stopping(s)) {
+      slot_set_error(sl, al_set_error(AL_ESTATE, "stream closed"));
       return;
     }
-    b->device_data = sl->dev;
-    b->ready_event = sl->ready_ev;
+    const stream_plan_sample *ps = &s->plan.samples[pb->first + i];
+    stream_source_job job;
+    job.key = NULL;
+    sample_cursor c = {off, end, 0};
+    rc = read_sample(s, rd, sl, pb, ps, n, tokens, &c, &job);
+    if (rc != AL_OK) {
+      if (skip_sample(s, sl, pb, i, n, job.key, rc)) continue;
+      return;
+    }
+    tokens += ps->tokens;
+    commit_sample(sl, ps, &job, n, tokens);
+    n++;
+    end = c.prev_end;
+    off = c.cur;
   }
+  if ((rc = publish(s, sl, pb, n, end, tokens)) != AL_OK) slot_set_error(sl, rc);
 }
 
 typedef struct thread_arg {
@@ -465,12 +524,12 @@ static void *reader_main(void *arg) {
     if (++s->in_use > s->max_in_use) s->max_in_use = s->in_use;
     pthread_mutex_unlock(&s->mu);
 
-    double t0 = now_s();
+    double t0 = clock_now_s();
     if (rc != AL_OK)
       slot_set_error(sl, rc); /* the reader could not start: its first batch says why */
     else
       fill(s, rd, sl);
-    double t1 = now_s();
+    double t1 = clock_now_s();
 
     pthread_mutex_lock(&s->mu);
     s->read_s += t1 - t0;
@@ -489,10 +548,9 @@ static void *reader_main(void *arg) {
 int stream_env_long(const char *name, long *out) {
   const char *v = getenv(name);
   if (!v || !*v) return 0;
-  char *end;
-  long x = strtol(v, &end, 10);
-  if (*end || x < 0) return -1;
-  *out = x;
+  uint64_t x;
+  if (parse_u64(v, &x) != 0 || x > (uint64_t)LONG_MAX) return -1;
+  *out = (long)x;
   return 1;
 }
 
@@ -591,6 +649,78 @@ static int set_members(al_stream *s, const al_stream_options *o) {
   return AL_OK;
 }
 
+/* The options that stand on their own: on_error, threads and prefetch, align. */
+static int check_options(const al_stream_options *o) {
+  if (o->on_error != AL_STREAM_FAIL && o->on_error != AL_STREAM_SKIP_SAMPLE)
+    return al_set_error(AL_EINVAL,
+                        "on_error must be AL_STREAM_FAIL or AL_STREAM_SKIP_SAMPLE, got %d",
+                        o->on_error);
+  if (o->threads < 0 || o->prefetch < 0)
+    return al_set_error(AL_EINVAL, "threads and prefetch must be >= 0");
+  size_t align = o->align ? o->align : 64;
+  if ((align & (align - 1)) || align < 8)
+    return al_set_error(AL_EINVAL, "align must be a power of two >= 8, got %zu", align);
+  return AL_OK;
+}
+
+/* Which micro-batches: first, first+stride, ... of the rank sequence (or where the resume
+ * state says). */
+static int set_range(al_stream *s, const al_stream_options *o) {
+  s->first = o->first;
+  s->stride = o->stride ? o->stride : 1;
+  if (o->resume) {
+    int rc = resume_from(s, o->resume, o);
+    if (rc != AL_OK) return rc;
+  }
+  s->total = s->first < s->plan.n_batches
+                 ? (s->plan.n_batches - s->first + s->stride - 1) / s->stride
+                 : 0;
+  return AL_OK;
+}
+
+/* Memory: pinned when a device is there (unless refused), device copy on request. */
+static int set_memory(al_stream *s, const al_stream_options *o) {
+  int devices = stream_cuda_devices();
+  s->device_copy = o->device_copy != 0;
+  s->pinned = o->pinned == -1 ? 0 : devices > 0;
+  if (o->pinned == 1 && devices == 0)
+    return al_set_error(AL_EUNSUPPORTED, "pinned buffers requested but no CUDA device is usable");
+  return s->device_copy ? open_device(s, o->cuda_device, devices) : AL_OK;
+}
+
+/* The pool of o->prefetch slots (default 4), with their CUDA events for device copies. */
+static int open_pool(al_stream *s, const al_stream_options *o) {
+  s->n_slots = o->prefetch ? o->prefetch : 4;
+  s->slots = calloc((size_t)s->n_slots, sizeof *s->slots);
+  if (!s->slots) return al_set_error(AL_ENOMEM, "stream pool");
+  int rc = AL_OK;
+  for (int i = 0; i < s->n_slots && rc == AL_OK; i++) {
+    s->slots[i].buf.pinned = s->pinned;
+    s->slots[i].mm = calloc(s->n_members, sizeof *s->slots[i].mm);
+    s->slots[i].bm = calloc(s->n_members, sizeof *s->slots[i].bm);
+    if (!s->slots[i].mm || !s->slots[i].bm) return al_set_error(AL_ENOMEM, "stream pool");
+    if (s->device_copy) {
+      rc = stream_cuda_event_create(&s->slots[i].ready_ev);
+      if (rc == AL_OK) rc = stream_cuda_event_create(&s->slots[i].release_ev);
+    }
+  }
+  return rc;
+}
+
+/* o->threads reader threads (default: the cores, 1 to 4). */
+static int start_readers(al_stream *s, const al_stream_options *o) {
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  int threads = o->threads ? o->threads : (int)(cores < 1 ? 1 : cores > 4 ? 4 : cores);
+  s->threads = calloc((size_t)threads, sizeof *s->threads);
+  if (!s->threads) return al_set_error(AL_ENOMEM, "stream threads");
+  for (int i = 0; i < threads; i++) {
+    if (pthread_create(&s->threads[i], NULL, reader_main, s) != 0)
+      return al_set_error(AL_ENOMEM, "cannot start reader thread %d", i);
+    s->n_threads++;
+  }
+  return AL_OK;
+}
+
 int stream_open_source(al_stream **out, const stream_source *src, stream_rank_plan *plan,
                        const al_stream_options *opts) {
   al_stream_options o;
@@ -599,19 +729,10 @@ int stream_open_source(al_stream **out, const stream_source *src, stream_rank_pl
   else
     memset(&o, 0, sizeof o);
   *out = NULL;
-  if (o.on_error != AL_STREAM_FAIL && o.on_error != AL_STREAM_SKIP_SAMPLE)
-    return al_set_error(AL_EINVAL,
-                        "on_error must be AL_STREAM_FAIL or AL_STREAM_SKIP_SAMPLE, got %d",
-                        o.on_error);
-  if (o.threads < 0 || o.prefetch < 0)
-    return al_set_error(AL_EINVAL, "threads and prefetch must be >= 0");
-  size_t align = o.align ? o.align : 64;
-  if ((align & (align - 1)) || align < 8)
-    return al_set_error(AL_EINVAL, "align must be a power of two >= 8, got %zu", align);
-
+  int rc = check_options(&o);
+  if (rc != AL_OK) return rc;
   al_stream *s = calloc(1, sizeof *s);
   if (!s) return al_set_error(AL_ENOMEM, "stream");
-  int rc = AL_OK;
   pthread_mutex_init(&s->mu, NULL);
   pthread_cond_init(&s->cv_free, NULL);
   pthread_cond_init(&s->cv_ready, NULL);
@@ -619,81 +740,24 @@ int stream_open_source(al_stream **out, const stream_source *src, stream_rank_pl
   s->plan = *plan;
   memset(plan, 0, sizeof *plan);
   s->on_error = o.on_error;
-  s->align = align;
+  s->align = o.align ? o.align : 64;
   s->read_block = o.read_block ? o.read_block : ((size_t)1 << 20);
   s->max_member = o.max_member_bytes;
   s->max_sample = o.max_sample_bytes
                       ? o.max_sample_bytes
                       : env_u64("ADAPTIVELOAD_MAX_SAMPLE_BYTES", AL_STREAM_MAX_SAMPLE_DEFAULT);
   rc = set_members(s, &o);
-  if (rc != AL_OK) goto cleanup;
-
-  /* Which micro-batches: first, first+stride, ... of the rank sequence. */
-  s->first = o.first;
-  s->stride = o.stride ? o.stride : 1;
-  if (o.resume) {
-    rc = resume_from(s, o.resume, &o);
-    if (rc != AL_OK) goto cleanup;
-  }
-  s->total = s->first < s->plan.n_batches
-                 ? (s->plan.n_batches - s->first + s->stride - 1) / s->stride
-                 : 0;
-
-  /* Memory: pinned when a device is there (unless refused), device copy on request. */
-  int devices = stream_cuda_devices();
-  s->device_copy = o.device_copy != 0;
-  s->pinned = o.pinned == -1 ? 0 : devices > 0;
-  if (o.pinned == 1 && devices == 0) {
-    rc = al_set_error(AL_EUNSUPPORTED, "pinned buffers requested but no CUDA device is usable");
-    goto cleanup;
-  }
-  if (s->device_copy) {
-    rc = open_device(s, o.cuda_device, devices);
-    if (rc != AL_OK) goto cleanup;
-  }
-
-  s->n_slots = o.prefetch ? o.prefetch : 4;
-  s->slots = calloc((size_t)s->n_slots, sizeof *s->slots);
-  if (!s->slots) {
-    rc = al_set_error(AL_ENOMEM, "stream pool");
-    goto cleanup;
-  }
-  for (int i = 0; i < s->n_slots && rc == AL_OK; i++) {
-    s->slots[i].buf.pinned = s->pinned;
-    s->slots[i].mm = calloc(s->n_members, sizeof *s->slots[i].mm);
-    s->slots[i].bm = calloc(s->n_members, sizeof *s->slots[i].bm);
-    if (!s->slots[i].mm || !s->slots[i].bm) {
-      rc = al_set_error(AL_ENOMEM, "stream pool");
-      break;
-    }
-    if (s->device_copy) {
-      rc = stream_cuda_event_create(&s->slots[i].ready_ev);
-      if (rc == AL_OK) rc = stream_cuda_event_create(&s->slots[i].release_ev);
-    }
-  }
+  if (rc == AL_OK) rc = set_range(s, &o);
+  if (rc == AL_OK) rc = set_memory(s, &o);
+  if (rc == AL_OK) rc = open_pool(s, &o);
   if (rc == AL_OK) rc = stream_shard_table_new(&s->shards, &s->src);
-  if (rc != AL_OK) goto cleanup;
-
-  long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  int threads = o.threads ? o.threads : (int)(cores < 1 ? 1 : cores > 4 ? 4 : cores);
-  s->threads = calloc((size_t)threads, sizeof *s->threads);
-  if (!s->threads) {
-    rc = al_set_error(AL_ENOMEM, "stream threads");
-    goto cleanup;
-  }
-  for (int i = 0; i < threads; i++) {
-    if (pthread_create(&s->threads[i], NULL, reader_main, s) != 0) {
-      rc = al_set_error(AL_ENOMEM, "cannot start reader thread %d", i);
-      goto cleanup;
-    }
-    s->n_threads++;
+  if (rc == AL_OK) rc = start_readers(s, &o);
+  if (rc != AL_OK) {
+    al_stream_close(s);
+    return rc;
   }
   *out = s;
   return AL_OK;
-
-cleanup:
-  al_stream_close(s);
-  return rc;
 }
 
 int al_stream_next(al_stream *s, const al_stream_batch **out) {
@@ -723,9 +787,9 @@ int al_stream_next(al_stream *s, const al_stream_batch **out) {
                           "all %d stream buffers are held by the caller: release a batch first",
                           s->n_slots);
     }
-    double t0 = now_s();
+    double t0 = clock_now_s();
     pthread_cond_wait(&s->cv_ready, &s->mu);
-    s->stall_s += now_s() - t0;
+    s->stall_s += clock_now_s() - t0;
   }
   if (sl->status != AL_OK) {
     /* AL_STREAM_FAIL: stop here; the state keeps pointing at this batch. */

@@ -10,8 +10,8 @@
  *
  * Not a public API: the layout may change with the engine.
  */
-#ifndef AL_STREAM_CORE_H
-#define AL_STREAM_CORE_H
+#ifndef AL_ENGINE_INTERNAL_H
+#define AL_ENGINE_INTERNAL_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -110,4 +110,4 @@ int stream_env_long(const char *name, long *out);
 }
 #endif
 
-#endif /* AL_STREAM_CORE_H */
+#endif /* AL_ENGINE_INTERNAL_H */

@@ -97,8 +97,6 @@ static void slot_fail(shard_slot *s, int status) {
   s->error = strdup(al_last_error());
 }
 
-/* Opens shard `id` once and checks it against the index. On failure the
- * reason is kept, so every sample of the shard reports it (naming its key). */
 /* The shard at `fd` is the one indexed: the same size, then the same content fingerprint
  * (loader/shard_fp.c: cp, rsync and node-local copies keep it, a rewrite changes it); a
  * source without a fingerprint for it falls back to the mtime recorded when indexing. */

@@ -5,14 +5,18 @@
  * KEY.ext.lz4 members. Internal to //stream.
  *
  * A shard table opens each shard once (lazily, shared by all readers: pread
- * needs no per-thread file position) and checks it against the index: size
- * and mtime_ns must still be what was indexed. An stream_reader holds one reader
- * thread's scratch state and must not be shared between threads.
+ * needs no per-thread file position) and checks it against the index: its size
+ * must be the one indexed, then its content fingerprint (stream_source.verify:
+ * loader/shard_fp.c hashes the header block of every indexed member of a plain
+ * tar, the first and last 64 KiB of a compressed shard) must match the one
+ * recorded; only when the index recorded none is mtime_ns compared. A
+ * stream_reader holds one reader thread's scratch state and must not be shared
+ * between threads.
  *
  * Errors name the shard path, the key, the member and the byte offset.
  */
-#ifndef AL_READER_H
-#define AL_READER_H
+#ifndef AL_MEMBER_READER_INTERNAL_H
+#define AL_MEMBER_READER_INTERNAL_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -69,4 +73,4 @@ int stream_reader_direct(stream_reader *r, const stream_source_job *job, int *fd
 int stream_reader_pread(int fd, const char *path, const stream_source_job *job, void *dst, size_t n,
                         uint64_t at);
 
-#endif /* AL_READER_H */
+#endif /* AL_MEMBER_READER_INTERNAL_H */

@@ -8,7 +8,7 @@
 /* A header is read in pieces of at least this much (most .npy headers take 128 bytes). */
 #define TYPED_HEADER_FIRST 4096
 /* Bytes read at once when cropping: spans of several planes (1 MiB read faster than 64 and
- * 256 KiB, as fast as 2-4 MiB: BENCHMARKS.md, stream, issue 15). */
+ * 256 KiB, as fast as 2-4 MiB: BENCHMARKS.md, stream). */
 #define TYPED_SPAN ((size_t)1 << 20)
 
 static int where(int rc, const char *path, const stream_source_job *job) {
@@ -61,116 +61,162 @@ static int parse_header(stream_reader *r, const stream_source_job *job, theader_
   return AL_OK;
 }
 
+/* The data of a header-parsed member, and how to crop it. */
+typedef struct crop {
+  stream_reader *r;
+  const stream_source_job *job;
+  const char *path;
+  int fd;             /* pread from here at `base`, or -1: the member is in memory at `src` */
+  uint64_t base;      /* file offset of the data */
+  const uint8_t *src; /* the data in memory */
+  uint64_t T, H, W;   /* the member's grid (C is the loop's) */
+  uint64_t Tb, hb, wb, y0, x0;
+  size_t isz, row_src, row_dst, plane_src, band;
+} crop;
+
+/* The member's data as is. */
+static int copy_whole(const crop *k, const theader *h, stream_growbuf *b, size_t off,
+                      stream_typed_out *out) {
+  int rc = stream_growbuf_reserve(b, off + (size_t)h->data_bytes, off);
+  if (rc != AL_OK) return rc;
+  if (k->src)
+    memcpy(b->p + off, k->src, (size_t)h->data_bytes);
+  else if (h->data_bytes && (rc = stream_reader_pread(k->fd, k->path, k->job, b->p + off,
+                                                      (size_t)h->data_bytes, k->base)) != AL_OK)
+    return rc;
+  out->bytes = (size_t)h->data_bytes;
+  return AL_OK;
+}
+
+/* The crop's geometry from the header (C, T, H, W or C, H, W) and the bucket's grid; an
+ * error naming both grids when the member is smaller. The delivered shape into *out. */
+static int crop_plan(crop *k, const theader *h, const uint32_t *grid, uint64_t *C,
+                     stream_typed_out *out) {
+  if (h->ndim == 4) {
+    *C = h->shape[0], k->T = h->shape[1], k->H = h->shape[2], k->W = h->shape[3];
+  } else if (h->ndim == 3) {
+    *C = h->shape[0], k->T = 1, k->H = h->shape[1], k->W = h->shape[2];
+  } else {
+    return where(al_set_error(AL_EFORMAT,
+                              "latent of %" PRIu32
+                              " dimensions: expected (C, T, H, W) or (C, H, W) to crop to the "
+                              "bucket's grid %" PRIu32 "x%" PRIu32 "x%" PRIu32,
+                              h->ndim, grid[0], grid[1], grid[2]),
+                 k->path, k->job);
+  }
+  k->Tb = grid[0], k->hb = grid[1], k->wb = grid[2];
+  if (k->T < k->Tb || k->H < k->hb || k->W < k->wb)
+    return where(al_set_error(AL_ERANGE,
+                              "latent grid %" PRIu64 "x%" PRIu64 "x%" PRIu64
+                              " (frames x rows x columns) is smaller than its bucket's grid "
+                              "%" PRIu64 "x%" PRIu64 "x%" PRIu64 ": cannot crop",
+                              k->T, k->H, k->W, k->Tb, k->hb, k->wb),
+                 k->path, k->job);
+  if (h->ndim == 4) {
+    out->shape[1] = k->Tb, out->shape[2] = k->hb, out->shape[3] = k->wb;
+  } else {
+    out->shape[1] = k->hb, out->shape[2] = k->wb;
+  }
+  k->isz = theader_dtype_size(h->dtype);
+  k->y0 = (k->H - k->hb) / 2, k->x0 = (k->W - k->wb) / 2;
+  k->row_src = (size_t)(k->W * k->isz), k->row_dst = (size_t)(k->wb * k->isz);
+  k->plane_src = (size_t)k->H * k->row_src, k->band = (size_t)k->hb * k->row_src;
+  return AL_OK;
+}
+
+/* Planes [t, t + kk) of the band starting at data offset `at`: one pread of the span from
+ * the first kept row of the first plane to the last kept row of the last into the scratch
+ * (the rows between bands come along), then the kept parts out of it. */
+static int crop_span(const crop *k, uint64_t at, uint64_t kk, uint8_t **dst) {
+  size_t span = (size_t)(kk - 1) * k->plane_src + k->band;
+  stream_growbuf *sc = stream_reader_scratch(k->r);
+  int rc = stream_growbuf_reserve(sc, span ? span : 1, 0);
+  if (rc != AL_OK) return rc;
+  if (span &&
+      (rc = stream_reader_pread(k->fd, k->path, k->job, sc->p, span, k->base + at)) != AL_OK)
+    return rc;
+  for (uint64_t q = 0; q < kk; q++) {
+    const uint8_t *p = sc->p + q * k->plane_src + k->x0 * k->isz;
+    if (k->wb == k->W) {
+      memcpy(*dst, p, k->band);
+      *dst += k->band;
+      continue;
+    }
+    for (uint64_t y = 0; y < k->hb; y++, p += k->row_src, *dst += k->row_dst)
+      memcpy(*dst, p, k->row_dst);
+  }
+  return AL_OK;
+}
+
+/* Channel c's kept frames, rows and columns to *dst. */
+static int crop_channel(const crop *k, uint64_t c, uint8_t **dst) {
+  int rc;
+  if (!k->src && k->hb == k->H && k->wb == k->W) { /* whole planes: the first Tb frames at once */
+    size_t n = (size_t)k->Tb * k->plane_src;
+    if (n && (rc = stream_reader_pread(k->fd, k->path, k->job, *dst, n,
+                                       k->base + c * k->T * k->plane_src)) != AL_OK)
+      return rc;
+    *dst += n;
+    return AL_OK;
+  }
+  /* Planes read kk at a time when the rows outside the band are at most a quarter of a
+   * plane; else band by band. */
+  uint64_t kmax = 1;
+  if (!k->src && k->plane_src && (k->plane_src - k->band) * 4 <= k->plane_src &&
+      k->band <= TYPED_SPAN)
+    kmax = 1 + (TYPED_SPAN - k->band) / k->plane_src;
+  for (uint64_t t = 0; t < k->Tb; t += kmax) {
+    uint64_t kk = k->Tb - t < kmax ? k->Tb - t : kmax;
+    uint64_t at = (c * k->T + t) * k->plane_src + k->y0 * k->row_src; /* first kept row */
+    if (k->src) {
+      const uint8_t *p = k->src + at + k->x0 * k->isz;
+      for (uint64_t y = 0; y < k->hb; y++, p += k->row_src, *dst += k->row_dst)
+        memcpy(*dst, p, k->row_dst);
+    } else if (k->wb == k->W && kk == 1) {
+      if (k->band &&
+          (rc = stream_reader_pread(k->fd, k->path, k->job, *dst, k->band, k->base + at)) != AL_OK)
+        return rc;
+      *dst += k->band;
+    } else if ((rc = crop_span(k, at, kk, dst)) != AL_OK) {
+      return rc;
+    }
+  }
+  return AL_OK;
+}
+
 int stream_typed_read(stream_reader *r, const stream_source_job *job, theader_kind kind,
                       const uint32_t *grid, stream_growbuf *b, size_t off, stream_typed_out *out) {
   memset(out, 0, sizeof *out);
-  int fd = -1;
-  const char *path = NULL;
-  int rc = stream_reader_direct(r, job, &fd, &path);
+  crop k;
+  memset(&k, 0, sizeof k);
+  k.r = r;
+  k.job = job;
+  int rc = stream_reader_direct(r, job, &k.fd, &k.path);
   if (rc != AL_OK) return rc;
   const uint8_t *mem = NULL;
   size_t len = 0;
-  if (fd < 0) {
+  if (k.fd < 0) {
     /* LZ4 or libarchive: the member whole into the scratch (the cap applies there). */
     rc = stream_reader_read(r, job, stream_reader_scratch(r), 0, &len);
     if (rc != AL_OK) return rc;
     mem = stream_reader_scratch(r)->p;
   }
   theader h;
-  rc = parse_header(r, job, kind, path, fd, mem, len, &h);
+  rc = parse_header(r, job, kind, k.path, k.fd, mem, len, &h);
   if (rc != AL_OK) return rc;
-  size_t isz = theader_dtype_size(h.dtype);
   out->dtype = h.dtype;
   out->ndim = h.ndim;
   memcpy(out->shape, h.shape, sizeof h.shape);
-  const uint64_t base = fd >= 0 ? job->offset + h.data_offset : 0; /* file offset of the data */
-  const uint8_t *src = mem ? mem + h.data_offset : NULL;
-
-  if (!grid) {
-    if ((rc = stream_growbuf_reserve(b, off + (size_t)h.data_bytes, off)) != AL_OK) return rc;
-    if (src)
-      memcpy(b->p + off, src, (size_t)h.data_bytes);
-    else if (h.data_bytes && (rc = stream_reader_pread(fd, path, job, b->p + off,
-                                                       (size_t)h.data_bytes, base)) != AL_OK)
-      return rc;
-    out->bytes = (size_t)h.data_bytes;
-    return AL_OK;
-  }
-
-  uint64_t C, T, H, W;
-  if (h.ndim == 4) {
-    C = h.shape[0], T = h.shape[1], H = h.shape[2], W = h.shape[3];
-  } else if (h.ndim == 3) {
-    C = h.shape[0], T = 1, H = h.shape[1], W = h.shape[2];
-  } else {
-    return where(al_set_error(AL_EFORMAT,
-                              "latent of %" PRIu32
-                              " dimensions: expected (C, T, H, W) or (C, H, W) to crop to the "
-                              "bucket's grid %" PRIu32 "x%" PRIu32 "x%" PRIu32,
-                              h.ndim, grid[0], grid[1], grid[2]),
-                 path, job);
-  }
-  const uint64_t Tb = grid[0], hb = grid[1], wb = grid[2];
-  if (T < Tb || H < hb || W < wb)
-    return where(al_set_error(AL_ERANGE,
-                              "latent grid %" PRIu64 "x%" PRIu64 "x%" PRIu64
-                              " (frames x rows x columns) is smaller than its bucket's grid "
-                              "%" PRIu64 "x%" PRIu64 "x%" PRIu64 ": cannot crop",
-                              T, H, W, Tb, hb, wb),
-                 path, job);
-  if (h.ndim == 4) {
-    out->shape[1] = Tb, out->shape[2] = hb, out->shape[3] = wb;
-  } else {
-    out->shape[1] = hb, out->shape[2] = wb;
-  }
-  const uint64_t y0 = (H - hb) / 2, x0 = (W - wb) / 2;
-  const size_t row_src = (size_t)(W * isz), row_dst = (size_t)(wb * isz);
-  const size_t plane_src = (size_t)H * row_src, band = (size_t)hb * row_src;
-  const size_t bytes = (size_t)(C * Tb * hb) * row_dst; /* <= data_bytes: fits */
+  k.base = k.fd >= 0 ? job->offset + h.data_offset : 0;
+  k.src = mem ? mem + h.data_offset : NULL;
+  if (!grid) return copy_whole(&k, &h, b, off, out);
+  uint64_t C = 0;
+  if ((rc = crop_plan(&k, &h, grid, &C, out)) != AL_OK) return rc;
+  const size_t bytes = (size_t)(C * k.Tb * k.hb) * k.row_dst; /* <= data_bytes: fits */
   if ((rc = stream_growbuf_reserve(b, off + bytes, off)) != AL_OK) return rc;
   uint8_t *dst = b->p + off;
-  for (uint64_t c = 0; c < C; c++) {
-    if (!src && hb == H && wb == W) { /* whole planes: the first Tb frames of channel c at once */
-      size_t n = (size_t)Tb * plane_src;
-      if (n && (rc = stream_reader_pread(fd, path, job, dst, n, base + c * T * plane_src)) != AL_OK)
-        return rc;
-      dst += n;
-      continue;
-    }
-    /* Planes read k at a time: one pread of the span from the first kept row of plane t to the
-     * last kept row of plane t + k - 1 (the rows between bands come along) into the scratch,
-     * when the rows outside the band are at most a quarter of a plane; else band by band. */
-    uint64_t k = 1;
-    if (!src && plane_src && (plane_src - band) * 4 <= plane_src && band <= TYPED_SPAN)
-      k = 1 + (TYPED_SPAN - band) / plane_src;
-    for (uint64_t t = 0; t < Tb; t += k) {
-      uint64_t kk = Tb - t < k ? Tb - t : k;
-      uint64_t at = (c * T + t) * plane_src + y0 * row_src; /* first kept row, from the data */
-      if (src) {
-        const uint8_t *p = src + at + x0 * isz;
-        for (uint64_t y = 0; y < hb; y++, p += row_src, dst += row_dst) memcpy(dst, p, row_dst);
-      } else if (wb == W && kk == 1) {
-        if (band && (rc = stream_reader_pread(fd, path, job, dst, band, base + at)) != AL_OK)
-          return rc;
-        dst += band;
-      } else {
-        size_t span = (size_t)(kk - 1) * plane_src + band;
-        stream_growbuf *sc = stream_reader_scratch(r);
-        if ((rc = stream_growbuf_reserve(sc, span ? span : 1, 0)) != AL_OK) return rc;
-        if (span && (rc = stream_reader_pread(fd, path, job, sc->p, span, base + at)) != AL_OK)
-          return rc;
-        for (uint64_t q = 0; q < kk; q++) {
-          const uint8_t *p = sc->p + q * plane_src + x0 * isz;
-          if (wb == W) {
-            memcpy(dst, p, band);
-            dst += band;
-            continue;
-          }
-          for (uint64_t y = 0; y < hb; y++, p += row_src, dst += row_dst) memcpy(dst, p, row_dst);
-        }
-      }
-    }
-  }
+  for (uint64_t c = 0; c < C; c++)
+    if ((rc = crop_channel(&k, c, &dst)) != AL_OK) return rc;
   out->bytes = bytes;
   return AL_OK;
 }

@@ -14,8 +14,8 @@
  * x0 = (W - w_b) / 2 (integer division), C order. A grid smaller than the bucket's in any
  * dimension is an error naming the key and both grids.
  */
-#ifndef AL_STREAM_TYPED_MEMBER_INTERNAL_H
-#define AL_STREAM_TYPED_MEMBER_INTERNAL_H
+#ifndef AL_TYPED_MEMBER_INTERNAL_H
+#define AL_TYPED_MEMBER_INTERNAL_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -36,4 +36,4 @@ typedef struct stream_typed_out {
 int stream_typed_read(stream_reader *r, const stream_source_job *job, theader_kind kind,
                       const uint32_t *grid, stream_growbuf *b, size_t off, stream_typed_out *out);
 
-#endif /* AL_STREAM_TYPED_MEMBER_INTERNAL_H */
+#endif /* AL_TYPED_MEMBER_INTERNAL_H */

@@ -1,4 +1,4 @@
-// Typed payload members in the index (issue 15): .npy / .safetensors headers parsed while
+// Typed payload members in the index: .npy / .safetensors headers parsed while
 // indexing (dtype, shape, data offset), the latent grid cross-checked against KEY.json under
 // the VAE stride (or giving the shape when the JSON has none), frame-count aliases and the
 // warning for a video without a known frame field, save/load and the fingerprint.

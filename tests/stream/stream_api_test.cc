@@ -371,7 +371,7 @@ TEST(StreamApi, ResumeAfterRestartAndForeignStateRefused) {
   for (size_t i = 0; i < rest.size(); i++) EXPECT_EQ(i % 2 ? r1[i / 2] : r0[i / 2], rest[i]);
 }
 
-// Shard identity is size plus content (issue 15), not mtime: a touched or copied shard
+// Shard identity is size plus content, not mtime: a touched or copied shard
 // streams; a rewrite of the same size (a member header changed) is reported with the key.
 TEST(StreamApi, TouchedShardStreamsAndARewriteOfTheSameSizeIsReportedWithTheKey) {
   Env e;

@@ -1,4 +1,4 @@
-// Several members per sample and the latent crop (issue 15): a corpus of real .npy latents
+// Several members per sample and the latent crop: a corpus of real .npy latents
 // at native grids larger than their buckets (written byte by byte here: magic, header dict,
 // data), a variable-length t5.npy embedding and a txt caption per sample, indexed by
 // al_index_build and planned by al_plan_build. Every sample arrives exactly once across the
