@@ -7,6 +7,7 @@
 
 #include "common/grow_internal.h"
 #include "planner/cost_internal.h"
+#include "common/al_version.h"
 #include "planner/plan_view_internal.h"
 #include "proto/adaptiveload.pb-c.h"
 #include "proto/pbio_internal.h"
@@ -15,7 +16,7 @@
 #define STEPS_PER_CHUNK 1024u
 #define SAMPLES_PER_CHUNK (1u << 18) /* keeps a chunk record a few MB at most */
 
-#define PRODUCER "adaptiveload 0.1.0 planner"
+#define PRODUCER "adaptiveload " AL_VERSION_STRING " planner"
 
 /* The plan's configuration (PlanConfig) from its info and geometry. */
 static void config_msg(Adaptiveload__PlanConfig *cfg, const al_manifest_info *in,

@@ -312,9 +312,8 @@ AL_API int al_stream_read_sample(const al_index *idx, uint64_t sample, const cha
                                  size_t *size);
 AL_API void al_stream_free(void *p);
 
-/* sizeof of al_stream_options (0), al_stream_state (1), al_stream_batch (2),
- * al_stream_stats (3); 0 otherwise. Bindings (Python ctypes) check their
- * struct mirrors against it. */
+/* sizeof of the struct an al_stream_struct id (below) names; 0 for any other
+ * value. Bindings (Python ctypes) check their struct mirrors against it. */
 AL_API size_t al_stream_struct_size(int which);
 
 /* Whether a CUDA device can be used (cudaGetDeviceCount succeeded, > 0). */
@@ -325,7 +324,8 @@ typedef enum al_stream_struct {
   AL_STREAM_STRUCT_OPTIONS = 0, /* al_stream_options */
   AL_STREAM_STRUCT_STATE = 1,   /* al_stream_state */
   AL_STREAM_STRUCT_BATCH = 2,   /* al_stream_batch */
-  AL_STREAM_STRUCT_STATS = 3    /* al_stream_stats */
+  AL_STREAM_STRUCT_STATS = 3,   /* al_stream_stats */
+  AL_STREAM_STRUCT_MEMBER = 4   /* al_stream_member */
 } al_stream_struct;
 
 #ifdef __cplusplus

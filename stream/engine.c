@@ -948,13 +948,3 @@ void al_stream_close(al_stream *s) {
   pthread_mutex_destroy(&s->mu);
   free(s);
 }
-
-size_t al_stream_struct_size(int which) {
-  switch (which) {
-    case 0: return sizeof(al_stream_options);
-    case 1: return sizeof(al_stream_state);
-    case 2: return sizeof(al_stream_batch);
-    case 3: return sizeof(al_stream_stats);
-    default: return 0;
-  }
-}

@@ -182,8 +182,7 @@ class StreamOptions(ctypes.Structure):
 
 
 class StreamMember(ctypes.Structure):
-    """al_stream_member (stream/al_stream.h): reached only through StreamBatch.members.
-    al_stream_struct_size has no id for it, so MIRRORS cannot list it."""
+    """al_stream_member (stream/al_stream.h): reached through StreamBatch.members."""
 
     _fields_ = [
         ("name", c_char_p),
@@ -270,4 +269,5 @@ MIRRORS = (
     (StreamState, "al_stream_struct_size", 1),  # AL_STREAM_STRUCT_STATE
     (StreamBatch, "al_stream_struct_size", 2),  # AL_STREAM_STRUCT_BATCH
     (StreamStats, "al_stream_struct_size", 3),  # AL_STREAM_STRUCT_STATS
+    (StreamMember, "al_stream_struct_size", 4),  # AL_STREAM_STRUCT_MEMBER
 )

@@ -334,7 +334,7 @@ TEST_P(BadSizeField, MemberRejectedOthersKept) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Issue13, BadSizeField,
+INSTANTIATE_TEST_SUITE_P(Fields, BadSizeField,
                          ::testing::Values(SizeFieldCase{"garbage", "zz%&9+-q!xyz"},
                                            SizeFieldCase{"nuls", std::string(12, '\0')},
                                            SizeFieldCase{"spaces", std::string(12, ' ')}),

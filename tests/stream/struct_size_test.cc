@@ -39,6 +39,7 @@ TEST(StructSize, StreamStructs) {
   EXPECT_EQ(al_stream_struct_size(AL_STREAM_STRUCT_STATE), sizeof(al_stream_state));
   EXPECT_EQ(al_stream_struct_size(AL_STREAM_STRUCT_BATCH), sizeof(al_stream_batch));
   EXPECT_EQ(al_stream_struct_size(AL_STREAM_STRUCT_STATS), sizeof(al_stream_stats));
-  EXPECT_EQ(al_stream_struct_size(AL_STREAM_STRUCT_STATS + 1), 0u);
+  EXPECT_EQ(al_stream_struct_size(AL_STREAM_STRUCT_MEMBER), sizeof(al_stream_member));
+  EXPECT_EQ(al_stream_struct_size(AL_STREAM_STRUCT_MEMBER + 1), 0u);
   EXPECT_EQ(al_stream_struct_size(-1), 0u);
 }
