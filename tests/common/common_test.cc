@@ -1,5 +1,5 @@
-// common/: the JSON writer gives valid JSON in valid UTF-8 for any bytes (issue 13:
-// `inspect --jsonl` emitted raw invalid UTF-8 and NaN costs as `nan`), and the crash-safe
+// common/: the JSON writer gives valid JSON in valid UTF-8 for any bytes (a report once
+// emitted raw invalid UTF-8 and NaN costs as `nan`), and the crash-safe
 // file helper (atomic_file_internal.h) refuses what it must.
 #include <gtest/gtest.h>
 
