@@ -61,6 +61,7 @@ device), valid until ``keep`` more batches have been taken; clone() what you kee
 import collections
 import ctypes
 import os
+import warnings
 
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
@@ -273,13 +274,23 @@ class StreamDataset(IterableDataset):
 
     def set_epoch(self, epoch):
         """With a Planner: plans epoch ``epoch`` (in this process, deterministic) and reads it
-        from the next pass on; call it before iterating, as with DistributedSampler."""
+        from the next pass on; call it before iterating, as with DistributedSampler.
+
+        A loaded resume state (``state=`` or ``load_state_dict``) of epoch ``epoch`` is kept,
+        so ``set_epoch`` and ``load_state_dict`` may come in either order; a state of another
+        epoch no longer applies: it is discarded with a RuntimeWarning naming both epochs."""
         if self.planner is None:
             raise ValueError("StreamDataset(index, manifest) reads one planned epoch; pass an adaptiveload.Planner "
                              "as the manifest to plan each epoch with set_epoch")
+        epoch = int(epoch)
         self.manifest_path = self.planner.path(epoch)
         self._held = {}
-        self._loaded = None
+        if self._loaded is not None and int(self._loaded["epoch"]) != epoch:
+            warnings.warn("StreamDataset.set_epoch(%d): discarding the loaded resume state of epoch %d (position %d); "
+                          "epoch %d starts from its first micro-batch"
+                          % (epoch, int(self._loaded["epoch"]), int(self._loaded["position"]), epoch),
+                          RuntimeWarning, stacklevel=2)
+            self._loaded = None
 
     # -- per-process C objects -----------------------------------------------
 

@@ -366,6 +366,27 @@ class PlanningTest(unittest.TestCase):
         with self.assertRaises(ValueError):
             StreamDataset(C.index, C.manifest, rank=0, world_size=2).set_epoch(1)
 
+    def test_set_epoch_keeps_a_state_of_its_epoch_in_either_order(self):
+        planner = adaptiveload.Planner(C.index, world=2, seed=1, mem_tokens=20000)
+        full = list(StreamDataset(C.index, planner, rank=0, world_size=2))
+        self.assertGreater(len(full), 3)
+        st = full[2].resume_state
+        want = [b.position for b in full[3:]]
+        # state= then set_epoch (a DistributedSampler user's order), and the other order.
+        a = StreamDataset(C.index, planner, rank=0, world_size=2, state=st)
+        a.set_epoch(0)
+        b = StreamDataset(C.index, planner, rank=0, world_size=2)
+        b.set_epoch(0)
+        b.load_state_dict(st)
+        for ds in (a, b):
+            self.assertEqual([x.position for x in ds], want)
+        # A state of epoch 0 does not apply to epoch 1: discarded, loudly.
+        c = StreamDataset(C.index, planner, rank=0, world_size=2, state=st)
+        with self.assertWarnsRegex(RuntimeWarning, "discarding the loaded resume state of epoch 0"):
+            c.set_epoch(1)
+        ref = BatchSampler(os.path.join(TMP, "plan-1.alm"), rank=0, world_size=2)
+        self.assertEqual([list(x.samples.tolist()) for x in c], [list(x) for x in ref])
+
 
 class LibraryLoaderTest(unittest.TestCase):
     """adaptiveload._lib is the one library finder: ADAPTIVELOAD_LIB (a file, or a folder
