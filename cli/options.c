@@ -104,7 +104,9 @@ static void store_integer(void *dest, size_t size, uint64_t v) {
 static int read_number(const cli_option *o, const char *v, void *dest) {
   if (o->type == CLI_U64) {
     uint64_t n;
-    if (parse_u64(v, &n) || n < o->min || (o->max && n > o->max)) return CLI_BAD;
+    /* Past the destination's width is refused too, so no row without .max can wrap. */
+    uint64_t cap = o->size >= sizeof n ? UINT64_MAX : (UINT64_C(1) << (8 * o->size)) - 1;
+    if (parse_u64(v, &n) || n < o->min || (o->max && n > o->max) || n > cap) return CLI_BAD;
     store_integer(dest, o->size, n);
     return 0;
   }
