@@ -35,6 +35,7 @@ import tempfile
 
 from . import _lib
 from . import _structs as S
+from ._args import U32_MAX, finite, whole
 from ._handles import Index, Manifest
 
 _POLICY = {"adaptive": 0, "equal-token": 1, "adaptive-unbalanced": 2}
@@ -48,9 +49,10 @@ def _options(world, epoch, seed, options):
     if unknown:
         raise TypeError("unknown planning option(s) %s; known: %s" % (", ".join(unknown), ", ".join(_OPTIONS)))
     o = S.PlanOptions()
-    o.world = int(world)
-    o.epoch = int(epoch)
-    o.seed = int(seed)
+    # The CLI's ranges (cli/cmd_plan.c); 0 keeps the library's default where the CLI has one.
+    o.world = whole("world", world, 1, 1 << 20)
+    o.epoch = whole("epoch", epoch, 0, U32_MAX)
+    o.seed = whole("seed", seed)
     policy = options.get("policy", "adaptive")
     if policy not in _POLICY:
         raise ValueError("policy must be one of %s, not %r" % (", ".join(sorted(_POLICY)), policy))
@@ -59,20 +61,18 @@ def _options(world, epoch, seed, options):
     if last not in _LAST_STEP:
         raise ValueError("last_step must be 'pad' or 'drop', not %r" % (last,))
     o.last_step = _LAST_STEP[last]
-    o.micro_per_step = int(options.get("micro_per_step") or 0)
-    o.step_tokens = int(options.get("step_tokens") or 0)
-    o.mem_tokens = int(options.get("mem_tokens") or 0)
-    o.comp_budget_ms = float(options.get("comp_ms") or 0)
-    o.window = int(options.get("window") or 0)
-    o.start_step = int(options.get("start_step") or 0)
+    o.micro_per_step = whole("micro_per_step", options.get("micro_per_step") or 0, 0, 1 << 20)
+    o.step_tokens = whole("step_tokens", options.get("step_tokens") or 0)
+    o.mem_tokens = whole("mem_tokens", options.get("mem_tokens") or 0)
+    o.comp_budget_ms = finite("comp_ms", options.get("comp_ms") or 0)
+    o.window = whole("window", options.get("window") or 0, 0, 1000000)
+    o.start_step = whole("start_step", options.get("start_step") or 0, 0, U32_MAX)
     geom = options.get("geometry")
     if geom is not None:
         if len(geom) != 5:
             raise ValueError("geometry is (vae_stride_t, vae_stride_s, patch_t, patch_h, patch_w), not %r" % (geom,))
         for k, v in enumerate(geom):
-            o.geom[k] = int(v)
-    if o.world < 1:
-        raise ValueError("world must be >= 1, not %r" % (world,))
+            o.geom[k] = whole("geometry[%d]" % k, v, 1, U32_MAX)
     return o
 
 

@@ -70,6 +70,7 @@ from . import _lib
 from . import _structs as S
 from .latents import patchify
 from .members import torch_dtype
+from ._args import whole
 from ._handles import Index, Manifest, root_pairs
 from .schedule import Schedule
 
@@ -206,8 +207,9 @@ def _state_dict(st):
 
 def _state_struct(d):
     st = S.StreamState()
-    for k in _STATE_FIELDS:
-        setattr(st, k, int(d[k]))
+    for k, ctype in S.StreamState._fields_:
+        if k in _STATE_FIELDS:
+            setattr(st, k, whole("state[%r]" % k, d[k], 0, (1 << (8 * ctypes.sizeof(ctype))) - 1))
     return st
 
 
@@ -254,8 +256,17 @@ class StreamDataset(IterableDataset):
         self.members = [str(m) for m in members] if members else None
         if self.members is not None and len(set(self.members)) != len(self.members):
             raise ValueError("members lists a member twice: %r" % (self.members,))
-        self.max_member_bytes = int(max_member_bytes or 0)
-        self.max_sample_bytes = int(max_sample_bytes or 0)
+        # The CLI's ranges (cli/cmd_stream.c); 0 or None keeps the library's default.
+        self.max_member_bytes = whole("max_member_bytes", max_member_bytes or 0)
+        self.max_sample_bytes = whole("max_sample_bytes", max_sample_bytes or 0)
+        if rank is not None:
+            whole("rank", rank, 0, 1 << 30)
+        if world_size is not None:
+            whole("world_size", world_size, 0, 1 << 20)
+        if threads is not None:
+            whole("threads", threads, 0, 1024)
+        if prefetch is not None:
+            whole("prefetch", prefetch, 0, 4096)
         self.root = root_pairs(root)
         self.threads = threads
         self.prefetch = prefetch

@@ -328,6 +328,25 @@ class PlanningTest(unittest.TestCase):
             adaptiveload.plan(C.index, 2, mem_tokens=20000, micro_per_step=1, step_tokens=100000)
         self.assertIn("micro-per-step", str(e.exception))
 
+    def test_numbers_are_checked_like_the_cli_nothing_wraps(self):
+        # ctypes would store these modulo 2^bits: world 2^32 + 2 as 2, micro_per_step -1 as 2^32 - 1.
+        for kw in ({"world": (1 << 32) + 2}, {"world": 0}, {"epoch": -1}, {"seed": 1 << 64},
+                   {"micro_per_step": -1}, {"window": 1000001}, {"mem_tokens": 1 << 64},
+                   {"start_step": 1 << 32}, {"geometry": (4, 8, 1, 2, -2)}, {"comp_ms": float("nan")}):
+            args = dict({"world": 2}, **kw)
+            with self.assertRaisesRegex(ValueError, next(iter(kw))) as cm:
+                adaptiveload.plan(C.index, **args)
+            self.assertNotIn("StreamError", type(cm.exception).__name__)
+        with self.assertRaises(TypeError):  # 2.5 ranks is not a whole number
+            adaptiveload.plan(C.index, 2.5)
+        for kw in ({"threads": -1}, {"prefetch": 1 << 40}, {"rank": -1}, {"max_member_bytes": -5}):
+            with self.assertRaisesRegex(ValueError, next(iter(kw))):
+                StreamDataset(C.index, C.manifest, **dict({"rank": 0, "world_size": 2}, **kw))
+        first = next(iter(StreamDataset(C.index, C.manifest, rank=0, world_size=2)))
+        bad = dict(first.resume_state, position=-1)
+        with self.assertRaisesRegex(ValueError, "position"):
+            next(iter(StreamDataset(C.index, C.manifest, rank=0, world_size=2, state=bad)))
+
     def test_sampler_set_epoch_plans_in_process(self):
         planner = adaptiveload.Planner(C.index, world=2, seed=1, mem_tokens=20000)
         for rank in (0, 1):

@@ -1,0 +1,29 @@
+"""Validation of numbers a Python caller passes to the C library: the same ranges as the CLI's
+option table, checked before a value reaches a ctypes field (ctypes stores an out-of-range
+integer modulo 2^bits without a word, so -1 would become 2^32-1). Internal."""
+
+import math
+import operator
+
+U32_MAX = (1 << 32) - 1
+U64_MAX = (1 << 64) - 1
+
+
+def whole(name, value, lo=0, hi=U64_MAX):
+    """``value`` as an int in [lo, hi]; TypeError when it is not an integer (2.5, "3"), ValueError
+    naming ``name`` and the range when it is outside."""
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise TypeError("%s must be an integer, not %r" % (name, value)) from None
+    if v < lo or v > hi:
+        raise ValueError("%s must be in %d..%d, not %d" % (name, lo, hi, v))
+    return v
+
+
+def finite(name, value, lo=0.0):
+    """``value`` as a finite float >= lo; ValueError naming ``name`` otherwise."""
+    v = float(value)
+    if not math.isfinite(v) or v < lo:
+        raise ValueError("%s must be a finite number >= %g, not %r" % (name, lo, value))
+    return v
