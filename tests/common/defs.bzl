@@ -33,3 +33,22 @@ def al_sh_test(name, size = "small", **kwargs):
         srcs = kwargs.pop("srcs", [name + ".sh"]),
         **kwargs
     )
+
+def al_py_test(name, size = "medium", **kwargs):
+    """A Python test file of tests/stream/, NAME.py, run by tests/stream/python_test.sh
+    against the built library and CLI (real DataLoaders; SKIP line only without torch)."""
+    native.sh_test(
+        name = name,
+        size = size,
+        srcs = ["//tests/stream:python_test.sh"],
+        args = [name + ".py"],
+        tags = kwargs.pop("tags", []) + ["no_tsan"],
+        data = [
+            name + ".py",
+            "//:adaptiveload",
+            "//:python_package",
+            "//dist:libadaptiveload.so",
+            "//dist:libal_kernels.so",
+        ] + kwargs.pop("data", []),
+        **kwargs
+    )

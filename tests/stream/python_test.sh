@@ -1,5 +1,5 @@
 #!/bin/bash
-# Runs tests/stream/test_python.py under Debian's python3 with torch (CPU), against
+# Runs a Python test file of tests/stream/ (the first argument; test_python.py without one) under Debian's python3 with torch (CPU), against
 # the freshly built libadaptiveload.so and CLI. Skips (exit 0, SKIP line) only when
 # torch cannot be imported. AL_TEST_PYTHON overrides the interpreter.
 set -euo pipefail
@@ -24,4 +24,4 @@ if grep -q " U __asan_init" <<<"$syms"; then
   export LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"
   export ASAN_OPTIONS=detect_leaks=0:protect_shadow_gap=0
 fi
-exec "$PY" "$here/tests/stream/test_python.py"
+exec "$PY" "$here/tests/stream/${1:-test_python.py}"
