@@ -21,6 +21,7 @@ static const verb VERBS[] = {
     {"plan", cli_cmd_plan, "plan buckets, batch sizes and a per-rank schedule into a manifest"},
     {"inspect", cli_cmd_inspect, "summarise a manifest (balance, bubbles, throughput)"},
     {"stream", cli_cmd_stream, "read one rank's packed batches from a manifest"},
+    {"verify", cli_cmd_verify, "check a corpus before training: shards, members, plan, crop"},
     {"demo", cli_cmd_demo, "run the whole pipeline on a small embedded default corpus"},
 };
 #define N_VERBS (sizeof VERBS / sizeof VERBS[0])
