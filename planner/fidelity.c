@@ -77,13 +77,7 @@ static void cut_add(fid_report *r, size_t n_cut, const fid_cut *c) {
   r->cut[k] = *c;
 }
 
-static int group_cmp(const void *x, const void *y) {
-  const fid_group *a = x, *b = y;
-  int c = strcmp(a->aspect, b->aspect);
-  return c ? c : (int)a->band - (int)b->band;
-}
-
-/* The cells that hold samples, sorted, into r->groups: 0 or -1. */
+/* The cells that hold samples, in order (aspect group, then band), into r->groups: 0 or -1. */
 static int keep_groups(fid_report *r, fid_group *cells, size_t n_cells) {
   size_t n = 0;
   for (size_t i = 0; i < n_cells; i++) n += cells[i].samples > 0;
@@ -91,7 +85,6 @@ static int keep_groups(fid_report *r, fid_group *cells, size_t n_cells) {
   if (!r->groups) return -1;
   for (size_t i = 0; i < n_cells; i++)
     if (cells[i].samples) r->groups[r->n_groups++] = cells[i];
-  qsort(r->groups, r->n_groups, sizeof *r->groups, group_cmp);
   return 0;
 }
 
@@ -157,11 +150,26 @@ static void aspect_of(const al_bucket_table *t, uint32_t w, uint32_t h, char *ou
   snprintf(out, cap, "%ux%u", w, h);
 }
 
-/* The manifest's buckets as fid_buckets, their aspect names from `t`. */
+/* The table's aspect group names, in its order. */
+static int table_aspects(const al_bucket_table *t, fid_aspects *names) {
+  size_t n = al_bucket_table_count(t), id;
+  for (size_t k = 0; k < n; k++) {
+    al_bucket_shape s;
+    int rc = al_bucket_table_get(t, k, &s);
+    if (rc) return rc;
+    if (aspect_id(names, s.aspect, &id))
+      return al_set_error(AL_ENOMEM, "crop report: out of memory");
+  }
+  return AL_OK;
+}
+
+/* The manifest's buckets as fid_buckets, their aspect names from `t` (the table's groups
+ * first, in its order, then any "WxH" of a size it lacks). */
 static int manifest_buckets(const al_manifest *m, const al_bucket_table *t, fid_bucket **out,
                             fid_aspects *names) {
   al_manifest_info info;
   int rc = al_manifest_get_info(m, &info);
+  if (!rc) rc = table_aspects(t, names);
   if (rc) return rc;
   *out = calloc(info.buckets ? info.buckets : 1, sizeof **out);
   if (!*out) return al_set_error(AL_ENOMEM, "crop report: out of memory");

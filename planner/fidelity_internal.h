@@ -67,7 +67,8 @@ typedef struct fid_report {
   uint64_t samples;                    /* samples given a bucket */
   uint64_t native_tokens, kept_tokens; /* their sums */
   uint64_t unplanned;                  /* samples without a bucket (rejected, dropped, ...) */
-  fid_group *groups;                   /* by aspect name, then band */
+  fid_group *groups; /* cells holding samples: the table's aspect groups in its order (then
+                        sizes it lacks, as "WxH"), each by band */
   size_t n_groups;
   fid_cut *cut; /* fraction ascending, then index position; at most the n_cut asked */
   size_t n_cut;
