@@ -78,8 +78,7 @@ static const cli_option OPTIONS[] = {
     {.name = "--buckets", .type = CLI_STRING, CLI_AT(verify_args, buckets), .metavar = "FILE",
      .help = "bucket table: without MANIFEST, the crop under it (with the\n"
              "default geometry and M_mem); with one, the aspect group names\n"
-             "of its buckets",
-     .def = "the default table"},
+             "of its buckets (default: the default table)"},
     {.name = "--show", .type = CLI_U64, CLI_AT(verify_args, show), .max = 1000000,
      .metavar = "N", .help = "entries listed per kind of problem or skip (--json lists all)",
      .def = "10"},
@@ -102,8 +101,8 @@ static const cli_verb VERIFY = {
     .name = "verify",
     .usage =
         "usage: adaptiveload verify INDEX [MANIFEST] [--members A,B,...] [--root FROM=TO]\n"
-        "                           [--buckets FILE] [--show N] [--top N] [--strict] [--json]\n"
-        "                           [--quiet]\n\n"
+        "                           [--buckets FILE] [--show N] [--top N] [--threads T]\n"
+        "                           [--strict] [--json] [--quiet]\n\n"
         "The check to run before launching a training job. It reports, in one run, every\n"
         "  missing_shard    a shard holding indexed samples cannot be opened or read\n"
         "  changed_shard    a shard's size or content fingerprint (the header blocks of its\n"

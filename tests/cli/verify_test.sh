@@ -135,6 +135,10 @@ with tarfile.open(sys.argv[1], "w") as t:
         add(t, k + ".latent.npy", npy("<f2", (16, (f - 1) // 4 + 1, h // 8, w // 8), 2))
         if k == "exact":
             add(t, k + ".t5.npy", npy("<f4", (7, 16), 4))
+    add(t, "tiny.json", b'{"width": 16, "height": 16}')  # fits no bucket: the plan skips it
+    add(t, "tiny.latent.npy", npy("<f2", (16, 1, 2, 2), 2))
+    add(t, "broken.json", b'{"width": 16,')  # the index rejects it
+    add(t, "broken.latent.npy", npy("<f2", (16, 1, 2, 2), 2))
 PY
 "$BIN" index -o "$T/lat.alidx" "$T/lat.tar" >/dev/null 2>&1 || fail "index latents"
 "$BIN" verify "$T/lat.alidx" --json >"$T/lat.json" 2>"$T/err" || fail "latents: $(cat "$T/lat.json")"
@@ -142,7 +146,10 @@ python3 - "$T/lat.json" <<'PY' || fail "latent json: $(cat "$T/lat.json")"
 import json, sys
 r = json.load(open(sys.argv[1]))
 assert r["members"] == ["latent.npy"] and r["ok"], r
+assert r["skipped"]["index_rejected"] == 1 and r["index_rejected"][0]["key"] == "broken", r
+assert r["plan_skipped"] == [{"sample": 2, "key": "tiny", "reason": "smaller than every bucket of its aspect group"}], r["plan_skipped"]
 c = r["crop"]
+assert c["samples"] == 2 and c["unplanned"] == 1, c
 assert c["native_tokens"] == 21 * 32 * 56 + 21 * 30 * 52 and c["kept_tokens"] == 2 * 21 * 30 * 52, c
 g, = c["groups"]
 assert (g["aspect"], g["duration"], g["samples"]) == ("16:9", "5-10s", 2), g
@@ -153,8 +160,34 @@ assert e["key"] == "exact" and e["fraction"] == 1, e
 PY
 "$BIN" verify "$T/lat.alidx" --members latent.npy,t5.npy >"$T/out" 2>&1
 [ $? = 3 ] || fail "latents --members exit"
+grep -q "index rejected: $T/lat.tar: member 'broken.json' at byte" "$T/out" || fail "rejected: $(cat "$T/out")"
+grep -q "  buckets: tiny: smaller than every bucket of its aspect group" "$T/out" || fail "plan skip: $(cat "$T/out")"
 grep -q "missing_member: key 'wide' in $T/lat.tar: no member 'wide.t5.npy' (nor '.t5.npy.lz4'); the sample has: json, latent.npy" \
   "$T/out" || fail "t5 missing: $(cat "$T/out")"
+
+# --strict: what the index or the plan rejected are problems too (2 here).
+"$BIN" verify "$T/lat.alidx" --strict >"$T/out" 2>&1
+[ $? = 3 ] || fail "--strict exit: $(cat "$T/out")"
+grep -q "verify: 2 problems (--strict" "$T/out" || fail "--strict: $(cat "$T/out")"
+
+# --root: the corpus copied elsewhere is checked there; the old place is gone.
+mkdir -p "$T/moved" && cp -r "$T/clean" "$T/moved/clean"
+mv "$T/clean" "$T/clean.gone"
+"$BIN" verify "$T/clean.alidx" "$T/clean.alm" -q >"$T/out" 2>&1
+[ $? = 3 ] || fail "a corpus that is gone passed"
+grep -q "missing_shard 5" "$T/out" || fail "gone: $(cat "$T/out")"
+"$BIN" verify "$T/clean.alidx" "$T/clean.alm" --root "$T=$T/moved" --threads 3 >"$T/out" 2>"$T/err" ||
+  fail "--root: $(cat "$T/out" "$T/err")"
+grep -q "verify: 5 shard paths moved from $T to $T/moved" "$T/err" || fail "--root message: $(cat "$T/err")"
+"$BIN" verify "$T/clean.alidx" --root "/nowhere=$T/moved" >/dev/null 2>&1
+[ $? = 1 ] || fail "a --root matching no shard exits 1"
+mv "$T/clean.gone" "$T/clean"
+
+# --help lists every option.
+"$BIN" verify --help >"$T/out" || fail "--help exit"
+for o in --members --root --buckets --show --top --threads --strict --json --quiet; do
+  grep -q -- "$o\b" "$T/out" || fail "--help lacks $o"
+done
 
 # --members: a member no sample has is missing from every one; usage errors exit 2.
 "$BIN" verify "$T/clean.alidx" --members latent,t5.npy -q >"$T/out" 2>&1
