@@ -41,8 +41,8 @@ import importlib
 
 __all__ = ["__version__", "plan", "Planner", "Manifest", "BatchSampler", "MicroBatchInfo", "IndexDataset",
            "collate_packed", "member_tensors", "StreamDataset", "PackedBatch", "MemberInfo", "Error", "StreamError",
-           "wan_tokens", "latent_tokens", "adaln", "checkpoint", "save_checkpoint", "load_checkpoint", "setup_distributed", "grad_sync", "demo_corpus",
-           "add_corpus_arguments", "corpus_from_args"]
+           "wan_tokens", "latent_tokens", "adaln", "setup_distributed", "grad_sync", "demo_corpus",
+           "add_corpus_arguments", "corpus_from_args", "checkpoint", "save_checkpoint", "load_checkpoint"]
 
 # Attributes resolved on first use, so `import adaptiveload` needs neither torch nor the
 # shared library until a class is used.

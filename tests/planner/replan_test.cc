@@ -74,7 +74,7 @@ struct Resize {
   std::vector<uint32_t> chain; // world sizes re-planned to, in turn
 };
 
-}  // namespace
+} // namespace
 
 // The table of the README: W0 -> W1 [-> W2], re-planned at a third of the epoch (then at a
 // further third), both policies. Tokens per step over the re-planned steps, from the step
@@ -82,8 +82,10 @@ struct Resize {
 // target T; K' = ceil(K W / W').
 TEST(ReplanGlobalBatch, TokensPerStepKeptWithinOnePercent) {
   Shapes s = MakeShapes(6000, 29);
-  const Resize cases[] = {
-      {"4->8", 4, {8}}, {"8->3", 8, {3}}, {"8->1", 8, {1}}, {"4->8->2", 4, {8, 2}}};
+  const Resize cases[] = {{"4->8", 4, {8}},
+                          {"8->3", 8, {3}},
+                          {"8->1", 8, {1}},
+                          {"4->8->2", 4, {8, 2}}};
   std::printf("%-12s %-8s %6s %4s %9s %12s %12s %9s %8s\n", "policy", "resize", "at", "K'",
               "target T", "old tok/st", "new tok/st", "diff", "steps");
   for (al_policy pol : {AL_POLICY_ADAPTIVE, AL_POLICY_EQUAL_TOKEN})
@@ -147,8 +149,7 @@ TEST(ReplanGlobalBatch, RefusedWhereTCannotBeKeptUnlessAskedForANewT) {
   EXPECT_EQ(Replan(old, at, o, "ref_new.alm", &rc), nullptr);
   EXPECT_EQ(rc, AL_ERANGE);
   std::string e = al_last_error();
-  EXPECT_NE(e.find("ref_old.alm: its steps " + std::to_string(at) + ".."), std::string::npos)
-      << e;
+  EXPECT_NE(e.find("ref_old.alm: its steps " + std::to_string(at) + ".."), std::string::npos) << e;
   EXPECT_NE(e.find("at world 64 with 1 micro-batches per rank per step"), std::string::npos) << e;
   EXPECT_NE(e.find("--step-tokens"), std::string::npos) << e;
   // A new T: micro-batches aim at T2 / (W' K'), K' the fewest within M_mem.
@@ -228,8 +229,7 @@ TEST(ReplanDropped, OldDropsCountedInTheSummary) {
       ASSERT_EQ(al_manifest_load(&nm, path.c_str()), AL_OK) << al_last_error();
       al_manifest_info ni = Info(nm);
       uint64_t marked = 0;
-      for (uint64_t i = 0; i < ni.index_samples; i++)
-        marked += al_manifest_key_status(nm, i) == 16;
+      for (uint64_t i = 0; i < ni.index_samples; i++) marked += al_manifest_key_status(nm, i) == 16;
       EXPECT_EQ(ni.dropped, marked);
       EXPECT_EQ(pi.dropped, marked);
       EXPECT_GE(ni.dropped, oi.dropped);
