@@ -22,7 +22,9 @@ typedef struct replan_ref {
 static int resolve_step(al_plan *p, const al_manifest_info *oi, const al_replan_options *o) {
   uint64_t W = p->world, M = p->mem_tokens, k_old = oi->micro_per_step ? oi->micro_per_step : 1;
   uint64_t K = o->micro_per_step, T = o->step_tokens;
-  if (!K) K = T ? (T + W * M - 1) / (W * M) : (k_old * oi->world + W - 1) / W;
+  /* W M past 2^64 holds any T in one micro-batch per rank. */
+  uint64_t wm = M > UINT64_MAX / W ? UINT64_MAX : W * M;
+  if (!K) K = T ? T / wm + (T % wm != 0) : (k_old * oi->world + W - 1) / W;
   if (!K) K = 1;
   if (K > (1u << 20))
     return al_set_error(AL_ERANGE, "micro-per-step %llu out of range (1..1048576)",
@@ -33,7 +35,7 @@ static int resolve_step(al_plan *p, const al_manifest_info *oi, const al_replan_
                         "micro-batch, above mem-tokens %llu: raise --micro-per-step to %llu or more",
                         (unsigned long long)T, (unsigned long long)W, (unsigned long long)K,
                         (unsigned long long)(T / (W * K)), (unsigned long long)M,
-                        (unsigned long long)((T + W * M - 1) / (W * M)));
+                        (unsigned long long)(T / wm + (T % wm != 0)));
   if (!T) T = oi->step_tokens ? oi->step_tokens : k_old * oi->world * oi->mem_tokens;
   p->micro_per_step = (uint32_t)K;
   p->step_tokens = T;
@@ -161,7 +163,8 @@ static uint64_t size_at(al_plan *p, const replan_ref *ref, uint64_t m) {
  * when they do; else the smallest target m <= M_mem whose batches fit those steps (the batch
  * count falls as m grows), so batches are as many as the steps hold. */
 static void size_keeping_steps(al_plan *p, const replan_ref *ref) {
-  uint64_t per = (uint64_t)p->world * p->micro_per_step, want = (uint64_t)ref->steps * per;
+  uint64_t per = (uint64_t)p->world * p->micro_per_step;
+  uint64_t want = ref->steps > UINT64_MAX / per ? UINT64_MAX : ref->steps * per;
   uint64_t have = batch_count(p);
   if (!have || (have <= want && have + per > want)) return;
   uint64_t lo = 1, hi = p->mem_tokens;
