@@ -105,7 +105,10 @@ static const cli_option OPTIONS[] = {
     {.name = "--start-step", .type = CLI_U64, CLI_AT(plan_args, o.start_step), .max = UINT32_MAX,
      .metavar = "K", .help = "write only steps >= K (identical to the full plan's steps)"},
     {.name = "--resume-from", .type = CLI_STRING, CLI_AT(plan_args, resume), .metavar = "OLD",
-     .help = "elastic resume: re-plan what OLD schedules at steps >= K"},
+     .help = "elastic resume: re-plan what OLD schedules at steps >= K,\n"
+             "keeping OLD's steps and tokens per step (K2 = ceil(K_old x\n"
+             "W_old / W2); refused when they cannot be kept within 1%);\n"
+             "--step-tokens T2 plans a new global batch instead"},
     {.name = "--at-step", .type = CLI_U64, CLI_AT(plan_args, at_step), .max = UINT32_MAX,
      .metavar = "K", .help = "... for --world W2; new steps are numbered from K"},
     {.name = "--json", .type = CLI_FLAG, CLI_AT(plan_args, json), .set = 1,
@@ -124,7 +127,8 @@ static const cli_verb PLAN = {
         "                         [--micro-per-step K] [--step-tokens T] [--comp-ms MS] [--window N]\n"
         "                         [--last-step pad|drop]\n"
         "                         [--buckets FILE] [--geometry ST,SS,PT,PH,PW] [--start-step K] [--json]\n"
-        "       adaptiveload plan --resume-from OLD_MANIFEST --at-step K --world W2 -o MANIFEST [--json]\n\n"
+        "       adaptiveload plan --resume-from OLD_MANIFEST --at-step K --world W2 -o MANIFEST\n"
+        "                         [--step-tokens T2] [--micro-per-step K2] [--json]\n\n"
         "Puts every indexed sample into a shape bucket, gives each bucket a batch size from\n"
         "the memory and compute limits, and schedules one epoch for W data-parallel ranks:\n"
         "  B = max(1, min(floor(m / S), floor(M_comp / c(S))))     m = T / (W x K) <= M_mem\n"
@@ -144,24 +148,51 @@ static const cli_verb PLAN = {
     .bad_say = CLI_SAY_PAGE,
 };
 
+/* The options --resume-from takes; every other one is refused, whatever its value: the re-plan
+ * takes the rest of the configuration from OLD_MANIFEST. */
+static const char *const RESUME_TAKES[] =
+    {"--resume-from", "--at-step",        "--world", "--out", "-o",
+     "--step-tokens", "--micro-per-step", "--json",  NULL};
+
+static int resume_takes(const char *name) {
+  for (const char *const *t = RESUME_TAKES; *t; t++)
+    if (!strcmp(name, *t)) return 1;
+  return 0;
+}
+
+/* With --resume-from: the options of argv (read as cli_parse reads them) that a re-plan does
+ * not take, named in one message; AL_EXIT_USAGE, or CLI_RUN when there are none. */
+static int refuse_for_resume(int argc, char **argv) {
+  char names[512];
+  size_t used = 0;
+  names[0] = '\0';
+  for (int i = 1; i < argc; i++) {
+    const cli_option *o = OPTIONS;
+    while (o->name && strcmp(argv[i], o->name) && !(o->alias && !strcmp(argv[i], o->alias))) o++;
+    if (!o->name) continue;
+    if (!resume_takes(argv[i]) && used + strlen(argv[i]) + 3 < sizeof names)
+      used += (size_t)snprintf(names + used, sizeof names - used, "%s%s", used ? ", " : "",
+                               argv[i]);
+    i += o->type != CLI_FLAG;
+  }
+  if (!used) return CLI_RUN;
+  fprintf(stderr,
+          "adaptiveload plan: --resume-from re-plans OLD_MANIFEST with its own index positions, cost "
+          "model, buckets, policy, seed, epoch, limits, window, last-step policy and geometry; it takes "
+          "only --at-step, --world, -o, --step-tokens, --micro-per-step and --json: %s %s not apply\n",
+          names, strchr(names, ',') ? "do" : "does");
+  return AL_EXIT_USAGE;
+}
+
 /* The options a run needs and the ones --resume-from excludes: AL_EXIT_USAGE with a
  * message, or CLI_RUN. */
-static int check_args(const plan_args *a) {
+static int check_args(const plan_args *a, int argc, char **argv) {
   const char *missing = !a->out ? "-o MANIFEST" : !a->o.world ? "--world W" : NULL;
   if (!missing && a->resume && a->at_step == UINT64_MAX)
     missing = "--at-step K (with --resume-from)";
   if (!missing && !a->resume && !a->index) missing = "--index INDEX";
   if (missing) return cli_usage(&PLAN, CLI_SAY_PAGE, "%s is required", missing);
-  const al_plan_options *o = &a->o;
-  if (a->resume &&
-      (a->index || a->cost || a->buckets || o->start_step || o->micro_per_step || o->step_tokens)) {
-    fprintf(stderr,
-            "adaptiveload plan: --resume-from takes its index positions, cost model, buckets and config from "
-            "OLD_MANIFEST (K becomes round(K_old x W_old / W2), step tokens stay); "
-            "--index/--cost/--buckets/--start-step/--micro-per-step/--step-tokens do not apply\n");
-    return AL_EXIT_USAGE;
-  }
-  return CLI_RUN;
+  return a->resume ? refuse_for_resume(argc, argv) : CLI_RUN;
 }
 
 /* Lists a few rejected samples per reason on stderr; all of them are in the
@@ -190,10 +221,32 @@ typedef struct plan_run {
 /* Elastic resume: re-plans OLD's steps >= K for the new world and saves the manifest: 0 or
  * -1 (al_last_error). */
 static int replan(const plan_args *a, plan_run *r) {
+  al_replan_options ro = {a->o.world, a->o.micro_per_step, a->o.step_tokens};
   int rc = al_manifest_load(&r->old, a->resume);
-  if (!rc) rc = al_plan_replan(&r->plan, r->old, (uint32_t)a->at_step, a->o.world);
+  if (!rc) rc = al_plan_replan_opts(&r->plan, r->old, (uint32_t)a->at_step, &ro);
   if (!rc) rc = al_plan_save(r->plan, a->out, al_manifest_key_fn, r->old);
   return rc ? -1 : 0;
+}
+
+/* After a re-plan's summary: OLD's mean tokens per step over the steps re-planned, beside the
+ * new plan's (the global batch kept, or the new one asked for). */
+static void print_replan_tokens(FILE *out, const al_plan *p, const al_manifest *old) {
+  al_manifest_info ni, oi;
+  al_plan_get_info(p, &ni);
+  al_manifest_get_info(old, &oi);
+  double sum = 0;
+  uint32_t n = 0;
+  for (uint32_t s = ni.first_step; s < oi.first_step + oi.steps; s++, n++) {
+    al_step_info st;
+    if (al_manifest_step(old, s, &st) == AL_OK) sum += (double)st.tokens;
+  }
+  if (!n) return;
+  fprintf(out,
+          "plan: %.0f tokens per step; the old plan's steps %u..%u held %.0f (%+.2f%%, target "
+          "%llu)\n",
+          ni.step_tokens_mean, ni.first_step, ni.first_step + n - 1, sum / n,
+          sum > 0 ? 100 * (ni.step_tokens_mean * n / sum - 1) : 0.0,
+          (unsigned long long)ni.step_tokens);
 }
 
 /* The cost model, M_mem from --mem-capacity and the bucket table into *cost and *o:
@@ -246,7 +299,7 @@ int cli_cmd_plan(int argc, char **argv) {
   a.at_step = UINT64_MAX;
   a.mem_safety = 0.9;
   int ec = cli_parse(&PLAN, argc, argv, &a);
-  if (ec == CLI_RUN) ec = check_args(&a);
+  if (ec == CLI_RUN) ec = check_args(&a, argc, argv);
   if (ec != CLI_RUN) return ec;
   plan_run r = {NULL, NULL, NULL};
   int rc = a.resume ? replan(&a, &r) : plan_index(&a, &r);
@@ -255,6 +308,7 @@ int cli_cmd_plan(int argc, char **argv) {
       al_plan_print_json(stdout, r.plan);
     else
       al_plan_print_summary(stderr, r.plan, a.out);
+    if (!a.json && r.old) print_replan_tokens(stderr, r.plan, r.old);
   }
   al_plan_free(r.plan);
   al_index_free(r.idx);

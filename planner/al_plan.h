@@ -128,16 +128,50 @@ typedef struct al_plan al_plan;
 AL_API int al_plan_build(al_plan **out, const al_plan_input *in, const al_cost_model *cost,
                          const al_plan_options *opts);
 
-/* Elastic resume: re-plans the samples that `old` schedules at steps >=
- * at_step for `world` ranks. Steps are numbered from at_step
- * (info.first_step = at_step); buckets, batch sizes, cost model, policy, seed,
- * epoch and step_tokens come from `old`; K becomes max(1, round(K_old x
- * W_old / world)), so a step keeps about the old step's batches and tokens
- * (a manifest that records no K counts as K_old = 1). The old steps < at_step plus the new plan
- * hold every sample of the old plan exactly once. `old` must hold step at_step (old first_step <=
- * at_step <= old first_step + steps). The old plan is read through the al_manifest.h accessors
- * only; errors name it by al_manifest_path. */
+/* Elastic resume: what a re-plan may change. Zero means default for every field except world
+ * (required, 1..2^20). */
+typedef struct al_replan_options {
+  uint32_t world;          /* W2, the new world size */
+  uint32_t micro_per_step; /* K2; 0 = ceil(K_old x W_old / W2) keeping T, or with step_tokens
+                              the fewest K2 with step_tokens / (W2 x K2) <= M_mem */
+  uint64_t step_tokens;    /* 0 = keep the old global batch (below); nonzero: a new T, planned
+                              as al_plan_build plans T (the steps then hold about T tokens) */
+} al_replan_options;
+
+/* The most a re-plan that keeps the global batch may move the mean tokens per step. */
+#define AL_REPLAN_TOKEN_TOLERANCE 0.01
+
+/* Elastic resume: re-plans the samples that `old` schedules at steps >= at_step (padding
+ * excluded) for o->world ranks. Steps are numbered from at_step (info.first_step = at_step);
+ * buckets (each sample keeps its bucket), cost model, policy, seed, epoch, M_mem, window,
+ * last-step policy and geometry come from `old`.
+ *
+ * The global batch (step_tokens 0): the re-plan keeps T (recorded as old's step_tokens) and
+ * the number of steps old holds from at_step on, so its steps hold on average exactly the
+ * tokens old's steps from at_step on hold. Where W2 x K2 = W_old x K_old the old batch sizes
+ * are kept when they fill those steps; otherwise every bucket's batch size is re-derived (B =
+ * max(1, min(floor(m / S), floor(r M_comp / c(S)))), M_comp scaled by the same r = m / m_old)
+ * with the smallest micro-batch target m <= M_mem whose batches fit the steps. Where the mean
+ * tokens per step would still move by more than AL_REPLAN_TOKEN_TOLERANCE (too few samples
+ * left for W2 x K2 micro-batches a step, or too many batches even at M_mem) it refuses
+ * (AL_ERANGE, saying what each figure is): pass step_tokens, or another micro_per_step.
+ * With step_tokens set, micro-batches aim at T2 / (W2 x K2) (M_comp scaled along) as in
+ * al_plan_build; T2 / (W2 x K2) > M_mem is refused (AL_ERANGE).
+ *
+ * The old steps < at_step plus the new plan hold every sample of the old plan exactly once;
+ * samples old dropped or rejected stay so (counted in the summary). `old` must hold step at_step
+ * (old first_step <= at_step <= old first_step + steps). The old plan is read through the
+ * al_manifest.h accessors only; errors name it by al_manifest_path. */
+AL_API int al_plan_replan_opts(al_plan **out, const al_manifest *old, uint32_t at_step,
+                               const al_replan_options *o);
+
+/* al_plan_replan_opts with only the world size set (the global batch kept). */
 AL_API int al_plan_replan(al_plan **out, const al_manifest *old, uint32_t at_step, uint32_t world);
+
+/* al_plan_replan_opts, then al_plan_save to `path` with old's keys: the re-planned manifest in
+ * one call (what Python's Planner.resume uses). */
+AL_API int al_plan_replan_write(const al_manifest *old, uint32_t at_step,
+                                const al_replan_options *o, const char *path);
 
 /* Writes the manifest. `key` (may be NULL: keys are then "") gives the key
  * of each index position; al_manifest_key_fn (al_manifest.h) adapts a loaded
@@ -162,7 +196,8 @@ typedef enum al_plan_struct {
   AL_PLAN_STRUCT_MANIFEST_INFO = 2, /* al_manifest_info */
   AL_PLAN_STRUCT_BUCKET_INFO = 3,   /* al_bucket_info */
   AL_PLAN_STRUCT_MICRO_REF = 4,     /* al_micro_ref */
-  AL_PLAN_STRUCT_STEP_INFO = 5      /* al_step_info */
+  AL_PLAN_STRUCT_STEP_INFO = 5,     /* al_step_info */
+  AL_PLAN_STRUCT_REPLAN_OPTIONS = 6 /* al_replan_options */
 } al_plan_struct;
 
 /* sizeof of the struct `which` (an al_plan_struct) names; 0 for any other value. Bindings

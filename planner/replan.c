@@ -1,14 +1,52 @@
-/* Elastic re-plan (al_plan_replan): the samples an old manifest schedules from a step on,
- * planned again for another world size. The old plan is read through the public manifest
- * accessors (al_manifest.h) only; the new plan's buckets keep the old batch sizes. */
+/* Elastic re-plan (al_plan_replan_opts): the samples an old manifest schedules from a step on,
+ * planned again for another world size, keeping the old global batch (tokens per step) unless a
+ * new one is asked for. The old plan is read through the public manifest accessors
+ * (al_manifest.h) only. */
+#include <math.h>
 #include <stdlib.h>
 
 #include "planner/plan_internal.h"
 
+/* What the re-plan keeps of the old plan's steps: from at_step on, `steps` steps holding
+ * `tokens` real tokens; the old micro-batch target and M_comp the batch sizes came from. */
+typedef struct replan_ref {
+  uint32_t steps;
+  uint64_t tokens;
+  uint64_t micro_tokens; /* old m (calibrated), the scale's 1 */
+  double comp_ms;
+} replan_ref;
+
+/* K2 and T for the new world (al_replan_options): keeping T, K2 = ceil(K_old W_old / W2), so
+ * that the micro-batches never need more tokens than the old ones; with a new T, as
+ * al_plan_build resolves T alone. */
+static int resolve_step(al_plan *p, const al_manifest_info *oi, const al_replan_options *o) {
+  uint64_t W = p->world, M = p->mem_tokens, k_old = oi->micro_per_step ? oi->micro_per_step : 1;
+  uint64_t K = o->micro_per_step, T = o->step_tokens;
+  /* W M past 2^64 holds any T in one micro-batch per rank. */
+  uint64_t wm = M > UINT64_MAX / W ? UINT64_MAX : W * M;
+  if (!K) K = T ? T / wm + (T % wm != 0) : (k_old * oi->world + W - 1) / W;
+  if (!K) K = 1;
+  if (K > (1u << 20))
+    return al_set_error(AL_ERANGE, "micro-per-step %llu out of range (1..1048576)",
+                        (unsigned long long)K);
+  if (T && T / (W * K) > M)
+    return al_set_error(AL_ERANGE,
+                        "step-tokens %llu over %llu ranks x %llu micro-batches needs %llu tokens per "
+                        "micro-batch, above mem-tokens %llu: raise --micro-per-step to %llu or more",
+                        (unsigned long long)T, (unsigned long long)W, (unsigned long long)K,
+                        (unsigned long long)(T / (W * K)), (unsigned long long)M,
+                        (unsigned long long)(T / wm + (T % wm != 0)));
+  if (!T) T = oi->step_tokens ? oi->step_tokens : k_old * oi->world * oi->mem_tokens;
+  p->micro_per_step = (uint32_t)K;
+  p->step_tokens = T;
+  p->micro_tokens = oi->micro_tokens ? oi->micro_tokens : oi->mem_tokens;
+  return AL_OK;
+}
+
 /* The re-plan's configuration from the old plan's: everything but the world size, the first
- * step and K (which keeps the step's batch count W x K about the same). */
+ * step and the step (K, T, the micro-batch target). */
 static int take_config(al_plan *p, const al_manifest *old, const al_manifest_info *oi,
-                       const char *name, uint32_t at_step, uint32_t world) {
+                       const char *name, uint32_t at_step, const al_replan_options *o) {
   al_policy pol = AL_POLICY_ADAPTIVE;
   al_last_step ls = AL_LAST_PAD;
   int rc;
@@ -17,26 +55,19 @@ static int take_config(al_plan *p, const al_manifest *old, const al_manifest_inf
     return rc;
   }
   p->policy = pol;
-  p->world = world;
+  p->world = o->world;
   p->seed = oi->seed;
   p->epoch = oi->epoch;
   p->mem_tokens = oi->mem_tokens;
   p->comp_ms = oi->comp_budget_ms;
   p->window = oi->window ? oi->window : AL_PLAN_DEFAULT_WINDOW;
-  /* Keep the step's batch count (W x K) and tokens about the same. */
-  uint64_t k_old = oi->micro_per_step ? oi->micro_per_step : 1;
-  uint64_t k = (k_old * oi->world + world / 2) / world;
-  p->micro_per_step = k ? (uint32_t)(k < (1u << 20) ? k : (1u << 20)) : 1;
-  p->step_tokens = oi->step_tokens ? oi->step_tokens : k_old * oi->world * oi->mem_tokens;
-  /* The batches keep the old sizes, so the micro-batch target stays too. */
-  p->micro_tokens = oi->micro_tokens ? oi->micro_tokens : oi->mem_tokens;
   p->last_step = ls;
   al_manifest_geometry(old, &p->geom);
   p->fingerprint = oi->index_fingerprint;
   p->index_samples = oi->index_samples;
   p->first_step = at_step;
   al_manifest_cost(old, &p->cost);
-  return AL_OK;
+  return resolve_step(p, oi, o);
 }
 
 /* The old plan's buckets with their batch sizes and limits; sample counts start at 0. */
@@ -58,11 +89,13 @@ static int take_buckets(al_plan *p, const al_manifest *old, size_t n_buckets) {
 }
 
 /* Every position starts as the old key table says, its scheduled samples as consumed (those
- * the re-plan schedules are marked planned again); rejections are counted as the old plan's. */
+ * the re-plan schedules are marked planned again); rejections and drops are counted as the old
+ * plan's, so that the summary and the key table agree. */
 static void take_statuses(al_plan *p, const al_manifest *old) {
   for (uint64_t i = 0; i < p->index_samples; i++) {
     uint8_t s = (uint8_t)al_manifest_key_status(old, i);
     p->status[i] = s == AL_KEY_PLANNED ? AL_KEY_CONSUMED : s;
+    if (s == AL_KEY_DROPPED) p->dropped++;
     if (s >= 1 && s < AL_REJECT_COUNT) {
       if (!p->rejected[s]) p->first_rejected[s] = i;
       p->rejected[s]++;
@@ -109,6 +142,71 @@ static int take_samples(al_plan *p, const al_manifest *old, const al_manifest_in
   return rc;
 }
 
+/* Batches the re-plan's samples make with the buckets' batch sizes as they are. */
+static uint64_t batch_count(const al_plan *p) {
+  uint64_t n = 0;
+  for (size_t i = 0; i < p->n_buckets; i++)
+    n += (p->buckets[i].samples + p->buckets[i].batch_size - 1) / p->buckets[i].batch_size;
+  return n;
+}
+
+/* Sizes the buckets for micro-batch target m, M_comp scaled by m / m_old; their batch count. */
+static uint64_t size_at(al_plan *p, const replan_ref *ref, uint64_t m) {
+  p->micro_tokens = m;
+  p->comp_ms = ref->comp_ms * (double)m / (double)ref->micro_tokens;
+  plan_size_buckets(p);
+  return batch_count(p);
+}
+
+/* Keeping the global batch: batch sizes whose batches fill the old plan's ref->steps steps of
+ * W2 x K2 micro-batches (adaptive splits, or padding, then fill the last one). The old sizes
+ * when they do; else the smallest target m <= M_mem whose batches fit those steps (the batch
+ * count falls as m grows), so batches are as many as the steps hold. */
+static void size_keeping_steps(al_plan *p, const replan_ref *ref) {
+  uint64_t per = (uint64_t)p->world * p->micro_per_step;
+  uint64_t want = ref->steps > UINT64_MAX / per ? UINT64_MAX : ref->steps * per;
+  uint64_t have = batch_count(p);
+  if (!have || (have <= want && have + per > want)) return;
+  uint64_t lo = 1, hi = p->mem_tokens;
+  if (size_at(p, ref, hi) <= want)
+    while (lo < hi) { /* the smallest m in [lo, hi] whose count fits */
+      uint64_t mid = lo + (hi - lo) / 2;
+      if (size_at(p, ref, mid) <= want)
+        hi = mid;
+      else
+        lo = mid + 1;
+    }
+  size_at(p, ref, hi);
+}
+
+/* A new global batch T2: micro-batches aim at T2 / (W2 K2), M_comp scaled along, calibrated as
+ * al_plan_build calibrates them. */
+static void size_for_new_step(al_plan *p, const replan_ref *ref, const al_manifest_info *oi) {
+  uint64_t k_old = oi->micro_per_step ? oi->micro_per_step : 1;
+  uint64_t t_old = oi->step_tokens ? oi->step_tokens : k_old * oi->world * oi->mem_tokens;
+  double m_old = (double)t_old / (double)(k_old * oi->world);
+  uint64_t m = p->step_tokens / ((uint64_t)p->world * p->micro_per_step);
+  p->micro_tokens = m ? m : 1;
+  p->comp_ms = ref->comp_ms * (double)p->micro_tokens / (m_old > 0 ? m_old : 1);
+  plan_size_buckets(p);
+}
+
+/* Keeping the global batch: the re-plan's mean tokens per step against the old steps'. */
+static int check_step_tokens(const al_plan *p, const replan_ref *ref, const char *name,
+                             uint32_t at_step) {
+  if (!ref->steps || !ref->tokens) return AL_OK;
+  double was = (double)ref->tokens / ref->steps, now = p->steps ? p->step_tokens_mean : 0;
+  if (fabs(now - was) <= AL_REPLAN_TOKEN_TOLERANCE * was) return AL_OK;
+  return al_set_error(AL_ERANGE,
+                      "%s: its steps %u..%u hold %.0f tokens per step on average; at world %u "
+                      "with %u micro-batches per rank per step these samples fill %u steps of "
+                      "%.0f tokens (%+.1f%%, more than %.0f%% off): give step_tokens "
+                      "(--step-tokens T) to plan another global batch, or another micro_per_step "
+                      "(--micro-per-step)",
+                      name, at_step, at_step + ref->steps - 1, was, p->world, p->micro_per_step,
+                      p->steps, now, 100 * (now / was - 1), 100 * AL_REPLAN_TOKEN_TOLERANCE);
+}
+
 /* Schedules the count samples of bucket_of with the re-plan's own random stream: a re-plan for
  * (at_step, world) must not replay the first plan's shuffle, and must be reproducible. */
 static int schedule_samples(al_plan *p, const uint32_t *bucket_of, size_t count, uint32_t at_step,
@@ -123,44 +221,80 @@ static int schedule_samples(al_plan *p, const uint32_t *bucket_of, size_t count,
   return rc;
 }
 
-int al_plan_replan(al_plan **out, const al_manifest *old, uint32_t at_step, uint32_t world) {
-  if (!out || !old) return al_set_error(AL_EINVAL, "al_plan_replan: NULL argument");
+/* What al_plan_replan_opts refuses before reading the old plan's steps. */
+static int check_args(const al_manifest_info *oi, const char *name, uint32_t at_step,
+                      const al_replan_options *o) {
+  if (!o->world || o->world > (1u << 20))
+    return al_set_error(AL_EINVAL, "world size %u out of range (1..1048576)", o->world);
+  if (at_step < oi->first_step || at_step - oi->first_step > oi->steps)
+    return al_set_error(AL_ERANGE, "%s: holds steps %u..%u; cannot re-plan from step %u", name,
+                        oi->first_step, oi->first_step + oi->steps, at_step);
+  /* A loaded manifest's key table holds index_samples entries (al_manifest_load checks). */
+  if (oi->index_samples > UINT32_MAX)
+    return al_set_error(AL_EFORMAT, "%s: key table has %llu entries for an index of %llu samples",
+                        name, (unsigned long long)oi->index_samples,
+                        (unsigned long long)oi->index_samples);
+  return AL_OK;
+}
+
+/* The samples, their batch sizes and the schedule of a configured re-plan p. */
+static int replan_steps(al_plan *p, const al_manifest *old, const al_manifest_info *oi,
+                        const char *name, uint32_t at_step, const al_replan_options *o) {
+  size_t n = (size_t)oi->index_samples, count = 0;
+  p->status = malloc(n ? n : 1);
+  uint32_t *bucket_of = malloc((n ? n : 1) * sizeof *bucket_of);
+  int rc = p->status && bucket_of ? AL_OK : al_set_error(AL_ENOMEM, "plan: out of memory");
+  if (!rc) {
+    take_statuses(p, old);
+    rc = take_samples(p, old, oi, at_step, name, bucket_of, &count);
+  }
+  replan_ref ref = {oi->first_step + oi->steps - at_step, 0, p->micro_tokens, p->comp_ms};
+  for (size_t i = 0; i < p->n_buckets; i++)
+    ref.tokens += p->buckets[i].samples * p->buckets[i].tokens;
+  if (!rc && o->step_tokens)
+    size_for_new_step(p, &ref, oi);
+  else if (!rc)
+    size_keeping_steps(p, &ref);
+  if (!rc) rc = schedule_samples(p, bucket_of, count, at_step, o->world);
+  free(bucket_of);
+  if (rc) return rc;
+  plan_stats(p);
+  return o->step_tokens ? AL_OK : check_step_tokens(p, &ref, name, at_step);
+}
+
+int al_plan_replan_opts(al_plan **out, const al_manifest *old, uint32_t at_step,
+                        const al_replan_options *o) {
+  if (!out || !old || !o) return al_set_error(AL_EINVAL, "al_plan_replan: NULL argument");
   *out = NULL;
   const char *name = al_manifest_path(old) ? al_manifest_path(old) : "manifest";
   al_manifest_info oi;
   al_manifest_get_info(old, &oi);
-  if (!world || world > (1u << 20))
-    return al_set_error(AL_EINVAL, "world size %u out of range (1..1048576)", world);
-  if (at_step < oi.first_step || at_step - oi.first_step > oi.steps)
-    return al_set_error(AL_ERANGE, "%s: holds steps %u..%u; cannot re-plan from step %u", name,
-                        oi.first_step, oi.first_step + oi.steps, at_step);
-  /* A loaded manifest's key table holds index_samples entries (al_manifest_load checks). */
-  if (oi.index_samples > UINT32_MAX)
-    return al_set_error(AL_EFORMAT, "%s: key table has %llu entries for an index of %llu samples",
-                        name, (unsigned long long)oi.index_samples,
-                        (unsigned long long)oi.index_samples);
+  int rc = check_args(&oi, name, at_step, o);
+  if (rc) return rc;
   al_plan *p = plan_alloc();
   if (!p) return al_set_error(AL_ENOMEM, "plan: out of memory");
-  size_t n = (size_t)oi.index_samples, count = 0;
-  uint32_t *bucket_of = NULL;
-  int rc = take_config(p, old, &oi, name, at_step, world);
+  rc = take_config(p, old, &oi, name, at_step, o);
   if (!rc) rc = take_buckets(p, old, oi.buckets);
-  if (!rc) {
-    p->status = malloc(n ? n : 1);
-    bucket_of = malloc((n ? n : 1) * sizeof *bucket_of);
-    if (!p->status || !bucket_of) rc = al_set_error(AL_ENOMEM, "plan: out of memory");
-  }
-  if (!rc) {
-    take_statuses(p, old);
-    rc = take_samples(p, old, &oi, at_step, name, bucket_of, &count);
-  }
-  if (!rc) rc = schedule_samples(p, bucket_of, count, at_step, world);
-  free(bucket_of);
+  if (!rc) rc = replan_steps(p, old, &oi, name, at_step, o);
   if (rc) {
     al_plan_free(p);
     return rc;
   }
-  plan_stats(p);
   *out = p;
   return AL_OK;
+}
+
+int al_plan_replan(al_plan **out, const al_manifest *old, uint32_t at_step, uint32_t world) {
+  al_replan_options o = {world, 0, 0};
+  return al_plan_replan_opts(out, old, at_step, &o);
+}
+
+int al_plan_replan_write(const al_manifest *old, uint32_t at_step, const al_replan_options *o,
+                         const char *path) {
+  if (!path) return al_set_error(AL_EINVAL, "al_plan_replan_write: NULL path");
+  al_plan *p = NULL;
+  int rc = al_plan_replan_opts(&p, old, at_step, o);
+  if (!rc) rc = al_plan_save(p, path, al_manifest_key_fn, (void *)old);
+  al_plan_free(p);
+  return rc;
 }

@@ -9,6 +9,7 @@ size_t al_plan_struct_size(int which) {
     case AL_PLAN_STRUCT_BUCKET_INFO: return sizeof(al_bucket_info);
     case AL_PLAN_STRUCT_MICRO_REF: return sizeof(al_micro_ref);
     case AL_PLAN_STRUCT_STEP_INFO: return sizeof(al_step_info);
+    case AL_PLAN_STRUCT_REPLAN_OPTIONS: return sizeof(al_replan_options);
     default: return 0;
   }
 }

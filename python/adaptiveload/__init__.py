@@ -6,6 +6,8 @@ Planning (no torch needed):
     plan           plans one epoch of an index in-process -> Manifest (byte-identical to the CLI's)
     Planner        plans epochs on demand for BatchSampler / StreamDataset set_epoch
     Manifest       a loaded manifest with its summary (``info``)
+    checkpoint     save_checkpoint / load_checkpoint / resume: the planner, the manifest's
+                   identity, the step and a stream state; resume at another world size in one call
 
 Data loading (needs torch):
     BatchSampler   one rank's planned micro-batches as lists of index positions
@@ -40,7 +42,7 @@ import importlib
 __all__ = ["__version__", "plan", "Planner", "Manifest", "BatchSampler", "MicroBatchInfo", "IndexDataset",
            "collate_packed", "member_tensors", "StreamDataset", "PackedBatch", "MemberInfo", "Error", "StreamError",
            "wan_tokens", "latent_tokens", "adaln", "setup_distributed", "grad_sync", "demo_corpus",
-           "add_corpus_arguments", "corpus_from_args"]
+           "add_corpus_arguments", "corpus_from_args", "checkpoint", "save_checkpoint", "load_checkpoint"]
 
 # Attributes resolved on first use, so `import adaptiveload` needs neither torch nor the
 # shared library until a class is used.
@@ -48,6 +50,9 @@ _LAZY = {
     "plan": ".planning",
     "Planner": ".planning",
     "Manifest": ".planning",
+    "checkpoint": None,  # the submodule adaptiveload.checkpoint itself
+    "save_checkpoint": ".checkpoint",
+    "load_checkpoint": ".checkpoint",
     "BatchSampler": ".sampler",
     "MicroBatchInfo": ".schedule",
     "IndexDataset": ".dataset",
@@ -75,10 +80,13 @@ def __getattr__(name):
 
         value = _lib.version()
     else:
-        mod = _LAZY.get(name)
-        if mod is None:
+        if name not in _LAZY:
             raise AttributeError("module 'adaptiveload' has no attribute %r" % name)
-        value = getattr(importlib.import_module(mod, __name__), name)
+        mod = _LAZY[name]
+        if mod is None:
+            value = importlib.import_module("." + name, __name__)
+        else:
+            value = getattr(importlib.import_module(mod, __name__), name)
     globals()[name] = value
     return value
 

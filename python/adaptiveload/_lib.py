@@ -70,6 +70,7 @@ SIGNATURES = {
     },
     "planner/al_plan.h": {
         "al_plan_struct_size": (_size, [_int]),
+        "al_plan_replan_write": (_int, [_vp, _u32, _P(S.ReplanOptions), _cp]),
     },
     "planner/al_plan_index.h": {
         "al_plan_index_write": (_int, [_vp, _cp, _cp, _P(S.PlanOptions), _cp]),

@@ -96,6 +96,16 @@ class PlanOptions(ctypes.Structure):
     ]
 
 
+class ReplanOptions(ctypes.Structure):
+    """al_replan_options (planner/al_plan.h)."""
+
+    _fields_ = [
+        ("world", c_uint32),
+        ("micro_per_step", c_uint32),
+        ("step_tokens", c_uint64),
+    ]
+
+
 class ManifestInfo(ctypes.Structure):
     """al_manifest_info (planner/al_manifest.h)."""
 
@@ -265,6 +275,7 @@ MIRRORS = (
     (SampleInfo, "al_index_struct_size", 3),  # AL_INDEX_STRUCT_SAMPLE_INFO
     (PlanOptions, "al_plan_struct_size", 0),  # AL_PLAN_STRUCT_OPTIONS
     (ManifestInfo, "al_plan_struct_size", 2),  # AL_PLAN_STRUCT_MANIFEST_INFO
+    (ReplanOptions, "al_plan_struct_size", 6),  # AL_PLAN_STRUCT_REPLAN_OPTIONS
     (StreamOptions, "al_stream_struct_size", 0),  # AL_STREAM_STRUCT_OPTIONS
     (StreamState, "al_stream_struct_size", 1),  # AL_STREAM_STRUCT_STATE
     (StreamBatch, "al_stream_struct_size", 2),  # AL_STREAM_STRUCT_BATCH

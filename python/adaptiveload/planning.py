@@ -21,6 +21,18 @@ of the same name documents each):
     window, last_step ("pad" | "drop"), start_step, buckets (bucket table file),
     geometry ((vae_stride_t, vae_stride_s, patch_t, patch_h, patch_w))
 
+Elastic resume (another world size mid-epoch)::
+
+    planner = adaptiveload.Planner.resume(old_planner, at_step=120, world=8, epoch=3)
+    # or, from a checkpoint: adaptiveload.checkpoint.resume(load_checkpoint(path), world=8)
+
+re-plans what epoch 3 of the old planner schedules at steps >= 120 for 8 ranks, keeping the
+global batch (``plan --resume-from``: K' = ceil(K W / W'), the old steps from 120 on in
+number, tokens per step within 1%, else :class:`adaptiveload.Error`); ``step_tokens=`` plans a
+new T instead, ``micro_per_step=`` chooses K'. The resumed Planner's ``path(3)`` is that
+re-planned manifest (steps numbered from 120), rebuilt from the old plan on demand; its other
+epochs are planned fresh for the new world at the same T (``step_tokens``) and K'.
+
 ``cost`` is a cost-model file (``adaptiveload fit``); None uses the embedded H200 model.
 Manifests go to ``out`` (plan) or ``out_dir`` (Planner); by default to a temporary folder
 of this process, removed at exit.
@@ -28,6 +40,7 @@ of this process, removed at exit.
 
 import atexit
 import ctypes
+import hashlib
 import itertools
 import os
 import shutil
@@ -120,6 +133,46 @@ def plan(index, world, epoch=0, seed=0, cost=None, out=None, **options):
     return Manifest(_write(index, out, world, epoch, seed, cost, options))
 
 
+def _replan_write(old, at_step, world, micro_per_step, step_tokens, out):
+    """Re-plans manifest file ``old`` from ``at_step`` for ``world`` ranks into ``out``."""
+    o = S.ReplanOptions()
+    o.world = whole("world", world, 1, 1 << 20)
+    o.micro_per_step = whole("micro_per_step", micro_per_step or 0, 0, 1 << 20)
+    o.step_tokens = whole("step_tokens", step_tokens or 0)
+    at = whole("at_step", at_step, 0, U32_MAX)
+    m = Manifest(old)
+    try:
+        _lib.check(_lib.lib().al_plan_replan_write(m.handle, at, ctypes.byref(o), _lib.encode_path(out)),
+                   "re-planning %s from step %d for world %d" % (m.path, at, o.world))
+    finally:
+        m.close()
+    return os.fspath(out)
+
+
+def _sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def manifest_identity(path):
+    """What names a manifest: its world, seed, epoch, first step, steps, K, T, index fingerprint
+    and the SHA-256 of its bytes (a plan is a pure function of its inputs, so the same inputs
+    give the same digest). Checkpoints record it; :meth:`Planner.check_identity` compares."""
+    info = Manifest(path).info
+    ident = {k: info[k] for k in ("world", "seed", "epoch", "first_step", "steps", "micro_per_step",
+                                  "step_tokens", "index_fingerprint")}
+    ident["sha256"] = _sha256(path)
+    return ident
+
+
+def _json_options(options):
+    """Planner options as JSON-ready values (geometry as a list)."""
+    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in options.items()}
+
+
 class Planner:
     """Plans epochs of one index in-process for :class:`BatchSampler` and :class:`StreamDataset`
     (pass it where a manifest path goes; their ``set_epoch(e)`` then plans epoch e).
@@ -131,11 +184,13 @@ class Planner:
         out_dir: where manifests go (default: a temporary folder of this process).
 
     ``path(epoch)`` plans epoch ``epoch`` once (into ``out_dir``) and returns the manifest
-    path; ``plan(epoch)`` returns it loaded.
+    path; ``plan(epoch)`` returns it loaded. :meth:`resume` makes the Planner of another world
+    size mid-epoch; :meth:`state_dict` / :meth:`from_state` carry a Planner (and the re-plans
+    it was resumed through) in a checkpoint (:mod:`adaptiveload.checkpoint`).
     """
 
     def __init__(self, index, world=None, seed=0, cost=None, out_dir=None, **options):
-        self.index = os.fspath(index.path if isinstance(index, Index) else index)
+        self.index = None if index is None else os.fspath(index.path if isinstance(index, Index) else index)
         if world is None:
             world = int(os.environ.get("WORLD_SIZE", "1"))
         self.world = int(world)
@@ -145,21 +200,145 @@ class Planner:
         _options(self.world, 0, self.seed, options)  # fails early on bad options
         self.options = dict(options)
         self._paths = {}
+        self._tag = next(_serial)  # manifests of distinct Planners of a process never share a file
+        # The epoch planned elsewhere, then re-planned: {"epoch", "base" (a manifest path, or a
+        # Planner state planning it), "replans": [[at_step, world, micro_per_step, step_tokens]]}.
+        self._origin = None
+
+    def _dir(self):
+        d = self.out_dir or _default_dir()
+        os.makedirs(d, exist_ok=True)
+        return d
+
+    def _origin_path(self):
+        o = self._origin
+        base = o["base"]
+        if isinstance(base, dict):
+            path = Planner.from_state(base, out_dir=self.out_dir).path(o["epoch"])
+        else:
+            path = base
+        for n, (at, world, k, t) in enumerate(o["replans"]):
+            out = os.path.join(self._dir(), "replan-e%d-s%d-w%d-%d-pid%d-%d.alm" % (
+                o["epoch"], at, world, n, os.getpid(), next(_serial)))
+            path = _replan_write(path, at, world, k, t, out)
+        return path
 
     def path(self, epoch):
         epoch = int(epoch)
         p = self._paths.get(epoch)
         if p is None or not os.path.exists(p):
-            d = self.out_dir or _default_dir()
-            os.makedirs(d, exist_ok=True)
-            p = os.path.join(d, "plan-w%d-s%d-e%d-pid%d.alm" % (self.world, self.seed, epoch, os.getpid()))
-            _write(self.index, p, self.world, epoch, self.seed, self.cost, self.options)
+            if self._origin is not None and epoch == self._origin["epoch"]:
+                p = self._origin_path()
+            elif self.index is None:
+                raise ValueError("this Planner was resumed from manifest %s (epoch %d) without an index: pass "
+                                 "index= to Planner.resume to plan epoch %d"
+                                 % (self._origin["base"], self._origin["epoch"], epoch))
+            else:
+                p = os.path.join(self._dir(), "plan-w%d-s%d-e%d-pid%d-%d.alm" % (
+                    self.world, self.seed, epoch, os.getpid(), self._tag))
+                _write(self.index, p, self.world, epoch, self.seed, self.cost, self.options)
             self._paths[epoch] = p
         return p
 
     def plan(self, epoch):
         return Manifest(self.path(epoch))
 
+    # -- elastic resume -------------------------------------------------------
+
+    @classmethod
+    def resume(cls, source, at_step=None, world=None, epoch=None, step_tokens=None, micro_per_step=None,
+               index=None, cost=None, out_dir=None):
+        """The Planner for ``world`` ranks (default ``WORLD_SIZE``) that continues epoch
+        ``epoch`` of ``source`` from step ``at_step`` (the first step not yet trained).
+
+        ``source``: a :class:`Planner`, its :meth:`state_dict`, a checkpoint
+        (:func:`adaptiveload.checkpoint.save_checkpoint`; ``at_step`` and ``epoch`` default to
+        its step and epoch), or a manifest path (epoch: the manifest's; other epochs need
+        ``index``). The re-plan keeps the global batch (tokens per step within 1% of the old
+        plan's, K' = ceil(K W / W')) or raises :class:`adaptiveload.Error` saying why;
+        ``step_tokens`` plans a new T, ``micro_per_step`` chooses K'. The re-plan runs here,
+        so a refusal comes now. Later epochs are planned fresh for ``world`` at the same T
+        and K'."""
+        if isinstance(source, dict) and "planner" in source:  # a checkpoint
+            at_step = source["step"] if at_step is None else at_step
+            epoch = source["epoch"] if epoch is None else epoch
+            source = source["planner"]
+        if at_step is None:
+            raise TypeError("Planner.resume needs at_step (the first step not yet trained)")
+        if world is None:
+            world = int(os.environ.get("WORLD_SIZE", "1"))
+        replan = [whole("at_step", at_step, 0, U32_MAX), whole("world", world, 1, 1 << 20),
+                  whole("micro_per_step", micro_per_step or 0, 0, 1 << 20), whole("step_tokens", step_tokens or 0)]
+        if isinstance(source, (str, bytes, os.PathLike)):
+            base_path = os.fspath(source)
+            info = Manifest(base_path).info
+            old = cls(index, world=info["world"], seed=info["seed"], cost=cost, out_dir=out_dir,
+                      policy=info["policy"], last_step=info["last_step"], mem_tokens=info["mem_tokens"],
+                      window=info["window"])
+            old._origin = {"epoch": info["epoch"], "base": base_path, "replans": []}
+            epoch = info["epoch"] if epoch is None else epoch
+        else:
+            old = source if isinstance(source, Planner) else cls.from_state(source, out_dir=out_dir)
+            if epoch is None:
+                raise TypeError("Planner.resume needs epoch (the epoch being resumed)")
+        return old._resumed(int(epoch), replan, out_dir)
+
+    def _resumed(self, epoch, replan, out_dir):
+        new = Planner(self.index, world=replan[1], seed=self.seed, cost=self.cost,
+                      out_dir=self.out_dir if out_dir is None else out_dir, **self.options)
+        if self._origin is not None and self._origin["epoch"] == epoch:
+            new._origin = {"epoch": epoch, "base": self._origin["base"],
+                           "replans": [list(r) for r in self._origin["replans"]] + [replan]}
+        else:
+            new._origin = {"epoch": epoch, "base": self.state_dict(), "replans": [replan]}
+        info = new.plan(epoch).info  # re-plans now: a refusal is raised here
+        # Later epochs: fresh plans for the new world at the same T and K'.
+        new.options["step_tokens"] = info["step_tokens"]
+        new.options["micro_per_step"] = info["micro_per_step"]
+        return new
+
+    # -- checkpoints ----------------------------------------------------------
+
+    def state_dict(self):
+        """What rebuilds this Planner (JSON-ready): index, world, seed, cost, options and the
+        re-plans it was resumed through. Manifests are rebuilt from it byte-identical."""
+        origin = None
+        if self._origin is not None:
+            origin = {"epoch": self._origin["epoch"], "base": self._origin["base"],
+                      "replans": [list(r) for r in self._origin["replans"]]}
+        return {"version": 1, "index": self.index, "world": self.world, "seed": self.seed,
+                "cost": None if self.cost is None else os.fspath(self.cost),
+                "options": _json_options(self.options), "origin": origin}
+
+    @classmethod
+    def from_state(cls, state, out_dir=None):
+        """The Planner :meth:`state_dict` describes."""
+        if state.get("version") != 1:
+            raise ValueError("Planner state version %r unsupported" % (state.get("version"),))
+        options = dict(state["options"])
+        if options.get("geometry") is not None:
+            options["geometry"] = tuple(options["geometry"])
+        p = cls(state["index"], world=state["world"], seed=state["seed"], cost=state["cost"], out_dir=out_dir,
+                **options)
+        if state.get("origin") is not None:
+            o = state["origin"]
+            p._origin = {"epoch": int(o["epoch"]), "base": o["base"], "replans": [list(r) for r in o["replans"]]}
+        return p
+
+    def check_identity(self, epoch, identity):
+        """ValueError unless this Planner's manifest of ``epoch`` is the one ``identity``
+        (:func:`manifest_identity`) names: the same index, options and re-plans."""
+        mine = manifest_identity(self.path(epoch))
+        diff = sorted(k for k in identity if mine.get(k) != identity[k])
+        if diff:
+            raise ValueError("the manifest of epoch %d planned now differs from the checkpoint's in %s (%s): the "
+                             "index, cost model or options changed since" % (
+                                 epoch, ", ".join(diff),
+                                 "; ".join("%s %r, not %r" % (k, mine.get(k), identity[k]) for k in diff)))
+
     def __repr__(self):
-        return "Planner(%r, world=%d, seed=%d%s)" % (
-            self.index, self.world, self.seed, "".join(", %s=%r" % kv for kv in sorted(self.options.items())))
+        return "Planner(%r, world=%d, seed=%d%s%s)" % (
+            self.index, self.world, self.seed, "".join(", %s=%r" % kv for kv in sorted(self.options.items())),
+            "" if self._origin is None else ", resumed epoch %d at %s" % (
+                self._origin["epoch"], ", ".join("step %d -> world %d" % (r[0], r[1])
+                                                 for r in self._origin["replans"])))

@@ -18,7 +18,8 @@ TEST(StructSize, PlannerStructs) {
   EXPECT_EQ(al_plan_struct_size(AL_PLAN_STRUCT_BUCKET_INFO), sizeof(al_bucket_info));
   EXPECT_EQ(al_plan_struct_size(AL_PLAN_STRUCT_MICRO_REF), sizeof(al_micro_ref));
   EXPECT_EQ(al_plan_struct_size(AL_PLAN_STRUCT_STEP_INFO), sizeof(al_step_info));
-  EXPECT_EQ(al_plan_struct_size(AL_PLAN_STRUCT_STEP_INFO + 1), 0u);
+  EXPECT_EQ(al_plan_struct_size(AL_PLAN_STRUCT_REPLAN_OPTIONS), sizeof(al_replan_options));
+  EXPECT_EQ(al_plan_struct_size(AL_PLAN_STRUCT_REPLAN_OPTIONS + 1), 0u);
   EXPECT_EQ(al_plan_struct_size(-1), 0u);
 }
 
