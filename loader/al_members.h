@@ -46,9 +46,9 @@ AL_API int al_index_default_member(const al_index *idx, char *out, size_t cap);
  * j it lacks; held[j] (NULL: not wanted; n_members entries) counts the checked samples holding
  * member j; *n_missing (may be NULL) counts the samples lacking at least one. AL_EINVAL for
  * NULL or empty member names, AL_ERANGE for a position past the index. */
-AL_API int al_index_check_members(const al_index *idx, const char *const *members,
-                                  size_t n_members, const uint64_t *samples, size_t n_samples,
-                                  uint32_t *lacks, uint64_t *held, uint64_t *n_missing);
+AL_API int al_index_check_members(const al_index *idx, const char *const *members, size_t n_members,
+                                  const uint64_t *samples, size_t n_samples, uint32_t *lacks,
+                                  uint64_t *held, uint64_t *n_missing);
 
 /* AL_OK when every requested member is held by at least one sample of the index; else
  * AL_ENOTFOUND: "member 'clip.npy' is in no sample of the index (N samples); the index has:

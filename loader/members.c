@@ -48,8 +48,7 @@ typedef struct member_ids {
   int64_t exact, packed;
 } member_ids;
 
-static int resolve_ids(const al_index *idx, const char *const *members, size_t n,
-                       member_ids *ids) {
+static int resolve_ids(const al_index *idx, const char *const *members, size_t n, member_ids *ids) {
   for (size_t j = 0; j < n; j++) {
     if (!members[j] || !*members[j])
       return al_set_error(AL_EINVAL, "member %zu: NULL or empty name", j);
@@ -169,7 +168,6 @@ int al_index_require_members(const al_index *idx, const char *const *members, si
     shown++;
   }
   free(lacks);
-  return al_set_error(AL_ENOTFOUND,
-                      "%" PRIu64 " of %zu samples lack a requested member: %s%s", missing, n, msg,
-                      missing > shown ? ", ..." : "");
+  return al_set_error(AL_ENOTFOUND, "%" PRIu64 " of %zu samples lack a requested member: %s%s",
+                      missing, n, msg, missing > shown ? ", ..." : "");
 }
