@@ -106,19 +106,26 @@ int al_index_check_members(const al_index *idx, const char *const *members, size
   return rc;
 }
 
-/* Every extension the index records, in first-seen order, ", "-separated into buf. */
+/* Every extension some sample of the index has, in first-seen order, ", "-separated into buf. */
 static void list_exts(const al_index *idx, char *buf, size_t cap) {
-  size_t at = 0;
+  size_t at = 0, shown = 0;
   buf[0] = 0;
+  uint8_t *held = calloc(idx->exts.n ? idx->exts.n : 1, 1);
+  for (size_t k = 0; held && k < idx->n_members; k++) {
+    uint32_t e = index_member_ext(&idx->members[k]);
+    if (e < idx->exts.n) held[e] = 1;
+  }
   for (uint32_t e = 0; e < idx->exts.n; e++) {
-    int w = snprintf(buf + at, cap - at, "%s%s", e ? ", " : "", strtab_get(&idx->exts, e));
+    if (held && !held[e]) continue;
+    int w = snprintf(buf + at, cap - at, "%s%s", shown++ ? ", " : "", strtab_get(&idx->exts, e));
     if (w < 0 || (size_t)w >= cap - at) {
       snprintf(buf + cap - 5, 5, "...");
-      return;
+      break;
     }
     at += (size_t)w;
   }
-  if (!idx->exts.n) snprintf(buf, cap, "no members");
+  free(held);
+  if (!shown) snprintf(buf, cap, "no members");
 }
 
 int al_index_members_known(const al_index *idx, const char *const *members, size_t n_members) {
