@@ -27,10 +27,11 @@ using altest::Bytes;
 namespace {
 
 const uint32_t kC = 4; // latent channels
-const char kBuckets[] = "frames 1 9 17\n"
-                        "aspect 1:1 64x64\n"
-                        "aspect 3:2 96x64\n"
-                        "aspect 2:1 96x48 128x64\n";
+const char kBuckets
+    [] = "frames 1 9 17\n"
+         "aspect 1:1 64x64\n"
+         "aspect 3:2 96x64\n"
+         "aspect 2:1 96x48 128x64\n";
 
 // The .npy bytes of a C-order array: magic, version 1.0, header dict padded to 64, data.
 std::string Npy(const std::string &descr, const std::vector<uint64_t> &shape, const Bytes &data) {
@@ -162,12 +163,12 @@ TEST(StreamMemberRules, AMemberNoSampleHoldsFailsAtOpenListingTheIndexsMembers) 
 TEST(StreamMemberRules, SamplesLackingAMemberFailAtOpenOrCountAgainstTheBudget) {
   Env e;
   // Samples 3 and 7 have no t5.npy.
-  ASSERT_NO_FATAL_FAILURE(e.Make("lack", 12, [](size_t i, const std::string &k,
-                                                const std::string &npy) {
-    altest::Members m = LatentAndT5(i, k, npy);
-    if (i == 3 || i == 7) m.pop_back();
-    return m;
-  }));
+  ASSERT_NO_FATAL_FAILURE(
+      e.Make("lack", 12, [](size_t i, const std::string &k, const std::string &npy) {
+        altest::Members m = LatentAndT5(i, k, npy);
+        if (i == 3 || i == 7) m.pop_back();
+        return m;
+      }));
   const char *both[] = {"latent.npy", "t5.npy"};
   al_stream_options o{};
   o.members = both;
@@ -232,8 +233,9 @@ TEST(StreamMemberRules, SkippingPastTheBudgetOrEverythingFailsTheRun) {
   int st = Drain(s, &n, &skipped);
   EXPECT_EQ(st, AL_EFORMAT) << "the default budget (1%) is crossed";
   std::string msg = al_last_error();
-  EXPECT_TRUE(altest::Contains(msg, "of the 12 samples this stream reads, more than "
-                                    "max_skip_fraction 0.01 allows"))
+  EXPECT_TRUE(altest::Contains(msg,
+                               "of the 12 samples this stream reads, more than "
+                               "max_skip_fraction 0.01 allows"))
       << msg;
   EXPECT_TRUE(altest::Contains(msg, "cap on a sample")) << msg << ": the last reason";
   EXPECT_EQ(skipped, 0u) << "the batch that crosses the budget is not delivered";
@@ -296,8 +298,7 @@ TEST(StreamMemberRules, TheDefaultMemberIsTheIndexsTypedLatent) {
 
 TEST(StreamMemberRules, TheLatentTheIndexRecordsIsCroppedLatentHr) {
   Env e;
-  ASSERT_NO_FATAL_FAILURE(e.Make("hr", 10, [](size_t, const std::string &,
-                                              const std::string &npy) {
+  ASSERT_NO_FATAL_FAILURE(e.Make("hr", 10, [](size_t, const std::string &, const std::string &npy) {
     return altest::Members{{"latent_hr.npy", npy}, {"txt", "a caption"}};
   }));
   const char *names[] = {"latent_hr.npy", "txt"};
