@@ -32,8 +32,8 @@ std::string Npy(const std::vector<uint64_t> &shape) {
 
 // The table both the C rule and Python's mirror (tests/stream/test_members.py) are held to.
 TEST(Members, TheLatentRuleOnATableOfNames) {
-  const char *yes[] = {"latent",        "latent.npy",     "latent_hr.npy", "latent.safetensors",
-                       "latent.npy.lz4", "latents.npy",   "latent2.npy"};
+  const char *yes[] = {"latent",         "latent.npy",  "latent_hr.npy", "latent.safetensors",
+                       "latent.npy.lz4", "latents.npy", "latent2.npy"};
   const char *no[] = {"json", "t5.npy", "txt", "Latent.npy", "hr.latent.npy", "lat.npy", ""};
   for (const char *n : yes) EXPECT_EQ(al_member_is_latent(n), 1) << n;
   for (const char *n : no) EXPECT_EQ(al_member_is_latent(n), 0) << n;
@@ -128,8 +128,9 @@ TEST(Members, CheckCountsWhatEachSampleLacks) {
   const char *typo[] = {"latent.npy", "clip.npy"};
   EXPECT_EQ(al_index_members_known(a.idx, typo, 2), AL_ENOTFOUND);
   msg = al_last_error();
-  EXPECT_TRUE(altest::Contains(msg, "member 'clip.npy' is in no sample of the index (4 samples); "
-                                    "the index has: json, latent.npy, t5.npy"))
+  EXPECT_TRUE(altest::Contains(msg,
+                               "member 'clip.npy' is in no sample of the index (4 samples); "
+                               "the index has: json, latent.npy, t5.npy"))
       << msg;
 }
 
@@ -141,8 +142,7 @@ TEST(Members, AnLz4MemberHoldsItsPlainName) {
   ASSERT_NO_FATAL_FAILURE(a.Make("lz", {{{"txt.lz4", std::string(z.begin(), z.end())}}}));
   const char *plain[] = {"txt"}, *packed[] = {"txt.lz4"};
   uint64_t missing = 9;
-  ASSERT_EQ(al_index_check_members(a.idx, plain, 1, nullptr, 0, nullptr, nullptr, &missing),
-            AL_OK);
+  ASSERT_EQ(al_index_check_members(a.idx, plain, 1, nullptr, 0, nullptr, nullptr, &missing), AL_OK);
   EXPECT_EQ(missing, 0u);
   ASSERT_EQ(al_index_check_members(a.idx, packed, 1, nullptr, 0, nullptr, nullptr, &missing),
             AL_OK);

@@ -66,7 +66,9 @@ struct Env {
 
   // n samples over 2 shards: KEY.json (96..128 x 64..88 pixels, 1 or 9 frames) and what fn
   // gives, the latent (C, T, H/8, W/8) passed to it as .npy bytes; planned for one rank.
-  void Make(const std::string &tag, size_t n, const MemberFn &fn) {
+  // `require`: al_plan_options.require_members.
+  void Make(const std::string &tag, size_t n, const MemberFn &fn,
+            const std::vector<const char *> &require = {}) {
     std::vector<altest::Members> members(2);
     for (size_t i = 0; i < n; i++) {
       char key[64];
@@ -110,6 +112,8 @@ struct Env {
     po.seed = 5;
     po.mem_tokens = 400;
     po.buckets = bt;
+    po.require_members = require.empty() ? nullptr : require.data();
+    po.n_require_members = require.size();
     al_plan *plan = nullptr;
     ASSERT_EQ(al_plan_build_index(&plan, idx, &cost, &po), AL_OK) << al_last_error();
     std::string mp = altest::TmpPath(tag + ".alm");
@@ -368,6 +372,68 @@ TEST(StreamMemberRules, AHeaderRewrittenInPlaceIsAChangedShard) {
     EXPECT_TRUE(altest::Contains(msg, "the index recorded float16 (4, 3, 9, 13)")) << msg;
     al_stream_close(s);
   }
+}
+
+// plan --require-members: the samples lacking one are left out before bucketing, marked in
+// the key table; the stream of the rest needs no skipping and every micro-batch is full.
+TEST(StreamMemberRules, PlanningWithRequiredMembersLeavesTheLackingOut) {
+  auto lack = [](size_t i, const std::string &k, const std::string &npy) {
+    altest::Members m = LatentAndT5(i, k, npy);
+    if (i % 5 == 2) m.pop_back(); // 2, 7, 12, 17: no t5.npy
+    return m;
+  };
+  Env e;
+  ASSERT_NO_FATAL_FAILURE(e.Make("req", 20, lack, {"latent.npy", "t5.npy"}));
+  al_manifest_info info;
+  ASSERT_EQ(al_manifest_get_info(e.m, &info), AL_OK);
+  EXPECT_EQ(info.samples, 16u);
+  EXPECT_EQ(info.rejected, 0u) << "left out is not rejected";
+  EXPECT_EQ(al_manifest_rejected(e.m, AL_REJECT_BAD_SHAPE), 0u);
+  for (size_t i = 0; i < 20; i++) {
+    char key[32];
+    std::snprintf(key, sizeof key, "req-%04zu", i);
+    EXPECT_EQ(al_manifest_key_status(e.m, e.pos[key]), i % 5 == 2 ? 18 : 0) << key;
+  }
+  const char *both[] = {"latent.npy", "t5.npy"};
+  al_stream_options o{};
+  o.members = both;
+  o.n_members = 2;
+  al_stream *s = nullptr;
+  ASSERT_EQ(al_stream_open(&s, e.idx, e.m, 0, &o), AL_OK) << al_last_error();
+  const al_stream_batch *b;
+  size_t n = 0;
+  int st;
+  while ((st = al_stream_next(s, &b)) == AL_OK) {
+    al_micro_ref ref;
+    ASSERT_EQ(al_manifest_micro(e.m, b->step, 0, b->micro, &ref), AL_OK);
+    EXPECT_EQ(b->n, ref.n_samples) << "every planned sample delivered";
+    EXPECT_EQ(b->n_skipped, 0u);
+    n += b->n;
+    al_stream_release(s, b);
+  }
+  EXPECT_EQ(st, AL_EOF) << al_last_error();
+  EXPECT_EQ(n, 16u + info.padded);
+  al_stream_close(s);
+
+  // The same corpus planned without the requirement: the same samples fail the stream's open.
+  Env f;
+  ASSERT_NO_FATAL_FAILURE(f.Make("noreq", 20, lack));
+  EXPECT_EQ(al_stream_open(&s, f.idx, f.m, 0, &o), AL_ENOTFOUND);
+  EXPECT_TRUE(altest::ErrorContains("4 of 20 samples lack a requested member")) << al_last_error();
+
+  // A misspelt requirement, or one no sample meets: planning fails naming it.
+  al_cost_model cost;
+  ASSERT_EQ(al_cost_default(&cost), AL_OK);
+  al_plan_options po{};
+  po.world = 1;
+  const char *typo[] = {"t5.np"};
+  po.require_members = typo;
+  po.n_require_members = 1;
+  al_plan *p = nullptr;
+  EXPECT_EQ(al_plan_build_index(&p, f.idx, &cost, &po), AL_ENOTFOUND);
+  EXPECT_TRUE(altest::ErrorContains("member 't5.np' is in no sample of the index"))
+      << al_last_error();
+  EXPECT_EQ(p, nullptr);
 }
 
 } // namespace
