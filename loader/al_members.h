@@ -33,6 +33,12 @@ extern "C" {
  * crop-only, the stream crops it (al_index_latent_grid gives its position). */
 AL_API int al_member_is_latent(const char *ext);
 
+/* Whether requested member `ext` of `sample` (KEY.EXT, else KEY.EXT.lz4, as the stream resolves
+ * it) is the sample's latent (al_index_latent_grid's member): 1 yes, 0 no (also when the sample
+ * lacks it or has no typed latent); AL_ERANGE for a sample past the index, AL_EINVAL for NULL.
+ * What the stream crops, for readers outside it (Python's IndexDataset). */
+AL_API int al_index_member_is_latent(const al_index *idx, size_t sample, const char *ext);
+
 /* The default payload member of the index: the extension of the typed latent member most
  * samples have (ties: the one met first), without a trailing ".lz4" (the stream falls back to
  * KEY.EXT.lz4), copied into out (cap bytes, NUL-terminated). AL_ENOTFOUND without a message

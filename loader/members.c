@@ -43,6 +43,35 @@ int al_index_default_member(const al_index *idx, char *out, size_t cap) {
   return AL_OK;
 }
 
+int al_index_member_is_latent(const al_index *idx, size_t sample, const char *ext) {
+  if (!idx || !ext) return al_set_error(AL_EINVAL, "al_index_member_is_latent: NULL argument");
+  if (sample >= idx->n_samples)
+    return al_set_error(AL_ERANGE, "sample %zu out of range (%zu samples)", sample, idx->n_samples);
+  uint32_t t, h, w;
+  size_t lat;
+  if (al_index_latent_grid(idx, sample, &t, &h, &w, &lat) != AL_OK) return 0;
+  const index_sample_rec *s = &idx->samples[sample];
+  size_t len = strlen(ext);
+  int64_t exact = strtab_find(&idx->exts, ext, len), packed = -1;
+  char buf[AL_INDEX_EXT_MAX + 8];
+  if (len + 5 <= sizeof buf) {
+    memcpy(buf, ext, len);
+    memcpy(buf + len, ".lz4", 5);
+    packed = strtab_find(&idx->exts, buf, len + 4);
+  }
+  /* The member the stream reads: the exact extension first, else the .lz4 one. */
+  int64_t hit = -1;
+  for (uint32_t k = 0; k < s->n_members; k++) {
+    int64_t e = index_member_ext(&idx->members[s->member0 + k]);
+    if (e >= 0 && e == exact) {
+      hit = k;
+      break;
+    }
+    if (e >= 0 && e == packed && hit < 0) hit = k;
+  }
+  return hit >= 0 && (size_t)hit == lat;
+}
+
 /* The extension ids a requested member matches: EXT and EXT.lz4 (-1: not in the index). */
 typedef struct member_ids {
   int64_t exact, packed;

@@ -1,4 +1,5 @@
-/* Samples left out for lacking a required member: their key-table status (plan_members_internal.h). */
+/* Samples left out for lacking a required member: their key-table status (plan_members_internal.h).
+ */
 #include "planner/key_status_internal.h"
 #include "planner/plan_internal.h"
 #include "planner/plan_members_internal.h"

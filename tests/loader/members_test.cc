@@ -82,6 +82,21 @@ TEST(Members, DefaultMemberIsTheTypedLatentMostSamplesHave) {
   EXPECT_EQ(al_index_default_member(b.idx, buf, sizeof buf), AL_ENOTFOUND);
 }
 
+TEST(Members, WhichRequestedMemberIsTheSamplesLatent) {
+  const std::string lat = Npy({4, 8, 8});
+  Idx a;
+  ASSERT_NO_FATAL_FAILURE(a.Make("il", {{{"latent_hr.npy", lat}, {"latent.npy", lat}},
+                                        {{"latent", "raw"}, {"latent.npy", lat}},
+                                        {{"t5.npy", lat}}}));
+  EXPECT_EQ(al_index_member_is_latent(a.idx, 0, "latent_hr.npy"), 1); // the first typed one
+  EXPECT_EQ(al_index_member_is_latent(a.idx, 0, "latent.npy"), 0);
+  EXPECT_EQ(al_index_member_is_latent(a.idx, 1, "latent"), 0); // untyped
+  EXPECT_EQ(al_index_member_is_latent(a.idx, 1, "latent.npy"), 1);
+  EXPECT_EQ(al_index_member_is_latent(a.idx, 2, "t5.npy"), 0);
+  EXPECT_EQ(al_index_member_is_latent(a.idx, 2, "latent.npy"), 0); // lacks it
+  EXPECT_EQ(al_index_member_is_latent(a.idx, 3, "latent.npy"), AL_ERANGE);
+}
+
 TEST(Members, CheckCountsWhatEachSampleLacks) {
   const std::string lat = Npy({4, 8, 8}), t5 = Npy({3, 8});
   Idx a;
