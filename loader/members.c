@@ -160,19 +160,31 @@ static void list_exts(const al_index *idx, char *buf, size_t cap) {
 int al_index_members_known(const al_index *idx, const char *const *members, size_t n_members) {
   if (!idx || (!members && n_members))
     return al_set_error(AL_EINVAL, "al_index_members_known: NULL argument");
-  uint64_t held[64];
-  uint64_t *h = n_members <= 64 ? held : calloc(n_members, sizeof *h);
-  if (!h) return al_set_error(AL_ENOMEM, "member check: out of memory");
-  int rc = al_index_check_members(idx, members, n_members, NULL, 0, NULL, h, NULL);
+  member_ids ids_small[16];
+  member_ids *ids = n_members <= 16 ? ids_small : calloc(n_members, sizeof *ids);
+  uint8_t found_small[16];
+  uint8_t *found = n_members <= 16 ? found_small : calloc(n_members, 1);
+  int rc = ids && found ? resolve_ids(idx, members, n_members, ids)
+                        : al_set_error(AL_ENOMEM, "member check: out of memory");
+  if (found) memset(found, 0, n_members);
+  /* Until each member is found in some sample: usually the first sample settles it. */
+  size_t left = n_members;
+  for (size_t i = 0; rc == AL_OK && left && i < idx->n_samples; i++)
+    for (size_t j = 0; j < n_members; j++)
+      if (!found[j] && sample_holds(idx, &idx->samples[i], &ids[j])) {
+        found[j] = 1;
+        left--;
+      }
   for (size_t j = 0; rc == AL_OK && j < n_members; j++) {
-    if (h[j]) continue;
+    if (found[j]) continue;
     char have[1024];
     list_exts(idx, have, sizeof have);
     rc = al_set_error(AL_ENOTFOUND,
                       "member '%s' is in no sample of the index (%zu samples); the index has: %s",
                       members[j], idx->n_samples, have);
   }
-  if (h != held) free(h);
+  if (ids != ids_small) free(ids);
+  if (found != found_small) free(found);
   return rc;
 }
 
