@@ -79,6 +79,10 @@ plan "$T/a.alidx" "$T/r.alm" --require-members latent.npy,t5.npy
 grep -q "plan: 2 samples left out (--require-members): 2 of 24 samples lack a requested member: key 'k0001'" "$T/err" ||
   fail "plan summary: $(cat "$T/err")"
 grep -q "22 samples" "$T/err" || fail "plan planned other than 22: $(cat "$T/err")"
+expect_rc 0 "$BIN" inspect "$T/r.alm"
+grep -q "^left out    2 lacking a required member (plan --require-members)" "$T/out" || fail "inspect summary: $(cat "$T/out")"
+expect_rc 0 "$BIN" inspect "$T/a.alm"
+grep -q "^left out" "$T/out" && fail "inspect summary of a plain plan: $(cat "$T/out")"
 expect_rc 0 "$BIN" inspect "$T/r.alm" --rejected
 [ "$(grep -c 'lacks a required member' "$T/out")" = 2 ] && grep -q "k0013" "$T/out" || fail "inspect --rejected: $(cat "$T/out")"
 expect_rc 0 "$BIN" stream --index "$T/a.alidx" --manifest "$T/r.alm" --members latent.npy,t5.npy
