@@ -56,7 +56,7 @@ class IndexDataset(Dataset):
         self._idx = None
         self._len = len(self._index())
         self.ext = ext if ext else M.default_member(self._index())
-        M.check_members(self._index(), self.members or [self.ext], on_error="skip")  # misspelt: raises
+        M.members_known(self._index(), self.members or [self.ext])  # a misspelt member raises here
 
     def _index(self):
         pid = os.getpid()

@@ -8,8 +8,8 @@
 * :func:`sample_latent`: whether a member of one sample is the latent the index recorded (what
   the stream crops), through the C library.
 * :func:`default_member`: the index's default payload member (its typed latent, else "latent").
-* :func:`check_members`: the members a run asks for against the index (a member no sample has,
-  samples lacking one), as the stream checks them at open.
+* :func:`members_known` / :func:`check_members`: the members a run asks for against the index
+  (a member no sample has; samples lacking one), as the stream checks them at open.
 * :func:`torch_dtype`: numpy dtype name -> torch dtype.
 
 Used by :class:`adaptiveload.IndexDataset`, :func:`adaptiveload.collate_packed` and
@@ -75,16 +75,24 @@ def default_member(index):
     return "latent"
 
 
+def members_known(index, members):
+    """Raises :class:`adaptiveload.Error` when a member of ``members`` is in no sample of
+    ``index`` (a misspelt name), naming it and the members the index has; else returns the
+    names as a ctypes array and their count. Stops scanning once each is found."""
+    names = [str(m).encode() for m in members]
+    arr = (ctypes.c_char_p * max(1, len(names)))(*names)
+    _lib.check(_lib.lib().al_index_members_known(index.handle, arr, len(names)), "index %s: members" % index.path)
+    return arr, len(names)
+
+
 def check_members(index, members, samples=None, on_error="fail"):
     """Checks requested ``members`` against ``index`` (an :class:`adaptiveload.Index`), as the C
     stream does at open: a member no sample holds raises :class:`adaptiveload.Error` naming it
     and the index's members (whatever ``on_error``); samples of ``samples`` (index positions,
     default all) lacking one raise naming the first few under ``on_error="fail"``. Returns how
     many of them lack a member (``on_error="skip"``: they will be skipped)."""
-    names = [str(m).encode() for m in members]
-    arr = (ctypes.c_char_p * max(1, len(names)))(*names)
+    arr, n_names = members_known(index, members)
     lib = _lib.lib()
-    _lib.check(lib.al_index_members_known(index.handle, arr, len(names)), "index %s: members" % index.path)
     pos = None
     n = 0
     if samples is not None:
@@ -92,7 +100,7 @@ def check_members(index, members, samples=None, on_error="fail"):
         pos = (ctypes.c_uint64 * max(1, len(samples)))(*samples)
         n = len(samples)
     missing = ctypes.c_uint64(0)
-    r = lib.al_index_require_members(index.handle, arr, len(names), pos, n, ctypes.byref(missing))
+    r = lib.al_index_require_members(index.handle, arr, n_names, pos, n, ctypes.byref(missing))
     if r != 0 and (on_error == "fail" or missing.value == 0):
         _lib.check(r, "index %s: members" % index.path)
     return int(missing.value)
