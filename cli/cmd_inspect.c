@@ -18,6 +18,7 @@ static const char *status_name(int key_status) {
   if (key_status >= 1 && key_status < AL_REJECT_COUNT)
     return al_reject_reason_name((al_reject_reason)key_status);
   if (key_status == 16) return "dropped by the last-step policy";
+  if (key_status == 18) return "lacks a required member (plan --require-members)";
   return NULL;
 }
 

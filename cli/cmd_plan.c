@@ -7,6 +7,7 @@
 #include "cli/options_internal.h"
 #include "common/clock_internal.h"
 #include "loader/al_index.h"
+#include "loader/al_members.h"
 #include "planner/al_plan.h"
 #include "planner/al_plan_index.h"
 #include "planner/al_report.h"
@@ -18,7 +19,34 @@ typedef struct plan_args {
   double mem_capacity; /* 0: not given */
   double mem_safety;
   al_plan_options o;
+  char members_buf[1024]; /* --require-members, split into member_names */
+  const char *member_names[64];
 } plan_args;
+
+/* --require-members A,B,...: a comma list of member extensions, no empty parts. */
+static int parse_require(const cli_verb *verb, const char *opt, const char *v, void *args) {
+  (void)opt;
+  plan_args *a = args;
+  size_t n = 0;
+  int bad = strlen(v) >= sizeof a->members_buf;
+  if (!bad) strcpy(a->members_buf, v);
+  for (char *p = a->members_buf; !bad;) {
+    char *c = strchr(p, ',');
+    if (c) *c = 0;
+    if (!*p || n == sizeof a->member_names / sizeof *a->member_names) bad = 1;
+    if (!bad) a->member_names[n++] = p;
+    if (!c) break;
+    p = c + 1;
+  }
+  if (bad)
+    return cli_usage(verb, CLI_SAY_BLANK,
+                     "bad --require-members '%s' (a comma list of member extensions, e.g. "
+                     "latent.npy,t5.npy)",
+                     v);
+  a->o.require_members = a->member_names;
+  a->o.n_require_members = n;
+  return 0;
+}
 
 static int parse_policy(const cli_verb *verb, const char *opt, const char *v, void *args) {
   (void)verb, (void)opt;
@@ -113,6 +141,11 @@ static const cli_option OPTIONS[] = {
      .metavar = "K", .help = "... for --world W2; new steps are numbered from K"},
     {.name = "--json", .type = CLI_FLAG, CLI_AT(plan_args, json), .set = 1,
      .help = "print the summary as one JSON object on stdout"},
+    {.name = "--require-members", .type = CLI_CUSTOM, .parse = parse_require, .metavar = "A,B,...",
+     .help = "leave out, before bucketing, the samples lacking any of\n"
+             "these members (KEY.A or KEY.A.lz4), so every step the stream\n"
+             "reads stays full; they are counted and the first named on\n"
+             "stderr, and all listed by inspect --rejected"},
     {.name = NULL},
 };
 /* clang-format on */
@@ -192,6 +225,13 @@ static int check_args(const plan_args *a, int argc, char **argv) {
     missing = "--at-step K (with --resume-from)";
   if (!missing && !a->resume && !a->index) missing = "--index INDEX";
   if (missing) return cli_usage(&PLAN, CLI_SAY_PAGE, "%s is required", missing);
+  const al_plan_options *o = &a->o;
+  if (a->resume && o->n_require_members) {
+    fprintf(stderr,
+            "adaptiveload plan: --resume-from keeps OLD_MANIFEST's samples (those it left "
+            "out stay out); --require-members does not apply\n");
+    return AL_EXIT_USAGE;
+  }
   return a->resume ? refuse_for_resume(argc, argv) : CLI_RUN;
 }
 
@@ -209,6 +249,17 @@ static void report_rejects(const al_plan *p, const al_index *idx) {
             (unsigned long long)n, al_reject_reason_name((al_reject_reason)r), si.key ? si.key : "",
             si.width, si.height, si.frames);
   }
+}
+
+/* --require-members: how many samples were left out and the first few, on stderr (all of them
+ * are in the manifest's key table: adaptiveload inspect --rejected). */
+static void report_lacking(const al_plan_options *o, const al_index *idx) {
+  uint64_t n = 0;
+  if (!o->n_require_members ||
+      al_index_require_members(idx, o->require_members, o->n_require_members, NULL, 0, &n) == AL_OK)
+    return;
+  fprintf(stderr, "plan: %llu samples left out (--require-members): %s\n", (unsigned long long)n,
+          al_last_error());
 }
 
 /* What a run made; freed after the summary is printed, which may read them. */
@@ -286,6 +337,7 @@ static int plan_index(const plan_args *a, plan_run *r) {
   al_bucket_table_free(table);
   double t_plan = clock_now_s();
   if (!rc) report_rejects(r->plan, r->idx);
+  if (!rc) report_lacking(&o, r->idx);
   if (!rc) rc = al_plan_save(r->plan, a->out, al_plan_index_key, r->idx);
   if (!rc && !a->json)
     fprintf(stderr, "plan: index %.2f s, plan %.2f s, write %.2f s\n", t_load - t0, t_plan - t_load,

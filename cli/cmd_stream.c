@@ -181,13 +181,15 @@ static const cli_option OPTIONS[] = {
     {.name = "--max-batches", .type = CLI_U64, CLI_AT(stream_args, max_batches), .max = LONG_MAX,
      .metavar = "K", .help = "stop after K batches"},
     {.name = "--ext", .type = CLI_STRING, CLI_AT(stream_args, o.ext), .metavar = "EXT",
-     .help = "payload member extension; EXT.lz4 is decoded", .def = "latent"},
+     .help = "payload member extension; EXT.lz4 is decoded",
+     .def = "the index's typed latent member, else latent"},
     {.name = "--members", .type = CLI_CUSTOM, .parse = parse_members, .metavar = "A,B,...",
      .help = "members to deliver per sample, in this order (e.g.\n"
              "latent.npy,t5.npy,txt; default: --ext). Typed members (.npy,\n"
-             ".safetensors) lose their header; a typed latent (latent.*) is\n"
-             "cropped to its bucket's latent grid (centred rows/columns,\n"
-             "the first frames)"},
+             ".safetensors) lose their header; a sample's typed latent (the\n"
+             "index's: latent*.npy/.safetensors) is cropped to its bucket's\n"
+             "latent grid (centred rows/columns, the first frames). A member\n"
+             "no sample has fails at once, listing the index's members"},
     {.name = "--root", .type = CLI_CUSTOM, .parse = parse_root, .metavar = "FROM=TO",
      .help = "the corpus moved: shard paths under directory FROM are\n"
              "read under TO (repeatable; shards are checked by size and\n"
@@ -203,9 +205,16 @@ static const cli_option OPTIONS[] = {
              "ADAPTIVELOAD_MAX_MEMBER_BYTES)"},
     {.name = "--on-error", .type = CLI_CHOICE, CLI_AT(stream_args, o.on_error), .choices = ON_ERROR,
      .bad = "--on-error is fail or skip, not '%s'", .metavar = "fail|skip",
-     .help = "fail: stop at the first unreadable sample (exit 1);\n"
+     .help = "fail: stop at the first unreadable sample (exit 1; samples\n"
+             "lacking a requested member fail at open);\n"
              "skip: deliver batches without it and list it",
      .def = "fail"},
+    {.name = "--max-skip-fraction", .type = CLI_DOUBLE, CLI_AT(stream_args, o.max_skip_fraction),
+     .lo = 0, .hi = 1, .flags = CLI_ABOVE_LO, .metavar = "F",
+     .help = "with --on-error skip: fail (exit 1) once more than F of the\n"
+             "rank's samples were skipped (1: no limit); a run whose\n"
+             "samples were all skipped fails whatever F",
+     .def = "0.01"},
     {.name = "--bench", .type = CLI_FLAG, CLI_AT(stream_args, bench), .set = 1,
      .help = "measure instead of listing batches"},
     {.name = "--device", .type = CLI_CUSTOM, .parse = parse_device, .flags = CLI_VALUE_IF_DIGIT,

@@ -4,6 +4,7 @@
 
 #include "common/grow_internal.h"
 #include "loader/hash_internal.h"
+#include "loader/al_members.h"
 #include "loader/index_internal.h"
 
 const char *const index_default_fields[AL_N_FIELDS] = {"width", "height", "frames", "fps",
@@ -545,7 +546,7 @@ int al_index_latent_grid(const al_index *idx, size_t sample, uint32_t *t, uint32
     uint64_t mi = idx->typed[k] >> AL_TYPED_SHAPE_BITS;
     if (mi >= s->member0 + s->n_members) break;
     const char *ext = strtab_get(&idx->exts, index_member_ext(&idx->members[mi]));
-    if (strncmp(ext, "latent", 6) != 0) continue;
+    if (!al_member_is_latent(ext)) continue;
     const index_tshape *ts = &idx->tshapes[idx->typed[k] & AL_TYPED_SHAPES_MAX];
     uint64_t gt, gh, gw;
     if (ts->ndim == 4) {

@@ -25,6 +25,7 @@
 
 #include "common/atomic_file_internal.h"
 #include "common/grow_internal.h"
+#include "loader/al_members.h"
 #include "loader/lz4_member_internal.h"
 #include "loader/shard_source_internal.h"
 #include "loader/tensor_header_internal.h"
@@ -148,7 +149,7 @@ static void latent_check(scanner *s) {
   size_t li = p->n;
   for (size_t i = 0; i < p->n; i++) {
     if (p->m[i].typed && p->m[i].ext != EXT_OVER &&
-        strncmp(strtab_get(&s->idx->exts, p->m[i].ext), "latent", 6) == 0) {
+        al_member_is_latent(strtab_get(&s->idx->exts, p->m[i].ext))) {
       li = i;
       break;
     }

@@ -141,7 +141,8 @@ AL_API int al_manifest_rank_cost(const al_manifest *m, uint32_t step, uint32_t r
 
 /* What the plan did with index position `sample` (KeyChunk.status): 0
  * scheduled, 1..4 rejected (al_reject_reason in planner/al_buckets.h), 16
- * dropped by the last-step policy, 17 consumed before first_step (re-plan);
+ * dropped by the last-step policy, 17 consumed before first_step (re-plan),
+ * 18 left out for lacking a required member (al_plan_options.require_members);
  * -1 when the position is out of range. */
 AL_API int al_manifest_key_status(const al_manifest *m, uint64_t sample);
 

@@ -104,6 +104,14 @@ typedef struct al_plan_options {
                               ceil(step_tokens / (W x M_mem)) when only step_tokens is set */
   uint64_t step_tokens;    /* T, target tokens per step over all ranks; 0 = W x K x M_mem.
                               T / (W x K) > M_mem is refused (AL_ERANGE): raise K */
+  /* Added at the end: members every planned sample must hold (KEY.EXT or KEY.EXT.lz4, as the
+   * stream reads them). al_plan_build_index (and al_plan_index_write) leave the samples lacking
+   * any out before bucketing, so every step stays full when the stream reads them; the key
+   * table marks them (status 18, al_manifest_key_status; `inspect --rejected` lists them).
+   * A member no sample holds, or every sample lacking one, is an error (AL_ENOTFOUND) naming
+   * it. al_plan_build has no index and ignores them. NULL / 0 = none. */
+  const char *const *require_members;
+  size_t n_require_members;
 } al_plan_options;
 
 /* Key of index position i, for the manifest's key table. */

@@ -7,8 +7,10 @@
 #define AL_KEY_STATUS_INTERNAL_H
 
 /* 1..AL_REJECT_COUNT - 1 are al_reject_reason (planner/al_buckets.h). */
-#define AL_KEY_PLANNED 0u   /* scheduled in the manifest's steps */
-#define AL_KEY_DROPPED 16u  /* dropped by the last-step policy (--last-step drop) */
-#define AL_KEY_CONSUMED 17u /* re-plan: scheduled before first_step by the old plan */
+#define AL_KEY_PLANNED 0u    /* scheduled in the manifest's steps */
+#define AL_KEY_DROPPED 16u   /* dropped by the last-step policy (--last-step drop) */
+#define AL_KEY_CONSUMED 17u  /* re-plan: scheduled before first_step by the old plan */
+#define AL_KEY_NO_MEMBER 18u /* left out: lacks a required member (plan --require-members) */
+#define AL_KEY_STATUS_MAX AL_KEY_NO_MEMBER
 
 #endif /* AL_KEY_STATUS_INTERNAL_H */

@@ -56,7 +56,7 @@ static int bad_micro(const al_manifest *m, size_t x, const char *what) {
                       m->path, st, r, k, what);
 }
 
-static int check_statuses(const al_manifest *m, uint64_t counts[AL_KEY_CONSUMED + 1]) {
+static int check_statuses(const al_manifest *m, uint64_t counts[AL_KEY_STATUS_MAX + 1]) {
   if (m->info.index_samples && m->n_keys != m->info.index_samples)
     return al_set_error(AL_EFORMAT,
                         "%s: no key table for an index of %" PRIu64
@@ -64,7 +64,8 @@ static int check_statuses(const al_manifest *m, uint64_t counts[AL_KEY_CONSUMED 
                         m->path, m->info.index_samples);
   for (uint64_t i = 0; i < m->n_keys; i++) {
     uint8_t s = m->key_status[i];
-    int known = s < AL_REJECT_COUNT || s == AL_KEY_DROPPED || s == AL_KEY_CONSUMED;
+    int known = s < AL_REJECT_COUNT || s == AL_KEY_DROPPED || s == AL_KEY_CONSUMED ||
+                s == AL_KEY_NO_MEMBER;
     if (!known)
       return al_set_error(AL_EFORMAT, "%s: sample %" PRIu64 " ('%s') has unknown status %u",
                           m->path, i, key_or(m, i), s);
@@ -145,9 +146,10 @@ static int check_sample(checker *c, size_t x, uint32_t k, uint64_t *st_samples,
     snprintf(what, sizeof what,
              "sample %" PRIu64 " ('%s') has status %u in the key table (%s), not scheduled", smp,
              key_or(m, smp), st,
-             st == AL_KEY_DROPPED    ? "dropped"
-             : st == AL_KEY_CONSUMED ? "consumed before first_step"
-                                     : "rejected");
+             st == AL_KEY_DROPPED     ? "dropped"
+             : st == AL_KEY_CONSUMED  ? "consumed before first_step"
+             : st == AL_KEY_NO_MEMBER ? "lacks a required member"
+                                      : "rejected");
     return bad_micro(m, x, what);
   }
   if (c->is_pad[k]) {
@@ -206,7 +208,7 @@ static int check_all_seen(const checker *c) {
 
 /* The summary's rejected (by reason and in all) and dropped counts against the key table's
  * counts per status. */
-static int check_key_counts(const al_manifest *m, const uint64_t counts[AL_KEY_CONSUMED + 1]) {
+static int check_key_counts(const al_manifest *m, const uint64_t counts[AL_KEY_STATUS_MAX + 1]) {
   const al_manifest_info *in = &m->info;
   uint64_t rej = 0;
   for (int r = 1; r < AL_REJECT_COUNT; r++) {
@@ -231,7 +233,7 @@ static int check_key_counts(const al_manifest *m, const uint64_t counts[AL_KEY_C
 }
 
 /* The summary's totals and every bucket's sample count against what the steps hold. */
-static int check_summary(const checker *c, const uint64_t counts[AL_KEY_CONSUMED + 1]) {
+static int check_summary(const checker *c, const uint64_t counts[AL_KEY_STATUS_MAX + 1]) {
   const al_manifest *m = c->m;
   const al_manifest_info *in = &m->info;
   if (in->samples != c->real || in->padded != c->padded || in->tokens != c->tokens)
@@ -253,7 +255,7 @@ static int check_summary(const checker *c, const uint64_t counts[AL_KEY_CONSUMED
 }
 
 int manifest_check(const al_manifest *m) {
-  uint64_t counts[AL_KEY_CONSUMED + 1] = {0};
+  uint64_t counts[AL_KEY_STATUS_MAX + 1] = {0};
   int rc = check_statuses(m, counts);
   if (rc) return rc;
   checker c = {m,

@@ -8,6 +8,7 @@
 #include "common/json_write_internal.h"
 #include "planner/al_plan.h"
 #include "planner/al_report.h"
+#include "planner/key_status_internal.h"
 #include "planner/manifest_internal.h"
 
 static size_t buckets_used(const al_manifest *m) {
@@ -49,6 +50,11 @@ void al_manifest_print_summary(FILE *out, const al_manifest *m, const char *name
                 al_reject_reason_name((al_reject_reason)r));
     fprintf(out, "\n");
   }
+  uint64_t lacking = 0; /* plan --require-members: not rejections, listed by inspect --rejected */
+  for (uint64_t i = 0; i < m->n_keys; i++) lacking += m->key_status[i] == AL_KEY_NO_MEMBER;
+  if (lacking)
+    fprintf(out, "left out    %llu lacking a required member (plan --require-members)\n",
+            (unsigned long long)lacking);
   fprintf(out, "tokens      %llu\n", (unsigned long long)in->tokens);
   if (in->micro_per_step)
     fprintf(out,

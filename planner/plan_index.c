@@ -3,8 +3,39 @@
 #include <string.h>
 
 #include "common/grow_internal.h"
+#include "loader/al_members.h"
 #include "planner/al_plan_index.h"
 #include "planner/plan_grid_internal.h"
+#include "planner/plan_members_internal.h"
+
+/* The samples lacking a required member (*excl: 1 per such index position, malloc'd; NULL
+ * when none is required). A member no sample holds, or every sample lacking one, is an error
+ * naming it. */
+static int find_lacking(const al_index *idx, const al_plan_options *o, uint8_t **excl) {
+  *excl = NULL;
+  if (!o->require_members || !o->n_require_members) return AL_OK;
+  const char *const *req = o->require_members;
+  size_t nr = o->n_require_members, n = al_index_sample_count(idx);
+  int rc = al_index_members_known(idx, req, nr);
+  if (rc != AL_OK) return al_error_prefix(rc, "plan: required members");
+  uint32_t *lacks = calloc(n ? n : 1, sizeof *lacks);
+  uint8_t *x = calloc(n ? n : 1, 1);
+  uint64_t missing = 0;
+  rc = lacks && x ? al_index_check_members(idx, req, nr, NULL, 0, lacks, NULL, &missing)
+                  : al_set_error(AL_ENOMEM, "plan: out of memory for %zu samples", n);
+  for (size_t i = 0; rc == AL_OK && i < n; i++) x[i] = lacks[i] != 0;
+  if (rc == AL_OK && n && missing == n) {
+    al_index_require_members(idx, req, nr, NULL, 0, NULL);
+    rc = al_error_prefix(AL_ENOTFOUND, "plan: no sample holds every required member");
+  }
+  free(lacks);
+  if (rc != AL_OK) {
+    free(x);
+    return rc;
+  }
+  *excl = x;
+  return AL_OK;
+}
 
 int al_plan_build_index(al_plan **out, const al_index *idx, const al_cost_model *cost,
                         const al_plan_options *opts) {
@@ -12,6 +43,9 @@ int al_plan_build_index(al_plan **out, const al_index *idx, const al_cost_model 
     return al_set_error(AL_EINVAL, "al_plan_build_index: NULL argument");
   *out = NULL;
   size_t n = al_index_sample_count(idx);
+  uint8_t *excl = NULL;
+  int lr = find_lacking(idx, opts, &excl);
+  if (lr != AL_OK) return lr;
   uint32_t *shape = grow_big_block(n ? 3 * n : 3, sizeof *shape);
   al_latent_grid *grid = NULL; /* allocated at the first typed latent: none for most corpora */
   int rc = shape ? AL_OK : al_set_error(AL_ENOMEM, "plan: out of memory for %zu samples", n);
@@ -20,6 +54,12 @@ int al_plan_build_index(al_plan **out, const al_index *idx, const al_cost_model 
     al_sample_info si;
     rc = al_index_sample(idx, i, &si);
     shape[i] = si.width, shape[n + i] = si.height, shape[2 * n + i] = si.frames;
+    /* Lacking a required member: a zero-sized shape without a grid, which no bucket takes;
+     * plan_mark_no_member relabels it below. */
+    if (excl && excl[i]) {
+      shape[i] = 0;
+      continue;
+    }
     /* Typed latents: the grid is the truth, buckets crop only. */
     al_latent_grid g1;
     int g = al_index_latent_grid(idx, i, &g1.t, &g1.h, &g1.w, NULL);
@@ -38,8 +78,10 @@ int al_plan_build_index(al_plan **out, const al_index *idx, const al_cost_model 
     al_plan_input in = {n, shape, shape + n, shape + 2 * n, al_index_fingerprint(idx)};
     rc = plan_build_grid(out, &in, latents ? grid : NULL, cost, opts);
   }
+  if (!rc && excl) plan_mark_no_member(*out, excl, n);
   free(shape);
   free(grid);
+  free(excl);
   return rc;
 }
 

@@ -4,7 +4,8 @@
  *
  * A stream walks the micro-batches that a manifest (planner/al_manifest.h)
  * assigns to one rank, in order: step by step, micro-batch by micro-batch.
- * Reader threads pread each sample's payload member (default "KEY.latent")
+ * Reader threads pread each sample's payload member (default: the index's typed latent,
+ * al_index_default_member, else "KEY.latent")
  * from its tar shard at the offset the index (loader/al_index.h) recorded,
  * decode LZ4 frames (members stored as KEY.ext.lz4), and pack the samples of a
  * micro-batch into one contiguous buffer:
@@ -14,8 +15,9 @@
  * Several members per sample (options.members, e.g. latent.npy, t5.npy, txt): each sample's
  * members follow one another, each at an aligned offset, and batch->members[j] gives member
  * j's dtype, per-sample shapes, offsets and sizes. Typed members (.npy, .safetensors, also as
- * .lz4) arrive without their header: the array data, C order. The latent member ("latent"
- * or "latent.*"), when typed, is cropped while packing to its bucket's latent grid (T_b, h_b,
+ * .lz4) arrive without their header: the array data, C order. A sample's latent member (the
+ * index's record: its first typed member named by al_member_is_latent, loader/al_members.h,
+ * e.g. latent.npy or latent_hr.npy) is cropped while packing to its bucket's latent grid (T_b, h_b,
  * w_b) = (1 + (F_b - 1) / vae_stride_t, H_b / vae_stride_s, W_b / vae_stride_s): channels
  * whole, latent frames [0, T_b), rows and columns centred at (n - n_b) / 2 (integer division),
  * so the delivered tokens are the ones cu_seqlens and the step totals count. A latent whose
@@ -137,7 +139,8 @@ typedef struct al_stream_state {
 typedef struct al_stream_options {
   int threads;                   /* reader threads; 0 = min(4, online cores) */
   int prefetch;                  /* buffers in the pool; 0 = 4 (at least 1) */
-  const char *ext;               /* payload member extension; NULL = "latent"
+  const char *ext;               /* payload member extension; NULL = the index's typed latent
+                                    (al_index_default_member), else "latent"
                                     (KEY.<ext>.lz4 is used when KEY.<ext> is absent) */
   int on_error;                  /* AL_STREAM_FAIL or AL_STREAM_SKIP_SAMPLE */
   int world;                     /* 0 = WORLD_SIZE from the environment, else the manifest's */
@@ -158,9 +161,14 @@ typedef struct al_stream_options {
    * member cap. */
   const char *const *members; /* n_members member extensions to deliver, in this order, e.g.
                                  {"latent.npy", "t5.npy", "txt"}; NULL (or n_members 0) =
-                                 the one member `ext`. Each falls back to KEY.<ext>.lz4. A
-                                 member named "latent" or "latent.*" is the latent (cropped
-                                 when typed, see below); the others are delivered whole. */
+                                 the one member `ext`. Each falls back to KEY.<ext>.lz4. The
+                                 member the index records as a sample's latent is cropped
+                                 (see above); the others are delivered whole. A member no
+                                 sample of the index holds fails the open (AL_ENOTFOUND,
+                                 listing the index's members) whatever on_error; samples of
+                                 the rank lacking one fail the open under AL_STREAM_FAIL
+                                 (naming the first keys and shards) and are skipped, counted
+                                 up front (stats.lacking), under AL_STREAM_SKIP_SAMPLE. */
   size_t n_members;
   uint64_t max_member_bytes; /* cap on one member's stored and decoded bytes; 0 =
                                 ADAPTIVELOAD_MAX_MEMBER_BYTES when set, else
@@ -170,7 +178,19 @@ typedef struct al_stream_options {
    * and the bytes. 0 = ADAPTIVELOAD_MAX_SAMPLE_BYTES when set, else
    * AL_STREAM_MAX_SAMPLE_DEFAULT. */
   uint64_t max_sample_bytes;
+  /* Added at the end: the skip budget of AL_STREAM_SKIP_SAMPLE. When the samples skipped so far
+   * exceed this fraction of the samples this stream reads (its batches, padding included), the
+   * stream fails at the batch that crosses it (al_stream_next returns AL_EFORMAT naming the
+   * count and the last reason; the state still points at that batch); samples found at open to
+   * lack a requested member count up front, so such a stream fails at open. In (0, 1]; 0 =
+   * AL_STREAM_MAX_SKIP_DEFAULT; 1 = no budget. A stream whose samples were all skipped fails
+   * at its end (instead of AL_EOF) whatever the budget. */
+  double max_skip_fraction;
 } al_stream_options;
+
+/* 1%: a stream skipping more is reading the wrong member or a damaged corpus, not a stray bad
+ * sample; stop and say so rather than train on a silently different data mix. */
+#define AL_STREAM_MAX_SKIP_DEFAULT 0.01
 
 #define AL_STREAM_MAX_DIMS 8
 #define AL_STREAM_MAX_MEMBERS 16
@@ -256,6 +276,9 @@ typedef struct al_stream_stats {
   int pinned; /* buffers are pinned */
   int device_copy;
   int threads;
+  /* Added at the end: samples of this stream's batches that lack a requested member, found at
+   * open (AL_STREAM_SKIP_SAMPLE: they are skipped as they come, and counted in `skipped`). */
+  uint64_t lacking;
 } al_stream_stats;
 
 /* Opens the stream of `rank` (< 0: from RANK). Checks that the manifest was
@@ -304,7 +327,8 @@ AL_API void al_stream_close(al_stream *s);
 /* Number of micro-batches of `rank` in the manifest (the rank sequence). */
 AL_API int al_stream_rank_batches(const al_manifest *m, uint32_t rank, uint64_t *n);
 
-/* Reads the payload of one sample (member `ext`, NULL = "latent", with the
+/* Reads the payload of one sample (member `ext`; NULL = the sample's typed latent
+ * member, al_index_latent_grid, else "latent"; with the
  * same .lz4 fallback and shard checks as the stream) into a malloc'd buffer
  * (*out, free with al_stream_free; *size bytes). Used by map-style datasets
  * (Python's IndexDataset). Thread-safe; opens the shard on each call. */

@@ -34,6 +34,7 @@ typedef struct member_meta {
   uint64_t *shapes; /* AL_STREAM_MAX_DIMS per sample */
   uint64_t *offsets;
   uint64_t *sizes;
+  int cropped; /* some sample of the batch had this member cropped to the grid */
 } member_meta;
 
 typedef struct slot {
@@ -74,10 +75,12 @@ struct al_stream {
   char **members; /* n_members requested extensions */
   size_t n_members;
   theader_kind *kinds; /* per member: THEADER_KIND_NONE = raw bytes */
-  long latent;         /* the member cropped to the bucket grid when typed; -1 = none */
   uint64_t max_member;
   uint64_t max_sample; /* a sample's members together, after the crop */
   int on_error;
+  double max_skip;  /* skipped > max_skip x planned fails the stream */
+  uint64_t planned; /* samples of this stream's batches */
+  uint64_t lacking; /* of them, found at open to lack a requested member */
   size_t align;
   size_t read_block;
   int pinned, device_copy, device;
@@ -247,6 +250,7 @@ static int fill_begin(al_stream *s, slot *sl, const stream_plan_batch *pb) {
   for (size_t j = 0; j < s->n_members; j++) {
     sl->bm[j].dtype = NULL;
     sl->bm[j].itemsize = 0;
+    sl->mm[j].cropped = 0;
   }
   return AL_OK;
 }
@@ -272,7 +276,7 @@ static int read_typed(al_stream *s, stream_reader *rd, slot *sl, const stream_pl
                       size_t j, size_t n, size_t at, const stream_source_job *job,
                       member_read *out) {
   const uint32_t *grid = NULL;
-  if ((long)j == s->latent) {
+  if (job->latent) { /* the index's latent of this sample */
     if (pb->grid[0])
       grid = pb->grid;
     else if (s->plan.grid_error)
@@ -283,6 +287,7 @@ static int read_typed(al_stream *s, stream_reader *rd, slot *sl, const stream_pl
   int rc = stream_typed_read(rd, job, s->kinds[j], grid, &sl->buf, at, &to);
   if (rc != AL_OK) return rc;
   member_meta *mm = &sl->mm[j];
+  mm->cropped |= grid != NULL;
   out->len = to.bytes;
   out->dtype = theader_dtype_name(to.dtype);
   out->itemsize = theader_dtype_size(to.dtype);
@@ -389,7 +394,7 @@ static void commit_sample(slot *sl, const stream_plan_sample *ps, const stream_s
 
 /* The batch's per-member views (what an empty batch of a member would be when no sample was
  * delivered). */
-static void publish_members(al_stream *s, slot *sl, const stream_plan_batch *pb) {
+static void publish_members(al_stream *s, slot *sl) {
   for (size_t j = 0; j < s->n_members; j++) {
     al_stream_member *m = &sl->bm[j];
     m->name = s->members[j];
@@ -398,7 +403,7 @@ static void publish_members(al_stream *s, slot *sl, const stream_plan_batch *pb)
       m->itemsize = 1;
     }
     m->typed = s->kinds[j] != THEADER_KIND_NONE;
-    m->cropped = m->typed && (long)j == s->latent && pb->grid[0] != 0;
+    m->cropped = sl->mm[j].cropped;
     m->ndim = sl->mm[j].ndim;
     m->shapes = sl->mm[j].shapes;
     m->offsets = sl->mm[j].offsets;
@@ -445,7 +450,7 @@ static int publish(al_stream *s, slot *sl, const stream_plan_batch *pb, size_t n
   b->n_skipped = sl->n_skipped;
   b->skipped_keys = (const char *const *)sl->skipped_keys;
   b->skipped_reasons = (const char *const *)sl->skipped_reasons;
-  publish_members(s, sl, pb);
+  publish_members(s, sl);
   b->n_members = s->n_members;
   b->members = sl->bm;
   memcpy(b->grid, pb->grid, sizeof b->grid);
@@ -619,8 +624,8 @@ static int open_device(al_stream *s, long dev, int devices) {
 }
 
 /* The requested members (options.members, else options.ext, else "latent"): copied, checked
- * (non-empty, no duplicates, at most AL_STREAM_MAX_MEMBERS), with their header kinds and the
- * latent member (the first named "latent" or "latent.*"). */
+ * (non-empty, no duplicates, at most AL_STREAM_MAX_MEMBERS), with their header kinds. Which
+ * member of a sample is its latent is the source's record (stream_source_job.latent). */
 static int set_members(al_stream *s, const al_stream_options *o) {
   static const char *const dflt = "latent";
   const char *const one[1] = {o->ext ? o->ext : dflt};
@@ -632,7 +637,6 @@ static int set_members(al_stream *s, const al_stream_options *o) {
   s->kinds = calloc(n, sizeof *s->kinds);
   if (!s->members || !s->kinds) return al_set_error(AL_ENOMEM, "stream members");
   s->n_members = n;
-  s->latent = -1;
   for (size_t j = 0; j < n; j++) {
     if (!names[j] || !*names[j] || strlen(names[j]) > AL_INDEX_EXT_MAX)
       return al_set_error(AL_EINVAL, "member %zu: empty or longer than %d bytes", j,
@@ -642,9 +646,6 @@ static int set_members(al_stream *s, const al_stream_options *o) {
         return al_set_error(AL_EINVAL, "member '%s' requested twice", names[j]);
     if (!(s->members[j] = strdup(names[j]))) return al_set_error(AL_ENOMEM, "stream members");
     s->kinds[j] = theader_kind_of(names[j]);
-    if (s->latent < 0 && !strncmp(names[j], "latent", 6) &&
-        (names[j][6] == 0 || names[j][6] == '.'))
-      s->latent = (long)j;
   }
   return AL_OK;
 }
@@ -660,6 +661,41 @@ static int check_options(const al_stream_options *o) {
   size_t align = o->align ? o->align : 64;
   if ((align & (align - 1)) || align < 8)
     return al_set_error(AL_EINVAL, "align must be a power of two >= 8, got %zu", align);
+  if (!(o->max_skip_fraction >= 0 && o->max_skip_fraction <= 1))
+    return al_set_error(AL_EINVAL, "max_skip_fraction must be in [0, 1] (0 = %g), got %g",
+                        AL_STREAM_MAX_SKIP_DEFAULT, o->max_skip_fraction);
+  return AL_OK;
+}
+
+/* Skipping more than max_skip x the stream's planned samples fails the stream. */
+static int over_budget(const al_stream *s, uint64_t skipped) {
+  return (double)skipped > s->max_skip * (double)s->planned;
+}
+
+static int budget_error(const al_stream *s, uint64_t skipped, const char *last) {
+  return al_set_error(AL_EFORMAT,
+                      "skipped %" PRIu64 " of the %" PRIu64
+                      " samples this stream reads, more than max_skip_fraction %g allows "
+                      "(--max-skip-fraction); the last: %s",
+                      skipped, s->planned, s->max_skip, last ? last : "?");
+}
+
+/* The samples of this stream's batches, and those the open found lacking a member: under
+ * AL_STREAM_SKIP_SAMPLE they will be skipped, so a count past the budget (or every sample)
+ * fails here instead of mid-epoch. */
+static int count_planned(al_stream *s) {
+  for (uint64_t k = 0; k < s->total; k++) {
+    const stream_plan_batch *pb = &s->plan.batches[s->first + k * s->stride];
+    s->planned += pb->n;
+    for (size_t i = 0; i < pb->n; i++) s->lacking += s->plan.samples[pb->first + i].lacks;
+  }
+  if (!s->lacking) return AL_OK;
+  if (s->lacking == s->planned || over_budget(s, s->lacking)) {
+    char why[128];
+    snprintf(why, sizeof why, "%" PRIu64 " samples lack a requested member (found at open)",
+             s->lacking);
+    return al_error_prefix(budget_error(s, s->lacking, why), "stream open");
+  }
   return AL_OK;
 }
 
@@ -740,6 +776,7 @@ int stream_open_source(al_stream **out, const stream_source *src, stream_rank_pl
   s->plan = *plan;
   memset(plan, 0, sizeof *plan);
   s->on_error = o.on_error;
+  s->max_skip = o.max_skip_fraction > 0 ? o.max_skip_fraction : AL_STREAM_MAX_SKIP_DEFAULT;
   s->align = o.align ? o.align : 64;
   s->read_block = o.read_block ? o.read_block : ((size_t)1 << 20);
   s->max_member = o.max_member_bytes;
@@ -748,6 +785,7 @@ int stream_open_source(al_stream **out, const stream_source *src, stream_rank_pl
                       : env_u64("ADAPTIVELOAD_MAX_SAMPLE_BYTES", AL_STREAM_MAX_SAMPLE_DEFAULT);
   rc = set_members(s, &o);
   if (rc == AL_OK) rc = set_range(s, &o);
+  if (rc == AL_OK) rc = count_planned(s);
   if (rc == AL_OK) rc = set_memory(s, &o);
   if (rc == AL_OK) rc = open_pool(s, &o);
   if (rc == AL_OK) rc = stream_shard_table_new(&s->shards, &s->src);
@@ -769,8 +807,15 @@ int al_stream_next(al_stream *s, const al_stream_batch **out) {
     return rc;
   }
   if (s->next_deliver >= s->total) {
+    int rc = AL_EOF;
+    if (s->planned && !s->st_samples)
+      rc = al_set_error(AL_EFORMAT,
+                        "the stream delivered no sample: all %" PRIu64
+                        " of its samples were "
+                        "skipped (%" PRIu64 " batches)",
+                        s->planned, s->total);
     pthread_mutex_unlock(&s->mu);
-    return AL_EOF;
+    return rc;
   }
   slot *sl;
   for (;;) {
@@ -790,6 +835,12 @@ int al_stream_next(al_stream *s, const al_stream_batch **out) {
     double t0 = clock_now_s();
     pthread_cond_wait(&s->cv_ready, &s->mu);
     s->stall_s += clock_now_s() - t0;
+  }
+  if (sl->status == AL_OK && sl->batch.n_skipped &&
+      over_budget(s, s->st_skipped + sl->batch.n_skipped)) {
+    /* Past the skip budget: the stream fails at this batch, as AL_STREAM_FAIL would. */
+    slot_set_error(sl, budget_error(s, s->st_skipped + sl->batch.n_skipped,
+                                    sl->skipped_reasons[sl->n_skipped - 1]));
   }
   if (sl->status != AL_OK) {
     /* AL_STREAM_FAIL: stop here; the state keeps pointing at this batch. */
@@ -916,6 +967,7 @@ int al_stream_get_stats(const al_stream *s, al_stream_stats *out) {
   out->pinned = s->pinned;
   out->device_copy = s->device_copy;
   out->threads = s->n_threads;
+  out->lacking = s->lacking;
   pthread_mutex_unlock(&m->mu);
   return AL_OK;
 }

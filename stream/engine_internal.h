@@ -37,6 +37,8 @@ typedef struct stream_plan_sample {
   uint64_t sample; /* index position (passed to the source) */
   uint64_t tokens;
   uint8_t padded;
+  uint8_t lacks; /* 1: the source lacks a requested member of it (found at open: al_stream_open
+                    checks the rank's samples against the index); such samples are skipped */
 } stream_plan_sample;
 
 typedef struct stream_rank_plan {
@@ -76,6 +78,14 @@ typedef struct stream_source_job {
   uint64_t size;   /* stored bytes */
   int lz4;         /* stored as an LZ4 frame */
   uint32_t width, height, frames;
+  /* Set by the source: 1 when this member is the sample's latent (the index's record,
+   * al_index_latent_grid: a typed member named by al_member_is_latent), cropped to the bucket's
+   * grid; 0 otherwise (delivered whole). */
+  int latent;
+  /* 1 when the source recorded the member's dtype and shape (`type`, from its header at
+   * indexing): the header the stream reads must say the same (else "shard changed"). */
+  int has_type;
+  al_member_type type;
 } stream_source_job;
 
 /* Read-only callbacks; called from several reader threads at once. */

@@ -16,6 +16,26 @@ static int idx_shard(void *ctx, uint32_t id, stream_source_shard *out) {
   return AL_OK;
 }
 
+/* What the index recorded of the member found (mi): whether it is the sample's latent (the
+ * index's rule, al_index_latent_grid) and, for a typed member, its dtype and shape. */
+static void idx_job_record(const al_index *idx, size_t sample, const al_sample_info *si,
+                           const al_member_info *mi, stream_source_job *job) {
+  size_t pos = si->n_members;
+  for (uint32_t k = 0; k < si->n_members; k++) {
+    al_member_info hm;
+    if (al_index_member(idx, sample, k, &hm) == AL_OK && hm.offset == mi->offset &&
+        hm.size == mi->size) {
+      pos = k;
+      break;
+    }
+  }
+  if (pos == si->n_members) return;
+  uint32_t t, h, w;
+  size_t lat = 0;
+  job->latent = al_index_latent_grid(idx, sample, &t, &h, &w, &lat) == AL_OK && lat == pos;
+  job->has_type = al_index_member_type(idx, sample, pos, &job->type) == AL_OK;
+}
+
 static int idx_job(void *ctx, uint64_t sample, const char *ext, stream_source_job *job) {
   const al_index *idx = ctx;
   al_sample_info si;
@@ -74,6 +94,7 @@ static int idx_job(void *ctx, uint64_t sample, const char *ext, stream_source_jo
   job->offset = mi.offset;
   job->size = mi.size;
   job->lz4 = mi.lz4;
+  idx_job_record(idx, (size_t)sample, &si, &mi, job);
   return AL_OK;
 }
 

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "loader/al_members.h"
 #include "stream/cuda_rt_internal.h"
 #include "stream/member_reader_internal.h"
 #include "stream/al_schedule.h"
@@ -48,6 +49,51 @@ int al_resolve_rank(const al_manifest *m, int rank, int world, uint32_t *out_ran
                         info.world);
   *out_rank = (uint32_t)r;
   return AL_OK;
+}
+
+/* The members a stream delivers: options.members, else options.ext, else the index's default
+ * (its typed latent, else "latent"; the name is kept in dflt). */
+static void requested_members(const al_index *idx, al_stream_options *o, const char **one,
+                              char *dflt, size_t cap, const char *const **names, size_t *n) {
+  if (o->members && o->n_members) {
+    *names = o->members;
+    *n = o->n_members;
+    return;
+  }
+  if (!o->ext) o->ext = al_index_default_member(idx, dflt, cap) == AL_OK ? dflt : "latent";
+  *one = o->ext;
+  *names = one;
+  *n = 1;
+}
+
+/* The requested members against the index: each held by some sample (else an error naming it
+ * and what the index has, whatever on_error), and every sample of the rank's plan holding all
+ * of them: under AL_STREAM_FAIL an error naming the first that do not, under
+ * AL_STREAM_SKIP_SAMPLE those marked `lacks` (the engine counts and skips them). */
+static int check_members(const al_index *idx, stream_rank_plan *plan, uint32_t rank,
+                         const al_stream_options *o, const char *const *names, size_t n) {
+  int rc = al_index_members_known(idx, names, n);
+  if (rc != AL_OK) return al_error_prefix(rc, "stream of rank %" PRIu32, rank);
+  uint64_t *pos = malloc((plan->n_samples ? plan->n_samples : 1) * sizeof *pos);
+  uint32_t *lacks = malloc((plan->n_samples ? plan->n_samples : 1) * sizeof *lacks);
+  uint64_t missing = 0;
+  if (!pos || !lacks) rc = al_set_error(AL_ENOMEM, "stream open: member check");
+  for (size_t i = 0; rc == AL_OK && i < plan->n_samples; i++) pos[i] = plan->samples[i].sample;
+  if (rc == AL_OK)
+    rc = al_index_check_members(idx, names, n, pos, plan->n_samples, lacks, NULL, &missing);
+  if (rc == AL_OK && missing && o->on_error != AL_STREAM_SKIP_SAMPLE) {
+    rc = al_index_require_members(idx, names, n, pos, plan->n_samples, NULL);
+    rc = al_error_prefix(rc,
+                         "stream of rank %" PRIu32
+                         " (plan with --require-members to leave such samples out, or "
+                         "stream with --on-error skip)",
+                         rank);
+  }
+  for (size_t i = 0; rc == AL_OK && i < plan->n_samples; i++)
+    plan->samples[i].lacks = lacks[i] != 0;
+  free(pos);
+  free(lacks);
+  return rc;
 }
 
 int al_stream_open(al_stream **out, const al_index *idx, const al_manifest *m, int rank,
@@ -97,9 +143,23 @@ int al_stream_open(al_stream **out, const al_index *idx, const al_manifest *m, i
                           "the manifest refers to sample %" PRIu64 " but the index holds %zu", bad,
                           al_index_sample_count(idx));
     }
+  al_stream_options o;
+  if (opts)
+    o = *opts;
+  else
+    memset(&o, 0, sizeof o);
+  const char *one = NULL, *const *names = NULL;
+  char dflt[AL_INDEX_EXT_MAX + 1];
+  size_t n_names = 0;
+  requested_members(idx, &o, &one, dflt, sizeof dflt, &names, &n_names);
+  rc = check_members(idx, &plan, r, &o, names, n_names);
+  if (rc != AL_OK) {
+    stream_rank_plan_free(&plan);
+    return rc;
+  }
   stream_source src;
   stream_index_source(idx, &src);
-  rc = stream_open_source(out, &src, &plan, opts);
+  rc = stream_open_source(out, &src, &plan, &o);
   stream_rank_plan_free(&plan); /* no-op unless open failed before taking it */
   return rc;
 }
@@ -118,6 +178,22 @@ int al_stream_rank_batches(const al_manifest *m, uint32_t rank, uint64_t *n) {
   return AL_OK;
 }
 
+/* The default member of one sample: its typed latent (without ".lz4"), else "latent". */
+static const char *sample_latent(const al_index *idx, uint64_t sample, char *buf, size_t cap) {
+  uint32_t t, h, w;
+  size_t m;
+  al_member_info mi;
+  if (al_index_latent_grid(idx, (size_t)sample, &t, &h, &w, &m) != AL_OK ||
+      al_index_member(idx, (size_t)sample, m, &mi) != AL_OK)
+    return "latent";
+  size_t n = strlen(mi.ext);
+  if (n > 4 && !strcmp(mi.ext + n - 4, ".lz4")) n -= 4;
+  if (n + 1 > cap) return "latent";
+  memcpy(buf, mi.ext, n);
+  buf[n] = 0;
+  return buf;
+}
+
 int al_stream_read_sample(const al_index *idx, uint64_t sample, const char *ext, void **out,
                           size_t *size) {
   *out = NULL;
@@ -125,7 +201,9 @@ int al_stream_read_sample(const al_index *idx, uint64_t sample, const char *ext,
   stream_source src;
   stream_index_source(idx, &src);
   stream_source_job job;
-  int rc = src.job(src.ctx, sample, ext ? ext : "latent", &job);
+  char own[AL_INDEX_EXT_MAX + 1];
+  if (!ext) ext = sample_latent(idx, sample, own, sizeof own);
+  int rc = src.job(src.ctx, sample, ext, &job);
   if (rc != AL_OK) return rc;
   /* The table opens shards lazily: only this sample's shard is touched. */
   stream_shard_table *t = NULL;

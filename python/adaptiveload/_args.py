@@ -21,9 +21,11 @@ def whole(name, value, lo=0, hi=U64_MAX):
     return v
 
 
-def finite(name, value, lo=0.0):
-    """``value`` as a finite float >= lo; ValueError naming ``name`` otherwise."""
+def finite(name, value, lo=0.0, hi=math.inf):
+    """``value`` as a finite float in [lo, hi]; ValueError naming ``name`` otherwise."""
     v = float(value)
-    if not math.isfinite(v) or v < lo:
-        raise ValueError("%s must be a finite number >= %g, not %r" % (name, lo, value))
+    if not math.isfinite(v) or v < lo or v > hi:
+        if hi == math.inf:
+            raise ValueError("%s must be a finite number >= %g, not %r" % (name, lo, value))
+        raise ValueError("%s must be a number in [%g, %g], not %r" % (name, lo, hi, value))
     return v

@@ -63,6 +63,13 @@ SIGNATURES = {
         "al_index_remap_root": (_int, [_vp, _cp, _cp, _P(_size)]),
         "al_index_struct_size": (_size, [_int]),
     },
+    "loader/al_members.h": {
+        "al_member_is_latent": (_int, [_cp]),
+        "al_index_member_is_latent": (_int, [_vp, _size, _cp]),
+        "al_index_default_member": (_int, [_vp, _vp, _size]),
+        "al_index_members_known": (_int, [_vp, _P(_cp), _size]),
+        "al_index_require_members": (_int, [_vp, _P(_cp), _size, _P(_u64), _size, _P(_u64)]),
+    },
     "planner/al_manifest.h": {
         "al_manifest_load": (_int, [_P(_vp), _cp]),
         "al_manifest_free": (None, [_vp]),

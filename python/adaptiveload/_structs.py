@@ -93,6 +93,8 @@ class PlanOptions(ctypes.Structure):
         ("start_step", c_uint32),
         ("micro_per_step", c_uint32),
         ("step_tokens", c_uint64),
+        ("require_members", _P(c_char_p)),
+        ("n_require_members", c_size_t),
     ]
 
 
@@ -188,6 +190,7 @@ class StreamOptions(ctypes.Structure):
         ("n_members", c_size_t),
         ("max_member_bytes", c_uint64),
         ("max_sample_bytes", c_uint64),
+        ("max_skip_fraction", c_double),
     ]
 
 
@@ -265,6 +268,7 @@ class StreamStats(ctypes.Structure):
         ("pinned", c_int),
         ("device_copy", c_int),
         ("threads", c_int),
+        ("lacking", c_uint64),
     ]
 
 

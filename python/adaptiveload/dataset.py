@@ -36,22 +36,27 @@ class IndexDataset(Dataset):
 
     Args:
         index: index file.
-        ext: the payload member when ``members`` is None.
-        members: member extensions to read per sample (e.g. ``["latent.npy", "t5.npy", "txt"]``).
+        ext: the payload member when ``members`` is None; None = the index's typed latent
+            member (``latent.npy``, ...), else ``latent``.
+        members: member extensions to read per sample (e.g. ``["latent.npy", "t5.npy", "txt"]``);
+            a member no sample of the index has raises here, naming what the index has. A
+            sample's latent (the member the index recorded as such, the one the stream crops)
+            is cropped to its bucket's grid.
         vae_stride_t, vae_stride_s: the latent geometry the crop uses (the planner's; Wan 2.1
             defaults, as the C stream assumes).
         root: the corpus moved: "FROM=TO", {FROM: TO} or a list of them (as
             ``adaptiveload stream --root``).
     """
 
-    def __init__(self, index, ext="latent", members=None, vae_stride_t=4, vae_stride_s=8, root=None):
+    def __init__(self, index, ext=None, members=None, vae_stride_t=4, vae_stride_s=8, root=None):
         self.index_path = os.fspath(index)
         self.root = root_pairs(root)
-        self.ext = ext
         self.members = [str(m) for m in members] if members else None
         self.vae_stride_t, self.vae_stride_s = int(vae_stride_t), int(vae_stride_s)
         self._idx = None
         self._len = len(self._index())
+        self.ext = ext if ext else M.default_member(self._index())
+        M.members_known(self._index(), self.members or [self.ext])  # a misspelt member raises here
 
     def _index(self):
         pid = os.getpid()
@@ -91,7 +96,7 @@ class IndexDataset(Dataset):
             raise _lib.Error(S.AL_EFORMAT, "key '%s' member '%s.%s': %s" % (key, key, name, e))
         data = raw[at:]
         cropped = False
-        if grid is not None and M.is_latent(name):
+        if grid is not None and M.sample_latent(self._index(), i, name):
             # Crop the bytes through an integer view of the same width (any dtype, NaNs kept).
             isz = M.ITEMSIZE[dtype]
             iview = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[isz]

@@ -3,7 +3,13 @@
 * :func:`header_kind` / :func:`parse_header`: the header of a ``.npy`` (format 1.0, 2.0,
   3.0) or ``.safetensors`` member (one tensor), possibly stored as ``.lz4`` (the C library
   hands over decoded bytes): numpy dtype name, shape and where the array data starts.
-* :func:`is_latent`: the member the stream crops (by the rule of :mod:`adaptiveload.latents`).
+* :func:`is_latent`: the latent rule on a member name (the C library's al_member_is_latent,
+  mirrored; tests/stream/test_members.py holds the two to one table of names).
+* :func:`sample_latent`: whether a member of one sample is the latent the index recorded (what
+  the stream crops), through the C library.
+* :func:`default_member`: the index's default payload member (its typed latent, else "latent").
+* :func:`members_known` / :func:`check_members`: the members a run asks for against the index
+  (a member no sample has; samples lacking one), as the stream checks them at open.
 * :func:`torch_dtype`: numpy dtype name -> torch dtype.
 
 Used by :class:`adaptiveload.IndexDataset`, :func:`adaptiveload.collate_packed` and
@@ -11,10 +17,14 @@ Used by :class:`adaptiveload.IndexDataset`, :func:`adaptiveload.collate_packed` 
 """
 
 import ast
+import ctypes
 import json
 import struct
 
 import torch
+
+from . import _lib
+from ._handles import Index
 
 _NPY_DESCR = {
     "|b1": "bool", "<b1": "bool", "|u1": "uint8", "<u1": "uint8", "|i1": "int8", "<i1": "int8",
@@ -41,8 +51,59 @@ def header_kind(ext):
 
 
 def is_latent(name):
-    """The member the stream crops: named "latent" or "latent.*"."""
-    return name == "latent" or name.startswith("latent.")
+    """The latent rule (al_member_is_latent, loader/al_members.h): a member extension naming a
+    latent starts with "latent" ("latent.npy", "latent_hr.npy"). A sample's latent is its first
+    typed member so named; :func:`sample_latent` asks the index which one that is."""
+    return str(name).startswith("latent")
+
+
+def sample_latent(index, i, name):
+    """True when member ``name`` of sample ``i`` of ``index`` (an :class:`adaptiveload.Index`)
+    is the sample's latent as the index recorded it: the member the stream crops."""
+    r = _lib.lib().al_index_member_is_latent(index.handle, i, str(name).encode())
+    _lib.check(min(r, 0), "index %s: sample %d member %s" % (index.path, i, name))
+    return r == 1
+
+
+def default_member(index):
+    """The index's default payload member: the typed latent most samples have ("latent.npy",
+    without ".lz4"), else "latent" (the raw member of ``adaptiveload synth``)."""
+    buf = ctypes.create_string_buffer(256)
+    r = _lib.lib().al_index_default_member(index.handle, buf, len(buf))
+    if r == 0:
+        return buf.value.decode()
+    return "latent"
+
+
+def members_known(index, members):
+    """Raises :class:`adaptiveload.Error` when a member of ``members`` is in no sample of
+    ``index`` (a misspelt name), naming it and the members the index has; else returns the
+    names as a ctypes array and their count. Stops scanning once each is found."""
+    names = [str(m).encode() for m in members]
+    arr = (ctypes.c_char_p * max(1, len(names)))(*names)
+    _lib.check(_lib.lib().al_index_members_known(index.handle, arr, len(names)), "index %s: members" % index.path)
+    return arr, len(names)
+
+
+def check_members(index, members, samples=None, on_error="fail"):
+    """Checks requested ``members`` against ``index`` (an :class:`adaptiveload.Index`), as the C
+    stream does at open: a member no sample holds raises :class:`adaptiveload.Error` naming it
+    and the index's members (whatever ``on_error``); samples of ``samples`` (index positions,
+    default all) lacking one raise naming the first few under ``on_error="fail"``. Returns how
+    many of them lack a member (``on_error="skip"``: they will be skipped)."""
+    arr, n_names = members_known(index, members)
+    lib = _lib.lib()
+    pos = None
+    n = 0
+    if samples is not None:
+        samples = [int(s) for s in samples]
+        pos = (ctypes.c_uint64 * max(1, len(samples)))(*samples)
+        n = len(samples)
+    missing = ctypes.c_uint64(0)
+    r = lib.al_index_require_members(index.handle, arr, n_names, pos, n, ctypes.byref(missing))
+    if r != 0 and (on_error == "fail" or missing.value == 0):
+        _lib.check(r, "index %s: members" % index.path)
+    return int(missing.value)
 
 
 def parse_header(kind, blob):
@@ -73,6 +134,13 @@ def parse_header(kind, blob):
         (t,) = h.values()
         return _ST_DTYPE[t["dtype"]], tuple(int(x) for x in t["shape"]), 8 + hlen + int(t["data_offsets"][0])
     raise ValueError("not a typed member kind: %r" % (kind,))
+
+
+def check_schedule_members(sched, index_path, members):
+    """:func:`check_members` (on_error="fail") over the samples of one rank's schedule
+    (:class:`adaptiveload.schedule.Schedule`), loading the index at ``index_path``."""
+    n = int(sched.first[sched.n_batches])
+    check_members(Index(index_path), members, samples=list(sched.samples[:n]), on_error="fail")
 
 
 def torch_dtype(name):

@@ -54,7 +54,7 @@ from ._handles import Index, Manifest
 _POLICY = {"adaptive": 0, "equal-token": 1, "adaptive-unbalanced": 2}
 _LAST_STEP = {"pad": 0, "drop": 1}
 _OPTIONS = ("policy", "micro_per_step", "step_tokens", "mem_tokens", "comp_ms", "window", "last_step",
-            "start_step", "buckets", "geometry")
+            "start_step", "buckets", "geometry", "require_members")
 
 
 def _options(world, epoch, seed, options):
@@ -80,6 +80,10 @@ def _options(world, epoch, seed, options):
     o.comp_budget_ms = finite("comp_ms", options.get("comp_ms") or 0)
     o.window = whole("window", options.get("window") or 0, 0, 1000000)
     o.start_step = whole("start_step", options.get("start_step") or 0, 0, U32_MAX)
+    req = options.get("require_members")  # al_plan_options.require_members (plan --require-members)
+    if req:
+        o._require = (ctypes.c_char_p * len(req))(*[str(m).encode() for m in req])  # alive with o
+        o.require_members, o.n_require_members = ctypes.cast(o._require, ctypes.POINTER(ctypes.c_char_p)), len(req)
     geom = options.get("geometry")
     if geom is not None:
         if len(geom) != 5:

@@ -42,6 +42,7 @@ import os
 
 from torch.utils.data import Sampler
 
+from .members import check_schedule_members
 from .schedule import BucketShape, MicroBatchInfo, Schedule
 
 __all__ = ["BatchSampler", "BucketShape", "MicroBatchInfo"]
@@ -70,9 +71,14 @@ class BatchSampler(Sampler):
             :class:`adaptiveload.IndexDataset` then crops typed latents to the bucket's
             grid and :func:`adaptiveload.collate_packed` fills a batch exactly as the C
             stream does (same cu_seqlens, members, bucket and step fields).
+        index, members: with both, each epoch's schedule is checked when opened: a member no
+            sample of the index has, or a sample of this rank's schedule lacking one, raises
+            :class:`adaptiveload.Error` naming them (as the C stream checks at open; plan with
+            ``require_members=`` to leave such samples out).
     """
 
-    def __init__(self, manifest, rank=None, world_size=None, drop_padding=False, epoch=None, with_info=False):
+    def __init__(self, manifest, rank=None, world_size=None, drop_padding=False, epoch=None, with_info=False,
+                 index=None, members=None):
         self._planner = manifest if hasattr(manifest, "path") and callable(manifest.path) else None
         self._template = None if self._planner else os.fspath(manifest)
         self._rank = rank
@@ -82,6 +88,7 @@ class BatchSampler(Sampler):
         self._start = 0
         self._yielded = 0
         self._sched = None
+        self._check = (os.fspath(index), [str(m) for m in members]) if index is not None and members else None
         self._open(0 if epoch is None else int(epoch))
 
     # -- epochs ---------------------------------------------------------------
@@ -95,6 +102,8 @@ class BatchSampler(Sampler):
         else:
             path = self._template.format(epoch=epoch) if "{epoch}" in self._template else self._template
         self._sched = Schedule(path, self._rank, self._world)
+        if self._check is not None:
+            check_schedule_members(self._sched, *self._check)
 
     def set_epoch(self, epoch):
         """Switches to epoch ``epoch``: a Planner plans it here, a template opens its file; a

@@ -70,7 +70,7 @@ from . import _lib
 from . import _structs as S
 from .latents import patchify
 from .members import torch_dtype
-from ._args import whole
+from ._args import finite, whole
 from ._handles import Index, Manifest, root_pairs
 from .schedule import Schedule
 
@@ -220,7 +220,8 @@ class StreamDataset(IterableDataset):
         index, manifest: paths of the index and of a manifest planned from it; or, as
             manifest, an adaptiveload.Planner over that index (then set_epoch(e) plans e).
         rank, world_size: default RANK / WORLD_SIZE from the environment.
-        ext: payload member extension (``KEY.<ext>`` or ``KEY.<ext>.lz4``).
+        ext: payload member extension (``KEY.<ext>`` or ``KEY.<ext>.lz4``); None = the
+            index's typed latent member (``latent.npy``, ...), else ``latent``.
         members: list of member extensions to deliver per sample, in order (e.g.
             ``["latent.npy", "t5.npy", "txt"]``); None = ``[ext]``. See "Several members".
         max_member_bytes: cap on one member's stored or decoded bytes; 0 = the C default
@@ -232,6 +233,12 @@ class StreamDataset(IterableDataset):
         threads: C reader threads per stream (default min(4, cores); 2 inside workers).
         prefetch: buffers in the C pool (batches read ahead), default 4.
         on_error: "fail" (raise) or "skip" (deliver without the sample, listed in batch.skipped).
+            Members are checked against the index when the stream opens: a member no sample
+            has raises (whatever on_error), samples of the rank lacking one raise under "fail"
+            and are skipped under "skip".
+        max_skip_fraction: with on_error="skip", the stream raises once more than this
+            fraction of its samples were skipped; 0 = the C default (0.01), 1 = no limit. A
+            stream whose samples were all skipped raises at its end whatever the limit.
         device: None for CPU tensors; "cuda" / "cuda:N" / int: the C library copies each
             batch there (main process only).
         zero_copy, keep: see "Tensor lifetime" in the module docstring.
@@ -240,9 +247,9 @@ class StreamDataset(IterableDataset):
         state: a ``batch.resume_state`` or ``state_dict()`` to continue from.
     """
 
-    def __init__(self, index, manifest, rank=None, world_size=None, ext="latent", threads=None, prefetch=4,
+    def __init__(self, index, manifest, rank=None, world_size=None, ext=None, threads=None, prefetch=4,
                  on_error="fail", device=None, zero_copy=False, keep=1, pin_memory=None, state=None, members=None,
-                 max_member_bytes=0, root=None, max_sample_bytes=0):
+                 max_member_bytes=0, root=None, max_sample_bytes=0, max_skip_fraction=0):
         super().__init__()
         if on_error not in _ON_ERROR:
             raise ValueError("on_error must be 'fail' or 'skip', not %r" % (on_error,))
@@ -259,6 +266,7 @@ class StreamDataset(IterableDataset):
         # The CLI's ranges (cli/cmd_stream.c); 0 or None keeps the library's default.
         self.max_member_bytes = whole("max_member_bytes", max_member_bytes or 0)
         self.max_sample_bytes = whole("max_sample_bytes", max_sample_bytes or 0)
+        self.max_skip_fraction = finite("max_skip_fraction", max_skip_fraction or 0, 0.0, 1.0)
         if rank is not None:
             whole("rank", rank, 0, 1 << 30)
         if world_size is not None:
@@ -360,7 +368,7 @@ class StreamDataset(IterableDataset):
         o = S.StreamOptions()
         o.threads = int(self.threads) if self.threads else (2 if workers > 1 else 0)
         o.prefetch = int(self.prefetch or 0)
-        o.ext = self.ext.encode()
+        o.ext = self.ext.encode() if self.ext else None  # None: the C library's default
         if self.members:
             names = (ctypes.c_char_p * len(self.members))(*[m.encode() for m in self.members])
             o.members = ctypes.cast(names, ctypes.POINTER(ctypes.c_char_p))
@@ -368,6 +376,7 @@ class StreamDataset(IterableDataset):
             o._keep_names = names  # alive as long as the options
         o.max_member_bytes = self.max_member_bytes
         o.max_sample_bytes = self.max_sample_bytes
+        o.max_skip_fraction = self.max_skip_fraction
         o.on_error = _ON_ERROR[self.on_error]
         o.world = int(self.world_size or 0)
         o.first = worker

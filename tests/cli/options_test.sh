@@ -83,10 +83,10 @@ check_help fit --bench --trace --default --out --model --loss --min-tokens --fol
   --mem-capacity --mem-safety --json
 check_help plan --index --world --out --cost --policy --seed --epoch --mem-tokens \
   --mem-capacity --mem-safety --comp-ms --micro-per-step --step-tokens --window --last-step \
-  --buckets --geometry --start-step --resume-from --at-step --json
+  --buckets --geometry --start-step --resume-from --at-step --json --require-members
 check_help inspect --json --jsonl --svg --rejected --compare --top
 check_help stream --index --manifest --rank --threads --prefetch --max-batches --ext --members \
-  --root --max-sample-bytes --max-member-bytes --on-error --bench --device --compute-ms \
-  --no-pinned --json --jsonl
+  --root --max-sample-bytes --max-member-bytes --on-error --max-skip-fraction --bench --device \
+  --compute-ms --no-pinned --json --jsonl
 check_help demo --out --samples --shards --world --seed --batches
 echo "options_test: OK"

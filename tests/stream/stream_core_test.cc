@@ -423,6 +423,7 @@ TEST(StreamCore, TruncatedShardFailsOrSkipsNamingTheKey) {
   { // AL_STREAM_SKIP_SAMPLE: every batch delivered, bad samples listed.
     al_stream_options o{};
     o.on_error = AL_STREAM_SKIP_SAMPLE;
+    o.max_skip_fraction = 1; // half the samples: past the default budget
     al_stream *s = Open(c, ref, &o);
     const al_stream_batch *b;
     size_t skipped = 0, batches = 0;
@@ -463,6 +464,7 @@ TEST(StreamCore, ShortReadWhileOpenNamesKey) {
   stream_rank_plan ref = MakePlan(InOrder(10), {1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, 1);
   al_stream_options o = Options(1, 1);
   o.on_error = AL_STREAM_SKIP_SAMPLE;
+  o.max_skip_fraction = 1; // one of ten: past the default budget
   al_stream *s = Open(c, ref, &o);
   const al_stream_batch *b;
   ASSERT_EQ(al_stream_next(s, &b), AL_OK); // shard opened and checked
@@ -553,7 +555,8 @@ TEST(StreamCore, CorruptLZ4AndMissingMemberNameTheKey) {
   std::vector<uint64_t> order = InOrder(9);
   al_stream_options o{};
   o.on_error = AL_STREAM_SKIP_SAMPLE;
-  o.ext = "nosuch"; // every sample lacks it
+  o.ext = "nosuch";        // every sample lacks it
+  o.max_skip_fraction = 1; // no budget (the stream still fails at its end: nothing delivered)
   al_stream *s = OpenSource(&c.src, MakePlan(order, {3, 3, 3}, 1), &o);
   const al_stream_batch *b;
   ASSERT_EQ(al_stream_next(s, &b), AL_OK);

@@ -420,6 +420,7 @@ TEST(StreamMembers, SampleCapFailsOrSkipsNamingTheKey) {
   al_stream_close(s);
   // Skipped instead, with the cap from the environment: exactly the samples over it.
   o.on_error = AL_STREAM_SKIP_SAMPLE;
+  o.max_skip_fraction = 1; // about half the samples: past the default budget
   o.max_sample_bytes = 0;
   setenv("ADAPTIVELOAD_MAX_SAMPLE_BYTES", std::to_string(cap).c_str(), 1);
   ASSERT_EQ(al_stream_open(&s, e.idx, e.m, 0, &o), AL_OK) << al_last_error();
@@ -480,18 +481,22 @@ TEST(StreamMembers, MissingMemberNamesWhatTheSampleHas) {
   const std::string missing = e.samples[6].key;
   al_stream_options o = Options();
   al_stream *s = nullptr;
-  ASSERT_EQ(al_stream_open(&s, e.idx, e.m, 0, &o), AL_OK) << al_last_error();
+  // AL_STREAM_FAIL: the index knows the sample lacks it, so the open fails, naming it.
+  EXPECT_EQ(al_stream_open(&s, e.idx, e.m, 0, &o), AL_ENOTFOUND);
+  EXPECT_EQ(s, nullptr);
+  std::string msg = al_last_error();
+  EXPECT_TRUE(altest::Contains(msg, "1 of 12 samples lack a requested member")) << msg;
+  EXPECT_TRUE(altest::Contains(msg, "key '" + missing + "' (shard ")) << msg;
+  EXPECT_TRUE(altest::Contains(msg, "has no 't5.npy'")) << msg;
   const al_stream_batch *b;
   int st;
-  while ((st = al_stream_next(s, &b)) == AL_OK) al_stream_release(s, b);
-  EXPECT_EQ(st, AL_ENOTFOUND);
-  std::string msg = al_last_error();
-  EXPECT_TRUE(altest::Contains(msg, "'" + missing + ".t5.npy'"));
-  EXPECT_TRUE(altest::Contains(msg, "the sample has: json, latent.npy, txt"));
-  al_stream_close(s);
 
   o.on_error = AL_STREAM_SKIP_SAMPLE;
+  o.max_skip_fraction = 0.5; // one of twelve: past the default budget
   ASSERT_EQ(al_stream_open(&s, e.idx, e.m, 0, &o), AL_OK) << al_last_error();
+  al_stream_stats stats;
+  ASSERT_EQ(al_stream_get_stats(s, &stats), AL_OK);
+  EXPECT_EQ(stats.lacking, 1u) << "counted at open";
   size_t delivered = 0, skipped = 0;
   std::map<uint32_t, uint64_t> tok;
   while ((st = al_stream_next(s, &b)) == AL_OK) {
