@@ -15,6 +15,7 @@
 #include "cli/verify_internal.h"
 #include "cli/verify_shards_internal.h"
 #include "loader/al_index.h"
+#include "loader/al_members.h"
 #include "planner/al_buckets.h"
 #include "planner/al_manifest.h"
 #include "planner/al_plan.h"
@@ -275,17 +276,6 @@ static int check_shards(verify_run *r) {
 
 /* ---- members ----------------------------------------------------------------------------- */
 
-/* The first of the `n` required members sample i lacks (neither NAME nor NAME.lz4), or NULL.
- * A small function on purpose: the one place that says what "holding the members" means. */
-static const char *sample_missing_member(const al_index *idx, size_t i, const char *const *names,
-                                         size_t n) {
-  for (size_t k = 0; k < n; k++) {
-    al_member_info mi;
-    if (al_index_find_member(idx, i, names[k], &mi) == AL_ENOTFOUND) return names[k];
-  }
-  return NULL;
-}
-
 /* The required members: --members, else the index's typed latent member, else "latent". */
 static void required_members(verify_run *r) {
   if (r->a->n_members) {
@@ -293,20 +283,8 @@ static void required_members(verify_run *r) {
     r->n_req = r->a->n_members;
     return;
   }
-  snprintf(r->req_default, sizeof r->req_default, "latent");
-  size_t ns = al_index_sample_count(r->idx), m;
-  uint32_t t, h, w;
-  for (size_t i = 0; i < ns; i++) {
-    al_member_info mi;
-    if (al_index_latent_grid(r->idx, i, &t, &h, &w, &m) == AL_OK &&
-        al_index_member(r->idx, i, m, &mi) == AL_OK) {
-      /* "latent.npy.lz4" is found as "latent.npy" too */
-      size_t len = strlen(mi.ext);
-      if (mi.lz4 && len > 4 && !strcmp(mi.ext + len - 4, ".lz4")) len -= 4;
-      snprintf(r->req_default, sizeof r->req_default, "%.*s", (int)len, mi.ext);
-      break;
-    }
-  }
+  if (al_index_default_member(r->idx, r->req_default, sizeof r->req_default) != AL_OK)
+    snprintf(r->req_default, sizeof r->req_default, "latent");
   r->req[0] = r->req_default;
   r->n_req = 1;
 }
@@ -314,9 +292,12 @@ static void required_members(verify_run *r) {
 static int check_members(verify_run *r) {
   required_members(r);
   size_t ns = al_index_sample_count(r->idx);
-  for (size_t i = 0; i < ns; i++) {
-    const char *miss = sample_missing_member(r->idx, i, r->req, r->n_req);
-    if (!miss) continue;
+  uint32_t *lacks = calloc(ns ? ns : 1, sizeof *lacks);
+  if (!lacks) return AL_ENOMEM;
+  int crc = al_index_check_members(r->idx, r->req, r->n_req, NULL, 0, lacks, NULL, NULL);
+  for (size_t i = 0; crc == AL_OK && i < ns; i++) {
+    if (!lacks[i]) continue;
+    const char *miss = r->req[lacks[i] - 1];
     al_sample_info si;
     al_shard_info sh;
     int rc = al_index_sample(r->idx, i, &si);
@@ -332,10 +313,11 @@ static int check_members(verify_run *r) {
       rc = add_problem(r, VK_MISSING_MEMBER, sh.path, si.key, 1,
                        "key '%s' in %s: no member '%s.%s' (nor '.%s.lz4'); the sample has: %s",
                        si.key, sh.path, si.key, miss, miss, has);
-    if (rc) return rc;
-    r->lost[i] |= LOST_MEMBER;
+    if (rc) crc = rc;
+    else r->lost[i] |= LOST_MEMBER;
   }
-  return AL_OK;
+  free(lacks);
+  return crc;
 }
 
 /* ---- the plan and the crop --------------------------------------------------------------- */
