@@ -313,8 +313,10 @@ static int check_members(verify_run *r) {
       rc = add_problem(r, VK_MISSING_MEMBER, sh.path, si.key, 1,
                        "key '%s' in %s: no member '%s.%s' (nor '.%s.lz4'); the sample has: %s",
                        si.key, sh.path, si.key, miss, miss, has);
-    if (rc) crc = rc;
-    else r->lost[i] |= LOST_MEMBER;
+    if (rc)
+      crc = rc;
+    else
+      r->lost[i] |= LOST_MEMBER;
   }
   free(lacks);
   return crc;
