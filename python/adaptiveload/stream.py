@@ -40,7 +40,20 @@ Resuming. Every batch carries ``batch.resume_state``: the state to continue righ
 after it. ``StreamDataset(..., state=batch.resume_state)`` or ``load_state_dict``
 restarts there (any number of workers). ``state_dict()`` inside a worker returns that
 worker's own position (what torchdata's StatefulDataLoader stores per worker; it
-restores with the same number of workers).
+restores with the same number of workers). A state is a dict of ints (al_stream_state,
+version 2): rank, world, epoch, seed, index_fingerprint, manifest_fingerprint, position,
+next_step and next_micro (the plan's micro-batch at position; 2^32-1 both at the end),
+stride, skipped, delivered. It names the manifest it belongs to: a state of another
+manifest (a re-plan, ``plan --resume-from``) raises ValueError naming both fingerprints,
+a malformed one (missing key, a value that is not a whole number, version 1) ValueError
+naming the key; the C library refuses a position or (step, micro) that does not fit.
+``load_state_dict`` then ``set_epoch`` of the state's epoch, or the reverse, resume the same
+way (stream/README.md, "Resume states from Python").
+
+Loss normalisation after a skip: ``batch.skipped_real_tokens`` / ``skipped_real_samples``
+say what the batch's skips took from the planned ``step_tokens`` / ``step_samples``;
+:class:`adaptiveload.StepTotals` sums them over the step and the ranks and rescales the
+gradients so the loss is normalised by the delivered total exactly.
 
 Several members. ``members=["latent.npy", "t5.npy", "txt"]`` delivers each sample's
 members one after the other (each 64-byte aligned). ``batch.members[name]`` describes
