@@ -286,8 +286,9 @@ typedef struct al_stream_stats {
 
 /* Opens the stream of `rank` (< 0: from RANK). Checks that the manifest was
  * planned from this index (fingerprints), that the worlds agree, and, with
- * options->resume, that the state belongs to this rank, world, epoch and
- * index. Starts the reader threads. */
+ * options->resume, that the state belongs to this rank, world, epoch, index and
+ * manifest and stands at a micro-batch of it (see al_stream_state). Starts the
+ * reader threads. */
 AL_API int al_stream_open(al_stream **out, const al_index *idx, const al_manifest *m, int rank,
                           const al_stream_options *opts);
 
