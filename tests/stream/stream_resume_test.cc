@@ -19,8 +19,10 @@ namespace {
 al_stream *OpenPlan(const Corpus &c, const stream_rank_plan &ref, const al_stream_options *o,
                     int *rc) {
   stream_rank_plan p = ref;
-  p.batches = static_cast<stream_plan_batch *>(std::malloc((ref.n_batches + 1) * sizeof *p.batches));
-  p.samples = static_cast<stream_plan_sample *>(std::malloc((ref.n_samples + 1) * sizeof *p.samples));
+  p.batches = static_cast<stream_plan_batch *>(
+      std::malloc((ref.n_batches + 1) * sizeof *p.batches));
+  p.samples = static_cast<stream_plan_sample *>(
+      std::malloc((ref.n_samples + 1) * sizeof *p.samples));
   std::memcpy(p.batches, ref.batches, ref.n_batches * sizeof *p.batches);
   std::memcpy(p.samples, ref.samples, ref.n_samples * sizeof *p.samples);
   al_stream *s = nullptr;

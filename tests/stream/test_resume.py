@@ -410,6 +410,16 @@ class LossAfterSkipTest(unittest.TestCase):
             self.assertLessEqual(n_real, len(sk))
             self.assertEqual(t_real, n_real * missing_tokens)
         self.assertEqual(sum(s[4] for s in skips), sum(p - d for p, d, _ in ref.values()))
+        # The CLI's --json lines carry the same counts where samples were skipped.
+        lines = [json.loads(x) for x in run("stream", "--index", index, "--manifest", manifest, "--rank", 0,
+                                            "--members", "latent,txt", "--on-error", "skip", "--json").splitlines()]
+        self.assertEqual(len(lines), len(skips))
+        for line, (step, keys, sk, n_real, t_real, planned_tokens, tokens) in zip(lines, skips):
+            if sk:
+                self.assertEqual((line["skipped_real_samples"], line["skipped_real_tokens"], line["planned_tokens"]),
+                                 (n_real, t_real, planned_tokens))
+            else:
+                self.assertNotIn("skipped_real_tokens", line)
 
 
 # -- under torch.distributed: 2 processes, gloo on the CPU ------------------------------------
