@@ -34,7 +34,12 @@ static void print_batch(const al_stream_batch *b, int json) {
       jsonw_string(stdout, b->skipped_reasons[i]);
       printf("}");
     }
-    printf("]}\n");
+    printf("]");
+    if (b->n_skipped) /* what the skips took from step_samples / step_tokens (real samples) */
+      printf(",\"skipped_real_samples\":%" PRIu64 ",\"skipped_real_tokens\":%" PRIu64
+             ",\"planned_tokens\":%" PRIu64,
+             b->skipped_real_samples, b->skipped_real_tokens, b->planned_tokens);
+    printf("}\n");
     return;
   }
   printf("step %" PRIu32 " micro %" PRIu32 "/%" PRIu32 " samples %zu tokens %" PRIu64

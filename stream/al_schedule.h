@@ -42,6 +42,8 @@ AL_API uint32_t al_schedule_world(const al_schedule *s);
 AL_API uint32_t al_schedule_epoch(const al_schedule *s);
 AL_API uint64_t al_schedule_seed(const al_schedule *s);
 AL_API uint64_t al_schedule_index_fingerprint(const al_schedule *s);
+/* al_stream_manifest_fingerprint of the manifest the schedule was opened from. */
+AL_API uint64_t al_schedule_manifest_fingerprint(const al_schedule *s);
 
 /* Shape buckets of the manifest, in manifest order: the k-th of
  * al_schedule_bucket_count() has id *id (what batches carry), shape width x

@@ -69,7 +69,9 @@
  *     batch->skipped_keys / skipped_reasons list them and the stream's
  *     `skipped` counter (stats and state) adds them up. A batch may then hold
  *     no sample at all: it is still delivered, so every rank runs the same
- *     number of steps. step_samples and step_tokens stay the planned totals.
+ *     number of steps. step_samples and step_tokens stay the planned totals;
+ *     skipped_real_samples and skipped_real_tokens say what the skip took from
+ *     them (the step's delivered total needs their sum over all ranks).
  * Nothing is skipped silently.
  *
  * Ranks. rank < 0 means the RANK environment variable (torchrun); the world
@@ -105,12 +107,24 @@ typedef struct al_stream al_stream;
 
 enum { AL_STREAM_FAIL = 0, AL_STREAM_SKIP_SAMPLE = 1 };
 
-#define AL_STREAM_STATE_VERSION 1u
+#define AL_STREAM_STATE_VERSION 2u
 
 /* Where a stream stands, to resume it after a restart. Plain data: store it
  * field by field (Python keeps it as a dict). `position` counts micro-batches
  * in the rank's whole sequence of the manifest (0 = the first micro-batch of
- * the manifest's first step for this rank). */
+ * the manifest's first step for this rank).
+ *
+ * A state names the manifest it belongs to (manifest_fingerprint: a hash of the
+ * schedule every rank reads, al_stream_manifest_fingerprint) and the (step, micro)
+ * it stands at. A resume is refused (AL_ESTATE) unless rank, world, epoch, seed,
+ * index fingerprint and manifest fingerprint are the stream's, the position is
+ * within the rank's micro-batches and (next_step, next_micro) is the plan's
+ * micro-batch at that position; a state at the end (position == the rank's
+ * micro-batch count) must carry the end marker UINT32_MAX in both. So a state of
+ * another manifest of the same index (a re-plan: `plan --resume-from`) is refused
+ * at every position, including the end, instead of skipping or repeating batches.
+ * Version 1 states (no manifest fingerprint) are refused with AL_EVERSION: they
+ * cannot be told apart from a state of another plan. */
 typedef struct al_stream_state {
   uint32_t version; /* AL_STREAM_STATE_VERSION */
   uint32_t rank;
@@ -125,6 +139,9 @@ typedef struct al_stream_state {
   uint32_t reserved;
   uint64_t skipped;   /* samples skipped so far (AL_STREAM_SKIP_SAMPLE) */
   uint64_t delivered; /* batches delivered so far */
+  /* Added in version 2: the manifest the state belongs to (al_stream_manifest_fingerprint;
+   * 0 for a stream over a hand-made plan). */
+  uint64_t manifest_fingerprint;
 } al_stream_state;
 
 /* Zero means default for every field. */
@@ -258,6 +275,15 @@ typedef struct al_stream_batch {
   uint32_t grid[3];                /* the bucket's latent grid (frames, rows, columns) the latent is
                                       cropped to; zeros when the plan carries none */
   uint32_t reserved2;
+  /* Added at the end: what the skipped samples (AL_STREAM_SKIP_SAMPLE) took away from
+   * the step's planned totals. step_samples and step_tokens count real samples only, so
+   * these count the skipped samples that are not padding repeats. The step's delivered
+   * totals are step_tokens (step_samples) minus these summed over the step's micro-batches
+   * on all ranks (stream/README.md, "Loss normalisation after a skip"). */
+  uint64_t skipped_real_samples;
+  uint64_t skipped_real_tokens;
+  uint64_t planned_tokens; /* tokens the plan put in this micro-batch, padding included
+                              (== tokens when nothing was skipped) */
 } al_stream_batch;
 
 typedef struct al_stream_stats {
@@ -283,8 +309,9 @@ typedef struct al_stream_stats {
 
 /* Opens the stream of `rank` (< 0: from RANK). Checks that the manifest was
  * planned from this index (fingerprints), that the worlds agree, and, with
- * options->resume, that the state belongs to this rank, world, epoch and
- * index. Starts the reader threads. */
+ * options->resume, that the state belongs to this rank, world, epoch, index and
+ * manifest and stands at a micro-batch of it (see al_stream_state). Starts the
+ * reader threads. */
 AL_API int al_stream_open(al_stream **out, const al_index *idx, const al_manifest *m, int rank,
                           const al_stream_options *opts);
 
@@ -323,6 +350,14 @@ AL_API int al_stream_state_at(const al_stream *s, uint64_t position, al_stream_s
 /* Stops the readers (mid-epoch is fine), joins them and frees everything,
  * including batches still held. NULL is ignored. */
 AL_API void al_stream_close(al_stream *s);
+
+/* The manifest's fingerprint: a 64-bit hash of the schedule every rank reads (world,
+ * seed, epoch, first step, index fingerprint and sample count, the buckets, and every
+ * micro-batch of every rank: bucket, samples, tokens, padding, step totals). Two manifests
+ * that deliver the same batches to every rank have the same fingerprint; a re-plan
+ * (`plan --resume-from`) or another plan of the same index has another. Never 0. What
+ * al_stream_state.manifest_fingerprint and Python's state dicts carry. */
+AL_API int al_stream_manifest_fingerprint(const al_manifest *m, uint64_t *out);
 
 /* Number of micro-batches of `rank` in the manifest (the rank sequence). */
 AL_API int al_stream_rank_batches(const al_manifest *m, uint32_t rank, uint64_t *n);

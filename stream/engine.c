@@ -473,7 +473,7 @@ static void fill(al_stream *s, stream_reader *rd, slot *sl) {
     return;
   }
   size_t n = 0, off = 0, end = 0;
-  uint64_t tokens = 0;
+  uint64_t tokens = 0, planned = 0, lost_samples = 0, lost_tokens = 0;
   for (size_t i = 0; i < pb->n; i++) {
     if (stopping(s)) {
       slot_set_error(sl, al_set_error(AL_ESTATE, "stream closed"));
@@ -483,10 +483,13 @@ static void fill(al_stream *s, stream_reader *rd, slot *sl) {
     stream_source_job job;
     job.key = NULL;
     sample_cursor c = {off, end, 0};
+    planned += ps->tokens;
     rc = read_sample(s, rd, sl, pb, ps, n, tokens, &c, &job);
     if (rc != AL_OK) {
-      if (skip_sample(s, sl, pb, i, n, job.key, rc)) continue;
-      return;
+      if (!skip_sample(s, sl, pb, i, n, job.key, rc)) return;
+      lost_samples += !ps->padded; /* the step totals count real samples only */
+      lost_tokens += ps->padded ? 0 : ps->tokens;
+      continue;
     }
     tokens += ps->tokens;
     commit_sample(sl, ps, &job, n, tokens);
@@ -494,7 +497,13 @@ static void fill(al_stream *s, stream_reader *rd, slot *sl) {
     end = c.prev_end;
     off = c.cur;
   }
-  if ((rc = publish(s, sl, pb, n, end, tokens)) != AL_OK) slot_set_error(sl, rc);
+  if ((rc = publish(s, sl, pb, n, end, tokens)) != AL_OK) {
+    slot_set_error(sl, rc);
+    return;
+  }
+  sl->batch.skipped_real_samples = lost_samples;
+  sl->batch.skipped_real_tokens = lost_tokens;
+  sl->batch.planned_tokens = planned;
 }
 
 typedef struct thread_arg {
@@ -562,6 +571,12 @@ int stream_env_long(const char *name, long *out) {
 /* Checks a resume state against the plan and sets first/stride from it. */
 static int resume_from(al_stream *s, const al_stream_state *r, const al_stream_options *o) {
   const stream_rank_plan *p = &s->plan;
+  if (r->version == 1)
+    return al_set_error(AL_EVERSION,
+                        "stream state version 1 names no manifest (it predates manifest "
+                        "fingerprints), so it cannot be told apart from a state of another plan "
+                        "of this index; start the epoch without a state (version %u expected)",
+                        AL_STREAM_STATE_VERSION);
   if (r->version != AL_STREAM_STATE_VERSION)
     return al_set_error(AL_EVERSION, "stream state version %" PRIu32 ", expected %u", r->version,
                         AL_STREAM_STATE_VERSION);
@@ -573,6 +588,12 @@ static int resume_from(al_stream *s, const al_stream_state *r, const al_stream_o
                         "/%" PRIu32 " epoch %" PRIu32 " seed %" PRIu64 " index %016" PRIx64,
                         r->rank, r->world, r->epoch, r->seed, r->index_fingerprint, p->rank,
                         p->world, p->epoch, p->seed, p->index_fingerprint);
+  if (r->manifest_fingerprint != p->manifest_fingerprint)
+    return al_set_error(AL_ESTATE,
+                        "stream state belongs to manifest %016" PRIx64
+                        ", this stream reads manifest %016" PRIx64
+                        " (another plan of the same index, e.g. a re-plan)",
+                        r->manifest_fingerprint, p->manifest_fingerprint);
   if (r->stride == 0 || r->position > p->n_batches)
     return al_set_error(AL_ESTATE,
                         "stream state position %" PRIu64 " (stride %" PRIu32
@@ -586,6 +607,11 @@ static int resume_from(al_stream *s, const al_stream_state *r, const al_stream_o
                         " there (another manifest?)",
                         r->position, r->next_step, r->next_micro, p->batches[r->position].step,
                         p->batches[r->position].micro);
+  if (r->position == p->n_batches && (r->next_step != UINT32_MAX || r->next_micro != UINT32_MAX))
+    return al_set_error(AL_ESTATE,
+                        "stream state says micro-batch %" PRIu64 " is step %" PRIu32
+                        " micro %" PRIu32 ", but the rank's %zu micro-batches end there",
+                        r->position, r->next_step, r->next_micro, p->n_batches);
   if (o->stride == 0) {
     s->first = r->position; /* continue exactly as the saved stream read */
     s->stride = r->stride;
@@ -930,6 +956,7 @@ int al_stream_get_state(const al_stream *s, al_stream_state *out) {
   out->next_micro = pos < s->plan.n_batches ? s->plan.batches[pos].micro : UINT32_MAX;
   out->skipped = s->base_skipped + s->st_skipped;
   out->delivered = s->base_delivered + s->next_deliver;
+  out->manifest_fingerprint = s->plan.manifest_fingerprint;
   pthread_mutex_unlock(&m->mu);
   return AL_OK;
 }

@@ -44,6 +44,7 @@ typedef struct stream_plan_sample {
 typedef struct stream_rank_plan {
   uint32_t rank, world, epoch, first_step;
   uint64_t seed, index_fingerprint;
+  uint64_t manifest_fingerprint; /* al_stream_manifest_fingerprint; 0 for a hand-made plan */
   size_t n_batches, n_samples;
   stream_plan_batch *batches;  /* malloc'd */
   stream_plan_sample *samples; /* malloc'd */

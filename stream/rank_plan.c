@@ -55,6 +55,7 @@ int stream_rank_plan_from_manifest(stream_rank_plan *out, const al_manifest *m, 
   out->first_step = info.first_step;
   out->seed = info.seed;
   out->index_fingerprint = info.index_fingerprint;
+  if ((rc = al_stream_manifest_fingerprint(m, &out->manifest_fingerprint)) != AL_OK) return rc;
   size_t bcap = 0, scap = 0;
   for (uint32_t step = info.first_step; step < info.first_step + info.steps; step++) {
     uint32_t nm = 0;

@@ -85,6 +85,9 @@ uint32_t al_schedule_world(const al_schedule *s) { return s->plan.world; }
 uint32_t al_schedule_epoch(const al_schedule *s) { return s->plan.epoch; }
 uint64_t al_schedule_seed(const al_schedule *s) { return s->plan.seed; }
 uint64_t al_schedule_index_fingerprint(const al_schedule *s) { return s->plan.index_fingerprint; }
+uint64_t al_schedule_manifest_fingerprint(const al_schedule *s) {
+  return s->plan.manifest_fingerprint;
+}
 
 int al_schedule_export(const al_schedule *s, uint64_t *first, uint32_t *step, uint32_t *micro,
                        uint32_t *n_micro, uint32_t *bucket, uint64_t *step_samples,

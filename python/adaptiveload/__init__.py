@@ -14,6 +14,7 @@ Data loading (needs torch):
     IndexDataset   map-style dataset over an index (pairs with BatchSampler)
     collate_packed packs IndexDataset items like the C stream (member_tensors: typed views)
     StreamDataset  packed micro-batches read by C threads, optionally copied to the GPU
+    StepTotals     a step's delivered totals over all ranks (exact loss after skipped samples)
     latent_tokens  crops a Wan latent to its bucket and patchifies it into tokens
     wan_tokens     tokens of one sample (the planner's count)
 
@@ -42,7 +43,8 @@ import importlib
 __all__ = ["__version__", "plan", "Planner", "Manifest", "BatchSampler", "MicroBatchInfo", "IndexDataset",
            "collate_packed", "member_tensors", "StreamDataset", "PackedBatch", "MemberInfo", "Error", "StreamError",
            "wan_tokens", "latent_tokens", "adaln", "setup_distributed", "grad_sync", "demo_corpus",
-           "add_corpus_arguments", "corpus_from_args", "checkpoint", "save_checkpoint", "load_checkpoint"]
+           "add_corpus_arguments", "corpus_from_args", "checkpoint", "save_checkpoint", "load_checkpoint",
+           "StepTotals"]
 
 # Attributes resolved on first use, so `import adaptiveload` needs neither torch nor the
 # shared library until a class is used.
@@ -71,6 +73,7 @@ _LAZY = {
     "demo_corpus": ".training",
     "add_corpus_arguments": ".training",
     "corpus_from_args": ".training",
+    "StepTotals": ".step_totals",
 }
 
 

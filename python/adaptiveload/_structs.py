@@ -31,7 +31,7 @@ AL_ADALN_VALIDATE_OFFSETS = 2
 # stream/al_stream.h
 AL_STREAM_FAIL = 0
 AL_STREAM_SKIP_SAMPLE = 1
-AL_STREAM_STATE_VERSION = 1
+AL_STREAM_STATE_VERSION = 2
 AL_STREAM_MAX_DIMS = 8
 
 
@@ -166,6 +166,7 @@ class StreamState(ctypes.Structure):
         ("reserved", c_uint32),
         ("skipped", c_uint64),
         ("delivered", c_uint64),
+        ("manifest_fingerprint", c_uint64),
     ]
 
 
@@ -246,6 +247,9 @@ class StreamBatch(ctypes.Structure):
         ("members", _P(StreamMember)),
         ("grid", c_uint32 * 3),
         ("reserved2", c_uint32),
+        ("skipped_real_samples", c_uint64),
+        ("skipped_real_tokens", c_uint64),
+        ("planned_tokens", c_uint64),
     ]
 
 

@@ -7,6 +7,10 @@ and collate_packed, which packs a list of samples like the C stream does.
 returns a dict: ``key``, ``index``, ``data`` (uint8 tensor), ``shape`` (width, height,
 frames). Errors raise :class:`adaptiveload.Error` naming the shard and key.
 
+Positions from :class:`adaptiveload.BatchSampler` carry their manifest's index fingerprint:
+an item of a manifest planned from another index (the same shards listed in another order,
+say) raises ValueError naming the manifest and this index before anything is read.
+
 With ``members=[...]`` each item also holds ``members``: name -> {dtype, shape, typed,
 cropped, data (uint8, the array bytes without header)}, and ``data`` is the first
 member's. Given ``(i, info)`` pairs (``BatchSampler(..., with_info=True)``), the typed
@@ -38,7 +42,8 @@ class IndexDataset(Dataset):
         index: index file.
         ext: the payload member when ``members`` is None; None = the index's typed latent
             member (``latent.npy``, ...), else ``latent``.
-        members: member extensions to read per sample (e.g. ``["latent.npy", "t5.npy", "txt"]``);
+        members: member extensions to read per sample (e.g. ``["latent.npy", "t5.npy", "txt"]``;
+            a string is one member);
             a member no sample of the index has raises here, naming what the index has. A
             sample's latent (the member the index recorded as such, the one the stream crops)
             is cropped to its bucket's grid.
@@ -51,10 +56,11 @@ class IndexDataset(Dataset):
     def __init__(self, index, ext=None, members=None, vae_stride_t=4, vae_stride_s=8, root=None):
         self.index_path = os.fspath(index)
         self.root = root_pairs(root)
-        self.members = [str(m) for m in members] if members else None
+        self.members = M.member_names(members)
         self.vae_stride_t, self.vae_stride_s = int(vae_stride_t), int(vae_stride_s)
         self._idx = None
         self._len = len(self._index())
+        self._checked = None  # the last PlanOrigin found to be planned from this index
         self.ext = ext if ext else M.default_member(self._index())
         M.members_known(self._index(), self.members or [self.ext])  # a misspelt member raises here
 
@@ -109,10 +115,22 @@ class IndexDataset(Dataset):
             cropped = True
         return {"dtype": dtype, "shape": tuple(shape), "typed": True, "cropped": cropped, "data": data}
 
+    def _check_origin(self, origin):
+        """Refuses positions of a manifest planned from another index (as the C stream does)."""
+        fp = self._index().fingerprint()
+        if origin.index_fingerprint != fp:
+            raise ValueError("manifest %s was planned from another index (index fingerprint %016x in the manifest, "
+                             "%016x in %s): plan again from this index, or give IndexDataset the index the manifest "
+                             "was planned from" % (origin.manifest, origin.index_fingerprint, fp, self.index_path))
+        self._checked = origin
+
     def __getitem__(self, i):
         info = None
         if isinstance(i, tuple):
             i, info = i
+        origin = getattr(i, "origin", None)  # BatchSampler's positions say which plan they are from
+        if origin is not None and origin != self._checked:
+            self._check_origin(origin)
         if not 0 <= i < self._len:
             raise IndexError("sample %d out of range (%d)" % (i, self._len))
         si = self._index().sample(i)

@@ -19,6 +19,7 @@ Used by :class:`adaptiveload.IndexDataset`, :func:`adaptiveload.collate_packed` 
 import ast
 import ctypes
 import json
+import re
 import struct
 
 import torch
@@ -36,6 +37,7 @@ _ST_DTYPE = {
     "U32": "uint32", "I64": "int64", "U64": "uint64", "F16": "float16", "BF16": "bfloat16",
     "F32": "float32", "F64": "float64",
 }
+_PY2_LONG = re.compile(r"(?<![\w'\"])(\d+)[lL]\b")
 ITEMSIZE = {"bool": 1, "uint8": 1, "int8": 1, "int16": 2, "uint16": 2, "int32": 4, "uint32": 4, "int64": 8,
             "uint64": 8, "float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
 
@@ -48,6 +50,18 @@ def header_kind(ext):
     if parts and parts[-1] in ("npy", "safetensors"):
         return parts[-1]
     return None
+
+
+def member_names(members):
+    """The ``members=`` argument as a list of names: None (or empty) stays None, a string is
+    one member ("latent.npy"), any other iterable lists them; ValueError when one repeats."""
+    if not members:
+        return None
+    names = [members] if isinstance(members, (str, bytes)) else list(members)
+    names = [m.decode() if isinstance(m, bytes) else str(m) for m in names]
+    if len(set(names)) != len(names):
+        raise ValueError("members lists a member twice: %r" % (names,))
+    return names
 
 
 def is_latent(name):
@@ -119,7 +133,10 @@ def parse_header(kind, blob):
             (hlen,), start = struct.unpack("<I", blob[8:12]), 12
         else:
             raise ValueError("npy: version %d" % major)
-        d = ast.literal_eval(blob[start:start + hlen].decode("utf-8" if major == 3 else "latin1"))
+        text = blob[start:start + hlen].decode("utf-8" if major == 3 else "latin1")
+        # Python 2's numpy wrote long integers with an L suffix: {'shape': (16L, 5L), ...}; the C
+        # reader takes them too.
+        d = ast.literal_eval(_PY2_LONG.sub(r"\1", text))
         if d.get("fortran_order"):
             raise ValueError("npy: Fortran order")
         if d["descr"] not in _NPY_DESCR:

@@ -32,18 +32,38 @@ and byte-identical to ``adaptiveload plan --epoch E``; or pass a path template c
 a plain path, ``set_epoch`` to another epoch than the manifest's raises ValueError (rather
 than silently repeating the same order).
 
+Index check. The positions yielded are ints that also carry their plan's origin (manifest
+path, index and manifest fingerprints; :class:`adaptiveload.schedule.SamplePosition`), so
+:class:`adaptiveload.IndexDataset` refuses, at its first item, positions planned from another
+index (ValueError naming both files), as :class:`adaptiveload.StreamDataset` does; the
+``DataLoader(dataset, batch_sampler=sampler)`` loop stays as it is.
+
 Checkpointing. :meth:`state_dict` / :meth:`load_state_dict` follow the protocol of
 torchdata's ``StatefulDataLoader`` (which calls them itself): the state counts the
 micro-batches yielded in the current pass; loading it makes the next pass start
-right after them. A state from another rank, world, seed or index is refused.
+right after them. With a plain DataLoader (whose workers run the sampler ahead of the
+training loop), take ``sampler.state_at(info.position + 1)`` after the last micro-batch
+used. A state dict holds ``version`` (2), ``epoch``, ``position`` (next micro-batch of
+the rank), ``next_step`` and ``next_micro`` (where that micro-batch sits in the plan;
+2^32-1 both at the end of the rank's micro-batches), ``rank``, ``world``, ``seed``,
+``index_fingerprint`` and ``manifest_fingerprint``: a state names the manifest it belongs
+to and the step it stands at, and loading refuses (ValueError) a state of another manifest
+(a re-plan, ``plan --resume-from``, has another fingerprint), rank, world, seed or index,
+a (step, micro) that is not the plan's at that position, a missing or non-integer field,
+and version 1 states (they name no manifest, so a state of another plan cannot be told
+apart). Order: ``load_state_dict`` then ``set_epoch`` of the state's epoch, or the reverse,
+resume the same way; ``set_epoch`` to another epoch discards the loaded state with a
+RuntimeWarning.
 """
 
 import os
+import warnings
 
 from torch.utils.data import Sampler
 
+from . import _state
 from .members import check_schedule_members
-from .schedule import BucketShape, MicroBatchInfo, Schedule
+from .schedule import BucketShape, MicroBatchInfo, PlanOrigin, SamplePosition, Schedule
 
 __all__ = ["BatchSampler", "BucketShape", "MicroBatchInfo"]
 
@@ -104,6 +124,7 @@ class BatchSampler(Sampler):
         self._sched = Schedule(path, self._rank, self._world)
         if self._check is not None:
             check_schedule_members(self._sched, *self._check)
+        self._origin = PlanOrigin(path, self._sched.index_fingerprint, self._sched.manifest_fingerprint)
 
     def set_epoch(self, epoch):
         """Switches to epoch ``epoch``: a Planner plans it here, a template opens its file; a
@@ -116,6 +137,10 @@ class BatchSampler(Sampler):
                 "manifest %s holds epoch %d, not %d: plan every epoch (adaptiveload plan --epoch N) and pass "
                 "a path template such as 'plan-{epoch}.alm'" % (self._sched.path, self._sched.epoch, epoch)
             )
+        if self._start:
+            warnings.warn("BatchSampler.set_epoch(%d): discarding the loaded state of epoch %d (position %d); epoch %d "
+                          "starts from its first micro-batch" % (epoch, self._sched.epoch, self._start, epoch),
+                          RuntimeWarning, stacklevel=2)
         self._open(epoch)
         if self._sched.epoch != epoch:
             raise ValueError("manifest %s holds epoch %d, expected %d" % (self._sched.path, self._sched.epoch, epoch))
@@ -153,9 +178,10 @@ class BatchSampler(Sampler):
         sched = self._sched
         start, self._start = self._start, 0  # a loaded state applies to one pass
         self._yielded = start
+        origin = self._origin
         for i in range(start, sched.n_batches):
-            batch = sched.batch(i)
             a = sched.first[i]
+            batch = [SamplePosition(s, origin) for s in sched.batch(i)]
             if self._with_info:
                 info = sched.info(i)
                 common = dict(position=i, step=info.step, micro=info.micro, n_micro=info.n_micro,
@@ -172,30 +198,54 @@ class BatchSampler(Sampler):
 
     # -- checkpoints ----------------------------------------------------------
 
-    def state_dict(self):
+    def state_at(self, position):
+        """The state that resumes at micro-batch ``position`` of this rank (0 .. num_batches):
+        ``state_at(info.position + 1)`` continues right after a micro-batch, however far the
+        DataLoader's workers ran the sampler ahead."""
         s = self._sched
+        pos = _state.field("BatchSampler", "position", position, s.n_batches)
         return {
-            "version": 1,
+            "version": _state.VERSION,
             "epoch": s.epoch,
-            "position": self._yielded,
+            "position": pos,
+            "next_step": s.step[pos] if pos < s.n_batches else _state.END,
+            "next_micro": s.micro[pos] if pos < s.n_batches else _state.END,
             "rank": s.rank,
             "world": s.world,
             "seed": s.seed,
             "index_fingerprint": s.index_fingerprint,
+            "manifest_fingerprint": s.manifest_fingerprint,
         }
 
+    def state_dict(self):
+        """Where the current pass stands: the micro-batches yielded so far (see "Checkpointing")."""
+        return self.state_at(self._yielded)
+
     def load_state_dict(self, state):
-        if state.get("version") != 1:
-            raise ValueError("BatchSampler state version %r unsupported" % (state.get("version"),))
-        if state["epoch"] != self._sched.epoch:
-            self.set_epoch(state["epoch"])
+        """Makes the next pass start at the state's position; ValueError for a state this
+        sampler cannot continue (see "Checkpointing")."""
+        u32, u64 = _state.U32_MAX, _state.U64_MAX
+        st = _state.check_state("BatchSampler", state, {
+            "epoch": u32, "position": u64, "next_step": u32, "next_micro": u32, "rank": u32, "world": u32,
+            "seed": u64, "index_fingerprint": u64, "manifest_fingerprint": u64})
+        self._start = 0  # replaced, not discarded: set_epoch has nothing to warn about
+        if st["epoch"] != self._sched.epoch:
+            self.set_epoch(st["epoch"])
         s = self._sched
         for k, mine in (("rank", s.rank), ("world", s.world), ("seed", s.seed),
                         ("index_fingerprint", s.index_fingerprint)):
-            if state[k] != mine:
-                raise ValueError("BatchSampler state is for %s=%r, this sampler has %r" % (k, state[k], mine))
-        pos = int(state["position"])
-        if not 0 <= pos <= s.n_batches:
+            if st[k] != mine:
+                raise ValueError("BatchSampler state is for %s=%r, this sampler has %r" % (k, st[k], mine))
+        if st["manifest_fingerprint"] != s.manifest_fingerprint:
+            raise _state.manifest_mismatch("BatchSampler", st["manifest_fingerprint"], s.path, s.manifest_fingerprint)
+        pos = st["position"]
+        if pos > s.n_batches:
             raise ValueError("BatchSampler state position %d out of range (%d batches)" % (pos, s.n_batches))
+        want = self.state_at(pos)
+        if (st["next_step"], st["next_micro"]) != (want["next_step"], want["next_micro"]):
+            raise ValueError("BatchSampler state says micro-batch %d is step %d micro %d; manifest %s has %s there"
+                             % (pos, st["next_step"], st["next_micro"], s.path,
+                                "the end of the rank's micro-batches" if pos == s.n_batches else
+                                "step %d micro %d" % (want["next_step"], want["next_micro"])))
         self._start = pos
         self._yielded = pos

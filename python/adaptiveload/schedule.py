@@ -36,7 +36,8 @@ class Schedule:
     :class:`adaptiveload.Manifest` (al_schedule_open on its handle: the file is not read
     again). Failures raise :class:`adaptiveload.Error` with the same message either way.
 
-    Attributes: path, rank, world, epoch, seed, index_fingerprint, n_batches, buckets (id ->
+    Attributes: path, rank, world, epoch, seed, index_fingerprint, manifest_fingerprint
+    (al_stream_manifest_fingerprint: what resume states name), n_batches, buckets (id ->
     :class:`BucketShape`) and the flat arrays first (n_batches + 1), step, micro, n_micro,
     bucket, step_samples, step_tokens (per batch), samples, tokens, padded (per sample).
     """
@@ -65,6 +66,7 @@ class Schedule:
         self.epoch = lib.al_schedule_epoch(h)
         self.seed = lib.al_schedule_seed(h)
         self.index_fingerprint = lib.al_schedule_index_fingerprint(h)
+        self.manifest_fingerprint = lib.al_schedule_manifest_fingerprint(h)
         nb = lib.al_schedule_batches(h)
         ns = lib.al_schedule_samples(h)
         self.first = (ctypes.c_uint64 * (nb + 1))()
@@ -112,3 +114,23 @@ class Schedule:
             tokens=self.tokens[a:b],
             padded=self.padded[a:b],
         )
+
+
+PlanOrigin = collections.namedtuple("PlanOrigin", "manifest index_fingerprint manifest_fingerprint")
+PlanOrigin.__doc__ = """Which manifest (path and fingerprint) a sample position was planned in,
+and the fingerprint of the index it was planned from."""
+
+
+class SamplePosition(int):
+    """An index position (an int in every way) that also says which plan it came from
+    (``origin``, a :class:`PlanOrigin`): what :class:`adaptiveload.BatchSampler` yields, so
+    :class:`adaptiveload.IndexDataset` can refuse positions planned from another index. It
+    pickles with its origin (DataLoader workers receive it)."""
+
+    def __new__(cls, value, origin):
+        self = int.__new__(cls, value)
+        self.origin = origin
+        return self
+
+    def __reduce__(self):
+        return (SamplePosition, (int(self), self.origin))

@@ -40,7 +40,20 @@ Resuming. Every batch carries ``batch.resume_state``: the state to continue righ
 after it. ``StreamDataset(..., state=batch.resume_state)`` or ``load_state_dict``
 restarts there (any number of workers). ``state_dict()`` inside a worker returns that
 worker's own position (what torchdata's StatefulDataLoader stores per worker; it
-restores with the same number of workers).
+restores with the same number of workers). A state is a dict of ints (al_stream_state,
+version 2): rank, world, epoch, seed, index_fingerprint, manifest_fingerprint, position,
+next_step and next_micro (the plan's micro-batch at position; 2^32-1 both at the end),
+stride, skipped, delivered. It names the manifest it belongs to: a state of another
+manifest (a re-plan, ``plan --resume-from``) raises ValueError naming both fingerprints,
+a malformed one (missing key, a value that is not a whole number, version 1) ValueError
+naming the key; the C library refuses a position or (step, micro) that does not fit.
+``load_state_dict`` then ``set_epoch`` of the state's epoch, or the reverse, resume the same
+way (stream/README.md, "Resume states from Python").
+
+Loss normalisation after a skip: ``batch.skipped_real_tokens`` / ``skipped_real_samples``
+say what the batch's skips took from the planned ``step_tokens`` / ``step_samples``;
+:class:`adaptiveload.StepTotals` sums them over the step and the ranks and rescales the
+gradients so the loss is normalised by the delivered total exactly.
 
 Several members. ``members=["latent.npy", "t5.npy", "txt"]`` delivers each sample's
 members one after the other (each 64-byte aligned). ``batch.members[name]`` describes
@@ -69,7 +82,8 @@ from torch.utils.data import IterableDataset, get_worker_info
 from . import _lib
 from . import _structs as S
 from .latents import patchify
-from .members import torch_dtype
+from . import _state
+from .members import member_names, torch_dtype
 from ._args import finite, whole
 from ._handles import Index, Manifest, root_pairs
 from .schedule import Schedule
@@ -83,6 +97,9 @@ typed (a .npy/.safetensors header was parsed), cropped (the latent, cut to the b
 grid), shapes (a tuple per sample), offsets and sizes (bytes into ``batch.data``, per
 sample)."""
 _STATE_FIELDS = [name for name, _ in S.StreamState._fields_ if name != "reserved"]
+# Largest value of each state field (its C width); "worker" (which DataLoader worker's slice) is optional.
+_STATE_RANGES = {name: (1 << (8 * ctypes.sizeof(ct))) - 1 for name, ct in S.StreamState._fields_
+                 if name in _STATE_FIELDS and name != "version"}
 
 
 class PackedBatch:
@@ -98,9 +115,12 @@ class PackedBatch:
         shapes: int32 tensor (n, 3): width, height, frames.
         padded: bool tensor (n): padding repeats (mask their loss).
         position, step, micro, n_micro, last_in_step, bucket: where it sits in the plan.
-        step_samples, step_tokens: planned totals over all ranks of the step.
-        tokens: tokens of the samples here.
-        skipped: list of (key, reason) left out under ``on_error="skip"``.
+        step_samples, step_tokens: planned totals over all ranks of the step (real samples).
+        tokens: tokens of the samples here; planned_tokens: what the plan put here (the same
+            unless samples were skipped).
+        skipped: list of (key, reason) left out under ``on_error="skip"``;
+            skipped_real_samples, skipped_real_tokens: what they took from the step totals
+            (padding repeats excluded): see :class:`adaptiveload.StepTotals`.
         resume_state: dict; a StreamDataset opened with it continues after this batch.
         members: dict name -> :class:`MemberInfo`, in the requested order (the first one
             is what offsets/sizes/sample() describe).
@@ -110,7 +130,8 @@ class PackedBatch:
 
     __slots__ = ("data", "cu_seqlens", "offsets", "sizes", "keys", "samples", "shapes", "padded", "position",
                  "step", "micro", "n_micro", "last_in_step", "bucket", "step_samples", "step_tokens", "tokens",
-                 "skipped", "resume_state", "members", "grid")
+                 "skipped", "resume_state", "members", "grid", "planned_tokens", "skipped_real_samples",
+                 "skipped_real_tokens")
 
     def __len__(self):
         return len(self.keys)
@@ -207,9 +228,8 @@ def _state_dict(st):
 
 def _state_struct(d):
     st = S.StreamState()
-    for k, ctype in S.StreamState._fields_:
-        if k in _STATE_FIELDS:
-            setattr(st, k, whole("state[%r]" % k, d[k], 0, (1 << (8 * ctypes.sizeof(ctype))) - 1))
+    for k in _STATE_FIELDS:
+        setattr(st, k, d[k])  # checked by load_state_dict (_state.check_state)
     return st
 
 
@@ -260,9 +280,7 @@ class StreamDataset(IterableDataset):
         self.rank = rank
         self.world_size = world_size
         self.ext = ext
-        self.members = [str(m) for m in members] if members else None
-        if self.members is not None and len(set(self.members)) != len(self.members):
-            raise ValueError("members lists a member twice: %r" % (self.members,))
+        self.members = member_names(members)
         # The CLI's ranges (cli/cmd_stream.c); 0 or None keeps the library's default.
         self.max_member_bytes = whole("max_member_bytes", max_member_bytes or 0)
         self.max_sample_bytes = whole("max_sample_bytes", max_sample_bytes or 0)
@@ -304,10 +322,10 @@ class StreamDataset(IterableDataset):
         epoch = int(epoch)
         self.manifest_path = self.planner.path(epoch)
         self._held = {}
-        if self._loaded is not None and int(self._loaded["epoch"]) != epoch:
+        if self._loaded is not None and self._loaded["epoch"] != epoch:
             warnings.warn("StreamDataset.set_epoch(%d): discarding the loaded resume state of epoch %d (position %d); "
                           "epoch %d starts from its first micro-batch"
-                          % (epoch, int(self._loaded["epoch"]), int(self._loaded["position"]), epoch),
+                          % (epoch, self._loaded["epoch"], self._loaded["position"], epoch),
                           RuntimeWarning, stacklevel=2)
             self._loaded = None
 
@@ -354,13 +372,27 @@ class StreamDataset(IterableDataset):
         return {}
 
     def load_state_dict(self, state):
-        if state:
-            missing = [k for k in _STATE_FIELDS if k not in state]
-            if missing:
-                raise ValueError("StreamDataset state lacks %s" % ", ".join(missing))
-            self._loaded = dict(state)
-        else:
+        """Continues from ``state`` (a ``batch.resume_state`` or ``state_dict()``) on the next
+        pass; an empty state or None starts from the beginning. ValueError for a state of
+        another version, with a missing or non-integer field, or of another manifest (checked
+        here when the state's epoch is the open manifest's, else when the pass starts); the
+        C library refuses (adaptiveload.Error) a position or (step, micro) that does not fit."""
+        if not state:
             self._loaded = None
+            return
+        ranges = dict(_STATE_RANGES)
+        if "worker" in state:
+            ranges["worker"] = _state.U32_MAX
+        st = _state.check_state("StreamDataset", state, ranges)
+        self._loaded = st
+        if self.planner is None or self._schedule().epoch == st["epoch"]:
+            self._check_manifest(st)
+
+    def _check_manifest(self, st):
+        sched = self._schedule()
+        if st["epoch"] == sched.epoch and st["manifest_fingerprint"] != sched.manifest_fingerprint:
+            raise _state.manifest_mismatch("StreamDataset", st["manifest_fingerprint"], self.manifest_path,
+                                           sched.manifest_fingerprint)
 
     # -- iteration ------------------------------------------------------------
 
@@ -384,6 +416,7 @@ class StreamDataset(IterableDataset):
         resume = None
         st = self._loaded
         if st:
+            self._check_manifest(st)
             # The C library checks rank, world, epoch, seed, index and position.
             resume = _state_struct(st)
             if st["stride"] == 1:
@@ -504,6 +537,9 @@ class StreamDataset(IterableDataset):
         out.step_samples = int(b.step_samples)
         out.step_tokens = int(b.step_tokens)
         out.tokens = int(b.tokens)
+        out.planned_tokens = int(b.planned_tokens)
+        out.skipped_real_samples = int(b.skipped_real_samples)
+        out.skipped_real_tokens = int(b.skipped_real_tokens)
         out.skipped = [(b.skipped_keys[i].decode("utf-8", "replace"), b.skipped_reasons[i].decode("utf-8", "replace"))
                        for i in range(b.n_skipped)]
         out.members = collections.OrderedDict()

@@ -1,0 +1,54 @@
+"""Checks of resume-state dicts (StreamDataset and BatchSampler) before any value is used:
+the version, every field present and a whole number in its range; ValueError naming the
+field otherwise. Internal."""
+
+import operator
+
+U32_MAX = (1 << 32) - 1
+U64_MAX = (1 << 64) - 1
+END = U32_MAX  # next_step / next_micro of a state at the end of the rank's micro-batches
+
+VERSION = 2
+
+
+def check_state(owner, state, fields):
+    """``state`` as a dict of ints: ``fields`` maps each required key to its largest value.
+    ValueError for a state that is not a dict, of another version (version 1 names no
+    manifest), lacking a key, or with a value that is not a whole number in range."""
+    if not isinstance(state, dict):
+        raise ValueError("%s state must be a dict (a state_dict() or batch.resume_state), not %s"
+                         % (owner, type(state).__name__))
+    version = state.get("version")
+    if version == 1:
+        raise ValueError("%s state version 1 names no manifest and no step (written before states carried "
+                         "them), so it cannot be told apart from a state of another plan of the same index; "
+                         "start the epoch without a state" % owner)
+    if version != VERSION:
+        raise ValueError("%s state version %r unsupported (expected %d)" % (owner, version, VERSION))
+    missing = [k for k in fields if k not in state]
+    if missing:
+        raise ValueError("%s state lacks %s" % (owner, ", ".join(repr(k) for k in missing)))
+    out = dict(state)
+    for k, hi in fields.items():
+        out[k] = field(owner, k, state[k], hi)
+    return out
+
+
+def field(owner, key, value, hi):
+    """One state value as an int in [0, hi]; ValueError naming ``key`` otherwise."""
+    if isinstance(value, bool):
+        raise ValueError("%s state[%r] must be a whole number, not %r" % (owner, key, value))
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise ValueError("%s state[%r] must be a whole number, not %r" % (owner, key, value)) from None
+    if not 0 <= v <= hi:
+        raise ValueError("%s state[%r] must be in 0..%d, not %d" % (owner, key, hi, v))
+    return v
+
+
+def manifest_mismatch(owner, state_fp, path, fp):
+    """The ValueError for a state of another manifest, naming both fingerprints."""
+    return ValueError("%s state belongs to manifest %016x, but %s is manifest %016x (another plan of the same "
+                      "index, e.g. a re-plan with --resume-from): a state resumes only the manifest it was "
+                      "taken from" % (owner, state_fp, path, fp))
