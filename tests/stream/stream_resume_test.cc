@@ -150,6 +150,7 @@ TEST(StreamResume, SkippedRealSamplesAndTokensAreCounted) {
   ASSERT_EQ(truncate(c.shard_paths[1].c_str(), 3000), 0);
   al_stream_options o{};
   o.on_error = AL_STREAM_SKIP_SAMPLE;
+  o.max_skip_fraction = 1; /* half the samples are skipped: no budget */
   int rc;
   al_stream *s = OpenPlan(c, ref, &o, &rc);
   ASSERT_EQ(rc, AL_OK) << al_last_error();

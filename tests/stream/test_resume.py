@@ -393,7 +393,8 @@ class LossAfterSkipTest(unittest.TestCase):
         index, manifest, missing, shards = skip_corpus(root, 1)
         ref = step_reference(manifest, 1, missing)
         self.assertTrue(any(p != d for p, d, _ in ref.values()), "the missing sample is scheduled as a real sample")
-        ds = StreamDataset(index, manifest, rank=0, world_size=1, members=["latent", "txt"], on_error="skip")
+        ds = StreamDataset(index, manifest, rank=0, world_size=1, members=["latent", "txt"], on_error="skip",
+                           max_skip_fraction=1)
         got, skips = normalised_step_grads(ds, 1)
         self.assertEqual(sorted(got), sorted(ref))
         missing_key = index_keys(shards)[missing]
@@ -412,7 +413,8 @@ class LossAfterSkipTest(unittest.TestCase):
         self.assertEqual(sum(s[4] for s in skips), sum(p - d for p, d, _ in ref.values()))
         # The CLI's --json lines carry the same counts where samples were skipped.
         lines = [json.loads(x) for x in run("stream", "--index", index, "--manifest", manifest, "--rank", 0,
-                                            "--members", "latent,txt", "--on-error", "skip", "--json").splitlines()]
+                                            "--members", "latent,txt", "--on-error", "skip", "--max-skip-fraction", 1,
+                                            "--json").splitlines()]
         self.assertEqual(len(lines), len(skips))
         for line, (step, keys, sk, n_real, t_real, planned_tokens, tokens) in zip(lines, skips):
             if sk:
@@ -495,7 +497,7 @@ def _ddp_main(rank, init_file, out_dir, skip_index, skip_manifest):
     with torch.no_grad():
         model.module.weight.zero_()
     ds = StreamDataset(skip_index, skip_manifest, rank=rank, world_size=2, members=["latent", "txt"],
-                       on_error="skip")
+                       on_error="skip", max_skip_fraction=1)
     results["skip"] = normalised_step_grads(ds, 2, model)[0]
     torch.save(results, os.path.join(out_dir, "rank%d.pt" % rank))
     dist.barrier()
