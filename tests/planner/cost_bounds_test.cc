@@ -56,7 +56,7 @@ TEST(CostBounds, TheShippedFitsLoad) {
   alt.fit = m.alt; // the power fit of the same benchmark
   EXPECT_EQ(SaveLoad(alt, &why), AL_OK) << why;
   EXPECT_EQ(SaveLoad(Forged(AL_COST_POWER, 0, 1e-3, 4.0), &why), AL_OK) << why; // p = 4 is in
-  EXPECT_EQ(SaveLoad(Forged(AL_COST_POLY2, 0.5, 2e-3, 0), &why), AL_OK) << why;  // linear
+  EXPECT_EQ(SaveLoad(Forged(AL_COST_POLY2, 0.5, 2e-3, 0), &why), AL_OK) << why; // linear
   // A small negative S^2 term that keeps c(S) growing up to 2^20 tokens.
   EXPECT_EQ(SaveLoad(Forged(AL_COST_POLY2, 0.5, 2e-3, -9e-10), &why), AL_OK) << why;
   // A negative intercept above -c(1): t(1, 1) > 0.
@@ -152,7 +152,8 @@ TEST(CostBounds, AutoSkipsAFamilyOutOfBounds) {
   auto sat = [](double B, double S) { return 5.0 + 2e-3 * B * S - 2e-8 * B * S * S; };
   al_cost_model p2;
   EXPECT_EQ(Fit(Csv(sat), AL_COST_POLY2, &p2), AL_ERANGE);
-  EXPECT_NE(std::string(al_last_error()).find("poly2 fit cannot be planned with"), std::string::npos)
+  EXPECT_NE(std::string(al_last_error()).find("poly2 fit cannot be planned with"),
+            std::string::npos)
       << al_last_error();
   al_cost_model m;
   ASSERT_EQ(Fit(Csv(sat), AL_COST_AUTO, &m), AL_OK) << al_last_error();

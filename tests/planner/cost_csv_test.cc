@@ -43,7 +43,8 @@ TEST(BenchCsvQuotes, FullyQuotedHeaderAndRows) {
   ASSERT_EQ(Parse("\"B\",\"S\",\"step_ms\"\n" + Rows("\"%d\",\"%d\",\"%g\"\n"), &b), AL_OK)
       << al_last_error();
   al_bench_free(&b);
-  ASSERT_EQ(Parse("\"B\",\"S\",\"step_ms\"\r\n" + Rows("%d,%d,%g\r\n"), &b), AL_OK) << al_last_error();
+  ASSERT_EQ(Parse("\"B\",\"S\",\"step_ms\"\r\n" + Rows("%d,%d,%g\r\n"), &b), AL_OK)
+      << al_last_error();
   al_bench_free(&b);
   ASSERT_EQ(Parse("  \"B\" , S,\"step_ms\"  \n" + Rows(" \"%d\" ,%d, %g\n"), &b), AL_OK)
       << al_last_error();
@@ -56,8 +57,8 @@ TEST(BenchCsvQuotes, CommasQuotesAndLineBreaksInsideQuotes) {
   std::string text = "\"note, free text\",B,S,\"the \"\"step\"\" ms\",step_ms\n";
   for (int i = 1; i <= 10; i++) {
     char line[256];
-    snprintf(line, sizeof line, "\"run %d, \"\"warm\"\"\nsecond line\",%d,%d,x,%g\n", i, i, 4096 * i,
-             2.5 * i);
+    snprintf(line, sizeof line, "\"run %d, \"\"warm\"\"\nsecond line\",%d,%d,x,%g\n", i, i,
+             4096 * i, 2.5 * i);
     text += line;
   }
   ASSERT_EQ(Parse(text, &b), AL_OK) << al_last_error();
@@ -87,7 +88,8 @@ TEST(BenchCsvQuotes, ErrorsNameTheLine) {
       << al_last_error();
   al_bench_free(&b);
   EXPECT_EQ(Parse("B,S,step_ms\n1,4096\n" + Rows("%d,%d,%g\n"), &b), AL_EFORMAT);
-  EXPECT_TRUE(altest::ErrorContains("q.csv: line 2: 2 fields, the header has 3")) << al_last_error();
+  EXPECT_TRUE(altest::ErrorContains("q.csv: line 2: 2 fields, the header has 3"))
+      << al_last_error();
 }
 
 } // namespace
