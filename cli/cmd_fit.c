@@ -1,6 +1,7 @@
 /* adaptiveload fit: fit a cost model to a shape benchmark (planner/al_cost.h). */
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli_internal.h"
@@ -127,19 +128,34 @@ static void print_fit(const al_cost_fit *f, const char *tag) {
          100 * f->median_rel_err, 100 * f->max_rel_err);
 }
 
-/* The fitted model (and M_mem when derived) on stdout, as JSON or text. */
-static void print_model(const al_cost_model *m, const fit_args *a, uint64_t mem_tokens) {
-  if (a->json) {
+/* --json: the model's one JSON object (al_cost_print_json), with M_mem's inputs and value as
+ * its last keys when derived, so that stdout holds one JSON document either way. */
+static int print_model_json(const al_cost_model *m, const fit_args *a, uint64_t mem_tokens) {
+  if (!mem_tokens) {
     al_cost_print_json(m, stdout);
-    if (mem_tokens) {
-      printf("{\"mem_capacity\": ");
-      jsonw_number(stdout, "%.0f", a->mem_capacity);
-      printf(", \"mem_safety\": ");
-      jsonw_number(stdout, "%.3f", a->mem_safety);
-      printf(", \"mem_tokens\": %llu}\n", (unsigned long long)mem_tokens);
-    }
-    return;
+    return 0;
   }
+  char *text = NULL;
+  size_t len = 0;
+  FILE *mem = open_memstream(&text, &len);
+  if (!mem) return al_set_error(AL_ENOMEM, "fit: no memory for the JSON output");
+  al_cost_print_json(m, mem);
+  fclose(mem);
+  if (len && text[len - 1] == '\n') len--;
+  if (len && text[len - 1] == '}') len--; /* the object stays open for the keys below */
+  fwrite(text, 1, len, stdout);
+  free(text);
+  printf(", \"mem_capacity\": ");
+  jsonw_number(stdout, "%.0f", a->mem_capacity);
+  printf(", \"mem_safety\": ");
+  jsonw_number(stdout, "%.3f", a->mem_safety);
+  printf(", \"mem_tokens\": %llu}\n", (unsigned long long)mem_tokens);
+  return 0;
+}
+
+/* The fitted model (and M_mem when derived) on stdout, as JSON or text. */
+static int print_model(const al_cost_model *m, const fit_args *a, uint64_t mem_tokens) {
+  if (a->json) return print_model_json(m, a, mem_tokens);
   printf("fit of %s: %u rows (%u launch-bound rows with B*S < %.0f left out), %s residuals%s%s\n",
          m->source, m->rows, m->rows_excluded, m->min_tokens, m->abs_loss ? "absolute" : "relative",
          m->device[0] ? ", device " : "", m->device);
@@ -150,6 +166,7 @@ static void print_model(const al_cost_model *m, const fit_args *a, uint64_t mem_
     printf("  M_mem for %.0f bytes x %.2f: %llu tokens per micro-batch\n", a->mem_capacity,
            a->mem_safety, (unsigned long long)mem_tokens);
   if (a->out) printf("wrote %s\n", a->out);
+  return 0;
 }
 
 int cli_cmd_fit(int argc, char **argv) {
@@ -170,6 +187,6 @@ int cli_cmd_fit(int argc, char **argv) {
   if (a.mem_capacity > 0 && al_cost_mem_tokens(&m, a.mem_capacity, a.mem_safety, &mem_tokens))
     return cli_fail("fit");
   if (a.out && al_cost_save(&m, a.out)) return cli_fail("fit");
-  print_model(&m, &a, mem_tokens);
+  if (print_model(&m, &a, mem_tokens)) return cli_fail("fit");
   return AL_EXIT_OK;
 }

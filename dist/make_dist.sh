@@ -26,21 +26,43 @@ ldd "$bin" "$lib" | awk '/=> \// {print $3}' | sort -u | while read -r so; do
     *) cp -L "$so" "$root/lib/" ;;
   esac
 done
-cat >"$root/README.txt" <<'TXT'
-AdaptiveLoad install bundle (relocatable).
-
-  bin/adaptiveload          the CLI (synth, index, fit, plan, inspect, stream, demo)
-  lib/libadaptiveload.so    the C API (al_*), for C users and the Python package;
-                            the system libraries it needs sit beside it
-  include/                  public C headers
-  python/adaptiveload/      the Python package (ctypes, no compiled extension)
-  examples/                 train_dataloader.py, train_stream.py
-  tools/gpu_stream_check.sh stream benchmark + PyTorch stall check on a GPU machine
+# README.txt lists what the bundle holds, read from the files just copied (and the CLI's own
+# list of verbs), so that it names every file and nothing the bundle lacks.
+wrap() { # the words on stdin as lines of at most 64 characters, indented to the description column
+  tr '\n' ' ' | awk '{ line = ""; for (i = 1; i <= NF; i++) {
+    if (line != "" && length(line) + 1 + length($i) > 64) { print "                            " line; line = "" }
+    line = line == "" ? $i : line " " $i }
+    if (line != "") print "                            " line }'
+}
+verbs=$("$root/bin/adaptiveload" --help | awk '/^verbs:/ { on = 1; next } on && /^  [a-z]/ { printf "%s%s", sep, $1; sep = ", " } on && /^$/ { on = 0 }')
+syslibs=$(cd "$root/lib" && ls | grep -v '^libadaptiveload\.so$' || true)
+{
+  echo "AdaptiveLoad install bundle (relocatable)."
+  echo
+  echo "  bin/adaptiveload          the CLI: $verbs"
+  echo "  lib/libadaptiveload.so    the C API (al_*), for C users and the Python package"
+  if [ -n "$syslibs" ]; then
+    echo "  lib/                      beside it, the system libraries it and the CLI need:"
+    echo "$syslibs" | wrap
+  fi
+  echo "  include/                  public C headers:"
+  (cd "$root/include" && find . -type f | sed 's|^\./||' | sort) | wrap
+  echo "  python/adaptiveload/      the Python package (ctypes, no compiled extension)"
+  echo "  examples/                 programs to copy:"
+  (cd "$root/examples" && ls) | wrap
+  for f in $(cd "$root/tools" && ls); do
+    case $f in
+      gpu_stream_check.sh) printf '  %-25s %s\n' "tools/$f" "stream benchmark + PyTorch stall check on a GPU machine" ;;
+      *) printf '  tools/%s\n' "$f" ;;
+    esac
+  done
+  cat <<'TXT'
 
 Use:
   export PATH=$PWD/bin:$PATH PYTHONPATH=$PWD/python
-  python3 -c "import adaptiveload; print(adaptiveload.BatchSampler)"
+  python3 -c "import adaptiveload; print(adaptiveload.__version__)"
 The package finds ../../lib/libadaptiveload.so relative to itself; ADAPTIVELOAD_LIB
 overrides it.
 TXT
+} >"$root/README.txt"
 tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -C "$tmp" -cf - adaptiveload | gzip -n -9 >"$out"

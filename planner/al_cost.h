@@ -86,7 +86,8 @@ typedef struct al_bench {
 
 /* CSV: a header row naming B, S, step_ms (alias ms) and optionally
  * peak_mem_bytes, in any order (other columns are ignored); one row per
- * measurement. JSON: {"device": ..., "measured": ..., "rows": [{"B": 1, "S":
+ * measurement; fields per RFC 4180 (a field in double quotes may hold commas,
+ * line breaks and doubled quotes). JSON: {"device": ..., "measured": ..., "rows": [{"B": 1, "S":
  * 256, "ms": 8.7, "peak_mem_bytes": ...}]} (the format of
  * planner/data/h200_dit_block_cost.json). The format is sniffed from the first
  * non-blank byte. Errors name the file, line and column; fewer than
@@ -140,7 +141,10 @@ AL_API int al_cost_fit_power(const double *B, const double *S, const double *t, 
 AL_API int al_cost_fit_poly2(const double *B, const double *S, const double *t, size_t n,
                              double params[3]);
 
-/* Fits the family/families, fills errors, memory fit and provenance. */
+/* Fits the family/families, fills errors, memory fit and provenance. AL_ERANGE, naming the
+ * bound, when the fit is outside what a plan can use (predictions finite and positive and
+ * c(S) growing over S = 1..2^20, B = 1..2^32 - 1: planner/README.md, section 3); AL_COST_AUTO
+ * then keeps the other family if it is inside. */
 AL_API int al_cost_fit_bench(const al_bench *b, const al_cost_fit_options *opts,
                              al_cost_model *out);
 
@@ -159,7 +163,8 @@ AL_API double al_cost_per_sample(const al_cost_model *m, uint64_t S);
 AL_API int al_cost_mem_tokens(const al_cost_model *m, double capacity_bytes, double safety,
                               uint64_t *tokens);
 
-/* Saves / loads a cost model file (proto/pbio_internal.h, AL_KIND_COST). */
+/* Saves / loads a cost model file (proto/pbio_internal.h, AL_KIND_COST). Loading refuses
+ * (AL_EFORMAT, naming the bound) a model outside the bounds al_cost_fit_bench holds fits to. */
 AL_API int al_cost_save(const al_cost_model *m, const char *path);
 AL_API int al_cost_load(al_cost_model *out, const char *path);
 

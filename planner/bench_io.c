@@ -58,116 +58,170 @@ static int check_row(const char *where, double B, double S, double ms, int has_m
   return AL_OK;
 }
 
-static char *trim(char *s) {
-  while (isspace((unsigned char)*s)) s++;
-  size_t n = strlen(s);
-  while (n && isspace((unsigned char)s[n - 1])) s[--n] = 0;
-  if (n >= 2 && s[0] == '"' && s[n - 1] == '"') {
-    s[n - 1] = 0;
-    s++;
-  }
-  return s;
+/* A CSV reader (RFC 4180): records of comma-separated fields, one a line. A field in double
+ * quotes may hold commas, line breaks and doubled quotes (""), each pair one quote; white space
+ * around the quotes is ignored. Unquoted fields are trimmed of white space. Blank lines and
+ * lines starting with '#' between records are skipped. */
+typedef struct csv_reader {
+  const char *text, *name;
+  size_t len, pos;
+  unsigned line; /* line of text[pos] */
+  char *buf;     /* the record's fields, each NUL-terminated */
+  size_t cap, used;
+  size_t off[MAX_COLS]; /* where each field starts in buf */
+  size_t nf;            /* fields in the record (may exceed MAX_COLS: only counted) */
+} csv_reader;
+
+static int csv_blank(char c) { return c != '\n' && isspace((unsigned char)c); }
+
+static int csv_put(csv_reader *r, char c) {
+  int rc = grow_array((void **)&r->buf, &r->cap, r->used + 1, 1, "a benchmark line");
+  if (rc) return rc;
+  r->buf[r->used++] = c;
+  return AL_OK;
 }
 
-/* Splits `line` in place at commas; returns the number of fields. */
-static size_t split_csv(char *line, char **fields, size_t max) {
-  size_t n = 0;
-  char *p = line;
+/* The quoted part of a field, from its opening quote; line breaks inside are counted. */
+static int csv_quoted(csv_reader *r, unsigned rec_line) {
+  const char *t = r->text;
+  int rc = AL_OK;
+  r->pos++;
   for (;;) {
-    char *c = strchr(p, ',');
-    if (n < max) fields[n] = p;
-    n++;
-    if (!c) break;
-    *c = 0;
-    p = c + 1;
+    if (r->pos >= r->len)
+      return al_set_error(AL_EFORMAT, "%s: line %u column %zu: quoted field not closed", r->name,
+                          rec_line, r->nf + 1);
+    char c = t[r->pos++];
+    if (c == '"' && !(r->pos < r->len && t[r->pos] == '"')) break;
+    if (c == '"') r->pos++; /* a doubled quote: one quote */
+    if (c == '\n') r->line++;
+    if ((rc = csv_put(r, c))) return rc;
   }
-  return n;
+  while (r->pos < r->len && csv_blank(t[r->pos])) r->pos++;
+  if (r->pos < r->len && t[r->pos] != ',' && t[r->pos] != '\n')
+    return al_set_error(AL_EFORMAT, "%s: line %u column %zu: text after the closing quote", r->name,
+                        rec_line, r->nf + 1);
+  return AL_OK;
+}
+
+/* One field, up to the comma or line break that ends it (left unread). */
+static int csv_field(csv_reader *r, unsigned rec_line) {
+  const char *t = r->text;
+  size_t start = r->used;
+  int rc = AL_OK;
+  while (r->pos < r->len && csv_blank(t[r->pos])) r->pos++;
+  if (r->pos < r->len && t[r->pos] == '"') {
+    rc = csv_quoted(r, rec_line);
+  } else {
+    while (!rc && r->pos < r->len && t[r->pos] != ',' && t[r->pos] != '\n')
+      rc = csv_put(r, t[r->pos++]);
+    while (r->used > start && csv_blank(r->buf[r->used - 1])) r->used--;
+  }
+  if (!rc) rc = csv_put(r, 0);
+  if (!rc && r->nf < MAX_COLS) r->off[r->nf] = start;
+  r->nf++;
+  return rc;
+}
+
+/* Skips blank and comment lines, then reads one record: 1, or 0 at the end of the text (or an
+ * error). *rec_line is the line it starts on. */
+static int csv_record(csv_reader *r, unsigned *rec_line) {
+  const char *t = r->text;
+  for (;;) {
+    size_t p = r->pos;
+    while (p < r->len && csv_blank(t[p])) p++;
+    if (p < r->len && t[p] != '\n' && t[p] != '#') break;
+    while (p < r->len && t[p] != '\n') p++;
+    if (p >= r->len) return 0;
+    r->pos = p + 1;
+    r->line++;
+  }
+  *rec_line = r->line;
+  r->used = r->nf = 0;
+  for (;;) {
+    int rc = csv_field(r, *rec_line);
+    if (rc) return rc;
+    if (r->pos >= r->len) return 1;
+    if (t[r->pos++] == '\n') {
+      r->line++;
+      return 1;
+    }
+  }
+}
+
+static const char *csv_at(const csv_reader *r, int col) { return r->buf + r->off[col]; }
+
+/* The header record: which field holds B, S, step_ms and peak_mem_bytes (-1: none). */
+static int csv_header(const csv_reader *r, unsigned line, int cols[4]) {
+  for (int k = 0; k < 4; k++) cols[k] = -1;
+  for (size_t i = 0; i < r->nf; i++) {
+    const char *h = csv_at(r, (int)i);
+    int k = !strcasecmp(h, "B") || !strcasecmp(h, "batch")      ? 0
+            : !strcasecmp(h, "S") || !strcasecmp(h, "tokens")   ? 1
+            : !strcasecmp(h, "step_ms") || !strcasecmp(h, "ms") ? 2
+            : !strcasecmp(h, "peak_mem_bytes")                  ? 3
+                                                                : -1;
+    if (k >= 0 && cols[k] >= 0)
+      return al_set_error(AL_EFORMAT, "%s: line %u (header): column '%s' given twice", r->name,
+                          line, h);
+    if (k >= 0) cols[k] = (int)i;
+  }
+  const char *missing = cols[0] < 0 ? "B" : cols[1] < 0 ? "S" : cols[2] < 0 ? "step_ms" : NULL;
+  if (missing)
+    return al_set_error(AL_EFORMAT,
+                        "%s: line %u (header): missing column '%s' (need B, S, step_ms; optional peak_mem_bytes)",
+                        r->name, line, missing);
+  return AL_OK;
+}
+
+/* One data record: its numbers, checked, appended to b. */
+static int csv_row(const csv_reader *r, unsigned line, const int cols[4], al_bench *b,
+                   size_t *cap) {
+  static const char *const names[4] = {"B", "S", "step_ms", "peak_mem_bytes"};
+  double v[4] = {0, 0, 0, 0};
+  for (int k = 0; k < 4; k++) {
+    if (cols[k] < 0) continue;
+    const char *s = csv_at(r, cols[k]);
+    char *end;
+    errno = 0;
+    v[k] = strtod(s, &end);
+    if (!*s || *end || errno || !isfinite(v[k]))
+      return al_set_error(AL_EFORMAT, "%s: line %u column %d (%s): '%s' is not a number", r->name,
+                          line, cols[k] + 1, names[k], s);
+  }
+  char where[600];
+  snprintf(where, sizeof where, "%s: line %u", r->name, line);
+  int rc = check_row(where, v[0], v[1], v[2], cols[3] >= 0, v[3]);
+  return rc ? rc : bench_push(b, cap, cols[3] >= 0, v[0], v[1], v[2], v[3]);
 }
 
 static int parse_csv(al_bench *b, const char *text, size_t len, const char *name) {
-  int col_B = -1, col_S = -1, col_ms = -1, col_mem = -1;
-  size_t ncols = 0, cap = 0, pos = 0;
+  csv_reader r = {.text = text, .name = name, .len = len, .line = 1};
+  int cols[4], have_header = 0, rc;
+  size_t ncols = 0, cap = 0;
   unsigned line = 0;
-  int have_header = 0;
-  char *buf = NULL;
-  size_t buf_cap = 0;
-  int rc = AL_OK;
-  while (pos < len && !rc) {
-    size_t e = pos;
-    while (e < len && text[e] != '\n') e++;
-    line++;
-    size_t n = e - pos;
-    if ((rc = grow_array((void **)&buf, &buf_cap, n + 1, 1, "a benchmark line"))) break;
-    memcpy(buf, text + pos, n);
-    buf[n] = 0;
-    pos = e + 1;
-    char *l = trim(buf);
-    if (!*l || *l == '#') continue;
-    char *f[MAX_COLS];
-    size_t nf = split_csv(l, f, MAX_COLS);
-    if (nf > MAX_COLS) {
+  while ((rc = csv_record(&r, &line)) == 1) {
+    if (r.nf > MAX_COLS) {
       rc = al_set_error(AL_EFORMAT, "%s: line %u: more than %d columns", name, line, MAX_COLS);
       break;
     }
     if (!have_header) {
-      for (size_t i = 0; i < nf; i++) {
-        char *h = trim(f[i]);
-        int *slot = NULL;
-        if (!strcasecmp(h, "B") || !strcasecmp(h, "batch"))
-          slot = &col_B;
-        else if (!strcasecmp(h, "S") || !strcasecmp(h, "tokens"))
-          slot = &col_S;
-        else if (!strcasecmp(h, "step_ms") || !strcasecmp(h, "ms"))
-          slot = &col_ms;
-        else if (!strcasecmp(h, "peak_mem_bytes"))
-          slot = &col_mem;
-        if (slot && *slot >= 0) {
-          rc = al_set_error(AL_EFORMAT, "%s: line %u (header): column '%s' given twice", name, line,
-                            h);
-          break;
-        }
-        if (slot) *slot = (int)i;
-      }
-      if (rc) break;
-      const char *missing = col_B < 0 ? "B" : col_S < 0 ? "S" : col_ms < 0 ? "step_ms" : NULL;
-      if (missing) {
-        rc = al_set_error(AL_EFORMAT,
-                          "%s: line %u (header): missing column '%s' (need B, S, step_ms; optional peak_mem_bytes)",
-                          name, line, missing);
-        break;
-      }
-      ncols = nf;
+      if ((rc = csv_header(&r, line, cols))) break;
+      ncols = r.nf;
       have_header = 1;
-      if (col_mem >= 0) {
-        b->mem = malloc(sizeof(double)); /* marks has_mem; grown by bench_push */
-        if (!b->mem) rc = al_set_error(AL_ENOMEM, "%s: out of memory", name);
+      if (cols[3] >= 0 && !(b->mem = malloc(sizeof(double)))) { /* marks has_mem */
+        rc = al_set_error(AL_ENOMEM, "%s: out of memory", name);
+        break;
       }
       continue;
     }
-    if (nf != ncols) {
-      rc = al_set_error(AL_EFORMAT, "%s: line %u: %zu fields, the header has %zu", name, line, nf,
+    if (r.nf != ncols) {
+      rc = al_set_error(AL_EFORMAT, "%s: line %u: %zu fields, the header has %zu", name, line, r.nf,
                         ncols);
       break;
     }
-    double v[4] = {0, 0, 0, 0};
-    const int cols[4] = {col_B, col_S, col_ms, col_mem};
-    static const char *const names[4] = {"B", "S", "step_ms", "peak_mem_bytes"};
-    for (int k = 0; k < 4 && !rc; k++) {
-      if (cols[k] < 0) continue;
-      char *s = trim(f[cols[k]]), *end;
-      errno = 0;
-      v[k] = strtod(s, &end);
-      if (!*s || *end || errno || !isfinite(v[k]))
-        rc = al_set_error(AL_EFORMAT, "%s: line %u column %d (%s): '%s' is not a number", name,
-                          line, cols[k] + 1, names[k], s);
-    }
-    if (rc) break;
-    char where[600];
-    snprintf(where, sizeof where, "%s: line %u", name, line);
-    if ((rc = check_row(where, v[0], v[1], v[2], col_mem >= 0, v[3]))) break;
-    rc = bench_push(b, &cap, col_mem >= 0, v[0], v[1], v[2], v[3]);
+    if ((rc = csv_row(&r, line, cols, b, &cap))) break;
   }
-  free(buf);
+  free(r.buf);
   if (!rc && !have_header)
     rc = al_set_error(AL_EFORMAT, "%s: empty (no header row with B, S, step_ms)", name);
   return rc;

@@ -274,6 +274,48 @@ double cost_eval(al_cost_family f, const double p[3], double B, double S) {
   return p[0] + p[1] * B * S + p[2] * B * S * S;
 }
 
+/* c(S) of one fit. */
+static double fit_per_sample(const al_cost_fit *f, double s) {
+  const double *p = f->params;
+  return f->family == AL_COST_POWER ? p[1] * pow(s, p[2]) : p[1] * s + p[2] * s * s;
+}
+
+/* Whether c(S) grows on [1, COST_MAX_S]: b > 0 for a power law whose exponent is positive;
+ * c'(S) = b + 2 c S, linear in S, positive at both ends for poly2. */
+static int fit_grows(const al_cost_fit *f) {
+  const double *p = f->params;
+  if (f->family == AL_COST_POWER) return p[1] > 0;
+  return p[1] + 2 * p[2] > 0 && p[1] + 2 * p[2] * COST_MAX_S > 0;
+}
+
+/* The first bound fit f breaks, as text in why (n > 0), or 0 when none. */
+static int fit_bound_broken(const al_cost_fit *f, char *why, size_t cap) {
+  const double *p = f->params;
+  if (f->family != AL_COST_POWER && f->family != AL_COST_POLY2)
+    return snprintf(why, cap, "no fitted family");
+  if (!isfinite(p[0]) || !isfinite(p[1]) || !isfinite(p[2]))
+    return snprintf(why, cap, "a parameter is not finite");
+  if (f->family == AL_COST_POWER && !(p[2] > 0 && p[2] <= COST_MAX_P))
+    return snprintf(why, cap, "exponent p = %g outside (0, %g]", p[2], COST_MAX_P);
+  if (!fit_grows(f)) return snprintf(why, cap, "per-sample cost does not grow with S");
+  const double c1 = fit_per_sample(f, 1);
+  if (!(c1 > 0)) return snprintf(why, cap, "per-sample cost c(1) = %g ms <= 0", c1);
+  if (!(p[0] + c1 > 0)) return snprintf(why, cap, "t(1, 1) = a + c(1) = %g ms <= 0", p[0] + c1);
+  const double tmax = p[0] + COST_MAX_B * fit_per_sample(f, COST_MAX_S);
+  if (!(tmax <= COST_MAX_MS))
+    return snprintf(why, cap, "t(2^32 - 1, 2^20) = %g ms above %g ms", tmax, COST_MAX_MS);
+  return 0;
+}
+
+int cost_fit_usable(const al_cost_fit *f, char *why, size_t cap) {
+  int n = fit_bound_broken(f, why, cap);
+  if (n <= 0) return 0;
+  if ((size_t)n < cap)
+    snprintf(why + n, cap - (size_t)n, " (params %g, %g, %g)", f->params[0], f->params[1],
+             f->params[2]);
+  return -1;
+}
+
 static int fit_family(al_cost_family f, const double *B, const double *S, const double *t, size_t n,
                       int rel, double p[3]) {
   return f == AL_COST_POWER ? fit_power(B, S, t, n, rel, p) : fit_poly2(B, S, t, n, rel, p);
@@ -331,6 +373,40 @@ int cost_evaluate(al_cost_family f, const al_bench *b, uint32_t folds, int rel, 
   return rc;
 }
 
+#define COST_NEEDS "(the planner needs step times that grow with B*S: planner/README.md, section 3)"
+
+/* Fits family fam (both for AL_COST_AUTO) into out->fit (and out->alt). A fit a plan could not
+ * use (cost_fit_usable) is refused here, where the benchmark is at hand, rather than by plan;
+ * auto keeps the usable family when only one is. */
+static int fit_families(const al_bench *b, al_cost_family fam, uint32_t folds, int rel,
+                        const char *src, al_cost_model *out) {
+  char why[2][200];
+  int rc;
+  if (fam != AL_COST_AUTO) {
+    if ((rc = cost_evaluate(fam, b, folds, rel, &out->fit))) return al_error_prefix(rc, "%s", src);
+    if (cost_fit_usable(&out->fit, why[0], sizeof why[0]))
+      return al_set_error(AL_ERANGE, "%s: the %s fit cannot be planned with: %s " COST_NEEDS, src,
+                          al_cost_family_name(fam), why[0]);
+    return AL_OK;
+  }
+  al_cost_fit pw, p2;
+  if ((rc = cost_evaluate(AL_COST_POWER, b, folds, rel, &pw)) ||
+      (rc = cost_evaluate(AL_COST_POLY2, b, folds, rel, &p2)))
+    return al_error_prefix(rc, "%s", src);
+  int pw_ok = !cost_fit_usable(&pw, why[0], sizeof why[0]);
+  int p2_ok = !cost_fit_usable(&p2, why[1], sizeof why[1]);
+  /* Ties go to poly2: it has no exponent to extrapolate wrongly. */
+  int power_wins = pw_ok != p2_ok ? pw_ok : pw.median_rel_err < p2.median_rel_err;
+  out->fit = power_wins ? pw : p2;
+  out->alt = power_wins ? p2 : pw;
+  if (!pw_ok && !p2_ok)
+    return al_set_error(AL_ERANGE,
+                        "%s: the %s fit cannot be planned with: %s, nor the %s fit: %s " COST_NEEDS,
+                        src, al_cost_family_name(out->fit.family), why[!power_wins],
+                        al_cost_family_name(out->alt.family), why[power_wins]);
+  return AL_OK;
+}
+
 int al_cost_fit_bench(const al_bench *in, const al_cost_fit_options *opts, al_cost_model *out) {
   if (!in || !out) return al_set_error(AL_EINVAL, "al_cost_fit_bench: NULL argument");
   memset(out, 0, sizeof *out);
@@ -360,20 +436,7 @@ int al_cost_fit_bench(const al_bench *in, const al_cost_fit_options *opts, al_co
                       in->source, n, min_tok, in->n - n, AL_BENCH_MIN_ROWS);
   else if (folds < 2 || folds > n)
     rc = al_set_error(AL_EINVAL, "%s: %u folds for %zu rows", in->source, folds, n);
-  al_cost_fit pw, p2;
-  if (!rc && fam == AL_COST_AUTO) {
-    if ((rc = cost_evaluate(AL_COST_POWER, &b, folds, rel, &pw)) ||
-        (rc = cost_evaluate(AL_COST_POLY2, &b, folds, rel, &p2))) {
-      al_error_prefix(rc, "%s", in->source);
-    } else {
-      /* Ties go to poly2: it has no exponent to extrapolate wrongly. */
-      int power_wins = pw.median_rel_err < p2.median_rel_err;
-      out->fit = power_wins ? pw : p2;
-      out->alt = power_wins ? p2 : pw;
-    }
-  } else if (!rc) {
-    if ((rc = cost_evaluate(fam, &b, folds, rel, &out->fit))) al_error_prefix(rc, "%s", in->source);
-  }
+  if (!rc) rc = fit_families(&b, fam, folds, rel, in->source, out);
   if (!rc && b.mem) {
     double *X = malloc(sizeof(double) * n * 2);
     if (!X) rc = al_set_error(AL_ENOMEM, "memory fit: out of memory");

@@ -101,12 +101,12 @@ int cost_from_msg(const Adaptiveload__CostModel *msg, al_cost_model *m, const ch
   snprintf(m->device, sizeof m->device, "%s", msg->device ? msg->device : "");
   snprintf(m->measured, sizeof m->measured, "%s", msg->measured ? msg->measured : "");
   snprintf(m->source, sizeof m->source, "%s", msg->source ? msg->source : "");
-  /* c(S) must grow with S or the compute limit means nothing. */
-  if (al_cost_per_sample(m, 1024) <= 0 ||
-      !(al_cost_per_sample(m, 65536) > al_cost_per_sample(m, 1024)))
-    return al_set_error(AL_EFORMAT,
-                        "%s: cost model's per-sample cost does not grow with S (params %g, %g, %g)",
-                        where, m->fit.params[0], m->fit.params[1], m->fit.params[2]);
+  /* Predictions finite and positive over the plan's range, c(S) growing (or the compute limit
+   * means nothing): the bounds of cost_internal.h, the ones a fit is held to. */
+  char why[200];
+  if (cost_fit_usable(&m->fit, why, sizeof why))
+    return al_set_error(AL_EFORMAT, "%s: cost model's %s fit cannot be planned with: %s", where,
+                        al_cost_family_name(m->fit.family), why);
   return AL_OK;
 }
 

@@ -5,20 +5,31 @@
 
 ``adaln(x, scale, shift, eps=1e-6, cu_seqlens=None, one_plus=True)``
 
-* x: CUDA tensor, bf16/fp16/fp32, shape (B, N, D), or (rows, D) with ``cu_seqlens``.
-* scale, shift: (B, D) or (B, 1, D); cast to x's dtype (gradients come back in theirs).
+* x: bf16/fp16/fp32 tensor, shape (B, N, D), or (rows, D) with ``cu_seqlens``.
+* scale, shift: (B, D) or (B, 1, D), on x's device; cast to x's dtype (gradients come back in
+  theirs).
 * cu_seqlens: int32 offsets (B + 1) of a packed batch, sample b owning rows
   [cu[b], cu[b+1]). A CPU tensor is checked in full on the host and copied to the device;
   a CUDA tensor is used as is and trusted (bad offsets give wrong numbers, never a crash).
+* eps: added to the variance, as float32; 0 means 1e-6 (the C API's default).
 
-Differentiable in x, scale and shift. The forward keeps only fp32 mean and rstd per row
-(8 bytes per token) besides its inputs; the backward is deterministic. Work is enqueued on
-the current CUDA stream of x's device; nothing synchronises. Calls can be captured in CUDA
-graphs, and under torch.compile (torch >= 2.4) they go through the custom operators
-``torch.ops.adaptiveload.adaln_fwd`` / ``adaln_bwd``: no graph break, fullgraph=True works.
+x on CUDA runs the fused kernels: differentiable in x, scale and shift. The forward keeps only
+fp32 mean and rstd per row (8 bytes per token) besides its inputs; the backward is
+deterministic. Work is enqueued on the current CUDA stream of x's device; nothing synchronises.
+Calls can be captured in CUDA graphs, and under torch.compile (torch >= 2.4) they go through
+the custom operators ``torch.ops.adaptiveload.adaln_fwd`` / ``adaln_bwd``: no graph break,
+fullgraph=True works.
+
+x on any other device (the CPU) runs plain PyTorch ops with autograd and no library call: the
+same math (statistics and modulation in fp32, the result in x's dtype, gradients in the
+inputs' dtypes), so one model file also trains and tests on a machine without a GPU. Its
+argument checks are the C API's, with the same adaptiveload.Error (status and message); the
+offsets are always checked (they are read on the host anyway). tests/stream/test_adaln_cpu.py
+checks it against a float64 reference and, on a GPU, against the kernels.
 """
 
 import ctypes
+import math
 
 import torch
 
@@ -269,10 +280,97 @@ def _as2d(t, batch, D, dtype):
     return t
 
 
+# The C API's argument checks (kernels/adaln_api.cu, setup()) for the CPU path, with its
+# messages, so that both paths refuse the same arguments with the same adaptiveload.Error.
+_FN = "al_adaln_forward"
+_EINVAL, _ERANGE = -1, S.AL_ERANGE  # common/al_status.h
+_MAX_DIM, _MAX_BATCH, _INT32_MAX = 16384, 65535, (1 << 31) - 1
+
+
+def _c_error(status, name, detail):
+    detail = "%s: %s" % (_FN, detail)
+    return _lib.Error(status, "%s: %s: %s" % (_FN, name, detail), detail)
+
+
+def _check_offsets(cu, batch, rows):
+    """cu_seqlens_host's check: cu[0] == 0, non-decreasing, cu[B] == rows."""
+    what = "cu_seqlens_host"
+    c = cu.tolist()
+    if c[0] != 0:
+        raise _c_error(_EINVAL, "AL_EINVAL", "%s[0] = %d, must be 0" % (what, c[0]))
+    for b in range(batch):
+        if c[b + 1] < c[b]:
+            raise _c_error(_EINVAL, "AL_EINVAL", "%s[%d] = %d < %s[%d] = %d: offsets must not decrease"
+                           % (what, b + 1, c[b + 1], what, b, c[b]))
+    if c[batch] != rows:
+        raise _c_error(_EINVAL, "AL_EINVAL", "%s[%d] = %d but rows = %d" % (what, batch, c[batch], rows))
+
+
+def _check_like_c(D, batch, seq_len, rows, cu_host, eps):
+    """The C API's checks of the call's desc and options, in its order; the eps it uses."""
+    if D < 1 or D > _MAX_DIM:
+        raise _c_error(_ERANGE, "AL_ERANGE", "dim %d outside [1, %d]" % (D, _MAX_DIM))
+    if batch > _MAX_BATCH:
+        raise _c_error(_ERANGE, "AL_ERANGE", "batch %d outside [1, %d]" % (batch, _MAX_BATCH))
+    if rows > _INT32_MAX:
+        raise _c_error(_ERANGE, "AL_ERANGE", "rows %d outside [0, %d]" % (rows, _INT32_MAX))
+    if cu_host is None:
+        if seq_len < 1:
+            raise _c_error(_EINVAL, "AL_EINVAL", "seq_len %d: the fixed layout needs seq_len >= 1 "
+                           "(or pass cu_seqlens for a packed batch)" % seq_len)
+        if seq_len > _INT32_MAX // batch:
+            raise _c_error(_ERANGE, "AL_ERANGE", "batch %d x seq_len %d rows exceed %d"
+                           % (batch, seq_len, _INT32_MAX))
+    else:
+        _check_offsets(cu_host, batch, rows)
+    e = ctypes.c_float(eps).value  # the options' float field
+    if not (e >= 0.0) or math.isinf(e):
+        raise _c_error(_EINVAL, "AL_EINVAL", "eps %g must be finite and >= 0" % e)
+    return e if e != 0.0 else ctypes.c_float(1e-6).value
+
+
+def _adaln_torch(x2d, scale2d, shift2d, batch, seq_len, cu_host, eps, one_plus):
+    """The CPU path: the kernels' math in PyTorch ops (autograd gives the gradients)."""
+    D = x2d.shape[1]
+    eps = _check_like_c(D, batch, seq_len, x2d.shape[0], cu_host, float(eps))
+    # Two passes in fp32, as the kernels: the residual from the row's mean, then its variance
+    # (torch's layer_norm leaves a residual of rounding where the kernels give 0, e.g. D = 1).
+    xc = x2d.float()
+    xc = xc - xc.mean(dim=1, keepdim=True)
+    xn = xc * torch.rsqrt((xc * xc).mean(dim=1, keepdim=True) + eps)
+    scale, shift = scale2d.float(), shift2d.float()
+    if cu_host is None:
+        xn = xn.view(batch, seq_len, D)
+        scale, shift = scale[:, None, :], shift[:, None, :]
+    else:
+        sample = torch.repeat_interleave(torch.arange(batch, device=x2d.device),
+                                         (cu_host[1:] - cu_host[:-1]).long().to(x2d.device))
+        scale, shift = scale.index_select(0, sample), shift.index_select(0, sample)
+    y = xn * (scale + 1.0 if one_plus else scale) + shift
+    return y.to(x2d.dtype).view(x2d.shape)
+
+
+def _check_types(x, scale, shift, cu_seqlens, eps):
+    for name, t in (("x", x), ("scale", scale), ("shift", shift)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError("adaln: %s must be a torch.Tensor, not %s" % (name, type(t).__name__))
+    if cu_seqlens is not None and not isinstance(cu_seqlens, torch.Tensor):
+        raise TypeError("adaln: cu_seqlens must be None or a torch.Tensor, not %s" % type(cu_seqlens).__name__)
+    try:
+        float(eps)
+    except (TypeError, ValueError):
+        raise TypeError("adaln: eps must be a number, not %s" % type(eps).__name__) from None
+
+
+def _check_devices(x, scale, shift):
+    for name, t in (("scale", scale), ("shift", shift)):
+        if t.device != x.device:
+            raise ValueError("adaln: %s is on %s, x on %s: pass them on one device" % (name, t.device, x.device))
+
+
 def adaln(x, scale, shift, eps=1e-6, cu_seqlens=None, one_plus=True):
     """Fused LayerNorm (no affine) + per-sample modulation; see the module docstring."""
-    if not x.is_cuda:
-        raise ValueError("adaln: x must be a CUDA tensor")
+    _check_types(x, scale, shift, cu_seqlens, eps)
     if x.dtype not in _DTYPES:
         raise TypeError("adaln: x dtype %s is not bf16, fp16 or fp32" % x.dtype)
     D = x.shape[-1]
@@ -285,16 +383,21 @@ def adaln(x, scale, shift, eps=1e-6, cu_seqlens=None, one_plus=True):
         if x.dim() != 2:
             raise ValueError("adaln: x must be (rows, D) with cu_seqlens, got %s" % (tuple(x.shape),))
         batch, seq_len = cu_seqlens.numel() - 1, 0
-        if cu_seqlens.is_cuda:
+        if not x.is_cuda:  # the CPU path reads the offsets on the host
+            cu_dev, cu_host = None, cu_seqlens.to(torch.int32).cpu().contiguous()
+        elif cu_seqlens.is_cuda:
             cu_dev, cu_host = cu_seqlens.to(torch.int32).contiguous(), None
         else:
             cu_host = cu_seqlens.to(torch.int32).contiguous()
             cu_dev = cu_host.to(x.device)
     if batch < 1:
         raise ValueError("adaln: no samples")
+    _check_devices(x, scale, shift)
     scale2d = _as2d(scale, batch, D, x.dtype)
     shift2d = _as2d(shift, batch, D, x.dtype)
     x2d = x if x.dim() == 2 else x.reshape(-1, D)
+    if not x.is_cuda:
+        return _adaln_torch(x2d, scale2d, shift2d, batch, seq_len, cu_host, eps, bool(one_plus)).view(x.shape)
     if not x2d.is_contiguous():
         x2d = x2d.contiguous()
     if _OPS and _is_compiling():

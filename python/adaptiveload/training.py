@@ -12,8 +12,9 @@ and examples/train_stream.py share)::
             optimizer.step(); optimizer.zero_grad()
     env.close()
 
-Micro-batches per step differ between ranks (the planner balances predicted cost, not
-counts), so gradients are all-reduced on ``last_in_step``, not after a fixed count.
+Every rank gets exactly ``micro_per_step`` micro-batches in every step (the planner levels
+the ranks' predicted cost within a step, not their counts), the last one ``last_in_step``:
+gradients are all-reduced there, so DDP, FSDP and ZeRO run their collectives together.
 """
 
 import collections

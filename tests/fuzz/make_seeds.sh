@@ -96,6 +96,12 @@ cp "$T/bench.csv" "$b/h200_rows.csv"
   echo 'S,note,ms,B'
   sed -n '2,10p' planner/data/h200_shape_bench.csv | awk -F, '{print $2",x,"$3","$1}'
 } > "$b/reordered.csv"
+# RFC 4180 quoting: every field quoted, a comma, doubled quotes and a line break inside quotes.
+{
+  echo '"note, ""free""","B","S","step_ms"'
+  sed -n '2,10p' planner/data/h200_shape_bench.csv |
+    awk -F, '{printf "\"run\n%d\",\"%s\",\"%s\",\"%s\"\n", NR, $1, $2, $3}'
+} > "$b/quoted.csv"
 python3 - "$b/h200_rows.json" <<'PY'
 import json, sys
 rows = json.load(open("planner/data/h200_dit_block_cost.json"))["rows"][:10]
