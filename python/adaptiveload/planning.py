@@ -227,6 +227,13 @@ class Planner:
             path = _replan_write(path, at, world, k, t, out)
         return path
 
+    @property
+    def first_epoch(self):
+        """The epoch a StreamDataset or BatchSampler opens before its first ``set_epoch``: the
+        epoch a resumed Planner continues, else 0 (a resumed Planner without an index can plan
+        no other epoch)."""
+        return self._origin["epoch"] if self._origin is not None else 0
+
     def path(self, epoch):
         epoch = int(epoch)
         p = self._paths.get(epoch)

@@ -109,7 +109,9 @@ class BatchSampler(Sampler):
         self._yielded = 0
         self._sched = None
         self._check = (os.fspath(index), [str(m) for m in members]) if index is not None and members else None
-        self._open(0 if epoch is None else int(epoch))
+        if epoch is None:
+            epoch = getattr(self._planner, "first_epoch", 0) if self._planner is not None else 0
+        self._open(int(epoch))
 
     # -- epochs ---------------------------------------------------------------
 

@@ -276,7 +276,7 @@ class StreamDataset(IterableDataset):
         self.index_path = os.fspath(index)
         # An adaptiveload.Planner plans each epoch in-process (set_epoch); else a manifest path.
         self.planner = manifest if hasattr(manifest, "path") and callable(manifest.path) else None
-        self.manifest_path = self.planner.path(0) if self.planner else os.fspath(manifest)
+        self.manifest_path = self.planner.path(self.planner.first_epoch) if self.planner else os.fspath(manifest)
         self.rank = rank
         self.world_size = world_size
         self.ext = ext
