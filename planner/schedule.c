@@ -21,6 +21,9 @@
 #include "planner/rng_internal.h"
 
 static int push_micro(al_plan *p, uint64_t first, uint32_t n, uint32_t bucket, uint32_t padded) {
+  /* Batches are numbered in 32 bits (seq, the windows' items). */
+  if (p->n_micro >= UINT32_MAX)
+    return al_set_error(AL_ERANGE, "plan: more than 2^32 - 1 micro-batches");
   int rc = grow_array((void **)&p->micro, &p->cap_micro, p->n_micro + 1, sizeof *p->micro,
                       "plan micro-batches");
   if (rc) return rc;
@@ -454,6 +457,13 @@ static int deal_adaptive(al_plan *p, plan_rng *rng) {
 }
 
 int plan_schedule(al_plan *p, uint64_t *items, size_t n, uint64_t stream) {
+  uint64_t per = (uint64_t)p->world * p->micro_per_step;
+  if (per > AL_PLAN_MAX_STEP_MICRO)
+    return al_set_error(AL_ERANGE,
+                        "world %u x micro-per-step %u = %llu micro-batches per step, above the "
+                        "planner's maximum %u (a step is one manifest record of at most 256 MiB)",
+                        p->world, p->micro_per_step, (unsigned long long)per,
+                        AL_PLAN_MAX_STEP_MICRO);
   plan_rng rng;
   plan_rng_seed(&rng, p->seed, p->epoch, stream);
   /* Fisher-Yates on (bucket, position) pairs: batch forming then reads them in order. */
