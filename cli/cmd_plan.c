@@ -100,7 +100,7 @@ static const cli_option OPTIONS[] = {
     {.name = "--epoch", .type = CLI_U64, CLI_AT(plan_args, o.epoch), .max = UINT32_MAX,
      .metavar = "E", .help = "epoch of the shuffle", .def = "0"},
     {.name = "--mem-tokens", .type = CLI_U64, CLI_AT(plan_args, o.mem_tokens), .min = 1,
-     .metavar = "M", .help = "M_mem, tokens per micro-batch", .def = "65536"},
+     .metavar = "M", .help = "M_mem, tokens per micro-batch (at most 2^32 - 1)", .def = "65536"},
     {.name = "--mem-capacity", .type = CLI_DOUBLE, CLI_AT(plan_args, mem_capacity),
      .flags = CLI_ABOVE_LO, .metavar = "B",
      .help = "derive M_mem from the cost model's memory fit and B bytes"},
@@ -115,7 +115,7 @@ static const cli_option OPTIONS[] = {
     {.name = "--micro-per-step", .type = CLI_U64, CLI_AT(plan_args, o.micro_per_step), .min = 1,
      .max = 1u << 20, .metavar = "K",
      .help = "micro-batches of every rank in every step (default 1, or the\n"
-             "fewest that fit --step-tokens)"},
+             "fewest that fit --step-tokens); W x K at most 4194304"},
     {.name = "--step-tokens", .type = CLI_U64, CLI_AT(plan_args, o.step_tokens), .min = 1,
      .metavar = "T",
      .help = "target tokens per optimizer step over all ranks (default\n"

@@ -52,7 +52,8 @@ typedef struct al_latent_geom {
 /* Copies `in` (NULL = all defaults) with zero fields replaced by defaults. */
 AL_API al_latent_geom al_latent_geom_resolve(const al_latent_geom *in);
 
-/* Tokens of one sample; 0 when the sample is smaller than one patch or F = 0. */
+/* Tokens of one sample; 0 when the sample is smaller than one patch or F = 0; UINT64_MAX when
+ * the count does not fit in 64 bits (32-bit shapes under a unit geometry). */
 AL_API uint64_t al_tokens(const al_latent_geom *g, uint32_t width, uint32_t height,
                           uint32_t frames);
 

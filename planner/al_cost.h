@@ -158,7 +158,8 @@ AL_API const char *al_cost_default_json(void);
 AL_API double al_cost_predict(const al_cost_model *m, uint64_t B, uint64_t S);
 /* The B-proportional cost of one sample, c(S), in ms. */
 AL_API double al_cost_per_sample(const al_cost_model *m, uint64_t S);
-/* Token cap from the memory fit: floor((capacity * safety - m0) / m1).
+/* Token cap from the memory fit: floor((capacity * safety - m0) / m1), saturated at the
+ * planner's largest M_mem, 2^32 - 1 (AL_PLAN_MAX_MEM_TOKENS, al_plan.h).
  * AL_ESTATE without a memory fit, AL_ERANGE when the cap would be < 1. */
 AL_API int al_cost_mem_tokens(const al_cost_model *m, double capacity_bytes, double safety,
                               uint64_t *tokens);

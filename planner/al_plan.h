@@ -83,6 +83,13 @@ AL_API int al_last_step_parse(const char *s, al_last_step *out);
 
 #define AL_PLAN_DEFAULT_MEM_TOKENS 65536u
 #define AL_PLAN_DEFAULT_WINDOW 64u
+/* The largest M_mem (mem_tokens): 2^32 - 1 tokens per micro-batch, so that every token count of
+ * a plan (at most 2^32 - 1 samples of at most M_mem tokens each; W x K x M_mem) fits in 64 bits. */
+#define AL_PLAN_MAX_MEM_TOKENS 4294967295u
+/* The most micro-batches one step may hold over all ranks, W x K: a step is one manifest record
+ * (at most 256 MiB), which 16,777,216 one-sample micro-batches overflow (408 MB); 4,194,304
+ * take about 100 MB there and 0.75 GB to plan (planner/README.md §11). */
+#define AL_PLAN_MAX_STEP_MICRO 4194304u
 
 /* Zero means default for every field except world (required, >= 1). */
 typedef struct al_plan_options {
@@ -90,8 +97,8 @@ typedef struct al_plan_options {
   uint32_t world;
   uint64_t seed;
   uint32_t epoch;
-  uint64_t mem_tokens;   /* M_mem; 0 = AL_PLAN_DEFAULT_MEM_TOKENS */
-  double comp_budget_ms; /* M_comp; 0 = c(largest bucket fitting M_mem) */
+  uint64_t mem_tokens;   /* M_mem; 0 = AL_PLAN_DEFAULT_MEM_TOKENS; at most AL_PLAN_MAX_MEM_TOKENS */
+  double comp_budget_ms; /* M_comp; 0 = c(largest bucket fitting M_mem); finite, >= 0 */
   double step_cost_ms;   /* must be 0 (a nonzero value is refused, AL_EINVAL): steps are set by
                             micro_per_step and step_tokens */
   uint32_t window;       /* adaptive: steps per balancing window; 0 = AL_PLAN_DEFAULT_WINDOW */
@@ -100,8 +107,9 @@ typedef struct al_plan_options {
   const al_bucket_table *buckets; /* NULL = al_bucket_table_default() */
   uint32_t start_step;            /* keep only steps >= start_step (same steps as the full plan) */
   /* The global batch. Both policies honour them. */
-  uint32_t micro_per_step; /* K, micro-batches of every rank in every step; 0 = 1, or
-                              ceil(step_tokens / (W x M_mem)) when only step_tokens is set */
+  uint32_t micro_per_step; /* K, micro-batches of every rank in every step (1..2^20); 0 = 1, or
+                              ceil(step_tokens / (W x M_mem)) when only step_tokens is set;
+                              W x K at most AL_PLAN_MAX_STEP_MICRO */
   uint64_t step_tokens;    /* T, target tokens per step over all ranks; 0 = W x K x M_mem.
                               T / (W x K) > M_mem is refused (AL_ERANGE): raise K */
   /* Added at the end: members every planned sample must hold (KEY.EXT or KEY.EXT.lz4, as the
@@ -131,8 +139,10 @@ typedef struct al_plan al_plan;
 /* Plans one epoch. Errors (no plan is made): n == 0, world == 0, M_mem below
  * the smallest bucket's tokens (AL_ERANGE: nothing could ever fit), no sample
  * fitting any bucket (AL_ENOTFOUND, with the reject counts in the message),
- * start_step past the end. Samples fitting no bucket are otherwise counted
- * per reason (al_plan_rejected) and listed in the manifest's key table. */
+ * start_step past the end; AL_ERANGE naming the option for a number past its limit (world,
+ * micro_per_step, W x K, mem_tokens, step_tokens / (W x K) above M_mem, comp_budget_ms not
+ * finite or negative) or a cost model predicting a non-finite batch cost. Samples fitting no bucket
+ * are otherwise counted per reason (al_plan_rejected) and listed in the manifest's key table. */
 AL_API int al_plan_build(al_plan **out, const al_plan_input *in, const al_cost_model *cost,
                          const al_plan_options *opts);
 

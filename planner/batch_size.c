@@ -28,7 +28,8 @@ static void size_bucket(const al_plan *p, plan_bucket *b, uint64_t m) {
   double c = al_cost_per_sample(&p->cost, b->tokens);
   /* The relative epsilon keeps c(S*) / c(S*) == 1 from flooring to 0. */
   double bc = c > 0 ? floor(p->comp_ms / c * (1.0 + 1e-9)) : 1e18;
-  uint64_t bcomp = bc > 1e18 ? (uint64_t)1e18 : (uint64_t)bc;
+  /* Saturated at 1e18; NaN (an infinite M_comp over an infinite c) counts as 0. */
+  uint64_t bcomp = bc > 1e18 ? (uint64_t)1e18 : bc >= 0 ? (uint64_t)bc : 0;
   uint64_t B;
   if (p->policy == AL_POLICY_EQUAL_TOKEN) {
     B = bm;

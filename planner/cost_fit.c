@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "planner/al_cost.h"
+#include "planner/al_plan.h"
 #include "planner/cost_internal.h"
 
 #define LM_MAX_ITER 200
@@ -484,6 +485,7 @@ int al_cost_mem_tokens(const al_cost_model *m, double capacity, double safety, u
     return al_set_error(AL_ERANGE,
                         "capacity %.0f bytes x safety %.2f leaves no room above the fixed %.0f bytes",
                         capacity, safety, m->mem_m0);
-  *tokens = tok > 1e15 ? (uint64_t)1e15 : (uint64_t)tok;
+  /* Saturated at the planner's largest M_mem. */
+  *tokens = tok > AL_PLAN_MAX_MEM_TOKENS ? AL_PLAN_MAX_MEM_TOKENS : (uint64_t)tok;
   return AL_OK;
 }

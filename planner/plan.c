@@ -1,6 +1,7 @@
 /* Planning an epoch (al_plan_build): options, buckets and the samples' bucket assignment, batch
  * sizes (batch_size.c), the schedule (schedule.c) and the start step (resume); summary figures
  * (plan_info.c). */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,7 +37,7 @@ static int check_cost(const al_cost_model *c) {
 }
 
 /* What al_plan_build refuses before planning: no samples, too many, no shapes, the world size,
- * the cost model, a nonzero step_cost_ms. */
+ * M_mem and M_comp past their limits, the cost model, a nonzero step_cost_ms. */
 static int check_input(const al_plan_input *in, const al_cost_model *cost,
                        const al_plan_options *o) {
   int rc;
@@ -47,6 +48,14 @@ static int check_input(const al_plan_input *in, const al_cost_model *cost,
     return al_set_error(AL_EINVAL, "al_plan_build: NULL shape arrays");
   if (!o->world || o->world > (1u << 20))
     return al_set_error(AL_EINVAL, "world size %u out of range (1..1048576)", o->world);
+  if (o->mem_tokens > AL_PLAN_MAX_MEM_TOKENS)
+    return al_set_error(AL_ERANGE,
+                        "mem-tokens %llu is above the maximum %u (2^32 - 1) tokens per micro-batch, "
+                        "which keeps every token count of a plan within 64 bits",
+                        (unsigned long long)o->mem_tokens, AL_PLAN_MAX_MEM_TOKENS);
+  if (!isfinite(o->comp_budget_ms) || o->comp_budget_ms < 0)
+    return al_set_error(AL_ERANGE, "comp-ms %g is not a finite number >= 0 (0: the default)",
+                        o->comp_budget_ms);
   if ((rc = check_cost(cost))) return rc;
   if (o->step_cost_ms != 0)
     return al_set_error(AL_EINVAL,
@@ -56,24 +65,45 @@ static int check_input(const al_plan_input *in, const al_cost_model *cost,
   return AL_OK;
 }
 
+/* ceil(a / b) for b > 0, without overflow. */
+static uint64_t ceil_div(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
+
 /* K and T from the options (al_plan.h): K = 1 and T = W K M_mem unless set;
- * only T set: the fewest K with T / (W K) <= M_mem. */
+ * only T set: the fewest K with T / (W K) <= M_mem. W <= 2^20 and M_mem <= 2^32 - 1 (checked),
+ * so W M_mem and, with W K <= AL_PLAN_MAX_STEP_MICRO, W K M_mem fit in 64 bits. */
 static int resolve_step(al_plan *p, const al_plan_options *o) {
   uint64_t W = p->world, M = p->mem_tokens;
   uint64_t K = o->micro_per_step, T = o->step_tokens;
-  if (!K) K = T ? (T + W * M - 1) / (W * M) : 1;
-  if (!K) K = 1;
+  if (!K) K = T ? ceil_div(T, W * M) : 1;
+  if (K > (1u << 20) && !o->micro_per_step)
+    return al_set_error(AL_ERANGE,
+                        "step-tokens %llu over %llu ranks of mem-tokens %llu needs micro-per-step "
+                        "%llu, above its maximum 1048576: lower --step-tokens or raise --mem-tokens",
+                        (unsigned long long)T, (unsigned long long)W, (unsigned long long)M,
+                        (unsigned long long)K);
   if (K > (1u << 20))
     return al_set_error(AL_ERANGE, "micro-per-step %llu out of range (1..1048576)",
                         (unsigned long long)K);
+  if (W * K > AL_PLAN_MAX_STEP_MICRO)
+    return al_set_error(AL_ERANGE,
+                        "world %llu x micro-per-step %llu = %llu micro-batches per step, above the "
+                        "planner's maximum %u (a step is one manifest record of at most 256 MiB)",
+                        (unsigned long long)W, (unsigned long long)K, (unsigned long long)(W * K),
+                        AL_PLAN_MAX_STEP_MICRO);
   if (!T) T = W * K * M;
+  if (T / (W * K) > M && ceil_div(T, W * M) > (1u << 20))
+    return al_set_error(AL_ERANGE,
+                        "step-tokens %llu over %llu ranks needs more than mem-tokens %llu per "
+                        "micro-batch even at micro-per-step's maximum 1048576: lower --step-tokens "
+                        "or raise --mem-tokens",
+                        (unsigned long long)T, (unsigned long long)W, (unsigned long long)M);
   if (T / (W * K) > M)
     return al_set_error(AL_ERANGE,
                         "step-tokens %llu over %llu ranks x %llu micro-batches needs %llu tokens per "
                         "micro-batch, above mem-tokens %llu: raise --micro-per-step to %llu or more",
                         (unsigned long long)T, (unsigned long long)W, (unsigned long long)K,
                         (unsigned long long)(T / (W * K)), (unsigned long long)M,
-                        (unsigned long long)((T + W * M - 1) / (W * M)));
+                        (unsigned long long)ceil_div(T, W * M));
   p->micro_per_step = (uint32_t)K;
   p->step_tokens = T;
   p->micro_tokens = T / (W * K) ? T / (W * K) : 1;
@@ -231,6 +261,21 @@ static void assign_samples(al_plan *p, const al_bucket_table *t, const al_plan_i
   memo_free(&memo);
 }
 
+/* Every used bucket's batch has a finite predicted cost (a cost model can overflow a double at
+ * large S; the schedule sorts and sums these costs). */
+static int check_batch_costs(const al_plan *p) {
+  for (size_t i = 0; i < p->n_buckets; i++) {
+    const plan_bucket *b = &p->buckets[i];
+    if (b->samples && !isfinite(b->batch_cost_ms))
+      return al_set_error(AL_ERANGE,
+                          "the cost model predicts %g ms for a batch of %u samples of bucket %ux%u "
+                          "x %u frames (%llu tokens): not a finite cost",
+                          b->batch_cost_ms, b->batch_size, b->width, b->height, b->frames,
+                          (unsigned long long)b->tokens);
+  }
+  return AL_OK;
+}
+
 static int no_sample_fits(const al_plan *p, size_t n) {
   return al_set_error(AL_ENOTFOUND,
                       "no sample fits any bucket: %zu rejected (%llu zero-sized, %llu too small, %llu too few frames, "
@@ -269,7 +314,7 @@ static int build(al_plan *p, const al_plan_input *in, const al_latent_grid *grid
   if (!rc) {
     assign_samples(p, t, in, grid, items, &planned);
     plan_size_buckets(p);
-    if (!planned) rc = no_sample_fits(p, in->n);
+    rc = planned ? check_batch_costs(p) : no_sample_fits(p, in->n);
   }
   al_bucket_table_free(own);
   if (rc) {

@@ -16,10 +16,14 @@
 #include <string.h>
 
 #include "common/grow_internal.h"
+#include "planner/bin_level_internal.h"
 #include "planner/plan_internal.h"
 #include "planner/rng_internal.h"
 
 static int push_micro(al_plan *p, uint64_t first, uint32_t n, uint32_t bucket, uint32_t padded) {
+  /* Batches are numbered in 32 bits (seq, the windows' items). */
+  if (p->n_micro >= UINT32_MAX)
+    return al_set_error(AL_ERANGE, "plan: more than 2^32 - 1 micro-batches");
   int rc = grow_array((void **)&p->micro, &p->cap_micro, p->n_micro + 1, sizeof *p->micro,
                       "plan micro-batches");
   if (rc) return rc;
@@ -176,6 +180,22 @@ static void split_heap_down(const plan_micro *mi, uint32_t *h, size_t n, size_t 
   }
 }
 
+static void split_heap_up(const plan_micro *mi, uint32_t *h, size_t i) {
+  while (i > 0) {
+    size_t up = (i - 1) / 2;
+    if (!split_before(&mi[h[up]], &mi[h[i]])) return;
+    uint32_t t = h[i];
+    h[i] = h[up];
+    h[up] = t;
+    i = up;
+  }
+}
+
+static int cmp_u32(const void *a, const void *b) {
+  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+  return (x > y) - (x < y);
+}
+
 /* Adaptive: makes the batch count a multiple of `per` by splitting batches in
  * halves (the batches with the most samples first; the second half joins the
  * end of the sequence), so that no step is short and every sample stays real.
@@ -189,13 +209,14 @@ static int split_to_multiple(al_plan *p, size_t per) {
     if (!heap) return al_set_error(AL_ENOMEM, "plan: out of memory");
   }
   while (need && !rc) {
-    /* The `need` best candidates (a bounded min-heap over the batches). */
+    /* The `need` best candidates (a bounded min-heap over the batches; split_before is a
+     * total order, so which batches it keeps does not depend on how the heap is kept). */
     size_t h = 0;
     for (size_t i = 0; i < p->n_micro; i++) {
       if (p->micro[i].n < 2) continue;
       if (h < need) {
         heap[h++] = (uint32_t)i;
-        for (size_t q = h / 2; q-- > 0;) split_heap_down(p->micro, heap, h, q);
+        split_heap_up(p->micro, heap, h - 1);
       } else if (split_before(&p->micro[i], &p->micro[heap[0]])) {
         heap[0] = (uint32_t)i;
         split_heap_down(p->micro, heap, h, 0);
@@ -203,12 +224,7 @@ static int split_to_multiple(al_plan *p, size_t per) {
     }
     if (!h) break;
     /* Split in index order: the appended halves then come out the same on every machine. */
-    for (size_t a = 1; a < h; a++)
-      for (size_t b = a; b > 0 && heap[b - 1] > heap[b]; b--) {
-        uint32_t t = heap[b];
-        heap[b] = heap[b - 1];
-        heap[b - 1] = t;
-      }
+    qsort(heap, h, sizeof *heap, cmp_u32);
     for (size_t q = 0; q < h && !rc; q++) {
       plan_micro *m = &p->micro[heap[q]];
       uint32_t half = (m->n + 1) / 2, rest = m->n - half, b = m->bucket;
@@ -235,6 +251,7 @@ typedef struct packer {
   uint32_t *bin_of;  /* K > 1: per window item (by cost): its bin */
   uint32_t *bins;    /* K > 1: bins by load (a sort buffer) */
   uint32_t *bin_pos; /* K > 1: per bin: its place in the window's step-major order */
+  double *cost;      /* K > 1: per window item (by cost): its predicted cost */
   size_t cap_items, cap_steps;
 } packer;
 
@@ -249,6 +266,7 @@ static void packer_free(packer *k) {
   free(k->bin_of);
   free(k->bins);
   free(k->bin_pos);
+  free(k->cost);
 }
 
 static int packer_init(packer *k, uint32_t W, uint32_t K) {
@@ -262,12 +280,13 @@ static int packer_init(packer *k, uint32_t W, uint32_t K) {
 
 static int packer_reserve(packer *k, size_t items, size_t steps, uint32_t W, uint32_t K) {
   if (items > k->cap_items) {
-    free(k->items), free(k->rank_of), free(k->bin_of);
+    free(k->items), free(k->rank_of), free(k->bin_of), free(k->cost);
     k->items = malloc(items * sizeof *k->items);
     k->rank_of = malloc(items * sizeof *k->rank_of);
     k->bin_of = K > 1 ? malloc(items * sizeof *k->bin_of) : NULL;
+    k->cost = K > 1 ? malloc(items * sizeof *k->cost) : NULL;
     k->cap_items = items;
-    if (!k->items || !k->rank_of || (K > 1 && !k->bin_of))
+    if (!k->items || !k->rank_of || (K > 1 && (!k->bin_of || !k->cost)))
       return al_set_error(AL_ENOMEM, "plan: out of memory");
   }
   if (steps > k->cap_steps) {
@@ -316,124 +335,22 @@ static int cmp_bin_desc(const void *a, const void *b, void *ctx) {
   return (x > y) - (x < y);
 }
 
-/* Swaps that level the bins after the rounds. Each swap trades one batch of
- * a bin for one of another bin:
- *   1. the fullest and the emptiest bin trade the pair that brings their sums
- *      closest, while that narrows their gap;
- *   2. when no such pair exists, the fullest bin trades with whichever other
- *      bin gives the lowest new maximum of the two (below the fullest's sum),
- *      or else the emptiest with whichever gives the highest new minimum.
- * Stops when neither finds a swap, after LEVEL_SWAPS swaps, or after
- * LEVEL_WIDE_SWAPS of step 2, per window (a swap of step 1 is a pass over the
- * bins, one of step 2 a pass over every bin's K x K pairs). Step 1 alone
- * stalls where only a third bin can take the fullest bin's batch; step 2
- * reaches that bin: on the e2e corpus at W = 8, K = 4 the predicted step-time
- * CV is 2.28 % with step 1 alone and 1.15 % with both. The cap bounds step 2's
- * cost where a pass is long: for the 10M-sample plan at W = 64, K = 4 (4,096
- * bins a window) step 2 costs about 10 % more CPU time (BENCHMARKS.md,
- * planner). The rounds leave the fullest bin high when a few batches cost far
- * more than the rest; the swaps level what they can. Ties go to the lower
- * index: deterministic. */
-#define LEVEL_SWAPS 512
-#define LEVEL_WIDE_SWAPS 64
-
-static double item_cost(const al_plan *p, const packer *k, size_t slot) {
-  return p->micro[k->items[k->rank_of[slot]]].cost;
-}
-
-/* Step 2: the best trade of bin `ext` (the fullest when hi, else the emptiest)
- * with any other bin; returns 0 when none improves on `ext`'s sum. */
-static int widest_swap(const al_plan *p, const packer *k, size_t nb, size_t ext, int hi, size_t *ob,
-                       uint32_t *oi, uint32_t *oj) {
-  uint32_t K = p->micro_per_step;
-  double le = k->bin_load[ext], best = le;
-  int found = 0;
-  for (size_t b = 0; b < nb; b++) {
-    if (b == ext) continue;
-    double lb = k->bin_load[b];
-    if (hi ? lb >= le : lb <= le) continue;
-    for (uint32_t i = 0; i < K; i++) {
-      double ci = item_cost(p, k, ext * K + i);
-      for (uint32_t j = 0; j < K; j++) {
-        double d = ci - item_cost(p, k, b * K + j); /* what ext gives away, net */
-        if (hi ? d <= 0 : d >= 0) continue;
-        /* hi: the new maximum of the two must fall below le; lo: the new
-         * minimum must rise above it. */
-        double e = le - d, o = lb + d, worst = hi ? fmax(e, o) : fmin(e, o);
-        if (hi ? worst < best : worst > best) best = worst, *ob = b, *oi = i, *oj = j, found = 1;
-      }
-    }
-  }
-  return found;
-}
-
-static void swap_items(const al_plan *p, packer *k, size_t a, uint32_t i, size_t b, uint32_t j) {
-  uint32_t K = p->micro_per_step;
-  uint32_t xi = k->rank_of[a * K + i], xj = k->rank_of[b * K + j];
-  double d = p->micro[k->items[xi]].cost - p->micro[k->items[xj]].cost;
-  k->rank_of[a * K + i] = xj, k->rank_of[b * K + j] = xi;
-  k->bin_of[xi] = (uint32_t)b, k->bin_of[xj] = (uint32_t)a;
-  k->bin_load[a] -= d, k->bin_load[b] += d;
-}
-
-static void level_bins(const al_plan *p, packer *k, size_t nb, size_t m) {
-  uint32_t K = p->micro_per_step;
-  /* Members of each bin: slots b K .. b K + K of rank_of (scratch here). */
-  uint32_t *cnt = k->bins; /* reused: per-bin fill, bins[] is re-sorted afterwards */
-  memset(cnt, 0, nb * sizeof *cnt);
-  for (size_t x = 0; x < m; x++) {
-    uint32_t b = k->bin_of[x];
-    k->rank_of[(size_t)b * K + cnt[b]++] = (uint32_t)x;
-  }
-  int wide = 0;
-  for (int it = 0; it < LEVEL_SWAPS; it++) {
-    size_t hi = 0, lo = 0;
-    for (size_t b = 1; b < nb; b++) {
-      if (k->bin_load[b] > k->bin_load[hi]) hi = b;
-      if (k->bin_load[b] < k->bin_load[lo]) lo = b;
-    }
-    double gap = k->bin_load[hi] - k->bin_load[lo], best = gap;
-    uint32_t bi = 0, bj = 0;
-    int found = 0;
-    for (uint32_t i = 0; i < K; i++) {
-      double ci = item_cost(p, k, hi * K + i);
-      for (uint32_t j = 0; j < K; j++) {
-        double d = ci - item_cost(p, k, lo * K + j);
-        double after = fabs(gap - 2 * d);
-        if (d > 0 && after < best) best = after, bi = i, bj = j, found = 1;
-      }
-    }
-    if (found) {
-      swap_items(p, k, hi, bi, lo, bj);
-      continue;
-    }
-    size_t ob = 0;
-    if (++wide > LEVEL_WIDE_SWAPS) break;
-    if (widest_swap(p, k, nb, hi, 1, &ob, &bi, &bj))
-      swap_items(p, k, hi, bi, ob, bj);
-    else if (widest_swap(p, k, nb, lo, 0, &ob, &bi, &bj))
-      swap_items(p, k, lo, bi, ob, bj);
-    else
-      break;
-  }
-  for (size_t b = 0; b < nb; b++) k->bins[b] = (uint32_t)b;
-}
-
 /* K > 1: deals the window's batches items[0..m) (by cost, descending) to its
  * steps x W bins of K each, then makes steps of bins. Round 0 gives bin b the
  * b-th costliest batch; each later round deals the next steps x W batches so
- * that the bin carrying the most gets the cheapest of them; level_bins then
+ * that the bin carrying the most gets the cheapest of them; plan_level_bins (bin_level.c) then
  * swaps. The bins' sums come out level across the whole window (a costly clip
  * and cheap images share a rank), so steps cost about the same as each other,
  * not only their ranks. Then the bins, by sum, descending, are cut into steps
  * of W neighbours. Rewrites items[] step-major (each step's W x K batches)
  * with rank_of[] the batch's place (0..W-1) inside its step. */
-static void deal_bins(const al_plan *p, packer *k, size_t steps) {
+static int deal_bins(const al_plan *p, packer *k, size_t steps) {
   uint32_t W = p->world, K = p->micro_per_step;
   size_t nb = steps * W, m = nb * K;
+  for (size_t x = 0; x < m; x++) k->cost[x] = p->micro[k->items[x]].cost;
   for (size_t b = 0; b < nb; b++) {
     k->bin_of[b] = (uint32_t)b;
-    k->bin_load[b] = p->micro[k->items[b]].cost;
+    k->bin_load[b] = k->cost[b];
     k->bins[b] = (uint32_t)b;
   }
   for (uint32_t j = 1; j < K; j++) {
@@ -442,10 +359,14 @@ static void deal_bins(const al_plan *p, packer *k, size_t steps) {
       size_t x = (size_t)j * nb + (nb - 1 - q);
       uint32_t b = k->bins[q];
       k->bin_of[x] = b;
-      k->bin_load[b] += p->micro[k->items[x]].cost;
+      k->bin_load[b] += k->cost[x];
     }
   }
-  level_bins(p, k, nb, m);
+  /* The swaps (bin_level.c); rank_of and bins are their scratch. */
+  plan_bins g = {nb, K, k->cost, k->bin_of, k->bin_load, k->rank_of, k->bins};
+  int rc = plan_level_bins(&g, PLAN_LEVEL_AUTO);
+  if (rc) return rc;
+  for (size_t b = 0; b < nb; b++) k->bins[b] = (uint32_t)b;
   qsort_r(k->bins, nb, sizeof *k->bins, cmp_bin_desc, k->bin_load);
   /* bins[q] is place q % W of step q / W: its batches go to slots from bin_pos. */
   for (size_t q = 0; q < nb; q++) k->bin_pos[k->bins[q]] = (uint32_t)q;
@@ -460,6 +381,7 @@ static void deal_bins(const al_plan *p, packer *k, size_t steps) {
   for (size_t x = 0; x < m; x++) k->rank_of[k->bin_of[x]] = k->items[x];
   memcpy(k->items, k->rank_of, m * sizeof *k->items);
   for (size_t x = 0; x < m; x++) k->rank_of[x] = (uint32_t)((x / K) % W);
+  return AL_OK;
 }
 
 /* Packs micro [i0, i1) (a multiple of W x K batches) into steps; appends to out / slot. */
@@ -473,9 +395,10 @@ static int pack_window(al_plan *p, packer *k, plan_rng *rng, size_t i0, size_t i
   qsort_r(k->items, m, sizeof *k->items, cmp_item, p->micro);
   /* K = 1: each run of W neighbours by cost is one step. */
   if (K > 1)
-    deal_bins(p, k, steps);
+    rc = deal_bins(p, k, steps);
   else
     for (size_t x = 0; x < m; x++) k->rank_of[x] = (uint32_t)(x % W);
+  if (rc) return rc;
   /* Random step order inside the window and random rank order inside the
    * step, so that no rank is always the heavy one. */
   for (size_t s = 0; s < steps; s++) k->perm[s] = (uint32_t)s;
@@ -534,6 +457,13 @@ static int deal_adaptive(al_plan *p, plan_rng *rng) {
 }
 
 int plan_schedule(al_plan *p, uint64_t *items, size_t n, uint64_t stream) {
+  uint64_t per = (uint64_t)p->world * p->micro_per_step;
+  if (per > AL_PLAN_MAX_STEP_MICRO)
+    return al_set_error(AL_ERANGE,
+                        "world %u x micro-per-step %u = %llu micro-batches per step, above the "
+                        "planner's maximum %u (a step is one manifest record of at most 256 MiB)",
+                        p->world, p->micro_per_step, (unsigned long long)per,
+                        AL_PLAN_MAX_STEP_MICRO);
   plan_rng rng;
   plan_rng_seed(&rng, p->seed, p->epoch, stream);
   /* Fisher-Yates on (bucket, position) pairs: batch forming then reads them in order. */

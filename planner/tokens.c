@@ -12,6 +12,11 @@ al_latent_geom al_latent_geom_resolve(const al_latent_geom *in) {
   return g;
 }
 
+/* a * b, or UINT64_MAX when that does not fit. */
+static uint64_t mul_sat(uint64_t a, uint64_t b) {
+  return b && a > UINT64_MAX / b ? UINT64_MAX : a * b;
+}
+
 uint64_t al_tokens(const al_latent_geom *gin, uint32_t width, uint32_t height, uint32_t frames) {
   al_latent_geom g = al_latent_geom_resolve(gin);
   if (!frames) return 0;
@@ -20,5 +25,6 @@ uint64_t al_tokens(const al_latent_geom *gin, uint32_t width, uint32_t height, u
   uint64_t t_tok = (t_lat + g.patch_t - 1) / g.patch_t;
   uint64_t h_tok = (uint64_t)height / ((uint64_t)g.vae_stride_s * g.patch_h);
   uint64_t w_tok = (uint64_t)width / ((uint64_t)g.vae_stride_s * g.patch_w);
-  return t_tok * h_tok * w_tok;
+  /* Up to 2^96 with 32-bit shapes and unit geometry: saturated (no M_mem is that large). */
+  return mul_sat(mul_sat(t_tok, h_tok), w_tok);
 }
