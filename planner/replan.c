@@ -16,6 +16,16 @@ typedef struct replan_ref {
   double comp_ms;
 } replan_ref;
 
+/* The old plan's T: its recorded step_tokens, else K W M_mem (saturated: the manifest's
+ * numbers are not the planner's own, a crafted one can hold any). */
+static uint64_t old_step_tokens(const al_manifest_info *oi, uint64_t k_old) {
+  if (oi->step_tokens) return oi->step_tokens;
+  uint64_t t = k_old;
+  const uint64_t f[2] = {oi->world, oi->mem_tokens};
+  for (int i = 0; i < 2; i++) t = f[i] && t > UINT64_MAX / f[i] ? UINT64_MAX : t * f[i];
+  return t;
+}
+
 /* K2 and T for the new world (al_replan_options): keeping T, K2 = ceil(K_old W_old / W2), so
  * that the micro-batches never need more tokens than the old ones; with a new T, as
  * al_plan_build resolves T alone. */
@@ -36,7 +46,7 @@ static int resolve_step(al_plan *p, const al_manifest_info *oi, const al_replan_
                         (unsigned long long)T, (unsigned long long)W, (unsigned long long)K,
                         (unsigned long long)(T / (W * K)), (unsigned long long)M,
                         (unsigned long long)(T / wm + (T % wm != 0)));
-  if (!T) T = oi->step_tokens ? oi->step_tokens : k_old * oi->world * oi->mem_tokens;
+  if (!T) T = old_step_tokens(oi, k_old);
   p->micro_per_step = (uint32_t)K;
   p->step_tokens = T;
   p->micro_tokens = oi->micro_tokens ? oi->micro_tokens : oi->mem_tokens;
@@ -183,7 +193,7 @@ static void size_keeping_steps(al_plan *p, const replan_ref *ref) {
  * al_plan_build calibrates them. */
 static void size_for_new_step(al_plan *p, const replan_ref *ref, const al_manifest_info *oi) {
   uint64_t k_old = oi->micro_per_step ? oi->micro_per_step : 1;
-  uint64_t t_old = oi->step_tokens ? oi->step_tokens : k_old * oi->world * oi->mem_tokens;
+  uint64_t t_old = old_step_tokens(oi, k_old);
   double m_old = (double)t_old / (double)(k_old * oi->world);
   uint64_t m = p->step_tokens / ((uint64_t)p->world * p->micro_per_step);
   p->micro_tokens = m ? m : 1;

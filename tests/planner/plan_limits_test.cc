@@ -101,8 +101,9 @@ TEST(PlanLimits, StepTokensNearTwoToTheSixtyFour) {
   Shapes s = MakeShapes(200, 4);
   std::string msg;
   EXPECT_EQ(Build(s, Opts(3, 0, kU64Max), &msg), AL_ERANGE);
-  EXPECT_TRUE(Says(msg, "step-tokens 18446744073709551615 over 3 ranks of mem-tokens 65536 needs "
-                        "micro-per-step 93824992236886, above its maximum 1048576"))
+  EXPECT_TRUE(Says(msg,
+                   "step-tokens 18446744073709551615 over 3 ranks of mem-tokens 65536 needs "
+                   "micro-per-step 93824992236886, above its maximum 1048576"))
       << msg;
   EXPECT_EQ(Build(s, Opts(1, 0, UINT64_C(1) << 40), &msg), AL_ERANGE);
   EXPECT_TRUE(Says(msg, "needs micro-per-step 16777216")) << msg;
@@ -124,8 +125,9 @@ TEST(PlanLimits, MicroBatchesPerStepOverTheMaximumAreRefused) {
   Shapes s = MakeShapes(50, 5);
   std::string msg;
   EXPECT_EQ(Build(s, Opts(5, 1u << 20), &msg), AL_ERANGE);
-  EXPECT_TRUE(Says(msg, "world 5 x micro-per-step 1048576 = 5242880 micro-batches per step, above "
-                        "the planner's maximum 4194304"))
+  EXPECT_TRUE(Says(msg,
+                   "world 5 x micro-per-step 1048576 = 5242880 micro-batches per step, above "
+                   "the planner's maximum 4194304"))
       << msg;
   EXPECT_EQ(Build(s, Opts(1u << 20, 5), &msg), AL_ERANGE);
   EXPECT_TRUE(Says(msg, "= 5242880 micro-batches per step")) << msg;
@@ -218,8 +220,7 @@ TEST(PlanLimits, ExtremeOptionSweep) {
   const uint32_t worlds[] = {0, 1, 2, 3, 1000, 1u << 20, (1u << 20) + 1, UINT32_MAX};
   const uint32_t ks[] = {0, 1, 2, 17, 1u << 20, (1u << 20) + 1, UINT32_MAX};
   const uint64_t ts[] = {0, 1, 65535, 65536 * 40, UINT64_C(1) << 40, UINT64_C(1) << 63, kU64Max};
-  const uint64_t ms[] = {0,         1, 215, 216, 65536, AL_PLAN_MAX_MEM_TOKENS,
-                         UINT64_C(1) << 32, kU64Max};
+  const uint64_t ms[] = {0, 1, 215, 216, 65536, AL_PLAN_MAX_MEM_TOKENS, UINT64_C(1) << 32, kU64Max};
   const double comps[] = {0, -1, 1e-300, 1, 1e300, INFINITY, NAN};
   const uint32_t windows[] = {0, 1, 2, UINT32_MAX};
   const uint32_t starts[] = {0, 1, UINT32_MAX};
@@ -250,8 +251,8 @@ TEST(PlanLimits, ExtremeOptionSweep) {
     // Valid but slow here: more than 2^14 micro-batches a step (tested above at 2^17).
     long double M = o.mem_tokens ? o.mem_tokens : 65536;
     long double K = o.micro_per_step ? o.micro_per_step
-                    : o.step_tokens ? ceill((long double)o.step_tokens / (o.world * M))
-                                    : 1;
+                    : o.step_tokens  ? ceill((long double)o.step_tokens / (o.world * M))
+                                     : 1;
     long double per = (long double)o.world * K;
     if (o.world && K <= (1u << 20) && per <= AL_PLAN_MAX_STEP_MICRO && per > (1u << 14) &&
         o.mem_tokens <= AL_PLAN_MAX_MEM_TOKENS) {
