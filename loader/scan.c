@@ -122,9 +122,23 @@ static void report(scanner *s, uint64_t samples) {
 static int frames_warning(scanner *s, size_t sample, const char *key) {
   const pending *p = &s->p;
   const meta_record *m = &p->meta;
-  if (m->frames_from == META_FRAMES_FIELD || !(m->fps > 0 || m->has_duration)) return AL_OK;
+  if (m->frames_from == META_FRAMES_FIELD ||
+      (m->frames_from != META_FRAMES_LATENT && !(m->fps > 0 || m->has_duration)))
+    return AL_OK;
   char why[WHY_CAP];
-  if (m->frames_from == META_FRAMES_DURATION)
+  if (m->frames_from == META_FRAMES_LATENT) {
+    char implied[96];
+    if (m->json_from == META_FRAMES_DURATION)
+      snprintf(implied, sizeof implied, "%u (%s x %s)", m->json_frames, s->fields->duration,
+               s->fields->fps);
+    else
+      snprintf(implied, sizeof implied, "1 (an image)");
+    snprintf(why, sizeof why,
+             "no frame-count field ('%s', num_frames, nframes, nb_frames, frame_count, length): "
+             "indexed as %u frames from the latent grid (T = %u, VAE time stride %u) where the "
+             "JSON alone gives %s (map the field with --fields frames=NAME)",
+             s->fields->frames, m->frames, 1 + (m->frames - 1) / s->vae_t, s->vae_t, implied);
+  } else if (m->frames_from == META_FRAMES_DURATION)
     snprintf(why, sizeof why,
              "no frame-count field ('%s', num_frames, nframes, nb_frames, frame_count, length): "
              "indexed as %u frames from %s x %s (map the field with --fields frames=NAME)",
@@ -137,6 +151,27 @@ static int frames_warning(scanner *s, size_t sample, const char *key) {
              s->fields->frames, s->fields->fps, (double)m->fps);
   return index_add_warning(s->idx, sample, 0, member_name(s, (size_t)p->json), p->m[p->json].hdr,
                            key, why);
+}
+
+/* A JSON without a frame-count field whose implied frames (1, or duration x fps) disagree with
+ * the latent's T: the frames come from the grid, (T - 1) x stride + 1, and the sample is warned
+ * about (frames_warning). */
+static void latent_frames(scanner *s, size_t li, uint64_t T, const char *grid) {
+  meta_record *m = &s->p.meta;
+  uint32_t st = s->vae_t;
+  if (T - 1 > (AL_META_MAX_FRAMES - 1) / st) {
+    mark_bad(s, li, "latent grid %s is beyond the limit of %u frames", grid, AL_META_MAX_FRAMES);
+    return;
+  }
+  uint32_t frames = (uint32_t)((T - 1) * st + 1);
+  if (meta_tokens(m->width, m->height, frames) > UINT32_MAX) {
+    mark_bad(s, li, "latent grid %s is over 2^32-1 tokens", grid);
+    return;
+  }
+  m->json_from = m->frames_from;
+  m->json_frames = m->frames;
+  m->frames = frames;
+  m->frames_from = META_FRAMES_LATENT;
 }
 
 /* The latent member (the first typed member whose extension starts with "latent") is the
@@ -200,6 +235,9 @@ static void latent_check(scanner *s) {
       return;
     }
   }
+  if (m->frames_from != META_FRAMES_FIELD && 1 + (uint64_t)(m->frames - 1) / st != T)
+    latent_frames(s, li, T, grid);
+  if (s->p.bad) return;
   uint64_t jt = 1 + (uint64_t)(m->frames - 1) / st, jh = m->height / ss, jw = m->width / ss;
   if (jt != T || jh != H || jw != W)
     mark_bad(s, li,
