@@ -3,7 +3,7 @@
 # `--rejected` lists every entry; a truncated shard's offsets lie within the file; relative
 # shard paths are stored normalised so that `stream --root` relocates them.
 set -uo pipefail
-BIN="$1"
+BIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 T="${TEST_TMPDIR:-/tmp}/messages"
 rm -rf "$T" && mkdir -p "$T"
 fails=0
@@ -55,6 +55,34 @@ d = json.load(open(sys.argv[1]))
 g = d["rejected_by_reason"]
 assert all("example" in x and "N" not in x["example"].split() for x in g), g
 ' <("$BIN" inspect "$T/cut.alidx" --json)
+
+# Relative shard paths with "..": stored normalised, so that --root moves them.
+mkdir -p "$T/data/errs" && "$BIN" synth --out "$T/data/corpus" --samples 20 --shards 2 --seed 5 \
+  >/dev/null 2>&1
+printf 'junk' > "$T/data/corpus/zz-junk.tar"
+(cd "$T/data/errs" && "$BIN" index -o "$T/rel.alidx" ../../data/errs/../corpus 2>/dev/null)
+check "index of a relative path with ..: exit 0" test $? = 0
+"$BIN" inspect "$T/rel.alidx" --rejected > "$T/rel.txt"
+check "stored path is normal" grep -q "^$T/data/corpus/zz-junk.tar: at byte 0: " "$T/rel.txt"
+"$BIN" plan --index "$T/rel.alidx" --world 1 -o "$T/rel.alm" >/dev/null 2>&1
+"$BIN" stream --index "$T/rel.alidx" --manifest "$T/rel.alm" --json >"$T/before" 2>/dev/null
+mkdir -p "$T/local" && cp -r "$T/data/corpus" "$T/local/corpus" && mv "$T/data" "$T/gone"
+"$BIN" stream --index "$T/rel.alidx" --manifest "$T/rel.alm" --json --root "$T/data=$T/local" \
+  >"$T/after" 2>"$T/err"
+check "stream --root of the relocated corpus: exit 0" test $? = 0
+check "--root: the same batches" cmp -s <(grep -v seconds "$T/before") \
+  <(grep -v seconds "$T/after")
+# A symlinked directory keeps its name (lexical, not the realpath).
+ln -s "$T/local" "$T/mnt"
+(cd "$T/mnt/corpus" && "$BIN" index -o "$T/ln.alidx" . 2>/dev/null)
+"$BIN" inspect "$T/ln.alidx" --rejected > "$T/ln.txt"
+check "a symlinked directory keeps the user's name" grep -q "^$T/mnt/corpus/zz-junk.tar: " \
+  "$T/ln.txt"
+# ".." after a symlink: the lexical path would name another file, so the real one is stored.
+mkdir -p "$T/other/corpus" && ln -s "$T/local/corpus" "$T/other/link"
+(cd "$T" && "$BIN" index -o "$T/dd.alidx" other/link/../corpus/zz-junk.tar 2>/dev/null)
+"$BIN" inspect "$T/dd.alidx" --rejected > "$T/dd.txt"
+check "'..' after a symlink: the real path" grep -q "^$T/local/corpus/zz-junk.tar: " "$T/dd.txt"
 
 echo "messages_test: $fails failed"
 test "$fails" = 0

@@ -57,12 +57,12 @@ std::string Reason(const al_index *idx, size_t i) {
 }
 
 TEST(Metadata, FfprobeNumericStringsAndRationalRates) {
-  al_index *idx = IndexJsons(
-      "ffprobe",
-      {"{\"width\": 640, \"height\": 480, \"nb_frames\": \"81\", \"r_frame_rate\": \"30000/1001\"}",
-       "{\"width\": \"832\", \"height\": \"480\", \"frames\": \"49\", \"fps\": \"24\"}",
-       "{\"width\": 64, \"height\": 64, \"avg_frame_rate\": \"25/1\", \"duration\": \"2.000000\"}",
-       "{\"width\": 64, \"height\": 64, \"frames\": 9, \"fps\": \"29.97\"}"});
+  al_index *
+      idx = IndexJsons("ffprobe",
+                       {"{\"width\": 640, \"height\": 480, \"nb_frames\": \"81\", \"r_frame_rate\": \"30000/1001\"}",
+                        "{\"width\": \"832\", \"height\": \"480\", \"frames\": \"49\", \"fps\": \"24\"}",
+                        "{\"width\": 64, \"height\": 64, \"avg_frame_rate\": \"25/1\", \"duration\": \"2.000000\"}",
+                        "{\"width\": 64, \"height\": 64, \"frames\": 9, \"fps\": \"29.97\"}"});
   ASSERT_NE(idx, nullptr);
   ASSERT_EQ(al_index_sample_count(idx), 5u) << RejectedText(idx);
   EXPECT_EQ(al_index_rejected_count(idx), 0u);
@@ -129,11 +129,12 @@ TEST(Metadata, NumericStringsAreWholeAndStrict) {
 // The frame-rate names and their order: the configured one, fps, frame_rate, r_frame_rate,
 // avg_frame_rate (the first present wins).
 TEST(Metadata, RateFieldPrecedence) {
-  al_index *idx = IndexJsons(
-      "rates", {"{\"width\": 64, \"height\": 64, \"frames\": 9, \"avg_frame_rate\": \"24/1\", "
-                "\"r_frame_rate\": \"30/1\"}",
-                "{\"width\": 64, \"height\": 64, \"frames\": 9, \"r_frame_rate\": \"30/1\", "
-                "\"frame_rate\": 25}"});
+  al_index *
+      idx = IndexJsons("rates",
+                       {"{\"width\": 64, \"height\": 64, \"frames\": 9, \"avg_frame_rate\": \"24/1\", "
+                        "\"r_frame_rate\": \"30/1\"}",
+                        "{\"width\": 64, \"height\": 64, \"frames\": 9, \"r_frame_rate\": \"30/1\", "
+                        "\"frame_rate\": 25}"});
   ASSERT_EQ(al_index_sample_count(idx), 3u) << RejectedText(idx);
   altest::ExpectSample(idx, 0, "s0", 64, 64, 9, 30);
   altest::ExpectSample(idx, 1, "s1", 64, 64, 9, 25);
@@ -147,12 +148,14 @@ TEST(Metadata, FramesFromTheTypedLatentWithAWarning) {
   altest::WriteTar(path, {{"a.json", "{\"width\": 640, \"height\": 480, \"fps\": 30}"},
                           {"a.latent.npy", Latent({16, 21, 60, 80})},
                           // duration x fps = 80 frames gives T = 20, the grid says 21
-                          {"b.json", "{\"width\": 640, \"height\": 480, \"duration\": 2.666, "
-                                     "\"fps\": 30}"},
+                          {"b.json",
+                           "{\"width\": 640, \"height\": 480, \"duration\": 2.666, "
+                           "\"fps\": 30}"},
                           {"b.latent.npy", Latent({16, 21, 60, 80})},
                           // duration x fps agrees with the grid: kept as before
-                          {"c.json", "{\"width\": 640, \"height\": 480, \"duration\": 2.7, "
-                                     "\"fps\": 30}"},
+                          {"c.json",
+                           "{\"width\": 640, \"height\": 480, \"duration\": 2.7, "
+                           "\"fps\": 30}"},
                           {"c.latent.npy", Latent({16, 21, 60, 80})},
                           // a frame count that disagrees is still a mismatch
                           {"d.json", "{\"width\": 640, \"height\": 480, \"frames\": 5}"},
@@ -174,8 +177,9 @@ TEST(Metadata, FramesFromTheTypedLatentWithAWarning) {
   ASSERT_EQ(al_index_warning(idx, 0, &w), AL_OK);
   EXPECT_STREQ(w.key, "a");
   EXPECT_STREQ(w.member, "a.json");
-  EXPECT_TRUE(altest::Contains(w.reason, "indexed as 81 frames from the latent grid (T = 21, "
-                                         "VAE time stride 4)"))
+  EXPECT_TRUE(altest::Contains(w.reason,
+                               "indexed as 81 frames from the latent grid (T = 21, "
+                               "VAE time stride 4)"))
       << w.reason;
   ASSERT_EQ(al_index_warning(idx, 1, &w), AL_OK);
   EXPECT_STREQ(w.key, "b");
@@ -226,7 +230,8 @@ TEST(Metadata, NpyHeaderLimitCountsThePreamble) {
   al_clear_error();
   // One byte over: 12 + 1048565 = 1048577.
   std::vector<uint8_t> over = v2(THEADER_MAX_HEADER_BYTES - 11);
-  EXPECT_EQ(theader_parse(THEADER_KIND_NPY, over.data(), over.size(), 1u << 21, nullptr, &th, &need),
+  EXPECT_EQ(theader_parse(THEADER_KIND_NPY, over.data(), over.size(), 1u << 21, nullptr, &th,
+                          &need),
             AL_EFORMAT);
   EXPECT_TRUE(altest::Contains(al_last_error(),
                                "npy header: byte 8: header of 1048577 bytes (12-byte preamble + "
@@ -234,11 +239,13 @@ TEST(Metadata, NpyHeaderLimitCountsThePreamble) {
       << al_last_error();
   // A 4 GiB dict length: the same wording.
   std::vector<uint8_t> huge = v2(0xFFFFFFFFu);
-  EXPECT_EQ(theader_parse(THEADER_KIND_NPY, huge.data(), huge.size(), 1u << 21, nullptr, &th, &need),
+  EXPECT_EQ(theader_parse(THEADER_KIND_NPY, huge.data(), huge.size(), 1u << 21, nullptr, &th,
+                          &need),
             AL_EFORMAT);
-  EXPECT_TRUE(altest::Contains(al_last_error(), "header of 4294967307 bytes (12-byte preamble + "
-                                                "4294967295-byte dict) exceeds the limit of "
-                                                "1048576 bytes"))
+  EXPECT_TRUE(altest::Contains(al_last_error(),
+                               "header of 4294967307 bytes (12-byte preamble + "
+                               "4294967295-byte dict) exceeds the limit of "
+                               "1048576 bytes"))
       << al_last_error();
   // safetensors: the 8-byte length counted the same way.
   std::vector<uint8_t> st(8, 0);
