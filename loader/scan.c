@@ -809,11 +809,26 @@ static int walk_end(scanner *s, int first, uint64_t next_hdr) {
   uint64_t end = (uint64_t)archive_filter_bytes(s->a, 0);
   if (first || end >= next_hdr + 1024) return flush_pending(s);
   char why[WHY_CAP];
+  if (s->seekable && next_hdr > s->file_size) {
+    /* The skip over the last member's data seeked past the end: libarchive's count is not a
+     * file position. The data ran out at the file's end. */
+    snprintf(why, sizeof why,
+             "data ends at the end of the file (byte %llu) inside the last member, whose padded "
+             "data runs to byte %llu: truncated shard, its last sample is rejected",
+             (unsigned long long)s->file_size, (unsigned long long)next_hdr);
+    return cut_short(s, s->file_size, why);
+  }
   snprintf(why, sizeof why,
            "no end-of-archive marker (two zero blocks) after the last member%s: the shard "
            "may have been cut at a member boundary, so its last sample is rejected",
            end > next_hdr ? ", only one zero block" : "");
   return cut_short(s, end, why);
+}
+
+/* A stream position as a file offset: in a plain tar, libarchive counts bytes skipped with
+ * lseek even past the end of a truncated file; the data there ran out at the file's end. */
+static uint64_t file_pos(const scanner *s, uint64_t pos) {
+  return s->seekable && pos > s->file_size ? s->file_size : pos;
 }
 
 /* libarchive gave up at header `hdr`: the first header (not a tar archive) or later. */
@@ -826,7 +841,7 @@ static int walk_fatal(scanner *s, int first, uint64_t hdr) {
     s->res->readable = 0;
     return reject(s, "", hdr, "", why);
   }
-  return cut_short(s, hdr, why);
+  return cut_short(s, file_pos(s, hdr), why);
 }
 
 /* Bad header checksums from `damaged_at` to the valid header at `hdr`. */
@@ -860,7 +875,7 @@ static int walk_entry(scanner *s, struct archive_entry *e, uint64_t hdr) {
   /* Data could not be read: the archive cannot go on. */
   rc = flush_pending(s);
   if (!rc)
-    rc = reject(s, "", (uint64_t)archive_filter_bytes(s->a, 0), "",
+    rc = reject(s, "", file_pos(s, (uint64_t)archive_filter_bytes(s->a, 0)), "",
                 "shard ends here: archive unreadable after a data error");
   return rc ? rc : WALK_END;
 }

@@ -49,6 +49,15 @@ assert set(e) == {"shard", "member", "key", "offset", "reason"}, e
 assert e["shard"].endswith("/cut.tar") and e["member"].endswith(".latent") and e["key"], e
 assert d["entries"][-1]["shard"].endswith("/j2.tar"), d
 ' "$T/rejected.json"
+check "truncated shard: every offset lies within the file" python3 -c '
+import json, sys
+d, size = json.load(open(sys.argv[1])), int(sys.argv[2])
+cut = [e for e in d["entries"] if e["shard"].endswith("/cut.tar")]
+assert len(cut) == 2 and all(e["offset"] <= size for e in cut), (size, cut)
+assert cut[1]["member"] == "" and cut[1]["offset"] == size, cut
+want = "data ends at the end of the file (byte %d) inside the last member" % size
+assert want in cut[1]["reason"] and "member boundary" not in cut[1]["reason"], cut
+' "$T/rejected.json" $((size / 2))
 check "inspect INDEX --json: groups carry an example" python3 -c '
 import json, sys
 d = json.load(open(sys.argv[1]))
