@@ -93,5 +93,16 @@ mkdir -p "$T/other/corpus" && ln -s "$T/local/corpus" "$T/other/link"
 "$BIN" inspect "$T/dd.alidx" --rejected > "$T/dd.txt"
 check "'..' after a symlink: the real path" grep -q "^$T/local/corpus/zz-junk.tar: " "$T/dd.txt"
 
+# Step ranges name the last step held, not one past it.
+"$BIN" synth --out "$T/pc" --samples 200 --shards 1 --payload none --seed 2 >/dev/null 2>&1
+"$BIN" index -o "$T/pc.alidx" "$T/pc" >/dev/null 2>&1
+"$BIN" plan --index "$T/pc.alidx" --world 1 -o "$T/pc.alm" >/dev/null 2>&1
+steps=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["steps"])' \
+  < <("$BIN" inspect "$T/pc.alm" --json))
+"$BIN" plan --resume-from "$T/pc.alm" --at-step 99999 --world 1 -o "$T/x.alm" 2>"$T/err"
+check "re-plan: holds steps 0..last" grep -q "holds steps 0\.\.$((steps - 1)) (a re-plan starts at 0\.\.$steps); cannot re-plan from step 99999" "$T/err"
+"$BIN" plan --index "$T/pc.alidx" --world 1 --start-step 99999 -o "$T/x.alm" 2>"$T/err"
+check "start step: the plan's steps 0..last" grep -q "past the plan's steps 0\.\.$((steps - 1)) (a plan may start at 0\.\.$steps" "$T/err"
+
 echo "messages_test: $fails failed"
 test "$fails" = 0
