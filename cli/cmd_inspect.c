@@ -30,10 +30,11 @@ static const char *status_name(int key_status) {
 typedef struct ix_count {
   char *text;
   uint64_t n;
+  size_t first; /* rejected reasons: the group's first entry, shown as its example */
 } ix_count;
 
 /* A reason with its numbers and quoted names replaced ("N", '...'), so that rejections of
- * one kind count together. */
+ * one kind count together (the key of the group; its first real reason is what is shown). */
 static void ix_normalize(const char *in, char *out, size_t cap) {
   size_t k = 0;
   for (size_t i = 0; in[i] && k + 4 < cap;) {
@@ -56,7 +57,7 @@ static void ix_normalize(const char *in, char *out, size_t cap) {
   out[k] = '\0';
 }
 
-static int ix_count_add(ix_count **arr, size_t *n, const char *text) {
+static int ix_count_add(ix_count **arr, size_t *n, const char *text, size_t first) {
   for (size_t i = 0; i < *n; i++)
     if (!strcmp((*arr)[i].text, text)) return (*arr)[i].n++, 0;
   if (*n >= IX_REASONS) text = "(other reasons)";
@@ -68,6 +69,7 @@ static int ix_count_add(ix_count **arr, size_t *n, const char *text) {
   a[*n].text = strdup(text);
   if (!a[*n].text) return -1;
   a[*n].n = 1;
+  a[*n].first = first;
   (*n)++;
   return 0;
 }
@@ -150,7 +152,7 @@ static int ix_collect_shards(ix_summary *S, const al_index *idx) {
     al_rejected_info r;
     if (al_index_rejected(idx, i, &r)) return -1;
     ix_normalize(r.reason, norm, sizeof norm);
-    if (ix_count_add(&S->reasons, &S->n_reasons, norm)) return -1;
+    if (ix_count_add(&S->reasons, &S->n_reasons, norm, i)) return -1;
   }
   qsort(S->reasons, S->n_reasons, sizeof *S->reasons, ix_count_desc);
   return 0;
@@ -302,8 +304,15 @@ static void ix_print_text(FILE *out, const ix_summary *S, const char *path) {
   fprintf(out, "  samples   %zu (%llu with a typed latent grid), %.0f tokens (Wan 2.1 geometry)\n",
           ns, (unsigned long long)S->latent_samples, (double)S->tok_total);
   fprintf(out, "  rejected  %zu\n", al_index_rejected_count(idx));
-  for (size_t i = 0; i < S->n_reasons && i < IX_SHOW; i++)
-    fprintf(out, "    %10llu  %s\n", (unsigned long long)S->reasons[i].n, S->reasons[i].text);
+  for (size_t i = 0; i < S->n_reasons && i < IX_SHOW; i++) {
+    al_rejected_info r;
+    if (al_index_rejected(idx, S->reasons[i].first, &r)) break;
+    fprintf(out, "    %10llu  %s%s\n", (unsigned long long)S->reasons[i].n,
+            S->reasons[i].n > 1 ? "e.g. " : "", r.reason);
+  }
+  if (S->n_reasons > IX_SHOW)
+    fprintf(out, "    ... and %zu more kinds (--rejected lists every entry)\n",
+            S->n_reasons - IX_SHOW);
   fprintf(out, "  warnings  %zu\n", al_index_warning_count(idx));
   for (size_t i = 0; i < al_index_warning_count(idx) && i < IX_SHOW; i++) {
     al_rejected_info w;
@@ -364,7 +373,10 @@ static void ix_json_rejected(FILE *out, const ix_summary *S) {
   for (size_t i = 0; i < S->n_reasons; i++) {
     fprintf(out, "%s{\"reason\": ", i ? ", " : "");
     jsonw_string(out, S->reasons[i].text);
-    fprintf(out, ", \"count\": %llu}", (unsigned long long)S->reasons[i].n);
+    fprintf(out, ", \"count\": %llu, \"example\": ", (unsigned long long)S->reasons[i].n);
+    al_rejected_info r;
+    jsonw_string(out, al_index_rejected(idx, S->reasons[i].first, &r) ? "" : r.reason);
+    fprintf(out, "}");
   }
   fprintf(out, "], \"warning_list\": [");
   for (size_t i = 0; i < al_index_warning_count(idx) && i < 1000; i++) {
@@ -485,6 +497,20 @@ static int ix_inspect(const al_index *idx, const char *path, int json, size_t to
   return AL_EXIT_OK;
 }
 
+/* inspect INDEX --rejected [--json]: every rejected entry (al_index_print_rejected). Returns
+ * an exit status. */
+static int ix_rejected(const al_index *idx, const char *path, int json) {
+  int rc = AL_OK;
+  if (json) {
+    printf("{\"kind\": \"index_rejected\", \"path\": ");
+    jsonw_string(stdout, path);
+    printf(", \"rejected\": %zu, \"entries\": ", al_index_rejected_count(idx));
+  }
+  rc = al_index_print_rejected(stdout, idx, json);
+  if (json) printf("}\n");
+  return rc ? cli_fail("inspect") : AL_EXIT_OK;
+}
+
 typedef struct inspect_args {
   const char *path, *svg, *other;
   int json, jsonl, rejected;
@@ -514,7 +540,9 @@ static const cli_option OPTIONS[] = {
      .help = "heat strip of per-step per-rank load (steps on x, ranks on y,\n"
              "colour = rank cost / the step's slowest rank)"},
     {.name = "--rejected", .type = CLI_FLAG, CLI_AT(inspect_args, rejected), .set = 1,
-     .help = "list every sample the plan rejected or dropped, with the reason"},
+     .help = "list every sample the plan rejected or dropped, with the reason;\n"
+             "INDEX: every rejected entry (shard, sample, member, byte, reason),\n"
+             "one JSON object with --json"},
     {.name = "--compare", .type = CLI_STRING, CLI_AT(inspect_args, other), .metavar = "OTHER",
      .help = "print MANIFEST and OTHER side by side (e.g. adaptive vs equal-token)"},
     {.name = "--top", .type = CLI_U64, CLI_AT(inspect_args, top), .min = 1, .max = 100000,
@@ -529,14 +557,18 @@ static const cli_verb INSPECT = {
     .usage =
         "usage: adaptiveload inspect MANIFEST [--json] [--jsonl] [--svg FILE] [--rejected]\n"
         "                                     [--compare OTHER_MANIFEST]\n"
-        "       adaptiveload inspect INDEX [--json] [--top N]\n\n"
+        "       adaptiveload inspect INDEX [--json] [--top N] [--rejected]\n\n"
         "An index file (adaptiveload index) is summarised: shards, samples, rejected\n"
         "entries by reason, the N most common shapes (width x height x frames), a token\n"
         "histogram (Wan 2.1 geometry), the N most used buckets of the default table (at\n"
         "the default mem-tokens; latent grids crop only) and the samples no bucket takes,\n"
         "members by extension with counts, bytes, dtypes and\n"
         "shapes (dimensions that vary are named: latent.npy float16 [16, T, H, W]) and the\n"
-        "warnings; --json prints it as one object.\n\n"
+        "warnings; --json prints it as one object. Rejected entries are grouped by kind,\n"
+        "each group shown with the reason of its first entry; --rejected lists every one\n"
+        "(SHARD: sample 'KEY', member 'NAME' at byte N: REASON), --rejected --json as\n"
+        "{\"kind\": \"index_rejected\", \"path\", \"rejected\", \"entries\": [{\"shard\",\n"
+        "\"member\", \"key\", \"offset\", \"reason\"}, ...]}.\n\n"
         "Without flags: a text summary (config, counts, balance, predicted time) and the\n"
         "table of buckets that hold samples.\n\n",
     .options = OPTIONS,
@@ -598,10 +630,11 @@ int cli_cmd_inspect(int argc, char **argv) {
    * reported with the index loader's message. */
   al_index *idx = NULL;
   if (al_index_load(&idx, a.path) == AL_OK) {
-    if (a.jsonl || a.svg || a.rejected || a.other)
+    if (a.jsonl || a.svg || a.other)
       ec = cli_usage(&INSPECT, CLI_SAY_PAGE,
-                     "%s is an index: --jsonl, --svg, --rejected and --compare are for manifests",
-                     a.path);
+                     "%s is an index: --jsonl, --svg and --compare are for manifests", a.path);
+    else if (a.rejected)
+      ec = ix_rejected(idx, a.path, a.json);
     else
       ec = ix_inspect(idx, a.path, a.json, (size_t)a.top);
     al_index_free(idx);

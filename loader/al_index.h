@@ -24,6 +24,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "common/al_api.h"
 #include "common/al_status.h"
@@ -194,6 +195,16 @@ AL_API int al_index_member(const al_index *idx, size_t sample, size_t m, al_memb
 AL_API int al_index_find_member(const al_index *idx, size_t sample, const char *ext,
                                 al_member_info *out);
 AL_API int al_index_rejected(const al_index *idx, size_t i, al_rejected_info *out);
+
+/* Writes every rejected entry of `idx` to `out`, in index order, each with its shard's path,
+ * member, byte offset, key and full reason. json == 0: one line each,
+ * "SHARD: sample 'KEY', member 'NAME' at byte N: REASON" ("SHARD: member 'NAME' at byte N:
+ * REASON" without a key, "SHARD: at byte N: REASON" for shard-level entries); json != 0: one
+ * JSON array (no newline) of {"shard": PATH, "member": NAME, "key": KEY, "offset": N,
+ * "reason": TEXT} objects, valid JSON for any bytes. The caller keeps `out` and `idx`.
+ * AL_OK; AL_EINVAL for a NULL argument; AL_EIO when writing to `out` failed. Thread-safe
+ * (reads only). */
+AL_API int al_index_print_rejected(FILE *out, const al_index *idx, int json);
 
 /* The dtype and shape of member m of a sample: AL_OK, AL_ENOTFOUND (no message recorded)
  * when the member is not typed, AL_ERANGE when sample or m is out of range. */

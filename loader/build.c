@@ -23,6 +23,7 @@
 #include "loader/hash_internal.h"
 #include "loader/index_internal.h"
 #include "loader/scan_internal.h"
+#include "loader/shard_path_internal.h"
 
 /* ---------------------------------------------------------- key dedupe -- */
 
@@ -310,23 +311,6 @@ static void progress_line(build *B, int final) {
 
 /* ---------------------------------------------------------------- build -- */
 
-static char *absolute(const char *path) {
-  if (path[0] == '/') return strdup(path);
-  char cwd[PATH_MAX];
-  if (!getcwd(cwd, sizeof cwd)) return strdup(path);
-  while (path[0] == '.' && path[1] == '/') {
-    path += 2;
-    while (*path == '/') path++;
-  }
-  size_t a = strlen(cwd), b = strlen(path);
-  char *s = malloc(a + b + 2);
-  if (!s) return NULL;
-  memcpy(s, cwd, a);
-  s[a] = '/';
-  memcpy(s + a + 1, path, b + 1);
-  return s;
-}
-
 /* The build's settings from the options (zero: the default) and its per-shard arrays. */
 static int build_init(build *B, const char *const *shards, size_t n, const al_index_options *o) {
   memset(B, 0, sizeof *B);
@@ -404,7 +388,7 @@ static int scan_and_merge(build *B, merger *M) {
       rc = al_set_error(B->fail[i], "%s: %s", B->paths[i],
                         B->fail_msg[i] ? B->fail_msg[i] : "out of memory");
     } else {
-      char *abs = absolute(B->paths[i]);
+      char *abs = shard_path_absolute(B->paths[i]);
       rc = abs ? merge(M, &B->results[i], abs) : al_set_error(AL_ENOMEM, "out of memory");
       free(abs);
       B->readable += (size_t)B->results[i].readable;

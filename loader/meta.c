@@ -4,6 +4,7 @@
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 uint64_t meta_tokens(uint32_t width, uint32_t height, uint32_t frames) {
@@ -35,10 +36,98 @@ static json_t *field(json_t *obj, const char *const *names, const char **which) 
   return NULL;
 }
 
-/* A positive integer field in [1, max]; integral reals (832.0) are accepted. */
+/* Whether s[0..n) is a JSON number (RFC 8259 section 6), the whole of it: what a numeric
+ * string must hold. */
+static int is_json_number(const char *s, size_t n) {
+  size_t i = 0;
+  if (i < n && s[i] == '-') i++;
+  if (i < n && s[i] == '0') {
+    i++;
+  } else {
+    size_t d = i;
+    while (i < n && s[i] >= '0' && s[i] <= '9') i++;
+    if (i == d) return 0;
+  }
+  if (i < n && s[i] == '.') {
+    size_t d = ++i;
+    while (i < n && s[i] >= '0' && s[i] <= '9') i++;
+    if (i == d) return 0;
+  }
+  if (i < n && (s[i] == 'e' || s[i] == 'E')) {
+    i++;
+    if (i < n && (s[i] == '+' || s[i] == '-')) i++;
+    size_t d = i;
+    while (i < n && s[i] >= '0' && s[i] <= '9') i++;
+    if (i == d) return 0;
+  }
+  return i == n;
+}
+
+/* A string holding a JSON number ("81", "29.97"): 0 and *out (finite), else -1. */
+static int string_number(const json_t *v, double *out) {
+  const char *s = json_string_value(v);
+  size_t n = json_string_length(v);
+  if (!is_json_number(s, n)) return -1;
+  double d = strtod(s, NULL);
+  if (!isfinite(d)) return -1;
+  *out = d;
+  return 0;
+}
+
+/* A string holding a ratio "A/B" of decimal digits with B > 0 ("30000/1001", as ffprobe
+ * writes frame rates): 0 and *out, else -1. */
+static int string_ratio(const json_t *v, double *out) {
+  const char *s = json_string_value(v);
+  size_t n = json_string_length(v), slash = 0;
+  while (slash < n && s[slash] >= '0' && s[slash] <= '9') slash++;
+  if (slash == 0 || slash == n || s[slash] != '/' || slash + 1 == n) return -1;
+  for (size_t i = slash + 1; i < n; i++)
+    if (s[i] < '0' || s[i] > '9') return -1;
+  double a = strtod(s, NULL), b = strtod(s + slash + 1, NULL);
+  if (!(b > 0) || !isfinite(a) || !isfinite(b)) return -1;
+  *out = a / b;
+  return 0;
+}
+
+/* The refused string, quoted, at most 40 bytes, bytes outside printable ASCII as '?'. */
+static void quote(const json_t *v, char *out, size_t cap) {
+  const char *s = json_string_value(v);
+  size_t n = json_string_length(v), k = 0;
+  out[k++] = '"';
+  for (size_t i = 0; i < n && i < 40 && k + 5 < cap; i++)
+    out[k++] = s[i] >= 0x20 && s[i] < 0x7f ? s[i] : '?';
+  if (n > 40 && k + 5 < cap) k += (size_t)snprintf(out + k, cap - k, "...");
+  out[k++] = '"';
+  out[k] = '\0';
+}
+
+/* A positive integer field in [1, max]; integral reals (832.0) are accepted, and so is a string
+ * holding a JSON number ("81", as ffprobe writes nb_frames), the whole string. */
 static int get_count(json_t *v, const char *name, uint32_t max, uint32_t *out, char *why,
                      size_t cap) {
   double d;
+  if (json_is_string(v)) {
+    char q[64];
+    quote(v, q, sizeof q);
+    if (string_number(v, &d)) {
+      snprintf(why, cap, "%s must be a number or a string holding one, got the string %s", name, q);
+      return -1;
+    }
+    if (!(d == floor(d))) {
+      snprintf(why, cap, "%s must be a whole number (got the string %s)", name, q);
+      return -1;
+    }
+    if (d < 1) {
+      snprintf(why, cap, "%s must be >= 1 (got the string %s)", name, q);
+      return -1;
+    }
+    if (d > max) {
+      snprintf(why, cap, "%s %s exceeds the limit %u", name, q, max);
+      return -1;
+    }
+    *out = (uint32_t)d;
+    return 0;
+  }
   if (json_is_integer(v)) {
     json_int_t i = json_integer_value(v);
     if (i < 1) {
@@ -73,7 +162,16 @@ static int get_count(json_t *v, const char *name, uint32_t max, uint32_t *out, c
   return 0;
 }
 
-static int get_real(json_t *v, const char *name, double *out, char *why, size_t cap) {
+/* A real field: a number, a string holding one, or with `ratio` also "A/B" (frame rates). */
+static int get_real(json_t *v, const char *name, int ratio, double *out, char *why, size_t cap) {
+  if (json_is_string(v)) {
+    if (!string_number(v, out) || (ratio && !string_ratio(v, out))) return 0;
+    char q[64];
+    quote(v, q, sizeof q);
+    snprintf(why, cap, "%s must be a number, a string holding one%s, got the string %s", name,
+             ratio ? " or a ratio \"A/B\" (B > 0)" : "", q);
+    return -1;
+  }
   if (!json_is_number(v)) {
     snprintf(why, cap, "%s must be a number, got %s", name, type_name(v));
     return -1;
@@ -88,7 +186,7 @@ static int parse_obj(json_t *root, const meta_fields *f, meta_record *out, char 
   const char *hnames[] = {f->height, NULL};
   const char *fnames[] = {f->frames,   "frames",      "num_frames", "nframes",
                           "nb_frames", "frame_count", "length",     NULL};
-  const char *rnames[] = {f->fps, "fps", "frame_rate", NULL};
+  const char *rnames[] = {f->fps, "fps", "frame_rate", "r_frame_rate", "avg_frame_rate", NULL};
   const char *dnames[] = {f->duration, NULL};
   if (!json_is_object(root)) {
     snprintf(why, cap, "metadata must be a JSON object, got %s", type_name(root));
@@ -109,7 +207,7 @@ static int parse_obj(json_t *root, const meta_fields *f, meta_record *out, char 
   double fps = 0;
   json_t *r = field(root, rnames, &which);
   if (r) {
-    if (get_real(r, which, &fps, why, cap)) return -1;
+    if (get_real(r, which, 1, &fps, why, cap)) return -1;
     if (!isfinite(fps) || fps < 0 || fps > AL_META_MAX_FPS) {
       snprintf(why, cap, "%s %g is outside [0, %g]", which, fps, AL_META_MAX_FPS);
       return -1;
@@ -132,7 +230,7 @@ static int parse_obj(json_t *root, const meta_fields *f, meta_record *out, char 
     } else {
       out->frames_from = META_FRAMES_DURATION;
       double dur;
-      if (get_real(d, which, &dur, why, cap)) return -1;
+      if (get_real(d, which, 0, &dur, why, cap)) return -1;
       if (!isfinite(dur) || dur <= 0) {
         snprintf(why, cap, "%s must be > 0 (got %g)", which, dur);
         return -1;
@@ -164,6 +262,14 @@ int meta_parse(const char *buf, size_t len, const meta_fields *f, meta_record *o
                size_t why_cap) {
   json_error_t err;
   memset(out, 0, sizeof *out);
+  /* RFC 8259 has no place for a raw NUL; jansson stops reading at one inside a value. */
+  const char *nul = memchr(buf, '\0', len);
+  if (nul) {
+    snprintf(why, why_cap,
+             "broken JSON: NUL byte at byte %zu of the metadata (RFC 8259 allows none)",
+             (size_t)(nul - buf));
+    return -1;
+  }
   json_t *root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &err);
   if (!root) {
     snprintf(why, why_cap, "broken JSON: line %d col %d: %s", err.line, err.column, err.text);

@@ -123,9 +123,23 @@ static void report(scanner *s, uint64_t samples) {
 static int frames_warning(scanner *s, size_t sample, const char *key) {
   const pending *p = &s->p;
   const meta_record *m = &p->meta;
-  if (m->frames_from == META_FRAMES_FIELD || !(m->fps > 0 || m->has_duration)) return AL_OK;
+  if (m->frames_from == META_FRAMES_FIELD ||
+      (m->frames_from != META_FRAMES_LATENT && !(m->fps > 0 || m->has_duration)))
+    return AL_OK;
   char why[WHY_CAP];
-  if (m->frames_from == META_FRAMES_DURATION)
+  if (m->frames_from == META_FRAMES_LATENT) {
+    char implied[96];
+    if (m->json_from == META_FRAMES_DURATION)
+      snprintf(implied, sizeof implied, "%u (%s x %s)", m->json_frames, s->fields->duration,
+               s->fields->fps);
+    else
+      snprintf(implied, sizeof implied, "1 (an image)");
+    snprintf(why, sizeof why,
+             "no frame-count field ('%s', num_frames, nframes, nb_frames, frame_count, length): "
+             "indexed as %u frames from the latent grid (T = %u, VAE time stride %u) where the "
+             "JSON alone gives %s (map the field with --fields frames=NAME)",
+             s->fields->frames, m->frames, 1 + (m->frames - 1) / s->vae_t, s->vae_t, implied);
+  } else if (m->frames_from == META_FRAMES_DURATION)
     snprintf(why, sizeof why,
              "no frame-count field ('%s', num_frames, nframes, nb_frames, frame_count, length): "
              "indexed as %u frames from %s x %s (map the field with --fields frames=NAME)",
@@ -138,6 +152,27 @@ static int frames_warning(scanner *s, size_t sample, const char *key) {
              s->fields->frames, s->fields->fps, (double)m->fps);
   return index_add_warning(s->idx, sample, 0, member_name(s, (size_t)p->json), p->m[p->json].hdr,
                            key, why);
+}
+
+/* A JSON without a frame-count field whose implied frames (1, or duration x fps) disagree with
+ * the latent's T: the frames come from the grid, (T - 1) x stride + 1, and the sample is warned
+ * about (frames_warning). */
+static void latent_frames(scanner *s, size_t li, uint64_t T, const char *grid) {
+  meta_record *m = &s->p.meta;
+  uint32_t st = s->vae_t;
+  if (T - 1 > (AL_META_MAX_FRAMES - 1) / st) {
+    mark_bad(s, li, "latent grid %s is beyond the limit of %u frames", grid, AL_META_MAX_FRAMES);
+    return;
+  }
+  uint32_t frames = (uint32_t)((T - 1) * st + 1);
+  if (meta_tokens(m->width, m->height, frames) > UINT32_MAX) {
+    mark_bad(s, li, "latent grid %s is over 2^32-1 tokens", grid);
+    return;
+  }
+  m->json_from = m->frames_from;
+  m->json_frames = m->frames;
+  m->frames = frames;
+  m->frames_from = META_FRAMES_LATENT;
 }
 
 /* The latent member (the first typed member whose extension starts with "latent") is the
@@ -201,6 +236,9 @@ static void latent_check(scanner *s) {
       return;
     }
   }
+  if (m->frames_from != META_FRAMES_FIELD && 1 + (uint64_t)(m->frames - 1) / st != T)
+    latent_frames(s, li, T, grid);
+  if (s->p.bad) return;
   uint64_t jt = 1 + (uint64_t)(m->frames - 1) / st, jh = m->height / ss, jw = m->width / ss;
   if (jt != T || jh != H || jw != W)
     mark_bad(s, li,
@@ -772,11 +810,26 @@ static int walk_end(scanner *s, int first, uint64_t next_hdr) {
   uint64_t end = (uint64_t)archive_filter_bytes(s->a, 0);
   if (first || end >= next_hdr + 1024) return flush_pending(s);
   char why[WHY_CAP];
+  if (s->seekable && next_hdr > s->file_size) {
+    /* The skip over the last member's data seeked past the end: libarchive's count is not a
+     * file position. The data ran out at the file's end. */
+    snprintf(why, sizeof why,
+             "data ends at the end of the file (byte %llu) inside the last member, whose padded "
+             "data runs to byte %llu: truncated shard, its last sample is rejected",
+             (unsigned long long)s->file_size, (unsigned long long)next_hdr);
+    return cut_short(s, s->file_size, why);
+  }
   snprintf(why, sizeof why,
            "no end-of-archive marker (two zero blocks) after the last member%s: the shard "
            "may have been cut at a member boundary, so its last sample is rejected",
            end > next_hdr ? ", only one zero block" : "");
   return cut_short(s, end, why);
+}
+
+/* A stream position as a file offset: in a plain tar, libarchive counts bytes skipped with
+ * lseek even past the end of a truncated file; the data there ran out at the file's end. */
+static uint64_t file_pos(const scanner *s, uint64_t pos) {
+  return s->seekable && pos > s->file_size ? s->file_size : pos;
 }
 
 /* libarchive gave up at header `hdr`: the first header (not a tar archive) or later. */
@@ -789,7 +842,7 @@ static int walk_fatal(scanner *s, int first, uint64_t hdr) {
     s->res->readable = 0;
     return reject(s, "", hdr, "", why);
   }
-  return cut_short(s, hdr, why);
+  return cut_short(s, file_pos(s, hdr), why);
 }
 
 /* Bad header checksums from `damaged_at` to the valid header at `hdr`. */
@@ -823,7 +876,7 @@ static int walk_entry(scanner *s, struct archive_entry *e, uint64_t hdr) {
   /* Data could not be read: the archive cannot go on. */
   rc = flush_pending(s);
   if (!rc)
-    rc = reject(s, "", (uint64_t)archive_filter_bytes(s->a, 0), "",
+    rc = reject(s, "", file_pos(s, (uint64_t)archive_filter_bytes(s->a, 0)), "",
                 "shard ends here: archive unreadable after a data error");
   return rc ? rc : WALK_END;
 }

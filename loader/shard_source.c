@@ -120,16 +120,26 @@ static int gzip_step(shard_source *src, unsigned char *out, size_t cap, size_t *
 
 /* One LZ4F_decompress call; as gzip_step. */
 static int lz4_step(shard_source *src, unsigned char *out, size_t cap, size_t *made, size_t avail) {
-  size_t dst = cap - *made, srcn = avail;
+  if (src->lz_unit_left == 0) {
+    src->lz_unit_left = src->lz_hint ? src->lz_hint : 7; /* 7: the shortest frame header */
+    src->lz_unit_off = in_consumed(src);
+  }
+  size_t dst = cap - *made, srcn = avail < src->lz_unit_left ? avail : src->lz_unit_left;
   size_t r = LZ4F_decompress(src->lz, out + *made, &dst, src->in + src->in_pos, &srcn, NULL);
   src->in_pos += srcn;
   *made += dst;
   if (LZ4F_isError(r)) {
+    /* The damage is in this unit or in the block's size field just before it. */
     const char *m = LZ4F_getErrorName(r);
-    snprintf(src->why, WHY_CAP, "LZ4 %s at compressed byte %llu",
-             strstr(m, "hecksum") ? "checksum mismatch" : m, (unsigned long long)in_consumed(src));
+    uint64_t from = src->lz_unit_off >= 4 ? src->lz_unit_off - 4 : 0;
+    snprintf(src->why, WHY_CAP,
+             "LZ4 %s in compressed bytes %llu..%llu (one block; where inside it the decoder "
+             "cannot tell)",
+             strstr(m, "hecksum") ? "checksum mismatch" : m, (unsigned long long)from,
+             (unsigned long long)(in_consumed(src) + src->lz_unit_left - 1));
     return 1;
   }
+  src->lz_unit_left -= srcn;
   src->lz_hint = r;
   return 0;
 }

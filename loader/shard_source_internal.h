@@ -50,6 +50,10 @@ typedef struct shard_source {
   int z_init, z_member_done; /* between gzip members */
   LZ4F_dctx *lz;
   size_t lz_hint; /* 0: between LZ4 frames */
+  /* LZ4 is fed one unit at a time (what LZ4F asks for: the rest of a block, its checksum, the
+   * next block's size), so that a damaged block is located in the compressed stream. */
+  size_t lz_unit_left;
+  uint64_t lz_unit_off; /* compressed offset of the current unit */
   /* SHARD_CODEC_OTHER: libarchive's filters, raw format, give the tar stream, so that its
    * header blocks can be checked as for gzip and LZ4 shards. */
   struct archive *raw;

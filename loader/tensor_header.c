@@ -196,6 +196,15 @@ static int npy_shape(npy_cur *c, theader *h) {
   }
 }
 
+/* The limit counts the whole header: the preamble (magic, version, length field) and the dict. */
+static int npy_too_long(size_t pre, uint64_t dict) {
+  return al_set_error(AL_EFORMAT,
+                      "npy header: byte 8: header of %llu bytes (%zu-byte preamble + %llu-byte "
+                      "dict) exceeds the limit of %u bytes",
+                      (unsigned long long)(pre + dict), pre, (unsigned long long)dict,
+                      THEADER_MAX_HEADER_BYTES);
+}
+
 /* The magic, the format version and the header length: *pre (bytes before the dict) and
  * *hlen (the dict's). AL_OK; AL_ERANGE with *need when more bytes must be read; AL_EFORMAT. */
 static int npy_preamble(const uint8_t *b, size_t have, uint64_t member_size, size_t *pre,
@@ -223,17 +232,13 @@ static int npy_preamble(const uint8_t *b, size_t have, uint64_t member_size, siz
     }
     uint64_t l = (uint64_t)b[8] | (uint64_t)b[9] << 8 | (uint64_t)b[10] << 16 |
                  (uint64_t)b[11] << 24;
-    if (l > THEADER_MAX_HEADER_BYTES)
-      return al_set_error(AL_EFORMAT, "npy header: byte 8: header length %llu exceeds the limit %u",
-                          (unsigned long long)l, THEADER_MAX_HEADER_BYTES);
+    if (12 + l > THEADER_MAX_HEADER_BYTES) return npy_too_long(12, l);
     *hlen = (size_t)l;
   } else {
     return al_set_error(AL_EFORMAT, "npy header: byte 6: unsupported format version %u.%u", b[6],
                         b[7]);
   }
-  if (*pre + *hlen > THEADER_MAX_HEADER_BYTES)
-    return al_set_error(AL_EFORMAT, "npy header: byte 8: header length %zu exceeds the limit %u",
-                        *hlen, THEADER_MAX_HEADER_BYTES);
+  if (*pre + *hlen > THEADER_MAX_HEADER_BYTES) return npy_too_long(*pre, *hlen);
   if (*pre + *hlen > member_size)
     return al_set_error(AL_EFORMAT,
                         "npy header: byte 8: header length %zu runs past the member's end "
@@ -426,10 +431,13 @@ static int st_preamble(const uint8_t *b, size_t have, uint64_t member_size, uint
   }
   *n = 0;
   for (int k = 7; k >= 0; k--) *n = *n << 8 | b[k];
-  if (*n > THEADER_MAX_HEADER_BYTES - 8)
+  if (*n > THEADER_MAX_HEADER_BYTES - 8) /* the limit counts the 8-byte length too */
     return al_set_error(AL_EFORMAT,
-                        "safetensors header: byte 0: header length %llu exceeds the limit %u",
-                        (unsigned long long)*n, THEADER_MAX_HEADER_BYTES - 8);
+                        "safetensors header: byte 0: header of %llu bytes (8-byte length + "
+                        "%llu-byte JSON) exceeds the limit of %u bytes",
+                        *n > UINT64_MAX - 8 ? (unsigned long long)UINT64_MAX
+                                            : (unsigned long long)(*n + 8),
+                        (unsigned long long)*n, THEADER_MAX_HEADER_BYTES);
   if (8 + *n > member_size)
     return al_set_error(AL_EFORMAT,
                         "safetensors header: byte 0: header length %llu runs past the member's "

@@ -354,8 +354,10 @@ int al_manifest_bucket(const al_manifest *m, size_t i, al_bucket_info *out) {
 /* Checks that the manifest holds (step, rank); *slot is its index in slot[]. */
 static int rank_slot(const al_manifest *m, uint32_t step, uint32_t rank, size_t *slot) {
   if (step < m->first_step || step - m->first_step >= m->steps)
-    return al_set_error(AL_ERANGE, "%s: step %u not held (steps %u..%u)", m->path, step,
-                        m->first_step, m->first_step + m->steps);
+    return m->steps ? al_set_error(AL_ERANGE, "%s: step %u not held (steps %u..%u)", m->path, step,
+                                   m->first_step, m->first_step + m->steps - 1)
+                    : al_set_error(AL_ERANGE, "%s: step %u not held (the manifest holds none)",
+                                   m->path, step);
   if (rank >= m->world)
     return al_set_error(AL_ERANGE, "%s: rank %u of world %u", m->path, rank, m->world);
   *slot = (size_t)(step - m->first_step) * m->world + rank;

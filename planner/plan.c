@@ -328,8 +328,13 @@ static int build(al_plan *p, const al_plan_input *in, const al_latent_grid *grid
 
 static int plan_trim(al_plan *p, uint32_t k) {
   if (k < p->first_step || k - p->first_step > p->steps)
-    return al_set_error(AL_ERANGE, "start step %u is outside the plan's steps %u..%u", k,
-                        p->first_step, p->first_step + p->steps);
+    return p->steps ? al_set_error(AL_ERANGE,
+                                   "start step %u is past the plan's steps %u..%u (a plan may "
+                                   "start at %u..%u, its end included)",
+                                   k, p->first_step, p->first_step + p->steps - 1, p->first_step,
+                                   p->first_step + p->steps)
+                    : al_set_error(AL_ERANGE, "start step %u: the plan has no steps (from step %u)",
+                                   k, p->first_step);
   size_t cut = (size_t)(k - p->first_step) * p->world;
   if (!cut) return AL_OK;
   uint64_t base = p->slot[cut];

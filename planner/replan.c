@@ -237,8 +237,15 @@ static int check_args(const al_manifest_info *oi, const char *name, uint32_t at_
   if (!o->world || o->world > (1u << 20))
     return al_set_error(AL_EINVAL, "world size %u out of range (1..1048576)", o->world);
   if (at_step < oi->first_step || at_step - oi->first_step > oi->steps)
-    return al_set_error(AL_ERANGE, "%s: holds steps %u..%u; cannot re-plan from step %u", name,
-                        oi->first_step, oi->first_step + oi->steps, at_step);
+    return oi->steps ? al_set_error(AL_ERANGE,
+                                    "%s: holds steps %u..%u (a re-plan starts at %u..%u); cannot "
+                                    "re-plan from step %u",
+                                    name, oi->first_step, oi->first_step + oi->steps - 1,
+                                    oi->first_step, oi->first_step + oi->steps, at_step)
+                     : al_set_error(AL_ERANGE,
+                                    "%s: holds no steps (a re-plan starts at %u); cannot re-plan "
+                                    "from step %u",
+                                    name, oi->first_step, at_step);
   /* A loaded manifest's key table holds index_samples entries (al_manifest_load checks). */
   if (oi->index_samples > UINT32_MAX)
     return al_set_error(AL_EFORMAT, "%s: key table has %llu entries for an index of %llu samples",

@@ -381,6 +381,11 @@ struct pbio_reader {
   uint8_t *in; /* compressed bytes read but not yet consumed */
   size_t in_pos, in_len;
   uint64_t in_off; /* file offset of in[in_pos] */
+  /* The LZ4 frame is fed one unit at a time, what LZ4F asks for next (the rest of a block,
+   * its checksum and the next block's size), so that a damaged block can be located. */
+  size_t unit_want;  /* LZ4F's hint: the next unit's size (0 before the first call) */
+  size_t unit_left;  /* bytes of the current unit not yet fed */
+  uint64_t unit_off; /* file offset of the current unit */
   int file_eof;
   int frame_done; /* LZ4F reported the end of the frame (checksum verified) */
   uint8_t *d;     /* decompressed window */
@@ -395,6 +400,18 @@ struct pbio_reader {
   struct pbio_ahead *ahead;     /* read-ahead thread (pbio_reader_read_ahead), or NULL */
   uint32_t raw_tag;             /* records handed over undecoded (pbio_reader_set_raw_tag) */
 };
+
+/* A damaged LZ4 block: the damage lies in the unit being fed or in the block's 4-byte size
+ * field just before it; LZ4F (a checksum over the whole block) cannot say where inside. */
+static int r_corrupt(const pbio_reader *r, size_t lz_error) {
+  uint64_t from = r->unit_off >= 4 ? r->unit_off - 4 : 0;
+  uint64_t end = r->in_off + r->unit_left; /* the unit's end */
+  return al_set_error(AL_EFORMAT,
+                      "%s: corrupt LZ4 frame: damage in file bytes %llu..%llu (one LZ4 block; "
+                      "where inside it the decoder cannot tell): %s",
+                      r->path, (unsigned long long)from, (unsigned long long)(end - 1),
+                      LZ4F_getErrorName(lz_error));
+}
 
 /* Makes at least `n` decompressed bytes available at r->d + r->d_pos, or fewer
  * when the stream ends. Returns AL_OK or an error for a corrupt/truncated frame. */
@@ -424,15 +441,19 @@ static int r_fill(pbio_reader *r, size_t n) {
       }
       if (r->in_len == 0) continue;
     }
+    if (r->unit_left == 0) {
+      r->unit_left = r->unit_want ? r->unit_want : 7; /* 7: the shortest frame header */
+      r->unit_off = r->in_off;
+    }
     size_t src = r->in_len - r->in_pos;
+    if (src > r->unit_left) src = r->unit_left;
     size_t dst = r->d_cap - r->d_len;
     size_t hint = LZ4F_decompress(r->dctx, r->d + r->d_len, &dst, r->in + r->in_pos, &src, NULL);
-    if (LZ4F_isError(hint)) {
-      return al_set_error(AL_EFORMAT, "%s: corrupt LZ4 frame near file byte %llu: %s", r->path,
-                          (unsigned long long)(r->in_off + src), LZ4F_getErrorName(hint));
-    }
+    if (LZ4F_isError(hint)) return r_corrupt(r, hint);
     r->in_pos += src;
     r->in_off += src;
+    r->unit_left -= src;
+    r->unit_want = hint;
     r->d_len += dst;
     if (hint == 0) r->frame_done = 1;
   }

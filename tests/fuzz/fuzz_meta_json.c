@@ -20,6 +20,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (rec.frames < 1 || rec.frames > AL_META_MAX_FRAMES) abort();
     if (!(rec.fps >= 0 && rec.fps <= AL_META_MAX_FPS)) abort();
     if (meta_tokens(rec.width, rec.height, rec.frames) > UINT32_MAX) abort();
+    if (memchr(data, '\0', size)) abort(); /* a raw NUL is never JSON (RFC 8259) */
   } else if (why[0] == '\0' || memchr(why, '\0', sizeof why) == NULL) {
     abort(); /* a failure must say why */
   }

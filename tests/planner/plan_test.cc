@@ -249,8 +249,9 @@ TEST(Resume, ElasticReplanCoversEverySampleOnce) {
     al_plan *p = nullptr;
     EXPECT_EQ(al_plan_replan(&p, old, oi.steps + 1, 4), AL_ERANGE);
     EXPECT_EQ(std::string(al_last_error()),
-              old_path + ": holds steps 0.." + std::to_string(oi.steps) +
-                  "; cannot re-plan from step " + std::to_string(oi.steps + 1));
+              old_path + ": holds steps 0.." + std::to_string(oi.steps - 1) +
+                  " (a re-plan starts at 0.." + std::to_string(oi.steps) +
+                  "); cannot re-plan from step " + std::to_string(oi.steps + 1));
     EXPECT_EQ(p, nullptr);
     EXPECT_EQ(al_plan_replan(&p, old, 0, 0), AL_EINVAL);
     EXPECT_EQ(al_plan_replan(&p, nullptr, 0, 4), AL_EINVAL);

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <thread>
@@ -441,6 +442,36 @@ TEST(Pbio, FlippedByteIsDetected) {
   uint64_t samples = 0;
   EXPECT_EQ(ReadEverything(bad, &records, &samples), AL_EFORMAT);
   EXPECT_TRUE(altest::ErrorContains("corrupt LZ4 frame"));
+}
+
+// A damaged block is located: the message names the file bytes of the LZ4 block that failed
+// its checksum (the file is fed to LZ4F one block at a time), not the start of the read buffer.
+TEST(Pbio, FlippedByteIsLocatedToItsBlock) {
+  std::string path = TmpPath("flip_loc_src.alidx");
+  WriteIndex(path, 64, 8000); // several 4 MiB blocks of records
+  std::vector<unsigned char> whole = ReadBytes(path);
+  std::string bad = TmpPath("flip_loc.alidx");
+  uint64_t lo_seen = 0;
+  for (size_t pos : {whole.size() / 3, whole.size() * 2 / 3, whole.size() - 100}) {
+    std::vector<unsigned char> v = whole;
+    v[pos] ^= 0x10;
+    WriteBytes(bad, v);
+    int records = 0;
+    uint64_t samples = 0;
+    EXPECT_EQ(ReadEverything(bad, &records, &samples), AL_EFORMAT);
+    std::string m = al_last_error();
+    unsigned long long lo = 0, hi = 0;
+    size_t at = m.find("damage in file bytes ");
+    ASSERT_NE(at, std::string::npos) << m;
+    ASSERT_EQ(std::sscanf(m.c_str() + at, "damage in file bytes %llu..%llu", &lo, &hi), 2) << m;
+    EXPECT_LE(lo, pos) << m;
+    EXPECT_GE(hi, pos) << m;
+    EXPECT_LT(hi, whole.size()) << m;
+    EXPECT_LE(hi - lo, (4u << 20) + 16) << m; // one block, its size field and checksum
+    lo_seen = std::max<uint64_t>(lo_seen, lo);
+  }
+  EXPECT_GT(lo_seen, 7u); // a later block: not the start of the file
+  al_clear_error();
 }
 
 TEST(Pbio, WrongFormatVersion) {

@@ -1,0 +1,23 @@
+/*
+ * shard_path_internal.h - the path a shard is stored under in the index (internal to
+ * //loader).
+ *
+ * Stored paths are absolute and normal: no "." or ".." components, no repeated or trailing
+ * slashes, so that al_index_remap_root (`stream --root FROM=TO`) can replace a leading
+ * directory: "/data/errs/../corpus/s.tar" moved by /data=/local would name
+ * "/local/errs/../corpus/s.tar", which exists only if /local has an errs/ as well.
+ *
+ * Normalisation is lexical, and symlinks are not resolved, so the names the user gave (a
+ * symlinked mount such as /data -> /mnt/nvme0/data) stay in the index and a --root written
+ * with them matches. A relative path is joined to the logical working directory ($PWD when
+ * it names the working directory, as `pwd -L`; else getcwd). Lexical ".." differs from the
+ * file system's when it follows a symlink ("/a/link/../s.tar"): when the lexical path does
+ * not name the same file as the given one (device and inode), the realpath is stored.
+ */
+#ifndef AL_SHARD_PATH_INTERNAL_H
+#define AL_SHARD_PATH_INTERNAL_H
+
+/* A malloc'ed absolute, normal path for `path` (as above), or NULL when out of memory. */
+char *shard_path_absolute(const char *path);
+
+#endif /* AL_SHARD_PATH_INTERNAL_H */
