@@ -10,6 +10,7 @@ ADAPTIVELOAD_BIN and PYTHONPATH set. References (sample sets, token totals, payl
 from the plan's schedule and from Python's own tarfile reading, not from the stream.
 """
 
+import faulthandler
 import io
 import json
 import os
@@ -428,6 +429,9 @@ class LossAfterSkipTest(unittest.TestCase):
 
 
 def _init(rank, world, init_file):
+    # A hang (a collective one rank never joins) fails with every thread's stack instead of
+    # running into the test's timeout silently.
+    faulthandler.dump_traceback_later(150, exit=True)
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     dist.init_process_group("gloo", init_method="file://" + init_file, rank=rank, world_size=world)
 
@@ -444,11 +448,14 @@ def _stream_resume(rank, planner, epoch, k, order, workers):
     ds = StreamDataset(C_INDEX, planner, rank=rank, world_size=2)
     ds.set_epoch(epoch)
     first, state = [], None
-    for b in ds:
+    it = iter(ds)
+    for b in it:
         first.append(b)
         if len(first) == k:
             state = b.resume_state
             break
+    it.close()  # the first pass's reader threads stop before DataLoader workers fork
+    del it
     resumed = StreamDataset(C_INDEX, planner, rank=rank, world_size=2)
     if order == "load-then-set":
         resumed.load_state_dict(state)
