@@ -413,6 +413,11 @@ class StreamDataset(IterableDataset):
         o.world = int(self.world_size or 0)
         o.first = worker
         o.stride = workers
+        if get_worker_info() is not None:
+            # A DataLoader worker is a forked process: CUDA, initialised by the parent, cannot
+            # be used in it (cudaErrorInitializationError), and its batches reach the main
+            # process through shared memory anyway, so its C buffers are plain host memory.
+            o.pinned = -1
         resume = None
         st = self._loaded
         if st:

@@ -213,6 +213,17 @@ class StreamDatasetTest(unittest.TestCase):
             rest = list(DataLoader(ds2, batch_size=None, num_workers=workers))
             self.assertEqual([b.position for b in rest], list(range(k + 1, len(ref))))
 
+    @unittest.skipUnless(torch.cuda.is_available(), "no CUDA device: workers forked after CUDA's init need one")
+    def test_dataloader_workers_after_cuda_is_initialised(self):
+        # A training process has CUDA initialised before its DataLoader forks workers; a forked
+        # child cannot use CUDA, so a worker's stream must not pin (cudaHostAlloc) its buffers.
+        torch.cuda.init()
+        torch.zeros(1, device="cuda")
+        ref = stream_all(StreamDataset(C.index, C.manifest, rank=0, world_size=2))
+        ds = StreamDataset(C.index, C.manifest, rank=0, world_size=2, threads=1)
+        got = list(DataLoader(ds, batch_size=None, num_workers=2))
+        self.assertEqual([b.keys for b in got], [b.keys for b in ref])
+
     def test_worker_states_follow_statefuldataloader_protocol(self):
         # What StatefulDataLoader does per worker: state_dict() inside the worker after a
         # batch, load_state_dict() into that worker's copy later. Simulated in-process.
