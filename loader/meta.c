@@ -75,7 +75,8 @@ static int string_number(const json_t *v, double *out) {
 }
 
 /* A string holding a ratio "A/B" of decimal digits with B > 0 ("30000/1001", as ffprobe
- * writes frame rates): 0 and *out, else -1. */
+ * writes frame rates), or "0/0" (ffmpeg's unknown rate, as ffprobe writes avg_frame_rate of
+ * a still image): 0 and *out (0 for "0/0": the rate unknown, as a number 0 says), else -1. */
 static int string_ratio(const json_t *v, double *out) {
   const char *s = json_string_value(v);
   size_t n = json_string_length(v), slash = 0;
@@ -84,6 +85,10 @@ static int string_ratio(const json_t *v, double *out) {
   for (size_t i = slash + 1; i < n; i++)
     if (s[i] < '0' || s[i] > '9') return -1;
   double a = strtod(s, NULL), b = strtod(s + slash + 1, NULL);
+  if (a == 0 && b == 0) {
+    *out = 0;
+    return 0;
+  }
   if (!(b > 0) || !isfinite(a) || !isfinite(b)) return -1;
   *out = a / b;
   return 0;

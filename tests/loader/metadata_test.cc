@@ -74,6 +74,19 @@ TEST(Metadata, FfprobeNumericStringsAndRationalRates) {
   al_index_free(idx);
 }
 
+TEST(Metadata, ZeroOverZeroRateIsUnknown) {
+  /* ffprobe writes avg_frame_rate "0/0" for a still image: the rate is unknown (fps 0). */
+  al_index *idx = IndexJsons("zero",
+                             {"{\"width\": 64, \"height\": 48, \"avg_frame_rate\": \"0/0\"}",
+                              "{\"width\": 64, \"height\": 48, \"nb_frames\": \"9\", "
+                              "\"avg_frame_rate\": \"0/0\"}"});
+  ASSERT_NE(idx, nullptr);
+  EXPECT_EQ(al_index_rejected_count(idx), 0u) << RejectedText(idx);
+  altest::ExpectSample(idx, 0, "s0", 64, 48, 1, 0);
+  altest::ExpectSample(idx, 1, "s1", 64, 48, 9, 0);
+  al_index_free(idx);
+}
+
 struct BadString {
   const char *json;
   const char *reason;
