@@ -238,7 +238,7 @@ TEST(BadInput, TruncatedInsideHeader) {
   al_index_free(idx);
 }
 
-// Issue 13: a FIFO or a directory given as a shard is rejected at once (open blocked on a FIFO).
+// A FIFO or a directory given as a shard is rejected at once (open blocked on a FIFO).
 TEST(BadInput, FifoAndDirectoryShardsAreRejectedWithoutBlocking) {
   std::string good = TmpPath("fifo-good.tar"), fifo = TmpPath("a-fifo.tar"),
               dir = TmpPath("a-dir.tar");
@@ -258,7 +258,7 @@ TEST(BadInput, FifoAndDirectoryShardsAreRejectedWithoutBlocking) {
   al_index_free(idx);
 }
 
-// Issue 13: a shard cut exactly at a member boundary lacks only its end-of-archive blocks.
+// A shard cut exactly at a member boundary lacks only its end-of-archive blocks.
 // That is reported, and the last sample (which may have lost members) is rejected.
 TEST(BadInput, CutAtAMemberBoundaryIsReported) {
   SynthShard sh = WriteSynthShard("cutboundary", 10, 6);
@@ -342,7 +342,7 @@ INSTANTIATE_TEST_SUITE_P(Fields, BadSizeField,
                            return std::string(i.param.name);
                          });
 
-// Issue 13: the gzip CRC32 and the LZ4 content checksum of compressed shards are verified; a
+// The gzip CRC32 and the LZ4 content checksum of compressed shards are verified; a
 // flipped byte inside (stored, random) payload data was indexed without a word.
 TEST(BadInput, CorruptCompressedShardIsRejectedWithEverySample) {
   std::string plain = WriteSynthShard("crc", 6, 0).path;
@@ -379,7 +379,7 @@ TEST(BadInput, CorruptCompressedShardIsRejectedWithEverySample) {
   }
 }
 
-// Issue 13: more distinct extensions than an index can number (32,767) aborted the whole build.
+// More distinct extensions than an index can number (32,767) aborted the whole build.
 TEST(BadInput, TooManyExtensionsRejectsTheExtraSamplesOnly) {
   std::string path = TmpPath("manyext.tar");
   Members m;

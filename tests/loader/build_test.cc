@@ -327,7 +327,7 @@ TEST(Build, DaliIndexFiles) {
   al_index_free(idx);
 }
 
-// Issue 13: the DALI files were written in place with fopen: a symlink planted at one's name
+// The DALI files were written in place with fopen: a symlink planted at one's name
 // was followed (its target overwritten) and a FIFO there blocked the build.
 TEST(Build, DaliIndexFilesNeverWriteThroughALinkOrIntoAFifo) {
   std::string dir = Synth("corpus_dali_safe", 6, 2, AL_SYNTH_NONE);

@@ -55,7 +55,7 @@ check "no -o: exit 2" test $? = 2
 check "bad --threads: exit 2" test $? = 2
 "$BIN" synth --samples 5 2>/dev/null
 check "synth without --out: exit 2" test $? = 2
-# Issue 13: strtoull skips leading white space, so " -1" parsed as 2^64-1.
+# strtoull skips leading white space, so " -1" parsed as 2^64-1.
 for v in " -1" "-1" " 5" "+5" "5 " "" "0x10" "18446744073709551616"; do
   "$BIN" synth --out "$T/seed" --samples 5 --payload none --seed "$v" 2>/dev/null
   check "synth --seed '$v': exit 2" test $? = 2
@@ -74,7 +74,7 @@ check "index --help" grep -q "dali-idx" "$T/help"
 "$BIN" synth --help > "$T/help"
 check "synth --help" grep -q "payload" "$T/help"
 
-# Issue 15: a latent corpus written by Python's tarfile (.npy headers by hand: numpy is not
+# A latent corpus written by Python's tarfile (.npy headers by hand: numpy is not
 # needed), --fields, --vae-stride, warnings, and `inspect INDEX`.
 python3 - "$T/lat.tar" <<'PY'
 import io, json, struct, sys, tarfile

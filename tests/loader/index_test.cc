@@ -106,7 +106,7 @@ TEST(Index, FingerprintDependsOnKeysAndShards) {
   al_index_free(e);
 }
 
-// Issue 13: a forged index that shifts a member's offset (or flips its LZ4 flag) would stream
+// A forged index that shifts a member's offset (or flips its LZ4 flag) would stream
 // foreign bytes under a manifest planned from the real one: the fingerprint covers them.
 TEST(Index, FingerprintCoversMemberOffsetsSizesAndLz4) {
   auto one = [](uint64_t off, uint64_t size, int lz4) {

@@ -1,4 +1,4 @@
-// Issue 15, index to plan: a corpus of .npy latents at native grids is indexed (typed
+// Index to plan: a corpus of .npy latents at native grids is indexed (typed
 // members) and planned from the index; every planned sample's bucket has a latent grid
 // inside the sample's grid (crop only: never upscaled or padded), also when the index was
 // made under another VAE stride than the plan's geometry.

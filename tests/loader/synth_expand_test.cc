@@ -97,7 +97,7 @@ TEST(Synth, ByteIdenticalForASeedWhateverTheThreads) {
   EXPECT_NE(a, c);
 }
 
-// Issue 13: shards were written in place (open O_TRUNC): a symlink planted at a shard's name
+// Shards were written in place (open O_TRUNC): a symlink planted at a shard's name
 // was followed and its target overwritten; a crash left a half shard under the real name.
 TEST(Synth, ShardsNeverWriteThroughALink) {
   std::string out = TmpPath("synth_link");

@@ -108,7 +108,7 @@ TEST_F(Assign, RejectsWithReasons) {
   EXPECT_STRNE(al_reject_reason_name(AL_REJECT_TOO_SMALL), "unknown");
 }
 
-// Issue 15: a sample stored as latents can only be cropped: the bucket's latent grid
+// A sample stored as latents can only be cropped: the bucket's latent grid
 // (T_b = 1 + (F_b - 1) / 4, H_b = h_b / 8, W_b = w_b / 8) must fit inside the sample's grid.
 class AssignGrid : public Assign {
  protected:

@@ -252,7 +252,7 @@ TEST(Pbio, NothingButTheTargetLeftInTheDirectory) {
   EXPECT_EQ(st.st_mode & 0777, 0666 & ~um);
 }
 
-// Issue 13: a symlink planted where the old writer put "<path>.tmp" must not be followed.
+// A symlink planted where the old writer put "<path>.tmp" must not be followed.
 TEST(Pbio, SymlinkAtTheOldTmpNameIsNotFollowed) {
   std::string d = FreshDir("symlink");
   std::string victim = d + "/victim", path = d + "/x.alidx";
@@ -268,7 +268,7 @@ TEST(Pbio, SymlinkAtTheOldTmpNameIsNotFollowed) {
   EXPECT_EQ(ReadEverything(path, &records, &samples), AL_EOF) << al_last_error();
 }
 
-// Issue 13: "-o" at a device node, FIFO or directory (or a link to one) is refused, untouched.
+// "-o" at a device node, FIFO or directory (or a link to one) is refused, untouched.
 TEST(Pbio, NonRegularTargetIsRefused) {
   std::string d = FreshDir("nonreg");
   std::string fifo = d + "/fifo", link = d + "/link", sub = d + "/sub";
@@ -290,7 +290,7 @@ TEST(Pbio, NonRegularTargetIsRefused) {
   EXPECT_EQ(DirNames(d).size(), 3u) << "a temporary file was left behind";
 }
 
-// Issue 13: two writers of one target: each succeeds and the file is one of them, whole.
+// Two writers of one target: each succeeds and the file is one of them, whole.
 TEST(Pbio, ConcurrentWritersOfOneTargetNeverCorruptIt) {
   std::string d = FreshDir("concurrent");
   std::string path = d + "/c.alidx";
@@ -307,7 +307,7 @@ TEST(Pbio, ConcurrentWritersOfOneTargetNeverCorruptIt) {
   EXPECT_EQ(DirNames(d), std::vector<std::string>{"c.alidx"});
 }
 
-// Issue 13: a FIFO given as an input fails at once instead of blocking in open.
+// A FIFO given as an input fails at once instead of blocking in open.
 TEST(Pbio, FifoInputIsRefusedWithoutBlocking) {
   std::string d = FreshDir("fifoin");
   std::string fifo = d + "/in.alidx";

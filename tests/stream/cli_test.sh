@@ -41,7 +41,7 @@ grep -q "WORLD_SIZE is not a number: '-2'" "$T/err" || fail "bad WORLD_SIZE mess
 expect_rc 2 "$BIN" stream --index "$T/i.alidx"
 expect_rc 2 "$BIN" stream --index "$T/i.alidx" --manifest "$T/m.alm" --on-error maybe
 
-# Issue 13: caps and FIFOs. A payload cap below the latents' size fails naming the cap; the
+# Caps and FIFOs. A payload cap below the latents' size fails naming the cap; the
 # index cap rejects those samples when indexing; a FIFO as index or manifest fails at once.
 expect_rc 1 "$BIN" stream --index "$T/i.alidx" --manifest "$T/m.alm" --rank 0 --max-member-bytes 100
 grep -q "exceeds the cap of 100 bytes" "$T/err" || fail "cap message: $(cat "$T/err")"
@@ -68,7 +68,7 @@ grep -q "<svg" "$T/link.svg" && [ ! -L "$T/link.svg" ] || fail "inspect --svg di
 expect_rc 1 timeout 20 "$BIN" inspect "$T/m.alm" --svg "$T/fifo.alm"
 [ -p "$T/fifo.alm" ] || fail "inspect --svg replaced the FIFO"
 
-# Issue 15: --members and --jsonl over synth's raw members (latent, json): one line per batch
+# --members and --jsonl over synth's raw members (latent, json): one line per batch
 # with both members, their bytes' CRC-32 (8 hex digits), a missing member naming what the
 # sample has, bad lists refused as usage.
 expect_rc 0 "$BIN" stream --index "$T/i.alidx" --manifest "$T/m.alm" --rank 0 --members latent,json --jsonl

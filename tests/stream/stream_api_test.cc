@@ -245,7 +245,7 @@ TEST(StreamApi, ManifestOfAnotherIndexIsRefused) {
   al_index_free(other);
 }
 
-// Issue 13: a manifest naming a sample past the end of the index is refused, naming the
+// A manifest naming a sample past the end of the index is refused, naming the
 // sample (al_stream_open read the rank plan after freeing it: a NULL dereference).
 TEST(StreamApi, ManifestNamingASamplePastTheIndexIsRefused) {
   Env e;
@@ -467,7 +467,7 @@ TEST(StreamApi, ReadSampleReturnsThePayload) {
   EXPECT_EQ(p, nullptr);
 }
 
-// Issue 13: keys over ~248 bytes indexed and planned but could not stream (a 256-byte member
+// Keys over ~248 bytes indexed and planned but could not stream (a 256-byte member
 // name buffer). Every key the index accepts now streams; longer ones are rejected when indexing.
 TEST(StreamApi, LongestIndexableKeyStreams) {
   std::string path = altest::TmpPath("longkeys.tar");
@@ -499,7 +499,7 @@ TEST(StreamApi, LongestIndexableKeyStreams) {
   al_index_free(idx);
 }
 
-// Issue 13: decompression had no cap: a small LZ4 member could claim (and get) 1 GiB. A member
+// Decompression had no cap: a small LZ4 member could claim (and get) 1 GiB. A member
 // over the cap (default AL_STREAM_MAX_MEMBER_DEFAULT, ADAPTIVELOAD_MAX_MEMBER_BYTES) fails its
 // read naming key and member, before the memory is allocated.
 std::string ZeroFrame(size_t mib, bool content_size) {

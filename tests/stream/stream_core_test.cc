@@ -576,7 +576,7 @@ TEST(StreamCore, CorruptLZ4AndMissingMemberNameTheKey) {
   al_stream_close(s);
 }
 
-// Issue 13: a FIFO put where a shard was fails the read at once (open blocked forever).
+// A FIFO put where a shard was fails the read at once (open blocked forever).
 TEST(StreamCore, ShardReplacedByAFifoFailsWithoutBlocking) {
   Corpus c;
   c.Build("fifo", 6, 1);

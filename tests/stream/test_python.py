@@ -649,7 +649,7 @@ class AdalnImportTest(unittest.TestCase):
 
 
 class MembersCorpus:
-    """Issue 15: a corpus written with Python's tarfile and numpy (independent of the C code):
+    """A corpus written with Python's tarfile and numpy (independent of the C code):
     KEY.json, KEY.latent.npy (float16 (C, T, H/8, W/8) or (C, H/8, W/8), native grids larger than
     the buckets), KEY.t5.npy (float32 (L, 16), L varying), KEY.txt; indexed and planned (world 2)
     by the CLI with a small bucket table. (LZ4-stored members: stream_members_test.)"""
