@@ -12,8 +12,8 @@ double fidprint_fraction(uint64_t kept, uint64_t native) {
 
 static void print_groups_text(FILE *out, const fid_report *r) {
   if (r->n_groups)
-    fprintf(out, "  %-8s %-12s %10s %8s %8s %8s\n", "aspect", "duration", "samples", "kept",
-            "mean", "min");
+    fprintf(out, "  %-8s %-12s %10s %8s %8s %8s\n", "aspect", "duration", "samples", "kept", "mean",
+            "min");
   for (size_t k = 0; k < r->n_groups; k++) {
     const fid_group *g = &r->groups[k];
     fprintf(out, "  %-8s %-12s %10" PRIu64 " %7.1f%% %7.1f%% %7.1f%%\n", g->aspect,
@@ -27,19 +27,22 @@ void fidprint_text(FILE *out, const fid_report *r, const al_index *idx, const ch
   fprintf(out,
           "fidelity (%s): %" PRIu64 " samples with a bucket (%" PRIu64
           " without, not counted), %.1f%% of their native latent tokens kept\n",
-          from, r->samples, r->unplanned, 100 * fidprint_fraction(r->kept_tokens, r->native_tokens));
+          from, r->samples, r->unplanned,
+          100 * fidprint_fraction(r->kept_tokens, r->native_tokens));
   print_groups_text(out, r);
   fprintf(out, "  cut: ");
   for (int w = FID_CROP; w < FID_WHYS; w++)
     fprintf(out, "%s%" PRIu64 " %s, %.1f%% of tokens", w == FID_CROP ? "" : "; ", r->cut_by[w],
-            fidelity_why_name((fid_why)w), 100 * fidprint_fraction(r->lost_by[w], r->native_tokens));
+            fidelity_why_name((fid_why)w),
+            100 * fidprint_fraction(r->lost_by[w], r->native_tokens));
   fprintf(out, "; %" PRIu64 " kept whole\n", r->cut_by[FID_KEPT]);
   if (r->n_cut && r->cut[0].why != FID_KEPT) fprintf(out, "  cut most:\n");
   for (size_t k = 0; k < r->n_cut; k++) {
     const fid_cut *x = &r->cut[k];
     al_sample_info si;
     if (x->why == FID_KEPT || al_index_sample(idx, (size_t)x->sample, &si)) continue;
-    fprintf(out, "    %s  %ux%u x %u -> %ux%u x %u  %" PRIu64 " of %" PRIu64 " tokens (%.1f%%): %s\n",
+    fprintf(out,
+            "    %s  %ux%u x %u -> %ux%u x %u  %" PRIu64 " of %" PRIu64 " tokens (%.1f%%): %s\n",
             si.key, x->width, x->height, x->frames, x->bucket_width, x->bucket_height,
             x->bucket_frames, x->kept_tokens, x->native_tokens, 100 * x->fraction,
             fidelity_why_name(x->why));

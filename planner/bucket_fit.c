@@ -122,7 +122,8 @@ static size_t merge_sizes(fit_size *v, size_t n) {
 
 /* Candidate sizes (grid x s, the BUCKET_FIT_CANDIDATES holding most tokens) and frame counts
  * (1 + (T-1) * st for the FIT_MAX_FRAMES latent lengths holding most tokens, the shortest
- * kept; a grid whose whole length exceeds M_mem also offers the longest length it allows). Reuses fit_size for frame counts (w = frames, h = 0). */
+ * kept; a grid whose whole length exceeds M_mem also offers the longest length it allows). Reuses
+ * fit_size for frame counts (w = frames, h = 0). */
 static int collect_candidates(fit_state *S) {
   size_t n = S->n_shapes;
   fit_size *sz = calloc(n ? n : 1, sizeof *sz), *fr = calloc(n ? 2 * n : 1, sizeof *fr);

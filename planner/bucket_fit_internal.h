@@ -42,7 +42,7 @@ typedef struct bucket_fit_options {
 } bucket_fit_options;
 
 typedef struct bucket_fit_result {
-  uint64_t native_tokens, kept_tokens; /* over every sample of the index */
+  uint64_t native_tokens, kept_tokens;      /* over every sample of the index */
   size_t sizes, frames, candidates, shapes; /* chosen; tried; distinct sample shapes */
 } bucket_fit_result;
 
