@@ -231,6 +231,22 @@ class FidelityTest(unittest.TestCase):
         self.assertEqual(kept, C.expected(parse_table(run("buckets")[0]))[0])
         self.assertIn("plan: fidelity: %.2f%% of native latent tokens kept" % (100 * kept / C.native), err)
 
+    def test_usage_errors(self):
+        manifest = os.path.join(TMP, "u.alm")
+        run("plan", "--index", C.index, "--world", 1, "-o", manifest)
+        for args in (["buckets", "--fit", C.index, "--max-sizes", 0],
+                     ["buckets", "--fit", C.index, "--max-sizes", 65],
+                     ["buckets", "--fit", C.index, "--buckets", "x.txt"],
+                     ["buckets", "--max-sizes", 4],
+                     ["inspect", manifest, "--buckets", "x.txt"],
+                     ["inspect", C.index, "--mem-tokens", 0]):
+            p = subprocess.run([BIN] + [str(a) for a in args], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            self.assertEqual(p.returncode, 2, args)
+        p = subprocess.run([BIN, "buckets", "--fit", os.path.join(TMP, "none.alidx")], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, universal_newlines=True)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("none.alidx", p.stderr)
+
 
 if __name__ == "__main__":
     unittest.main()
