@@ -25,6 +25,7 @@ int cli_cmd_inspect(int argc, char **argv);
 int cli_cmd_stream(int argc, char **argv);
 int cli_cmd_demo(int argc, char **argv);
 int cli_cmd_verify(int argc, char **argv);
+int cli_cmd_buckets(int argc, char **argv);
 
 /* Prints "adaptiveload <verb>: <al_last_error()>" on stderr; returns AL_EXIT_FAIL. */
 static inline int cli_fail(const char *verb) {

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli/cli_internal.h"
+#include "cli/fidelity_print_internal.h"
 #include "cli/options_internal.h"
 #include "common/json_write_internal.h"
 #include "loader/al_index.h"
@@ -458,7 +459,8 @@ static void ix_json_members(FILE *out, const ix_summary *S) {
   }
 }
 
-static void ix_print_json(FILE *out, const ix_summary *S, const char *path) {
+static void ix_print_json(FILE *out, const ix_summary *S, const char *path, const fid_report *fid,
+                          const char *from) {
   const al_index *idx = S->idx;
   fprintf(out, "{\"kind\": \"index\", \"path\": ");
   jsonw_string(out, path);
@@ -478,25 +480,12 @@ static void ix_print_json(FILE *out, const ix_summary *S, const char *path) {
   ix_json_buckets(out, S);
   fprintf(out, "}, \"members\": [");
   ix_json_members(out, S);
-  fprintf(out, "]}\n");
+  fprintf(out, "], ");
+  fidprint_json(out, fid, idx, from);
+  fprintf(out, "}\n");
 }
 
 /* Returns an exit status. */
-static int ix_inspect(const al_index *idx, const char *path, int json, size_t top) {
-  ix_summary S;
-  if (ix_collect(&S, idx, top)) {
-    ix_free(&S);
-    fprintf(stderr, "adaptiveload inspect: %s: out of memory or a bad record\n", path);
-    return AL_EXIT_FAIL;
-  }
-  if (json)
-    ix_print_json(stdout, &S, path);
-  else
-    ix_print_text(stdout, &S, path);
-  ix_free(&S);
-  return AL_EXIT_OK;
-}
-
 /* inspect INDEX --rejected [--json]: every rejected entry (al_index_print_rejected). Returns
  * an exit status. */
 static int ix_rejected(const al_index *idx, const char *path, int json) {
@@ -514,8 +503,47 @@ static int ix_rejected(const al_index *idx, const char *path, int json) {
 typedef struct inspect_args {
   const char *path, *svg, *other;
   int json, jsonl, rejected;
-  uint64_t top; /* inspect INDEX --top N */
+  uint64_t top;        /* inspect INDEX --top N */
+  const char *buckets; /* inspect INDEX --buckets FILE (NULL: the default table) */
+  uint64_t mem_tokens; /* inspect INDEX --mem-tokens M (0: AL_PLAN_DEFAULT_MEM_TOKENS) */
 } inspect_args;
+
+/* The crop report of every sample under the table --buckets names (or the default) at
+ * --mem-tokens, into *fid, its label into `from`: 0 or an al_status. */
+static int ix_fidelity(const al_index *idx, const inspect_args *a, fid_report *fid, char *from,
+                       size_t cap) {
+  al_bucket_table *t = NULL;
+  int rc = a->buckets ? al_bucket_table_load(&t, a->buckets) : AL_OK;
+  if (!rc && t) rc = al_bucket_table_check(t, NULL);
+  uint64_t mem = a->mem_tokens ? a->mem_tokens : AL_PLAN_DEFAULT_MEM_TOKENS;
+  snprintf(from, cap, "%s, mem-tokens %llu; latent grids crop only",
+           a->buckets ? a->buckets : "default table", (unsigned long long)mem);
+  if (!rc) rc = fidelity_from_table(fid, idx, t, NULL, mem, (size_t)a->top);
+  al_bucket_table_free(t);
+  return rc;
+}
+
+static int ix_inspect(const al_index *idx, const inspect_args *a) {
+  ix_summary S;
+  fid_report fid;
+  char from[1200];
+  if (ix_fidelity(idx, a, &fid, from, sizeof from)) return cli_fail("inspect");
+  if (ix_collect(&S, idx, (size_t)a->top)) {
+    ix_free(&S);
+    fidelity_free(&fid);
+    fprintf(stderr, "adaptiveload inspect: %s: out of memory or a bad record\n", a->path);
+    return AL_EXIT_FAIL;
+  }
+  if (a->json) {
+    ix_print_json(stdout, &S, a->path, &fid, from);
+  } else {
+    ix_print_text(stdout, &S, a->path);
+    fidprint_text(stdout, &fid, idx, from);
+  }
+  ix_free(&S);
+  fidelity_free(&fid);
+  return AL_EXIT_OK;
+}
 
 /* The one MANIFEST or INDEX argument. */
 static int take_path(const cli_verb *verb, const char *arg, void *args) {
@@ -548,6 +576,12 @@ static const cli_option OPTIONS[] = {
     {.name = "--top", .type = CLI_U64, CLI_AT(inspect_args, top), .min = 1, .max = 100000,
      .bad = "bad --top %s", .metavar = "N",
      .help = "INDEX: the N most common shapes and most used buckets", .def = "10"},
+    {.name = "--buckets", .type = CLI_STRING, CLI_AT(inspect_args, buckets), .metavar = "FILE",
+     .help = "INDEX: the bucket table of the fidelity report (plan --buckets)",
+     .def = "the default table"},
+    {.name = "--mem-tokens", .type = CLI_U64, CLI_AT(inspect_args, mem_tokens), .min = 1,
+     .max = AL_PLAN_MAX_MEM_TOKENS, .metavar = "M",
+     .help = "INDEX: the per-sample token cap M_mem of the fidelity report", .def = "65536"},
     {.name = NULL},
 };
 /* clang-format on */
@@ -557,7 +591,8 @@ static const cli_verb INSPECT = {
     .usage =
         "usage: adaptiveload inspect MANIFEST [--json] [--jsonl] [--svg FILE] [--rejected]\n"
         "                                     [--compare OTHER_MANIFEST]\n"
-        "       adaptiveload inspect INDEX [--json] [--top N] [--rejected]\n\n"
+        "       adaptiveload inspect INDEX [--json] [--top N] [--rejected] [--buckets FILE]\n"
+        "                                  [--mem-tokens M]\n\n"
         "An index file (adaptiveload index) is summarised: shards, samples, rejected\n"
         "entries by reason, the N most common shapes (width x height x frames), a token\n"
         "histogram (Wan 2.1 geometry), the N most used buckets of the default table (at\n"
@@ -569,6 +604,11 @@ static const cli_verb INSPECT = {
         "(SHARD: sample 'KEY', member 'NAME' at byte N: REASON), --rejected --json as\n"
         "{\"kind\": \"index_rejected\", \"path\", \"rejected\", \"entries\": [{\"shard\",\n"
         "\"member\", \"key\", \"offset\", \"reason\"}, ...]}.\n\n"
+        "The fidelity report ends it (\"fidelity\" in --json): how much of each sample's\n"
+        "native latent tokens its bucket keeps under the default table (or --buckets FILE)\n"
+        "at M_mem (--mem-tokens), per aspect group and duration band (samples, tokens kept,\n"
+        "mean and min of one sample's fraction), the samples cut by why (crop to bucket:\n"
+        "aspect/size; longer than M_mem: time cut) and the N cut most.\n\n"
         "Without flags: a text summary (config, counts, balance, predicted time) and the\n"
         "table of buckets that hold samples.\n\n",
     .options = OPTIONS,
@@ -636,10 +676,12 @@ int cli_cmd_inspect(int argc, char **argv) {
     else if (a.rejected)
       ec = ix_rejected(idx, a.path, a.json);
     else
-      ec = ix_inspect(idx, a.path, a.json, (size_t)a.top);
+      ec = ix_inspect(idx, &a);
     al_index_free(idx);
     return ec;
   }
+  if (a.buckets || a.mem_tokens)
+    return cli_usage(&INSPECT, CLI_SAY_PAGE, "--buckets and --mem-tokens are for an INDEX");
   char index_err[1024];
   snprintf(index_err, sizeof index_err, "%s", al_last_error());
   al_clear_error();

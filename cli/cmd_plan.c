@@ -1,9 +1,11 @@
 /* adaptiveload plan: index -> manifest (planner/al_plan.h). */
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli_internal.h"
+#include "cli/fidelity_print_internal.h"
 #include "cli/options_internal.h"
 #include "common/clock_internal.h"
 #include "loader/al_index.h"
@@ -345,6 +347,61 @@ static int plan_index(const plan_args *a, plan_run *r) {
   return rc ? -1 : 0;
 }
 
+/* The crop report of the manifest just written (planning an index): 0 or an al_status. */
+static int plan_fidelity(const plan_args *a, const plan_run *r, fid_report *fid) {
+  al_manifest *m = NULL;
+  al_bucket_table *t = NULL;
+  int rc = al_manifest_load(&m, a->out);
+  if (!rc && a->buckets) rc = al_bucket_table_load(&t, a->buckets);
+  if (!rc) rc = fidelity_from_manifest(fid, r->idx, m, t, 0);
+  al_bucket_table_free(t);
+  al_manifest_free(m);
+  return rc;
+}
+
+/* al_plan_print_json with the "fidelity" field (fid; NULL: none) added before its closing
+ * brace. */
+static int print_plan_json(const al_plan *p, const fid_report *fid) {
+  if (!fid) {
+    al_plan_print_json(stdout, p);
+    return AL_OK;
+  }
+  char *buf = NULL;
+  size_t n = 0;
+  FILE *mem = open_memstream(&buf, &n);
+  if (!mem) return al_set_error(AL_ENOMEM, "plan --json: out of memory");
+  al_plan_print_json(mem, p);
+  fclose(mem);
+  if (n && buf[n - 1] == '\n') n--;
+  if (n && buf[n - 1] == '}') n--;
+  fwrite(buf, 1, n, stdout);
+  fputs(", ", stdout);
+  fidprint_plan_json(stdout, fid);
+  fputs("}\n", stdout);
+  free(buf);
+  return AL_OK;
+}
+
+/* The summary on stderr (or --json on stdout) and, planning an index, its fidelity. */
+static int print_summary(const plan_args *a, const plan_run *r) {
+  fid_report fid;
+  int has = 0;
+  if (r->idx) {
+    int rc = plan_fidelity(a, r, &fid);
+    if (rc) return rc;
+    has = 1;
+  }
+  int rc = AL_OK;
+  if (a->json)
+    rc = print_plan_json(r->plan, has ? &fid : NULL);
+  else
+    al_plan_print_summary(stderr, r->plan, a->out);
+  if (!a->json && r->old) print_replan_tokens(stderr, r->plan, r->old);
+  if (!a->json && has) fidprint_plan_line(stderr, &fid);
+  if (has) fidelity_free(&fid);
+  return rc;
+}
+
 int cli_cmd_plan(int argc, char **argv) {
   plan_args a;
   memset(&a, 0, sizeof a);
@@ -355,13 +412,7 @@ int cli_cmd_plan(int argc, char **argv) {
   if (ec != CLI_RUN) return ec;
   plan_run r = {NULL, NULL, NULL};
   int rc = a.resume ? replan(&a, &r) : plan_index(&a, &r);
-  if (!rc) {
-    if (a.json)
-      al_plan_print_json(stdout, r.plan);
-    else
-      al_plan_print_summary(stderr, r.plan, a.out);
-    if (!a.json && r.old) print_replan_tokens(stderr, r.plan, r.old);
-  }
+  if (!rc) rc = print_summary(&a, &r) ? -1 : 0;
   al_plan_free(r.plan);
   al_index_free(r.idx);
   al_manifest_free(r.old);

@@ -18,6 +18,7 @@ static const verb VERBS[] = {
     {"synth", cli_cmd_synth, "write a synthetic WebDataset corpus (images + videos)"},
     {"index", cli_cmd_index, "index WebDataset tar shards into an index file"},
     {"fit", cli_cmd_fit, "fit a cost model to a shape benchmark CSV"},
+    {"buckets", cli_cmd_buckets, "print a bucket table, or fit one to a corpus (--fit INDEX)"},
     {"plan", cli_cmd_plan, "plan buckets, batch sizes and a per-rank schedule into a manifest"},
     {"inspect", cli_cmd_inspect, "summarise a manifest (balance, bubbles, throughput)"},
     {"stream", cli_cmd_stream, "read one rank's packed batches from a manifest"},

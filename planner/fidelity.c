@@ -22,6 +22,12 @@ fid_band fidelity_band(uint32_t frames, float fps) {
   return s < 2 ? FID_UNDER_2S : s < 5 ? FID_2S_5S : s < 10 ? FID_5S_10S : FID_10S_UP;
 }
 
+const char *fidelity_why_name(fid_why w) {
+  static const char *const names[FID_WHYS] = {"kept", "crop to bucket (aspect/size)",
+                                              "longer than M_mem (time cut)"};
+  return (unsigned)w < FID_WHYS ? names[w] : "?";
+}
+
 /* A bucket as the report needs it: shape, tokens and its aspect group (an id into the
  * distinct names). */
 typedef struct fid_bucket {
@@ -50,15 +56,31 @@ static int aspect_id(fid_aspects *a, const char *s, size_t *id) {
   return 0;
 }
 
-/* Tokens of the sample's native latent grid under `g`: its typed latent's grid, else its
- * pixels' (al_tokens). */
+/* The sample's native latent frames (its typed latent's T, else 1 + (frames - 1) / st) and
+ * tokens under `g`: its typed latent's grid, else its pixels' (al_tokens). */
 static uint64_t native_tokens(const al_index *idx, size_t i, const al_sample_info *si,
-                              const al_latent_geom *g) {
+                              const al_latent_geom *g, uint32_t *t_out) {
   uint32_t t, h, w;
-  if (al_index_latent_grid(idx, i, &t, &h, &w, NULL) != AL_OK)
+  if (al_index_latent_grid(idx, i, &t, &h, &w, NULL) != AL_OK) {
+    *t_out = si->frames ? 1 + (si->frames - 1) / g->vae_stride_t : 0;
     return al_tokens(g, si->width, si->height, si->frames);
+  }
+  *t_out = t;
   uint64_t tt = ((uint64_t)t + g->patch_t - 1) / g->patch_t;
   return tt * (h / g->patch_h) * (w / g->patch_w);
+}
+
+/* Why a sample of native latent frames t lost tokens under bucket b: a time cut when the
+ * bucket has fewer latent frames and the sample's whole length at the bucket's size exceeds
+ * mem_tokens (0 = no cap). */
+static fid_why cut_why(const fid_bucket *b, uint32_t t, uint64_t native, const al_latent_geom *g,
+                       uint64_t mem_tokens) {
+  if (b->tokens >= native) return FID_KEPT;
+  uint32_t tb = 1 + (b->frames - 1) / g->vae_stride_t;
+  uint64_t tt = ((uint64_t)t + g->patch_t - 1) / g->patch_t;
+  uint64_t whole = tt * (b->height / g->vae_stride_s / g->patch_h) *
+                   (b->width / g->vae_stride_s / g->patch_w);
+  return tb < t && mem_tokens && whole > mem_tokens ? FID_TIME_CUT : FID_CROP;
 }
 
 /* Keeps the n_cut samples of lowest fraction (then lowest position), ascending. */
@@ -90,11 +112,16 @@ static int keep_groups(fid_report *r, fid_group *cells, size_t n_cells) {
 
 /* Sample i under bucket b into its cell and the cut list. */
 static int add_sample(fid_report *r, fid_group *cells, const al_index *idx, size_t i,
-                      const fid_bucket *b, const al_latent_geom *g, size_t n_cut) {
+                      const fid_bucket *b, const al_latent_geom *g, uint64_t mem_tokens,
+                      size_t n_cut) {
   al_sample_info si;
   int rc = al_index_sample(idx, i, &si);
   if (rc) return rc;
-  uint64_t native = native_tokens(idx, i, &si, g);
+  uint32_t t = 0;
+  uint64_t native = native_tokens(idx, i, &si, g, &t);
+  fid_why why = cut_why(b, t, native, g, mem_tokens);
+  r->cut_by[why]++;
+  r->lost_by[why] += native > b->tokens ? native - b->tokens : 0;
   double f = native ? (double)b->tokens / (double)native : 1.0;
   fid_group *c = &cells[b->aspect * FID_BANDS + fidelity_band(si.frames, si.fps)];
   if (!c->samples || f < c->min_fraction) c->min_fraction = f;
@@ -105,16 +132,16 @@ static int add_sample(fid_report *r, fid_group *cells, const al_index *idx, size
   r->samples++;
   r->native_tokens += native;
   r->kept_tokens += b->tokens;
-  fid_cut cut = {i,         si.width,  si.height, si.frames, b->width,
-                 b->height, b->frames, native,    b->tokens, f};
+  fid_cut cut = {i,         si.width, si.height, si.frames, b->width, b->height,
+                 b->frames, native,   b->tokens, f,         why};
   cut_add(r, n_cut, &cut);
   return AL_OK;
 }
 
 /* The report over every sample with a bucket (bucket_of[i] != NO_BUCKET). */
 static int accumulate(fid_report *r, const al_index *idx, const al_latent_geom *g,
-                      const fid_bucket *b, const fid_aspects *names, const uint32_t *bucket_of,
-                      size_t n_cut) {
+                      uint64_t mem_tokens, const fid_bucket *b, const fid_aspects *names,
+                      const uint32_t *bucket_of, size_t n_cut) {
   size_t n_cells = names->n * FID_BANDS;
   fid_group *cells = calloc(n_cells ? n_cells : 1, sizeof *cells);
   r->cut = calloc(n_cut ? n_cut : 1, sizeof *r->cut);
@@ -128,7 +155,7 @@ static int accumulate(fid_report *r, const al_index *idx, const al_latent_geom *
     if (bucket_of[i] == NO_BUCKET)
       r->unplanned++;
     else
-      rc = add_sample(r, cells, idx, i, &b[bucket_of[i]], g, n_cut);
+      rc = add_sample(r, cells, idx, i, &b[bucket_of[i]], g, mem_tokens, n_cut);
   }
   if (!rc && keep_groups(r, cells, n_cells))
     rc = al_set_error(AL_ENOMEM, "crop report: out of memory");
@@ -242,7 +269,7 @@ int fidelity_from_manifest(fid_report *out, const al_index *idx, const al_manife
   if (!rc) rc = with_default_table(names, &own, &t);
   if (!rc) rc = manifest_buckets(m, t, &b, &asp);
   if (!rc) rc = manifest_bucket_of(m, bucket_of);
-  if (!rc) rc = accumulate(out, idx, &g, b, &asp, bucket_of, n_cut);
+  if (!rc) rc = accumulate(out, idx, &g, info.mem_tokens, b, &asp, bucket_of, n_cut);
   if (rc) fidelity_free(out);
   free(bucket_of);
   free(b);
@@ -302,7 +329,7 @@ int fidelity_from_table(fid_report *out, const al_index *idx, const al_bucket_ta
   if (!rc) rc = table_buckets(use, &geom, &b, &asp);
   for (size_t i = 0; !rc && i < n; i++)
     rc = table_bucket(idx, i, use, &geom, mem_tokens, &bucket_of[i]);
-  if (!rc) rc = accumulate(out, idx, &geom, b, &asp, bucket_of, n_cut);
+  if (!rc) rc = accumulate(out, idx, &geom, mem_tokens, b, &asp, bucket_of, n_cut);
   if (rc) fidelity_free(out);
   free(bucket_of);
   free(b);

@@ -11,6 +11,12 @@
  * (al_tokens of its width, height and frames). The report groups the planned samples by the
  * aspect group of their bucket and by duration band, and lists the samples cut most.
  *
+ * A sample is cut for one of two reasons (fid_why): its bucket is smaller than its grid in
+ * space or has fewer frames than the table could give it (crop to bucket: aspect, size or
+ * frame-count granularity), or it is longer than M_mem holds at its bucket's size, so the
+ * memory cap chose fewer frames (time cut: tokens(bucket size, the sample's frames) > M_mem and
+ * the bucket has fewer frames than the sample). Sequence parallelism would not cut the second.
+ *
  * Duration bands (frames / fps seconds): image (1 frame), under 2 s, 2 to 5 s, 5 to 10 s,
  * 10 s and more, and video at an unknown fps (fps 0). A band's lower bound is inclusive.
  *
@@ -44,6 +50,16 @@ typedef enum fid_band {
 const char *fidelity_band_name(fid_band b);
 fid_band fidelity_band(uint32_t frames, float fps);
 
+typedef enum fid_why {
+  FID_KEPT = 0,     /* nothing cut */
+  FID_CROP = 1,     /* crop to bucket (aspect/size) */
+  FID_TIME_CUT = 2, /* longer than M_mem (time cut) */
+  FID_WHYS = 3
+} fid_why;
+
+/* "kept", "crop to bucket (aspect/size)", "longer than M_mem (time cut)". */
+const char *fidelity_why_name(fid_why w);
+
 /* One (aspect group, duration band) cell. */
 typedef struct fid_group {
   char aspect[24]; /* the bucket's group in the table ("16:9"), or its "WxH" when none */
@@ -61,6 +77,7 @@ typedef struct fid_cut {
   uint32_t bucket_width, bucket_height, bucket_frames;
   uint64_t native_tokens, kept_tokens;
   double fraction;
+  fid_why why;
 } fid_cut;
 
 typedef struct fid_report {
@@ -72,10 +89,12 @@ typedef struct fid_report {
   size_t n_groups;
   fid_cut *cut; /* fraction ascending, then index position; at most the n_cut asked */
   size_t n_cut;
+  uint64_t cut_by[FID_WHYS];  /* samples by why (cut_by[FID_KEPT]: nothing cut) */
+  uint64_t lost_by[FID_WHYS]; /* native tokens not kept, by why */
 } fid_report;
 
 /* The crop of every sample the manifest schedules (padding repeats not counted again), under
- * the manifest's buckets and geometry. `names` (NULL = the default table) gives each bucket
+ * the manifest's buckets, geometry and M_mem. `names` (NULL = the default table) gives each bucket
  * size its aspect group. The manifest must be planned from `idx` (the caller checks the
  * fingerprint); AL_EINVAL when its index sample count differs. `n_cut`: samples listed. */
 int fidelity_from_manifest(fid_report *out, const al_index *idx, const al_manifest *m,
