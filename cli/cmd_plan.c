@@ -347,15 +347,13 @@ static int plan_index(const plan_args *a, plan_run *r) {
   return rc ? -1 : 0;
 }
 
-/* The crop report of the manifest just written (planning an index): 0 or an al_status. */
+/* The crop report of the plan just written (planning an index), from the plan in memory: 0 or
+ * an al_status. */
 static int plan_fidelity(const plan_args *a, const plan_run *r, fid_report *fid) {
-  al_manifest *m = NULL;
   al_bucket_table *t = NULL;
-  int rc = al_manifest_load(&m, a->out);
-  if (!rc && a->buckets) rc = al_bucket_table_load(&t, a->buckets);
-  if (!rc) rc = fidelity_from_manifest(fid, r->idx, m, t, 0);
+  int rc = a->buckets ? al_bucket_table_load(&t, a->buckets) : AL_OK;
+  if (!rc) rc = fidelity_from_plan(fid, r->idx, r->plan, t, 0);
   al_bucket_table_free(t);
-  al_manifest_free(m);
   return rc;
 }
 

@@ -6,6 +6,7 @@
 
 #include "planner/al_plan.h"
 #include "planner/fidelity_internal.h"
+#include "planner/plan_view_internal.h"
 
 #define NO_BUCKET UINT32_MAX
 
@@ -270,6 +271,70 @@ int fidelity_from_manifest(fid_report *out, const al_index *idx, const al_manife
   if (!rc) rc = manifest_buckets(m, t, &b, &asp);
   if (!rc) rc = manifest_bucket_of(m, bucket_of);
   if (!rc) rc = accumulate(out, idx, &g, info.mem_tokens, b, &asp, bucket_of, n_cut);
+  if (rc) fidelity_free(out);
+  free(bucket_of);
+  free(b);
+  free(asp.name);
+  al_bucket_table_free(own);
+  return rc;
+}
+
+/* The plan's buckets as fid_buckets, named as manifest_buckets names them. */
+static int plan_buckets(const al_plan *p, const al_bucket_table *t, fid_bucket **out,
+                        fid_aspects *names) {
+  al_manifest_info info;
+  int rc = al_plan_get_info(p, &info);
+  if (!rc) rc = table_aspects(t, names);
+  if (rc) return rc;
+  *out = calloc(info.buckets ? info.buckets : 1, sizeof **out);
+  if (!*out) return al_set_error(AL_ENOMEM, "crop report: out of memory");
+  for (size_t k = 0; k < info.buckets; k++) {
+    al_bucket_info bi;
+    char name[24];
+    plan_view_bucket(p, k, &bi);
+    aspect_of(t, bi.width, bi.height, name, sizeof name);
+    fid_bucket *b = &(*out)[k];
+    b->width = bi.width, b->height = bi.height, b->frames = bi.frames, b->tokens = bi.tokens;
+    if (aspect_id(names, name, &b->aspect))
+      return al_set_error(AL_ENOMEM, "crop report: out of memory");
+  }
+  return AL_OK;
+}
+
+/* bucket_of[i] = the bucket of every real sample the plan schedules (a padding micro-batch
+ * repeats samples already counted). */
+static void plan_bucket_of(const al_plan *p, const al_manifest_info *info, uint32_t *bucket_of) {
+  for (uint64_t x = 0; x < info->micro_batches; x++) {
+    plan_micro_view v;
+    plan_view_micro(p, x, &v);
+    if (v.padded) continue;
+    for (uint32_t j = 0; j < v.n; j++)
+      if (v.samples[j] < info->index_samples) bucket_of[v.samples[j]] = v.bucket;
+  }
+}
+
+int fidelity_from_plan(fid_report *out, const al_index *idx, const al_plan *p,
+                       const al_bucket_table *names, size_t n_cut) {
+  if (!out || !idx || !p) return al_set_error(AL_EINVAL, "fidelity_from_plan: NULL argument");
+  memset(out, 0, sizeof *out);
+  al_manifest_info info;
+  int rc = al_plan_get_info(p, &info);
+  size_t n = al_index_sample_count(idx);
+  if (!rc && info.index_samples != n)
+    return al_set_error(AL_EINVAL, "plan of %llu samples, the index has %zu",
+                        (unsigned long long)info.index_samples, n);
+  al_bucket_table *own = NULL;
+  const al_bucket_table *t = NULL;
+  fid_bucket *b = NULL;
+  fid_aspects asp = {NULL, 0};
+  uint32_t *bucket_of = malloc((n ? n : 1) * sizeof *bucket_of);
+  if (!rc && !bucket_of) rc = al_set_error(AL_ENOMEM, "crop report: out of memory");
+  for (size_t i = 0; !rc && i < n; i++) bucket_of[i] = NO_BUCKET;
+  if (!rc) rc = with_default_table(names, &own, &t);
+  if (!rc) rc = plan_buckets(p, t, &b, &asp);
+  if (!rc) plan_bucket_of(p, &info, bucket_of);
+  if (!rc)
+    rc = accumulate(out, idx, plan_view_geometry(p), info.mem_tokens, b, &asp, bucket_of, n_cut);
   if (rc) fidelity_free(out);
   free(bucket_of);
   free(b);

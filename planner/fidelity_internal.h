@@ -35,6 +35,7 @@
 #include "loader/al_index.h"
 #include "planner/al_buckets.h"
 #include "planner/al_manifest.h"
+#include "planner/al_plan.h"
 
 typedef enum fid_band {
   FID_IMAGE = 0,
@@ -99,6 +100,11 @@ typedef struct fid_report {
  * fingerprint); AL_EINVAL when its index sample count differs. `n_cut`: samples listed. */
 int fidelity_from_manifest(fid_report *out, const al_index *idx, const al_manifest *m,
                            const al_bucket_table *names, size_t n_cut);
+
+/* fidelity_from_manifest of the manifest `p` writes, read from the plan in memory (no
+ * manifest load: a 10M-sample plan's manifest takes seconds and hundreds of MB to read back). */
+int fidelity_from_plan(fid_report *out, const al_index *idx, const al_plan *p,
+                       const al_bucket_table *names, size_t n_cut);
 
 /* The crop of every sample under a bucket table (NULL = the default), geometry `g` (NULL =
  * defaults) and per-sample token cap `mem_tokens` (0 = AL_PLAN_DEFAULT_MEM_TOKENS), each
