@@ -1,0 +1,120 @@
+/*
+ * remote_probe - a command-line driver of //loader:remote for the shell tests:
+ *   remote_probe [-t TOTAL_S] [-s STALL_S] [-b BACKOFF_S] [-e ENDPOINT] [-k MAX_KEYS]
+ *                [-w SYNC] head URL
+ *   remote_probe [...] get URL OFF LEN OUT     bytes [OFF, OFF+LEN) to file OUT
+ *   remote_probe [...] cat URL OUT CHUNK       the whole object, CHUNK bytes per read
+ *   remote_probe [...] list URL                one "url size etag" line per object
+ * -w SYNC: after the open, create SYNC.opened and wait for SYNC to exist before reading (the
+ * test changes the object in between).
+ * Prints the object's stats ("requests N retries N bytes N discarded N") on stderr; an error
+ * goes to stderr with exit status 1.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "loader/remote_internal.h"
+
+static const char *g_sync;
+
+static void sync_point(void) {
+  if (g_sync == NULL) return;
+  char opened[4096];
+  snprintf(opened, sizeof opened, "%s.opened", g_sync);
+  FILE *f = fopen(opened, "w");
+  if (f) fclose(f);
+  for (int i = 0; i < 1000 && access(g_sync, F_OK) != 0; i++) usleep(10000);
+}
+
+static void print_stats(remote_stats s) {
+  fprintf(stderr,
+          "requests %" PRIu64 " retries %" PRIu64 " bytes %" PRIu64 " discarded %" PRIu64 "\n",
+          s.requests, s.retries, s.bytes, s.discarded);
+}
+
+static int write_file(const char *path, const void *buf, size_t n) {
+  FILE *f = fopen(path, "wb");
+  if (f == NULL || fwrite(buf, 1, n, f) != n) return perror(path), -1;
+  return fclose(f) == 0 ? 0 : -1;
+}
+
+static int cmd_object(remote_client *c, int argc, char **argv) {
+  char err[1024];
+  remote_object *o;
+  if (remote_object_open(c, argv[1], &o, err, sizeof err) != 0) {
+    return fprintf(stderr, "%s\n", err), 1;
+  }
+  int rc = 0;
+  uint64_t size = remote_object_size(o);
+  sync_point();
+  if (strcmp(argv[0], "head") == 0) {
+    printf("size %" PRIu64 " etag %s\n", size, remote_object_etag(o));
+  } else if (strcmp(argv[0], "get") == 0 && argc == 5) {
+    uint64_t off = strtoull(argv[2], NULL, 10);
+    size_t len = strtoull(argv[3], NULL, 10);
+    char *buf = malloc(len ? len : 1);
+    memset(buf, 0xA5, len); /* poisoned: every byte must come from the server */
+    rc = remote_object_read(o, off, buf, len, err, sizeof err) != 0 ? 1 : 0;
+    if (rc == 0) rc = write_file(argv[4], buf, len) != 0;
+    free(buf);
+  } else if (strcmp(argv[0], "cat") == 0 && argc == 4) {
+    size_t chunk = strtoull(argv[3], NULL, 10);
+    char *buf = malloc(size ? size : 1);
+    memset(buf, 0xA5, size);
+    for (uint64_t off = 0; rc == 0 && off < size; off += chunk) {
+      size_t n = size - off < chunk ? (size_t)(size - off) : chunk;
+      rc = remote_object_read(o, off, buf + off, n, err, sizeof err) != 0 ? 1 : 0;
+    }
+    if (rc == 0) rc = write_file(argv[2], buf, size) != 0;
+    free(buf);
+  } else {
+    snprintf(err, sizeof err, "usage: bad arguments to %s", argv[0]);
+    rc = 1;
+  }
+  if (rc != 0) fprintf(stderr, "%s\n", err);
+  print_stats(remote_object_stats(o));
+  remote_object_close(o);
+  return rc;
+}
+
+static int cmd_list(remote_client *c, const char *url) {
+  char err[1024];
+  remote_listing l;
+  remote_stats st;
+  if (remote_list(c, url, &l, &st, err, sizeof err) != 0) {
+    fprintf(stderr, "%s\n", err);
+    print_stats(st);
+    return 1;
+  }
+  for (size_t i = 0; i < l.count; i++) {
+    printf("%s %" PRIu64 " %s\n", l.entries[i].url, l.entries[i].size, l.entries[i].etag);
+  }
+  print_stats(st);
+  remote_listing_free(&l);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  remote_opts o = {0};
+  int opt;
+  while ((opt = getopt(argc, argv, "t:s:b:e:k:w:")) != -1) {
+    if (opt == 't') o.total_timeout_s = atof(optarg);
+    if (opt == 's') o.stall_timeout_s = atof(optarg);
+    if (opt == 'b') o.backoff_base_s = atof(optarg);
+    if (opt == 'e') o.s3_endpoint = optarg;
+    if (opt == 'k') o.list_max_keys = (unsigned)atoi(optarg);
+    if (opt == 'w') g_sync = optarg;
+    if (opt == '?') return 2;
+  }
+  argc -= optind, argv += optind;
+  if (argc < 2) return fprintf(stderr, "usage: remote_probe [opts] head|get|cat|list URL ...\n"), 2;
+  char err[1024];
+  remote_client *c;
+  if (remote_client_open(&o, &c, err, sizeof err) != 0) return fprintf(stderr, "%s\n", err), 1;
+  int rc = strcmp(argv[0], "list") == 0 ? cmd_list(c, argv[1]) : cmd_object(c, argc, argv);
+  remote_client_close(c);
+  return rc;
+}
