@@ -37,11 +37,8 @@ static int parse_page(const char *body, size_t n, const char *bucket, remote_lis
   if (memmem(body, n, "<ListBucketResult", 17) == NULL) {
     return snprintf(why, why_cap, "not a ListBucketResult document"), -1;
   }
-  for (;;) {
-    const char *next;
-    char *c = remote_xml_text(p, end, "Contents", &next);
-    if (c == NULL) break;
-    const char *ce = c + strlen(c);
+  const char *c, *ce;
+  while (remote_xml_span(p, end, "Contents", &c, &ce) == 0) {
     char *key = remote_xml_text(c, ce, "Key", NULL);
     char *size = remote_xml_text(c, ce, "Size", NULL);
     char *etag = remote_xml_text(c, ce, "ETag", NULL);
@@ -49,9 +46,9 @@ static int parse_page(const char *body, size_t n, const char *bucket, remote_lis
     uint64_t sz = size ? strtoull(size, &q, 10) : 0;
     int ok = key && size && q && *q == '\0' && size[0] >= '0' && size[0] <= '9' &&
              add_entry(l, cap, bucket, key, sz, etag) == 0;
-    free(c), free(key), free(size), free(etag);
+    free(key), free(size), free(etag);
     if (!ok) return snprintf(why, why_cap, "a <Contents> without a Key or a Size"), -1;
-    p = next;
+    p = ce + strlen("</Contents>");
   }
   char *trunc = remote_xml_text(body, end, "IsTruncated", NULL);
   int more = trunc && strcmp(trunc, "true") == 0;

@@ -13,6 +13,8 @@
 #include "common/clock_internal.h"
 #include "loader/remote_xfer_internal.h"
 
+#define REMOTE_EMPTY_SHA256 "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
 /* The value of header line [p, p + n) when its name is `name`, trimmed, in out. */
 static int header_value(const char *p, size_t n, const char *name, char *out, size_t cap) {
   size_t nl = strlen(name);
@@ -175,6 +177,14 @@ static struct curl_slist *request_headers(const remote_client *c, const remote_t
   if (x->if_match && x->if_match[0]) {
     snprintf(line, sizeof line, "If-Match: %s", x->if_match);
     if ((n = curl_slist_append(h, line)) == NULL) goto fail;
+    h = n;
+  }
+  /* SigV4 for S3 needs the payload's hash; libcurl signs it from this header. GET and HEAD
+   * send no payload. */
+  if (t->s3 && c->userpwd) {
+    if ((n = curl_slist_append(h, "x-amz-content-sha256: " REMOTE_EMPTY_SHA256)) == NULL) {
+      goto fail;
+    }
     h = n;
   }
   if (t->s3 && c->userpwd && c->token_header) {

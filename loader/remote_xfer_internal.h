@@ -93,7 +93,11 @@ void remote_retry_progress(const remote_client *c, remote_retry *r);
  * -1 when the budget would run out first. */
 int remote_retry_wait(const remote_client *c, remote_retry *r, double retry_after);
 
-/* XML of S3 answers. The text of the first <tag>...</tag> in [s, end), entity-decoded,
+/* XML of S3 answers. The content of the first <tag>...</tag> in [s, end), raw: [*a, *b);
+ * -1 when absent. */
+int remote_xml_span(const char *s, const char *end, const char *tag, const char **a,
+                    const char **b);
+/* The text of the first <tag>...</tag> in [s, end), entity-decoded,
  * malloc'd; NULL when absent. *next (may be NULL) is set past the closing tag. */
 char *remote_xml_text(const char *s, const char *end, const char *tag, const char **next);
 /* Decodes &amp; &lt; &gt; &quot; &apos; &#N; &#xH; of [s, s + n) into a malloc'd string;

@@ -86,15 +86,24 @@ char *remote_xml_decode(const char *s, size_t n) {
   return out;
 }
 
-char *remote_xml_text(const char *s, const char *end, const char *tag, const char **next) {
+int remote_xml_span(const char *s, const char *end, const char *tag, const char **a,
+                    const char **b) {
   char open[64], close[64];
-  if (snprintf(open, sizeof open, "<%s>", tag) >= (int)sizeof open) return NULL;
+  if (snprintf(open, sizeof open, "<%s>", tag) >= (int)sizeof open) return -1;
   snprintf(close, sizeof close, "</%s>", tag);
-  const char *a = find(s, end, open);
-  if (a == NULL) return NULL;
-  a += strlen(open);
-  const char *b = find(a, end, close);
-  if (b == NULL) return NULL;
-  if (next) *next = b + strlen(close);
+  const char *p = find(s, end, open);
+  if (p == NULL) return -1;
+  p += strlen(open);
+  const char *q = find(p, end, close);
+  if (q == NULL) return -1;
+  *a = p;
+  *b = q;
+  return 0;
+}
+
+char *remote_xml_text(const char *s, const char *end, const char *tag, const char **next) {
+  const char *a, *b;
+  if (remote_xml_span(s, end, tag, &a, &b) != 0) return NULL;
+  if (next) *next = b + strlen(tag) + 3;
   return remote_xml_decode(a, (size_t)(b - a));
 }

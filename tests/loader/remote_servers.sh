@@ -73,7 +73,9 @@ start_s3rver() {
   [ -f "$S3RVER" ] || { echo "FAIL: $S3RVER missing (tools/bootstrap.sh installs s3rver)" >&2; exit 1; }
   S3_PORT=$(free_port)
   mkdir -p "$T/s3"
-  node "$S3RVER" -d "$T/s3" -a 127.0.0.1 -p "$S3_PORT" -s --configure-bucket "$1" \
+  # --openssl-legacy-provider: s3rver encrypts continuation tokens with DES, which Node 17+
+  # (OpenSSL 3) has only in its legacy provider; without it a truncated listing is a 500.
+  node --openssl-legacy-provider "$S3RVER" -d "$T/s3" -a 127.0.0.1 -p "$S3_PORT" -s --configure-bucket "$1" \
     >"$T/s3rver.log" 2>&1 &
   REMOTE_PIDS+=($!)
   wait_http "$S3_PORT" || { cat "$T/s3rver.log" >&2; exit 1; }
