@@ -1,7 +1,9 @@
 /*
  * remote_retry.c - the retry clock of one remote operation: exponential backoff with jitter
  * (half the delay fixed, half random), Retry-After honoured, within a time budget that
- * starts again whenever the operation makes progress.
+ * starts again whenever the operation makes progress. The last delay is cut to end with the
+ * budget, so a server that comes back within it is still reached; a Retry-After beyond the
+ * budget ends the operation at once.
  */
 #include <stdint.h>
 #include <time.h>
@@ -36,8 +38,10 @@ int remote_retry_wait(const remote_client *c, remote_retry *r, double retry_afte
   if (d > c->o.backoff_max_s) d = c->o.backoff_max_s;
   r->failures++;
   d = d / 2 + rand01(r) * d / 2;
+  double left = r->deadline - clock_now_s();
+  if (left <= 0.001 || (retry_after >= 0 && retry_after > left)) return -1;
   if (retry_after >= 0 && retry_after > d) d = retry_after;
-  if (clock_now_s() + d > r->deadline) return -1;
+  if (d > left) d = left; /* one last attempt at the end of the budget */
   struct timespec ts = {(time_t)d, (long)((d - (double)(time_t)d) * 1e9)};
   while (nanosleep(&ts, &ts) != 0) {
   }

@@ -89,8 +89,8 @@ typedef struct remote_retry {
 void remote_retry_start(const remote_client *c, remote_retry *r);
 /* Progress was made: the budget and the backoff start again. */
 void remote_retry_progress(const remote_client *c, remote_retry *r);
-/* Sleeps before the next attempt (backoff with jitter, at least retry_after when >= 0);
- * -1 when the budget would run out first. */
+/* Sleeps before the next attempt (backoff with jitter, at least retry_after when >= 0, at
+ * most what is left of the budget); -1 when the budget is spent or retry_after exceeds it. */
 int remote_retry_wait(const remote_client *c, remote_retry *r, double retry_after);
 
 /* XML of S3 answers. The content of the first <tag>...</tag> in [s, end), raw: [*a, *b);

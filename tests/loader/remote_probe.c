@@ -5,6 +5,8 @@
  *   remote_probe [...] get URL OFF LEN OUT     bytes [OFF, OFF+LEN) to file OUT
  *   remote_probe [...] cat URL OUT CHUNK       the whole object, CHUNK bytes per read
  *   remote_probe [...] list URL                one "url size etag" line per object
+ *   remote_probe [...] tar URL BATCH           one "name data_offset size type" line per
+ *                                              member, then "tar requests N fetched N"
  * -w SYNC: after the open, create SYNC.opened and wait for SYNC to exist before reading (the
  * test changes the object in between).
  * Prints the object's stats ("requests N retries N bytes N discarded N") on stderr; an error
@@ -17,6 +19,7 @@
 #include <unistd.h>
 
 #include "loader/remote_internal.h"
+#include "loader/remote_tar_internal.h"
 
 static const char *g_sync;
 
@@ -70,6 +73,15 @@ static int cmd_object(remote_client *c, int argc, char **argv) {
     }
     if (rc == 0) rc = write_file(argv[2], buf, size) != 0;
     free(buf);
+  } else if (strcmp(argv[0], "tar") == 0 && argc == 3) {
+    remote_tar_listing l;
+    rc = remote_tar_scan(o, strtoull(argv[2], NULL, 10), &l, err, sizeof err) != 0;
+    for (size_t i = 0; rc == 0 && i < l.count; i++) {
+      const remote_tar_member *m = &l.members[i];
+      printf("%s %" PRIu64 " %" PRIu64 " %c\n", m->name, m->data_off, m->size, m->type);
+    }
+    if (rc == 0) printf("tar requests %" PRIu64 " fetched %" PRIu64 "\n", l.requests, l.fetched);
+    remote_tar_listing_free(&l);
   } else {
     snprintf(err, sizeof err, "usage: bad arguments to %s", argv[0]);
     rc = 1;
