@@ -1,6 +1,7 @@
 #!/bin/bash
 # //loader:remote against real HTTP servers on 127.0.0.1: Debian's nginx (sizes, ETags, byte
-# ranges compared with the files' bytes, 404, an object changed between open and read) and
+# ranges compared with the files' bytes, one client shared by threads, 404, an object changed
+# between open and read) and
 # remote_faults.py (every retry path: 503, 429 + Retry-After, a reset and a clean close in
 # mid-body, a short 206, a 200 to a range, a stall; the errors: changed ETag, 412, changed
 # size, a server that stays 503 and one that is down, each within its time budget).
@@ -38,6 +39,11 @@ stats "requests 2 retries 0 bytes 1 discarded 0"
 probe cat "$NG/blob" "$T/got" 65536 || fail "cat: $(cat "$T/err")"
 cmp -s "$T/www/blob" "$T/got" || fail "cat: bytes differ"
 stats "requests 17 retries 0 bytes 1000000 discarded 0"
+# One client shared by 8 threads, each with its own object and slice.
+probe par "$NG/blob" 8 "$T/got" || fail "par: $(cat "$T/err")"
+cmp -s "$T/www/blob" "$T/got" || fail "par: bytes differ"
+probe par "$FT/reset/4/small" 3 "$T/got" || fail "par reset: $(cat "$T/err")"
+cmp -s "$T/www/small" "$T/got" || fail "par reset: bytes differ"
 probe cat "$NG/one" "$T/got" 7 && cmp -s "$T/www/one" "$T/got" || fail "cat one: $(cat "$T/err")"
 probe cat "$NG/empty" "$T/got" 7 && cmp -s "$T/www/empty" "$T/got" || fail "cat empty"
 stats "requests 1 retries 0 bytes 0 discarded 0"

@@ -5,6 +5,8 @@
  *   remote_probe [...] get URL OFF LEN OUT     bytes [OFF, OFF+LEN) to file OUT
  *   remote_probe [...] cat URL OUT CHUNK       the whole object, CHUNK bytes per read
  *   remote_probe [...] list URL                one "url size etag" line per object
+ *   remote_probe [...] par URL THREADS OUT     the whole object, one slice per thread, each
+ *                                              thread with its own object, one shared client
  *   remote_probe [...] tar URL BATCH           one "name data_offset size type" line per
  *                                              member, then "tar requests N fetched N"
  * -w SYNC: after the open, create SYNC.opened and wait for SYNC to exist before reading (the
@@ -13,6 +15,7 @@
  * goes to stderr with exit status 1.
  */
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,6 +95,55 @@ static int cmd_object(remote_client *c, int argc, char **argv) {
   return rc;
 }
 
+typedef struct slice {
+  remote_client *c;
+  const char *url;
+  char *buf;
+  uint64_t off;
+  size_t len;
+  int rc;
+  char err[1024];
+} slice;
+
+static void *read_slice(void *arg) {
+  slice *s = arg;
+  remote_object *o;
+  s->rc = remote_object_open(s->c, s->url, &o, s->err, sizeof s->err);
+  if (s->rc == 0) {
+    s->rc = remote_object_read(o, s->off, s->buf + s->off, s->len, s->err, sizeof s->err);
+    remote_object_close(o);
+  }
+  return NULL;
+}
+
+/* THREADS threads share c; the object's size comes from a first open. */
+static int cmd_par(remote_client *c, const char *url, int threads, const char *out) {
+  char err[1024];
+  remote_object *o;
+  if (threads < 1 || threads > 64) return fprintf(stderr, "par: 1 to 64 threads\n"), 1;
+  if (remote_object_open(c, url, &o, err, sizeof err) != 0) return fprintf(stderr, "%s\n", err), 1;
+  uint64_t size = remote_object_size(o);
+  remote_object_close(o);
+  char *buf = malloc(size ? size : 1);
+  memset(buf, 0xA5, size);
+  slice sl[64];
+  pthread_t th[64];
+  uint64_t step = size / (uint64_t)threads;
+  for (int i = 0; i < threads; i++) {
+    sl[i] = (slice){.c = c, .url = url, .buf = buf, .off = step * (uint64_t)i};
+    sl[i].len = (size_t)(i == threads - 1 ? size - sl[i].off : step);
+    pthread_create(&th[i], NULL, read_slice, &sl[i]);
+  }
+  int rc = 0;
+  for (int i = 0; i < threads; i++) {
+    pthread_join(th[i], NULL);
+    if (sl[i].rc != 0) rc = 1, fprintf(stderr, "%s\n", sl[i].err);
+  }
+  if (rc == 0) rc = write_file(out, buf, size) != 0;
+  free(buf);
+  return rc;
+}
+
 static int cmd_list(remote_client *c, const char *url) {
   char err[1024];
   remote_listing l;
@@ -126,7 +178,14 @@ int main(int argc, char **argv) {
   char err[1024];
   remote_client *c;
   if (remote_client_open(&o, &c, err, sizeof err) != 0) return fprintf(stderr, "%s\n", err), 1;
-  int rc = strcmp(argv[0], "list") == 0 ? cmd_list(c, argv[1]) : cmd_object(c, argc, argv);
+  int rc;
+  if (strcmp(argv[0], "list") == 0) {
+    rc = cmd_list(c, argv[1]);
+  } else if (strcmp(argv[0], "par") == 0 && argc == 4) {
+    rc = cmd_par(c, argv[1], atoi(argv[2]), argv[3]);
+  } else {
+    rc = cmd_object(c, argc, argv);
+  }
   remote_client_close(c);
   return rc;
 }
