@@ -11,7 +11,8 @@
  * AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are set; AWS_SESSION_TOKEN adds the
  * x-amz-security-token header; AWS_REGION names the region (default us-east-1). Without
  * credentials requests are anonymous. Credentials are read once, at remote_client_open,
- * and appear in no message: errors name the URL (and, for s3://, the endpoint URL).
+ * and appear in no message: errors name the URL (and, for s3://, the endpoint URL), with an
+ * http(s) URL's user:password@ shown as ***@.
  *
  * Faults: timeouts, connection failures and resets, 5xx, 429 and 408 answers are retried
  * with exponential backoff and jitter (a Retry-After of seconds is honoured), for at most

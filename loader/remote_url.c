@@ -85,6 +85,17 @@ static int s3_target(const remote_client *c, const char *url, remote_target *t, 
   return ok ? 0 : -1;
 }
 
+/* url for messages: a user:password@ part becomes "***@". */
+static char *display_name(const char *url) {
+  const char *host = strstr(url, "://") + 3;
+  size_t n = strcspn(host, "/?#");
+  const char *at = memchr(host, '@', n);
+  char *out = NULL;
+  if (at == NULL) return strdup(url);
+  if (asprintf(&out, "%.*s***%s", (int)(host - url), url, at) < 0) return NULL;
+  return out;
+}
+
 int remote_target_make(const remote_client *c, const char *url, remote_target *t, char *err,
                        size_t err_cap) {
   memset(t, 0, sizeof *t);
@@ -94,7 +105,7 @@ int remote_target_make(const remote_client *c, const char *url, remote_target *t
     rc = s3_target(c, url, t, err, err_cap);
   } else if (kind == REMOTE_HTTP) {
     t->http = strdup(url);
-    t->name = strdup(url);
+    t->name = display_name(url);
     rc = (t->http && t->name) ? 0 : -1;
     if (rc != 0) snprintf(err, err_cap, "%s: out of memory", url);
   } else {

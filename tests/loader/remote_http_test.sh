@@ -53,6 +53,8 @@ grep -q "lie beyond its size 1000000" "$T/err" || fail "past end: $(cat "$T/err"
 # nginx: a missing file fails at once, naming the URL.
 probe head "$NG/nothere" && fail "404 opened"
 grep -q "^$NG/nothere: HTTP 404$" "$T/err" || fail "404: $(cat "$T/err")"
+probe head "http://someone:pw-never-printed@127.0.0.1:$NGINX_PORT/nothere" && fail "404 opened"
+grep -qxF "http://***@127.0.0.1:$NGINX_PORT/nothere: HTTP 404" "$T/err" || fail "userinfo: $(cat "$T/err")"
 
 # nginx: the file replaced between open and read: If-Match fails (412), no bytes used.
 cp "$T/www/small" "$T/www/changing"
