@@ -1,0 +1,99 @@
+/*
+ * remote_client.c - the settings every remote object shares: timeouts and backoff, the S3
+ * endpoint, region and credentials (read from the environment once, never printed).
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "loader/remote_xfer_internal.h"
+
+static pthread_once_t g_curl_once = PTHREAD_ONCE_INIT;
+static CURLcode g_curl_rc = CURLE_FAILED_INIT;
+
+static void curl_init_once(void) { g_curl_rc = curl_global_init(CURL_GLOBAL_ALL); }
+
+static const char *env_nonempty(const char *name) {
+  const char *v = getenv(name);
+  return (v != NULL && v[0] != '\0') ? v : NULL;
+}
+
+static double or_default(double v, double d) { return v > 0 ? v : d; }
+
+static int set_endpoint(remote_client *c, const char *ep, char *err, size_t err_cap) {
+  if (ep == NULL) return 0;
+  if (remote_url_kind(ep) != REMOTE_HTTP) {
+    snprintf(err, err_cap, "S3 endpoint %s: not an http:// or https:// URL", ep);
+    return -1;
+  }
+  c->endpoint = strdup(ep);
+  if (c->endpoint == NULL) return -1;
+  size_t n = strlen(c->endpoint);
+  while (n > 0 && c->endpoint[n - 1] == '/') c->endpoint[--n] = '\0';
+  return 0;
+}
+
+static int set_credentials(remote_client *c) {
+  const char *id = env_nonempty("AWS_ACCESS_KEY_ID");
+  const char *secret = env_nonempty("AWS_SECRET_ACCESS_KEY");
+  const char *token = env_nonempty("AWS_SESSION_TOKEN");
+  if (id == NULL || secret == NULL) return 0;
+  if (asprintf(&c->userpwd, "%s:%s", id, secret) < 0) return c->userpwd = NULL, -1;
+  if (token != NULL && asprintf(&c->token_header, "x-amz-security-token: %s", token) < 0) {
+    return c->token_header = NULL, -1;
+  }
+  return 0;
+}
+
+int remote_client_open(const remote_opts *opts, remote_client **out, char *err, size_t err_cap) {
+  *out = NULL;
+  if (err_cap > 0) err[0] = '\0';
+  pthread_once(&g_curl_once, curl_init_once);
+  if (g_curl_rc != CURLE_OK) {
+    snprintf(err, err_cap, "libcurl: initialisation failed: %s", curl_easy_strerror(g_curl_rc));
+    return -1;
+  }
+  remote_opts o = {0};
+  if (opts != NULL) o = *opts;
+  remote_client *c = calloc(1, sizeof *c);
+  if (c == NULL) return snprintf(err, err_cap, "remote client: out of memory"), -1;
+  c->o.total_timeout_s = or_default(o.total_timeout_s, 60);
+  c->o.connect_timeout_s = or_default(o.connect_timeout_s, 10);
+  c->o.stall_timeout_s = or_default(o.stall_timeout_s, 15);
+  c->o.backoff_base_s = or_default(o.backoff_base_s, 0.1);
+  c->o.backoff_max_s = or_default(o.backoff_max_s, 5);
+  c->o.list_max_keys = o.list_max_keys;
+  const char *region = o.s3_region ? o.s3_region : env_nonempty("AWS_REGION");
+  if (region == NULL) region = "us-east-1";
+  if (strlen(region) >= sizeof c->region || strpbrk(region, ":/ ") != NULL) {
+    snprintf(err, err_cap, "S3 region '%s': not a region name", region);
+    remote_client_close(c);
+    return -1;
+  }
+  snprintf(c->region, sizeof c->region, "%s", region);
+  snprintf(c->sigv4, sizeof c->sigv4, "aws:amz:%s:s3", c->region);
+  const char *ep = o.s3_endpoint ? o.s3_endpoint : env_nonempty("AWS_ENDPOINT_URL");
+  if (set_endpoint(c, ep, err, err_cap) != 0 || set_credentials(c) != 0) {
+    if (err_cap > 0 && err[0] == '\0') snprintf(err, err_cap, "remote client: out of memory");
+    remote_client_close(c);
+    return -1;
+  }
+  *out = c;
+  return 0;
+}
+
+static void free_secret(char *s) {
+  if (s == NULL) return;
+  volatile char *p = s;
+  while (*p) *p++ = '\0';
+  free(s);
+}
+
+void remote_client_close(remote_client *c) {
+  if (c == NULL) return;
+  free(c->endpoint);
+  free_secret(c->userpwd);
+  free_secret(c->token_header);
+  free(c);
+}

@@ -1,0 +1,107 @@
+/*
+ * remote_internal.h - shards in object storage and on HTTP servers: size, ETag and byte
+ * ranges of one object, and listings of an S3 prefix (internal to //loader:remote, not yet
+ * used by index, plan or stream).
+ *
+ * URLs: http://host[:port]/path, https://..., s3://bucket/key. An s3:// URL is sent to
+ * REGION's AWS endpoint (https://BUCKET.s3.REGION.amazonaws.com/KEY), or, when an endpoint
+ * is set (remote_opts.s3_endpoint, else the environment's AWS_ENDPOINT_URL), to
+ * ENDPOINT/BUCKET/KEY (path-style addressing, what S3-compatible servers expect). Requests
+ * are signed with AWS Signature V4 (libcurl's CURLOPT_AWS_SIGV4, "aws:amz:REGION:s3") when
+ * AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are set; AWS_SESSION_TOKEN adds the
+ * x-amz-security-token header; AWS_REGION names the region (default us-east-1). Without
+ * credentials requests are anonymous. Credentials are read once, at remote_client_open,
+ * and appear in no message: errors name the URL (and, for s3://, the endpoint URL), with an
+ * http(s) URL's user:password@ shown as ***@.
+ *
+ * Faults: timeouts, connection failures and resets, 5xx, 429 and 408 answers are retried
+ * with exponential backoff and jitter (a Retry-After of seconds is honoured), for at most
+ * remote_opts.total_timeout_s since the operation last made progress; then the operation
+ * fails with the URL, the number of attempts and the last error. A response cut short is
+ * resumed from its last byte. An object is pinned at open by its size and ETag: each ranged
+ * GET sends If-Match, and an answer with a different ETag or total size (or a 412) is an
+ * error naming the URL, never different bytes.
+ *
+ * Thread safety: a remote_client is read-only after remote_client_open and may be shared by
+ * any number of threads (each object then holds its own connection). A remote_object is
+ * used by one thread at a time. remote_client_open initialises libcurl once per process
+ * (thread-safe).
+ *
+ * Errors: functions returning int give 0 on success and -1 on failure, with a message in
+ * err (err_cap bytes, always terminated when err_cap > 0).
+ */
+#ifndef AL_REMOTE_INTERNAL_H
+#define AL_REMOTE_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define REMOTE_ETAG_CAP 256
+
+enum { REMOTE_NOT_URL = 0, REMOTE_HTTP = 1, REMOTE_S3 = 2 };
+
+/* Zero (or NULL) means the default. */
+typedef struct remote_opts {
+  double total_timeout_s;   /* retry budget since the last progress; default 60 */
+  double connect_timeout_s; /* per connection attempt; default 10 */
+  double stall_timeout_s;   /* no byte received for this long: a timeout; default 15 */
+  double backoff_base_s;    /* first retry delay (before jitter); default 0.1 */
+  double backoff_max_s;     /* longest delay between attempts; default 5 */
+  const char *s3_endpoint;  /* default $AWS_ENDPOINT_URL, else AWS's regional endpoint */
+  const char *s3_region;    /* default $AWS_REGION, else us-east-1 */
+  unsigned list_max_keys;   /* keys per ListObjectsV2 page; default the server's (1000) */
+} remote_opts;
+
+/* What one object (or the listing calls) sent and received. */
+typedef struct remote_stats {
+  uint64_t requests;  /* HTTP requests sent, retries included */
+  uint64_t retries;   /* requests that repeated a failed or short one */
+  uint64_t bytes;     /* body bytes received into callers' buffers */
+  uint64_t discarded; /* body bytes received and dropped (a 200 answer to a range) */
+} remote_stats;
+
+typedef struct remote_client remote_client;
+typedef struct remote_object remote_object;
+
+/* One listed object. */
+typedef struct remote_entry {
+  char *url; /* s3://bucket/key */
+  uint64_t size;
+  char etag[REMOTE_ETAG_CAP]; /* as the server quotes it, e.g. "\"9a0364b9...\"" */
+} remote_entry;
+
+typedef struct remote_listing {
+  remote_entry *entries; /* in the server's order (S3: keys in UTF-8 binary order) */
+  size_t count;
+} remote_listing;
+
+/* REMOTE_HTTP, REMOTE_S3 or REMOTE_NOT_URL (a local path), from the scheme alone. */
+int remote_url_kind(const char *s);
+
+/* opts may be NULL. The client copies what it needs from opts and the environment. */
+int remote_client_open(const remote_opts *opts, remote_client **out, char *err, size_t err_cap);
+void remote_client_close(remote_client *c);
+
+/* Opens url: one HEAD request (with retries) that pins its size and ETag. The client must
+ * outlive the object. */
+int remote_object_open(remote_client *c, const char *url, remote_object **out, char *err,
+                       size_t err_cap);
+uint64_t remote_object_size(const remote_object *o);
+/* "" when the server sent none (then only the size is checked). */
+const char *remote_object_etag(const remote_object *o);
+const char *remote_object_url(const remote_object *o);
+/* Reads exactly len bytes at offset off into buf (ranged GETs, resumed and retried).
+ * [off, off + len) must lie within the object. */
+int remote_object_read(remote_object *o, uint64_t off, void *buf, size_t len, char *err,
+                       size_t err_cap);
+remote_stats remote_object_stats(const remote_object *o);
+void remote_object_close(remote_object *o);
+
+/* Every object whose key starts with the prefix of url (s3://bucket/prefix; "" lists the
+ * bucket), following continuation tokens (ListObjectsV2). out is filled on success and
+ * left empty on failure; stats (may be NULL) receives the requests sent. */
+int remote_list(remote_client *c, const char *url, remote_listing *out, remote_stats *stats,
+                char *err, size_t err_cap);
+void remote_listing_free(remote_listing *l);
+
+#endif /* AL_REMOTE_INTERNAL_H */

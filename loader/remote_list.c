@@ -1,0 +1,167 @@
+/*
+ * remote_list.c - the objects under an S3 prefix: ListObjectsV2 pages (list-type=2),
+ * followed through their continuation tokens, each retried like any request.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "loader/remote_xfer_internal.h"
+
+#define LIST_BODY_MAX (64u << 20)
+
+static int add_entry(remote_listing *l, size_t *cap, const char *bucket, const char *key,
+                     uint64_t size, const char *etag) {
+  if (l->count == *cap) {
+    size_t n = *cap ? *cap * 2 : 64;
+    remote_entry *e = realloc(l->entries, n * sizeof *e);
+    if (e == NULL) return -1;
+    l->entries = e;
+    *cap = n;
+  }
+  remote_entry *e = &l->entries[l->count];
+  memset(e, 0, sizeof *e);
+  if (asprintf(&e->url, "s3://%s/%s", bucket, key) < 0) return -1;
+  e->size = size;
+  snprintf(e->etag, sizeof e->etag, "%s", etag ? etag : "");
+  l->count++;
+  return 0;
+}
+
+/* The <Contents> of one page; *token receives NextContinuationToken when truncated. */
+static int parse_page(const char *body, size_t n, const char *bucket, remote_listing *l,
+                      size_t *cap, char **token, char *why, size_t why_cap) {
+  const char *p = body, *end = body + n;
+  *token = NULL;
+  if (memmem(body, n, "<ListBucketResult", 17) == NULL) {
+    return snprintf(why, why_cap, "not a ListBucketResult document"), -1;
+  }
+  const char *c, *ce;
+  while (remote_xml_span(p, end, "Contents", &c, &ce) == 0) {
+    char *key = remote_xml_text(c, ce, "Key", NULL);
+    char *size = remote_xml_text(c, ce, "Size", NULL);
+    char *etag = remote_xml_text(c, ce, "ETag", NULL);
+    char *q = NULL;
+    uint64_t sz = size ? strtoull(size, &q, 10) : 0;
+    int ok = key && size && q && *q == '\0' && size[0] >= '0' && size[0] <= '9' &&
+             add_entry(l, cap, bucket, key, sz, etag) == 0;
+    free(key), free(size), free(etag);
+    if (!ok) return snprintf(why, why_cap, "a <Contents> without a Key or a Size"), -1;
+    p = ce + strlen("</Contents>");
+  }
+  char *trunc = remote_xml_text(body, end, "IsTruncated", NULL);
+  int more = trunc && strcmp(trunc, "true") == 0;
+  free(trunc);
+  if (!more) return 0;
+  *token = remote_xml_text(body, end, "NextContinuationToken", NULL);
+  if (*token == NULL || (*token)[0] == '\0') {
+    free(*token);
+    *token = NULL;
+    return snprintf(why, why_cap, "truncated without a NextContinuationToken"), -1;
+  }
+  return 0;
+}
+
+/* The page's URL: query parameters in the order SigV4 signs them (sorted by name). */
+static char *page_url(const remote_client *c, const char *bucket, const char *prefix,
+                      const char *token) {
+  char *p = remote_pct_encode(prefix, 0);
+  char *t = token ? remote_pct_encode(token, 0) : NULL;
+  char *q = NULL, *url = NULL;
+  char max[32] = "";
+  if (c->o.list_max_keys > 0) snprintf(max, sizeof max, "&max-keys=%u", c->o.list_max_keys);
+  if (p && (token == NULL || t)) {
+    if (asprintf(&q, "?%s%s%slist-type=2%s&prefix=%s", t ? "continuation-token=" : "", t ? t : "",
+                 t ? "&" : "", max, p) < 0) {
+      q = NULL;
+    }
+  }
+  if (q) url = remote_s3_bucket_url(c, bucket, q);
+  free(p), free(t), free(q);
+  return url;
+}
+
+/* One page, retried; its body in x on success. */
+static int get_page(remote_client *c, CURL *h, remote_target *t, remote_xfer *x, remote_stats *st,
+                    char *err, size_t err_cap) {
+  remote_retry r;
+  remote_retry_start(c, &r);
+  char msg[768];
+  for (;;) {
+    r.attempts++;
+    st->requests++;
+    int v = remote_xfer_perform(c, h, t, x, msg, sizeof msg);
+    if (v == REMOTE_OK) return 0;
+    if (v == REMOTE_FATAL) return snprintf(err, err_cap, "%s: %s", t->name, msg), -1;
+    if (remote_retry_wait(c, &r, x->retry_after) != 0) {
+      snprintf(err, err_cap, "%s: gave up after %d attempts; last error: %s", t->name, r.attempts,
+               msg);
+      return -1;
+    }
+    st->retries++;
+  }
+}
+
+static int list_pages(remote_client *c, CURL *h, const char *url, const char *bucket,
+                      const char *prefix, remote_listing *out, remote_stats *st, char *err,
+                      size_t err_cap) {
+  size_t cap = 0;
+  char *token = NULL;
+  do {
+    remote_target t = {0};
+    t.s3 = 1;
+    t.http = page_url(c, bucket, prefix, token);
+    free(token);
+    token = NULL;
+    if (t.http == NULL || asprintf(&t.name, "%s (%s)", url, t.http) < 0) {
+      free(t.http);
+      return snprintf(err, err_cap, "%s: out of memory", url), -1;
+    }
+    remote_xfer x = {0};
+    x.body_max = LIST_BODY_MAX;
+    char why[256];
+    int rc = get_page(c, h, &t, &x, st, err, err_cap);
+    if (rc == 0 && parse_page(x.body ? x.body : "", x.body_len, bucket, out, &cap, &token, why,
+                              sizeof why) != 0) {
+      snprintf(err, err_cap, "%s: listing: %s", t.name, why);
+      rc = -1;
+    }
+    remote_xfer_free(&x);
+    remote_target_free(&t);
+    if (rc != 0) return -1;
+  } while (token != NULL);
+  return 0;
+}
+
+int remote_list(remote_client *c, const char *url, remote_listing *out, remote_stats *stats,
+                char *err, size_t err_cap) {
+  memset(out, 0, sizeof *out);
+  if (err_cap > 0) err[0] = '\0';
+  remote_stats st = {0};
+  if (remote_url_kind(url) != REMOTE_S3) {
+    return snprintf(err, err_cap, "%s: only s3:// URLs can be listed", url), -1;
+  }
+  const char *b = url + 5, *slash = strchr(b, '/');
+  size_t bl = slash ? (size_t)(slash - b) : strlen(b);
+  if (bl == 0) return snprintf(err, err_cap, "%s: no bucket name", url), -1;
+  char *bucket = strndup(b, bl);
+  CURL *h = curl_easy_init();
+  int rc = -1;
+  if (bucket == NULL || h == NULL) {
+    snprintf(err, err_cap, "%s: out of memory", url);
+  } else {
+    rc = list_pages(c, h, url, bucket, slash ? slash + 1 : "", out, &st, err, err_cap);
+  }
+  if (h) curl_easy_cleanup(h);
+  free(bucket);
+  if (rc != 0) remote_listing_free(out);
+  if (stats) *stats = st;
+  return rc;
+}
+
+void remote_listing_free(remote_listing *l) {
+  for (size_t i = 0; i < l->count; i++) free(l->entries[i].url);
+  free(l->entries);
+  memset(l, 0, sizeof *l);
+}

@@ -1,0 +1,141 @@
+/*
+ * remote_object.c - one remote object: opened by a HEAD request that pins its size and
+ * ETag, read by ranged GETs that are retried, resumed where a short answer stopped, and
+ * checked against the pinned size and ETag.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock_internal.h"
+#include "loader/remote_xfer_internal.h"
+
+struct remote_object {
+  remote_client *c;
+  CURL *h; /* one connection, reused between requests */
+  remote_target t;
+  uint64_t size;
+  char etag[REMOTE_ETAG_CAP];
+  remote_stats st;
+};
+
+static void gave_up(const remote_object *o, const remote_retry *r, double t0, const char *last,
+                    char *err, size_t err_cap) {
+  snprintf(err, err_cap, "%s: gave up after %d attempt%s in %.1f s; last error: %s", o->t.name,
+           r->attempts, r->attempts == 1 ? "" : "s", clock_now_s() - t0, last);
+}
+
+static int head(remote_object *o, char *err, size_t err_cap) {
+  remote_xfer x = {0};
+  x.head = 1;
+  remote_retry r;
+  remote_retry_start(o->c, &r);
+  double t0 = clock_now_s();
+  char msg[768];
+  for (;;) {
+    r.attempts++;
+    o->st.requests++;
+    int v = remote_xfer_perform(o->c, o->h, &o->t, &x, msg, sizeof msg);
+    if (v == REMOTE_OK && !x.have_length) {
+      snprintf(msg, sizeof msg, "the HEAD answer has no Content-Length");
+      v = REMOTE_FATAL;
+    }
+    if (v == REMOTE_OK) break;
+    if (v == REMOTE_FATAL) {
+      snprintf(err, err_cap, "%s: %s", o->t.name, msg);
+      remote_xfer_free(&x);
+      return -1;
+    }
+    if (remote_retry_wait(o->c, &r, x.retry_after) != 0) {
+      gave_up(o, &r, t0, msg, err, err_cap);
+      remote_xfer_free(&x);
+      return -1;
+    }
+    o->st.retries++;
+  }
+  o->size = x.length;
+  if (x.have_etag) snprintf(o->etag, sizeof o->etag, "%s", x.etag);
+  remote_xfer_free(&x);
+  return 0;
+}
+
+int remote_object_open(remote_client *c, const char *url, remote_object **out, char *err,
+                       size_t err_cap) {
+  *out = NULL;
+  if (err_cap > 0) err[0] = '\0';
+  remote_object *o = calloc(1, sizeof *o);
+  if (o == NULL) return snprintf(err, err_cap, "%s: out of memory", url), -1;
+  o->c = c;
+  if (remote_target_make(c, url, &o->t, err, err_cap) != 0) {
+    free(o);
+    return -1;
+  }
+  o->h = curl_easy_init();
+  if (o->h == NULL) {
+    snprintf(err, err_cap, "%s: curl_easy_init failed", o->t.name);
+    remote_object_close(o);
+    return -1;
+  }
+  if (head(o, err, err_cap) != 0) {
+    remote_object_close(o);
+    return -1;
+  }
+  *out = o;
+  return 0;
+}
+
+uint64_t remote_object_size(const remote_object *o) { return o->size; }
+const char *remote_object_etag(const remote_object *o) { return o->etag; }
+const char *remote_object_url(const remote_object *o) { return o->t.name; }
+remote_stats remote_object_stats(const remote_object *o) { return o->st; }
+
+int remote_object_read(remote_object *o, uint64_t off, void *buf, size_t len, char *err,
+                       size_t err_cap) {
+  if (err_cap > 0) err[0] = '\0';
+  if (off > o->size || len > o->size - off) {
+    snprintf(err, err_cap, "%s: bytes %" PRIu64 "+%zu lie beyond its size %" PRIu64, o->t.name, off,
+             len, o->size);
+    return -1;
+  }
+  remote_retry r;
+  remote_retry_start(o->c, &r);
+  double t0 = clock_now_s();
+  uint64_t done = 0;
+  char msg[768];
+  while (done < len) {
+    remote_xfer x = {0};
+    x.range_off = off + done;
+    x.range_len = len - done;
+    x.dst = (unsigned char *)buf + done;
+    x.if_match = o->etag;
+    x.expect_total = o->size;
+    if (r.attempts++ > 0) o->st.retries++;
+    o->st.requests++;
+    int v = remote_xfer_perform(o->c, o->h, &o->t, &x, msg, sizeof msg);
+    done += x.got;
+    o->st.bytes += x.got;
+    o->st.discarded += x.discarded;
+    double retry_after = x.retry_after;
+    remote_xfer_free(&x);
+    if (v == REMOTE_OK && done == len) break;
+    if (v == REMOTE_FATAL) {
+      snprintf(err, err_cap, "%s: %s", o->t.name, msg);
+      return -1;
+    }
+    if (x.got > 0) {
+      remote_retry_progress(o->c, &r); /* resumed at once from where it broke */
+    } else if (remote_retry_wait(o->c, &r, retry_after) != 0) {
+      gave_up(o, &r, t0, msg, err, err_cap);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+void remote_object_close(remote_object *o) {
+  if (o == NULL) return;
+  if (o->h) curl_easy_cleanup(o->h);
+  remote_target_free(&o->t);
+  free(o);
+}

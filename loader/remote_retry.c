@@ -1,0 +1,49 @@
+/*
+ * remote_retry.c - the retry clock of one remote operation: exponential backoff with jitter
+ * (half the delay fixed, half random), Retry-After honoured, within a time budget that
+ * starts again whenever the operation makes progress. The last delay is cut to end with the
+ * budget, so a server that comes back within it is still reached; a Retry-After beyond the
+ * budget ends the operation at once.
+ */
+#include <stdint.h>
+#include <time.h>
+
+#include "common/clock_internal.h"
+#include "loader/remote_xfer_internal.h"
+
+void remote_retry_start(const remote_client *c, remote_retry *r) {
+  double now = clock_now_s();
+  r->deadline = now + c->o.total_timeout_s;
+  r->attempts = 0;
+  r->failures = 0;
+  r->rng = (uint64_t)(now * 1e9) ^ (uint64_t)(uintptr_t)r ^ 0x9e3779b97f4a7c15ull;
+  if (r->rng == 0) r->rng = 1;
+}
+
+void remote_retry_progress(const remote_client *c, remote_retry *r) {
+  r->deadline = clock_now_s() + c->o.total_timeout_s;
+  r->failures = 0;
+}
+
+static double rand01(remote_retry *r) {
+  r->rng ^= r->rng << 13; /* xorshift64 */
+  r->rng ^= r->rng >> 7;
+  r->rng ^= r->rng << 17;
+  return (double)(r->rng >> 11) / 9007199254740992.0;
+}
+
+int remote_retry_wait(const remote_client *c, remote_retry *r, double retry_after) {
+  double d = c->o.backoff_base_s;
+  for (int i = 0; i < r->failures && d < c->o.backoff_max_s; i++) d *= 2;
+  if (d > c->o.backoff_max_s) d = c->o.backoff_max_s;
+  r->failures++;
+  d = d / 2 + rand01(r) * d / 2;
+  double left = r->deadline - clock_now_s();
+  if (left <= 0.001 || (retry_after >= 0 && retry_after > left)) return -1;
+  if (retry_after >= 0 && retry_after > d) d = retry_after;
+  if (d > left) d = left; /* one last attempt at the end of the budget */
+  struct timespec ts = {(time_t)d, (long)((d - (double)(time_t)d) * 1e9)};
+  while (nanosleep(&ts, &ts) != 0) {
+  }
+  return 0;
+}

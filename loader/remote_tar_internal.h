@@ -1,0 +1,44 @@
+/*
+ * remote_tar_internal.h - the members of a remote plain tar, from its header blocks alone
+ * (internal to //loader:remote; not yet used by index, plan or stream).
+ *
+ * The walk reads the header at offset 0, then each next header at the offset after the
+ * previous member's data rounded up to 512 bytes, never the payloads in between. Reads are
+ * coalesced: one ranged GET fetches a window of batch_bytes from a header, so the headers of
+ * neighbouring small members come in the same request; a header beyond the window starts a
+ * new one. ustar, pax ('x': path and size records; 'g' skipped) and GNU long names ('L')
+ * are understood; the header checksum is verified. The walk ends at a zero block or at the
+ * end of the object; a header or its extension cut off by the end is an error naming the
+ * URL and the offset.
+ *
+ * One walk uses its remote_object alone (one thread).
+ */
+#ifndef AL_REMOTE_TAR_INTERNAL_H
+#define AL_REMOTE_TAR_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "loader/remote_internal.h"
+
+typedef struct remote_tar_member {
+  char *name;          /* pax path / GNU long name / ustar prefix + name */
+  uint64_t header_off; /* the member's own ustar header */
+  uint64_t data_off;
+  uint64_t size;
+  char type; /* ustar typeflag ('0' for a regular file; '\0' is reported as '0') */
+} remote_tar_member;
+
+typedef struct remote_tar_listing {
+  remote_tar_member *members;
+  size_t count;
+  uint64_t fetched;  /* bytes received by the walk's GETs */
+  uint64_t requests; /* ranged GETs the walk sent (retries not counted) */
+} remote_tar_listing;
+
+/* batch_bytes 0: 64 KiB (at least 512). out is empty on failure. */
+int remote_tar_scan(remote_object *o, size_t batch_bytes, remote_tar_listing *out, char *err,
+                    size_t err_cap);
+void remote_tar_listing_free(remote_tar_listing *l);
+
+#endif /* AL_REMOTE_TAR_INTERNAL_H */

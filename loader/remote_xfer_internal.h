@@ -1,0 +1,107 @@
+/*
+ * remote_xfer_internal.h - the pieces of //loader:remote that its files share: the client's
+ * resolved settings, URL mapping (remote_url.c), one HTTP attempt and the retry clock
+ * (remote_xfer.c), S3 XML helpers (remote_xml.c). Used by remote_object.c and remote_list.c.
+ */
+#ifndef AL_REMOTE_XFER_INTERNAL_H
+#define AL_REMOTE_XFER_INTERNAL_H
+
+#include <curl/curl.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "loader/remote_internal.h"
+
+#define REMOTE_ERR_BODY_CAP 4096
+
+struct remote_client {
+  remote_opts o;  /* defaults filled in */
+  char *endpoint; /* S3 endpoint without a trailing '/', NULL: AWS's */
+  char region[64];
+  char sigv4[96];     /* "aws:amz:REGION:s3" */
+  char *userpwd;      /* "KEY:SECRET", NULL: anonymous */
+  char *token_header; /* "x-amz-security-token: ...", NULL: none */
+};
+
+/* Where a URL's requests go. */
+typedef struct remote_target {
+  char *http;         /* the URL requested (s3:// mapped to its endpoint), malloc'd */
+  char *name;         /* what errors name: the URL, plus " (endpoint URL)" for s3:// */
+  int s3;             /* signed when the client has credentials */
+  char *bucket, *key; /* s3:// only (key not encoded) */
+} remote_target;
+
+int remote_target_make(const remote_client *c, const char *url, remote_target *t, char *err,
+                       size_t err_cap);
+void remote_target_free(remote_target *t);
+/* s's bytes percent-encoded (unreserved kept; '/' kept when keep_slash), malloc'd. */
+char *remote_pct_encode(const char *s, int keep_slash);
+/* The endpoint URL of bucket with "?query" (query already encoded; may be ""), malloc'd. */
+char *remote_s3_bucket_url(const remote_client *c, const char *bucket, const char *query);
+
+/* One request and its response. Set the request part, then remote_xfer_perform. */
+typedef struct remote_xfer {
+  /* request */
+  int head;
+  uint64_t range_off, range_len; /* range_len 0: no Range header */
+  const char *if_match;          /* NULL or "": no If-Match */
+  unsigned char *dst;            /* range_len bytes: where the range's bytes go */
+  uint64_t expect_total;         /* a pinned object's size (checked when dst is set) */
+  size_t body_max;               /* other bodies (listings, errors) kept up to this */
+  /* response */
+  long status;
+  char etag[REMOTE_ETAG_CAP];
+  int have_etag, have_range, have_length;
+  uint64_t cr_start, cr_end, cr_total, length;
+  double retry_after; /* seconds, < 0: none */
+  uint64_t got;       /* bytes written to dst */
+  uint64_t discarded; /* bytes dropped (the head of a 200 answer to a range) */
+  char *body;         /* other bodies, NUL-terminated, malloc'd (remote_xfer_free) */
+  size_t body_len;
+  int checked; /* the response headers were checked, before its first byte */
+  int verdict; /* REMOTE_V_* set by the write callback */
+  char why[2 * REMOTE_ETAG_CAP + 32];
+} remote_xfer;
+
+enum {
+  REMOTE_V_NONE = 0,
+  REMOTE_V_FULL = 1,    /* the range is complete (a 200 answer cut off on purpose) */
+  REMOTE_V_CHANGED = 2, /* ETag or total size differs from the pinned one */
+  REMOTE_V_BAD = 3,     /* a malformed or unexpected answer (why says what) */
+};
+
+enum { REMOTE_OK = 0, REMOTE_RETRY = 1, REMOTE_FATAL = 2 };
+
+/* Sends x's request for t on easy handle h; the outcome: REMOTE_OK (a 2xx answer whose
+ * body, if any, was taken in full or to the range's end), REMOTE_RETRY (a transient fault;
+ * x->got may still be > 0), REMOTE_FATAL. msg receives a description of any fault. */
+int remote_xfer_perform(const remote_client *c, CURL *h, const remote_target *t, remote_xfer *x,
+                        char *msg, size_t msg_cap);
+void remote_xfer_free(remote_xfer *x);
+
+/* The retry clock of one operation. */
+typedef struct remote_retry {
+  double deadline;
+  int attempts, failures;
+  uint64_t rng;
+} remote_retry;
+
+void remote_retry_start(const remote_client *c, remote_retry *r);
+/* Progress was made: the budget and the backoff start again. */
+void remote_retry_progress(const remote_client *c, remote_retry *r);
+/* Sleeps before the next attempt (backoff with jitter, at least retry_after when >= 0, at
+ * most what is left of the budget); -1 when the budget is spent or retry_after exceeds it. */
+int remote_retry_wait(const remote_client *c, remote_retry *r, double retry_after);
+
+/* XML of S3 answers. The content of the first <tag>...</tag> in [s, end), raw: [*a, *b);
+ * -1 when absent. */
+int remote_xml_span(const char *s, const char *end, const char *tag, const char **a,
+                    const char **b);
+/* The text of the first <tag>...</tag> in [s, end), entity-decoded,
+ * malloc'd; NULL when absent. *next (may be NULL) is set past the closing tag. */
+char *remote_xml_text(const char *s, const char *end, const char *tag, const char **next);
+/* Decodes &amp; &lt; &gt; &quot; &apos; &#N; &#xH; of [s, s + n) into a malloc'd string;
+ * NULL on a malformed entity. */
+char *remote_xml_decode(const char *s, size_t n);
+
+#endif /* AL_REMOTE_XFER_INTERNAL_H */

@@ -1,0 +1,191 @@
+/*
+ * remote_probe - a command-line driver of //loader:remote for the shell tests:
+ *   remote_probe [-t TOTAL_S] [-s STALL_S] [-b BACKOFF_S] [-e ENDPOINT] [-k MAX_KEYS]
+ *                [-w SYNC] head URL
+ *   remote_probe [...] get URL OFF LEN OUT     bytes [OFF, OFF+LEN) to file OUT
+ *   remote_probe [...] cat URL OUT CHUNK       the whole object, CHUNK bytes per read
+ *   remote_probe [...] list URL                one "url size etag" line per object
+ *   remote_probe [...] par URL THREADS OUT     the whole object, one slice per thread, each
+ *                                              thread with its own object, one shared client
+ *   remote_probe [...] tar URL BATCH           one "name data_offset size type" line per
+ *                                              member, then "tar requests N fetched N"
+ * -w SYNC: after the open, create SYNC.opened and wait for SYNC to exist before reading (the
+ * test changes the object in between).
+ * Prints the object's stats ("requests N retries N bytes N discarded N") on stderr; an error
+ * goes to stderr with exit status 1.
+ */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "loader/remote_internal.h"
+#include "loader/remote_tar_internal.h"
+
+static const char *g_sync;
+
+static void sync_point(void) {
+  if (g_sync == NULL) return;
+  char opened[4096];
+  snprintf(opened, sizeof opened, "%s.opened", g_sync);
+  FILE *f = fopen(opened, "w");
+  if (f) fclose(f);
+  for (int i = 0; i < 1000 && access(g_sync, F_OK) != 0; i++) usleep(10000);
+}
+
+static void print_stats(remote_stats s) {
+  fprintf(stderr,
+          "requests %" PRIu64 " retries %" PRIu64 " bytes %" PRIu64 " discarded %" PRIu64 "\n",
+          s.requests, s.retries, s.bytes, s.discarded);
+}
+
+static int write_file(const char *path, const void *buf, size_t n) {
+  FILE *f = fopen(path, "wb");
+  if (f == NULL || fwrite(buf, 1, n, f) != n) return perror(path), -1;
+  return fclose(f) == 0 ? 0 : -1;
+}
+
+static int cmd_object(remote_client *c, int argc, char **argv) {
+  char err[1024];
+  remote_object *o;
+  if (remote_object_open(c, argv[1], &o, err, sizeof err) != 0) {
+    return fprintf(stderr, "%s\n", err), 1;
+  }
+  int rc = 0;
+  uint64_t size = remote_object_size(o);
+  sync_point();
+  if (strcmp(argv[0], "head") == 0) {
+    printf("size %" PRIu64 " etag %s\n", size, remote_object_etag(o));
+  } else if (strcmp(argv[0], "get") == 0 && argc == 5) {
+    uint64_t off = strtoull(argv[2], NULL, 10);
+    size_t len = strtoull(argv[3], NULL, 10);
+    char *buf = malloc(len ? len : 1);
+    memset(buf, 0xA5, len); /* poisoned: every byte must come from the server */
+    rc = remote_object_read(o, off, buf, len, err, sizeof err) != 0 ? 1 : 0;
+    if (rc == 0) rc = write_file(argv[4], buf, len) != 0;
+    free(buf);
+  } else if (strcmp(argv[0], "cat") == 0 && argc == 4) {
+    size_t chunk = strtoull(argv[3], NULL, 10);
+    char *buf = malloc(size ? size : 1);
+    memset(buf, 0xA5, size);
+    for (uint64_t off = 0; rc == 0 && off < size; off += chunk) {
+      size_t n = size - off < chunk ? (size_t)(size - off) : chunk;
+      rc = remote_object_read(o, off, buf + off, n, err, sizeof err) != 0 ? 1 : 0;
+    }
+    if (rc == 0) rc = write_file(argv[2], buf, size) != 0;
+    free(buf);
+  } else if (strcmp(argv[0], "tar") == 0 && argc == 3) {
+    remote_tar_listing l;
+    rc = remote_tar_scan(o, strtoull(argv[2], NULL, 10), &l, err, sizeof err) != 0;
+    for (size_t i = 0; rc == 0 && i < l.count; i++) {
+      const remote_tar_member *m = &l.members[i];
+      printf("%s %" PRIu64 " %" PRIu64 " %c\n", m->name, m->data_off, m->size, m->type);
+    }
+    if (rc == 0) printf("tar requests %" PRIu64 " fetched %" PRIu64 "\n", l.requests, l.fetched);
+    remote_tar_listing_free(&l);
+  } else {
+    snprintf(err, sizeof err, "usage: bad arguments to %s", argv[0]);
+    rc = 1;
+  }
+  if (rc != 0) fprintf(stderr, "%s\n", err);
+  print_stats(remote_object_stats(o));
+  remote_object_close(o);
+  return rc;
+}
+
+typedef struct slice {
+  remote_client *c;
+  const char *url;
+  char *buf;
+  uint64_t off;
+  size_t len;
+  int rc;
+  char err[1024];
+} slice;
+
+static void *read_slice(void *arg) {
+  slice *s = arg;
+  remote_object *o;
+  s->rc = remote_object_open(s->c, s->url, &o, s->err, sizeof s->err);
+  if (s->rc == 0) {
+    s->rc = remote_object_read(o, s->off, s->buf + s->off, s->len, s->err, sizeof s->err);
+    remote_object_close(o);
+  }
+  return NULL;
+}
+
+/* THREADS threads share c; the object's size comes from a first open. */
+static int cmd_par(remote_client *c, const char *url, int threads, const char *out) {
+  char err[1024];
+  remote_object *o;
+  if (threads < 1 || threads > 64) return fprintf(stderr, "par: 1 to 64 threads\n"), 1;
+  if (remote_object_open(c, url, &o, err, sizeof err) != 0) return fprintf(stderr, "%s\n", err), 1;
+  uint64_t size = remote_object_size(o);
+  remote_object_close(o);
+  char *buf = malloc(size ? size : 1);
+  memset(buf, 0xA5, size);
+  slice sl[64];
+  pthread_t th[64];
+  uint64_t step = size / (uint64_t)threads;
+  for (int i = 0; i < threads; i++) {
+    sl[i] = (slice){.c = c, .url = url, .buf = buf, .off = step * (uint64_t)i};
+    sl[i].len = (size_t)(i == threads - 1 ? size - sl[i].off : step);
+    pthread_create(&th[i], NULL, read_slice, &sl[i]);
+  }
+  int rc = 0;
+  for (int i = 0; i < threads; i++) {
+    pthread_join(th[i], NULL);
+    if (sl[i].rc != 0) rc = 1, fprintf(stderr, "%s\n", sl[i].err);
+  }
+  if (rc == 0) rc = write_file(out, buf, size) != 0;
+  free(buf);
+  return rc;
+}
+
+static int cmd_list(remote_client *c, const char *url) {
+  char err[1024];
+  remote_listing l;
+  remote_stats st;
+  if (remote_list(c, url, &l, &st, err, sizeof err) != 0) {
+    fprintf(stderr, "%s\n", err);
+    print_stats(st);
+    return 1;
+  }
+  for (size_t i = 0; i < l.count; i++) {
+    printf("%s %" PRIu64 " %s\n", l.entries[i].url, l.entries[i].size, l.entries[i].etag);
+  }
+  print_stats(st);
+  remote_listing_free(&l);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  remote_opts o = {0};
+  int opt;
+  while ((opt = getopt(argc, argv, "t:s:b:e:k:w:")) != -1) {
+    if (opt == 't') o.total_timeout_s = atof(optarg);
+    if (opt == 's') o.stall_timeout_s = atof(optarg);
+    if (opt == 'b') o.backoff_base_s = atof(optarg);
+    if (opt == 'e') o.s3_endpoint = optarg;
+    if (opt == 'k') o.list_max_keys = (unsigned)atoi(optarg);
+    if (opt == 'w') g_sync = optarg;
+    if (opt == '?') return 2;
+  }
+  argc -= optind, argv += optind;
+  if (argc < 2) return fprintf(stderr, "usage: remote_probe [opts] head|get|cat|list URL ...\n"), 2;
+  char err[1024];
+  remote_client *c;
+  if (remote_client_open(&o, &c, err, sizeof err) != 0) return fprintf(stderr, "%s\n", err), 1;
+  int rc;
+  if (strcmp(argv[0], "list") == 0) {
+    rc = cmd_list(c, argv[1]);
+  } else if (strcmp(argv[0], "par") == 0 && argc == 4) {
+    rc = cmd_par(c, argv[1], atoi(argv[2]), argv[3]);
+  } else {
+    rc = cmd_object(c, argc, argv);
+  }
+  remote_client_close(c);
+  return rc;
+}

@@ -1,0 +1,82 @@
+# Sourced by the remote_*_test.sh scripts: real servers on 127.0.0.1, each started in the
+# test's directory $T with a port chosen at run time, stopped when the script exits.
+#   start_nginx WWW      nginx (Debian's, as the current user) serving WWW; sets NGINX_PORT
+#   start_faults WWW     remote_faults.py serving WWW; sets FAULT_PORT
+#   start_s3rver BUCKET  s3rver (npm, third_party/node) with BUCKET; sets S3_PORT
+# The repository root (for third_party/node) is found through the test script's real path.
+REMOTE_PIDS=()
+REPO_ROOT=$(cd "$(dirname "$(readlink -f "$0")")/../.." && pwd)
+NGINX=${AL_NGINX:-/usr/sbin/nginx}
+S3RVER=${AL_S3RVER:-$REPO_ROOT/third_party/node/node_modules/s3rver/bin/s3rver.js}
+
+stop_servers() {
+  for p in "${REMOTE_PIDS[@]}"; do kill "$p" 2>/dev/null; done
+  for p in "${REMOTE_PIDS[@]}"; do wait "$p" 2>/dev/null; done
+}
+trap stop_servers EXIT
+
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# Waits until something answers HTTP on port $1 (any status), at most 10 s.
+wait_http() {
+  for _ in $(seq 1 200); do
+    curl -s -o /dev/null --max-time 1 "http://127.0.0.1:$1/" && return 0
+    sleep 0.05
+  done
+  echo "FAIL: no server on port $1" >&2
+  return 1
+}
+
+start_nginx() {
+  [ -x "$NGINX" ] || { echo "FAIL: $NGINX missing (tools/bootstrap.sh installs nginx)" >&2; exit 1; }
+  local d="$T/nginx" user=""
+  mkdir -p "$d/tmp"
+  NGINX_PORT=$(free_port)
+  # A root master would hand the workers to "nobody"; keep them as the current user.
+  [ "$(id -u)" = 0 ] && user="user $(id -un);"
+  cat >"$d/nginx.conf" <<CONF
+$user
+daemon off;
+worker_processes 1;
+pid $d/nginx.pid;
+error_log $d/error.log;
+events { worker_connections 64; }
+http {
+  access_log $d/access.log;
+  client_body_temp_path $d/tmp/body;
+  proxy_temp_path $d/tmp/proxy;
+  fastcgi_temp_path $d/tmp/fastcgi;
+  uwsgi_temp_path $d/tmp/uwsgi;
+  scgi_temp_path $d/tmp/scgi;
+  default_type application/octet-stream;
+  server {
+    listen 127.0.0.1:$NGINX_PORT;
+    root $1;
+  }
+}
+CONF
+  "$NGINX" -p "$d" -c "$d/nginx.conf" -e "$d/error.log" &
+  REMOTE_PIDS+=($!)
+  wait_http "$NGINX_PORT" || { cat "$d/error.log" >&2; exit 1; }
+}
+
+start_faults() {
+  python3 "$(dirname "$0")/remote_faults.py" "$1" "$T/faults.port" &
+  REMOTE_PIDS+=($!)
+  for _ in $(seq 1 200); do [ -f "$T/faults.port" ] && break; sleep 0.05; done
+  FAULT_PORT=$(cat "$T/faults.port") || exit 1
+}
+
+start_s3rver() {
+  [ -f "$S3RVER" ] || { echo "FAIL: $S3RVER missing (tools/bootstrap.sh installs s3rver)" >&2; exit 1; }
+  S3_PORT=$(free_port)
+  mkdir -p "$T/s3"
+  # --openssl-legacy-provider: s3rver encrypts continuation tokens with DES, which Node 17+
+  # (OpenSSL 3) has only in its legacy provider; without it a truncated listing is a 500.
+  node --openssl-legacy-provider "$S3RVER" -d "$T/s3" -a 127.0.0.1 -p "$S3_PORT" -s --configure-bucket "$1" \
+    >"$T/s3rver.log" 2>&1 &
+  REMOTE_PIDS+=($!)
+  wait_http "$S3_PORT" || { cat "$T/s3rver.log" >&2; exit 1; }
+}
