@@ -2,6 +2,8 @@
 # Defects dev/attack/run.py found in the CLI, each checked the way the attack saw it:
 #  * a verb whose standard output cannot be written (a full disk: /dev/full) exits 1 naming
 #    standard output, instead of 0 with its report, JSON or listing lost;
+#  * a tar member whose typeflag is GNU sparse ('S') with an empty sparse map is rejected when
+#    indexing (its stored bytes are not its content), the sample's other members with it;
 #  * `inspect INDEX` of an index without rejected entries passes no NULL to qsort (undefined
 #    behaviour that UBSan reports under --config=asan; exit 0 with the summary).
 set -uo pipefail
@@ -17,6 +19,31 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 "$BIN" inspect "$T/i.alidx" >"$T/out" 2>"$T/err" || fail "inspect INDEX: $(cat "$T/err")"
 grep -q "rejected  0" "$T/out" || fail "inspect INDEX printed: $(head -5 "$T/out")"
 "$BIN" inspect "$T/i.alidx" --json >/dev/null 2>"$T/err" || fail "inspect INDEX --json: $(cat "$T/err")"
+
+# A plain shard, then its second sample's txt header retyped 'S' (checksum fixed).
+python3 - "$T/sparse" <<'PY' || fail "python3 writing the sparse shard"
+import io, json, os, sys, tarfile
+d = sys.argv[1]
+os.makedirs(d)
+b = io.BytesIO()
+with tarfile.open(fileobj=b, mode="w", format=tarfile.USTAR_FORMAT) as t:
+    for k in ("a", "b"):
+        for ext, data in (("json", json.dumps({"width": 64, "height": 64, "frames": 1}).encode()),
+                          ("txt", b"caption " + k.encode())):
+            ti = tarfile.TarInfo(k + "." + ext)
+            ti.size = len(data)
+            t.addfile(ti, io.BytesIO(data))
+raw = bytearray(b.getvalue())
+o = next(i for i in range(0, len(raw), 512) if raw[i:i + 5] == b"b.txt")
+raw[o + 156] = ord("S")
+raw[o + 148:o + 156] = b" " * 8
+raw[o + 148:o + 156] = ("%06o\0 " % sum(raw[o:o + 512])).encode()
+open(os.path.join(d, "s.tar"), "wb").write(bytes(raw))
+PY
+"$BIN" index -o "$T/sp.alidx" "$T/sparse/s.tar" >/dev/null 2>"$T/err" || fail "index of the sparse shard: $(cat "$T/err")"
+"$BIN" inspect "$T/sp.alidx" --rejected >"$T/out" 2>&1 || fail "inspect --rejected: $(cat "$T/out")"
+grep -q "b.txt.*GNU sparse member (typeflag 'S')" "$T/out" || fail "the 'S' member was not rejected: $(cat "$T/out")"
+"$BIN" inspect "$T/sp.alidx" --json | grep -q '"samples": 1,' || fail "sample b was kept"
 
 if [ -w /dev/full ]; then
   for args in "inspect $T/m.alm --json" "inspect $T/m.alm --jsonl" "inspect $T/i.alidx" \
