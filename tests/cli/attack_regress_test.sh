@@ -4,6 +4,8 @@
 #    standard output, instead of 0 with its report, JSON or listing lost;
 #  * a tar member whose typeflag is GNU sparse ('S') with an empty sparse map is rejected when
 #    indexing (its stored bytes are not its content), the sample's other members with it;
+#  * `stream` refusing an index / manifest pair names both files; `--ext ''` is a usage error
+#    naming --ext;
 #  * `inspect INDEX` of an index without rejected entries passes no NULL to qsort (undefined
 #    behaviour that UBSan reports under --config=asan; exit 0 with the summary).
 set -uo pipefail
@@ -44,6 +46,14 @@ PY
 "$BIN" inspect "$T/sp.alidx" --rejected >"$T/out" 2>&1 || fail "inspect --rejected: $(cat "$T/out")"
 grep -q "b.txt.*GNU sparse member (typeflag 'S')" "$T/out" || fail "the 'S' member was not rejected: $(cat "$T/out")"
 "$BIN" inspect "$T/sp.alidx" --json | grep -q '"samples": 1,' || fail "sample b was kept"
+
+"$BIN" index -o "$T/sp2.alidx" "$T/sparse/s.tar" >/dev/null 2>&1 || fail "index sp2"
+"$BIN" stream --index "$T/sp2.alidx" --manifest "$T/m.alm" >/dev/null 2>"$T/err" && fail "a foreign manifest streamed"
+grep -q "planned from another index" "$T/err" && grep -qF "$T/m.alm" "$T/err" && grep -qF "$T/sp2.alidx" "$T/err" ||
+  fail "the refused pair is not named: $(cat "$T/err")"
+"$BIN" stream --index "$T/i.alidx" --manifest "$T/m.alm" --ext "" >/dev/null 2>"$T/err"
+rc=$?
+[ $rc -eq 2 ] && grep -q -- "--ext" "$T/err" || fail "--ext '' exited $rc: $(cat "$T/err")"
 
 if [ -w /dev/full ]; then
   for args in "inspect $T/m.alm --json" "inspect $T/m.alm --jsonl" "inspect $T/i.alidx" \
