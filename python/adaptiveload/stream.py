@@ -84,7 +84,7 @@ from . import _structs as S
 from .latents import patchify
 from . import _state
 from .members import member_names, torch_dtype
-from ._args import finite, whole
+from ._args import finite, whole, whole_or_default
 from ._handles import Index, Manifest, root_pairs
 from .schedule import Schedule
 
@@ -284,9 +284,10 @@ class StreamDataset(IterableDataset):
         self.ext = ext
         self.members = member_names(members)
         # The CLI's ranges (cli/cmd_stream.c); 0 or None keeps the library's default.
-        self.max_member_bytes = whole("max_member_bytes", max_member_bytes or 0)
-        self.max_sample_bytes = whole("max_sample_bytes", max_sample_bytes or 0)
-        self.max_skip_fraction = finite("max_skip_fraction", max_skip_fraction or 0, 0.0, 1.0)
+        self.max_member_bytes = whole_or_default("max_member_bytes", max_member_bytes)
+        self.max_sample_bytes = whole_or_default("max_sample_bytes", max_sample_bytes)
+        self.max_skip_fraction = finite("max_skip_fraction", 0 if max_skip_fraction is None else max_skip_fraction,
+                                        0.0, 1.0)
         if rank is not None:
             whole("rank", rank, 0, 1 << 30)
         if world_size is not None:

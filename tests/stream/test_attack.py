@@ -71,6 +71,9 @@ class HostileArgumentsTest(unittest.TestCase):
             self.refused("ext", lambda: StreamDataset(INDEX, MANIFEST, rank=0, world_size=2, ext=bad))
         for bad in (-1, "clip.npy"):
             self.refused("device", lambda: StreamDataset(INDEX, MANIFEST, rank=0, world_size=2, device=bad))
+        for name in ("max_member_bytes", "max_sample_bytes", "max_skip_fraction"):
+            for bad in ([], {}):
+                self.refused(name, lambda: StreamDataset(INDEX, MANIFEST, rank=0, world_size=2, **{name: bad}))
         for bad in (1.5, -1, "2"):
             self.refused("keep", lambda: StreamDataset(INDEX, MANIFEST, rank=0, world_size=2, keep=bad))
         b = next(iter(StreamDataset(INDEX, MANIFEST, rank=0, world_size=2, keep=2)))
