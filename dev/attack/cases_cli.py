@@ -44,7 +44,7 @@ def exec_stream_args(ctx, case, d):
     if case["kind"] in ("members", "members_ext"):
         opt = "--members" if case["kind"] == "members" else "--ext"
         cmd = base + [opt, case["v"]]
-        names = [opt, "'%s'" % case["v"]] + [m for m in case["v"].split(",") if m][:50]
+        names = [opt, "'%s" % case["v"][:40]] + [m[:40] for m in case["v"].split(",") if m][:50]
     else:
         C = os.path.join(d, "copy")
         shutil.copytree(S, C)
@@ -189,8 +189,9 @@ def gen_resume(rng):
 
 
 def _real_samples(ctx, manifest):
-    """(step -> [real sample positions]) of a manifest over all ranks, via inspect --jsonl."""
-    r = ctx.run(["inspect", manifest, "--jsonl"])
+    """(step -> [real sample positions]) of a manifest over all ranks, via inspect --jsonl
+    (a plan of W x K = 2^22 micro-batches per step prints millions of lines: 120 s)."""
+    r = ctx.run(["inspect", manifest, "--jsonl"], timeout=120)
     if r.rc != 0:
         return None, r
     steps = {}
