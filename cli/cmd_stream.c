@@ -405,7 +405,8 @@ int cli_cmd_stream(int argc, char **argv) {
   if (ec != CLI_RUN) return ec;
   if (!a.index_path || !a.manifest_path)
     return cli_usage(&STREAM, CLI_SAY_PAGE, "--index and --manifest are required");
-  if (a.o.ext && !*a.o.ext) return cli_usage(&STREAM, CLI_SAY_PAGE, "--ext needs a member extension");
+  if (a.o.ext && !*a.o.ext)
+    return cli_usage(&STREAM, CLI_SAY_PAGE, "--ext needs a member extension");
   al_index *idx = NULL;
   al_manifest *m = NULL;
   al_stream *s = NULL;
