@@ -6,6 +6,8 @@
 #    indexing (its stored bytes are not its content), the sample's other members with it;
 #  * `stream` refusing an index / manifest pair names both files; `--ext ''` is a usage error
 #    naming --ext;
+#  * a re-plan whose --step-tokens needs more than 2^20 micro-batches per rank names
+#    step-tokens (it named only the derived micro-per-step);
 #  * `inspect INDEX` of an index without rejected entries passes no NULL to qsort (undefined
 #    behaviour that UBSan reports under --config=asan; exit 0 with the summary).
 set -uo pipefail
@@ -54,6 +56,10 @@ grep -q "planned from another index" "$T/err" && grep -qF "$T/m.alm" "$T/err" &&
 "$BIN" stream --index "$T/i.alidx" --manifest "$T/m.alm" --ext "" >/dev/null 2>"$T/err"
 rc=$?
 [ $rc -eq 2 ] && grep -q -- "--ext" "$T/err" || fail "--ext '' exited $rc: $(cat "$T/err")"
+
+"$BIN" plan --resume-from "$T/m.alm" --at-step 1 --world 1 --step-tokens 18446744073709551615 \
+  -o "$T/r.alm" >/dev/null 2>"$T/err" && fail "a re-plan of 2^64 - 1 step tokens was accepted"
+grep -q "step-tokens 18446744073709551615 over 1 ranks" "$T/err" || fail "re-plan message: $(cat "$T/err")"
 
 if [ -w /dev/full ]; then
   for args in "inspect $T/m.alm --json" "inspect $T/m.alm --jsonl" "inspect $T/i.alidx" \
