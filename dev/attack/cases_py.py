@@ -30,7 +30,7 @@ CALLS = {
              "start_step", "policy", "last_step", "geometry", "require_members", "buckets", "bogus"],
     "Planner": ["world", "seed", "micro_per_step", "step_tokens", "mem_tokens", "window", "path_epoch"],
     "resume": ["at_step", "world", "epoch", "step_tokens", "micro_per_step"],
-    "from_state": ["world", "seed", "index", "cost", "options", "epoch0", "replans", "version", "drop", "extra"],
+    "from_state": ["world", "seed", "index", "cost", "options", "epoch0", "version", "drop", "extra"],
     "StreamDataset": ["rank", "world_size", "threads", "prefetch", "keep", "max_member_bytes", "max_sample_bytes",
                       "max_skip_fraction", "members", "root", "ext", "on_error", "device", "state"],
     "stream_state": ["version", "rank", "world", "epoch", "seed", "index_fingerprint", "manifest_fingerprint",

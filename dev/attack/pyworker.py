@@ -153,6 +153,8 @@ def judge(case):
             names += ["cap"]  # a tiny cap (True is 1) refuses the first member over it, naming the cap
         if p == "drop":
             names += ["lacks"]
+        if p == "world_size":
+            names += ["world"]  # True is a world of 1: refused against the manifest's world
         if p == "at_step":
             names += ["re-plan from step"]
         if case["kind"] in ("from_state", "checkpoint") and p in ("drop", "extra"):
