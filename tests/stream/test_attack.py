@@ -128,6 +128,13 @@ class HostileArgumentsTest(unittest.TestCase):
         for bad in (None, b"1", 1.5):
             self.refused("position", lambda: IndexDataset(INDEX)[bad])
         self.assertEqual(IndexDataset(INDEX)[0]["index"], 0)
+        ds = StreamDataset(INDEX, MANIFEST, rank=0, world_size=2)
+        st = dict(next(iter(ds)).resume_state)
+        for bad in (2.0, True, "2"):
+            self.refused("version", lambda: StreamDataset(INDEX, MANIFEST, rank=0, world_size=2).load_state_dict(
+                dict(st, version=bad)))
+            self.refused("version", lambda: BatchSampler(MANIFEST, rank=0, world_size=2).load_state_dict(
+                dict(BatchSampler(MANIFEST, rank=0, world_size=2).state_dict(), version=bad)))
         for name, bad in (("comp_ms", b"1"), ("require_members", 2 ** 32), ("buckets", float("nan"))):
             self.refused(name, lambda: adaptiveload.plan(INDEX, world=1, out=out, **{name: bad}))
         self.refused("index", lambda: Planner({}, world=1, out_dir=TMP))
