@@ -155,7 +155,7 @@ static int ix_collect_shards(ix_summary *S, const al_index *idx) {
     ix_normalize(r.reason, norm, sizeof norm);
     if (ix_count_add(&S->reasons, &S->n_reasons, norm, i)) return -1;
   }
-  qsort(S->reasons, S->n_reasons, sizeof *S->reasons, ix_count_desc);
+  if (S->n_reasons > 1) qsort(S->reasons, S->n_reasons, sizeof *S->reasons, ix_count_desc);
   return 0;
 }
 
@@ -222,7 +222,7 @@ static int ix_collect_sample(ix_summary *S, const al_index *idx, size_t i,
 
 /* The sorted shapes counted, the `top` most common kept as text. */
 static int ix_top_shapes(ix_summary *S, size_t top) {
-  qsort(S->shapes, S->n_shapes, sizeof *S->shapes, u64_cmp);
+  if (S->n_shapes > 1) qsort(S->shapes, S->n_shapes, sizeof *S->shapes, u64_cmp);
   for (size_t i = 0; i < S->n_shapes;) {
     size_t j = i;
     while (j < S->n_shapes && S->shapes[j] == S->shapes[i]) j++;
@@ -238,7 +238,7 @@ static int ix_top_shapes(ix_summary *S, size_t top) {
     a[S->n_top++].n = j - i;
     i = j;
   }
-  qsort(S->top, S->n_top, sizeof *S->top, ix_count_desc);
+  if (S->n_top > 1) qsort(S->top, S->n_top, sizeof *S->top, ix_count_desc);
   if (S->n_top > top) {
     for (size_t i = top; i < S->n_top; i++) free(S->top[i].text);
     S->n_top = top;

@@ -278,10 +278,11 @@ static int open_stream(const stream_args *a, al_index **idx, al_manifest **m, al
     if (al_index_remap_root(*idx, from, eq + 1, &moved) != AL_OK) return -1;
     fprintf(stderr, "stream: %zu shard paths moved from %s to %s\n", moved, from, eq + 1);
   }
-  if (al_manifest_load(m, a->manifest_path) != AL_OK ||
-      al_stream_open(s, *idx, *m, (int)a->rank, &a->o) != AL_OK)
-    return -1;
-  return 0;
+  if (al_manifest_load(m, a->manifest_path) != AL_OK) return -1;
+  int rc = al_stream_open(s, *idx, *m, (int)a->rank, &a->o);
+  /* The pair's own messages (another index, members, rank) do not know the file names. */
+  if (rc != AL_OK) al_error_prefix(rc, "manifest %s, index %s", a->manifest_path, a->index_path);
+  return rc != AL_OK ? -1 : 0;
 }
 
 /* What a run read and how long it took. */
@@ -404,6 +405,8 @@ int cli_cmd_stream(int argc, char **argv) {
   if (ec != CLI_RUN) return ec;
   if (!a.index_path || !a.manifest_path)
     return cli_usage(&STREAM, CLI_SAY_PAGE, "--index and --manifest are required");
+  if (a.o.ext && !*a.o.ext)
+    return cli_usage(&STREAM, CLI_SAY_PAGE, "--ext needs a member extension");
   al_index *idx = NULL;
   al_manifest *m = NULL;
   al_stream *s = NULL;

@@ -54,7 +54,7 @@ static int enter_caller_directory(void) {
   return 0;
 }
 
-int main(int argc, char **argv) {
+static int dispatch(int argc, char **argv) {
   if (enter_caller_directory()) return AL_EXIT_FAIL;
   if (argc < 2) {
     usage(stderr);
@@ -73,4 +73,17 @@ int main(int argc, char **argv) {
   fprintf(stderr, "adaptiveload: unknown verb '%s'\n\n", argv[1]);
   usage(stderr);
   return AL_EXIT_USAGE;
+}
+
+/* What a verb printed on stdout (a report, JSON, the stream's listing) must have been written:
+ * an error flushing or writing it (a full disk, EIO) fails the run instead of exit 0. */
+int main(int argc, char **argv) {
+  int rc = dispatch(argc, argv);
+  errno = 0;
+  if (fflush(stdout) != 0 || ferror(stdout)) {
+    fprintf(stderr, "adaptiveload: writing standard output failed: %s\n",
+            errno ? strerror(errno) : "write error");
+    return rc == AL_EXIT_OK ? AL_EXIT_FAIL : rc;
+  }
+  return rc;
 }

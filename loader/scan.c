@@ -681,6 +681,20 @@ static void check_size_field(scanner *s, struct archive_entry *e, size_t mi) {
            shown, (unsigned long long)s->p.m[mi].size);
 }
 
+/* A GNU sparse header (typeflag 'S') stores the data segments of its map, not the file: with
+ * an empty map libarchive reports no sparse entries and the stored bytes would pass for the
+ * content (GNU tar and Python's tarfile give the real size's bytes). */
+static void check_sparse_flag(scanner *s, struct archive_entry *e, size_t mi) {
+  uint64_t off = s->p.m[mi].off;
+  unsigned char blk[512];
+  if (off < 512 || archive_entry_sparse_count(e) != 0 ||
+      !shard_source_block(s->src, off - 512, blk) || blk[156] != 'S')
+    return;
+  mark_bad(s, mi,
+           "GNU sparse member (typeflag 'S') without a sparse map: its stored bytes are "
+           "not its content");
+}
+
 /* The limits and the header checks of member `mi` (key of key_len bytes, extension ext), in
  * the order their reasons are reported. */
 static void check_member(scanner *s, struct archive_entry *e, size_t mi, size_t key_len,
@@ -703,6 +717,7 @@ static void check_member(scanner *s, struct archive_entry *e, size_t mi, size_t 
              "sample is rejected, the shard's other samples are indexed)",
              ext, AL_EXT_MAX);
   check_size_field(s, e, mi);
+  check_sparse_flag(s, e, mi);
   if (p->n > AL_MEMBERS_MAX) mark_bad(s, mi, "more than %u members", AL_MEMBERS_MAX);
   if (off > AL_OFFSET_MAX) mark_bad(s, mi, "data offset %llu beyond 2^48", (unsigned long long)off);
   if (archive_entry_sparse_count(e) > 0)

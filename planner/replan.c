@@ -36,6 +36,12 @@ static int resolve_step(al_plan *p, const al_manifest_info *oi, const al_replan_
   uint64_t wm = M > UINT64_MAX / W ? UINT64_MAX : W * M;
   if (!K) K = T ? T / wm + (T % wm != 0) : (k_old * oi->world + W - 1) / W;
   if (!K) K = 1;
+  if (K > (1u << 20) && T && !o->micro_per_step) /* K from T: say so, as al_plan_build does */
+    return al_set_error(AL_ERANGE,
+                        "step-tokens %llu over %llu ranks of mem-tokens %llu needs micro-per-step "
+                        "%llu, above its maximum 1048576: lower --step-tokens",
+                        (unsigned long long)T, (unsigned long long)W, (unsigned long long)M,
+                        (unsigned long long)K);
   if (K > (1u << 20))
     return al_set_error(AL_ERANGE, "micro-per-step %llu out of range (1..1048576)",
                         (unsigned long long)K);

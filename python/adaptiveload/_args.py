@@ -3,6 +3,7 @@ option table, checked before a value reaches a ctypes field (ctypes stores an ou
 integer modulo 2^bits without a word, so -1 would become 2^32-1). Internal."""
 
 import math
+import os
 import operator
 
 U32_MAX = (1 << 32) - 1
@@ -21,9 +22,29 @@ def whole(name, value, lo=0, hi=U64_MAX):
     return v
 
 
+def whole_or_default(name, value, lo=0, hi=U64_MAX):
+    """0 (the library's default) for None, else :func:`whole`: an empty list or dict is refused,
+    not read as 0."""
+    return 0 if value is None else whole(name, value, lo, hi)
+
+
+def path_arg(name, value):
+    """``value`` as a path string (os.fspath); TypeError naming ``name`` when it is not one."""
+    try:
+        return os.fspath(value)
+    except TypeError:
+        raise TypeError("%s must be a path (str, bytes or os.PathLike), not %r" % (name, value)) from None
+
+
 def finite(name, value, lo=0.0, hi=math.inf):
-    """``value`` as a finite float in [lo, hi]; ValueError naming ``name`` otherwise."""
-    v = float(value)
+    """``value`` as a finite float in [lo, hi]; ValueError naming ``name`` otherwise (TypeError
+    when it is not a number at all)."""
+    try:
+        if isinstance(value, (bytes, bytearray)):
+            raise TypeError(value)
+        v = float(value)
+    except (TypeError, ValueError):
+        raise TypeError("%s must be a number, not %r" % (name, value)) from None
     if not math.isfinite(v) or v < lo or v > hi:
         if hi == math.inf:
             raise ValueError("%s must be a finite number >= %g, not %r" % (name, lo, value))

@@ -20,6 +20,8 @@ def root_pairs(root):
     if isinstance(root, (str, bytes, os.PathLike)):
         root = [root]
     items = root.items() if isinstance(root, dict) else root
+    if not hasattr(items, "__iter__"):
+        raise TypeError("root must be 'FROM=TO', a dict or a list of them, not %r" % (root,))
     pairs = []
     for item in items:
         if isinstance(item, (str, bytes, os.PathLike)):
@@ -27,6 +29,8 @@ def root_pairs(root):
             if "=" not in text or text.startswith("=") or text.endswith("="):
                 raise ValueError("root %r is not FROM=TO" % (text,))
             item = text.split("=", 1)
+        if isinstance(item, (str, bytes, os.PathLike)) or not hasattr(item, "__len__") or len(item) != 2:
+            raise TypeError("root entry %r is not FROM=TO nor a (FROM, TO) pair" % (item,))
         src, dst = item
         pairs.append((os.fspath(src), os.fspath(dst)))
     return pairs

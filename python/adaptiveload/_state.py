@@ -23,7 +23,7 @@ def check_state(owner, state, fields):
         raise ValueError("%s state version 1 names no manifest and no step (written before states carried "
                          "them), so it cannot be told apart from a state of another plan of the same index; "
                          "start the epoch without a state" % owner)
-    if version != VERSION:
+    if version != VERSION or type(version) is not int:  # 2.0 and True equal 2 and 1, yet are no version
         raise ValueError("%s state version %r unsupported (expected %d)" % (owner, version, VERSION))
     missing = [k for k in fields if k not in state]
     if missing:

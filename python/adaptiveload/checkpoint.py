@@ -31,6 +31,7 @@ import json
 import os
 import tempfile
 
+from ._args import U32_MAX, whole
 from .planning import Planner, manifest_identity
 from .schedule import Schedule
 
@@ -147,11 +148,11 @@ def resume(checkpoint, world=None, step_tokens=None, micro_per_step=None, out_di
     there), no states."""
     ckpt = load_checkpoint(checkpoint)
     planner = Planner.from_state(ckpt["planner"], out_dir=out_dir)
-    epoch, step = int(ckpt["epoch"]), int(ckpt["step"])
+    epoch, step = whole("epoch", ckpt["epoch"], 0, U32_MAX), whole("step", ckpt["step"], 0, U32_MAX)
     planner.check_identity(epoch, ckpt["manifest"])
     if world is None:
         world = int(os.environ.get("WORLD_SIZE", planner.world))
-    if int(world) == planner.world and not step_tokens and not micro_per_step:
+    if whole("world", world, 1, 1 << 20) == planner.world and not step_tokens and not micro_per_step:
         return Resumed(planner, epoch, step, ckpt.get("stream"), ckpt.get("sampler"), False)
     new = Planner.resume(planner, at_step=step, world=world, epoch=epoch, step_tokens=step_tokens,
                          micro_per_step=micro_per_step, out_dir=out_dir)

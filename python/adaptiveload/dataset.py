@@ -21,6 +21,7 @@ tests/stream/test_python.py).
 """
 
 import ctypes
+import operator
 import os
 
 import torch
@@ -29,6 +30,7 @@ from torch.utils.data import Dataset
 from . import _lib
 from . import _structs as S
 from . import members as M
+from ._args import U32_MAX, whole
 from ._handles import Index, root_pairs
 from .latents import crop_latent, latent_grid, wan_tokens
 
@@ -57,10 +59,13 @@ class IndexDataset(Dataset):
         self.index_path = os.fspath(index)
         self.root = root_pairs(root)
         self.members = M.member_names(members)
-        self.vae_stride_t, self.vae_stride_s = int(vae_stride_t), int(vae_stride_s)
+        self.vae_stride_t = whole("vae_stride_t", vae_stride_t, 1, U32_MAX)
+        self.vae_stride_s = whole("vae_stride_s", vae_stride_s, 1, U32_MAX)
         self._idx = None
         self._len = len(self._index())
         self._checked = None  # the last PlanOrigin found to be planned from this index
+        if ext is not None and not isinstance(ext, str):
+            raise TypeError("ext must be a member extension (str) or None, not %r" % (ext,))
         self.ext = ext if ext else M.default_member(self._index())
         M.members_known(self._index(), self.members or [self.ext])  # a misspelt member raises here
 
@@ -128,6 +133,10 @@ class IndexDataset(Dataset):
         info = None
         if isinstance(i, tuple):
             i, info = i
+        try:
+            operator.index(i)
+        except TypeError:
+            raise TypeError("IndexDataset position must be an integer, not %r" % (i,)) from None
         origin = getattr(i, "origin", None)  # BatchSampler's positions say which plan they are from
         if origin is not None and origin != self._checked:
             self._check_origin(origin)

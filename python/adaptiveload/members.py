@@ -57,7 +57,13 @@ def member_names(members):
     one member ("latent.npy"), any other iterable lists them; ValueError when one repeats."""
     if not members:
         return None
-    names = [members] if isinstance(members, (str, bytes)) else list(members)
+    if isinstance(members, (str, bytes)):
+        names = [members]
+    else:
+        try:
+            names = list(members)
+        except TypeError:
+            raise TypeError("members must be a member name or a list of them, not %r" % (members,)) from None
     names = [m.decode() if isinstance(m, bytes) else str(m) for m in names]
     if len(set(names)) != len(names):
         raise ValueError("members lists a member twice: %r" % (names,))

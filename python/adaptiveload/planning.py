@@ -48,7 +48,7 @@ import tempfile
 
 from . import _lib
 from . import _structs as S
-from ._args import U32_MAX, finite, whole
+from ._args import U32_MAX, finite, path_arg, whole, whole_or_default
 from ._handles import Index, Manifest
 
 _POLICY = {"adaptive": 0, "equal-token": 1, "adaptive-unbalanced": 2}
@@ -67,26 +67,30 @@ def _options(world, epoch, seed, options):
     o.epoch = whole("epoch", epoch, 0, U32_MAX)
     o.seed = whole("seed", seed)
     policy = options.get("policy", "adaptive")
-    if policy not in _POLICY:
+    if not isinstance(policy, str) or policy not in _POLICY:
         raise ValueError("policy must be one of %s, not %r" % (", ".join(sorted(_POLICY)), policy))
     o.policy = _POLICY[policy]
     last = options.get("last_step", "pad")
-    if last not in _LAST_STEP:
+    if not isinstance(last, str) or last not in _LAST_STEP:
         raise ValueError("last_step must be 'pad' or 'drop', not %r" % (last,))
     o.last_step = _LAST_STEP[last]
-    o.micro_per_step = whole("micro_per_step", options.get("micro_per_step") or 0, 0, 1 << 20)
-    o.step_tokens = whole("step_tokens", options.get("step_tokens") or 0)
-    o.mem_tokens = whole("mem_tokens", options.get("mem_tokens") or 0)
-    o.comp_budget_ms = finite("comp_ms", options.get("comp_ms") or 0)
-    o.window = whole("window", options.get("window") or 0, 0, 1000000)
-    o.start_step = whole("start_step", options.get("start_step") or 0, 0, U32_MAX)
+    o.micro_per_step = whole_or_default("micro_per_step", options.get("micro_per_step"), 0, 1 << 20)
+    o.step_tokens = whole_or_default("step_tokens", options.get("step_tokens"))
+    o.mem_tokens = whole_or_default("mem_tokens", options.get("mem_tokens"))
+    o.comp_budget_ms = finite("comp_ms", 0 if options.get("comp_ms") is None else options["comp_ms"])
+    o.window = whole_or_default("window", options.get("window"), 0, 1000000)
+    o.start_step = whole_or_default("start_step", options.get("start_step"), 0, U32_MAX)
     req = options.get("require_members")  # al_plan_options.require_members (plan --require-members)
+    if req is not None and not hasattr(req, "__len__"):
+        raise TypeError("require_members must be a list of member names, not %r" % (req,))
+    if options.get("buckets") is not None:
+        path_arg("buckets", options["buckets"])
     if req:
         o._require = (ctypes.c_char_p * len(req))(*[str(m).encode() for m in req])  # alive with o
         o.require_members, o.n_require_members = ctypes.cast(o._require, ctypes.POINTER(ctypes.c_char_p)), len(req)
     geom = options.get("geometry")
     if geom is not None:
-        if len(geom) != 5:
+        if isinstance(geom, (str, bytes)) or not hasattr(geom, "__len__") or len(geom) != 5:
             raise ValueError("geometry is (vae_stride_t, vae_stride_s, patch_t, patch_h, patch_w), not %r" % (geom,))
         for k, v in enumerate(geom):
             o.geom[k] = whole("geometry[%d]" % k, v, 1, U32_MAX)
@@ -141,8 +145,8 @@ def _replan_write(old, at_step, world, micro_per_step, step_tokens, out):
     """Re-plans manifest file ``old`` from ``at_step`` for ``world`` ranks into ``out``."""
     o = S.ReplanOptions()
     o.world = whole("world", world, 1, 1 << 20)
-    o.micro_per_step = whole("micro_per_step", micro_per_step or 0, 0, 1 << 20)
-    o.step_tokens = whole("step_tokens", step_tokens or 0)
+    o.micro_per_step = whole_or_default("micro_per_step", micro_per_step, 0, 1 << 20)
+    o.step_tokens = whole_or_default("step_tokens", step_tokens)
     at = whole("at_step", at_step, 0, U32_MAX)
     m = Manifest(old)
     try:
@@ -194,11 +198,13 @@ class Planner:
     """
 
     def __init__(self, index, world=None, seed=0, cost=None, out_dir=None, **options):
-        self.index = None if index is None else os.fspath(index.path if isinstance(index, Index) else index)
+        self.index = None if index is None else path_arg("index", index.path if isinstance(index, Index) else index)
+        if cost is not None:
+            path_arg("cost", cost)
         if world is None:
             world = int(os.environ.get("WORLD_SIZE", "1"))
-        self.world = int(world)
-        self.seed = int(seed)
+        self.world = whole("world", world, 1, 1 << 20)
+        self.seed = whole("seed", seed)
         self.cost = cost
         self.out_dir = out_dir
         _options(self.world, 0, self.seed, options)  # fails early on bad options
@@ -235,7 +241,7 @@ class Planner:
         return self._origin["epoch"] if self._origin is not None else 0
 
     def path(self, epoch):
-        epoch = int(epoch)
+        epoch = whole("epoch", epoch, 0, U32_MAX)
         p = self._paths.get(epoch)
         if p is None or not os.path.exists(p):
             if self._origin is not None and epoch == self._origin["epoch"]:
@@ -279,7 +285,8 @@ class Planner:
         if world is None:
             world = int(os.environ.get("WORLD_SIZE", "1"))
         replan = [whole("at_step", at_step, 0, U32_MAX), whole("world", world, 1, 1 << 20),
-                  whole("micro_per_step", micro_per_step or 0, 0, 1 << 20), whole("step_tokens", step_tokens or 0)]
+                  whole_or_default("micro_per_step", micro_per_step, 0, 1 << 20),
+                  whole_or_default("step_tokens", step_tokens)]
         if isinstance(source, (str, bytes, os.PathLike)):
             base_path = os.fspath(source)
             info = Manifest(base_path).info
@@ -292,7 +299,7 @@ class Planner:
             old = source if isinstance(source, Planner) else cls.from_state(source, out_dir=out_dir)
             if epoch is None:
                 raise TypeError("Planner.resume needs epoch (the epoch being resumed)")
-        return old._resumed(int(epoch), replan, out_dir)
+        return old._resumed(whole("epoch", epoch, 0, U32_MAX), replan, out_dir)
 
     def _resumed(self, epoch, replan, out_dir):
         new = Planner(self.index, world=replan[1], seed=self.seed, cost=self.cost,
@@ -323,9 +330,17 @@ class Planner:
 
     @classmethod
     def from_state(cls, state, out_dir=None):
-        """The Planner :meth:`state_dict` describes."""
+        """The Planner :meth:`state_dict` describes (ValueError / TypeError naming the key of
+        a state that is not one)."""
+        if not isinstance(state, dict):
+            raise TypeError("a Planner state is a dict (Planner.state_dict()), not %s" % type(state).__name__)
         if state.get("version") != 1:
             raise ValueError("Planner state version %r unsupported" % (state.get("version"),))
+        missing = [k for k in ("index", "world", "seed", "cost", "options") if k not in state]
+        if missing:
+            raise ValueError("Planner state lacks %s" % ", ".join(missing))
+        if not isinstance(state["options"], dict):
+            raise TypeError("Planner state options must be a dict, not %r" % (state["options"],))
         options = dict(state["options"])
         if options.get("geometry") is not None:
             options["geometry"] = tuple(options["geometry"])

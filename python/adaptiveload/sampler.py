@@ -62,7 +62,8 @@ import warnings
 from torch.utils.data import Sampler
 
 from . import _state
-from .members import check_schedule_members
+from ._args import U32_MAX, path_arg, whole
+from .members import check_schedule_members, member_names
 from .schedule import BucketShape, MicroBatchInfo, PlanOrigin, SamplePosition, Schedule
 
 __all__ = ["BatchSampler", "BucketShape", "MicroBatchInfo"]
@@ -108,10 +109,13 @@ class BatchSampler(Sampler):
         self._start = 0
         self._yielded = 0
         self._sched = None
+        if index is not None:
+            path_arg("index", index)
+        members = member_names(members)  # TypeError / ValueError naming members
         self._check = (os.fspath(index), [str(m) for m in members]) if index is not None and members else None
         if epoch is None:
             epoch = getattr(self._planner, "first_epoch", 0) if self._planner is not None else 0
-        self._open(int(epoch))
+        self._open(whole("epoch", epoch, 0, U32_MAX))
 
     # -- epochs ---------------------------------------------------------------
 

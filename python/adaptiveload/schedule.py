@@ -11,6 +11,7 @@ import ctypes
 import os
 
 from . import _lib
+from ._args import whole
 
 MicroBatchInfo = collections.namedtuple(
     "MicroBatchInfo",
@@ -45,8 +46,9 @@ class Schedule:
     def __init__(self, manifest, rank=None, world=None):
         lib = _lib.lib()
         h = ctypes.c_void_p()
-        rank = -1 if rank is None else int(rank)
-        world = 0 if world is None else int(world)
+        # None: RANK / WORLD_SIZE from the environment (the C side); else the CLI's ranges.
+        rank = -1 if rank is None else whole("rank", rank, 0, 1 << 30)
+        world = 0 if world is None else whole("world_size", world, 0, 1 << 20)
         if hasattr(manifest, "handle"):
             self.path = manifest.path
             status = lib.al_schedule_open(ctypes.byref(h), manifest.handle, rank, world)

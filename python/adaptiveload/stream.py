@@ -84,7 +84,7 @@ from . import _structs as S
 from .latents import patchify
 from . import _state
 from .members import member_names, torch_dtype
-from ._args import finite, whole
+from ._args import finite, whole, whole_or_default
 from ._handles import Index, Manifest, root_pairs
 from .schedule import Schedule
 
@@ -271,7 +271,7 @@ class StreamDataset(IterableDataset):
                  on_error="fail", device=None, zero_copy=False, keep=1, pin_memory=None, state=None, members=None,
                  max_member_bytes=0, root=None, max_sample_bytes=0, max_skip_fraction=0):
         super().__init__()
-        if on_error not in _ON_ERROR:
+        if not isinstance(on_error, str) or on_error not in _ON_ERROR:
             raise ValueError("on_error must be 'fail' or 'skip', not %r" % (on_error,))
         self.index_path = os.fspath(index)
         # An adaptiveload.Planner plans each epoch in-process (set_epoch); else a manifest path.
@@ -279,12 +279,15 @@ class StreamDataset(IterableDataset):
         self.manifest_path = self.planner.path(self.planner.first_epoch) if self.planner else os.fspath(manifest)
         self.rank = rank
         self.world_size = world_size
+        if ext is not None and not isinstance(ext, str):
+            raise TypeError("ext must be a member extension (str) or None, not %r" % (ext,))
         self.ext = ext
         self.members = member_names(members)
         # The CLI's ranges (cli/cmd_stream.c); 0 or None keeps the library's default.
-        self.max_member_bytes = whole("max_member_bytes", max_member_bytes or 0)
-        self.max_sample_bytes = whole("max_sample_bytes", max_sample_bytes or 0)
-        self.max_skip_fraction = finite("max_skip_fraction", max_skip_fraction or 0, 0.0, 1.0)
+        self.max_member_bytes = whole_or_default("max_member_bytes", max_member_bytes)
+        self.max_sample_bytes = whole_or_default("max_sample_bytes", max_sample_bytes)
+        self.max_skip_fraction = finite("max_skip_fraction", 0 if max_skip_fraction is None else max_skip_fraction,
+                                        0.0, 1.0)
         if rank is not None:
             whole("rank", rank, 0, 1 << 30)
         if world_size is not None:
@@ -297,11 +300,14 @@ class StreamDataset(IterableDataset):
         self.threads = threads
         self.prefetch = prefetch
         self.on_error = on_error
-        self.device = None if device is None else torch.device(device)
+        try:
+            self.device = None if device is None else torch.device(device)
+        except (RuntimeError, TypeError) as e:  # torch's own words, under the argument's name
+            raise ValueError("device %r: %s" % (device, e)) from None
         if self.device is not None and self.device.type != "cuda":
             raise ValueError("device must be a CUDA device (or None for CPU tensors), not %s" % self.device)
         self.zero_copy = bool(zero_copy)
-        self.keep = max(1, int(keep))
+        self.keep = max(1, whole("keep", keep))
         self.pin_memory = pin_memory
         self._loaded = None
         self._live = None  # (pid, worker, stream state) of the current pass
@@ -381,7 +387,7 @@ class StreamDataset(IterableDataset):
             self._loaded = None
             return
         ranges = dict(_STATE_RANGES)
-        if "worker" in state:
+        if isinstance(state, dict) and "worker" in state:  # check_state refuses a non-dict
             ranges["worker"] = _state.U32_MAX
         st = _state.check_state("StreamDataset", state, ranges)
         self._loaded = st
