@@ -588,6 +588,7 @@ static const cli_option OPTIONS[] = {
 
 static const cli_verb INSPECT = {
     .name = "inspect",
+    .bad = "bad %s '%s'",
     .usage =
         "usage: adaptiveload inspect MANIFEST [--json] [--jsonl] [--svg FILE] [--rejected]\n"
         "                                     [--compare OTHER_MANIFEST]\n"

@@ -139,7 +139,7 @@ static int read_option(const cli_verb *verb, const cli_option *o, const char *op
   }
   if (rc != CLI_BAD) return rc;
   if (o->bad) return cli_usage(verb, verb->bad_say, o->bad, v);
-  return cli_usage(verb, verb->bad_say, verb->bad, opt, v);
+  return cli_usage(verb, verb->bad_say, verb->bad ? verb->bad : "bad %s '%s'", opt, v);
 }
 
 /* An argument that is not an option: 0 or an exit status. */

@@ -30,6 +30,10 @@ run 2 index --threads 18446744073709551617 -o "$T/x.alidx" "$T/c"
 run 2 index --block-size ' 1024' -o "$T/x.alidx" "$T/c"
 run 2 index --vae-stride ' 4,8' -o "$T/x.alidx" "$T/c"
 says "adaptiveload index: bad --vae-stride ' 4,8' (want T,S, e.g. 4,8)"
+# Every verb's refused value names its option and value (inspect once passed no format: UBSan
+# found vfprintf(NULL) and the exit was 1, not 2).
+run 2 inspect "$T/i.alidx" --mem-tokens 0
+says "adaptiveload inspect: bad --mem-tokens '0'"
 run 0 plan --index "$T/i.alidx" --world 1 --geometry 4,8,1,2,2 -o "$T/g.alm"
 run 2 plan --index "$T/i.alidx" --world 1 --geometry 4,8,1,2,2x -o "$T/g.alm"
 run 2 plan --index "$T/i.alidx" --world ' -1' -o "$T/g.alm"
