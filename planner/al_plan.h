@@ -117,7 +117,7 @@ typedef struct al_plan_options {
    * any out before bucketing, so every step stays full when the stream reads them; the key
    * table marks them (status 18, al_manifest_key_status; `inspect --rejected` lists them).
    * A member no sample holds, or every sample lacking one, is an error (AL_ENOTFOUND) naming
-   * it. al_plan_build has no index and ignores them. NULL / 0 = none. */
+   * it. al_plan_build has no index and refuses them (AL_EINVAL). NULL / 0 = none. */
   const char *const *require_members;
   size_t n_require_members;
 } al_plan_options;

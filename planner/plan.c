@@ -355,6 +355,14 @@ static int plan_trim(al_plan *p, uint32_t k) {
 
 int al_plan_build(al_plan **out, const al_plan_input *in, const al_cost_model *cost,
                   const al_plan_options *o) {
+  /* Which samples hold a member is in an index, which this call has not: an option it cannot
+   * honour is refused rather than ignored. */
+  if (o && o->n_require_members) {
+    if (out) *out = NULL;
+    return al_set_error(AL_EINVAL,
+                        "al_plan_build: require_members needs the index "
+                        "(al_plan_build_index or al_plan_index_write)");
+  }
   return plan_build_grid(out, in, NULL, cost, o);
 }
 

@@ -95,6 +95,20 @@ TEST(PlanLimits, MemTokensOverTheMaximumAreRefused) {
   al_manifest_free(man);
 }
 
+// al_plan_build has no index: required members are refused, not silently ignored.
+TEST(PlanLimits, RequireMembersWithoutAnIndexAreRefused) {
+  Shapes s = MakeShapes(50, 2);
+  al_plan_options o = Opts(2);
+  const char *req[] = {"latent.npy"};
+  o.require_members = req;
+  o.n_require_members = 1;
+  std::string msg;
+  EXPECT_EQ(Build(s, o, &msg), AL_EINVAL);
+  EXPECT_TRUE(Says(msg, "require_members needs the index")) << msg;
+  o.n_require_members = 0;
+  EXPECT_EQ(Build(s, o, &msg), AL_OK) << msg;
+}
+
 // T alone sets K = ceil(T / (W M_mem)): T + W M_mem - 1 wrapped near 2^64; a K past 2^20 is
 // refused naming step-tokens.
 TEST(PlanLimits, StepTokensNearTwoToTheSixtyFour) {
