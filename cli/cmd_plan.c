@@ -357,24 +357,36 @@ static int plan_fidelity(const plan_args *a, const plan_run *r, fid_report *fid)
   return rc;
 }
 
-/* al_plan_print_json with the "fidelity" field (fid; NULL: none) added before its closing
- * brace. */
-static int print_plan_json(const al_plan *p, const fid_report *fid) {
-  if (!fid) {
-    al_plan_print_json(stdout, p);
+/* The samples --require-members left out (0 when none was required). */
+static uint64_t left_out_count(const plan_args *a, const plan_run *r) {
+  uint64_t n = 0;
+  if (r->idx && a->o.n_require_members)
+    al_index_require_members(r->idx, a->o.require_members, a->o.n_require_members, NULL, 0, &n);
+  return n;
+}
+
+/* al_plan_print_json with, before its closing brace, "left_out_members" (with
+ * --require-members) and the "fidelity" field (fid; NULL: none). */
+static int print_plan_json(const plan_args *a, const plan_run *r, const fid_report *fid) {
+  if (!fid && !a->o.n_require_members) {
+    al_plan_print_json(stdout, r->plan);
     return AL_OK;
   }
   char *buf = NULL;
   size_t n = 0;
   FILE *mem = open_memstream(&buf, &n);
   if (!mem) return al_set_error(AL_ENOMEM, "plan --json: out of memory");
-  al_plan_print_json(mem, p);
+  al_plan_print_json(mem, r->plan);
   fclose(mem);
   if (n && buf[n - 1] == '\n') n--;
   if (n && buf[n - 1] == '}') n--;
   fwrite(buf, 1, n, stdout);
-  fputs(", ", stdout);
-  fidprint_plan_json(stdout, fid);
+  if (a->o.n_require_members)
+    printf(", \"left_out_members\": %llu", (unsigned long long)left_out_count(a, r));
+  if (fid) {
+    fputs(", ", stdout);
+    fidprint_plan_json(stdout, fid);
+  }
   fputs("}\n", stdout);
   free(buf);
   return AL_OK;
@@ -391,7 +403,7 @@ static int print_summary(const plan_args *a, const plan_run *r) {
   }
   int rc = AL_OK;
   if (a->json)
-    rc = print_plan_json(r->plan, has ? &fid : NULL);
+    rc = print_plan_json(a, r, has ? &fid : NULL);
   else
     al_plan_print_summary(stderr, r->plan, a->out);
   if (!a->json && r->old) print_replan_tokens(stderr, r->plan, r->old);

@@ -79,6 +79,9 @@ plan "$T/a.alidx" "$T/r.alm" --require-members latent.npy,t5.npy
 grep -q "plan: 2 samples left out (--require-members): 2 of 24 samples lack a requested member: key 'k0001'" "$T/err" ||
   fail "plan summary: $(cat "$T/err")"
 grep -q "22 samples" "$T/err" || fail "plan planned other than 22: $(cat "$T/err")"
+plan "$T/a.alidx" "$T/rj.alm" --require-members latent.npy,t5.npy --json
+python3 -c 'import json, sys; d = json.loads(open(sys.argv[1]).read()); assert d["left_out_members"] == 2, d' "$T/out" ||
+  fail "plan --json left_out_members: $(cat "$T/out")"
 expect_rc 0 "$BIN" inspect "$T/r.alm"
 grep -q "^left out    2 lacking a required member (plan --require-members)" "$T/out" || fail "inspect summary: $(cat "$T/out")"
 expect_rc 0 "$BIN" inspect "$T/a.alm"
