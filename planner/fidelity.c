@@ -191,20 +191,28 @@ static int table_aspects(const al_bucket_table *t, fid_aspects *names) {
   return AL_OK;
 }
 
-/* The manifest's buckets as fid_buckets, their aspect names from `t` (the table's groups
- * first, in its order, then any "WxH" of a size it lacks). */
-static int manifest_buckets(const al_manifest *m, const al_bucket_table *t, fid_bucket **out,
-                            fid_aspects *names) {
+/* A schedule the report reads, a manifest or a plan in memory: its figures, its geometry, its
+ * bucket k, and each sample's bucket (bucket_of[i], NO_BUCKET when not scheduled). */
+typedef struct fid_schedule {
   al_manifest_info info;
-  int rc = al_manifest_get_info(m, &info);
-  if (!rc) rc = table_aspects(t, names);
+  al_latent_geom geom;
+  int (*bucket)(const void *src, size_t k, al_bucket_info *out);
+  int (*bucket_of)(const void *src, const al_manifest_info *info, uint32_t *bucket_of);
+  const void *src;
+} fid_schedule;
+
+/* The schedule's buckets as fid_buckets, their aspect names from `t` (the table's groups
+ * first, in its order, then any "WxH" of a size it lacks). */
+static int schedule_buckets(const fid_schedule *s, const al_bucket_table *t, fid_bucket **out,
+                            fid_aspects *names) {
+  int rc = table_aspects(t, names);
   if (rc) return rc;
-  *out = calloc(info.buckets ? info.buckets : 1, sizeof **out);
+  *out = calloc(s->info.buckets ? s->info.buckets : 1, sizeof **out);
   if (!*out) return al_set_error(AL_ENOMEM, "crop report: out of memory");
-  for (size_t k = 0; k < info.buckets; k++) {
+  for (size_t k = 0; k < s->info.buckets; k++) {
     al_bucket_info bi;
     char name[24];
-    if ((rc = al_manifest_bucket(m, k, &bi))) return rc;
+    if ((rc = s->bucket(s->src, k, &bi))) return rc;
     aspect_of(t, bi.width, bi.height, name, sizeof name);
     fid_bucket *b = &(*out)[k];
     b->width = bi.width, b->height = bi.height, b->frames = bi.frames, b->tokens = bi.tokens;
@@ -215,9 +223,10 @@ static int manifest_buckets(const al_manifest *m, const al_bucket_table *t, fid_
 }
 
 /* bucket_of[i] = the bucket of every real (not padding) sample the manifest schedules. */
-static int manifest_bucket_of(const al_manifest *m, uint32_t *bucket_of) {
-  al_manifest_info info;
-  int rc = al_manifest_get_info(m, &info);
+static int manifest_bucket_of(const void *src, const al_manifest_info *mi, uint32_t *bucket_of) {
+  const al_manifest *m = src;
+  const al_manifest_info info = *mi;
+  int rc = AL_OK;
   for (uint32_t s = info.first_step; !rc && s < info.first_step + info.steps; s++)
     for (uint32_t r = 0; !rc && r < info.world; r++) {
       uint32_t nm = 0;
@@ -238,6 +247,28 @@ static int manifest_bucket_of(const al_manifest *m, uint32_t *bucket_of) {
   return rc;
 }
 
+static int manifest_bucket(const void *src, size_t k, al_bucket_info *out) {
+  return al_manifest_bucket(src, k, out);
+}
+
+/* bucket_of[i] = the bucket of every real sample the plan schedules (a padding micro-batch
+ * repeats samples already counted). */
+static int plan_bucket_of(const void *src, const al_manifest_info *info, uint32_t *bucket_of) {
+  for (uint64_t x = 0; x < info->micro_batches; x++) {
+    plan_micro_view v;
+    plan_view_micro(src, x, &v);
+    if (v.padded) continue;
+    for (uint32_t j = 0; j < v.n; j++)
+      if (v.samples[j] < info->index_samples) bucket_of[v.samples[j]] = v.bucket;
+  }
+  return AL_OK;
+}
+
+static int plan_bucket(const void *src, size_t k, al_bucket_info *out) {
+  plan_view_bucket(src, k, out);
+  return AL_OK;
+}
+
 static int with_default_table(const al_bucket_table *t, al_bucket_table **own,
                               const al_bucket_table **use) {
   *own = NULL;
@@ -248,29 +279,21 @@ static int with_default_table(const al_bucket_table *t, al_bucket_table **own,
   return rc;
 }
 
-int fidelity_from_manifest(fid_report *out, const al_index *idx, const al_manifest *m,
-                           const al_bucket_table *names, size_t n_cut) {
-  if (!out || !idx || !m) return al_set_error(AL_EINVAL, "fidelity_from_manifest: NULL argument");
-  memset(out, 0, sizeof *out);
-  al_manifest_info info;
-  int rc = al_manifest_get_info(m, &info);
+/* The crop of every sample schedule s holds (its index: idx, checked by the callers). */
+static int from_schedule(fid_report *out, const al_index *idx, const fid_schedule *s,
+                         const al_bucket_table *names, size_t n_cut) {
   size_t n = al_index_sample_count(idx);
-  if (!rc && info.index_samples != n)
-    return al_set_error(AL_EINVAL, "%s: planned from %llu samples, the index has %zu",
-                        al_manifest_path(m), (unsigned long long)info.index_samples, n);
-  al_latent_geom g;
   al_bucket_table *own = NULL;
   const al_bucket_table *t = NULL;
   fid_bucket *b = NULL;
   fid_aspects asp = {NULL, 0};
   uint32_t *bucket_of = malloc((n ? n : 1) * sizeof *bucket_of);
-  if (!rc && !bucket_of) rc = al_set_error(AL_ENOMEM, "crop report: out of memory");
+  int rc = bucket_of ? AL_OK : al_set_error(AL_ENOMEM, "crop report: out of memory");
   for (size_t i = 0; !rc && i < n; i++) bucket_of[i] = NO_BUCKET;
-  if (!rc) rc = al_manifest_geometry(m, &g);
   if (!rc) rc = with_default_table(names, &own, &t);
-  if (!rc) rc = manifest_buckets(m, t, &b, &asp);
-  if (!rc) rc = manifest_bucket_of(m, bucket_of);
-  if (!rc) rc = accumulate(out, idx, &g, info.mem_tokens, b, &asp, bucket_of, n_cut);
+  if (!rc) rc = schedule_buckets(s, t, &b, &asp);
+  if (!rc) rc = s->bucket_of(s->src, &s->info, bucket_of);
+  if (!rc) rc = accumulate(out, idx, &s->geom, s->info.mem_tokens, b, &asp, bucket_of, n_cut);
   if (rc) fidelity_free(out);
   free(bucket_of);
   free(b);
@@ -279,68 +302,32 @@ int fidelity_from_manifest(fid_report *out, const al_index *idx, const al_manife
   return rc;
 }
 
-/* The plan's buckets as fid_buckets, named as manifest_buckets names them. */
-static int plan_buckets(const al_plan *p, const al_bucket_table *t, fid_bucket **out,
-                        fid_aspects *names) {
-  al_manifest_info info;
-  int rc = al_plan_get_info(p, &info);
-  if (!rc) rc = table_aspects(t, names);
-  if (rc) return rc;
-  *out = calloc(info.buckets ? info.buckets : 1, sizeof **out);
-  if (!*out) return al_set_error(AL_ENOMEM, "crop report: out of memory");
-  for (size_t k = 0; k < info.buckets; k++) {
-    al_bucket_info bi;
-    char name[24];
-    plan_view_bucket(p, k, &bi);
-    aspect_of(t, bi.width, bi.height, name, sizeof name);
-    fid_bucket *b = &(*out)[k];
-    b->width = bi.width, b->height = bi.height, b->frames = bi.frames, b->tokens = bi.tokens;
-    if (aspect_id(names, name, &b->aspect))
-      return al_set_error(AL_ENOMEM, "crop report: out of memory");
-  }
-  return AL_OK;
-}
-
-/* bucket_of[i] = the bucket of every real sample the plan schedules (a padding micro-batch
- * repeats samples already counted). */
-static void plan_bucket_of(const al_plan *p, const al_manifest_info *info, uint32_t *bucket_of) {
-  for (uint64_t x = 0; x < info->micro_batches; x++) {
-    plan_micro_view v;
-    plan_view_micro(p, x, &v);
-    if (v.padded) continue;
-    for (uint32_t j = 0; j < v.n; j++)
-      if (v.samples[j] < info->index_samples) bucket_of[v.samples[j]] = v.bucket;
-  }
+int fidelity_from_manifest(fid_report *out, const al_index *idx, const al_manifest *m,
+                           const al_bucket_table *names, size_t n_cut) {
+  if (!out || !idx || !m) return al_set_error(AL_EINVAL, "fidelity_from_manifest: NULL argument");
+  memset(out, 0, sizeof *out);
+  fid_schedule s = {.bucket = manifest_bucket, .bucket_of = manifest_bucket_of, .src = m};
+  int rc = al_manifest_get_info(m, &s.info);
+  size_t n = al_index_sample_count(idx);
+  if (!rc && s.info.index_samples != n)
+    return al_set_error(AL_EINVAL, "%s: planned from %llu samples, the index has %zu",
+                        al_manifest_path(m), (unsigned long long)s.info.index_samples, n);
+  if (!rc) rc = al_manifest_geometry(m, &s.geom);
+  return rc ? rc : from_schedule(out, idx, &s, names, n_cut);
 }
 
 int fidelity_from_plan(fid_report *out, const al_index *idx, const al_plan *p,
                        const al_bucket_table *names, size_t n_cut) {
   if (!out || !idx || !p) return al_set_error(AL_EINVAL, "fidelity_from_plan: NULL argument");
   memset(out, 0, sizeof *out);
-  al_manifest_info info;
-  int rc = al_plan_get_info(p, &info);
+  fid_schedule s = {.bucket = plan_bucket, .bucket_of = plan_bucket_of, .src = p};
+  int rc = al_plan_get_info(p, &s.info);
   size_t n = al_index_sample_count(idx);
-  if (!rc && info.index_samples != n)
+  if (!rc && s.info.index_samples != n)
     return al_set_error(AL_EINVAL, "plan of %llu samples, the index has %zu",
-                        (unsigned long long)info.index_samples, n);
-  al_bucket_table *own = NULL;
-  const al_bucket_table *t = NULL;
-  fid_bucket *b = NULL;
-  fid_aspects asp = {NULL, 0};
-  uint32_t *bucket_of = malloc((n ? n : 1) * sizeof *bucket_of);
-  if (!rc && !bucket_of) rc = al_set_error(AL_ENOMEM, "crop report: out of memory");
-  for (size_t i = 0; !rc && i < n; i++) bucket_of[i] = NO_BUCKET;
-  if (!rc) rc = with_default_table(names, &own, &t);
-  if (!rc) rc = plan_buckets(p, t, &b, &asp);
-  if (!rc) plan_bucket_of(p, &info, bucket_of);
-  if (!rc)
-    rc = accumulate(out, idx, plan_view_geometry(p), info.mem_tokens, b, &asp, bucket_of, n_cut);
-  if (rc) fidelity_free(out);
-  free(bucket_of);
-  free(b);
-  free(asp.name);
-  al_bucket_table_free(own);
-  return rc;
+                        (unsigned long long)s.info.index_samples, n);
+  if (!rc) s.geom = *plan_view_geometry(p);
+  return rc ? rc : from_schedule(out, idx, &s, names, n_cut);
 }
 
 /* Sample i's bucket in `t` as the planner assigns it: its id, or NO_BUCKET. */
