@@ -63,14 +63,7 @@ static int parse_last_step(const cli_verb *verb, const char *opt, const char *v,
 /* --geometry ST,SS,PT,PH,PW: five numbers 1..2^32-1. */
 static int parse_geometry(const cli_verb *verb, const char *opt, const char *v, void *args) {
   (void)verb, (void)opt;
-  uint64_t g[5];
-  if (cli_parse_u64_list(v, g, 5)) return CLI_BAD;
-  for (int k = 0; k < 5; k++)
-    if (!g[k] || g[k] > UINT32_MAX) return CLI_BAD;
-  al_latent_geom geom = {(uint32_t)g[0], (uint32_t)g[1], (uint32_t)g[2], (uint32_t)g[3],
-                         (uint32_t)g[4]};
-  ((plan_args *)args)->o.geom = geom;
-  return 0;
+  return cli_parse_geometry(v, &((plan_args *)args)->o.geom);
 }
 
 /* --step-ms (a step's length in ms) no longer exists: refused with what replaced it. */

@@ -24,6 +24,7 @@
 #include <stdio.h>
 
 #include "cli/cli_internal.h"
+#include "planner/al_buckets.h"
 
 /* cli_parse(): go on and run the verb (any other value is the exit status). */
 #define CLI_RUN (-1)
@@ -121,5 +122,9 @@ int cli_usage(const cli_verb *verb, cli_say say, const char *fmt, ...)
 /* Exactly `n` comma-separated parse_u64 numbers ("4,8") into v[0..n): 0, or -1 (v may be
  * partly written). */
 int cli_parse_u64_list(const char *s, uint64_t *v, size_t n);
+
+/* --geometry ST,SS,PT,PH,PW (VAE strides t, s and patch t, h, w): five numbers 1..2^32-1 into
+ * *out: 0, or CLI_BAD (*out untouched). */
+int cli_parse_geometry(const char *v, al_latent_geom *out);
 
 #endif /* AL_OPTIONS_INTERNAL_H */
