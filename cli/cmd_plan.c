@@ -30,17 +30,8 @@ static int parse_require(const cli_verb *verb, const char *opt, const char *v, v
   (void)opt;
   plan_args *a = args;
   size_t n = 0;
-  int bad = strlen(v) >= sizeof a->members_buf;
-  if (!bad) strcpy(a->members_buf, v);
-  for (char *p = a->members_buf; !bad;) {
-    char *c = strchr(p, ',');
-    if (c) *c = 0;
-    if (!*p || n == sizeof a->member_names / sizeof *a->member_names) bad = 1;
-    if (!bad) a->member_names[n++] = p;
-    if (!c) break;
-    p = c + 1;
-  }
-  if (bad)
+  if (cli_split_list(v, a->members_buf, sizeof a->members_buf, a->member_names,
+                     sizeof a->member_names / sizeof *a->member_names, &n))
     return cli_usage(verb, CLI_SAY_BLANK,
                      "bad --require-members '%s' (a comma list of member extensions, e.g. "
                      "latent.npy,t5.npy)",

@@ -113,29 +113,11 @@ typedef struct stream_args {
   const char *member_names[AL_STREAM_MAX_MEMBERS];
 } stream_args;
 
-/* Splits a comma list into names (pointers into buf, which it edits); -1 when empty parts or
- * too many. */
-static int split_members(char *buf, const char **names, size_t cap, size_t *n) {
-  *n = 0;
-  for (char *p = buf;;) {
-    char *c = strchr(p, ',');
-    if (c) *c = 0;
-    if (!*p || *n == cap) return -1;
-    names[(*n)++] = p;
-    if (!c) return 0;
-    p = c + 1;
-  }
-}
-
 static int parse_members(const cli_verb *verb, const char *opt, const char *v, void *args) {
   (void)opt;
   stream_args *a = args;
-  int bad = strlen(v) >= sizeof a->members_buf;
-  if (!bad) {
-    strcpy(a->members_buf, v);
-    bad = split_members(a->members_buf, a->member_names, AL_STREAM_MAX_MEMBERS, &a->o.n_members);
-  }
-  if (bad)
+  if (cli_split_list(v, a->members_buf, sizeof a->members_buf, a->member_names,
+                     AL_STREAM_MAX_MEMBERS, &a->o.n_members))
     return cli_usage(verb, CLI_SAY_BLANK,
                      "bad --members '%s' (a comma list of at most %d member extensions, e.g. "
                      "latent.npy,t5.npy,txt)",

@@ -37,18 +37,8 @@ static int take_path(const cli_verb *verb, const char *arg, void *args) {
 static int parse_members(const cli_verb *verb, const char *opt, const char *v, void *args) {
   (void)opt;
   verify_args *a = args;
-  int bad = strlen(v) >= sizeof a->members_buf;
-  if (!bad) strcpy(a->members_buf, v);
-  a->n_members = 0;
-  for (char *p = a->members_buf; !bad;) {
-    char *c = strchr(p, ',');
-    if (c) *c = 0;
-    bad = !*p || a->n_members == VERIFY_MAX_MEMBERS;
-    if (!bad) a->members[a->n_members++] = p;
-    if (!c) break;
-    p = c + 1;
-  }
-  if (bad)
+  if (cli_split_list(v, a->members_buf, sizeof a->members_buf, a->members, VERIFY_MAX_MEMBERS,
+                     &a->n_members))
     return cli_usage(verb, CLI_SAY_BLANK,
                      "bad --members '%s' (a comma list of at most %d member extensions, e.g. "
                      "latent.npy,t5.npy)",

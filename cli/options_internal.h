@@ -127,4 +127,9 @@ int cli_parse_u64_list(const char *s, uint64_t *v, size_t n);
  * *out: 0, or CLI_BAD (*out untouched). */
 int cli_parse_geometry(const char *v, al_latent_geom *out);
 
+/* A comma list ("latent.npy,t5.npy") copied into buf (buf_cap bytes) and split there: names[i]
+ * point into buf, *n of them. 0, or -1 for a value too long, an empty item or more than cap. */
+int cli_split_list(const char *v, char *buf, size_t buf_cap, const char **names, size_t cap,
+                   size_t *n);
+
 #endif /* AL_OPTIONS_INTERNAL_H */
