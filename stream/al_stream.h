@@ -204,9 +204,40 @@ typedef struct al_stream_options {
    * at its end (instead of AL_EOF) whatever the budget. */
   double max_skip_fraction;
   /* Added at the end: under sequence parallelism, 0 = every rank of a group gets the group's
-   * whole micro-batch; 1 = only this rank's token shard (al_stream_batch.shard_token_*). */
+   * whole micro-batch; 1 = only this rank's token shard (al_stream_batch.shard_token_*, and
+   * "Token shards" below). Other values: AL_EINVAL. With 1, a requested member that is an
+   * untyped latent (raw bytes named "latent...", as a synth corpus stores them) fails the
+   * open (AL_EUNSUPPORTED): its tokens cannot be cut; a typed latent of a plan without a latent
+   * grid fails its sample (AL_EUNSUPPORTED). */
   int sp_shard;
 } al_stream_options;
+
+/* Token shards (sp_shard 1). A micro-batch of a group of degree d is the packed sequence of
+ * its samples, N planned tokens (padding repeats included, samples in plan order, each
+ * sample's tokens in its patch order). Rank j of the group (batch.sp_rank) holds tokens
+ * [shard_token_begin, shard_token_end) = [floor(j N / d), floor((j + 1) N / d)): the d shards
+ * tile [0, N) exactly, in rank order, and differ by at most one token. The batch then holds
+ * the samples with tokens in the shard (n; keys, samples, padded, ... of those), each as the
+ * piece in the shard: cu_seqlens delimits the pieces, token_first / sample_tokens place each
+ * in its sample (a sample cut by a boundary is a partial sequence on both ranks).
+ *   The latent member (the one the index records as the sample's latent, typed) is delivered
+ * patchified, token-major: piece i is a (count_i, C x p_t x p_h x p_w) array of the latent's
+ * dtype (members[j].ndim 2, shape (count_i, C p_t p_h p_w)), tokens in (t, y, x) order of
+ * the patch grid of the cropped latent, features in (c, dt, dy, dx) order (Wan 2.1's patch
+ * embedding order, Python's adaptiveload.latents.patchify), patch = batch.patch. So the
+ * rows of the d shards, concatenated in rank order, are the patchified packed latent of the
+ * whole micro-batch, byte for byte. Only the latent frames a shard's tokens lie in are read
+ * from a plain tar member (about 1/d of a video's latent; an image's (C, H, W) latent and
+ * LZ4 / libarchive members are read whole and sliced).
+ *   Other members (text embeddings, captions) are delivered whole for every sample with
+ * tokens in the shard. With degree 1 the shard is the whole batch, still patchified.
+ *   Skips keep their meaning: a failed sample is left out of every shard holding it (the
+ * shard range stays the planned one); skipped_real_tokens counts the shard's tokens of it and
+ * skipped_real_samples counts it on the rank holding its first token, so each sample and
+ * token is counted once over the group. Without sp_shard every rank of the group gets the
+ * whole micro-batch and only the group's first rank (sp_rank 0) reports its skips in
+ * skipped_real_*, for the same reason. tokens and planned_tokens are this rank's (the
+ * shard's); step_samples and step_tokens the step's as always. */
 
 /* 1%: a stream skipping more is reading the wrong member or a damaged corpus, not a stray bad
  * sample; stop and say so rather than train on a silently different data mix. */
@@ -298,6 +329,15 @@ typedef struct al_stream_batch {
   uint32_t sp_sharded;
   uint64_t shard_token_begin;
   uint64_t shard_token_end;
+  /* Added at the end: the piece of its own token sequence each sample holds here, for RoPE
+   * positions and the group's attention. Sample i holds tokens [token_first[i], token_first[i]
+   * + cu_seqlens[i+1] - cu_seqlens[i]) of its sample_tokens[i]; without sp_shard (or a sample
+   * inside the shard) token_first[i] is 0 and the piece is the whole sample. */
+  const uint64_t *token_first;   /* n */
+  const uint64_t *sample_tokens; /* n */
+  uint32_t patch[3]; /* sp_sharded: (p_t, p_h, p_w) the latent member is patchified with (the
+                        plan's geometry); zeros otherwise */
+  uint32_t reserved3;
 } al_stream_batch;
 
 typedef struct al_stream_stats {

@@ -21,6 +21,7 @@
 #include "common/env_internal.h"
 #include "common/grow_internal.h"
 #include "common/parse_internal.h"
+#include "loader/al_members.h"
 #include "stream/cuda_rt_internal.h"
 #include "stream/member_reader_internal.h"
 #include "stream/engine_internal.h"
@@ -57,8 +58,11 @@ typedef struct slot {
   int32_t *cu;
   uint64_t *offsets;
   uint64_t *sizes;
-  member_meta *mm;      /* n_members (the stream's) */
-  al_stream_member *bm; /* n_members: batch.members */
+  uint64_t *token_first;    /* n: first token of the sample's piece (0 when whole) */
+  uint64_t *sample_tokens;  /* n: the sample's whole sequence */
+  stream_growbuf shard_tmp; /* a token shard's latent frames before the patchify */
+  member_meta *mm;          /* n_members (the stream's) */
+  al_stream_member *bm;     /* n_members: batch.members */
   size_t skip_cap, n_skipped;
   char **skipped_keys;
   char **skipped_reasons;
@@ -78,6 +82,7 @@ struct al_stream {
   uint64_t max_member;
   uint64_t max_sample; /* a sample's members together, after the crop */
   int on_error;
+  int sp_shard;     /* options.sp_shard: deliver this rank's token shard of the group's batch */
   double max_skip;  /* skipped > max_skip x planned fails the stream */
   uint64_t planned; /* samples of this stream's batches */
   uint64_t lacking; /* of them, found at open to lack a requested member */
@@ -132,6 +137,8 @@ static int meta_reserve(slot *sl, size_t n, size_t n_members) {
   if (!rc) rc = grow_resize((void **)&sl->cu, c + 1, sizeof *sl->cu, what);
   if (!rc) rc = grow_resize((void **)&sl->offsets, c + 1, sizeof *sl->offsets, what);
   if (!rc) rc = grow_resize((void **)&sl->sizes, c, sizeof *sl->sizes, what);
+  if (!rc) rc = grow_resize((void **)&sl->token_first, c, sizeof *sl->token_first, what);
+  if (!rc) rc = grow_resize((void **)&sl->sample_tokens, c, sizeof *sl->sample_tokens, what);
   for (size_t j = 0; !rc && j < n_members; j++) {
     member_meta *m = &sl->mm[j];
     rc = grow_resize((void **)&m->ndim, c, sizeof *m->ndim, what);
@@ -182,6 +189,7 @@ static void slot_set_error(slot *sl, int status) {
 
 static void slot_free(slot *sl, size_t n_members) {
   stream_growbuf_free(&sl->buf);
+  stream_growbuf_free(&sl->shard_tmp);
   stream_cuda_free(sl->dev);
   stream_cuda_event_destroy(sl->ready_ev);
   stream_cuda_event_destroy(sl->release_ev);
@@ -192,6 +200,8 @@ static void slot_free(slot *sl, size_t n_members) {
   free(sl->cu);
   free(sl->offsets);
   free(sl->sizes);
+  free(sl->token_first);
+  free(sl->sample_tokens);
   for (size_t j = 0; sl->mm && j < n_members; j++) {
     free(sl->mm[j].ndim);
     free(sl->mm[j].shapes);
@@ -270,11 +280,82 @@ typedef struct member_read {
   size_t itemsize;
 } member_read;
 
+/* The tokens of a sample this batch holds: [first, first + count) of its sequence (the whole
+ * sample without sp_shard). */
+typedef struct sample_piece {
+  uint64_t first, count;
+} sample_piece;
+
+/* The patch of a token shard: the plan's geometry's, 1x2x2 for a hand-made plan. */
+static void shard_patch(const al_stream *s, uint32_t patch[3]) {
+  int set = s->plan.patch[0] && s->plan.patch[1] && s->plan.patch[2];
+  patch[0] = set ? s->plan.patch[0] : 1;
+  patch[1] = set ? s->plan.patch[1] : 2;
+  patch[2] = set ? s->plan.patch[2] : 2;
+}
+
+/* Tokens [pc->first, pc->first + pc->count) of the sample's latent, cropped to `grid` and
+ * patchified into (count, C x p_t x p_h x p_w) rows at sl->buf + at: tokens in (t, y, x)
+ * order of the patch grid, features (c, dt, dy, dx) (Python's latents.patchify). Only the
+ * crop's latent frames those tokens lie in are read (stream_typed_read_frames). */
+static int read_latent_piece(al_stream *s, stream_reader *rd, slot *sl, const uint32_t *grid,
+                             size_t j, size_t n, size_t at, const sample_piece *pc,
+                             const stream_source_job *job, member_read *out) {
+  uint32_t p[3];
+  shard_patch(s, p);
+  const char *key = job->key ? job->key : "?";
+  if (grid[0] % p[0] || grid[1] % p[1] || grid[2] % p[2])
+    return al_set_error(AL_EFORMAT,
+                        "key '%s' member '%s': the latent grid %" PRIu32 "x%" PRIu32 "x%" PRIu32
+                        " does not split into %" PRIu32 "x%" PRIu32 "x%" PRIu32 " patches",
+                        key, job->member, grid[0], grid[1], grid[2], p[0], p[1], p[2]);
+  uint64_t hp = grid[1] / p[1], wp = grid[2] / p[2], plane = hp * wp;
+  uint64_t tokens = (uint64_t)(grid[0] / p[0]) * plane;
+  if (!pc->count || pc->first + pc->count > tokens)
+    return al_set_error(AL_EFORMAT,
+                        "key '%s' member '%s': tokens [%" PRIu64 ", %" PRIu64
+                        ") of a latent of %" PRIu64 " tokens (grid %" PRIu32 "x%" PRIu32 "x%" PRIu32
+                        "): the plan's token count is not the latent's",
+                        key, job->member, pc->first, pc->first + pc->count, tokens, grid[0],
+                        grid[1], grid[2]);
+  uint64_t ta = pc->first / plane, tb = (pc->first + pc->count - 1) / plane;
+  uint32_t f0 = (uint32_t)(ta * p[0]), fn = (uint32_t)((tb - ta + 1) * p[0]);
+  stream_typed_out to;
+  int rc = stream_typed_read_frames(rd, job, s->kinds[j], grid, f0, fn, &sl->shard_tmp, 0, &to);
+  if (rc != AL_OK) return rc;
+  uint64_t C = to.shape[0];
+  size_t isz = theader_dtype_size(to.dtype);
+  uint64_t feat = C * p[0] * p[1] * p[2];
+  size_t bytes = (size_t)(pc->count * feat) * isz, run = p[2] * isz;
+  if ((rc = stream_growbuf_reserve(&sl->buf, at + bytes, at)) != AL_OK) return rc;
+  const uint8_t *src = sl->shard_tmp.p; /* (C, fn, h_b, w_b) */
+  size_t row = grid[2] * isz, fplane = grid[1] * row, chan = fn * fplane;
+  uint8_t *dst = sl->buf.p + at;
+  for (uint64_t k = pc->first; k < pc->first + pc->count; k++) {
+    uint64_t t = k / plane - ta, y = (k % plane) / wp, x = k % wp;
+    for (uint64_t c = 0; c < C; c++)
+      for (uint32_t dt = 0; dt < p[0]; dt++)
+        for (uint32_t dy = 0; dy < p[1]; dy++, dst += run)
+          memcpy(dst,
+                 src + c * chan + (t * p[0] + dt) * fplane + (y * p[1] + dy) * row + x * p[2] * isz,
+                 run);
+  }
+  member_meta *mm = &sl->mm[j];
+  mm->cropped = 1;
+  out->len = bytes;
+  out->dtype = theader_dtype_name(to.dtype);
+  out->itemsize = isz;
+  mm->ndim[n] = 2;
+  mm->shapes[AL_STREAM_MAX_DIMS * n] = pc->count;
+  mm->shapes[AL_STREAM_MAX_DIMS * n + 1] = feat;
+  return AL_OK;
+}
+
 /* Typed member j (.npy / .safetensors) of job into the slot at `at`: its array without the
  * header, the latent cropped to the bucket's grid; its shape into sample n's row. */
 static int read_typed(al_stream *s, stream_reader *rd, slot *sl, const stream_plan_batch *pb,
-                      size_t j, size_t n, size_t at, const stream_source_job *job,
-                      member_read *out) {
+                      size_t j, size_t n, size_t at, const sample_piece *pc,
+                      const stream_source_job *job, member_read *out) {
   const uint32_t *grid = NULL;
   if (job->latent) { /* the index's latent of this sample */
     if (pb->grid[0])
@@ -282,6 +363,12 @@ static int read_typed(al_stream *s, stream_reader *rd, slot *sl, const stream_pl
     else if (s->plan.grid_error)
       return al_set_error(AL_EFORMAT, "key '%s' member '%s': cannot crop the latent: %s",
                           job->key ? job->key : "?", job->member, s->plan.grid_error);
+    else if (s->sp_shard)
+      return al_set_error(AL_EUNSUPPORTED,
+                          "key '%s' member '%s': sp_shard needs the bucket's latent grid to "
+                          "cut the latent into tokens, and this plan carries none",
+                          job->key ? job->key : "?", job->member);
+    if (s->sp_shard) return read_latent_piece(s, rd, sl, grid, j, n, at, pc, job, out);
   }
   stream_typed_out to;
   int rc = stream_typed_read(rd, job, s->kinds[j], grid, &sl->buf, at, &to);
@@ -301,8 +388,8 @@ static int read_typed(al_stream *s, stream_reader *rd, slot *sl, const stream_pl
  * dimension, uint8). Its dtype must be the one the batch's earlier samples have, and the
  * sample's members together must stay within the cap. */
 static int read_member(al_stream *s, stream_reader *rd, slot *sl, const stream_plan_batch *pb,
-                       const stream_plan_sample *ps, size_t j, size_t n, sample_cursor *c,
-                       stream_source_job *job) {
+                       const stream_plan_sample *ps, const sample_piece *pc, size_t j, size_t n,
+                       sample_cursor *c, stream_source_job *job) {
   member_meta *mm = &sl->mm[j];
   uint64_t *shape = mm->shapes + AL_STREAM_MAX_DIMS * n;
   memset(shape, 0, AL_STREAM_MAX_DIMS * sizeof *shape);
@@ -310,7 +397,7 @@ static int read_member(al_stream *s, stream_reader *rd, slot *sl, const stream_p
   if (rc != AL_OK) return rc;
   member_read got = {0, "uint8", 1};
   if (s->kinds[j] != THEADER_KIND_NONE) {
-    rc = read_typed(s, rd, sl, pb, j, n, c->cur, job, &got);
+    rc = read_typed(s, rd, sl, pb, j, n, c->cur, pc, job, &got);
   } else if ((rc = stream_reader_read(rd, job, &sl->buf, c->cur, &got.len)) == AL_OK) {
     mm->ndim[n] = 1;
     shape[0] = got.len;
@@ -343,14 +430,15 @@ static int read_member(al_stream *s, stream_reader *rd, slot *sl, const stream_p
   return AL_OK;
 }
 
-/* All members of plan sample ps as sample n of the batch (holding `tokens` so far). */
+/* All members of plan sample ps (its tokens pc) as sample n of the batch (holding `tokens` so
+ * far). */
 static int read_sample(al_stream *s, stream_reader *rd, slot *sl, const stream_plan_batch *pb,
-                       const stream_plan_sample *ps, size_t n, uint64_t tokens, sample_cursor *c,
-                       stream_source_job *job) {
+                       const stream_plan_sample *ps, const sample_piece *pc, size_t n,
+                       uint64_t tokens, sample_cursor *c, stream_source_job *job) {
   int rc = AL_OK;
   for (size_t j = 0; j < s->n_members && rc == AL_OK; j++)
-    rc = read_member(s, rd, sl, pb, ps, j, n, c, job);
-  if (rc == AL_OK && tokens + ps->tokens > (uint64_t)INT32_MAX)
+    rc = read_member(s, rd, sl, pb, ps, pc, j, n, c, job);
+  if (rc == AL_OK && tokens + pc->count > (uint64_t)INT32_MAX)
     rc = al_set_error(AL_ERANGE,
                       "key '%s': micro-batch exceeds 2^31-1 tokens (cu_seqlens is int32)",
                       job->key ? job->key : "?");
@@ -379,8 +467,8 @@ static int skip_sample(al_stream *s, slot *sl, const stream_plan_batch *pb, size
 
 /* Sample n of the batch is complete: its key, shape and the batch's first member's place
  * (offsets, sizes); cu_seqlens[n + 1] = `tokens`, the batch's tokens with it. */
-static void commit_sample(slot *sl, const stream_plan_sample *ps, const stream_source_job *job,
-                          size_t n, uint64_t tokens) {
+static void commit_sample(slot *sl, const stream_plan_sample *ps, const sample_piece *pc,
+                          const stream_source_job *job, size_t n, uint64_t tokens) {
   sl->keys[n] = job->key;
   sl->samples[n] = ps->sample;
   sl->shapes[3 * n] = job->width;
@@ -390,6 +478,8 @@ static void commit_sample(slot *sl, const stream_plan_sample *ps, const stream_s
   sl->sizes[n] = sl->mm[0].sizes[n];
   sl->offsets[n] = sl->mm[0].offsets[n];
   sl->cu[n + 1] = (int32_t)tokens;
+  sl->token_first[n] = pc->first;
+  sl->sample_tokens[n] = ps->tokens;
 }
 
 /* The batch's per-member views (what an empty batch of a member would be when no sample was
@@ -411,10 +501,11 @@ static void publish_members(al_stream *s, slot *sl) {
   }
 }
 
-/* The batch of n samples (payload [0, end), `tokens`) for the consumer: cu_seqlens behind
- * the payload, the batch's fields, and the device copy when asked for. */
+/* The batch of n samples (payload [0, end), `tokens`, the token range [lo, hi) of the group's
+ * packed sequence) for the consumer: cu_seqlens behind the payload, the batch's fields, and
+ * the device copy when asked for. */
 static int publish(al_stream *s, slot *sl, const stream_plan_batch *pb, size_t n, size_t end,
-                   uint64_t tokens) {
+                   uint64_t tokens, uint64_t lo, uint64_t hi) {
   sl->offsets[n] = end;
   /* cu_seqlens rides behind the payload so one copy moves both. */
   size_t cu_off = align_up(end, s->align);
@@ -454,11 +545,15 @@ static int publish(al_stream *s, slot *sl, const stream_plan_batch *pb, size_t n
   b->n_members = s->n_members;
   b->members = sl->bm;
   memcpy(b->grid, pb->grid, sizeof b->grid);
-  b->sp_degree = pb->sp_degree;
+  b->sp_degree = pb->sp_degree ? pb->sp_degree : 1;
   b->sp_rank = pb->sp_rank;
   b->sp_group_first = s->plan.rank - pb->sp_rank;
-  b->shard_token_begin = 0;
-  b->shard_token_end = tokens;
+  b->sp_sharded = s->sp_shard != 0;
+  b->shard_token_begin = lo;
+  b->shard_token_end = hi;
+  b->token_first = sl->token_first;
+  b->sample_tokens = sl->sample_tokens;
+  if (s->sp_shard) shard_patch(s, b->patch);
   if (!s->device_copy) return AL_OK;
   if ((rc = device_copy(s, sl, total)) != AL_OK)
     return al_error_prefix(rc, "step %" PRIu32 " micro %" PRIu32 ": device copy", pb->step,
@@ -466,6 +561,34 @@ static int publish(al_stream *s, slot *sl, const stream_plan_batch *pb, size_t n
   b->device_data = sl->dev;
   b->ready_event = sl->ready_ev;
   return AL_OK;
+}
+
+/* The token range [lo, hi) of the group's packed sequence (N planned tokens, padding
+ * included) this rank holds: with sp_shard, rank j of degree d holds [floor(j N / d),
+ * floor((j + 1) N / d)), so the d ranges tile [0, N); without, [0, N). */
+static void shard_range(const al_stream *s, const stream_plan_batch *pb, uint64_t *lo,
+                        uint64_t *hi) {
+  uint64_t N = 0;
+  for (size_t i = 0; i < pb->n; i++) N += s->plan.samples[pb->first + i].tokens;
+  uint64_t d = pb->sp_degree ? pb->sp_degree : 1, j = pb->sp_rank;
+  *lo = s->sp_shard ? j * N / d : 0;
+  *hi = s->sp_shard ? (j + 1) * N / d : N;
+}
+
+/* The piece of the sample at tokens [at, at + len) of the packed sequence within [lo, hi):
+ * 1 with *pc set when the batch holds some of it, 0 when none. Without sp_shard every sample
+ * whole; with it, a sample without tokens belongs to the group's first rank. */
+static int shard_piece(const al_stream *s, const stream_plan_batch *pb, uint64_t at, uint64_t len,
+                       uint64_t lo, uint64_t hi, sample_piece *pc) {
+  pc->first = 0;
+  pc->count = len;
+  if (!s->sp_shard) return 1;
+  if (!len) return pb->sp_rank == 0;
+  uint64_t a = at > lo ? at : lo, e = at + len < hi ? at + len : hi;
+  if (a >= e) return 0;
+  pc->first = a - at;
+  pc->count = e - a;
+  return 1;
 }
 
 /* Fills the slot with its batch: each sample's members one after the other, each at an
@@ -479,33 +602,43 @@ static void fill(al_stream *s, stream_reader *rd, slot *sl) {
   }
   size_t n = 0, off = 0, end = 0;
   uint64_t tokens = 0, planned = 0, lost_samples = 0, lost_tokens = 0;
+  uint64_t lo = 0, hi = 0, next_at = 0;
+  shard_range(s, pb, &lo, &hi);
   for (size_t i = 0; i < pb->n; i++) {
     if (stopping(s)) {
       slot_set_error(sl, al_set_error(AL_ESTATE, "stream closed"));
       return;
     }
     const stream_plan_sample *ps = &s->plan.samples[pb->first + i];
+    uint64_t at = next_at; /* the sample's first token in the group's packed sequence */
+    next_at += ps->tokens;
+    sample_piece pc;
+    if (!shard_piece(s, pb, at, ps->tokens, lo, hi, &pc)) continue; /* no token here */
     stream_source_job job;
     job.key = NULL;
     sample_cursor c = {off, end, 0};
-    planned += ps->tokens;
-    rc = read_sample(s, rd, sl, pb, ps, n, tokens, &c, &job);
+    planned += pc.count;
+    rc = read_sample(s, rd, sl, pb, ps, &pc, n, tokens, &c, &job);
     if (rc != AL_OK) {
       if (!skip_sample(s, sl, pb, i, n, job.key, rc)) return;
-      lost_samples += !ps->padded; /* the step totals count real samples only */
-      lost_tokens += ps->padded ? 0 : ps->tokens;
+      /* The step totals count real samples only, each sample and token once over all ranks:
+       * a sample by the rank holding its first token, a token by the rank holding it. */
+      lost_samples += !ps->padded && !pc.first;
+      lost_tokens += ps->padded ? 0 : pc.count;
       continue;
     }
-    tokens += ps->tokens;
-    commit_sample(sl, ps, &job, n, tokens);
+    tokens += pc.count;
+    commit_sample(sl, ps, &pc, &job, n, tokens);
     n++;
     end = c.prev_end;
     off = c.cur;
   }
-  if ((rc = publish(s, sl, pb, n, end, tokens)) != AL_OK) {
+  if ((rc = publish(s, sl, pb, n, end, tokens, lo, s->sp_shard ? hi : tokens)) != AL_OK) {
     slot_set_error(sl, rc);
     return;
   }
+  if (!s->sp_shard && pb->sp_rank) /* a whole micro-batch's skips: counted by its first rank */
+    lost_samples = lost_tokens = 0;
   sl->batch.skipped_real_samples = lost_samples;
   sl->batch.skipped_real_tokens = lost_tokens;
   sl->batch.planned_tokens = planned;
@@ -681,6 +814,19 @@ static int set_members(al_stream *s, const al_stream_options *o) {
   return AL_OK;
 }
 
+/* With sp_shard a latent must be typed to be cut into tokens: a raw member named as a latent
+ * ("latent" of a synth corpus) is refused at open. */
+static int check_shard_members(const al_stream *s) {
+  for (size_t j = 0; s->sp_shard && j < s->n_members; j++)
+    if (s->kinds[j] == THEADER_KIND_NONE && al_member_is_latent(s->members[j]))
+      return al_set_error(AL_EUNSUPPORTED,
+                          "sp_shard: member '%s' is untyped (raw bytes), so its tokens cannot "
+                          "be cut into shards; store latents as .npy or .safetensors, or "
+                          "stream the group's whole micro-batch (sp_shard 0)",
+                          s->members[j]);
+  return AL_OK;
+}
+
 /* The options that stand on their own: on_error, threads and prefetch, align. */
 static int check_options(const al_stream_options *o) {
   if (o->on_error != AL_STREAM_FAIL && o->on_error != AL_STREAM_SKIP_SAMPLE)
@@ -692,6 +838,8 @@ static int check_options(const al_stream_options *o) {
   size_t align = o->align ? o->align : 64;
   if ((align & (align - 1)) || align < 8)
     return al_set_error(AL_EINVAL, "align must be a power of two >= 8, got %zu", align);
+  if (o->sp_shard != 0 && o->sp_shard != 1)
+    return al_set_error(AL_EINVAL, "sp_shard must be 0 or 1, got %d", o->sp_shard);
   if (!(o->max_skip_fraction >= 0 && o->max_skip_fraction <= 1))
     return al_set_error(AL_EINVAL, "max_skip_fraction must be in [0, 1] (0 = %g), got %g",
                         AL_STREAM_MAX_SKIP_DEFAULT, o->max_skip_fraction);
@@ -807,6 +955,7 @@ int stream_open_source(al_stream **out, const stream_source *src, stream_rank_pl
   s->plan = *plan;
   memset(plan, 0, sizeof *plan);
   s->on_error = o.on_error;
+  s->sp_shard = o.sp_shard;
   s->max_skip = o.max_skip_fraction > 0 ? o.max_skip_fraction : AL_STREAM_MAX_SKIP_DEFAULT;
   s->align = o.align ? o.align : 64;
   s->read_block = o.read_block ? o.read_block : ((size_t)1 << 20);
@@ -815,6 +964,7 @@ int stream_open_source(al_stream **out, const stream_source *src, stream_rank_pl
                       ? o.max_sample_bytes
                       : env_u64("ADAPTIVELOAD_MAX_SAMPLE_BYTES", AL_STREAM_MAX_SAMPLE_DEFAULT);
   rc = set_members(s, &o);
+  if (rc == AL_OK) rc = check_shard_members(s);
   if (rc == AL_OK) rc = set_range(s, &o);
   if (rc == AL_OK) rc = count_planned(s);
   if (rc == AL_OK) rc = set_memory(s, &o);

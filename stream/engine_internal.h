@@ -31,7 +31,7 @@ typedef struct stream_plan_batch {
    * member is cropped to. Zeros: none (a hand-made plan): the latent is delivered whole,
    * unless the plan's grid_error says why the grid is unknown (then a typed latent fails). */
   uint32_t grid[3];
-  uint32_t sp_degree, sp_rank; /* this rank's sequence-parallel group (al_micro_ref) */
+  uint32_t sp_degree, sp_rank; /* this rank's sequence-parallel group (al_micro_ref); 0 = 1 */
 } stream_plan_batch;
 
 typedef struct stream_plan_sample {
@@ -50,6 +50,9 @@ typedef struct stream_rank_plan {
   stream_plan_batch *batches;  /* malloc'd */
   stream_plan_sample *samples; /* malloc'd */
   char *grid_error;            /* malloc'd or NULL: why the batches carry no latent grid */
+  /* The patch (p_t, p_h, p_w) of the plan's geometry: a token shard (options.sp_shard)
+   * delivers the latent patchified with it. Zeros (a hand-made plan): 1x2x2. */
+  uint32_t patch[3];
 } stream_rank_plan;
 
 /* The manifest's info, checking that it plans `rank` (AL_EINVAL otherwise). */

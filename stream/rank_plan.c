@@ -44,6 +44,49 @@ int stream_bucket_grid(const al_manifest *m, uint32_t bucket, uint32_t grid[3]) 
   return AL_OK;
 }
 
+/* The sequence-parallel group of (step, rank, micro k): a power-of-two degree whose aligned
+ * group [rank - sp_rank, rank - sp_rank + d) lies in the world; for a follower (sp_rank > 0)
+ * the micro-batch must be its group's: slot k of the group's first rank, of the same degree,
+ * with the same bucket, samples (in order), tokens and padding. */
+static int check_group(const al_manifest *m, uint32_t world, uint32_t step, uint32_t rank,
+                       uint32_t k, const al_micro_ref *ref) {
+  uint32_t d = ref->sp_degree ? ref->sp_degree : 1;
+  const char *bad = NULL;
+  if (d & (d - 1))
+    bad = "the degree is not a power of two";
+  else if (ref->sp_rank >= d)
+    bad = "sp_rank is not below the degree";
+  else if (rank < ref->sp_rank || (rank - ref->sp_rank) % d || rank - ref->sp_rank > world - d)
+    bad = "the group is not an aligned group of the world's ranks";
+  if (bad)
+    return al_set_error(AL_EFORMAT,
+                        "manifest step %" PRIu32 " rank %" PRIu32 " micro %" PRIu32
+                        ": sequence-parallel degree %" PRIu32 " sp_rank %" PRIu32 " (world %" PRIu32
+                        "): %s",
+                        step, rank, k, d, ref->sp_rank, world, bad);
+  if (!ref->sp_rank) return AL_OK;
+  uint32_t first = rank - ref->sp_rank;
+  al_micro_ref lead;
+  int rc = al_manifest_micro(m, step, first, k, &lead);
+  if (rc != AL_OK) return al_error_prefix(rc, "the group's first rank %" PRIu32, first);
+  int same = (lead.sp_degree ? lead.sp_degree : 1) == d && lead.sp_rank == 0 &&
+             lead.bucket == ref->bucket && lead.n_samples == ref->n_samples &&
+             lead.n_padded == ref->n_padded && !(lead.tokens == NULL) == !(ref->tokens == NULL);
+  for (size_t i = 0; same && i < ref->n_samples; i++)
+    same = lead.samples[i] == ref->samples[i] && (!ref->tokens || lead.tokens[i] == ref->tokens[i]);
+  for (size_t i = 0; same && i < ref->n_padded; i++) same = lead.padded[i] == ref->padded[i];
+  if (!same)
+    return al_set_error(AL_EFORMAT,
+                        "manifest step %" PRIu32 " micro %" PRIu32 ": rank %" PRIu32
+                        " (sp_rank %" PRIu32 " of degree %" PRIu32
+                        ") does not get its group's micro-batch: rank %" PRIu32
+                        " has another (bucket %" PRIu32 ", %zu samples; here bucket %" PRIu32
+                        ", %zu samples)",
+                        step, k, rank, ref->sp_rank, d, first, lead.bucket, lead.n_samples,
+                        ref->bucket, ref->n_samples);
+  return AL_OK;
+}
+
 int stream_rank_plan_from_manifest(stream_rank_plan *out, const al_manifest *m, uint32_t rank) {
   memset(out, 0, sizeof *out);
   al_manifest_info info;
@@ -56,6 +99,11 @@ int stream_rank_plan_from_manifest(stream_rank_plan *out, const al_manifest *m, 
   out->seed = info.seed;
   out->index_fingerprint = info.index_fingerprint;
   if ((rc = al_stream_manifest_fingerprint(m, &out->manifest_fingerprint)) != AL_OK) return rc;
+  al_latent_geom geom;
+  if ((rc = al_manifest_geometry(m, &geom)) != AL_OK) return rc;
+  out->patch[0] = geom.patch_t;
+  out->patch[1] = geom.patch_h;
+  out->patch[2] = geom.patch_w;
   size_t bcap = 0, scap = 0;
   for (uint32_t step = info.first_step; step < info.first_step + info.steps; step++) {
     uint32_t nm = 0;
@@ -64,6 +112,7 @@ int stream_rank_plan_from_manifest(stream_rank_plan *out, const al_manifest *m, 
     for (uint32_t k = 0; k < nm; k++) {
       al_micro_ref ref;
       rc = al_manifest_micro(m, step, rank, k, &ref);
+      if (rc == AL_OK) rc = check_group(m, info.world, step, rank, k, &ref);
       if (rc != AL_OK) goto cleanup;
       rc = grow_array((void **)&out->batches, &bcap, out->n_batches + 1, sizeof *out->batches,
                       "the rank plan's micro-batches");

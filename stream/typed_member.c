@@ -100,6 +100,7 @@ typedef struct crop {
   const uint8_t *src; /* the data in memory */
   uint64_t T, H, W;   /* the member's grid (C is the loop's) */
   uint64_t Tb, hb, wb, y0, x0;
+  uint64_t t0, tn; /* the crop's frames delivered: [t0, t0 + tn) of [0, Tb) */
   size_t isz, row_src, row_dst, plane_src, band;
 } crop;
 
@@ -180,10 +181,10 @@ static int crop_span(const crop *k, uint64_t at, uint64_t kk, uint8_t **dst) {
 /* Channel c's kept frames, rows and columns to *dst. */
 static int crop_channel(const crop *k, uint64_t c, uint8_t **dst) {
   int rc;
-  if (!k->src && k->hb == k->H && k->wb == k->W) { /* whole planes: the first Tb frames at once */
-    size_t n = (size_t)k->Tb * k->plane_src;
+  if (!k->src && k->hb == k->H && k->wb == k->W) { /* whole planes: the kept frames at once */
+    size_t n = (size_t)k->tn * k->plane_src;
     if (n && (rc = stream_reader_pread(k->fd, k->path, k->job, *dst, n,
-                                       k->base + c * k->T * k->plane_src)) != AL_OK)
+                                       k->base + (c * k->T + k->t0) * k->plane_src)) != AL_OK)
       return rc;
     *dst += n;
     return AL_OK;
@@ -194,8 +195,8 @@ static int crop_channel(const crop *k, uint64_t c, uint8_t **dst) {
   if (!k->src && k->plane_src && (k->plane_src - k->band) * 4 <= k->plane_src &&
       k->band <= TYPED_SPAN)
     kmax = 1 + (TYPED_SPAN - k->band) / k->plane_src;
-  for (uint64_t t = 0; t < k->Tb; t += kmax) {
-    uint64_t kk = k->Tb - t < kmax ? k->Tb - t : kmax;
+  for (uint64_t t = k->t0; t < k->t0 + k->tn; t += kmax) {
+    uint64_t kk = k->t0 + k->tn - t < kmax ? k->t0 + k->tn - t : kmax;
     uint64_t at = (c * k->T + t) * k->plane_src + k->y0 * k->row_src; /* first kept row */
     if (k->src) {
       const uint8_t *p = k->src + at + k->x0 * k->isz;
@@ -215,6 +216,12 @@ static int crop_channel(const crop *k, uint64_t c, uint8_t **dst) {
 
 int stream_typed_read(stream_reader *r, const stream_source_job *job, theader_kind kind,
                       const uint32_t *grid, stream_growbuf *b, size_t off, stream_typed_out *out) {
+  return stream_typed_read_frames(r, job, kind, grid, 0, grid ? grid[0] : 0, b, off, out);
+}
+
+int stream_typed_read_frames(stream_reader *r, const stream_source_job *job, theader_kind kind,
+                             const uint32_t *grid, uint32_t t0, uint32_t tn, stream_growbuf *b,
+                             size_t off, stream_typed_out *out) {
   memset(out, 0, sizeof *out);
   crop k;
   memset(&k, 0, sizeof k);
@@ -242,7 +249,13 @@ int stream_typed_read(stream_reader *r, const stream_source_job *job, theader_ki
   if (!grid) return copy_whole(&k, &h, b, off, out);
   uint64_t C = 0;
   if ((rc = crop_plan(&k, &h, grid, &C, out)) != AL_OK) return rc;
-  const size_t bytes = (size_t)(C * k.Tb * k.hb) * k.row_dst; /* <= data_bytes: fits */
+  if (!tn || t0 > k.Tb || tn > k.Tb - t0)
+    return where(al_set_error(AL_EINVAL,
+                              "frames [%" PRIu32 ", %" PRIu32 ") of a crop of %" PRIu64 " frames",
+                              t0, t0 + tn, k.Tb),
+                 k.path, job);
+  k.t0 = t0, k.tn = tn;
+  const size_t bytes = (size_t)(C * k.tn * k.hb) * k.row_dst; /* <= data_bytes: fits */
   if ((rc = stream_growbuf_reserve(b, off + bytes, off)) != AL_OK) return rc;
   uint8_t *dst = b->p + off;
   for (uint64_t c = 0; c < C; c++)

@@ -36,4 +36,13 @@ typedef struct stream_typed_out {
 int stream_typed_read(stream_reader *r, const stream_source_job *job, theader_kind kind,
                       const uint32_t *grid, stream_growbuf *b, size_t off, stream_typed_out *out);
 
+/* Like stream_typed_read with a grid, delivering only the crop's latent frames [t0, t0 + tn)
+ * (C, tn, h_b, w_b): only those frames are read from a plain member (LZ4 and libarchive
+ * members are still decoded whole). out->shape is the whole crop's; out->bytes what was
+ * written. AL_EINVAL when the frames are not within [0, T_b). What a token shard reads
+ * (al_stream_options.sp_shard). */
+int stream_typed_read_frames(stream_reader *r, const stream_source_job *job, theader_kind kind,
+                             const uint32_t *grid, uint32_t t0, uint32_t tn, stream_growbuf *b,
+                             size_t off, stream_typed_out *out);
+
 #endif /* AL_TYPED_MEMBER_INTERNAL_H */

@@ -266,6 +266,10 @@ class StreamBatch(ctypes.Structure):
         ("sp_sharded", c_uint32),
         ("shard_token_begin", c_uint64),
         ("shard_token_end", c_uint64),
+        ("token_first", _P(c_uint64)),
+        ("sample_tokens", _P(c_uint64)),
+        ("patch", c_uint32 * 3),
+        ("reserved3", c_uint32),
     ]
 
 
