@@ -143,6 +143,7 @@ int stream_rank_plan_from_manifest(stream_rank_plan *out, const al_manifest *m, 
         ps->sample = ref.samples[i];
         ps->tokens = ref.tokens ? ref.tokens[i] : 0;
         ps->padded = 0;
+        ps->lacks = 0;
       }
       for (size_t j = 0; j < ref.n_padded; j++) {
         if (ref.padded[j] >= ref.n_samples) {

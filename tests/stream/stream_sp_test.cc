@@ -1,0 +1,339 @@
+// Sequence-parallel groups in the stream, over the typed corpus of members_fixtures.h (real
+// index, real plan) with the rank plan's group fields set as a planner sets them for the
+// ranks of one group: every rank of the group gets the group's micro-batch, byte for byte;
+// with sp_shard the d token shards tile the group's packed sequence exactly (the shards'
+// latent rows, concatenated in rank order, are the patchified packed latent of the whole
+// micro-batch), cu_seqlens / token_first / sample_tokens place each piece, text members come
+// whole; resuming every rank of a group gives the same next micro-batch; and the errors
+// (a bad option, an untyped latent, a plan without a latent grid).
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tests/stream/members_fixtures.h"
+
+using altest::Bytes;
+using altest::MEnv;
+using altest::MSample;
+
+namespace {
+
+const char *const kMembers[] = {"latent.npy", "t5.npy", "txt"};
+
+// The rank plan of rank 0 of a one-rank manifest, given to rank j of a group of degree d
+// (world d): every micro-batch of it runs on ranks [0, d).
+stream_rank_plan GroupPlan(const MEnv &e, uint32_t d, uint32_t j) {
+  stream_rank_plan p;
+  EXPECT_EQ(stream_rank_plan_from_manifest(&p, e.m, 0), AL_OK) << al_last_error();
+  p.rank = j;
+  p.world = d;
+  for (size_t i = 0; i < p.n_batches; i++) {
+    p.batches[i].sp_degree = d;
+    p.batches[i].sp_rank = j;
+  }
+  return p;
+}
+
+al_stream *Open(const MEnv &e, uint32_t d, uint32_t j, int shard, const al_stream_state *resume,
+                stream_source *src) {
+  stream_index_source(e.idx, src);
+  stream_rank_plan p = GroupPlan(e, d, j);
+  al_stream_options o{};
+  o.threads = 2;
+  o.prefetch = 2;
+  o.members = kMembers;
+  o.n_members = 3;
+  o.sp_shard = shard;
+  o.resume = resume;
+  al_stream *s = nullptr;
+  int rc = stream_open_source(&s, src, &p, &o);
+  EXPECT_EQ(rc, AL_OK) << al_last_error();
+  stream_rank_plan_free(&p);
+  return s;
+}
+
+// Patchify 1x2x2 of a float16 (C, T, H, W) crop: tokens (t, y, x), features (c, dt, dy, dx).
+Bytes Patchify(const Bytes &crop, uint64_t C, uint64_t T, uint64_t H, uint64_t W) {
+  Bytes out;
+  for (uint64_t t = 0; t < T; t++)
+    for (uint64_t y = 0; y < H / 2; y++)
+      for (uint64_t x = 0; x < W / 2; x++)
+        for (uint64_t c = 0; c < C; c++)
+          for (uint64_t dy = 0; dy < 2; dy++) {
+            size_t at = (size_t)((((c * T + t) * H + 2 * y + dy) * W + 2 * x) * 2);
+            out.insert(out.end(), crop.begin() + at, crop.begin() + at + 4);
+          }
+  return out;
+}
+
+// One batch as plain data, to compare batches of different streams.
+struct Got {
+  uint32_t step, micro, bucket, sp_degree, sp_rank, sp_group_first, sp_sharded;
+  uint64_t lo, hi, tokens, planned;
+  std::vector<std::string> keys;
+  std::vector<int32_t> cu;
+  std::vector<uint64_t> first, whole;
+  std::vector<uint8_t> padded;
+  Bytes data;
+  std::vector<Bytes> member[3];
+  std::vector<std::vector<uint64_t>> shape0;
+};
+
+Got Take(const al_stream_batch *b) {
+  Got g;
+  g.step = b->step;
+  g.micro = b->micro;
+  g.bucket = b->bucket;
+  g.sp_degree = b->sp_degree;
+  g.sp_rank = b->sp_rank;
+  g.sp_group_first = b->sp_group_first;
+  g.sp_sharded = b->sp_sharded;
+  g.lo = b->shard_token_begin;
+  g.hi = b->shard_token_end;
+  g.tokens = b->tokens;
+  g.planned = b->planned_tokens;
+  const unsigned char *d = static_cast<const unsigned char *>(b->data);
+  g.data.assign(d, d + b->data_bytes);
+  for (size_t i = 0; i <= b->n; i++) g.cu.push_back(b->cu_seqlens[i]);
+  for (size_t i = 0; i < b->n; i++) {
+    g.keys.push_back(b->keys[i]);
+    g.first.push_back(b->token_first[i]);
+    g.whole.push_back(b->sample_tokens[i]);
+    g.padded.push_back(b->padded[i]);
+    for (size_t j = 0; j < 3; j++) {
+      const al_stream_member &m = b->members[j];
+      g.member[j].emplace_back(d + m.offsets[i], d + m.offsets[i] + m.sizes[i]);
+    }
+    g.shape0.push_back({b->members[0].ndim[i], b->members[0].shapes[8 * i],
+                        b->members[0].shapes[8 * i + 1]});
+  }
+  return g;
+}
+
+std::vector<Got> ReadAll(al_stream *s) {
+  std::vector<Got> out;
+  const al_stream_batch *b;
+  int rc;
+  while ((rc = al_stream_next(s, &b)) == AL_OK) {
+    out.push_back(Take(b));
+    EXPECT_EQ(al_stream_release(s, b), AL_OK);
+  }
+  EXPECT_EQ(rc, AL_EOF) << al_last_error();
+  return out;
+}
+
+TEST(StreamSp, EveryRankOfAGroupGetsTheGroupsMicroBatch) {
+  MEnv e;
+  ASSERT_NO_FATAL_FAILURE(e.Make("spw", 1, 40));
+  stream_source src;
+  al_stream *s0 = Open(e, 1, 0, 0, nullptr, &src);
+  ASSERT_NE(s0, nullptr);
+  std::vector<Got> ref = ReadAll(s0);
+  al_stream_close(s0);
+  ASSERT_GT(ref.size(), 2u);
+  for (uint32_t d : {2u, 4u})
+    for (uint32_t j = 0; j < d; j++) {
+      al_stream *s = Open(e, d, j, 0, nullptr, &src);
+      ASSERT_NE(s, nullptr);
+      std::vector<Got> got = ReadAll(s);
+      al_stream_close(s);
+      ASSERT_EQ(got.size(), ref.size());
+      for (size_t k = 0; k < got.size(); k++) {
+        EXPECT_EQ(got[k].sp_degree, d);
+        EXPECT_EQ(got[k].sp_rank, j);
+        EXPECT_EQ(got[k].sp_group_first, 0u);
+        EXPECT_EQ(got[k].sp_sharded, 0u);
+        EXPECT_EQ(got[k].lo, 0u);
+        EXPECT_EQ(got[k].hi, got[k].tokens);
+        EXPECT_EQ(got[k].keys, ref[k].keys) << "degree " << d << " rank " << j << " batch " << k;
+        EXPECT_EQ(got[k].cu, ref[k].cu);
+        EXPECT_TRUE(got[k].data == ref[k].data) << "the group's batch, byte for byte";
+        for (uint64_t f : got[k].first) EXPECT_EQ(f, 0u);
+      }
+    }
+}
+
+TEST(StreamSp, ShardsTileTheGroupsTokensByteForByte) {
+  MEnv e;
+  ASSERT_NO_FATAL_FAILURE(e.Make("sps", 1, 40));
+  stream_source src;
+  al_stream *s0 = Open(e, 1, 0, 0, nullptr, &src);
+  ASSERT_NE(s0, nullptr);
+  std::vector<Got> whole = ReadAll(s0);
+  al_stream_close(s0);
+  for (uint32_t d : {1u, 2u, 4u, 8u}) {
+    std::vector<std::vector<Got>> shard(d);
+    for (uint32_t j = 0; j < d; j++) {
+      al_stream *s = Open(e, d, j, 1, nullptr, &src);
+      ASSERT_NE(s, nullptr);
+      shard[j] = ReadAll(s);
+      al_stream_close(s);
+      ASSERT_EQ(shard[j].size(), whole.size());
+    }
+    size_t cut = 0;
+    for (size_t k = 0; k < whole.size(); k++) {
+      const Got &w = whole[k];
+      const uint64_t N = (uint64_t)w.cu.back();
+      // The whole batch's latent patchified (the reference) and each sample's place.
+      Bytes want;
+      std::vector<uint64_t> start;
+      for (size_t i = 0; i < w.keys.size(); i++) {
+        const MSample &smp = e.samples[e.by_key[w.keys[i]]];
+        uint64_t C = smp.lat[0];
+        start.push_back((uint64_t)w.cu[i]);
+        al_bucket_info bi;
+        ASSERT_EQ(al_manifest_bucket(e.m, w.bucket, &bi), AL_OK);
+        uint64_t tb = 1 + (bi.frames - 1) / 4, hb = bi.height / 8, wb = bi.width / 8;
+        Bytes p = Patchify(altest::Crop(smp, (uint32_t)tb, (uint32_t)hb, (uint32_t)wb), C, tb, hb,
+                           wb);
+        ASSERT_EQ(p.size(), (size_t)(w.cu[i + 1] - w.cu[i]) * C * 4 * 2);
+        want.insert(want.end(), p.begin(), p.end());
+      }
+      Bytes cat;
+      uint64_t expect_lo = 0, tokens = 0;
+      for (uint32_t j = 0; j < d; j++) {
+        const Got &g = shard[j][k];
+        EXPECT_EQ(g.sp_sharded, 1u);
+        EXPECT_EQ(g.sp_degree, d);
+        EXPECT_EQ(g.sp_rank, j);
+        EXPECT_EQ(g.lo, j * N / d) << "floor boundaries";
+        EXPECT_EQ(g.hi, (j + 1) * N / d);
+        EXPECT_EQ(g.lo, expect_lo) << "the shards tile [0, N) in rank order";
+        expect_lo = g.hi;
+        EXPECT_EQ(g.tokens, g.hi - g.lo);
+        EXPECT_EQ(g.planned, g.hi - g.lo);
+        EXPECT_EQ((uint64_t)g.cu.back(), g.hi - g.lo);
+        tokens += g.tokens;
+        for (size_t i = 0; i < g.keys.size(); i++) {
+          size_t wi = 0;
+          while (wi < w.keys.size() && w.keys[wi] != g.keys[i]) wi++;
+          // A padding repeat has the key of an earlier sample: find the one covering the piece.
+          uint64_t at = g.lo + (uint64_t)g.cu[i];
+          for (size_t q = 0; q < w.keys.size(); q++)
+            if (w.keys[q] == g.keys[i] && start[q] <= at && at < (uint64_t)w.cu[q + 1]) wi = q;
+          ASSERT_LT(wi, w.keys.size()) << g.keys[i];
+          uint64_t len = (uint64_t)(g.cu[i + 1] - g.cu[i]);
+          EXPECT_EQ(g.whole[i], (uint64_t)(w.cu[wi + 1] - w.cu[wi]));
+          EXPECT_EQ(g.first[i], at - start[wi]) << "the piece's first token in its sample";
+          EXPECT_LE(g.first[i] + len, g.whole[i]);
+          if (len < g.whole[i]) cut++;
+          EXPECT_EQ(g.padded[i], w.padded[wi]);
+          // The latent piece: (len, C x 1 x 2 x 2).
+          EXPECT_EQ(g.shape0[i][0], 2u);
+          EXPECT_EQ(g.shape0[i][1], len);
+          EXPECT_EQ(g.shape0[i][2], (uint64_t)altest::kC * 4);
+          cat.insert(cat.end(), g.member[0][i].begin(), g.member[0][i].end());
+          // Text members whole.
+          EXPECT_TRUE(g.member[1][i] == w.member[1][wi]) << g.keys[i];
+          EXPECT_TRUE(g.member[2][i] == w.member[2][wi]) << g.keys[i];
+        }
+      }
+      EXPECT_EQ(expect_lo, N);
+      EXPECT_EQ(tokens, N) << "each token once";
+      EXPECT_TRUE(cat == want) << "degree " << d << " batch " << k
+                               << ": the shards concatenated are the packed latent";
+    }
+    if (d > 1) {
+      EXPECT_GT(cut, 0u) << "some sample is cut by a shard boundary (degree " << d << ")";
+    }
+  }
+}
+
+TEST(StreamSp, ResumingEveryRankOfAGroupGivesTheSameNextMicroBatch) {
+  MEnv e;
+  ASSERT_NO_FATAL_FAILURE(e.Make("spr", 1, 40));
+  stream_source src;
+  const uint32_t d = 2;
+  for (int shard : {0, 1}) {
+    std::vector<std::vector<Got>> full(d), resumed(d);
+    for (uint32_t j = 0; j < d; j++) {
+      al_stream *s = Open(e, d, j, shard, nullptr, &src);
+      ASSERT_NE(s, nullptr);
+      full[j] = ReadAll(s);
+      al_stream_close(s);
+      s = Open(e, d, j, shard, nullptr, &src);
+      const al_stream_batch *b;
+      for (int k = 0; k < 3; k++) {
+        ASSERT_EQ(al_stream_next(s, &b), AL_OK) << al_last_error();
+        ASSERT_EQ(al_stream_release(s, b), AL_OK);
+      }
+      al_stream_state st;
+      ASSERT_EQ(al_stream_get_state(s, &st), AL_OK);
+      al_stream_close(s);
+      EXPECT_EQ(st.position, 3u) << "positions are per rank";
+      EXPECT_EQ(st.rank, j);
+      s = Open(e, d, j, shard, &st, &src);
+      ASSERT_NE(s, nullptr);
+      resumed[j] = ReadAll(s);
+      al_stream_close(s);
+      ASSERT_EQ(resumed[j].size() + 3, full[j].size());
+    }
+    for (size_t k = 0; k < resumed[0].size(); k++)
+      for (uint32_t j = 0; j < d; j++) {
+        const Got &a = resumed[j][k], &b = full[j][k + 3];
+        EXPECT_EQ(a.keys, b.keys);
+        EXPECT_TRUE(a.data == b.data);
+        EXPECT_EQ(a.step, resumed[0][k].step) << "every rank of the group at the same micro";
+        EXPECT_EQ(a.micro, resumed[0][k].micro);
+        if (!shard) {
+          EXPECT_TRUE(a.data == resumed[0][k].data) << "the group's micro-batch";
+        }
+      }
+  }
+}
+
+TEST(StreamSp, BadOptionUntypedLatentAndNoGridAreErrors) {
+  MEnv e;
+  ASSERT_NO_FATAL_FAILURE(e.Make("spe", 1, 12));
+  stream_source src;
+  stream_index_source(e.idx, &src);
+  {
+    stream_rank_plan p = GroupPlan(e, 2, 0);
+    al_stream_options o{};
+    o.sp_shard = 2;
+    al_stream *s = nullptr;
+    EXPECT_EQ(stream_open_source(&s, &src, &p, &o), AL_EINVAL);
+    EXPECT_NE(std::string(al_last_error()).find("sp_shard must be 0 or 1"), std::string::npos)
+        << al_last_error();
+    stream_rank_plan_free(&p);
+  }
+  {
+    // A typed latent of a plan without grids: the sample fails, saying why.
+    stream_rank_plan p = GroupPlan(e, 2, 1);
+    for (size_t i = 0; i < p.n_batches; i++)
+      p.batches[i].grid[0] = p.batches[i].grid[1] = p.batches[i].grid[2] = 0;
+    al_stream_options o{};
+    o.members = kMembers;
+    o.n_members = 3;
+    o.sp_shard = 1;
+    al_stream *s = nullptr;
+    ASSERT_EQ(stream_open_source(&s, &src, &p, &o), AL_OK) << al_last_error();
+    const al_stream_batch *b;
+    EXPECT_EQ(al_stream_next(s, &b), AL_EUNSUPPORTED);
+    EXPECT_NE(std::string(al_last_error()).find("sp_shard needs the bucket's latent grid"),
+              std::string::npos)
+        << al_last_error();
+    al_stream_close(s);
+    stream_rank_plan_free(&p);
+  }
+  {
+    // An untyped latent ("latent" raw bytes, as synth writes): refused at open.
+    altest::Corpus c;
+    ASSERT_NO_FATAL_FAILURE(c.Build("spu", 6, 2));
+    stream_rank_plan p = altest::MakePlan({0, 1, 2, 3, 4, 5}, {3, 3});
+    al_stream_options o{};
+    o.sp_shard = 1;
+    al_stream *s = nullptr;
+    EXPECT_EQ(stream_open_source(&s, &c.src, &p, &o), AL_EUNSUPPORTED);
+    EXPECT_NE(std::string(al_last_error()).find("member 'latent' is untyped"), std::string::npos)
+        << al_last_error();
+    stream_rank_plan_free(&p);
+    // Without sp_shard the same stream opens.
+    p = altest::MakePlan({0, 1, 2, 3, 4, 5}, {3, 3});
+    o.sp_shard = 0;
+    ASSERT_EQ(stream_open_source(&s, &c.src, &p, &o), AL_OK) << al_last_error();
+    al_stream_close(s);
+  }
+}
+
+} // namespace
