@@ -68,6 +68,15 @@ static void print_batch_jsonl(const al_stream_batch *b) {
   for (size_t i = 0; i <= b->n; i++) printf("%s%" PRId32, i ? "," : "", b->cu_seqlens[i]);
   printf("],\"padded\":[");
   for (size_t i = 0; i < b->n; i++) printf("%s%d", i ? "," : "", b->padded[i] ? 1 : 0);
+  /* The sequence-parallel group and, with --sp-shard, the shard and each sample's piece. */
+  printf("],\"sp_degree\":%" PRIu32 ",\"sp_rank\":%" PRIu32 ",\"sp_group_first\":%" PRIu32
+         ",\"sp_sharded\":%" PRIu32 ",\"shard_token_range\":[%" PRIu64 ",%" PRIu64
+         "],\"token_first\":[",
+         b->sp_degree, b->sp_rank, b->sp_group_first, b->sp_sharded, b->shard_token_begin,
+         b->shard_token_end);
+  for (size_t i = 0; i < b->n; i++) printf("%s%" PRIu64, i ? "," : "", b->token_first[i]);
+  printf("],\"sample_tokens\":[");
+  for (size_t i = 0; i < b->n; i++) printf("%s%" PRIu64, i ? "," : "", b->sample_tokens[i]);
   printf("],\"members\":{");
   for (size_t j = 0; j < b->n_members; j++) {
     const al_stream_member *m = &b->members[j];
@@ -202,6 +211,11 @@ static const cli_option OPTIONS[] = {
              "rank's samples were skipped (1: no limit); a run whose\n"
              "samples were all skipped fails whatever F",
      .def = "0.01"},
+    {.name = "--sp-shard", .type = CLI_FLAG, CLI_AT(stream_args, o.sp_shard), .set = 1,
+     .help = "sequence parallelism: deliver only this rank's token shard of\n"
+             "its group's micro-batch (rank j of d: tokens [jN/d, (j+1)N/d)\n"
+             "of the packed sequence), the typed latent patchified\n"
+             "(tokens, C x patch); default: the group's whole micro-batch"},
     {.name = "--bench", .type = CLI_FLAG, CLI_AT(stream_args, bench), .set = 1,
      .help = "measure instead of listing batches"},
     {.name = "--device", .type = CLI_CUSTOM, .parse = parse_device, .flags = CLI_VALUE_IF_DIGIT,
@@ -221,7 +235,9 @@ static const cli_option OPTIONS[] = {
      .help = "one JSON line per batch for checking what was delivered:\n"
              "step, micro, keys, cu_seqlens and members {NAME: {dtype,\n"
              "shapes: [[...] per sample], crc32: [8 hex digits per sample,\n"
-             "zlib's CRC-32 of the delivered array bytes]}}"},
+             "zlib's CRC-32 of the delivered array bytes]}}, and the\n"
+             "group: sp_degree, sp_rank, sp_group_first, sp_sharded,\n"
+             "shard_token_range, token_first and sample_tokens per sample"},
     {.name = NULL},
 };
 /* clang-format on */

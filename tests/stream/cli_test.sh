@@ -77,6 +77,13 @@ n0=$("$BIN" stream --index "$T/i.alidx" --manifest "$T/m.alm" --rank 0 2>/dev/nu
 grep -q '"members":{"latent":{"dtype":"uint8","shapes":\[\[[0-9]' "$T/out" || fail "--jsonl members: $(head -1 "$T/out")"
 grep -q '"json":{"dtype":"uint8"' "$T/out" || fail "--jsonl second member: $(head -1 "$T/out")"
 grep -q '"crc32":\["[0-9a-f]\{8\}"' "$T/out" || fail "--jsonl crc32: $(head -1 "$T/out")"
+# The group fields (a plan without SP: degree 1, the rank its own group, the whole batch).
+grep -q '"sp_degree":1,"sp_rank":0,"sp_group_first":0,"sp_sharded":0,"shard_token_range":\[0,[1-9][0-9]*\],"token_first":\[0' "$T/out" || fail "--jsonl sp fields: $(head -1 "$T/out")"
+expect_rc 0 "$BIN" stream --index "$T/i.alidx" --manifest "$T/m.alm" --rank 1 --jsonl
+grep -q '"sp_degree":1,"sp_rank":0,"sp_group_first":1,' "$T/out" || fail "--jsonl rank 1 group: $(head -1 "$T/out")"
+# --sp-shard needs a typed latent: synth's raw one is refused at open, naming it.
+expect_rc 1 "$BIN" stream --index "$T/i.alidx" --manifest "$T/m.alm" --rank 0 --sp-shard
+grep -q "sp_shard: member 'latent' is untyped" "$T/err" || fail "--sp-shard untyped message: $(cat "$T/err")"
 expect_rc 1 "$BIN" stream --index "$T/i.alidx" --manifest "$T/m.alm" --rank 0 --members latent,t5.npy
 grep -q "member 't5.npy' is in no sample of the index (24 samples); the index has: json, latent" "$T/err" || fail "missing member message: $(cat "$T/err")"
 expect_rc 2 "$BIN" stream --index "$T/i.alidx" --manifest "$T/m.alm" --rank 0 --members latent,,txt

@@ -28,7 +28,8 @@ const char kBuckets
          "aspect 2:1 96x48 128x64\n";
 
 // The .npy bytes of a C-order array: magic, version 1.0, header dict padded to 64, data.
-inline std::string Npy(const std::string &descr, const std::vector<uint64_t> &shape, const Bytes &data) {
+inline std::string Npy(const std::string &descr, const std::vector<uint64_t> &shape,
+                       const Bytes &data) {
   std::string dict = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': (";
   for (size_t i = 0; i < shape.size(); i++)
     dict += std::to_string(shape[i]) + (shape.size() == 1 || i + 1 < shape.size() ? ", " : "");
@@ -56,7 +57,7 @@ struct MSample {
 
 // The .safetensors bytes of one tensor named "latent": 8-byte header length, JSON, data.
 inline std::string Safetensors(const std::string &dtype, const std::vector<uint64_t> &shape,
-                        const Bytes &data) {
+                               const Bytes &data) {
   std::string h = "{\"__metadata__\":{\"format\":\"pt\"},\"latent\":{\"dtype\":\"" + dtype +
                   "\",\"shape\":[";
   for (size_t i = 0; i < shape.size(); i++) h += (i ? "," : "") + std::to_string(shape[i]);

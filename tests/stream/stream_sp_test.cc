@@ -104,8 +104,8 @@ Got Take(const al_stream_batch *b) {
       const al_stream_member &m = b->members[j];
       g.member[j].emplace_back(d + m.offsets[i], d + m.offsets[i] + m.sizes[i]);
     }
-    g.shape0.push_back({b->members[0].ndim[i], b->members[0].shapes[8 * i],
-                        b->members[0].shapes[8 * i + 1]});
+    g.shape0.push_back(
+        {b->members[0].ndim[i], b->members[0].shapes[8 * i], b->members[0].shapes[8 * i + 1]});
   }
   return g;
 }
