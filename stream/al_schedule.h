@@ -62,6 +62,11 @@ AL_API int al_schedule_export(const al_schedule *s, uint64_t *first, uint32_t *s
                               uint64_t *step_samples, uint64_t *step_tokens, uint64_t *samples,
                               uint64_t *tokens, uint8_t *padded);
 
+/* The sequence-parallel group of each batch (al_micro_ref): its degree and this rank's number
+ * in the group, ranks [rank - sp_rank, rank - sp_rank + sp_degree); 1 and 0 without SP.
+ * Each array may be NULL, else holds al_schedule_batches() entries. */
+AL_API int al_schedule_export_sp(const al_schedule *s, uint32_t *sp_degree, uint32_t *sp_rank);
+
 /* Resolves rank and world as al_stream_open and al_schedule_open do:
  * *rank from `rank` or RANK, checked against the manifest's world and against
  * `world` or WORLD_SIZE. Errors say which variable disagrees. */

@@ -112,3 +112,13 @@ int al_schedule_export(const al_schedule *s, uint64_t *first, uint32_t *step, ui
   }
   return AL_OK;
 }
+
+int al_schedule_export_sp(const al_schedule *s, uint32_t *sp_degree, uint32_t *sp_rank) {
+  if (!s) return al_set_error(AL_EINVAL, "al_schedule_export_sp: NULL schedule");
+  for (size_t i = 0; i < s->plan.n_batches; i++) {
+    const stream_plan_batch *b = &s->plan.batches[i];
+    if (sp_degree) sp_degree[i] = b->sp_degree ? b->sp_degree : 1;
+    if (sp_rank) sp_rank[i] = b->sp_rank;
+  }
+  return AL_OK;
+}

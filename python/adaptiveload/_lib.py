@@ -116,6 +116,7 @@ SIGNATURES = {
         "al_schedule_bucket": (_int, [_vp, _size, _P(_u32), _P(_u32), _P(_u32), _P(_u32), _P(_u64)]),
         "al_schedule_export": (_int, [_vp, _P(_u64), _P(_u32), _P(_u32), _P(_u32), _P(_u32), _P(_u64), _P(_u64),
                                       _P(_u64), _P(_u64), _P(_u8)]),
+        "al_schedule_export_sp": (_int, [_vp, _P(_u32), _P(_u32)]),
     },
 }
 

@@ -18,6 +18,12 @@ latent member is cropped to the bucket's latent grid exactly as the C stream cro
 the item carries the planned ``tokens``, ``padded`` and the micro-batch fields, and
 :func:`collate_packed` makes the batch the stream would deliver (tested against it in
 tests/stream/test_python.py).
+
+Sequence parallelism: every rank of a group gets the group's whole micro-batch from
+BatchSampler, so ``collate_packed`` gives each rank the whole packed batch (what
+``StreamDataset(sp_shard=False)`` delivers), with ``sp_degree``, ``sp_rank`` and ``sp_ranks``
+among the micro-batch fields; the model takes its shard of the tokens itself (rank j of d:
+tokens [j N // d, (j + 1) N // d) of the N packed tokens, as ``sp_shard=True`` would deliver).
 """
 
 import ctypes
@@ -169,7 +175,8 @@ def collate_packed(samples, tokens_fn=None):
     n x 3), ``keys``, ``index``; with members, ``members``: name -> {dtype, shapes,
     offsets, sizes, typed, cropped}; with ``with_info`` items, ``padded`` and the
     micro-batch fields (position, step, micro, n_micro, last_in_step, bucket, step_samples,
-    step_tokens, tokens, grid). :func:`member_tensors` gives the typed per-sample tensors."""
+    step_tokens, tokens, grid, and the group: sp_degree, sp_rank, sp_ranks; the group's whole
+    micro-batch, see "Sequence parallelism" above). :func:`member_tensors` gives the typed per-sample tensors."""
     tokens_fn = tokens_fn or wan_tokens
     names = list(samples[0]["members"]) if samples and "members" in samples[0] else None
     parts = [[s["members"][n]["data"] for n in names] if names else [s["data"]] for s in samples]
@@ -217,6 +224,9 @@ def collate_packed(samples, tokens_fn=None):
         out["tokens"] = cu[-1]
         out["padded"] = torch.tensor([bool(s["padded"]) for s in samples], dtype=torch.bool)
         out["grid"] = tuple(b["grid"])
+        out["sp_degree"] = int(b.get("sp_degree", 1))
+        out["sp_rank"] = int(b.get("sp_rank", 0))
+        out["sp_ranks"] = tuple(b.get("sp_ranks", ()))
     return out
 
 

@@ -25,6 +25,13 @@ sequence-parallel collectives stay in lock-step; step the optimizer on
 ``info.last_in_step`` and normalise the loss with ``info.step_tokens`` (or
 ``info.step_samples``), totals over all ranks (README: "Loss normalisation").
 
+Sequence parallelism. ``info.sp_degree``, ``info.sp_rank`` and ``info.sp_ranks`` name the
+group that runs a micro-batch (ranks ``sp_ranks``, this rank number ``sp_rank`` of them);
+every rank of the group yields the group's whole micro-batch (the same positions in the same
+order), so ``IndexDataset`` + ``collate_packed`` give each rank the whole packed batch and the
+model takes its 1/d of the tokens (``adaptiveload.StreamDataset(sp_shard=True)`` delivers the
+shard only). With ``with_info=True`` the per-sample dicts carry the three too.
+
 Epochs. A manifest holds one epoch. Pass an :class:`adaptiveload.Planner` (the index,
 world, seed and options) and :meth:`set_epoch` plans each epoch in-process, deterministic
 and byte-identical to ``adaptiveload plan --epoch E``; or pass a path template containing
@@ -88,7 +95,8 @@ class BatchSampler(Sampler):
         with_info: yield ``(position, info)`` pairs instead of bare positions, where info
             (a dict) says where the sample sits: position, step, micro, n_micro,
             last_in_step, bucket, bucket_shape (width, height, frames), step_samples,
-            step_tokens, and the sample's own tokens and padded flag.
+            step_tokens, sp_degree, sp_rank, sp_ranks (the group), and the sample's own
+            tokens and padded flag.
             :class:`adaptiveload.IndexDataset` then crops typed latents to the bucket's
             grid and :func:`adaptiveload.collate_packed` fills a batch exactly as the C
             stream does (same cu_seqlens, members, bucket and step fields).
@@ -193,7 +201,8 @@ class BatchSampler(Sampler):
                 common = dict(position=i, step=info.step, micro=info.micro, n_micro=info.n_micro,
                               last_in_step=info.last_in_step, bucket=info.bucket,
                               bucket_shape=tuple(sched.buckets[info.bucket][:3]), step_samples=info.step_samples,
-                              step_tokens=info.step_tokens)
+                              step_tokens=info.step_tokens, sp_degree=info.sp_degree, sp_rank=info.sp_rank,
+                              sp_ranks=info.sp_ranks)
                 batch = [(s, dict(common, tokens=int(sched.tokens[a + j]), padded=bool(sched.padded[a + j])))
                          for j, s in enumerate(batch)]
             if self._drop_padding:

@@ -15,7 +15,8 @@ from ._args import whole
 
 MicroBatchInfo = collections.namedtuple(
     "MicroBatchInfo",
-    "position step micro n_micro last_in_step bucket step_samples step_tokens samples tokens padded",
+    "position step micro n_micro last_in_step bucket step_samples step_tokens samples tokens padded "
+    "sp_degree sp_rank sp_ranks",
 )
 MicroBatchInfo.__doc__ = """Where a micro-batch sits in the plan.
 
@@ -23,7 +24,10 @@ position: index in the rank's sequence; step/micro/n_micro: absolute step and th
 micro-batch within it; last_in_step: time for the optimizer step; bucket: shape
 bucket id; step_samples/step_tokens: planned totals over all ranks of this step;
 samples/tokens: per-sample index positions and token counts; padded: per-sample
-flags (1 = padding repeat, mask its loss)."""
+flags (1 = padding repeat, mask its loss); sp_degree/sp_rank/sp_ranks: the
+sequence-parallel group that runs it (its degree, this rank's number in it, the tuple
+of the group's global ranks; 1, 0 and (rank,) without SP). Every rank of a group has
+the group's micro-batch: the same samples, tokens and padding."""
 
 
 BucketShape = collections.namedtuple("BucketShape", "width height frames tokens")
@@ -40,7 +44,8 @@ class Schedule:
     Attributes: path, rank, world, epoch, seed, index_fingerprint, manifest_fingerprint
     (al_stream_manifest_fingerprint: what resume states name), n_batches, buckets (id ->
     :class:`BucketShape`) and the flat arrays first (n_batches + 1), step, micro, n_micro,
-    bucket, step_samples, step_tokens (per batch), samples, tokens, padded (per sample).
+    bucket, step_samples, step_tokens, sp_degree, sp_rank (per batch), samples, tokens,
+    padded (per sample).
     """
 
     def __init__(self, manifest, rank=None, world=None):
@@ -86,6 +91,9 @@ class Schedule:
                                    self.step_samples, self.step_tokens, self.samples, self.tokens, self.padded),
             "schedule export",
         )
+        self.sp_degree = (ctypes.c_uint32 * max(nb, 1))()
+        self.sp_rank = (ctypes.c_uint32 * max(nb, 1))()
+        _lib.check(lib.al_schedule_export_sp(h, self.sp_degree, self.sp_rank), "schedule export")
         self.n_batches = nb
         self.buckets = {}
         for k in range(lib.al_schedule_bucket_count(h)):
@@ -115,7 +123,15 @@ class Schedule:
             samples=self.samples[a:b],
             tokens=self.tokens[a:b],
             padded=self.padded[a:b],
+            sp_degree=self.sp_degree[i],
+            sp_rank=self.sp_rank[i],
+            sp_ranks=self.sp_ranks(i),
         )
+
+    def sp_ranks(self, i):
+        """The global ranks of the sequence-parallel group that runs micro-batch ``i``."""
+        g = self.rank - self.sp_rank[i]
+        return tuple(range(g, g + self.sp_degree[i]))
 
 
 PlanOrigin = collections.namedtuple("PlanOrigin", "manifest index_fingerprint manifest_fingerprint")

@@ -66,6 +66,25 @@ cropped by the C library to its bucket's latent grid (channels whole, the first 
 latent frames, rows and columns centred at (n - n_b) // 2), so its tokens are exactly
 ``cu_seqlens``'s.
 
+Sequence parallelism. A micro-batch of a plan with SP degrees runs on a group of d ranks
+(``batch.sp_degree``; ``batch.sp_ranks`` the group's global ranks, this rank number
+``batch.sp_rank`` of them). By default every rank of the group gets the group's whole
+micro-batch. ``sp_shard=True`` delivers only this rank's token shard: rank j holds tokens
+``batch.sp_token_range`` = [j N // d, (j + 1) N // d) of the group's packed sequence of N
+tokens (floor boundaries: the d shards tile [0, N) exactly, in rank order). The batch then
+holds the samples with tokens in the shard, each as its piece: ``cu_seqlens`` delimits the
+pieces, ``batch.token_first[i]`` is piece i's first token in its own sample and
+``batch.sample_tokens[i]`` that sample's whole length (a sample cut by a boundary is a
+partial sequence on both ranks); ``batch.token_positions()`` gives each token's (t, y, x)
+on its sample's patch grid, for RoPE. The latent member arrives patchified, token-major:
+``batch.tensors(latent)[i]`` is (tokens_i, C * p_t * p_h * p_w) with the plan's patch
+(``batch.patch``), and ``batch.packed()`` their concatenation: the d shards' ``packed()``,
+concatenated in rank order, equal the whole batch's ``packed()`` byte for byte. Text members
+come whole for every sample with tokens in the shard. An untyped latent (``synth``'s raw
+``latent``) cannot be sliced: the stream refuses to open (adaptiveload.Error). Skips: each
+sample and token counted once over the group (``skipped_real_*``; without sp_shard the
+group's first rank reports them), so :class:`adaptiveload.StepTotals` stays exact.
+
 Tensor lifetime. By default every tensor a batch holds is its own (copied out of the
 pool). ``zero_copy=True`` instead gives views into the stream's buffers (host or
 device), valid until ``keep`` more batches have been taken; clone() what you keep.
@@ -126,12 +145,20 @@ class PackedBatch:
             is what offsets/sizes/sample() describe).
         grid: (T_b, h_b, w_b), the bucket's latent grid a typed latent was cropped to
             ((0, 0, 0) when the plan carries none).
+        sp_degree, sp_rank, sp_ranks: the sequence-parallel group running this micro-batch
+            (1, 0, (rank,) without SP); sp_sharded: only this rank's token shard is here
+            (``sp_shard=True``); sp_token_range: (lo, hi), the tokens of the group's packed
+            sequence held here ((0, tokens) when whole).
+        token_first, sample_tokens: int64 CPU tensors (n): each piece's first token in its
+            sample and the sample's whole length (0 and the sample's tokens when whole).
+        patch: (p_t, p_h, p_w) the latent is patchified with when sp_sharded, else None.
     """
 
     __slots__ = ("data", "cu_seqlens", "offsets", "sizes", "keys", "samples", "shapes", "padded", "position",
                  "step", "micro", "n_micro", "last_in_step", "bucket", "step_samples", "step_tokens", "tokens",
                  "skipped", "resume_state", "members", "grid", "planned_tokens", "skipped_real_samples",
-                 "skipped_real_tokens")
+                 "skipped_real_tokens", "sp_degree", "sp_rank", "sp_ranks", "sp_sharded", "sp_token_range",
+                 "token_first", "sample_tokens", "patch")
 
     def __len__(self):
         return len(self.keys)
@@ -165,7 +192,13 @@ class PackedBatch:
         rows differ from cu_seqlens (an uncropped latent of another grid than its bucket)."""
         if name is None:
             name = next((k for k, m in self.members.items() if m.cropped), next(iter(self.members)))
-        xs = [patchify(t, patch) for t in self.tensors(name)]
+        m = self.members[name]
+        if self.sp_sharded and m.cropped:  # already (tokens, C * p_t * p_h * p_w), the stream's patch
+            if tuple(patch) != self.patch:
+                raise ValueError("the shard's latent is patchified %s, not %s" % (self.patch, tuple(patch)))
+            xs = self.tensors(name)
+        else:
+            xs = [patchify(t, patch) for t in self.tensors(name)]
         if not xs:
             return torch.empty(0, 0, dtype=torch_dtype(self.members[name].dtype), device=self.data.device)
         out = torch.cat(xs)
@@ -173,6 +206,20 @@ class PackedBatch:
             raise ValueError("member %s gives %d tokens, cu_seqlens says %d" % (name, out.shape[0],
                                                                                   int(self.cu_seqlens[-1])))
         return out
+
+    def token_positions(self, patch=None):
+        """(tokens, 3) int64 CPU tensor: each token's (t, y, x) on its sample's patch grid (the
+        bucket's grid over ``patch``, default the shard's patch, else 1x2x2), for RoPE; with
+        sp_shard the pieces' positions, so a cut sample continues where the previous rank's
+        piece stopped."""
+        pt, ph, pw = patch if patch is not None else (self.patch or (1, 2, 2))
+        hp, wp = self.grid[1] // ph, self.grid[2] // pw
+        parts = []
+        for i in range(len(self.keys)):
+            n = int(self.cu_seqlens[i + 1]) - int(self.cu_seqlens[i])
+            k = torch.arange(int(self.token_first[i]), int(self.token_first[i]) + n, dtype=torch.int64)
+            parts.append(torch.stack([k // (hp * wp), (k // wp) % hp, k % wp], dim=1))
+        return torch.cat(parts) if parts else torch.empty(0, 3, dtype=torch.int64)
 
     def _map(self, fn):
         out = PackedBatch.__new__(PackedBatch)
@@ -265,11 +312,14 @@ class StreamDataset(IterableDataset):
         pin_memory: copy CPU batches into pinned memory (main process; default: when CUDA
             is available and zero_copy is off).
         state: a ``batch.resume_state`` or ``state_dict()`` to continue from.
+        sp_shard: False (default): every rank of a sequence-parallel group gets the group's
+            whole micro-batch; True: only this rank's token shard (see "Sequence
+            parallelism"). A bool (or 0 / 1), else TypeError.
     """
 
     def __init__(self, index, manifest, rank=None, world_size=None, ext=None, threads=None, prefetch=4,
                  on_error="fail", device=None, zero_copy=False, keep=1, pin_memory=None, state=None, members=None,
-                 max_member_bytes=0, root=None, max_sample_bytes=0, max_skip_fraction=0):
+                 max_member_bytes=0, root=None, max_sample_bytes=0, max_skip_fraction=0, sp_shard=False):
         super().__init__()
         if not isinstance(on_error, str) or on_error not in _ON_ERROR:
             raise ValueError("on_error must be 'fail' or 'skip', not %r" % (on_error,))
@@ -296,6 +346,9 @@ class StreamDataset(IterableDataset):
             whole("threads", threads, 0, 1024)
         if prefetch is not None:
             whole("prefetch", prefetch, 0, 4096)
+        if sp_shard not in (True, False) or not isinstance(sp_shard, (bool, int)):
+            raise TypeError("sp_shard must be True or False, not %r" % (sp_shard,))
+        self.sp_shard = bool(sp_shard)
         self.root = root_pairs(root)
         self.threads = threads
         self.prefetch = prefetch
@@ -416,6 +469,7 @@ class StreamDataset(IterableDataset):
         o.max_sample_bytes = self.max_sample_bytes
         o.max_skip_fraction = self.max_skip_fraction
         o.on_error = _ON_ERROR[self.on_error]
+        o.sp_shard = 1 if self.sp_shard else 0
         o.world = int(self.world_size or 0)
         o.first = worker
         o.stride = workers
@@ -562,4 +616,12 @@ class StreamDataset(IterableDataset):
                                            shapes, tuple(int(m.offsets[i]) for i in range(n)),
                                            tuple(int(m.sizes[i]) for i in range(n)))
         out.grid = tuple(int(g) for g in b.grid)
+        out.sp_degree = int(b.sp_degree)
+        out.sp_rank = int(b.sp_rank)
+        out.sp_ranks = tuple(range(int(b.sp_group_first), int(b.sp_group_first) + out.sp_degree))
+        out.sp_sharded = bool(b.sp_sharded)
+        out.sp_token_range = (int(b.shard_token_begin), int(b.shard_token_end))
+        out.token_first = torch.tensor([b.token_first[i] for i in range(n)], dtype=torch.int64)
+        out.sample_tokens = torch.tensor([b.sample_tokens[i] for i in range(n)], dtype=torch.int64)
+        out.patch = tuple(int(p) for p in b.patch) if b.sp_sharded else None
         return out
