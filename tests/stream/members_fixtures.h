@@ -100,8 +100,10 @@ struct MEnv {
   // n samples over 3 shards; `no_t5` drops KEY.t5.npy of that sample (SIZE_MAX: none);
   // `safetensors`: latents as KEY.latent.safetensors (BF16) instead of .npy (float16).
   // `geom`: plan under this latent geometry (NULL: the defaults).
+  // `channels`: latent channels; `lz4`: every fourth latent stored as .npy.lz4.
   void Make(const std::string &tag, uint32_t world, size_t n, size_t no_t5 = SIZE_MAX,
-            bool safetensors = false, const al_latent_geom *geom = nullptr) {
+            bool safetensors = false, const al_latent_geom *geom = nullptr, uint32_t channels = kC,
+            bool lz4 = true) {
     std::vector<altest::Members> members(3);
     for (size_t i = 0; i < n; i++) {
       MSample s;
@@ -113,13 +115,13 @@ struct MEnv {
       s.f = i % 3 == 0 ? 1 : i % 3 == 1 ? 9 : 17;
       uint64_t T = 1 + (s.f - 1) / 4;
       if (i % 6 == 0)
-        s.lat = {kC, s.h / 8, s.w / 8}; // an image as (C, H, W)
+        s.lat = {channels, s.h / 8, s.w / 8}; // an image as (C, H, W)
       else
-        s.lat = {kC, T, s.h / 8, s.w / 8};
+        s.lat = {channels, T, s.h / 8, s.w / 8};
       uint64_t elems = 1;
       for (uint64_t d : s.lat) elems *= d;
       s.lat_data = altest::Payload(1000 + i, (size_t)elems * 2);
-      s.lat_lz4 = i % 4 == 1;
+      s.lat_lz4 = lz4 && i % 4 == 1;
       s.t5_len = 3 + i % 7;
       s.t5_data = altest::Payload(5000 + i, (size_t)(s.t5_len * kD * 4));
       s.txt = "a caption of " + s.key + std::string(i % 5, '!');

@@ -6,6 +6,8 @@
 // micro-batch), cu_seqlens / token_first / sample_tokens place each piece, text members come
 // whole; resuming every rank of a group gives the same next micro-batch; and the errors
 // (a bad option, an untyped latent, a plan without a latent grid).
+#include <algorithm>
+#include <cstdio>
 #include <map>
 #include <string>
 #include <vector>
@@ -279,6 +281,61 @@ TEST(StreamSp, ResumingEveryRankOfAGroupGivesTheSameNextMicroBatch) {
           EXPECT_TRUE(a.data == resumed[0][k].data) << "the group's micro-batch";
         }
       }
+  }
+}
+
+// Bytes this process has read by read-like system calls (pread included), all threads.
+uint64_t ReadBytes() {
+  FILE *f = std::fopen("/proc/self/io", "r");
+  if (!f) return 0;
+  char line[128];
+  unsigned long long v = 0;
+  while (std::fgets(line, sizeof line, f))
+    if (std::sscanf(line, "rchar: %llu", &v) == 1) break;
+  std::fclose(f);
+  return v;
+}
+
+// Bytes one stream reads, open to close, delivering the latent only.
+uint64_t StreamReads(const MEnv &e, uint32_t d, uint32_t j, int shard) {
+  static const char *const kLatent[] = {"latent.npy"};
+  stream_source src;
+  stream_index_source(e.idx, &src);
+  stream_rank_plan p = GroupPlan(e, d, j);
+  al_stream_options o{};
+  o.threads = 1;
+  o.members = kLatent;
+  o.n_members = 1;
+  o.sp_shard = shard;
+  uint64_t before = ReadBytes();
+  al_stream *s = nullptr;
+  EXPECT_EQ(stream_open_source(&s, &src, &p, &o), AL_OK) << al_last_error();
+  if (!s) return 0;
+  const al_stream_batch *b;
+  while (al_stream_next(s, &b) == AL_OK) al_stream_release(s, b);
+  al_stream_close(s);
+  return ReadBytes() - before;
+}
+
+TEST(StreamSp, AShardReadsAboutItsShareOfTheLatent) {
+  if (!ReadBytes()) GTEST_SKIP() << "no /proc/self/io rchar on this system";
+  MEnv e; // 64 channels, plain .npy: video latents of 1, 3 and 5 frames, images
+  ASSERT_NO_FATAL_FAILURE(e.Make("spb", 1, 48, SIZE_MAX, false, nullptr, 64, false));
+  const uint64_t whole = StreamReads(e, 1, 0, 0);
+  ASSERT_GT(whole, 0u);
+  for (uint32_t d : {2u, 4u}) {
+    uint64_t sum = 0, most = 0;
+    for (uint32_t j = 0; j < d; j++) {
+      uint64_t r = StreamReads(e, d, j, 1);
+      sum += r;
+      most = std::max(most, r);
+    }
+    std::printf("degree %u: whole %llu bytes, shards %llu in all, at most %llu on a rank\n", d,
+                (unsigned long long)whole, (unsigned long long)sum, (unsigned long long)most);
+    // Whole-and-sliced would read d x whole in all; frames shared by two shards and the
+    // one-frame latents read by every rank holding a piece add to the ideal 1 x whole.
+    EXPECT_LT(sum, whole * 2) << "degree " << d;
+    EXPECT_LT(most * d, whole * 2) << "degree " << d;
   }
 }
 
