@@ -859,14 +859,23 @@ static int budget_error(const al_stream *s, uint64_t skipped, const char *last) 
                       skipped, s->planned, s->max_skip, last ? last : "?");
 }
 
-/* The samples of this stream's batches, and those the open found lacking a member: under
- * AL_STREAM_SKIP_SAMPLE they will be skipped, so a count past the budget (or every sample)
- * fails here instead of mid-epoch. */
+/* The samples of this stream's batches (with sp_shard, those with tokens in its shards), and
+ * those the open found lacking a member: under AL_STREAM_SKIP_SAMPLE they will be skipped, so
+ * a count past the budget (or every sample) fails here instead of mid-epoch. */
 static int count_planned(al_stream *s) {
   for (uint64_t k = 0; k < s->total; k++) {
     const stream_plan_batch *pb = &s->plan.batches[s->first + k * s->stride];
-    s->planned += pb->n;
-    for (size_t i = 0; i < pb->n; i++) s->lacking += s->plan.samples[pb->first + i].lacks;
+    uint64_t lo, hi, at = 0;
+    shard_range(s, pb, &lo, &hi);
+    for (size_t i = 0; i < pb->n; i++) {
+      const stream_plan_sample *ps = &s->plan.samples[pb->first + i];
+      sample_piece pc;
+      if (shard_piece(s, pb, at, ps->tokens, lo, hi, &pc)) {
+        s->planned++;
+        s->lacking += ps->lacks;
+      }
+      at += ps->tokens;
+    }
   }
   if (!s->lacking) return AL_OK;
   if (s->lacking == s->planned || over_budget(s, s->lacking)) {

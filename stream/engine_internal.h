@@ -63,7 +63,16 @@ int stream_manifest_rank(const al_manifest *m, uint32_t rank, al_manifest_info *
  * records (al_tokens). AL_EFORMAT with a message otherwise. */
 int stream_bucket_grid(const al_manifest *m, uint32_t bucket, uint32_t grid[3]);
 
-/* Builds the plan of `rank` from a manifest. */
+/* The sequence-parallel group of (step, rank, micro k), `ref`: a power-of-two degree whose
+ * aligned group [rank - sp_rank, rank - sp_rank + d) lies in the world of `world` ranks; for a
+ * follower (sp_rank > 0) the micro-batch must be its group's, `lead` (slot k of the group's
+ * first rank): the same degree at sp_rank 0, bucket, samples in order, tokens and padding.
+ * AL_EFORMAT naming step, micro, the ranks and what differs otherwise. */
+int stream_group_check(uint32_t world, uint32_t step, uint32_t rank, uint32_t k,
+                       const al_micro_ref *ref, const al_micro_ref *lead);
+
+/* Builds the plan of `rank` from a manifest; checks every micro-batch's group
+ * (stream_group_check). */
 int stream_rank_plan_from_manifest(stream_rank_plan *out, const al_manifest *m, uint32_t rank);
 void stream_rank_plan_free(stream_rank_plan *p);
 

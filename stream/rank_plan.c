@@ -44,12 +44,8 @@ int stream_bucket_grid(const al_manifest *m, uint32_t bucket, uint32_t grid[3]) 
   return AL_OK;
 }
 
-/* The sequence-parallel group of (step, rank, micro k): a power-of-two degree whose aligned
- * group [rank - sp_rank, rank - sp_rank + d) lies in the world; for a follower (sp_rank > 0)
- * the micro-batch must be its group's: slot k of the group's first rank, of the same degree,
- * with the same bucket, samples (in order), tokens and padding. */
-static int check_group(const al_manifest *m, uint32_t world, uint32_t step, uint32_t rank,
-                       uint32_t k, const al_micro_ref *ref) {
+int stream_group_check(uint32_t world, uint32_t step, uint32_t rank, uint32_t k,
+                       const al_micro_ref *ref, const al_micro_ref *lead) {
   uint32_t d = ref->sp_degree ? ref->sp_degree : 1;
   const char *bad = NULL;
   if (d & (d - 1))
@@ -66,15 +62,13 @@ static int check_group(const al_manifest *m, uint32_t world, uint32_t step, uint
                         step, rank, k, d, ref->sp_rank, world, bad);
   if (!ref->sp_rank) return AL_OK;
   uint32_t first = rank - ref->sp_rank;
-  al_micro_ref lead;
-  int rc = al_manifest_micro(m, step, first, k, &lead);
-  if (rc != AL_OK) return al_error_prefix(rc, "the group's first rank %" PRIu32, first);
-  int same = (lead.sp_degree ? lead.sp_degree : 1) == d && lead.sp_rank == 0 &&
-             lead.bucket == ref->bucket && lead.n_samples == ref->n_samples &&
-             lead.n_padded == ref->n_padded && !(lead.tokens == NULL) == !(ref->tokens == NULL);
+  int same = (lead->sp_degree ? lead->sp_degree : 1) == d && lead->sp_rank == 0 &&
+             lead->bucket == ref->bucket && lead->n_samples == ref->n_samples &&
+             lead->n_padded == ref->n_padded && !lead->tokens == !ref->tokens;
   for (size_t i = 0; same && i < ref->n_samples; i++)
-    same = lead.samples[i] == ref->samples[i] && (!ref->tokens || lead.tokens[i] == ref->tokens[i]);
-  for (size_t i = 0; same && i < ref->n_padded; i++) same = lead.padded[i] == ref->padded[i];
+    same = lead->samples[i] == ref->samples[i] &&
+           (!ref->tokens || lead->tokens[i] == ref->tokens[i]);
+  for (size_t i = 0; same && i < ref->n_padded; i++) same = lead->padded[i] == ref->padded[i];
   if (!same)
     return al_set_error(AL_EFORMAT,
                         "manifest step %" PRIu32 " micro %" PRIu32 ": rank %" PRIu32
@@ -82,9 +76,22 @@ static int check_group(const al_manifest *m, uint32_t world, uint32_t step, uint
                         ") does not get its group's micro-batch: rank %" PRIu32
                         " has another (bucket %" PRIu32 ", %zu samples; here bucket %" PRIu32
                         ", %zu samples)",
-                        step, k, rank, ref->sp_rank, d, first, lead.bucket, lead.n_samples,
+                        step, k, rank, ref->sp_rank, d, first, lead->bucket, lead->n_samples,
                         ref->bucket, ref->n_samples);
   return AL_OK;
+}
+
+/* The group check of (step, rank, micro k) against the manifest's micro-batch of the group's
+ * first rank. */
+static int check_group(const al_manifest *m, uint32_t world, uint32_t step, uint32_t rank,
+                       uint32_t k, const al_micro_ref *ref) {
+  al_micro_ref lead = *ref;
+  if (ref->sp_rank && ref->sp_rank <= rank) {
+    int rc = al_manifest_micro(m, step, rank - ref->sp_rank, k, &lead);
+    if (rc != AL_OK)
+      return al_error_prefix(rc, "the group's first rank %" PRIu32, rank - ref->sp_rank);
+  }
+  return stream_group_check(world, step, rank, k, ref, &lead);
 }
 
 int stream_rank_plan_from_manifest(stream_rank_plan *out, const al_manifest *m, uint32_t rank) {

@@ -339,6 +339,93 @@ TEST(StreamSp, AShardReadsAboutItsShareOfTheLatent) {
   }
 }
 
+TEST(StreamSp, GroupCheckRefusesBadGroupsAndAFollowerWithAnotherBatch) {
+  const uint64_t samples[] = {3, 5, 7}, other[] = {3, 7, 5}, tokens[] = {10, 10, 10};
+  const uint32_t padded[] = {2};
+  al_micro_ref lead{};
+  lead.bucket = 1;
+  lead.n_samples = 3;
+  lead.samples = samples;
+  lead.tokens = tokens;
+  lead.n_padded = 1;
+  lead.padded = padded;
+  lead.sp_degree = 4;
+  lead.sp_rank = 0;
+  al_micro_ref f = lead;
+  f.sp_rank = 2;
+  EXPECT_EQ(stream_group_check(8, 3, 4, 0, &lead, &lead), AL_OK) << al_last_error();
+  EXPECT_EQ(stream_group_check(8, 3, 6, 0, &f, &lead), AL_OK) << al_last_error();
+  auto refused = [](int rc, const char *what) {
+    EXPECT_EQ(rc, AL_EFORMAT);
+    EXPECT_NE(std::string(al_last_error()).find(what), std::string::npos) << al_last_error();
+  };
+  al_micro_ref bad = f;
+  bad.sp_degree = 3;
+  refused(stream_group_check(8, 3, 6, 0, &bad, &lead), "not a power of two");
+  bad = f;
+  bad.sp_rank = 4;
+  refused(stream_group_check(8, 3, 6, 0, &bad, &lead), "sp_rank is not below the degree");
+  refused(stream_group_check(8, 3, 5, 0, &f, &lead), "not an aligned group"); // first rank 3
+  refused(stream_group_check(6, 3, 6, 0, &f, &lead), "not an aligned group"); // ranks 4..7 of 6
+  bad = f;
+  bad.samples = other;
+  refused(stream_group_check(8, 3, 6, 1, &bad, &lead), "does not get its group's micro-batch");
+  bad = f;
+  bad.n_padded = 0;
+  bad.padded = nullptr;
+  refused(stream_group_check(8, 3, 6, 1, &bad, &lead), "rank 6 (sp_rank 2 of degree 4)");
+  al_micro_ref lead2 = lead;
+  lead2.sp_degree = 2;
+  refused(stream_group_check(8, 3, 6, 1, &f, &lead2), "rank 4 has another");
+}
+
+TEST(StreamSp, SkipsAreCountedOnceOverTheGroup) {
+  MEnv e;
+  ASSERT_NO_FATAL_FAILURE(e.Make("spk", 1, 30, 7)); // sample 7 has no t5.npy
+  stream_source src;
+  stream_index_source(e.idx, &src);
+  auto sums = [&](uint32_t d, uint32_t j, int shard, uint64_t *samples, uint64_t *tokens) {
+    stream_rank_plan p = GroupPlan(e, d, j);
+    al_stream_options o{};
+    o.members = kMembers;
+    o.n_members = 3;
+    o.sp_shard = shard;
+    o.on_error = AL_STREAM_SKIP_SAMPLE;
+    o.max_skip_fraction = 1;
+    al_stream *s = nullptr;
+    ASSERT_EQ(stream_open_source(&s, &src, &p, &o), AL_OK) << al_last_error();
+    const al_stream_batch *b;
+    int rc;
+    while ((rc = al_stream_next(s, &b)) == AL_OK) {
+      *samples += b->skipped_real_samples;
+      *tokens += b->skipped_real_tokens;
+      for (size_t i = 0; i < b->n; i++) EXPECT_STRNE(b->keys[i], "spk-0007");
+      al_stream_release(s, b);
+    }
+    EXPECT_EQ(rc, AL_EOF) << al_last_error();
+    al_stream_close(s);
+  };
+  uint64_t ref_s = 0, ref_t = 0;
+  ASSERT_NO_FATAL_FAILURE(sums(1, 0, 0, &ref_s, &ref_t));
+  ASSERT_GT(ref_s, 0u);
+  ASSERT_GT(ref_t, 0u);
+  for (int shard : {0, 1})
+    for (uint32_t d : {2u, 4u}) {
+      uint64_t gs = 0, gt = 0;
+      for (uint32_t j = 0; j < d; j++) {
+        uint64_t rs = 0, rt = 0;
+        ASSERT_NO_FATAL_FAILURE(sums(d, j, shard, &rs, &rt));
+        if (!shard && j) {
+          EXPECT_EQ(rs + rt, 0u) << "a whole batch's skips are reported by the group's first rank";
+        }
+        gs += rs;
+        gt += rt;
+      }
+      EXPECT_EQ(gs, ref_s) << "degree " << d << " shard " << shard;
+      EXPECT_EQ(gt, ref_t) << "degree " << d << " shard " << shard;
+    }
+}
+
 TEST(StreamSp, BadOptionUntypedLatentAndNoGridAreErrors) {
   MEnv e;
   ASSERT_NO_FATAL_FAILURE(e.Make("spe", 1, 12));
