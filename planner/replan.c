@@ -169,11 +169,14 @@ static int take_samples(al_plan *p, const al_manifest *old, const al_manifest_in
   return rc;
 }
 
-/* Batches the re-plan's samples make with the buckets' batch sizes as they are. */
+/* Rank-slots the re-plan's samples take with the buckets' batch sizes as they are: a batch of
+ * degree d takes d (the batch count without SP). */
 static uint64_t batch_count(const al_plan *p) {
   uint64_t n = 0;
-  for (size_t i = 0; i < p->n_buckets; i++)
-    n += (p->buckets[i].samples + p->buckets[i].batch_size - 1) / p->buckets[i].batch_size;
+  for (size_t i = 0; i < p->n_buckets; i++) {
+    uint64_t d = p->buckets[i].sp_degree > 1 ? p->buckets[i].sp_degree : 1;
+    n += (p->buckets[i].samples + p->buckets[i].batch_size - 1) / p->buckets[i].batch_size * d;
+  }
   return n;
 }
 

@@ -212,9 +212,9 @@ static int slotter_init(slotter *s, const al_plan *p, size_t n, size_t slots) {
   s->load = malloc(W * sizeof *s->load);
   s->blocks = malloc(W * sizeof *s->blocks);
   s->group = malloc(W * sizeof *s->group);
-  if (!s->items || !s->queue || !s->placed || !s->slot_at || !s->slot_max || !s->slot_ord || !s->slot_lo ||
-      !s->step_of || !s->in_step || !s->n_in || !s->step_sum || !s->perm || !s->load ||
-      !s->blocks || !s->group)
+  if (!s->items || !s->queue || !s->placed || !s->slot_at || !s->slot_max || !s->slot_ord ||
+      !s->slot_lo || !s->step_of || !s->in_step || !s->n_in || !s->step_sum || !s->perm ||
+      !s->load || !s->blocks || !s->group)
     return al_set_error(AL_ENOMEM, "plan: out of memory");
   return AL_OK;
 }
@@ -390,10 +390,10 @@ static int pack_window(slotter *s, plan_rng *rng, size_t i0, size_t i1, size_t s
      * ord (the step's slots by cost) is the window's slot_ord scratch, no longer needed. */
     uint32_t *ord = s->slot_ord;
     for (uint32_t k = 0; k < K; k++) ord[k] = sl[k], s->step_of[sl[k]] = k;
-    if (p->sync == AL_SYNC_STEP)
-      qsort_r(ord, K, sizeof *ord, cmp_slot_desc, s->slot_max);
+    if (p->sync == AL_SYNC_STEP) qsort_r(ord, K, sizeof *ord, cmp_slot_desc, s->slot_max);
     /* step_of (dealing's, done with) now holds each slot's place k in the step. */
-    for (uint32_t q = 0; q < K; q++) lay_out_slot(s, rng, ord[q], step0 + ti, s->step_of[ord[q]], out);
+    for (uint32_t q = 0; q < K; q++)
+      lay_out_slot(s, rng, ord[q], step0 + ti, s->step_of[ord[q]], out);
   }
   *steps_out = steps;
   return AL_OK;
