@@ -91,6 +91,10 @@ struct MEnv {
   std::vector<std::string> shards;
   al_index *idx = nullptr;
   al_manifest *m = nullptr;
+  // Set before Make: plan with these sequence-parallel degrees (empty: none) and this M_mem
+  // (0: 400, or 4000 with a geometry).
+  std::vector<uint32_t> sp_degrees;
+  uint64_t mem_tokens = 0;
 
   ~MEnv() {
     al_manifest_free(m);
@@ -173,7 +177,9 @@ struct MEnv {
     al_plan_options po{};
     po.world = world;
     po.seed = 7;
-    po.mem_tokens = geom ? 4000 : 400;
+    po.mem_tokens = mem_tokens ? mem_tokens : geom ? 4000 : 400;
+    po.sp_degrees = sp_degrees.empty() ? nullptr : sp_degrees.data();
+    po.n_sp_degrees = sp_degrees.size();
     po.buckets = bt;
     if (geom) po.geom = *geom;
     al_plan *plan = nullptr;

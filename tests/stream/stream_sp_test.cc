@@ -112,6 +112,21 @@ Got Take(const al_stream_batch *b) {
   return g;
 }
 
+// The whole batch's latent, each sample cropped to its bucket's grid and patchified 1x2x2,
+// concatenated: what the shards of the batch must tile.
+void PackedLatent(const MEnv &e, const Got &w, Bytes *out) {
+  al_bucket_info bi;
+  ASSERT_EQ(al_manifest_bucket(e.m, w.bucket, &bi), AL_OK);
+  uint64_t tb = 1 + (bi.frames - 1) / 4, hb = bi.height / 8, wb = bi.width / 8;
+  for (size_t i = 0; i < w.keys.size(); i++) {
+    const MSample &smp = e.samples[e.by_key.at(w.keys[i])];
+    uint64_t C = smp.lat[0];
+    Bytes p = Patchify(altest::Crop(smp, (uint32_t)tb, (uint32_t)hb, (uint32_t)wb), C, tb, hb, wb);
+    ASSERT_EQ(p.size(), (size_t)(w.cu[i + 1] - w.cu[i]) * C * 4 * 2);
+    out->insert(out->end(), p.begin(), p.end());
+  }
+}
+
 std::vector<Got> ReadAll(al_stream *s) {
   std::vector<Got> out;
   const al_stream_batch *b;
@@ -178,19 +193,8 @@ TEST(StreamSp, ShardsTileTheGroupsTokensByteForByte) {
       const uint64_t N = (uint64_t)w.cu.back();
       // The whole batch's latent patchified (the reference) and each sample's place.
       Bytes want;
-      std::vector<uint64_t> start;
-      for (size_t i = 0; i < w.keys.size(); i++) {
-        const MSample &smp = e.samples[e.by_key[w.keys[i]]];
-        uint64_t C = smp.lat[0];
-        start.push_back((uint64_t)w.cu[i]);
-        al_bucket_info bi;
-        ASSERT_EQ(al_manifest_bucket(e.m, w.bucket, &bi), AL_OK);
-        uint64_t tb = 1 + (bi.frames - 1) / 4, hb = bi.height / 8, wb = bi.width / 8;
-        Bytes p = Patchify(altest::Crop(smp, (uint32_t)tb, (uint32_t)hb, (uint32_t)wb), C, tb, hb,
-                           wb);
-        ASSERT_EQ(p.size(), (size_t)(w.cu[i + 1] - w.cu[i]) * C * 4 * 2);
-        want.insert(want.end(), p.begin(), p.end());
-      }
+      ASSERT_NO_FATAL_FAILURE(PackedLatent(e, w, &want));
+      std::vector<uint64_t> start(w.cu.begin(), w.cu.end() - 1);
       Bytes cat;
       uint64_t expect_lo = 0, tokens = 0;
       for (uint32_t j = 0; j < d; j++) {
@@ -424,6 +428,61 @@ TEST(StreamSp, SkipsAreCountedOnceOverTheGroup) {
       EXPECT_EQ(gs, ref_s) << "degree " << d << " shard " << shard;
       EXPECT_EQ(gt, ref_t) << "degree " << d << " shard " << shard;
     }
+}
+
+// A real plan with degrees {1, 2, 4} over 4 ranks (al_plan_build, M_mem 60: buckets of up to
+// 60, 120 and 160 tokens run at 1, 2 and 4), streamed by al_stream_open on every rank: the
+// ranks of each group get the group's micro-batch; their shards tile its packed latent.
+TEST(StreamSp, APlannedSpManifestStreamsItsGroups) {
+  MEnv e;
+  e.sp_degrees = {1, 2, 4};
+  e.mem_tokens = 60;
+  const uint32_t W = 4;
+  ASSERT_NO_FATAL_FAILURE(e.Make("spm", W, 60));
+  al_manifest_info info;
+  ASSERT_EQ(al_manifest_get_info(e.m, &info), AL_OK);
+  ASSERT_EQ(info.sp_max_degree, 4u) << "the plan uses degree 4";
+  std::vector<std::vector<Got>> whole(W), shard(W);
+  for (uint32_t r = 0; r < W; r++)
+    for (int sh : {0, 1}) {
+      al_stream_options o{};
+      o.threads = 2;
+      o.members = kMembers;
+      o.n_members = 3;
+      o.sp_shard = sh;
+      al_stream *s = nullptr;
+      ASSERT_EQ(al_stream_open(&s, e.idx, e.m, (int)r, &o), AL_OK) << al_last_error();
+      (sh ? shard : whole)[r] = ReadAll(s);
+      al_stream_close(s);
+    }
+  std::map<uint32_t, size_t> by_degree;
+  for (uint32_t r = 1; r < W; r++) ASSERT_EQ(whole[r].size(), whole[0].size()) << "lock-step";
+  for (size_t k = 0; k < whole[0].size(); k++)
+    for (uint32_t r = 0; r < W; r++) {
+      const Got &g = whole[r][k];
+      ASSERT_EQ(g.step, whole[0][k].step);
+      ASSERT_EQ(g.micro, whole[0][k].micro) << "slot k on every rank";
+      ASSERT_EQ(g.sp_group_first + g.sp_rank, r);
+      ASSERT_EQ(g.sp_group_first % g.sp_degree, 0u);
+      if (g.sp_rank) continue;
+      by_degree[g.sp_degree]++;
+      Bytes want, cat;
+      ASSERT_NO_FATAL_FAILURE(PackedLatent(e, g, &want));
+      for (uint32_t j = 0; j < g.sp_degree; j++) {
+        const Got &f = whole[r + j][k], &sj = shard[r + j][k];
+        EXPECT_EQ(f.sp_degree, g.sp_degree);
+        EXPECT_EQ(f.sp_rank, j);
+        EXPECT_EQ(f.keys, g.keys) << "step " << g.step << " micro " << g.micro << " rank " << r + j;
+        EXPECT_TRUE(f.data == g.data) << "the group's micro-batch, byte for byte";
+        EXPECT_EQ(sj.lo, j * g.tokens / g.sp_degree);
+        EXPECT_EQ(sj.hi, (j + 1) * g.tokens / g.sp_degree);
+        for (const Bytes &piece : sj.member[0]) cat.insert(cat.end(), piece.begin(), piece.end());
+      }
+      EXPECT_TRUE(cat == want) << "step " << g.step << " micro " << g.micro << " ranks " << r << "+"
+                               << g.sp_degree << ": the shards tile the packed latent";
+    }
+  EXPECT_GT(by_degree[2] + by_degree[4], 0u) << "groups above degree 1 were streamed";
+  EXPECT_GT(by_degree[4], 0u);
 }
 
 TEST(StreamSp, BadOptionUntypedLatentAndNoGridAreErrors) {
