@@ -5,9 +5,11 @@ PackedBatch's sp_degree / sp_rank / sp_ranks / sp_token_range; StreamDataset(sp_
 delivering the latent patchified (the shard's packed() equals the whole batch's packed(), byte
 for byte, at degree 1), token_first / sample_tokens / token_positions() against numpy's
 patch order, text members whole; BatchSampler infos and collate_packed carrying the group;
-sp_shard validated; an untyped latent refused; resume with sp_shard. The group-of-d checks
-(identical batches, shards tiling the packed latent) are the C test's (stream_sp_test), over
-rank plans with groups.
+sp_shard validated; an untyped latent refused; resume with sp_shard. And a plan with
+`--sp-degrees 1,2` over 2 ranks: both ranks of a group get the group's micro-batch (StreamDataset
+and BatchSampler + IndexDataset + collate_packed), their shards' packed() concatenate to the
+whole packed() and their token positions continue, and resuming both from their own states gives
+the same next group micro-batch. stream_sp_test checks degrees up to 8 in C.
 
 Run by tests/stream/python_test.sh (Bazel sh_test) with ADAPTIVELOAD_LIB, ADAPTIVELOAD_BIN and
 PYTHONPATH set.
@@ -84,6 +86,10 @@ class Corpus:
         self.manifest = os.path.join(root, "s.alm")
         run("plan", "--index", self.index, "--world", 2, "--seed", 3, "--mem-tokens", 400, "--buckets", buckets,
             "-o", self.manifest)
+        # Degrees 1 and 2 under M_mem 60: buckets of more than 60 tokens run on both ranks.
+        self.sp_manifest = os.path.join(root, "sp.alm")
+        run("plan", "--index", self.index, "--world", 2, "--seed", 3, "--mem-tokens", 60, "--buckets", buckets,
+            "--sp-degrees", "1,2", "-o", self.sp_manifest)
 
     def crop(self, key, grid):
         lat = self.lat[key]
@@ -165,6 +171,61 @@ class SpTest(unittest.TestCase):
             for info, batch in zip(infos, loader):
                 self.assertEqual((batch["sp_degree"], batch["sp_rank"], batch["sp_ranks"]), (1, 0, (rank,)))
                 self.assertEqual(batch["position"], info.position)
+
+    def test_a_planned_sp_manifest_streams_its_groups(self):
+        def read(rank, **kw):
+            return list(StreamDataset(C.index, C.sp_manifest, rank=rank, world_size=2, members=MEMBERS, threads=2,
+                                      **kw))
+        whole = [read(0), read(1)]
+        shard = [read(0, sp_shard=True), read(1, sp_shard=True)]
+        infos = [list(BatchSampler(C.sp_manifest, rank=r, world_size=2).infos()) for r in (0, 1)]
+        self.assertEqual(len(whole[0]), len(whole[1]))
+        groups = 0
+        for k, (a, b) in enumerate(zip(*whole)):
+            self.assertEqual((a.step, a.micro), (b.step, b.micro))
+            for r, x in enumerate((a, b)):
+                info = infos[r][k]
+                self.assertEqual((info.sp_degree, info.sp_rank, info.sp_ranks), (x.sp_degree, x.sp_rank, x.sp_ranks))
+                self.assertEqual(list(info.samples), x.samples.tolist())
+                self.assertIn(r, x.sp_ranks)
+            if a.sp_degree == 1:
+                self.assertEqual((a.sp_ranks, b.sp_ranks), ((0,), (1,)))
+                continue
+            groups += 1
+            self.assertEqual((a.sp_rank, b.sp_rank, a.sp_ranks, b.sp_ranks), (0, 1, (0, 1), (0, 1)))
+            self.assertEqual(a.keys, b.keys, "the group's micro-batch on both ranks")
+            self.assertTrue(torch.equal(a.data, b.data))
+            s0, s1 = shard[0][k], shard[1][k]
+            n = a.tokens
+            self.assertEqual((s0.sp_token_range, s1.sp_token_range), ((0, n // 2), (n // 2, n)))
+            cat = torch.cat([s0.packed(), s1.packed()])
+            self.assertTrue(torch.equal(cat.view(torch.int16), a.packed().view(torch.int16)),
+                            "the two shards tile the packed latent")
+            pos = torch.cat([s0.token_positions(), s1.token_positions()])
+            self.assertTrue(torch.equal(pos, whole[0][k].token_positions()), "RoPE positions continue")
+            for s in (s0, s1):
+                for i, key in enumerate(s.keys):
+                    self.assertTrue(np.array_equal(s.tensors("t5.npy")[i].numpy(), C.t5[key]), "t5 whole")
+        self.assertGreater(groups, 0, "the plan runs some micro-batches at degree 2")
+        # BatchSampler + IndexDataset + collate_packed: the group's whole micro-batch, the group named.
+        for r in (0, 1):
+            sampler = BatchSampler(C.sp_manifest, rank=r, world_size=2, with_info=True)
+            loader = torch.utils.data.DataLoader(IndexDataset(C.index, members=MEMBERS), batch_sampler=sampler,
+                                                 collate_fn=collate_packed)
+            for x, batch in zip(whole[r], loader):
+                self.assertEqual(batch["keys"], x.keys)
+                self.assertEqual((batch["sp_degree"], batch["sp_rank"], batch["sp_ranks"]),
+                                 (x.sp_degree, x.sp_rank, x.sp_ranks))
+                self.assertTrue(torch.equal(batch["cu_seqlens"], x.cu_seqlens))
+        # Resuming both ranks of a group from their own states: the same next group micro-batch.
+        k = next(i for i, x in enumerate(whole[0]) if i > 0 and x.sp_degree == 2)
+        nxt = [next(iter(StreamDataset(C.index, C.sp_manifest, rank=r, world_size=2, members=MEMBERS, threads=2,
+                                       sp_shard=True, state=shard[r][k - 1].resume_state))) for r in (0, 1)]
+        self.assertEqual([x.position for x in nxt], [k, k])
+        self.assertEqual([(x.step, x.micro, x.sp_ranks) for x in nxt], [(nxt[0].step, nxt[0].micro, (0, 1))] * 2)
+        self.assertEqual(nxt[0].sp_token_range, shard[0][k].sp_token_range)
+        self.assertTrue(torch.equal(torch.cat([nxt[0].packed(), nxt[1].packed()]).view(torch.int16),
+                                    whole[0][k].packed().view(torch.int16)))
 
     def test_sp_shard_is_validated(self):
         for bad in ("yes", 2, 0.5, None):
