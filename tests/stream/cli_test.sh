@@ -81,6 +81,14 @@ grep -q '"crc32":\["[0-9a-f]\{8\}"' "$T/out" || fail "--jsonl crc32: $(head -1 "
 grep -q '"sp_degree":1,"sp_rank":0,"sp_group_first":0,"sp_sharded":0,"shard_token_range":\[0,[1-9][0-9]*\],"token_first":\[0' "$T/out" || fail "--jsonl sp fields: $(head -1 "$T/out")"
 expect_rc 0 "$BIN" stream --index "$T/i.alidx" --manifest "$T/m.alm" --rank 1 --jsonl
 grep -q '"sp_degree":1,"sp_rank":0,"sp_group_first":1,' "$T/out" || fail "--jsonl rank 1 group: $(head -1 "$T/out")"
+# A plan on groups of 2 (--sp-degrees 2): both ranks get each group micro-batch, naming the group.
+expect_rc 0 "$BIN" plan --index "$T/i.alidx" --world 2 --mem-tokens 20000 --sp-degrees 2 -o "$T/sp.alm"
+for r in 0 1; do
+  expect_rc 0 "$BIN" stream --index "$T/i.alidx" --manifest "$T/sp.alm" --rank $r --jsonl
+  grep -q "\"sp_degree\":2,\"sp_rank\":$r,\"sp_group_first\":0," "$T/out" || fail "--jsonl rank $r of a group of 2: $(head -1 "$T/out")"
+  grep -o '"keys":\[[^]]*\]' "$T/out" >"$T/sp-keys-$r"
+done
+[ -s "$T/sp-keys-0" ] && cmp -s "$T/sp-keys-0" "$T/sp-keys-1" || fail "the ranks of a group got other micro-batches"
 # --sp-shard needs a typed latent: synth's raw one is refused at open, naming it.
 expect_rc 1 "$BIN" stream --index "$T/i.alidx" --manifest "$T/m.alm" --rank 0 --sp-shard
 grep -q "sp_shard: member 'latent' is untyped" "$T/err" || fail "--sp-shard untyped message: $(cat "$T/err")"
