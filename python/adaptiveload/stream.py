@@ -185,11 +185,15 @@ class PackedBatch:
             out.append(t.view(dt).view(shape) if m.typed else t)
         return out
 
-    def packed(self, name=None, patch=(1, 2, 2)):
+    def packed(self, name=None, patch=None):
         """The latent member (default: the cropped one, else the first) patchified and
         concatenated: a (tokens, C * p_t * p_h * p_w) tensor (a copy) whose rows
-        ``cu_seqlens`` delimits. ValueError when shapes do not split into patches or the
-        rows differ from cu_seqlens (an uncropped latent of another grid than its bucket)."""
+        ``cu_seqlens`` delimits. ``patch`` defaults to 1x2x2, or for a token shard
+        (``sp_sharded``) to the patch the stream delivered it with (``self.patch``; another one
+        raises ValueError). ValueError when shapes do not split into patches or the rows differ
+        from cu_seqlens (an uncropped latent of another grid than its bucket)."""
+        if patch is None:
+            patch = self.patch if self.sp_sharded else (1, 2, 2)
         if name is None:
             name = next((k for k, m in self.members.items() if m.cropped), next(iter(self.members)))
         m = self.members[name]
@@ -213,6 +217,8 @@ class PackedBatch:
         sp_shard the pieces' positions, so a cut sample continues where the previous rank's
         piece stopped."""
         pt, ph, pw = patch if patch is not None else (self.patch or (1, 2, 2))
+        if not all(self.grid):
+            raise ValueError("token positions need the bucket's latent grid; this batch carries none")
         hp, wp = self.grid[1] // ph, self.grid[2] // pw
         parts = []
         for i in range(len(self.keys)):
