@@ -43,7 +43,8 @@ gradients under DDP / FSDP over the world equal those of the same samples withou
 
 --trace FILE writes one JSON line per micro-batch (what ``adaptiveload fit --trace`` reads):
 step, rank, micro, bucket, B, S, tokens, ms (forward + backward; CUDA events, else
-perf_counter), sp_degree and sp_rank under SP (B, S, tokens: the group's), peak_mem_bytes (CUDA: max allocated since the step began), and "warmup":
+perf_counter), sp_degree and sp_rank under SP (B, S, tokens: the group's micro-batch),
+peak_mem_bytes (CUDA: max allocated since the step began), and "warmup":
 true on the first --warmup-steps steps. Under torchrun each rank writes FILE.rankR.
 --step-log FILE: one line per optimizer step (wall ms between steps, this rank's compute
 ms and tokens, the global loss).
@@ -393,18 +394,19 @@ def flow_loss(model, p, world, gen, t_sampling="logit-normal", autocast=None):
     the group, so the formula is SP=1's: summed over the world (DDP / FSDP average, times W)
     each real token of the step counts once."""
     dev = p.x0.device
+    sp = getattr(p, "sp", None)  # a Prepared filled by hand may leave it unset
     t = sample_t(p.n, gen, dev, t_sampling)
-    if p.sp is None:
+    if sp is None:
         noise = torch.randn(p.x0.shape, generator=gen, device=dev)
     else:
-        noise = torch.randn((p.tokens, p.x0.shape[1]), generator=gen, device=dev)[p.sp.lo:p.sp.hi]
+        noise = torch.randn((p.tokens, p.x0.shape[1]), generator=gen, device=dev)[sp.lo:sp.hi]
     tt = t[p.seg][:, None]
     xt = (1 - tt) * p.x0 + tt * noise
     with autocast if autocast is not None else contextlib.nullcontext():
-        if p.sp is None:
+        if sp is None:
             pred = model(xt, p.cu, p.grids, t, p.text, p.cu_text, p.text_lengths)
         else:
-            pred = model(xt, p.cu, p.grids, t, p.text, p.cu_text, p.text_lengths, sp=p.sp)
+            pred = model(xt, p.cu, p.grids, t, p.text, p.cu_text, p.text_lengths, sp=sp)
     per_token = (pred.float() - (noise - p.x0)).pow(2).mean(1)
     total = (per_token * p.keep).sum()
     return total * (float(world) / max(1, p.step_tokens)), total.detach()
@@ -414,9 +416,10 @@ def micro_generator(seed, p, device, rank_gen):
     """The generator of a micro-batch's timesteps and noise: ``rank_gen`` (this rank's stream)
     without SP; under SP one seeded by (seed, step, micro, the group's first rank), the same
     on every rank of the group whatever micro-batches each ran before."""
-    if p.sp is None:
+    sp = getattr(p, "sp", None)
+    if sp is None:
         return rank_gen
-    first = int(torch.distributed.get_rank()) - p.sp.rank if torch.distributed.is_initialized() else 0
+    first = int(torch.distributed.get_rank()) - sp.rank if torch.distributed.is_initialized() else 0
     key = zlib.crc32(("%d/%d/%d/%d" % (seed, p.step, p.micro, first)).encode())
     return torch.Generator(device=device).manual_seed(key)
 
@@ -561,8 +564,9 @@ def write_trace_line(f, mb, rank, ms, peak, warm):
     ``warm`` marks a warm-up step."""
     rec = {"step": mb.step, "rank": rank, "micro": mb.micro, "bucket": mb.bucket, "B": mb.n, "S": mb.S,
            "tokens": mb.tokens, "ms": round(ms, 4)}
-    if mb.sp is not None:
-        rec["sp_degree"], rec["sp_rank"] = mb.sp.degree, mb.sp.rank
+    sp = getattr(mb, "sp", None)
+    if sp is not None:
+        rec["sp_degree"], rec["sp_rank"] = sp.degree, sp.rank
     if peak is not None:
         rec["peak_mem_bytes"] = int(peak)
     if warm:

@@ -1,0 +1,15 @@
+#!/bin/bash
+# tests/examples/sp_train_test.py (Ulysses SP of examples/train_dit.py: 2 and 4 gloo processes
+# on the CPU) under Debian's python3 with torch. Skips (exit 0, SKIP line) only when torch
+# cannot be imported. AL_TEST_PYTHON overrides the interpreter.
+set -euo pipefail
+PY=${AL_TEST_PYTHON:-/usr/bin/python3}
+here=$(pwd)
+if ! "$PY" -c "import torch.distributed" >/dev/null 2>&1; then
+  echo "SKIP: $PY cannot import torch.distributed; the SP training test did not run"
+  "$PY" -c "import torch.distributed" 2>&1 | tail -1 || true
+  exit 0
+fi
+export PYTHONPATH="$here/python"
+export PYTHONDONTWRITEBYTECODE=1 OMP_NUM_THREADS=1
+exec "$PY" "$here/tests/examples/sp_train_test.py"
