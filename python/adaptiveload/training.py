@@ -15,6 +15,11 @@ and examples/train_stream.py share)::
 Every rank gets exactly ``micro_per_step`` micro-batches in every step (the planner levels
 the ranks' predicted cost within a step, not their counts), the last one ``last_in_step``:
 gradients are all-reduced there, so DDP, FSDP and ZeRO run their collectives together.
+
+Sequence parallelism: :func:`sp_groups` makes every SP process group once (on every rank);
+:func:`sp_group_of` / :func:`sp_group_for` give this rank's group for a batch or a degree,
+:func:`sp_shard_of` its :class:`adaptiveload.sp.Shard` (python/README.md, "Sequence
+parallelism").
 """
 
 import collections

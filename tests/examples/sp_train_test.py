@@ -21,7 +21,8 @@ adaptiveload.training.sp_groups) runs synthetic micro-batches built directly (no
 Every rank records the collectives it issues (torch.distributed calls, wrapped, and DDP's
 gradient all-reduces through a communication hook): the launcher checks that all ranks issue
 the same world-group collectives in the same order, and the ranks of each SP group the same
-collectives over it. train_dit.micro_generator gives the ranks of a group the same stream.
+collectives over it. train_dit.micro_generator gives the ranks of a group the same stream;
+StepTotals counts an SP group's skipped samples once; the SP helpers refuse bad arguments.
 """
 
 import json
@@ -111,6 +112,17 @@ def check_lockstep(recs):
 
 
 def launcher():
+    sys.path.insert(0, _find("python"))
+    import adaptiveload.training as T
+
+    # without torch.distributed: degree 1 needs no group, larger ones refuse
+    assert T.sp_groups(1, [1]) == {1: [None]} and T.sp_group_of(T.sp_groups(4, [1]), object()) is None
+    try:
+        T.sp_groups(2, [1, 2])
+    except RuntimeError as e:
+        assert "torch.distributed" in str(e), e
+    else:
+        raise AssertionError("sp_groups made degree 2 without torch.distributed")
     out_root = os.environ.get("TEST_TMPDIR") or tempfile.mkdtemp()
     for world in (2, 4):
         out = os.path.join(out_root, "sp-w%d" % world)
@@ -222,6 +234,7 @@ def rank_main():
 
     sys.path.insert(0, _find("examples"))
     sys.path.insert(0, _find("python"))
+    import adaptiveload
     import adaptiveload.sp
     import adaptiveload.training as T
     import dit_model as M
@@ -251,8 +264,41 @@ def rank_main():
         T.sp_groups(world * 2, [1])
     except ValueError:
         checks[0] += 1
+    for bad in ((10, 2, 2), (10, 0, 0), (-1, 2, 0), (10, 2, True)):
+        try:
+            adaptiveload.sp.token_range(*bad)
+        except ValueError:
+            checks[0] += 1
+        else:
+            raise AssertionError("token_range%r did not raise" % (bad,))
+    assert [adaptiveload.sp.token_range(35, 4, j) for j in range(4)] == [(0, 8), (8, 17), (17, 26), (26, 35)]
     degrees = [1, 2] if world == 2 else [1, 2, 4]
     groups = T.sp_groups(world, degrees)
+    for args, kw in (((groups[2][0], 2, 0, 1), {}), ((None, 2, 0, 10), {}), ((groups[2][0], 2, 2, 10), {}),
+                     ((groups[2][0], 2, 1, 10), {"held": (4, 10)})):
+        try:
+            adaptiveload.sp.Shard(*args, **kw)
+        except ValueError:
+            checks[0] += 1
+        else:
+            raise AssertionError("Shard%r %r did not raise" % (args, kw))
+    sh = adaptiveload.sp.Shard(groups[2][0], 2, 1, 35, held=(17, 35))
+    assert (sh.lo, sh.hi, sh.splits) == (17, 35, [17, 18]), sh
+    try:  # a batch naming a group that does not hold this rank
+        T.sp_group_of(groups, {"sp_degree": 2, "sp_rank": 0, "sp_ranks": (rank ^ 1, rank)})
+    except ValueError:
+        checks[0] += 1
+    else:
+        raise AssertionError("sp_group_of accepted a misaligned group")
+    # StepTotals: the skips of an SP group's micro-batch reach every rank of it and count once
+    ranks = tuple(range(rank - rank % 2, rank - rank % 2 + 2)) if rank < 2 else (rank,)
+    totals = adaptiveload.StepTotals()
+    assert totals.add({"last_in_step": 1, "step_tokens": 100, "step_samples": 10, "skipped_real_tokens": 5 if rank < 2
+                       else 3, "skipped_real_samples": 1, "sp_degree": len(ranks), "sp_rank": ranks.index(rank)})
+    want = 100 - (5 + 3 * (world - 2))
+    assert totals.delivered_tokens == want and totals.delivered_samples == 10 - (world - 1), (
+        totals.delivered_tokens, want, totals.delivered_samples)
+    checks[0] += 1
     assert sorted(groups) == degrees and len(groups[2]) == world // 2 and groups[1] == [None] * world, groups
     for d in degrees[1:]:
         for g, pg in enumerate(groups[d]):
