@@ -23,6 +23,9 @@ gradient all-reduces through a communication hook): the launcher checks that all
 the same world-group collectives in the same order, and the ranks of each SP group the same
 collectives over it. train_dit.micro_generator gives the ranks of a group the same stream;
 StepTotals counts an SP group's skipped samples once; the SP helpers refuse bad arguments.
+With the CLI and library (ADAPTIVELOAD_BIN, ADAPTIVELOAD_LIB: under bazel), world 2 also runs
+train_dit.prepare on real StreamDataset batches of the --smoke corpus handed to an SP=2 group
+(the stream's SP fields added to each PackedBatch) against the same batches without SP.
 """
 
 import json
@@ -382,9 +385,81 @@ def rank_main():
         print("rank %d step %d: loss %.6f (reference %.6f), %d gradients equal" % (
             rank, step, float(step_loss), ref_loss, len(ref_grads)), flush=True)
 
+    if world == 2 and os.environ.get("ADAPTIVELOAD_BIN"):
+        checks[0] += stream_batches(rank, world, groups, out, td, M, T)
+
     with open(os.path.join(out, "rank%d.json" % rank), "w") as f:
         json.dump({"rank": rank, "checks": checks[0], "collectives": rec.calls}, f)
     env.close()
+
+
+class SPBatch:
+    """A real PackedBatch seen as one of an SP group's ranks receives it: the batch's own
+    attributes plus the stream's SP fields (the whole micro-batch delivered)."""
+
+    def __init__(self, batch, ranks, rank):
+        self._b = batch
+        self.sp_degree, self.sp_rank, self.sp_ranks = len(ranks), ranks.index(rank), tuple(ranks)
+        self.sp_token_range = (0, int(batch.cu_seqlens[-1]))
+
+    def __len__(self):
+        return len(self._b)
+
+    def __getattr__(self, name):
+        return getattr(self._b, name)
+
+
+def stream_batches(rank, world, groups, out, td, M, T):
+    """train_dit.prepare on real StreamDataset batches of the --smoke corpus given to the SP=2
+    group {0, 1} (both ranks read rank 0's micro-batches): the predictions of each rank's
+    slice equal the rows of the unsharded forward, and the group's summed gradients those
+    of the whole micro-batch on one process. Returns the number of checks."""
+    import torch
+    import torch.distributed as dist
+
+    import adaptiveload
+
+    cli = td.find_cli(None)
+    typed = td.has_typed_members()
+    workdir = os.path.join(out, "corpus")
+    if rank == 0:
+        td.smoke_corpus(workdir, cli, world, typed, 16, 256)
+    dist.barrier()
+    index, manifest = td.smoke_corpus(workdir, cli, world, typed, 16, 256)
+    members = [td.LATENT_MEMBER, td.TEXT_MEMBER] if typed else None
+    text_member = td.TEXT_MEMBER if typed else None
+    kw = {"members": members} if typed else {}
+    ds = adaptiveload.StreamDataset(index, manifest, rank=0, world_size=world, **kw)
+    cfg = M.DiTConfig.smoke(blocks=2)
+    torch.manual_seed(0)
+    model = M.PackedDiT(cfg, attention=M.LoopAttention(use_sdpa=False))
+    cpu = torch.device("cpu")
+    checks = 0
+    for i, b in enumerate(ds):
+        if i == 3:
+            break
+        ref = td.prepare(b, ds, cfg, cpu, typed, text_member)
+        p = td.prepare(SPBatch(b, (0, 1), rank), ds, cfg, cpu, typed, text_member, sp_groups=groups)
+        assert p.sp is not None and p.sp.degree == 2 and p.x0.shape[0] == p.sp.tokens < ref.x0.shape[0], p.sp
+        assert torch.equal(p.x0, ref.x0[p.sp.lo:p.sp.hi]) and p.tokens == ref.tokens
+        preds = {}
+        model.zero_grad(set_to_none=True)
+        td.flow_loss(_Capture(model, preds, "ref"), ref, 1, torch.Generator().manual_seed(i))[0].backward()
+        want = {n: q.grad.clone() for n, q in model.named_parameters()}
+        model.zero_grad(set_to_none=True)
+        td.flow_loss(_Capture(model, preds, "sp"), p, 1, torch.Generator().manual_seed(i))[0].backward()
+        err = float((preds["sp"] - preds["ref"][p.sp.lo:p.sp.hi]).abs().max() / preds["ref"].abs().max())
+        assert err < 1e-5, ("stream micro-batch %d: predictions differ by %.3g" % (i, err))
+        for n, q in model.named_parameters():
+            g = q.grad.clone()
+            dist.all_reduce(g, group=p.sp.group)
+            e = float((g - want[n]).abs().max() / max(1e-12, float(want[n].abs().max())))
+            assert e < 1e-5, ("stream micro-batch %d: gradient of %s differs by %.3g" % (i, n, e))
+        checks += 2
+        print("rank %d stream micro-batch %d (%d samples, %d tokens, rows [%d, %d) here): SP=2 equals SP=1"
+              % (rank, i, ref.n, ref.tokens, p.sp.lo, p.sp.hi), flush=True)
+    assert checks == 6, checks
+    return checks
 
 
 class _Capture:
