@@ -317,7 +317,8 @@ def prepare(batch, ds, cfg, device, typed, text_member=TEXT_MEMBER, latent_membe
         grids = [g] * n
         texts = [_key_text(k, cfg.text_dim, device) for k in batch.keys]
     if texts and texts[0].shape[1] != cfg.text_dim:
-        raise SystemExit("text embeddings are %d-d, the model takes %d (--text-dim)" % (texts[0].shape[1], cfg.text_dim))
+        raise SystemExit("text embeddings are %d-d, the model takes %d (--text-dim)"
+                         % (texts[0].shape[1], cfg.text_dim))
     lengths = [a * b * c for a, b, c in grids]
     shard = None
     if int(getattr(batch, "sp_degree", 1) or 1) > 1:

@@ -199,16 +199,21 @@ def sp_group_of(groups, batch, rank=None):
     if degree == 1:
         return None
     first = rank - sp_rank
-    if sp_rank >= degree or first % degree or (ranks is not None and tuple(ranks) != tuple(range(first, first + degree))):
+    aligned = tuple(range(first, first + degree))
+    if sp_rank >= degree or first % degree or (ranks is not None and tuple(ranks) != aligned):
         raise ValueError("SP group of degree %d, position %d, ranks %s does not hold rank %d as aligned group %d"
                          % (degree, sp_rank, tuple(ranks) if ranks is not None else "?", rank, first // degree))
     return sp_group_for(groups, degree, rank)
 
 
 def _batch_sp(batch):
-    """(sp_degree, sp_rank, sp_ranks or None) of a batch; (1, 0, None) without the fields."""
+    """(sp_degree, sp_rank, sp_ranks or None) of a batch (sp_ranks from sp_group_first when
+    only that is given); (1, 0, None) without the fields."""
     get = (lambda k, v: batch.get(k, v)) if isinstance(batch, dict) else (lambda k, v: getattr(batch, k, v))
     degree, sp_rank, ranks = int(get("sp_degree", 1) or 1), int(get("sp_rank", 0) or 0), get("sp_ranks", None)
+    first = get("sp_group_first", None)
+    if ranks is None and first is not None and degree > 1:  # a batch naming the group by its first rank
+        ranks = tuple(range(int(first), int(first) + degree))
     return degree, sp_rank, ranks
 
 

@@ -293,6 +293,14 @@ def rank_main():
         checks[0] += 1
     else:
         raise AssertionError("sp_group_of accepted a misaligned group")
+    try:  # the same, named by the group's first rank (as the C stream batch does)
+        T.sp_group_of(groups, {"sp_degree": 2, "sp_rank": rank % 2, "sp_group_first": rank - rank % 2 + 1})
+    except ValueError:
+        checks[0] += 1
+    else:
+        raise AssertionError("sp_group_of accepted a group by a wrong first rank")
+    assert T.sp_group_of(groups, {"sp_degree": 2, "sp_rank": rank % 2, "sp_group_first": rank - rank % 2}) is \
+        groups[2][rank // 2]
     # StepTotals: the skips of an SP group's micro-batch reach every rank of it and count once
     ranks = tuple(range(rank - rank % 2, rank - rank % 2 + 2)) if rank < 2 else (rank,)
     totals = adaptiveload.StepTotals()
