@@ -46,7 +46,7 @@ import urllib.parse
 
 HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade",
        "proxy-connection"}
-CHUNK = 65536
+CHUNK = 1 << 20
 
 KNOBS = {
     "latency_ms": 0.0, "bandwidth": 0.0, "fail_every": 0, "fail_status": 503, "burst": 0,
