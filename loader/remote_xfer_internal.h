@@ -18,11 +18,11 @@ struct remote_client {
   remote_opts o;  /* defaults filled in */
   char *endpoint; /* S3 endpoint without a trailing '/', NULL: AWS's */
   char region[64];
-  char sigv4[96];     /* "aws:amz:REGION:s3" */
-  char *userpwd;      /* "KEY:SECRET", NULL: anonymous */
-  char *token_header; /* "x-amz-security-token: ...", NULL: none */
-  int payload_header; /* send x-amz-content-sha256 (S3's; other services do not take it) */
-  const char *connect_to;          /* test hook, NULL: none */
+  char sigv4[160];        /* "aws:amz:REGION:s3" (or the test hook's service) */
+  char *userpwd;          /* "KEY:SECRET", NULL: anonymous */
+  char *token_header;     /* "x-amz-security-token: ...", NULL: none */
+  int payload_header;     /* send x-amz-content-sha256 (S3's; other services do not take it) */
+  const char *connect_to; /* test hook, NULL: none */
   const char *const *test_headers; /* test hook, NULL: none */
 };
 

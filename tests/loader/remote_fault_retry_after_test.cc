@@ -8,12 +8,12 @@ extern "C" {
 
 namespace {
 
-const double kDate = 1445412480;  // Wed, 21 Oct 2015 07:28:00 GMT
+const double kDate = 1445412480; // Wed, 21 Oct 2015 07:28:00 GMT
 
 TEST(RetryAfter, Seconds) {
   EXPECT_EQ(remote_retry_after("0", kDate), 0);
   EXPECT_EQ(remote_retry_after("120", kDate), 120);
-  EXPECT_EQ(remote_retry_after("86400", kDate), 3600);  // capped
+  EXPECT_EQ(remote_retry_after("86400", kDate), 3600); // capped
   EXPECT_EQ(remote_retry_after("99999999999999999999999", kDate), 3600);
 }
 
@@ -21,7 +21,7 @@ TEST(RetryAfter, HttpDates) {
   EXPECT_EQ(remote_retry_after("Wed, 21 Oct 2015 07:28:30 GMT", kDate), 30);
   EXPECT_EQ(remote_retry_after("Wednesday, 21-Oct-15 07:28:30 GMT", kDate), 30);
   EXPECT_EQ(remote_retry_after("Wed Oct 21 07:28:30 2015", kDate), 30);
-  EXPECT_EQ(remote_retry_after("Wed, 21 Oct 2015 07:27:00 GMT", kDate), 0);  // past
+  EXPECT_EQ(remote_retry_after("Wed, 21 Oct 2015 07:27:00 GMT", kDate), 0); // past
   EXPECT_EQ(remote_retry_after("Thu, 22 Oct 2015 07:28:00 GMT", kDate), 3600);
 }
 
@@ -30,8 +30,8 @@ TEST(RetryAfter, Malformed) {
   EXPECT_EQ(remote_retry_after("12abc", kDate), -1);
   EXPECT_EQ(remote_retry_after("-5", kDate), -1);
   EXPECT_EQ(remote_retry_after("soon", kDate), -1);
-  EXPECT_EQ(remote_retry_after("2015", kDate), 2015);  // digits are seconds, never a year
-  EXPECT_EQ(remote_retry_after("Wed, 21 Oct 2015", kDate), -1);  // no time of day
+  EXPECT_EQ(remote_retry_after("2015", kDate), 2015);           // digits are seconds, never a year
+  EXPECT_EQ(remote_retry_after("Wed, 21 Oct 2015", kDate), -1); // no time of day
 }
 
-}  // namespace
+} // namespace

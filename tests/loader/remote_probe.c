@@ -206,7 +206,8 @@ static int source_read(remote_client *c, source *s, const char *url, uint64_t of
     source_close(s);
     snprintf(s->name, sizeof s->name, "%s", url);
     if (remote_url_kind(url) == REMOTE_NOT_URL) {
-      if ((s->fd = open(url, O_RDONLY)) < 0) return snprintf(err, cap, "%.900s: cannot open", url), -1;
+      if ((s->fd = open(url, O_RDONLY)) < 0)
+        return snprintf(err, cap, "%.900s: cannot open", url), -1;
     } else if (remote_object_open(c, url, &s->o, err, cap) != 0) {
       return -1;
     }

@@ -85,7 +85,8 @@ int main(int argc, char **argv) {
   if (creq) {
     /* GET, URI, [query], headers..., signed header names, payload hash. */
     int has_query = n > 2 && strchr(lines[2], ':') == NULL;
-    snprintf(target, sizeof target, "%s%s%s", lines[1], has_query ? "?" : "", has_query ? lines[2] : "");
+    snprintf(target, sizeof target, "%s%s%s", lines[1], has_query ? "?" : "",
+             has_query ? lines[2] : "");
     first_header = has_query ? 3 : 2;
     n -= 2;
   } else {
@@ -112,7 +113,9 @@ int main(int argc, char **argv) {
   snprintf(url, sizeof url, "http://%s%s", host, target);
   remote_client *c;
   if (remote_client_open(NULL, &c, err, sizeof err) != 0) return fprintf(stderr, "%s\n", err), 1;
-  remote_test_hooks hooks = {.sign_service = "service", .connect_to = connect_to, .headers = headers};
+  remote_test_hooks hooks = {.sign_service = "service",
+                             .connect_to = connect_to,
+                             .headers = headers};
   if (remote_client_set_test_hooks(c, &hooks, err, sizeof err) != 0) {
     fprintf(stderr, "%s\n", err);
     remote_client_close(c);
