@@ -158,4 +158,8 @@ for mode in $MODES; do
     if [ "$mode" = stream ]; then run_stream "$@"; else run_ranges "$@" "$mode"; fi
   done
 done
-for p in "$PX_NGINX" "$PX_S3"; do echo "# proxy :$p $(proxy_stats "$p" | head -c 300)"; done
+for p in "$PX_NGINX" "$PX_S3"; do
+  proxy_stats "$p" | python3 -c 'import json, sys; d = json.load(sys.stdin)
+print("# proxy :%s: %d requests, %d body bytes, %d injected faults" % (sys.argv[1], d["requests"],
+      d["body_bytes"], sum(d[k] for k in ("fail", "burst", "throttle", "reset", "truncate"))))' "$p"
+done
