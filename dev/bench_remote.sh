@@ -49,8 +49,11 @@ export AL_S3RVER=${AL_S3RVER:-$REPO/third_party/node/node_modules/s3rver/bin/s3r
 . "$REPO/tests/loader/remote_servers.sh"
 . "$REPO/tests/loader/remote_fault_proxy.sh"
 cleanup() {
+  local rc=$?
+  set +e # the servers' exit statuses (killed: 143) are not the benchmark's
   stop_servers
   [ "${KEEP:-0}" = 1 ] || rm -rf "$WORK"
+  exit "$rc"
 }
 trap cleanup EXIT
 

@@ -78,6 +78,7 @@ int main(int argc, char **argv) {
   for (char *l = strtok_r(text, "\n", &save); l && n < MAX_LINES; l = strtok_r(NULL, "\n", &save)) {
     lines[n++] = l;
   }
+  if (n < (creq ? 5 : 2)) return fprintf(stderr, "%s: too few lines\n", argv[3]), 1;
   char target[4096] = "", host[256] = "";
   const char *headers[MAX_LINES + 1];
   int nh = 0;
