@@ -2,14 +2,24 @@
 
     python3 sigv4_capture.py PORTFILE LOG
 
-Answers every request 200 with a 2-byte body, and appends to LOG one line per request: the
-request line and each header line as received, joined by " | ", so the test can read the
-Authorization header the client sent. The port it bound is written to PORTFILE.
+Appends to LOG one JSON line per request: {"method", "target" (path and query as sent),
+"headers" (name, value pairs as received, repeated ones kept)}, so the test can read the
+Authorization header the client sent and check it. It answers like a small S3 bucket, enough
+for //loader:remote to open, read and list: every key is the 1000 bytes 0, 1, ..., 231, 0,
+... (ETag "e-1000"); HEAD gives its size, a GET with Range a 206; a GET of /BUCKET with
+list-type=2 lists two keys, KEY-a and KEY-b under the prefix, in two pages (the first with a
+continuation token that needs percent-encoding). Other answers: 200 with a 2-byte body. The
+port it bound is written to PORTFILE.
 """
 
 import http.server
+import json
 import os
 import sys
+import urllib.parse
+
+DATA = bytes(i % 232 for i in range(1000))
+TOKEN = "page+2/of=2"
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -18,14 +28,49 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def log_message(self, fmt, *args):
         pass
 
-    def do_GET(self):
-        lines = [self.requestline] + ["%s: %s" % (k, v) for k, v in self.headers.items()]
-        with open(sys.argv[2], "a", encoding="utf-8", errors="backslashreplace") as f:
-            f.write(" | ".join(lines) + "\n")
-        self.send_response(200)
-        self.send_header("Content-Length", "2")
+    def record(self):
+        entry = {"method": self.command, "target": self.path,
+                 "headers": [[k, v] for k, v in self.headers.items()]}
+        with open(sys.argv[2], "a", encoding="utf-8") as f:
+            f.write(json.dumps(entry) + "\n")
+
+    def send(self, code, body, headers=()):
+        self.send_response(code)
+        self.send_header("Content-Length", str(len(body)))
+        for k, v in headers:
+            self.send_header(k, v)
         self.end_headers()
-        self.wfile.write(b"ok")
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def do_HEAD(self):
+        self.record()
+        self.send(200, DATA, [("ETag", '"e-1000"')])
+
+    def listing(self, q):
+        prefix = q.get("prefix", [""])[0]
+        first = "continuation-token" not in q
+        key = prefix + ("KEY-a" if first else "KEY-b")
+        more = ("<IsTruncated>true</IsTruncated><NextContinuationToken>%s"
+                "</NextContinuationToken>" % TOKEN) if first else "<IsTruncated>false</IsTruncated>"
+        if not first and q["continuation-token"][0] != TOKEN:
+            return self.send(400, b"<Error><Code>BadToken</Code></Error>")
+        body = ("<ListBucketResult>%s<Contents><Key>%s</Key><Size>1000</Size>"
+                "<ETag>&quot;e-1000&quot;</ETag></Contents></ListBucketResult>" % (more, key))
+        self.send(200, body.encode())
+
+    def do_GET(self):
+        self.record()
+        u = urllib.parse.urlsplit(self.path)
+        q = urllib.parse.parse_qs(u.query, keep_blank_values=True)
+        if q.get("list-type") == ["2"]:
+            return self.listing(q)
+        r = self.headers.get("Range", "")
+        if r.startswith("bytes="):
+            a, b = (int(x) for x in r[6:].split("-"))
+            return self.send(206, DATA[a:b + 1], [("Content-Range", "bytes %d-%d/1000" % (a, b)),
+                                                  ("ETag", '"e-1000"')])
+        self.send(200, b"ok")
 
 
 def main():
