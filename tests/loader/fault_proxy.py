@@ -23,6 +23,9 @@ counted); "every N" means request numbers divisible by N.
                        TCP reset
   truncate_every=N     every Nth answer with a body: the headers (Content-Length honest) and
                        half the body, then a clean close
+  etag=STRING          answers to GET carry this ETag instead of the upstream's (the object
+                       "changed" after a HEAD pinned it; "" turns it off)
+  total_delta=N        answers to GET say the object is N bytes longer in Content-Range
 A knob that answers a request itself (fail, burst, throttle) takes precedence over the body
 faults. An upstream that cannot be reached is a 502; an upstream that breaks off an answer
 resets the client's connection.
@@ -51,7 +54,7 @@ CHUNK = 1 << 20
 KNOBS = {
     "latency_ms": 0.0, "bandwidth": 0.0, "fail_every": 0, "fail_status": 503, "burst": 0,
     "burst_s": 0.0, "throttle_every": 0, "retry_after": 1, "retry_after_date": 0,
-    "reset_every": 0, "truncate_every": 0,
+    "reset_every": 0, "truncate_every": 0, "etag": "", "total_delta": 0,
 }
 LOCK = threading.Lock()
 STATE = {"n": 0, "burst_until": 0.0, "body_n": 0}
@@ -74,6 +77,10 @@ def count(key, n=1):
 def set_knob(name, value):
     if name not in KNOBS:
         raise ValueError("unknown knob %r" % name)
+    if isinstance(KNOBS[name], str):
+        with LOCK:
+            KNOBS[name] = value
+        return
     v = type(KNOBS[name])(float(value))
     if v < 0:
         raise ValueError("%s=%s: negative" % (name, value))
@@ -159,7 +166,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.answer(200, b"ok\n")
         if u.path == "/__proxy/set":
             try:
-                for k, v in urllib.parse.parse_qsl(u.query, strict_parsing=True):
+                for k, v in urllib.parse.parse_qsl(u.query, keep_blank_values=True,
+                                                    strict_parsing=True):
                     set_knob(k, v)
             except ValueError as e:
                 return self.answer(400, (str(e) + "\n").encode())
@@ -233,7 +241,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.send_response(resp.status, resp.reason)
         for k, v in resp.getheaders():
             if k.lower() not in HOP and k.lower() != "content-length":
-                self.send_header(k, v)
+                self.send_header(k, self.rewrite(k.lower(), v))
         if length is not None:
             self.send_header("Content-Length", length)
         self.end_headers()
@@ -269,6 +277,18 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.wfile.flush()
             count(cut)
             self.hang_up(cut == "reset")
+
+    def rewrite(self, name, value):
+        """A GET answer's ETag or Content-Range as the etag and total_delta knobs say."""
+        if self.command != "GET":
+            return value
+        if name == "etag" and KNOBS["etag"]:
+            return KNOBS["etag"]
+        if name == "content-range" and KNOBS["total_delta"] and "/" in value:
+            head, _, total = value.rpartition("/")
+            if total.isdigit():
+                return "%s/%d" % (head, int(total) + KNOBS["total_delta"])
+        return value
 
     def hang_up(self, reset):
         self.close_connection = True

@@ -5,7 +5,8 @@
 #   each fault kind alone (latency, a bandwidth cap, every Nth request 503, a burst of 503s by
 #   count and by time, 429 with Retry-After in seconds and as an HTTP date, resets and clean
 #   closes in mid-body) and all of them at once in front of s3rver (signed requests);
-#   an object changed between open and read (size, ETag): an error naming the URL;
+#   an object changed between open and read (rewritten on disk, a same-size and a longer
+#   file; an ETag or total size the answers change): an error naming the URL;
 #   a server that stays down (503s, an upstream that is gone): a bounded failure naming the
 #   URL, the attempts and the last error;
 #   nginx killed and restarted in the middle of a read: the read completes, right bytes.
@@ -120,6 +121,19 @@ for newsize in 300000 300001; do
     fail "changed ($newsize): $(cat "$T/err")"
   [ ! -e "$T/got" ] || fail "changed ($newsize): bytes written"
 done
+
+# The object changed as the proxy reports it (another ETag, a longer total in Content-Range,
+# the upstream's own object unchanged): the same error, saying what changed.
+start_proxy p-answer "$NG" etag='"other"'
+P=http://127.0.0.1:$PROXY_PORT
+probe get "$P/blob" 0 1000 "$T/got2" && fail "etag: read"
+grep -qF "$P/blob: the object changed since it was opened (ETag " "$T/err" && grep -qF 'now "other")' "$T/err" ||
+  fail "etag: $(cat "$T/err")"
+proxy_set "$PROXY_PORT" "etag=&total_delta=1"
+probe get "$P/blob" 0 1000 "$T/got2" && fail "size: read"
+grep -qxF "$P/blob: the object changed since it was opened (size 3000000, now 3000001)" "$T/err" ||
+  fail "size: $(cat "$T/err")"
+[ ! -e "$T/got2" ] || fail "changed answers: bytes written"
 
 # A server that stays down: every answer 503; then an upstream that is gone (502s); then
 # no server at all. Each fails within its budget (2 s) plus generous slack.
