@@ -14,6 +14,8 @@
 
 typedef struct window {
   remote_object *o;
+  remote_tar_fetch_fn fetch; /* NULL: remote_object_read */
+  void *fetch_ctx;
   unsigned char *buf;
   size_t cap;
   uint64_t off;
@@ -44,7 +46,9 @@ static const unsigned char *win_get(window *w, uint64_t off, size_t len, char *e
     w->cap = want;
   }
   w->len = 0;
-  if (remote_object_read(w->o, off, w->buf, want, err, err_cap) != 0) return NULL;
+  if ((w->fetch ? w->fetch(w->fetch_ctx, off, w->buf, want, err, err_cap)
+               : remote_object_read(w->o, off, w->buf, want, err, err_cap)) != 0)
+    return NULL;
   w->off = off;
   w->len = want;
   w->fetched += want;
@@ -231,10 +235,17 @@ static int walk_one(window *w, uint64_t *pos, pending *p, remote_tar_listing *l,
 
 int remote_tar_scan(remote_object *o, size_t batch_bytes, remote_tar_listing *out, char *err,
                     size_t err_cap) {
+  return remote_tar_scan_via(o, batch_bytes, NULL, NULL, out, err, err_cap);
+}
+
+int remote_tar_scan_via(remote_object *o, size_t batch_bytes, remote_tar_fetch_fn fetch,
+                        void *fetch_ctx, remote_tar_listing *out, char *err, size_t err_cap) {
   memset(out, 0, sizeof *out);
   if (err_cap > 0) err[0] = '\0';
   window w = {0};
   w.o = o;
+  w.fetch = fetch;
+  w.fetch_ctx = fetch_ctx;
   w.batch = batch_bytes ? batch_bytes : 64 * 1024;
   if (w.batch < TAR_BLOCK) w.batch = TAR_BLOCK;
   pending p = {0};
