@@ -133,6 +133,11 @@ static const cli_option OPTIONS[] = {
      .metavar = "URL",
      .help = "S3 endpoint of s3:// shards, path-style (e.g. http://127.0.0.1:9000)",
      .def = "$AWS_ENDPOINT_URL, else AWS ($AWS_REGION)"},
+    {.name = "--remote-timeout", .type = CLI_DOUBLE, CLI_AT(index_args, o.remote_timeout_s),
+     .lo = 0.1, .hi = 86400, .metavar = "S",
+     .help = "give a remote request up S seconds after its last progress\n"
+             "(retries with backoff meanwhile)",
+     .def = "60"},
     {.name = "--block-size", .type = CLI_U64, CLI_AT(index_args, o.block_size), .min = 512,
      .max = 1ull << 30, .metavar = "BYTES",
      .help = "fixed read size (default: plain tar reads 16 KiB after each\n"
@@ -271,8 +276,7 @@ static void print_memory(const al_index *idx, const al_index_stats *stats, const
             "index memory: %.1f MB records (%.1f B/sample) + %.1f MB keys; read %.1f of %.1f MB\n",
             mem_records / 1e6, stats->samples ? (double)mem_records / stats->samples : 0.0,
             mem_keys / 1e6, stats->bytes_read / 1e6, stats->bytes / 1e6);
-  else
-  {
+  else {
     printf(
         "{\"shards\": %llu, \"samples\": %llu, \"rejected\": %llu, \"bytes\": %llu, \"seconds\": %.6f, "
         "\"bytes_read\": %llu, \"mem_records\": %zu, \"mem_keys\": %zu, \"warnings\": %llu, "

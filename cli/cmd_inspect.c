@@ -122,8 +122,8 @@ static void ix_dim_name(const ix_group *g, uint32_t d, char *out, size_t cap) {
 typedef struct ix_summary {
   const al_index *idx;
   uint64_t bytes, compressed;
-  uint64_t remote;     /* shards that are URLs */
-  const char *url0;    /* the first of them */
+  uint64_t remote;  /* shards that are URLs */
+  const char *url0; /* the first of them */
   ix_count *reasons;
   size_t n_reasons;
   uint64_t *shapes; /* sorted w | h << 21 | f << 42 */

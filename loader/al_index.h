@@ -82,6 +82,9 @@ typedef struct al_index_options {
    * remote shards and threads 0, up to max(cores, 8) shards are indexed at once, each over
    * one connection. */
   const char *s3_endpoint;
+  /* A remote request's retry budget in seconds since its last progress (timeouts, refused
+   * connections, 5xx, 429 are retried with backoff); 0 = 60. */
+  double remote_timeout_s;
   /* NULL, or an array of n (the shard count) filled with each shard's transfer figures. */
   struct al_shard_io *shard_io;
 } al_index_options;

@@ -266,8 +266,8 @@ typedef struct build {
   int show;             /* progress lines on stderr */
   uint64_t total_bytes; /* of all shards, for the progress line's ETA */
   double last_print;
-  size_t readable;     /* shards that could be read */
-  uint64_t bytes_read; /* from the shards' files */
+  size_t readable;       /* shards that could be read */
+  uint64_t bytes_read;   /* from the shards' files */
   remote_client *client; /* when a shard is a URL */
   al_shard_io *io;       /* the caller's per-shard figures, or NULL */
   uint64_t remote_shards, remote_requests, remote_bytes;
@@ -289,8 +289,8 @@ static void *worker(void *arg) {
     int rc = remote_url_kind(B->paths[i])
                  ? scan_remote_shard(B->paths[i], B->client, &B->fields, B->block, B->max_member,
                                      B->vae_t, B->vae_s, &B->progress, &r)
-                 : scan_shard(B->paths[i], &B->fields, B->block, B->max_member, B->vae_t,
-                              B->vae_s, &B->progress, &r);
+                 : scan_shard(B->paths[i], &B->fields, B->block, B->max_member, B->vae_t, B->vae_s,
+                              &B->progress, &r);
     pthread_mutex_lock(&B->mu);
     B->results[i] = r;
     B->fail[i] = rc;
@@ -363,6 +363,7 @@ static int build_init(build *B, const char *const *shards, size_t n, const al_in
     remote_opts ro;
     memset(&ro, 0, sizeof ro);
     ro.s3_endpoint = o->s3_endpoint;
+    ro.total_timeout_s = o->remote_timeout_s;
     char err[1024];
     if (remote_client_open(&ro, &B->client, err, sizeof err) != 0)
       return al_set_error(AL_EINVAL, "%s", err);

@@ -207,8 +207,7 @@ static int expand_s3_prefix(list *L, remote_client *c, const char *url) {
   remote_listing l;
   remote_stats st;
   char err[1024];
-  if (remote_list(c, url, &l, &st, err, sizeof err) != 0)
-    return al_set_error(AL_EIO, "%s", err);
+  if (remote_list(c, url, &l, &st, err, sizeof err) != 0) return al_set_error(AL_EIO, "%s", err);
   size_t first = *L->n;
   int rc = AL_OK;
   for (size_t i = 0; i < l.count && !rc; i++)
@@ -216,8 +215,8 @@ static int expand_s3_prefix(list *L, remote_client *c, const char *url) {
   remote_listing_free(&l);
   if (rc) return rc;
   if (*L->n == first)
-    return al_set_error(AL_ENOTFOUND, "%s: no *.tar, *.tar.gz or *.tar.lz4 objects under this prefix",
-                        url);
+    return al_set_error(AL_ENOTFOUND,
+                        "%s: no *.tar, *.tar.gz or *.tar.lz4 objects under this prefix", url);
   qsort(*L->paths + first, *L->n - first, sizeof(char *), cmp_str);
   return AL_OK;
 }

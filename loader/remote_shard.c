@@ -28,7 +28,7 @@ struct remote_shard {
   size_t n, cap;
   int stream;
   int fetch_failed; /* a request of the listing's walk failed */
-  seg chunk; /* streamed shards: the one buffer */
+  seg chunk;        /* streamed shards: the one buffer */
 };
 
 int remote_shard_open(remote_client *c, const char *url, remote_shard **out, char *err,

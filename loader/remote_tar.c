@@ -47,7 +47,7 @@ static const unsigned char *win_get(window *w, uint64_t off, size_t len, char *e
   }
   w->len = 0;
   if ((w->fetch ? w->fetch(w->fetch_ctx, off, w->buf, want, err, err_cap)
-               : remote_object_read(w->o, off, w->buf, want, err, err_cap)) != 0)
+                : remote_object_read(w->o, off, w->buf, want, err, err_cap)) != 0)
     return NULL;
   w->off = off;
   w->len = want;

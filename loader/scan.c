@@ -959,6 +959,22 @@ static int reject_all_samples(scanner *s, const char *why) {
   return AL_OK;
 }
 
+/* A remote layer's message about `url` as a rejection reason: the URL, which the rejected
+ * entry names already, left out ("URL: HTTP 404" -> "HTTP 404"; "URL (ENDPOINT_URL): HTTP
+ * 404" -> "HTTP 404 (ENDPOINT_URL)"). */
+static void reason_of(const char *url, const char *msg, char *out, size_t cap) {
+  size_t n = strlen(url);
+  const char *close;
+  if (!strncmp(msg, url, n) && !strncmp(msg + n, ": ", 2)) {
+    snprintf(out, cap, "%s", msg + n + 2);
+  } else if (!strncmp(msg, url, n) && !strncmp(msg + n, " (", 2) &&
+             (close = strstr(msg + n, "): ")) != NULL) {
+    snprintf(out, cap, "%s (%.*s)", close + 3, (int)(close - (msg + n + 2)), msg + n + 2);
+  } else {
+    snprintf(out, cap, "%s", msg);
+  }
+}
+
 /* Walks the open shard `fd`, or the remote shard `rs` when not NULL (the reason of a refusal
  * in `why`, WHY_CAP bytes). */
 static int open_and_walk(scanner *s, int fd, remote_shard *rs, size_t block_size, char *why) {
@@ -972,7 +988,9 @@ static int open_and_walk(scanner *s, int fd, remote_shard *rs, size_t block_size
   if (rc < 0) goto done;
   if (rc == 1) {
     s->res->readable = 0;
-    rc = reject(s, "", 0, "", why);
+    char reason[WHY_CAP];
+    reason_of(s->path, why, reason, sizeof reason);
+    rc = reject(s, "", 0, "", reason);
     goto done;
   }
   archive_read_support_filter_all(s->a);
@@ -1136,7 +1154,9 @@ int scan_remote_shard(const char *url, remote_client *client, const meta_fields 
   if (!rc) rc = strtab_intern(&s.idx->exts, "json", 4, AL_EXT_MAX, &s.json_id);
   if (!rc) rc = strtab_intern(&s.idx->exts, "json.lz4", 8, AL_EXT_MAX, &s.jsonlz4_id);
   if (!rc && !opened) {
-    rc = reject(&s, "", 0, "", why);
+    char reason[WHY_CAP];
+    reason_of(url, why, reason, sizeof reason);
+    rc = reject(&s, "", 0, "", reason);
   } else if (!rc && remote_shard_size(rs) == 0) {
     rc = reject(&s, "", 0, "", "empty object (0 bytes): not a tar archive");
   } else if (!rc) {

@@ -107,7 +107,7 @@ int al_index_shard_verify(const al_index *idx, size_t shard, int fd) {
 void index_record_content_fps(al_index *idx) {
   for (size_t i = 0; i < idx->n_shards; i++) {
     index_shard_rec *s = &idx->shards[i];
-    if (!s->sample_count) continue; /* nothing indexed, nothing to rely on */
+    if (!s->sample_count) continue;             /* nothing indexed, nothing to rely on */
     if (shard_path_url_kind(s->path)) continue; /* remote: recorded by the build (build.c) */
     int fd = -1;
     int rc = afile_open_input(s->path, "shard", &fd);

@@ -237,7 +237,7 @@ static la_int64_t src_skip(struct archive *a, void *cd, la_int64_t request) {
   shard_source *src = cd;
   (void)a;
   if (src->codec != SHARD_CODEC_NONE) return 0; /* decoded or filtered: libarchive reads instead */
-  if (src->rs) { /* nothing is fetched for skipped bytes */
+  if (src->rs) {                                /* nothing is fetched for skipped bytes */
     uint64_t size = remote_shard_size(src->rs);
     if (request < 0 || (uint64_t)request > size - src->rpos) return 0;
     src->rpos += (uint64_t)request;
@@ -346,8 +346,7 @@ static int open_raw(shard_source *src, int fd, char *why, int *ok) {
   archive_read_support_format_raw(src->raw);
   int opened = src->rs ? archive_read_open(src->raw, src, NULL, raw_remote_read, NULL)
                        : archive_read_open_fd(src->raw, fd, IN_CAP);
-  if (opened != ARCHIVE_OK ||
-      archive_read_next_header(src->raw, &re) != ARCHIVE_OK) {
+  if (opened != ARCHIVE_OK || archive_read_next_header(src->raw, &re) != ARCHIVE_OK) {
     snprintf(why, WHY_CAP, "not a readable compressed stream: %s",
              archive_error_string(src->raw) ? archive_error_string(src->raw) : "unknown");
     return 1;

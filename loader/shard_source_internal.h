@@ -38,9 +38,9 @@ enum { SHARD_CODEC_NONE = 0, SHARD_CODEC_GZIP = 1, SHARD_CODEC_LZ4 = 2, SHARD_CO
 /* The state of the read callbacks. The scanner reads `failed`, `why`, `pos` and `bytes_read`;
  * the rest is this file's. */
 typedef struct shard_source {
-  int fd;           /* -1 for a remote shard */
-  remote_shard *rs; /* a remote shard (the caller's), else NULL */
-  uint64_t rpos;    /* the remote shard's read position */
+  int fd;                 /* -1 for a remote shard */
+  remote_shard *rs;       /* a remote shard (the caller's), else NULL */
+  uint64_t rpos;          /* the remote shard's read position */
   unsigned char *bufs[2]; /* handed out in turn: the previous one stays readable */
   int cur_buf;
   uint64_t off[2]; /* tar-stream offset of each buffer's first byte */
