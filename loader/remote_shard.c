@@ -214,6 +214,43 @@ static int ensure(remote_shard *rs, uint64_t a, uint64_t b, char *err, size_t er
   return fetch(rs, a, (size_t)(b - a), err, err_cap);
 }
 
+/* Keeps only the cached bytes inside spans (sorted, disjoint): the listing's windows also hold
+ * payload bytes the walk never reads. -1 when out of memory (the cache then stays whole). */
+static int cache_keep(remote_shard *rs, const span *sp, size_t nsp) {
+  seg *out = NULL;
+  size_t n = 0, cap = 0, j = 0;
+  for (size_t i = 0; i < rs->n; i++) {
+    const seg *g = &rs->segs[i];
+    uint64_t gend = g->off + g->len;
+    while (j < nsp && sp[j].b <= g->off) j++;
+    for (size_t k = j; k < nsp && sp[k].a < gend; k++) {
+      uint64_t a = sp[k].a > g->off ? sp[k].a : g->off, b = sp[k].b < gend ? sp[k].b : gend;
+      if (b <= a) continue;
+      if (n == cap) {
+        size_t nc = cap ? cap * 2 : 64;
+        seg *o = realloc(out, nc * sizeof *o);
+        if (!o) goto oom;
+        out = o;
+        cap = nc;
+      }
+      unsigned char *d = malloc((size_t)(b - a));
+      if (!d) goto oom;
+      memcpy(d, g->data + (a - g->off), (size_t)(b - a));
+      out[n++] = (seg){a, (size_t)(b - a), d};
+    }
+  }
+  for (size_t i = 0; i < rs->n; i++) free(rs->segs[i].data);
+  free(rs->segs);
+  rs->segs = out;
+  rs->n = n;
+  rs->cap = cap;
+  return 0;
+oom:
+  for (size_t i = 0; i < n; i++) free(out[i].data);
+  free(out);
+  return -1;
+}
+
 int remote_shard_plan(remote_shard *rs, size_t window, size_t gap, char *err, size_t err_cap) {
   uint64_t size = remote_object_size(rs->o);
   if (!window) window = WINDOW_DEFAULT;
@@ -232,6 +269,12 @@ int remote_shard_plan(remote_shard *rs, size_t window, size_t gap, char *err, si
   }
   int rc = 0;
   span cur = {0, 0};
+  span *keep = malloc((l.count + 1) * sizeof *keep);
+  size_t nkeep = 0;
+  if (!keep) {
+    snprintf(err, err_cap, "%s: out of memory", remote_object_url(rs->o));
+    rc = -1;
+  }
   uint64_t entry = 0; /* where the entry (extension headers first) of the next member starts */
   for (size_t i = 0; i <= l.count && !rc; i++) {
     span want;
@@ -250,10 +293,14 @@ int remote_shard_plan(remote_shard *rs, size_t window, size_t gap, char *err, si
       if (want.b > cur.b) cur.b = want.b;
       continue;
     }
+    if (cur.b > cur.a) keep[nkeep++] = cur;
     rc = ensure(rs, cur.a, cur.b, err, err_cap);
     cur = want;
   }
+  if (!rc && cur.b > cur.a) keep[nkeep++] = cur;
   if (!rc) rc = ensure(rs, cur.a, cur.b, err, err_cap);
+  if (!rc) cache_keep(rs, keep, nkeep); /* out of memory: the cache stays whole, still right */
+  free(keep);
   remote_tar_listing_free(&l);
   return rc;
 }
