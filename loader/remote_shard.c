@@ -10,6 +10,7 @@
 #include "loader/tensor_header_internal.h"
 
 #define WINDOW_DEFAULT (16u << 10)
+#define WINDOW_MAX (1u << 20) /* the listing's windows grow to this over dense members */
 #define GAP_DEFAULT (4u << 10)
 #define STREAM_CHUNK (8u << 20)
 #define META_MAX (16u << 20) /* KEY.json is capped at 16 MiB by the scan */
@@ -258,7 +259,7 @@ int remote_shard_plan(remote_shard *rs, size_t window, size_t gap, char *err, si
   remote_tar_listing l;
   char why[1024];
   rs->fetch_failed = 0;
-  if (remote_tar_scan_via(rs->o, window, scan_fetch, rs, &l, why, sizeof why) != 0) {
+  if (remote_tar_scan_via(rs->o, window, WINDOW_MAX, scan_fetch, rs, &l, why, sizeof why) != 0) {
     /* A request that failed is an error; a listing that stopped at bad bytes is the walk's to
      * report (it reads on demand, as a local walk reads the file). */
     if (rs->fetch_failed && !strstr(why, "lie past its end")) {

@@ -5,7 +5,8 @@
  * from a few coalesced ranged GETs instead of the whole object.
  *
  * Plain tar (remote_shard_plan): the member list comes from remote_tar_scan over the cache
- * (windows of `window` bytes from each header: neighbouring small members in one GET), then
+ * (windows of `window` bytes from each header: neighbouring small members in one GET; over
+ * dense members the windows double, up to 1 MiB, as local reads do), then
  * the byte ranges the walk will read are fetched where the windows did not bring them: every
  * member's header blocks (pax and GNU extensions included), the data of KEY.json and
  * KEY.json.lz4, the first bytes of typed members (.npy, .safetensors; 256 bytes, 4 KiB for

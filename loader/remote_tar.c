@@ -20,6 +20,8 @@ typedef struct window {
   size_t cap;
   uint64_t off;
   size_t len, batch;
+  size_t base; /* batch as asked; the window doubles up to max while headers follow on */
+  size_t max;
   uint64_t fetched, requests;
 } window;
 
@@ -35,6 +37,13 @@ static const unsigned char *win_get(window *w, uint64_t off, size_t len, char *e
              "%s: offset %" PRIu64 ": the tar ends inside a header (size %" PRIu64 ")",
              remote_object_url(w->o), off, size);
     return NULL;
+  }
+  /* A header right after the window (metadata-only members, nothing skipped): the members are
+   * dense here, so the next window is twice as large; after a skipped payload, back to base. */
+  if (w->len && off >= w->off && off <= w->off + w->len + w->base) {
+    if (w->batch < w->max) w->batch = w->batch * 2 < w->max ? w->batch * 2 : w->max;
+  } else {
+    w->batch = w->base;
   }
   size_t want = len > w->batch ? len : w->batch;
   if (want > size - off) want = (size_t)(size - off);
@@ -235,11 +244,12 @@ static int walk_one(window *w, uint64_t *pos, pending *p, remote_tar_listing *l,
 
 int remote_tar_scan(remote_object *o, size_t batch_bytes, remote_tar_listing *out, char *err,
                     size_t err_cap) {
-  return remote_tar_scan_via(o, batch_bytes, NULL, NULL, out, err, err_cap);
+  return remote_tar_scan_via(o, batch_bytes, 0, NULL, NULL, out, err, err_cap);
 }
 
-int remote_tar_scan_via(remote_object *o, size_t batch_bytes, remote_tar_fetch_fn fetch,
-                        void *fetch_ctx, remote_tar_listing *out, char *err, size_t err_cap) {
+int remote_tar_scan_via(remote_object *o, size_t batch_bytes, size_t batch_max,
+                        remote_tar_fetch_fn fetch, void *fetch_ctx, remote_tar_listing *out,
+                        char *err, size_t err_cap) {
   memset(out, 0, sizeof *out);
   if (err_cap > 0) err[0] = '\0';
   window w = {0};
@@ -248,6 +258,8 @@ int remote_tar_scan_via(remote_object *o, size_t batch_bytes, remote_tar_fetch_f
   w.fetch_ctx = fetch_ctx;
   w.batch = batch_bytes ? batch_bytes : 64 * 1024;
   if (w.batch < TAR_BLOCK) w.batch = TAR_BLOCK;
+  w.base = w.batch;
+  w.max = batch_max > w.batch ? batch_max : w.batch;
   pending p = {0};
   size_t cap = 0;
   uint64_t pos = 0;
