@@ -203,7 +203,12 @@ AL_API int al_shard_expand_remote(const char *arg, const char *s3_endpoint, char
  * or with AL_EFORMAT when no shard could be read or with opts->strict when
  * anything was rejected; in those two cases *out is still set (caller frees)
  * so that the caller can report what was rejected. Shard paths are recorded
- * made absolute (cwd prefixed, not symlink-resolved). `stats` may be NULL. */
+ * made absolute (cwd prefixed, not symlink-resolved). `stats` may be NULL.
+ * A shard may be an http://, https:// or s3:// URL (al_shard_expand_remote expands
+ * patterns and prefixes): a plain tar is indexed from its headers and metadata members in
+ * coalesced ranged GETs, payloads never fetched; a compressed one is read through; the
+ * record holds the URL, size, ETag and content fingerprint (al_shard_info). An object that
+ * cannot be read (unreachable, 403, 404, not a tar) is a rejected shard naming the URL. */
 AL_API int al_index_build(al_index **out, const char *const *shards, size_t n,
                           const al_index_options *opts, al_index_stats *stats);
 
@@ -301,7 +306,8 @@ typedef enum al_index_struct {
   AL_INDEX_STRUCT_SAMPLE_INFO = 3,   /* al_sample_info */
   AL_INDEX_STRUCT_MEMBER_TYPE = 4,   /* al_member_type */
   AL_INDEX_STRUCT_REJECTED_INFO = 5, /* al_rejected_info */
-  AL_INDEX_STRUCT_STATS = 6          /* al_index_stats */
+  AL_INDEX_STRUCT_STATS = 6,         /* al_index_stats */
+  AL_INDEX_STRUCT_SHARD_IO = 7       /* al_shard_io */
 } al_index_struct;
 
 /* sizeof of the struct `which` (an al_index_struct) names; 0 for any other value. Bindings

@@ -6,10 +6,13 @@
 # through; a plan from a remote index is byte-identical to one from the local index;
 # unreachable servers, missing objects, non-tar objects and a refused access key are rejected
 # shards naming their URLs, the rest indexed; credentials appear nowhere.
-# args: ADAPTIVELOAD REMOTE_INDEX_DUMP
+# Python's adaptiveload.build_index gives the same index from http and S3 URLs.
+# args: ADAPTIVELOAD REMOTE_INDEX_DUMP LIBADAPTIVELOAD_SO PYTHON_DIR
 set -uo pipefail
-AL=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
-DUMP=$(cd "$(dirname "$2")" && pwd)/$(basename "$2")
+abs() { echo "$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; }
+AL=$(abs "$1")
+DUMP=$(abs "$2")
+export ADAPTIVELOAD_LIB=$(abs "$3") PYTHONPATH=$(cd "$4" && pwd) PYTHONDONTWRITEBYTECODE=1
 T=${TEST_TMPDIR:-$(mktemp -d)}/remote_index
 rm -rf "$T" && mkdir -p "$T"
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -128,6 +131,35 @@ cmp -s "$T/local.m" "$T/s3.m" || fail "manifests of the local and the S3 index d
 "$AL" inspect "$T/http.idx" >"$T/inspect.out" 2>&1 || fail "inspect"
 grep -q "remote    4 shards are URLs (the first $U/corpus/shard-000000.tar)" "$T/inspect.out" ||
   fail "inspect: $(cat "$T/inspect.out")"
+
+# Python: build_index with URLs, s3_endpoint=, and its errors.
+/usr/bin/python3 - "$T" "$U" "$EP" <<'PY' || fail "python build_index"
+import sys
+import adaptiveload
+t, u, ep = sys.argv[1:]
+r = adaptiveload.build_index(u + "/corpus/shard-{000000..000003}.tar", t + "/pyhttp.idx")
+assert r["samples"] == 72 and r["remote_shards"] == 4 and len(r["remote"]) == 4, r
+assert r["remote_bytes"] * 50 < r["bytes"], r
+r = adaptiveload.build_index(["s3://bkt/corpus/"], t + "/pys3.idx", s3_endpoint=ep, threads=2)
+assert r["samples"] == 72 and r["remote_requests"] == sum(x["requests"] for x in r["remote"]), r
+try:
+    adaptiveload.build_index([u + "/corpus/missing.tar"], t + "/pymiss.idx", remote_timeout=1)
+    raise SystemExit("a missing object alone must fail")
+except adaptiveload.Error as e:
+    assert "no shard could be read" in str(e), e
+try:
+    adaptiveload.build_index(["s3://bkt/nothing/"], t + "/pyempty.idx", s3_endpoint=ep)
+    raise SystemExit("an empty prefix must fail")
+except adaptiveload.Error as e:
+    assert "s3://bkt/nothing/" in str(e), e
+for bad in ({"threads": -1}, {"remote_timeout": 0}):
+    try:
+        adaptiveload.build_index(u + "/corpus/shard-000000.tar", t + "/pybad.idx", **bad)
+        raise SystemExit("accepted %r" % bad)
+    except ValueError:
+        pass
+PY
+for x in pyhttp pys3; do dump $x; same local $x; done
 
 # 2. Compressed shards: read through, the same records as from local disk.
 run mlocal "$W/meta/shard-000000.tar.gz" "$W/meta/shard-000001.tar.lz4"
