@@ -114,6 +114,17 @@ done
 grep -q "index: 4 remote shards: [0-9]* requests" <("$AL" index --no-progress -o "$T/x.idx" \
   "$U/corpus/shard-00000{0,1,2,3}.tar" 2>&1) || fail "summary line"
 
+# Local paths and URLs mixed, and a brace pattern of s3:// objects: the same index again.
+run mixed --s3-endpoint "$EP" "$W/corpus/shard-000000.tar" "$U/corpus/shard-000001.tar" \
+  "s3://bkt/corpus/shard-{000002..000003}.tar"
+ok mixed
+dump mixed
+same local mixed
+grep -q "^where 0 $W/corpus/shard-000000.tar remote 0 etag \$" "$T/mixed.where" &&
+  grep -q "^where 2 s3://bkt/corpus/shard-000002.tar remote 2 " "$T/mixed.where" ||
+  fail "mixed records: $(cat "$T/mixed.where")"
+[ "$(json mixed remote_shards)" = 3 ] || fail "mixed: $(cat "$T/mixed.out")"
+
 # A bare prefix lists the same objects (README.txt is not a tar); AWS_ENDPOINT_URL serves
 # as the endpoint.
 AWS_ENDPOINT_URL=$EP run s3bare s3://bkt/corpus/shard-0000
