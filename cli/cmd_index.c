@@ -170,7 +170,7 @@ static const cli_verb INDEX = {
         "after -- are SHARDs.\n\n"
         "A SHARD may be a URL: http(s)://HOST/PATH/shard-{000..099}.tar, or\n"
         "s3://BUCKET/KEY (an s3:// prefix such as s3://BUCKET/train/ lists its *.tar,\n"
-        "*.tar.gz and *.tar.lz4 objects, sorted). Plain tars are indexed from their\n"
+        "*.tar.gz, *.tar.lz4, *.tar.zst, *.tar.bz2, *.tar.xz objects, sorted). Plain tars are indexed from their\n"
         "headers and metadata members in coalesced range requests (payloads are not\n"
         "fetched); compressed ones are read through. Keys from AWS_ACCESS_KEY_ID,\n"
         "AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN (none: anonymous), AWS_REGION; never\n"

@@ -193,7 +193,8 @@ static int s3_is_prefix(const char *url) {
 }
 
 static int has_tar_suffix(const char *s) {
-  static const char *const ok[] = {".tar", ".tar.gz", ".tar.lz4"};
+  static const char *const ok[] = {".tar",     ".tar.gz",  ".tar.lz4",
+                                   ".tar.zst", ".tar.bz2", ".tar.xz"};
   size_t n = strlen(s);
   for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
     size_t k = strlen(ok[i]);
@@ -202,7 +203,8 @@ static int has_tar_suffix(const char *s) {
   return 0;
 }
 
-/* The *.tar, *.tar.gz, *.tar.lz4 objects under an s3:// prefix, sorted, appended to L. */
+/* The tar objects (*.tar, *.tar.gz, *.tar.lz4, *.tar.zst, *.tar.bz2, *.tar.xz) under an
+ * s3:// prefix, sorted, appended to L. */
 static int expand_s3_prefix(list *L, remote_client *c, const char *url) {
   remote_listing l;
   remote_stats st;
@@ -216,7 +218,8 @@ static int expand_s3_prefix(list *L, remote_client *c, const char *url) {
   if (rc) return rc;
   if (*L->n == first)
     return al_set_error(AL_ENOTFOUND,
-                        "%s: no *.tar, *.tar.gz or *.tar.lz4 objects under this prefix", url);
+                        "%s: no *.tar, *.tar.gz, *.tar.lz4, *.tar.zst, *.tar.bz2 or *.tar.xz objects under this prefix",
+                        url);
   qsort(*L->paths + first, *L->n - first, sizeof(char *), cmp_str);
   return AL_OK;
 }

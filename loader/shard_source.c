@@ -237,9 +237,8 @@ static la_int64_t src_skip(struct archive *a, void *cd, la_int64_t request) {
   shard_source *src = cd;
   (void)a;
   if (src->codec != SHARD_CODEC_NONE) return 0; /* decoded or filtered: libarchive reads instead */
-  if (src->rs) {                                /* nothing is fetched for skipped bytes */
-    uint64_t size = remote_shard_size(src->rs);
-    if (request < 0 || (uint64_t)request > size - src->rpos) return 0;
+  if (src->rs) { /* nothing is fetched; past the end as lseek does: reads there find the end */
+    if (request < 0) return 0;
     src->rpos += (uint64_t)request;
     src->pos += (uint64_t)request;
     src->cur = src->min;
@@ -262,7 +261,7 @@ static la_int64_t src_seek(struct archive *a, void *cd, la_int64_t offset, int w
   if (src->rs) {
     uint64_t size = remote_shard_size(src->rs);
     int64_t base = whence == SEEK_SET ? 0 : whence == SEEK_CUR ? (int64_t)src->rpos : (int64_t)size;
-    if (offset < -base || (uint64_t)(base + offset) > size) {
+    if (offset < -base) { /* as lseek: past the end is allowed, before the start is not */
       archive_set_error(a, EINVAL, "seek outside the object");
       return ARCHIVE_FATAL;
     }

@@ -4,7 +4,7 @@ SHARD...`` does (al_shard_expand_remote, al_index_build, al_index_save of loader
 Shards are local files, folders (their ``*.tar*`` files), brace patterns
 (``shard-{000000..000099}.tar``), or URLs: ``http(s)://HOST/PATH/...`` (explicit names or brace
 patterns) and ``s3://BUCKET/KEY`` or an ``s3://`` prefix (``s3://BUCKET/train/``: its ``*.tar``,
-``*.tar.gz``, ``*.tar.lz4`` objects, listed). Remote plain tars are indexed from their headers
+``*.tar.gz``, ``*.tar.lz4``, ``*.tar.zst``, ``*.tar.bz2``, ``*.tar.xz`` objects, listed). Remote plain tars are indexed from their headers
 and metadata members in coalesced range requests (payloads not fetched). The S3 endpoint is
 ``s3_endpoint``, else ``$AWS_ENDPOINT_URL``; keys come from ``$AWS_ACCESS_KEY_ID``,
 ``$AWS_SECRET_ACCESS_KEY``, ``$AWS_SESSION_TOKEN`` and are never stored.

@@ -54,6 +54,11 @@ PY
 gzip -c "$T/m/shard-000000.tar" >"$W/meta/shard-000000.tar.gz"
 lz4 -q -c "$T/m/shard-000001.tar" >"$W/meta/shard-000001.tar.lz4"
 head -c 70000 /dev/urandom >"$W/bad/junk.tar"
+zstd -q -c "$T/m/shard-000001.tar" >"$W/meta/shard-000002.tar.zst"
+# Damaged plain tars: cut inside a payload, and a header overwritten mid-shard.
+head -c 2000000 "$W/corpus/shard-000003.tar" >"$W/bad/cut.tar"
+cp "$W/corpus/shard-000003.tar" "$W/bad/hdr.tar"
+printf 'garbage!' | dd of="$W/bad/hdr.tar" bs=1 seek=306000 conv=notrunc status=none
 
 run() { # run NAME ARGS...: index, exit status in $T/NAME.rc, outputs in $T/NAME.{out,err}
   local name=$1
@@ -173,9 +178,9 @@ PY
 for x in pyhttp pys3; do dump $x; same local $x; done
 
 # 2. Compressed shards: read through, the same records as from local disk.
-run mlocal "$W/meta/shard-000000.tar.gz" "$W/meta/shard-000001.tar.lz4"
+run mlocal "$W/meta/shard-000000.tar.gz" "$W/meta/shard-000001.tar.lz4" "$W/meta/shard-000002.tar.zst"
 ok mlocal
-run mhttp "$U/meta/shard-000000.tar.gz" "$U/meta/shard-000001.tar.lz4"
+run mhttp "$U/meta/shard-000000.tar.gz" "$U/meta/shard-000001.tar.lz4" "$U/meta/shard-000002.tar.zst"
 ok mhttp
 run ms3 --s3-endpoint "$EP" s3://bkt/meta/
 ok ms3
@@ -184,7 +189,22 @@ same mlocal mhttp
 same mlocal ms3
 grep -q "shard shard-000000.tar.gz .* compression gzip" "$T/ms3.dump" || fail "gzip: $(cat "$T/ms3.dump" | head -3)"
 grep -q "shard shard-000001.tar.lz4 .* compression lz4" "$T/ms3.dump" || fail "lz4"
+grep -q "shard shard-000002.tar.zst .* compression zstd" "$T/ms3.dump" || fail "zstd"
 [ "$(json mhttp remote_bytes)" -ge "$(json mhttp bytes)" ] || fail "compressed: read through"
+
+# Damaged plain tars: the same samples and the same rejected entries as from local disk.
+run dlocal "$W/bad/cut.tar" "$W/bad/hdr.tar"
+run dhttp "$U/bad/cut.tar" "$U/bad/hdr.tar"
+for x in dlocal dhttp; do
+  dump $x
+  "$AL" inspect "$T/$x.idx" --rejected --json |
+    python3 -c 'import json,sys; [print(e["member"], e["offset"], e["key"], e["reason"]) for e in json.load(sys.stdin)["entries"]]' \
+      >"$T/$x.raw" || fail "inspect --rejected $x"
+  sed -e "s#$W/bad/##g" -e "s#$U/bad/##g" "$T/$x.raw" >"$T/$x.rej" # duplicates name the shards
+done
+same dlocal dhttp
+diff "$T/dlocal.rej" "$T/dhttp.rej" >"$T/diff" || fail "damaged tars: rejections differ: $(cat "$T/diff")"
+[ "$(wc -l <"$T/dlocal.rej")" -ge 2 ] || fail "damaged tars: expected rejections: $(cat "$T/dlocal.rej")"
 
 # 3. Errors: each bad shard is rejected naming its URL, the good one is indexed.
 DOWN=http://127.0.0.1:$(free_port)
