@@ -191,10 +191,10 @@ AL_API int al_shard_expand(const char *arg, char ***paths, size_t *n);
 /* al_shard_expand, and for URLs: brace patterns expand as for paths; an s3:// URL whose last
  * component does not name a tar (no ".tar" in it: "s3://b/train/", "s3://b/train/shard-",
  * "s3://b") is a prefix, listed (ListObjectsV2, every page) for its *.tar, *.tar.gz,
- * *.tar.lz4, *.tar.zst, *.tar.bz2, *.tar.xz objects, sorted bytewise (AL_ENOTFOUND when there are none); http(s) URLs must
- * name objects (no listing). s3_endpoint as al_index_options.s3_endpoint. An http(s) URL
- * with user:password@ is AL_EINVAL (the index would store it). Errors name the URL without
- * credentials; a failed listing is AL_EIO. */
+ * *.tar.lz4, *.tar.zst, *.tar.bz2, *.tar.xz objects, sorted bytewise (AL_ENOTFOUND when there are
+ * none); http(s) URLs must name objects (no listing). s3_endpoint as al_index_options.s3_endpoint.
+ * An http(s) URL with user:password@ is AL_EINVAL (the index would store it). Errors name the URL
+ * without credentials; a failed listing is AL_EIO. */
 AL_API int al_shard_expand_remote(const char *arg, const char *s3_endpoint, char ***paths,
                                   size_t *n);
 
