@@ -99,7 +99,8 @@ static const cli_option OPTIONS[] = {
     {.name = "--output", .alias = "-o", .type = CLI_STRING, CLI_AT(index_args, output),
      .metavar = "INDEX", .help = "index file to write"},
     {.name = "--threads", .type = CLI_U64, CLI_AT(index_args, o.threads), .min = 1, .max = 4096,
-     .metavar = "T", .help = "shards indexed in parallel", .def = "all cores"},
+     .metavar = "T", .help = "shards indexed in parallel (each remote one over a connection)",
+     .def = "all cores; at least 8 with URL shards"},
     {.name = "--json", .type = CLI_FLAG, CLI_AT(index_args, json), .set = 1,
      .help = "print one summary object on stdout:\n"
              "{\"shards\", \"samples\", \"rejected\", \"bytes\", \"seconds\", \"bytes_read\",\n"
