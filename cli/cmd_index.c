@@ -152,7 +152,8 @@ static const cli_verb INDEX = {
     .usage =
         "usage: adaptiveload index [--threads T] [--json] [--dali-idx DIR] [--strict]\n"
         "                         [--fields width=W,height=H,frames=F,fps=R,duration=D]\n"
-        "                         [--vae-stride T,S] -o INDEX SHARD...\n\n"
+        "                         [--vae-stride T,S] [--s3-endpoint URL] [--remote-timeout S]\n"
+        "                         -o INDEX SHARD...\n\n"
         "Indexes WebDataset tar shards: every sample's key, members (data offset and size)\n"
         "and metadata from KEY.json or KEY.json.lz4 (width, height, frames, fps, duration).\n"
         "Plain tar (GNU, pax, Python tarfile), .tar.gz, .tar.lz4, .tar.zst, .tar.bz2, .tar.xz.\n"
