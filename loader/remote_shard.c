@@ -164,7 +164,8 @@ ssize_t remote_shard_read(remote_shard *rs, uint64_t off, void *buf, size_t cap,
   } else {
     s = cache_at(rs, off);
     if (!s) {
-      size_t next = seg_find(rs, off);
+      size_t next = seg_find(rs, off); /* may end right at off: then the one after it */
+      while (next < rs->n && rs->segs[next].off <= off) next++;
       uint64_t lim = next < rs->n ? rs->segs[next].off : size;
       size_t n = lim - off < cap ? (size_t)(lim - off) : cap;
       if (fetch(rs, off, n, err, err_cap) != 0) return -1;
