@@ -1,7 +1,7 @@
 /*
  * remote_internal.h - shards in object storage and on HTTP servers: size, ETag and byte
- * ranges of one object, and listings of an S3 prefix (internal to //loader:remote, not yet
- * used by index, plan or stream).
+ * ranges of one object, and listings of an S3 prefix (internal to //loader:remote; the
+ * index reads remote shards through it, loader/remote_shard_internal.h).
  *
  * URLs: http://host[:port]/path, https://..., s3://bucket/key. An s3:// URL is sent to
  * REGION's AWS endpoint (https://BUCKET.s3.REGION.amazonaws.com/KEY), or, when an endpoint
