@@ -7,6 +7,7 @@
 #include "cli/cli_internal.h"
 #include "cli/options_internal.h"
 #include "common/al_status.h"
+#include "common/json_write_internal.h"
 #include "loader/al_index.h"
 
 #define SHOW_REJECTED 20
@@ -17,6 +18,8 @@ typedef struct index_args {
   int json;
   char **paths; /* expanded SHARD arguments (freed by the verb) */
   size_t n;
+  const char **args; /* SHARD arguments as given, expanded after parsing (--s3-endpoint) */
+  size_t n_args;
   char *fields; /* --fields, names pointed to from o (freed by the verb) */
 } index_args;
 
@@ -66,10 +69,23 @@ static int parse_vae_stride(const cli_verb *verb, const char *opt, const char *v
   return 0;
 }
 
-/* SHARD: a file, a directory or a brace pattern, expanded into a->paths. */
+/* SHARD: kept, expanded once the options (--s3-endpoint) are known. */
 static int add_shards(const cli_verb *verb, const char *arg, void *args) {
   index_args *a = args;
-  return al_shard_expand(arg, &a->paths, &a->n) ? cli_fail(verb->name) : 0;
+  const char **v = realloc(a->args, (a->n_args + 1) * sizeof *v);
+  if (!v) return cli_usage(verb, CLI_SAY_HINT, "out of memory");
+  a->args = v;
+  a->args[a->n_args++] = arg;
+  return 0;
+}
+
+/* Every SHARD argument into a->paths: a file, a directory, a brace pattern, a URL, an s3://
+ * prefix. */
+static int expand_shards(index_args *a) {
+  for (size_t i = 0; i < a->n_args; i++)
+    if (al_shard_expand_remote(a->args[i], a->o.s3_endpoint, &a->paths, &a->n))
+      return cli_fail("index");
+  return 0;
 }
 
 #define FIELD(member, what)                                                            \
@@ -83,13 +99,16 @@ static const cli_option OPTIONS[] = {
     {.name = "--output", .alias = "-o", .type = CLI_STRING, CLI_AT(index_args, output),
      .metavar = "INDEX", .help = "index file to write"},
     {.name = "--threads", .type = CLI_U64, CLI_AT(index_args, o.threads), .min = 1, .max = 4096,
-     .metavar = "T", .help = "shards indexed in parallel", .def = "all cores"},
+     .metavar = "T", .help = "shards indexed in parallel (each remote one over a connection)",
+     .def = "all cores; at least 8 with URL shards"},
     {.name = "--json", .type = CLI_FLAG, CLI_AT(index_args, json), .set = 1,
      .help = "print one summary object on stdout:\n"
              "{\"shards\", \"samples\", \"rejected\", \"bytes\", \"seconds\", \"bytes_read\",\n"
-             "\"mem_records\", \"mem_keys\", \"warnings\"} (bytes: shard sizes;\n"
-             "bytes_read: what was read, payloads of plain tar shards being\n"
-             "skipped; mem_*: bytes the in-memory index holds)"},
+             "\"mem_records\", \"mem_keys\", \"warnings\", \"remote_shards\",\n"
+             "\"remote_requests\", \"remote_bytes\", \"remote\": [{\"url\", \"requests\",\n"
+             "\"bytes\"}]} (bytes: shard sizes; bytes_read: what was read, payloads\n"
+             "of plain tar shards being skipped; mem_*: bytes the in-memory index\n"
+             "holds; remote_*: HTTP requests and body bytes of URL shards)"},
     {.name = "--dali-idx", .type = CLI_STRING, CLI_AT(index_args, o.dali_idx_dir), .metavar = "DIR",
      .help = "also write DALI wds2idx v1.2 index files (plain tar shards)"},
     {.name = "--strict", .type = CLI_FLAG, CLI_AT(index_args, o.strict), .set = 1,
@@ -111,6 +130,15 @@ static const cli_option OPTIONS[] = {
     {.name = "--max-member-bytes", .type = CLI_U64, CLI_AT(index_args, o.max_member_bytes),
      .min = 1, .metavar = "N", .help = "reject samples with a member over N bytes",
      .def = "512 MiB"},
+    {.name = "--s3-endpoint", .type = CLI_STRING, CLI_AT(index_args, o.s3_endpoint),
+     .metavar = "URL",
+     .help = "S3 endpoint of s3:// shards, path-style (e.g. http://127.0.0.1:9000)",
+     .def = "$AWS_ENDPOINT_URL, else AWS ($AWS_REGION)"},
+    {.name = "--remote-timeout", .type = CLI_DOUBLE, CLI_AT(index_args, o.remote_timeout_s),
+     .lo = 0.1, .hi = 86400, .metavar = "S",
+     .help = "give a remote request up S seconds after its last progress\n"
+             "(retries with backoff meanwhile)",
+     .def = "60"},
     {.name = "--block-size", .type = CLI_U64, CLI_AT(index_args, o.block_size), .min = 512,
      .max = 1ull << 30, .metavar = "BYTES",
      .help = "fixed read size (default: plain tar reads 16 KiB after each\n"
@@ -124,7 +152,8 @@ static const cli_verb INDEX = {
     .usage =
         "usage: adaptiveload index [--threads T] [--json] [--dali-idx DIR] [--strict]\n"
         "                         [--fields width=W,height=H,frames=F,fps=R,duration=D]\n"
-        "                         [--vae-stride T,S] -o INDEX SHARD...\n\n"
+        "                         [--vae-stride T,S] [--s3-endpoint URL] [--remote-timeout S]\n"
+        "                         -o INDEX SHARD...\n\n"
         "Indexes WebDataset tar shards: every sample's key, members (data offset and size)\n"
         "and metadata from KEY.json or KEY.json.lz4 (width, height, frames, fps, duration).\n"
         "Plain tar (GNU, pax, Python tarfile), .tar.gz, .tar.lz4, .tar.zst, .tar.bz2, .tar.xz.\n"
@@ -140,7 +169,14 @@ static const cli_verb INDEX = {
         "counted as a warning.\n\n"
         "SHARD is a file, a directory (all *.tar* inside, sorted) or a brace pattern such as\n"
         "'shard-{000000..000099}.tar' (quote it so the shell leaves it alone); arguments\n"
-        "after -- are SHARDs.\n\n",
+        "after -- are SHARDs.\n\n"
+        "A SHARD may be a URL: http(s)://HOST/PATH/shard-{000..099}.tar, or\n"
+        "s3://BUCKET/KEY (an s3:// prefix such as s3://BUCKET/train/ lists its *.tar,\n"
+        "*.tar.gz, *.tar.lz4, *.tar.zst, *.tar.bz2, *.tar.xz objects, sorted). Plain tars are indexed from their\n"
+        "headers and metadata members in coalesced range requests (payloads are not\n"
+        "fetched); compressed ones are read through. Keys from AWS_ACCESS_KEY_ID,\n"
+        "AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN (none: anonymous), AWS_REGION; never\n"
+        "printed or stored. The index records the URL, size, ETag and content fingerprint.\n\n",
     .options = OPTIONS,
     .epilogue =
         "exit status: 0 indexed (possibly with rejected samples), 1 no shard readable or\n"
@@ -190,6 +226,10 @@ static void print_summary(const al_index *idx, const al_index_stats *stats, cons
             (unsigned long long)stats->rejected, (unsigned long long)stats->warnings,
             stats->bytes / 1e6, stats->seconds,
             stats->seconds > 0 ? stats->samples / stats->seconds : 0.0, a->output);
+    if (stats->remote_shards)
+      fprintf(stderr, "index: %llu remote shards: %llu requests, %.2f MB received\n",
+              (unsigned long long)stats->remote_shards, (unsigned long long)stats->remote_requests,
+              stats->remote_bytes / 1e6);
     if (al_index_rejected_count(idx)) {
       fprintf(stderr, "rejected:\n");
       print_rejected(idx);
@@ -212,8 +252,25 @@ static void print_summary(const al_index *idx, const al_index_stats *stats, cons
   }
 }
 
+/* ", \"remote\": [...]": each remote shard's URL, requests and bytes. */
+static void print_remote_json(const al_index *idx, const al_shard_io *io) {
+  printf(", \"remote\": [");
+  const char *sep = "";
+  for (size_t i = 0; io && i < al_index_shard_count(idx); i++) {
+    al_shard_info sh;
+    if (al_index_shard(idx, i, &sh) || !sh.remote) continue;
+    printf("%s{\"url\": ", sep);
+    jsonw_string(stdout, sh.path);
+    printf(", \"requests\": %llu, \"bytes\": %llu}", (unsigned long long)io[i].requests,
+           (unsigned long long)io[i].bytes);
+    sep = ", ";
+  }
+  printf("]");
+}
+
 /* The memory line on stderr, or with --json the summary object on stdout. */
-static void print_memory(const al_index *idx, const al_index_stats *stats, int json) {
+static void print_memory(const al_index *idx, const al_index_stats *stats, const al_shard_io *io,
+                         int json) {
   size_t mem_records = 0, mem_keys = 0;
   al_index_memory(idx, &mem_records, &mem_keys);
   if (!json)
@@ -221,14 +278,19 @@ static void print_memory(const al_index *idx, const al_index_stats *stats, int j
             "index memory: %.1f MB records (%.1f B/sample) + %.1f MB keys; read %.1f of %.1f MB\n",
             mem_records / 1e6, stats->samples ? (double)mem_records / stats->samples : 0.0,
             mem_keys / 1e6, stats->bytes_read / 1e6, stats->bytes / 1e6);
-  else
+  else {
     printf(
         "{\"shards\": %llu, \"samples\": %llu, \"rejected\": %llu, \"bytes\": %llu, \"seconds\": %.6f, "
-        "\"bytes_read\": %llu, \"mem_records\": %zu, \"mem_keys\": %zu, \"warnings\": %llu}\n",
+        "\"bytes_read\": %llu, \"mem_records\": %zu, \"mem_keys\": %zu, \"warnings\": %llu, "
+        "\"remote_shards\": %llu, \"remote_requests\": %llu, \"remote_bytes\": %llu",
         (unsigned long long)stats->shards, (unsigned long long)stats->samples,
         (unsigned long long)stats->rejected, (unsigned long long)stats->bytes, stats->seconds,
         (unsigned long long)stats->bytes_read, mem_records, mem_keys,
-        (unsigned long long)stats->warnings);
+        (unsigned long long)stats->warnings, (unsigned long long)stats->remote_shards,
+        (unsigned long long)stats->remote_requests, (unsigned long long)stats->remote_bytes);
+    print_remote_json(idx, io);
+    printf("}\n");
+  }
 }
 
 /* Builds, saves and reports the index. With --strict or unreadable shards the build fails
@@ -237,18 +299,27 @@ static int build_index(const index_args *a) {
   al_index *idx = NULL;
   al_index_stats stats;
   memset(&stats, 0, sizeof stats);
-  int rc = al_index_build(&idx, (const char *const *)a->paths, a->n, &a->o, &stats);
-  if (!idx) return cli_fail("index");
+  al_index_options o = a->o;
+  al_shard_io *io = calloc(a->n, sizeof *io);
+  if (!io) return cli_fail("index");
+  o.shard_io = io;
+  int rc = al_index_build(&idx, (const char *const *)a->paths, a->n, &o, &stats);
+  if (!idx) {
+    free(io);
+    return cli_fail("index");
+  }
   char build_err[1024];
   snprintf(build_err, sizeof build_err, "%s", rc ? al_last_error() : "");
   if (al_index_save(idx, a->output) != AL_OK) {
     cli_fail("index");
     al_index_free(idx);
+    free(io);
     return AL_EXIT_FAIL;
   }
   print_summary(idx, &stats, a);
-  print_memory(idx, &stats, a->json);
+  print_memory(idx, &stats, io, a->json);
   al_index_free(idx);
+  free(io);
   if (rc) {
     fprintf(stderr, "adaptiveload index: %s\n", build_err);
     return AL_EXIT_FAIL;
@@ -260,12 +331,14 @@ int cli_cmd_index(int argc, char **argv) {
   index_args a;
   memset(&a, 0, sizeof a);
   int ec = cli_parse(&INDEX, argc, argv, &a);
+  if (ec == CLI_RUN && a.n_args && expand_shards(&a)) ec = AL_EXIT_FAIL;
   if (ec == CLI_RUN && (!a.output || a.n == 0))
     ec = cli_usage(&INDEX, CLI_SAY_HINT, "%s",
                    !a.output ? "-o INDEX is required" : "no SHARD given");
   if (ec == CLI_RUN) ec = build_index(&a);
   for (size_t i = 0; i < a.n; i++) free(a.paths[i]);
   free(a.paths);
+  free(a.args);
   free(a.fields); /* the index keeps its own copies of the names */
   return ec;
 }

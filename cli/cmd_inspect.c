@@ -123,6 +123,8 @@ static void ix_dim_name(const ix_group *g, uint32_t d, char *out, size_t cap) {
 typedef struct ix_summary {
   const al_index *idx;
   uint64_t bytes, compressed;
+  uint64_t remote;  /* shards that are URLs */
+  const char *url0; /* the first of them */
   ix_count *reasons;
   size_t n_reasons;
   uint64_t *shapes; /* sorted w | h << 21 | f << 42 */
@@ -148,6 +150,7 @@ static int ix_collect_shards(ix_summary *S, const al_index *idx) {
     if (al_index_shard(idx, i, &sh)) return -1;
     S->bytes += sh.size;
     S->compressed += !sh.seekable;
+    if (sh.remote && !S->remote++) S->url0 = sh.path;
   }
   char norm[512];
   for (size_t i = 0; i < al_index_rejected_count(idx); i++) {
@@ -303,6 +306,9 @@ static void ix_print_text(FILE *out, const ix_summary *S, const char *path) {
           (unsigned long long)al_index_fingerprint(idx));
   fprintf(out, "  shards    %zu (%llu compressed), %.1f MB\n", al_index_shard_count(idx),
           (unsigned long long)S->compressed, S->bytes / 1e6);
+  if (S->remote)
+    fprintf(out, "  remote    %llu shards are URLs (the first %s)\n", (unsigned long long)S->remote,
+            S->url0);
   fprintf(out, "  samples   %zu (%llu with a typed latent grid), %.0f tokens (Wan 2.1 geometry)\n",
           ns, (unsigned long long)S->latent_samples, (double)S->tok_total);
   fprintf(out, "  rejected  %zu\n", al_index_rejected_count(idx));
@@ -468,6 +474,7 @@ static void ix_print_json(FILE *out, const ix_summary *S, const char *path, cons
   fprintf(out, ", \"fingerprint\": \"%016llx\", \"shards\": %zu, \"compressed_shards\": %llu, ",
           (unsigned long long)al_index_fingerprint(idx), al_index_shard_count(idx),
           (unsigned long long)S->compressed);
+  fprintf(out, "\"remote_shards\": %llu, ", (unsigned long long)S->remote);
   fprintf(out,
           "\"bytes\": %llu, \"samples\": %zu, \"latent_samples\": %llu, \"tokens\": %llu, "
           "\"rejected\": %zu, \"warnings\": %zu, \"rejected_by_reason\": [",

@@ -26,6 +26,13 @@ Attention backends (:func:`make_attention`), all exact (no padding, no cross-sam
   lengths (every sample of one bucket) go in one batched call, which is the same maths;
 * ``math``: the same loop written out (softmax(q k^T / sqrt(d)) v), for torch < 2.0.
 
+Sequence parallelism (Ulysses): ``forward(..., sp=shard)`` with an ``adaptiveload.sp.Shard``
+runs this rank's token slice [shard.lo, shard.hi) of the micro-batch (x holds those rows;
+cu, grids, t, text describe the whole micro-batch): linear layers, AdaLN, cross-attention
+(each row over its own sample's text) and the head on the slice; self-attention over all
+tokens for heads / degree heads, between two all-to-alls (adaptiveload.sp). The output is the
+slice's rows, equal to the same rows of the unsharded forward.
+
 Positions: 3D RoPE per sample over its own (t, h, w) token grid (head dims split as in Wan:
 d - 4 (d // 6) for time, 2 (d // 6) each for rows and columns), so a sample's encoding does
 not depend on where it sits in the packed batch.
@@ -401,7 +408,15 @@ class Block(nn.Module):
         q, k, v = self.qkv(h).chunk(3, -1)
         q = apply_rope(self.norm_q(q).view(n_rows, self.heads, hd), pk.cos, pk.sin)
         k = apply_rope(self.norm_k(k).view(n_rows, self.heads, hd), pk.cos, pk.sin)
-        a = pk.attention(q, k, v.reshape(n_rows, self.heads, hd), pk.self_seq)
+        v = v.reshape(n_rows, self.heads, hd)
+        if pk.sp is None:
+            a = pk.attention(q, k, v, pk.attn_seq)
+        else:
+            # Ulysses: one all-to-all moves q, k, v (heads kept whole: (rows, heads, 3 hd)) from
+            # this rank's rows of all heads to all rows of its heads, and one moves the output back
+            qkv = pk.sp_to_heads(torch.cat((q, k, v.to(q.dtype)), -1), pk.sp)
+            q, k, v = qkv.split(hd, -1)
+            a = pk.sp_to_rows(pk.attention(q, k, v, pk.attn_seq), pk.sp)
         x = x + pk.self_seq.scale(self.proj(a.reshape(n_rows, d)).to(x.dtype), gate1)
         # cross-attention: each sample's tokens over its own text tokens
         cq = self.cnorm_q(self.cq(self.norm_x(x))).view(n_rows, self.heads, hd)
@@ -443,15 +458,56 @@ class _TokenSeq(SeqInfo):
 
 
 class Packing:
-    """What every block of one forward shares: the self- and cross-attention packings, RoPE
-    tables, the attention and AdaLN implementations."""
+    """What every block of one forward shares: the packing of this rank's rows (``self_seq``:
+    per-sample modulation), of self-attention (``attn_seq``) and of cross-attention
+    (``cross_seq``), RoPE tables of this rank's rows, the attention and AdaLN implementations.
 
-    def __init__(self, cu, cu_text, cos, sin, attention, modulate, lengths=None, text_lengths=None):
+    Without SP (``sp`` None) the rows are the whole micro-batch and ``attn_seq`` is
+    ``self_seq``. Under Ulysses SP (``sp``: an adaptiveload.sp.Shard) the rows are this rank's
+    token slice: ``self_seq`` and ``cross_seq`` describe the samples it touches (a sample cut
+    at a slice edge counts only its rows here), ``attn_seq`` the whole micro-batch, over which
+    self-attention runs for this rank's heads (``sp_to_heads`` / ``sp_to_rows``, the
+    all-to-alls)."""
+
+    def __init__(self, cu, cu_text, cos, sin, attention, modulate, lengths=None, text_lengths=None, attn_seq=None,
+                 sp=None):
         self.self_seq = _TokenSeq(cu, cu, lengths, lengths)
         self.cross_seq = _TokenSeq(cu, cu_text, lengths, text_lengths)
+        self.attn_seq = attn_seq if attn_seq is not None else self.self_seq
         self.cos, self.sin = cos, sin
         self.attention = attention
         self.modulate = modulate
+        self.sp = sp
+        if sp is not None:
+            from adaptiveload.sp import heads_to_sequence, sequence_to_heads
+
+            self.sp_to_heads, self.sp_to_rows = sequence_to_heads, heads_to_sequence
+
+
+def _host_cu(lengths, device):
+    c = [0]
+    for n in lengths:
+        c.append(c[-1] + int(n))
+    return torch.tensor(c, dtype=torch.int32).to(device)
+
+
+def shard_samples(lengths, lo, hi):
+    """The samples that rows [lo, hi) of a packed sequence of ``lengths`` touch: (first, end,
+    their row counts within [lo, hi)). Samples first..end-1, each with at least one row."""
+    first = end = None
+    rows = []
+    at = 0
+    for i, n in enumerate(lengths):
+        a, b = max(at, lo), min(at + n, hi)
+        if b > a:
+            if first is None:
+                first = i
+            end = i + 1
+            rows.append(b - a)
+        at += n
+    if first is None:
+        raise ValueError("rows [%d, %d) hold no token of a micro-batch of %d" % (lo, hi, at))
+    return first, end, rows
 
 
 class PackedDiT(nn.Module):
@@ -479,11 +535,14 @@ class PackedDiT(nn.Module):
         self.attention = attention or LoopAttention()
         self.modulate = Modulate(fused_adaln, cfg.eps)
 
-    def forward(self, x, cu, grids, t, text, cu_text, text_lengths=None):
+    def forward(self, x, cu, grids, t, text, cu_text, text_lengths=None, sp=None):
         d = self.cfg.hidden
         cos, sin = self.rope.tables(grids, x.device)
         lengths = [a * b * c for a, b, c in grids]
-        pk = Packing(cu, cu_text, cos, sin, self.attention, self.modulate, lengths, text_lengths)
+        if sp is None or sp.degree == 1:
+            pk = Packing(cu, cu_text, cos, sin, self.attention, self.modulate, lengths, text_lengths)
+        else:
+            pk, t, text = self._sp_packing(x, cu, cos, sin, lengths, t, text, cu_text, text_lengths, sp)
         h = self.patch_embed(x)
         temb = self.time_embed(timestep_embedding(t * 1000.0, self.cfg.freq_dim).to(h.dtype))
         e = self.time_proj(temb).view(-1, 6, d)
@@ -493,6 +552,25 @@ class PackedDiT(nn.Module):
         shift, scale = (self.head_modulation.to(temb.dtype) + temb[:, None, :]).unbind(1)
         h = pk.modulate(h, scale, shift, pk.self_seq)
         return self.head(h)
+
+    def _sp_packing(self, x, cu, cos, sin, lengths, t, text, cu_text, text_lengths, sp):
+        """(Packing, t, text) of this rank's rows [sp.lo, sp.hi) of the micro-batch (x holds
+        them): the samples they touch, those samples' timesteps and text rows, RoPE at the
+        rows' own positions, and self-attention over the whole micro-batch."""
+        if sum(lengths) != sp.n_tokens or x.shape[0] != sp.tokens:
+            raise ValueError("SP forward: %d rows for %r of a micro-batch of %d tokens (grids give %d)"
+                             % (x.shape[0], sp, sp.n_tokens, sum(lengths)))
+        if self.cfg.heads % sp.degree:
+            raise ValueError("SP degree %d does not divide the model's %d heads (Ulysses splits heads)"
+                             % (sp.degree, self.cfg.heads))
+        first, end, rows = shard_samples(lengths, sp.lo, sp.hi)
+        tl = list(text_lengths) if text_lengths is not None else _lengths(cu_text)
+        t0, t1 = sum(tl[:first]), sum(tl[:end])
+        attn_seq = _TokenSeq(cu, cu, lengths, lengths)
+        cu_rows = _host_cu(rows, x.device)
+        pk = Packing(cu_rows, _host_cu(tl[first:end], x.device), cos[sp.lo:sp.hi], sin[sp.lo:sp.hi], self.attention,
+                     self.modulate, rows, tl[first:end], attn_seq=attn_seq, sp=sp)
+        return pk, t[first:end], text[t0:t1]
 
 
 def param_count(model):

@@ -30,9 +30,21 @@ W ranks, the accumulated gradient is the gradient of the step's mean per-token l
 ranks. The optimizer steps on ``last_in_step``; DDP skips gradient sync on the other
 micro-batches (``adaptiveload.grad_sync``), FSDP2 likewise (set_requires_gradient_sync).
 
+Sequence parallelism (Ulysses): with a manifest planned with ``plan --sp-degrees 1,2,4``
+(or --sp-degrees here) every rank creates the SP process groups once
+(``adaptiveload.training.sp_groups``); a micro-batch of an SP group of degree d (the batch's
+sp_degree, sp_rank, sp_ranks; a stream without them: degree 1) runs on each of its d ranks
+over that rank's contiguous token slice (or the stream's shard, sp_token_range), with
+self-attention over all tokens for heads / d heads between two all-to-alls
+(examples/dit_model.py). Its timesteps and noise come from a generator seeded per group
+and micro-batch, so the group's ranks agree. The loss formula is unchanged (each real token
+is held by one rank of its group; see python/README.md, "Sequence parallelism"), and the
+gradients under DDP / FSDP over the world equal those of the same samples without SP.
+
 --trace FILE writes one JSON line per micro-batch (what ``adaptiveload fit --trace`` reads):
 step, rank, micro, bucket, B, S, tokens, ms (forward + backward; CUDA events, else
-perf_counter), peak_mem_bytes (CUDA: max allocated since the step began), and "warmup":
+perf_counter), sp_degree and sp_rank under SP (B, S, tokens: the group's micro-batch),
+peak_mem_bytes (CUDA: max allocated since the step began), and "warmup":
 true on the first --warmup-steps steps. Under torchrun each rank writes FILE.rankR.
 --step-log FILE: one line per optimizer step (wall ms between steps, this rank's compute
 ms and tokens, the global loss).
@@ -69,6 +81,7 @@ try:  # an installed package (the //dist bundle on PYTHONPATH) first, else this 
 except ImportError:
     sys.path.insert(0, os.path.join(HERE, "..", "python"))
     import adaptiveload  # noqa: E402
+import adaptiveload.training  # noqa: E402  (sp_groups, sp_shard_of)
 import dit_model  # noqa: E402  (examples/dit_model.py, next to this file)
 
 LATENT_MEMBER = "latent.npy"
@@ -241,11 +254,13 @@ def smoke_corpus(workdir, cli, world, typed, samples, mem_tokens, seed=0, micro_
 class Prepared:
     """One micro-batch ready for the model: x0 (tokens, 64) float, cu (int32, n+1), grids
     (token grid per sample), text (text rows, text_dim) float, cu_text, keep (tokens,) bool
-    (False on padding samples), n (samples), S (tokens of one sample: the bucket's) and the
-    batch's step fields."""
+    (False on padding samples), n (samples), S (tokens of one sample: the bucket's), tokens
+    (the micro-batch's), real_tokens (real tokens held here), sp (adaptiveload.sp.Shard under
+    SP, else None: then x0, seg and keep hold the shard's rows only) and the batch's step
+    fields."""
 
     __slots__ = ("x0", "cu", "grids", "text", "cu_text", "text_lengths", "seg", "keep", "n", "S", "tokens",
-                 "real_tokens", "step", "micro",
+                 "real_tokens", "sp", "step", "micro",
                  "n_micro", "last_in_step", "bucket", "step_tokens", "step_samples")
 
 
@@ -271,14 +286,14 @@ def _cu(lengths, device):
     return _to_device(torch.tensor(c, dtype=torch.int32), device)
 
 
-def prepare(batch, ds, cfg, device, typed, text_member=TEXT_MEMBER, latent_member=LATENT_MEMBER):
+def prepare(batch, ds, cfg, device, typed, text_member=TEXT_MEMBER, latent_member=LATENT_MEMBER, sp_groups=None):
     """A :class:`Prepared` from a PackedBatch. typed: members latent + text (the typed-member API);
     else the raw payload of an ``adaptiveload synth`` corpus (random bf16 bit patterns, read
-    as int16 / 32768 so values are finite) and text embeddings generated from the keys."""
+    as int16 / 32768 so values are finite) and text embeddings generated from the keys.
+    A batch of an SP group (``sp_degree`` > 1; ``sp_groups``: adaptiveload.training.sp_groups)
+    gives this rank's token slice (:func:`make_prepared`)."""
     pt, ph, pw = cfg.patch
-    p = Prepared()
     n = len(batch)
-    p.n = n
     if typed:
         x0 = batch.packed(latent_member, cfg.patch)
         shapes = batch.members[latent_member].shapes
@@ -288,11 +303,9 @@ def prepare(batch, ds, cfg, device, typed, text_member=TEXT_MEMBER, latent_membe
             grids.append((t // pt, h // ph, w // pw))
         x0 = x0.to(device, non_blocking=True).float()
         if text_member:
-            texts = batch.tensors(text_member)
-            text = torch.cat(texts).to(device, non_blocking=True).float()
+            texts = [t.to(device, non_blocking=True).float() for t in batch.tensors(text_member)]
         else:
             texts = [_key_text(k, cfg.text_dim, device) for k in batch.keys]
-            text = torch.cat(texts)
     else:
         bw, bh, bf = (int(v) for v in ds.bucket_shape(batch.bucket)[:3])
         xs = []
@@ -303,26 +316,64 @@ def prepare(batch, ds, cfg, device, typed, text_member=TEXT_MEMBER, latent_membe
         g = ((1 + (bf - 1) // 4) // pt, (bh // 8) // ph, (bw // 8) // pw)
         grids = [g] * n
         texts = [_key_text(k, cfg.text_dim, device) for k in batch.keys]
-        text = torch.cat(texts)
-    p.text_lengths = [int(t.shape[0]) for t in texts]
-    cu_text = _cu(p.text_lengths, device)
-    if text.shape[1] != cfg.text_dim:
-        raise SystemExit("text embeddings are %d-d, the model takes %d (--text-dim)" % (text.shape[1], cfg.text_dim))
+    if texts and texts[0].shape[1] != cfg.text_dim:
+        raise SystemExit("text embeddings are %d-d, the model takes %d (--text-dim)"
+                         % (texts[0].shape[1], cfg.text_dim))
     lengths = [a * b * c for a, b, c in grids]
-    if sum(lengths) != x0.shape[0] or sum(lengths) != int(batch.cu_seqlens[-1]):
-        raise RuntimeError("micro-batch %d: grids give %d tokens, latents %d, cu_seqlens %d"
-                           % (batch.position, sum(lengths), x0.shape[0], int(batch.cu_seqlens[-1])))
-    p.x0, p.grids, p.text, p.cu_text = x0, grids, text, cu_text
-    p.cu = batch.cu_seqlens.to(device=device, dtype=torch.int32)
-    pad = batch.padded.tolist()
+    shard = None
+    if int(getattr(batch, "sp_degree", 1) or 1) > 1:
+        shard = adaptiveload.training.sp_shard_of(sp_groups or {}, batch, sum(lengths))
+    rows = shard.tokens if shard is not None and _is_shard(batch, sum(lengths)) else sum(lengths)
+    if x0.shape[0] != rows or int(batch.cu_seqlens[-1]) != rows:
+        raise RuntimeError("micro-batch %d: grids give %d tokens (%d held here), latents %d, cu_seqlens %d"
+                           % (batch.position, sum(lengths), rows, x0.shape[0], int(batch.cu_seqlens[-1])))
+    fields = {f: getattr(batch, f) for f in STEP_FIELDS}
+    return make_prepared(x0, grids, texts, batch.padded.tolist(), fields, device, shard)
+
+
+STEP_FIELDS = ("step", "micro", "n_micro", "last_in_step", "bucket", "step_tokens", "step_samples")
+
+
+def _is_shard(batch, n_tokens):
+    """Whether the stream delivered only this rank's token shard (sp_token_range not the whole)."""
+    r = getattr(batch, "sp_token_range", None)
+    return r is not None and tuple(int(v) for v in r) != (0, n_tokens)
+
+
+def make_prepared(x0, grids, texts, padded, fields, device, shard=None):
+    """A :class:`Prepared` from the micro-batch's parts: x0 (tokens, patch_dim) the patchified
+    latents of the whole micro-batch (or only rows [shard.lo, shard.hi) of it), grids (token
+    grid per sample), texts (one (L_i, text_dim) tensor per sample), padded (bool per
+    sample), fields (the batch's STEP_FIELDS) and shard (an adaptiveload.sp.Shard, or None
+    without SP). Under SP x0, seg and keep are this rank's rows; cu, grids, text describe the
+    whole micro-batch (the model needs every sample's packing for attention), real_tokens
+    counts the real tokens held here."""
+    p = Prepared()
+    n = len(grids)
+    lengths = [a * b * c for a, b, c in grids]
+    total = sum(lengths)
+    lo, hi = (shard.lo, shard.hi) if shard is not None and shard.degree > 1 else (0, total)
+    if x0.shape[0] == total and hi - lo != total:
+        x0 = x0[lo:hi]
+    elif x0.shape[0] != hi - lo:
+        raise RuntimeError("micro-batch: %d latent rows; the samples have %d tokens, this rank holds [%d, %d)"
+                           % (x0.shape[0], total, lo, hi))
+    p.n = n
+    p.x0, p.grids = x0, grids
+    p.text_lengths = [int(t.shape[0]) for t in texts]
+    p.text = torch.cat(texts) if texts else torch.zeros(0, 0, device=device)
+    p.cu_text = _cu(p.text_lengths, device)
+    p.cu = _cu(lengths, device)
     seg = torch.repeat_interleave(torch.arange(n), torch.tensor(lengths, dtype=torch.long))
-    p.seg = _to_device(seg, device)  # sample of each token (built on the host: no device sync)
-    p.keep = _to_device(torch.tensor([not b for b in pad], dtype=torch.bool)[seg], device)
+    keep = torch.tensor([not b for b in padded], dtype=torch.bool)[seg]
+    p.seg = _to_device(seg[lo:hi].contiguous(), device)  # sample of each row (built on the host: no device sync)
+    p.keep = _to_device(keep[lo:hi].contiguous(), device)
     p.S = max(lengths) if lengths else 0
-    p.tokens = sum(lengths)
-    p.real_tokens = sum(n_ for n_, b in zip(lengths, pad) if not b)
-    for f in ("step", "micro", "n_micro", "last_in_step", "bucket", "step_tokens", "step_samples"):
-        setattr(p, f, getattr(batch, f))
+    p.tokens = total
+    p.real_tokens = int(keep[lo:hi].sum())
+    p.sp = shard if shard is not None and shard.degree > 1 else None
+    for f in STEP_FIELDS:
+        setattr(p, f, fields[f])
     return p
 
 
@@ -333,19 +384,45 @@ def sample_t(n, gen, device, kind):
 
 
 def flow_loss(model, p, world, gen, t_sampling="logit-normal", autocast=None):
-    """The micro-batch's loss, (world / step_tokens) * sum over real tokens of the per-token
-    flow-matching loss (README, "Loss normalisation"); returns (loss, sum of per-token loss
-    over real tokens) - call loss.backward()."""
+    """The micro-batch's loss, (world / step_tokens) * sum over the real tokens held here of
+    the per-token flow-matching loss (README, "Loss normalisation"); returns (loss, sum of
+    per-token loss over those tokens) - call loss.backward().
+
+    Under SP (p.sp) every rank of the group draws the timesteps of all samples and the noise
+    of all the micro-batch's tokens from ``gen`` (which must then be the group's:
+    :func:`micro_generator`) and takes its rows, so the group's ranks agree on every sample's
+    t and the noise is that of the unsharded micro-batch. Each token is held by one rank of
+    the group, so the formula is SP=1's: summed over the world (DDP / FSDP average, times W)
+    each real token of the step counts once."""
     dev = p.x0.device
+    sp = getattr(p, "sp", None)  # a Prepared filled by hand may leave it unset
     t = sample_t(p.n, gen, dev, t_sampling)
-    noise = torch.randn(p.x0.shape, generator=gen, device=dev)
+    if sp is None:
+        noise = torch.randn(p.x0.shape, generator=gen, device=dev)
+    else:
+        noise = torch.randn((p.tokens, p.x0.shape[1]), generator=gen, device=dev)[sp.lo:sp.hi]
     tt = t[p.seg][:, None]
     xt = (1 - tt) * p.x0 + tt * noise
     with autocast if autocast is not None else contextlib.nullcontext():
-        pred = model(xt, p.cu, p.grids, t, p.text, p.cu_text, p.text_lengths)
+        if sp is None:
+            pred = model(xt, p.cu, p.grids, t, p.text, p.cu_text, p.text_lengths)
+        else:
+            pred = model(xt, p.cu, p.grids, t, p.text, p.cu_text, p.text_lengths, sp=sp)
     per_token = (pred.float() - (noise - p.x0)).pow(2).mean(1)
     total = (per_token * p.keep).sum()
     return total * (float(world) / max(1, p.step_tokens)), total.detach()
+
+
+def micro_generator(seed, p, device, rank_gen):
+    """The generator of a micro-batch's timesteps and noise: ``rank_gen`` (this rank's stream)
+    without SP; under SP one seeded by (seed, step, micro, the group's first rank), the same
+    on every rank of the group whatever micro-batches each ran before."""
+    sp = getattr(p, "sp", None)
+    if sp is None:
+        return rank_gen
+    first = int(torch.distributed.get_rank()) - sp.rank if torch.distributed.is_initialized() else 0
+    key = zlib.crc32(("%d/%d/%d/%d" % (seed, p.step, p.micro, first)).encode())
+    return torch.Generator(device=device).manual_seed(key)
 
 
 class MicroTimer:
@@ -461,6 +538,19 @@ def wrap_distributed(model, env, fsdp, log=print):
     return f, lambda last: adaptiveload.grad_sync(f, last)
 
 
+def sp_degrees_of(given, manifest):
+    """The SP degrees to create groups for: ``given`` ("1,2,4"), else the manifest's
+    (al_manifest_info sp_degrees), else [1] (a manifest or package without SP)."""
+    if given:
+        try:
+            return sorted({int(v) for v in given.split(",")})
+        except ValueError:
+            raise SystemExit("--sp-degrees %r: a comma-separated list of powers of two" % (given,))
+    info = adaptiveload.Manifest(manifest).info
+    n = int(info.get("n_sp_degrees", 0) or 0)
+    return sorted({int(v) for v in list(info["sp_degrees"])[:n]}) if n else [1]
+
+
 def model_config(args):
     """The DiTConfig of the parsed options (--smoke / --tiny-model: DiTConfig.smoke)."""
     if args.smoke or getattr(args, "tiny_model", False):
@@ -475,6 +565,9 @@ def write_trace_line(f, mb, rank, ms, peak, warm):
     ``warm`` marks a warm-up step."""
     rec = {"step": mb.step, "rank": rank, "micro": mb.micro, "bucket": mb.bucket, "B": mb.n, "S": mb.S,
            "tokens": mb.tokens, "ms": round(ms, 4)}
+    sp = getattr(mb, "sp", None)
+    if sp is not None:
+        rec["sp_degree"], rec["sp_rank"] = sp.degree, sp.rank
     if peak is not None:
         rec["peak_mem_bytes"] = int(peak)
     if warm:
@@ -529,6 +622,8 @@ def main(argv=None):
     p.add_argument("--trace", help="JSONL per micro-batch for adaptiveload fit --trace (rank R of W>1: FILE.rankR)")
     p.add_argument("--step-log", help="JSONL per optimizer step (rank R of W>1: FILE.rankR)")
     p.add_argument("--warmup-steps", type=int, default=2, help="steps marked warmup in --trace/--step-log")
+    p.add_argument("--sp-degrees", help="SP degrees to make process groups for, e.g. 1,2,4 (default: the "
+                   "manifest's, planned with plan --sp-degrees; 1 when it records none)")
     add_model_arguments(p)
     args = p.parse_args(argv)
 
@@ -567,6 +662,10 @@ def main(argv=None):
     if typed:
         kw["members"] = [args.latent_member] + ([text_member] if text_member else [])
     ds = adaptiveload.StreamDataset(index, manifest, **kw)
+    degrees = sp_degrees_of(args.sp_degrees, manifest)
+    groups = adaptiveload.training.sp_groups(env.world_size, degrees) if env.initialized else {1: [None]}
+    if degrees != [1]:
+        log("sequence parallel: Ulysses over SP degrees %s (all-to-all over heads)" % degrees)
     cfg = model_config(args)
     model = build_model(cfg, device, args.attn, False if args.no_fused_adaln else None, log=log)
     model, sync = wrap_distributed(model, env, args.fsdp, log=log)
@@ -591,10 +690,11 @@ def main(argv=None):
             expected = n_micro_rank // max(1, batch.n_micro)
             if args.steps:
                 expected = min(expected, args.steps)
-        prep = prepare(batch, ds, cfg, device, typed, text_member, args.latent_member)
+        prep = prepare(batch, ds, cfg, device, typed, text_member, args.latent_member, groups)
         start = timer.start()
         with sync(batch.last_in_step):
-            loss, _ = flow_loss(model, prep, world, gen, args.t_sampling, autocast)
+            loss, _ = flow_loss(model, prep, world, micro_generator(args.seed, prep, device, gen), args.t_sampling,
+                                autocast)
             loss.backward()
         stop = timer.stop(start)
         peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None

@@ -74,7 +74,26 @@ typedef struct al_index_options {
    * frames). */
   uint32_t vae_stride_t;
   uint32_t vae_stride_s;
+  /* Added at the end (the struct only grows there). Remote shards (a SHARD that is an
+   * http://, https:// or s3:// URL): the S3 endpoint of s3:// URLs (path-style,
+   * "http://127.0.0.1:9000"); NULL = $AWS_ENDPOINT_URL, else AWS's regional endpoint
+   * ($AWS_REGION, default us-east-1). Keys from $AWS_ACCESS_KEY_ID, $AWS_SECRET_ACCESS_KEY,
+   * $AWS_SESSION_TOKEN (none: anonymous requests); they are never printed or stored. With
+   * remote shards and threads 0, up to max(cores, 8) shards are indexed at once, each over
+   * one connection. */
+  const char *s3_endpoint;
+  /* A remote request's retry budget in seconds since its last progress (timeouts, refused
+   * connections, 5xx, 429 are retried with backoff); 0 = 60. */
+  double remote_timeout_s;
+  /* NULL, or an array of n (the shard count) filled with each shard's transfer figures. */
+  struct al_shard_io *shard_io;
 } al_index_options;
+
+/* What indexing one remote shard sent and received (zero for a local shard). */
+typedef struct al_shard_io {
+  uint64_t requests; /* HTTP requests (HEAD, ranged GETs, retries included) */
+  uint64_t bytes;    /* body bytes received */
+} al_shard_io;
 
 typedef struct al_shard_info {
   const char *path;
@@ -88,7 +107,19 @@ typedef struct al_shard_info {
    * without mtime (see al_index_shard_verify); 0 when not recorded (indexes written before
    * fingerprints, hand assembly, a shard that could not be read at the end of its build). */
   uint64_t content_fp;
+  /* Remote shards: path is the URL as given (an http(s) host in lower case, a
+   * user:password@ left out; s3://BUCKET/KEY stays s3://, its endpoint is the reader's
+   * setting, not the index's), mtime_ns is 0, and the identity is size + content_fp (the same
+   * hash as for a local copy: the header block of every indexed member, or a compressed
+   * object's first and last 64 KiB) + etag. remote: AL_SHARD_LOCAL, AL_SHARD_HTTP or
+   * AL_SHARD_S3 (from the path's scheme). etag: the ETag the server sent when the shard was
+   * indexed, quoted as sent ("\"9a03...\""); "" for a local shard or a server that sent none.
+   * A reader opens the URL, checks size and ETag, and sends If-Match with its ranged GETs. */
+  int remote;
+  const char *etag;
 } al_shard_info;
+
+enum { AL_SHARD_LOCAL = 0, AL_SHARD_HTTP = 1, AL_SHARD_S3 = 2 };
 
 typedef struct al_member_info {
   const char *ext; /* "json", "latent", "json.lz4" */
@@ -136,12 +167,20 @@ typedef struct al_index_stats {
   double seconds;
   uint64_t bytes_read; /* bytes actually read from shard files: payloads of plain
                           tar shards are skipped with lseek, so this is far below
-                          `bytes` when shards carry payloads */
+                          `bytes` when shards carry payloads; remote shards: body bytes
+                          received */
   uint64_t warnings;   /* samples indexed with a doubt (al_index_warning) */
+  /* Added at the end: remote shards given, HTTP requests sent and body bytes received for
+   * them (al_index_options.shard_io has the per-shard figures). */
+  uint64_t remote_shards;
+  uint64_t remote_requests;
+  uint64_t remote_bytes;
 } al_index_stats;
 
 /* Expands a SHARD argument: a file, a directory (every *.tar* inside, sorted) or
  * a brace pattern "shard-{000000..000099}.tar" (also "{a,b}", several groups).
+ * URLs (http://, https://, s3://) are expanded by al_shard_expand_remote; here they pass
+ * through, brace patterns expanded.
  * Appends malloc'd paths to *paths (realloc'd; *n updated). Caller frees each
  * path and the array. A plain path that does not exist passes through (the
  * build records it as unreadable); a directory without *.tar* files is
@@ -149,12 +188,27 @@ typedef struct al_index_stats {
  * On error nothing is appended. */
 AL_API int al_shard_expand(const char *arg, char ***paths, size_t *n);
 
+/* al_shard_expand, and for URLs: brace patterns expand as for paths; an s3:// URL whose last
+ * component does not name a tar (no ".tar" in it: "s3://b/train/", "s3://b/train/shard-",
+ * "s3://b") is a prefix, listed (ListObjectsV2, every page) for its *.tar, *.tar.gz,
+ * *.tar.lz4, *.tar.zst, *.tar.bz2, *.tar.xz objects, sorted bytewise (AL_ENOTFOUND when there are
+ * none); http(s) URLs must name objects (no listing). s3_endpoint as al_index_options.s3_endpoint.
+ * An http(s) URL with user:password@ is AL_EINVAL (the index would store it). Errors name the URL
+ * without credentials; a failed listing is AL_EIO. */
+AL_API int al_shard_expand_remote(const char *arg, const char *s3_endpoint, char ***paths,
+                                  size_t *n);
+
 /* Indexes `n` shards. On AL_OK *out is a new index (possibly with rejected
  * entries). Fails only for bad arguments (AL_EINVAL, *out NULL), out of memory,
  * or with AL_EFORMAT when no shard could be read or with opts->strict when
  * anything was rejected; in those two cases *out is still set (caller frees)
  * so that the caller can report what was rejected. Shard paths are recorded
- * made absolute (cwd prefixed, not symlink-resolved). `stats` may be NULL. */
+ * made absolute (cwd prefixed, not symlink-resolved). `stats` may be NULL.
+ * A shard may be an http://, https:// or s3:// URL (al_shard_expand_remote expands
+ * patterns and prefixes): a plain tar is indexed from its headers and metadata members in
+ * coalesced ranged GETs, payloads never fetched; a compressed one is read through; the
+ * record holds the URL, size, ETag and content fingerprint (al_shard_info). An object that
+ * cannot be read (unreachable, 403, 404, not a tar) is a rejected shard naming the URL. */
 AL_API int al_index_build(al_index **out, const char *const *shards, size_t n,
                           const al_index_options *opts, al_index_stats *stats);
 
@@ -252,7 +306,8 @@ typedef enum al_index_struct {
   AL_INDEX_STRUCT_SAMPLE_INFO = 3,   /* al_sample_info */
   AL_INDEX_STRUCT_MEMBER_TYPE = 4,   /* al_member_type */
   AL_INDEX_STRUCT_REJECTED_INFO = 5, /* al_rejected_info */
-  AL_INDEX_STRUCT_STATS = 6          /* al_index_stats */
+  AL_INDEX_STRUCT_STATS = 6,         /* al_index_stats */
+  AL_INDEX_STRUCT_SHARD_IO = 7       /* al_shard_io */
 } al_index_struct;
 
 /* sizeof of the struct `which` (an al_index_struct) names; 0 for any other value. Bindings

@@ -22,6 +22,7 @@
 #include "loader/dali_idx_internal.h"
 #include "loader/hash_internal.h"
 #include "loader/index_internal.h"
+#include "loader/remote_internal.h"
 #include "loader/scan_internal.h"
 #include "loader/shard_path_internal.h"
 
@@ -33,6 +34,7 @@
  * log2(cap) bits, so up to 2^28 slots a rehash needs only the slot words, not
  * the keys (re-reading 10M keys from the arena dominated the merge).
  */
+#define REMOTE_THREADS 8 /* default parallelism of builds with remote shards */
 #define DD_IDX_BITS 36
 #define DD_IDX_MASK ((UINT64_C(1) << DD_IDX_BITS) - 1)
 #define DD_TAG_BITS (64 - DD_IDX_BITS)
@@ -104,6 +106,8 @@ static int merge_shard(merger *m, const al_index *l, const char *path, uint32_t 
   int rc = index_add_shard_full(m->g, path, ls->size, ls->mtime_ns, ls->seekable, ls->compression,
                                 id);
   if (rc) return rc;
+  if (ls->etag && !(m->g->shards[*id].etag = strdup(ls->etag)))
+    return al_set_error(AL_ENOMEM, "out of memory");
   rc = grow_array((void **)&m->extmap, &m->extmap_cap, l->exts.n, sizeof *m->extmap,
                   "the extension map");
   if (rc) return rc;
@@ -262,8 +266,11 @@ typedef struct build {
   int show;             /* progress lines on stderr */
   uint64_t total_bytes; /* of all shards, for the progress line's ETA */
   double last_print;
-  size_t readable;     /* shards that could be read */
-  uint64_t bytes_read; /* from the shards' files */
+  size_t readable;       /* shards that could be read */
+  uint64_t bytes_read;   /* from the shards' files */
+  remote_client *client; /* when a shard is a URL */
+  al_shard_io *io;       /* the caller's per-shard figures, or NULL */
+  uint64_t remote_shards, remote_requests, remote_bytes;
 } build;
 
 static void *worker(void *arg) {
@@ -279,8 +286,11 @@ static void *worker(void *arg) {
     size_t i = B->next++;
     pthread_mutex_unlock(&B->mu);
     scan_result r;
-    int rc = scan_shard(B->paths[i], &B->fields, B->block, B->max_member, B->vae_t, B->vae_s,
-                        &B->progress, &r);
+    int rc = remote_url_kind(B->paths[i])
+                 ? scan_remote_shard(B->paths[i], B->client, &B->fields, B->block, B->max_member,
+                                     B->vae_t, B->vae_s, &B->progress, &r)
+                 : scan_shard(B->paths[i], &B->fields, B->block, B->max_member, B->vae_t, B->vae_s,
+                              &B->progress, &r);
     pthread_mutex_lock(&B->mu);
     B->results[i] = r;
     B->fail[i] = rc;
@@ -329,6 +339,13 @@ static int build_init(build *B, const char *const *shards, size_t n, const al_in
   B->max_member = o->max_member_bytes ? o->max_member_bytes : AL_INDEX_MAX_MEMBER_DEFAULT;
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   B->threads = o->threads > 0 ? (size_t)o->threads : (cores > 0 ? (size_t)cores : 1);
+  size_t remote = 0;
+  for (size_t i = 0; i < n; i++) remote += remote_url_kind(shards[i]) != REMOTE_NOT_URL;
+  /* Remote shards wait on round trips, not cores: by default up to REMOTE_THREADS of them
+   * at once (each holds one connection). */
+  if (remote && o->threads <= 0 && B->threads < REMOTE_THREADS) B->threads = REMOTE_THREADS;
+  B->io = o->shard_io;
+  if (B->io) memset(B->io, 0, n * sizeof *B->io);
   if (B->threads > n) B->threads = n;
   B->window = 2 * B->threads + 2;
   B->results = calloc(n, sizeof *B->results);
@@ -342,6 +359,15 @@ static int build_init(build *B, const char *const *shards, size_t n, const al_in
   B->show = o->progress > 0 || (o->progress == 0 && isatty(2));
   if (!B->results || !B->done || !B->fail || !B->fail_msg || !B->tids)
     return al_set_error(AL_ENOMEM, "out of memory");
+  if (remote) {
+    remote_opts ro;
+    memset(&ro, 0, sizeof ro);
+    ro.s3_endpoint = o->s3_endpoint;
+    ro.total_timeout_s = o->remote_timeout_s;
+    char err[1024];
+    if (remote_client_open(&ro, &B->client, err, sizeof err) != 0)
+      return al_set_error(AL_EINVAL, "%s", err);
+  }
   return AL_OK;
 }
 
@@ -371,13 +397,52 @@ static void wait_scanned(build *B, size_t i) {
   pthread_mutex_unlock(&B->mu);
 }
 
+/* The content fingerprint of remote shard i, just merged as the index's last shard, from the
+ * header hashes its scan kept (only its kept samples count, as for a local shard); its
+ * transfer figures. */
+static void remote_done(build *B, al_index *g, const scan_result *r, size_t i) {
+  index_shard_rec *sh = &g->shards[g->n_shards - 1];
+  B->remote_shards++;
+  B->remote_requests += r->requests;
+  B->remote_bytes += r->bytes_read;
+  if (B->io) {
+    B->io[i].requests = r->requests;
+    B->io[i].bytes = r->bytes_read;
+  }
+  if (!sh->sample_count) return;
+  if (!sh->seekable) {
+    sh->content_fp = r->remote_fp;
+    return;
+  }
+  if (!r->n_hdr) return;
+  uint64_t h = hash_fold(UINT64_C(0x5ad0f1), sh->size);
+  for (size_t k = sh->first_sample; k <= sh->last_sample; k++) {
+    const index_sample_rec *q = &g->samples[k];
+    for (uint32_t m = 0; m < q->n_members; m++) {
+      uint64_t off = g->members[q->member0 + m].off_ext >> 16;
+      size_t lo = 0, hi = r->n_hdr;
+      while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (r->hdr_off[mid] < off)
+          lo = mid + 1;
+        else
+          hi = mid;
+      }
+      if (lo == r->n_hdr || r->hdr_off[lo] != off) return; /* cannot be: none recorded */
+      h = hash_fold(h, r->hdr_hash[lo]);
+    }
+  }
+  sh->content_fp = h ? h : 1;
+}
+
 /* Starts the workers and merges the shards in the order given, each as soon as it is
  * scanned; the workers stay at most B->window shards ahead. */
 static int scan_and_merge(build *B, merger *M) {
   if (B->show)
     for (size_t i = 0; i < B->n; i++) {
       struct stat st;
-      if (stat(B->paths[i], &st) == 0) B->total_bytes += (uint64_t)st.st_size;
+      if (!remote_url_kind(B->paths[i]) && stat(B->paths[i], &st) == 0)
+        B->total_bytes += (uint64_t)st.st_size;
     }
   for (; B->started < B->threads; B->started++)
     if (pthread_create(&B->tids[B->started], NULL, worker, B) != 0) break;
@@ -391,6 +456,7 @@ static int scan_and_merge(build *B, merger *M) {
       char *abs = shard_path_absolute(B->paths[i]);
       rc = abs ? merge(M, &B->results[i], abs) : al_set_error(AL_ENOMEM, "out of memory");
       free(abs);
+      if (!rc && B->results[i].remote) remote_done(B, M->g, &B->results[i], i);
       B->readable += (size_t)B->results[i].readable;
       B->bytes_read += B->results[i].bytes_read;
     }
@@ -424,6 +490,7 @@ static void build_free(build *B, merger *M) {
   free(M->slots);
   free(M->mem);
   free(M->extmap);
+  remote_client_close(B->client);
 }
 
 static void fill_stats(const build *B, const al_index *idx, al_index_stats *stats) {
@@ -435,6 +502,9 @@ static void fill_stats(const build *B, const al_index *idx, al_index_stats *stat
   stats->seconds = clock_now_s() - B->t0;
   stats->bytes_read = B->bytes_read;
   stats->warnings = idx->warnings.n;
+  stats->remote_shards = B->remote_shards;
+  stats->remote_requests = B->remote_requests;
+  stats->remote_bytes = B->remote_bytes;
 }
 
 int al_index_build(al_index **out, const char *const *shards, size_t n,

@@ -4,6 +4,7 @@
  * braceexpand write them: "shard-{000000..000099}.tar" (zero padding follows
  * the width of the bounds), "{a,b,c}", several groups per pattern. A plain path
  * that does not exist is passed through: the build records it as unreadable.
+ * al_shard_expand_remote also lists s3:// prefixes (ListObjectsV2).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -14,6 +15,8 @@
 
 #include "common/grow_internal.h"
 #include "loader/al_index.h"
+#include "loader/remote_internal.h"
+#include "loader/shard_path_internal.h"
 
 #define MAX_EXPANSION 10000000u
 
@@ -174,6 +177,101 @@ int al_shard_expand(const char *arg, char ***paths, size_t *n) {
   } else {
     rc = push(&L, strdup(arg));
   }
+  if (rc) {
+    for (size_t i = before; i < *n; i++) free((*paths)[i]);
+    *n = before;
+  }
+  return rc;
+}
+
+/* Whether an s3:// URL names a prefix to list: its last component has no ".tar". */
+static int s3_is_prefix(const char *url) {
+  const char *key = strchr(url + 5, '/');
+  if (!key) return 1; /* s3://bucket */
+  const char *base = strrchr(key, '/') + 1;
+  return strstr(base, ".tar") == NULL;
+}
+
+static int has_tar_suffix(const char *s) {
+  static const char *const ok[] = {".tar",     ".tar.gz",  ".tar.lz4",
+                                   ".tar.zst", ".tar.bz2", ".tar.xz"};
+  size_t n = strlen(s);
+  for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
+    size_t k = strlen(ok[i]);
+    if (n > k && !strcmp(s + n - k, ok[i])) return 1;
+  }
+  return 0;
+}
+
+/* The tar objects (*.tar, *.tar.gz, *.tar.lz4, *.tar.zst, *.tar.bz2, *.tar.xz) under an
+ * s3:// prefix, sorted, appended to L. */
+static int expand_s3_prefix(list *L, remote_client *c, const char *url) {
+  remote_listing l;
+  remote_stats st;
+  char err[1024];
+  if (remote_list(c, url, &l, &st, err, sizeof err) != 0) return al_set_error(AL_EIO, "%s", err);
+  size_t first = *L->n;
+  int rc = AL_OK;
+  for (size_t i = 0; i < l.count && !rc; i++)
+    if (has_tar_suffix(l.entries[i].url)) rc = push(L, strdup(l.entries[i].url));
+  remote_listing_free(&l);
+  if (rc) return rc;
+  if (*L->n == first)
+    return al_set_error(AL_ENOTFOUND,
+                        "%s: no *.tar, *.tar.gz, *.tar.lz4, *.tar.zst, *.tar.bz2 or *.tar.xz objects under this prefix",
+                        url);
+  qsort(*L->paths + first, *L->n - first, sizeof(char *), cmp_str);
+  return AL_OK;
+}
+
+/* An http(s) URL with user:password@ in it. */
+static int has_userinfo(const char *url) {
+  if (shard_path_url_kind(url) != 1) return 0;
+  const char *host = strstr(url, "://") + 3;
+  const char *at = memchr(host, '@', strcspn(host, "/?#"));
+  return at != NULL;
+}
+
+int al_shard_expand_remote(const char *arg, const char *s3_endpoint, char ***paths, size_t *n) {
+  if (!arg || !paths || !n) return al_set_error(AL_EINVAL, "al_shard_expand_remote: NULL argument");
+  if (!shard_path_url_kind(arg)) return al_shard_expand(arg, paths, n);
+  if (has_userinfo(arg)) {
+    char *shown = shard_path_url_normal(arg);
+    int rc = al_set_error(AL_EINVAL,
+                          "%s: a URL with user:password@ would put the credentials into the index; "
+                          "serve the shards without them",
+                          shown ? shown : "URL");
+    free(shown);
+    return rc;
+  }
+  char **items = NULL;
+  size_t count = 0, before = *n;
+  list T = {&items, &count, 0};
+  size_t budget = MAX_EXPANSION;
+  int rc = strchr(arg, '{') ? expand_braces(&T, arg, arg, &budget) : push(&T, strdup(arg));
+  remote_client *c = NULL;
+  list L = {paths, n, *n};
+  for (size_t i = 0; i < count && !rc; i++) {
+    if (shard_path_url_kind(items[i]) == 2 && s3_is_prefix(items[i])) {
+      if (!c) {
+        remote_opts o;
+        memset(&o, 0, sizeof o);
+        o.s3_endpoint = s3_endpoint;
+        char err[1024];
+        if (remote_client_open(&o, &c, err, sizeof err) != 0) {
+          rc = al_set_error(AL_EINVAL, "%s", err);
+          break;
+        }
+      }
+      rc = expand_s3_prefix(&L, c, items[i]);
+    } else {
+      rc = push(&L, items[i]);
+      items[i] = NULL;
+    }
+  }
+  remote_client_close(c);
+  for (size_t i = 0; i < count; i++) free(items[i]);
+  free(items);
   if (rc) {
     for (size_t i = before; i < *n; i++) free((*paths)[i]);
     *n = before;

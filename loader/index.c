@@ -6,6 +6,7 @@
 #include "loader/hash_internal.h"
 #include "loader/al_members.h"
 #include "loader/index_internal.h"
+#include "loader/shard_path_internal.h"
 
 const char *const index_default_fields[AL_N_FIELDS] = {"width", "height", "frames", "fps",
                                                        "duration"};
@@ -84,7 +85,10 @@ int index_set_fields(al_index *idx, const char *const names[AL_N_FIELDS]) {
 
 void al_index_free(al_index *idx) {
   if (!idx) return;
-  for (size_t i = 0; i < idx->n_shards; i++) free(idx->shards[i].path);
+  for (size_t i = 0; i < idx->n_shards; i++) {
+    free(idx->shards[i].path);
+    free(idx->shards[i].etag);
+  }
   index_entry_clear(&idx->rejected);
   index_entry_clear(&idx->warnings);
   for (int i = 0; i < AL_N_FIELDS; i++) free(idx->fields[i]);
@@ -421,6 +425,8 @@ int al_index_shard(const al_index *idx, size_t i, al_shard_info *out) {
   out->seekable = s->seekable;
   out->compression = s->compression;
   out->content_fp = s->content_fp;
+  out->remote = shard_path_url_kind(s->path);
+  out->etag = s->etag ? s->etag : "";
   return AL_OK;
 }
 

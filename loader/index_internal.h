@@ -49,6 +49,8 @@ typedef struct index_shard_rec {
   uint64_t rejected_count;
   int seekable;
   uint64_t content_fp; /* shard_fp.c; 0 = not recorded */
+  char *etag;          /* a remote shard's ETag as its server quotes it (malloc'd); NULL: a
+                          local file (remote shards always have one, "" when none was sent) */
   size_t first_sample; /* position of its first sample (sample_count > 0) */
   size_t last_sample;  /* position of its last sample */
   int scattered;       /* its samples are not contiguous (hand assembly) */
@@ -117,6 +119,11 @@ struct al_index {
  * open shard file: plain tar, the header blocks of its indexed members (one pread each);
  * compressed, its first and last 64 KiB. AL_EIO naming the path when a read fails. */
 int index_shard_content_fp(const al_index *idx, uint32_t shard, int fd, uint64_t *out);
+/* The same with the bytes from read_at(ctx, buf, n, off, path): exactly n bytes at off, or a
+ * status with the error set (a remote shard's cache, build.c). */
+typedef int (*index_read_at_fn)(void *ctx, void *buf, size_t n, uint64_t off, const char *path);
+int index_shard_content_fp_by(const al_index *idx, uint32_t shard, index_read_at_fn read_at,
+                              void *ctx, uint64_t *out);
 
 /* Allocates the sample, member and key arrays for this many at once (0: leave that one),
  * as huge-page-friendly blocks: loading then writes each array once, in order. Only a hint:

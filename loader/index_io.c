@@ -77,6 +77,7 @@ static int fill_shards(chunk_writer *cw, Adaptiveload__IndexChunk *c, size_t bas
     m->seekable = s->seekable;
     m->compression = (char *)s->compression;
     m->content_fp = s->content_fp;
+    if (s->etag && s->etag[0]) m->etag = s->etag;
     ptrs[i] = m;
   }
   c->n_shards = n;
@@ -281,6 +282,8 @@ static int load_shards(loader *L, const Adaptiveload__IndexChunk *c) {
                                   &id);
     if (rc) return rc;
     idx->shards[id].content_fp = s->content_fp;
+    if (s->etag && s->etag[0] && !(idx->shards[id].etag = strdup(s->etag)))
+      return al_set_error(AL_ENOMEM, "out of memory");
     if (id >= L->want_cap) {
       size_t cap;
       rc = grow_capacity(L->want_cap, (size_t)id + 1, sizeof *L->want_samples, "per-shard counts",

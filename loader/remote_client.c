@@ -73,6 +73,7 @@ int remote_client_open(const remote_opts *opts, remote_client **out, char *err, 
   }
   snprintf(c->region, sizeof c->region, "%s", region);
   snprintf(c->sigv4, sizeof c->sigv4, "aws:amz:%s:s3", c->region);
+  c->payload_header = 1;
   const char *ep = o.s3_endpoint ? o.s3_endpoint : env_nonempty("AWS_ENDPOINT_URL");
   if (set_endpoint(c, ep, err, err_cap) != 0 || set_credentials(c) != 0) {
     if (err_cap > 0 && err[0] == '\0') snprintf(err, err_cap, "remote client: out of memory");
@@ -80,6 +81,21 @@ int remote_client_open(const remote_opts *opts, remote_client **out, char *err, 
     return -1;
   }
   *out = c;
+  return 0;
+}
+
+int remote_client_set_test_hooks(remote_client *c, const remote_test_hooks *h, char *err,
+                                 size_t err_cap) {
+  if (h->sign_service != NULL) {
+    if (h->sign_service[0] == '\0' || strpbrk(h->sign_service, ": ") != NULL ||
+        strlen(h->sign_service) > 64) {
+      return snprintf(err, err_cap, "SigV4 service '%s': not a service name", h->sign_service), -1;
+    }
+    snprintf(c->sigv4, sizeof c->sigv4, "aws:amz:%s:%s", c->region, h->sign_service);
+    c->payload_header = strcmp(h->sign_service, "s3") == 0;
+  }
+  c->connect_to = h->connect_to;
+  c->test_headers = h->headers;
   return 0;
 }
 

@@ -1,7 +1,7 @@
 /*
  * remote_internal.h - shards in object storage and on HTTP servers: size, ETag and byte
- * ranges of one object, and listings of an S3 prefix (internal to //loader:remote, not yet
- * used by index, plan or stream).
+ * ranges of one object, and listings of an S3 prefix (internal to //loader:remote; the
+ * index reads remote shards through it, loader/remote_shard_internal.h).
  *
  * URLs: http://host[:port]/path, https://..., s3://bucket/key. An s3:// URL is sent to
  * REGION's AWS endpoint (https://BUCKET.s3.REGION.amazonaws.com/KEY), or, when an endpoint
@@ -15,9 +15,10 @@
  * http(s) URL's user:password@ shown as ***@.
  *
  * Faults: timeouts, connection failures and resets, 5xx, 429 and 408 answers are retried
- * with exponential backoff and jitter (a Retry-After of seconds is honoured), for at most
- * remote_opts.total_timeout_s since the operation last made progress; then the operation
- * fails with the URL, the number of attempts and the last error. A response cut short is
+ * with exponential backoff and jitter (a Retry-After, in seconds or as an HTTP date, is
+ * honoured), for at most remote_opts.total_timeout_s since the operation last made
+ * progress; then the operation fails with the URL, the number of attempts and the last
+ * error. A response cut short is
  * resumed from its last byte. An object is pinned at open by its size and ETag: each ranged
  * GET sends If-Match, and an answer with a different ETag or total size (or a 412) is an
  * error naming the URL, never different bytes.

@@ -3,13 +3,38 @@
  * (half the delay fixed, half random), Retry-After honoured, within a time budget that
  * starts again whenever the operation makes progress. The last delay is cut to end with the
  * budget, so a server that comes back within it is still reached; a Retry-After beyond the
- * budget ends the operation at once.
+ * budget ends the operation at once. Retry-After values (seconds or an HTTP date) are read
+ * here too.
  */
+#include <curl/curl.h>
 #include <stdint.h>
+#include <string.h>
 #include <time.h>
 
 #include "common/clock_internal.h"
 #include "loader/remote_xfer_internal.h"
+
+#define RETRY_AFTER_MAX_S 3600
+
+double remote_retry_after(const char *value, double now) {
+  const char *p = value;
+  if (*p >= '0' && *p <= '9') {
+    double s = 0;
+    for (; *p >= '0' && *p <= '9'; p++) {
+      if (s < RETRY_AFTER_MAX_S) s = s * 10 + (*p - '0');
+    }
+    if (*p != '\0') return -1;
+    return s > RETRY_AFTER_MAX_S ? RETRY_AFTER_MAX_S : s;
+  }
+  /* An HTTP date: libcurl's parser reads the three forms RFC 9110 allows. A date carries a
+   * time of day; without a ':' the value is not taken for one (curl_getdate accepts a bare
+   * day or year). */
+  time_t t = curl_getdate(value, NULL);
+  if (t == (time_t)-1 || strchr(value, ':') == NULL) return -1;
+  double d = (double)t - now;
+  if (d < 0) d = 0;
+  return d > RETRY_AFTER_MAX_S ? RETRY_AFTER_MAX_S : d;
+}
 
 void remote_retry_start(const remote_client *c, remote_retry *r) {
   double now = clock_now_s();

@@ -14,10 +14,14 @@
 
 typedef struct window {
   remote_object *o;
+  remote_tar_fetch_fn fetch; /* NULL: remote_object_read */
+  void *fetch_ctx;
   unsigned char *buf;
   size_t cap;
   uint64_t off;
   size_t len, batch;
+  size_t base; /* batch as asked; the window doubles up to max while headers follow on */
+  size_t max;
   uint64_t fetched, requests;
 } window;
 
@@ -34,6 +38,13 @@ static const unsigned char *win_get(window *w, uint64_t off, size_t len, char *e
              remote_object_url(w->o), off, size);
     return NULL;
   }
+  /* A header right after the window (metadata-only members, nothing skipped): the members are
+   * dense here, so the next window is twice as large; after a skipped payload, back to base. */
+  if (w->len && off >= w->off && off <= w->off + w->len + w->base) {
+    if (w->batch < w->max) w->batch = w->batch * 2 < w->max ? w->batch * 2 : w->max;
+  } else {
+    w->batch = w->base;
+  }
   size_t want = len > w->batch ? len : w->batch;
   if (want > size - off) want = (size_t)(size - off);
   if (want > w->cap) {
@@ -44,7 +55,9 @@ static const unsigned char *win_get(window *w, uint64_t off, size_t len, char *e
     w->cap = want;
   }
   w->len = 0;
-  if (remote_object_read(w->o, off, w->buf, want, err, err_cap) != 0) return NULL;
+  if ((w->fetch ? w->fetch(w->fetch_ctx, off, w->buf, want, err, err_cap)
+                : remote_object_read(w->o, off, w->buf, want, err, err_cap)) != 0)
+    return NULL;
   w->off = off;
   w->len = want;
   w->fetched += want;
@@ -231,12 +244,22 @@ static int walk_one(window *w, uint64_t *pos, pending *p, remote_tar_listing *l,
 
 int remote_tar_scan(remote_object *o, size_t batch_bytes, remote_tar_listing *out, char *err,
                     size_t err_cap) {
+  return remote_tar_scan_via(o, batch_bytes, 0, NULL, NULL, out, err, err_cap);
+}
+
+int remote_tar_scan_via(remote_object *o, size_t batch_bytes, size_t batch_max,
+                        remote_tar_fetch_fn fetch, void *fetch_ctx, remote_tar_listing *out,
+                        char *err, size_t err_cap) {
   memset(out, 0, sizeof *out);
   if (err_cap > 0) err[0] = '\0';
   window w = {0};
   w.o = o;
+  w.fetch = fetch;
+  w.fetch_ctx = fetch_ctx;
   w.batch = batch_bytes ? batch_bytes : 64 * 1024;
   if (w.batch < TAR_BLOCK) w.batch = TAR_BLOCK;
+  w.base = w.batch;
+  w.max = batch_max > w.batch ? batch_max : w.batch;
   pending p = {0};
   size_t cap = 0;
   uint64_t pos = 0;

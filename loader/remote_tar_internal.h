@@ -1,6 +1,6 @@
 /*
  * remote_tar_internal.h - the members of a remote plain tar, from its header blocks alone
- * (internal to //loader:remote; not yet used by index, plan or stream).
+ * (internal to //loader:remote; the index's remote shards use it through remote_shard.c).
  *
  * The walk reads the header at offset 0, then each next header at the offset after the
  * previous member's data rounded up to 512 bytes, never the payloads in between. Reads are
@@ -39,6 +39,18 @@ typedef struct remote_tar_listing {
 /* batch_bytes 0: 64 KiB (at least 512). out is empty on failure. */
 int remote_tar_scan(remote_object *o, size_t batch_bytes, remote_tar_listing *out, char *err,
                     size_t err_cap);
+/* The same walk with its windows fetched by fetch(fetch_ctx, off, buf, len, err, err_cap)
+ * instead of remote_object_read (a cache in front of the object: loader/remote_shard.c);
+ * fetch returns 0, or -1 with err set. `fetched` and `requests` then count the windows asked
+ * for, which the cache may have served without a request. batch_max > batch_bytes: a window
+ * whose next header lies within batch_bytes of its end (dense members, no payload skipped)
+ * is followed by one twice as large, up to batch_max; a skip goes back to batch_bytes (as
+ * local reads grow while data is consumed). */
+typedef int (*remote_tar_fetch_fn)(void *ctx, uint64_t off, void *buf, size_t len, char *err,
+                                   size_t err_cap);
+int remote_tar_scan_via(remote_object *o, size_t batch_bytes, size_t batch_max,
+                        remote_tar_fetch_fn fetch, void *fetch_ctx, remote_tar_listing *out,
+                        char *err, size_t err_cap);
 void remote_tar_listing_free(remote_tar_listing *l);
 
 #endif /* AL_REMOTE_TAR_INTERNAL_H */

@@ -76,9 +76,7 @@ static size_t on_header(char *p, size_t size, size_t n, void *ud) {
     const char *q = v;
     x->have_length = parse_u64_prefix(&q, &x->length) == 0 && *q == '\0';
   } else if (header_value(p, len, "retry-after", v, sizeof v)) {
-    const char *q = v;
-    uint64_t s;
-    if (parse_u64_prefix(&q, &s) == 0 && *q == '\0') x->retry_after = s > 3600 ? 3600 : (double)s;
+    x->retry_after = remote_retry_after(v, (double)time(NULL));
   }
   return len;
 }
@@ -181,7 +179,7 @@ static struct curl_slist *request_headers(const remote_client *c, const remote_t
   }
   /* SigV4 for S3 needs the payload's hash; libcurl signs it from this header. GET and HEAD
    * send no payload. */
-  if (t->s3 && c->userpwd) {
+  if (t->s3 && c->userpwd && c->payload_header) {
     if ((n = curl_slist_append(h, "x-amz-content-sha256: " REMOTE_EMPTY_SHA256)) == NULL) {
       goto fail;
     }
@@ -189,6 +187,10 @@ static struct curl_slist *request_headers(const remote_client *c, const remote_t
   }
   if (t->s3 && c->userpwd && c->token_header) {
     if ((n = curl_slist_append(h, c->token_header)) == NULL) goto fail;
+    h = n;
+  }
+  for (const char *const *e = c->test_headers; e != NULL && *e != NULL; e++) {
+    if ((n = curl_slist_append(h, *e)) == NULL) goto fail;
     h = n;
   }
   return h;
@@ -199,13 +201,14 @@ fail:
 }
 
 static void set_options(const remote_client *c, CURL *h, const remote_target *t, remote_xfer *x,
-                        struct curl_slist *hdrs, char *errbuf) {
+                        struct curl_slist *hdrs, struct curl_slist *connect_to, char *errbuf) {
   curl_easy_reset(h); /* keeps the connection and DNS caches */
   curl_easy_setopt(h, CURLOPT_URL, t->http);
   curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
   curl_easy_setopt(h, CURLOPT_USERAGENT, "adaptiveload");
   curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+  if (connect_to != NULL) curl_easy_setopt(h, CURLOPT_CONNECT_TO, connect_to);
   if (x->head) curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
   curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
   curl_easy_setopt(h, CURLOPT_HEADERDATA, x);
@@ -290,11 +293,21 @@ int remote_xfer_perform(const remote_client *c, CURL *h, const remote_target *t,
   x->verdict = REMOTE_V_NONE;
   x->why[0] = '\0';
   reset_response(x, 0);
-  if (oom) return snprintf(msg, msg_cap, "out of memory"), REMOTE_FATAL;
-  set_options(c, h, t, x, hdrs, errbuf);
+  struct curl_slist *connect_to = NULL;
+  if (!oom && c->connect_to != NULL) {
+    connect_to = curl_slist_append(NULL, c->connect_to);
+    oom = connect_to == NULL;
+  }
+  if (oom) {
+    curl_slist_free_all(hdrs);
+    return snprintf(msg, msg_cap, "out of memory"), REMOTE_FATAL;
+  }
+  set_options(c, h, t, x, hdrs, connect_to, errbuf);
   CURLcode rc = curl_easy_perform(h);
   curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
+  curl_easy_setopt(h, CURLOPT_CONNECT_TO, NULL);
   curl_slist_free_all(hdrs);
+  curl_slist_free_all(connect_to);
   return classify(x, rc, errbuf, msg, msg_cap);
 }
 

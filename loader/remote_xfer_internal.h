@@ -18,10 +18,27 @@ struct remote_client {
   remote_opts o;  /* defaults filled in */
   char *endpoint; /* S3 endpoint without a trailing '/', NULL: AWS's */
   char region[64];
-  char sigv4[96];     /* "aws:amz:REGION:s3" */
-  char *userpwd;      /* "KEY:SECRET", NULL: anonymous */
-  char *token_header; /* "x-amz-security-token: ...", NULL: none */
+  char sigv4[160];        /* "aws:amz:REGION:s3" (or the test hook's service) */
+  char *userpwd;          /* "KEY:SECRET", NULL: anonymous */
+  char *token_header;     /* "x-amz-security-token: ...", NULL: none */
+  int payload_header;     /* send x-amz-content-sha256 (S3's; other services do not take it) */
+  const char *connect_to; /* test hook, NULL: none */
+  const char *const *test_headers; /* test hook, NULL: none */
 };
+
+/* Test hooks, for checking the requests the client sends (tests/loader/sigv4_probe.c):
+ * sign for SigV4 service sign_service instead of "s3" (NULL: keep s3), connect as
+ * connect_to says (one CURLOPT_CONNECT_TO entry "HOST:PORT:ADDRESS:PORT", NULL: none), and
+ * add the header lines of headers (NULL-terminated; NULL: none) to every request. The
+ * strings are not copied: they must outlive the client. Not for use outside tests: the
+ * production settings come from remote_opts and the environment. */
+typedef struct remote_test_hooks {
+  const char *sign_service;
+  const char *connect_to;
+  const char *const *headers;
+} remote_test_hooks;
+int remote_client_set_test_hooks(remote_client *c, const remote_test_hooks *h, char *err,
+                                 size_t err_cap);
 
 /* Where a URL's requests go. */
 typedef struct remote_target {
@@ -89,6 +106,10 @@ typedef struct remote_retry {
 void remote_retry_start(const remote_client *c, remote_retry *r);
 /* Progress was made: the budget and the backoff start again. */
 void remote_retry_progress(const remote_client *c, remote_retry *r);
+/* A Retry-After value in seconds from now: delay-seconds or an HTTP date (RFC 9110: the
+ * IMF-fixdate, or the obsolete RFC 850 and asctime forms), now being the wall clock
+ * (seconds since the epoch). A date in the past is 0; at most 3600; -1 when malformed. */
+double remote_retry_after(const char *value, double now);
 /* Sleeps before the next attempt (backoff with jitter, at least retry_after when >= 0, at
  * most what is left of the budget); -1 when the budget is spent or retry_after exceeds it. */
 int remote_retry_wait(const remote_client *c, remote_retry *r, double retry_after);

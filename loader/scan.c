@@ -26,6 +26,7 @@
 #include "common/atomic_file_internal.h"
 #include "common/grow_internal.h"
 #include "loader/al_members.h"
+#include "loader/hash_internal.h"
 #include "loader/lz4_member_internal.h"
 #include "loader/shard_source_internal.h"
 #include "loader/tensor_header_internal.h"
@@ -958,10 +959,28 @@ static int reject_all_samples(scanner *s, const char *why) {
   return AL_OK;
 }
 
-/* Walks the open shard `fd` (the reason of a refusal in `why`, WHY_CAP bytes). */
-static int open_and_walk(scanner *s, int fd, size_t block_size, char *why) {
+/* A remote layer's message about `url` as a rejection reason: the URL, which the rejected
+ * entry names already, left out ("URL: HTTP 404" -> "HTTP 404"; "URL (ENDPOINT_URL): HTTP
+ * 404" -> "HTTP 404 (ENDPOINT_URL)"). */
+static void reason_of(const char *url, const char *msg, char *out, size_t cap) {
+  size_t n = strlen(url);
+  const char *close;
+  if (!strncmp(msg, url, n) && !strncmp(msg + n, ": ", 2)) {
+    snprintf(out, cap, "%s", msg + n + 2);
+  } else if (!strncmp(msg, url, n) && !strncmp(msg + n, " (", 2) &&
+             (close = strstr(msg + n, "): ")) != NULL) {
+    snprintf(out, cap, "%s (%.*s)", close + 3, (int)(close - (msg + n + 2)), msg + n + 2);
+  } else {
+    snprintf(out, cap, "%s", msg);
+  }
+}
+
+/* Walks the open shard `fd`, or the remote shard `rs` when not NULL (the reason of a refusal
+ * in `why`, WHY_CAP bytes). */
+static int open_and_walk(scanner *s, int fd, remote_shard *rs, size_t block_size, char *why) {
   shard_source src;
-  int rc = shard_source_open(&src, fd, block_size, why);
+  int rc = rs ? shard_source_open_remote(&src, rs, block_size, why)
+              : shard_source_open(&src, fd, block_size, why);
   s->a = archive_read_new();
   s->src = &src;
   if (rc >= 0 && !s->a)
@@ -969,7 +988,9 @@ static int open_and_walk(scanner *s, int fd, size_t block_size, char *why) {
   if (rc < 0) goto done;
   if (rc == 1) {
     s->res->readable = 0;
-    rc = reject(s, "", 0, "", why);
+    char reason[WHY_CAP];
+    reason_of(s->path, why, reason, sizeof reason);
+    rc = reject(s, "", 0, "", reason);
     goto done;
   }
   archive_read_support_filter_all(s->a);
@@ -998,6 +1019,8 @@ done:
   shard_source_close(&src);
   return rc;
 }
+
+static int scan_finish(scanner *s, int rc);
 
 int scan_shard(const char *path, const meta_fields *fields, size_t block_size, uint64_t max_member,
                uint32_t vae_t, uint32_t vae_s, scan_progress *progress, scan_result *out) {
@@ -1054,21 +1077,118 @@ int scan_shard(const char *path, const meta_fields *fields, size_t block_size, u
     rc = reject(&s, "", 0, "", "empty file (0 bytes): not a tar archive");
   } else if (!rc) {
     s.file_size = (uint64_t)st.st_size;
-    rc = open_and_walk(&s, fd, block_size, why);
+    rc = open_and_walk(&s, fd, NULL, block_size, why);
   }
   if (fd >= 0) close(fd);
-  if (out->readable) out->bytes = s.file_size;
-  if (progress) {
-    atomic_fetch_add(&progress->samples, s.unreported);
-    atomic_fetch_add(&progress->bytes, s.file_size);
+  return scan_finish(&s, rc);
+}
+
+/* The header block before each indexed member's data, hashed as shard_fp.c does (plain tar),
+ * or the content fingerprint itself (compressed): what build.c folds into the shard's
+ * content fingerprint once the merge has decided which samples stay. */
+static int remote_identity(scanner *s, remote_shard *rs) {
+  scan_result *r = s->res;
+  const al_index *x = s->idx;
+  index_shard_rec *sh = &s->idx->shards[0];
+  char err[WHY_CAP];
+  if (!x->n_samples) return AL_OK;
+  if (!sh->seekable) {
+    uint64_t fp = 0;
+    int rc = index_shard_content_fp_by(x, 0, scan_remote_read_at, rs, &fp);
+    if (rc == AL_ENOMEM) return rc;
+    if (rc) al_clear_error(); /* unreadable a moment after the walk: none recorded */
+    r->remote_fp = rc ? 0 : fp;
+    return AL_OK;
   }
-  free(s.p.key);
-  free(s.p.m);
-  free(s.buf);
-  free(s.dec);
-  free(s.hbuf);
-  free(s.lzin);
-  if (s.dctx) LZ4F_freeDecompressionContext(s.dctx);
+  r->hdr_off = malloc((x->n_members ? x->n_members : 1) * sizeof *r->hdr_off);
+  r->hdr_hash = malloc((x->n_members ? x->n_members : 1) * sizeof *r->hdr_hash);
+  if (!r->hdr_off || !r->hdr_hash) return al_set_error(AL_ENOMEM, "out of memory");
+  unsigned char blk[512];
+  for (size_t i = 0; i < x->n_samples; i++) {
+    const index_sample_rec *q = &x->samples[i];
+    for (uint32_t m = 0; m < q->n_members; m++) {
+      uint64_t off = x->members[q->member0 + m].off_ext >> 16;
+      if (off < 512 || remote_shard_pread(rs, off - 512, blk, sizeof blk, err, sizeof err) != 0) {
+        r->n_hdr = 0; /* no fingerprint recorded */
+        return AL_OK;
+      }
+      r->hdr_off[r->n_hdr] = off;
+      r->hdr_hash[r->n_hdr++] = hash64(blk, sizeof blk, off);
+    }
+  }
+  return AL_OK;
+}
+
+int scan_remote_read_at(void *ctx, void *buf, size_t n, uint64_t off, const char *path) {
+  char err[WHY_CAP];
+  (void)path;
+  if (remote_shard_pread(ctx, off, buf, n, err, sizeof err) != 0)
+    return al_set_error(AL_EIO, "%s", err);
+  return AL_OK;
+}
+
+int scan_remote_shard(const char *url, remote_client *client, const meta_fields *fields,
+                      size_t block_size, uint64_t max_member, uint32_t vae_t, uint32_t vae_s,
+                      scan_progress *progress, scan_result *out) {
+  memset(out, 0, sizeof *out);
+  scanner s;
+  memset(&s, 0, sizeof s);
+  s.path = url;
+  s.max_member = max_member;
+  s.fields = fields;
+  s.vae_t = vae_t;
+  s.vae_s = vae_s;
+  s.res = out;
+  s.progress = progress;
+  s.p.json = -1;
+  out->remote = 1;
+  int rc = al_index_new(&out->idx);
+  if (rc) return rc;
+  s.idx = out->idx;
+  char why[WHY_CAP];
+  remote_shard *rs = NULL;
+  int opened = remote_shard_open(client, url, &rs, why, sizeof why) == 0;
+  rc = index_add_shard_full(s.idx, url, opened ? remote_shard_size(rs) : 0, 0, 0, "unknown", NULL);
+  if (!rc && !(s.idx->shards[0].etag = strdup(opened ? remote_shard_etag(rs) : "")))
+    rc = al_set_error(AL_ENOMEM, "out of memory");
+  if (!rc) rc = strtab_intern(&s.idx->exts, "json", 4, AL_EXT_MAX, &s.json_id);
+  if (!rc) rc = strtab_intern(&s.idx->exts, "json.lz4", 8, AL_EXT_MAX, &s.jsonlz4_id);
+  if (!rc && !opened) {
+    char reason[WHY_CAP];
+    reason_of(url, why, reason, sizeof reason);
+    rc = reject(&s, "", 0, "", reason);
+  } else if (!rc && remote_shard_size(rs) == 0) {
+    rc = reject(&s, "", 0, "", "empty object (0 bytes): not a tar archive");
+  } else if (!rc) {
+    s.file_size = remote_shard_size(rs);
+    rc = open_and_walk(&s, -1, rs, block_size, why);
+    if (!rc && out->readable) rc = remote_identity(&s, rs);
+  }
+  if (rs) {
+    remote_stats st = remote_shard_stats(rs);
+    out->requests = st.requests;
+    out->bytes_read = st.bytes + st.discarded;
+    remote_shard_close(rs);
+  }
+  return scan_finish(&s, rc);
+}
+
+/* What scan_shard and scan_remote_shard do last: progress, the scanner's buffers. */
+static int scan_finish(scanner *s, int rc) {
+  scan_result *out = s->res;
+  scan_progress *progress = s->progress;
+  if (out->readable) out->bytes = s->file_size;
+  if (progress) {
+    atomic_fetch_add(&progress->samples, s->unreported);
+    atomic_fetch_add(&progress->bytes, s->file_size);
+  }
+  free(s->p.key);
+  free(s->p.m);
+  free(s->buf);
+  free(s->dec);
+  free(s->hbuf);
+  free(s->lzin);
+  if (s->dctx) LZ4F_freeDecompressionContext(s->dctx);
   return rc;
 }
 
@@ -1076,5 +1196,7 @@ void scan_result_free(scan_result *r) {
   if (!r) return;
   al_index_free(r->idx);
   free(r->first_hdr);
+  free(r->hdr_off);
+  free(r->hdr_hash);
   memset(r, 0, sizeof *r);
 }

@@ -15,6 +15,7 @@
 
 #include "loader/index_internal.h"
 #include "loader/meta_internal.h"
+#include "loader/remote_internal.h"
 
 typedef struct scan_result {
   al_index *idx;       /* one shard */
@@ -22,7 +23,15 @@ typedef struct scan_result {
   size_t first_hdr_cap;
   int readable;        /* 0: the shard could not be opened or is not a tar */
   uint64_t bytes;      /* shard bytes (file size) when readable */
-  uint64_t bytes_read; /* bytes actually read from the file (payloads skipped are not) */
+  uint64_t bytes_read; /* bytes actually read from the file (payloads skipped are not); for a
+                          remote shard, body bytes received */
+  /* A remote shard (scan_remote_shard). */
+  int remote;
+  uint64_t requests;  /* HTTP requests sent (retries included) */
+  uint64_t *hdr_off;  /* plain tar: data offset of each indexed member, ascending */
+  uint64_t *hdr_hash; /* the hash of the header block before it (shard_fp.c's term) */
+  size_t n_hdr;       /* 0: no fingerprint can be recorded */
+  uint64_t remote_fp; /* compressed: the content fingerprint, 0 if none */
 } scan_result;
 
 typedef struct scan_progress {
@@ -35,6 +44,16 @@ typedef struct scan_progress {
  * the latent cross-check (already resolved, >= 1). */
 int scan_shard(const char *path, const meta_fields *fields, size_t block_size, uint64_t max_member,
                uint32_t vae_t, uint32_t vae_s, scan_progress *progress, scan_result *out);
+
+/* The same for a remote shard (an http(s):// or s3:// URL) through `client`: the shard's
+ * record holds the object's size and ETag and no mtime; an object that cannot be opened
+ * (unreachable, 403, 404) or read is a shard-level rejected entry naming the URL. */
+int scan_remote_shard(const char *url, remote_client *client, const meta_fields *fields,
+                      size_t block_size, uint64_t max_member, uint32_t vae_t, uint32_t vae_s,
+                      scan_progress *progress, scan_result *out);
+
+/* index_read_at_fn over a remote_shard (ctx). */
+int scan_remote_read_at(void *ctx, void *buf, size_t n, uint64_t off, const char *path);
 
 void scan_result_free(scan_result *r);
 

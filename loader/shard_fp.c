@@ -16,10 +16,12 @@
 #include "common/atomic_file_internal.h"
 #include "loader/hash_internal.h"
 #include "loader/index_internal.h"
+#include "loader/shard_path_internal.h"
 
 #define FP_ENDS (64u << 10)
 
-static int read_at(int fd, void *buf, size_t n, uint64_t off, const char *path) {
+static int fd_read_at(void *ctx, void *buf, size_t n, uint64_t off, const char *path) {
+  int fd = *(const int *)ctx;
   size_t got = 0;
   while (got < n) {
     ssize_t r = pread(fd, (char *)buf + got, n - got, (off_t)(off + got));
@@ -36,7 +38,8 @@ static int read_at(int fd, void *buf, size_t n, uint64_t off, const char *path) 
   return AL_OK;
 }
 
-int index_shard_content_fp(const al_index *idx, uint32_t shard, int fd, uint64_t *out) {
+int index_shard_content_fp_by(const al_index *idx, uint32_t shard, index_read_at_fn read_at,
+                              void *ctx, uint64_t *out) {
   const index_shard_rec *s = &idx->shards[shard];
   uint64_t h = hash_fold(UINT64_C(0x5ad0f1), s->size);
   if (!s->seekable) {
@@ -44,10 +47,10 @@ int index_shard_content_fp(const al_index *idx, uint32_t shard, int fd, uint64_t
     if (!buf) return al_set_error(AL_ENOMEM, "%s: out of memory", s->path);
     uint64_t head = s->size < FP_ENDS ? s->size : FP_ENDS;
     uint64_t tail_at = s->size > FP_ENDS ? s->size - FP_ENDS : 0;
-    int rc = read_at(fd, buf, (size_t)head, 0, s->path);
+    int rc = read_at(ctx, buf, (size_t)head, 0, s->path);
     if (!rc) {
       h = hash_fold(h, hash64(buf, (size_t)head, 1));
-      rc = read_at(fd, buf, (size_t)(s->size - tail_at), tail_at, s->path);
+      rc = read_at(ctx, buf, (size_t)(s->size - tail_at), tail_at, s->path);
     }
     if (!rc) h = hash_fold(h, hash64(buf, (size_t)(s->size - tail_at), 2));
     free(buf);
@@ -67,13 +70,17 @@ int index_shard_content_fp(const al_index *idx, uint32_t shard, int fd, uint64_t
         return al_set_error(AL_EFORMAT,
                             "%s: member data at byte %" PRIu64 " has no header before it", s->path,
                             off);
-      int rc = read_at(fd, blk, sizeof blk, off - 512, s->path);
+      int rc = read_at(ctx, blk, sizeof blk, off - 512, s->path);
       if (rc) return rc;
       h = hash_fold(h, hash64(blk, sizeof blk, off));
     }
   }
   *out = h ? h : 1;
   return AL_OK;
+}
+
+int index_shard_content_fp(const al_index *idx, uint32_t shard, int fd, uint64_t *out) {
+  return index_shard_content_fp_by(idx, shard, fd_read_at, &fd, out);
 }
 
 int al_index_shard_verify(const al_index *idx, size_t shard, int fd) {
@@ -100,7 +107,8 @@ int al_index_shard_verify(const al_index *idx, size_t shard, int fd) {
 void index_record_content_fps(al_index *idx) {
   for (size_t i = 0; i < idx->n_shards; i++) {
     index_shard_rec *s = &idx->shards[i];
-    if (!s->sample_count) continue; /* nothing indexed, nothing to rely on */
+    if (!s->sample_count) continue;             /* nothing indexed, nothing to rely on */
+    if (shard_path_url_kind(s->path)) continue; /* remote: recorded by the build (build.c) */
     int fd = -1;
     int rc = afile_open_input(s->path, "shard", &fd);
     if (!rc) rc = index_shard_content_fp(idx, (uint32_t)i, fd, &s->content_fp);

@@ -1,6 +1,7 @@
 /* The absolute, normal path a shard is stored under; see shard_path_internal.h. */
 #include "loader/shard_path_internal.h"
 
+#include <ctype.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,8 +49,30 @@ static void lexical_normal(char *s) {
   s[out] = '\0';
 }
 
+int shard_path_url_kind(const char *p) {
+  if (!strncmp(p, "s3://", 5)) return 2;
+  return !strncmp(p, "http://", 7) || !strncmp(p, "https://", 8);
+}
+
+char *shard_path_url_normal(const char *url) {
+  const char *host = strstr(url, "://") + 3;
+  size_t hlen = strcspn(host, "/?#");
+  const char *at = memchr(host, '@', hlen);
+  const char *h = at && shard_path_url_kind(url) == 1 ? at + 1 : host;
+  size_t scheme = (size_t)(host - url), hl = (size_t)(host + hlen - h);
+  size_t rest = strlen(host + hlen);
+  char *s = malloc(scheme + hl + rest + 1);
+  if (!s) return NULL;
+  memcpy(s, url, scheme);
+  for (size_t i = 0; i < hl; i++)
+    s[scheme + i] = shard_path_url_kind(url) == 1 ? (char)tolower((unsigned char)h[i]) : h[i];
+  memcpy(s + scheme + hl, host + hlen, rest + 1);
+  return s;
+}
+
 char *shard_path_absolute(const char *path) {
   char *s;
+  if (shard_path_url_kind(path)) return shard_path_url_normal(path);
   if (path[0] == '/') {
     s = strdup(path);
   } else {

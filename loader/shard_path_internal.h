@@ -17,7 +17,17 @@
 #ifndef AL_SHARD_PATH_INTERNAL_H
 #define AL_SHARD_PATH_INTERNAL_H
 
-/* A malloc'ed absolute, normal path for `path` (as above), or NULL when out of memory. */
+/* A malloc'ed absolute, normal path for `path` (as above), or NULL when out of memory. A URL
+ * (shard_path_url_kind) is stored as shard_path_url_normal makes it. */
 char *shard_path_absolute(const char *path);
+
+/* 1 for an http:// or https:// URL, 2 for s3:// (as remote_url_kind: lower-case schemes), 0
+ * for a path. */
+int shard_path_url_kind(const char *p);
+
+/* url (shard_path_url_kind != 0) with, for http(s), the host in lower case and any
+ * user:password@ left out (the index never stores credentials); the path
+ * and an s3:// bucket and key as given. malloc'ed, NULL when out of memory. */
+char *shard_path_url_normal(const char *url);
 
 #endif /* AL_SHARD_PATH_INTERNAL_H */

@@ -24,6 +24,8 @@
 #define READ_MIN (16u << 10)
 #define READ_MAX_PLAIN (1u << 20)
 #define READ_COMPRESSED (4u << 20)
+/* A remote plain tar's reads: the first request, and the window of each header walk's GET. */
+#define REMOTE_HEAD (16u << 10)
 
 static const char *filter_name(int code) {
   switch (code) {
@@ -40,6 +42,22 @@ static const char *filter_name(int code) {
   }
 }
 
+/* read(2) on the file, or the remote shard's next bytes at src->rpos. -1 with errno (file)
+ * or src->why (remote) set. */
+static ssize_t file_read(shard_source *src, void *buf, size_t n) {
+  if (!src->rs) return read(src->fd, buf, n);
+  ssize_t r = remote_shard_read(src->rs, src->rpos, buf, n, src->why, WHY_CAP);
+  if (r > 0) src->rpos += (uint64_t)r;
+  return r;
+}
+
+/* pread(2) of exactly n bytes (1), or 0 when they cannot be had. */
+static int file_pread(shard_source *src, void *buf, size_t n, uint64_t off) {
+  if (!src->rs) return pread(src->fd, buf, n, (off_t)off) == (ssize_t)n;
+  char err[WHY_CAP];
+  return remote_shard_pread(src->rs, off, buf, n, err, sizeof err) == 0;
+}
+
 static uint64_t in_consumed(const shard_source *src) {
   return src->bytes_read - (uint64_t)(src->in_len - src->in_pos);
 }
@@ -48,10 +66,10 @@ static uint64_t in_consumed(const shard_source *src) {
 static int dec_refill(shard_source *src) {
   if (src->in_pos < src->in_len || src->in_eof) return 0;
   for (;;) {
-    ssize_t n = read(src->fd, src->in, IN_CAP);
-    if (n < 0 && errno == EINTR) continue;
+    ssize_t n = file_read(src, src->in, IN_CAP);
+    if (n < 0 && !src->rs && errno == EINTR) continue;
     if (n < 0) {
-      snprintf(src->why, WHY_CAP, "read failed: %s", strerror(errno));
+      if (!src->rs) snprintf(src->why, WHY_CAP, "read failed: %s", strerror(errno));
       return -1;
     }
     src->bytes_read += (uint64_t)n;
@@ -192,8 +210,12 @@ static la_ssize_t src_read(struct archive *a, void *cd, const void **out) {
     }
   } else {
     for (;;) {
-      n = read(src->fd, buf, src->cur);
-      if (n < 0 && errno == EINTR) continue;
+      n = file_read(src, buf, src->cur);
+      if (n < 0 && !src->rs && errno == EINTR) continue;
+      if (n < 0 && src->rs) {
+        archive_set_error(a, EIO, "%s", src->why);
+        return -1;
+      }
       if (n < 0) {
         archive_set_error(a, errno, "read failed: %s", strerror(errno));
         return -1;
@@ -215,6 +237,13 @@ static la_int64_t src_skip(struct archive *a, void *cd, la_int64_t request) {
   shard_source *src = cd;
   (void)a;
   if (src->codec != SHARD_CODEC_NONE) return 0; /* decoded or filtered: libarchive reads instead */
+  if (src->rs) { /* nothing is fetched; past the end as lseek does: reads there find the end */
+    if (request < 0) return 0;
+    src->rpos += (uint64_t)request;
+    src->pos += (uint64_t)request;
+    src->cur = src->min;
+    return request;
+  }
   off_t before = lseek(src->fd, 0, SEEK_CUR);
   if (before < 0 || lseek(src->fd, (off_t)request, SEEK_CUR) < 0)
     return 0; /* libarchive reads instead */
@@ -228,6 +257,17 @@ static la_int64_t src_seek(struct archive *a, void *cd, la_int64_t offset, int w
   if (src->codec != SHARD_CODEC_NONE) {
     archive_set_error(a, ESPIPE, "compressed shard: no seeking");
     return ARCHIVE_FATAL;
+  }
+  if (src->rs) {
+    uint64_t size = remote_shard_size(src->rs);
+    int64_t base = whence == SEEK_SET ? 0 : whence == SEEK_CUR ? (int64_t)src->rpos : (int64_t)size;
+    if (offset < -base) { /* as lseek: past the end is allowed, before the start is not */
+      archive_set_error(a, EINVAL, "seek outside the object");
+      return ARCHIVE_FATAL;
+    }
+    src->rpos = (uint64_t)(base + offset);
+    src->pos = src->rpos;
+    return (la_int64_t)src->rpos;
   }
   off_t r = lseek(src->fd, (off_t)offset, whence);
   if (r < 0) {
@@ -257,12 +297,19 @@ int shard_source_block(shard_source *src, uint64_t off, unsigned char out[512]) 
   }
   if (got == 512) return 1;
   if (src->codec != SHARD_CODEC_NONE) return 0;
-  return pread(src->fd, out, 512, (off_t)off) == 512;
+  return file_pread(src, out, 512, off);
 }
 
-static int detect_codec(int fd) {
+static int detect_codec(shard_source *src) {
   unsigned char m[6] = {0};
-  ssize_t n = pread(fd, m, sizeof m, 0);
+  ssize_t n;
+  if (src->rs) {
+    uint64_t size = remote_shard_size(src->rs);
+    n = size < sizeof m ? (ssize_t)size : (ssize_t)sizeof m;
+    if (!file_pread(src, m, (size_t)n, 0)) n = 0;
+  } else {
+    n = pread(src->fd, m, sizeof m, 0);
+  }
   if (n < 4) return SHARD_CODEC_NONE;
   static const unsigned char gz[] = {0x1f, 0x8b}, lz4[] = {0x04, 0x22, 0x4d, 0x18},
                              zst[] = {0x28, 0xb5, 0x2f, 0xfd}, bz2[] = {'B', 'Z', 'h'},
@@ -278,14 +325,27 @@ static int detect_codec(int fd) {
 
 /* SHARD_CODEC_OTHER: libarchive's raw reader over fd, at its first (only) entry. 1 and *ok
  * when the stream is not readable (why set); *ok = 0 when out of memory. */
+static la_ssize_t raw_remote_read(struct archive *a, void *cd, const void **out) {
+  shard_source *src = cd;
+  ssize_t n = file_read(src, src->in, IN_CAP);
+  if (n < 0) {
+    archive_set_error(a, EIO, "%s", src->why);
+    return -1;
+  }
+  *out = src->in;
+  return n;
+}
+
 static int open_raw(shard_source *src, int fd, char *why, int *ok) {
   struct archive_entry *re = NULL;
   *ok = (src->raw = archive_read_new()) != NULL;
+  if (src->rs && *ok) *ok = (src->in = malloc(IN_CAP)) != NULL;
   if (!*ok) return 0;
   archive_read_support_filter_all(src->raw);
   archive_read_support_format_raw(src->raw);
-  if (archive_read_open_fd(src->raw, fd, IN_CAP) != ARCHIVE_OK ||
-      archive_read_next_header(src->raw, &re) != ARCHIVE_OK) {
+  int opened = src->rs ? archive_read_open(src->raw, src, NULL, raw_remote_read, NULL)
+                       : archive_read_open_fd(src->raw, fd, IN_CAP);
+  if (opened != ARCHIVE_OK || archive_read_next_header(src->raw, &re) != ARCHIVE_OK) {
     snprintf(why, WHY_CAP, "not a readable compressed stream: %s",
              archive_error_string(src->raw) ? archive_error_string(src->raw) : "unknown");
     return 1;
@@ -293,10 +353,37 @@ static int open_raw(shard_source *src, int fd, char *why, int *ok) {
   return 0;
 }
 
+static int source_init(shard_source *src, int fd, size_t block_size, char *why);
+
 int shard_source_open(shard_source *src, int fd, size_t block_size, char *why) {
   memset(src, 0, sizeof *src);
   src->fd = fd;
-  src->codec = detect_codec(fd);
+  return source_init(src, fd, block_size, why);
+}
+
+int shard_source_open_remote(shard_source *src, remote_shard *rs, size_t block_size, char *why) {
+  memset(src, 0, sizeof *src);
+  src->fd = -1;
+  src->rs = rs;
+  /* The first window holds the magic bytes and, for a plain tar, the first headers. */
+  uint64_t size = remote_shard_size(rs);
+  size_t head = size < REMOTE_HEAD ? (size_t)size : REMOTE_HEAD;
+  unsigned char *tmp = malloc(head ? head : 1);
+  if (!tmp) return al_set_error(AL_ENOMEM, "out of memory");
+  int bad = remote_shard_pread(rs, 0, tmp, head, why, WHY_CAP);
+  free(tmp);
+  if (bad) return 1;
+  int rc = source_init(src, -1, block_size, why);
+  if (rc) return rc;
+  if (src->codec != SHARD_CODEC_NONE) {
+    remote_shard_stream(rs);
+    return 0;
+  }
+  return remote_shard_plan(rs, REMOTE_HEAD, 0, why, WHY_CAP) ? 1 : 0;
+}
+
+static int source_init(shard_source *src, int fd, size_t block_size, char *why) {
+  src->codec = detect_codec(src);
   if (block_size) {
     src->min = src->max = block_size;
   } else if (src->codec != SHARD_CODEC_NONE) {

@@ -15,6 +15,9 @@
  * tar stream its last two buffers hold, so the scanner can look at a member's raw ustar
  * header (shard_source_block).
  *
+ * A remote shard (shard_source_open_remote) is read the same way through remote_shard.c:
+ * skipped payloads are never fetched.
+ *
  * One source serves one walk, on one thread.
  */
 #ifndef AL_SHARD_SOURCE_INTERNAL_H
@@ -26,6 +29,8 @@
 #include <stdint.h>
 #include <zlib.h>
 
+#include "loader/remote_shard_internal.h"
+
 #define SHARD_SOURCE_WHY_CAP 512
 
 enum { SHARD_CODEC_NONE = 0, SHARD_CODEC_GZIP = 1, SHARD_CODEC_LZ4 = 2, SHARD_CODEC_OTHER = 3 };
@@ -33,7 +38,9 @@ enum { SHARD_CODEC_NONE = 0, SHARD_CODEC_GZIP = 1, SHARD_CODEC_LZ4 = 2, SHARD_CO
 /* The state of the read callbacks. The scanner reads `failed`, `why`, `pos` and `bytes_read`;
  * the rest is this file's. */
 typedef struct shard_source {
-  int fd;
+  int fd;                 /* -1 for a remote shard */
+  remote_shard *rs;       /* a remote shard (the caller's), else NULL */
+  uint64_t rpos;          /* the remote shard's read position */
   unsigned char *bufs[2]; /* handed out in turn: the previous one stays readable */
   int cur_buf;
   uint64_t off[2]; /* tar-stream offset of each buffer's first byte */
@@ -69,6 +76,12 @@ typedef struct shard_source {
  * bytes); AL_ENOMEM "out of memory (libarchive, N-byte block)". shard_source_close frees
  * what it holds in every case. */
 int shard_source_open(shard_source *src, int fd, size_t block_size, char *why);
+
+/* The same over a remote shard (remote_shard_internal.h; kept open by the caller): the first
+ * 16 KiB fetched for the codec; a plain tar's headers and metadata then fetched in coalesced
+ * GETs (remote_shard_plan), a compressed shard read through in order. Returns as
+ * shard_source_open; 1 also when a request failed (the reason, naming the URL, in `why`). */
+int shard_source_open_remote(shard_source *src, remote_shard *rs, size_t block_size, char *why);
 
 void shard_source_close(shard_source *src);
 

@@ -10,6 +10,7 @@ size_t al_index_struct_size(int which) {
     case AL_INDEX_STRUCT_MEMBER_TYPE: return sizeof(al_member_type);
     case AL_INDEX_STRUCT_REJECTED_INFO: return sizeof(al_rejected_info);
     case AL_INDEX_STRUCT_STATS: return sizeof(al_index_stats);
+    case AL_INDEX_STRUCT_SHARD_IO: return sizeof(al_shard_io);
     default: return 0;
   }
 }

@@ -10,7 +10,7 @@ PKGS=(
   libgtest-dev googletest
   libjansson-dev
   python3 python3-numpy python3-torch python3-venv
-  lz4 clang-format
+  lz4 zstd clang-format
   clang libclang-rt-14-dev
   libcurl4-openssl-dev nginx nodejs curl
 )

@@ -2,6 +2,10 @@
 transformers, plus a fused AdaLN kernel, through ctypes over libadaptiveload.so
 (no compiled extension).
 
+Indexing (no torch needed):
+    build_index    indexes shards (files, folders, brace patterns, http(s):// and s3:// URLs,
+                   s3:// prefixes) into an index file, as `adaptiveload index`
+
 Planning (no torch needed):
     plan           plans one epoch of an index in-process -> Manifest (byte-identical to the CLI's)
     Planner        plans epochs on demand for BatchSampler / StreamDataset set_epoch
@@ -40,7 +44,7 @@ python/ folder on PYTHONPATH; the package finds ../../lib/libadaptiveload.so its
 
 import importlib
 
-__all__ = ["__version__", "plan", "Planner", "Manifest", "BatchSampler", "MicroBatchInfo", "IndexDataset",
+__all__ = ["__version__", "build_index", "plan", "Planner", "Manifest", "BatchSampler", "MicroBatchInfo", "IndexDataset",
            "collate_packed", "member_tensors", "StreamDataset", "PackedBatch", "MemberInfo", "Error", "StreamError",
            "wan_tokens", "latent_tokens", "adaln", "setup_distributed", "grad_sync", "demo_corpus",
            "add_corpus_arguments", "corpus_from_args", "checkpoint", "save_checkpoint", "load_checkpoint",
@@ -49,6 +53,7 @@ __all__ = ["__version__", "plan", "Planner", "Manifest", "BatchSampler", "MicroB
 # Attributes resolved on first use, so `import adaptiveload` needs neither torch nor the
 # shared library until a class is used.
 _LAZY = {
+    "build_index": ".indexing",
     "plan": ".planning",
     "Planner": ".planning",
     "Manifest": ".planning",

@@ -62,6 +62,9 @@ SIGNATURES = {
         "al_index_fingerprint": (_u64, [_vp]),
         "al_index_remap_root": (_int, [_vp, _cp, _cp, _P(_size)]),
         "al_index_struct_size": (_size, [_int]),
+        "al_shard_expand_remote": (_int, [_cp, _cp, _P(_P(_vp)), _P(_size)]),
+        "al_index_build": (_int, [_P(_vp), _P(_cp), _size, _P(S.IndexOptions), _P(S.IndexStats)]),
+        "al_index_save": (_int, [_vp, _cp]),
     },
     "loader/al_members.h": {
         "al_member_is_latent": (_int, [_cp]),
@@ -282,6 +285,19 @@ def check(status, what="", context=None):
     if status < 0:
         raise error(status, what, context)
     return status
+
+
+_libc = None
+
+
+def c_free(ptr):
+    """free(3) of memory the library allocated and handed over (al_shard_expand_remote's paths)."""
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(None)
+        _libc.free.argtypes = [_vp]
+        _libc.free.restype = None
+    _libc.free(ptr)
 
 
 def encode_path(path):

@@ -61,6 +61,52 @@ class AdalnOptions(ctypes.Structure):
     ]
 
 
+class IndexOptions(ctypes.Structure):
+    """al_index_options (loader/al_index.h); zero means the default."""
+
+    _fields_ = [
+        ("threads", c_int),
+        ("strict", c_int),
+        ("progress", c_int),
+        ("block_size", c_size_t),
+        ("dali_idx_dir", c_char_p),
+        ("field_width", c_char_p),
+        ("field_height", c_char_p),
+        ("field_frames", c_char_p),
+        ("field_fps", c_char_p),
+        ("field_duration", c_char_p),
+        ("max_member_bytes", c_uint64),
+        ("vae_stride_t", c_uint32),
+        ("vae_stride_s", c_uint32),
+        ("s3_endpoint", c_char_p),
+        ("remote_timeout_s", c_double),
+        ("shard_io", c_void_p),
+    ]
+
+
+class IndexStats(ctypes.Structure):
+    """al_index_stats (loader/al_index.h)."""
+
+    _fields_ = [
+        ("shards", c_uint64),
+        ("samples", c_uint64),
+        ("rejected", c_uint64),
+        ("bytes", c_uint64),
+        ("seconds", c_double),
+        ("bytes_read", c_uint64),
+        ("warnings", c_uint64),
+        ("remote_shards", c_uint64),
+        ("remote_requests", c_uint64),
+        ("remote_bytes", c_uint64),
+    ]
+
+
+class ShardIo(ctypes.Structure):
+    """al_shard_io (loader/al_index.h)."""
+
+    _fields_ = [("requests", c_uint64), ("bytes", c_uint64)]
+
+
 class SampleInfo(ctypes.Structure):
     """al_sample_info (loader/al_index.h)."""
 
@@ -300,7 +346,10 @@ class StreamStats(ctypes.Structure):
 MIRRORS = (
     (AdalnDesc, "al_adaln_struct_size", 0),
     (AdalnOptions, "al_adaln_struct_size", 1),
+    (IndexOptions, "al_index_struct_size", 0),  # AL_INDEX_STRUCT_OPTIONS
     (SampleInfo, "al_index_struct_size", 3),  # AL_INDEX_STRUCT_SAMPLE_INFO
+    (IndexStats, "al_index_struct_size", 6),  # AL_INDEX_STRUCT_STATS
+    (ShardIo, "al_index_struct_size", 7),  # AL_INDEX_STRUCT_SHARD_IO
     (PlanOptions, "al_plan_struct_size", 0),  # AL_PLAN_STRUCT_OPTIONS
     (ManifestInfo, "al_plan_struct_size", 2),  # AL_PLAN_STRUCT_MANIFEST_INFO
     (ReplanOptions, "al_plan_struct_size", 6),  # AL_PLAN_STRUCT_REPLAN_OPTIONS

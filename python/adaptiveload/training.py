@@ -15,6 +15,11 @@ and examples/train_stream.py share)::
 Every rank gets exactly ``micro_per_step`` micro-batches in every step (the planner levels
 the ranks' predicted cost within a step, not their counts), the last one ``last_in_step``:
 gradients are all-reduced there, so DDP, FSDP and ZeRO run their collectives together.
+
+Sequence parallelism: :func:`sp_groups` makes every SP process group once (on every rank);
+:func:`sp_group_of` / :func:`sp_group_for` give this rank's group for a batch or a degree,
+:func:`sp_shard_of` its :class:`adaptiveload.sp.Shard` (python/README.md, "Sequence
+parallelism").
 """
 
 import collections
@@ -108,3 +113,119 @@ def corpus_from_args(args):
     if args.index:
         return args.index, args.manifest
     return demo_corpus(args.workdir, args.world, args.samples, args.mem_tokens, args.bin)
+
+
+# --------------------------------------------------------------------------------------------
+# sequence parallelism: the SP process groups of a world
+
+
+def _check_sp_degrees(world, degrees):
+    """The sorted distinct degrees after the checks of :func:`sp_groups`."""
+    if isinstance(world, bool) or not isinstance(world, int) or world < 1:
+        raise ValueError("sp_groups: world must be an int >= 1, not %r" % (world,))
+    if isinstance(degrees, (int, str, bytes)) or degrees is None:
+        raise TypeError("sp_groups: degrees must be a list of ints (e.g. [1, 2, 4]), not %r" % (degrees,))
+    out = set()
+    for d in degrees:
+        if isinstance(d, bool) or not isinstance(d, int):
+            raise TypeError("sp_groups: degree %r is not an int" % (d,))
+        if d < 1 or d & (d - 1):
+            raise ValueError("sp_groups: degree %d is not a power of two (1, 2, 4, ...)" % d)
+        if world % d:
+            raise ValueError("sp_groups: degree %d does not divide the world of %d ranks" % (d, world))
+        out.add(d)
+    if not out:
+        raise ValueError("sp_groups: no degrees given")
+    return sorted(out)
+
+
+def sp_groups(world, degrees, backend=None):
+    """The SP process groups of a world of ``world`` ranks for the allowed ``degrees`` (the
+    plan's ``--sp-degrees``): {degree: [group 0, group 1, ...]}, group g of degree d being ranks
+    [g d, (g + 1) d). Degree 1 maps to ``world`` Nones (a rank alone needs no group).
+
+    torch.distributed.new_group is collective: EVERY rank must call this, with the same
+    arguments, before the first micro-batch; the groups are created once each, degrees in
+    increasing order, groups in rank order (W / d groups of each degree d > 1: 7 for W = 8 and
+    degrees 1, 2, 4, 8), so every rank creates them in the same order. ``backend``: the
+    groups' backend (default: the world's). Raises ValueError (a degree not a power of two or
+    not dividing ``world``, a world other than torch.distributed's) or TypeError."""
+    import torch.distributed as dist
+
+    degrees = _check_sp_degrees(world, degrees)
+    if not (dist.is_available() and dist.is_initialized()):
+        if degrees != [1]:
+            raise RuntimeError("sp_groups: degrees %s need torch.distributed initialised (setup_distributed)"
+                               % degrees)
+    elif dist.get_world_size() != world:
+        raise ValueError("sp_groups: world %d, but torch.distributed has %d ranks" % (world, dist.get_world_size()))
+    groups = {}
+    for d in degrees:
+        if d == 1:
+            groups[1] = [None] * world
+            continue
+        groups[d] = [dist.new_group(list(range(g, g + d)), backend=backend) for g in range(0, world, d)]
+    return groups
+
+
+def sp_group_for(groups, degree, rank):
+    """The group of :func:`sp_groups` that global rank ``rank`` belongs to at ``degree``
+    (the aligned one: index rank // degree); None for degree 1. KeyError naming the degrees
+    there when ``degree`` was not created."""
+    if degree == 1:
+        return None
+    if degree not in groups:
+        raise KeyError("SP degree %r: sp_groups made degrees %s only (the plan's --sp-degrees and "
+                       "sp_groups(degrees=) must agree)" % (degree, sorted(groups)))
+    gs = groups[degree]
+    if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < degree * len(gs):
+        raise ValueError("sp_group_for: rank %r is outside the world of %d ranks" % (rank, degree * len(gs)))
+    return gs[rank // degree]
+
+
+def _rank():
+    import torch.distributed as dist
+
+    return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
+
+
+def sp_group_of(groups, batch, rank=None):
+    """This rank's group for ``batch`` (a PackedBatch, a BatchSampler info, or anything with
+    ``sp_degree``, ``sp_rank`` and, optionally, ``sp_ranks``; a batch without them is degree 1):
+    None for degree 1. ``rank``: this process's global rank (default: torch.distributed's).
+    ValueError when the batch's group is not the aligned one holding ``rank``."""
+    degree, sp_rank, ranks = _batch_sp(batch)
+    rank = _rank() if rank is None else rank
+    if degree == 1:
+        return None
+    first = rank - sp_rank
+    aligned = tuple(range(first, first + degree))
+    if sp_rank >= degree or first % degree or (ranks is not None and tuple(ranks) != aligned):
+        raise ValueError("SP group of degree %d, position %d, ranks %s does not hold rank %d as aligned group %d"
+                         % (degree, sp_rank, tuple(ranks) if ranks is not None else "?", rank, first // degree))
+    return sp_group_for(groups, degree, rank)
+
+
+def _batch_sp(batch):
+    """(sp_degree, sp_rank, sp_ranks or None) of a batch (sp_ranks from sp_group_first when
+    only that is given); (1, 0, None) without the fields."""
+    get = (lambda k, v: batch.get(k, v)) if isinstance(batch, dict) else (lambda k, v: getattr(batch, k, v))
+    degree, sp_rank, ranks = int(get("sp_degree", 1) or 1), int(get("sp_rank", 0) or 0), get("sp_ranks", None)
+    first = get("sp_group_first", None)
+    if ranks is None and first is not None and degree > 1:  # a batch naming the group by its first rank
+        ranks = tuple(range(int(first), int(first) + degree))
+    return degree, sp_rank, ranks
+
+
+def sp_shard_of(groups, batch, n_tokens, rank=None):
+    """The :class:`adaptiveload.sp.Shard` of this rank for ``batch``, whose group's packed
+    sequence has ``n_tokens`` tokens: the group (:func:`sp_group_of`), degree, position and
+    token range (the batch's ``sp_token_range`` when it is a shard, else the shard rule)."""
+    from . import sp
+
+    degree, sp_rank, _ = _batch_sp(batch)
+    group = sp_group_of(groups, batch, rank)
+    held = getattr(batch, "sp_token_range", None) if not isinstance(batch, dict) else batch.get("sp_token_range")
+    if held is not None and tuple(held) == (0, n_tokens):
+        held = None  # the whole micro-batch delivered: this rank takes the rule's slice
+    return sp.Shard(group, degree, sp_rank, n_tokens, held)

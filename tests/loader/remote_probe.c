@@ -9,11 +9,17 @@
  *                                              thread with its own object, one shared client
  *   remote_probe [...] tar URL BATCH           one "name data_offset size type" line per
  *                                              member, then "tar requests N fetched N"
+ *   remote_probe [...] ranges LIST [crc]       each "URL OFF LEN" line of LIST read in order
+ *                                              (an object opened when the URL changes; a
+ *                                              local path read with pread, the baseline);
+ *                                              prints "ranges N bytes N seconds S" and, with
+ *                                              crc, "crc32 X" (IEEE, of the bytes in order)
  * -w SYNC: after the open, create SYNC.opened and wait for SYNC to exist before reading (the
  * test changes the object in between).
  * Prints the object's stats ("requests N retries N bytes N discarded N") on stderr; an error
  * goes to stderr with exit status 1.
  */
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -21,6 +27,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/clock_internal.h"
 #include "loader/remote_internal.h"
 #include "loader/remote_tar_internal.h"
 
@@ -161,6 +168,92 @@ static int cmd_list(remote_client *c, const char *url) {
   return 0;
 }
 
+static uint32_t crc32_update(uint32_t crc, const unsigned char *p, size_t n) {
+  static uint32_t table[256];
+  if (table[1] == 0) {
+    for (uint32_t i = 0; i < 256; i++) {
+      uint32_t c = i;
+      for (int k = 0; k < 8; k++) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+      table[i] = c;
+    }
+  }
+  crc = ~crc;
+  for (size_t i = 0; i < n; i++) crc = table[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
+  return ~crc;
+}
+
+/* One source of ranges: a remote object, or a local file (fd). */
+typedef struct source {
+  char name[4096];
+  remote_object *o;
+  int fd;
+  remote_stats st; /* summed over closed objects */
+} source;
+
+static void source_close(source *s) {
+  if (s->o) {
+    remote_stats t = remote_object_stats(s->o);
+    s->st.requests += t.requests, s->st.retries += t.retries;
+    remote_object_close(s->o);
+  }
+  if (s->fd >= 0) close(s->fd);
+  s->o = NULL, s->fd = -1, s->name[0] = '\0';
+}
+
+static int source_read(remote_client *c, source *s, const char *url, uint64_t off, char *buf,
+                       size_t len, char *err, size_t cap) {
+  if (strcmp(s->name, url) != 0) {
+    source_close(s);
+    snprintf(s->name, sizeof s->name, "%s", url);
+    if (remote_url_kind(url) == REMOTE_NOT_URL) {
+      if ((s->fd = open(url, O_RDONLY)) < 0)
+        return snprintf(err, cap, "%.900s: cannot open", url), -1;
+    } else if (remote_object_open(c, url, &s->o, err, cap) != 0) {
+      return -1;
+    }
+  }
+  if (s->o) return remote_object_read(s->o, off, buf, len, err, cap);
+  for (size_t done = 0; done < len;) {
+    ssize_t n = pread(s->fd, buf + done, len - done, (off_t)(off + done));
+    if (n <= 0) return snprintf(err, cap, "%.900s: short read at %" PRIu64, url, off + done), -1;
+    done += (size_t)n;
+  }
+  return 0;
+}
+
+static int cmd_ranges(remote_client *c, const char *list, int crc) {
+  FILE *f = fopen(list, "r");
+  if (f == NULL) return perror(list), 1;
+  source s = {.fd = -1};
+  char url[4096], err[1024];
+  uint64_t off, len, total = 0, count = 0;
+  uint32_t sum = 0;
+  size_t cap = 0;
+  char *buf = NULL;
+  int rc = 0;
+  double t0 = clock_now_s();
+  while (rc == 0 && fscanf(f, "%4095s %" SCNu64 " %" SCNu64, url, &off, &len) == 3) {
+    if (len > cap) {
+      char *b = realloc(buf, len);
+      if (b == NULL) return fprintf(stderr, "out of memory\n"), 1;
+      buf = b, cap = len;
+    }
+    rc = source_read(c, &s, url, off, buf, (size_t)len, err, sizeof err) != 0;
+    if (rc) fprintf(stderr, "%s\n", err);
+    if (crc && rc == 0) sum = crc32_update(sum, (unsigned char *)buf, (size_t)len);
+    total += len, count++;
+  }
+  source_close(&s);
+  double dt = clock_now_s() - t0;
+  fclose(f);
+  free(buf);
+  if (rc) return 1;
+  printf("ranges %" PRIu64 " bytes %" PRIu64 " seconds %.3f\n", count, total, dt);
+  if (crc) printf("crc32 %08x\n", sum);
+  fprintf(stderr, "requests %" PRIu64 " retries %" PRIu64 "\n", s.st.requests, s.st.retries);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   remote_opts o = {0};
   int opt;
@@ -179,7 +272,9 @@ int main(int argc, char **argv) {
   remote_client *c;
   if (remote_client_open(&o, &c, err, sizeof err) != 0) return fprintf(stderr, "%s\n", err), 1;
   int rc;
-  if (strcmp(argv[0], "list") == 0) {
+  if (strcmp(argv[0], "ranges") == 0) {
+    rc = cmd_ranges(c, argv[1], argc > 2 && strcmp(argv[2], "crc") == 0);
+  } else if (strcmp(argv[0], "list") == 0) {
     rc = cmd_list(c, argv[1]);
   } else if (strcmp(argv[0], "par") == 0 && argc == 4) {
     rc = cmd_par(c, argv[1], atoi(argv[2]), argv[3]);
