@@ -55,9 +55,11 @@ class StepTotals:
         :func:`adaptiveload.collate_packed` dict, which skips nothing). On the step's last
         micro-batch (``last_in_step``) it all-reduces the step's skips (a collective: every
         rank calls it there, as every rank runs the same steps), sets the totals and
-        returns True; else False. A micro-batch of an SP group counts its skips at
-        ``sp_rank`` 0 only (every rank of the group receives the group's samples)."""
-        if not _get(batch, "sp_rank"):  # an SP group's ranks all carry the group's skips: count them once
+        returns True; else False. A whole micro-batch of an SP group counts its skips at
+        ``sp_rank`` 0 only (every rank of the group receives the group's samples; the C stream
+        reports them there only, too); a token shard (``sp_sharded``) counts its own, the
+        shards' skips being disjoint (stream/README.md, "Sequence parallelism")."""
+        if _get(batch, "sp_sharded") or not _get(batch, "sp_rank"):  # each skip counted once
             self._skipped[0] += _get(batch, "skipped_real_samples")
             self._skipped[1] += _get(batch, "skipped_real_tokens")
         if not _get(batch, "last_in_step"):

@@ -56,7 +56,9 @@ def patchify_np(lat):
 
 
 class Corpus:
-    def __init__(self, root, n=30):
+    """`lack`: the sample without a t5.npy (None: every sample has one)."""
+
+    def __init__(self, root, n=30, lack=None):
         os.makedirs(os.path.join(root, "shards"))
         rng = np.random.default_rng(5)
         self.lat, self.t5, self.txt = {}, {}, {}
@@ -70,6 +72,8 @@ class Corpus:
                 self.lat[key], self.t5[key], self.txt[key] = lat, t5, ("caption %d" % i).encode()
                 members = [(key + ".json", json.dumps({"width": w, "height": h, "frames": f}).encode())]
                 for ext, arr in (("latent.npy", lat), ("t5.npy", t5)):
+                    if ext == "t5.npy" and i == lack:
+                        continue
                     buf = io.BytesIO()
                     np.save(buf, arr)
                     members.append((key + "." + ext, buf.getvalue()))
@@ -226,6 +230,37 @@ class SpTest(unittest.TestCase):
         self.assertEqual(nxt[0].sp_token_range, shard[0][k].sp_token_range)
         self.assertTrue(torch.equal(torch.cat([nxt[0].packed(), nxt[1].packed()]).view(torch.int16),
                                     whole[0][k].packed().view(torch.int16)))
+
+    def test_skips_are_counted_once_over_a_group(self):
+        lacking = Corpus(os.path.join(TMP, "lack"), lack=4)
+        from adaptiveload import StepTotals
+
+        def deficits(**kw):
+            """Per step, the planned tokens minus the delivered ones summed over both ranks
+            (StepTotals of each rank, no torch.distributed: its own sums)."""
+            out = {}
+            for r in (0, 1):
+                totals = StepTotals()
+                for b in StreamDataset(lacking.index, lacking.sp_manifest, rank=r, world_size=2, members=MEMBERS,
+                                       threads=2, on_error="skip", max_skip_fraction=1, **kw):
+                    if totals.add(b):
+                        out[b.step] = out.get(b.step, 0) + totals.planned_tokens - totals.delivered_tokens
+            return out
+        whole, shard = deficits(), deficits(sp_shard=True)
+        self.assertEqual(whole, shard)
+        self.assertGreater(sum(whole.values()), 0, "the lacking sample was skipped")
+        # The truth: the lacking sample's planned tokens, once per (real) occurrence.
+        sched = adaptiveload.schedule.Schedule(lacking.sp_manifest, 0, 2), adaptiveload.schedule.Schedule(
+            lacking.sp_manifest, 1, 2)
+        want = {}
+        for s in sched:
+            for i in range(s.n_batches):
+                if s.sp_rank[i]:
+                    continue  # the group's micro-batch is counted at its first rank
+                for j in range(s.first[i], s.first[i + 1]):
+                    if s.samples[j] == 4 and not s.padded[j]:
+                        want[s.step[i]] = want.get(s.step[i], 0) + s.tokens[j]
+        self.assertEqual({k: v for k, v in whole.items() if v}, want)
 
     def test_sp_shard_is_validated(self):
         for bad in ("yes", 2, 0.5, None):
