@@ -338,6 +338,9 @@ typedef struct al_stream_batch {
   uint32_t patch[3]; /* sp_sharded: (p_t, p_h, p_w) the latent member is patchified with (the
                         plan's geometry); zeros otherwise */
   uint32_t reserved3;
+  uint64_t group_tokens; /* N: the planned tokens of the group's whole micro-batch (padding
+                            included), what the shard ranges split; == planned_tokens when
+                            not sharded */
 } al_stream_batch;
 
 typedef struct al_stream_stats {

@@ -564,15 +564,16 @@ static int publish(al_stream *s, slot *sl, const stream_plan_batch *pb, size_t n
 }
 
 /* The token range [lo, hi) of the group's packed sequence (N planned tokens, padding
- * included) this rank holds: with sp_shard, rank j of degree d holds [floor(j N / d),
- * floor((j + 1) N / d)), so the d ranges tile [0, N); without, [0, N). */
-static void shard_range(const al_stream *s, const stream_plan_batch *pb, uint64_t *lo,
-                        uint64_t *hi) {
+ * included, returned) this rank holds: with sp_shard, rank j of degree d holds [floor(j N /
+ * d), floor((j + 1) N / d)), so the d ranges tile [0, N); without, [0, N). */
+static uint64_t shard_range(const al_stream *s, const stream_plan_batch *pb, uint64_t *lo,
+                            uint64_t *hi) {
   uint64_t N = 0;
   for (size_t i = 0; i < pb->n; i++) N += s->plan.samples[pb->first + i].tokens;
   uint64_t d = pb->sp_degree ? pb->sp_degree : 1, j = pb->sp_rank;
   *lo = s->sp_shard ? j * N / d : 0;
   *hi = s->sp_shard ? (j + 1) * N / d : N;
+  return N;
 }
 
 /* The piece of the sample at tokens [at, at + len) of the packed sequence within [lo, hi):
@@ -603,7 +604,7 @@ static void fill(al_stream *s, stream_reader *rd, slot *sl) {
   size_t n = 0, off = 0, end = 0;
   uint64_t tokens = 0, planned = 0, lost_samples = 0, lost_tokens = 0;
   uint64_t lo = 0, hi = 0, next_at = 0;
-  shard_range(s, pb, &lo, &hi);
+  const uint64_t group_tokens = shard_range(s, pb, &lo, &hi);
   for (size_t i = 0; i < pb->n; i++) {
     if (stopping(s)) {
       slot_set_error(sl, al_set_error(AL_ESTATE, "stream closed"));
@@ -642,6 +643,7 @@ static void fill(al_stream *s, stream_reader *rd, slot *sl) {
   sl->batch.skipped_real_samples = lost_samples;
   sl->batch.skipped_real_tokens = lost_tokens;
   sl->batch.planned_tokens = planned;
+  sl->batch.group_tokens = group_tokens;
 }
 
 typedef struct thread_arg {

@@ -316,6 +316,7 @@ class StreamBatch(ctypes.Structure):
         ("sample_tokens", _P(c_uint64)),
         ("patch", c_uint32 * 3),
         ("reserved3", c_uint32),
+        ("group_tokens", c_uint64),
     ]
 
 

@@ -148,7 +148,9 @@ class PackedBatch:
         sp_degree, sp_rank, sp_ranks: the sequence-parallel group running this micro-batch
             (1, 0, (rank,) without SP); sp_sharded: only this rank's token shard is here
             (``sp_shard=True``); sp_token_range: (lo, hi), the tokens of the group's packed
-            sequence held here ((0, tokens) when whole).
+            sequence held here ((0, tokens) when whole); sp_group_tokens: N, the planned tokens
+            of the group's whole micro-batch the shards split (``training.sp_shard_of``'s
+            n_tokens).
         token_first, sample_tokens: int64 CPU tensors (n): each piece's first token in its
             sample and the sample's whole length (0 and the sample's tokens when whole).
         patch: (p_t, p_h, p_w) the latent is patchified with when sp_sharded, else None.
@@ -158,7 +160,7 @@ class PackedBatch:
                  "step", "micro", "n_micro", "last_in_step", "bucket", "step_samples", "step_tokens", "tokens",
                  "skipped", "resume_state", "members", "grid", "planned_tokens", "skipped_real_samples",
                  "skipped_real_tokens", "sp_degree", "sp_rank", "sp_ranks", "sp_sharded", "sp_token_range",
-                 "token_first", "sample_tokens", "patch")
+                 "token_first", "sample_tokens", "patch", "sp_group_tokens")
 
     def __len__(self):
         return len(self.keys)
@@ -630,4 +632,5 @@ class StreamDataset(IterableDataset):
         out.token_first = torch.tensor([b.token_first[i] for i in range(n)], dtype=torch.int64)
         out.sample_tokens = torch.tensor([b.sample_tokens[i] for i in range(n)], dtype=torch.int64)
         out.patch = tuple(int(p) for p in b.patch) if b.sp_sharded else None
+        out.sp_group_tokens = int(b.group_tokens)
         return out

@@ -71,7 +71,7 @@ Bytes Patchify(const Bytes &crop, uint64_t C, uint64_t T, uint64_t H, uint64_t W
 // One batch as plain data, to compare batches of different streams.
 struct Got {
   uint32_t step, micro, bucket, sp_degree, sp_rank, sp_group_first, sp_sharded;
-  uint64_t lo, hi, tokens, planned;
+  uint64_t lo, hi, tokens, planned, group_tokens;
   std::vector<std::string> keys;
   std::vector<int32_t> cu;
   std::vector<uint64_t> first, whole;
@@ -94,6 +94,7 @@ Got Take(const al_stream_batch *b) {
   g.hi = b->shard_token_end;
   g.tokens = b->tokens;
   g.planned = b->planned_tokens;
+  g.group_tokens = b->group_tokens;
   const unsigned char *d = static_cast<const unsigned char *>(b->data);
   g.data.assign(d, d + b->data_bytes);
   for (size_t i = 0; i <= b->n; i++) g.cu.push_back(b->cu_seqlens[i]);
@@ -202,6 +203,7 @@ TEST(StreamSp, ShardsTileTheGroupsTokensByteForByte) {
         EXPECT_EQ(g.sp_sharded, 1u);
         EXPECT_EQ(g.sp_degree, d);
         EXPECT_EQ(g.sp_rank, j);
+        EXPECT_EQ(g.group_tokens, N);
         EXPECT_EQ(g.lo, j * N / d) << "floor boundaries";
         EXPECT_EQ(g.hi, (j + 1) * N / d);
         EXPECT_EQ(g.lo, expect_lo) << "the shards tile [0, N) in rank order";

@@ -202,6 +202,7 @@ class SpTest(unittest.TestCase):
             s0, s1 = shard[0][k], shard[1][k]
             n = a.tokens
             self.assertEqual((s0.sp_token_range, s1.sp_token_range), ((0, n // 2), (n // 2, n)))
+            self.assertEqual((s0.sp_group_tokens, s1.sp_group_tokens, a.sp_group_tokens), (n, n, n))
             cat = torch.cat([s0.packed(), s1.packed()])
             self.assertTrue(torch.equal(cat.view(torch.int16), a.packed().view(torch.int16)),
                             "the two shards tile the packed latent")
