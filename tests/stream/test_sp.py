@@ -33,6 +33,7 @@ except ImportError as e:  # the sh_test checks first; this keeps direct runs hon
     sys.exit(0)
 
 import adaptiveload
+import adaptiveload.sp
 from adaptiveload import BatchSampler, IndexDataset, StreamDataset, collate_packed
 
 BIN = os.environ.get("ADAPTIVELOAD_BIN", "adaptiveload")
@@ -203,6 +204,8 @@ class SpTest(unittest.TestCase):
             n = a.tokens
             self.assertEqual((s0.sp_token_range, s1.sp_token_range), ((0, n // 2), (n // 2, n)))
             self.assertEqual((s0.sp_group_tokens, s1.sp_group_tokens, a.sp_group_tokens), (n, n, n))
+            self.assertEqual([adaptiveload.sp.token_range(s.sp_group_tokens, 2, s.sp_rank) for s in (s0, s1)],
+                             [s0.sp_token_range, s1.sp_token_range], "the training side's shard rule")
             cat = torch.cat([s0.packed(), s1.packed()])
             self.assertTrue(torch.equal(cat.view(torch.int16), a.packed().view(torch.int16)),
                             "the two shards tile the packed latent")
