@@ -67,6 +67,17 @@ static int take_header(al_manifest *m, const Adaptiveload__ManifestHeader *h, co
   in->micro_per_step = c->micro_per_step;
   in->step_tokens = c->step_tokens;
   in->micro_tokens = c->micro_tokens;
+  al_sync sy = AL_SYNC_STEP;
+  if (c->sync && c->sync[0] && (al_sync_parse(c->sync, &sy) || sy == AL_SYNC_AUTO))
+    return al_set_error(AL_EFORMAT, "%s: unknown sync model '%s' (step or micro)", where, c->sync);
+  in->sync = al_sync_name(sy);
+  if (c->n_sp_degrees > AL_PLAN_MAX_SP_DEGREES)
+    return al_set_error(AL_EFORMAT, "%s: %zu sequence-parallel degrees, at most %u", where,
+                        c->n_sp_degrees, AL_PLAN_MAX_SP_DEGREES);
+  in->n_sp_degrees = c->n_sp_degrees ? (uint32_t)c->n_sp_degrees : 1;
+  in->sp_degrees[0] = 1;
+  for (size_t i = 0; i < c->n_sp_degrees; i++) in->sp_degrees[i] = c->sp_degrees[i];
+  in->sp_max_degree = 1;
   m->n_buckets = h->n_buckets;
   m->buckets = calloc(h->n_buckets ? h->n_buckets : 1, sizeof *m->buckets);
   if (!m->buckets) return al_set_error(AL_ENOMEM, "manifest: out of memory");
@@ -84,6 +95,7 @@ static int take_header(al_manifest *m, const Adaptiveload__ManifestHeader *h, co
     o->batch_cost_ms = b->batch_cost_ms;
     o->samples = b->samples;
     o->limited_by = limit_static(b->limited_by);
+    o->sp_degree = b->sp_degree ? b->sp_degree : 1;
   }
   in->buckets = m->n_buckets;
   return AL_OK;
@@ -227,6 +239,9 @@ static void take_summary(al_manifest *m, const Adaptiveload__ManifestSummary *s)
   in->tokens = s->tokens;
   in->imbalance_cv = s->imbalance_cv;
   in->bubble = s->bubble;
+  /* Files without the two figures: the plan's own model's is the one known. */
+  in->bubble_step = s->bubble_step ? s->bubble_step : !strcmp(in->sync, "step") ? s->bubble : 0;
+  in->bubble_micro = s->bubble_micro ? s->bubble_micro : !strcmp(in->sync, "micro") ? s->bubble : 0;
   in->predicted_seconds = s->predicted_seconds;
   in->predicted_tokens_per_s = s->predicted_tokens_per_s;
   in->rejected = s->rejected;
@@ -399,6 +414,8 @@ int al_manifest_micro(const al_manifest *m, uint32_t step, uint32_t rank, uint32
   out->cost_ms = x->cost;
   out->step_samples = st->samples;
   out->step_tokens = st->tokens;
+  out->sp_degree = 1;
+  out->sp_rank = 0;
   return AL_OK;
 }
 

@@ -62,6 +62,11 @@ static int check_input(const al_plan_input *in, const al_cost_model *cost,
                         "step_cost_ms (--step-ms) was removed: every step now holds micro_per_step "
                         "(--micro-per-step) micro-batches per rank and about step_tokens "
                         "(--step-tokens) tokens");
+  for (size_t i = 0; i < o->n_sp_degrees; i++)
+    if (!o->sp_degrees || o->sp_degrees[i] != 1)
+      return al_set_error(AL_EINVAL, "sp-degrees: this planner plans degree 1 only");
+  if (o->sync != AL_SYNC_AUTO && o->sync != AL_SYNC_STEP)
+    return al_set_error(AL_EINVAL, "sync: this planner balances for the step model only");
   return AL_OK;
 }
 
