@@ -16,8 +16,7 @@ int plan_limit_parse(const char *name) {
 }
 
 double plan_micro_cost(const al_plan *p, uint32_t bucket, uint32_t n) {
-  return p->cost.fit.params[0] +
-         (double)n * al_cost_per_sample(&p->cost, p->buckets[bucket].tokens);
+  return al_cost_predict(&p->cost, n, p->buckets[bucket].tokens);
 }
 
 /* B = max(1, min(floor(m / S), floor(M_comp / c(S)))) with m the micro-batch

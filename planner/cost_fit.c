@@ -668,20 +668,28 @@ static int fit_families(const al_bench *in, const al_cost_fit_options *o, al_cos
   }
   static const al_cost_family all[3] = {AL_COST_POWER, AL_COST_POLY2, AL_COST_FLOOR};
   family_fit f[3];
-  int best = 0, second = -1;
+  int rcs[3], failed = 0, best = 0, second = -1;
   for (int i = 0; i < 3; i++) {
-    int rc = fit_one_family(in, all[i], o, &f[i]);
-    if (rc) return rc;
+    /* A family that cannot be fitted at all (a degenerate grid for its form) is out of the
+     * choice, not the end of it. */
+    if ((rcs[i] = fit_one_family(in, all[i], o, &f[i]))) {
+      memset(&f[i], 0, sizeof f[i]);
+      f[i].fit.family = all[i];
+      snprintf(f[i].why, sizeof f[i].why, "%s", al_last_error());
+      failed++;
+    }
   }
+  if (failed == 3) return al_set_error(rcs[1], "%s", f[1].why);
   for (int i = 1; i < 3; i++)
     if (family_better(&f[i], &f[best])) best = i;
   for (int i = 0; i < 3; i++)
-    if (i != best && (second < 0 || family_better(&f[i], &f[second]))) second = i;
+    if (i != best && !rcs[i] && (second < 0 || family_better(&f[i], &f[second]))) second = i;
   take_family(&f[best], out);
-  out->alt = f[second].fit;
+  if (second >= 0) out->alt = f[second].fit;
   if (!f[best].usable)
     return al_set_error(AL_ERANGE,
-                        "%s: no family's fit can be planned with: power: %s; poly2: %s; floor: %s " COST_NEEDS,
+                        "%s: the power fit cannot be planned with: %s, nor the poly2 fit: %s, nor "
+                        "the floor fit: %s " COST_NEEDS,
                         in->source, f[0].why, f[1].why, f[2].why);
   return AL_OK;
 }
