@@ -633,13 +633,17 @@ static int family_rank(al_cost_family f) {
   return f == AL_COST_POLY2 ? 0 : f == AL_COST_FLOOR ? 1 : 2;
 }
 
+/* Errors closer than this (0.1 %) are equal for auto: the fits' rounding, not the model. */
+#define COST_ERR_TIE 1e-3
+
 /* Whether a beats b for auto: usable first, then the lower held-out max relative error over
  * every row (a plan needs every micro-batch size right, the launch-bound ones too), then the
- * lower median. */
+ * lower median, then family_rank. */
 static int family_better(const family_fit *a, const family_fit *b) {
   if (a->usable != b->usable) return a->usable;
-  if (a->all.max_rel_err != b->all.max_rel_err) return a->all.max_rel_err < b->all.max_rel_err;
-  if (a->all.median_rel_err != b->all.median_rel_err)
+  if (fabs(a->all.max_rel_err - b->all.max_rel_err) > COST_ERR_TIE)
+    return a->all.max_rel_err < b->all.max_rel_err;
+  if (fabs(a->all.median_rel_err - b->all.median_rel_err) > COST_ERR_TIE)
     return a->all.median_rel_err < b->all.median_rel_err;
   return family_rank(a->fit.family) < family_rank(b->fit.family);
 }
