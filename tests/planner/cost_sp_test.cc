@@ -193,7 +193,8 @@ TEST(CostSp, FilesKeepThePerDegreeFits) {
     EXPECT_EQ(r.sp_fits[i].fit.max_rel_err, m.sp_fits[i].fit.max_rel_err);
   }
   for (uint32_t d : {1u, 2u, 4u, 8u, 32u})
-    for (uint64_t S : {300u, 70000u}) EXPECT_EQ(al_cost_predict_sp(&r, 5, S, d), al_cost_predict_sp(&m, 5, S, d));
+    for (uint64_t S : {300u, 70000u})
+      EXPECT_EQ(al_cost_predict_sp(&r, 5, S, d), al_cost_predict_sp(&m, 5, S, d));
   EXPECT_EQ(r.all_rows.rows, 0u); // bands are a fit-time report
 }
 
@@ -227,8 +228,9 @@ TEST(CostSp, BadDegreesAndMetadataAreRefusedByName) {
   EXPECT_NE(e.find("layers = '-4'"), std::string::npos) << e;
   // The alias and the JSON form.
   al_bench b;
-  std::string alias = "B,S,sp_degree,step_ms\n1,256,2,3\n2,256,2,3\n4,256,2,3\n8,256,2,3\n"
-                      "1,512,1,3\n2,512,1,3\n4,512,1,3\n8,512,1,3\n";
+  std::string alias =
+      "B,S,sp_degree,step_ms\n1,256,2,3\n2,256,2,3\n4,256,2,3\n8,256,2,3\n"
+      "1,512,1,3\n2,512,1,3\n4,512,1,3\n8,512,1,3\n";
   ASSERT_EQ(al_bench_parse(&b, alias.data(), alias.size(), "a.csv"), AL_OK) << al_last_error();
   ASSERT_TRUE(b.d);
   EXPECT_EQ(b.d[0], 2.0);
@@ -267,8 +269,7 @@ TEST(CostSp, BadFitInputsAreRefusedByName) {
   // A degree with too few rows, and no d = 1 rows at all.
   std::string few = SpCsv(1, 0.01, 9) + "1,1024,2,5\n2,1024,2,9\n";
   EXPECT_EQ(Fit(few, &m), AL_EINVAL);
-  EXPECT_NE(std::string(al_last_error()).find("too few rows of degree d = 2: 2"),
-            std::string::npos)
+  EXPECT_NE(std::string(al_last_error()).find("too few rows of degree d = 2: 2"), std::string::npos)
       << al_last_error();
   std::string text = SpCsv(2, 0.01, 9), only2 = "B,S,d,step_ms\n";
   for (size_t p = text.find("\n", text.find("step_ms")) + 1; p < text.size();) {
