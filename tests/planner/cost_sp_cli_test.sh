@@ -49,4 +49,27 @@ done
 "$BIN" fit --bench "$T/bad.csv" >"$T/out" 2>"$T/err" && fail "d = 3 accepted"
 grep -q "bad.csv: line 21 column 3: d = 3 must be a power of two in \[1, 1024\]" "$T/err" ||
   fail "d = 3: $(cat "$T/err")"
+# examples/shape_bench.py --sp-degrees on the CPU (tiny shapes; timings are not checked): the
+# metadata line, the d column, a degree that does not divide the heads skipped, per-rank tokens
+# capped by --max-tokens; the benchmark reader takes the file. Needs torch (Debian's python3).
+PY3=/usr/bin/python3
+if ! "$PY3" -c "import torch" 2>/dev/null; then
+  echo "SKIP: shape_bench.py part (torch cannot be imported)"
+else
+  "$PY3" examples/shape_bench.py --device cpu --dtype fp32 --dim 64 --heads 4 --ffn 128 --depth 1 \
+    --batches 1,2 --seqs 16,30 --sp-degrees 1,2,8 --max-tokens 30 --warmup 1 --iters 2 \
+    -o "$T/cpu.csv" 2>"$T/err" || fail "shape_bench.py: $(cat "$T/err")"
+  grep -q "skipped B=\* S=\* d=8: 4 heads are not divisible by d" "$T/err" || fail "d = 8 not skipped: $(cat "$T/err")"
+  "$PY3" - "$T/cpu.csv" <<'PY' || fail "shape_bench.py CSV: $(cat "$T/cpu.csv")"
+import csv, sys
+lines = open(sys.argv[1]).read().splitlines()
+assert lines[0].startswith("# shape_bench: hidden=64 heads=4 ffn=128 layers=1 dtype=fp32 dtype_bytes=4 device=cpu"), lines[0]
+rows = list(csv.DictReader(lines[1:]))
+assert list(rows[0]) == ["B", "S", "d", "step_ms"], rows[0]
+got = sorted((int(r["B"]), int(r["S"]), int(r["d"])) for r in rows)
+# d = 1: B * S <= 30 keeps (1, 16) and (1, 30); d = 2: B * ceil(S / 2) <= 30 keeps all four.
+assert got == [(1, 16, 1), (1, 16, 2), (1, 30, 1), (1, 30, 2), (2, 16, 2), (2, 30, 2)], got
+assert all(float(r["step_ms"]) > 0 for r in rows)
+PY
+fi
 echo "PASS"
