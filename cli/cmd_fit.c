@@ -41,11 +41,12 @@ static const cli_option OPTIONS[] = {
     {.name = "--out", .alias = "-o", .type = CLI_STRING, CLI_AT(fit_args, out), .metavar = "COST",
      .help = "write the cost model file (proto container, kind cost model)"},
     {.name = "--model", .type = CLI_CUSTOM, .parse = parse_model, .metavar = "M",
-     .help = "auto, power or poly2", .def = "auto"},
+     .help = "auto, power, poly2 or floor", .def = "auto"},
     {.name = "--loss", .type = CLI_CHOICE, CLI_AT(fit_args, fo.loss), .choices = LOSSES,
      .metavar = "L", .help = "rel: relative residuals; abs: plain residuals", .def = "rel"},
     {.name = "--min-tokens", .type = CLI_U64, CLI_AT(fit_args, fo.min_tokens), .min = 1,
-     .metavar = "N", .help = "leave out rows with B*S < N; 1 keeps all", .def = "4096"},
+     .metavar = "N", .help = "leave out rows with B*S < N; 1 keeps all\n"
+                             "(default: 4096 for power and poly2, 1 for floor)"},
     {.name = "--folds", .type = CLI_U64, CLI_AT(fit_args, fo.folds), .min = 2, .max = 1000,
      .metavar = "K", .help = "k-fold held-out evaluation", .def = "5"},
     {.name = "--mem-capacity", .type = CLI_DOUBLE, CLI_AT(fit_args, mem_capacity),
@@ -54,6 +55,14 @@ static const cli_option OPTIONS[] = {
     {.name = "--mem-safety", .type = CLI_DOUBLE, CLI_AT(fit_args, mem_safety), .hi = 1,
      .flags = CLI_ABOVE_LO, .metavar = "F", .help = "fraction of the capacity to plan for",
      .def = "0.9"},
+    {.name = "--sp-a2a-bytes-per-token", .type = CLI_DOUBLE,
+     CLI_AT(fit_args, fo.sp_a2a_bytes_per_token), .flags = CLI_ABOVE_LO, .metavar = "B",
+     .help = "bytes one token moves through the SP all-to-alls per step\n"
+             "(default: 8 x hidden x dtype_bytes x layers from the benchmark's\n"
+             "metadata, else the embedded model's 98304)"},
+    {.name = "--sp-link-gbps", .type = CLI_DOUBLE, CLI_AT(fit_args, fo.sp_link_gbps),
+     .flags = CLI_ABOVE_LO, .metavar = "G",
+     .help = "all-to-all GB/s per GPU per direction (default 350: NVLink 4)"},
     {.name = "--json", .type = CLI_FLAG, CLI_AT(fit_args, json), .set = 1,
      .help = "print one JSON object (model, parameters, errors)"},
     {.name = NULL},
@@ -68,16 +77,24 @@ static const cli_verb FIT = {
         "                        [--loss rel|abs] [--min-tokens N] [--folds K]\n"
         "                        [--mem-capacity BYTES] [--mem-safety F]\n"
         "       adaptiveload fit --default [-o COST] [--json]\n\n"
-        "Fits the step time of a shape benchmark by two model families:\n"
+        "Fits the step time of a shape benchmark by three model families:\n"
         "  power: t = a + b * B * S^p              (Levenberg-Marquardt)\n"
         "  poly2: t = a + b * B * S + c * B * S^2  (linear least squares, QR)\n"
+        "  floor: t = smax(F, a + s * B + b * B * S + c * B * S^2)\n"
+        "         (a launch floor F, smooth maximum (x^8 + y^8)^(1/8); Levenberg-Marquardt)\n"
         "and reports R^2 and the median and max relative error on held-out rows\n"
-        "(deterministic k-fold: row i is in fold i mod k). `auto` keeps the family with\n"
-        "the lower held-out median error. Rows with B*S < min-tokens are launch-bound\n"
-        "(kernel-launch overhead, not work) and are left out and counted.\n\n"
+        "(deterministic k-fold: row i is in fold i mod k), and by band of tokens per\n"
+        "sample over every row. `auto` keeps the family with the lowest held-out max\n"
+        "error over every row. power and poly2 leave out rows with B*S < min-tokens\n"
+        "(launch-bound: kernel-launch overhead, not work) and count them; floor fits them.\n\n"
         "FILE is a CSV with a header row naming B, S, step_ms (alias ms) and optionally\n"
-        "peak_mem_bytes, in any order, or the JSON of planner/data/h200_dit_block_cost.json\n"
-        "({\"rows\": [{\"B\", \"S\", \"ms\"}]}). examples/shape_bench.py writes the CSV.\n"
+        "peak_mem_bytes and d (alias sp_degree), in any order, or the JSON of\n"
+        "planner/data/h200_dit_block_cost.json ({\"rows\": [{\"B\", \"S\", \"ms\"}]}).\n"
+        "examples/shape_bench.py writes the CSV. With a d column (shape_bench.py\n"
+        "--sp-degrees) the d = 1 rows give the model above and each degree d > 1 a floor\n"
+        "fit of one rank's share, t = smax(F, a + s B + (b B S + c B S^2) / d), that\n"
+        "plans with sequence parallelism use, plus the modelled all-to-all\n"
+        "B S (d - 1) / d^2 x bytes-per-token / link rate.\n"
         "With peak memory, memory ~ m0 + m1 * B * S is fitted too, and with\n"
         "--mem-capacity the token cap M_mem = (capacity * safety - m0) / m1 is printed\n"
         "(plan takes the same flags).\n\n",
@@ -122,10 +139,59 @@ static void print_fit(const al_cost_fit *f, const char *tag) {
   const double *p = f->params;
   if (f->family == AL_COST_POWER)
     printf("  %-6s power  t = %.4g + %.4g * B * S^%.4f ms\n", tag, p[0], p[1], p[2]);
+  else if (f->family == AL_COST_FLOOR)
+    printf("  %-6s floor  t = smax_%g(%.4g, %.4g + %.4g * B + %.4g * B*S + %.4g * B*S^2) ms\n", tag,
+           f->sharpness, f->floor_ms, p[0], f->per_sample_ms, p[1], p[2]);
   else
     printf("  %-6s poly2  t = %.4g + %.4g * B*S + %.4g * B*S^2 ms\n", tag, p[0], p[1], p[2]);
   printf("         R^2 %.5f, held-out relative error: median %.2f%%, max %.2f%%\n", f->r2,
          100 * f->median_rel_err, 100 * f->max_rel_err);
+}
+
+static void print_band_row(const char *deg, const al_cost_band *bands, const al_cost_band *all) {
+  printf("    %-4s", deg);
+  for (int i = 0; i < AL_COST_BANDS; i++) {
+    const al_cost_band *b = &bands[i];
+    if (b->rows)
+      printf(" %5.1f%% %5.1f%% %3u", 100 * b->median_rel_err, 100 * b->max_rel_err, b->rows);
+    else
+      printf(" %18s", "-");
+  }
+  printf(" %5.1f%% %5.1f%% %3u\n", 100 * all->median_rel_err, 100 * all->max_rel_err, all->rows);
+}
+
+/* Held-out errors by band of tokens per sample, one line per degree. */
+static void print_bands(const al_cost_model *m) {
+  printf(
+      "  held-out relative error by tokens per sample S (median, max, rows):\n"
+      "    %-4s %18s %18s %18s %18s %18s\n",
+      "d", "S < 2k", "2k <= S < 8k", "8k <= S < 32k", "S >= 32k", "all");
+  print_band_row("1", m->bands, &m->all_rows);
+  for (uint32_t i = 0; i < m->n_sp_fits; i++) {
+    char deg[16];
+    snprintf(deg, sizeof deg, "%u", m->sp_fits[i].degree);
+    print_band_row(deg, m->sp_fits[i].bands, &m->sp_fits[i].all_rows);
+  }
+}
+
+static void print_sp(const al_cost_model *m) {
+  for (uint32_t i = 0; i < m->n_sp_fits; i++) {
+    const al_cost_sp_fit *s = &m->sp_fits[i];
+    const al_cost_fit *f = &s->fit;
+    printf(
+        "  d = %-4u floor  t = smax_%g(%.4g, %.4g + %.4g * B + (%.4g * B*S + %.4g * B*S^2) / %u) "
+        "ms, %u rows\n",
+        s->degree, f->sharpness, f->floor_ms, f->params[0], f->per_sample_ms, f->params[1],
+        f->params[2], s->degree, s->rows);
+  }
+  double bytes = m->sp_a2a_bytes_per_token > 0 ? m->sp_a2a_bytes_per_token
+                                               : AL_COST_DEFAULT_SP_A2A_BYTES_PER_TOKEN;
+  double gbps = m->sp_link_gbps > 0 ? m->sp_link_gbps : AL_COST_DEFAULT_SP_LINK_GBPS;
+  printf(
+      "  SP all-to-all: %.0f bytes per token%s at %.4g GB/s%s; d > 1 adds B*S (d-1)/d^2 x "
+      "%.4g ms\n",
+      bytes, m->sp_a2a_bytes_per_token > 0 ? "" : " (default)", gbps,
+      m->sp_link_gbps > 0 ? "" : " (default)", bytes / (gbps * 1e6));
 }
 
 /* --json: the model's one JSON object (al_cost_print_json), with M_mem's inputs and value as
@@ -156,11 +222,14 @@ static int print_model_json(const al_cost_model *m, const fit_args *a, uint64_t 
 /* The fitted model (and M_mem when derived) on stdout, as JSON or text. */
 static int print_model(const al_cost_model *m, const fit_args *a, uint64_t mem_tokens) {
   if (a->json) return print_model_json(m, a, mem_tokens);
-  printf("fit of %s: %u rows (%u launch-bound rows with B*S < %.0f left out), %s residuals%s%s\n",
-         m->source, m->rows, m->rows_excluded, m->min_tokens, m->abs_loss ? "absolute" : "relative",
+  printf("fit of %s: %u rows (%u launch-bound rows with B*S < %.0f left out)%s, %s residuals%s%s\n",
+         m->source, m->rows, m->rows_excluded, m->min_tokens,
+         m->n_sp_fits ? " of degree d = 1" : "", m->abs_loss ? "absolute" : "relative",
          m->device[0] ? ", device " : "", m->device);
   print_fit(&m->fit, "chosen");
   if (m->alt.family) print_fit(&m->alt, "other");
+  if (m->all_rows.rows) print_bands(m);
+  print_sp(m);
   if (m->has_mem) printf("  memory bytes = %.4g + %.4g * B * S\n", m->mem_m0, m->mem_m1);
   if (mem_tokens)
     printf("  M_mem for %.0f bytes x %.2f: %llu tokens per micro-batch\n", a->mem_capacity,

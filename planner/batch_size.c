@@ -25,11 +25,11 @@ static double per_sample(const al_plan *p, const plan_bucket *b) {
                : al_cost_per_sample(&p->cost, b->tokens);
 }
 
+/* al_cost_predict_sp at d = 1 is al_cost_predict (a family whose time is not a + B c(S), the
+ * floor, included). */
 double plan_micro_cost(const al_plan *p, uint32_t bucket, uint32_t n) {
   const plan_bucket *b = &p->buckets[bucket];
-  uint32_t d = degree_of(b);
-  if (d > 1) return al_cost_predict_sp(&p->cost, n, b->tokens, d);
-  return p->cost.fit.params[0] + (double)n * al_cost_per_sample(&p->cost, b->tokens);
+  return al_cost_predict_sp(&p->cost, n, b->tokens, degree_of(b));
 }
 
 void plan_bucket_degrees(al_plan *p) {

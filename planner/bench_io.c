@@ -21,12 +21,13 @@ void al_bench_free(al_bench *b) {
   free(b->S);
   free(b->ms);
   free(b->mem);
-  b->B = b->S = b->ms = b->mem = NULL;
+  free(b->d);
+  b->B = b->S = b->ms = b->mem = b->d = NULL;
   b->n = 0;
 }
 
-static int bench_push(al_bench *b, size_t *cap, int has_mem, double B, double S, double ms,
-                      double mem) {
+/* One row: v = B, S, ms, mem, d (mem and d stored only when the input has them). */
+static int bench_push(al_bench *b, size_t *cap, int has_mem, int has_d, const double v[5]) {
   if (b->n == *cap) {
     const char *what = "benchmark rows";
     size_t nc;
@@ -35,14 +36,23 @@ static int bench_push(al_bench *b, size_t *cap, int has_mem, double B, double S,
     if (!rc) rc = grow_resize((void **)&b->S, nc, sizeof *b->S, what);
     if (!rc) rc = grow_resize((void **)&b->ms, nc, sizeof *b->ms, what);
     if (!rc && has_mem) rc = grow_resize((void **)&b->mem, nc, sizeof *b->mem, what);
+    if (!rc && has_d) rc = grow_resize((void **)&b->d, nc, sizeof *b->d, what);
     if (rc) return rc;
     *cap = nc;
   }
-  b->B[b->n] = B;
-  b->S[b->n] = S;
-  b->ms[b->n] = ms;
-  if (has_mem) b->mem[b->n] = mem;
+  b->B[b->n] = v[0];
+  b->S[b->n] = v[1];
+  b->ms[b->n] = v[2];
+  if (has_mem) b->mem[b->n] = v[3];
+  if (has_d) b->d[b->n] = v[4];
   b->n++;
+  return AL_OK;
+}
+
+/* The SP degree of a row: 1..1024, a power of two. */
+static int check_degree(const char *where, double d) {
+  if (!(d >= 1 && d <= 1024 && d == floor(d)) || ((uint32_t)d & ((uint32_t)d - 1)))
+    return al_set_error(AL_EFORMAT, "%s: d = %g must be a power of two in [1, 1024]", where, d);
   return AL_OK;
 }
 
@@ -150,16 +160,18 @@ static int csv_record(csv_reader *r, unsigned *rec_line) {
 
 static const char *csv_at(const csv_reader *r, int col) { return r->buf + r->off[col]; }
 
-/* The header record: which field holds B, S, step_ms and peak_mem_bytes (-1: none). */
-static int csv_header(const csv_reader *r, unsigned line, int cols[4]) {
-  for (int k = 0; k < 4; k++) cols[k] = -1;
+/* The header record: which field holds B, S, step_ms, peak_mem_bytes and d (-1: none). */
+#define CSV_KEYS 5
+static int csv_header(const csv_reader *r, unsigned line, int cols[CSV_KEYS]) {
+  for (int k = 0; k < CSV_KEYS; k++) cols[k] = -1;
   for (size_t i = 0; i < r->nf; i++) {
     const char *h = csv_at(r, (int)i);
-    int k = !strcasecmp(h, "B") || !strcasecmp(h, "batch")      ? 0
-            : !strcasecmp(h, "S") || !strcasecmp(h, "tokens")   ? 1
-            : !strcasecmp(h, "step_ms") || !strcasecmp(h, "ms") ? 2
-            : !strcasecmp(h, "peak_mem_bytes")                  ? 3
-                                                                : -1;
+    int k = !strcasecmp(h, "B") || !strcasecmp(h, "batch")       ? 0
+            : !strcasecmp(h, "S") || !strcasecmp(h, "tokens")    ? 1
+            : !strcasecmp(h, "step_ms") || !strcasecmp(h, "ms")  ? 2
+            : !strcasecmp(h, "peak_mem_bytes")                   ? 3
+            : !strcasecmp(h, "d") || !strcasecmp(h, "sp_degree") ? 4
+                                                                 : -1;
     if (k >= 0 && cols[k] >= 0)
       return al_set_error(AL_EFORMAT, "%s: line %u (header): column '%s' given twice", r->name,
                           line, h);
@@ -168,17 +180,17 @@ static int csv_header(const csv_reader *r, unsigned line, int cols[4]) {
   const char *missing = cols[0] < 0 ? "B" : cols[1] < 0 ? "S" : cols[2] < 0 ? "step_ms" : NULL;
   if (missing)
     return al_set_error(AL_EFORMAT,
-                        "%s: line %u (header): missing column '%s' (need B, S, step_ms; optional peak_mem_bytes)",
+                        "%s: line %u (header): missing column '%s' (need B, S, step_ms; optional peak_mem_bytes, d)",
                         r->name, line, missing);
   return AL_OK;
 }
 
 /* One data record: its numbers, checked, appended to b. */
-static int csv_row(const csv_reader *r, unsigned line, const int cols[4], al_bench *b,
+static int csv_row(const csv_reader *r, unsigned line, const int cols[CSV_KEYS], al_bench *b,
                    size_t *cap) {
-  static const char *const names[4] = {"B", "S", "step_ms", "peak_mem_bytes"};
-  double v[4] = {0, 0, 0, 0};
-  for (int k = 0; k < 4; k++) {
+  static const char *const names[CSV_KEYS] = {"B", "S", "step_ms", "peak_mem_bytes", "d"};
+  double v[CSV_KEYS] = {0, 0, 0, 0, 1};
+  for (int k = 0; k < CSV_KEYS; k++) {
     if (cols[k] < 0) continue;
     const char *s = csv_at(r, cols[k]);
     char *end;
@@ -191,12 +203,87 @@ static int csv_row(const csv_reader *r, unsigned line, const int cols[4], al_ben
   char where[600];
   snprintf(where, sizeof where, "%s: line %u", r->name, line);
   int rc = check_row(where, v[0], v[1], v[2], cols[3] >= 0, v[3]);
-  return rc ? rc : bench_push(b, cap, cols[3] >= 0, v[0], v[1], v[2], v[3]);
+  if (!rc && cols[4] >= 0) {
+    snprintf(where, sizeof where, "%s: line %u column %d", r->name, line, cols[4] + 1);
+    rc = check_degree(where, v[4]);
+  }
+  return rc ? rc : bench_push(b, cap, cols[3] >= 0, cols[4] >= 0, v);
+}
+
+/* The metadata comment "# shape_bench: key=value key="a value" ..." (examples/shape_bench.py):
+ * hidden, layers and dtype_bytes (numbers > 0, else an error naming the line), device and
+ * measured. Other keys are ignored; so are other comment lines. */
+static int csv_metadata(al_bench *b, const char *line, size_t len, const char *name,
+                        unsigned lineno) {
+  static const char tag[] = "shape_bench:";
+  size_t p = 0;
+  while (p < len && (line[p] == '#' || csv_blank(line[p]))) p++;
+  if (len - p < sizeof tag - 1 || memcmp(line + p, tag, sizeof tag - 1)) return AL_OK;
+  p += sizeof tag - 1;
+  while (p < len) {
+    while (p < len && csv_blank(line[p])) p++;
+    size_t k0 = p;
+    while (p < len && line[p] != '=' && !csv_blank(line[p])) p++;
+    size_t k1 = p, v0, v1;
+    if (p >= len || line[p] != '=') continue;
+    p++;
+    if (p < len && line[p] == '"') {
+      v0 = ++p;
+      while (p < len && line[p] != '"') p++;
+      v1 = p;
+      if (p < len) p++;
+    } else {
+      v0 = p;
+      while (p < len && !csv_blank(line[p])) p++;
+      v1 = p;
+    }
+    char key[32], val[128];
+    snprintf(key, sizeof key, "%.*s", (int)(k1 - k0), line + k0);
+    snprintf(val, sizeof val, "%.*s", (int)(v1 - v0), line + v0);
+    double *num = !strcmp(key, "hidden")        ? &b->hidden
+                  : !strcmp(key, "layers")      ? &b->layers
+                  : !strcmp(key, "dtype_bytes") ? &b->dtype_bytes
+                                                : NULL;
+    if (num) {
+      char *end;
+      errno = 0;
+      *num = strtod(val, &end);
+      if (!*val || *end || errno || !isfinite(*num) || !(*num > 0))
+        return al_set_error(AL_EFORMAT,
+                            "%s: line %u (shape_bench metadata): %s = '%s' must be a number > 0",
+                            name, lineno, key, val);
+    } else if (!strcmp(key, "device")) {
+      snprintf(b->device, sizeof b->device, "%.*s", (int)sizeof b->device - 1, val);
+    } else if (!strcmp(key, "measured")) {
+      snprintf(b->measured, sizeof b->measured, "%.*s", (int)sizeof b->measured - 1, val);
+    }
+  }
+  return AL_OK;
+}
+
+/* The metadata comment lines before the header (csv_metadata). */
+static int csv_comments(al_bench *b, const char *text, size_t len, const char *name) {
+  size_t p = 0;
+  unsigned line = 1;
+  while (p < len) {
+    size_t e = p;
+    while (e < len && text[e] != '\n') e++;
+    size_t q = p;
+    while (q < e && csv_blank(text[q])) q++;
+    if (q < e && text[q] != '#') break; /* the header */
+    int rc = q < e ? csv_metadata(b, text + q, e - q, name, line) : AL_OK;
+    if (rc) return rc;
+    p = e + 1;
+    line++;
+  }
+  return AL_OK;
 }
 
 static int parse_csv(al_bench *b, const char *text, size_t len, const char *name) {
+  int rc = csv_comments(b, text, len, name);
+  if (rc) return rc;
   csv_reader r = {.text = text, .name = name, .len = len, .line = 1};
-  int cols[4], have_header = 0, rc;
+  int cols[CSV_KEYS], have_header = 0;
   size_t ncols = 0, cap = 0;
   unsigned line = 0;
   while ((rc = csv_record(&r, &line)) == 1) {
@@ -208,7 +295,8 @@ static int parse_csv(al_bench *b, const char *text, size_t len, const char *name
       if ((rc = csv_header(&r, line, cols))) break;
       ncols = r.nf;
       have_header = 1;
-      if (cols[3] >= 0 && !(b->mem = malloc(sizeof(double)))) { /* marks has_mem */
+      if ((cols[3] >= 0 && !(b->mem = malloc(sizeof(double)))) || /* marks has_mem */
+          (cols[4] >= 0 && !(b->d = malloc(sizeof(double))))) {   /* marks has_d */
         rc = al_set_error(AL_ENOMEM, "%s: out of memory", name);
         break;
       }
@@ -241,16 +329,26 @@ static int parse_json(al_bench *b, const char *text, size_t len, const char *nam
   const char *meas = json_string_value(json_object_get(root, "measured"));
   if (dev) snprintf(b->device, sizeof b->device, "%s", dev);
   if (meas) snprintf(b->measured, sizeof b->measured, "%s", meas);
+  static const char *const shape_keys[3] = {"hidden", "layers", "dtype_bytes"};
+  double *shape[3] = {&b->hidden, &b->layers, &b->dtype_bytes};
+  for (int k = 0; k < 3; k++) {
+    int r = plan_json_num(root, shape_keys[k], NULL, shape[k]);
+    if (r < 0 || (r == 0 && !(*shape[k] > 0))) {
+      rc = al_set_error(AL_EFORMAT, "%s: \"%s\" must be a number > 0", name, shape_keys[k]);
+      goto cleanup;
+    }
+    if (r > 0) *shape[k] = 0;
+  }
   size_t cap = 0, i;
-  int has_mem = -1;
+  int has_mem = -1, has_d = -1;
   json_t *row;
   json_array_foreach(rows, i, row) {
     char where[600];
     snprintf(where, sizeof where, "%s: rows[%zu]", name, i);
-    double v[4] = {0, 0, 0, 0};
-    static const char *const keys[4] = {"B", "S", "ms", "peak_mem_bytes"};
-    for (int k = 0; k < 4; k++) {
-      int r = plan_json_num(row, keys[k], k == 2 ? "step_ms" : NULL, &v[k]);
+    double v[5] = {0, 0, 0, 0, 1};
+    static const char *const keys[5] = {"B", "S", "ms", "peak_mem_bytes", "d"};
+    for (int k = 0; k < 5; k++) {
+      int r = plan_json_num(row, keys[k], k == 2 ? "step_ms" : k == 4 ? "sp_degree" : NULL, &v[k]);
       if (r < 0) {
         rc = al_set_error(AL_EFORMAT, "%s: \"%s\" is not a number", where, keys[k]);
         goto cleanup;
@@ -273,9 +371,23 @@ static int parse_json(al_bench *b, const char *text, size_t len, const char *nam
           goto cleanup;
         }
       }
+      if (k == 4) {
+        int hd = r == 0;
+        if (has_d < 0) {
+          has_d = hd;
+          if (hd && !(b->d = malloc(sizeof(double)))) {
+            rc = al_set_error(AL_ENOMEM, "%s: out of memory", name);
+            goto cleanup;
+          }
+        } else if (has_d != hd) {
+          rc = al_set_error(AL_EFORMAT, "%s: \"d\" must be given on every row or none", where);
+          goto cleanup;
+        }
+        if (hd && (rc = check_degree(where, v[4]))) goto cleanup;
+      }
     }
     if ((rc = check_row(where, v[0], v[1], v[2], has_mem == 1, v[3]))) goto cleanup;
-    if ((rc = bench_push(b, &cap, has_mem == 1, v[0], v[1], v[2], v[3]))) goto cleanup;
+    if ((rc = bench_push(b, &cap, has_mem == 1, has_d == 1, v))) goto cleanup;
   }
 cleanup:
   json_decref(root);

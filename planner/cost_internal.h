@@ -8,16 +8,33 @@
 #include "planner/al_cost.h"
 #include "proto/adaptiveload.pb-c.h"
 
-#define AL_LS_MAXK 3
+#define AL_LS_MAXK 4
 
 /* Weighted least squares (w may be NULL); see cost_fit.c. */
 int cost_lstsq(const double *X, const double *y, const double *w, size_t n, size_t k, double *beta);
 
-/* t(B, S) of one family with its parameters. */
-double cost_eval(al_cost_family f, const double p[3], double B, double S);
+/* Benchmark rows as a fitter takes them: B, S, the SP degree (NULL: all 1) and the time. */
+typedef struct cost_rows {
+  const double *B, *S, *D, *t;
+  size_t n;
+} cost_rows;
 
-/* Fits family f on all rows (params, R^2) and k-fold held-out errors. */
-int cost_evaluate(al_cost_family f, const al_bench *b, uint32_t folds, int rel, al_cost_fit *out);
+/* t(B, S) of fit f at SP degree d (1: the plain model; floor only divides b and c by d). */
+double cost_fit_eval(const al_cost_fit *f, double B, double S, double d);
+
+/* Fits family f on the rows (params, R^2) and their k-fold held-out errors: the median and max
+ * in out, each row's in err (n values, row order) when err is not NULL. */
+int cost_evaluate(al_cost_family f, const cost_rows *r, uint32_t folds, int rel, al_cost_fit *out,
+                  double *err);
+
+/* The floor family (cost_floor.c). th = (F, a, s, b, c):
+ *   work = a + s B + (b B S + c B S^2) / d,   t = smax_k(F, work)   (F where work <= 0). */
+#define COST_FLOOR_NP 5
+double cost_floor_work(const double th[COST_FLOOR_NP], double B, double S, double d);
+double cost_floor_eval(const double th[COST_FLOOR_NP], double k, double B, double S, double d);
+/* Levenberg-Marquardt from th on relative (rel) or absolute residuals; th only improves. fix_s
+ * keeps s (th[2]) as it is. */
+void cost_floor_refine(const cost_rows *r, double k, int rel, int fix_s, double th[COST_FLOOR_NP]);
 
 /* The range a plan evaluates t(B, S) = a + B * c(S) over, and the bounds a fit must meet there
  * (planner/README.md, section 3, says why): S up to 2^20 tokens per sample, B up to 2^32 - 1
@@ -27,16 +44,29 @@ int cost_evaluate(al_cost_family f, const al_bench *b, uint32_t folds, int rel, 
 #define COST_MAX_B 4294967295.0
 #define COST_MAX_P 4.0
 #define COST_MAX_MS 1e100
+/* The floor family's k: 1 (a sum) to 64 (all but a hard maximum). */
+#define COST_MAX_SHARPNESS 64.0
+/* The largest SP degree a benchmark row may have (AL_PLAN_MAX_SP_DEGREES powers of two). */
+#define COST_MAX_SP_DEGREE 1024.0
 
 /* 0 when a plan can use fit f: every parameter finite, c(S) > 0 and growing for S in
  * [1, COST_MAX_S], t(1, 1) > 0 (so every prediction is positive) and t(COST_MAX_B, COST_MAX_S)
  * <= COST_MAX_MS; otherwise -1 with the first bound it breaks, and the parameters, in why. */
 int cost_fit_usable(const al_cost_fit *f, char *why, size_t cap);
+/* The same for a per-degree fit, evaluated at its degree d. */
+int cost_sp_fit_usable(const al_cost_fit *f, double d, char *why, size_t cap);
 
-/* CostModel message <-> al_cost_model. to_msg fills `msg` pointing into `m`
- * and the caller-provided arrays (3 doubles each); nothing to free. */
-void cost_to_msg(const al_cost_model *m, Adaptiveload__CostModel *msg, double params[3],
-                 double alt[3]);
+/* CostModel message <-> al_cost_model. to_msg fills `msg` pointing into `m` and the
+ * caller's buffer; nothing to free. A fit's params: power, poly2 [a, b, c]; floor [a, b, c, s,
+ * F, k]. sp_params (sp_family "floor"): COST_SP_STRIDE values per degree, ascending: d, a, b, c,
+ * s, F, k, rows, held-out median and max relative error. */
+#define COST_MSG_PARAMS 6
+#define COST_SP_STRIDE 10
+typedef struct cost_msg_buf {
+  double params[COST_MSG_PARAMS], alt[COST_MSG_PARAMS];
+  double sp[COST_SP_STRIDE * AL_COST_MAX_SP_FITS];
+} cost_msg_buf;
+void cost_to_msg(const al_cost_model *m, Adaptiveload__CostModel *msg, cost_msg_buf *buf);
 int cost_from_msg(const Adaptiveload__CostModel *msg, al_cost_model *m, const char *where);
 
 /* Embedded copy of planner/data/h200_dit_block_cost.json (generated). */

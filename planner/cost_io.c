@@ -29,20 +29,35 @@ static fit_fields fit_fields_of(Adaptiveload__CostModel *msg, int alt) {
                       &msg->r2,     &msg->median_rel_err, &msg->max_rel_err};
 }
 
-static void fit_to_msg(const al_cost_fit *f, fit_fields o, double params[3]) {
+static void fit_to_msg(const al_cost_fit *f, fit_fields o, double params[COST_MSG_PARAMS]) {
   memcpy(params, f->params, 3 * sizeof(double));
+  params[3] = f->per_sample_ms, params[4] = f->floor_ms, params[5] = f->sharpness;
   *o.family = s_or_empty(al_cost_family_name(f->family));
-  *o.n_params = 3;
+  *o.n_params = f->family == AL_COST_FLOOR ? 6 : 3;
   *o.params = params;
   *o.r2 = f->r2;
   *o.median_rel_err = f->median_rel_err;
   *o.max_rel_err = f->max_rel_err;
 }
 
-void cost_to_msg(const al_cost_model *m, Adaptiveload__CostModel *msg, double params[3],
-                 double alt[3]) {
+/* sp_params: COST_SP_STRIDE values per degree (cost_internal.h). */
+static void sp_to_msg(const al_cost_model *m, Adaptiveload__CostModel *msg, double *sp) {
+  uint32_t n = m->n_sp_fits < AL_COST_MAX_SP_FITS ? m->n_sp_fits : AL_COST_MAX_SP_FITS;
+  for (uint32_t i = 0; i < n; i++) {
+    const al_cost_sp_fit *f = &m->sp_fits[i];
+    double *v = sp + (size_t)i * COST_SP_STRIDE;
+    v[0] = f->degree, v[1] = f->fit.params[0], v[2] = f->fit.params[1], v[3] = f->fit.params[2];
+    v[4] = f->fit.per_sample_ms, v[5] = f->fit.floor_ms, v[6] = f->fit.sharpness;
+    v[7] = f->rows, v[8] = f->fit.median_rel_err, v[9] = f->fit.max_rel_err;
+  }
+  msg->n_sp_params = (size_t)n * COST_SP_STRIDE;
+  msg->sp_params = n ? sp : NULL;
+  msg->sp_family = s_or_empty(n ? "floor" : "");
+}
+
+void cost_to_msg(const al_cost_model *m, Adaptiveload__CostModel *msg, cost_msg_buf *buf) {
   adaptiveload__cost_model__init(msg);
-  fit_to_msg(&m->fit, fit_fields_of(msg, 0), params);
+  fit_to_msg(&m->fit, fit_fields_of(msg, 0), buf->params);
   msg->rows = m->rows;
   msg->rows_excluded = m->rows_excluded;
   msg->min_tokens = m->min_tokens;
@@ -55,7 +70,8 @@ void cost_to_msg(const al_cost_model *m, Adaptiveload__CostModel *msg, double pa
   msg->mem_m1 = m->mem_m1;
   msg->sp_a2a_bytes_per_token = m->sp_a2a_bytes_per_token;
   msg->sp_link_gbps = m->sp_link_gbps;
-  if (m->alt.family) fit_to_msg(&m->alt, fit_fields_of(msg, 1), alt);
+  if (m->alt.family) fit_to_msg(&m->alt, fit_fields_of(msg, 1), buf->alt);
+  sp_to_msg(m, msg, buf->sp);
 }
 
 static int family_of(const char *s, al_cost_family *f) {
@@ -63,33 +79,88 @@ static int family_of(const char *s, al_cost_family *f) {
     *f = AL_COST_POWER;
   else if (!strcmp(s, "poly2"))
     *f = AL_COST_POLY2;
+  else if (!strcmp(s, "floor"))
+    *f = AL_COST_FLOOR;
   else
     return -1;
   return 0;
 }
 
-/* One fit out of the message; -1 (f untouched) when it has not 3 parameters
- * or no known family. */
+static size_t params_of(al_cost_family f) { return f == AL_COST_FLOOR ? 6 : 3; }
+
+/* One fit out of the message; -1 (f untouched) when it has no known family or not that
+ * family's number of parameters. */
 static int fit_from_msg(fit_fields in, al_cost_fit *f) {
-  if (*in.n_params != 3 || !*in.family || family_of(*in.family, &f->family)) return -1;
+  al_cost_family fam;
+  if (!*in.family || family_of(*in.family, &fam) || *in.n_params != params_of(fam)) return -1;
+  f->family = fam;
   memcpy(f->params, *in.params, 3 * sizeof(double));
+  if (fam == AL_COST_FLOOR)
+    f->per_sample_ms = (*in.params)[3], f->floor_ms = (*in.params)[4],
+    f->sharpness = (*in.params)[5];
   f->r2 = *in.r2;
   f->median_rel_err = *in.median_rel_err;
   f->max_rel_err = *in.max_rel_err;
   return 0;
 }
 
+/* The per-degree fits: sp_family "floor" with whole groups of COST_SP_STRIDE values, degrees
+ * ascending powers of two in [2, COST_MAX_SP_DEGREE], each fit inside the bounds at its degree;
+ * an empty sp_family with no values means none. */
+static int sp_from_msg(const Adaptiveload__CostModel *msg, al_cost_model *m, const char *where) {
+  const char *fam = msg->sp_family ? msg->sp_family : "";
+  if (!*fam && !msg->n_sp_params) return AL_OK;
+  if (strcmp(fam, "floor"))
+    return al_set_error(AL_EFORMAT, "%s: cost model sp_family '%s' is not floor", where, fam);
+  size_t n = msg->n_sp_params / COST_SP_STRIDE;
+  if (msg->n_sp_params % COST_SP_STRIDE || !n || n > AL_COST_MAX_SP_FITS)
+    return al_set_error(AL_EFORMAT,
+                        "%s: cost model sp_params has %zu values, not 1 to %d groups of %d", where,
+                        msg->n_sp_params, AL_COST_MAX_SP_FITS, COST_SP_STRIDE);
+  for (size_t i = 0; i < n; i++) {
+    const double *v = msg->sp_params + i * COST_SP_STRIDE;
+    double d = v[0], prev = i ? m->sp_fits[i - 1].degree : 1;
+    if (!(d >= 2 && d <= COST_MAX_SP_DEGREE && d == floor(d) &&
+          !((uint32_t)d & ((uint32_t)d - 1))) ||
+        !(d > prev))
+      return al_set_error(AL_EFORMAT,
+                          "%s: cost model sp_params group %zu: degree %g is not a power of two in "
+                          "[2, %.0f] above the previous one",
+                          where, i, d, COST_MAX_SP_DEGREE);
+    for (int j = 1; j < COST_SP_STRIDE; j++)
+      if (!isfinite(v[j]))
+        return al_set_error(AL_EFORMAT,
+                            "%s: cost model sp_params group %zu: value %d is not finite", where, i,
+                            j);
+    al_cost_sp_fit *f = &m->sp_fits[i];
+    memset(f, 0, sizeof *f);
+    f->degree = (uint32_t)d;
+    f->rows = v[7] >= 0 && v[7] <= UINT32_MAX ? (uint32_t)v[7] : 0;
+    f->fit.family = AL_COST_FLOOR;
+    f->fit.params[0] = v[1], f->fit.params[1] = v[2], f->fit.params[2] = v[3];
+    f->fit.per_sample_ms = v[4], f->fit.floor_ms = v[5], f->fit.sharpness = v[6];
+    f->fit.median_rel_err = v[8], f->fit.max_rel_err = v[9];
+    char why[240];
+    if (cost_sp_fit_usable(&f->fit, d, why, sizeof why))
+      return al_set_error(AL_EFORMAT,
+                          "%s: cost model's floor fit of degree d = %g cannot be planned with: %s",
+                          where, d, why);
+    m->n_sp_fits = (uint32_t)(i + 1);
+  }
+  return AL_OK;
+}
+
 int cost_from_msg(const Adaptiveload__CostModel *msg, al_cost_model *m, const char *where) {
   memset(m, 0, sizeof *m);
   if (family_of(msg->family ? msg->family : "", &m->fit.family))
-    return al_set_error(AL_EFORMAT, "%s: cost model family '%s' is not power or poly2", where,
-                        msg->family ? msg->family : "");
-  if (msg->n_params != 3)
-    return al_set_error(AL_EFORMAT, "%s: cost model has %zu parameters, expected 3", where,
-                        msg->n_params);
-  for (int i = 0; i < 3; i++)
+    return al_set_error(AL_EFORMAT, "%s: cost model family '%s' is not power, poly2 or floor",
+                        where, msg->family ? msg->family : "");
+  if (msg->n_params != params_of(m->fit.family))
+    return al_set_error(AL_EFORMAT, "%s: cost model has %zu parameters, expected %zu for %s", where,
+                        msg->n_params, params_of(m->fit.family), msg->family);
+  for (size_t i = 0; i < msg->n_params; i++)
     if (!isfinite(msg->params[i]))
-      return al_set_error(AL_EFORMAT, "%s: cost model parameter %d is not finite", where, i);
+      return al_set_error(AL_EFORMAT, "%s: cost model parameter %zu is not finite", where, i);
   Adaptiveload__CostModel *in = (Adaptiveload__CostModel *)msg; /* read only */
   fit_from_msg(fit_fields_of(in, 0), &m->fit);
   fit_from_msg(fit_fields_of(in, 1), &m->alt); /* optional: left zero when absent */
@@ -113,18 +184,18 @@ int cost_from_msg(const Adaptiveload__CostModel *msg, al_cost_model *m, const ch
   snprintf(m->source, sizeof m->source, "%s", msg->source ? msg->source : "");
   /* Predictions finite and positive over the plan's range, c(S) growing (or the compute limit
    * means nothing): the bounds of cost_internal.h, the ones a fit is held to. */
-  char why[200];
+  char why[240];
   if (cost_fit_usable(&m->fit, why, sizeof why))
     return al_set_error(AL_EFORMAT, "%s: cost model's %s fit cannot be planned with: %s", where,
                         al_cost_family_name(m->fit.family), why);
-  return AL_OK;
+  return sp_from_msg(msg, m, where);
 }
 
 int al_cost_save(const al_cost_model *m, const char *path) {
   if (!m || !path) return al_set_error(AL_EINVAL, "al_cost_save: NULL argument");
   Adaptiveload__CostModel msg;
-  double p[3], a[3];
-  cost_to_msg(m, &msg, p, a);
+  cost_msg_buf buf;
+  cost_to_msg(m, &msg, &buf);
   return pbio_save_one(path, AL_KIND_COST, AL_REC_COST_MODEL, &msg.base);
 }
 
@@ -157,10 +228,63 @@ static void print_fit(FILE *out, const al_cost_fit *f) {
   jsonw_field_number(out, "", "a", "%.9g", f->params[0]);
   jsonw_field_number(out, ", ", "b", "%.9g", f->params[1]);
   jsonw_field_number(out, ", ", n2, "%.9g", f->params[2]);
+  if (f->family == AL_COST_FLOOR) {
+    jsonw_field_number(out, ", ", "s", "%.9g", f->per_sample_ms);
+    jsonw_field_number(out, ", ", "F", "%.9g", f->floor_ms);
+    jsonw_field_number(out, ", ", "k", "%.9g", f->sharpness);
+  }
   jsonw_field_number(out, "}, ", "r2", "%.6f", f->r2);
   jsonw_field_number(out, ", ", "median_rel_err", "%.6f", f->median_rel_err);
   jsonw_field_number(out, ", ", "max_rel_err", "%.6f", f->max_rel_err);
   fputs("}", out);
+}
+
+static void print_band(FILE *out, const al_cost_band *b) {
+  jsonw_field_number(out, "{", "lo", "%.0f", b->lo);
+  fputs(", \"hi\": ", out);
+  if (b->hi > 0)
+    jsonw_number(out, "%.0f", b->hi);
+  else
+    fputs("null", out);
+  fprintf(out, ", \"rows\": %u", b->rows);
+  jsonw_field_number(out, ", ", "median_rel_err", "%.6f", b->median_rel_err);
+  jsonw_field_number(out, ", ", "max_rel_err", "%.6f", b->max_rel_err);
+  fputs("}", out);
+}
+
+/* "bands": [...] and "all_rows": {...}, or nulls for a loaded model (bands are not saved). */
+static void print_bands(FILE *out, const al_cost_band *bands, const al_cost_band *all) {
+  fputs("\"bands\": ", out);
+  if (!all->rows) {
+    fputs("null, \"all_rows\": null", out);
+    return;
+  }
+  fputs("[", out);
+  for (int i = 0; i < AL_COST_BANDS; i++) {
+    if (i) fputs(", ", out);
+    print_band(out, &bands[i]);
+  }
+  fputs("], \"all_rows\": ", out);
+  print_band(out, all);
+}
+
+static void print_sp(FILE *out, const al_cost_model *m) {
+  fputs("\"sp\": {", out);
+  jsonw_field_number(out, "", "a2a_bytes_per_token", "%.9g",
+                     m->sp_a2a_bytes_per_token > 0 ? m->sp_a2a_bytes_per_token
+                                                   : AL_COST_DEFAULT_SP_A2A_BYTES_PER_TOKEN);
+  jsonw_field_number(out, ", ", "link_gbps", "%.9g",
+                     m->sp_link_gbps > 0 ? m->sp_link_gbps : AL_COST_DEFAULT_SP_LINK_GBPS);
+  fprintf(out, ", \"family\": \"%s\", \"fits\": [", m->n_sp_fits ? "floor" : "analytic");
+  for (uint32_t i = 0; i < m->n_sp_fits && i < AL_COST_MAX_SP_FITS; i++) {
+    const al_cost_sp_fit *f = &m->sp_fits[i];
+    fprintf(out, "%s{\"d\": %u, \"rows\": %u, \"fit\": ", i ? ", " : "", f->degree, f->rows);
+    print_fit(out, &f->fit);
+    fputs(", ", out);
+    print_bands(out, f->bands, &f->all_rows);
+    fputs("}", out);
+  }
+  fputs("]}", out);
 }
 
 void al_cost_print_json(const al_cost_model *m, FILE *out) {
@@ -173,7 +297,9 @@ void al_cost_print_json(const al_cost_model *m, FILE *out) {
     fprintf(out, "null");
   fprintf(out, ", \"rows\": %u, \"rows_excluded\": %u", m->rows, m->rows_excluded);
   jsonw_field_number(out, ", ", "min_tokens", "%.0f", m->min_tokens);
-  fprintf(out, ", \"loss\": \"%s\", \"memory\": ", m->abs_loss ? "abs" : "rel");
+  fprintf(out, ", \"loss\": \"%s\", ", m->abs_loss ? "abs" : "rel");
+  print_bands(out, m->bands, &m->all_rows);
+  fprintf(out, ", \"memory\": ");
   if (m->has_mem) {
     jsonw_field_number(out, "{", "m0_bytes", "%.9g", m->mem_m0);
     jsonw_field_number(out, ", ", "m1_bytes_per_token", "%.9g", m->mem_m1);
@@ -181,6 +307,8 @@ void al_cost_print_json(const al_cost_model *m, FILE *out) {
   } else {
     fprintf(out, "null");
   }
+  fputs(", ", out);
+  print_sp(out, m);
   fprintf(out, ", \"device\": ");
   jsonw_string(out, m->device);
   fprintf(out, ", \"measured\": ");

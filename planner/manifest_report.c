@@ -22,6 +22,10 @@ static void print_cost_line(FILE *out, const al_cost_model *c) {
   const double *p = c->fit.params;
   if (c->fit.family == AL_COST_POWER)
     fprintf(out, "cost model  power: t = %.4g + %.4g * B * S^%.4f ms", p[0], p[1], p[2]);
+  else if (c->fit.family == AL_COST_FLOOR)
+    fprintf(out,
+            "cost model  floor: t = smax_%g(%.4g, %.4g + %.4g * B + %.4g * B*S + %.4g * B*S^2) ms",
+            c->fit.sharpness, c->fit.floor_ms, p[0], c->fit.per_sample_ms, p[1], p[2]);
   else
     fprintf(out, "cost model  poly2: t = %.4g + %.4g * B*S + %.4g * B*S^2 ms", p[0], p[1], p[2]);
   fprintf(out, " (held-out median rel. err %.1f%%, max %.1f%%)\n", 100 * c->fit.median_rel_err,

@@ -59,8 +59,8 @@ static int write_header(pbio_writer *w, const al_plan *p, const al_manifest_info
   }
 
   Adaptiveload__CostModel cost;
-  double cp[3], ca[3];
-  cost_to_msg(plan_view_cost(p), &cost, cp, ca);
+  cost_msg_buf cb;
+  cost_to_msg(plan_view_cost(p), &cost, &cb);
 
   size_t nb = in->buckets;
   Adaptiveload__Bucket *bk = calloc(nb ? nb : 1, sizeof *bk);

@@ -27,7 +27,8 @@ void al_plan_free(al_plan *p) {
 }
 
 static int check_cost(const al_cost_model *c) {
-  if (c->fit.family != AL_COST_POWER && c->fit.family != AL_COST_POLY2)
+  if (c->fit.family != AL_COST_POWER && c->fit.family != AL_COST_POLY2 &&
+      c->fit.family != AL_COST_FLOOR)
     return al_set_error(AL_EINVAL, "cost model has no fitted family");
   if (!(al_cost_per_sample(c, 1024) > 0))
     return al_set_error(AL_EINVAL,

@@ -164,11 +164,16 @@ int al_bench_append(al_bench *dst, const al_bench *src) {
   size_t n = dst->n + src->n;
   const char *what = "benchmark rows";
   int has_mem = src->mem != NULL && (dst->n == 0 || dst->mem != NULL);
+  int has_d = src->d != NULL || dst->d != NULL; /* a side without the column is all d = 1 */
   int rc = grow_resize((void **)&dst->B, n, sizeof *dst->B, what);
   if (!rc) rc = grow_resize((void **)&dst->S, n, sizeof *dst->S, what);
   if (!rc) rc = grow_resize((void **)&dst->ms, n, sizeof *dst->ms, what);
   if (!rc && has_mem) rc = grow_resize((void **)&dst->mem, n, sizeof *dst->mem, what);
+  int dst_had_d = dst->d != NULL;
+  if (!rc && has_d) rc = grow_resize((void **)&dst->d, n, sizeof *dst->d, what);
   if (rc) return rc;
+  for (size_t i = 0; has_d && !dst_had_d && i < dst->n; i++) dst->d[i] = 1;
+  for (size_t i = 0; has_d && i < src->n; i++) dst->d[dst->n + i] = src->d ? src->d[i] : 1;
   memcpy(dst->B + dst->n, src->B, src->n * sizeof *src->B);
   memcpy(dst->S + dst->n, src->S, src->n * sizeof *src->S);
   memcpy(dst->ms + dst->n, src->ms, src->n * sizeof *src->ms);
