@@ -21,12 +21,15 @@ Collectives (a bandwidth model, no multi-GPU measurement; every arm gets the sam
     in, attention out; 4 backward), each moving B S/d tokens' hidden states (bf16) of which
     (d-1)/d leave the rank: bytes = 8 x 2 hidden x depth x B S (d-1)/d^2, at the intra-node
     link (SP groups are aligned and d <= 8, so a group never spans nodes).
-  * FSDP (the lock-step arms), per micro-batch: parameter all-gather forward and backward and
-    a gradient reduce-scatter, 3 (W-1)/W x 2 P bytes (bf16), at the link of the sharding
-    group (intra-node up to --gpus-per-node ranks, inter-node beyond).
-  * ZeRO-2-like (the DCP arm, which keeps full parameters per rank and accumulates
-    gradients locally for a different number of micro-batches per rank): once per step a
-    gradient reduce-scatter and a parameter all-gather, 2 (W-1)/W x 2 P bytes.
+  * Parameters sharded within a node (HSDP: shard group g = min(W, --gpus-per-node) ranks,
+    replicated across the W / g nodes), bf16 parameters and gradients, P bytes = 2 x params:
+    the lock-step arms (FSDP), per micro-batch: all-gather forward and backward and a
+    reduce-scatter, 3 (g-1)/g x P at the intra-node link; per step, across nodes: an
+    all-reduce of each rank's gradient shard, 2 (n-1)/n x P / g at the inter-node link.
+  * The DCP arm (full parameters per rank, gradients accumulated locally for a different
+    number of micro-batches per rank, ZeRO-2-like as VideoSys's Open-Sora training): once per
+    step a reduce-scatter and an all-gather in the node, 2 (g-1)/g x P, plus the same
+    cross-node all-reduce.
   Collectives are added to compute (no overlap), stated in every result.
 
 Sync models (SP_SPEC.md):
@@ -106,8 +109,9 @@ class Comm:
         self.param_bytes = 2.0 * model_params(m)  # bf16
         self.a2a_bytes_per_token = 8 * 2.0 * m["hidden"] * m["depth"]
 
-    def shard_gbps(self):
-        return self.link_gbps if self.world <= self.gpus_per_node else self.inter_node_gbps
+    def _group(self):
+        g = min(self.world, self.gpus_per_node)
+        return g, max(1, self.world // g)
 
     def a2a_ms(self, B, S, d):
         """Ulysses all-to-all time of one micro-batch on one rank of a group of d."""
@@ -116,24 +120,33 @@ class Comm:
         return 1e3 * B * S * (d - 1) / (d * d) * self.a2a_bytes_per_token / (self.link_gbps * 1e9)
 
     def fsdp_micro_ms(self):
-        """FSDP all-gather (forward, backward) + reduce-scatter of one micro-batch."""
-        W = self.world
-        if W <= 1:
-            return 0.0
-        return 1e3 * 3.0 * (W - 1) / W * self.param_bytes / (self.shard_gbps() * 1e9)
+        """FSDP all-gather (forward, backward) + reduce-scatter of one micro-batch, in the node."""
+        g, _ = self._group()
+        return 1e3 * 3.0 * (g - 1) / g * self.param_bytes / (self.link_gbps * 1e9) if g > 1 else 0.0
+
+    def cross_node_step_ms(self):
+        """The per-step all-reduce of each rank's gradient shard across the nodes."""
+        g, n = self._group()
+        return 1e3 * 2.0 * (n - 1) / n * self.param_bytes / g / (self.inter_node_gbps * 1e9) if n > 1 else 0.0
+
+    def lockstep_step_ms(self, K):
+        """Collectives of one lock-step (FSDP) step of K micro-batches."""
+        return K * self.fsdp_micro_ms() + self.cross_node_step_ms()
 
     def zero_step_ms(self):
-        """ZeRO-2-like reduce-scatter + all-gather once per step (the DCP arm)."""
-        W = self.world
-        if W <= 1:
-            return 0.0
-        return 1e3 * 2.0 * (W - 1) / W * self.param_bytes / (self.shard_gbps() * 1e9)
+        """ZeRO-2-like reduce-scatter + all-gather in the node once per step, and the
+        cross-node all-reduce (the DCP arm)."""
+        g, _ = self._group()
+        intra = 1e3 * 2.0 * (g - 1) / g * self.param_bytes / (self.link_gbps * 1e9) if g > 1 else 0.0
+        return intra + self.cross_node_step_ms()
 
     def describe(self):
         return {"param_bytes": self.param_bytes, "a2a_bytes_per_token": self.a2a_bytes_per_token,
                 "link_gbps": self.link_gbps, "inter_node_gbps": self.inter_node_gbps,
-                "gpus_per_node": self.gpus_per_node, "shard_gbps": self.shard_gbps(),
-                "fsdp_micro_ms": round(self.fsdp_micro_ms(), 3), "zero_step_ms": round(self.zero_step_ms(), 3),
+                "gpus_per_node": self.gpus_per_node, "shard_group": self._group()[0],
+                "fsdp_micro_ms": round(self.fsdp_micro_ms(), 3),
+                "cross_node_step_ms": round(self.cross_node_step_ms(), 3),
+                "zero_step_ms": round(self.zero_step_ms(), 3),
                 "overlap": "none: collectives are added to compute"}
 
 
@@ -221,7 +234,7 @@ def compose(sched, time_ms, comm):
                         rank_busy[x] += t
                 work += slot_max
             K = len(step)
-            coll = K * comm.fsdp_micro_ms()
+            coll = comm.lockstep_step_ms(K)
             mbs = [g for slot in step for g in slot]
         steps.append({"work_ms": work, "coll_ms": coll, "step_ms": work + coll, "rank_busy_ms": rank_busy,
                       "real": sum(mb["real"] for mb in mbs), "native": sum(mb["native"] for mb in mbs),
@@ -299,6 +312,8 @@ class PlanCost:
     def __init__(self, family, params, comm=None):
         if family not in ("poly2", "power"):
             raise ValueError("cost family %r (poly2, power)" % family)
+        if isinstance(params, dict):  # `fit --json`: {"a", "b", "c"} (poly2) or {"a", "b", "p"} (power)
+            params = [params["a"], params["b"], params["c" if family == "poly2" else "p"]]
         self.family, self.params, self.comm = family, [float(x) for x in params], comm
 
     def per_sample(self, S):
