@@ -48,7 +48,7 @@ import sp_model  # noqa: E402
 
 SETUPS = {  # model: (M_mem, degrees, blocks timed on the device)
     "14b": (32768, (1, 2, 4, 8), 1),
-    "1.3b": (65536, (1, 2, 4), 2),
+    "1.3b": (65536, (1, 2, 4), 1),
 }
 ARMS = ("a", "a'", "b", "b-T", "c", "d")
 ARM_NAMES = {"a": "fixed SP, equal-token", "a'": "fixed SP, balanced", "b": "DCP-like",
@@ -206,7 +206,7 @@ def prepare(a):
                 for k, n in sp_model.schedule_shapes(s).items():
                     shapes[k] = shapes.get(k, 0) + n
                 log("%s: %d steps, %d distinct shapes so far" % (key, len(s["steps"]), len(shapes)))
-        rows = [[B, S, d, blocks * sp_model.analytic_ms(m, B, S, d)] for (B, S, d) in sorted(shapes)]
+        rows = [[B, S, d, blocks * sp_model.analytic_ms(m, B, S, d), n] for (B, S, d), n in sorted(shapes.items())]
         job["models"][name] = dict(hidden=m["hidden"], heads=m["heads"], ffn=m["ffn"], text_dim=m["text_dim"],
                                    text_len=m["text_len"], blocks=blocks, shapes=rows)
         job["order"].append(name)
@@ -227,10 +227,12 @@ def prepare(a):
             s = json.load(f)
         steps = [[[[g["B"], g["S"], g["d"]] for g in slot] for slot in step] for step in s["steps"][:a.full_steps]]
         job["full"] = {"model": full_model, "arm_key": key, "steps": steps}
+        job["full_est_ms"] = 0.0
         m = sp_model.MODELS[full_model]
         blocks = SETUPS[full_model][2]
         est = sum(blocks * sp_model.analytic_ms(m, *g) for st in steps for sl in st for g in sl) / 1e3
         meta["full"] = {"arm_key": key, "steps": len(steps), "est_device_s": round(est, 1)}
+        job["full_est_ms"] = est * 1e3
         log("full replay %s: %d steps, estimated %.0f s" % (key, len(steps), est))
     jd = os.path.join(work, "job")
     os.makedirs(jd, exist_ok=True)
@@ -425,7 +427,7 @@ def fake_timings(a):
     for name, m in job["models"].items():
         tm["models"][name] = {"blocks": m["blocks"], "missing": [], "shapes": {
             "%d,%d,%d" % (B, S, d): {"ms": est * (1 + a.noise * (2 * rng.random() - 1)), "runs": [],
-                                     "peak_mem_bytes": 1000 * B * S // d} for B, S, d, est in m["shapes"]}}
+                                     "peak_mem_bytes": 1000 * B * S // d} for B, S, d, est, _ in m["shapes"]}}
     fr = job.get("full")
     if fr:
         sh = tm["models"][fr["model"]]["shapes"]

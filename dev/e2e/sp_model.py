@@ -81,7 +81,7 @@ def share_flops(m, B, S, d):
     h, L = m["hidden"], m["text_len"]
     tok = B * S / d
     lin = 2 * tok * (4 * h * h + 2 * h * h + 2 * h * m["ffn"])  # self q,k,v,o; cross q,o; FFN
-    lin += 2 * B * L * 2 * h * m["text_dim"] / d  # cross k, v on the text (each rank: its share)
+    lin += 2 * B * L * 2 * h * m["text_dim"]  # cross k, v of the text: every rank of the group, whole
     att = 4 * B * S * S * h / d  # QK^T and PV, H/d heads of head_dim h/H over all S tokens
     att += 4 * tok * L * h  # cross-attention: S/d queries, all heads, L keys
     return 3 * lin, 3.5 * att  # backward: 2x linear; flash backward ~2.5x forward

@@ -7,11 +7,13 @@ job's first steps, and writes timings.json for `sp_arms.py compose`.
     dev/e2e/sp_replay.py --smoke --out OUT            # CPU: a tiny model and job (no job file)
 
 job.json: {"models": {NAME: {"hidden", "heads", "ffn", "text_dim", "text_len", "blocks",
-"shapes": [[B, S, d, est_ms], ...]}}, "order": [NAME, ...], "full": {"model": NAME, "steps":
-[[[[B, S, d], ...group of each slot], ...slots], ...steps]} or null, "reps", "warmup"}.
-Each shape runs as ONE RANK'S SHARE at degree d (dev/e2e/sp_share.py) through the model's
-`blocks` blocks; shapes whose estimate exceeds 400 ms are timed twice instead of `reps`
-times. The full replay runs every group's share of every slot of the listed steps in order,
+"shapes": [[B, S, d, est_ms, count], ...]}}, "order": [NAME, ...], "full": {"model": NAME,
+"steps": [[[[B, S, d], ...group of each slot], ...slots], ...steps]} or null, "full_est_ms",
+"reps", "warmup"}. Each shape runs as ONE RANK'S SHARE at degree d (dev/e2e/sp_share.py)
+through the model's `blocks` blocks; shapes whose estimate exceeds 400 ms are timed twice
+instead of `reps` times. --budget-s is split among the stages (each model's shapes, the full
+replay) by their estimated times; a model's shapes run most-used first (count x estimate),
+so a stage cut at its deadline leaves out the rarest (listed as missing). The full replay runs every group's share of every slot of the listed steps in order,
 once each (a group's d ranks do the same work: one share per group is its time).
 
 timings.json: {"device", "torch", "ceilings": {"bf16_matmul_tflops", "copy_gbps"},
@@ -64,10 +66,10 @@ def ceilings(torch, device):
 
 def smoke_job():
     tiny = {"hidden": 64, "heads": 4, "ffn": 128, "text_dim": 32, "text_len": 8, "blocks": 1}
-    shapes = [[1, 64, 1, 1.0], [2, 64, 2, 1.0], [1, 128, 4, 1.0], [4, 32, 1, 1.0]]
+    shapes = [[1, 64, 1, 1.0, 3], [2, 64, 2, 1.0, 3], [1, 128, 4, 1.0, 1], [4, 32, 1, 1.0, 1]]
     steps = [[[[1, 64, 1], [4, 32, 1]], [[2, 64, 2]]], [[[1, 128, 4]], [[2, 64, 2]]]]
     return {"models": {"tiny": dict(tiny, shapes=shapes)}, "order": ["tiny"],
-            "full": {"model": "tiny", "steps": steps}, "reps": 3, "warmup": 1}
+            "full": {"model": "tiny", "steps": steps}, "full_est_ms": 8.0, "reps": 3, "warmup": 1}
 
 
 def main(argv=None):
@@ -110,7 +112,19 @@ def main(argv=None):
     reps, warm = job.get("reps", 3), job.get("warmup", 1)
     shares = {}
     full = job.get("full")
-    for name in job.get("order", list(job["models"])):
+    order = job.get("order", list(job["models"]))
+    stage_est = [(n, sum(r[3] * ((2 if r[3] > 400 else reps) + warm) for r in job["models"][n]["shapes"]))
+                 for n in order]
+    total_est = sum(e for _, e in stage_est) + (job.get("full_est_ms") or 0.0)
+    deadline, acc = {}, 0.0
+    for n, e in stage_est:
+        acc += e
+        deadline[n] = a.budget_s * acc / total_est if total_est else a.budget_s
+        if full and full["model"] == n:
+            acc += job.get("full_est_ms") or 0.0
+            deadline["full"] = a.budget_s * acc / total_est if total_est else a.budget_s
+    res["deadlines_s"] = deadline
+    for name in order:
         m = job["models"][name]
         sh = sp_share.Share(m["hidden"], m["heads"], m["ffn"], m["text_dim"], m["text_len"], m["blocks"], device,
                             dtype=dtype)
@@ -118,8 +132,8 @@ def main(argv=None):
         out = {"blocks": m["blocks"], "shapes": {}, "missing": []}
         res["models"][name] = out
         first = True
-        for B, S, d, est in sorted(m["shapes"], key=lambda x: (x[2], x[1], x[0])):
-            if time.time() - t0 > a.budget_s:
+        for B, S, d, est, _ in sorted(m["shapes"], key=lambda x: -x[3] * x[4]):
+            if time.time() - t0 > deadline[name]:
                 res["budget_cut"] = True
                 out["missing"].append([B, S, d])
                 continue
@@ -132,7 +146,7 @@ def main(argv=None):
         if full and full["model"] == name:
             step_ms = []
             for step in full["steps"]:
-                if time.time() - t0 > a.budget_s + 60:
+                if time.time() - t0 > deadline["full"]:
                     res["budget_cut"] = True
                     break
                 flat = [tuple(g) for slot in step for g in slot]
