@@ -106,27 +106,40 @@ def plan_supports_sp(cli):
 
 
 def lockstep_schedule(cli, manifest, native, world):
-    """The lock-step schedule (sp_model's format) of a manifest, from `inspect --jsonl`."""
+    """The lock-step schedule (sp_model's format) of a manifest, from `inspect --jsonl`. A
+    group's micro-batch is its leader's line (sp_rank 0); lines of followers (sp_rank > 0, or,
+    where the lines carry no sp_degree, the empty lines after a leader's in the same step and
+    slot) name no samples."""
     out = subprocess.run([cli, "inspect", manifest, "--jsonl"], check=True, stdout=subprocess.PIPE,
                          universal_newlines=True).stdout
-    steps = {}
+    slots = {}
     for line in out.splitlines():
-        if not line.strip():
-            continue
-        o = json.loads(line)
-        d = o.get("sp_degree", 1) or 1
-        if o.get("sp_rank", 0):
-            continue  # a follower: its group's leader (sp_rank 0) carries the micro-batch
-        toks = o.get("tokens") or []
-        if not toks:
-            continue
-        g = {"d": d, "rank": o["rank"], "B": len(toks), "S": max(toks), "real": sum(toks),
-             "native": sum(native[i] for i in o["samples"]), "plan_cost_ms": o.get("cost_ms")}
-        steps.setdefault(o["step"], {}).setdefault(o["micro"], []).append(g)
+        if line.strip():
+            o = json.loads(line)
+            slots.setdefault((o["step"], o["micro"]), {})[o["rank"]] = o
+    steps = {}
+    for (step, k), by_rank in slots.items():
+        groups = []
+        for r in sorted(by_rank):
+            o = by_rank[r]
+            toks = o.get("tokens") or []
+            if o.get("sp_rank", 0) or not toks:
+                if "sp_degree" not in o and groups and groups[-1]["rank"] + groups[-1]["d"] == r:
+                    groups[-1]["d"] += 1
+                continue
+            groups.append({"d": o.get("sp_degree", 1) or 1, "rank": r, "B": len(toks), "S": max(toks),
+                           "real": sum(toks), "native": sum(native[i] for i in o["samples"]),
+                           "plan_cost_ms": o.get("cost_ms")})
+        steps.setdefault(step, {})[k] = groups
     sched = {"sync": "micro", "world": world, "steps": []}
     for s in sorted(steps):
-        sched["steps"].append([sorted(steps[s][k], key=lambda g: g["rank"]) for k in sorted(steps[s])])
+        sched["steps"].append([steps[s][k] for k in sorted(steps[s])])
     return sched
+
+
+class PlannerIgnoredSp(Exception):
+    """The planner accepted --sp-degrees but planned other degrees (the interface without
+    the implementation)."""
 
 
 def plan_arm(cli, work, index, cost, name, arm, W, K, M, D, sp_ok, sync_ok, corpus, pcost):
@@ -154,6 +167,9 @@ def plan_arm(cli, work, index, cost, name, arm, W, K, M, D, sp_ok, sync_ok, corp
     man = os.path.join(work, "plan-%s-%s-w%d.alm" % (name, arm.replace("'", "p"), W))
     info = json.loads(run([cli, "plan", "-o", man, "--json"] + base + extra))
     s = lockstep_schedule(cli, man, native, W)
+    got = {g["d"] for step in s["steps"] for slot in step for g in slot}
+    if not got <= set(D if arm in ("c", "d") else [dmax]):
+        raise PlannerIgnoredSp("plan %s gave degrees %s for --sp-degrees %s" % (arm, sorted(got), extra[-1]))
     s["plan"] = {k: info.get(k) for k in ("steps", "step_tokens", "micro_per_step", "mem_tokens", "bubble",
                                           "bubble_step", "bubble_micro", "sync", "sp_degrees", "rejected",
                                           "imbalance_cv", "step_time_cv", "predicted_tokens_per_s")}
@@ -192,7 +208,13 @@ def prepare(a):
         for W in worlds:
             pcost = sp_model.PlanCost.from_fit_json(fit, sp_model.Comm(m, W))
             for arm in ARMS:
-                s, why = plan_arm(cli, work, index, cost, name, arm, W, K, M, D, sp_ok, sync_ok, corpus, pcost)
+                try:
+                    s, why = plan_arm(cli, work, index, cost, name, arm, W, K, M, D, sp_ok, sync_ok, corpus, pcost)
+                except PlannerIgnoredSp as e:
+                    s, why = None, str(e)
+                    if arm == "a":
+                        s, facts = fixed_sp_policy.plan(corpus["samples"], corpus["tokens"], W, M, max(D), K, pcost)
+                        s["facts"] = dict(facts, why_emulated=why)
                 key = "%s/%s/w%d" % (name, arm, W)
                 if s is None:
                     meta["skipped"][key] = why

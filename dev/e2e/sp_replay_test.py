@@ -160,8 +160,8 @@ class Share(unittest.TestCase):
         r = s.time_shape(2, 32, 2, reps=2)
         self.assertEqual(len(r["runs"]), 2)
         self.assertGreater(r["ms"], 0)
-        ms = s.time_sequence([(1, 32, 1), (2, 16, 4)])
-        self.assertEqual(len(ms), 2)
+        ms = s.time_sequence([(1, 32, 1), (2, 16, 4), (1, 31, 4)])  # 31 tokens: padded to 32 for d = 4
+        self.assertEqual(len(ms), 3)
 
     def test_runner_smoke(self):
         with tempfile.TemporaryDirectory() as d:
@@ -187,6 +187,25 @@ class EndToEnd(unittest.TestCase):
                                    os.path.join(w, "r.json")], check=True, stdout=subprocess.DEVNULL)
             with open(os.path.join(w, "r.json")) as f:
                 r = json.load(f)
+            # a planner schedule read back from `inspect --jsonl` (degree 1: the plan of today)
+            import sp_arms
+
+            with open(os.path.join(w, "corpus.json")) as f:
+                native = json.load(f)["tokens"]
+            man = os.path.join(w, "p.alm")
+            subprocess.run([cli, "plan", "--index", os.path.join(w, "corpus.alidx"), "--world", "4", "--mem-tokens",
+                            "8192", "--micro-per-step", "2", "--buckets", os.path.join(w, "buckets.txt"), "-o", man,
+                            "--last-step", "drop"], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            sched = sp_arms.lockstep_schedule(cli, man, native, 4)
+        sp_model.check_schedule(sched)
+        self.assertGreater(len(sched["steps"]), 10)
+        for step in sched["steps"]:
+            self.assertEqual(len(step), 2)
+            for slot in step:
+                self.assertEqual([(g["d"], g["rank"]) for g in slot], [(1, 0), (1, 1), (1, 2), (1, 3)])
+                for g in slot:
+                    self.assertLessEqual(g["real"], 8192)
+                    self.assertLessEqual(g["real"], g["native"])
         got = {(x["model"], x["world"], x["arm"]) for x in r["rows"]}
         for model in ("14b", "1.3b"):
             for W in (8, 16):

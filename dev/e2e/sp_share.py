@@ -17,7 +17,7 @@ The all-to-alls are done as the layout change they cause on the rank (the d sour
 S/d tokens for H/d heads become one (B, H/d, S, head_dim) tensor, and back), with the
 rank's own data standing in for the other ranks': the bytes a rank packs and unpacks are
 moved, the transfer between GPUs is not (it is modelled: dev/e2e/sp_model.Comm.a2a_ms).
-Heads must divide by d. Timing: CUDA events (perf_counter on the CPU) around forward +
+Heads must divide by d; S is padded up to a multiple of d, as Ulysses does. Timing: CUDA events (perf_counter on the CPU) around forward +
 backward of n blocks, warm-up runs first, the median of the timed runs.
 """
 
@@ -103,13 +103,14 @@ class Share:
         self.gen = torch.Generator(device=device).manual_seed(seed)
 
     def _inputs(self, B, S, d):
-        if S % d:
-            raise ValueError("S %d is not a multiple of the SP degree %d" % (S, d))
+        """Random inputs of one rank's share: ceil(S / d) tokens of each sample (Ulysses pads a
+        sequence to a multiple of d; attention then runs over d ceil(S / d) >= S tokens)."""
         g, dt, dev = self.gen, self.dtype, self.device
-        x = torch.randn(B, S // d, self.hidden, generator=g, device=dev, dtype=dt)
+        s = -(-S // d)
+        x = torch.randn(B, s, self.hidden, generator=g, device=dev, dtype=dt)
         e = torch.randn(B, 6, self.hidden, generator=g, device=dev, dtype=dt) * 0.1
         text = torch.randn(B, self.text_len, self.text_dim, generator=g, device=dev, dtype=dt)
-        gout = torch.randn(B, S // d, self.hidden, generator=g, device=dev, dtype=dt)
+        gout = torch.randn(B, s, self.hidden, generator=g, device=dev, dtype=dt)
         return x, e, text, gout
 
     def run(self, B, S, d, inputs=None):
