@@ -9,6 +9,7 @@
 #include "cli/cli_internal.h"
 #include "cli/fidelity_print_internal.h"
 #include "cli/options_internal.h"
+#include "common/parse_internal.h"
 #include "common/json_write_internal.h"
 #include "loader/al_index.h"
 #include "planner/al_buckets.h"
@@ -506,7 +507,38 @@ typedef struct inspect_args {
   uint64_t top;        /* inspect INDEX --top N */
   const char *buckets; /* inspect INDEX --buckets FILE (NULL: the default table) */
   uint64_t mem_tokens; /* inspect INDEX --mem-tokens M (0: AL_PLAN_DEFAULT_MEM_TOKENS) */
+  uint32_t sp_max;     /* inspect INDEX --sp-degrees D,...: the largest (0: not given) */
+  char sp_text[128];
 } inspect_args;
+
+/* --sp-degrees 1,2,4,8 (as plan takes it): distinct powers of two 1..1024; the fidelity report
+ * then cuts in time only beyond M_mem x the largest. */
+static int parse_sp_degrees(const cli_verb *verb, const char *opt, const char *v, void *args) {
+  (void)opt;
+  inspect_args *a = args;
+  char buf[128];
+  const char *items[AL_PLAN_MAX_SP_DEGREES];
+  size_t n = 0;
+  if (cli_split_list(v, buf, sizeof buf, items, AL_PLAN_MAX_SP_DEGREES, &n))
+    return cli_usage(verb, CLI_SAY_BLANK,
+                     "bad --sp-degrees '%s' (a comma list of at most %u distinct powers of two "
+                     "1..1024, e.g. 1,2,4,8)",
+                     v, AL_PLAN_MAX_SP_DEGREES);
+  uint64_t seen = 0;
+  for (size_t i = 0; i < n; i++) {
+    uint64_t d = 0;
+    if (parse_u64(items[i], &d) || !d || d > 1024 || (d & (d - 1)))
+      return cli_usage(verb, CLI_SAY_BLANK,
+                       "bad --sp-degrees '%s': '%s' is not a power of two in 1..1024", v, items[i]);
+    if (seen & d)
+      return cli_usage(verb, CLI_SAY_BLANK, "bad --sp-degrees '%s': %llu is listed twice", v,
+                       (unsigned long long)d);
+    seen |= d;
+    if (d > a->sp_max) a->sp_max = (uint32_t)d;
+  }
+  snprintf(a->sp_text, sizeof a->sp_text, "%s", v);
+  return 0;
+}
 
 /* The crop report of every sample under the table --buckets names (or the default) at
  * --mem-tokens, into *fid, its label into `from`: 0 or an al_status. */
@@ -516,9 +548,16 @@ static int ix_fidelity(const al_index *idx, const inspect_args *a, fid_report *f
   int rc = a->buckets ? al_bucket_table_load(&t, a->buckets) : AL_OK;
   if (!rc && t) rc = al_bucket_table_check(t, NULL);
   uint64_t mem = a->mem_tokens ? a->mem_tokens : AL_PLAN_DEFAULT_MEM_TOKENS;
-  snprintf(from, cap, "%s, mem-tokens %llu; latent grids crop only",
-           a->buckets ? a->buckets : "default table", (unsigned long long)mem);
-  if (!rc) rc = fidelity_from_table(fid, idx, t, NULL, mem, (size_t)a->top);
+  if (a->sp_max)
+    snprintf(from, cap,
+             "%s, mem-tokens %llu, sp-degrees %s (time cuts beyond %llu tokens); latent grids crop only",
+             a->buckets ? a->buckets : "default table", (unsigned long long)mem, a->sp_text,
+             (unsigned long long)(mem * a->sp_max));
+  else
+    snprintf(from, cap, "%s, mem-tokens %llu; latent grids crop only",
+             a->buckets ? a->buckets : "default table", (unsigned long long)mem);
+  if (!rc)
+    rc = fidelity_from_table(fid, idx, t, NULL, a->sp_max ? mem * a->sp_max : mem, (size_t)a->top);
   al_bucket_table_free(t);
   return rc;
 }
@@ -582,6 +621,9 @@ static const cli_option OPTIONS[] = {
     {.name = "--mem-tokens", .type = CLI_U64, CLI_AT(inspect_args, mem_tokens), .min = 1,
      .max = AL_PLAN_MAX_MEM_TOKENS, .metavar = "M",
      .help = "INDEX: the per-sample token cap M_mem of the fidelity report", .def = "65536"},
+    {.name = "--sp-degrees", .type = CLI_CUSTOM, .parse = parse_sp_degrees, .metavar = "D,...",
+     .help = "INDEX: sequence-parallel degrees (plan --sp-degrees): the\n"
+             "fidelity report cuts in time only beyond M_mem x the largest"},
     {.name = NULL},
 };
 /* clang-format on */
@@ -593,7 +635,7 @@ static const cli_verb INSPECT = {
         "usage: adaptiveload inspect MANIFEST [--json] [--jsonl] [--svg FILE] [--rejected]\n"
         "                                     [--compare OTHER_MANIFEST]\n"
         "       adaptiveload inspect INDEX [--json] [--top N] [--rejected] [--buckets FILE]\n"
-        "                                  [--mem-tokens M]\n\n"
+        "                                  [--mem-tokens M] [--sp-degrees D,...]\n\n"
         "An index file (adaptiveload index) is summarised: shards, samples, rejected\n"
         "entries by reason, the N most common shapes (width x height x frames), a token\n"
         "histogram (Wan 2.1 geometry), the N most used buckets of the default table (at\n"

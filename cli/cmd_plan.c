@@ -8,6 +8,7 @@
 #include "cli/fidelity_print_internal.h"
 #include "cli/options_internal.h"
 #include "common/clock_internal.h"
+#include "common/parse_internal.h"
 #include "loader/al_index.h"
 #include "loader/al_members.h"
 #include "planner/al_plan.h"
@@ -23,7 +24,42 @@ typedef struct plan_args {
   al_plan_options o;
   char members_buf[1024]; /* --require-members, split into member_names */
   const char *member_names[64];
+  uint32_t sp_degrees[AL_PLAN_MAX_SP_DEGREES]; /* --sp-degrees */
 } plan_args;
+
+/* --sp-degrees 1,2,4,8: distinct powers of two 1..1024, at most AL_PLAN_MAX_SP_DEGREES of them
+ * (that each divides --world is checked once the world is known). */
+static int parse_sp_degrees(const cli_verb *verb, const char *opt, const char *v, void *args) {
+  (void)opt;
+  plan_args *a = args;
+  char buf[128];
+  const char *items[AL_PLAN_MAX_SP_DEGREES];
+  size_t n = 0;
+  if (cli_split_list(v, buf, sizeof buf, items, AL_PLAN_MAX_SP_DEGREES, &n))
+    return cli_usage(verb, CLI_SAY_BLANK,
+                     "bad --sp-degrees '%s' (a comma list of at most %u distinct powers of two "
+                     "1..1024, e.g. 1,2,4,8)",
+                     v, AL_PLAN_MAX_SP_DEGREES);
+  for (size_t i = 0; i < n; i++) {
+    uint64_t d = 0;
+    if (parse_u64(items[i], &d) || !d || d > 1024 || (d & (d - 1)))
+      return cli_usage(verb, CLI_SAY_BLANK,
+                       "bad --sp-degrees '%s': '%s' is not a power of two in 1..1024", v, items[i]);
+    for (size_t j = 0; j < i; j++)
+      if (a->sp_degrees[j] == d)
+        return cli_usage(verb, CLI_SAY_BLANK, "bad --sp-degrees '%s': %llu is listed twice", v,
+                         (unsigned long long)d);
+    a->sp_degrees[i] = (uint32_t)d;
+  }
+  a->o.sp_degrees = a->sp_degrees;
+  a->o.n_sp_degrees = n;
+  return 0;
+}
+
+static int parse_sync(const cli_verb *verb, const char *opt, const char *v, void *args) {
+  (void)verb, (void)opt;
+  return al_sync_parse(v, &((plan_args *)args)->o.sync) == AL_OK ? 0 : CLI_BAD;
+}
 
 /* --require-members A,B,...: a comma list of member extensions, no empty parts. */
 static int parse_require(const cli_verb *verb, const char *opt, const char *v, void *args) {
@@ -132,6 +168,16 @@ static const cli_option OPTIONS[] = {
              "these members (KEY.A or KEY.A.lz4), so every step the stream\n"
              "reads stays full; they are counted and the first named on\n"
              "stderr, and all listed by inspect --rejected"},
+    {.name = "--sp-degrees", .type = CLI_CUSTOM, .parse = parse_sp_degrees, .metavar = "D,...",
+     .help = "sequence-parallel degrees a micro-batch may run at (powers\n"
+             "of two dividing W; 1 is not implied): each bucket runs at the\n"
+             "smallest d with S <= d x M_mem, on aligned groups of d ranks",
+     .def = "1"},
+    {.name = "--sync", .type = CLI_CUSTOM, .parse = parse_sync, .metavar = "M",
+     .help = "the sync model balanced for: step (ranks meet once a step,\n"
+             "DDP), micro (every micro-batch, FSDP / SP) or auto (micro\n"
+             "with a degree above 1, else step)",
+     .def = "auto"},
     {.name = NULL},
 };
 /* clang-format on */
@@ -146,6 +192,7 @@ static const cli_verb PLAN = {
         "                         [--micro-per-step K] [--step-tokens T] [--comp-ms MS] [--window N]\n"
         "                         [--last-step pad|drop]\n"
         "                         [--buckets FILE] [--geometry ST,SS,PT,PH,PW] [--start-step K] [--json]\n"
+        "                         [--sp-degrees 1,2,4,8] [--sync step|micro|auto]\n"
         "       adaptiveload plan --resume-from OLD_MANIFEST --at-step K --world W2 -o MANIFEST\n"
         "                         [--step-tokens T2] [--micro-per-step K2] [--json]\n\n"
         "Puts every indexed sample into a shape bucket, gives each bucket a batch size from\n"
@@ -218,6 +265,12 @@ static int check_args(const plan_args *a, int argc, char **argv) {
             "out stay out); --require-members does not apply\n");
     return AL_EXIT_USAGE;
   }
+  for (size_t i = 0; i < o->n_sp_degrees; i++)
+    if (o->world % o->sp_degrees[i])
+      return cli_usage(&PLAN, CLI_SAY_BLANK,
+                       "bad --sp-degrees: %u does not divide --world %u (a group of degree d is d "
+                       "aligned ranks)",
+                       o->sp_degrees[i], o->world);
   return a->resume ? refuse_for_resume(argc, argv) : CLI_RUN;
 }
 

@@ -72,7 +72,18 @@ typedef struct al_cost_model {
   char device[64];
   char measured[32];
   char source[256];
+  /* Added at the end: sequence parallelism (al_cost_predict_sp). 0 = the defaults below. */
+  double sp_a2a_bytes_per_token; /* all-to-all bytes one token of a micro-batch moves per step
+                                    (forward and backward, every layer the model times) */
+  double sp_link_gbps;           /* GB/s per GPU per direction the all-to-all runs at */
 } al_cost_model;
+
+/* The embedded default's blocks: 4 blocks of hidden 1536 in bf16, 8 all-to-alls a block (4
+ * forward: q, k, v and the output; 4 backward), 8 x 1536 x 2 x 4 bytes per token. */
+#define AL_COST_DEFAULT_SP_A2A_BYTES_PER_TOKEN 98304.0
+/* An assumed, not measured, NVLink-4 all-to-all rate (NCCL on 8 H100/H200 reaches about this
+ * per GPU per direction; the link is 450 GB/s each way). */
+#define AL_COST_DEFAULT_SP_LINK_GBPS 350.0
 
 /* A shape benchmark: one row per (B, S) measurement. */
 typedef struct al_bench {
@@ -158,6 +169,15 @@ AL_API const char *al_cost_default_json(void);
 AL_API double al_cost_predict(const al_cost_model *m, uint64_t B, uint64_t S);
 /* The B-proportional cost of one sample, c(S), in ms. */
 AL_API double al_cost_per_sample(const al_cost_model *m, uint64_t S);
+/* One rank's share, in ms, of a micro-batch of B samples of S tokens run by a sequence-parallel
+ * group of d ranks (Ulysses: linear layers on S / d tokens, attention for H / d heads over all
+ * S tokens), with the all-to-all time the group spends on it. d = 1 (or 0) is exactly
+ * al_cost_predict. For d > 1:
+ *   a + B c(S) / d + B S (d - 1) / d^2 x sp_a2a_bytes_per_token / (sp_link_gbps x 1e6) ms
+ * (each all-to-all moves a rank's B S / d tokens, of which (d - 1) / d leave it). */
+AL_API double al_cost_predict_sp(const al_cost_model *m, uint64_t B, uint64_t S, uint32_t d);
+/* The B-proportional part of al_cost_predict_sp: what one more sample adds to a rank's share. */
+AL_API double al_cost_per_sample_sp(const al_cost_model *m, uint64_t S, uint32_t d);
 /* Token cap from the memory fit: floor((capacity * safety - m0) / m1), saturated at the
  * planner's largest M_mem, 2^32 - 1 (AL_PLAN_MAX_MEM_TOKENS, al_plan.h).
  * AL_ESTATE without a memory fit, AL_ERANGE when the cap would be < 1. */

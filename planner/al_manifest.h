@@ -31,6 +31,9 @@ extern "C" {
 
 typedef struct al_manifest al_manifest;
 
+/* The most sequence-parallel degrees a plan may allow: the powers of two 1..1024. */
+#define AL_PLAN_MAX_SP_DEGREES 11u
+
 typedef struct al_manifest_info {
   const char *policy; /* "adaptive" | "equal-token" */
   uint32_t world;
@@ -69,6 +72,13 @@ typedef struct al_manifest_info {
   double step_samples_mean; /* real samples per step over all ranks: mean and CV */
   double step_samples_cv;
   double step_time_cv; /* predicted step time (the slowest rank's cost) over steps: population CV */
+  /* Added at the end: sequence parallelism and the sync model. */
+  const char *sync;      /* "step" | "micro": the model bubble and predicted_seconds follow */
+  uint32_t n_sp_degrees; /* the allowed degrees ({1} for a plan without SP) */
+  uint32_t sp_degrees[AL_PLAN_MAX_SP_DEGREES];
+  uint32_t sp_max_degree; /* the largest degree a micro-batch of this plan runs at */
+  double bubble_step;  /* 1 - sum of rank costs / (W x sum over steps of the slowest rank's sum) */
+  double bubble_micro; /* 1 - sum of rank costs / (W x sum over steps and slots of the slowest) */
 } al_manifest_info;
 
 typedef struct al_bucket_info {
@@ -79,6 +89,7 @@ typedef struct al_bucket_info {
   double batch_cost_ms;
   uint64_t samples;
   const char *limited_by; /* "memory" | "compute" | "one" */
+  uint32_t sp_degree;     /* added at the end: the degree its micro-batches run at (1 without SP) */
 } al_bucket_info;
 
 typedef struct al_micro_ref {
@@ -94,7 +105,13 @@ typedef struct al_micro_ref {
   const uint32_t *padded; /* positions in samples[] that are padding repeats; NULL when none */
   double cost_ms;         /* predicted */
   uint64_t step_samples;  /* totals over all ranks of this step, for loss normalisation */
-  uint64_t step_tokens;
+  uint64_t step_tokens;   /* (each sample counted once, however many ranks process it) */
+  /* Added at the end: the sequence-parallel group this rank runs this micro-batch in, ranks
+   * [rank - sp_rank, rank - sp_rank + sp_degree). Every rank of the group gets the group's
+   * samples, tokens, padding and cost (the file stores them once, at sp_rank 0); 1 and 0
+   * without SP. */
+  uint32_t sp_degree;
+  uint32_t sp_rank;
 } al_micro_ref;
 
 /* Loads and checks a manifest: container checksums, then that it is a plan (every sample

@@ -76,10 +76,23 @@ typedef enum al_last_step {
   AL_LAST_DROP = 1 /* the incomplete last step is dropped; samples counted */
 } al_last_step;
 
+/* The parallel mode a plan balances for (docs/DESIGN.md, "Sequence parallelism"):
+ * step:  a step costs the slowest rank's sum over its K micro-batches (DDP with no_sync: ranks
+ *        meet once per step);
+ * micro: a step costs the sum over its K micro-batch slots of the slowest group in that slot
+ *        (FSDP all-gathers and sequence-parallel all-to-alls inside every layer of every
+ *        micro-batch: ranks meet at every layer).
+ * AL_SYNC_AUTO is micro when K > 1 or a degree above 1 is allowed, else step (K = 1 without
+ * SP: the two are the same). */
+typedef enum al_sync { AL_SYNC_AUTO = 0, AL_SYNC_STEP = 1, AL_SYNC_MICRO = 2 } al_sync;
+
 AL_API const char *al_policy_name(al_policy p);
 AL_API int al_policy_parse(const char *s, al_policy *out);
 AL_API const char *al_last_step_name(al_last_step l);
 AL_API int al_last_step_parse(const char *s, al_last_step *out);
+/* "step" | "micro" (al_sync_name(AL_SYNC_AUTO) is "auto"). */
+AL_API const char *al_sync_name(al_sync s);
+AL_API int al_sync_parse(const char *s, al_sync *out);
 
 #define AL_PLAN_DEFAULT_MEM_TOKENS 65536u
 #define AL_PLAN_DEFAULT_WINDOW 64u
@@ -120,6 +133,16 @@ typedef struct al_plan_options {
    * it. al_plan_build has no index and refuses them (AL_EINVAL). NULL / 0 = none. */
   const char *const *require_members;
   size_t n_require_members;
+  /* Added at the end: sequence parallelism. The degrees a micro-batch may run at (powers of
+   * two, each dividing world, at most AL_PLAN_MAX_SP_DEGREES of them; NULL / 0 = {1}). Each
+   * micro-batch slot of each step partitions the ranks into aligned groups (a group of degree
+   * d is ranks [g, g + d) with g a multiple of d); a group's micro-batch holds at most d x M_mem
+   * tokens and all d ranks process every sample of it, each holding S / d of its tokens. A
+   * bucket runs at the smallest allowed degree whose groups hold one of its samples, so a
+   * sample is cut in time only when even the largest degree cannot hold it. */
+  const uint32_t *sp_degrees;
+  size_t n_sp_degrees;
+  al_sync sync; /* the model the schedule is balanced for; AL_SYNC_AUTO (0) as above */
 } al_plan_options;
 
 /* Key of index position i, for the manifest's key table. */

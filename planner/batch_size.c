@@ -15,17 +15,42 @@ int plan_limit_parse(const char *name) {
                                   : AL_LIMIT_MEMORY;
 }
 
-double plan_micro_cost(const al_plan *p, uint32_t bucket, uint32_t n) {
-  return p->cost.fit.params[0] +
-         (double)n * al_cost_per_sample(&p->cost, p->buckets[bucket].tokens);
+/* A degree of 0 (a bucket not yet given one) is 1. */
+static uint32_t degree_of(const plan_bucket *b) { return b->sp_degree > 1 ? b->sp_degree : 1; }
+
+/* c(S) at the bucket's degree: one rank's share of one more sample. */
+static double per_sample(const al_plan *p, const plan_bucket *b) {
+  uint32_t d = degree_of(b);
+  return d > 1 ? al_cost_per_sample_sp(&p->cost, b->tokens, d)
+               : al_cost_per_sample(&p->cost, b->tokens);
 }
 
-/* B = max(1, min(floor(m / S), floor(M_comp / c(S)))) with m the micro-batch
- * token target (T / (W K), = M_mem by default); equal-token drops the compute
- * term. */
+double plan_micro_cost(const al_plan *p, uint32_t bucket, uint32_t n) {
+  const plan_bucket *b = &p->buckets[bucket];
+  uint32_t d = degree_of(b);
+  if (d > 1) return al_cost_predict_sp(&p->cost, n, b->tokens, d);
+  return p->cost.fit.params[0] + (double)n * al_cost_per_sample(&p->cost, b->tokens);
+}
+
+void plan_bucket_degrees(al_plan *p) {
+  uint32_t dmax = p->sp_degrees[p->n_sp_degrees - 1];
+  for (size_t i = 0; i < p->n_buckets; i++) {
+    plan_bucket *b = &p->buckets[i];
+    b->sp_degree = dmax;
+    for (uint32_t k = 0; k < p->n_sp_degrees; k++)
+      if (b->tokens <= (uint64_t)p->sp_degrees[k] * p->mem_tokens) {
+        b->sp_degree = p->sp_degrees[k];
+        break;
+      }
+  }
+}
+
+/* B = max(1, min(floor(d m / S), floor(M_comp / c_d(S)))) with m the micro-batch
+ * token target (T / (W K), = M_mem by default), d the bucket's degree and c_d(S) one rank's
+ * share of a sample at that degree (c(S) at d = 1); equal-token drops the compute term. */
 static void size_bucket(const al_plan *p, plan_bucket *b, uint64_t m) {
-  uint64_t bm = m / b->tokens;
-  double c = al_cost_per_sample(&p->cost, b->tokens);
+  uint64_t bm = m * degree_of(b) / b->tokens;
+  double c = per_sample(p, b);
   /* The relative epsilon keeps c(S*) / c(S*) == 1 from flooring to 0. */
   double bc = c > 0 ? floor(p->comp_ms / c * (1.0 + 1e-9)) : 1e18;
   /* Saturated at 1e18; NaN (an infinite M_comp over an infinite c) counts as 0. */
@@ -43,14 +68,15 @@ static void size_bucket(const al_plan *p, plan_bucket *b, uint64_t m) {
   b->batch_size = (uint32_t)B;
 }
 
-/* Batches the epoch's samples make when micro-batches aim at m tokens. */
+/* Rank-slots the epoch's samples take when micro-batches aim at m tokens: a batch of degree d
+ * takes d (the batch count without SP). */
 static uint64_t batches_at(const al_plan *p, uint64_t m) {
   uint64_t n = 0;
   for (size_t i = 0; i < p->n_buckets; i++) {
     if (!p->buckets[i].samples) continue;
     plan_bucket b = p->buckets[i];
     size_bucket(p, &b, m);
-    n += (b.samples + b.batch_size - 1) / b.batch_size;
+    n += (b.samples + b.batch_size - 1) / b.batch_size * degree_of(&b);
   }
   return n;
 }
@@ -86,6 +112,7 @@ void plan_bucket_costs(al_plan *p) {
 }
 
 void plan_size_buckets(al_plan *p) {
+  plan_bucket_degrees(p);
   p->micro_tokens = calibrate_micro_tokens(p, p->micro_tokens);
   for (size_t i = 0; i < p->n_buckets; i++) size_bucket(p, &p->buckets[i], p->micro_tokens);
   plan_bucket_costs(p);

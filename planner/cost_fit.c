@@ -471,6 +471,23 @@ double al_cost_per_sample(const al_cost_model *m, uint64_t S) {
   return p[1] * s + p[2] * s * s;
 }
 
+double al_cost_per_sample_sp(const al_cost_model *m, uint64_t S, uint32_t d) {
+  double c = al_cost_per_sample(m, S);
+  if (d <= 1) return c;
+  double bytes = m->sp_a2a_bytes_per_token > 0 ? m->sp_a2a_bytes_per_token
+                                               : AL_COST_DEFAULT_SP_A2A_BYTES_PER_TOKEN;
+  double gbps = m->sp_link_gbps > 0 ? m->sp_link_gbps : AL_COST_DEFAULT_SP_LINK_GBPS;
+  double dd = (double)d;
+  /* bytes / (GB/s x 1e9) seconds = bytes / (gbps x 1e6) ms */
+  double a2a_ms = (double)S * (dd - 1) / (dd * dd) * bytes / (gbps * 1e6);
+  return c / dd + a2a_ms;
+}
+
+double al_cost_predict_sp(const al_cost_model *m, uint64_t B, uint64_t S, uint32_t d) {
+  if (d <= 1) return al_cost_predict(m, B, S);
+  return m->fit.params[0] + (double)B * al_cost_per_sample_sp(m, S, d);
+}
+
 int al_cost_mem_tokens(const al_cost_model *m, double capacity, double safety, uint64_t *tokens) {
   if (!m->has_mem)
     return al_set_error(AL_ESTATE,

@@ -53,6 +53,8 @@ void cost_to_msg(const al_cost_model *m, Adaptiveload__CostModel *msg, double pa
   msg->has_mem = m->has_mem != 0;
   msg->mem_m0 = m->mem_m0;
   msg->mem_m1 = m->mem_m1;
+  msg->sp_a2a_bytes_per_token = m->sp_a2a_bytes_per_token;
+  msg->sp_link_gbps = m->sp_link_gbps;
   if (m->alt.family) fit_to_msg(&m->alt, fit_fields_of(msg, 1), alt);
 }
 
@@ -98,6 +100,14 @@ int cost_from_msg(const Adaptiveload__CostModel *msg, al_cost_model *m, const ch
   m->has_mem = msg->has_mem;
   m->mem_m0 = msg->mem_m0;
   m->mem_m1 = msg->mem_m1;
+  if (!(isfinite(msg->sp_a2a_bytes_per_token) && msg->sp_a2a_bytes_per_token >= 0) ||
+      !(isfinite(msg->sp_link_gbps) && msg->sp_link_gbps >= 0))
+    return al_set_error(AL_EFORMAT,
+                        "%s: cost model's all-to-all figures (%g bytes per token, %g GB/s) are not "
+                        "finite and >= 0",
+                        where, msg->sp_a2a_bytes_per_token, msg->sp_link_gbps);
+  m->sp_a2a_bytes_per_token = msg->sp_a2a_bytes_per_token;
+  m->sp_link_gbps = msg->sp_link_gbps;
   snprintf(m->device, sizeof m->device, "%s", msg->device ? msg->device : "");
   snprintf(m->measured, sizeof m->measured, "%s", msg->measured ? msg->measured : "");
   snprintf(m->source, sizeof m->source, "%s", msg->source ? msg->source : "");

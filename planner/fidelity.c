@@ -293,7 +293,15 @@ static int from_schedule(fid_report *out, const al_index *idx, const fid_schedul
   if (!rc) rc = with_default_table(names, &own, &t);
   if (!rc) rc = schedule_buckets(s, t, &b, &asp);
   if (!rc) rc = s->bucket_of(s->src, &s->info, bucket_of);
-  if (!rc) rc = accumulate(out, idx, &s->geom, s->info.mem_tokens, b, &asp, bucket_of, n_cut);
+  /* A sample is cut in time only beyond what the largest allowed SP degree holds. */
+  uint64_t cap = s->info.mem_tokens, dmax = 1;
+  for (uint32_t k = 0; k < s->info.n_sp_degrees && k < AL_PLAN_MAX_SP_DEGREES; k++)
+    if (s->info.sp_degrees[k] > dmax) dmax = s->info.sp_degrees[k];
+  if (cap > UINT64_MAX / dmax)
+    cap = UINT64_MAX;
+  else
+    cap *= dmax;
+  if (!rc) rc = accumulate(out, idx, &s->geom, cap, b, &asp, bucket_of, n_cut);
   if (rc) fidelity_free(out);
   free(bucket_of);
   free(b);

@@ -95,7 +95,8 @@ typedef struct fid_report {
 } fid_report;
 
 /* The crop of every sample the manifest schedules (padding repeats not counted again), under
- * the manifest's buckets, geometry and M_mem. `names` (NULL = the default table) gives each bucket
+ * the manifest's buckets, geometry and M_mem (times its largest allowed SP degree: a time cut is
+ * a sample longer than that). `names` (NULL = the default table) gives each bucket
  * size its aspect group. The manifest must be planned from `idx` (the caller checks the
  * fingerprint); AL_EINVAL when its index sample count differs. `n_cut`: samples listed. */
 int fidelity_from_manifest(fid_report *out, const al_index *idx, const al_manifest *m,
@@ -107,7 +108,8 @@ int fidelity_from_plan(fid_report *out, const al_index *idx, const al_plan *p,
                        const al_bucket_table *names, size_t n_cut);
 
 /* The crop of every sample under a bucket table (NULL = the default), geometry `g` (NULL =
- * defaults) and per-sample token cap `mem_tokens` (0 = AL_PLAN_DEFAULT_MEM_TOKENS), each
+ * defaults) and per-sample token cap `mem_tokens` (0 = AL_PLAN_DEFAULT_MEM_TOKENS; with SP
+ * degrees, M_mem x the largest), each
  * sample assigned as the planner assigns it (al_bucket_assign_grid). */
 int fidelity_from_table(fid_report *out, const al_index *idx, const al_bucket_table *t,
                         const al_latent_geom *g, uint64_t mem_tokens, size_t n_cut);

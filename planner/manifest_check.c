@@ -10,6 +10,9 @@
  *     sample, every other position never; padding repeats a scheduled sample;
  *   - a micro-batch holds at most its bucket's batch size, every sample the
  *     bucket's tokens, at most M_mem tokens in all, and distinct padding slots;
+ *   - sequence-parallel groups: an allowed degree, aligned, every rank of the group present at
+ *     the same micro-batch with sp_rank 0 .. d - 1 in order, the same bucket and cost; only the
+ *     leader (sp_rank 0) lists samples, and a group holds at most d x M_mem tokens;
  *   - every step holds at least one real sample, and its totals (the loss
  *     normaliser handed to every micro-batch) are the sums of what it holds;
  *   - the summary's samples, padded, tokens, rejected (total and by reason)
@@ -101,10 +104,17 @@ static int check_micro_bounds(checker *c, size_t x) {
              mc->n, mc->bucket, b->batch_size);
     return bad_micro(m, x, what);
   }
-  if (m->info.mem_tokens && (uint64_t)mc->n * b->tokens > m->info.mem_tokens) {
-    snprintf(what, sizeof what,
-             "%" PRIu32 " samples of %" PRIu64 " tokens exceed M_mem = %" PRIu64 " tokens", mc->n,
-             b->tokens, m->info.mem_tokens);
+  /* A group of degree d holds d x M_mem tokens (each rank S / d of every sample). */
+  if (m->info.mem_tokens && (uint64_t)mc->n * b->tokens > m->info.mem_tokens * mc->sp_degree) {
+    if (mc->sp_degree > 1)
+      snprintf(what, sizeof what,
+               "%" PRIu32 " samples of %" PRIu64 " tokens exceed %" PRIu32 " x M_mem = %" PRIu64
+               " tokens (a group of degree %" PRIu32 ")",
+               mc->n, b->tokens, mc->sp_degree, m->info.mem_tokens * mc->sp_degree, mc->sp_degree);
+    else
+      snprintf(what, sizeof what,
+               "%" PRIu32 " samples of %" PRIu64 " tokens exceed M_mem = %" PRIu64 " tokens", mc->n,
+               b->tokens, m->info.mem_tokens);
     return bad_micro(m, x, what);
   }
   if (mc->n > c->pad_cap) {
@@ -170,11 +180,57 @@ static int check_sample(checker *c, size_t x, uint32_t k, uint64_t *st_samples,
   return AL_OK;
 }
 
+/* The group led by micro-batch x (rank r, micro k of step s): an allowed degree, aligned
+ * (r a multiple of it), and ranks r + 1 .. r + d - 1 holding its followers, sp_rank 1 .. d - 1
+ * in order, at the same micro k (their bucket and cost are the leader's: checked on load). */
+static int check_group(const al_manifest *m, uint32_t s, uint32_t r, uint64_t k, size_t x) {
+  const manifest_micro *mc = &m->micro[x];
+  uint32_t d = mc->sp_degree, W = m->world;
+  char what[512];
+  int allowed = 0;
+  for (uint32_t i = 0; i < m->info.n_sp_degrees; i++) allowed |= m->info.sp_degrees[i] == d;
+  if (!allowed) {
+    snprintf(what, sizeof what, "sequence-parallel degree %" PRIu32 " is not one the plan allows",
+             d);
+    return bad_micro(m, x, what);
+  }
+  if (r % d || r + d > W) {
+    snprintf(what, sizeof what,
+             "a group of degree %" PRIu32 " led by rank %" PRIu32
+             " is not aligned (ranks [g, g + d) with g a multiple of d, within world %" PRIu32 ")",
+             d, r, W);
+    return bad_micro(m, x, what);
+  }
+  for (uint32_t q = 1; q < d; q++) {
+    size_t sl = (size_t)s * W + r + q;
+    if (m->slot[sl] + k >= m->slot[sl + 1] || m->micro[m->slot[sl] + k].sp_rank != q ||
+        m->micro[m->slot[sl] + k].sp_degree != d) {
+      snprintf(what, sizeof what,
+               "rank %" PRIu32 " of its group of degree %" PRIu32
+               " does not run it (sp_rank %" PRIu32 " missing at that micro-batch)",
+               r + q, d, q);
+      return bad_micro(m, x, what);
+    }
+  }
+  return AL_OK;
+}
+
 /* Step s (counted from first_step): every micro-batch and sample, then the step's totals. */
 static int check_step(checker *c, uint32_t s) {
   const al_manifest *m = c->m;
   uint64_t st_samples = 0, st_tokens = 0;
+  for (uint32_t r = 0; r < m->world; r++) {
+    size_t sl = (size_t)s * m->world + r;
+    for (uint64_t x = m->slot[sl]; x < m->slot[sl + 1]; x++) {
+      int rc = AL_OK;
+      if (!m->micro[x].sp_rank &&
+          (m->micro[x].sp_degree > 1 || m->info.n_sp_degrees > 1 || m->info.sp_degrees[0] != 1))
+        rc = check_group(m, s, r, x - m->slot[sl], x);
+      if (rc) return rc;
+    }
+  }
   for (uint64_t x = m->slot[(size_t)s * m->world]; x < m->slot[(size_t)(s + 1) * m->world]; x++) {
+    if (m->micro[x].sp_rank) continue; /* a follower: its leader holds the group's samples */
     int rc = check_micro_bounds(c, x);
     for (uint32_t k = 0; k < m->micro[x].n && !rc; k++)
       rc = check_sample(c, x, k, &st_samples, &st_tokens);

@@ -21,6 +21,11 @@ typedef struct manifest_micro {
   uint32_t n_pad;
   uint32_t bucket; /* position in buckets[] */
   double cost;
+  /* Its sequence-parallel group (1 and 0 without SP). A follower (sp_rank > 0) stores no
+   * samples: first, n, pad_first and n_pad are its leader's, the same micro-batch of rank
+   * r - sp_rank. */
+  uint32_t sp_degree;
+  uint32_t sp_rank;
 } manifest_micro;
 
 typedef struct manifest_step {

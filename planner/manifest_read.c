@@ -67,6 +67,25 @@ static int take_header(al_manifest *m, const Adaptiveload__ManifestHeader *h, co
   in->micro_per_step = c->micro_per_step;
   in->step_tokens = c->step_tokens;
   in->micro_tokens = c->micro_tokens;
+  al_sync sy = AL_SYNC_STEP;
+  if (c->sync && c->sync[0] && (al_sync_parse(c->sync, &sy) || sy == AL_SYNC_AUTO))
+    return al_set_error(AL_EFORMAT, "%s: unknown sync model '%s' (step or micro)", where, c->sync);
+  in->sync = al_sync_name(sy);
+  if (c->n_sp_degrees > AL_PLAN_MAX_SP_DEGREES)
+    return al_set_error(AL_EFORMAT, "%s: %zu sequence-parallel degrees, at most %u", where,
+                        c->n_sp_degrees, AL_PLAN_MAX_SP_DEGREES);
+  in->n_sp_degrees = c->n_sp_degrees ? (uint32_t)c->n_sp_degrees : 1;
+  in->sp_degrees[0] = 1;
+  for (size_t i = 0; i < c->n_sp_degrees; i++) {
+    uint32_t d = c->sp_degrees[i];
+    if (!d || (d & (d - 1)) || d > 1024 || c->world % d)
+      return al_set_error(AL_EFORMAT,
+                          "%s: sequence-parallel degree %u is not a power of two in 1..1024 "
+                          "dividing the world size %u",
+                          where, d, c->world);
+    in->sp_degrees[i] = d;
+  }
+  in->sp_max_degree = 1;
   m->n_buckets = h->n_buckets;
   m->buckets = calloc(h->n_buckets ? h->n_buckets : 1, sizeof *m->buckets);
   if (!m->buckets) return al_set_error(AL_ENOMEM, "manifest: out of memory");
@@ -84,6 +103,7 @@ static int take_header(al_manifest *m, const Adaptiveload__ManifestHeader *h, co
     o->batch_cost_ms = b->batch_cost_ms;
     o->samples = b->samples;
     o->limited_by = limit_static(b->limited_by);
+    o->sp_degree = b->sp_degree ? b->sp_degree : 1;
   }
   in->buckets = m->n_buckets;
   return AL_OK;
@@ -121,12 +141,50 @@ static int take_keys(al_manifest *m, const Adaptiveload__KeyChunk *k, const char
 
 /* Micro-batch x of rank r in step `step`: its samples, tokens and padding positions appended
  * to the manifest's arrays, each checked. */
+/* A follower of a sequence-parallel group: no samples of its own; the same micro-batch of rank
+ * r - sp_rank (read already) is its leader, whose samples it shares. */
+static int take_follower(al_manifest *m, const Adaptiveload__MicroBatch *mb, const char *where,
+                         uint32_t step, uint32_t r, size_t x) {
+  uint32_t W = m->world;
+  if (mb->n_samples || mb->n_tokens || mb->n_padded)
+    return al_set_error(AL_EFORMAT,
+                        "%s: step %u rank %u micro %zu: sp_rank %u lists samples (only its group's "
+                        "sp_rank 0 does)",
+                        where, step, r, x, mb->sp_rank);
+  if (mb->sp_rank > r || mb->sp_rank >= (mb->sp_degree ? mb->sp_degree : 1))
+    return al_set_error(AL_EFORMAT,
+                        "%s: step %u rank %u micro %zu: sp_rank %u of a group of degree %u has no "
+                        "leader (rank %lld)",
+                        where, step, r, x, mb->sp_rank, mb->sp_degree,
+                        (long long)r - (long long)mb->sp_rank);
+  size_t ls = (size_t)m->steps * W + (r - mb->sp_rank);
+  uint64_t lead_n = m->slot[ls + 1] - m->slot[ls];
+  if (x >= lead_n)
+    return al_set_error(AL_EFORMAT,
+                        "%s: step %u rank %u micro %zu: its leader, rank %u, has %llu micro-batches",
+                        where, step, r, x, r - mb->sp_rank, (unsigned long long)lead_n);
+  const manifest_micro *l = &m->micro[m->slot[ls] + x];
+  if (l->sp_rank || l->sp_degree != mb->sp_degree || l->bucket != mb->bucket ||
+      l->cost != mb->cost_ms)
+    return al_set_error(AL_EFORMAT,
+                        "%s: step %u rank %u micro %zu: sp_rank %u of degree %u, bucket %u, cost %g "
+                        "ms; rank %u there has sp_rank %u, degree %u, bucket %u, cost %g ms (a "
+                        "group's ranks run one micro-batch)",
+                        where, step, r, x, mb->sp_rank, mb->sp_degree, mb->bucket, mb->cost_ms,
+                        r - mb->sp_rank, l->sp_rank, l->sp_degree, l->bucket, l->cost);
+  manifest_micro *o = &m->micro[m->n_micro++];
+  *o = *l;
+  o->sp_rank = mb->sp_rank;
+  return AL_OK;
+}
+
 static int take_micro(al_manifest *m, const Adaptiveload__MicroBatch *mb, const char *where,
                       uint32_t step, uint32_t r, size_t x) {
   int rc;
   if (mb->bucket >= m->n_buckets)
     return al_set_error(AL_EFORMAT, "%s: step %u rank %u micro %zu: bucket %u of %zu", where, step,
                         r, x, mb->bucket, m->n_buckets);
+  if (mb->sp_rank) return take_follower(m, mb, where, step, r, x);
   if (!mb->n_samples)
     return al_set_error(AL_EFORMAT, "%s: step %u rank %u micro %zu is empty", where, step, r, x);
   if (mb->n_tokens && mb->n_tokens != mb->n_samples)
@@ -153,6 +211,8 @@ static int take_micro(al_manifest *m, const Adaptiveload__MicroBatch *mb, const 
   o->n = (uint32_t)mb->n_samples;
   o->bucket = mb->bucket;
   o->cost = mb->cost_ms;
+  o->sp_degree = mb->sp_degree ? mb->sp_degree : 1;
+  o->sp_rank = 0;
   o->pad_first = m->n_pads;
   o->n_pad = (uint32_t)mb->n_padded;
   if ((rc = grow_array((void **)&m->pads, &m->cap_pads, m->n_pads + mb->n_padded, sizeof *m->pads,
@@ -227,6 +287,8 @@ static void take_summary(al_manifest *m, const Adaptiveload__ManifestSummary *s)
   in->tokens = s->tokens;
   in->imbalance_cv = s->imbalance_cv;
   in->bubble = s->bubble;
+  /* Both bubbles are recomputed from the steps on load (step_figures): a file's figures are
+   * what it says, the loaded ones what it holds. */
   in->predicted_seconds = s->predicted_seconds;
   in->predicted_tokens_per_s = s->predicted_tokens_per_s;
   in->rejected = s->rejected;
@@ -254,6 +316,34 @@ static void step_figures(al_manifest *m) {
   plan_mean_cv(ss, sq, m->steps, &m->info.step_samples_mean, &m->info.step_samples_cv);
   double mean;
   plan_mean_cv(cs, cq, m->steps, &mean, &m->info.step_time_cv);
+  /* Both sync models' bubbles from the micro-batches' per-rank costs, and the largest degree. */
+  double all = 0, t_step = 0, t_micro = 0;
+  m->info.sp_max_degree = 1;
+  for (size_t x = 0; x < m->n_micro; x++) {
+    all += m->micro[x].cost;
+    if (m->micro[x].sp_degree > m->info.sp_max_degree)
+      m->info.sp_max_degree = m->micro[x].sp_degree;
+  }
+  for (uint32_t s = 0; s < m->steps; s++) {
+    const uint64_t *sl = m->slot + (size_t)s * W;
+    double mx = 0;
+    uint64_t kmax = 0;
+    for (uint32_t r = 0; r < W; r++) {
+      double c = 0;
+      for (uint64_t x = sl[r]; x < sl[r + 1]; x++) c += m->micro[x].cost;
+      if (c > mx) mx = c;
+      if (sl[r + 1] - sl[r] > kmax) kmax = sl[r + 1] - sl[r];
+    }
+    t_step += mx;
+    for (uint64_t k = 0; k < kmax; k++) {
+      double km = 0;
+      for (uint32_t r = 0; r < W; r++)
+        if (sl[r] + k < sl[r + 1] && m->micro[sl[r] + k].cost > km) km = m->micro[sl[r] + k].cost;
+      t_micro += km;
+    }
+  }
+  m->info.bubble_step = t_step > 0 ? 1.0 - all / ((double)W * t_step) : 0;
+  m->info.bubble_micro = t_micro > 0 ? 1.0 - all / ((double)W * t_micro) : 0;
 }
 
 static uint64_t max_manifest_bytes(void) {
@@ -399,6 +489,8 @@ int al_manifest_micro(const al_manifest *m, uint32_t step, uint32_t rank, uint32
   out->cost_ms = x->cost;
   out->step_samples = st->samples;
   out->step_tokens = st->tokens;
+  out->sp_degree = x->sp_degree;
+  out->sp_rank = x->sp_rank;
   return AL_OK;
 }
 

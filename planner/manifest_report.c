@@ -10,6 +10,7 @@
 #include "planner/al_report.h"
 #include "planner/key_status_internal.h"
 #include "planner/manifest_internal.h"
+#include "planner/plan_view_internal.h"
 
 static size_t buckets_used(const al_manifest *m) {
   size_t n = 0;
@@ -25,6 +26,94 @@ static void print_cost_line(FILE *out, const al_cost_model *c) {
     fprintf(out, "cost model  poly2: t = %.4g + %.4g * B*S + %.4g * B*S^2 ms", p[0], p[1], p[2]);
   fprintf(out, " (held-out median rel. err %.1f%%, max %.1f%%)\n", 100 * c->fit.median_rel_err,
           100 * c->fit.max_rel_err);
+}
+
+/* A plan with SP degrees or the micro sync model: its reports add the SP figures (a plan
+ * without them prints as it always did). */
+static int info_is_sp(const al_manifest_info *in) {
+  return (in->sync && !strcmp(in->sync, "micro")) || in->n_sp_degrees > 1 ||
+         (in->n_sp_degrees == 1 && in->sp_degrees[0] != 1);
+}
+
+/* Groups and real tokens per allowed degree of a loaded manifest. */
+static void manifest_degree_counts(const al_manifest *m, uint64_t *groups, uint64_t *tokens) {
+  memset(groups, 0, AL_PLAN_MAX_SP_DEGREES * sizeof *groups);
+  memset(tokens, 0, AL_PLAN_MAX_SP_DEGREES * sizeof *tokens);
+  for (size_t x = 0; x < m->n_micro; x++) {
+    const manifest_micro *mi = &m->micro[x];
+    if (mi->sp_rank) continue;
+    for (uint32_t t = 0; t < m->info.n_sp_degrees; t++)
+      if (m->info.sp_degrees[t] == mi->sp_degree) {
+        groups[t]++;
+        tokens[t] += (uint64_t)(mi->n - mi->n_pad) * m->buckets[mi->bucket].tokens;
+      }
+  }
+}
+
+/* "1,2,4,8" */
+static void degrees_text(const al_manifest_info *in, char *buf, size_t cap) {
+  size_t used = 0;
+  buf[0] = '\0';
+  for (uint32_t t = 0; t < in->n_sp_degrees && used < cap; t++)
+    used += (size_t)snprintf(buf + used, cap - used, "%s%u", t ? "," : "", in->sp_degrees[t]);
+}
+
+/* One text line: sync model, both bubbles, micro-batches (and tokens) per degree. */
+static void print_sp_line(FILE *out, const char *lead, const al_manifest_info *in,
+                          const uint64_t *groups, const uint64_t *tokens) {
+  char d[64];
+  degrees_text(in, d, sizeof d);
+  fprintf(out,
+          "%ssync %s, sp-degrees %s (largest used %u): bubble %.2f%% (step model), %.2f%% (micro model); by degree:",
+          lead, in->sync, d, in->sp_max_degree, 100 * in->bubble_step, 100 * in->bubble_micro);
+  for (uint32_t t = 0; t < in->n_sp_degrees; t++)
+    fprintf(out, " d%u %llu micro-batches %llu tokens%s", in->sp_degrees[t],
+            (unsigned long long)groups[t], (unsigned long long)tokens[t],
+            t + 1 < in->n_sp_degrees ? "," : "");
+  fputc('\n', out);
+}
+
+static void print_sp_json(FILE *out, const al_manifest_info *in, const uint64_t *groups,
+                          const uint64_t *tokens) {
+  fputs(", \"sync\": ", out);
+  jsonw_string(out, in->sync);
+  fputs(", \"sp_degrees\": [", out);
+  for (uint32_t t = 0; t < in->n_sp_degrees; t++)
+    fprintf(out, "%s%u", t ? ", " : "", in->sp_degrees[t]);
+  fprintf(out, "], \"sp_max_degree\": %u", in->sp_max_degree);
+  jsonw_field_number(out, ", ", "bubble_step", "%.6f", in->bubble_step);
+  jsonw_field_number(out, ", ", "bubble_micro", "%.6f", in->bubble_micro);
+  fputs(", \"by_degree\": {", out);
+  for (uint32_t t = 0; t < in->n_sp_degrees; t++)
+    fprintf(out, "%s\"%u\": {\"micro_batches\": %llu, \"tokens\": %llu}", t ? ", " : "",
+            in->sp_degrees[t], (unsigned long long)groups[t], (unsigned long long)tokens[t]);
+  fputs("}", out);
+}
+
+/* The group layout of step s (counted from first_step): per slot k, the groups in rank order
+ * as FIRST-LAST:dDEGREE. */
+static void print_layout(FILE *out, const al_manifest *m, uint32_t s) {
+  uint32_t W = m->world;
+  const uint64_t *sl = m->slot + (size_t)s * W;
+  uint64_t K = sl[1] - sl[0];
+  fprintf(out, "layout      step %u (ranks FIRST-LAST:dDEGREE per micro-batch slot):\n",
+          m->first_step + s);
+  for (uint64_t k = 0; k < K && k < 16; k++) {
+    fprintf(out, "  slot %llu:", (unsigned long long)k);
+    for (uint32_t r = 0; r < W;) {
+      if (sl[r] + k >= sl[r + 1]) break;
+      const manifest_micro *mi = &m->micro[sl[r] + k];
+      uint32_t d = mi->sp_degree ? mi->sp_degree : 1;
+      fprintf(out, " %u-%u:d%u", r, r + d - 1, d);
+      r += d;
+      if (r >= 64 && r < W) {
+        fprintf(out, " ...");
+        break;
+      }
+    }
+    fputc('\n', out);
+  }
+  if (K > 16) fprintf(out, "  ... (%llu slots)\n", (unsigned long long)K);
 }
 
 void al_manifest_print_summary(FILE *out, const al_manifest *m, const char *name) {
@@ -72,6 +161,12 @@ void al_manifest_print_summary(FILE *out, const al_manifest *m, const char *name
           100 * in->imbalance_cv, 100 * in->bubble, 100 * in->step_time_cv);
   fprintf(out, "predicted   %.1f s, %.0f tokens/s\n", in->predicted_seconds,
           in->predicted_tokens_per_s);
+  if (info_is_sp(in)) {
+    uint64_t g[AL_PLAN_MAX_SP_DEGREES], t[AL_PLAN_MAX_SP_DEGREES];
+    manifest_degree_counts(m, g, t);
+    print_sp_line(out, "sp          ", in, g, t);
+    if (m->steps) print_layout(out, m, 0);
+  }
   fprintf(out, "limits      M_mem %llu tokens, M_comp %.1f ms per micro-batch",
           (unsigned long long)in->mem_tokens, in->comp_budget_ms);
   if (in->micro_tokens)
@@ -94,7 +189,7 @@ void al_manifest_print_summary(FILE *out, const al_manifest *m, const char *name
 }
 
 static void print_info_json(FILE *out, const al_manifest_info *in, const uint64_t *rejected,
-                            size_t used) {
+                            size_t used, const uint64_t *groups, const uint64_t *tokens) {
   fprintf(out, "{\"policy\": ");
   jsonw_string(out, in->policy);
   fprintf(out, ", \"world\": %u, \"seed\": %llu, \"epoch\": %u, \"first_step\": %u, \"steps\": %u",
@@ -133,12 +228,15 @@ static void print_info_json(FILE *out, const al_manifest_info *in, const uint64_
   jsonw_field_number(out, ", ", "step_time_cv", "%.6f", in->step_time_cv);
   fprintf(out, ", \"buckets_used\": %zu, \"cost_model\": ", used);
   jsonw_string(out, in->cost_family);
-  fprintf(out, ", \"index_fingerprint\": \"%016llx\"}\n",
-          (unsigned long long)in->index_fingerprint);
+  fprintf(out, ", \"index_fingerprint\": \"%016llx\"", (unsigned long long)in->index_fingerprint);
+  if (info_is_sp(in)) print_sp_json(out, in, groups, tokens);
+  fputs("}\n", out);
 }
 
 void al_manifest_print_json(FILE *out, const al_manifest *m) {
-  print_info_json(out, &m->info, m->rejected, buckets_used(m));
+  uint64_t g[AL_PLAN_MAX_SP_DEGREES], t[AL_PLAN_MAX_SP_DEGREES];
+  manifest_degree_counts(m, g, t);
+  print_info_json(out, &m->info, m->rejected, buckets_used(m), g, t);
 }
 
 void al_plan_print_json(FILE *out, const al_plan *p) {
@@ -146,7 +244,9 @@ void al_plan_print_json(FILE *out, const al_plan *p) {
   al_plan_get_info(p, &in);
   uint64_t rej[AL_REJECT_COUNT];
   for (int r = 0; r < AL_REJECT_COUNT; r++) rej[r] = al_plan_rejected(p, (al_reject_reason)r);
-  print_info_json(out, &in, rej, al_plan_buckets_used(p));
+  uint64_t g[AL_PLAN_MAX_SP_DEGREES], t[AL_PLAN_MAX_SP_DEGREES];
+  plan_view_degree_counts(p, g, t);
+  print_info_json(out, &in, rej, al_plan_buckets_used(p), g, t);
 }
 
 void al_plan_print_summary(FILE *out, const al_plan *p, const char *name) {
@@ -168,10 +268,16 @@ void al_plan_print_summary(FILE *out, const al_plan *p, const char *name) {
           "tokens/s\n",
           100 * in.imbalance_cv, 100 * in.bubble, 100 * in.step_time_cv, in.predicted_seconds,
           in.predicted_tokens_per_s);
+  if (info_is_sp(&in)) {
+    uint64_t g[AL_PLAN_MAX_SP_DEGREES], t[AL_PLAN_MAX_SP_DEGREES];
+    plan_view_degree_counts(p, g, t);
+    print_sp_line(out, "plan: ", &in, g, t);
+  }
 }
 
 int al_manifest_print_jsonl(FILE *out, const al_manifest *m) {
   uint32_t W = m->world;
+  int sp = info_is_sp(&m->info);
   for (uint32_t s = 0; s < m->steps; s++)
     for (uint32_t r = 0; r < W; r++) {
       size_t slot = (size_t)s * W + r;
@@ -179,6 +285,7 @@ int al_manifest_print_jsonl(FILE *out, const al_manifest *m) {
         const manifest_micro *mi = &m->micro[x];
         fprintf(out, "{\"step\": %u, \"rank\": %u, \"micro\": %llu, \"bucket\": %u",
                 m->first_step + s, r, (unsigned long long)(x - m->slot[slot]), mi->bucket);
+        if (sp) fprintf(out, ", \"sp_degree\": %u, \"sp_rank\": %u", mi->sp_degree, mi->sp_rank);
         jsonw_field_number(out, ", ", "cost_ms", "%.3f", mi->cost);
         fputs(", \"keys\": [", out);
         for (uint32_t k = 0; k < mi->n; k++) {

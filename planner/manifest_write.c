@@ -47,6 +47,16 @@ static void config_msg(Adaptiveload__PlanConfig *cfg, const al_manifest_info *in
 static int write_header(pbio_writer *w, const al_plan *p, const al_manifest_info *in) {
   Adaptiveload__PlanConfig cfg;
   config_msg(&cfg, in, plan_view_geometry(p));
+  /* Degrees and the sync model only for a slot schedule: a plan without them is today's, byte
+   * for byte (the reader takes absent fields as {1} and step). */
+  uint32_t degrees[AL_PLAN_MAX_SP_DEGREES];
+  int sp = plan_view_sp(p);
+  if (sp) {
+    for (uint32_t i = 0; i < in->n_sp_degrees; i++) degrees[i] = in->sp_degrees[i];
+    cfg.n_sp_degrees = in->n_sp_degrees;
+    cfg.sp_degrees = degrees;
+    cfg.sync = (char *)in->sync;
+  }
 
   Adaptiveload__CostModel cost;
   double cp[3], ca[3];
@@ -73,6 +83,7 @@ static int write_header(pbio_writer *w, const al_plan *p, const al_manifest_info
     bk[i].batch_cost_ms = b.batch_cost_ms;
     bk[i].samples = b.samples;
     bk[i].limited_by = (char *)b.limited_by;
+    if (sp) bk[i].sp_degree = b.sp_degree;
     bp[i] = &bk[i];
   }
   Adaptiveload__ManifestHeader h;
@@ -168,6 +179,7 @@ typedef struct plan_src {
   const al_manifest_info *in;
   const uint64_t *slot;
   uint64_t *tokens; /* per bucket */
+  int sp;           /* a slot schedule: micro-batches carry their group */
 } plan_src;
 
 /* Micro-batches [a, b) of one rank as `rw`: their MicroBatch messages at x - m0 in `c`, their
@@ -185,11 +197,15 @@ static void rank_msg(const plan_src *src, uint64_t a, uint64_t b, uint64_t m0, c
     Adaptiveload__MicroBatch *mb = &c->mb[x - m0];
     adaptiveload__micro_batch__init(mb);
     mb->bucket = pm.bucket;
+    mb->cost_ms = pm.cost_ms;
+    c->mb_p[x - m0] = mb;
+    rcost += pm.cost_ms;
+    if (src->sp) mb->sp_degree = pm.sp_degree, mb->sp_rank = pm.sp_rank;
+    if (pm.sp_rank) continue; /* a follower: its group's leader lists the samples */
     mb->n_samples = pm.n;
     mb->samples = c->samples + *js;
     mb->n_tokens = pm.n;
     mb->tokens = c->tokens + *js;
-    mb->cost_ms = pm.cost_ms;
     for (uint32_t k = 0; k < pm.n; k++) {
       c->samples[*js + k] = pm.samples[k];
       c->tokens[*js + k] = tokens;
@@ -203,8 +219,6 @@ static void rank_msg(const plan_src *src, uint64_t a, uint64_t b, uint64_t m0, c
       st->samples += pm.n;
       st->tokens += (uint64_t)pm.n * tokens;
     }
-    c->mb_p[x - m0] = mb;
-    rcost += pm.cost_ms;
   }
   rw->cost_ms = rcost;
 }
@@ -219,6 +233,7 @@ static int write_chunk(pbio_writer *w, const plan_src *src, uint32_t s0, uint32_
   for (uint64_t x = m0; x < m1; x++) {
     plan_micro_view pm;
     plan_view_micro(src->p, x, &pm);
+    if (pm.sp_rank) continue;
     nsamp += pm.n;
     if (pm.padded) npad += pm.n;
   }
@@ -262,7 +277,7 @@ static uint32_t chunk_end(const plan_src *src, uint32_t s0) {
     for (uint64_t x = src->slot[(size_t)s1 * W]; x < src->slot[(size_t)(s1 + 1) * W]; x++) {
       plan_micro_view pm;
       plan_view_micro(src->p, x, &pm);
-      samples += pm.n;
+      if (!pm.sp_rank) samples += pm.n;
     }
     s1++;
   }
@@ -300,6 +315,7 @@ static int write_summary(pbio_writer *w, const al_plan *p, const al_manifest_inf
   for (int r = 1; r < AL_REJECT_COUNT; r++) rej[r] = al_plan_rejected(p, (al_reject_reason)r);
   sm.n_rejected_by_reason = AL_REJECT_COUNT;
   sm.rejected_by_reason = rej;
+  if (plan_view_sp(p)) sm.bubble_step = in->bubble_step, sm.bubble_micro = in->bubble_micro;
   return pbio_write_msg(w, AL_REC_MANIFEST_SUMMARY, &sm.base);
 }
 
@@ -311,7 +327,7 @@ int al_plan_save(const al_plan *p, const char *path, al_key_fn key, void *ctx) {
   int rc = pbio_writer_open(&w, path, AL_KIND_MANIFEST);
   if (rc) return rc;
   plan_src src = {p, &in, plan_view_slots(p),
-                  malloc((in.buckets ? in.buckets : 1) * sizeof(uint64_t))};
+                  malloc((in.buckets ? in.buckets : 1) * sizeof(uint64_t)), plan_view_sp(p)};
   if (!src.tokens) rc = al_set_error(AL_ENOMEM, "manifest: out of memory");
   for (size_t i = 0; i < in.buckets && !rc; i++) {
     al_bucket_info b;

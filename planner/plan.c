@@ -62,7 +62,45 @@ static int check_input(const al_plan_input *in, const al_cost_model *cost,
                         "step_cost_ms (--step-ms) was removed: every step now holds micro_per_step "
                         "(--micro-per-step) micro-batches per rank and about step_tokens "
                         "(--step-tokens) tokens");
+  if (o->sync != AL_SYNC_AUTO && o->sync != AL_SYNC_STEP && o->sync != AL_SYNC_MICRO)
+    return al_set_error(AL_EINVAL, "sync %d is not a sync model (auto 0, step 1, micro 2)",
+                        (int)o->sync);
+  return plan_check_sp_degrees(o->sp_degrees, o->n_sp_degrees, o->world);
+}
+
+int plan_check_sp_degrees(const uint32_t *d, size_t n, uint32_t world) {
+  if (n && !d) return al_set_error(AL_EINVAL, "sp-degrees: %zu degrees but a NULL array", n);
+  if (n > AL_PLAN_MAX_SP_DEGREES)
+    return al_set_error(AL_ERANGE,
+                        "sp-degrees: %zu degrees, at most %u (the powers of two 1..1024)", n,
+                        AL_PLAN_MAX_SP_DEGREES);
+  for (size_t i = 0; i < n; i++) {
+    if (!d[i] || (d[i] & (d[i] - 1)) || d[i] > 1024)
+      return al_set_error(AL_EINVAL, "sp-degrees: %u is not a power of two in 1..1024", d[i]);
+    if (world % d[i])
+      return al_set_error(AL_EINVAL,
+                          "sp-degrees: %u does not divide the world size %u (a group of degree d "
+                          "is d aligned ranks)",
+                          d[i], world);
+    for (size_t j = 0; j < i; j++)
+      if (d[j] == d[i]) return al_set_error(AL_EINVAL, "sp-degrees: %u is listed twice", d[i]);
+  }
   return AL_OK;
+}
+
+void plan_take_sp(al_plan *p, const uint32_t *d, size_t n, al_sync sync) {
+  uint32_t mask = 0;
+  for (size_t i = 0; i < n; i++) mask |= d[i];
+  if (!n) mask = 1;
+  p->n_sp_degrees = 0;
+  for (uint32_t x = 1; x && x <= 1024; x <<= 1)
+    if (mask & x) p->sp_degrees[p->n_sp_degrees++] = x;
+  uint32_t dmax = p->sp_degrees[p->n_sp_degrees - 1];
+  /* Without SP the default stays the step model (today's plans, byte for byte); the micro
+   * model is asked for explicitly then. */
+  p->sync = sync != AL_SYNC_AUTO ? sync : dmax > 1 ? AL_SYNC_MICRO : AL_SYNC_STEP;
+  p->sp_sched = dmax > 1 || p->n_sp_degrees > 1 || p->sp_degrees[0] != 1 ||
+                p->sync == AL_SYNC_MICRO;
 }
 
 /* ceil(a / b) for b > 0, without overflow. */
@@ -124,6 +162,7 @@ static int take_options(al_plan *p, const al_plan_input *in, const al_cost_model
   p->fingerprint = in->index_fingerprint;
   p->index_samples = in->n;
   p->cost = *cost;
+  plan_take_sp(p, o->sp_degrees, o->n_sp_degrees, o->sync);
   return resolve_step(p, o);
 }
 
@@ -149,7 +188,15 @@ static int take_buckets(al_plan *p, const al_bucket_table *t, const al_plan_opti
     if (b->tokens < min_tok) min_tok = b->tokens, min_b = i;
     if (b->tokens <= p->micro_tokens && b->tokens > max_micro) max_micro = b->tokens;
   }
-  if (!rc && p->mem_tokens < min_tok)
+  uint64_t cap = plan_mem_cap(p);
+  if (!rc && cap < min_tok && p->sp_sched)
+    rc = al_set_error(AL_ERANGE,
+                      "mem-tokens %llu x the largest sp-degree %u is below the smallest bucket "
+                      "(%ux%u x %u frames = %llu tokens): no sample can fit",
+                      (unsigned long long)p->mem_tokens, p->sp_degrees[p->n_sp_degrees - 1],
+                      p->buckets[min_b].width, p->buckets[min_b].height, p->buckets[min_b].frames,
+                      (unsigned long long)min_tok);
+  if (!rc && cap < min_tok)
     rc = al_set_error(AL_ERANGE,
                       "mem-tokens %llu is below the smallest bucket (%ux%u x %u frames = %llu tokens): no sample can fit",
                       (unsigned long long)p->mem_tokens, p->buckets[min_b].width,
@@ -206,7 +253,7 @@ static al_reject_reason memo_assign(shape_memo *m, const al_bucket_table *t, con
     }
   }
   al_reject_reason r = AL_REJECT_NONE;
-  if (al_bucket_assign(t, &p->geom, p->mem_tokens, w, h, f, bucket, &r) == AL_OK)
+  if (al_bucket_assign(t, &p->geom, plan_mem_cap(p), w, h, f, bucket, &r) == AL_OK)
     r = AL_REJECT_NONE;
   if (key && m->used < MEMO_CAP / 2) {
     m->key[slot] = key;
@@ -228,7 +275,7 @@ static al_reject_reason assign_sample(const al_plan *p, shape_memo *memo, const 
     /* A grid other than the one the shape gives under the plan's geometry (the index was
      * made with another VAE stride): the grid rule decides, without the memo. */
     al_reject_reason r;
-    if (al_bucket_assign_grid(t, &p->geom, p->mem_tokens, in->width[i], in->height[i],
+    if (al_bucket_assign_grid(t, &p->geom, plan_mem_cap(p), in->width[i], in->height[i],
                               in->frames[i], gi, bucket, &r) == AL_OK)
       r = AL_REJECT_NONE;
     return r;
@@ -284,7 +331,7 @@ static int no_sample_fits(const al_plan *p, size_t n) {
                       (unsigned long long)p->rejected[AL_REJECT_TOO_SMALL],
                       (unsigned long long)p->rejected[AL_REJECT_TOO_FEW_FRAMES],
                       (unsigned long long)p->rejected[AL_REJECT_OVER_MEMORY],
-                      (unsigned long long)p->mem_tokens,
+                      (unsigned long long)plan_mem_cap(p),
                       (unsigned long long)p->rejected[AL_REJECT_LATENT_GRID]);
 }
 

@@ -6,11 +6,35 @@
 #include "planner/plan_view_internal.h"
 #include "planner/stats_internal.h"
 
+/* The micro model's time of the plan: over steps and slots k, the slowest rank's k-th
+ * micro-batch (ranks with fewer micro-batches count 0 there). */
+static double plan_micro_time(const al_plan *p) {
+  uint32_t W = p->world;
+  double total = 0;
+  for (uint32_t s = 0; s < p->steps; s++) {
+    uint64_t kmax = 0;
+    for (uint32_t r = 0; r < W; r++) {
+      uint64_t n = p->slot[(size_t)s * W + r + 1] - p->slot[(size_t)s * W + r];
+      if (n > kmax) kmax = n;
+    }
+    for (uint64_t k = 0; k < kmax; k++) {
+      double mx = 0;
+      for (uint32_t r = 0; r < W; r++) {
+        uint64_t a = p->slot[(size_t)s * W + r], b = p->slot[(size_t)s * W + r + 1];
+        if (a + k < b && p->micro[a + k].cost > mx) mx = p->micro[a + k].cost;
+      }
+      total += mx;
+    }
+  }
+  return total;
+}
+
 void plan_stats(al_plan *p) {
   uint32_t W = p->world;
   p->samples = p->padded = p->tokens = 0;
   for (size_t i = 0; i < p->n_micro; i++) {
     const plan_micro *m = &p->micro[i];
+    if (m->sp_rank) continue; /* a follower: its leader counts the group's samples */
     if (m->padded)
       p->padded += m->n;
     else
@@ -30,7 +54,8 @@ void plan_stats(al_plan *p) {
       for (uint64_t x = a; x < b; x++) {
         const plan_micro *m = &p->micro[x];
         c += m->cost;
-        if (!m->padded) st_smp += m->n, st_tok += (double)m->n * p->buckets[m->bucket].tokens;
+        if (!m->padded && !m->sp_rank)
+          st_smp += m->n, st_tok += (double)m->n * p->buckets[m->bucket].tokens;
       }
       sum += c, sq += c * c;
       if (c > mx) mx = c;
@@ -46,8 +71,14 @@ void plan_stats(al_plan *p) {
     smp_sum += st_smp, smp_sq += st_smp * st_smp;
   }
   p->imbalance_cv = p->steps ? cv_sum / p->steps : 0;
-  p->bubble = max_sum > 0 ? 1.0 - mean_sum / max_sum : 0;
-  p->seconds = max_sum / 1000.0;
+  double micro_sum = plan_micro_time(p);
+  p->bubble_step = max_sum > 0 ? 1.0 - mean_sum / max_sum : 0;
+  p->bubble_micro = micro_sum > 0 ? 1.0 - mean_sum / micro_sum : 0;
+  p->bubble = p->sync == AL_SYNC_MICRO ? p->bubble_micro : p->bubble_step;
+  p->seconds = (p->sync == AL_SYNC_MICRO ? micro_sum : max_sum) / 1000.0;
+  p->sp_max_used = 1;
+  for (size_t i = 0; i < p->n_micro; i++)
+    if (p->micro[i].sp_degree > p->sp_max_used) p->sp_max_used = p->micro[i].sp_degree;
   plan_mean_cv(tok_sum, tok_sq, p->steps, &p->step_tokens_mean, &p->step_tokens_cv);
   plan_mean_cv(smp_sum, smp_sq, p->steps, &p->step_samples_mean, &p->step_samples_cv);
   double step_mean;
@@ -91,6 +122,12 @@ int al_plan_get_info(const al_plan *p, al_manifest_info *o) {
   o->step_samples_mean = p->step_samples_mean;
   o->step_samples_cv = p->step_samples_cv;
   o->step_time_cv = p->step_time_cv;
+  o->sync = al_sync_name(p->sync);
+  o->n_sp_degrees = p->n_sp_degrees;
+  for (uint32_t i = 0; i < p->n_sp_degrees; i++) o->sp_degrees[i] = p->sp_degrees[i];
+  o->sp_max_degree = p->sp_max_used ? p->sp_max_used : 1;
+  o->bubble_step = p->bubble_step;
+  o->bubble_micro = p->bubble_micro;
   return AL_OK;
 }
 
@@ -123,6 +160,7 @@ void plan_view_bucket(const al_plan *p, size_t i, al_bucket_info *out) {
   out->batch_cost_ms = b->batch_cost_ms;
   out->samples = b->samples;
   out->limited_by = plan_limit_name(b->limited_by);
+  out->sp_degree = b->sp_degree ? b->sp_degree : 1;
 }
 
 const uint8_t *plan_view_key_status(const al_plan *p) { return p->status; }
@@ -136,4 +174,24 @@ void plan_view_micro(const al_plan *p, uint64_t x, plan_micro_view *out) {
   out->padded = m->padded;
   out->cost_ms = m->cost;
   out->samples = p->mb + m->first;
+  out->sp_degree = m->sp_degree ? m->sp_degree : 1;
+  out->sp_rank = m->sp_rank;
+}
+
+int plan_view_sp(const al_plan *p) { return p->sp_sched; }
+
+void plan_view_degree_counts(const al_plan *p, uint64_t groups[AL_PLAN_MAX_SP_DEGREES],
+                             uint64_t tokens[AL_PLAN_MAX_SP_DEGREES]) {
+  memset(groups, 0, AL_PLAN_MAX_SP_DEGREES * sizeof *groups);
+  memset(tokens, 0, AL_PLAN_MAX_SP_DEGREES * sizeof *tokens);
+  for (size_t i = 0; i < p->n_micro; i++) {
+    const plan_micro *m = &p->micro[i];
+    if (m->sp_rank) continue;
+    uint32_t d = m->sp_degree ? m->sp_degree : 1;
+    for (uint32_t t = 0; t < p->n_sp_degrees; t++)
+      if (p->sp_degrees[t] == d) {
+        groups[t]++;
+        if (!m->padded) tokens[t] += (uint64_t)m->n * p->buckets[m->bucket].tokens;
+      }
+  }
 }

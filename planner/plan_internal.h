@@ -15,6 +15,7 @@
 #include "planner/al_cost.h"
 #include "planner/al_plan.h"
 #include "planner/key_status_internal.h"
+#include "planner/rng_internal.h"
 
 /* Which limit bound a bucket's batch size (Bucket.limited_by: "memory", "compute", "one"). */
 #define AL_LIMIT_MEMORY 0
@@ -27,7 +28,8 @@ typedef struct plan_bucket {
   uint32_t batch_size;
   double batch_cost_ms;
   uint64_t samples;
-  int limited_by; /* AL_LIMIT_* */
+  int limited_by;     /* AL_LIMIT_* */
+  uint32_t sp_degree; /* the degree its micro-batches run at (plan_bucket_degrees) */
 } plan_bucket;
 
 typedef struct plan_micro {
@@ -36,7 +38,12 @@ typedef struct plan_micro {
   uint32_t bucket;
   uint32_t seq;    /* position in the batch sequence (keeps shuffled order) */
   uint32_t padded; /* nonzero: every sample is a padding repeat */
-  double cost;     /* predicted ms */
+  double cost;     /* predicted ms: one rank's share (al_cost_predict_sp) */
+  /* The sequence-parallel group: sp_degree ranks run it, each holding an entry; the one at
+   * sp_rank 0 (the leader) counts its samples, the others repeat first, n, bucket and cost.
+   * 1 and 0 without SP. */
+  uint32_t sp_degree;
+  uint32_t sp_rank;
 } plan_micro;
 
 struct al_plan {
@@ -54,6 +61,13 @@ struct al_plan {
   uint64_t micro_tokens;   /* T / (W K), the memory term of B */
   al_last_step last_step;
   al_latent_geom geom;
+  /* Sequence parallelism: the allowed degrees (ascending; {1} without SP), the sync model
+   * (resolved: step or micro) and whether the schedule is the slot one (sp_schedule.c): a
+   * degree above 1 allowed or the micro model asked for. */
+  uint32_t sp_degrees[AL_PLAN_MAX_SP_DEGREES];
+  uint32_t n_sp_degrees;
+  al_sync sync;
+  int sp_sched;
   uint64_t fingerprint;
   uint64_t index_samples;
   uint32_t first_step;
@@ -74,6 +88,8 @@ struct al_plan {
   /* summary */
   uint64_t samples, dropped, padded, tokens;
   double imbalance_cv, bubble, seconds;
+  double bubble_step, bubble_micro; /* under each sync model (bubble is the plan's own) */
+  uint32_t sp_max_used;             /* the largest degree a micro-batch runs at */
   uint32_t unequal_steps;
   double step_tokens_mean, step_tokens_cv, step_samples_mean, step_samples_cv, step_time_cv;
 };
@@ -88,7 +104,26 @@ al_plan *plan_alloc(void);
  * status (schedule.c). */
 int plan_schedule(al_plan *p, uint64_t *items, size_t n, uint64_t stream);
 
+/* Slot schedule (sp_schedule.c): the batches in micro[0..n_micro) (each of its bucket's degree,
+ * one entry each) as steps of K slots, each slot a set of aligned groups covering the W ranks;
+ * every group of degree d gets d entries (sp_rank 0..d-1). Fills micro, slot and steps. */
+int plan_schedule_slots(al_plan *p, plan_rng *rng);
+
+/* plan.c: the sp-degrees checked (powers of two 1..1024 dividing world, distinct, at most
+ * AL_PLAN_MAX_SP_DEGREES; AL_EINVAL / AL_ERANGE naming "sp-degrees") and taken into p (sorted;
+ * {1} for none) with the sync model resolved (auto: micro when a degree above 1 is allowed). */
+int plan_check_sp_degrees(const uint32_t *d, size_t n, uint32_t world);
+void plan_take_sp(al_plan *p, const uint32_t *d, size_t n, al_sync sync);
+
+/* The most tokens one sample may have: d_max x M_mem (frame choice and rejection reason 4). */
+static inline uint64_t plan_mem_cap(const al_plan *p) {
+  return p->mem_tokens * p->sp_degrees[p->n_sp_degrees - 1];
+}
+
 /* batch_size.c: batch sizes (dual constraint) and predicted costs. */
+
+/* Every bucket's degree: the smallest allowed d with tokens <= d x M_mem, else the largest. */
+void plan_bucket_degrees(al_plan *p);
 
 /* Sizes every bucket for the epoch's sample counts (buckets[].samples): lowers micro_tokens to
  * the target whose batches average at most micro_tokens tokens, then sets every bucket's

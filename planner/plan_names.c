@@ -1,5 +1,5 @@
-/* The names of a plan's policies and last-step policies (al_plan.h), as options and manifests
- * spell them. */
+/* The names of a plan's policies, last-step policies and sync models (al_plan.h), as options and
+ * manifests spell them. */
 #include <string.h>
 
 #include "planner/al_plan.h"
@@ -32,5 +32,21 @@ int al_last_step_parse(const char *s, al_last_step *out) {
     *out = AL_LAST_DROP;
   else
     return al_set_error(AL_EINVAL, "unknown last-step policy '%s' (pad or drop)", s);
+  return AL_OK;
+}
+
+const char *al_sync_name(al_sync s) {
+  return s == AL_SYNC_STEP ? "step" : s == AL_SYNC_MICRO ? "micro" : "auto";
+}
+
+int al_sync_parse(const char *s, al_sync *out) {
+  if (!strcmp(s, "step"))
+    *out = AL_SYNC_STEP;
+  else if (!strcmp(s, "micro"))
+    *out = AL_SYNC_MICRO;
+  else if (!strcmp(s, "auto"))
+    *out = AL_SYNC_AUTO;
+  else
+    return al_set_error(AL_EINVAL, "unknown sync model '%s' (step, micro or auto)", s);
   return AL_OK;
 }

@@ -22,6 +22,8 @@ typedef struct plan_micro_view {
   uint32_t padded;         /* nonzero: every sample is a padding repeat */
   double cost_ms;          /* predicted */
   const uint32_t *samples; /* n index positions */
+  uint32_t sp_degree;      /* its group's degree (1 without SP) */
+  uint32_t sp_rank;        /* this rank's place in it; 0 is the leader, which lists samples */
 } plan_micro_view;
 
 /* The latent geometry (defaults filled in) and the cost model the plan was made with. */
@@ -39,6 +41,15 @@ const uint8_t *plan_view_key_status(const al_plan *p);
 /* steps x world + 1 offsets into the micro-batches, (step, rank) order: entry s W + r is the
  * first micro-batch of rank r in step first_step + s, entry s W + r + 1 the end of it. */
 const uint64_t *plan_view_slots(const al_plan *p);
+
+/* Nonzero when the plan is a slot schedule (SP degrees or the micro sync model): the manifest
+ * then records its degrees, sync model, groups and both bubbles. */
+int plan_view_sp(const al_plan *p);
+
+/* Per allowed degree (al_manifest_info.sp_degrees order): the groups (micro-batches counted
+ * once, padding included) and the real tokens they hold. */
+void plan_view_degree_counts(const al_plan *p, uint64_t groups[AL_PLAN_MAX_SP_DEGREES],
+                             uint64_t tokens[AL_PLAN_MAX_SP_DEGREES]);
 
 /* Micro-batch x (< al_manifest_info.micro_batches). */
 void plan_view_micro(const al_plan *p, uint64_t x, plan_micro_view *out);

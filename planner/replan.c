@@ -83,6 +83,15 @@ static int take_config(al_plan *p, const al_manifest *old, const al_manifest_inf
   p->index_samples = oi->index_samples;
   p->first_step = at_step;
   al_manifest_cost(old, &p->cost);
+  /* Each sample keeps its bucket and its bucket's degree rule: the same degrees, which must
+   * divide the new world. */
+  if ((rc = plan_check_sp_degrees(oi->sp_degrees, oi->n_sp_degrees, o->world))) {
+    al_error_prefix(rc, "%s: cannot re-plan for world %u", name, o->world);
+    return rc;
+  }
+  al_sync sy = AL_SYNC_STEP;
+  if (oi->sync) al_sync_parse(oi->sync, &sy);
+  plan_take_sp(p, oi->sp_degrees, oi->n_sp_degrees, sy);
   return resolve_step(p, oi, o);
 }
 
@@ -100,6 +109,7 @@ static int take_buckets(al_plan *p, const al_manifest *old, size_t n_buckets) {
     b->batch_size = ob.batch_size ? ob.batch_size : 1;
     b->limited_by = plan_limit_parse(ob.limited_by);
   }
+  plan_bucket_degrees(p);
   plan_bucket_costs(p);
   return AL_OK;
 }
@@ -152,17 +162,21 @@ static int take_samples(al_plan *p, const al_manifest *old, const al_manifest_in
       for (uint32_t x = 0; x < n && !rc; x++) {
         al_micro_ref m;
         al_manifest_micro(old, s, r, x, &m);
+        if (m.sp_rank) continue; /* a follower: its group's leader lists the samples */
         rc = take_micro(p, &m, bucket_of, name, count);
       }
     }
   return rc;
 }
 
-/* Batches the re-plan's samples make with the buckets' batch sizes as they are. */
+/* Rank-slots the re-plan's samples take with the buckets' batch sizes as they are: a batch of
+ * degree d takes d (the batch count without SP). */
 static uint64_t batch_count(const al_plan *p) {
   uint64_t n = 0;
-  for (size_t i = 0; i < p->n_buckets; i++)
-    n += (p->buckets[i].samples + p->buckets[i].batch_size - 1) / p->buckets[i].batch_size;
+  for (size_t i = 0; i < p->n_buckets; i++) {
+    uint64_t d = p->buckets[i].sp_degree > 1 ? p->buckets[i].sp_degree : 1;
+    n += (p->buckets[i].samples + p->buckets[i].batch_size - 1) / p->buckets[i].batch_size * d;
+  }
   return n;
 }
 

@@ -34,6 +34,8 @@ static int push_micro(al_plan *p, uint64_t first, uint32_t n, uint32_t bucket, u
   m->seq = (uint32_t)p->n_micro;
   m->padded = padded;
   m->cost = plan_micro_cost(p, bucket, n);
+  m->sp_degree = p->buckets[bucket].sp_degree > 1 ? p->buckets[bucket].sp_degree : 1;
+  m->sp_rank = 0;
   p->n_micro++;
   return AL_OK;
 }
@@ -475,6 +477,8 @@ int plan_schedule(al_plan *p, uint64_t *items, size_t n, uint64_t stream) {
   }
   int rc = form_batches(p, items, n);
   if (rc) return rc;
+  /* Sequence parallelism or the micro sync model: the slot schedule (sp_schedule.c). */
+  if (p->sp_sched) return plan_schedule_slots(p, &rng);
   /* adaptive-unbalanced: adaptive's batches, dealt as they come (no per-step balancing). */
   if (p->policy != AL_POLICY_ADAPTIVE) return deal_equal_token(p);
   return deal_adaptive(p, &rng);

@@ -203,6 +203,9 @@ typedef struct al_stream_options {
    * AL_STREAM_MAX_SKIP_DEFAULT; 1 = no budget. A stream whose samples were all skipped fails
    * at its end (instead of AL_EOF) whatever the budget. */
   double max_skip_fraction;
+  /* Added at the end: under sequence parallelism, 0 = every rank of a group gets the group's
+   * whole micro-batch; 1 = only this rank's token shard (al_stream_batch.shard_token_*). */
+  int sp_shard;
 } al_stream_options;
 
 /* 1%: a stream skipping more is reading the wrong member or a damaged corpus, not a stray bad
@@ -284,6 +287,17 @@ typedef struct al_stream_batch {
   uint64_t skipped_real_tokens;
   uint64_t planned_tokens; /* tokens the plan put in this micro-batch, padding included
                               (== tokens when nothing was skipped) */
+  /* Added at the end: the sequence-parallel group this rank runs the micro-batch in, ranks
+   * [sp_group_first, sp_group_first + sp_degree), this rank being number sp_rank (1, 0 and the
+   * rank itself without SP). With options.sp_shard the batch holds only this rank's slice
+   * [shard_token_begin, shard_token_end) of the group's packed sequence (sp_sharded 1);
+   * otherwise the whole micro-batch, [0, tokens). */
+  uint32_t sp_degree;
+  uint32_t sp_rank;
+  uint32_t sp_group_first;
+  uint32_t sp_sharded;
+  uint64_t shard_token_begin;
+  uint64_t shard_token_end;
 } al_stream_batch;
 
 typedef struct al_stream_stats {

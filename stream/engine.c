@@ -454,6 +454,11 @@ static int publish(al_stream *s, slot *sl, const stream_plan_batch *pb, size_t n
   b->n_members = s->n_members;
   b->members = sl->bm;
   memcpy(b->grid, pb->grid, sizeof b->grid);
+  b->sp_degree = pb->sp_degree;
+  b->sp_rank = pb->sp_rank;
+  b->sp_group_first = s->plan.rank - pb->sp_rank;
+  b->shard_token_begin = 0;
+  b->shard_token_end = tokens;
   if (!s->device_copy) return AL_OK;
   if ((rc = device_copy(s, sl, total)) != AL_OK)
     return al_error_prefix(rc, "step %" PRIu32 " micro %" PRIu32 ": device copy", pb->step,

@@ -31,6 +31,7 @@ typedef struct stream_plan_batch {
    * member is cropped to. Zeros: none (a hand-made plan): the latent is delivered whole,
    * unless the plan's grid_error says why the grid is unknown (then a typed latent fails). */
   uint32_t grid[3];
+  uint32_t sp_degree, sp_rank; /* this rank's sequence-parallel group (al_micro_ref) */
 } stream_plan_batch;
 
 typedef struct stream_plan_sample {

@@ -80,6 +80,8 @@ int stream_rank_plan_from_manifest(stream_rank_plan *out, const al_manifest *m, 
       b->step_tokens = ref.step_tokens;
       b->first = out->n_samples;
       b->n = ref.n_samples;
+      b->sp_degree = ref.sp_degree ? ref.sp_degree : 1;
+      b->sp_rank = ref.sp_rank;
       if (stream_bucket_grid(m, ref.bucket, b->grid) != AL_OK && !out->grid_error) {
         out->grid_error = strdup(al_last_error()); /* reported by a typed latent's read */
         if (!out->grid_error) {

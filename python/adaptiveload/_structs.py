@@ -95,6 +95,9 @@ class PlanOptions(ctypes.Structure):
         ("step_tokens", c_uint64),
         ("require_members", _P(c_char_p)),
         ("n_require_members", c_size_t),
+        ("sp_degrees", _P(c_uint32)),
+        ("n_sp_degrees", c_size_t),
+        ("sync", c_int),
     ]
 
 
@@ -146,6 +149,12 @@ class ManifestInfo(ctypes.Structure):
         ("step_samples_mean", c_double),
         ("step_samples_cv", c_double),
         ("step_time_cv", c_double),
+        ("sync", c_char_p),
+        ("n_sp_degrees", c_uint32),
+        ("sp_degrees", c_uint32 * 11),
+        ("sp_max_degree", c_uint32),
+        ("bubble_step", c_double),
+        ("bubble_micro", c_double),
     ]
 
 
@@ -192,6 +201,7 @@ class StreamOptions(ctypes.Structure):
         ("max_member_bytes", c_uint64),
         ("max_sample_bytes", c_uint64),
         ("max_skip_fraction", c_double),
+        ("sp_shard", c_int),
     ]
 
 
@@ -250,6 +260,12 @@ class StreamBatch(ctypes.Structure):
         ("skipped_real_samples", c_uint64),
         ("skipped_real_tokens", c_uint64),
         ("planned_tokens", c_uint64),
+        ("sp_degree", c_uint32),
+        ("sp_rank", c_uint32),
+        ("sp_group_first", c_uint32),
+        ("sp_sharded", c_uint32),
+        ("shard_token_begin", c_uint64),
+        ("shard_token_end", c_uint64),
     ]
 
 

@@ -19,7 +19,9 @@ of the same name documents each):
 
     policy ("adaptive" | "equal-token" | "adaptive-unbalanced"), micro_per_step, step_tokens, mem_tokens, comp_ms,
     window, last_step ("pad" | "drop"), start_step, buckets (bucket table file),
-    geometry ((vae_stride_t, vae_stride_s, patch_t, patch_h, patch_w))
+    geometry ((vae_stride_t, vae_stride_s, patch_t, patch_h, patch_w)),
+    sp_degrees (sequence-parallel degrees, e.g. [1, 2, 4, 8]: powers of two dividing world),
+    sync ("step" | "micro" | "auto")
 
 Elastic resume (another world size mid-epoch)::
 
@@ -48,13 +50,13 @@ import tempfile
 
 from . import _lib
 from . import _structs as S
-from ._args import U32_MAX, finite, path_arg, whole, whole_or_default
+from ._args import U32_MAX, finite, path_arg, sp_degrees, sync_model, whole, whole_or_default
 from ._handles import Index, Manifest
 
 _POLICY = {"adaptive": 0, "equal-token": 1, "adaptive-unbalanced": 2}
 _LAST_STEP = {"pad": 0, "drop": 1}
 _OPTIONS = ("policy", "micro_per_step", "step_tokens", "mem_tokens", "comp_ms", "window", "last_step",
-            "start_step", "buckets", "geometry", "require_members")
+            "start_step", "buckets", "geometry", "require_members", "sp_degrees", "sync")
 
 
 def _options(world, epoch, seed, options):
@@ -88,6 +90,12 @@ def _options(world, epoch, seed, options):
     if req:
         o._require = (ctypes.c_char_p * len(req))(*[str(m).encode() for m in req])  # alive with o
         o.require_members, o.n_require_members = ctypes.cast(o._require, ctypes.POINTER(ctypes.c_char_p)), len(req)
+    sp = options.get("sp_degrees")  # al_plan_options.sp_degrees (plan --sp-degrees)
+    if sp is not None:
+        degrees = sp_degrees(sp, o.world)
+        o._sp = (ctypes.c_uint32 * len(degrees))(*degrees)  # alive with o
+        o.sp_degrees, o.n_sp_degrees = ctypes.cast(o._sp, ctypes.POINTER(ctypes.c_uint32)), len(degrees)
+    o.sync = sync_model(options.get("sync", "auto"))
     geom = options.get("geometry")
     if geom is not None:
         if isinstance(geom, (str, bytes)) or not hasattr(geom, "__len__") or len(geom) != 5:
