@@ -372,6 +372,7 @@ def compose_cmd(a):
                                                     "collective_share")})
         out["rows"][-1]["pred_median"] = (res["pred_vs_measured"]["all"] or {}).get("median_rel_err")
         out["rows"][-1]["pred_max"] = (res["pred_vs_measured"]["all"] or {}).get("max_rel_err")
+        out["rows"][-1]["pred_scaled"] = (res["pred_vs_measured"]["all"] or {}).get("after_one_scale")
         out["rows"][-1]["peak_gb"] = (res["memory"]["peak_mem_bytes_timed_blocks"] or 0) / 1e9
         out["rows"][-1]["max_share_over_mem"] = res["memory"]["max_share_over_mem_tokens"]
     for name, (fn, missing, _) in fns.items():

@@ -286,13 +286,17 @@ def size_band(tokens):
 
 def pred_vs_measured(pairs):
     """pairs: (per-rank tokens, predicted ms, measured ms). Median / max relative error,
-    overall and by size band, and the median measured/predicted ratio."""
+    overall and by size band, the median measured/predicted ratio k, and the errors of k x
+    predicted (the model's shape error once its level is corrected)."""
     def stats(ps):
         rel = sorted(abs(p - m) / m for _, p, m in ps if m > 0)
         if not rel:
             return None
+        k = statistics.median(m / p for _, p, m in ps if p > 0)
+        rel_k = sorted(abs(k * p - m) / m for _, p, m in ps if m > 0)
         return {"n": len(rel), "median_rel_err": statistics.median(rel), "max_rel_err": rel[-1],
-                "median_measured_over_pred": statistics.median(m / p for _, p, m in ps if p > 0)}
+                "median_measured_over_pred": k,
+                "after_one_scale": {"median_rel_err": statistics.median(rel_k), "max_rel_err": rel_k[-1]}}
     pairs = [x for x in pairs if x[1] is not None]
     bands = {}
     for x in pairs:
