@@ -197,6 +197,9 @@ class EndToEnd(unittest.TestCase):
                             "8192", "--micro-per-step", "2", "--buckets", os.path.join(w, "buckets.txt"), "-o", man,
                             "--last-step", "drop"], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             sched = sp_arms.lockstep_schedule(cli, man, native, 4)
+            # ours at several degrees: groups of more than one rank, read back from the manifest
+            with open(r["meta"]["arms"]["14b/c/w8"]) as f:
+                ours = json.load(f)
         sp_model.check_schedule(sched)
         self.assertGreater(len(sched["steps"]), 10)
         for step in sched["steps"]:
@@ -209,8 +212,11 @@ class EndToEnd(unittest.TestCase):
         got = {(x["model"], x["world"], x["arm"]) for x in r["rows"]}
         for model in ("14b", "1.3b"):
             for W in (8, 16):
-                for arm in ("a", "b", "b-T"):
+                for arm in ("a", "a'", "b", "b-T", "c", "d"):
                     self.assertIn((model, W, arm), got)
+        sp_model.check_schedule(ours)
+        degrees = {g["d"] for st in ours["steps"] for sl in st for g in sl}
+        self.assertTrue(degrees & {2, 4, 8} and degrees <= {1, 2, 4, 8}, degrees)
         for x in r["rows"]:
             self.assertGreater(x["tokens_per_s"], 0)
             self.assertTrue(0 <= x["bubble"] < 1, x)
