@@ -1,0 +1,231 @@
+#!/usr/bin/env python3
+"""CPU checks of the SP replay (dev/e2e/sp_*.py, dcp_policy.py, fixed_sp_policy.py): the
+composition arithmetic, the schedule checks, the DCP-like planner's accumulation search
+against a brute-force search and its sample accounting, the share block's layout, the device
+runner in smoke mode, and prepare -> fake timings -> compose end to end through the real
+CLI on a 2,000-sample corpus. Run by dev/e2e/sp_replay_smoke_test.sh (bazel:
+//dev/e2e:sp_replay_smoke_test); standalone: `python3 dev/e2e/sp_replay_test.py` with
+ADAPTIVELOAD_BIN and ADAPTIVELOAD_LIB set (or a checkout's bazel-bin)."""
+
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import dcp_policy  # noqa: E402
+import fixed_sp_policy  # noqa: E402
+import sp_buckets  # noqa: E402
+import sp_corpus  # noqa: E402
+import sp_model  # noqa: E402
+
+
+def brute_force_counts(times, max_gas):
+    """Every reference t_j x m <= max(t) x max_gas; per group every count 1..floor(max/t_i);
+    the first best total kept (the search dcp_policy.grad_accumulation_counts shortcuts)."""
+    cap = max(times) * max_gas
+
+    def score(t, ref):
+        return (t - ref) * 1.2 if t > ref else ref - t
+
+    best, best_counts = float("inf"), None
+    for t_out in times:
+        for mult in range(1, int(cap / t_out) + 1):
+            ref = t_out * mult
+            if ref > cap:
+                break
+            counts, total = [], 0.0
+            for t in times:
+                g_best, s_best = None, float("inf")
+                for g in range(1, int(cap / t) + 1):
+                    if t * g > cap:
+                        break
+                    if score(t * g, ref) < s_best:
+                        g_best, s_best = g, score(t * g, ref)
+                counts.append(g_best)
+                total += s_best
+            if total < best:
+                best, best_counts = total, counts
+    return best_counts
+
+
+class Composition(unittest.TestCase):
+    def test_lockstep_is_sum_of_slot_maxima(self):
+        m = sp_model.MODELS["1.3b"]
+        comm = sp_model.Comm(m, 4)
+        sched = {"sync": "micro", "world": 4, "steps": [[
+            [{"d": 1, "rank": r, "B": 1, "S": 100 * (r + 1), "real": 100, "native": 100} for r in range(4)],
+            [{"d": 2, "rank": 0, "B": 1, "S": 400, "real": 400, "native": 400},
+             {"d": 2, "rank": 2, "B": 1, "S": 200, "real": 200, "native": 400}]]]}
+        sp_model.check_schedule(sched)
+        steps = sp_model.compose(sched, lambda B, S, d: S / d, comm)
+        a2a = comm.a2a_ms(1, 400, 2)
+        self.assertAlmostEqual(steps[0]["work_ms"], 400 + 200 + a2a)
+        self.assertAlmostEqual(steps[0]["coll_ms"], comm.lockstep_step_ms(2))
+        busy = [100 + 200 + a2a, 200 + 200 + a2a, 300 + 100 + comm.a2a_ms(1, 200, 2), 400 + 100 +
+                comm.a2a_ms(1, 200, 2)]
+        self.assertEqual([round(x, 9) for x in steps[0]["rank_busy_ms"]], [round(x, 9) for x in busy])
+        s = sp_model.summarise(steps, 4)
+        self.assertAlmostEqual(s["bubble"], 1 - sum(busy) / (4 * steps[0]["work_ms"]))
+        self.assertAlmostEqual(s["kept_of_planned"], 1000 / 1200)
+
+    def test_per_rank_is_max_of_lane_sums_per_phase(self):
+        comm = sp_model.Comm(sp_model.MODELS["1.3b"], 2)
+        mb = lambda S: {"B": 1, "S": S, "real": S, "native": S}  # noqa: E731
+        sched = {"sync": "per-rank", "world": 2, "steps": [[
+            [{"d": 1, "rank": 0, "micro": [mb(10), mb(10), mb(10)]}, {"d": 1, "rank": 1, "micro": [mb(25)]}],
+            [{"d": 2, "rank": 0, "micro": [mb(40)]}]]]}
+        sp_model.check_schedule(sched)
+        steps = sp_model.compose(sched, lambda B, S, d: float(S), comm)
+        self.assertAlmostEqual(steps[0]["work_ms"], 30 + 40 + comm.a2a_ms(1, 40, 2))
+        self.assertAlmostEqual(steps[0]["coll_ms"], comm.zero_step_ms())
+
+    def test_check_schedule_refuses_misaligned_and_uncovered(self):
+        g = lambda d, r: {"d": d, "rank": r, "B": 1, "S": 1, "real": 1, "native": 1}  # noqa: E731
+        with self.assertRaisesRegex(ValueError, "not aligned"):
+            sp_model.check_schedule({"sync": "micro", "world": 4, "steps": [[[g(2, 1), g(1, 0), g(1, 3)]]]})
+        with self.assertRaisesRegex(ValueError, "exactly once"):
+            sp_model.check_schedule({"sync": "micro", "world": 4, "steps": [[[g(2, 0), g(1, 2)]]]})
+
+    def test_cost_mirror_at_degree_one_has_no_a2a(self):
+        c = sp_model.PlanCost("poly2", {"a": 2.0, "b": 0.5, "c": 1e-3}, sp_model.Comm(sp_model.MODELS["14b"], 8))
+        self.assertAlmostEqual(c.predict(2, 100, 1), 2.0 + 2 * (50 + 10))
+        self.assertGreater(c.predict(2, 100, 4), 2.0 + 2 * 60 / 4)
+
+
+class Dcp(unittest.TestCase):
+    def test_counts_match_brute_force(self):
+        rng = random.Random(3)
+        for _ in range(200):
+            times = [round(rng.uniform(1, 9), 1) for _ in range(rng.randint(1, 6))]
+            g = rng.randint(1, 4)
+            self.assertEqual(dcp_policy.grad_accumulation_counts(times, g), brute_force_counts(times, g), (times, g))
+
+    def test_plan_accounts_for_every_sample(self):
+        shapes = sp_corpus.make_shapes(3000, 1)
+        native = [sp_model.tokens(w, h, f) for w, h, f, _ in shapes]
+        cost = sp_model.PlanCost("poly2", [20.0, 0.1, 5e-6])
+        buckets, stats = sp_buckets.assign(shapes, 32768, [1, 2, 4, 8])
+        sched, facts = dcp_policy.plan(shapes, native, 16, 32768, [1, 2, 4, 8], cost, 2)
+        sp_model.check_schedule(sched)
+        planned = sum(mb["B"] for st in sched["steps"] for ph in st for ln in ph for mb in ln["micro"])
+        self.assertEqual(planned + facts["dropped_samples"], sum(len(v) for v in buckets.values()))
+        for st in sched["steps"]:
+            for ph in st:
+                for ln in ph:
+                    for mb in ln["micro"]:
+                        self.assertLessEqual(mb["B"] * mb["S"], ln["d"] * 32768)
+                        self.assertEqual(sp_buckets.degree_for(mb["S"], 32768, [1, 2, 4, 8]), ln["d"])
+        merged = dcp_policy.merge_to_T(sched, 16 * 4 * 32768)
+        self.assertLess(len(merged["steps"]), len(sched["steps"]))
+        self.assertAlmostEqual(dcp_policy.step_tokens(merged) * len(merged["steps"]),
+                               dcp_policy.step_tokens(sched) * len(sched["steps"]), delta=1)
+
+    def test_fixed_degree_batches_fill_the_group(self):
+        shapes = sp_corpus.make_shapes(2000, 2)
+        native = [sp_model.tokens(w, h, f) for w, h, f, _ in shapes]
+        s, f = fixed_sp_policy.plan(shapes, native, 8, 32768, 8, 4, sp_model.PlanCost("poly2", [1, 1, 0]))
+        sp_model.check_schedule(s)
+        for st in s["steps"]:
+            self.assertEqual(len(st), 4)
+            for slot in st:
+                self.assertEqual([g["d"] for g in slot], [8])
+
+
+class Share(unittest.TestCase):
+    def test_layout_round_trip_and_heads(self):
+        import torch
+
+        import sp_share
+
+        b = sp_share.ShareBlock(48, 6, 96, 16)
+        t = torch.randn(2, 12, 48)
+        for d in (1, 2, 3, 6):
+            q = b._a2a_in(t, d)
+            self.assertEqual(tuple(q.shape), (2, 6 // d, 12 * d, 8))
+            self.assertTrue(torch.equal(b._a2a_out(q, d), t))
+        with self.assertRaisesRegex(ValueError, "does not divide"):
+            b(t, torch.zeros(2, 6, 48), torch.zeros(2, 4, 16), 4)
+
+    def test_share_runs_forward_and_backward(self):
+        import torch
+
+        import sp_share
+
+        s = sp_share.Share(32, 4, 64, 16, 4, 2, torch.device("cpu"), dtype=torch.float32)
+        r = s.time_shape(2, 32, 2, reps=2)
+        self.assertEqual(len(r["runs"]), 2)
+        self.assertGreater(r["ms"], 0)
+        ms = s.time_sequence([(1, 32, 1), (2, 16, 4), (1, 31, 4)])  # 31 tokens: padded to 32 for d = 4
+        self.assertEqual(len(ms), 3)
+
+    def test_runner_smoke(self):
+        with tempfile.TemporaryDirectory() as d:
+            subprocess.run([sys.executable, os.path.join(HERE, "sp_replay.py"), "--smoke", "--out", d], check=True,
+                           stdout=subprocess.DEVNULL)
+            with open(os.path.join(d, "timings.json")) as f:
+                tm = json.load(f)
+            self.assertEqual(len(tm["models"]["tiny"]["shapes"]), 4)
+            self.assertEqual([len(s) for s in tm["full"]["step_ms"]], [2, 2])
+
+
+class EndToEnd(unittest.TestCase):
+    def test_prepare_fake_compose(self):
+        cli = os.environ.get("ADAPTIVELOAD_BIN") or os.path.join(HERE, "..", "..", "bazel-bin", "adaptiveload")
+        lib = os.environ.get("ADAPTIVELOAD_LIB") or os.path.join(HERE, "..", "..", "bazel-bin", "dist",
+                                                                "libadaptiveload.so")
+        arms = [sys.executable, os.path.join(HERE, "sp_arms.py")]
+        with tempfile.TemporaryDirectory() as w:
+            subprocess.run(arms + ["prepare", "--work", w, "--smoke", "--bin", cli, "--lib", lib, "--worlds", "8,16",
+                                   "--full-steps", "5"], check=True, stdout=subprocess.DEVNULL)
+            subprocess.run(arms + ["fake-timings", "--work", w, "--out", os.path.join(w, "t.json")], check=True)
+            subprocess.run(arms + ["compose", "--work", w, "--timings", os.path.join(w, "t.json"), "--out",
+                                   os.path.join(w, "r.json")], check=True, stdout=subprocess.DEVNULL)
+            with open(os.path.join(w, "r.json")) as f:
+                r = json.load(f)
+            # a planner schedule read back from `inspect --jsonl` (degree 1: the plan of today)
+            import sp_arms
+
+            with open(os.path.join(w, "corpus.json")) as f:
+                native = json.load(f)["tokens"]
+            man = os.path.join(w, "p.alm")
+            subprocess.run([cli, "plan", "--index", os.path.join(w, "corpus.alidx"), "--world", "4", "--mem-tokens",
+                            "8192", "--micro-per-step", "2", "--buckets", os.path.join(w, "buckets.txt"), "-o", man,
+                            "--last-step", "drop"], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            sched = sp_arms.lockstep_schedule(cli, man, native, 4)
+            # ours at several degrees: groups of more than one rank, read back from the manifest
+            with open(r["meta"]["arms"]["14b/c/w8"]) as f:
+                ours = json.load(f)
+        sp_model.check_schedule(sched)
+        self.assertGreater(len(sched["steps"]), 10)
+        for step in sched["steps"]:
+            self.assertEqual(len(step), 2)
+            for slot in step:
+                self.assertEqual([(g["d"], g["rank"]) for g in slot], [(1, 0), (1, 1), (1, 2), (1, 3)])
+                for g in slot:
+                    self.assertLessEqual(g["real"], 8192)
+                    self.assertLessEqual(g["real"], g["native"])
+        got = {(x["model"], x["world"], x["arm"]) for x in r["rows"]}
+        for model in ("14b", "1.3b"):
+            for W in (8, 16):
+                for arm in ("a", "a'", "b", "b-T", "c", "d"):
+                    self.assertIn((model, W, arm), got)
+        sp_model.check_schedule(ours)
+        degrees = {g["d"] for st in ours["steps"] for sl in st for g in sl}
+        self.assertTrue(degrees & {2, 4, 8} and degrees <= {1, 2, 4, 8}, degrees)
+        for x in r["rows"]:
+            self.assertGreater(x["tokens_per_s"], 0)
+            self.assertTrue(0 <= x["bubble"] < 1, x)
+            self.assertTrue(0 < x["kept_of_corpus"] <= 1, x)
+            self.assertLessEqual(x["max_share_over_mem"], 1.0, x)
+        self.assertEqual(r["full_replay"]["steps"], 5)
+        self.assertLess(r["full_replay"]["total_rel_err"], 1e-9)  # the fake full replay is the table itself
+        self.assertEqual(r["missing_shapes"], {"14b": [], "1.3b": []})
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
