@@ -260,11 +260,11 @@ TEST(SpPlan, LongSampleKeptWholeAtADegreeCutOnlyBeyondTheLargest) {
     uint32_t mem;
     uint32_t frames, degree;
   } cases[] = {
-      {d1, 1, 32768, 0, 1},      // 111,600 > M_mem: cut in time
-      {d12, 2, 32768, 0, 2},     // > 2 M_mem: still cut, at the largest degree
-      {d124, 3, 32768, 121, 4},  // <= 4 M_mem: whole at degree 4
-      {d8, 1, 16384, 121, 8},    // <= 8 M_mem: whole at degree 8
-      {d2, 1, 65536, 121, 2},    // <= 2 M_mem: whole at degree 2
+      {d1, 1, 32768, 0, 1},     // 111,600 > M_mem: cut in time
+      {d12, 2, 32768, 0, 2},    // > 2 M_mem: still cut, at the largest degree
+      {d124, 3, 32768, 121, 4}, // <= 4 M_mem: whole at degree 4
+      {d8, 1, 16384, 121, 8},   // <= 8 M_mem: whole at degree 8
+      {d2, 1, 65536, 121, 2},   // <= 2 M_mem: whole at degree 2
   };
   for (const Case &c : cases) {
     al_plan_options o = SpOptions(8, 1, c.d, c.n);
