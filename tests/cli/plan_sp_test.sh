@@ -42,6 +42,9 @@ assert 0 <= d['bubble_step'] <= d['bubble_micro'] + 1e-9 < 1, d
 assert d['bubble'] == d['bubble_micro'], d
 assert sum(v['micro_batches'] for v in d['by_degree'].values()) > 0, d
 assert sum(v['tokens'] for v in d['by_degree'].values()) == d['tokens'], d
+assert len(d['layout']) == 2, d['layout']  # K = 2 slots of step 0
+for slot in d['layout']:
+    assert sum(g[1] for g in slot) == 8 and all(g[0] % g[1] == 0 for g in slot), slot
 " || fail "inspect --json SP fields"
 "$BIN" inspect --jsonl "$T/sp.alm" >"$T/jl" || fail "inspect --jsonl"
 py "
