@@ -10,7 +10,10 @@
 # 2. Scale: a 10M-sample index made in memory by dev/bench_plan (same distribution as
 #    synth), planned for W = 64 under /usr/bin/time -v (wall, CPU, peak RSS).
 # 3. Determinism: the W = 64 adaptive plan twice, cmp'd.
-# Environment (defaults): N=20000 BIG=10000000 WORK=/tmp/al_bench_plan EXTRA=""
+# 4. With SP_BENCH=1: a 1M-sample index (dev/bench_plan --samples 1000000), planned for W = 64
+#    with --sp-degrees 1,2,4,8 and without, interleaved 3 times each, at the defaults and at
+#    --mem-tokens 16384 --micro-per-step 4 (degrees 4 and 8 used), under /usr/bin/time -v.
+# Environment (defaults): N=20000 BIG=10000000 WORK=/tmp/al_bench_plan EXTRA="" SP_BENCH=0
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${N:-20000}
@@ -61,3 +64,18 @@ for P in adaptive equal-token; do
 done
 "$A" plan --index "$WORK/idx10m.alidx" --world 64 -o "$WORK/m10m-again.alm" >/dev/null 2>&1
 cmp "$WORK/m10m-adaptive.alm" "$WORK/m10m-again.alm" && echo "determinism: two 10M-sample W=64 manifests are byte-identical"
+
+if [ "${SP_BENCH:-0}" = 1 ]; then
+  "$WORK/bench_plan" -o "$WORK/idx1m.alidx" --samples 1000000 --shards 100 >&2
+  for X in "" "--mem-tokens 16384 --micro-per-step 4"; do
+    for i in 1 2 3; do
+      for D in "" "--sp-degrees 1,2,4,8"; do
+        # shellcheck disable=SC2086
+        /usr/bin/time -v "$A" plan --index "$WORK/idx1m.alidx" --world 64 $X $D -o "$WORK/m1m.alm" \
+          2>"$WORK/time-sp.txt" >/dev/null
+        t=$WORK/time-sp.txt
+        echo "1M samples, W=64 ${X:-defaults} ${D:-(no SP)}: wall $(grep 'Elapsed (wall' "$t" | awk '{print $NF}'), user $(grep 'User time' "$t" | awk '{print $NF}') s, sys $(grep 'System time' "$t" | awk '{print $NF}') s, peak RSS $(( $(grep 'Maximum resident' "$t" | awk '{print $NF}') / 1024 )) MB; $(grep '^plan: index' "$t")"
+      done
+    done
+  done
+fi

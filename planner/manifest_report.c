@@ -192,8 +192,28 @@ void al_manifest_print_summary(FILE *out, const al_manifest *m, const char *name
   }
 }
 
+/* "layout": the groups of the first step, per slot, as [first rank, degree] pairs. */
+static void print_layout_json(FILE *out, const al_manifest *m) {
+  uint32_t W = m->world;
+  fputs(", \"layout\": [", out);
+  if (m->steps)
+    for (uint64_t k = 0; k < m->slot[1] - m->slot[0]; k++) {
+      fputs(k ? ", [" : "[", out);
+      for (uint32_t r = 0; r < W;) {
+        if (m->slot[r] + k >= m->slot[r + 1]) break;
+        const manifest_micro *mi = &m->micro[m->slot[r] + k];
+        uint32_t d = mi->sp_degree ? mi->sp_degree : 1;
+        fprintf(out, "%s[%u, %u]", r ? ", " : "", r, d);
+        r += d;
+      }
+      fputs("]", out);
+    }
+  fputs("]", out);
+}
+
 static void print_info_json(FILE *out, const al_manifest_info *in, const uint64_t *rejected,
-                            size_t used, const uint64_t *groups, const uint64_t *tokens) {
+                            size_t used, const uint64_t *groups, const uint64_t *tokens,
+                            const al_manifest *m) {
   fprintf(out, "{\"policy\": ");
   jsonw_string(out, in->policy);
   fprintf(out, ", \"world\": %u, \"seed\": %llu, \"epoch\": %u, \"first_step\": %u, \"steps\": %u",
@@ -233,14 +253,17 @@ static void print_info_json(FILE *out, const al_manifest_info *in, const uint64_
   fprintf(out, ", \"buckets_used\": %zu, \"cost_model\": ", used);
   jsonw_string(out, in->cost_family);
   fprintf(out, ", \"index_fingerprint\": \"%016llx\"", (unsigned long long)in->index_fingerprint);
-  if (info_is_sp(in)) print_sp_json(out, in, groups, tokens);
+  if (info_is_sp(in)) {
+    print_sp_json(out, in, groups, tokens);
+    if (m) print_layout_json(out, m);
+  }
   fputs("}\n", out);
 }
 
 void al_manifest_print_json(FILE *out, const al_manifest *m) {
   uint64_t g[AL_PLAN_MAX_SP_DEGREES], t[AL_PLAN_MAX_SP_DEGREES];
   manifest_degree_counts(m, g, t);
-  print_info_json(out, &m->info, m->rejected, buckets_used(m), g, t);
+  print_info_json(out, &m->info, m->rejected, buckets_used(m), g, t, m);
 }
 
 void al_plan_print_json(FILE *out, const al_plan *p) {
@@ -250,7 +273,7 @@ void al_plan_print_json(FILE *out, const al_plan *p) {
   for (int r = 0; r < AL_REJECT_COUNT; r++) rej[r] = al_plan_rejected(p, (al_reject_reason)r);
   uint64_t g[AL_PLAN_MAX_SP_DEGREES], t[AL_PLAN_MAX_SP_DEGREES];
   plan_view_degree_counts(p, g, t);
-  print_info_json(out, &in, rej, al_plan_buckets_used(p), g, t);
+  print_info_json(out, &in, rej, al_plan_buckets_used(p), g, t, NULL);
 }
 
 void al_plan_print_summary(FILE *out, const al_plan *p, const char *name) {

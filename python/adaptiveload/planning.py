@@ -298,9 +298,11 @@ class Planner:
         if isinstance(source, (str, bytes, os.PathLike)):
             base_path = os.fspath(source)
             info = Manifest(base_path).info
+            degrees = list(info["sp_degrees"])[: info["n_sp_degrees"]]
+            sp = {} if degrees == [1] and info["sync"] == "step" else {"sp_degrees": degrees, "sync": info["sync"]}
             old = cls(index, world=info["world"], seed=info["seed"], cost=cost, out_dir=out_dir,
                       policy=info["policy"], last_step=info["last_step"], mem_tokens=info["mem_tokens"],
-                      window=info["window"])
+                      window=info["window"], **sp)
             old._origin = {"epoch": info["epoch"], "base": base_path, "replans": []}
             epoch = info["epoch"] if epoch is None else epoch
         else:

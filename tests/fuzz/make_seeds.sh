@@ -81,6 +81,10 @@ container "$T/e5.alm" "$C/manifest_load/equal_w5_pad"
 "$CLI" plan --index "$T/c12.alidx" --world 5 --policy equal-token --last-step drop -o "$T/e5d.alm" >/dev/null 2>&1
 container "$T/a2.alm" "$C/manifest_load/adaptive_w2"
 { printf '\000'; lz4 -d -q -c "$T/e5d.alm"; } > "$C/manifest_load/equal_w5_drop.stream"
+# A sequence-parallel plan: groups of degree 2 and 4 with followers (no samples of their own).
+"$CLI" plan --index "$T/c12.alidx" --world 4 --micro-per-step 2 --mem-tokens 16384 \
+  --sp-degrees 1,2,4 -o "$T/sp4.alm" >/dev/null 2>&1
+container "$T/sp4.alm" "$C/manifest_load/sp_w4"
 { head -1 planner/data/h200_shape_bench.csv; sed -n '10,21p' planner/data/h200_shape_bench.csv; } > "$T/bench.csv"
 "$CLI" fit --bench "$T/bench.csv" -o "$T/mem.alcost" >/dev/null 2>&1
 "$CLI" fit --default --loss abs -o "$T/default.alcost" >/dev/null 2>&1

@@ -494,6 +494,40 @@ TEST(SpPlan, OptionErrorsNameTheOption) {
   }
 }
 
+TEST(SpPlan, SweepOfWorldsDegreesPoliciesAndLastSteps) {
+  // Every plan loads (manifest_check proves the groups) and holds every sample once.
+  Shapes s = altest::MakeShapes(300, 21);
+  const uint32_t all[] = {1, 2, 4, 8, 16, 32, 64};
+  int plans = 0;
+  for (uint32_t W : {1u, 2u, 3u, 4u, 8u, 12u, 64u})
+    for (uint32_t K : {1u, 3u})
+      for (uint32_t mask : {0x1u, 0x3u, 0x6u, 0xFu, 0x8u, 0x55u, 0x7Fu}) {
+        std::vector<uint32_t> d;
+        for (int b = 0; b < 7; b++)
+          if ((mask >> b & 1) && W % all[b] == 0) d.push_back(all[b]);
+        if (d.empty()) continue;
+        for (int pol = 0; pol < 3; pol++)
+          for (int last = pol % 2; last < 2; last += 2) {
+            al_plan_options o = SpOptions(W, K, d.data(), d.size(), (al_sync)((W + K + pol) % 3));
+            o.policy = (al_policy)pol;
+            o.last_step = (al_last_step)last;
+            o.mem_tokens = 8192;
+            o.window = 3;
+            al_manifest *m = altest::PlanAndLoad(s, o, "sp_sweep.alm");
+            ASSERT_TRUE(m) << "W " << W << " K " << K << " mask " << mask << " policy " << pol;
+            CheckGroups(m);
+            al_manifest_info in = altest::Info(m);
+            auto occ = LeaderOccurrences(m);
+            ASSERT_EQ(occ.size(), in.samples);
+            ASSERT_EQ(in.samples + in.dropped + in.rejected, s.w.size());
+            for (auto &kv : occ) ASSERT_EQ(kv.second, 1);
+            al_manifest_free(m);
+            plans++;
+          }
+      }
+  EXPECT_GT(plans, 100);
+}
+
 // Forged followers: a manifest's groups are proved on load.
 using Mutate = std::function<void(uint32_t tag, ProtobufCMessage *msg)>;
 
