@@ -176,7 +176,7 @@ static const cli_option OPTIONS[] = {
     {.name = "--sync", .type = CLI_CUSTOM, .parse = parse_sync, .metavar = "M",
      .help = "the sync model balanced for: step (ranks meet once a step,\n"
              "DDP), micro (every micro-batch, FSDP / SP) or auto (micro\n"
-             "with a degree above 1, else step)",
+             "when K > 1 or a degree above 1 is allowed, else step)",
      .def = "auto"},
     {.name = NULL},
 };

@@ -82,9 +82,9 @@ typedef enum al_last_step {
  * micro: a step costs the sum over its K micro-batch slots of the slowest group in that slot
  *        (FSDP all-gathers and sequence-parallel all-to-alls inside every layer of every
  *        micro-batch: ranks meet at every layer).
- * AL_SYNC_AUTO is micro when a degree above 1 is allowed, else step: a plan without SP stays
- * today's step schedule byte for byte, K > 1 included (ask for micro to balance an FSDP plan
- * slot by slot). At K = 1 without SP the two models are the same. */
+ * AL_SYNC_AUTO is micro when K > 1 or a degree above 1 is allowed (the FSDP / SP case), else
+ * step: at K = 1 without SP the two models are the same and the plan is the step schedule byte
+ * for byte. A K > 1 DDP plan (no_sync) asks for step. */
 typedef enum al_sync { AL_SYNC_AUTO = 0, AL_SYNC_STEP = 1, AL_SYNC_MICRO = 2 } al_sync;
 
 AL_API const char *al_policy_name(al_policy p);

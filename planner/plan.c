@@ -97,9 +97,13 @@ void plan_take_sp(al_plan *p, const uint32_t *d, size_t n, al_sync sync) {
   for (uint32_t x = 1; x && x <= 1024; x <<= 1)
     if (mask & x) p->sp_degrees[p->n_sp_degrees++] = x;
   uint32_t dmax = p->sp_degrees[p->n_sp_degrees - 1];
-  /* Without SP the default stays the step model (today's plans, byte for byte); the micro
-   * model is asked for explicitly then. */
-  p->sync = sync != AL_SYNC_AUTO ? sync : dmax > 1 ? AL_SYNC_MICRO : AL_SYNC_STEP;
+  /* The default is the micro model wherever ranks meet inside a step: K > 1 (FSDP gathers every
+   * layer's parameters for every micro-batch) or a degree above 1 (all-to-alls in every layer).
+   * K = 1 without SP: the two models are the same and the plan is the step model's. Callers
+   * set K (p->micro_per_step) first. */
+  p->sync = sync != AL_SYNC_AUTO                ? sync
+            : dmax > 1 || p->micro_per_step > 1 ? AL_SYNC_MICRO
+                                                : AL_SYNC_STEP;
   p->sp_sched = dmax > 1 || p->n_sp_degrees > 1 || p->sp_degrees[0] != 1 ||
                 p->sync == AL_SYNC_MICRO;
 }
@@ -163,8 +167,9 @@ static int take_options(al_plan *p, const al_plan_input *in, const al_cost_model
   p->fingerprint = in->index_fingerprint;
   p->index_samples = in->n;
   p->cost = *cost;
-  plan_take_sp(p, o->sp_degrees, o->n_sp_degrees, o->sync);
-  return resolve_step(p, o);
+  int rc = resolve_step(p, o);
+  if (!rc) plan_take_sp(p, o->sp_degrees, o->n_sp_degrees, o->sync);
+  return rc;
 }
 
 /* The plan's buckets from table t (shapes and tokens), checked against M_mem, and the default

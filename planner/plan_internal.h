@@ -111,7 +111,8 @@ int plan_schedule_slots(al_plan *p, plan_rng *rng);
 
 /* plan.c: the sp-degrees checked (powers of two 1..1024 dividing world, distinct, at most
  * AL_PLAN_MAX_SP_DEGREES; AL_EINVAL / AL_ERANGE naming "sp-degrees") and taken into p (sorted;
- * {1} for none) with the sync model resolved (auto: micro when a degree above 1 is allowed). */
+ * {1} for none) with the sync model resolved (auto: micro when K > 1 or a degree above 1 is
+ * allowed; p->micro_per_step set first). */
 int plan_check_sp_degrees(const uint32_t *d, size_t n, uint32_t world);
 void plan_take_sp(al_plan *p, const uint32_t *d, size_t n, al_sync sync);
 

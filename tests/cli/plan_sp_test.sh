@@ -76,14 +76,19 @@ c8=$(cuts "$T/err")
 "$BIN" inspect "$T/i.alidx" --mem-tokens 16384 --sp-degrees 1,2,4,8 >"$T/ix" 2>&1 || fail "inspect INDEX --sp-degrees: $(cat "$T/ix")"
 grep -qF "sp-degrees 1,2,4,8 (time cuts beyond 131072 tokens)" "$T/ix" || fail "inspect INDEX names the cap"
 
-# The default is today's plan byte for byte: --sp-degrees 1 --sync step spelt out.
+# K = 1: the default is the step plan byte for byte (--sp-degrees 1 --sync step spelt out).
+# K > 1: the default is the micro model (--sync micro spelt out), which differs from step.
+run 0 "${I[@]}"
+cp "$T/m.alm" "$T/def.alm"
+run 0 "${I[@]}" --sp-degrees 1 --sync step
+cmp -s "$T/m.alm" "$T/def.alm" || fail "--sp-degrees 1 --sync step changed the K = 1 default plan"
 run 0 "${I[@]}" --micro-per-step 3
 cp "$T/m.alm" "$T/def.alm"
-run 0 "${I[@]}" --micro-per-step 3 --sp-degrees 1 --sync step
-cmp -s "$T/m.alm" "$T/def.alm" || fail "--sp-degrees 1 --sync step changed the default plan"
-run 0 "${I[@]}" --micro-per-step 3 --sync micro
-cmp -s "$T/m.alm" "$T/def.alm" && fail "--sync micro planned the step schedule"
+run 0 "${I[@]}" --micro-per-step 3 --sp-degrees 1 --sync micro
+cmp -s "$T/m.alm" "$T/def.alm" || fail "the K = 3 default is not the micro plan"
 says "plan: sync micro, sp-degrees 1 (largest used 1)"
+run 0 "${I[@]}" --micro-per-step 3 --sync step
+cmp -s "$T/m.alm" "$T/def.alm" && fail "--sync step at K = 3 gave the micro plan"
 
 # A re-plan keeps the degrees; a world they do not divide is refused.
 "$BIN" plan --resume-from "$T/sp.alm" --at-step 4 --world 16 -o "$T/r.alm" >"$T/out" 2>"$T/err" || fail "re-plan: $(cat "$T/err")"

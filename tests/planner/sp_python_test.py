@@ -47,12 +47,17 @@ def main():
     else:
         raise AssertionError("resumed at world 4 with degree 8")
 
-    # The default, and D = {1} with the step model spelt out: the same bytes.
-    a = adaptiveload.plan(index, world=4, out=os.path.join(tmp, "a.alm"), micro_per_step=2)
-    b = adaptiveload.plan(index, world=4, out=os.path.join(tmp, "b.alm"), micro_per_step=2, sp_degrees=[1],
-                          sync="step")
+    # K = 1: the default and D = {1} with the step model spelt out are the same bytes; K > 1:
+    # the default is the micro model.
+    a = adaptiveload.plan(index, world=4, out=os.path.join(tmp, "a.alm"))
+    b = adaptiveload.plan(index, world=4, out=os.path.join(tmp, "b.alm"), sp_degrees=[1], sync="step")
     assert open(a.path, "rb").read() == open(b.path, "rb").read()
     assert a.info["sync"] == "step"
+    a = adaptiveload.plan(index, world=4, out=os.path.join(tmp, "a.alm"), micro_per_step=2)
+    b = adaptiveload.plan(index, world=4, out=os.path.join(tmp, "b.alm"), micro_per_step=2, sp_degrees=[1],
+                          sync="micro")
+    assert open(a.path, "rb").read() == open(b.path, "rb").read()
+    assert a.info["sync"] == "micro"
 
     bad = [
         (dict(sp_degrees=[3]), ValueError, "sp_degrees[0] = 3 is not a power of two"),

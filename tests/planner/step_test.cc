@@ -30,6 +30,7 @@ al_plan_options Opts(uint32_t world, al_policy pol, uint64_t seed, uint32_t k = 
   o.seed = seed;
   o.micro_per_step = k;
   o.step_tokens = t;
+  o.sync = AL_SYNC_STEP; // these tests hold the step model's levelling (each rank's sum)
   return o;
 }
 
