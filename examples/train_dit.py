@@ -57,8 +57,8 @@ with ``plan --sp-degrees``: a --mem-tokens below the longest clips' tokens sends
 buckets to groups of 2 or 4 ranks). Exits 0 only when every step ran and every loss was
 finite. --sp-shard has each SP rank read only its token shard (StreamDataset(sp_shard=True));
 the whole micro-batch's packing is rebuilt around it. --record DIR writes what each rank ran
-and the first step's gradients (tests/examples/sp_smoke_test.py compares them with the same
-plan's micro-batches on one process without SP).
+and each step's gradients (tests/examples/sp_smoke_test.py, at --lr 0, compares them with
+the same plan's micro-batches on one process without SP).
 """
 
 import argparse
@@ -333,7 +333,7 @@ def prepare(batch, ds, cfg, device, typed, text_member=TEXT_MEMBER, latent_membe
         raise SystemExit("text embeddings are %d-d, the model takes %d (--text-dim)"
                          % (texts[0].shape[1], cfg.text_dim))
     padded = batch.padded.tolist()
-    if getattr(batch, "sp_sharded", False) and int(batch.sp_degree) > 1:
+    if getattr(batch, "sp_sharded", False):
         grids, texts, padded = _group_of_shard(batch, grids, texts, padded, sp_groups or {}, cfg, device)
     lengths = [a * b * c for a, b, c in grids]
     shard = None
@@ -361,12 +361,14 @@ def _group_of_shard(batch, grids, texts, padded, groups, cfg, device):
     if tuple(batch.patch or ()) != tuple(cfg.patch):
         raise RuntimeError("micro-batch %d: the stream patchified the shard %s, the model's patch is %s"
                            % (batch.position, batch.patch, cfg.patch))
-    group = adaptiveload.training.sp_group_of(groups, batch)
     lo, hi = (int(v) for v in batch.sp_token_range)
-    n_all = torch.tensor([hi], dtype=torch.int64)
-    torch.distributed.all_reduce(n_all, op=torch.distributed.ReduceOp.MAX, group=group)
-    n_all = int(n_all)
-    g = grids[0] if grids else tuple(int(v) // p for v, p in zip(batch.grid, cfg.patch))
+    n_all = hi
+    if int(batch.sp_degree) > 1:  # (degree 1: the shard is the whole micro-batch, still patchified)
+        group = adaptiveload.training.sp_group_of(groups, batch)
+        n_all = torch.tensor([hi], dtype=torch.int64)
+        torch.distributed.all_reduce(n_all, op=torch.distributed.ReduceOp.MAX, group=group)
+        n_all = int(n_all)
+    g = tuple(int(v) // p for v, p in zip(batch.grid, cfg.patch))
     S = g[0] * g[1] * g[2]
     if S == 0 or n_all % S or any(int(v) != S for v in batch.sample_tokens):
         raise RuntimeError("micro-batch %d: a shard of %d tokens of samples of %s tokens, the bucket's grid %s"
@@ -610,10 +612,16 @@ def sp_degrees_of(given, manifest):
     return sorted({int(v) for v in list(info["sp_degrees"])[:n]}) if n else [1]
 
 
-def model_config(args):
-    """The DiTConfig of the parsed options (--smoke / --tiny-model: DiTConfig.smoke)."""
+def model_config(args, degrees=None):
+    """The DiTConfig of the parsed options (--smoke / --tiny-model: DiTConfig.smoke, with as
+    many heads as the largest SP degree of ``degrees`` where that is more)."""
     if args.smoke or getattr(args, "tiny_model", False):
-        return dit_model.DiTConfig.smoke(blocks=args.blocks or 1)
+        cfg = dit_model.DiTConfig.smoke(blocks=args.blocks or 1)
+        d_max = max(degrees or [1])
+        if cfg.heads % d_max:  # Ulysses splits heads: as many as the largest SP degree (hidden 64: 16 per head)
+            cfg = dit_model.DiTConfig(hidden=cfg.hidden, heads=d_max, ffn=cfg.ffn, blocks=cfg.blocks,
+                                      text_dim=cfg.text_dim, freq_dim=cfg.freq_dim)
+        return cfg
     return dit_model.DiTConfig(hidden=args.hidden, heads=args.heads, ffn=args.ffn, blocks=args.blocks or 2,
                                text_dim=args.text_dim)
 
@@ -655,14 +663,15 @@ def full_grads(model):
     return out
 
 
-def record_first_step(folder, model, step_loss, env):
-    """--record: rank 0 writes step0.pt, the first step's global loss and whole gradients."""
+def record_step(folder, step, model, step_loss, env):
+    """--record: rank 0 writes stepN.pt, step N's global loss and whole gradients (before the
+    optimizer step; every rank takes part in the gathers)."""
     g = torch.as_tensor(step_loss).double().reshape(1).to(env.device)
     if env.initialized:
         torch.distributed.all_reduce(g)
     grads = full_grads(model)
     if env.rank == 0:
-        torch.save({"loss": float(g), "grads": grads}, os.path.join(folder, "step0.pt"))
+        torch.save({"loss": float(g), "grads": grads}, os.path.join(folder, "step%d.pt" % step))
 
 
 def trace_path(path, rank, world):
@@ -717,7 +726,7 @@ def main(argv=None):
     p.add_argument("--sp-shard", action="store_true", help="StreamDataset(sp_shard=True): each rank of an SP group "
                    "reads only its token shard (typed corpora) instead of the whole micro-batch")
     p.add_argument("--record", help="folder: each rank writes rankR.json (every micro-batch it ran: step, micro, "
-                   "group, token range, loss) and rank 0 step0.pt (the first step's loss and gradients, "
+                   "group, token range, loss) and rank 0 stepN.pt (each step's loss and gradients, "
                    "gathered whole, before the optimizer step)")
     add_model_arguments(p)
     args = p.parse_args(argv)
@@ -767,7 +776,7 @@ def main(argv=None):
     groups = adaptiveload.training.sp_groups(env.world_size, degrees) if env.initialized else {1: [None]}
     if degrees != [1]:
         log("sequence parallel: Ulysses over SP degrees %s (all-to-all over heads)" % degrees)
-    cfg = model_config(args)
+    cfg = model_config(args, degrees)
     model = build_model(cfg, device, args.attn, False if args.no_fused_adaln else None, log=log)
     model, sync = wrap_distributed(model, env, args.fsdp, log=log)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
@@ -809,8 +818,8 @@ def main(argv=None):
             record.append(record_line(batch, prep, loss))
         if not batch.last_in_step:
             continue
-        if args.record and steps == 0:
-            record_first_step(args.record, model, step_loss, env)
+        if args.record:
+            record_step(args.record, batch.step, model, step_loss, env)
         opt.step()
         opt.zero_grad(set_to_none=True)
         if device.type == "cuda":

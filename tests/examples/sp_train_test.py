@@ -67,8 +67,8 @@ def launch(world, out, mode, torchrun):
     port = free_port()
     base = dict(os.environ, SP_TEST_OUT=out, SP_TEST_MODE=mode, OMP_NUM_THREADS="1", SP_TEST_REDIRECT="1")
     if torchrun:
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(world), "--nnodes", "1",
-               "--master-addr", "127.0.0.1", "--master-port", str(port), os.path.abspath(__file__)]
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(world), "--nnodes", "1",
+               "--master_addr", "127.0.0.1", "--master_port", str(port), os.path.abspath(__file__)]
         agent_log = os.path.join(out, "torchrun.log")
         with open(agent_log, "w") as log:
             p = subprocess.Popen(cmd, env=base, stdout=log, stderr=subprocess.STDOUT)
@@ -124,8 +124,8 @@ def fsdp2_missing():
 def torchrun_missing():
     """Why ``python3 -m torch.distributed.run`` cannot start ranks here, or None (probed with
     one rank running ``true``)."""
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "1", "--nnodes", "1",
-           "--master-addr", "127.0.0.1", "--master-port", str(free_port()), "--no-python", "true"]
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "1", "--nnodes", "1",
+           "--master_addr", "127.0.0.1", "--master_port", str(free_port()), "--no_python", "true"]
     try:
         r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
                            timeout=120)
