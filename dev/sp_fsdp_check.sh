@@ -21,7 +21,7 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 export PYTHONPATH="$PWD/python" PYTHONDONTWRITEBYTECODE=1 OMP_NUM_THREADS=1
 unset ADAPTIVELOAD_BIN  # no CLI here: sp_train_test leaves out its stream-batch part
-echo "== $(date -u +%FT%TZ) $(uname -n), $(nproc) CPUs, commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+echo "== $(date -u +%FT%TZ) $(uname -n), $(nproc) CPUs, commit $(cat COMMIT 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo "?")"
 "$PY" -c "import sys, torch; print('python', sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.cuda.is_available(), torch.cuda.device_count())"
 command -v nvidia-smi >/dev/null && nvidia-smi -L
 fail=0
