@@ -151,7 +151,8 @@ def check_lockstep(recs, mode="ddp"):
     if mode == "ddp":
         assert any(c[0] == "ddp_allreduce" for c in ref), ref  # DDP's gradient sync was seen
     else:  # FSDP2's parameter all-gathers and gradient reduce-scatters, where they go through dist.*
-        fsdp_ops = [c for c in ref if c[0] in ("all_gather_into_tensor", "reduce_scatter_tensor")]
+        fsdp_ops = [c for per_rank in by_group.values() for c in per_rank.get(0, [])
+                    if c[0] in ("all_gather_into_tensor", "reduce_scatter_tensor")]
         print("lock-step (fsdp): %d of FSDP2's all-gathers / reduce-scatters recorded%s" % (
             len(fsdp_ops), "" if fsdp_ops else " (this torch issues them below torch.distributed's Python "
                                                "functions: the check covers the collectives recorded)"))
@@ -165,13 +166,16 @@ def check_lockstep(recs, mode="ddp"):
         members = [int(v) for v in g.split(",")]
         assert sorted(per_rank) == members, (g, sorted(per_rank))  # only the members issue them
         calls = per_rank[members[0]]
-        assert any(c[0] == "all_to_all_single" for c in calls), calls
         for r in members:
-            assert per_rank[r] == calls, "SP group %s: rank %d issued %s, rank %d %s" % (
+            assert per_rank[r] == calls, "group %s: rank %d issued %s, rank %d %s" % (
                 g, r, per_rank[r], members[0], calls)
-        n_sp += 1
+        # a group of every rank other than WORLD (FSDP2's mesh) need not be an SP group; at world 2
+        # the SP group of degree 2 is also every rank: an SP group is one with all-to-alls
+        if len(members) < world:
+            assert any(c[0] == "all_to_all_single" for c in calls), calls
+        n_sp += any(c[0] == "all_to_all_single" for c in calls)
     assert n_sp > 0, "no SP group collective recorded"
-    print("lock-step (%s): %d world collectives identical on %d ranks; %d SP groups each in step"
+    print("lock-step (%s): %d world collectives identical on %d ranks; every group's on its ranks; %d SP groups"
           % (mode, len(ref), world, n_sp))
 
 
@@ -231,10 +235,7 @@ class Recorder:
         d = self.dist
         if group is None or group is d.group.WORLD:
             return "world"
-        ranks = d.get_process_group_ranks(group)
-        if ranks == list(range(d.get_world_size())):  # a group of every rank (FSDP2's mesh): the world's
-            return "world"
-        return ",".join(str(r) for r in ranks)
+        return ",".join(str(r) for r in d.get_process_group_ranks(group))
 
     def add(self, op, group, shape):
         if self.on:
@@ -442,7 +443,7 @@ def rank_main():
                 loss, _ = td.flow_loss(_Capture(ref_model, ref_pred, name), p, 1,
                                        torch.Generator().manual_seed(micro[name]["seed"]))
                 loss.backward()
-                ref_loss += float(loss)
+                ref_loss += float(loss.detach())
         ref_grads = {n: q.grad.clone() for n, q in ref_model.named_parameters()}
         # the distributed step: this rank's micro-batch of every slot, SP where its group has > 1 rank
         rec.on = True
