@@ -52,8 +52,13 @@ ms and tokens, the global loss).
 --smoke: tiny model (hidden 64, 2 heads, FFN 128, 1 block, text dim 32) for --steps steps
 (default 4) on a corpus it makes in --workdir (a typed corpus of .npy latents and text
 embeddings written here when the package has typed members, else ``adaptiveload synth``),
-indexed and planned with the CLI for WORLD_SIZE ranks. Exits 0 only when every step ran
-and every loss was finite.
+indexed and planned with the CLI for WORLD_SIZE ranks (with --sp-degrees 1,2[,4] planned
+with ``plan --sp-degrees``: a --mem-tokens below the longest clips' tokens sends those
+buckets to groups of 2 or 4 ranks). Exits 0 only when every step ran and every loss was
+finite. --sp-shard has each SP rank read only its token shard (StreamDataset(sp_shard=True));
+the whole micro-batch's packing is rebuilt around it. --record DIR writes what each rank ran
+and each step's gradients (tests/examples/sp_smoke_test.py, at --lr 0, compares them with
+the same plan's micro-batches on one process without SP).
 """
 
 import argparse
@@ -223,12 +228,15 @@ aspect 1:2 32x64 48x96
 """
 
 
-def smoke_corpus(workdir, cli, world, typed, samples, mem_tokens, seed=0, micro_per_step=2):
-    """(index, manifest, typed) of the --smoke corpus in workdir, made once (files reused)."""
+def smoke_corpus(workdir, cli, world, typed, samples, mem_tokens, seed=0, micro_per_step=2, sp_degrees=None):
+    """(index, manifest) of the --smoke corpus in workdir, made once (files reused); with
+    ``sp_degrees`` (e.g. [1, 2, 4]) planned with ``plan --sp-degrees`` (a bucket whose samples
+    exceed ``mem_tokens`` goes to groups of the smallest degree holding them)."""
     os.makedirs(workdir, exist_ok=True)
     kind = "typed" if typed else "synth"
     index = os.path.join(workdir, "%s.alidx" % kind)
-    manifest = os.path.join(workdir, "%s-w%d-k%d.alm" % (kind, world, micro_per_step))
+    sp = "-sp%s-m%d" % ("_".join(str(d) for d in sp_degrees), mem_tokens) if sp_degrees else ""
+    manifest = os.path.join(workdir, "%s-w%d-k%d%s.alm" % (kind, world, micro_per_step, sp))
     shards = os.path.join(workdir, "%s-shards" % kind)
     if not os.path.exists(index):
         if typed:
@@ -241,8 +249,9 @@ def smoke_corpus(workdir, cli, world, typed, samples, mem_tokens, seed=0, micro_
     with open(buckets, "w") as f:
         f.write(SMOKE_BUCKETS)
     if not os.path.exists(manifest):
+        extra = ["--sp-degrees", ",".join(str(d) for d in sp_degrees)] if sp_degrees else []
         run_cli(cli, "plan", "--index", index, "--world", world, "--mem-tokens", mem_tokens, "--buckets", buckets,
-                "--micro-per-step", micro_per_step, "-o", manifest + ".tmp")
+                "--micro-per-step", micro_per_step, *extra, "-o", manifest + ".tmp")
         os.replace(manifest + ".tmp", manifest)
     return index, manifest
 
@@ -260,7 +269,7 @@ class Prepared:
     fields."""
 
     __slots__ = ("x0", "cu", "grids", "text", "cu_text", "text_lengths", "seg", "keep", "n", "S", "tokens",
-                 "real_tokens", "sp", "step", "micro",
+                 "real_tokens", "sp", "epoch", "step", "micro",
                  "n_micro", "last_in_step", "bucket", "step_tokens", "step_samples")
 
 
@@ -286,17 +295,21 @@ def _cu(lengths, device):
     return _to_device(torch.tensor(c, dtype=torch.int32), device)
 
 
-def prepare(batch, ds, cfg, device, typed, text_member=TEXT_MEMBER, latent_member=LATENT_MEMBER, sp_groups=None):
+def prepare(batch, ds, cfg, device, typed, text_member=TEXT_MEMBER, latent_member=LATENT_MEMBER, sp_groups=None,
+            epoch=0):
     """A :class:`Prepared` from a PackedBatch. typed: members latent + text (the typed-member API);
     else the raw payload of an ``adaptiveload synth`` corpus (random bf16 bit patterns, read
     as int16 / 32768 so values are finite) and text embeddings generated from the keys.
     A batch of an SP group (``sp_degree`` > 1; ``sp_groups``: adaptiveload.training.sp_groups)
-    gives this rank's token slice (:func:`make_prepared`)."""
+    gives this rank's token slice (:func:`make_prepared`); from a token shard
+    (``StreamDataset(sp_shard=True)``) the whole micro-batch's packing is rebuilt around it
+    (:func:`_group_of_shard`). ``epoch`` goes into the SP noise seed (:func:`micro_generator`)."""
     pt, ph, pw = cfg.patch
     n = len(batch)
     if typed:
         x0 = batch.packed(latent_member, cfg.patch)
-        shapes = batch.members[latent_member].shapes
+        # a token shard's latent arrives as pieces (tokens, features): _group_of_shard gives the grids
+        shapes = [] if getattr(batch, "sp_sharded", False) else batch.members[latent_member].shapes
         grids = []
         for s in shapes:
             c, t, h, w = s if len(s) == 4 else (s[0], 1, s[1], s[2])
@@ -319,6 +332,9 @@ def prepare(batch, ds, cfg, device, typed, text_member=TEXT_MEMBER, latent_membe
     if texts and texts[0].shape[1] != cfg.text_dim:
         raise SystemExit("text embeddings are %d-d, the model takes %d (--text-dim)"
                          % (texts[0].shape[1], cfg.text_dim))
+    padded = batch.padded.tolist()
+    if getattr(batch, "sp_sharded", False):
+        grids, texts, padded = _group_of_shard(batch, grids, texts, padded, sp_groups or {}, cfg, device)
     lengths = [a * b * c for a, b, c in grids]
     shard = None
     if int(getattr(batch, "sp_degree", 1) or 1) > 1:
@@ -328,10 +344,42 @@ def prepare(batch, ds, cfg, device, typed, text_member=TEXT_MEMBER, latent_membe
         raise RuntimeError("micro-batch %d: grids give %d tokens (%d held here), latents %d, cu_seqlens %d"
                            % (batch.position, sum(lengths), rows, x0.shape[0], int(batch.cu_seqlens[-1])))
     fields = {f: getattr(batch, f) for f in STEP_FIELDS}
-    return make_prepared(x0, grids, texts, batch.padded.tolist(), fields, device, shard)
+    fields["epoch"] = epoch
+    return make_prepared(x0, grids, texts, padded, fields, device, shard)
 
 
 STEP_FIELDS = ("step", "micro", "n_micro", "last_in_step", "bucket", "step_tokens", "step_samples")
+
+
+def _group_of_shard(batch, grids, texts, padded, groups, cfg, device):
+    """(grids, texts, padded) of the whole micro-batch of an SP group from this rank's token
+    shard (``StreamDataset(sp_shard=True)``): the samples all have the bucket's grid (the
+    stream crops every latent to it), the group's N tokens are the last rank's shard end (one
+    all-reduce of an int over the group), and a sample this rank holds no token of gets an
+    empty text (the model reads the text of the samples its rows touch only). Sample i of the
+    shard is sample (lo + cu_seqlens[i] - token_first[i]) / S of the group's micro-batch."""
+    if tuple(batch.patch or ()) != tuple(cfg.patch):
+        raise RuntimeError("micro-batch %d: the stream patchified the shard %s, the model's patch is %s"
+                           % (batch.position, batch.patch, cfg.patch))
+    lo, hi = (int(v) for v in batch.sp_token_range)
+    n_all = hi
+    if int(batch.sp_degree) > 1:  # (degree 1: the shard is the whole micro-batch, still patchified)
+        group = adaptiveload.training.sp_group_of(groups, batch)
+        n_all = torch.tensor([hi], dtype=torch.int64)
+        torch.distributed.all_reduce(n_all, op=torch.distributed.ReduceOp.MAX, group=group)
+        n_all = int(n_all)
+    g = tuple(int(v) // p for v, p in zip(batch.grid, cfg.patch))
+    S = g[0] * g[1] * g[2]
+    if S == 0 or n_all % S or any(int(v) != S for v in batch.sample_tokens):
+        raise RuntimeError("micro-batch %d: a shard of %d tokens of samples of %s tokens, the bucket's grid %s"
+                           % (batch.position, n_all, batch.sample_tokens.tolist(), g))
+    n = n_all // S
+    all_texts = [texts[0].new_zeros(0, texts[0].shape[1])] * n if texts else []
+    all_padded = [False] * n
+    for i in range(len(batch)):
+        k = (lo + int(batch.cu_seqlens[i]) - int(batch.token_first[i])) // S
+        all_texts[k], all_padded[k] = texts[i], padded[i]
+    return [g] * n, all_texts, all_padded
 
 
 def _is_shard(batch, n_tokens):
@@ -374,6 +422,7 @@ def make_prepared(x0, grids, texts, padded, fields, device, shard=None):
     p.sp = shard if shard is not None and shard.degree > 1 else None
     for f in STEP_FIELDS:
         setattr(p, f, fields[f])
+    p.epoch = int(fields.get("epoch", 0))
     return p
 
 
@@ -415,14 +464,19 @@ def flow_loss(model, p, world, gen, t_sampling="logit-normal", autocast=None):
 
 def micro_generator(seed, p, device, rank_gen):
     """The generator of a micro-batch's timesteps and noise: ``rank_gen`` (this rank's stream)
-    without SP; under SP one seeded by (seed, step, micro, the group's first rank), the same
-    on every rank of the group whatever micro-batches each ran before."""
+    without SP; under SP one seeded by (seed, epoch, step, micro, the group's first rank), the same
+    on every rank of the group whatever micro-batches each ran before. The key holds (seed,
+    epoch, step, micro, first rank), so epochs draw different noise for the same slot."""
     sp = getattr(p, "sp", None)
     if sp is None:
         return rank_gen
     first = int(torch.distributed.get_rank()) - sp.rank if torch.distributed.is_initialized() else 0
-    key = zlib.crc32(("%d/%d/%d/%d" % (seed, p.step, p.micro, first)).encode())
-    return torch.Generator(device=device).manual_seed(key)
+    return torch.Generator(device=device).manual_seed(sp_seed(seed, getattr(p, "epoch", 0), p.step, p.micro, first))
+
+
+def sp_seed(seed, epoch, step, micro, first):
+    """The seed of an SP group's micro-batch generator (:func:`micro_generator`)."""
+    return zlib.crc32(("%d/%d/%d/%d/%d" % (seed, epoch, step, micro, first)).encode())
 
 
 class MicroTimer:
@@ -509,9 +563,14 @@ def wrap_distributed(model, env, fsdp, log=print):
     except ImportError:
         fully_shard = None
     if fully_shard is not None:
+        # the mesh on the training device: fully_shard's default mesh is CUDA whenever a GPU
+        # exists, which a CPU (gloo) run must not use
+        from torch.distributed.device_mesh import init_device_mesh
+
+        mesh = init_device_mesh(env.device.type, (env.world_size,))
         for blk in model.blocks:
-            fully_shard(blk)
-        fully_shard(model)
+            fully_shard(blk, mesh=mesh)
+        fully_shard(model, mesh=mesh)
 
         @contextlib.contextmanager
         def sync(last):
@@ -546,15 +605,23 @@ def sp_degrees_of(given, manifest):
             return sorted({int(v) for v in given.split(",")})
         except ValueError:
             raise SystemExit("--sp-degrees %r: a comma-separated list of powers of two" % (given,))
+    if manifest is None:
+        return [1]
     info = adaptiveload.Manifest(manifest).info
     n = int(info.get("n_sp_degrees", 0) or 0)
     return sorted({int(v) for v in list(info["sp_degrees"])[:n]}) if n else [1]
 
 
-def model_config(args):
-    """The DiTConfig of the parsed options (--smoke / --tiny-model: DiTConfig.smoke)."""
+def model_config(args, degrees=None):
+    """The DiTConfig of the parsed options (--smoke / --tiny-model: DiTConfig.smoke, with as
+    many heads as the largest SP degree of ``degrees`` where that is more)."""
     if args.smoke or getattr(args, "tiny_model", False):
-        return dit_model.DiTConfig.smoke(blocks=args.blocks or 1)
+        cfg = dit_model.DiTConfig.smoke(blocks=args.blocks or 1)
+        d_max = max(degrees or [1])
+        if cfg.heads % d_max:  # Ulysses splits heads: as many as the largest SP degree (hidden 64: 16 per head)
+            cfg = dit_model.DiTConfig(hidden=cfg.hidden, heads=d_max, ffn=cfg.ffn, blocks=cfg.blocks,
+                                      text_dim=cfg.text_dim, freq_dim=cfg.freq_dim)
+        return cfg
     return dit_model.DiTConfig(hidden=args.hidden, heads=args.heads, ffn=args.ffn, blocks=args.blocks or 2,
                                text_dim=args.text_dim)
 
@@ -573,6 +640,38 @@ def write_trace_line(f, mb, rank, ms, peak, warm):
     if warm:
         rec["warmup"] = True
     f.write(json.dumps(rec) + "\n")
+
+
+def record_line(batch, prep, loss):
+    """One micro-batch of --record: where it ran (step, micro, group, token range) and its loss."""
+    sp = prep.sp
+    return {"step": int(batch.step), "micro": int(batch.micro), "position": int(batch.position),
+            "bucket": int(batch.bucket), "sp_degree": sp.degree if sp else 1, "sp_rank": sp.rank if sp else 0,
+            "sp_ranks": list(getattr(batch, "sp_ranks", ())), "rows": [sp.lo, sp.hi] if sp else [0, prep.tokens],
+            "tokens": prep.tokens, "samples": prep.n, "real_tokens": prep.real_tokens, "loss": float(loss)}
+
+
+def full_grads(model):
+    """{parameter name: its whole gradient} (DDP's module prefix dropped; an FSDP2 DTensor
+    gradient gathered with full_tensor, a collective every rank must join)."""
+    out = {}
+    for n, q in model.named_parameters():
+        g = q.grad
+        if g is not None and hasattr(g, "full_tensor"):
+            g = g.full_tensor()
+        out[n[len("module."):] if n.startswith("module.") else n] = None if g is None else g.detach().cpu().clone()
+    return out
+
+
+def record_step(folder, step, model, step_loss, env):
+    """--record: rank 0 writes stepN.pt, step N's global loss and whole gradients (before the
+    optimizer step; every rank takes part in the gathers)."""
+    g = torch.as_tensor(step_loss).double().reshape(1).to(env.device)
+    if env.initialized:
+        torch.distributed.all_reduce(g)
+    grads = full_grads(model)
+    if env.rank == 0:
+        torch.save({"loss": float(g), "grads": grads}, os.path.join(folder, "step%d.pt" % step))
 
 
 def trace_path(path, rank, world):
@@ -623,7 +722,12 @@ def main(argv=None):
     p.add_argument("--step-log", help="JSONL per optimizer step (rank R of W>1: FILE.rankR)")
     p.add_argument("--warmup-steps", type=int, default=2, help="steps marked warmup in --trace/--step-log")
     p.add_argument("--sp-degrees", help="SP degrees to make process groups for, e.g. 1,2,4 (default: the "
-                   "manifest's, planned with plan --sp-degrees; 1 when it records none)")
+                   "manifest's, planned with plan --sp-degrees; 1 when it records none); --smoke: also plans with them")
+    p.add_argument("--sp-shard", action="store_true", help="StreamDataset(sp_shard=True): each rank of an SP group "
+                   "reads only its token shard (typed corpora) instead of the whole micro-batch")
+    p.add_argument("--record", help="folder: each rank writes rankR.json (every micro-batch it ran: step, micro, "
+                   "group, token range, loss) and rank 0 stepN.pt (each step's loss and gradients, "
+                   "gathered whole, before the optimizer step)")
     add_model_arguments(p)
     args = p.parse_args(argv)
 
@@ -639,13 +743,14 @@ def main(argv=None):
         if typed and not typed_api:
             raise SystemExit("--smoke-corpus typed needs StreamDataset(members=...)")
         cli = find_cli(args.bin)
+        plan_sp = sp_degrees_of(args.sp_degrees, None) if args.sp_degrees else None
         if env.rank == 0:
             index, manifest = smoke_corpus(args.workdir, cli, env.world_size, typed, args.samples, args.mem_tokens,
-                                           args.seed, args.micro_per_step)
+                                           args.seed, args.micro_per_step, plan_sp)
         if env.initialized:
             torch.distributed.barrier()
         index, manifest = smoke_corpus(args.workdir, cli, env.world_size, typed, args.samples, args.mem_tokens,
-                                       args.seed, args.micro_per_step)
+                                       args.seed, args.micro_per_step, plan_sp)
         if not typed:
             args.text_member = "none"
     else:
@@ -661,12 +766,17 @@ def main(argv=None):
     kw = dict(threads=args.threads or None, prefetch=args.prefetch, device=device if device.type == "cuda" else None)
     if typed:
         kw["members"] = [args.latent_member] + ([text_member] if text_member else [])
+    if args.sp_shard:
+        if not typed:
+            raise SystemExit("--sp-shard needs a typed latent member (a raw payload cannot be cut into token shards)")
+        kw["sp_shard"] = True
     ds = adaptiveload.StreamDataset(index, manifest, **kw)
+    epoch = int(adaptiveload.Manifest(manifest).info.get("epoch", 0) or 0)
     degrees = sp_degrees_of(args.sp_degrees, manifest)
     groups = adaptiveload.training.sp_groups(env.world_size, degrees) if env.initialized else {1: [None]}
     if degrees != [1]:
         log("sequence parallel: Ulysses over SP degrees %s (all-to-all over heads)" % degrees)
-    cfg = model_config(args)
+    cfg = model_config(args, degrees)
     model = build_model(cfg, device, args.attn, False if args.no_fused_adaln else None, log=log)
     model, sync = wrap_distributed(model, env, args.fsdp, log=log)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
@@ -679,6 +789,9 @@ def main(argv=None):
     trace = open(trace_path(args.trace, env.rank, world), "w") if args.trace else None
     steplog = open(trace_path(args.step_log, env.rank, world), "w") if args.step_log else None
     steps, losses, pending, step_loss, step_tokens_here = 0, [], [], 0.0, 0
+    record = []
+    if args.record:
+        os.makedirs(args.record, exist_ok=True)
     expected = None
     t_prev = time.perf_counter()
     t0 = t_prev
@@ -690,7 +803,7 @@ def main(argv=None):
             expected = n_micro_rank // max(1, batch.n_micro)
             if args.steps:
                 expected = min(expected, args.steps)
-        prep = prepare(batch, ds, cfg, device, typed, text_member, args.latent_member, groups)
+        prep = prepare(batch, ds, cfg, device, typed, text_member, args.latent_member, groups, epoch)
         start = timer.start()
         with sync(batch.last_in_step):
             loss, _ = flow_loss(model, prep, world, micro_generator(args.seed, prep, device, gen), args.t_sampling,
@@ -701,8 +814,12 @@ def main(argv=None):
         pending.append((prep, stop, peak))
         step_loss = step_loss + loss.detach() / world  # the rank's share (a tensor: no sync here)
         step_tokens_here += prep.real_tokens
+        if args.record:
+            record.append(record_line(batch, prep, loss))
         if not batch.last_in_step:
             continue
+        if args.record:
+            record_step(args.record, batch.step, model, step_loss, env)
         opt.step()
         opt.zero_grad(set_to_none=True)
         if device.type == "cuda":
@@ -742,6 +859,10 @@ def main(argv=None):
     for f in (trace, steplog):
         if f:
             f.close()
+    if args.record:
+        with open(os.path.join(args.record, "rank%d.json" % env.rank), "w") as f:
+            json.dump({"rank": env.rank, "world": world, "epoch": epoch, "manifest": manifest, "index": index,
+                       "degrees": degrees, "sp_shard": bool(args.sp_shard), "micro": record}, f)
     elapsed = time.perf_counter() - t0
     finite = all(math.isfinite(x) for x in losses)
     ok = expected is not None and steps == expected and finite

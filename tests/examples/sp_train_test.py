@@ -51,38 +51,93 @@ def _find(rel):
 # launcher
 
 
-def launch(world, out):
+def free_port():
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
     s.close()
-    procs = []
+    return port
+
+
+def launch(world, out, mode, torchrun):
+    """Runs ``world`` ranks of this file (mode "ddp" or "fsdp"): started here with torchrun's
+    variables, or (``torchrun``) by ``python3 -m torch.distributed.run --nproc-per-node
+    world``; each rank writes OUT/rankR.log and rankR.json. Returns the records, checked for
+    lock-step."""
+    port = free_port()
+    base = dict(os.environ, SP_TEST_OUT=out, SP_TEST_MODE=mode, OMP_NUM_THREADS="1", SP_TEST_REDIRECT="1")
+    if torchrun:
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(world), "--nnodes", "1",
+               "--master_addr", "127.0.0.1", "--master_port", str(port), os.path.abspath(__file__)]
+        agent_log = os.path.join(out, "torchrun.log")
+        with open(agent_log, "w") as log:
+            p = subprocess.Popen(cmd, env=base, stdout=log, stderr=subprocess.STDOUT)
+            try:
+                rc = p.wait(timeout=300)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                rc = "timeout"
+        failed = [("torchrun", rc)] if rc != 0 else []
+        sys.stdout.write("---- world %d torchrun agent\n" % world + open(agent_log).read())
+    else:
+        procs = []
+        for r in range(world):
+            env = dict(base, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1",
+                       MASTER_PORT=str(port))
+            procs.append(subprocess.Popen([sys.executable, os.path.abspath(__file__)], env=env,
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        failed = []
+        for r, p in enumerate(procs):
+            try:
+                rc = p.wait(timeout=300)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                rc = "timeout"
+            if rc != 0:
+                failed.append((r, rc))
     for r in range(world):
-        env = dict(os.environ, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1",
-                   MASTER_PORT=str(port), SP_TEST_OUT=out, OMP_NUM_THREADS="1")
-        log = open(os.path.join(out, "rank%d.log" % r), "w")
-        procs.append((subprocess.Popen([sys.executable, os.path.abspath(__file__)], env=env, stdout=log,
-                                       stderr=subprocess.STDOUT), log))
-    failed = []
-    for r, (p, log) in enumerate(procs):
-        try:
-            rc = p.wait(timeout=300)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            rc = "timeout"
-        log.close()
-        if rc != 0:
-            failed.append((r, rc))
-    for r in range(world):
-        sys.stdout.write("---- world %d rank %d\n" % (world, r) + open(os.path.join(out, "rank%d.log" % r)).read())
+        path = os.path.join(out, "rank%d.log" % r)
+        sys.stdout.write("---- world %d rank %d\n" % (world, r) + (open(path).read() if os.path.exists(path) else
+                                                                   "(no log)\n"))
     if failed:
-        raise SystemExit("world %d: ranks failed: %s" % (world, failed))
+        raise SystemExit("world %d (%s%s): ranks failed: %s" % (world, mode, ", torchrun" if torchrun else "",
+                                                              failed))
     recs = [json.load(open(os.path.join(out, "rank%d.json" % r))) for r in range(world)]
-    check_lockstep(recs)
+    check_lockstep(recs, mode)
     return recs
 
 
-def check_lockstep(recs):
+def fsdp2_missing():
+    """Why FSDP2 (torch.distributed.fsdp.fully_shard, torch >= 2.6) cannot run here, or None."""
+    try:
+        import torch
+        from torch.distributed.fsdp import fully_shard  # noqa: F401
+        from torch.distributed.device_mesh import init_device_mesh  # noqa: F401
+    except Exception as e:  # noqa: BLE001 - any import failure: say which
+        import torch
+
+        return "torch %s has no usable torch.distributed.fsdp.fully_shard (%s: %s)" % (
+            torch.__version__, type(e).__name__, str(e).splitlines()[0] if str(e) else "")
+    return None
+
+
+def torchrun_missing():
+    """Why ``python3 -m torch.distributed.run`` cannot start ranks here, or None (probed with
+    one rank running ``true``)."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "1", "--nnodes", "1",
+           "--master_addr", "127.0.0.1", "--master_port", str(free_port()), "--no_python", "true"]
+    try:
+        r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
+                           timeout=120)
+    except subprocess.TimeoutExpired:
+        return "torch.distributed.run did not finish one rank of 'true' in 120 s"
+    if r.returncode:
+        lines = [ln for ln in r.stdout.strip().splitlines() if ln.strip()]
+        return "torch.distributed.run failed (%d): %s" % (r.returncode, lines[-1] if lines else "")
+    return None
+
+
+def check_lockstep(recs, mode="ddp"):
     """All ranks issued the same world-group collectives in the same order, and the members of
     every SP group the same collectives over it."""
     world = len(recs)
@@ -93,7 +148,14 @@ def check_lockstep(recs):
             by_group.setdefault(g, {})[r] = calls
     assert "world" in by_group and len(by_group["world"]) == world, sorted(by_group)
     ref = by_group["world"][0]
-    assert any(c[0] == "ddp_allreduce" for c in ref), ref  # DDP's gradient sync was seen
+    if mode == "ddp":
+        assert any(c[0] == "ddp_allreduce" for c in ref), ref  # DDP's gradient sync was seen
+    else:  # FSDP2's parameter all-gathers and gradient reduce-scatters, where they go through dist.*
+        fsdp_ops = [c for per_rank in by_group.values() for c in per_rank.get(0, [])
+                    if c[0] in ("all_gather_into_tensor", "reduce_scatter_tensor")]
+        print("lock-step (fsdp): %d of FSDP2's all-gathers / reduce-scatters recorded%s" % (
+            len(fsdp_ops), "" if fsdp_ops else " (this torch issues them below torch.distributed's Python "
+                                               "functions: the check covers the collectives recorded)"))
     for r in range(world):
         assert by_group["world"][r] == ref, "rank %d's world collectives differ from rank 0's:\n%s\n%s" % (
             r, by_group["world"][r], ref)
@@ -104,14 +166,17 @@ def check_lockstep(recs):
         members = [int(v) for v in g.split(",")]
         assert sorted(per_rank) == members, (g, sorted(per_rank))  # only the members issue them
         calls = per_rank[members[0]]
-        assert any(c[0] == "all_to_all_single" for c in calls), calls
         for r in members:
-            assert per_rank[r] == calls, "SP group %s: rank %d issued %s, rank %d %s" % (
+            assert per_rank[r] == calls, "group %s: rank %d issued %s, rank %d %s" % (
                 g, r, per_rank[r], members[0], calls)
-        n_sp += 1
+        # a group of every rank other than WORLD (FSDP2's mesh) need not be an SP group; at world 2
+        # the SP group of degree 2 is also every rank: an SP group is one with all-to-alls
+        if len(members) < world:
+            assert any(c[0] == "all_to_all_single" for c in calls), calls
+        n_sp += any(c[0] == "all_to_all_single" for c in calls)
     assert n_sp > 0, "no SP group collective recorded"
-    print("lock-step: %d world collectives identical on %d ranks; %d SP groups each in step"
-          % (len(ref), world, n_sp))
+    print("lock-step (%s): %d world collectives identical on %d ranks; every group's on its ranks; %d SP groups"
+          % (mode, len(ref), world, n_sp))
 
 
 def launcher():
@@ -126,13 +191,23 @@ def launcher():
         assert "torch.distributed" in str(e), e
     else:
         raise AssertionError("sp_groups made degree 2 without torch.distributed")
+    mode = "fsdp" if "--fsdp" in sys.argv[1:] else "ddp"
+    torchrun = "--torchrun" in sys.argv[1:]
+    what = "%s%s" % (mode.upper() if mode == "ddp" else "FSDP2", ", torchrun launch" if torchrun else "")
+    why = fsdp2_missing() if mode == "fsdp" else None
+    if why is None and torchrun:
+        why = torchrun_missing()
+    if why is not None:
+        print("sp_train_test (%s): NOT RUN: %s (dev/sp_fsdp_check.sh runs it on the GPU machine's torch)"
+              % (what, why))
+        return
     out_root = os.environ.get("TEST_TMPDIR") or tempfile.mkdtemp()
     for world in (2, 4):
-        out = os.path.join(out_root, "sp-w%d" % world)
+        out = os.path.join(out_root, "sp-%s%s-w%d" % (mode, "-torchrun" if torchrun else "", world))
         os.makedirs(out, exist_ok=True)
-        recs = launch(world, out)
-        print("world %d: %d checks on each rank passed" % (world, recs[0]["checks"]))
-    print("sp_train_test: OK")
+        recs = launch(world, out, mode, torchrun)
+        print("world %d (%s): %d checks on each rank passed" % (world, what, recs[0]["checks"]))
+    print("sp_train_test (%s): OK" % what)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -146,7 +221,7 @@ class Recorder:
     the group's ranks joined by commas)."""
 
     OPS = ("all_reduce", "all_to_all_single", "all_to_all", "all_gather", "broadcast", "barrier", "reduce_scatter",
-           "all_gather_object", "send", "recv")
+           "all_gather_object", "send", "recv", "all_gather_into_tensor", "reduce_scatter_tensor")
 
     def __init__(self, dist):
         self.dist = dist
@@ -244,10 +319,19 @@ def rank_main():
     import train_dit as td
 
     torch.set_num_threads(1)
+    out = os.environ["SP_TEST_OUT"]
+    if os.environ.get("SP_TEST_REDIRECT"):  # this rank's output to OUT/rankR.log (under torchrun too)
+        log = os.open(os.path.join(out, "rank%s.log" % os.environ["RANK"]), os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
+                      0o644)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+    mode = os.environ.get("SP_TEST_MODE", "ddp")
     env = T.setup_distributed(cpu=True)
     rank, world = env.rank, env.world_size
+    print("rank %d of %d: torch %s, %s, launched by %s" % (rank, world, torch.__version__, mode,
+                                                           "torchrun" if "TORCHELASTIC_RUN_ID" in os.environ else
+                                                           "the test"), flush=True)
     rec = Recorder(dist)
-    out = os.environ["SP_TEST_OUT"]
     checks = [0]
 
     def close(a, b, what, rel=1e-5):
@@ -326,8 +410,9 @@ def rank_main():
     model = M.PackedDiT(cfg, attention=M.LoopAttention(use_sdpa=False))
     torch.manual_seed(0)
     ref_model = M.PackedDiT(cfg, attention=M.LoopAttention(use_sdpa=False))
-    ddp, sync = td.wrap_distributed(model, env, fsdp=False, log=lambda *a: None)
-    ddp.register_comm_hook(None, rec.ddp_hook())
+    ddp, sync = td.wrap_distributed(model, env, fsdp=mode == "fsdp", log=lambda *a: print(*a, flush=True))
+    if mode == "ddp":
+        ddp.register_comm_hook(None, rec.ddp_hook())
     micro = {k: synth_micro(1000 + i, *MICRO[k], cfg.patch_dim, cfg.text_dim) for i, k in enumerate(sorted(MICRO))}
 
     def prepared(name, ranks, step, slot, n_micro, step_tokens, me):
@@ -358,7 +443,7 @@ def rank_main():
                 loss, _ = td.flow_loss(_Capture(ref_model, ref_pred, name), p, 1,
                                        torch.Generator().manual_seed(micro[name]["seed"]))
                 loss.backward()
-                ref_loss += float(loss)
+                ref_loss += float(loss.detach())
         ref_grads = {n: q.grad.clone() for n, q in ref_model.named_parameters()}
         # the distributed step: this rank's micro-batch of every slot, SP where its group has > 1 rank
         rec.on = True
@@ -387,13 +472,15 @@ def rank_main():
         dist.all_reduce(step_loss)
         rec.on = False
         close(step_loss, torch.tensor([ref_loss], dtype=torch.float64), "step %d loss" % step, rel=1e-5)
-        for n, q in model.named_parameters():
-            close(q.grad, ref_grads[n], "step %d gradient of %s" % (step, n), rel=1e-5)
+        got = td.full_grads(model)  # FSDP2: each gradient gathered whole from its shards
+        assert sorted(got) == sorted(ref_grads), (sorted(got), sorted(ref_grads))
+        for n in ref_grads:
+            close(got[n], ref_grads[n], "step %d gradient of %s" % (step, n), rel=1e-5)
         model.zero_grad(set_to_none=True)
         print("rank %d step %d: loss %.6f (reference %.6f), %d gradients equal" % (
             rank, step, float(step_loss), ref_loss, len(ref_grads)), flush=True)
 
-    if world == 2 and os.environ.get("ADAPTIVELOAD_BIN"):
+    if world == 2 and os.environ.get("ADAPTIVELOAD_BIN") and mode == "ddp":
         checks[0] += stream_batches(rank, world, groups, out, td, M, T)
 
     with open(os.path.join(out, "rank%d.json" % rank), "w") as f:
