@@ -206,6 +206,13 @@ typedef struct al_stream_options {
   /* Added at the end: under sequence parallelism, 0 = every rank of a group gets the group's
    * whole micro-batch; 1 = only this rank's token shard (al_stream_batch.shard_token_*). */
   int sp_shard;
+  /* Added at the end: shards at URLs (http://, https://, s3://: an index whose shard paths were
+   * moved there, e.g. al_index_remap_root(idx, DIR, "http://host/dir")) are read with ranged
+   * GETs; these keep what they fetch in a local folder shared by the node's ranks (created
+   * when missing), within cache_bytes (0 = 1 GiB) over all processes using it. NULL = no
+   * cache: every read is fetched. See stream/README.md, "Remote shards". */
+  const char *cache_dir;
+  uint64_t cache_bytes;
 } al_stream_options;
 
 /* 1%: a stream skipping more is reading the wrong member or a damaged corpus, not a stray bad
@@ -319,6 +326,12 @@ typedef struct al_stream_stats {
   /* Added at the end: samples of this stream's batches that lack a requested member, found at
    * open (AL_STREAM_SKIP_SAMPLE: they are skipped as they come, and counted in `skipped`). */
   uint64_t lacking;
+  /* Added at the end: shards at URLs (all 0 when every shard is local). */
+  uint64_t bytes_fetched; /* body bytes received from servers */
+  uint64_t requests;      /* HTTP requests sent (HEAD and ranged GETs, retries included) */
+  uint64_t cache_hits;    /* member reads served by the cache folder */
+  uint64_t cache_misses;  /* member reads fetched from a server */
+  uint64_t evicted_bytes; /* bytes this stream removed from the cache folder (its limit) */
 } al_stream_stats;
 
 /* Opens the stream of `rank` (< 0: from RANK). Checks that the manifest was

@@ -820,6 +820,7 @@ int stream_open_source(al_stream **out, const stream_source *src, stream_rank_pl
   if (rc == AL_OK) rc = set_memory(s, &o);
   if (rc == AL_OK) rc = open_pool(s, &o);
   if (rc == AL_OK) rc = stream_shard_table_new(&s->shards, &s->src);
+  if (rc == AL_OK) rc = stream_shard_table_set_cache(s->shards, o.cache_dir, o.cache_bytes);
   if (rc == AL_OK) rc = start_readers(s, &o);
   if (rc != AL_OK) {
     al_stream_close(s);
@@ -1001,6 +1002,14 @@ int al_stream_get_stats(const al_stream *s, al_stream_stats *out) {
   out->threads = s->n_threads;
   out->lacking = s->lacking;
   pthread_mutex_unlock(&m->mu);
+  stream_remote_counts rc;
+  if (stream_shard_table_remote_counts(s->shards, &rc)) {
+    out->bytes_fetched = rc.bytes_fetched;
+    out->requests = rc.requests;
+    out->cache_hits = rc.cache_hits;
+    out->cache_misses = rc.cache_misses;
+    out->evicted_bytes = rc.evicted_bytes;
+  }
   return AL_OK;
 }
 

@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "stream/engine_internal.h"
+#include "stream/remote_fetch_internal.h"
 
 /* A host buffer that grows on demand; contents up to `keep` survive growth. */
 typedef struct stream_growbuf {
@@ -37,6 +38,13 @@ typedef struct stream_shard_table stream_shard_table;
 
 int stream_shard_table_new(stream_shard_table **out, const stream_source *src);
 void stream_shard_table_free(stream_shard_table *t);
+
+/* The cache folder and its byte limit for shards at URLs (stream/remote_fetch_internal.h);
+ * call before the first read. dir NULL: no cache. */
+int stream_shard_table_set_cache(stream_shard_table *t, const char *dir, uint64_t bytes);
+
+/* What the remote shards cost so far: 1 with *out filled when some shard is a URL, else 0. */
+int stream_shard_table_remote_counts(stream_shard_table *t, stream_remote_counts *out);
 
 typedef struct stream_reader stream_reader;
 
