@@ -94,8 +94,10 @@ static int entry_load(const char *path, uint64_t len, void *dst) {
   while (ok && got < len) {
     ssize_t n = pread(fd, (char *)dst + got, (size_t)(len - got), (off_t)got);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) ok = 0;
-    else got += (uint64_t)n;
+    if (n <= 0)
+      ok = 0;
+    else
+      got += (uint64_t)n;
   }
   if (ok) futimens(fd, NULL); /* recently used */
   close(fd);
@@ -158,8 +160,10 @@ static int evict(const stream_cache *c, int lock_fd, const char *keep, uint64_t 
     if (fstatat(dirfd(d), de->d_name, &sb, 0) != 0) continue;
     if (is_tmp) {
       long pid = strtol(de->d_name + 2, NULL, 10);
-      if (pid > 0 && kill((pid_t)pid, 0) != 0 && errno == ESRCH) unlinkat(dirfd(d), de->d_name, 0);
-      else total += (uint64_t)sb.st_size; /* being written: counts */
+      if (pid > 0 && kill((pid_t)pid, 0) != 0 && errno == ESRCH)
+        unlinkat(dirfd(d), de->d_name, 0);
+      else
+        total += (uint64_t)sb.st_size; /* being written: counts */
       continue;
     }
     if (n == cap) {

@@ -120,7 +120,8 @@ int stream_remote_reader_new(stream_remote_reader **out, stream_remote *r) {
   if (rc == AL_OK && r->n_readers == r->cap_readers) {
     size_t nc = r->cap_readers ? 2 * r->cap_readers : 8;
     stream_remote_reader **nr = realloc(r->readers, nc * sizeof *nr);
-    if (!nr) rc = al_set_error(AL_ENOMEM, "remote reader");
+    if (!nr)
+      rc = al_set_error(AL_ENOMEM, "remote reader");
     else {
       r->readers = nr;
       r->cap_readers = nc;
@@ -180,7 +181,8 @@ static int reader_object(stream_remote_reader *rr, uint32_t id, remote_object **
     return al_set_error(AL_EIO, "%s", err);
   if (remote_object_size(o) != p->size || strcmp(remote_object_etag(o), p->etag) != 0) {
     int rc = al_set_error(AL_EFORMAT,
-                          "%s: object changed while streaming: size %" PRIu64 " ETag %s, pinned "
+                          "%s: object changed while streaming: size %" PRIu64
+                          " ETag %s, pinned "
                           "at %" PRIu64 " ETag %s",
                           p->url, remote_object_size(o), remote_object_etag(o), p->size, p->etag);
     pthread_mutex_lock(&r->mu);
@@ -229,8 +231,8 @@ int stream_remote_read(stream_remote_reader *rr, uint32_t id, uint64_t off, uint
   }
   int hit = 0;
   uint64_t ev = 0;
-  rc = stream_cache_get(r->cache, rr->lock_fd, p->url, p->etag, p->size, off, len, dst,
-                        fetch_range, &f, &hit, &ev);
+  rc = stream_cache_get(r->cache, rr->lock_fd, p->url, p->etag, p->size, off, len, dst, fetch_range,
+                        &f, &hit, &ev);
   atomic_fetch_add(hit ? &r->hits : &r->misses, 1);
   atomic_fetch_add(&r->evicted, ev);
   return rc;
