@@ -265,11 +265,15 @@ class StreamDataset(IterableDataset):
         pin_memory: copy CPU batches into pinned memory (main process; default: when CUDA
             is available and zero_copy is off).
         state: a ``batch.resume_state`` or ``state_dict()`` to continue from.
+        cache_dir, cache_bytes: shards at URLs (root={DIR: "http://host/dir"} or "s3://..."):
+            keep fetched members in this local folder, shared safely by the node's ranks,
+            within cache_bytes over all processes using it (0 = 1 GiB); None = no cache.
     """
 
     def __init__(self, index, manifest, rank=None, world_size=None, ext=None, threads=None, prefetch=4,
                  on_error="fail", device=None, zero_copy=False, keep=1, pin_memory=None, state=None, members=None,
-                 max_member_bytes=0, root=None, max_sample_bytes=0, max_skip_fraction=0):
+                 max_member_bytes=0, root=None, max_sample_bytes=0, max_skip_fraction=0,
+                 cache_dir=None, cache_bytes=0):
         super().__init__()
         if not isinstance(on_error, str) or on_error not in _ON_ERROR:
             raise ValueError("on_error must be 'fail' or 'skip', not %r" % (on_error,))
@@ -297,6 +301,12 @@ class StreamDataset(IterableDataset):
         if prefetch is not None:
             whole("prefetch", prefetch, 0, 4096)
         self.root = root_pairs(root)
+        if cache_dir is not None and not isinstance(cache_dir, (str, os.PathLike)):
+            raise TypeError("cache_dir must be a path or None, not %r" % (cache_dir,))
+        self.cache_dir = os.fspath(cache_dir) if cache_dir is not None else None
+        if self.cache_dir is not None and not self.cache_dir:
+            raise ValueError("cache_dir must not be empty")
+        self.cache_bytes = whole_or_default("cache_bytes", cache_bytes)
         self.threads = threads
         self.prefetch = prefetch
         self.on_error = on_error
@@ -415,6 +425,8 @@ class StreamDataset(IterableDataset):
         o.max_member_bytes = self.max_member_bytes
         o.max_sample_bytes = self.max_sample_bytes
         o.max_skip_fraction = self.max_skip_fraction
+        o.cache_dir = self.cache_dir.encode() if self.cache_dir else None
+        o.cache_bytes = self.cache_bytes
         o.on_error = _ON_ERROR[self.on_error]
         o.world = int(self.world_size or 0)
         o.first = worker
