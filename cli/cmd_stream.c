@@ -209,6 +209,12 @@ static const cli_option OPTIONS[] = {
      .metavar = "N",
      .help = "the byte limit of --cache-dir over all processes using it\n"
              "(default 1 GiB; least recently used entries go first)"},
+    {.name = "--fetch-parallel", .type = CLI_U64, CLI_AT(stream_args, o.fetch_parallel), .min = 1,
+     .max = 256, .metavar = "N",
+     .help = "with --cache-dir: N threads fetch the coming micro-batches'\n"
+             "members into the cache in plan order (default 4)"},
+    {.name = "--no-fetch-ahead", .type = CLI_FLAG, CLI_AT(stream_args, o.fetch_parallel), .set = -1,
+     .help = "with --cache-dir: no fetching ahead (readers fetch on demand)"},
     {.name = "--bench", .type = CLI_FLAG, CLI_AT(stream_args, bench), .set = 1,
      .help = "measure instead of listing batches"},
     {.name = "--device", .type = CLI_CUSTOM, .parse = parse_device, .flags = CLI_VALUE_IF_DIGIT,

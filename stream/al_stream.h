@@ -213,6 +213,10 @@ typedef struct al_stream_options {
    * cache: every read is fetched. See stream/README.md, "Remote shards". */
   const char *cache_dir;
   uint64_t cache_bytes;
+  /* With cache_dir and shards at URLs: threads (parallel requests) that fetch the members of
+   * the coming micro-batches into the cache in plan order, ahead of the readers, holding at
+   * most half of cache_bytes ahead of the consumer. 0 = 4, -1 = none. */
+  int fetch_parallel;
 } al_stream_options;
 
 /* 1%: a stream skipping more is reading the wrong member or a damaged corpus, not a stray bad
@@ -330,7 +334,7 @@ typedef struct al_stream_stats {
   uint64_t bytes_fetched; /* body bytes received from servers */
   uint64_t requests;      /* HTTP requests sent (HEAD and ranged GETs, retries included) */
   uint64_t cache_hits;    /* member reads served by the cache folder */
-  uint64_t cache_misses;  /* member reads fetched from a server */
+  uint64_t cache_misses;  /* members fetched from a server (by readers or fetched ahead) */
   uint64_t evicted_bytes; /* bytes this stream removed from the cache folder (its limit) */
 } al_stream_stats;
 

@@ -85,7 +85,7 @@ static uint64_t entry_hash(const char *url, const char *etag, uint64_t size, uin
 }
 
 /* Reads the whole entry (exactly len bytes) into dst: 1, 0 when absent or of another size. */
-static int entry_load(const char *path, uint64_t len, void *dst) {
+static int entry_load(const char *path, uint64_t len, void *dst, int consume) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return 0;
   struct stat sb;
@@ -99,12 +99,16 @@ static int entry_load(const char *path, uint64_t len, void *dst) {
     else
       got += (uint64_t)n;
   }
-  if (ok) futimens(fd, NULL); /* recently used */
+  if (ok && consume) { /* read: the first to go when room is needed */
+    struct timespec t[2] = {{1, 0}, {1, 0}};
+    futimens(fd, t);
+  }
   close(fd);
   return ok;
 }
 
-static int entry_store(const stream_cache *c, const char *path, const void *src, uint64_t len) {
+static int entry_store(const stream_cache *c, const char *path, const void *src, uint64_t len,
+                       int consume) {
   char tmp[4200];
   snprintf(tmp, sizeof tmp, "%s/" TMP_PREFIX "%ld-%ld", c->dir, (long)getpid(),
            (long)syscall(SYS_gettid));
@@ -121,6 +125,8 @@ static int entry_store(const stream_cache *c, const char *path, const void *src,
     }
     put += (uint64_t)n;
   }
+  struct timespec old[2] = {{1, 0}, {1, 0}};
+  if (rc == AL_OK && consume) futimens(fd, old);
   if (rc == AL_OK && fsync(fd) != 0)
     rc = al_set_error(AL_EIO, "cache: fsync %s: %s", tmp, strerror(errno));
   close(fd);
@@ -199,13 +205,14 @@ static int evict(const stream_cache *c, int lock_fd, const char *keep, uint64_t 
 
 int stream_cache_get(const stream_cache *c, int lock_fd, const char *url, const char *etag,
                      uint64_t size, uint64_t off, uint64_t len, void *dst,
-                     stream_cache_fetch_fn fetch, void *ctx, int *hit, uint64_t *evicted) {
+                     stream_cache_fetch_fn fetch, void *ctx, int consume, int *hit,
+                     uint64_t *evicted) {
   *hit = 0;
   uint64_t h = entry_hash(url, etag, size, off, len);
   char name[64], path[4200];
   snprintf(name, sizeof name, ENTRY_PREFIX "%016" PRIx64, h);
   snprintf(path, sizeof path, "%s/%s", c->dir, name);
-  if (entry_load(path, len, dst)) {
+  if (entry_load(path, len, dst, consume)) {
     *hit = 1;
     return AL_OK;
   }
@@ -213,13 +220,13 @@ int stream_cache_get(const stream_cache *c, int lock_fd, const char *url, const 
   uint64_t at = 1 + (h & ((1ull << 40) - 1));
   int rc = lock_byte(lock_fd, at, 1);
   if (rc != AL_OK) return rc;
-  if (entry_load(path, len, dst)) { /* another fetcher stored it while we waited */
+  if (entry_load(path, len, dst, consume)) { /* another fetcher stored it while we waited */
     *hit = 1;
     return lock_byte(lock_fd, at, 0);
   }
   rc = fetch(ctx, off, len, dst);
   /* An entry larger than the whole cache is delivered but not kept. */
-  if (rc == AL_OK && len <= c->limit) rc = entry_store(c, path, dst, len);
+  if (rc == AL_OK && len <= c->limit) rc = entry_store(c, path, dst, len, consume);
   int urc = lock_byte(lock_fd, at, 0);
   if (rc == AL_OK && len <= c->limit) rc = evict(c, lock_fd, name, evicted);
   return rc != AL_OK ? rc : urc;

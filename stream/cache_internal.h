@@ -14,8 +14,11 @@
  *   next eviction scan).
  *   The byte limit holds across processes: after storing an entry, the storer takes the
  *   folder's lock (byte 0 of "locks", exclusive), sums the entry files in the folder and
- *   removes the least recently used ones (by mtime; a hit refreshes it) until the sum is
- *   within the limit. Every process evicts under that one lock, so the sum the folder holds
+ *   removes them in mtime order until the sum is within the limit. An entry a reader has
+ *   consumed (`consume`: read into a batch) gets mtime 1 s after the epoch, so it goes first:
+ *   in one epoch a member is read once, so what was read is what is needed latest (never),
+ *   and entries fetched ahead and not yet read (mtime: when stored) stay; among those the
+ *   earliest stored go first. Every process evicts under that one lock, so the sum the folder holds
  *   exceeds the limit at most by the entries being written at that moment (one per fetching
  *   thread) until their storer's scan.
  * Thread safety: a stream_cache is read-only after stream_cache_open; each thread passes its
@@ -42,6 +45,7 @@ int stream_cache_lock_fd(const stream_cache *c, int *fd);
 typedef int (*stream_cache_fetch_fn)(void *ctx, uint64_t off, uint64_t len, void *dst);
 int stream_cache_get(const stream_cache *c, int lock_fd, const char *url, const char *etag,
                      uint64_t size, uint64_t off, uint64_t len, void *dst,
-                     stream_cache_fetch_fn fetch, void *ctx, int *hit, uint64_t *evicted);
+                     stream_cache_fetch_fn fetch, void *ctx, int consume, int *hit,
+                     uint64_t *evicted);
 
 #endif /* AL_CACHE_INTERNAL_H */

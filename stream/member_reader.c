@@ -460,7 +460,8 @@ static int seq_seek(stream_reader *r, const stream_source_job *job, const char *
 }
 
 /* The stored bytes of a member of a remote shard into r->fetched (cache or ranged GET). */
-static int remote_member(stream_reader *r, const stream_source_job *job, const char *url) {
+static int remote_member(stream_reader *r, const stream_source_job *job, const char *url,
+                         int consume) {
   int rc = AL_OK;
   if (!r->rr) {
     pthread_mutex_lock(&r->t->mu);
@@ -469,7 +470,8 @@ static int remote_member(stream_reader *r, const stream_source_job *job, const c
     rc = stream_remote_reader_new(&r->rr, rem);
   }
   if (rc == AL_OK) rc = stream_growbuf_reserve(&r->fetched, (size_t)job->size + 1, 0);
-  if (rc == AL_OK) rc = stream_remote_read(r->rr, job->shard, job->offset, job->size, r->fetched.p);
+  if (rc == AL_OK)
+    rc = stream_remote_read(r->rr, job->shard, job->offset, job->size, r->fetched.p, consume);
   if (rc != AL_OK)
     return al_error_prefix(rc, "%s: key '%s' member '%s' at byte %" PRIu64, url,
                            job->key ? job->key : "?", job->member, job->offset);
@@ -491,7 +493,7 @@ int stream_reader_read(stream_reader *r, const stream_source_job *job, stream_gr
       return fail_at(job, path, job->offset, AL_EFORMAT, "member extends past the end of the shard",
                      NULL);
     if (over_cap(r, job)) return cap_error(r, job, path);
-    if ((rc = remote_member(r, job, path)) != AL_OK) return rc;
+    if ((rc = remote_member(r, job, path, 1)) != AL_OK) return rc;
     in.mem = r->fetched.p;
     in.base = job->offset;
     in.pos = job->offset;
@@ -518,6 +520,21 @@ int stream_reader_read(stream_reader *r, const stream_source_job *job, stream_gr
   }
   if (rc != AL_OK && in.a) seq_close(r); /* position unknown after a failed read */
   return rc;
+}
+
+int stream_shard_table_is_remote(stream_shard_table *t, uint32_t id) {
+  stream_source_shard info;
+  if (id >= t->n || t->src->shard(t->src->ctx, id, &info) != AL_OK) return 0;
+  return remote_url_kind(info.path) != REMOTE_NOT_URL;
+}
+
+int stream_reader_warm(stream_reader *r, const stream_source_job *job) {
+  shard_slot *s = NULL;
+  int rc = shard_get(r->t, job->shard, &s);
+  if (rc != AL_OK || !s || !s->remote || !r->t->cache_dir) return rc;
+  if (job->offset > s->info.size || job->size > s->info.size - job->offset || over_cap(r, job))
+    return AL_OK; /* the reader reports it */
+  return remote_member(r, job, s->info.path, 0);
 }
 
 void stream_reader_set_max_member(stream_reader *r, uint64_t max_member) {

@@ -62,6 +62,13 @@ void stream_reader_free(stream_reader *r);
 int stream_reader_read(stream_reader *r, const stream_source_job *job, stream_growbuf *b,
                        size_t off, size_t *len);
 
+/* Whether shard `id`'s path is a URL (without opening it). */
+int stream_shard_table_is_remote(stream_shard_table *t, uint32_t id);
+
+/* Stores a member of a remote shard in the cache folder (nothing for local shards or without a
+ * cache): what the prefetcher calls ahead of the readers. */
+int stream_reader_warm(stream_reader *r, const stream_source_job *job);
+
 /* Sets this reader's cap (0 = stream_max_member_bytes()). */
 void stream_reader_set_max_member(stream_reader *r, uint64_t max_member);
 uint64_t stream_reader_max_member(const stream_reader *r);

@@ -200,6 +200,7 @@ static int reader_object(stream_remote_reader *rr, uint32_t id, remote_object **
 
 typedef struct fetch_ctx {
   remote_object *o;
+  stream_remote *r;
 } fetch_ctx;
 
 static int fetch_range(void *ctx, uint64_t off, uint64_t len, void *dst) {
@@ -207,11 +208,13 @@ static int fetch_range(void *ctx, uint64_t off, uint64_t len, void *dst) {
   char err[1024];
   if (remote_object_read(f->o, off, dst, (size_t)len, err, sizeof err) != 0)
     return al_set_error(AL_EIO, "%s", err);
+  /* Counted when fetched, before the entry is stored: once a reader can see it, it counts. */
+  atomic_fetch_add(&f->r->misses, 1);
   return AL_OK;
 }
 
-int stream_remote_read(stream_remote_reader *rr, uint32_t id, uint64_t off, uint64_t len,
-                       void *dst) {
+int stream_remote_read(stream_remote_reader *rr, uint32_t id, uint64_t off, uint64_t len, void *dst,
+                       int consume) {
   stream_remote *r = rr->r;
   if (id >= r->n || !r->pins[id].url)
     return al_set_error(AL_ESTATE, "remote shard %" PRIu32 " read before it was pinned", id);
@@ -224,16 +227,13 @@ int stream_remote_read(stream_remote_reader *rr, uint32_t id, uint64_t off, uint
   remote_object *o;
   int rc = reader_object(rr, id, &o);
   if (rc != AL_OK) return rc;
-  fetch_ctx f = {o};
-  if (!r->cache) {
-    atomic_fetch_add(&r->misses, 1);
-    return fetch_range(&f, off, len, dst);
-  }
+  fetch_ctx f = {o, r};
+  if (!r->cache) return fetch_range(&f, off, len, dst);
   int hit = 0;
   uint64_t ev = 0;
   rc = stream_cache_get(r->cache, rr->lock_fd, p->url, p->etag, p->size, off, len, dst, fetch_range,
-                        &f, &hit, &ev);
-  atomic_fetch_add(hit ? &r->hits : &r->misses, 1);
+                        &f, consume, &hit, &ev);
+  if (consume && hit) atomic_fetch_add(&r->hits, 1);
   atomic_fetch_add(&r->evicted, ev);
   return rc;
 }

@@ -42,15 +42,16 @@ int stream_remote_reader_new(stream_remote_reader **out, stream_remote *r);
 void stream_remote_reader_free(stream_remote_reader *rr);
 
 /* Exactly len bytes of pinned shard `id` at byte `off` into dst: from the cache when it holds
- * them, else one ranged GET (then stored in the cache). */
-int stream_remote_read(stream_remote_reader *rr, uint32_t id, uint64_t off, uint64_t len,
-                       void *dst);
+ * them, else one ranged GET (then stored in the cache). consume: 1 from a reader (the bytes
+ * go into a batch), 0 from the prefetcher (cache_internal.h). */
+int stream_remote_read(stream_remote_reader *rr, uint32_t id, uint64_t off, uint64_t len, void *dst,
+                       int consume);
 
 typedef struct stream_remote_counts {
   uint64_t bytes_fetched; /* body bytes received from servers */
   uint64_t requests;      /* HTTP requests sent (HEADs, retries included) */
-  uint64_t cache_hits;    /* member reads served by the cache folder */
-  uint64_t cache_misses;  /* member reads fetched */
+  uint64_t cache_hits;    /* member reads of the readers served by the cache folder */
+  uint64_t cache_misses;  /* members fetched from a server (by readers or the prefetcher) */
   uint64_t evicted_bytes; /* bytes this stream removed from the cache folder */
 } stream_remote_counts;
 

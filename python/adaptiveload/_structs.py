@@ -204,6 +204,7 @@ class StreamOptions(ctypes.Structure):
         ("sp_shard", c_int),
         ("cache_dir", c_char_p),
         ("cache_bytes", c_uint64),
+        ("fetch_parallel", c_int),
     ]
 
 

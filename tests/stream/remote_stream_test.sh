@@ -42,7 +42,9 @@ C=(--cache-dir "$T/cache" --cache-bytes 100000000)
   fail "warm: $(cat "$T/err")"
 cmp -s "$T/local.jsonl" "$T/warm.jsonl" || fail "the cache delivered other bytes"
 grep -q "cache hits [1-9][0-9]* misses 0 " "$T/err" || fail "warm epoch fetched: $(cat "$T/err")"
-[ "$(field "$T/cold.json" cache_hits)" = 0 ] || fail "cold cache had hits"
+# Cold: each member fetched once (readers and the fetch-ahead threads together).
+[ "$(field "$T/cold.json" cache_misses)" = "$(ls "$T"/cache/e-* | wc -l)" ] ||
+  fail "cold epoch fetched $(field "$T/cold.json" cache_misses) members for $(ls "$T"/cache/e-* | wc -l) entries"
 
 # A cache smaller than what the rank reads: the limit holds, bytes stay identical.
 lim=$((want / 3))
@@ -53,6 +55,10 @@ cmp -s "$T/local_lat.jsonl" "$T/small.jsonl" || fail "small cache: other bytes"
 used=$(du -b --apparent-size -c "$T"/small/e-* 2>/dev/null | tail -1 | cut -f1)
 [ "$used" -le "$lim" ] || fail "cache holds $used bytes, limit $lim"
 grep -q "evicted [1-9]" "$T/err" || fail "nothing evicted: $(cat "$T/err")"
+# Fetched ahead within half the limit, read ones evicted first: no member fetched twice.
+keys=$(python3 -c "import json,sys; print(len({k for l in open(sys.argv[1]) for k in json.loads(l)['keys']}))" "$T/local_lat.jsonl")
+m=$(sed -n 's/.*misses \([0-9]*\).*/\1/p' "$T/err")
+[ "$m" = "$keys" ] || fail "small cache: $m fetches for $keys members: $(cat "$T/err")"
 
 # Two ranks' processes at once on one cache folder: each member fetched once in all.
 for r in 0 1; do
