@@ -82,6 +82,30 @@ n=$(ls "$T"/shared/e-* | wc -l)
   --cache-dir "$T/shared" --members latent,json --jsonl >/dev/null 2>"$T/err" || fail "rank 1 warm"
 grep -q "misses 0 " "$T/err" || fail "rank 1 refetched from the shared cache: $(cat "$T/err")"
 
+# Python: StreamDataset(root=URL, cache_dir=, cache_bytes=) delivers the local bytes.
+if [ -n "${2:-}" ] && /usr/bin/python3 -c "import torch" 2>/dev/null; then
+  ADAPTIVELOAD_LIB=$(cd "$(dirname "$2")" && pwd)/$(basename "$2") \
+    PYTHONPATH="$(dirname "$(readlink -f "$0")")/../../python" PYTHONDONTWRITEBYTECODE=1 \
+    /usr/bin/python3 - "$T" "$URL" <<'PY' || fail "Python StreamDataset over nginx"
+import sys
+from adaptiveload.stream import StreamDataset
+t, url = sys.argv[1], sys.argv[2]
+def run(**kw):
+    ds = StreamDataset(t + "/i.alidx", t + "/m.alm", rank=0, world_size=2, zero_copy=False, **kw)
+    return [(b.keys, bytes(b.data.numpy())) for b in ds]
+local = run()
+remote = run(root={t + "/www/corpus": url}, cache_dir=t + "/pycache", cache_bytes=50_000_000)
+assert local and local == remote, "remote batches differ from local ones"
+for bad in (-2, 1.5, "4"):
+    try:
+        StreamDataset(t + "/i.alidx", t + "/m.alm", rank=0, world_size=2, fetch_parallel=bad)
+    except (TypeError, ValueError):
+        continue
+    raise AssertionError("fetch_parallel=%r accepted" % (bad,))
+print("python ok")
+PY
+fi
+
 # s3rver: the same bytes through S3 (path-style, SigV4).
 start_s3rver bkt
 export AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER AWS_REGION=us-east-1
