@@ -1,4 +1,5 @@
-/* Remote members into the cache folder ahead of the readers, in plan order (prefetch_internal.h). */
+/* Remote members into the cache folder ahead of the readers, in plan order (prefetch_internal.h).
+ */
 #include "stream/prefetch_internal.h"
 
 #include <pthread.h>

@@ -7,10 +7,10 @@
  * prefetcher walks that sequence from the consumer's position: `parallel` threads take the
  * next (batch, sample, member) in order (earliest deadline first) and store it in the cache
  * (stream_reader_warm), skipping the batches a reader thread has begun (it fetches those
- * itself, so a member read and evicted is never fetched again), while the members fetched ahead of the consumer hold at most half the
- * cache's byte limit (so what is fetched ahead is not evicted before it is read). Local
- * shards cost nothing (no unit is fetched for them). A failed prefetch is dropped: the reader
- * thread that reaches the member reads it again and reports the error.
+ * itself, so a member read and evicted is never fetched again), while the members fetched ahead of
+ * the consumer hold at most half the cache's byte limit (so what is fetched ahead is not evicted
+ * before it is read). Local shards cost nothing (no unit is fetched for them). A failed prefetch is
+ * dropped: the reader thread that reaches the member reads it again and reports the error.
  */
 #ifndef AL_PREFETCH_INTERNAL_H
 #define AL_PREFETCH_INTERNAL_H
@@ -29,7 +29,7 @@ typedef struct stream_prefetch_args {
   stream_shard_table *shards;
   const char *const *members;
   size_t n_members;
-  uint64_t first, stride, total; /* the stream's batches: first + k * stride, k < total */
+  uint64_t first, stride, total;         /* the stream's batches: first + k * stride, k < total */
   const atomic_uint_fast64_t *delivered; /* batches the consumer took so far */
   const atomic_uint_fast64_t *claimed;   /* batches reader threads took to fill so far: a
                                             reader fetches their members itself */

@@ -199,14 +199,20 @@ static int reader_object(stream_remote_reader *rr, uint32_t id, remote_object **
 }
 
 typedef struct fetch_ctx {
-  remote_object *o;
+  stream_remote_reader *rr;
+  uint32_t id;
   stream_remote *r;
 } fetch_ctx;
 
+/* One ranged GET through this thread's object of the shard (opened, with its HEAD, only when
+ * something must be fetched: a warm cache sends no request past the pins). */
 static int fetch_range(void *ctx, uint64_t off, uint64_t len, void *dst) {
   fetch_ctx *f = ctx;
+  remote_object *o;
+  int rc = reader_object(f->rr, f->id, &o);
+  if (rc != AL_OK) return rc;
   char err[1024];
-  if (remote_object_read(f->o, off, dst, (size_t)len, err, sizeof err) != 0)
+  if (remote_object_read(o, off, dst, (size_t)len, err, sizeof err) != 0)
     return al_set_error(AL_EIO, "%s", err);
   /* Counted when fetched, before the entry is stored: once a reader can see it, it counts. */
   atomic_fetch_add(&f->r->misses, 1);
@@ -224,15 +230,12 @@ int stream_remote_read(stream_remote_reader *rr, uint32_t id, uint64_t off, uint
                         "%s: bytes [%" PRIu64 ", +%" PRIu64 ") past the end of the object (%" PRIu64
                         " bytes)",
                         p->url, off, len, p->size);
-  remote_object *o;
-  int rc = reader_object(rr, id, &o);
-  if (rc != AL_OK) return rc;
-  fetch_ctx f = {o, r};
+  fetch_ctx f = {rr, id, r};
   if (!r->cache) return fetch_range(&f, off, len, dst);
   int hit = 0;
   uint64_t ev = 0;
-  rc = stream_cache_get(r->cache, rr->lock_fd, p->url, p->etag, p->size, off, len, dst, fetch_range,
-                        &f, consume, &hit, &ev);
+  int rc = stream_cache_get(r->cache, rr->lock_fd, p->url, p->etag, p->size, off, len, dst,
+                            fetch_range, &f, consume, &hit, &ev);
   if (consume && hit) atomic_fetch_add(&r->hits, 1);
   atomic_fetch_add(&r->evicted, ev);
   return rc;

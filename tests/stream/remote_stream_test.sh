@@ -42,6 +42,9 @@ C=(--cache-dir "$T/cache" --cache-bytes 100000000)
   fail "warm: $(cat "$T/err")"
 cmp -s "$T/local.jsonl" "$T/warm.jsonl" || fail "the cache delivered other bytes"
 grep -q "cache hits [1-9][0-9]* misses 0 " "$T/err" || fail "warm epoch fetched: $(cat "$T/err")"
+# Warm: only the pins (one HEAD per shard) go to the server.
+req=$(sed -n 's/.* in \([0-9]*\) requests.*/\1/p' "$T/err")
+[ "$req" -le 3 ] || fail "warm epoch sent $req requests for 3 shards"
 # Cold: each member fetched once (readers and the fetch-ahead threads together).
 [ "$(field "$T/cold.json" cache_misses)" = "$(ls "$T"/cache/e-* | wc -l)" ] ||
   fail "cold epoch fetched $(field "$T/cold.json" cache_misses) members for $(ls "$T"/cache/e-* | wc -l) entries"
