@@ -216,6 +216,19 @@ static const cli_option OPTIONS[] = {
              "its group's micro-batch (rank j of d: tokens [jN/d, (j+1)N/d)\n"
              "of the packed sequence), the typed latent patchified\n"
              "(tokens, C x patch); default: the group's whole micro-batch"},
+    {.name = "--cache-dir", .type = CLI_STRING, CLI_AT(stream_args, o.cache_dir), .metavar = "DIR",
+     .help = "shards at URLs (--root DIR=http://... or s3://...): keep\n"
+             "fetched members in DIR (shared safely by the node's ranks)"},
+    {.name = "--cache-bytes", .type = CLI_U64, CLI_AT(stream_args, o.cache_bytes), .min = 1,
+     .metavar = "N",
+     .help = "the byte limit of --cache-dir over all processes using it\n"
+             "(default 1 GiB; least recently used entries go first)"},
+    {.name = "--fetch-parallel", .type = CLI_U64, CLI_AT(stream_args, o.fetch_parallel), .min = 1,
+     .max = 256, .metavar = "N",
+     .help = "with --cache-dir: N threads fetch the coming micro-batches'\n"
+             "members into the cache in plan order (default 4)"},
+    {.name = "--no-fetch-ahead", .type = CLI_FLAG, CLI_AT(stream_args, o.fetch_parallel), .set = -1,
+     .help = "with --cache-dir: no fetching ahead (readers fetch on demand)"},
     {.name = "--bench", .type = CLI_FLAG, CLI_AT(stream_args, bench), .set = 1,
      .help = "measure instead of listing batches"},
     {.name = "--device", .type = CLI_CUSTOM, .parse = parse_device, .flags = CLI_VALUE_IF_DIGIT,
@@ -352,6 +365,9 @@ static void print_bench_json(const stream_args *a, const stream_totals *t,
          secs > 0 ? (double)t->bytes / secs / 1e9 : 0, secs > 0 ? (double)t->batches / secs : 0,
          ss->stall_seconds, ss->read_seconds, t->compute, ss->threads, ss->buffers,
          ss->pinned ? "true" : "false", ss->host_bytes, a->o.device_copy ? "true" : "false");
+  printf(",\"bytes_fetched\":%" PRIu64 ",\"requests\":%" PRIu64 ",\"cache_hits\":%" PRIu64
+         ",\"cache_misses\":%" PRIu64 ",\"evicted_bytes\":%" PRIu64,
+         ss->bytes_fetched, ss->requests, ss->cache_hits, ss->cache_misses, ss->evicted_bytes);
   if (a->o.device_copy)
     printf(",\"copied_bytes\":%" PRIu64
            ",\"copy_stall_seconds\":%.6f,\"device_buffer_bytes\":%" PRIu64,
@@ -373,6 +389,11 @@ static void print_bench_text(const stream_args *a, const stream_totals *t,
       ss->stall_seconds, secs > 0 ? 100 * ss->stall_seconds / secs : 0, ss->read_seconds,
       ss->threads, ss->buffers, ss->pinned ? "yes" : "no", (double)ss->host_bytes / 1e6);
   if (a->compute_ms > 0) printf("simulated compute %.3f s\n", t->compute);
+  if (ss->requests)
+    printf("remote: fetched %.3f MB in %" PRIu64 " requests, cache hits %" PRIu64 " misses %" PRIu64
+           ", evicted %.3f MB\n",
+           (double)ss->bytes_fetched / 1e6, ss->requests, ss->cache_hits, ss->cache_misses,
+           (double)ss->evicted_bytes / 1e6);
   if (a->o.device_copy)
     printf(
         "device copies %.3f GB, copy stall %.3f s (%.1f%%: time waiting for a batch's copy after "
@@ -393,6 +414,11 @@ static void report(const stream_args *a, al_stream *s, const stream_totals *t) {
     fprintf(stderr,
             "adaptiveload stream: %" PRIu64 " batches, %" PRIu64 " samples, %" PRIu64 " skipped\n",
             t->batches, t->samples, t->skipped);
+  if (!a->bench && ss.requests)
+    fprintf(stderr,
+            "adaptiveload stream: remote fetched %" PRIu64 " bytes in %" PRIu64
+            " requests, cache hits %" PRIu64 " misses %" PRIu64 " evicted %" PRIu64 " bytes\n",
+            ss.bytes_fetched, ss.requests, ss.cache_hits, ss.cache_misses, ss.evicted_bytes);
 }
 
 int cli_cmd_stream(int argc, char **argv) {

@@ -210,6 +210,17 @@ typedef struct al_stream_options {
    * open (AL_EUNSUPPORTED): its tokens cannot be cut; a typed latent of a plan without a latent
    * grid fails its sample (AL_EUNSUPPORTED). */
   int sp_shard;
+  /* Added at the end: shards at URLs (http://, https://, s3://: an index whose shard paths were
+   * moved there, e.g. al_index_remap_root(idx, DIR, "http://host/dir")) are read with ranged
+   * GETs; these keep what they fetch in a local folder shared by the node's ranks (created
+   * when missing), within cache_bytes (0 = 1 GiB) over all processes using it. NULL = no
+   * cache: every read is fetched. See stream/README.md, "Remote shards". */
+  const char *cache_dir;
+  uint64_t cache_bytes;
+  /* With cache_dir and shards at URLs: threads (parallel requests) that fetch the members of
+   * the coming micro-batches into the cache in plan order, ahead of the readers, holding at
+   * most half of cache_bytes ahead of the consumer. 0 = 4, -1 = none. */
+  int fetch_parallel;
 } al_stream_options;
 
 /* Token shards (sp_shard 1). A micro-batch of a group of degree d is the packed sequence of
@@ -362,6 +373,12 @@ typedef struct al_stream_stats {
   /* Added at the end: samples of this stream's batches that lack a requested member, found at
    * open (AL_STREAM_SKIP_SAMPLE: they are skipped as they come, and counted in `skipped`). */
   uint64_t lacking;
+  /* Added at the end: shards at URLs (all 0 when every shard is local). */
+  uint64_t bytes_fetched; /* body bytes received from servers */
+  uint64_t requests;      /* HTTP requests sent (HEAD and ranged GETs, retries included) */
+  uint64_t cache_hits;    /* member reads served by the cache folder */
+  uint64_t cache_misses;  /* members fetched from a server (by readers or fetched ahead) */
+  uint64_t evicted_bytes; /* bytes this stream removed from the cache folder (its limit) */
 } al_stream_stats;
 
 /* Opens the stream of `rank` (< 0: from RANK). Checks that the manifest was

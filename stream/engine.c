@@ -25,6 +25,7 @@
 #include "stream/cuda_rt_internal.h"
 #include "stream/member_reader_internal.h"
 #include "stream/engine_internal.h"
+#include "stream/prefetch_internal.h"
 #include "stream/typed_member_internal.h"
 
 typedef enum { SLOT_FREE, SLOT_FILLING, SLOT_READY, SLOT_HELD } slot_state;
@@ -106,6 +107,9 @@ struct al_stream {
 
   pthread_t *threads;
   int n_threads;
+  stream_prefetch *prefetch;          /* remote members into the cache ahead of the readers */
+  atomic_uint_fast64_t delivered_pub; /* next_deliver, for the prefetcher */
+  atomic_uint_fast64_t claimed_pub;   /* next_claim, for the prefetcher */
 
   uint64_t st_samples, st_bytes, st_skipped;
   double stall_s, read_s;
@@ -675,6 +679,7 @@ static void *reader_main(void *arg) {
     }
     sl->state = SLOT_FILLING;
     sl->seq = s->next_claim++;
+    atomic_store(&s->claimed_pub, s->next_claim);
     if (++s->in_use > s->max_in_use) s->max_in_use = s->in_use;
     pthread_mutex_unlock(&s->mu);
 
@@ -947,6 +952,26 @@ static int start_readers(al_stream *s, const al_stream_options *o) {
   return AL_OK;
 }
 
+/* With a cache folder: the prefetcher of remote members (prefetch_internal.h). */
+static int start_prefetch(al_stream *s, const al_stream_options *o) {
+  if (!o->cache_dir || !*o->cache_dir || o->fetch_parallel < 0) return AL_OK;
+  uint64_t limit = o->cache_bytes ? o->cache_bytes : (1ull << 30);
+  stream_prefetch_args a = {.src = &s->src,
+                            .plan = &s->plan,
+                            .shards = s->shards,
+                            .members = (const char *const *)s->members,
+                            .n_members = s->n_members,
+                            .first = s->first,
+                            .stride = s->stride,
+                            .total = s->total,
+                            .delivered = &s->delivered_pub,
+                            .claimed = &s->claimed_pub,
+                            .ahead_bytes = limit / 2,
+                            .parallel = o->fetch_parallel ? o->fetch_parallel : 4,
+                            .read_block = s->read_block};
+  return stream_prefetch_start(&s->prefetch, &a);
+}
+
 int stream_open_source(al_stream **out, const stream_source *src, stream_rank_plan *plan,
                        const al_stream_options *opts) {
   al_stream_options o;
@@ -981,7 +1006,9 @@ int stream_open_source(al_stream **out, const stream_source *src, stream_rank_pl
   if (rc == AL_OK) rc = set_memory(s, &o);
   if (rc == AL_OK) rc = open_pool(s, &o);
   if (rc == AL_OK) rc = stream_shard_table_new(&s->shards, &s->src);
+  if (rc == AL_OK) rc = stream_shard_table_set_cache(s->shards, o.cache_dir, o.cache_bytes);
   if (rc == AL_OK) rc = start_readers(s, &o);
+  if (rc == AL_OK) rc = start_prefetch(s, &o);
   if (rc != AL_OK) {
     al_stream_close(s);
     return rc;
@@ -1050,6 +1077,7 @@ int al_stream_next(al_stream *s, const al_stream_batch **out) {
   sl->state = SLOT_HELD;
   s->held++;
   s->next_deliver++;
+  atomic_store(&s->delivered_pub, s->next_deliver);
   s->st_samples += sl->batch.n;
   s->st_bytes += sl->batch.data_bytes;
   s->st_skipped += sl->batch.n_skipped;
@@ -1162,6 +1190,14 @@ int al_stream_get_stats(const al_stream *s, al_stream_stats *out) {
   out->threads = s->n_threads;
   out->lacking = s->lacking;
   pthread_mutex_unlock(&m->mu);
+  stream_remote_counts rc;
+  if (stream_shard_table_remote_counts(s->shards, &rc)) {
+    out->bytes_fetched = rc.bytes_fetched;
+    out->requests = rc.requests;
+    out->cache_hits = rc.cache_hits;
+    out->cache_misses = rc.cache_misses;
+    out->evicted_bytes = rc.evicted_bytes;
+  }
   return AL_OK;
 }
 
@@ -1174,6 +1210,7 @@ void al_stream_close(al_stream *s) {
   pthread_mutex_unlock(&s->mu);
   for (int i = 0; i < s->n_threads; i++) pthread_join(s->threads[i], NULL);
   free(s->threads);
+  stream_prefetch_stop(s->prefetch);
   if (s->slots) {
     /* Copies may still read host buffers: let them finish before freeing. */
     for (int i = 0; i < s->n_slots; i++)

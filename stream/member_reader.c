@@ -17,7 +17,9 @@
 #include "common/atomic_file_internal.h"
 #include "common/grow_internal.h"
 #include "loader/lz4_member_internal.h"
+#include "loader/remote_internal.h"
 #include "stream/cuda_rt_internal.h"
+#include "stream/remote_fetch_internal.h"
 
 /* ---------------------------------------------------------------- buffers */
 
@@ -52,6 +54,7 @@ void stream_growbuf_free(stream_growbuf *b) {
 typedef struct shard_slot {
   int state; /* 0 = not opened, 1 = open, -1 = unusable */
   int fd;
+  int remote; /* a URL: read through stream_remote (no fd) */
   int status;
   char *error; /* why unusable, without the key (added per sample) */
   stream_source_shard info;
@@ -62,7 +65,27 @@ struct stream_shard_table {
   const stream_source *src;
   size_t n;
   shard_slot *slots;
+  stream_remote *remote; /* opened at the first shard that is a URL */
+  char *cache_dir;
+  uint64_t cache_bytes;
 };
+
+int stream_shard_table_set_cache(stream_shard_table *t, const char *dir, uint64_t bytes) {
+  free(t->cache_dir);
+  t->cache_dir = NULL;
+  if (dir && *dir && !(t->cache_dir = strdup(dir))) return al_set_error(AL_ENOMEM, "cache_dir");
+  t->cache_bytes = bytes;
+  return AL_OK;
+}
+
+int stream_shard_table_remote_counts(stream_shard_table *t, stream_remote_counts *out) {
+  memset(out, 0, sizeof *out);
+  pthread_mutex_lock(&t->mu);
+  stream_remote *r = t->remote;
+  pthread_mutex_unlock(&t->mu);
+  if (r) stream_remote_get_counts(r, out);
+  return r != NULL;
+}
 
 int stream_shard_table_new(stream_shard_table **out, const stream_source *src) {
   stream_shard_table *t = calloc(1, sizeof *t);
@@ -86,6 +109,8 @@ void stream_shard_table_free(stream_shard_table *t) {
     if (t->slots[i].fd >= 0) close(t->slots[i].fd);
     free(t->slots[i].error);
   }
+  stream_remote_free(t->remote);
+  free(t->cache_dir);
   pthread_mutex_destroy(&t->mu);
   free(t->slots);
   free(t);
@@ -122,6 +147,22 @@ static int shard_identity(const stream_shard_table *t, uint32_t id, const stream
   return AL_OK;
 }
 
+/* A shard at a URL: plain tars only; pinned by a HEAD (its size must be the one indexed). */
+static int remote_shard_open(stream_shard_table *t, uint32_t id, shard_slot *s) {
+  if (!s->info.seekable)
+    return al_set_error(AL_EUNSUPPORTED,
+                        "%s: a compressed shard cannot be streamed from a URL (only plain tar "
+                        "shards are read with ranged GETs); copy it to local disk",
+                        s->info.path);
+  int rc = AL_OK;
+  if (!t->remote) rc = stream_remote_new(&t->remote, t->n, t->cache_dir, t->cache_bytes);
+  if (rc == AL_OK) rc = stream_remote_pin(t->remote, id, s->info.path, s->info.size);
+  if (rc != AL_OK) return rc;
+  s->remote = 1;
+  s->state = 1;
+  return AL_OK;
+}
+
 /* Opens shard `id` once and checks it against the index. On failure the
  * reason is kept, so every sample of the shard reports it (naming its key). */
 static int shard_get(stream_shard_table *t, uint32_t id, shard_slot **out) {
@@ -133,6 +174,11 @@ static int shard_get(stream_shard_table *t, uint32_t id, shard_slot **out) {
   if (s->state == 0) {
     int rc = t->src->shard(t->src->ctx, id, &s->info);
     int fd = -1;
+    if (rc == AL_OK && remote_url_kind(s->info.path) != REMOTE_NOT_URL) {
+      rc = remote_shard_open(t, id, s);
+      if (rc != AL_OK) slot_fail(s, rc);
+      goto done;
+    }
     /* A FIFO or device put in the shard's place fails here instead of blocking. */
     if (rc == AL_OK) rc = afile_open_input(s->info.path, "shard", &fd);
     if (rc == AL_OK) rc = shard_identity(t, id, &s->info, fd);
@@ -147,6 +193,7 @@ static int shard_get(stream_shard_table *t, uint32_t id, shard_slot **out) {
       s->state = 1;
     }
   }
+done:;
   int rc = AL_OK;
   if (s->state < 0) rc = al_set_error(s->status, "%s", s->error ? s->error : "shard unusable");
   pthread_mutex_unlock(&t->mu);
@@ -169,6 +216,8 @@ struct stream_reader {
   int seq_fd; /* its descriptor (-1: none) */
   uint32_t seq_shard;
   uint64_t seq_offset;
+  stream_remote_reader *rr; /* this thread's remote objects, opened on first use */
+  stream_growbuf fetched;   /* a remote member's stored bytes */
 };
 
 int stream_reader_new(stream_reader **out, stream_shard_table *t, size_t block) {
@@ -200,6 +249,8 @@ static void seq_close(stream_reader *r) {
 void stream_reader_free(stream_reader *r) {
   if (!r) return;
   seq_close(r);
+  stream_remote_reader_free(r->rr);
+  stream_growbuf_free(&r->fetched);
   stream_growbuf_free(&r->scratch2);
   LZ4F_freeDecompressionContext(r->dctx);
   free(r->scratch);
@@ -213,6 +264,8 @@ uint64_t stream_max_member_bytes(void) {
 /* Bytes of one member, from a file offset (pread) or the current libarchive entry. */
 typedef struct member_in {
   int fd;
+  const uint8_t *mem; /* non-NULL: the member's bytes in memory, mem[0] at file offset base */
+  uint64_t base;
   struct archive *a;
   uint64_t pos, end; /* file offsets for pread; pos counts bytes read for libarchive */
 } member_in;
@@ -250,6 +303,11 @@ static long long in_read(member_in *in, void *buf, size_t cap, const stream_sour
   uint64_t left = in->end - in->pos;
   if (cap > left) cap = (size_t)left;
   if (cap == 0) return 0;
+  if (in->mem) {
+    memcpy(buf, in->mem + (in->pos - in->base), cap);
+    in->pos += cap;
+    return (long long)cap;
+  }
   for (;;) {
     ssize_t n = pread(in->fd, buf, cap, (off_t)in->pos);
     if (n < 0 && errno == EINTR) continue;
@@ -401,6 +459,25 @@ static int seq_seek(stream_reader *r, const stream_source_job *job, const char *
   return fail_at(job, path, job->offset, AL_ENOTFOUND, "member not found in the shard", NULL);
 }
 
+/* The stored bytes of a member of a remote shard into r->fetched (cache or ranged GET). */
+static int remote_member(stream_reader *r, const stream_source_job *job, const char *url,
+                         int consume) {
+  int rc = AL_OK;
+  if (!r->rr) {
+    pthread_mutex_lock(&r->t->mu);
+    stream_remote *rem = r->t->remote;
+    pthread_mutex_unlock(&r->t->mu);
+    rc = stream_remote_reader_new(&r->rr, rem);
+  }
+  if (rc == AL_OK) rc = stream_growbuf_reserve(&r->fetched, (size_t)job->size + 1, 0);
+  if (rc == AL_OK)
+    rc = stream_remote_read(r->rr, job->shard, job->offset, job->size, r->fetched.p, consume);
+  if (rc != AL_OK)
+    return al_error_prefix(rc, "%s: key '%s' member '%s' at byte %" PRIu64, url,
+                           job->key ? job->key : "?", job->member, job->offset);
+  return AL_OK;
+}
+
 int stream_reader_read(stream_reader *r, const stream_source_job *job, stream_growbuf *b,
                        size_t off, size_t *len) {
   shard_slot *s = NULL;
@@ -411,7 +488,17 @@ int stream_reader_read(stream_reader *r, const stream_source_job *job, stream_gr
   }
   const char *path = s->info.path;
   member_in in = {.fd = -1};
-  if (s->info.seekable) {
+  if (s->remote) {
+    if (job->offset > s->info.size || job->size > s->info.size - job->offset)
+      return fail_at(job, path, job->offset, AL_EFORMAT, "member extends past the end of the shard",
+                     NULL);
+    if (over_cap(r, job)) return cap_error(r, job, path);
+    if ((rc = remote_member(r, job, path, 1)) != AL_OK) return rc;
+    in.mem = r->fetched.p;
+    in.base = job->offset;
+    in.pos = job->offset;
+    in.end = job->offset + job->size;
+  } else if (s->info.seekable) {
     if (job->offset > s->info.size || job->size > s->info.size - job->offset)
       return fail_at(job, path, job->offset, AL_EFORMAT, "member extends past the end of the shard",
                      NULL);
@@ -435,6 +522,21 @@ int stream_reader_read(stream_reader *r, const stream_source_job *job, stream_gr
   return rc;
 }
 
+int stream_shard_table_is_remote(stream_shard_table *t, uint32_t id) {
+  stream_source_shard info;
+  if (id >= t->n || t->src->shard(t->src->ctx, id, &info) != AL_OK) return 0;
+  return remote_url_kind(info.path) != REMOTE_NOT_URL;
+}
+
+int stream_reader_warm(stream_reader *r, const stream_source_job *job) {
+  shard_slot *s = NULL;
+  int rc = shard_get(r->t, job->shard, &s);
+  if (rc != AL_OK || !s || !s->remote || !r->t->cache_dir) return rc;
+  if (job->offset > s->info.size || job->size > s->info.size - job->offset || over_cap(r, job))
+    return AL_OK; /* the reader reports it */
+  return remote_member(r, job, s->info.path, 0);
+}
+
 void stream_reader_set_max_member(stream_reader *r, uint64_t max_member) {
   r->max_member = max_member ? max_member : stream_max_member_bytes();
 }
@@ -453,7 +555,7 @@ int stream_reader_direct(stream_reader *r, const stream_source_job *job, int *fd
     return al_error_prefix(rc, "key '%s' member '%s' at byte %" PRIu64, job->key ? job->key : "?",
                            job->member, job->offset);
   *path = s->info.path;
-  if (job->lz4 || !s->info.seekable) return AL_OK;
+  if (job->lz4 || !s->info.seekable || s->remote) return AL_OK;
   if (job->offset > s->info.size || job->size > s->info.size - job->offset)
     return fail_at(job, s->info.path, job->offset, AL_EFORMAT,
                    "member extends past the end of the shard", NULL);

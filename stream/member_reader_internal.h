@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "stream/engine_internal.h"
+#include "stream/remote_fetch_internal.h"
 
 /* A host buffer that grows on demand; contents up to `keep` survive growth. */
 typedef struct stream_growbuf {
@@ -38,6 +39,13 @@ typedef struct stream_shard_table stream_shard_table;
 int stream_shard_table_new(stream_shard_table **out, const stream_source *src);
 void stream_shard_table_free(stream_shard_table *t);
 
+/* The cache folder and its byte limit for shards at URLs (stream/remote_fetch_internal.h);
+ * call before the first read. dir NULL: no cache. */
+int stream_shard_table_set_cache(stream_shard_table *t, const char *dir, uint64_t bytes);
+
+/* What the remote shards cost so far: 1 with *out filled when some shard is a URL, else 0. */
+int stream_shard_table_remote_counts(stream_shard_table *t, stream_remote_counts *out);
+
 typedef struct stream_reader stream_reader;
 
 int stream_reader_new(stream_reader **out, stream_shard_table *t, size_t block);
@@ -53,6 +61,13 @@ void stream_reader_free(stream_reader *r);
  * `off` bytes); *len is the payload size (decoded size for LZ4 members). */
 int stream_reader_read(stream_reader *r, const stream_source_job *job, stream_growbuf *b,
                        size_t off, size_t *len);
+
+/* Whether shard `id`'s path is a URL (without opening it). */
+int stream_shard_table_is_remote(stream_shard_table *t, uint32_t id);
+
+/* Stores a member of a remote shard in the cache folder (nothing for local shards or without a
+ * cache): what the prefetcher calls ahead of the readers. */
+int stream_reader_warm(stream_reader *r, const stream_source_job *job);
 
 /* Sets this reader's cap (0 = stream_max_member_bytes()). */
 void stream_reader_set_max_member(stream_reader *r, uint64_t max_member);

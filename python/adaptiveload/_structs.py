@@ -248,6 +248,9 @@ class StreamOptions(ctypes.Structure):
         ("max_sample_bytes", c_uint64),
         ("max_skip_fraction", c_double),
         ("sp_shard", c_int),
+        ("cache_dir", c_char_p),
+        ("cache_bytes", c_uint64),
+        ("fetch_parallel", c_int),
     ]
 
 
@@ -340,6 +343,11 @@ class StreamStats(ctypes.Structure):
         ("device_copy", c_int),
         ("threads", c_int),
         ("lacking", c_uint64),
+        ("bytes_fetched", c_uint64),
+        ("requests", c_uint64),
+        ("cache_hits", c_uint64),
+        ("cache_misses", c_uint64),
+        ("evicted_bytes", c_uint64),
     ]
 
 

@@ -323,11 +323,17 @@ class StreamDataset(IterableDataset):
         sp_shard: False (default): every rank of a sequence-parallel group gets the group's
             whole micro-batch; True: only this rank's token shard (see "Sequence
             parallelism"). A bool (or 0 / 1), else TypeError.
+        cache_dir, cache_bytes: shards at URLs (root={DIR: "http://host/dir"} or "s3://..."):
+            keep fetched members in this local folder, shared safely by the node's ranks,
+            within cache_bytes over all processes using it (0 = 1 GiB); None = no cache.
+        fetch_parallel: with cache_dir, threads fetching the coming batches' members into the
+            cache in plan order (0 = 4, -1 = none).
     """
 
     def __init__(self, index, manifest, rank=None, world_size=None, ext=None, threads=None, prefetch=4,
                  on_error="fail", device=None, zero_copy=False, keep=1, pin_memory=None, state=None, members=None,
-                 max_member_bytes=0, root=None, max_sample_bytes=0, max_skip_fraction=0, sp_shard=False):
+                 max_member_bytes=0, root=None, max_sample_bytes=0, max_skip_fraction=0, sp_shard=False,
+                 cache_dir=None, cache_bytes=0, fetch_parallel=0):
         super().__init__()
         if not isinstance(on_error, str) or on_error not in _ON_ERROR:
             raise ValueError("on_error must be 'fail' or 'skip', not %r" % (on_error,))
@@ -358,6 +364,15 @@ class StreamDataset(IterableDataset):
             raise TypeError("sp_shard must be True or False, not %r" % (sp_shard,))
         self.sp_shard = bool(sp_shard)
         self.root = root_pairs(root)
+        if cache_dir is not None and not isinstance(cache_dir, (str, os.PathLike)):
+            raise TypeError("cache_dir must be a path or None, not %r" % (cache_dir,))
+        self.cache_dir = os.fspath(cache_dir) if cache_dir is not None else None
+        if self.cache_dir is not None and not self.cache_dir:
+            raise ValueError("cache_dir must not be empty")
+        self.cache_bytes = whole_or_default("cache_bytes", cache_bytes)
+        if fetch_parallel != -1:
+            whole("fetch_parallel", 0 if fetch_parallel is None else fetch_parallel, 0, 256)
+        self.fetch_parallel = int(fetch_parallel or 0)
         self.threads = threads
         self.prefetch = prefetch
         self.on_error = on_error
@@ -476,6 +491,9 @@ class StreamDataset(IterableDataset):
         o.max_member_bytes = self.max_member_bytes
         o.max_sample_bytes = self.max_sample_bytes
         o.max_skip_fraction = self.max_skip_fraction
+        o.cache_dir = self.cache_dir.encode() if self.cache_dir else None
+        o.cache_bytes = self.cache_bytes
+        o.fetch_parallel = self.fetch_parallel
         o.on_error = _ON_ERROR[self.on_error]
         o.sp_shard = 1 if self.sp_shard else 0
         o.world = int(self.world_size or 0)

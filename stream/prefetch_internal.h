@@ -1,0 +1,46 @@
+/*
+ * prefetch_internal.h - fetching remote members into the cache folder ahead of the reader
+ * threads, in plan order. Internal to //stream.
+ *
+ * The stream knows its whole sequence of micro-batches (the rank plan, first, stride), so
+ * it knows every member it will read and when. With shards at URLs and a cache folder, a
+ * prefetcher walks that sequence from the consumer's position: `parallel` threads take the
+ * next (batch, sample, member) in order (earliest deadline first) and store it in the cache
+ * (stream_reader_warm), skipping the batches a reader thread has begun (it fetches those
+ * itself, so a member read and evicted is never fetched again), while the members fetched ahead of
+ * the consumer hold at most half the cache's byte limit (so what is fetched ahead is not evicted
+ * before it is read). Local shards cost nothing (no unit is fetched for them). A failed prefetch is
+ * dropped: the reader thread that reaches the member reads it again and reports the error.
+ */
+#ifndef AL_PREFETCH_INTERNAL_H
+#define AL_PREFETCH_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "stream/member_reader_internal.h"
+
+typedef struct stream_prefetch stream_prefetch;
+
+typedef struct stream_prefetch_args {
+  const stream_source *src;
+  const stream_rank_plan *plan;
+  stream_shard_table *shards;
+  const char *const *members;
+  size_t n_members;
+  uint64_t first, stride, total;         /* the stream's batches: first + k * stride, k < total */
+  const atomic_uint_fast64_t *delivered; /* batches the consumer took so far */
+  const atomic_uint_fast64_t *claimed;   /* batches reader threads took to fill so far: a
+                                            reader fetches their members itself */
+  uint64_t ahead_bytes;                  /* most member bytes fetched ahead of the consumer */
+  int parallel;                          /* threads (parallel requests) */
+  size_t read_block;
+} stream_prefetch_args;
+
+/* Starts the threads; *out NULL (AL_OK) when there is nothing to do. */
+int stream_prefetch_start(stream_prefetch **out, const stream_prefetch_args *a);
+/* Stops and joins the threads; NULL is ignored. */
+void stream_prefetch_stop(stream_prefetch *p);
+
+#endif /* AL_PREFETCH_INTERNAL_H */

@@ -1,0 +1,265 @@
+/* Members of shards at URLs: pinned objects, ranged GETs, the cache (remote_fetch_internal.h). */
+#include "stream/remote_fetch_internal.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/al_status.h"
+#include "loader/remote_internal.h"
+#include "stream/cache_internal.h"
+
+typedef struct pin {
+  char *url;
+  uint64_t size;
+  char etag[REMOTE_ETAG_CAP];
+} pin;
+
+struct stream_remote {
+  remote_client *client;
+  stream_cache *cache; /* NULL: none */
+  size_t n;
+  pin *pins; /* per shard; url NULL until pinned */
+  pthread_mutex_t mu;
+  stream_remote_reader **readers; /* for the counters */
+  size_t n_readers, cap_readers;
+  atomic_uint_fast64_t hits, misses, evicted, head_requests, head_bytes;
+};
+
+struct stream_remote_reader {
+  stream_remote *r;
+  remote_object **obj; /* per shard, opened lazily */
+  int lock_fd;
+  remote_stats done; /* of objects closed */
+};
+
+static double env_seconds(const char *name) {
+  const char *v = getenv(name);
+  if (!v || !*v) return 0;
+  char *end;
+  double x = strtod(v, &end);
+  return *end == 0 && x > 0 && x < 1e6 ? x : 0;
+}
+
+int stream_remote_new(stream_remote **out, size_t n_shards, const char *cache_dir,
+                      uint64_t cache_bytes) {
+  *out = NULL;
+  stream_remote *r = calloc(1, sizeof *r);
+  if (!r || !(r->pins = calloc(n_shards ? n_shards : 1, sizeof *r->pins))) {
+    free(r);
+    return al_set_error(AL_ENOMEM, "remote shards");
+  }
+  r->n = n_shards;
+  pthread_mutex_init(&r->mu, NULL);
+  remote_opts o = {0};
+  o.total_timeout_s = env_seconds("ADAPTIVELOAD_REMOTE_TIMEOUT_S");
+  char err[1024];
+  int rc = AL_OK;
+  if (remote_client_open(&o, &r->client, err, sizeof err) != 0)
+    rc = al_set_error(AL_EIO, "remote shards: %s", err);
+  if (rc == AL_OK && cache_dir && *cache_dir)
+    rc = stream_cache_open(&r->cache, cache_dir, cache_bytes ? cache_bytes : (1ull << 30));
+  if (rc != AL_OK) {
+    stream_remote_free(r);
+    return rc;
+  }
+  *out = r;
+  return AL_OK;
+}
+
+void stream_remote_free(stream_remote *r) {
+  if (!r) return;
+  for (size_t i = 0; i < r->n; i++) free(r->pins[i].url);
+  free(r->pins);
+  free(r->readers);
+  stream_cache_close(r->cache);
+  remote_client_close(r->client);
+  pthread_mutex_destroy(&r->mu);
+  free(r);
+}
+
+int stream_remote_pin(stream_remote *r, uint32_t id, const char *url, uint64_t size) {
+  if (id >= r->n) return al_set_error(AL_EINVAL, "remote shard %" PRIu32 " out of range", id);
+  char err[1024];
+  remote_object *o = NULL;
+  if (remote_object_open(r->client, url, &o, err, sizeof err) != 0)
+    return al_set_error(AL_EIO, "%s", err);
+  remote_stats st = remote_object_stats(o);
+  atomic_fetch_add(&r->head_requests, st.requests);
+  int rc = AL_OK;
+  if (remote_object_size(o) != size)
+    rc = al_set_error(AL_EFORMAT,
+                      "%s: shard changed since indexing (object changed): size is %" PRIu64
+                      " bytes, the index says %" PRIu64,
+                      url, remote_object_size(o), size);
+  pin *p = &r->pins[id];
+  if (rc == AL_OK) {
+    p->size = size;
+    snprintf(p->etag, sizeof p->etag, "%s", remote_object_etag(o));
+    if (!(p->url = strdup(url))) rc = al_set_error(AL_ENOMEM, "remote shard %s", url);
+  }
+  remote_object_close(o);
+  return rc;
+}
+
+int stream_remote_reader_new(stream_remote_reader **out, stream_remote *r) {
+  *out = NULL;
+  stream_remote_reader *rr = calloc(1, sizeof *rr);
+  if (!rr || !(rr->obj = calloc(r->n ? r->n : 1, sizeof *rr->obj))) {
+    free(rr);
+    return al_set_error(AL_ENOMEM, "remote reader");
+  }
+  rr->r = r;
+  rr->lock_fd = -1;
+  int rc = r->cache ? stream_cache_lock_fd(r->cache, &rr->lock_fd) : AL_OK;
+  pthread_mutex_lock(&r->mu);
+  if (rc == AL_OK && r->n_readers == r->cap_readers) {
+    size_t nc = r->cap_readers ? 2 * r->cap_readers : 8;
+    stream_remote_reader **nr = realloc(r->readers, nc * sizeof *nr);
+    if (!nr)
+      rc = al_set_error(AL_ENOMEM, "remote reader");
+    else {
+      r->readers = nr;
+      r->cap_readers = nc;
+    }
+  }
+  if (rc == AL_OK) r->readers[r->n_readers++] = rr;
+  pthread_mutex_unlock(&r->mu);
+  if (rc != AL_OK) {
+    if (rr->lock_fd >= 0) close(rr->lock_fd);
+    free(rr->obj);
+    free(rr);
+    return rc;
+  }
+  *out = rr;
+  return AL_OK;
+}
+
+static void add_stats(remote_stats *to, remote_stats s) {
+  to->requests += s.requests;
+  to->retries += s.retries;
+  to->bytes += s.bytes;
+  to->discarded += s.discarded;
+}
+
+void stream_remote_reader_free(stream_remote_reader *rr) {
+  if (!rr) return;
+  stream_remote *r = rr->r;
+  pthread_mutex_lock(&r->mu);
+  for (size_t i = 0; i < r->n; i++)
+    if (rr->obj[i]) {
+      add_stats(&rr->done, remote_object_stats(rr->obj[i]));
+      remote_object_close(rr->obj[i]);
+      rr->obj[i] = NULL;
+    }
+  /* Its counts stay with the stream; the reader leaves the list. */
+  atomic_fetch_add(&r->head_requests, rr->done.requests);
+  atomic_fetch_add(&r->head_bytes, rr->done.bytes);
+  for (size_t i = 0; i < r->n_readers; i++)
+    if (r->readers[i] == rr) r->readers[i] = r->readers[--r->n_readers];
+  pthread_mutex_unlock(&r->mu);
+  if (rr->lock_fd >= 0) close(rr->lock_fd);
+  free(rr->obj);
+  free(rr);
+}
+
+/* This thread's object of shard id, opened (HEAD) on first use and checked against the pin. */
+static int reader_object(stream_remote_reader *rr, uint32_t id, remote_object **out) {
+  stream_remote *r = rr->r;
+  const pin *p = &r->pins[id];
+  if (rr->obj[id]) {
+    *out = rr->obj[id];
+    return AL_OK;
+  }
+  char err[1024];
+  remote_object *o = NULL;
+  if (remote_object_open(r->client, p->url, &o, err, sizeof err) != 0)
+    return al_set_error(AL_EIO, "%s", err);
+  if (remote_object_size(o) != p->size || strcmp(remote_object_etag(o), p->etag) != 0) {
+    int rc = al_set_error(AL_EFORMAT,
+                          "%s: object changed while streaming: size %" PRIu64
+                          " ETag %s, pinned "
+                          "at %" PRIu64 " ETag %s",
+                          p->url, remote_object_size(o), remote_object_etag(o), p->size, p->etag);
+    pthread_mutex_lock(&r->mu);
+    add_stats(&rr->done, remote_object_stats(o));
+    pthread_mutex_unlock(&r->mu);
+    remote_object_close(o);
+    return rc;
+  }
+  pthread_mutex_lock(&r->mu);
+  rr->obj[id] = o;
+  pthread_mutex_unlock(&r->mu);
+  *out = o;
+  return AL_OK;
+}
+
+typedef struct fetch_ctx {
+  stream_remote_reader *rr;
+  uint32_t id;
+  stream_remote *r;
+} fetch_ctx;
+
+/* One ranged GET through this thread's object of the shard (opened, with its HEAD, only when
+ * something must be fetched: a warm cache sends no request past the pins). */
+static int fetch_range(void *ctx, uint64_t off, uint64_t len, void *dst) {
+  fetch_ctx *f = ctx;
+  remote_object *o;
+  int rc = reader_object(f->rr, f->id, &o);
+  if (rc != AL_OK) return rc;
+  char err[1024];
+  if (remote_object_read(o, off, dst, (size_t)len, err, sizeof err) != 0)
+    return al_set_error(AL_EIO, "%s", err);
+  /* Counted when fetched, before the entry is stored: once a reader can see it, it counts. */
+  atomic_fetch_add(&f->r->misses, 1);
+  return AL_OK;
+}
+
+int stream_remote_read(stream_remote_reader *rr, uint32_t id, uint64_t off, uint64_t len, void *dst,
+                       int consume) {
+  stream_remote *r = rr->r;
+  if (id >= r->n || !r->pins[id].url)
+    return al_set_error(AL_ESTATE, "remote shard %" PRIu32 " read before it was pinned", id);
+  const pin *p = &r->pins[id];
+  if (off > p->size || len > p->size - off)
+    return al_set_error(AL_EFORMAT,
+                        "%s: bytes [%" PRIu64 ", +%" PRIu64 ") past the end of the object (%" PRIu64
+                        " bytes)",
+                        p->url, off, len, p->size);
+  fetch_ctx f = {rr, id, r};
+  if (!r->cache) return fetch_range(&f, off, len, dst);
+  int hit = 0;
+  uint64_t ev = 0;
+  int rc = stream_cache_get(r->cache, rr->lock_fd, p->url, p->etag, p->size, off, len, dst,
+                            fetch_range, &f, consume, &hit, &ev);
+  if (consume && hit) atomic_fetch_add(&r->hits, 1);
+  atomic_fetch_add(&r->evicted, ev);
+  return rc;
+}
+
+void stream_remote_get_counts(const stream_remote *rc, stream_remote_counts *out) {
+  stream_remote *r = (stream_remote *)rc;
+  memset(out, 0, sizeof *out);
+  pthread_mutex_lock(&r->mu);
+  for (size_t k = 0; k < r->n_readers; k++) {
+    stream_remote_reader *rr = r->readers[k];
+    out->requests += rr->done.requests;
+    out->bytes_fetched += rr->done.bytes;
+    for (size_t i = 0; i < r->n; i++)
+      if (rr->obj[i]) {
+        remote_stats s = remote_object_stats(rr->obj[i]);
+        out->requests += s.requests;
+        out->bytes_fetched += s.bytes;
+      }
+  }
+  pthread_mutex_unlock(&r->mu);
+  out->requests += atomic_load(&r->head_requests);
+  out->bytes_fetched += atomic_load(&r->head_bytes);
+  out->cache_hits = atomic_load(&r->hits);
+  out->cache_misses = atomic_load(&r->misses);
+  out->evicted_bytes = atomic_load(&r->evicted);
+}

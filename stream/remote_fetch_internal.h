@@ -1,0 +1,60 @@
+/*
+ * remote_fetch_internal.h - members of shards that live on an HTTP(S) server or in S3
+ * (a shard path that is a URL, e.g. after `stream --root DIR=http://host/dir`), read with
+ * ranged GETs through //loader:remote, optionally through a local cache folder
+ * (stream/cache_internal.h). Internal to //stream.
+ *
+ * A stream_remote is shared by the reader threads of one stream: it holds the libcurl
+ * client (thread-safe), the cache and the counters (atomic). Each shard is pinned once, at
+ * its first use, by a HEAD request: its size must be the one indexed (else "object changed",
+ * naming the URL), and its ETag is kept so every later ranged GET sends If-Match (the remote
+ * layer refuses different bytes). A stream_remote_reader belongs to one reader thread: it
+ * holds that thread's open objects (one connection each), opened lazily per shard.
+ *
+ * Only plain (seekable) tar shards are read remotely: a member is one ranged GET of its
+ * bytes [offset, offset + size) (LZ4 members are decoded after the fetch). Compressed
+ * shards (tar.gz, ...) at a URL are refused naming the URL.
+ *
+ * Faults: the remote layer retries (backoff, Retry-After) for at most its total timeout
+ * (ADAPTIVELOAD_REMOTE_TIMEOUT_S seconds, default 60) since the last progress; then the read
+ * fails naming the URL, which the stream reports for the sample (or skips and counts it
+ * under AL_STREAM_SKIP_SAMPLE).
+ */
+#ifndef AL_REMOTE_FETCH_INTERNAL_H
+#define AL_REMOTE_FETCH_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct stream_remote stream_remote;
+typedef struct stream_remote_reader stream_remote_reader;
+
+/* cache_dir NULL or "": no cache (every read is fetched). cache_bytes 0 = 1 GiB. */
+int stream_remote_new(stream_remote **out, size_t n_shards, const char *cache_dir,
+                      uint64_t cache_bytes);
+void stream_remote_free(stream_remote *r);
+
+/* Pins shard `id` at `url` (HEAD): its size must be `size`. Called once per shard under the
+ * shard table's lock. Errors name the URL. */
+int stream_remote_pin(stream_remote *r, uint32_t id, const char *url, uint64_t size);
+
+int stream_remote_reader_new(stream_remote_reader **out, stream_remote *r);
+void stream_remote_reader_free(stream_remote_reader *rr);
+
+/* Exactly len bytes of pinned shard `id` at byte `off` into dst: from the cache when it holds
+ * them, else one ranged GET (then stored in the cache). consume: 1 from a reader (the bytes
+ * go into a batch), 0 from the prefetcher (cache_internal.h). */
+int stream_remote_read(stream_remote_reader *rr, uint32_t id, uint64_t off, uint64_t len, void *dst,
+                       int consume);
+
+typedef struct stream_remote_counts {
+  uint64_t bytes_fetched; /* body bytes received from servers */
+  uint64_t requests;      /* HTTP requests sent (HEADs, retries included) */
+  uint64_t cache_hits;    /* member reads of the readers served by the cache folder */
+  uint64_t cache_misses;  /* members fetched from a server (by readers or the prefetcher) */
+  uint64_t evicted_bytes; /* bytes this stream removed from the cache folder */
+} stream_remote_counts;
+
+void stream_remote_get_counts(const stream_remote *r, stream_remote_counts *out);
+
+#endif /* AL_REMOTE_FETCH_INTERNAL_H */

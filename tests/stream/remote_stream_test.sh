@@ -1,0 +1,143 @@
+#!/bin/bash
+# The stream over shards at URLs: one corpus indexed on local disk, streamed from local disk,
+# nginx and s3rver (--root DIR=URL) gives byte-identical --jsonl (CRCs of every delivered
+# array); --members fetches only those members; the cache folder serves a second epoch with
+# no fetch, holds its byte limit, and two processes sharing it fetch no member twice; a
+# changed object and a server that is down fail naming the URL, in bounded time.
+set -uo pipefail
+BIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+T=${TEST_TMPDIR:-$(mktemp -d)}/remote_stream
+rm -rf "$T" && mkdir -p "$T"
+fail() { echo "FAIL: $*" >&2; exit 1; }
+. "$(dirname "$(readlink -f "$0")")/../loader/remote_servers.sh"
+
+"$BIN" synth --out "$T/www/corpus" --samples 48 --shards 3 --seed 7 >/dev/null 2>&1 || fail synth
+"$BIN" index -o "$T/i.alidx" "$T/www/corpus" >/dev/null 2>&1 || fail index
+"$BIN" plan --index "$T/i.alidx" --world 2 -o "$T/m.alm" >/dev/null 2>&1 || fail plan
+S=("$BIN" stream --index "$T/i.alidx" --manifest "$T/m.alm" --rank 0 --threads 2)
+"${S[@]}" --members latent,json --jsonl >"$T/local.jsonl" 2>"$T/err" || fail "local: $(cat "$T/err")"
+[ -s "$T/local.jsonl" ] || fail "no batch streamed"
+
+start_nginx "$T/www"
+URL="http://127.0.0.1:$NGINX_PORT/corpus"
+R=(--root "$T/www/corpus=$URL")
+"${S[@]}" "${R[@]}" --members latent,json --jsonl >"$T/nginx.jsonl" 2>"$T/err" ||
+  fail "nginx: $(cat "$T/err")"
+cmp -s "$T/local.jsonl" "$T/nginx.jsonl" || fail "nginx delivered other bytes than local disk"
+grep -q "remote fetched" "$T/err" || fail "no remote counters: $(cat "$T/err")"
+
+# --members latent: bytes fetched within 1.05x the bytes those members hold (+ HEADs: 0 body).
+field() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$1" "$2"; }
+"${S[@]}" "${R[@]}" --members latent --bench --json >"$T/lat.json" 2>"$T/err" ||
+  fail "bench: $(cat "$T/err")"
+got=$(field "$T/lat.json" bytes_fetched) want=$(field "$T/lat.json" bytes)
+python3 -c "import sys; g,w=int(sys.argv[1]),int(sys.argv[2]); sys.exit(not (w > 0 and g <= 1.05*w))" \
+  "$got" "$want" || fail "members=latent fetched $got bytes for $want member bytes"
+
+# The cache: a cold epoch fills it, a warm one fetches nothing and hits every member.
+C=(--cache-dir "$T/cache" --cache-bytes 100000000)
+"${S[@]}" "${R[@]}" "${C[@]}" --members latent,json --bench --json >"$T/cold.json" 2>"$T/err" ||
+  fail "cold: $(cat "$T/err")"
+"${S[@]}" "${R[@]}" "${C[@]}" --members latent,json --jsonl >"$T/warm.jsonl" 2>"$T/err" ||
+  fail "warm: $(cat "$T/err")"
+cmp -s "$T/local.jsonl" "$T/warm.jsonl" || fail "the cache delivered other bytes"
+grep -q "cache hits [1-9][0-9]* misses 0 " "$T/err" || fail "warm epoch fetched: $(cat "$T/err")"
+# Warm: only the pins (one HEAD per shard) go to the server.
+req=$(sed -n 's/.* in \([0-9]*\) requests.*/\1/p' "$T/err")
+[ "$req" -le 3 ] || fail "warm epoch sent $req requests for 3 shards"
+# Cold: each member fetched once (readers and the fetch-ahead threads together).
+[ "$(field "$T/cold.json" cache_misses)" = "$(ls "$T"/cache/e-* | wc -l)" ] ||
+  fail "cold epoch fetched $(field "$T/cold.json" cache_misses) members for $(ls "$T"/cache/e-* | wc -l) entries"
+
+# A cache smaller than what the rank reads: the limit holds, bytes stay identical.
+lim=$((want / 3))
+"${S[@]}" "${R[@]}" --cache-dir "$T/small" --cache-bytes "$lim" --members latent --jsonl \
+  >"$T/small.jsonl" 2>"$T/err" || fail "small cache: $(cat "$T/err")"
+"${S[@]}" --members latent --jsonl >"$T/local_lat.jsonl" 2>/dev/null
+cmp -s "$T/local_lat.jsonl" "$T/small.jsonl" || fail "small cache: other bytes"
+used=$(du -b --apparent-size -c "$T"/small/e-* 2>/dev/null | tail -1 | cut -f1)
+[ "$used" -le "$lim" ] || fail "cache holds $used bytes, limit $lim"
+grep -q "evicted [1-9]" "$T/err" || fail "nothing evicted: $(cat "$T/err")"
+# Fetched ahead within half the limit, read ones evicted first: no member fetched twice.
+keys=$(python3 -c "import json,sys; print(len({k for l in open(sys.argv[1]) for k in json.loads(l)['keys']}))" "$T/local_lat.jsonl")
+m=$(sed -n 's/.*misses \([0-9]*\).*/\1/p' "$T/err")
+[ "$m" = "$keys" ] || fail "small cache: $m fetches for $keys members: $(cat "$T/err")"
+
+# Two ranks' processes at once on one cache folder: each member fetched once in all.
+for r in 0 1; do
+  "$BIN" stream --index "$T/i.alidx" --manifest "$T/m.alm" --rank $r --threads 2 "${R[@]}" \
+    --cache-dir "$T/shared" --cache-bytes 100000000 --members latent,json --jsonl \
+    >"$T/shared$r.jsonl" 2>"$T/shared$r.err" &
+  pids[$r]=$!
+done
+wait "${pids[0]}" || fail "rank 0 shared: $(cat "$T/shared0.err")"
+wait "${pids[1]}" || fail "rank 1 shared: $(cat "$T/shared1.err")"
+cmp -s "$T/local.jsonl" "$T/shared0.jsonl" || fail "shared cache: rank 0 other bytes"
+# Every entry was fetched by one process only: the misses of both add up to the entries.
+misses=0
+for r in 0 1; do
+  m=$(sed -n 's/.*misses \([0-9]*\).*/\1/p' "$T/shared$r.err")
+  misses=$((misses + m))
+done
+n=$(ls "$T"/shared/e-* | wc -l)
+[ "$misses" = "$n" ] || fail "two processes fetched $misses members for $n cache entries"
+"$BIN" stream --index "$T/i.alidx" --manifest "$T/m.alm" --rank 1 --threads 2 "${R[@]}" \
+  --cache-dir "$T/shared" --members latent,json --jsonl >/dev/null 2>"$T/err" || fail "rank 1 warm"
+grep -q "misses 0 " "$T/err" || fail "rank 1 refetched from the shared cache: $(cat "$T/err")"
+
+# Python: StreamDataset(root=URL, cache_dir=, cache_bytes=) delivers the local bytes.
+if [ -n "${2:-}" ] && /usr/bin/python3 -c "import torch" 2>/dev/null; then
+  ADAPTIVELOAD_LIB=$(cd "$(dirname "$2")" && pwd)/$(basename "$2") \
+    PYTHONPATH="$(dirname "$(readlink -f "$0")")/../../python" PYTHONDONTWRITEBYTECODE=1 \
+    /usr/bin/python3 - "$T" "$URL" <<'PY' || fail "Python StreamDataset over nginx"
+import sys
+from adaptiveload.stream import StreamDataset
+t, url = sys.argv[1], sys.argv[2]
+def run(**kw):
+    ds = StreamDataset(t + "/i.alidx", t + "/m.alm", rank=0, world_size=2, zero_copy=False, **kw)
+    return [(b.keys, bytes(b.data.numpy())) for b in ds]
+local = run()
+remote = run(root={t + "/www/corpus": url}, cache_dir=t + "/pycache", cache_bytes=50_000_000)
+assert local and local == remote, "remote batches differ from local ones"
+for bad in (-2, 1.5, "4"):
+    try:
+        StreamDataset(t + "/i.alidx", t + "/m.alm", rank=0, world_size=2, fetch_parallel=bad)
+    except (TypeError, ValueError):
+        continue
+    raise AssertionError("fetch_parallel=%r accepted" % (bad,))
+print("python ok")
+PY
+fi
+
+# s3rver: the same bytes through S3 (path-style, SigV4).
+start_s3rver bkt
+export AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER AWS_REGION=us-east-1
+export AWS_ENDPOINT_URL=http://127.0.0.1:$S3_PORT
+for f in "$T"/www/corpus/*.tar; do
+  code=$(curl -s -o "$T/put.out" -w '%{http_code}' --aws-sigv4 "aws:amz:us-east-1:s3" \
+    -u S3RVER:S3RVER -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" -T "$f" \
+    "$AWS_ENDPOINT_URL/bkt/corpus/$(basename "$f")")
+  [ "$code" = 200 ] || fail "PUT $f: $code"
+done
+"${S[@]}" --root "$T/www/corpus=s3://bkt/corpus" --members latent,json --jsonl \
+  >"$T/s3.jsonl" 2>"$T/err" || fail "s3rver: $(cat "$T/err")"
+cmp -s "$T/local.jsonl" "$T/s3.jsonl" || fail "s3rver delivered other bytes than local disk"
+
+# A changed object (other size) is an error naming its URL.
+mkdir -p "$T/www2" && cp -r "$T/www/corpus" "$T/www2/" && shard=$(ls "$T"/www2/corpus/*.tar | head -1)
+head -c 512 /dev/zero >>"$shard"
+ln -s "$T/www2/corpus" "$T/www/changed"
+"${S[@]}" --root "$T/www/corpus=http://127.0.0.1:$NGINX_PORT/changed" >/dev/null 2>"$T/err" &&
+  fail "a changed object streamed"
+grep -q "http://127.0.0.1:$NGINX_PORT/changed/.*object changed" "$T/err" ||
+  fail "changed: $(cat "$T/err")"
+
+# A server that is down: a bounded-time error naming the URL.
+down=$(free_port)
+t0=$(date +%s)
+ADAPTIVELOAD_REMOTE_TIMEOUT_S=2 "${S[@]}" --root "$T/www/corpus=http://127.0.0.1:$down/corpus" \
+  >/dev/null 2>"$T/err" && fail "streamed from a server that is down"
+t1=$(date +%s)
+grep -q "http://127.0.0.1:$down/corpus/" "$T/err" || fail "down: $(cat "$T/err")"
+[ $((t1 - t0)) -le 30 ] || fail "down: took $((t1 - t0)) s"
+echo "remote_stream_test: OK"
