@@ -208,7 +208,7 @@ typedef struct fetch_ctx {
  * something must be fetched: a warm cache sends no request past the pins). */
 static int fetch_range(void *ctx, uint64_t off, uint64_t len, void *dst) {
   fetch_ctx *f = ctx;
-  remote_object *o;
+  remote_object *o = NULL;
   int rc = reader_object(f->rr, f->id, &o);
   if (rc != AL_OK) return rc;
   char err[1024];
