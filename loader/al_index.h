@@ -239,8 +239,8 @@ AL_API int al_index_shard_verify(const al_index *idx, size_t shard, int fd);
  * starts with `to` instead (`from` = /data/corpus, `to` = /local/corpus). Shards are checked
  * by size and content fingerprint, not path or mtime, so a copied corpus streams under the
  * same manifests (the index fingerprint leaves folders out). *remapped (may be NULL) counts
- * the shards moved; AL_ENOTFOUND when none starts with `from`. Not thread-safe: call before
- * streaming. */
+ * the shards moved; AL_ENOTFOUND when none starts with `from`. A moved shard's ETag is
+ * forgotten (it was the old server's). Not thread-safe: call before streaming. */
 AL_API int al_index_remap_root(al_index *idx, const char *from, const char *to, size_t *remapped);
 AL_API int al_index_sample(const al_index *idx, size_t i, al_sample_info *out);
 AL_API int al_index_member(const al_index *idx, size_t sample, size_t m, al_member_info *out);

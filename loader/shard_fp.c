@@ -145,6 +145,10 @@ int al_index_remap_root(al_index *idx, const char *from, const char *to, size_t 
     memcpy(p + tn, s->path + n, rest + 1);
     free(s->path);
     s->path = p;
+    /* The ETag belongs to the server the shard was indexed from; a copy elsewhere has its own
+     * (its identity there is size and content fingerprint). */
+    free(s->etag);
+    s->etag = NULL;
     count++;
   }
   if (remapped) *remapped = count;

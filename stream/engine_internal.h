@@ -81,6 +81,7 @@ typedef struct stream_source_shard {
   uint64_t size;    /* bytes when indexed; checked with fstat */
   int64_t mtime_ns; /* when indexed; 0 = unknown (not checked); checked only without verify */
   int seekable;     /* 0: read sequentially through libarchive */
+  const char *etag; /* a URL shard's ETag when indexed from that server; NULL / "": not checked */
 } stream_source_shard;
 
 typedef struct stream_source_job {

@@ -13,6 +13,7 @@ static int idx_shard(void *ctx, uint32_t id, stream_source_shard *out) {
   out->size = si.size;
   out->mtime_ns = si.mtime_ns;
   out->seekable = si.seekable;
+  out->etag = si.etag;
   return AL_OK;
 }
 

@@ -147,7 +147,8 @@ static int shard_identity(const stream_shard_table *t, uint32_t id, const stream
   return AL_OK;
 }
 
-/* A shard at a URL: plain tars only; pinned by a HEAD (its size must be the one indexed). */
+/* A shard at a URL: plain tars only; pinned by a HEAD (its size must be the one indexed, and its
+ * ETag, when the index has one from this server). */
 static int remote_shard_open(stream_shard_table *t, uint32_t id, shard_slot *s) {
   if (!s->info.seekable)
     return al_set_error(AL_EUNSUPPORTED,
@@ -156,7 +157,7 @@ static int remote_shard_open(stream_shard_table *t, uint32_t id, shard_slot *s) 
                         s->info.path);
   int rc = AL_OK;
   if (!t->remote) rc = stream_remote_new(&t->remote, t->n, t->cache_dir, t->cache_bytes);
-  if (rc == AL_OK) rc = stream_remote_pin(t->remote, id, s->info.path, s->info.size);
+  if (rc == AL_OK) rc = stream_remote_pin(t->remote, id, s->info.path, s->info.size, s->info.etag);
   if (rc != AL_OK) return rc;
   s->remote = 1;
   s->state = 1;

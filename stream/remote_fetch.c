@@ -82,7 +82,8 @@ void stream_remote_free(stream_remote *r) {
   free(r);
 }
 
-int stream_remote_pin(stream_remote *r, uint32_t id, const char *url, uint64_t size) {
+int stream_remote_pin(stream_remote *r, uint32_t id, const char *url, uint64_t size,
+                      const char *etag) {
   if (id >= r->n) return al_set_error(AL_EINVAL, "remote shard %" PRIu32 " out of range", id);
   char err[1024];
   remote_object *o = NULL;
@@ -96,6 +97,11 @@ int stream_remote_pin(stream_remote *r, uint32_t id, const char *url, uint64_t s
                       "%s: shard changed since indexing (object changed): size is %" PRIu64
                       " bytes, the index says %" PRIu64,
                       url, remote_object_size(o), size);
+  else if (etag && etag[0] && strcmp(etag, remote_object_etag(o)) != 0)
+    rc = al_set_error(AL_EFORMAT,
+                      "%s: shard changed since indexing (object changed): ETag is %s, the index "
+                      "says %s",
+                      url, remote_object_etag(o), etag);
   pin *p = &r->pins[id];
   if (rc == AL_OK) {
     p->size = size;

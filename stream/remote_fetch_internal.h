@@ -34,9 +34,11 @@ int stream_remote_new(stream_remote **out, size_t n_shards, const char *cache_di
                       uint64_t cache_bytes);
 void stream_remote_free(stream_remote *r);
 
-/* Pins shard `id` at `url` (HEAD): its size must be `size`. Called once per shard under the
+/* Pins shard `id` at `url` (HEAD): its size must be `size`, and its ETag `etag` unless that is
+ * NULL or "" (an index of a local copy, or a moved one). Called once per shard under the
  * shard table's lock. Errors name the URL. */
-int stream_remote_pin(stream_remote *r, uint32_t id, const char *url, uint64_t size);
+int stream_remote_pin(stream_remote *r, uint32_t id, const char *url, uint64_t size,
+                      const char *etag);
 
 int stream_remote_reader_new(stream_remote_reader **out, stream_remote *r);
 void stream_remote_reader_free(stream_remote_reader *rr);

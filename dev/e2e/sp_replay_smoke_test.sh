@@ -11,4 +11,10 @@ fi
 export ADAPTIVELOAD_BIN="$PWD/adaptiveload"
 export ADAPTIVELOAD_LIB="$PWD/dist/libadaptiveload.so"
 export PYTHONDONTWRITEBYTECODE=1
+# An ASan build of the library (bazel test --config=asan) needs the runtimes loaded first.
+syms=$(nm -D "$ADAPTIVELOAD_LIB" 2>/dev/null || true) # no pipe: grep -q would cut nm short under pipefail
+if grep -q " U __asan_init" <<<"$syms"; then
+  export LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"
+  export ASAN_OPTIONS=detect_leaks=0:protect_shadow_gap=0
+fi
 exec "$PY" "$PWD/dev/e2e/sp_replay_test.py"

@@ -13,6 +13,13 @@ abs() { echo "$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; }
 AL=$(abs "$1")
 DUMP=$(abs "$2")
 export ADAPTIVELOAD_LIB=$(abs "$3") PYTHONPATH=$(cd "$4" && pwd) PYTHONDONTWRITEBYTECODE=1
+# An ASan build of the library (bazel test --config=asan): Python needs the runtimes first.
+syms=$(nm -D "$ADAPTIVELOAD_LIB" 2>/dev/null || true) # no pipe: grep -q would cut nm short under pipefail
+if grep -q " U __asan_init" <<<"$syms"; then
+  PY_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"
+else
+  PY_PRELOAD=
+fi
 T=${TEST_TMPDIR:-$(mktemp -d)}/remote_index
 rm -rf "$T" && mkdir -p "$T"
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -149,7 +156,7 @@ grep -q "remote    4 shards are URLs (the first $U/corpus/shard-000000.tar)" "$T
   fail "inspect: $(cat "$T/inspect.out")"
 
 # Python: build_index with URLs, s3_endpoint=, and its errors.
-/usr/bin/python3 - "$T" "$U" "$EP" <<'PY' || fail "python build_index"
+LD_PRELOAD="$PY_PRELOAD" ASAN_OPTIONS=detect_leaks=0:protect_shadow_gap=0 /usr/bin/python3 - "$T" "$U" "$EP" <<'PY' || fail "python build_index"
 import sys
 import adaptiveload
 t, u, ep = sys.argv[1:]

@@ -87,7 +87,13 @@ grep -q "misses 0 " "$T/err" || fail "rank 1 refetched from the shared cache: $(
 
 # Python: StreamDataset(root=URL, cache_dir=, cache_bytes=) delivers the local bytes.
 if [ -n "${2:-}" ] && /usr/bin/python3 -c "import torch" 2>/dev/null; then
-  ADAPTIVELOAD_LIB=$(cd "$(dirname "$2")" && pwd)/$(basename "$2") \
+  lib=$(cd "$(dirname "$2")" && pwd)/$(basename "$2")
+  pre= # an ASan build of the library: Python needs the runtimes first
+  syms=$(nm -D "$lib" 2>/dev/null || true) # no pipe: grep -q would cut nm short under pipefail
+  if grep -q " U __asan_init" <<<"$syms"; then
+    pre="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"
+  fi
+  ADAPTIVELOAD_LIB=$lib LD_PRELOAD="$pre" ASAN_OPTIONS=detect_leaks=0:protect_shadow_gap=0 \
     PYTHONPATH="$(dirname "$(readlink -f "$0")")/../../python" PYTHONDONTWRITEBYTECODE=1 \
     /usr/bin/python3 - "$T" "$URL" <<'PY' || fail "Python StreamDataset over nginx"
 import sys
@@ -131,6 +137,23 @@ ln -s "$T/www2/corpus" "$T/www/changed"
   fail "a changed object streamed"
 grep -q "http://127.0.0.1:$NGINX_PORT/changed/.*object changed" "$T/err" ||
   fail "changed: $(cat "$T/err")"
+
+# An index made from the URLs themselves records each shard's ETag: the stream delivers the same
+# bytes, and an object rewritten at the same size (another ETag) is caught naming its URL.
+mkdir -p "$T/www/direct" && cp "$T"/www/corpus/*.tar "$T/www/direct/"
+"$BIN" index -o "$T/u.alidx" $(for f in "$T"/www/direct/*.tar; do echo "http://127.0.0.1:$NGINX_PORT/direct/$(basename "$f")"; done) \
+  >/dev/null 2>"$T/err" || fail "index of URLs: $(cat "$T/err")"
+"$BIN" plan --index "$T/u.alidx" --world 2 -o "$T/u.alm" >/dev/null 2>&1 || fail "plan of the URL index"
+U=("$BIN" stream --index "$T/u.alidx" --manifest "$T/u.alm" --rank 0 --threads 2)
+"${U[@]}" --members latent,json --jsonl >"$T/url.jsonl" 2>"$T/err" || fail "URL index: $(cat "$T/err")"
+cmp -s <(grep -v seconds "$T/local.jsonl") <(grep -v seconds "$T/url.jsonl") ||
+  fail "the URL index streamed other bytes than local disk"
+sleep 1.1 # nginx's ETag is the mtime (seconds) and the size
+shard=$(ls "$T"/www/direct/*.tar | head -1)
+cp "$shard" "$shard.tmp" && mv "$shard.tmp" "$shard" && touch "$shard"
+"${U[@]}" >/dev/null 2>"$T/err" && fail "a rewritten object (same size) streamed"
+grep -q "http://127.0.0.1:$NGINX_PORT/direct/$(basename "$shard").*object changed.*ETag" "$T/err" ||
+  fail "ETag change: $(cat "$T/err")"
 
 # A server that is down: a bounded-time error naming the URL.
 down=$(free_port)
