@@ -20,7 +20,7 @@
 # AL_FUZZ_CFLAGS adds compiler flags (its own build folder).
 #
 # Needs clang and libclang-rt-14-dev (libclang_rt.fuzzer), protoc-c and the -dev
-# packages of libarchive, lz4, jansson, protobuf-c (tools/bootstrap.sh installs them).
+# packages of libarchive, lz4, jansson, protobuf-c, libcurl (tools/bootstrap.sh installs them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -111,12 +111,12 @@ lib_srcs() { # PACKAGE NAME...
 }
 mapfile -t COMMON < <(lib_srcs common '*')
 mapfile -t PROTO < <(lib_srcs proto schema pbio)
-mapfile -t LOADER < <(lib_srcs loader loader)
+mapfile -t LOADER < <(lib_srcs loader loader remote)
 mapfile -t PLANNER < <(lib_srcs planner planner)
 for f in "${COMMON[@]}" "${PROTO[@]}" "${LOADER[@]}" "${PLANNER[@]}"; do
   [ -f "$f" ] || { echo "fuzz: $f (named in a BUILD file) is missing" >&2; exit 1; }
 done
-LIBS_LOADER="-larchive -llz4 -ljansson -lprotobuf-c -lz -lm -lpthread"
+LIBS_LOADER="-larchive -llz4 -ljansson -lprotobuf-c -lcurl -lz -lm -lpthread"
 LIBS_PLANNER="-llz4 -ljansson -lprotobuf-c -lm -lpthread"
 
 srcs_of() {
