@@ -3,6 +3,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "common/grow_internal.h"
 #include "planner/plan_internal.h"
 
 const char *plan_limit_name(int l) {
@@ -116,4 +117,31 @@ void plan_size_buckets(al_plan *p) {
   p->micro_tokens = calibrate_micro_tokens(p, p->micro_tokens);
   for (size_t i = 0; i < p->n_buckets; i++) size_bucket(p, &p->buckets[i], p->micro_tokens);
   plan_bucket_costs(p);
+}
+
+int plan_push_micro(al_plan *p, uint64_t first, uint32_t n, uint32_t bucket, uint32_t padded) {
+  if (p->n_micro >= UINT32_MAX)
+    return al_set_error(AL_ERANGE, "plan: more than 2^32 - 1 micro-batches");
+  int rc = grow_array((void **)&p->micro, &p->cap_micro, p->n_micro + 1, sizeof *p->micro,
+                      "plan micro-batches");
+  if (rc) return rc;
+  plan_micro *m = &p->micro[p->n_micro];
+  memset(m, 0, sizeof *m);
+  m->first = first;
+  m->n = n;
+  m->bucket = bucket;
+  m->seq = (uint32_t)p->n_micro;
+  m->padded = padded;
+  m->cost = plan_micro_cost(p, bucket, n);
+  m->sp_degree = degree_of(&p->buckets[bucket]);
+  p->n_micro++;
+  return AL_OK;
+}
+
+int plan_cmp_micro_cost(const void *a, const void *b, void *ctx) {
+  const plan_micro *mi = ctx;
+  const plan_micro *x = &mi[*(const uint32_t *)a], *y = &mi[*(const uint32_t *)b];
+  if (x->cost != y->cost) return x->cost < y->cost ? 1 : -1;
+  if (x->bucket != y->bucket) return x->bucket < y->bucket ? -1 : 1;
+  return (x->seq > y->seq) - (x->seq < y->seq);
 }

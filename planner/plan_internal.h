@@ -137,6 +137,16 @@ void plan_bucket_costs(al_plan *p);
 /* Predicted cost of n samples of bucket b. */
 double plan_micro_cost(const al_plan *p, uint32_t bucket, uint32_t n);
 
+/* Appends the micro-batch of samples mb[first, first + n) of bucket b to p->micro: its place in
+ * the batch sequence, its predicted cost and its bucket's degree. AL_ERANGE past 2^32 - 1
+ * micro-batches (they are numbered in 32 bits), AL_ENOMEM. */
+int plan_push_micro(al_plan *p, uint64_t first, uint32_t n, uint32_t bucket, uint32_t padded);
+
+/* qsort_r comparator of micro-batch indices (ctx: the plan_micro array): by predicted cost,
+ * descending, then bucket, then sequence. No globals, so plans may be built on several threads
+ * at once. */
+int plan_cmp_micro_cost(const void *a, const void *b, void *ctx);
+
 /* AL_LIMIT_* as the manifest names it, and back (an unknown name is AL_LIMIT_MEMORY). */
 const char *plan_limit_name(int limited_by);
 int plan_limit_parse(const char *name);

@@ -64,4 +64,14 @@ static inline uint64_t plan_rng_below(plan_rng *r, uint64_t n) {
   return v % n;
 }
 
+/* Fisher-Yates shuffle of a[0..n) drawn from r. */
+static inline void plan_shuffle_u32(plan_rng *r, uint32_t *a, size_t n) {
+  for (size_t i = n; i > 1; i--) {
+    size_t j = (size_t)plan_rng_below(r, i);
+    uint32_t t = a[i - 1];
+    a[i - 1] = a[j];
+    a[j] = t;
+  }
+}
+
 #endif /* AL_RNG_INTERNAL_H */

@@ -20,26 +20,6 @@
 #include "planner/plan_internal.h"
 #include "planner/rng_internal.h"
 
-static int push_micro(al_plan *p, uint64_t first, uint32_t n, uint32_t bucket, uint32_t padded) {
-  /* Batches are numbered in 32 bits (seq, the windows' items). */
-  if (p->n_micro >= UINT32_MAX)
-    return al_set_error(AL_ERANGE, "plan: more than 2^32 - 1 micro-batches");
-  int rc = grow_array((void **)&p->micro, &p->cap_micro, p->n_micro + 1, sizeof *p->micro,
-                      "plan micro-batches");
-  if (rc) return rc;
-  plan_micro *m = &p->micro[p->n_micro];
-  m->first = first;
-  m->n = n;
-  m->bucket = bucket;
-  m->seq = (uint32_t)p->n_micro;
-  m->padded = padded;
-  m->cost = plan_micro_cost(p, bucket, n);
-  m->sp_degree = p->buckets[bucket].sp_degree > 1 ? p->buckets[bucket].sp_degree : 1;
-  m->sp_rank = 0;
-  p->n_micro++;
-  return AL_OK;
-}
-
 /* Appends one sample to mb (padding repeats live there too). */
 static int push_sample(al_plan *p, uint32_t s) {
   int rc = grow_array((void **)&p->mb, &p->cap_mb, p->n_mb + 1, sizeof *p->mb, "plan samples");
@@ -80,7 +60,7 @@ static int form_batches(al_plan *p, const uint64_t *items, size_t n) {
     buf[off[b] + fill[b]++] = s;
     if (fill[b] == p->buckets[b].batch_size) {
       memcpy(p->mb + p->n_mb, buf + off[b], (size_t)fill[b] * sizeof *buf);
-      rc = push_micro(p, p->n_mb, fill[b], b, 0);
+      rc = plan_push_micro(p, p->n_mb, fill[b], b, 0);
       p->n_mb += fill[b];
       fill[b] = 0;
     }
@@ -88,7 +68,7 @@ static int form_batches(al_plan *p, const uint64_t *items, size_t n) {
   for (size_t b = 0; b < nb && !rc; b++) {
     if (!fill[b]) continue;
     memcpy(p->mb + p->n_mb, buf + off[b], (size_t)fill[b] * sizeof *buf);
-    rc = push_micro(p, p->n_mb, fill[b], (uint32_t)b, 0);
+    rc = plan_push_micro(p, p->n_mb, fill[b], (uint32_t)b, 0);
     p->n_mb += fill[b];
   }
   free(cnt);
@@ -107,7 +87,7 @@ static void mark_dropped(al_plan *p, const plan_micro *m) {
 static int push_padding(al_plan *p, const plan_micro *like) {
   uint32_t s = p->mb[like->first], b = like->bucket;
   int rc = push_sample(p, s);
-  if (!rc) rc = push_micro(p, p->n_mb - 1, 1, b, 1);
+  if (!rc) rc = plan_push_micro(p, p->n_mb - 1, 1, b, 1);
   return rc;
 }
 
@@ -233,7 +213,7 @@ static int split_to_multiple(al_plan *p, size_t per) {
       uint64_t first = m->first + half;
       m->n = half;
       m->cost = plan_micro_cost(p, b, half);
-      rc = push_micro(p, first, rest, b, 0);
+      rc = plan_push_micro(p, first, rest, b, 0);
     }
     need -= h;
   }
@@ -305,24 +285,7 @@ static int packer_reserve(packer *k, size_t items, size_t steps, uint32_t W, uin
   return AL_OK;
 }
 
-static void shuffle_u32(plan_rng *rng, uint32_t *a, size_t n) {
-  for (size_t i = n; i > 1; i--) {
-    size_t j = (size_t)plan_rng_below(rng, i);
-    uint32_t t = a[i - 1];
-    a[i - 1] = a[j];
-    a[j] = t;
-  }
-}
-
 /* qsort_r comparators: no globals, so plans may be built on several threads at once. */
-static int cmp_item(const void *a, const void *b, void *ctx) {
-  const plan_micro *mi = ctx;
-  const plan_micro *x = &mi[*(const uint32_t *)a], *y = &mi[*(const uint32_t *)b];
-  if (x->cost != y->cost) return x->cost < y->cost ? 1 : -1;
-  if (x->bucket != y->bucket) return x->bucket < y->bucket ? -1 : 1;
-  return (x->seq > y->seq) - (x->seq < y->seq);
-}
-
 static int cmp_seq(const void *a, const void *b, void *ctx) {
   const plan_micro *mi = ctx;
   uint32_t x = mi[*(const uint32_t *)a].seq, y = mi[*(const uint32_t *)b].seq;
@@ -394,7 +357,7 @@ static int pack_window(al_plan *p, packer *k, plan_rng *rng, size_t i0, size_t i
   int rc = packer_reserve(k, m, steps, W, K);
   if (rc) return rc;
   for (size_t i = 0; i < m; i++) k->items[i] = (uint32_t)(i0 + i);
-  qsort_r(k->items, m, sizeof *k->items, cmp_item, p->micro);
+  qsort_r(k->items, m, sizeof *k->items, plan_cmp_micro_cost, p->micro);
   /* K = 1: each run of W neighbours by cost is one step. */
   if (K > 1)
     rc = deal_bins(p, k, steps);
@@ -404,14 +367,14 @@ static int pack_window(al_plan *p, packer *k, plan_rng *rng, size_t i0, size_t i
   /* Random step order inside the window and random rank order inside the
    * step, so that no rank is always the heavy one. */
   for (size_t s = 0; s < steps; s++) k->perm[s] = (uint32_t)s;
-  shuffle_u32(rng, k->perm, steps);
+  plan_shuffle_u32(rng, k->perm, steps);
   for (size_t si = 0; si < steps; si++) {
     size_t s = k->perm[si];
     const uint32_t *it = k->items + s * per, *ro = k->rank_of + s * per;
     memset(k->cnt, 0, W * sizeof *k->cnt);
     for (size_t x = 0; x < per; x++) k->byrank[(size_t)ro[x] * K + k->cnt[ro[x]]++] = it[x];
     for (uint32_t r = 0; r < W; r++) k->rperm[r] = r;
-    shuffle_u32(rng, k->rperm, W);
+    plan_shuffle_u32(rng, k->rperm, W);
     for (uint32_t r = 0; r < W; r++) {
       uint32_t *mine = k->byrank + (size_t)k->rperm[r] * K;
       /* A rank's micro-batches keep the sequence order (gradient accumulation). */

@@ -29,25 +29,6 @@
 
 static uint32_t deg(const plan_micro *m) { return m->sp_degree > 1 ? m->sp_degree : 1; }
 
-static int add_micro(al_plan *p, uint64_t first, uint32_t n, uint32_t bucket, uint32_t padded) {
-  if (p->n_micro >= UINT32_MAX)
-    return al_set_error(AL_ERANGE, "plan: more than 2^32 - 1 micro-batches");
-  int rc = grow_array((void **)&p->micro, &p->cap_micro, p->n_micro + 1, sizeof *p->micro,
-                      "plan micro-batches");
-  if (rc) return rc;
-  plan_micro *m = &p->micro[p->n_micro];
-  memset(m, 0, sizeof *m);
-  m->first = first;
-  m->n = n;
-  m->bucket = bucket;
-  m->seq = (uint32_t)p->n_micro;
-  m->padded = padded;
-  m->cost = plan_micro_cost(p, bucket, n);
-  m->sp_degree = p->buckets[bucket].sp_degree > 1 ? p->buckets[bucket].sp_degree : 1;
-  p->n_micro++;
-  return AL_OK;
-}
-
 static uint64_t units_of(const al_plan *p) {
   uint64_t u = 0;
   for (size_t i = 0; i < p->n_micro; i++) u += deg(&p->micro[i]);
@@ -90,7 +71,7 @@ static int split_units(al_plan *p, uint64_t per) {
       uint64_t first = m->first + half;
       m->n = half;
       m->cost = plan_micro_cost(p, b, half);
-      rc = add_micro(p, first, rest, b, 0);
+      rc = plan_push_micro(p, first, rest, b, 0);
     }
     need -= h;
   }
@@ -140,29 +121,11 @@ static int pad_or_drop_units(al_plan *p, uint64_t per) {
     rc = grow_array((void **)&p->mb, &p->cap_mb, p->n_mb + 1, sizeof *p->mb, "plan samples");
     if (!rc) {
       p->mb[p->n_mb++] = s;
-      rc = add_micro(p, p->n_mb - 1, 1, b, 1);
+      rc = plan_push_micro(p, p->n_mb - 1, 1, b, 1);
     }
   }
   free(like);
   return rc;
-}
-
-static void shuffle_u32(plan_rng *rng, uint32_t *a, size_t n) {
-  for (size_t i = n; i > 1; i--) {
-    size_t j = (size_t)plan_rng_below(rng, i);
-    uint32_t t = a[i - 1];
-    a[i - 1] = a[j];
-    a[j] = t;
-  }
-}
-
-/* By per-rank cost, descending; then bucket, then sequence (as schedule.c's windows). */
-static int cmp_cost(const void *a, const void *b, void *ctx) {
-  const plan_micro *mi = ctx;
-  const plan_micro *x = &mi[*(const uint32_t *)a], *y = &mi[*(const uint32_t *)b];
-  if (x->cost != y->cost) return x->cost < y->cost ? 1 : -1;
-  if (x->bucket != y->bucket) return x->bucket < y->bucket ? -1 : 1;
-  return (x->seq > y->seq) - (x->seq < y->seq);
 }
 
 /* What a window's filling and dealing use, sized for the whole plan once. */
@@ -337,7 +300,7 @@ static void lay_out_slot(slotter *s, plan_rng *rng, uint32_t sl, size_t step, ui
     while (j < ng && deg(&p->micro[s->group[j]]) == d) j++;
     uint32_t nb = j - i;
     for (uint32_t q = 0; q < nb; q++) s->blocks[q] = pos + q * d;
-    shuffle_u32(rng, s->blocks, nb);
+    plan_shuffle_u32(rng, s->blocks, nb);
     if (p->sync == AL_SYNC_STEP) {
       /* Each block's load is its ranks' highest; stable among equals (insertion sort keeps the
        * random order of equal loads). */
@@ -375,13 +338,13 @@ static int pack_window(slotter *s, plan_rng *rng, size_t i0, size_t i1, size_t s
   int adaptive = p->policy == AL_POLICY_ADAPTIVE;
   size_t m = i1 - i0, n_slots = 0;
   for (size_t x = 0; x < m; x++) s->items[x] = (uint32_t)(i0 + x);
-  if (adaptive) qsort_r(s->items, m, sizeof *s->items, cmp_cost, p->micro);
+  if (adaptive) qsort_r(s->items, m, sizeof *s->items, plan_cmp_micro_cost, p->micro);
   int rc = fill_slots(s, m, &n_slots);
   if (rc) return rc;
   size_t steps = n_slots / K;
   deal_slots(s, n_slots, steps, adaptive);
   for (size_t t = 0; t < steps; t++) s->perm[t] = (uint32_t)t;
-  if (adaptive) shuffle_u32(rng, s->perm, steps);
+  if (adaptive) plan_shuffle_u32(rng, s->perm, steps);
   for (size_t ti = 0; ti < steps; ti++) {
     uint32_t *sl = s->in_step + (size_t)s->perm[ti] * K;
     qsort_r(sl, K, sizeof *sl, cmp_slot_seq, s->slot_lo);
