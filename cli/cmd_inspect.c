@@ -523,26 +523,12 @@ typedef struct inspect_args {
 static int parse_sp_degrees(const cli_verb *verb, const char *opt, const char *v, void *args) {
   (void)opt;
   inspect_args *a = args;
-  char buf[128];
-  const char *items[AL_PLAN_MAX_SP_DEGREES];
+  uint32_t d[AL_PLAN_MAX_SP_DEGREES];
   size_t n = 0;
-  if (cli_split_list(v, buf, sizeof buf, items, AL_PLAN_MAX_SP_DEGREES, &n))
-    return cli_usage(verb, CLI_SAY_BLANK,
-                     "bad --sp-degrees '%s' (a comma list of at most %u distinct powers of two "
-                     "1..1024, e.g. 1,2,4,8)",
-                     v, AL_PLAN_MAX_SP_DEGREES);
-  uint64_t seen = 0;
-  for (size_t i = 0; i < n; i++) {
-    uint64_t d = 0;
-    if (parse_u64(items[i], &d) || !d || d > 1024 || (d & (d - 1)))
-      return cli_usage(verb, CLI_SAY_BLANK,
-                       "bad --sp-degrees '%s': '%s' is not a power of two in 1..1024", v, items[i]);
-    if (seen & d)
-      return cli_usage(verb, CLI_SAY_BLANK, "bad --sp-degrees '%s': %llu is listed twice", v,
-                       (unsigned long long)d);
-    seen |= d;
-    if (d > a->sp_max) a->sp_max = (uint32_t)d;
-  }
+  int rc = cli_parse_sp_degrees(verb, v, d, &n);
+  if (rc) return rc;
+  for (size_t i = 0; i < n; i++)
+    if (d[i] > a->sp_max) a->sp_max = d[i];
   snprintf(a->sp_text, sizeof a->sp_text, "%s", v);
   return 0;
 }

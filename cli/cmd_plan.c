@@ -32,25 +32,9 @@ typedef struct plan_args {
 static int parse_sp_degrees(const cli_verb *verb, const char *opt, const char *v, void *args) {
   (void)opt;
   plan_args *a = args;
-  char buf[128];
-  const char *items[AL_PLAN_MAX_SP_DEGREES];
   size_t n = 0;
-  if (cli_split_list(v, buf, sizeof buf, items, AL_PLAN_MAX_SP_DEGREES, &n))
-    return cli_usage(verb, CLI_SAY_BLANK,
-                     "bad --sp-degrees '%s' (a comma list of at most %u distinct powers of two "
-                     "1..1024, e.g. 1,2,4,8)",
-                     v, AL_PLAN_MAX_SP_DEGREES);
-  for (size_t i = 0; i < n; i++) {
-    uint64_t d = 0;
-    if (parse_u64(items[i], &d) || !d || d > 1024 || (d & (d - 1)))
-      return cli_usage(verb, CLI_SAY_BLANK,
-                       "bad --sp-degrees '%s': '%s' is not a power of two in 1..1024", v, items[i]);
-    for (size_t j = 0; j < i; j++)
-      if (a->sp_degrees[j] == d)
-        return cli_usage(verb, CLI_SAY_BLANK, "bad --sp-degrees '%s': %llu is listed twice", v,
-                         (unsigned long long)d);
-    a->sp_degrees[i] = (uint32_t)d;
-  }
+  int rc = cli_parse_sp_degrees(verb, v, a->sp_degrees, &n);
+  if (rc) return rc;
   a->o.sp_degrees = a->sp_degrees;
   a->o.n_sp_degrees = n;
   return 0;

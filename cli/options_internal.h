@@ -127,6 +127,10 @@ int cli_parse_u64_list(const char *s, uint64_t *v, size_t n);
  * *out: 0, or CLI_BAD (*out untouched). */
 int cli_parse_geometry(const char *v, al_latent_geom *out);
 
+/* --sp-degrees 1,2,4,8: distinct powers of two 1..1024, at most AL_PLAN_MAX_SP_DEGREES of them,
+ * into out[0..*n) in the order given: 0, or cli_usage's status naming the bad item. */
+int cli_parse_sp_degrees(const cli_verb *verb, const char *v, uint32_t *out, size_t *n);
+
 /* A comma list ("latent.npy,t5.npy") copied into buf (buf_cap bytes) and split there: names[i]
  * point into buf, *n of them. 0, or -1 for a value too long, an empty item or more than cap. */
 int cli_split_list(const char *v, char *buf, size_t buf_cap, const char **names, size_t cap,

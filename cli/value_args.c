@@ -1,8 +1,11 @@
-/* Option values several verbs share (--geometry; member lists); see options_internal.h. */
+/* Option values several verbs share (--geometry; member lists; --sp-degrees); see
+ * options_internal.h. */
 #include <stdint.h>
 #include <string.h>
 
 #include "cli/options_internal.h"
+#include "common/parse_internal.h"
+#include "planner/al_manifest.h"
 
 int cli_parse_geometry(const char *v, al_latent_geom *out) {
   uint64_t g[5];
@@ -28,4 +31,27 @@ int cli_split_list(const char *v, char *buf, size_t buf_cap, const char **names,
     if (!c) return 0;
     p = c + 1;
   }
+}
+
+int cli_parse_sp_degrees(const cli_verb *verb, const char *v, uint32_t *out, size_t *n) {
+  char buf[128];
+  const char *items[AL_PLAN_MAX_SP_DEGREES];
+  if (cli_split_list(v, buf, sizeof buf, items, AL_PLAN_MAX_SP_DEGREES, n))
+    return cli_usage(verb, CLI_SAY_BLANK,
+                     "bad --sp-degrees '%s' (a comma list of at most %u distinct powers of two "
+                     "1..1024, e.g. 1,2,4,8)",
+                     v, AL_PLAN_MAX_SP_DEGREES);
+  uint64_t seen = 0;
+  for (size_t i = 0; i < *n; i++) {
+    uint64_t d = 0;
+    if (parse_u64(items[i], &d) || !d || d > 1024 || (d & (d - 1)))
+      return cli_usage(verb, CLI_SAY_BLANK,
+                       "bad --sp-degrees '%s': '%s' is not a power of two in 1..1024", v, items[i]);
+    if (seen & d)
+      return cli_usage(verb, CLI_SAY_BLANK, "bad --sp-degrees '%s': %llu is listed twice", v,
+                       (unsigned long long)d);
+    seen |= d;
+    out[i] = (uint32_t)d;
+  }
+  return 0;
 }
