@@ -1022,22 +1022,30 @@ done:
 
 static int scan_finish(scanner *s, int rc);
 
+/* A scanner of one shard (a local path or a URL) with an empty index of its own in out. */
+static int scanner_start(scanner *s, const char *path, const meta_fields *fields,
+                         uint64_t max_member, uint32_t vae_t, uint32_t vae_s,
+                         scan_progress *progress, scan_result *out) {
+  memset(out, 0, sizeof *out);
+  memset(s, 0, sizeof *s);
+  s->path = path;
+  s->max_member = max_member;
+  s->fields = fields;
+  s->vae_t = vae_t;
+  s->vae_s = vae_s;
+  s->res = out;
+  s->progress = progress;
+  s->p.json = -1;
+  int rc = al_index_new(&out->idx);
+  s->idx = out->idx;
+  return rc;
+}
+
 int scan_shard(const char *path, const meta_fields *fields, size_t block_size, uint64_t max_member,
                uint32_t vae_t, uint32_t vae_s, scan_progress *progress, scan_result *out) {
-  memset(out, 0, sizeof *out);
   scanner s;
-  memset(&s, 0, sizeof s);
-  s.path = path;
-  s.max_member = max_member;
-  s.fields = fields;
-  s.vae_t = vae_t;
-  s.vae_s = vae_s;
-  s.res = out;
-  s.progress = progress;
-  s.p.json = -1;
-  int rc = al_index_new(&out->idx);
+  int rc = scanner_start(&s, path, fields, max_member, vae_t, vae_s, progress, out);
   if (rc) return rc;
-  s.idx = out->idx;
   /* stat first (never blocks), then open only a regular file, through afile_open_input
    * (O_NONBLOCK + fstat): a FIFO, device or directory given as a shard is rejected at
    * once instead of blocking in open. */
@@ -1130,21 +1138,10 @@ int scan_remote_read_at(void *ctx, void *buf, size_t n, uint64_t off, const char
 int scan_remote_shard(const char *url, remote_client *client, const meta_fields *fields,
                       size_t block_size, uint64_t max_member, uint32_t vae_t, uint32_t vae_s,
                       scan_progress *progress, scan_result *out) {
-  memset(out, 0, sizeof *out);
   scanner s;
-  memset(&s, 0, sizeof s);
-  s.path = url;
-  s.max_member = max_member;
-  s.fields = fields;
-  s.vae_t = vae_t;
-  s.vae_s = vae_s;
-  s.res = out;
-  s.progress = progress;
-  s.p.json = -1;
-  out->remote = 1;
-  int rc = al_index_new(&out->idx);
+  int rc = scanner_start(&s, url, fields, max_member, vae_t, vae_s, progress, out);
   if (rc) return rc;
-  s.idx = out->idx;
+  out->remote = 1;
   char why[WHY_CAP];
   remote_shard *rs = NULL;
   int opened = remote_shard_open(client, url, &rs, why, sizeof why) == 0;
