@@ -260,7 +260,7 @@ int stream_remote_download(stream_remote_reader *rr, uint32_t id, int *fd) {
   uint64_t ev = 0;
   int rc = stream_shard_download(r->cache, rr->lock_fd, p->url, p->etag, p->size, fetch_range, &f,
                                  fd, &hit, &ev);
-  atomic_fetch_add(hit ? &r->hits : &r->misses, 1);
+  if (rc == AL_OK) atomic_fetch_add(hit ? &r->hits : &r->misses, 1);
   atomic_fetch_add(&r->evicted, ev);
   return rc;
 }
