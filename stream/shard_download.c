@@ -1,4 +1,5 @@
-/* A whole shard object into a cache entry or a private temporary file (shard_download_internal.h). */
+/* A whole shard object into a cache entry or a private temporary file (shard_download_internal.h).
+ */
 #include "stream/shard_download_internal.h"
 
 #include <errno.h>
@@ -77,9 +78,9 @@ static int private_file(download *d, int *fd) {
   return AL_OK;
 }
 
-int stream_shard_download(const stream_cache *cache, int lock_fd, const char *url,
-                          const char *etag, uint64_t size, stream_cache_fetch_fn fetch, void *ctx,
-                          int *fd, int *hit, uint64_t *evicted) {
+int stream_shard_download(const stream_cache *cache, int lock_fd, const char *url, const char *etag,
+                          uint64_t size, stream_cache_fetch_fn fetch, void *ctx, int *fd, int *hit,
+                          uint64_t *evicted) {
   *fd = -1;
   *hit = 0;
   download d = {url, size, fetch, ctx};

@@ -28,8 +28,8 @@
 /* Object (url, etag, size) onto local disk: *fd is a descriptor of its bytes (use pread; close
  * it when done). cache NULL: the private temporary file. *hit: found in the cache folder (no
  * request sent). *evicted adds the bytes the store's eviction removed. */
-int stream_shard_download(const stream_cache *cache, int lock_fd, const char *url,
-                          const char *etag, uint64_t size, stream_cache_fetch_fn fetch, void *ctx,
-                          int *fd, int *hit, uint64_t *evicted);
+int stream_shard_download(const stream_cache *cache, int lock_fd, const char *url, const char *etag,
+                          uint64_t size, stream_cache_fetch_fn fetch, void *ctx, int *fd, int *hit,
+                          uint64_t *evicted);
 
 #endif /* AL_SHARD_DOWNLOAD_INTERNAL_H */
