@@ -30,6 +30,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct stream_cache stream_cache;
 
 /* Creates the folder when missing. */
@@ -61,5 +65,9 @@ typedef int (*stream_cache_fill_fn)(void *ctx, int fd, const char *name);
 int stream_cache_get_object(const stream_cache *c, int lock_fd, const char *url, const char *etag,
                             uint64_t size, stream_cache_fill_fn fill, void *ctx, int *fd, int *hit,
                             uint64_t *evicted);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* AL_CACHE_INTERNAL_H */

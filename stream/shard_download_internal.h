@@ -23,6 +23,10 @@
 
 #include "stream/cache_internal.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define STREAM_DOWNLOAD_CHUNK ((uint64_t)8 << 20)
 
 /* Object (url, etag, size) onto local disk: *fd is a descriptor of its bytes (use pread; close
@@ -31,5 +35,9 @@
 int stream_shard_download(const stream_cache *cache, int lock_fd, const char *url, const char *etag,
                           uint64_t size, stream_cache_fetch_fn fetch, void *ctx, int *fd, int *hit,
                           uint64_t *evicted);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* AL_SHARD_DOWNLOAD_INTERNAL_H */
