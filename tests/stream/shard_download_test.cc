@@ -98,8 +98,8 @@ TEST_F(ShardDownload, ThreadsRacingOnOneObjectDownloadItOnce) {
       int lock = -1, fd = -1, hit = 0;
       uint64_t ev = 0;
       ASSERT_EQ(stream_cache_lock_fd(c, &lock), AL_OK);
-      ASSERT_EQ(stream_shard_download(c, lock, "http://h/o", "\"e1\"", size, Fetch, &srv, &fd,
-                                      &hit, &ev),
+      ASSERT_EQ(stream_shard_download(c, lock, "http://h/o", "\"e1\"", size, Fetch, &srv, &fd, &hit,
+                                      &ev),
                 AL_OK)
           << al_last_error();
       hits += hit;
