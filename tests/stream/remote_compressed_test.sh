@@ -13,6 +13,7 @@ T=${TEST_TMPDIR:-$(mktemp -d)}/remote_compressed
 rm -rf "$T" && mkdir -p "$T/tmp"
 fail() { echo "FAIL: $*" >&2; exit 1; }
 . "$(dirname "$(readlink -f "$0")")/../loader/remote_servers.sh"
+. "$(dirname "$(readlink -f "$0")")/remote_stream_steps.sh"
 field() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$1" "$2"; }
 misses() { sed -n 's/.*misses \([0-9]*\).*/\1/p' "$1"; }
 size_sum() { du -b --apparent-size -c "$@" 2>/dev/null | tail -1 | cut -f1; }
@@ -85,14 +86,7 @@ used=$(size_sum "$T"/small/e-*)
 [ -z "$(ls -A "$T/tmp")" ] || fail "small cache: left in TMPDIR: $(ls -A "$T/tmp")"
 
 # Two ranks' processes at once on one cache folder: each shard downloaded once in all.
-for r in 0 1; do
-  "$BIN" stream --index "$T/i.alidx" --manifest "$T/m.alm" --rank $r --threads 2 "${R[@]}" \
-    --cache-dir "$T/shared" --cache-bytes 100000000 --members latent,json --jsonl \
-    >"$T/shared$r.jsonl" 2>"$T/shared$r.err" &
-  pids[$r]=$!
-done
-wait "${pids[0]}" || fail "rank 0 shared: $(cat "$T/shared0.err")"
-wait "${pids[1]}" || fail "rank 1 shared: $(cat "$T/shared1.err")"
+stream_two_ranks "$T/shared" "${R[@]}" --members latent,json --jsonl
 cmp -s "$T/local.latent,json.jsonl" "$T/shared0.jsonl" || fail "shared cache: rank 0 other bytes"
 "$BIN" stream --index "$T/i.alidx" --manifest "$T/m.alm" --rank 1 --threads 2 \
   --members latent,json --jsonl >"$T/local1.jsonl" 2>/dev/null || fail "local rank 1"
@@ -115,14 +109,7 @@ grep -q "$URL/shard-.*download of the compressed shard.*$T/missing" "$T/err" ||
 
 # s3rver: the same bytes through S3 (path-style, SigV4).
 start_s3rver bkt
-export AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER AWS_REGION=us-east-1
-export AWS_ENDPOINT_URL=http://127.0.0.1:$S3_PORT
-for f in "$T"/www/corpus/*; do
-  code=$(curl -s -o "$T/put.out" -w '%{http_code}' --aws-sigv4 "aws:amz:us-east-1:s3" \
-    -u S3RVER:S3RVER -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" -T "$f" \
-    "$AWS_ENDPOINT_URL/bkt/corpus/$(basename "$f")")
-  [ "$code" = 200 ] || fail "PUT $f: $code"
-done
+s3_put "$T"/www/corpus/*
 for c in "" "--cache-dir $T/s3cache"; do
   TMPDIR=$T/tmp "${S[@]}" --root "$T/www/corpus=s3://bkt/corpus" $c --members latent,json --jsonl \
     >"$T/s3.jsonl" 2>"$T/err" || fail "s3rver $c: $(cat "$T/err")"
@@ -151,9 +138,7 @@ done
 # An index made from the URLs records each shard's ETag: the same bytes, and an object rewritten
 # at the same size (another ETag) is refused naming its URL.
 mkdir -p "$T/www/direct" && cp "$T"/www/corpus/* "$T/www/direct/"
-"$BIN" index -o "$T/u.alidx" $(for f in "$T"/www/direct/*; do echo "http://127.0.0.1:$NGINX_PORT/direct/$(basename "$f")"; done) \
-  >/dev/null 2>"$T/err" || fail "index of URLs: $(cat "$T/err")"
-"$BIN" plan --index "$T/u.alidx" --world 2 -o "$T/u.alm" >/dev/null 2>&1 || fail "plan of the URL index"
+url_index direct
 U=("$BIN" stream --index "$T/u.alidx" --manifest "$T/u.alm" --rank 0 --threads 2)
 TMPDIR=$T/tmp "${U[@]}" --members latent,json --jsonl >"$T/url.jsonl" 2>"$T/err" ||
   fail "URL index: $(cat "$T/err")"
