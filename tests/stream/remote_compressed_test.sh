@@ -1,12 +1,13 @@
 #!/bin/bash
 # Compressed shards at URLs (tar.gz, tar.zst, tar.lz4): each is downloaded whole once, then read
 # with libarchive like a local compressed shard. Streamed from nginx and s3rver (--root DIR=URL),
-# the batches are byte-identical (the CRCs of every delivered array in --jsonl) to the local
-# copies', with and without a cache folder and with --members selecting members; the download
-# counts in the remote counters; without a cache it leaves nothing in $TMPDIR; with one it is one
-# entry, found by the next stream, and two processes sharing the folder download each shard
-# once; a shard bigger than the cache's limit goes to a private file; a changed object (size,
-# content, ETag) and an unwritable $TMPDIR fail naming the URL.
+# the batches are byte-identical (the CRCs of every delivered array in --jsonl; Python's
+# batches) to the local copies', with and without a cache folder and with --members selecting
+# members; the download counts in the remote counters; without a cache it leaves nothing in
+# $TMPDIR; with one it is one entry, found by the next stream, and two processes sharing the
+# folder download each shard once; a shard bigger than the cache's limit goes to a private
+# file; a changed object (size, content, ETag) and an unwritable $TMPDIR fail naming the URL.
+# Args: the adaptiveload binary, libadaptiveload.so (optional: the Python step).
 set -uo pipefail
 BIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 T=${TEST_TMPDIR:-$(mktemp -d)}/remote_compressed
@@ -75,6 +76,23 @@ for m in latent,json json; do
   req=$(sed -n 's/.* in \([0-9]*\) requests.*/\1/p' "$T/err")
   [ "$req" -le 3 ] || fail "warm epoch sent $req requests for 3 shards"
 done
+
+# Python: StreamDataset(root=URL) delivers the local bytes, with and without a cache folder.
+TMPDIR=$T/tmp python_step "${2:-}" "$T" "$URL" <<'PY' || fail "Python StreamDataset over nginx"
+import sys
+from adaptiveload.stream import StreamDataset
+t, url = sys.argv[1], sys.argv[2]
+def run(**kw):
+    ds = StreamDataset(t + "/i.alidx", t + "/m.alm", rank=0, world_size=2, zero_copy=False, **kw)
+    return [(b.keys, bytes(b.data.numpy())) for b in ds]
+local = run()
+assert local, "no batch"
+assert run(root={t + "/www/corpus": url}) == local, "remote batches differ from local ones"
+cached = run(root={t + "/www/corpus": url}, cache_dir=t + "/pycache", cache_bytes=100_000_000)
+assert cached == local, "remote batches through the cache differ from local ones"
+print("python ok")
+PY
+[ -z "$(ls -A "$T/tmp")" ] || fail "Python: left in TMPDIR: $(ls -A "$T/tmp")"
 
 # A limit below the larger shards: those go to private files, the limit holds, same bytes.
 lim=$(( $(stat -c %s "$T"/www/corpus/*.tar.gz) + 1000 ))

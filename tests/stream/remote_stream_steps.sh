@@ -7,6 +7,11 @@
 #                                 first); exports the AWS_ variables the stream then uses
 #   url_index DIR                 an index and a plan (world 2) of the files in $T/www/DIR by
 #                                 their nginx URLs: $T/u.alidx, $T/u.alm
+#   python_step LIB ARGS...       the Python script on stdin, with ARGS, over the library LIB
+#                                 (python/ on the path; an ASan build gets its runtimes
+#                                 preloaded); says why and runs nothing when LIB is "", a TSan
+#                                 build (Python cannot load one: the runtime must start the
+#                                 process; the C steps ran under it) or torch is missing
 
 stream_two_ranks() {
   local dir=$1 r pids=()
@@ -39,4 +44,28 @@ url_index() {
     fail "index of URLs: $(cat "$T/err")"
   "$BIN" plan --index "$T/u.alidx" --world 2 -o "$T/u.alm" >/dev/null 2>&1 ||
     fail "plan of the URL index"
+}
+
+python_step() {
+  local lib=$1 syms pre= # pre: an ASan build of the library needs the runtimes first
+  shift
+  local name
+  name=$(basename "$0")
+  [ -n "$lib" ] || { echo "$name: no library given: the Python step does not run"; return 0; }
+  lib=$(cd "$(dirname "$lib")" && pwd)/$(basename "$lib")
+  syms=$(nm -D "$lib" 2>/dev/null || true) # no pipe: grep -q would cut nm short under pipefail
+  if grep -q " U __tsan_init" <<<"$syms"; then
+    echo "$name: the Python step does not run against a TSan build of the library"
+    return 0
+  fi
+  if ! /usr/bin/python3 -c "import torch" 2>/dev/null; then
+    echo "$name: no torch: the Python step does not run"
+    return 0
+  fi
+  if grep -q " U __asan_init" <<<"$syms"; then
+    pre="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"
+  fi
+  ADAPTIVELOAD_LIB=$lib LD_PRELOAD="$pre" ASAN_OPTIONS=detect_leaks=0:protect_shadow_gap=0 \
+    PYTHONPATH="$(dirname "$(readlink -f "$0")")/../../python" PYTHONDONTWRITEBYTECODE=1 \
+    /usr/bin/python3 - "$@"
 }

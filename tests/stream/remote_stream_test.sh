@@ -80,20 +80,7 @@ n=$(ls "$T"/shared/e-* | wc -l)
 grep -q "misses 0 " "$T/err" || fail "rank 1 refetched from the shared cache: $(cat "$T/err")"
 
 # Python: StreamDataset(root=URL, cache_dir=, cache_bytes=) delivers the local bytes.
-lib=$(cd "$(dirname "${2:-.}")" && pwd)/$(basename "${2:-none}")
-syms=$(nm -D "$lib" 2>/dev/null || true) # no pipe: grep -q would cut nm short under pipefail
-if grep -q " U __tsan_init" <<<"$syms"; then
-  # Python cannot load a ThreadSanitizer build of the library (the runtime must start the
-  # process); the C stream above ran under it, and this step runs in the other builds.
-  echo "remote_stream_test: the Python step does not run against a TSan build of the library"
-elif [ -n "${2:-}" ] && /usr/bin/python3 -c "import torch" 2>/dev/null; then
-  pre= # an ASan build of the library: Python needs the runtimes first
-  if grep -q " U __asan_init" <<<"$syms"; then
-    pre="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"
-  fi
-  ADAPTIVELOAD_LIB=$lib LD_PRELOAD="$pre" ASAN_OPTIONS=detect_leaks=0:protect_shadow_gap=0 \
-    PYTHONPATH="$(dirname "$(readlink -f "$0")")/../../python" PYTHONDONTWRITEBYTECODE=1 \
-    /usr/bin/python3 - "$T" "$URL" <<'PY' || fail "Python StreamDataset over nginx"
+python_step "${2:-}" "$T" "$URL" <<'PY' || fail "Python StreamDataset over nginx"
 import sys
 from adaptiveload.stream import StreamDataset
 t, url = sys.argv[1], sys.argv[2]
@@ -111,7 +98,6 @@ for bad in (-2, 1.5, "4"):
     raise AssertionError("fetch_parallel=%r accepted" % (bad,))
 print("python ok")
 PY
-fi
 
 # s3rver: the same bytes through S3 (path-style, SigV4).
 start_s3rver bkt
