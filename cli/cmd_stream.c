@@ -124,7 +124,7 @@ typedef struct stream_args {
   double compute_ms;
   const char *compute_cost; /* --compute-cost FILE */
   al_cost_model cost;       /* loaded from compute_cost */
-  char members_buf[1024]; /* --members, split into member_names */
+  char members_buf[1024];   /* --members, split into member_names */
   const char *member_names[AL_STREAM_MAX_MEMBERS];
 } stream_args;
 
