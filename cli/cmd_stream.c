@@ -116,7 +116,7 @@ typedef struct stream_args {
   const char *roots[MAX_ROOTS]; /* --root FROM=TO */
   size_t n_roots;
   long rank, max_batches; /* -1: not given */
-  long resume_at;          /* --resume-at; -1: not given */
+  long resume_at;         /* --resume-at; -1: not given */
   int bench, json, jsonl;
   double compute_ms;
   char members_buf[1024]; /* --members, split into member_names */
