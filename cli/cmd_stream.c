@@ -453,9 +453,8 @@ static void print_bench_text(const stream_args *a, const stream_totals *t,
         (double)t->copied / 1e9, t->copy_wait, secs > 0 ? 100 * t->copy_wait / secs : 0);
 }
 
-/* The run's totals: with --bench as text or JSON on stdout, else one line on stderr (also
- * with --json and --jsonl, whose stdout is read by programs: what a run skipped is counted
- * either way). */
+/* The run's totals: with --bench as text or JSON on stdout, else one line on stderr (not
+ * with --json or --jsonl, whose stdout is read by programs). */
 static void report(const stream_args *a, al_stream *s, const stream_totals *t) {
   al_stream_stats ss;
   al_stream_get_stats(s, &ss);
@@ -463,7 +462,7 @@ static void report(const stream_args *a, al_stream *s, const stream_totals *t) {
     print_bench_json(a, t, &ss);
   else if (a->bench)
     print_bench_text(a, t, &ss);
-  else
+  else if (!a->json && !a->jsonl)
     fprintf(stderr,
             "adaptiveload stream: %" PRIu64 " batches, %" PRIu64 " samples, %" PRIu64 " skipped\n",
             t->batches, t->samples, t->skipped);

@@ -87,15 +87,20 @@ injected() {
   python3 -c 'import json,sys; sys.exit(json.load(open(sys.argv[1]))[sys.argv[2]] < 1)' \
     "$T/stats" "$2" || fail "no $2 injected: $(cat "$T/stats")"
 }
-# wait_lines FILE N PID: until FILE holds N complete lines (or PID ended).
-wait_lines() {
+# poll_until PID TEST...: until the command TEST succeeds; 1 when PID ended first (or after 12 s).
+poll_until() {
+  local pid=$1
+  shift
   for _ in $(seq 1 600); do
-    [ "$(wc -l <"$1")" -ge "$2" ] && return 0
-    kill -0 "$3" 2>/dev/null || return 1
+    "$@" && return 0
+    kill -0 "$pid" 2>/dev/null || return 1
     sleep 0.02
   done
   return 1
 }
+has_lines() { [ "$(wc -l <"$1" 2>/dev/null || echo 0)" -ge "$2" ]; } # FILE N: N complete lines
+# sent PORT N: the proxy sent its clients N body bytes so far.
+sent() { [ "$(proxy_stats "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["body_bytes"])')" -ge "$2" ]; }
 
 # 1. Each fault kind, each server, the three ways of reading (cache modes in turn).
 modes=("" "--cache-dir @ --cache-bytes 200000000" "--cache-dir @ --no-fetch-ahead")
@@ -134,17 +139,6 @@ done
 proxy_reset "$NP" && proxy_reset "$SP"
 echo "fault kinds: ok"
 
-# body_bytes PORT: what the proxy has sent its clients so far.
-body_bytes() { proxy_stats "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["body_bytes"])'; }
-# wait_bytes PORT N PID: until the proxy sent N body bytes (or PID ended).
-wait_bytes() {
-  for _ in $(seq 1 600); do
-    [ "$(body_bytes "$1")" -ge "$2" ] && return 0
-    kill -0 "$3" 2>/dev/null || return 1
-    sleep 0.02
-  done
-  return 1
-}
 total=$(du -cb "$T"/www/corpus/*.tar | tail -1 | cut -f1)
 
 # 2. The server killed mid-epoch and restarted 1 s later (the proxy at a bandwidth cap keeps
@@ -154,7 +148,7 @@ for server in nginx s3; do
   proxy_reset "$p" && proxy_set "$p" "bandwidth=40000000"
   run_bg restart-$server $server --cache-dir "$T/cache-restart-$server"
   pid=$!
-  wait_bytes "$p" $((total / 3)) $pid || fail "restart $server: the stream ended early"
+  poll_until $pid sent "$p" $((total / 3)) || fail "restart $server: the stream ended early"
   stop_${server/s3/s3rver}
   sleep 1
   restart_${server/s3/s3rver}
@@ -171,7 +165,7 @@ echo "restart: ok"
 proxy_reset "$NP" && proxy_set "$NP" "bandwidth=40000000"
 ADAPTIVELOAD_REMOTE_TIMEOUT_S=3 run_bg down nginx
 pid=$!
-wait_bytes "$NP" $((total / 3)) $pid || fail "down: the stream ended early"
+poll_until $pid sent "$NP" $((total / 3)) || fail "down: the stream ended early"
 stop_nginx
 t0=$(date +%s.%N)
 wait $pid && fail "down: streamed from a server that is down"
@@ -193,9 +187,15 @@ ADAPTIVELOAD_REMOTE_TIMEOUT_S=1 run skip nginx --on-error skip --max-skip-fracti
 check --skipped "$want" "$T/skip.jsonl" >"$T/check" || fail "skip: $(cat "$T/check")"
 [ "$(grep -c "^adaptiveload stream: skipped 000001-[0-9]*: .*http://127.0.0.1:$NP/corpus/shard-000001.tar" "$T/skip.err")" = "$want" ] ||
   fail "skip: not every skipped sample listed with its URL: $(cat "$T/skip.err")"
+# Without --jsonl the run's summary counts them.
+stream_cmd nginx corpus --on-error skip --max-skip-fraction 1
 ns=$(python3 -c "import json,sys; print(sum(len(json.loads(l)['keys']) for l in open(sys.argv[1])))" "$T/local.jsonl")
-grep -q "^adaptiveload stream: $nb batches, $((ns - want)) samples, $want skipped$" "$T/skip.err" ||
-  fail "skip: no summary of the skipped samples: $(cat "$T/skip.err")"
+text=()
+for a in "${CMD[@]}"; do [ "$a" = --jsonl ] || text+=("$a"); done
+ADAPTIVELOAD_REMOTE_TIMEOUT_S=1 "${text[@]}" >/dev/null 2>"$T/skip-text.err" ||
+  fail "skip (text): $(cat "$T/skip-text.err")"
+grep -q "^adaptiveload stream: $nb batches, $((ns - want)) samples, $want skipped$" "$T/skip-text.err" ||
+  fail "skip: no summary of the skipped samples: $(cat "$T/skip-text.err")"
 echo "skip: $(cat "$T/check") in $((SECONDS - t0)) s"
 
 # 4. The stream killed (SIGKILL) after it printed a third of its batches, then resumed after
@@ -208,7 +208,8 @@ for server in nginx s3; do
   [ $server = s3 ] && c=(--cache-dir "$T/cache-crash") && proxy_set "$p" "reset_every=4&fail_every=5"
   run_bg crash-$server $server "${c[@]}"
   pid=$!
-  wait_lines "$T/crash-$server.jsonl" $((nb / 3)) $pid || fail "crash $server: the stream ended early"
+  poll_until $pid has_lines "$T/crash-$server.jsonl" $((nb / 3)) ||
+    fail "crash $server: the stream ended early"
   kill -KILL $pid
   wait $pid 2>/dev/null
   last=$(python3 -c "import json,sys; print(json.loads(open(sys.argv[1],'rb').read().split(b'\n')[-2])['position'])" "$T/crash-$server.jsonl")
@@ -245,7 +246,7 @@ for server in nginx s3; do
   URL=http://127.0.0.1:$NP/chg
   [ $server = s3 ] && URL=s3://bkt/chg
   pid=$!
-  wait_bytes "$p" $((total / 4)) $pid || fail "changed $server: the stream ended early"
+  poll_until $pid sent "$p" $((total / 4)) || fail "changed $server: the stream ended early"
   # The proxy answers 503 while the shards change (the stream retries), so the change lands
   # mid-epoch however fast the rewrite is.
   proxy_set "$p" "burst_s=60"
