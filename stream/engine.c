@@ -1220,6 +1220,9 @@ void al_stream_close(al_stream *s) {
   pthread_cond_broadcast(&s->cv_free);
   pthread_cond_broadcast(&s->cv_ready);
   pthread_mutex_unlock(&s->mu);
+  /* Readers and fetchers retrying against a server that is down stop now, not at the end of
+   * their retry budgets. */
+  stream_shard_table_cancel(s->shards);
   for (int i = 0; i < s->n_threads; i++) pthread_join(s->threads[i], NULL);
   free(s->threads);
   stream_prefetch_stop(s->prefetch);

@@ -68,6 +68,10 @@ struct stream_shard_table {
   size_t n;
   shard_slot *slots;
   stream_remote *remote; /* opened at the first shard that is a URL */
+  /* Guards setting `remote` and `cancelled` apart from mu, which a shard's pin holds while it
+   * retries: a cancel must not wait for it. */
+  pthread_mutex_t cancel_mu;
+  int cancelled;
   char *cache_dir;
   uint64_t cache_bytes;
 };
@@ -98,6 +102,7 @@ int stream_shard_table_new(stream_shard_table **out, const stream_source *src) {
     return al_set_error(AL_ENOMEM, "shard table of %zu shards", src->n_shards);
   }
   pthread_mutex_init(&t->mu, NULL);
+  pthread_mutex_init(&t->cancel_mu, NULL);
   pthread_cond_init(&t->downloaded, NULL);
   t->src = src;
   t->n = src->n_shards;
@@ -116,6 +121,7 @@ void stream_shard_table_free(stream_shard_table *t) {
   free(t->cache_dir);
   pthread_cond_destroy(&t->downloaded);
   pthread_mutex_destroy(&t->mu);
+  pthread_mutex_destroy(&t->cancel_mu);
   free(t->slots);
   free(t);
 }
@@ -157,7 +163,14 @@ static int shard_identity(const stream_shard_table *t, uint32_t id, const stream
  * (shard_download). */
 static int remote_shard_open(stream_shard_table *t, uint32_t id, shard_slot *s) {
   int rc = AL_OK;
-  if (!t->remote) rc = stream_remote_new(&t->remote, t->n, t->cache_dir, t->cache_bytes);
+  if (!t->remote) {
+    stream_remote *r = NULL;
+    rc = stream_remote_new(&r, t->n, t->cache_dir, t->cache_bytes);
+    pthread_mutex_lock(&t->cancel_mu);
+    t->remote = r;
+    if (r && t->cancelled) stream_remote_cancel(r);
+    pthread_mutex_unlock(&t->cancel_mu);
+  }
   if (rc == AL_OK) rc = stream_remote_pin(t->remote, id, s->info.path, s->info.size, s->info.etag);
   if (rc != AL_OK) return rc;
   s->remote = 1;
@@ -604,6 +617,14 @@ int stream_reader_read(stream_reader *r, const stream_source_job *job, stream_gr
   }
   if (rc != AL_OK && in.a) seq_close(r); /* position unknown after a failed read */
   return rc;
+}
+
+void stream_shard_table_cancel(stream_shard_table *t) {
+  if (!t) return;
+  pthread_mutex_lock(&t->cancel_mu);
+  t->cancelled = 1;
+  if (t->remote) stream_remote_cancel(t->remote);
+  pthread_mutex_unlock(&t->cancel_mu);
 }
 
 int stream_shard_table_is_remote(stream_shard_table *t, uint32_t id) {

@@ -46,6 +46,11 @@ void stream_shard_table_free(stream_shard_table *t);
  * call before the first read. dir NULL: no cache. */
 int stream_shard_table_set_cache(stream_shard_table *t, const char *dir, uint64_t bytes);
 
+/* Makes every remote fetch of the table fail at once ("cancelled"), now and later, so that
+ * closing a stream does not wait for readers retrying against a server that is down.
+ * Thread-safe; NULL is ignored. */
+void stream_shard_table_cancel(stream_shard_table *t);
+
 /* What the remote shards cost so far: 1 with *out filled when some shard is a URL, else 0. */
 int stream_shard_table_remote_counts(stream_shard_table *t, stream_remote_counts *out);
 

@@ -83,6 +83,8 @@ void stream_remote_free(stream_remote *r) {
   free(r);
 }
 
+void stream_remote_cancel(stream_remote *r) { remote_client_cancel(r->client); }
+
 int stream_remote_pin(stream_remote *r, uint32_t id, const char *url, uint64_t size,
                       const char *etag) {
   if (id >= r->n) return al_set_error(AL_EINVAL, "remote shard %" PRIu32 " out of range", id);

@@ -36,6 +36,9 @@ typedef struct stream_remote_reader stream_remote_reader;
 int stream_remote_new(stream_remote **out, size_t n_shards, const char *cache_dir,
                       uint64_t cache_bytes);
 void stream_remote_free(stream_remote *r);
+/* Every read and pin of r fails at once from now on, those in flight included (the remote
+ * layer's remote_client_cancel). Thread-safe. */
+void stream_remote_cancel(stream_remote *r);
 
 /* Pins shard `id` at `url` (HEAD): its size must be `size`, and its ETag `etag` unless that is
  * NULL or "" (an index of a local copy, or a moved one). Called once per shard under the
