@@ -6,6 +6,11 @@ median and max relative error overall, by degree and by band of per-rank tokens 
 sp_model.size_band).
 
     dev/e2e/sp_cost_check.py --fit FIT.json --timings timings.json --model 14b [--json OUT]
+    dev/e2e/sp_cost_check.py --timings timings.json --model 14b --base BENCH.csv --write-bench OUT.csv
+
+--write-bench: BENCH.csv (a shape benchmark of examples/shape_bench.py, metadata line kept)
+followed by the timed shapes as rows B,S,d,step_ms,peak_mem_bytes: a benchmark that also holds
+the shapes a plan uses, for `adaptiveload fit --bench OUT.csv`.
 
 FIT.json: `adaptiveload fit --bench ... --json` of a benchmark of the same timed blocks
 (examples/shape_bench.py and sp_replay.py both time `layers` = `blocks` blocks).
@@ -26,6 +31,25 @@ def rows_of(timings, model):
     """[(B, S, d, ms)] of one model's timed shapes."""
     md = timings["models"][model]
     return [tuple(int(x) for x in k.split(",")) + (v["ms"],) for k, v in sorted(md["shapes"].items())]
+
+
+def write_bench(base, timings, model, out):
+    """BENCH.csv's lines, then the timed shapes of ``model`` as rows; returns the rows added."""
+    with open(base) as f:
+        lines = [x.rstrip("\n") for x in f if x.strip()]
+    header = next(x for x in lines if not x.startswith("#")).split(",")
+    if header != ["B", "S", "d", "step_ms", "peak_mem_bytes"]:
+        raise SystemExit("%s: header %s, expected B,S,d,step_ms,peak_mem_bytes" % (base, ",".join(header)))
+    md = timings["models"][model]
+    added = 0
+    with open(out, "w") as f:
+        f.write("\n".join(lines) + "\n")
+        for k, v in sorted(md["shapes"].items()):
+            if v.get("peak_mem_bytes") is None:
+                continue
+            f.write("%s,%.6f,%d\n" % (k, v["ms"], v["peak_mem_bytes"]))
+            added += 1
+    return added
 
 
 def errors(cost, rows):
@@ -59,11 +83,22 @@ def text(res):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--fit", required=True)
+    ap.add_argument("--fit")
     ap.add_argument("--timings", required=True)
     ap.add_argument("--model", required=True)
     ap.add_argument("--json")
+    ap.add_argument("--base", help="with --write-bench: the shape benchmark the rows are added to")
+    ap.add_argument("--write-bench")
     a = ap.parse_args(argv)
+    if a.write_bench:
+        if not a.base:
+            ap.error("--write-bench needs --base")
+        with open(a.timings) as f:
+            n = write_bench(a.base, json.load(f), a.model, a.write_bench)
+        print("%s: %s + %d timed shapes" % (a.write_bench, a.base, n))
+        return 0
+    if not a.fit:
+        ap.error("--fit or --write-bench")
     with open(a.fit) as f:
         fit = json.load(f)
     with open(a.timings) as f:
