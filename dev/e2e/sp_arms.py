@@ -3,10 +3,13 @@
 device's timings into per-arm results and the report table.
 
     dev/e2e/sp_arms.py prepare --work DIR [--bin adaptiveload] [--lib libadaptiveload.so] [--smoke]
+                               [--bench-extra TIMINGS]
     (device) dev/e2e/sp_replay.py --job DIR/job/job.json --out $OUT
     dev/e2e/sp_arms.py compose --work DIR --timings OUT/timings.json --out results.json [--md table.md]
 
-Arms, all at the same T = W K M_mem and the same M_mem per GPU, per model:
+Arms, all at the same T and the same M_mem per GPU, per model (T: the smallest mean tokens
+per step of the lock-step arms planned at the capacity W K M_mem; each other lock-step arm
+planned at the --step-tokens input that gives T within STEP_TOL, see plan_world):
   a   fixed SP at the degree the longest clip needs, equal-token batches
       (`plan --policy equal-token --sp-degrees D`; emulated by dev/e2e/fixed_sp_policy.py when
       the planner has no --sp-degrees);
@@ -17,8 +20,9 @@ Arms, all at the same T = W K M_mem and the same M_mem per GPU, per model:
   d   ours with `--sync step`, replayed under the FSDP (lock-step) model.
 Models (dev/e2e/sp_model.py): Wan 2.1 14B (M_mem 32,768, degrees 1,2,4,8: a 255,600-token
 clip needs 8) and 1.3B (M_mem 65,536, degrees 1,2,4: its 12 heads do not divide by 8).
-The cost model every arm plans with: `adaptiveload fit --model poly2` of a FLOP-count
-benchmark (sp_model.analytic_ms at the model's depth); measured times are reported against it.
+The cost model every arm plans with: `adaptiveload fit` of the shipped H200 shape benchmark
+of one block (BENCHES; with --bench-extra, an earlier replay's timed shapes added as rows),
+per-degree floor fits; measured times are reported against it.
 Corpus: dev/e2e/sp_corpus.py (120,000 samples, metadata only); buckets dev/e2e/sp_buckets.py.
 
 Composition (sp_model.compose): a micro-batch's per-rank time = the measured share time of
