@@ -29,6 +29,24 @@ for r in 0 1; do
 done
 [ "$total" = 24 ] || fail "ranks together delivered $total real samples, not 24"
 
+# --compute-cost: each batch sleeps the cost model's time for it (reported as compute_seconds);
+# misuse is a usage error, a missing cost file an error naming it.
+expect_rc 0 "$BIN" fit --default -o "$T/def.cost"
+expect_rc 0 "$BIN" stream --index "$T/i.alidx" --manifest "$T/m.alm" --rank 0 --bench --json \
+  --compute-cost "$T/def.cost"
+python3 - "$T/out" <<'PY' || fail "--compute-cost: $(cat "$T/out")"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["compute_seconds"] > 0 and d["seconds"] >= d["compute_seconds"], d
+PY
+expect_rc 2 "$BIN" stream --index "$T/i.alidx" --manifest "$T/m.alm" --rank 0 --compute-cost "$T/def.cost"
+grep -q -- "--compute-cost needs --bench" "$T/err" || fail "--compute-cost without --bench: $(cat "$T/err")"
+expect_rc 2 "$BIN" stream --index "$T/i.alidx" --manifest "$T/m.alm" --rank 0 --bench \
+  --compute-cost "$T/def.cost" --compute-ms 3
+expect_rc 1 "$BIN" stream --index "$T/i.alidx" --manifest "$T/m.alm" --rank 0 --bench \
+  --compute-cost "$T/none.cost"
+grep -q "none.cost" "$T/err" || fail "missing cost file not named: $(cat "$T/err")"
+
 expect_rc 0 "$BIN" stream --index "$T/i.alidx" --manifest "$T/m.alm" --rank 0 --max-batches 1
 [ "$(grep -c '^step ' "$T/out")" = 1 ] || fail "--max-batches 1"
 RANK=1 WORLD_SIZE=2 expect_rc 0 "$BIN" stream --index "$T/i.alidx" --manifest "$T/m.alm"
