@@ -116,7 +116,9 @@ static const cli_option OPTIONS[] = {
     {.name = "--comp-ms", .type = CLI_DOUBLE, CLI_AT(plan_args, o.comp_budget_ms),
      .flags = CLI_ABOVE_LO, .metavar = "MS",
      .help = "M_comp, predicted ms per micro-batch (default: c(S) of the\n"
-             "largest bucket within M_mem, so it runs alone)"},
+             "largest bucket within M_mem, so it runs alone; with\n"
+             "--sp-degrees the largest such cost over the degrees, each\n"
+             "at its degree within d x M_mem)"},
     {.name = "--step-ms", .type = CLI_CUSTOM, .parse = refuse_step_ms},
     {.name = "--micro-per-step", .type = CLI_U64, CLI_AT(plan_args, o.micro_per_step), .min = 1,
      .max = 1u << 20, .metavar = "K",

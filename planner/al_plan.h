@@ -112,7 +112,9 @@ typedef struct al_plan_options {
   uint64_t seed;
   uint32_t epoch;
   uint64_t mem_tokens;   /* M_mem; 0 = AL_PLAN_DEFAULT_MEM_TOKENS; at most AL_PLAN_MAX_MEM_TOKENS */
-  double comp_budget_ms; /* M_comp; 0 = c(largest bucket fitting M_mem); finite, >= 0 */
+  double comp_budget_ms; /* M_comp; 0 = the largest over the allowed SP degrees d of c_d(largest
+                            bucket fitting d x M_mem), c(largest bucket fitting M_mem) without
+                            SP; finite, >= 0 */
   double step_cost_ms;   /* must be 0 (a nonzero value is refused, AL_EINVAL): steps are set by
                             micro_per_step and step_tokens */
   uint32_t window;       /* adaptive: steps per balancing window; 0 = AL_PLAN_DEFAULT_WINDOW */

@@ -172,15 +172,36 @@ static int take_options(al_plan *p, const al_plan_input *in, const al_cost_model
   return rc;
 }
 
-/* The plan's buckets from table t (shapes and tokens), checked against M_mem, and the default
- * M_comp: c(S) of the largest bucket within the micro-batch token target (M_mem by default),
- * or of the smallest bucket if none fits it. */
+/* The default M_comp: the largest over the allowed degrees d of one rank's share c_d(S) of one
+ * sample of the largest bucket within d x the micro-batch token target (M_mem by default), or
+ * c(S) of the smallest bucket if none fits it. Without SP that is c(S) of the largest bucket
+ * within the target; with degrees above 1, a micro-batch that fills a group's memory at its
+ * degree is not cut by a budget priced at degree 1 (a long clip alone at degree 8 costs a rank
+ * several times the fullest degree-1 micro-batch). */
+static double default_comp_ms(const al_plan *p, uint64_t min_tok) {
+  double best = 0;
+  for (size_t k = 0; k < p->n_sp_degrees; k++) {
+    uint32_t d = p->sp_degrees[k];
+    uint64_t top = 0;
+    for (size_t i = 0; i < p->n_buckets; i++) {
+      uint64_t t = p->buckets[i].tokens;
+      if (t <= (uint64_t)d * p->micro_tokens && t > top) top = t;
+    }
+    if (!top) continue;
+    double c = d == 1 ? al_cost_per_sample(&p->cost, top) : al_cost_per_sample_sp(&p->cost, top, d);
+    if (c > best) best = c;
+  }
+  return best > 0 ? best : al_cost_per_sample(&p->cost, min_tok);
+}
+
+/* The plan's buckets from table t (shapes and tokens), checked against M_mem, and M_comp
+ * (default_comp_ms unless set). */
 static int take_buckets(al_plan *p, const al_bucket_table *t, const al_plan_options *o) {
   int rc = al_bucket_table_check(t, &p->geom);
   p->n_buckets = al_bucket_table_count(t);
   p->buckets = calloc(p->n_buckets ? p->n_buckets : 1, sizeof *p->buckets);
   if (!rc && !p->buckets) rc = al_set_error(AL_ENOMEM, "plan: out of memory");
-  uint64_t min_tok = UINT64_MAX, max_micro = 0;
+  uint64_t min_tok = UINT64_MAX;
   size_t min_b = 0;
   for (size_t i = 0; i < p->n_buckets && !rc; i++) {
     al_bucket_shape sh;
@@ -192,7 +213,6 @@ static int take_buckets(al_plan *p, const al_bucket_table *t, const al_plan_opti
       rc = al_set_error(AL_EINVAL, "bucket %ux%u x %u frames has no tokens", sh.width, sh.height,
                         sh.frames);
     if (b->tokens < min_tok) min_tok = b->tokens, min_b = i;
-    if (b->tokens <= p->micro_tokens && b->tokens > max_micro) max_micro = b->tokens;
   }
   uint64_t cap = plan_mem_cap(p);
   if (!rc && cap < min_tok && p->sp_sched)
@@ -209,8 +229,7 @@ static int take_buckets(al_plan *p, const al_bucket_table *t, const al_plan_opti
                       p->buckets[min_b].height, p->buckets[min_b].frames,
                       (unsigned long long)min_tok);
   if (rc) return rc;
-  if (!max_micro) max_micro = min_tok;
-  p->comp_ms = o->comp_budget_ms > 0 ? o->comp_budget_ms : al_cost_per_sample(&p->cost, max_micro);
+  p->comp_ms = o->comp_budget_ms > 0 ? o->comp_budget_ms : default_comp_ms(p, min_tok);
   return AL_OK;
 }
 

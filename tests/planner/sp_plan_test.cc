@@ -284,6 +284,34 @@ TEST(SpPlan, LongSampleKeptWholeAtADegreeCutOnlyBeyondTheLargest) {
   }
 }
 
+// The default M_comp prices each allowed degree's fullest micro-batch at that degree: a long clip
+// alone in a degree-8 group fills its memory (limited by memory), where a budget priced at degree
+// 1 would leave it at one sample limited by nothing it fits.
+TEST(SpPlan, DefaultComputeBudgetAdmitsAFullMicroBatchAtEveryDegree) {
+  Shapes s = WithLong(3);
+  const uint32_t d8[] = {8};
+  al_plan_options o = SpOptions(8, 1, d8, 1);
+  al_manifest *m = altest::PlanAndLoad(s, o, "sp_comp.alm");
+  ASSERT_TRUE(m);
+  al_manifest_info in = altest::Info(m);
+  al_cost_model cost;
+  ASSERT_EQ(al_cost_default(&cost), AL_OK);
+  uint32_t deg = 0, frames = FramesOf(m, s.w.size() - 1, &deg);
+  ASSERT_EQ(frames, 121u);
+  ASSERT_EQ(deg, 8u);
+  size_t checked = 0;
+  for (uint32_t b = 0; b < in.buckets; b++) {
+    al_bucket_info bi;
+    ASSERT_EQ(al_manifest_bucket(m, b, &bi), AL_OK);
+    if (bi.frames != 121 || !bi.samples) continue;
+    EXPECT_GE(in.comp_budget_ms * (1 + 1e-9), al_cost_per_sample_sp(&cost, bi.tokens, 8));
+    EXPECT_STREQ(bi.limited_by, "memory") << "bucket " << b;
+    checked++;
+  }
+  EXPECT_GT(checked, 0u);
+  al_manifest_free(m);
+}
+
 TEST(SpPlan, DefaultsAreTodaysPlanByteForByte) {
   Shapes s = altest::MakeShapes(1500, 4);
   const uint32_t one[] = {1};
