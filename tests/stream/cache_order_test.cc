@@ -46,7 +46,7 @@ size_t Entries(const std::string &dir) {
 }
 
 class CacheOrder : public ::testing::Test {
-protected:
+ protected:
   void SetUp() override {
     const char *t = getenv("TEST_TMPDIR");
     dir = std::string(t ? t : "/tmp") + "/cache_order_" + std::to_string(getpid()) + "_" +
@@ -87,7 +87,8 @@ TEST_F(CacheOrder, ARunIsOneFetchSplitIntoEntriesAndHeldEntriesAreNotFetched) {
   const stream_cache_span spans[] = {{1000, 4000}, {5512, 3000}, {9000, 100}};
   size_t fetched = 0;
   uint64_t ev = 0;
-  ASSERT_EQ(stream_cache_warm_run(c, fd, kUrl, "e1", kSize, spans, 3, 4, Fetch, &srv, &fetched, &ev),
+  ASSERT_EQ(stream_cache_warm_run(c, fd, kUrl, "e1", kSize, spans, 3, 4, Fetch, &srv, &fetched,
+                                  &ev),
             AL_OK);
   EXPECT_EQ(fetched, 3u);
   ASSERT_EQ(srv.fetched.size(), 1u);
@@ -103,7 +104,8 @@ TEST_F(CacheOrder, ARunIsOneFetchSplitIntoEntriesAndHeldEntriesAreNotFetched) {
   EXPECT_EQ(srv.fetched[1], std::make_pair(uint64_t{20000}, uint64_t{50}));
   // Another ETag is another object: nothing held.
   size_t before = srv.fetched.size();
-  ASSERT_EQ(stream_cache_warm_run(c, fd, kUrl, "e2", kSize, spans, 1, 4, Fetch, &srv, &fetched, &ev),
+  ASSERT_EQ(stream_cache_warm_run(c, fd, kUrl, "e2", kSize, spans, 1, 4, Fetch, &srv, &fetched,
+                                  &ev),
             AL_OK);
   EXPECT_EQ(srv.fetched.size(), before + 1);
 }
