@@ -234,7 +234,8 @@ static const cli_option OPTIONS[] = {
     {.name = "--cache-bytes", .type = CLI_U64, CLI_AT(stream_args, o.cache_bytes), .min = 1,
      .metavar = "N",
      .help = "the byte limit of --cache-dir over all processes using it\n"
-             "(default 1 GiB; least recently used entries go first)"},
+             "(default 1 GiB; entries go in plan order: read ones\n"
+             "first, then those read furthest ahead)"},
     {.name = "--fetch-parallel", .type = CLI_U64, CLI_AT(stream_args, o.fetch_parallel), .min = 1,
      .max = 256, .metavar = "N",
      .help = "with --cache-dir: N threads fetch the coming micro-batches'\n"
