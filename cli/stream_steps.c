@@ -1,4 +1,5 @@
-/* stream_steps.c - `stream --bench`'s per-step stall and fetch figures (stream_steps_internal.h). */
+/* stream_steps.c - `stream --bench`'s per-step stall and fetch figures (stream_steps_internal.h).
+ */
 #include "cli/stream_steps_internal.h"
 
 #include <stdlib.h>

@@ -117,6 +117,23 @@ def run(**kw):
 local = run()
 remote = run(root={t + "/www/corpus": url}, cache_dir=t + "/pycache", cache_bytes=50_000_000)
 assert local and local == remote, "remote batches differ from local ones"
+# Per-batch fetches add up to the stream's totals: without a cache (readers fetch on demand)
+# and with one (fetch-ahead threads too); local shards fetch nothing.
+ds = StreamDataset(t + "/i.alidx", t + "/m.alm", rank=0, world_size=2)
+assert all(b.fetched_bytes == 0 and b.requests == 0 for b in ds) and ds.stats()["bytes_fetched"] == 0
+for kw in ({}, {"cache_dir": t + "/pystats", "cache_bytes": 50_000_000}):
+    ds = StreamDataset(t + "/i.alidx", t + "/m.alm", rank=0, world_size=2, root={t + "/www/corpus": url}, **kw)
+    bs = list(ds)
+    last = bs[-1].stream_stats
+    for k, f in (("bytes_fetched", "fetched_bytes"), ("requests", "requests"), ("cache_hits", "cache_hits"),
+                 ("cache_misses", "cache_misses")):
+        total = sum(getattr(b, f) for b in bs)
+        assert total == last[k], (kw, k, total, last[k])
+    assert last["bytes_fetched"] > 0 and last["requests"] > 0, last
+    st = ds.stats()
+    assert st["bytes_fetched"] >= last["bytes_fetched"] and st["batches"] == len(bs), (st, last)
+    if not kw:  # readers only: nothing is fetched after the last delivery
+        assert st["bytes_fetched"] == last["bytes_fetched"], (st, last)
 for bad in (-2, 1.5, "4"):
     try:
         StreamDataset(t + "/i.alidx", t + "/m.alm", rank=0, world_size=2, fetch_parallel=bad)
