@@ -1,8 +1,11 @@
 /* adaptiveload stream: read one rank's packed micro-batches (stream/al_stream.h). */
+#include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli/cli_internal.h"
 #include "cli/options_internal.h"
@@ -14,6 +17,7 @@
 #include "loader/al_index.h"
 #include "stream/al_stream.h"
 #include "stream/crc32_internal.h"
+#include "planner/al_cost.h"
 #include "planner/al_manifest.h"
 
 /* What the batch cost the consumer (al_stream_batch: its next()'s wait, the fetches while it
@@ -132,7 +136,9 @@ typedef struct stream_args {
   long rank, max_batches; /* -1: not given */
   int bench, json, jsonl;
   double compute_ms;
-  char members_buf[1024]; /* --members, split into member_names */
+  const char *compute_cost; /* --compute-cost FILE */
+  al_cost_model cost;       /* loaded from compute_cost */
+  char members_buf[1024];   /* --members, split into member_names */
   const char *member_names[AL_STREAM_MAX_MEMBERS];
 } stream_args;
 
@@ -254,6 +260,13 @@ static const cli_option OPTIONS[] = {
      .metavar = "X",
      .help = "with --bench: pretend each batch takes X ms of compute\n"
              "(host busy-wait), to show read-ahead and copies overlapping"},
+    {.name = "--compute-cost", .type = CLI_STRING, CLI_AT(stream_args, compute_cost),
+     .metavar = "COST",
+     .help = "with --bench: each batch takes the time the cost model COST\n"
+             "predicts for it (B samples of S tokens at its SP degree),\n"
+             "slept as a GPU step leaves the host idle; `fit --trace TRACE\n"
+             "-o COST` makes COST from a training run's trace, so the\n"
+             "stream is read at that run's consumption rate"},
     {.name = "--no-pinned", .type = CLI_FLAG, CLI_AT(stream_args, o.pinned), .set = -1,
      .help = "plain host memory even when a CUDA device is present"},
     {.name = "--json", .type = CLI_FLAG, CLI_AT(stream_args, json), .set = 1,
@@ -340,6 +353,21 @@ static double pretend_compute(double ms) {
   return clock_now_s() - c0;
 }
 
+/* --bench with --compute-cost: the host asleep for the model's time of batch b (its samples at
+ * S = planned tokens per sample, its SP degree), as while the GPU runs the step. */
+static double pretend_step(const al_cost_model *m, const al_stream_batch *b) {
+  if (!b->n) return 0;
+  uint64_t S = (b->planned_tokens + b->n - 1) / b->n;
+  double ms = al_cost_predict_sp(m, b->n, S, b->sp_degree ? b->sp_degree : 1);
+  double c0 = clock_now_s();
+  if (ms > 0) {
+    struct timespec ts = {(time_t)(ms / 1e3), (long)(fmod(ms, 1e3) * 1e6)};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+  }
+  return clock_now_s() - c0;
+}
+
 /* Reads the rank's batches (all, or --max-batches), listing or timing them. Returns 0,
  * AL_EXIT_FAIL when reading stopped at an error (what was read is still reported), or -1 when
  * a device copy failed (nothing more is reported); the message is printed. */
@@ -375,6 +403,8 @@ static int read_batches(const stream_args *a, al_stream *s, stream_totals *t) {
       print_batch_jsonl(b);
     else if (!a->bench)
       print_batch(b, a->json);
+    else if (a->compute_cost)
+      t->compute += pretend_step(&a->cost, b);
     else if (a->compute_ms > 0)
       t->compute += pretend_compute(a->compute_ms);
     al_stream_release(s, b);
@@ -433,7 +463,7 @@ static void print_bench_text(const stream_args *a, const stream_totals *t,
          " B  max %" PRIu64 " B  requests median %" PRIu64 "  max %" PRIu64 "\n",
          ps->steps, ps->stall_median, ps->stall_p95, ps->stall_max, ps->fetched_median,
          ps->fetched_max, ps->requests_median, ps->requests_max);
-  if (a->compute_ms > 0) printf("simulated compute %.3f s\n", t->compute);
+  if (a->compute_ms > 0 || a->compute_cost) printf("simulated compute %.3f s\n", t->compute);
   if (ss->requests)
     printf("remote: fetched %.3f MB in %" PRIu64 " requests, cache hits %" PRIu64 " misses %" PRIu64
            ", evicted %.3f MB\n",
@@ -479,6 +509,12 @@ int cli_cmd_stream(int argc, char **argv) {
     return cli_usage(&STREAM, CLI_SAY_PAGE, "--index and --manifest are required");
   if (a.o.ext && !*a.o.ext)
     return cli_usage(&STREAM, CLI_SAY_PAGE, "--ext needs a member extension");
+  if (a.compute_cost && a.compute_ms > 0)
+    return cli_usage(&STREAM, CLI_SAY_PAGE, "--compute-cost and --compute-ms exclude each other");
+  if (a.compute_cost && !a.bench)
+    return cli_usage(&STREAM, CLI_SAY_PAGE, "--compute-cost needs --bench");
+  if (a.compute_cost && al_cost_load(&a.cost, a.compute_cost) != AL_OK)
+    return cli_fail("stream: --compute-cost");
   al_index *idx = NULL;
   al_manifest *m = NULL;
   al_stream *s = NULL;

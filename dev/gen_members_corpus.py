@@ -2,9 +2,11 @@
 """Writes a WebDataset corpus of typed members for dev/bench_stream_members.sh:
 per sample KEY.json (width, height, frames), KEY.latent.npy (float16 (16, T, H/8, W/8), a
 native grid a little larger than its Wan bucket so the stream crops rows, columns and
-frames), KEY.t5.npy (float16 (L, 4096), L 16..128) and KEY.txt (a caption).
+frames), KEY.t5.npy (float16 (L, 4096), L 16..128) and KEY.txt (a caption); with
+--mp4-bytes-per-frame N also KEY.mp4, N x frames bytes standing for the source video that real
+shards keep beside the latents (a member a latent-training run does not read).
 
-    dev/gen_members_corpus.py OUT_DIR [--samples N] [--shards K] [--seed S]
+    dev/gen_members_corpus.py OUT_DIR [--samples N] [--shards K] [--seed S] [--mp4-bytes-per-frame N]
 
 Mix: 40% 848x496 x 85 frames (latent 16x22x62x106, bucket 832x480 x 81), 30% 656x384 x 53
 frames (16x14x48x82, bucket 640x368 x 49), 30% 1296x736 images (16x1x92x162, bucket
@@ -28,6 +30,7 @@ def main():
     ap.add_argument("--samples", type=int, default=1000)
     ap.add_argument("--shards", type=int, default=8)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--mp4-bytes-per-frame", type=int, default=0)
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     rng = np.random.default_rng(a.seed)
@@ -58,6 +61,10 @@ def main():
         t5 = npy((int(rng.integers(16, 129)), 4096))
         txt = ("a video of sample %d, " % i + "words " * int(rng.integers(5, 30))).encode()
         add(t, key + ".json", json.dumps({"width": w, "height": h, "frames": f}).encode())
+        if a.mp4_bytes_per_frame > 0:
+            n = a.mp4_bytes_per_frame * f
+            at = int(rng.integers(0, pool.size * 2 - n))
+            add(t, key + ".mp4", pool.view(np.uint8)[at:at + n].tobytes())
         add(t, key + ".latent.npy", lat)
         add(t, key + ".t5.npy", t5)
         add(t, key + ".txt", txt)

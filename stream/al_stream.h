@@ -38,7 +38,11 @@
  * index) are read sequentially through libarchive instead: each sample costs
  * a scan of its shard from the start (or from the previous member read by the
  * same thread), which is orders of magnitude slower than pread. Use plain tar
- * shards (members may be individually LZ4-compressed) for training.
+ * shards (members may be individually LZ4-compressed) for training. Such a
+ * shard at a URL is first downloaded whole, once per stream, into the cache
+ * folder (cache_dir) as one entry, or without one into an unlinked file in
+ * $TMPDIR that needs the disk space until the stream closes
+ * (stream/README.md, "Remote shards").
  *
  * Memory: the pool holds at most `prefetch` buffers; readers block when all
  * are in use (filled and waiting, or held by the caller), so memory is bounded
@@ -392,8 +396,9 @@ typedef struct al_stream_stats {
   /* Added at the end: shards at URLs (all 0 when every shard is local). */
   uint64_t bytes_fetched; /* body bytes received from servers */
   uint64_t requests;      /* HTTP requests sent (HEAD and ranged GETs, retries included) */
-  uint64_t cache_hits;    /* member reads served by the cache folder */
-  uint64_t cache_misses;  /* members fetched from a server (by readers or fetched ahead) */
+  uint64_t cache_hits;    /* member reads (or whole compressed shards) served by the cache folder */
+  uint64_t cache_misses;  /* members (or whole compressed shards) fetched from a server (by
+                             readers or fetched ahead) */
   uint64_t evicted_bytes; /* bytes this stream removed from the cache folder (its limit) */
 } al_stream_stats;
 

@@ -107,11 +107,16 @@ static int entry_load(const char *path, uint64_t len, void *dst, int consume) {
   return ok;
 }
 
+/* This thread's temporary file name in the folder (the pid first: evict() removes those of
+ * dead processes). */
+static void tmp_name(const stream_cache *c, char *tmp, size_t cap) {
+  snprintf(tmp, cap, "%s/" TMP_PREFIX "%ld-%ld", c->dir, (long)getpid(), (long)syscall(SYS_gettid));
+}
+
 static int entry_store(const stream_cache *c, const char *path, const void *src, uint64_t len,
                        int consume) {
   char tmp[4200];
-  snprintf(tmp, sizeof tmp, "%s/" TMP_PREFIX "%ld-%ld", c->dir, (long)getpid(),
-           (long)syscall(SYS_gettid));
+  tmp_name(c, tmp, sizeof tmp);
   int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
   if (fd < 0) return al_set_error(AL_EIO, "cache: %s: %s", tmp, strerror(errno));
   uint64_t put = 0;
@@ -230,4 +235,59 @@ int stream_cache_get(const stream_cache *c, int lock_fd, const char *url, const 
   int urc = lock_byte(lock_fd, at, 0);
   if (rc == AL_OK && len <= c->limit) rc = evict(c, lock_fd, name, evicted);
   return rc != AL_OK ? rc : urc;
+}
+
+uint64_t stream_cache_limit(const stream_cache *c) { return c->limit; }
+
+/* The entry file at `path` when it holds exactly `size` bytes: its descriptor, else -1. */
+static int object_open(const char *path, uint64_t size) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  struct stat sb;
+  if (fd >= 0 && (fstat(fd, &sb) != 0 || (uint64_t)sb.st_size != size)) {
+    close(fd);
+    fd = -1;
+  }
+  if (fd >= 0) futimens(fd, NULL); /* in use: the last to go */
+  return fd;
+}
+
+int stream_cache_get_object(const stream_cache *c, int lock_fd, const char *url, const char *etag,
+                            uint64_t size, stream_cache_fill_fn fill, void *ctx, int *fd, int *hit,
+                            uint64_t *evicted) {
+  *hit = 0;
+  /* Offset UINT64_MAX: no range of the object has that key. */
+  uint64_t h = entry_hash(url, etag, size, UINT64_MAX, size);
+  char name[64], path[4200], tmp[4200];
+  snprintf(name, sizeof name, ENTRY_PREFIX "%016" PRIx64, h);
+  snprintf(path, sizeof path, "%s/%s", c->dir, name);
+  if ((*fd = object_open(path, size)) >= 0) {
+    *hit = 1;
+    return AL_OK;
+  }
+  uint64_t at = 1 + (h & ((1ull << 40) - 1));
+  int rc = lock_byte(lock_fd, at, 1);
+  if (rc != AL_OK) return rc;
+  if ((*fd = object_open(path, size)) >= 0) { /* another process stored it while we waited */
+    *hit = 1;
+    return lock_byte(lock_fd, at, 0);
+  }
+  tmp_name(c, tmp, sizeof tmp);
+  int w = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (w < 0) rc = al_set_error(AL_EIO, "cache: %s: %s", tmp, strerror(errno));
+  if (rc == AL_OK) rc = fill(ctx, w, tmp);
+  if (rc == AL_OK && fsync(w) != 0)
+    rc = al_set_error(AL_EIO, "cache: fsync %s: %s", tmp, strerror(errno));
+  if (rc == AL_OK && rename(tmp, path) != 0)
+    rc = al_set_error(AL_EIO, "cache: rename %s: %s", tmp, strerror(errno));
+  if (rc != AL_OK) {
+    if (w >= 0) close(w);
+    unlink(tmp);
+    w = -1;
+  }
+  int urc = lock_byte(lock_fd, at, 0);
+  if (rc == AL_OK) rc = evict(c, lock_fd, name, evicted);
+  if (rc == AL_OK) rc = urc;
+  if (rc != AL_OK && w >= 0) close(w);
+  *fd = rc == AL_OK ? w : -1;
+  return rc;
 }

@@ -30,6 +30,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct stream_cache stream_cache;
 
 /* Creates the folder when missing. */
@@ -47,5 +51,23 @@ int stream_cache_get(const stream_cache *c, int lock_fd, const char *url, const 
                      uint64_t size, uint64_t off, uint64_t len, void *dst,
                      stream_cache_fetch_fn fetch, void *ctx, int consume, int *hit,
                      uint64_t *evicted);
+
+uint64_t stream_cache_limit(const stream_cache *c);
+
+/* A whole object (url, etag, size) as one entry file (a shard that cannot be read by ranges):
+ * *fd is a read-only descriptor of the entry, from the folder when it holds it (*hit = 1),
+ * else after fill(ctx, fd, name) wrote the object to a temporary file of the folder (under
+ * the entry's lock, so two processes never download it at once; fsync'd and renamed into
+ * place, then the byte limit enforced as for ranges). Only for objects within the limit.
+ * The descriptor stays valid when a later eviction removes the entry (the disk space then
+ * returns when it is closed). */
+typedef int (*stream_cache_fill_fn)(void *ctx, int fd, const char *name);
+int stream_cache_get_object(const stream_cache *c, int lock_fd, const char *url, const char *etag,
+                            uint64_t size, stream_cache_fill_fn fill, void *ctx, int *fd, int *hit,
+                            uint64_t *evicted);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* AL_CACHE_INTERNAL_H */

@@ -54,7 +54,8 @@ void stream_growbuf_free(stream_growbuf *b) {
 typedef struct shard_slot {
   int state; /* 0 = not opened, 1 = open, -1 = unusable */
   int fd;
-  int remote; /* a URL: read through stream_remote (no fd) */
+  int remote;   /* a URL: read through stream_remote (no fd until downloaded) */
+  int download; /* a compressed shard at a URL: 0 = not on disk, 1 = downloading, 2 = in fd */
   int status;
   char *error; /* why unusable, without the key (added per sample) */
   stream_source_shard info;
@@ -62,6 +63,7 @@ typedef struct shard_slot {
 
 struct stream_shard_table {
   pthread_mutex_t mu;
+  pthread_cond_t downloaded; /* some slot's download ended */
   const stream_source *src;
   size_t n;
   shard_slot *slots;
@@ -96,6 +98,7 @@ int stream_shard_table_new(stream_shard_table **out, const stream_source *src) {
     return al_set_error(AL_ENOMEM, "shard table of %zu shards", src->n_shards);
   }
   pthread_mutex_init(&t->mu, NULL);
+  pthread_cond_init(&t->downloaded, NULL);
   t->src = src;
   t->n = src->n_shards;
   for (size_t i = 0; i < t->n; i++) t->slots[i].fd = -1;
@@ -111,6 +114,7 @@ void stream_shard_table_free(stream_shard_table *t) {
   }
   stream_remote_free(t->remote);
   free(t->cache_dir);
+  pthread_cond_destroy(&t->downloaded);
   pthread_mutex_destroy(&t->mu);
   free(t->slots);
   free(t);
@@ -124,9 +128,10 @@ static void slot_fail(shard_slot *s, int status) {
 
 /* The shard at `fd` is the one indexed: the same size, then the same content fingerprint
  * (loader/shard_fp.c: cp, rsync and node-local copies keep it, a rewrite changes it); a
- * source without a fingerprint for it falls back to the mtime recorded when indexing. */
+ * source without a fingerprint for it falls back to the mtime recorded when indexing
+ * (`mtime`: 0 for a download, whose mtime is when it was fetched). */
 static int shard_identity(const stream_shard_table *t, uint32_t id, const stream_source_shard *in,
-                          int fd) {
+                          int fd, int mtime) {
   struct stat sb;
   if (fstat(fd, &sb) != 0) return al_set_error(AL_EIO, "%s: fstat: %s", in->path, strerror(errno));
   if ((uint64_t)sb.st_size != in->size)
@@ -135,7 +140,7 @@ static int shard_identity(const stream_shard_table *t, uint32_t id, const stream
                         " bytes, the index says %" PRIu64,
                         in->path, (uint64_t)sb.st_size, in->size);
   int v = t->src->verify ? t->src->verify(t->src->ctx, id, fd) : AL_ENOTFOUND;
-  if (v != AL_ENOTFOUND) return v;
+  if (v != AL_ENOTFOUND || !mtime) return v == AL_ENOTFOUND ? AL_OK : v;
   int64_t mt = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
   if (in->mtime_ns != 0 && mt != in->mtime_ns)
     return al_set_error(AL_EFORMAT,
@@ -147,14 +152,10 @@ static int shard_identity(const stream_shard_table *t, uint32_t id, const stream
   return AL_OK;
 }
 
-/* A shard at a URL: plain tars only; pinned by a HEAD (its size must be the one indexed, and its
- * ETag, when the index has one from this server). */
+/* A shard at a URL, pinned by a HEAD (its size must be the one indexed, and its ETag, when the
+ * index has one from this server). A compressed one is downloaded at its first read
+ * (shard_download). */
 static int remote_shard_open(stream_shard_table *t, uint32_t id, shard_slot *s) {
-  if (!s->info.seekable)
-    return al_set_error(AL_EUNSUPPORTED,
-                        "%s: a compressed shard cannot be streamed from a URL (only plain tar "
-                        "shards are read with ranged GETs); copy it to local disk",
-                        s->info.path);
   int rc = AL_OK;
   if (!t->remote) rc = stream_remote_new(&t->remote, t->n, t->cache_dir, t->cache_bytes);
   if (rc == AL_OK) rc = stream_remote_pin(t->remote, id, s->info.path, s->info.size, s->info.etag);
@@ -182,7 +183,7 @@ static int shard_get(stream_shard_table *t, uint32_t id, shard_slot **out) {
     }
     /* A FIFO or device put in the shard's place fails here instead of blocking. */
     if (rc == AL_OK) rc = afile_open_input(s->info.path, "shard", &fd);
-    if (rc == AL_OK) rc = shard_identity(t, id, &s->info, fd);
+    if (rc == AL_OK) rc = shard_identity(t, id, &s->info, fd, 1);
     if (rc != AL_OK) {
       slot_fail(s, rc);
       if (fd >= 0) close(fd);
@@ -214,7 +215,10 @@ struct stream_reader {
   uint64_t max_member;     /* cap on a member's stored and decoded bytes */
   stream_growbuf scratch2; /* stream_reader_scratch */
   struct archive *seq;
-  int seq_fd; /* its descriptor (-1: none) */
+  int seq_fd;       /* its descriptor (-1: none) */
+  int seq_shared;   /* or a downloaded shard's descriptor, read with pread (-1: none) */
+  uint64_t seq_pos; /* the next byte of seq_shared that libarchive gets */
+  uint8_t *seq_buf; /* what it gets, r->block bytes */
   uint32_t seq_shard;
   uint64_t seq_offset;
   stream_remote_reader *rr; /* this thread's remote objects, opened on first use */
@@ -226,6 +230,7 @@ int stream_reader_new(stream_reader **out, stream_shard_table *t, size_t block) 
   if (!r) return al_set_error(AL_ENOMEM, "reader");
   r->t = t;
   r->seq_fd = -1;
+  r->seq_shared = -1;
   r->max_member = stream_max_member_bytes();
   r->block = block ? block : ((size_t)1 << 20);
   r->scratch = malloc(r->block);
@@ -245,6 +250,7 @@ static void seq_close(stream_reader *r) {
   r->seq = NULL;
   if (r->seq_fd >= 0) close(r->seq_fd);
   r->seq_fd = -1;
+  r->seq_shared = -1;
 }
 
 void stream_reader_free(stream_reader *r) {
@@ -253,6 +259,7 @@ void stream_reader_free(stream_reader *r) {
   stream_remote_reader_free(r->rr);
   stream_growbuf_free(&r->fetched);
   stream_growbuf_free(&r->scratch2);
+  free(r->seq_buf);
   LZ4F_freeDecompressionContext(r->dctx);
   free(r->scratch);
   free(r);
@@ -413,9 +420,48 @@ static int decode_lz4(stream_reader *r, member_in *in, const stream_source_job *
   return AL_OK;
 }
 
+/* libarchive's input from a downloaded shard: the reader's own position over the shared fd. */
+static la_ssize_t seq_shared_read(struct archive *a, void *ctx, const void **buf) {
+  stream_reader *r = ctx;
+  for (;;) {
+    ssize_t n = pread(r->seq_shared, r->seq_buf, r->block, (off_t)r->seq_pos);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      archive_set_error(a, errno, "read at byte %" PRIu64 ": %s", r->seq_pos, strerror(errno));
+      return -1;
+    }
+    r->seq_pos += (uint64_t)n;
+    *buf = r->seq_buf;
+    return n;
+  }
+}
+
+/* libarchive (r->seq) reads the shard at `path` (its own descriptor), or the downloaded one at
+ * `shared`. */
+static int seq_open(stream_reader *r, const stream_source_job *job, const char *path, int shared) {
+  int ar;
+  if (shared >= 0) {
+    if (!r->seq_buf && !(r->seq_buf = malloc(r->block)))
+      return al_set_error(AL_ENOMEM, "reader buffer of %zu bytes", r->block);
+    r->seq_shared = shared;
+    r->seq_pos = 0;
+    ar = archive_read_open(r->seq, r, NULL, seq_shared_read, NULL);
+  } else {
+    /* Opened through afile_open_input: never blocks on a FIFO put in the shard's place. */
+    int rc = afile_open_input(path, "shard", &r->seq_fd);
+    if (rc != AL_OK)
+      return al_error_prefix(rc, "key '%s' member '%s'", job->key ? job->key : "?", job->member);
+    ar = archive_read_open_fd(r->seq, r->seq_fd, r->block);
+  }
+  if (ar != ARCHIVE_OK)
+    return al_set_error(AL_EIO, "%s: key '%s' member '%s': libarchive open: %s", path,
+                        job->key ? job->key : "?", job->member, archive_error_string(r->seq));
+  return AL_OK;
+}
+
 /* Positions r->seq on the data of job->member, reading the shard from its
  * start when the member lies behind the current position. */
-static int seq_seek(stream_reader *r, const stream_source_job *job, const char *path) {
+static int seq_seek(stream_reader *r, const stream_source_job *job, const char *path, int shared) {
   if (r->seq && (r->seq_shard != job->shard || job->offset <= r->seq_offset)) seq_close(r);
   if (!r->seq) {
     r->seq = archive_read_new();
@@ -423,15 +469,8 @@ static int seq_seek(stream_reader *r, const stream_source_job *job, const char *
     archive_read_support_filter_all(r->seq);
     archive_read_support_format_tar(r->seq);
     archive_read_support_format_gnutar(r->seq);
-    /* Opened through afile_open_input: never blocks on a FIFO put in the shard's place. */
-    int rc = afile_open_input(path, "shard", &r->seq_fd);
+    int rc = seq_open(r, job, path, shared);
     if (rc != AL_OK) {
-      seq_close(r);
-      return al_error_prefix(rc, "key '%s' member '%s'", job->key ? job->key : "?", job->member);
-    }
-    if (archive_read_open_fd(r->seq, r->seq_fd, r->block) != ARCHIVE_OK) {
-      int rc = al_set_error(AL_EIO, "%s: key '%s' member '%s': libarchive open: %s", path,
-                            job->key ? job->key : "?", job->member, archive_error_string(r->seq));
       seq_close(r);
       return rc;
     }
@@ -460,16 +499,54 @@ static int seq_seek(stream_reader *r, const stream_source_job *job, const char *
   return fail_at(job, path, job->offset, AL_ENOTFOUND, "member not found in the shard", NULL);
 }
 
+/* This thread's remote reader, made at its first remote read. */
+static int remote_reader(stream_reader *r) {
+  if (r->rr) return AL_OK;
+  pthread_mutex_lock(&r->t->mu);
+  stream_remote *rem = r->t->remote;
+  pthread_mutex_unlock(&r->t->mu);
+  return stream_remote_reader_new(&r->rr, rem);
+}
+
+/* A compressed shard at a URL on local disk: downloaded once per stream, by the first thread
+ * that needs it (the others wait for it), then checked against the index like a local shard
+ * (size, content fingerprint). *fd: the shared descriptor (pread only). A failed download or
+ * check makes the shard unusable, its reason reported for each of its samples. */
+static int shard_download(stream_reader *r, uint32_t id, shard_slot *s, int *fd) {
+  stream_shard_table *t = r->t;
+  pthread_mutex_lock(&t->mu);
+  while (s->download == 1) pthread_cond_wait(&t->downloaded, &t->mu);
+  int rc = AL_OK, mine = s->state > 0 && s->download == 0;
+  if (mine) s->download = 1;
+  pthread_mutex_unlock(&t->mu);
+  int got = -1;
+  if (mine) {
+    rc = remote_reader(r);
+    if (rc == AL_OK) rc = stream_remote_download(r->rr, id, &got);
+    if (rc == AL_OK) rc = shard_identity(t, id, &s->info, got, 0);
+    if (rc != AL_OK && got >= 0) close(got);
+  }
+  pthread_mutex_lock(&t->mu);
+  if (mine) {
+    if (rc == AL_OK) {
+      s->fd = got;
+      s->download = 2;
+    } else {
+      slot_fail(s, rc);
+      s->download = 0;
+    }
+    pthread_cond_broadcast(&t->downloaded);
+  }
+  if (s->state < 0) rc = al_set_error(s->status, "%s", s->error ? s->error : "shard unusable");
+  *fd = s->fd;
+  pthread_mutex_unlock(&t->mu);
+  return rc;
+}
+
 /* The stored bytes of a member of a remote shard into r->fetched (cache or ranged GET). */
 static int remote_member(stream_reader *r, const stream_source_job *job, const char *url,
                          int consume) {
-  int rc = AL_OK;
-  if (!r->rr) {
-    pthread_mutex_lock(&r->t->mu);
-    stream_remote *rem = r->t->remote;
-    pthread_mutex_unlock(&r->t->mu);
-    rc = stream_remote_reader_new(&r->rr, rem);
-  }
+  int rc = remote_reader(r);
   if (rc == AL_OK) rc = stream_growbuf_reserve(&r->fetched, (size_t)job->size + 1, 0);
   if (rc == AL_OK)
     rc = stream_remote_read(r->rr, job->shard, job->offset, job->size, r->fetched.p, consume);
@@ -489,7 +566,14 @@ int stream_reader_read(stream_reader *r, const stream_source_job *job, stream_gr
   }
   const char *path = s->info.path;
   member_in in = {.fd = -1};
-  if (s->remote) {
+  if (s->remote && !s->info.seekable) {
+    int fd = -1;
+    if ((rc = shard_download(r, job->shard, s, &fd)) != AL_OK)
+      return al_error_prefix(rc, "key '%s' member '%s' at byte %" PRIu64, job->key ? job->key : "?",
+                             job->member, job->offset);
+    if ((rc = seq_seek(r, job, path, fd)) != AL_OK) return rc;
+    in.a = r->seq;
+  } else if (s->remote) {
     if (job->offset > s->info.size || job->size > s->info.size - job->offset)
       return fail_at(job, path, job->offset, AL_EFORMAT, "member extends past the end of the shard",
                      NULL);
@@ -507,7 +591,7 @@ int stream_reader_read(stream_reader *r, const stream_source_job *job, stream_gr
     in.pos = job->offset;
     in.end = job->offset + job->size;
   } else {
-    rc = seq_seek(r, job, path);
+    rc = seq_seek(r, job, path, -1);
     if (rc != AL_OK) return rc;
     in.a = r->seq;
   }
@@ -533,6 +617,10 @@ int stream_reader_warm(stream_reader *r, const stream_source_job *job) {
   shard_slot *s = NULL;
   int rc = shard_get(r->t, job->shard, &s);
   if (rc != AL_OK || !s || !s->remote || !r->t->cache_dir) return rc;
+  if (!s->info.seekable) { /* the whole object, ahead of the readers */
+    int fd;
+    return shard_download(r, job->shard, s, &fd);
+  }
   if (job->offset > s->info.size || job->size > s->info.size - job->offset || over_cap(r, job))
     return AL_OK; /* the reader reports it */
   return remote_member(r, job, s->info.path, 0);

@@ -9,7 +9,10 @@
  * must be the one indexed, then its content fingerprint (stream_source.verify:
  * loader/shard_fp.c hashes the header block of every indexed member of a plain
  * tar, the first and last 64 KiB of a compressed shard) must match the one
- * recorded; only when the index recorded none is mtime_ns compared. A
+ * recorded; only when the index recorded none is mtime_ns compared. A shard at a URL is
+ * pinned by a HEAD instead (stream/remote_fetch_internal.h); a compressed one is downloaded
+ * whole at its first read (stream/shard_download_internal.h), checked like a local shard
+ * (size, fingerprint; no mtime) and read with libarchive through pread on the download. A
  * stream_reader holds one reader thread's scratch state and must not be shared
  * between threads.
  *

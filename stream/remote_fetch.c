@@ -12,6 +12,7 @@
 #include "common/al_status.h"
 #include "loader/remote_internal.h"
 #include "stream/cache_internal.h"
+#include "stream/shard_download_internal.h"
 
 typedef struct pin {
   char *url;
@@ -208,6 +209,7 @@ typedef struct fetch_ctx {
   stream_remote_reader *rr;
   uint32_t id;
   stream_remote *r;
+  int whole; /* a range of a whole-object download: not a member fetched */
 } fetch_ctx;
 
 /* One ranged GET through this thread's object of the shard (opened, with its HEAD, only when
@@ -221,7 +223,7 @@ static int fetch_range(void *ctx, uint64_t off, uint64_t len, void *dst) {
   if (remote_object_read(o, off, dst, (size_t)len, err, sizeof err) != 0)
     return al_set_error(AL_EIO, "%s", err);
   /* Counted when fetched, before the entry is stored: once a reader can see it, it counts. */
-  atomic_fetch_add(&f->r->misses, 1);
+  if (!f->whole) atomic_fetch_add(&f->r->misses, 1);
   return AL_OK;
 }
 
@@ -236,13 +238,29 @@ int stream_remote_read(stream_remote_reader *rr, uint32_t id, uint64_t off, uint
                         "%s: bytes [%" PRIu64 ", +%" PRIu64 ") past the end of the object (%" PRIu64
                         " bytes)",
                         p->url, off, len, p->size);
-  fetch_ctx f = {rr, id, r};
+  fetch_ctx f = {rr, id, r, 0};
   if (!r->cache) return fetch_range(&f, off, len, dst);
   int hit = 0;
   uint64_t ev = 0;
   int rc = stream_cache_get(r->cache, rr->lock_fd, p->url, p->etag, p->size, off, len, dst,
                             fetch_range, &f, consume, &hit, &ev);
   if (consume && hit) atomic_fetch_add(&r->hits, 1);
+  atomic_fetch_add(&r->evicted, ev);
+  return rc;
+}
+
+int stream_remote_download(stream_remote_reader *rr, uint32_t id, int *fd) {
+  stream_remote *r = rr->r;
+  *fd = -1;
+  if (id >= r->n || !r->pins[id].url)
+    return al_set_error(AL_ESTATE, "remote shard %" PRIu32 " downloaded before it was pinned", id);
+  const pin *p = &r->pins[id];
+  fetch_ctx f = {rr, id, r, 1};
+  int hit = 0;
+  uint64_t ev = 0;
+  int rc = stream_shard_download(r->cache, rr->lock_fd, p->url, p->etag, p->size, fetch_range, &f,
+                                 fd, &hit, &ev);
+  if (rc == AL_OK) atomic_fetch_add(hit ? &r->hits : &r->misses, 1);
   atomic_fetch_add(&r->evicted, ev);
   return rc;
 }

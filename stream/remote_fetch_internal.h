@@ -11,9 +11,10 @@
  * layer refuses different bytes). A stream_remote_reader belongs to one reader thread: it
  * holds that thread's open objects (one connection each), opened lazily per shard.
  *
- * Only plain (seekable) tar shards are read remotely: a member is one ranged GET of its
- * bytes [offset, offset + size) (LZ4 members are decoded after the fetch). Compressed
- * shards (tar.gz, ...) at a URL are refused naming the URL.
+ * A member of a plain (seekable) tar shard is one ranged GET of its bytes [offset, offset +
+ * size) (LZ4 members are decoded after the fetch). A compressed shard (tar.gz, tar.zst, ...)
+ * cannot be read by ranges: stream_remote_download brings the whole object onto local disk
+ * once (stream/shard_download_internal.h), then it is read as a local compressed shard.
  *
  * Faults: the remote layer retries (backoff, Retry-After) for at most its total timeout
  * (ADAPTIVELOAD_REMOTE_TIMEOUT_S seconds, default 60) since the last progress; then the read
@@ -49,11 +50,20 @@ void stream_remote_reader_free(stream_remote_reader *rr);
 int stream_remote_read(stream_remote_reader *rr, uint32_t id, uint64_t off, uint64_t len, void *dst,
                        int consume);
 
+/* The whole of pinned shard `id` on local disk (stream/shard_download_internal.h): an entry of
+ * the cache folder, else a private temporary file; *fd is its descriptor (pread only; the
+ * caller closes it). The ranged GETs of the download go through this reader's object of the
+ * shard (If-Match the pinned ETag) and count in bytes_fetched and requests; the download
+ * counts as one cache miss, an entry found in the folder as one cache hit. */
+int stream_remote_download(stream_remote_reader *rr, uint32_t id, int *fd);
+
 typedef struct stream_remote_counts {
   uint64_t bytes_fetched; /* body bytes received from servers */
   uint64_t requests;      /* HTTP requests sent (HEADs, retries included) */
-  uint64_t cache_hits;    /* member reads of the readers served by the cache folder */
-  uint64_t cache_misses;  /* members fetched from a server (by readers or the prefetcher) */
+  uint64_t cache_hits;    /* member reads of the readers (or whole compressed shards) served by
+                             the cache folder */
+  uint64_t cache_misses;  /* members (or whole compressed shards) fetched from a server (by
+                             readers or the prefetcher) */
   uint64_t evicted_bytes; /* bytes this stream removed from the cache folder */
 } stream_remote_counts;
 

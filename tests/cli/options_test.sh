@@ -91,6 +91,7 @@ check_help plan --index --world --out --cost --policy --seed --epoch --mem-token
 check_help inspect --json --jsonl --svg --rejected --compare --top
 check_help stream --index --manifest --rank --threads --prefetch --max-batches --ext --members \
   --root --max-sample-bytes --max-member-bytes --on-error --max-skip-fraction --bench --device \
-  --compute-ms --no-pinned --json --jsonl --sp-shard
+  --compute-ms --compute-cost --no-pinned --json --jsonl --sp-shard --cache-dir --cache-bytes \
+  --fetch-parallel --no-fetch-ahead
 check_help demo --out --samples --shards --world --seed --batches
 echo "options_test: OK"

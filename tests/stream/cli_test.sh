@@ -75,6 +75,24 @@ expect_rc 0 "$BIN" stream --index "$T/i.alidx" --manifest "$T/k2.alm" --rank 0 -
 grep -q "^per step ([1-9][0-9]* steps): stall median [0-9.]* s  p95 [0-9.]* s  max [0-9.]* s  fetched median 0 B  max 0 B  requests median 0  max 0$" "$T/out" ||
   fail "bench text per step: $(cat "$T/out")"
 
+# --compute-cost: each batch sleeps the cost model's time for it (reported as compute_seconds);
+# misuse is a usage error, a missing cost file an error naming it.
+expect_rc 0 "$BIN" fit --default -o "$T/def.cost"
+expect_rc 0 "$BIN" stream --index "$T/i.alidx" --manifest "$T/m.alm" --rank 0 --bench --json \
+  --compute-cost "$T/def.cost"
+python3 - "$T/out" <<'PY' || fail "--compute-cost: $(cat "$T/out")"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["compute_seconds"] > 0 and d["seconds"] >= d["compute_seconds"], d
+PY
+expect_rc 2 "$BIN" stream --index "$T/i.alidx" --manifest "$T/m.alm" --rank 0 --compute-cost "$T/def.cost"
+grep -q -- "--compute-cost needs --bench" "$T/err" || fail "--compute-cost without --bench: $(cat "$T/err")"
+expect_rc 2 "$BIN" stream --index "$T/i.alidx" --manifest "$T/m.alm" --rank 0 --bench \
+  --compute-cost "$T/def.cost" --compute-ms 3
+expect_rc 1 "$BIN" stream --index "$T/i.alidx" --manifest "$T/m.alm" --rank 0 --bench \
+  --compute-cost "$T/none.cost"
+grep -q "none.cost" "$T/err" || fail "missing cost file not named: $(cat "$T/err")"
+
 expect_rc 0 "$BIN" stream --index "$T/i.alidx" --manifest "$T/m.alm" --rank 0 --max-batches 1
 [ "$(grep -c '^step ' "$T/out")" = 1 ] || fail "--max-batches 1"
 RANK=1 WORLD_SIZE=2 expect_rc 0 "$BIN" stream --index "$T/i.alidx" --manifest "$T/m.alm"

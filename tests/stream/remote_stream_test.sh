@@ -10,9 +10,7 @@ T=${TEST_TMPDIR:-$(mktemp -d)}/remote_stream
 rm -rf "$T" && mkdir -p "$T"
 fail() { echo "FAIL: $*" >&2; exit 1; }
 . "$(dirname "$(readlink -f "$0")")/../loader/remote_servers.sh"
-# Two --jsonl files delivered the same: equal lines once each batch's cost (its stall and
-# fetches, which differ from run to run and between local and remote shards) is left out.
-same_delivery() { cmp -s <(sed 's/,"cost":{[^}]*}//' "$1") <(sed 's/,"cost":{[^}]*}//' "$2"); }
+. "$(dirname "$(readlink -f "$0")")/remote_stream_steps.sh"
 
 "$BIN" synth --out "$T/www/corpus" --samples 48 --shards 3 --seed 7 >/dev/null 2>&1 || fail synth
 "$BIN" index -o "$T/i.alidx" "$T/www/corpus" >/dev/null 2>&1 || fail index
@@ -72,14 +70,7 @@ m=$(sed -n 's/.*misses \([0-9]*\).*/\1/p' "$T/err")
 [ "$m" = "$keys" ] || fail "small cache: $m fetches for $keys members: $(cat "$T/err")"
 
 # Two ranks' processes at once on one cache folder: each member fetched once in all.
-for r in 0 1; do
-  "$BIN" stream --index "$T/i.alidx" --manifest "$T/m.alm" --rank $r --threads 2 "${R[@]}" \
-    --cache-dir "$T/shared" --cache-bytes 100000000 --members latent,json --jsonl \
-    >"$T/shared$r.jsonl" 2>"$T/shared$r.err" &
-  pids[$r]=$!
-done
-wait "${pids[0]}" || fail "rank 0 shared: $(cat "$T/shared0.err")"
-wait "${pids[1]}" || fail "rank 1 shared: $(cat "$T/shared1.err")"
+stream_two_ranks "$T/shared" "${R[@]}" --members latent,json --jsonl
 same_delivery "$T/local.jsonl" "$T/shared0.jsonl" || fail "shared cache: rank 0 other bytes"
 # Every entry was fetched by one process only: the misses of both add up to the entries.
 misses=0
@@ -94,20 +85,7 @@ n=$(ls "$T"/shared/e-* | wc -l)
 grep -q "misses 0 " "$T/err" || fail "rank 1 refetched from the shared cache: $(cat "$T/err")"
 
 # Python: StreamDataset(root=URL, cache_dir=, cache_bytes=) delivers the local bytes.
-lib=$(cd "$(dirname "${2:-.}")" && pwd)/$(basename "${2:-none}")
-syms=$(nm -D "$lib" 2>/dev/null || true) # no pipe: grep -q would cut nm short under pipefail
-if grep -q " U __tsan_init" <<<"$syms"; then
-  # Python cannot load a ThreadSanitizer build of the library (the runtime must start the
-  # process); the C stream above ran under it, and this step runs in the other builds.
-  echo "remote_stream_test: the Python step does not run against a TSan build of the library"
-elif [ -n "${2:-}" ] && /usr/bin/python3 -c "import torch" 2>/dev/null; then
-  pre= # an ASan build of the library: Python needs the runtimes first
-  if grep -q " U __asan_init" <<<"$syms"; then
-    pre="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"
-  fi
-  ADAPTIVELOAD_LIB=$lib LD_PRELOAD="$pre" ASAN_OPTIONS=detect_leaks=0:protect_shadow_gap=0 \
-    PYTHONPATH="$(dirname "$(readlink -f "$0")")/../../python" PYTHONDONTWRITEBYTECODE=1 \
-    /usr/bin/python3 - "$T" "$URL" <<'PY' || fail "Python StreamDataset over nginx"
+python_step "${2:-}" "$T" "$URL" <<'PY' || fail "Python StreamDataset over nginx"
 import sys
 from adaptiveload.stream import StreamDataset
 t, url = sys.argv[1], sys.argv[2]
@@ -142,18 +120,10 @@ for bad in (-2, 1.5, "4"):
     raise AssertionError("fetch_parallel=%r accepted" % (bad,))
 print("python ok")
 PY
-fi
 
 # s3rver: the same bytes through S3 (path-style, SigV4).
 start_s3rver bkt
-export AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER AWS_REGION=us-east-1
-export AWS_ENDPOINT_URL=http://127.0.0.1:$S3_PORT
-for f in "$T"/www/corpus/*.tar; do
-  code=$(curl -s -o "$T/put.out" -w '%{http_code}' --aws-sigv4 "aws:amz:us-east-1:s3" \
-    -u S3RVER:S3RVER -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" -T "$f" \
-    "$AWS_ENDPOINT_URL/bkt/corpus/$(basename "$f")")
-  [ "$code" = 200 ] || fail "PUT $f: $code"
-done
+s3_put "$T"/www/corpus/*.tar
 "${S[@]}" --root "$T/www/corpus=s3://bkt/corpus" --members latent,json --jsonl \
   >"$T/s3.jsonl" 2>"$T/err" || fail "s3rver: $(cat "$T/err")"
 same_delivery "$T/local.jsonl" "$T/s3.jsonl" || fail "s3rver delivered other bytes than local disk"
@@ -170,9 +140,7 @@ grep -q "http://127.0.0.1:$NGINX_PORT/changed/.*object changed" "$T/err" ||
 # An index made from the URLs themselves records each shard's ETag: the stream delivers the same
 # bytes, and an object rewritten at the same size (another ETag) is caught naming its URL.
 mkdir -p "$T/www/direct" && cp "$T"/www/corpus/*.tar "$T/www/direct/"
-"$BIN" index -o "$T/u.alidx" $(for f in "$T"/www/direct/*.tar; do echo "http://127.0.0.1:$NGINX_PORT/direct/$(basename "$f")"; done) \
-  >/dev/null 2>"$T/err" || fail "index of URLs: $(cat "$T/err")"
-"$BIN" plan --index "$T/u.alidx" --world 2 -o "$T/u.alm" >/dev/null 2>&1 || fail "plan of the URL index"
+url_index direct
 U=("$BIN" stream --index "$T/u.alidx" --manifest "$T/u.alm" --rank 0 --threads 2)
 "${U[@]}" --members latent,json --jsonl >"$T/url.jsonl" 2>"$T/err" || fail "URL index: $(cat "$T/err")"
 same_delivery "$T/local.jsonl" "$T/url.jsonl" ||

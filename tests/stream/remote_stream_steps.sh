@@ -1,0 +1,76 @@
+# Sourced by the tests/stream/remote_*_test.sh scripts (after tests/loader/remote_servers.sh):
+# steps they share, over their $BIN, $T and fail.
+#   stream_two_ranks DIR ARGS...  ranks 0 and 1 of $T/i.alidx and $T/m.alm at once (two threads
+#                                 each), sharing the cache folder DIR, ARGS added; their output
+#                                 in $T/shared0.jsonl, $T/shared0.err, $T/shared1.*
+#   s3_put FILE...                PUT each file as bkt/corpus/NAME on s3rver (start_s3rver bkt
+#                                 first); exports the AWS_ variables the stream then uses
+#   url_index DIR                 an index and a plan (world 2) of the files in $T/www/DIR by
+#                                 their nginx URLs: $T/u.alidx, $T/u.alm
+#   python_step LIB ARGS...       the Python script on stdin, with ARGS, over the library LIB
+#                                 (python/ on the path; an ASan build gets its runtimes
+#                                 preloaded); says why and runs nothing when LIB is "", a TSan
+#                                 build (Python cannot load one: the runtime must start the
+#                                 process; the C steps ran under it) or torch is missing
+#   same_delivery A B             whether two --jsonl files delivered the same: equal lines
+#                                 once each batch's "cost" (its stall and fetches, which differ
+#                                 from run to run and between local and remote shards) is left out
+
+same_delivery() { cmp -s <(sed 's/,"cost":{[^}]*}//' "$1") <(sed 's/,"cost":{[^}]*}//' "$2"); }
+
+stream_two_ranks() {
+  local dir=$1 r pids=()
+  shift
+  for r in 0 1; do
+    "$BIN" stream --index "$T/i.alidx" --manifest "$T/m.alm" --rank $r --threads 2 \
+      --cache-dir "$dir" --cache-bytes 100000000 "$@" >"$T/shared$r.jsonl" 2>"$T/shared$r.err" &
+    pids[$r]=$!
+  done
+  wait "${pids[0]}" || fail "rank 0 shared: $(cat "$T/shared0.err")"
+  wait "${pids[1]}" || fail "rank 1 shared: $(cat "$T/shared1.err")"
+}
+
+s3_put() {
+  export AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER AWS_REGION=us-east-1
+  export AWS_ENDPOINT_URL=http://127.0.0.1:$S3_PORT
+  local f code
+  for f in "$@"; do
+    code=$(curl -s -o "$T/put.out" -w '%{http_code}' --aws-sigv4 "aws:amz:us-east-1:s3" \
+      -u S3RVER:S3RVER -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" -T "$f" \
+      "$AWS_ENDPOINT_URL/bkt/corpus/$(basename "$f")")
+    [ "$code" = 200 ] || fail "PUT $f: $code"
+  done
+}
+
+url_index() {
+  local f urls=()
+  for f in "$T/www/$1"/*; do urls+=("http://127.0.0.1:$NGINX_PORT/$1/$(basename "$f")"); done
+  "$BIN" index -o "$T/u.alidx" "${urls[@]}" >/dev/null 2>"$T/err" ||
+    fail "index of URLs: $(cat "$T/err")"
+  "$BIN" plan --index "$T/u.alidx" --world 2 -o "$T/u.alm" >/dev/null 2>&1 ||
+    fail "plan of the URL index"
+}
+
+python_step() {
+  local lib=$1 syms pre= # pre: an ASan build of the library needs the runtimes first
+  shift
+  local name
+  name=$(basename "$0")
+  [ -n "$lib" ] || { echo "$name: no library given: the Python step does not run"; return 0; }
+  lib=$(cd "$(dirname "$lib")" && pwd)/$(basename "$lib")
+  syms=$(nm -D "$lib" 2>/dev/null || true) # no pipe: grep -q would cut nm short under pipefail
+  if grep -q " U __tsan_init" <<<"$syms"; then
+    echo "$name: the Python step does not run against a TSan build of the library"
+    return 0
+  fi
+  if ! /usr/bin/python3 -c "import torch" 2>/dev/null; then
+    echo "$name: no torch: the Python step does not run"
+    return 0
+  fi
+  if grep -q " U __asan_init" <<<"$syms"; then
+    pre="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"
+  fi
+  ADAPTIVELOAD_LIB=$lib LD_PRELOAD="$pre" ASAN_OPTIONS=detect_leaks=0:protect_shadow_gap=0 \
+    PYTHONPATH="$(dirname "$(readlink -f "$0")")/../../python" PYTHONDONTWRITEBYTECODE=1 \
+    /usr/bin/python3 - "$@"
+}
