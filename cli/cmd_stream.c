@@ -134,6 +134,7 @@ typedef struct stream_args {
   const char *roots[MAX_ROOTS]; /* --root FROM=TO */
   size_t n_roots;
   long rank, max_batches; /* -1: not given */
+  long resume_at;         /* --resume-at; -1: not given */
   int bench, json, jsonl;
   double compute_ms;
   const char *compute_cost; /* --compute-cost FILE */
@@ -194,6 +195,11 @@ static const cli_option OPTIONS[] = {
      .metavar = "T", .help = "reader threads", .def = "min(4, cores)"},
     {.name = "--prefetch", .type = CLI_U64, CLI_AT(stream_args, o.prefetch), .min = 1, .max = 4096,
      .metavar = "N", .help = "buffers in the pool, i.e. batches read ahead", .def = "4"},
+    {.name = "--resume-at", .type = CLI_U64, CLI_AT(stream_args, resume_at), .max = LONG_MAX,
+     .metavar = "P",
+     .help = "resume at position P of the rank's sequence (after a crash:\n"
+             "the last delivered batch's --jsonl position + 1), through\n"
+             "the stream's resume state (al_stream_state_at)"},
     {.name = "--max-batches", .type = CLI_U64, CLI_AT(stream_args, max_batches), .max = LONG_MAX,
      .metavar = "K", .help = "stop after K batches"},
     {.name = "--ext", .type = CLI_STRING, CLI_AT(stream_args, o.ext), .metavar = "EXT",
@@ -332,7 +338,23 @@ static int open_stream(const stream_args *a, al_index **idx, al_manifest **m, al
     fprintf(stderr, "stream: %zu shard paths moved from %s to %s\n", moved, from, eq + 1);
   }
   if (al_manifest_load(m, a->manifest_path) != AL_OK) return -1;
-  int rc = al_stream_open(s, *idx, *m, (int)a->rank, &a->o);
+  al_stream_state st;
+  al_stream_options o = a->o;
+  int rc = AL_OK;
+  if (a->resume_at >= 0) {
+    /* The state at P comes from a stream of the rank opened at P (one reader, one buffer, no
+     * fetching ahead: it is closed at once), and the stream is reopened from that state. */
+    al_stream_options probe = a->o;
+    probe.first = (uint64_t)a->resume_at;
+    probe.threads = probe.prefetch = 1;
+    probe.fetch_parallel = -1;
+    rc = al_stream_open(s, *idx, *m, (int)a->rank, &probe);
+    if (rc == AL_OK) rc = al_stream_state_at(*s, (uint64_t)a->resume_at, &st);
+    al_stream_close(*s);
+    *s = NULL;
+    o.resume = &st;
+  }
+  if (rc == AL_OK) rc = al_stream_open(s, *idx, *m, (int)a->rank, &o);
   /* The pair's own messages (another index, members, rank) do not know the file names. */
   if (rc != AL_OK) al_error_prefix(rc, "manifest %s, index %s", a->manifest_path, a->index_path);
   return rc != AL_OK ? -1 : 0;
@@ -502,7 +524,7 @@ static int report(const stream_args *a, al_stream *s, const stream_totals *t) {
 int cli_cmd_stream(int argc, char **argv) {
   stream_args a;
   memset(&a, 0, sizeof a);
-  a.rank = a.max_batches = -1;
+  a.rank = a.max_batches = a.resume_at = -1;
   int ec = cli_parse(&STREAM, argc, argv, &a);
   if (ec != CLI_RUN) return ec;
   if (!a.index_path || !a.manifest_path)

@@ -66,7 +66,7 @@ node() {
   shift
   local pids=()
   for r in $(seq 0 $((RANKS - 1))); do
-    "$BIN" stream --index "$T/i.alidx" --manifest "$T/m.alm" --rank "$r" --bench --json --no-pinned \
+    LOCAL_WORLD_SIZE=$RANKS "$BIN" stream --index "$T/i.alidx" --manifest "$T/m.alm" --rank "$r" --bench --json --no-pinned \
       --threads "$THREADS" --members "$MEMBERS" --compute-cost "$T/trace.cost" "$@" \
       >"$T/$label.$r" 2>"$T/$label.$r.err" &
     pids+=($!)

@@ -3,11 +3,18 @@
  * endpoint, region and credentials (read from the environment once, never printed).
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "loader/remote_xfer_internal.h"
+
+/* Apart from the client, which is otherwise read-only after open (C11 atomics stay out of the
+ * header the C++ tests include). */
+struct remote_cancel {
+  atomic_int flag;
+};
 
 static pthread_once_t g_curl_once = PTHREAD_ONCE_INIT;
 static CURLcode g_curl_rc = CURLE_FAILED_INIT;
@@ -57,7 +64,12 @@ int remote_client_open(const remote_opts *opts, remote_client **out, char *err, 
   remote_opts o = {0};
   if (opts != NULL) o = *opts;
   remote_client *c = calloc(1, sizeof *c);
+  if (c != NULL && (c->cancel = malloc(sizeof *c->cancel)) == NULL) {
+    free(c);
+    c = NULL;
+  }
   if (c == NULL) return snprintf(err, err_cap, "remote client: out of memory"), -1;
+  atomic_init(&c->cancel->flag, 0);
   c->o.total_timeout_s = or_default(o.total_timeout_s, 60);
   c->o.connect_timeout_s = or_default(o.connect_timeout_s, 10);
   c->o.stall_timeout_s = or_default(o.stall_timeout_s, 15);
@@ -106,8 +118,13 @@ static void free_secret(char *s) {
   free(s);
 }
 
+void remote_client_cancel(remote_client *c) { atomic_store(&c->cancel->flag, 1); }
+
+int remote_client_cancelled(const remote_client *c) { return atomic_load(&c->cancel->flag); }
+
 void remote_client_close(remote_client *c) {
   if (c == NULL) return;
+  free(c->cancel);
   free(c->endpoint);
   free_secret(c->userpwd);
   free_secret(c->token_header);

@@ -82,6 +82,12 @@ int remote_url_kind(const char *s);
 /* opts may be NULL. The client copies what it needs from opts and the environment. */
 int remote_client_open(const remote_opts *opts, remote_client **out, char *err, size_t err_cap);
 void remote_client_close(remote_client *c);
+/* Ends every operation of the client's objects, now and later: a retry wait ends at once and a
+ * transfer in flight stops at its next progress call (libcurl's, within about a second); they
+ * fail with "cancelled". For closing while other threads are mid-retry against a server that is
+ * down, so closing does not wait out their budgets. Thread-safe; the only call that may run
+ * while other threads use the client. */
+void remote_client_cancel(remote_client *c);
 
 /* Opens url: one HEAD request (with retries) that pins its size and ETag. The client must
  * outlive the object. */

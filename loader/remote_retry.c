@@ -15,6 +15,7 @@
 #include "loader/remote_xfer_internal.h"
 
 #define RETRY_AFTER_MAX_S 3600
+#define CANCEL_SLICE_S 0.05
 
 double remote_retry_after(const char *value, double now) {
   const char *p = value;
@@ -67,8 +68,14 @@ int remote_retry_wait(const remote_client *c, remote_retry *r, double retry_afte
   if (left <= 0.001 || (retry_after >= 0 && retry_after > left)) return -1;
   if (retry_after >= 0 && retry_after > d) d = retry_after;
   if (d > left) d = left; /* one last attempt at the end of the budget */
-  struct timespec ts = {(time_t)d, (long)((d - (double)(time_t)d) * 1e9)};
-  while (nanosleep(&ts, &ts) != 0) {
+  /* In slices, so that a cancel ends the wait within one. */
+  double end = clock_now_s() + d;
+  for (double now = clock_now_s(); now < end; now = clock_now_s()) {
+    if (remote_client_cancelled(c)) return -1;
+    double s = end - now < CANCEL_SLICE_S ? end - now : CANCEL_SLICE_S;
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    while (nanosleep(&ts, &ts) != 0) {
+    }
   }
-  return 0;
+  return remote_client_cancelled(c) ? -1 : 0;
 }

@@ -200,6 +200,13 @@ fail:
   return NULL;
 }
 
+/* libcurl's progress call: a non-zero return aborts the transfer (remote_client_cancel). */
+static int on_progress(void *client, curl_off_t dl_total, curl_off_t dl_now, curl_off_t ul_total,
+                       curl_off_t ul_now) {
+  (void)dl_total, (void)dl_now, (void)ul_total, (void)ul_now;
+  return remote_client_cancelled(client);
+}
+
 static void set_options(const remote_client *c, CURL *h, const remote_target *t, remote_xfer *x,
                         struct curl_slist *hdrs, struct curl_slist *connect_to, char *errbuf) {
   curl_easy_reset(h); /* keeps the connection and DNS caches */
@@ -218,6 +225,9 @@ static void set_options(const remote_client *c, CURL *h, const remote_target *t,
   /* A stall: under 1 byte/s for stall_timeout_s (waiting for the answer included). */
   curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
   curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, (long)(c->o.stall_timeout_s + 0.999));
+  curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+  curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+  curl_easy_setopt(h, CURLOPT_XFERINFODATA, (void *)c);
   if (t->s3 && c->userpwd) {
     curl_easy_setopt(h, CURLOPT_AWS_SIGV4, c->sigv4);
     curl_easy_setopt(h, CURLOPT_USERPWD, c->userpwd);
@@ -263,6 +273,7 @@ static int classify(remote_xfer *x, CURLcode rc, const char *errbuf, char *msg, 
   }
   if (x->verdict == REMOTE_V_BAD) return snprintf(msg, cap, "bad answer: %s", x->why), REMOTE_FATAL;
   if (x->verdict == REMOTE_V_FULL) return REMOTE_OK;
+  if (rc == CURLE_ABORTED_BY_CALLBACK) return snprintf(msg, cap, "cancelled"), REMOTE_FATAL;
   if (rc != CURLE_OK) {
     snprintf(msg, cap, "%s%s%s", curl_easy_strerror(rc), errbuf[0] ? ": " : "", errbuf);
     return retryable_curl(rc) ? REMOTE_RETRY : REMOTE_FATAL;
@@ -286,6 +297,7 @@ static int classify(remote_xfer *x, CURLcode rc, const char *errbuf, char *msg, 
 int remote_xfer_perform(const remote_client *c, CURL *h, const remote_target *t, remote_xfer *x,
                         char *msg, size_t msg_cap) {
   char errbuf[CURL_ERROR_SIZE] = "";
+  if (remote_client_cancelled(c)) return snprintf(msg, msg_cap, "cancelled"), REMOTE_FATAL;
   int oom;
   struct curl_slist *hdrs = request_headers(c, t, x, &oom);
   x->got = x->discarded = 0;

@@ -24,7 +24,11 @@ struct remote_client {
   int payload_header;     /* send x-amz-content-sha256 (S3's; other services do not take it) */
   const char *connect_to; /* test hook, NULL: none */
   const char *const *test_headers; /* test hook, NULL: none */
+  struct remote_cancel *cancel;    /* remote_client_cancel's flag (remote_client.c) */
 };
+
+/* 1 once remote_client_cancel was called (an atomic read: any thread). */
+int remote_client_cancelled(const remote_client *c);
 
 /* Test hooks, for checking the requests the client sends (tests/loader/sigv4_probe.c):
  * sign for SigV4 service sign_service instead of "s3" (NULL: keep s3), connect as
@@ -111,7 +115,8 @@ void remote_retry_progress(const remote_client *c, remote_retry *r);
  * (seconds since the epoch). A date in the past is 0; at most 3600; -1 when malformed. */
 double remote_retry_after(const char *value, double now);
 /* Sleeps before the next attempt (backoff with jitter, at least retry_after when >= 0, at
- * most what is left of the budget); -1 when the budget is spent or retry_after exceeds it. */
+ * most what is left of the budget); -1 when the budget is spent or retry_after exceeds it, or
+ * (at once, also while sleeping) when the client is cancelled. */
 int remote_retry_wait(const remote_client *c, remote_retry *r, double retry_after);
 
 /* XML of S3 answers. The content of the first <tag>...</tag> in [s, end), raw: [*a, *b);

@@ -84,8 +84,28 @@ static uint64_t entry_hash(const char *url, const char *etag, uint64_t size, uin
   return fnv(h, &len, sizeof len);
 }
 
-/* Reads the whole entry (exactly len bytes) into dst: 1, 0 when absent or of another size. */
-static int entry_load(const char *path, uint64_t len, void *dst, int consume) {
+/* The eviction order is the entries' mtime (seconds), lowest first (cache_internal.h): */
+#define STEP_SPAN (1u << 29)   /* steps told apart; later ones count as the last */
+#define UNREAD_BASE (1u << 30) /* above every consumed key, below today's clock */
+
+static uint32_t clamp_step(uint32_t step) { return step < STEP_SPAN - 1 ? step : STEP_SPAN - 1; }
+
+/* The key of an entry read into a batch at `step`: the oldest reads go first. */
+static time_t consumed_key(uint32_t step) { return (time_t)(1 + clamp_step(step)); }
+
+/* The key of an entry stored ahead of its read at `step`: the furthest read goes first. */
+static time_t unread_key(uint32_t step) {
+  return (time_t)UNREAD_BASE + (time_t)(STEP_SPAN - 1 - clamp_step(step));
+}
+
+static void set_key(int fd, time_t key) {
+  struct timespec t[2] = {{key, 0}, {key, 0}};
+  futimens(fd, t);
+}
+
+/* Reads the whole entry (exactly len bytes) into dst: 1, 0 when absent or of another size. Its
+ * key becomes `key` (0: unchanged). */
+static int entry_load(const char *path, uint64_t len, void *dst, time_t key) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return 0;
   struct stat sb;
@@ -99,10 +119,19 @@ static int entry_load(const char *path, uint64_t len, void *dst, int consume) {
     else
       got += (uint64_t)n;
   }
-  if (ok && consume) { /* read: the first to go when room is needed */
-    struct timespec t[2] = {{1, 0}, {1, 0}};
-    futimens(fd, t);
-  }
+  if (ok && key) set_key(fd, key);
+  close(fd);
+  return ok;
+}
+
+/* Whether the entry is stored whole (its size is len); if so its key becomes `key` unless the
+ * entry already says it is needed sooner (a higher key), without reading it. */
+static int entry_touch(const char *path, uint64_t len, time_t key) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  struct stat sb;
+  int ok = fstat(fd, &sb) == 0 && (uint64_t)sb.st_size == len;
+  if (ok && sb.st_mtim.tv_sec < key) set_key(fd, key);
   close(fd);
   return ok;
 }
@@ -114,7 +143,7 @@ static void tmp_name(const stream_cache *c, char *tmp, size_t cap) {
 }
 
 static int entry_store(const stream_cache *c, const char *path, const void *src, uint64_t len,
-                       int consume) {
+                       time_t key) {
   char tmp[4200];
   tmp_name(c, tmp, sizeof tmp);
   int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
@@ -130,8 +159,7 @@ static int entry_store(const stream_cache *c, const char *path, const void *src,
     }
     put += (uint64_t)n;
   }
-  struct timespec old[2] = {{1, 0}, {1, 0}};
-  if (rc == AL_OK && consume) futimens(fd, old);
+  if (rc == AL_OK) set_key(fd, key);
   if (rc == AL_OK && fsync(fd) != 0)
     rc = al_set_error(AL_EIO, "cache: fsync %s: %s", tmp, strerror(errno));
   close(fd);
@@ -154,15 +182,32 @@ static int older(const void *a, const void *b) {
   return strcmp(x->name, y->name);
 }
 
-/* Under the folder's lock: the entries' sum within the limit, least recently used out first
- * (never `keep`, the entry just stored). Temporary files of dead processes are removed. */
-static int evict(const stream_cache *c, int lock_fd, const char *keep, uint64_t *evicted) {
-  int rc = lock_byte(lock_fd, 0, 1);
-  if (rc != AL_OK) return rc;
+/* The folder's running byte total, kept in the first 16 bytes of its lock file ("ALCT" and a
+ * little-endian 64-bit sum) and read and written under the folder's lock: a store adds its
+ * bytes to it and scans the folder only when the sum would pass the limit. */
+static int tally_read(int fd, uint64_t *total) {
+  unsigned char b[16];
+  if (pread(fd, b, sizeof b, 0) != (ssize_t)sizeof b || memcmp(b, "ALCT", 4)) return 0;
+  *total = 0;
+  for (int i = 0; i < 8; i++) *total |= (uint64_t)b[8 + i] << (8 * i);
+  return 1;
+}
+
+static void tally_write(int fd, uint64_t total) {
+  unsigned char b[16] = {'A', 'L', 'C', 'T'};
+  for (int i = 0; i < 8; i++) b[8 + i] = (unsigned char)(total >> (8 * i));
+  if (pwrite(fd, b, sizeof b, 0) != (ssize_t)sizeof b) {
+    /* An unwritten tally reads as unknown, and the next store scans. */
+  }
+}
+
+/* Sums the folder's entries into *es / *n (and *total, temporary files of live processes
+ * included); removes temporary files of dead processes. */
+static void scan(const stream_cache *c, entry_stat **es_out, size_t *n_out, uint64_t *total) {
   DIR *d = opendir(c->dir);
   entry_stat *es = NULL;
   size_t n = 0, cap = 0;
-  uint64_t total = 0;
+  *total = 0;
   struct dirent *de;
   while (d && (de = readdir(d))) {
     int is_tmp = !strncmp(de->d_name, TMP_PREFIX, 2);
@@ -174,7 +219,7 @@ static int evict(const stream_cache *c, int lock_fd, const char *keep, uint64_t 
       if (pid > 0 && kill((pid_t)pid, 0) != 0 && errno == ESRCH)
         unlinkat(dirfd(d), de->d_name, 0);
       else
-        total += (uint64_t)sb.st_size; /* being written: counts */
+        *total += (uint64_t)sb.st_size; /* being written: counts */
       continue;
     }
     if (n == cap) {
@@ -188,14 +233,35 @@ static int evict(const stream_cache *c, int lock_fd, const char *keep, uint64_t 
     memcpy(es[n].name, de->d_name, strlen(de->d_name) + 1);
     es[n].bytes = (uint64_t)sb.st_size;
     es[n].mtime = sb.st_mtim;
-    total += es[n].bytes;
+    *total += es[n].bytes;
     n++;
   }
   if (d) closedir(d);
+  *es_out = es;
+  *n_out = n;
+}
+
+/* After a store of `added` bytes, under the folder's lock: when the running total passes the
+ * limit, the folder is scanned and entries are removed in key order (cache_internal.h), never
+ * `keep` (the entry just stored; NULL: none), down to 15/16 of the limit, so the next stores
+ * of a sixteenth of the limit need no scan. */
+static int evict(const stream_cache *c, int lock_fd, const char *keep, uint64_t added,
+                 uint64_t *evicted) {
+  int rc = lock_byte(lock_fd, 0, 1);
+  if (rc != AL_OK) return rc;
+  uint64_t total = 0;
+  if (tally_read(lock_fd, &total) && total + added <= c->limit) {
+    tally_write(lock_fd, total + added);
+    return lock_byte(lock_fd, 0, 0);
+  }
+  entry_stat *es = NULL;
+  size_t n = 0;
+  scan(c, &es, &n, &total);
+  uint64_t low = c->limit - c->limit / 16;
   if (total > c->limit && n) {
     qsort(es, n, sizeof *es, older);
-    for (size_t i = 0; i < n && total > c->limit; i++) {
-      if (!strcmp(es[i].name, keep)) continue;
+    for (size_t i = 0; i < n && total > low; i++) {
+      if (keep && !strcmp(es[i].name, keep)) continue;
       char p[4200];
       snprintf(p, sizeof p, "%s/%s", c->dir, es[i].name);
       if (unlink(p) == 0) {
@@ -205,19 +271,21 @@ static int evict(const stream_cache *c, int lock_fd, const char *keep, uint64_t 
     }
   }
   free(es);
+  tally_write(lock_fd, total);
   return lock_byte(lock_fd, 0, 0);
 }
 
 int stream_cache_get(const stream_cache *c, int lock_fd, const char *url, const char *etag,
                      uint64_t size, uint64_t off, uint64_t len, void *dst,
-                     stream_cache_fetch_fn fetch, void *ctx, int consume, int *hit,
+                     stream_cache_fetch_fn fetch, void *ctx, int consume, uint32_t step, int *hit,
                      uint64_t *evicted) {
+  time_t key = consume ? consumed_key(step) : unread_key(step);
   *hit = 0;
   uint64_t h = entry_hash(url, etag, size, off, len);
   char name[64], path[4200];
   snprintf(name, sizeof name, ENTRY_PREFIX "%016" PRIx64, h);
   snprintf(path, sizeof path, "%s/%s", c->dir, name);
-  if (entry_load(path, len, dst, consume)) {
+  if (entry_load(path, len, dst, key)) {
     *hit = 1;
     return AL_OK;
   }
@@ -225,16 +293,91 @@ int stream_cache_get(const stream_cache *c, int lock_fd, const char *url, const 
   uint64_t at = 1 + (h & ((1ull << 40) - 1));
   int rc = lock_byte(lock_fd, at, 1);
   if (rc != AL_OK) return rc;
-  if (entry_load(path, len, dst, consume)) { /* another fetcher stored it while we waited */
+  if (entry_load(path, len, dst, key)) { /* another fetcher stored it while we waited */
     *hit = 1;
     return lock_byte(lock_fd, at, 0);
   }
   rc = fetch(ctx, off, len, dst);
   /* An entry larger than the whole cache is delivered but not kept. */
-  if (rc == AL_OK && len <= c->limit) rc = entry_store(c, path, dst, len, consume);
+  if (rc == AL_OK && len <= c->limit) rc = entry_store(c, path, dst, len, key);
   int urc = lock_byte(lock_fd, at, 0);
-  if (rc == AL_OK && len <= c->limit) rc = evict(c, lock_fd, name, evicted);
+  if (rc == AL_OK && len <= c->limit) rc = evict(c, lock_fd, name, len, evicted);
   return rc != AL_OK ? rc : urc;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* The entry file name of a span. */
+static void entry_path(const stream_cache *c, const char *url, const char *etag, uint64_t size,
+                       const stream_cache_span *sp, char *path, size_t cap, uint64_t *h) {
+  *h = entry_hash(url, etag, size, sp->off, sp->len);
+  snprintf(path, cap, "%s/" ENTRY_PREFIX "%016" PRIx64, c->dir, *h);
+}
+
+int stream_cache_warm_run(const stream_cache *c, int lock_fd, const char *url, const char *etag,
+                          uint64_t size, const stream_cache_span *spans, size_t n, uint32_t step,
+                          stream_cache_fetch_fn fetch, void *ctx, size_t *fetched,
+                          uint64_t *evicted) {
+  *fetched = 0;
+  if (n == 0 || n > STREAM_CACHE_MAX_RUN)
+    return n ? al_set_error(AL_EINVAL, "cache: a run of %zu ranges", n) : AL_OK;
+  time_t key = unread_key(step);
+  char path[STREAM_CACHE_MAX_RUN][4200];
+  uint64_t at[STREAM_CACHE_MAX_RUN];
+  int missing[STREAM_CACHE_MAX_RUN];
+  size_t n_missing = 0, n_at = 0;
+  for (size_t i = 0; i < n; i++) {
+    uint64_t h;
+    entry_path(c, url, etag, size, &spans[i], path[i], sizeof path[i], &h);
+    missing[i] = spans[i].len <= c->limit && !entry_touch(path[i], spans[i].len, key);
+    if (missing[i]) at[n_at++] = 1 + (h & ((1ull << 40) - 1));
+    n_missing += (size_t)missing[i];
+  }
+  if (!n_missing) return AL_OK;
+  /* Every lock of the run, in ascending order: two runs that share entries cannot each hold one
+   * the other waits for. */
+  qsort(at, n_at, sizeof *at, cmp_u64);
+  size_t held = 0;
+  int rc = AL_OK;
+  for (size_t i = 0; i < n_at && rc == AL_OK; i++)
+    if (i == 0 || at[i] != at[i - 1]) {
+      rc = lock_byte(lock_fd, at[i], 1);
+      if (rc == AL_OK) held = i + 1;
+    }
+  size_t lo = SIZE_MAX, hi = 0;
+  for (size_t i = 0; rc == AL_OK && i < n; i++) {
+    if (missing[i] && entry_touch(path[i], spans[i].len, key))
+      missing[i] = 0; /* stored meanwhile */
+    if (!missing[i]) continue;
+    if (lo == SIZE_MAX) lo = i;
+    hi = i;
+  }
+  uint64_t stored = 0;
+  if (rc == AL_OK && lo != SIZE_MAX) {
+    uint64_t from = spans[lo].off, to = spans[hi].off + spans[hi].len;
+    unsigned char *buf = malloc(to - from ? (size_t)(to - from) : 1);
+    if (!buf) rc = al_set_error(AL_ENOMEM, "cache: a run of %" PRIu64 " bytes", to - from);
+    if (rc == AL_OK) rc = fetch(ctx, from, to - from, buf);
+    for (size_t i = lo; rc == AL_OK && i <= hi; i++) {
+      if (!missing[i]) continue;
+      rc = entry_store(c, path[i], buf + (spans[i].off - from), spans[i].len, key);
+      if (rc == AL_OK) {
+        stored += spans[i].len;
+        (*fetched)++;
+      }
+    }
+    free(buf);
+  }
+  for (size_t i = 0; i < held; i++)
+    if (i == 0 || at[i] != at[i - 1]) {
+      int urc = lock_byte(lock_fd, at[i], 0);
+      if (rc == AL_OK) rc = urc;
+    }
+  if (rc == AL_OK && stored) rc = evict(c, lock_fd, NULL, stored, evicted);
+  return rc;
 }
 
 uint64_t stream_cache_limit(const stream_cache *c) { return c->limit; }
@@ -285,7 +428,7 @@ int stream_cache_get_object(const stream_cache *c, int lock_fd, const char *url,
     w = -1;
   }
   int urc = lock_byte(lock_fd, at, 0);
-  if (rc == AL_OK) rc = evict(c, lock_fd, name, evicted);
+  if (rc == AL_OK) rc = evict(c, lock_fd, name, size, evicted);
   if (rc == AL_OK) rc = urc;
   if (rc != AL_OK && w >= 0) close(w);
   *fd = rc == AL_OK ? w : -1;

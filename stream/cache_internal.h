@@ -12,15 +12,23 @@
  *   that lock, then finds the entry stored. OFD locks are released by the kernel when a
  *   process dies, so a crash leaves no stale lock (at most a temporary file, removed by the
  *   next eviction scan).
- *   The byte limit holds across processes: after storing an entry, the storer takes the
- *   folder's lock (byte 0 of "locks", exclusive), sums the entry files in the folder and
- *   removes them in mtime order until the sum is within the limit. An entry a reader has
- *   consumed (`consume`: read into a batch) gets mtime 1 s after the epoch, so it goes first:
- *   in one epoch a member is read once, so what was read is what is needed latest (never),
- *   and entries fetched ahead and not yet read (mtime: when stored) stay; among those the
- *   earliest stored go first. Every process evicts under that one lock, so the sum the folder holds
- *   exceeds the limit at most by the entries being written at that moment (one per fetching
- *   thread) until their storer's scan.
+ *   The byte limit holds across processes: the folder's running total (in the lock file's first
+ *   16 bytes) is updated under the folder's lock (byte 0 of "locks", exclusive) by every store;
+ *   when it would pass the limit, the storer sums the entry files in the folder and removes
+ *   them in key order down to 15/16 of the limit (so the next sixteenth of the limit is stored
+ *   without a scan; a scan per store made an epoch quadratic in its entries). Every process
+ *   evicts under that one lock, so the folder exceeds the limit at most by the entries being
+ *   written at that moment (one per fetching thread).
+ *   The key order follows the plan (evict what is read again latest, as far as the plan shows):
+ *   an entry's key is its mtime in seconds. An entry stored or touched ahead of its read at
+ *   step s (the prefetcher: not yet read) has key 2^30 + (2^29 - 1 - s): the furthest read goes
+ *   first, and a touch only raises a key. An entry read into a batch at step s (`consume`) has
+ *   key 1 + s: in one epoch a rank reads a member once, so a read entry is needed again latest
+ *   (by another rank of its SP group, reading it in the same step, or in a later epoch, whose
+ *   prefetcher raises it again); read entries go before every unread one, the oldest reads
+ *   first, so the entries of the step being read stay while older reads can go. Keys of read
+ *   entries and unread ones stay below 2^31 (any file system's time range); a whole object
+ *   (stream_cache_get_object) in use has the current time, the highest key.
  * Thread safety: a stream_cache is read-only after stream_cache_open; each thread passes its
  * own lock descriptor (stream_cache_lock_fd).
  */
@@ -49,8 +57,24 @@ int stream_cache_lock_fd(const stream_cache *c, int *fd);
 typedef int (*stream_cache_fetch_fn)(void *ctx, uint64_t off, uint64_t len, void *dst);
 int stream_cache_get(const stream_cache *c, int lock_fd, const char *url, const char *etag,
                      uint64_t size, uint64_t off, uint64_t len, void *dst,
-                     stream_cache_fetch_fn fetch, void *ctx, int consume, int *hit,
+                     stream_cache_fetch_fn fetch, void *ctx, int consume, uint32_t step, int *hit,
                      uint64_t *evicted);
+
+/* A run of ranges of one object that the prefetcher stores with one request: spans in ascending
+ * offset order, not overlapping, within the object. Those the folder holds get the key of a read
+ * at `step` (unless they have a sooner one) and are not fetched; the others are fetched with ONE
+ * fetch over [first missing offset, last missing end) (the bytes between them too: the caller
+ * keeps gaps small) under the entry locks of all of them (taken in ascending order, so two runs
+ * sharing entries cannot deadlock), each stored as its own entry. *fetched: the spans fetched.
+ * Spans larger than the limit are skipped (their reader fetches them). */
+typedef struct stream_cache_span {
+  uint64_t off, len;
+} stream_cache_span;
+#define STREAM_CACHE_MAX_RUN 32
+int stream_cache_warm_run(const stream_cache *c, int lock_fd, const char *url, const char *etag,
+                          uint64_t size, const stream_cache_span *spans, size_t n, uint32_t step,
+                          stream_cache_fetch_fn fetch, void *ctx, size_t *fetched,
+                          uint64_t *evicted);
 
 uint64_t stream_cache_limit(const stream_cache *c);
 

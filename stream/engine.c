@@ -109,7 +109,8 @@ struct al_stream {
   int n_threads;
   stream_prefetch *prefetch;          /* remote members into the cache ahead of the readers */
   atomic_uint_fast64_t delivered_pub; /* next_deliver, for the prefetcher */
-  atomic_uint_fast64_t claimed_pub;   /* next_claim, for the prefetcher */
+  atomic_uint_fast32_t *begun;        /* with a prefetcher: per local batch, the samples its
+                                         reader has begun (it fetches those itself) */
 
   uint64_t st_samples, st_bytes, st_skipped;
   double stall_s, read_s;
@@ -400,6 +401,7 @@ static int read_member(al_stream *s, stream_reader *rd, slot *sl, const stream_p
   memset(shape, 0, AL_STREAM_MAX_DIMS * sizeof *shape);
   int rc = s->src.job(s->src.ctx, ps->sample, s->members[j], job);
   if (rc != AL_OK) return rc;
+  job->step = pb->step;
   member_read got = {0, "uint8", 1};
   if (s->kinds[j] != THEADER_KIND_NONE) {
     rc = read_typed(s, rd, sl, pb, j, n, c->cur, pc, job, &got);
@@ -624,6 +626,7 @@ static void fill(al_stream *s, stream_reader *rd, slot *sl) {
     job.key = NULL;
     sample_cursor c = {off, end, 0};
     planned += pc.count;
+    if (s->begun) atomic_store(&s->begun[sl->seq], (uint_fast32_t)(i + 1));
     rc = read_sample(s, rd, sl, pb, ps, &pc, n, tokens, &c, &job);
     if (rc != AL_OK) {
       if (!skip_sample(s, sl, pb, i, n, job.key, rc)) return;
@@ -680,7 +683,6 @@ static void *reader_main(void *arg) {
     }
     sl->state = SLOT_FILLING;
     sl->seq = s->next_claim++;
-    atomic_store(&s->claimed_pub, s->next_claim);
     if (++s->in_use > s->max_in_use) s->max_in_use = s->in_use;
     pthread_mutex_unlock(&s->mu);
 
@@ -953,10 +955,20 @@ static int start_readers(al_stream *s, const al_stream_options *o) {
   return AL_OK;
 }
 
-/* With a cache folder: the prefetcher of remote members (prefetch_internal.h). */
+/* With a cache folder: the prefetcher of remote members (prefetch_internal.h). The streams
+ * sharing the folder share half its limit as look-ahead: this node's ranks (LOCAL_WORLD_SIZE,
+ * as torchrun sets it; 1 when unset) times this rank's streams (stride: DataLoader workers), so
+ * what they fetch ahead together stays within it and none evicts another's unread members. */
 static int start_prefetch(al_stream *s, const al_stream_options *o) {
   if (!o->cache_dir || !*o->cache_dir || o->fetch_parallel < 0) return AL_OK;
   uint64_t limit = o->cache_bytes ? o->cache_bytes : (1ull << 30);
+  long local = 1;
+  if (stream_env_long("LOCAL_WORLD_SIZE", &local) < 0 || local < 1 || local > 1 << 20)
+    return al_set_error(AL_EINVAL, "LOCAL_WORLD_SIZE is not a positive number: '%s'",
+                        getenv("LOCAL_WORLD_SIZE"));
+  uint64_t sharing = (uint64_t)local * (s->stride ? s->stride : 1);
+  if (!(s->begun = calloc(s->total ? s->total : 1, sizeof *s->begun)))
+    return al_set_error(AL_ENOMEM, "prefetch: %" PRIu64 " batches", s->total);
   stream_prefetch_args a = {.src = &s->src,
                             .plan = &s->plan,
                             .shards = s->shards,
@@ -966,8 +978,8 @@ static int start_prefetch(al_stream *s, const al_stream_options *o) {
                             .stride = s->stride,
                             .total = s->total,
                             .delivered = &s->delivered_pub,
-                            .claimed = &s->claimed_pub,
-                            .ahead_bytes = limit / 2,
+                            .begun = s->begun,
+                            .ahead_bytes = limit / 2 / sharing,
                             .parallel = o->fetch_parallel ? o->fetch_parallel : 4,
                             .read_block = s->read_block};
   return stream_prefetch_start(&s->prefetch, &a);
@@ -1234,9 +1246,13 @@ void al_stream_close(al_stream *s) {
   pthread_cond_broadcast(&s->cv_free);
   pthread_cond_broadcast(&s->cv_ready);
   pthread_mutex_unlock(&s->mu);
+  /* Readers and fetchers retrying against a server that is down stop now, not at the end of
+   * their retry budgets. */
+  stream_shard_table_cancel(s->shards);
   for (int i = 0; i < s->n_threads; i++) pthread_join(s->threads[i], NULL);
   free(s->threads);
   stream_prefetch_stop(s->prefetch);
+  free(s->begun);
   if (s->slots) {
     /* Copies may still read host buffers: let them finish before freeing. */
     for (int i = 0; i < s->n_slots; i++)

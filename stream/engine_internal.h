@@ -86,6 +86,8 @@ typedef struct stream_source_shard {
 
 typedef struct stream_source_job {
   const char *key;
+  uint32_t step; /* set by the caller, not the source: the plan step the read is for (the
+                    cache folder's eviction order) */
   uint32_t shard;
   /* member name in the tar: KEY.ext[.lz4], as long as the index allows (loader/al_index.h) */
   char member[AL_INDEX_KEY_MAX + 1 + AL_INDEX_EXT_MAX + 5];

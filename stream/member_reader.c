@@ -68,6 +68,10 @@ struct stream_shard_table {
   size_t n;
   shard_slot *slots;
   stream_remote *remote; /* opened at the first shard that is a URL */
+  /* Guards setting `remote` and `cancelled` apart from mu, which a shard's pin holds while it
+   * retries: a cancel must not wait for it. */
+  pthread_mutex_t cancel_mu;
+  int cancelled;
   char *cache_dir;
   uint64_t cache_bytes;
 };
@@ -98,6 +102,7 @@ int stream_shard_table_new(stream_shard_table **out, const stream_source *src) {
     return al_set_error(AL_ENOMEM, "shard table of %zu shards", src->n_shards);
   }
   pthread_mutex_init(&t->mu, NULL);
+  pthread_mutex_init(&t->cancel_mu, NULL);
   pthread_cond_init(&t->downloaded, NULL);
   t->src = src;
   t->n = src->n_shards;
@@ -116,6 +121,7 @@ void stream_shard_table_free(stream_shard_table *t) {
   free(t->cache_dir);
   pthread_cond_destroy(&t->downloaded);
   pthread_mutex_destroy(&t->mu);
+  pthread_mutex_destroy(&t->cancel_mu);
   free(t->slots);
   free(t);
 }
@@ -157,7 +163,14 @@ static int shard_identity(const stream_shard_table *t, uint32_t id, const stream
  * (shard_download). */
 static int remote_shard_open(stream_shard_table *t, uint32_t id, shard_slot *s) {
   int rc = AL_OK;
-  if (!t->remote) rc = stream_remote_new(&t->remote, t->n, t->cache_dir, t->cache_bytes);
+  if (!t->remote) {
+    stream_remote *r = NULL;
+    rc = stream_remote_new(&r, t->n, t->cache_dir, t->cache_bytes);
+    pthread_mutex_lock(&t->cancel_mu);
+    t->remote = r;
+    if (r && t->cancelled) stream_remote_cancel(r);
+    pthread_mutex_unlock(&t->cancel_mu);
+  }
   if (rc == AL_OK) rc = stream_remote_pin(t->remote, id, s->info.path, s->info.size, s->info.etag);
   if (rc != AL_OK) return rc;
   s->remote = 1;
@@ -544,12 +557,11 @@ static int shard_download(stream_reader *r, uint32_t id, shard_slot *s, int *fd)
 }
 
 /* The stored bytes of a member of a remote shard into r->fetched (cache or ranged GET). */
-static int remote_member(stream_reader *r, const stream_source_job *job, const char *url,
-                         int consume) {
+static int remote_member(stream_reader *r, const stream_source_job *job, const char *url) {
   int rc = remote_reader(r);
   if (rc == AL_OK) rc = stream_growbuf_reserve(&r->fetched, (size_t)job->size + 1, 0);
   if (rc == AL_OK)
-    rc = stream_remote_read(r->rr, job->shard, job->offset, job->size, r->fetched.p, consume);
+    rc = stream_remote_read(r->rr, job->shard, job->offset, job->size, r->fetched.p, 1, job->step);
   if (rc != AL_OK)
     return al_error_prefix(rc, "%s: key '%s' member '%s' at byte %" PRIu64, url,
                            job->key ? job->key : "?", job->member, job->offset);
@@ -578,7 +590,7 @@ int stream_reader_read(stream_reader *r, const stream_source_job *job, stream_gr
       return fail_at(job, path, job->offset, AL_EFORMAT, "member extends past the end of the shard",
                      NULL);
     if (over_cap(r, job)) return cap_error(r, job, path);
-    if ((rc = remote_member(r, job, path, 1)) != AL_OK) return rc;
+    if ((rc = remote_member(r, job, path)) != AL_OK) return rc;
     in.mem = r->fetched.p;
     in.base = job->offset;
     in.pos = job->offset;
@@ -607,23 +619,45 @@ int stream_reader_read(stream_reader *r, const stream_source_job *job, stream_gr
   return rc;
 }
 
+void stream_shard_table_cancel(stream_shard_table *t) {
+  if (!t) return;
+  pthread_mutex_lock(&t->cancel_mu);
+  t->cancelled = 1;
+  if (t->remote) stream_remote_cancel(t->remote);
+  pthread_mutex_unlock(&t->cancel_mu);
+}
+
 int stream_shard_table_is_remote(stream_shard_table *t, uint32_t id) {
   stream_source_shard info;
   if (id >= t->n || t->src->shard(t->src->ctx, id, &info) != AL_OK) return 0;
   return remote_url_kind(info.path) != REMOTE_NOT_URL;
 }
 
-int stream_reader_warm(stream_reader *r, const stream_source_job *job) {
+int stream_reader_warm(stream_reader *r, const stream_source_job *jobs, size_t n) {
+  if (!n) return AL_OK;
   shard_slot *s = NULL;
-  int rc = shard_get(r->t, job->shard, &s);
+  int rc = shard_get(r->t, jobs[0].shard, &s);
   if (rc != AL_OK || !s || !s->remote || !r->t->cache_dir) return rc;
   if (!s->info.seekable) { /* the whole object, ahead of the readers */
     int fd;
-    return shard_download(r, job->shard, s, &fd);
+    return shard_download(r, jobs[0].shard, s, &fd);
   }
-  if (job->offset > s->info.size || job->size > s->info.size - job->offset || over_cap(r, job))
-    return AL_OK; /* the reader reports it */
-  return remote_member(r, job, s->info.path, 0);
+  stream_cache_span spans[STREAM_CACHE_MAX_RUN];
+  size_t m = 0;
+  for (size_t i = 0; i < n && m < STREAM_CACHE_MAX_RUN; i++) {
+    const stream_source_job *job = &jobs[i];
+    if (job->shard != jobs[0].shard || job->offset > s->info.size ||
+        job->size > s->info.size - job->offset || over_cap(r, job))
+      continue; /* the reader reports it */
+    if (m && job->offset < spans[m - 1].off + spans[m - 1].len) continue; /* not ascending */
+    spans[m++] = (stream_cache_span){job->offset, job->size};
+  }
+  if ((rc = remote_reader(r)) != AL_OK) return rc;
+  rc = stream_remote_warm_run(r->rr, jobs[0].shard, spans, m, jobs[0].step);
+  if (rc != AL_OK)
+    return al_error_prefix(rc, "%s: key '%s' member '%s' at byte %" PRIu64, s->info.path,
+                           jobs[0].key ? jobs[0].key : "?", jobs[0].member, jobs[0].offset);
+  return AL_OK;
 }
 
 void stream_reader_set_max_member(stream_reader *r, uint64_t max_member) {

@@ -46,6 +46,11 @@ void stream_shard_table_free(stream_shard_table *t);
  * call before the first read. dir NULL: no cache. */
 int stream_shard_table_set_cache(stream_shard_table *t, const char *dir, uint64_t bytes);
 
+/* Makes every remote fetch of the table fail at once ("cancelled"), now and later, so that
+ * closing a stream does not wait for readers retrying against a server that is down.
+ * Thread-safe; NULL is ignored. */
+void stream_shard_table_cancel(stream_shard_table *t);
+
 /* What the remote shards cost so far: 1 with *out filled when some shard is a URL, else 0. */
 int stream_shard_table_remote_counts(stream_shard_table *t, stream_remote_counts *out);
 
@@ -68,9 +73,11 @@ int stream_reader_read(stream_reader *r, const stream_source_job *job, stream_gr
 /* Whether shard `id`'s path is a URL (without opening it). */
 int stream_shard_table_is_remote(stream_shard_table *t, uint32_t id);
 
-/* Stores a member of a remote shard in the cache folder (nothing for local shards or without a
- * cache): what the prefetcher calls ahead of the readers. */
-int stream_reader_warm(stream_reader *r, const stream_source_job *job);
+/* Stores members of one remote shard in the cache folder ahead of the readers, with one ranged
+ * GET over those it lacks (jobs: ascending offsets, of jobs[0]'s shard, read at jobs[0].step;
+ * at most STREAM_CACHE_MAX_RUN; others are left out); a compressed shard is downloaded whole.
+ * Nothing for local shards or without a cache. What the prefetcher calls. */
+int stream_reader_warm(stream_reader *r, const stream_source_job *jobs, size_t n);
 
 /* Sets this reader's cap (0 = stream_max_member_bytes()). */
 void stream_reader_set_max_member(stream_reader *r, uint64_t max_member);

@@ -9,16 +9,29 @@
 
 #include "common/al_status.h"
 
+/* Members of one shard closer than this are fetched in one request, the bytes between them
+ * too (tar headers, small members the batch does not ask for); a run holds at most
+ * STREAM_CACHE_MAX_RUN members and RUN_MAX_BYTES. At 50 ms a request and 500 MB/s, 64 KiB
+ * cost 0.13 ms, a request 50. */
+#define RUN_GAP_BYTES (64u << 10)
+#define RUN_MAX_BYTES (64ull << 20)
+
 typedef struct unit {
   uint64_t k; /* local batch number */
-  uint64_t sample;
-  uint32_t member;
+  uint32_t i; /* sample of the batch */
+  stream_source_job job;
 } unit;
+
+typedef struct run {
+  size_t first, n; /* units[first, first + n) */
+} run;
 
 struct stream_prefetch {
   stream_prefetch_args a;
   unit *units;
   size_t n_units;
+  run *runs;
+  size_t n_runs;
   uint64_t *cum; /* cum[k]: member bytes of batches [0, k) (total + 1 entries) */
   atomic_size_t next;
   atomic_int stop;
@@ -35,26 +48,41 @@ static void *prefetch_main(void *arg) {
   stream_prefetch *p = arg;
   stream_reader *rd = NULL;
   if (stream_reader_new(&rd, p->a.shards, p->a.read_block) != AL_OK) return NULL;
+  stream_source_job jobs[STREAM_CACHE_MAX_RUN];
   for (;;) {
     size_t u = atomic_fetch_add(&p->next, 1);
-    if (u >= p->n_units) break;
-    const unit *x = &p->units[u];
-    /* Within the look-ahead: what lies between the consumer and this batch fits. */
-    for (;;) {
+    if (u >= p->n_runs) break;
+    const run *x = &p->runs[u];
+    uint64_t k = p->units[x->first].k;
+    /* Within the look-ahead: what lies between the consumer and this batch fits (or it is the
+     * batch the consumer waits for). */
+    int go = 0;
+    while (!go) {
       if (atomic_load(&p->stop)) goto out;
       uint64_t d = atomic_load(p->a.delivered);
-      if (atomic_load(p->a.claimed) > x->k) break; /* a reader has it */
-      if (p->cum[x->k + 1] - p->cum[d] <= p->a.ahead_bytes || x->k == d) break;
-      nap();
+      if (d > k) break; /* delivered: too late */
+      if (p->cum[k + 1] - p->cum[d] <= p->a.ahead_bytes || k == d)
+        go = 1;
+      else
+        nap();
     }
-    if (atomic_load(p->a.claimed) > x->k) continue;
-    stream_source_job job;
-    if (p->a.src->job(p->a.src->ctx, x->sample, p->a.members[x->member], &job) == AL_OK)
-      (void)stream_reader_warm(rd, &job); /* errors: the reader reports them */
+    if (!go) continue;
+    size_t n = 0;
+    uint_fast32_t begun = p->a.begun ? atomic_load(&p->a.begun[k]) : 0;
+    for (size_t i = 0; i < x->n; i++)
+      if (p->units[x->first + i].i >= begun) jobs[n++] = p->units[x->first + i].job;
+    (void)stream_reader_warm(rd, jobs, n); /* errors: the reader reports them */
   }
 out:
   stream_reader_free(rd);
   return NULL;
+}
+
+static int cmp_unit(const void *a, const void *b) {
+  const unit *x = a, *y = b;
+  if (x->k != y->k) return x->k < y->k ? -1 : 1;
+  if (x->job.shard != y->job.shard) return x->job.shard < y->job.shard ? -1 : 1;
+  return x->job.offset < y->job.offset ? -1 : x->job.offset > y->job.offset;
 }
 
 /* The units of the remote shards, in plan order, and the byte prefix sums. */
@@ -73,6 +101,7 @@ static int build_units(stream_prefetch *p) {
         stream_source_job job;
         if (a->src->job(a->src->ctx, ps->sample, a->members[j], &job) != AL_OK) continue;
         if (!stream_shard_table_is_remote(a->shards, job.shard)) continue;
+        job.step = pb->step;
         bytes += job.size;
         if (p->n_units == cap) {
           size_t nc = cap ? 2 * cap : 256;
@@ -81,10 +110,33 @@ static int build_units(stream_prefetch *p) {
           p->units = nu;
           cap = nc;
         }
-        p->units[p->n_units++] = (unit){k, ps->sample, (uint32_t)j};
+        p->units[p->n_units++] = (unit){k, (uint32_t)i, job};
       }
     }
     p->cum[k + 1] = p->cum[k] + bytes;
+  }
+  return AL_OK;
+}
+
+/* Within each batch, its members by shard and offset, cut into runs: one request each. */
+static int build_runs(stream_prefetch *p) {
+  qsort(p->units, p->n_units, sizeof *p->units, cmp_unit);
+  p->runs = calloc(p->n_units ? p->n_units : 1, sizeof *p->runs);
+  if (!p->runs) return al_set_error(AL_ENOMEM, "prefetch");
+  for (size_t i = 0; i < p->n_units; i++) {
+    const unit *x = &p->units[i];
+    if (p->n_runs) {
+      run *r = &p->runs[p->n_runs - 1];
+      const unit *f = &p->units[r->first], *l = &p->units[r->first + r->n - 1];
+      uint64_t end = l->job.offset + l->job.size;
+      if (f->k == x->k && f->job.shard == x->job.shard && x->job.offset >= end &&
+          x->job.offset - end <= RUN_GAP_BYTES && r->n < STREAM_CACHE_MAX_RUN &&
+          x->job.offset + x->job.size - f->job.offset <= RUN_MAX_BYTES) {
+        r->n++;
+        continue;
+      }
+    }
+    p->runs[p->n_runs++] = (run){i, 1};
   }
   return AL_OK;
 }
@@ -95,6 +147,7 @@ void stream_prefetch_stop(stream_prefetch *p) {
   for (int i = 0; i < p->n_threads; i++) pthread_join(p->threads[i], NULL);
   free(p->threads);
   free(p->units);
+  free(p->runs);
   free(p->cum);
   free(p);
 }
@@ -106,6 +159,7 @@ int stream_prefetch_start(stream_prefetch **out, const stream_prefetch_args *a) 
   if (!p) return al_set_error(AL_ENOMEM, "prefetch");
   p->a = *a;
   int rc = build_units(p);
+  if (rc == AL_OK) rc = build_runs(p);
   if (rc == AL_OK && p->n_units) {
     p->threads = calloc((size_t)a->parallel, sizeof *p->threads);
     if (!p->threads) rc = al_set_error(AL_ENOMEM, "prefetch");

@@ -4,13 +4,18 @@
  *
  * The stream knows its whole sequence of micro-batches (the rank plan, first, stride), so
  * it knows every member it will read and when. With shards at URLs and a cache folder, a
- * prefetcher walks that sequence from the consumer's position: `parallel` threads take the
- * next (batch, sample, member) in order (earliest deadline first) and store it in the cache
- * (stream_reader_warm), skipping the batches a reader thread has begun (it fetches those
- * itself, so a member read and evicted is never fetched again), while the members fetched ahead of
- * the consumer hold at most half the cache's byte limit (so what is fetched ahead is not evicted
- * before it is read). Local shards cost nothing (no unit is fetched for them). A failed prefetch is
- * dropped: the reader thread that reaches the member reads it again and reports the error.
+ * prefetcher walks that sequence from the consumer's position: each batch's remote members,
+ * sorted by shard and offset, are cut into runs (members of one shard less than 64 KiB apart,
+ * at most STREAM_CACHE_MAX_RUN members and 64 MiB), and `parallel` threads take the next run
+ * in plan order (earliest deadline first) and store its members with ONE ranged GET
+ * (stream_reader_warm; the bytes between members, tar headers and small members not asked for,
+ * are fetched and dropped), while the members fetched ahead of the consumer hold at most half
+ * the cache's byte limit (so what is fetched ahead is not evicted before it is read). Batches a
+ * reader thread is filling are still fetched ahead when they fit, but not the samples its
+ * reader has begun (`begun`: a member the reader read may already be evicted; an entry's lock
+ * keeps the two from fetching one member at once); delivered batches are skipped. Local shards cost
+ * nothing (no unit is fetched for them). A failed prefetch is dropped: the reader thread that
+ * reaches the member reads it again and reports the error.
  */
 #ifndef AL_PREFETCH_INTERNAL_H
 #define AL_PREFETCH_INTERNAL_H
@@ -31,8 +36,8 @@ typedef struct stream_prefetch_args {
   size_t n_members;
   uint64_t first, stride, total;         /* the stream's batches: first + k * stride, k < total */
   const atomic_uint_fast64_t *delivered; /* batches the consumer took so far */
-  const atomic_uint_fast64_t *claimed;   /* batches reader threads took to fill so far: a
-                                            reader fetches their members itself */
+  const atomic_uint_fast32_t *begun;     /* per batch: samples its reader has begun (and
+                                            fetches itself) */
   uint64_t ahead_bytes;                  /* most member bytes fetched ahead of the consumer */
   int parallel;                          /* threads (parallel requests) */
   size_t read_block;

@@ -83,6 +83,8 @@ void stream_remote_free(stream_remote *r) {
   free(r);
 }
 
+void stream_remote_cancel(stream_remote *r) { remote_client_cancel(r->client); }
+
 int stream_remote_pin(stream_remote *r, uint32_t id, const char *url, uint64_t size,
                       const char *etag) {
   if (id >= r->n) return al_set_error(AL_EINVAL, "remote shard %" PRIu32 " out of range", id);
@@ -227,9 +229,9 @@ static int fetch_range(void *ctx, uint64_t off, uint64_t len, void *dst) {
   return AL_OK;
 }
 
-int stream_remote_read(stream_remote_reader *rr, uint32_t id, uint64_t off, uint64_t len, void *dst,
-                       int consume) {
-  stream_remote *r = rr->r;
+/* Pinned shard `id`'s pin, with [off, off + len) inside the object. */
+static int pinned_range(const stream_remote *r, uint32_t id, uint64_t off, uint64_t len,
+                        const pin **out) {
   if (id >= r->n || !r->pins[id].url)
     return al_set_error(AL_ESTATE, "remote shard %" PRIu32 " read before it was pinned", id);
   const pin *p = &r->pins[id];
@@ -238,13 +240,41 @@ int stream_remote_read(stream_remote_reader *rr, uint32_t id, uint64_t off, uint
                         "%s: bytes [%" PRIu64 ", +%" PRIu64 ") past the end of the object (%" PRIu64
                         " bytes)",
                         p->url, off, len, p->size);
+  *out = p;
+  return AL_OK;
+}
+
+int stream_remote_read(stream_remote_reader *rr, uint32_t id, uint64_t off, uint64_t len, void *dst,
+                       int consume, uint32_t step) {
+  stream_remote *r = rr->r;
+  const pin *p = NULL;
+  int rc = pinned_range(r, id, off, len, &p);
+  if (rc != AL_OK) return rc;
   fetch_ctx f = {rr, id, r, 0};
   if (!r->cache) return fetch_range(&f, off, len, dst);
   int hit = 0;
   uint64_t ev = 0;
-  int rc = stream_cache_get(r->cache, rr->lock_fd, p->url, p->etag, p->size, off, len, dst,
-                            fetch_range, &f, consume, &hit, &ev);
+  rc = stream_cache_get(r->cache, rr->lock_fd, p->url, p->etag, p->size, off, len, dst, fetch_range,
+                        &f, consume, step, &hit, &ev);
   if (consume && hit) atomic_fetch_add(&r->hits, 1);
+  atomic_fetch_add(&r->evicted, ev);
+  return rc;
+}
+
+int stream_remote_warm_run(stream_remote_reader *rr, uint32_t id, const stream_cache_span *spans,
+                           size_t n, uint32_t step) {
+  stream_remote *r = rr->r;
+  if (!r->cache || !n) return AL_OK;
+  const pin *p = NULL;
+  int rc = pinned_range(r, id, spans[0].off, spans[n - 1].off + spans[n - 1].len - spans[0].off,
+                        &p);
+  if (rc != AL_OK) return rc;
+  fetch_ctx f = {rr, id, r, 1}; /* counted below: one miss per member */
+  size_t fetched = 0;
+  uint64_t ev = 0;
+  rc = stream_cache_warm_run(r->cache, rr->lock_fd, p->url, p->etag, p->size, spans, n, step,
+                             fetch_range, &f, &fetched, &ev);
+  atomic_fetch_add(&r->misses, fetched);
   atomic_fetch_add(&r->evicted, ev);
   return rc;
 }

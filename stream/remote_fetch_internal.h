@@ -27,6 +27,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "stream/cache_internal.h"
+
 typedef struct stream_remote stream_remote;
 typedef struct stream_remote_reader stream_remote_reader;
 
@@ -34,6 +36,9 @@ typedef struct stream_remote_reader stream_remote_reader;
 int stream_remote_new(stream_remote **out, size_t n_shards, const char *cache_dir,
                       uint64_t cache_bytes);
 void stream_remote_free(stream_remote *r);
+/* Every read and pin of r fails at once from now on, those in flight included (the remote
+ * layer's remote_client_cancel). Thread-safe. */
+void stream_remote_cancel(stream_remote *r);
 
 /* Pins shard `id` at `url` (HEAD): its size must be `size`, and its ETag `etag` unless that is
  * NULL or "" (an index of a local copy, or a moved one). Called once per shard under the
@@ -46,9 +51,16 @@ void stream_remote_reader_free(stream_remote_reader *rr);
 
 /* Exactly len bytes of pinned shard `id` at byte `off` into dst: from the cache when it holds
  * them, else one ranged GET (then stored in the cache). consume: 1 from a reader (the bytes
- * go into a batch), 0 from the prefetcher (cache_internal.h). */
+ * go into a batch), 0 ahead of the read; step: the plan step of the read (the cache's eviction
+ * key, cache_internal.h). */
 int stream_remote_read(stream_remote_reader *rr, uint32_t id, uint64_t off, uint64_t len, void *dst,
-                       int consume);
+                       int consume, uint32_t step);
+
+/* The prefetcher's request: members (spans, ascending, of pinned shard `id`) of the read at plan
+ * step `step` stored in the cache with one ranged GET over those the cache lacks
+ * (stream_cache_warm_run); each fetched member counts as a cache miss. AL_OK without a cache. */
+int stream_remote_warm_run(stream_remote_reader *rr, uint32_t id, const stream_cache_span *spans,
+                           size_t n, uint32_t step);
 
 /* The whole of pinned shard `id` on local disk (stream/shard_download_internal.h): an entry of
  * the cache folder, else a private temporary file; *fd is its descriptor (pread only; the

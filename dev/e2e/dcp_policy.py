@@ -171,11 +171,11 @@ def merge_to_T(sched, T):
     return out
 
 
-def plan_arms(shapes, native, world, mem_tokens, degrees, cost, K, seed=0, epoch=0, max_gas=2):
+def plan_arms(shapes, native, world, mem_tokens, degrees, cost, K, seed=0, epoch=0, max_gas=2, T=None):
     """(natural, merged, facts): the DCP-like plan at its own global batch (one iteration per
     step, max_grad_accumulation_steps = max_gas, VideoSys's default 2) and the same
-    iterations merged to about T = world K mem_tokens tokens per step."""
-    T = world * K * mem_tokens
+    iterations merged to about T tokens per step (default world K mem_tokens)."""
+    T = T or world * K * mem_tokens
     s, f = plan(shapes, native, world, mem_tokens, degrees, cost, max_gas, seed, epoch)
     f["target_step_tokens"] = T
     f["natural_mean_step_tokens"] = step_tokens(s)
@@ -197,6 +197,8 @@ def main(argv=None):
     ap.add_argument("--merge", action="store_true", help="iterations merged to about T tokens per step")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--link-gbps", type=float, default=450.0)
+    ap.add_argument("--bench-blocks", type=int, default=1, help="blocks the fitted benchmark timed (the fit "
+                    "is scaled to the model's depth)")
     ap.add_argument("-o", "--out", required=True)
     a = ap.parse_args(argv)
     degrees = [int(x) for x in a.sp_degrees.split(",")]
@@ -207,8 +209,9 @@ def main(argv=None):
         corpus = json.load(f)
     with open(a.cost_fit) as f:
         fit = json.load(f)
-    comm = sp_model.Comm(sp_model.MODELS[a.model], a.world, link_gbps=a.link_gbps)
-    cost = sp_model.PlanCost.from_fit_json(fit, comm)
+    m = sp_model.MODELS[a.model]
+    comm = sp_model.Comm(m, a.world, link_gbps=a.link_gbps)
+    cost = sp_model.PlanCost.from_fit_json(fit, comm, scale=m["depth"] / a.bench_blocks)
     nat, merged, facts = plan_arms(corpus["samples"], corpus["tokens"], a.world, a.mem_tokens, degrees, cost,
                                    a.micro_per_step, a.seed, max_gas=a.max_gas)
     sched = merged if a.merge else nat

@@ -3,10 +3,13 @@
 device's timings into per-arm results and the report table.
 
     dev/e2e/sp_arms.py prepare --work DIR [--bin adaptiveload] [--lib libadaptiveload.so] [--smoke]
+                               [--bench-extra TIMINGS]
     (device) dev/e2e/sp_replay.py --job DIR/job/job.json --out $OUT
     dev/e2e/sp_arms.py compose --work DIR --timings OUT/timings.json --out results.json [--md table.md]
 
-Arms, all at the same T = W K M_mem and the same M_mem per GPU, per model:
+Arms, all at the same T and the same M_mem per GPU, per model (T: the smallest mean tokens
+per step of the lock-step arms planned at the capacity W K M_mem; each other lock-step arm
+planned at the --step-tokens input that gives T within STEP_TOL, see plan_world):
   a   fixed SP at the degree the longest clip needs, equal-token batches
       (`plan --policy equal-token --sp-degrees D`; emulated by dev/e2e/fixed_sp_policy.py when
       the planner has no --sp-degrees);
@@ -17,8 +20,9 @@ Arms, all at the same T = W K M_mem and the same M_mem per GPU, per model:
   d   ours with `--sync step`, replayed under the FSDP (lock-step) model.
 Models (dev/e2e/sp_model.py): Wan 2.1 14B (M_mem 32,768, degrees 1,2,4,8: a 255,600-token
 clip needs 8) and 1.3B (M_mem 65,536, degrees 1,2,4: its 12 heads do not divide by 8).
-The cost model every arm plans with: `adaptiveload fit --model poly2` of a FLOP-count
-benchmark (sp_model.analytic_ms at the model's depth); measured times are reported against it.
+The cost model every arm plans with: `adaptiveload fit` of the shipped H200 shape benchmark
+of one block (BENCHES; with --bench-extra, an earlier replay's timed shapes added as rows),
+per-degree floor fits; measured times are reported against it.
 Corpus: dev/e2e/sp_corpus.py (120,000 samples, metadata only); buckets dev/e2e/sp_buckets.py.
 
 Composition (sp_model.compose): a micro-batch's per-rank time = the measured share time of
@@ -44,12 +48,18 @@ import dcp_policy  # noqa: E402
 import fixed_sp_policy  # noqa: E402
 import sp_buckets  # noqa: E402
 import sp_corpus  # noqa: E402
+import sp_cost_check  # noqa: E402
 import sp_model  # noqa: E402
 
 SETUPS = {  # model: (M_mem, degrees, blocks timed on the device)
     "14b": (32768, (1, 2, 4, 8), 1),
     "1.3b": (65536, (1, 2, 4), 1),
 }
+BENCHES = {  # model: the shipped H200 shape benchmark of one block (examples/shape_bench.py)
+    "14b": "planner/data/h200_shape_bench_14b_sp.csv",
+    "1.3b": "planner/data/h200_shape_bench_sp.csv",
+}
+STEP_TOL = 0.01  # tokens/step of every lock-step arm within 1% of T
 ARMS = ("a", "a'", "b", "b-T", "c", "d")
 ARM_NAMES = {"a": "fixed SP, equal-token", "a'": "fixed SP, balanced", "b": "DCP-like",
              "b-T": "DCP-like at T", "c": "ours (--sync micro)", "d": "ours (--sync step)"}
@@ -80,23 +90,56 @@ def find_cli(given):
 # prepare
 
 
-def fit_cost(cli, work, name, m):
-    """The analytic benchmark of model ``name`` at its depth, fitted (poly2); returns
-    (cost file, fit JSON)."""
-    csv = os.path.join(work, "bench-%s.csv" % name)
-    with open(csv, "w") as f:
-        f.write("B,S,step_ms\n")
-        for S in (1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144):
-            for B in (1, 2, 4, 8, 16, 32, 64):
-                if B * S <= 1 << 19:
-                    f.write("%d,%d,%.4f\n" % (B, S, m["depth"] * sp_model.analytic_ms(m, B, S, 1)))
+def fit_cost(cli, work, name, m, extra_timings=None):
+    """The measured cost model of ``name``: `adaptiveload fit` of the shipped H200 shape
+    benchmark of one block (BENCHES), with the shapes of ``extra_timings`` (a timings.json of
+    sp_replay.py) added as rows when given, all-to-all at Comm's link rate. Returns (cost file,
+    fit JSON, benchmark CSV). The fit is of one block: PlanCost scales it by the depth."""
+    bench = os.path.join(REPO, BENCHES[name])
+    if extra_timings:
+        with open(extra_timings) as f:
+            tm = json.load(f)
+        merged = os.path.join(work, "bench-%s.csv" % name)
+        sp_cost_check.write_bench(bench, tm, name, merged)
+        bench = merged
     cost = os.path.join(work, "cost-%s.alcost" % name)
-    out = run([cli, "fit", "--bench", csv, "--model", "poly2", "-o", cost, "--json"])
+    link = sp_model.Comm(m, 8).link_gbps
+    out = run([cli, "fit", "--bench", bench, "--sp-link-gbps", link, "-o", cost, "--json"])
     objs = [json.loads(x) for x in out.splitlines() if x.strip().startswith("{")]
     fit = next((o for o in objs if "fit" in o), objs[-1])
     with open(os.path.join(work, "fit-%s.json" % name), "w") as f:
         json.dump(fit, f)
-    return cost, fit
+    return cost, fit, bench
+
+
+def plan_cost(fit, m, W, blocks=1):
+    """The replay's PlanCost of a fit of ``blocks`` blocks: whole-model ms per rank."""
+    return sp_model.PlanCost.from_fit_json(fit, sp_model.Comm(m, W), scale=m["depth"] / blocks)
+
+
+def comp_ms_sp(fit, m, M, D):
+    """M_comp for an SP plan in the cost file's units (one block, all-to-all included): the
+    per-rank cost of one sample of the largest bucket at the largest degree, so that the
+    longest clip runs alone and no batch of a shorter one costs more (the planner's default
+    is c(S*) at d = 1 with S* <= M_mem, below what the longest clip costs at its degree)."""
+    dmax = max(D)
+    S = max(t for t in (sp_model.tokens(w, h, f) for _, sizes in sp_buckets.ASPECTS for w, h in sizes
+                        for f in sp_buckets.FRAMES) if t <= dmax * M)
+    c = sp_model.PlanCost.from_fit_json(fit)
+    f = c.fit_at(dmax)
+    per = f.p.get("s", 0.0) + (f.p["b"] * S + f.p["c"] * S * S) / dmax
+    bytes_tok = fit.get("sp", {}).get("a2a_bytes_per_token") or 8 * 2.0 * m["hidden"]
+    gbps = fit.get("sp", {}).get("link_gbps") or sp_model.Comm(m, 8).link_gbps
+    return per + S * (dmax - 1) / (dmax * dmax) * bytes_tok / (gbps * 1e6)
+
+
+def grid_shapes(D, M):
+    """Benchmark rows the plans may lack: many short samples per micro-batch (images and
+    short clips, B up to 291) at every degree, where the per-sample work (the text K/V of
+    the cross-attention, whole on every rank of a group) is a large share of a rank's time.
+    Timed after the plans' own shapes (count 0), for the refit."""
+    return [(B, S, d) for d in D for S in (900, 1560, 3600, 8160) for B in (8, 32, 96, 192, 291)
+            if B * S <= d * M]
 
 
 def plan_supports_sp(cli):
@@ -142,39 +185,99 @@ class PlannerIgnoredSp(Exception):
     the implementation)."""
 
 
-def plan_arm(cli, work, index, cost, name, arm, W, K, M, D, sp_ok, sync_ok, corpus, pcost):
-    """The schedule of one arm (or None with the reason)."""
-    native, shapes = corpus["tokens"], corpus["samples"]
-    base = ["--index", index, "--world", W, "--mem-tokens", M, "--micro-per-step", K, "--buckets",
-            os.path.join(work, "buckets.txt"), "--cost", cost, "--seed", 0, "--epoch", 0, "--last-step", "drop"]
+LOCKSTEP_ARMS = ("a", "a'", "c", "d")
+
+
+def plan_flags(arm, D):
     dmax = max(D)
-    if arm in ("b", "b-T"):
-        nat, merged, facts = dcp_policy.plan_arms(shapes, native, W, M, list(D), pcost, K)
-        s = nat if arm == "b" else merged
-        s["facts"] = facts
-        return s, None
-    if arm == "a" and not sp_ok:
-        s, facts = fixed_sp_policy.plan(shapes, native, W, M, dmax, K, pcost)
-        s["facts"] = facts
-        return s, None
-    if not sp_ok:
-        return None, "plan has no --sp-degrees yet"
-    if arm in ("c", "d") and not sync_ok:
-        return None, "plan has no --sync yet"
-    extra = {"a": ["--policy", "equal-token", "--sp-degrees", dmax], "a'": ["--sp-degrees", dmax],
-             "c": ["--sp-degrees", ",".join(map(str, D)), "--sync", "micro"],
-             "d": ["--sp-degrees", ",".join(map(str, D)), "--sync", "step"]}[arm]
-    man = os.path.join(work, "plan-%s-%s-w%d.alm" % (name, arm.replace("'", "p"), W))
-    info = json.loads(run([cli, "plan", "-o", man, "--json"] + base + extra))
+    return {"a": ["--policy", "equal-token", "--sp-degrees", dmax], "a'": ["--sp-degrees", dmax],
+            "c": ["--sp-degrees", ",".join(map(str, D)), "--sync", "micro"],
+            "d": ["--sp-degrees", ",".join(map(str, D)), "--sync", "step"]}[arm]
+
+
+def plan_once(cli, man, base, arm, D, step_tokens, comp_ms):
+    """`plan --json` of one lock-step arm at --step-tokens ``step_tokens``; returns (summary,
+    the flags after the common ones). Equal-token (a) has no compute limit, so no --comp-ms."""
+    extra = plan_flags(arm, D) + ["--step-tokens", step_tokens]
+    if arm != "a" and comp_ms:
+        extra += ["--comp-ms", "%.6f" % comp_ms]
+    return json.loads(run([cli, "plan", "-o", man, "--json"] + base + extra)), extra
+
+
+def plan_at_T(cli, man, base, arm, D, cap, T, comp_ms, tol=STEP_TOL):
+    """The --step-tokens input at which the arm's mean tokens per step is T within ``tol``.
+    The planner treats --step-tokens as a bound (calibrate_micro_tokens only lowers the
+    micro-batch target m; packing and the compute limit leave batches below m), so a plan
+    at --step-tokens T holds less than T: the input is searched (bisection on [T / 8, cap],
+    the mean grows with it) and the closest plan kept. Returns (summary, flags, input)."""
+    best = None
+    lo, hi = max(1, T // 8), cap
+    for _ in range(20):
+        mid = (lo + hi) // 2 if best else cap
+        info, extra = plan_once(cli, man, base, arm, D, mid, comp_ms)
+        got = info["step_tokens_mean"]
+        if best is None or abs(got - T) < abs(best[0]["step_tokens_mean"] - T):
+            best = (info, extra, mid)
+        if abs(got - T) <= tol * T or hi - lo <= 1:
+            break
+        if got > T:
+            hi = mid
+        else:
+            if mid == cap:
+                break  # the arm cannot hold T even at the capacity
+            lo = mid
+    if best[2] != mid:
+        best = plan_once(cli, man, base, arm, D, best[2], comp_ms) + (best[2],)
+    return best
+
+
+def planner_schedule(cli, man, info, extra, base, native, W, D, arm):
     s = lockstep_schedule(cli, man, native, W)
     got = {g["d"] for step in s["steps"] for slot in step for g in slot}
-    if not got <= set(D if arm in ("c", "d") else [dmax]):
+    if not got <= set(D if arm in ("c", "d") else [max(D)]):
         raise PlannerIgnoredSp("plan %s gave degrees %s for --sp-degrees %s" % (arm, sorted(got), extra[-1]))
-    s["plan"] = {k: info.get(k) for k in ("steps", "step_tokens", "micro_per_step", "mem_tokens", "bubble",
+    s["plan"] = {k: info.get(k) for k in ("steps", "step_tokens", "step_tokens_mean", "micro_tokens",
+                                          "comp_budget_ms", "micro_per_step", "mem_tokens", "bubble",
                                           "bubble_step", "bubble_micro", "sync", "sp_degrees", "rejected",
                                           "imbalance_cv", "step_time_cv", "predicted_tokens_per_s")}
     s["command"] = "adaptiveload plan " + " ".join(map(str, base + extra))
-    return s, None
+    return s
+
+
+def plan_world(cli, work, index, cost, name, W, K, M, D, sp_ok, sync_ok, corpus, pcost, fit, m):
+    """Every arm of one (model, W) at one T: {arm: (schedule or None, reason)} and T's facts.
+    T is the smallest mean tokens per step of the lock-step arms planned at the capacity
+    W K M_mem (the arm that holds least there bounds what all can hold); the others are
+    planned at the --step-tokens input that gives T (plan_at_T); b keeps its own batch, b-T
+    its iterations merged to T."""
+    native, shapes = corpus["tokens"], corpus["samples"]
+    cap = W * K * M
+    base = ["--index", index, "--world", W, "--mem-tokens", M, "--micro-per-step", K, "--buckets",
+            os.path.join(work, "buckets.txt"), "--cost", cost, "--seed", 0, "--epoch", 0, "--last-step", "drop"]
+    comp = comp_ms_sp(fit, m, M, D)
+    out, at_cap = {}, {}
+    arms = [x for x in LOCKSTEP_ARMS if sp_ok and (x in ("a", "a'") or sync_ok)]
+    for arm in LOCKSTEP_ARMS:
+        if arm not in arms:
+            out[arm] = (None, "plan has no --sp-degrees yet" if not sp_ok else "plan has no --sync yet")
+    if not sp_ok:
+        s, facts = fixed_sp_policy.plan(shapes, native, W, M, max(D), K, pcost)
+        s["facts"] = facts
+        out["a"] = (s, None)
+    mans = {x: os.path.join(work, "plan-%s-%s-w%d.alm" % (name, x.replace("'", "p"), W)) for x in arms}
+    for arm in arms:
+        at_cap[arm] = plan_once(cli, mans[arm], base, arm, D, cap, comp)[0]["step_tokens_mean"]
+    T = int(min(at_cap.values())) if at_cap else cap
+    facts = {"capacity": cap, "T": T, "at_capacity": at_cap, "comp_ms": comp, "tolerance": STEP_TOL}
+    for arm in arms:
+        info, extra, given = plan_at_T(cli, mans[arm], base, arm, D, cap, T, comp)
+        s = planner_schedule(cli, mans[arm], info, extra, base, native, W, D, arm)
+        s["plan"]["step_tokens_given"] = given
+        out[arm] = (s, None)
+    nat, merged, bf = dcp_policy.plan_arms(shapes, native, W, M, list(D), pcost, K, T=T)
+    nat["facts"], merged["facts"] = bf, bf
+    out["b"], out["b-T"] = (nat, None), (merged, None)
+    return out, facts
 
 
 def prepare(a):
@@ -201,20 +304,19 @@ def prepare(a):
         if a.smoke:
             M = M // 8
         m = sp_model.MODELS[name]
-        cost, fit = fit_cost(cli, work, name, m)
+        cost, fit, bench = fit_cost(cli, work, name, m, a.bench_extra)
         meta["models"][name] = {"mem_tokens": M, "degrees": list(D), "blocks": blocks, "fit": fit.get("fit"),
-                                "shape": m}
+                                "fit_json": os.path.join(work, "fit-%s.json" % name), "bench": bench,
+                                "shape": m, "T": {}}
         shapes = {}
         for W in worlds:
-            pcost = sp_model.PlanCost.from_fit_json(fit, sp_model.Comm(m, W))
+            pcost = plan_cost(fit, m, W, blocks)
+            arms, tf = plan_world(cli, work, index, cost, name, W, K, M, D, sp_ok, sync_ok, corpus, pcost, fit, m)
+            meta["models"][name]["T"][str(W)] = tf
+            log("%s W=%d: T = %d (capacity %d; at capacity %s)" % (name, W, tf["T"], tf["capacity"],
+                                                                  tf["at_capacity"]))
             for arm in ARMS:
-                try:
-                    s, why = plan_arm(cli, work, index, cost, name, arm, W, K, M, D, sp_ok, sync_ok, corpus, pcost)
-                except PlannerIgnoredSp as e:
-                    s, why = None, str(e)
-                    if arm == "a":
-                        s, facts = fixed_sp_policy.plan(corpus["samples"], corpus["tokens"], W, M, max(D), K, pcost)
-                        s["facts"] = dict(facts, why_emulated=why)
+                s, why = arms.get(arm, (None, "not planned"))
                 key = "%s/%s/w%d" % (name, arm, W)
                 if s is None:
                     meta["skipped"][key] = why
@@ -228,7 +330,12 @@ def prepare(a):
                 for k, n in sp_model.schedule_shapes(s).items():
                     shapes[k] = shapes.get(k, 0) + n
                 log("%s: %d steps, %d distinct shapes so far" % (key, len(s["steps"]), len(shapes)))
-        rows = [[B, S, d, blocks * sp_model.analytic_ms(m, B, S, d), n] for (B, S, d), n in sorted(shapes.items())]
+        est = plan_cost(fit, m, worlds[0], blocks)
+        rows = [[B, S, d, est.compute(B, S, d) * blocks / m["depth"], n] for (B, S, d), n in sorted(shapes.items())]
+        have = {(r[0], r[1], r[2]) for r in rows}
+        grid = [[B, S, d, est.compute(B, S, d) * blocks / m["depth"], 0] for B, S, d in grid_shapes(D, M)
+                if (B, S, d) not in have]
+        rows += grid
         job["models"][name] = dict(hidden=m["hidden"], heads=m["heads"], ffn=m["ffn"], text_dim=m["text_dim"],
                                    text_len=m["text_len"], blocks=blocks, shapes=rows)
         job["order"].append(name)
@@ -356,8 +463,8 @@ def compose_cmd(a):
             sched = json.load(f)
         m = sp_model.MODELS[name]
         M = meta["models"][name]["mem_tokens"]
-        pcost = sp_model.PlanCost(meta["models"][name]["fit"]["family"], meta["models"][name]["fit"]["params"],
-                                  sp_model.Comm(m, W))
+        with open(meta["models"][name]["fit_json"]) as f:
+            pcost = plan_cost(json.load(f), m, W, meta["models"][name]["blocks"])
         pred_fill(sched, pcost)
         res, steps = arm_result(sched, name, m, W, fns[name][0], tm, meta["corpus"]["total_tokens"], M)
         res.update({"model": name, "arm": arm, "world": W, "name": ARM_NAMES[arm], "policy": sched.get("policy"),
@@ -476,6 +583,8 @@ def main(argv=None):
     p.add_argument("--full", default="1.3b:c", help="MODEL:ARM of the full replay (c falls back to a', a)")
     p.add_argument("--full-steps", type=int, default=30)
     p.add_argument("--smoke", action="store_true", help="2,000 samples, M_mem / 8")
+    p.add_argument("--bench-extra", help="timings.json of an earlier replay: its shapes join the shipped "
+                   "benchmark the cost model is fitted to")
     c = sub.add_parser("compose")
     c.add_argument("--work", required=True)
     c.add_argument("--timings", required=True)

@@ -308,30 +308,70 @@ def pred_vs_measured(pairs):
 # the planning cost model, as the planner evaluates it
 
 
+def _smax(F, g, k):
+    """smax_k(F, g) = (F^k + g^k)^(1/k), F where g is not positive (planner/cost_floor.c)."""
+    if not g > 0:
+        return F
+    m = max(F, g)
+    return m * ((F / m) ** k + (g / m) ** k) ** (1.0 / k)
+
+
+class Fit:
+    """One fitted family of `adaptiveload fit --json` ({"family", "params"}): poly2
+    a + B (b S + c S^2), power a + B b S^p, floor smax_k(F, a + s B + (b B S + c B S^2) / d)
+    (planner/cost_fit.c, cost_fit_eval)."""
+
+    def __init__(self, family, params):
+        if family not in ("poly2", "power", "floor"):
+            raise ValueError("cost family %r (poly2, power, floor)" % family)
+        if not isinstance(params, dict):
+            keys = {"poly2": "abc", "power": "abp", "floor": "abcsFk"}[family]
+            params = dict(zip(keys, params))
+        self.family, self.p = family, {k: float(v) for k, v in params.items()}
+
+    def eval(self, B, S, d=1):
+        p = self.p
+        if self.family == "floor":
+            return _smax(p["F"], p["a"] + p.get("s", 0.0) * B + (p["b"] * B * S + p["c"] * B * S * S) / d,
+                         p.get("k", 8.0))
+        if self.family == "power":
+            return p["a"] + B * p["b"] * S ** p["p"] / d
+        return p["a"] + B * (p["b"] * S + p["c"] * S * S) / d
+
+
 class PlanCost:
-    """al_cost_predict_sp in Python (planner/al_cost.h, SP_SPEC.md): a + B c(S) / d + a2a,
-    with c(S) = b S + c S^2 (poly2) or b S^p (power); d = 1 is al_cost_predict. ``comm``
-    (a Comm) gives the all-to-all term; None leaves it out."""
+    """al_cost_predict_sp in Python (planner/al_cost.h, planner/README.md 3): at d = 1 the
+    model's own fit; at d > 1 the per-degree fit of d (else of the largest fitted degree
+    below d, else the smallest fitted one), else the plain fit with B c(S) / d; times
+    ``scale`` (the model's depth over the benchmark's timed blocks, so a 1-block benchmark
+    predicts the whole model), plus the all-to-all of ``comm`` (a Comm; None leaves it out).
+    ``sp_fits``: {d: Fit}."""
 
-    def __init__(self, family, params, comm=None):
-        if family not in ("poly2", "power"):
-            raise ValueError("cost family %r (poly2, power)" % family)
-        if isinstance(params, dict):  # `fit --json`: {"a", "b", "c"} (poly2) or {"a", "b", "p"} (power)
-            params = [params["a"], params["b"], params["c" if family == "poly2" else "p"]]
-        self.family, self.params, self.comm = family, [float(x) for x in params], comm
+    def __init__(self, family, params, comm=None, sp_fits=None, scale=1.0):
+        self.fit = Fit(family, params)
+        self.family = family
+        self.comm, self.sp_fits, self.scale = comm, dict(sp_fits or {}), float(scale)
 
-    def per_sample(self, S):
-        a, b, c = self.params
-        return b * S + c * S * S if self.family == "poly2" else b * S ** c
+    def fit_at(self, d):
+        if d <= 1 or not self.sp_fits:
+            return self.fit
+        below = [k for k in self.sp_fits if k <= d]
+        return self.sp_fits[max(below) if below else min(self.sp_fits)]
+
+    def compute(self, B, S, d=1):
+        """One rank's compute ms (no all-to-all)."""
+        return self.scale * self.fit_at(d).eval(B, S, d)
 
     def predict(self, B, S, d=1):
-        t = self.params[0] + B * self.per_sample(S) / d
+        t = self.compute(B, S, d)
         if self.comm is not None:
             t += self.comm.a2a_ms(B, S, d)
         return t
 
     @classmethod
-    def from_fit_json(cls, fit, comm=None):
-        """From `adaptiveload fit --json`'s object ({"fit": {"family", "params"}})."""
+    def from_fit_json(cls, fit, comm=None, scale=1.0):
+        """From `adaptiveload fit --json`'s object ({"fit": {"family", "params"}, "sp":
+        {"fits": [{"d", "fit"}]}}) or its "fit" member alone."""
         f = fit.get("fit", fit)
-        return cls(f["family"], f["params"], comm)
+        sp = {int(x["d"]): Fit(x["fit"]["family"], x["fit"]["params"]) for x in (fit.get("sp") or {}).get("fits", [])}
+        return cls(f["family"], f["params"], comm, sp, scale)

@@ -96,6 +96,32 @@ class Composition(unittest.TestCase):
         self.assertAlmostEqual(c.predict(2, 100, 1), 2.0 + 2 * (50 + 10))
         self.assertGreater(c.predict(2, 100, 4), 2.0 + 2 * 60 / 4)
 
+    def test_floor_fit_per_degree_and_depth_scale(self):
+        fit = {"fit": {"family": "floor", "params": {"a": 1.0, "b": 0.01, "c": 0.0, "s": 0.5, "F": 3.0, "k": 8}},
+               "sp": {"fits": [{"d": 2, "fit": {"family": "floor", "params": {
+                   "a": 0.0, "b": 0.02, "c": 0.0, "s": 2.0, "F": 1.0, "k": 8}}}]}}
+        c = sp_model.PlanCost.from_fit_json(fit, scale=10.0)
+        work = 1.0 + 0.5 * 4 + 0.01 * 4 * 1000
+        self.assertAlmostEqual(c.compute(4, 1000, 1), 10.0 * (3.0 ** 8 + work ** 8) ** 0.125)
+        self.assertAlmostEqual(c.compute(1, 1, 1), 10.0 * (3.0 ** 8 + 1.51 ** 8) ** 0.125)  # near the floor
+        # d = 4 has no fit of its own: the largest fitted degree below (2), evaluated at 4; the
+        # per-sample term is not divided by d
+        work4 = 2.0 * 4 + 0.02 * 4 * 1000 / 4
+        self.assertAlmostEqual(c.compute(4, 1000, 4), 10.0 * (1.0 + work4 ** 8) ** 0.125)
+        self.assertIsNone(sp_model.PlanCost.from_fit_json(fit).comm)
+
+    def test_cost_check_scores_by_band(self):
+        import sp_cost_check
+
+        c = sp_model.PlanCost("poly2", [0.0, 1.0, 0.0])
+        rows = [(1, 1000, 1, 1000.0), (1, 1000, 2, 400.0), (10, 20000, 2, 100000.0)]
+        r = sp_cost_check.errors(c, rows)
+        self.assertEqual(r["all"]["n"], 3)
+        self.assertAlmostEqual(r["all"]["max_rel_err"], 0.25)
+        self.assertEqual(r["by_degree"]["2"]["worst"]["B"], 1)
+        self.assertEqual(r["by_band"]["<8k"]["n"], 2)
+        self.assertAlmostEqual(r["by_band"]["32k-128k"]["max_rel_err"], 0.0)
+
 
 class Dcp(unittest.TestCase):
     def test_counts_match_brute_force(self):
@@ -225,6 +251,12 @@ class EndToEnd(unittest.TestCase):
         self.assertEqual(r["full_replay"]["steps"], 5)
         self.assertLess(r["full_replay"]["total_rel_err"], 1e-9)  # the fake full replay is the table itself
         self.assertEqual(r["missing_shapes"], {"14b": [], "1.3b": []})
+        # one T per (model, W): every lock-step arm's mean tokens per step within the tolerance
+        for x in r["rows"]:
+            T = r["meta"]["models"][x["model"]]["T"][str(x["world"])]
+            self.assertLessEqual(T["T"], T["capacity"])
+            if x["arm"] in ("a", "a'", "c", "d"):
+                self.assertLessEqual(abs(x["tokens_per_step_mean"] - T["T"]), 0.011 * T["T"], x)
 
 
 if __name__ == "__main__":

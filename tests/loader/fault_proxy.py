@@ -26,13 +26,16 @@ counted); "every N" means request numbers divisible by N.
   etag=STRING          answers to GET carry this ETag instead of the upstream's (the object
                        "changed" after a HEAD pinned it; "" turns it off)
   total_delta=N        answers to GET say the object is N bytes longer in Content-Range
+  only_path=STRING     the knobs above apply only to requests whose path contains STRING
+                       (one object "down", the others served); "" turns it off
 A knob that answers a request itself (fail, burst, throttle) takes precedence over the body
 faults. An upstream that cannot be reached is a 502; an upstream that breaks off an answer
 resets the client's connection.
 
 GET /__proxy/stats answers JSON: requests, forwarded, the count of each injected fault,
 upstream_errors, body_bytes (sent to clients) and the knobs. GET /__proxy/zero zeroes the
-counters and the request numbering.
+counters and the request numbering; GET /__proxy/reset also sets every knob back to its
+default (no faults).
 """
 
 import email.utils
@@ -54,8 +57,9 @@ CHUNK = 1 << 20
 KNOBS = {
     "latency_ms": 0.0, "bandwidth": 0.0, "fail_every": 0, "fail_status": 503, "burst": 0,
     "burst_s": 0.0, "throttle_every": 0, "retry_after": 1, "retry_after_date": 0,
-    "reset_every": 0, "truncate_every": 0, "etag": "", "total_delta": 0,
+    "reset_every": 0, "truncate_every": 0, "etag": "", "total_delta": 0, "only_path": "",
 }
+DEFAULTS = dict(KNOBS)
 LOCK = threading.Lock()
 STATE = {"n": 0, "burst_until": 0.0, "body_n": 0}
 STATS = {}
@@ -160,9 +164,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 out = dict(STATS, knobs=dict(KNOBS))
             return self.answer(200, json.dumps(out, sort_keys=True).encode() + b"\n",
                                [("Content-Type", "application/json")])
-        if u.path == "/__proxy/zero":
+        if u.path in ("/__proxy/zero", "/__proxy/reset"):
             with LOCK:
                 zero()
+                if u.path == "/__proxy/reset":
+                    KNOBS.update(DEFAULTS)
+                    STATE["burst_until"] = 0.0
             return self.answer(200, b"ok\n")
         if u.path == "/__proxy/set":
             try:
@@ -207,9 +214,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
             STATE["n"] += 1
             n = STATE["n"]
             STATS["requests"] += 1
-        if KNOBS["latency_ms"] > 0:
+        self.faulty = not KNOBS["only_path"] or KNOBS["only_path"] in self.path
+        if self.faulty and KNOBS["latency_ms"] > 0:
             time.sleep(KNOBS["latency_ms"] / 1000.0)
-        if self.injected(n):
+        if self.faulty and self.injected(n):
             return
         try:
             up = http.client.HTTPConnection(*self.upstream, timeout=60)
@@ -252,9 +260,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             STATE["body_n"] += 1
             bn = STATE["body_n"]
         cut = None
-        if every(bn, "reset_every"):
+        if self.faulty and every(bn, "reset_every"):
             cut = "reset"
-        elif every(bn, "truncate_every"):
+        elif self.faulty and every(bn, "truncate_every"):
             cut = "truncate"
         limit = size // 2 if cut else size
         sent = 0
@@ -269,7 +277,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             if not chunk:  # the upstream broke off: so does the proxy
                 count("upstream_errors")
                 return self.hang_up(True)
-            PACER.wait(len(chunk))
+            if self.faulty:
+                PACER.wait(len(chunk))
             self.wfile.write(chunk)
             sent += len(chunk)
             count("body_bytes", len(chunk))
@@ -280,7 +289,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def rewrite(self, name, value):
         """A GET answer's ETag or Content-Range as the etag and total_delta knobs say."""
-        if self.command != "GET":
+        if self.command != "GET" or not self.faulty:
             return value
         if name == "etag" and KNOBS["etag"]:
             return KNOBS["etag"]

@@ -3,6 +3,7 @@
 #   start_proxy NAME UPSTREAM [KNOB=VALUE ...]   sets PROXY_PORT (and NAME's port file)
 #   proxy_set PORT KNOB=VALUE&...                changes knobs at run time
 #   proxy_stats PORT                             the proxy's counters (JSON) on stdout
+#   proxy_reset PORT                             every knob back to its default, counters 0
 FAULT_PROXY=${FAULT_PROXY:-$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")" && pwd)/fault_proxy.py}
 
 start_proxy() {
@@ -21,3 +22,8 @@ proxy_set() {
 }
 
 proxy_stats() { curl -s --max-time 10 "http://127.0.0.1:$1/__proxy/stats"; }
+
+proxy_reset() {
+  [ "$(curl -s --max-time 10 "http://127.0.0.1:$1/__proxy/reset")" = ok ] ||
+    { echo "FAIL: proxy_reset" >&2; exit 1; }
+}

@@ -1,8 +1,14 @@
 // loader/remote_retry.c: Retry-After values, in seconds and as HTTP dates in the three forms
-// RFC 9110 allows, against a fixed wall clock; malformed values are not a delay.
+// RFC 9110 allows, against a fixed wall clock; malformed values are not a delay. A cancel of
+// the client ends a retry wait at once, and later operations fail without a request.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <string>
+#include <thread>
+
 extern "C" {
+#include "common/clock_internal.h"
 #include "loader/remote_xfer_internal.h"
 }
 
@@ -32,6 +38,33 @@ TEST(RetryAfter, Malformed) {
   EXPECT_EQ(remote_retry_after("soon", kDate), -1);
   EXPECT_EQ(remote_retry_after("2015", kDate), 2015);           // digits are seconds, never a year
   EXPECT_EQ(remote_retry_after("Wed, 21 Oct 2015", kDate), -1); // no time of day
+}
+
+TEST(RetryClock, CancelEndsTheWait) {
+  remote_opts o = {};
+  o.total_timeout_s = 30;
+  remote_client *c = nullptr;
+  char err[256];
+  ASSERT_EQ(remote_client_open(&o, &c, err, sizeof err), 0) << err;
+  remote_retry r;
+  remote_retry_start(c, &r);
+  std::thread canceller([c] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    remote_client_cancel(c);
+  });
+  double t0 = clock_now_s();
+  EXPECT_EQ(remote_retry_wait(c, &r, 20), -1); // a 20 s Retry-After within a 30 s budget
+  double waited = clock_now_s() - t0;
+  canceller.join();
+  EXPECT_LT(waited, 10) << "the wait outlived the cancel";
+  EXPECT_GE(waited, 0.1) << "the wait ended before the cancel";
+  // Cancelled for good: an open fails without waiting out a budget, saying why.
+  remote_object *obj = nullptr;
+  t0 = clock_now_s();
+  EXPECT_EQ(remote_object_open(c, "http://127.0.0.1:9/x", &obj, err, sizeof err), -1);
+  EXPECT_LT(clock_now_s() - t0, 10);
+  EXPECT_NE(std::string(err).find("http://127.0.0.1:9/x: cancelled"), std::string::npos) << err;
+  remote_client_close(c);
 }
 
 } // namespace

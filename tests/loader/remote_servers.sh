@@ -3,6 +3,9 @@
 #   start_nginx WWW      nginx (Debian's, as the current user) serving WWW; sets NGINX_PORT
 #   start_faults WWW     remote_faults.py serving WWW; sets FAULT_PORT
 #   start_s3rver BUCKET  s3rver (npm, third_party/node) with BUCKET; sets S3_PORT
+#   stop_nginx, restart_nginx      nginx killed (SIGKILL: no graceful close), then started
+#                                  again on NGINX_PORT with the same root
+#   stop_s3rver, restart_s3rver    the same for s3rver, which keeps its data directory
 # The repository root (for third_party/node) is found through the test script's real path.
 REMOTE_PIDS=()
 REPO_ROOT=$(cd "$(dirname "$(readlink -f "$0")")/../.." && pwd)
@@ -57,10 +60,32 @@ http {
   }
 }
 CONF
+  restart_nginx
+}
+
+restart_nginx() {
+  local d="$T/nginx"
   "$NGINX" -p "$d" -c "$d/nginx.conf" -e "$d/error.log" &
+  NGINX_PID=$!
   REMOTE_PIDS+=($!)
   wait_http "$NGINX_PORT" || { cat "$d/error.log" >&2; exit 1; }
 }
+
+# Kills a server started here (and, for nginx, its worker) and waits until its port is free.
+stop_pid() {
+  kill -STOP "$1" 2>/dev/null # no worker respawned while its workers are killed
+  pkill -KILL -P "$1" 2>/dev/null
+  kill -KILL "$1" 2>/dev/null
+  wait "$1" 2>/dev/null
+  for _ in $(seq 1 200); do
+    curl -s -o /dev/null --max-time 1 "http://127.0.0.1:$2/" || return 0
+    sleep 0.05
+  done
+  echo "FAIL: port $2 still answers" >&2
+  exit 1
+}
+
+stop_nginx() { stop_pid "$NGINX_PID" "$NGINX_PORT"; }
 
 start_faults() {
   python3 "$(dirname "$0")/remote_faults.py" "$1" "$T/faults.port" &
@@ -73,10 +98,18 @@ start_s3rver() {
   [ -f "$S3RVER" ] || { echo "FAIL: $S3RVER missing (tools/bootstrap.sh installs s3rver)" >&2; exit 1; }
   S3_PORT=$(free_port)
   mkdir -p "$T/s3"
+  S3_BUCKET=$1
+  restart_s3rver
+}
+
+restart_s3rver() {
   # --openssl-legacy-provider: s3rver encrypts continuation tokens with DES, which Node 17+
   # (OpenSSL 3) has only in its legacy provider; without it a truncated listing is a 500.
-  node --openssl-legacy-provider "$S3RVER" -d "$T/s3" -a 127.0.0.1 -p "$S3_PORT" -s --configure-bucket "$1" \
-    >"$T/s3rver.log" 2>&1 &
+  node --openssl-legacy-provider "$S3RVER" -d "$T/s3" -a 127.0.0.1 -p "$S3_PORT" -s --configure-bucket "$S3_BUCKET" \
+    >>"$T/s3rver.log" 2>&1 &
+  S3_PID=$!
   REMOTE_PIDS+=($!)
   wait_http "$S3_PORT" || { cat "$T/s3rver.log" >&2; exit 1; }
 }
+
+stop_s3rver() { stop_pid "$S3_PID" "$S3_PORT"; }
