@@ -9,6 +9,7 @@
 
 #include "cli/cli_internal.h"
 #include "cli/options_internal.h"
+#include "cli/stream_steps_internal.h"
 #include "common/al_status.h"
 #include "common/clock_internal.h"
 #include "common/json_write_internal.h"
@@ -18,6 +19,15 @@
 #include "stream/crc32_internal.h"
 #include "planner/al_cost.h"
 #include "planner/al_manifest.h"
+
+/* What the batch cost the consumer (al_stream_batch: its next()'s wait, the fetches while it
+ * was the next one): run-dependent, so one object, "cost", that a comparison of what was
+ * delivered leaves out. */
+static void print_batch_cost_json(const al_stream_batch *b) {
+  printf(",\"cost\":{\"stall_s\":%.6f,\"fetched_bytes\":%" PRIu64 ",\"requests\":%" PRIu64
+         ",\"cache_hits\":%" PRIu64 ",\"cache_misses\":%" PRIu64 "}",
+         b->stall_seconds, b->fetched_bytes, b->requests, b->cache_hits, b->cache_misses);
+}
 
 static void print_batch(const al_stream_batch *b, int json) {
   if (json) {
@@ -39,6 +49,7 @@ static void print_batch(const al_stream_batch *b, int json) {
       printf("}");
     }
     printf("]");
+    print_batch_cost_json(b);
     if (b->n_skipped) /* what the skips took from step_samples / step_tokens (real samples) */
       printf(",\"skipped_real_samples\":%" PRIu64 ",\"skipped_real_tokens\":%" PRIu64
              ",\"planned_tokens\":%" PRIu64,
@@ -47,8 +58,9 @@ static void print_batch(const al_stream_batch *b, int json) {
     return;
   }
   printf("step %" PRIu32 " micro %" PRIu32 "/%" PRIu32 " samples %zu tokens %" PRIu64
-         " bytes %zu first %s",
-         b->step, b->micro, b->n_micro, b->n, b->tokens, b->data_bytes, b->n ? b->keys[0] : "-");
+         " bytes %zu first %s stall_s %.6f fetched %" PRIu64,
+         b->step, b->micro, b->n_micro, b->n, b->tokens, b->data_bytes, b->n ? b->keys[0] : "-",
+         b->stall_seconds, b->fetched_bytes);
   if (b->n_skipped) {
     printf(" skipped %zu:", b->n_skipped);
     for (size_t i = 0; i < b->n_skipped; i++) printf(" %s", b->skipped_keys[i]);
@@ -106,7 +118,9 @@ static void print_batch_jsonl(const al_stream_batch *b) {
     if (i) putchar(',');
     jsonw_string(stdout, b->skipped_keys[i]);
   }
-  printf("]}\n");
+  printf("]");
+  print_batch_cost_json(b);
+  printf("}\n");
   for (size_t i = 0; i < b->n_skipped; i++)
     fprintf(stderr, "adaptiveload stream: skipped %s: %s\n", b->skipped_keys[i],
             b->skipped_reasons[i]);
@@ -263,14 +277,21 @@ static const cli_option OPTIONS[] = {
     {.name = "--no-pinned", .type = CLI_FLAG, CLI_AT(stream_args, o.pinned), .set = -1,
      .help = "plain host memory even when a CUDA device is present"},
     {.name = "--json", .type = CLI_FLAG, CLI_AT(stream_args, json), .set = 1,
-     .help = "--bench: one JSON object; otherwise one JSON object per batch"},
+     .help = "--bench: one JSON object (stall_fraction, steps,\n"
+             "step_stall_seconds {median, p95, max}, step_fetched_bytes\n"
+             "{median, max}, step_requests {median, max}, ...); otherwise\n"
+             "one JSON object per batch, with its cost (see --jsonl)"},
     {.name = "--jsonl", .type = CLI_FLAG, CLI_AT(stream_args, jsonl), .set = 1,
      .help = "one JSON line per batch for checking what was delivered:\n"
              "step, micro, keys, cu_seqlens and members {NAME: {dtype,\n"
              "shapes: [[...] per sample], crc32: [8 hex digits per sample,\n"
              "zlib's CRC-32 of the delivered array bytes]}}, and the\n"
              "group: sp_degree, sp_rank, sp_group_first, sp_sharded,\n"
-             "shard_token_range, token_first and sample_tokens per sample"},
+             "shard_token_range, token_first and sample_tokens per sample;\n"
+             "last, what the batch cost, which varies from run to run:\n"
+             "cost: {stall_s, fetched_bytes, requests, cache_hits,\n"
+             "cache_misses} (as on the per-batch line; leave it out when\n"
+             "comparing what two runs delivered)"},
     {.name = NULL},
 };
 /* clang-format on */
@@ -282,9 +303,17 @@ static const cli_verb STREAM = {
         "Reads the micro-batches that MANIFEST assigns to rank R, in order, with reader\n"
         "threads packing each micro-batch into one buffer (samples 64-byte aligned).\n"
         "Without --bench, prints one line per batch:\n"
-        "  step S micro M/N samples n tokens t bytes b first KEY [skipped k: KEY...]\n"
+        "  step S micro M/N samples n tokens t bytes b first KEY stall_s X fetched F\n"
+        "  [skipped k: KEY...]\n"
+        "where X is the seconds this batch's next() waited for the readers and F the\n"
+        "bytes received from servers (shards at URLs; 0 for local shards) since the\n"
+        "previous batch was delivered: the readers fetch ahead, so F is what arrived\n"
+        "while this batch was the next one, not the size of its members.\n"
         "With --bench, reads the rank's whole epoch (or --max-batches) and reports\n"
-        "packed GB/s, batches/s and stall time (time next() waited for the readers).\n\n",
+        "packed GB/s, batches/s, stall time (time next() waited for the readers) and\n"
+        "its fraction of the run, and per step (the rank's micro-batches of one step\n"
+        "added up; --micro-per-step of the plan): stall median / p95 / max, bytes\n"
+        "fetched median / max and requests median / max (nearest-rank).\n\n",
     .options = OPTIONS,
     .epilogue =
         "exit status: 0 done, 1 an error (unreadable sample with --on-error fail, index and\n"
@@ -336,6 +365,7 @@ static int open_stream(const stream_args *a, al_index **idx, al_manifest **m, al
 typedef struct stream_totals {
   uint64_t batches, bytes, samples, tokens, skipped, copied;
   double seconds, copy_wait, compute;
+  stream_steps steps; /* --bench: stall and fetches per step */
 } stream_totals;
 
 /* --bench with --compute-ms: the host busy for `ms` milliseconds, as a training step. */
@@ -375,6 +405,11 @@ static int read_batches(const stream_args *a, al_stream *s, stream_totals *t) {
     t->samples += b->n;
     t->tokens += b->tokens;
     t->skipped += b->n_skipped;
+    if (a->bench && stream_steps_add(&t->steps, b) != AL_OK) {
+      cli_fail("stream");
+      al_stream_release(s, b);
+      return -1;
+    }
     if (a->o.device_copy) {
       /* A training step would make its stream wait on the event; here the
        * host waits, which measures how far the copy lags behind next(). */
@@ -407,7 +442,7 @@ static int read_batches(const stream_args *a, al_stream *s, stream_totals *t) {
 }
 
 static void print_bench_json(const stream_args *a, const stream_totals *t,
-                             const al_stream_stats *ss) {
+                             const al_stream_stats *ss, const stream_steps_summary *ps) {
   double secs = t->seconds;
   printf("{\"batches\":%" PRIu64 ",\"samples\":%" PRIu64 ",\"tokens\":%" PRIu64
          ",\"bytes\":%" PRIu64 ",\"skipped\":%" PRIu64
@@ -421,6 +456,12 @@ static void print_bench_json(const stream_args *a, const stream_totals *t,
   printf(",\"bytes_fetched\":%" PRIu64 ",\"requests\":%" PRIu64 ",\"cache_hits\":%" PRIu64
          ",\"cache_misses\":%" PRIu64 ",\"evicted_bytes\":%" PRIu64,
          ss->bytes_fetched, ss->requests, ss->cache_hits, ss->cache_misses, ss->evicted_bytes);
+  printf(
+      ",\"stall_fraction\":%.6f,\"steps\":%zu,\"step_stall_seconds\":{\"median\":%.6f,"
+      "\"p95\":%.6f,\"max\":%.6f},\"step_fetched_bytes\":{\"median\":%" PRIu64 ",\"max\":%" PRIu64
+      "},\"step_requests\":{\"median\":%" PRIu64 ",\"max\":%" PRIu64 "}",
+      secs > 0 ? ss->stall_seconds / secs : 0, ps->steps, ps->stall_median, ps->stall_p95,
+      ps->stall_max, ps->fetched_median, ps->fetched_max, ps->requests_median, ps->requests_max);
   if (a->o.device_copy)
     printf(",\"copied_bytes\":%" PRIu64
            ",\"copy_stall_seconds\":%.6f,\"device_buffer_bytes\":%" PRIu64,
@@ -429,7 +470,7 @@ static void print_bench_json(const stream_args *a, const stream_totals *t,
 }
 
 static void print_bench_text(const stream_args *a, const stream_totals *t,
-                             const al_stream_stats *ss) {
+                             const al_stream_stats *ss, const stream_steps_summary *ps) {
   double secs = t->seconds;
   printf("batches %" PRIu64 "  samples %" PRIu64 "  tokens %" PRIu64 "  bytes %" PRIu64
          "  skipped %" PRIu64 "\n",
@@ -441,6 +482,10 @@ static void print_bench_text(const stream_args *a, const stream_totals *t,
       "prefetch %d  pinned %s  pool %.1f MB\n",
       ss->stall_seconds, secs > 0 ? 100 * ss->stall_seconds / secs : 0, ss->read_seconds,
       ss->threads, ss->buffers, ss->pinned ? "yes" : "no", (double)ss->host_bytes / 1e6);
+  printf("per step (%zu steps): stall median %.6f s  p95 %.6f s  max %.6f s  fetched median %" PRIu64
+         " B  max %" PRIu64 " B  requests median %" PRIu64 "  max %" PRIu64 "\n",
+         ps->steps, ps->stall_median, ps->stall_p95, ps->stall_max, ps->fetched_median,
+         ps->fetched_max, ps->requests_median, ps->requests_max);
   if (a->compute_ms > 0 || a->compute_cost) printf("simulated compute %.3f s\n", t->compute);
   if (ss->requests)
     printf("remote: fetched %.3f MB in %" PRIu64 " requests, cache hits %" PRIu64 " misses %" PRIu64
@@ -456,13 +501,15 @@ static void print_bench_text(const stream_args *a, const stream_totals *t,
 
 /* The run's totals: with --bench as text or JSON on stdout, else one line on stderr (not
  * with --json or --jsonl, whose stdout is read by programs). */
-static void report(const stream_args *a, al_stream *s, const stream_totals *t) {
+static int report(const stream_args *a, al_stream *s, const stream_totals *t) {
   al_stream_stats ss;
   al_stream_get_stats(s, &ss);
+  stream_steps_summary ps;
+  if (a->bench && stream_steps_summarize(&t->steps, &ps) != AL_OK) return cli_fail("stream");
   if (a->bench && a->json)
-    print_bench_json(a, t, &ss);
+    print_bench_json(a, t, &ss, &ps);
   else if (a->bench)
-    print_bench_text(a, t, &ss);
+    print_bench_text(a, t, &ss, &ps);
   else if (!a->json && !a->jsonl)
     fprintf(stderr,
             "adaptiveload stream: %" PRIu64 " batches, %" PRIu64 " samples, %" PRIu64 " skipped\n",
@@ -472,6 +519,7 @@ static void report(const stream_args *a, al_stream *s, const stream_totals *t) {
             "adaptiveload stream: remote fetched %" PRIu64 " bytes in %" PRIu64
             " requests, cache hits %" PRIu64 " misses %" PRIu64 " evicted %" PRIu64 " bytes\n",
             ss.bytes_fetched, ss.requests, ss.cache_hits, ss.cache_misses, ss.evicted_bytes);
+  return AL_EXIT_OK;
 }
 
 int cli_cmd_stream(int argc, char **argv) {
@@ -499,8 +547,9 @@ int cli_cmd_stream(int argc, char **argv) {
     stream_totals t;
     memset(&t, 0, sizeof t);
     int rc = read_batches(&a, s, &t);
-    if (rc >= 0) report(&a, s, &t);
+    if (rc >= 0 && report(&a, s, &t) != AL_EXIT_OK) rc = AL_EXIT_FAIL;
     ec = rc < 0 ? AL_EXIT_FAIL : rc;
+    stream_steps_free(&t.steps);
   }
   al_stream_close(s);
   al_manifest_free(m);

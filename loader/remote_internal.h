@@ -101,6 +101,7 @@ const char *remote_object_url(const remote_object *o);
  * [off, off + len) must lie within the object. */
 int remote_object_read(remote_object *o, uint64_t off, void *buf, size_t len, char *err,
                        size_t err_cap);
+/* Safe to call while another thread uses the object (the counters are atomic). */
 remote_stats remote_object_stats(const remote_object *o);
 void remote_object_close(remote_object *o);
 

@@ -11,6 +11,10 @@
 #include "common/clock_internal.h"
 #include "loader/remote_xfer_internal.h"
 
+/* The counters are written by the object's one user and read by stats callers on other threads
+ * (a stream's consumer, while its readers fetch): relaxed atomics, each counter exact alone. */
+static void stat_add(uint64_t *c, uint64_t n) { __atomic_fetch_add(c, n, __ATOMIC_RELAXED); }
+
 struct remote_object {
   remote_client *c;
   CURL *h; /* one connection, reused between requests */
@@ -35,7 +39,7 @@ static int head(remote_object *o, char *err, size_t err_cap) {
   char msg[768];
   for (;;) {
     r.attempts++;
-    o->st.requests++;
+    stat_add(&o->st.requests, 1);
     int v = remote_xfer_perform(o->c, o->h, &o->t, &x, msg, sizeof msg);
     if (v == REMOTE_OK && !x.have_length) {
       snprintf(msg, sizeof msg, "the HEAD answer has no Content-Length");
@@ -52,7 +56,7 @@ static int head(remote_object *o, char *err, size_t err_cap) {
       remote_xfer_free(&x);
       return -1;
     }
-    o->st.retries++;
+    stat_add(&o->st.retries, 1);
   }
   o->size = x.length;
   if (x.have_etag) snprintf(o->etag, sizeof o->etag, "%s", x.etag);
@@ -88,7 +92,14 @@ int remote_object_open(remote_client *c, const char *url, remote_object **out, c
 uint64_t remote_object_size(const remote_object *o) { return o->size; }
 const char *remote_object_etag(const remote_object *o) { return o->etag; }
 const char *remote_object_url(const remote_object *o) { return o->t.name; }
-remote_stats remote_object_stats(const remote_object *o) { return o->st; }
+remote_stats remote_object_stats(const remote_object *o) {
+  remote_stats s;
+  s.requests = __atomic_load_n(&o->st.requests, __ATOMIC_RELAXED);
+  s.retries = __atomic_load_n(&o->st.retries, __ATOMIC_RELAXED);
+  s.bytes = __atomic_load_n(&o->st.bytes, __ATOMIC_RELAXED);
+  s.discarded = __atomic_load_n(&o->st.discarded, __ATOMIC_RELAXED);
+  return s;
+}
 
 int remote_object_read(remote_object *o, uint64_t off, void *buf, size_t len, char *err,
                        size_t err_cap) {
@@ -110,12 +121,12 @@ int remote_object_read(remote_object *o, uint64_t off, void *buf, size_t len, ch
     x.dst = (unsigned char *)buf + done;
     x.if_match = o->etag;
     x.expect_total = o->size;
-    if (r.attempts++ > 0) o->st.retries++;
-    o->st.requests++;
+    if (r.attempts++ > 0) stat_add(&o->st.retries, 1);
+    stat_add(&o->st.requests, 1);
     int v = remote_xfer_perform(o->c, o->h, &o->t, &x, msg, sizeof msg);
     done += x.got;
-    o->st.bytes += x.got;
-    o->st.discarded += x.discarded;
+    stat_add(&o->st.bytes, x.got);
+    stat_add(&o->st.discarded, x.discarded);
     double retry_after = x.retry_after;
     remote_xfer_free(&x);
     if (v == REMOTE_OK && done == len) break;

@@ -356,6 +356,21 @@ typedef struct al_stream_batch {
   uint64_t group_tokens; /* N: the planned tokens of the group's whole micro-batch (padding
                             included), what the shard ranges split; == planned_tokens when
                             not sharded */
+  /* Added at the end: what delivering this batch cost the consumer, for per-step statistics.
+   * stall_seconds is the time the al_stream_next call that returned this batch waited for the
+   * readers (0 when the batch was ready). For shards at URLs, fetched_bytes, requests,
+   * cache_hits and cache_misses are the growth of the stream-wide counters of al_stream_stats
+   * (bytes_fetched, requests, cache_hits, cache_misses) between the previous delivery (or the
+   * open) and this one. The readers and the prefetcher work ahead of the consumer, so these
+   * are what was received while this batch was the next one to deliver, not the bytes of this
+   * batch's own members. Summed over the batches delivered so far they equal the stats'
+   * counters as they stood at the last delivery; fetches after it (by the prefetcher, for
+   * batches not yet delivered) go to the next batch. All four are 0 for local shards. */
+  double stall_seconds;
+  uint64_t fetched_bytes;
+  uint64_t requests;
+  uint64_t cache_hits;
+  uint64_t cache_misses;
 } al_stream_batch;
 
 typedef struct al_stream_stats {
@@ -364,7 +379,8 @@ typedef struct al_stream_stats {
   uint64_t bytes; /* payload bytes delivered */
   uint64_t skipped;
   uint64_t total_batches; /* micro-batches this stream will deliver in all */
-  double stall_seconds;   /* time al_stream_next spent waiting for readers */
+  double stall_seconds;   /* time al_stream_next spent waiting for readers (the sum of the
+                             batches' stall_seconds, plus the wait of a call that failed) */
   double read_seconds;    /* reader thread time spent filling buffers */
   int buffers;            /* pool size (prefetch) */
   int buffers_allocated;  /* buffers that hold memory now */

@@ -114,6 +114,7 @@ struct al_stream {
 
   uint64_t st_samples, st_bytes, st_skipped;
   double stall_s, read_s;
+  stream_remote_counts at_delivery; /* the remote counters at the last delivery (consumer) */
 };
 
 void stream_rank_plan_free(stream_rank_plan *p) {
@@ -1029,6 +1030,26 @@ int stream_open_source(al_stream **out, const stream_source *src, stream_rank_pl
   return AL_OK;
 }
 
+/* The growth of a counter that only grows; 0 if it ever went back, so nothing wraps. */
+static uint64_t counter_growth(uint64_t now, uint64_t *last) {
+  uint64_t d = now > *last ? now - *last : 0;
+  if (now > *last) *last = now;
+  return d;
+}
+
+/* Charges the remote counters' growth since the previous delivery to batch b (consumer
+ * thread only: at_delivery is not shared). */
+static void account_remote(al_stream *s, al_stream_batch *b) {
+  stream_remote_counts now;
+  b->fetched_bytes = b->requests = b->cache_hits = b->cache_misses = 0;
+  if (!stream_shard_table_remote_counts(s->shards, &now)) return;
+  stream_remote_counts *last = &s->at_delivery;
+  b->fetched_bytes = counter_growth(now.bytes_fetched, &last->bytes_fetched);
+  b->requests = counter_growth(now.requests, &last->requests);
+  b->cache_hits = counter_growth(now.cache_hits, &last->cache_hits);
+  b->cache_misses = counter_growth(now.cache_misses, &last->cache_misses);
+}
+
 int al_stream_next(al_stream *s, const al_stream_batch **out) {
   *out = NULL;
   pthread_mutex_lock(&s->mu);
@@ -1049,6 +1070,7 @@ int al_stream_next(al_stream *s, const al_stream_batch **out) {
     return rc;
   }
   slot *sl;
+  double stall = 0;
   for (;;) {
     sl = NULL;
     for (int i = 0; i < s->n_slots; i++)
@@ -1065,7 +1087,9 @@ int al_stream_next(al_stream *s, const al_stream_batch **out) {
     }
     double t0 = clock_now_s();
     pthread_cond_wait(&s->cv_ready, &s->mu);
-    s->stall_s += clock_now_s() - t0;
+    double waited = clock_now_s() - t0;
+    stall += waited;
+    s->stall_s += waited;
   }
   if (sl->status == AL_OK && sl->batch.n_skipped &&
       over_budget(s, s->st_skipped + sl->batch.n_skipped)) {
@@ -1094,6 +1118,8 @@ int al_stream_next(al_stream *s, const al_stream_batch **out) {
   s->st_bytes += sl->batch.data_bytes;
   s->st_skipped += sl->batch.n_skipped;
   pthread_mutex_unlock(&s->mu);
+  sl->batch.stall_seconds = stall;
+  account_remote(s, &sl->batch);
   *out = &sl->batch;
   return AL_OK;
 }

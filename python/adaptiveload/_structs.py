@@ -320,6 +320,11 @@ class StreamBatch(ctypes.Structure):
         ("patch", c_uint32 * 3),
         ("reserved3", c_uint32),
         ("group_tokens", c_uint64),
+        ("stall_seconds", c_double),
+        ("fetched_bytes", c_uint64),
+        ("requests", c_uint64),
+        ("cache_hits", c_uint64),
+        ("cache_misses", c_uint64),
     ]
 
 

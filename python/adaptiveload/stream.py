@@ -154,13 +154,25 @@ class PackedBatch:
         token_first, sample_tokens: int64 CPU tensors (n): each piece's first token in its
             sample and the sample's whole length (0 and the sample's tokens when whole).
         patch: (p_t, p_h, p_w) the latent is patchified with when sp_sharded, else None.
+        stall_seconds: float, the time the stream's next() waited for its readers before
+            returning this batch (0.0 when it was ready); in a DataLoader worker the worker's
+            wait, which the main process only sees when the worker falls behind.
+        fetched_bytes, requests, cache_hits, cache_misses: ints, for shards at URLs the growth
+            of the stream's counters (``stream_stats``) since its previous batch: what was
+            received while this batch was the next one (the readers fetch ahead), not the size
+            of its members; 0 for local shards. Their sum over a pass equals the stream's
+            bytes_fetched / requests / ... as of its last batch.
+        stream_stats: dict, the delivering stream's totals (:meth:`StreamDataset.stats`'s
+            keys) as of this batch, with ``worker``: the DataLoader worker whose stream it is
+            (0 without workers). How the main process learns a worker stream's totals.
     """
 
     __slots__ = ("data", "cu_seqlens", "offsets", "sizes", "keys", "samples", "shapes", "padded", "position",
                  "step", "micro", "n_micro", "last_in_step", "bucket", "step_samples", "step_tokens", "tokens",
                  "skipped", "resume_state", "members", "grid", "planned_tokens", "skipped_real_samples",
                  "skipped_real_tokens", "sp_degree", "sp_rank", "sp_ranks", "sp_sharded", "sp_token_range",
-                 "token_first", "sample_tokens", "patch", "sp_group_tokens")
+                 "token_first", "sample_tokens", "patch", "sp_group_tokens", "stall_seconds", "fetched_bytes",
+                 "requests", "cache_hits", "cache_misses", "stream_stats")
 
     def __len__(self):
         return len(self.keys)
@@ -281,6 +293,20 @@ def _state_dict(st):
     return {k: int(getattr(st, k)) for k in _STATE_FIELDS}
 
 
+_STATS_BOOLS = ("pinned", "device_copy")
+
+
+def _stream_stats(lib, h):
+    """al_stream_get_stats of stream ``h`` as a dict (StreamDataset.stats)."""
+    st = S.StreamStats()
+    _lib.check(lib.al_stream_get_stats(h, ctypes.byref(st)), "stream stats")
+    out = {}
+    for name, ct in S.StreamStats._fields_:
+        v = getattr(st, name)
+        out[name] = bool(v) if name in _STATS_BOOLS else float(v) if ct is ctypes.c_double else int(v)
+    return out
+
+
 def _state_struct(d):
     st = S.StreamState()
     for k in _STATE_FIELDS:
@@ -388,6 +414,8 @@ class StreamDataset(IterableDataset):
         self._loaded = None
         self._live = None  # (pid, worker, stream state) of the current pass
         self._held = {}  # name -> (pid, C object): the index, manifest and schedule of this process
+        self._stream = None  # (pid, C stream handle) of the pass running in this process
+        self._last_stats = {}  # stats() of the last pass that ended in this process
         if state is not None:
             self.load_state_dict(state)
 
@@ -415,7 +443,7 @@ class StreamDataset(IterableDataset):
 
     def __getstate__(self):
         d = dict(self.__dict__)
-        d["_held"], d["_live"] = {}, None  # C handles stay in their process
+        d["_held"], d["_live"], d["_stream"] = {}, None, None  # C handles stay in their process
         return d
 
     def _own(self, name, make):
@@ -442,6 +470,29 @@ class StreamDataset(IterableDataset):
         """BucketShape (width, height, frames, tokens) of bucket id ``batch.bucket``: the
         shape the batch's samples are to be resized/cropped to."""
         return self._schedule().buckets[bucket]
+
+    # -- statistics -------------------------------------------------------------
+
+    def stats(self):
+        """The totals of this process's stream (al_stream_stats) as a dict: during a pass the
+        running stream's, after it the last pass's ({} before any). Keys: batches, samples,
+        bytes (payload delivered), skipped, lacking, total_batches; stall_seconds (the time
+        next() waited for the readers, the sum of the batches' ``stall_seconds``) and
+        read_seconds (reader threads' busy time), floats; threads, buffers,
+        buffers_allocated, max_in_use, host_bytes, device_bytes, pinned and device_copy
+        (bools); for shards at URLs bytes_fetched, requests, cache_hits, cache_misses,
+        evicted_bytes (0 for local shards). Counters are the C library's 64-bit ones, as
+        Python ints.
+
+        With DataLoader workers each worker runs its own stream and this object in the main
+        process runs none: there stats() stays {}. The worker streams' totals reach the main
+        process with the batches: ``batch.stream_stats`` (that worker's totals as of the
+        batch, with its ``worker`` id; keep the latest per worker and add them up) and the
+        per-batch ``stall_seconds`` / ``fetched_bytes`` / ... (sum them per step)."""
+        live = self._stream
+        if live is not None and live[0] == os.getpid():
+            return _stream_stats(_lib.lib(), live[1])
+        return dict(self._last_stats)
 
     # -- checkpoints ----------------------------------------------------------
 
@@ -548,6 +599,7 @@ class StreamDataset(IterableDataset):
         if pin is None:
             pin = (not in_worker) and (not self.zero_copy) and torch.cuda.is_available()
         held = []
+        self._stream = (os.getpid(), h)
         try:
             st = S.StreamState()
             lib.al_stream_get_state(h, ctypes.byref(st))
@@ -560,6 +612,7 @@ class StreamDataset(IterableDataset):
                 _lib.check(status, "stream %s rank %s" % (self.manifest_path, "env" if rank < 0 else rank))
                 b = bp.contents
                 batch = self._convert(lib, b, in_worker, pin)
+                batch.stream_stats = dict(_stream_stats(lib, h), worker=worker)
                 lib.al_stream_get_state(h, ctypes.byref(st))
                 worker_state = _state_dict(st)
                 worker_state["worker"] = worker
@@ -576,6 +629,8 @@ class StreamDataset(IterableDataset):
         finally:
             for p in held:
                 self._release(lib, h, p)
+            self._last_stats = _stream_stats(lib, h)
+            self._stream = None
             lib.al_stream_close(h)
             self._live = None
             self._loaded = None  # a state applies to one pass
@@ -651,4 +706,9 @@ class StreamDataset(IterableDataset):
         out.sample_tokens = torch.tensor([b.sample_tokens[i] for i in range(n)], dtype=torch.int64)
         out.patch = tuple(int(p) for p in b.patch) if b.sp_sharded else None
         out.sp_group_tokens = int(b.group_tokens)
+        out.stall_seconds = float(b.stall_seconds)
+        out.fetched_bytes = int(b.fetched_bytes)
+        out.requests = int(b.requests)
+        out.cache_hits = int(b.cache_hits)
+        out.cache_misses = int(b.cache_misses)
         return out

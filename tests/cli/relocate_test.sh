@@ -19,7 +19,7 @@ mkdir -p "$T/local" && cp -r "$T/data/corpus" "$T/local/corpus" && mv "$T/data" 
 "$BIN" stream --index "$T/i.alidx" --manifest "$T/m.alm" --json --root "$T/data=$T/local" \
   >"$T/after" 2>"$T/err" || fail "stream --root: $(cat "$T/err")"
 grep -q "2 shard paths moved from $T/data to $T/local" "$T/err" || fail "message: $(cat "$T/err")"
-cmp -s <(grep -v seconds "$T/before") <(grep -v seconds "$T/after") || fail "the copy streamed other batches"
+cmp -s <(sed -e /seconds/d -e 's/,"cost":{[^}]*}//' "$T/before") <(sed -e /seconds/d -e 's/,"cost":{[^}]*}//' "$T/after") || fail "the copy streamed other batches"
 
 "$BIN" stream --index "$T/i.alidx" --manifest "$T/m.alm" --root "/nowhere=$T/local" \
   >/dev/null 2>"$T/err" && fail "a --root matching nothing was accepted"

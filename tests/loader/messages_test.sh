@@ -79,8 +79,8 @@ mkdir -p "$T/local" && cp -r "$T/data/corpus" "$T/local/corpus" && mv "$T/data" 
 "$BIN" stream --index "$T/rel.alidx" --manifest "$T/rel.alm" --json --root "$T/data=$T/local" \
   >"$T/after" 2>"$T/err"
 check "stream --root of the relocated corpus: exit 0" test $? = 0
-check "--root: the same batches" cmp -s <(grep -v seconds "$T/before") \
-  <(grep -v seconds "$T/after")
+check "--root: the same batches" cmp -s <(sed -e /seconds/d -e 's/,"cost":{[^}]*}//' "$T/before") \
+  <(sed -e /seconds/d -e 's/,"cost":{[^}]*}//' "$T/after")
 # A symlinked directory keeps its name (lexical, not the realpath).
 ln -s "$T/local" "$T/mnt"
 (cd "$T/mnt/corpus" && "$BIN" index -o "$T/ln.alidx" . 2>/dev/null)

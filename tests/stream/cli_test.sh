@@ -29,6 +29,52 @@ for r in 0 1; do
 done
 [ "$total" = 24 ] || fail "ranks together delivered $total real samples, not 24"
 
+# What each batch cost: the per-batch line and the JSON objects carry its stall and the bytes
+# fetched (0: local shards); --bench sums them per step, a step being the rank's K
+# micro-batches of one step (--micro-per-step K), a step cut by --max-batches counting too.
+expect_rc 0 "$BIN" stream --index "$T/i.alidx" --manifest "$T/m.alm" --rank 0
+grep -q '^step 0 micro 0/1 .* first [^ ]* stall_s [0-9]*\.[0-9]\{6\} fetched 0$' "$T/out" ||
+  fail "per-batch line lacks stall_s / fetched: $(head -1 "$T/out")"
+expect_rc 0 "$BIN" stream --index "$T/i.alidx" --manifest "$T/m.alm" --rank 0 --jsonl
+n=$(wc -l <"$T/out")
+[ "$(grep -c ',"cost":{"stall_s":[0-9.]*,"fetched_bytes":0,"requests":0,"cache_hits":0,"cache_misses":0}}$' "$T/out")" = "$n" ] ||
+  fail "--jsonl cost: $(head -1 "$T/out")"
+for k in 2 3; do
+  expect_rc 0 "$BIN" plan --index "$T/i.alidx" --world 2 --mem-tokens 20000 --micro-per-step $k -o "$T/k$k.alm"
+  for mb in "" 4; do
+    expect_rc 0 "$BIN" stream --index "$T/i.alidx" --manifest "$T/k$k.alm" --rank 1 --json
+    python3 - "$T/out" "$T/k$k.alm" "$k" "$mb" "$BIN" "$T/i.alidx" <<'PY' || fail "bench steps (K=$k, max-batches '$mb')"
+import json, subprocess, sys
+out, man, k, mb, bin_, idx = sys.argv[1:]
+k = int(k)
+lines = [json.loads(l) for l in open(out)]
+if mb:
+    lines = lines[: int(mb)]
+steps = {}
+for b in lines:
+    assert b["n_micro"] == k, b
+    assert b["cost"]["stall_s"] >= 0 and b["cost"]["fetched_bytes"] == 0, b
+    steps.setdefault(b["step"], 0)
+    steps[b["step"]] += 1
+want = len(steps)
+assert mb or all(v == k for v in steps.values()), steps
+cmd = [bin_, "stream", "--index", idx, "--manifest", man, "--rank", "1", "--bench", "--json"]
+if mb:
+    cmd += ["--max-batches", mb]
+r = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+assert r["batches"] == len(lines), (r["batches"], len(lines))
+assert r["steps"] == want, (r["steps"], want, k, mb)
+st = r["step_stall_seconds"]
+assert 0 <= st["median"] <= st["p95"] <= st["max"] <= r["stall_seconds"] + 1e-6, r
+assert 0 <= r["stall_fraction"] <= 1, r
+assert r["step_fetched_bytes"] == {"median": 0, "max": 0} and r["step_requests"] == {"median": 0, "max": 0}, r
+PY
+  done
+done
+expect_rc 0 "$BIN" stream --index "$T/i.alidx" --manifest "$T/k2.alm" --rank 0 --bench
+grep -q "^per step ([1-9][0-9]* steps): stall median [0-9.]* s  p95 [0-9.]* s  max [0-9.]* s  fetched median 0 B  max 0 B  requests median 0  max 0$" "$T/out" ||
+  fail "bench text per step: $(cat "$T/out")"
+
 # --compute-cost: each batch sleeps the cost model's time for it (reported as compute_seconds);
 # misuse is a usage error, a missing cost file an error naming it.
 expect_rc 0 "$BIN" fit --default -o "$T/def.cost"

@@ -22,7 +22,10 @@ def batches(path):
     with open(path, "rb") as f:
         data = f.read()
     lines = data.split(b"\n")
-    return [json.loads(line) for line in lines[:-1] if line]  # the last piece has no newline
+    out = [json.loads(line) for line in lines[:-1] if line]  # the last piece has no newline
+    for b in out:
+        b.pop("cost", None)  # the batch's stall and fetches: the run's, not what was delivered
+    return out
 
 
 def samples(b):

@@ -12,6 +12,7 @@ T=${TEST_TMPDIR:-$(mktemp -d)}/remote_cache
 rm -rf "$T" && mkdir -p "$T"
 fail() { echo "FAIL: $*" >&2; exit 1; }
 . "$(dirname "$(readlink -f "$0")")/../loader/remote_servers.sh"
+. "$(dirname "$(readlink -f "$0")")/remote_stream_steps.sh"
 
 "$BIN" synth --out "$T/synth" --samples 96 --shards 4 --seed 9 >/dev/null 2>&1 || fail synth
 # Each sample as a training shard holds it: KEY.json, KEY.mp4 (the source video, 200 kB: not
@@ -90,7 +91,7 @@ for r in 0 1; do
 done
 for r in 0 1; do wait "${pids[$r]}" || fail "SP rank $r: $(cat "$T/sp$r.err")"; done
 for r in 0 1; do
-  cmp -s "$T/local$r.jsonl" "$T/sp$r.jsonl" || fail "SP rank $r delivered other bytes than local"
+  same_delivery "$T/local$r.jsonl" "$T/sp$r.jsonl" || fail "SP rank $r delivered other bytes than local"
 done
 misses=0
 for r in 0 1; do

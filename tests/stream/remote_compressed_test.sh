@@ -34,7 +34,7 @@ for m in latent,json json; do
   "${S[@]}" --members $m --jsonl >"$T/local.$m.jsonl" 2>"$T/err" || fail "local: $(cat "$T/err")"
   [ -s "$T/local.$m.jsonl" ] || fail "no batch streamed"
 done
-cmp -s "$T/local.latent,json.jsonl" "$T/local.json.jsonl" && fail "--members json changed nothing"
+same_delivery "$T/local.latent,json.jsonl" "$T/local.json.jsonl" && fail "--members json changed nothing"
 
 start_nginx "$T/www"
 URL="http://127.0.0.1:$NGINX_PORT/corpus"
@@ -44,7 +44,7 @@ R=(--root "$T/www/corpus=$URL")
 for m in latent,json json; do
   TMPDIR=$T/tmp "${S[@]}" "${R[@]}" --members $m --jsonl >"$T/nginx.jsonl" 2>"$T/err" ||
     fail "nginx --members $m: $(cat "$T/err")"
-  cmp -s "$T/local.$m.jsonl" "$T/nginx.jsonl" || fail "nginx --members $m: other bytes than local disk"
+  same_delivery "$T/local.$m.jsonl" "$T/nginx.jsonl" || fail "nginx --members $m: other bytes than local disk"
 done
 [ -z "$(ls -A "$T/tmp")" ] || fail "left in TMPDIR: $(ls -A "$T/tmp")"
 TMPDIR=$T/tmp "${S[@]}" "${R[@]}" --bench --json >"$T/nocache.json" 2>"$T/err" ||
@@ -70,7 +70,7 @@ got=$(field "$T/cold.json" bytes_fetched) want=$(size_sum "$T"/cache/e-*)
 for m in latent,json json; do
   "${S[@]}" "${R[@]}" "${C[@]}" --members $m --jsonl >"$T/warm.jsonl" 2>"$T/err" ||
     fail "warm: $(cat "$T/err")"
-  cmp -s "$T/local.$m.jsonl" "$T/warm.jsonl" || fail "warm --members $m: other bytes"
+  same_delivery "$T/local.$m.jsonl" "$T/warm.jsonl" || fail "warm --members $m: other bytes"
   grep -q "remote fetched 0 bytes .*cache hits [1-9][0-9]* misses 0 " "$T/err" ||
     fail "warm epoch fetched: $(cat "$T/err")"
   req=$(sed -n 's/.* in \([0-9]*\) requests.*/\1/p' "$T/err")
@@ -98,17 +98,17 @@ PY
 lim=$(( $(stat -c %s "$T"/www/corpus/*.tar.gz) + 1000 ))
 TMPDIR=$T/tmp "${S[@]}" "${R[@]}" --cache-dir "$T/small" --cache-bytes "$lim" --members latent,json \
   --jsonl >"$T/small.jsonl" 2>"$T/err" || fail "small cache: $(cat "$T/err")"
-cmp -s "$T/local.latent,json.jsonl" "$T/small.jsonl" || fail "small cache: other bytes"
+same_delivery "$T/local.latent,json.jsonl" "$T/small.jsonl" || fail "small cache: other bytes"
 used=$(size_sum "$T"/small/e-*)
 [ "$used" -le "$lim" ] || fail "cache holds $used bytes, limit $lim"
 [ -z "$(ls -A "$T/tmp")" ] || fail "small cache: left in TMPDIR: $(ls -A "$T/tmp")"
 
 # Two ranks' processes at once on one cache folder: each shard downloaded once in all.
 stream_two_ranks "$T/shared" "${R[@]}" --members latent,json --jsonl
-cmp -s "$T/local.latent,json.jsonl" "$T/shared0.jsonl" || fail "shared cache: rank 0 other bytes"
+same_delivery "$T/local.latent,json.jsonl" "$T/shared0.jsonl" || fail "shared cache: rank 0 other bytes"
 "$BIN" stream --index "$T/i.alidx" --manifest "$T/m.alm" --rank 1 --threads 2 \
   --members latent,json --jsonl >"$T/local1.jsonl" 2>/dev/null || fail "local rank 1"
-cmp -s "$T/local1.jsonl" "$T/shared1.jsonl" || fail "shared cache: rank 1 other bytes"
+same_delivery "$T/local1.jsonl" "$T/shared1.jsonl" || fail "shared cache: rank 1 other bytes"
 total=$(( $(misses "$T/shared0.err") + $(misses "$T/shared1.err") ))
 n=$(ls "$T"/shared/e-* | wc -l)
 [ "$total" = "$n" ] || fail "two processes downloaded $total shards for $n cache entries"
@@ -131,7 +131,7 @@ s3_put "$T"/www/corpus/*
 for c in "" "--cache-dir $T/s3cache"; do
   TMPDIR=$T/tmp "${S[@]}" --root "$T/www/corpus=s3://bkt/corpus" $c --members latent,json --jsonl \
     >"$T/s3.jsonl" 2>"$T/err" || fail "s3rver $c: $(cat "$T/err")"
-  cmp -s "$T/local.latent,json.jsonl" "$T/s3.jsonl" || fail "s3rver $c: other bytes than local disk"
+  same_delivery "$T/local.latent,json.jsonl" "$T/s3.jsonl" || fail "s3rver $c: other bytes than local disk"
 done
 unset AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_REGION AWS_ENDPOINT_URL
 
@@ -160,7 +160,7 @@ url_index direct
 U=("$BIN" stream --index "$T/u.alidx" --manifest "$T/u.alm" --rank 0 --threads 2)
 TMPDIR=$T/tmp "${U[@]}" --members latent,json --jsonl >"$T/url.jsonl" 2>"$T/err" ||
   fail "URL index: $(cat "$T/err")"
-cmp -s <(grep -v seconds "$T/local.latent,json.jsonl") <(grep -v seconds "$T/url.jsonl") ||
+same_delivery "$T/local.latent,json.jsonl" "$T/url.jsonl" ||
   fail "the URL index streamed other bytes than local disk"
 sleep 1.1 # nginx's ETag is the mtime (seconds) and the size
 f=$(ls "$T"/www/direct/*.tar.gz)

@@ -12,6 +12,11 @@
 #                                 preloaded); says why and runs nothing when LIB is "", a TSan
 #                                 build (Python cannot load one: the runtime must start the
 #                                 process; the C steps ran under it) or torch is missing
+#   same_delivery A B             whether two --jsonl files delivered the same: equal lines
+#                                 once each batch's "cost" (its stall and fetches, which differ
+#                                 from run to run and between local and remote shards) is left out
+
+same_delivery() { cmp -s <(sed 's/,"cost":{[^}]*}//' "$1") <(sed 's/,"cost":{[^}]*}//' "$2"); }
 
 stream_two_ranks() {
   local dir=$1 r pids=()

@@ -24,8 +24,13 @@ URL="http://127.0.0.1:$NGINX_PORT/corpus"
 R=(--root "$T/www/corpus=$URL")
 "${S[@]}" "${R[@]}" --members latent,json --jsonl >"$T/nginx.jsonl" 2>"$T/err" ||
   fail "nginx: $(cat "$T/err")"
-cmp -s "$T/local.jsonl" "$T/nginx.jsonl" || fail "nginx delivered other bytes than local disk"
+same_delivery "$T/local.jsonl" "$T/nginx.jsonl" || fail "nginx delivered other bytes than local disk"
 grep -q "remote fetched" "$T/err" || fail "no remote counters: $(cat "$T/err")"
+# The batches' fetched bytes add up to the stream's (no cache: readers fetch on demand, so
+# nothing is fetched after the last delivery).
+sum=$(python3 -c "import json,sys; print(sum(json.loads(l)['cost']['fetched_bytes'] for l in open(sys.argv[1])))" "$T/nginx.jsonl")
+[ "$sum" -gt 0 ] && grep -q "remote fetched $sum bytes" "$T/err" ||
+  fail "per-batch fetched bytes add up to $sum: $(cat "$T/err")"
 
 # --members latent: bytes fetched within 1.05x the bytes those members hold (+ HEADs: 0 body).
 field() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$1" "$2"; }
@@ -41,7 +46,7 @@ C=(--cache-dir "$T/cache" --cache-bytes 100000000)
   fail "cold: $(cat "$T/err")"
 "${S[@]}" "${R[@]}" "${C[@]}" --members latent,json --jsonl >"$T/warm.jsonl" 2>"$T/err" ||
   fail "warm: $(cat "$T/err")"
-cmp -s "$T/local.jsonl" "$T/warm.jsonl" || fail "the cache delivered other bytes"
+same_delivery "$T/local.jsonl" "$T/warm.jsonl" || fail "the cache delivered other bytes"
 grep -q "cache hits [1-9][0-9]* misses 0 " "$T/err" || fail "warm epoch fetched: $(cat "$T/err")"
 # Warm: only the pins (one HEAD per shard) go to the server.
 req=$(sed -n 's/.* in \([0-9]*\) requests.*/\1/p' "$T/err")
@@ -55,7 +60,7 @@ lim=$((want / 3))
 "${S[@]}" "${R[@]}" --cache-dir "$T/small" --cache-bytes "$lim" --members latent --jsonl \
   >"$T/small.jsonl" 2>"$T/err" || fail "small cache: $(cat "$T/err")"
 "${S[@]}" --members latent --jsonl >"$T/local_lat.jsonl" 2>/dev/null
-cmp -s "$T/local_lat.jsonl" "$T/small.jsonl" || fail "small cache: other bytes"
+same_delivery "$T/local_lat.jsonl" "$T/small.jsonl" || fail "small cache: other bytes"
 used=$(du -b --apparent-size -c "$T"/small/e-* 2>/dev/null | tail -1 | cut -f1)
 [ "$used" -le "$lim" ] || fail "cache holds $used bytes, limit $lim"
 grep -q "evicted [1-9]" "$T/err" || fail "nothing evicted: $(cat "$T/err")"
@@ -66,7 +71,7 @@ m=$(sed -n 's/.*misses \([0-9]*\).*/\1/p' "$T/err")
 
 # Two ranks' processes at once on one cache folder: each member fetched once in all.
 stream_two_ranks "$T/shared" "${R[@]}" --members latent,json --jsonl
-cmp -s "$T/local.jsonl" "$T/shared0.jsonl" || fail "shared cache: rank 0 other bytes"
+same_delivery "$T/local.jsonl" "$T/shared0.jsonl" || fail "shared cache: rank 0 other bytes"
 # Every entry was fetched by one process only: the misses of both add up to the entries.
 misses=0
 for r in 0 1; do
@@ -90,6 +95,23 @@ def run(**kw):
 local = run()
 remote = run(root={t + "/www/corpus": url}, cache_dir=t + "/pycache", cache_bytes=50_000_000)
 assert local and local == remote, "remote batches differ from local ones"
+# Per-batch fetches add up to the stream's totals: without a cache (readers fetch on demand)
+# and with one (fetch-ahead threads too); local shards fetch nothing.
+ds = StreamDataset(t + "/i.alidx", t + "/m.alm", rank=0, world_size=2)
+assert all(b.fetched_bytes == 0 and b.requests == 0 for b in ds) and ds.stats()["bytes_fetched"] == 0
+for kw in ({}, {"cache_dir": t + "/pystats", "cache_bytes": 50_000_000}):
+    ds = StreamDataset(t + "/i.alidx", t + "/m.alm", rank=0, world_size=2, root={t + "/www/corpus": url}, **kw)
+    bs = list(ds)
+    last = bs[-1].stream_stats
+    for k, f in (("bytes_fetched", "fetched_bytes"), ("requests", "requests"), ("cache_hits", "cache_hits"),
+                 ("cache_misses", "cache_misses")):
+        total = sum(getattr(b, f) for b in bs)
+        assert total == last[k], (kw, k, total, last[k])
+    assert last["bytes_fetched"] > 0 and last["requests"] > 0, last
+    st = ds.stats()
+    assert st["bytes_fetched"] >= last["bytes_fetched"] and st["batches"] == len(bs), (st, last)
+    if not kw:  # readers only: nothing is fetched after the last delivery
+        assert st["bytes_fetched"] == last["bytes_fetched"], (st, last)
 for bad in (-2, 1.5, "4"):
     try:
         StreamDataset(t + "/i.alidx", t + "/m.alm", rank=0, world_size=2, fetch_parallel=bad)
@@ -104,7 +126,7 @@ start_s3rver bkt
 s3_put "$T"/www/corpus/*.tar
 "${S[@]}" --root "$T/www/corpus=s3://bkt/corpus" --members latent,json --jsonl \
   >"$T/s3.jsonl" 2>"$T/err" || fail "s3rver: $(cat "$T/err")"
-cmp -s "$T/local.jsonl" "$T/s3.jsonl" || fail "s3rver delivered other bytes than local disk"
+same_delivery "$T/local.jsonl" "$T/s3.jsonl" || fail "s3rver delivered other bytes than local disk"
 
 # A changed object (other size) is an error naming its URL.
 mkdir -p "$T/www2" && cp -r "$T/www/corpus" "$T/www2/" && shard=$(ls "$T"/www2/corpus/*.tar | head -1)
@@ -121,7 +143,7 @@ mkdir -p "$T/www/direct" && cp "$T"/www/corpus/*.tar "$T/www/direct/"
 url_index direct
 U=("$BIN" stream --index "$T/u.alidx" --manifest "$T/u.alm" --rank 0 --threads 2)
 "${U[@]}" --members latent,json --jsonl >"$T/url.jsonl" 2>"$T/err" || fail "URL index: $(cat "$T/err")"
-cmp -s <(grep -v seconds "$T/local.jsonl") <(grep -v seconds "$T/url.jsonl") ||
+same_delivery "$T/local.jsonl" "$T/url.jsonl" ||
   fail "the URL index streamed other bytes than local disk"
 sleep 1.1 # nginx's ETag is the mtime (seconds) and the size
 shard=$(ls "$T"/www/direct/*.tar | head -1)

@@ -7,9 +7,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <numeric>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/stream/stream_fixtures.h"
@@ -537,6 +541,100 @@ TEST(StreamCore, ChangedMtimeIsDetected) {
     }
     al_stream_close(s);
   }
+}
+
+// A source whose reader stops at one sample's job until the test opens the gate: the
+// readers' progress is known exactly, without timing.
+struct GateSource {
+  stream_source inner;
+  uint64_t gated_sample;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool reached = false, open = false;
+};
+int GateShard(void *ctx, uint32_t id, stream_source_shard *out) {
+  auto *g = static_cast<GateSource *>(ctx);
+  return g->inner.shard(g->inner.ctx, id, out);
+}
+int GateVerify(void *ctx, uint32_t id, int fd) {
+  auto *g = static_cast<GateSource *>(ctx);
+  return g->inner.verify ? g->inner.verify(g->inner.ctx, id, fd) : AL_ENOTFOUND;
+}
+int GateJob(void *ctx, uint64_t sample, const char *ext, stream_source_job *job) {
+  auto *g = static_cast<GateSource *>(ctx);
+  if (sample == g->gated_sample) {
+    std::unique_lock<std::mutex> lk(g->mu);
+    g->reached = true;
+    g->cv.notify_all();
+    g->cv.wait(lk, [g] { return g->open; });
+  }
+  return g->inner.job(g->inner.ctx, sample, ext, job);
+}
+
+// Per-batch stall: 0 for a batch that was ready when next() was called (the one reader had
+// moved on to a later batch), > 0 for one the reader was still filling; the batches' stalls
+// add up to the stream's; local shards fetch nothing.
+TEST(StreamCore, BatchStallIsTheWaitOfItsNext) {
+  Corpus c;
+  c.Build("stall", 12, 2);
+  stream_rank_plan ref = MakePlan(InOrder(12), {3, 3, 3, 3}, 2);
+  GateSource g;
+  stream_index_source(c.idx, &g.inner);
+  g.gated_sample = ref.samples[ref.batches[2].first].sample; // the first sample of batch 2
+  stream_source src = g.inner;
+  src.ctx = &g;
+  src.shard = GateShard;
+  src.job = GateJob;
+  src.verify = GateVerify;
+  al_stream_options o = Options(1, 4);
+  al_stream *s = OpenSource(&src, Copy(ref), &o);
+  ASSERT_NE(s, nullptr);
+  {
+    // One reader fills in order: at batch 2's first sample, batches 0 and 1 are ready.
+    std::unique_lock<std::mutex> lk(g.mu);
+    g.cv.wait(lk, [&g] { return g.reached; });
+  }
+  const al_stream_batch *b;
+  double sum = 0;
+  for (uint64_t k = 0; k < 2; k++) {
+    ASSERT_EQ(al_stream_next(s, &b), AL_OK) << al_last_error();
+    EXPECT_EQ(b->position, k);
+    EXPECT_EQ(b->stall_seconds, 0.0) << "batch " << k << " was ready";
+    sum += b->stall_seconds;
+    ASSERT_EQ(al_stream_release(s, b), AL_OK);
+  }
+  // Batch 2 waits at the gate until the opener below runs: next() must wait for it.
+  std::thread opener([&g] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::lock_guard<std::mutex> lk(g.mu);
+    g.open = true;
+    g.cv.notify_all();
+  });
+  auto t0 = std::chrono::steady_clock::now();
+  int st = al_stream_next(s, &b);
+  double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  opener.join();
+  ASSERT_EQ(st, AL_OK) << al_last_error();
+  EXPECT_EQ(b->position, 2u);
+  EXPECT_GT(b->stall_seconds, 0.0);
+  EXPECT_LE(b->stall_seconds, took);
+  sum += b->stall_seconds;
+  EXPECT_EQ(b->fetched_bytes, 0u);
+  EXPECT_EQ(b->requests, 0u);
+  EXPECT_EQ(b->cache_hits, 0u);
+  EXPECT_EQ(b->cache_misses, 0u);
+  ASSERT_EQ(al_stream_release(s, b), AL_OK);
+  ASSERT_EQ(al_stream_next(s, &b), AL_OK) << al_last_error();
+  EXPECT_GE(b->stall_seconds, 0.0);
+  sum += b->stall_seconds;
+  ASSERT_EQ(al_stream_release(s, b), AL_OK);
+  EXPECT_EQ(al_stream_next(s, &b), AL_EOF);
+  al_stream_stats stats;
+  ASSERT_EQ(al_stream_get_stats(s, &stats), AL_OK);
+  EXPECT_NEAR(stats.stall_seconds, sum, 1e-9);
+  EXPECT_EQ(stats.bytes_fetched, 0u);
+  al_stream_close(s);
+  stream_rank_plan_free(&ref);
 }
 
 TEST(StreamCore, CorruptLZ4AndMissingMemberNameTheKey) {

@@ -213,6 +213,47 @@ class StreamDatasetTest(unittest.TestCase):
             rest = list(DataLoader(ds2, batch_size=None, num_workers=workers))
             self.assertEqual([b.position for b in rest], list(range(k + 1, len(ref))))
 
+    def test_batch_costs_and_stats_local(self):
+        ds = StreamDataset(C.index, C.manifest, rank=0, world_size=2, threads=1, prefetch=2)
+        self.assertEqual(ds.stats(), {})
+        it = iter(ds)
+        first = next(it)
+        live = ds.stats()  # the running stream's totals
+        self.assertEqual(live["batches"], 1)
+        for k in ("batches", "samples", "bytes", "stall_seconds", "total_batches"):
+            self.assertEqual(live[k], first.stream_stats[k], k)  # nothing delivered in between
+        self.assertEqual(set(live), set(first.stream_stats) - {"worker"})
+        batches = [first] + list(it)
+        st = ds.stats()  # after the pass: its final totals
+        self.assertEqual(st["batches"], len(batches))
+        self.assertEqual(st["total_batches"], len(batches))
+        self.assertEqual(st["samples"], sum(len(b) for b in batches))
+        for k in ("bytes_fetched", "requests", "cache_hits", "cache_misses", "evicted_bytes"):
+            self.assertEqual(st[k], 0, k)
+        self.assertIsInstance(st["stall_seconds"], float)
+        self.assertIsInstance(st["pinned"], bool)
+        for b in batches:
+            self.assertIsInstance(b.stall_seconds, float)
+            self.assertGreaterEqual(b.stall_seconds, 0.0)
+            self.assertEqual((b.fetched_bytes, b.requests, b.cache_hits, b.cache_misses), (0, 0, 0, 0))
+            self.assertEqual(b.stream_stats["worker"], 0)
+            self.assertEqual(b.stream_stats["batches"], b.position + 1)
+        self.assertAlmostEqual(sum(b.stall_seconds for b in batches), st["stall_seconds"], places=9)
+        self.assertEqual(batches[-1].stream_stats["stall_seconds"], st["stall_seconds"])
+
+    def test_worker_streams_report_through_their_batches(self):
+        ds = StreamDataset(C.index, C.manifest, rank=1, world_size=2, threads=1)
+        got = list(DataLoader(ds, batch_size=None, num_workers=2))
+        self.assertEqual(ds.stats(), {})  # the main process ran no stream
+        last = {}
+        for b in got:
+            last[b.stream_stats["worker"]] = b.stream_stats
+        self.assertEqual(sorted(last), [0, 1])
+        self.assertEqual(sum(v["batches"] for v in last.values()), len(got))
+        for w, v in last.items():
+            stall = sum(b.stall_seconds for b in got if b.stream_stats["worker"] == w)
+            self.assertAlmostEqual(stall, v["stall_seconds"], places=9)
+
     @unittest.skipUnless(torch.cuda.is_available(), "no CUDA device: workers forked after CUDA's init need one")
     def test_dataloader_workers_after_cuda_is_initialised(self):
         # A training process has CUDA initialised before its DataLoader forks workers; a forked
