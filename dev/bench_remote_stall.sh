@@ -82,6 +82,12 @@ req = sum(d["requests"] for d in rs)
 print(f"{label:28s} stall {100 * max(stall):6.2f}% worst rank, {100 * sum(d['stall_seconds'] for d in rs) / sum(d['seconds'] for d in rs):6.2f}% node;"
       f" {sum(d['seconds'] for d in rs) / ranks:6.1f} s/rank, {sum(d['bytes'] for d in rs) / 1e6:7.1f} MB delivered,"
       f" {sum(d['tokens'] for d in rs) / max(d['seconds'] for d in rs):9.0f} tokens/s node")
+st = [d["step_stall_seconds"] for d in rs]
+steps = [d["steps"] for d in rs]
+print(f"{'':28s} per step (worst rank): stall median {1e3 * max(x['median'] for x in st):.1f} ms,"
+      f" p95 {1e3 * max(x['p95'] for x in st):.1f} ms, max {1e3 * max(x['max'] for x in st):.1f} ms"
+      f" over {min(steps)}-{max(steps)} steps of {sum(d['seconds'] for d in rs) / sum(steps):.3f} s;"
+      f" stall outside each rank's worst step {100 * max((d['stall_seconds'] - x['max']) / d['seconds'] for d, x in zip(rs, st)):.2f}%")
 if req:
     print(f"{'':28s} fetched {fetched / 1e6:7.1f} MB = {fetched / want:.3f}x the members' bytes"
           f" (whole shards: {corpus / 1e6:.1f} MB = {corpus / want:.3f}x), {req} requests"
