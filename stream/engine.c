@@ -1020,8 +1020,9 @@ int stream_open_source(al_stream **out, const stream_source *src, stream_rank_pl
   if (rc == AL_OK) rc = open_pool(s, &o);
   if (rc == AL_OK) rc = stream_shard_table_new(&s->shards, &s->src);
   if (rc == AL_OK) rc = stream_shard_table_set_cache(s->shards, o.cache_dir, o.cache_bytes);
-  if (rc == AL_OK) rc = start_readers(s, &o);
+  /* The prefetcher first: the readers publish their progress into its `begun`. */
   if (rc == AL_OK) rc = start_prefetch(s, &o);
+  if (rc == AL_OK) rc = start_readers(s, &o);
   if (rc != AL_OK) {
     al_stream_close(s);
     return rc;

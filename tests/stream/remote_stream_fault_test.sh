@@ -110,7 +110,7 @@ kinds=(
   "throttle throttle_every=30&retry_after=1"
   "reset reset_every=3"
   "truncate truncate_every=3"
-  "mix latency_ms=2&fail_every=7&throttle_every=80&retry_after=1&reset_every=5&truncate_every=4&bandwidth=300000000"
+  "mix latency_ms=2&fail_every=7&throttle_every=41&retry_after=1&reset_every=5&truncate_every=4&bandwidth=300000000"
 )
 i=0
 for server in nginx s3; do
