@@ -225,6 +225,10 @@ typedef struct al_stream_options {
    * the coming micro-batches into the cache in plan order, ahead of the readers, holding at
    * most half of cache_bytes ahead of the consumer. 0 = 4, -1 = none. */
   int fetch_parallel;
+  /* Added at the end: shards at URLs: how long a request keeps retrying (backoff, Retry-After)
+   * after its last progress before the read fails naming the URL, in seconds; 0 =
+   * ADAPTIVELOAD_REMOTE_TIMEOUT_S when set, else 60. Else in [0.1, 86400] (AL_EINVAL). */
+  double remote_timeout_s;
 } al_stream_options;
 
 /* Token shards (sp_shard 1). A micro-batch of a group of degree d is the packed sequence of

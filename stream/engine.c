@@ -850,6 +850,9 @@ static int check_options(const al_stream_options *o) {
     return al_set_error(AL_EINVAL, "align must be a power of two >= 8, got %zu", align);
   if (o->sp_shard != 0 && o->sp_shard != 1)
     return al_set_error(AL_EINVAL, "sp_shard must be 0 or 1, got %d", o->sp_shard);
+  if (o->remote_timeout_s != 0 && !(o->remote_timeout_s >= 0.1 && o->remote_timeout_s <= 86400))
+    return al_set_error(AL_EINVAL, "remote_timeout_s must be in [0.1, 86400] (0 = default), got %g",
+                        o->remote_timeout_s);
   if (!(o->max_skip_fraction >= 0 && o->max_skip_fraction <= 1))
     return al_set_error(AL_EINVAL, "max_skip_fraction must be in [0, 1] (0 = %g), got %g",
                         AL_STREAM_MAX_SKIP_DEFAULT, o->max_skip_fraction);
@@ -1020,6 +1023,7 @@ int stream_open_source(al_stream **out, const stream_source *src, stream_rank_pl
   if (rc == AL_OK) rc = open_pool(s, &o);
   if (rc == AL_OK) rc = stream_shard_table_new(&s->shards, &s->src);
   if (rc == AL_OK) rc = stream_shard_table_set_cache(s->shards, o.cache_dir, o.cache_bytes);
+  if (rc == AL_OK) stream_shard_table_set_timeout(s->shards, o.remote_timeout_s);
   /* The prefetcher first: the readers publish their progress into its `begun`. */
   if (rc == AL_OK) rc = start_prefetch(s, &o);
   if (rc == AL_OK) rc = start_readers(s, &o);

@@ -74,7 +74,12 @@ struct stream_shard_table {
   int cancelled;
   char *cache_dir;
   uint64_t cache_bytes;
+  double timeout_s; /* remote retry budget (0: the environment's, else the default) */
 };
+
+void stream_shard_table_set_timeout(stream_shard_table *t, double seconds) {
+  t->timeout_s = seconds;
+}
 
 int stream_shard_table_set_cache(stream_shard_table *t, const char *dir, uint64_t bytes) {
   free(t->cache_dir);
@@ -165,7 +170,7 @@ static int remote_shard_open(stream_shard_table *t, uint32_t id, shard_slot *s) 
   int rc = AL_OK;
   if (!t->remote) {
     stream_remote *r = NULL;
-    rc = stream_remote_new(&r, t->n, t->cache_dir, t->cache_bytes);
+    rc = stream_remote_new(&r, t->n, t->cache_dir, t->cache_bytes, t->timeout_s);
     pthread_mutex_lock(&t->cancel_mu);
     t->remote = r;
     if (r && t->cancelled) stream_remote_cancel(r);

@@ -47,7 +47,7 @@ static double env_seconds(const char *name) {
 }
 
 int stream_remote_new(stream_remote **out, size_t n_shards, const char *cache_dir,
-                      uint64_t cache_bytes) {
+                      uint64_t cache_bytes, double timeout_s) {
   *out = NULL;
   stream_remote *r = calloc(1, sizeof *r);
   if (!r || !(r->pins = calloc(n_shards ? n_shards : 1, sizeof *r->pins))) {
@@ -57,7 +57,7 @@ int stream_remote_new(stream_remote **out, size_t n_shards, const char *cache_di
   r->n = n_shards;
   pthread_mutex_init(&r->mu, NULL);
   remote_opts o = {0};
-  o.total_timeout_s = env_seconds("ADAPTIVELOAD_REMOTE_TIMEOUT_S");
+  o.total_timeout_s = timeout_s > 0 ? timeout_s : env_seconds("ADAPTIVELOAD_REMOTE_TIMEOUT_S");
   char err[1024];
   int rc = AL_OK;
   if (remote_client_open(&o, &r->client, err, sizeof err) != 0)

@@ -251,6 +251,7 @@ class StreamOptions(ctypes.Structure):
         ("cache_dir", c_char_p),
         ("cache_bytes", c_uint64),
         ("fetch_parallel", c_int),
+        ("remote_timeout_s", c_double),
     ]
 
 

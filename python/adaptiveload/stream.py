@@ -354,12 +354,15 @@ class StreamDataset(IterableDataset):
             within cache_bytes over all processes using it (0 = 1 GiB); None = no cache.
         fetch_parallel: with cache_dir, threads fetching the coming batches' members into the
             cache in plan order (0 = 4, -1 = none).
+        remote_timeout: shards at URLs: seconds a request keeps retrying after its last
+            progress before the sample fails naming the URL (None = ADAPTIVELOAD_REMOTE_TIMEOUT_S,
+            else 60; otherwise a number in [0.1, 86400], else ValueError).
     """
 
     def __init__(self, index, manifest, rank=None, world_size=None, ext=None, threads=None, prefetch=4,
                  on_error="fail", device=None, zero_copy=False, keep=1, pin_memory=None, state=None, members=None,
                  max_member_bytes=0, root=None, max_sample_bytes=0, max_skip_fraction=0, sp_shard=False,
-                 cache_dir=None, cache_bytes=0, fetch_parallel=0):
+                 cache_dir=None, cache_bytes=0, fetch_parallel=0, remote_timeout=None):
         super().__init__()
         if not isinstance(on_error, str) or on_error not in _ON_ERROR:
             raise ValueError("on_error must be 'fail' or 'skip', not %r" % (on_error,))
@@ -399,6 +402,8 @@ class StreamDataset(IterableDataset):
         if fetch_parallel != -1:
             whole("fetch_parallel", 0 if fetch_parallel is None else fetch_parallel, 0, 256)
         self.fetch_parallel = int(fetch_parallel or 0)
+        self.remote_timeout = 0.0 if remote_timeout is None else finite("remote_timeout", remote_timeout,
+                                                                        0.1, 86400)
         self.threads = threads
         self.prefetch = prefetch
         self.on_error = on_error
@@ -545,6 +550,7 @@ class StreamDataset(IterableDataset):
         o.cache_dir = self.cache_dir.encode() if self.cache_dir else None
         o.cache_bytes = self.cache_bytes
         o.fetch_parallel = self.fetch_parallel
+        o.remote_timeout_s = self.remote_timeout
         o.on_error = _ON_ERROR[self.on_error]
         o.sp_shard = 1 if self.sp_shard else 0
         o.world = int(self.world_size or 0)

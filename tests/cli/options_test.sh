@@ -92,6 +92,6 @@ check_help inspect --json --jsonl --svg --rejected --compare --top
 check_help stream --index --manifest --rank --threads --prefetch --max-batches --ext --members \
   --root --max-sample-bytes --max-member-bytes --on-error --max-skip-fraction --bench --device \
   --compute-ms --compute-cost --no-pinned --json --jsonl --sp-shard --cache-dir --cache-bytes \
-  --fetch-parallel --no-fetch-ahead
+  --fetch-parallel --no-fetch-ahead --remote-timeout
 check_help demo --out --samples --shards --world --seed --batches
 echo "options_test: OK"

@@ -101,4 +101,19 @@ for r in 0 1; do
 done
 [ "$misses" = "$N_MEMBERS" ] || fail "SP group: $misses members fetched over both ranks, $N_MEMBERS distinct"
 echo "SP = 2 group on one cache folder: $misses fetches for $N_MEMBERS members, both ranks equal to local"
+# --remote-timeout bounds a server that does not answer: a port nobody listens on fails the
+# stream within the budget (the default, 60 s, would not), naming the URL.
+DEAD=$(free_port)
+t0=$(date +%s.%N)
+"$BIN" stream --index "$T/i.alidx" --manifest "$T/m.alm" --rank 0 --members latent,txt \
+  --root "$T/www/corpus=http://127.0.0.1:$DEAD/corpus" --remote-timeout 1 >/dev/null 2>"$T/dead.err"
+rc=$?
+secs=$(/usr/bin/python3 -c "import sys; print(float(sys.argv[2]) - float(sys.argv[1]))" "$t0" "$(date +%s.%N)")
+[ $rc = 1 ] || fail "a dead server: exit $rc, wanted 1: $(cat "$T/dead.err")"
+grep -q "127.0.0.1:$DEAD/corpus" "$T/dead.err" || fail "the dead server's URL is not named: $(cat "$T/dead.err")"
+/usr/bin/python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) < 10 else 1)" "$secs" ||
+  fail "--remote-timeout 1: the stream took $secs s to fail"
+"$BIN" stream --index "$T/i.alidx" --manifest "$T/m.alm" --rank 0 --remote-timeout 0.01 \
+  >/dev/null 2>"$T/err" && fail "--remote-timeout 0.01 accepted"
+echo "a dead server with --remote-timeout 1: failed in $secs s naming the URL"
 echo "remote_cache_test: OK"

@@ -118,6 +118,13 @@ for bad in (-2, 1.5, "4"):
     except (TypeError, ValueError):
         continue
     raise AssertionError("fetch_parallel=%r accepted" % (bad,))
+for bad in (-1, 0, 0.05, 1e9, float("nan"), "x"):
+    try:
+        StreamDataset(t + "/i.alidx", t + "/m.alm", rank=0, world_size=2, remote_timeout=bad)
+    except (TypeError, ValueError) as e:
+        assert "remote_timeout" in str(e), e
+        continue
+    raise AssertionError("remote_timeout=%r accepted" % (bad,))
 print("python ok")
 PY
 
