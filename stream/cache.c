@@ -84,6 +84,15 @@ static uint64_t entry_hash(const char *url, const char *etag, uint64_t size, uin
   return fnv(h, &len, sizeof len);
 }
 
+/* An entry's file name (ENTRY_PREFIX and its hash) and path in the folder. */
+static void entry_name(const stream_cache *c, uint64_t h, char name[64], char *path, size_t cap) {
+  snprintf(name, 64, ENTRY_PREFIX "%016" PRIx64, h);
+  snprintf(path, cap, "%s/%s", c->dir, name);
+}
+
+/* An entry's byte of the lock file: byte 0 is the folder's lock, entries lock 1 .. 2^40. */
+static uint64_t entry_lock_at(uint64_t h) { return 1 + (h & ((1ull << 40) - 1)); }
+
 /* The eviction order is the entries' mtime (seconds), lowest first (cache_internal.h): */
 #define STEP_SPAN (1u << 29)   /* steps told apart; later ones count as the last */
 #define UNREAD_BASE (1u << 30) /* above every consumed key, below today's clock */
@@ -283,14 +292,12 @@ int stream_cache_get(const stream_cache *c, int lock_fd, const char *url, const 
   *hit = 0;
   uint64_t h = entry_hash(url, etag, size, off, len);
   char name[64], path[4200];
-  snprintf(name, sizeof name, ENTRY_PREFIX "%016" PRIx64, h);
-  snprintf(path, sizeof path, "%s/%s", c->dir, name);
+  entry_name(c, h, name, path, sizeof path);
   if (entry_load(path, len, dst, key)) {
     *hit = 1;
     return AL_OK;
   }
-  /* Byte 0 is the folder's lock: entries lock bytes 1 .. 2^40. */
-  uint64_t at = 1 + (h & ((1ull << 40) - 1));
+  uint64_t at = entry_lock_at(h);
   int rc = lock_byte(lock_fd, at, 1);
   if (rc != AL_OK) return rc;
   if (entry_load(path, len, dst, key)) { /* another fetcher stored it while we waited */
@@ -310,18 +317,10 @@ static int cmp_u64(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-/* The entry file name of a span. */
-static void entry_path(const stream_cache *c, const char *url, const char *etag, uint64_t size,
-                       const stream_cache_span *sp, char *path, size_t cap, uint64_t *h) {
-  *h = entry_hash(url, etag, size, sp->off, sp->len);
-  snprintf(path, cap, "%s/" ENTRY_PREFIX "%016" PRIx64, c->dir, *h);
-}
-
 int stream_cache_warm_run(const stream_cache *c, int lock_fd, const char *url, const char *etag,
                           uint64_t size, const stream_cache_span *spans, size_t n, uint32_t step,
-                          stream_cache_fetch_fn fetch, void *ctx, size_t *fetched,
+                          stream_cache_fetch_fn fetch, stream_cache_count_fn counted, void *ctx,
                           uint64_t *evicted) {
-  *fetched = 0;
   if (n == 0 || n > STREAM_CACHE_MAX_RUN)
     return n ? al_set_error(AL_EINVAL, "cache: a run of %zu ranges", n) : AL_OK;
   time_t key = unread_key(step);
@@ -330,10 +329,11 @@ int stream_cache_warm_run(const stream_cache *c, int lock_fd, const char *url, c
   int missing[STREAM_CACHE_MAX_RUN];
   size_t n_missing = 0, n_at = 0;
   for (size_t i = 0; i < n; i++) {
-    uint64_t h;
-    entry_path(c, url, etag, size, &spans[i], path[i], sizeof path[i], &h);
+    uint64_t h = entry_hash(url, etag, size, spans[i].off, spans[i].len);
+    char name[64];
+    entry_name(c, h, name, path[i], sizeof path[i]);
     missing[i] = spans[i].len <= c->limit && !entry_touch(path[i], spans[i].len, key);
-    if (missing[i]) at[n_at++] = 1 + (h & ((1ull << 40) - 1));
+    if (missing[i]) at[n_at++] = entry_lock_at(h);
     n_missing += (size_t)missing[i];
   }
   if (!n_missing) return AL_OK;
@@ -361,13 +361,13 @@ int stream_cache_warm_run(const stream_cache *c, int lock_fd, const char *url, c
     unsigned char *buf = malloc(to - from ? (size_t)(to - from) : 1);
     if (!buf) rc = al_set_error(AL_ENOMEM, "cache: a run of %" PRIu64 " bytes", to - from);
     if (rc == AL_OK) rc = fetch(ctx, from, to - from, buf);
+    size_t n_fetched = 0;
+    for (size_t i = lo; i <= hi; i++) n_fetched += (size_t)missing[i];
+    if (rc == AL_OK) counted(ctx, n_fetched);
     for (size_t i = lo; rc == AL_OK && i <= hi; i++) {
       if (!missing[i]) continue;
       rc = entry_store(c, path[i], buf + (spans[i].off - from), spans[i].len, key);
-      if (rc == AL_OK) {
-        stored += spans[i].len;
-        (*fetched)++;
-      }
+      if (rc == AL_OK) stored += spans[i].len;
     }
     free(buf);
   }
@@ -401,13 +401,12 @@ int stream_cache_get_object(const stream_cache *c, int lock_fd, const char *url,
   /* Offset UINT64_MAX: no range of the object has that key. */
   uint64_t h = entry_hash(url, etag, size, UINT64_MAX, size);
   char name[64], path[4200], tmp[4200];
-  snprintf(name, sizeof name, ENTRY_PREFIX "%016" PRIx64, h);
-  snprintf(path, sizeof path, "%s/%s", c->dir, name);
+  entry_name(c, h, name, path, sizeof path);
   if ((*fd = object_open(path, size)) >= 0) {
     *hit = 1;
     return AL_OK;
   }
-  uint64_t at = 1 + (h & ((1ull << 40) - 1));
+  uint64_t at = entry_lock_at(h);
   int rc = lock_byte(lock_fd, at, 1);
   if (rc != AL_OK) return rc;
   if ((*fd = object_open(path, size)) >= 0) { /* another process stored it while we waited */

@@ -65,15 +65,17 @@ int stream_cache_get(const stream_cache *c, int lock_fd, const char *url, const 
  * at `step` (unless they have a sooner one) and are not fetched; the others are fetched with ONE
  * fetch over [first missing offset, last missing end) (the bytes between them too: the caller
  * keeps gaps small) under the entry locks of all of them (taken in ascending order, so two runs
- * sharing entries cannot deadlock), each stored as its own entry. *fetched: the spans fetched.
- * Spans larger than the limit are skipped (their reader fetches them). */
+ * sharing entries cannot deadlock), each stored as its own entry. counted(ctx, n) is told the n
+ * spans fetched once the fetch succeeded and before any of them is stored, so whoever finds one
+ * stored finds it counted. Spans larger than the limit are skipped (their reader fetches them). */
+typedef void (*stream_cache_count_fn)(void *ctx, size_t n);
 typedef struct stream_cache_span {
   uint64_t off, len;
 } stream_cache_span;
 #define STREAM_CACHE_MAX_RUN 32
 int stream_cache_warm_run(const stream_cache *c, int lock_fd, const char *url, const char *etag,
                           uint64_t size, const stream_cache_span *spans, size_t n, uint32_t step,
-                          stream_cache_fetch_fn fetch, void *ctx, size_t *fetched,
+                          stream_cache_fetch_fn fetch, stream_cache_count_fn counted, void *ctx,
                           uint64_t *evicted);
 
 uint64_t stream_cache_limit(const stream_cache *c);

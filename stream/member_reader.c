@@ -91,9 +91,11 @@ int stream_shard_table_set_cache(stream_shard_table *t, const char *dir, uint64_
 
 int stream_shard_table_remote_counts(stream_shard_table *t, stream_remote_counts *out) {
   memset(out, 0, sizeof *out);
-  pthread_mutex_lock(&t->mu);
+  /* Under cancel_mu, not mu: a shard's pin holds mu while it retries, and the consumer reads
+   * the counters at every delivery. */
+  pthread_mutex_lock(&t->cancel_mu);
   stream_remote *r = t->remote;
-  pthread_mutex_unlock(&t->mu);
+  pthread_mutex_unlock(&t->cancel_mu);
   if (r) stream_remote_get_counts(r, out);
   return r != NULL;
 }
@@ -566,7 +568,7 @@ static int remote_member(stream_reader *r, const stream_source_job *job, const c
   int rc = remote_reader(r);
   if (rc == AL_OK) rc = stream_growbuf_reserve(&r->fetched, (size_t)job->size + 1, 0);
   if (rc == AL_OK)
-    rc = stream_remote_read(r->rr, job->shard, job->offset, job->size, r->fetched.p, 1, job->step);
+    rc = stream_remote_read(r->rr, job->shard, job->offset, job->size, r->fetched.p, job->step);
   if (rc != AL_OK)
     return al_error_prefix(rc, "%s: key '%s' member '%s' at byte %" PRIu64, url,
                            job->key ? job->key : "?", job->member, job->offset);

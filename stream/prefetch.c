@@ -16,10 +16,16 @@
 #define RUN_GAP_BYTES (64u << 10)
 #define RUN_MAX_BYTES (64ull << 20)
 
+/* One member of a batch (a job is rebuilt from sample and member when fetched: a job holds a
+ * whole member name, over a kilobyte, and an epoch has millions of units). */
 typedef struct unit {
   uint64_t k; /* local batch number */
-  uint32_t i; /* sample of the batch */
-  stream_source_job job;
+  uint64_t sample;
+  uint64_t offset, size; /* of the member in its shard */
+  uint32_t shard;
+  uint32_t member; /* index into the stream's members */
+  uint32_t i;      /* sample of the batch */
+  uint32_t step;   /* the batch's plan step */
 } unit;
 
 typedef struct run {
@@ -69,8 +75,13 @@ static void *prefetch_main(void *arg) {
     if (!go) continue;
     size_t n = 0;
     uint_fast32_t begun = p->a.begun ? atomic_load(&p->a.begun[k]) : 0;
-    for (size_t i = 0; i < x->n; i++)
-      if (p->units[x->first + i].i >= begun) jobs[n++] = p->units[x->first + i].job;
+    for (size_t i = 0; i < x->n; i++) {
+      const unit *y = &p->units[x->first + i];
+      if (y->i < begun) continue;
+      if (p->a.src->job(p->a.src->ctx, y->sample, p->a.members[y->member], &jobs[n]) != AL_OK)
+        continue; /* the reader reports it */
+      jobs[n++].step = y->step;
+    }
     (void)stream_reader_warm(rd, jobs, n); /* errors: the reader reports them */
   }
 out:
@@ -81,8 +92,8 @@ out:
 static int cmp_unit(const void *a, const void *b) {
   const unit *x = a, *y = b;
   if (x->k != y->k) return x->k < y->k ? -1 : 1;
-  if (x->job.shard != y->job.shard) return x->job.shard < y->job.shard ? -1 : 1;
-  return x->job.offset < y->job.offset ? -1 : x->job.offset > y->job.offset;
+  if (x->shard != y->shard) return x->shard < y->shard ? -1 : 1;
+  return x->offset < y->offset ? -1 : x->offset > y->offset;
 }
 
 /* The units of the remote shards, in plan order, and the byte prefix sums. */
@@ -101,7 +112,6 @@ static int build_units(stream_prefetch *p) {
         stream_source_job job;
         if (a->src->job(a->src->ctx, ps->sample, a->members[j], &job) != AL_OK) continue;
         if (!stream_shard_table_is_remote(a->shards, job.shard)) continue;
-        job.step = pb->step;
         bytes += job.size;
         if (p->n_units == cap) {
           size_t nc = cap ? 2 * cap : 256;
@@ -110,7 +120,14 @@ static int build_units(stream_prefetch *p) {
           p->units = nu;
           cap = nc;
         }
-        p->units[p->n_units++] = (unit){k, (uint32_t)i, job};
+        p->units[p->n_units++] = (unit){.k = k,
+                                        .sample = ps->sample,
+                                        .offset = job.offset,
+                                        .size = job.size,
+                                        .shard = job.shard,
+                                        .member = (uint32_t)j,
+                                        .i = (uint32_t)i,
+                                        .step = pb->step};
       }
     }
     p->cum[k + 1] = p->cum[k] + bytes;
@@ -128,10 +145,10 @@ static int build_runs(stream_prefetch *p) {
     if (p->n_runs) {
       run *r = &p->runs[p->n_runs - 1];
       const unit *f = &p->units[r->first], *l = &p->units[r->first + r->n - 1];
-      uint64_t end = l->job.offset + l->job.size;
-      if (f->k == x->k && f->job.shard == x->job.shard && x->job.offset >= end &&
-          x->job.offset - end <= RUN_GAP_BYTES && r->n < STREAM_CACHE_MAX_RUN &&
-          x->job.offset + x->job.size - f->job.offset <= RUN_MAX_BYTES) {
+      uint64_t end = l->offset + l->size;
+      if (f->k == x->k && f->shard == x->shard && x->offset >= end &&
+          x->offset - end <= RUN_GAP_BYTES && r->n < STREAM_CACHE_MAX_RUN &&
+          x->offset + x->size - f->offset <= RUN_MAX_BYTES) {
         r->n++;
         continue;
       }

@@ -245,7 +245,7 @@ static int pinned_range(const stream_remote *r, uint32_t id, uint64_t off, uint6
 }
 
 int stream_remote_read(stream_remote_reader *rr, uint32_t id, uint64_t off, uint64_t len, void *dst,
-                       int consume, uint32_t step) {
+                       uint32_t step) {
   stream_remote *r = rr->r;
   const pin *p = NULL;
   int rc = pinned_range(r, id, off, len, &p);
@@ -255,10 +255,16 @@ int stream_remote_read(stream_remote_reader *rr, uint32_t id, uint64_t off, uint
   int hit = 0;
   uint64_t ev = 0;
   rc = stream_cache_get(r->cache, rr->lock_fd, p->url, p->etag, p->size, off, len, dst, fetch_range,
-                        &f, consume, step, &hit, &ev);
-  if (consume && hit) atomic_fetch_add(&r->hits, 1);
+                        &f, 1, step, &hit, &ev);
+  if (hit) atomic_fetch_add(&r->hits, 1);
   atomic_fetch_add(&r->evicted, ev);
   return rc;
+}
+
+/* The members a run fetched: cache misses. */
+static void count_run(void *ctx, size_t n) {
+  fetch_ctx *f = ctx;
+  atomic_fetch_add(&f->r->misses, n);
 }
 
 int stream_remote_warm_run(stream_remote_reader *rr, uint32_t id, const stream_cache_span *spans,
@@ -269,12 +275,10 @@ int stream_remote_warm_run(stream_remote_reader *rr, uint32_t id, const stream_c
   int rc = pinned_range(r, id, spans[0].off, spans[n - 1].off + spans[n - 1].len - spans[0].off,
                         &p);
   if (rc != AL_OK) return rc;
-  fetch_ctx f = {rr, id, r, 1}; /* counted below: one miss per member */
-  size_t fetched = 0;
+  fetch_ctx f = {rr, id, r, 1}; /* count_run counts a miss per member */
   uint64_t ev = 0;
   rc = stream_cache_warm_run(r->cache, rr->lock_fd, p->url, p->etag, p->size, spans, n, step,
-                             fetch_range, &f, &fetched, &ev);
-  atomic_fetch_add(&r->misses, fetched);
+                             fetch_range, count_run, &f, &ev);
   atomic_fetch_add(&r->evicted, ev);
   return rc;
 }

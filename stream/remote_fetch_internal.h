@@ -50,12 +50,12 @@ int stream_remote_pin(stream_remote *r, uint32_t id, const char *url, uint64_t s
 int stream_remote_reader_new(stream_remote_reader **out, stream_remote *r);
 void stream_remote_reader_free(stream_remote_reader *rr);
 
-/* Exactly len bytes of pinned shard `id` at byte `off` into dst: from the cache when it holds
- * them, else one ranged GET (then stored in the cache). consume: 1 from a reader (the bytes
- * go into a batch), 0 ahead of the read; step: the plan step of the read (the cache's eviction
- * key, cache_internal.h). */
+/* Exactly len bytes of pinned shard `id` at byte `off` into dst, for a batch of plan step
+ * `step` (the cache's eviction key, cache_internal.h): from the cache when it holds them, else
+ * one ranged GET (then stored in the cache). What the reader threads call; the prefetcher
+ * stores ahead with stream_remote_warm_run. */
 int stream_remote_read(stream_remote_reader *rr, uint32_t id, uint64_t off, uint64_t len, void *dst,
-                       int consume, uint32_t step);
+                       uint32_t step);
 
 /* The prefetcher's request: members (spans, ascending, of pinned shard `id`) of the read at plan
  * step `step` stored in the cache with one ranged GET over those the cache lacks
