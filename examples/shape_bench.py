@@ -13,24 +13,32 @@ ones: --iters of them, or with --target-ms as many as fill that many millisecond
 least --min-iters, at most --iters); peak_mem_bytes is torch.cuda.max_memory_allocated()
 over the timed iterations. Shapes that run out of memory are skipped and reported on
 stderr (they bound M_mem from above). The comment line gives the model's shape (hidden
-width, heads, FFN width, layers, dtype and its bytes), the device, the torch version and
+width, heads, FFN width, layers, text length and width, dtype and its bytes), the device, the torch version and
 the date: `adaptiveload fit` derives the all-to-all bytes per token of sequence
 parallelism from hidden, layers and dtype_bytes.
 
+The default model is a stack of Wan 2.1-style DiT blocks (DiTBlock below; shaped like
+Wan 2.1 1.3B by default: D=1536, 12 heads, FFN 8960): AdaLN modulation from the step's
+embedding, q/k RMSNorm, SDPA self-attention, cross-attention of every token to its
+sample's --text-len text tokens (512, Wan's), GELU FFN. The text's K/V projection runs on
+every sample's text whatever S is: a per-sample cost that the cost model's per-sample term
+(`fit`'s floor family) measures, and that batches of many short samples are dominated by.
+The SP replay (dev/e2e/sp_share.py) times this same block.
+
 Sequence parallelism (--sp-degrees 1,2,4,8; built-in model only): at degree d the row
 times ONE rank's share of a micro-batch as Ulysses runs it: the linear layers (QKV,
-projection, FFN, AdaLN) on ceil(S / d) tokens of each sample, and attention for H / d
-heads over all d * ceil(S / d) tokens (a sample is padded to a multiple of d). The two
-all-to-alls around attention are emulated by the local permutes that pack and unpack
-them (the bytes that would cross the link are modelled by `fit`, not timed here). A
-degree that does not divide the heads is skipped. --max-tokens caps the tokens one rank
-holds, B * ceil(S / d), as M_mem caps them in a plan. The d column is 1 throughout without
+projection, cross-attention queries, FFN) on ceil(S / d) tokens of each sample, attention
+for H / d heads over all d * ceil(S / d) tokens (a sample is padded to a multiple of d), and
+the text K/V of each sample whole. The two all-to-alls around attention are emulated by the
+local permutes that pack and unpack them (the bytes that would cross the link are modelled
+by `fit`, not timed here). A degree that does not divide the heads is skipped. --max-tokens
+caps the tokens one rank holds, B * ceil(S / d), as M_mem caps them in a plan; --fill adds,
+at each (S, d), batches doubling up to that cap and the cap itself, so the fit sees the
+largest batches of short samples a plan can pack. The d column is 1 throughout without
 --sp-degrees.
 
-The default model is a small stack of DiT blocks shaped like Wan 2.1 1.3B
-(D=1536, 12 heads, FFN 8960, AdaLN modulation, SDPA attention). To measure
-your own model, pass --model package.module:factory, where factory(dim) returns
-an nn.Module called as module(x, cond) with x of shape [B, S, dim] and cond of
+To measure your own model, pass --model package.module:factory, where factory(dim)
+returns an nn.Module called as module(x, cond) with x of shape [B, S, dim] and cond of
 shape [B, dim] (or use --model-kwargs for extra JSON keyword arguments).
 
     python3 examples/shape_bench.py -o bench.csv
@@ -47,7 +55,7 @@ tokens of --text-dim each), the fused AdaLN (unless --no-fused-adaln) and the at
 One rank's share at SP degrees 1, 2, 4 and 8, for a Wan 2.1 14B block:
 
     python3 examples/shape_bench.py --dim 5120 --heads 40 --ffn 13824 --depth 1 \
-        --sp-degrees 1,2,4,8 --max-tokens 65536 --target-ms 200 -o bench_14b_sp.csv
+        --sp-degrees 1,2,4,8 --max-tokens 32760 --fill --target-ms 200 -o bench_14b_sp.csv
 """
 
 import argparse
@@ -75,31 +83,76 @@ def _module_base():
 
 
 class DiTBlock(_module_base()):
-    """One DiT block with AdaLN-Zero style modulation from a conditioning vector."""
+    """One Wan 2.1-style DiT block (examples/dit_model.py's layout), as one rank of an SP
+    group of degree ``sp`` runs it under Ulysses:
 
-    def __init__(self, dim, heads, ffn):
+        y = LN(x) * (1 + scale) + shift     modulation: the block's table + the step's e (B, 6, dim)
+        q, k, v = y Wq, y Wk, y Wv          linear layers on this rank's S/sp tokens; q/k RMSNorm
+        all-to-all                          -> H/sp heads over all S tokens
+        a = attention(q, k, v)              SDPA (flash on the GPU)
+        all-to-all back, x += gate * a Wo
+        x += cross-attention(LN(x), text)   S/sp queries, all heads, the sample's text tokens;
+                                            the text K/V computed whole on every rank
+        x += gate * FFN(LN(x) * (1 + scale) + shift)   GELU tanh
+
+    The all-to-alls are emulated by the local permutes that pack and unpack them (the other
+    ranks' chunks are this rank's other heads): the same shapes, kernels and copies as a rank
+    runs, without the transfer (modelled by `adaptiveload fit`). The text K/V is a per-sample
+    cost that does not shrink with the degree. text_dim 0: no cross-attention."""
+
+    def __init__(self, dim, heads, ffn, text_dim=0, eps=1e-6):
         super().__init__()
-        self.heads = heads
-        self.sp = 1  # SP degree: this module computes one rank's share (see sp_attention)
-        self.norm1 = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
-        self.norm2 = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
+        if dim % heads:
+            raise ValueError("hidden %d is not a multiple of heads %d" % (dim, heads))
+        self.hidden, self.heads, self.hd, self.eps = dim, heads, dim // heads, eps
+        self.sp = 1  # SP degree: this module computes one rank's share
         self.qkv = nn.Linear(dim, 3 * dim)
-        self.proj = nn.Linear(dim, dim)
-        self.mlp = nn.Sequential(nn.Linear(dim, ffn), nn.GELU(approximate="tanh"), nn.Linear(ffn, dim))
-        self.ada = nn.Linear(dim, 6 * dim)
+        self.o = nn.Linear(dim, dim)
+        self.nq = nn.Parameter(torch.ones(dim))
+        self.nk = nn.Parameter(torch.ones(dim))
+        if text_dim:
+            self.cq = nn.Linear(dim, dim)
+            self.ckv = nn.Linear(text_dim, 2 * dim)
+            self.co = nn.Linear(dim, dim)
+        self.f1 = nn.Linear(dim, ffn)
+        self.f2 = nn.Linear(ffn, dim)
+        self.mod = nn.Parameter(torch.randn(6, dim) * 0.02)
 
-    def forward(self, x, cond):
-        b, s, d = x.shape
-        shift1, scale1, gate1, shift2, scale2, gate2 = self.ada(F.silu(cond)).unsqueeze(1).chunk(6, dim=-1)
-        h = self.norm1(x) * (1 + scale1) + shift1
-        if self.sp > 1:
-            a = sp_attention(self.qkv(h), self.heads, self.sp)
-        else:
-            q, k, v = self.qkv(h).view(b, s, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
-            a = attention(q, k, v).transpose(1, 2).reshape(b, s, d)
-        x = x + gate1 * self.proj(a)
-        h = self.norm2(x) * (1 + scale2) + shift2
-        return x + gate2 * self.mlp(h)
+    def _rms(self, x, w):
+        return x * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + self.eps).to(x.dtype) * w
+
+    def _a2a_in(self, t, d):
+        """(B, S/d, hidden) -> (B, H/d, S, hd): the layout after Ulysses' first all-to-all."""
+        B, s, _ = t.shape
+        hl = self.heads // d
+        return t.view(B, s, d, hl, self.hd).permute(0, 3, 2, 1, 4).reshape(B, hl, d * s, self.hd)
+
+    def _a2a_out(self, a, d):
+        """(B, H/d, S, hd) -> (B, S/d, hidden): the layout after the all-to-all back."""
+        B, hl, S, hd = a.shape
+        s = S // d
+        return a.view(B, hl, d, s, hd).permute(0, 3, 2, 1, 4).reshape(B, s, d * hl * hd)
+
+    def forward(self, x, e, text=None, d=None):
+        """x (B, S/d, hidden) this rank's tokens; e (B, 6, hidden); text (B, L, text_dim) or
+        None; d the degree (default self.sp)."""
+        d = self.sp if d is None else d
+        if self.heads % d:
+            raise ValueError("SP degree %d does not divide %d heads" % (d, self.heads))
+        B, s, h = x.shape
+        m = (self.mod.unsqueeze(0) + e).unbind(1)  # 6 x (B, h)
+        y = F.layer_norm(x, (h,), eps=self.eps) * (1 + m[1].unsqueeze(1)) + m[0].unsqueeze(1)
+        q, k, v = self.qkv(y).chunk(3, -1)
+        q, k = self._rms(q, self.nq), self._rms(k, self.nk)
+        a = attention(self._a2a_in(q, d), self._a2a_in(k, d), self._a2a_in(v, d))
+        x = x + self.o(self._a2a_out(a, d)) * m[2].unsqueeze(1)
+        if text is not None:
+            y = F.layer_norm(x, (h,), eps=self.eps)
+            cq = self.cq(y).view(B, s, self.heads, self.hd).transpose(1, 2)
+            ck, cv = self.ckv(text).view(B, -1, 2, self.heads, self.hd).permute(2, 0, 3, 1, 4).unbind(0)
+            x = x + self.co(attention(cq, ck, cv).transpose(1, 2).reshape(B, s, h))
+        y = F.layer_norm(x, (h,), eps=self.eps) * (1 + m[4].unsqueeze(1)) + m[3].unsqueeze(1)
+        return x + self.f2(F.gelu(self.f1(y), approximate="tanh")) * m[5].unsqueeze(1)
 
 
 def attention(q, k, v):
@@ -107,40 +160,25 @@ def attention(q, k, v):
     (old CPU builds: for checking only)."""
     if hasattr(F, "scaled_dot_product_attention"):
         return F.scaled_dot_product_attention(q, k, v)
-    w = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1)
+    w = torch.softmax((q @ k.transpose(-2, -1)).float() / math.sqrt(q.shape[-1]), dim=-1).to(q.dtype)
     return w @ v
 
 
-def sp_attention(qkv, heads, sp):
-    """One Ulysses rank's attention at degree sp, on one GPU. qkv is this rank's
-    [B, S/sp, 3 * dim] (its tokens, all heads); the all-to-all would give it all S tokens
-    of heads / sp heads: here the same-shaped local permute stands in for it (the
-    chunks of the other ranks' tokens are this rank's other heads), then attention over
-    S tokens, and the permute back to [B, S/sp, dim]. Same shapes, kernels and copies as
-    the rank runs; the values differ, which a timing does not see."""
-    b, s_loc, d3 = qkv.shape
-    dim, hd = d3 // 3, d3 // 3 // heads
-    hl = heads // sp
-    # [B, S/sp, 3, sp, H/sp, hd] -> [3, B, H/sp, sp * S/sp, hd]
-    q, k, v = (qkv.view(b, s_loc, 3, sp, hl, hd).permute(2, 0, 4, 3, 1, 5)
-               .reshape(3, b, hl, sp * s_loc, hd))
-    a = attention(q, k, v)
-    # [B, H/sp, sp, S/sp, hd] -> [B, S/sp, sp, H/sp, hd] -> [B, S/sp, dim]
-    return a.view(b, hl, sp, s_loc, hd).permute(0, 3, 2, 1, 4).reshape(b, s_loc, dim)
-
-
 class DiTStack(_module_base()):
-    def __init__(self, dim=1536, heads=12, ffn=8960, depth=4):
+    """depth DiTBlocks; forward(x, e, text) with e the step's modulation (B, 6, dim), made
+    once per step outside the blocks as Wan's time projection does."""
+
+    def __init__(self, dim=1536, heads=12, ffn=8960, depth=4, text_dim=0):
         super().__init__()
-        self.blocks = nn.ModuleList([DiTBlock(dim, heads, ffn) for _ in range(depth)])
+        self.blocks = nn.ModuleList([DiTBlock(dim, heads, ffn, text_dim) for _ in range(depth)])
 
     def set_sp(self, degree):
         for blk in self.blocks:
             blk.sp = degree
 
-    def forward(self, x, cond):
+    def forward(self, x, e, text=None):
         for blk in self.blocks:
-            x = blk(x, cond)
+            x = blk(x, e, text)
         return x
 
 
@@ -167,15 +205,28 @@ def parse_list(text):
     return out
 
 
-def time_shape(model, batch, seq, dim, dtype, args, device):
-    """Median ms of forward + backward and the peak bytes allocated (None on the CPU).
-    seq is the tokens of each sample this rank holds."""
-    x = torch.randn(batch, seq, dim, device=device, dtype=dtype, requires_grad=True)
-    cond = torch.randn(batch, dim, device=device, dtype=dtype)
+def time_shape(model, batch, seq, dim, dtype, args, device, builtin):
+    """Median ms of forward + backward (the output's gradient given, as a rank's backward
+    receives it) and the peak bytes allocated (None on the CPU). seq is the tokens of each
+    sample this rank holds. The built-in model takes the step's modulation (B, 6, dim) and
+    --text-len text tokens of --text-dim per sample; a --model takes cond (B, dim)."""
+    g = torch.Generator(device=device).manual_seed(0)
+    x = torch.randn(batch, seq, dim, generator=g, device=device, dtype=dtype, requires_grad=True)
+    if builtin:
+        e = torch.randn(batch, 6, dim, generator=g, device=device, dtype=dtype) * 0.1
+        text = (torch.randn(batch, args.text_len, args.text_dim, generator=g, device=device, dtype=dtype)
+                if args.text_len else None)
+        inputs = (x, e, text)
+    else:
+        inputs = (x, torch.randn(batch, dim, generator=g, device=device, dtype=dtype))
     cuda = device.type == "cuda"
+    gout = []
 
     def once():
-        model(x, cond).float().square().mean().backward()
+        out = model(*inputs)
+        if not gout:
+            gout.append(torch.randn(out.shape, generator=g, device=device, dtype=out.dtype))
+        out.backward(gout[0])
 
     for _ in range(args.warmup):
         once()
@@ -259,6 +310,22 @@ def time_dit_shape(td, model, batch, seq, args, device):
     return statistics.median(times), peak
 
 
+def batch_list(batches, local, max_tokens, fill):
+    """The batch sizes timed at one (S, d) whose rank holds ``local`` tokens of each sample:
+    ``batches`` ascending; with ``fill`` also doubling past the largest up to the cap
+    floor(max_tokens / local), and the cap itself."""
+    out = sorted(set(batches))
+    if fill:
+        cap = max_tokens // local
+        b = out[-1] * 2
+        while b < cap:
+            out.append(b)
+            b *= 2
+        if cap > out[-1]:
+            out.append(cap)
+    return out
+
+
 def parse_degrees(text):
     out = parse_list(text)
     for d in out:
@@ -278,7 +345,8 @@ def metadata(args, device):
     if not args.model:
         if not args.dit:
             items.append(("heads", args.heads))
-        items += [("ffn", args.ffn), ("layers", args.depth)]
+        items += [("ffn", args.ffn), ("layers", args.depth), ("text_len", args.text_len),
+                  ("text_dim", args.text_dim)]
     dtype = "bf16" if args.dit and device.type == "cuda" else "fp32" if args.dit else args.dtype
     items += [("dtype", dtype), ("dtype_bytes", DTYPE_BYTES[dtype])]
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
@@ -294,7 +362,7 @@ def metadata(args, device):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("-o", "--out", required=True, help="CSV to write")
-    ap.add_argument("--model", help="package.module:factory (default: built-in DiT stack)")
+    ap.add_argument("--model", help="package.module:factory (default: the built-in Wan-style DiT stack)")
     ap.add_argument("--model-kwargs", default="{}", help="JSON keyword arguments for the factory")
     ap.add_argument("--dim", type=int, default=1536)
     ap.add_argument("--heads", type=int, default=12)
@@ -314,8 +382,13 @@ def main(argv=None):
     ap.add_argument("--min-iters", type=int, default=3, help="with --target-ms: the fewest timed iterations")
     ap.add_argument("--device", default="cuda:0")
     ap.add_argument("--dit", action="store_true", help="benchmark examples/dit_model.py's PackedDiT (see above)")
-    ap.add_argument("--text-len", type=int, default=128, help="--dit: text tokens per sample")
-    ap.add_argument("--text-dim", type=int, default=4096, help="--dit: text embedding width")
+    ap.add_argument("--text-len", type=int, default=512,
+                    help="text tokens per sample of the cross-attention (built-in model and --dit; 0: none, "
+                         "built-in only); 512 is Wan's")
+    ap.add_argument("--text-dim", type=int, default=4096, help="text embedding width (umT5's 4096)")
+    ap.add_argument("--fill", action="store_true",
+                    help="at each (S, d), also time batches doubling past --batches up to the largest B that "
+                         "--max-tokens allows, and that B: the many-short-sample micro-batches a plan packs")
     ap.add_argument("--attn", default="auto", help="--dit: attention (auto, varlen, flex, sdpa, math)")
     ap.add_argument("--no-fused-adaln", action="store_true", help="--dit: PyTorch AdaLN instead of the fused one")
     args = ap.parse_args(argv)
@@ -323,6 +396,11 @@ def main(argv=None):
         ap.error("--iters and --min-iters must be >= 1, --warmup and --target-ms >= 0")
     if max(args.sp_degrees) > 1 and (args.dit or args.model):
         ap.error("--sp-degrees above 1 needs the built-in model (not --dit or --model)")
+    if args.text_len < 0 or args.text_dim < 1 or (args.dit and args.text_len < 1):
+        ap.error("--text-len must be >= 0 (>= 1 with --dit) and --text-dim >= 1")
+    if args.max_tokens < 1:
+        ap.error("--max-tokens must be >= 1")
+    builtin = not (args.dit or args.model)
 
     if torch is None:
         raise SystemExit("shape_bench.py needs PyTorch")
@@ -346,7 +424,7 @@ def main(argv=None):
     elif args.model:
         model = load_model(args.model, args.dim, json.loads(args.model_kwargs))
     else:
-        model = DiTStack(args.dim, args.heads, args.ffn, args.depth)
+        model = DiTStack(args.dim, args.heads, args.ffn, args.depth, args.text_dim if args.text_len else 0)
     if not args.dit:
         model = model.to(device=device, dtype=dtype).train()
 
@@ -362,12 +440,12 @@ def main(argv=None):
             if args.heads % degree:
                 skipped.append(("*", "*", degree, "%d heads are not divisible by d" % args.heads))
                 continue
-            if not (args.dit or args.model):
+            if builtin:
                 model.set_sp(degree)
             for seq in args.seqs:
                 local = -(-seq // degree)  # this rank's tokens of each sample (padded to d)
                 oom_at = None
-                for batch in args.batches:
+                for batch in batch_list(args.batches, local, args.max_tokens, args.fill):
                     if batch * local > args.max_tokens:
                         continue
                     if oom_at is not None and batch >= oom_at:
@@ -377,7 +455,7 @@ def main(argv=None):
                         if td is not None:
                             ms, peak = time_dit_shape(td, model, batch, seq, args, device)
                         else:
-                            ms, peak = time_shape(model, batch, local, args.dim, dtype, args, device)
+                            ms, peak = time_shape(model, batch, local, args.dim, dtype, args, device, builtin)
                     except getattr(torch.cuda, "OutOfMemoryError", MemoryError):
                         oom_at = batch
                         skipped.append((batch, seq, degree, "out of memory"))

@@ -5,8 +5,11 @@ timings.json (dev/e2e/sp_replay.py) the fitted model's prediction of one rank's 
 median and max relative error overall, by degree and by band of per-rank tokens (B S / d,
 sp_model.size_band).
 
-    dev/e2e/sp_cost_check.py --fit FIT.json --timings timings.json --model 14b [--json OUT]
+    dev/e2e/sp_cost_check.py --fit FIT.json --timings timings.json --model 14b [--job job.json] [--json OUT]
     dev/e2e/sp_cost_check.py --timings timings.json --model 14b --base BENCH.csv --write-bench OUT.csv
+
+--job: the job.json the timings came from (sp_arms.py prepare); the shapes the plans use
+(count > 0) and the grid added for the refit (count 0) are then reported apart as well.
 
 --write-bench: BENCH.csv (a shape benchmark of examples/shape_bench.py, metadata line kept)
 followed by the timed shapes as rows B,S,d,step_ms,peak_mem_bytes: a benchmark that also holds
@@ -87,6 +90,7 @@ def main(argv=None):
     ap.add_argument("--timings", required=True)
     ap.add_argument("--model", required=True)
     ap.add_argument("--json")
+    ap.add_argument("--job", help="job.json of the timings: plan shapes and grid shapes apart")
     ap.add_argument("--base", help="with --write-bench: the shape benchmark the rows are added to")
     ap.add_argument("--write-bench")
     a = ap.parse_args(argv)
@@ -103,8 +107,18 @@ def main(argv=None):
         fit = json.load(f)
     with open(a.timings) as f:
         tm = json.load(f)
-    res = errors(sp_model.PlanCost.from_fit_json(fit), rows_of(tm, a.model))
+    cost, rows = sp_model.PlanCost.from_fit_json(fit), rows_of(tm, a.model)
+    res = errors(cost, rows)
     print(text(res))
+    if a.job:
+        with open(a.job) as f:
+            count = {tuple(r[:3]): r[4] for r in json.load(f)["models"][a.model]["shapes"]}
+        for name, keep in (("plan", lambda n: n > 0), ("grid", lambda n: n == 0)):
+            sel = [r for r in rows if keep(count.get(r[:3], 0))]
+            if sel:
+                res[name] = errors(cost, sel)
+                print("-- %s shapes (%s)" % (name, "the plans use them" if name == "plan" else "refit grid only"))
+                print(text(res[name]))
     if a.json:
         with open(a.json, "w") as f:
             json.dump(res, f, indent=1)

@@ -57,13 +57,14 @@ if ! "$PY3" -c "import torch" 2>/dev/null; then
   echo "SKIP: shape_bench.py part (torch cannot be imported)"
 else
   "$PY3" examples/shape_bench.py --device cpu --dtype fp32 --dim 64 --heads 4 --ffn 128 --depth 1 \
-    --batches 1,2 --seqs 16,30 --sp-degrees 1,2,8 --max-tokens 30 --warmup 1 --iters 2 \
+    --batches 1,2 --seqs 16,30 --sp-degrees 1,2,8 --max-tokens 30 --warmup 1 --iters 2 --text-len 8 --text-dim 16 \
     -o "$T/cpu.csv" 2>"$T/err" || fail "shape_bench.py: $(cat "$T/err")"
   grep -q "skipped B=\* S=\* d=8: 4 heads are not divisible by d" "$T/err" || fail "d = 8 not skipped: $(cat "$T/err")"
   "$PY3" - "$T/cpu.csv" <<'PY' || fail "shape_bench.py CSV: $(cat "$T/cpu.csv")"
 import csv, sys
 lines = open(sys.argv[1]).read().splitlines()
-assert lines[0].startswith("# shape_bench: hidden=64 heads=4 ffn=128 layers=1 dtype=fp32 dtype_bytes=4 device=cpu"), lines[0]
+assert lines[0].startswith("# shape_bench: hidden=64 heads=4 ffn=128 layers=1 text_len=8 text_dim=16 dtype=fp32 "
+                          "dtype_bytes=4 device=cpu"), lines[0]
 rows = list(csv.DictReader(lines[1:]))
 assert list(rows[0]) == ["B", "S", "d", "step_ms"], rows[0]
 got = sorted((int(r["B"]), int(r["S"]), int(r["d"])) for r in rows)
@@ -71,5 +72,16 @@ got = sorted((int(r["B"]), int(r["S"]), int(r["d"])) for r in rows)
 assert got == [(1, 16, 1), (1, 16, 2), (1, 30, 1), (1, 30, 2), (2, 16, 2), (2, 30, 2)], got
 assert all(float(r["step_ms"]) > 0 for r in rows)
 PY
+  # --fill: batches doubling past --batches up to floor(--max-tokens / ceil(S / d)), and that cap
+  # (d = 1, S = 4: 1, 2, 4, 7; d = 2: 1, 2, 4, 8, 14), without cross-attention (--text-len 0).
+  "$PY3" examples/shape_bench.py --device cpu --dtype fp32 --dim 64 --heads 4 --ffn 128 --depth 1 \
+    --batches 1 --seqs 4 --sp-degrees 1,2 --max-tokens 28 --fill --text-len 0 --warmup 0 --iters 1 \
+    -o "$T/fill.csv" 2>"$T/err" || fail "shape_bench.py --fill: $(cat "$T/err")"
+  got=$(awk -F, 'NR > 2 {printf "%s/%s ", $3, $1}' "$T/fill.csv")
+  [ "$got" = "1/1 1/2 1/4 1/7 2/1 2/2 2/4 2/8 2/14 " ] || fail "--fill batches: $got"
+  grep -q "text_len=0 " "$T/fill.csv" || fail "--text-len 0 not in the metadata: $(head -1 "$T/fill.csv")"
+  "$PY3" examples/shape_bench.py --device cpu --dim 64 --heads 4 --ffn 128 --text-len -1 -o "$T/x.csv" \
+    2>"$T/err" && fail "--text-len -1 accepted"
+  grep -q "text-len must be >= 0" "$T/err" || fail "--text-len -1: $(cat "$T/err")"
 fi
 echo "PASS"
