@@ -16,7 +16,8 @@ planned at the --step-tokens input that gives T within STEP_TOL, see plan_world)
   a'  the same fixed degree with the planner's balancing (`plan --sp-degrees D`);
   b   DCP-like (dev/e2e/dcp_policy.py): its own global batch; b-T the same iterations merged
       to about T tokens per step; replayed under its own sync model (per-rank sums);
-  c   ours: `plan --sp-degrees 1,2,4,8 --sync micro` (1.3B: 1,2,4);
+  c   ours: `plan --sp-degrees 1,2,4,8 --sync micro` (1.3B: 1,2,4; degrees above W are
+      left out: at W = 2, 1,2, and arm a's fixed degree is 2);
   d   ours with `--sync step`, replayed under the FSDP (lock-step) model.
 Models (dev/e2e/sp_model.py): Wan 2.1 14B (M_mem 32,768, degrees 1,2,4,8: a 255,600-token
 clip needs 8) and 1.3B (M_mem 65,536, degrees 1,2,4: its 12 heads do not divide by 8).
@@ -311,7 +312,9 @@ def prepare(a):
         shapes = {}
         for W in worlds:
             pcost = plan_cost(fit, m, W, blocks)
-            arms, tf = plan_world(cli, work, index, cost, name, W, K, M, D, sp_ok, sync_ok, corpus, pcost, fit, m)
+            DW = tuple(d for d in D if d <= W)  # a group holds at most the world (W = 2: degrees 1, 2)
+            arms, tf = plan_world(cli, work, index, cost, name, W, K, M, DW, sp_ok, sync_ok, corpus, pcost, fit, m)
+            tf["degrees"] = list(DW)
             meta["models"][name]["T"][str(W)] = tf
             log("%s W=%d: T = %d (capacity %d; at capacity %s)" % (name, W, tf["T"], tf["capacity"],
                                                                   tf["at_capacity"]))
@@ -334,7 +337,7 @@ def prepare(a):
         rows = [[B, S, d, est.compute(B, S, d) * blocks / m["depth"], n] for (B, S, d), n in sorted(shapes.items())]
         have = {(r[0], r[1], r[2]) for r in rows}
         grid = [[B, S, d, est.compute(B, S, d) * blocks / m["depth"], 0] for B, S, d in grid_shapes(D, M)
-                if (B, S, d) not in have]
+                if (B, S, d) not in have and d <= max(worlds) and not a.no_grid]
         rows += grid
         job["models"][name] = dict(hidden=m["hidden"], heads=m["heads"], ffn=m["ffn"], text_dim=m["text_dim"],
                                    text_len=m["text_len"], blocks=blocks, shapes=rows)
@@ -583,6 +586,7 @@ def main(argv=None):
     p.add_argument("--full", default="1.3b:c", help="MODEL:ARM of the full replay (c falls back to a', a)")
     p.add_argument("--full-steps", type=int, default=30)
     p.add_argument("--smoke", action="store_true", help="2,000 samples, M_mem / 8")
+    p.add_argument("--no-grid", action="store_true", help="time only the plans' shapes (no refit grid)")
     p.add_argument("--bench-extra", help="timings.json of an earlier replay: its shapes join the shipped "
                    "benchmark the cost model is fitted to")
     c = sub.add_parser("compose")

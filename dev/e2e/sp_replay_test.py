@@ -2,8 +2,9 @@
 """CPU checks of the SP replay (dev/e2e/sp_*.py, dcp_policy.py, fixed_sp_policy.py): the
 composition arithmetic, the schedule checks, the DCP-like planner's accumulation search
 against a brute-force search and its sample accounting, the share block's layout, the device
-runner in smoke mode, and prepare -> fake timings -> compose end to end through the real
-CLI on a 2,000-sample corpus. Run by dev/e2e/sp_replay_smoke_test.sh (bazel:
+runner in smoke mode, prepare -> fake timings -> compose end to end through the real CLI on
+a 2,000-sample corpus, and the two-GPU harness (sp_two_gpu.py: job, SP=2 check, the arms
+trained, collectives, report) on two gloo ranks. Run by dev/e2e/sp_replay_smoke_test.sh (bazel:
 //dev/e2e:sp_replay_smoke_test); standalone: `python3 dev/e2e/sp_replay_test.py` with
 ADAPTIVELOAD_BIN and ADAPTIVELOAD_LIB set (or a checkout's bazel-bin)."""
 
@@ -257,6 +258,87 @@ class EndToEnd(unittest.TestCase):
             self.assertLessEqual(T["T"], T["capacity"])
             if x["arm"] in ("a", "a'", "c", "d"):
                 self.assertLessEqual(abs(x["tokens_per_step_mean"] - T["T"]), 0.011 * T["T"], x)
+
+
+class TwoGpu(unittest.TestCase):
+    """dev/e2e/sp_two_gpu.py end to end on two gloo ranks (CPU): W = 2 plans, the job, the
+    SP=2 check against one rank, the arms trained (S / 16 tokens per sample), collectives,
+    and the report against a replay table made from the analytic estimate."""
+
+    def test_job_check_train_collectives_report(self):
+        cli = os.environ.get("ADAPTIVELOAD_BIN") or os.path.join(HERE, "..", "..", "bazel-bin", "adaptiveload")
+        lib = os.environ.get("ADAPTIVELOAD_LIB") or os.path.join(HERE, "..", "..", "bazel-bin", "dist",
+                                                                "libadaptiveload.so")
+        two = [sys.executable, os.path.join(HERE, "sp_two_gpu.py")]
+        env = dict(os.environ, SP2_CPU="1")
+        with tempfile.TemporaryDirectory() as w:
+            out = os.path.join(w, "out")
+
+            def run(args):
+                subprocess.run(args, check=True, stdout=subprocess.DEVNULL, env=env)
+
+            run([sys.executable, os.path.join(HERE, "sp_arms.py"), "prepare", "--work", w, "--smoke", "--bin", cli,
+                 "--lib", lib, "--worlds", "2", "--no-grid", "--full-steps", "0"])
+            run(two + ["job", "--work", w, "--steps", "4", "--blocks", "1", "--smoke"])
+            run(two + ["check", "--spawn", "2", "--smoke", "--out", out, "--blocks", "2"])
+            run(two + ["train", "--spawn", "2", "--arms", os.path.join(w, "two", "arms.json"), "--out", out,
+                       "--shrink", "16", "--warmup", "1"])
+            run(two + ["collectives", "--spawn", "2", "--smoke", "--out", out, "--reps", "2"])
+            with open(os.path.join(w, "two", "job.json")) as f:
+                job = json.load(f)
+            tm = {"models": {n: {"blocks": m["blocks"], "shapes": {"%d,%d,%d" % (B, S, d): {"ms": est}
+                                                                   for B, S, d, est, _ in m["shapes"]}}
+                             for n, m in job["models"].items()}}
+            with open(os.path.join(out, "timings.json"), "w") as f:
+                json.dump(tm, f)
+            run(two + ["report", "--work", w, "--replay", os.path.join(out, "timings.json"), "--train",
+                       os.path.join(out, "train.json"), "--collectives", os.path.join(out, "collectives.json"),
+                       "--check", os.path.join(out, "check.json"), "--out", os.path.join(out, "r.json")])
+            with open(os.path.join(w, "two", "arms.json")) as f:
+                arms = json.load(f)
+            with open(os.path.join(out, "train.json")) as f:
+                tr = json.load(f)
+            with open(os.path.join(out, "check.json")) as f:
+                ck = json.load(f)
+            with open(os.path.join(out, "collectives.json")) as f:
+                co = json.load(f)
+            with open(os.path.join(out, "r.json")) as f:
+                r = json.load(f)
+        self.assertTrue(ck["ok"], ck)
+        for name, c in ck["models"].items():
+            self.assertLess(c["loss_rel_err"], 1e-4, name)
+            self.assertLess(c["param_grad_rel_err_max"], 1e-4, name)
+            self.assertLess(c["input_grad_rel_err"], 1e-4, name)
+        self.assertEqual(tr["world"], 2)
+        self.assertEqual(set(tr["arms"]), set(arms["arms"]))
+        self.assertEqual(len(tr["arms"]), 8)
+        for key, res in tr["arms"].items():
+            sched = arms["arms"][key]
+            self.assertEqual(len(res["steps"]), 4, key)
+            for st, got in zip(sched["steps"], res["steps"]):
+                if sched["sync"] == "per-rank":
+                    want = sum(mb["real"] for ph in st for lane in ph for mb in lane["micro"])
+                else:
+                    want = sum(g["real"] for slot in st for g in slot)
+                    self.assertEqual(got["micro"], len(st), key)  # every rank ran K micro-batches
+                self.assertEqual(got["tokens"], want, key)
+                self.assertEqual(len(got["rank_busy_ms"]), 2)
+                self.assertGreaterEqual(got["wall_ms"], max(got["rank_busy_ms"]) * 0.999, key)
+        degrees = {g["d"] for s in arms["arms"].values() if s["sync"] != "per-rank"
+                   for st in s["steps"] for sl in st for g in sl}
+        self.assertIn(2, degrees)
+        self.assertEqual(len(r["rows"]), 8)
+        for row in r["rows"]:
+            self.assertGreater(row["measured_tokens_per_s"], 0)
+            self.assertGreater(row["replay_tokens_per_s"], 0)
+            if row["arm"] == "a":
+                self.assertAlmostEqual(row["measured_vs_a"], 1.0)
+        for name, c in co["models"].items():
+            self.assertEqual(len(c["a2a"]), 3, name)
+            for x in c["a2a"]:
+                self.assertGreater(x["ms"], 0)
+                self.assertEqual(x["bytes_leaving_rank"], x["tensor_bytes"] / 2)
+            self.assertIn("all_gather", c["fsdp_block"])
 
 
 if __name__ == "__main__":

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The two-GPU arm set in one device call (nvidia-h200-x2), from the repository root:
+#   dev/e2e/sp_two_gpu.sh JOBDIR OUT
+# JOBDIR: the `sp_two_gpu.py job` folder (two/job.json, two/arms.json), carried to the device.
+# OUT/replay: the one-GPU replay of the same steps' shapes (GPU 0 alone, before the others);
+# OUT/coll, OUT/check, OUT/train: the torchrun steps (NCCL; NVLink multicast off, as the
+# device notes ask). Each step's log is OUT/<step>.log; a failed step does not stop the rest.
+set -u
+JOB=${1:?JOBDIR}
+OUT=${2:?OUT}
+mkdir -p "$OUT"
+export NCCL_NVLS_ENABLE=0
+NP=${SP2_NPROC:-2}
+TR=(torchrun --standalone --nproc-per-node "$NP")
+rc=0
+step() {
+  local name=$1
+  shift
+  echo "== $name: $*"
+  local t0=$SECONDS
+  "$@" >"$OUT/$name.log" 2>&1
+  local r=$?
+  tail -n 15 "$OUT/$name.log"
+  echo "== $name: rc $r, $((SECONDS - t0)) s"
+  [ "$r" = 0 ] || rc=$r
+}
+nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
+step replay env CUDA_VISIBLE_DEVICES=0 python3 dev/e2e/sp_replay.py --job "$JOB/two/job.json" --out "$OUT/replay"
+step coll "${TR[@]}" dev/e2e/sp_two_gpu.py collectives --out "$OUT/coll"
+step check "${TR[@]}" dev/e2e/sp_two_gpu.py check --out "$OUT/check"
+step train "${TR[@]}" dev/e2e/sp_two_gpu.py train --arms "$JOB/two/arms.json" --out "$OUT/train"
+exit $rc
