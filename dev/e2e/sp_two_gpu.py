@@ -160,6 +160,7 @@ def setup():
     cuda = torch.cuda.is_available() and not os.environ.get("SP2_CPU")
     local = int(os.environ.get("LOCAL_RANK", "0"))
     if cuda:
+        local %= torch.cuda.device_count()  # ranks share a GPU only in the SP2_BACKEND=gloo path check
         torch.cuda.set_device(local)
     dist.init_process_group(os.environ.get("SP2_BACKEND") or ("nccl" if cuda else "gloo"))
     dev = torch.device("cuda", local) if cuda else torch.device("cpu")
@@ -641,6 +642,8 @@ def train_cmd(a):
             if key.split("/")[0] != name:
                 continue
             lockstep = s["sync"] != "per-rank"
+            if dev.type == "cuda":
+                torch.cuda.reset_peak_memory_stats(dev)
             t = time.time()
             steps, sharding = train_arm(s, m, blocks, dev, groups, clock, bufs, lockstep, a.shrink)
             peak = torch.cuda.max_memory_allocated(dev) if dev.type == "cuda" else None
