@@ -22,8 +22,7 @@ Host (the comparison):
 --spawn N (collectives, check, train) starts N local ranks itself (gloo on the CPU: the smoke
 test; Debian's torch 1.13 torchrun fails under Python 3.11). --smoke: tiny shapes. Backend:
 NCCL on the GPU, gloo on the CPU; SP2_BACKEND overrides it (gloo on one GPU: a path check of
-two ranks sharing it, all-to-alls through the host; its times mean nothing); SP2_CPU=1 stays on
-the CPU.
+two ranks sharing it; its times mean nothing); SP2_CPU=1 stays on the CPU.
 
 collectives: the Ulysses all-to-all of one layer (one (B S/d, hidden) bf16 tensor; a block
 runs 8) at degree 2 for each model's hidden size over a range of S, and the FSDP all-gather
@@ -40,8 +39,8 @@ gradients (parameters summed over ranks, input rows concatenated) against the re
 
 train: each arm's first steps (the same schedules the replay composes) run on the W ranks.
 The blocks are examples/shape_bench.py's DiTBlock (the block the replay and the shipped
-benchmark time) with the emulated all-to-alls replaced by real ones over the group's process
-group (adaptiveload.training.sp_groups, created once). Lock-step arms (a, a', c: every rank
+benchmark time) with the emulated all-to-alls replaced by adaptiveload.sp's over the group's
+process group (adaptiveload.training.sp_groups, created once). Lock-step arms (a, a', c: every rank
 runs slot k's micro-batch of its group) under FSDP2 (fully_shard per block and the stack,
 bf16 parameters: an all-gather forward and backward and a reduce-scatter per micro-batch, as
 the replay models); where fully_shard or an NCCL backend is missing, the parameters are
@@ -314,61 +313,38 @@ def collectives_cmd(a):
 # device: the real Ulysses block
 
 
-def _a2a_function():
-    import torch
-    import torch.distributed as dist
-
-    def exchange(x, group):
-        """all_to_all_single of (d, ...) chunks: chunk i goes to group position i; the result's
-        chunk j came from position j. Gloo on CUDA tensors goes through the host."""
-        host = x.is_cuda and dist.get_backend(group) == "gloo"
-        src = (x.cpu() if host else x).contiguous()
-        out = torch.empty_like(src)
-        dist.all_to_all_single(out, src, group=group)
-        return out.to(x.device) if host else out
-
-    class A2A(torch.autograd.Function):
-        """The exchange; its gradient is the same exchange of the output's gradient (chunk j of
-        position i came from chunk i of position j)."""
-
-        @staticmethod
-        def forward(ctx, x, group):
-            ctx.group = group
-            return exchange(x, group)
-
-        @staticmethod
-        def backward(ctx, g):
-            return exchange(g, ctx.group), None
-
-    return A2A
-
-
 def ulysses_block_class():
-    """shape_bench.DiTBlock with real all-to-alls over ``self.group`` (None: the emulation)."""
+    """shape_bench.DiTBlock with real all-to-alls over ``self.group`` (None: the emulation):
+    adaptiveload.sp's sequence_to_heads / heads_to_sequence, the functions a trainer calls.
+    This rank's B x s tokens (s = ceil(S / d) of each sample) are its contiguous slice of a
+    packed sequence of d B s rows, so the library's exchange moves exactly the rows and head
+    blocks the emulated layout permutes."""
+    import torch.distributed as dist
+    from adaptiveload import sp as alsp
     from shape_bench import DiTBlock
-
-    A2A = _a2a_function()
 
     class UlyssesBlock(DiTBlock):
         group = None
+
+        def _shard(self, rows, d):
+            return alsp.Shard(self.group, d, dist.get_rank(self.group), d * rows)
 
         def _a2a_in(self, t, d):
             if self.group is None or d == 1:
                 return super()._a2a_in(t, d)
             B, s, _ = t.shape
             hl = self.heads // d
-            send = t.view(B, s, d, hl, self.hd).permute(2, 0, 1, 3, 4)  # head block i -> position i
-            got = A2A.apply(send, self.group)  # (d, B, s, hl, hd): position j's tokens, these heads
-            return got.permute(1, 3, 0, 2, 4).reshape(B, hl, d * s, self.hd)
+            got = alsp.sequence_to_heads(t.reshape(B * s, self.heads, self.hd), self._shard(B * s, d))
+            # (d B s, H / d, hd), position-major: position j's tokens of this rank's heads
+            return got.view(d, B, s, hl, self.hd).permute(1, 3, 0, 2, 4).reshape(B, hl, d * s, self.hd)
 
         def _a2a_out(self, o, d):
             if self.group is None or d == 1:
                 return super()._a2a_out(o, d)
             B, hl, S, hd = o.shape
             s = S // d
-            send = o.view(B, hl, d, s, hd).permute(2, 0, 3, 1, 4)  # position j's tokens -> position j
-            got = A2A.apply(send, self.group)  # (d, B, s, hl, hd): these tokens, head block i
-            return got.permute(1, 2, 0, 3, 4).reshape(B, s, d * hl * hd)
+            rows = o.view(B, hl, d, s, hd).permute(2, 0, 3, 1, 4).reshape(d * B * s, hl, hd)
+            return alsp.heads_to_sequence(rows, self._shard(B * s, d)).reshape(B, s, d * hl * hd)
 
     return UlyssesBlock
 
