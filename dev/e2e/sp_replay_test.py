@@ -294,6 +294,10 @@ class TwoGpu(unittest.TestCase):
             run(two + ["report", "--work", w, "--replay", os.path.join(out, "timings.json"), "--train",
                        os.path.join(out, "train.json"), "--collectives", os.path.join(out, "collectives.json"),
                        "--check", os.path.join(out, "check.json"), "--out", os.path.join(out, "r.json")])
+            run(two + ["report", "--work", w, "--replay", os.path.join(out, "timings.json"), "--warmup", "1",
+                       "--out", os.path.join(out, "r0.json")])
+            with open(os.path.join(out, "r0.json")) as f:
+                r0 = json.load(f)
             with open(os.path.join(w, "two", "arms.json")) as f:
                 arms = json.load(f)
             with open(os.path.join(out, "train.json")) as f:
@@ -333,6 +337,10 @@ class TwoGpu(unittest.TestCase):
             self.assertGreater(row["replay_tokens_per_s"], 0)
             if row["arm"] == "a":
                 self.assertAlmostEqual(row["measured_vs_a"], 1.0)
+        # the replay's half alone: the same composition, no measured figures
+        self.assertEqual([(x["model"], x["arm"], x["replay_tokens_per_s"]) for x in r0["rows"]],
+                         [(x["model"], x["arm"], x["replay_tokens_per_s"]) for x in r["rows"]])
+        self.assertTrue(all(x["measured_tokens_per_s"] is None for x in r0["rows"]))
         for name, c in co["models"].items():
             self.assertEqual(len(c["a2a"]), 3, name)
             for x in c["a2a"]:

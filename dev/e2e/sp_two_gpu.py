@@ -37,7 +37,8 @@ one rank whole (the reference: loss, input and parameter gradients) and on the S
 each rank on its S/2 tokens with real all-to-alls; the group's loss (summed over ranks) and
 gradients (parameters summed over ranks, input rows concatenated) against the reference.
 
-train: each arm's first steps (the same schedules the replay composes) run on the W ranks.
+train: each arm's job steps (evenly spaced over its epoch, the same ones the replay composes)
+run on the W ranks.
 The blocks are examples/shape_bench.py's DiTBlock (the block the replay and the shipped
 benchmark time) with the emulated all-to-alls replaced by adaptiveload.sp's over the group's
 process group (adaptiveload.training.sp_groups, created once). Lock-step arms (a, a', c: every rank
@@ -83,23 +84,30 @@ def log(*a):
 # host: the job
 
 
-def _truncate(sched, steps):
+def pick_steps(sched, steps, spread):
+    """The schedule cut to ``steps`` steps: the first ones, or (spread) steps evenly spaced
+    over the epoch, so that each arm's sample mix is the epoch's (a policy may order its
+    buckets so that its first steps hold shorter or longer samples than the rest)."""
+    n = len(sched["steps"])
+    idx = [i * n // steps for i in range(steps)] if spread and n > steps else list(range(min(n, steps)))
     s = dict(sched)
-    s["steps"] = sched["steps"][:steps]
+    s["steps"] = [sched["steps"][i] for i in idx]
+    s["step_indices"] = idx
     return s
 
 
 def job_cmd(a):
-    """The device job of the first --steps steps of every TRAIN_ARMS arm at W = 2: two/job.json
-    (sp_replay.py: their distinct shapes, timed at --blocks blocks) and two/arms.json (the
-    truncated schedules and model shapes for train)."""
+    """The device job of --steps steps of every TRAIN_ARMS arm at W = 2 (evenly spaced over
+    the epoch; --first: the first ones): two/job.json (sp_replay.py: their distinct shapes,
+    timed at --blocks blocks) and two/arms.json (those steps' schedules and the model shapes
+    for train)."""
     work = os.path.abspath(a.work)
     with open(os.path.join(work, "meta.json")) as f:
         meta = json.load(f)
     out = os.path.join(work, "two")
     os.makedirs(out, exist_ok=True)
     job = {"models": {}, "order": [], "full": None, "reps": a.reps, "warmup": 1}
-    arms = {"world": a.world, "steps": a.steps, "blocks": a.blocks, "models": {}, "arms": {}}
+    arms = {"world": a.world, "steps": a.steps, "spread": not a.first, "blocks": a.blocks, "models": {}, "arms": {}}
     for name in meta["models"]:
         m = SMOKE_MODEL if a.smoke else sp_model.MODELS[name]
         shapes = {}
@@ -108,7 +116,7 @@ def job_cmd(a):
             if key not in meta["arms"]:
                 raise SystemExit("%s: no schedule %s (sp_arms.py prepare --worlds %d)" % (work, key, a.world))
             with open(os.path.join(work, os.path.basename(meta["arms"][key]))) as f:
-                s = _truncate(json.load(f), a.steps)
+                s = pick_steps(json.load(f), a.steps, not a.first)
             arms["arms"][key] = s
             for k, n in sp_model.schedule_shapes(s).items():
                 shapes[k] = shapes.get(k, 0) + n
@@ -118,7 +126,9 @@ def job_cmd(a):
         job["models"][name] = dict(dims, blocks=a.blocks, shapes=rows)
         job["order"].append(name)
         arms["models"][name] = dict(dims, depth=sp_model.MODELS[name]["depth"])
-        log("%s: %d distinct shapes in the first %d steps of %s" % (name, len(rows), a.steps, ", ".join(TRAIN_ARMS)))
+        log("%s: %d distinct shapes in %d steps (%s) of %s" % (name, len(rows), a.steps,
+                                                         "the first" if a.first else "evenly spaced",
+                                                         ", ".join(TRAIN_ARMS)))
     for fn, obj in (("job.json", job), ("arms.json", arms)):
         with open(os.path.join(out, fn), "w") as f:
             json.dump(obj, f)
@@ -161,8 +171,12 @@ def setup():
     if cuda:
         local %= torch.cuda.device_count()  # ranks share a GPU only in the SP2_BACKEND=gloo path check
         torch.cuda.set_device(local)
-    dist.init_process_group(os.environ.get("SP2_BACKEND") or ("nccl" if cuda else "gloo"))
     dev = torch.device("cuda", local) if cuda else torch.device("cpu")
+    backend = os.environ.get("SP2_BACKEND") or ("nccl" if cuda else "gloo")
+    import inspect
+
+    bind = cuda and backend == "nccl" and "device_id" in inspect.signature(dist.init_process_group).parameters
+    dist.init_process_group(backend, **({"device_id": dev} if bind else {}))  # NCCL: this rank's GPU, not a guess
     return dist.get_rank(), dist.get_world_size(), dev
 
 
@@ -647,48 +661,63 @@ def _idle(steps, world, busy_key="rank_busy_ms", step_key="wall_ms"):
     return 1.0 - sum(sum(s[busy_key]) for s in steps) / (world * tot) if tot > 0 else None
 
 
+def _measured(real, world):
+    tok = sum(s["tokens"] for s in real)
+    return {"tokens": tok, "measured_tokens_per_s": tok / (sum(s["wall_ms"] for s in real) / 1e3),
+            "measured_step_ms_mean": statistics.mean(s["wall_ms"] for s in real),
+            "measured_step_cv": sp_model.cv([s["wall_ms"] for s in real]), "measured_idle": _idle(real, world)}
+
+
 def report_cmd(a):
+    """The comparison table; without --train, the replay's half alone (measured columns -)."""
     work = os.path.abspath(a.work)
     with open(os.path.join(work, "two", "arms.json")) as f:
         arms = json.load(f)
-    with open(a.train) as f:
-        tr = json.load(f)
+    tr = None
+    if a.train:
+        with open(a.train) as f:
+            tr = json.load(f)
     with open(a.replay) as f:
         tm = json.load(f)
-    world, blocks, skip = arms["world"], tr["blocks"], tr["warmup_steps"]
-    out = {"world": world, "blocks": blocks, "warmup_steps_left_out": skip, "device": tr.get("device"),
-           "backend": tr.get("backend"), "rows": []}
+    world = arms["world"]
+    blocks = tr["blocks"] if tr else arms["blocks"]
+    skip = tr["warmup_steps"] if tr else a.warmup
+    out = {"world": world, "blocks": blocks, "warmup_steps_left_out": skip, "replay_device": tm.get("device"),
+           "device": tr.get("device") if tr else None, "backend": tr.get("backend") if tr else None, "rows": []}
     base = {}
-    for key in sorted(tr["arms"], key=lambda k: (k.split("/")[0], TRAIN_ARMS.index(k.split("/")[1]))):
+    keys = tr["arms"] if tr else arms["arms"]
+    for key in sorted(keys, key=lambda k: (k.split("/")[0], TRAIN_ARMS.index(k.split("/")[1]))):
         name, arm, _ = key.split("/")
         m = dict(arms["models"][name], depth=blocks)
         table = {tuple(int(x) for x in k.split(",")): v["ms"] for k, v in tm["models"][name]["shapes"].items()}
         scale = blocks / tm["models"][name]["blocks"]
         comm = sp_model.Comm(m, world)
         sched = arms["arms"][key]
+        missing = sorted(k for k in sp_model.schedule_shapes(sched) if k not in table)
+        if missing:
+            raise SystemExit("%s: the replay timed no %s (B, S, d) of %s" % (a.replay, missing[:4], key))
         composed = sp_model.compose(sched, lambda B, S, d: table[(B, S, d)] * scale, comm)[skip:]
-        real = tr["arms"][key]["steps"][skip:]
-        r_tok = sum(s["tokens"] for s in real)
         c_tok = sum(s["real"] for s in composed)
-        row = {"model": name, "arm": arm, "sharding": tr["arms"][key]["sharding"], "steps": len(real),
-               "tokens": r_tok,
-               "measured_tokens_per_s": r_tok / (sum(s["wall_ms"] for s in real) / 1e3),
+        row = {"model": name, "arm": arm, "steps": len(composed), "tokens": c_tok,
                "replay_tokens_per_s": c_tok / (sum(s["step_ms"] for s in composed) / 1e3),
-               "measured_step_ms_mean": statistics.mean(s["wall_ms"] for s in real),
                "replay_step_ms_mean": statistics.mean(s["step_ms"] for s in composed),
-               "measured_step_cv": sp_model.cv([s["wall_ms"] for s in real]),
                "replay_step_cv": sp_model.cv([s["step_ms"] for s in composed]),
-               "measured_idle": _idle(real, world),
                "replay_idle": _idle(composed, world, step_key="step_ms"),
                "replay_bubble": sp_model.summarise(composed, world)["bubble"],
-               "peak_mem_bytes": tr["arms"][key]["peak_mem_bytes"]}
-        if r_tok != c_tok:
-            raise SystemExit("%s: the trained steps hold %d tokens, the replayed %d" % (key, r_tok, c_tok))
+               "sharding": None, "peak_mem_bytes": None, "measured_tokens_per_s": None,
+               "measured_step_ms_mean": None, "measured_step_cv": None, "measured_idle": None}
+        if tr:
+            real = tr["arms"][key]["steps"][skip:]
+            row.update(_measured(real, world), sharding=tr["arms"][key]["sharding"],
+                       peak_mem_bytes=tr["arms"][key]["peak_mem_bytes"])
+            if row["tokens"] != c_tok:
+                raise SystemExit("%s: the trained steps hold %d tokens, the replayed %d" % (key, row["tokens"], c_tok))
         if arm == "a":
             base[name] = row
         b = base.get(name)
-        row["measured_vs_a"] = row["measured_tokens_per_s"] / b["measured_tokens_per_s"] if b else None
         row["replay_vs_a"] = row["replay_tokens_per_s"] / b["replay_tokens_per_s"] if b else None
+        row["measured_vs_a"] = (row["measured_tokens_per_s"] / b["measured_tokens_per_s"]
+                                if b and tr else None)
         row["gain_gap_points"] = (100 * (row["measured_vs_a"] - row["replay_vs_a"])
                                   if row["measured_vs_a"] is not None else None)
         out["rows"].append(row)
@@ -715,16 +744,20 @@ def report_table(out):
     def x_(v):
         return "-" if v is None else "%.3fx" % v
 
+    def n_(v):
+        return "-" if v is None else "{:,.0f}".format(v)
+
     lines = ["| model | arm | sharding | tokens/s measured / replay | vs (a) measured / replay | gap (points) | "
-             "step ms measured / replay | step CV measured / replay | idle measured / replay |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "step ms measured / replay | step CV measured / replay | idle measured / replay | bubble (replay) |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in out["rows"]:
-        lines.append("| %s | %s | %s | %s / %s | %s / %s | %s | %.1f / %.1f | %s / %s | %s / %s |" % (
-            r["model"], r["arm"], r["sharding"], "{:,.0f}".format(r["measured_tokens_per_s"]),
-            "{:,.0f}".format(r["replay_tokens_per_s"]), x_(r["measured_vs_a"]), x_(r["replay_vs_a"]),
-            "-" if r["gain_gap_points"] is None else "%+.1f" % r["gain_gap_points"], r["measured_step_ms_mean"],
+        lines.append("| %s | %s | %s | %s / %s | %s / %s | %s | %s / %.1f | %s / %s | %s / %s | %s |" % (
+            r["model"], r["arm"], r["sharding"] or "-", n_(r["measured_tokens_per_s"]),
+            n_(r["replay_tokens_per_s"]), x_(r["measured_vs_a"]), x_(r["replay_vs_a"]),
+            "-" if r["gain_gap_points"] is None else "%+.1f" % r["gain_gap_points"],
+            "-" if r["measured_step_ms_mean"] is None else "%.1f" % r["measured_step_ms_mean"],
             r["replay_step_ms_mean"], p(r["measured_step_cv"]), p(r["replay_step_cv"]), p(r["measured_idle"]),
-            p(r["replay_idle"])))
+            p(r["replay_idle"]), p(r["replay_bubble"])))
     c = out.get("collectives")
     if c:
         lines.append("\n| model | all-to-all fit (latency, GB/s) | model GB/s | measured / model at S = 32,768 | "
@@ -763,6 +796,7 @@ def main(argv=None):
     j.add_argument("--steps", type=int, default=30)
     j.add_argument("--blocks", type=int, default=2)
     j.add_argument("--reps", type=int, default=3)
+    j.add_argument("--first", action="store_true", help="the first --steps steps (default: evenly spaced)")
     j.add_argument("--smoke", action="store_true", help="tiny model shapes")
     for cmd in ("collectives", "check", "train"):
         p = sub.add_parser(cmd)
@@ -785,7 +819,8 @@ def main(argv=None):
     r = sub.add_parser("report")
     r.add_argument("--work", required=True)
     r.add_argument("--replay", required=True, help="timings.json of sp_replay.py on the job")
-    r.add_argument("--train", required=True)
+    r.add_argument("--train", help="train.json (absent: the replay's half alone)")
+    r.add_argument("--warmup", type=int, default=2, help="without --train: first steps left out")
     r.add_argument("--collectives")
     r.add_argument("--check")
     r.add_argument("--out", required=True)
