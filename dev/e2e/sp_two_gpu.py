@@ -441,7 +441,7 @@ def check_cmd(a):
         def rel(u, v):
             return float((u - v).norm() / max(v.norm(), 1e-30))
 
-        r = {"B": B, "S": S, "blocks": a.blocks, "loss_ref": float(lr), "loss_sp": float(loss_sum),
+        r = {"B": B, "S": S, "blocks": a.blocks, "loss_ref": float(lr.detach()), "loss_sp": float(loss_sum),
              "loss_rel_err": abs(float(loss_sum) - float(lr)) / abs(float(lr)),
              "input_grad_rel_err": rel(gx, xr.grad),
              "param_grad_rel_err_max": max(rel(u, v) for u, v in zip(grads, ref_grads))}
