@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # The two-GPU arm set in one device call (nvidia-h200-x2), from the repository root:
 #   dev/e2e/sp_two_gpu.sh JOBDIR OUT
-# JOBDIR: the `sp_two_gpu.py job` folder (two/job.json, two/arms.json), carried to the device.
+# JOBDIR: the folder `sp_two_gpu.py job --work` wrote two/job.json and two/arms.json into
+# (carry JOBDIR/two). SP2_BACKEND=gloo runs it on one GPU, two ranks sharing it (a path check).
 # OUT/replay: the one-GPU replay of the same steps' shapes (GPU 0 alone, before the others);
-# OUT/coll, OUT/check, OUT/train: the torchrun steps (NCCL; NVLink multicast off, as the
-# device notes ask). Each step's log is OUT/<step>.log; a failed step does not stop the rest.
+# OUT/coll, OUT/check, OUT/train: the torchrun steps (NCCL). Each step's log is
+# OUT/<step>.log; a failed step does not stop the rest (the exit status is the last failure's).
 set -u
 JOB=${1:?JOBDIR}
 OUT=${2:?OUT}
 mkdir -p "$OUT"
-export NCCL_NVLS_ENABLE=0
+# NVLink multicast stays off in NCCL, PyTorch and NVSHMEM (a program using it can take a shared
+# host's GPUs out of service); the device image sets these too, kept here for other launchers.
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 NP=${SP2_NPROC:-2}
 TR=(torchrun --standalone --nproc-per-node "$NP")
 rc=0
