@@ -31,6 +31,38 @@ sys.path[:0] = [HERE, os.path.join(HERE, "..", "..", "examples")]
 from shape_bench import DiTBlock as ShareBlock  # noqa: E402
 
 
+class Clock:
+    """Times a stretch of work on ``device``: CUDA events on the GPU (read without a sync
+    until ms() is asked), perf_counter on the CPU; ms() in milliseconds."""
+
+    def __init__(self, device):
+        self.cuda = device.type == "cuda"
+
+    def start(self):
+        if self.cuda:
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            return ("cuda", a, b)
+        return ("cpu", time.perf_counter(), None)
+
+    def stop(self, t):
+        if t[0] == "cuda":
+            t[2].record()
+            return t
+        return ("cpu", (time.perf_counter() - t[1]) * 1e3, None)
+
+    @staticmethod
+    def ms(t):
+        if t[0] == "cuda":
+            t[2].synchronize()
+            return t[1].elapsed_time(t[2])
+        return t[1]
+
+    def sync(self):
+        if self.cuda:
+            torch.cuda.synchronize()
+
+
 class Share:
     """n ShareBlocks of one model shape on one device, and the timing of micro-batch shares."""
 
@@ -41,6 +73,7 @@ class Share:
                                     for _ in range(blocks)).to(device, dtype)
         self.hidden, self.heads = hidden, heads
         self.cuda = device.type == "cuda"
+        self.clock = Clock(device)
         self.gen = torch.Generator(device=device).manual_seed(seed)
 
     def _inputs(self, B, S, d):
@@ -64,26 +97,6 @@ class Share:
             x = blk(x, e, text, d)
         x.backward(gout)
 
-    def _timer(self):
-        if self.cuda:
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            return ("cuda", a, b)
-        return ("cpu", time.perf_counter(), None)
-
-    def _stop(self, t):
-        if t[0] == "cuda":
-            t[2].record()
-            return t
-        return ("cpu", (time.perf_counter() - t[1]) * 1e3, None)
-
-    @staticmethod
-    def _ms(t):
-        if t[0] == "cuda":
-            t[2].synchronize()
-            return t[1].elapsed_time(t[2])
-        return t[1]
-
     def time_shape(self, B, S, d, reps=3, warmup=1):
         """{"ms": median of reps (n blocks), "runs": [...], "peak_mem_bytes"}."""
         inputs = self._inputs(B, S, d)
@@ -94,10 +107,10 @@ class Share:
             torch.cuda.reset_peak_memory_stats(self.device)
         ts = []
         for _ in range(reps):
-            t = self._timer()
+            t = self.clock.start()
             self.run(B, S, d, inputs)
-            ts.append(self._stop(t))
-        runs = [self._ms(t) for t in ts]
+            ts.append(self.clock.stop(t))
+        runs = [self.clock.ms(t) for t in ts]
         peak = torch.cuda.max_memory_allocated(self.device) if self.cuda else None
         for p in self.blocks.parameters():
             p.grad = None
@@ -110,13 +123,13 @@ class Share:
         pending = []
         for B, S, d in shapes:
             inputs = self._inputs(B, S, d)
-            t = self._timer()
+            t = self.clock.start()
             self.run(B, S, d, inputs)
-            pending.append(self._stop(t))
+            pending.append(self.clock.stop(t))
             if len(pending) >= 64:
-                out.extend(self._ms(t) for t in pending)
+                out.extend(self.clock.ms(t) for t in pending)
                 pending = []
-        out.extend(self._ms(t) for t in pending)
+        out.extend(self.clock.ms(t) for t in pending)
         for p in self.blocks.parameters():
             p.grad = None
         return out

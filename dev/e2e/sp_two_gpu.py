@@ -59,6 +59,8 @@ collectives for that many blocks); the measured link model beside the assumed on
 """
 
 import argparse
+import functools
+import inspect
 import json
 import os
 import statistics
@@ -173,44 +175,9 @@ def setup():
         torch.cuda.set_device(local)
     dev = torch.device("cuda", local) if cuda else torch.device("cpu")
     backend = os.environ.get("SP2_BACKEND") or ("nccl" if cuda else "gloo")
-    import inspect
-
     bind = cuda and backend == "nccl" and "device_id" in inspect.signature(dist.init_process_group).parameters
     dist.init_process_group(backend, **({"device_id": dev} if bind else {}))  # NCCL: this rank's GPU, not a guess
     return dist.get_rank(), dist.get_world_size(), dev
-
-
-class Clock:
-    """CUDA events on the GPU, perf_counter on the CPU (ms)."""
-
-    def __init__(self, dev):
-        import torch
-
-        self.torch, self.cuda = torch, dev.type == "cuda"
-
-    def start(self):
-        if self.cuda:
-            e = self.torch.cuda.Event(enable_timing=True)
-            e.record()
-            return e
-        return time.perf_counter()
-
-    def stop(self, t0):
-        if self.cuda:
-            e = self.torch.cuda.Event(enable_timing=True)
-            e.record()
-            return (t0, e)
-        return (time.perf_counter() - t0) * 1e3
-
-    def ms(self, t):
-        if self.cuda:
-            t[1].synchronize()
-            return t[0].elapsed_time(t[1])
-        return t
-
-    def sync(self):
-        if self.cuda:
-            self.torch.cuda.synchronize()
 
 
 def dtype_for(dev):
@@ -263,6 +230,8 @@ def collectives_cmd(a):
     import torch
     import torch.distributed as dist
 
+    from sp_share import Clock
+
     rank, world, dev = setup()
     clock = Clock(dev)
     d = world
@@ -280,9 +249,9 @@ def collectives_cmd(a):
         for S in ((256, 512, 1024) if a.smoke else A2A_S):
             x = torch.randn(S // d, h, device=dev, dtype=dt)
             y = torch.empty_like(x)
-            ms, runs = _time(clock, lambda: dist.all_to_all_single(y, x), a.reps)
+            ms, runs = _time(clock, functools.partial(dist.all_to_all_single, y, x), a.reps)
             out_bytes = x.numel() * size * (d - 1) / d
-            model_ms = 1e3 * out_bytes / (comm.link_gbps * 1e9)
+            model_ms = comm.a2a_ms(1, S, d) / (8 * m["depth"])  # the replay's: one of a block's 8
             rows.append({"S": S, "tensor_bytes": x.numel() * size, "bytes_leaving_rank": out_bytes, "ms": ms,
                          "runs": runs, "gbps": out_bytes / (ms * 1e6) if ms > 0 else None, "model_ms": model_ms,
                          "model_ms_fit_default": 1e3 * out_bytes / (fit_default_gbps * 1e9),
@@ -293,11 +262,11 @@ def collectives_cmd(a):
         flat = torch.randn(P - P % world, device=dev, dtype=dt)
         shard = torch.empty(flat.numel() // world, device=dev, dtype=dt)
         if hasattr(dist, "all_gather_into_tensor") and backend != "gloo":
-            ag = ("all_gather_into_tensor", lambda: dist.all_gather_into_tensor(flat, shard))
-            rs = ("reduce_scatter_tensor", lambda: dist.reduce_scatter_tensor(shard, flat))
+            ag = ("all_gather_into_tensor", functools.partial(dist.all_gather_into_tensor, flat, shard))
+            rs = ("reduce_scatter_tensor", functools.partial(dist.reduce_scatter_tensor, shard, flat))
         else:
             ag = rs = ("all_reduce (no all_gather_into_tensor / reduce_scatter_tensor on %s)" % backend,
-                       lambda: dist.all_reduce(flat))
+                       functools.partial(dist.all_reduce, flat))
         fsdp = {}
         for what, (op, fn) in (("all_gather", ag), ("reduce_scatter", rs)):
             ms, runs = _time(clock, fn, a.reps)
@@ -442,7 +411,7 @@ def check_cmd(a):
             return float((u - v).norm() / max(v.norm(), 1e-30))
 
         r = {"B": B, "S": S, "blocks": a.blocks, "loss_ref": float(lr.detach()), "loss_sp": float(loss_sum),
-             "loss_rel_err": abs(float(loss_sum) - float(lr)) / abs(float(lr)),
+             "loss_rel_err": abs(float(loss_sum) - float(lr.detach())) / abs(float(lr.detach())),
              "input_grad_rel_err": rel(gx, xr.grad),
              "param_grad_rel_err_max": max(rel(u, v) for u, v in zip(grads, ref_grads))}
         r["ok"] = r["loss_rel_err"] < a.tol and r["input_grad_rel_err"] < a.tol and r["param_grad_rel_err_max"] < a.tol
@@ -604,6 +573,8 @@ def train_cmd(a):
     import torch
     import torch.distributed as dist
     from adaptiveload.training import sp_groups
+
+    from sp_share import Clock
 
     rank, world, dev = setup()
     with open(a.arms) as f:
@@ -786,51 +757,93 @@ def report_table(out):
 # ---------------------------------------------------------------------------------------------
 
 
+def _int_min(lo):
+    """An argparse type: an integer >= lo, else a message naming the value."""
+    def parse(text):
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError("%r is not an integer" % text)
+        if v < lo:
+            raise argparse.ArgumentTypeError("%d is below %d" % (v, lo))
+        return v
+    return parse
+
+
+def _positive_float(text):
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("%r is not a number" % text)
+    if not v > 0 or v == float("inf"):
+        raise argparse.ArgumentTypeError("%r is not a finite number > 0" % text)
+    return v
+
+
+def _model_list(text):
+    names = [n for n in text.split(",") if n]
+    bad = [n for n in names if n not in sp_model.MODELS]
+    if bad or not names:
+        raise argparse.ArgumentTypeError("models %r: each one of %s" % (text, ", ".join(sorted(sp_model.MODELS))))
+    return ",".join(names)
+
+
+def _without_spawn(argv):
+    """argv less its --spawn N / --spawn=N (the ranks it starts get the rest)."""
+    out, skip = [], False
+    for x in argv:
+        if skip:
+            skip = False
+        elif x == "--spawn":
+            skip = True
+        elif not x.startswith("--spawn="):
+            out.append(x)
+    return out
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
     j = sub.add_parser("job")
     j.add_argument("--work", required=True)
-    j.add_argument("--world", type=int, default=2)
-    j.add_argument("--steps", type=int, default=30)
-    j.add_argument("--blocks", type=int, default=2)
-    j.add_argument("--reps", type=int, default=3)
+    j.add_argument("--world", type=_int_min(1), default=2)
+    j.add_argument("--steps", type=_int_min(1), default=30)
+    j.add_argument("--blocks", type=_int_min(1), default=2)
+    j.add_argument("--reps", type=_int_min(1), default=3)
     j.add_argument("--first", action="store_true", help="the first --steps steps (default: evenly spaced)")
     j.add_argument("--smoke", action="store_true", help="tiny model shapes")
     for cmd in ("collectives", "check", "train"):
         p = sub.add_parser(cmd)
         p.add_argument("--out", required=True)
-        p.add_argument("--spawn", type=int, default=0, help="start N local ranks here (gloo on the CPU)")
+        p.add_argument("--spawn", type=_int_min(0), default=0, help="start N local ranks here (gloo on the CPU)")
         p.add_argument("--smoke", action="store_true", help="tiny model shapes")
         if cmd != "train":
-            p.add_argument("--models", default="14b,1.3b")
+            p.add_argument("--models", type=_model_list, default="14b,1.3b")
         if cmd == "collectives":
-            p.add_argument("--reps", type=int, default=10)
+            p.add_argument("--reps", type=_int_min(1), default=10)
         if cmd in ("check", "train"):
-            p.add_argument("--blocks", type=int, default=0 if cmd == "train" else 2)
+            p.add_argument("--blocks", type=_int_min(0 if cmd == "train" else 1), default=0 if cmd == "train" else 2,
+                           help="blocks (train: 0 = the job's)")
         if cmd == "check":
-            p.add_argument("--tol", type=float, default=2e-4)
+            p.add_argument("--tol", type=_positive_float, default=2e-4)
         if cmd == "train":
             p.add_argument("--arms", required=True, help="two/arms.json of `job`")
-            p.add_argument("--warmup", type=int, default=2, help="steps left out of the figures")
-            p.add_argument("--shrink", type=int, default=1, help="compute S / N tokens per sample (CPU smoke "
+            p.add_argument("--warmup", type=_int_min(0), default=2, help="steps left out of the figures")
+            p.add_argument("--shrink", type=_int_min(1), default=1, help="compute S / N tokens per sample (CPU smoke "
                            "only: the figures then mean nothing; tokens are still the schedule's)")
     r = sub.add_parser("report")
     r.add_argument("--work", required=True)
     r.add_argument("--replay", required=True, help="timings.json of sp_replay.py on the job")
     r.add_argument("--train", help="train.json (absent: the replay's half alone)")
-    r.add_argument("--warmup", type=int, default=2, help="without --train: first steps left out")
+    r.add_argument("--warmup", type=_int_min(0), default=2, help="without --train: first steps left out")
     r.add_argument("--collectives")
     r.add_argument("--check")
     r.add_argument("--out", required=True)
     r.add_argument("--md")
     a = ap.parse_args(argv)
     if getattr(a, "spawn", 0) and "RANK" not in os.environ:
-        rest = list(argv)
-        i = rest.index("--spawn")
-        del rest[i:i + 2]
-        return spawn(a.spawn, rest)
+        return spawn(a.spawn, _without_spawn(argv))
     return {"job": job_cmd, "collectives": collectives_cmd, "check": check_cmd, "train": train_cmd,
             "report": report_cmd}[a.cmd](a)
 
