@@ -3,7 +3,7 @@
 (dev/e2e/sp_arms.py prepare writes job.json) on one GPU, then runs the full replay of the
 job's first steps, and writes timings.json for `sp_arms.py compose`.
 
-    dev/e2e/sp_replay.py --job job.json --out OUT [--budget-s 480] [--cpu]
+    dev/e2e/sp_replay.py --job job.json --out OUT [--budget-s 480] [--cpu] [--models 14b,...]
     dev/e2e/sp_replay.py --smoke --out OUT            # CPU: a tiny model and job (no job file)
 
 job.json: {"models": {NAME: {"hidden", "heads", "ffn", "text_dim", "text_len", "blocks",
@@ -79,6 +79,7 @@ def main(argv=None):
     ap.add_argument("--budget-s", type=float, default=480.0, help="stop timing new shapes after this long")
     ap.add_argument("--cpu", action="store_true")
     ap.add_argument("--smoke", action="store_true", help="CPU, a tiny model and job")
+    ap.add_argument("--models", help="comma-separated: time only these of the job's models (default: all)")
     a = ap.parse_args(argv)
     for k, v in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"), ("NVSHMEM_DISABLE_NVLS", "1")):
         os.environ.setdefault(k, v)
@@ -93,6 +94,14 @@ def main(argv=None):
             job = json.load(f)
     else:
         ap.error("--job or --smoke")
+    if a.models:
+        keep = [n for n in a.models.split(",") if n]
+        bad = [n for n in keep if n not in job["models"]]
+        if bad or not keep:
+            ap.error("--models %r: each one of the job's %s" % (a.models, ", ".join(job["models"])))
+        job["order"] = [n for n in job.get("order", list(job["models"])) if n in keep]
+        if job.get("full") and job["full"]["model"] not in keep:
+            job["full"], job["full_est_ms"] = None, 0.0
     device = torch.device("cpu") if a.cpu or not torch.cuda.is_available() else torch.device("cuda", 0)
     dtype = torch.float32 if device.type == "cpu" else torch.bfloat16
     t0 = time.time()

@@ -281,27 +281,61 @@ class TwoGpu(unittest.TestCase):
                  "--lib", lib, "--worlds", "2", "--no-grid", "--full-steps", "0"])
             run(two + ["job", "--work", w, "--steps", "4", "--blocks", "1", "--smoke"])
             run(two + ["check", "--spawn", "2", "--smoke", "--out", out, "--blocks", "2"])
-            run(two + ["train", "--spawn", "2", "--arms", os.path.join(w, "two", "arms.json"), "--out", out,
-                       "--shrink", "16", "--warmup", "1"])
+            # one model a call, as on the device; the files are merged by the report
+            for name in ("14b", "1.3b"):
+                run(two + ["train", "--spawn", "2", "--arms", os.path.join(w, "two", "arms.json"), "--out",
+                           os.path.join(out, name), "--models", name, "--shrink", "16", "--warmup", "1"])
+            cut = os.path.join(out, "cut")
+            run(two + ["train", "--spawn", "2", "--arms", os.path.join(w, "two", "arms.json"), "--out", cut,
+                       "--models", "1.3b", "--shrink", "16", "--warmup", "1", "--budget-s", "0.001"])
             run(two + ["collectives", "--spawn", "2", "--smoke", "--out", out, "--reps", "2"])
             with open(os.path.join(w, "two", "job.json")) as f:
                 job = json.load(f)
+            # the device half for one model of a job (CPU, tiny shapes: their times mean nothing)
+            rep, tiny = os.path.join(out, "rep"), os.path.join(w, "tiny.json")
+            dims = {"hidden": 64, "heads": 4, "ffn": 128, "text_dim": 32, "text_len": 8, "blocks": 1}
+            with open(tiny, "w") as f:
+                json.dump({"models": {"x": dict(dims, shapes=[[1, 64, 1, 1.0, 1]]),
+                                      "y": dict(dims, shapes=[[2, 64, 2, 1.0, 1], [1, 32, 1, 1.0, 1]])},
+                           "order": ["x", "y"], "full": {"model": "x", "steps": [[[[1, 64, 1]]]]},
+                           "full_est_ms": 1.0, "reps": 1, "warmup": 0}, f)
+            replay = [sys.executable, os.path.join(HERE, "sp_replay.py"), "--job", tiny, "--cpu", "--out", rep]
+            run(replay + ["--models", "y"])
+            with open(os.path.join(rep, "timings.json")) as f:
+                rep_y = json.load(f)
+            bad = subprocess.run(replay + ["--models", "y,nope"], env=env, capture_output=True, text=True)
             tm = {"models": {n: {"blocks": m["blocks"], "shapes": {"%d,%d,%d" % (B, S, d): {"ms": est}
                                                                    for B, S, d, est, _ in m["shapes"]}}
                              for n, m in job["models"].items()}}
             with open(os.path.join(out, "timings.json"), "w") as f:
                 json.dump(tm, f)
-            run(two + ["report", "--work", w, "--replay", os.path.join(out, "timings.json"), "--train",
-                       os.path.join(out, "train.json"), "--collectives", os.path.join(out, "collectives.json"),
-                       "--check", os.path.join(out, "check.json"), "--out", os.path.join(out, "r.json")])
+            trains = ["--train", os.path.join(out, "14b", "train.json"), "--train",
+                      os.path.join(out, "1.3b", "train.json")]
+            run(two + ["report", "--work", w, "--replay", os.path.join(out, "timings.json")] + trains +
+                ["--collectives", os.path.join(out, "collectives.json"), "--check", os.path.join(out, "check.json"),
+                 "--out", os.path.join(out, "r.json")])
+            # a model in two files, and arms cut to their warm-up step, are refused by name
+            dup = subprocess.run(two + ["report", "--work", w, "--replay", os.path.join(out, "timings.json")] +
+                                 trains + ["--train", os.path.join(cut, "train.json"), "--out",
+                                           os.path.join(out, "x.json")], env=env, capture_output=True, text=True)
+            few = subprocess.run(two + ["report", "--work", w, "--replay", os.path.join(out, "timings.json"),
+                                        "--train", os.path.join(out, "14b", "train.json"), "--train",
+                                        os.path.join(cut, "train.json"), "--out", os.path.join(out, "y.json")],
+                                 env=env, capture_output=True, text=True)
+            with open(os.path.join(cut, "train.json")) as f:
+                tr_cut = json.load(f)
             run(two + ["report", "--work", w, "--replay", os.path.join(out, "timings.json"), "--warmup", "1",
                        "--out", os.path.join(out, "r0.json")])
             with open(os.path.join(out, "r0.json")) as f:
                 r0 = json.load(f)
             with open(os.path.join(w, "two", "arms.json")) as f:
                 arms = json.load(f)
-            with open(os.path.join(out, "train.json")) as f:
-                tr = json.load(f)
+            tr = {}
+            for name in ("14b", "1.3b"):
+                with open(os.path.join(out, name, "train.json")) as f:
+                    t = json.load(f)
+                tr.setdefault("world", t["world"])
+                tr.setdefault("arms", {}).update(t["arms"])
             with open(os.path.join(out, "check.json")) as f:
                 ck = json.load(f)
             with open(os.path.join(out, "collectives.json")) as f:
@@ -309,6 +343,19 @@ class TwoGpu(unittest.TestCase):
             with open(os.path.join(out, "r.json")) as f:
                 r = json.load(f)
         self.assertTrue(ck["ok"], ck)
+        self.assertEqual(list(rep_y["models"]), ["y"])  # x and its full replay left out
+        self.assertEqual(sorted(rep_y["models"]["y"]["shapes"]), ["1,32,1", "2,64,2"])
+        self.assertIsNone(rep_y["full"])
+        self.assertNotEqual(bad.returncode, 0)
+        self.assertIn("'y,nope'", bad.stderr)
+        # --budget-s: every 1.3B arm stops after its first step, on both ranks alike
+        self.assertEqual(sorted(tr_cut["arms"]), sorted(k for k in arms["arms"] if k.startswith("1.3b/")))
+        for key, res in tr_cut["arms"].items():
+            self.assertEqual((len(res["steps"]), res["planned_steps"]), (1, 4), key)
+        self.assertNotEqual(dup.returncode, 0)
+        self.assertIn("is in an earlier file too", dup.stderr)
+        self.assertNotEqual(few.returncode, 0)
+        self.assertIn("none after the 1 warm-up step", few.stderr)
         for name, c in ck["models"].items():
             self.assertLess(c["loss_rel_err"], 1e-4, name)
             self.assertLess(c["param_grad_rel_err_max"], 1e-4, name)

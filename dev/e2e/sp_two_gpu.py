@@ -7,14 +7,16 @@ Host (plans and the device job):
     dev/e2e/sp_arms.py prepare --work W2 --worlds 2 --no-grid --full-steps 0
     dev/e2e/sp_two_gpu.py job --work W2 --steps 30 --blocks 2      # W2/two/: job.json, arms.json
 
-Device (nvidia-h200-x2; dev/two_gpu.sh runs all of it in one call):
+Device (nvidia-h200-x2; `SP2_MODELS=M dev/e2e/sp_two_gpu.sh W2 $OUT` runs all of it for one
+model M in one call):
 
-    python3 dev/e2e/sp_replay.py --job W2/two/job.json --out $OUT/replay           # GPU 0 alone
-    torchrun --nproc-per-node 2 dev/e2e/sp_two_gpu.py collectives --out $OUT/coll
-    torchrun --nproc-per-node 2 dev/e2e/sp_two_gpu.py check --out $OUT/check
-    torchrun --nproc-per-node 2 dev/e2e/sp_two_gpu.py train --arms W2/two/arms.json --out $OUT/train
+    python3 dev/e2e/sp_replay.py --job W2/two/job.json --models M --out $OUT/replay   # GPU 0 alone
+    torchrun --nproc-per-node 2 dev/e2e/sp_two_gpu.py collectives --models M --out $OUT/coll
+    torchrun --nproc-per-node 2 dev/e2e/sp_two_gpu.py check --models M --out $OUT/check
+    torchrun --nproc-per-node 2 dev/e2e/sp_two_gpu.py train --arms W2/two/arms.json --models M \\
+        --budget-s 300 --out $OUT/train
 
-Host (the comparison):
+Host (the comparison; --replay, --train, --collectives, --check once per device call, merged):
 
     dev/e2e/sp_two_gpu.py report --work W2 --replay T/timings.json --train T/train.json \\
         --collectives T/collectives.json [--check T/check.json] --out two_gpu.json --md two_gpu.md
@@ -38,7 +40,8 @@ each rank on its S/2 tokens with real all-to-alls; the group's loss (summed over
 gradients (parameters summed over ranks, input rows concatenated) against the reference.
 
 train: each arm's job steps (evenly spaced over its epoch, the same ones the replay composes)
-run on the W ranks.
+run on the W ranks; --budget-s shares a wall budget out over the arms in order (an arm past its
+share stops after the step it is in, on every rank), and train.json is written after every arm.
 The blocks are examples/shape_bench.py's DiTBlock (the block the replay and the shipped
 benchmark time) with the emulated all-to-alls replaced by adaptiveload.sp's over the group's
 process group (adaptiveload.training.sp_groups, created once). Lock-step arms (a, a', c: every rank
@@ -482,7 +485,10 @@ def _max_share(arms, name, world, shrink):
     return tok, bmax
 
 
-def train_arm(sched, m, blocks, dev, groups, clock, bufs, lockstep, shrink):
+def train_arm(sched, m, blocks, dev, groups, clock, bufs, lockstep, shrink, deadline=None):
+    """Trains one arm's steps in order; after a step that ends past `deadline` (time.time(), as
+    rank 0 sees it, so every rank stops after the same step) the rest are left out.
+    Returns (steps, sharding)."""
     import torch
     import torch.distributed as dist
 
@@ -557,12 +563,15 @@ def train_arm(sched, m, blocks, dev, groups, clock, bufs, lockstep, shrink):
         wall = (time.perf_counter() - t0) * 1e3
         micro_ms = [clock.ms(t) for t in marks]
         tok = sum(real for B, S, d, leader, real in units if rank == leader)
-        v = torch.tensor([wall, sum(micro_ms), float(tok)], dtype=torch.float64, device=dev)
+        late = float(deadline is not None and time.time() > deadline)
+        v = torch.tensor([wall, sum(micro_ms), float(tok), late], dtype=torch.float64, device=dev)
         allv = [torch.zeros_like(v) for _ in range(world)]
         dist.all_gather(allv, v)
         allv = [x.tolist() for x in allv]
         steps.append({"step": si, "wall_ms": max(x[0] for x in allv), "rank_busy_ms": [x[1] for x in allv],
                       "tokens": int(sum(x[2] for x in allv)), "micro": len(units), "micro_ms": micro_ms})
+        if allv[0][3]:
+            break
     del stack, opt
     if dev.type == "cuda":
         torch.cuda.empty_cache()
@@ -588,9 +597,16 @@ def train_cmd(a):
     res = {"world": world, "backend": dist.get_backend(), "torch": torch.__version__, "blocks": blocks,
            "shrink": a.shrink, "dtype": str(dtype_for(dev)),
            "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu", "warmup_steps": a.warmup,
-           "arms": {}}
+           "budget_s": a.budget_s or None, "arms": {}}
+    keep = a.models.split(",") if a.models else list(arms["models"])
+    bad = [n for n in keep if n not in arms["models"]]
+    if bad:
+        raise SystemExit("%s: no model %s (it has %s)" % (a.arms, ", ".join(bad), ", ".join(arms["models"])))
+    todo = [k for k in sorted(arms["arms"]) if k.split("/")[0] in keep]
     t_all = time.time()
     for name, m in arms["models"].items():
+        if name not in keep:
+            continue
         tok, bmax = _max_share(arms, name, world, a.shrink)
         g = torch.Generator(device=dev).manual_seed(rank)
         dt = dtype_for(dev)
@@ -599,21 +615,27 @@ def train_cmd(a):
                 torch.randn(bmax, 6, m["hidden"], generator=g, device=dev, dtype=dt) * 0.1,
                 torch.randn(bmax, m["text_len"], m["text_dim"], generator=g, device=dev, dtype=dt)
                 if m["text_len"] else None)
-        for key, s in sorted(arms["arms"].items()):
+        for key in todo:
             if key.split("/")[0] != name:
                 continue
+            s = arms["arms"][key]
             lockstep = s["sync"] != "per-rank"
             if dev.type == "cuda":
                 torch.cuda.reset_peak_memory_stats(dev)
             t = time.time()
-            steps, sharding = train_arm(s, m, blocks, dev, groups, clock, bufs, lockstep, a.shrink)
+            # the budget is shared out in arm order; what an arm leaves unused passes to the next
+            deadline = t_all + a.budget_s * (todo.index(key) + 1) / len(todo) if a.budget_s else None
+            steps, sharding = train_arm(s, m, blocks, dev, groups, clock, bufs, lockstep, a.shrink, deadline)
             peak = torch.cuda.max_memory_allocated(dev) if dev.type == "cuda" else None
-            res["arms"][key] = {"sync": s["sync"], "sharding": sharding, "steps": steps, "peak_mem_bytes": peak}
+            res["arms"][key] = {"sync": s["sync"], "sharding": sharding, "steps": steps, "peak_mem_bytes": peak,
+                                "planned_steps": len(s["steps"])}
             if rank == 0:
                 run = steps[a.warmup:] or steps
-                log("%s: %d steps in %.1f s (%s), %.0f tokens/s after %d warm-up steps" % (
-                    key, len(steps), time.time() - t, sharding,
+                log("%s: %d of %d steps in %.1f s (%s), %.0f tokens/s after %d warm-up steps" % (
+                    key, len(steps), len(s["steps"]), time.time() - t, sharding,
                     sum(x["tokens"] for x in run) / (sum(x["wall_ms"] for x in run) / 1e3), a.warmup))
+                res["wall_s"] = time.time() - t_all
+                _write(a.out, "train.json", res)  # after every arm: a run cut off keeps what finished
         del bufs
     res["wall_s"] = time.time() - t_all
     if rank == 0:
@@ -639,17 +661,30 @@ def _measured(real, world):
             "measured_step_cv": sp_model.cv([s["wall_ms"] for s in real]), "measured_idle": _idle(real, world)}
 
 
+def _merged(paths, key):
+    """One result from the JSON files of several device calls (one model each, say): the first
+    file's fields, with `key`'s entries of every file; an entry in two files is an error."""
+    out = None
+    for path in paths:
+        with open(path) as f:
+            r = json.load(f)
+        if out is None:
+            out = r
+            continue
+        for k, v in r[key].items():
+            if k in out[key]:
+                raise SystemExit("%s: %s %r is in an earlier file too" % (path, key, k))
+            out[key][k] = v
+    return out
+
+
 def report_cmd(a):
     """The comparison table; without --train, the replay's half alone (measured columns -)."""
     work = os.path.abspath(a.work)
     with open(os.path.join(work, "two", "arms.json")) as f:
         arms = json.load(f)
-    tr = None
-    if a.train:
-        with open(a.train) as f:
-            tr = json.load(f)
-    with open(a.replay) as f:
-        tm = json.load(f)
+    tr = _merged(a.train, "arms") if a.train else None
+    tm = _merged(a.replay, "models")
     world = arms["world"]
     blocks = tr["blocks"] if tr else arms["blocks"]
     skip = tr["warmup_steps"] if tr else a.warmup
@@ -667,7 +702,12 @@ def report_cmd(a):
         missing = sorted(k for k in sp_model.schedule_shapes(sched) if k not in table)
         if missing:
             raise SystemExit("%s: the replay timed no %s (B, S, d) of %s" % (a.replay, missing[:4], key))
-        composed = sp_model.compose(sched, lambda B, S, d: table[(B, S, d)] * scale, comm)[skip:]
+        # a trained arm cut off by its budget is set beside the replay of the steps it ran
+        upto = len(tr["arms"][key]["steps"]) if tr else len(sched["steps"])
+        if upto <= skip:
+            raise SystemExit("%s: %d step(s) %s, none after the %d warm-up step(s)" % (
+                key, upto, "trained" if tr else "in the schedule", skip))
+        composed = sp_model.compose(sched, lambda B, S, d: table[(B, S, d)] * scale, comm)[skip:upto]
         c_tok = sum(s["real"] for s in composed)
         row = {"model": name, "arm": arm, "steps": len(composed), "tokens": c_tok,
                "replay_tokens_per_s": c_tok / (sum(s["step_ms"] for s in composed) / 1e3),
@@ -693,11 +733,9 @@ def report_cmd(a):
                                   if row["measured_vs_a"] is not None else None)
         out["rows"].append(row)
     if a.collectives:
-        with open(a.collectives) as f:
-            out["collectives"] = json.load(f)
+        out["collectives"] = _merged(a.collectives, "models")
     if a.check:
-        with open(a.check) as f:
-            out["check"] = json.load(f)
+        out["check"] = _merged(a.check, "models")
     with open(a.out, "w") as f:
         json.dump(out, f, indent=1)
     md = report_table(out)
@@ -818,8 +856,8 @@ def main(argv=None):
         p.add_argument("--out", required=True)
         p.add_argument("--spawn", type=_int_min(0), default=0, help="start N local ranks here (gloo on the CPU)")
         p.add_argument("--smoke", action="store_true", help="tiny model shapes")
-        if cmd != "train":
-            p.add_argument("--models", type=_model_list, default="14b,1.3b")
+        p.add_argument("--models", type=_model_list, default=None if cmd == "train" else "14b,1.3b",
+                       help="comma-separated (train: default every model of --arms)")
         if cmd == "collectives":
             p.add_argument("--reps", type=_int_min(1), default=10)
         if cmd in ("check", "train"):
@@ -830,15 +868,19 @@ def main(argv=None):
         if cmd == "train":
             p.add_argument("--arms", required=True, help="two/arms.json of `job`")
             p.add_argument("--warmup", type=_int_min(0), default=2, help="steps left out of the figures")
+            p.add_argument("--budget-s", type=_positive_float, default=None,
+                           help="wall seconds for all arms, shared out in order; an arm past its share stops "
+                           "after the step it is in (default: no limit)")
             p.add_argument("--shrink", type=_int_min(1), default=1, help="compute S / N tokens per sample (CPU smoke "
                            "only: the figures then mean nothing; tokens are still the schedule's)")
     r = sub.add_parser("report")
     r.add_argument("--work", required=True)
-    r.add_argument("--replay", required=True, help="timings.json of sp_replay.py on the job")
-    r.add_argument("--train", help="train.json (absent: the replay's half alone)")
+    # each may be given once per device call (one model a call): the files are merged
+    r.add_argument("--replay", required=True, action="append", help="timings.json of sp_replay.py on the job")
+    r.add_argument("--train", action="append", help="train.json (absent: the replay's half alone)")
     r.add_argument("--warmup", type=_int_min(0), default=2, help="without --train: first steps left out")
-    r.add_argument("--collectives")
-    r.add_argument("--check")
+    r.add_argument("--collectives", action="append")
+    r.add_argument("--check", action="append")
     r.add_argument("--out", required=True)
     r.add_argument("--md")
     a = ap.parse_args(argv)

@@ -6,6 +6,8 @@
 # OUT/replay: the one-GPU replay of the same steps' shapes (GPU 0 alone, before the others);
 # OUT/coll, OUT/check, OUT/train: the torchrun steps (NCCL). Each step's log is
 # OUT/<step>.log; a failed step does not stop the rest (the exit status is the last failure's).
+# SP2_MODELS=14b (or 1.3b; default both) does one model's set, so that a call fits the device's
+# per-command limit; SP2_TRAIN_BUDGET_S (default 300) caps the training, shared out over the arms.
 set -u
 JOB=${1:?JOBDIR}
 OUT=${2:?OUT}
@@ -15,6 +17,8 @@ mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 NP=${SP2_NPROC:-2}
 TR=(torchrun --standalone --nproc-per-node "$NP")
+MODELS=${SP2_MODELS:-14b,1.3b}
+BUDGET=${SP2_TRAIN_BUDGET_S:-300}
 rc=0
 step() {
   local name=$1
@@ -28,8 +32,10 @@ step() {
   [ "$r" = 0 ] || rc=$r
 }
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
-step replay env CUDA_VISIBLE_DEVICES=0 python3 dev/e2e/sp_replay.py --job "$JOB/two/job.json" --out "$OUT/replay"
-step coll "${TR[@]}" dev/e2e/sp_two_gpu.py collectives --out "$OUT/coll"
-step check "${TR[@]}" dev/e2e/sp_two_gpu.py check --out "$OUT/check"
-step train "${TR[@]}" dev/e2e/sp_two_gpu.py train --arms "$JOB/two/arms.json" --out "$OUT/train"
+step replay env CUDA_VISIBLE_DEVICES=0 python3 dev/e2e/sp_replay.py --job "$JOB/two/job.json" --models "$MODELS" \
+  --out "$OUT/replay"
+step coll "${TR[@]}" dev/e2e/sp_two_gpu.py collectives --models "$MODELS" --out "$OUT/coll"
+step check "${TR[@]}" dev/e2e/sp_two_gpu.py check --models "$MODELS" --out "$OUT/check"
+step train "${TR[@]}" dev/e2e/sp_two_gpu.py train --arms "$JOB/two/arms.json" --models "$MODELS" \
+  --budget-s "$BUDGET" --out "$OUT/train"
 exit $rc
