@@ -14,7 +14,7 @@ model M in one call):
     torchrun --nproc-per-node 2 dev/e2e/sp_two_gpu.py collectives --models M --out $OUT/coll
     torchrun --nproc-per-node 2 dev/e2e/sp_two_gpu.py check --models M --out $OUT/check
     torchrun --nproc-per-node 2 dev/e2e/sp_two_gpu.py train --arms W2/two/arms.json --models M \\
-        --budget-s 300 --out $OUT/train
+        --budget-s 400 --out $OUT/train
 
 Host (the comparison; --replay, --train, --collectives, --check once per device call, merged):
 
