@@ -4,17 +4,7 @@
 # imported.
 set -euo pipefail
 PY=${AL_TEST_PYTHON:-/usr/bin/python3}
-if ! "$PY" -c "import torch" >/dev/null 2>&1; then
-  echo "SKIP: $PY cannot import torch; the SP replay checks did not run"
-  exit 0
-fi
-export ADAPTIVELOAD_BIN="$PWD/adaptiveload"
-export ADAPTIVELOAD_LIB="$PWD/dist/libadaptiveload.so"
-export PYTHONDONTWRITEBYTECODE=1
-# An ASan build of the library (bazel test --config=asan) needs the runtimes loaded first.
-syms=$(nm -D "$ADAPTIVELOAD_LIB" 2>/dev/null || true) # no pipe: grep -q would cut nm short under pipefail
-if grep -q " U __asan_init" <<<"$syms"; then
-  export LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"
-  export ASAN_OPTIONS=detect_leaks=0:protect_shadow_gap=0
-fi
+. "$PWD/tests/common/python_env.sh"
+al_have "$PY" torch "the SP replay checks" || exit 0
+al_python_env "$PWD"
 exec "$PY" "$PWD/dev/e2e/sp_replay_test.py"

@@ -49,6 +49,7 @@ def al_py_test(name, size = "medium", **kwargs):
             "//:python_package",
             "//dist:libadaptiveload.so",
             "//dist:libal_kernels.so",
+            "//tests/common:python_env.sh",
         ] + kwargs.pop("data", []),
         **kwargs
     )

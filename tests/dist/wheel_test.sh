@@ -16,6 +16,7 @@
 set -euo pipefail
 PY=${AL_TEST_PYTHON:-/usr/bin/python3}
 here=$(pwd)
+. "$here/tests/common/python_env.sh"
 fail() {
   echo "FAIL: $*"
   exit 1
@@ -73,13 +74,8 @@ venv=$work/venv
   fail "pip install $wheel"
 }
 echo "ok: pip installed the wheel into a fresh virtual environment"
-# Under --config=asan the library is instrumented: python needs the runtime loaded first,
-# and CPython's own allocations are not ours to leak-check (as tests/stream/python_test.sh).
-syms=$(nm -D "$venv"/lib/python3*/site-packages/adaptiveload/lib/libadaptiveload.so 2>/dev/null || true)
-if grep -q " U __asan_init" <<<"$syms"; then
-  export LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"
-  export ASAN_OPTIONS=detect_leaks=0:protect_shadow_gap=0
-fi
+# An ASan build of the installed library (--config=asan): its runtimes load first.
+al_asan_env "$(echo "$venv"/lib/python3*/site-packages/adaptiveload/lib/libadaptiveload.so)"
 export PATH="$venv/bin:/usr/bin:/bin"
 [ "$(command -v adaptiveload)" = "$venv/bin/adaptiveload" ] || fail "adaptiveload on PATH is $(command -v adaptiveload)"
 run=$work/run

@@ -6,21 +6,10 @@
 set -euo pipefail
 PY=${AL_TEST_PYTHON:-/usr/bin/python3}
 here=$(pwd)
-if ! "$PY" -c "import torch.distributed" >/dev/null 2>&1; then
-  echo "SKIP: $PY cannot import torch.distributed; the SP training test did not run"
-  "$PY" -c "import torch.distributed" 2>&1 | tail -1 || true
-  exit 0
-fi
-export ADAPTIVELOAD_LIB="$here/dist/libadaptiveload.so"
-export ADAPTIVELOAD_BIN="$here/adaptiveload"
-export PYTHONPATH="$here/python"
-export PYTHONDONTWRITEBYTECODE=1 OMP_NUM_THREADS=1
-# Under --config=asan the library is instrumented: load the runtime first (as python_test.sh).
-syms=$(nm -D "$ADAPTIVELOAD_LIB" 2>/dev/null || true)
-if grep -q " U __asan_init" <<<"$syms"; then
-  export LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"
-  export ASAN_OPTIONS=detect_leaks=0:protect_shadow_gap=0
-fi
+. "$here/tests/common/python_env.sh"
+al_have "$PY" torch.distributed "the SP training test" || exit 0
+al_python_env "$here"
+export OMP_NUM_THREADS=1
 "$PY" "$here/tests/examples/sp_train_test.py"
 # FSDP2 (fully_shard) and the torchrun launch: each prints "NOT RUN: why" and passes where
 # this torch lacks it (Debian's 1.13: no fully_shard; torch.distributed.run's agent fails

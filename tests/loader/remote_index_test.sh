@@ -13,13 +13,8 @@ abs() { echo "$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; }
 AL=$(abs "$1")
 DUMP=$(abs "$2")
 export ADAPTIVELOAD_LIB=$(abs "$3") PYTHONPATH=$(cd "$4" && pwd) PYTHONDONTWRITEBYTECODE=1
-# An ASan build of the library (bazel test --config=asan): Python needs the runtimes first.
-syms=$(nm -D "$ADAPTIVELOAD_LIB" 2>/dev/null || true) # no pipe: grep -q would cut nm short under pipefail
-if grep -q " U __asan_init" <<<"$syms"; then
-  PY_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"
-else
-  PY_PRELOAD=
-fi
+. "$(dirname "$0")/../common/python_env.sh"
+PY_PRELOAD=$(al_asan_preload "$ADAPTIVELOAD_LIB") # an ASan build: Python loads its runtimes first
 T=${TEST_TMPDIR:-$(mktemp -d)}/remote_index
 rm -rf "$T" && mkdir -p "$T"
 fail() { echo "FAIL: $*" >&2; exit 1; }

@@ -1,0 +1,42 @@
+# Sourced by the shell tests that run python3 against the built library and CLI.
+
+# al_have PY MODULE WHAT: true when PY imports MODULE; else prints the SKIP line naming WHAT
+# and the import error, and is false (the caller exits 0: a skip, not a pass).
+al_have() {
+  if "$1" -c "import $2" >/dev/null 2>&1; then
+    return 0
+  fi
+  echo "SKIP: $1 cannot import $2; $3 did not run"
+  "$1" -c "import $2" 2>&1 | tail -1 || true
+  return 1
+}
+
+# al_asan_preload LIB: prints the sanitizer runtimes python3 must load first (LD_PRELOAD) when
+# LIB is an ASan build (bazel test --config=asan), nothing when it is not instrumented.
+al_asan_preload() {
+  local syms
+  syms=$(nm -D "$1" 2>/dev/null || true) # no pipe: grep -q would cut nm short under pipefail
+  if grep -q " U __asan_init" <<<"$syms"; then
+    echo "$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"
+  fi
+}
+
+# al_asan_env LIB: for an ASan build of LIB, exports LD_PRELOAD with its runtimes and
+# ASAN_OPTIONS without leak checks (CPython's own allocations are not ours to check).
+al_asan_env() {
+  local pre
+  pre=$(al_asan_preload "$1")
+  if [ -n "$pre" ]; then
+    export LD_PRELOAD="$pre" ASAN_OPTIONS=detect_leaks=0:protect_shadow_gap=0
+  fi
+}
+
+# al_python_env DIR: the built CLI and library under the runfiles root DIR for the Python
+# package in DIR/python, with al_asan_env.
+al_python_env() {
+  export ADAPTIVELOAD_LIB="$1/dist/libadaptiveload.so"
+  export ADAPTIVELOAD_BIN="$1/adaptiveload"
+  export PYTHONPATH="$1/python"
+  export PYTHONDONTWRITEBYTECODE=1
+  al_asan_env "$ADAPTIVELOAD_LIB"
+}
