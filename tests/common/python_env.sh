@@ -21,6 +21,14 @@ al_asan_preload() {
   fi
 }
 
+# al_tsan_build LIB: true when LIB is a ThreadSanitizer build (bazel test --config=tsan), which
+# Python cannot load: the TSan runtime must start the process, and python3 is not built with it.
+al_tsan_build() {
+  local syms
+  syms=$(nm -D "$1" 2>/dev/null || true)
+  grep -q " U __tsan_init" <<<"$syms"
+}
+
 # al_asan_env LIB: for an ASan build of LIB, exports LD_PRELOAD with its runtimes and
 # ASAN_OPTIONS without leak checks (CPython's own allocations are not ours to check).
 al_asan_env() {

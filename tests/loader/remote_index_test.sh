@@ -151,7 +151,7 @@ grep -q "remote    4 shards are URLs (the first $U/corpus/shard-000000.tar)" "$T
   fail "inspect: $(cat "$T/inspect.out")"
 
 # Python: build_index with URLs, s3_endpoint=, and its errors.
-if grep -q " U __tsan_init" <<<"$syms"; then
+if al_tsan_build "$ADAPTIVELOAD_LIB"; then
   # Python cannot load a ThreadSanitizer build of the library (the runtime must start the
   # process); the C indexing above ran under it, and this step runs in the other builds.
   echo "remote_index_test: the Python step does not run against a TSan build of the library"

@@ -16,6 +16,8 @@
 #                                 once each batch's "cost" (its stall and fetches, which differ
 #                                 from run to run and between local and remote shards) is left out
 
+. "$(dirname "$(readlink -f "$0")")/../common/python_env.sh"
+
 same_delivery() { cmp -s <(sed 's/,"cost":{[^}]*}//' "$1") <(sed 's/,"cost":{[^}]*}//' "$2"); }
 
 stream_two_ranks() {
@@ -52,14 +54,13 @@ url_index() {
 }
 
 python_step() {
-  local lib=$1 syms pre= # pre: an ASan build of the library needs the runtimes first
+  local lib=$1 pre # pre: an ASan build of the library needs the runtimes first
   shift
   local name
   name=$(basename "$0")
   [ -n "$lib" ] || { echo "$name: no library given: the Python step does not run"; return 0; }
   lib=$(cd "$(dirname "$lib")" && pwd)/$(basename "$lib")
-  syms=$(nm -D "$lib" 2>/dev/null || true) # no pipe: grep -q would cut nm short under pipefail
-  if grep -q " U __tsan_init" <<<"$syms"; then
+  if al_tsan_build "$lib"; then
     echo "$name: the Python step does not run against a TSan build of the library"
     return 0
   fi
@@ -67,9 +68,7 @@ python_step() {
     echo "$name: no torch: the Python step does not run"
     return 0
   fi
-  if grep -q " U __asan_init" <<<"$syms"; then
-    pre="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"
-  fi
+  pre=$(al_asan_preload "$lib")
   ADAPTIVELOAD_LIB=$lib LD_PRELOAD="$pre" ASAN_OPTIONS=detect_leaks=0:protect_shadow_gap=0 \
     PYTHONPATH="$(dirname "$(readlink -f "$0")")/../../python" PYTHONDONTWRITEBYTECODE=1 \
     /usr/bin/python3 - "$@"
