@@ -14,7 +14,6 @@ AL=$(abs "$1")
 DUMP=$(abs "$2")
 export ADAPTIVELOAD_LIB=$(abs "$3") PYTHONPATH=$(cd "$4" && pwd) PYTHONDONTWRITEBYTECODE=1
 . "$(dirname "$0")/../common/python_env.sh"
-PY_PRELOAD=$(al_asan_preload "$ADAPTIVELOAD_LIB") # an ASan build: Python loads its runtimes first
 T=${TEST_TMPDIR:-$(mktemp -d)}/remote_index
 rm -rf "$T" && mkdir -p "$T"
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -156,7 +155,9 @@ if al_tsan_build "$ADAPTIVELOAD_LIB"; then
   # process); the C indexing above ran under it, and this step runs in the other builds.
   echo "remote_index_test: the Python step does not run against a TSan build of the library"
 else
-LD_PRELOAD="$PY_PRELOAD" ASAN_OPTIONS=detect_leaks=0:protect_shadow_gap=0 /usr/bin/python3 - "$T" "$U" "$EP" <<'PY' || fail "python build_index"
+( # a subshell: only python3 gets an ASan build's runtimes preloaded, not the CLI runs
+al_asan_env "$ADAPTIVELOAD_LIB"
+/usr/bin/python3 - "$T" "$U" "$EP" <<'PY'
 import sys
 import adaptiveload
 t, u, ep = sys.argv[1:]
@@ -182,6 +183,7 @@ for bad in ({"threads": -1}, {"remote_timeout": 0}):
     except ValueError:
         pass
 PY
+) || fail "python build_index"
 for x in pyhttp pys3; do dump $x; same local $x; done
 fi
 

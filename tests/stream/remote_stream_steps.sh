@@ -54,7 +54,7 @@ url_index() {
 }
 
 python_step() {
-  local lib=$1 pre # pre: an ASan build of the library needs the runtimes first
+  local lib=$1
   shift
   local name
   name=$(basename "$0")
@@ -68,8 +68,9 @@ python_step() {
     echo "$name: no torch: the Python step does not run"
     return 0
   fi
-  pre=$(al_asan_preload "$lib")
-  ADAPTIVELOAD_LIB=$lib LD_PRELOAD="$pre" ASAN_OPTIONS=detect_leaks=0:protect_shadow_gap=0 \
-    PYTHONPATH="$(dirname "$(readlink -f "$0")")/../../python" PYTHONDONTWRITEBYTECODE=1 \
-    /usr/bin/python3 - "$@"
+  ( # a subshell: only python3 gets the ASan runtimes preloaded, never the test's CLI runs
+    al_asan_env "$lib"
+    ADAPTIVELOAD_LIB=$lib PYTHONPATH="$(dirname "$(readlink -f "$0")")/../../python" \
+      PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 - "$@"
+  )
 }
