@@ -21,7 +21,7 @@
 
 /* The values are handed to the other verbs as typed, which check them. */
 typedef struct demo_args {
-  const char *out, *samples, *shards, *world, *seed, *batches;
+  const char *out, *samples, *shards, *world, *micro, *seed, *batches;
 } demo_args;
 
 #define DEMO_OPTION(flag, member, meta, text, dflt)                                             \
@@ -35,10 +35,12 @@ static const cli_option OPTIONS[] = {
     DEMO_OPTION("--out", out, "DIR", "working directory, reused if present", "adaptiveload-demo"),
     DEMO_OPTION("--samples", samples, "N", "corpus size, about 1.8 MB of latents per sample",
                 "1000"),
-    DEMO_OPTION("--shards", shards, "K", "shards", "8"),
+    DEMO_OPTION("--shards", shards, "SHARDS", "shards", "8"),
     DEMO_OPTION("--world", world, "W", "data-parallel ranks to plan for", "8"),
+    DEMO_OPTION("--micro-per-step", micro, "K",
+                "micro-batches per rank per step (gradient accumulation)", "4"),
     DEMO_OPTION("--seed", seed, "S", "corpus and shuffle seed", "0"),
-    DEMO_OPTION("--batches", batches, "K", "micro-batches to stream", "6"),
+    DEMO_OPTION("--batches", batches, "M", "micro-batches to stream", "6"),
     {.name = NULL},
 };
 /* clang-format on */
@@ -46,13 +48,14 @@ static const cli_option OPTIONS[] = {
 static const cli_verb DEMO = {
     .name = "demo",
     .usage =
-        "usage: adaptiveload demo [--out DIR] [--samples N] [--shards K] [--world W]\n"
-        "                         [--seed S] [--batches K]\n\n"
+        "usage: adaptiveload demo [--out DIR] [--samples N] [--shards SHARDS] [--world W]\n"
+        "                         [--micro-per-step K] [--seed S] [--batches M]\n\n"
         "Runs the pipeline on an embedded default: writes a synthetic WebDataset corpus\n"
         "(images and videos with real-size bf16 latents), indexes it, plans one epoch\n"
-        "with both policies (adaptive and equal-token) for W ranks using the embedded\n"
-        "H200 cost model, prints the balance comparison, draws each plan as an SVG, and\n"
-        "streams the first K packed micro-batches of rank 0.\n\n",
+        "with both policies (adaptive and equal-token) for W ranks and K micro-batches\n"
+        "per rank per step using the embedded H200 cost model, prints the balance\n"
+        "comparison, draws each plan as an SVG, and streams the first M packed\n"
+        "micro-batches of rank 0.\n\n",
     .options = OPTIONS,
     .say = CLI_SAY_PAGE,
     .missing = "missing value for '%s'",
@@ -81,11 +84,11 @@ static void section(int n, const char *title) {
 }
 
 int cli_cmd_demo(int argc, char **argv) {
-  demo_args a = {"adaptiveload-demo", "1000", "8", "8", "0", "6"};
+  demo_args a = {"adaptiveload-demo", "1000", "8", "8", "4", "0", "6"};
   int ec = cli_parse(&DEMO, argc, argv, &a);
   if (ec != CLI_RUN) return ec;
   const char *out = a.out, *samples = a.samples, *shards = a.shards, *world = a.world;
-  const char *seed = a.seed, *batches = a.batches;
+  const char *micro = a.micro, *seed = a.seed, *batches = a.batches;
   /* The verbs report on stderr and list on stdout; a demo reads as one story, so
    * send both down one line-buffered stream and keep them in order when piped. */
   setvbuf(stdout, NULL, _IOLBF, 0);
@@ -114,11 +117,13 @@ int cli_cmd_demo(int argc, char **argv) {
   if ((exit_code = run_verb(cli_cmd_index, a_index))) return exit_code;
 
   section(3, "plan one epoch with both policies (embedded H200 cost model)");
-  char *a_plan_a[] = {"plan",     "--index", index,        "--world", (char *)world, "--policy",
-                      "adaptive", "--seed",  (char *)seed, "-o",      man_a,         NULL};
+  char *a_plan_a[] = {"plan",        "--index",  index,    "--world",    (char *)world,
+                      "--policy",    "adaptive", "--seed", (char *)seed, "--micro-per-step",
+                      (char *)micro, "-o",       man_a,    NULL};
   if ((exit_code = run_verb(cli_cmd_plan, a_plan_a))) return exit_code;
-  char *a_plan_e[] = {"plan",        "--index", index,        "--world", (char *)world, "--policy",
-                      "equal-token", "--seed",  (char *)seed, "-o",      man_e,         NULL};
+  char *a_plan_e[] = {"plan",        "--index",     index,    "--world",    (char *)world,
+                      "--policy",    "equal-token", "--seed", (char *)seed, "--micro-per-step",
+                      (char *)micro, "-o",          man_e,    NULL};
   if ((exit_code = run_verb(cli_cmd_plan, a_plan_e))) return exit_code;
 
   section(4, "balance: adaptive vs equal-token");

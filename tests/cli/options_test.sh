@@ -93,5 +93,5 @@ check_help stream --index --manifest --rank --threads --prefetch --max-batches -
   --root --max-sample-bytes --max-member-bytes --on-error --max-skip-fraction --bench --device \
   --compute-ms --compute-cost --no-pinned --json --jsonl --sp-shard --cache-dir --cache-bytes \
   --fetch-parallel --no-fetch-ahead --remote-timeout
-check_help demo --out --samples --shards --world --seed --batches
+check_help demo --out --samples --shards --world --micro-per-step --seed --batches
 echo "options_test: OK"
