@@ -138,6 +138,15 @@ int plan_push_micro(al_plan *p, uint64_t first, uint32_t n, uint32_t bucket, uin
   return AL_OK;
 }
 
+int plan_split_micro(al_plan *p, size_t i) {
+  plan_micro *m = &p->micro[i];
+  uint32_t half = (m->n + 1) / 2, rest = m->n - half, b = m->bucket;
+  uint64_t first = m->first + half;
+  m->n = half;
+  m->cost = plan_micro_cost(p, b, half);
+  return plan_push_micro(p, first, rest, b, 0);
+}
+
 int plan_cmp_micro_cost(const void *a, const void *b, void *ctx) {
   const plan_micro *mi = ctx;
   const plan_micro *x = &mi[*(const uint32_t *)a], *y = &mi[*(const uint32_t *)b];

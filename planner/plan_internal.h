@@ -142,6 +142,11 @@ double plan_micro_cost(const al_plan *p, uint32_t bucket, uint32_t n);
  * micro-batches (they are numbered in 32 bits), AL_ENOMEM. */
 int plan_push_micro(al_plan *p, uint64_t first, uint32_t n, uint32_t bucket, uint32_t padded);
 
+/* Splits micro-batch i (n >= 2 samples) in two: its first ceil(n / 2) samples stay at i with
+ * their cost updated, the rest are appended through plan_push_micro (which may move p->micro).
+ * Errors as plan_push_micro's. */
+int plan_split_micro(al_plan *p, size_t i);
+
 /* qsort_r comparator of micro-batch indices (ctx: the plan_micro array): by predicted cost,
  * descending, then bucket, then sequence. No globals, so plans may be built on several threads
  * at once. */

@@ -207,14 +207,7 @@ static int split_to_multiple(al_plan *p, size_t per) {
     if (!h) break;
     /* Split in index order: the appended halves then come out the same on every machine. */
     qsort(heap, h, sizeof *heap, cmp_u32);
-    for (size_t q = 0; q < h && !rc; q++) {
-      plan_micro *m = &p->micro[heap[q]];
-      uint32_t half = (m->n + 1) / 2, rest = m->n - half, b = m->bucket;
-      uint64_t first = m->first + half;
-      m->n = half;
-      m->cost = plan_micro_cost(p, b, half);
-      rc = plan_push_micro(p, first, rest, b, 0);
-    }
+    for (size_t q = 0; q < h && !rc; q++) rc = plan_split_micro(p, heap[q]);
     need -= h;
   }
   free(heap);

@@ -65,14 +65,7 @@ static int split_units(al_plan *p, uint64_t per) {
     qsort_r(cand, h, sizeof *cand, cmp_split, p->micro);
     if (h > need) h = (size_t)need;
     qsort(cand, h, sizeof *cand, cmp_u32);
-    for (size_t q = 0; q < h && !rc; q++) {
-      plan_micro *m = &p->micro[cand[q]];
-      uint32_t half = (m->n + 1) / 2, rest = m->n - half, b = m->bucket;
-      uint64_t first = m->first + half;
-      m->n = half;
-      m->cost = plan_micro_cost(p, b, half);
-      rc = plan_push_micro(p, first, rest, b, 0);
-    }
+    for (size_t q = 0; q < h && !rc; q++) rc = plan_split_micro(p, cand[q]);
     need -= h;
   }
   free(cand);
