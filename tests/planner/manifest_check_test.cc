@@ -9,10 +9,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <functional>
 #include <string>
 #include <vector>
 
+#include "tests/planner/manifest_forge.h"
 #include "tests/planner/plan_fixtures.h"
 
 extern "C" {
@@ -23,31 +23,9 @@ extern "C" {
 
 namespace {
 
+using altest::Forge;
+using altest::Mutate;
 using altest::Shapes;
-
-using Mutate = std::function<void(uint32_t tag, ProtobufCMessage *msg)>;
-
-// Copies manifest `src` to `dst` through the container, letting `mutate` change each record.
-int Forge(const std::string &src, const std::string &dst, const Mutate &mutate) {
-  pbio_reader *r = nullptr;
-  pbio_writer *w = nullptr;
-  int rc = pbio_reader_open(&r, src.c_str(), AL_KIND_MANIFEST);
-  if (!rc) rc = pbio_writer_open(&w, dst.c_str(), AL_KIND_MANIFEST);
-  while (!rc) {
-    uint32_t tag;
-    ProtobufCMessage *msg = nullptr;
-    rc = pbio_read_any(r, &tag, &msg);
-    if (rc == AL_EOF) {
-      rc = AL_OK;
-      break;
-    }
-    if (rc) break;
-    mutate(tag, msg);
-    rc = pbio_write_msg(w, tag, msg);
-  }
-  pbio_reader_close(r);
-  return w ? pbio_writer_finish(w, rc) : rc;
-}
 
 struct ForgeTest : ::testing::Test {
   Shapes s = altest::MakeShapes(400, 7);

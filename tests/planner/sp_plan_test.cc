@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/planner/manifest_forge.h"
 #include "tests/planner/plan_fixtures.h"
 
 extern "C" {
@@ -563,28 +564,7 @@ TEST(SpPlan, SweepOfWorldsDegreesPoliciesAndLastSteps) {
 }
 
 // Forged followers: a manifest's groups are proved on load.
-using Mutate = std::function<void(uint32_t tag, ProtobufCMessage *msg)>;
-
-int Forge(const std::string &src, const std::string &dst, const Mutate &mutate) {
-  pbio_reader *r = nullptr;
-  pbio_writer *w = nullptr;
-  int rc = pbio_reader_open(&r, src.c_str(), AL_KIND_MANIFEST);
-  if (!rc) rc = pbio_writer_open(&w, dst.c_str(), AL_KIND_MANIFEST);
-  while (!rc) {
-    uint32_t tag;
-    ProtobufCMessage *msg = nullptr;
-    rc = pbio_read_any(r, &tag, &msg);
-    if (rc == AL_EOF) {
-      rc = AL_OK;
-      break;
-    }
-    if (rc) break;
-    mutate(tag, msg);
-    rc = pbio_write_msg(w, tag, msg);
-  }
-  pbio_reader_close(r);
-  return w ? pbio_writer_finish(w, rc) : rc;
-}
+using altest::Forge;
 
 TEST(SpPlan, ForgedGroupsAreRefusedOnLoad) {
   Shapes s = altest::MakeShapes(600, 7);

@@ -49,13 +49,7 @@ struct Env {
             al_key_fn keys = nullptr) {
     corpus.Build(tag, n, 3);
     for (auto &s : corpus.samples) by_key[s.key] = &s;
-    std::vector<const char *> paths;
-    for (auto &p : corpus.shard_paths) paths.push_back(p.c_str());
-    al_index_options io{};
-    io.threads = 1;
-    io.progress = -1;
-    ASSERT_EQ(al_index_build(&idx, paths.data(), paths.size(), &io, nullptr), AL_OK)
-        << al_last_error();
+    ASSERT_NO_FATAL_FAILURE(altest::IndexShards(corpus.shard_paths, &idx));
     ASSERT_EQ(al_index_sample_count(idx), n);
     ASSERT_EQ(al_index_rejected_count(idx), 0u);
     std::vector<uint32_t> w(n + extra), h(n + extra), f(n + extra);

@@ -1,5 +1,6 @@
 // Stream test fixtures: a corpus of tar shards with an index assembled by hand (no
-// al_index_build), deterministic payloads, and a rank plan by hand (no manifest).
+// al_index_build), deterministic payloads, a rank plan by hand (no manifest), and shards
+// indexed by al_index_build for the tests that want the real index.
 #ifndef AL_TESTS_STREAM_STREAM_FIXTURES_H
 #define AL_TESTS_STREAM_STREAM_FIXTURES_H
 
@@ -154,6 +155,28 @@ inline stream_rank_plan MakePlan(const std::vector<uint64_t> &order,
   p.n_batches = batch_sizes.size();
   p.n_samples = total;
   return p;
+}
+
+// Indexes `shards` with al_index_build (one thread, no progress) into *idx.
+inline void IndexShards(const std::vector<std::string> &shards, al_index **idx) {
+  std::vector<const char *> paths;
+  for (auto &p : shards) paths.push_back(p.c_str());
+  al_index_options io{};
+  io.threads = 1;
+  io.progress = -1;
+  ASSERT_EQ(al_index_build(idx, paths.data(), paths.size(), &io, nullptr), AL_OK)
+      << al_last_error();
+}
+
+// Writes members[k] to the tar TmpPath("TAG-shard-k.tar"), appends its path to `shards`, and
+// indexes them all (IndexShards).
+inline void WriteAndIndexShards(const std::string &tag, const std::vector<Members> &members,
+                                std::vector<std::string> &shards, al_index **idx) {
+  for (size_t k = 0; k < members.size(); k++) {
+    shards.push_back(TmpPath(tag + "-shard-" + std::to_string(k) + ".tar"));
+    ASSERT_NO_FATAL_FAILURE(WriteTar(shards.back(), members[k]));
+  }
+  IndexShards(shards, idx);
 }
 
 } // namespace altest

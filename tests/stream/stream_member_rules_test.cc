@@ -86,17 +86,7 @@ struct Env {
         ms.push_back({std::string(key) + "." + m.first, m.second});
       keys.push_back(key);
     }
-    std::vector<const char *> paths;
-    for (int k = 0; k < 2; k++) {
-      shards.push_back(altest::TmpPath(tag + "-shard-" + std::to_string(k) + ".tar"));
-      ASSERT_NO_FATAL_FAILURE(altest::WriteTar(shards.back(), members[k]));
-    }
-    for (auto &p : shards) paths.push_back(p.c_str());
-    al_index_options io{};
-    io.threads = 1;
-    io.progress = -1;
-    ASSERT_EQ(al_index_build(&idx, paths.data(), paths.size(), &io, nullptr), AL_OK)
-        << al_last_error();
+    ASSERT_NO_FATAL_FAILURE(altest::WriteAndIndexShards(tag, members, shards, &idx));
     ASSERT_EQ(al_index_sample_count(idx), n) << "rejected " << al_index_rejected_count(idx);
     for (size_t i = 0; i < n; i++) {
       al_sample_info si;
