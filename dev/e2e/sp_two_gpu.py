@@ -229,6 +229,17 @@ def _time(clock, fn, reps, warmup=2):
     return statistics.median(runs), runs
 
 
+def fit_default_link_gbps():
+    """`adaptiveload fit --sp-link-gbps`'s default, read from the planner's header."""
+    import re
+
+    with open(os.path.join(REPO, "planner", "al_cost.h")) as f:
+        m = re.search(r"#define AL_COST_DEFAULT_SP_LINK_GBPS ([0-9.]+)", f.read())
+    if not m:
+        raise SystemExit("planner/al_cost.h: AL_COST_DEFAULT_SP_LINK_GBPS not found")
+    return float(m.group(1))
+
+
 def collectives_cmd(a):
     import torch
     import torch.distributed as dist
@@ -241,7 +252,7 @@ def collectives_cmd(a):
     backend = dist.get_backend()
     res = {"world": world, "backend": backend, "device": torch.cuda.get_device_name(dev) if dev.type == "cuda"
            else "cpu", "torch": torch.__version__, "models": {}}
-    fit_default_gbps = 350.0  # `adaptiveload fit --sp-link-gbps` default
+    fit_default_gbps = fit_default_link_gbps()
     dt = dtype_for(dev)
     size = torch.empty((), dtype=dt).element_size()
     res["dtype"] = str(dt)
