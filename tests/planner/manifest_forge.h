@@ -42,6 +42,6 @@ inline int Forge(const std::string &src, const std::string &dst, const Mutate &m
   return w ? pbio_writer_finish(w, rc) : rc;
 }
 
-}  // namespace altest
+} // namespace altest
 
-#endif  // AL_TESTS_PLANNER_MANIFEST_FORGE_H
+#endif // AL_TESTS_PLANNER_MANIFEST_FORGE_H
