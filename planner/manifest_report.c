@@ -32,11 +32,18 @@ static void print_cost_line(FILE *out, const al_cost_model *c) {
           100 * c->fit.max_rel_err);
 }
 
-/* A plan with SP degrees or the micro sync model: its reports add the SP figures (a plan
- * without them prints as it always did). */
+/* A plan with SP degrees or the micro sync model: its reports add the group layout. */
 static int info_is_sp(const al_manifest_info *in) {
   return (in->sync && !strcmp(in->sync, "micro")) || in->n_sp_degrees > 1 ||
          (in->n_sp_degrees == 1 && in->sp_degrees[0] != 1);
+}
+
+/* Reports that add the sync line (sync model, the bubble under both models, micro-batches per
+ * degree): SP plans, and every plan of more than one micro-batch per rank per step, where the
+ * two models differ (a step plan's FSDP bubble is what the micro model would remove). A plan
+ * of one micro-batch per rank per step without SP prints as it always did. */
+static int info_reports_sync(const al_manifest_info *in) {
+  return info_is_sp(in) || in->micro_per_step > 1;
 }
 
 /* Groups and real tokens per allowed degree of a loaded manifest. */
@@ -165,11 +172,11 @@ void al_manifest_print_summary(FILE *out, const al_manifest *m, const char *name
           100 * in->imbalance_cv, 100 * in->bubble, 100 * in->step_time_cv);
   fprintf(out, "predicted   %.1f s, %.0f tokens/s\n", in->predicted_seconds,
           in->predicted_tokens_per_s);
-  if (info_is_sp(in)) {
+  if (info_reports_sync(in)) {
     uint64_t g[AL_PLAN_MAX_SP_DEGREES], t[AL_PLAN_MAX_SP_DEGREES];
     manifest_degree_counts(m, g, t);
     print_sp_line(out, "sp          ", in, g, t);
-    if (m->steps) print_layout(out, m, 0);
+    if (info_is_sp(in) && m->steps) print_layout(out, m, 0);
   }
   fprintf(out, "limits      M_mem %llu tokens, M_comp %.1f ms per micro-batch",
           (unsigned long long)in->mem_tokens, in->comp_budget_ms);
@@ -253,9 +260,9 @@ static void print_info_json(FILE *out, const al_manifest_info *in, const uint64_
   fprintf(out, ", \"buckets_used\": %zu, \"cost_model\": ", used);
   jsonw_string(out, in->cost_family);
   fprintf(out, ", \"index_fingerprint\": \"%016llx\"", (unsigned long long)in->index_fingerprint);
-  if (info_is_sp(in)) {
+  if (info_reports_sync(in)) {
     print_sp_json(out, in, groups, tokens);
-    if (m) print_layout_json(out, m);
+    if (info_is_sp(in) && m) print_layout_json(out, m);
   }
   fputs("}\n", out);
 }
@@ -295,7 +302,7 @@ void al_plan_print_summary(FILE *out, const al_plan *p, const char *name) {
           "tokens/s\n",
           100 * in.imbalance_cv, 100 * in.bubble, 100 * in.step_time_cv, in.predicted_seconds,
           in.predicted_tokens_per_s);
-  if (info_is_sp(&in)) {
+  if (info_reports_sync(&in)) {
     uint64_t g[AL_PLAN_MAX_SP_DEGREES], t[AL_PLAN_MAX_SP_DEGREES];
     plan_view_degree_counts(p, g, t);
     print_sp_line(out, "plan: ", &in, g, t);

@@ -80,6 +80,7 @@ grep -qF "sp-degrees 1,2,4,8 (time cuts beyond 131072 tokens)" "$T/ix" || fail "
 # K > 1: the default is the micro model (--sync micro spelt out), which differs from step.
 run 0 "${I[@]}"
 cp "$T/m.alm" "$T/def.alm"
+grep -q "sync" "$T/err" && fail "a K = 1 plan without SP printed a sync line: $(cat "$T/err")"
 run 0 "${I[@]}" --sp-degrees 1 --sync step
 cmp -s "$T/m.alm" "$T/def.alm" || fail "--sp-degrees 1 --sync step changed the K = 1 default plan"
 run 0 "${I[@]}" --micro-per-step 3
@@ -89,6 +90,20 @@ cmp -s "$T/m.alm" "$T/def.alm" || fail "the K = 3 default is not the micro plan"
 says "plan: sync micro, sp-degrees 1 (largest used 1)"
 run 0 "${I[@]}" --micro-per-step 3 --sync step
 cmp -s "$T/m.alm" "$T/def.alm" && fail "--sync step at K = 3 gave the micro plan"
+# A step plan of K > 1 reports the bubble under both models too: the micro model's is what the
+# plan would leave under FSDP, where ranks wait at every micro-batch.
+says "plan: sync step, sp-degrees 1 (largest used 1): bubble"
+"$BIN" inspect "$T/m.alm" >"$T/st" 2>&1 || fail "inspect of the step plan: $(cat "$T/st")"
+grep -q "^sp          sync step, sp-degrees 1 " "$T/st" || fail "inspect of a K = 3 step plan lacks the sync line"
+grep -q "^layout" "$T/st" && fail "inspect of a plan without SP printed a group layout"
+"$BIN" inspect "$T/m.alm" --json >"$T/sj" 2>&1 || fail "inspect --json of the step plan: $(cat "$T/sj")"
+py "
+import json
+d = json.load(open('$T/sj'))
+assert d['sync'] == 'step' and d['bubble'] == d['bubble_step'], d
+assert d['bubble_micro'] > d['bubble_step'], d
+assert 'layout' not in d and d['by_degree']['1']['micro_batches'] == d['micro_batches'], d
+" || fail "inspect --json of a K = 3 step plan"
 
 # A re-plan keeps the degrees; a world they do not divide is refused.
 "$BIN" plan --resume-from "$T/sp.alm" --at-step 4 --world 16 -o "$T/r.alm" >"$T/out" 2>"$T/err" || fail "re-plan: $(cat "$T/err")"
