@@ -289,6 +289,25 @@ static int fit_greedy(fit_state *S, const bucket_fit_options *o, size_t max_size
   return rc;
 }
 
+/* The refusal when no candidate keeps a token: M_mem (the CLI's --mem-tokens) below the
+ * tokens of one latent frame of the smallest candidate, which is then cut to no frames. */
+static int refuse_nothing_kept(const fit_state *S) {
+  size_t best = 0;
+  uint64_t least = UINT64_MAX;
+  for (size_t c = 0; c < S->n_cand; c++) {
+    uint64_t t = al_tokens(&S->g, S->cand[c].w, S->cand[c].h, 1);
+    if (t < least) least = t, best = c;
+  }
+  if (least > S->mem_tokens)
+    return al_set_error(AL_EINVAL,
+                        "bucket fit: no size keeps any token: M_mem %llu tokens (--mem-tokens) is "
+                        "below one latent frame of the smallest candidate size, %ux%u (%llu tokens)",
+                        (unsigned long long)S->mem_tokens, S->cand[best].w, S->cand[best].h,
+                        (unsigned long long)least);
+  return al_set_error(AL_EINVAL, "bucket fit: no size keeps any token at M_mem %llu (--mem-tokens)",
+                      (unsigned long long)S->mem_tokens);
+}
+
 int bucket_fit(al_bucket_table **out, bucket_fit_result *res, const al_index *idx,
                const bucket_fit_options *o) {
   if (!out || !res || !idx || !o) return al_set_error(AL_EINVAL, "bucket_fit: NULL argument");
@@ -308,9 +327,12 @@ int bucket_fit(al_bucket_table **out, bucket_fit_result *res, const al_index *id
   for (size_t i = 0; !rc && i < S.n_shapes; i++)
     res->native_tokens += S.shapes[i].count * S.shapes[i].native;
   if (!rc && !S.n_cand)
-    rc = al_set_error(AL_EINVAL, "bucket fit: no sample has a grid of one patch or more");
+    rc = al_set_error(AL_EINVAL,
+                      "bucket fit: no sample has a grid of one patch or more under the geometry "
+                      "%u,%u,%u,%u,%u (--geometry: VAE strides t, s, patch t, h, w)",
+                      S.g.vae_stride_t, S.g.vae_stride_s, S.g.patch_t, S.g.patch_h, S.g.patch_w);
   if (!rc) rc = fit_greedy(&S, o, max_sizes, ids, &n_ids, res->native_tokens);
-  if (!rc && !n_ids) rc = al_set_error(AL_EINVAL, "bucket fit: no size keeps any token");
+  if (!rc && !n_ids) rc = refuse_nothing_kept(&S);
   if (!rc) rc = build_table(&S, ids, n_ids, out);
   if (!rc) rc = table_kept(&S, *out, &res->kept_tokens);
   res->sizes = n_ids, res->frames = S.n_frames, res->candidates = S.n_cand;

@@ -242,6 +242,15 @@ class FidelityTest(unittest.TestCase):
                      ["inspect", C.index, "--mem-tokens", 0]):
             p = subprocess.run([BIN] + [str(a) for a in args], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
             self.assertEqual(p.returncode, 2, args)
+        # a fit that can keep nothing names the option to change and the figures that decide it
+        for args, says in ((["--mem-tokens", 10], ["M_mem 10 tokens (--mem-tokens)", "smallest candidate size"]),
+                           (["--geometry", "4,8,1,100000,100000"], ["geometry 4,8,1,100000,100000 (--geometry"])):
+            p = subprocess.run([BIN, "buckets", "--fit", C.index, "-q"] + [str(a) for a in args],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+            self.assertEqual(p.returncode, 1, args)
+            for text in says:
+                self.assertIn(text, p.stderr)
+            self.assertEqual(p.stdout, "")
         p = subprocess.run([BIN, "buckets", "--fit", os.path.join(TMP, "none.alidx")], stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, universal_newlines=True)
         self.assertEqual(p.returncode, 1)
