@@ -65,6 +65,8 @@ def sp_degrees(value, world):
         raise ValueError("sp_degrees must hold 1..%d degrees, not %d" % (SP_MAX_DEGREES, len(value)))
     out = []
     for k, d in enumerate(value):
+        if isinstance(d, bool):
+            raise TypeError("sp_degrees[%d] must be an integer, not %r" % (k, d))
         d = whole("sp_degrees[%d]" % k, d, 1, 1024)
         if d & (d - 1):
             raise ValueError("sp_degrees[%d] = %d is not a power of two in 1..1024" % (k, d))

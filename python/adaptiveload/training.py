@@ -27,6 +27,8 @@ import contextlib
 import os
 import subprocess
 
+from ._args import whole
+
 
 class Distributed(collections.namedtuple("Distributed", "rank world_size local_rank device initialized")):
     """What :func:`setup_distributed` found: torchrun's rank, world size and local rank, the
@@ -120,10 +122,13 @@ def corpus_from_args(args):
 
 
 def _check_sp_degrees(world, degrees):
-    """The sorted distinct degrees after the checks of :func:`sp_groups`."""
-    if isinstance(world, bool) or not isinstance(world, int) or world < 1:
-        raise ValueError("sp_groups: world must be an int >= 1, not %r" % (world,))
-    if isinstance(degrees, (int, str, bytes)) or degrees is None:
+    """The sorted distinct degrees after the checks of :func:`sp_groups`; ``world`` in
+    1..2^20, the planner's range (plan --world), so a world no plan can have is refused before
+    anything is made for it."""
+    if isinstance(world, bool):
+        raise TypeError("sp_groups: world must be an int, not %r" % (world,))
+    world = whole("sp_groups: world", world, 1, 1 << 20)
+    if not isinstance(degrees, (list, tuple)):
         raise TypeError("sp_groups: degrees must be a list of ints (e.g. [1, 2, 4]), not %r" % (degrees,))
     out = set()
     for d in degrees:
@@ -148,8 +153,9 @@ def sp_groups(world, degrees, backend=None):
     arguments, before the first micro-batch; the groups are created once each, degrees in
     increasing order, groups in rank order (W / d groups of each degree d > 1: 7 for W = 8 and
     degrees 1, 2, 4, 8), so every rank creates them in the same order. ``backend``: the
-    groups' backend (default: the world's). Raises ValueError (a degree not a power of two or
-    not dividing ``world``, a world other than torch.distributed's) or TypeError."""
+    groups' backend (default: the world's). Raises ValueError (a world outside 1..2^20, a
+    degree not a power of two or not dividing ``world``, a world other than torch.distributed's)
+    or TypeError (a world or degree that is not an int, degrees not a list or tuple)."""
     import torch.distributed as dist
 
     degrees = _check_sp_degrees(world, degrees)
@@ -171,7 +177,9 @@ def sp_groups(world, degrees, backend=None):
 def sp_group_for(groups, degree, rank):
     """The group of :func:`sp_groups` that global rank ``rank`` belongs to at ``degree``
     (the aligned one: index rank // degree); None for degree 1. KeyError naming the degrees
-    there when ``degree`` was not created."""
+    there when ``degree`` was not created; TypeError when it is not an int."""
+    if isinstance(degree, bool) or not isinstance(degree, int):
+        raise TypeError("sp_group_for: degree must be an int, not %r" % (degree,))
     if degree == 1:
         return None
     if degree not in groups:

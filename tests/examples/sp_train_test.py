@@ -191,6 +191,23 @@ def launcher():
         assert "torch.distributed" in str(e), e
     else:
         raise AssertionError("sp_groups made degree 2 without torch.distributed")
+    # a world no plan can have, or arguments of the wrong type, are refused before anything is made
+    for args, exc, says in (((1 << 21, [1]), ValueError, "sp_groups: world must be in 1..1048576"),
+                            ((2 ** 64, [1]), ValueError, "sp_groups: world must be in 1..1048576"),
+                            ((True, [1]), TypeError, "sp_groups: world must be an int"),
+                            ((4, {1: 1}), TypeError, "sp_groups: degrees must be a list")):
+        try:
+            T.sp_groups(*args)
+        except exc as e:
+            assert says in str(e), (args, e)
+        else:
+            raise AssertionError("sp_groups%r did not raise %s" % (args, exc.__name__))
+    try:
+        T.sp_group_for({1: [None] * 4}, [2], 0)
+    except TypeError as e:
+        assert "sp_group_for: degree must be an int" in str(e), e
+    else:
+        raise AssertionError("sp_group_for took a list as the degree")
     mode = "fsdp" if "--fsdp" in sys.argv[1:] else "ddp"
     torchrun = "--torchrun" in sys.argv[1:]
     what = "%s%s" % (mode.upper() if mode == "ddp" else "FSDP2", ", torchrun launch" if torchrun else "")

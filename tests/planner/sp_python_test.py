@@ -67,6 +67,7 @@ def main():
         (dict(sp_degrees=[-1]), ValueError, "sp_degrees[0] must be in 1..1024"),
         (dict(sp_degrees=[2048]), ValueError, "sp_degrees[0] must be in 1..1024"),
         (dict(sp_degrees=[2.0]), TypeError, "sp_degrees[0] must be an integer"),
+        (dict(sp_degrees=[1, True]), TypeError, "sp_degrees[1] must be an integer, not True"),
         (dict(sp_degrees="1,2"), TypeError, "sp_degrees must be a list"),
         (dict(sp_degrees=[]), ValueError, "sp_degrees must hold 1..11 degrees"),
         (dict(sp_degrees=[1] * 12), ValueError, "sp_degrees must hold 1..11 degrees, not 12"),
