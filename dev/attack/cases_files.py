@@ -574,12 +574,10 @@ def _use_cmd(P, target, path):
             ["plan", "--resume-from", path, "--at-step", "1", "--world", "1", "-o", path + ".m"]]
 
 
-def exec_forged(ctx, case, d):
-    from run import judge
-    P = ctx.shared["P"]
+def forge(case, orig, others):
+    """The damaged bytes of case["kind"] applied to orig (others: the other files a swap_kind
+    case may take, in a fixed order)."""
     rng = random.Random(case["seed"])
-    with open(P[case["target"]], "rb") as f:
-        orig = f.read()
     data = bytearray(orig)
     k, p = case["kind"], case["p"]
     if k == "flip":
@@ -596,16 +594,22 @@ def exec_forged(ctx, case, d):
     elif k == "random":
         data = bytearray(rng.randrange(256) for _ in range(rng.choice([1, 7, 64, 4096])))
     elif k == "swap_kind":
-        other = rng.choice([t for t in FORGE_TARGETS if t != case["target"]])
-        with open(P[other], "rb") as f:
+        with open(rng.choice(others), "rb") as f:
             data = bytearray(f.read())
     elif k == "append":
         data += bytes(rng.randrange(256) for _ in range(rng.choice([1, 4, 100])))
     elif k == "empty_frame":
         data = bytearray(refs.lz4_frame(b""))
-    path = write(os.path.join(d, "forged" + os.path.splitext(P[case["target"]])[1]), bytes(data))
+    return bytes(data)
+
+
+def judge_forged(ctx, case, orig_path, path, data, orig, cmds):
+    """Runs every command of cmds (each naming path) on the forged file: each must refuse it
+    naming the file, or accept it and print what it prints for the original file."""
+    from run import judge
+    k = case["kind"]
     outs = []
-    for c in _use_cmd(P, case["target"], path):
+    for c in cmds:
         asan = ctx.asan is not None and c[0] == "inspect"
         r = ctx.run(c)
         if asan:
@@ -620,13 +624,22 @@ def exec_forged(ctx, case, d):
             outs.append("refused")
             continue
         # accepted: only fine when the content is what the original file says
-        ro = ctx.run([x if x != path else P[case["target"]] for x in c])
+        ro = ctx.run([x if x != path else orig_path for x in c])
         a = r.out.replace(path, "X")
-        b = ro.out.replace(P[case["target"]], "X")
-        if k not in ("swap_kind", "append") and bytes(data) != orig and a != b:
+        b = ro.out.replace(orig_path, "X")
+        if k not in ("swap_kind", "append") and data != orig and a != b:
             return "wrong", "a damaged %s was accepted by `%s` and gave other output" % (case["target"], c[0])
         outs.append("accepted, same output")
     return "ok", "; ".join(outs)
+
+
+def exec_forged(ctx, case, d):
+    P = ctx.shared["P"]
+    with open(P[case["target"]], "rb") as f:
+        orig = f.read()
+    data = forge(case, orig, [P[t] for t in FORGE_TARGETS if t != case["target"]])
+    path = write(os.path.join(d, "forged" + os.path.splitext(P[case["target"]])[1]), data)
+    return judge_forged(ctx, case, P[case["target"]], path, data, orig, _use_cmd(P, case["target"], path))
 
 
 # ---------------------------------------------------------------- SIGKILL mid-write

@@ -41,7 +41,15 @@ CALLS = {
     "state_at": ["position"],
     "IndexDataset": ["ext", "members", "vae_stride_t", "vae_stride_s", "root", "item"],
     "checkpoint": ["world", "step_tokens", "micro_per_step", "epoch", "step", "planner", "drop"],
+    "sp_plan": ["sp_degrees", "sync"],
+    "sp_groups": ["world", "degrees"],
+    "sp_group_for": ["degree", "rank"],
+    "sp_stream": ["sp_shard"],
 }
+# sequence-parallel values: degree lists legal and not, sync models, flags
+SP_EXTRA = [[1, 2, 4], [1, 2], [4, 2, 1], (1, 2), [1, 2, 4, 8], [3], [1, 1], [0], [-2], [2 ** 64], [1.5], [True],
+            ["2"], "1,2", "micro", "step", "auto", "MICRO", "", [1] * 12, False, 1, 2]
+SP_PARAMS = {"sp_degrees", "sync", "degrees", "degree", "sp_shard"}
 STRINGISH = {"policy", "last_step", "ext", "on_error", "members", "root", "buckets", "require_members", "index",
              "cost", "device", "geometry", "options", "replans"}
 EXTRA_STR = ["", "x" * 5000, "latent.npy", "clip.npy", "\x00", "/dev/zero", "/nonexistent", ["latent.npy", 5],
@@ -51,10 +59,11 @@ EXTRA_STR = ["", "x" * 5000, "latent.npy", "clip.npy", "\x00", "/dev/zero", "/no
 def gen_python(rng):
     for fn, params in CALLS.items():
         for p in params:
-            vals = list(HOSTILE) + (EXTRA_STR if p in STRINGISH else [])
+            vals = list(HOSTILE) + (EXTRA_STR if p in STRINGISH else []) + (SP_EXTRA if p in SP_PARAMS else [])
             if p in ("drop", "extra", "bogus"):
                 vals = [1, "x"]
-            for v in rng.sample(vals, min(len(vals), 4 if p not in STRINGISH else 5)):
+            n = 5 if p in STRINGISH else 10 if p in SP_PARAMS else 6 if fn.startswith("sp_") else 4
+            for v in rng.sample(vals, min(len(vals), n)):
                 yield {"kind": fn, "param": p, "v": _v(v), "desc": "%s %s=%r" % (fn, p, v)}
 
 

@@ -11,7 +11,7 @@ import warnings
 
 warnings.simplefilter("ignore")
 import adaptiveload  # noqa: E402
-from adaptiveload import BatchSampler, IndexDataset, Planner, StreamDataset, checkpoint  # noqa: E402
+from adaptiveload import BatchSampler, IndexDataset, Planner, StreamDataset, checkpoint, training  # noqa: E402
 
 P = json.loads(sys.argv[1])
 TMP = tempfile.mkdtemp(prefix="al_attack_py_")
@@ -28,8 +28,39 @@ def val(x):
     return x
 
 
+def _sp_list_ok(v, world, distinct=True):
+    """A list (or tuple) of 1..11 distinct ints (any number of repeats when not distinct),
+    powers of two in 1..1024 dividing world."""
+    return (isinstance(v, (list, tuple)) and 1 <= len(v) and (not distinct or len(v) <= 11 and len(set(v)) == len(v))
+            and all(isinstance(d, int) and not isinstance(d, bool) and 1 <= d <= 1024 and not d & (d - 1)
+                    and world % d == 0 for d in v))
+
+
+def sp_must_refuse(case, v):
+    """The sequence-parallel arguments' documented ranges (plan --sp-degrees / --sync, sp_groups,
+    sp_group_for, StreamDataset(sp_shard=))."""
+    k, p = case["kind"], case["param"]
+    if p == "sp_degrees":  # None: the default, degree 1
+        return v is not None and not _sp_list_ok(v, 4)
+    if p == "sync":
+        return v not in ("step", "micro", "auto") or not isinstance(v, str)
+    if k == "sp_groups" and p == "world":
+        return isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 1 << 20
+    if k == "sp_groups" and p == "degrees":  # without torch.distributed only degree 1 is made;
+        return not _sp_list_ok(v, 4, distinct=False) or set(v) != {1}  # repeats make one group each
+    if p == "degree":
+        return v not in (1, 2)
+    if k == "sp_group_for" and p == "rank":
+        return isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < 4
+    if p == "sp_shard":
+        return not isinstance(v, (bool, int)) or v not in (0, 1)
+    raise RuntimeError("harness: no range for %s %s" % (k, p))
+
+
 def must_refuse(case, v):
     """The value is outside every range the API documents for a number."""
+    if case["kind"].startswith("sp_"):
+        return sp_must_refuse(case, v)
     if case["param"] in ("drop",):
         return True
     if case["kind"] in ("stream_state", "sampler_state") and v is None:
@@ -128,6 +159,27 @@ def call(case, v):
                 ck[p] = v
             r = checkpoint.resume(ck, world=3, out_dir=TMP)
         return r.planner.path(r.epoch)
+    if k == "sp_plan":
+        kw = {"world": 4, "micro_per_step": 2, "mem_tokens": 8000, "out": os.path.join(TMP, "sp.alm")}
+        kw[p] = v
+        return adaptiveload.plan(P["big_index"], **kw)
+    if k == "sp_groups":
+        kw = {"world": 4, "degrees": [1]}
+        kw[p] = v
+        return training.sp_groups(**kw)
+    if k == "sp_group_for":
+        groups = {1: [None] * 4, 2: ["g0", "g1"]}  # the shape sp_groups returns; groups stand-ins
+        kw = {"degree": 2, "rank": 3}
+        kw[p] = v
+        return training.sp_group_for(groups, **kw)
+    if k == "sp_stream":
+        ds = StreamDataset(P["big_index"], P["sp_manifest"], rank=1, world_size=4, ext="json", sp_shard=v)
+        it = iter(ds)
+        b = next(it)
+        del it
+        if b.sp_sharded != bool(v):
+            raise RuntimeError("harness: sp_shard=%r delivered sp_sharded %r" % (v, b.sp_sharded))
+        return b
     raise RuntimeError("harness: unknown kind %s" % k)
 
 
@@ -161,11 +213,21 @@ def judge(case):
             names += ["key", "missing", "unknown"]
         if p == "item":
             names += ["index", "position", "sample"]
+        if p in ("degrees", "degree"):
+            names += ["degree", "SP"]
         if p in ("members", "ext", "root", "buckets", "require_members", "index", "cost", "state", "device"):
             names += [repr(v)[:30], str(v)[:30], "member", "root", "path", "file"]
         if not any(n and n in msg for n in names):
             return "unclear", "%s names none of %s: %s" % (type(e).__name__, names[:3], msg[:300])
         return "ok", "%s: %s" % (type(e).__name__, msg[:200])
+    except RuntimeError as e:
+        if case["kind"] == "sp_groups" and "torch.distributed" in str(e):
+            return "ok", "RuntimeError: %s" % str(e)[:200]
+        return "crash", "RuntimeError (not a clean error): " + traceback.format_exc()[-800:]
+    except KeyError as e:
+        if case["kind"] == "sp_group_for" and "sp_groups made degrees" in str(e):
+            return "ok", "KeyError: %s" % str(e)[:200]
+        return "crash", "KeyError (not a clean error): " + traceback.format_exc()[-800:]
     except IndexError as e:
         if p == "item":
             return "ok", "IndexError: %s" % e

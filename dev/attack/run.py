@@ -28,6 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cases_cli  # noqa: E402
 import cases_files  # noqa: E402
 import cases_py  # noqa: E402
+import cases_sp  # noqa: E402
 
 CATS = ("crash", "hang", "wrong", "unclear", "ok")
 
@@ -137,7 +138,7 @@ def run_case(ctx, case):
 
 
 SURFACES = collections.OrderedDict()
-for mod in (cases_files, cases_cli, cases_py):
+for mod in (cases_files, cases_cli, cases_py, cases_sp):
     for name, gen, ex in mod.SURFACES:
         SURFACES[name] = (gen, ex)
 
@@ -198,7 +199,7 @@ def main():
     t0 = time.time()
     results = []
     try:
-        for mod in (cases_files, cases_cli, cases_py):
+        for mod in (cases_files, cases_cli, cases_py, cases_sp):
             if hasattr(mod, "setup"):
                 mod.setup(ctx, {c["surface"] for c in cases})
         with ThreadPoolExecutor(max_workers=a.jobs) as pool:

@@ -1,0 +1,435 @@
+"""Sequence parallelism under attack: hostile --sp-degrees / --sync / all-to-all link numbers and
+buckets --fit options (sp_args), forged SP manifests and per-degree cost files (sp_forged),
+re-plans of an SP plan (sp_resume), every rank of random SP plans streamed as token shards and
+checked against the plan (sp_stream); the Python SP calls are cases of the python surface (cases_py.py)."""
+
+import json
+import os
+
+from cases_cli import EXTREME, GEOM
+from cases_files import forge, judge_forged, write
+
+# ---------------------------------------------------------------- fixtures
+
+
+def setup(ctx, surfaces):
+    """An SP plan of the shared 3,000-sample metadata-only corpus (W = 4, K = 2, degrees 1,2,4 at
+    M_mem 8,000, so clips over 8,000 tokens need a group) and a per-degree cost file fitted from
+    the shipped SP shape benchmark."""
+    if not surfaces & {"sp_args", "sp_forged", "sp_resume", "sp_stream", "python"}:
+        return
+    P = ctx.shared["P"]
+    g = P["dir"]
+    P["sp_manifest"] = os.path.join(g, "sp.alm")
+    P["sp_manifest2"] = os.path.join(g, "sp2.alm")
+    P["sp_cost"] = os.path.join(g, "sp.alc")
+    P["sp_bench"] = os.path.join(ctx.repo, "planner", "data", "h200_shape_bench_sp.csv")
+    must = [["fit", "--bench", P["sp_bench"], "-o", P["sp_cost"]],
+            ["plan", "--index", P["big_index"], "--world", "4", "--micro-per-step", "2", "--mem-tokens", "8000",
+             "--sp-degrees", "1,2,4", "--cost", P["sp_cost"], "-o", P["sp_manifest"]],
+            ["plan", "--index", P["big_index"], "--world", "4", "--micro-per-step", "2", "--mem-tokens", "16000",
+             "--sp-degrees", "1,2", "--cost", P["sp_cost"], "-o", P["sp_manifest2"]]]
+    for c in must:
+        r = ctx.run(c, timeout=120)
+        if r.rc != 0:
+            raise SystemExit("sp setup failed: %s: %s" % (" ".join(c), r.err))
+
+
+def _pow2_divides(d, world):
+    return d >= 1 and d & (d - 1) == 0 and world % d == 0
+
+
+def _ref_degrees(v):
+    """The degrees a strict reader takes from the text: plain decimal numbers separated by single
+    commas, or None where the text is not such a list."""
+    parts = v.split(",")
+    if not v or any(not p.isdigit() or not p.isascii() for p in parts):
+        return None
+    return [int(p) for p in parts]
+
+
+def _summary(ctx, manifest):
+    r = ctx.run(["inspect", manifest, "--json"], timeout=60)
+    if r.rc != 0:
+        return None, r
+    return json.loads(r.out), r
+
+
+def _layout_error(lines, world):
+    """What is wrong with the SP group layout of inspect --jsonl's lines, or None: every (step,
+    micro) partitions the ranks into aligned groups of a power-of-two degree, and the ranks of one
+    group hold the same samples with sp_rank = rank - first."""
+    slots = {}
+    for b in lines:
+        slots.setdefault((b["step"], b["micro"]), {})[b["rank"]] = b
+    for (st, mi), ranks in slots.items():
+        if sorted(ranks) != list(range(world)):
+            return "step %d micro %d: ranks %s, not 0..%d" % (st, mi, sorted(ranks)[:8], world - 1)
+        for r, b in ranks.items():
+            dg, sr = b.get("sp_degree", 1), b.get("sp_rank", 0)
+            if not _pow2_divides(dg, world):
+                return "step %d micro %d rank %d: sp_degree %d" % (st, mi, r, dg)
+            first = r - sr
+            if sr < 0 or sr >= dg or first % dg:
+                return "step %d micro %d rank %d: sp_rank %d of degree %d is not aligned" % (st, mi, r, sr, dg)
+            head = ranks[first]
+            if head.get("sp_degree", 1) != dg or head["samples"] != b["samples"]:
+                return "step %d micro %d: rank %d and its group's first rank %d differ" % (st, mi, r, first)
+    return None
+
+
+def _group_samples(lines):
+    """(step -> [real sample positions]) counting each group once (its sp_rank 0)."""
+    steps = {}
+    for b in lines:
+        if b.get("sp_rank", 0):
+            continue
+        pad = set(b.get("padded") or [])
+        steps.setdefault(b["step"], []).extend(s for i, s in enumerate(b["samples"]) if i not in pad)
+    return steps
+
+
+def _jsonl(ctx, manifest):
+    r = ctx.run(["inspect", manifest, "--jsonl"], timeout=120)
+    if r.rc != 0:
+        return None, r
+    return [json.loads(x) for x in r.out.splitlines()], r
+
+
+def _aligned_lines(ctx, manifest, world):
+    """inspect --jsonl's lines of a plan and None, or None and what is wrong: inspect failed, or
+    the group layout of some slot (_layout_error)."""
+    lines, r = _jsonl(ctx, manifest)
+    if lines is None:
+        return None, "inspect --jsonl failed: " + r.err[-200:]
+    bad = _layout_error(lines, world)
+    return (None, "group layout: " + bad) if bad else (lines, None)
+
+
+# ---------------------------------------------------------------- hostile SP options
+
+SP_DEGREES = ["1", "2", "4", "8", "1,2", "1,2,4", "1,2,4,8", "4,2,1", "8,1", "3", "0", "-1", "1,,2", ",1", "1,",
+              "2,2", "1 ,2", " 2", "2 ", "+2", "2.0", "1e1", "0x2", "02", "nan", "", "1;2", "1024", "2048",
+              "4294967296", "4294967297", "18446744073709551616", "1,2,4,8,16,32,64,128,256,512,1024",
+              "1,2,4,8,16,32,64,128,256,512,1024,2048", "\xff", "1,2,4,8,16"]
+SYNC = ["step", "micro", "auto", "", "MICRO", "micro ", " step", "stepp", "1", "none", "micro,step"]
+SP_OPT_EXTREME = {"fit": ["--sp-link-gbps", "--sp-a2a-bytes-per-token"],
+                  "buckets": ["--max-sizes", "--mem-tokens", "--geometry"],
+                  "inspect": ["--mem-tokens"]}
+
+
+def gen_sp_args(rng):
+    for _ in range(80):
+        w = rng.choice(["1", "2", "3", "4", "6", "8", "16"])
+        v = rng.choice(SP_DEGREES) if rng.random() < 0.6 else rng.choice(SP_DEGREES[:8])
+        yield {"kind": "plan_degrees", "v": v, "world": w, "k": rng.choice(["1", "2", "3"]),
+               "desc": "plan --sp-degrees at world %s" % w}
+    for _ in range(24):
+        yield {"kind": "plan_sync", "v": rng.choice(SYNC), "k": rng.choice(["1", "2"]),
+               "sp": rng.choice(["", "1,2"]), "desc": "plan --sync"}
+    for _ in range(16):
+        yield {"kind": "inspect_degrees", "v": rng.choice(SP_DEGREES), "desc": "inspect INDEX --sp-degrees"}
+    for verb, opts in SP_OPT_EXTREME.items():
+        for o in opts:
+            vals = GEOM if o == "--geometry" else EXTREME
+            for v in rng.sample(vals, min(10, len(vals))):
+                yield {"kind": verb, "opt": o, "v": v, "desc": "%s %s %r" % (verb, o, v)}
+    for _ in range(12):
+        yield {"kind": "stream_rank", "v": rng.choice(["0", "1", "2", "3", "4", "-1", "5", "4294967296", "", "1.0"]),
+               "desc": "stream --sp-shard --rank"}
+
+
+def exec_sp_args(ctx, case, d):
+    from run import judge
+    P = ctx.shared["P"]
+    k, v = case["kind"], case["v"]
+    out = os.path.join(d, "o.alm")
+    if k in ("plan_degrees", "plan_sync"):
+        w = case.get("world", "4")
+        cmd = ["plan", "--index", P["big_index"], "--world", w, "--micro-per-step", case["k"], "--mem-tokens", "8000",
+               "--cost", P["sp_cost"], "-o", out]
+        cmd += ["--sp-degrees", v] if k == "plan_degrees" else (["--sync", v] + (["--sp-degrees", case["sp"]]
+                                                                               if case["sp"] else []))
+        r = ctx.run(cmd)
+        opt = "--sp-degrees" if k == "plan_degrees" else "--sync"
+        j = judge(r, [opt, "world", "sp-degrees", "sync"])
+        if j:
+            if j[0] == "ok" and os.path.exists(out):
+                return "wrong", "refused, yet wrote %s" % out
+            return j
+        s, rs = _summary(ctx, out)
+        if s is None:
+            return "wrong", "inspect of the plan failed: " + rs.err[-200:]
+        if k == "plan_sync":
+            if v not in ("step", "micro", "auto"):
+                return "wrong", "--sync %r accepted (sync %s)" % (v, s.get("sync"))
+            want = v if v != "auto" else ("micro" if case["k"] != "1" or case["sp"] else "step")
+            got = s.get("sync", "step")  # a one-micro-batch plan without SP reports no sync model
+            if got != want or (case["k"] != "1" and "bubble_micro" not in s):
+                return "wrong", "--sync %s -> plan says sync %s (want %s), bubble_micro %s" % (
+                    v, got, want, s.get("bubble_micro"))
+            return "ok", "planned, sync %s" % got
+        ref = _ref_degrees(v)
+        got = s.get("sp_degrees", [1])  # a one-micro-batch plan of degree 1 reports none
+        wn = int(w)
+        if ref is None:
+            return "wrong", "--sp-degrees %r accepted as %s" % (v, got)
+        if len(set(ref)) != len(ref) or not all(_pow2_divides(x, wn) for x in ref):
+            return "wrong", "--sp-degrees %r at world %d accepted as %s" % (v, wn, got)
+        if got != sorted(ref):
+            return "wrong", "--sp-degrees %r recorded as %s" % (v, got)
+        lines, bad = _aligned_lines(ctx, out, wn)
+        if bad:
+            return "wrong", bad
+        if any(b.get("sp_degree", 1) not in ref for b in lines):
+            return "wrong", "a micro-batch at a degree not in %s" % ref
+        return "ok", "planned at degrees %s, layout checked" % got
+    if k == "inspect_degrees":
+        r = ctx.run(["inspect", P["big_index"], "--sp-degrees", v, "--json"])
+        j = judge(r, ["--sp-degrees", "sp-degrees"])
+        if j:
+            return j
+        ref = _ref_degrees(v)
+        if ref is None or len(set(ref)) != len(ref) or not all(x >= 1 and x & (x - 1) == 0 for x in ref):
+            return "wrong", "inspect --sp-degrees %r accepted" % v
+        return "ok", "accepted"
+    if k == "stream_rank":
+        r = ctx.run(["stream", "--index", P["big_index"], "--manifest", P["sp_manifest"], "--rank", v, "--sp-shard",
+                     "--members", "json", "--jsonl", "--max-batches", "4"])
+        j = judge(r, ["--rank", "rank", "world"])
+        if j:
+            return j
+        if v not in ("0", "1", "2", "3"):
+            return "wrong", "stream --rank %r accepted for a world of 4" % v
+        return "ok", "streamed"
+    # extremes of the numeric SP-related options
+    o = case["opt"]
+    if k == "fit":
+        cost = os.path.join(d, "c.alc")
+        r = ctx.run(["fit", "--bench", P["sp_bench"], o, v, "-o", cost])
+        j = judge(r, [o, o.lstrip("-")])
+        if j:
+            return j
+        rp = ctx.run(["plan", "--index", P["big_index"], "--world", "4", "--micro-per-step", "2", "--mem-tokens",
+                      "8000", "--sp-degrees", "1,2,4", "--cost", cost, "-o", out])
+        jp = judge(rp, [cost, "cost", os.path.basename(cost)])
+        return jp or ("ok", "fitted %s %s and planned with it" % (o, v))
+    if k == "buckets":
+        table = os.path.join(d, "t.txt")
+        cmd = ["buckets", "--fit", P["big_index"], "-o", table, "--quiet"]
+        cmd += [o, v]
+        r = ctx.run(cmd)
+        j = judge(r, [o, o.lstrip("-"), o.lstrip("-").replace("-", " "), "M_mem", "geometry"])
+        if j:
+            if j[0] == "ok" and os.path.exists(table):
+                return "wrong", "refused, yet wrote %s" % table
+            return j
+        mem = v if o == "--mem-tokens" else "65536"
+        geo = ["--geometry", v] if o == "--geometry" else []
+        rp = ctx.run(["plan", "--index", P["big_index"], "--world", "2", "--buckets", table, "--mem-tokens", mem,
+                      "-o", out] + geo)
+        jp = judge(rp, [table, "--mem-tokens", "mem-tokens", "M_mem", "bucket"])
+        if jp and jp[0] != "ok":
+            return jp[0], "the proposed table: " + jp[1]
+        return "ok", "proposed a table%s" % (" that plans" if not jp else " (plan refused the cap: %s)" % jp[1][:80])
+    if k == "inspect":
+        r = ctx.run(["inspect", P["big_index"], o, v, "--sp-degrees", "1,2,4", "--json"])
+        return judge(r, [o, o.lstrip("-")]) or ("ok", "accepted")
+    raise RuntimeError("harness: unknown kind %s" % k)
+
+
+# ---------------------------------------------------------------- forged SP manifests and cost files
+
+SP_FORGE_TARGETS = ["sp_manifest", "sp_cost"]
+SP_FORGE_KINDS = ["flip", "flip_head", "bytes", "truncate", "zero", "random", "swap_kind", "append", "empty_frame"]
+
+
+def gen_sp_forged(rng):
+    for _ in range(120):
+        t = rng.choice(SP_FORGE_TARGETS + ["sp_manifest"])
+        k = rng.choices(SP_FORGE_KINDS, [60, 30, 15, 25, 5, 5, 8, 8, 4])[0]
+        yield {"kind": k, "target": t, "desc": "%s %s" % (t, k), "p": rng.random(), "rank": rng.randrange(4)}
+
+
+def exec_sp_forged(ctx, case, d):
+    P = ctx.shared["P"]
+    src = P[case["target"]]
+    with open(src, "rb") as f:
+        orig = f.read()
+    others = [P[t] for t in ("sp_cost", "sp_manifest", "big_manifest", "cost") if P[t] != src]
+    data = forge(case, orig, others)
+    path = write(os.path.join(d, "forged" + os.path.splitext(src)[1]), data)
+    if case["target"] == "sp_cost":
+        cmds = [["plan", "--index", P["big_index"], "--world", "4", "--micro-per-step", "2", "--mem-tokens", "8000",
+                 "--sp-degrees", "1,2,4", "--cost", path, "-o", path + ".m"]]
+    else:
+        cmds = [["inspect", path, "--jsonl"], ["inspect", path, "--json"],
+                ["stream", "--index", P["big_index"], "--manifest", path, "--rank", str(case["rank"]), "--sp-shard",
+                 "--members", "json", "--jsonl"],
+                ["plan", "--resume-from", path, "--at-step", "3", "--world", "4", "-o", path + ".m"]]
+    return judge_forged(ctx, case, src, path, data, orig, cmds)
+
+
+# ---------------------------------------------------------------- re-plans of an SP plan
+
+
+def gen_sp_resume(rng):
+    """Re-plans of the two SP plans (degrees 1,2,4 and 1,2 at W = 4, K = 2): mostly worlds and
+    steps a resized run asks for; a re-plan keeps the degrees and the sync model, so
+    --sp-degrees and --sync, rarely given, must be refused."""
+    for _ in range(80):
+        c = {"kind": "sp_replan", "base": rng.choice(["sp_manifest", "sp_manifest2"]),
+             "at": rng.choice(["0", "1", "3", "10", "100", "200", "450", "478", "479", "4294967296"]),
+             "world": rng.choice(["2", "4", "4", "6", "8", "8", "1", "3", "16"]), "desc": "SP re-plan"}
+        if rng.random() < 0.1:
+            c["sp"] = rng.choice(["1", "1,2", "1,2,4", "2,4", "3", "1,,2"])
+        if rng.random() < 0.3:
+            c["k"] = rng.choice(["1", "2", "4"])
+        if rng.random() < 0.1:
+            c["sync"] = rng.choice(["step", "micro", "auto", "x"])
+        c["desc"] = "%s --at-step %s --world %s%s%s%s" % (c["base"], c["at"], c["world"],
+                                                        " --sp-degrees " + c["sp"] if "sp" in c else "",
+                                                        " --micro-per-step " + c["k"] if "k" in c else "",
+                                                        " --sync " + c["sync"] if "sync" in c else "")
+        yield c
+
+
+def exec_sp_resume(ctx, case, d):
+    from run import judge
+    P = ctx.shared["P"]
+    old = P[case["base"]]
+    out = os.path.join(d, "new.alm")
+    cmd = ["plan", "--resume-from", old, "--at-step", case["at"], "--world", case["world"], "-o", out]
+    for key, opt in (("sp", "--sp-degrees"), ("k", "--micro-per-step"), ("sync", "--sync")):
+        if key in case:
+            cmd += [opt, case[key]]
+    r = ctx.run(cmd)
+    j = judge(r, [old, "--at-step", "--world", "--sp-degrees", "--micro-per-step", "--sync", "sp-degrees", "degree",
+                  "world", "step", "resume"])
+    if j:
+        if j[0] == "ok" and os.path.exists(out):
+            return "wrong", "refused, yet wrote %s" % out
+        return j
+    if "sync" in case or "sp" in case:
+        return "wrong", "a re-plan took %s (it keeps the old plan's)" % case["desc"]
+    o, ro = _jsonl(ctx, old)
+    if o is None:
+        return "wrong", "inspect of the old plan failed: " + ro.err[-200:]
+    n, bad = _aligned_lines(ctx, out, int(case["world"]))
+    if bad:
+        return "wrong", "the re-plan: " + bad
+    allowed = {b.get("sp_degree", 1) for b in o} | {1}
+    off = sorted({b.get("sp_degree", 1) for b in n} - allowed)
+    if off:
+        return "wrong", "re-plan uses degrees %s, which the old plan does not" % off
+    K = int(case["at"])
+    og, ng = _group_samples(o), _group_samples(n)
+    before = [s for st, ss in og.items() if st < K for s in ss]
+    want = sorted(s for ss in og.values() for s in ss)
+    got = sorted(before + [s for ss in ng.values() for s in ss])
+    if ng and min(ng) < K:
+        return "wrong", "re-plan steps start at %d, before --at-step %d" % (min(ng), K)
+    if got != want:
+        return "wrong", "re-plan at step %d: %d samples after it (+%d before) vs %d planned; %d repeated, %d missing" % (
+            K, len(got) - len(before), len(before), len(want), len(got) - len(set(got)), len(set(want) - set(got)))
+    return "ok", "re-planned: every sample once, layout aligned (%d before step %d)" % (len(before), K)
+
+
+# ---------------------------------------------------------------- every rank's token shards against the plan
+
+
+def gen_sp_stream(rng):
+    for _ in range(24):
+        w = rng.choice([2, 4, 8])
+        degs = sorted({1} | set(rng.sample([x for x in (2, 4, 8) if x <= w], rng.randint(1, len([x for x in (2, 4, 8)
+                                                                                                   if x <= w])))))
+        yield {"kind": "sp_stream", "world": w, "k": rng.choice([1, 2, 3]), "degrees": degs,
+               "mem": rng.choice([4000, 8000, 16000]), "plan_seed": rng.randrange(1000),
+               "shard": rng.random() < 0.75, "desc": "W %d, degrees %s" % (w, degs)}
+
+
+def _shard_error(b, keys, whole_tokens):
+    """What is wrong with one delivered token shard, or None: rank j of a group of d holds the
+    contiguous tokens [j N // d, (j + 1) N // d) of the N packed tokens; its keys are the samples
+    those tokens belong to, and its cu_seqlens, token_first and sample_tokens describe exactly
+    those pieces."""
+    dg, j = b["sp_degree"], b["sp_rank"]
+    n = sum(whole_tokens)
+    lo, hi = j * n // dg, (j + 1) * n // dg
+    if b["shard_token_range"] != [lo, hi]:
+        return "shard %s, want [%d, %d) of %d tokens" % (b["shard_token_range"], lo, hi, n)
+    cu = b["cu_seqlens"]
+    if cu[0] != 0 or cu[-1] != hi - lo or any(cu[i] > cu[i + 1] for i in range(len(cu) - 1)):
+        return "cu_seqlens %s for %d shard tokens" % (cu[:8], hi - lo)
+    starts = [0]
+    for t in whole_tokens:
+        starts.append(starts[-1] + t)
+    held = [(i, max(lo, starts[i]), min(hi, starts[i + 1])) for i in range(len(whole_tokens))
+            if min(hi, starts[i + 1]) > max(lo, starts[i])]
+    if b["keys"] != [keys[h[0]] for h in held]:
+        return "keys %s, the shard's tokens belong to %s" % (b["keys"][:4], [keys[h[0]] for h in held][:4])
+    if b["sample_tokens"] != [whole_tokens[h[0]] for h in held]:
+        return "sample_tokens %s, plan says %s" % (b["sample_tokens"][:6], [whole_tokens[h[0]] for h in held][:6])
+    if [h[2] - h[1] for h in held] != [cu[i + 1] - cu[i] for i in range(len(cu) - 1)]:
+        return "cu_seqlens %s do not cut the samples' tokens at the shard's range" % cu[:8]
+    if b["token_first"] != [h[1] - starts[h[0]] for h in held]:
+        return "token_first %s, want %s" % (b["token_first"][:6], [h[1] - starts[h[0]] for h in held][:6])
+    return None
+
+
+def exec_sp_stream(ctx, case, d):
+    from run import judge
+    P = ctx.shared["P"]
+    w = case["world"]
+    man = os.path.join(d, "p.alm")
+    r = ctx.run(["plan", "--index", P["big_index"], "--world", str(w), "--micro-per-step", str(case["k"]),
+                 "--mem-tokens", str(case["mem"]), "--sp-degrees", ",".join(map(str, case["degrees"])), "--seed",
+                 str(case["plan_seed"]), "--cost", P["sp_cost"], "-o", man], timeout=60)
+    j = judge(r, ["--sp-degrees", "world"])
+    if j:
+        return j if j[0] != "ok" else ("wrong", "a valid SP plan was refused: " + j[1])
+    plan, bad = _aligned_lines(ctx, man, w)
+    if bad:
+        return "wrong", "the plan: " + bad
+    want = {(b["step"], b["micro"], b["rank"]): b for b in plan}
+    seen = set()
+    for rank in range(w):
+        cmd = ["stream", "--index", P["big_index"], "--manifest", man, "--rank", str(rank), "--members", "json",
+               "--jsonl"] + (["--sp-shard"] if case["shard"] else [])
+        rs = ctx.run(cmd, timeout=120)
+        js = judge(rs, None)
+        if js:
+            return js if js[0] != "ok" else ("wrong", "rank %d refused a valid SP plan: %s" % (rank, js[1]))
+        for line in rs.out.splitlines():
+            b = json.loads(line)
+            key = (b["step"], b["micro"], rank)
+            p = want.get(key)
+            if p is None:
+                return "wrong", "rank %d delivered step %d micro %d, not in its plan" % (rank, b["step"], b["micro"])
+            seen.add(key)
+            sharded = case["shard"] and p["sp_degree"] > 1
+            if (not sharded and b["keys"] != p["keys"]) or b["sp_degree"] != p["sp_degree"] or \
+                    b["sp_rank"] != p["sp_rank"]:
+                return "wrong", "rank %d step %d micro %d: keys/degree/sp_rank %s/%d/%d, plan %s/%d/%d" % (
+                    rank, b["step"], b["micro"], b["keys"][:2], b["sp_degree"], b["sp_rank"], p["keys"][:2],
+                    p["sp_degree"], p["sp_rank"])
+            if b["sp_group_first"] != rank - p["sp_rank"]:
+                return "wrong", "rank %d: sp_group_first %d" % (rank, b["sp_group_first"])
+            if sharded:
+                if not b["sp_sharded"]:
+                    return "wrong", "rank %d step %d micro %d: --sp-shard gave the whole micro-batch" % (
+                        rank, b["step"], b["micro"])
+                e = _shard_error(b, p["keys"], p["tokens"])
+                if e:
+                    return "wrong", "rank %d step %d micro %d: %s" % (rank, b["step"], b["micro"], e)
+            elif b["cu_seqlens"][-1] != sum(p["tokens"]) or b["sample_tokens"] != p["tokens"]:
+                return "wrong", "rank %d step %d micro %d: %d tokens delivered, plan %d" % (
+                    rank, b["step"], b["micro"], b["cu_seqlens"][-1], sum(p["tokens"]))
+    missing = set(want) - seen
+    if missing:
+        return "wrong", "%d planned micro-batches never delivered (first %s)" % (len(missing), sorted(missing)[0])
+    return "ok", "%d micro-batches on %d ranks match the plan" % (len(seen), w)
+
+
+SURFACES = [("sp_args", gen_sp_args, exec_sp_args), ("sp_forged", gen_sp_forged, exec_sp_forged),
+            ("sp_resume", gen_sp_resume, exec_sp_resume), ("sp_stream", gen_sp_stream, exec_sp_stream)]
