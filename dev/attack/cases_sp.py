@@ -1,13 +1,17 @@
 """Sequence parallelism under attack: hostile --sp-degrees / --sync / all-to-all link numbers and
 buckets --fit options (sp_args), forged SP manifests and per-degree cost files (sp_forged),
 re-plans of an SP plan (sp_resume), every rank of random SP plans streamed as token shards and
-checked against the plan (sp_stream); the Python SP calls are cases of the python surface (cases_py.py)."""
+checked against the plan (sp_stream) and, on typed corpora, against a strict reader's latents
+patchified by numpy (sp_bytes); the Python SP calls are cases of the python surface (cases_py.py)."""
 
 import json
 import os
 
+import numpy as np
+
+import refs
 from cases_cli import EXTREME, GEOM
-from cases_files import forge, judge_forged, write
+from cases_files import compare_stream, forge, judge_forged, write
 
 # ---------------------------------------------------------------- fixtures
 
@@ -431,5 +435,106 @@ def exec_sp_stream(ctx, case, d):
     return "ok", "%d micro-batches on %d ranks match the plan" % (len(seen), w)
 
 
+# ---------------------------------------------------------------- the bytes of every token shard
+
+
+def gen_sp_bytes(rng):
+    for _ in range(12):
+        w = rng.choice([2, 4, 8])
+        degs = sorted({1} | set(rng.sample([x for x in (2, 4, 8) if x <= w], 1)))
+        yield {"kind": "sp_bytes", "world": w, "k": rng.choice([1, 2]), "degrees": degs,
+               "mem": rng.choice([600, 1200, 2400]), "n": rng.randint(12, 40), "corpus_seed": rng.randrange(1 << 20),
+               "desc": "typed corpus, W %d, degrees %s" % (w, degs)}
+
+
+def _typed_shards(d, seed, n):
+    """Two shards of n samples: 256 x 256 px, images and 17-65-frame clips, float16 latents
+    (16, T, 32, 32) of random values, float32 t5 embeddings; and the strict reader's members."""
+    rng = np.random.default_rng(seed)
+    mem = [[], []]
+    for i in range(n):
+        k = "k%04d" % i
+        f = int(rng.choice([1, 1, 17, 33, 49, 65]))
+        lat = rng.standard_normal((16, 1 + (f - 1) // 4, 32, 32)).astype(np.float16)
+        t5 = rng.standard_normal((int(rng.integers(2, 9)), 8)).astype(np.float32)
+        mem[i % 2] += [(k + ".json", json.dumps({"width": 256, "height": 256, "frames": f}).encode()),
+                       (k + ".latent.npy", refs.npy_bytes(lat)), (k + ".t5.npy", refs.npy_bytes(t5))]
+    paths, refmap = [], {}
+    for j in range(2):
+        data, _ = refs.write_tar(mem[j])
+        paths.append(write(os.path.join(d, "s%d.tar" % j), data))
+        for name, cands in refs.scan_tar(data).items():
+            refmap.setdefault(name, []).extend(cands)
+    return paths, refmap
+
+
+def _piece_error(b, whole, refmap):
+    """What is wrong with the latent pieces and t5 members of one token shard b, or None: each
+    piece is rows [token_first, token_first + n) of the patchified crop (patch 1 x 2 x 2) of the
+    sample's latent as a strict reader gives it, at the crop the group's whole micro-batch
+    (whole, the same micro-batch streamed without --sp-shard) delivered; t5 whole."""
+    lat, t5 = b["members"]["latent.npy"], b["members"]["t5.npy"]
+    wl, wt = whole["members"]["latent.npy"], whole["members"]["t5.npy"]
+    cu = b["cu_seqlens"]
+    for i, key in enumerate(b["keys"]):
+        j = whole["keys"].index(key)
+        n = cu[i + 1] - cu[i]
+        ref = refs.typed_ref(key + ".latent.npy", refmap[key + ".latent.npy"][0])
+        crop = refs.crop_array(ref[3], wl["shapes"][j])
+        rows = refs.patchify(crop, 1, 2, 2)[b["token_first"][i]:b["token_first"][i] + n]
+        if lat["shapes"][i] != list(rows.shape) or lat["crc32"][i] != refs.crc(rows.tobytes()):
+            return "sample %s piece of %d tokens from %d: shape %s crc %s, the reference %s %s" % (
+                key, n, b["token_first"][i], lat["shapes"][i], lat["crc32"][i], list(rows.shape),
+                refs.crc(rows.tobytes()))
+        if t5["crc32"][i] != wt["crc32"][j] or t5["shapes"][i] != wt["shapes"][j]:
+            return "sample %s: its t5 member in the shard differs from the whole micro-batch's" % key
+    return None
+
+
+def exec_sp_bytes(ctx, case, d):
+    from run import judge
+    w = case["world"]
+    shards, refmap = _typed_shards(d, case["corpus_seed"], case["n"])
+    idx, man = os.path.join(d, "i.alidx"), os.path.join(d, "p.alm")
+    for c in (["index", "-o", idx] + shards,
+              ["plan", "--index", idx, "--world", str(w), "--micro-per-step", str(case["k"]), "--mem-tokens",
+               str(case["mem"]), "--sp-degrees", ",".join(map(str, case["degrees"])), "-o", man]):
+        j = judge(ctx.run(c, timeout=60), None)
+        if j:
+            return j if j[0] != "ok" else ("wrong", "%s of a valid corpus refused: %s" % (c[0], j[1]))
+    plan, bad = _aligned_lines(ctx, man, w)
+    if bad:
+        return "wrong", "the plan: " + bad
+    pieces = 0
+    for rank in range(w):
+        outs = []
+        for shard in (False, True):
+            cmd = ["stream", "--index", idx, "--manifest", man, "--rank", str(rank), "--members",
+                   "latent.npy,t5.npy", "--jsonl"] + (["--sp-shard"] if shard else [])
+            r = ctx.run(cmd, timeout=120, asan=shard and rank == 0 and ctx.asan is not None)
+            j = judge(r, None)
+            if j:
+                return j if j[0] != "ok" else ("wrong", "rank %d refused a valid SP plan: %s" % (rank, j[1]))
+            outs.append(r.out)
+        bad = compare_stream(outs[0], refmap, "latent.npy")  # the whole micro-batches, crop included
+        if bad:
+            return "wrong", "rank %d, whole micro-batches: %s" % (rank, bad)
+        whole = {(b["step"], b["micro"]): b for b in map(json.loads, outs[0].splitlines())}
+        for b in map(json.loads, outs[1].splitlines()):
+            wb = whole.get((b["step"], b["micro"]))
+            if wb is None:
+                return "wrong", "rank %d: step %d micro %d sharded but not whole" % (rank, b["step"], b["micro"])
+            e = _shard_error(b, wb["keys"], wb["sample_tokens"]) or _piece_error(b, wb, refmap)
+            if e:
+                return "wrong", "rank %d step %d micro %d (degree %d): %s" % (rank, b["step"], b["micro"],
+                                                                            b["sp_degree"], e)
+            pieces += len(b["keys"])
+        if len(whole) != len(outs[1].splitlines()):
+            return "wrong", "rank %d: %d whole micro-batches, %d sharded" % (rank, len(whole),
+                                                                           len(outs[1].splitlines()))
+    return "ok", "%d latent pieces on %d ranks equal the reference's rows" % (pieces, w)
+
+
 SURFACES = [("sp_args", gen_sp_args, exec_sp_args), ("sp_forged", gen_sp_forged, exec_sp_forged),
-            ("sp_resume", gen_sp_resume, exec_sp_resume), ("sp_stream", gen_sp_stream, exec_sp_stream)]
+            ("sp_resume", gen_sp_resume, exec_sp_resume), ("sp_stream", gen_sp_stream, exec_sp_stream),
+            ("sp_bytes", gen_sp_bytes, exec_sp_bytes)]

@@ -457,6 +457,13 @@ def crop_bytes(ref, shape, is_latent):
         arr = val
         if not is_latent:
             return arr.tobytes() if tuple(shape) == tuple(shp) else None
+    a = crop_array(arr, shape)
+    return None if a is None else a.tobytes()
+
+
+def crop_array(arr, shape):
+    """A latent array (C, T, H, W) or (C, H, W) cropped to shape (c, t, h, w) by the documented
+    rule (channels whole, the first t frames, centred rows and columns), or None when it cannot be."""
     a = arr
     if a.ndim == 3:  # (C, H, W): T = 1
         a = a[:, None]
@@ -467,7 +474,15 @@ def crop_bytes(ref, shape, is_latent):
     if c != C or t > T or h > H or w > W:
         return None
     y0, x0 = (H - h) // 2, (W - w) // 2
-    return np.ascontiguousarray(a[:, :t, y0:y0 + h, x0:x0 + w]).tobytes()
+    return np.ascontiguousarray(a[:, :t, y0:y0 + h, x0:x0 + w])
+
+
+def patchify(a, pt, ph, pw):
+    """A (C, T, H, W) latent as token rows: tokens in (t, y, x) order of its patch grid, each
+    row the features (c, dt, dy, dx); T, H, W multiples of the patch."""
+    C, T, H, W = a.shape
+    x = a.reshape(C, T // pt, pt, H // ph, ph, W // pw, pw).transpose(1, 3, 5, 0, 2, 4, 6)
+    return np.ascontiguousarray(x.reshape(-1, C * pt * ph * pw))
 
 
 def strict_json(raw):
