@@ -4,6 +4,7 @@ re-plans of an SP plan (sp_resume), every rank of random SP plans streamed as to
 checked against the plan (sp_stream) and, on typed corpora, against a strict reader's latents
 patchified by numpy (sp_bytes); the Python SP calls are cases of the python surface (cases_py.py)."""
 
+import gzip
 import json
 import os
 
@@ -442,14 +443,17 @@ def gen_sp_bytes(rng):
     for _ in range(12):
         w = rng.choice([2, 4, 8])
         degs = sorted({1} | set(rng.sample([x for x in (2, 4, 8) if x <= w], 1)))
+        store = rng.choice(["tar", "tar", "lz4", "gz"])
         yield {"kind": "sp_bytes", "world": w, "k": rng.choice([1, 2]), "degrees": degs,
                "mem": rng.choice([600, 1200, 2400]), "n": rng.randint(12, 40), "corpus_seed": rng.randrange(1 << 20),
-               "desc": "typed corpus, W %d, degrees %s" % (w, degs)}
+               "store": store, "desc": "typed corpus (%s), W %d, degrees %s" % (store, w, degs)}
 
 
-def _typed_shards(d, seed, n):
+def _typed_shards(d, seed, n, store):
     """Two shards of n samples: 256 x 256 px, images and 17-65-frame clips, float16 latents
-    (16, T, 32, 32) of random values, float32 t5 embeddings; and the strict reader's members."""
+    (16, T, 32, 32) of random values, float32 t5 embeddings; and the strict reader's members.
+    store: tar (the latent's frames read by pread), lz4 (KEY.latent.npy.lz4 frames) or gz
+    (.tar.gz shards), the last two read whole and sliced."""
     rng = np.random.default_rng(seed)
     mem = [[], []]
     for i in range(n):
@@ -457,12 +461,17 @@ def _typed_shards(d, seed, n):
         f = int(rng.choice([1, 1, 17, 33, 49, 65]))
         lat = rng.standard_normal((16, 1 + (f - 1) // 4, 32, 32)).astype(np.float16)
         t5 = rng.standard_normal((int(rng.integers(2, 9)), 8)).astype(np.float32)
-        mem[i % 2] += [(k + ".json", json.dumps({"width": 256, "height": 256, "frames": f}).encode()),
-                       (k + ".latent.npy", refs.npy_bytes(lat)), (k + ".t5.npy", refs.npy_bytes(t5))]
+        latent = (k + ".latent.npy.lz4", refs.lz4_frame(refs.npy_bytes(lat))) if store == "lz4" else \
+            (k + ".latent.npy", refs.npy_bytes(lat))
+        mem[i % 2] += [(k + ".json", json.dumps({"width": 256, "height": 256, "frames": f}).encode()), latent,
+                       (k + ".t5.npy", refs.npy_bytes(t5))]
     paths, refmap = [], {}
     for j in range(2):
         data, _ = refs.write_tar(mem[j])
-        paths.append(write(os.path.join(d, "s%d.tar" % j), data))
+        if store == "gz":
+            paths.append(write(os.path.join(d, "s%d.tar.gz" % j), gzip.compress(data, mtime=0)))
+        else:
+            paths.append(write(os.path.join(d, "s%d.tar" % j), data))
         for name, cands in refs.scan_tar(data).items():
             refmap.setdefault(name, []).extend(cands)
     return paths, refmap
@@ -479,7 +488,8 @@ def _piece_error(b, whole, refmap):
     for i, key in enumerate(b["keys"]):
         j = whole["keys"].index(key)
         n = cu[i + 1] - cu[i]
-        ref = refs.typed_ref(key + ".latent.npy", refmap[key + ".latent.npy"][0])
+        name = key + ".latent.npy" if key + ".latent.npy" in refmap else key + ".latent.npy.lz4"
+        ref = refs.typed_ref(name, refmap[name][0])
         crop = refs.crop_array(ref[3], wl["shapes"][j])
         rows = refs.patchify(crop, 1, 2, 2)[b["token_first"][i]:b["token_first"][i] + n]
         if lat["shapes"][i] != list(rows.shape) or lat["crc32"][i] != refs.crc(rows.tobytes()):
@@ -494,7 +504,7 @@ def _piece_error(b, whole, refmap):
 def exec_sp_bytes(ctx, case, d):
     from run import judge
     w = case["world"]
-    shards, refmap = _typed_shards(d, case["corpus_seed"], case["n"])
+    shards, refmap = _typed_shards(d, case["corpus_seed"], case["n"], case["store"])
     idx, man = os.path.join(d, "i.alidx"), os.path.join(d, "p.alm")
     for c in (["index", "-o", idx] + shards,
               ["plan", "--index", idx, "--world", str(w), "--micro-per-step", str(case["k"]), "--mem-tokens",
