@@ -459,6 +459,15 @@ void al_plan_compare_print(FILE *out, const al_manifest *a, const al_manifest *b
   fprintf(out, "%-24s %17.2f%% %17.2f%%\n", "imbalance CV", 100 * x->imbalance_cv,
           100 * y->imbalance_cv);
   fprintf(out, "%-24s %17.2f%% %17.2f%%\n", "bubble", 100 * x->bubble, 100 * y->bubble);
+  if (info_reports_sync(x) || info_reports_sync(y)) {
+    /* Each plan's bubble and prediction are under its own sync model; both models side by
+     * side say what a step plan would leave under FSDP, and a micro plan under DDP. */
+    fprintf(out, "%-24s %18s %18s\n", "sync model", x->sync, y->sync);
+    fprintf(out, "%-24s %17.2f%% %17.2f%%\n", "bubble, step model", 100 * x->bubble_step,
+            100 * y->bubble_step);
+    fprintf(out, "%-24s %17.2f%% %17.2f%%\n", "bubble, micro model", 100 * x->bubble_micro,
+            100 * y->bubble_micro);
+  }
   fprintf(out, "%-24s %17.2f%% %17.2f%%\n", "step-time CV", 100 * x->step_time_cv,
           100 * y->step_time_cv);
   fprintf(out, "%-24s %18.1f %18.1f %9.2fx\n", "predicted seconds", x->predicted_seconds,

@@ -104,6 +104,18 @@ assert d['sync'] == 'step' and d['bubble'] == d['bubble_step'], d
 assert d['bubble_micro'] > d['bubble_step'], d
 assert 'layout' not in d and d['by_degree']['1']['micro_batches'] == d['micro_batches'], d
 " || fail "inspect --json of a K = 3 step plan"
+# --compare of the step and the micro plan puts both models' bubbles side by side
+cp "$T/m.alm" "$T/step.alm"
+"$BIN" inspect "$T/def.alm" --compare "$T/step.alm" >"$T/cmp" 2>&1 || fail "inspect --compare: $(cat "$T/cmp")"
+grep -Eq "^sync model +micro +step$" "$T/cmp" || fail "--compare lacks the sync models: $(cat "$T/cmp")"
+py "
+import json, re, subprocess
+rows = {l[:24].strip(): l[24:].split() for l in open('$T/cmp') if l[:24].strip()}
+for name, path, col in (('micro', '$T/def.alm', 0), ('step', '$T/step.alm', 1)):
+    d = json.loads(subprocess.run(['$BIN', 'inspect', path, '--json'], stdout=subprocess.PIPE, check=True).stdout)
+    for row, key in (('bubble, step model', 'bubble_step'), ('bubble, micro model', 'bubble_micro')):
+        assert abs(float(rows[row][col].rstrip('%')) - 100 * d[key]) < 0.006, (row, rows[row], d[key])
+" || fail "--compare's bubbles are not inspect --json's"
 
 # A re-plan keeps the degrees; a world they do not divide is refused.
 "$BIN" plan --resume-from "$T/sp.alm" --at-step 4 --world 16 -o "$T/r.alm" >"$T/out" 2>"$T/err" || fail "re-plan: $(cat "$T/err")"
