@@ -428,6 +428,14 @@ int al_manifest_write_svg(const al_manifest *m, const char *path) {
   return afile_finish(af, ferror(f) ? al_set_error(AL_EIO, "%s: write failed", path) : AL_OK);
 }
 
+/* A plan's predicted seconds under the sync model whose bubble is `bubble`: both models share
+ * the mean rank cost, which is (1 - bubble) of each model's step time, so the plan's own
+ * prediction scales by (1 - its own bubble) / (1 - bubble). 0 when that bubble is 100%. */
+static double seconds_under(const al_manifest_info *in, double bubble) {
+  double own = in->sync && !strcmp(in->sync, "micro") ? in->bubble_micro : in->bubble_step;
+  return bubble < 1 ? in->predicted_seconds * (1 - own) / (1 - bubble) : 0;
+}
+
 void al_plan_compare_print(FILE *out, const al_manifest *a, const al_manifest *b) {
   const al_manifest_info *x = &a->info, *y = &b->info;
   fprintf(out, "%-24s %18s %18s %10s\n", "", x->policy, y->policy, "ratio");
@@ -467,6 +475,12 @@ void al_plan_compare_print(FILE *out, const al_manifest *a, const al_manifest *b
             100 * y->bubble_step);
     fprintf(out, "%-24s %17.2f%% %17.2f%%\n", "bubble, micro model", 100 * x->bubble_micro,
             100 * y->bubble_micro);
+    double xs = seconds_under(x, x->bubble_step), ys = seconds_under(y, y->bubble_step);
+    double xm = seconds_under(x, x->bubble_micro), ym = seconds_under(y, y->bubble_micro);
+    fprintf(out, "%-24s %18.1f %18.1f %9.2fx\n", "predicted s, step model", xs, ys,
+            xs > 0 ? ys / xs : 0);
+    fprintf(out, "%-24s %18.1f %18.1f %9.2fx\n", "predicted s, micro model", xm, ym,
+            xm > 0 ? ym / xm : 0);
   }
   fprintf(out, "%-24s %17.2f%% %17.2f%%\n", "step-time CV", 100 * x->step_time_cv,
           100 * y->step_time_cv);

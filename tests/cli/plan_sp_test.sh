@@ -115,7 +115,16 @@ for name, path, col in (('micro', '$T/def.alm', 0), ('step', '$T/step.alm', 1)):
     d = json.loads(subprocess.run(['$BIN', 'inspect', path, '--json'], stdout=subprocess.PIPE, check=True).stdout)
     for row, key in (('bubble, step model', 'bubble_step'), ('bubble, micro model', 'bubble_micro')):
         assert abs(float(rows[row][col].rstrip('%')) - 100 * d[key]) < 0.006, (row, rows[row], d[key])
-" || fail "--compare's bubbles are not inspect --json's"
+    # each plan's prediction under its own model is its predicted seconds; under the other one
+    # the same mean rank cost over (1 - that model's bubble)
+    own = float(rows['predicted s, %s model' % name][col])
+    assert abs(own - d['predicted_seconds']) < 0.06, (name, own, d['predicted_seconds'])
+    other = 'step' if name == 'micro' else 'micro'
+    want = d['predicted_seconds'] * (1 - d['bubble_' + name]) / (1 - d['bubble_' + other])
+    assert abs(float(rows['predicted s, %s model' % other][col]) - want) < 0.06, (name, rows, want)
+# under FSDP (the micro model) the step plan is the slower one
+assert float(rows['predicted s, micro model'][1]) > float(rows['predicted s, micro model'][0]), rows
+" || fail "--compare's bubbles and predictions are not inspect --json's"
 
 # A re-plan keeps the degrees; a world they do not divide is refused.
 "$BIN" plan --resume-from "$T/sp.alm" --at-step 4 --world 16 -o "$T/r.alm" >"$T/out" 2>"$T/err" || fail "re-plan: $(cat "$T/err")"
