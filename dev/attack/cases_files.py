@@ -553,12 +553,13 @@ def setup(ctx, surfaces):
 
 FORGE_TARGETS = ["index", "manifest", "manifest2", "cost", "big_manifest", "big_index"]
 FORGE_KINDS = ["flip", "flip_head", "bytes", "truncate", "zero", "random", "swap_kind", "append", "empty_frame"]
+FORGE_WEIGHTS = [60, 30, 15, 25, 5, 5, 8, 8, 4]
 
 
 def gen_forged(rng):
     for _ in range(170):
         t = rng.choice(FORGE_TARGETS)
-        k = rng.choices(FORGE_KINDS, [60, 30, 15, 25, 5, 5, 8, 8, 4])[0]
+        k = rng.choices(FORGE_KINDS, FORGE_WEIGHTS)[0]
         yield {"kind": k, "target": t, "desc": "%s %s" % (t, k), "p": rng.random()}
 
 

@@ -12,7 +12,7 @@ import numpy as np
 
 import refs
 from cases_cli import EXTREME, GEOM
-from cases_files import compare_stream, forge, judge_forged, write
+from cases_files import FORGE_KINDS, FORGE_WEIGHTS, compare_stream, forge, judge_forged, write
 
 # ---------------------------------------------------------------- fixtures
 
@@ -246,13 +246,12 @@ def exec_sp_args(ctx, case, d):
 # ---------------------------------------------------------------- forged SP manifests and cost files
 
 SP_FORGE_TARGETS = ["sp_manifest", "sp_cost"]
-SP_FORGE_KINDS = ["flip", "flip_head", "bytes", "truncate", "zero", "random", "swap_kind", "append", "empty_frame"]
 
 
 def gen_sp_forged(rng):
     for _ in range(120):
         t = rng.choice(SP_FORGE_TARGETS + ["sp_manifest"])
-        k = rng.choices(SP_FORGE_KINDS, [60, 30, 15, 25, 5, 5, 8, 8, 4])[0]
+        k = rng.choices(FORGE_KINDS, FORGE_WEIGHTS)[0]
         yield {"kind": k, "target": t, "desc": "%s %s" % (t, k), "p": rng.random(), "rank": rng.randrange(4)}
 
 

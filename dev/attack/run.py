@@ -31,6 +31,7 @@ import cases_py  # noqa: E402
 import cases_sp  # noqa: E402
 
 CATS = ("crash", "hang", "wrong", "unclear", "ok")
+CASE_MODULES = (cases_files, cases_cli, cases_py, cases_sp)  # each: SURFACES, optionally setup()
 
 
 class Res:
@@ -138,7 +139,7 @@ def run_case(ctx, case):
 
 
 SURFACES = collections.OrderedDict()
-for mod in (cases_files, cases_cli, cases_py, cases_sp):
+for mod in CASE_MODULES:
     for name, gen, ex in mod.SURFACES:
         SURFACES[name] = (gen, ex)
 
@@ -199,7 +200,7 @@ def main():
     t0 = time.time()
     results = []
     try:
-        for mod in (cases_files, cases_cli, cases_py, cases_sp):
+        for mod in CASE_MODULES:
             if hasattr(mod, "setup"):
                 mod.setup(ctx, {c["surface"] for c in cases})
         with ThreadPoolExecutor(max_workers=a.jobs) as pool:

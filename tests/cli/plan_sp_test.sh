@@ -109,7 +109,7 @@ cp "$T/m.alm" "$T/step.alm"
 "$BIN" inspect "$T/def.alm" --compare "$T/step.alm" >"$T/cmp" 2>&1 || fail "inspect --compare: $(cat "$T/cmp")"
 grep -Eq "^sync model +micro +step$" "$T/cmp" || fail "--compare lacks the sync models: $(cat "$T/cmp")"
 py "
-import json, re, subprocess
+import json, subprocess
 rows = {l[:24].strip(): l[24:].split() for l in open('$T/cmp') if l[:24].strip()}
 for name, path, col in (('micro', '$T/def.alm', 0), ('step', '$T/step.alm', 1)):
     d = json.loads(subprocess.run(['$BIN', 'inspect', path, '--json'], stdout=subprocess.PIPE, check=True).stdout)
