@@ -6,6 +6,7 @@ device's timings into per-arm results and the report table.
                                [--bench-extra TIMINGS]
     (device) dev/e2e/sp_replay.py --job DIR/job/job.json --out $OUT
     dev/e2e/sp_arms.py compose --work DIR --timings OUT/timings.json --out results.json [--md table.md]
+    dev/e2e/sp_arms.py ceiling --results results.json   (the most a lock-step plan can gain over a)
 
 Arms, all at the same T and the same M_mem per GPU, per model (T: the smallest mean tokens
 per step of the lock-step arms planned at the capacity W K M_mem; each other lock-step arm
@@ -547,6 +548,40 @@ def table(out):
     return "\n".join(lines) + "\n"
 
 
+def ceilings(results):
+    """What a lock-step plan could gain over arm (a) at most, per (model, W), from a composed
+    results.json: a's tokens/s with its bubble removed sets what balancing alone can buy
+    (1 / (1 - bubble_a)); the degree saving is c's bubble-free tokens/s over a's, what c's
+    per-micro-batch degrees buy per token over the whole epoch (the same samples in both);
+    the ceiling is c with no bubble at all over (a)."""
+    arms = results["arms"]
+    rows = []
+    for key in sorted(arms, key=lambda k: (k.split("/")[0], int(k.split("/w")[1]))):
+        name, arm, w = key.split("/")
+        if arm != "a" or "%s/c/%s" % (name, w) not in arms:
+            continue
+        a, c = arms[key], arms["%s/c/%s" % (name, w)]
+        free_a = a["tokens_per_s"] / (1.0 - a["bubble"])
+        free_c = c["tokens_per_s"] / (1.0 - c["bubble"])
+        rows.append({"model": name, "world": int(w[1:]), "bubble_a": a["bubble"],
+                     "balance_only": 1.0 / (1.0 - a["bubble"]), "degree_saving": free_c / free_a,
+                     "ceiling": free_c / a["tokens_per_s"], "c_vs_a": c["tokens_per_s"] / a["tokens_per_s"]})
+    return rows
+
+
+def ceiling_cmd(a):
+    with open(a.results) as f:
+        rows = ceilings(json.load(f))
+    print("| model | W | bubble of (a) | balancing alone, 1 / (1 - bubble) | degree saving per token | "
+          "ceiling over (a) | c over (a) |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for r in rows:
+        print("| %s | %d | %s | %.3fx | %+.2f%% | %.3fx | %.3fx |" % (
+            r["model"], r["world"], _p(r["bubble_a"]), r["balance_only"], 100 * (r["degree_saving"] - 1),
+            r["ceiling"], r["c_vs_a"]))
+    return 0
+
+
 def fake_timings(a):
     """timings.json made from the analytic estimate (x (1 + noise)) of every job shape and a
     full replay equal to the table: what compose needs, for the CPU smoke test."""
@@ -598,8 +633,10 @@ def main(argv=None):
     t.add_argument("--work", required=True)
     t.add_argument("--out", required=True)
     t.add_argument("--noise", type=float, default=0.05)
+    e = sub.add_parser("ceiling", help="the most a lock-step plan can gain over (a), from compose's results.json")
+    e.add_argument("--results", required=True)
     a = ap.parse_args(argv)
-    return {"prepare": prepare, "compose": compose_cmd, "fake-timings": fake_timings}[a.cmd](a)
+    return {"prepare": prepare, "compose": compose_cmd, "fake-timings": fake_timings, "ceiling": ceiling_cmd}[a.cmd](a)
 
 
 if __name__ == "__main__":

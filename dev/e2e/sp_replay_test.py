@@ -200,6 +200,23 @@ class Share(unittest.TestCase):
             self.assertEqual([len(s) for s in tm["full"]["step_ms"]], [2, 2])
 
 
+class Ceiling(unittest.TestCase):
+    def test_ceiling_of_hand_made_arms(self):
+        import sp_arms
+
+        # a: 80 tokens/s with a 20% bubble (100 without it); c: 110 tokens/s with a 10%
+        # bubble (122.2 without it): balancing alone buys 1.25x, c's degrees 22.2% a token
+        r = {"arms": {"m/a/w8": {"tokens_per_s": 80.0, "bubble": 0.2},
+                      "m/c/w8": {"tokens_per_s": 110.0, "bubble": 0.1},
+                      "m/a/w16": {"tokens_per_s": 50.0, "bubble": 0.0}}}
+        (x,) = sp_arms.ceilings(r)
+        self.assertEqual((x["model"], x["world"]), ("m", 8))
+        self.assertAlmostEqual(x["balance_only"], 1.25)
+        self.assertAlmostEqual(x["degree_saving"], (110.0 / 0.9) / 100.0)
+        self.assertAlmostEqual(x["ceiling"], (110.0 / 0.9) / 80.0)
+        self.assertAlmostEqual(x["c_vs_a"], 110.0 / 80.0)
+
+
 class EndToEnd(unittest.TestCase):
     def test_prepare_fake_compose(self):
         cli = os.environ.get("ADAPTIVELOAD_BIN") or os.path.join(HERE, "..", "..", "bazel-bin", "adaptiveload")
@@ -214,6 +231,8 @@ class EndToEnd(unittest.TestCase):
                                    os.path.join(w, "r.json")], check=True, stdout=subprocess.DEVNULL)
             with open(os.path.join(w, "r.json")) as f:
                 r = json.load(f)
+            ceiling_md = subprocess.run(arms + ["ceiling", "--results", os.path.join(w, "r.json")], check=True,
+                                        stdout=subprocess.PIPE, text=True).stdout
             # a planner schedule read back from `inspect --jsonl` (degree 1: the plan of today)
             import sp_arms
 
@@ -249,6 +268,12 @@ class EndToEnd(unittest.TestCase):
             self.assertTrue(0 <= x["bubble"] < 1, x)
             self.assertTrue(0 < x["kept_of_corpus"] <= 1, x)
             self.assertLessEqual(x["max_share_over_mem"], 1.0, x)
+        ceil = sp_arms.ceilings(r)
+        self.assertEqual({(x["model"], x["world"]) for x in ceil}, {(m, W) for m in ("14b", "1.3b") for W in (8, 16)})
+        for x in ceil:
+            self.assertGreaterEqual(x["ceiling"], x["c_vs_a"] - 1e-12, x)
+            self.assertAlmostEqual(x["ceiling"], x["balance_only"] * x["degree_saving"], places=9)
+            self.assertIn("| %s | %d |" % (x["model"], x["world"]), ceiling_md)
         self.assertEqual(r["full_replay"]["steps"], 5)
         self.assertLess(r["full_replay"]["total_rel_err"], 1e-9)  # the fake full replay is the table itself
         self.assertEqual(r["missing_shapes"], {"14b": [], "1.3b": []})
