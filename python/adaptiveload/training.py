@@ -30,16 +30,28 @@ import subprocess
 from ._args import whole
 
 
+_CLOSED_GROUPS = []  # world groups ended by Distributed.close(), kept (see there)
+
+
 class Distributed(collections.namedtuple("Distributed", "rank world_size local_rank device initialized")):
     """What :func:`setup_distributed` found: torchrun's rank, world size and local rank, the
     torch device to train on, and whether it started torch.distributed."""
 
     def close(self):
-        """Ends torch.distributed when :func:`setup_distributed` started it."""
+        """Ends torch.distributed when :func:`setup_distributed` started it.
+
+        The world group's Python handle is kept until the interpreter exits. A
+        DistributedDataParallel model still alive after close() holds the group in its C++
+        Reducer; freed last, the Reducer frees a gloo group with the GIL held, joining worker
+        threads that may need the GIL to free a Python tensor of the last collective: a
+        deadlock at the end of the script. With the handle kept, the group's last release is
+        the handle's, which torch makes with the GIL released."""
         if self.initialized:
             import torch.distributed as dist
 
-            dist.destroy_process_group()
+            if dist.is_initialized():
+                _CLOSED_GROUPS.append(dist.group.WORLD)
+                dist.destroy_process_group()
 
 
 def setup_distributed(cpu=False):

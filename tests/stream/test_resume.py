@@ -11,6 +11,7 @@ from the plan's schedule and from Python's own tarfile reading, not from the str
 """
 
 import faulthandler
+import gc
 import io
 import json
 import os
@@ -507,6 +508,11 @@ def _ddp_main(rank, init_file, out_dir, skip_index, skip_manifest):
                        on_error="skip", max_skip_fraction=1)
     results["skip"] = normalised_step_grads(ds, 2, model)[0]
     torch.save(results, os.path.join(out_dir, "rank%d.pt" % rank))
+    # The DDP model goes before the group: its C++ Reducer holds the gloo group, and a Reducer
+    # freed after destroy_process_group frees the group with the GIL held while a gloo worker
+    # thread may need the GIL to free a Python tensor of the last collective (a deadlock).
+    del model
+    gc.collect()
     dist.barrier()
     dist.destroy_process_group()
 
