@@ -6,9 +6,9 @@
 # client, an object per shard, reads in order, one at a time):
 #   local         pread of the shard files (the baseline; page cache warm)
 #   nginx         Debian's nginx on 127.0.0.1
-#   s3rver        s3rver (third_party/node) on 127.0.0.1, path-style, SigV4-signed
+#   moto          tests/loader/s3_server.py (moto's S3, the test environment) on 127.0.0.1, path-style, SigV4-signed
 #   nginx+proxy   nginx behind tests/loader/fault_proxy.py at PROXY_LATENCY_MS per request
-#   s3rver+proxy  and PROXY_BW bytes/s (all connections together)
+#   moto+proxy    and PROXY_BW bytes/s (all connections together)
 # Modes (MODES):
 #   shard         one GET of each whole shard
 #   member        one ranged GET per tar member (the data bytes of every KEY.json and
@@ -23,7 +23,7 @@
 # Environment (defaults): N=120 samples in SHARDS=4 shards (~1.75 MB a sample), RUNS=3,
 # MODES="shard member", PROXY_LATENCY_MS=50, PROXY_BW=500000000, WORK=/tmp/al_bench_remote,
 # BIN= and PROBE= (prebuilt adaptiveload and remote_probe: skip the build), BAZEL=bazel,
-# KEEP=1 (keep WORK). Needs nginx, node (s3rver), curl, python3 (tools/bootstrap.sh).
+# KEEP=1 (keep WORK). Needs nginx, curl, python3 and the test environment (tools/bootstrap.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
@@ -45,7 +45,6 @@ if [ -z "${BIN:-}" ] || [ -z "${PROBE:-}" ]; then
 fi
 rm -rf "$WORK" && mkdir -p "$WORK"
 T=$WORK
-export AL_S3RVER=${AL_S3RVER:-$REPO/third_party/node/node_modules/s3rver/bin/s3rver.js}
 . "$REPO/tests/loader/remote_servers.sh"
 . "$REPO/tests/loader/remote_fault_proxy.sh"
 cleanup() {
@@ -81,15 +80,10 @@ PY
 }
 
 start_nginx "$WORK/corpus"
-start_s3rver bkt
-export AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER AWS_REGION=us-east-1
+start_s3 bkt
+export AWS_ACCESS_KEY_ID=$S3_KEY_ID AWS_SECRET_ACCESS_KEY=$S3_SECRET AWS_REGION=us-east-1
 unset AWS_SESSION_TOKEN AWS_ENDPOINT_URL
-for s in $SHARD_NAMES; do
-  code=$(curl -s -o "$WORK/put.out" -w '%{http_code}' --aws-sigv4 "aws:amz:us-east-1:s3" \
-    -u S3RVER:S3RVER -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" -T "$WORK/corpus/$s" \
-    "http://127.0.0.1:$S3_PORT/bkt/corpus/$s")
-  [ "$code" = 200 ] || { echo "PUT $s: $code $(cat "$WORK/put.out")" >&2; exit 1; }
-done
+for s in $SHARD_NAMES; do s3_put "$WORK/corpus/$s" "corpus/$s"; done
 start_proxy px-nginx "http://127.0.0.1:$NGINX_PORT" latency_ms="$PROXY_LATENCY_MS" bandwidth="$PROXY_BW"
 PX_NGINX=$PROXY_PORT
 start_proxy px-s3 "http://127.0.0.1:$S3_PORT" latency_ms="$PROXY_LATENCY_MS" bandwidth="$PROXY_BW"
@@ -99,9 +93,9 @@ PX_S3=$PROXY_PORT
 SOURCES=(
   "local $WORK/corpus/ -"
   "nginx http://127.0.0.1:$NGINX_PORT/ -"
-  "s3rver s3://bkt/corpus/ http://127.0.0.1:$S3_PORT"
+  "moto s3://bkt/corpus/ http://127.0.0.1:$S3_PORT"
   "nginx+proxy http://127.0.0.1:$PX_NGINX/ -"
-  "s3rver+proxy s3://bkt/corpus/ http://127.0.0.1:$PX_S3"
+  "moto+proxy s3://bkt/corpus/ http://127.0.0.1:$PX_S3"
 )
 
 # run_ranges NAME PREFIX ENDPOINT MODE: an untimed read with a CRC check, then RUNS timed.

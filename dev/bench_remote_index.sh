@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # dev/bench_remote_index.sh - `adaptiveload index` of the same synthetic corpora from local
-# disk, from nginx (http://, brace pattern) and from s3rver (s3://, a listed prefix), all on
+# disk, from nginx (http://, brace pattern) and from the S3 server (tests/loader/s3_server.py: s3://, a listed prefix), all on
 # this machine's loopback, in one run. Not a test.
 #
 # Corpora: LAT_N samples with Wan-2.1-sized bf16 latents (~1.75 MB a sample) in SHARDS
@@ -10,7 +10,7 @@
 #
 # Environment (defaults): LAT_N=800 META_N=200000 SHARDS=40 THREADS=8 RUNS=3
 # WORK=/tmp/al_bench_remote_index BIN= (a prebuilt binary: skip the build) BAZEL=bazel.
-# Needs nginx, node and s3rver (tools/bootstrap.sh), curl.
+# Needs nginx, curl and the test environment (tools/bootstrap.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -29,23 +29,17 @@ rm -rf "$WORK" && mkdir -p "$WORK/www"
 cp -f "$BIN" "$WORK/adaptiveload"
 BIN=$WORK/adaptiveload
 T=$WORK
-# remote_servers.sh finds s3rver through the sourcing script's folder unless told.
-export AL_S3RVER=${AL_S3RVER:-$ROOT/third_party/node/node_modules/s3rver/bin/s3rver.js}
 . "$ROOT/tests/loader/remote_servers.sh"
 
 echo "# machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo); load: $(cut -d' ' -f1-3 /proc/loadavg); commit $(git rev-parse --short HEAD)"
 "$BIN" synth --out "$WORK/www/lat" --samples "$LAT_N" --shards "$SHARDS" --seed 0 >/dev/null
 "$BIN" synth --out "$WORK/www/meta" --samples "$META_N" --shards "$SHARDS" --seed 0 --payload none >/dev/null
-export AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER AWS_REGION=us-east-1
 unset AWS_SESSION_TOKEN AWS_ENDPOINT_URL
 start_nginx "$WORK/www"
-start_s3rver bkt
-EP=http://127.0.0.1:$S3_PORT
-for f in "$WORK"/www/lat/*.tar "$WORK"/www/meta/*.tar; do
-  rel=${f#"$WORK"/www/}
-  curl -sf -o /dev/null --aws-sigv4 "aws:amz:us-east-1:s3" -u S3RVER:S3RVER \
-    -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" -T "$f" "$EP/bkt/$rel"
-done
+start_s3 bkt
+export AWS_ACCESS_KEY_ID=$S3_KEY_ID AWS_SECRET_ACCESS_KEY=$S3_SECRET AWS_REGION=us-east-1
+EP=$S3_EP
+for f in "$WORK"/www/lat/*.tar "$WORK"/www/meta/*.tar; do s3_put "$f" "${f#"$WORK"/www/}"; done
 cat "$WORK"/www/*/*.tar "$WORK"/s3/*/* >/dev/null 2>&1 || true # warm the page cache
 
 last=$((SHARDS - 1))

@@ -349,7 +349,8 @@ def timestep_embedding(t, dim, max_period=10000.0):
 
 
 class RMSNorm(nn.Module):
-    """RMSNorm with a learned gain (torch 1.13 has no nn.RMSNorm)."""
+    """RMSNorm with a learned gain, computed in float32 whatever the input's dtype (nn.RMSNorm
+    computes in the input's dtype)."""
 
     def __init__(self, dim, eps=1e-6):
         super().__init__()

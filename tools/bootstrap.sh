@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Installs the Debian packages AdaptiveLoad builds and tests with.
-# Idempotent: when every package is present it only runs dpkg-query and exits.
+# Installs the Debian packages AdaptiveLoad builds and tests with, then the test environment
+# (third_party/venv, below). `--packages-only` stops after the Debian packages (the demo needs
+# nothing more). Idempotent: when everything is present it only runs dpkg-query, compares a
+# stamp and exits.
 set -euo pipefail
 
 PKGS=(
@@ -9,35 +11,49 @@ PKGS=(
   libprotobuf-c-dev protobuf-c-compiler
   libgtest-dev googletest
   libjansson-dev
-  python3 python3-numpy python3-torch python3-venv
+  python3 python3-numpy python3-venv
   lz4 zstd clang-format
   clang libclang-rt-14-dev
-  libcurl4-openssl-dev nginx nodejs curl
+  libcurl4-openssl-dev nginx curl
 )
 # libcurl4-openssl-dev: //loader:remote (HTTP(S) and S3 through libcurl, SigV4 signing).
-# nginx, nodejs and curl: the remote tests' servers on 127.0.0.1 (tests/loader/remote_*);
-# s3rver (npm, pinned below) is installed into third_party/node/ (git-ignored), once.
+# nginx and curl: the remote tests' HTTP server on 127.0.0.1 and their uploads
+# (tests/loader/remote_*); their S3 server, moto, is in the test environment below.
 # clang and libclang-rt-14-dev (libclang_rt.fuzzer, the ASan/UBSan runtimes) build the
 # libFuzzer harnesses of tests/fuzz/ (tools/fuzz.sh; test.sh runs `fuzz.sh --regress`).
-# python3-venv (venv with pip, offline) installs the wheel in tests/dist/wheel_test.sh.
-# python3-torch (CPU, Debian's) runs the Python package's tests with real DataLoaders.
-# AL_SKIP_TORCH=1 leaves it out; those tests then print SKIP and do not run.
-# Debian's nodejs comes without npm (NodeSource's includes it): ask for npm only when absent.
-command -v npm >/dev/null || PKGS+=(npm)
-if [ "${AL_SKIP_TORCH:-0}" = 1 ]; then
-  PKGS=("${PKGS[@]/python3-torch/}")
-fi
+# python3-venv makes the test environment and the fresh environment tests/dist/wheel_test.sh
+# installs the wheel into; python3-numpy serves the dev/ scripts run with /usr/bin/python3.
 
-# s3rver: an S3-compatible server for tests/loader/remote_s3_test.sh. After the first install
-# it is found in third_party/node/ and nothing is fetched again (offline from then on).
-S3RVER_VERSION=3.7.1
-install_s3rver() {
-  local dir="$(cd "$(dirname "$0")/.." && pwd)/third_party/node"
-  [ -f "$dir/node_modules/s3rver/bin/s3rver.js" ] && return 0
-  command -v npm >/dev/null || { echo "bootstrap: npm missing; s3rver not installed" >&2; return 1; }
-  echo "bootstrap: installing s3rver $S3RVER_VERSION into $dir" >&2
-  mkdir -p "$dir"
-  npm install --prefix "$dir" --no-audit --no-fund --no-save "s3rver@$S3RVER_VERSION" >&2
+# The test environment: a virtual environment of Debian's python3 at third_party/venv with
+# tools/requirements-test.txt from PyPI (torch on the CPU for torch.distributed, torchrun and
+# FSDP2; moto's S3 server). The wheels are downloaded into third_party/wheels first and
+# installed from there, so the environment can be made again offline. A stamp holding the
+# requirements' sha256 marks it complete: when it matches, nothing is fetched or installed.
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+VENV=$ROOT/third_party/venv
+WHEELS=$ROOT/third_party/wheels
+REQS=$ROOT/tools/requirements-test.txt
+install_venv() {
+  local want stamp=$VENV/.requirements.sha256
+  want=$(sha256sum "$REQS" | cut -d' ' -f1)
+  [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && return 0
+  echo "bootstrap: making the test environment $VENV from $REQS" >&2
+  rm -rf "$VENV"
+  /usr/bin/python3 -m venv "$VENV"
+  if ! "$VENV/bin/pip" install --quiet --no-index --find-links "$WHEELS" -r "$REQS" >&2 2>/dev/null; then
+    echo "bootstrap: downloading $REQS from PyPI into $WHEELS" >&2
+    mkdir -p "$WHEELS"
+    "$VENV/bin/pip" download --quiet --disable-pip-version-check -d "$WHEELS" -r "$REQS" >&2
+    "$VENV/bin/pip" install --quiet --no-index --find-links "$WHEELS" -r "$REQS" >&2
+  fi
+  echo "$want" >"$stamp"
+  "$VENV/bin/python3" -c "import torch, moto; print('bootstrap: test environment ready: torch', torch.__version__, 'moto', moto.__version__)" >&2
+}
+
+packages_only=0
+[ "${1:-}" = --packages-only ] && packages_only=1
+finish() {
+  [ "$packages_only" = 1 ] || install_venv
 }
 
 missing=()
@@ -46,7 +62,7 @@ for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -eq 0 ]; then
-  install_s3rver
+  finish
   exit
 fi
 
@@ -56,4 +72,4 @@ echo "bootstrap: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq >&2 || true
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
-install_s3rver
+finish

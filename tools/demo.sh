@@ -4,6 +4,6 @@
 # balance comparison -> stream a few batches). Extra arguments go to the demo verb.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-tools/bootstrap.sh
+tools/bootstrap.sh --packages-only
 bazel build --config=opt //:adaptiveload
 exec bazel-bin/adaptiveload demo "$@"

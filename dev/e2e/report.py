@@ -74,7 +74,10 @@ def main(argv=None):
                      _num(a.get("tokens_per_s_pytorch"), "%.0f"), a.get("speedup") or 0,
                      _pct(a.get("share_of_pytorch_compute_saved"))))
     rf = s.get("refit")
-    if rf:
+    if rf and rf.get("refused"):
+        print("\nRefit (arm ours-refit) from %s: refused (%s); arm ours-refit was planned with arm ours' model."
+              % (rf.get("source", "arm c's trace"), rf["refused"].splitlines()[-1][-200:]))
+    elif rf:
         f = rf.get("fit", {})
         print("\nRefit (arm ours-refit) from %s: %s %s, held-out median error %s, max %s%s."
               % (rf.get("source", "arm c's trace"), f.get("family"), json.dumps(f.get("params")),

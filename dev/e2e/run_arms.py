@@ -188,9 +188,9 @@ def plan_arm(args, cli, index, arm, W, buckets, cost=None, need_steps=None, base
         extra = ["--policy", "equal-token"]
     elif arm == "b":
         extra = args.paper_plan_args.split()
-    elif arm == "d":
+    elif arm == "d" and cost:
         extra = ["--cost", cost]
-    if arm != "d" and base_cost:
+    if (arm != "d" or not cost) and base_cost:
         extra += ["--cost", base_cost]
     paths, infos, total = [], [], 0
     need = need_steps if need_steps is not None else args.warmup_steps + args.steps
@@ -323,7 +323,16 @@ def refit(args, cli, trace, out_cost, index):
                 and os.path.exists(csv):
             log("refit: %s; fitting the trace with the shape benchmark" % r.stderr.strip()[-160:])
             source = ["--bench", csv, "--trace", trace]
-    fit = fit_cost(args, cli, source, out_cost, index)
+    try:
+        fit = fit_cost(args, cli, source, out_cost, index)
+    except SystemExit as e:
+        # A smoke run's trace times a tiny model on a shared CPU, whose step times are launch
+        # overheads that need not grow with B*S; `fit` rightly refuses them. The smoke then
+        # plans arm d with (c)'s cost model and records the refusal (the test checks its reason).
+        if not args.smoke or FIT_NEEDS_GROWTH not in str(e):
+            raise
+        log("refit refused the smoke run's CPU timings; arm d keeps (c)'s cost model: %s" % str(e).strip()[-200:])
+        return {"refused": str(e).strip()[-600:], "source": " ".join(source)}
     fit["source"] = " ".join(source)
     log("refit from %s: %s" % (trace, json.dumps(fit.get("fit", fit))[:400]))
     return fit
@@ -514,6 +523,8 @@ def real_runs(args, cli, ex, index, buckets, base_cost=None):
                 trace = os.path.join(args.out, "trace-c-w%d.jsonl" % W)
                 cost = os.path.join(args.workdir, "refit-w%d.alcost" % W)
                 out["refit"] = refit(args, cli, trace, cost, index)
+                if "refused" in out["refit"]:
+                    cost = None
             paths, infos = plan_arm(args, cli, index, arm, W, buckets, cost, base_cost=base_cost)
             steps = min(args.steps, infos[0]["steps"] - args.warmup_steps)
             if steps < 1:
@@ -800,6 +811,8 @@ def run_one_arm(args, cli, index, arm, W, worlds, buckets, base_cost, steps_w, s
             if not os.path.exists(trace):
                 raise SystemExit("arm d needs arm c's trace %s (arm c did not run)" % trace)
             summary["refit"] = refit(args, cli, trace, cost, index)
+        if "refused" in summary["refit"]:
+            cost = None
     paths, infos = plan_arm(args, cli, index, arm, W, buckets, cost, base_cost=base_cost)
     summary["plans"]["%s-w%d" % (ARMS[arm][0], W)] = [
         {k: i.get(k) for k in ("steps", "step_tokens", "step_tokens_mean", "micro_per_step", "mem_tokens",

@@ -22,7 +22,7 @@ Host (the comparison; --replay, --train, --collectives, --check once per device 
         --collectives T/collectives.json [--check T/check.json] --out two_gpu.json --md two_gpu.md
 
 --spawn N (collectives, check, train) starts N local ranks itself (gloo on the CPU: the smoke
-test; Debian's torch 1.13 torchrun fails under Python 3.11). --smoke: tiny shapes. Backend:
+test). --smoke: tiny shapes. Backend:
 NCCL on the GPU, gloo on the CPU; SP2_BACKEND overrides it (gloo on one GPU: a path check of
 two ranks sharing it; its times mean nothing); SP2_CPU=1 stays on the CPU.
 
@@ -452,7 +452,7 @@ def _fsdp2():
     try:
         from torch.distributed.fsdp import fully_shard
         return fully_shard
-    except Exception:  # ImportError; torch 1.13's fsdp package fails to import under Python 3.11
+    except Exception:  # ImportError: a torch before 2.6 has no fully_shard
         return None
 
 

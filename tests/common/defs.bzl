@@ -36,7 +36,8 @@ def al_sh_test(name, size = "small", **kwargs):
 
 def al_py_test(name, size = "medium", **kwargs):
     """A Python test file of tests/stream/, NAME.py, run by tests/stream/python_test.sh
-    against the built library and CLI (real DataLoaders; SKIP line only without torch)."""
+    against the built library and CLI under the test environment's Python (real DataLoaders;
+    fails without torch)."""
     native.sh_test(
         name = name,
         size = size,

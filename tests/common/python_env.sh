@@ -1,13 +1,25 @@
-# Sourced by the shell tests that run python3 against the built library and CLI.
+# Sourced by the shell tests that run Python against the built library and CLI, and by the
+# remote tests' server helpers.
 
-# al_have PY MODULE WHAT: true when PY imports MODULE; else prints the SKIP line naming WHAT
-# and the import error, and is false (the caller exits 0: a skip, not a pass).
-al_have() {
+# The test environment: third_party/venv, made by tools/bootstrap.sh from PyPI
+# (tools/requirements-test.txt: a current torch on the CPU, numpy, moto's S3 server). It is
+# found through this file's real path (a runfiles symlink into the source tree).
+AL_VENV=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../.." && pwd)/third_party/venv
+
+# al_python: the interpreter the Python tests run under: AL_TEST_PYTHON, else the test
+# environment's.
+al_python() {
+  echo "${AL_TEST_PYTHON:-$AL_VENV/bin/python3}"
+}
+
+# al_require PY MODULE WHAT: true when PY imports MODULE; else prints a FAIL line naming WHAT,
+# the import error and the command that installs it, and is false (the caller fails).
+al_require() {
   if "$1" -c "import $2" >/dev/null 2>&1; then
     return 0
   fi
-  echo "SKIP: $1 cannot import $2; $3 did not run"
-  "$1" -c "import $2" 2>&1 | tail -1 || true
+  echo "FAIL: $1 cannot import $2, so $3 cannot run (tools/bootstrap.sh makes $AL_VENV)" >&2
+  "$1" -c "import $2" 2>&1 | tail -1 >&2 || true
   return 1
 }
 

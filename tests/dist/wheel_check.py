@@ -54,11 +54,7 @@ def main():
             fail("adaptiveload.plan wrote %s, which differs from the CLI's %s" % (m.path, cli_plan))
     print("ok: adaptiveload.plan is byte-identical to `adaptiveload plan`")
 
-    try:
-        import torch  # noqa: F401
-    except ImportError as e:
-        print("SKIP: torch cannot be imported (%s); StreamDataset not checked" % e)
-        return
+    import torch  # noqa: F401  (the test environment's, through a .pth file)
     lines = [json.loads(line) for line in open(jsonl)]
     if len(lines) < 2:
         fail("%s lists %d batches; the check needs at least 2" % (jsonl, len(lines)))

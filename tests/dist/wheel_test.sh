@@ -1,18 +1,20 @@
 #!/bin/bash
 # The pip wheel (//dist:wheel) installed the way a user installs it: a fresh virtual
-# environment (--system-site-packages, so Debian's numpy and torch are visible offline),
-# `pip install --no-index --no-deps WHEEL`, then from a folder outside the checkout with
-# PYTHONPATH and ADAPTIVELOAD_LIB unset:
+# environment of Debian's python3, `pip install WHEEL` with its dependencies (numpy) resolved
+# from PyPI's wheels (the test environment's wheelhouse, third_party/wheels: offline), then
+# the test environment's site-packages appended to its path for torch, then from a folder
+# outside the checkout with PYTHONPATH and ADAPTIVELOAD_LIB unset:
 #   - the wheel's name carries AL_VERSION_STRING of common/al_version.h and its RECORD
 #     lists every file with its sha256 and size;
 #   - the console script runs the bundled CLI: --help, a failing verb's exit status, a
 #     small `adaptiveload demo`, synth / index / plan / stream --jsonl; a missing binary
 #     is reported by name;
 #   - tests/dist/wheel_check.py: the package and library come from the venv, plan in
-#     Python equals the CLI's, StreamDataset equals `stream --jsonl` (SKIP without torch);
+#     Python equals the CLI's, StreamDataset equals `stream --jsonl`;
 #   - with WHEEL_TEST_VERSION=1 (the default), `adaptiveload --version` and
 #     adaptiveload.__version__ report that version.
-# AL_TEST_PYTHON overrides the interpreter (default Debian's /usr/bin/python3).
+# AL_TEST_PYTHON overrides the interpreter the fresh environment is made from (default
+# Debian's /usr/bin/python3).
 set -euo pipefail
 PY=${AL_TEST_PYTHON:-/usr/bin/python3}
 here=$(pwd)
@@ -67,13 +69,18 @@ export HOME="$work/home" PIP_CONFIG_FILE=/dev/null PIP_DISABLE_PIP_VERSION_CHECK
 export PYTHONDONTWRITEBYTECODE=1 PYTHONNOUSERSITE=1
 mkdir -p "$HOME"
 venv=$work/venv
-"$PY" -m venv --system-site-packages "$venv" ||
+wheels=$(dirname "$AL_VENV")/wheels
+"$PY" -m venv "$venv" ||
   fail "$PY -m venv failed (Debian: apt-get install python3-venv, see tools/bootstrap.sh)"
-"$venv/bin/python" -m pip install --no-index --no-deps --quiet "$wheel" >"$work/pip.log" 2>&1 || {
+"$venv/bin/python" -m pip install --no-index --find-links "$wheels" --quiet "$wheel" >"$work/pip.log" 2>&1 || {
   cat "$work/pip.log"
-  fail "pip install $wheel"
+  fail "pip install $wheel (its dependencies from $wheels, made by tools/bootstrap.sh)"
 }
-echo "ok: pip installed the wheel into a fresh virtual environment"
+"$venv/bin/python" -c "import numpy" || fail "pip did not install the wheel's dependency numpy"
+site=$(echo "$venv"/lib/python3*/site-packages)
+"$(al_python)" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])" >"$site/zz_test_env.pth" ||
+  fail "the test environment's Python (tools/bootstrap.sh)"
+echo "ok: pip installed the wheel and numpy into a fresh virtual environment; torch from the test environment"
 # An ASan build of the installed library (--config=asan): its runtimes load first.
 al_asan_env "$(echo "$venv"/lib/python3*/site-packages/adaptiveload/lib/libadaptiveload.so)"
 export PATH="$venv/bin:/usr/bin:/bin"

@@ -1,12 +1,12 @@
 #!/bin/bash
-# examples/train_dit.py --smoke and dev/e2e/run_arms.py --smoke on the CPU under Debian's
-# python3 with torch, against the freshly built CLI and libadaptiveload.so. Skips (exit 0,
-# SKIP line) only when torch cannot be imported. AL_TEST_PYTHON overrides the interpreter.
+# examples/train_dit.py --smoke and dev/e2e/run_arms.py --smoke on the CPU under the test
+# environment's Python (tools/bootstrap.sh: torch from PyPI), against the freshly built CLI and
+# libadaptiveload.so. Fails when torch cannot be imported. AL_TEST_PYTHON overrides the interpreter.
 set -euo pipefail
-PY=${AL_TEST_PYTHON:-/usr/bin/python3}
 here=$(pwd)
 . "$here/tests/common/python_env.sh"
-al_have "$PY" torch "train_dit.py --smoke and the replay smoke" || exit 0
+PY=$(al_python)
+al_require "$PY" torch "train_dit.py --smoke and the replay smoke" || exit 1
 al_python_env "$here"
 export OMP_NUM_THREADS=1
 T=${TEST_TMPDIR:-$(mktemp -d)}/dit
@@ -114,7 +114,10 @@ for name in ("equal-token-w2", "paper-w2", "ours-w2", "ours-refit-w2"):
     d = json.load(open(os.path.join(out, name + ".json")))
     assert d["loss_finite"] and len(d["per_step"]) == d["steps"], name
     assert d["pred_vs_measured"]["n"] > 0 and "pearson" in d and "comm" in d, name
-assert s["refit"]["fit"]["family"] in ("power", "poly2"), s["refit"]
+# The refit: a fitted model, or (the smoke's CPU step times being launch overheads that need
+# not grow with B*S) fit's refusal of exactly that, arm d then planned with (c)'s model.
+assert ("fit" in s["refit"] and s["refit"]["fit"]["family"] in ("power", "poly2")) or \
+    "the planner needs step times that grow with B*S" in s["refit"].get("refused", ""), s["refit"]
 svg = open(os.path.join(out, "steps-w2.svg")).read()
 assert svg.startswith("<svg") and svg.count("<polyline") == 12, svg[:200]
 PY

@@ -3,9 +3,9 @@
 
 For each case the launcher plans the smoke corpus with ``plan --sp-degrees`` and a
 --mem-tokens below the longest clips' tokens (so those buckets go to groups of 2 or 4),
-starts W copies of train_dit.py with torchrun's variables (RANK, WORLD_SIZE, ...; the
-processes are started here: Debian's torch 1.13 torch.distributed.run fails under Python
-3.11) and checks:
+starts W copies of train_dit.py with torchrun's variables (RANK, WORLD_SIZE, ...; started
+here, each with its own log; tests/examples/readme_loop_test.py and sp_train_test.py
+--torchrun launch through torchrun itself) and checks:
 
 * every rank exits 0 (every step ran, every loss finite: train_dit's own check);
 * lock-step: every rank ran the same (step, micro) slots, as many per step as the plan's K;

@@ -2,9 +2,10 @@
 """Ulysses sequence parallelism of examples/train_dit.py under real gloo processes (CPU).
 
 Run without RANK it is the launcher: for each world (2, then 4) it starts that many copies of
-itself with torchrun's variables (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT; the
-processes are started here rather than by torch.distributed.run, whose agent fails under
-Debian's torch 1.13 with Python 3.11), waits for them and compares what they recorded.
+itself, with torchrun's variables (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) or,
+with --torchrun, through torchrun itself (python3 -m torch.distributed.run); with --fsdp the
+model is sharded by FSDP2 (fully_shard over the world mesh) instead of wrapped by DDP. It waits
+for them and compares what they recorded.
 
 Each rank (a tiny PackedDiT, float32, DDP over the world, SP groups from
 adaptiveload.training.sp_groups) runs synthetic micro-batches built directly (no planner):
@@ -107,36 +108,6 @@ def launch(world, out, mode, torchrun):
     return recs
 
 
-def fsdp2_missing():
-    """Why FSDP2 (torch.distributed.fsdp.fully_shard, torch >= 2.6) cannot run here, or None."""
-    try:
-        import torch
-        from torch.distributed.fsdp import fully_shard  # noqa: F401
-        from torch.distributed.device_mesh import init_device_mesh  # noqa: F401
-    except Exception as e:  # noqa: BLE001 - any import failure: say which
-        import torch
-
-        return "torch %s has no usable torch.distributed.fsdp.fully_shard (%s: %s)" % (
-            torch.__version__, type(e).__name__, str(e).splitlines()[0] if str(e) else "")
-    return None
-
-
-def torchrun_missing():
-    """Why ``python3 -m torch.distributed.run`` cannot start ranks here, or None (probed with
-    one rank running ``true``)."""
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "1", "--nnodes", "1",
-           "--master_addr", "127.0.0.1", "--master_port", str(free_port()), "--no_python", "true"]
-    try:
-        r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
-                           timeout=120)
-    except subprocess.TimeoutExpired:
-        return "torch.distributed.run did not finish one rank of 'true' in 120 s"
-    if r.returncode:
-        lines = [ln for ln in r.stdout.strip().splitlines() if ln.strip()]
-        return "torch.distributed.run failed (%d): %s" % (r.returncode, lines[-1] if lines else "")
-    return None
-
-
 def check_lockstep(recs, mode="ddp"):
     """All ranks issued the same world-group collectives in the same order, and the members of
     every SP group the same collectives over it."""
@@ -211,13 +182,6 @@ def launcher():
     mode = "fsdp" if "--fsdp" in sys.argv[1:] else "ddp"
     torchrun = "--torchrun" in sys.argv[1:]
     what = "%s%s" % (mode.upper() if mode == "ddp" else "FSDP2", ", torchrun launch" if torchrun else "")
-    why = fsdp2_missing() if mode == "fsdp" else None
-    if why is None and torchrun:
-        why = torchrun_missing()
-    if why is not None:
-        print("sp_train_test (%s): NOT RUN: %s (dev/sp_fsdp_check.sh runs it on the GPU machine's torch)"
-              % (what, why))
-        return
     out_root = os.environ.get("TEST_TMPDIR") or tempfile.mkdtemp()
     for world in (2, 4):
         out = os.path.join(out_root, "sp-%s%s-w%d" % (mode, "-torchrun" if torchrun else "", world))

@@ -1,4 +1,4 @@
-"""A throttling, faulting reverse proxy on 127.0.0.1, in front of nginx or s3rver.
+"""A throttling, faulting reverse proxy on 127.0.0.1, in front of nginx or the S3 server (s3_server.py).
 
     python3 fault_proxy.py UPSTREAM PORTFILE [KNOB=VALUE ...]
 

@@ -1,10 +1,10 @@
 #!/bin/bash
 # //loader:remote through fault_proxy.py (a reverse proxy of this project's) in front of
-# Debian's nginx and s3rver on 127.0.0.1. Every read is compared byte for byte with the
+# Debian's nginx and the S3 server (tests/loader/s3_server.py) on 127.0.0.1. Every read is compared byte for byte with the
 # local file, and the proxy's counters show each fault was injected:
 #   each fault kind alone (latency, a bandwidth cap, every Nth request 503, a burst of 503s by
 #   count and by time, 429 with Retry-After in seconds and as an HTTP date, resets and clean
-#   closes in mid-body) and all of them at once in front of s3rver (signed requests);
+#   closes in mid-body) and all of them at once in front of the S3 server (signed requests);
 #   an object changed between open and read (rewritten on disk, a same-size and a longer
 #   file; an ETag or total size the answers change): an error naming the URL;
 #   a server that stays down (503s, an upstream that is gone): a bounded failure naming the
@@ -88,13 +88,11 @@ proxy_set "$PROXY_PORT" "burst_s=1.5"
 check "burst_s=1.5" "$P/blob" "$T/www/blob"
 injected "$PROXY_PORT" burst
 
-# All at once, in front of s3rver: SigV4-signed requests forwarded with their headers.
-start_s3rver bkt
-export AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER AWS_REGION=us-east-1
+# All at once, in front of the S3 server: SigV4-signed requests forwarded with their headers.
+start_s3 bkt
+export AWS_ACCESS_KEY_ID=$S3_KEY_ID AWS_SECRET_ACCESS_KEY=$S3_SECRET AWS_REGION=us-east-1
 unset AWS_SESSION_TOKEN AWS_ENDPOINT_URL
-code=$(curl -s -o "$T/put.out" -w '%{http_code}' --aws-sigv4 "aws:amz:us-east-1:s3" -u S3RVER:S3RVER \
-  -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" -T "$T/www/blob" "http://127.0.0.1:$S3_PORT/bkt/d/blob.tar")
-[ "$code" = 200 ] || fail "PUT: $code $(cat "$T/put.out")"
+s3_put "$T/www/blob" d/blob.tar
 start_proxy p-s3 "http://127.0.0.1:$S3_PORT" latency_ms=5 fail_every=5 throttle_every=7 reset_every=3 \
   truncate_every=4 bandwidth=20000000
 SP=$PROXY_PORT

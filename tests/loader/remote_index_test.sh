@@ -1,5 +1,5 @@
 #!/bin/bash
-# `adaptiveload index` of shards behind URLs, against nginx and s3rver on 127.0.0.1: the same
+# `adaptiveload index` of shards behind URLs, against nginx and the S3 server (tests/loader/s3_server.py) on 127.0.0.1: the same
 # corpus indexed from local disk, over http (brace patterns) and from S3 (a listed prefix,
 # a bare prefix) gives identical samples, offsets, typed headers, content fingerprints and
 # index fingerprint; payloads are not fetched; compressed shards (.tar.gz, .tar.lz4) are read
@@ -19,8 +19,7 @@ rm -rf "$T" && mkdir -p "$T"
 fail() { echo "FAIL: $*" >&2; exit 1; }
 . "$(dirname "$0")/remote_servers.sh"
 
-SECRET=sekrit-value-$$
-export AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=$SECRET AWS_REGION=us-east-1
+S3_SECRET=sekrit-value-$$ # the server's secret for this run: never in an index
 unset AWS_SESSION_TOKEN AWS_ENDPOINT_URL
 
 # The corpus: three synth shards with ~1-4 MB latents per sample, a shard with typed .npy
@@ -73,18 +72,13 @@ json() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.arg
 same() { diff "$T/$1.dump" "$T/$2.dump" >"$T/diff" || fail "$1 and $2 differ: $(head -20 "$T/diff")"; }
 
 start_nginx "$W"
-start_s3rver bkt
+start_s3 bkt
+export AWS_ACCESS_KEY_ID=$S3_KEY_ID AWS_SECRET_ACCESS_KEY=$S3_SECRET AWS_REGION=us-east-1
 U=http://127.0.0.1:$NGINX_PORT
-EP=http://127.0.0.1:$S3_PORT
-put() {
-  local code
-  code=$(curl -s -o "$T/put.out" -w '%{http_code}' --aws-sigv4 "aws:amz:us-east-1:s3" \
-    -u "S3RVER:$SECRET" -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" -T "$1" "$EP/bkt/$2")
-  [ "$code" = 200 ] || fail "PUT $2: $code $(cat "$T/put.out")"
-}
-for f in "$W"/corpus/*.tar "$W"/meta/*; do put "$f" "${f#"$W"/}"; done
+EP=$S3_EP
+for f in "$W"/corpus/*.tar "$W"/meta/*; do s3_put "$f" "${f#"$W"/}"; done
 echo "not a shard" >"$T/README.txt"
-put "$T/README.txt" corpus/README.txt
+s3_put "$T/README.txt" corpus/README.txt
 
 # 1. Local, http (brace pattern) and S3 (listed prefix): the same index.
 run local "$W/corpus"
@@ -233,10 +227,10 @@ AWS_ACCESS_KEY_ID=NOSUCHKEY run denied --s3-endpoint "$EP" s3://bkt/corpus/shard
 [ "$(cat "$T/denied.rc")" = 1 ] && grep -q "s3://bkt/corpus/shard-000000.tar.*403" "$T/denied.err" ||
   fail "refused key: $(cat "$T/denied.err")"
 # A URL with user:password@ is refused before anything is stored.
-run userinfo "http://user:pw-$SECRET@127.0.0.1:$NGINX_PORT/corpus/shard-000000.tar"
+run userinfo "http://user:pw-$S3_SECRET@127.0.0.1:$NGINX_PORT/corpus/shard-000000.tar"
 [ "$(cat "$T/userinfo.rc")" = 1 ] && grep -q "user:password@" "$T/userinfo.err" ||
   fail "userinfo: $(cat "$T/userinfo.err")"
 # The secret is nowhere: not in messages, not in index files.
-grep -l -- "$SECRET" "$T"/*.out "$T"/*.err "$T"/*.idx 2>/dev/null && fail "the secret leaked"
-grep -l -- "S3RVER" "$T"/*.where "$T"/*.dump 2>/dev/null && fail "the access key id is in an index"
+grep -l -- "$S3_SECRET" "$T"/*.out "$T"/*.err "$T"/*.idx 2>/dev/null && fail "the secret leaked"
+grep -l -- "$S3_KEY_ID" "$T"/*.where "$T"/*.dump 2>/dev/null && fail "the access key id is in an index"
 echo PASS

@@ -2,15 +2,20 @@
 # test's directory $T with a port chosen at run time, stopped when the script exits.
 #   start_nginx WWW      nginx (Debian's, as the current user) serving WWW; sets NGINX_PORT
 #   start_faults WWW     remote_faults.py serving WWW; sets FAULT_PORT
-#   start_s3rver BUCKET  s3rver (npm, third_party/node) with BUCKET; sets S3_PORT
+#   start_s3 BUCKET      s3_server.py (moto's S3 from PyPI, SigV4 checked) with BUCKET; sets
+#                        S3_PORT, S3_EP (its path-style endpoint) and the account's S3_KEY_ID
+#                        and S3_SECRET (S3_SECRET set beforehand chooses the secret), and
+#                        temporary credentials S3_SESSION_KEY_ID, _SECRET and _TOKEN
+#   s3_put FILE KEY      PUT FILE as BUCKET/KEY (KEY as it goes in the URL), signed by curl
 #   stop_nginx, restart_nginx      nginx killed (SIGKILL: no graceful close), then started
 #                                  again on NGINX_PORT with the same root
-#   stop_s3rver, restart_s3rver    the same for s3rver, which keeps its data directory
-# The repository root (for third_party/node) is found through the test script's real path.
+#   stop_s3, restart_s3            the same for s3_server.py, which keeps its objects on disk
+# The repository root (for tests/loader/s3_server.py and the test environment's Python) is
+# found through the test script's real path.
 REMOTE_PIDS=()
-REPO_ROOT=$(cd "$(dirname "$(readlink -f "$0")")/../.." && pwd)
+REPO_ROOT=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../.." && pwd)
 NGINX=${AL_NGINX:-/usr/sbin/nginx}
-S3RVER=${AL_S3RVER:-$REPO_ROOT/third_party/node/node_modules/s3rver/bin/s3rver.js}
+. "$REPO_ROOT/tests/common/python_env.sh"
 
 stop_servers() {
   for p in "${REMOTE_PIDS[@]}"; do kill "$p" 2>/dev/null; done
@@ -94,22 +99,33 @@ start_faults() {
   FAULT_PORT=$(cat "$T/faults.port") || exit 1
 }
 
-start_s3rver() {
-  [ -f "$S3RVER" ] || { echo "FAIL: $S3RVER missing (tools/bootstrap.sh installs s3rver)" >&2; exit 1; }
+start_s3() {
+  al_require "$(al_python)" moto "the S3 server" || exit 1
   S3_PORT=$(free_port)
-  mkdir -p "$T/s3"
+  S3_EP=http://127.0.0.1:$S3_PORT
   S3_BUCKET=$1
-  restart_s3rver
+  S3_KEY_ID=AKIAADAPTIVELOADTEST
+  S3_SECRET=${S3_SECRET:-adaptiveload-test-secret}
+  S3_SESSION_KEY_ID=ASIAADAPTIVELOADTEST S3_SESSION_SECRET=$S3_SECRET-session
+  S3_SESSION_TOKEN=adaptiveload-session-token
+  restart_s3
 }
 
-restart_s3rver() {
-  # --openssl-legacy-provider: s3rver encrypts continuation tokens with DES, which Node 17+
-  # (OpenSSL 3) has only in its legacy provider; without it a truncated listing is a 500.
-  node --openssl-legacy-provider "$S3RVER" -d "$T/s3" -a 127.0.0.1 -p "$S3_PORT" -s --configure-bucket "$S3_BUCKET" \
-    >>"$T/s3rver.log" 2>&1 &
+restart_s3() {
+  "$(al_python)" "$REPO_ROOT/tests/loader/s3_server.py" --port "$S3_PORT" --data "$T/s3" \
+    --bucket "$S3_BUCKET" --access-key "$S3_KEY_ID" --secret "$S3_SECRET" \
+    --session-key "$S3_SESSION_KEY_ID" --session-secret "$S3_SESSION_SECRET" --session-token "$S3_SESSION_TOKEN" >>"$T/s3_server.log" 2>&1 &
   S3_PID=$!
   REMOTE_PIDS+=($!)
-  wait_http "$S3_PORT" || { cat "$T/s3rver.log" >&2; exit 1; }
+  wait_http "$S3_PORT" || { cat "$T/s3_server.log" >&2; exit 1; }
 }
 
-stop_s3rver() { stop_pid "$S3_PID" "$S3_PORT"; }
+stop_s3() { stop_pid "$S3_PID" "$S3_PORT"; }
+
+s3_put() {
+  local code
+  code=$(curl -s -o "$T/put.out" -w '%{http_code}' --aws-sigv4 "aws:amz:us-east-1:s3" \
+    -u "$S3_KEY_ID:$S3_SECRET" -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" -T "$1" \
+    "$S3_EP/$S3_BUCKET/$2")
+  [ "$code" = 200 ] || { echo "FAIL: PUT $2: HTTP $code $(cat "$T/put.out")" >&2; exit 1; }
+}

@@ -51,11 +51,11 @@ grep -q "bad.csv: line 21 column 3: d = 3 must be a power of two in \[1, 1024\]"
   fail "d = 3: $(cat "$T/err")"
 # examples/shape_bench.py --sp-degrees on the CPU (tiny shapes; timings are not checked): the
 # metadata line, the d column, a degree that does not divide the heads skipped, per-rank tokens
-# capped by --max-tokens; the benchmark reader takes the file. Needs torch (Debian's python3).
-PY3=/usr/bin/python3
-if ! "$PY3" -c "import torch" 2>/dev/null; then
-  echo "SKIP: shape_bench.py part (torch cannot be imported)"
-else
+# capped by --max-tokens; the benchmark reader takes the file. Needs torch (the test environment).
+. "$(dirname "$0")/../common/python_env.sh"
+PY3=$(al_python)
+al_require "$PY3" torch "the shape_bench.py part" || exit 1
+{
   "$PY3" examples/shape_bench.py --device cpu --dtype fp32 --dim 64 --heads 4 --ffn 128 --depth 1 \
     --batches 1,2 --seqs 16,30 --sp-degrees 1,2,8 --max-tokens 30 --warmup 1 --iters 2 --text-len 8 --text-dim 16 \
     -o "$T/cpu.csv" 2>"$T/err" || fail "shape_bench.py: $(cat "$T/err")"
@@ -83,5 +83,5 @@ PY
   "$PY3" examples/shape_bench.py --device cpu --dim 64 --heads 4 --ffn 128 --text-len -1 -o "$T/x.csv" \
     2>"$T/err" && fail "--text-len -1 accepted"
   grep -q "text-len must be >= 0" "$T/err" || fail "--text-len -1: $(cat "$T/err")"
-fi
+}
 echo "PASS"

@@ -1,6 +1,6 @@
 #!/bin/bash
 # Compressed shards at URLs (tar.gz, tar.zst, tar.lz4): each is downloaded whole once, then read
-# with libarchive like a local compressed shard. Streamed from nginx and s3rver (--root DIR=URL),
+# with libarchive like a local compressed shard. Streamed from nginx and the S3 server (--root DIR=URL),
 # the batches are byte-identical (the CRCs of every delivered array in --jsonl; Python's
 # batches) to the local copies', with and without a cache folder and with --members selecting
 # members; the download counts in the remote counters; without a cache it leaves nothing in
@@ -125,13 +125,13 @@ TMPDIR=$T/missing "${S[@]}" "${R[@]}" >/dev/null 2>"$T/err" && fail "streamed wi
 grep -q "$URL/shard-.*download of the compressed shard.*$T/missing" "$T/err" ||
   fail "no TMPDIR: $(cat "$T/err")"
 
-# s3rver: the same bytes through S3 (path-style, SigV4).
-start_s3rver bkt
-s3_put "$T"/www/corpus/*
+# S3 (s3_server.py): the same bytes through S3 (path-style, SigV4).
+start_s3 bkt
+s3_put_corpus "$T"/www/corpus/*
 for c in "" "--cache-dir $T/s3cache"; do
   TMPDIR=$T/tmp "${S[@]}" --root "$T/www/corpus=s3://bkt/corpus" $c --members latent,json --jsonl \
-    >"$T/s3.jsonl" 2>"$T/err" || fail "s3rver $c: $(cat "$T/err")"
-  same_delivery "$T/local.latent,json.jsonl" "$T/s3.jsonl" || fail "s3rver $c: other bytes than local disk"
+    >"$T/s3.jsonl" 2>"$T/err" || fail "S3 $c: $(cat "$T/err")"
+  same_delivery "$T/local.latent,json.jsonl" "$T/s3.jsonl" || fail "S3 $c: other bytes than local disk"
 done
 unset AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_REGION AWS_ENDPOINT_URL
 

@@ -1,19 +1,19 @@
 #!/bin/bash
 # The stream over shards at URLs through fault_proxy.py (the project's faulting proxy) in front
-# of nginx and s3rver (path-style, SigV4 with s3rver's test credentials). Every run's --jsonl
+# of nginx and the S3 server (tests/loader/s3_server.py: path-style, SigV4 checked). Every run's --jsonl
 # is checked by jsonl_check.py against the same stream from the local shards: each batch
 # exactly once, the same keys in the same order, the CRC-32 of every member of every sample.
 #   each fault kind (latency with a bandwidth cap, 503 bursts, 429 with Retry-After, resets
 #   and truncated bodies mid-body, all at once) in front of both servers, without a cache
 #   folder and with one, fetching ahead and not (--no-fetch-ahead);
-#   nginx and s3rver killed and restarted mid-epoch (s3rver keeping its data): the stream
+#   nginx and the S3 server killed and restarted mid-epoch (the S3 server keeping its objects): the stream
 #   rides through;
 #   a server that stays down: with --on-error fail a non-zero exit within the retry budget
 #   plus a margin, naming the URL; one object down with --on-error skip: its samples skipped,
 #   counted and listed with their reasons, the others delivered;
 #   the stream killed (SIGKILL) mid-epoch and resumed (--resume-at the last delivered
 #   position + 1): both runs together deliver the epoch exactly once;
-#   an object changed mid-epoch (rewritten at the same size on nginx, re-uploaded to s3rver):
+#   an object changed mid-epoch (rewritten at the same size on nginx, re-uploaded to the S3 server):
 #   an error naming the URL, and what was delivered before it is the local bytes.
 # Budgets (ADAPTIVELOAD_REMOTE_TIMEOUT_S) are short where a failure is expected and long where
 # the stream must ride through; waits poll files and the proxy's counters.
@@ -40,17 +40,10 @@ nb=$(wc -l <"$T/local.jsonl")
 start_nginx "$T/www"
 start_proxy p-nginx "http://127.0.0.1:$NGINX_PORT"
 NP=$PROXY_PORT
-start_s3rver bkt
-export AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER AWS_REGION=us-east-1
+start_s3 bkt
+export AWS_ACCESS_KEY_ID=$S3_KEY_ID AWS_SECRET_ACCESS_KEY=$S3_SECRET AWS_REGION=us-east-1
 unset AWS_SESSION_TOKEN
-put() { # put FILE KEY: into s3rver's bucket, directly
-  local code
-  code=$(curl -s -o "$T/put.out" -w '%{http_code}' --aws-sigv4 "aws:amz:us-east-1:s3" \
-    -u S3RVER:S3RVER -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" -T "$1" \
-    "http://127.0.0.1:$S3_PORT/bkt/$2")
-  [ "$code" = 200 ] || fail "PUT $2: $code $(cat "$T/put.out")"
-}
-for f in "$T"/www/corpus/*.tar; do put "$f" "corpus/$(basename "$f")"; done
+for f in "$T"/www/corpus/*.tar; do s3_put "$f" "corpus/$(basename "$f")"; done
 start_proxy p-s3 "http://127.0.0.1:$S3_PORT"
 SP=$PROXY_PORT
 
@@ -149,9 +142,9 @@ for server in nginx s3; do
   run_bg restart-$server $server --cache-dir "$T/cache-restart-$server"
   pid=$!
   poll_until $pid sent "$p" $((total / 3)) || fail "restart $server: the stream ended early"
-  stop_${server/s3/s3rver}
+  stop_$server
   sleep 1
-  restart_${server/s3/s3rver}
+  restart_$server
   wait $pid || fail "restart $server: $(cat "$T/restart-$server.err")"
   check "$T/restart-$server.jsonl" >"$T/check" || fail "restart $server: $(cat "$T/check")"
   injected "$p" upstream_errors
@@ -200,7 +193,7 @@ echo "skip: $(cat "$T/check") in $((SECONDS - t0)) s"
 
 # 4. The stream killed (SIGKILL) after it printed a third of its batches, then resumed after
 # the last batch it printed completely: both runs together are the epoch exactly once. Over
-# nginx without a cache, over s3rver with one (left as the killed process left it) and faults.
+# nginx without a cache, over S3 with one (left as the killed process left it) and faults.
 # Batches come out in bursts when fetched-ahead shards complete together, and a burst can
 # carry the stream to its end between two polls; then the kill missed the epoch, and the run
 # is repeated with a fresh cache at a lower rate (at most three times) until it lands mid-epoch.
@@ -230,7 +223,7 @@ for server in nginx s3; do
 done
 
 # 5. An object changed mid-epoch: every shard rewritten at the same size with other bytes (in
-# nginx's directory; re-uploaded to s3rver, which ignores If-Match: the answers' ETags tell)
+# nginx's directory; re-uploaded to the S3 server)
 # after the first batches: an error naming a shard's URL, and every batch delivered before it
 # the local bytes.
 rewrite() { # rewrite SRC DST: DST is SRC with one byte of each MB flipped (the same size)
@@ -244,7 +237,7 @@ PY
   mv "$2.new" "$2"
 }
 mkdir -p "$T/www/chg" && cp "$T"/www/corpus/*.tar "$T/www/chg/"
-for f in "$T"/www/chg/*.tar; do put "$f" "chg/$(basename "$f")"; done
+for f in "$T"/www/chg/*.tar; do s3_put "$f" "chg/$(basename "$f")"; done
 for server in nginx s3; do
   p=$(port_of $server)
   proxy_reset "$p" && proxy_set "$p" "bandwidth=40000000"
@@ -260,7 +253,7 @@ for server in nginx s3; do
   [ $server = nginx ] && sleep 1.1 # a new mtime second: nginx's ETag is the mtime and the size
   for f in "$T"/www/chg/*.tar; do
     rewrite "$T/www/corpus/$(basename "$f")" "$f"
-    [ $server = s3 ] && put "$f" "chg/$(basename "$f")"
+    [ $server = s3 ] && s3_put "$f" "chg/$(basename "$f")"
   done
   proxy_set "$p" "burst_s=0"
   wait $pid && fail "changed $server: streamed an object that changed"

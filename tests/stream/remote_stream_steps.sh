@@ -3,7 +3,7 @@
 #   stream_two_ranks DIR ARGS...  ranks 0 and 1 of $T/i.alidx and $T/m.alm at once (two threads
 #                                 each), sharing the cache folder DIR, ARGS added; their output
 #                                 in $T/shared0.jsonl, $T/shared0.err, $T/shared1.*
-#   s3_put FILE...                PUT each file as bkt/corpus/NAME on s3rver (start_s3rver bkt
+#   s3_put_corpus FILE...         PUT each file as bkt/corpus/NAME on the S3 server (start_s3 bkt
 #                                 first); exports the AWS_ variables the stream then uses
 #   url_index DIR                 an index and a plan (world 2) of the files in $T/www/DIR by
 #                                 their nginx URLs: $T/u.alidx, $T/u.alm
@@ -32,16 +32,11 @@ stream_two_ranks() {
   wait "${pids[1]}" || fail "rank 1 shared: $(cat "$T/shared1.err")"
 }
 
-s3_put() {
-  export AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER AWS_REGION=us-east-1
-  export AWS_ENDPOINT_URL=http://127.0.0.1:$S3_PORT
-  local f code
-  for f in "$@"; do
-    code=$(curl -s -o "$T/put.out" -w '%{http_code}' --aws-sigv4 "aws:amz:us-east-1:s3" \
-      -u S3RVER:S3RVER -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" -T "$f" \
-      "$AWS_ENDPOINT_URL/bkt/corpus/$(basename "$f")")
-    [ "$code" = 200 ] || fail "PUT $f: $code"
-  done
+s3_put_corpus() {
+  export AWS_ACCESS_KEY_ID=$S3_KEY_ID AWS_SECRET_ACCESS_KEY=$S3_SECRET AWS_REGION=us-east-1
+  export AWS_ENDPOINT_URL=$S3_EP
+  local f
+  for f in "$@"; do s3_put "$f" "corpus/$(basename "$f")"; done
 }
 
 url_index() {
@@ -64,13 +59,10 @@ python_step() {
     echo "$name: the Python step does not run against a TSan build of the library"
     return 0
   fi
-  if ! /usr/bin/python3 -c "import torch" 2>/dev/null; then
-    echo "$name: no torch: the Python step does not run"
-    return 0
-  fi
+  al_require "$(al_python)" torch "$name's Python step" || exit 1
   ( # a subshell: only python3 gets the ASan runtimes preloaded, never the test's CLI runs
     al_asan_env "$lib"
     ADAPTIVELOAD_LIB=$lib PYTHONPATH="$(dirname "$(readlink -f "$0")")/../../python" \
-      PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 - "$@"
+      PYTHONDONTWRITEBYTECODE=1 "$(al_python)" - "$@"
   )
 }

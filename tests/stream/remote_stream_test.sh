@@ -1,6 +1,6 @@
 #!/bin/bash
 # The stream over shards at URLs: one corpus indexed on local disk, streamed from local disk,
-# nginx and s3rver (--root DIR=URL) gives byte-identical --jsonl (CRCs of every delivered
+# nginx and the S3 server (--root DIR=URL) gives byte-identical --jsonl (CRCs of every delivered
 # array); --members fetches only those members; the cache folder serves a second epoch with
 # no fetch, holds its byte limit, and two processes sharing it fetch no member twice; a
 # changed object and a server that is down fail naming the URL, in bounded time.
@@ -128,12 +128,12 @@ for bad in (-1, 0, 0.05, 1e9, float("nan"), "x"):
 print("python ok")
 PY
 
-# s3rver: the same bytes through S3 (path-style, SigV4).
-start_s3rver bkt
-s3_put "$T"/www/corpus/*.tar
+# S3 (s3_server.py): the same bytes through S3 (path-style, SigV4).
+start_s3 bkt
+s3_put_corpus "$T"/www/corpus/*.tar
 "${S[@]}" --root "$T/www/corpus=s3://bkt/corpus" --members latent,json --jsonl \
-  >"$T/s3.jsonl" 2>"$T/err" || fail "s3rver: $(cat "$T/err")"
-same_delivery "$T/local.jsonl" "$T/s3.jsonl" || fail "s3rver delivered other bytes than local disk"
+  >"$T/s3.jsonl" 2>"$T/err" || fail "S3: $(cat "$T/err")"
+same_delivery "$T/local.jsonl" "$T/s3.jsonl" || fail "S3 delivered other bytes than local disk"
 
 # A changed object (other size) is an error naming its URL.
 mkdir -p "$T/www2" && cp -r "$T/www/corpus" "$T/www2/" && shard=$(ls "$T"/www2/corpus/*.tar | head -1)
