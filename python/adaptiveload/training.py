@@ -38,9 +38,13 @@ class Distributed(collections.namedtuple("Distributed", "rank world_size local_r
     torch device to train on, and whether it started torch.distributed."""
 
     def close(self):
-        """Ends torch.distributed when :func:`setup_distributed` started it.
+        """Ends torch.distributed when :func:`setup_distributed` started it: a collective,
+        called by every rank (as the examples end).
 
-        The world group's Python handle is kept until the interpreter exits. A
+        It first waits at a barrier for every rank: no rank tears its connections down while
+        another still has a collective in flight over them (a rank that exited early made its
+        peer's gloo abort, "terminate called without an active exception", on a loaded
+        machine). The world group's Python handle is then kept until the interpreter exits. A
         DistributedDataParallel model still alive after close() holds the group in its C++
         Reducer; freed last, the Reducer frees a gloo group with the GIL held, joining worker
         threads that may need the GIL to free a Python tensor of the last collective: a
@@ -50,6 +54,7 @@ class Distributed(collections.namedtuple("Distributed", "rank world_size local_r
             import torch.distributed as dist
 
             if dist.is_initialized():
+                dist.barrier()
                 _CLOSED_GROUPS.append(dist.group.WORLD)
                 dist.destroy_process_group()
 
