@@ -16,9 +16,6 @@ from . import _lib
 from . import _structs as S
 from ._args import finite, path_arg, whole
 
-AL_ENOTFOUND = -2
-AL_EFORMAT = -3
-
 
 def _expand(arg, endpoint):
     """One SHARD argument as the list of shards it names."""
