@@ -84,13 +84,7 @@ static const cli_option OPTIONS[] = {
              "skipped sample with its reason, the crop report"},
     {.name = "--quiet", .alias = "-q", .type = CLI_FLAG, CLI_AT(verify_args, quiet), .set = 1,
      .help = "no progress lines on stderr"},
-    {.name = "--s3-endpoint", .type = CLI_STRING, CLI_AT(verify_args, s3_endpoint),
-     .metavar = "URL", .help = "S3-compatible endpoint for s3:// shards (path-style), as\n"
-     "index --s3-endpoint", .def = "$AWS_ENDPOINT_URL, else AWS ($AWS_REGION)"},
-    {.name = "--remote-timeout", .type = CLI_DOUBLE, CLI_AT(verify_args, remote_timeout_s),
-     .lo = 0.1, .hi = 86400, .metavar = "S",
-     .help = "give a remote request up S seconds after its last progress\n"
-             "(retries with backoff meanwhile)", .def = "60"},
+    CLI_STORAGE_OPTIONS(verify_args, storage),
     {.name = NULL},
 };
 /* clang-format on */
@@ -101,6 +95,7 @@ static const cli_verb VERIFY = {
         "usage: adaptiveload verify INDEX [MANIFEST] [--members A,B,...] [--root FROM=TO]\n"
         "                           [--buckets FILE] [--show N] [--top N] [--threads T]\n"
         "                           [--strict] [--json] [--quiet] [--s3-endpoint URL]\n"
+        "                           [--s3-region REGION] [--s3-addressing path|virtual]\n"
         "                           [--remote-timeout S]\n\n"
         "The check to run before launching a training job, for shards on disk or at URLs\n"
         "(http(s)://, s3://: read through the stream's remote layer, payloads never\n"
@@ -271,8 +266,7 @@ static int mark_lost(verify_run *r, const uint8_t *bad, const uint32_t *trunc_of
 static int check_shards(verify_run *r) {
   size_t n = al_index_shard_count(r->idx), nt = 0;
   verify_shard *v = NULL;
-  al_check_options o = {.s3_endpoint = r->a->s3_endpoint,
-                        .remote_timeout_s = r->a->remote_timeout_s};
+  al_check_options o = {.storage = r->a->storage};
   int rc = verify_shards_probe(r->idx, (int)r->a->threads, r->a->quiet, &o, &v);
   uint8_t *bad = rc ? NULL : calloc(n ? n : 1, 1);
   uint32_t *trunc_of = rc ? NULL : calloc(n ? n : 1, sizeof *trunc_of);

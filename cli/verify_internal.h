@@ -58,8 +58,7 @@ typedef struct verify_args {
   const char *buckets;
   uint64_t show, top, threads;
   int json, quiet, strict;
-  const char *s3_endpoint; /* --s3-endpoint */
-  double remote_timeout_s; /* --remote-timeout */
+  al_storage_options storage; /* --s3-endpoint, --s3-region, --s3-addressing, --remote-timeout */
 } verify_args;
 
 typedef struct verify_run {

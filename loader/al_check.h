@@ -38,20 +38,21 @@ typedef struct al_checker al_checker;
 
 /* Zero means the default. */
 typedef struct al_check_options {
-  const char *s3_endpoint;  /* s3:// URLs: NULL = $AWS_ENDPOINT_URL, else AWS ($AWS_REGION) */
-  double remote_timeout_s;  /* retry budget of a remote request; 0 = 60 s */
-  int skip_typed_headers;   /* 1: do not read typed members' headers */
+  /* Shards at URLs: each setting given here, else the environment's, else what the index
+   * recorded (al_storage_resolve in al_index.h). */
+  al_storage_options storage;
+  int skip_typed_headers; /* 1: do not read typed members' headers */
 } al_check_options;
 
 /* What al_checker_shard found. */
 typedef struct al_shard_check {
-  int open_rc;     /* AL_OK, or why the shard could not be opened, stat'ed or HEAD-ed */
-  int verify_rc;   /* size as indexed: AL_OK unchanged, AL_EFORMAT changed (ETag or content
-                      fingerprint), AL_EIO unreadable, AL_ENOTFOUND the index recorded no
-                      fingerprint (a local reader then compares mtime); another size: AL_OK */
-  uint64_t size;   /* bytes now */
-  int64_t mtime_ns; /* a local shard's mtime; 0 for a URL */
-  char *error;     /* the message of a failed open or verify, else NULL */
+  int open_rc;            /* AL_OK, or why the shard could not be opened, stat'ed or HEAD-ed */
+  int verify_rc;          /* size as indexed: AL_OK unchanged, AL_EFORMAT changed (ETag or content
+                             fingerprint), AL_EIO unreadable, AL_ENOTFOUND the index recorded no
+                             fingerprint (a local reader then compares mtime); another size: AL_OK */
+  uint64_t size;          /* bytes now */
+  int64_t mtime_ns;       /* a local shard's mtime; 0 for a URL */
+  char *error;            /* the message of a failed open or verify, else NULL */
   uint64_t typed_checked; /* typed member headers read and compared */
   uint64_t typed_bad;     /* of them, headers that disagree (each reported through the callback) */
   uint64_t typed_skipped; /* typed members not read (LZ4 frames, compressed shards) */
@@ -63,7 +64,9 @@ typedef struct al_shard_check {
 typedef void (*al_check_member_fn)(void *ctx, size_t sample, size_t member, const char *why);
 
 /* A checker of `idx`'s shards (o may be NULL: defaults). AL_OK; AL_ENOMEM; AL_EINVAL for a bad
- * option or an s3 endpoint that is not a URL. */
+ * option or an s3 endpoint that is not a URL. A shard at an s3:// URL that cannot be reached
+ * gets the endpoint used and, when the index was built with another, that one in its message
+ * (al_storage_mismatch). */
 AL_API int al_checker_open(al_checker **out, const al_index *idx, const al_check_options *o);
 
 /* Looks at shard `shard`: *out filled (its error freed by al_shard_check_clear). The typed

@@ -22,6 +22,7 @@ struct al_checker {
   const al_index *idx;
   remote_client *client; /* NULL: the index names no URL */
   int skip_typed;
+  char note[1024]; /* appended to a failed s3:// open: the endpoint used vs the index's */
 };
 
 /* Where a shard's bytes come from: a local file or a remote shard's cache. */
@@ -43,8 +44,8 @@ static int read_exact(const shard_bytes *b, void *buf, size_t n, uint64_t off) {
     ssize_t r = pread(b->fd, (char *)buf + got, n - got, (off_t)(off + got));
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0)
-      return al_set_error(AL_EIO, "%s: read of %zu bytes at byte %" PRIu64 ": %s", b->path, n,
-                          off, r < 0 ? strerror(errno) : "the file ends first");
+      return al_set_error(AL_EIO, "%s: read of %zu bytes at byte %" PRIu64 ": %s", b->path, n, off,
+                          r < 0 ? strerror(errno) : "the file ends first");
     got += (size_t)r;
   }
   return AL_OK;
@@ -61,9 +62,10 @@ int al_checker_open(al_checker **out, const al_index *idx, const al_check_option
   al_check_options d;
   memset(&d, 0, sizeof d);
   if (!o) o = &d;
-  if (o->remote_timeout_s != 0 && !(o->remote_timeout_s >= 0.1 && o->remote_timeout_s <= 86400))
+  const al_storage_options *st = &o->storage;
+  if (st->remote_timeout_s != 0 && !(st->remote_timeout_s >= 0.1 && st->remote_timeout_s <= 86400))
     return al_set_error(AL_EINVAL, "remote_timeout_s must be in [0.1, 86400] (0 = default), got %g",
-                        o->remote_timeout_s);
+                        st->remote_timeout_s);
   al_checker *c = calloc(1, sizeof *c);
   if (!c) return al_set_error(AL_ENOMEM, "al_checker_open: out of memory");
   c->idx = idx;
@@ -71,10 +73,16 @@ int al_checker_open(al_checker **out, const al_index *idx, const al_check_option
   int remote = 0;
   for (size_t i = 0; i < idx->n_shards && !remote; i++) remote = idx->shards[i].etag != NULL;
   if (remote) {
+    al_storage_options used;
+    al_storage_origin from;
+    al_storage_resolve(st, idx, &used, &from);
+    al_storage_mismatch(&used, &from, idx, c->note, sizeof c->note);
     remote_opts ro;
     memset(&ro, 0, sizeof ro);
-    ro.s3_endpoint = o->s3_endpoint;
-    ro.total_timeout_s = o->remote_timeout_s;
+    ro.s3_endpoint = used.s3_endpoint;
+    ro.s3_region = used.s3_region;
+    ro.s3_addressing = used.s3_addressing;
+    ro.total_timeout_s = used.remote_timeout_s;
     char err[ERR_CAP];
     if (remote_client_open(&ro, &c->client, err, sizeof err) != 0) {
       free(c);
@@ -133,7 +141,8 @@ static int remote_fingerprint(const al_index *idx, size_t i, shard_bytes *b) {
   if (fp != s->content_fp)
     return al_set_error(AL_EFORMAT,
                         "%s: shard changed since indexing: %s differ from what was indexed (content "
-                        "fingerprint %016" PRIx64 ", the index says %016" PRIx64 "); index it again",
+                        "fingerprint %016" PRIx64 ", the index says %016" PRIx64
+                        "); index it again",
                         s->path,
                         s->seekable ? "the headers of its indexed members"
                                     : "its first or last 64 KiB",
@@ -151,7 +160,7 @@ static void open_remote(al_checker *c, size_t i, shard_bytes *b, al_shard_check 
     return keep_error(r);
   }
   if (remote_shard_open(c->client, s->path, &b->rs, err, sizeof err) != 0) {
-    r->open_rc = al_set_error(AL_EIO, "%s", err);
+    r->open_rc = al_set_error(AL_EIO, "%s%s", err, strncmp(s->path, "s3://", 5) ? "" : c->note);
     return keep_error(r);
   }
   r->size = remote_shard_size(b->rs);
@@ -279,8 +288,7 @@ int al_checker_shard(al_checker *c, size_t shard, al_check_member_fn fn, void *c
   if (!c || !out) return al_set_error(AL_EINVAL, "al_checker_shard: NULL argument");
   memset(out, 0, sizeof *out);
   if (shard >= c->idx->n_shards)
-    return al_set_error(AL_ERANGE, "shard %zu out of range (%zu shards)", shard,
-                        c->idx->n_shards);
+    return al_set_error(AL_ERANGE, "shard %zu out of range (%zu shards)", shard, c->idx->n_shards);
   const index_shard_rec *s = &c->idx->shards[shard];
   shard_bytes b = {.fd = -1, .rs = NULL, .path = s->path};
   if (s->etag)

@@ -82,6 +82,19 @@ class IndexOptions(ctypes.Structure):
         ("s3_endpoint", c_char_p),
         ("remote_timeout_s", c_double),
         ("shard_io", c_void_p),
+        ("s3_region", c_char_p),
+        ("s3_addressing", c_int),
+    ]
+
+
+class StorageOptions(ctypes.Structure):
+    """al_storage_options (loader/al_index.h)."""
+
+    _fields_ = [
+        ("s3_endpoint", c_char_p),
+        ("s3_region", c_char_p),
+        ("s3_addressing", c_int),
+        ("remote_timeout_s", c_double),
     ]
 
 
@@ -289,6 +302,9 @@ class StreamOptions(ctypes.Structure):
         ("cache_bytes", c_uint64),
         ("fetch_parallel", c_int),
         ("remote_timeout_s", c_double),
+        ("s3_endpoint", c_char_p),
+        ("s3_region", c_char_p),
+        ("s3_addressing", c_int),
     ]
 
 
@@ -405,6 +421,7 @@ MIRRORS = (
     (MemberType, "al_index_struct_size", 4),  # AL_INDEX_STRUCT_MEMBER_TYPE
     (IndexStats, "al_index_struct_size", 6),  # AL_INDEX_STRUCT_STATS
     (ShardIo, "al_index_struct_size", 7),  # AL_INDEX_STRUCT_SHARD_IO
+    (StorageOptions, "al_index_struct_size", 8),  # AL_INDEX_STRUCT_STORAGE
     (PlanOptions, "al_plan_struct_size", 0),  # AL_PLAN_STRUCT_OPTIONS
     (ManifestInfo, "al_plan_struct_size", 2),  # AL_PLAN_STRUCT_MANIFEST_INFO
     (ReplanOptions, "al_plan_struct_size", 6),  # AL_PLAN_STRUCT_REPLAN_OPTIONS

@@ -106,6 +106,7 @@ from .members import member_names, torch_dtype
 from ._args import finite, whole, whole_or_default
 from ._handles import Index, Manifest, root_pairs
 from .schedule import Schedule
+from .storage import storage_args
 
 _ON_ERROR = {"fail": S.AL_STREAM_FAIL, "skip": S.AL_STREAM_SKIP_SAMPLE}
 
@@ -357,12 +358,18 @@ class StreamDataset(IterableDataset):
         remote_timeout: shards at URLs: seconds a request keeps retrying after its last
             progress before the sample fails naming the URL (None = ADAPTIVELOAD_REMOTE_TIMEOUT_S,
             else 60; otherwise a number in [0.1, 86400], else ValueError).
+        s3_endpoint, s3_region, s3_addressing: s3:// shards: the S3-compatible endpoint URL,
+            the SigV4 region, "path" or "virtual" addressing (adaptiveload.storage); None =
+            the environment's (AWS_ENDPOINT_URL, AWS_REGION), else what the index recorded
+            when it was built, else AWS. A failed request names the endpoint used and, when
+            the index was built with another, that one.
     """
 
     def __init__(self, index, manifest, rank=None, world_size=None, ext=None, threads=None, prefetch=4,
                  on_error="fail", device=None, zero_copy=False, keep=1, pin_memory=None, state=None, members=None,
                  max_member_bytes=0, root=None, max_sample_bytes=0, max_skip_fraction=0, sp_shard=False,
-                 cache_dir=None, cache_bytes=0, fetch_parallel=0, remote_timeout=None):
+                 cache_dir=None, cache_bytes=0, fetch_parallel=0, remote_timeout=None, s3_endpoint=None,
+                 s3_region=None, s3_addressing=None):
         super().__init__()
         if not isinstance(on_error, str) or on_error not in _ON_ERROR:
             raise ValueError("on_error must be 'fail' or 'skip', not %r" % (on_error,))
@@ -402,8 +409,8 @@ class StreamDataset(IterableDataset):
         if fetch_parallel != -1:
             whole("fetch_parallel", 0 if fetch_parallel is None else fetch_parallel, 0, 256)
         self.fetch_parallel = int(fetch_parallel or 0)
-        self.remote_timeout = 0.0 if remote_timeout is None else finite("remote_timeout", remote_timeout,
-                                                                        0.1, 86400)
+        self.storage = storage_args(s3_endpoint, s3_region, s3_addressing, remote_timeout)
+        self.remote_timeout = self.storage.remote_timeout_s
         self.threads = threads
         self.prefetch = prefetch
         self.on_error = on_error
@@ -551,6 +558,7 @@ class StreamDataset(IterableDataset):
         o.cache_bytes = self.cache_bytes
         o.fetch_parallel = self.fetch_parallel
         o.remote_timeout_s = self.remote_timeout
+        o.s3_endpoint, o.s3_region, o.s3_addressing = self.storage[:3]
         o.on_error = _ON_ERROR[self.on_error]
         o.sp_shard = 1 if self.sp_shard else 0
         o.world = int(self.world_size or 0)
