@@ -59,7 +59,8 @@ int FillObject(void *ctx, int fd, const char *) {
 
 std::vector<uint8_t> ReadFile(const std::string &p) {
   std::ifstream f(p, std::ios::binary);
-  return std::vector<uint8_t>((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  return std::vector<uint8_t>((std::istreambuf_iterator<char>(f)),
+                              std::istreambuf_iterator<char>());
 }
 
 std::vector<std::string> Names(const std::string &dir, const char *prefix) {
@@ -128,8 +129,8 @@ class CacheLinks : public ::testing::Test {
   int Get(uint64_t off, uint64_t len, int consume, int *hit) {
     std::vector<uint8_t> got(len, 0xAB);
     uint64_t ev = 0;
-    int rc = stream_cache_get(c, fd, kUrl, "e1", kSize, off, len, got.data(), Fetch, &srv,
-                              consume, 3, hit, &ev);
+    int rc = stream_cache_get(c, fd, kUrl, "e1", kSize, off, len, got.data(), Fetch, &srv, consume,
+                              3, hit, &ev);
     if (rc == AL_OK) {
       EXPECT_EQ(0, memcmp(got.data(), srv.bytes.data() + off, len)) << "bytes at " << off;
     }
@@ -329,7 +330,7 @@ TEST_F(CacheLinks, AFolderAtAnEntryNameFailsTheStoreNamingIt) {
 }
 
 TEST_F(CacheLinks, EvictionRemovesPlantedLinksNotTheirTargets) {
-  Open(4000); // room for 4 entries of 1000 bytes
+  Open(4000);                                     // room for 4 entries of 1000 bytes
   const std::string dead_tmp = "t-999999999-1-0"; // above any pid_max: a dead process
   ASSERT_EQ(symlink(outside.c_str(), (dir + "/" + dead_tmp).c_str()), 0);
   ASSERT_EQ(symlink(outside.c_str(), (dir + "/e-0000000000000000").c_str()), 0);
