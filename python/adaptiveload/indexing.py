@@ -25,8 +25,8 @@ def _expand(arg, endpoint):
     out = ctypes.POINTER(ctypes.c_void_p)()
     n = ctypes.c_size_t(0)
     lib = _lib.lib()
-    _lib.check(lib.al_shard_expand_remote(_lib.encode_path(arg), endpoint, ctypes.byref(out), ctypes.byref(n)),
-               "index: shard %s" % arg)
+    _lib.check(lib.al_shard_expand_remote(_lib.encode_path(arg, "shards"), endpoint, ctypes.byref(out),
+                                          ctypes.byref(n)), "index: shard %s" % arg)
     try:
         return [ctypes.string_at(out[i]) for i in range(n.value)]
     finally:
@@ -54,7 +54,7 @@ def build_index(shards, out, s3_endpoint=None, threads=0, strict=False, remote_t
     out = path_arg("out", out)
     threads = whole("threads", threads, 0, 4096)
     timeout = 0.0 if remote_timeout is None else finite("remote_timeout", remote_timeout, 0.1, 86400)
-    endpoint = None if s3_endpoint is None else _lib.encode_path(path_arg("s3_endpoint", s3_endpoint))
+    endpoint = None if s3_endpoint is None else _lib.encode_path(path_arg("s3_endpoint", s3_endpoint), "s3_endpoint")
     paths = [p for a in args for p in _expand(a, endpoint)]
     lib = _lib.lib()
     opts = S.IndexOptions()
@@ -73,7 +73,7 @@ def build_index(shards, out, s3_endpoint=None, threads=0, strict=False, remote_t
         _lib.check(rc, "index")
     try:
         err = _lib.error(rc, "index") if rc < 0 else None
-        _lib.check(lib.al_index_save(handle, _lib.encode_path(out)), "index: save %s" % out)
+        _lib.check(lib.al_index_save(handle, _lib.encode_path(out, "out")), "index: save %s" % out)
     finally:
         lib.al_index_free(handle)
     if err is not None:
