@@ -29,6 +29,7 @@ import os
 import threading
 
 from . import _structs as S
+from ._args import no_nul
 
 LIB_NAMES = ("libadaptiveload.so", "libal_kernels.so")
 _SYSTEM_NAMES = ("adaptiveload", "al_kernels")  # LIB_NAMES as ctypes.util.find_library wants them
@@ -304,6 +305,15 @@ def c_free(ptr):
     _libc.free(ptr)
 
 
-def encode_path(path):
-    """A path (str, bytes or os.PathLike) as the bytes C functions take."""
-    return os.fsencode(os.fspath(path))
+def encode_path(path, name="path"):
+    """A path (str, bytes or os.PathLike) as the bytes C functions take; ValueError naming
+    ``name`` when it holds a NUL (C would read it only up to the NUL). Every path the package
+    hands to C goes through here."""
+    return no_nul(name, os.fsencode(os.fspath(path)))
+
+
+def encode_text(text, name):
+    """A str (a member name, an extension) as the UTF-8 bytes C functions take; ValueError
+    naming ``name`` when it holds a NUL. Every other string the package hands to C goes
+    through here."""
+    return no_nul(name, text.encode())

@@ -27,7 +27,7 @@ def _expand(arg, storage):
     n = ctypes.c_size_t(0)
     lib = _lib.lib()
     st = S.StorageOptions(*storage)
-    _lib.check(lib.al_shard_expand_storage(_lib.encode_path(arg), ctypes.byref(st), ctypes.byref(out),
+    _lib.check(lib.al_shard_expand_storage(_lib.encode_path(arg, "shards"), ctypes.byref(st), ctypes.byref(out),
                                            ctypes.byref(n)),
                "index: shard %s" % arg)
     try:
@@ -78,7 +78,7 @@ def build_index(shards, out, s3_endpoint=None, threads=0, strict=False, remote_t
         _lib.check(rc, "index")
     try:
         err = _lib.error(rc, "index") if rc < 0 else None
-        _lib.check(lib.al_index_save(handle, _lib.encode_path(out)), "index: save %s" % out)
+        _lib.check(lib.al_index_save(handle, _lib.encode_path(out, "out")), "index: save %s" % out)
     finally:
         lib.al_index_free(handle)
     if err is not None:

@@ -7,6 +7,7 @@ index recorded when it was built, else the default (loader/al_index.h, al_storag
 
 import collections
 
+from . import _lib
 from ._args import finite
 
 # loader/al_index.h: AL_S3_ADDRESSING_*
@@ -23,19 +24,17 @@ def _text(name, value, check):
     why = check(value)
     if why:
         raise ValueError("%s %r: %s" % (name, value, why))
-    return value.encode()
+    return _lib.encode_text(value, name)
 
 
 def _endpoint_why(v):
-    if "\0" in v:
-        return "holds a NUL character"
     if not v.lower().startswith(("http://", "https://")) or len(v.split("://", 1)[1]) == 0:
         return "not an http:// or https:// URL"
     return None
 
 
 def _region_why(v):
-    if not v or len(v) >= 64 or any(c in v for c in ":/ \0"):
+    if not v or len(v) >= 64 or any(c in v for c in ":/ "):
         return "not a region name"
     return None
 
