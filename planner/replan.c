@@ -270,10 +270,10 @@ static int keep_step_range(al_plan *p, const replan_ref *ref, const char *name, 
   }
   return al_set_error(AL_ERANGE,
                       "%s: its steps hold %llu..%llu tokens each; at world %u with %u "
-                      "micro-batches per rank per step %u of the re-planned steps stay outside "
-                      "that range whatever micro-batches the steps exchange (step %u: %llu "
-                      "tokens): give step_tokens (--step-tokens T) to plan another global batch, "
-                      "or another micro_per_step (--micro-per-step)",
+                      "micro-batches per rank per step, %u of the re-planned steps stay outside "
+                      "that range whatever micro-batches the steps exchange (the first, step %u, "
+                      "holds %llu): give step_tokens (--step-tokens T) to plan another global "
+                      "batch, or another micro_per_step (--micro-per-step)",
                       name, (unsigned long long)ref->lo, (unsigned long long)ref->hi, W, K, out,
                       at_step + first, (unsigned long long)t);
 }

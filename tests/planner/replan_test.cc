@@ -251,6 +251,46 @@ TEST(ReplanStepRange, EveryStepWithinTheOldPlansRange) {
   }
 }
 
+// Where no exchange of micro-batches between steps can hold the old plan's range, the re-plan is
+// refused, naming the range, the steps outside and the way out; a new T is planned as asked.
+// Eight 900-token images and sixteen of 225 at M_mem = 900 on one rank: every old step holds
+// 900 (one large image, or four small ones). On two ranks the same 12 steps hold two
+// micro-batches each, 900 on average, but a large image and anything beside it is 1,125 or more.
+TEST(ReplanStepRange, RefusedWhereNoExchangeHoldsTheRange) {
+  Shapes s;
+  for (int i = 0; i < 24; i++) {
+    uint32_t side = i < 8 ? 480 : 240;
+    s.w.push_back(side), s.h.push_back(side), s.f.push_back(1);
+    s.keys.push_back("k" + std::to_string(i));
+  }
+  al_plan_options po = Opts(1, AL_POLICY_ADAPTIVE);
+  po.mem_tokens = 900;
+  al_manifest *old = PlanAndLoad(s, po, "refuse_old.alm");
+  ASSERT_TRUE(old);
+  ASSERT_EQ(Info(old).steps, 12u);
+  for (uint64_t t : StepTokens(old)) ASSERT_EQ(t, 900u);
+  int rc = 0;
+  al_replan_options o{2, 0, 0};
+  EXPECT_EQ(Replan(old, 0, o, "refuse_new.alm", &rc), nullptr);
+  EXPECT_EQ(rc, AL_ERANGE);
+  std::string e = al_last_error();
+  std::printf("refused: %s\n", e.c_str());
+  EXPECT_NE(e.find("refuse_old.alm: its steps hold 900..900 tokens each; at world 2 with 1 "
+                   "micro-batches per rank per step, 12 of the re-planned steps stay outside "
+                   "that range whatever micro-batches the steps exchange (the first, step 0, "
+                   "holds 450)"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("give step_tokens (--step-tokens T)"), std::string::npos) << e;
+  // A new T: no range to keep.
+  o.step_tokens = 2 * 900;
+  al_manifest *nm = Replan(old, 0, o, "refuse_new.alm", &rc);
+  ASSERT_TRUE(nm) << al_last_error();
+  CheckExactlyOnce(old, 0, nm, "new T");
+  al_manifest_free(nm);
+  al_manifest_free(old);
+}
+
 // Where the samples left cannot fill the old steps' W' x K' micro-batches, the re-plan is
 // refused with the figures; a new T (step_tokens) is then planned as asked.
 TEST(ReplanGlobalBatch, RefusedWhereTCannotBeKeptUnlessAskedForANewT) {
