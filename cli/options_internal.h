@@ -131,6 +131,11 @@ int cli_parse_geometry(const char *v, al_latent_geom *out);
  * into out[0..*n) in the order given: 0, or cli_usage's status naming the bad item. */
 int cli_parse_sp_degrees(const cli_verb *verb, const char *v, uint32_t *out, size_t *n);
 
+/* --root FROM=TO (stream, verify): v appended to roots (*n of them, at most cap): 0, or
+ * cli_usage's status for a value that is not FROM=TO or one too many; the message shows any
+ * URL's user:password@ as ***@. */
+int cli_parse_root(const cli_verb *verb, const char *v, const char **roots, size_t *n, size_t cap);
+
 /* A comma list ("latent.npy,t5.npy") copied into buf (buf_cap bytes) and split there: names[i]
  * point into buf, *n of them. 0, or -1 for a value too long, an empty item or more than cap. */
 int cli_split_list(const char *v, char *buf, size_t buf_cap, const char **names, size_t cap,

@@ -21,16 +21,16 @@ def root_pairs(root):
         root = [root]
     items = root.items() if isinstance(root, dict) else root
     if not hasattr(items, "__iter__"):
-        raise TypeError("root must be 'FROM=TO', a dict or a list of them, not %r" % (root,))
+        raise TypeError("root must be 'FROM=TO', a dict or a list of them, not %s" % _lib.redact(repr(root)))
     pairs = []
     for item in items:
         if isinstance(item, (str, bytes, os.PathLike)):
             text = os.fsdecode(item)
             if "=" not in text or text.startswith("=") or text.endswith("="):
-                raise ValueError("root %r is not FROM=TO" % (text,))
+                raise ValueError("root %r is not FROM=TO" % (_lib.redact(text),))
             item = text.split("=", 1)
         if isinstance(item, (str, bytes, os.PathLike)) or not hasattr(item, "__len__") or len(item) != 2:
-            raise TypeError("root entry %r is not FROM=TO nor a (FROM, TO) pair" % (item,))
+            raise TypeError("root entry %s is not FROM=TO nor a (FROM, TO) pair" % _lib.redact(repr(item)))
         src, dst = item
         pairs.append((os.fspath(src), os.fspath(dst)))
     return pairs
@@ -79,7 +79,7 @@ class Index(_Loaded):
         n = ctypes.c_size_t(0)
         _lib.check(_lib.lib().al_index_remap_root(self.handle, _lib.encode_path(src), _lib.encode_path(dst),
                                                   ctypes.byref(n)),
-                   "index %s: root %s=%s" % (self.path, src, dst))
+                   "index %s: root %s=%s" % (self.path, _lib.redact(src), _lib.redact(dst)))
         return n.value
 
     def __len__(self):

@@ -26,6 +26,7 @@ Thread-safe; the library is loaded and declared once per process.
 import ctypes
 import ctypes.util
 import os
+import re
 import threading
 
 from . import _structs as S
@@ -303,3 +304,17 @@ def c_free(ptr):
 def encode_path(path):
     """A path (str, bytes or os.PathLike) as the bytes C functions take."""
     return os.fsencode(os.fspath(path))
+
+
+_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/?#\s'\"]*@")
+
+
+def redact(text):
+    """``text`` (a path, str, bytes or os.PathLike, or any object's repr) for a message: every
+    URL's user:password@ in it shown as ***@ (up to its authority's last '@'), as the C
+    library's messages show it."""
+    if isinstance(text, (str, bytes, os.PathLike)):
+        text = os.fsdecode(os.fspath(text))
+    else:
+        text = repr(text)
+    return _USERINFO.sub(r"\1***@", text)

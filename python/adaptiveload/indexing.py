@@ -26,7 +26,7 @@ def _expand(arg, endpoint):
     n = ctypes.c_size_t(0)
     lib = _lib.lib()
     _lib.check(lib.al_shard_expand_remote(_lib.encode_path(arg), endpoint, ctypes.byref(out), ctypes.byref(n)),
-               "index: shard %s" % arg)
+               "index: shard %s" % _lib.redact(arg))
     try:
         return [ctypes.string_at(out[i]) for i in range(n.value)]
     finally:
@@ -85,4 +85,4 @@ def build_index(shards, out, s3_endpoint=None, threads=0, strict=False, remote_t
 
 
 def _is_url(p):
-    return p.startswith((b"http://", b"https://", b"s3://"))
+    return p.lower().startswith((b"http://", b"https://", b"s3://"))
