@@ -136,8 +136,8 @@ static const cli_option OPTIONS[] = {
      .def = "$AWS_ENDPOINT_URL, else AWS ($AWS_REGION)"},
     {.name = "--remote-timeout", .type = CLI_DOUBLE, CLI_AT(index_args, o.remote_timeout_s),
      .lo = 0.1, .hi = 86400, .metavar = "S",
-     .help = "give a remote request up S seconds after its last progress\n"
-             "(retries with backoff meanwhile)",
+     .help = "give a remote operation (a HEAD, a read, a listing page) up\n"
+             "S seconds after it started (retries with backoff meanwhile)",
      .def = "60"},
     {.name = "--block-size", .type = CLI_U64, CLI_AT(index_args, o.block_size), .min = 512,
      .max = 1ull << 30, .metavar = "BYTES",

@@ -74,7 +74,7 @@ struct stream_shard_table {
   int cancelled;
   char *cache_dir;
   uint64_t cache_bytes;
-  double timeout_s; /* remote retry budget (0: the environment's, else the default) */
+  double timeout_s; /* one remote operation's budget (0: the environment's, else the default) */
 };
 
 void stream_shard_table_set_timeout(stream_shard_table *t, double seconds) {

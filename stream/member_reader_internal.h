@@ -45,7 +45,7 @@ void stream_shard_table_free(stream_shard_table *t);
 /* The cache folder and its byte limit for shards at URLs (stream/remote_fetch_internal.h);
  * call before the first read. dir NULL: no cache. */
 int stream_shard_table_set_cache(stream_shard_table *t, const char *dir, uint64_t bytes);
-/* The retry budget of remote reads (al_stream_options.remote_timeout_s; 0 = default). */
+/* The time budget of one remote operation (al_stream_options.remote_timeout_s; 0 = default). */
 void stream_shard_table_set_timeout(stream_shard_table *t, double seconds);
 
 /* Makes every remote fetch of the table fail at once ("cancelled"), now and later, so that

@@ -40,8 +40,8 @@ def build_index(shards, out, s3_endpoint=None, threads=0, strict=False, remote_t
     ``out`` and returns the build's figures as a dict: shards, samples, rejected, bytes,
     seconds, bytes_read, warnings, remote_shards, remote_requests, remote_bytes, and
     ``remote``: [{"url", "requests", "bytes"}] per remote shard. ``threads`` 0: all cores (at
-    least 8 with remote shards); ``remote_timeout``: a remote request's retry budget in seconds
-    (default 60). Rejected samples and shards (an unreachable server, a 403, a missing or
+    least 8 with remote shards); ``remote_timeout``: seconds one remote operation (a HEAD, a
+    read, a listing page) may take as a whole, retries included (default 60). Rejected samples and shards (an unreachable server, a 403, a missing or
     non-tar object: each names its URL) are in the index (``adaptiveload inspect OUT
     --rejected``); adaptiveload.Error when no shard could be read or, with ``strict``, when
     anything was rejected (the index file is written first, as the CLI does), or for a bad

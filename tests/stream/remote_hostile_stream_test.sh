@@ -57,22 +57,25 @@ grep -q "$FT/drip/3/corpus/shard-00000[01].tar: gave up after [0-9]* attempts* i
 echo "ok: a trickling server fails the stream in bounded time"
 
 # Presigned URLs signed again: the index of the new URLs has the old one's fingerprint, so the
-# old manifest streams under it, and the cache folder filled through the old URLs serves it.
+# old manifest streams under it; the cache folder filled through the old URLs serves the new.
 sig_index() {
   local f urls=()
   for f in "$T"/www/corpus/*.tar; do urls+=("$NG/corpus/$(basename "$f")?X-Amz-Signature=$2"); done
   "$BIN" index -o "$T/$1.alidx" "${urls[@]}" >/dev/null 2>"$T/err" || fail "index $1: $(cat "$T/err")"
+  "$BIN" plan --index "$T/$1.alidx" --world 1 -o "$T/$1.alm" >/dev/null 2>&1 || fail "plan $1"
 }
 sig_index sig1 one
 sig_index sig2 two
-"$BIN" plan --index "$T/sig1.alidx" --world 1 -o "$T/sig1.alm" >/dev/null 2>&1 || fail "plan sig1"
 cmp -s "$T/m.alm" "$T/sig1.alm" || fail "the plan of the signed URLs is not local disk's"
-P=("$BIN" stream --manifest "$T/sig1.alm" --rank 0 --threads 2 --members latent,json
-  --cache-dir "$T/cache" --cache-bytes 100000000)
-timeout 60 "${P[@]}" --index "$T/sig1.alidx" --jsonl >"$T/sig1.jsonl" 2>"$T/err" ||
-  fail "sig1: $(cat "$T/err")"
-timeout 60 "${P[@]}" --index "$T/sig2.alidx" --jsonl >"$T/sig2.jsonl" 2>"$T/err" ||
+P=("$BIN" stream --rank 0 --threads 2 --members latent,json --jsonl)
+timeout 60 "${P[@]}" --index "$T/sig2.alidx" --manifest "$T/sig1.alm" >"$T/sig21.jsonl" 2>"$T/err" ||
   fail "sig2 under the manifest of sig1: $(cat "$T/err")"
+same_delivery "$T/local.jsonl" "$T/sig21.jsonl" || fail "sig2 under sig1's manifest: other bytes"
+C=(--cache-dir "$T/cache" --cache-bytes 100000000)
+timeout 60 "${P[@]}" "${C[@]}" --index "$T/sig1.alidx" --manifest "$T/sig1.alm" >"$T/sig1.jsonl" \
+  2>"$T/err" || fail "sig1: $(cat "$T/err")"
+timeout 60 "${P[@]}" "${C[@]}" --index "$T/sig2.alidx" --manifest "$T/sig2.alm" >"$T/sig2.jsonl" \
+  2>"$T/err" || fail "sig2: $(cat "$T/err")"
 for x in sig1 sig2; do
   same_delivery "$T/local.jsonl" "$T/$x.jsonl" || fail "$x: other bytes than local disk"
 done
