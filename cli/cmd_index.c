@@ -82,9 +82,12 @@ static int add_shards(const cli_verb *verb, const char *arg, void *args) {
 /* Every SHARD argument into a->paths: a file, a directory, a brace pattern, a URL, an s3://
  * prefix. */
 static int expand_shards(index_args *a) {
+  al_storage_options st = {.s3_endpoint = a->o.s3_endpoint,
+                           .s3_region = a->o.s3_region,
+                           .s3_addressing = a->o.s3_addressing,
+                           .remote_timeout_s = a->o.remote_timeout_s};
   for (size_t i = 0; i < a->n_args; i++)
-    if (al_shard_expand_remote(a->args[i], a->o.s3_endpoint, &a->paths, &a->n))
-      return cli_fail("index");
+    if (al_shard_expand_storage(a->args[i], &st, &a->paths, &a->n)) return cli_fail("index");
   return 0;
 }
 
@@ -130,15 +133,7 @@ static const cli_option OPTIONS[] = {
     {.name = "--max-member-bytes", .type = CLI_U64, CLI_AT(index_args, o.max_member_bytes),
      .min = 1, .metavar = "N", .help = "reject samples with a member over N bytes",
      .def = "512 MiB"},
-    {.name = "--s3-endpoint", .type = CLI_STRING, CLI_AT(index_args, o.s3_endpoint),
-     .metavar = "URL",
-     .help = "S3 endpoint of s3:// shards, path-style (e.g. http://127.0.0.1:9000)",
-     .def = "$AWS_ENDPOINT_URL, else AWS ($AWS_REGION)"},
-    {.name = "--remote-timeout", .type = CLI_DOUBLE, CLI_AT(index_args, o.remote_timeout_s),
-     .lo = 0.1, .hi = 86400, .metavar = "S",
-     .help = "give a remote operation (a HEAD, a read, a listing page) up\n"
-             "S seconds after it started (retries with backoff meanwhile)",
-     .def = "60"},
+    CLI_STORAGE_OPTIONS(index_args, o),
     {.name = "--block-size", .type = CLI_U64, CLI_AT(index_args, o.block_size), .min = 512,
      .max = 1ull << 30, .metavar = "BYTES",
      .help = "fixed read size (default: plain tar reads 16 KiB after each\n"
@@ -152,7 +147,8 @@ static const cli_verb INDEX = {
     .usage =
         "usage: adaptiveload index [--threads T] [--json] [--dali-idx DIR] [--strict]\n"
         "                         [--fields width=W,height=H,frames=F,fps=R,duration=D]\n"
-        "                         [--vae-stride T,S] [--s3-endpoint URL] [--remote-timeout S]\n"
+        "                         [--vae-stride T,S] [--s3-endpoint URL] [--s3-region REGION]\n"
+        "                         [--s3-addressing path|virtual] [--remote-timeout S]\n"
         "                         -o INDEX SHARD...\n\n"
         "Indexes WebDataset tar shards: every sample's key, members (data offset and size)\n"
         "and metadata from KEY.json or KEY.json.lz4 (width, height, frames, fps, duration).\n"
@@ -176,7 +172,10 @@ static const cli_verb INDEX = {
         "headers and metadata members in coalesced range requests (payloads are not\n"
         "fetched); compressed ones are read through. Keys from AWS_ACCESS_KEY_ID,\n"
         "AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN (none: anonymous), AWS_REGION; never\n"
-        "printed or stored. The index records the URL, size, ETag and content fingerprint.\n\n",
+        "printed or stored. The index records the URL, size, ETag and content fingerprint,\n"
+        "and the S3 endpoint, region and addressing it read s3:// shards with: `stream`,\n"
+        "`verify` and the Python package take them as their defaults (an option or the\n"
+        "environment overrides them).\n\n",
     .options = OPTIONS,
     .epilogue =
         "exit status: 0 indexed (possibly with rejected samples), 1 no shard readable or\n"

@@ -299,6 +299,12 @@ static void ix_shape_text(const ix_group *g, char *shape, size_t cap, char *rang
   if (k < cap) snprintf(shape + k, cap - k, "]");
 }
 
+static const char *storage_addressing_name(int a) {
+  return a == AL_S3_ADDRESSING_PATH      ? "path"
+         : a == AL_S3_ADDRESSING_VIRTUAL ? "virtual"
+                                         : "default";
+}
+
 static void ix_print_text(FILE *out, const ix_summary *S, const char *path) {
   const al_index *idx = S->idx;
   size_t ns = al_index_sample_count(idx);
@@ -309,6 +315,13 @@ static void ix_print_text(FILE *out, const ix_summary *S, const char *path) {
   if (S->remote)
     fprintf(out, "  remote    %llu shards are URLs (the first %s)\n", (unsigned long long)S->remote,
             S->url0);
+  al_storage_options st;
+  al_index_storage(idx, &st);
+  if (st.s3_endpoint || st.s3_region || st.s3_addressing)
+    fprintf(out,
+            "  s3        built with endpoint %s, region %s, addressing %s (readers' defaults)\n",
+            st.s3_endpoint ? st.s3_endpoint : "AWS", st.s3_region ? st.s3_region : "default",
+            storage_addressing_name(st.s3_addressing));
   fprintf(out, "  samples   %zu (%llu with a typed latent grid), %.0f tokens (Wan 2.1 geometry)\n",
           ns, (unsigned long long)S->latent_samples, (double)S->tok_total);
   fprintf(out, "  rejected  %zu\n", al_index_rejected_count(idx));
@@ -475,6 +488,18 @@ static void ix_print_json(FILE *out, const ix_summary *S, const char *path, cons
           (unsigned long long)al_index_fingerprint(idx), al_index_shard_count(idx),
           (unsigned long long)S->compressed);
   fprintf(out, "\"remote_shards\": %llu, ", (unsigned long long)S->remote);
+  al_storage_options st;
+  al_index_storage(idx, &st);
+  fprintf(out, "\"s3_storage\": ");
+  if (st.s3_endpoint || st.s3_region || st.s3_addressing) {
+    fprintf(out, "{\"endpoint\": ");
+    jsonw_string(out, st.s3_endpoint ? st.s3_endpoint : "");
+    fprintf(out, ", \"region\": ");
+    jsonw_string(out, st.s3_region ? st.s3_region : "");
+    fprintf(out, ", \"addressing\": \"%s\"}, ", storage_addressing_name(st.s3_addressing));
+  } else {
+    fprintf(out, "null, ");
+  }
   fprintf(out,
           "\"bytes\": %llu, \"samples\": %zu, \"latent_samples\": %llu, \"tokens\": %llu, "
           "\"rejected\": %zu, \"warnings\": %zu, \"rejected_by_reason\": [",

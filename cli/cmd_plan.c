@@ -1,4 +1,5 @@
 /* adaptiveload plan: index -> manifest (planner/al_plan.h). */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -305,16 +306,22 @@ static int replan(const plan_args *a, plan_run *r) {
 }
 
 /* After a re-plan's summary: OLD's mean tokens per step over the steps re-planned, beside the
- * new plan's (the global batch kept, or the new one asked for). */
-static void print_replan_tokens(FILE *out, const al_plan *p, const al_manifest *old) {
+ * new plan's (the global batch kept, or the new one asked for); keeping it, the range of
+ * tokens per step over OLD's steps, which every re-planned step holds (or it was refused). */
+static void print_replan_tokens(FILE *out, const al_plan *p, const al_manifest *old, int kept) {
   al_manifest_info ni, oi;
   al_plan_get_info(p, &ni);
   al_manifest_get_info(old, &oi);
-  double sum = 0;
+  double sum = 0, sq = 0;
+  uint64_t lo = UINT64_MAX, hi = 0;
   uint32_t n = 0;
-  for (uint32_t s = ni.first_step; s < oi.first_step + oi.steps; s++, n++) {
+  for (uint32_t s = oi.first_step; s - oi.first_step < oi.steps; s++) {
     al_step_info st;
-    if (al_manifest_step(old, s, &st) == AL_OK) sum += (double)st.tokens;
+    if (al_manifest_step(old, s, &st) != AL_OK) continue;
+    if (st.tokens < lo) lo = st.tokens;
+    if (st.tokens > hi) hi = st.tokens;
+    if (s < ni.first_step) continue;
+    sum += (double)st.tokens, sq += (double)st.tokens * (double)st.tokens, n++;
   }
   if (!n) return;
   fprintf(out,
@@ -323,6 +330,13 @@ static void print_replan_tokens(FILE *out, const al_plan *p, const al_manifest *
           ni.step_tokens_mean, ni.first_step, ni.first_step + n - 1, sum / n,
           sum > 0 ? 100 * (ni.step_tokens_mean * n / sum - 1) : 0.0,
           (unsigned long long)ni.step_tokens);
+  if (!kept) return;
+  double mean = sum / n, var = sq / n - mean * mean;
+  fprintf(out,
+          "plan: every step within the old plan's %llu..%llu tokens per step; CV %.2f%% (the old "
+          "plan's steps %u..%u: %.2f%%)\n",
+          (unsigned long long)lo, (unsigned long long)hi, 100 * ni.step_tokens_cv, ni.first_step,
+          ni.first_step + n - 1, mean > 0 ? 100 * sqrt(var > 0 ? var : 0) / mean : 0.0);
 }
 
 /* The cost model, M_mem from --mem-capacity and the bucket table into *cost and *o:
@@ -429,7 +443,7 @@ static int print_summary(const plan_args *a, const plan_run *r) {
     rc = print_plan_json(a, r, has ? &fid : NULL);
   else
     al_plan_print_summary(stderr, r->plan, a->out);
-  if (!a->json && r->old) print_replan_tokens(stderr, r->plan, r->old);
+  if (!a->json && r->old) print_replan_tokens(stderr, r->plan, r->old, !a->o.step_tokens);
   if (!a->json && has) fidprint_plan_line(stderr, &fid);
   if (has) fidelity_free(&fid);
   return rc;

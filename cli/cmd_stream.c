@@ -250,12 +250,7 @@ static const cli_option OPTIONS[] = {
      .max = 256, .metavar = "N",
      .help = "with --cache-dir: N threads fetch the coming micro-batches'\n"
              "members into the cache in plan order (default 4)"},
-    {.name = "--remote-timeout", .type = CLI_DOUBLE, CLI_AT(stream_args, o.remote_timeout_s),
-     .lo = 0.1, .hi = 86400, .metavar = "S",
-     .help = "shards at URLs: give a remote operation (a pin, a member\n"
-             "read) up S seconds after it started (retries with backoff\n"
-             "meanwhile); then the sample fails (or is skipped) naming the URL",
-     .def = "$ADAPTIVELOAD_REMOTE_TIMEOUT_S, else 60"},
+    CLI_STORAGE_OPTIONS(stream_args, o),
     {.name = "--no-fetch-ahead", .type = CLI_FLAG, CLI_AT(stream_args, o.fetch_parallel), .set = -1,
      .help = "with --cache-dir: no fetching ahead (readers fetch on demand)"},
     {.name = "--bench", .type = CLI_FLAG, CLI_AT(stream_args, bench), .set = 1,

@@ -79,6 +79,7 @@ static const cli_option OPTIONS[] = {
              "skipped sample with its reason, the crop report"},
     {.name = "--quiet", .alias = "-q", .type = CLI_FLAG, CLI_AT(verify_args, quiet), .set = 1,
      .help = "no progress lines on stderr"},
+    CLI_STORAGE_OPTIONS(verify_args, storage),
     {.name = NULL},
 };
 /* clang-format on */
@@ -88,15 +89,23 @@ static const cli_verb VERIFY = {
     .usage =
         "usage: adaptiveload verify INDEX [MANIFEST] [--members A,B,...] [--root FROM=TO]\n"
         "                           [--buckets FILE] [--show N] [--top N] [--threads T]\n"
-        "                           [--strict] [--json] [--quiet]\n\n"
-        "The check to run before launching a training job. It reports, in one run, every\n"
+        "                           [--strict] [--json] [--quiet] [--s3-endpoint URL]\n"
+        "                           [--s3-region REGION] [--s3-addressing path|virtual]\n"
+        "                           [--remote-timeout S]\n\n"
+        "The check to run before launching a training job, for shards on disk or at URLs\n"
+        "(http(s)://, s3://: read through the stream's remote layer, payloads never\n"
+        "fetched). It reports, in one run, every\n"
         "  missing_shard    a shard holding indexed samples cannot be opened or read\n"
-        "  changed_shard    a shard's size or content fingerprint (the header blocks of its\n"
-        "                   members; a compressed shard's first and last 64 KiB) differs\n"
-        "                   from what was indexed\n"
+        "  changed_shard    a shard's size, ETag (a URL) or content fingerprint (the header\n"
+        "                   blocks of its members; a compressed shard's first and last\n"
+        "                   64 KiB) differs from what was indexed\n"
         "  truncated_shard  a shard is shorter than indexed (the samples whose members end\n"
         "                   past its end are named)\n"
         "  missing_member   a sample lacks a required member (--members)\n"
+        "  bad_header       a typed member's header (.npy, .safetensors) does not say the\n"
+        "                   dtype and shape the index recorded, or does not fit the member's\n"
+        "                   size (typed members stored as LZ4 frames or in compressed shards\n"
+        "                   are not read here; the stream checks them)\n"
         "  manifest         MANIFEST does not load or was planned from another index\n"
         "and what would be skipped and why: samples in damaged shards or missing members,\n"
         "entries the index rejected, samples the plan rejected or dropped. Then the crop:\n"
@@ -187,7 +196,7 @@ static int report_truncated(verify_run *r, const vtrunc *t) {
 /* What the look at a shard found, as problems: present (opened), then unchanged by size and
  * content fingerprint (or, for an index without one, mtime), as the stream checks them. A
  * shorter shard is the caller's (report_truncated). */
-static int report_shard(verify_run *r, const al_shard_info *sh, const verify_shard *v) {
+static int report_shard(verify_run *r, const al_shard_info *sh, const al_shard_check *v) {
   const char *err = v->error ? v->error : "(message lost: out of memory)";
   uint64_t lost = sh->sample_count;
   if (v->open_rc)
@@ -211,6 +220,27 @@ static int report_shard(verify_run *r, const al_shard_info *sh, const verify_sha
   return AL_OK;
 }
 
+/* The typed members of a shard whose headers disagree, one problem each; their samples lost
+ * (as the stream skips or fails a sample whose member it cannot read). */
+static int report_headers(verify_run *r, const al_shard_info *sh, const verify_shard *v) {
+  for (size_t k = 0; k < v->n_bad; k++) {
+    al_sample_info si;
+    int rc = al_index_sample(r->idx, v->bad[k].sample, &si);
+    if (rc) return rc;
+    rc = add_problem(r, VK_BAD_HEADER, sh->path, si.key, 1, "%s",
+                     v->bad[k].why ? v->bad[k].why : "(message lost: out of memory)");
+    if (rc) return rc;
+    r->lost[v->bad[k].sample] |= LOST_MEMBER;
+  }
+  if (v->c.typed_bad > v->n_bad)
+    return add_problem(r, VK_BAD_HEADER, sh->path, NULL, v->c.typed_bad - v->n_bad,
+                       "%s: %" PRIu64
+                       " more typed members with bad headers (messages lost: out of "
+                       "memory)",
+                       sh->path, v->c.typed_bad - v->n_bad);
+  return AL_OK;
+}
+
 /* The samples of damaged shards marked lost; those of truncated shards counted into their
  * vtrunc. `trunc_of[shard]`: 1 + its position in `t`, 0 when not truncated. */
 static int mark_lost(verify_run *r, const uint8_t *bad, const uint32_t *trunc_of, vtrunc *t) {
@@ -231,7 +261,8 @@ static int mark_lost(verify_run *r, const uint8_t *bad, const uint32_t *trunc_of
 static int check_shards(verify_run *r) {
   size_t n = al_index_shard_count(r->idx), nt = 0;
   verify_shard *v = NULL;
-  int rc = verify_shards_probe(r->idx, (int)r->a->threads, r->a->quiet, &v);
+  al_check_options o = {.storage = r->a->storage};
+  int rc = verify_shards_probe(r->idx, (int)r->a->threads, r->a->quiet, &o, &v);
   uint8_t *bad = rc ? NULL : calloc(n ? n : 1, 1);
   uint32_t *trunc_of = rc ? NULL : calloc(n ? n : 1, sizeof *trunc_of);
   vtrunc *t = rc ? NULL : calloc(n ? n : 1, sizeof *t);
@@ -240,15 +271,19 @@ static int check_shards(verify_run *r) {
     al_shard_info sh;
     if (!v[i].checked || (rc = al_index_shard(r->idx, i, &sh))) continue;
     r->shards_checked++;
-    if (!v[i].open_rc && v[i].size < sh.size) {
-      t[nt] = (vtrunc){.shard = (uint32_t)i, .size = v[i].size};
+    r->typed_checked += v[i].c.typed_checked;
+    r->typed_skipped += v[i].c.typed_skipped;
+    r->remote_requests += v[i].c.requests;
+    if (!v[i].c.open_rc && v[i].c.size < sh.size) {
+      t[nt] = (vtrunc){.shard = (uint32_t)i, .size = v[i].c.size};
       trunc_of[i] = (uint32_t)++nt;
       bad[i] = 1;
       continue;
     }
     size_t before = r->n_p;
-    rc = report_shard(r, &sh, &v[i]);
+    rc = report_shard(r, &sh, &v[i].c);
     bad[i] = r->n_p > before;
+    if (!rc) rc = report_headers(r, &sh, &v[i]);
   }
   if (!rc) rc = mark_lost(r, bad, trunc_of, t);
   for (size_t k = 0; k < nt && !rc; k++) rc = report_truncated(r, &t[k]);

@@ -78,6 +78,42 @@ typedef struct cli_option {
 /* The destination of a row: member `member` of the argument struct `type`. */
 #define CLI_AT(type, member) .offset = offsetof(type, member), .size = sizeof(((type *)0)->member)
 
+/* The S3 addressing names of --s3-addressing (loader/al_index.h, AL_S3_ADDRESSING_*). */
+extern const cli_choice cli_s3_addressing[];
+
+/* The storage options every verb that reads shards at URLs takes, the same four rows
+ * (loader/al_index.h, al_storage_options): into the members s3_endpoint, s3_region,
+ * s3_addressing and remote_timeout_s of W in the argument struct T (W = `o` for an
+ * al_index_options or al_stream_options named o, `storage` for an al_storage_options). */
+#define CLI_STORAGE_OPTIONS(T, W)                                                             \
+  {.name = "--s3-endpoint",                                                                   \
+   .type = CLI_STRING,                                                                        \
+   CLI_AT(T, W.s3_endpoint),                                                                  \
+   .metavar = "URL",                                                                          \
+   .help = "S3-compatible endpoint of s3:// shards (e.g. http://127.0.0.1:9000)",             \
+   .def = "$AWS_ENDPOINT_URL, else the index's, else AWS"},                                   \
+      {.name = "--s3-region",                                                                 \
+       .type = CLI_STRING,                                                                    \
+       CLI_AT(T, W.s3_region),                                                                \
+       .metavar = "REGION",                                                                   \
+       .help = "SigV4 region of s3:// shards",                                                \
+       .def = "$AWS_REGION, else the index's, else us-east-1"},                               \
+      {.name = "--s3-addressing",                                                             \
+       .type = CLI_CHOICE,                                                                    \
+       CLI_AT(T, W.s3_addressing),                                                            \
+       .choices = cli_s3_addressing,                                                          \
+       .metavar = "path|virtual",                                                             \
+       .help = "ENDPOINT/BUCKET/KEY or BUCKET.HOST/KEY",                                      \
+       .def = "the index's, else path at an endpoint, virtual at AWS"},                       \
+  {                                                                                           \
+    .name = "--remote-timeout", .type = CLI_DOUBLE, CLI_AT(T, W.remote_timeout_s), .lo = 0.1, \
+    .hi = 86400, .metavar = "S",                                                              \
+    .help =                                                                                   \
+        "give a remote operation (a HEAD, a read, a listing page) up\n"                       \
+        "S seconds after it started (retries with backoff meanwhile)",                        \
+    .def = "$ADAPTIVELOAD_REMOTE_TIMEOUT_S, else 60"                                          \
+  }
+
 /* How a usage error continues after "adaptiveload VERB: MESSAGE". */
 typedef enum cli_say {
   CLI_SAY_HINT,  /* a line "run 'adaptiveload VERB --help' for usage" */

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli/options_internal.h"
+#include "loader/al_index.h"
 #include "common/parse_internal.h"
 #include "planner/al_manifest.h"
 
@@ -55,3 +56,7 @@ int cli_parse_sp_degrees(const cli_verb *verb, const char *v, uint32_t *out, siz
   }
   return 0;
 }
+
+const cli_choice cli_s3_addressing[] = {{"path", AL_S3_ADDRESSING_PATH},
+                                        {"virtual", AL_S3_ADDRESSING_VIRTUAL},
+                                        {NULL, 0}};

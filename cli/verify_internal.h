@@ -27,6 +27,7 @@ typedef enum vkind {
   VK_CHANGED_SHARD,   /* other size (larger) or other content than indexed */
   VK_TRUNCATED_SHARD, /* shorter than indexed */
   VK_MISSING_MEMBER,  /* a sample without a required member */
+  VK_BAD_HEADER,      /* a typed member whose header disagrees with the index or its size */
   VK_MANIFEST,        /* the manifest does not load or was planned from another index */
   VK_COUNT
 } vkind;
@@ -57,6 +58,7 @@ typedef struct verify_args {
   const char *buckets;
   uint64_t show, top, threads;
   int json, quiet, strict;
+  al_storage_options storage; /* --s3-endpoint, --s3-region, --s3-addressing, --remote-timeout */
 } verify_args;
 
 typedef struct verify_run {
@@ -70,8 +72,10 @@ typedef struct verify_run {
   size_t n_p, cap_p;
   uint64_t kind_n[VK_COUNT];
   uint64_t shards_checked;
-  uint8_t *lost; /* per sample, LOST_* bits */
-  uint8_t *plan; /* per sample, what the plan did */
+  uint64_t typed_checked, typed_skipped; /* typed member headers read, not read */
+  uint64_t remote_requests;              /* requests sent to servers (URL shards) */
+  uint8_t *lost;                         /* per sample, LOST_* bits */
+  uint8_t *plan;                         /* per sample, what the plan did */
   fid_report crop;
   const char *crop_from; /* "manifest", "bucket table", NULL: no report */
 } verify_run;

@@ -8,8 +8,9 @@
 #include "common/json_write_internal.h"
 #include "planner/al_buckets.h"
 
-static const char *const KIND_NAME[VK_COUNT] = {"missing_shard", "changed_shard", "truncated_shard",
-                                                "missing_member", "manifest"};
+static const char *const KIND_NAME[VK_COUNT] = {"missing_shard",   "changed_shard",
+                                                "truncated_shard", "missing_member",
+                                                "bad_header",      "manifest"};
 
 const char *verify_kind_name(vkind k) { return (unsigned)k < VK_COUNT ? KIND_NAME[k] : "?"; }
 
@@ -65,7 +66,7 @@ static void print_crop_text(const verify_run *r) {
 static void print_skipped_text(const verify_run *r, const verify_counts *c) {
   size_t ns = al_index_sample_count(r->idx), nr = al_index_rejected_count(r->idx);
   printf("skipped: %" PRIu64 " of %zu samples would not be streamed: %" PRIu64
-         " in damaged shards, %" PRIu64 " missing a member, %" PRIu64
+         " in damaged shards, %" PRIu64 " missing a member or with a bad header, %" PRIu64
          " rejected or dropped by the %s; the index rejected %zu entries\n",
          c->lost, ns, c->lost_shard, c->lost_member, c->lost_plan,
          r->m ? "plan" : "default bucket table", nr);
@@ -98,6 +99,12 @@ void verify_print_text(const verify_run *r, const verify_counts *c) {
   for (size_t k = 0; k < r->n_req; k++) printf("%s%s", k ? "," : " ", r->req[k]);
   if (r->a->manifest_path)
     printf("; manifest %s%s", r->a->manifest_path, r->m ? "" : " (not used)");
+  printf("\ntyped member headers: %" PRIu64 " read%s", r->typed_checked,
+         r->typed_skipped ? ", " : "");
+  if (r->typed_skipped)
+    printf("%" PRIu64 " not read (LZ4 frames, compressed shards: checked when streamed)",
+           r->typed_skipped);
+  if (r->remote_requests) printf("; %" PRIu64 " requests to servers", r->remote_requests);
   printf("\nproblems:");
   for (int k = 0; k < VK_COUNT; k++)
     printf("%s %s %" PRIu64, k ? "," : "", KIND_NAME[k], r->kind_n[k]);
@@ -236,9 +243,12 @@ void verify_print_json(const verify_run *r, const verify_counts *c) {
     printf("null");
   printf(",\"manifest_used\":%s,\"index_fingerprint\":\"%016" PRIx64
          "\",\"shards\":%zu"
-         ",\"shards_checked\":%" PRIu64 ",\"samples\":%zu,\"members\":[",
+         ",\"shards_checked\":%" PRIu64 ",\"typed_headers_read\":%" PRIu64
+         ",\"typed_headers_not_read\":%" PRIu64 ",\"remote_requests\":%" PRIu64
+         ",\"samples\":%zu,\"members\":[",
          r->m ? "true" : "false", al_index_fingerprint(r->idx), al_index_shard_count(r->idx),
-         r->shards_checked, al_index_sample_count(r->idx));
+         r->shards_checked, r->typed_checked, r->typed_skipped, r->remote_requests,
+         al_index_sample_count(r->idx));
   for (size_t k = 0; k < r->n_req; k++) {
     if (k) putchar(',');
     jsonw_string(stdout, r->req[k]);

@@ -1,15 +1,12 @@
 /* adaptiveload verify: every shard looked at by a few threads (verify_shards_internal.h). */
-#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli/verify_shards_internal.h"
-#include "common/atomic_file_internal.h"
 #include "common/clock_internal.h"
 
 #define PROGRESS_EVERY_S 2.0
@@ -17,6 +14,7 @@
 
 typedef struct probe_pool {
   const al_index *idx;
+  al_checker *checker;
   verify_shard *v;
   size_t n;
   atomic_size_t next, done;
@@ -25,22 +23,22 @@ typedef struct probe_pool {
   double t0, last;
 } probe_pool;
 
+/* A bad typed member of the shard being checked (this thread's verify_shard). */
+static void bad_member(void *ctx, size_t sample, size_t member, const char *why) {
+  verify_shard *v = ctx;
+  verify_member *m = realloc(v->bad, (v->n_bad + 1) * sizeof *m);
+  if (!m) return; /* c.typed_bad still counts it */
+  v->bad = m;
+  m[v->n_bad++] = (verify_member){.sample = sample, .member = member, .why = strdup(why)};
+}
+
 /* Shard i as the stream would find it when it opens the shard. */
-static void probe(const al_index *idx, size_t i, const al_shard_info *sh, verify_shard *v) {
-  int fd = -1;
-  struct stat st;
+static void probe(probe_pool *p, size_t i, verify_shard *v) {
   v->checked = 1;
-  v->open_rc = afile_open_input(sh->path, "shard", &fd);
-  if (!v->open_rc && fstat(fd, &st) != 0)
-    v->open_rc = al_set_error(AL_EIO, "%s: fstat: %s", sh->path, strerror(errno));
-  if (!v->open_rc) {
-    v->size = (uint64_t)st.st_size;
-    v->mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
-    v->verify_rc = v->size == sh->size ? al_index_shard_verify(idx, i, fd) : AL_OK;
+  if (al_checker_shard(p->checker, i, bad_member, v, &v->c) != AL_OK && !v->c.open_rc) {
+    v->c.open_rc = AL_ENOMEM;
+    v->c.error = strdup(al_last_error());
   }
-  if (fd >= 0) close(fd);
-  if (v->open_rc || (v->verify_rc && v->verify_rc != AL_ENOTFOUND))
-    v->error = strdup(al_last_error()); /* NULL when out of memory: the report says so */
   al_clear_error();
 }
 
@@ -60,7 +58,7 @@ static void *probe_worker(void *arg) {
   probe_pool *p = arg;
   for (size_t i; (i = atomic_fetch_add(&p->next, 1)) < p->n;) {
     al_shard_info sh;
-    if (al_index_shard(p->idx, i, &sh) == AL_OK && sh.sample_count) probe(p->idx, i, &sh, &p->v[i]);
+    if (al_index_shard(p->idx, i, &sh) == AL_OK && sh.sample_count) probe(p, i, &p->v[i]);
     al_clear_error();
     atomic_fetch_add(&p->done, 1);
     progress(p);
@@ -73,12 +71,18 @@ static int default_threads(void) {
   return c < 1 ? 1 : c > 4 ? 4 : (int)c;
 }
 
-int verify_shards_probe(const al_index *idx, int threads, int quiet, verify_shard **out) {
+int verify_shards_probe(const al_index *idx, int threads, int quiet, const al_check_options *o,
+                        verify_shard **out) {
   *out = NULL;
   size_t n = al_index_shard_count(idx);
   probe_pool p = {.idx = idx, .n = n, .quiet = quiet};
+  int rc = al_checker_open(&p.checker, idx, o);
+  if (rc) return rc;
   p.v = calloc(n ? n : 1, sizeof *p.v);
-  if (!p.v) return al_set_error(AL_ENOMEM, "verify: out of memory for %zu shards", n);
+  if (!p.v) {
+    al_checker_close(p.checker);
+    return al_set_error(AL_ENOMEM, "verify: out of memory for %zu shards", n);
+  }
   atomic_init(&p.next, 0);
   atomic_init(&p.done, 0);
   pthread_mutex_init(&p.mu, NULL);
@@ -92,12 +96,17 @@ int verify_shards_probe(const al_index *idx, int threads, int quiet, verify_shar
   if (!started) probe_worker(&p); /* no thread could start: this one does the work */
   for (int k = 0; k < started; k++) pthread_join(tid[k], NULL);
   pthread_mutex_destroy(&p.mu);
+  al_checker_close(p.checker);
   *out = p.v;
   return AL_OK;
 }
 
 void verify_shards_free(verify_shard *v, size_t n) {
   if (!v) return;
-  for (size_t i = 0; i < n; i++) free(v[i].error);
+  for (size_t i = 0; i < n; i++) {
+    for (size_t k = 0; k < v[i].n_bad; k++) free(v[i].bad[k].why);
+    free(v[i].bad);
+    al_shard_check_clear(&v[i].c);
+  }
   free(v);
 }

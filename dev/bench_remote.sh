@@ -14,8 +14,7 @@
 #   member        one ranged GET per tar member (the data bytes of every KEY.json and
 #                 KEY.latent, in tar order), what a member-level reader sends
 #   stream        `adaptiveload stream --index I --manifest M --bench` over the source's
-#                 URLs: run_stream below; it reports "not available" until the stream reads
-#                 URLs (the index and plan steps are there, the stream step to be checked)
+#                 URLs: run_stream below (index, plan, one epoch with --bench)
 # Before the timed runs, each source reads each mode's ranges once computing the CRC-32 of
 # the bytes, which must equal the local one: a wrong byte fails the benchmark. Prints per source and mode: ranges
 # (requests), bytes, best and median seconds of RUNS, MB/s of the best.
@@ -131,7 +130,8 @@ run_ranges() {
     "$(python3 -c "print($BYTES / max($best, 1e-9) / 1e6)")"
 }
 
-# run_stream NAME PREFIX ENDPOINT: the stream over the source, when the stream reads URLs.
+# run_stream NAME PREFIX ENDPOINT: the stream over the source (an index that fails is reported
+# with its first rejection).
 run_stream() {
   local name=$1 prefix=$2 ep=$3 urls=()
   for s in $SHARD_NAMES; do urls+=("$prefix$s"); done

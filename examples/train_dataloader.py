@@ -8,8 +8,9 @@
 The sampler yields, for this rank, the index positions of each planned micro-batch;
 IndexDataset reads each sample's latent through the C library in DataLoader worker
 processes; collate_packed packs them (64-byte aligned, cu_seqlens). Gradients are
-accumulated over the micro-batches of a step (their number varies per step and rank:
-the planner balances predicted cost) and the optimizer steps on ``info.last_in_step``.
+accumulated over the micro-batches of a step (every rank has exactly the plan's K of them,
+``info.n_micro``; their sizes differ, which is how the planner balances predicted cost) and
+the optimizer steps on ``info.last_in_step``.
 The loss is normalised by the step's planned token total over all ranks, so every
 token weighs the same whatever batch it landed in.
 

@@ -88,6 +88,12 @@ typedef struct al_index_options {
   double remote_timeout_s;
   /* NULL, or an array of n (the shard count) filled with each shard's transfer figures. */
   struct al_shard_io *shard_io;
+  /* Added at the end: the region of s3:// URLs (NULL = $AWS_REGION, else us-east-1) and their
+   * addressing (AL_S3_ADDRESSING_*; 0 = path-style at a set endpoint, virtual-hosted at AWS).
+   * The endpoint, region and addressing used are recorded in the index (never credentials):
+   * al_index_storage, al_storage_resolve. */
+  const char *s3_region;
+  int s3_addressing;
 } al_index_options;
 
 /* What indexing one remote shard sent and received (zero for a local shard). */
@@ -307,6 +313,54 @@ AL_API int al_index_add_sample(al_index *idx, const char *key, uint32_t shard, u
 AL_API int al_index_add_rejected(al_index *idx, uint32_t shard, const char *member, uint64_t offset,
                                  const char *key, const char *reason);
 
+/* ---- storage: one set of settings for every reader of shards at URLs ---------------------- */
+
+enum {
+  AL_S3_ADDRESSING_DEFAULT = 0, /* path-style at a set endpoint, virtual-hosted at AWS */
+  AL_S3_ADDRESSING_PATH = 1,    /* ENDPOINT/BUCKET/KEY */
+  AL_S3_ADDRESSING_VIRTUAL = 2  /* BUCKET.ENDPOINT-HOST/KEY */
+};
+
+/* Where and how shards at URLs are read: `index`, `verify`, `stream` and the Python entry
+ * points take the same four settings. Zero or NULL means "not given". */
+typedef struct al_storage_options {
+  const char *s3_endpoint; /* S3-compatible endpoint URL of s3:// shards, "http://host:9000" */
+  const char *s3_region;   /* SigV4 region, "us-east-1" */
+  int s3_addressing;       /* AL_S3_ADDRESSING_* */
+  double remote_timeout_s; /* a request's retry budget since its last progress, seconds */
+} al_storage_options;
+
+/* What the index recorded when it was built (its s3:// shards' endpoint, region, addressing;
+ * NULL / 0 when none; remote_timeout_s 0). Strings point into the index. */
+AL_API void al_index_storage(const al_index *idx, al_storage_options *out);
+
+/* Where each setting a reader uses came from (al_storage_resolve). */
+typedef struct al_storage_origin {
+  const char *s3_endpoint; /* "option", "AWS_ENDPOINT_URL", "index", "default" */
+  const char *s3_region;   /* "option", "AWS_REGION", "index", "default" */
+} al_storage_origin;
+
+/* The settings a reader uses: each one given (non-NULL, non-zero) in `given` (may be NULL),
+ * else from the environment (AWS_ENDPOINT_URL, AWS_REGION, ADAPTIVELOAD_REMOTE_TIMEOUT_S when
+ * a positive number of seconds), else what `idx` recorded (idx may be NULL), else the default
+ * (NULL endpoint: AWS's regional endpoint; region NULL: us-east-1; 0 addressing and timeout:
+ * the library's defaults). Strings point into `given`, the environment or the index. `origin`
+ * (may be NULL) says where the endpoint and region came from. */
+AL_API void al_storage_resolve(const al_storage_options *given, const al_index *idx,
+                               al_storage_options *out, al_storage_origin *origin);
+
+/* One line naming the endpoint a reader used and, when the index recorded another one, that
+ * one: " (S3 endpoint http://a from AWS_ENDPOINT_URL; the index was built with http://b)", or
+ * "" when they agree. For error messages about s3:// shards. */
+AL_API const char *al_storage_mismatch(const al_storage_options *used,
+                                       const al_storage_origin *origin, const al_index *idx,
+                                       char *buf, size_t cap);
+
+/* al_shard_expand_remote with every storage setting (storage may be NULL): an s3:// prefix is
+ * listed with them as al_storage_resolve gives them (no index). */
+AL_API int al_shard_expand_storage(const char *arg, const al_storage_options *storage,
+                                   char ***paths, size_t *n);
+
 /* Ids of al_index_struct_size: the structs of this header. */
 typedef enum al_index_struct {
   AL_INDEX_STRUCT_OPTIONS = 0,       /* al_index_options */
@@ -316,7 +370,8 @@ typedef enum al_index_struct {
   AL_INDEX_STRUCT_MEMBER_TYPE = 4,   /* al_member_type */
   AL_INDEX_STRUCT_REJECTED_INFO = 5, /* al_rejected_info */
   AL_INDEX_STRUCT_STATS = 6,         /* al_index_stats */
-  AL_INDEX_STRUCT_SHARD_IO = 7       /* al_shard_io */
+  AL_INDEX_STRUCT_SHARD_IO = 7,      /* al_shard_io */
+  AL_INDEX_STRUCT_STORAGE = 8        /* al_storage_options */
 } al_index_struct;
 
 /* sizeof of the struct `which` (an al_index_struct) names; 0 for any other value. Bindings

@@ -266,10 +266,12 @@ typedef struct build {
   int show;             /* progress lines on stderr */
   uint64_t total_bytes; /* of all shards, for the progress line's ETA */
   double last_print;
-  size_t readable;       /* shards that could be read */
-  uint64_t bytes_read;   /* from the shards' files */
-  remote_client *client; /* when a shard is a URL */
-  al_shard_io *io;       /* the caller's per-shard figures, or NULL */
+  size_t readable;            /* shards that could be read */
+  uint64_t bytes_read;        /* from the shards' files */
+  remote_client *client;      /* when a shard is a URL */
+  al_storage_options storage; /* what s3:// shards are read with (recorded in the index) */
+  int any_s3;
+  al_shard_io *io; /* the caller's per-shard figures, or NULL */
   uint64_t remote_shards, remote_requests, remote_bytes;
 } build;
 
@@ -340,7 +342,16 @@ static int build_init(build *B, const char *const *shards, size_t n, const al_in
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   B->threads = o->threads > 0 ? (size_t)o->threads : (cores > 0 ? (size_t)cores : 1);
   size_t remote = 0;
-  for (size_t i = 0; i < n; i++) remote += remote_url_kind(shards[i]) != REMOTE_NOT_URL;
+  for (size_t i = 0; i < n; i++) {
+    int kind = remote_url_kind(shards[i]);
+    remote += kind != REMOTE_NOT_URL;
+    B->any_s3 |= kind == REMOTE_S3;
+  }
+  al_storage_options given = {.s3_endpoint = o->s3_endpoint,
+                              .s3_region = o->s3_region,
+                              .s3_addressing = o->s3_addressing,
+                              .remote_timeout_s = o->remote_timeout_s};
+  al_storage_resolve(&given, NULL, &B->storage, NULL);
   /* Remote shards wait on round trips, not cores: by default up to REMOTE_THREADS of them
    * at once (each holds one connection). */
   if (remote && o->threads <= 0 && B->threads < REMOTE_THREADS) B->threads = REMOTE_THREADS;
@@ -362,8 +373,10 @@ static int build_init(build *B, const char *const *shards, size_t n, const al_in
   if (remote) {
     remote_opts ro;
     memset(&ro, 0, sizeof ro);
-    ro.s3_endpoint = o->s3_endpoint;
-    ro.total_timeout_s = o->remote_timeout_s;
+    ro.s3_endpoint = B->storage.s3_endpoint;
+    ro.s3_region = B->storage.s3_region;
+    ro.s3_addressing = B->storage.s3_addressing;
+    ro.total_timeout_s = B->storage.remote_timeout_s;
     char err[1024];
     if (remote_client_open(&ro, &B->client, err, sizeof err) != 0)
       return al_set_error(AL_EINVAL, "%s", err);
@@ -539,6 +552,10 @@ int al_index_build(al_index **out, const char *const *shards, size_t n,
   /* A shard that cannot be read again (gone since its scan) records no fingerprint: the
    * stream then compares its mtime. */
   index_record_content_fps(idx);
+  if (B.any_s3 && (rc = index_record_storage(idx, &B.storage))) {
+    al_index_free(idx);
+    return rc;
+  }
   if (o.dali_idx_dir && (rc = dali_idx_write(idx, o.dali_idx_dir))) {
     al_index_free(idx);
     return rc;

@@ -227,7 +227,14 @@ static int expand_s3_prefix(list *L, remote_client *c, const char *url) {
 }
 
 int al_shard_expand_remote(const char *arg, const char *s3_endpoint, char ***paths, size_t *n) {
-  if (!arg || !paths || !n) return al_set_error(AL_EINVAL, "al_shard_expand_remote: NULL argument");
+  al_storage_options st = {.s3_endpoint = s3_endpoint};
+  return al_shard_expand_storage(arg, &st, paths, n);
+}
+
+int al_shard_expand_storage(const char *arg, const al_storage_options *storage, char ***paths,
+                            size_t *n) {
+  if (!arg || !paths || !n)
+    return al_set_error(AL_EINVAL, "al_shard_expand_storage: NULL argument");
   if (!shard_path_url_kind(arg)) return al_shard_expand(arg, paths, n);
   int urc = shard_path_check_userinfo(arg, NULL);
   if (urc) return urc;
@@ -241,9 +248,14 @@ int al_shard_expand_remote(const char *arg, const char *s3_endpoint, char ***pat
   for (size_t i = 0; i < count && !rc; i++) {
     if (shard_path_url_kind(items[i]) == 2 && s3_is_prefix(items[i])) {
       if (!c) {
+        al_storage_options used;
+        al_storage_resolve(storage, NULL, &used, NULL);
         remote_opts o;
         memset(&o, 0, sizeof o);
-        o.s3_endpoint = s3_endpoint;
+        o.s3_endpoint = used.s3_endpoint;
+        o.s3_region = used.s3_region;
+        o.s3_addressing = used.s3_addressing;
+        o.total_timeout_s = used.remote_timeout_s;
         char err[1024];
         if (remote_client_open(&o, &c, err, sizeof err) != 0) {
           rc = al_set_error(AL_EINVAL, "%s", err);

@@ -92,6 +92,8 @@ void al_index_free(al_index *idx) {
   index_entry_clear(&idx->rejected);
   index_entry_clear(&idx->warnings);
   for (int i = 0; i < AL_N_FIELDS; i++) free(idx->fields[i]);
+  free(idx->s3_endpoint);
+  free(idx->s3_region);
   free(idx->typed);
   free(idx->tshapes);
   free(idx->tshape_slots);

@@ -103,7 +103,13 @@ struct al_index {
   strtab exts; /* interned member extensions; id = position */
   index_entry_list rejected;
   char *fields[AL_N_FIELDS]; /* JSON field names the index was built with */
-  uint64_t *typed;           /* member index << AL_TYPED_SHAPE_BITS | shape id, ascending */
+  /* The storage of its s3:// shards when built (storage.c): s3_recorded 0 = none recorded (no
+   * s3:// shard, or an index written before it was); else the endpoint (NULL = AWS's regional
+   * one) and region (NULL = the default) malloc'd, and the addressing (AL_S3_ADDRESSING_*). */
+  int s3_recorded;
+  char *s3_endpoint, *s3_region;
+  int s3_addressing;
+  uint64_t *typed; /* member index << AL_TYPED_SHAPE_BITS | shape id, ascending */
   size_t n_typed, cap_typed;
   index_tshape *tshapes; /* interned; id = position */
   size_t n_tshapes, cap_tshapes;
@@ -129,6 +135,10 @@ int index_shard_content_fp_by(const al_index *idx, uint32_t shard, index_read_at
  * as huge-page-friendly blocks: loading then writes each array once, in order. Only a hint:
  * a failed allocation leaves the arrays to grow as usual. */
 void index_reserve(al_index *idx, size_t samples, size_t members, size_t key_bytes);
+
+/* Records the storage settings `used` to read the index's s3:// shards (storage.c). AL_OK or
+ * AL_ENOMEM. */
+int index_record_storage(al_index *idx, const al_storage_options *used);
 
 /* Records the content fingerprint of every shard with samples (end of a build). A shard that
  * cannot be read keeps 0 (the stream then checks its mtime). */

@@ -198,6 +198,9 @@ static uint64_t total_bytes(const al_index *idx) {
   return b;
 }
 
+/* AL_S3_ADDRESSING_* as the index file spells them. */
+static const char *const ADDRESSING_NAME[4] = {"default", "path", "virtual", "default"};
+
 int al_index_save(const al_index *idx, const char *path) {
   if (!idx || !path) return al_set_error(AL_EINVAL, "al_index_save: NULL argument");
   pbio_writer *w;
@@ -211,6 +214,11 @@ int al_index_save(const al_index *idx, const char *path) {
   h.samples_hint = idx->n_samples;
   h.members_hint = idx->n_members;
   h.key_bytes_hint = idx->keys_len;
+  if (idx->s3_recorded) { /* "" endpoint: AWS's; a non-empty addressing marks the record */
+    h.s3_endpoint = idx->s3_endpoint ? idx->s3_endpoint : "";
+    h.s3_region = idx->s3_region ? idx->s3_region : "";
+    h.s3_addressing = (char *)ADDRESSING_NAME[idx->s3_addressing & 3];
+  }
   rc = pbio_write_msg(w, AL_REC_INDEX_HEADER, &h.base);
   chunk_writer shards = {idx, CHUNK_SHARDS, sizeof(Adaptiveload__Shard), .fill = fill_shards};
   chunk_writer samples = {idx, CHUNK_SAMPLES, sizeof(Adaptiveload__Sample), .fill = fill_samples};
@@ -639,7 +647,17 @@ static void prefault_stop(prefault *pf) {
   pf->running = 0;
 }
 
-/* The IndexHeader: the field names, and the arrays reserved from its size hints. */
+/* The storage the header recorded (an index with s3:// shards), into the index. */
+static int load_storage(al_index *idx, const Adaptiveload__IndexHeader *h) {
+  if (!h->s3_addressing || !*h->s3_addressing) return AL_OK; /* none recorded */
+  al_storage_options s = {.s3_endpoint = *h->s3_endpoint ? h->s3_endpoint : NULL,
+                          .s3_region = *h->s3_region ? h->s3_region : NULL};
+  for (int k = 0; k < 3; k++)
+    if (!strcmp(h->s3_addressing, ADDRESSING_NAME[k])) s.s3_addressing = k;
+  return index_record_storage(idx, &s);
+}
+
+/* The IndexHeader: the field names, the storage, the arrays reserved from its size hints. */
 static int load_header(loader *L, pbio_reader *r) {
   ProtobufCMessage *msg = NULL; /* owned by the reader (arena) */
   int rc = pbio_read_msg(r, AL_REC_INDEX_HEADER, &adaptiveload__index_header__descriptor, &msg);
@@ -648,6 +666,7 @@ static int load_header(loader *L, pbio_reader *r) {
   const char *names[AL_N_FIELDS] = {NULL};
   for (size_t i = 0; i < h->n_field_names && i < AL_N_FIELDS; i++) names[i] = h->field_names[i];
   rc = index_set_fields(L->idx, names);
+  if (!rc) rc = load_storage(L->idx, h);
   /* One allocation per array instead of growing (a 10M-sample index: ~1 GB written once);
    * the hints are bounded by what the file could decode to (LZ4 expands at most 255x, and
    * a sample or member record takes at least 4 bytes), so a lying file cannot reserve more. */

@@ -76,6 +76,13 @@ int remote_client_open(const remote_opts *opts, remote_client **out, char *err, 
   c->o.backoff_base_s = or_default(o.backoff_base_s, 0.1);
   c->o.backoff_max_s = or_default(o.backoff_max_s, 5);
   c->o.list_max_keys = o.list_max_keys;
+  if (o.s3_addressing < 0 || o.s3_addressing > 2) {
+    snprintf(err, err_cap, "S3 addressing %d: not 0 (default), 1 (path) or 2 (virtual)",
+             o.s3_addressing);
+    remote_client_close(c);
+    return -1;
+  }
+  c->o.s3_addressing = o.s3_addressing;
   const char *region = o.s3_region ? o.s3_region : env_nonempty("AWS_REGION");
   if (region == NULL) region = "us-east-1";
   if (strlen(region) >= sizeof c->region || strpbrk(region, ":/ ") != NULL) {

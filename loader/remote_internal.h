@@ -9,7 +9,8 @@
  * does). An s3:// URL is sent to
  * REGION's AWS endpoint (https://BUCKET.s3.REGION.amazonaws.com/KEY), or, when an endpoint
  * is set (remote_opts.s3_endpoint, else the environment's AWS_ENDPOINT_URL), to
- * ENDPOINT/BUCKET/KEY (path-style addressing, what S3-compatible servers expect). Requests
+ * ENDPOINT/BUCKET/KEY (path-style addressing, what S3-compatible servers expect);
+ * remote_opts.s3_addressing chooses the other addressing at either. Requests
  * are signed with AWS Signature V4 (libcurl's CURLOPT_AWS_SIGV4, "aws:amz:REGION:s3") when
  * AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are set; AWS_SESSION_TOKEN adds the
  * x-amz-security-token header; AWS_REGION names the region (default us-east-1). Without
@@ -45,6 +46,9 @@
 
 enum { REMOTE_NOT_URL = 0, REMOTE_HTTP = 1, REMOTE_S3 = 2 };
 
+/* remote_opts.s3_addressing: the values of loader/al_index.h's AL_S3_ADDRESSING_*. */
+enum { REMOTE_ADDRESSING_DEFAULT = 0, REMOTE_ADDRESSING_PATH = 1, REMOTE_ADDRESSING_VIRTUAL = 2 };
+
 /* Zero (or NULL) means the default. */
 typedef struct remote_opts {
   double total_timeout_s;   /* an operation's whole time, retries included; default 60 */
@@ -55,6 +59,10 @@ typedef struct remote_opts {
   const char *s3_endpoint;  /* default $AWS_ENDPOINT_URL, else AWS's regional endpoint */
   const char *s3_region;    /* default $AWS_REGION, else us-east-1 */
   unsigned list_max_keys;   /* keys per ListObjectsV2 page; default the server's (1000) */
+  int s3_addressing;        /* REMOTE_ADDRESSING_*: 0 = path-style at a set
+                               endpoint, virtual-hosted at AWS; 1 path-style; 2 virtual-hosted
+                               (BUCKET.HOST; a bucket that is no host name label stays
+                               path-style) */
 } remote_opts;
 
 /* What one object (or the listing calls) sent and received. */

@@ -53,12 +53,23 @@ static int dns_bucket(const char *b) {
   return b[0] != '\0';
 }
 
+/* ENDPOINT with BUCKET. prefixed to its host: "http://h:9000/p" -> "http://BUCKET.h:9000/p/". */
+static int virtual_endpoint(char **out, const char *endpoint, const char *bucket,
+                            const char *query) {
+  const char *host = strstr(endpoint, "://") + 3;
+  return asprintf(out, "%.*s%s.%s/%s", (int)(host - endpoint), endpoint, bucket, host, query);
+}
+
 char *remote_s3_bucket_url(const remote_client *c, const char *bucket, const char *query) {
   char *out = NULL;
   int n;
-  if (c->endpoint != NULL) {
+  int virt = dns_bucket(bucket) && (c->endpoint ? c->o.s3_addressing == REMOTE_ADDRESSING_VIRTUAL
+                                                : c->o.s3_addressing != REMOTE_ADDRESSING_PATH);
+  if (c->endpoint != NULL && virt) {
+    n = virtual_endpoint(&out, c->endpoint, bucket, query);
+  } else if (c->endpoint != NULL) {
     n = asprintf(&out, "%s/%s%s", c->endpoint, bucket, query);
-  } else if (dns_bucket(bucket)) {
+  } else if (virt) {
     n = asprintf(&out, "https://%s.s3.%s.amazonaws.com/%s", bucket, c->region, query);
   } else {
     n = asprintf(&out, "https://s3.%s.amazonaws.com/%s%s", c->region, bucket, query);

@@ -11,6 +11,7 @@ size_t al_index_struct_size(int which) {
     case AL_INDEX_STRUCT_REJECTED_INFO: return sizeof(al_rejected_info);
     case AL_INDEX_STRUCT_STATS: return sizeof(al_index_stats);
     case AL_INDEX_STRUCT_SHARD_IO: return sizeof(al_shard_io);
+    case AL_INDEX_STRUCT_STORAGE: return sizeof(al_storage_options);
     default: return 0;
   }
 }

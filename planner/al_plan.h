@@ -198,7 +198,11 @@ typedef struct al_replan_options {
  * with the smallest micro-batch target m <= M_mem whose batches fit the steps. Where the mean
  * tokens per step would still move by more than AL_REPLAN_TOKEN_TOLERANCE (too few samples
  * left for W2 x K2 micro-batches a step, or too many batches even at M_mem) it refuses
- * (AL_ERANGE, saying what each figure is): pass step_tokens, or another micro_per_step.
+ * (AL_ERANGE, saying what each figure is): pass step_tokens, or another micro_per_step. Each
+ * step, too, holds between the fewest and the most real tokens of old's steps (so never above
+ * T where old's steps are not): micro-batches (sequence-parallel groups, aligned spans of
+ * ranks) are exchanged between steps until they do, or it refuses (AL_ERANGE naming the range
+ * and the first step outside it).
  * With step_tokens set, micro-batches aim at T2 / (W2 x K2) (M_comp scaled along) as in
  * al_plan_build; T2 / (W2 x K2) > M_mem is refused (AL_ERANGE).
  *

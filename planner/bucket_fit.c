@@ -1,4 +1,5 @@
 /* A bucket table fitted to a corpus's latent grids (bucket_fit_internal.h). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -184,6 +185,16 @@ static void ratio_name(uint32_t w, uint32_t h, char *out, size_t cap) {
   snprintf(out, cap, "%u:%u", rw, rh);
 }
 
+/* -1 portrait, 0 square, 1 landscape. */
+static int orientation(uint32_t w, uint32_t h) { return (w > h) - (w < h); }
+
+/* The orientation of an aspect group named "W:H". */
+static int group_orientation(const char *group) {
+  unsigned rw = 0, rh = 0;
+  if (sscanf(group, "%u:%u", &rw, &rh) != 2) return 0;
+  return orientation(rw, rh);
+}
+
 /* The text table of the picks, groups in the order first picked. */
 static int build_table(const fit_state *S, const fit_pick *p, size_t n, al_bucket_table **out) {
   size_t cap = 64 + (size_t)FIT_MAX_FRAMES * 8 + n * 48, k = 0;
@@ -239,7 +250,9 @@ static int try_pick(const fit_state *S, fit_pick *p, size_t n, size_t c, const c
 }
 
 /* One greedy round: the move (candidate c into its own ratio's group, or into a group already
- * picked) that keeps the most tokens, into p[n]; *found = 0 when none adds tokens. */
+ * picked of the same orientation: a portrait size never joins a landscape group, whose name
+ * would then lie about it) that keeps the most tokens, into p[n]; *found = 0 when none adds
+ * tokens. */
 static int fit_round(const fit_state *S, fit_pick *p, size_t n, const char *used, uint64_t *kept,
                      int *found) {
   fit_pick best = {0, ""};
@@ -253,7 +266,7 @@ static int fit_round(const fit_state *S, fit_pick *p, size_t n, const char *used
       const char *group = g == n ? own : p[g].group;
       int seen = 0; /* each distinct group once, in the order picked; its own ratio last */
       for (size_t j = 0; j < (g == n ? n : g) && !seen; j++) seen = !strcmp(p[j].group, group);
-      if (seen) continue;
+      if (seen || group_orientation(group) != orientation(S->cand[c].w, S->cand[c].h)) continue;
       uint64_t k;
       int rc = try_pick(S, p, n, c, group, &k);
       if (rc) return rc;

@@ -109,6 +109,14 @@ int plan_schedule(al_plan *p, uint64_t *items, size_t n, uint64_t stream);
  * every group of degree d gets d entries (sp_rank 0..d-1). Fills micro, slot and steps. */
 int plan_schedule_slots(al_plan *p, plan_rng *rng);
 
+/* Lays out step `step` of a scheduled plan again from its own W x K entries, as the schedule
+ * lays out a window of one step: its micro-batches dealt to ranks K each and levelled (the step
+ * model, schedule.c), or filled into K slots by cost (the micro model, sp_schedule.c; every
+ * entry of degree 1). The step keeps its micro-batches; ranks and rank orders come from rng.
+ * AL_OK or AL_ENOMEM. */
+int plan_relayout_bins(al_plan *p, uint32_t step, plan_rng *rng);
+int plan_relayout_slots(al_plan *p, uint32_t step, plan_rng *rng);
+
 /* plan.c: the sp-degrees checked (powers of two 1..1024 dividing world, distinct, at most
  * AL_PLAN_MAX_SP_DEGREES; AL_EINVAL / AL_ERANGE naming "sp-degrees") and taken into p (sorted;
  * {1} for none) with the sync model resolved (auto: micro when K > 1 or a degree above 1 is
@@ -151,6 +159,16 @@ int plan_split_micro(al_plan *p, size_t i);
  * descending, then bucket, then sequence. No globals, so plans may be built on several threads
  * at once. */
 int plan_cmp_micro_cost(const void *a, const void *b, void *ctx);
+
+/* step_range.c: a scheduled plan's steps held inside [lo, hi] real tokens each, by exchanging
+ * units (a micro-batch, or a sequence-parallel group's entries) of one degree between steps;
+ * padding never moves. Every rank keeps its K micro-batches, every micro-batch its samples, and
+ * the plan its total and step count; the steps changed are laid out again as the schedule lays
+ * out a step (with the plan's seed, epoch and `stream`). On return out_of_range counts the
+ * steps still outside (first_out: the first of them, UINT32_MAX for none). AL_OK or
+ * AL_ENOMEM. */
+int plan_keep_step_range(al_plan *p, uint64_t lo, uint64_t hi, uint64_t stream,
+                         uint32_t *out_of_range, uint32_t *first_out);
 
 /* AL_LIMIT_* as the manifest names it, and back (an unknown name is AL_LIMIT_MEMORY). */
 const char *plan_limit_name(int limited_by);

@@ -8,13 +8,28 @@
 #include "planner/plan_internal.h"
 
 /* What the re-plan keeps of the old plan's steps: from at_step on, `steps` steps holding
- * `tokens` real tokens; the old micro-batch target and M_comp the batch sizes came from. */
+ * `tokens` real tokens; the range of real tokens per step over all its steps; the old
+ * micro-batch target and M_comp the batch sizes came from. */
 typedef struct replan_ref {
   uint32_t steps;
   uint64_t tokens;
+  uint64_t lo, hi;       /* the fewest and the most real tokens one old step holds */
   uint64_t micro_tokens; /* old m (calibrated), the scale's 1 */
   double comp_ms;
 } replan_ref;
+
+/* The old plan's range of real tokens per step, over every step it holds (from the step totals
+ * that loading checked against the steps). */
+static void old_step_range(const al_manifest *old, const al_manifest_info *oi, replan_ref *ref) {
+  ref->lo = UINT64_MAX, ref->hi = 0;
+  for (uint32_t s = oi->first_step; s - oi->first_step < oi->steps; s++) {
+    al_step_info st;
+    if (al_manifest_step(old, s, &st)) continue;
+    if (st.tokens < ref->lo) ref->lo = st.tokens;
+    if (st.tokens > ref->hi) ref->hi = st.tokens;
+  }
+  if (ref->lo > ref->hi) ref->lo = 0, ref->hi = UINT64_MAX;
+}
 
 /* The old plan's T: its recorded step_tokens, else K W M_mem (saturated: the manifest's
  * numbers are not the planner's own, a crafted one can hold any). */
@@ -237,6 +252,32 @@ static int check_step_tokens(const al_plan *p, const replan_ref *ref, const char
                       p->steps, now, 100 * (now / was - 1), 100 * AL_REPLAN_TOKEN_TOLERANCE);
 }
 
+/* Keeping the global batch: every step inside the old plan's range of tokens per step. The
+ * schedule groups micro-batches by cost; where that puts too many long one-sample batches (or
+ * too many small ones) into one step, units are exchanged between steps (step_range.c). */
+static int keep_step_range(al_plan *p, const replan_ref *ref, const char *name, uint32_t at_step) {
+  uint32_t out = 0, first = 0;
+  /* The layout's own random stream: ~(at_step << 32 | world) is no schedule's stream (a world
+   * is at most 2^20). */
+  uint64_t stream = ~(((uint64_t)at_step << 32) | p->world);
+  int rc = plan_keep_step_range(p, ref->lo, ref->hi, stream, &out, &first);
+  if (rc || !out) return rc;
+  uint64_t t = 0;
+  uint32_t W = p->world, K = p->micro_per_step;
+  for (size_t x = (size_t)first * W * K; x < (size_t)(first + 1) * W * K; x++) {
+    const plan_micro *m = &p->micro[x];
+    if (!m->padded && !m->sp_rank) t += (uint64_t)m->n * p->buckets[m->bucket].tokens;
+  }
+  return al_set_error(AL_ERANGE,
+                      "%s: its steps hold %llu..%llu tokens each; at world %u with %u "
+                      "micro-batches per rank per step, %u of the re-planned steps stay outside "
+                      "that range whatever micro-batches the steps exchange (the first, step %u, "
+                      "holds %llu): give step_tokens (--step-tokens T) to plan another global "
+                      "batch, or another micro_per_step (--micro-per-step)",
+                      name, (unsigned long long)ref->lo, (unsigned long long)ref->hi, W, K, out,
+                      at_step + first, (unsigned long long)t);
+}
+
 /* Schedules the count samples of bucket_of with the re-plan's own random stream: a re-plan for
  * (at_step, world) must not replay the first plan's shuffle, and must be reproducible. */
 static int schedule_samples(al_plan *p, const uint32_t *bucket_of, size_t count, uint32_t at_step,
@@ -285,18 +326,26 @@ static int replan_steps(al_plan *p, const al_manifest *old, const al_manifest_in
     take_statuses(p, old);
     rc = take_samples(p, old, oi, at_step, name, bucket_of, &count);
   }
-  replan_ref ref = {oi->first_step + oi->steps - at_step, 0, p->micro_tokens, p->comp_ms};
+  replan_ref ref = {oi->first_step + oi->steps - at_step, 0, 0, 0, p->micro_tokens, p->comp_ms};
   for (size_t i = 0; i < p->n_buckets; i++)
     ref.tokens += p->buckets[i].samples * p->buckets[i].tokens;
+  old_step_range(old, oi, &ref);
   if (!rc && o->step_tokens)
     size_for_new_step(p, &ref, oi);
   else if (!rc)
     size_keeping_steps(p, &ref);
   if (!rc) rc = schedule_samples(p, bucket_of, count, at_step, o->world);
   free(bucket_of);
-  if (rc) return rc;
+  if (rc || o->step_tokens) {
+    if (!rc) plan_stats(p);
+    return rc;
+  }
+  /* The mean first (what the step count and batch sizes decide), then each step's range. */
   plan_stats(p);
-  return o->step_tokens ? AL_OK : check_step_tokens(p, &ref, name, at_step);
+  rc = check_step_tokens(p, &ref, name, at_step);
+  if (!rc) rc = keep_step_range(p, &ref, name, at_step);
+  if (!rc) plan_stats(p);
+  return rc;
 }
 
 int al_plan_replan_opts(al_plan **out, const al_manifest *old, uint32_t at_step,

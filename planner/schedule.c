@@ -414,6 +414,24 @@ static int deal_adaptive(al_plan *p, plan_rng *rng) {
   return AL_OK;
 }
 
+int plan_relayout_bins(al_plan *p, uint32_t step, plan_rng *rng) {
+  uint32_t W = p->world, K = p->micro_per_step;
+  size_t per = (size_t)W * K, n_out = 0, n_slot = 0;
+  plan_micro *out = malloc(per * sizeof *out);
+  uint64_t *slot = malloc(((size_t)W + 1) * sizeof *slot);
+  packer k;
+  int rc = packer_init(&k, W, K);
+  if (!rc && (!out || !slot)) rc = al_set_error(AL_ENOMEM, "plan: out of memory");
+  if (!rc)
+    rc = pack_window(p, &k, rng, (size_t)step * per, (size_t)(step + 1) * per, out, &n_out, slot,
+                     &n_slot);
+  if (!rc) memcpy(p->micro + (size_t)step * per, out, per * sizeof *out);
+  packer_free(&k);
+  free(out);
+  free(slot);
+  return rc;
+}
+
 int plan_schedule(al_plan *p, uint64_t *items, size_t n, uint64_t stream) {
   uint64_t per = (uint64_t)p->world * p->micro_per_step;
   if (per > AL_PLAN_MAX_STEP_MICRO)

@@ -355,6 +355,20 @@ static int pack_window(slotter *s, plan_rng *rng, size_t i0, size_t i1, size_t s
   return AL_OK;
 }
 
+int plan_relayout_slots(al_plan *p, uint32_t step, plan_rng *rng) {
+  uint32_t W = p->world, K = p->micro_per_step;
+  size_t per = (size_t)W * K, got = 0;
+  plan_micro *out = malloc(per * sizeof *out);
+  slotter s;
+  int rc = slotter_init(&s, p, per, K);
+  if (!rc && !out) rc = al_set_error(AL_ENOMEM, "plan: out of memory");
+  if (!rc) rc = pack_window(&s, rng, (size_t)step * per, (size_t)(step + 1) * per, 0, out, &got);
+  if (!rc) memcpy(p->micro + (size_t)step * per, out, per * sizeof *out);
+  slotter_free(&s);
+  free(out);
+  return rc;
+}
+
 int plan_schedule_slots(al_plan *p, plan_rng *rng) {
   uint32_t W = p->world, K = p->micro_per_step;
   uint64_t per = (uint64_t)W * K;

@@ -231,6 +231,14 @@ typedef struct al_stream_options {
    * naming the URL; 0 = ADAPTIVELOAD_REMOTE_TIMEOUT_S when set, else 60. Else in
    * [0.1, 86400] (AL_EINVAL). A member read must fit in it at the slowest bandwidth. */
   double remote_timeout_s;
+  /* Added at the end: s3:// shards: the endpoint, region and addressing (loader/al_index.h,
+   * al_storage_options). NULL / 0 = the environment's (AWS_ENDPOINT_URL, AWS_REGION), else what
+   * the index recorded when it was built, else AWS's regional endpoint in us-east-1 (virtual-
+   * hosted); an s3_addressing other than 0, 1, 2 is AL_EINVAL. A failed request's message then
+   * names the endpoint used and, when the index was built with another, that one. */
+  const char *s3_endpoint;
+  const char *s3_region;
+  int s3_addressing;
 } al_stream_options;
 
 /* Token shards (sp_shard 1). A micro-batch of a group of degree d is the packed sequence of

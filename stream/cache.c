@@ -15,12 +15,17 @@
 #include <unistd.h>
 
 #include "common/al_status.h"
+#include "common/atomic_file_internal.h"
 
 #define ENTRY_PREFIX "e-"
 #define TMP_PREFIX "t-"
+#define LOCK_NAME "locks"
+/* Names a thread tries for its temporary file before it gives up (cache_internal.h). */
+#define TMP_ATTEMPTS 64
 
 struct stream_cache {
-  char *dir;
+  char *dir; /* for messages */
+  int dfd;   /* the folder: every name in it is opened relative to this, never through a link */
   uint64_t limit;
 };
 
@@ -28,14 +33,19 @@ int stream_cache_open(stream_cache **out, const char *dir, uint64_t limit_bytes)
   *out = NULL;
   if (mkdir(dir, 0777) != 0 && errno != EEXIST)
     return al_set_error(AL_EIO, "cache folder %s: mkdir: %s", dir, strerror(errno));
-  struct stat sb;
-  if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
-    return al_set_error(AL_EIO, "cache folder %s: not a folder", dir);
+  int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) {
+    int e = errno;
+    return al_set_error(AL_EIO, "cache folder %s: %s", dir,
+                        e == ENOTDIR ? "not a folder" : strerror(e));
+  }
   stream_cache *c = calloc(1, sizeof *c);
   if (!c || !(c->dir = strdup(dir))) {
     free(c);
+    close(dfd);
     return al_set_error(AL_ENOMEM, "cache folder %s", dir);
   }
+  c->dfd = dfd;
   c->limit = limit_bytes;
   *out = c;
   return AL_OK;
@@ -43,16 +53,49 @@ int stream_cache_open(stream_cache **out, const char *dir, uint64_t limit_bytes)
 
 void stream_cache_close(stream_cache *c) {
   if (!c) return;
+  close(c->dfd);
   free(c->dir);
   free(c);
 }
 
+/* The refusal of a name of the folder that is not a regular file, or is one with other names. */
+static int refuse(const stream_cache *c, const char *name, const struct stat *sb) {
+  if (S_ISREG(sb->st_mode))
+    return al_set_error(AL_EINVAL,
+                        "cache folder: %s/%s has %ju hard links (a file with a name outside the "
+                        "folder, maybe): refusing to write it (remove it)",
+                        c->dir, name, (uintmax_t)sb->st_nlink);
+  return al_set_error(AL_EINVAL,
+                      "cache folder: %s/%s is %s, not a regular file: refusing to use it (remove "
+                      "it)",
+                      c->dir, name, afile_kind_name(sb->st_mode));
+}
+
 int stream_cache_lock_fd(const stream_cache *c, int *fd) {
-  char p[4096];
-  snprintf(p, sizeof p, "%s/locks", c->dir);
-  *fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
-  if (*fd < 0) return al_set_error(AL_EIO, "cache folder: %s: %s", p, strerror(errno));
-  return AL_OK;
+  /* O_NOFOLLOW: a link at the name fails (ELOOP) instead of opening, or creating, its target;
+   * O_NONBLOCK: a FIFO there does not block the open. */
+  *fd = openat(c->dfd, LOCK_NAME, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC,
+               0666);
+  if (*fd < 0) {
+    int e = errno;
+    struct stat sb;
+    if (e == ELOOP && fstatat(c->dfd, LOCK_NAME, &sb, AT_SYMLINK_NOFOLLOW) == 0)
+      return refuse(c, LOCK_NAME, &sb);
+    return al_set_error(AL_EIO, "cache folder: %s/" LOCK_NAME ": %s", c->dir, strerror(e));
+  }
+  struct stat sb;
+  int rc = AL_OK;
+  if (fstat(*fd, &sb) != 0)
+    rc = al_set_error(AL_EIO, "cache folder: %s/" LOCK_NAME ": %s", c->dir, strerror(errno));
+  else if (!S_ISREG(sb.st_mode) || sb.st_nlink > 1)
+    rc = refuse(c, LOCK_NAME, &sb);
+  int fl = rc == AL_OK ? fcntl(*fd, F_GETFL) : -1;
+  if (fl >= 0) (void)fcntl(*fd, F_SETFL, fl & ~O_NONBLOCK);
+  if (rc != AL_OK) {
+    close(*fd);
+    *fd = -1;
+  }
+  return rc;
 }
 
 /* An OFD lock on one byte of the lock file: exclusive, waiting (lock 1) or released (0). */
@@ -84,10 +127,9 @@ static uint64_t entry_hash(const char *url, const char *etag, uint64_t size, uin
   return fnv(h, &len, sizeof len);
 }
 
-/* An entry's file name (ENTRY_PREFIX and its hash) and path in the folder. */
-static void entry_name(const stream_cache *c, uint64_t h, char name[64], char *path, size_t cap) {
+/* An entry's file name in the folder: ENTRY_PREFIX and its hash. */
+static void entry_name(uint64_t h, char name[64]) {
   snprintf(name, 64, ENTRY_PREFIX "%016" PRIx64, h);
-  snprintf(path, cap, "%s/%s", c->dir, name);
 }
 
 /* An entry's byte of the lock file: byte 0 is the folder's lock, entries lock 1 .. 2^40. */
@@ -112,13 +154,33 @@ static void set_key(int fd, time_t key) {
   futimens(fd, t);
 }
 
+/* The entry `name` opened read-only when it is a regular file of exactly `len` bytes and no
+ * other name (hard link): its descriptor (*sb its stat), else -1. A symbolic link at the name is
+ * never followed (O_NOFOLLOW), a FIFO never blocks the open (O_NONBLOCK, cleared once the file is
+ * known to be regular), and a link, FIFO, device, folder or a file with another name elsewhere
+ * counts as absent: the store that follows renames a regular file over it (a folder makes that
+ * rename fail, naming it). */
+static int entry_open(const stream_cache *c, const char *name, uint64_t len, struct stat *sb) {
+  int fd = openat(c->dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  if (fstat(fd, sb) != 0 || !S_ISREG(sb->st_mode) || sb->st_nlink > 1 ||
+      (uint64_t)sb->st_size != len) {
+    close(fd);
+    return -1;
+  }
+  int fl = fcntl(fd, F_GETFL);
+  if (fl >= 0) (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+  return fd;
+}
+
 /* Reads the whole entry (exactly len bytes) into dst: 1, 0 when absent or of another size. Its
  * key becomes `key` (0: unchanged). */
-static int entry_load(const char *path, uint64_t len, void *dst, time_t key) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
+static int entry_load(const stream_cache *c, const char *name, uint64_t len, void *dst,
+                      time_t key) {
   struct stat sb;
-  int ok = fstat(fd, &sb) == 0 && (uint64_t)sb.st_size == len;
+  int fd = entry_open(c, name, len, &sb);
+  if (fd < 0) return 0;
+  int ok = 1;
   uint64_t got = 0;
   while (ok && got < len) {
     ssize_t n = pread(fd, (char *)dst + got, (size_t)(len - got), (off_t)got);
@@ -135,46 +197,68 @@ static int entry_load(const char *path, uint64_t len, void *dst, time_t key) {
 
 /* Whether the entry is stored whole (its size is len); if so its key becomes `key` unless the
  * entry already says it is needed sooner (a higher key), without reading it. */
-static int entry_touch(const char *path, uint64_t len, time_t key) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
+static int entry_touch(const stream_cache *c, const char *name, uint64_t len, time_t key) {
   struct stat sb;
-  int ok = fstat(fd, &sb) == 0 && (uint64_t)sb.st_size == len;
-  if (ok && sb.st_mtim.tv_sec < key) set_key(fd, key);
+  int fd = entry_open(c, name, len, &sb);
+  if (fd < 0) return 0;
+  if (sb.st_mtim.tv_sec < key) set_key(fd, key);
   close(fd);
-  return ok;
+  return 1;
 }
 
-/* This thread's temporary file name in the folder (the pid first: evict() removes those of
- * dead processes). */
-static void tmp_name(const stream_cache *c, char *tmp, size_t cap) {
-  snprintf(tmp, cap, "%s/" TMP_PREFIX "%ld-%ld", c->dir, (long)getpid(), (long)syscall(SYS_gettid));
+/* Creates this thread's temporary file in the folder: TMP_PREFIX, pid, thread id, attempt
+ * (the pid first: evict() removes those of dead processes). O_CREAT|O_EXCL|O_NOFOLLOW: a name
+ * that exists, whatever it is (a link, a stale file, a namesake thread of another pid
+ * namespace writing), is left alone and the next attempt's name tried. *fd and tmp, else an
+ * error naming the last name tried. */
+static int tmp_create(const stream_cache *c, int flags, char tmp[80], int *fd) {
+  int e = 0;
+  for (int attempt = 0; attempt < TMP_ATTEMPTS; attempt++) {
+    snprintf(tmp, 80, TMP_PREFIX "%ld-%ld-%d", (long)getpid(), (long)syscall(SYS_gettid), attempt);
+    *fd = openat(c->dfd, tmp, flags | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    if (*fd >= 0) return AL_OK;
+    e = errno;
+    if (e != EEXIST) break;
+  }
+  return al_set_error(AL_EIO, "cache folder: temporary file %s/%s: %s%s", c->dir, tmp, strerror(e),
+                      e == EEXIST ? " (and every other name this thread may use)" : "");
 }
 
-static int entry_store(const stream_cache *c, const char *path, const void *src, uint64_t len,
+/* Renames temporary `tmp` over entry `name`: a link, FIFO or file there is replaced, never
+ * written through; a folder there fails, naming it. */
+static int tmp_commit(const stream_cache *c, const char *tmp, const char *name) {
+  if (renameat(c->dfd, tmp, c->dfd, name) == 0) return AL_OK;
+  int e = errno;
+  struct stat sb;
+  if (fstatat(c->dfd, name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(sb.st_mode))
+    return refuse(c, name, &sb);
+  return al_set_error(AL_EIO, "cache folder: rename %s/%s to %s: %s", c->dir, tmp, name,
+                      strerror(e));
+}
+
+static int entry_store(const stream_cache *c, const char *name, const void *src, uint64_t len,
                        time_t key) {
-  char tmp[4200];
-  tmp_name(c, tmp, sizeof tmp);
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-  if (fd < 0) return al_set_error(AL_EIO, "cache: %s: %s", tmp, strerror(errno));
+  char tmp[80];
+  int fd;
+  int rc = tmp_create(c, O_WRONLY, tmp, &fd);
+  if (rc != AL_OK) return rc;
   uint64_t put = 0;
-  int rc = AL_OK;
   while (put < len) {
     ssize_t n = write(fd, (const char *)src + put, (size_t)(len - put));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      rc = al_set_error(AL_EIO, "cache: write %s: %s", tmp, strerror(errno));
+      rc = al_set_error(AL_EIO, "cache folder: write %s/%s: %s", c->dir, tmp,
+                        n < 0 ? strerror(errno) : "wrote nothing");
       break;
     }
     put += (uint64_t)n;
   }
-  if (rc == AL_OK) set_key(fd, key);
+  if (rc == AL_OK) set_key(fd, key); /* our own new file */
   if (rc == AL_OK && fsync(fd) != 0)
-    rc = al_set_error(AL_EIO, "cache: fsync %s: %s", tmp, strerror(errno));
+    rc = al_set_error(AL_EIO, "cache folder: fsync %s/%s: %s", c->dir, tmp, strerror(errno));
   close(fd);
-  if (rc == AL_OK && rename(tmp, path) != 0)
-    rc = al_set_error(AL_EIO, "cache: rename %s: %s", tmp, strerror(errno));
-  if (rc != AL_OK) unlink(tmp);
+  if (rc == AL_OK) rc = tmp_commit(c, tmp, name);
+  if (rc != AL_OK) unlinkat(c->dfd, tmp, 0);
   return rc;
 }
 
@@ -211,9 +295,15 @@ static void tally_write(int fd, uint64_t total) {
 }
 
 /* Sums the folder's entries into *es / *n (and *total, temporary files of live processes
- * included); removes temporary files of dead processes. */
+ * included); removes temporary files of dead processes and symbolic links at entry and
+ * temporary names (the cache makes none; removing one never touches its target). Other
+ * files that are not regular are left out. */
 static void scan(const stream_cache *c, entry_stat **es_out, size_t *n_out, uint64_t *total) {
-  DIR *d = opendir(c->dir);
+  /* The folder opened at stream_cache_open, through a descriptor of its own (readdir moves the
+   * offset of the one it reads). */
+  int dfd = openat(c->dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+  if (!d && dfd >= 0) close(dfd);
   entry_stat *es = NULL;
   size_t n = 0, cap = 0;
   *total = 0;
@@ -222,7 +312,12 @@ static void scan(const stream_cache *c, entry_stat **es_out, size_t *n_out, uint
     int is_tmp = !strncmp(de->d_name, TMP_PREFIX, 2);
     if (strncmp(de->d_name, ENTRY_PREFIX, 2) && !is_tmp) continue;
     struct stat sb;
-    if (fstatat(dirfd(d), de->d_name, &sb, 0) != 0) continue;
+    if (fstatat(dirfd(d), de->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    if (S_ISLNK(sb.st_mode)) {
+      unlinkat(dirfd(d), de->d_name, 0);
+      continue;
+    }
+    if (!S_ISREG(sb.st_mode)) continue;
     if (is_tmp) {
       long pid = strtol(de->d_name + 2, NULL, 10);
       if (pid > 0 && kill((pid_t)pid, 0) != 0 && errno == ESRCH)
@@ -271,9 +366,7 @@ static int evict(const stream_cache *c, int lock_fd, const char *keep, uint64_t 
     qsort(es, n, sizeof *es, older);
     for (size_t i = 0; i < n && total > low; i++) {
       if (keep && !strcmp(es[i].name, keep)) continue;
-      char p[4200];
-      snprintf(p, sizeof p, "%s/%s", c->dir, es[i].name);
-      if (unlink(p) == 0) {
+      if (unlinkat(c->dfd, es[i].name, 0) == 0) {
         total -= es[i].bytes;
         *evicted += es[i].bytes;
       }
@@ -291,22 +384,22 @@ int stream_cache_get(const stream_cache *c, int lock_fd, const char *url, const 
   time_t key = consume ? consumed_key(step) : unread_key(step);
   *hit = 0;
   uint64_t h = entry_hash(url, etag, size, off, len);
-  char name[64], path[4200];
-  entry_name(c, h, name, path, sizeof path);
-  if (entry_load(path, len, dst, key)) {
+  char name[64];
+  entry_name(h, name);
+  if (entry_load(c, name, len, dst, key)) {
     *hit = 1;
     return AL_OK;
   }
   uint64_t at = entry_lock_at(h);
   int rc = lock_byte(lock_fd, at, 1);
   if (rc != AL_OK) return rc;
-  if (entry_load(path, len, dst, key)) { /* another fetcher stored it while we waited */
+  if (entry_load(c, name, len, dst, key)) { /* another fetcher stored it while we waited */
     *hit = 1;
     return lock_byte(lock_fd, at, 0);
   }
   rc = fetch(ctx, off, len, dst);
   /* An entry larger than the whole cache is delivered but not kept. */
-  if (rc == AL_OK && len <= c->limit) rc = entry_store(c, path, dst, len, key);
+  if (rc == AL_OK && len <= c->limit) rc = entry_store(c, name, dst, len, key);
   int urc = lock_byte(lock_fd, at, 0);
   if (rc == AL_OK && len <= c->limit) rc = evict(c, lock_fd, name, len, evicted);
   return rc != AL_OK ? rc : urc;
@@ -324,15 +417,14 @@ int stream_cache_warm_run(const stream_cache *c, int lock_fd, const char *url, c
   if (n == 0 || n > STREAM_CACHE_MAX_RUN)
     return n ? al_set_error(AL_EINVAL, "cache: a run of %zu ranges", n) : AL_OK;
   time_t key = unread_key(step);
-  char path[STREAM_CACHE_MAX_RUN][4200];
+  char name[STREAM_CACHE_MAX_RUN][64];
   uint64_t at[STREAM_CACHE_MAX_RUN];
   int missing[STREAM_CACHE_MAX_RUN];
   size_t n_missing = 0, n_at = 0;
   for (size_t i = 0; i < n; i++) {
     uint64_t h = entry_hash(url, etag, size, spans[i].off, spans[i].len);
-    char name[64];
-    entry_name(c, h, name, path[i], sizeof path[i]);
-    missing[i] = spans[i].len <= c->limit && !entry_touch(path[i], spans[i].len, key);
+    entry_name(h, name[i]);
+    missing[i] = spans[i].len <= c->limit && !entry_touch(c, name[i], spans[i].len, key);
     if (missing[i]) at[n_at++] = entry_lock_at(h);
     n_missing += (size_t)missing[i];
   }
@@ -349,7 +441,7 @@ int stream_cache_warm_run(const stream_cache *c, int lock_fd, const char *url, c
     }
   size_t lo = SIZE_MAX, hi = 0;
   for (size_t i = 0; rc == AL_OK && i < n; i++) {
-    if (missing[i] && entry_touch(path[i], spans[i].len, key))
+    if (missing[i] && entry_touch(c, name[i], spans[i].len, key))
       missing[i] = 0; /* stored meanwhile */
     if (!missing[i]) continue;
     if (lo == SIZE_MAX) lo = i;
@@ -366,7 +458,7 @@ int stream_cache_warm_run(const stream_cache *c, int lock_fd, const char *url, c
     if (rc == AL_OK) counted(ctx, n_fetched);
     for (size_t i = lo; rc == AL_OK && i <= hi; i++) {
       if (!missing[i]) continue;
-      rc = entry_store(c, path[i], buf + (spans[i].off - from), spans[i].len, key);
+      rc = entry_store(c, name[i], buf + (spans[i].off - from), spans[i].len, key);
       if (rc == AL_OK) stored += spans[i].len;
     }
     free(buf);
@@ -382,15 +474,12 @@ int stream_cache_warm_run(const stream_cache *c, int lock_fd, const char *url, c
 
 uint64_t stream_cache_limit(const stream_cache *c) { return c->limit; }
 
-/* The entry file at `path` when it holds exactly `size` bytes: its descriptor, else -1. */
-static int object_open(const char *path, uint64_t size) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+/* The entry file `name` when it holds exactly `size` bytes (entry_open): its descriptor, else
+ * -1. */
+static int object_open(const stream_cache *c, const char *name, uint64_t size) {
   struct stat sb;
-  if (fd >= 0 && (fstat(fd, &sb) != 0 || (uint64_t)sb.st_size != size)) {
-    close(fd);
-    fd = -1;
-  }
-  if (fd >= 0) futimens(fd, NULL); /* in use: the last to go */
+  int fd = entry_open(c, name, size, &sb);
+  if (fd >= 0) futimens(fd, NULL); /* in use: the last to go (the file itself, never a link) */
   return fd;
 }
 
@@ -400,31 +489,33 @@ int stream_cache_get_object(const stream_cache *c, int lock_fd, const char *url,
   *hit = 0;
   /* Offset UINT64_MAX: no range of the object has that key. */
   uint64_t h = entry_hash(url, etag, size, UINT64_MAX, size);
-  char name[64], path[4200], tmp[4200];
-  entry_name(c, h, name, path, sizeof path);
-  if ((*fd = object_open(path, size)) >= 0) {
+  char name[64], tmp[80];
+  entry_name(h, name);
+  if ((*fd = object_open(c, name, size)) >= 0) {
     *hit = 1;
     return AL_OK;
   }
   uint64_t at = entry_lock_at(h);
   int rc = lock_byte(lock_fd, at, 1);
   if (rc != AL_OK) return rc;
-  if ((*fd = object_open(path, size)) >= 0) { /* another process stored it while we waited */
+  if ((*fd = object_open(c, name, size)) >= 0) { /* another process stored it while we waited */
     *hit = 1;
     return lock_byte(lock_fd, at, 0);
   }
-  tmp_name(c, tmp, sizeof tmp);
-  int w = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-  if (w < 0) rc = al_set_error(AL_EIO, "cache: %s: %s", tmp, strerror(errno));
-  if (rc == AL_OK) rc = fill(ctx, w, tmp);
-  if (rc == AL_OK && fsync(w) != 0)
-    rc = al_set_error(AL_EIO, "cache: fsync %s: %s", tmp, strerror(errno));
-  if (rc == AL_OK && rename(tmp, path) != 0)
-    rc = al_set_error(AL_EIO, "cache: rename %s: %s", tmp, strerror(errno));
-  if (rc != AL_OK) {
-    if (w >= 0) close(w);
-    unlink(tmp);
-    w = -1;
+  int w = -1;
+  rc = tmp_create(c, O_RDWR, tmp, &w);
+  if (rc == AL_OK) {
+    char shown[4200]; /* the temporary file's path, for fill's messages */
+    snprintf(shown, sizeof shown, "%s/%s", c->dir, tmp);
+    rc = fill(ctx, w, shown);
+    if (rc == AL_OK && fsync(w) != 0)
+      rc = al_set_error(AL_EIO, "cache folder: fsync %s/%s: %s", c->dir, tmp, strerror(errno));
+    if (rc == AL_OK) rc = tmp_commit(c, tmp, name);
+    if (rc != AL_OK) {
+      close(w);
+      unlinkat(c->dfd, tmp, 0);
+      w = -1;
+    }
   }
   int urc = lock_byte(lock_fd, at, 0);
   if (rc == AL_OK) rc = evict(c, lock_fd, name, size, evicted);

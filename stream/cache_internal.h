@@ -29,6 +29,20 @@
  *   first, so the entries of the step being read stay while older reads can go. Keys of read
  *   entries and unread ones stay below 2^31 (any file system's time range); a whole object
  *   (stream_cache_get_object) in use has the current time, the highest key.
+ *   Nothing outside the folder is written or touched, whatever was planted in it (another user
+ *   sharing the folder, a hostile setup): the folder is opened once, by stream_cache_open (its
+ *   own path is the caller's and may be a link), and every name in it is opened relative to
+ *   that descriptor with O_NOFOLLOW, so a link at a name is never followed and a later swap of
+ *   the folder's path does not move the cache. Temporary files are created O_CREAT|O_EXCL with
+ *   names "t-PID-TID-N": a name that exists (a link, a leftover, a namesake thread of another
+ *   pid namespace) is left alone and N + 1 tried, up to 64 names, then the store fails naming
+ *   the last one. Entries are made by rename, which replaces whatever is at the name rather
+ *   than writing through it. An entry that is a link, a FIFO or device, or a regular file with
+ *   other names (a hard link) reads as absent and the next store replaces it; a folder there
+ *   fails the store, naming it. "locks" that is a link, not a regular file, or has other names
+ *   is refused, naming it (remove it). Keys are set through the descriptor of the file itself
+ *   (futimens), never through a name. The eviction scan reads the folder through its
+ *   descriptor, never follows a link, and removes links at entry and temporary names.
  * Thread safety: a stream_cache is read-only after stream_cache_open; each thread passes its
  * own lock descriptor (stream_cache_lock_fd).
  */
@@ -44,11 +58,12 @@ extern "C" {
 
 typedef struct stream_cache stream_cache;
 
-/* Creates the folder when missing. */
+/* Creates the folder when missing and opens it (the descriptor every name is opened from). */
 int stream_cache_open(stream_cache **out, const char *dir, uint64_t limit_bytes);
 void stream_cache_close(stream_cache *c);
 
-/* A descriptor of the folder's lock file for one thread (close it when done). */
+/* A descriptor of the folder's lock file for one thread (close it when done); AL_EINVAL naming
+ * it when "locks" is a link, not a regular file or a file with other names. */
 int stream_cache_lock_fd(const stream_cache *c, int *fd);
 
 /* Fetches [off, off + len) of the object (url, etag, size) into dst, calling fetch only when

@@ -850,6 +850,10 @@ static int check_options(const al_stream_options *o) {
     return al_set_error(AL_EINVAL, "align must be a power of two >= 8, got %zu", align);
   if (o->sp_shard != 0 && o->sp_shard != 1)
     return al_set_error(AL_EINVAL, "sp_shard must be 0 or 1, got %d", o->sp_shard);
+  if (o->s3_addressing < 0 || o->s3_addressing > 2)
+    return al_set_error(AL_EINVAL,
+                        "s3_addressing must be 0 (default), 1 (path) or 2 (virtual), got %d",
+                        o->s3_addressing);
   if (o->remote_timeout_s != 0 && !(o->remote_timeout_s >= 0.1 && o->remote_timeout_s <= 86400))
     return al_set_error(AL_EINVAL, "remote_timeout_s must be in [0.1, 86400] (0 = default), got %g",
                         o->remote_timeout_s);
@@ -988,6 +992,21 @@ static int start_prefetch(al_stream *s, const al_stream_options *o) {
   return stream_prefetch_start(&s->prefetch, &a);
 }
 
+/* The storage settings of shards at URLs: the options, else the environment, else what the
+ * index recorded (al_storage_resolve), with the note naming a mismatch for error messages. */
+static int set_storage(al_stream *s, const al_stream_options *o) {
+  al_storage_options given = {.s3_endpoint = o->s3_endpoint,
+                              .s3_region = o->s3_region,
+                              .s3_addressing = o->s3_addressing,
+                              .remote_timeout_s = o->remote_timeout_s},
+                     used;
+  al_storage_origin from;
+  char note[1024];
+  al_storage_resolve(&given, s->src.index, &used, &from);
+  al_storage_mismatch(&used, &from, s->src.index, note, sizeof note);
+  return stream_shard_table_set_storage(s->shards, &used, note);
+}
+
 int stream_open_source(al_stream **out, const stream_source *src, stream_rank_plan *plan,
                        const al_stream_options *opts) {
   al_stream_options o;
@@ -1023,7 +1042,7 @@ int stream_open_source(al_stream **out, const stream_source *src, stream_rank_pl
   if (rc == AL_OK) rc = open_pool(s, &o);
   if (rc == AL_OK) rc = stream_shard_table_new(&s->shards, &s->src);
   if (rc == AL_OK) rc = stream_shard_table_set_cache(s->shards, o.cache_dir, o.cache_bytes);
-  if (rc == AL_OK) stream_shard_table_set_timeout(s->shards, o.remote_timeout_s);
+  if (rc == AL_OK) rc = set_storage(s, &o);
   /* The prefetcher first: the readers publish their progress into its `begun`. */
   if (rc == AL_OK) rc = start_prefetch(s, &o);
   if (rc == AL_OK) rc = start_readers(s, &o);

@@ -117,6 +117,8 @@ typedef struct stream_source {
    * AL_ENOTFOUND when the source has no fingerprint for it (then size and mtime are
    * checked), an error naming the shard otherwise. Called once per shard, by one thread. */
   int (*verify)(void *ctx, uint32_t id, int fd);
+  /* The index (may be NULL): what its shards at URLs were built with, the readers' defaults. */
+  const al_index *index;
 } stream_source;
 
 /* Opens a stream over a plan (ownership of *plan moves to the stream, which

@@ -109,4 +109,5 @@ void stream_index_source(const al_index *idx, stream_source *out) {
   out->shard = idx_shard;
   out->job = idx_job;
   out->verify = idx_verify;
+  out->index = idx;
 }

@@ -74,11 +74,23 @@ struct stream_shard_table {
   int cancelled;
   char *cache_dir;
   uint64_t cache_bytes;
-  double timeout_s; /* one remote operation's budget (0: the environment's, else the default) */
+  al_storage_options storage; /* resolved; its strings are copies owned here */
+  char *note;                 /* appended to a failed pin's message */
 };
 
-void stream_shard_table_set_timeout(stream_shard_table *t, double seconds) {
-  t->timeout_s = seconds;
+int stream_shard_table_set_storage(stream_shard_table *t, const al_storage_options *storage,
+                                   const char *note) {
+  free((char *)t->storage.s3_endpoint);
+  free((char *)t->storage.s3_region);
+  free(t->note);
+  t->storage = *storage;
+  t->storage.s3_endpoint = storage->s3_endpoint ? strdup(storage->s3_endpoint) : NULL;
+  t->storage.s3_region = storage->s3_region ? strdup(storage->s3_region) : NULL;
+  t->note = strdup(note ? note : "");
+  if ((storage->s3_endpoint && !t->storage.s3_endpoint) ||
+      (storage->s3_region && !t->storage.s3_region) || !t->note)
+    return al_set_error(AL_ENOMEM, "stream: out of memory");
+  return AL_OK;
 }
 
 int stream_shard_table_set_cache(stream_shard_table *t, const char *dir, uint64_t bytes) {
@@ -126,6 +138,9 @@ void stream_shard_table_free(stream_shard_table *t) {
   }
   stream_remote_free(t->remote);
   free(t->cache_dir);
+  free((char *)t->storage.s3_endpoint);
+  free((char *)t->storage.s3_region);
+  free(t->note);
   pthread_cond_destroy(&t->downloaded);
   pthread_mutex_destroy(&t->mu);
   pthread_mutex_destroy(&t->cancel_mu);
@@ -165,6 +180,15 @@ static int shard_identity(const stream_shard_table *t, uint32_t id, const stream
   return AL_OK;
 }
 
+/* The last error with `note` appended (a note naming the S3 endpoint when it is not the one the
+ * index was built with). */
+static int append_note(int rc, const char *note) {
+  if (!note || !*note) return rc;
+  char msg[2048];
+  snprintf(msg, sizeof msg, "%s", al_last_error());
+  return al_set_error(rc, "%s%s", msg, note);
+}
+
 /* A shard at a URL, pinned by a HEAD (its size must be the one indexed, and its ETag, when the
  * index has one from this server). A compressed one is downloaded at its first read
  * (shard_download). */
@@ -172,13 +196,14 @@ static int remote_shard_open(stream_shard_table *t, uint32_t id, shard_slot *s) 
   int rc = AL_OK;
   if (!t->remote) {
     stream_remote *r = NULL;
-    rc = stream_remote_new(&r, t->n, t->cache_dir, t->cache_bytes, t->timeout_s);
+    rc = stream_remote_new(&r, t->n, t->cache_dir, t->cache_bytes, &t->storage);
     pthread_mutex_lock(&t->cancel_mu);
     t->remote = r;
     if (r && t->cancelled) stream_remote_cancel(r);
     pthread_mutex_unlock(&t->cancel_mu);
   }
   if (rc == AL_OK) rc = stream_remote_pin(t->remote, id, s->info.path, s->info.size, s->info.etag);
+  if (rc != AL_OK && !strncmp(s->info.path, "s3://", 5)) return append_note(rc, t->note);
   if (rc != AL_OK) return rc;
   s->remote = 1;
   s->state = 1;

@@ -45,8 +45,11 @@ void stream_shard_table_free(stream_shard_table *t);
 /* The cache folder and its byte limit for shards at URLs (stream/remote_fetch_internal.h);
  * call before the first read. dir NULL: no cache. */
 int stream_shard_table_set_cache(stream_shard_table *t, const char *dir, uint64_t bytes);
-/* The time budget of one remote operation (al_stream_options.remote_timeout_s; 0 = default). */
-void stream_shard_table_set_timeout(stream_shard_table *t, double seconds);
+/* The storage settings of shards at URLs, resolved (al_storage_resolve), and a note appended to
+ * the message of a failed pin ("" for none); copied. Call before the first read. AL_OK or
+ * AL_ENOMEM. */
+int stream_shard_table_set_storage(stream_shard_table *t, const al_storage_options *storage,
+                                   const char *note);
 
 /* Makes every remote fetch of the table fail at once ("cancelled"), now and later, so that
  * closing a stream does not wait for readers retrying against a server that is down.

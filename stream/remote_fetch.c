@@ -42,16 +42,8 @@ struct stream_remote_reader {
   remote_stats done; /* of objects closed */
 };
 
-static double env_seconds(const char *name) {
-  const char *v = getenv(name);
-  if (!v || !*v) return 0;
-  char *end;
-  double x = strtod(v, &end);
-  return *end == 0 && x > 0 && x < 1e6 ? x : 0;
-}
-
 int stream_remote_new(stream_remote **out, size_t n_shards, const char *cache_dir,
-                      uint64_t cache_bytes, double timeout_s) {
+                      uint64_t cache_bytes, const al_storage_options *storage) {
   *out = NULL;
   stream_remote *r = calloc(1, sizeof *r);
   if (!r || !(r->pins = calloc(n_shards ? n_shards : 1, sizeof *r->pins))) {
@@ -61,7 +53,10 @@ int stream_remote_new(stream_remote **out, size_t n_shards, const char *cache_di
   r->n = n_shards;
   pthread_mutex_init(&r->mu, NULL);
   remote_opts o = {0};
-  o.total_timeout_s = timeout_s > 0 ? timeout_s : env_seconds("ADAPTIVELOAD_REMOTE_TIMEOUT_S");
+  o.total_timeout_s = storage->remote_timeout_s;
+  o.s3_endpoint = storage->s3_endpoint;
+  o.s3_region = storage->s3_region;
+  o.s3_addressing = storage->s3_addressing;
   char err[1024];
   int rc = AL_OK;
   if (remote_client_open(&o, &r->client, err, sizeof err) != 0)

@@ -29,15 +29,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "loader/al_index.h"
 #include "stream/cache_internal.h"
 
 typedef struct stream_remote stream_remote;
 typedef struct stream_remote_reader stream_remote_reader;
 
-/* cache_dir NULL or "": no cache (every read is fetched). cache_bytes 0 = 1 GiB. timeout_s: the
- * remote layer's budget of one operation (0 = ADAPTIVELOAD_REMOTE_TIMEOUT_S, else its default). */
+/* cache_dir NULL or "": no cache (every read is fetched). cache_bytes 0 = 1 GiB. storage: the
+ * resolved settings (al_storage_resolve: endpoint, region, addressing, the budget of one
+ * operation; 0 or NULL = the remote layer's defaults). */
 int stream_remote_new(stream_remote **out, size_t n_shards, const char *cache_dir,
-                      uint64_t cache_bytes, double timeout_s);
+                      uint64_t cache_bytes, const al_storage_options *storage);
 void stream_remote_free(stream_remote *r);
 /* Every read and pin of r fails at once from now on, those in flight included (the remote
  * layer's remote_client_cancel). Thread-safe. */

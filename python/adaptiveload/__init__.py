@@ -21,6 +21,9 @@ Data loading (needs torch):
     StepTotals     a step's delivered totals over all ranks (exact loss after skipped samples)
     latent_tokens  crops a Wan latent to its bucket and patchifies it into tokens
     wan_tokens     tokens of one sample (the planner's count)
+    SampleIndex    an index's samples by position (key, shard, members) for a Dataset of one's own
+    crop_to_bucket, bucket_tokens   a loaded latent cut to its planned bucket (BatchSampler's
+                   info), patchified: the stream's crop, for a Dataset of one's own
 
 Errors (no torch needed):
     Error          raised by failing C calls: status, the C message (shard, key, offset);
@@ -48,7 +51,7 @@ __all__ = ["__version__", "build_index", "plan", "Planner", "Manifest", "BatchSa
            "collate_packed", "member_tensors", "StreamDataset", "PackedBatch", "MemberInfo", "Error", "StreamError",
            "wan_tokens", "latent_tokens", "adaln", "setup_distributed", "grad_sync", "demo_corpus",
            "add_corpus_arguments", "corpus_from_args", "checkpoint", "save_checkpoint", "load_checkpoint",
-           "StepTotals"]
+           "StepTotals", "SampleIndex", "Sample", "Member", "crop_to_bucket", "bucket_tokens"]
 
 # Attributes resolved on first use, so `import adaptiveload` needs neither torch nor the
 # shared library until a class is used.
@@ -79,6 +82,11 @@ _LAZY = {
     "add_corpus_arguments": ".training",
     "corpus_from_args": ".training",
     "StepTotals": ".step_totals",
+    "SampleIndex": ".samples",
+    "Sample": ".samples",
+    "Member": ".samples",
+    "crop_to_bucket": ".samples",
+    "bucket_tokens": ".samples",
 }
 
 

@@ -269,8 +269,12 @@ if _OPS:
     _adaln_fwd_op.register_autograd(_adaln_op_backward, setup_context=_adaln_setup_context)
 
 
-def _as2d(t, batch, D, dtype):
-    """t as a contiguous (batch, D) tensor of dtype; no op dispatched when it already is."""
+def _as2d(t, batch, D, dtype, name):
+    """t as a contiguous (batch, D) tensor of dtype; no op dispatched when it already is. A
+    0-d tensor is refused naming the argument; another shape of the wrong size is torch's
+    reshape error."""
+    if t.dim() == 0:
+        raise ValueError("adaln: %s must be (B, D) or (B, 1, D) = (%d, %d), got a 0-d tensor" % (name, batch, D))
     if t.dtype != dtype:
         t = t.to(dtype)
     if tuple(t.shape) != (batch, D):
@@ -373,7 +377,6 @@ def adaln(x, scale, shift, eps=1e-6, cu_seqlens=None, one_plus=True):
     _check_types(x, scale, shift, cu_seqlens, eps)
     if x.dtype not in _DTYPES:
         raise TypeError("adaln: x dtype %s is not bf16, fp16 or fp32" % x.dtype)
-    D = x.shape[-1]
     if cu_seqlens is None:
         if x.dim() != 3:
             raise ValueError("adaln: x must be (B, N, D) without cu_seqlens, got %s" % (tuple(x.shape),))
@@ -382,6 +385,8 @@ def adaln(x, scale, shift, eps=1e-6, cu_seqlens=None, one_plus=True):
     else:
         if x.dim() != 2:
             raise ValueError("adaln: x must be (rows, D) with cu_seqlens, got %s" % (tuple(x.shape),))
+        if cu_seqlens.dim() == 0:
+            raise ValueError("adaln: cu_seqlens must be the B + 1 offsets (1-D), got a 0-d tensor")
         batch, seq_len = cu_seqlens.numel() - 1, 0
         if not x.is_cuda:  # the CPU path reads the offsets on the host
             cu_dev, cu_host = None, cu_seqlens.to(torch.int32).cpu().contiguous()
@@ -392,9 +397,10 @@ def adaln(x, scale, shift, eps=1e-6, cu_seqlens=None, one_plus=True):
             cu_dev = cu_host.to(x.device)
     if batch < 1:
         raise ValueError("adaln: no samples")
+    D = x.shape[-1]
     _check_devices(x, scale, shift)
-    scale2d = _as2d(scale, batch, D, x.dtype)
-    shift2d = _as2d(shift, batch, D, x.dtype)
+    scale2d = _as2d(scale, batch, D, x.dtype, "scale")
+    shift2d = _as2d(shift, batch, D, x.dtype, "shift")
     x2d = x if x.dim() == 2 else x.reshape(-1, D)
     if not x.is_cuda:
         return _adaln_torch(x2d, scale2d, shift2d, batch, seq_len, cu_host, eps, bool(one_plus)).view(x.shape)

@@ -28,12 +28,30 @@ def whole_or_default(name, value, lo=0, hi=U64_MAX):
     return 0 if value is None else whole(name, value, lo, hi)
 
 
+def no_nul(name, value):
+    """``value`` (str or bytes) unchanged; ValueError naming ``name`` when it holds a NUL: C reads
+    a string only up to its first NUL, so ``"L.idx\\0junk"`` would open ``L.idx``."""
+    if ("\0" if isinstance(value, str) else b"\0") in value:
+        raise ValueError("%s must not contain a NUL byte (C would read it only up to the NUL): %r" % (name, value))
+    return value
+
+
 def path_arg(name, value):
-    """``value`` as a path string (os.fspath); TypeError naming ``name`` when it is not one."""
+    """``value`` as a path string (os.fspath); TypeError naming ``name`` when it is not one,
+    ValueError when it holds a NUL byte."""
     try:
-        return os.fspath(value)
+        path = os.fspath(value)
     except TypeError:
         raise TypeError("%s must be a path (str, bytes or os.PathLike), not %r" % (name, value)) from None
+    return no_nul(name, path)
+
+
+def text_arg(name, value):
+    """``value`` as a str for the C library (a member name, an extension); TypeError naming
+    ``name`` when it is not a str, ValueError when it holds a NUL."""
+    if not isinstance(value, str):
+        raise TypeError("%s must be a str, not %r" % (name, value))
+    return no_nul(name, value)
 
 
 def finite(name, value, lo=0.0, hi=math.inf):

@@ -10,6 +10,7 @@ import os
 
 from . import _lib
 from . import _structs as S
+from ._args import no_nul, path_arg
 
 
 def root_pairs(root):
@@ -25,15 +26,30 @@ def root_pairs(root):
     pairs = []
     for item in items:
         if isinstance(item, (str, bytes, os.PathLike)):
-            text = os.fsdecode(item)
+            text = no_nul("root", os.fsdecode(item))
             if "=" not in text or text.startswith("=") or text.endswith("="):
                 raise ValueError("root %r is not FROM=TO" % (_lib.redact(text),))
             item = text.split("=", 1)
         if isinstance(item, (str, bytes, os.PathLike)) or not hasattr(item, "__len__") or len(item) != 2:
             raise TypeError("root entry %s is not FROM=TO nor a (FROM, TO) pair" % _lib.redact(repr(item)))
         src, dst = item
-        pairs.append((os.fspath(src), os.fspath(dst)))
+        pairs.append((path_arg("root", src), path_arg("root", dst)))
     return pairs
+
+
+def manifest_arg(manifest):
+    """What a ``manifest`` argument names: ``(planner, None)`` for an adaptiveload.Planner (an
+    object with a callable ``path(epoch)``), ``(None, path)`` for a loaded :class:`Manifest`
+    (``adaptiveload.plan``'s result: its file) or a path; TypeError naming ``manifest`` for
+    anything else (None, a number), ValueError for a path holding a NUL."""
+    if hasattr(manifest, "path") and callable(manifest.path):
+        return manifest, None
+    if isinstance(manifest, Manifest):
+        return None, manifest.path
+    if not isinstance(manifest, (str, bytes, os.PathLike)):
+        raise TypeError("manifest must be a manifest path, a loaded adaptiveload.Manifest (what adaptiveload.plan "
+                        "returns) or an adaptiveload.Planner, not %r" % (manifest,))
+    return None, path_arg("manifest", manifest)
 
 
 class _Loaded:
@@ -43,9 +59,9 @@ class _Loaded:
     _load = _free = _kind = None
 
     def __init__(self, path):
-        self.path = os.fspath(path)
+        self.path = path_arg(self._kind, path)
         h = ctypes.c_void_p()
-        status = getattr(_lib.lib(), self._load)(ctypes.byref(h), _lib.encode_path(path))
+        status = getattr(_lib.lib(), self._load)(ctypes.byref(h), _lib.encode_path(self.path, self._kind))
         _lib.check(status, "loading %s %s" % (self._kind, self.path))
         self.handle = h
 
@@ -77,8 +93,8 @@ class Index(_Loaded):
         """Shard paths under directory ``src`` now start with ``dst``; returns how many moved.
         adaptiveload.Error when none starts with ``src``."""
         n = ctypes.c_size_t(0)
-        _lib.check(_lib.lib().al_index_remap_root(self.handle, _lib.encode_path(src), _lib.encode_path(dst),
-                                                  ctypes.byref(n)),
+        _lib.check(_lib.lib().al_index_remap_root(self.handle, _lib.encode_path(src, "root"),
+                                                  _lib.encode_path(dst, "root"), ctypes.byref(n)),
                    "index %s: root %s=%s" % (self.path, _lib.redact(src), _lib.redact(dst)))
         return n.value
 

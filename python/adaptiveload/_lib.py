@@ -30,6 +30,7 @@ import re
 import threading
 
 from . import _structs as S
+from ._args import no_nul
 
 LIB_NAMES = ("libadaptiveload.so", "libal_kernels.so")
 _SYSTEM_NAMES = ("adaptiveload", "al_kernels")  # LIB_NAMES as ctypes.util.find_library wants them
@@ -60,10 +61,14 @@ SIGNATURES = {
         "al_index_free": (None, [_vp]),
         "al_index_sample_count": (_size, [_vp]),
         "al_index_sample": (_int, [_vp, _size, _P(S.SampleInfo)]),
+        "al_index_shard": (_int, [_vp, _size, _P(S.ShardInfo)]),
+        "al_index_member": (_int, [_vp, _size, _size, _P(S.MemberInfo)]),
+        "al_index_member_type": (_int, [_vp, _size, _size, _P(S.MemberType)]),
         "al_index_fingerprint": (_u64, [_vp]),
         "al_index_remap_root": (_int, [_vp, _cp, _cp, _P(_size)]),
         "al_index_struct_size": (_size, [_int]),
         "al_shard_expand_remote": (_int, [_cp, _cp, _P(_P(_vp)), _P(_size)]),
+        "al_shard_expand_storage": (_int, [_cp, _P(S.StorageOptions), _P(_P(_vp)), _P(_size)]),
         "al_index_build": (_int, [_P(_vp), _P(_cp), _size, _P(S.IndexOptions), _P(S.IndexStats)]),
         "al_index_save": (_int, [_vp, _cp]),
     },
@@ -301,9 +306,18 @@ def c_free(ptr):
     _libc.free(ptr)
 
 
-def encode_path(path):
-    """A path (str, bytes or os.PathLike) as the bytes C functions take."""
-    return os.fsencode(os.fspath(path))
+def encode_path(path, name="path"):
+    """A path (str, bytes or os.PathLike) as the bytes C functions take; ValueError naming
+    ``name`` when it holds a NUL (C would read it only up to the NUL). Every path the package
+    hands to C goes through here."""
+    return no_nul(name, os.fsencode(os.fspath(path)))
+
+
+def encode_text(text, name):
+    """A str (a member name, an extension) as the UTF-8 bytes C functions take; ValueError
+    naming ``name`` when it holds a NUL. Every other string the package hands to C goes
+    through here."""
+    return no_nul(name, text.encode())
 
 
 _USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/?#\s'\"]*@")

@@ -20,6 +20,7 @@ AL_OK = 0
 AL_EOF = 1
 AL_EFORMAT = -3
 AL_ERANGE = -6
+AL_ENOTFOUND = -10
 
 # kernels/al_adaln.h: al_dtype, al_adaln_options.flags
 AL_DTYPE_BF16 = 1
@@ -81,6 +82,19 @@ class IndexOptions(ctypes.Structure):
         ("s3_endpoint", c_char_p),
         ("remote_timeout_s", c_double),
         ("shard_io", c_void_p),
+        ("s3_region", c_char_p),
+        ("s3_addressing", c_int),
+    ]
+
+
+class StorageOptions(ctypes.Structure):
+    """al_storage_options (loader/al_index.h)."""
+
+    _fields_ = [
+        ("s3_endpoint", c_char_p),
+        ("s3_region", c_char_p),
+        ("s3_addressing", c_int),
+        ("remote_timeout_s", c_double),
     ]
 
 
@@ -105,6 +119,42 @@ class ShardIo(ctypes.Structure):
     """al_shard_io (loader/al_index.h)."""
 
     _fields_ = [("requests", c_uint64), ("bytes", c_uint64)]
+
+
+class ShardInfo(ctypes.Structure):
+    """al_shard_info (loader/al_index.h)."""
+
+    _fields_ = [
+        ("path", c_char_p),
+        ("size", c_uint64),
+        ("mtime_ns", c_int64),
+        ("sample_count", c_uint64),
+        ("rejected_count", c_uint64),
+        ("seekable", c_int),
+        ("compression", c_char_p),
+        ("content_fp", c_uint64),
+        ("remote", c_int),
+        ("etag", c_char_p),
+    ]
+
+
+class MemberInfo(ctypes.Structure):
+    """al_member_info (loader/al_index.h)."""
+
+    _fields_ = [("ext", c_char_p), ("offset", c_uint64), ("size", c_uint64), ("lz4", c_int)]
+
+
+class MemberType(ctypes.Structure):
+    """al_member_type (loader/al_index.h)."""
+
+    _fields_ = [
+        ("dtype", c_char_p),
+        ("elem_size", c_size_t),
+        ("ndim", c_uint32),
+        ("shape", c_uint64 * 8),
+        ("data_offset", c_uint64),
+        ("data_bytes", c_uint64),
+    ]
 
 
 class SampleInfo(ctypes.Structure):
@@ -252,6 +302,9 @@ class StreamOptions(ctypes.Structure):
         ("cache_bytes", c_uint64),
         ("fetch_parallel", c_int),
         ("remote_timeout_s", c_double),
+        ("s3_endpoint", c_char_p),
+        ("s3_region", c_char_p),
+        ("s3_addressing", c_int),
     ]
 
 
@@ -362,9 +415,13 @@ MIRRORS = (
     (AdalnDesc, "al_adaln_struct_size", 0),
     (AdalnOptions, "al_adaln_struct_size", 1),
     (IndexOptions, "al_index_struct_size", 0),  # AL_INDEX_STRUCT_OPTIONS
+    (ShardInfo, "al_index_struct_size", 1),  # AL_INDEX_STRUCT_SHARD_INFO
+    (MemberInfo, "al_index_struct_size", 2),  # AL_INDEX_STRUCT_MEMBER_INFO
     (SampleInfo, "al_index_struct_size", 3),  # AL_INDEX_STRUCT_SAMPLE_INFO
+    (MemberType, "al_index_struct_size", 4),  # AL_INDEX_STRUCT_MEMBER_TYPE
     (IndexStats, "al_index_struct_size", 6),  # AL_INDEX_STRUCT_STATS
     (ShardIo, "al_index_struct_size", 7),  # AL_INDEX_STRUCT_SHARD_IO
+    (StorageOptions, "al_index_struct_size", 8),  # AL_INDEX_STRUCT_STORAGE
     (PlanOptions, "al_plan_struct_size", 0),  # AL_PLAN_STRUCT_OPTIONS
     (ManifestInfo, "al_plan_struct_size", 2),  # AL_PLAN_STRUCT_MANIFEST_INFO
     (ReplanOptions, "al_plan_struct_size", 6),  # AL_PLAN_STRUCT_REPLAN_OPTIONS

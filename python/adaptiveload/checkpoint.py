@@ -18,7 +18,9 @@ batch kept within 1%, or :class:`adaptiveload.Error`) and gives no state: the re
 manifest starts at that step, so every rank starts at its first micro-batch, and the steps
 before it plus the re-plan hold every sample of the epoch exactly once. A resize needs a
 checkpoint at a step boundary (every rank past the same steps); :func:`save_checkpoint`
-refuses a stream or sampler state inside a step unless ``step`` is given.
+refuses a stream or sampler state inside a step unless ``step`` is given. The state after an
+epoch's last step saves as that epoch at its step count: resumed, the epoch yields nothing
+more (at another world size its re-plan holds no steps) and the next epoch starts whole.
 
 A checkpoint is a JSON-ready dict (written atomically as JSON when a path is given):
 ``version``, ``planner`` (:meth:`Planner.state_dict`), ``epoch``, ``step`` (the first step not
@@ -57,8 +59,11 @@ def _state_of(obj):
 
 def _step_of(planner, epoch, stream, sampler):
     """The first step not yet trained, from a stream state (next_step / next_micro) or a sampler
-    state (its position in this rank's schedule); ValueError inside a step."""
+    state (its position in this rank's schedule); ValueError inside a step. The state after
+    an epoch's last batch (next_step U32_MAX: nothing left) gives the epoch's step count."""
     if stream:
+        if int(stream.get("next_step", 0)) == U32_MAX:
+            return int(planner.plan(epoch).info["steps"])
         if int(stream.get("next_micro", 0)) != 0:
             raise ValueError("the stream state is inside step %d (micro-batch %d): save the checkpoint after a "
                              "step's last micro-batch (batch.last_in_step), or pass step="

@@ -29,6 +29,7 @@ tokens [j N // d, (j + 1) N // d) of the N packed tokens, as ``sp_shard=True`` w
 import ctypes
 import operator
 import os
+from collections.abc import Mapping
 
 import torch
 from torch.utils.data import Dataset
@@ -36,11 +37,32 @@ from torch.utils.data import Dataset
 from . import _lib
 from . import _structs as S
 from . import members as M
-from ._args import U32_MAX, whole
+from ._args import U32_MAX, no_nul, path_arg, whole
 from ._handles import Index, root_pairs
 from .latents import crop_latent, latent_grid, wan_tokens
 
 ALIGN = 64
+
+
+def _position_info(info):
+    """The info of a ``(position, info)`` pair (BatchSampler(with_info=True)), checked for what
+    IndexDataset reads of it: ``bucket_shape`` (width, height, frames), ``tokens`` and
+    ``padded``; TypeError / ValueError naming the position's info and the key."""
+    if not isinstance(info, Mapping):
+        raise TypeError("IndexDataset position info must be a dict (BatchSampler(with_info=True) yields "
+                        "(position, info) pairs), not %r" % (info,))
+    missing = [k for k in ("bucket_shape", "tokens", "padded") if k not in info]
+    if missing:
+        raise ValueError("IndexDataset position info lacks %s (BatchSampler(with_info=True) gives every key), "
+                         "got keys %r" % (", ".join(repr(k) for k in missing), sorted(map(str, info))))
+    shape = info["bucket_shape"]
+    if isinstance(shape, (str, bytes)) or not hasattr(shape, "__len__") or len(shape) != 3:
+        raise ValueError("IndexDataset position info['bucket_shape'] must be (width, height, frames), not %r"
+                         % (shape,))
+    for k, v in zip(("width", "height", "frames"), shape):
+        whole("IndexDataset position info['bucket_shape'] %s" % k, v, 1, U32_MAX)
+    whole("IndexDataset position info['tokens']", info["tokens"])
+    return info
 
 
 class IndexDataset(Dataset):
@@ -59,10 +81,15 @@ class IndexDataset(Dataset):
             defaults, as the C stream assumes).
         root: the corpus moved: "FROM=TO", {FROM: TO} or a list of them (as
             ``adaptiveload stream --root``).
+
+    ``dataset[p]``: ``p`` an index position, or a ``(position, info)`` pair of
+    ``BatchSampler(with_info=True)``; an info that is not a dict holding ``bucket_shape``
+    (width, height, frames), ``tokens`` and ``padded`` raises TypeError / ValueError naming
+    the key.
     """
 
     def __init__(self, index, ext=None, members=None, vae_stride_t=4, vae_stride_s=8, root=None):
-        self.index_path = os.fspath(index)
+        self.index_path = path_arg("index", index)
         self.root = root_pairs(root)
         self.members = M.member_names(members)
         self.vae_stride_t = whole("vae_stride_t", vae_stride_t, 1, U32_MAX)
@@ -72,7 +99,7 @@ class IndexDataset(Dataset):
         self._checked = None  # the last PlanOrigin found to be planned from this index
         if ext is not None and not isinstance(ext, str):
             raise TypeError("ext must be a member extension (str) or None, not %r" % (ext,))
-        self.ext = ext if ext else M.default_member(self._index())
+        self.ext = no_nul("ext", ext) if ext else M.default_member(self._index())
         M.members_known(self._index(), self.members or [self.ext])  # a misspelt member raises here
 
     def _index(self):
@@ -92,7 +119,7 @@ class IndexDataset(Dataset):
     def _read(self, i, ext):
         lib = _lib.lib()
         p, n = ctypes.c_void_p(), ctypes.c_size_t()
-        _lib.check(lib.al_stream_read_sample(self._index().handle, i, ext.encode(), ctypes.byref(p),
+        _lib.check(lib.al_stream_read_sample(self._index().handle, i, _lib.encode_text(ext, "ext"), ctypes.byref(p),
                                              ctypes.byref(n)), "reading sample %d" % i)
         try:
             data = torch.empty(n.value, dtype=torch.uint8)
@@ -138,7 +165,10 @@ class IndexDataset(Dataset):
     def __getitem__(self, i):
         info = None
         if isinstance(i, tuple):
+            if len(i) != 2:
+                raise TypeError("IndexDataset position must be an integer or a (position, info) pair, not %r" % (i,))
             i, info = i
+            info = _position_info(info)
         try:
             operator.index(i)
         except TypeError:

@@ -25,6 +25,7 @@ import struct
 import torch
 
 from . import _lib
+from ._args import no_nul
 from ._handles import Index
 
 _NPY_DESCR = {
@@ -65,6 +66,8 @@ def member_names(members):
         except TypeError:
             raise TypeError("members must be a member name or a list of them, not %r" % (members,)) from None
     names = [m.decode() if isinstance(m, bytes) else str(m) for m in names]
+    for k, m in enumerate(names):
+        no_nul("members[%d]" % k, m)
     if len(set(names)) != len(names):
         raise ValueError("members lists a member twice: %r" % (names,))
     return names
@@ -80,7 +83,7 @@ def is_latent(name):
 def sample_latent(index, i, name):
     """True when member ``name`` of sample ``i`` of ``index`` (an :class:`adaptiveload.Index`)
     is the sample's latent as the index recorded it: the member the stream crops."""
-    r = _lib.lib().al_index_member_is_latent(index.handle, i, str(name).encode())
+    r = _lib.lib().al_index_member_is_latent(index.handle, i, _lib.encode_text(str(name), "member"))
     _lib.check(min(r, 0), "index %s: sample %d member %s" % (index.path, i, name))
     return r == 1
 
@@ -99,7 +102,7 @@ def members_known(index, members):
     """Raises :class:`adaptiveload.Error` when a member of ``members`` is in no sample of
     ``index`` (a misspelt name), naming it and the members the index has; else returns the
     names as a ctypes array and their count. Stops scanning once each is found."""
-    names = [str(m).encode() for m in members]
+    names = [_lib.encode_text(str(m), "members") for m in members]
     arr = (ctypes.c_char_p * max(1, len(names)))(*names)
     _lib.check(_lib.lib().al_index_members_known(index.handle, arr, len(names)), "index %s: members" % index.path)
     return arr, len(names)

@@ -88,7 +88,8 @@ def _options(world, epoch, seed, options):
     if options.get("buckets") is not None:
         path_arg("buckets", options["buckets"])
     if req:
-        o._require = (ctypes.c_char_p * len(req))(*[str(m).encode() for m in req])  # alive with o
+        names = [_lib.encode_text(str(m), "require_members[%d]" % k) for k, m in enumerate(req)]
+        o._require = (ctypes.c_char_p * len(req))(*names)  # alive with o
         o.require_members, o.n_require_members = ctypes.cast(o._require, ctypes.POINTER(ctypes.c_char_p)), len(req)
     sp = options.get("sp_degrees")  # al_plan_options.sp_degrees (plan --sp-degrees)
     if sp is not None:
@@ -121,18 +122,20 @@ def _index_handle(index):
     """(Index, path): an Index object is used as it is; a path is loaded."""
     if isinstance(index, Index):
         return index, index.path
-    idx = Index(index)
+    idx = Index(path_arg("index", index))
     return idx, idx.path
 
 
 def _write(index, out, world, epoch, seed, cost, options):
+    out = path_arg("out", out)
+    cost = None if cost is None else path_arg("cost", cost)
     idx, _ = _index_handle(index)
     o = _options(world, epoch, seed, options)
     buckets = options.get("buckets")
     _lib.check(
-        _lib.lib().al_plan_index_write(idx.handle, None if cost is None else _lib.encode_path(cost),
-                                       None if buckets is None else _lib.encode_path(buckets), ctypes.byref(o),
-                                       _lib.encode_path(out)),
+        _lib.lib().al_plan_index_write(idx.handle, None if cost is None else _lib.encode_path(cost, "cost"),
+                                       None if buckets is None else _lib.encode_path(buckets, "buckets"),
+                                       ctypes.byref(o), _lib.encode_path(out, "out")),
         "planning %s for world %d, epoch %d" % (idx.path, int(world), int(epoch)),
     )
     return os.fspath(out)
@@ -158,7 +161,7 @@ def _replan_write(old, at_step, world, micro_per_step, step_tokens, out):
     at = whole("at_step", at_step, 0, U32_MAX)
     m = Manifest(old)
     try:
-        _lib.check(_lib.lib().al_plan_replan_write(m.handle, at, ctypes.byref(o), _lib.encode_path(out)),
+        _lib.check(_lib.lib().al_plan_replan_write(m.handle, at, ctypes.byref(o), _lib.encode_path(out, "out")),
                    "re-planning %s from step %d for world %d" % (m.path, at, o.world))
     finally:
         m.close()
@@ -209,6 +212,8 @@ class Planner:
         self.index = None if index is None else path_arg("index", index.path if isinstance(index, Index) else index)
         if cost is not None:
             path_arg("cost", cost)
+        if out_dir is not None:
+            path_arg("out_dir", out_dir)
         if world is None:
             world = int(os.environ.get("WORLD_SIZE", "1"))
         self.world = whole("world", world, 1, 1 << 20)
@@ -296,7 +301,7 @@ class Planner:
                   whole_or_default("micro_per_step", micro_per_step, 0, 1 << 20),
                   whole_or_default("step_tokens", step_tokens)]
         if isinstance(source, (str, bytes, os.PathLike)):
-            base_path = os.fspath(source)
+            base_path = path_arg("source", source)
             info = Manifest(base_path).info
             degrees = list(info["sp_degrees"])[: info["n_sp_degrees"]]
             sp = {} if degrees == [1] and info["sync"] == "step" else {"sp_degrees": degrees, "sync": info["sync"]}

@@ -70,6 +70,7 @@ from torch.utils.data import Sampler
 
 from . import _state
 from ._args import U32_MAX, path_arg, whole
+from ._handles import manifest_arg
 from .members import check_schedule_members, member_names
 from .schedule import BucketShape, MicroBatchInfo, PlanOrigin, SamplePosition, Schedule
 
@@ -85,8 +86,9 @@ class BatchSampler(Sampler):
     """Yields, for one rank, a list of index positions per planned micro-batch, in plan order.
 
     Args:
-        manifest: manifest path (``adaptiveload plan``), a template with ``{epoch}``, or an
-            :class:`adaptiveload.Planner` that plans each epoch in-process.
+        manifest: manifest path (``adaptiveload plan``), a template with ``{epoch}``, a loaded
+            :class:`adaptiveload.Manifest` (its file), or an :class:`adaptiveload.Planner` that
+            plans each epoch in-process; anything else TypeError naming ``manifest``.
         rank: this rank; default ``RANK`` from the environment (0 for a one-rank plan).
         world_size: must equal the manifest's world; default ``WORLD_SIZE`` when set.
         drop_padding: leave out padding repeats (the planner pads the last step so that
@@ -108,8 +110,7 @@ class BatchSampler(Sampler):
 
     def __init__(self, manifest, rank=None, world_size=None, drop_padding=False, epoch=None, with_info=False,
                  index=None, members=None):
-        self._planner = manifest if hasattr(manifest, "path") and callable(manifest.path) else None
-        self._template = None if self._planner else os.fspath(manifest)
+        self._planner, self._template = manifest_arg(manifest)
         self._rank = rank
         self._world = world_size
         self._drop_padding = bool(drop_padding)

@@ -8,10 +8,9 @@ environment; ``world`` None: ``WORLD_SIZE`` when set, which must equal the manif
 
 import collections
 import ctypes
-import os
 
 from . import _lib
-from ._args import whole
+from ._args import path_arg, whole
 
 MicroBatchInfo = collections.namedtuple(
     "MicroBatchInfo",
@@ -59,8 +58,8 @@ class Schedule:
             status = lib.al_schedule_open(ctypes.byref(h), manifest.handle, rank, world)
             _lib.check(status, "manifest %s" % self.path, context=self.path)  # as al_schedule_open_path says it
         else:
-            self.path = os.fspath(manifest)
-            status = lib.al_schedule_open_path(ctypes.byref(h), _lib.encode_path(self.path), rank, world)
+            self.path = path_arg("manifest", manifest)
+            status = lib.al_schedule_open_path(ctypes.byref(h), _lib.encode_path(self.path, "manifest"), rank, world)
             _lib.check(status, "manifest %s" % self.path)
         try:
             self._export(lib, h)

@@ -103,9 +103,10 @@ from . import _structs as S
 from .latents import patchify
 from . import _state
 from .members import member_names, torch_dtype
-from ._args import finite, whole, whole_or_default
-from ._handles import Index, Manifest, root_pairs
+from ._args import finite, no_nul, path_arg, whole, whole_or_default
+from ._handles import Index, Manifest, manifest_arg, root_pairs
 from .schedule import Schedule
+from .storage import storage_args
 
 _ON_ERROR = {"fail": S.AL_STREAM_FAIL, "skip": S.AL_STREAM_SKIP_SAMPLE}
 
@@ -318,8 +319,11 @@ class StreamDataset(IterableDataset):
     """Iterable over one rank's packed micro-batches (see the module docstring).
 
     Args:
-        index, manifest: paths of the index and of a manifest planned from it; or, as
+        index, manifest: paths of the index and of a manifest planned from it (a loaded
+            adaptiveload.Manifest, what adaptiveload.plan returns, stands for its file); or, as
             manifest, an adaptiveload.Planner over that index (then set_epoch(e) plans e).
+            Anything else raises TypeError naming the argument; a path (this one, root,
+            cache_dir) or a member name holding a NUL byte raises ValueError naming it.
         rank, world_size: default RANK / WORLD_SIZE from the environment.
         ext: payload member extension (``KEY.<ext>`` or ``KEY.<ext>.lz4``); None = the
             index's typed latent member (``latent.npy``, ...), else ``latent``.
@@ -358,24 +362,31 @@ class StreamDataset(IterableDataset):
             may take as a whole, retries and a slow transfer included, before the sample fails
             naming the URL (None = ADAPTIVELOAD_REMOTE_TIMEOUT_S, else 60; otherwise a number in
             [0.1, 86400], else ValueError).
+        s3_endpoint, s3_region, s3_addressing: s3:// shards: the S3-compatible endpoint URL,
+            the SigV4 region, "path" or "virtual" addressing (adaptiveload.storage); None =
+            the environment's (AWS_ENDPOINT_URL, AWS_REGION), else what the index recorded
+            when it was built, else AWS. A failed request names the endpoint used and, when
+            the index was built with another, that one.
     """
 
     def __init__(self, index, manifest, rank=None, world_size=None, ext=None, threads=None, prefetch=4,
                  on_error="fail", device=None, zero_copy=False, keep=1, pin_memory=None, state=None, members=None,
                  max_member_bytes=0, root=None, max_sample_bytes=0, max_skip_fraction=0, sp_shard=False,
-                 cache_dir=None, cache_bytes=0, fetch_parallel=0, remote_timeout=None):
+                 cache_dir=None, cache_bytes=0, fetch_parallel=0, remote_timeout=None, s3_endpoint=None,
+                 s3_region=None, s3_addressing=None):
         super().__init__()
         if not isinstance(on_error, str) or on_error not in _ON_ERROR:
             raise ValueError("on_error must be 'fail' or 'skip', not %r" % (on_error,))
-        self.index_path = os.fspath(index)
-        # An adaptiveload.Planner plans each epoch in-process (set_epoch); else a manifest path.
-        self.planner = manifest if hasattr(manifest, "path") and callable(manifest.path) else None
-        self.manifest_path = self.planner.path(self.planner.first_epoch) if self.planner else os.fspath(manifest)
+        self.index_path = path_arg("index", index)
+        # An adaptiveload.Planner plans each epoch in-process (set_epoch); else a manifest path
+        # (a loaded Manifest stands for its file).
+        self.planner, path = manifest_arg(manifest)
+        self.manifest_path = self.planner.path(self.planner.first_epoch) if self.planner else path
         self.rank = rank
         self.world_size = world_size
         if ext is not None and not isinstance(ext, str):
             raise TypeError("ext must be a member extension (str) or None, not %r" % (ext,))
-        self.ext = ext
+        self.ext = None if ext is None else no_nul("ext", ext)
         self.members = member_names(members)
         # The CLI's ranges (cli/cmd_stream.c); 0 or None keeps the library's default.
         self.max_member_bytes = whole_or_default("max_member_bytes", max_member_bytes)
@@ -396,15 +407,15 @@ class StreamDataset(IterableDataset):
         self.root = root_pairs(root)
         if cache_dir is not None and not isinstance(cache_dir, (str, os.PathLike)):
             raise TypeError("cache_dir must be a path or None, not %r" % (cache_dir,))
-        self.cache_dir = os.fspath(cache_dir) if cache_dir is not None else None
+        self.cache_dir = path_arg("cache_dir", cache_dir) if cache_dir is not None else None
         if self.cache_dir is not None and not self.cache_dir:
             raise ValueError("cache_dir must not be empty")
         self.cache_bytes = whole_or_default("cache_bytes", cache_bytes)
         if fetch_parallel != -1:
             whole("fetch_parallel", 0 if fetch_parallel is None else fetch_parallel, 0, 256)
         self.fetch_parallel = int(fetch_parallel or 0)
-        self.remote_timeout = 0.0 if remote_timeout is None else finite("remote_timeout", remote_timeout,
-                                                                        0.1, 86400)
+        self.storage = storage_args(s3_endpoint, s3_region, s3_addressing, remote_timeout)
+        self.remote_timeout = self.storage.remote_timeout_s
         self.threads = threads
         self.prefetch = prefetch
         self.on_error = on_error
@@ -539,19 +550,20 @@ class StreamDataset(IterableDataset):
         o = S.StreamOptions()
         o.threads = int(self.threads) if self.threads else (2 if workers > 1 else 0)
         o.prefetch = int(self.prefetch or 0)
-        o.ext = self.ext.encode() if self.ext else None  # None: the C library's default
+        o.ext = _lib.encode_text(self.ext, "ext") if self.ext else None  # None: the C library's default
         if self.members:
-            names = (ctypes.c_char_p * len(self.members))(*[m.encode() for m in self.members])
+            names = (ctypes.c_char_p * len(self.members))(*[_lib.encode_text(m, "members") for m in self.members])
             o.members = ctypes.cast(names, ctypes.POINTER(ctypes.c_char_p))
             o.n_members = len(self.members)
             o._keep_names = names  # alive as long as the options
         o.max_member_bytes = self.max_member_bytes
         o.max_sample_bytes = self.max_sample_bytes
         o.max_skip_fraction = self.max_skip_fraction
-        o.cache_dir = self.cache_dir.encode() if self.cache_dir else None
+        o.cache_dir = _lib.encode_path(self.cache_dir, "cache_dir") if self.cache_dir else None
         o.cache_bytes = self.cache_bytes
         o.fetch_parallel = self.fetch_parallel
         o.remote_timeout_s = self.remote_timeout
+        o.s3_endpoint, o.s3_region, o.s3_addressing = self.storage[:3]
         o.on_error = _ON_ERROR[self.on_error]
         o.sp_shard = 1 if self.sp_shard else 0
         o.world = int(self.world_size or 0)

@@ -78,7 +78,7 @@ grep -q "truncated_shard: $T/bad/shard-000003.tar: truncated: $((size / 2 + 100)
   "$T/out" || fail "truncated shard: $(cat "$T/out")"
 grep -q "missing_member: key '$key' in $T/bad/shard-000000.tar: no member '$key.latent'" "$T/out" ||
   fail "missing member: $(cat "$T/out")"
-grep -q "problems: missing_shard 1, changed_shard 1, truncated_shard 1, missing_member 1, manifest 0" \
+grep -q "problems: missing_shard 1, changed_shard 1, truncated_shard 1, missing_member 1, bad_header 0, manifest 0" \
   "$T/out" || fail "counts: $(cat "$T/out")"
 grep -q "verify: 4 problems" "$T/out" || fail "total: $(cat "$T/out")"
 

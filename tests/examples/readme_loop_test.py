@@ -1,26 +1,32 @@
 #!/usr/bin/env python3
-"""README.md's training loop, as written there, launched by torchrun with 2 gloo ranks (CPU).
+"""README.md's training loop, as written there, launched by torchrun with gloo ranks (CPU),
+with python/README.md's checkpoints (adaptiveload.checkpoint) at every step.
 
 Run without RANK it is the launcher. It writes a typed corpus (KEY.latent.npy, KEY.t5.npy,
 examples/train_dit.py's smoke profile), indexes it with the CLI and runs this file under
-``python3 -m torch.distributed.run --nproc-per-node 2`` three times:
+``python3 -m torch.distributed.run --nproc-per-node W``:
 
-* run A: two epochs, uninterrupted;
-* run B: the same job stopped after its third optimizer step of epoch 0 (the model, the
-  optimizer and ``state = batch.resume_state`` saved as a checkpoint, as the README says);
-* run C: the job restarted from B's checkpoint, to the end of epoch 1.
+* A: two epochs at W = 2, uninterrupted;
+* B: the same job stopped after its third optimizer step (mid-epoch 0), and D: stopped after
+  epoch 0's last step; each rank leaves its data checkpoint (``save_checkpoint(...,
+  planner=planner, stream=batch.resume_state)`` after every step) and the model and optimizer;
+* C and E: B and D resumed at W = 2 (``checkpoint.resume(..., world=2)``: each rank its own
+  checkpoint, the saved stream state) to the end of epoch 1;
+* F and G: B and D resumed at W = 1 (rank 0's checkpoint: the epoch re-planned from its step).
 
-Each rank is the README's loop (Planner with micro_per_step=2 and the smoke bucket table, StreamDataset over latent.npy
-and t5.npy, set_epoch, load_state_dict on the resumed epoch, grad_sync, the loss normalised by
-step_tokens, opt.step on last_in_step) with a small deterministic model under DDP. The
-launcher checks:
+Each rank is the README's loop (Planner with micro_per_step=2 and the smoke bucket table,
+StreamDataset over latent.npy and t5.npy, set_epoch, load_state_dict on the resumed epoch,
+grad_sync, the loss normalised by step_tokens, opt.step on last_in_step) with a small
+deterministic model under DDP. The launcher checks:
 
-* lock-step: in every step both ranks run exactly K = 2 micro-batches, the last one
-  last_in_step, and the same steps;
-* every sample of the index exactly once per epoch over both ranks (padding aside);
-* DDP kept the replicas equal: both ranks end with the same parameters;
-* exact resume: B then C deliver, rank by rank, the batches A delivered in the same order
-  (none lost or repeated), and C ends with A's parameters.
+* lock-step: in every step every rank runs exactly its K micro-batches, the last one
+  last_in_step, and all ranks the same steps;
+* every sample of the index exactly once per epoch over all ranks (padding aside), in every
+  run and in every stopped run together with its resumed run, at the same and at another
+  world size, stopped mid-epoch or at the epoch's end;
+* DDP kept the replicas equal: the ranks of a run end with the same parameters;
+* exact resume at the same world: B then C, and D then E, deliver rank by rank the batches A
+  delivered in the same order, and end with A's parameters.
 """
 
 import json
@@ -52,12 +58,12 @@ def rank_main():
     import torch.nn as nn
 
     import adaptiveload
+    import adaptiveload.checkpoint
 
     index, out, stop_after = os.environ["RL_INDEX"], os.environ["RL_OUT"], int(os.environ["RL_STOP_AFTER"])
-    ckpt_in = os.environ.get("RL_CKPT_IN")
+    resume_from = os.environ.get("RL_RESUME_FROM")  # the stopped run's folder
     env = adaptiveload.setup_distributed(cpu=True)
     rank, world = env.rank, env.world_size
-    ckpt_out = os.path.join(out, "ckpt%d.pt" % rank)
 
     class Model(nn.Module):
         """Per-token loss of a packed micro-batch: a projection of each token plus its
@@ -77,20 +83,26 @@ def rank_main():
 
     model = nn.parallel.DistributedDataParallel(Model())
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
-    state = None
-    if ckpt_in:
-        ck = torch.load(ckpt_in % rank, weights_only=False)
+    if resume_from:
+        saved_world = int(open(os.path.join(resume_from, "world")).read())
+        mine = rank if world == saved_world else 0  # rank 0's files do for a resize
+        ck = torch.load(os.path.join(resume_from, "model%d.pt" % mine), weights_only=False)
         model.module.load_state_dict(ck["model"])
         opt.load_state_dict(ck["opt"])
-        state = ck["stream"]
+        r = adaptiveload.checkpoint.resume(os.path.join(resume_from, "data-%d.json" % mine), world=world)
+        planner, first_epoch, state = r.planner, r.epoch, r.stream_state
+    else:
+        planner = adaptiveload.Planner(index, world=world, seed=0, micro_per_step=K, mem_tokens=256,
+                                       buckets=os.environ["RL_BUCKETS"])
+        first_epoch, state = 0, None
+    with open(os.path.join(out, "world"), "w") as f:
+        f.write(str(world))
 
-    planner = adaptiveload.Planner(index, world=world, seed=0, micro_per_step=K, mem_tokens=256,
-                                   buckets=os.environ["RL_BUCKETS"])
     ds = adaptiveload.StreamDataset(index, planner, members=["latent.npy", "t5.npy"])
     log, steps = [], 0
-    for epoch in range(state["epoch"] if state else 0, EPOCHS):
+    for epoch in range(first_epoch, EPOCHS):
         ds.set_epoch(epoch)
-        if state and state["epoch"] == epoch:
+        if state and epoch == first_epoch:
             ds.load_state_dict(state)
         for batch in ds:
             x, text = batch.packed("latent.npy"), batch.tensors("t5.npy")
@@ -103,13 +115,14 @@ def rank_main():
             if batch.last_in_step:
                 opt.step()
                 opt.zero_grad()
-                state = batch.resume_state
+                adaptiveload.checkpoint.save_checkpoint(os.path.join(out, "data-%d.json" % rank), planner=planner,
+                                                        stream=batch.resume_state)
+                torch.save({"model": model.module.state_dict(), "opt": opt.state_dict()},
+                           os.path.join(out, "model%d.pt" % rank))
                 steps += 1
-                if steps == stop_after:
-                    torch.save({"model": model.module.state_dict(), "opt": opt.state_dict(), "stream": state},
-                               ckpt_out)
+                if stop_after and steps == stop_after:
                     break
-        if steps == stop_after:
+        if stop_after and steps == stop_after:
             break
     params = [p.detach().double().flatten().tolist() for p in model.module.parameters()]
     with open(os.path.join(out, "rank%d.json" % rank), "w") as f:
@@ -129,20 +142,21 @@ def free_port():
     return port
 
 
-def torchrun(out, index, stop_after=0, ckpt_in=None):
-    """Runs this file under torchrun with WORLD ranks; returns each rank's record."""
+def torchrun(out, index, world=WORLD, stop_after=0, resume_from=None):
+    """Runs this file under torchrun with ``world`` ranks; returns each rank's record."""
     os.makedirs(out, exist_ok=True)
-    env = dict(os.environ, RL_INDEX=index, RL_BUCKETS=index + ".buckets", RL_OUT=out, RL_STOP_AFTER=str(stop_after), OMP_NUM_THREADS="1")
-    if ckpt_in:
-        env["RL_CKPT_IN"] = ckpt_in
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(WORLD), "--nnodes", "1",
+    env = dict(os.environ, RL_INDEX=index, RL_BUCKETS=index + ".buckets", RL_OUT=out, RL_STOP_AFTER=str(stop_after),
+               OMP_NUM_THREADS="1")
+    if resume_from:
+        env["RL_RESUME_FROM"] = resume_from
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(world), "--nnodes", "1",
            "--master-addr", "127.0.0.1", "--master-port", str(free_port()), os.path.abspath(__file__)]
     with open(os.path.join(out, "torchrun.log"), "w") as log:
         rc = subprocess.call(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=300)
     if rc != 0:
         sys.stdout.write(open(os.path.join(out, "torchrun.log")).read())
         raise SystemExit("FAIL: torchrun (%s) exited %d" % (out, rc))
-    return [json.load(open(os.path.join(out, "rank%d.json" % r))) for r in range(WORLD)]
+    return [json.load(open(os.path.join(out, "rank%d.json" % r))) for r in range(world)]
 
 
 def check_lockstep(name, recs):
@@ -152,21 +166,40 @@ def check_lockstep(name, recs):
         for b in rec["log"]:
             by_step.setdefault((b["epoch"], b["step"]), []).append(b)
         for key, bs in by_step.items():
-            assert [b["micro"] for b in bs] == list(range(K)), (name, r, key, [b["micro"] for b in bs])
-            assert all(b["n_micro"] == K for b in bs), (name, r, key)
-            assert [b["last"] for b in bs] == [False] * (K - 1) + [True], (name, r, key)
+            k = bs[0]["n_micro"]
+            assert [b["micro"] for b in bs] == list(range(k)), (name, r, key, [b["micro"] for b in bs])
+            assert all(b["n_micro"] == k for b in bs), (name, r, key)
+            assert [b["last"] for b in bs] == [False] * (k - 1) + [True], (name, r, key)
         steps.append(sorted(by_step))
     assert all(s == steps[0] for s in steps), "%s: the ranks ran different steps" % name
     return steps[0]
 
 
-def epoch_keys(recs, epoch):
+def epoch_keys(runs, epoch):
+    """The real samples delivered in ``epoch`` by every rank of every run given."""
     keys = []
-    for rec in recs:
-        for b in rec["log"]:
-            if b["epoch"] == epoch:
-                keys += [k for k, p in zip(b["keys"], b["padded"]) if not p]
+    for recs in runs:
+        for rec in recs:
+            for b in rec["log"]:
+                if b["epoch"] == epoch:
+                    keys += [k for k, p in zip(b["keys"], b["padded"]) if not p]
     return keys
+
+
+def check_once(name, runs, n_samples):
+    for e in range(EPOCHS):
+        got = epoch_keys(runs, e)
+        assert len(got) == len(set(got)) == n_samples, "%s: epoch %d: %d keys, %d distinct, %d samples" % (
+            name, e, len(got), len(set(got)), n_samples)
+
+
+def check_exact(name, stopped, resumed, whole):
+    for r in range(WORLD):
+        got = stopped[r]["log"] + resumed[r]["log"]
+        assert got == whole[r]["log"], "%s: rank %d: %d batches delivered against %d uninterrupted" % (
+            name, r, len(got), len(whole[r]["log"]))
+        diff = max(abs(x - y) for pa, pc in zip(whole[r]["params"], resumed[r]["params"]) for x, y in zip(pa, pc))
+        assert diff <= 1e-6, "%s: rank %d: the parameters differ from the uninterrupted run's by %g" % (name, r, diff)
 
 
 def main():
@@ -181,29 +214,33 @@ def main():
     subprocess.check_call([cli, "index", "-o", index, shards], stdout=subprocess.DEVNULL)
     with open(index + ".buckets", "w") as f:  # the smoke profile's bucket table
         f.write(train_dit.SMOKE_BUCKETS)
-    listed = subprocess.check_output([cli, "inspect", index, "--json"])
-    n_samples = json.loads(listed)["samples"]
+    n_samples = json.loads(subprocess.check_output([cli, "inspect", index, "--json"]))["samples"]
+    run = lambda name, **kw: torchrun(os.path.join(work, name), index, **kw)  # noqa: E731
 
-    a = torchrun(os.path.join(work, "A"), index)
+    a = run("A")
     steps = check_lockstep("A", a)
-    for e in range(EPOCHS):
-        got = epoch_keys(a, e)
-        assert len(got) == len(set(got)) == n_samples, "epoch %d: %d keys, %d distinct, %d samples" % (
-            e, len(got), len(set(got)), n_samples)
+    check_once("A", [a], n_samples)
     assert a[0]["params"] == a[1]["params"], "DDP replicas differ after training"
-    print("ok: run A: %d steps over %d epochs in lock-step (K = %d on both ranks), each of the %d samples once "
+    epoch0 = sum(1 for e, _ in steps if e == 0)
+    print("ok: A: %d steps over %d epochs in lock-step (K = %d on both ranks), each of the %d samples once "
           "per epoch, equal replicas" % (len(steps), EPOCHS, K, n_samples))
 
-    b = torchrun(os.path.join(work, "B"), index, stop_after=STOP_AFTER)
-    c = torchrun(os.path.join(work, "C"), index, ckpt_in=os.path.join(work, "B", "ckpt%d.pt"))
-    for r in range(WORLD):
-        resumed = b[r]["log"] + c[r]["log"]
-        assert resumed == a[r]["log"], "rank %d: stopped at step %d and resumed, %d batches against %d" % (
-            r, STOP_AFTER, len(resumed), len(a[r]["log"]))
-        diff = max(abs(x - y) for pa, pc in zip(a[r]["params"], c[r]["params"]) for x, y in zip(pa, pc))
-        assert diff <= 1e-6, "rank %d: resumed parameters differ from the uninterrupted run's by %g" % (r, diff)
-    print("ok: runs B + C: stopped after step %d, resumed from the checkpoint: the same %d batches per rank in "
-          "the same order, the same parameters" % (STOP_AFTER, len(a[0]["log"])))
+    for stop, at, same, other in ((STOP_AFTER, "after step %d" % STOP_AFTER, "C", "F"),
+                                  (epoch0, "at epoch 0's end (step %d)" % epoch0, "E", "G")):
+        first = "B" if same == "C" else "D"
+        stopped = run(first, stop_after=stop)
+        check_lockstep(first, stopped)
+        resumed = run(same, resume_from=os.path.join(work, first))
+        check_lockstep(same, resumed)
+        check_once(first + "+" + same, [stopped, resumed], n_samples)
+        check_exact(first + "+" + same, stopped, resumed, a)
+        print("ok: %s stopped %s, %s resumed at W = 2: the same %d batches per rank in the same order, the same "
+              "parameters" % (first, at, same, len(a[0]["log"])))
+        resized = run(other, world=1, resume_from=os.path.join(work, first))
+        check_lockstep(other, resized)
+        check_once(first + "+" + other, [stopped, resized], n_samples)
+        print("ok: %s resumed at W = 1: every sample once per epoch over both runs (%d steps after the resize)"
+              % (other, len(check_lockstep(other, resized))))
     print("readme_loop_test: OK")
 
 

@@ -151,4 +151,43 @@ TEST(BucketFit, DeterministicAndBounded) {
   al_index_free(tiny);
 }
 
+// Each "aspect W:H" line's sizes have the orientation of W:H: a portrait 480x832 or 720x1280
+// is never filed under a landscape group (the planner sends samples to a group by its ratio).
+TEST(BucketFit, SizesKeepTheirGroupsOrientation) {
+  std::vector<Shape> shapes;
+  const Shape base[] = {{832, 480, 81}, {1280, 720, 81}, {480, 832, 81}, {720, 1280, 49},
+                        {480, 832, 33}, {960, 544, 17},  {544, 960, 1},  {512, 512, 1},
+                        {832, 480, 33}, {640, 352, 17}};
+  for (int rep = 0; rep < 4; rep++)
+    for (const Shape &s : base) shapes.push_back(s);
+  al_index *idx = MakeIndex(shapes);
+  for (size_t n : {2u, 3u, 4u, 6u}) {
+    bucket_fit_options o = {n, 65536, {0, 0, 0, 0, 0}, nullptr};
+    al_bucket_table *t = nullptr;
+    bucket_fit_result res;
+    ASSERT_EQ(bucket_fit(&t, &res, idx, &o), AL_OK) << al_last_error();
+    std::string text = TableText(t);
+    size_t at = 0, groups = 0;
+    while ((at = text.find("aspect ", at)) != std::string::npos) {
+      size_t end = text.find('\n', at);
+      std::string line = text.substr(at + 7, end - at - 7);
+      unsigned rw = 0, rh = 0;
+      ASSERT_EQ(sscanf(line.c_str(), "%u:%u", &rw, &rh), 2) << line;
+      int want = (rw > rh) - (rw < rh);
+      size_t sp = line.find(' ');
+      while (sp != std::string::npos) {
+        unsigned w = 0, h = 0;
+        ASSERT_EQ(sscanf(line.c_str() + sp + 1, "%ux%u", &w, &h), 2) << line;
+        EXPECT_EQ((w > h) - (w < h), want) << "n=" << n << ": " << line << "\n" << text;
+        sp = line.find(' ', sp + 1);
+      }
+      groups++;
+      at = end;
+    }
+    EXPECT_GE(groups, 1u) << text;
+    al_bucket_table_free(t);
+  }
+  al_index_free(idx);
+}
+
 } // namespace

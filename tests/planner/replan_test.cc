@@ -4,10 +4,12 @@
 // samples the old plan dropped stay counted; every sample is still scheduled exactly once.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "tests/planner/plan_fixtures.h"
 
@@ -134,6 +136,159 @@ TEST(ReplanGlobalBatch, TokensPerStepKeptWithinOnePercent) {
       al_manifest_free(prev);
       al_manifest_free(orig);
     }
+}
+
+// Real tokens of each step of m (from the step totals), in step order.
+std::vector<uint64_t> StepTokens(const al_manifest *m) {
+  al_manifest_info in = Info(m);
+  std::vector<uint64_t> t;
+  for (uint32_t s = in.first_step; s < in.first_step + in.steps; s++) {
+    al_step_info si;
+    EXPECT_EQ(al_manifest_step(m, s, &si), AL_OK) << "step " << s;
+    t.push_back(si.tokens);
+  }
+  return t;
+}
+
+// Population CV of v.
+double Cv(const std::vector<uint64_t> &v) {
+  double sum = 0, sq = 0;
+  for (uint64_t x : v) sum += (double)x, sq += (double)x * (double)x;
+  double mean = v.empty() ? 0 : sum / v.size(), var = v.empty() ? 0 : sq / v.size() - mean * mean;
+  return mean > 0 ? std::sqrt(var > 0 ? var : 0) / mean : 0;
+}
+
+struct RangeCase {
+  const char *name;
+  al_policy policy;
+  uint32_t w0, k0;      // the old plan's world and micro_per_step (0: from step_tokens)
+  uint64_t step_tokens; // the old plan's T (0: W K M_mem)
+  uint32_t w1;          // the re-plan's world
+  bool sp;              // sp-degrees 1,2 at mem-tokens 32768
+};
+
+// Every step of a re-plan that keeps the global batch holds what one step of the old plan held:
+// between the fewest and the most tokens of the old plan's steps (so never above T where the
+// old steps are not), not only the old mean over the steps. The schedule groups micro-batches
+// by cost; where W' K' > W K a step of the costliest batches held up to 1.9 T (4 -> 8: sixteen
+// clips of 61,200 tokens against T = 524,288 at W = 8) and one of the cheapest a fraction of
+// the old fewest. Re-planned at the first step, a third of the epoch and the next-to-last step;
+// each re-plan covers exactly the samples the old plan had left, K' micro-batches on every rank
+// of every step, the same mean, and is byte-identical when made twice.
+TEST(ReplanStepRange, EveryStepWithinTheOldPlansRange) {
+  Shapes s = MakeShapes(6000, 29);
+  const uint32_t sp12[] = {1, 2};
+  const RangeCase cases[] = {
+      {"4->8", AL_POLICY_ADAPTIVE, 4, 1, 0, 8, false},
+      {"4->8 T=2WM", AL_POLICY_ADAPTIVE, 4, 0, 4ull * 2 * 65536, 8, false},
+      {"2->1", AL_POLICY_ADAPTIVE, 2, 1, 0, 1, false},
+      {"2->1 K=2", AL_POLICY_ADAPTIVE, 2, 2, 0, 1, false},
+      {"4->3", AL_POLICY_ADAPTIVE, 4, 1, 0, 3, false},
+      {"4->3 T=2WM", AL_POLICY_ADAPTIVE, 4, 0, 4ull * 2 * 65536, 3, false},
+      {"2->3", AL_POLICY_ADAPTIVE, 2, 1, 0, 3, false},
+      {"4->8", AL_POLICY_EQUAL_TOKEN, 4, 1, 0, 8, false},
+      {"4->3", AL_POLICY_EQUAL_TOKEN, 4, 1, 0, 3, false},
+      {"4->8 sp 1,2", AL_POLICY_ADAPTIVE, 4, 2, 0, 8, true},
+  };
+  std::printf("%-12s %-12s %5s %3s %9s | %-19s %7s | %-19s %7s %6s\n", "policy", "resize", "at",
+              "K'", "T", "old min..max", "old CV", "new min..max", "new CV", "steps");
+  for (const RangeCase &c : cases) {
+    al_plan_options po = Opts(c.w0, c.policy);
+    po.micro_per_step = c.k0;
+    po.step_tokens = c.step_tokens;
+    if (c.sp) po.sp_degrees = sp12, po.n_sp_degrees = 2, po.mem_tokens = 32768;
+    al_manifest *old = PlanAndLoad(s, po, "range_old.alm");
+    ASSERT_TRUE(old);
+    al_manifest_info oi = Info(old);
+    std::vector<uint64_t> ot = StepTokens(old);
+    uint64_t lo = *std::min_element(ot.begin(), ot.end());
+    uint64_t hi = *std::max_element(ot.begin(), ot.end());
+    for (uint32_t at : {0u, oi.steps / 3, oi.steps - 2}) {
+      std::string what = std::string(al_policy_name(c.policy)) + " " + c.name + " at step " +
+                         std::to_string(at);
+      al_replan_options o{c.w1, 0, 0};
+      al_plan *p = nullptr;
+      ASSERT_EQ(al_plan_replan_opts(&p, old, at, &o), AL_OK) << what << ": " << al_last_error();
+      std::string a = altest::TmpPath("range_a.alm"), b = altest::TmpPath("range_b.alm");
+      ASSERT_EQ(al_plan_save(p, a.c_str(), al_manifest_key_fn, (void *)old), AL_OK);
+      al_plan_free(p);
+      ASSERT_EQ(al_plan_replan_write(old, at, &o, b.c_str()), AL_OK) << al_last_error();
+      EXPECT_EQ(altest::ReadFile(a), altest::ReadFile(b)) << what << ": not deterministic";
+      al_manifest *nm = nullptr;
+      ASSERT_EQ(al_manifest_load(&nm, a.c_str()), AL_OK) << what << ": " << al_last_error();
+      al_manifest_info ni = Info(nm);
+      EXPECT_EQ(ni.first_step, at) << what;
+      EXPECT_EQ(ni.micro_per_step, (oi.micro_per_step * c.w0 + c.w1 - 1) / c.w1) << what;
+      EXPECT_EQ(ni.step_tokens, oi.step_tokens) << what;
+      if (c.sp) { // loading checked the groups and K on every rank; CheckSteps knows no SP
+        EXPECT_EQ(ni.unequal_steps, 0u) << what;
+      } else {
+        altest::CheckSteps(nm);
+      }
+      CheckExactlyOnce(old, at, nm, what);
+      std::vector<uint64_t> nt = StepTokens(nm), rest(ot.begin() + (at - oi.first_step), ot.end());
+      for (size_t i = 0; i < nt.size(); i++) {
+        EXPECT_GE(nt[i], lo) << what << ": step " << at + i;
+        EXPECT_LE(nt[i], hi) << what << ": step " << at + i;
+        if (hi <= oi.step_tokens) {
+          EXPECT_LE(nt[i], oi.step_tokens) << what << ": step " << at + i;
+        }
+      }
+      EXPECT_NEAR(MeanStepTokens(nm, at, at + ni.steps) /
+                      MeanStepTokens(old, at, oi.first_step + oi.steps),
+                  1.0, 0.01)
+          << what;
+      std::printf("%-12s %-12s %5u %3u %9llu | %8llu..%-9llu %6.1f%% | %8llu..%-9llu %6.1f%% %6u\n",
+                  al_policy_name(c.policy), c.name, at, ni.micro_per_step,
+                  (unsigned long long)ni.step_tokens, (unsigned long long)lo,
+                  (unsigned long long)hi, 100 * Cv(rest),
+                  (unsigned long long)*std::min_element(nt.begin(), nt.end()),
+                  (unsigned long long)*std::max_element(nt.begin(), nt.end()), 100 * Cv(nt),
+                  ni.steps);
+      al_manifest_free(nm);
+    }
+    al_manifest_free(old);
+  }
+}
+
+// Where no exchange of micro-batches between steps can hold the old plan's range, the re-plan is
+// refused, naming the range, the steps outside and the way out; a new T is planned as asked.
+// Eight 900-token images and sixteen of 225 at M_mem = 900 on one rank: every old step holds
+// 900 (one large image, or four small ones). On two ranks the same 12 steps hold two
+// micro-batches each, 900 on average, but a large image and anything beside it is 1,125 or more.
+TEST(ReplanStepRange, RefusedWhereNoExchangeHoldsTheRange) {
+  Shapes s;
+  for (int i = 0; i < 24; i++) {
+    uint32_t side = i < 8 ? 480 : 240;
+    s.w.push_back(side), s.h.push_back(side), s.f.push_back(1);
+    s.keys.push_back("k" + std::to_string(i));
+  }
+  al_plan_options po = Opts(1, AL_POLICY_ADAPTIVE);
+  po.mem_tokens = 900;
+  al_manifest *old = PlanAndLoad(s, po, "refuse_old.alm");
+  ASSERT_TRUE(old);
+  ASSERT_EQ(Info(old).steps, 12u);
+  for (uint64_t t : StepTokens(old)) ASSERT_EQ(t, 900u);
+  int rc = 0;
+  al_replan_options o{2, 0, 0};
+  EXPECT_EQ(Replan(old, 0, o, "refuse_new.alm", &rc), nullptr);
+  EXPECT_EQ(rc, AL_ERANGE);
+  std::string e = al_last_error();
+  std::printf("refused: %s\n", e.c_str());
+  EXPECT_NE(e.find("refuse_old.alm: its steps hold 900..900 tokens each; at world 2 with 1 "
+                   "micro-batches per rank per step, 12 of the re-planned steps stay outside "
+                   "that range whatever micro-batches the steps exchange (the first, step 0, "
+                   "holds 450)"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("give step_tokens (--step-tokens T)"), std::string::npos) << e;
+  // A new T: no range to keep.
+  o.step_tokens = 2 * 900;
+  al_manifest *nm = Replan(old, 0, o, "refuse_new.alm", &rc);
+  ASSERT_TRUE(nm) << al_last_error();
+  CheckExactlyOnce(old, 0, nm, "new T");
+  al_manifest_free(nm);
+  al_manifest_free(old);
 }
 
 // Where the samples left cannot fill the old steps' W' x K' micro-batches, the re-plan is

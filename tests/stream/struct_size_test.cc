@@ -32,7 +32,8 @@ TEST(StructSize, IndexStructs) {
   EXPECT_EQ(al_index_struct_size(AL_INDEX_STRUCT_REJECTED_INFO), sizeof(al_rejected_info));
   EXPECT_EQ(al_index_struct_size(AL_INDEX_STRUCT_STATS), sizeof(al_index_stats));
   EXPECT_EQ(al_index_struct_size(AL_INDEX_STRUCT_SHARD_IO), sizeof(al_shard_io));
-  EXPECT_EQ(al_index_struct_size(AL_INDEX_STRUCT_SHARD_IO + 1), 0u);
+  EXPECT_EQ(al_index_struct_size(AL_INDEX_STRUCT_STORAGE), sizeof(al_storage_options));
+  EXPECT_EQ(al_index_struct_size(AL_INDEX_STRUCT_STORAGE + 1), 0u);
   EXPECT_EQ(al_index_struct_size(-1), 0u);
 }
 

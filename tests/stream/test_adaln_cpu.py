@@ -225,6 +225,15 @@ def python_level_cases():
          "adaln: x must be (rows, D) with cu_seqlens, got (1, 2, 8)"),
         ("no samples", (torch.zeros(0, 8), s, s), {"cu_seqlens": torch.tensor([0])}, ValueError,
          "adaln: no samples"),
+        ("0-d x", (torch.tensor(1.0), s, s), {}, ValueError, "adaln: x must be (B, N, D) without cu_seqlens, got ()"),
+        ("0-d x packed", (torch.tensor(1.0), s, s), {"cu_seqlens": torch.tensor([0, 1])}, ValueError,
+         "adaln: x must be (rows, D) with cu_seqlens, got ()"),
+        ("0-d scale", (x, torch.tensor(1.0), s), {}, ValueError,
+         "adaln: scale must be (B, D) or (B, 1, D) = (1, 8), got a 0-d tensor"),
+        ("0-d shift", (x, s, torch.tensor(1.0)), {}, ValueError,
+         "adaln: shift must be (B, D) or (B, 1, D) = (1, 8), got a 0-d tensor"),
+        ("0-d cu_seqlens", (torch.zeros(2, 8), s, s), {"cu_seqlens": torch.tensor(2)}, ValueError,
+         "adaln: cu_seqlens must be the B + 1 offsets (1-D), got a 0-d tensor"),
     ]
 
 

@@ -144,5 +144,100 @@ class HostileArgumentsTest(unittest.TestCase):
         self.assertEqual(len(StreamDataset(INDEX, MANIFEST, rank=0, world_size=2, root={"/nowhere": "/x"}).root), 1)
 
 
+class _Fspath:
+    """An os.PathLike whose path is any str or bytes."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __fspath__(self):
+        return self.path
+
+
+class NulAndMisplacedArgumentsTest(unittest.TestCase):
+    """C reads a string only up to its first NUL: 'L.idx\\0junk' would open L.idx. Every path and
+    string the package hands to C refuses a NUL, naming the argument; so do misplaced objects."""
+
+    def refused(self, name, fn, exc=(ValueError, TypeError)):
+        with self.assertRaises(exc) as cm:
+            fn()
+        self.assertIn(name, str(cm.exception))
+        return cm.exception
+
+    def test_a_nul_in_a_path_or_string_is_refused_naming_the_argument(self):
+        out = os.path.join(TMP, "nul.alm")
+        cases = [
+            ("index", lambda: StreamDataset(INDEX + "\0junk", MANIFEST, rank=0, world_size=2)),
+            ("index", lambda: StreamDataset(os.fsencode(INDEX) + b"\0junk", MANIFEST, rank=0, world_size=2)),
+            ("index", lambda: StreamDataset(_Fspath(INDEX + "\0junk"), MANIFEST, rank=0, world_size=2)),
+            ("manifest", lambda: StreamDataset(INDEX, MANIFEST + "\0junk", rank=0, world_size=2)),
+            ("root", lambda: StreamDataset(INDEX, MANIFEST, rank=0, world_size=2, root={TMP + "\0x": TMP})),
+            ("root", lambda: StreamDataset(INDEX, MANIFEST, rank=0, world_size=2, root=[(TMP, TMP + "\0x")])),
+            ("root", lambda: StreamDataset(INDEX, MANIFEST, rank=0, world_size=2, root="%s=%s\0x" % (TMP, TMP))),
+            ("cache_dir", lambda: StreamDataset(INDEX, MANIFEST, rank=0, world_size=2,
+                                                cache_dir=os.path.join(TMP, "c\0x"))),
+            ("ext", lambda: StreamDataset(INDEX, MANIFEST, rank=0, world_size=2, ext="latent\0x")),
+            ("members", lambda: StreamDataset(INDEX, MANIFEST, rank=0, world_size=2, members=["latent", "js\0on"])),
+            ("index", lambda: IndexDataset(INDEX + "\0junk")),
+            ("root", lambda: IndexDataset(INDEX, root={TMP: TMP + "\0x"})),
+            ("ext", lambda: IndexDataset(INDEX, ext="latent\0x")),
+            ("members", lambda: IndexDataset(INDEX, members=["latent\0x"])),
+            ("manifest", lambda: BatchSampler(MANIFEST + "\0junk", rank=0, world_size=2)),
+            ("index", lambda: BatchSampler(MANIFEST, rank=0, world_size=2, index=INDEX + "\0x", members=["latent"])),
+            ("members", lambda: BatchSampler(MANIFEST, rank=0, world_size=2, index=INDEX, members=["lat\0ent"])),
+            ("index", lambda: adaptiveload.plan(INDEX + "\0junk", world=1, out=out)),
+            ("out", lambda: adaptiveload.plan(INDEX, world=1, out=out + "\0junk")),
+            ("cost", lambda: adaptiveload.plan(INDEX, world=1, out=out, cost=INDEX + "\0junk")),
+            ("buckets", lambda: adaptiveload.plan(INDEX, world=1, out=out, buckets=INDEX + "\0junk")),
+            ("require_members[1]", lambda: adaptiveload.plan(INDEX, world=1, out=out, require_members=["latent",
+                                                                                                      "x\0y"])),
+            ("index", lambda: Planner(INDEX + "\0junk", world=1, out_dir=TMP)),
+            ("cost", lambda: Planner(INDEX, world=1, cost=INDEX + "\0junk", out_dir=TMP)),
+            ("out_dir", lambda: Planner(INDEX, world=1, out_dir=TMP + "\0junk")),
+            ("source", lambda: Planner.resume(MANIFEST + "\0junk", at_step=1, world=1)),
+            ("manifest", lambda: adaptiveload.Manifest(MANIFEST + "\0junk")),
+            ("shards", lambda: adaptiveload.build_index([os.path.join(TMP, "shards") + "\0x"], out)),
+            ("out", lambda: adaptiveload.build_index(os.path.join(TMP, "shards"), out + "\0x")),
+            ("s3_endpoint", lambda: adaptiveload.build_index(os.path.join(TMP, "shards"), out,
+                                                             s3_endpoint="http://h\0x")),
+        ]
+        for name, fn in cases:
+            e = self.refused(name, fn, ValueError)
+            self.assertIn("NUL", str(e), name)
+        self.assertFalse(os.path.exists(out), "a plan was written to the path cut at the NUL")
+        # The same arguments without the NUL work.
+        self.assertGreater(len(StreamDataset(_Fspath(INDEX), MANIFEST, rank=0, world_size=2)), 0)
+
+    def test_a_misplaced_index_or_manifest_names_the_argument(self):
+        self.refused("index", lambda: StreamDataset(123, MANIFEST, rank=0, world_size=2), TypeError)
+        self.refused("index", lambda: IndexDataset(123), TypeError)
+        for bad in (None, 5, {"path": MANIFEST}):
+            self.refused("manifest", lambda: StreamDataset(INDEX, bad, rank=0, world_size=2), TypeError)
+            self.refused("manifest", lambda: BatchSampler(bad, rank=0, world_size=2), TypeError)
+
+    def test_a_loaded_manifest_stands_for_its_file(self):
+        m = adaptiveload.plan(INDEX, world=2, mem_tokens=20000, out=os.path.join(TMP, "loaded.alm"))
+        keys = lambda ds: [k for b in ds for k in b.keys]  # noqa: E731
+        self.assertEqual(keys(StreamDataset(INDEX, m, rank=1, world_size=2)),
+                         keys(StreamDataset(INDEX, m.path, rank=1, world_size=2)))
+        self.assertEqual([list(b) for b in BatchSampler(m, rank=1, world_size=2)],
+                         [list(b) for b in BatchSampler(m.path, rank=1, world_size=2)])
+
+    def test_index_dataset_position_info_is_checked(self):
+        ds = IndexDataset(INDEX)
+        e = self.refused("info", lambda: ds[(0, {})], ValueError)
+        for key in ("bucket_shape", "tokens", "padded"):
+            self.assertIn(key, str(e))
+        self.refused("info", lambda: ds[(0, 5)], TypeError)
+        self.refused("position", lambda: ds[(0,)], TypeError)
+        self.refused("position", lambda: ds[(0, {}, 1)], TypeError)
+        good = next(iter(BatchSampler(MANIFEST, rank=0, world_size=2, with_info=True)))[0]
+        for bad in ((1, 2), "abc", None, (0, 64, 1), (64, 64, 1.5)):
+            self.refused("bucket_shape", lambda: ds[(good[0], dict(good[1], bucket_shape=bad))])
+        self.refused("tokens", lambda: ds[(good[0], dict(good[1], tokens=-1))])
+        item = ds[good]
+        self.assertEqual(item["tokens"], good[1]["tokens"])
+
+
 if __name__ == "__main__":
     unittest.main()

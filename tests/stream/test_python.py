@@ -550,6 +550,24 @@ class BindingTest(unittest.TestCase):
             for name, (res, args) in functions.items():
                 self.assertEqual(getattr(lib, name).argtypes, args, name)
 
+    def test_only_the_binding_encodes_strings_for_c(self):
+        # Every str the package hands to C is encoded by _lib.encode_path / encode_text, which
+        # refuse a NUL byte naming the argument (C would read the string only up to it).
+        import re
+
+        from adaptiveload import _lib
+
+        folder = os.path.dirname(_lib.__file__)
+        for name in sorted(os.listdir(folder)):
+            if name.endswith(".py") and name != "_lib.py":
+                with open(os.path.join(folder, name)) as f:
+                    text = f.read()
+                self.assertIsNone(re.search(r"\.encode\(|fsencode\(", text), name)
+        for encode in (lambda s: _lib.encode_path(s, "where"), lambda s: _lib.encode_text(s, "where")):
+            with self.assertRaisesRegex(ValueError, "where must not contain a NUL byte"):
+                encode("a\0b")
+        self.assertEqual(_lib.encode_path(b"a/b", "where"), b"a/b")
+
     def test_one_error_class_with_status_and_c_message(self):
         self.assertIs(adaptiveload.StreamError, adaptiveload.Error)
         self.assertTrue(issubclass(adaptiveload.Error, RuntimeError))

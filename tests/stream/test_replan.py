@@ -2,8 +2,8 @@
 one world size, checkpoint (adaptiveload.checkpoint), resume at another world size, and check
 that every sample of the epoch is delivered exactly once overall and that tokens per step,
 from the micro-batches' own step totals, stay within 1% of the old plan's over the same steps
-(4 -> 8, 8 -> 3, 8 -> 1, 4 -> 8 -> 2; BatchSampler on a metadata corpus, StreamDataset on a
-latent one). Also: the same world resumes the saved state; a resize that cannot keep T is
+on average and, step by step, within the old plan's range of tokens per step (4 -> 8, 8 -> 3,
+8 -> 1, 4 -> 8 -> 2; BatchSampler on a metadata corpus, StreamDataset on a latent one). Also: the same world resumes the saved state; a resize that cannot keep T is
 refused unless a new T is asked for; a checkpoint whose manifest can no longer be rebuilt is
 refused.
 
@@ -129,6 +129,10 @@ class ResizeTest(unittest.TestCase):
             rows.append((policy, "%d->%d" % (world, w), at, new["micro_per_step"], target, was, now,
                          len(totals)))
             self.assertLess(abs(now / was - 1), 0.01, rows[-1])
+            # Each step, not only the mean: within the old plan's range of tokens per step.
+            lo, hi = min(old_totals.values()), max(old_totals.values())
+            out = {s: v for s, v in totals.items() if not lo <= v <= hi or (hi <= target and v > target)}
+            self.assertEqual(out, {}, "%s: steps outside %d..%d (T %d)" % (rows[-1][1], lo, hi, target))
             old_totals = totals
             planner, world = r.planner, w
         seen += real_samples(after)

@@ -1,0 +1,308 @@
+/* A shard checked against its index as the stream will find it (al_check.h). */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/atomic_file_internal.h"
+#include "loader/al_check.h"
+#include "loader/index_internal.h"
+#include "loader/remote_internal.h"
+#include "loader/remote_shard_internal.h"
+#include "loader/tensor_header_internal.h"
+
+/* First bytes read of a typed member; a longer header is read again at the length it asks. */
+#define TYPED_FIRST 256
+#define ERR_CAP 1024
+
+struct al_checker {
+  const al_index *idx;
+  remote_client *client; /* NULL: the index names no URL */
+  int skip_typed;
+  char note[1024]; /* appended to a failed s3:// open: the endpoint used vs the index's */
+};
+
+/* Where a shard's bytes come from: a local file or a remote shard's cache. */
+typedef struct shard_bytes {
+  int fd;
+  remote_shard *rs;
+  const char *path;
+} shard_bytes;
+
+static int read_exact(const shard_bytes *b, void *buf, size_t n, uint64_t off) {
+  if (b->rs) {
+    char err[ERR_CAP];
+    if (remote_shard_pread(b->rs, off, buf, n, err, sizeof err) != 0)
+      return al_set_error(AL_EIO, "%s", err);
+    return AL_OK;
+  }
+  size_t got = 0;
+  while (got < n) {
+    ssize_t r = pread(b->fd, (char *)buf + got, n - got, (off_t)(off + got));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0)
+      return al_set_error(AL_EIO, "%s: read of %zu bytes at byte %" PRIu64 ": %s", b->path, n, off,
+                          r < 0 ? strerror(errno) : "the file ends first");
+    got += (size_t)r;
+  }
+  return AL_OK;
+}
+
+static int read_at(void *ctx, void *buf, size_t n, uint64_t off, const char *path) {
+  (void)path;
+  return read_exact(ctx, buf, n, off);
+}
+
+int al_checker_open(al_checker **out, const al_index *idx, const al_check_options *o) {
+  if (!out || !idx) return al_set_error(AL_EINVAL, "al_checker_open: NULL argument");
+  *out = NULL;
+  al_check_options d;
+  memset(&d, 0, sizeof d);
+  if (!o) o = &d;
+  const al_storage_options *st = &o->storage;
+  if (st->remote_timeout_s != 0 && !(st->remote_timeout_s >= 0.1 && st->remote_timeout_s <= 86400))
+    return al_set_error(AL_EINVAL, "remote_timeout_s must be in [0.1, 86400] (0 = default), got %g",
+                        st->remote_timeout_s);
+  al_checker *c = calloc(1, sizeof *c);
+  if (!c) return al_set_error(AL_ENOMEM, "al_checker_open: out of memory");
+  c->idx = idx;
+  c->skip_typed = o->skip_typed_headers;
+  int remote = 0;
+  for (size_t i = 0; i < idx->n_shards && !remote; i++) remote = idx->shards[i].etag != NULL;
+  if (remote) {
+    al_storage_options used;
+    al_storage_origin from;
+    al_storage_resolve(st, idx, &used, &from);
+    al_storage_mismatch(&used, &from, idx, c->note, sizeof c->note);
+    remote_opts ro;
+    memset(&ro, 0, sizeof ro);
+    ro.s3_endpoint = used.s3_endpoint;
+    ro.s3_region = used.s3_region;
+    ro.s3_addressing = used.s3_addressing;
+    ro.total_timeout_s = used.remote_timeout_s;
+    char err[ERR_CAP];
+    if (remote_client_open(&ro, &c->client, err, sizeof err) != 0) {
+      free(c);
+      return al_set_error(AL_EINVAL, "%s", err);
+    }
+  }
+  *out = c;
+  return AL_OK;
+}
+
+void al_checker_close(al_checker *c) {
+  if (!c) return;
+  remote_client_close(c->client);
+  free(c);
+}
+
+void al_shard_check_clear(al_shard_check *r) {
+  if (!r) return;
+  free(r->error);
+  memset(r, 0, sizeof *r);
+}
+
+/* The message of the last error, kept in r->error (NULL when out of memory: callers say so). */
+static void keep_error(al_shard_check *r) {
+  if (!r->error) r->error = strdup(al_last_error());
+  al_clear_error();
+}
+
+/* ---- present and unchanged ---------------------------------------------------------------- */
+
+/* A local shard: opened and stat'ed as the stream opens it; its content fingerprint computed
+ * when the size is the indexed one. */
+static void open_local(const al_index *idx, size_t i, shard_bytes *b, al_shard_check *r) {
+  const index_shard_rec *s = &idx->shards[i];
+  struct stat st;
+  r->open_rc = afile_open_input(s->path, "shard", &b->fd);
+  if (!r->open_rc && fstat(b->fd, &st) != 0)
+    r->open_rc = al_set_error(AL_EIO, "%s: fstat: %s", s->path, strerror(errno));
+  if (r->open_rc) return keep_error(r);
+  r->size = (uint64_t)st.st_size;
+  r->mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+  if (r->size != s->size) return;
+  r->verify_rc = al_index_shard_verify(idx, i, b->fd);
+  if (r->verify_rc && r->verify_rc != AL_ENOTFOUND) keep_error(r);
+  al_clear_error();
+}
+
+/* The content fingerprint of a remote shard of the indexed size and ETag, read through its
+ * cache (for a plain tar, filled by remote_shard_plan with the header blocks). */
+static int remote_fingerprint(const al_index *idx, size_t i, shard_bytes *b) {
+  const index_shard_rec *s = &idx->shards[i];
+  if (!s->content_fp) return AL_ENOTFOUND;
+  uint64_t fp = 0;
+  int rc = index_shard_content_fp_by(idx, (uint32_t)i, read_at, b, &fp);
+  if (rc) return al_error_prefix(rc, "shard changed since indexing");
+  if (fp != s->content_fp)
+    return al_set_error(AL_EFORMAT,
+                        "%s: shard changed since indexing: %s differ from what was indexed (content "
+                        "fingerprint %016" PRIx64 ", the index says %016" PRIx64
+                        "); index it again",
+                        s->path,
+                        s->seekable ? "the headers of its indexed members"
+                                    : "its first or last 64 KiB",
+                        fp, s->content_fp);
+  return AL_OK;
+}
+
+/* A shard at a URL: one HEAD (size and ETag, as the stream pins it); for a plain tar, the
+ * header blocks and typed members' first bytes fetched in coalesced GETs; its fingerprint. */
+static void open_remote(al_checker *c, size_t i, shard_bytes *b, al_shard_check *r) {
+  const index_shard_rec *s = &c->idx->shards[i];
+  char err[ERR_CAP];
+  if (!c->client) {
+    r->open_rc = al_set_error(AL_EINVAL, "%s: no remote client", s->path);
+    return keep_error(r);
+  }
+  if (remote_shard_open(c->client, s->path, &b->rs, err, sizeof err) != 0) {
+    r->open_rc = al_set_error(AL_EIO, "%s%s", err, strncmp(s->path, "s3://", 5) ? "" : c->note);
+    return keep_error(r);
+  }
+  r->size = remote_shard_size(b->rs);
+  if (r->size != s->size) return;
+  if (s->seekable && remote_shard_plan(b->rs, 0, 0, err, sizeof err) != 0) {
+    r->verify_rc = al_set_error(AL_EIO, "%s", err);
+    return keep_error(r);
+  }
+  const char *etag = remote_shard_etag(b->rs);
+  if (s->etag[0] && strcmp(etag, s->etag) != 0)
+    r->verify_rc = al_set_error(AL_EFORMAT,
+                                "%s: shard changed since indexing (object changed): ETag is %s, the "
+                                "index says %s",
+                                s->path, etag, s->etag);
+  else
+    r->verify_rc = remote_fingerprint(c->idx, i, b);
+  if (r->verify_rc && r->verify_rc != AL_ENOTFOUND) keep_error(r);
+  al_clear_error();
+}
+
+/* ---- typed members ------------------------------------------------------------------------ */
+
+/* dtype and shape as "float16 (16, 5, 42, 42)". */
+static void describe(char *buf, size_t cap, const char *dtype, uint32_t ndim,
+                     const uint64_t *shape) {
+  size_t at = (size_t)snprintf(buf, cap, "%s (", dtype);
+  for (uint32_t d = 0; d < ndim && at < cap; d++)
+    at += (size_t)snprintf(buf + at, cap - at, "%s%" PRIu64, d ? ", " : "", shape[d]);
+  if (at < cap) snprintf(buf + at, cap - at, ")");
+}
+
+/* The header of a typed member parsed from its first bytes (read again at the length it asks,
+ * a few times at most). */
+static int parse_typed(const shard_bytes *b, theader_kind kind, const al_member_info *mi,
+                       theader *h) {
+  size_t have = mi->size < TYPED_FIRST ? (size_t)mi->size : TYPED_FIRST;
+  for (int round = 0;; round++) {
+    unsigned char *buf = malloc(have ? have : 1);
+    if (!buf) return al_set_error(AL_ENOMEM, "out of memory (%zu-byte header)", have);
+    int rc = read_exact(b, buf, have, mi->offset);
+    size_t need = 0;
+    if (rc == AL_OK) rc = theader_parse(kind, buf, have, mi->size, NULL, h, &need);
+    free(buf);
+    if (rc != AL_ERANGE) return rc;
+    if (round == 4 || need <= have || need > mi->size || need > THEADER_MAX_HEADER_BYTES)
+      return al_set_error(AL_EFORMAT, "header needs %zu bytes, the member holds %" PRIu64, need,
+                          mi->size);
+    have = need;
+  }
+}
+
+/* The header must say what the index recorded when it read the same header. */
+static int check_recorded(const al_member_type *t, const theader *h) {
+  int same = h->ndim == t->ndim && !strcmp(theader_dtype_name(h->dtype), t->dtype);
+  for (uint32_t d = 0; same && d < h->ndim && d < AL_INDEX_MAX_DIMS; d++)
+    same = h->shape[d] == t->shape[d];
+  if (same) return AL_OK;
+  char read[256], rec[256];
+  describe(read, sizeof read, theader_dtype_name(h->dtype), h->ndim, h->shape);
+  describe(rec, sizeof rec, t->dtype, t->ndim < AL_INDEX_MAX_DIMS ? t->ndim : AL_INDEX_MAX_DIMS,
+           t->shape);
+  return al_set_error(AL_EFORMAT, "its header says %s, the index recorded %s", read, rec);
+}
+
+/* Member m of sample `sample`, when typed: its header read and compared. 1 when read, 0 when
+ * not typed; a negative al_status for out of memory. */
+static int check_member(al_checker *c, const shard_bytes *b, size_t sample, size_t m,
+                        al_check_member_fn fn, void *ctx, al_shard_check *r) {
+  al_member_type t;
+  al_member_info mi;
+  al_sample_info si;
+  if (al_index_member_type(c->idx, sample, m, &t) != AL_OK ||
+      al_index_member(c->idx, sample, m, &mi) != AL_OK ||
+      al_index_sample(c->idx, sample, &si) != AL_OK) {
+    al_clear_error();
+    return 0;
+  }
+  const index_shard_rec *s = &c->idx->shards[si.shard];
+  if (mi.lz4 || !s->seekable) {
+    r->typed_skipped++;
+    return 0;
+  }
+  theader h;
+  int rc = parse_typed(b, theader_kind_of(mi.ext), &mi, &h);
+  if (rc == AL_ENOMEM) return -AL_ENOMEM;
+  if (rc == AL_OK) rc = check_recorded(&t, &h);
+  r->typed_checked++;
+  if (rc == AL_OK) return 1;
+  rc = al_error_prefix(AL_EFORMAT, "%s: key '%s' member '%s' at byte %" PRIu64, s->path, si.key,
+                       mi.ext, mi.offset);
+  (void)rc;
+  r->typed_bad++;
+  if (fn) fn(ctx, sample, m, al_last_error());
+  al_clear_error();
+  return 1;
+}
+
+static int check_sample(al_checker *c, const shard_bytes *b, size_t sample, al_check_member_fn fn,
+                        void *ctx, al_shard_check *r) {
+  const index_sample_rec *q = &c->idx->samples[sample];
+  for (uint32_t m = 0; m < q->n_members; m++) {
+    int rc = check_member(c, b, sample, m, fn, ctx, r);
+    if (rc < 0) return -rc;
+  }
+  return AL_OK;
+}
+
+/* Every typed member of the shard's samples (its own, wherever the index put them). */
+static int check_typed(al_checker *c, size_t i, const shard_bytes *b, al_check_member_fn fn,
+                       void *ctx, al_shard_check *r) {
+  const index_shard_rec *s = &c->idx->shards[i];
+  if (!s->sample_count) return AL_OK;
+  size_t lo = s->scattered ? 0 : s->first_sample;
+  size_t hi = s->scattered ? c->idx->n_samples : s->last_sample + 1;
+  for (size_t k = lo; k < hi; k++) {
+    if (c->idx->samples[k].shard != i) continue;
+    int rc = check_sample(c, b, k, fn, ctx, r);
+    if (rc) return rc;
+  }
+  return AL_OK;
+}
+
+int al_checker_shard(al_checker *c, size_t shard, al_check_member_fn fn, void *ctx,
+                     al_shard_check *out) {
+  if (!c || !out) return al_set_error(AL_EINVAL, "al_checker_shard: NULL argument");
+  memset(out, 0, sizeof *out);
+  if (shard >= c->idx->n_shards)
+    return al_set_error(AL_ERANGE, "shard %zu out of range (%zu shards)", shard, c->idx->n_shards);
+  const index_shard_rec *s = &c->idx->shards[shard];
+  shard_bytes b = {.fd = -1, .rs = NULL, .path = s->path};
+  if (s->etag)
+    open_remote(c, shard, &b, out);
+  else
+    open_local(c->idx, shard, &b, out);
+  int rc = AL_OK;
+  int intact = !out->open_rc && out->size == s->size &&
+               (out->verify_rc == AL_OK || out->verify_rc == AL_ENOTFOUND);
+  if (intact && !c->skip_typed) rc = check_typed(c, shard, &b, fn, ctx, out);
+  if (b.rs) {
+    out->requests = remote_shard_stats(b.rs).requests;
+    remote_shard_close(b.rs);
+  }
+  if (b.fd >= 0) close(b.fd);
+  return rc;
+}
