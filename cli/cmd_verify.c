@@ -49,12 +49,7 @@ static int parse_members(const cli_verb *verb, const char *opt, const char *v, v
 static int parse_root(const cli_verb *verb, const char *opt, const char *v, void *args) {
   (void)opt;
   verify_args *a = args;
-  const char *eq = strchr(v, '=');
-  if (!eq || eq == v || !eq[1] || a->n_roots == VERIFY_MAX_ROOTS)
-    return cli_usage(verb, CLI_SAY_BLANK, "bad --root '%s' (FROM=TO, at most %d)", v,
-                     VERIFY_MAX_ROOTS);
-  a->roots[a->n_roots++] = v;
-  return 0;
+  return cli_parse_root(verb, v, a->roots, &a->n_roots, VERIFY_MAX_ROOTS);
 }
 
 /* clang-format off */

@@ -3,9 +3,11 @@
 
 #include <ctype.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/parse_internal.h"
+#include "common/url_internal.h"
 
 int cli_usage(const cli_verb *verb, cli_say say, const char *fmt, ...) {
   va_list ap;
@@ -190,4 +192,17 @@ int cli_parse(const cli_verb *verb, int argc, char **argv, void *args) {
     i += v != NULL;
   }
   return CLI_RUN;
+}
+
+int cli_parse_root(const cli_verb *verb, const char *v, const char **roots, size_t *n, size_t cap) {
+  const char *eq = strchr(v, '=');
+  if (eq && eq != v && eq[1] && *n < cap) {
+    roots[(*n)++] = v;
+    return 0;
+  }
+  char *shown = url_redact(v);
+  int rc = cli_usage(verb, CLI_SAY_BLANK, "bad --root '%s' (FROM=TO, at most %zu)",
+                     shown ? shown : "...", cap);
+  free(shown);
+  return rc;
 }

@@ -109,8 +109,8 @@ extern const cli_choice cli_s3_addressing[];
     .name = "--remote-timeout", .type = CLI_DOUBLE, CLI_AT(T, W.remote_timeout_s), .lo = 0.1, \
     .hi = 86400, .metavar = "S",                                                              \
     .help =                                                                                   \
-        "give a request to a server up S seconds after its last\n"                            \
-        "progress (retries with backoff meanwhile)",                                          \
+        "give a remote operation (a HEAD, a read, a listing page) up\n"                       \
+        "S seconds after it started (retries with backoff meanwhile)",                        \
     .def = "$ADAPTIVELOAD_REMOTE_TIMEOUT_S, else 60"                                          \
   }
 
@@ -166,6 +166,11 @@ int cli_parse_geometry(const char *v, al_latent_geom *out);
 /* --sp-degrees 1,2,4,8: distinct powers of two 1..1024, at most AL_PLAN_MAX_SP_DEGREES of them,
  * into out[0..*n) in the order given: 0, or cli_usage's status naming the bad item. */
 int cli_parse_sp_degrees(const cli_verb *verb, const char *v, uint32_t *out, size_t *n);
+
+/* --root FROM=TO (stream, verify): v appended to roots (*n of them, at most cap): 0, or
+ * cli_usage's status for a value that is not FROM=TO or one too many; the message shows any
+ * URL's user:password@ as ***@. */
+int cli_parse_root(const cli_verb *verb, const char *v, const char **roots, size_t *n, size_t cap);
 
 /* A comma list ("latent.npy,t5.npy") copied into buf (buf_cap bytes) and split there: names[i]
  * point into buf, *n of them. 0, or -1 for a value too long, an empty item or more than cap. */

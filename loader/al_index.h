@@ -82,8 +82,9 @@ typedef struct al_index_options {
    * remote shards and threads 0, up to max(cores, 8) shards are indexed at once, each over
    * one connection. */
   const char *s3_endpoint;
-  /* A remote request's retry budget in seconds since its last progress (timeouts, refused
-   * connections, 5xx, 429 are retried with backoff); 0 = 60. */
+  /* The time in seconds one remote operation (a shard's HEAD, one ranged read, a listing
+   * page) may take as a whole, its retries with backoff (timeouts, refused connections, 5xx,
+   * 429) and a slow answer's transfer included; 0 = 60. */
   double remote_timeout_s;
   /* NULL, or an array of n (the shard count) filled with each shard's transfer figures. */
   struct al_shard_io *shard_io;
@@ -113,14 +114,17 @@ typedef struct al_shard_info {
    * without mtime (see al_index_shard_verify); 0 when not recorded (indexes written before
    * fingerprints, hand assembly, a shard that could not be read at the end of its build). */
   uint64_t content_fp;
-  /* Remote shards: path is the URL as given (an http(s) host in lower case, a
-   * user:password@ left out; s3://BUCKET/KEY stays s3://, its endpoint is the reader's
-   * setting, not the index's), mtime_ns is 0, and the identity is size + content_fp (the same
-   * hash as for a local copy: the header block of every indexed member, or a compressed
-   * object's first and last 64 KiB) + etag. remote: AL_SHARD_LOCAL, AL_SHARD_HTTP or
-   * AL_SHARD_S3 (from the path's scheme). etag: the ETag the server sent when the shard was
-   * indexed, quoted as sent ("\"9a03...\""); "" for a local shard or a server that sent none.
-   * A reader opens the URL, checks size and ETag, and sends If-Match with its ranged GETs. */
+  /* Remote shards: path is the URL as given (its scheme, and an http(s) host, in lower case;
+   * a query kept: requests use the whole URL; s3://BUCKET/KEY stays s3://, its endpoint is the
+   * reader's setting, not the index's), mtime_ns is 0, and the identity is size + content_fp
+   * (the same hash as for a local copy: the header block of every indexed member, or a
+   * compressed object's first and last 64 KiB) + etag, never the URL's query (a presigned
+   * URL signed again is the same shard). remote: AL_SHARD_LOCAL, AL_SHARD_HTTP or
+   * AL_SHARD_S3 (from the path's scheme, in any case). etag: the ETag the server sent when
+   * the shard was indexed, quoted as sent, whole ("\"9a03...\"", W/"..." when weak); "" for a
+   * local shard or a server that sent none. A reader opens the URL, checks size and ETag, and
+   * sends If-Match (a strong ETag; a weak one is compared in the answers) with its ranged
+   * GETs. No path holds a user:password@: every entry point refuses one. */
   int remote;
   const char *etag;
 } al_shard_info;
@@ -199,8 +203,9 @@ AL_API int al_shard_expand(const char *arg, char ***paths, size_t *n);
  * "s3://b") is a prefix, listed (ListObjectsV2, every page) for its *.tar, *.tar.gz,
  * *.tar.lz4, *.tar.zst, *.tar.bz2, *.tar.xz objects, sorted bytewise (AL_ENOTFOUND when there are
  * none); http(s) URLs must name objects (no listing). s3_endpoint as al_index_options.s3_endpoint.
- * An http(s) URL with user:password@ is AL_EINVAL (the index would store it). Errors name the URL
- * without credentials; a failed listing is AL_EIO. */
+ * A URL with user:password@ (any scheme) is AL_EINVAL (the index would store it). Errors name
+ * the URL without credentials; a failed listing is AL_EIO (a listing whose continuation tokens
+ * come round again included). */
 AL_API int al_shard_expand_remote(const char *arg, const char *s3_endpoint, char ***paths,
                                   size_t *n);
 
@@ -225,10 +230,11 @@ AL_API void al_index_free(al_index *idx);
 AL_API size_t al_index_shard_count(const al_index *idx);
 AL_API size_t al_index_sample_count(const al_index *idx);
 AL_API size_t al_index_rejected_count(const al_index *idx);
-/* Hash of shard file names (not their folders) and sizes, and of sample keys,
- * shapes and member sizes; manifests record it to catch a manifest used with
- * another index. Deterministic across runs and machines, and unchanged when the
- * same shards are indexed at another path (another node's mount point). */
+/* Hash of shard file names (not their folders, nor an http(s) URL's query or fragment) and
+ * sizes, and of sample keys, shapes and member sizes; manifests record it to catch a manifest
+ * used with another index. Deterministic across runs and machines, and unchanged when the
+ * same shards are indexed at another path (another node's mount point, a server, presigned
+ * URLs signed again). */
 AL_API uint64_t al_index_fingerprint(const al_index *idx);
 
 AL_API int al_index_shard(const al_index *idx, size_t i, al_shard_info *out);
@@ -246,7 +252,8 @@ AL_API int al_index_shard_verify(const al_index *idx, size_t shard, int fd);
  * by size and content fingerprint, not path or mtime, so a copied corpus streams under the
  * same manifests (the index fingerprint leaves folders out). *remapped (may be NULL) counts
  * the shards moved; AL_ENOTFOUND when none starts with `from`. A moved shard's ETag is
- * forgotten (it was the old server's). Not thread-safe: call before streaming. */
+ * forgotten (it was the old server's). `from` or `to` a URL with user:password@ is AL_EINVAL.
+ * Not thread-safe: call before streaming. */
 AL_API int al_index_remap_root(al_index *idx, const char *from, const char *to, size_t *remapped);
 AL_API int al_index_sample(const al_index *idx, size_t i, al_sample_info *out);
 AL_API int al_index_member(const al_index *idx, size_t sample, size_t m, al_member_info *out);
@@ -293,7 +300,9 @@ AL_API size_t al_index_memory(const al_index *idx, size_t *records, size_t *keys
 /* Hand assembly (planner benchmarks, tests). Members are optional. Unlike
  * al_index_build, nothing is validated beyond the shard id and offsets < 2^48:
  * keys are not checked for duplicates and shapes are stored as given.
- * add_shard records mtime 0 and compression "none" (seekable) or "unknown". */
+ * add_shard records mtime 0 and compression "none" (seekable) or "unknown"; a path that is a
+ * URL with user:password@ is AL_EINVAL (as everywhere a shard path enters an index: build,
+ * expansion, loading, al_index_remap_root), with a message showing it as ***@. */
 AL_API int al_index_new(al_index **out);
 AL_API int al_index_add_shard(al_index *idx, const char *path, uint64_t size, int seekable,
                               uint32_t *id);

@@ -525,6 +525,10 @@ int al_index_build(al_index **out, const char *const *shards, size_t n,
   if (!out || (!shards && n)) return al_set_error(AL_EINVAL, "al_index_build: NULL argument");
   *out = NULL;
   if (n == 0) return al_set_error(AL_EINVAL, "al_index_build: no shards given");
+  for (size_t i = 0; i < n; i++) {
+    int urc = shards[i] ? shard_path_check_userinfo(shards[i], NULL) : AL_OK;
+    if (urc) return urc;
+  }
   al_index_options o;
   memset(&o, 0, sizeof o);
   if (opts) o = *opts;

@@ -165,6 +165,8 @@ static int expand_dir(list *L, const char *dir) {
 int al_shard_expand(const char *arg, char ***paths, size_t *n) {
   if (!arg || !paths || !n) return al_set_error(AL_EINVAL, "al_shard_expand: NULL argument");
   if (!*arg) return al_set_error(AL_EINVAL, "empty shard argument");
+  int urc = shard_path_check_userinfo(arg, NULL);
+  if (urc) return urc;
   list L = {paths, n, *n};
   size_t before = *n;
   struct stat st;
@@ -224,14 +226,6 @@ static int expand_s3_prefix(list *L, remote_client *c, const char *url) {
   return AL_OK;
 }
 
-/* An http(s) URL with user:password@ in it. */
-static int has_userinfo(const char *url) {
-  if (shard_path_url_kind(url) != 1) return 0;
-  const char *host = strstr(url, "://") + 3;
-  const char *at = memchr(host, '@', strcspn(host, "/?#"));
-  return at != NULL;
-}
-
 int al_shard_expand_remote(const char *arg, const char *s3_endpoint, char ***paths, size_t *n) {
   al_storage_options st = {.s3_endpoint = s3_endpoint};
   return al_shard_expand_storage(arg, &st, paths, n);
@@ -242,15 +236,8 @@ int al_shard_expand_storage(const char *arg, const al_storage_options *storage, 
   if (!arg || !paths || !n)
     return al_set_error(AL_EINVAL, "al_shard_expand_storage: NULL argument");
   if (!shard_path_url_kind(arg)) return al_shard_expand(arg, paths, n);
-  if (has_userinfo(arg)) {
-    char *shown = shard_path_url_normal(arg);
-    int rc = al_set_error(AL_EINVAL,
-                          "%s: a URL with user:password@ would put the credentials into the index; "
-                          "serve the shards without them",
-                          shown ? shown : "URL");
-    free(shown);
-    return rc;
-  }
+  int urc = shard_path_check_userinfo(arg, NULL);
+  if (urc) return urc;
   char **items = NULL;
   size_t count = 0, before = *n;
   list T = {&items, &count, 0};

@@ -110,10 +110,12 @@ void al_index_free(al_index *idx) {
 int index_add_shard_full(al_index *idx, const char *path, uint64_t size, int64_t mtime_ns,
                          int seekable, const char *compression, uint32_t *id) {
   if (!idx || !path) return al_set_error(AL_EINVAL, "al_index_add_shard: NULL argument");
+  int rc = shard_path_check_userinfo(path, NULL);
+  if (rc) return rc;
   if (idx->n_shards >= UINT32_MAX)
     return al_set_error(AL_ERANGE, "more than %u shards", UINT32_MAX - 1);
-  int rc = grow_array((void **)&idx->shards, &idx->cap_shards, idx->n_shards + 1,
-                      sizeof *idx->shards, "the index's shards");
+  rc = grow_array((void **)&idx->shards, &idx->cap_shards, idx->n_shards + 1, sizeof *idx->shards,
+                  "the index's shards");
   if (rc) return rc;
   char *p = strdup(path);
   if (!p) return al_set_error(AL_ENOMEM, "out of memory");
@@ -125,11 +127,12 @@ int index_add_shard_full(al_index *idx, const char *path, uint64_t size, int64_t
   s->seekable = seekable != 0;
   s->compression = index_compression_name(compression ? compression
                                                       : (seekable ? "none" : "unknown"));
-  /* The file name, not the path: a corpus mounted elsewhere (another node, a moved
-   * folder) and indexed again keeps its fingerprint, so its manifests stay valid. */
-  const char *base = strrchr(p, '/');
-  base = base ? base + 1 : p;
-  idx->fp_shards = hash_fold(hash_fold(idx->fp_shards, hash64(base, strlen(base), 1)), size);
+  /* The file name, not the path nor a URL's query: a corpus mounted elsewhere (another node,
+   * a moved folder, a server) or reached through URLs signed again, and indexed again, keeps
+   * its fingerprint, so its manifests and resume states stay valid. */
+  size_t base_len;
+  const char *base = shard_path_name(p, &base_len);
+  idx->fp_shards = hash_fold(hash_fold(idx->fp_shards, hash64(base, base_len, 1)), size);
   if (id) *id = (uint32_t)idx->n_shards;
   idx->n_shards++;
   return AL_OK;

@@ -3,7 +3,10 @@
  * ranges of one object, and listings of an S3 prefix (internal to //loader:remote; the
  * index reads remote shards through it, loader/remote_shard_internal.h).
  *
- * URLs: http://host[:port]/path, https://..., s3://bucket/key. An s3:// URL is sent to
+ * URLs: http://host[:port]/path, https://..., s3://bucket/key (schemes in any case: HTTP://
+ * is http://). An s3:// key is opaque: it is sent as it is written, percent-encoded, with no
+ * "." or ".." segment removed (libcurl's CURLOPT_PATH_AS_IS; SigV4 signs that path, as S3
+ * does). An s3:// URL is sent to
  * REGION's AWS endpoint (https://BUCKET.s3.REGION.amazonaws.com/KEY), or, when an endpoint
  * is set (remote_opts.s3_endpoint, else the environment's AWS_ENDPOINT_URL), to
  * ENDPOINT/BUCKET/KEY (path-style addressing, what S3-compatible servers expect);
@@ -13,16 +16,19 @@
  * x-amz-security-token header; AWS_REGION names the region (default us-east-1). Without
  * credentials requests are anonymous. Credentials are read once, at remote_client_open,
  * and appear in no message: errors name the URL (and, for s3://, the endpoint URL), with an
- * http(s) URL's user:password@ shown as ***@.
+ * http(s) URL's user:password@ shown as ***@ (an s3:// URL with one is refused).
  *
  * Faults: timeouts, connection failures and resets, 5xx, 429 and 408 answers are retried
  * with exponential backoff and jitter (a Retry-After, in seconds or as an HTTP date, is
- * honoured), for at most remote_opts.total_timeout_s since the operation last made
- * progress; then the operation fails with the URL, the number of attempts and the last
- * error. A response cut short is
- * resumed from its last byte. An object is pinned at open by its size and ETag: each ranged
- * GET sends If-Match, and an answer with a different ETag or total size (or a 412) is an
- * error naming the URL, never different bytes.
+ * honoured). remote_opts.total_timeout_s bounds each operation as a whole (an open, a read,
+ * a listing page), its requests and retries and the bytes they bring together: a server
+ * that trickles its answer fails as one that does not answer. Then the operation fails with
+ * the URL, the number of attempts and the last error. A response cut short is resumed from
+ * its last byte. Answer headers over libcurl's limits (a line over 100 KiB, 300 KiB in all)
+ * fail at once, saying so. An object is pinned at open by its size and ETag (of any length,
+ * kept as sent): each ranged GET sends If-Match (a strong ETag; a weak one, W/"...", never
+ * matches there, so it is not sent), and an answer with a different ETag or total size (or
+ * a 412) is an error naming the URL, never different bytes.
  *
  * Thread safety: a remote_client is read-only after remote_client_open and may be shared by
  * any number of threads (each object then holds its own connection). A remote_object is
@@ -38,8 +44,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define REMOTE_ETAG_CAP 256
-
 enum { REMOTE_NOT_URL = 0, REMOTE_HTTP = 1, REMOTE_S3 = 2 };
 
 /* remote_opts.s3_addressing: the values of loader/al_index.h's AL_S3_ADDRESSING_*. */
@@ -47,7 +51,7 @@ enum { REMOTE_ADDRESSING_DEFAULT = 0, REMOTE_ADDRESSING_PATH = 1, REMOTE_ADDRESS
 
 /* Zero (or NULL) means the default. */
 typedef struct remote_opts {
-  double total_timeout_s;   /* retry budget since the last progress; default 60 */
+  double total_timeout_s;   /* an operation's whole time, retries included; default 60 */
   double connect_timeout_s; /* per connection attempt; default 10 */
   double stall_timeout_s;   /* no byte received for this long: a timeout; default 15 */
   double backoff_base_s;    /* first retry delay (before jitter); default 0.1 */
@@ -76,7 +80,7 @@ typedef struct remote_object remote_object;
 typedef struct remote_entry {
   char *url; /* s3://bucket/key */
   uint64_t size;
-  char etag[REMOTE_ETAG_CAP]; /* as the server quotes it, e.g. "\"9a0364b9...\"" */
+  char *etag; /* as the server quotes it, e.g. "\"9a0364b9...\"" (malloc'd; "" when none) */
 } remote_entry;
 
 typedef struct remote_listing {
@@ -84,8 +88,14 @@ typedef struct remote_listing {
   size_t count;
 } remote_listing;
 
-/* REMOTE_HTTP, REMOTE_S3 or REMOTE_NOT_URL (a local path), from the scheme alone. */
+/* REMOTE_HTTP, REMOTE_S3 or REMOTE_NOT_URL (a local path), from the scheme alone (any case). */
 int remote_url_kind(const char *s);
+
+/* How much of url names the object: an http(s) URL up to its query or fragment (a
+ * presigned URL's signature, "?X-Amz-Signature=...", changes when it is signed again; the
+ * object does not); an s3:// URL whole ('?' and '#' belong to its key). Requests use the
+ * whole URL. */
+size_t remote_url_identity_len(const char *url);
 
 /* opts may be NULL. The client copies what it needs from opts and the environment. */
 int remote_client_open(const remote_opts *opts, remote_client **out, char *err, size_t err_cap);
@@ -102,11 +112,11 @@ void remote_client_cancel(remote_client *c);
 int remote_object_open(remote_client *c, const char *url, remote_object **out, char *err,
                        size_t err_cap);
 uint64_t remote_object_size(const remote_object *o);
-/* "" when the server sent none (then only the size is checked). */
+/* As the server sent it (any length); "" when it sent none (then only the size is checked). */
 const char *remote_object_etag(const remote_object *o);
 const char *remote_object_url(const remote_object *o);
-/* Reads exactly len bytes at offset off into buf (ranged GETs, resumed and retried).
- * [off, off + len) must lie within the object. */
+/* Reads exactly len bytes at offset off into buf (ranged GETs, resumed and retried), within
+ * total_timeout_s for the whole read. [off, off + len) must lie within the object. */
 int remote_object_read(remote_object *o, uint64_t off, void *buf, size_t len, char *err,
                        size_t err_cap);
 /* Safe to call while another thread uses the object (the counters are atomic). */
@@ -114,8 +124,9 @@ remote_stats remote_object_stats(const remote_object *o);
 void remote_object_close(remote_object *o);
 
 /* Every object whose key starts with the prefix of url (s3://bucket/prefix; "" lists the
- * bucket), following continuation tokens (ListObjectsV2). out is filled on success and
- * left empty on failure; stats (may be NULL) receives the requests sent. */
+ * bucket), following continuation tokens (ListObjectsV2); a token sent a second time is an
+ * error (the listing would go round for ever). out is filled on success and left empty on
+ * failure; stats (may be NULL) receives the requests sent. */
 int remote_list(remote_client *c, const char *url, remote_listing *out, remote_stats *stats,
                 char *err, size_t err_cap);
 void remote_listing_free(remote_listing *l);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/url_internal.h"
 #include "loader/remote_xfer_internal.h"
 
 #define LIST_BODY_MAX (64u << 20)
@@ -22,9 +23,9 @@ static int add_entry(remote_listing *l, size_t *cap, const char *bucket, const c
   }
   remote_entry *e = &l->entries[l->count];
   memset(e, 0, sizeof *e);
-  if (asprintf(&e->url, "s3://%s/%s", bucket, key) < 0) return -1;
+  if (asprintf(&e->url, "s3://%s/%s", bucket, key) < 0) return e->url = NULL, -1;
   e->size = size;
-  snprintf(e->etag, sizeof e->etag, "%s", etag ? etag : "");
+  if ((e->etag = strdup(etag ? etag : "")) == NULL) return free(e->url), -1;
   l->count++;
   return 0;
 }
@@ -87,6 +88,7 @@ static int get_page(remote_client *c, CURL *h, remote_target *t, remote_xfer *x,
                     char *err, size_t err_cap) {
   remote_retry r;
   remote_retry_start(c, &r);
+  x->deadline = r.deadline;
   char msg[768];
   for (;;) {
     r.attempts++;
@@ -103,35 +105,110 @@ static int get_page(remote_client *c, CURL *h, remote_target *t, remote_xfer *x,
   }
 }
 
+/* The continuation tokens a listing has followed: a server that hands one out again would
+ * have the listing go round for ever. */
+typedef struct token_set {
+  char **v;
+  uint64_t *hash;
+  size_t n, cap;
+} token_set;
+
+static uint64_t token_hash(const char *s) {
+  uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+  return h;
+}
+
+static int token_seen(const token_set *ts, const char *t, uint64_t h) {
+  for (size_t i = 0; i < ts->n; i++)
+    if (ts->hash[i] == h && strcmp(ts->v[i], t) == 0) return 1;
+  return 0;
+}
+
+/* Adds t (copied): 1 when it was there already, -1 when out of memory, else 0. */
+static int token_add(token_set *ts, const char *t) {
+  uint64_t h = token_hash(t);
+  if (token_seen(ts, t, h)) return 1;
+  if (ts->n == ts->cap) {
+    size_t n = ts->cap ? 2 * ts->cap : 16;
+    char **v = realloc(ts->v, n * sizeof *v);
+    if (v != NULL) ts->v = v;
+    uint64_t *hs = v ? realloc(ts->hash, n * sizeof *hs) : NULL;
+    if (hs == NULL) return -1;
+    ts->hash = hs;
+    ts->cap = n;
+  }
+  if ((ts->v[ts->n] = strdup(t)) == NULL) return -1;
+  ts->hash[ts->n++] = h;
+  return 0;
+}
+
+static void token_set_free(token_set *ts) {
+  for (size_t i = 0; i < ts->n; i++) free(ts->v[i]);
+  free(ts->v);
+  free(ts->hash);
+}
+
+/* A listing's state between pages. */
+typedef struct pager {
+  const char *url, *bucket, *prefix;
+  size_t cap;     /* of the listing's entries */
+  char *token;    /* the next page's, NULL: the first page, or none after the last */
+  token_set seen; /* every token followed */
+  uint64_t pages;
+} pager;
+
+/* The token of the page just read, when there is one: refused when it came before. */
+static int check_token(pager *pg, const remote_target *t, char *err, size_t err_cap) {
+  int again = pg->token != NULL ? token_add(&pg->seen, pg->token) : 0;
+  if (again < 0) return snprintf(err, err_cap, "%s: out of memory", t->name), -1;
+  if (again == 0) return 0;
+  snprintf(err, err_cap,
+           "%s: listing: page %" PRIu64
+           " sent continuation token '%.200s' again, which would repeat the listing for ever",
+           t->name, pg->pages, pg->token);
+  return -1;
+}
+
+/* One page: its entries into out, pg->token the next page's token (NULL: the last page). */
+static int list_page(remote_client *c, CURL *h, pager *pg, remote_listing *out, remote_stats *st,
+                     char *err, size_t err_cap) {
+  remote_target t = {0};
+  t.s3 = 1;
+  t.http = page_url(c, pg->bucket, pg->prefix, pg->token);
+  free(pg->token);
+  pg->token = NULL;
+  if (t.http == NULL || asprintf(&t.name, "%s (%s)", pg->url, t.http) < 0) {
+    free(t.http);
+    return snprintf(err, err_cap, "%s: out of memory", pg->url), -1;
+  }
+  remote_xfer x = {0};
+  x.body_max = LIST_BODY_MAX;
+  char why[256];
+  pg->pages++;
+  int rc = get_page(c, h, &t, &x, st, err, err_cap);
+  if (rc == 0 && parse_page(x.body ? x.body : "", x.body_len, pg->bucket, out, &pg->cap, &pg->token,
+                            why, sizeof why) != 0) {
+    snprintf(err, err_cap, "%s: listing: %s", t.name, why);
+    rc = -1;
+  }
+  if (rc == 0) rc = check_token(pg, &t, err, err_cap);
+  remote_xfer_free(&x);
+  remote_target_free(&t);
+  return rc;
+}
+
 static int list_pages(remote_client *c, CURL *h, const char *url, const char *bucket,
                       const char *prefix, remote_listing *out, remote_stats *st, char *err,
                       size_t err_cap) {
-  size_t cap = 0;
-  char *token = NULL;
+  pager pg = {.url = url, .bucket = bucket, .prefix = prefix};
+  int rc;
   do {
-    remote_target t = {0};
-    t.s3 = 1;
-    t.http = page_url(c, bucket, prefix, token);
-    free(token);
-    token = NULL;
-    if (t.http == NULL || asprintf(&t.name, "%s (%s)", url, t.http) < 0) {
-      free(t.http);
-      return snprintf(err, err_cap, "%s: out of memory", url), -1;
-    }
-    remote_xfer x = {0};
-    x.body_max = LIST_BODY_MAX;
-    char why[256];
-    int rc = get_page(c, h, &t, &x, st, err, err_cap);
-    if (rc == 0 && parse_page(x.body ? x.body : "", x.body_len, bucket, out, &cap, &token, why,
-                              sizeof why) != 0) {
-      snprintf(err, err_cap, "%s: listing: %s", t.name, why);
-      rc = -1;
-    }
-    remote_xfer_free(&x);
-    remote_target_free(&t);
-    if (rc != 0) return -1;
-  } while (token != NULL);
-  return 0;
+    rc = list_page(c, h, &pg, out, st, err, err_cap);
+  } while (rc == 0 && pg.token != NULL);
+  free(pg.token);
+  token_set_free(&pg.seen);
+  return rc;
 }
 
 int remote_list(remote_client *c, const char *url, remote_listing *out, remote_stats *stats,
@@ -139,8 +216,12 @@ int remote_list(remote_client *c, const char *url, remote_listing *out, remote_s
   memset(out, 0, sizeof *out);
   if (err_cap > 0) err[0] = '\0';
   remote_stats st = {0};
-  if (remote_url_kind(url) != REMOTE_S3) {
-    return snprintf(err, err_cap, "%s: only s3:// URLs can be listed", url), -1;
+  if (remote_url_kind(url) != REMOTE_S3 || url_userinfo(url, NULL) > 0) {
+    char *shown = url_redact(url);
+    snprintf(err, err_cap, "%s: only s3://BUCKET/PREFIX URLs (no user:password@) can be listed",
+             shown ? shown : "URL");
+    free(shown);
+    return -1;
   }
   const char *b = url + 5, *slash = strchr(b, '/');
   size_t bl = slash ? (size_t)(slash - b) : strlen(b);
@@ -161,7 +242,7 @@ int remote_list(remote_client *c, const char *url, remote_listing *out, remote_s
 }
 
 void remote_listing_free(remote_listing *l) {
-  for (size_t i = 0; i < l->count; i++) free(l->entries[i].url);
+  for (size_t i = 0; i < l->count; i++) free(l->entries[i].url), free(l->entries[i].etag);
   free(l->entries);
   memset(l, 0, sizeof *l);
 }

@@ -20,7 +20,7 @@ struct remote_object {
   CURL *h; /* one connection, reused between requests */
   remote_target t;
   uint64_t size;
-  char etag[REMOTE_ETAG_CAP];
+  char *etag; /* as the HEAD answer sent it, any length; "" when none */
   remote_stats st;
 };
 
@@ -35,6 +35,7 @@ static int head(remote_object *o, char *err, size_t err_cap) {
   x.head = 1;
   remote_retry r;
   remote_retry_start(o->c, &r);
+  x.deadline = r.deadline;
   double t0 = clock_now_s();
   char msg[768];
   for (;;) {
@@ -59,8 +60,9 @@ static int head(remote_object *o, char *err, size_t err_cap) {
     stat_add(&o->st.retries, 1);
   }
   o->size = x.length;
-  if (x.have_etag) snprintf(o->etag, sizeof o->etag, "%s", x.etag);
+  o->etag = strdup(x.answer_etag ? x.answer_etag : "");
   remote_xfer_free(&x);
+  if (o->etag == NULL) return snprintf(err, err_cap, "%s: out of memory", o->t.name), -1;
   return 0;
 }
 
@@ -69,7 +71,7 @@ int remote_object_open(remote_client *c, const char *url, remote_object **out, c
   *out = NULL;
   if (err_cap > 0) err[0] = '\0';
   remote_object *o = calloc(1, sizeof *o);
-  if (o == NULL) return snprintf(err, err_cap, "%s: out of memory", url), -1;
+  if (o == NULL) return snprintf(err, err_cap, "remote object: out of memory"), -1;
   o->c = c;
   if (remote_target_make(c, url, &o->t, err, err_cap) != 0) {
     free(o);
@@ -119,8 +121,9 @@ int remote_object_read(remote_object *o, uint64_t off, void *buf, size_t len, ch
     x.range_off = off + done;
     x.range_len = len - done;
     x.dst = (unsigned char *)buf + done;
-    x.if_match = o->etag;
+    x.etag = o->etag;
     x.expect_total = o->size;
+    x.deadline = r.deadline;
     if (r.attempts++ > 0) stat_add(&o->st.retries, 1);
     stat_add(&o->st.requests, 1);
     int v = remote_xfer_perform(o->c, o->h, &o->t, &x, msg, sizeof msg);
@@ -134,9 +137,10 @@ int remote_object_read(remote_object *o, uint64_t off, void *buf, size_t len, ch
       snprintf(err, err_cap, "%s: %s", o->t.name, msg);
       return -1;
     }
-    if (x.got > 0) {
-      remote_retry_progress(o->c, &r); /* resumed at once from where it broke */
-    } else if (remote_retry_wait(o->c, &r, retry_after) != 0) {
+    /* Cut short after some bytes: resumed at once from where it broke, within the budget. */
+    int left = x.got > 0 ? remote_retry_progress(o->c, &r)
+                         : remote_retry_wait(o->c, &r, retry_after);
+    if (left != 0) {
       gave_up(o, &r, t0, msg, err, err_cap);
       return -1;
     }
@@ -148,5 +152,6 @@ void remote_object_close(remote_object *o) {
   if (o == NULL) return;
   if (o->h) curl_easy_cleanup(o->h);
   remote_target_free(&o->t);
+  free(o->etag);
   free(o);
 }

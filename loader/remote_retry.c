@@ -1,10 +1,11 @@
 /*
  * remote_retry.c - the retry clock of one remote operation: exponential backoff with jitter
- * (half the delay fixed, half random), Retry-After honoured, within a time budget that
- * starts again whenever the operation makes progress. The last delay is cut to end with the
- * budget, so a server that comes back within it is still reached; a Retry-After beyond the
- * budget ends the operation at once. Retry-After values (seconds or an HTTP date) are read
- * here too.
+ * (half the delay fixed, half random), Retry-After honoured, within a time budget for the
+ * operation as a whole: bytes received do not extend it, so a server that trickles an answer
+ * (a byte every few seconds, each stall abort bringing one more) cannot hold an operation
+ * past it. The last delay is cut to end with the budget, so a server that comes back within
+ * it is still reached; a Retry-After beyond the budget ends the operation at once. Retry-After
+ * values (seconds or an HTTP date) are read here too.
  */
 #include <curl/curl.h>
 #include <stdint.h>
@@ -46,9 +47,9 @@ void remote_retry_start(const remote_client *c, remote_retry *r) {
   if (r->rng == 0) r->rng = 1;
 }
 
-void remote_retry_progress(const remote_client *c, remote_retry *r) {
-  r->deadline = clock_now_s() + c->o.total_timeout_s;
+int remote_retry_progress(const remote_client *c, remote_retry *r) {
   r->failures = 0;
+  return remote_client_cancelled(c) || r->deadline - clock_now_s() <= 0.001 ? -1 : 0;
 }
 
 static double rand01(remote_retry *r) {

@@ -36,7 +36,7 @@ int remote_shard_open(remote_client *c, const char *url, remote_shard **out, cha
                       size_t err_cap) {
   *out = NULL;
   remote_shard *rs = calloc(1, sizeof *rs);
-  if (!rs) return snprintf(err, err_cap, "%s: out of memory", url), -1;
+  if (!rs) return snprintf(err, err_cap, "remote shard: out of memory"), -1;
   if (remote_object_open(c, url, &rs->o, err, err_cap) != 0) {
     free(rs);
     return -1;

@@ -1,18 +1,26 @@
 /*
- * remote_url.c - what a remote URL's requests are sent to: http(s):// as given, s3:// mapped
- * to the client's endpoint (path-style) or to AWS's virtual-hosted endpoint.
+ * remote_url.c - what a remote URL's requests are sent to: http(s):// as given (the scheme
+ * in lower case), s3:// mapped to the client's endpoint (path-style) or to AWS's
+ * virtual-hosted endpoint; the name messages give it (no user:password); the part of it
+ * that names the object.
  */
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/url_internal.h"
 #include "loader/remote_xfer_internal.h"
 
 int remote_url_kind(const char *s) {
-  if (s == NULL) return REMOTE_NOT_URL;
-  if (strncmp(s, "s3://", 5) == 0) return REMOTE_S3;
-  if (strncmp(s, "http://", 7) == 0 || strncmp(s, "https://", 8) == 0) return REMOTE_HTTP;
+  if (url_has_scheme(s, "s3")) return REMOTE_S3;
+  if (url_has_scheme(s, "http") || url_has_scheme(s, "https")) return REMOTE_HTTP;
   return REMOTE_NOT_URL;
+}
+
+size_t remote_url_identity_len(const char *url) {
+  if (remote_url_kind(url) == REMOTE_HTTP) return strcspn(url, "?#");
+  return strlen(url);
 }
 
 char *remote_pct_encode(const char *s, int keep_slash) {
@@ -69,6 +77,7 @@ char *remote_s3_bucket_url(const remote_client *c, const char *bucket, const cha
   return n < 0 ? NULL : out;
 }
 
+/* t for s3://BUCKET/KEY; url has no user:password@ (remote_target_make refuses one). */
 static int s3_target(const remote_client *c, const char *url, remote_target *t, char *err,
                      size_t err_cap) {
   const char *b = url + 5;
@@ -96,33 +105,48 @@ static int s3_target(const remote_client *c, const char *url, remote_target *t, 
   return ok ? 0 : -1;
 }
 
-/* url for messages: a user:password@ part becomes "***@". */
-static char *display_name(const char *url) {
-  const char *host = strstr(url, "://") + 3;
-  size_t n = strcspn(host, "/?#");
-  const char *at = memchr(host, '@', n);
-  char *out = NULL;
-  if (at == NULL) return strdup(url);
-  if (asprintf(&out, "%.*s***%s", (int)(host - url), url, at) < 0) return NULL;
-  return out;
+/* url as requested: the scheme in lower case (libcurl's own choice of protocol handler is
+ * case-insensitive too; the request is then what an all-lower-case URL would send). */
+static char *http_url(const char *url) {
+  char *s = strdup(url);
+  if (s == NULL) return NULL;
+  for (char *p = s; *p != ':'; p++) *p = (char)tolower((unsigned char)*p);
+  return s;
+}
+
+/* The target of a URL whose messages name it as shown (its user:password@ as ***@). */
+static int target_of(const remote_client *c, const char *url, const char *shown, remote_target *t,
+                     char *err, size_t err_cap) {
+  int kind = remote_url_kind(url);
+  if (kind == REMOTE_S3 && strcmp(shown, url) != 0) {
+    snprintf(err, err_cap,
+             "%s: an s3:// URL takes no user:password@ (S3 credentials come from the environment)",
+             shown);
+    return -1;
+  }
+  if (kind == REMOTE_S3) return s3_target(c, url, t, err, err_cap);
+  if (kind != REMOTE_HTTP) {
+    snprintf(err, err_cap, "%s: not an http://, https:// or s3:// URL", shown);
+    return -1;
+  }
+  t->http = http_url(url);
+  t->name = strdup(shown);
+  if (t->http && t->name) return 0;
+  snprintf(err, err_cap, "%s: out of memory", shown);
+  return -1;
 }
 
 int remote_target_make(const remote_client *c, const char *url, remote_target *t, char *err,
                        size_t err_cap) {
   memset(t, 0, sizeof *t);
-  int kind = remote_url_kind(url);
-  int rc;
-  if (kind == REMOTE_S3) {
-    rc = s3_target(c, url, t, err, err_cap);
-  } else if (kind == REMOTE_HTTP) {
-    t->http = strdup(url);
-    t->name = display_name(url);
-    rc = (t->http && t->name) ? 0 : -1;
-    if (rc != 0) snprintf(err, err_cap, "%s: out of memory", url);
+  char *shown = url ? url_redact(url) : strdup("(null)");
+  int rc = -1;
+  if (shown == NULL) {
+    snprintf(err, err_cap, "remote URL: out of memory");
   } else {
-    snprintf(err, err_cap, "%s: not an http://, https:// or s3:// URL", url ? url : "(null)");
-    rc = -1;
+    rc = target_of(c, url ? url : "", shown, t, err, err_cap);
   }
+  free(shown);
   if (rc != 0) remote_target_free(t);
   return rc;
 }

@@ -15,15 +15,24 @@
 
 #define REMOTE_EMPTY_SHA256 "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
-/* The value of header line [p, p + n) when its name is `name`, trimmed, in out. */
-static int header_value(const char *p, size_t n, const char *name, char *out, size_t cap) {
+/* The value of header line [p, p + n) when its name is `name`, trimmed: [*v, *v + *len). */
+static int header_span(const char *p, size_t n, const char *name, const char **v, size_t *len) {
   size_t nl = strlen(name);
   if (n <= nl || strncasecmp(p, name, nl) != 0 || p[nl] != ':') return 0;
-  const char *v = p + nl + 1, *end = p + n;
-  while (v < end && (*v == ' ' || *v == '\t')) v++;
-  while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' ')) end--;
-  size_t len = (size_t)(end - v);
-  if (len >= cap) return 0;
+  const char *a = p + nl + 1, *end = p + n;
+  while (a < end && (*a == ' ' || *a == '\t')) a++;
+  while (end > a && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' ')) end--;
+  *v = a;
+  *len = (size_t)(end - a);
+  return 1;
+}
+
+/* The same, copied into out (cap bytes); 0 also when it does not fit (the values read this
+ * way, numbers and dates, are short). */
+static int header_value(const char *p, size_t n, const char *name, char *out, size_t cap) {
+  const char *v;
+  size_t len;
+  if (!header_span(p, n, name, &v, &len) || len >= cap) return 0;
   memcpy(out, v, len);
   out[len] = '\0';
   return 1;
@@ -55,21 +64,30 @@ static void parse_content_range(remote_xfer *x, const char *v) {
 
 static void reset_response(remote_xfer *x, long status) {
   x->status = status;
-  x->have_etag = x->have_range = x->have_length = 0;
+  free(x->answer_etag);
+  x->answer_etag = NULL;
+  x->have_range = x->have_length = 0;
   x->retry_after = -1;
   x->body_len = 0;
   if (x->body != NULL) x->body[0] = '\0';
 }
 
+/* libcurl's header call, once per line; a 0 return (out of memory) aborts the transfer. */
 static size_t on_header(char *p, size_t size, size_t n, void *ud) {
   remote_xfer *x = ud;
   size_t len = size * n;
-  char v[REMOTE_ETAG_CAP];
+  char v[256];
+  const char *e;
+  size_t elen;
   if (len > 9 && strncmp(p, "HTTP/", 5) == 0) {
     const char *sp = memchr(p, ' ', len);
     reset_response(x, sp ? strtol(sp + 1, NULL, 10) : 0);
-  } else if (header_value(p, len, "etag", x->etag, sizeof x->etag)) {
-    x->have_etag = 1;
+    x->in_headers = 1;
+  } else if (len <= 2 && (p[0] == '\r' || p[0] == '\n')) {
+    x->in_headers = 0; /* the blank line after the headers */
+  } else if (header_span(p, len, "etag", &e, &elen)) {
+    free(x->answer_etag);
+    if ((x->answer_etag = strndup(e, elen)) == NULL) return 0;
   } else if (header_value(p, len, "content-range", v, sizeof v)) {
     parse_content_range(x, v);
   } else if (header_value(p, len, "content-length", v, sizeof v)) {
@@ -99,6 +117,24 @@ static int set_bad(remote_xfer *x, int verdict, const char *why) {
   return -1;
 }
 
+/* An ETag for a message: as sent, or its start and its length when long. */
+static void etag_shown(const char *etag, char *out, size_t cap) {
+  size_t n = strlen(etag);
+  if (n <= 80) {
+    snprintf(out, cap, "%s", etag);
+  } else {
+    snprintf(out, cap, "%.72s... (%zu bytes)", etag, n);
+  }
+}
+
+static int etag_changed(remote_xfer *x) {
+  char was[128], now[128], why[300];
+  etag_shown(x->etag, was, sizeof was);
+  etag_shown(x->answer_etag, now, sizeof now);
+  snprintf(why, sizeof why, "ETag %s, now %s", was, now);
+  return set_bad(x, REMOTE_V_CHANGED, why);
+}
+
 static int size_changed(remote_xfer *x, uint64_t now) {
   char why[96];
   snprintf(why, sizeof why, "size %" PRIu64 ", now %" PRIu64, x->expect_total, now);
@@ -107,10 +143,8 @@ static int size_changed(remote_xfer *x, uint64_t now) {
 
 /* Before a range's first byte: is this the pinned object, and the range asked for? */
 static int check_range_headers(remote_xfer *x) {
-  if (x->if_match && x->if_match[0] && x->have_etag && strcmp(x->etag, x->if_match) != 0) {
-    char why[2 * REMOTE_ETAG_CAP + 16];
-    snprintf(why, sizeof why, "ETag %s, now %s", x->if_match, x->etag);
-    return set_bad(x, REMOTE_V_CHANGED, why);
+  if (x->etag && x->etag[0] && x->answer_etag && strcmp(x->answer_etag, x->etag) != 0) {
+    return etag_changed(x);
   }
   if (x->status == 200) {
     if (x->have_length && x->expect_total && x->length != x->expect_total) {
@@ -161,10 +195,16 @@ static size_t on_body(char *p, size_t size, size_t n, void *ud) {
   return len;
 }
 
+/* If-Match goes with a strong ETag only (a weak one never matches there). */
+static int sends_if_match(const remote_xfer *x) {
+  return x->etag && x->etag[0] && strncmp(x->etag, "W/", 2) != 0;
+}
+
 static struct curl_slist *request_headers(const remote_client *c, const remote_target *t,
                                           const remote_xfer *x, int *oom) {
   struct curl_slist *h = NULL, *n;
-  char line[REMOTE_ETAG_CAP + 64];
+  char line[96];
+  char *if_match = NULL;
   *oom = 0;
   if (x->range_len > 0) {
     snprintf(line, sizeof line, "Range: bytes=%" PRIu64 "-%" PRIu64, x->range_off,
@@ -172,9 +212,11 @@ static struct curl_slist *request_headers(const remote_client *c, const remote_t
     if ((n = curl_slist_append(h, line)) == NULL) goto fail;
     h = n;
   }
-  if (x->if_match && x->if_match[0]) {
-    snprintf(line, sizeof line, "If-Match: %s", x->if_match);
-    if ((n = curl_slist_append(h, line)) == NULL) goto fail;
+  if (sends_if_match(x)) {
+    if (asprintf(&if_match, "If-Match: %s", x->etag) < 0) goto fail;
+    n = curl_slist_append(h, if_match);
+    free(if_match);
+    if (n == NULL) goto fail;
     h = n;
   }
   /* SigV4 for S3 needs the payload's hash; libcurl signs it from this header. GET and HEAD
@@ -228,6 +270,13 @@ static void set_options(const remote_client *c, CURL *h, const remote_target *t,
   curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
   curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
   curl_easy_setopt(h, CURLOPT_XFERINFODATA, (void *)c);
+  /* The whole request, a slow answer's trickle included, ends by the operation's deadline. */
+  if (x->deadline > 0) {
+    double left = x->deadline - clock_now_s();
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, left > 0.001 ? (long)(left * 1000 + 0.999) : 1L);
+  }
+  /* An S3 key is opaque: "x/../a.tar" names that key, not a.tar (SigV4 signs it as sent). */
+  if (t->s3) curl_easy_setopt(h, CURLOPT_PATH_AS_IS, 1L);
   if (t->s3 && c->userpwd) {
     curl_easy_setopt(h, CURLOPT_AWS_SIGV4, c->sigv4);
     curl_easy_setopt(h, CURLOPT_USERPWD, c->userpwd);
@@ -265,8 +314,16 @@ static void s3_error_detail(const remote_xfer *x, char *out, size_t cap) {
   free(msg);
 }
 
+/* Headers over libcurl's limits (a line over 100 KiB: "out of memory"; over 300 KiB in all: a
+ * receive error saying so), which a retry would only receive again. */
+static int headers_too_long(const remote_xfer *x, CURLcode rc, const char *errbuf) {
+  if (!x->in_headers) return 0;
+  return rc == CURLE_OUT_OF_MEMORY ||
+         (rc == CURLE_RECV_ERROR && strstr(errbuf, "Too large response headers") != NULL);
+}
+
 static int classify(remote_xfer *x, CURLcode rc, const char *errbuf, char *msg, size_t cap) {
-  char detail[512];
+  char detail[512], shown[128];
   if (x->verdict == REMOTE_V_CHANGED) {
     snprintf(msg, cap, "the object changed since it was opened (%s)", x->why);
     return REMOTE_FATAL;
@@ -274,6 +331,12 @@ static int classify(remote_xfer *x, CURLcode rc, const char *errbuf, char *msg, 
   if (x->verdict == REMOTE_V_BAD) return snprintf(msg, cap, "bad answer: %s", x->why), REMOTE_FATAL;
   if (x->verdict == REMOTE_V_FULL) return REMOTE_OK;
   if (rc == CURLE_ABORTED_BY_CALLBACK) return snprintf(msg, cap, "cancelled"), REMOTE_FATAL;
+  if (headers_too_long(x, rc, errbuf)) {
+    snprintf(msg, cap,
+             "the answer's headers are too long (libcurl takes a header line of up to 100 KiB, 300 KiB of headers in all)%s%s",
+             errbuf[0] ? ": " : "", errbuf);
+    return REMOTE_FATAL;
+  }
   if (rc != CURLE_OK) {
     snprintf(msg, cap, "%s%s%s", curl_easy_strerror(rc), errbuf[0] ? ": " : "", errbuf);
     return retryable_curl(rc) ? REMOTE_RETRY : REMOTE_FATAL;
@@ -286,8 +349,9 @@ static int classify(remote_xfer *x, CURLcode rc, const char *errbuf, char *msg, 
   }
   s3_error_detail(x, detail, sizeof detail);
   if (s == 412) {
+    etag_shown(x->etag ? x->etag : "", shown, sizeof shown);
     snprintf(msg, cap, "the object changed since it was opened (HTTP 412, ETag no longer %s)",
-             x->if_match ? x->if_match : "");
+             shown);
     return REMOTE_FATAL;
   }
   snprintf(msg, cap, "HTTP %ld%s", s, detail);
@@ -305,6 +369,7 @@ int remote_xfer_perform(const remote_client *c, CURL *h, const remote_target *t,
   x->verdict = REMOTE_V_NONE;
   x->why[0] = '\0';
   reset_response(x, 0);
+  x->in_headers = 1; /* until the answer's headers end */
   struct curl_slist *connect_to = NULL;
   if (!oom && c->connect_to != NULL) {
     connect_to = curl_slist_append(NULL, c->connect_to);
@@ -327,4 +392,6 @@ void remote_xfer_free(remote_xfer *x) {
   free(x->body);
   x->body = NULL;
   x->body_len = 0;
+  free(x->answer_etag);
+  x->answer_etag = NULL;
 }

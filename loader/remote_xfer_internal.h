@@ -47,8 +47,10 @@ int remote_client_set_test_hooks(remote_client *c, const remote_test_hooks *h, c
 /* Where a URL's requests go. */
 typedef struct remote_target {
   char *http;         /* the URL requested (s3:// mapped to its endpoint), malloc'd */
-  char *name;         /* what errors name: the URL, plus " (endpoint URL)" for s3:// */
-  int s3;             /* signed when the client has credentials */
+  char *name;         /* what errors name: the URL (user:password@ as ***@), plus " (endpoint URL)"
+                         for s3:// */
+  int s3;             /* signed when the client has credentials; its path sent as is (keys are
+                         opaque: no "." or ".." segment removed) */
   char *bucket, *key; /* s3:// only (key not encoded) */
 } remote_target;
 
@@ -65,14 +67,19 @@ typedef struct remote_xfer {
   /* request */
   int head;
   uint64_t range_off, range_len; /* range_len 0: no Range header */
-  const char *if_match;          /* NULL or "": no If-Match */
-  unsigned char *dst;            /* range_len bytes: where the range's bytes go */
-  uint64_t expect_total;         /* a pinned object's size (checked when dst is set) */
-  size_t body_max;               /* other bodies (listings, errors) kept up to this */
+  /* The pinned ETag (NULL or "": none): an answer with another ETag is REMOTE_V_CHANGED. Sent
+   * as If-Match unless weak (W/"..."): If-Match compares strongly, so a weak ETag never matches
+   * there (RFC 9110, 13.1.1) and the answers' ETags are compared instead. */
+  const char *etag;
+  unsigned char *dst;    /* range_len bytes: where the range's bytes go */
+  uint64_t expect_total; /* a pinned object's size (checked when dst is set) */
+  size_t body_max;       /* other bodies (listings, errors) kept up to this */
+  double deadline;       /* clock_now_s() by which the request ends (a timeout); 0: none */
   /* response */
   long status;
-  char etag[REMOTE_ETAG_CAP];
-  int have_etag, have_range, have_length;
+  char *answer_etag; /* the answer's ETag, any length, malloc'd (remote_xfer_free); NULL: none */
+  int have_range, have_length;
+  int in_headers; /* a header block is being received: its blank line not yet seen */
   uint64_t cr_start, cr_end, cr_total, length;
   double retry_after; /* seconds, < 0: none */
   uint64_t got;       /* bytes written to dst */
@@ -81,7 +88,7 @@ typedef struct remote_xfer {
   size_t body_len;
   int checked; /* the response headers were checked, before its first byte */
   int verdict; /* REMOTE_V_* set by the write callback */
-  char why[2 * REMOTE_ETAG_CAP + 32];
+  char why[384];
 } remote_xfer;
 
 enum {
@@ -100,7 +107,8 @@ int remote_xfer_perform(const remote_client *c, CURL *h, const remote_target *t,
                         char *msg, size_t msg_cap);
 void remote_xfer_free(remote_xfer *x);
 
-/* The retry clock of one operation. */
+/* The retry clock of one operation (an open, a read, a listing page): its attempts end by
+ * deadline, total_timeout_s after its start, whatever they received meanwhile. */
 typedef struct remote_retry {
   double deadline;
   int attempts, failures;
@@ -108,8 +116,10 @@ typedef struct remote_retry {
 } remote_retry;
 
 void remote_retry_start(const remote_client *c, remote_retry *r);
-/* Progress was made: the budget and the backoff start again. */
-void remote_retry_progress(const remote_client *c, remote_retry *r);
+/* Progress was made: the backoff starts again (the next attempt goes at once), the budget
+ * does not: it bounds the operation as a whole. -1 when the budget is spent or the client
+ * is cancelled. */
+int remote_retry_progress(const remote_client *c, remote_retry *r);
 /* A Retry-After value in seconds from now: delay-seconds or an HTTP date (RFC 9110: the
  * IMF-fixdate, or the obsolete RFC 850 and asctime forms), now being the wall clock
  * (seconds since the epoch). A date in the past is 0; at most 3600; -1 when malformed. */

@@ -132,6 +132,9 @@ int al_index_remap_root(al_index *idx, const char *from, const char *to, size_t 
   if (remapped) *remapped = 0;
   if (!idx || !from || !to || !*from)
     return al_set_error(AL_EINVAL, "al_index_remap_root: NULL or empty argument");
+  int rc = shard_path_check_userinfo(from, "--root FROM");
+  if (!rc) rc = shard_path_check_userinfo(to, "--root TO");
+  if (rc) return rc;
   size_t tn = strlen(to), count = 0;
   while (tn > 1 && to[tn - 1] == '/') tn--;
   for (size_t i = 0; i < idx->n_shards; i++) {

@@ -8,6 +8,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/al_status.h"
+#include "common/url_internal.h"
+#include "loader/remote_internal.h"
+
 /* Whether a and b name the same existing file. */
 static int same_file(const char *a, const char *b) {
   struct stat x, y;
@@ -49,25 +53,36 @@ static void lexical_normal(char *s) {
   s[out] = '\0';
 }
 
-int shard_path_url_kind(const char *p) {
-  if (!strncmp(p, "s3://", 5)) return 2;
-  return !strncmp(p, "http://", 7) || !strncmp(p, "https://", 8);
-}
+int shard_path_url_kind(const char *p) { return remote_url_kind(p); }
 
 char *shard_path_url_normal(const char *url) {
-  const char *host = strstr(url, "://") + 3;
-  size_t hlen = strcspn(host, "/?#");
-  const char *at = memchr(host, '@', hlen);
-  const char *h = at && shard_path_url_kind(url) == 1 ? at + 1 : host;
-  size_t scheme = (size_t)(host - url), hl = (size_t)(host + hlen - h);
-  size_t rest = strlen(host + hlen);
+  int http = shard_path_url_kind(url) == REMOTE_HTTP;
+  size_t scheme = url_scheme_len(url), at = 0, user = url_userinfo(url, &at);
+  const char *h = url + scheme + user; /* the host (s3://: the bucket) */
+  size_t hl = strcspn(h, "/?#"), rest = strlen(h + hl);
   char *s = malloc(scheme + hl + rest + 1);
   if (!s) return NULL;
-  memcpy(s, url, scheme);
-  for (size_t i = 0; i < hl; i++)
-    s[scheme + i] = shard_path_url_kind(url) == 1 ? (char)tolower((unsigned char)h[i]) : h[i];
-  memcpy(s + scheme + hl, host + hlen, rest + 1);
+  for (size_t i = 0; i < scheme; i++) s[i] = (char)tolower((unsigned char)url[i]);
+  for (size_t i = 0; i < hl; i++) s[scheme + i] = http ? (char)tolower((unsigned char)h[i]) : h[i];
+  memcpy(s + scheme + hl, h + hl, rest + 1);
   return s;
+}
+
+const char *shard_path_name(const char *path, size_t *len) {
+  const char *end = path + remote_url_identity_len(path), *base = end;
+  while (base > path && base[-1] != '/') base--;
+  *len = (size_t)(end - base);
+  return base;
+}
+
+int shard_path_check_userinfo(const char *path, const char *where) {
+  if (url_userinfo(path, NULL) == 0) return AL_OK;
+  char *shown = url_redact(path);
+  int rc = al_set_error(AL_EINVAL,
+                        "%s%s%s: a URL with user:password@ is refused: shard paths are stored in the index and named in messages, credentials must be neither; serve the shards without them",
+                        where ? where : "", where ? ": " : "", shown ? shown : "URL");
+  free(shown);
+  return rc;
 }
 
 char *shard_path_absolute(const char *path) {

@@ -17,17 +17,31 @@
 #ifndef AL_SHARD_PATH_INTERNAL_H
 #define AL_SHARD_PATH_INTERNAL_H
 
+#include <stddef.h>
+
 /* A malloc'ed absolute, normal path for `path` (as above), or NULL when out of memory. A URL
  * (shard_path_url_kind) is stored as shard_path_url_normal makes it. */
 char *shard_path_absolute(const char *path);
 
-/* 1 for an http:// or https:// URL, 2 for s3:// (as remote_url_kind: lower-case schemes), 0
+/* 1 for an http:// or https:// URL, 2 for s3:// (remote_url_kind: schemes in any case), 0
  * for a path. */
 int shard_path_url_kind(const char *p);
 
-/* url (shard_path_url_kind != 0) with, for http(s), the host in lower case and any
- * user:password@ left out (the index never stores credentials); the path
- * and an s3:// bucket and key as given. malloc'ed, NULL when out of memory. */
+/* url (shard_path_url_kind != 0) with its scheme in lower case, for http(s) the host in
+ * lower case too, and any user:password@ left out (the index never stores credentials); the
+ * path, the query and an s3:// bucket and key as given. malloc'ed, NULL when out of memory. */
 char *shard_path_url_normal(const char *url);
+
+/* The shard's file name, [*return, *return + *len) of path: after its last '/', and for an
+ * http(s) URL before its query or fragment (remote_url_identity_len: a presigned URL signed
+ * again names the same object). What the index fingerprint folds for a shard, so a corpus
+ * keeps its fingerprint wherever it lives and however its URLs are signed. */
+const char *shard_path_name(const char *path, size_t *len);
+
+/* AL_EINVAL when path is a URL (any scheme) with a user:password@ part, with a message that
+ * names it as ***@ and prefixed by `where` (NULL: none); else AL_OK. Every way a path enters
+ * an index (indexing, expansion, hand assembly, loading, --root) refuses such a URL, so no
+ * index, message or report carries the credentials. */
+int shard_path_check_userinfo(const char *path, const char *where);
 
 #endif /* AL_SHARD_PATH_INTERNAL_H */

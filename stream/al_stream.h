@@ -225,9 +225,11 @@ typedef struct al_stream_options {
    * the coming micro-batches into the cache in plan order, ahead of the readers, holding at
    * most half of cache_bytes ahead of the consumer. 0 = 4, -1 = none. */
   int fetch_parallel;
-  /* Added at the end: shards at URLs: how long a request keeps retrying (backoff, Retry-After)
-   * after its last progress before the read fails naming the URL, in seconds; 0 =
-   * ADAPTIVELOAD_REMOTE_TIMEOUT_S when set, else 60. Else in [0.1, 86400] (AL_EINVAL). */
+  /* Added at the end: shards at URLs: the time in seconds one remote operation (a shard's
+   * pin, one member read, one 8 MiB range of a download) may take as a whole, its retries
+   * (backoff, Retry-After) and a slow answer's transfer included, before the read fails
+   * naming the URL; 0 = ADAPTIVELOAD_REMOTE_TIMEOUT_S when set, else 60. Else in
+   * [0.1, 86400] (AL_EINVAL). A member read must fit in it at the slowest bandwidth. */
   double remote_timeout_s;
   /* Added at the end: s3:// shards: the endpoint, region and addressing (loader/al_index.h,
    * al_storage_options). NULL / 0 = the environment's (AWS_ENDPOINT_URL, AWS_REGION), else what

@@ -15,9 +15,13 @@
 #include "stream/shard_download_internal.h"
 
 typedef struct pin {
-  char *url;
+  char *url; /* what the requests go to */
+  /* The cache folder's name of the object: with an ETag, the part of the URL that names the
+   * object (remote_url_identity_len: a presigned URL signed again finds the entries the last
+   * signature stored; the ETag and size tell versions apart); without one, the whole URL. */
+  char *key;
   uint64_t size;
-  char etag[REMOTE_ETAG_CAP];
+  char *etag; /* as the server sent it, any length; "" when none */
 } pin;
 
 struct stream_remote {
@@ -69,7 +73,11 @@ int stream_remote_new(stream_remote **out, size_t n_shards, const char *cache_di
 
 void stream_remote_free(stream_remote *r) {
   if (!r) return;
-  for (size_t i = 0; i < r->n; i++) free(r->pins[i].url);
+  for (size_t i = 0; i < r->n; i++) {
+    free(r->pins[i].url);
+    free(r->pins[i].key);
+    free(r->pins[i].etag);
+  }
   free(r->pins);
   free(r->readers);
   stream_cache_close(r->cache);
@@ -79,6 +87,19 @@ void stream_remote_free(stream_remote *r) {
 }
 
 void stream_remote_cancel(stream_remote *r) { remote_client_cancel(r->client); }
+
+/* Records the pin (p->url last: it marks the shard pinned). */
+static int pin_set(pin *p, const char *url, uint64_t size, const char *etag) {
+  size_t key_len = etag[0] ? remote_url_identity_len(url) : strlen(url);
+  p->size = size;
+  p->etag = strdup(etag);
+  p->key = strndup(url, key_len);
+  p->url = p->etag && p->key ? strdup(url) : NULL;
+  if (p->url) return AL_OK;
+  free(p->etag), free(p->key);
+  p->etag = p->key = NULL;
+  return al_set_error(AL_ENOMEM, "remote shard %s", url);
+}
 
 int stream_remote_pin(stream_remote *r, uint32_t id, const char *url, uint64_t size,
                       const char *etag) {
@@ -100,12 +121,7 @@ int stream_remote_pin(stream_remote *r, uint32_t id, const char *url, uint64_t s
                       "%s: shard changed since indexing (object changed): ETag is %s, the index "
                       "says %s",
                       url, remote_object_etag(o), etag);
-  pin *p = &r->pins[id];
-  if (rc == AL_OK) {
-    p->size = size;
-    snprintf(p->etag, sizeof p->etag, "%s", remote_object_etag(o));
-    if (!(p->url = strdup(url))) rc = al_set_error(AL_ENOMEM, "remote shard %s", url);
-  }
+  if (rc == AL_OK) rc = pin_set(&r->pins[id], url, size, remote_object_etag(o));
   remote_object_close(o);
   return rc;
 }
@@ -249,7 +265,7 @@ int stream_remote_read(stream_remote_reader *rr, uint32_t id, uint64_t off, uint
   if (!r->cache) return fetch_range(&f, off, len, dst);
   int hit = 0;
   uint64_t ev = 0;
-  rc = stream_cache_get(r->cache, rr->lock_fd, p->url, p->etag, p->size, off, len, dst, fetch_range,
+  rc = stream_cache_get(r->cache, rr->lock_fd, p->key, p->etag, p->size, off, len, dst, fetch_range,
                         &f, 1, step, &hit, &ev);
   if (hit) atomic_fetch_add(&r->hits, 1);
   atomic_fetch_add(&r->evicted, ev);
@@ -272,7 +288,7 @@ int stream_remote_warm_run(stream_remote_reader *rr, uint32_t id, const stream_c
   if (rc != AL_OK) return rc;
   fetch_ctx f = {rr, id, r, 1}; /* count_run counts a miss per member */
   uint64_t ev = 0;
-  rc = stream_cache_warm_run(r->cache, rr->lock_fd, p->url, p->etag, p->size, spans, n, step,
+  rc = stream_cache_warm_run(r->cache, rr->lock_fd, p->key, p->etag, p->size, spans, n, step,
                              fetch_range, count_run, &f, &ev);
   atomic_fetch_add(&r->evicted, ev);
   return rc;
@@ -287,7 +303,7 @@ int stream_remote_download(stream_remote_reader *rr, uint32_t id, int *fd) {
   fetch_ctx f = {rr, id, r, 1};
   int hit = 0;
   uint64_t ev = 0;
-  int rc = stream_shard_download(r->cache, rr->lock_fd, p->url, p->etag, p->size, fetch_range, &f,
+  int rc = stream_shard_download(r->cache, rr->lock_fd, p->key, p->etag, p->size, fetch_range, &f,
                                  fd, &hit, &ev);
   if (rc == AL_OK) atomic_fetch_add(hit ? &r->hits : &r->misses, 1);
   atomic_fetch_add(&r->evicted, ev);

@@ -16,10 +16,12 @@
  * cannot be read by ranges: stream_remote_download brings the whole object onto local disk
  * once (stream/shard_download_internal.h), then it is read as a local compressed shard.
  *
- * Faults: the remote layer retries (backoff, Retry-After) for at most its total timeout
- * (ADAPTIVELOAD_REMOTE_TIMEOUT_S seconds, default 60) since the last progress; then the read
- * fails naming the URL, which the stream reports for the sample (or skips and counts it
- * under AL_STREAM_SKIP_SAMPLE).
+ * Faults: the remote layer retries (backoff, Retry-After) within its total timeout
+ * (ADAPTIVELOAD_REMOTE_TIMEOUT_S seconds, default 60), which bounds each pin and each read as
+ * a whole, a server trickling its answer included; then the read fails naming the URL, which
+ * the stream reports for the sample (or skips and counts it under AL_STREAM_SKIP_SAMPLE).
+ * With a cache folder, entries are named by the object (remote_url_identity_len) when the
+ * server gives an ETag, so a presigned URL signed again finds them.
  */
 #ifndef AL_REMOTE_FETCH_INTERNAL_H
 #define AL_REMOTE_FETCH_INTERNAL_H
@@ -34,8 +36,8 @@ typedef struct stream_remote stream_remote;
 typedef struct stream_remote_reader stream_remote_reader;
 
 /* cache_dir NULL or "": no cache (every read is fetched). cache_bytes 0 = 1 GiB. storage: the
- * resolved settings (al_storage_resolve: endpoint, region, addressing, the retry budget; 0 or
- * NULL = the remote layer's defaults). */
+ * resolved settings (al_storage_resolve: endpoint, region, addressing, the budget of one
+ * operation; 0 or NULL = the remote layer's defaults). */
 int stream_remote_new(stream_remote **out, size_t n_shards, const char *cache_dir,
                       uint64_t cache_bytes, const al_storage_options *storage);
 void stream_remote_free(stream_remote *r);

@@ -22,16 +22,16 @@ def root_pairs(root):
         root = [root]
     items = root.items() if isinstance(root, dict) else root
     if not hasattr(items, "__iter__"):
-        raise TypeError("root must be 'FROM=TO', a dict or a list of them, not %r" % (root,))
+        raise TypeError("root must be 'FROM=TO', a dict or a list of them, not %s" % _lib.redact(repr(root)))
     pairs = []
     for item in items:
         if isinstance(item, (str, bytes, os.PathLike)):
             text = no_nul("root", os.fsdecode(item))
             if "=" not in text or text.startswith("=") or text.endswith("="):
-                raise ValueError("root %r is not FROM=TO" % (text,))
+                raise ValueError("root %r is not FROM=TO" % (_lib.redact(text),))
             item = text.split("=", 1)
         if isinstance(item, (str, bytes, os.PathLike)) or not hasattr(item, "__len__") or len(item) != 2:
-            raise TypeError("root entry %r is not FROM=TO nor a (FROM, TO) pair" % (item,))
+            raise TypeError("root entry %s is not FROM=TO nor a (FROM, TO) pair" % _lib.redact(repr(item)))
         src, dst = item
         pairs.append((path_arg("root", src), path_arg("root", dst)))
     return pairs
@@ -95,7 +95,7 @@ class Index(_Loaded):
         n = ctypes.c_size_t(0)
         _lib.check(_lib.lib().al_index_remap_root(self.handle, _lib.encode_path(src, "root"),
                                                   _lib.encode_path(dst, "root"), ctypes.byref(n)),
-                   "index %s: root %s=%s" % (self.path, src, dst))
+                   "index %s: root %s=%s" % (self.path, _lib.redact(src), _lib.redact(dst)))
         return n.value
 
     def __len__(self):

@@ -26,6 +26,7 @@ Thread-safe; the library is loaded and declared once per process.
 import ctypes
 import ctypes.util
 import os
+import re
 import threading
 
 from . import _structs as S
@@ -317,3 +318,17 @@ def encode_text(text, name):
     naming ``name`` when it holds a NUL. Every other string the package hands to C goes
     through here."""
     return no_nul(name, text.encode())
+
+
+_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/?#\s'\"]*@")
+
+
+def redact(text):
+    """``text`` (a path, str, bytes or os.PathLike, or any object's repr) for a message: every
+    URL's user:password@ in it shown as ***@ (up to its authority's last '@'), as the C
+    library's messages show it."""
+    if isinstance(text, (str, bytes, os.PathLike)):
+        text = os.fsdecode(os.fspath(text))
+    else:
+        text = repr(text)
+    return _USERINFO.sub(r"\1***@", text)

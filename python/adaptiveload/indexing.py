@@ -29,7 +29,7 @@ def _expand(arg, storage):
     st = S.StorageOptions(*storage)
     _lib.check(lib.al_shard_expand_storage(_lib.encode_path(arg, "shards"), ctypes.byref(st), ctypes.byref(out),
                                            ctypes.byref(n)),
-               "index: shard %s" % arg)
+               "index: shard %s" % _lib.redact(arg))
     try:
         return [ctypes.string_at(out[i]) for i in range(n.value)]
     finally:
@@ -44,8 +44,8 @@ def build_index(shards, out, s3_endpoint=None, threads=0, strict=False, remote_t
     ``out`` and returns the build's figures as a dict: shards, samples, rejected, bytes,
     seconds, bytes_read, warnings, remote_shards, remote_requests, remote_bytes, and
     ``remote``: [{"url", "requests", "bytes"}] per remote shard. ``threads`` 0: all cores (at
-    least 8 with remote shards); ``remote_timeout``: a remote request's retry budget in seconds
-    (default 60). Rejected samples and shards (an unreachable server, a 403, a missing or
+    least 8 with remote shards); ``remote_timeout``: seconds one remote operation (a HEAD, a
+    read, a listing page) may take as a whole, retries included (default 60). Rejected samples and shards (an unreachable server, a 403, a missing or
     non-tar object: each names its URL) are in the index (``adaptiveload inspect OUT
     --rejected``); adaptiveload.Error when no shard could be read or, with ``strict``, when
     anything was rejected (the index file is written first, as the CLI does), or for a bad
@@ -90,4 +90,4 @@ def build_index(shards, out, s3_endpoint=None, threads=0, strict=False, remote_t
 
 
 def _is_url(p):
-    return p.startswith((b"http://", b"https://", b"s3://"))
+    return p.lower().startswith((b"http://", b"https://", b"s3://"))

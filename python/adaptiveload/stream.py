@@ -358,9 +358,10 @@ class StreamDataset(IterableDataset):
             within cache_bytes over all processes using it (0 = 1 GiB); None = no cache.
         fetch_parallel: with cache_dir, threads fetching the coming batches' members into the
             cache in plan order (0 = 4, -1 = none).
-        remote_timeout: shards at URLs: seconds a request keeps retrying after its last
-            progress before the sample fails naming the URL (None = ADAPTIVELOAD_REMOTE_TIMEOUT_S,
-            else 60; otherwise a number in [0.1, 86400], else ValueError).
+        remote_timeout: shards at URLs: seconds one remote operation (a pin, a member read)
+            may take as a whole, retries and a slow transfer included, before the sample fails
+            naming the URL (None = ADAPTIVELOAD_REMOTE_TIMEOUT_S, else 60; otherwise a number in
+            [0.1, 86400], else ValueError).
         s3_endpoint, s3_region, s3_addressing: s3:// shards: the S3-compatible endpoint URL,
             the SigV4 region, "path" or "virtual" addressing (adaptiveload.storage); None =
             the environment's (AWS_ENDPOINT_URL, AWS_REGION), else what the index recorded

@@ -22,6 +22,7 @@ extern "C" {
 #include "common/env_internal.h"
 #include "common/json_write_internal.h"
 #include "common/parse_internal.h"
+#include "common/url_internal.h"
 }
 
 namespace {
@@ -188,6 +189,31 @@ TEST(AtomicFile, InputsThatAreNotRegularFilesAreRefusedWithoutBlocking) {
   EXPECT_EQ(fgetc(f), 'x');
   fclose(f);
   alarm(0);
+}
+
+std::string Redacted(const char *s) {
+  char *r = url_redact(s);
+  std::string out = r ? r : "(null)";
+  std::free(r);
+  return out;
+}
+
+// The user:password@ of every URL in a text is shown as ***@, up to the authority's last '@'
+// (a password may hold one); '@' outside an authority is left alone.
+TEST(Url, UserinfoIsRedactedWhereverAUrlStarts) {
+  EXPECT_EQ(Redacted("http://u:p@ss@h/x?a=b@c"), "http://***@h/x?a=b@c");
+  EXPECT_EQ(Redacted("S3://key:secret@bkt/k"), "S3://***@bkt/k");
+  EXPECT_EQ(Redacted("/data=HTTPS://u:p@h/d"), "/data=HTTPS://***@h/d");
+  EXPECT_EQ(Redacted("http://h/a@b"), "http://h/a@b");
+  EXPECT_EQ(Redacted("/local/a@b"), "/local/a@b");
+  EXPECT_EQ(Redacted("x=ftp://@h y=http://u@"), "x=ftp://***@h y=http://***@");
+  size_t at = 0;
+  EXPECT_EQ(url_userinfo("Http://u:p@h/", &at), 4u);
+  EXPECT_EQ(at, 7u);
+  EXPECT_EQ(url_userinfo("/data=http://u:p@h/", &at), 0u); // not a URL itself
+  EXPECT_TRUE(url_has_scheme("HTTPS://h/", "https"));
+  EXPECT_FALSE(url_has_scheme("https2://h/", "https"));
+  EXPECT_EQ(url_scheme_len("s3:/b"), 0u);
 }
 
 } // namespace

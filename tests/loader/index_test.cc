@@ -231,4 +231,68 @@ TEST(Index, LoadRejectsOtherFileKinds) {
   EXPECT_EQ(al_index_load(&idx, TmpPath("does-not-exist").c_str()), AL_ENOTFOUND);
 }
 
+// A shard's part of the fingerprint is its file name: for an http(s) URL without its query
+// or fragment (a presigned URL signed again is the same object) and whatever the scheme's
+// case; an s3:// key is opaque, its '?' part of the name.
+TEST(Index, FingerprintLeavesOutAUrlsQuery) {
+  auto fp = [](const std::vector<std::string> &paths) {
+    al_index *idx = nullptr;
+    EXPECT_EQ(al_index_new(&idx), AL_OK);
+    uint32_t id;
+    for (const std::string &p : paths)
+      EXPECT_EQ(al_index_add_shard(idx, p.c_str(), 1000, 1, &id), AL_OK);
+    uint64_t f = al_index_fingerprint(idx);
+    al_index_free(idx);
+    return f;
+  };
+  uint64_t local = fp({"/data/shard-0.tar", "/data/shard-1.tar"});
+  EXPECT_EQ(fp({"http://h/c/shard-0.tar?X-Amz-Signature=a", "https://h/c/shard-1.tar#x"}), local);
+  EXPECT_EQ(fp({"HTTP://h/c/shard-0.tar?X-Amz-Credential=AKIA/2026/us-east-1/s3&X-Amz-Signature=b",
+                "Https://h/c/shard-1.tar?v=2#x/y"}),
+            local);
+  EXPECT_NE(fp({"s3://b/c/shard-0.tar?v=1", "s3://b/c/shard-1.tar"}), local);
+  EXPECT_EQ(fp({"s3://b/c/shard-0.tar", "S3://b/c/shard-1.tar"}), local);
+}
+
+// A URL with user:password@ (any scheme, any case) is refused wherever a shard path enters an
+// index, and no message carries the password.
+TEST(Index, UrlsWithAPasswordAreRefusedByEveryEntryPoint) {
+  const char *secret = "pw-never-printed";
+  auto refused = [&](int rc, const char *what) {
+    EXPECT_EQ(rc, AL_EINVAL) << what;
+    EXPECT_EQ(std::strstr(al_last_error(), secret), nullptr) << what << ": " << al_last_error();
+    EXPECT_NE(std::strstr(al_last_error(), "***@"), nullptr) << what << ": " << al_last_error();
+    EXPECT_NE(std::strstr(al_last_error(), "user:password@ is refused"), nullptr)
+        << al_last_error();
+  };
+  al_index *idx = MakeIndex(4);
+  uint32_t id;
+  refused(al_index_add_shard(idx, "http://u:pw-never-printed@h/a.tar", 10, 1, &id), "add_shard");
+  refused(al_index_add_shard(idx, "S3://u:pw-never-printed@bkt/a.tar", 10, 1, &id), "add_shard s3");
+  refused(al_index_remap_root(idx, "/data", "HTTP://u:pw-never-printed@h/c", nullptr), "root TO");
+  refused(al_index_remap_root(idx, "https://u:pw-never-printed@h/c", "/data", nullptr),
+          "root FROM");
+  EXPECT_EQ(al_index_shard_count(idx), 2u);
+  al_index_free(idx);
+  char **paths = nullptr;
+  size_t n = 0;
+  refused(al_shard_expand("http://u:pw-never-printed@h/s-{0..1}.tar", &paths, &n), "expand");
+  refused(al_shard_expand_remote("s3://u:pw-never-printed@bkt/p/", nullptr, &paths, &n),
+          "expand s3");
+  refused(al_shard_expand_remote("Https://u:p@pw-never-printed@h/a.tar", nullptr, &paths, &n),
+          "expand https");
+  EXPECT_EQ(n, 0u);
+  const char *shards[] = {"/data/a.tar", "http://u:pw-never-printed@h/a.tar"};
+  al_index *out = nullptr;
+  refused(al_index_build(&out, shards, 2, nullptr, nullptr), "build");
+  EXPECT_EQ(out, nullptr);
+  // A forged index file naming one.
+  std::string path = TmpPath("userinfo.alidx");
+  Adaptiveload__Shard sh = ADAPTIVELOAD__SHARD__INIT;
+  sh.path = (char *)"http://u:pw-never-printed@h/a.tar";
+  ASSERT_NO_FATAL_FAILURE(WriteIndexFile(path, {&sh}, {}, nullptr));
+  refused(al_index_load(&out, path.c_str()), "load");
+  EXPECT_EQ(out, nullptr);
+}
+
 } // namespace

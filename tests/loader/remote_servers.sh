@@ -10,8 +10,8 @@
 #   stop_nginx, restart_nginx      nginx killed (SIGKILL: no graceful close), then started
 #                                  again on NGINX_PORT with the same root
 #   stop_s3, restart_s3            the same for s3_server.py, which keeps its objects on disk
-# The repository root (for tests/loader/s3_server.py and the test environment's Python) is
-# found through the test script's real path.
+# The repository root (for tests/loader/s3_server.py, remote_faults.py and the test
+# environment's Python) is found through this script's real path.
 REMOTE_PIDS=()
 REPO_ROOT=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../.." && pwd)
 NGINX=${AL_NGINX:-/usr/sbin/nginx}
@@ -93,7 +93,7 @@ stop_pid() {
 stop_nginx() { stop_pid "$NGINX_PID" "$NGINX_PORT"; }
 
 start_faults() {
-  python3 "$(dirname "$0")/remote_faults.py" "$1" "$T/faults.port" &
+  python3 "$REPO_ROOT/tests/loader/remote_faults.py" "$1" "$T/faults.port" &
   REMOTE_PIDS+=($!)
   for _ in $(seq 1 200); do [ -f "$T/faults.port" ] && break; sleep 0.05; done
   FAULT_PORT=$(cat "$T/faults.port") || exit 1

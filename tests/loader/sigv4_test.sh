@@ -10,8 +10,9 @@
 #              test checks the difference is still there, so a libcurl that fixes it is
 #              noticed (move the vector out of DIFFERS).
 # Then the layer's own S3 requests (remote_probe, no test hooks: HEAD, ranged GETs with
-# If-Match, a listing of two pages, the session token) to the same server, acting as a small
-# bucket: each signature is checked by sigv4_verify.py, a SigV4 implementation of its own.
+# If-Match, a key with "." and ".." segments, a listing of two pages, the session token) to
+# the same server, acting as a small bucket: each signature is checked by sigv4_verify.py, a
+# SigV4 implementation of its own.
 set -uo pipefail
 PROBE=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 REMOTE_PROBE=$(cd "$(dirname "$2")" && pwd)/$(basename "$2")
@@ -89,6 +90,13 @@ head -1 "$T/log" >"$T/log.head"
 sed -n 2p "$T/log" >"$T/log.get"
 mv "$T/log.get" "$T/log" && verify host,range,if-match,x-amz-content-sha256,x-amz-date
 mv "$T/log.head" "$T/log" && verify host,x-amz-content-sha256,x-amz-date
+# A key with "." and ".." segments is that key: sent as written (libcurl's path squashing
+# off) and signed as sent, as S3 signs it.
+"$REMOTE_PROBE" -e "$EP" get "s3://bkt/x/../y/./a b.bin" 10 20 "$T/got" 2>"$T/err" ||
+  fail "dot segments: $(cat "$T/err")"
+[ "$(grep -c '"target": "/bkt/x/../y/./a%20b.bin"' "$T/log")" = 2 ] ||
+  fail "dot segments: not sent as written: $(cat "$T/log")"
+verify host,x-amz-content-sha256,x-amz-date
 "$REMOTE_PROBE" -e "$EP" -k 1 list "s3://bkt/dir/" >"$T/out" 2>"$T/err" || fail "list: $(cat "$T/err")"
 printf 's3://bkt/dir/KEY-a 1000 "e-1000"\ns3://bkt/dir/KEY-b 1000 "e-1000"\n' | cmp -s - "$T/out" ||
   fail "list: $(cat "$T/out")"
