@@ -57,8 +57,8 @@ void al_storage_resolve(const al_storage_options *given, const al_index *idx,
   out->s3_endpoint = pick(g.s3_endpoint, "AWS_ENDPOINT_URL", rec.s3_endpoint, &o.s3_endpoint);
   out->s3_region = pick(g.s3_region, "AWS_REGION", rec.s3_region, &o.s3_region);
   out->s3_addressing = g.s3_addressing ? g.s3_addressing : rec.s3_addressing;
-  out->remote_timeout_s =
-      g.remote_timeout_s > 0 ? g.remote_timeout_s : env_seconds("ADAPTIVELOAD_REMOTE_TIMEOUT_S");
+  out->remote_timeout_s = g.remote_timeout_s > 0 ? g.remote_timeout_s
+                                                 : env_seconds("ADAPTIVELOAD_REMOTE_TIMEOUT_S");
   if (origin) *origin = o;
 }
 
