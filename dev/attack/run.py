@@ -174,7 +174,8 @@ def main():
     ap.add_argument("--bin", default="bazel-bin/adaptiveload")
     ap.add_argument("--lib", default="bazel-bin/dist/libadaptiveload.so")
     ap.add_argument("--asan", default=None, help="an ASan/UBSan build of the CLI for the parsing surfaces")
-    ap.add_argument("--python", default="/usr/bin/python3", help="interpreter with numpy and torch")
+    ap.add_argument("--python", default="third_party/venv/bin/python3",
+                    help="interpreter with numpy and torch (default: the test environment, tools/bootstrap.sh)")
     ap.add_argument("--pythonpath", default=None, help="the adaptiveload package's folder (default: python/ here)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--jobs", type=int, default=2)
