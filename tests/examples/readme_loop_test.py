@@ -7,8 +7,9 @@ examples/train_dit.py's smoke profile), indexes it with the CLI and runs this fi
 ``python3 -m torch.distributed.run --nproc-per-node W``:
 
 * A: two epochs at W = 2, uninterrupted;
-* B: the same job stopped after its third optimizer step (mid-epoch 0), and D: stopped after
-  epoch 0's last step; each rank leaves its data checkpoint (``save_checkpoint(...,
+* B: the same job killed (SIGKILL of rank 0, torchrun then ends the others) inside its fourth
+  step, after the third step's checkpoint (mid-epoch 0), and D: killed inside the first step
+  after epoch 0's last; each rank leaves its data checkpoint (``save_checkpoint(...,
   planner=planner, stream=batch.resume_state)`` after every step) and the model and optimizer;
 * C and E: B and D resumed at W = 2 (``checkpoint.resume(..., world=2)``: each rank its own
   checkpoint, the saved stream state) to the end of epoch 1;
@@ -25,19 +26,20 @@ deterministic model under DDP. The launcher checks:
   run and in every stopped run together with its resumed run, at the same and at another
   world size, stopped mid-epoch or at the epoch's end;
 * DDP kept the replicas equal: the ranks of a run end with the same parameters;
-* exact resume at the same world: B then C, and D then E, deliver rank by rank the batches A
-  delivered in the same order, and end with A's parameters.
+* exact resume at the same world: the steps B trained then C, and D then E, are rank by rank
+  the batches A delivered in the same order, and C and E end with A's parameters.
 """
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-WORLD, EPOCHS, K, STOP_AFTER = 2, 2, 2, 3
+WORLD, EPOCHS, K, KILL_AFTER = 2, 2, 2, 3
 
 
 def _find(rel):
@@ -53,6 +55,13 @@ def _find(rel):
 # one rank: the README's loop
 
 
+def save_atomic(torch, obj, path):
+    """torch.save into a temporary file renamed over ``path``: a kill leaves the old file or the
+    new one, never half of one."""
+    torch.save(obj, path + ".tmp")
+    os.replace(path + ".tmp", path)
+
+
 def rank_main():
     import torch
     import torch.nn as nn
@@ -60,7 +69,7 @@ def rank_main():
     import adaptiveload
     import adaptiveload.checkpoint
 
-    index, out, stop_after = os.environ["RL_INDEX"], os.environ["RL_OUT"], int(os.environ["RL_STOP_AFTER"])
+    index, out, kill_after = os.environ["RL_INDEX"], os.environ["RL_OUT"], int(os.environ["RL_KILL_AFTER"])
     resume_from = os.environ.get("RL_RESUME_FROM")  # the stopped run's folder
     env = adaptiveload.setup_distributed(cpu=True)
     rank, world = env.rank, env.world_size
@@ -99,7 +108,8 @@ def rank_main():
         f.write(str(world))
 
     ds = adaptiveload.StreamDataset(index, planner, members=["latent.npy", "t5.npy"])
-    log, steps = [], 0
+    log, pending, steps = [], [], 0
+    trained = open(os.path.join(out, "trained%d.jsonl" % rank), "w")  # each trained step's batches
     for epoch in range(first_epoch, EPOCHS):
         ds.set_epoch(epoch)
         if state and epoch == first_epoch:
@@ -109,21 +119,28 @@ def rank_main():
             real = (~batch.padded).to(x.device).repeat_interleave(batch.cu_seqlens.diff().long())
             with adaptiveload.grad_sync(model, batch.last_in_step):
                 (model(x, text, batch.cu_seqlens) * real).sum().mul(world / batch.step_tokens).backward()
-            log.append({"epoch": epoch, "step": batch.step, "micro": batch.micro, "n_micro": batch.n_micro,
-                        "last": bool(batch.last_in_step), "keys": list(batch.keys),
-                        "padded": [bool(p) for p in batch.padded]})
+            if kill_after and steps == kill_after:
+                # Inside the next step (its first micro-batch run, the optimizer not stepped),
+                # once every rank has checkpointed: SIGKILL, as a preempted node dies.
+                torch.distributed.barrier()
+                if rank == 0:
+                    os.kill(os.getpid(), signal.SIGKILL)
+            pending.append({"epoch": epoch, "step": batch.step, "micro": batch.micro, "n_micro": batch.n_micro,
+                            "last": bool(batch.last_in_step), "keys": list(batch.keys),
+                            "padded": [bool(p) for p in batch.padded]})
             if batch.last_in_step:
                 opt.step()
                 opt.zero_grad()
                 adaptiveload.checkpoint.save_checkpoint(os.path.join(out, "data-%d.json" % rank), planner=planner,
                                                         stream=batch.resume_state)
-                torch.save({"model": model.module.state_dict(), "opt": opt.state_dict()},
-                           os.path.join(out, "model%d.pt" % rank))
+                save_atomic(torch, {"model": model.module.state_dict(), "opt": opt.state_dict()},
+                            os.path.join(out, "model%d.pt" % rank))
+                for b in pending:
+                    trained.write(json.dumps(b) + "\n")
+                trained.flush()
+                log += pending
+                pending = []
                 steps += 1
-                if stop_after and steps == stop_after:
-                    break
-        if stop_after and steps == stop_after:
-            break
     params = [p.detach().double().flatten().tolist() for p in model.module.parameters()]
     with open(os.path.join(out, "rank%d.json" % rank), "w") as f:
         json.dump({"log": log, "params": params}, f)
@@ -142,10 +159,11 @@ def free_port():
     return port
 
 
-def torchrun(out, index, world=WORLD, stop_after=0, resume_from=None):
-    """Runs this file under torchrun with ``world`` ranks; returns each rank's record."""
+def torchrun(out, index, world=WORLD, kill_after=0, resume_from=None):
+    """Runs this file under torchrun with ``world`` ranks; returns each rank's record (a killed
+    run: the batches of the steps it trained, from trainedR.jsonl)."""
     os.makedirs(out, exist_ok=True)
-    env = dict(os.environ, RL_INDEX=index, RL_BUCKETS=index + ".buckets", RL_OUT=out, RL_STOP_AFTER=str(stop_after),
+    env = dict(os.environ, RL_INDEX=index, RL_BUCKETS=index + ".buckets", RL_OUT=out, RL_KILL_AFTER=str(kill_after),
                OMP_NUM_THREADS="1")
     if resume_from:
         env["RL_RESUME_FROM"] = resume_from
@@ -153,6 +171,11 @@ def torchrun(out, index, world=WORLD, stop_after=0, resume_from=None):
            "--master-addr", "127.0.0.1", "--master-port", str(free_port()), os.path.abspath(__file__)]
     with open(os.path.join(out, "torchrun.log"), "w") as log:
         rc = subprocess.call(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=300)
+    if kill_after:
+        if rc == 0:
+            raise SystemExit("FAIL: torchrun (%s) exited 0: rank 0 was to be killed after step %d" % (out, kill_after))
+        return [{"log": [json.loads(line) for line in open(os.path.join(out, "trained%d.jsonl" % r))]}
+                for r in range(world)]
     if rc != 0:
         sys.stdout.write(open(os.path.join(out, "torchrun.log")).read())
         raise SystemExit("FAIL: torchrun (%s) exited %d" % (out, rc))
@@ -225,16 +248,16 @@ def main():
     print("ok: A: %d steps over %d epochs in lock-step (K = %d on both ranks), each of the %d samples once "
           "per epoch, equal replicas" % (len(steps), EPOCHS, K, n_samples))
 
-    for stop, at, same, other in ((STOP_AFTER, "after step %d" % STOP_AFTER, "C", "F"),
-                                  (epoch0, "at epoch 0's end (step %d)" % epoch0, "E", "G")):
+    for stop, at, same, other in ((KILL_AFTER, "inside the step after step %d" % KILL_AFTER, "C", "F"),
+                                  (epoch0, "inside the step after epoch 0's end (step %d)" % epoch0, "E", "G")):
         first = "B" if same == "C" else "D"
-        stopped = run(first, stop_after=stop)
+        stopped = run(first, kill_after=stop)
         check_lockstep(first, stopped)
         resumed = run(same, resume_from=os.path.join(work, first))
         check_lockstep(same, resumed)
         check_once(first + "+" + same, [stopped, resumed], n_samples)
         check_exact(first + "+" + same, stopped, resumed, a)
-        print("ok: %s stopped %s, %s resumed at W = 2: the same %d batches per rank in the same order, the same "
+        print("ok: %s killed %s, %s resumed at W = 2: the same %d batches per rank in the same order, the same "
               "parameters" % (first, at, same, len(a[0]["log"])))
         resized = run(other, world=1, resume_from=os.path.join(work, first))
         check_lockstep(other, resized)
