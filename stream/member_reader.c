@@ -588,15 +588,66 @@ static int shard_download(stream_reader *r, uint32_t id, shard_slot *s, int *fd)
   return rc;
 }
 
-/* The stored bytes of a member of a remote shard into r->fetched (cache or ranged GET). */
-static int remote_member(stream_reader *r, const stream_source_job *job, const char *url) {
+#define TAR_BLOCK 512
+
+/* The 512-byte tar header block before a member's data, fetched with it (the bytes a local
+ * reader's content fingerprint covers, checked where the member is read). */
+static uint64_t header_before(const stream_source_job *job) {
+  return job->offset >= TAR_BLOCK ? TAR_BLOCK : 0;
+}
+
+/* An octal tar number field (NUL or space ended); -1 when it is not one (base-256 and damaged
+ * fields: not compared). */
+static int64_t tar_octal(const uint8_t *f, size_t n) {
+  int64_t v = 0;
+  size_t i = 0;
+  while (i < n && f[i] == ' ') i++;
+  if (i == n || f[i] < '0' || f[i] > '7') return -1;
+  for (; i < n && f[i] >= '0' && f[i] <= '7'; i++) v = v * 8 + (f[i] - '0');
+  return i == n || f[i] == 0 || f[i] == ' ' ? v : -1;
+}
+
+/* The header block before a remote member must be the one indexed: a valid checksum, its size,
+ * and (when its name is not cut at 100 bytes) the member's name. A same-size shard whose tar
+ * headers were rewritten is refused here as a local reader refuses it by its fingerprint. */
+static int check_header_block(const uint8_t *h, const stream_source_job *job, const char *url) {
+  int64_t sum = tar_octal(h + 148, 8), got = 0;
+  for (size_t i = 0; i < TAR_BLOCK; i++) got += (i >= 148 && i < 156) ? ' ' : h[i];
+  int64_t size = tar_octal(h + 124, 12);
+  char name[512] = "";
+  size_t nlen = strnlen((const char *)h, 100);
+  if (nlen < 100) {
+    size_t plen = memcmp(h + 257, "ustar", 5) == 0 ? strnlen((const char *)h + 345, 155) : 0;
+    snprintf(name, sizeof name, "%.*s%s%.*s", (int)plen, (const char *)h + 345, plen ? "/" : "",
+             (int)nlen, (const char *)h);
+  }
+  const char *why = sum != got                                  ? "its checksum does not match"
+                    : size >= 0 && (uint64_t)size != job->size  ? "it gives another size"
+                    : name[0] && strcmp(name, job->member) != 0 ? "it names another member"
+                                                                : NULL;
+  if (!why) return AL_OK;
+  return al_set_error(AL_EFORMAT,
+                      "%s: shard changed since indexing: the tar header before key '%s' member '%s' "
+                      "at byte %" PRIu64 " names '%s' (%" PRId64 " bytes): %s",
+                      url, job->key ? job->key : "?", job->member, job->offset,
+                      name[0] ? name : "(a cut name)", size, why);
+}
+
+/* The stored bytes of a member of a remote shard into r->fetched (cache or ranged GET), after
+ * the header block before them (checked); *data is where the member's bytes start. */
+static int remote_member(stream_reader *r, const stream_source_job *job, const char *url,
+                         const uint8_t **data) {
+  uint64_t hdr = header_before(job);
   int rc = remote_reader(r);
-  if (rc == AL_OK) rc = stream_growbuf_reserve(&r->fetched, (size_t)job->size + 1, 0);
+  if (rc == AL_OK) rc = stream_growbuf_reserve(&r->fetched, (size_t)(job->size + hdr) + 1, 0);
   if (rc == AL_OK)
-    rc = stream_remote_read(r->rr, job->shard, job->offset, job->size, r->fetched.p, job->step);
+    rc = stream_remote_read(r->rr, job->shard, job->offset - hdr, job->size + hdr, r->fetched.p,
+                            job->step);
   if (rc != AL_OK)
     return al_error_prefix(rc, "%s: key '%s' member '%s' at byte %" PRIu64, url,
                            job->key ? job->key : "?", job->member, job->offset);
+  if (hdr && (rc = check_header_block(r->fetched.p, job, url)) != AL_OK) return rc;
+  *data = r->fetched.p + hdr;
   return AL_OK;
 }
 
@@ -622,8 +673,9 @@ int stream_reader_read(stream_reader *r, const stream_source_job *job, stream_gr
       return fail_at(job, path, job->offset, AL_EFORMAT, "member extends past the end of the shard",
                      NULL);
     if (over_cap(r, job)) return cap_error(r, job, path);
-    if ((rc = remote_member(r, job, path)) != AL_OK) return rc;
-    in.mem = r->fetched.p;
+    const uint8_t *data = NULL;
+    if ((rc = remote_member(r, job, path, &data)) != AL_OK) return rc;
+    in.mem = data;
     in.base = job->offset;
     in.pos = job->offset;
     in.end = job->offset + job->size;
@@ -680,9 +732,10 @@ int stream_reader_warm(stream_reader *r, const stream_source_job *jobs, size_t n
     const stream_source_job *job = &jobs[i];
     if (job->shard != jobs[0].shard || job->offset > s->info.size ||
         job->size > s->info.size - job->offset || over_cap(r, job))
-      continue; /* the reader reports it */
-    if (m && job->offset < spans[m - 1].off + spans[m - 1].len) continue; /* not ascending */
-    spans[m++] = (stream_cache_span){job->offset, job->size};
+      continue;                        /* the reader reports it */
+    uint64_t hdr = header_before(job); /* read with the member: remote_member */
+    if (m && job->offset - hdr < spans[m - 1].off + spans[m - 1].len) continue; /* not ascending */
+    spans[m++] = (stream_cache_span){job->offset - hdr, job->size + hdr};
   }
   if ((rc = remote_reader(r)) != AL_OK) return rc;
   rc = stream_remote_warm_run(r->rr, jobs[0].shard, spans, m, jobs[0].step);
