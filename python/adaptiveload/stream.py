@@ -421,7 +421,7 @@ class StreamDataset(IterableDataset):
         self.on_error = on_error
         try:
             self.device = None if device is None else torch.device(device)
-        except (RuntimeError, TypeError) as e:  # torch's own words, under the argument's name
+        except (RuntimeError, TypeError, ValueError, OverflowError) as e:  # torch's words, under the argument's name
             raise ValueError("device %r: %s" % (device, e)) from None
         if self.device is not None and self.device.type != "cuda":
             raise ValueError("device must be a CUDA device (or None for CPU tensors), not %s" % self.device)
