@@ -136,6 +136,11 @@ int index_shard_content_fp_by(const al_index *idx, uint32_t shard, index_read_at
  * a failed allocation leaves the arrays to grow as usual. */
 void index_reserve(al_index *idx, size_t samples, size_t members, size_t key_bytes);
 
+/* The content fingerprint of shard `shard` read through read_at and compared with the recorded
+ * one: AL_OK, AL_ENOTFOUND (none recorded), AL_EFORMAT "PATH: shard changed since indexing: ..."
+ * or the read's error (al_index_shard_verify for a file; a remote shard's cache, shard_check.c). */
+int index_shard_fp_check(const al_index *idx, uint32_t shard, index_read_at_fn read_at, void *ctx);
+
 /* Records the storage settings `used` to read the index's s3:// shards (storage.c). AL_OK or
  * AL_ENOMEM. */
 int index_record_storage(al_index *idx, const al_storage_options *used);

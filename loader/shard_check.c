@@ -130,26 +130,6 @@ static void open_local(const al_index *idx, size_t i, shard_bytes *b, al_shard_c
   al_clear_error();
 }
 
-/* The content fingerprint of a remote shard of the indexed size and ETag, read through its
- * cache (for a plain tar, filled by remote_shard_plan with the header blocks). */
-static int remote_fingerprint(const al_index *idx, size_t i, shard_bytes *b) {
-  const index_shard_rec *s = &idx->shards[i];
-  if (!s->content_fp) return AL_ENOTFOUND;
-  uint64_t fp = 0;
-  int rc = index_shard_content_fp_by(idx, (uint32_t)i, read_at, b, &fp);
-  if (rc) return al_error_prefix(rc, "shard changed since indexing");
-  if (fp != s->content_fp)
-    return al_set_error(AL_EFORMAT,
-                        "%s: shard changed since indexing: %s differ from what was indexed (content "
-                        "fingerprint %016" PRIx64 ", the index says %016" PRIx64
-                        "); index it again",
-                        s->path,
-                        s->seekable ? "the headers of its indexed members"
-                                    : "its first or last 64 KiB",
-                        fp, s->content_fp);
-  return AL_OK;
-}
-
 /* A shard at a URL: one HEAD (size and ETag, as the stream pins it); for a plain tar, the
  * header blocks and typed members' first bytes fetched in coalesced GETs; its fingerprint. */
 static void open_remote(al_checker *c, size_t i, shard_bytes *b, al_shard_check *r) {
@@ -176,21 +156,12 @@ static void open_remote(al_checker *c, size_t i, shard_bytes *b, al_shard_check 
                                 "index says %s",
                                 s->path, etag, s->etag);
   else
-    r->verify_rc = remote_fingerprint(c->idx, i, b);
+    r->verify_rc = index_shard_fp_check(c->idx, (uint32_t)i, read_at, b); /* through its cache */
   if (r->verify_rc && r->verify_rc != AL_ENOTFOUND) keep_error(r);
   al_clear_error();
 }
 
 /* ---- typed members ------------------------------------------------------------------------ */
-
-/* dtype and shape as "float16 (16, 5, 42, 42)". */
-static void describe(char *buf, size_t cap, const char *dtype, uint32_t ndim,
-                     const uint64_t *shape) {
-  size_t at = (size_t)snprintf(buf, cap, "%s (", dtype);
-  for (uint32_t d = 0; d < ndim && at < cap; d++)
-    at += (size_t)snprintf(buf + at, cap - at, "%s%" PRIu64, d ? ", " : "", shape[d]);
-  if (at < cap) snprintf(buf + at, cap - at, ")");
-}
 
 /* The header of a typed member parsed from its first bytes (read again at the length it asks,
  * a few times at most). */
@@ -210,19 +181,6 @@ static int parse_typed(const shard_bytes *b, theader_kind kind, const al_member_
                           mi->size);
     have = need;
   }
-}
-
-/* The header must say what the index recorded when it read the same header. */
-static int check_recorded(const al_member_type *t, const theader *h) {
-  int same = h->ndim == t->ndim && !strcmp(theader_dtype_name(h->dtype), t->dtype);
-  for (uint32_t d = 0; same && d < h->ndim && d < AL_INDEX_MAX_DIMS; d++)
-    same = h->shape[d] == t->shape[d];
-  if (same) return AL_OK;
-  char read[256], rec[256];
-  describe(read, sizeof read, theader_dtype_name(h->dtype), h->ndim, h->shape);
-  describe(rec, sizeof rec, t->dtype, t->ndim < AL_INDEX_MAX_DIMS ? t->ndim : AL_INDEX_MAX_DIMS,
-           t->shape);
-  return al_set_error(AL_EFORMAT, "its header says %s, the index recorded %s", read, rec);
 }
 
 /* Member m of sample `sample`, when typed: its header read and compared. 1 when read, 0 when
@@ -246,7 +204,7 @@ static int check_member(al_checker *c, const shard_bytes *b, size_t sample, size
   theader h;
   int rc = parse_typed(b, theader_kind_of(mi.ext), &mi, &h);
   if (rc == AL_ENOMEM) return -AL_ENOMEM;
-  if (rc == AL_OK) rc = check_recorded(&t, &h);
+  if (rc == AL_OK) rc = theader_check_recorded(&h, t.dtype, t.ndim, t.shape);
   r->typed_checked++;
   if (rc == AL_OK) return 1;
   rc = al_error_prefix(AL_EFORMAT, "%s: key '%s' member '%s' at byte %" PRIu64, s->path, si.key,

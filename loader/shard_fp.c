@@ -87,10 +87,14 @@ int al_index_shard_verify(const al_index *idx, size_t shard, int fd) {
   if (!idx || fd < 0) return al_set_error(AL_EINVAL, "al_index_shard_verify: bad argument");
   if (shard >= idx->n_shards)
     return al_set_error(AL_ERANGE, "shard %zu out of range (%zu shards)", shard, idx->n_shards);
+  return index_shard_fp_check(idx, (uint32_t)shard, fd_read_at, &fd);
+}
+
+int index_shard_fp_check(const al_index *idx, uint32_t shard, index_read_at_fn read_at, void *ctx) {
   const index_shard_rec *s = &idx->shards[shard];
   if (!s->content_fp) return AL_ENOTFOUND;
   uint64_t fp;
-  int rc = index_shard_content_fp(idx, (uint32_t)shard, fd, &fp);
+  int rc = index_shard_content_fp_by(idx, shard, read_at, ctx, &fp);
   if (rc) return al_error_prefix(rc, "shard changed since indexing");
   if (fp != s->content_fp)
     return al_set_error(AL_EFORMAT,

@@ -2,6 +2,8 @@
 #include "loader/tensor_header_internal.h"
 
 #include <jansson.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "common/al_status.h"
@@ -526,4 +528,25 @@ int theader_parse(theader_kind kind, const void *buf, size_t have, uint64_t memb
   }
   if (rc != AL_OK) memset(out, 0, sizeof *out);
   return rc;
+}
+
+/* dtype and shape as "float16 (16, 5, 42, 42)". */
+static void describe(char *buf, size_t cap, const char *dtype, uint32_t ndim,
+                     const uint64_t *shape) {
+  size_t at = (size_t)snprintf(buf, cap, "%s (", dtype);
+  for (uint32_t d = 0; d < ndim && at < cap; d++)
+    at += (size_t)snprintf(buf + at, cap - at, "%s%" PRIu64, d ? ", " : "", shape[d]);
+  if (at < cap) snprintf(buf + at, cap - at, ")");
+}
+
+int theader_check_recorded(const theader *h, const char *dtype, uint32_t ndim,
+                           const uint64_t *shape) {
+  if (ndim > THEADER_MAX_DIMS) ndim = THEADER_MAX_DIMS;
+  int same = h->ndim == ndim && !strcmp(theader_dtype_name(h->dtype), dtype);
+  for (uint32_t d = 0; same && d < h->ndim; d++) same = h->shape[d] == shape[d];
+  if (same) return AL_OK;
+  char read[256], rec[256];
+  describe(read, sizeof read, theader_dtype_name(h->dtype), h->ndim, h->shape);
+  describe(rec, sizeof rec, dtype, ndim, shape);
+  return al_set_error(AL_EFORMAT, "its header says %s, the index recorded %s", read, rec);
 }

@@ -107,6 +107,13 @@ int theader_parse(theader_kind kind, const void *buf, size_t have, uint64_t memb
  * values out of range. Never NULL. */
 const char *theader_dtype_name(theader_dtype d);
 
+/* AL_OK when header `h` says the dtype (NumPy name) and shape an index recorded when it read
+ * the same header; else AL_EFORMAT with "its header says float16 (16, 5, 42, 42), the index
+ * recorded float16 (16, 5, 42, 40)" (the caller prefixes shard, key, member and offset). A
+ * header rewritten in place keeps its shard's size and tar headers: this is how it is caught. */
+int theader_check_recorded(const theader *h, const char *dtype, uint32_t ndim,
+                           const uint64_t *shape);
+
 /* Element size in bytes; 0 for THEADER_NONE and out-of-range values. */
 size_t theader_dtype_size(theader_dtype d);
 

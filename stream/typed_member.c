@@ -61,33 +61,15 @@ static int parse_header(stream_reader *r, const stream_source_job *job, theader_
   return AL_OK;
 }
 
-/* dtype and shape as "float16 (16, 5, 42, 42)". */
-static void describe(char *buf, size_t cap, const char *dtype, uint32_t ndim,
-                     const uint64_t *shape) {
-  size_t at = (size_t)snprintf(buf, cap, "%s (", dtype);
-  for (uint32_t d = 0; d < ndim && at < cap; d++)
-    at += (size_t)snprintf(buf + at, cap - at, "%s%" PRIu64, d ? ", " : "", shape[d]);
-  if (at < cap) snprintf(buf + at, cap - at, ")");
-}
-
 /* The header read must say what the index recorded when it read the same header: a header
  * rewritten in place (the shard's size and member headers unchanged) is a changed shard. */
 static int check_recorded(const stream_source_job *job, const char *path, const theader *h) {
   if (!job->has_type) return AL_OK;
-  const al_member_type *t = &job->type;
-  int same = h->ndim == t->ndim && !strcmp(theader_dtype_name(h->dtype), t->dtype);
-  for (uint32_t d = 0; same && d < h->ndim && d < AL_INDEX_MAX_DIMS; d++)
-    same = h->shape[d] == t->shape[d];
-  if (same) return AL_OK;
-  char read[256], rec[256];
-  describe(read, sizeof read, theader_dtype_name(h->dtype), h->ndim, h->shape);
-  describe(rec, sizeof rec, t->dtype, t->ndim < AL_INDEX_MAX_DIMS ? t->ndim : AL_INDEX_MAX_DIMS,
-           t->shape);
-  return al_set_error(AL_EFORMAT,
-                      "%s: shard changed since indexing: key '%s' member '%s' at byte %" PRIu64
-                      ": its header says %s, the index recorded %s",
-                      path ? path : "?", job->key ? job->key : "?", job->member, job->offset, read,
-                      rec);
+  int rc = theader_check_recorded(h, job->type.dtype, job->type.ndim, job->type.shape);
+  if (rc == AL_OK) return AL_OK;
+  return al_error_prefix(rc,
+                         "%s: shard changed since indexing: key '%s' member '%s' at byte %" PRIu64,
+                         path ? path : "?", job->key ? job->key : "?", job->member, job->offset);
 }
 
 /* The data of a header-parsed member, and how to crop it. */
