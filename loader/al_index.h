@@ -334,6 +334,11 @@ typedef struct al_storage_options {
  * NULL / 0 when none; remote_timeout_s 0). Strings point into the index. */
 AL_API void al_index_storage(const al_index *idx, al_storage_options *out);
 
+/* AL_OK when the settings given (NULL members: not given) are ones a reader can use: an
+ * endpoint that is an http:// or https:// URL, a region name, an addressing of
+ * AL_S3_ADDRESSING_*, a timeout of 0 or in [0.1, 86400]; else AL_EINVAL naming the setting. */
+AL_API int al_storage_check(const al_storage_options *o);
+
 /* Where each setting a reader uses came from (al_storage_resolve). */
 typedef struct al_storage_origin {
   const char *s3_endpoint; /* "option", "AWS_ENDPOINT_URL", "index", "default" */

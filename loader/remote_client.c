@@ -28,12 +28,21 @@ static const char *env_nonempty(const char *name) {
 
 static double or_default(double v, double d) { return v > 0 ? v : d; }
 
-static int set_endpoint(remote_client *c, const char *ep, char *err, size_t err_cap) {
+int remote_storage_check(const char *endpoint, const char *region, int addressing, char *err,
+                         size_t err_cap) {
+  if (endpoint && remote_url_kind(endpoint) != REMOTE_HTTP)
+    return snprintf(err, err_cap, "S3 endpoint %s: not an http:// or https:// URL", endpoint), -1;
+  if (region && (!region[0] || strlen(region) >= REMOTE_REGION_CAP || strpbrk(region, ":/ ")))
+    return snprintf(err, err_cap, "S3 region '%s': not a region name", region), -1;
+  if (addressing < 0 || addressing > 2)
+    return snprintf(err, err_cap, "S3 addressing %d: not 0 (default), 1 (path) or 2 (virtual)",
+                    addressing),
+           -1;
+  return 0;
+}
+
+static int set_endpoint(remote_client *c, const char *ep) {
   if (ep == NULL) return 0;
-  if (remote_url_kind(ep) != REMOTE_HTTP) {
-    snprintf(err, err_cap, "S3 endpoint %s: not an http:// or https:// URL", ep);
-    return -1;
-  }
   c->endpoint = strdup(ep);
   if (c->endpoint == NULL) return -1;
   size_t n = strlen(c->endpoint);
@@ -76,25 +85,18 @@ int remote_client_open(const remote_opts *opts, remote_client **out, char *err, 
   c->o.backoff_base_s = or_default(o.backoff_base_s, 0.1);
   c->o.backoff_max_s = or_default(o.backoff_max_s, 5);
   c->o.list_max_keys = o.list_max_keys;
-  if (o.s3_addressing < 0 || o.s3_addressing > 2) {
-    snprintf(err, err_cap, "S3 addressing %d: not 0 (default), 1 (path) or 2 (virtual)",
-             o.s3_addressing);
-    remote_client_close(c);
-    return -1;
-  }
   c->o.s3_addressing = o.s3_addressing;
   const char *region = o.s3_region ? o.s3_region : env_nonempty("AWS_REGION");
   if (region == NULL) region = "us-east-1";
-  if (strlen(region) >= sizeof c->region || strpbrk(region, ":/ ") != NULL) {
-    snprintf(err, err_cap, "S3 region '%s': not a region name", region);
+  const char *ep = o.s3_endpoint ? o.s3_endpoint : env_nonempty("AWS_ENDPOINT_URL");
+  if (remote_storage_check(ep, region, o.s3_addressing, err, err_cap) != 0) {
     remote_client_close(c);
     return -1;
   }
   snprintf(c->region, sizeof c->region, "%s", region);
   snprintf(c->sigv4, sizeof c->sigv4, "aws:amz:%s:s3", c->region);
   c->payload_header = 1;
-  const char *ep = o.s3_endpoint ? o.s3_endpoint : env_nonempty("AWS_ENDPOINT_URL");
-  if (set_endpoint(c, ep, err, err_cap) != 0 || set_credentials(c) != 0) {
+  if (set_endpoint(c, ep) != 0 || set_credentials(c) != 0) {
     if (err_cap > 0 && err[0] == '\0') snprintf(err, err_cap, "remote client: out of memory");
     remote_client_close(c);
     return -1;

@@ -88,6 +88,15 @@ typedef struct remote_listing {
   size_t count;
 } remote_listing;
 
+/* Longest S3 region name + 1. */
+#define REMOTE_REGION_CAP 64
+
+/* The S3 settings' rules, the one place they are written: an endpoint (NULL: none) must be an
+ * http:// or https:// URL, a region (NULL: none) a name of fewer than REMOTE_REGION_CAP bytes
+ * without ':', '/' or ' ', the addressing 0, 1 or 2. 0, or -1 with the message in err. */
+int remote_storage_check(const char *endpoint, const char *region, int addressing, char *err,
+                         size_t err_cap);
+
 /* REMOTE_HTTP, REMOTE_S3 or REMOTE_NOT_URL (a local path), from the scheme alone (any case). */
 int remote_url_kind(const char *s);
 

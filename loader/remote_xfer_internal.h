@@ -17,7 +17,7 @@
 struct remote_client {
   remote_opts o;  /* defaults filled in */
   char *endpoint; /* S3 endpoint without a trailing '/', NULL: AWS's */
-  char region[64];
+  char region[REMOTE_REGION_CAP];
   char sigv4[160];        /* "aws:amz:REGION:s3" (or the test hook's service) */
   char *userpwd;          /* "KEY:SECRET", NULL: anonymous */
   char *token_header;     /* "x-amz-security-token: ...", NULL: none */

@@ -63,9 +63,8 @@ int al_checker_open(al_checker **out, const al_index *idx, const al_check_option
   memset(&d, 0, sizeof d);
   if (!o) o = &d;
   const al_storage_options *st = &o->storage;
-  if (st->remote_timeout_s != 0 && !(st->remote_timeout_s >= 0.1 && st->remote_timeout_s <= 86400))
-    return al_set_error(AL_EINVAL, "remote_timeout_s must be in [0.1, 86400] (0 = default), got %g",
-                        st->remote_timeout_s);
+  int rc = al_storage_check(st);
+  if (rc) return rc;
   al_checker *c = calloc(1, sizeof *c);
   if (!c) return al_set_error(AL_ENOMEM, "al_checker_open: out of memory");
   c->idx = idx;

@@ -28,6 +28,17 @@ static double env_seconds(const char *name) {
   return *end == 0 && x > 0 && x < 1e6 ? x : 0;
 }
 
+int al_storage_check(const al_storage_options *o) {
+  if (!o) return AL_OK;
+  char err[1024];
+  if (remote_storage_check(o->s3_endpoint, o->s3_region, o->s3_addressing, err, sizeof err) != 0)
+    return al_set_error(AL_EINVAL, "%s", err);
+  if (o->remote_timeout_s != 0 && !(o->remote_timeout_s >= 0.1 && o->remote_timeout_s <= 86400))
+    return al_set_error(AL_EINVAL, "remote_timeout_s must be in [0.1, 86400] (0 = default), got %g",
+                        o->remote_timeout_s);
+  return AL_OK;
+}
+
 void al_index_storage(const al_index *idx, al_storage_options *out) {
   memset(out, 0, sizeof *out);
   if (!idx || !idx->s3_recorded) return;

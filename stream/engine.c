@@ -850,13 +850,12 @@ static int check_options(const al_stream_options *o) {
     return al_set_error(AL_EINVAL, "align must be a power of two >= 8, got %zu", align);
   if (o->sp_shard != 0 && o->sp_shard != 1)
     return al_set_error(AL_EINVAL, "sp_shard must be 0 or 1, got %d", o->sp_shard);
-  if (o->s3_addressing < 0 || o->s3_addressing > 2)
-    return al_set_error(AL_EINVAL,
-                        "s3_addressing must be 0 (default), 1 (path) or 2 (virtual), got %d",
-                        o->s3_addressing);
-  if (o->remote_timeout_s != 0 && !(o->remote_timeout_s >= 0.1 && o->remote_timeout_s <= 86400))
-    return al_set_error(AL_EINVAL, "remote_timeout_s must be in [0.1, 86400] (0 = default), got %g",
-                        o->remote_timeout_s);
+  al_storage_options st = {.s3_endpoint = o->s3_endpoint,
+                           .s3_region = o->s3_region,
+                           .s3_addressing = o->s3_addressing,
+                           .remote_timeout_s = o->remote_timeout_s};
+  int rc = al_storage_check(&st);
+  if (rc) return rc;
   if (!(o->max_skip_fraction >= 0 && o->max_skip_fraction <= 1))
     return al_set_error(AL_EINVAL, "max_skip_fraction must be in [0, 1] (0 = %g), got %g",
                         AL_STREAM_MAX_SKIP_DEFAULT, o->max_skip_fraction);

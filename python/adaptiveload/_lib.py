@@ -69,6 +69,7 @@ SIGNATURES = {
         "al_index_struct_size": (_size, [_int]),
         "al_shard_expand_remote": (_int, [_cp, _cp, _P(_P(_vp)), _P(_size)]),
         "al_shard_expand_storage": (_int, [_cp, _P(S.StorageOptions), _P(_P(_vp)), _P(_size)]),
+        "al_storage_check": (_int, [_P(S.StorageOptions)]),
         "al_index_build": (_int, [_P(_vp), _P(_cp), _size, _P(S.IndexOptions), _P(S.IndexStats)]),
         "al_index_save": (_int, [_vp, _cp]),
     },
