@@ -68,7 +68,9 @@ int remote_retry_wait(const remote_client *c, remote_retry *r, double retry_afte
   double left = r->deadline - clock_now_s();
   if (left <= 0.001 || (retry_after >= 0 && retry_after > left)) return -1;
   if (retry_after >= 0 && retry_after > d) d = retry_after;
-  if (d > left) d = left; /* one last attempt at the end of the budget */
+  /* The budget bounds each attempt too (remote_xfer.c): an attempt started at its end would
+   * have no time to run and would only replace the last real error with a timeout. */
+  if (d >= left) return -1;
   /* In slices, so that a cancel ends the wait within one. */
   double end = clock_now_s() + d;
   for (double now = clock_now_s(); now < end; now = clock_now_s()) {
