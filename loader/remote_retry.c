@@ -3,8 +3,9 @@
  * (half the delay fixed, half random), Retry-After honoured, within a time budget for the
  * operation as a whole: bytes received do not extend it, so a server that trickles an answer
  * (a byte every few seconds, each stall abort bringing one more) cannot hold an operation
- * past it. The last delay is cut to end with the budget, so a server that comes back within
- * it is still reached; a Retry-After beyond the budget ends the operation at once. Retry-After
+ * past it. A delay that would reach the end of the budget is cut to half of what is left, so a
+ * server that comes back within the budget is still reached and the attempt has time to run;
+ * a Retry-After beyond the budget ends the operation at once. Retry-After
  * values (seconds or an HTTP date) are read here too.
  */
 #include <curl/curl.h>
@@ -17,6 +18,7 @@
 
 #define RETRY_AFTER_MAX_S 3600
 #define CANCEL_SLICE_S 0.05
+#define FINAL_ATTEMPT_MIN_S 0.1
 
 double remote_retry_after(const char *value, double now) {
   const char *p = value;
@@ -68,9 +70,15 @@ int remote_retry_wait(const remote_client *c, remote_retry *r, double retry_afte
   double left = r->deadline - clock_now_s();
   if (left <= 0.001 || (retry_after >= 0 && retry_after > left)) return -1;
   if (retry_after >= 0 && retry_after > d) d = retry_after;
-  /* The budget bounds each attempt too (remote_xfer.c): an attempt started at its end would
-   * have no time to run and would only replace the last real error with a timeout. */
-  if (d >= left) return -1;
+  /* The budget bounds each attempt too (remote_xfer.c): a wait that would reach its end is
+   * cut to half of what is left (never below a Retry-After), so that the attempt after it has
+   * the rest to run; when that rest would be under FINAL_ATTEMPT_MIN_S the operation ends
+   * instead (an attempt with no time to run would only replace the last real error with a
+   * timeout). */
+  if (d >= left) {
+    d = retry_after > left / 2 ? retry_after : left / 2;
+    if (left - d < FINAL_ATTEMPT_MIN_S) return -1;
+  }
   /* In slices, so that a cancel ends the wait within one. */
   double end = clock_now_s() + d;
   for (double now = clock_now_s(); now < end; now = clock_now_s()) {

@@ -124,10 +124,11 @@ int remote_retry_progress(const remote_client *c, remote_retry *r);
  * IMF-fixdate, or the obsolete RFC 850 and asctime forms), now being the wall clock
  * (seconds since the epoch). A date in the past is 0; at most 3600; -1 when malformed. */
 double remote_retry_after(const char *value, double now);
-/* Sleeps before the next attempt (backoff with jitter, at least retry_after when >= 0); -1,
- * without sleeping, when that wait would reach the end of the budget (the attempt after it
- * would have no time to run), or (at once, also while sleeping) when the client is
- * cancelled. */
+/* Sleeps before the next attempt (backoff with jitter, at least retry_after when >= 0; a wait
+ * that would reach the end of the budget is cut to half of what is left, or to retry_after,
+ * so that the attempt has the rest); -1, without sleeping, when retry_after exceeds the
+ * budget or that rest would be under 0.1 s, or (at once, also while sleeping) when the
+ * client is cancelled. */
 int remote_retry_wait(const remote_client *c, remote_retry *r, double retry_after);
 
 /* XML of S3 answers. The content of the first <tag>...</tag> in [s, end), raw: [*a, *b);
