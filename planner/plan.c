@@ -111,19 +111,24 @@ void plan_take_sp(al_plan *p, const uint32_t *d, size_t n, al_sync sync) {
 /* ceil(a / b) for b > 0, without overflow. */
 static uint64_t ceil_div(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
 
-/* K and T from the options (al_plan.h): K = 1 and T = W K M_mem unless set;
- * only T set: the fewest K with T / (W K) <= M_mem. W <= 2^20 and M_mem <= 2^32 - 1 (checked),
- * so W M_mem and, with W K <= AL_PLAN_MAX_STEP_MICRO, W K M_mem fit in 64 bits. */
-static int resolve_step(al_plan *p, const al_plan_options *o) {
-  uint64_t W = p->world, M = p->mem_tokens;
-  uint64_t K = o->micro_per_step, T = o->step_tokens;
-  if (!K) K = T ? ceil_div(T, W * M) : 1;
-  if (K > (1u << 20) && !o->micro_per_step)
+/* K and T (al_plan.h), for a new plan and a re-plan alike: an unset K is the fewest with
+ * T / (W K) <= M_mem when T is set, else k_dflt; an unset T is t_dflt, or W K M_mem when that is
+ * 0; m_fixed: M_mem is not the caller's to change (a re-plan keeps the old plan's), so the
+ * messages do not suggest raising it. W <= 2^20, so W K fits in 64 bits; W M_mem and W K M_mem
+ * saturate (a re-plan takes M_mem from a manifest, which may hold any number): past 2^64 they hold
+ * any T. */
+int plan_resolve_step(uint64_t W, uint64_t M, int m_fixed, uint64_t k_opt, uint64_t t_opt,
+                      uint64_t k_dflt, uint64_t t_dflt, uint32_t *k_out, uint64_t *t_out) {
+  const char *raise_m = m_fixed ? "" : " or raise --mem-tokens";
+  uint64_t K = k_opt, T = t_opt, wm = M > UINT64_MAX / W ? UINT64_MAX : W * M;
+  if (!K) K = T ? ceil_div(T, wm) : k_dflt;
+  if (!K) K = 1;
+  if (K > (1u << 20) && !k_opt)
     return al_set_error(AL_ERANGE,
                         "step-tokens %llu over %llu ranks of mem-tokens %llu needs micro-per-step "
-                        "%llu, above its maximum 1048576: lower --step-tokens or raise --mem-tokens",
+                        "%llu, above its maximum 1048576: lower --step-tokens%s",
                         (unsigned long long)T, (unsigned long long)W, (unsigned long long)M,
-                        (unsigned long long)K);
+                        (unsigned long long)K, raise_m);
   if (K > (1u << 20))
     return al_set_error(AL_ERANGE, "micro-per-step %llu out of range (1..1048576)",
                         (unsigned long long)K);
@@ -133,23 +138,33 @@ static int resolve_step(al_plan *p, const al_plan_options *o) {
                         "planner's maximum %u (a step is one manifest record of at most 256 MiB)",
                         (unsigned long long)W, (unsigned long long)K, (unsigned long long)(W * K),
                         AL_PLAN_MAX_STEP_MICRO);
-  if (!T) T = W * K * M;
-  if (T / (W * K) > M && ceil_div(T, W * M) > (1u << 20))
+  if (!T) T = t_dflt ? t_dflt : wm > UINT64_MAX / K ? UINT64_MAX : wm * K;
+  /* A T asked for must fit W K micro-batches of M_mem; a re-plan checks the T it keeps
+   * against its steps (replan.c), with the old plan's numbers in the message. */
+  if (t_opt && T / (W * K) > M && ceil_div(T, wm) > (1u << 20))
     return al_set_error(AL_ERANGE,
                         "step-tokens %llu over %llu ranks needs more than mem-tokens %llu per "
-                        "micro-batch even at micro-per-step's maximum 1048576: lower --step-tokens "
-                        "or raise --mem-tokens",
-                        (unsigned long long)T, (unsigned long long)W, (unsigned long long)M);
-  if (T / (W * K) > M)
+                        "micro-batch even at micro-per-step's maximum 1048576: lower --step-tokens%s",
+                        (unsigned long long)T, (unsigned long long)W, (unsigned long long)M,
+                        raise_m);
+  if (t_opt && T / (W * K) > M)
     return al_set_error(AL_ERANGE,
                         "step-tokens %llu over %llu ranks x %llu micro-batches needs %llu tokens per "
                         "micro-batch, above mem-tokens %llu: raise --micro-per-step to %llu or more",
                         (unsigned long long)T, (unsigned long long)W, (unsigned long long)K,
                         (unsigned long long)(T / (W * K)), (unsigned long long)M,
-                        (unsigned long long)ceil_div(T, W * M));
-  p->micro_per_step = (uint32_t)K;
-  p->step_tokens = T;
-  p->micro_tokens = T / (W * K) ? T / (W * K) : 1;
+                        (unsigned long long)ceil_div(T, wm));
+  *k_out = (uint32_t)K;
+  *t_out = T;
+  return AL_OK;
+}
+
+static int resolve_step(al_plan *p, const al_plan_options *o) {
+  int rc = plan_resolve_step(p->world, p->mem_tokens, 0, o->micro_per_step, o->step_tokens, 1, 0,
+                             &p->micro_per_step, &p->step_tokens);
+  if (rc) return rc;
+  uint64_t m = p->step_tokens / ((uint64_t)p->world * p->micro_per_step);
+  p->micro_tokens = m ? m : 1;
   return AL_OK;
 }
 

@@ -178,4 +178,11 @@ int plan_limit_parse(const char *name);
  * per-step token / sample / micro-batch-count figures (plan_info.c). */
 void plan_stats(al_plan *p);
 
+/* K and T of a plan or a re-plan (plan.c): k_opt and t_opt as asked (0: unset); k_dflt the K
+ * when neither is set, t_dflt the T when T is unset (0: W K M); m_fixed when M cannot be
+ * changed by the caller. Checks every limit of al_plan.h and names the options; AL_ERANGE when
+ * one is broken. */
+int plan_resolve_step(uint64_t W, uint64_t M, int m_fixed, uint64_t k_opt, uint64_t t_opt,
+                      uint64_t k_dflt, uint64_t t_dflt, uint32_t *k_out, uint64_t *t_out);
+
 #endif /* AL_PLAN_INTERNAL_H */

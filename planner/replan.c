@@ -41,35 +41,15 @@ static uint64_t old_step_tokens(const al_manifest_info *oi, uint64_t k_old) {
   return t;
 }
 
-/* K2 and T for the new world (al_replan_options): keeping T, K2 = ceil(K_old W_old / W2), so
- * that the micro-batches never need more tokens than the old ones; with a new T, as
- * al_plan_build resolves T alone. */
+/* K2 and T for the new world (al_replan_options), by al_plan_build's resolver: keeping T,
+ * K2 = ceil(K_old W_old / W2), so that the micro-batches never need more tokens than the old
+ * ones; with a new T, the fewest K2 that holds it. */
 static int resolve_step(al_plan *p, const al_manifest_info *oi, const al_replan_options *o) {
-  uint64_t W = p->world, M = p->mem_tokens, k_old = oi->micro_per_step ? oi->micro_per_step : 1;
-  uint64_t K = o->micro_per_step, T = o->step_tokens;
-  /* W M past 2^64 holds any T in one micro-batch per rank. */
-  uint64_t wm = M > UINT64_MAX / W ? UINT64_MAX : W * M;
-  if (!K) K = T ? T / wm + (T % wm != 0) : (k_old * oi->world + W - 1) / W;
-  if (!K) K = 1;
-  if (K > (1u << 20) && T && !o->micro_per_step) /* K from T: say so, as al_plan_build does */
-    return al_set_error(AL_ERANGE,
-                        "step-tokens %llu over %llu ranks of mem-tokens %llu needs micro-per-step "
-                        "%llu, above its maximum 1048576: lower --step-tokens",
-                        (unsigned long long)T, (unsigned long long)W, (unsigned long long)M,
-                        (unsigned long long)K);
-  if (K > (1u << 20))
-    return al_set_error(AL_ERANGE, "micro-per-step %llu out of range (1..1048576)",
-                        (unsigned long long)K);
-  if (T && T / (W * K) > M)
-    return al_set_error(AL_ERANGE,
-                        "step-tokens %llu over %llu ranks x %llu micro-batches needs %llu tokens per "
-                        "micro-batch, above mem-tokens %llu: raise --micro-per-step to %llu or more",
-                        (unsigned long long)T, (unsigned long long)W, (unsigned long long)K,
-                        (unsigned long long)(T / (W * K)), (unsigned long long)M,
-                        (unsigned long long)(T / wm + (T % wm != 0)));
-  if (!T) T = old_step_tokens(oi, k_old);
-  p->micro_per_step = (uint32_t)K;
-  p->step_tokens = T;
+  uint64_t W = p->world, k_old = oi->micro_per_step ? oi->micro_per_step : 1;
+  uint64_t k_keep = (k_old * oi->world + W - 1) / W;
+  int rc = plan_resolve_step(W, p->mem_tokens, 1, o->micro_per_step, o->step_tokens, k_keep,
+                             old_step_tokens(oi, k_old), &p->micro_per_step, &p->step_tokens);
+  if (rc) return rc;
   p->micro_tokens = oi->micro_tokens ? oi->micro_tokens : oi->mem_tokens;
   return AL_OK;
 }
