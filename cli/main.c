@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/env_internal.h"
 #include "cli/cli_internal.h"
 #include "common/al_version.h"
 
@@ -44,7 +45,7 @@ static void usage(FILE *out) {
  * which bazel passes as BUILD_WORKING_DIRECTORY. The CLI needs nothing from its runfiles
  * (the default cost model and demo corpus are embedded), so it works from there. */
 static int enter_caller_directory(void) {
-  const char *wd = getenv("BUILD_WORKING_DIRECTORY");
+  const char *wd = env_text("BUILD_WORKING_DIRECTORY");
   if (!wd || !*wd) return 0;
   if (chdir(wd) != 0) {
     fprintf(stderr, "adaptiveload: cannot enter BUILD_WORKING_DIRECTORY '%s': %s\n", wd,

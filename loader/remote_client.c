@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/env_internal.h"
 #include "loader/remote_xfer_internal.h"
 
 /* Apart from the client, which is otherwise read-only after open (C11 atomics stay out of the
@@ -20,11 +21,6 @@ static pthread_once_t g_curl_once = PTHREAD_ONCE_INIT;
 static CURLcode g_curl_rc = CURLE_FAILED_INIT;
 
 static void curl_init_once(void) { g_curl_rc = curl_global_init(CURL_GLOBAL_ALL); }
-
-static const char *env_nonempty(const char *name) {
-  const char *v = getenv(name);
-  return (v != NULL && v[0] != '\0') ? v : NULL;
-}
 
 static double or_default(double v, double d) { return v > 0 ? v : d; }
 
@@ -51,9 +47,9 @@ static int set_endpoint(remote_client *c, const char *ep) {
 }
 
 static int set_credentials(remote_client *c) {
-  const char *id = env_nonempty("AWS_ACCESS_KEY_ID");
-  const char *secret = env_nonempty("AWS_SECRET_ACCESS_KEY");
-  const char *token = env_nonempty("AWS_SESSION_TOKEN");
+  const char *id = env_text("AWS_ACCESS_KEY_ID");
+  const char *secret = env_text("AWS_SECRET_ACCESS_KEY");
+  const char *token = env_text("AWS_SESSION_TOKEN");
   if (id == NULL || secret == NULL) return 0;
   if (asprintf(&c->userpwd, "%s:%s", id, secret) < 0) return c->userpwd = NULL, -1;
   if (token != NULL && asprintf(&c->token_header, "x-amz-security-token: %s", token) < 0) {
@@ -86,9 +82,9 @@ int remote_client_open(const remote_opts *opts, remote_client **out, char *err, 
   c->o.backoff_max_s = or_default(o.backoff_max_s, 5);
   c->o.list_max_keys = o.list_max_keys;
   c->o.s3_addressing = o.s3_addressing;
-  const char *region = o.s3_region ? o.s3_region : env_nonempty("AWS_REGION");
+  const char *region = o.s3_region ? o.s3_region : env_text("AWS_REGION");
   if (region == NULL) region = "us-east-1";
-  const char *ep = o.s3_endpoint ? o.s3_endpoint : env_nonempty("AWS_ENDPOINT_URL");
+  const char *ep = o.s3_endpoint ? o.s3_endpoint : env_text("AWS_ENDPOINT_URL");
   if (remote_storage_check(ep, region, o.s3_addressing, err, err_cap) != 0) {
     remote_client_close(c);
     return -1;

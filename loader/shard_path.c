@@ -1,4 +1,5 @@
 /* The absolute, normal path a shard is stored under; see shard_path_internal.h. */
+#include "common/env_internal.h"
 #include "loader/shard_path_internal.h"
 
 #include <ctype.h>
@@ -21,7 +22,7 @@ static int same_file(const char *a, const char *b) {
 /* The working directory as the user named it: $PWD when absolute and the same directory as
  * ".", else getcwd. A malloc'ed string, or NULL. */
 static char *logical_cwd(void) {
-  const char *pwd = getenv("PWD");
+  const char *pwd = env_text("PWD");
   if (pwd && pwd[0] == '/' && same_file(pwd, ".")) return strdup(pwd);
   char cwd[PATH_MAX];
   return getcwd(cwd, sizeof cwd) ? strdup(cwd) : NULL;

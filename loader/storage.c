@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/env_internal.h"
 #include "loader/al_index.h"
 #include "loader/index_internal.h"
 #include "loader/remote_internal.h"
@@ -13,20 +14,6 @@ _Static_assert((int)AL_S3_ADDRESSING_DEFAULT == (int)REMOTE_ADDRESSING_DEFAULT &
                    (int)AL_S3_ADDRESSING_PATH == (int)REMOTE_ADDRESSING_PATH &&
                    (int)AL_S3_ADDRESSING_VIRTUAL == (int)REMOTE_ADDRESSING_VIRTUAL,
                "al_storage_options.s3_addressing is handed to remote_opts as it is");
-
-static const char *env_nonempty(const char *name) {
-  const char *v = getenv(name);
-  return v && *v ? v : NULL;
-}
-
-/* A positive number of seconds below 10^6, else 0. */
-static double env_seconds(const char *name) {
-  const char *v = env_nonempty(name);
-  if (!v) return 0;
-  char *end;
-  double x = strtod(v, &end);
-  return *end == 0 && x > 0 && x < 1e6 ? x : 0;
-}
 
 int al_storage_check(const al_storage_options *o) {
   if (!o) return AL_OK;
@@ -50,7 +37,7 @@ void al_index_storage(const al_index *idx, al_storage_options *out) {
 /* given, else the environment's, else the index's; *from names which. */
 static const char *pick(const char *given, const char *env_name, const char *recorded,
                         const char **from) {
-  const char *env = env_nonempty(env_name);
+  const char *env = env_text(env_name);
   if (given && *given) return *from = "option", given;
   if (env) return *from = env_name, env;
   if (recorded && *recorded) return *from = "index", recorded;

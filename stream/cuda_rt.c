@@ -1,4 +1,5 @@
 /* CUDA runtime calls of the stream, linked from cudart_static. */
+#include "common/env_internal.h"
 #include "stream/cuda_rt_internal.h"
 
 #include <errno.h>
@@ -18,7 +19,7 @@ static int probed_devices;
 static void probe(void) {
   int n = 0;
   /* AL_NO_CUDA=1 forces the host-only path (tests of it on GPU machines). */
-  const char *off = getenv("AL_NO_CUDA");
+  const char *off = env_text("AL_NO_CUDA");
   if (off && *off && strcmp(off, "0") != 0) return;
   if (cudaGetDeviceCount(&n) != cudaSuccess) {
     (void)cudaGetLastError(); /* clear the sticky "no driver" error */

@@ -707,15 +707,6 @@ static void *reader_main(void *arg) {
 
 /* ---------------------------------------------------------------- API */
 
-int stream_env_long(const char *name, long *out) {
-  const char *v = getenv(name);
-  if (!v || !*v) return 0;
-  uint64_t x;
-  if (parse_u64(v, &x) != 0 || x > (uint64_t)LONG_MAX) return -1;
-  *out = (long)x;
-  return 1;
-}
-
 /* Checks a resume state against the plan and sets first/stride from it. */
 static int resume_from(al_stream *s, const al_stream_state *r, const al_stream_options *o) {
   const stream_rank_plan *p = &s->plan;
@@ -786,8 +777,8 @@ static int open_device(al_stream *s, long dev, int devices) {
                         "(cudaGetDeviceCount failed or found none)");
   if (dev < 0) {
     dev = 0;
-    if (stream_env_long("LOCAL_RANK", &dev) < 0)
-      return al_set_error(AL_EINVAL, "LOCAL_RANK is not a number: '%s'", getenv("LOCAL_RANK"));
+    if (env_long("LOCAL_RANK", &dev) < 0)
+      return al_set_error(AL_EINVAL, "LOCAL_RANK is not a number: '%s'", env_text("LOCAL_RANK"));
   }
   if (dev >= devices)
     return al_set_error(AL_EINVAL, "CUDA device %ld out of range (%d devices)", dev, devices);
@@ -969,9 +960,9 @@ static int start_prefetch(al_stream *s, const al_stream_options *o) {
   if (!o->cache_dir || !*o->cache_dir || o->fetch_parallel < 0) return AL_OK;
   uint64_t limit = o->cache_bytes ? o->cache_bytes : (1ull << 30);
   long local = 1;
-  if (stream_env_long("LOCAL_WORLD_SIZE", &local) < 0 || local < 1 || local > 1 << 20)
+  if (env_long("LOCAL_WORLD_SIZE", &local) < 0 || local < 1 || local > 1 << 20)
     return al_set_error(AL_EINVAL, "LOCAL_WORLD_SIZE is not a positive number: '%s'",
-                        getenv("LOCAL_WORLD_SIZE"));
+                        env_text("LOCAL_WORLD_SIZE"));
   uint64_t sharing = (uint64_t)local * (s->stride ? s->stride : 1);
   if (!(s->begun = calloc(s->total ? s->total : 1, sizeof *s->begun)))
     return al_set_error(AL_ENOMEM, "prefetch: %" PRIu64 " batches", s->total);

@@ -130,11 +130,6 @@ int stream_open_source(al_stream **out, const stream_source *src, stream_rank_pl
 /* The source over an al_index (ctx = the index). */
 void stream_index_source(const al_index *idx, stream_source *out);
 
-/* A non-negative integer from the environment variable `name` (RANK, WORLD_SIZE, LOCAL_RANK):
- * 1 with *out set when it holds one, 0 when it is unset or empty, -1 when it holds anything
- * else (*out untouched). Not exported (no al_ prefix: export.lds keeps only al_*). */
-int stream_env_long(const char *name, long *out);
-
 #ifdef __cplusplus
 }
 #endif

@@ -1,5 +1,6 @@
 /* A whole shard object into a cache entry or a private temporary file (shard_download_internal.h).
  */
+#include "common/env_internal.h"
 #include "stream/shard_download_internal.h"
 
 #include <errno.h>
@@ -60,7 +61,7 @@ static int fill(void *ctx, int fd, const char *name) {
 
 /* An unnamed file in $TMPDIR holding the object. */
 static int private_file(download *d, int *fd) {
-  const char *dir = getenv("TMPDIR");
+  const char *dir = env_text("TMPDIR");
   if (!dir || !*dir) dir = "/tmp";
   char name[4200];
   snprintf(name, sizeof name, "%s/adaptiveload-shard-XXXXXX", dir);

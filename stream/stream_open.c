@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/env_internal.h"
 #include "loader/al_members.h"
 #include "stream/cuda_rt_internal.h"
 #include "stream/member_reader_internal.h"
@@ -16,9 +17,9 @@ int al_resolve_rank(const al_manifest *m, int rank, int world, uint32_t *out_ran
   if (rc != AL_OK) return rc;
   long w = world;
   if (world <= 0) {
-    int e = stream_env_long("WORLD_SIZE", &w);
+    int e = env_long("WORLD_SIZE", &w);
     if (e < 0)
-      return al_set_error(AL_EINVAL, "WORLD_SIZE is not a number: '%s'", getenv("WORLD_SIZE"));
+      return al_set_error(AL_EINVAL, "WORLD_SIZE is not a number: '%s'", env_text("WORLD_SIZE"));
     if (e == 0) w = 0;
     if (e > 0 && (uint64_t)w != info.world)
       return al_set_error(AL_EINVAL,
@@ -33,8 +34,8 @@ int al_resolve_rank(const al_manifest *m, int rank, int world, uint32_t *out_ran
   }
   long r = rank;
   if (rank < 0) {
-    int e = stream_env_long("RANK", &r);
-    if (e < 0) return al_set_error(AL_EINVAL, "RANK is not a number: '%s'", getenv("RANK"));
+    int e = env_long("RANK", &r);
+    if (e < 0) return al_set_error(AL_EINVAL, "RANK is not a number: '%s'", env_text("RANK"));
     if (e == 0) {
       if (info.world != 1)
         return al_set_error(AL_EINVAL,

@@ -22,15 +22,74 @@ Sequence parallelism: :func:`sp_groups` makes every SP process group once (on ev
 parallelism").
 """
 
+import atexit
 import collections
 import contextlib
+import gc
 import os
 import subprocess
+import time
 
 from ._args import whole
 
 
 _CLOSED_GROUPS = []  # world groups ended by Distributed.close(), kept (see there)
+
+
+def _release_closed_groups():
+    """At exit, before the interpreter finalises: drops the world groups close() kept, so that
+    a group nothing else holds is freed (its threads joined) while every thread can still take
+    the GIL."""
+    del _CLOSED_GROUPS[:]
+    gc.collect()
+
+
+_GLOO_WORKER = "pt_gloo_runloop"  # the name torch gives ProcessGroupGloo's worker threads
+_IDLE_FOR_S = 0.02  # this long asleep, with the GIL free, a worker has dropped its last work
+_IDLE_WAIT_MAX_S = 10.0
+
+
+def _gloo_workers_running():
+    """Whether a gloo worker thread of this process is running or runnable (Linux /proc;
+    False where there is none to read)."""
+    tasks = "/proc/self/task"
+    try:
+        tids = os.listdir(tasks)
+    except OSError:
+        return False
+    for tid in tids:
+        try:
+            with open(os.path.join(tasks, tid, "comm")) as f:
+                if f.read().strip() != _GLOO_WORKER:
+                    continue
+            with open(os.path.join(tasks, tid, "stat")) as f:
+                stat = f.read()
+        except OSError:  # the thread ended while listed
+            continue
+        if stat[stat.rindex(")") + 2] == "R":
+            return True
+    return False
+
+
+def _wait_for_idle_gloo_workers():
+    """Sleeps (the GIL released) until every gloo worker thread has been asleep for
+    _IDLE_FOR_S, at most _IDLE_WAIT_MAX_S. A worker drops a finished work (and the works a
+    barrier waited for, with their tensors) only after the waiting rank has been woken; on a
+    loaded machine it may not run again before the interpreter finalises, and a worker that
+    then frees a tensor with a Python object must take the GIL: CPython ends such a thread
+    with pthread_exit, whose unwinding through torch's noexcept frames aborts the process
+    ("terminate called without an active exception", SIGABRT in ~AsyncBarrierWork)."""
+    deadline = time.monotonic() + _IDLE_WAIT_MAX_S
+    idle_since = None
+    while time.monotonic() < deadline:
+        now = time.monotonic()
+        if _gloo_workers_running():
+            idle_since = None
+        elif idle_since is None:
+            idle_since = now
+        elif now - idle_since >= _IDLE_FOR_S:
+            return
+        time.sleep(0.002)
 
 
 class Distributed(collections.namedtuple("Distributed", "rank world_size local_rank device initialized")):
@@ -44,7 +103,9 @@ class Distributed(collections.namedtuple("Distributed", "rank world_size local_r
         It first waits at a barrier for every rank: no rank tears its connections down while
         another still has a collective in flight over them (a rank that exited early made its
         peer's gloo abort, "terminate called without an active exception", on a loaded
-        machine). The world group's Python handle is then kept until the interpreter exits. A
+        machine), then until the group's worker threads have dropped the barrier's work (see
+        _wait_for_idle_gloo_workers). The world group's Python handle is then kept until the
+        interpreter exits (an atexit handler drops it before finalisation). A
         DistributedDataParallel model still alive after close() holds the group in its C++
         Reducer; freed last, the Reducer frees a gloo group with the GIL held, joining worker
         threads that may need the GIL to free a Python tensor of the last collective: a
@@ -55,6 +116,9 @@ class Distributed(collections.namedtuple("Distributed", "rank world_size local_r
 
             if dist.is_initialized():
                 dist.barrier()
+                _wait_for_idle_gloo_workers()
+                if not _CLOSED_GROUPS:
+                    atexit.register(_release_closed_groups)
                 _CLOSED_GROUPS.append(dist.group.WORLD)
                 dist.destroy_process_group()
 
