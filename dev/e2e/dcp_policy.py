@@ -31,7 +31,7 @@ rather than a measured profiler run. DCP's global batch is its own (about W M_me
 accumulation count, varying per step); --merge (arm "dcp-T") joins consecutive iterations
 into optimizer steps of about the other arms' T = W K M_mem tokens, each iteration a phase
 that starts when the previous one has ended on every rank (its groups re-form).
-Buckets: dev/e2e/sp_buckets.py, the same table and rule as the planner's arms.
+Buckets: dev/e2e/sp_buckets.py, the planner arms' table, each sample placed by the library's own rule.
 """
 
 import argparse
@@ -77,9 +77,10 @@ def grad_accumulation_counts(exec_times, max_gas):
     return best
 
 
-def plan(shapes, native, world, mem_tokens, degrees, cost, max_gas, seed=0, epoch=0):
-    """The per-rank schedule (sp_model's format) and its facts."""
-    buckets, bstats = sp_buckets.assign(shapes, mem_tokens, degrees)
+def plan(shapes, native, world, mem_tokens, degrees, cost, max_gas, seed=0, epoch=0, lib=None):
+    """The per-rank schedule (sp_model's format) and its facts; lib: libadaptiveload.so, whose
+    bucket rule places the samples (sp_buckets.assign)."""
+    buckets, bstats = sp_buckets.assign(shapes, mem_tokens, degrees, lib)
     rng = random.Random(seed * 1000003 + epoch)
     info = {}
     sp_map = {}
@@ -171,12 +172,12 @@ def merge_to_T(sched, T):
     return out
 
 
-def plan_arms(shapes, native, world, mem_tokens, degrees, cost, K, seed=0, epoch=0, max_gas=2, T=None):
+def plan_arms(shapes, native, world, mem_tokens, degrees, cost, K, seed=0, epoch=0, max_gas=2, T=None, lib=None):
     """(natural, merged, facts): the DCP-like plan at its own global batch (one iteration per
     step, max_grad_accumulation_steps = max_gas, VideoSys's default 2) and the same
     iterations merged to about T tokens per step (default world K mem_tokens)."""
     T = T or world * K * mem_tokens
-    s, f = plan(shapes, native, world, mem_tokens, degrees, cost, max_gas, seed, epoch)
+    s, f = plan(shapes, native, world, mem_tokens, degrees, cost, max_gas, seed, epoch, lib)
     f["target_step_tokens"] = T
     f["natural_mean_step_tokens"] = step_tokens(s)
     m = merge_to_T(s, T)
@@ -199,6 +200,7 @@ def main(argv=None):
     ap.add_argument("--link-gbps", type=float, default=450.0)
     ap.add_argument("--bench-blocks", type=int, default=1, help="blocks the fitted benchmark timed (the fit "
                     "is scaled to the model's depth)")
+    ap.add_argument("--lib", default=None, help="libadaptiveload.so (default: $ADAPTIVELOAD_LIB, bazel-bin's)")
     ap.add_argument("-o", "--out", required=True)
     a = ap.parse_args(argv)
     degrees = [int(x) for x in a.sp_degrees.split(",")]
@@ -213,7 +215,7 @@ def main(argv=None):
     comm = sp_model.Comm(m, a.world, link_gbps=a.link_gbps)
     cost = sp_model.PlanCost.from_fit_json(fit, comm, scale=m["depth"] / a.bench_blocks)
     nat, merged, facts = plan_arms(corpus["samples"], corpus["tokens"], a.world, a.mem_tokens, degrees, cost,
-                                   a.micro_per_step, a.seed, max_gas=a.max_gas)
+                                   a.micro_per_step, a.seed, max_gas=a.max_gas, lib=a.lib)
     sched = merged if a.merge else nat
     sp_model.check_schedule(sched)
     sched["facts"] = facts

@@ -12,8 +12,7 @@ Arms, all at the same T and the same M_mem per GPU, per model (T: the smallest m
 per step of the lock-step arms planned at the capacity W K M_mem; each other lock-step arm
 planned at the --step-tokens input that gives T within STEP_TOL, see plan_world):
   a   fixed SP at the degree the longest clip needs, equal-token batches
-      (`plan --policy equal-token --sp-degrees D`; emulated by dev/e2e/fixed_sp_policy.py when
-      the planner has no --sp-degrees);
+      (`plan --policy equal-token --sp-degrees D`);
   a'  the same fixed degree with the planner's balancing (`plan --sp-degrees D`);
   b   DCP-like (dev/e2e/dcp_policy.py): its own global batch; b-T the same iterations merged
       to about T tokens per step; replayed under its own sync model (per-rank sums);
@@ -47,7 +46,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, HERE)
 import dcp_policy  # noqa: E402
-import fixed_sp_policy  # noqa: E402
 import sp_buckets  # noqa: E402
 import sp_corpus  # noqa: E402
 import sp_cost_check  # noqa: E402
@@ -144,17 +142,11 @@ def grid_shapes(D, M):
             if B * S <= d * M]
 
 
-def plan_supports_sp(cli):
-    h = subprocess.run([cli, "plan", "--help"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                       universal_newlines=True).stdout
-    return "--sp-degrees" in h, "--sync" in h
-
-
 def lockstep_schedule(cli, manifest, native, world):
     """The lock-step schedule (sp_model's format) of a manifest, from `inspect --jsonl`. A
-    group's micro-batch is its leader's line (sp_rank 0); lines of followers (sp_rank > 0, or,
-    where the lines carry no sp_degree, the empty lines after a leader's in the same step and
-    slot) name no samples."""
+    group's micro-batch is its leader's line (sp_rank 0); its followers' lines (sp_rank > 0)
+    and empty lines add none. A plan without --sp-degrees has lines without sp_degree: every
+    rank is a group of one."""
     out = subprocess.run([cli, "inspect", manifest, "--jsonl"], check=True, stdout=subprocess.PIPE,
                          universal_newlines=True).stdout
     slots = {}
@@ -169,8 +161,6 @@ def lockstep_schedule(cli, manifest, native, world):
             o = by_rank[r]
             toks = o.get("tokens") or []
             if o.get("sp_rank", 0) or not toks:
-                if "sp_degree" not in o and groups and groups[-1]["rank"] + groups[-1]["d"] == r:
-                    groups[-1]["d"] += 1
                 continue
             groups.append({"d": o.get("sp_degree", 1) or 1, "rank": r, "B": len(toks), "S": max(toks),
                            "real": sum(toks), "native": sum(native[i] for i in o["samples"]),
@@ -180,11 +170,6 @@ def lockstep_schedule(cli, manifest, native, world):
     for s in sorted(steps):
         sched["steps"].append([steps[s][k] for k in sorted(steps[s])])
     return sched
-
-
-class PlannerIgnoredSp(Exception):
-    """The planner accepted --sp-degrees but planned other degrees (the interface without
-    the implementation)."""
 
 
 LOCKSTEP_ARMS = ("a", "a'", "c", "d")
@@ -237,7 +222,7 @@ def planner_schedule(cli, man, info, extra, base, native, W, D, arm):
     s = lockstep_schedule(cli, man, native, W)
     got = {g["d"] for step in s["steps"] for slot in step for g in slot}
     if not got <= set(D if arm in ("c", "d") else [max(D)]):
-        raise PlannerIgnoredSp("plan %s gave degrees %s for --sp-degrees %s" % (arm, sorted(got), extra[-1]))
+        raise SystemExit("plan %s gave degrees %s for --sp-degrees %s" % (arm, sorted(got), extra[-1]))
     s["plan"] = {k: info.get(k) for k in ("steps", "step_tokens", "step_tokens_mean", "micro_tokens",
                                           "comp_budget_ms", "micro_per_step", "mem_tokens", "bubble",
                                           "bubble_step", "bubble_micro", "sync", "sp_degrees", "rejected",
@@ -246,7 +231,7 @@ def planner_schedule(cli, man, info, extra, base, native, W, D, arm):
     return s
 
 
-def plan_world(cli, work, index, cost, name, W, K, M, D, sp_ok, sync_ok, corpus, pcost, fit, m):
+def plan_world(cli, lib, work, index, cost, name, W, K, M, D, corpus, pcost, fit, m):
     """Every arm of one (model, W) at one T: {arm: (schedule or None, reason)} and T's facts.
     T is the smallest mean tokens per step of the lock-step arms planned at the capacity
     W K M_mem (the arm that holds least there bounds what all can hold); the others are
@@ -258,25 +243,18 @@ def plan_world(cli, work, index, cost, name, W, K, M, D, sp_ok, sync_ok, corpus,
             os.path.join(work, "buckets.txt"), "--cost", cost, "--seed", 0, "--epoch", 0, "--last-step", "drop"]
     comp = comp_ms_sp(fit, m, M, D)
     out, at_cap = {}, {}
-    arms = [x for x in LOCKSTEP_ARMS if sp_ok and (x in ("a", "a'") or sync_ok)]
-    for arm in LOCKSTEP_ARMS:
-        if arm not in arms:
-            out[arm] = (None, "plan has no --sp-degrees yet" if not sp_ok else "plan has no --sync yet")
-    if not sp_ok:
-        s, facts = fixed_sp_policy.plan(shapes, native, W, M, max(D), K, pcost)
-        s["facts"] = facts
-        out["a"] = (s, None)
+    arms = LOCKSTEP_ARMS
     mans = {x: os.path.join(work, "plan-%s-%s-w%d.alm" % (name, x.replace("'", "p"), W)) for x in arms}
     for arm in arms:
         at_cap[arm] = plan_once(cli, mans[arm], base, arm, D, cap, comp)[0]["step_tokens_mean"]
-    T = int(min(at_cap.values())) if at_cap else cap
+    T = int(min(at_cap.values()))
     facts = {"capacity": cap, "T": T, "at_capacity": at_cap, "comp_ms": comp, "tolerance": STEP_TOL}
     for arm in arms:
         info, extra, given = plan_at_T(cli, mans[arm], base, arm, D, cap, T, comp)
         s = planner_schedule(cli, mans[arm], info, extra, base, native, W, D, arm)
         s["plan"]["step_tokens_given"] = given
         out[arm] = (s, None)
-    nat, merged, bf = dcp_policy.plan_arms(shapes, native, W, M, list(D), pcost, K, T=T)
+    nat, merged, bf = dcp_policy.plan_arms(shapes, native, W, M, list(D), pcost, K, T=T, lib=lib)
     nat["facts"], merged["facts"] = bf, bf
     out["b"], out["b-T"] = (nat, None), (merged, None)
     return out, facts
@@ -294,11 +272,10 @@ def prepare(a):
     with open(os.path.join(work, "buckets.txt"), "w") as f:
         f.write(sp_buckets.table_text())
     index = os.path.join(work, "corpus.alidx")
-    sp_ok, sync_ok = plan_supports_sp(cli)
     worlds = [int(w) for w in a.worlds.split(",")]
     K = a.micro_per_step
     job = {"models": {}, "order": [], "full": None, "reps": a.reps, "warmup": 1}
-    meta = {"worlds": worlds, "K": K, "plan_has_sp_degrees": sp_ok, "plan_has_sync": sync_ok, "arms": {},
+    meta = {"worlds": worlds, "K": K, "arms": {},
             "models": {}, "corpus": {k: corpus[k] for k in ("total_tokens", "max_tokens", "token_bands", "mix")},
             "samples": len(corpus["samples"]), "skipped": {}}
     for name in a.models.split(","):
@@ -314,7 +291,7 @@ def prepare(a):
         for W in worlds:
             pcost = plan_cost(fit, m, W, blocks)
             DW = tuple(d for d in D if d <= W)  # a group holds at most the world (W = 2: degrees 1, 2)
-            arms, tf = plan_world(cli, work, index, cost, name, W, K, M, DW, sp_ok, sync_ok, corpus, pcost, fit, m)
+            arms, tf = plan_world(cli, a.lib, work, index, cost, name, W, K, M, DW, corpus, pcost, fit, m)
             tf["degrees"] = list(DW)
             meta["models"][name]["T"][str(W)] = tf
             log("%s W=%d: T = %d (capacity %d; at capacity %s)" % (name, W, tf["T"], tf["capacity"],
@@ -350,11 +327,6 @@ def prepare(a):
     # the full replay: the first --full-steps steps of one arm at the smallest W
     full_model, full_arm = a.full.split(":")
     key = "%s/%s/w%d" % (full_model, full_arm, worlds[0])
-    if key not in meta["arms"] and full_arm == "c":
-        for alt in ("a'", "a"):
-            if "%s/%s/w%d" % (full_model, alt, worlds[0]) in meta["arms"]:
-                key = "%s/%s/w%d" % (full_model, alt, worlds[0])
-                break
     if key in meta["arms"] and a.full_steps:
         with open(meta["arms"][key]) as f:
             s = json.load(f)

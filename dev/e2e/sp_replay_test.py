@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""CPU checks of the SP replay (dev/e2e/sp_*.py, dcp_policy.py, fixed_sp_policy.py): the
+"""CPU checks of the SP replay (dev/e2e/sp_*.py, dcp_policy.py): the
 composition arithmetic, the schedule checks, the DCP-like planner's accumulation search
 against a brute-force search and its sample accounting, the share block's layout, the device
 runner in smoke mode, prepare -> fake timings -> compose end to end through the real CLI on
@@ -19,7 +19,6 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import dcp_policy  # noqa: E402
-import fixed_sp_policy  # noqa: E402
 import sp_buckets  # noqa: E402
 import sp_corpus  # noqa: E402
 import sp_model  # noqa: E402
@@ -152,15 +151,16 @@ class Dcp(unittest.TestCase):
         self.assertAlmostEqual(dcp_policy.step_tokens(merged) * len(merged["steps"]),
                                dcp_policy.step_tokens(sched) * len(sched["steps"]), delta=1)
 
-    def test_fixed_degree_batches_fill_the_group(self):
-        shapes = sp_corpus.make_shapes(2000, 2)
-        native = [sp_model.tokens(w, h, f) for w, h, f, _ in shapes]
-        s, f = fixed_sp_policy.plan(shapes, native, 8, 32768, 8, 4, sp_model.PlanCost("poly2", [1, 1, 0]))
-        sp_model.check_schedule(s)
-        for st in s["steps"]:
-            self.assertEqual(len(st), 4)
-            for slot in st:
-                self.assertEqual([g["d"] for g in slot], [8])
+    def test_buckets_are_the_librarys(self):
+        # a 720p clip of 281 frames (255,600 tokens): whole under 8 x 32,768, cut in time under
+        # 2 x 32,768 (the largest count whose tokens fit 65,536: 65 frames, 61,200 tokens)
+        shapes = [(1280, 720, 281, 24.0), (832, 480, 1, 0.0), (640, 360, 33, 24.0)]
+        b8, s8 = sp_buckets.assign(shapes, 32768, [1, 2, 4, 8])
+        self.assertEqual(b8, {(1280, 720, 281): [0], (832, 480, 1): [1]})
+        self.assertEqual((s8["cut_by_cap"], s8["left_out"]), (0, 1))
+        b2, s2 = sp_buckets.assign(shapes, 32768, [1, 2])
+        self.assertEqual(b2, {(1280, 720, 65): [0], (832, 480, 1): [1]})
+        self.assertEqual((s2["cut_by_cap"], s2["left_out"]), (1, 1))
 
 
 class Share(unittest.TestCase):

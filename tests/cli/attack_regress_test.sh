@@ -1,5 +1,5 @@
 #!/bin/bash
-# Defects dev/attack/run.py found in the CLI, each checked the way the attack saw it:
+# Defects tests/attack/run.py found in the CLI, each checked the way the attack saw it:
 #  * a verb whose standard output cannot be written (a full disk: /dev/full) exits 1 naming
 #    standard output, instead of 0 with its report, JSON or listing lost;
 #  * a tar member whose typeflag is GNU sparse ('S') with an empty sparse map is rejected when

@@ -1,6 +1,8 @@
-"""Hostile Python arguments dev/attack/run.py found handled badly: each raises a clean
+"""Hostile Python arguments tests/attack/run.py found handled badly: each raises a clean
 ValueError / TypeError naming the argument (or the state's key) instead of an OverflowError,
-AttributeError, KeyError or torch RuntimeError, or instead of being accepted.
+AttributeError, KeyError or torch RuntimeError, or instead of being accepted. Each found defect
+is pinned here with its exact refusal; the generated cases and their classification are the
+suite's own (tests/attack, //tests/attack:attack_short_test), and neither repeats the other.
 
 Run by tests/stream/python_test.sh with ADAPTIVELOAD_LIB, ADAPTIVELOAD_BIN and PYTHONPATH set.
 """

@@ -11,6 +11,7 @@ import os
 import numpy as np
 
 import refs
+from harness import judge
 from cases_cli import EXTREME, GEOM
 from cases_files import FORGE_KINDS, FORGE_WEIGHTS, compare_stream, forge, judge_forged, write
 
@@ -145,7 +146,6 @@ def gen_sp_args(rng):
 
 
 def exec_sp_args(ctx, case, d):
-    from run import judge
     P = ctx.shared["P"]
     k, v = case["kind"], case["v"]
     out = os.path.join(d, "o.alm")
@@ -299,7 +299,6 @@ def gen_sp_resume(rng):
 
 
 def exec_sp_resume(ctx, case, d):
-    from run import judge
     P = ctx.shared["P"]
     old = P[case["base"]]
     out = os.path.join(d, "new.alm")
@@ -383,7 +382,6 @@ def _shard_error(b, keys, whole_tokens, skipped=()):
 
 
 def exec_sp_stream(ctx, case, d):
-    from run import judge
     P = ctx.shared["P"]
     w = case["world"]
     man = os.path.join(d, "p.alm")
@@ -514,7 +512,6 @@ def _damage_one_latent(shard, key):
 
 
 def exec_sp_bytes(ctx, case, d):
-    from run import judge
     w = case["world"]
     shards, refmap = _typed_shards(d, case["corpus_seed"], case["n"], case["store"])
     idx, man = os.path.join(d, "i.alidx"), os.path.join(d, "p.alm")

@@ -1,4 +1,4 @@
-"""Independent references for dev/attack/run.py: a strict tar scan, .npy / .safetensors / LZ4
+"""Independent references for tests/attack/run.py: a strict tar scan, .npy / .safetensors / LZ4
 frame readers, the latent crop rule, and writers of the hostile members. Stdlib + numpy;
 nothing here calls adaptiveload code."""
 

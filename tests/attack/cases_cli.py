@@ -8,6 +8,7 @@ import random
 import shutil
 
 import refs
+from harness import judge
 from cases_files import compare_stream, write
 
 # ---------------------------------------------------------------- stream --members / --root
@@ -36,7 +37,6 @@ def gen_stream_args(rng):
 
 
 def exec_stream_args(ctx, case, d):
-    from run import judge
     P = ctx.shared["P"]
     S = P["shards"]
     base = ["stream", "--index", P["index"], "--manifest", P["manifest"], "--jsonl"]
@@ -140,7 +140,6 @@ def _fit_file(rng, kind):
 
 
 def exec_fit(ctx, case, d):
-    from run import judge
     rng = random.Random(case["seed"])
     f = os.path.join(d, "in.%s" % {"csv": "csv", "trace": "jsonl", "json": "json"}[case["kind"]])
     with open(f, "w", encoding="utf-8", errors="surrogateescape") as fh:
@@ -208,7 +207,6 @@ def _real_samples(ctx, manifest):
 
 
 def exec_resume(ctx, case, d):
-    from run import judge
     P = ctx.shared["P"]
     old = P["big_manifest"]
     src = case.get("src")
@@ -281,7 +279,6 @@ def gen_fifo(rng):
 
 
 def exec_fifo(ctx, case, d):
-    from run import judge
     P = ctx.shared["P"]
     k = case["kind"]
     x = os.path.join(d, "thing")
@@ -361,7 +358,6 @@ def gen_extremes(rng):
 
 
 def exec_extremes(ctx, case, d):
-    from run import judge
     P = ctx.shared["P"]
     verb, o, v = case["kind"], case["opt"], case["v"]
     base = {"synth": ["synth", "--out", os.path.join(d, "tiny", "c"), "--samples", "8", "--payload", "none"],

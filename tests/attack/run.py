@@ -2,13 +2,15 @@
 """The hostile-input attack on the adaptiveload CLI and Python package, as one reproducible run.
 
     bazel build --config=opt //:adaptiveload //dist:libadaptiveload.so
-    python3 dev/attack/run.py --bin bazel-bin/adaptiveload --lib bazel-bin/dist/libadaptiveload.so \
-        [--asan ASAN_BIN] [--seed 1] [--jobs 2] [--out /tmp/al_attack] [--only SURFACE,...]
+    python3 tests/attack/run.py --bin bazel-bin/adaptiveload --lib bazel-bin/dist/libadaptiveload.so \
+        [--asan ASAN_BIN] [--seed 1] [--jobs 2] [--out /tmp/al_attack] [--only SURFACE,...] \
+        [--per-surface N]
 
 Generates the cases from the seed (the same seed, the same cases and files), runs each against the
 binary (and, for the parsing surfaces, the ASan binary), classifies every outcome as crash, hang,
-wrong, unclear or ok (dev/attack/README.md says how), prints a table per surface and writes every
-case with its outcome to OUT/results.json. Stdlib + numpy (+ torch for the Python surface)."""
+wrong, unclear or ok (tests/attack/README.md says how), prints a table per surface and writes every
+case with its outcome to OUT/results.json; exits 1 when any case is not ok. Stdlib + numpy (+ torch
+for the Python surface). //tests/attack:attack_short_test runs a fixed subset (--per-surface)."""
 
 import argparse
 import collections
@@ -16,11 +18,8 @@ import json
 import os
 import random
 import shutil
-import signal
-import stat
 import subprocess
 import sys
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -29,95 +28,9 @@ import cases_cli  # noqa: E402
 import cases_files  # noqa: E402
 import cases_py  # noqa: E402
 import cases_sp  # noqa: E402
+from harness import CATS, Ctx  # noqa: E402
 
-CATS = ("crash", "hang", "wrong", "unclear", "ok")
 CASE_MODULES = (cases_files, cases_cli, cases_py, cases_sp)  # each: SURFACES, optionally setup()
-
-
-class Res:
-    def __init__(self, args, rc, out, err, timed_out, secs):
-        self.args, self.rc, self.out, self.err, self.timed_out, self.secs = args, rc, out, err, timed_out, secs
-
-    @property
-    def text(self):
-        return self.err + self.out
-
-    def sanitizer(self):
-        t = self.err
-        return ("ERROR: AddressSanitizer" in t or "runtime error:" in t or "ERROR: LeakSanitizer" in t
-                or "UndefinedBehaviorSanitizer" in t)
-
-
-class Ctx:
-    def __init__(self, a):
-        self.bin = os.path.abspath(a.bin)
-        self.asan = os.path.abspath(a.asan) if a.asan else None
-        self.lib = os.path.abspath(a.lib) if a.lib else None
-        self.out = os.path.abspath(a.out)
-        self.timeout = a.timeout
-        self.keep = a.keep
-        self.python = a.python
-        self.pythonpath = a.pythonpath
-        self.repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        self.tiny = None  # a small tmpfs for the full-disk cases, when it can be mounted
-        self.py_lock = threading.Lock()
-        self.py_worker = None
-        self.shared = {}
-
-    def run(self, args, timeout=None, cwd=None, env=None, stdout=None, preexec=None, asan=False, input=None):
-        """Runs the CLI (args[0] is a verb) or a command list starting with '/'; captures all."""
-        exe = self.asan if asan else self.bin
-        cmd = list(args) if str(args[0]).startswith("/") else [exe] + [str(x) for x in args]
-        e = dict(os.environ)
-        e.pop("RANK", None)
-        e.pop("WORLD_SIZE", None)
-        e["ASAN_OPTIONS"] = "detect_leaks=1:abort_on_error=0:exitcode=86"
-        e["UBSAN_OPTIONS"] = "print_stacktrace=1:halt_on_error=1:exitcode=86"
-        if env:
-            e.update(env)
-        t0 = time.time()
-        so = stdout if stdout is not None else subprocess.PIPE
-        try:
-            p = subprocess.Popen(cmd, stdout=so, stderr=subprocess.PIPE, stdin=subprocess.PIPE if input else
-                                 subprocess.DEVNULL, cwd=cwd, env=e, preexec_fn=preexec, start_new_session=True)
-        except OSError as ex:
-            return Res(cmd, 127, "", "harness: cannot start: %s" % ex, False, 0.0)
-        try:
-            out, err = p.communicate(input=input, timeout=timeout or self.timeout)
-            to = False
-        except subprocess.TimeoutExpired:
-            os.killpg(p.pid, signal.SIGKILL)
-            out, err = p.communicate()
-            to = True
-        dec = (lambda b: b.decode("utf-8", "replace") if isinstance(b, bytes) else (b or ""))
-        return Res(cmd, p.returncode, dec(out), dec(err), to, time.time() - t0)
-
-
-def judge(res, names, allow_ok=True, own_kill=False):
-    """The outcome of one command: a category and a reason, or None when it exited 0 (the caller
-    then checks the output). names: substrings one of which a failure message must hold."""
-    if res.timed_out:
-        return "hang", "past %.0f s: %s" % (res.secs, " ".join(map(str, res.args[1:]))[:300])
-    if res.sanitizer():
-        return "crash", "sanitizer: " + _snip(res.err)
-    if res.rc < 0 and not own_kill:
-        return "crash", "signal %d: %s" % (-res.rc, _snip(res.err))
-    if res.rc in (86,):
-        return "crash", "sanitizer exit: " + _snip(res.err)
-    if res.rc == 0:
-        return None
-    msg = res.err.strip() or res.out.strip()
-    if not msg:
-        return "unclear", "exit %d with no message" % res.rc
-    if names and not any(n and str(n) in res.text for n in names):
-        return "unclear", "exit %d, message names none of %s: %s" % (res.rc, [str(n)[-60:] for n in names][:4],
-                                                                      _snip(msg))
-    return "ok", "refused (exit %d): %s" % (res.rc, _snip(msg, 160))
-
-
-def _snip(s, n=400):
-    s = s.strip().replace("\n", " | ")
-    return s if len(s) <= n else s[:n] + "..."
 
 
 def run_case(ctx, case):
@@ -158,6 +71,18 @@ def generate(seed, only):
     return cases
 
 
+def per_surface(cases, seed, n):
+    """n cases of each surface, drawn by their own generator from the seed, in the order of the
+    full run; each keeps its id, so `--ids` reruns one alone and the full run holds it too."""
+    by = collections.OrderedDict()
+    for c in cases:
+        by.setdefault(c["surface"], []).append(c)
+    keep = set()
+    for name, cs in by.items():
+        keep.update(c["id"] for c in random.Random("%d/subset/%s" % (seed, name)).sample(cs, min(n, len(cs))))
+    return [c for c in cases if c["id"] in keep]
+
+
 def mount_tiny(ctx):
     p = os.path.join(ctx.out, "tiny")
     os.makedirs(p, exist_ok=True)
@@ -183,6 +108,8 @@ def main():
     ap.add_argument("--out", default="/tmp/al_attack")
     ap.add_argument("--only", default="", help="comma-separated surfaces")
     ap.add_argument("--ids", default="", help="comma-separated case ids (after --only)")
+    ap.add_argument("--per-surface", type=int, default=0, metavar="N",
+                    help="only N cases of each surface, drawn from the seed (the short test's subset)")
     ap.add_argument("--keep", action="store_true", help="keep the files of ok cases too")
     ap.add_argument("--list", action="store_true", help="list the cases and exit")
     a = ap.parse_args()
@@ -191,6 +118,8 @@ def main():
     if a.ids:
         want = set(a.ids.split(","))
         cases = [c for c in cases if c["id"] in want]
+    if a.per_surface > 0:
+        cases = per_surface(cases, a.seed, a.per_surface)
     if a.list:
         for c in cases:
             print(c["id"], c.get("kind", ""), c.get("desc", ""))

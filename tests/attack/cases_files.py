@@ -17,6 +17,7 @@ import zlib
 import numpy as np
 
 import refs
+from harness import judge
 
 MEMBERS = ["json", "latent.npy", "t5.npy", "txt"]
 
@@ -64,7 +65,6 @@ def members_of(ctx, idx):
 def check_corpus(ctx, d, shards, refmap, names, asan=False, extra_index=(), want=None, lat_ext="latent.npy"):
     """index -> inspect -> plan -> stream --jsonl of every member, each delivered sample checked
     against refmap (name -> candidate payloads from refs.scan_tar). Returns (category, why)."""
-    from run import judge
     idx = os.path.join(d, "i.alidx")
     names = list(names) + [os.path.basename(s) for s in shards]
     r = ctx.run(["index", "-o", idx] + list(extra_index) + list(shards))
@@ -607,7 +607,6 @@ def forge(case, orig, others):
 def judge_forged(ctx, case, orig_path, path, data, orig, cmds):
     """Runs every command of cmds (each naming path) on the forged file: each must refuse it
     naming the file, or accept it and print what it prints for the original file."""
-    from run import judge
     k = case["kind"]
     outs = []
     for c in cmds:
@@ -712,7 +711,6 @@ def _disk_cmd(P, verb, out):
 
 
 def exec_disk(ctx, case, d):
-    from run import judge
     import resource
     P = ctx.shared["P"]
     if case["kind"] == "devfull":

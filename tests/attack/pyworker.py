@@ -1,4 +1,4 @@
-"""The Python-surface worker of dev/attack/run.py: reads one case per line (JSON) on stdin, runs the
+"""The Python-surface worker of tests/attack/run.py: reads one case per line (JSON) on stdin, runs the
 call, answers {"cat", "why"} on stdout. argv[1]: the shared fixture paths (JSON)."""
 
 import json
