@@ -599,11 +599,11 @@ static int fit_one_family(const al_bench *in, al_cost_family fam, const al_cost_
   size_t n = fit.r.n;
   if (!rc && n < AL_BENCH_MIN_ROWS)
     rc = al_set_error(AL_EINVAL,
-                      "%s: too few rows: %zu%s with B*S >= %.0f tokens (%zu launch-bound rows left out; need at least %d)",
-                      in->source, n, in->d ? " of degree d = 1" : "", out->min_tok, all.r.n - n,
+                      "too few rows: %zu%s with B*S >= %.0f tokens (%zu launch-bound rows left out; need at least %d)",
+                      n, in->d ? " of degree d = 1" : "", out->min_tok, all.r.n - n,
                       AL_BENCH_MIN_ROWS);
   else if (!rc && (folds < 2 || folds > n))
-    rc = al_set_error(AL_EINVAL, "%s: %u folds for %zu rows", in->source, folds, n);
+    rc = al_set_error(AL_EINVAL, "%u folds for %zu rows", folds, n);
   double *err = rc ? NULL : malloc(sizeof(double) * (all.r.n + n));
   if (!rc && !err) rc = al_set_error(AL_ENOMEM, "cost fit: out of memory");
   if (!rc) rc = cost_evaluate(fam, &fit.r, folds, rel, &out->fit, err + all.r.n);
@@ -620,7 +620,7 @@ static int fit_one_family(const al_bench *in, al_cost_family fam, const al_cost_
     out->rows = (uint32_t)n, out->excluded = (uint32_t)(all.r.n - n);
     out->usable = !cost_fit_usable(&out->fit, out->why, sizeof out->why);
   } else {
-    al_error_prefix(rc, "%s", in->source);
+    al_error_prefix(rc, "%s", in->source); /* the one place the messages above get the source */
   }
   free(err);
   free(all.buf);

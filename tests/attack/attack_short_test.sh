@@ -15,10 +15,8 @@ here=$PWD
 PY=$(al_python)
 al_require "$PY" torch "the attack's Python surface" || exit 1
 al_python_env "$here"
-# The cases' files go under a short /tmp path, as in the full run's /tmp/al_attack, not under
-# TEST_TMPDIR (about 190 characters here): some CLI refusals quote a path twice and are cut
-# near 256 characters, so with Bazel's path the reason is cut off and the case reads unclear
-# (fit --min-tokens: "PATH: PATH: too few rows ..." shows only the paths).
+# The cases' files go under a short /tmp path, as in the full run's /tmp/al_attack, so that
+# the paths the cases' messages quote are the same as in the full run.
 out=$(mktemp -d /tmp/al_attack_short.XXXXXX)
 keep() { # results.json (every case, its outcome and reason) to Bazel's undeclared outputs
   [ -z "${TEST_UNDECLARED_OUTPUTS_DIR:-}" ] || cp "$out/results.json" "$TEST_UNDECLARED_OUTPUTS_DIR/" 2>/dev/null || true

@@ -177,6 +177,11 @@ TEST(BenchFile, ClearErrors) {
   al_cost_model m;
   EXPECT_EQ(al_cost_fit_bench(&b, nullptr, &m), AL_EINVAL);
   EXPECT_TRUE(altest::ErrorContains("10 launch-bound rows left out"));
+  // The source is named once, first (a path quoted twice pushed the reason past the message).
+  EXPECT_EQ(std::string(al_last_error()).rfind("small.csv: too few rows: 0", 0), 0u)
+      << al_last_error();
+  EXPECT_EQ(std::string(al_last_error()).find("small.csv", 1), std::string::npos)
+      << al_last_error();
   al_bench_free(&b);
   EXPECT_EQ(al_bench_load(&b, "/nonexistent/bench.csv"), AL_EIO);
 }
