@@ -252,12 +252,8 @@ static int check_args(const plan_args *a, int argc, char **argv) {
             "out stay out); --require-members does not apply\n");
     return AL_EXIT_USAGE;
   }
-  for (size_t i = 0; i < o->n_sp_degrees; i++)
-    if (o->world % o->sp_degrees[i])
-      return cli_usage(&PLAN, CLI_SAY_BLANK,
-                       "bad --sp-degrees: %u does not divide --world %u (a group of degree d is d "
-                       "aligned ranks)",
-                       o->sp_degrees[i], o->world);
+  if (al_plan_check_sp_degrees("--sp-degrees", o->sp_degrees, o->n_sp_degrees, o->world))
+    return cli_usage(&PLAN, CLI_SAY_BLANK, "bad %s", al_last_error());
   return a->resume ? refuse_for_resume(argc, argv) : CLI_RUN;
 }
 

@@ -7,6 +7,7 @@
 #include "loader/al_index.h"
 #include "common/parse_internal.h"
 #include "planner/al_manifest.h"
+#include "planner/al_plan.h"
 
 int cli_parse_geometry(const char *v, al_latent_geom *out) {
   uint64_t g[5];
@@ -42,18 +43,16 @@ int cli_parse_sp_degrees(const cli_verb *verb, const char *v, uint32_t *out, siz
                      "bad --sp-degrees '%s' (a comma list of at most %u distinct powers of two "
                      "1..1024, e.g. 1,2,4,8)",
                      v, AL_PLAN_MAX_SP_DEGREES);
-  uint64_t seen = 0;
   for (size_t i = 0; i < *n; i++) {
     uint64_t d = 0;
-    if (parse_u64(items[i], &d) || !d || d > 1024 || (d & (d - 1)))
-      return cli_usage(verb, CLI_SAY_BLANK,
-                       "bad --sp-degrees '%s': '%s' is not a power of two in 1..1024", v, items[i]);
-    if (seen & d)
-      return cli_usage(verb, CLI_SAY_BLANK, "bad --sp-degrees '%s': %llu is listed twice", v,
-                       (unsigned long long)d);
-    seen |= d;
+    if (parse_u64(items[i], &d) || d > UINT32_MAX)
+      return cli_usage(verb, CLI_SAY_BLANK, "bad --sp-degrees '%s': '%s' is not a number", v,
+                       items[i]);
     out[i] = (uint32_t)d;
   }
+  /* The rule is the library's; the world is checked once --world is known (cmd_plan.c). */
+  if (al_plan_check_sp_degrees("--sp-degrees", out, *n, 0))
+    return cli_usage(verb, CLI_SAY_BLANK, "bad %s", al_last_error());
   return 0;
 }
 

@@ -95,6 +95,14 @@ AL_API int al_last_step_parse(const char *s, al_last_step *out);
 AL_API const char *al_sync_name(al_sync s);
 AL_API int al_sync_parse(const char *s, al_sync *out);
 
+/* The sequence-parallel degree rule, the one check the CLI, Python and the planner share:
+ * `n` distinct powers of two in 1..1024, at most AL_PLAN_MAX_SP_DEGREES, each dividing `world`
+ * (0: not checked). AL_OK, or AL_EINVAL / AL_ERANGE with a message "NAME: ..." naming the
+ * degree at fault (`name` as the caller spells the argument: "--sp-degrees", "sp_degrees";
+ * NULL: "sp-degrees"). Thread-safe (it reads only its arguments). */
+AL_API int al_plan_check_sp_degrees(const char *name, const uint32_t *degrees, size_t n,
+                                    uint32_t world);
+
 #define AL_PLAN_DEFAULT_MEM_TOKENS 65536u
 #define AL_PLAN_DEFAULT_WINDOW 64u
 /* The largest M_mem (mem_tokens): 2^32 - 1 tokens per micro-batch, so that every token count of

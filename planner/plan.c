@@ -66,25 +66,25 @@ static int check_input(const al_plan_input *in, const al_cost_model *cost,
   if (o->sync != AL_SYNC_AUTO && o->sync != AL_SYNC_STEP && o->sync != AL_SYNC_MICRO)
     return al_set_error(AL_EINVAL, "sync %d is not a sync model (auto 0, step 1, micro 2)",
                         (int)o->sync);
-  return plan_check_sp_degrees(o->sp_degrees, o->n_sp_degrees, o->world);
+  return al_plan_check_sp_degrees(NULL, o->sp_degrees, o->n_sp_degrees, o->world);
 }
 
-int plan_check_sp_degrees(const uint32_t *d, size_t n, uint32_t world) {
-  if (n && !d) return al_set_error(AL_EINVAL, "sp-degrees: %zu degrees but a NULL array", n);
+int al_plan_check_sp_degrees(const char *name, const uint32_t *d, size_t n, uint32_t world) {
+  if (!name) name = "sp-degrees";
+  if (n && !d) return al_set_error(AL_EINVAL, "%s: %zu degrees but a NULL array", name, n);
   if (n > AL_PLAN_MAX_SP_DEGREES)
-    return al_set_error(AL_ERANGE,
-                        "sp-degrees: %zu degrees, at most %u (the powers of two 1..1024)", n,
-                        AL_PLAN_MAX_SP_DEGREES);
+    return al_set_error(AL_ERANGE, "%s: %zu degrees, at most %u (the powers of two 1..1024)", name,
+                        n, AL_PLAN_MAX_SP_DEGREES);
   for (size_t i = 0; i < n; i++) {
     if (!d[i] || (d[i] & (d[i] - 1)) || d[i] > 1024)
-      return al_set_error(AL_EINVAL, "sp-degrees: %u is not a power of two in 1..1024", d[i]);
-    if (world % d[i])
+      return al_set_error(AL_EINVAL, "%s: %u is not a power of two in 1..1024", name, d[i]);
+    if (world && world % d[i])
       return al_set_error(AL_EINVAL,
-                          "sp-degrees: %u does not divide the world size %u (a group of degree d "
-                          "is d aligned ranks)",
-                          d[i], world);
+                          "%s: %u does not divide the world size %u (a group of degree d is d "
+                          "aligned ranks)",
+                          name, d[i], world);
     for (size_t j = 0; j < i; j++)
-      if (d[j] == d[i]) return al_set_error(AL_EINVAL, "sp-degrees: %u is listed twice", d[i]);
+      if (d[j] == d[i]) return al_set_error(AL_EINVAL, "%s: %u is listed twice", name, d[i]);
   }
   return AL_OK;
 }

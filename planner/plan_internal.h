@@ -117,11 +117,9 @@ int plan_schedule_slots(al_plan *p, plan_rng *rng);
 int plan_relayout_bins(al_plan *p, uint32_t step, plan_rng *rng);
 int plan_relayout_slots(al_plan *p, uint32_t step, plan_rng *rng);
 
-/* plan.c: the sp-degrees checked (powers of two 1..1024 dividing world, distinct, at most
- * AL_PLAN_MAX_SP_DEGREES; AL_EINVAL / AL_ERANGE naming "sp-degrees") and taken into p (sorted;
+/* plan.c: the sp-degrees (checked by al_plan_check_sp_degrees) taken into p (sorted;
  * {1} for none) with the sync model resolved (auto: micro when K > 1 or a degree above 1 is
  * allowed; p->micro_per_step set first). */
-int plan_check_sp_degrees(const uint32_t *d, size_t n, uint32_t world);
 void plan_take_sp(al_plan *p, const uint32_t *d, size_t n, al_sync sync);
 
 /* The most tokens one sample may have: d_max x M_mem (frame choice and rejection reason 4). */

@@ -80,7 +80,7 @@ static int take_config(al_plan *p, const al_manifest *old, const al_manifest_inf
   al_manifest_cost(old, &p->cost);
   /* Each sample keeps its bucket and its bucket's degree rule: the same degrees, which must
    * divide the new world. */
-  if ((rc = plan_check_sp_degrees(oi->sp_degrees, oi->n_sp_degrees, o->world))) {
+  if ((rc = al_plan_check_sp_degrees(NULL, oi->sp_degrees, oi->n_sp_degrees, o->world))) {
     al_error_prefix(rc, "%s: cannot re-plan for world %u", name, o->world);
     return rc;
   }

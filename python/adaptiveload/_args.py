@@ -70,31 +70,7 @@ def finite(name, value, lo=0.0, hi=math.inf):
     return v
 
 
-SP_MAX_DEGREES = 11  # AL_PLAN_MAX_SP_DEGREES (planner/al_manifest.h)
 SYNC = {"auto": 0, "step": 1, "micro": 2}  # al_sync
-
-
-def sp_degrees(value, world):
-    """``value`` (a list of sequence-parallel degrees, plan --sp-degrees) as a list of ints:
-    distinct powers of two in 1..1024, each dividing ``world``, at most 11; the CLI's errors."""
-    if isinstance(value, (str, bytes)) or not hasattr(value, "__len__"):
-        raise TypeError("sp_degrees must be a list of powers of two, e.g. [1, 2, 4, 8], not %r" % (value,))
-    if not 1 <= len(value) <= SP_MAX_DEGREES:
-        raise ValueError("sp_degrees must hold 1..%d degrees, not %d" % (SP_MAX_DEGREES, len(value)))
-    out = []
-    for k, d in enumerate(value):
-        if isinstance(d, bool):
-            raise TypeError("sp_degrees[%d] must be an integer, not %r" % (k, d))
-        d = whole("sp_degrees[%d]" % k, d, 1, 1024)
-        if d & (d - 1):
-            raise ValueError("sp_degrees[%d] = %d is not a power of two in 1..1024" % (k, d))
-        if world % d:
-            raise ValueError("sp_degrees[%d] = %d does not divide world %d (a group of degree d is d "
-                             "aligned ranks)" % (k, d, world))
-        if d in out:
-            raise ValueError("sp_degrees lists %d twice" % d)
-        out.append(d)
-    return out
 
 
 def sync_model(value):

@@ -87,6 +87,7 @@ SIGNATURES = {
     },
     "planner/al_plan.h": {
         "al_plan_struct_size": (_size, [_int]),
+        "al_plan_check_sp_degrees": (_int, [_cp, _P(_u32), _size, _u32]),
         "al_plan_replan_write": (_int, [_vp, _u32, _P(S.ReplanOptions), _cp]),
     },
     "planner/al_plan_index.h": {

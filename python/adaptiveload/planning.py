@@ -50,7 +50,8 @@ import tempfile
 
 from . import _lib
 from . import _structs as S
-from ._args import U32_MAX, finite, path_arg, sp_degrees, sync_model, whole, whole_or_default
+from ._args import U32_MAX, finite, path_arg, sync_model, whole, whole_or_default
+from ._rules import sp_degrees
 from ._handles import Index, Manifest
 
 _POLICY = {"adaptive": 0, "equal-token": 1, "adaptive-unbalanced": 2}
@@ -93,7 +94,7 @@ def _options(world, epoch, seed, options):
         o.require_members, o.n_require_members = ctypes.cast(o._require, ctypes.POINTER(ctypes.c_char_p)), len(req)
     sp = options.get("sp_degrees")  # al_plan_options.sp_degrees (plan --sp-degrees)
     if sp is not None:
-        degrees = sp_degrees(sp, o.world)
+        degrees = sp_degrees("sp_degrees", sp, o.world)
         o._sp = (ctypes.c_uint32 * len(degrees))(*degrees)  # alive with o
         o.sp_degrees, o.n_sp_degrees = ctypes.cast(o._sp, ctypes.POINTER(ctypes.c_uint32)), len(degrees)
     o.sync = sync_model(options.get("sync", "auto"))

@@ -31,6 +31,7 @@ import subprocess
 import time
 
 from ._args import whole
+from ._rules import sp_degrees
 
 
 _CLOSED_GROUPS = []  # world groups ended by Distributed.close(), kept (see there)
@@ -203,26 +204,22 @@ def corpus_from_args(args):
 
 
 def _check_sp_degrees(world, degrees):
-    """The sorted distinct degrees after the checks of :func:`sp_groups`; ``world`` in
-    1..2^20, the planner's range (plan --world), so a world no plan can have is refused before
-    anything is made for it."""
+    """The sorted distinct degrees, after the library's degree rule (al_plan_check_sp_degrees,
+    as plan --sp-degrees); ``world`` in 1..2^20, the planner's range (plan --world), so a world
+    no plan can have is refused before anything is made for it. A degree listed twice counts
+    once."""
     if isinstance(world, bool):
         raise TypeError("sp_groups: world must be an int, not %r" % (world,))
     world = whole("sp_groups: world", world, 1, 1 << 20)
     if not isinstance(degrees, (list, tuple)):
         raise TypeError("sp_groups: degrees must be a list of ints (e.g. [1, 2, 4]), not %r" % (degrees,))
-    out = set()
-    for d in degrees:
-        if isinstance(d, bool) or not isinstance(d, int):
-            raise TypeError("sp_groups: degree %r is not an int" % (d,))
-        if d < 1 or d & (d - 1):
-            raise ValueError("sp_groups: degree %d is not a power of two (1, 2, 4, ...)" % d)
-        if world % d:
-            raise ValueError("sp_groups: degree %d does not divide the world of %d ranks" % (d, world))
-        out.add(d)
-    if not out:
+    if not degrees:
         raise ValueError("sp_groups: no degrees given")
-    return sorted(out)
+    distinct = []
+    for d in degrees:
+        if d not in distinct or isinstance(d, bool):
+            distinct.append(d)
+    return sorted(sp_degrees("sp_groups: degrees", distinct, world))
 
 
 def sp_groups(world, degrees, backend=None):

@@ -138,17 +138,19 @@ says "--sp-degrees"
 
 # Errors name the option and write nothing.
 run 2 "${I[@]}" --sp-degrees 3
-says "bad --sp-degrees '3': '3' is not a power of two in 1..1024"
+says "bad --sp-degrees: 3 is not a power of two in 1..1024"
 run 2 "${I[@]}" --sp-degrees 1,2,2
-says "bad --sp-degrees '1,2,2': 2 is listed twice"
+says "bad --sp-degrees: 2 is listed twice"
 run 2 "${I[@]}" --sp-degrees 1,16
-says "bad --sp-degrees: 16 does not divide --world 8"
+says "bad --sp-degrees: 16 does not divide the world size 8"
 run 2 "${I[@]}" --sp-degrees 1,2,4,8,16,32,64,128,256,512,1024,2048
 says "bad --sp-degrees"
 run 2 "${I[@]}" --sp-degrees 1,,2
 says "bad --sp-degrees '1,,2'"
 run 2 "${I[@]}" --sp-degrees 2048
-says "'2048' is not a power of two in 1..1024"
+says "bad --sp-degrees: 2048 is not a power of two in 1..1024"
+run 2 "${I[@]}" --sp-degrees 1,x
+says "bad --sp-degrees '1,x': 'x' is not a number"
 run 2 "${I[@]}" --sync sometimes
 says "--sync sometimes"
 echo PASS

@@ -166,7 +166,9 @@ def launcher():
     for args, exc, says in (((1 << 21, [1]), ValueError, "sp_groups: world must be in 1..1048576"),
                             ((2 ** 64, [1]), ValueError, "sp_groups: world must be in 1..1048576"),
                             ((True, [1]), TypeError, "sp_groups: world must be an int"),
-                            ((4, {1: 1}), TypeError, "sp_groups: degrees must be a list")):
+                            ((4, {1: 1}), TypeError, "sp_groups: degrees must be a list"),
+                            ((4, [3]), ValueError, "sp_groups: degrees: 3 is not a power of two in 1..1024"),
+                            ((4, [1, 8]), ValueError, "sp_groups: degrees: 8 does not divide the world size 4")):
         try:
             T.sp_groups(*args)
         except exc as e:
