@@ -171,36 +171,36 @@ static int pw_linear(const pw_data *d, double p, double th[3], double *sse) {
   return AL_OK;
 }
 
-static int solve3(double M[3][3], const double g[3], double x[3]) {
-  /* Gaussian elimination with partial pivoting on a 3x3 system. */
-  double A[3][4];
-  for (int i = 0; i < 3; i++) {
-    for (int j = 0; j < 3; j++) A[i][j] = M[i][j];
-    A[i][3] = g[i];
-  }
-  for (int c = 0; c < 3; c++) {
-    int piv = c;
-    for (int r = c + 1; r < 3; r++)
-      if (fabs(A[r][c]) > fabs(A[piv][c])) piv = r;
-    if (fabs(A[piv][c]) < 1e-300) return -1;
-    if (piv != c)
-      for (int j = 0; j < 4; j++) {
-        double tmp = A[c][j];
-        A[c][j] = A[piv][j];
-        A[piv][j] = tmp;
-      }
-    for (int r = c + 1; r < 3; r++) {
-      double f = A[r][c] / A[c][c];
-      for (int j = c; j < 4; j++) A[r][j] -= f * A[c][j];
+/* The power family as cost_lm.c minimises it: th = (a, q, p) with S scaled by s0. */
+static void pw_normal(const void *ctx, const double *th, double *JtJ, double *Jtr) {
+  const pw_data *d = ctx;
+  for (size_t i = 0; i < d->n; i++) {
+    double x = d->S[i] / d->s0, xp = pow(x, th[2]);
+    double f = th[0] + th[1] * d->B[i] * xp;
+    double w = d->rel ? 1.0 / d->t[i] : 1.0;
+    double r = (d->t[i] - f) * w;
+    double J[3] = {w, w * d->B[i] * xp, w * th[1] * d->B[i] * xp * log(x)};
+    for (int a = 0; a < 3; a++) {
+      Jtr[a] += J[a] * r;
+      for (int b = 0; b < 3; b++) JtJ[a * 3 + b] += J[a] * J[b];
     }
   }
-  for (int i = 2; i >= 0; i--) {
-    double s = A[i][3];
-    for (int j = i + 1; j < 3; j++) s -= A[i][j] * x[j];
-    x[i] = s / A[i][i];
-  }
+}
+
+/* A damped step: (JtJ + lambda diag(JtJ)) delta = Jtr. */
+static int pw_step(const void *ctx, const double *JtJ, const double *Jtr, const double *th,
+                   double lambda, double *cand) {
+  (void)ctx;
+  double M[9], delta[3];
+  for (int a = 0; a < 3; a++)
+    for (int b = 0; b < 3; b++)
+      M[a * 3 + b] = JtJ[a * 3 + b] + (a == b ? lambda * JtJ[a * 3 + a] : 0);
+  if (cost_solve(M, Jtr, 3, delta)) return -1;
+  for (int a = 0; a < 3; a++) cand[a] = th[a] + delta[a];
   return 0;
 }
+
+static double pw_loss(const void *ctx, const double *th) { return pw_cost(ctx, th); }
 
 static int fit_power(const double *B, const double *S, const double *t, size_t n, int rel,
                      double params[3]) {
@@ -219,44 +219,8 @@ static int fit_power(const double *B, const double *S, const double *t, size_t n
   if (!have)
     return al_set_error(AL_ERANGE,
                         "power fit: no exponent in [0.25, 3.25] gives a solvable fit (degenerate benchmark grid)");
-  double lambda = 1e-3, sse = best_sse;
-  for (int it = 0; it < LM_MAX_ITER; it++) {
-    double JtJ[3][3] = {{0}}, Jtr[3] = {0};
-    for (size_t i = 0; i < n; i++) {
-      double x = S[i] / d.s0, xp = pow(x, th[2]);
-      double f = th[0] + th[1] * B[i] * xp;
-      double w = rel ? 1.0 / t[i] : 1.0;
-      double r = (t[i] - f) * w;
-      double J[3] = {w, w * B[i] * xp, w * th[1] * B[i] * xp * log(x)};
-      for (int a = 0; a < 3; a++) {
-        Jtr[a] += J[a] * r;
-        for (int b = 0; b < 3; b++) JtJ[a][b] += J[a] * J[b];
-      }
-    }
-    int improved = 0;
-    for (int tries = 0; tries < 30 && !improved; tries++) {
-      double M[3][3], delta[3], cand[3];
-      for (int a = 0; a < 3; a++)
-        for (int b = 0; b < 3; b++) M[a][b] = JtJ[a][b] + (a == b ? lambda * JtJ[a][a] : 0);
-      if (solve3(M, Jtr, delta)) {
-        lambda *= 10;
-        continue;
-      }
-      for (int a = 0; a < 3; a++) cand[a] = th[a] + delta[a];
-      double csse = pw_cost(&d, cand);
-      if (isfinite(csse) && csse < sse) {
-        double gain = sse - csse;
-        memcpy(th, cand, sizeof th);
-        sse = csse;
-        lambda = fmax(lambda / 10, 1e-12);
-        improved = 1;
-        if (gain < 1e-14 * (1 + sse)) it = LM_MAX_ITER;
-      } else {
-        lambda *= 10;
-      }
-    }
-    if (!improved) break;
-  }
+  cost_lm_problem lm = {3, LM_MAX_ITER, &d, pw_normal, pw_step, pw_loss, NULL};
+  cost_lm_minimize(&lm, th);
   params[0] = th[0];
   params[1] = th[1] / pow(d.s0, th[2]);
   params[2] = th[2];

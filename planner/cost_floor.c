@@ -54,93 +54,63 @@ static double floor_sse(const cost_rows *r, const double th[COST_FLOOR_NP], doub
   return sse;
 }
 
-/* Solves M x = g (n <= COST_FLOOR_NP) by Gaussian elimination with partial pivoting; -1 when
- * singular. */
-static int solve_n(double M[COST_FLOOR_NP][COST_FLOOR_NP], const double g[COST_FLOOR_NP], int n,
-                   double x[COST_FLOOR_NP]) {
-  double A[COST_FLOOR_NP][COST_FLOOR_NP + 1];
-  for (int i = 0; i < n; i++) {
-    for (int j = 0; j < n; j++) A[i][j] = M[i][j];
-    A[i][n] = g[i];
-  }
-  for (int c = 0; c < n; c++) {
-    int piv = c;
-    for (int r = c + 1; r < n; r++)
-      if (fabs(A[r][c]) > fabs(A[piv][c])) piv = r;
-    if (!(fabs(A[piv][c]) > 1e-300)) return -1;
-    if (piv != c)
-      for (int j = 0; j <= n; j++) {
-        double tmp = A[c][j];
-        A[c][j] = A[piv][j];
-        A[piv][j] = tmp;
-      }
-    for (int r = c + 1; r < n; r++) {
-      double f = A[r][c] / A[c][c];
-      for (int j = c; j <= n; j++) A[r][j] -= f * A[c][j];
+/* The floor family as cost_lm.c minimises it. */
+typedef struct floor_problem {
+  const cost_rows *r;
+  double k;
+  int rel, fix_s;
+} floor_problem;
+
+static void floor_normal(const void *ctx, const double *th, double *JtJ, double *Jtr) {
+  const floor_problem *fp = ctx;
+  const cost_rows *r = fp->r;
+  for (size_t i = 0; i < r->n; i++) {
+    double J[COST_FLOOR_NP];
+    double f = floor_grad(th, fp->k, r->B[i], r->S[i], r->D ? r->D[i] : 1.0, J);
+    double w = fp->rel ? 1.0 / r->t[i] : 1.0, e = (r->t[i] - f) * w;
+    for (int a = 0; a < COST_FLOOR_NP; a++) {
+      Jtr[a] += J[a] * w * e;
+      for (int b = 0; b < COST_FLOOR_NP; b++) JtJ[a * COST_FLOOR_NP + b] += J[a] * J[b] * w * w;
     }
   }
-  for (int i = n - 1; i >= 0; i--) {
-    double s = A[i][n];
-    for (int j = i + 1; j < n; j++) s -= A[i][j] * x[j];
-    x[i] = s / A[i][i];
-  }
-  return 0;
 }
 
 /* One damped Gauss-Newton step at th: the normal equations scaled to unit diagonal (the
  * columns 1, B, B S and B S^2 span ten decades), damping lambda on that diagonal. 0 with the
  * candidate in cand, -1 when the system is singular. */
-static int floor_step(double JtJ[COST_FLOOR_NP][COST_FLOOR_NP], const double Jtr[COST_FLOOR_NP],
-                      const double th[COST_FLOOR_NP], double lambda, int fix_s,
-                      double cand[COST_FLOOR_NP]) {
-  double M[COST_FLOOR_NP][COST_FLOOR_NP], g[COST_FLOOR_NP], x[COST_FLOOR_NP], dsc[COST_FLOOR_NP];
-  for (int a = 0; a < COST_FLOOR_NP; a++) dsc[a] = JtJ[a][a] > 0 ? sqrt(JtJ[a][a]) : 1.0;
-  for (int a = 0; a < COST_FLOOR_NP; a++) {
-    for (int b = 0; b < COST_FLOOR_NP; b++) M[a][b] = JtJ[a][b] / (dsc[a] * dsc[b]);
-    M[a][a] += lambda * M[a][a] + 1e-15;
+static int floor_step(const void *ctx, const double *JtJ, const double *Jtr, const double *th,
+                      double lambda, double *cand) {
+  const floor_problem *fp = ctx;
+  enum { N = COST_FLOOR_NP };
+  double M[N * N], g[N], x[N], dsc[N];
+  for (int a = 0; a < N; a++) dsc[a] = JtJ[a * N + a] > 0 ? sqrt(JtJ[a * N + a]) : 1.0;
+  for (int a = 0; a < N; a++) {
+    for (int b = 0; b < N; b++) M[a * N + b] = JtJ[a * N + b] / (dsc[a] * dsc[b]);
+    M[a * N + a] += lambda * M[a * N + a] + 1e-15;
     g[a] = Jtr[a] / dsc[a];
   }
-  if (fix_s) { /* s stays where it is: its row and column are the identity's */
-    for (int b = 0; b < COST_FLOOR_NP; b++) M[2][b] = M[b][2] = 0;
-    M[2][2] = 1, g[2] = 0;
+  if (fp->fix_s) { /* s stays where it is: its row and column are the identity's */
+    for (int b = 0; b < N; b++) M[2 * N + b] = M[b * N + 2] = 0;
+    M[2 * N + 2] = 1, g[2] = 0;
   }
-  if (solve_n(M, g, COST_FLOOR_NP, x)) return -1;
-  for (int a = 0; a < COST_FLOOR_NP; a++) cand[a] = th[a] + x[a] / dsc[a];
+  if (cost_solve(M, g, N, x)) return -1;
+  for (int a = 0; a < N; a++) cand[a] = th[a] + x[a] / dsc[a];
   return 0;
 }
 
+static double floor_loss(const void *ctx, const double *th) {
+  const floor_problem *fp = ctx;
+  return floor_sse(fp->r, th, fp->k, fp->rel);
+}
+
+static int floor_admits(const void *ctx, const double *cand) {
+  (void)ctx;
+  return cand[0] > 0; /* a positive launch floor */
+}
+
 void cost_floor_refine(const cost_rows *r, double k, int rel, int fix_s, double th[COST_FLOOR_NP]) {
-  double lambda = 1e-3, sse = floor_sse(r, th, k, rel);
-  for (int it = 0; it < FLOOR_LM_MAX_ITER; it++) {
-    double JtJ[COST_FLOOR_NP][COST_FLOOR_NP] = {{0}}, Jtr[COST_FLOOR_NP] = {0};
-    for (size_t i = 0; i < r->n; i++) {
-      double J[COST_FLOOR_NP];
-      double f = floor_grad(th, k, r->B[i], r->S[i], r->D ? r->D[i] : 1.0, J);
-      double w = rel ? 1.0 / r->t[i] : 1.0, e = (r->t[i] - f) * w;
-      for (int a = 0; a < COST_FLOOR_NP; a++) {
-        Jtr[a] += J[a] * w * e;
-        for (int b = 0; b < COST_FLOOR_NP; b++) JtJ[a][b] += J[a] * J[b] * w * w;
-      }
-    }
-    int improved = 0;
-    for (int tries = 0; tries < 30 && !improved; tries++) {
-      double cand[COST_FLOOR_NP];
-      if (floor_step(JtJ, Jtr, th, lambda, fix_s, cand)) {
-        lambda *= 10;
-        continue;
-      }
-      double csse = cand[0] > 0 ? floor_sse(r, cand, k, rel) : INFINITY;
-      if (isfinite(csse) && csse < sse) {
-        double gain = sse - csse;
-        memcpy(th, cand, sizeof cand);
-        sse = csse;
-        lambda = fmax(lambda / 10, 1e-12);
-        improved = 1;
-        if (gain < 1e-14 * (1 + sse)) it = FLOOR_LM_MAX_ITER;
-      } else {
-        lambda *= 10;
-      }
-    }
-    if (!improved) break;
-  }
+  floor_problem fp = {r, k, rel, fix_s};
+  cost_lm_problem p = {COST_FLOOR_NP, FLOOR_LM_MAX_ITER, &fp,         floor_normal,
+                       floor_step,    floor_loss,        floor_admits};
+  cost_lm_minimize(&p, th);
 }

@@ -36,6 +36,28 @@ double cost_floor_eval(const double th[COST_FLOOR_NP], double k, double B, doubl
  * keeps s (th[2]) as it is. */
 void cost_floor_refine(const cost_rows *r, double k, int rel, int fix_s, double th[COST_FLOOR_NP]);
 
+/* Levenberg-Marquardt (cost_lm.c), the solver of the power and floor families. A family gives
+ * its normal equations at th (JtJ, np x np row-major, and Jtr, both zeroed by the caller, of
+ * the weighted residuals), a damped step from them (0 with the candidate, -1 when singular)
+ * the loss of a candidate, and which candidates its domain admits. From th, which
+ * only improves: up to max_iter iterations of up to 30 tries each, the damping divided by 10
+ * after an accepted step and multiplied by 10 after a refused one; it stops when no try
+ * improves or the gain falls below 1e-14 of the loss. */
+#define COST_LM_MAX_NP 8
+typedef struct cost_lm_problem {
+  int np, max_iter;
+  const void *ctx;
+  void (*normal)(const void *ctx, const double *th, double *JtJ, double *Jtr);
+  int (*step)(const void *ctx, const double *JtJ, const double *Jtr, const double *th,
+              double lambda, double *cand);
+  double (*sse)(const void *ctx, const double *th);
+  int (*admits)(const void *ctx, const double *cand); /* NULL: every candidate */
+} cost_lm_problem;
+void cost_lm_minimize(const cost_lm_problem *p, double *th);
+/* Solves M x = g (M n x n row-major, n <= COST_LM_MAX_NP; M is not changed) by Gaussian
+ * elimination with partial pivoting; -1 when singular. */
+int cost_solve(const double *M, const double *g, int n, double *x);
+
 /* The range a plan evaluates t(B, S) = a + B * c(S) over, and the bounds a fit must meet there
  * (planner/README.md, section 3, says why): S up to 2^20 tokens per sample, B up to 2^32 - 1
  * samples per micro-batch (batch sizes are 32-bit), a power exponent in (0, 4], and no
