@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the Python package's tests on a GPU machine without Bazel, against a //dist bundle:
-# every tests/stream/test_*.py (the CUDA cases run there instead of skipping) and
+# every tests/python/test_*.py (the CUDA cases run there instead of skipping) and
 # tests/kernels/adaln_torch_test.py, then the bundle's tools/gpu_stream_check.sh.
 #
 # Stage on the build machine, from the repository root:
@@ -23,7 +23,7 @@ export AL_TEST_KERNELS_LIB=$b/libal_kernels.so PYTHONPATH=$PWD/python PYTHONDONT
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 -c 'import torch, numpy; print("torch", torch.__version__, "cuda", torch.cuda.is_available(), "numpy", numpy.__version__)'
 fails=0
-for t in tests/stream/test_*.py tests/kernels/adaln_torch_test.py; do
+for t in tests/python/test_*.py tests/kernels/adaln_torch_test.py; do
   echo "=== $t ($(date +%T))"
   start=$(date +%s)
   if python3 "$t" 2>&1 | tee "$out/last.log"; then rc=0; else rc=1; fi

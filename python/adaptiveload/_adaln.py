@@ -24,7 +24,7 @@ x on any other device (the CPU) runs plain PyTorch ops with autograd and no libr
 same math (statistics and modulation in fp32, the result in x's dtype, gradients in the
 inputs' dtypes), so one model file also trains and tests on a machine without a GPU. Its
 argument checks are the C API's, with the same adaptiveload.Error (status and message); the
-offsets are always checked (they are read on the host anyway). tests/stream/test_adaln_cpu.py
+offsets are always checked (they are read on the host anyway). tests/python/test_adaln_cpu.py
 checks it against a float64 reference and, on a GPU, against the kernels.
 """
 

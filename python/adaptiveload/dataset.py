@@ -17,7 +17,7 @@ member's. Given ``(i, info)`` pairs (``BatchSampler(..., with_info=True)``), the
 latent member is cropped to the bucket's latent grid exactly as the C stream crops it,
 the item carries the planned ``tokens``, ``padded`` and the micro-batch fields, and
 :func:`collate_packed` makes the batch the stream would deliver (tested against it in
-tests/stream/test_python.py).
+tests/python/test_python.py).
 
 Sequence parallelism: every rank of a group gets the group's whole micro-batch from
 BatchSampler, so ``collate_packed`` gives each rank the whole packed batch (what

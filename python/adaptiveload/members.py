@@ -4,7 +4,7 @@
   3.0) or ``.safetensors`` member (one tensor), possibly stored as ``.lz4`` (the C library
   hands over decoded bytes): numpy dtype name, shape and where the array data starts.
 * :func:`is_latent`: the latent rule on a member name (the C library's al_member_is_latent,
-  mirrored; tests/stream/test_members.py holds the two to one table of names).
+  mirrored; tests/python/test_members.py holds the two to one table of names).
 * :func:`sample_latent`: whether a member of one sample is the latent the index recorded (what
   the stream crops), through the C library.
 * :func:`default_member`: the index's default payload member (its typed latent, else "latent").

@@ -35,13 +35,13 @@ def al_sh_test(name, size = "small", **kwargs):
     )
 
 def al_py_test(name, size = "medium", **kwargs):
-    """A Python test file of tests/stream/, NAME.py, run by tests/stream/python_test.sh
+    """A Python test file of tests/python/, NAME.py, run by tests/python/python_test.sh
     against the built library and CLI under the test environment's Python (real DataLoaders;
     fails without torch)."""
     native.sh_test(
         name = name,
         size = size,
-        srcs = ["//tests/stream:python_test.sh"],
+        srcs = ["//tests/python:python_test.sh"],
         args = [name + ".py"],
         tags = kwargs.pop("tags", []) + ["no_tsan"],
         data = [

@@ -30,7 +30,7 @@ std::string Npy(const std::vector<uint64_t> &shape) {
   return out + dict + std::string((size_t)elems * 2, '\0');
 }
 
-// The table both the C rule and Python's mirror (tests/stream/test_members.py) are held to.
+// The table both the C rule and Python's mirror (tests/python/test_members.py) are held to.
 TEST(Members, TheLatentRuleOnATableOfNames) {
   const char *yes[] = {"latent",         "latent.npy",  "latent_hr.npy", "latent.safetensors",
                        "latent.npy.lz4", "latents.npy", "latent2.npy"};

@@ -5,9 +5,9 @@ layer_norm) over shapes, dtypes, layouts and options; its argument errors are th
 With a CUDA device the CUDA kernels and the CPU path are compared on the same inputs (values,
 gradients and errors); that class skips only without one.
 
-Run by tests/stream/python_test.sh (Bazel sh_test) with ADAPTIVELOAD_LIB set (the kernels'
+Run by tests/python/python_test.sh (Bazel sh_test) with ADAPTIVELOAD_LIB set (the kernels'
 argument checks come from the library), or directly:
-    ADAPTIVELOAD_LIB=.../libadaptiveload.so PYTHONPATH=python python3 tests/stream/test_adaln_cpu.py
+    ADAPTIVELOAD_LIB=.../libadaptiveload.so PYTHONPATH=python python3 tests/python/test_adaln_cpu.py
 """
 
 import ctypes

@@ -11,7 +11,7 @@ and BatchSampler + IndexDataset + collate_packed), their shards' packed() concat
 whole packed() and their token positions continue, and resuming both from their own states gives
 the same next group micro-batch. stream_sp_test checks degrees up to 8 in C.
 
-Run by tests/stream/python_test.sh (Bazel sh_test) with ADAPTIVELOAD_LIB, ADAPTIVELOAD_BIN and
+Run by tests/python/python_test.sh (Bazel sh_test) with ADAPTIVELOAD_LIB, ADAPTIVELOAD_BIN and
 PYTHONPATH set.
 """
 

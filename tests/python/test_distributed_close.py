@@ -8,7 +8,7 @@ free the gloo group with the GIL held, joining the worker thread that must take 
 free the tensor once the all-reduce ends: rank 0 would never exit. close() keeps the group's
 handle, so both ranks exit 0, and the all-reduce's sum reaches rank 1.
 
-Run by tests/stream/python_test.sh with ADAPTIVELOAD_LIB and PYTHONPATH set.
+Run by tests/python/python_test.sh with ADAPTIVELOAD_LIB and PYTHONPATH set.
 """
 
 import faulthandler

@@ -4,7 +4,7 @@ the tokens that geometry counts. The corpus is written with Python's tarfile and
 expected crops are computed here from the bucket shapes and the geometry (independent of the C
 code), and both the CLI (`stream --jsonl`, CRC-32s) and StreamDataset are checked.
 
-Run by tests/stream/python_test.sh (Bazel sh_test) with ADAPTIVELOAD_LIB, ADAPTIVELOAD_BIN and
+Run by tests/python/python_test.sh (Bazel sh_test) with ADAPTIVELOAD_LIB, ADAPTIVELOAD_BIN and
 PYTHONPATH set.
 """
 

@@ -4,7 +4,7 @@ AttributeError, KeyError or torch RuntimeError, or instead of being accepted. Ea
 is pinned here with its exact refusal; the generated cases and their classification are the
 suite's own (tests/attack, //tests/attack:attack_short_test), and neither repeats the other.
 
-Run by tests/stream/python_test.sh with ADAPTIVELOAD_LIB, ADAPTIVELOAD_BIN and PYTHONPATH set.
+Run by tests/python/python_test.sh with ADAPTIVELOAD_LIB, ADAPTIVELOAD_BIN and PYTHONPATH set.
 """
 
 import os

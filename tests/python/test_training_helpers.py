@@ -2,7 +2,7 @@
 rank gets exactly ``micro_per_step`` micro-batches in every step, the last one ``last_in_step``
 (what the gradient-sync pattern it shows relies on); the docstring says so.
 
-Run by tests/stream/python_test.sh (Bazel sh_test) with ADAPTIVELOAD_LIB, ADAPTIVELOAD_BIN and
+Run by tests/python/python_test.sh (Bazel sh_test) with ADAPTIVELOAD_LIB, ADAPTIVELOAD_BIN and
 PYTHONPATH set.
 """
 

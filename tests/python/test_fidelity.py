@@ -10,7 +10,7 @@ then the largest size inside the sample's pixels and grid, then the most frames 
 is recomputed here, so the reports are checked against numbers the C code did not make. The
 fitted plan is checked from the manifest's per-sample token counts (inspect --jsonl).
 
-Run by tests/stream/python_test.sh (Bazel sh_test, al_py_test) with ADAPTIVELOAD_LIB,
+Run by tests/python/python_test.sh (Bazel sh_test, al_py_test) with ADAPTIVELOAD_LIB,
 ADAPTIVELOAD_BIN and PYTHONPATH set.
 """
 

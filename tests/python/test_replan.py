@@ -7,7 +7,7 @@ on average and, step by step, within the old plan's range of tokens per step (4 
 refused unless a new T is asked for; a checkpoint whose manifest can no longer be rebuilt is
 refused.
 
-Run by tests/stream/python_test.sh (Bazel sh_test, //tests/stream:test_replan) with
+Run by tests/python/python_test.sh (Bazel sh_test, //tests/python:test_replan) with
 ADAPTIVELOAD_LIB, ADAPTIVELOAD_BIN and PYTHONPATH set.
 """
 

@@ -4,7 +4,7 @@ and IndexDataset open, the skip budget (max_skip_fraction), planning with requir
 KEY.latent_hr.npy latent cropped as the index planned it, and a header rewritten in a --root
 copy refused as a changed shard.
 
-Run by tests/stream/python_test.sh (Bazel sh_test) with ADAPTIVELOAD_LIB, ADAPTIVELOAD_BIN and
+Run by tests/python/python_test.sh (Bazel sh_test) with ADAPTIVELOAD_LIB, ADAPTIVELOAD_BIN and
 PYTHONPATH set. The corpora are .npy members written here (pure Python: tarfile, struct).
 """
 

@@ -5,7 +5,7 @@ positions planned from another index, the step's delivered totals after skipped 
 exactly-once coverage after a checkpoint in both resume orders under real torch.distributed
 (2 processes, gloo on the CPU).
 
-Run by tests/stream/python_test.sh (Bazel sh_test, al_py_test) with ADAPTIVELOAD_LIB,
+Run by tests/python/python_test.sh (Bazel sh_test, al_py_test) with ADAPTIVELOAD_LIB,
 ADAPTIVELOAD_BIN and PYTHONPATH set. References (sample sets, token totals, payloads) come
 from the plan's schedule and from Python's own tarfile reading, not from the stream.
 """

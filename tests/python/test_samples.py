@@ -5,7 +5,7 @@ its planned bucket and patchified, give byte for byte what StreamDataset's packe
 for the same plan, and as many tokens as the plan counted. Bad positions and buckets raise
 errors naming them.
 
-Run by tests/stream/python_test.sh (Bazel sh_test) with ADAPTIVELOAD_LIB, ADAPTIVELOAD_BIN and
+Run by tests/python/python_test.sh (Bazel sh_test) with ADAPTIVELOAD_LIB, ADAPTIVELOAD_BIN and
 PYTHONPATH set. The corpus is written here (tarfile, numpy).
 """
 

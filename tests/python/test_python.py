@@ -2,7 +2,7 @@
 (several worker processes) on a small synthetic corpus made by the CLI; the fused AdaLN
 module's import and argument check (no GPU needed).
 
-Run by tests/stream/python_test.sh (Bazel sh_test) with ADAPTIVELOAD_LIB (the shared
+Run by tests/python/python_test.sh (Bazel sh_test) with ADAPTIVELOAD_LIB (the shared
 library), ADAPTIVELOAD_BIN (the CLI) and PYTHONPATH (python/) set. Payload bytes are
 checked against Python's own tarfile reading of the shards, independent of the C code.
 """
@@ -696,7 +696,7 @@ class TrainingHelpersTest(unittest.TestCase):
 class AdalnImportTest(unittest.TestCase):
     """The fused AdaLN module imports under any torch (its torch.compile operators only where
     torch.library.custom_op exists) and runs CPU tensors through plain PyTorch; its tests are
-    tests/stream/test_adaln_cpu.py and, on a GPU, tests/kernels/adaln_torch_test.py."""
+    tests/python/test_adaln_cpu.py and, on a GPU, tests/kernels/adaln_torch_test.py."""
 
     def test_imports_and_runs_on_the_cpu(self):
         import importlib

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Runs a Python test file of tests/stream/ (the first argument; test_python.py without one)
+# Runs a Python test file of tests/python/ (the first argument; test_python.py without one)
 # under the test environment's Python (tools/bootstrap.sh: torch from PyPI, CPU), against the
 # freshly built libadaptiveload.so and CLI. Fails when torch cannot be imported.
 # AL_TEST_PYTHON overrides the interpreter.
@@ -10,4 +10,4 @@ PY=$(al_python)
 al_require "$PY" torch "the Python package tests" || exit 1
 al_python_env "$here"
 export AL_TEST_KERNELS_LIB="$here/dist/libal_kernels.so"  # the kernels alone: no stream API
-exec "$PY" "$here/tests/stream/${1:-test_python.py}"
+exec "$PY" "$here/tests/python/${1:-test_python.py}"
