@@ -287,13 +287,12 @@ def _as2d(t, batch, D, dtype, name):
 # The C API's argument checks (kernels/adaln_api.cu, setup()) for the CPU path, with its
 # messages, so that both paths refuse the same arguments with the same adaptiveload.Error.
 _FN = "al_adaln_forward"
-_EINVAL, _ERANGE = -1, S.AL_ERANGE  # common/al_status.h
 _MAX_DIM, _MAX_BATCH, _INT32_MAX = 16384, 65535, (1 << 31) - 1
 
 
-def _c_error(status, name, detail):
+def _c_error(name, detail):
     detail = "%s: %s" % (_FN, detail)
-    return _lib.Error(status, "%s: %s: %s" % (_FN, name, detail), detail)
+    return _lib.Error(_lib.status(name), "%s: %s: %s" % (_FN, name, detail), detail)
 
 
 def _check_offsets(cu, batch, rows):
@@ -301,35 +300,35 @@ def _check_offsets(cu, batch, rows):
     what = "cu_seqlens_host"
     c = cu.tolist()
     if c[0] != 0:
-        raise _c_error(_EINVAL, "AL_EINVAL", "%s[0] = %d, must be 0" % (what, c[0]))
+        raise _c_error("AL_EINVAL", "%s[0] = %d, must be 0" % (what, c[0]))
     for b in range(batch):
         if c[b + 1] < c[b]:
-            raise _c_error(_EINVAL, "AL_EINVAL", "%s[%d] = %d < %s[%d] = %d: offsets must not decrease"
+            raise _c_error("AL_EINVAL", "%s[%d] = %d < %s[%d] = %d: offsets must not decrease"
                            % (what, b + 1, c[b + 1], what, b, c[b]))
     if c[batch] != rows:
-        raise _c_error(_EINVAL, "AL_EINVAL", "%s[%d] = %d but rows = %d" % (what, batch, c[batch], rows))
+        raise _c_error("AL_EINVAL", "%s[%d] = %d but rows = %d" % (what, batch, c[batch], rows))
 
 
 def _check_like_c(D, batch, seq_len, rows, cu_host, eps):
     """The C API's checks of the call's desc and options, in its order; the eps it uses."""
     if D < 1 or D > _MAX_DIM:
-        raise _c_error(_ERANGE, "AL_ERANGE", "dim %d outside [1, %d]" % (D, _MAX_DIM))
+        raise _c_error("AL_ERANGE", "dim %d outside [1, %d]" % (D, _MAX_DIM))
     if batch > _MAX_BATCH:
-        raise _c_error(_ERANGE, "AL_ERANGE", "batch %d outside [1, %d]" % (batch, _MAX_BATCH))
+        raise _c_error("AL_ERANGE", "batch %d outside [1, %d]" % (batch, _MAX_BATCH))
     if rows > _INT32_MAX:
-        raise _c_error(_ERANGE, "AL_ERANGE", "rows %d outside [0, %d]" % (rows, _INT32_MAX))
+        raise _c_error("AL_ERANGE", "rows %d outside [0, %d]" % (rows, _INT32_MAX))
     if cu_host is None:
         if seq_len < 1:
-            raise _c_error(_EINVAL, "AL_EINVAL", "seq_len %d: the fixed layout needs seq_len >= 1 "
+            raise _c_error("AL_EINVAL", "seq_len %d: the fixed layout needs seq_len >= 1 "
                            "(or pass cu_seqlens for a packed batch)" % seq_len)
         if seq_len > _INT32_MAX // batch:
-            raise _c_error(_ERANGE, "AL_ERANGE", "batch %d x seq_len %d rows exceed %d"
+            raise _c_error("AL_ERANGE", "batch %d x seq_len %d rows exceed %d"
                            % (batch, seq_len, _INT32_MAX))
     else:
         _check_offsets(cu_host, batch, rows)
     e = ctypes.c_float(eps).value  # the options' float field
     if not (e >= 0.0) or math.isinf(e):
-        raise _c_error(_EINVAL, "AL_EINVAL", "eps %g must be finite and >= 0" % e)
+        raise _c_error("AL_EINVAL", "eps %g must be finite and >= 0" % e)
     return e if e != 0.0 else ctypes.c_float(1e-6).value
 
 

@@ -276,6 +276,21 @@ def last_error():
     return load_library().al_last_error().decode("utf-8", "replace")
 
 
+_status_codes = {}
+
+
+def status(name):
+    """The code of status ``name`` ("AL_EOF", "AL_ERANGE", ...) as the library names its codes
+    (al_status_name), so that no code is copied by hand; KeyError for a name it lacks."""
+    if not _status_codes:
+        cdll = load_library()
+        for code in range(-64, 2):  # every al_status lies in -64..1
+            name_of = cdll.al_status_name(code).decode()
+            if name_of != "AL_UNKNOWN":
+                _status_codes[name_of] = code
+    return _status_codes[name]
+
+
 def error(status, what="", context=None):
     """The :class:`Error` of a failed call that returned ``status``: "<what>: <status name>:
     <al_last_error()>"; ``context`` is put before the C message as "<context>: " (as the C

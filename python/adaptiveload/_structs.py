@@ -15,12 +15,8 @@ c_int32, c_uint8, c_uint32, c_int64, c_uint64 = (ctypes.c_int32, ctypes.c_uint8,
 c_size_t, c_void_p, c_char_p = ctypes.c_size_t, ctypes.c_void_p, ctypes.c_char_p
 _P = ctypes.POINTER
 
-# common/al_status.h
+# common/al_status.h: AL_OK is 0, the codes come from the library (_lib.status).
 AL_OK = 0
-AL_EOF = 1
-AL_EFORMAT = -3
-AL_ERANGE = -6
-AL_ENOTFOUND = -10
 
 # kernels/al_adaln.h: al_dtype, al_adaln_options.flags
 AL_DTYPE_BF16 = 1

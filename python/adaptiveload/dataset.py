@@ -137,7 +137,7 @@ class IndexDataset(Dataset):
         try:
             dtype, shape, at = M.parse_header(kind, bytes(raw[:1 << 20].numpy()))
         except (ValueError, KeyError, SyntaxError) as e:
-            raise _lib.Error(S.AL_EFORMAT, "key '%s' member '%s.%s': %s" % (key, key, name, e))
+            raise _lib.Error(_lib.status("AL_EFORMAT"), "key '%s' member '%s.%s': %s" % (key, key, name, e))
         data = raw[at:]
         cropped = False
         if grid is not None and M.sample_latent(self._index(), i, name):
@@ -147,7 +147,7 @@ class IndexDataset(Dataset):
             try:
                 lat = crop_latent(data.view(iview).view(shape), grid)
             except ValueError as e:
-                raise _lib.Error(S.AL_ERANGE, "key '%s' member '%s.%s': %s" % (key, key, name, e))
+                raise _lib.Error(_lib.status("AL_ERANGE"), "key '%s' member '%s.%s': %s" % (key, key, name, e))
             shape = tuple(lat.shape)
             data = lat.reshape(-1).view(torch.uint8)
             cropped = True

@@ -626,7 +626,7 @@ class StreamDataset(IterableDataset):
             while True:
                 bp = ctypes.POINTER(S.StreamBatch)()  # a fresh pointer: held ones must not change
                 status = lib.al_stream_next(h, ctypes.byref(bp))
-                if status == S.AL_EOF:
+                if status == _lib.status("AL_EOF"):
                     break
                 _lib.check(status, "stream %s rank %s" % (self.manifest_path, "env" if rank < 0 else rank))
                 b = bp.contents
