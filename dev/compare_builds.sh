@@ -53,9 +53,10 @@ for v in old new; do
   "$B" plan --resume-from new-8-adaptive-0.alm --at-step 10 --world 4 -o $v-replan.alm >/dev/null 2>&1
   "$B" plan --index new-lat.alidx --world 1 -o $v-lat.alm >/dev/null 2>&1
   # Each line's stall and fetched bytes are the run's, not the build's: left out.
-  "$B" stream --index new-lat.alidx --manifest lat.alm --rank 0 --max-batches 200 2>&1 |
+  # stdout and stderr apart: interleaved, the summary on stderr lands inside a buffered line.
+  "$B" stream --index new-lat.alidx --manifest lat.alm --rank 0 --max-batches 200 2>$v-stream.err |
     sed 's/ stall_s [0-9.]* fetched [0-9]*//' >$v-stream.txt
 done
-check cost.alm replan.alm lat.alm stream.txt
+check cost.alm replan.alm lat.alm stream.txt stream.err
 echo "compare: $same same, $differ differ"
 [ $differ = 0 ]
