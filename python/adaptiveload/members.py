@@ -76,8 +76,9 @@ def member_names(members):
 def is_latent(name):
     """The latent rule (al_member_is_latent, loader/al_members.h): a member extension naming a
     latent starts with "latent" ("latent.npy", "latent_hr.npy"). A sample's latent is its first
-    typed member so named; :func:`sample_latent` asks the index which one that is."""
-    return str(name).startswith("latent")
+    typed member so named; :func:`sample_latent` asks the index which one that is. Asked of
+    the library, which owns the rule."""
+    return bool(_lib.lib().al_member_is_latent(_lib.encode_text(str(name), "member")))
 
 
 def sample_latent(index, i, name):
