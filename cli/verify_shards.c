@@ -57,7 +57,7 @@ static void progress(probe_pool *p) {
 static void *probe_worker(void *arg) {
   probe_pool *p = arg;
   for (size_t i; (i = atomic_fetch_add(&p->next, 1)) < p->n;) {
-    al_shard_info sh;
+    al_shard_info sh = AL_SHARD_INFO_INIT;
     if (al_index_shard(p->idx, i, &sh) == AL_OK && sh.sample_count) probe(p, i, &p->v[i]);
     al_clear_error();
     atomic_fetch_add(&p->done, 1);

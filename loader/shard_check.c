@@ -186,9 +186,9 @@ static int parse_typed(const shard_bytes *b, theader_kind kind, const al_member_
  * not typed; a negative al_status for out of memory. */
 static int check_member(al_checker *c, const shard_bytes *b, size_t sample, size_t m,
                         al_check_member_fn fn, void *ctx, al_shard_check *r) {
-  al_member_type t;
+  al_member_type t = AL_MEMBER_TYPE_INIT;
   al_member_info mi;
-  al_sample_info si;
+  al_sample_info si = AL_SAMPLE_INFO_INIT;
   if (al_index_member_type(c->idx, sample, m, &t) != AL_OK ||
       al_index_member(c->idx, sample, m, &mi) != AL_OK ||
       al_index_sample(c->idx, sample, &si) != AL_OK) {

@@ -133,7 +133,7 @@ TEST(Synth, MetadataOnlyShards) {
   ASSERT_EQ(al_index_build(&idx, (const char *const *)p, n, &o, nullptr), AL_OK);
   EXPECT_EQ(al_index_sample_count(idx), 40u);
   for (size_t i = 0; i < 40; i++) {
-    al_sample_info s;
+    al_sample_info s = AL_SAMPLE_INFO_INIT;
     ASSERT_EQ(al_index_sample(idx, i, &s), AL_OK);
     EXPECT_EQ(s.n_members, 1u);
   }
