@@ -35,6 +35,7 @@ static void bad_member(void *ctx, size_t sample, size_t member, const char *why)
 /* Shard i as the stream would find it when it opens the shard. */
 static void probe(probe_pool *p, size_t i, verify_shard *v) {
   v->checked = 1;
+  v->c.struct_size = sizeof v->c;
   if (al_checker_shard(p->checker, i, bad_member, v, &v->c) != AL_OK && !v->c.open_rc) {
     v->c.open_rc = AL_ENOMEM;
     v->c.error = strdup(al_last_error());

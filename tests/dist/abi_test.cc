@@ -16,6 +16,7 @@
 #include "tests/common/test_util.h"
 
 extern "C" {
+#include "loader/al_check.h"
 #include "loader/al_index.h"
 #include "loader/al_synth.h"
 #include "planner/al_cost.h"
@@ -266,7 +267,8 @@ TEST(Abi, OlderManifestStructsAreFilledWithinTheirSize) {
   ASSERT_EQ(al_manifest_get_info(c.m, mi.full()), AL_OK) << al_last_error();
   EXPECT_EQ(mi.touched_past_end(), 0u);
   // Every field the older layout holds, byte for byte (the library copies its struct).
-  EXPECT_EQ(std::memcmp(mi.old.rest, reinterpret_cast<const unsigned char *>(&full) + sizeof(size_t),
+  EXPECT_EQ(std::memcmp(mi.old.rest,
+                        reinterpret_cast<const unsigned char *>(&full) + sizeof(size_t),
                         sizeof mi.old.rest),
             0);
   EXPECT_EQ(mi.old.struct_size, sizeof(manifest_info_v1));
@@ -396,8 +398,9 @@ TEST(Abi, FilledStructsOfSizeZeroTooSmallOrTooLargeAreRefused) {
     ExpectRefused<al_sample_info>(size, "al_sample_info",
                                   [&](al_sample_info *x) { return al_index_sample(c.idx, 0, x); });
   for (size_t size : {size_t{0}, AL_MANIFEST_INFO_V1 - 8, sizeof(al_manifest_info) + 8})
-    ExpectRefused<al_manifest_info>(
-        size, "al_manifest_info", [&](al_manifest_info *x) { return al_manifest_get_info(c.m, x); });
+    ExpectRefused<al_manifest_info>(size, "al_manifest_info", [&](al_manifest_info *x) {
+      return al_manifest_get_info(c.m, x);
+    });
   for (size_t size : {size_t{0}, sizeof(al_micro_ref) + 8})
     ExpectRefused<al_micro_ref>(size, "al_micro_ref", [&](al_micro_ref *x) {
       return al_manifest_micro(c.m, 0, 0, 0, x);
@@ -405,6 +408,24 @@ TEST(Abi, FilledStructsOfSizeZeroTooSmallOrTooLargeAreRefused) {
   for (size_t size : {size_t{0}, sizeof(al_step_info) + 8})
     ExpectRefused<al_step_info>(size, "al_step_info",
                                 [&](al_step_info *x) { return al_manifest_step(c.m, 0, x); });
+  al_checker *chk = nullptr;
+  ASSERT_EQ(al_checker_open(&chk, c.idx, nullptr), AL_OK) << al_last_error();
+  for (size_t size : {size_t{0}, sizeof(al_shard_check) + 8})
+    ExpectRefused<al_shard_check>(size, "al_shard_check", [&](al_shard_check *x) {
+      return al_checker_shard(chk, 0, nullptr, nullptr, x);
+    });
+  al_shard_check sc = AL_SHARD_CHECK_INIT;
+  EXPECT_EQ(al_checker_shard(chk, 0, nullptr, nullptr, &sc), AL_OK) << al_last_error();
+  EXPECT_EQ(sc.open_rc, AL_OK);
+  al_shard_check_clear(&sc);
+  EXPECT_EQ(sc.struct_size, sizeof sc); // kept: the struct can be passed again
+  al_checker_close(chk);
+  al_synth_stats ss{}; // no size: refused before anything is written
+  al_synth_options syn = AL_SYNTH_OPTIONS_INIT;
+  std::string never = altest::TmpPath("abi_never_written");
+  syn.out_dir = never.c_str();
+  EXPECT_EQ(al_synth_write(&syn, &ss), AL_EINVAL);
+  EXPECT_TRUE(altest::Contains(al_last_error(), "al_synth_stats.struct_size is 0"));
   al_stream_options so = AL_STREAM_OPTIONS_INIT;
   so.threads = 1;
   so.pinned = -1;
@@ -430,8 +451,9 @@ TEST(Abi, OptionsOfSizeZeroAreTheCurrentStructAndTooLargeIsRefused) {
   al_stream_close(s);
   so.struct_size = sizeof so + 8;
   EXPECT_EQ(al_stream_open(&s, c.idx, c.m, 0, &so), AL_EINVAL);
-  EXPECT_TRUE(altest::Contains(al_last_error(), "al_stream_open: al_stream_options.struct_size is " +
-                                                    std::to_string(sizeof so + 8)));
+  EXPECT_TRUE(
+      altest::Contains(al_last_error(), "al_stream_open: al_stream_options.struct_size is " +
+                                            std::to_string(sizeof so + 8)));
   so.struct_size = AL_STREAM_OPTIONS_V1 - 4;
   EXPECT_EQ(al_stream_open(&s, c.idx, c.m, 0, &so), AL_EINVAL);
   EXPECT_TRUE(altest::Contains(al_last_error(), "below the first version's"));

@@ -107,7 +107,7 @@ std::string Synth(const std::string &dir, uint64_t samples, uint32_t shards,
   o.seed = seed;
   o.payload = payload;
   o.lz4_json = lz4_json;
-  al_synth_stats st{};
+  al_synth_stats st = AL_SYNTH_STATS_INIT;
   EXPECT_EQ(al_synth_write(&o, &st), AL_OK) << al_last_error();
   EXPECT_EQ(st.samples, samples);
   return out;

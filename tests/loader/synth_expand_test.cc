@@ -74,7 +74,7 @@ std::vector<unsigned char> WriteAndRead(const std::string &dir, int threads,
   o.seed = seed;
   o.threads = threads;
   o.payload = payload;
-  al_synth_stats st{};
+  al_synth_stats st = AL_SYNTH_STATS_INIT;
   EXPECT_EQ(al_synth_write(&o, &st), AL_OK) << al_last_error();
   EXPECT_EQ(st.images + st.videos, 40u);
   std::vector<unsigned char> all;
