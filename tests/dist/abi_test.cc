@@ -467,6 +467,24 @@ TEST(Abi, OptionsOfSizeZeroAreTheCurrentStructAndTooLargeIsRefused) {
   EXPECT_EQ(al_plan_build_index(&plan, c.idx, &cost, &po), AL_EINVAL);
   EXPECT_TRUE(altest::Contains(al_last_error(), "al_plan_options.struct_size is"));
   EXPECT_EQ(plan, nullptr);
+
+  // The cost fit: its options too large, its trace statistics without a size.
+  const char *trace = "{\"B\": 1, \"S\": 1024, \"ms\": 3}\n";
+  for (size_t size : {size_t{0}, sizeof(al_trace_stats) + 8})
+    ExpectRefused<al_trace_stats>(size, "al_trace_stats", [&](al_trace_stats *x) {
+      al_bench b;
+      return al_bench_parse_trace(&b, trace, std::strlen(trace), "t.jsonl", x);
+    });
+  al_bench bench;
+  const char *def = al_cost_default_json();
+  ASSERT_EQ(al_bench_parse(&bench, def, std::strlen(def), "default"), AL_OK) << al_last_error();
+  al_cost_fit_options fo{};
+  fo.struct_size = sizeof fo + 8;
+  al_cost_model fitted;
+  EXPECT_EQ(al_cost_fit_bench(&bench, &fo, &fitted), AL_EINVAL);
+  EXPECT_TRUE(
+      altest::Contains(al_last_error(), "al_cost_fit_bench: al_cost_fit_options.struct_size"));
+  al_bench_free(&bench);
 }
 
 } // namespace
