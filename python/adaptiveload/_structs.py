@@ -52,7 +52,7 @@ class _Sized(ctypes.Structure):
         self.struct_size = ctypes.sizeof(type(self))
 
 
-class AdalnDesc(ctypes.Structure):
+class AdalnDesc(_Sized):
     """al_adaln_desc (kernels/al_adaln.h)."""
 
     _fields_ = [
@@ -66,7 +66,7 @@ class AdalnDesc(ctypes.Structure):
     ]
 
 
-class AdalnOptions(ctypes.Structure):
+class AdalnOptions(_Sized):
     """al_adaln_options (zero = default). ``tuning`` points to a struct al_adaln_tuning
     (kernels/al_adaln_tuning.h: kernel knobs, unstable, not mirrored here); None = the
     library's choice."""
