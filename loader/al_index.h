@@ -24,8 +24,8 @@
  * struct_size`, the caller's sizeof, set in one line with the struct's AL_*_INIT macro. The library
  * reads and writes only the bytes that fit in it (fields past it read as zero, are not written), so
  * a caller built against an older header keeps working. A struct the library fills must carry its
- * size; an options struct it reads takes 0 as this header's struct (so
- * `= {0}` keeps working). A size below the struct's AL_*_V1 (its first sized version) or above
+ * size; an options struct it reads takes 0 as this header's struct (so `= {0}` keeps
+ * working). A size below the struct's AL_*_V1 (its first sized version) or above
  * the library's is AL_EINVAL naming the function, the struct and both sizes.
  */
 #ifndef AL_INDEX_H

@@ -19,8 +19,8 @@
  * line with the struct's AL_*_INIT macro. The library reads and writes only the bytes that fit in
  * it (fields past it read as zero, are not written), so a caller built against an older header
  * keeps working. A struct the library fills must carry its size; an options struct it reads takes 0
- * as this header's struct (so
- * `= {0}` keeps working). A size below the struct's AL_*_V1 (its first sized version) or above
+ * as this header's struct (so `= {0}` keeps
+ * working). A size below the struct's AL_*_V1 (its first sized version) or above
  * the library's is AL_EINVAL naming the function, the struct and both sizes.
  */
 #ifndef AL_MANIFEST_H
