@@ -116,7 +116,7 @@ static int load_rows(const fit_args *a, al_bench *b) {
                                    "embedded h200_dit_block_cost.json");
   if (rc || !a->trace) return rc; /* a failed load leaves *b empty */
   al_bench t;
-  al_trace_stats ts;
+  al_trace_stats ts = AL_TRACE_STATS_INIT;
   rc = al_bench_load_trace(&t, a->trace, &ts);
   if (!rc) {
     fprintf(stderr,

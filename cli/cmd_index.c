@@ -192,8 +192,8 @@ static const cli_verb INDEX = {
 static void print_warnings(const al_index *idx) {
   size_t n = al_index_warning_count(idx);
   for (size_t i = 0; i < n && i < SHOW_REJECTED; i++) {
-    al_rejected_info r;
-    al_shard_info s;
+    al_rejected_info r = AL_REJECTED_INFO_INIT;
+    al_shard_info s = AL_SHARD_INFO_INIT;
     if (al_index_warning(idx, i, &r) || al_index_shard(idx, r.shard, &s)) break;
     fprintf(stderr, "  %s: sample '%s', member '%s' at byte %llu: %s\n", s.path, r.key, r.member,
             (unsigned long long)r.offset, r.reason);
@@ -204,8 +204,8 @@ static void print_warnings(const al_index *idx) {
 static void print_rejected(const al_index *idx) {
   size_t n = al_index_rejected_count(idx);
   for (size_t i = 0; i < n && i < SHOW_REJECTED; i++) {
-    al_rejected_info r;
-    al_shard_info s;
+    al_rejected_info r = AL_REJECTED_INFO_INIT;
+    al_shard_info s = AL_SHARD_INFO_INIT;
     if (al_index_rejected(idx, i, &r) || al_index_shard(idx, r.shard, &s)) break;
     if (r.member[0])
       fprintf(stderr, "  %s: member '%s' at byte %llu: %s\n", s.path, r.member,
@@ -241,7 +241,7 @@ static void print_summary(const al_index *idx, const al_index_stats *stats, cons
   if (a->o.dali_idx_dir) {
     size_t skipped = 0;
     for (size_t i = 0; i < al_index_shard_count(idx); i++) {
-      al_shard_info sh;
+      al_shard_info sh = AL_SHARD_INFO_INIT;
       if (al_index_shard(idx, i, &sh) == AL_OK && !sh.seekable) skipped++;
     }
     if (skipped)
@@ -256,7 +256,7 @@ static void print_remote_json(const al_index *idx, const al_shard_io *io) {
   printf(", \"remote\": [");
   const char *sep = "";
   for (size_t i = 0; io && i < al_index_shard_count(idx); i++) {
-    al_shard_info sh;
+    al_shard_info sh = AL_SHARD_INFO_INIT;
     if (al_index_shard(idx, i, &sh) || !sh.remote) continue;
     printf("%s{\"url\": ", sep);
     jsonw_string(stdout, sh.path);
@@ -296,8 +296,7 @@ static void print_memory(const al_index *idx, const al_index_stats *stats, const
  * but the index is complete: it is written anyway, and the build's error ends the run. */
 static int build_index(const index_args *a) {
   al_index *idx = NULL;
-  al_index_stats stats;
-  memset(&stats, 0, sizeof stats);
+  al_index_stats stats = AL_INDEX_STATS_INIT;
   al_index_options o = a->o;
   al_shard_io *io = calloc(a->n, sizeof *io);
   if (!io) return cli_fail("index");

@@ -146,7 +146,7 @@ typedef struct ix_summary {
 /* Shard bytes, compressed shards and the rejected entries counted by normalised reason. */
 static int ix_collect_shards(ix_summary *S, const al_index *idx) {
   for (size_t i = 0; i < al_index_shard_count(idx); i++) {
-    al_shard_info sh;
+    al_shard_info sh = AL_SHARD_INFO_INIT;
     if (al_index_shard(idx, i, &sh)) return -1;
     S->bytes += sh.size;
     S->compressed += !sh.seekable;
@@ -154,7 +154,7 @@ static int ix_collect_shards(ix_summary *S, const al_index *idx) {
   }
   char norm[512];
   for (size_t i = 0; i < al_index_rejected_count(idx); i++) {
-    al_rejected_info r;
+    al_rejected_info r = AL_REJECTED_INFO_INIT;
     if (al_index_rejected(idx, i, &r)) return -1;
     ix_normalize(r.reason, norm, sizeof norm);
     if (ix_count_add(&S->reasons, &S->n_reasons, norm, i)) return -1;
@@ -167,7 +167,7 @@ static int ix_collect_shards(ix_summary *S, const al_index *idx) {
 static int ix_collect_members(ix_summary *S, const al_index *idx, size_t i, uint32_t n_members) {
   for (uint32_t m = 0; m < n_members; m++) {
     al_member_info mi;
-    al_member_type mt;
+    al_member_type mt = AL_MEMBER_TYPE_INIT;
     if (al_index_member(idx, i, m, &mi)) return -1;
     int typed = al_index_member_type(idx, i, m, &mt) == AL_OK;
     ix_group *g = NULL;
@@ -202,7 +202,7 @@ static int ix_collect_members(ix_summary *S, const al_index *idx, size_t i, uint
  * its members. */
 static int ix_collect_sample(ix_summary *S, const al_index *idx, size_t i,
                              const al_latent_geom *geom) {
-  al_sample_info si;
+  al_sample_info si = AL_SAMPLE_INFO_INIT;
   if (al_index_sample(idx, i, &si)) return -1;
   uint64_t w = si.width & 0x1FFFFF, h = si.height & 0x1FFFFF, f = si.frames & 0x1FFFFF;
   S->shapes[S->n_shapes++] = w | h << 21 | f << 42;
@@ -326,7 +326,7 @@ static void ix_print_text(FILE *out, const ix_summary *S, const char *path) {
           ns, (unsigned long long)S->latent_samples, (double)S->tok_total);
   fprintf(out, "  rejected  %zu\n", al_index_rejected_count(idx));
   for (size_t i = 0; i < S->n_reasons && i < IX_SHOW; i++) {
-    al_rejected_info r;
+    al_rejected_info r = AL_REJECTED_INFO_INIT;
     if (al_index_rejected(idx, S->reasons[i].first, &r)) break;
     fprintf(out, "    %10llu  %s%s\n", (unsigned long long)S->reasons[i].n,
             S->reasons[i].n > 1 ? "e.g. " : "", r.reason);
@@ -336,7 +336,7 @@ static void ix_print_text(FILE *out, const ix_summary *S, const char *path) {
             S->n_reasons - IX_SHOW);
   fprintf(out, "  warnings  %zu\n", al_index_warning_count(idx));
   for (size_t i = 0; i < al_index_warning_count(idx) && i < IX_SHOW; i++) {
-    al_rejected_info w;
+    al_rejected_info w = AL_REJECTED_INFO_INIT;
     if (al_index_warning(idx, i, &w)) break;
     fprintf(out, "    %s (%s): %s\n", w.key, w.member, w.reason);
   }
@@ -395,13 +395,13 @@ static void ix_json_rejected(FILE *out, const ix_summary *S) {
     fprintf(out, "%s{\"reason\": ", i ? ", " : "");
     jsonw_string(out, S->reasons[i].text);
     fprintf(out, ", \"count\": %llu, \"example\": ", (unsigned long long)S->reasons[i].n);
-    al_rejected_info r;
+    al_rejected_info r = AL_REJECTED_INFO_INIT;
     jsonw_string(out, al_index_rejected(idx, S->reasons[i].first, &r) ? "" : r.reason);
     fprintf(out, "}");
   }
   fprintf(out, "], \"warning_list\": [");
   for (size_t i = 0; i < al_index_warning_count(idx) && i < 1000; i++) {
-    al_rejected_info w;
+    al_rejected_info w = AL_REJECTED_INFO_INIT;
     if (al_index_warning(idx, i, &w)) break;
     fprintf(out, "%s{\"key\": ", i ? ", " : "");
     jsonw_string(out, w.key);
@@ -683,7 +683,7 @@ static const cli_verb INSPECT = {
 
 /* Prints every sample the plan rejected or dropped: position, key, reason. */
 static void print_rejected(const al_manifest *m) {
-  al_manifest_info in;
+  al_manifest_info in = AL_MANIFEST_INFO_INIT;
   al_manifest_get_info(m, &in);
   for (uint64_t i = 0; i < in.index_samples; i++) {
     const char *why = status_name(al_manifest_key_status(m, i));

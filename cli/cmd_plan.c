@@ -264,8 +264,7 @@ static void report_rejects(const al_plan *p, const al_index *idx) {
     uint64_t n = al_plan_rejected(p, (al_reject_reason)r);
     if (!n) continue;
     uint64_t first = al_plan_first_rejected(p, (al_reject_reason)r);
-    al_sample_info si;
-    memset(&si, 0, sizeof si);
+    al_sample_info si = AL_SAMPLE_INFO_INIT;
     if (idx) al_index_sample(idx, (size_t)first, &si);
     fprintf(stderr, "plan: %llu samples rejected: %s (first: '%s' %ux%u x %u frames)\n",
             (unsigned long long)n, al_reject_reason_name((al_reject_reason)r), si.key ? si.key : "",
@@ -294,7 +293,8 @@ typedef struct plan_run {
 /* Elastic resume: re-plans OLD's steps >= K for the new world and saves the manifest: 0 or
  * -1 (al_last_error). */
 static int replan(const plan_args *a, plan_run *r) {
-  al_replan_options ro = {a->o.world, a->o.micro_per_step, a->o.step_tokens};
+  al_replan_options ro = {sizeof(al_replan_options), a->o.world, a->o.micro_per_step,
+                          a->o.step_tokens};
   int rc = al_manifest_load(&r->old, a->resume);
   if (!rc) rc = al_plan_replan_opts(&r->plan, r->old, (uint32_t)a->at_step, &ro);
   if (!rc) rc = al_plan_save(r->plan, a->out, al_manifest_key_fn, r->old);
@@ -305,14 +305,14 @@ static int replan(const plan_args *a, plan_run *r) {
  * new plan's (the global batch kept, or the new one asked for); keeping it, the range of
  * tokens per step over OLD's steps, which every re-planned step holds (or it was refused). */
 static void print_replan_tokens(FILE *out, const al_plan *p, const al_manifest *old, int kept) {
-  al_manifest_info ni, oi;
+  al_manifest_info ni = AL_MANIFEST_INFO_INIT, oi = AL_MANIFEST_INFO_INIT;
   al_plan_get_info(p, &ni);
   al_manifest_get_info(old, &oi);
   double sum = 0, sq = 0;
   uint64_t lo = UINT64_MAX, hi = 0;
   uint32_t n = 0;
   for (uint32_t s = oi.first_step; s - oi.first_step < oi.steps; s++) {
-    al_step_info st;
+    al_step_info st = AL_STEP_INFO_INIT;
     if (al_manifest_step(old, s, &st) != AL_OK) continue;
     if (st.tokens < lo) lo = st.tokens;
     if (st.tokens > hi) hi = st.tokens;

@@ -336,7 +336,7 @@ static int open_stream(const stream_args *a, al_index **idx, al_manifest **m, al
     fprintf(stderr, "stream: %zu shard paths moved from %s to %s\n", moved, from, eq + 1);
   }
   if (al_manifest_load(m, a->manifest_path) != AL_OK) return -1;
-  al_stream_state st;
+  al_stream_state st = AL_STREAM_STATE_INIT;
   al_stream_options o = a->o;
   int rc = AL_OK;
   if (a->resume_at >= 0) {
@@ -499,7 +499,7 @@ static void print_bench_text(const stream_args *a, const stream_totals *t,
 /* The run's totals: with --bench as text or JSON on stdout, else one line on stderr (not
  * with --json or --jsonl, whose stdout is read by programs). */
 static int report(const stream_args *a, al_stream *s, const stream_totals *t) {
-  al_stream_stats ss;
+  al_stream_stats ss = AL_STREAM_STATS_INIT;
   al_stream_get_stats(s, &ss);
   stream_steps_summary ps;
   if (a->bench && stream_steps_summarize(&t->steps, &ps) != AL_OK) return cli_fail("stream");

@@ -60,7 +60,7 @@ int cli_cmd_synth(int argc, char **argv) {
   int ec = cli_parse(&SYNTH, argc, argv, &o);
   if (ec != CLI_RUN) return ec;
   if (!o.out_dir) return cli_usage(&SYNTH, CLI_SAY_HINT, "--out DIR is required");
-  al_synth_stats stats;
+  al_synth_stats stats = AL_SYNTH_STATS_INIT;
   if (al_synth_write(&o, &stats) != AL_OK) return cli_fail("synth");
   fprintf(stderr,
           "synth: %llu samples (%llu images, %llu videos) in %u shards, %.1f MB, %.2f s -> %s\n",

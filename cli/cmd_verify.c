@@ -176,7 +176,7 @@ static void truncated_sample(const al_index *idx, size_t i, const al_sample_info
 }
 
 static int report_truncated(verify_run *r, const vtrunc *t) {
-  al_shard_info sh;
+  al_shard_info sh = AL_SHARD_INFO_INIT;
   int rc = al_index_shard(r->idx, t->shard, &sh);
   if (rc) return rc;
   if (!sh.seekable)
@@ -224,7 +224,7 @@ static int report_shard(verify_run *r, const al_shard_info *sh, const al_shard_c
  * (as the stream skips or fails a sample whose member it cannot read). */
 static int report_headers(verify_run *r, const al_shard_info *sh, const verify_shard *v) {
   for (size_t k = 0; k < v->n_bad; k++) {
-    al_sample_info si;
+    al_sample_info si = AL_SAMPLE_INFO_INIT;
     int rc = al_index_sample(r->idx, v->bad[k].sample, &si);
     if (rc) return rc;
     rc = add_problem(r, VK_BAD_HEADER, sh->path, si.key, 1, "%s",
@@ -246,7 +246,7 @@ static int report_headers(verify_run *r, const al_shard_info *sh, const verify_s
 static int mark_lost(verify_run *r, const uint8_t *bad, const uint32_t *trunc_of, vtrunc *t) {
   size_t ns = al_index_sample_count(r->idx), n = al_index_shard_count(r->idx);
   for (size_t i = 0; i < ns; i++) {
-    al_sample_info si;
+    al_sample_info si = AL_SAMPLE_INFO_INIT;
     int rc = al_index_sample(r->idx, i, &si);
     if (rc) return rc;
     if (si.shard >= n || !bad[si.shard]) continue;
@@ -268,7 +268,7 @@ static int check_shards(verify_run *r) {
   vtrunc *t = rc ? NULL : calloc(n ? n : 1, sizeof *t);
   if (!rc && (!bad || !trunc_of || !t)) rc = al_set_error(AL_ENOMEM, "verify: out of memory");
   for (size_t i = 0; i < n && !rc; i++) {
-    al_shard_info sh;
+    al_shard_info sh = AL_SHARD_INFO_INIT;
     if (!v[i].checked || (rc = al_index_shard(r->idx, i, &sh))) continue;
     r->shards_checked++;
     r->typed_checked += v[i].c.typed_checked;
@@ -318,8 +318,8 @@ static int check_members(verify_run *r) {
   for (size_t i = 0; crc == AL_OK && i < ns; i++) {
     if (!lacks[i]) continue;
     const char *miss = r->req[lacks[i] - 1];
-    al_sample_info si;
-    al_shard_info sh;
+    al_sample_info si = AL_SAMPLE_INFO_INIT;
+    al_shard_info sh = AL_SHARD_INFO_INIT;
     int rc = al_index_sample(r->idx, i, &si);
     if (!rc) rc = al_index_shard(r->idx, si.shard, &sh);
     char has[512] = "";
@@ -352,7 +352,7 @@ static int check_manifest(verify_run *r) {
     al_manifest_free(m);
     return add_problem(r, VK_MANIFEST, NULL, NULL, 0, "%s", al_last_error());
   }
-  al_manifest_info in;
+  al_manifest_info in = AL_MANIFEST_INFO_INIT;
   int rc = al_manifest_get_info(m, &in);
   uint64_t fp = al_index_fingerprint(r->idx);
   if (!rc && (in.index_fingerprint != fp || in.index_samples != al_index_sample_count(r->idx))) {
@@ -379,7 +379,7 @@ static int check_plan(verify_run *r, const al_bucket_table *table) {
     if (r->m) {
       st = al_manifest_key_status(r->m, i);
     } else {
-      al_sample_info si;
+      al_sample_info si = AL_SAMPLE_INFO_INIT;
       al_latent_grid grid;
       uint32_t b;
       al_reject_reason why = AL_REJECT_NONE;

@@ -39,7 +39,7 @@ void fidprint_text(FILE *out, const fid_report *r, const al_index *idx, const ch
   if (r->n_cut && r->cut[0].why != FID_KEPT) fprintf(out, "  cut most:\n");
   for (size_t k = 0; k < r->n_cut; k++) {
     const fid_cut *x = &r->cut[k];
-    al_sample_info si;
+    al_sample_info si = AL_SAMPLE_INFO_INIT;
     if (x->why == FID_KEPT || al_index_sample(idx, (size_t)x->sample, &si)) continue;
     fprintf(out,
             "    %s  %ux%u x %u -> %ux%u x %u  %" PRIu64 " of %" PRIu64 " tokens (%.1f%%): %s\n",
@@ -87,7 +87,7 @@ static void print_cuts_json(FILE *out, const fid_report *r, const al_index *idx)
   const char *sep = "";
   for (size_t k = 0; k < r->n_cut; k++) {
     const fid_cut *x = &r->cut[k];
-    al_sample_info si;
+    al_sample_info si = AL_SAMPLE_INFO_INIT;
     if (x->why == FID_KEPT || al_index_sample(idx, (size_t)x->sample, &si)) continue;
     fprintf(out, "%s{\"sample\": %" PRIu64 ", \"key\": ", sep, x->sample);
     jsonw_string(out, si.key);

@@ -54,7 +54,7 @@ static void print_crop_text(const verify_run *r) {
   if (c->n_cut) printf("cut most:\n");
   for (size_t k = 0; k < c->n_cut; k++) {
     const fid_cut *x = &c->cut[k];
-    al_sample_info si;
+    al_sample_info si = AL_SAMPLE_INFO_INIT;
     al_index_sample(r->idx, (size_t)x->sample, &si);
     printf("  %s  %ux%u x %u -> %ux%u x %u  %" PRIu64 " of %" PRIu64 " tokens (%.1f%%)\n", si.key,
            x->width, x->height, x->frames, x->bucket_width, x->bucket_height, x->bucket_frames,
@@ -71,8 +71,8 @@ static void print_skipped_text(const verify_run *r, const verify_counts *c) {
          c->lost, ns, c->lost_shard, c->lost_member, c->lost_plan,
          r->m ? "plan" : "default bucket table", nr);
   for (size_t i = 0; i < nr && i < r->a->show; i++) {
-    al_rejected_info e;
-    al_shard_info sh;
+    al_rejected_info e = AL_REJECTED_INFO_INIT;
+    al_shard_info sh = AL_SHARD_INFO_INIT;
     if (al_index_rejected(r->idx, i, &e) || al_index_shard(r->idx, e.shard, &sh)) continue;
     printf("  index rejected: %s: member '%s' at byte %" PRIu64 ": %s\n", sh.path, e.member,
            e.offset, e.reason);
@@ -82,7 +82,7 @@ static void print_skipped_text(const verify_run *r, const verify_counts *c) {
   uint64_t shown = 0;
   for (size_t i = 0; i < ns; i++) {
     const char *why = plan_reason(r->plan[i]);
-    al_sample_info si;
+    al_sample_info si = AL_SAMPLE_INFO_INIT;
     if (!why || shown++ >= r->a->show || al_index_sample(r->idx, i, &si)) continue;
     printf("  %s: %s: %s\n", r->m ? "plan" : "buckets", si.key, why);
   }
@@ -167,8 +167,8 @@ static void print_skipped_json(const verify_run *r, const verify_counts *c) {
          c->lost, c->lost_shard, c->lost_member, c->lost_plan, nr, al_index_warning_count(r->idx));
   printf(",\"index_rejected\":[");
   for (size_t i = 0; i < nr; i++) {
-    al_rejected_info e;
-    al_shard_info sh;
+    al_rejected_info e = AL_REJECTED_INFO_INIT;
+    al_shard_info sh = AL_SHARD_INFO_INIT;
     if (al_index_rejected(r->idx, i, &e) || al_index_shard(r->idx, e.shard, &sh)) continue;
     printf("%s{\"shard\":", i ? "," : "");
     jsonw_string(stdout, sh.path);
@@ -184,7 +184,7 @@ static void print_skipped_json(const verify_run *r, const verify_counts *c) {
   const char *sep = "";
   for (size_t i = 0; i < ns; i++) {
     const char *why = plan_reason(r->plan[i]);
-    al_sample_info si;
+    al_sample_info si = AL_SAMPLE_INFO_INIT;
     if (!why || al_index_sample(r->idx, i, &si)) continue;
     printf("%s{\"sample\":%zu,\"key\":", sep, i);
     jsonw_string(stdout, si.key);
@@ -219,7 +219,7 @@ static void print_crop_json(const verify_run *r) {
   printf("],\"cut_most\":[");
   for (size_t k = 0; k < c->n_cut; k++) {
     const fid_cut *x = &c->cut[k];
-    al_sample_info si;
+    al_sample_info si = AL_SAMPLE_INFO_INIT;
     al_index_sample(r->idx, (size_t)x->sample, &si);
     printf("%s{\"sample\":%" PRIu64 ",\"key\":", k ? "," : "", x->sample);
     jsonw_string(stdout, si.key);

@@ -35,6 +35,7 @@ static void bad_member(void *ctx, size_t sample, size_t member, const char *why)
 /* Shard i as the stream would find it when it opens the shard. */
 static void probe(probe_pool *p, size_t i, verify_shard *v) {
   v->checked = 1;
+  v->c.struct_size = sizeof v->c;
   if (al_checker_shard(p->checker, i, bad_member, v, &v->c) != AL_OK && !v->c.open_rc) {
     v->c.open_rc = AL_ENOMEM;
     v->c.error = strdup(al_last_error());
@@ -57,7 +58,7 @@ static void progress(probe_pool *p) {
 static void *probe_worker(void *arg) {
   probe_pool *p = arg;
   for (size_t i; (i = atomic_fetch_add(&p->next, 1)) < p->n;) {
-    al_shard_info sh;
+    al_shard_info sh = AL_SHARD_INFO_INIT;
     if (al_index_shard(p->idx, i, &sh) == AL_OK && sh.sample_count) probe(p, i, &p->v[i]);
     al_clear_error();
     atomic_fetch_add(&p->done, 1);

@@ -18,4 +18,23 @@
 #define AL_API
 #endif
 
+/* Sized public structs (docs/DESIGN.md, "The ABI of the public structs"): a struct the
+ * library fills or reads starts with `size_t struct_size`, the caller's sizeof of it, so that a
+ * library newer than the caller's header reads and writes only what the caller's struct holds.
+ * AL_STRUCT_INIT(T) is an initializer of T with size set and every other field zero:
+ *   al_shard_info si = AL_STRUCT_INIT(al_shard_info);   (each header's AL_X_INIT names it)
+ * Structs the library fills require the size; options the library reads take size 0 as the
+ * current struct, so `al_index_options o = {0};` keeps working. */
+#ifdef __cplusplus
+#define AL_STRUCT_INIT(T)                    \
+  ([]() {                                    \
+    T al_struct_init_{};                     \
+    al_struct_init_.struct_size = sizeof(T); \
+    return al_struct_init_;                  \
+  }())
+#else
+#define AL_STRUCT_INIT(T) \
+  { .struct_size = sizeof(T) }
+#endif
+
 #endif /* AL_API_H */

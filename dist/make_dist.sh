@@ -11,8 +11,13 @@ cp "$bin" "$root/bin/adaptiveload"
 cp "$lib" "$root/lib/libadaptiveload.so"
 chmod 755 "$root/bin/adaptiveload" "$root/lib/libadaptiveload.so"
 for h in $headers; do
-  mkdir -p "$root/include/$(dirname "$h")"
-  cp "$h" "$root/include/$h"
+  case "$h" in
+    */dist/adaptiveload.h | dist/adaptiveload.h) cp "$h" "$root/include/adaptiveload.h" ;; # the umbrella
+    *)
+      mkdir -p "$root/include/$(dirname "$h")"
+      cp "$h" "$root/include/$h"
+      ;;
+  esac
 done
 for f in $py; do cp "$f" "$root/python/adaptiveload/"; done
 for f in $ex; do cp "$f" "$root/examples/"; done

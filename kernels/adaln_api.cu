@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/struct_abi_internal.h"
 #include "kernels/adaln_common.cuh"
 #include "kernels/al_adaln_tuning.h"
 
@@ -56,11 +57,21 @@ typedef struct adaln_opts {
 } adaln_opts;
 
 /* Validates desc and options, fills *o and the parts of the launch they determine. */
-static int setup(const char *fn, const al_adaln_desc *d, const al_adaln_options *opts,
-                 int check_device_offsets, void *stream, adaln_launch *l, adaln_opts *o) {
+static int setup(const char *fn, const al_adaln_desc *caller_desc,
+                 const al_adaln_options *caller_opts, int check_device_offsets, void *stream,
+                 adaln_launch *l, adaln_opts *o) {
   memset(l, 0, sizeof *l);
   memset(o, 0, sizeof *o);
-  if (d == NULL) return al_set_error(AL_EINVAL, "%s: desc is NULL", fn);
+  if (caller_desc == NULL) return al_set_error(AL_EINVAL, "%s: desc is NULL", fn);
+  /* The caller's structs as this library's (common/struct_abi_internal.h). */
+  al_adaln_desc desc;
+  al_adaln_options local;
+  int src = struct_in(&desc, sizeof desc, AL_ADALN_DESC_V1, caller_desc, fn, "al_adaln_desc");
+  if (src == AL_OK && caller_opts)
+    src = struct_in(&local, sizeof local, AL_ADALN_OPTIONS_V1, caller_opts, fn, "al_adaln_options");
+  if (src != AL_OK) return src;
+  const al_adaln_desc *d = &desc;
+  const al_adaln_options *opts = caller_opts ? &local : NULL;
   if (al_dtype_size(d->dtype) == 0)
     return al_set_error(AL_EINVAL, "%s: dtype %d is not AL_DTYPE_BF16/FP16/FP32", fn, d->dtype);
   if (d->dim < 1 || d->dim > AL_ADALN_MAX_DIM)

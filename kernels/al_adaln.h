@@ -63,6 +63,12 @@
  * CUDA runtime call or launch failed; the message names the call and the CUDA error),
  * AL_EUNSUPPORTED (only for a configuration forced through al_adaln_tuning.h that cannot run).
  * Errors from earlier asynchronous work on the stream may surface as AL_ECUDA from a later call.
+ *
+ * Struct sizes (docs/DESIGN.md, "The ABI of the public structs"): al_adaln_desc and
+ * al_adaln_options start with `size_t struct_size` (AL_*_INIT; 0 = this header's struct); the
+ * library reads only what fits in it, fields past it as zero. A size below AL_*_V1 or above the
+ * library's is AL_EINVAL naming the struct and both sizes. al_adaln_tuning (al_adaln_tuning.h)
+ * is unstable and keeps no size.
  */
 #ifndef AL_ADALN_H
 #define AL_ADALN_H
@@ -87,14 +93,17 @@ typedef enum al_dtype { AL_DTYPE_BF16 = 1, AL_DTYPE_FP16 = 2, AL_DTYPE_FP32 = 3 
 
 /* What the tensors look like. */
 typedef struct al_adaln_desc {
-  int dtype;                      /* al_dtype of x, y, dy, dx, scale, shift, dscale, dshift */
-  int32_t batch;                  /* B: samples, rows of scale/shift */
-  int32_t dim;                    /* D: features */
-  int64_t rows;                   /* tokens in x; fixed layout: 0 (derived) or B * seq_len */
-  int64_t seq_len;                /* fixed layout: N tokens per sample; 0 for packed */
+  size_t struct_size; /* sizeof(al_adaln_desc) (AL_ADALN_DESC_INIT); 0 = this header's struct */
+  int dtype;          /* al_dtype of x, y, dy, dx, scale, shift, dscale, dshift */
+  int32_t batch;      /* B: samples, rows of scale/shift */
+  int32_t dim;        /* D: features */
+  int64_t rows;       /* tokens in x; fixed layout: 0 (derived) or B * seq_len */
+  int64_t seq_len;    /* fixed layout: N tokens per sample; 0 for packed */
   const int32_t *cu_seqlens;      /* packed layout: device, B + 1 offsets; NULL for fixed */
   const int32_t *cu_seqlens_host; /* optional host mirror of cu_seqlens, checked when given */
 } al_adaln_desc;
+#define AL_ADALN_DESC_INIT AL_STRUCT_INIT(al_adaln_desc)
+#define AL_ADALN_DESC_V1 sizeof(al_adaln_desc)
 
 /* flags */
 #define AL_ADALN_PLAIN_SCALE 1u      /* modulate with scale instead of (1 + scale) */
@@ -104,10 +113,14 @@ struct al_adaln_tuning; /* al_adaln_tuning.h: kernel choice and configuration (u
 
 /* Options: zero (or a NULL pointer) means default for every field. */
 typedef struct al_adaln_options {
-  float eps;                            /* added to the variance; 0 -> 1e-6 */
-  unsigned flags;                       /* AL_ADALN_PLAIN_SCALE | AL_ADALN_VALIDATE_OFFSETS */
+  size_t
+      struct_size; /* sizeof(al_adaln_options) (AL_ADALN_OPTIONS_INIT); 0 = this header's struct */
+  float eps;       /* added to the variance; 0 -> 1e-6 */
+  unsigned flags;  /* AL_ADALN_PLAIN_SCALE | AL_ADALN_VALIDATE_OFFSETS */
   const struct al_adaln_tuning *tuning; /* NULL: the library's choice (al_adaln_tuning.h) */
 } al_adaln_options;
+#define AL_ADALN_OPTIONS_INIT AL_STRUCT_INIT(al_adaln_options)
+#define AL_ADALN_OPTIONS_V1 sizeof(al_adaln_options)
 
 /* Forward. x, scale, shift in; y out; mean, rstd (fp32, rows entries each) out for the backward.
  * mean and rstd may both be NULL when no backward follows (inference). */

@@ -20,6 +20,12 @@
  * (each call opens its own file or connection); the member callback runs on the calling
  * thread. Errors: al_status codes with al_last_error() set; what is wrong with a shard or a
  * member is a result (al_shard_check, the callback), not an error.
+ *
+ * Struct sizes (docs/DESIGN.md, "The ABI of the public structs"): al_check_options and
+ * al_shard_check start with `size_t struct_size`, set with the struct's AL_*_INIT macro; the
+ * library reads and writes only what fits in it (options: 0 = this header's struct; a filled struct
+ * must carry its size). A size below AL_*_V1 or above the library's is AL_EINVAL naming the struct
+ * and both sizes.
  */
 #ifndef AL_CHECK_H
 #define AL_CHECK_H
@@ -38,14 +44,19 @@ typedef struct al_checker al_checker;
 
 /* Zero means the default. */
 typedef struct al_check_options {
+  size_t
+      struct_size; /* sizeof(al_check_options) (AL_CHECK_OPTIONS_INIT); 0 = this header's struct */
   /* Shards at URLs: each setting given here, else the environment's, else what the index
    * recorded (al_storage_resolve in al_index.h). */
   al_storage_options storage;
   int skip_typed_headers; /* 1: do not read typed members' headers */
 } al_check_options;
+#define AL_CHECK_OPTIONS_INIT AL_STRUCT_INIT(al_check_options)
+#define AL_CHECK_OPTIONS_V1 sizeof(al_check_options)
 
 /* What al_checker_shard found. */
 typedef struct al_shard_check {
+  size_t struct_size;     /* sizeof(al_shard_check), set by the caller: AL_SHARD_CHECK_INIT */
   int open_rc;            /* AL_OK, or why the shard could not be opened, stat'ed or HEAD-ed */
   int verify_rc;          /* size as indexed: AL_OK unchanged, AL_EFORMAT changed (ETag or content
                              fingerprint), AL_EIO unreadable, AL_ENOTFOUND the index recorded no
@@ -58,6 +69,8 @@ typedef struct al_shard_check {
   uint64_t typed_skipped; /* typed members not read (LZ4 frames, compressed shards) */
   uint64_t requests;      /* remote requests sent (0 for a local shard) */
 } al_shard_check;
+#define AL_SHARD_CHECK_INIT AL_STRUCT_INIT(al_shard_check)
+#define AL_SHARD_CHECK_V1 sizeof(al_shard_check)
 
 /* A typed member whose header disagrees with the index or its size: sample and member
  * positions in the index, and the message (naming shard, key, member and byte offset). */

@@ -18,6 +18,15 @@
  * Errors: functions return an al_status (common/al_status.h) and set
  * al_last_error(). Bad input inside shards is not an error of the build: it is
  * recorded as a rejected entry and the build goes on (see al_index_options.strict).
+ *
+ * Struct sizes (docs/DESIGN.md, "The ABI of the public structs"): al_index_options, al_shard_info,
+ * al_sample_info, al_member_type, al_rejected_info and al_index_stats start with `size_t
+ * struct_size`, the caller's sizeof, set in one line with the struct's AL_*_INIT macro. The library
+ * reads and writes only the bytes that fit in it (fields past it read as zero, are not written), so
+ * a caller built against an older header keeps working. A struct the library fills must carry its
+ * size; an options struct it reads takes 0 as this header's struct (so `= {0}` keeps
+ * working). A size below the struct's AL_*_V1 (its first sized version) or above
+ * the library's is AL_EINVAL naming the function, the struct and both sizes.
  */
 #ifndef AL_INDEX_H
 #define AL_INDEX_H
@@ -47,12 +56,14 @@ typedef struct al_index al_index;
 
 /* Zero means default for every field. */
 typedef struct al_index_options {
-  int threads;       /* shards indexed in parallel; 0 = all online cores */
-  int strict;        /* nonzero: al_index_build fails if anything was rejected */
-  int progress;      /* 0 = progress line on stderr when it is a terminal, 1 = always, -1 = never */
-  size_t block_size; /* fixed read size; 0 = adaptive for plain tar (16 KiB after
-                        each payload skip, doubling up to 1 MiB while data is
-                        consumed), 4 MiB for compressed shards */
+  size_t
+      struct_size; /* sizeof(al_index_options) (AL_INDEX_OPTIONS_INIT); 0 = this header's struct */
+  int threads;     /* shards indexed in parallel; 0 = all online cores */
+  int strict;      /* nonzero: al_index_build fails if anything was rejected */
+  int progress;    /* 0 = progress line on stderr when it is a terminal, 1 = always, -1 = never */
+  size_t block_size;        /* fixed read size; 0 = adaptive for plain tar (16 KiB after
+                               each payload skip, doubling up to 1 MiB while data is
+                               consumed), 4 MiB for compressed shards */
   const char *dali_idx_dir; /* non-NULL: also write DALI wds2idx v1.2 files here, one per shard */
   /* JSON field names; NULL = defaults. Aliases are tried after the configured name. */
   const char *field_width;    /* "width" */
@@ -95,6 +106,8 @@ typedef struct al_index_options {
   const char *s3_region;
   int s3_addressing;
 } al_index_options;
+#define AL_INDEX_OPTIONS_INIT AL_STRUCT_INIT(al_index_options)
+#define AL_INDEX_OPTIONS_V1 offsetof(al_index_options, s3_endpoint)
 
 /* What indexing one remote shard sent and received (zero for a local shard). */
 typedef struct al_shard_io {
@@ -103,6 +116,7 @@ typedef struct al_shard_io {
 } al_shard_io;
 
 typedef struct al_shard_info {
+  size_t struct_size; /* sizeof(al_shard_info), set by the caller: AL_SHARD_INFO_INIT */
   const char *path;
   uint64_t size;
   int64_t mtime_ns;
@@ -128,6 +142,8 @@ typedef struct al_shard_info {
   int remote;
   const char *etag;
 } al_shard_info;
+#define AL_SHARD_INFO_INIT AL_STRUCT_INIT(al_shard_info)
+#define AL_SHARD_INFO_V1 offsetof(al_shard_info, content_fp)
 
 enum { AL_SHARD_LOCAL = 0, AL_SHARD_HTTP = 1, AL_SHARD_S3 = 2 };
 
@@ -139,6 +155,7 @@ typedef struct al_member_info {
 } al_member_info;
 
 typedef struct al_sample_info {
+  size_t struct_size; /* sizeof(al_sample_info), set by the caller: AL_SAMPLE_INFO_INIT */
   const char *key;
   uint32_t shard;
   uint32_t width;
@@ -147,29 +164,38 @@ typedef struct al_sample_info {
   float fps;       /* 0 when unknown */
   uint32_t n_members;
 } al_sample_info;
+#define AL_SAMPLE_INFO_INIT AL_STRUCT_INIT(al_sample_info)
+#define AL_SAMPLE_INFO_V1 sizeof(al_sample_info)
 
 /* dtype and shape of a typed member (KEY.npy, KEY.latent.npy, KEY.t5.npy.lz4,
  * KEY.x.safetensors, ...), from its header at indexing time. */
 #define AL_INDEX_MAX_DIMS 8
 typedef struct al_member_type {
-  const char *dtype; /* NumPy name: "float16", "bfloat16", "float32", "uint8", ...; static */
-  size_t elem_size;  /* bytes per element */
-  uint32_t ndim;     /* 0 for a scalar */
+  size_t struct_size; /* sizeof(al_member_type), set by the caller: AL_MEMBER_TYPE_INIT */
+  const char *dtype;  /* NumPy name: "float16", "bfloat16", "float32", "uint8", ...; static */
+  size_t elem_size;   /* bytes per element */
+  uint32_t ndim;      /* 0 for a scalar */
   uint64_t shape[AL_INDEX_MAX_DIMS]; /* C order; 0 past ndim */
   uint64_t data_offset; /* bytes from the member's first (decoded, for .lz4) byte to the data */
   uint64_t data_bytes;  /* product(shape) x elem_size: the rest of the member */
 } al_member_type;
+#define AL_MEMBER_TYPE_INIT AL_STRUCT_INIT(al_member_type)
+#define AL_MEMBER_TYPE_V1 sizeof(al_member_type)
 
 typedef struct al_rejected_info {
+  size_t struct_size; /* sizeof(al_rejected_info), set by the caller: AL_REJECTED_INFO_INIT */
   uint32_t shard;
   const char *member; /* "" for shard-level failures */
   uint64_t offset;
   const char *key; /* "" when unknown */
   const char *reason;
 } al_rejected_info;
+#define AL_REJECTED_INFO_INIT AL_STRUCT_INIT(al_rejected_info)
+#define AL_REJECTED_INFO_V1 sizeof(al_rejected_info)
 
 /* Summary of a build, also what `adaptiveload index --json` prints. */
 typedef struct al_index_stats {
+  size_t struct_size; /* sizeof(al_index_stats), set by the caller: AL_INDEX_STATS_INIT */
   uint64_t shards;
   uint64_t samples;
   uint64_t rejected;
@@ -186,6 +212,8 @@ typedef struct al_index_stats {
   uint64_t remote_requests;
   uint64_t remote_bytes;
 } al_index_stats;
+#define AL_INDEX_STATS_INIT AL_STRUCT_INIT(al_index_stats)
+#define AL_INDEX_STATS_V1 offsetof(al_index_stats, remote_shards)
 
 /* Expands a SHARD argument: a file, a directory (every *.tar* inside, sorted) or
  * a brace pattern "shard-{000000..000099}.tar" (also "{a,b}", several groups).

@@ -18,10 +18,18 @@
  *
  * Thread safety: al_synth_write is internally parallel and reentrant.
  * Errors: al_status return, message in al_last_error().
+ *
+ * Struct sizes (docs/DESIGN.md, "The ABI of the public structs"): al_synth_options and
+ * al_synth_stats (al_synth_sample_meta, filled by a function without a status, keeps a fixed
+ * layout) start with `size_t struct_size`, set with the struct's AL_*_INIT macro; the library reads
+ * and writes only what fits in it (options: 0 = this header's struct; a filled struct must carry
+ * its size). A size below AL_*_V1 or above the library's is AL_EINVAL naming the struct and both
+ * sizes.
  */
 #ifndef AL_SYNTH_H
 #define AL_SYNTH_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "common/al_api.h"
@@ -38,6 +46,8 @@ typedef enum al_synth_payload {
 
 /* Zero means default for every field. */
 typedef struct al_synth_options {
+  size_t
+      struct_size; /* sizeof(al_synth_options) (AL_SYNTH_OPTIONS_INIT); 0 = this header's struct */
   const char *out_dir; /* created if missing */
   uint64_t samples;    /* 0 = 2000 */
   uint32_t shards;     /* 0 = 8; capped at `samples` */
@@ -46,6 +56,8 @@ typedef struct al_synth_options {
   int threads;  /* 0 = all online cores */
   int lz4_json; /* nonzero: write KEY.json.lz4 (an LZ4 frame) instead of KEY.json */
 } al_synth_options;
+#define AL_SYNTH_OPTIONS_INIT AL_STRUCT_INIT(al_synth_options)
+#define AL_SYNTH_OPTIONS_V1 sizeof(al_synth_options)
 
 typedef struct al_synth_sample_meta {
   uint32_t width, height, frames; /* multiples of 16; frames 1 for images */
@@ -55,10 +67,13 @@ typedef struct al_synth_sample_meta {
 } al_synth_sample_meta;
 
 typedef struct al_synth_stats {
+  size_t struct_size; /* sizeof(al_synth_stats), set by the caller: AL_SYNTH_STATS_INIT */
   uint64_t samples, images, videos;
   uint64_t bytes; /* tar bytes written */
   double seconds;
 } al_synth_stats;
+#define AL_SYNTH_STATS_INIT AL_STRUCT_INIT(al_synth_stats)
+#define AL_SYNTH_STATS_V1 sizeof(al_synth_stats)
 
 /* Shape of sample `i` for `seed` (pure function). */
 AL_API void al_synth_sample(uint64_t seed, uint64_t i, al_synth_sample_meta *out);

@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/struct_abi_internal.h"
 #include "common/clock_internal.h"
 #include "common/grow_internal.h"
 #include "loader/dali_idx_internal.h"
@@ -530,12 +531,16 @@ int al_index_build(al_index **out, const char *const *shards, size_t n,
     if (urc) return urc;
   }
   al_index_options o;
-  memset(&o, 0, sizeof o);
-  if (opts) o = *opts;
+  int rc = struct_in(&o, sizeof o, AL_INDEX_OPTIONS_V1, opts, "al_index_build", "al_index_options");
+  if (rc) return rc;
+  size_t n_stats = 0;
+  if (stats && (rc = struct_out_size(stats, sizeof(al_index_stats), AL_INDEX_STATS_V1,
+                                     "al_index_build", "al_index_stats", &n_stats)))
+    return rc;
   build B;
   merger M;
   memset(&M, 0, sizeof M);
-  int rc = build_init(&B, shards, n, &o);
+  rc = build_init(&B, shards, n, &o);
   if (!rc) rc = al_index_new(&M.g);
   const char *names[AL_N_FIELDS] = {B.fields.width, B.fields.height, B.fields.frames, B.fields.fps,
                                     B.fields.duration};
@@ -560,7 +565,11 @@ int al_index_build(al_index **out, const char *const *shards, size_t n,
     al_index_free(idx);
     return rc;
   }
-  if (stats) fill_stats(&B, idx, stats);
+  if (stats) {
+    al_index_stats full = AL_INDEX_STATS_INIT;
+    fill_stats(&B, idx, &full);
+    struct_out(stats, &full, n_stats);
+  }
   *out = idx;
   if (B.readable == 0)
     return al_set_error(AL_EFORMAT, "no shard could be read (%zu given); see the rejected list", n);

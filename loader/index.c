@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "common/grow_internal.h"
+#include "common/struct_abi_internal.h"
 #include "loader/hash_internal.h"
 #include "loader/al_members.h"
 #include "loader/index_internal.h"
@@ -417,11 +418,16 @@ uint64_t al_index_fingerprint(const al_index *idx) {
   return hash_fold(h, idx->fp_samples);
 }
 
-int al_index_shard(const al_index *idx, size_t i, al_shard_info *out) {
-  if (!idx || !out) return al_set_error(AL_EINVAL, "al_index_shard: NULL argument");
+int al_index_shard(const al_index *idx, size_t i, al_shard_info *caller) {
+  if (!idx || !caller) return al_set_error(AL_EINVAL, "al_index_shard: NULL argument");
+  size_t n;
+  int rc = struct_out_size(caller, sizeof(al_shard_info), AL_SHARD_INFO_V1, "al_index_shard",
+                           "al_shard_info", &n);
+  if (rc) return rc;
   if (i >= idx->n_shards)
     return al_set_error(AL_ERANGE, "shard %zu out of range (%zu shards)", i, idx->n_shards);
   const index_shard_rec *s = &idx->shards[i];
+  al_shard_info info = AL_SHARD_INFO_INIT, *out = &info;
   out->path = s->path;
   out->size = s->size;
   out->mtime_ns = s->mtime_ns;
@@ -432,14 +438,20 @@ int al_index_shard(const al_index *idx, size_t i, al_shard_info *out) {
   out->content_fp = s->content_fp;
   out->remote = shard_path_url_kind(s->path);
   out->etag = s->etag ? s->etag : "";
+  struct_out(caller, out, n);
   return AL_OK;
 }
 
-int al_index_sample(const al_index *idx, size_t i, al_sample_info *out) {
-  if (!idx || !out) return al_set_error(AL_EINVAL, "al_index_sample: NULL argument");
+int al_index_sample(const al_index *idx, size_t i, al_sample_info *caller) {
+  if (!idx || !caller) return al_set_error(AL_EINVAL, "al_index_sample: NULL argument");
+  size_t n;
+  int rc = struct_out_size(caller, sizeof(al_sample_info), AL_SAMPLE_INFO_V1, "al_index_sample",
+                           "al_sample_info", &n);
+  if (rc) return rc;
   if (i >= idx->n_samples)
     return al_set_error(AL_ERANGE, "sample %zu out of range (%zu samples)", i, idx->n_samples);
   const index_sample_rec *s = &idx->samples[i];
+  al_sample_info info = AL_SAMPLE_INFO_INIT, *out = &info;
   out->key = idx->keys + s->key;
   out->shard = s->shard;
   out->width = s->width;
@@ -447,6 +459,7 @@ int al_index_sample(const al_index *idx, size_t i, al_sample_info *out) {
   out->frames = s->frames;
   out->fps = s->fps;
   out->n_members = s->n_members;
+  struct_out(caller, out, n);
   return AL_OK;
 }
 
@@ -501,11 +514,16 @@ int al_index_find_member(const al_index *idx, size_t sample, const char *ext, al
 }
 
 /* Entry i of the rejected list (warnings 0) or of the warnings (1), for the two accessors. */
-static int entry_get(const al_index *idx, int warnings, size_t i, al_rejected_info *out) {
+static int entry_get(const al_index *idx, int warnings, size_t i, al_rejected_info *caller) {
   static const char *const fn[2] = {"al_index_rejected", "al_index_warning"};
   static const char *const item[2] = {"rejected entry", "warning"};
   static const char *const items[2] = {"entries", "warnings"};
-  if (!idx || !out) return al_set_error(AL_EINVAL, "%s: NULL argument", fn[warnings]);
+  if (!idx || !caller) return al_set_error(AL_EINVAL, "%s: NULL argument", fn[warnings]);
+  size_t n;
+  int rc = struct_out_size(caller, sizeof(al_rejected_info), AL_REJECTED_INFO_V1, fn[warnings],
+                           "al_rejected_info", &n);
+  if (rc) return rc;
+  al_rejected_info info = AL_REJECTED_INFO_INIT, *out = &info;
   const index_entry_list *l = warnings ? &idx->warnings : &idx->rejected;
   if (i >= l->n)
     return al_set_error(AL_ERANGE, "%s %zu out of range (%zu %s)", item[warnings], i, l->n,
@@ -516,6 +534,7 @@ static int entry_get(const al_index *idx, int warnings, size_t i, al_rejected_in
   out->offset = r->offset;
   out->key = r->key;
   out->reason = r->reason;
+  struct_out(caller, out, n);
   return AL_OK;
 }
 
@@ -523,9 +542,8 @@ int al_index_rejected(const al_index *idx, size_t i, al_rejected_info *out) {
   return entry_get(idx, 0, i, out);
 }
 
-int al_index_member_type(const al_index *idx, size_t sample, size_t m, al_member_type *out) {
-  if (!idx || !out) return al_set_error(AL_EINVAL, "al_index_member_type: NULL argument");
-  memset(out, 0, sizeof *out);
+/* al_index_member_type into the library's struct (zeroed first, also on failure). */
+static int member_type(const al_index *idx, size_t sample, size_t m, al_member_type *out) {
   if (sample >= idx->n_samples)
     return al_set_error(AL_ERANGE, "sample %zu out of range (%zu samples)", sample, idx->n_samples);
   const index_sample_rec *s = &idx->samples[sample];
@@ -545,6 +563,18 @@ int al_index_member_type(const al_index *idx, size_t sample, size_t m, al_member
   out->data_offset = t->data_offset;
   out->data_bytes = bytes;
   return AL_OK;
+}
+
+int al_index_member_type(const al_index *idx, size_t sample, size_t m, al_member_type *caller) {
+  if (!idx || !caller) return al_set_error(AL_EINVAL, "al_index_member_type: NULL argument");
+  size_t n;
+  int rc = struct_out_size(caller, sizeof(al_member_type), AL_MEMBER_TYPE_V1,
+                           "al_index_member_type", "al_member_type", &n);
+  if (rc) return rc;
+  al_member_type info = AL_MEMBER_TYPE_INIT;
+  rc = member_type(idx, sample, m, &info);
+  struct_out(caller, &info, n);
+  return rc;
 }
 
 int al_index_latent_grid(const al_index *idx, size_t sample, uint32_t *t, uint32_t *h, uint32_t *w,

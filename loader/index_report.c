@@ -32,8 +32,8 @@ int al_index_print_rejected(FILE *out, const al_index *idx, int json) {
   size_t n = al_index_rejected_count(idx);
   if (json) fprintf(out, "[");
   for (size_t i = 0; i < n; i++) {
-    al_rejected_info r;
-    al_shard_info s;
+    al_rejected_info r = AL_REJECTED_INFO_INIT;
+    al_shard_info s = AL_SHARD_INFO_INIT;
     int rc = al_index_rejected(idx, i, &r);
     if (!rc) rc = al_index_shard(idx, r.shard, &s);
     if (rc) return rc;

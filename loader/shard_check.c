@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/struct_abi_internal.h"
 #include "common/atomic_file_internal.h"
 #include "loader/al_check.h"
 #include "loader/index_internal.h"
@@ -56,14 +57,16 @@ static int read_at(void *ctx, void *buf, size_t n, uint64_t off, const char *pat
   return read_exact(ctx, buf, n, off);
 }
 
-int al_checker_open(al_checker **out, const al_index *idx, const al_check_options *o) {
+int al_checker_open(al_checker **out, const al_index *idx, const al_check_options *opts) {
   if (!out || !idx) return al_set_error(AL_EINVAL, "al_checker_open: NULL argument");
   *out = NULL;
   al_check_options d;
-  memset(&d, 0, sizeof d);
-  if (!o) o = &d;
+  int rc = struct_in(&d, sizeof d, AL_CHECK_OPTIONS_V1, opts, "al_checker_open",
+                     "al_check_options");
+  if (rc) return rc;
+  const al_check_options *o = &d;
   const al_storage_options *st = &o->storage;
-  int rc = al_storage_check(st);
+  rc = al_storage_check(st);
   if (rc) return rc;
   al_checker *c = calloc(1, sizeof *c);
   if (!c) return al_set_error(AL_ENOMEM, "al_checker_open: out of memory");
@@ -98,10 +101,15 @@ void al_checker_close(al_checker *c) {
   free(c);
 }
 
+/* Frees the message and zeroes the fields within the caller's struct_size (kept, so the struct
+ * can be passed again); a size out of range is taken as the first version's, which every
+ * caller's struct holds. */
 void al_shard_check_clear(al_shard_check *r) {
   if (!r) return;
+  size_t n = r->struct_size;
+  if (n < AL_SHARD_CHECK_V1 || n > sizeof *r) n = AL_SHARD_CHECK_V1;
   free(r->error);
-  memset(r, 0, sizeof *r);
+  memset((unsigned char *)r + sizeof r->struct_size, 0, n - sizeof r->struct_size);
 }
 
 /* The message of the last error, kept in r->error (NULL when out of memory: callers say so). */
@@ -186,9 +194,9 @@ static int parse_typed(const shard_bytes *b, theader_kind kind, const al_member_
  * not typed; a negative al_status for out of memory. */
 static int check_member(al_checker *c, const shard_bytes *b, size_t sample, size_t m,
                         al_check_member_fn fn, void *ctx, al_shard_check *r) {
-  al_member_type t;
+  al_member_type t = AL_MEMBER_TYPE_INIT;
   al_member_info mi;
-  al_sample_info si;
+  al_sample_info si = AL_SAMPLE_INFO_INIT;
   if (al_index_member_type(c->idx, sample, m, &t) != AL_OK ||
       al_index_member(c->idx, sample, m, &mi) != AL_OK ||
       al_index_sample(c->idx, sample, &si) != AL_OK) {
@@ -240,10 +248,9 @@ static int check_typed(al_checker *c, size_t i, const shard_bytes *b, al_check_m
   return AL_OK;
 }
 
-int al_checker_shard(al_checker *c, size_t shard, al_check_member_fn fn, void *ctx,
-                     al_shard_check *out) {
-  if (!c || !out) return al_set_error(AL_EINVAL, "al_checker_shard: NULL argument");
-  memset(out, 0, sizeof *out);
+/* al_checker_shard into the library's struct (zeroed first). */
+static int checker_shard(al_checker *c, size_t shard, al_check_member_fn fn, void *ctx,
+                         al_shard_check *out) {
   if (shard >= c->idx->n_shards)
     return al_set_error(AL_ERANGE, "shard %zu out of range (%zu shards)", shard, c->idx->n_shards);
   const index_shard_rec *s = &c->idx->shards[shard];
@@ -261,5 +268,18 @@ int al_checker_shard(al_checker *c, size_t shard, al_check_member_fn fn, void *c
     remote_shard_close(b.rs);
   }
   if (b.fd >= 0) close(b.fd);
+  return rc;
+}
+
+int al_checker_shard(al_checker *c, size_t shard, al_check_member_fn fn, void *ctx,
+                     al_shard_check *caller) {
+  if (!c || !caller) return al_set_error(AL_EINVAL, "al_checker_shard: NULL argument");
+  size_t n;
+  int rc = struct_out_size(caller, sizeof(al_shard_check), AL_SHARD_CHECK_V1, "al_checker_shard",
+                           "al_shard_check", &n);
+  if (rc) return rc;
+  al_shard_check r = AL_SHARD_CHECK_INIT;
+  rc = checker_shard(c, shard, fn, ctx, &r);
+  struct_out(caller, &r, n);
   return rc;
 }

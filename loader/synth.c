@@ -1,4 +1,5 @@
 /* Synthetic WebDataset corpus; see al_synth.h. Shards are written in parallel, one per task. */
+#include "common/struct_abi_internal.h"
 #include "loader/al_synth.h"
 
 #include <errno.h>
@@ -206,7 +207,20 @@ static int mkdirs(const char *dir) {
   return AL_OK;
 }
 
-int al_synth_write(const al_synth_options *opts, al_synth_stats *stats) {
+int al_synth_write(const al_synth_options *caller_opts, al_synth_stats *stats) {
+  al_synth_options local;
+  if (caller_opts) {
+    int src = struct_in(&local, sizeof local, AL_SYNTH_OPTIONS_V1, caller_opts, "al_synth_write",
+                        "al_synth_options");
+    if (src) return src;
+  }
+  const al_synth_options *opts = caller_opts ? &local : NULL;
+  size_t n_stats = 0;
+  if (stats) {
+    int src = struct_out_size(stats, sizeof(al_synth_stats), AL_SYNTH_STATS_V1, "al_synth_write",
+                              "al_synth_stats", &n_stats);
+    if (src) return src;
+  }
   if (!opts || !opts->out_dir)
     return al_set_error(AL_EINVAL, "al_synth_write: no output directory");
   if (opts->payload != AL_SYNTH_LATENT && opts->payload != AL_SYNTH_NONE)
@@ -239,11 +253,13 @@ int al_synth_write(const al_synth_options *opts, al_synth_stats *stats) {
   if (atomic_load(&J.failed)) return al_set_error(J.err_rc, "%s", J.err);
   double t1 = clock_now_s();
   if (stats) {
-    stats->samples = J.samples;
-    stats->images = atomic_load(&J.images);
-    stats->videos = J.samples - stats->images;
-    stats->bytes = atomic_load(&J.bytes);
-    stats->seconds = t1 - t0;
+    al_synth_stats full = AL_SYNTH_STATS_INIT;
+    full.samples = J.samples;
+    full.images = atomic_load(&J.images);
+    full.videos = J.samples - full.images;
+    full.bytes = atomic_load(&J.bytes);
+    full.seconds = t1 - t0;
+    struct_out(stats, &full, n_stats);
   }
   return AL_OK;
 }

@@ -44,6 +44,12 @@
  * plain value with fixed-size strings.
  * Thread safety: no shared state; distinct objects may be used concurrently.
  * Errors: al_status codes; al_last_error() names file, line and column.
+ *
+ * Struct sizes (docs/DESIGN.md, "The ABI of the public structs"): al_cost_fit_options and
+ * al_trace_stats start with `size_t struct_size`, set with AL_*_INIT; the library reads and
+ * writes only what fits in it (options: 0 = this header's struct). A size below AL_*_V1 or
+ * above the library's is AL_EINVAL naming the struct and both sizes. al_cost_model and
+ * al_bench keep a fixed layout for now (al_cost_predict and its kin return no status).
  */
 #ifndef AL_COST_H
 #define AL_COST_H
@@ -180,13 +186,16 @@ AL_API void al_bench_free(al_bench *b);
  * named in stats; fewer than AL_BENCH_MIN_ROWS distinct shapes is AL_EINVAL. examples/
  * train_dit.py --trace writes such a file. `stats` may be NULL. */
 typedef struct al_trace_stats {
-  size_t lines;   /* non-blank lines */
-  size_t used;    /* measurements kept */
-  size_t warmup;  /* lines marked warmup */
-  size_t skipped; /* lines that could not be used */
-  size_t groups;  /* distinct (B, S): the rows */
+  size_t struct_size; /* sizeof(al_trace_stats), set by the caller: AL_TRACE_STATS_INIT */
+  size_t lines;       /* non-blank lines */
+  size_t used;        /* measurements kept */
+  size_t warmup;      /* lines marked warmup */
+  size_t skipped;     /* lines that could not be used */
+  size_t groups;      /* distinct (B, S): the rows */
   char first_skipped[256];
 } al_trace_stats;
+#define AL_TRACE_STATS_INIT AL_STRUCT_INIT(al_trace_stats)
+#define AL_TRACE_STATS_V1 sizeof(al_trace_stats)
 AL_API int al_bench_parse_trace(al_bench *out, const char *text, size_t len, const char *name,
                                 al_trace_stats *stats);
 AL_API int al_bench_load_trace(al_bench *out, const char *path, al_trace_stats *stats);
@@ -203,6 +212,8 @@ typedef enum al_cost_loss {
 #define AL_COST_DEFAULT_MIN_TOKENS 4096
 
 typedef struct al_cost_fit_options {
+  size_t struct_size; /* sizeof(al_cost_fit_options) (AL_COST_FIT_OPTIONS_INIT); 0 = this header's
+                         struct */
   al_cost_family family; /* AL_COST_AUTO (0) = fit all three, keep the best */
   uint32_t folds;        /* 0 = 5 */
   uint64_t min_tokens;   /* 0 = AL_COST_DEFAULT_MIN_TOKENS for power and poly2, 1 for floor;
@@ -214,6 +225,8 @@ typedef struct al_cost_fit_options {
   double sp_a2a_bytes_per_token;
   double sp_link_gbps;
 } al_cost_fit_options;
+#define AL_COST_FIT_OPTIONS_INIT AL_STRUCT_INIT(al_cost_fit_options)
+#define AL_COST_FIT_OPTIONS_V1 offsetof(al_cost_fit_options, sp_a2a_bytes_per_token)
 
 /* Raw fitters on n rows (weights: relative residuals). params as above. */
 AL_API int al_cost_fit_power(const double *B, const double *S, const double *t, size_t n,

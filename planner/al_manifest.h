@@ -13,6 +13,15 @@
  * returned structs point into it and stay valid until it is freed.
  * Thread safety: a loaded manifest is immutable; concurrent readers are fine.
  * Errors: al_status codes, message in al_last_error() (file and record named).
+ *
+ * Struct sizes (docs/DESIGN.md, "The ABI of the public structs"): al_manifest_info, al_bucket_info,
+ * al_micro_ref and al_step_info start with `size_t struct_size`, the caller's sizeof, set in one
+ * line with the struct's AL_*_INIT macro. The library reads and writes only the bytes that fit in
+ * it (fields past it read as zero, are not written), so a caller built against an older header
+ * keeps working. A struct the library fills must carry its size; an options struct it reads takes 0
+ * as this header's struct (so `= {0}` keeps
+ * working). A size below the struct's AL_*_V1 (its first sized version) or above
+ * the library's is AL_EINVAL naming the function, the struct and both sizes.
  */
 #ifndef AL_MANIFEST_H
 #define AL_MANIFEST_H
@@ -35,6 +44,7 @@ typedef struct al_manifest al_manifest;
 #define AL_PLAN_MAX_SP_DEGREES 11u
 
 typedef struct al_manifest_info {
+  size_t struct_size; /* sizeof(al_manifest_info), set by the caller: AL_MANIFEST_INFO_INIT */
   const char *policy; /* "adaptive" | "equal-token" */
   uint32_t world;
   uint64_t seed;
@@ -80,8 +90,11 @@ typedef struct al_manifest_info {
   double bubble_step;  /* 1 - sum of rank costs / (W x sum over steps of the slowest rank's sum) */
   double bubble_micro; /* 1 - sum of rank costs / (W x sum over steps and slots of the slowest) */
 } al_manifest_info;
+#define AL_MANIFEST_INFO_INIT AL_STRUCT_INIT(al_manifest_info)
+#define AL_MANIFEST_INFO_V1 offsetof(al_manifest_info, sync)
 
 typedef struct al_bucket_info {
+  size_t struct_size; /* sizeof(al_bucket_info), set by the caller: AL_BUCKET_INFO_INIT */
   uint32_t id;
   uint32_t width, height, frames;
   uint64_t tokens; /* per sample */
@@ -91,9 +104,12 @@ typedef struct al_bucket_info {
   const char *limited_by; /* "memory" | "compute" | "one" */
   uint32_t sp_degree;     /* added at the end: the degree its micro-batches run at (1 without SP) */
 } al_bucket_info;
+#define AL_BUCKET_INFO_INIT AL_STRUCT_INIT(al_bucket_info)
+#define AL_BUCKET_INFO_V1 offsetof(al_bucket_info, sp_degree)
 
 typedef struct al_micro_ref {
-  uint32_t step; /* absolute step in the epoch */
+  size_t struct_size; /* sizeof(al_micro_ref), set by the caller: AL_MICRO_REF_INIT */
+  uint32_t step;      /* absolute step in the epoch */
   uint32_t rank;
   uint32_t micro; /* 0 .. n_micro-1 within (step, rank) */
   uint32_t n_micro;
@@ -113,6 +129,8 @@ typedef struct al_micro_ref {
   uint32_t sp_degree;
   uint32_t sp_rank;
 } al_micro_ref;
+#define AL_MICRO_REF_INIT AL_STRUCT_INIT(al_micro_ref)
+#define AL_MICRO_REF_V1 offsetof(al_micro_ref, sp_degree)
 
 /* Loads and checks a manifest: container checksums, then that it is a plan (every sample
  * scheduled in its key table exactly once in its steps, padding repeating a scheduled one,
@@ -144,12 +162,15 @@ AL_API const char *al_manifest_key(const al_manifest *m, uint64_t sample);
 /* Totals of one step (what al_micro_ref repeats per micro-batch) and its
  * per-rank predicted cost spread. */
 typedef struct al_step_info {
+  size_t struct_size; /* sizeof(al_step_info), set by the caller: AL_STEP_INFO_INIT */
   uint32_t step;
   uint64_t samples; /* real samples over all ranks */
   uint64_t tokens;
   double max_cost_ms; /* slowest rank */
   double mean_cost_ms;
 } al_step_info;
+#define AL_STEP_INFO_INIT AL_STRUCT_INIT(al_step_info)
+#define AL_STEP_INFO_V1 sizeof(al_step_info)
 AL_API int al_manifest_step(const al_manifest *m, uint32_t step, al_step_info *out);
 
 /* Predicted cost (ms) of `rank` in `step`: the sum of its micro-batches. */

@@ -43,6 +43,15 @@
  * Thread safety: a built plan is immutable; al_plan_build uses one thread and
  * no global state, so distinct plans may be built concurrently.
  * Errors: al_status codes; al_last_error() says what and where.
+ *
+ * Struct sizes (docs/DESIGN.md, "The ABI of the public structs"): al_plan_options, al_plan_input
+ * and al_replan_options start with `size_t struct_size`, the caller's sizeof, set in one line with
+ * the struct's AL_*_INIT macro. The library reads and writes only the bytes that fit in it (fields
+ * past it read as zero, are not written), so a caller built against an older header keeps working.
+ * A struct the library fills must carry its size; an options struct it reads takes 0 as this
+ * header's struct (so `= {0}` keeps
+ * working). A size below the struct's AL_*_V1 (its first sized version) or above
+ * the library's is AL_EINVAL naming the function, the struct and both sizes.
  */
 #ifndef AL_PLAN_H
 #define AL_PLAN_H
@@ -115,6 +124,7 @@ AL_API int al_plan_check_sp_degrees(const char *name, const uint32_t *degrees, s
 
 /* Zero means default for every field except world (required, >= 1). */
 typedef struct al_plan_options {
+  size_t struct_size; /* sizeof(al_plan_options) (AL_PLAN_OPTIONS_INIT); 0 = this header's struct */
   al_policy policy;
   uint32_t world;
   uint64_t seed;
@@ -155,18 +165,23 @@ typedef struct al_plan_options {
   size_t n_sp_degrees;
   al_sync sync; /* the model the schedule is balanced for; AL_SYNC_AUTO (0) as above */
 } al_plan_options;
+#define AL_PLAN_OPTIONS_INIT AL_STRUCT_INIT(al_plan_options)
+#define AL_PLAN_OPTIONS_V1 offsetof(al_plan_options, require_members)
 
 /* Key of index position i, for the manifest's key table. */
 typedef const char *(*al_key_fn)(void *ctx, uint64_t i);
 
 /* The samples to plan: index positions 0..n-1. */
 typedef struct al_plan_input {
+  size_t struct_size; /* sizeof(al_plan_input) (AL_PLAN_INPUT_INIT); 0 = this header's struct */
   size_t n;
   const uint32_t *width;
   const uint32_t *height;
   const uint32_t *frames;
   uint64_t index_fingerprint; /* recorded in the manifest; 0 if unknown */
 } al_plan_input;
+#define AL_PLAN_INPUT_INIT AL_STRUCT_INIT(al_plan_input)
+#define AL_PLAN_INPUT_V1 sizeof(al_plan_input)
 
 typedef struct al_plan al_plan;
 
@@ -183,12 +198,16 @@ AL_API int al_plan_build(al_plan **out, const al_plan_input *in, const al_cost_m
 /* Elastic resume: what a re-plan may change. Zero means default for every field except world
  * (required, 1..2^20). */
 typedef struct al_replan_options {
+  size_t struct_size;      /* sizeof(al_replan_options) (AL_REPLAN_OPTIONS_INIT); 0 = this header's
+                              struct */
   uint32_t world;          /* W2, the new world size */
   uint32_t micro_per_step; /* K2; 0 = ceil(K_old x W_old / W2) keeping T, or with step_tokens
                               the fewest K2 with step_tokens / (W2 x K2) <= M_mem */
   uint64_t step_tokens;    /* 0 = keep the old global batch (below); nonzero: a new T, planned
                               as al_plan_build plans T (the steps then hold about T tokens) */
 } al_replan_options;
+#define AL_REPLAN_OPTIONS_INIT AL_STRUCT_INIT(al_replan_options)
+#define AL_REPLAN_OPTIONS_V1 sizeof(al_replan_options)
 
 /* The most a re-plan that keeps the global batch may move the mean tokens per step. */
 #define AL_REPLAN_TOKEN_TOLERANCE 0.01

@@ -54,7 +54,7 @@ static int collect_shapes(fit_state *S, const al_index *idx) {
   if (!S->shapes) return al_set_error(AL_ENOMEM, "bucket fit: out of memory");
   const al_latent_geom *g = &S->g;
   for (size_t i = 0; i < n; i++) {
-    al_sample_info si;
+    al_sample_info si = AL_SAMPLE_INFO_INIT;
     int rc = al_index_sample(idx, i, &si);
     if (rc) return rc;
     fit_shape *s = &S->shapes[i];

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/struct_abi_internal.h"
 #include "planner/al_cost.h"
 #include "planner/al_plan.h"
 #include "planner/cost_internal.h"
@@ -736,10 +737,16 @@ static int set_a2a(const al_bench *in, const al_cost_fit_options *o, al_cost_mod
   return AL_OK;
 }
 
-int al_cost_fit_bench(const al_bench *in, const al_cost_fit_options *opts, al_cost_model *out) {
+int al_cost_fit_bench(const al_bench *in, const al_cost_fit_options *caller_opts,
+                      al_cost_model *out) {
   if (!in || !out) return al_set_error(AL_EINVAL, "al_cost_fit_bench: NULL argument");
+  al_cost_fit_options local;
+  int rc = struct_in(&local, sizeof local, AL_COST_FIT_OPTIONS_V1, caller_opts, "al_cost_fit_bench",
+                     "al_cost_fit_options");
+  if (rc) return rc;
+  const al_cost_fit_options *opts = caller_opts ? &local : NULL;
   memset(out, 0, sizeof *out);
-  int rc = set_a2a(in, opts, out);
+  rc = set_a2a(in, opts, out);
   if (!rc) rc = fit_families(in, opts, out);
   if (!rc && in->mem) rc = fit_memory(in, opts, out);
   if (!rc && in->d) rc = fit_degrees(in, opts, out);

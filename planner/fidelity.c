@@ -115,7 +115,7 @@ static int keep_groups(fid_report *r, fid_group *cells, size_t n_cells) {
 static int add_sample(fid_report *r, fid_group *cells, const al_index *idx, size_t i,
                       const fid_bucket *b, const al_latent_geom *g, uint64_t mem_tokens,
                       size_t n_cut) {
-  al_sample_info si;
+  al_sample_info si = AL_SAMPLE_INFO_INIT;
   int rc = al_index_sample(idx, i, &si);
   if (rc) return rc;
   uint32_t t = 0;
@@ -210,7 +210,7 @@ static int schedule_buckets(const fid_schedule *s, const al_bucket_table *t, fid
   *out = calloc(s->info.buckets ? s->info.buckets : 1, sizeof **out);
   if (!*out) return al_set_error(AL_ENOMEM, "crop report: out of memory");
   for (size_t k = 0; k < s->info.buckets; k++) {
-    al_bucket_info bi;
+    al_bucket_info bi = AL_BUCKET_INFO_INIT;
     char name[24];
     if ((rc = s->bucket(s->src, k, &bi))) return rc;
     aspect_of(t, bi.width, bi.height, name, sizeof name);
@@ -232,7 +232,7 @@ static int manifest_bucket_of(const void *src, const al_manifest_info *mi, uint3
       uint32_t nm = 0;
       rc = al_manifest_micro_count(m, s, r, &nm);
       for (uint32_t k = 0; !rc && k < nm; k++) {
-        al_micro_ref ref;
+        al_micro_ref ref = AL_MICRO_REF_INIT;
         if ((rc = al_manifest_micro(m, s, r, k, &ref))) break;
         size_t p = 0;
         for (size_t j = 0; j < ref.n_samples; j++) {
@@ -315,6 +315,7 @@ int fidelity_from_manifest(fid_report *out, const al_index *idx, const al_manife
   if (!out || !idx || !m) return al_set_error(AL_EINVAL, "fidelity_from_manifest: NULL argument");
   memset(out, 0, sizeof *out);
   fid_schedule s = {.bucket = manifest_bucket, .bucket_of = manifest_bucket_of, .src = m};
+  s.info.struct_size = sizeof s.info;
   int rc = al_manifest_get_info(m, &s.info);
   size_t n = al_index_sample_count(idx);
   if (!rc && s.info.index_samples != n)
@@ -329,6 +330,7 @@ int fidelity_from_plan(fid_report *out, const al_index *idx, const al_plan *p,
   if (!out || !idx || !p) return al_set_error(AL_EINVAL, "fidelity_from_plan: NULL argument");
   memset(out, 0, sizeof *out);
   fid_schedule s = {.bucket = plan_bucket, .bucket_of = plan_bucket_of, .src = p};
+  s.info.struct_size = sizeof s.info;
   int rc = al_plan_get_info(p, &s.info);
   size_t n = al_index_sample_count(idx);
   if (!rc && s.info.index_samples != n)
@@ -341,7 +343,7 @@ int fidelity_from_plan(fid_report *out, const al_index *idx, const al_plan *p,
 /* Sample i's bucket in `t` as the planner assigns it: its id, or NO_BUCKET. */
 static int table_bucket(const al_index *idx, size_t i, const al_bucket_table *t,
                         const al_latent_geom *g, uint64_t mem_tokens, uint32_t *bucket) {
-  al_sample_info si;
+  al_sample_info si = AL_SAMPLE_INFO_INIT;
   int rc = al_index_sample(idx, i, &si);
   if (rc) return rc;
   al_latent_grid grid;

@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/struct_abi_internal.h"
 #include "common/env_internal.h"
 #include "common/grow_internal.h"
 #include "planner/al_plan.h"
@@ -429,15 +430,19 @@ const char *al_manifest_path(const al_manifest *m) { return m ? m->path : NULL; 
 
 int al_manifest_get_info(const al_manifest *m, al_manifest_info *out) {
   if (!m || !out) return al_set_error(AL_EINVAL, "al_manifest_get_info: NULL argument");
-  *out = m->info;
-  return AL_OK;
+  return struct_out_copy(out, &m->info, sizeof m->info, AL_MANIFEST_INFO_V1, "al_manifest_get_info",
+                         "al_manifest_info");
 }
 
 int al_manifest_bucket(const al_manifest *m, size_t i, al_bucket_info *out) {
   if (!m || !out) return al_set_error(AL_EINVAL, "al_manifest_bucket: NULL argument");
+  size_t n;
+  int rc = struct_out_size(out, sizeof(al_bucket_info), AL_BUCKET_INFO_V1, "al_manifest_bucket",
+                           "al_bucket_info", &n);
+  if (rc) return rc;
   if (i >= m->n_buckets)
     return al_set_error(AL_ERANGE, "%s: bucket %zu of %zu", m->path, i, m->n_buckets);
-  *out = m->buckets[i];
+  struct_out(out, &m->buckets[i], n);
   return AL_OK;
 }
 
@@ -464,10 +469,13 @@ int al_manifest_micro_count(const al_manifest *m, uint32_t step, uint32_t rank, 
 }
 
 int al_manifest_micro(const al_manifest *m, uint32_t step, uint32_t rank, uint32_t micro,
-                      al_micro_ref *out) {
-  if (!m || !out) return al_set_error(AL_EINVAL, "al_manifest_micro: NULL argument");
-  size_t s;
-  int rc = rank_slot(m, step, rank, &s);
+                      al_micro_ref *caller) {
+  if (!m || !caller) return al_set_error(AL_EINVAL, "al_manifest_micro: NULL argument");
+  size_t s, size;
+  int rc = struct_out_size(caller, sizeof(al_micro_ref), AL_MICRO_REF_V1, "al_manifest_micro",
+                           "al_micro_ref", &size);
+  if (rc) return rc;
+  rc = rank_slot(m, step, rank, &s);
   if (rc) return rc;
   uint32_t n = (uint32_t)(m->slot[s + 1] - m->slot[s]);
   if (micro >= n)
@@ -475,6 +483,7 @@ int al_manifest_micro(const al_manifest *m, uint32_t step, uint32_t rank, uint32
                         step, rank, n, micro + 1);
   const manifest_micro *x = &m->micro[m->slot[s] + micro];
   const manifest_step *st = &m->stepv[step - m->first_step];
+  al_micro_ref ref = AL_MICRO_REF_INIT, *out = &ref;
   out->step = step;
   out->rank = rank;
   out->micro = micro;
@@ -491,6 +500,7 @@ int al_manifest_micro(const al_manifest *m, uint32_t step, uint32_t rank, uint32
   out->step_tokens = st->tokens;
   out->sp_degree = x->sp_degree;
   out->sp_rank = x->sp_rank;
+  struct_out(caller, out, size);
   return AL_OK;
 }
 
@@ -508,17 +518,22 @@ int al_manifest_key_status(const al_manifest *m, uint64_t sample) {
   return m->key_status[sample];
 }
 
-int al_manifest_step(const al_manifest *m, uint32_t step, al_step_info *out) {
-  if (!m || !out) return al_set_error(AL_EINVAL, "al_manifest_step: NULL argument");
-  size_t s;
-  int rc = rank_slot(m, step, 0, &s);
+int al_manifest_step(const al_manifest *m, uint32_t step, al_step_info *caller) {
+  if (!m || !caller) return al_set_error(AL_EINVAL, "al_manifest_step: NULL argument");
+  size_t s, n;
+  int rc = struct_out_size(caller, sizeof(al_step_info), AL_STEP_INFO_V1, "al_manifest_step",
+                           "al_step_info", &n);
+  if (rc) return rc;
+  rc = rank_slot(m, step, 0, &s);
   if (rc) return rc;
   const manifest_step *st = &m->stepv[step - m->first_step];
+  al_step_info info = AL_STEP_INFO_INIT, *out = &info;
   out->step = step;
   out->samples = st->samples;
   out->tokens = st->tokens;
   out->max_cost_ms = st->max_cost;
   out->mean_cost_ms = st->mean_cost;
+  struct_out(caller, out, n);
   return AL_OK;
 }
 

@@ -274,7 +274,7 @@ void al_manifest_print_json(FILE *out, const al_manifest *m) {
 }
 
 void al_plan_print_json(FILE *out, const al_plan *p) {
-  al_manifest_info in;
+  al_manifest_info in = AL_MANIFEST_INFO_INIT;
   al_plan_get_info(p, &in);
   uint64_t rej[AL_REJECT_COUNT];
   for (int r = 0; r < AL_REJECT_COUNT; r++) rej[r] = al_plan_rejected(p, (al_reject_reason)r);
@@ -284,7 +284,7 @@ void al_plan_print_json(FILE *out, const al_plan *p) {
 }
 
 void al_plan_print_summary(FILE *out, const al_plan *p, const char *name) {
-  al_manifest_info in;
+  al_manifest_info in = AL_MANIFEST_INFO_INIT;
   al_plan_get_info(p, &in);
   fprintf(out,
           "plan: %s: %s, world %u, %u steps from %u, %llu micro-batches, %llu samples (%llu padding, %llu dropped, "

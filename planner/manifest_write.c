@@ -71,7 +71,7 @@ static int write_header(pbio_writer *w, const al_plan *p, const al_manifest_info
     return al_set_error(AL_ENOMEM, "manifest: out of memory");
   }
   for (size_t i = 0; i < nb; i++) {
-    al_bucket_info b;
+    al_bucket_info b = AL_BUCKET_INFO_INIT;
     plan_view_bucket(p, i, &b);
     adaptiveload__bucket__init(&bk[i]);
     bk[i].id = b.id;
@@ -321,7 +321,7 @@ static int write_summary(pbio_writer *w, const al_plan *p, const al_manifest_inf
 
 int al_plan_save(const al_plan *p, const char *path, al_key_fn key, void *ctx) {
   if (!p || !path) return al_set_error(AL_EINVAL, "al_plan_save: NULL argument");
-  al_manifest_info in;
+  al_manifest_info in = AL_MANIFEST_INFO_INIT;
   al_plan_get_info(p, &in);
   pbio_writer *w = NULL;
   int rc = pbio_writer_open(&w, path, AL_KIND_MANIFEST);
@@ -330,7 +330,7 @@ int al_plan_save(const al_plan *p, const char *path, al_key_fn key, void *ctx) {
                   malloc((in.buckets ? in.buckets : 1) * sizeof(uint64_t)), plan_view_sp(p)};
   if (!src.tokens) rc = al_set_error(AL_ENOMEM, "manifest: out of memory");
   for (size_t i = 0; i < in.buckets && !rc; i++) {
-    al_bucket_info b;
+    al_bucket_info b = AL_BUCKET_INFO_INIT;
     plan_view_bucket(p, i, &b);
     src.tokens[i] = b.tokens;
   }

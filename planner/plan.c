@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/struct_abi_internal.h"
 #include "common/grow_internal.h"
 #include "planner/plan_grid_internal.h"
 #include "planner/plan_internal.h"
@@ -441,7 +442,18 @@ static int plan_trim(al_plan *p, uint32_t k) {
 }
 
 int al_plan_build(al_plan **out, const al_plan_input *in, const al_cost_model *cost,
-                  const al_plan_options *o) {
+                  const al_plan_options *opts) {
+  al_plan_options local;
+  const al_plan_options *o = NULL;
+  if (opts) {
+    int rc = struct_in(&local, sizeof local, AL_PLAN_OPTIONS_V1, opts, "al_plan_build",
+                       "al_plan_options");
+    if (rc) {
+      if (out) *out = NULL;
+      return rc;
+    }
+    o = &local;
+  }
   /* Which samples hold a member is in an index, which this call has not: an option it cannot
    * honour is refused rather than ignored. */
   if (o && o->n_require_members) {
@@ -453,10 +465,21 @@ int al_plan_build(al_plan **out, const al_plan_input *in, const al_cost_model *c
   return plan_build_grid(out, in, NULL, cost, o);
 }
 
-int plan_build_grid(al_plan **out, const al_plan_input *in, const al_latent_grid *grid,
-                    const al_cost_model *cost, const al_plan_options *o) {
-  if (!out || !in || !cost || !o) return al_set_error(AL_EINVAL, "al_plan_build: NULL argument");
+int plan_build_grid(al_plan **out, const al_plan_input *input, const al_latent_grid *grid,
+                    const al_cost_model *cost, const al_plan_options *opts) {
+  if (!out || !input || !cost || !opts)
+    return al_set_error(AL_EINVAL, "al_plan_build: NULL argument");
   *out = NULL;
+  al_plan_options local;
+  al_plan_input in_local;
+  int src = struct_in(&local, sizeof local, AL_PLAN_OPTIONS_V1, opts, "al_plan_build",
+                      "al_plan_options");
+  if (!src)
+    src = struct_in(&in_local, sizeof in_local, AL_PLAN_INPUT_V1, input, "al_plan_build",
+                    "al_plan_input");
+  if (src) return src;
+  const al_plan_options *o = &local;
+  const al_plan_input *in = &in_local;
   al_plan *p = plan_alloc();
   if (!p) return al_set_error(AL_ENOMEM, "plan: out of memory");
   uint64_t *items = NULL;

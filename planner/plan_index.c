@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/struct_abi_internal.h"
 #include "common/grow_internal.h"
 #include "loader/al_members.h"
 #include "planner/al_plan_index.h"
@@ -42,6 +43,11 @@ int al_plan_build_index(al_plan **out, const al_index *idx, const al_cost_model 
   if (!out || !idx || !cost || !opts)
     return al_set_error(AL_EINVAL, "al_plan_build_index: NULL argument");
   *out = NULL;
+  al_plan_options local;
+  int src = struct_in(&local, sizeof local, AL_PLAN_OPTIONS_V1, opts, "al_plan_build_index",
+                      "al_plan_options");
+  if (src) return src;
+  opts = &local;
   size_t n = al_index_sample_count(idx);
   uint8_t *excl = NULL;
   int lr = find_lacking(idx, opts, &excl);
@@ -51,7 +57,7 @@ int al_plan_build_index(al_plan **out, const al_index *idx, const al_cost_model 
   int rc = shape ? AL_OK : al_set_error(AL_ENOMEM, "plan: out of memory for %zu samples", n);
   size_t latents = 0;
   for (size_t i = 0; i < n && !rc; i++) {
-    al_sample_info si;
+    al_sample_info si = AL_SAMPLE_INFO_INIT;
     rc = al_index_sample(idx, i, &si);
     shape[i] = si.width, shape[n + i] = si.height, shape[2 * n + i] = si.frames;
     /* Lacking a required member: a zero-sized shape without a grid, which no bucket takes;
@@ -75,7 +81,8 @@ int al_plan_build_index(al_plan **out, const al_index *idx, const al_cost_model 
     }
   }
   if (!rc) {
-    al_plan_input in = {n, shape, shape + n, shape + 2 * n, al_index_fingerprint(idx)};
+    al_plan_input in = {sizeof(al_plan_input),    n, shape, shape + n, shape + 2 * n,
+                        al_index_fingerprint(idx)};
     rc = plan_build_grid(out, &in, latents ? grid : NULL, cost, opts);
   }
   if (!rc && excl) plan_mark_no_member(*out, excl, n);
@@ -86,7 +93,7 @@ int al_plan_build_index(al_plan **out, const al_index *idx, const al_cost_model 
 }
 
 const char *al_plan_index_key(void *index, uint64_t i) {
-  al_sample_info si;
+  al_sample_info si = AL_SAMPLE_INFO_INIT;
   if (!index || al_index_sample((const al_index *)index, (size_t)i, &si)) return "";
   return si.key ? si.key : "";
 }
@@ -98,8 +105,11 @@ int al_plan_index_write(const al_index *idx, const char *cost_path, const char *
   al_cost_model cost;
   al_bucket_table *table = NULL;
   al_plan *plan = NULL;
-  al_plan_options o = *opts;
-  int rc = cost_path ? al_cost_load(&cost, cost_path) : al_cost_default(&cost);
+  al_plan_options o;
+  int rc = struct_in(&o, sizeof o, AL_PLAN_OPTIONS_V1, opts, "al_plan_index_write",
+                     "al_plan_options");
+  if (rc) return rc;
+  rc = cost_path ? al_cost_load(&cost, cost_path) : al_cost_default(&cost);
   if (!rc && buckets_path) {
     rc = al_bucket_table_load(&table, buckets_path);
     o.buckets = table;

@@ -2,6 +2,7 @@
  * and the read-only view the manifest writer takes (plan_view_internal.h). */
 #include <string.h>
 
+#include "common/struct_abi_internal.h"
 #include "planner/plan_internal.h"
 #include "planner/plan_view_internal.h"
 #include "planner/stats_internal.h"
@@ -85,9 +86,13 @@ void plan_stats(al_plan *p) {
   plan_mean_cv(max_sum, max_sq, p->steps, &step_mean, &p->step_time_cv);
 }
 
-int al_plan_get_info(const al_plan *p, al_manifest_info *o) {
-  if (!p || !o) return al_set_error(AL_EINVAL, "al_plan_get_info: NULL argument");
-  memset(o, 0, sizeof *o);
+int al_plan_get_info(const al_plan *p, al_manifest_info *caller) {
+  if (!p || !caller) return al_set_error(AL_EINVAL, "al_plan_get_info: NULL argument");
+  size_t n;
+  int rc = struct_out_size(caller, sizeof(al_manifest_info), AL_MANIFEST_INFO_V1,
+                           "al_plan_get_info", "al_manifest_info", &n);
+  if (rc) return rc;
+  al_manifest_info info = AL_MANIFEST_INFO_INIT, *o = &info;
   o->policy = al_policy_name(p->policy);
   o->world = p->world;
   o->seed = p->seed;
@@ -128,6 +133,7 @@ int al_plan_get_info(const al_plan *p, al_manifest_info *o) {
   o->sp_max_degree = p->sp_max_used ? p->sp_max_used : 1;
   o->bubble_step = p->bubble_step;
   o->bubble_micro = p->bubble_micro;
+  struct_out(caller, o, n);
   return AL_OK;
 }
 

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "common/struct_abi_internal.h"
 #include "planner/plan_internal.h"
 
 /* What the re-plan keeps of the old plan's steps: from at_step on, `steps` steps holding
@@ -23,7 +24,7 @@ typedef struct replan_ref {
 static void old_step_range(const al_manifest *old, const al_manifest_info *oi, replan_ref *ref) {
   ref->lo = UINT64_MAX, ref->hi = 0;
   for (uint32_t s = oi->first_step; s - oi->first_step < oi->steps; s++) {
-    al_step_info st;
+    al_step_info st = AL_STEP_INFO_INIT;
     if (al_manifest_step(old, s, &st)) continue;
     if (st.tokens < ref->lo) ref->lo = st.tokens;
     if (st.tokens > ref->hi) ref->hi = st.tokens;
@@ -96,7 +97,7 @@ static int take_buckets(al_plan *p, const al_manifest *old, size_t n_buckets) {
   p->buckets = calloc(n_buckets ? n_buckets : 1, sizeof *p->buckets);
   if (!p->buckets) return al_set_error(AL_ENOMEM, "plan: out of memory");
   for (size_t i = 0; i < n_buckets; i++) {
-    al_bucket_info ob;
+    al_bucket_info ob = AL_BUCKET_INFO_INIT;
     al_manifest_bucket(old, i, &ob);
     plan_bucket *b = &p->buckets[i];
     b->width = ob.width, b->height = ob.height, b->frames = ob.frames;
@@ -155,7 +156,7 @@ static int take_samples(al_plan *p, const al_manifest *old, const al_manifest_in
       uint32_t n = 0;
       al_manifest_micro_count(old, s, r, &n);
       for (uint32_t x = 0; x < n && !rc; x++) {
-        al_micro_ref m;
+        al_micro_ref m = AL_MICRO_REF_INIT;
         al_manifest_micro(old, s, r, x, &m);
         if (m.sp_rank) continue; /* a follower: its group's leader lists the samples */
         rc = take_micro(p, &m, bucket_of, name, count);
@@ -329,13 +330,18 @@ static int replan_steps(al_plan *p, const al_manifest *old, const al_manifest_in
 }
 
 int al_plan_replan_opts(al_plan **out, const al_manifest *old, uint32_t at_step,
-                        const al_replan_options *o) {
-  if (!out || !old || !o) return al_set_error(AL_EINVAL, "al_plan_replan: NULL argument");
+                        const al_replan_options *opts) {
+  if (!out || !old || !opts) return al_set_error(AL_EINVAL, "al_plan_replan: NULL argument");
   *out = NULL;
+  al_replan_options local;
+  int rc = struct_in(&local, sizeof local, AL_REPLAN_OPTIONS_V1, opts, "al_plan_replan",
+                     "al_replan_options");
+  if (rc) return rc;
+  const al_replan_options *o = &local;
   const char *name = al_manifest_path(old) ? al_manifest_path(old) : "manifest";
-  al_manifest_info oi;
+  al_manifest_info oi = AL_MANIFEST_INFO_INIT;
   al_manifest_get_info(old, &oi);
-  int rc = check_args(&oi, name, at_step, o);
+  rc = check_args(&oi, name, at_step, o);
   if (rc) return rc;
   al_plan *p = plan_alloc();
   if (!p) return al_set_error(AL_ENOMEM, "plan: out of memory");
@@ -351,7 +357,7 @@ int al_plan_replan_opts(al_plan **out, const al_manifest *old, uint32_t at_step,
 }
 
 int al_plan_replan(al_plan **out, const al_manifest *old, uint32_t at_step, uint32_t world) {
-  al_replan_options o = {world, 0, 0};
+  al_replan_options o = {sizeof(al_replan_options), world, 0, 0};
   return al_plan_replan_opts(out, old, at_step, &o);
 }
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/struct_abi_internal.h"
 #include "common/grow_internal.h"
 #include "planner/al_cost.h"
 #include "planner/text_internal.h"
@@ -65,9 +66,16 @@ static int parse_line(const char *line, size_t len, trace_row *row, int *warmup,
 int al_bench_parse_trace(al_bench *out, const char *text, size_t len, const char *name,
                          al_trace_stats *stats) {
   if (!out || (!text && len)) return al_set_error(AL_EINVAL, "al_bench_parse_trace: NULL argument");
+  size_t n_stats = 0;
+  if (stats) {
+    int src = struct_out_size(stats, sizeof(al_trace_stats), AL_TRACE_STATS_V1,
+                              "al_bench_parse_trace", "al_trace_stats", &n_stats);
+    if (src) return src;
+  }
   memset(out, 0, sizeof *out);
   al_trace_stats st;
   memset(&st, 0, sizeof st);
+  st.struct_size = sizeof st;
   if (!name) name = "trace";
   snprintf(out->source, sizeof out->source, "%s", name);
   trace_row *rows = NULL;
@@ -142,7 +150,7 @@ int al_bench_parse_trace(al_bench *out, const char *text, size_t len, const char
                       st.first_skipped, AL_BENCH_MIN_ROWS);
 cleanup:
   free(rows);
-  if (stats) *stats = st;
+  if (stats) struct_out(stats, &st, n_stats);
   if (rc) al_bench_free(out);
   return rc;
 }

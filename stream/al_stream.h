@@ -91,6 +91,16 @@
  * Thread safety: one consumer thread calls next/release/state/stats (calls
  * from several threads must be serialised by the caller). close must not race
  * with any other call. The reader threads are internal.
+ *
+ * Struct sizes (docs/DESIGN.md, "The ABI of the public structs"): al_stream_options,
+ * al_stream_state and al_stream_stats (and al_stream_batch, whose struct_size the library sets: it
+ * owns the batch) start with `size_t struct_size`, the caller's sizeof, set in one line with the
+ * struct's AL_*_INIT macro. The library reads and writes only the bytes that fit in it (fields past
+ * it read as zero, are not written), so a caller built against an older header keeps working. A
+ * struct the library fills must carry its size; an options struct it reads takes 0 as this header's
+ * struct (so `= {0}` keeps
+ * working). A size below the struct's AL_*_V1 (its first sized version) or above
+ * the library's is AL_EINVAL naming the function, the struct and both sizes.
  */
 #ifndef AL_STREAM_H
 #define AL_STREAM_H
@@ -130,7 +140,9 @@ enum { AL_STREAM_FAIL = 0, AL_STREAM_SKIP_SAMPLE = 1 };
  * Version 1 states (no manifest fingerprint) are refused with AL_EVERSION: they
  * cannot be told apart from a state of another plan. */
 typedef struct al_stream_state {
-  uint32_t version; /* AL_STREAM_STATE_VERSION */
+  size_t struct_size; /* sizeof(al_stream_state) (AL_STREAM_STATE_INIT): required when filled;
+                         as options.resume 0 = this header's struct */
+  uint32_t version;   /* AL_STREAM_STATE_VERSION */
   uint32_t rank;
   uint32_t world;
   uint32_t epoch;
@@ -147,6 +159,8 @@ typedef struct al_stream_state {
    * 0 for a stream over a hand-made plan). */
   uint64_t manifest_fingerprint;
 } al_stream_state;
+#define AL_STREAM_STATE_INIT AL_STRUCT_INIT(al_stream_state)
+#define AL_STREAM_STATE_V1 offsetof(al_stream_state, manifest_fingerprint)
 
 /* Zero means default for every field. */
 /* Default cap on one payload member's bytes, stored or decoded from an LZ4 frame (a
@@ -158,15 +172,17 @@ typedef struct al_stream_state {
 #define AL_STREAM_MAX_SAMPLE_DEFAULT (1ull << 30)
 
 typedef struct al_stream_options {
-  int threads;                   /* reader threads; 0 = min(4, online cores) */
-  int prefetch;                  /* buffers in the pool; 0 = 4 (at least 1) */
-  const char *ext;               /* payload member extension; NULL = the index's typed latent
-                                    (al_index_default_member), else "latent"
-                                    (KEY.<ext>.lz4 is used when KEY.<ext> is absent) */
-  int on_error;                  /* AL_STREAM_FAIL or AL_STREAM_SKIP_SAMPLE */
-  int world;                     /* 0 = WORLD_SIZE from the environment, else the manifest's */
-  uint64_t first;                /* first micro-batch of the rank sequence to read */
-  uint32_t stride;               /* read first, first+stride, ...; 0 = 1 (DataLoader workers) */
+  size_t struct_size; /* sizeof(al_stream_options) (AL_STREAM_OPTIONS_INIT); 0 = this header's
+                         struct */
+  int threads;        /* reader threads; 0 = min(4, online cores) */
+  int prefetch;       /* buffers in the pool; 0 = 4 (at least 1) */
+  const char *ext;    /* payload member extension; NULL = the index's typed latent
+                         (al_index_default_member), else "latent"
+                         (KEY.<ext>.lz4 is used when KEY.<ext> is absent) */
+  int on_error;       /* AL_STREAM_FAIL or AL_STREAM_SKIP_SAMPLE */
+  int world;          /* 0 = WORLD_SIZE from the environment, else the manifest's */
+  uint64_t first;     /* first micro-batch of the rank sequence to read */
+  uint32_t stride;    /* read first, first+stride, ...; 0 = 1 (DataLoader workers) */
   const al_stream_state *resume; /* non-NULL: continue where this state left off. With
                                     stride 0, exactly as the saved stream (its position
                                     and stride); with stride > 0, the state must have
@@ -240,6 +256,8 @@ typedef struct al_stream_options {
   const char *s3_region;
   int s3_addressing;
 } al_stream_options;
+#define AL_STREAM_OPTIONS_INIT AL_STRUCT_INIT(al_stream_options)
+#define AL_STREAM_OPTIONS_V1 offsetof(al_stream_options, members)
 
 /* Token shards (sp_shard 1). A micro-batch of a group of degree d is the packed sequence of
  * its samples, N planned tokens (padding repeats included, samples in plan order, each
@@ -294,9 +312,11 @@ typedef struct al_stream_member {
 
 /* One packed micro-batch. All pointers stay valid until the batch is released. */
 typedef struct al_stream_batch {
-  uint64_t position; /* in the rank sequence (see al_stream_state) */
-  uint32_t step;     /* absolute step in the epoch */
-  uint32_t micro;    /* 0 .. n_micro-1 within (step, rank) */
+  size_t struct_size; /* sizeof(al_stream_batch) of the library (it owns the batch): fields at
+                         offsets >= struct_size are not there */
+  uint64_t position;  /* in the rank sequence (see al_stream_state) */
+  uint32_t step;      /* absolute step in the epoch */
+  uint32_t micro;     /* 0 .. n_micro-1 within (step, rank) */
   uint32_t n_micro;
   int last_in_step; /* micro == n_micro-1: time for the optimizer step */
   uint32_t bucket;
@@ -388,7 +408,8 @@ typedef struct al_stream_batch {
 } al_stream_batch;
 
 typedef struct al_stream_stats {
-  uint64_t batches; /* delivered by al_stream_next */
+  size_t struct_size; /* sizeof(al_stream_stats), set by the caller: AL_STREAM_STATS_INIT */
+  uint64_t batches;   /* delivered by al_stream_next */
   uint64_t samples;
   uint64_t bytes; /* payload bytes delivered */
   uint64_t skipped;
@@ -415,6 +436,8 @@ typedef struct al_stream_stats {
                              readers or fetched ahead) */
   uint64_t evicted_bytes; /* bytes this stream removed from the cache folder (its limit) */
 } al_stream_stats;
+#define AL_STREAM_STATS_INIT AL_STRUCT_INIT(al_stream_stats)
+#define AL_STREAM_STATS_V1 offsetof(al_stream_stats, lacking)
 
 /* Opens the stream of `rank` (< 0: from RANK). Checks that the manifest was
  * planned from this index (fingerprints), that the worlds agree, and, with

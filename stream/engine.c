@@ -17,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/struct_abi_internal.h"
 #include "common/clock_internal.h"
 #include "common/env_internal.h"
 #include "common/grow_internal.h"
@@ -523,6 +524,7 @@ static int publish(al_stream *s, slot *sl, const stream_plan_batch *pb, size_t n
   memcpy(sl->buf.p + cu_off, sl->cu, (n + 1) * sizeof(int32_t));
   al_stream_batch *b = &sl->batch;
   memset(b, 0, sizeof *b);
+  b->struct_size = sizeof *b;
   b->position = s->first + sl->seq * s->stride;
   b->step = pb->step;
   b->micro = pb->micro;
@@ -900,7 +902,10 @@ static int set_range(al_stream *s, const al_stream_options *o) {
   s->first = o->first;
   s->stride = o->stride ? o->stride : 1;
   if (o->resume) {
-    int rc = resume_from(s, o->resume, o);
+    al_stream_state r = AL_STREAM_STATE_INIT;
+    int rc = struct_in(&r, sizeof r, AL_STREAM_STATE_V1, o->resume, "al_stream_open",
+                       "al_stream_options.resume (al_stream_state)");
+    if (rc == AL_OK) rc = resume_from(s, &r, o);
     if (rc != AL_OK) return rc;
   }
   s->total = s->first < s->plan.n_batches
@@ -1000,12 +1005,10 @@ static int set_storage(al_stream *s, const al_stream_options *o) {
 int stream_open_source(al_stream **out, const stream_source *src, stream_rank_plan *plan,
                        const al_stream_options *opts) {
   al_stream_options o;
-  if (opts)
-    o = *opts;
-  else
-    memset(&o, 0, sizeof o);
   *out = NULL;
-  int rc = check_options(&o);
+  int rc = struct_in(&o, sizeof o, AL_STREAM_OPTIONS_V1, opts, "al_stream_open",
+                     "al_stream_options");
+  if (rc == AL_OK) rc = check_options(&o);
   if (rc != AL_OK) return rc;
   al_stream *s = calloc(1, sizeof *s);
   if (!s) return al_set_error(AL_ENOMEM, "stream");
@@ -1185,9 +1188,11 @@ int al_stream_batch_sync(const al_stream_batch *b) {
   return stream_cuda_event_sync(b->ready_event);
 }
 
-int al_stream_get_state(const al_stream *s, al_stream_state *out) {
+/* The state after the batches delivered so far, in the library's struct. */
+static void get_state(const al_stream *s, al_stream_state *out) {
   al_stream *m = (al_stream *)s;
   memset(out, 0, sizeof *out);
+  out->struct_size = sizeof *out;
   pthread_mutex_lock(&m->mu);
   uint64_t pos = s->first + s->next_deliver * s->stride;
   out->version = AL_STREAM_STATE_VERSION;
@@ -1204,24 +1209,51 @@ int al_stream_get_state(const al_stream *s, al_stream_state *out) {
   out->delivered = s->base_delivered + s->next_deliver;
   out->manifest_fingerprint = s->plan.manifest_fingerprint;
   pthread_mutex_unlock(&m->mu);
+}
+
+int al_stream_get_state(const al_stream *s, al_stream_state *caller) {
+  if (!s || !caller) return al_set_error(AL_EINVAL, "al_stream_get_state: NULL argument");
+  size_t n;
+  int rc = struct_out_size(caller, sizeof(al_stream_state), AL_STREAM_STATE_V1,
+                           "al_stream_get_state", "al_stream_state", &n);
+  if (rc) return rc;
+  al_stream_state st = AL_STREAM_STATE_INIT;
+  get_state(s, &st);
+  struct_out(caller, &st, n);
   return AL_OK;
 }
 
-int al_stream_state_at(const al_stream *s, uint64_t position, al_stream_state *out) {
-  al_stream_get_state(s, out);
-  if (position > s->plan.n_batches)
+int al_stream_state_at(const al_stream *s, uint64_t position, al_stream_state *caller) {
+  if (!s || !caller) return al_set_error(AL_EINVAL, "al_stream_state_at: NULL argument");
+  size_t n;
+  int rc = struct_out_size(caller, sizeof(al_stream_state), AL_STREAM_STATE_V1,
+                           "al_stream_state_at", "al_stream_state", &n);
+  if (rc) return rc;
+  al_stream_state st, *out = &st;
+  get_state(s, out);
+  if (position > s->plan.n_batches) {
+    struct_out(caller, out, n);
     return al_set_error(AL_ERANGE, "position %" PRIu64 " past the %zu micro-batches of the rank",
                         position, s->plan.n_batches);
+  }
   out->position = position;
   out->stride = 1;
   out->next_step = position < s->plan.n_batches ? s->plan.batches[position].step : UINT32_MAX;
   out->next_micro = position < s->plan.n_batches ? s->plan.batches[position].micro : UINT32_MAX;
+  struct_out(caller, out, n);
   return AL_OK;
 }
 
-int al_stream_get_stats(const al_stream *s, al_stream_stats *out) {
+int al_stream_get_stats(const al_stream *s, al_stream_stats *caller) {
+  if (!s || !caller) return al_set_error(AL_EINVAL, "al_stream_get_stats: NULL argument");
+  size_t n;
+  int rc0 = struct_out_size(caller, sizeof(al_stream_stats), AL_STREAM_STATS_V1,
+                            "al_stream_get_stats", "al_stream_stats", &n);
+  if (rc0) return rc0;
+  al_stream_stats st, *out = &st;
   al_stream *m = (al_stream *)s;
   memset(out, 0, sizeof *out);
+  out->struct_size = sizeof *out;
   pthread_mutex_lock(&m->mu);
   out->batches = s->next_deliver;
   out->samples = s->st_samples;
@@ -1250,6 +1282,7 @@ int al_stream_get_stats(const al_stream *s, al_stream_stats *out) {
     out->cache_misses = rc.cache_misses;
     out->evicted_bytes = rc.evicted_bytes;
   }
+  struct_out(caller, out, n);
   return AL_OK;
 }
 

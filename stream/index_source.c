@@ -6,7 +6,7 @@
 #include "stream/engine_internal.h"
 
 static int idx_shard(void *ctx, uint32_t id, stream_source_shard *out) {
-  al_shard_info si;
+  al_shard_info si = AL_SHARD_INFO_INIT;
   int rc = al_index_shard((const al_index *)ctx, id, &si);
   if (rc != AL_OK) return rc;
   out->path = si.path;
@@ -34,12 +34,13 @@ static void idx_job_record(const al_index *idx, size_t sample, const al_sample_i
   uint32_t t, h, w;
   size_t lat = 0;
   job->latent = al_index_latent_grid(idx, sample, &t, &h, &w, &lat) == AL_OK && lat == pos;
+  job->type.struct_size = sizeof job->type;
   job->has_type = al_index_member_type(idx, sample, pos, &job->type) == AL_OK;
 }
 
 static int idx_job(void *ctx, uint64_t sample, const char *ext, stream_source_job *job) {
   const al_index *idx = ctx;
-  al_sample_info si;
+  al_sample_info si = AL_SAMPLE_INFO_INIT;
   memset(job, 0, sizeof *job);
   if (sample >= al_index_sample_count(idx))
     return al_set_error(AL_ERANGE, "sample %" PRIu64 " out of range: the index holds %zu samples",
@@ -60,7 +61,7 @@ static int idx_job(void *ctx, uint64_t sample, const char *ext, stream_source_jo
       rc = al_index_find_member(idx, (size_t)sample, lz, &mi);
   }
   if (rc != AL_OK) {
-    al_shard_info sh;
+    al_shard_info sh = AL_SHARD_INFO_INIT;
     const char *path = al_index_shard(idx, si.shard, &sh) == AL_OK ? sh.path : "?";
     if (rc == AL_ENOTFOUND) {
       /* Name what the sample does have, so a wrong --members is obvious. */

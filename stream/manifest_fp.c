@@ -38,7 +38,7 @@ static void fp_micro(fp_hash *f, const al_micro_ref *r) {
 
 static int fp_buckets(fp_hash *f, const al_manifest *m, size_t n) {
   for (size_t k = 0; k < n; k++) {
-    al_bucket_info b;
+    al_bucket_info b = AL_BUCKET_INFO_INIT;
     int rc = al_manifest_bucket(m, k, &b);
     if (rc != AL_OK) return rc;
     fp_add(f, ((uint64_t)b.id << 32) | b.frames);
@@ -51,7 +51,7 @@ static int fp_buckets(fp_hash *f, const al_manifest *m, size_t n) {
 int al_stream_manifest_fingerprint(const al_manifest *m, uint64_t *out) {
   *out = 0;
   if (!m) return al_set_error(AL_EINVAL, "manifest fingerprint: NULL manifest");
-  al_manifest_info info;
+  al_manifest_info info = AL_MANIFEST_INFO_INIT;
   int rc = al_manifest_get_info(m, &info);
   if (rc != AL_OK) return rc;
   fp_hash f = {UINT64_C(0x616c6d616e696673)}; /* "almanifs" */
@@ -68,7 +68,7 @@ int al_stream_manifest_fingerprint(const al_manifest *m, uint64_t *out) {
       if ((rc = al_manifest_micro_count(m, step, r, &nm)) != AL_OK) return rc;
       fp_add(&f, nm);
       for (uint32_t k = 0; k < nm; k++) {
-        al_micro_ref ref;
+        al_micro_ref ref = AL_MICRO_REF_INIT;
         if ((rc = al_manifest_micro(m, step, r, k, &ref)) != AL_OK) return rc;
         fp_micro(&f, &ref);
       }

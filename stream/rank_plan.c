@@ -18,7 +18,7 @@ int stream_manifest_rank(const al_manifest *m, uint32_t rank, al_manifest_info *
 
 int stream_bucket_grid(const al_manifest *m, uint32_t bucket, uint32_t grid[3]) {
   grid[0] = grid[1] = grid[2] = 0;
-  al_bucket_info bi;
+  al_bucket_info bi = AL_BUCKET_INFO_INIT;
   int rc = al_manifest_bucket(m, bucket, &bi);
   if (rc != AL_OK) return rc;
   /* The geometry the manifest was planned with; the grid is checked against the bucket's
@@ -96,7 +96,7 @@ static int check_group(const al_manifest *m, uint32_t world, uint32_t step, uint
 
 int stream_rank_plan_from_manifest(stream_rank_plan *out, const al_manifest *m, uint32_t rank) {
   memset(out, 0, sizeof *out);
-  al_manifest_info info;
+  al_manifest_info info = AL_MANIFEST_INFO_INIT;
   int rc = stream_manifest_rank(m, rank, &info);
   if (rc != AL_OK) return rc;
   out->rank = rank;
@@ -117,7 +117,7 @@ int stream_rank_plan_from_manifest(stream_rank_plan *out, const al_manifest *m, 
     rc = al_manifest_micro_count(m, step, rank, &nm);
     if (rc != AL_OK) goto cleanup;
     for (uint32_t k = 0; k < nm; k++) {
-      al_micro_ref ref;
+      al_micro_ref ref = AL_MICRO_REF_INIT;
       rc = al_manifest_micro(m, step, rank, k, &ref);
       if (rc == AL_OK) rc = check_group(m, info.world, step, rank, k, &ref);
       if (rc != AL_OK) goto cleanup;

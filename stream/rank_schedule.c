@@ -24,13 +24,13 @@ int al_schedule_open(al_schedule **out, const al_manifest *m, int rank, int worl
   if (rc != AL_OK) return rc;
   al_schedule *s = calloc(1, sizeof *s);
   if (!s) return al_set_error(AL_ENOMEM, "schedule");
-  al_manifest_info info;
+  al_manifest_info info = AL_MANIFEST_INFO_INIT;
   if ((rc = stream_rank_plan_from_manifest(&s->plan, m, r)) != AL_OK) goto cleanup;
   if ((rc = al_manifest_get_info(m, &info)) == AL_OK && info.buckets) {
     s->buckets = calloc(info.buckets, sizeof *s->buckets);
     if (!s->buckets) rc = al_set_error(AL_ENOMEM, "schedule buckets");
     for (size_t i = 0; rc == AL_OK && i < info.buckets; i++) {
-      al_bucket_info bi;
+      al_bucket_info bi = AL_BUCKET_INFO_INIT;
       if ((rc = al_manifest_bucket(m, i, &bi)) != AL_OK) break;
       s->buckets[i] = (sched_bucket){bi.id, bi.width, bi.height, bi.frames, bi.tokens};
     }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "common/env_internal.h"
+#include "common/struct_abi_internal.h"
 #include "loader/al_members.h"
 #include "stream/cuda_rt_internal.h"
 #include "stream/member_reader_internal.h"
@@ -12,7 +13,7 @@
 #include "stream/engine_internal.h"
 
 int al_resolve_rank(const al_manifest *m, int rank, int world, uint32_t *out_rank) {
-  al_manifest_info info;
+  al_manifest_info info = AL_MANIFEST_INFO_INIT;
   int rc = al_manifest_get_info(m, &info);
   if (rc != AL_OK) return rc;
   long w = world;
@@ -98,11 +99,16 @@ static int check_members(const al_index *idx, stream_rank_plan *plan, uint32_t r
 }
 
 int al_stream_open(al_stream **out, const al_index *idx, const al_manifest *m, int rank,
-                   const al_stream_options *opts) {
+                   const al_stream_options *caller_opts) {
   *out = NULL;
   if (!idx || !m) return al_set_error(AL_EINVAL, "stream: NULL index or manifest");
-  al_manifest_info info;
-  int rc = al_manifest_get_info(m, &info);
+  al_stream_options local;
+  int rc = struct_in(&local, sizeof local, AL_STREAM_OPTIONS_V1, caller_opts, "al_stream_open",
+                     "al_stream_options");
+  if (rc != AL_OK) return rc;
+  const al_stream_options *opts = caller_opts ? &local : NULL;
+  al_manifest_info info = AL_MANIFEST_INFO_INIT;
+  rc = al_manifest_get_info(m, &info);
   if (rc != AL_OK) return rc;
   uint64_t fp = al_index_fingerprint(idx);
   if (info.index_fingerprint != fp)
@@ -121,7 +127,7 @@ int al_stream_open(al_stream **out, const al_index *idx, const al_manifest *m, i
                         " samples but the index holds %zu",
                         info.index_samples, n_idx);
   for (size_t i = 0; i < n_idx; i++) {
-    al_sample_info si;
+    al_sample_info si = AL_SAMPLE_INFO_INIT;
     const char *mk = al_manifest_key(m, i);
     if ((rc = al_index_sample(idx, i, &si)) != AL_OK) return rc;
     if (mk && *mk && strcmp(mk, si.key)) /* "": saved without keys (al_plan_save, key NULL) */
@@ -166,7 +172,7 @@ int al_stream_open(al_stream **out, const al_index *idx, const al_manifest *m, i
 }
 
 int al_stream_rank_batches(const al_manifest *m, uint32_t rank, uint64_t *n) {
-  al_manifest_info info;
+  al_manifest_info info = AL_MANIFEST_INFO_INIT;
   int rc = stream_manifest_rank(m, rank, &info);
   if (rc != AL_OK) return rc;
   uint64_t total = 0;

@@ -5,6 +5,11 @@ struct's id there (the id enums of kernels/al_adaln.h, planner/al_plan.h, loader
 and stream/al_stream.h). :func:`adaptiveload._lib.load_library` compares each
 ``ctypes.sizeof`` with what the loaded library reports and refuses a library whose layout
 differs. A new mirror gets an entry in MIRRORS, or the library's size query gets an id first.
+
+Sized structs (docs/DESIGN.md, "The ABI of the public structs") start with ``size_t
+struct_size``: their mirrors derive from :class:`_Sized`, which holds that first field (so a
+mirror's own ``_fields_`` list the struct's other fields) and sets it to ``ctypes.sizeof`` of
+the mirror on construction, as C callers do with the ``AL_*_INIT`` macros.
 """
 
 import ctypes
@@ -32,7 +37,18 @@ AL_STREAM_STATE_VERSION = 2
 AL_STREAM_MAX_DIMS = 8
 
 
-class AdalnDesc(ctypes.Structure):
+class _Sized(ctypes.Structure):
+    """Base of the sized structs' mirrors: the leading ``struct_size``, set from
+    ``ctypes.sizeof`` of the mirror (the library reads and writes only that many bytes)."""
+
+    _fields_ = [("struct_size", c_size_t)]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.struct_size = ctypes.sizeof(type(self))
+
+
+class AdalnDesc(_Sized):
     """al_adaln_desc (kernels/al_adaln.h)."""
 
     _fields_ = [
@@ -46,7 +62,7 @@ class AdalnDesc(ctypes.Structure):
     ]
 
 
-class AdalnOptions(ctypes.Structure):
+class AdalnOptions(_Sized):
     """al_adaln_options (zero = default). ``tuning`` points to a struct al_adaln_tuning
     (kernels/al_adaln_tuning.h: kernel knobs, unstable, not mirrored here); None = the
     library's choice."""
@@ -58,7 +74,7 @@ class AdalnOptions(ctypes.Structure):
     ]
 
 
-class IndexOptions(ctypes.Structure):
+class IndexOptions(_Sized):
     """al_index_options (loader/al_index.h); zero means the default."""
 
     _fields_ = [
@@ -94,7 +110,7 @@ class StorageOptions(ctypes.Structure):
     ]
 
 
-class IndexStats(ctypes.Structure):
+class IndexStats(_Sized):
     """al_index_stats (loader/al_index.h)."""
 
     _fields_ = [
@@ -117,7 +133,7 @@ class ShardIo(ctypes.Structure):
     _fields_ = [("requests", c_uint64), ("bytes", c_uint64)]
 
 
-class ShardInfo(ctypes.Structure):
+class ShardInfo(_Sized):
     """al_shard_info (loader/al_index.h)."""
 
     _fields_ = [
@@ -140,7 +156,7 @@ class MemberInfo(ctypes.Structure):
     _fields_ = [("ext", c_char_p), ("offset", c_uint64), ("size", c_uint64), ("lz4", c_int)]
 
 
-class MemberType(ctypes.Structure):
+class MemberType(_Sized):
     """al_member_type (loader/al_index.h)."""
 
     _fields_ = [
@@ -153,7 +169,7 @@ class MemberType(ctypes.Structure):
     ]
 
 
-class SampleInfo(ctypes.Structure):
+class SampleInfo(_Sized):
     """al_sample_info (loader/al_index.h)."""
 
     _fields_ = [
@@ -167,7 +183,7 @@ class SampleInfo(ctypes.Structure):
     ]
 
 
-class PlanOptions(ctypes.Structure):
+class PlanOptions(_Sized):
     """al_plan_options (planner/al_plan.h)."""
 
     _fields_ = [
@@ -193,7 +209,7 @@ class PlanOptions(ctypes.Structure):
     ]
 
 
-class ReplanOptions(ctypes.Structure):
+class ReplanOptions(_Sized):
     """al_replan_options (planner/al_plan.h)."""
 
     _fields_ = [
@@ -203,7 +219,7 @@ class ReplanOptions(ctypes.Structure):
     ]
 
 
-class ManifestInfo(ctypes.Structure):
+class ManifestInfo(_Sized):
     """al_manifest_info (planner/al_manifest.h)."""
 
     _fields_ = [
@@ -250,7 +266,7 @@ class ManifestInfo(ctypes.Structure):
     ]
 
 
-class StreamState(ctypes.Structure):
+class StreamState(_Sized):
     """al_stream_state (stream/al_stream.h)."""
 
     _fields_ = [
@@ -271,7 +287,7 @@ class StreamState(ctypes.Structure):
     ]
 
 
-class StreamOptions(ctypes.Structure):
+class StreamOptions(_Sized):
     """al_stream_options (stream/al_stream.h)."""
 
     _fields_ = [
@@ -320,7 +336,7 @@ class StreamMember(ctypes.Structure):
     ]
 
 
-class StreamBatch(ctypes.Structure):
+class StreamBatch(_Sized):
     """al_stream_batch (stream/al_stream.h)."""
 
     _fields_ = [
@@ -378,7 +394,7 @@ class StreamBatch(ctypes.Structure):
     ]
 
 
-class StreamStats(ctypes.Structure):
+class StreamStats(_Sized):
     """al_stream_stats (stream/al_stream.h)."""
 
     _fields_ = [

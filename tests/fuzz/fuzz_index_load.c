@@ -78,11 +78,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     return 0;
   }
   for (size_t i = 0; i < al_index_shard_count(idx); i++) {
-    al_shard_info sh;
+    al_shard_info sh = AL_SHARD_INFO_INIT;
     if (al_index_shard(idx, i, &sh) != AL_OK) abort();
   }
   for (size_t i = 0; i < al_index_sample_count(idx); i++) {
-    al_sample_info s;
+    al_sample_info s = AL_SAMPLE_INFO_INIT;
     if (al_index_sample(idx, i, &s) != AL_OK) abort();
     if (s.shard >= al_index_shard_count(idx)) abort();
     for (size_t m = 0; m < s.n_members; m++) {
@@ -93,7 +93,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     (void)al_index_find_member(idx, i, "latent", &mi);
   }
   for (size_t i = 0; i < al_index_rejected_count(idx); i++) {
-    al_rejected_info r;
+    al_rejected_info r = AL_REJECTED_INFO_INIT;
     if (al_index_rejected(idx, i, &r) != AL_OK) abort();
   }
   (void)al_index_fingerprint(idx);

@@ -21,16 +21,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (m) abort(); /* nothing handed out on failure */
     return 0;
   }
-  al_manifest_info info;
+  al_manifest_info info = AL_MANIFEST_INFO_INIT;
   if (al_manifest_get_info(m, &info) != AL_OK) abort();
   for (size_t b = 0; b < info.buckets; b++) {
-    al_bucket_info bi;
+    al_bucket_info bi = AL_BUCKET_INFO_INIT;
     if (al_manifest_bucket(m, b, &bi) != AL_OK) abort();
   }
   size_t visited = 0;
   for (uint32_t s = 0; s < info.steps && visited < WALK_MAX; s++) {
     uint32_t step = info.first_step + s;
-    al_step_info si;
+    al_step_info si = AL_STEP_INFO_INIT;
     if (al_manifest_step(m, step, &si) != AL_OK) abort();
     for (uint32_t r = 0; r < info.world && visited < WALK_MAX; r++) {
       uint32_t n = 0;
@@ -39,7 +39,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       if (n == 0) abort(); /* the loader promises >= 1 micro-batch per rank per step */
       if (al_manifest_rank_cost(m, step, r, &cost) != AL_OK) abort();
       for (uint32_t k = 0; k < n && visited < WALK_MAX; k++, visited++) {
-        al_micro_ref ref;
+        al_micro_ref ref = AL_MICRO_REF_INIT;
         if (al_manifest_micro(m, step, r, k, &ref) != AL_OK) abort();
         for (size_t j = 0; j < ref.n_samples; j++) {
           (void)al_manifest_key(m, ref.samples[j]);

@@ -15,11 +15,11 @@
 static void walk(const al_index *idx) {
   size_t n = al_index_sample_count(idx);
   for (size_t i = 0; i < al_index_shard_count(idx); i++) {
-    al_shard_info sh;
+    al_shard_info sh = AL_SHARD_INFO_INIT;
     if (al_index_shard(idx, i, &sh) != AL_OK) abort();
   }
   for (size_t i = 0; i < n; i++) {
-    al_sample_info s;
+    al_sample_info s = AL_SAMPLE_INFO_INIT;
     if (al_index_sample(idx, i, &s) != AL_OK) abort();
     for (size_t m = 0; m < s.n_members; m++) {
       al_member_info mi;
@@ -29,7 +29,7 @@ static void walk(const al_index *idx) {
     (void)al_index_find_member(idx, i, "json", &mi);
   }
   for (size_t i = 0; i < al_index_rejected_count(idx); i++) {
-    al_rejected_info r;
+    al_rejected_info r = AL_REJECTED_INFO_INIT;
     if (al_index_rejected(idx, i, &r) != AL_OK) abort();
   }
   (void)al_index_memory(idx, NULL, NULL);

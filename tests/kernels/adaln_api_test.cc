@@ -59,6 +59,10 @@ TEST(AdalnApi, RejectsBadDescriptors) {
       {"rows 33 != 2 x 16", [](al_adaln_desc &d) { d.rows = 33; }, AL_EINVAL, ""},
       {"seq_len 2^31", [](al_adaln_desc &d) { d.seq_len = 1LL << 31; }, AL_ERANGE, ""},
       {"rows -1", [](al_adaln_desc &d) { d.rows = -1; }, AL_ERANGE, ""},
+      {"struct_size above the library's", [](al_adaln_desc &d) { d.struct_size = sizeof d + 8; },
+       AL_EINVAL, "al_adaln_forward: al_adaln_desc.struct_size is"},
+      {"struct_size below the first version", [](al_adaln_desc &d) { d.struct_size = 8; },
+       AL_EINVAL, "below the first version's"},
   };
   for (const Bad<al_adaln_desc> &c : cases) {
     al_adaln_desc d = Good();
@@ -66,6 +70,11 @@ TEST(AdalnApi, RejectsBadDescriptors) {
     ExpectStatus(c, Fwd(d));
   }
   EXPECT_EQ(al_adaln_forward(nullptr, nullptr, P, P, P, P, F, F, nullptr), AL_EINVAL);
+  // Options too: a struct_size above the library's is refused before anything runs.
+  al_adaln_options o = AL_ADALN_OPTIONS_INIT;
+  o.struct_size += 8;
+  EXPECT_EQ(Fwd(Good(), &o), AL_EINVAL);
+  EXPECT_NE(Msg().find("al_adaln_options.struct_size is"), std::string::npos) << Msg();
 }
 
 TEST(AdalnApi, ChecksHostOffsets) {

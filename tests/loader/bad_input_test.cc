@@ -54,14 +54,14 @@ TEST_P(BadJson, RejectedWithReasonOthersKept) {
   ASSERT_NE(idx, nullptr);
   EXPECT_EQ(al_index_sample_count(idx), 3u);
   ASSERT_EQ(al_index_rejected_count(idx), 1u) << RejectedText(idx);
-  al_rejected_info r;
+  al_rejected_info r = AL_REJECTED_INFO_INIT;
   ASSERT_EQ(al_index_rejected(idx, 0, &r), AL_OK);
   EXPECT_STREQ(r.member, "b.json");
   EXPECT_STREQ(r.key, "b");
   EXPECT_EQ(r.offset, 2048u); // header of b.json: after a.json and a.latent (2 x 1024)
   EXPECT_EQ(r.shard, 0u);
   EXPECT_TRUE(altest::Contains(r.reason, c.reason));
-  al_sample_info s;
+  al_sample_info s = AL_SAMPLE_INFO_INIT;
   ASSERT_EQ(al_index_sample(idx, 1, &s), AL_OK);
   EXPECT_STREQ(s.key, "c");
   al_index_free(idx);
@@ -145,7 +145,7 @@ TEST(BadInput, DuplicateKeysAcrossShardsNameBothShards) {
   al_index *idx = Build({a, b});
   ASSERT_EQ(al_index_sample_count(idx), 4u);
   ASSERT_EQ(al_index_rejected_count(idx), 1u);
-  al_rejected_info r;
+  al_rejected_info r = AL_REJECTED_INFO_INIT;
   ASSERT_EQ(al_index_rejected(idx, 0, &r), AL_OK);
   EXPECT_EQ(r.shard, 1u);
   EXPECT_STREQ(r.key, "k2");
@@ -156,12 +156,12 @@ TEST(BadInput, DuplicateKeysAcrossShardsNameBothShards) {
   EXPECT_TRUE(altest::Contains(why, "dup-a.tar"));
   EXPECT_TRUE(altest::Contains(why, "dup-b.tar"));
   // The first occurrence is the one kept.
-  al_sample_info s;
+  al_sample_info s = AL_SAMPLE_INFO_INIT;
   ASSERT_EQ(al_index_sample(idx, 1, &s), AL_OK);
   EXPECT_STREQ(s.key, "k2");
   EXPECT_EQ(s.shard, 0u);
   EXPECT_EQ(s.width, 16u);
-  al_shard_info sh;
+  al_shard_info sh = AL_SHARD_INFO_INIT;
   ASSERT_EQ(al_index_shard(idx, 1, &sh), AL_OK);
   EXPECT_EQ(sh.sample_count, 2u);
   EXPECT_EQ(sh.rejected_count, 1u);
@@ -323,7 +323,7 @@ TEST_P(BadSizeField, MemberRejectedOthersKept) {
     ASSERT_NE(idx, nullptr);
     std::string rej = RejectedText(idx);
     for (size_t i = 0; i < al_index_sample_count(idx); i++) {
-      al_sample_info si;
+      al_sample_info si = AL_SAMPLE_INFO_INIT;
       ASSERT_EQ(al_index_sample(idx, i, &si), AL_OK);
       EXPECT_STRNE(si.key, "b") << "sample b indexed with a size field of " << c.name;
     }
@@ -485,7 +485,7 @@ TEST(BadInput, UnreadableShardsAreCountedAndOthersIndexed) {
   EXPECT_TRUE(altest::Contains(rej, "notatar.tar||0||not a readable tar archive"));
   EXPECT_TRUE(altest::Contains(rej, "empty.tar||0||empty file"));
   EXPECT_TRUE(altest::Contains(rej, "missing.tar||0||cannot open"));
-  al_shard_info s;
+  al_shard_info s = AL_SHARD_INFO_INIT;
   ASSERT_EQ(al_index_shard(idx, 4, &s), AL_OK); // a valid tar with no members: no samples, no error
   EXPECT_EQ(s.sample_count, 0u);
   EXPECT_EQ(s.rejected_count, 0u);

@@ -34,7 +34,7 @@ void ExpectMembersAt(const al_index *idx, const std::string &path, size_t first,
                      const std::map<std::string, std::string> &want) {
   size_t seen = 0;
   for (size_t i = first; i < first + n; i++) {
-    al_sample_info s;
+    al_sample_info s = AL_SAMPLE_INFO_INIT;
     ASSERT_EQ(al_index_sample(idx, i, &s), AL_OK);
     for (uint32_t m = 0; m < s.n_members; m++) {
       al_member_info mi;
@@ -61,7 +61,7 @@ TEST_P(Fixtures, IndexesBothSamplesWithExactOffsets) {
   std::string clip = std::string(kLongDir) + "clip-with-a-long-key-000001";
   altest::ExpectSample(idx, 0, "img-000002", 512, 512, 1, 0.0f);
   altest::ExpectSample(idx, 1, clip, 640, 352, 17, 24.0f);
-  al_shard_info sh;
+  al_shard_info sh = AL_SHARD_INFO_INIT;
   ASSERT_EQ(al_index_shard(idx, 0, &sh), AL_OK);
   EXPECT_EQ(sh.seekable, 1);
   EXPECT_STREQ(sh.compression, "none");
@@ -107,7 +107,7 @@ std::string Synth(const std::string &dir, uint64_t samples, uint32_t shards,
   o.seed = seed;
   o.payload = payload;
   o.lz4_json = lz4_json;
-  al_synth_stats st{};
+  al_synth_stats st = AL_SYNTH_STATS_INIT;
   EXPECT_EQ(al_synth_write(&o, &st), AL_OK) << al_last_error();
   EXPECT_EQ(st.samples, samples);
   return out;
@@ -131,7 +131,7 @@ TEST(Build, SynthCorpusMetadataAndOffsets) {
   ASSERT_EQ(al_index_sample_count(idx), 48u);
   EXPECT_EQ(al_index_rejected_count(idx), 0u) << altest::RejectedText(idx);
   for (size_t i = 0; i < 48; i++) {
-    al_sample_info s;
+    al_sample_info s = AL_SAMPLE_INFO_INIT;
     ASSERT_EQ(al_index_sample(idx, i, &s), AL_OK);
     al_synth_sample_meta m;
     al_synth_sample(7, i, &m);
@@ -169,7 +169,7 @@ TEST(Build, PayloadsAreSkippedNotRead) {
   al_index_options o{};
   o.progress = -1;
   al_index *idx = nullptr;
-  al_index_stats st{};
+  al_index_stats st = AL_INDEX_STATS_INIT;
   ASSERT_EQ(al_index_build(&idx, p.data(), 1, &o, &st), AL_OK);
   EXPECT_EQ(st.samples, 12u);
   EXPECT_GT(st.bytes, 4u << 20);
@@ -202,7 +202,7 @@ TEST(Build, CompressedShardsIndexTheSameSamples) {
       ASSERT_EQ(al_index_member(idx, i, 1, &b), AL_OK);
       EXPECT_EQ(a.offset, b.offset);
     }
-    al_shard_info s;
+    al_shard_info s = AL_SHARD_INFO_INIT;
     ASSERT_EQ(al_index_shard(idx, 1, &s), AL_OK);
     EXPECT_STREQ(s.compression, f[0]);
     EXPECT_EQ(s.seekable, 0);
@@ -219,7 +219,7 @@ TEST(Build, JsonLz4MembersGiveTheSameMetadata) {
   ASSERT_EQ(al_index_sample_count(b), 50u);
   EXPECT_EQ(al_index_rejected_count(b), 0u) << altest::RejectedText(b);
   for (size_t i = 0; i < 50; i++) {
-    al_sample_info x, y;
+    al_sample_info x = AL_SAMPLE_INFO_INIT, y = AL_SAMPLE_INFO_INIT;
     ASSERT_TRUE(altest::GetBoth(al_index_sample, a, b, i, &x, &y));
     altest::ExpectSameSampleMeta(x, y);
     al_member_info m;
@@ -227,7 +227,7 @@ TEST(Build, JsonLz4MembersGiveTheSameMetadata) {
     EXPECT_STREQ(m.ext, "json.lz4");
     EXPECT_EQ(m.lz4, 1);
     // The stored bytes are an LZ4 frame (magic 04 22 4D 18).
-    al_shard_info s;
+    al_shard_info s = AL_SHARD_INFO_INIT;
     ASSERT_EQ(al_index_shard(b, y.shard, &s), AL_OK);
     EXPECT_EQ(Pread(s.path, m.offset, 4), std::string("\x04\x22\x4d\x18", 4));
   }
@@ -296,7 +296,7 @@ TEST(Build, DaliIndexFiles) {
   std::string text = altest::ReadFile(out + "/shard-000000.idx");
   ASSERT_FALSE(text.empty());
   size_t nl = text.find('\n');
-  al_shard_info s0;
+  al_shard_info s0 = AL_SHARD_INFO_INIT;
   ASSERT_EQ(al_index_shard(idx, 0, &s0), AL_OK);
   EXPECT_EQ(text.substr(0, nl), "v1.2 " + std::to_string(s0.sample_count));
   // Line i+1 is sample i: "ext offset size name" per member, in tar order.
@@ -306,7 +306,7 @@ TEST(Build, DaliIndexFiles) {
     ASSERT_NE(end, std::string::npos);
     std::string line = text.substr(pos, end - pos);
     pos = end + 1;
-    al_sample_info s;
+    al_sample_info s = AL_SAMPLE_INFO_INIT;
     ASSERT_EQ(al_index_sample(idx, i, &s), AL_OK);
     std::string want;
     for (uint32_t m = 0; m < s.n_members; m++) {
@@ -372,7 +372,7 @@ TEST(Build, ConfigurableFieldNamesAndAliases) {
   o.field_duration = "len";
   al_index *idx = Build({path}, 1, AL_OK, &o);
   ASSERT_EQ(al_index_sample_count(idx), 4u);
-  al_sample_info s;
+  al_sample_info s = AL_SAMPLE_INFO_INIT;
   ASSERT_EQ(al_index_sample(idx, 0, &s), AL_OK);
   EXPECT_EQ(s.frames, 9u);
   EXPECT_EQ(s.fps, 8.0f);
@@ -383,7 +383,7 @@ TEST(Build, ConfigurableFieldNamesAndAliases) {
   ASSERT_EQ(al_index_sample(idx, 3, &s), AL_OK);
   EXPECT_EQ(s.frames, 75u); // round(74.925)
   ASSERT_EQ(al_index_rejected_count(idx), 1u);
-  al_rejected_info r;
+  al_rejected_info r = AL_REJECTED_INFO_INIT;
   ASSERT_EQ(al_index_rejected(idx, 0, &r), AL_OK);
   EXPECT_STREQ(r.member, "e.json");
   EXPECT_TRUE(altest::Contains(r.reason, "missing field 'w'"));

@@ -522,7 +522,7 @@ TEST(IndexDecode, LargeIndexRoundTrip) {
   ASSERT_EQ(al_index_sample_count(back), n);
   EXPECT_EQ(al_index_fingerprint(back), al_index_fingerprint(idx));
   for (size_t i = 0; i < n; i += 997) {
-    al_sample_info a, b;
+    al_sample_info a = AL_SAMPLE_INFO_INIT, b = AL_SAMPLE_INFO_INIT;
     ASSERT_EQ(al_index_sample(idx, i, &a), AL_OK);
     ASSERT_EQ(al_index_sample(back, i, &b), AL_OK);
     EXPECT_STREQ(a.key, b.key);

@@ -29,7 +29,7 @@ inline void ExpectSameSampleMeta(const al_sample_info &x, const al_sample_info &
 // Sample i of `idx` has this key and metadata.
 inline void ExpectSample(const al_index *idx, size_t i, const std::string &key, uint32_t width,
                          uint32_t height, uint32_t frames, float fps) {
-  al_sample_info s;
+  al_sample_info s = AL_SAMPLE_INFO_INIT;
   ASSERT_EQ(al_index_sample(idx, i, &s), AL_OK);
   al_sample_info want = s;
   want.key = key.c_str();
@@ -58,7 +58,7 @@ inline void ExpectSameIndex(const al_index *a, const al_index *b, bool compare_p
   ASSERT_EQ(al_index_sample_count(a), al_index_sample_count(b));
   ASSERT_EQ(al_index_rejected_count(a), al_index_rejected_count(b));
   for (size_t i = 0; i < al_index_shard_count(a); i++) {
-    al_shard_info x, y;
+    al_shard_info x = AL_SHARD_INFO_INIT, y = AL_SHARD_INFO_INIT;
     ASSERT_TRUE(GetBoth(al_index_shard, a, b, i, &x, &y));
     if (compare_paths) {
       EXPECT_STREQ(x.path, y.path);
@@ -71,7 +71,7 @@ inline void ExpectSameIndex(const al_index *a, const al_index *b, bool compare_p
     EXPECT_EQ(x.rejected_count, y.rejected_count);
   }
   for (size_t i = 0; i < al_index_sample_count(a); i++) {
-    al_sample_info x, y;
+    al_sample_info x = AL_SAMPLE_INFO_INIT, y = AL_SAMPLE_INFO_INIT;
     ASSERT_TRUE(GetBoth(al_index_sample, a, b, i, &x, &y));
     ASSERT_STREQ(x.key, y.key);
     ExpectSameSampleMeta(x, y);
@@ -87,7 +87,7 @@ inline void ExpectSameIndex(const al_index *a, const al_index *b, bool compare_p
       }
       EXPECT_EQ(p.size, q.size);
       EXPECT_EQ(p.lz4, q.lz4);
-      al_member_type ta, tb;
+      al_member_type ta = AL_MEMBER_TYPE_INIT, tb = AL_MEMBER_TYPE_INIT;
       int ra = al_index_member_type(a, i, m, &ta), rb = al_index_member_type(b, i, m, &tb);
       ASSERT_EQ(ra, rb) << x.key << "." << p.ext;
       if (ra == AL_OK) {
@@ -101,7 +101,7 @@ inline void ExpectSameIndex(const al_index *a, const al_index *b, bool compare_p
   }
   ASSERT_EQ(al_index_warning_count(a), al_index_warning_count(b));
   for (size_t i = 0; i < al_index_warning_count(a); i++) {
-    al_rejected_info x, y;
+    al_rejected_info x = AL_REJECTED_INFO_INIT, y = AL_REJECTED_INFO_INIT;
     ASSERT_TRUE(GetBoth(al_index_warning, a, b, i, &x, &y));
     EXPECT_EQ(x.shard, y.shard);
     EXPECT_STREQ(x.member, y.member);
@@ -112,7 +112,7 @@ inline void ExpectSameIndex(const al_index *a, const al_index *b, bool compare_p
     }
   }
   for (size_t i = 0; i < al_index_rejected_count(a); i++) {
-    al_rejected_info x, y;
+    al_rejected_info x = AL_REJECTED_INFO_INIT, y = AL_REJECTED_INFO_INIT;
     ASSERT_TRUE(GetBoth(al_index_rejected, a, b, i, &x, &y));
     EXPECT_EQ(x.shard, y.shard);
     EXPECT_STREQ(x.member, y.member);
@@ -135,7 +135,7 @@ inline al_index *Build(const std::vector<std::string> &paths, int threads = 2, i
   o.threads = threads;
   o.progress = -1;
   al_index *idx = nullptr;
-  al_index_stats st{};
+  al_index_stats st = AL_INDEX_STATS_INIT;
   int rc = al_index_build(&idx, p.data(), p.size(), &o, &st);
   EXPECT_EQ(rc, expect) << al_last_error();
   if (idx) {
@@ -150,8 +150,8 @@ inline al_index *Build(const std::vector<std::string> &paths, int threads = 2, i
 inline std::string RejectedText(const al_index *idx) {
   std::string out;
   for (size_t i = 0; i < al_index_rejected_count(idx); i++) {
-    al_rejected_info r;
-    al_shard_info s;
+    al_rejected_info r = AL_REJECTED_INFO_INIT;
+    al_shard_info s = AL_SHARD_INFO_INIT;
     al_index_rejected(idx, i, &r);
     al_index_shard(idx, r.shard, &s);
     const char *b = std::strrchr(s.path, '/');

@@ -53,14 +53,14 @@ TEST(Index, HandAssemblyAccessors) {
   EXPECT_EQ(al_index_shard_count(idx), 2u);
   EXPECT_EQ(al_index_sample_count(idx), 10u);
   EXPECT_EQ(al_index_rejected_count(idx), 0u);
-  al_shard_info sh;
+  al_shard_info sh = AL_SHARD_INFO_INIT;
   ASSERT_EQ(al_index_shard(idx, 1, &sh), AL_OK);
   EXPECT_STREQ(sh.path, "/data/shard-1.tar.lz4");
   EXPECT_EQ(sh.size, 2000000u);
   EXPECT_EQ(sh.sample_count, 5u);
   EXPECT_EQ(sh.seekable, 0);
   altest::ExpectSample(idx, 3, "000001-00000003", 832, 480, 81, 16.0f);
-  al_sample_info s;
+  al_sample_info s = AL_SAMPLE_INFO_INIT;
   ASSERT_EQ(al_index_sample(idx, 3, &s), AL_OK);
   EXPECT_EQ(s.shard, 1u);
   EXPECT_EQ(s.n_members, 2u);
@@ -149,7 +149,7 @@ TEST(Index, SaveLoadRoundTrip) {
   ASSERT_EQ(al_index_load(&back, path.c_str()), AL_OK) << al_last_error();
   altest::ExpectSameIndex(idx, back);
   EXPECT_EQ(al_index_fingerprint(idx), al_index_fingerprint(back));
-  al_shard_info sh;
+  al_shard_info sh = AL_SHARD_INFO_INIT;
   ASSERT_EQ(al_index_shard(back, 0, &sh), AL_OK);
   EXPECT_EQ(sh.rejected_count, 1u);
   // Saving the loaded index gives the same bytes.

@@ -75,7 +75,7 @@ size_t PlanAndCheck(const al_index *idx, const std::string &out) {
   al_manifest *m = nullptr;
   EXPECT_EQ(al_manifest_load(&m, out.c_str()), AL_OK) << al_last_error();
   if (!m) return 0;
-  al_manifest_info info;
+  al_manifest_info info = AL_MANIFEST_INFO_INIT;
   EXPECT_EQ(al_manifest_get_info(m, &info), AL_OK);
   al_bucket_table *t = nullptr;
   EXPECT_EQ(al_bucket_table_default(&t), AL_OK);
@@ -85,9 +85,9 @@ size_t PlanAndCheck(const al_index *idx, const std::string &out) {
       uint32_t nm = 0;
       EXPECT_EQ(al_manifest_micro_count(m, step, rank, &nm), AL_OK);
       for (uint32_t mi = 0; mi < nm; mi++) {
-        al_micro_ref r;
+        al_micro_ref r = AL_MICRO_REF_INIT;
         EXPECT_EQ(al_manifest_micro(m, step, rank, mi, &r), AL_OK);
-        al_bucket_info b;
+        al_bucket_info b = AL_BUCKET_INFO_INIT;
         EXPECT_EQ(al_manifest_bucket(m, r.bucket, &b), AL_OK);
         for (size_t s = 0; s < r.n_samples; s++) {
           uint32_t gt = 0, gh = 0, gw = 0;
@@ -95,7 +95,7 @@ size_t PlanAndCheck(const al_index *idx, const std::string &out) {
           EXPECT_LE(1 + (b.frames - 1) / 4, gt) << "sample " << r.samples[s];
           EXPECT_LE(b.height / 8, gh) << "sample " << r.samples[s];
           EXPECT_LE(b.width / 8, gw) << "sample " << r.samples[s];
-          al_sample_info si;
+          al_sample_info si = AL_SAMPLE_INFO_INIT;
           EXPECT_EQ(al_index_sample(idx, r.samples[s], &si), AL_OK);
           uint32_t pb = 0;
           al_reject_reason why;

@@ -51,7 +51,7 @@ al_index *IndexJsons(const std::string &name, const std::vector<std::string> &js
 }
 
 std::string Reason(const al_index *idx, size_t i) {
-  al_rejected_info r;
+  al_rejected_info r = AL_REJECTED_INFO_INIT;
   EXPECT_EQ(al_index_rejected(idx, i, &r), AL_OK);
   return r.reason;
 }
@@ -131,7 +131,7 @@ TEST(Metadata, NumericStringsAreWholeAndStrict) {
     std::string want = c.reason;
     if (want.rfind("r_frame_rate 5000", 0) == 0) want = "fps 5000 is outside [0, 1000]";
     EXPECT_TRUE(altest::Contains(Reason(idx, 0), want)) << c.json;
-    al_rejected_info r;
+    al_rejected_info r = AL_REJECTED_INFO_INIT;
     ASSERT_EQ(al_index_rejected(idx, 0, &r), AL_OK);
     EXPECT_STREQ(r.member, "s0.json");
     EXPECT_EQ(r.offset, 0u);
@@ -186,7 +186,7 @@ TEST(Metadata, FramesFromTheTypedLatentWithAWarning) {
   ASSERT_EQ(al_index_rejected_count(idx), 1u);
   EXPECT_TRUE(altest::Contains(Reason(idx, 0), "640x480 x 5 frames gives T, H, W = 2, 60, 80"));
   ASSERT_EQ(al_index_warning_count(idx), 3u);
-  al_rejected_info w;
+  al_rejected_info w = AL_REJECTED_INFO_INIT;
   ASSERT_EQ(al_index_warning(idx, 0, &w), AL_OK);
   EXPECT_STREQ(w.key, "a");
   EXPECT_STREQ(w.member, "a.json");
@@ -215,7 +215,7 @@ TEST(Metadata, NulByteIsRefused) {
   ASSERT_EQ(al_index_rejected_count(idx), 3u) << RejectedText(idx);
   const size_t at[] = {36, 12, 26};
   for (size_t i = 0; i < 3; i++) {
-    al_rejected_info r;
+    al_rejected_info r = AL_REJECTED_INFO_INIT;
     ASSERT_EQ(al_index_rejected(idx, i, &r), AL_OK);
     EXPECT_EQ(std::string(r.member), "s" + std::to_string(i) + ".json");
     EXPECT_EQ(r.offset, 1024u * i);

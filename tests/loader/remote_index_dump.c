@@ -18,7 +18,7 @@ static void print_member(const al_index *idx, size_t i, size_t m) {
   al_member_info mi;
   if (al_index_member(idx, i, m, &mi)) return;
   printf(" %s@%" PRIu64 "+%" PRIu64 "%s", mi.ext, mi.offset, mi.size, mi.lz4 ? ":lz4" : "");
-  al_member_type mt;
+  al_member_type mt = AL_MEMBER_TYPE_INIT;
   if (al_index_member_type(idx, i, m, &mt) == AL_OK) {
     printf(":%s(", mt.dtype);
     for (uint32_t d = 0; d < mt.ndim; d++) printf("%s%" PRIu64, d ? "," : "", mt.shape[d]);
@@ -38,7 +38,7 @@ int main(int argc, char **argv) {
   }
   printf("fingerprint %016" PRIx64 "\n", al_index_fingerprint(idx));
   for (size_t i = 0; i < al_index_shard_count(idx); i++) {
-    al_shard_info s;
+    al_shard_info s = AL_SHARD_INFO_INIT;
     if (al_index_shard(idx, i, &s)) break;
     const char *name = strrchr(s.path, '/');
     printf("shard %s size %" PRIu64 " seekable %d compression %s content_fp %016" PRIx64
@@ -48,7 +48,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "where %zu %s remote %d etag %s\n", i, s.path, s.remote, s.etag);
   }
   for (size_t i = 0; i < al_index_sample_count(idx); i++) {
-    al_sample_info s;
+    al_sample_info s = AL_SAMPLE_INFO_INIT;
     if (al_index_sample(idx, i, &s)) break;
     printf("sample %s shard %u %ux%ux%u fps %g member", s.key, s.shard, s.width, s.height, s.frames,
            (double)s.fps);

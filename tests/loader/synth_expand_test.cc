@@ -74,7 +74,7 @@ std::vector<unsigned char> WriteAndRead(const std::string &dir, int threads,
   o.seed = seed;
   o.threads = threads;
   o.payload = payload;
-  al_synth_stats st{};
+  al_synth_stats st = AL_SYNTH_STATS_INIT;
   EXPECT_EQ(al_synth_write(&o, &st), AL_OK) << al_last_error();
   EXPECT_EQ(st.images + st.videos, 40u);
   std::vector<unsigned char> all;
@@ -133,7 +133,7 @@ TEST(Synth, MetadataOnlyShards) {
   ASSERT_EQ(al_index_build(&idx, (const char *const *)p, n, &o, nullptr), AL_OK);
   EXPECT_EQ(al_index_sample_count(idx), 40u);
   for (size_t i = 0; i < 40; i++) {
-    al_sample_info s;
+    al_sample_info s = AL_SAMPLE_INFO_INIT;
     ASSERT_EQ(al_index_sample(idx, i, &s), AL_OK);
     EXPECT_EQ(s.n_members, 1u);
   }

@@ -68,8 +68,9 @@ std::string Lz4(const std::string &s, bool content_size) {
 std::string Json(const std::string &body) { return "{" + body + "}"; }
 
 al_member_type Type(const al_index *idx, size_t sample, size_t m) {
-  al_member_type t;
+  al_member_type t = AL_MEMBER_TYPE_INIT;
   std::memset(&t, 0xAB, sizeof t);
+  t.struct_size = sizeof t;
   EXPECT_EQ(al_index_member_type(idx, sample, m, &t), AL_OK) << al_last_error();
   return t;
 }
@@ -98,7 +99,7 @@ TEST(TypedIndex, NpyMembersTypedWithoutReadingData) {
   o.threads = 1;
   o.progress = -1;
   al_index *idx = nullptr;
-  al_index_stats st{};
+  al_index_stats st = AL_INDEX_STATS_INIT;
   ASSERT_EQ(al_index_build(&idx, p.data(), 1, &o, &st), AL_OK) << al_last_error();
   ASSERT_EQ(al_index_sample_count(idx), 2u) << RejectedText(idx);
   EXPECT_EQ(al_index_rejected_count(idx), 0u);
@@ -125,7 +126,7 @@ TEST(TypedIndex, NpyMembersTypedWithoutReadingData) {
   t = Type(idx, 1, 2);
   EXPECT_EQ(Shape(t), (std::vector<uint64_t>{12, 64}));
   // json and txt are not typed; out of range is an error.
-  al_member_type u;
+  al_member_type u = AL_MEMBER_TYPE_INIT;
   EXPECT_EQ(al_index_member_type(idx, 0, 0, &u), AL_ENOTFOUND);
   EXPECT_EQ(al_index_member_type(idx, 0, 3, &u), AL_ENOTFOUND);
   EXPECT_EQ(al_index_member_type(idx, 0, 4, &u), AL_ERANGE);
@@ -169,7 +170,7 @@ TEST(TypedIndex, UntypedLatentHasNoGrid) {
   ASSERT_EQ(al_index_sample_count(idx), 1u);
   uint32_t t, h, w;
   EXPECT_EQ(al_index_latent_grid(idx, 0, &t, &h, &w, nullptr), AL_ENOTFOUND);
-  al_member_type u;
+  al_member_type u = AL_MEMBER_TYPE_INIT;
   EXPECT_EQ(al_index_member_type(idx, 0, 1, &u), AL_ENOTFOUND);
   al_index_free(idx);
 }
@@ -182,7 +183,7 @@ struct Rejection {
 std::vector<Rejection> Rejections(const al_index *idx) {
   std::vector<Rejection> out;
   for (size_t i = 0; i < al_index_rejected_count(idx); i++) {
-    al_rejected_info r;
+    al_rejected_info r = AL_REJECTED_INFO_INIT;
     EXPECT_EQ(al_index_rejected(idx, i, &r), AL_OK);
     out.push_back({r.member, r.reason});
   }
@@ -246,7 +247,7 @@ TEST(TypedIndex, LatentGridCrossCheck) {
   EXPECT_EQ(r[5].member, "i.t5.npy");
   EXPECT_TRUE(altest::Contains(r[5].reason, "big-endian"));
   // Offsets are those of the member's header (like every rejection).
-  al_rejected_info ri;
+  al_rejected_info ri = AL_REJECTED_INFO_INIT;
   ASSERT_EQ(al_index_rejected(idx, 4, &ri), AL_OK);
   EXPECT_EQ(ri.offset, offs[15] - 512);
   EXPECT_STREQ(ri.key, "h");
@@ -414,14 +415,14 @@ TEST(TypedIndex, FrameAliasesAndWarnings) {
   ASSERT_EQ(al_index_warning_count(idx), 3u);
   const char *keys[] = {"d", "e", "h"};
   for (size_t i = 0; i < 3; i++) {
-    al_rejected_info w;
+    al_rejected_info w = AL_REJECTED_INFO_INIT;
     ASSERT_EQ(al_index_warning(idx, i, &w), AL_OK);
     EXPECT_STREQ(w.key, keys[i]);
     EXPECT_EQ(std::string(w.member), std::string(keys[i]) + ".json");
     EXPECT_TRUE(altest::Contains(w.reason, "no frame-count field"));
     EXPECT_TRUE(altest::Contains(w.reason, "--fields frames=NAME"));
   }
-  al_rejected_info w;
+  al_rejected_info w = AL_REJECTED_INFO_INIT;
   ASSERT_EQ(al_index_warning(idx, 0, &w), AL_OK);
   EXPECT_TRUE(altest::Contains(w.reason, "indexed as an image"));
   ASSERT_EQ(al_index_warning(idx, 1, &w), AL_OK);
@@ -456,7 +457,7 @@ TEST(TypedIndex, WarningOfDuplicateDropped) {
   ASSERT_NE(idx, nullptr);
   ASSERT_EQ(al_index_sample_count(idx), 2u);
   ASSERT_EQ(al_index_warning_count(idx), 1u);
-  al_rejected_info w;
+  al_rejected_info w = AL_REJECTED_INFO_INIT;
   ASSERT_EQ(al_index_warning(idx, 0, &w), AL_OK);
   EXPECT_STREQ(w.key, "m");
   EXPECT_EQ(w.shard, 1u);

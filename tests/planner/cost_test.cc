@@ -326,6 +326,7 @@ TEST(Trace, MediansPerShapeFitTheTrueModelDespiteStallsAndAHalfLine) {
   al_bench b;
   al_trace_stats st;
   memset(&st, 0x5a, sizeof st); // poisoned
+  st.struct_size = sizeof st;
   ASSERT_EQ(al_bench_parse_trace(&b, text.data(), text.size(), "run.jsonl", &st), AL_OK)
       << al_last_error();
   EXPECT_EQ(st.lines, meas + 3);
@@ -357,7 +358,7 @@ TEST(Trace, TooFewShapesAndAppendToABenchmark) {
       "{\"B\": 1, \"S\": 1024, \"ms\": 3}\n{\"B\": 1, \"S\": 1024, \"ms\": 4}\n"
       "{\"B\": 2, \"S\": 1024, \"ms\": 5}\nnot json\n";
   al_bench b;
-  al_trace_stats st;
+  al_trace_stats st = AL_TRACE_STATS_INIT;
   EXPECT_EQ(al_bench_parse_trace(&b, two, strlen(two), "short.jsonl", &st), AL_EINVAL);
   EXPECT_TRUE(altest::ErrorContains("2 distinct (B, S) shapes in 3 usable lines (1 skipped"))
       << al_last_error();

@@ -116,7 +116,7 @@ TEST(Fidelity, ManifestCountsScheduledSamplesOnce) {
   al_plan_free(p);
   al_manifest *m = nullptr;
   ASSERT_EQ(al_manifest_load(&m, path.c_str()), AL_OK) << al_last_error();
-  al_manifest_info info;
+  al_manifest_info info = AL_MANIFEST_INFO_INIT;
   ASSERT_EQ(al_manifest_get_info(m, &info), AL_OK);
   ASSERT_EQ(info.padded, 3u);
 

@@ -84,7 +84,7 @@ inline al_manifest *PlanAndLoad(const Shapes &s, const al_plan_options &o, const
 
 // The manifest's summary figures.
 inline al_manifest_info Info(const al_manifest *m) {
-  al_manifest_info in{};
+  al_manifest_info in = AL_MANIFEST_INFO_INIT;
   EXPECT_EQ(al_manifest_get_info(m, &in), AL_OK);
   return in;
 }
@@ -100,7 +100,7 @@ inline std::map<uint64_t, int> Occurrences(const al_manifest *m, uint32_t from_s
       uint32_t n = 0;
       EXPECT_EQ(al_manifest_micro_count(m, s, r, &n), AL_OK);
       for (uint32_t k = 0; k < n; k++) {
-        al_micro_ref ref;
+        al_micro_ref ref = AL_MICRO_REF_INIT;
         EXPECT_EQ(al_manifest_micro(m, s, r, k, &ref), AL_OK);
         std::vector<bool> pad(ref.n_samples, false);
         for (size_t q = 0; q < ref.n_padded; q++) pad[ref.padded[q]] = true;
@@ -121,7 +121,7 @@ inline void CheckSteps(const al_manifest *m) {
   ASSERT_EQ(in.unequal_steps, 0u);
   for (uint32_t s = in.first_step; s < in.first_step + in.steps; s++) {
     uint64_t samples = 0, tokens = 0;
-    al_step_info si;
+    al_step_info si = AL_STEP_INFO_INIT;
     ASSERT_EQ(al_manifest_step(m, s, &si), AL_OK);
     for (uint32_t r = 0; r < in.world; r++) {
       uint32_t n = 0;
@@ -131,7 +131,7 @@ inline void CheckSteps(const al_manifest *m) {
         ASSERT_EQ(n, in.micro_per_step) << "step " << s << " rank " << r;
       }
       for (uint32_t k = 0; k < n; k++) {
-        al_micro_ref ref;
+        al_micro_ref ref = AL_MICRO_REF_INIT;
         ASSERT_EQ(al_manifest_micro(m, s, r, k, &ref), AL_OK);
         uint64_t mt = 0;
         for (size_t q = 0; q < ref.n_samples; q++) mt += ref.tokens[q];

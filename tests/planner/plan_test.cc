@@ -54,7 +54,7 @@ TEST(BatchSize, DualConstraintPerBucket) {
     EXPECT_DOUBLE_EQ(in.comp_budget_ms, al_cost_per_sample(&c, smax));
     size_t used = 0;
     for (size_t i = 0; i < in.buckets; i++) {
-      al_bucket_info b;
+      al_bucket_info b = AL_BUCKET_INFO_INIT;
       ASSERT_EQ(al_manifest_bucket(m, i, &b), AL_OK);
       if (b.samples) {
         EXPECT_LE(b.tokens, in.mem_tokens);
@@ -92,7 +92,7 @@ TEST(Schedule, ExactlyOnceAcrossEpochsAndWorlds) {
         EXPECT_EQ(in.samples, s.w.size());
         EXPECT_EQ(in.dropped, 0u);
         CheckSteps(m);
-        al_micro_ref ref;
+        al_micro_ref ref = AL_MICRO_REF_INIT;
         ASSERT_EQ(al_manifest_micro(m, 0, 0, 0, &ref), AL_OK);
         first_samples.push_back(ref.samples[0]);
         if (pol == AL_POLICY_EQUAL_TOKEN)
@@ -123,7 +123,7 @@ TEST(Schedule, AdaptiveBalancesAndBeatsEqualToken) {
     // The summary figures agree with the per-step data.
     double max_sum = 0, mean_sum = 0;
     for (uint32_t st = 0; st < ia.steps; st++) {
-      al_step_info si;
+      al_step_info si = AL_STEP_INFO_INIT;
       al_manifest_step(a, st, &si);
       max_sum += si.max_cost_ms;
       mean_sum += si.mean_cost_ms;
@@ -170,7 +170,7 @@ std::vector<std::vector<uint64_t>> StepContents(const al_manifest *m, uint32_t s
     uint32_t n;
     EXPECT_EQ(al_manifest_micro_count(m, step, r, &n), AL_OK);
     for (uint32_t k = 0; k < n; k++) {
-      al_micro_ref ref;
+      al_micro_ref ref = AL_MICRO_REF_INIT;
       al_manifest_micro(m, step, r, k, &ref);
       std::vector<uint64_t> v(ref.samples, ref.samples + ref.n_samples);
       v.push_back(1000000000ull + r);
@@ -270,7 +270,7 @@ TEST(LastStep, PadAndDrop) {
   CheckSteps(pad);
   uint64_t padded_micro = 0;
   for (uint32_t r = 0; r < 64; r++) {
-    al_micro_ref ref;
+    al_micro_ref ref = AL_MICRO_REF_INIT;
     al_manifest_micro(pad, pi.steps - 1, r, 0, &ref);
     if (ref.n_padded) {
       EXPECT_EQ(ref.n_padded, ref.n_samples);
@@ -436,7 +436,7 @@ TEST(Policy, AdaptiveUnbalancedHasAdaptivesBatchesWithoutTheBalancing) {
   EXPECT_STREQ(ui.policy, "adaptive-unbalanced");
   ASSERT_EQ(ai.buckets, ui.buckets);
   for (size_t b = 0; b < ai.buckets; b++) {
-    al_bucket_info x, y;
+    al_bucket_info x = AL_BUCKET_INFO_INIT, y = AL_BUCKET_INFO_INIT;
     ASSERT_EQ(al_manifest_bucket(ad, b, &x), AL_OK);
     ASSERT_EQ(al_manifest_bucket(un, b, &y), AL_OK);
     EXPECT_EQ(x.batch_size, y.batch_size) << "bucket " << b;

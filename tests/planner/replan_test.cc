@@ -33,7 +33,7 @@ al_plan_options Opts(uint32_t world, al_policy pol) {
 double MeanStepTokens(const al_manifest *m, uint32_t from, uint32_t to) {
   double sum = 0;
   for (uint32_t s = from; s < to; s++) {
-    al_step_info si;
+    al_step_info si = AL_STEP_INFO_INIT;
     EXPECT_EQ(al_manifest_step(m, s, &si), AL_OK) << "step " << s;
     sum += (double)si.tokens;
   }
@@ -143,7 +143,7 @@ std::vector<uint64_t> StepTokens(const al_manifest *m) {
   al_manifest_info in = Info(m);
   std::vector<uint64_t> t;
   for (uint32_t s = in.first_step; s < in.first_step + in.steps; s++) {
-    al_step_info si;
+    al_step_info si = AL_STEP_INFO_INIT;
     EXPECT_EQ(al_manifest_step(m, s, &si), AL_OK) << "step " << s;
     t.push_back(si.tokens);
   }
@@ -206,7 +206,7 @@ TEST(ReplanStepRange, EveryStepWithinTheOldPlansRange) {
     for (uint32_t at : {0u, oi.steps / 3, oi.steps - 2}) {
       std::string what = std::string(al_policy_name(c.policy)) + " " + c.name + " at step " +
                          std::to_string(at);
-      al_replan_options o{c.w1, 0, 0};
+      al_replan_options o{0, c.w1, 0, 0};
       al_plan *p = nullptr;
       ASSERT_EQ(al_plan_replan_opts(&p, old, at, &o), AL_OK) << what << ": " << al_last_error();
       std::string a = altest::TmpPath("range_a.alm"), b = altest::TmpPath("range_b.alm");
@@ -270,7 +270,7 @@ TEST(ReplanStepRange, RefusedWhereNoExchangeHoldsTheRange) {
   ASSERT_EQ(Info(old).steps, 12u);
   for (uint64_t t : StepTokens(old)) ASSERT_EQ(t, 900u);
   int rc = 0;
-  al_replan_options o{2, 0, 0};
+  al_replan_options o{0, 2, 0, 0};
   EXPECT_EQ(Replan(old, 0, o, "refuse_new.alm", &rc), nullptr);
   EXPECT_EQ(rc, AL_ERANGE);
   std::string e = al_last_error();
@@ -300,7 +300,7 @@ TEST(ReplanGlobalBatch, RefusedWhereTCannotBeKeptUnlessAskedForANewT) {
   al_manifest_info oi = Info(old);
   uint32_t at = oi.steps / 2;
   int rc = 0;
-  al_replan_options o{64, 0, 0};
+  al_replan_options o{0, 64, 0, 0};
   EXPECT_EQ(Replan(old, at, o, "ref_new.alm", &rc), nullptr);
   EXPECT_EQ(rc, AL_ERANGE);
   std::string e = al_last_error();
@@ -335,7 +335,7 @@ TEST(ReplanGlobalBatch, MicroPerStepChoosesK) {
   ASSERT_TRUE(old);
   al_manifest_info oi = Info(old);
   uint32_t at = oi.steps / 4, end = oi.steps;
-  al_replan_options o{2, 8, 0}; // K' = 4 by default
+  al_replan_options o{0, 2, 8, 0}; // K' = 4 by default
   al_manifest *nm = Replan(old, at, o, "k_new.alm");
   ASSERT_TRUE(nm) << al_last_error();
   al_manifest_info ni = Info(nm);
@@ -346,7 +346,7 @@ TEST(ReplanGlobalBatch, MicroPerStepChoosesK) {
   CheckExactlyOnce(old, at, nm, "K'=8");
   al_manifest_free(nm);
   // One micro-batch on one rank cannot hold a step of eight ranks' batches within M_mem.
-  o = al_replan_options{1, 1, 0};
+  o = al_replan_options{0, 1, 1, 0};
   int rc = 0;
   EXPECT_EQ(Replan(old, at, o, "k_new.alm", &rc), nullptr);
   EXPECT_EQ(rc, AL_ERANGE);
@@ -376,7 +376,7 @@ TEST(ReplanDropped, OldDropsCountedInTheSummary) {
       int rc = al_plan_replan(&p, old, 0, w);
       if (rc == AL_ERANGE) continue; // refused, not a manifest that cannot load
       ASSERT_EQ(rc, AL_OK) << al_last_error();
-      al_manifest_info pi{};
+      al_manifest_info pi = AL_MANIFEST_INFO_INIT;
       ASSERT_EQ(al_plan_get_info(p, &pi), AL_OK);
       ASSERT_EQ(al_plan_save(p, path.c_str(), al_manifest_key_fn, (void *)old), AL_OK);
       al_plan_free(p);
@@ -402,7 +402,7 @@ TEST(ReplanArgs, Refused) {
   al_manifest *old = PlanAndLoad(s, Opts(2, AL_POLICY_ADAPTIVE), "args_old.alm");
   ASSERT_TRUE(old);
   al_plan *p = nullptr;
-  al_replan_options o{0, 0, 0};
+  al_replan_options o{0, 0, 0, 0};
   EXPECT_EQ(al_plan_replan_opts(&p, old, 0, &o), AL_EINVAL);
   EXPECT_EQ(al_plan_replan_opts(&p, old, 0, nullptr), AL_EINVAL);
   o.world = 2;

@@ -58,7 +58,7 @@ std::set<uint32_t> CheckGroups(const al_manifest *m) {
         uint32_t n = 0;
         EXPECT_EQ(al_manifest_micro_count(m, s, r, &n), AL_OK);
         EXPECT_EQ(n, in.micro_per_step);
-        al_micro_ref lead;
+        al_micro_ref lead = AL_MICRO_REF_INIT;
         EXPECT_EQ(al_manifest_micro(m, s, r, k, &lead), AL_OK);
         uint32_t d = lead.sp_degree;
         EXPECT_EQ(lead.sp_rank, 0u) << "step " << s << " slot " << k << " rank " << r;
@@ -68,11 +68,11 @@ std::set<uint32_t> CheckGroups(const al_manifest *m) {
         uint64_t tok = 0;
         for (size_t q = 0; q < lead.n_samples; q++) tok += lead.tokens[q];
         EXPECT_LE(tok, (uint64_t)d * in.mem_tokens);
-        al_bucket_info b;
+        al_bucket_info b = AL_BUCKET_INFO_INIT;
         EXPECT_EQ(al_manifest_bucket(m, lead.bucket, &b), AL_OK);
         EXPECT_EQ(b.sp_degree, d) << "bucket " << lead.bucket;
         for (uint32_t q = 1; q < d; q++) {
-          al_micro_ref f;
+          al_micro_ref f = AL_MICRO_REF_INIT;
           EXPECT_EQ(al_manifest_micro(m, s, r + q, k, &f), AL_OK);
           EXPECT_EQ(f.sp_degree, d);
           EXPECT_EQ(f.sp_rank, q);
@@ -95,7 +95,7 @@ std::map<uint64_t, int> LeaderOccurrences(const al_manifest *m) {
   for (uint32_t s = in.first_step; s < in.first_step + in.steps; s++)
     for (uint32_t r = 0; r < in.world; r++)
       for (uint32_t k = 0; k < in.micro_per_step; k++) {
-        al_micro_ref ref;
+        al_micro_ref ref = AL_MICRO_REF_INIT;
         EXPECT_EQ(al_manifest_micro(m, s, r, k, &ref), AL_OK);
         if (ref.sp_rank) continue;
         std::vector<bool> pad(ref.n_samples, false);
@@ -118,7 +118,7 @@ void ReferenceBubbles(const al_manifest *m, double *step, double *micro) {
     for (uint32_t r = 0; r < in.world; r++) {
       double c = 0;
       for (uint32_t k = 0; k < in.micro_per_step; k++) {
-        al_micro_ref ref;
+        al_micro_ref ref = AL_MICRO_REF_INIT;
         EXPECT_EQ(al_manifest_micro(m, s, r, k, &ref), AL_OK);
         c += ref.cost_ms;
         slot_max[k] = std::max(slot_max[k], ref.cost_ms);
@@ -151,12 +151,12 @@ TEST(SpPlan, GroupsAlignedEverySampleOnceEveryRankK) {
   EXPECT_EQ(in.samples + in.rejected + in.dropped, s.w.size());
   // Step totals count every sample once.
   for (uint32_t st = 0; st < in.steps; st++) {
-    al_step_info si;
+    al_step_info si = AL_STEP_INFO_INIT;
     ASSERT_EQ(al_manifest_step(m, st, &si), AL_OK);
     uint64_t tok = 0;
     for (uint32_t r = 0; r < in.world; r++)
       for (uint32_t k = 0; k < in.micro_per_step; k++) {
-        al_micro_ref ref;
+        al_micro_ref ref = AL_MICRO_REF_INIT;
         ASSERT_EQ(al_manifest_micro(m, st, r, k, &ref), AL_OK);
         if (ref.sp_rank || ref.n_padded) continue;
         for (size_t q = 0; q < ref.n_samples; q++) tok += ref.tokens[q];
@@ -165,7 +165,7 @@ TEST(SpPlan, GroupsAlignedEverySampleOnceEveryRankK) {
   }
   // Each bucket's degree: the smallest allowed d with S <= d x M_mem.
   for (size_t b = 0; b < in.buckets; b++) {
-    al_bucket_info bi;
+    al_bucket_info bi = AL_BUCKET_INFO_INIT;
     ASSERT_EQ(al_manifest_bucket(m, b, &bi), AL_OK);
     uint32_t want = 8;
     for (uint32_t d : kD1248)
@@ -178,7 +178,7 @@ TEST(SpPlan, GroupsAlignedEverySampleOnceEveryRankK) {
     }
   }
   // Both bubbles: the plan's figures, the loaded ones and a reference from the steps agree.
-  al_manifest_info pi{};
+  al_manifest_info pi = AL_MANIFEST_INFO_INIT;
   ASSERT_EQ(al_plan_get_info(p, &pi), AL_OK);
   double rs = -1, rm = -1;
   ReferenceBubbles(m, &rs, &rm);
@@ -209,7 +209,7 @@ TEST(SpPlan, ReferenceBubbleSeesAPoisonedCost) {
     for (uint32_t k = 0; k < in.micro_per_step; k++) {
       double mx = 0;
       for (uint32_t r = 0; r < in.world; r++) {
-        al_micro_ref ref;
+        al_micro_ref ref = AL_MICRO_REF_INIT;
         ASSERT_EQ(al_manifest_micro(m, st, r, k, &ref), AL_OK);
         double c = ref.cost_ms * (st == 0 && r == 0 && k == 0 ? 2 : 1);
         all += c;
@@ -238,11 +238,11 @@ uint32_t FramesOf(const al_manifest *m, uint64_t i, uint32_t *degree) {
   for (uint32_t st = in.first_step; st < in.first_step + in.steps; st++)
     for (uint32_t r = 0; r < in.world; r++)
       for (uint32_t k = 0; k < in.micro_per_step; k++) {
-        al_micro_ref ref;
+        al_micro_ref ref = AL_MICRO_REF_INIT;
         EXPECT_EQ(al_manifest_micro(m, st, r, k, &ref), AL_OK);
         for (size_t q = 0; q < ref.n_samples; q++)
           if (ref.samples[q] == i) {
-            al_bucket_info b;
+            al_bucket_info b = AL_BUCKET_INFO_INIT;
             EXPECT_EQ(al_manifest_bucket(m, ref.bucket, &b), AL_OK);
             *degree = ref.sp_degree;
             return b.frames;
@@ -302,7 +302,7 @@ TEST(SpPlan, DefaultComputeBudgetAdmitsAFullMicroBatchAtEveryDegree) {
   ASSERT_EQ(deg, 8u);
   size_t checked = 0;
   for (uint32_t b = 0; b < in.buckets; b++) {
-    al_bucket_info bi;
+    al_bucket_info bi = AL_BUCKET_INFO_INIT;
     ASSERT_EQ(al_manifest_bucket(m, b, &bi), AL_OK);
     if (bi.frames != 121 || !bi.samples) continue;
     EXPECT_GE(in.comp_budget_ms * (1 + 1e-9), al_cost_per_sample_sp(&cost, bi.tokens, 8));
@@ -339,7 +339,7 @@ TEST(SpPlan, DefaultsAreTodaysPlanByteForByte) {
     EXPECT_STREQ(altest::Info(ma).sync, k == 1 ? "step" : "micro");
     EXPECT_STREQ(altest::Info(mc).sync, "step");
     EXPECT_EQ(altest::Info(ma).sp_max_degree, 1u);
-    al_micro_ref ref;
+    al_micro_ref ref = AL_MICRO_REF_INIT;
     ASSERT_EQ(al_manifest_micro(ma, 0, 1, 0, &ref), AL_OK);
     EXPECT_EQ(ref.sp_degree, 1u);
     EXPECT_EQ(ref.sp_rank, 0u);
@@ -432,7 +432,7 @@ TEST(SpPlan, StartStepKeepsTheFullPlansSteps) {
   for (uint32_t st = 7; st < fi.steps; st++)
     for (uint32_t r = 0; r < 8; r++)
       for (uint32_t k = 0; k < 2; k++) {
-        al_micro_ref a, b;
+        al_micro_ref a = AL_MICRO_REF_INIT, b = AL_MICRO_REF_INIT;
         ASSERT_EQ(al_manifest_micro(full, st, r, k, &a), AL_OK);
         ASSERT_EQ(al_manifest_micro(cut, st, r, k, &b), AL_OK);
         ASSERT_EQ(a.sp_degree, b.sp_degree);
@@ -471,7 +471,7 @@ TEST(SpPlan, ReplanKeepsBucketsAndDegreesAndRefusesAWorldTheyDoNotDivide) {
     for (uint32_t st = 0; st < 12; st++)
       for (uint32_t r = 0; r < 8; r++)
         for (uint32_t k = 0; k < 2; k++) {
-          al_micro_ref ref;
+          al_micro_ref ref = AL_MICRO_REF_INIT;
           ASSERT_EQ(al_manifest_micro(old, st, r, k, &ref), AL_OK);
           if (ref.sp_rank || ref.n_padded) continue;
           for (size_t q = 0; q < ref.n_samples; q++) occ[ref.samples[q]]++;
@@ -479,7 +479,7 @@ TEST(SpPlan, ReplanKeepsBucketsAndDegreesAndRefusesAWorldTheyDoNotDivide) {
     EXPECT_EQ(occ.size(), altest::Info(old).samples);
     for (auto &kv : occ) ASSERT_EQ(kv.second, 1) << "sample " << kv.first << " world " << w2;
     for (size_t b = 0; b < in.buckets; b++) {
-      al_bucket_info nb, ob;
+      al_bucket_info nb = AL_BUCKET_INFO_INIT, ob = AL_BUCKET_INFO_INIT;
       ASSERT_EQ(al_manifest_bucket(m, b, &nb), AL_OK);
       ASSERT_EQ(al_manifest_bucket(old, b, &ob), AL_OK);
       EXPECT_EQ(nb.sp_degree, ob.sp_degree) << "bucket " << b;

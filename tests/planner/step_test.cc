@@ -182,7 +182,7 @@ TEST(LockStep, ResumeAndElasticKeepIt) {
           // left cannot fill those steps (W2 = 100) the re-plan is refused; a new T is then
           // planned as asked, K' the fewest within M_mem.
           uint32_t k2 = (8 * k + w2 - 1) / w2;
-          al_replan_options ro{w2, 0, 0};
+          al_replan_options ro{0, w2, 0, 0};
           int rc = al_plan_replan_opts(&p, old, at, &ro);
           if (rc == AL_ERANGE) {
             EXPECT_TRUE(altest::ErrorContains("--step-tokens")) << what;
@@ -227,7 +227,7 @@ TEST(StepLevel, StepsCostAlikeWhenKAllowsIt) {
     al_plan *p = nullptr;
     al_manifest *m = PlanAndLoad(s, Opts(8, AL_POLICY_ADAPTIVE, 3, 1), "level1.alm", &p);
     ASSERT_TRUE(m && p);
-    al_manifest_info ip{};
+    al_manifest_info ip = AL_MANIFEST_INFO_INIT;
     ASSERT_EQ(al_plan_get_info(p, &ip), AL_OK);
     EXPECT_GT(Info(m).step_time_cv, 0.2);
     EXPECT_NEAR(ip.step_time_cv, Info(m).step_time_cv, 1e-9);
@@ -242,7 +242,7 @@ TEST(StepLevel, StepsCostAlikeWhenKAllowsIt) {
       al_manifest_info in = Info(m);
       double sum = 0, sq = 0;
       for (uint32_t st = 0; st < in.steps; st++) {
-        al_step_info si;
+        al_step_info si = AL_STEP_INFO_INIT;
         ASSERT_EQ(al_manifest_step(m, st, &si), AL_OK);
         sum += si.max_cost_ms, sq += si.max_cost_ms * si.max_cost_ms;
       }
@@ -300,7 +300,7 @@ TEST(LossNormalisation, MatchesHandComputation) {
       for (uint32_t st = 0; st < 2; st++) {
         double normalised = 0, hand_num = 0, hand_den = 0;
         for (uint32_t r = 0; r < 2; r++) {
-          al_micro_ref ref;
+          al_micro_ref ref = AL_MICRO_REF_INIT;
           ASSERT_EQ(al_manifest_micro(m, st, r, 0, &ref), AL_OK);
           EXPECT_EQ(ref.step_samples, 2u);
           double sum = 0;

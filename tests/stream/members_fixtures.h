@@ -152,7 +152,7 @@ struct MEnv {
     ASSERT_EQ(al_index_sample_count(idx), n) << "rejected " << al_index_rejected_count(idx);
     std::vector<uint32_t> w(n), h(n), f(n);
     for (size_t i = 0; i < n; i++) {
-      al_sample_info si;
+      al_sample_info si = AL_SAMPLE_INFO_INIT;
       ASSERT_EQ(al_index_sample(idx, i, &si), AL_OK);
       w[i] = si.width;
       h[i] = si.height;
@@ -163,7 +163,7 @@ struct MEnv {
         << al_last_error();
     al_cost_model cost;
     ASSERT_EQ(al_cost_default(&cost), AL_OK) << al_last_error();
-    al_plan_input in{n, w.data(), h.data(), f.data(), al_index_fingerprint(idx)};
+    al_plan_input in{0, n, w.data(), h.data(), f.data(), al_index_fingerprint(idx)};
     al_plan_options po{};
     po.world = world;
     po.seed = 7;
@@ -179,11 +179,11 @@ struct MEnv {
     al_plan_free(plan);
     al_bucket_table_free(bt);
     ASSERT_EQ(al_manifest_load(&m, mp.c_str()), AL_OK) << al_last_error();
-    al_manifest_info info;
+    al_manifest_info info = AL_MANIFEST_INFO_INIT;
     ASSERT_EQ(al_manifest_get_info(m, &info), AL_OK);
     ASSERT_EQ(info.samples, n) << "every sample planned; rejected " << info.rejected;
     for (size_t i = 0; i < n; i++) {
-      al_sample_info si;
+      al_sample_info si = AL_SAMPLE_INFO_INIT;
       ASSERT_EQ(al_index_sample(idx, i, &si), AL_OK);
       position[si.key] = i;
     }

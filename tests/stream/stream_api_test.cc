@@ -54,7 +54,7 @@ struct Env {
     ASSERT_EQ(al_index_rejected_count(idx), 0u);
     std::vector<uint32_t> w(n + extra), h(n + extra), f(n + extra);
     for (size_t i = 0; i < n + extra; i++) {
-      al_sample_info si;
+      al_sample_info si = AL_SAMPLE_INFO_INIT;
       ASSERT_EQ(al_index_sample(idx, i % n, &si), AL_OK);
       w[i] = si.width;
       h[i] = si.height;
@@ -65,7 +65,7 @@ struct Env {
         << al_last_error();
     al_cost_model cost;
     ASSERT_EQ(al_cost_default(&cost), AL_OK) << al_last_error();
-    al_plan_input in{n + extra, w.data(), h.data(), f.data(), al_index_fingerprint(idx)};
+    al_plan_input in{0, n + extra, w.data(), h.data(), f.data(), al_index_fingerprint(idx)};
     al_plan_options po{};
     po.world = world;
     po.seed = 5;
@@ -94,7 +94,7 @@ std::vector<uint64_t> DrainRank(const Env &e, al_stream *s, uint32_t rank, size_
     if (*batches > 0 && b->step != last_step) {
       EXPECT_EQ(expect_micro, 0u) << "previous step ended early";
     }
-    al_micro_ref ref;
+    al_micro_ref ref = AL_MICRO_REF_INIT;
     EXPECT_EQ(al_manifest_micro(e.m, b->step, rank, b->micro, &ref), AL_OK);
     EXPECT_EQ(b->micro, expect_micro);
     EXPECT_EQ(b->n_micro, ref.n_micro);
@@ -133,7 +133,7 @@ std::vector<uint64_t> DrainRank(const Env &e, al_stream *s, uint32_t rank, size_
 
 // Real samples the manifest plans (its summary).
 uint64_t PlannedSamples(const al_manifest *m) {
-  al_manifest_info info{};
+  al_manifest_info info = AL_MANIFEST_INFO_INIT;
   EXPECT_EQ(al_manifest_get_info(m, &info), AL_OK);
   return info.samples;
 }
@@ -141,7 +141,7 @@ uint64_t PlannedSamples(const al_manifest *m) {
 TEST(StreamApi, EveryRankReadsItsRowsAndTogetherEverySampleOnce) {
   Env e;
   e.Make("api", 3);
-  al_manifest_info info;
+  al_manifest_info info = AL_MANIFEST_INFO_INIT;
   ASSERT_EQ(al_manifest_get_info(e.m, &info), AL_OK);
   std::multiset<uint64_t> all;
   for (uint32_t r = 0; r < 3; r++) {
@@ -252,7 +252,7 @@ TEST(StreamApi, ManifestNamingASamplePastTheIndexIsRefused) {
 
 // The key table of a manifest must name the index's samples position by position.
 const char *IndexKey(void *ctx, uint64_t i) {
-  al_sample_info si;
+  al_sample_info si = AL_SAMPLE_INFO_INIT;
   return al_index_sample((const al_index *)ctx, (size_t)i, &si) == AL_OK ? si.key : nullptr;
 }
 const char *ShiftedKey(void *ctx, uint64_t i) {
@@ -290,7 +290,7 @@ TEST(StreamApi, RankAndWorldFromTheEnvironment) {
   EXPECT_TRUE(altest::Contains(msg, "world of 2"));
   setenv("WORLD_SIZE", "2", 1);
   ASSERT_EQ(al_stream_open(&s, e.idx, e.m, -1, nullptr), AL_OK) << al_last_error();
-  al_stream_state st;
+  al_stream_state st = AL_STREAM_STATE_INIT;
   al_stream_get_state(s, &st);
   EXPECT_EQ(st.rank, 1u);
   EXPECT_EQ(st.world, 2u);
@@ -328,10 +328,10 @@ TEST(StreamApi, ResumeAfterRestartAndForeignStateRefused) {
   size_t k = full.size() / 2;
   ASSERT_EQ(al_stream_open(&s, e.idx, e.m, 0, nullptr), AL_OK);
   auto first = drain(s, k);
-  al_stream_state st;
+  al_stream_state st = AL_STREAM_STATE_INIT;
   ASSERT_EQ(al_stream_get_state(s, &st), AL_OK);
   // state_at(k) is the same rank-level state (what Python attaches to each batch).
-  al_stream_state at;
+  al_stream_state at = AL_STREAM_STATE_INIT;
   ASSERT_EQ(al_stream_state_at(s, k, &at), AL_OK);
   EXPECT_EQ(at.position, st.position);
   EXPECT_EQ(at.next_step, st.next_step);
@@ -382,7 +382,7 @@ TEST(StreamApi, TouchedShardStreamsAndARewriteOfTheSameSizeIsReportedWithTheKey)
   al_member_info mi;
   size_t victim = 0;
   for (; victim < al_index_sample_count(e.idx); victim++) {
-    al_sample_info si;
+    al_sample_info si = AL_SAMPLE_INFO_INIT;
     ASSERT_EQ(al_index_sample(e.idx, victim, &si), AL_OK);
     if (si.shard == 2) break;
   }
@@ -398,7 +398,7 @@ TEST(StreamApi, TouchedShardStreamsAndARewriteOfTheSameSizeIsReportedWithTheKey)
   std::string msg;
   while ((st = al_stream_next(s, &b)) == AL_OK) {
     for (size_t i = 0; i < b->n; i++) {
-      al_sample_info si;
+      al_sample_info si = AL_SAMPLE_INFO_INIT;
       al_index_sample(e.idx, b->samples[i], &si);
       EXPECT_NE(si.shard, 2u) << "a sample of the rewritten shard was delivered";
     }
@@ -442,7 +442,7 @@ TEST(StreamApi, ReadSampleReturnsThePayload) {
   Env e;
   e.Make("one", 1, 9);
   for (size_t i = 0; i < al_index_sample_count(e.idx); i++) {
-    al_sample_info si;
+    al_sample_info si = AL_SAMPLE_INFO_INIT;
     ASSERT_EQ(al_index_sample(e.idx, i, &si), AL_OK);
     void *p = nullptr;
     size_t n = 0;
@@ -480,7 +480,7 @@ TEST(StreamApi, LongestIndexableKeyStreams) {
   ASSERT_EQ(al_index_build(&idx, paths, 1, &io, nullptr), AL_OK) << al_last_error();
   ASSERT_EQ(al_index_sample_count(idx), 2u);
   ASSERT_EQ(al_index_rejected_count(idx), 1u);
-  al_rejected_info r;
+  al_rejected_info r = AL_REJECTED_INFO_INIT;
   ASSERT_EQ(al_index_rejected(idx, 0, &r), AL_OK);
   EXPECT_TRUE(altest::Contains(r.reason, "exceeds the 1024-byte limit")) << r.reason;
   for (size_t i = 0; i < 2; i++) {

@@ -175,7 +175,7 @@ TEST(StreamCore, PacksEveryBatchInOrderWithContents) {
     ASSERT_EQ(got.size(), ref.n_batches);
     for (size_t i = 0; i < got.size(); i++) EXPECT_EQ(got[i].position, i);
     // Padding flags came through.
-    al_stream_stats st;
+    al_stream_stats st = AL_STREAM_STATS_INIT;
     ASSERT_EQ(al_stream_get_stats(s, &st), AL_OK);
     EXPECT_EQ(st.batches, ref.n_batches);
     EXPECT_EQ(st.samples, ref.n_samples);
@@ -235,7 +235,7 @@ TEST(StreamCore, StateRestoreGivesExactlyTheRest) {
   }
   ASSERT_EQ(full.size(), 30u);
   for (size_t k : {0u, 1u, 7u, 29u, 30u}) {
-    al_stream_state state;
+    al_stream_state state = AL_STREAM_STATE_INIT;
     std::vector<Got> first, rest;
     {
       al_stream_options o = Options(0, 4);
@@ -259,7 +259,7 @@ TEST(StreamCore, StateRestoreGivesExactlyTheRest) {
       al_stream *s = Open(c, ref, &o);
       ASSERT_NE(s, nullptr);
       rest = Drain(c, ref, s);
-      al_stream_state end;
+      al_stream_state end = AL_STREAM_STATE_INIT;
       al_stream_get_state(s, &end);
       EXPECT_EQ(end.delivered, 30u);
       al_stream_close(s);
@@ -272,7 +272,7 @@ TEST(StreamCore, StateRestoreGivesExactlyTheRest) {
     }
   }
   // A state of another epoch / index / rank is refused with a reason.
-  al_stream_state bad;
+  al_stream_state bad = AL_STREAM_STATE_INIT;
   {
     al_stream *s = Open(c, ref);
     al_stream_get_state(s, &bad);
@@ -316,7 +316,7 @@ TEST(StreamCore, WorkerSlicesInterleaveToTheFullOrderAndResume) {
   o.stride = k;
   al_stream *s = Open(c, ref, &o);
   auto two = Drain(c, ref, s, 2);
-  al_stream_state st;
+  al_stream_state st = AL_STREAM_STATE_INIT;
   al_stream_get_state(s, &st);
   al_stream_close(s);
   EXPECT_EQ(st.position, 1u + 2 * k);
@@ -360,7 +360,7 @@ TEST(StreamCore, PoolNeverExceedsPrefetchAndHoldingAllIsReported) {
     const al_stream_batch *b;
     size_t n = 0;
     while (al_stream_next(s, &b) == AL_OK) {
-      al_stream_stats st;
+      al_stream_stats st = AL_STREAM_STATS_INIT;
       al_stream_get_stats(s, &st);
       EXPECT_LE(st.max_in_use, prefetch);
       EXPECT_LE(st.buffers_allocated, prefetch);
@@ -369,7 +369,7 @@ TEST(StreamCore, PoolNeverExceedsPrefetchAndHoldingAllIsReported) {
       n++;
     }
     EXPECT_EQ(n, ref.n_batches);
-    al_stream_stats st;
+    al_stream_stats st = AL_STREAM_STATS_INIT;
     al_stream_get_stats(s, &st);
     EXPECT_EQ(st.buffers, prefetch);
     EXPECT_LE(st.max_in_use, prefetch);
@@ -419,7 +419,7 @@ TEST(StreamCore, TruncatedShardFailsOrSkipsNamingTheKey) {
     EXPECT_TRUE(altest::Contains(msg, "changed since indexing"));
     EXPECT_TRUE(altest::Contains(msg, c.shard_paths[1]));
     EXPECT_EQ(al_stream_next(s, &b), st) << "the stream stays stopped";
-    al_stream_state state;
+    al_stream_state state = AL_STREAM_STATE_INIT;
     al_stream_get_state(s, &state);
     EXPECT_EQ(state.position, 4u) << "a resume re-reads the failed batch";
     al_stream_close(s);
@@ -450,10 +450,10 @@ TEST(StreamCore, TruncatedShardFailsOrSkipsNamingTheKey) {
     EXPECT_EQ(batches, 8u);
     EXPECT_EQ(skipped, 20u); // the whole shard is unusable: its size changed
     EXPECT_TRUE(skipped_keys.count(bad_key));
-    al_stream_stats st;
+    al_stream_stats st = AL_STREAM_STATS_INIT;
     al_stream_get_stats(s, &st);
     EXPECT_EQ(st.skipped, 20u);
-    al_stream_state state;
+    al_stream_state state = AL_STREAM_STATE_INIT;
     al_stream_get_state(s, &state);
     EXPECT_EQ(state.skipped, 20u);
     al_stream_close(s);
@@ -629,7 +629,7 @@ TEST(StreamCore, BatchStallIsTheWaitOfItsNext) {
   sum += b->stall_seconds;
   ASSERT_EQ(al_stream_release(s, b), AL_OK);
   EXPECT_EQ(al_stream_next(s, &b), AL_EOF);
-  al_stream_stats stats;
+  al_stream_stats stats = AL_STREAM_STATS_INIT;
   ASSERT_EQ(al_stream_get_stats(s, &stats), AL_OK);
   EXPECT_NEAR(stats.stall_seconds, sum, 1e-9);
   EXPECT_EQ(stats.bytes_fetched, 0u);
@@ -706,7 +706,7 @@ TEST(StreamCore, GzipShardReadSequentially) {
     ASSERT_EQ(al_index_add_shard(gi, gz.c_str(), altest::FileSize(gz), 0, &id), AL_OK);
   }
   for (size_t i = 0; i < c.samples.size(); i++) {
-    al_sample_info si;
+    al_sample_info si = AL_SAMPLE_INFO_INIT;
     ASSERT_EQ(al_index_sample(c.idx, i, &si), AL_OK);
     std::vector<al_member_info> ms(si.n_members);
     for (uint32_t m = 0; m < si.n_members; m++)

@@ -89,7 +89,7 @@ struct Env {
     ASSERT_NO_FATAL_FAILURE(altest::WriteAndIndexShards(tag, members, shards, &idx));
     ASSERT_EQ(al_index_sample_count(idx), n) << "rejected " << al_index_rejected_count(idx);
     for (size_t i = 0; i < n; i++) {
-      al_sample_info si;
+      al_sample_info si = AL_SAMPLE_INFO_INIT;
       ASSERT_EQ(al_index_sample(idx, i, &si), AL_OK);
       pos[si.key] = i;
     }
@@ -186,7 +186,7 @@ TEST(StreamMemberRules, SamplesLackingAMemberFailAtOpenOrCountAgainstTheBudget) 
   // A budget of 20%: they are counted up front and skipped as they come.
   o.max_skip_fraction = 0.2;
   ASSERT_EQ(al_stream_open(&s, e.idx, e.m, 0, &o), AL_OK) << al_last_error();
-  al_stream_stats st;
+  al_stream_stats st = AL_STREAM_STATS_INIT;
   ASSERT_EQ(al_stream_get_stats(s, &st), AL_OK);
   EXPECT_EQ(st.lacking, 2u);
   size_t n = 0, skipped = 0;
@@ -281,7 +281,7 @@ TEST(StreamMemberRules, TheDefaultMemberIsTheIndexsTypedLatent) {
   void *p = nullptr;
   size_t len = 0;
   ASSERT_EQ(al_stream_read_sample(e.idx, 0, nullptr, &p, &len), AL_OK) << al_last_error();
-  al_sample_info si;
+  al_sample_info si = AL_SAMPLE_INFO_INIT;
   ASSERT_EQ(al_index_sample(e.idx, 0, &si), AL_OK);
   const Bytes &want = e.latent[si.key];
   ASSERT_GT(len, want.size());
@@ -374,7 +374,7 @@ TEST(StreamMemberRules, PlanningWithRequiredMembersLeavesTheLackingOut) {
   };
   Env e;
   ASSERT_NO_FATAL_FAILURE(e.Make("req", 20, lack, {"latent.npy", "t5.npy"}));
-  al_manifest_info info;
+  al_manifest_info info = AL_MANIFEST_INFO_INIT;
   ASSERT_EQ(al_manifest_get_info(e.m, &info), AL_OK);
   EXPECT_EQ(info.samples, 16u);
   EXPECT_EQ(info.rejected, 0u) << "left out is not rejected";
@@ -394,7 +394,7 @@ TEST(StreamMemberRules, PlanningWithRequiredMembersLeavesTheLackingOut) {
   size_t n = 0;
   int st;
   while ((st = al_stream_next(s, &b)) == AL_OK) {
-    al_micro_ref ref;
+    al_micro_ref ref = AL_MICRO_REF_INIT;
     ASSERT_EQ(al_manifest_micro(e.m, b->step, 0, b->micro, &ref), AL_OK);
     EXPECT_EQ(b->n, ref.n_samples) << "every planned sample delivered";
     EXPECT_EQ(b->n_skipped, 0u);

@@ -48,9 +48,9 @@ al_stream_options Options(int prefetch = 2) {
 // Checks one batch against the corpus and the manifest; returns its real sample keys.
 void CheckBatch(const MEnv &e, const al_stream_batch *b, uint32_t rank,
                 std::map<uint32_t, uint64_t> *step_tokens, std::vector<std::string> *keys) {
-  al_micro_ref ref;
+  al_micro_ref ref = AL_MICRO_REF_INIT;
   ASSERT_EQ(al_manifest_micro(e.m, b->step, rank, b->micro, &ref), AL_OK);
-  al_bucket_info bi;
+  al_bucket_info bi = AL_BUCKET_INFO_INIT;
   ASSERT_EQ(al_manifest_bucket(e.m, b->bucket, &bi), AL_OK);
   const uint32_t tb = 1 + (bi.frames - 1) / 4, hb = bi.height / 8, wb = bi.width / 8;
   EXPECT_EQ(b->grid[0], tb);
@@ -197,7 +197,7 @@ TEST(StreamMembers, ANonDefaultGeometryCropsUnderTheManifestsGeometry) {
   int st;
   size_t n = 0;
   while ((st = al_stream_next(s, &b)) == AL_OK) {
-    al_bucket_info bi;
+    al_bucket_info bi = AL_BUCKET_INFO_INIT;
     ASSERT_EQ(al_manifest_bucket(e.m, b->bucket, &bi), AL_OK);
     const uint32_t tb = 1 + (bi.frames - 1) / 4, hb = bi.height / 8, wb = bi.width / 8;
     EXPECT_EQ(b->grid[0], tb);
@@ -330,7 +330,7 @@ TEST(StreamMembers, MissingMemberNamesWhatTheSampleHas) {
   o.on_error = AL_STREAM_SKIP_SAMPLE;
   o.max_skip_fraction = 0.5; // one of twelve: past the default budget
   ASSERT_EQ(al_stream_open(&s, e.idx, e.m, 0, &o), AL_OK) << al_last_error();
-  al_stream_stats stats;
+  al_stream_stats stats = AL_STREAM_STATS_INIT;
   ASSERT_EQ(al_stream_get_stats(s, &stats), AL_OK);
   EXPECT_EQ(stats.lacking, 1u) << "counted at open";
   size_t delivered = 0, skipped = 0;

@@ -41,7 +41,7 @@ al_stream_state StateAfter(const Corpus &c, const stream_rank_plan &ref, size_t 
     EXPECT_EQ(al_stream_next(s, &b), AL_OK) << al_last_error();
     al_stream_release(s, b);
   }
-  al_stream_state st;
+  al_stream_state st = AL_STREAM_STATE_INIT;
   al_stream_get_state(s, &st);
   al_stream_close(s);
   return st;

@@ -116,7 +116,7 @@ Got Take(const al_stream_batch *b) {
 // The whole batch's latent, each sample cropped to its bucket's grid and patchified 1x2x2,
 // concatenated: what the shards of the batch must tile.
 void PackedLatent(const MEnv &e, const Got &w, Bytes *out) {
-  al_bucket_info bi;
+  al_bucket_info bi = AL_BUCKET_INFO_INIT;
   ASSERT_EQ(al_manifest_bucket(e.m, w.bucket, &bi), AL_OK);
   uint64_t tb = 1 + (bi.frames - 1) / 4, hb = bi.height / 8, wb = bi.width / 8;
   for (size_t i = 0; i < w.keys.size(); i++) {
@@ -265,7 +265,7 @@ TEST(StreamSp, ResumingEveryRankOfAGroupGivesTheSameNextMicroBatch) {
         ASSERT_EQ(al_stream_next(s, &b), AL_OK) << al_last_error();
         ASSERT_EQ(al_stream_release(s, b), AL_OK);
       }
-      al_stream_state st;
+      al_stream_state st = AL_STREAM_STATE_INIT;
       ASSERT_EQ(al_stream_get_state(s, &st), AL_OK);
       al_stream_close(s);
       EXPECT_EQ(st.position, 3u) << "positions are per rank";
@@ -348,7 +348,7 @@ TEST(StreamSp, AShardReadsAboutItsShareOfTheLatent) {
 TEST(StreamSp, GroupCheckRefusesBadGroupsAndAFollowerWithAnotherBatch) {
   const uint64_t samples[] = {3, 5, 7}, other[] = {3, 7, 5}, tokens[] = {10, 10, 10};
   const uint32_t padded[] = {2};
-  al_micro_ref lead{};
+  al_micro_ref lead = AL_MICRO_REF_INIT;
   lead.bucket = 1;
   lead.n_samples = 3;
   lead.samples = samples;
@@ -441,7 +441,7 @@ TEST(StreamSp, APlannedSpManifestStreamsItsGroups) {
   e.mem_tokens = 60;
   const uint32_t W = 4;
   ASSERT_NO_FATAL_FAILURE(e.Make("spm", W, 60));
-  al_manifest_info info;
+  al_manifest_info info = AL_MANIFEST_INFO_INIT;
   ASSERT_EQ(al_manifest_get_info(e.m, &info), AL_OK);
   ASSERT_EQ(info.sp_max_degree, 4u) << "the plan uses degree 4";
   std::vector<std::vector<Got>> whole(W), shard(W);
