@@ -404,7 +404,8 @@ typedef enum al_index_struct {
   AL_INDEX_STRUCT_REJECTED_INFO = 5, /* al_rejected_info */
   AL_INDEX_STRUCT_STATS = 6,         /* al_index_stats */
   AL_INDEX_STRUCT_SHARD_IO = 7,      /* al_shard_io */
-  AL_INDEX_STRUCT_STORAGE = 8        /* al_storage_options */
+  AL_INDEX_STRUCT_STORAGE = 8,       /* al_storage_options */
+  AL_INDEX_STRUCT_TENSOR_HEADER = 9  /* al_tensor_header (al_members.h) */
 } al_index_struct;
 
 /* sizeof of the struct `which` (an al_index_struct) names; 0 for any other value. Bindings

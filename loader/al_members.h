@@ -71,6 +71,34 @@ AL_API int al_index_require_members(const al_index *idx, const char *const *memb
                                     size_t n_members, const uint64_t *samples, size_t n_samples,
                                     uint64_t *n_missing);
 
+/* A typed member's header (a NumPy .npy array, format 1.0-3.0, or a safetensors file of one
+ * tensor), as the index and the stream read it: the dtype (NumPy name: "float16", "bfloat16",
+ * ...), the shape, and where the array data lies. Filled by al_tensor_header_parse. */
+typedef struct al_tensor_header {
+  size_t struct_size; /* sizeof(al_tensor_header), set by the caller: AL_TENSOR_HEADER_INIT */
+  char dtype[16];     /* NumPy name, NUL-terminated */
+  uint32_t ndim;
+  uint64_t shape[8];    /* shape[i] for i < ndim; 0 beyond */
+  uint64_t data_offset; /* bytes from the member's first byte to the array data */
+  uint64_t data_bytes;  /* product(shape) x element size */
+} al_tensor_header;
+#define AL_TENSOR_HEADER_INIT AL_STRUCT_INIT(al_tensor_header)
+#define AL_TENSOR_HEADER_V1 sizeof(al_tensor_header)
+
+/* 1 when member extension `ext` names a typed member, whose header al_tensor_header_parse
+ * reads ("latent.npy", "x.safetensors", "t5.npy.lz4"), else 0 (NULL too). */
+AL_API int al_member_is_typed(const char *ext);
+
+/* Parses the header at the start of a typed member named by extension `ext` ("latent.npy",
+ * "t5.safetensors.lz4": the kind from its name; `buf` holds the first `have` decoded bytes of
+ * a member of `member_size` decoded bytes). AL_OK with *out filled; AL_ERANGE with *need set
+ * (no message) when more leading bytes are needed (at most 1 MiB ever is); AL_EFORMAT naming
+ * the byte at fault for a bad header (the rules of the index's reader: little-endian C-order
+ * arrays, the data ending the member, one tensor in a safetensors file); AL_EINVAL for an
+ * extension of no typed kind, a NULL pointer or an unset struct_size. Thread-safe. */
+AL_API int al_tensor_header_parse(const char *ext, const void *buf, size_t have,
+                                  uint64_t member_size, al_tensor_header *out, size_t *need);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,5 +1,6 @@
 /* al_index_struct_size: sizeof of the loader's public structs, for bindings' layout checks. */
 #include "loader/al_index.h"
+#include "loader/al_members.h"
 
 size_t al_index_struct_size(int which) {
   switch (which) {
@@ -12,6 +13,7 @@ size_t al_index_struct_size(int which) {
     case AL_INDEX_STRUCT_STATS: return sizeof(al_index_stats);
     case AL_INDEX_STRUCT_SHARD_IO: return sizeof(al_shard_io);
     case AL_INDEX_STRUCT_STORAGE: return sizeof(al_storage_options);
+    case AL_INDEX_STRUCT_TENSOR_HEADER: return sizeof(al_tensor_header);
     default: return 0;
   }
 }

@@ -75,6 +75,8 @@ SIGNATURES = {
     },
     "loader/al_members.h": {
         "al_member_is_latent": (_int, [_cp]),
+        "al_member_is_typed": (_int, [_cp]),
+        "al_tensor_header_parse": (_int, [_cp, _vp, _size, _u64, _P(S.TensorHeader), _P(_size)]),
         "al_index_member_is_latent": (_int, [_vp, _size, _cp]),
         "al_index_default_member": (_int, [_vp, _vp, _size]),
         "al_index_members_known": (_int, [_vp, _P(_cp), _size]),

@@ -48,6 +48,18 @@ class _Sized(ctypes.Structure):
         self.struct_size = ctypes.sizeof(type(self))
 
 
+class TensorHeader(_Sized):
+    """al_tensor_header (loader/al_members.h)."""
+
+    _fields_ = [
+        ("dtype", ctypes.c_char * 16),
+        ("ndim", c_uint32),
+        ("shape", c_uint64 * 8),
+        ("data_offset", c_uint64),
+        ("data_bytes", c_uint64),
+    ]
+
+
 class AdalnDesc(_Sized):
     """al_adaln_desc (kernels/al_adaln.h)."""
 
@@ -434,6 +446,7 @@ MIRRORS = (
     (IndexStats, "al_index_struct_size", 6),  # AL_INDEX_STRUCT_STATS
     (ShardIo, "al_index_struct_size", 7),  # AL_INDEX_STRUCT_SHARD_IO
     (StorageOptions, "al_index_struct_size", 8),  # AL_INDEX_STRUCT_STORAGE
+    (TensorHeader, "al_index_struct_size", 9),  # AL_INDEX_STRUCT_TENSOR_HEADER
     (PlanOptions, "al_plan_struct_size", 0),  # AL_PLAN_STRUCT_OPTIONS
     (ManifestInfo, "al_plan_struct_size", 2),  # AL_PLAN_STRUCT_MANIFEST_INFO
     (ReplanOptions, "al_plan_struct_size", 6),  # AL_PLAN_STRUCT_REPLAN_OPTIONS

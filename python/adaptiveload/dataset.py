@@ -135,8 +135,8 @@ class IndexDataset(Dataset):
         if kind is None:
             return {"dtype": "uint8", "shape": (raw.numel(),), "typed": False, "cropped": False, "data": raw}
         try:
-            dtype, shape, at = M.parse_header(kind, bytes(raw[:1 << 20].numpy()))
-        except (ValueError, KeyError, SyntaxError) as e:
+            dtype, shape, at = M.parse_header(name, bytes(raw[:1 << 20].numpy()), raw.numel())
+        except ValueError as e:
             raise _lib.Error(_lib.status("AL_EFORMAT"), "key '%s' member '%s.%s': %s" % (key, key, name, e))
         data = raw[at:]
         cropped = False

@@ -2,9 +2,9 @@
 
 * :func:`header_kind` / :func:`parse_header`: the header of a ``.npy`` (format 1.0, 2.0,
   3.0) or ``.safetensors`` member (one tensor), possibly stored as ``.lz4`` (the C library
-  hands over decoded bytes): numpy dtype name, shape and where the array data starts.
-* :func:`is_latent`: the latent rule on a member name (the C library's al_member_is_latent,
-  mirrored; tests/python/test_members.py holds the two to one table of names).
+  hands over decoded bytes): numpy dtype name, shape and where the array data starts, read
+  by the C library's parser (the index's and the stream's).
+* :func:`is_latent`: the latent rule on a member name (the C library's al_member_is_latent).
 * :func:`sample_latent`: whether a member of one sample is the latent the index recorded (what
   the stream crops), through the C library.
 * :func:`default_member`: the index's default payload member (its typed latent, else "latent").
@@ -16,41 +16,26 @@ Used by :class:`adaptiveload.IndexDataset`, :func:`adaptiveload.collate_packed` 
 :meth:`adaptiveload.PackedBatch.tensors`.
 """
 
-import ast
 import ctypes
-import json
-import re
-import struct
 
 import torch
 
 from . import _lib
+from . import _structs as S
 from ._args import no_nul
 from ._handles import Index
 
-_NPY_DESCR = {
-    "|b1": "bool", "<b1": "bool", "|u1": "uint8", "<u1": "uint8", "|i1": "int8", "<i1": "int8",
-    "<i2": "int16", "<u2": "uint16", "<i4": "int32", "<u4": "uint32", "<i8": "int64", "<u8": "uint64",
-    "<f2": "float16", "<f4": "float32", "<f8": "float64",
-}
-_ST_DTYPE = {
-    "BOOL": "bool", "U8": "uint8", "I8": "int8", "I16": "int16", "U16": "uint16", "I32": "int32",
-    "U32": "uint32", "I64": "int64", "U64": "uint64", "F16": "float16", "BF16": "bfloat16",
-    "F32": "float32", "F64": "float64",
-}
-_PY2_LONG = re.compile(r"(?<![\w'\"])(\d+)[lL]\b")
 ITEMSIZE = {"bool": 1, "uint8": 1, "int8": 1, "int16": 2, "uint16": 2, "int32": 4, "uint32": 4, "int64": 8,
             "uint64": 8, "float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
 
 
 def header_kind(ext):
-    """"npy", "safetensors" or None for a member extension ("latent.npy", "t5.npy.lz4")."""
+    """"npy", "safetensors" or None for a member extension ("latent.npy", "t5.npy.lz4"), by the
+    library's rule (al_member_is_typed)."""
+    if not _lib.lib().al_member_is_typed(_lib.encode_text(str(ext), "member")):
+        return None
     parts = ext.split(".")
-    if parts and parts[-1] == "lz4":
-        parts = parts[:-1]
-    if parts and parts[-1] in ("npy", "safetensors"):
-        return parts[-1]
-    return None
+    return parts[-2] if parts[-1] == "lz4" else parts[-1]
 
 
 def member_names(members):
@@ -130,37 +115,22 @@ def check_members(index, members, samples=None, on_error="fail"):
     return int(missing.value)
 
 
-def parse_header(kind, blob):
-    """(dtype name, shape tuple, data offset) of a typed member's (decoded) bytes."""
-    blob = bytes(blob[:1 << 20]) if not isinstance(blob, (bytes, bytearray)) else blob
-    if kind == "npy":
-        if blob[:6] != b"\x93NUMPY":
-            raise ValueError("npy: bad magic")
-        major = blob[6]
-        if major == 1:
-            (hlen,), start = struct.unpack("<H", blob[8:10]), 10
-        elif major in (2, 3):
-            (hlen,), start = struct.unpack("<I", blob[8:12]), 12
-        else:
-            raise ValueError("npy: version %d" % major)
-        text = blob[start:start + hlen].decode("utf-8" if major == 3 else "latin1")
-        # Python 2's numpy wrote long integers with an L suffix: {'shape': (16L, 5L), ...}; the C
-        # reader takes them too.
-        d = ast.literal_eval(_PY2_LONG.sub(r"\1", text))
-        if d.get("fortran_order"):
-            raise ValueError("npy: Fortran order")
-        if d["descr"] not in _NPY_DESCR:
-            raise ValueError("npy: dtype %r not supported" % (d["descr"],))
-        return _NPY_DESCR[d["descr"]], tuple(int(x) for x in d["shape"]), start + hlen
-    if kind == "safetensors":
-        (hlen,) = struct.unpack("<Q", blob[:8])
-        h = json.loads(blob[8:8 + hlen].decode("utf-8"))
-        h.pop("__metadata__", None)
-        if len(h) != 1:
-            raise ValueError("safetensors: %d tensors, the stream takes one" % len(h))
-        (t,) = h.values()
-        return _ST_DTYPE[t["dtype"]], tuple(int(x) for x in t["shape"]), 8 + hlen + int(t["data_offsets"][0])
-    raise ValueError("not a typed member kind: %r" % (kind,))
+def parse_header(name, blob, member_size=None):
+    """(dtype name, shape tuple, data offset) of the typed member ``name`` ("latent.npy") whose
+    decoded bytes begin with ``blob`` (``member_size`` of them in all; default len(blob)),
+    parsed by the library's reader (al_tensor_header_parse), so that Python takes what the
+    index and the stream take. ValueError with the library's message for a bad header."""
+    blob = bytes(blob)
+    size = len(blob) if member_size is None else int(member_size)
+    h, need = S.TensorHeader(), ctypes.c_size_t()
+    lib = _lib.lib()
+    rc = lib.al_tensor_header_parse(_lib.encode_text(str(name), "member"), blob, len(blob), size, ctypes.byref(h),
+                                    ctypes.byref(need))
+    if rc == _lib.status("AL_ERANGE") and need.value > len(blob):
+        raise ValueError("header needs %d bytes, %d given" % (need.value, len(blob)))
+    if rc:
+        raise ValueError(_lib.last_error())
+    return h.dtype.decode(), tuple(int(h.shape[i]) for i in range(h.ndim)), int(h.data_offset)
 
 
 def check_schedule_members(sched, index_path, members):

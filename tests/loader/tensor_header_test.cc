@@ -1,7 +1,9 @@
 // loader/tensor_header.c: .npy and .safetensors headers of typed payload members, against
 // headers written by hand here (the format documents' layout) and, when Debian's python3 has
 // numpy, against files numpy itself wrote.
+#include <cstddef>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -10,6 +12,7 @@
 
 extern "C" {
 #include "common/al_status.h"
+#include "loader/al_members.h"
 #include "loader/tensor_header_internal.h"
 }
 
@@ -423,3 +426,59 @@ TEST(TensorHeader, NumpyWrittenFiles) {
 }
 
 } // namespace
+
+// The public parser bindings use (al_tensor_header_parse): the same reading as the index's,
+// every field written, nothing past the caller's struct, an unset size and an untyped name
+// refused.
+TEST(TensorHeaderApi, ParsesWhatTheIndexParses) {
+  Bytes b = Npy(NpyDict("<f2", "(16, 5, 42, 40)"), 16ull * 5 * 42 * 40 * 2);
+  al_tensor_header h;
+  memset(&h, 0xAB, sizeof h);
+  h.struct_size = sizeof h;
+  size_t need = 0;
+  ASSERT_EQ(al_tensor_header_parse("latent.npy", b.data(), b.size(), b.size(), &h, &need), AL_OK)
+      << al_last_error();
+  EXPECT_STREQ(h.dtype, "float16");
+  ASSERT_EQ(h.ndim, 4u);
+  EXPECT_EQ(h.shape[0], 16u);
+  EXPECT_EQ(h.shape[3], 40u);
+  EXPECT_EQ(h.shape[4], 0u);
+  EXPECT_EQ(h.data_offset, b.size() - h.data_bytes);
+  EXPECT_EQ(h.data_offset % 64, 0u);
+  EXPECT_EQ(h.data_bytes, 16ull * 5 * 42 * 40 * 2);
+  EXPECT_EQ(h.data_offset + h.data_bytes, b.size());
+  // A header cut short asks for more bytes, as the internal parser does.
+  EXPECT_EQ(al_tensor_header_parse("latent.npy", b.data(), 9, b.size(), &h, &need), AL_ERANGE);
+  EXPECT_GT(need, 9u);
+  // A shape that does not match the member's size is refused, naming it.
+  EXPECT_EQ(al_tensor_header_parse("latent.npy", b.data(), b.size(), b.size() + 2, &h, &need),
+            AL_EFORMAT);
+  // A struct of an older, smaller layout: nothing past it is written.
+  unsigned char buf[sizeof(al_tensor_header) + 16];
+  memset(buf, 0xCD, sizeof buf);
+  size_t small = offsetof(al_tensor_header, ndim);
+  memcpy(buf, &small, sizeof small);
+  Bytes s = Safetensors("{\"x\":{\"dtype\":\"BF16\",\"shape\":[2,3],\"data_offsets\":[0,12]}}", 12);
+  EXPECT_EQ(al_tensor_header_parse("t5.safetensors", s.data(), s.size(), s.size(),
+                                   (al_tensor_header *)buf, &need),
+            AL_EINVAL); // below the first version's size
+  EXPECT_TRUE(altest::ErrorContains("al_tensor_header"));
+  for (size_t i = sizeof small; i < sizeof buf; i++) ASSERT_EQ(buf[i], 0xCD) << i;
+  al_tensor_header z = {};
+  EXPECT_EQ(al_tensor_header_parse("latent.npy", b.data(), b.size(), b.size(), &z, &need),
+            AL_EINVAL);
+  h.struct_size = sizeof h;
+  EXPECT_EQ(al_tensor_header_parse("caption.txt", b.data(), b.size(), b.size(), &h, &need),
+            AL_EINVAL);
+  EXPECT_TRUE(altest::ErrorContains("'caption.txt' is not a typed member"));
+  EXPECT_EQ(al_member_is_typed("t5.npy.lz4"), 1);
+  EXPECT_EQ(al_member_is_typed("x.safetensors"), 1);
+  EXPECT_EQ(al_member_is_typed("latent"), 0);
+  EXPECT_EQ(al_member_is_typed(nullptr), 0);
+  h.struct_size = sizeof h;
+  ASSERT_EQ(al_tensor_header_parse("t5.safetensors", s.data(), s.size(), s.size(), &h, &need),
+            AL_OK)
+      << al_last_error();
+  EXPECT_STREQ(h.dtype, "bfloat16");
+  EXPECT_EQ(h.ndim, 2u);
+}

@@ -7,6 +7,7 @@
 
 extern "C" {
 #include "loader/al_index.h"
+#include "loader/al_members.h"
 #include "planner/al_plan.h"
 #include "stream/al_stream.h"
 }
@@ -33,7 +34,8 @@ TEST(StructSize, IndexStructs) {
   EXPECT_EQ(al_index_struct_size(AL_INDEX_STRUCT_STATS), sizeof(al_index_stats));
   EXPECT_EQ(al_index_struct_size(AL_INDEX_STRUCT_SHARD_IO), sizeof(al_shard_io));
   EXPECT_EQ(al_index_struct_size(AL_INDEX_STRUCT_STORAGE), sizeof(al_storage_options));
-  EXPECT_EQ(al_index_struct_size(AL_INDEX_STRUCT_STORAGE + 1), 0u);
+  EXPECT_EQ(al_index_struct_size(AL_INDEX_STRUCT_TENSOR_HEADER), sizeof(al_tensor_header));
+  EXPECT_EQ(al_index_struct_size(AL_INDEX_STRUCT_TENSOR_HEADER + 1), 0u);
   EXPECT_EQ(al_index_struct_size(-1), 0u);
 }
 
