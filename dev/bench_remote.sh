@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# dev/bench_remote.sh - read throughput of the remote layer (//loader:remote) on a synthetic
+# dev/bench_remote.sh - read throughput of the remote layer (//storage) on a synthetic
 # corpus, against local disk in the same run. Not a test.
 #
 # Sources, each read with tests/loader/remote_probe's `ranges` mode (one process, one

@@ -22,7 +22,7 @@
 #include "loader/dali_idx_internal.h"
 #include "loader/hash_internal.h"
 #include "loader/index_internal.h"
-#include "loader/remote_internal.h"
+#include "storage/client_internal.h"
 #include "loader/scan_internal.h"
 #include "loader/shard_path_internal.h"
 

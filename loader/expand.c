@@ -15,7 +15,7 @@
 
 #include "common/grow_internal.h"
 #include "loader/al_index.h"
-#include "loader/remote_internal.h"
+#include "storage/client_internal.h"
 #include "loader/shard_path_internal.h"
 
 #define MAX_EXPANSION 10000000u

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "loader/remote_tar_internal.h"
+#include "storage/tar_member_internal.h"
 #include "loader/tensor_header_internal.h"
 
 #define WINDOW_DEFAULT (16u << 10)

@@ -10,7 +10,7 @@
 #include "common/atomic_file_internal.h"
 #include "loader/al_check.h"
 #include "loader/index_internal.h"
-#include "loader/remote_internal.h"
+#include "storage/client_internal.h"
 #include "loader/remote_shard_internal.h"
 #include "loader/tensor_header_internal.h"
 

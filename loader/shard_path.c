@@ -11,7 +11,7 @@
 
 #include "common/al_status.h"
 #include "common/url_internal.h"
-#include "loader/remote_internal.h"
+#include "storage/client_internal.h"
 
 /* Whether a and b name the same existing file. */
 static int same_file(const char *a, const char *b) {

@@ -17,7 +17,7 @@
 #include "common/atomic_file_internal.h"
 #include "common/grow_internal.h"
 #include "loader/lz4_member_internal.h"
-#include "loader/remote_internal.h"
+#include "storage/client_internal.h"
 #include "stream/cuda_rt_internal.h"
 #include "stream/remote_fetch_internal.h"
 

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "common/al_status.h"
-#include "loader/remote_internal.h"
+#include "storage/client_internal.h"
 #include "stream/cache_internal.h"
 #include "stream/shard_download_internal.h"
 

@@ -1,4 +1,4 @@
-// loader/remote_retry.c: Retry-After values, in seconds and as HTTP dates in the three forms
+// storage/retry.c: Retry-After values, in seconds and as HTTP dates in the three forms
 // RFC 9110 allows, against a fixed wall clock; malformed values are not a delay. A cancel of
 // the client ends a retry wait at once, and later operations fail without a request.
 #include <gtest/gtest.h>
@@ -9,7 +9,7 @@
 
 extern "C" {
 #include "common/clock_internal.h"
-#include "loader/remote_xfer_internal.h"
+#include "storage/http_internal.h"
 }
 
 namespace {

@@ -1,5 +1,5 @@
 #!/bin/bash
-# //loader:remote through fault_proxy.py (a reverse proxy of this project's) in front of
+# //storage through fault_proxy.py (a reverse proxy of this project's) in front of
 # Debian's nginx and the S3 server (tests/loader/s3_server.py) on 127.0.0.1. Every read is compared byte for byte with the
 # local file, and the proxy's counters show each fault was injected:
 #   each fault kind alone (latency, a bandwidth cap, every Nth request 503, a burst of 503s by

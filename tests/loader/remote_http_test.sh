@@ -1,5 +1,5 @@
 #!/bin/bash
-# //loader:remote against real HTTP servers on 127.0.0.1: Debian's nginx (sizes, ETags, byte
+# //storage against real HTTP servers on 127.0.0.1: Debian's nginx (sizes, ETags, byte
 # ranges compared with the files' bytes, one client shared by threads, 404, an object changed
 # between open and read) and
 # remote_faults.py (every retry path: 503, 429 + Retry-After, a reset and a clean close in

@@ -1,5 +1,5 @@
 /*
- * remote_probe - a command-line driver of //loader:remote for the shell tests:
+ * remote_probe - a command-line driver of //storage for the shell tests:
  *   remote_probe [-t TOTAL_S] [-s STALL_S] [-b BACKOFF_S] [-e ENDPOINT] [-k MAX_KEYS]
  *                [-w SYNC] head URL
  *   remote_probe [...] get URL OFF LEN OUT     bytes [OFF, OFF+LEN) to file OUT
@@ -28,8 +28,8 @@
 #include <unistd.h>
 
 #include "common/clock_internal.h"
-#include "loader/remote_internal.h"
-#include "loader/remote_tar_internal.h"
+#include "storage/client_internal.h"
+#include "storage/tar_member_internal.h"
 
 static const char *g_sync;
 

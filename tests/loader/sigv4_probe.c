@@ -1,5 +1,5 @@
 /*
- * sigv4_probe - sends one request of an AWS Signature V4 test vector through //loader:remote's
+ * sigv4_probe - sends one request of an AWS Signature V4 test vector through //storage's
  * request path (remote_xfer_perform with the client's signing settings), for sigv4_test.sh:
  *   sigv4_probe PORT req  VECTOR.req    the request as the vector writes it: the path and
  *                                       each query name and value percent-encoded as the
@@ -20,8 +20,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "loader/remote_internal.h"
-#include "loader/remote_xfer_internal.h"
+#include "storage/client_internal.h"
+#include "storage/http_internal.h"
 
 #define MAX_LINES 32
 

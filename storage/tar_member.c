@@ -1,5 +1,5 @@
 /*
- * remote_tar.c - a remote plain tar's members from its header blocks: header, then the next
+ * storage/tar_member.c - a remote plain tar's members from its header blocks: header, then the next
  * header after the member's padded data, fetched in coalesced windows of ranged GETs.
  */
 #include <inttypes.h>
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "loader/remote_tar_internal.h"
+#include "storage/tar_member_internal.h"
 
 #define TAR_BLOCK 512
 #define TAR_EXT_MAX (1u << 20) /* a pax or GNU long-name extension larger than this is refused */

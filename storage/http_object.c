@@ -1,5 +1,5 @@
 /*
- * remote_object.c - one remote object: opened by a HEAD request that pins its size and
+ * storage/http_object.c - one remote object: opened by a HEAD request that pins its size and
  * ETag, read by ranged GETs that are retried, resumed where a short answer stopped, and
  * checked against the pinned size and ETag.
  */
@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "common/clock_internal.h"
-#include "loader/remote_xfer_internal.h"
+#include "storage/http_internal.h"
 
 /* The counters are written by the object's one user and read by stats callers on other threads
  * (a stream's consumer, while its readers fetch): relaxed atomics, each counter exact alone. */

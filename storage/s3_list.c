@@ -1,5 +1,5 @@
 /*
- * remote_list.c - the objects under an S3 prefix: ListObjectsV2 pages (list-type=2),
+ * storage/s3_list.c - the objects under an S3 prefix: ListObjectsV2 pages (list-type=2),
  * followed through their continuation tokens, each retried like any request.
  */
 #include <inttypes.h>
@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "common/url_internal.h"
-#include "loader/remote_xfer_internal.h"
+#include "storage/http_internal.h"
 
 #define LIST_BODY_MAX (64u << 20)
 

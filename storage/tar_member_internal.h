@@ -1,6 +1,6 @@
 /*
- * remote_tar_internal.h - the members of a remote plain tar, from its header blocks alone
- * (internal to //loader:remote; the index's remote shards use it through remote_shard.c).
+ * storage/tar_member_internal.h - the members of a remote plain tar, from its header blocks alone
+ * (internal to //storage; the index's remote shards use it through loader/remote_shard.c).
  *
  * The walk reads the header at offset 0, then each next header at the offset after the
  * previous member's data rounded up to 512 bytes, never the payloads in between. Reads are
@@ -13,13 +13,13 @@
  *
  * One walk uses its remote_object alone (one thread).
  */
-#ifndef AL_REMOTE_TAR_INTERNAL_H
-#define AL_REMOTE_TAR_INTERNAL_H
+#ifndef AL_STORAGE_TAR_MEMBER_INTERNAL_H
+#define AL_STORAGE_TAR_MEMBER_INTERNAL_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "loader/remote_internal.h"
+#include "storage/client_internal.h"
 
 typedef struct remote_tar_member {
   char *name;          /* pax path / GNU long name / ustar prefix + name */
@@ -53,4 +53,4 @@ int remote_tar_scan_via(remote_object *o, size_t batch_bytes, size_t batch_max,
                         char *err, size_t err_cap);
 void remote_tar_listing_free(remote_tar_listing *l);
 
-#endif /* AL_REMOTE_TAR_INTERNAL_H */
+#endif /* AL_STORAGE_TAR_MEMBER_INTERNAL_H */

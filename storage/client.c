@@ -1,5 +1,5 @@
 /*
- * remote_client.c - the settings every remote object shares: timeouts and backoff, the S3
+ * storage/client.c - the settings every remote object shares: timeouts and backoff, the S3
  * endpoint, region and credentials (read from the environment once, never printed).
  */
 #include <pthread.h>
@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "common/env_internal.h"
-#include "loader/remote_xfer_internal.h"
+#include "storage/http_internal.h"
 
 /* Apart from the client, which is otherwise read-only after open (C11 atomics stay out of the
  * header the C++ tests include). */

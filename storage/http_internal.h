@@ -1,16 +1,16 @@
 /*
- * remote_xfer_internal.h - the pieces of //loader:remote that its files share: the client's
- * resolved settings, URL mapping (remote_url.c), one HTTP attempt and the retry clock
- * (remote_xfer.c), S3 XML helpers (remote_xml.c). Used by remote_object.c and remote_list.c.
+ * storage/http_internal.h - the pieces of //storage that its files share: the client's
+ * resolved settings (client.c), URL mapping (url_target.c), one HTTP attempt (http_request.c),
+ * the retry clock (retry.c), S3 XML helpers (s3_xml.c). Used by http_object.c and s3_list.c.
  */
-#ifndef AL_REMOTE_XFER_INTERNAL_H
-#define AL_REMOTE_XFER_INTERNAL_H
+#ifndef AL_STORAGE_HTTP_INTERNAL_H
+#define AL_STORAGE_HTTP_INTERNAL_H
 
 #include <curl/curl.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "loader/remote_internal.h"
+#include "storage/client_internal.h"
 
 #define REMOTE_ERR_BODY_CAP 4096
 
@@ -24,7 +24,7 @@ struct remote_client {
   int payload_header;     /* send x-amz-content-sha256 (S3's; other services do not take it) */
   const char *connect_to; /* test hook, NULL: none */
   const char *const *test_headers; /* test hook, NULL: none */
-  struct remote_cancel *cancel;    /* remote_client_cancel's flag (remote_client.c) */
+  struct remote_cancel *cancel;    /* remote_client_cancel's flag (client.c) */
 };
 
 /* 1 once remote_client_cancel was called (an atomic read: any thread). */
@@ -142,4 +142,4 @@ char *remote_xml_text(const char *s, const char *end, const char *tag, const cha
  * NULL on a malformed entity. */
 char *remote_xml_decode(const char *s, size_t n);
 
-#endif /* AL_REMOTE_XFER_INTERNAL_H */
+#endif /* AL_STORAGE_HTTP_INTERNAL_H */

@@ -1,7 +1,8 @@
 /*
- * remote_internal.h - shards in object storage and on HTTP servers: size, ETag and byte
- * ranges of one object, and listings of an S3 prefix (internal to //loader:remote; the
- * index reads remote shards through it, loader/remote_shard_internal.h).
+ * storage/client_internal.h - shards in object storage and on HTTP servers: size, ETag and byte
+ * ranges of one object, and listings of an S3 prefix (internal to //storage; the
+ * index reads remote shards through it, loader/remote_shard_internal.h; the stream through
+ * stream/remote_fetch_internal.h).
  *
  * URLs: http://host[:port]/path, https://..., s3://bucket/key (schemes in any case: HTTP://
  * is http://). An s3:// key is opaque: it is sent as it is written, percent-encoded, with no
@@ -38,8 +39,8 @@
  * Errors: functions returning int give 0 on success and -1 on failure, with a message in
  * err (err_cap bytes, always terminated when err_cap > 0).
  */
-#ifndef AL_REMOTE_INTERNAL_H
-#define AL_REMOTE_INTERNAL_H
+#ifndef AL_STORAGE_CLIENT_INTERNAL_H
+#define AL_STORAGE_CLIENT_INTERNAL_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -140,4 +141,4 @@ int remote_list(remote_client *c, const char *url, remote_listing *out, remote_s
                 char *err, size_t err_cap);
 void remote_listing_free(remote_listing *l);
 
-#endif /* AL_REMOTE_INTERNAL_H */
+#endif /* AL_STORAGE_CLIENT_INTERNAL_H */

@@ -1,5 +1,5 @@
 /*
- * remote_xfer.c - one HTTP request on a curl easy handle (headers parsed, a range's bytes
+ * storage/http_request.c - one HTTP request on a curl easy handle (headers parsed, a range's bytes
  * checked and put in place, other bodies kept) and the retry clock (backoff with jitter
  * within a time budget).
  */
@@ -11,7 +11,7 @@
 #include <time.h>
 
 #include "common/clock_internal.h"
-#include "loader/remote_xfer_internal.h"
+#include "storage/http_internal.h"
 
 #define REMOTE_EMPTY_SHA256 "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 

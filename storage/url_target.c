@@ -1,5 +1,5 @@
 /*
- * remote_url.c - what a remote URL's requests are sent to: http(s):// as given (the scheme
+ * storage/url_target.c - what a remote URL's requests are sent to: http(s):// as given (the scheme
  * in lower case), s3:// mapped to the client's endpoint (path-style) or to AWS's
  * virtual-hosted endpoint; the name messages give it (no user:password); the part of it
  * that names the object.
@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "common/url_internal.h"
-#include "loader/remote_xfer_internal.h"
+#include "storage/http_internal.h"
 
 int remote_url_kind(const char *s) {
   if (url_has_scheme(s, "s3")) return REMOTE_S3;
