@@ -371,15 +371,12 @@ static int build_init(build *B, const char *const *shards, size_t n, const al_in
   if (!B->results || !B->done || !B->fail || !B->fail_msg || !B->tids)
     return al_set_error(AL_ENOMEM, "out of memory");
   if (remote) {
-    remote_opts ro;
-    memset(&ro, 0, sizeof ro);
-    ro.s3_endpoint = B->storage.s3_endpoint;
-    ro.s3_region = B->storage.s3_region;
-    ro.s3_addressing = B->storage.s3_addressing;
-    ro.total_timeout_s = B->storage.remote_timeout_s;
-    char err[1024];
-    if (remote_client_open(&ro, &B->client, err, sizeof err) != 0)
-      return al_set_error(AL_EINVAL, "%s", err);
+    storage_config cfg;
+    const al_storage_options *u = &B->storage;
+    if (storage_config_make(u->s3_endpoint, u->s3_region, u->s3_addressing, u->remote_timeout_s,
+                            &cfg) != AL_OK ||
+        remote_client_open(&cfg, &B->client) != AL_OK)
+      return AL_EINVAL;
   }
   return AL_OK;
 }

@@ -250,15 +250,12 @@ int al_shard_expand_storage(const char *arg, const al_storage_options *storage, 
       if (!c) {
         al_storage_options used;
         al_storage_resolve(storage, NULL, &used, NULL);
-        remote_opts o;
-        memset(&o, 0, sizeof o);
-        o.s3_endpoint = used.s3_endpoint;
-        o.s3_region = used.s3_region;
-        o.s3_addressing = used.s3_addressing;
-        o.total_timeout_s = used.remote_timeout_s;
-        char err[1024];
-        if (remote_client_open(&o, &c, err, sizeof err) != 0) {
-          rc = al_set_error(AL_EINVAL, "%s", err);
+        storage_config cfg;
+        rc = storage_config_make(used.s3_endpoint, used.s3_region, used.s3_addressing,
+                                 used.remote_timeout_s, &cfg);
+        if (rc == AL_OK) rc = remote_client_open(&cfg, &c);
+        if (rc != AL_OK) {
+          rc = AL_EINVAL;
           break;
         }
       }

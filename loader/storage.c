@@ -13,13 +13,12 @@
 _Static_assert((int)AL_S3_ADDRESSING_DEFAULT == (int)REMOTE_ADDRESSING_DEFAULT &&
                    (int)AL_S3_ADDRESSING_PATH == (int)REMOTE_ADDRESSING_PATH &&
                    (int)AL_S3_ADDRESSING_VIRTUAL == (int)REMOTE_ADDRESSING_VIRTUAL,
-               "al_storage_options.s3_addressing is handed to remote_opts as it is");
+               "al_storage_options.s3_addressing is handed to storage_config as it is");
 
 int al_storage_check(const al_storage_options *o) {
   if (!o) return AL_OK;
-  char err[1024];
-  if (remote_storage_check(o->s3_endpoint, o->s3_region, o->s3_addressing, err, sizeof err) != 0)
-    return al_set_error(AL_EINVAL, "%s", err);
+  int rc = remote_storage_check(o->s3_endpoint, o->s3_region, o->s3_addressing);
+  if (rc != AL_OK) return rc;
   if (o->remote_timeout_s != 0 && !(o->remote_timeout_s >= 0.1 && o->remote_timeout_s <= 86400))
     return al_set_error(AL_EINVAL, "remote_timeout_s must be in [0.1, 86400] (0 = default), got %g",
                         o->remote_timeout_s);

@@ -1,6 +1,7 @@
 /*
- * storage/client.c - the settings every remote object shares: timeouts and backoff, the S3
- * endpoint, region and credentials (read from the environment once, never printed).
+ * storage/client.c - what every remote object of a client shares: its settings (a copy of the
+ * storage_config it was opened with: timeouts and backoff, the S3 endpoint, region and
+ * credentials, never printed), libcurl's initialisation, the cancel flag.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -8,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/env_internal.h"
+#include "common/al_status.h"
 #include "storage/http_internal.h"
 
 /* Apart from the client, which is otherwise read-only after open (C11 atomics stay out of the
@@ -22,21 +23,6 @@ static CURLcode g_curl_rc = CURLE_FAILED_INIT;
 
 static void curl_init_once(void) { g_curl_rc = curl_global_init(CURL_GLOBAL_ALL); }
 
-static double or_default(double v, double d) { return v > 0 ? v : d; }
-
-int remote_storage_check(const char *endpoint, const char *region, int addressing, char *err,
-                         size_t err_cap) {
-  if (endpoint && remote_url_kind(endpoint) != REMOTE_HTTP)
-    return snprintf(err, err_cap, "S3 endpoint %s: not an http:// or https:// URL", endpoint), -1;
-  if (region && (!region[0] || strlen(region) >= REMOTE_REGION_CAP || strpbrk(region, ":/ ")))
-    return snprintf(err, err_cap, "S3 region '%s': not a region name", region), -1;
-  if (addressing < 0 || addressing > 2)
-    return snprintf(err, err_cap, "S3 addressing %d: not 0 (default), 1 (path) or 2 (virtual)",
-                    addressing),
-           -1;
-  return 0;
-}
-
 static int set_endpoint(remote_client *c, const char *ep) {
   if (ep == NULL) return 0;
   c->endpoint = strdup(ep);
@@ -46,74 +32,61 @@ static int set_endpoint(remote_client *c, const char *ep) {
   return 0;
 }
 
-static int set_credentials(remote_client *c) {
-  const char *id = env_text("AWS_ACCESS_KEY_ID");
-  const char *secret = env_text("AWS_SECRET_ACCESS_KEY");
-  const char *token = env_text("AWS_SESSION_TOKEN");
-  if (id == NULL || secret == NULL) return 0;
-  if (asprintf(&c->userpwd, "%s:%s", id, secret) < 0) return c->userpwd = NULL, -1;
-  if (token != NULL && asprintf(&c->token_header, "x-amz-security-token: %s", token) < 0) {
+static int set_credentials(remote_client *c, const storage_config *cfg) {
+  if (cfg->access_key_id == NULL || cfg->secret_access_key == NULL) return 0;
+  if (asprintf(&c->userpwd, "%s:%s", cfg->access_key_id, cfg->secret_access_key) < 0)
+    return c->userpwd = NULL, -1;
+  if (cfg->session_token != NULL &&
+      asprintf(&c->token_header, "x-amz-security-token: %s", cfg->session_token) < 0) {
     return c->token_header = NULL, -1;
   }
   return 0;
 }
 
-int remote_client_open(const remote_opts *opts, remote_client **out, char *err, size_t err_cap) {
+int remote_client_open(const storage_config *cfg, remote_client **out) {
   *out = NULL;
-  if (err_cap > 0) err[0] = '\0';
   pthread_once(&g_curl_once, curl_init_once);
-  if (g_curl_rc != CURLE_OK) {
-    snprintf(err, err_cap, "libcurl: initialisation failed: %s", curl_easy_strerror(g_curl_rc));
-    return -1;
+  if (g_curl_rc != CURLE_OK)
+    return al_set_error(AL_EIO, "libcurl: initialisation failed: %s",
+                        curl_easy_strerror(g_curl_rc));
+  storage_config dflt;
+  if (cfg == NULL) {
+    int rc = storage_config_make(NULL, NULL, 0, 0, &dflt);
+    if (rc != AL_OK) return rc;
+    cfg = &dflt;
   }
-  remote_opts o = {0};
-  if (opts != NULL) o = *opts;
   remote_client *c = calloc(1, sizeof *c);
   if (c != NULL && (c->cancel = malloc(sizeof *c->cancel)) == NULL) {
     free(c);
     c = NULL;
   }
-  if (c == NULL) return snprintf(err, err_cap, "remote client: out of memory"), -1;
+  if (c == NULL) return al_set_error(AL_ENOMEM, "remote client: out of memory");
   atomic_init(&c->cancel->flag, 0);
-  c->o.total_timeout_s = or_default(o.total_timeout_s, 60);
-  c->o.connect_timeout_s = or_default(o.connect_timeout_s, 10);
-  c->o.stall_timeout_s = or_default(o.stall_timeout_s, 15);
-  c->o.backoff_base_s = or_default(o.backoff_base_s, 0.1);
-  c->o.backoff_max_s = or_default(o.backoff_max_s, 5);
-  c->o.list_max_keys = o.list_max_keys;
-  c->o.s3_addressing = o.s3_addressing;
-  const char *region = o.s3_region ? o.s3_region : env_text("AWS_REGION");
-  if (region == NULL) region = "us-east-1";
-  const char *ep = o.s3_endpoint ? o.s3_endpoint : env_text("AWS_ENDPOINT_URL");
-  if (remote_storage_check(ep, region, o.s3_addressing, err, err_cap) != 0) {
-    remote_client_close(c);
-    return -1;
-  }
-  snprintf(c->region, sizeof c->region, "%s", region);
-  snprintf(c->sigv4, sizeof c->sigv4, "aws:amz:%s:s3", c->region);
+  c->cfg = *cfg;
+  c->cfg.s3_endpoint = NULL; /* c->endpoint holds the copy */
+  c->cfg.access_key_id = c->cfg.secret_access_key = c->cfg.session_token = NULL;
+  snprintf(c->sigv4, sizeof c->sigv4, "aws:amz:%s:s3", c->cfg.s3_region);
   c->payload_header = 1;
-  if (set_endpoint(c, ep) != 0 || set_credentials(c) != 0) {
-    if (err_cap > 0 && err[0] == '\0') snprintf(err, err_cap, "remote client: out of memory");
+  if (set_endpoint(c, cfg->s3_endpoint) != 0 || set_credentials(c, cfg) != 0) {
     remote_client_close(c);
-    return -1;
+    return al_set_error(AL_ENOMEM, "remote client: out of memory");
   }
   *out = c;
-  return 0;
+  return AL_OK;
 }
 
-int remote_client_set_test_hooks(remote_client *c, const remote_test_hooks *h, char *err,
-                                 size_t err_cap) {
+int remote_client_set_test_hooks(remote_client *c, const remote_test_hooks *h) {
   if (h->sign_service != NULL) {
     if (h->sign_service[0] == '\0' || strpbrk(h->sign_service, ": ") != NULL ||
         strlen(h->sign_service) > 64) {
-      return snprintf(err, err_cap, "SigV4 service '%s': not a service name", h->sign_service), -1;
+      return al_set_error(AL_EINVAL, "SigV4 service '%s': not a service name", h->sign_service);
     }
-    snprintf(c->sigv4, sizeof c->sigv4, "aws:amz:%s:%s", c->region, h->sign_service);
+    snprintf(c->sigv4, sizeof c->sigv4, "aws:amz:%s:%s", c->cfg.s3_region, h->sign_service);
     c->payload_header = strcmp(h->sign_service, "s3") == 0;
   }
   c->connect_to = h->connect_to;
   c->test_headers = h->headers;
-  return 0;
+  return AL_OK;
 }
 
 static void free_secret(char *s) {

@@ -15,9 +15,8 @@
 #define REMOTE_ERR_BODY_CAP 4096
 
 struct remote_client {
-  remote_opts o;  /* defaults filled in */
-  char *endpoint; /* S3 endpoint without a trailing '/', NULL: AWS's */
-  char region[REMOTE_REGION_CAP];
+  storage_config cfg;     /* as opened (its endpoint and credentials: the copies below) */
+  char *endpoint;         /* S3 endpoint without a trailing '/', NULL: AWS's */
   char sigv4[160];        /* "aws:amz:REGION:s3" (or the test hook's service) */
   char *userpwd;          /* "KEY:SECRET", NULL: anonymous */
   char *token_header;     /* "x-amz-security-token: ...", NULL: none */
@@ -35,14 +34,14 @@ int remote_client_cancelled(const remote_client *c);
  * connect_to says (one CURLOPT_CONNECT_TO entry "HOST:PORT:ADDRESS:PORT", NULL: none), and
  * add the header lines of headers (NULL-terminated; NULL: none) to every request. The
  * strings are not copied: they must outlive the client. Not for use outside tests: the
- * production settings come from remote_opts and the environment. */
+ * production settings come from storage_config_make. */
 typedef struct remote_test_hooks {
   const char *sign_service;
   const char *connect_to;
   const char *const *headers;
 } remote_test_hooks;
-int remote_client_set_test_hooks(remote_client *c, const remote_test_hooks *h, char *err,
-                                 size_t err_cap);
+/* AL_OK, or AL_EINVAL for a sign_service that is no service name. */
+int remote_client_set_test_hooks(remote_client *c, const remote_test_hooks *h);
 
 /* Where a URL's requests go. */
 typedef struct remote_target {

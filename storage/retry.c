@@ -42,7 +42,7 @@ double remote_retry_after(const char *value, double now) {
 
 void remote_retry_start(const remote_client *c, remote_retry *r) {
   double now = clock_now_s();
-  r->deadline = now + c->o.total_timeout_s;
+  r->deadline = now + c->cfg.total_timeout_s;
   r->attempts = 0;
   r->failures = 0;
   r->rng = (uint64_t)(now * 1e9) ^ (uint64_t)(uintptr_t)r ^ 0x9e3779b97f4a7c15ull;
@@ -62,9 +62,9 @@ static double rand01(remote_retry *r) {
 }
 
 int remote_retry_wait(const remote_client *c, remote_retry *r, double retry_after) {
-  double d = c->o.backoff_base_s;
-  for (int i = 0; i < r->failures && d < c->o.backoff_max_s; i++) d *= 2;
-  if (d > c->o.backoff_max_s) d = c->o.backoff_max_s;
+  double d = c->cfg.backoff_base_s;
+  for (int i = 0; i < r->failures && d < c->cfg.backoff_max_s; i++) d *= 2;
+  if (d > c->cfg.backoff_max_s) d = c->cfg.backoff_max_s;
   r->failures++;
   d = d / 2 + rand01(r) * d / 2;
   double left = r->deadline - clock_now_s();

@@ -71,7 +71,7 @@ static char *page_url(const remote_client *c, const char *bucket, const char *pr
   char *t = token ? remote_pct_encode(token, 0) : NULL;
   char *q = NULL, *url = NULL;
   char max[32] = "";
-  if (c->o.list_max_keys > 0) snprintf(max, sizeof max, "&max-keys=%u", c->o.list_max_keys);
+  if (c->cfg.list_max_keys > 0) snprintf(max, sizeof max, "&max-keys=%u", c->cfg.list_max_keys);
   if (p && (token == NULL || t)) {
     if (asprintf(&q, "?%s%s%slist-type=2%s&prefix=%s", t ? "continuation-token=" : "", t ? t : "",
                  t ? "&" : "", max, p) < 0) {

@@ -63,16 +63,16 @@ static int virtual_endpoint(char **out, const char *endpoint, const char *bucket
 char *remote_s3_bucket_url(const remote_client *c, const char *bucket, const char *query) {
   char *out = NULL;
   int n;
-  int virt = dns_bucket(bucket) && (c->endpoint ? c->o.s3_addressing == REMOTE_ADDRESSING_VIRTUAL
-                                                : c->o.s3_addressing != REMOTE_ADDRESSING_PATH);
+  int virt = dns_bucket(bucket) && (c->endpoint ? c->cfg.s3_addressing == REMOTE_ADDRESSING_VIRTUAL
+                                                : c->cfg.s3_addressing != REMOTE_ADDRESSING_PATH);
   if (c->endpoint != NULL && virt) {
     n = virtual_endpoint(&out, c->endpoint, bucket, query);
   } else if (c->endpoint != NULL) {
     n = asprintf(&out, "%s/%s%s", c->endpoint, bucket, query);
   } else if (virt) {
-    n = asprintf(&out, "https://%s.s3.%s.amazonaws.com/%s", bucket, c->region, query);
+    n = asprintf(&out, "https://%s.s3.%s.amazonaws.com/%s", bucket, c->cfg.s3_region, query);
   } else {
-    n = asprintf(&out, "https://s3.%s.amazonaws.com/%s%s", c->region, bucket, query);
+    n = asprintf(&out, "https://s3.%s.amazonaws.com/%s%s", c->cfg.s3_region, bucket, query);
   }
   return n < 0 ? NULL : out;
 }

@@ -52,15 +52,11 @@ int stream_remote_new(stream_remote **out, size_t n_shards, const char *cache_di
   }
   r->n = n_shards;
   pthread_mutex_init(&r->mu, NULL);
-  remote_opts o = {0};
-  o.total_timeout_s = storage->remote_timeout_s;
-  o.s3_endpoint = storage->s3_endpoint;
-  o.s3_region = storage->s3_region;
-  o.s3_addressing = storage->s3_addressing;
-  char err[1024];
-  int rc = AL_OK;
-  if (remote_client_open(&o, &r->client, err, sizeof err) != 0)
-    rc = al_set_error(AL_EIO, "remote shards: %s", err);
+  storage_config cfg;
+  int rc = storage_config_make(storage->s3_endpoint, storage->s3_region, storage->s3_addressing,
+                               storage->remote_timeout_s, &cfg);
+  if (rc == AL_OK) rc = remote_client_open(&cfg, &r->client);
+  if (rc != AL_OK) rc = al_error_prefix(AL_EIO, "remote shards");
   if (rc == AL_OK && cache_dir && *cache_dir)
     rc = stream_cache_open(&r->cache, cache_dir, cache_bytes ? cache_bytes : (1ull << 30));
   if (rc != AL_OK) {

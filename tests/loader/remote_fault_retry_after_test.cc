@@ -41,11 +41,10 @@ TEST(RetryAfter, Malformed) {
 }
 
 TEST(RetryClock, CancelEndsTheWait) {
-  remote_opts o = {};
-  o.total_timeout_s = 30;
+  storage_config cfg;
+  ASSERT_EQ(storage_config_make(nullptr, nullptr, 0, 30, &cfg), AL_OK) << al_last_error();
   remote_client *c = nullptr;
-  char err[256];
-  ASSERT_EQ(remote_client_open(&o, &c, err, sizeof err), 0) << err;
+  ASSERT_EQ(remote_client_open(&cfg, &c), AL_OK) << al_last_error();
   remote_retry r;
   remote_retry_start(c, &r);
   std::thread canceller([c] {
@@ -59,6 +58,7 @@ TEST(RetryClock, CancelEndsTheWait) {
   EXPECT_LT(waited, 10) << "the wait outlived the cancel";
   EXPECT_GE(waited, 0.1) << "the wait ended before the cancel";
   // Cancelled for good: an open fails without waiting out a budget, saying why.
+  char err[256];
   remote_object *obj = nullptr;
   t0 = clock_now_s();
   EXPECT_EQ(remote_object_open(c, "http://127.0.0.1:9/x", &obj, err, sizeof err), -1);

@@ -255,22 +255,29 @@ static int cmd_ranges(remote_client *c, const char *list, int crc) {
 }
 
 int main(int argc, char **argv) {
-  remote_opts o = {0};
+  double total = 0, stall = 0, backoff = 0;
+  const char *endpoint = NULL;
+  unsigned max_keys = 0;
   int opt;
   while ((opt = getopt(argc, argv, "t:s:b:e:k:w:")) != -1) {
-    if (opt == 't') o.total_timeout_s = atof(optarg);
-    if (opt == 's') o.stall_timeout_s = atof(optarg);
-    if (opt == 'b') o.backoff_base_s = atof(optarg);
-    if (opt == 'e') o.s3_endpoint = optarg;
-    if (opt == 'k') o.list_max_keys = (unsigned)atoi(optarg);
+    if (opt == 't') total = atof(optarg);
+    if (opt == 's') stall = atof(optarg);
+    if (opt == 'b') backoff = atof(optarg);
+    if (opt == 'e') endpoint = optarg;
+    if (opt == 'k') max_keys = (unsigned)atoi(optarg);
     if (opt == 'w') g_sync = optarg;
     if (opt == '?') return 2;
   }
   argc -= optind, argv += optind;
   if (argc < 2) return fprintf(stderr, "usage: remote_probe [opts] head|get|cat|list URL ...\n"), 2;
-  char err[1024];
+  storage_config cfg;
   remote_client *c;
-  if (remote_client_open(&o, &c, err, sizeof err) != 0) return fprintf(stderr, "%s\n", err), 1;
+  if (storage_config_make(endpoint, NULL, 0, total, &cfg) != AL_OK)
+    return fprintf(stderr, "%s\n", al_last_error()), 1;
+  if (stall > 0) cfg.stall_timeout_s = stall;
+  if (backoff > 0) cfg.backoff_base_s = backoff;
+  cfg.list_max_keys = max_keys;
+  if (remote_client_open(&cfg, &c) != AL_OK) return fprintf(stderr, "%s\n", al_last_error()), 1;
   int rc;
   if (strcmp(argv[0], "ranges") == 0) {
     rc = cmd_ranges(c, argv[1], argc > 2 && strcmp(argv[2], "crc") == 0);
