@@ -17,6 +17,7 @@
 #include "loader/al_index.h"
 #include "storage/client_internal.h"
 #include "loader/shard_path_internal.h"
+#include "storage/storage_internal.h"
 
 #define MAX_EXPANSION 10000000u
 
@@ -235,7 +236,7 @@ int al_shard_expand_storage(const char *arg, const al_storage_options *storage, 
                             size_t *n) {
   if (!arg || !paths || !n)
     return al_set_error(AL_EINVAL, "al_shard_expand_storage: NULL argument");
-  if (!shard_path_url_kind(arg)) return al_shard_expand(arg, paths, n);
+  if (!storage_url_kind(arg)) return al_shard_expand(arg, paths, n);
   int urc = shard_path_check_userinfo(arg, NULL);
   if (urc) return urc;
   char **items = NULL;
@@ -246,7 +247,7 @@ int al_shard_expand_storage(const char *arg, const al_storage_options *storage, 
   remote_client *c = NULL;
   list L = {paths, n, *n};
   for (size_t i = 0; i < count && !rc; i++) {
-    if (shard_path_url_kind(items[i]) == 2 && s3_is_prefix(items[i])) {
+    if (storage_url_kind(items[i]) == STORAGE_S3 && s3_is_prefix(items[i])) {
       if (!c) {
         al_storage_options used;
         al_storage_resolve(storage, NULL, &used, NULL);

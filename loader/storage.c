@@ -14,6 +14,9 @@ _Static_assert((int)AL_S3_ADDRESSING_DEFAULT == (int)REMOTE_ADDRESSING_DEFAULT &
                    (int)AL_S3_ADDRESSING_PATH == (int)REMOTE_ADDRESSING_PATH &&
                    (int)AL_S3_ADDRESSING_VIRTUAL == (int)REMOTE_ADDRESSING_VIRTUAL,
                "al_storage_options.s3_addressing is handed to storage_config as it is");
+_Static_assert((int)AL_SHARD_LOCAL == (int)STORAGE_LOCAL &&
+                   (int)AL_SHARD_HTTP == (int)STORAGE_HTTP && (int)AL_SHARD_S3 == (int)STORAGE_S3,
+               "al_shard_io.remote is storage_url_kind's value");
 
 int al_storage_check(const al_storage_options *o) {
   if (!o) return AL_OK;

@@ -46,8 +46,7 @@
 #include <stdint.h>
 
 #include "common/al_status.h"
-
-enum { REMOTE_NOT_URL = 0, REMOTE_HTTP = 1, REMOTE_S3 = 2 };
+#include "storage/storage_internal.h"
 
 /* storage_config.s3_addressing: the values of loader/al_index.h's AL_S3_ADDRESSING_*. */
 enum { REMOTE_ADDRESSING_DEFAULT = 0, REMOTE_ADDRESSING_PATH = 1, REMOTE_ADDRESSING_VIRTUAL = 2 };
@@ -111,9 +110,6 @@ typedef struct remote_listing {
  * http:// or https:// URL, a region (NULL: none) a name of fewer than REMOTE_REGION_CAP bytes
  * without ':', '/' or ' ', the addressing 0, 1 or 2. AL_OK, or AL_EINVAL naming the setting. */
 int remote_storage_check(const char *endpoint, const char *region, int addressing);
-
-/* REMOTE_HTTP, REMOTE_S3 or REMOTE_NOT_URL (a local path), from the scheme alone (any case). */
-int remote_url_kind(const char *s);
 
 /* How much of url names the object: an http(s) URL up to its query or fragment (a
  * presigned URL's signature, "?X-Amz-Signature=...", changes when it is signed again; the

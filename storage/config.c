@@ -12,7 +12,7 @@
 #include "storage/client_internal.h"
 
 int remote_storage_check(const char *endpoint, const char *region, int addressing) {
-  if (endpoint && remote_url_kind(endpoint) != REMOTE_HTTP)
+  if (endpoint && storage_url_kind(endpoint) != STORAGE_HTTP)
     return al_set_error(AL_EINVAL, "S3 endpoint %s: not an http:// or https:// URL", endpoint);
   if (region && (!region[0] || strlen(region) >= REMOTE_REGION_CAP || strpbrk(region, ":/ ")))
     return al_set_error(AL_EINVAL, "S3 region '%s': not a region name", region);

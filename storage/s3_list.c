@@ -216,7 +216,7 @@ int remote_list(remote_client *c, const char *url, remote_listing *out, remote_s
   memset(out, 0, sizeof *out);
   if (err_cap > 0) err[0] = '\0';
   remote_stats st = {0};
-  if (remote_url_kind(url) != REMOTE_S3 || url_userinfo(url, NULL) > 0) {
+  if (storage_url_kind(url) != STORAGE_S3 || url_userinfo(url, NULL) > 0) {
     char *shown = url_redact(url);
     snprintf(err, err_cap, "%s: only s3://BUCKET/PREFIX URLs (no user:password@) can be listed",
              shown ? shown : "URL");

@@ -12,14 +12,8 @@
 #include "common/url_internal.h"
 #include "storage/http_internal.h"
 
-int remote_url_kind(const char *s) {
-  if (url_has_scheme(s, "s3")) return REMOTE_S3;
-  if (url_has_scheme(s, "http") || url_has_scheme(s, "https")) return REMOTE_HTTP;
-  return REMOTE_NOT_URL;
-}
-
 size_t remote_url_identity_len(const char *url) {
-  if (remote_url_kind(url) == REMOTE_HTTP) return strcspn(url, "?#");
+  if (storage_url_kind(url) == STORAGE_HTTP) return strcspn(url, "?#");
   return strlen(url);
 }
 
@@ -117,15 +111,15 @@ static char *http_url(const char *url) {
 /* The target of a URL whose messages name it as shown (its user:password@ as ***@). */
 static int target_of(const remote_client *c, const char *url, const char *shown, remote_target *t,
                      char *err, size_t err_cap) {
-  int kind = remote_url_kind(url);
-  if (kind == REMOTE_S3 && strcmp(shown, url) != 0) {
+  int kind = storage_url_kind(url);
+  if (kind == STORAGE_S3 && strcmp(shown, url) != 0) {
     snprintf(err, err_cap,
              "%s: an s3:// URL takes no user:password@ (S3 credentials come from the environment)",
              shown);
     return -1;
   }
-  if (kind == REMOTE_S3) return s3_target(c, url, t, err, err_cap);
-  if (kind != REMOTE_HTTP) {
+  if (kind == STORAGE_S3) return s3_target(c, url, t, err, err_cap);
+  if (kind != STORAGE_HTTP) {
     snprintf(err, err_cap, "%s: not an http://, https:// or s3:// URL", shown);
     return -1;
   }

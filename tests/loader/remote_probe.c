@@ -205,7 +205,7 @@ static int source_read(remote_client *c, source *s, const char *url, uint64_t of
   if (strcmp(s->name, url) != 0) {
     source_close(s);
     snprintf(s->name, sizeof s->name, "%s", url);
-    if (remote_url_kind(url) == REMOTE_NOT_URL) {
+    if (storage_url_kind(url) == STORAGE_LOCAL) {
       if ((s->fd = open(url, O_RDONLY)) < 0)
         return snprintf(err, cap, "%.900s: cannot open", url), -1;
     } else if (remote_object_open(c, url, &s->o, err, cap) != 0) {
