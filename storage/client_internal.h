@@ -36,8 +36,11 @@
  * used by one thread at a time. remote_client_open initialises libcurl once per process
  * (thread-safe).
  *
- * Errors: functions returning int give 0 on success and -1 on failure, with a message in
- * err (err_cap bytes, always terminated when err_cap > 0).
+ * Errors: functions returning int give an al_status and record the message (al_set_error,
+ * common/al_status.h) naming the URL: AL_EINVAL for a URL or a setting that is refused,
+ * AL_EIO for a request that failed (its retries spent, a fatal answer, a changed object,
+ * "cancelled"), AL_EFORMAT for a listing the server sent wrong, AL_ERANGE for a read beyond the
+ * object, AL_ENOMEM.
  */
 #ifndef AL_STORAGE_CLIENT_INTERNAL_H
 #define AL_STORAGE_CLIENT_INTERNAL_H
@@ -131,16 +134,14 @@ void remote_client_cancel(remote_client *c);
 
 /* Opens url: one HEAD request (with retries) that pins its size and ETag. The client must
  * outlive the object. */
-int remote_object_open(remote_client *c, const char *url, remote_object **out, char *err,
-                       size_t err_cap);
+int remote_object_open(remote_client *c, const char *url, remote_object **out);
 uint64_t remote_object_size(const remote_object *o);
 /* As the server sent it (any length); "" when it sent none (then only the size is checked). */
 const char *remote_object_etag(const remote_object *o);
 const char *remote_object_url(const remote_object *o);
 /* Reads exactly len bytes at offset off into buf (ranged GETs, resumed and retried), within
  * total_timeout_s for the whole read. [off, off + len) must lie within the object. */
-int remote_object_read(remote_object *o, uint64_t off, void *buf, size_t len, char *err,
-                       size_t err_cap);
+int remote_object_read(remote_object *o, uint64_t off, void *buf, size_t len);
 /* Safe to call while another thread uses the object (the counters are atomic). */
 remote_stats remote_object_stats(const remote_object *o);
 void remote_object_close(remote_object *o);
@@ -149,8 +150,7 @@ void remote_object_close(remote_object *o);
  * bucket), following continuation tokens (ListObjectsV2); a token sent a second time is an
  * error (the listing would go round for ever). out is filled on success and left empty on
  * failure; stats (may be NULL) receives the requests sent. */
-int remote_list(remote_client *c, const char *url, remote_listing *out, remote_stats *stats,
-                char *err, size_t err_cap);
+int remote_list(remote_client *c, const char *url, remote_listing *out, remote_stats *stats);
 void remote_listing_free(remote_listing *l);
 
 #endif /* AL_STORAGE_CLIENT_INTERNAL_H */

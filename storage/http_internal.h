@@ -53,8 +53,9 @@ typedef struct remote_target {
   char *bucket, *key; /* s3:// only (key not encoded) */
 } remote_target;
 
-int remote_target_make(const remote_client *c, const char *url, remote_target *t, char *err,
-                       size_t err_cap);
+/* AL_OK; AL_EINVAL (not an http(s):// or s3://BUCKET/KEY URL, or an s3:// one with a
+ * user:password@), AL_ENOMEM. */
+int remote_target_make(const remote_client *c, const char *url, remote_target *t);
 void remote_target_free(remote_target *t);
 /* s's bytes percent-encoded (unreserved kept; '/' kept when keep_slash), malloc'd. */
 char *remote_pct_encode(const char *s, int keep_slash);

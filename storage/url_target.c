@@ -72,14 +72,11 @@ char *remote_s3_bucket_url(const remote_client *c, const char *bucket, const cha
 }
 
 /* t for s3://BUCKET/KEY; url has no user:password@ (remote_target_make refuses one). */
-static int s3_target(const remote_client *c, const char *url, remote_target *t, char *err,
-                     size_t err_cap) {
+static int s3_target(const remote_client *c, const char *url, remote_target *t) {
   const char *b = url + 5;
   const char *slash = strchr(b, '/');
-  if (slash == NULL || slash == b || slash[1] == '\0') {
-    snprintf(err, err_cap, "%s: an S3 object URL is s3://BUCKET/KEY", url);
-    return -1;
-  }
+  if (slash == NULL || slash == b || slash[1] == '\0')
+    return al_set_error(AL_EINVAL, "%s: an S3 object URL is s3://BUCKET/KEY", url);
   t->bucket = strndup(b, (size_t)(slash - b));
   t->key = strdup(slash + 1);
   char *enc = t->key ? remote_pct_encode(t->key, 1) : NULL;
@@ -94,9 +91,8 @@ static int s3_target(const remote_client *c, const char *url, remote_target *t, 
   free(enc);
   free(base);
   if (ok && asprintf(&t->name, "%s (%s)", url, t->http) < 0) t->name = NULL, ok = 0;
-  if (!ok) snprintf(err, err_cap, "%s: out of memory", url);
   t->s3 = 1;
-  return ok ? 0 : -1;
+  return ok ? AL_OK : al_set_error(AL_ENOMEM, "%s: out of memory", url);
 }
 
 /* url as requested: the scheme in lower case (libcurl's own choice of protocol handler is
@@ -109,39 +105,29 @@ static char *http_url(const char *url) {
 }
 
 /* The target of a URL whose messages name it as shown (its user:password@ as ***@). */
-static int target_of(const remote_client *c, const char *url, const char *shown, remote_target *t,
-                     char *err, size_t err_cap) {
+static int target_of(const remote_client *c, const char *url, const char *shown, remote_target *t) {
   int kind = storage_url_kind(url);
   if (kind == STORAGE_S3 && strcmp(shown, url) != 0) {
-    snprintf(err, err_cap,
-             "%s: an s3:// URL takes no user:password@ (S3 credentials come from the environment)",
-             shown);
-    return -1;
+    return al_set_error(AL_EINVAL,
+                        "%s: an s3:// URL takes no user:password@ (S3 credentials come from the environment)",
+                        shown);
   }
-  if (kind == STORAGE_S3) return s3_target(c, url, t, err, err_cap);
-  if (kind != STORAGE_HTTP) {
-    snprintf(err, err_cap, "%s: not an http://, https:// or s3:// URL", shown);
-    return -1;
-  }
+  if (kind == STORAGE_S3) return s3_target(c, url, t);
+  if (kind != STORAGE_HTTP)
+    return al_set_error(AL_EINVAL, "%s: not an http://, https:// or s3:// URL", shown);
   t->http = http_url(url);
   t->name = strdup(shown);
-  if (t->http && t->name) return 0;
-  snprintf(err, err_cap, "%s: out of memory", shown);
-  return -1;
+  if (t->http && t->name) return AL_OK;
+  return al_set_error(AL_ENOMEM, "%s: out of memory", shown);
 }
 
-int remote_target_make(const remote_client *c, const char *url, remote_target *t, char *err,
-                       size_t err_cap) {
+int remote_target_make(const remote_client *c, const char *url, remote_target *t) {
   memset(t, 0, sizeof *t);
   char *shown = url ? url_redact(url) : strdup("(null)");
-  int rc = -1;
-  if (shown == NULL) {
-    snprintf(err, err_cap, "remote URL: out of memory");
-  } else {
-    rc = target_of(c, url ? url : "", shown, t, err, err_cap);
-  }
+  int rc = shown == NULL ? al_set_error(AL_ENOMEM, "remote URL: out of memory")
+                         : target_of(c, url ? url : "", shown, t);
   free(shown);
-  if (rc != 0) remote_target_free(t);
+  if (rc != AL_OK) remote_target_free(t);
   return rc;
 }
 

@@ -100,10 +100,8 @@ static int pin_set(pin *p, const char *url, uint64_t size, const char *etag) {
 int stream_remote_pin(stream_remote *r, uint32_t id, const char *url, uint64_t size,
                       const char *etag) {
   if (id >= r->n) return al_set_error(AL_EINVAL, "remote shard %" PRIu32 " out of range", id);
-  char err[1024];
   remote_object *o = NULL;
-  if (remote_object_open(r->client, url, &o, err, sizeof err) != 0)
-    return al_set_error(AL_EIO, "%s", err);
+  if (remote_object_open(r->client, url, &o) != AL_OK) return AL_EIO;
   remote_stats st = remote_object_stats(o);
   atomic_fetch_add(&r->head_requests, st.requests);
   int rc = AL_OK;
@@ -191,10 +189,8 @@ static int reader_object(stream_remote_reader *rr, uint32_t id, remote_object **
     *out = rr->obj[id];
     return AL_OK;
   }
-  char err[1024];
   remote_object *o = NULL;
-  if (remote_object_open(r->client, p->url, &o, err, sizeof err) != 0)
-    return al_set_error(AL_EIO, "%s", err);
+  if (remote_object_open(r->client, p->url, &o) != AL_OK) return AL_EIO;
   if (remote_object_size(o) != p->size || strcmp(remote_object_etag(o), p->etag) != 0) {
     int rc = al_set_error(AL_EFORMAT,
                           "%s: object changed while streaming: size %" PRIu64
@@ -228,9 +224,7 @@ static int fetch_range(void *ctx, uint64_t off, uint64_t len, void *dst) {
   remote_object *o = NULL;
   int rc = reader_object(f->rr, f->id, &o);
   if (rc != AL_OK) return rc;
-  char err[1024];
-  if (remote_object_read(o, off, dst, (size_t)len, err, sizeof err) != 0)
-    return al_set_error(AL_EIO, "%s", err);
+  if (remote_object_read(o, off, dst, (size_t)len) != AL_OK) return AL_EIO;
   /* Counted when fetched, before the entry is stored: once a reader can see it, it counts. */
   if (!f->whole) atomic_fetch_add(&f->r->misses, 1);
   return AL_OK;

@@ -48,6 +48,12 @@ static void print_stats(remote_stats s) {
           s.requests, s.retries, s.bytes, s.discarded);
 }
 
+/* The failed storage call's message (al_last_error) into err; 1. */
+static int storage_failed(char *err, size_t cap) {
+  snprintf(err, cap, "%s", al_last_error());
+  return 1;
+}
+
 static int write_file(const char *path, const void *buf, size_t n) {
   FILE *f = fopen(path, "wb");
   if (f == NULL || fwrite(buf, 1, n, f) != n) return perror(path), -1;
@@ -57,9 +63,8 @@ static int write_file(const char *path, const void *buf, size_t n) {
 static int cmd_object(remote_client *c, int argc, char **argv) {
   char err[1024];
   remote_object *o;
-  if (remote_object_open(c, argv[1], &o, err, sizeof err) != 0) {
-    return fprintf(stderr, "%s\n", err), 1;
-  }
+  if (remote_object_open(c, argv[1], &o) != AL_OK)
+    return fprintf(stderr, "%s\n", al_last_error()), 1;
   int rc = 0;
   uint64_t size = remote_object_size(o);
   sync_point();
@@ -70,7 +75,7 @@ static int cmd_object(remote_client *c, int argc, char **argv) {
     size_t len = strtoull(argv[3], NULL, 10);
     char *buf = malloc(len ? len : 1);
     memset(buf, 0xA5, len); /* poisoned: every byte must come from the server */
-    rc = remote_object_read(o, off, buf, len, err, sizeof err) != 0 ? 1 : 0;
+    rc = remote_object_read(o, off, buf, len) != AL_OK ? storage_failed(err, sizeof err) : 0;
     if (rc == 0) rc = write_file(argv[4], buf, len) != 0;
     free(buf);
   } else if (strcmp(argv[0], "cat") == 0 && argc == 4) {
@@ -79,13 +84,15 @@ static int cmd_object(remote_client *c, int argc, char **argv) {
     memset(buf, 0xA5, size);
     for (uint64_t off = 0; rc == 0 && off < size; off += chunk) {
       size_t n = size - off < chunk ? (size_t)(size - off) : chunk;
-      rc = remote_object_read(o, off, buf + off, n, err, sizeof err) != 0 ? 1 : 0;
+      rc = remote_object_read(o, off, buf + off, n) != AL_OK ? storage_failed(err, sizeof err) : 0;
     }
     if (rc == 0) rc = write_file(argv[2], buf, size) != 0;
     free(buf);
   } else if (strcmp(argv[0], "tar") == 0 && argc == 3) {
     remote_tar_listing l;
-    rc = remote_tar_scan(o, strtoull(argv[2], NULL, 10), &l, err, sizeof err) != 0;
+    rc = remote_tar_scan(o, strtoull(argv[2], NULL, 10), &l) != AL_OK
+             ? storage_failed(err, sizeof err)
+             : 0;
     for (size_t i = 0; rc == 0 && i < l.count; i++) {
       const remote_tar_member *m = &l.members[i];
       printf("%s %" PRIu64 " %" PRIu64 " %c\n", m->name, m->data_off, m->size, m->type);
@@ -115,20 +122,20 @@ typedef struct slice {
 static void *read_slice(void *arg) {
   slice *s = arg;
   remote_object *o;
-  s->rc = remote_object_open(s->c, s->url, &o, s->err, sizeof s->err);
-  if (s->rc == 0) {
-    s->rc = remote_object_read(o, s->off, s->buf + s->off, s->len, s->err, sizeof s->err);
+  s->rc = remote_object_open(s->c, s->url, &o);
+  if (s->rc == AL_OK) {
+    s->rc = remote_object_read(o, s->off, s->buf + s->off, s->len);
     remote_object_close(o);
   }
+  if (s->rc != AL_OK) storage_failed(s->err, sizeof s->err); /* this thread's message */
   return NULL;
 }
 
 /* THREADS threads share c; the object's size comes from a first open. */
 static int cmd_par(remote_client *c, const char *url, int threads, const char *out) {
-  char err[1024];
   remote_object *o;
   if (threads < 1 || threads > 64) return fprintf(stderr, "par: 1 to 64 threads\n"), 1;
-  if (remote_object_open(c, url, &o, err, sizeof err) != 0) return fprintf(stderr, "%s\n", err), 1;
+  if (remote_object_open(c, url, &o) != AL_OK) return fprintf(stderr, "%s\n", al_last_error()), 1;
   uint64_t size = remote_object_size(o);
   remote_object_close(o);
   char *buf = malloc(size ? size : 1);
@@ -152,11 +159,10 @@ static int cmd_par(remote_client *c, const char *url, int threads, const char *o
 }
 
 static int cmd_list(remote_client *c, const char *url) {
-  char err[1024];
   remote_listing l;
   remote_stats st;
-  if (remote_list(c, url, &l, &st, err, sizeof err) != 0) {
-    fprintf(stderr, "%s\n", err);
+  if (remote_list(c, url, &l, &st) != AL_OK) {
+    fprintf(stderr, "%s\n", al_last_error());
     print_stats(st);
     return 1;
   }
@@ -208,11 +214,11 @@ static int source_read(remote_client *c, source *s, const char *url, uint64_t of
     if (storage_url_kind(url) == STORAGE_LOCAL) {
       if ((s->fd = open(url, O_RDONLY)) < 0)
         return snprintf(err, cap, "%.900s: cannot open", url), -1;
-    } else if (remote_object_open(c, url, &s->o, err, cap) != 0) {
-      return -1;
+    } else if (remote_object_open(c, url, &s->o) != AL_OK) {
+      return storage_failed(err, cap);
     }
   }
-  if (s->o) return remote_object_read(s->o, off, buf, len, err, cap);
+  if (s->o) return remote_object_read(s->o, off, buf, len) == AL_OK ? 0 : storage_failed(err, cap);
   for (size_t done = 0; done < len;) {
     ssize_t n = pread(s->fd, buf + done, len - done, (off_t)(off + done));
     if (n <= 0) return snprintf(err, cap, "%.900s: short read at %" PRIu64, url, off + done), -1;
