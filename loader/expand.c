@@ -211,7 +211,7 @@ static int has_tar_suffix(const char *s) {
 static int expand_s3_prefix(list *L, remote_client *c, const char *url) {
   remote_listing l;
   remote_stats st;
-  if (remote_list(c, url, &l, &st) != AL_OK) return AL_EIO;
+  if (storage_list(c, url, &l, &st) != AL_OK) return AL_EIO;
   size_t first = *L->n;
   int rc = AL_OK;
   for (size_t i = 0; i < l.count && !rc; i++)

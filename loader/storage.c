@@ -9,6 +9,7 @@
 #include "loader/al_index.h"
 #include "loader/index_internal.h"
 #include "storage/client_internal.h"
+#include "storage/storage_internal.h"
 
 _Static_assert((int)AL_S3_ADDRESSING_DEFAULT == (int)REMOTE_ADDRESSING_DEFAULT &&
                    (int)AL_S3_ADDRESSING_PATH == (int)REMOTE_ADDRESSING_PATH &&

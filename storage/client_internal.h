@@ -49,7 +49,6 @@
 #include <stdint.h>
 
 #include "common/al_status.h"
-#include "storage/storage_internal.h"
 
 /* storage_config.s3_addressing: the values of loader/al_index.h's AL_S3_ADDRESSING_*. */
 enum { REMOTE_ADDRESSING_DEFAULT = 0, REMOTE_ADDRESSING_PATH = 1, REMOTE_ADDRESSING_VIRTUAL = 2 };

@@ -10,6 +10,7 @@
 #include "common/al_status.h"
 #include "common/env_internal.h"
 #include "storage/client_internal.h"
+#include "storage/storage_internal.h"
 
 int remote_storage_check(const char *endpoint, const char *region, int addressing) {
   if (endpoint && storage_url_kind(endpoint) != STORAGE_HTTP)

@@ -9,6 +9,7 @@
 
 #include "common/url_internal.h"
 #include "storage/http_internal.h"
+#include "storage/storage_internal.h"
 
 #define LIST_BODY_MAX (64u << 20)
 

@@ -11,6 +11,7 @@
 
 #include "common/url_internal.h"
 #include "storage/http_internal.h"
+#include "storage/storage_internal.h"
 
 size_t remote_url_identity_len(const char *url) {
   if (storage_url_kind(url) == STORAGE_HTTP) return strcspn(url, "?#");

@@ -30,6 +30,7 @@
 #include "common/clock_internal.h"
 #include "storage/client_internal.h"
 #include "storage/tar_member_internal.h"
+#include "storage/storage_internal.h"
 
 static const char *g_sync;
 
@@ -188,49 +189,36 @@ static uint32_t crc32_update(uint32_t crc, const unsigned char *p, size_t n) {
   return ~crc;
 }
 
-/* One source of ranges: a remote object, or a local file (fd). */
+/* One source of ranges: a remote object or a local file, opened by storage_open. */
 typedef struct source {
   char name[4096];
-  remote_object *o;
-  int fd;
+  storage_obj *o;
   remote_stats st; /* summed over closed objects */
 } source;
 
 static void source_close(source *s) {
   if (s->o) {
-    remote_stats t = remote_object_stats(s->o);
+    remote_stats t = storage_stats(s->o);
     s->st.requests += t.requests, s->st.retries += t.retries;
-    remote_object_close(s->o);
+    storage_close(s->o);
   }
-  if (s->fd >= 0) close(s->fd);
-  s->o = NULL, s->fd = -1, s->name[0] = '\0';
+  s->o = NULL, s->name[0] = '\0';
 }
 
 static int source_read(remote_client *c, source *s, const char *url, uint64_t off, char *buf,
                        size_t len, char *err, size_t cap) {
-  if (strcmp(s->name, url) != 0) {
+  if (!s->o || strcmp(s->name, url) != 0) {
     source_close(s);
+    if (storage_open(c, url, &s->o) != AL_OK) return storage_failed(err, cap);
     snprintf(s->name, sizeof s->name, "%s", url);
-    if (storage_url_kind(url) == STORAGE_LOCAL) {
-      if ((s->fd = open(url, O_RDONLY)) < 0)
-        return snprintf(err, cap, "%.900s: cannot open", url), -1;
-    } else if (remote_object_open(c, url, &s->o) != AL_OK) {
-      return storage_failed(err, cap);
-    }
   }
-  if (s->o) return remote_object_read(s->o, off, buf, len) == AL_OK ? 0 : storage_failed(err, cap);
-  for (size_t done = 0; done < len;) {
-    ssize_t n = pread(s->fd, buf + done, len - done, (off_t)(off + done));
-    if (n <= 0) return snprintf(err, cap, "%.900s: short read at %" PRIu64, url, off + done), -1;
-    done += (size_t)n;
-  }
-  return 0;
+  return storage_read(s->o, off, buf, len) == AL_OK ? 0 : storage_failed(err, cap);
 }
 
 static int cmd_ranges(remote_client *c, const char *list, int crc) {
   FILE *f = fopen(list, "r");
   if (f == NULL) return perror(list), 1;
-  source s = {.fd = -1};
+  source s = {0};
   char url[4096], err[1024];
   uint64_t off, len, total = 0, count = 0;
   uint32_t sum = 0;
