@@ -1,6 +1,8 @@
 /* The storage settings of shards at URLs: recorded in the index, resolved for a reader
  * (al_index.h, "storage"). The one place that reads AWS_ENDPOINT_URL, AWS_REGION and
- * ADAPTIVELOAD_REMOTE_TIMEOUT_S for the readers' defaults. */
+ * ADAPTIVELOAD_REMOTE_TIMEOUT_S for the readers' defaults; the readers hand what
+ * al_storage_resolve gives to storage_config_make (storage/config.c), which adds the
+ * credentials. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
