@@ -29,7 +29,7 @@ struct remote_client {
 /* 1 once remote_client_cancel was called (an atomic read: any thread). */
 int remote_client_cancelled(const remote_client *c);
 
-/* Test hooks, for checking the requests the client sends (tests/loader/sigv4_probe.c):
+/* Test hooks, for checking the requests the client sends (tests/storage/sigv4_probe.c):
  * sign for SigV4 service sign_service instead of "s3" (NULL: keep s3), connect as
  * connect_to says (one CURLOPT_CONNECT_TO entry "HOST:PORT:ADDRESS:PORT", NULL: none), and
  * add the header lines of headers (NULL-terminated; NULL: none) to every request. The

@@ -10,7 +10,7 @@ PROBE=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 T=${TEST_TMPDIR:-$(mktemp -d)}/remote_tar
 rm -rf "$T" && mkdir -p "$T/www"
 fail() { echo "FAIL: $*" >&2; exit 1; }
-. "$(dirname "$0")/remote_servers.sh"
+. "$(dirname "$(readlink -f "$0")")/../loader/remote_servers.sh"
 
 python3 - "$T/www" <<'PY' || fail "writing the tars"
 import io, os, random, sys, tarfile

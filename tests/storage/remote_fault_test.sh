@@ -16,8 +16,8 @@ PROBE=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 T=${TEST_TMPDIR:-$(mktemp -d)}/remote_fault
 rm -rf "$T" && mkdir -p "$T/www"
 fail() { echo "FAIL: $*" >&2; exit 1; }
-. "$(dirname "$0")/remote_servers.sh"
-. "$(dirname "$0")/remote_fault_proxy.sh"
+. "$(dirname "$(readlink -f "$0")")/../loader/remote_servers.sh"
+. "$(dirname "$(readlink -f "$0")")/../loader/remote_fault_proxy.sh"
 
 head -c 3000000 /dev/urandom >"$T/www/blob"
 head -c 24000000 /dev/urandom >"$T/www/big"

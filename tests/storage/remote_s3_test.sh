@@ -11,7 +11,7 @@ PROBE=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 T=${TEST_TMPDIR:-$(mktemp -d)}/remote_s3
 rm -rf "$T" && mkdir -p "$T"
 fail() { echo "FAIL: $*" >&2; exit 1; }
-. "$(dirname "$0")/remote_servers.sh"
+. "$(dirname "$(readlink -f "$0")")/../loader/remote_servers.sh"
 
 start_s3 bkt
 EP=$S3_EP

@@ -21,7 +21,7 @@ VEC=$(cd "$(dirname "$0")/testdata/sigv4" && pwd)
 T=${TEST_TMPDIR:-$(mktemp -d)}/sigv4
 rm -rf "$T" && mkdir -p "$T"
 fail() { echo "FAIL: $*" >&2; exit 1; }
-. "$(dirname "$0")/remote_servers.sh"
+. "$(dirname "$(readlink -f "$0")")/../loader/remote_servers.sh"
 
 # libcurl before 8.3 signs the query in the order given (SigV4 sorts it by name, then
 # value); before 8.13 it signs a repeated header once per line (SigV4 joins the values with
