@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# dev/bench_remote.sh - read throughput of the remote layer (//loader:remote) on a synthetic
+# dev/bench_remote.sh - read throughput of the remote layer (//storage) on a synthetic
 # corpus, against local disk in the same run. Not a test.
 #
-# Sources, each read with tests/loader/remote_probe's `ranges` mode (one process, one
+# Sources, each read with tests/storage/remote_probe's `ranges` mode (one process, one
 # client, an object per shard, reads in order, one at a time):
 #   local         pread of the shard files (the baseline; page cache warm)
 #   nginx         Debian's nginx on 127.0.0.1
@@ -37,10 +37,10 @@ WORK=${WORK:-/tmp/al_bench_remote}
 BAZEL=${BAZEL:-bazel}
 
 if [ -z "${BIN:-}" ] || [ -z "${PROBE:-}" ]; then
-  $BAZEL build --config=opt //:adaptiveload //tests/loader:remote_probe >&2
+  $BAZEL build --config=opt //:adaptiveload //tests/storage:remote_probe >&2
   OUTB=$($BAZEL info --config=opt bazel-bin 2>/dev/null)
   BIN=${BIN:-$OUTB/adaptiveload}
-  PROBE=${PROBE:-$OUTB/tests/loader/remote_probe}
+  PROBE=${PROBE:-$OUTB/tests/storage/remote_probe}
 fi
 rm -rf "$WORK" && mkdir -p "$WORK"
 T=$WORK

@@ -4,7 +4,7 @@ global symbols it defines (nm T/D/R/B) and which other files' symbols it referen
 Prints one line per edge, then `cycles: none` or the files of each cycle (no two source files
 may call each other). Usage, after `bazel build --config=opt //...`:
     O=$(bazel info --config=opt bazel-bin)
-    python3 dev/file_calls.py "$O/common/_objs/*/*.o" "$O/proto/_objs/*/*.o" "$O/loader/_objs/*/*.o" \
+    python3 dev/file_calls.py "$O/common/_objs/*/*.o" "$O/proto/_objs/*/*.o" "$O/storage/_objs/*/*.o" "$O/loader/_objs/*/*.o" \
         "$O/planner/_objs/*/*.o" "$O/stream/_objs/*/*.o" "$O/cli/_objs/*/*.o"
 """
 import subprocess, sys, glob, os, itertools

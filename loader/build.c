@@ -23,9 +23,10 @@
 #include "loader/dali_idx_internal.h"
 #include "loader/hash_internal.h"
 #include "loader/index_internal.h"
-#include "loader/remote_internal.h"
+#include "storage/client_internal.h"
 #include "loader/scan_internal.h"
 #include "loader/shard_path_internal.h"
+#include "storage/storage_internal.h"
 
 /* ---------------------------------------------------------- key dedupe -- */
 
@@ -289,7 +290,7 @@ static void *worker(void *arg) {
     size_t i = B->next++;
     pthread_mutex_unlock(&B->mu);
     scan_result r;
-    int rc = remote_url_kind(B->paths[i])
+    int rc = storage_url_kind(B->paths[i])
                  ? scan_remote_shard(B->paths[i], B->client, &B->fields, B->block, B->max_member,
                                      B->vae_t, B->vae_s, &B->progress, &r)
                  : scan_shard(B->paths[i], &B->fields, B->block, B->max_member, B->vae_t, B->vae_s,
@@ -344,9 +345,9 @@ static int build_init(build *B, const char *const *shards, size_t n, const al_in
   B->threads = o->threads > 0 ? (size_t)o->threads : (cores > 0 ? (size_t)cores : 1);
   size_t remote = 0;
   for (size_t i = 0; i < n; i++) {
-    int kind = remote_url_kind(shards[i]);
-    remote += kind != REMOTE_NOT_URL;
-    B->any_s3 |= kind == REMOTE_S3;
+    int kind = storage_url_kind(shards[i]);
+    remote += kind != STORAGE_LOCAL;
+    B->any_s3 |= kind == STORAGE_S3;
   }
   al_storage_options given = {.s3_endpoint = o->s3_endpoint,
                               .s3_region = o->s3_region,
@@ -372,15 +373,12 @@ static int build_init(build *B, const char *const *shards, size_t n, const al_in
   if (!B->results || !B->done || !B->fail || !B->fail_msg || !B->tids)
     return al_set_error(AL_ENOMEM, "out of memory");
   if (remote) {
-    remote_opts ro;
-    memset(&ro, 0, sizeof ro);
-    ro.s3_endpoint = B->storage.s3_endpoint;
-    ro.s3_region = B->storage.s3_region;
-    ro.s3_addressing = B->storage.s3_addressing;
-    ro.total_timeout_s = B->storage.remote_timeout_s;
-    char err[1024];
-    if (remote_client_open(&ro, &B->client, err, sizeof err) != 0)
-      return al_set_error(AL_EINVAL, "%s", err);
+    storage_config cfg;
+    const al_storage_options *u = &B->storage;
+    if (storage_config_make(u->s3_endpoint, u->s3_region, u->s3_addressing, u->remote_timeout_s,
+                            &cfg) != AL_OK ||
+        remote_client_open(&cfg, &B->client) != AL_OK)
+      return AL_EINVAL;
   }
   return AL_OK;
 }
@@ -455,7 +453,7 @@ static int scan_and_merge(build *B, merger *M) {
   if (B->show)
     for (size_t i = 0; i < B->n; i++) {
       struct stat st;
-      if (!remote_url_kind(B->paths[i]) && stat(B->paths[i], &st) == 0)
+      if (!storage_url_kind(B->paths[i]) && stat(B->paths[i], &st) == 0)
         B->total_bytes += (uint64_t)st.st_size;
     }
   for (; B->started < B->threads; B->started++)

@@ -15,8 +15,9 @@
 
 #include "common/grow_internal.h"
 #include "loader/al_index.h"
-#include "loader/remote_internal.h"
+#include "storage/client_internal.h"
 #include "loader/shard_path_internal.h"
+#include "storage/storage_internal.h"
 
 #define MAX_EXPANSION 10000000u
 
@@ -210,8 +211,7 @@ static int has_tar_suffix(const char *s) {
 static int expand_s3_prefix(list *L, remote_client *c, const char *url) {
   remote_listing l;
   remote_stats st;
-  char err[1024];
-  if (remote_list(c, url, &l, &st, err, sizeof err) != 0) return al_set_error(AL_EIO, "%s", err);
+  if (storage_list(c, url, &l, &st) != AL_OK) return AL_EIO;
   size_t first = *L->n;
   int rc = AL_OK;
   for (size_t i = 0; i < l.count && !rc; i++)
@@ -235,7 +235,7 @@ int al_shard_expand_storage(const char *arg, const al_storage_options *storage, 
                             size_t *n) {
   if (!arg || !paths || !n)
     return al_set_error(AL_EINVAL, "al_shard_expand_storage: NULL argument");
-  if (!shard_path_url_kind(arg)) return al_shard_expand(arg, paths, n);
+  if (!storage_url_kind(arg)) return al_shard_expand(arg, paths, n);
   int urc = shard_path_check_userinfo(arg, NULL);
   if (urc) return urc;
   char **items = NULL;
@@ -246,19 +246,16 @@ int al_shard_expand_storage(const char *arg, const al_storage_options *storage, 
   remote_client *c = NULL;
   list L = {paths, n, *n};
   for (size_t i = 0; i < count && !rc; i++) {
-    if (shard_path_url_kind(items[i]) == 2 && s3_is_prefix(items[i])) {
+    if (storage_url_kind(items[i]) == STORAGE_S3 && s3_is_prefix(items[i])) {
       if (!c) {
         al_storage_options used;
         al_storage_resolve(storage, NULL, &used, NULL);
-        remote_opts o;
-        memset(&o, 0, sizeof o);
-        o.s3_endpoint = used.s3_endpoint;
-        o.s3_region = used.s3_region;
-        o.s3_addressing = used.s3_addressing;
-        o.total_timeout_s = used.remote_timeout_s;
-        char err[1024];
-        if (remote_client_open(&o, &c, err, sizeof err) != 0) {
-          rc = al_set_error(AL_EINVAL, "%s", err);
+        storage_config cfg;
+        rc = storage_config_make(used.s3_endpoint, used.s3_region, used.s3_addressing,
+                                 used.remote_timeout_s, &cfg);
+        if (rc == AL_OK) rc = remote_client_open(&cfg, &c);
+        if (rc != AL_OK) {
+          rc = AL_EINVAL;
           break;
         }
       }

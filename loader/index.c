@@ -8,6 +8,7 @@
 #include "loader/al_members.h"
 #include "loader/index_internal.h"
 #include "loader/shard_path_internal.h"
+#include "storage/storage_internal.h"
 
 const char *const index_default_fields[AL_N_FIELDS] = {"width", "height", "frames", "fps",
                                                        "duration"};
@@ -436,7 +437,7 @@ int al_index_shard(const al_index *idx, size_t i, al_shard_info *caller) {
   out->seekable = s->seekable;
   out->compression = s->compression;
   out->content_fp = s->content_fp;
-  out->remote = shard_path_url_kind(s->path);
+  out->remote = storage_url_kind(s->path);
   out->etag = s->etag ? s->etag : "";
   struct_out(caller, out, n);
   return AL_OK;

@@ -6,7 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "loader/remote_tar_internal.h"
+#include "common/al_status.h"
+#include "storage/tar_member_internal.h"
 #include "loader/tensor_header_internal.h"
 
 #define WINDOW_DEFAULT (16u << 10)
@@ -32,14 +33,21 @@ struct remote_shard {
   seg chunk;        /* streamed shards: the one buffer */
 };
 
+/* -1 with the message of the storage call that failed (al_last_error) copied into err: this
+ * file's callers (scan.c, shard_source.c, shard_check.c) still take char-buffer messages. */
+static int failed(char *err, size_t err_cap) {
+  snprintf(err, err_cap, "%s", al_last_error());
+  return -1;
+}
+
 int remote_shard_open(remote_client *c, const char *url, remote_shard **out, char *err,
                       size_t err_cap) {
   *out = NULL;
   remote_shard *rs = calloc(1, sizeof *rs);
   if (!rs) return snprintf(err, err_cap, "remote shard: out of memory"), -1;
-  if (remote_object_open(c, url, &rs->o, err, err_cap) != 0) {
+  if (remote_object_open(c, url, &rs->o) != AL_OK) {
     free(rs);
-    return -1;
+    return failed(err, err_cap);
   }
   *out = rs;
   return 0;
@@ -120,7 +128,7 @@ static const seg *cache_at(const remote_shard *rs, uint64_t off) {
 static int fetch(remote_shard *rs, uint64_t off, size_t len, char *err, size_t err_cap) {
   unsigned char *d = malloc(len ? len : 1);
   if (!d) return snprintf(err, err_cap, "%s: out of memory", remote_object_url(rs->o)), -1;
-  if (remote_object_read(rs->o, off, d, len, err, err_cap) != 0) return free(d), -1;
+  if (remote_object_read(rs->o, off, d, len) != AL_OK) return free(d), failed(err, err_cap);
   if (cache_put(rs, off, d, len) != 0)
     return snprintf(err, err_cap, "%s: out of memory", remote_object_url(rs->o)), -1;
   return 0;
@@ -135,7 +143,8 @@ int remote_shard_pread(remote_shard *rs, uint64_t off, void *buf, size_t len, ch
     return -1;
   }
   if (len == 0) return 0;
-  if (rs->stream) return remote_object_read(rs->o, off, buf, len, err, err_cap);
+  if (rs->stream)
+    return remote_object_read(rs->o, off, buf, len) == AL_OK ? 0 : failed(err, err_cap);
   const seg *s = cache_at(rs, off);
   if (!s || off + len > s->off + s->len) {
     if (fetch(rs, off, len, err, err_cap) != 0) return -1;
@@ -157,7 +166,7 @@ ssize_t remote_shard_read(remote_shard *rs, uint64_t off, void *buf, size_t cap,
       if (!rs->chunk.data && !(rs->chunk.data = malloc(STREAM_CHUNK)))
         return snprintf(err, err_cap, "%s: out of memory", remote_object_url(rs->o)), -1;
       rs->chunk.len = 0;
-      if (remote_object_read(rs->o, off, rs->chunk.data, n, err, err_cap) != 0) return -1;
+      if (remote_object_read(rs->o, off, rs->chunk.data, n) != AL_OK) return failed(err, err_cap);
       rs->chunk.off = off;
       rs->chunk.len = n;
     }
@@ -178,11 +187,12 @@ ssize_t remote_shard_read(remote_shard *rs, uint64_t off, void *buf, size_t cap,
   return (ssize_t)n;
 }
 
-static int scan_fetch(void *ctx, uint64_t off, void *buf, size_t len, char *err, size_t err_cap) {
+static int scan_fetch(void *ctx, uint64_t off, void *buf, size_t len) {
   remote_shard *rs = ctx;
-  int rc = remote_shard_pread(rs, off, buf, len, err, err_cap);
-  if (rc) rs->fetch_failed = 1;
-  return rc;
+  char err[1024];
+  if (remote_shard_pread(rs, off, buf, len, err, sizeof err) == 0) return AL_OK;
+  rs->fetch_failed = 1;
+  return al_set_error(AL_EIO, "%s", err);
 }
 
 /* Bytes of a member's data the walk reads: all of KEY.json(.lz4), the head of a typed
@@ -260,7 +270,8 @@ int remote_shard_plan(remote_shard *rs, size_t window, size_t gap, char *err, si
   remote_tar_listing l;
   char why[1024];
   rs->fetch_failed = 0;
-  if (remote_tar_scan_via(rs->o, window, WINDOW_MAX, scan_fetch, rs, &l, why, sizeof why) != 0) {
+  if (remote_tar_scan_via(rs->o, window, WINDOW_MAX, scan_fetch, rs, &l) != AL_OK) {
+    snprintf(why, sizeof why, "%s", al_last_error());
     /* A request that failed is an error; a listing that stopped at bad bytes is the walk's to
      * report (it reads on demand, as a local walk reads the file). */
     if (rs->fetch_failed && !strstr(why, "lie past its end")) {

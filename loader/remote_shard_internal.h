@@ -28,7 +28,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "loader/remote_internal.h"
+#include "storage/client_internal.h"
 
 typedef struct remote_shard remote_shard;
 

@@ -15,7 +15,7 @@
 
 #include "loader/index_internal.h"
 #include "loader/meta_internal.h"
-#include "loader/remote_internal.h"
+#include "storage/client_internal.h"
 
 typedef struct scan_result {
   al_index *idx;       /* one shard */

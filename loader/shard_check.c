@@ -11,7 +11,7 @@
 #include "common/atomic_file_internal.h"
 #include "loader/al_check.h"
 #include "loader/index_internal.h"
-#include "loader/remote_internal.h"
+#include "storage/client_internal.h"
 #include "loader/remote_shard_internal.h"
 #include "loader/tensor_header_internal.h"
 
@@ -79,16 +79,12 @@ int al_checker_open(al_checker **out, const al_index *idx, const al_check_option
     al_storage_origin from;
     al_storage_resolve(st, idx, &used, &from);
     al_storage_mismatch(&used, &from, idx, c->note, sizeof c->note);
-    remote_opts ro;
-    memset(&ro, 0, sizeof ro);
-    ro.s3_endpoint = used.s3_endpoint;
-    ro.s3_region = used.s3_region;
-    ro.s3_addressing = used.s3_addressing;
-    ro.total_timeout_s = used.remote_timeout_s;
-    char err[ERR_CAP];
-    if (remote_client_open(&ro, &c->client, err, sizeof err) != 0) {
+    storage_config cfg;
+    if (storage_config_make(used.s3_endpoint, used.s3_region, used.s3_addressing,
+                            used.remote_timeout_s, &cfg) != AL_OK ||
+        remote_client_open(&cfg, &c->client) != AL_OK) {
       free(c);
-      return al_set_error(AL_EINVAL, "%s", err);
+      return AL_EINVAL;
     }
   }
   *out = c;

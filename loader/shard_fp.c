@@ -17,6 +17,7 @@
 #include "loader/hash_internal.h"
 #include "loader/index_internal.h"
 #include "loader/shard_path_internal.h"
+#include "storage/storage_internal.h"
 
 #define FP_ENDS (64u << 10)
 
@@ -111,8 +112,8 @@ int index_shard_fp_check(const al_index *idx, uint32_t shard, index_read_at_fn r
 void index_record_content_fps(al_index *idx) {
   for (size_t i = 0; i < idx->n_shards; i++) {
     index_shard_rec *s = &idx->shards[i];
-    if (!s->sample_count) continue;             /* nothing indexed, nothing to rely on */
-    if (shard_path_url_kind(s->path)) continue; /* remote: recorded by the build (build.c) */
+    if (!s->sample_count) continue;          /* nothing indexed, nothing to rely on */
+    if (storage_url_kind(s->path)) continue; /* remote: recorded by the build (build.c) */
     int fd = -1;
     int rc = afile_open_input(s->path, "shard", &fd);
     if (!rc) rc = index_shard_content_fp(idx, (uint32_t)i, fd, &s->content_fp);

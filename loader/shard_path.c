@@ -11,7 +11,8 @@
 
 #include "common/al_status.h"
 #include "common/url_internal.h"
-#include "loader/remote_internal.h"
+#include "storage/client_internal.h"
+#include "storage/storage_internal.h"
 
 /* Whether a and b name the same existing file. */
 static int same_file(const char *a, const char *b) {
@@ -54,10 +55,8 @@ static void lexical_normal(char *s) {
   s[out] = '\0';
 }
 
-int shard_path_url_kind(const char *p) { return remote_url_kind(p); }
-
 char *shard_path_url_normal(const char *url) {
-  int http = shard_path_url_kind(url) == REMOTE_HTTP;
+  int http = storage_url_kind(url) == STORAGE_HTTP;
   size_t scheme = url_scheme_len(url), at = 0, user = url_userinfo(url, &at);
   const char *h = url + scheme + user; /* the host (s3://: the bucket) */
   size_t hl = strcspn(h, "/?#"), rest = strlen(h + hl);
@@ -88,7 +87,7 @@ int shard_path_check_userinfo(const char *path, const char *where) {
 
 char *shard_path_absolute(const char *path) {
   char *s;
-  if (shard_path_url_kind(path)) return shard_path_url_normal(path);
+  if (storage_url_kind(path)) return shard_path_url_normal(path);
   if (path[0] == '/') {
     s = strdup(path);
   } else {

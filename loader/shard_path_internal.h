@@ -20,14 +20,10 @@
 #include <stddef.h>
 
 /* A malloc'ed absolute, normal path for `path` (as above), or NULL when out of memory. A URL
- * (shard_path_url_kind) is stored as shard_path_url_normal makes it. */
+ * (storage_url_kind) is stored as shard_path_url_normal makes it. */
 char *shard_path_absolute(const char *path);
 
-/* 1 for an http:// or https:// URL, 2 for s3:// (remote_url_kind: schemes in any case), 0
- * for a path. */
-int shard_path_url_kind(const char *p);
-
-/* url (shard_path_url_kind != 0) with its scheme in lower case, for http(s) the host in
+/* url (storage_url_kind != STORAGE_LOCAL) with its scheme in lower case, for http(s) the host in
  * lower case too, and any user:password@ left out (the index never stores credentials); the
  * path, the query and an s3:// bucket and key as given. malloc'ed, NULL when out of memory. */
 char *shard_path_url_normal(const char *url);

@@ -1,6 +1,8 @@
 /* The storage settings of shards at URLs: recorded in the index, resolved for a reader
  * (al_index.h, "storage"). The one place that reads AWS_ENDPOINT_URL, AWS_REGION and
- * ADAPTIVELOAD_REMOTE_TIMEOUT_S for the readers' defaults. */
+ * ADAPTIVELOAD_REMOTE_TIMEOUT_S for the readers' defaults; the readers hand what
+ * al_storage_resolve gives to storage_config_make (storage/config.c), which adds the
+ * credentials. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,18 +10,21 @@
 #include "common/env_internal.h"
 #include "loader/al_index.h"
 #include "loader/index_internal.h"
-#include "loader/remote_internal.h"
+#include "storage/client_internal.h"
+#include "storage/storage_internal.h"
 
 _Static_assert((int)AL_S3_ADDRESSING_DEFAULT == (int)REMOTE_ADDRESSING_DEFAULT &&
                    (int)AL_S3_ADDRESSING_PATH == (int)REMOTE_ADDRESSING_PATH &&
                    (int)AL_S3_ADDRESSING_VIRTUAL == (int)REMOTE_ADDRESSING_VIRTUAL,
-               "al_storage_options.s3_addressing is handed to remote_opts as it is");
+               "al_storage_options.s3_addressing is handed to storage_config as it is");
+_Static_assert((int)AL_SHARD_LOCAL == (int)STORAGE_LOCAL &&
+                   (int)AL_SHARD_HTTP == (int)STORAGE_HTTP && (int)AL_SHARD_S3 == (int)STORAGE_S3,
+               "al_shard_io.remote is storage_url_kind's value");
 
 int al_storage_check(const al_storage_options *o) {
   if (!o) return AL_OK;
-  char err[1024];
-  if (remote_storage_check(o->s3_endpoint, o->s3_region, o->s3_addressing, err, sizeof err) != 0)
-    return al_set_error(AL_EINVAL, "%s", err);
+  int rc = remote_storage_check(o->s3_endpoint, o->s3_region, o->s3_addressing);
+  if (rc != AL_OK) return rc;
   if (o->remote_timeout_s != 0 && !(o->remote_timeout_s >= 0.1 && o->remote_timeout_s <= 86400))
     return al_set_error(AL_EINVAL, "remote_timeout_s must be in [0.1, 86400] (0 = default), got %g",
                         o->remote_timeout_s);

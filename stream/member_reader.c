@@ -17,9 +17,10 @@
 #include "common/atomic_file_internal.h"
 #include "common/grow_internal.h"
 #include "loader/lz4_member_internal.h"
-#include "loader/remote_internal.h"
+#include "storage/client_internal.h"
 #include "stream/cuda_rt_internal.h"
 #include "stream/remote_fetch_internal.h"
+#include "storage/storage_internal.h"
 
 /* ---------------------------------------------------------------- buffers */
 
@@ -221,7 +222,7 @@ static int shard_get(stream_shard_table *t, uint32_t id, shard_slot **out) {
   if (s->state == 0) {
     int rc = t->src->shard(t->src->ctx, id, &s->info);
     int fd = -1;
-    if (rc == AL_OK && remote_url_kind(s->info.path) != REMOTE_NOT_URL) {
+    if (rc == AL_OK && storage_url_kind(s->info.path) != STORAGE_LOCAL) {
       rc = remote_shard_open(t, id, s);
       if (rc != AL_OK) slot_fail(s, rc);
       goto done;
@@ -714,7 +715,7 @@ void stream_shard_table_cancel(stream_shard_table *t) {
 int stream_shard_table_is_remote(stream_shard_table *t, uint32_t id) {
   stream_source_shard info;
   if (id >= t->n || t->src->shard(t->src->ctx, id, &info) != AL_OK) return 0;
-  return remote_url_kind(info.path) != REMOTE_NOT_URL;
+  return storage_url_kind(info.path) != STORAGE_LOCAL;
 }
 
 int stream_reader_warm(stream_reader *r, const stream_source_job *jobs, size_t n) {

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "common/al_status.h"
-#include "loader/remote_internal.h"
+#include "storage/storage_internal.h"
 #include "stream/cache_internal.h"
 #include "stream/shard_download_internal.h"
 
@@ -37,7 +37,7 @@ struct stream_remote {
 
 struct stream_remote_reader {
   stream_remote *r;
-  remote_object **obj; /* per shard, opened lazily */
+  storage_obj **obj; /* per shard, opened lazily */
   int lock_fd;
   remote_stats done; /* of objects closed */
 };
@@ -52,15 +52,11 @@ int stream_remote_new(stream_remote **out, size_t n_shards, const char *cache_di
   }
   r->n = n_shards;
   pthread_mutex_init(&r->mu, NULL);
-  remote_opts o = {0};
-  o.total_timeout_s = storage->remote_timeout_s;
-  o.s3_endpoint = storage->s3_endpoint;
-  o.s3_region = storage->s3_region;
-  o.s3_addressing = storage->s3_addressing;
-  char err[1024];
-  int rc = AL_OK;
-  if (remote_client_open(&o, &r->client, err, sizeof err) != 0)
-    rc = al_set_error(AL_EIO, "remote shards: %s", err);
+  storage_config cfg;
+  int rc = storage_config_make(storage->s3_endpoint, storage->s3_region, storage->s3_addressing,
+                               storage->remote_timeout_s, &cfg);
+  if (rc == AL_OK) rc = remote_client_open(&cfg, &r->client);
+  if (rc != AL_OK) rc = al_error_prefix(AL_EIO, "remote shards");
   if (rc == AL_OK && cache_dir && *cache_dir)
     rc = stream_cache_open(&r->cache, cache_dir, cache_bytes ? cache_bytes : (1ull << 30));
   if (rc != AL_OK) {
@@ -104,25 +100,24 @@ static int pin_set(pin *p, const char *url, uint64_t size, const char *etag) {
 int stream_remote_pin(stream_remote *r, uint32_t id, const char *url, uint64_t size,
                       const char *etag) {
   if (id >= r->n) return al_set_error(AL_EINVAL, "remote shard %" PRIu32 " out of range", id);
-  char err[1024];
-  remote_object *o = NULL;
-  if (remote_object_open(r->client, url, &o, err, sizeof err) != 0)
-    return al_set_error(AL_EIO, "%s", err);
-  remote_stats st = remote_object_stats(o);
+  storage_obj *o = NULL;
+  storage_stat is;
+  if (storage_open(r->client, url, &o) != AL_OK) return AL_EIO;
+  remote_stats st = storage_stats(o);
   atomic_fetch_add(&r->head_requests, st.requests);
-  int rc = AL_OK;
-  if (remote_object_size(o) != size)
+  int rc = storage_get_stat(o, &is);
+  if (rc == AL_OK && is.size != size)
     rc = al_set_error(AL_EFORMAT,
                       "%s: shard changed since indexing (object changed): size is %" PRIu64
                       " bytes, the index says %" PRIu64,
-                      url, remote_object_size(o), size);
-  else if (etag && etag[0] && strcmp(etag, remote_object_etag(o)) != 0)
+                      url, is.size, size);
+  else if (rc == AL_OK && etag && etag[0] && strcmp(etag, is.etag) != 0)
     rc = al_set_error(AL_EFORMAT,
                       "%s: shard changed since indexing (object changed): ETag is %s, the index "
                       "says %s",
-                      url, remote_object_etag(o), etag);
-  if (rc == AL_OK) rc = pin_set(&r->pins[id], url, size, remote_object_etag(o));
-  remote_object_close(o);
+                      url, is.etag, etag);
+  if (rc == AL_OK) rc = pin_set(&r->pins[id], url, size, is.etag);
+  storage_close(o);
   return rc;
 }
 
@@ -172,8 +167,8 @@ void stream_remote_reader_free(stream_remote_reader *rr) {
   pthread_mutex_lock(&r->mu);
   for (size_t i = 0; i < r->n; i++)
     if (rr->obj[i]) {
-      add_stats(&rr->done, remote_object_stats(rr->obj[i]));
-      remote_object_close(rr->obj[i]);
+      add_stats(&rr->done, storage_stats(rr->obj[i]));
+      storage_close(rr->obj[i]);
       rr->obj[i] = NULL;
     }
   /* Its counts stay with the stream; the reader leaves the list. */
@@ -188,27 +183,28 @@ void stream_remote_reader_free(stream_remote_reader *rr) {
 }
 
 /* This thread's object of shard id, opened (HEAD) on first use and checked against the pin. */
-static int reader_object(stream_remote_reader *rr, uint32_t id, remote_object **out) {
+static int reader_object(stream_remote_reader *rr, uint32_t id, storage_obj **out) {
   stream_remote *r = rr->r;
   const pin *p = &r->pins[id];
   if (rr->obj[id]) {
     *out = rr->obj[id];
     return AL_OK;
   }
-  char err[1024];
-  remote_object *o = NULL;
-  if (remote_object_open(r->client, p->url, &o, err, sizeof err) != 0)
-    return al_set_error(AL_EIO, "%s", err);
-  if (remote_object_size(o) != p->size || strcmp(remote_object_etag(o), p->etag) != 0) {
-    int rc = al_set_error(AL_EFORMAT,
-                          "%s: object changed while streaming: size %" PRIu64
-                          " ETag %s, pinned "
-                          "at %" PRIu64 " ETag %s",
-                          p->url, remote_object_size(o), remote_object_etag(o), p->size, p->etag);
+  storage_obj *o = NULL;
+  storage_stat is;
+  if (storage_open(r->client, p->url, &o) != AL_OK) return AL_EIO;
+  int rc = storage_get_stat(o, &is);
+  if (rc == AL_OK && (is.size != p->size || strcmp(is.etag, p->etag) != 0))
+    rc = al_set_error(AL_EFORMAT,
+                      "%s: object changed while streaming: size %" PRIu64
+                      " ETag %s, pinned "
+                      "at %" PRIu64 " ETag %s",
+                      p->url, is.size, is.etag, p->size, p->etag);
+  if (rc != AL_OK) {
     pthread_mutex_lock(&r->mu);
-    add_stats(&rr->done, remote_object_stats(o));
+    add_stats(&rr->done, storage_stats(o));
     pthread_mutex_unlock(&r->mu);
-    remote_object_close(o);
+    storage_close(o);
     return rc;
   }
   pthread_mutex_lock(&r->mu);
@@ -229,12 +225,10 @@ typedef struct fetch_ctx {
  * something must be fetched: a warm cache sends no request past the pins). */
 static int fetch_range(void *ctx, uint64_t off, uint64_t len, void *dst) {
   fetch_ctx *f = ctx;
-  remote_object *o = NULL;
+  storage_obj *o = NULL;
   int rc = reader_object(f->rr, f->id, &o);
   if (rc != AL_OK) return rc;
-  char err[1024];
-  if (remote_object_read(o, off, dst, (size_t)len, err, sizeof err) != 0)
-    return al_set_error(AL_EIO, "%s", err);
+  if (storage_read(o, off, dst, (size_t)len) != AL_OK) return AL_EIO;
   /* Counted when fetched, before the entry is stored: once a reader can see it, it counts. */
   if (!f->whole) atomic_fetch_add(&f->r->misses, 1);
   return AL_OK;
@@ -320,7 +314,7 @@ void stream_remote_get_counts(const stream_remote *rc, stream_remote_counts *out
     out->bytes_fetched += rr->done.bytes;
     for (size_t i = 0; i < r->n; i++)
       if (rr->obj[i]) {
-        remote_stats s = remote_object_stats(rr->obj[i]);
+        remote_stats s = storage_stats(rr->obj[i]);
         out->requests += s.requests;
         out->bytes_fetched += s.bytes;
       }

@@ -1,7 +1,7 @@
 /*
  * remote_fetch_internal.h - members of shards that live on an HTTP(S) server or in S3
  * (a shard path that is a URL, e.g. after `stream --root DIR=http://host/dir`), read with
- * ranged GETs through //loader:remote, optionally through a local cache folder
+ * ranged GETs through //storage, optionally through a local cache folder
  * (stream/cache_internal.h). Internal to //stream.
  *
  * A stream_remote is shared by the reader threads of one stream: it holds the libcurl

@@ -16,7 +16,7 @@ PKGS=(
   clang libclang-rt-14-dev
   libcurl4-openssl-dev nginx curl
 )
-# libcurl4-openssl-dev: //loader:remote (HTTP(S) and S3 through libcurl, SigV4 signing).
+# libcurl4-openssl-dev: //storage (HTTP(S) and S3 through libcurl, SigV4 signing).
 # nginx and curl: the remote tests' HTTP server on 127.0.0.1 and their uploads
 # (tests/loader/remote_*); their S3 server, moto, is in the test environment below.
 # clang and libclang-rt-14-dev (libclang_rt.fuzzer, the ASan/UBSan runtimes) build the

@@ -1,4 +1,4 @@
-"""An HTTP server on 127.0.0.1 that misbehaves on purpose, for remote_http_test.sh.
+"""An HTTP server on 127.0.0.1 that misbehaves on purpose, for remote_http_test.sh (tests/storage/).
 
     python3 remote_faults.py DIR PORTFILE
 

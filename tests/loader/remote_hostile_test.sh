@@ -1,5 +1,5 @@
 #!/bin/bash
-# //loader:remote and `adaptiveload index` against servers that misbehave on purpose, on
+# //storage and `adaptiveload index` against servers that misbehave on purpose, on
 # 127.0.0.1 (remote_faults.py, nginx, the S3 server, tests/loader/s3_server.py): every error
 # names the URL and never a password, the rest of the work goes on.
 #   ETags of any length are kept, sent in If-Match and compared (a 300-byte one that changes

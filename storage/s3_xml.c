@@ -1,5 +1,5 @@
 /*
- * remote_xml.c - the little XML that S3 answers need: the text of an element by name and
+ * storage/s3_xml.c - the little XML that S3 answers need: the text of an element by name and
  * entity decoding. S3's listing and error documents are flat (no attributes on the elements
  * read, no CDATA), so a search for "<Tag>" ... "</Tag>" finds exactly the element.
  */
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "loader/remote_xfer_internal.h"
+#include "storage/http_internal.h"
 
 static const char *find(const char *s, const char *end, const char *needle) {
   size_t n = strlen(needle);

@@ -1,48 +1,47 @@
 /*
- * remote_xfer_internal.h - the pieces of //loader:remote that its files share: the client's
- * resolved settings, URL mapping (remote_url.c), one HTTP attempt and the retry clock
- * (remote_xfer.c), S3 XML helpers (remote_xml.c). Used by remote_object.c and remote_list.c.
+ * storage/http_internal.h - the pieces of //storage that its files share: the client's
+ * resolved settings (client.c), URL mapping (url_target.c), one HTTP attempt (http_request.c),
+ * the retry clock (retry.c), S3 XML helpers (s3_xml.c). Used by http_object.c and s3_list.c.
  */
-#ifndef AL_REMOTE_XFER_INTERNAL_H
-#define AL_REMOTE_XFER_INTERNAL_H
+#ifndef AL_STORAGE_HTTP_INTERNAL_H
+#define AL_STORAGE_HTTP_INTERNAL_H
 
 #include <curl/curl.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "loader/remote_internal.h"
+#include "storage/client_internal.h"
 
 #define REMOTE_ERR_BODY_CAP 4096
 
 struct remote_client {
-  remote_opts o;  /* defaults filled in */
-  char *endpoint; /* S3 endpoint without a trailing '/', NULL: AWS's */
-  char region[REMOTE_REGION_CAP];
+  storage_config cfg;     /* as opened (its endpoint and credentials: the copies below) */
+  char *endpoint;         /* S3 endpoint without a trailing '/', NULL: AWS's */
   char sigv4[160];        /* "aws:amz:REGION:s3" (or the test hook's service) */
   char *userpwd;          /* "KEY:SECRET", NULL: anonymous */
   char *token_header;     /* "x-amz-security-token: ...", NULL: none */
   int payload_header;     /* send x-amz-content-sha256 (S3's; other services do not take it) */
   const char *connect_to; /* test hook, NULL: none */
   const char *const *test_headers; /* test hook, NULL: none */
-  struct remote_cancel *cancel;    /* remote_client_cancel's flag (remote_client.c) */
+  struct remote_cancel *cancel;    /* remote_client_cancel's flag (client.c) */
 };
 
 /* 1 once remote_client_cancel was called (an atomic read: any thread). */
 int remote_client_cancelled(const remote_client *c);
 
-/* Test hooks, for checking the requests the client sends (tests/loader/sigv4_probe.c):
+/* Test hooks, for checking the requests the client sends (tests/storage/sigv4_probe.c):
  * sign for SigV4 service sign_service instead of "s3" (NULL: keep s3), connect as
  * connect_to says (one CURLOPT_CONNECT_TO entry "HOST:PORT:ADDRESS:PORT", NULL: none), and
  * add the header lines of headers (NULL-terminated; NULL: none) to every request. The
  * strings are not copied: they must outlive the client. Not for use outside tests: the
- * production settings come from remote_opts and the environment. */
+ * production settings come from storage_config_make. */
 typedef struct remote_test_hooks {
   const char *sign_service;
   const char *connect_to;
   const char *const *headers;
 } remote_test_hooks;
-int remote_client_set_test_hooks(remote_client *c, const remote_test_hooks *h, char *err,
-                                 size_t err_cap);
+/* AL_OK, or AL_EINVAL for a sign_service that is no service name. */
+int remote_client_set_test_hooks(remote_client *c, const remote_test_hooks *h);
 
 /* Where a URL's requests go. */
 typedef struct remote_target {
@@ -54,8 +53,9 @@ typedef struct remote_target {
   char *bucket, *key; /* s3:// only (key not encoded) */
 } remote_target;
 
-int remote_target_make(const remote_client *c, const char *url, remote_target *t, char *err,
-                       size_t err_cap);
+/* AL_OK; AL_EINVAL (not an http(s):// or s3://BUCKET/KEY URL, or an s3:// one with a
+ * user:password@), AL_ENOMEM. */
+int remote_target_make(const remote_client *c, const char *url, remote_target *t);
 void remote_target_free(remote_target *t);
 /* s's bytes percent-encoded (unreserved kept; '/' kept when keep_slash), malloc'd. */
 char *remote_pct_encode(const char *s, int keep_slash);
@@ -142,4 +142,4 @@ char *remote_xml_text(const char *s, const char *end, const char *tag, const cha
  * NULL on a malformed entity. */
 char *remote_xml_decode(const char *s, size_t n);
 
-#endif /* AL_REMOTE_XFER_INTERNAL_H */
+#endif /* AL_STORAGE_HTTP_INTERNAL_H */

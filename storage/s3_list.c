@@ -1,5 +1,5 @@
 /*
- * remote_list.c - the objects under an S3 prefix: ListObjectsV2 pages (list-type=2),
+ * storage/s3_list.c - the objects under an S3 prefix: ListObjectsV2 pages (list-type=2),
  * followed through their continuation tokens, each retried like any request.
  */
 #include <inttypes.h>
@@ -8,7 +8,8 @@
 #include <string.h>
 
 #include "common/url_internal.h"
-#include "loader/remote_xfer_internal.h"
+#include "storage/http_internal.h"
+#include "storage/storage_internal.h"
 
 #define LIST_BODY_MAX (64u << 20)
 
@@ -71,7 +72,7 @@ static char *page_url(const remote_client *c, const char *bucket, const char *pr
   char *t = token ? remote_pct_encode(token, 0) : NULL;
   char *q = NULL, *url = NULL;
   char max[32] = "";
-  if (c->o.list_max_keys > 0) snprintf(max, sizeof max, "&max-keys=%u", c->o.list_max_keys);
+  if (c->cfg.list_max_keys > 0) snprintf(max, sizeof max, "&max-keys=%u", c->cfg.list_max_keys);
   if (p && (token == NULL || t)) {
     if (asprintf(&q, "?%s%s%slist-type=2%s&prefix=%s", t ? "continuation-token=" : "", t ? t : "",
                  t ? "&" : "", max, p) < 0) {
@@ -84,8 +85,7 @@ static char *page_url(const remote_client *c, const char *bucket, const char *pr
 }
 
 /* One page, retried; its body in x on success. */
-static int get_page(remote_client *c, CURL *h, remote_target *t, remote_xfer *x, remote_stats *st,
-                    char *err, size_t err_cap) {
+static int get_page(remote_client *c, CURL *h, remote_target *t, remote_xfer *x, remote_stats *st) {
   remote_retry r;
   remote_retry_start(c, &r);
   x->deadline = r.deadline;
@@ -94,12 +94,11 @@ static int get_page(remote_client *c, CURL *h, remote_target *t, remote_xfer *x,
     r.attempts++;
     st->requests++;
     int v = remote_xfer_perform(c, h, t, x, msg, sizeof msg);
-    if (v == REMOTE_OK) return 0;
-    if (v == REMOTE_FATAL) return snprintf(err, err_cap, "%s: %s", t->name, msg), -1;
+    if (v == REMOTE_OK) return AL_OK;
+    if (v == REMOTE_FATAL) return al_set_error(AL_EIO, "%s: %s", t->name, msg);
     if (remote_retry_wait(c, &r, x->retry_after) != 0) {
-      snprintf(err, err_cap, "%s: gave up after %d attempts; last error: %s", t->name, r.attempts,
-               msg);
-      return -1;
+      return al_set_error(AL_EIO, "%s: gave up after %d attempts; last error: %s", t->name,
+                          r.attempts, msg);
     }
     st->retries++;
   }
@@ -159,20 +158,18 @@ typedef struct pager {
 } pager;
 
 /* The token of the page just read, when there is one: refused when it came before. */
-static int check_token(pager *pg, const remote_target *t, char *err, size_t err_cap) {
+static int check_token(pager *pg, const remote_target *t) {
   int again = pg->token != NULL ? token_add(&pg->seen, pg->token) : 0;
-  if (again < 0) return snprintf(err, err_cap, "%s: out of memory", t->name), -1;
-  if (again == 0) return 0;
-  snprintf(err, err_cap,
-           "%s: listing: page %" PRIu64
-           " sent continuation token '%.200s' again, which would repeat the listing for ever",
-           t->name, pg->pages, pg->token);
-  return -1;
+  if (again < 0) return al_set_error(AL_ENOMEM, "%s: out of memory", t->name);
+  if (again == 0) return AL_OK;
+  return al_set_error(AL_EFORMAT,
+                      "%s: listing: page %" PRIu64
+                      " sent continuation token '%.200s' again, which would repeat the listing for ever",
+                      t->name, pg->pages, pg->token);
 }
 
 /* One page: its entries into out, pg->token the next page's token (NULL: the last page). */
-static int list_page(remote_client *c, CURL *h, pager *pg, remote_listing *out, remote_stats *st,
-                     char *err, size_t err_cap) {
+static int list_page(remote_client *c, CURL *h, pager *pg, remote_listing *out, remote_stats *st) {
   remote_target t = {0};
   t.s3 = 1;
   t.http = page_url(c, pg->bucket, pg->prefix, pg->token);
@@ -180,63 +177,57 @@ static int list_page(remote_client *c, CURL *h, pager *pg, remote_listing *out, 
   pg->token = NULL;
   if (t.http == NULL || asprintf(&t.name, "%s (%s)", pg->url, t.http) < 0) {
     free(t.http);
-    return snprintf(err, err_cap, "%s: out of memory", pg->url), -1;
+    return al_set_error(AL_ENOMEM, "%s: out of memory", pg->url);
   }
   remote_xfer x = {0};
   x.body_max = LIST_BODY_MAX;
   char why[256];
   pg->pages++;
-  int rc = get_page(c, h, &t, &x, st, err, err_cap);
-  if (rc == 0 && parse_page(x.body ? x.body : "", x.body_len, pg->bucket, out, &pg->cap, &pg->token,
-                            why, sizeof why) != 0) {
-    snprintf(err, err_cap, "%s: listing: %s", t.name, why);
-    rc = -1;
+  int rc = get_page(c, h, &t, &x, st);
+  if (rc == AL_OK && parse_page(x.body ? x.body : "", x.body_len, pg->bucket, out, &pg->cap,
+                                &pg->token, why, sizeof why) != 0) {
+    rc = al_set_error(AL_EFORMAT, "%s: listing: %s", t.name, why);
   }
-  if (rc == 0) rc = check_token(pg, &t, err, err_cap);
+  if (rc == AL_OK) rc = check_token(pg, &t);
   remote_xfer_free(&x);
   remote_target_free(&t);
   return rc;
 }
 
 static int list_pages(remote_client *c, CURL *h, const char *url, const char *bucket,
-                      const char *prefix, remote_listing *out, remote_stats *st, char *err,
-                      size_t err_cap) {
+                      const char *prefix, remote_listing *out, remote_stats *st) {
   pager pg = {.url = url, .bucket = bucket, .prefix = prefix};
   int rc;
   do {
-    rc = list_page(c, h, &pg, out, st, err, err_cap);
-  } while (rc == 0 && pg.token != NULL);
+    rc = list_page(c, h, &pg, out, st);
+  } while (rc == AL_OK && pg.token != NULL);
   free(pg.token);
   token_set_free(&pg.seen);
   return rc;
 }
 
-int remote_list(remote_client *c, const char *url, remote_listing *out, remote_stats *stats,
-                char *err, size_t err_cap) {
+int remote_list(remote_client *c, const char *url, remote_listing *out, remote_stats *stats) {
   memset(out, 0, sizeof *out);
-  if (err_cap > 0) err[0] = '\0';
   remote_stats st = {0};
-  if (remote_url_kind(url) != REMOTE_S3 || url_userinfo(url, NULL) > 0) {
+  if (storage_url_kind(url) != STORAGE_S3 || url_userinfo(url, NULL) > 0) {
     char *shown = url_redact(url);
-    snprintf(err, err_cap, "%s: only s3://BUCKET/PREFIX URLs (no user:password@) can be listed",
-             shown ? shown : "URL");
+    int rc = al_set_error(AL_EINVAL,
+                          "%s: only s3://BUCKET/PREFIX URLs (no user:password@) can be listed",
+                          shown ? shown : "URL");
     free(shown);
-    return -1;
+    return rc;
   }
   const char *b = url + 5, *slash = strchr(b, '/');
   size_t bl = slash ? (size_t)(slash - b) : strlen(b);
-  if (bl == 0) return snprintf(err, err_cap, "%s: no bucket name", url), -1;
+  if (bl == 0) return al_set_error(AL_EINVAL, "%s: no bucket name", url);
   char *bucket = strndup(b, bl);
   CURL *h = curl_easy_init();
-  int rc = -1;
-  if (bucket == NULL || h == NULL) {
-    snprintf(err, err_cap, "%s: out of memory", url);
-  } else {
-    rc = list_pages(c, h, url, bucket, slash ? slash + 1 : "", out, &st, err, err_cap);
-  }
+  int rc = bucket == NULL || h == NULL
+               ? al_set_error(AL_ENOMEM, "%s: out of memory", url)
+               : list_pages(c, h, url, bucket, slash ? slash + 1 : "", out, &st);
   if (h) curl_easy_cleanup(h);
   free(bucket);
-  if (rc != 0) remote_listing_free(out);
+  if (rc != AL_OK) remote_listing_free(out);
   if (stats) *stats = st;
   return rc;
 }

@@ -1,5 +1,5 @@
 /*
- * remote_retry.c - the retry clock of one remote operation: exponential backoff with jitter
+ * storage/retry.c - the retry clock of one remote operation: exponential backoff with jitter
  * (half the delay fixed, half random), Retry-After honoured, within a time budget for the
  * operation as a whole: bytes received do not extend it, so a server that trickles an answer
  * (a byte every few seconds, each stall abort bringing one more) cannot hold an operation
@@ -14,7 +14,7 @@
 #include <time.h>
 
 #include "common/clock_internal.h"
-#include "loader/remote_xfer_internal.h"
+#include "storage/http_internal.h"
 
 #define RETRY_AFTER_MAX_S 3600
 #define CANCEL_SLICE_S 0.05
@@ -42,7 +42,7 @@ double remote_retry_after(const char *value, double now) {
 
 void remote_retry_start(const remote_client *c, remote_retry *r) {
   double now = clock_now_s();
-  r->deadline = now + c->o.total_timeout_s;
+  r->deadline = now + c->cfg.total_timeout_s;
   r->attempts = 0;
   r->failures = 0;
   r->rng = (uint64_t)(now * 1e9) ^ (uint64_t)(uintptr_t)r ^ 0x9e3779b97f4a7c15ull;
@@ -62,15 +62,15 @@ static double rand01(remote_retry *r) {
 }
 
 int remote_retry_wait(const remote_client *c, remote_retry *r, double retry_after) {
-  double d = c->o.backoff_base_s;
-  for (int i = 0; i < r->failures && d < c->o.backoff_max_s; i++) d *= 2;
-  if (d > c->o.backoff_max_s) d = c->o.backoff_max_s;
+  double d = c->cfg.backoff_base_s;
+  for (int i = 0; i < r->failures && d < c->cfg.backoff_max_s; i++) d *= 2;
+  if (d > c->cfg.backoff_max_s) d = c->cfg.backoff_max_s;
   r->failures++;
   d = d / 2 + rand01(r) * d / 2;
   double left = r->deadline - clock_now_s();
   if (left <= 0.001 || (retry_after >= 0 && retry_after > left)) return -1;
   if (retry_after >= 0 && retry_after > d) d = retry_after;
-  /* The budget bounds each attempt too (remote_xfer.c): a wait that would reach its end is
+  /* The budget bounds each attempt too (http_request.c): a wait that would reach its end is
    * cut to half of what is left (never below a Retry-After), so that the attempt after it has
    * the rest to run; when that rest would be under FINAL_ATTEMPT_MIN_S the operation ends
    * instead (an attempt with no time to run would only replace the last real error with a

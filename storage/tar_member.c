@@ -1,5 +1,5 @@
 /*
- * remote_tar.c - a remote plain tar's members from its header blocks: header, then the next
+ * storage/tar_member.c - a remote plain tar's members from its header blocks: header, then the next
  * header after the member's padded data, fetched in coalesced windows of ranged GETs.
  */
 #include <inttypes.h>
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "loader/remote_tar_internal.h"
+#include "storage/tar_member_internal.h"
 
 #define TAR_BLOCK 512
 #define TAR_EXT_MAX (1u << 20) /* a pax or GNU long-name extension larger than this is refused */
@@ -25,18 +25,17 @@ typedef struct window {
   uint64_t fetched, requests;
 } window;
 
-/* [off, off + len) of the object, from the window or a new window fetched at off. */
-static const unsigned char *win_get(window *w, uint64_t off, size_t len, char *err,
-                                    size_t err_cap) {
+/* [off, off + len) of the object into *out, from the window or a new window fetched at off. */
+static int win_get(window *w, uint64_t off, size_t len, const unsigned char **out) {
   if (off >= w->off && off - w->off <= w->len && len <= w->len - (off - w->off)) {
-    return w->buf + (off - w->off);
+    *out = w->buf + (off - w->off);
+    return AL_OK;
   }
   uint64_t size = remote_object_size(w->o);
   if (off > size || len > size - off) {
-    snprintf(err, err_cap,
-             "%s: offset %" PRIu64 ": the tar ends inside a header (size %" PRIu64 ")",
-             remote_object_url(w->o), off, size);
-    return NULL;
+    return al_set_error(AL_EFORMAT,
+                        "%s: offset %" PRIu64 ": the tar ends inside a header (size %" PRIu64 ")",
+                        remote_object_url(w->o), off, size);
   }
   /* A header right after the window (metadata-only members, nothing skipped): the members are
    * dense here, so the next window is twice as large; after a skipped payload, back to base. */
@@ -49,20 +48,20 @@ static const unsigned char *win_get(window *w, uint64_t off, size_t len, char *e
   if (want > size - off) want = (size_t)(size - off);
   if (want > w->cap) {
     unsigned char *b = realloc(w->buf, want);
-    if (b == NULL)
-      return snprintf(err, err_cap, "%s: out of memory", remote_object_url(w->o)), NULL;
+    if (b == NULL) return al_set_error(AL_ENOMEM, "%s: out of memory", remote_object_url(w->o));
     w->buf = b;
     w->cap = want;
   }
   w->len = 0;
-  if ((w->fetch ? w->fetch(w->fetch_ctx, off, w->buf, want, err, err_cap)
-                : remote_object_read(w->o, off, w->buf, want, err, err_cap)) != 0)
-    return NULL;
+  int rc = w->fetch ? w->fetch(w->fetch_ctx, off, w->buf, want)
+                    : remote_object_read(w->o, off, w->buf, want);
+  if (rc != AL_OK) return rc;
   w->off = off;
   w->len = want;
   w->fetched += want;
   w->requests++;
-  return w->buf;
+  *out = w->buf;
+  return AL_OK;
 }
 
 /* A numeric header field: octal digits (leading spaces, ending at a space or NUL), or
@@ -169,53 +168,52 @@ static int add_member(remote_tar_listing *l, size_t *cap, remote_tar_member m) {
 }
 
 /* An extension header's data (pax 'x', 'g'; GNU 'L') into p. */
-static int take_extension(window *w, const unsigned char *h, uint64_t data, uint64_t sz, pending *p,
-                          char *err, size_t err_cap) {
+static int take_extension(window *w, const unsigned char *h, uint64_t data, uint64_t sz,
+                          pending *p) {
   const char *url = remote_object_url(w->o);
   if (sz > TAR_EXT_MAX) {
-    return snprintf(err, err_cap,
-                    "%s: offset %" PRIu64 ": an extension header of %" PRIu64 " bytes", url,
-                    data - TAR_BLOCK, sz),
-           -1;
+    return al_set_error(AL_EFORMAT,
+                        "%s: offset %" PRIu64 ": an extension header of %" PRIu64 " bytes", url,
+                        data - TAR_BLOCK, sz);
   }
   char type = (char)h[156];
-  const unsigned char *d = win_get(w, data, (size_t)sz, err, err_cap);
-  if (d == NULL) return -1;
+  const unsigned char *d;
+  int rc = win_get(w, data, (size_t)sz, &d);
+  if (rc != AL_OK) return rc;
   if (type == 'x' && parse_pax(d, (size_t)sz, p) != 0) {
-    return snprintf(err, err_cap, "%s: offset %" PRIu64 ": a malformed pax header", url,
-                    data - TAR_BLOCK),
-           -1;
+    return al_set_error(AL_EFORMAT, "%s: offset %" PRIu64 ": a malformed pax header", url,
+                        data - TAR_BLOCK);
   }
   if (type == 'L') {
     free(p->name);
-    if ((p->name = strndup((const char *)d, (size_t)sz)) == NULL) return -1;
+    if ((p->name = strndup((const char *)d, (size_t)sz)) == NULL)
+      return al_set_error(AL_ENOMEM, "%s: out of memory", url);
   }
-  return 0;
+  return AL_OK;
 }
 
 static uint64_t padded(uint64_t n) { return (n + TAR_BLOCK - 1) / TAR_BLOCK * TAR_BLOCK; }
 
 /* One header at *pos: a member added to l, or an extension taken into p; *pos moves to the
- * next header. 1 at the end of the archive, 0 to go on, -1 on an error. */
-static int walk_one(window *w, uint64_t *pos, pending *p, remote_tar_listing *l, size_t *cap,
-                    char *err, size_t err_cap) {
+ * next header. AL_EOF at the end of the archive, AL_OK to go on, else the error. */
+static int walk_one(window *w, uint64_t *pos, pending *p, remote_tar_listing *l, size_t *cap) {
   const char *url = remote_object_url(w->o);
   uint64_t size = remote_object_size(w->o), at = *pos, sz;
-  if (at == size) return 1; /* no end-of-archive blocks: the object's end ends it */
-  const unsigned char *h = win_get(w, at, TAR_BLOCK, err, err_cap);
-  if (h == NULL) return -1;
-  if (zero_block(h)) return 1;
+  if (at == size) return AL_EOF; /* no end-of-archive blocks: the object's end ends it */
+  const unsigned char *h;
+  int rc = win_get(w, at, TAR_BLOCK, &h);
+  if (rc != AL_OK) return rc;
+  if (zero_block(h)) return AL_EOF;
   if (!checksum_ok(h) || tar_number(h + 124, 12, &sz) != 0 || sz > UINT64_MAX - 2 * TAR_BLOCK) {
-    return snprintf(err, err_cap, "%s: offset %" PRIu64 ": not a tar header (checksum or size)",
-                    url, at),
-           -1;
+    return al_set_error(AL_EFORMAT, "%s: offset %" PRIu64 ": not a tar header (checksum or size)",
+                        url, at);
   }
   char type = (char)h[156];
   uint64_t data = at + TAR_BLOCK;
   if (type == 'x' || type == 'g' || type == 'L') {
-    if (take_extension(w, h, data, sz, p, err, err_cap) != 0) return -1;
+    if ((rc = take_extension(w, h, data, sz, p)) != AL_OK) return rc;
     *pos = data + padded(sz);
-    return 0;
+    return AL_OK;
   }
   remote_tar_member m = {0};
   m.name = p->name ? p->name : ustar_name(h);
@@ -229,29 +227,25 @@ static int walk_one(window *w, uint64_t *pos, pending *p, remote_tar_listing *l,
   uint64_t body = (m.type == '0' || m.type == '7') ? m.size : 0;
   if (m.name == NULL || add_member(l, cap, m) != 0) {
     free(m.name);
-    return snprintf(err, err_cap, "%s: out of memory", url), -1;
+    return al_set_error(AL_ENOMEM, "%s: out of memory", url);
   }
   if (body > size - data) {
-    return snprintf(err, err_cap,
-                    "%s: offset %" PRIu64 ": member %s's %" PRIu64
-                    " bytes run past the end (size %" PRIu64 ")",
-                    url, at, m.name, body, size),
-           -1;
+    return al_set_error(AL_EFORMAT,
+                        "%s: offset %" PRIu64 ": member %s's %" PRIu64
+                        " bytes run past the end (size %" PRIu64 ")",
+                        url, at, m.name, body, size);
   }
   *pos = data + padded(body);
-  return 0;
+  return AL_OK;
 }
 
-int remote_tar_scan(remote_object *o, size_t batch_bytes, remote_tar_listing *out, char *err,
-                    size_t err_cap) {
-  return remote_tar_scan_via(o, batch_bytes, 0, NULL, NULL, out, err, err_cap);
+int remote_tar_scan(remote_object *o, size_t batch_bytes, remote_tar_listing *out) {
+  return remote_tar_scan_via(o, batch_bytes, 0, NULL, NULL, out);
 }
 
 int remote_tar_scan_via(remote_object *o, size_t batch_bytes, size_t batch_max,
-                        remote_tar_fetch_fn fetch, void *fetch_ctx, remote_tar_listing *out,
-                        char *err, size_t err_cap) {
+                        remote_tar_fetch_fn fetch, void *fetch_ctx, remote_tar_listing *out) {
   memset(out, 0, sizeof *out);
-  if (err_cap > 0) err[0] = '\0';
   window w = {0};
   w.o = o;
   w.fetch = fetch;
@@ -264,14 +258,14 @@ int remote_tar_scan_via(remote_object *o, size_t batch_bytes, size_t batch_max,
   size_t cap = 0;
   uint64_t pos = 0;
   int rc;
-  while ((rc = walk_one(&w, &pos, &p, out, &cap, err, err_cap)) == 0) {
+  while ((rc = walk_one(&w, &pos, &p, out, &cap)) == AL_OK) {
   }
   free(p.name);
   free(w.buf);
   out->fetched = w.fetched;
   out->requests = w.requests;
   if (rc < 0) remote_tar_listing_free(out);
-  return rc < 0 ? -1 : 0;
+  return rc < 0 ? rc : AL_OK;
 }
 
 void remote_tar_listing_free(remote_tar_listing *l) {

@@ -1,5 +1,5 @@
 #!/bin/bash
-# //loader:remote against real HTTP servers on 127.0.0.1: Debian's nginx (sizes, ETags, byte
+# //storage against real HTTP servers on 127.0.0.1: Debian's nginx (sizes, ETags, byte
 # ranges compared with the files' bytes, one client shared by threads, 404, an object changed
 # between open and read) and
 # remote_faults.py (every retry path: 503, 429 + Retry-After, a reset and a clean close in
@@ -10,7 +10,7 @@ PROBE=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 T=${TEST_TMPDIR:-$(mktemp -d)}/remote_http
 rm -rf "$T" && mkdir -p "$T/www"
 fail() { echo "FAIL: $*" >&2; exit 1; }
-. "$(dirname "$0")/remote_servers.sh"
+. "$(dirname "$(readlink -f "$0")")/../loader/remote_servers.sh"
 
 head -c 1000000 /dev/urandom >"$T/www/blob"
 head -c 300000 /dev/urandom >"$T/www/small"

@@ -1,5 +1,5 @@
 #!/bin/bash
-# remote_tar_scan (//loader:remote) over nginx on 127.0.0.1: the members of ustar, pax and
+# remote_tar_scan (//storage) over nginx on 127.0.0.1: the members of ustar, pax and
 # GNU tars (long names, directories, an empty member, a 3 MB member between small ones)
 # match Python's tarfile (name, data offset, size, type); neighbouring headers come in one
 # ranged GET and the big payload is never fetched; damaged tars (cut in a header, cut in a
@@ -10,7 +10,7 @@ PROBE=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 T=${TEST_TMPDIR:-$(mktemp -d)}/remote_tar
 rm -rf "$T" && mkdir -p "$T/www"
 fail() { echo "FAIL: $*" >&2; exit 1; }
-. "$(dirname "$0")/remote_servers.sh"
+. "$(dirname "$(readlink -f "$0")")/../loader/remote_servers.sh"
 
 python3 - "$T/www" <<'PY' || fail "writing the tars"
 import io, os, random, sys, tarfile

@@ -1,4 +1,4 @@
-// loader/remote_retry.c: Retry-After values, in seconds and as HTTP dates in the three forms
+// storage/retry.c: Retry-After values, in seconds and as HTTP dates in the three forms
 // RFC 9110 allows, against a fixed wall clock; malformed values are not a delay. A cancel of
 // the client ends a retry wait at once, and later operations fail without a request.
 #include <gtest/gtest.h>
@@ -9,7 +9,7 @@
 
 extern "C" {
 #include "common/clock_internal.h"
-#include "loader/remote_xfer_internal.h"
+#include "storage/http_internal.h"
 }
 
 namespace {
@@ -41,11 +41,10 @@ TEST(RetryAfter, Malformed) {
 }
 
 TEST(RetryClock, CancelEndsTheWait) {
-  remote_opts o = {};
-  o.total_timeout_s = 30;
+  storage_config cfg;
+  ASSERT_EQ(storage_config_make(nullptr, nullptr, 0, 30, &cfg), AL_OK) << al_last_error();
   remote_client *c = nullptr;
-  char err[256];
-  ASSERT_EQ(remote_client_open(&o, &c, err, sizeof err), 0) << err;
+  ASSERT_EQ(remote_client_open(&cfg, &c), AL_OK) << al_last_error();
   remote_retry r;
   remote_retry_start(c, &r);
   std::thread canceller([c] {
@@ -61,9 +60,10 @@ TEST(RetryClock, CancelEndsTheWait) {
   // Cancelled for good: an open fails without waiting out a budget, saying why.
   remote_object *obj = nullptr;
   t0 = clock_now_s();
-  EXPECT_EQ(remote_object_open(c, "http://127.0.0.1:9/x", &obj, err, sizeof err), -1);
+  EXPECT_EQ(remote_object_open(c, "http://127.0.0.1:9/x", &obj), AL_EIO);
   EXPECT_LT(clock_now_s() - t0, 10);
-  EXPECT_NE(std::string(err).find("http://127.0.0.1:9/x: cancelled"), std::string::npos) << err;
+  std::string err = al_last_error();
+  EXPECT_NE(err.find("http://127.0.0.1:9/x: cancelled"), std::string::npos) << err;
   remote_client_close(c);
 }
 

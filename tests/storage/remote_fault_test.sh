@@ -1,5 +1,5 @@
 #!/bin/bash
-# //loader:remote through fault_proxy.py (a reverse proxy of this project's) in front of
+# //storage through fault_proxy.py (a reverse proxy of this project's) in front of
 # Debian's nginx and the S3 server (tests/loader/s3_server.py) on 127.0.0.1. Every read is compared byte for byte with the
 # local file, and the proxy's counters show each fault was injected:
 #   each fault kind alone (latency, a bandwidth cap, every Nth request 503, a burst of 503s by
@@ -16,8 +16,8 @@ PROBE=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 T=${TEST_TMPDIR:-$(mktemp -d)}/remote_fault
 rm -rf "$T" && mkdir -p "$T/www"
 fail() { echo "FAIL: $*" >&2; exit 1; }
-. "$(dirname "$0")/remote_servers.sh"
-. "$(dirname "$0")/remote_fault_proxy.sh"
+. "$(dirname "$(readlink -f "$0")")/../loader/remote_servers.sh"
+. "$(dirname "$(readlink -f "$0")")/../loader/remote_fault_proxy.sh"
 
 head -c 3000000 /dev/urandom >"$T/www/blob"
 head -c 24000000 /dev/urandom >"$T/www/big"

@@ -5,7 +5,7 @@
 Appends to LOG one JSON line per request: {"method", "target" (path and query as sent),
 "headers" (name, value pairs as received, repeated ones kept)}, so the test can read the
 Authorization header the client sent and check it. It answers like a small S3 bucket, enough
-for //loader:remote to open, read and list: every key is the 1000 bytes 0, 1, ..., 231, 0,
+for //storage to open, read and list: every key is the 1000 bytes 0, 1, ..., 231, 0,
 ... (ETag "e-1000"); HEAD gives its size, a GET with Range a 206; a GET of /BUCKET with
 list-type=2 lists two keys, KEY-a and KEY-b under the prefix, in two pages (the first with a
 continuation token that needs percent-encoding). Other answers: 200 with a 2-byte body. The

@@ -1,5 +1,5 @@
 #!/bin/bash
-# //loader:remote against s3_server.py (moto's S3 server from PyPI, SigV4 recomputed for every
+# //storage against s3_server.py (moto's S3 server from PyPI, SigV4 recomputed for every
 # request) on 127.0.0.1, path-style through AWS_ENDPOINT_URL or -e: HEAD and ranged GETs
 # compared with the objects' bytes, keys that need percent-encoding, ListObjectsV2 with
 # continuation tokens (one key per page) and XML entities in keys, the x-amz-security-token
@@ -11,7 +11,7 @@ PROBE=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 T=${TEST_TMPDIR:-$(mktemp -d)}/remote_s3
 rm -rf "$T" && mkdir -p "$T"
 fail() { echo "FAIL: $*" >&2; exit 1; }
-. "$(dirname "$0")/remote_servers.sh"
+. "$(dirname "$(readlink -f "$0")")/../loader/remote_servers.sh"
 
 start_s3 bkt
 EP=$S3_EP

@@ -1,5 +1,5 @@
 /*
- * remote_url.c - what a remote URL's requests are sent to: http(s):// as given (the scheme
+ * storage/url_target.c - what a remote URL's requests are sent to: http(s):// as given (the scheme
  * in lower case), s3:// mapped to the client's endpoint (path-style) or to AWS's
  * virtual-hosted endpoint; the name messages give it (no user:password); the part of it
  * that names the object.
@@ -10,16 +10,11 @@
 #include <string.h>
 
 #include "common/url_internal.h"
-#include "loader/remote_xfer_internal.h"
-
-int remote_url_kind(const char *s) {
-  if (url_has_scheme(s, "s3")) return REMOTE_S3;
-  if (url_has_scheme(s, "http") || url_has_scheme(s, "https")) return REMOTE_HTTP;
-  return REMOTE_NOT_URL;
-}
+#include "storage/http_internal.h"
+#include "storage/storage_internal.h"
 
 size_t remote_url_identity_len(const char *url) {
-  if (remote_url_kind(url) == REMOTE_HTTP) return strcspn(url, "?#");
+  if (storage_url_kind(url) == STORAGE_HTTP) return strcspn(url, "?#");
   return strlen(url);
 }
 
@@ -63,29 +58,26 @@ static int virtual_endpoint(char **out, const char *endpoint, const char *bucket
 char *remote_s3_bucket_url(const remote_client *c, const char *bucket, const char *query) {
   char *out = NULL;
   int n;
-  int virt = dns_bucket(bucket) && (c->endpoint ? c->o.s3_addressing == REMOTE_ADDRESSING_VIRTUAL
-                                                : c->o.s3_addressing != REMOTE_ADDRESSING_PATH);
+  int virt = dns_bucket(bucket) && (c->endpoint ? c->cfg.s3_addressing == REMOTE_ADDRESSING_VIRTUAL
+                                                : c->cfg.s3_addressing != REMOTE_ADDRESSING_PATH);
   if (c->endpoint != NULL && virt) {
     n = virtual_endpoint(&out, c->endpoint, bucket, query);
   } else if (c->endpoint != NULL) {
     n = asprintf(&out, "%s/%s%s", c->endpoint, bucket, query);
   } else if (virt) {
-    n = asprintf(&out, "https://%s.s3.%s.amazonaws.com/%s", bucket, c->region, query);
+    n = asprintf(&out, "https://%s.s3.%s.amazonaws.com/%s", bucket, c->cfg.s3_region, query);
   } else {
-    n = asprintf(&out, "https://s3.%s.amazonaws.com/%s%s", c->region, bucket, query);
+    n = asprintf(&out, "https://s3.%s.amazonaws.com/%s%s", c->cfg.s3_region, bucket, query);
   }
   return n < 0 ? NULL : out;
 }
 
 /* t for s3://BUCKET/KEY; url has no user:password@ (remote_target_make refuses one). */
-static int s3_target(const remote_client *c, const char *url, remote_target *t, char *err,
-                     size_t err_cap) {
+static int s3_target(const remote_client *c, const char *url, remote_target *t) {
   const char *b = url + 5;
   const char *slash = strchr(b, '/');
-  if (slash == NULL || slash == b || slash[1] == '\0') {
-    snprintf(err, err_cap, "%s: an S3 object URL is s3://BUCKET/KEY", url);
-    return -1;
-  }
+  if (slash == NULL || slash == b || slash[1] == '\0')
+    return al_set_error(AL_EINVAL, "%s: an S3 object URL is s3://BUCKET/KEY", url);
   t->bucket = strndup(b, (size_t)(slash - b));
   t->key = strdup(slash + 1);
   char *enc = t->key ? remote_pct_encode(t->key, 1) : NULL;
@@ -100,9 +92,8 @@ static int s3_target(const remote_client *c, const char *url, remote_target *t, 
   free(enc);
   free(base);
   if (ok && asprintf(&t->name, "%s (%s)", url, t->http) < 0) t->name = NULL, ok = 0;
-  if (!ok) snprintf(err, err_cap, "%s: out of memory", url);
   t->s3 = 1;
-  return ok ? 0 : -1;
+  return ok ? AL_OK : al_set_error(AL_ENOMEM, "%s: out of memory", url);
 }
 
 /* url as requested: the scheme in lower case (libcurl's own choice of protocol handler is
@@ -115,39 +106,29 @@ static char *http_url(const char *url) {
 }
 
 /* The target of a URL whose messages name it as shown (its user:password@ as ***@). */
-static int target_of(const remote_client *c, const char *url, const char *shown, remote_target *t,
-                     char *err, size_t err_cap) {
-  int kind = remote_url_kind(url);
-  if (kind == REMOTE_S3 && strcmp(shown, url) != 0) {
-    snprintf(err, err_cap,
-             "%s: an s3:// URL takes no user:password@ (S3 credentials come from the environment)",
-             shown);
-    return -1;
+static int target_of(const remote_client *c, const char *url, const char *shown, remote_target *t) {
+  int kind = storage_url_kind(url);
+  if (kind == STORAGE_S3 && strcmp(shown, url) != 0) {
+    return al_set_error(AL_EINVAL,
+                        "%s: an s3:// URL takes no user:password@ (S3 credentials come from the environment)",
+                        shown);
   }
-  if (kind == REMOTE_S3) return s3_target(c, url, t, err, err_cap);
-  if (kind != REMOTE_HTTP) {
-    snprintf(err, err_cap, "%s: not an http://, https:// or s3:// URL", shown);
-    return -1;
-  }
+  if (kind == STORAGE_S3) return s3_target(c, url, t);
+  if (kind != STORAGE_HTTP)
+    return al_set_error(AL_EINVAL, "%s: not an http://, https:// or s3:// URL", shown);
   t->http = http_url(url);
   t->name = strdup(shown);
-  if (t->http && t->name) return 0;
-  snprintf(err, err_cap, "%s: out of memory", shown);
-  return -1;
+  if (t->http && t->name) return AL_OK;
+  return al_set_error(AL_ENOMEM, "%s: out of memory", shown);
 }
 
-int remote_target_make(const remote_client *c, const char *url, remote_target *t, char *err,
-                       size_t err_cap) {
+int remote_target_make(const remote_client *c, const char *url, remote_target *t) {
   memset(t, 0, sizeof *t);
   char *shown = url ? url_redact(url) : strdup("(null)");
-  int rc = -1;
-  if (shown == NULL) {
-    snprintf(err, err_cap, "remote URL: out of memory");
-  } else {
-    rc = target_of(c, url ? url : "", shown, t, err, err_cap);
-  }
+  int rc = shown == NULL ? al_set_error(AL_ENOMEM, "remote URL: out of memory")
+                         : target_of(c, url ? url : "", shown, t);
   free(shown);
-  if (rc != 0) remote_target_free(t);
+  if (rc != AL_OK) remote_target_free(t);
   return rc;
 }
 

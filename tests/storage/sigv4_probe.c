@@ -1,5 +1,5 @@
 /*
- * sigv4_probe - sends one request of an AWS Signature V4 test vector through //loader:remote's
+ * sigv4_probe - sends one request of an AWS Signature V4 test vector through //storage's
  * request path (remote_xfer_perform with the client's signing settings), for sigv4_test.sh:
  *   sigv4_probe PORT req  VECTOR.req    the request as the vector writes it: the path and
  *                                       each query name and value percent-encoded as the
@@ -20,8 +20,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "loader/remote_internal.h"
-#include "loader/remote_xfer_internal.h"
+#include "storage/client_internal.h"
+#include "storage/http_internal.h"
 
 #define MAX_LINES 32
 
@@ -115,12 +115,12 @@ int main(int argc, char **argv) {
   snprintf(connect_to, sizeof connect_to, "%s:80:127.0.0.1:%s", host, argv[1]);
   snprintf(url, sizeof url, "http://%s%s", host, target);
   remote_client *c;
-  if (remote_client_open(NULL, &c, err, sizeof err) != 0) return fprintf(stderr, "%s\n", err), 1;
+  if (remote_client_open(NULL, &c) != AL_OK) return fprintf(stderr, "%s\n", al_last_error()), 1;
   remote_test_hooks hooks = {.sign_service = "service",
                              .connect_to = connect_to,
                              .headers = headers};
-  if (remote_client_set_test_hooks(c, &hooks, err, sizeof err) != 0) {
-    fprintf(stderr, "%s\n", err);
+  if (remote_client_set_test_hooks(c, &hooks) != AL_OK) {
+    fprintf(stderr, "%s\n", al_last_error());
     remote_client_close(c);
     return 1;
   }

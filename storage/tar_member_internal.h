@@ -1,6 +1,6 @@
 /*
- * remote_tar_internal.h - the members of a remote plain tar, from its header blocks alone
- * (internal to //loader:remote; the index's remote shards use it through remote_shard.c).
+ * storage/tar_member_internal.h - the members of a remote plain tar, from its header blocks alone
+ * (internal to //storage; the index's remote shards use it through loader/remote_shard.c).
  *
  * The walk reads the header at offset 0, then each next header at the offset after the
  * previous member's data rounded up to 512 bytes, never the payloads in between. Reads are
@@ -13,13 +13,13 @@
  *
  * One walk uses its remote_object alone (one thread).
  */
-#ifndef AL_REMOTE_TAR_INTERNAL_H
-#define AL_REMOTE_TAR_INTERNAL_H
+#ifndef AL_STORAGE_TAR_MEMBER_INTERNAL_H
+#define AL_STORAGE_TAR_MEMBER_INTERNAL_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "loader/remote_internal.h"
+#include "storage/client_internal.h"
 
 typedef struct remote_tar_member {
   char *name;          /* pax path / GNU long name / ustar prefix + name */
@@ -36,21 +36,19 @@ typedef struct remote_tar_listing {
   uint64_t requests; /* ranged GETs the walk sent (retries not counted) */
 } remote_tar_listing;
 
-/* batch_bytes 0: 64 KiB (at least 512). out is empty on failure. */
-int remote_tar_scan(remote_object *o, size_t batch_bytes, remote_tar_listing *out, char *err,
-                    size_t err_cap);
-/* The same walk with its windows fetched by fetch(fetch_ctx, off, buf, len, err, err_cap)
+/* batch_bytes 0: 64 KiB (at least 512). AL_OK; else out is empty and the error is AL_EFORMAT
+ * (not a tar, or cut off: naming the URL and the offset), AL_ENOMEM or the read's. */
+int remote_tar_scan(remote_object *o, size_t batch_bytes, remote_tar_listing *out);
+/* The same walk with its windows fetched by fetch(fetch_ctx, off, buf, len)
  * instead of remote_object_read (a cache in front of the object: loader/remote_shard.c);
- * fetch returns 0, or -1 with err set. `fetched` and `requests` then count the windows asked
- * for, which the cache may have served without a request. batch_max > batch_bytes: a window
- * whose next header lies within batch_bytes of its end (dense members, no payload skipped)
+ * fetch returns an al_status (the message recorded). `fetched` and `requests` then count the
+ * windows asked for, which the cache may have served without a request. batch_max > batch_bytes: a
+ * window whose next header lies within batch_bytes of its end (dense members, no payload skipped)
  * is followed by one twice as large, up to batch_max; a skip goes back to batch_bytes (as
  * local reads grow while data is consumed). */
-typedef int (*remote_tar_fetch_fn)(void *ctx, uint64_t off, void *buf, size_t len, char *err,
-                                   size_t err_cap);
+typedef int (*remote_tar_fetch_fn)(void *ctx, uint64_t off, void *buf, size_t len);
 int remote_tar_scan_via(remote_object *o, size_t batch_bytes, size_t batch_max,
-                        remote_tar_fetch_fn fetch, void *fetch_ctx, remote_tar_listing *out,
-                        char *err, size_t err_cap);
+                        remote_tar_fetch_fn fetch, void *fetch_ctx, remote_tar_listing *out);
 void remote_tar_listing_free(remote_tar_listing *l);
 
-#endif /* AL_REMOTE_TAR_INTERNAL_H */
+#endif /* AL_STORAGE_TAR_MEMBER_INTERNAL_H */

@@ -1,5 +1,5 @@
 /*
- * remote_object.c - one remote object: opened by a HEAD request that pins its size and
+ * storage/http_object.c - one remote object: opened by a HEAD request that pins its size and
  * ETag, read by ranged GETs that are retried, resumed where a short answer stopped, and
  * checked against the pinned size and ETag.
  */
@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "common/clock_internal.h"
-#include "loader/remote_xfer_internal.h"
+#include "storage/http_internal.h"
 
 /* The counters are written by the object's one user and read by stats callers on other threads
  * (a stream's consumer, while its readers fetch): relaxed atomics, each counter exact alone. */
@@ -24,13 +24,13 @@ struct remote_object {
   remote_stats st;
 };
 
-static void gave_up(const remote_object *o, const remote_retry *r, double t0, const char *last,
-                    char *err, size_t err_cap) {
-  snprintf(err, err_cap, "%s: gave up after %d attempt%s in %.1f s; last error: %s", o->t.name,
-           r->attempts, r->attempts == 1 ? "" : "s", clock_now_s() - t0, last);
+/* AL_EIO: the retries are spent (or the client cancelled). */
+static int gave_up(const remote_object *o, const remote_retry *r, double t0, const char *last) {
+  return al_set_error(AL_EIO, "%s: gave up after %d attempt%s in %.1f s; last error: %s", o->t.name,
+                      r->attempts, r->attempts == 1 ? "" : "s", clock_now_s() - t0, last);
 }
 
-static int head(remote_object *o, char *err, size_t err_cap) {
+static int head(remote_object *o) {
   remote_xfer x = {0};
   x.head = 1;
   remote_retry r;
@@ -48,47 +48,41 @@ static int head(remote_object *o, char *err, size_t err_cap) {
     }
     if (v == REMOTE_OK) break;
     if (v == REMOTE_FATAL) {
-      snprintf(err, err_cap, "%s: %s", o->t.name, msg);
       remote_xfer_free(&x);
-      return -1;
+      return al_set_error(AL_EIO, "%s: %s", o->t.name, msg);
     }
     if (remote_retry_wait(o->c, &r, x.retry_after) != 0) {
-      gave_up(o, &r, t0, msg, err, err_cap);
       remote_xfer_free(&x);
-      return -1;
+      return gave_up(o, &r, t0, msg);
     }
     stat_add(&o->st.retries, 1);
   }
   o->size = x.length;
   o->etag = strdup(x.answer_etag ? x.answer_etag : "");
   remote_xfer_free(&x);
-  if (o->etag == NULL) return snprintf(err, err_cap, "%s: out of memory", o->t.name), -1;
-  return 0;
+  if (o->etag == NULL) return al_set_error(AL_ENOMEM, "%s: out of memory", o->t.name);
+  return AL_OK;
 }
 
-int remote_object_open(remote_client *c, const char *url, remote_object **out, char *err,
-                       size_t err_cap) {
+int remote_object_open(remote_client *c, const char *url, remote_object **out) {
   *out = NULL;
-  if (err_cap > 0) err[0] = '\0';
   remote_object *o = calloc(1, sizeof *o);
-  if (o == NULL) return snprintf(err, err_cap, "remote object: out of memory"), -1;
+  if (o == NULL) return al_set_error(AL_ENOMEM, "remote object: out of memory");
   o->c = c;
-  if (remote_target_make(c, url, &o->t, err, err_cap) != 0) {
+  int rc = remote_target_make(c, url, &o->t);
+  if (rc != AL_OK) {
     free(o);
-    return -1;
+    return rc;
   }
   o->h = curl_easy_init();
-  if (o->h == NULL) {
-    snprintf(err, err_cap, "%s: curl_easy_init failed", o->t.name);
+  if (o->h == NULL) rc = al_set_error(AL_EIO, "%s: curl_easy_init failed", o->t.name);
+  if (rc == AL_OK) rc = head(o);
+  if (rc != AL_OK) {
     remote_object_close(o);
-    return -1;
-  }
-  if (head(o, err, err_cap) != 0) {
-    remote_object_close(o);
-    return -1;
+    return rc;
   }
   *out = o;
-  return 0;
+  return AL_OK;
 }
 
 uint64_t remote_object_size(const remote_object *o) { return o->size; }
@@ -103,13 +97,10 @@ remote_stats remote_object_stats(const remote_object *o) {
   return s;
 }
 
-int remote_object_read(remote_object *o, uint64_t off, void *buf, size_t len, char *err,
-                       size_t err_cap) {
-  if (err_cap > 0) err[0] = '\0';
+int remote_object_read(remote_object *o, uint64_t off, void *buf, size_t len) {
   if (off > o->size || len > o->size - off) {
-    snprintf(err, err_cap, "%s: bytes %" PRIu64 "+%zu lie beyond its size %" PRIu64, o->t.name, off,
-             len, o->size);
-    return -1;
+    return al_set_error(AL_ERANGE, "%s: bytes %" PRIu64 "+%zu lie beyond its size %" PRIu64,
+                        o->t.name, off, len, o->size);
   }
   remote_retry r;
   remote_retry_start(o->c, &r);
@@ -133,19 +124,13 @@ int remote_object_read(remote_object *o, uint64_t off, void *buf, size_t len, ch
     double retry_after = x.retry_after;
     remote_xfer_free(&x);
     if (v == REMOTE_OK && done == len) break;
-    if (v == REMOTE_FATAL) {
-      snprintf(err, err_cap, "%s: %s", o->t.name, msg);
-      return -1;
-    }
+    if (v == REMOTE_FATAL) return al_set_error(AL_EIO, "%s: %s", o->t.name, msg);
     /* Cut short after some bytes: resumed at once from where it broke, within the budget. */
     int left = x.got > 0 ? remote_retry_progress(o->c, &r)
                          : remote_retry_wait(o->c, &r, retry_after);
-    if (left != 0) {
-      gave_up(o, &r, t0, msg, err, err_cap);
-      return -1;
-    }
+    if (left != 0) return gave_up(o, &r, t0, msg);
   }
-  return 0;
+  return AL_OK;
 }
 
 void remote_object_close(remote_object *o) {

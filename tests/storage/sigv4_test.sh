@@ -1,5 +1,5 @@
 #!/bin/bash
-# AWS Signature V4 as //loader:remote sends it (libcurl's CURLOPT_AWS_SIGV4, the client's
+# AWS Signature V4 as //storage sends it (libcurl's CURLOPT_AWS_SIGV4, the client's
 # headers, the vector's X-Amz-Date), checked against AWS's published test vectors
 # (testdata/sigv4, README.md there says which and where from): the Authorization header a
 # loopback server of this test receives must be the vector's.
@@ -21,11 +21,11 @@ VEC=$(cd "$(dirname "$0")/testdata/sigv4" && pwd)
 T=${TEST_TMPDIR:-$(mktemp -d)}/sigv4
 rm -rf "$T" && mkdir -p "$T"
 fail() { echo "FAIL: $*" >&2; exit 1; }
-. "$(dirname "$0")/remote_servers.sh"
+. "$(dirname "$(readlink -f "$0")")/../loader/remote_servers.sh"
 
 # libcurl before 8.3 signs the query in the order given (SigV4 sorts it by name, then
 # value); before 8.13 it signs a repeated header once per line (SigV4 joins the values with
-# ',' in one line). //loader:remote builds its one query (ListObjectsV2) sorted and sends
+# ',' in one line). //storage builds its one query (ListObjectsV2) sorted and sends
 # no repeated header, so neither reaches S3 from it.
 DIFFERS=" get-vanilla-query-order-key get-vanilla-query-order-key-case get-vanilla-query-order-value get-header-key-duplicate get-header-value-order "
 

@@ -1,5 +1,5 @@
 /*
- * remote_probe - a command-line driver of //loader:remote for the shell tests:
+ * remote_probe - a command-line driver of //storage for the shell tests:
  *   remote_probe [-t TOTAL_S] [-s STALL_S] [-b BACKOFF_S] [-e ENDPOINT] [-k MAX_KEYS]
  *                [-w SYNC] head URL
  *   remote_probe [...] get URL OFF LEN OUT     bytes [OFF, OFF+LEN) to file OUT
@@ -28,8 +28,9 @@
 #include <unistd.h>
 
 #include "common/clock_internal.h"
-#include "loader/remote_internal.h"
-#include "loader/remote_tar_internal.h"
+#include "storage/client_internal.h"
+#include "storage/tar_member_internal.h"
+#include "storage/storage_internal.h"
 
 static const char *g_sync;
 
@@ -48,6 +49,12 @@ static void print_stats(remote_stats s) {
           s.requests, s.retries, s.bytes, s.discarded);
 }
 
+/* The failed storage call's message (al_last_error) into err; 1. */
+static int storage_failed(char *err, size_t cap) {
+  snprintf(err, cap, "%s", al_last_error());
+  return 1;
+}
+
 static int write_file(const char *path, const void *buf, size_t n) {
   FILE *f = fopen(path, "wb");
   if (f == NULL || fwrite(buf, 1, n, f) != n) return perror(path), -1;
@@ -57,9 +64,8 @@ static int write_file(const char *path, const void *buf, size_t n) {
 static int cmd_object(remote_client *c, int argc, char **argv) {
   char err[1024];
   remote_object *o;
-  if (remote_object_open(c, argv[1], &o, err, sizeof err) != 0) {
-    return fprintf(stderr, "%s\n", err), 1;
-  }
+  if (remote_object_open(c, argv[1], &o) != AL_OK)
+    return fprintf(stderr, "%s\n", al_last_error()), 1;
   int rc = 0;
   uint64_t size = remote_object_size(o);
   sync_point();
@@ -70,7 +76,7 @@ static int cmd_object(remote_client *c, int argc, char **argv) {
     size_t len = strtoull(argv[3], NULL, 10);
     char *buf = malloc(len ? len : 1);
     memset(buf, 0xA5, len); /* poisoned: every byte must come from the server */
-    rc = remote_object_read(o, off, buf, len, err, sizeof err) != 0 ? 1 : 0;
+    rc = remote_object_read(o, off, buf, len) != AL_OK ? storage_failed(err, sizeof err) : 0;
     if (rc == 0) rc = write_file(argv[4], buf, len) != 0;
     free(buf);
   } else if (strcmp(argv[0], "cat") == 0 && argc == 4) {
@@ -79,13 +85,15 @@ static int cmd_object(remote_client *c, int argc, char **argv) {
     memset(buf, 0xA5, size);
     for (uint64_t off = 0; rc == 0 && off < size; off += chunk) {
       size_t n = size - off < chunk ? (size_t)(size - off) : chunk;
-      rc = remote_object_read(o, off, buf + off, n, err, sizeof err) != 0 ? 1 : 0;
+      rc = remote_object_read(o, off, buf + off, n) != AL_OK ? storage_failed(err, sizeof err) : 0;
     }
     if (rc == 0) rc = write_file(argv[2], buf, size) != 0;
     free(buf);
   } else if (strcmp(argv[0], "tar") == 0 && argc == 3) {
     remote_tar_listing l;
-    rc = remote_tar_scan(o, strtoull(argv[2], NULL, 10), &l, err, sizeof err) != 0;
+    rc = remote_tar_scan(o, strtoull(argv[2], NULL, 10), &l) != AL_OK
+             ? storage_failed(err, sizeof err)
+             : 0;
     for (size_t i = 0; rc == 0 && i < l.count; i++) {
       const remote_tar_member *m = &l.members[i];
       printf("%s %" PRIu64 " %" PRIu64 " %c\n", m->name, m->data_off, m->size, m->type);
@@ -115,20 +123,20 @@ typedef struct slice {
 static void *read_slice(void *arg) {
   slice *s = arg;
   remote_object *o;
-  s->rc = remote_object_open(s->c, s->url, &o, s->err, sizeof s->err);
-  if (s->rc == 0) {
-    s->rc = remote_object_read(o, s->off, s->buf + s->off, s->len, s->err, sizeof s->err);
+  s->rc = remote_object_open(s->c, s->url, &o);
+  if (s->rc == AL_OK) {
+    s->rc = remote_object_read(o, s->off, s->buf + s->off, s->len);
     remote_object_close(o);
   }
+  if (s->rc != AL_OK) storage_failed(s->err, sizeof s->err); /* this thread's message */
   return NULL;
 }
 
 /* THREADS threads share c; the object's size comes from a first open. */
 static int cmd_par(remote_client *c, const char *url, int threads, const char *out) {
-  char err[1024];
   remote_object *o;
   if (threads < 1 || threads > 64) return fprintf(stderr, "par: 1 to 64 threads\n"), 1;
-  if (remote_object_open(c, url, &o, err, sizeof err) != 0) return fprintf(stderr, "%s\n", err), 1;
+  if (remote_object_open(c, url, &o) != AL_OK) return fprintf(stderr, "%s\n", al_last_error()), 1;
   uint64_t size = remote_object_size(o);
   remote_object_close(o);
   char *buf = malloc(size ? size : 1);
@@ -152,11 +160,10 @@ static int cmd_par(remote_client *c, const char *url, int threads, const char *o
 }
 
 static int cmd_list(remote_client *c, const char *url) {
-  char err[1024];
   remote_listing l;
   remote_stats st;
-  if (remote_list(c, url, &l, &st, err, sizeof err) != 0) {
-    fprintf(stderr, "%s\n", err);
+  if (remote_list(c, url, &l, &st) != AL_OK) {
+    fprintf(stderr, "%s\n", al_last_error());
     print_stats(st);
     return 1;
   }
@@ -182,49 +189,36 @@ static uint32_t crc32_update(uint32_t crc, const unsigned char *p, size_t n) {
   return ~crc;
 }
 
-/* One source of ranges: a remote object, or a local file (fd). */
+/* One source of ranges: a remote object or a local file, opened by storage_open. */
 typedef struct source {
   char name[4096];
-  remote_object *o;
-  int fd;
+  storage_obj *o;
   remote_stats st; /* summed over closed objects */
 } source;
 
 static void source_close(source *s) {
   if (s->o) {
-    remote_stats t = remote_object_stats(s->o);
+    remote_stats t = storage_stats(s->o);
     s->st.requests += t.requests, s->st.retries += t.retries;
-    remote_object_close(s->o);
+    storage_close(s->o);
   }
-  if (s->fd >= 0) close(s->fd);
-  s->o = NULL, s->fd = -1, s->name[0] = '\0';
+  s->o = NULL, s->name[0] = '\0';
 }
 
 static int source_read(remote_client *c, source *s, const char *url, uint64_t off, char *buf,
                        size_t len, char *err, size_t cap) {
-  if (strcmp(s->name, url) != 0) {
+  if (!s->o || strcmp(s->name, url) != 0) {
     source_close(s);
+    if (storage_open(c, url, &s->o) != AL_OK) return storage_failed(err, cap);
     snprintf(s->name, sizeof s->name, "%s", url);
-    if (remote_url_kind(url) == REMOTE_NOT_URL) {
-      if ((s->fd = open(url, O_RDONLY)) < 0)
-        return snprintf(err, cap, "%.900s: cannot open", url), -1;
-    } else if (remote_object_open(c, url, &s->o, err, cap) != 0) {
-      return -1;
-    }
   }
-  if (s->o) return remote_object_read(s->o, off, buf, len, err, cap);
-  for (size_t done = 0; done < len;) {
-    ssize_t n = pread(s->fd, buf + done, len - done, (off_t)(off + done));
-    if (n <= 0) return snprintf(err, cap, "%.900s: short read at %" PRIu64, url, off + done), -1;
-    done += (size_t)n;
-  }
-  return 0;
+  return storage_read(s->o, off, buf, len) == AL_OK ? 0 : storage_failed(err, cap);
 }
 
 static int cmd_ranges(remote_client *c, const char *list, int crc) {
   FILE *f = fopen(list, "r");
   if (f == NULL) return perror(list), 1;
-  source s = {.fd = -1};
+  source s = {0};
   char url[4096], err[1024];
   uint64_t off, len, total = 0, count = 0;
   uint32_t sum = 0;
@@ -255,22 +249,29 @@ static int cmd_ranges(remote_client *c, const char *list, int crc) {
 }
 
 int main(int argc, char **argv) {
-  remote_opts o = {0};
+  double total = 0, stall = 0, backoff = 0;
+  const char *endpoint = NULL;
+  unsigned max_keys = 0;
   int opt;
   while ((opt = getopt(argc, argv, "t:s:b:e:k:w:")) != -1) {
-    if (opt == 't') o.total_timeout_s = atof(optarg);
-    if (opt == 's') o.stall_timeout_s = atof(optarg);
-    if (opt == 'b') o.backoff_base_s = atof(optarg);
-    if (opt == 'e') o.s3_endpoint = optarg;
-    if (opt == 'k') o.list_max_keys = (unsigned)atoi(optarg);
+    if (opt == 't') total = atof(optarg);
+    if (opt == 's') stall = atof(optarg);
+    if (opt == 'b') backoff = atof(optarg);
+    if (opt == 'e') endpoint = optarg;
+    if (opt == 'k') max_keys = (unsigned)atoi(optarg);
     if (opt == 'w') g_sync = optarg;
     if (opt == '?') return 2;
   }
   argc -= optind, argv += optind;
   if (argc < 2) return fprintf(stderr, "usage: remote_probe [opts] head|get|cat|list URL ...\n"), 2;
-  char err[1024];
+  storage_config cfg;
   remote_client *c;
-  if (remote_client_open(&o, &c, err, sizeof err) != 0) return fprintf(stderr, "%s\n", err), 1;
+  if (storage_config_make(endpoint, NULL, 0, total, &cfg) != AL_OK)
+    return fprintf(stderr, "%s\n", al_last_error()), 1;
+  if (stall > 0) cfg.stall_timeout_s = stall;
+  if (backoff > 0) cfg.backoff_base_s = backoff;
+  cfg.list_max_keys = max_keys;
+  if (remote_client_open(&cfg, &c) != AL_OK) return fprintf(stderr, "%s\n", al_last_error()), 1;
   int rc;
   if (strcmp(argv[0], "ranges") == 0) {
     rc = cmd_ranges(c, argv[1], argc > 2 && strcmp(argv[2], "crc") == 0);

@@ -1,5 +1,5 @@
 /*
- * remote_xfer.c - one HTTP request on a curl easy handle (headers parsed, a range's bytes
+ * storage/http_request.c - one HTTP request on a curl easy handle (headers parsed, a range's bytes
  * checked and put in place, other bodies kept) and the retry clock (backoff with jitter
  * within a time budget).
  */
@@ -11,7 +11,7 @@
 #include <time.h>
 
 #include "common/clock_internal.h"
-#include "loader/remote_xfer_internal.h"
+#include "storage/http_internal.h"
 
 #define REMOTE_EMPTY_SHA256 "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
@@ -263,10 +263,10 @@ static void set_options(const remote_client *c, CURL *h, const remote_target *t,
   curl_easy_setopt(h, CURLOPT_HEADERDATA, x);
   curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
   curl_easy_setopt(h, CURLOPT_WRITEDATA, x);
-  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)(c->o.connect_timeout_s * 1000));
+  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)(c->cfg.connect_timeout_s * 1000));
   /* A stall: under 1 byte/s for stall_timeout_s (waiting for the answer included). */
   curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
-  curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, (long)(c->o.stall_timeout_s + 0.999));
+  curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, (long)(c->cfg.stall_timeout_s + 0.999));
   curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
   curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
   curl_easy_setopt(h, CURLOPT_XFERINFODATA, (void *)c);
