@@ -111,7 +111,7 @@ lib_srcs() { # PACKAGE NAME...
 }
 mapfile -t COMMON < <(lib_srcs common '*')
 mapfile -t PROTO < <(lib_srcs proto schema pbio)
-mapfile -t LOADER < <(lib_srcs loader loader remote)
+mapfile -t LOADER < <(lib_srcs loader loader; lib_srcs storage storage)
 mapfile -t PLANNER < <(lib_srcs planner planner)
 for f in "${COMMON[@]}" "${PROTO[@]}" "${LOADER[@]}" "${PLANNER[@]}"; do
   [ -f "$f" ] || { echo "fuzz: $f (named in a BUILD file) is missing" >&2; exit 1; }
@@ -139,7 +139,7 @@ libs_of() {
 # One object per source (instrumented, -fsanitize=fuzzer-no-link), rebuilt when
 # the source or any header is newer; then one link per harness.
 obj_of() { local s=${1#"$BUILD/gen/"}; echo "$BUILD/obj/${s//\//__}.o"; }
-newest_header=$(ls -t common/*.h proto/*.h loader/*.h planner/*.h tests/fuzz/*.h "$BUILD"/gen/proto/*.h | head -1)
+newest_header=$(ls -t common/*.h proto/*.h loader/*.h storage/*.h planner/*.h tests/fuzz/*.h "$BUILD"/gen/proto/*.h | head -1)
 compile() {
   local src=$1 obj
   obj=$(obj_of "$src")
