@@ -40,14 +40,14 @@ TEST(RunPerm, BijectiveForSampledLargerN) {
     uint64_t n = 4097 + g() % (UINT64_C(1) << 20);
     ASSERT_TRUE(IsBijection(n, g())) << "n=" << n;
   }
-  ASSERT_TRUE(IsBijection(UINT64_C(1) << 20, 5));        // an exact even power
-  ASSERT_TRUE(IsBijection((UINT64_C(1) << 21) + 1, 6));  // just past an odd power
+  ASSERT_TRUE(IsBijection(UINT64_C(1) << 20, 5));       // an exact even power
+  ASSERT_TRUE(IsBijection((UINT64_C(1) << 21) + 1, 6)); // just past an odd power
 }
 
 // Domains too large for a bitmap: images stay below n and a sample of them has no collision.
 TEST(RunPerm, HugeDomainsStayInRangeAndInjective) {
-  for (uint64_t n : {UINT64_C(4294967295), UINT64_C(1) << 40, (UINT64_C(1) << 63) + 12345,
-                     UINT64_MAX}) {
+  for (uint64_t n :
+       {UINT64_C(4294967295), UINT64_C(1) << 40, (UINT64_C(1) << 63) + 12345, UINT64_MAX}) {
     run_perm p;
     run_perm_init(&p, n, n * 7);
     std::vector<uint64_t> out;
@@ -131,8 +131,8 @@ TEST(RunDraw, RandomChunkingsDrawEverySampleOnce) {
       std::vector<int> hits(n[k], 0);
       for (size_t c = 0; c + 1 < cuts.size(); c++) {
         uint64_t a = run_cum(n[k], cuts[c], phi), b = run_cum(n[k], cuts[c + 1], phi);
-        long double want =
-            (long double)n[k] * (long double)(cuts[c + 1] - cuts[c]) / (long double)RUN_F_ONE;
+        long double want = (long double)n[k] * (long double)(cuts[c + 1] - cuts[c]) /
+                           (long double)RUN_F_ONE;
         ASSERT_LT(std::abs((long double)(b - a) - want), 1.0L);
         for (uint64_t j = a; j < b; j++) hits[run_perm_at(&p, j)]++;
       }
@@ -164,7 +164,8 @@ TEST(RunDraw, KeysSeparateEveryField) {
 
 TEST(RunMulDiv, NoOverflow) {
   EXPECT_EQ(run_mul_div(UINT64_MAX, UINT64_MAX, UINT64_MAX), UINT64_MAX);
-  EXPECT_EQ(run_mul_div(UINT64_C(1) << 40, UINT64_C(1) << 40, UINT64_C(1) << 32), UINT64_C(1) << 48);
+  EXPECT_EQ(run_mul_div(UINT64_C(1) << 40, UINT64_C(1) << 40, UINT64_C(1) << 32), UINT64_C(1)
+                                                                                      << 48);
 }
 
-}  // namespace
+} // namespace
