@@ -18,6 +18,7 @@
 #include "common/al_status.h"
 #include "loader/al_index.h"
 #include "planner/al_plan.h"
+#include "planner/al_run.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -30,6 +31,11 @@ AL_API int al_plan_build_index(al_plan **out, const al_index *idx, const al_cost
 
 /* al_key_fn (al_plan.h) over an al_index: the key of index position i ("" when
  * out of range); pass the index as the context of al_plan_save. */
+/* A chunked run (planner/al_run.h) of the index, with its latent grids and required members as
+ * al_plan_build_index takes them. Errors as al_run_open's and al_plan_build_index's. */
+AL_API int al_run_open_index(al_run **out, const al_index *idx, const al_cost_model *cost,
+                             const al_plan_options *opts);
+
 AL_API const char *al_plan_index_key(void *index, uint64_t i);
 
 /* For callers without the C structs (Python's ctypes): loads the cost model

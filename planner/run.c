@@ -21,11 +21,11 @@
 #define RUN_MAX_T_SHARE 0.97
 
 struct al_run {
-  al_plan *tmpl;       /* configuration at (W_ref, K_ref), buckets at capacity, key statuses */
-  uint32_t *list;      /* planned positions grouped by bucket, ascending within one */
-  uint64_t *list_off;  /* n_buckets + 1 */
-  run_perm *perm;      /* per bucket */
-  uint64_t *phi;       /* per bucket: the dither of its cumulative count */
+  al_plan *tmpl;      /* configuration at (W_ref, K_ref), buckets at capacity, key statuses */
+  uint32_t *list;     /* planned positions grouped by bucket, ascending within one */
+  uint64_t *list_off; /* n_buckets + 1 */
+  run_perm *perm;     /* per bucket */
+  uint64_t *phi;      /* per bucket: the dither of its cumulative count */
   uint64_t pass_tokens, pass_samples, capacity;
   uint32_t steps;
 };
@@ -92,7 +92,8 @@ static double step_slots(const al_run *r, uint64_t T) {
   for (size_t b = 0; b < p->n_buckets; b++) {
     const plan_bucket *k = &p->buckets[b];
     if (k->samples)
-      slots += ceil((double)k->samples * L / steps / k->batch_size) * (k->sp_degree ? k->sp_degree : 1);
+      slots += ceil((double)k->samples * L / steps / k->batch_size) *
+               (k->sp_degree ? k->sp_degree : 1);
   }
   return slots / L;
 }
@@ -157,7 +158,8 @@ static uint32_t default_window(const al_plan *p) {
   uint64_t used = 0, per = (uint64_t)p->world * p->micro_per_step, w = AL_PLAN_DEFAULT_WINDOW;
   for (size_t b = 0; b < p->n_buckets; b++) used += p->buckets[b].samples != 0;
   uint64_t need = (10 * used + per - 1) / per;
-  if (need > w) w = (need + AL_PLAN_DEFAULT_WINDOW - 1) / AL_PLAN_DEFAULT_WINDOW * AL_PLAN_DEFAULT_WINDOW;
+  if (need > w)
+    w = (need + AL_PLAN_DEFAULT_WINDOW - 1) / AL_PLAN_DEFAULT_WINDOW * AL_PLAN_DEFAULT_WINDOW;
   return w > (1u << 20) ? 1u << 20 : (uint32_t)w;
 }
 
@@ -215,6 +217,8 @@ int al_run_open(al_run **out, const al_plan_input *in, const al_cost_model *cost
     rc = al_set_error(AL_EINVAL, "al_run_open: require_members needs the index");
   return rc ? rc : run_open_grid(out, &i, NULL, cost, &o);
 }
+
+al_plan *run_template(al_run *r) { return r->tmpl; }
 
 void al_run_free(al_run *r) {
   if (!r) return;
@@ -327,23 +331,6 @@ static void place(window_plan *w, size_t x, uint32_t s) {
 /* Batches in the given order, step after step: a step takes batches while the window's placed
  * tokens are below its cumulative quota and it has fewer than `cap` batches; what is left when
  * the last step is full goes where most quota is left. */
-static uint32_t most_quota_left(const window_plan *w, uint32_t cap);
-
-static void compose_in_order(window_plan *w, const uint32_t *order, size_t m, uint32_t cap) {
-  uint32_t s = 0;
-  uint64_t placed = 0;
-  for (size_t q = 0; q < m; q++) {
-    while (s + 1 < w->n_steps && (w->slots[s] >= cap || placed >= w->quota[s + 1])) s++;
-    placed += micro_tokens_of(&w->p, &w->p.micro[order[q]]);
-    /* The last step full: what is left goes where most of a step's quota is left. */
-    place(w, order[q], w->slots[s] >= cap ? most_quota_left(w, cap) : s);
-  }
-}
-
-/* Each batch in the given order (adaptive: costliest first) to the step with the most quota left
- * among those with room (ties: the least predicted cost so far, then the lower step): every step
- * holds its quota within one batch and, costliest first, a cross-section of the window's costs,
- * so the steps are level in cost and in tokens. */
 static uint32_t most_quota_left(const window_plan *w, uint32_t cap) {
   uint32_t best = UINT32_MAX;
   int64_t best_left = 0;
@@ -382,23 +369,102 @@ static void give_empty_steps(window_plan *w) {
   }
 }
 
+static int grow_step_of(window_plan *w) {
+  return grow_array((void **)&w->step_of, &w->cap_step_of, w->p.n_micro + 1, sizeof *w->step_of,
+                    "plan micro-batches");
+}
+
+static int cmp_split(const void *a, const void *b, void *ctx);
+static int cmp_u32_asc(const void *a, const void *b);
+
+/* The window's batches split in halves, in rounds (each splits the `need` best candidates: most
+ * samples, later batches on ties) until there are `want`; then one-sample padding repeats of the
+ * first batches' first samples. AL_ERANGE when the window already holds more than `want`. */
+static int split_window(window_plan *w, size_t want) {
+  al_plan *p = &w->p;
+  if (p->n_micro > want)
+    return al_set_error(AL_ERANGE,
+                        "steps %u..%u draw %zu batches, above their %zu micro-batches (W x K "
+                        "each): the step tokens %llu do not fit (lower --step-tokens or raise "
+                        "--micro-per-step)",
+                        w->s0, w->s0 + w->n_steps - 1, p->n_micro, want,
+                        (unsigned long long)p->step_tokens);
+  uint32_t *idx = malloc((want ? want : 1) * sizeof *idx);
+  if (!idx) return al_set_error(AL_ENOMEM, "plan: out of memory");
+  int rc = AL_OK;
+  while (!rc && p->n_micro < want) {
+    size_t n = p->n_micro, need = want - n, split = 0;
+    for (size_t i = 0; i < n; i++) idx[i] = (uint32_t)i;
+    qsort_r(idx, n, sizeof *idx, cmp_split, p->micro);
+    while (split < need && split < n && p->micro[idx[split]].n >= 2) split++;
+    if (!split) break;
+    qsort(idx, split, sizeof *idx, cmp_u32_asc);
+    for (size_t q = 0; q < split && !rc; q++) rc = plan_split_micro(p, idx[q]);
+  }
+  for (size_t q = 0; !rc && p->n_micro < want; q++) {
+    plan_micro like = p->micro[q];
+    rc = grow_array((void **)&p->mb, &p->cap_mb, p->n_mb + 1, sizeof *p->mb, "plan samples");
+    if (!rc) {
+      p->mb[p->n_mb++] = p->mb[like.first];
+      rc = plan_push_micro(p, p->n_mb - 1, 1, like.bucket, 1);
+    }
+  }
+  free(idx);
+  if (!rc)
+    rc = grow_array((void **)&w->step_of, &w->cap_step_of, p->n_micro + 1, sizeof *w->step_of,
+                    "plan micro-batches");
+  return rc;
+}
+
+/* Adaptive: the window's batches made exactly steps x W_ref x K_ref (split_window), sorted by
+ * predicted cost and cut into groups of W_ref neighbours (one level slot of a step); each group,
+ * costliest first, goes to the step with the most token quota left among those holding fewer
+ * than K_ref groups (ties: the least predicted cost). So every slot's ranks carry about the same
+ * cost, as in the epoch planner's windows, and at K_ref > 1 a step pairs costly groups of few
+ * tokens with cheap groups of many, which holds its tokens near T. */
+static int compose_groups(const al_run *r, window_plan *w) {
+  const al_plan *t = r->tmpl;
+  uint32_t W = t->world, K = t->micro_per_step;
+  int rc = split_window(w, (size_t)w->n_steps * W * K);
+  if (rc) return rc;
+  size_t m = w->p.n_micro, n_groups = (size_t)w->n_steps * K;
+  uint32_t *order = malloc((m ? m : 1) * sizeof *order);
+  uint32_t *groups_in = calloc(w->n_steps, sizeof *groups_in);
+  if (!order || !groups_in) {
+    free(order), free(groups_in);
+    return al_set_error(AL_ENOMEM, "plan: out of memory");
+  }
+  for (size_t i = 0; i < m; i++) order[i] = (uint32_t)i;
+  qsort_r(order, m, sizeof *order, plan_cmp_micro_cost, w->p.micro);
+  for (size_t g = 0; g < n_groups; g++) {
+    uint32_t best = UINT32_MAX;
+    int64_t best_left = 0;
+    for (uint32_t s = 0; s < w->n_steps; s++) {
+      if (groups_in[s] >= K) continue;
+      int64_t left = (int64_t)(w->quota[s + 1] - w->quota[s]) - (int64_t)w->tokens[s];
+      if (best == UINT32_MAX || left > best_left ||
+          (left == best_left && w->load[s] < w->load[best]))
+        best = s, best_left = left;
+    }
+    groups_in[best]++;
+    for (size_t q = g * W; q < (g + 1) * W; q++) place(w, order[q], best);
+  }
+  free(order);
+  free(groups_in);
+  return AL_OK;
+}
+
 /* Every batch of the window into one of its steps, at most W_ref x K_ref a step. */
 static int compose(const al_run *r, window_plan *w) {
   const al_plan *t = r->tmpl;
+  if (t->policy == AL_POLICY_ADAPTIVE) return compose_groups(r, w);
   size_t m = w->p.n_micro;
   uint32_t cap = t->world * t->micro_per_step;
   uint32_t *order = malloc((m ? m : 1) * sizeof *order);
   if (!order) return al_set_error(AL_ENOMEM, "plan: out of memory");
   for (size_t i = 0; i < m; i++) order[i] = (uint32_t)i;
-  if (t->policy == AL_POLICY_ADAPTIVE)
-    qsort_r(order, m, sizeof *order, plan_cmp_micro_cost, w->p.micro);
-  /* K_ref = 1 adaptive: neighbours by cost make a step (its ranks level); otherwise each batch
-   * to the step with the most quota left (adaptive: costliest first; the baselines in their
-   * batch order). */
-  if (t->policy == AL_POLICY_ADAPTIVE && t->micro_per_step == 1)
-    compose_in_order(w, order, m, cap);
-  else
-    compose_lpt(w, order, m, cap);
+  /* The baselines: each batch, in batch order, to the step with the most quota left. */
+  compose_lpt(w, order, m, cap);
   free(order);
   give_empty_steps(w);
   for (uint32_t s = 0; s < w->n_steps; s++)
@@ -411,12 +477,12 @@ static int compose(const al_run *r, window_plan *w) {
   return AL_OK;
 }
 
-static int grow_step_of(window_plan *w) {
-  return grow_array((void **)&w->step_of, &w->cap_step_of, w->p.n_micro + 1, sizeof *w->step_of,
-                    "plan micro-batches");
+/* Split candidates first: most samples, then later batches (the epoch planner's order). */
+static int cmp_u32_asc(const void *a, const void *b) {
+  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+  return (x > y) - (x < y);
 }
 
-/* Split candidates first: most samples, then later batches (the epoch planner's order). */
 static int cmp_split(const void *a, const void *b, void *ctx) {
   const plan_micro *mi = ctx;
   const plan_micro *x = &mi[*(const uint32_t *)a], *y = &mi[*(const uint32_t *)b];
@@ -543,14 +609,14 @@ static int plan_window(const al_run *r, uint32_t world, uint32_t s0, uint32_t n_
   int rc = draw_window(r, w, &items, &n);
   if (!rc) rc = plan_form_batches(&w->p, items, n);
   free(items);
-  if (!rc) rc = grow_array((void **)&w->step_of, &w->cap_step_of, w->p.n_micro + 1,
-                           sizeof *w->step_of, "plan micro-batches");
+  if (!rc)
+    rc = grow_array((void **)&w->step_of, &w->cap_step_of, w->p.n_micro + 1, sizeof *w->step_of,
+                    "plan micro-batches");
   if (rc) return rc;
   set_quotas(r, w);
   rc = compose(r, w);
   if (!rc) rc = shuffle_steps(r, w);
-  for (uint32_t s = 0; s < n_steps && !rc; s++)
-    rc = fill_step(w, s, world * w->p.micro_per_step);
+  for (uint32_t s = 0; s < n_steps && !rc; s++) rc = fill_step(w, s, world * w->p.micro_per_step);
   if (!rc) rc = lay_out(r, w);
   return rc;
 }
@@ -615,8 +681,7 @@ static int start_output(const al_run *r, uint32_t world, uint32_t first, uint32_
   p->slot[0] = 0;
   p->steps = 0;
   p->world = world;
-  p->micro_per_step =
-      (uint32_t)(((uint64_t)t->micro_per_step * t->world + world - 1) / world);
+  p->micro_per_step = (uint32_t)(((uint64_t)t->micro_per_step * t->world + world - 1) / world);
   p->micro_tokens = p->mem_tokens; /* the memory term of the capacity batch sizes */
   p->first_step = first;
   *out = p;
@@ -637,8 +702,9 @@ int al_run_plan_steps(const al_run *r, uint32_t world, uint32_t first, uint32_t 
                         world, (unsigned long long)k, (unsigned long long)(k * world),
                         AL_PLAN_MAX_STEP_MICRO);
   if (first >= end || end > r->steps)
-    return al_set_error(AL_ERANGE, "steps %u:%u: a run of %u steps plans [A, B) with 0 <= A < B <= %u",
-                        first, end, r->steps, r->steps);
+    return al_set_error(AL_ERANGE,
+                        "steps %u:%u: a run of %u steps plans [A, B) with 0 <= A < B <= %u", first,
+                        end, r->steps, r->steps);
   al_plan *p = NULL;
   int rc = start_output(r, world, first, end, &p);
   for (uint32_t s0 = window_start(r, first); s0 < end && !rc; s0 = window_end(r, s0)) {
@@ -655,7 +721,8 @@ int al_run_plan_steps(const al_run *r, uint32_t world, uint32_t first, uint32_t 
   }
   for (size_t x = 0; x < p->n_micro; x++)
     if (!p->micro[x].padded)
-      for (uint32_t k = 0; k < p->micro[x].n; k++) p->status[p->mb[p->micro[x].first + k]] = AL_KEY_PLANNED;
+      for (uint32_t k = 0; k < p->micro[x].n; k++)
+        p->status[p->mb[p->micro[x].first + k]] = AL_KEY_PLANNED;
   plan_stats(p);
   *out = p;
   return AL_OK;
