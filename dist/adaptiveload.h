@@ -27,6 +27,7 @@
 #include "planner/al_plan.h"
 #include "planner/al_plan_index.h"
 #include "planner/al_report.h"
+#include "planner/al_run.h"
 #include "stream/al_schedule.h"
 #include "stream/al_stream.h"
 
