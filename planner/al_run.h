@@ -11,14 +11,20 @@
  *     floor(n f + phi) of them (phi a keyed dither), so every stretch of steps holds every
  *     bucket's share of the corpus within one sample, and every sample is drawn exactly once in
  *     the pass whatever steps are planned.
- *   * A window (`window` steps, the balancing unit) draws its stretch [f(s0), f(s1)), shuffles it
- *     and forms batches per bucket at the capacity batch size (the dual constraint with M_mem,
- *     not T / (W K), so batches do not depend on the world size); the batches are composed into
- *     the window's steps by cumulative token quotas (each step holds T within one batch, the
- *     window's total exactly what it drew), at most W_ref x K_ref a step; then, at the world the
- *     steps are asked for, each step's batches are split in halves (most samples first) until it
- *     has exactly W x K micro-batches, K = ceil(K_ref W_ref / W), and laid out over the ranks as
- *     the epoch planner lays out a step (levelled by predicted cost; rank orders shuffled).
+ *   * A window (`window` steps, the balancing unit; more where a small W x K meets many buckets)
+ *     draws its stretch [f(s0), f(s1)), shuffles it and forms batches per bucket at the capacity
+ *     batch size (the dual constraint with M_mem, not T / (W K), so batches do not depend on the
+ *     world size). Adaptive: the batches are split in halves (most samples first) until they are
+ *     exactly steps x W_ref x K_ref, sorted by predicted cost and cut into groups of W_ref
+ *     neighbours (one level slot); each group, costliest first, goes to the step with the most
+ *     token quota left that holds fewer than K_ref groups. The baselines: each batch in batch order
+ *     to the step with the most quota left. At the world the steps are asked for, each step's
+ *     batches are split further until it has exactly W x K micro-batches, K = ceil(K_ref W_ref /
+ *     W), and laid out over the ranks as the epoch planner lays out a step (levelled by predicted
+ *     cost; rank orders shuffled).
+ *   * Every step holds P / round(P / T) tokens as its target; adaptive K > 1 steps come within a
+ *     group's spread of it, the baselines within one batch; adaptive K = 1 steps are one group of
+ *     neighbours by cost each (level ranks), so their tokens vary as the epoch planner's do.
  *
  * So a step's samples depend on (corpus, cost model, options, seed, epoch, step) and never on the
  * world it is laid out at, nothing carries from one window to the next, planning steps [A, B)
