@@ -112,7 +112,7 @@ lib_srcs() { # PACKAGE NAME...
 mapfile -t COMMON < <(lib_srcs common '*')
 mapfile -t PROTO < <(lib_srcs proto schema pbio)
 mapfile -t LOADER < <(lib_srcs loader loader; lib_srcs storage storage)
-mapfile -t PLANNER < <(lib_srcs planner planner)
+mapfile -t PLANNER < <(lib_srcs planner planner run_draw)
 for f in "${COMMON[@]}" "${PROTO[@]}" "${LOADER[@]}" "${PLANNER[@]}"; do
   [ -f "$f" ] || { echo "fuzz: $f (named in a BUILD file) is missing" >&2; exit 1; }
 done
