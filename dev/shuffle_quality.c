@@ -148,8 +148,9 @@ static double pair_retention(const epoch_view *a, const epoch_view *b, size_t n)
 
 int main(int argc, char **argv) {
   if (argc < 2 || argv[1][0] == '-') {
-    fprintf(stderr, "usage: shuffle_quality INDEX --world W [--micro-per-step K] [--seed S] "
-                    "[--tmp DIR]\n");
+    fprintf(stderr,
+            "usage: shuffle_quality INDEX --world W [--micro-per-step K] [--seed S] "
+            "[--tmp DIR]\n");
     return 2;
   }
   al_plan_options o = AL_PLAN_OPTIONS_INIT;
@@ -160,10 +161,14 @@ int main(int argc, char **argv) {
       fprintf(stderr, "shuffle_quality: bad value for %s: '%s'\n", argv[i], argv[i + 1]);
       return 2;
     }
-    if (!strcmp(argv[i], "--world")) o.world = (uint32_t)v;
-    else if (!strcmp(argv[i], "--micro-per-step")) o.micro_per_step = (uint32_t)v;
-    else if (!strcmp(argv[i], "--seed")) o.seed = v;
-    else if (!strcmp(argv[i], "--tmp")) tmp = argv[i + 1];
+    if (!strcmp(argv[i], "--world"))
+      o.world = (uint32_t)v;
+    else if (!strcmp(argv[i], "--micro-per-step"))
+      o.micro_per_step = (uint32_t)v;
+    else if (!strcmp(argv[i], "--seed"))
+      o.seed = v;
+    else if (!strcmp(argv[i], "--tmp"))
+      tmp = argv[i + 1];
     else {
       fprintf(stderr, "shuffle_quality: unknown option %s\n", argv[i]);
       return 2;
@@ -194,15 +199,16 @@ int main(int argc, char **argv) {
       remove(path);
     }
     double nps = e[0].samples_per_step;
-    printf("{\"planner\": \"%s\", \"samples\": %zu, \"shards\": %zu, \"steps\": %u, "
-           "\"samples_per_step\": %.1f, \"shards_per_step\": %.1f, \"shards_per_step_uniform\": "
-           "%.1f, \"longest_shard_run_max\": %llu, \"longest_shard_run_mean\": %.2f, "
-           "\"step_correlation_epochs\": %.4f, \"pair_retention\": %.5f, "
-           "\"pair_retention_independent\": %.5f}\n",
-           chunked ? "chunked" : "epoch", n, S, e[0].steps, nps, e[0].shards_per_step,
-           S * (1 - pow(1 - 1.0 / S, nps)), (unsigned long long)e[0].longest_run_max,
-           e[0].longest_run_mean, step_correlation(&e[0], &e[1], n),
-           pair_retention(&e[0], &e[1], n), 1.0 / e[1].steps);
+    printf(
+        "{\"planner\": \"%s\", \"samples\": %zu, \"shards\": %zu, \"steps\": %u, "
+        "\"samples_per_step\": %.1f, \"shards_per_step\": %.1f, \"shards_per_step_uniform\": "
+        "%.1f, \"longest_shard_run_max\": %llu, \"longest_shard_run_mean\": %.2f, "
+        "\"step_correlation_epochs\": %.4f, \"pair_retention\": %.5f, "
+        "\"pair_retention_independent\": %.5f}\n",
+        chunked ? "chunked" : "epoch", n, S, e[0].steps, nps, e[0].shards_per_step,
+        S * (1 - pow(1 - 1.0 / S, nps)), (unsigned long long)e[0].longest_run_max,
+        e[0].longest_run_mean, step_correlation(&e[0], &e[1], n), pair_retention(&e[0], &e[1], n),
+        1.0 / e[1].steps);
     free(e[0].step_of), free(e[1].step_of);
   }
   free(shard_of);

@@ -36,6 +36,15 @@ AL_API int al_plan_build_index(al_plan **out, const al_index *idx, const al_cost
 AL_API int al_run_open_index(al_run **out, const al_index *idx, const al_cost_model *cost,
                              const al_plan_options *opts);
 
+/* A chunked run of the index opened with opts (world and micro_per_step the reference W and
+ * K), its steps [first, end) planned at `world` ranks (0: opts->world; end 0: the pass's last
+ * step) and saved to out_path with the index's keys, as `adaptiveload plan --planner chunked
+ * [--steps A:B]` writes them. cost_path / buckets_path NULL: the embedded cost model, the
+ * default bucket table. */
+AL_API int al_run_index_write(const al_index *idx, const char *cost_path, const char *buckets_path,
+                              const al_plan_options *opts, uint32_t world, uint32_t first,
+                              uint32_t end, const char *out_path);
+
 AL_API const char *al_plan_index_key(void *index, uint64_t i);
 
 /* For callers without the C structs (Python's ctypes): loads the cost model
