@@ -19,6 +19,7 @@
 
 typedef struct plan_args {
   const char *index, *cost, *out, *buckets, *resume;
+  const char *map, *save_map; /* --map (plan from an index map), --save-map (write one) */
   int json;
   uint64_t at_step;    /* UINT64_MAX: not given */
   double mem_capacity; /* 0: not given */
@@ -185,6 +186,14 @@ static const cli_option OPTIONS[] = {
              "steps at once, the same samples a step at every world size,\n"
              "T held per step at K > 1 (no --sp-degrees above 1 yet)",
      .def = "epoch"},
+    {.name = "--map", .type = CLI_STRING, CLI_AT(plan_args, map), .metavar = "MAP",
+     .help = "chunked: plan from an index map (--save-map) instead of\n"
+             "--index: the map is read mapped, never loaded; the manifest's\n"
+             "keys are empty (the stream takes it with the index)"},
+    {.name = "--save-map", .type = CLI_STRING, CLI_AT(plan_args, save_map), .metavar = "MAP",
+     .help = "write the index map of --index (its samples' shapes and\n"
+             "latent grids as classes with their positions) to MAP and\n"
+             "exit"},
     {.name = "--steps", .type = CLI_CUSTOM, .parse = parse_steps, .metavar = "A:B",
      .help = "chunked: plan and write only steps [A, B), step for step\n"
              "what the full chunked plan holds there (implies --planner\n"
@@ -281,10 +290,18 @@ static int refuse_for_resume(int argc, char **argv) {
 /* The options a run needs and the ones --resume-from excludes: AL_EXIT_USAGE with a
  * message, or CLI_RUN. */
 static int check_args(const plan_args *a, int argc, char **argv) {
+  if (a->save_map)
+    return a->index ? CLI_RUN : cli_usage(&PLAN, CLI_SAY_PAGE, "--save-map needs --index INDEX");
+  if (a->map && (a->index || a->resume)) {
+    fprintf(stderr,
+            "adaptiveload plan: --map plans from the index map alone; --index and "
+            "--resume-from do not apply\n");
+    return AL_EXIT_USAGE;
+  }
   const char *missing = !a->out ? "-o MANIFEST" : !a->o.world ? "--world W" : NULL;
   if (!missing && a->resume && a->at_step == UINT64_MAX)
     missing = "--at-step K (with --resume-from)";
-  if (!missing && !a->resume && !a->index) missing = "--index INDEX";
+  if (!missing && !a->resume && !a->index && !a->map) missing = "--index INDEX";
   if (missing) return cli_usage(&PLAN, CLI_SAY_PAGE, "%s is required", missing);
   const al_plan_options *o = &a->o;
   if (a->resume && o->n_require_members) {
@@ -293,7 +310,7 @@ static int check_args(const plan_args *a, int argc, char **argv) {
             "out stay out); --require-members does not apply\n");
     return AL_EXIT_USAGE;
   }
-  if (a->chunked && (a->resume || o->start_step)) {
+  if ((a->chunked || a->map) && (a->resume || o->start_step)) {
     fprintf(stderr,
             "adaptiveload plan: --planner chunked plans any steps itself (--steps A:B); "
             "--resume-from and --start-step do not apply\n");
@@ -401,11 +418,13 @@ static int load_inputs(const plan_args *a, al_cost_model *cost, al_bucket_table 
   return rc ? -1 : 0;
 }
 
-/* --planner chunked: the run of the index, then its steps [A, B) (every step by default). */
+/* --planner chunked: the run of the index (or of --map), then its steps [A, B) (every step by
+ * default). */
 static int plan_chunked(const plan_args *a, plan_run *r, const al_cost_model *cost,
                         const al_plan_options *o) {
   al_run *run = NULL;
-  int rc = al_run_open_index(&run, r->idx, cost, o);
+  int rc = a->map ? al_run_open_map(&run, a->map, cost, o)
+                  : al_run_open_index(&run, r->idx, cost, o);
   al_run_info ri = AL_RUN_INFO_INIT;
   if (!rc) rc = al_run_get_info(run, &ri);
   uint32_t first = a->steps_b ? a->steps_a : 0, end = a->steps_b ? a->steps_b : ri.steps;
@@ -429,18 +448,18 @@ static int plan_index(const plan_args *a, plan_run *r) {
   al_bucket_table *table = NULL;
   int rc = load_inputs(a, &cost, &table, &o);
   if (rc == AL_EXIT_USAGE) return rc;
-  if (!rc) rc = al_index_load(&r->idx, a->index);
+  if (!rc && !a->map) rc = al_index_load(&r->idx, a->index);
   double t_load = clock_now_s();
   if (!rc) {
-    rc = a->chunked ? plan_chunked(a, r, &cost, &o)
-                    : al_plan_build_index(&r->plan, r->idx, &cost, &o);
-    if (rc) al_error_prefix(rc, "%s", a->index);
+    rc = a->chunked || a->map ? plan_chunked(a, r, &cost, &o)
+                              : al_plan_build_index(&r->plan, r->idx, &cost, &o);
+    if (rc) al_error_prefix(rc, "%s", a->map ? a->map : a->index);
   }
   al_bucket_table_free(table);
   double t_plan = clock_now_s();
   if (!rc) report_rejects(r->plan, r->idx);
-  if (!rc) report_lacking(&o, r->idx);
-  if (!rc) rc = al_plan_save(r->plan, a->out, al_plan_index_key, r->idx);
+  if (!rc && r->idx) report_lacking(&o, r->idx);
+  if (!rc) rc = al_plan_save(r->plan, a->out, r->idx ? al_plan_index_key : NULL, r->idx);
   if (!rc && !a->json)
     fprintf(stderr, "plan: index %.2f s, plan %.2f s, write %.2f s\n", t_load - t0, t_plan - t_load,
             clock_now_s() - t_plan);
@@ -512,6 +531,18 @@ static int print_summary(const plan_args *a, const plan_run *r) {
   return rc;
 }
 
+/* --save-map: the index map of --index, written to MAP. */
+static int save_map(const plan_args *a) {
+  al_index *idx = NULL;
+  int rc = al_index_load(&idx, a->index);
+  if (!rc) rc = al_run_map_write_index(idx, a->save_map);
+  if (!rc)
+    fprintf(stderr, "plan: wrote the index map %s (%zu samples)\n", a->save_map,
+            al_index_sample_count(idx));
+  al_index_free(idx);
+  return rc ? cli_fail("plan") : AL_EXIT_OK;
+}
+
 int cli_cmd_plan(int argc, char **argv) {
   plan_args a;
   memset(&a, 0, sizeof a);
@@ -520,6 +551,7 @@ int cli_cmd_plan(int argc, char **argv) {
   int ec = cli_parse(&PLAN, argc, argv, &a);
   if (ec == CLI_RUN) ec = check_args(&a, argc, argv);
   if (ec != CLI_RUN) return ec;
+  if (a.save_map) return save_map(&a);
   plan_run r = {NULL, NULL, NULL};
   int rc = a.resume ? replan(&a, &r) : plan_index(&a, &r);
   if (!rc) rc = print_summary(&a, &r) ? -1 : 0;

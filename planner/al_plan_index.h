@@ -45,6 +45,10 @@ AL_API int al_run_index_write(const al_index *idx, const char *cost_path, const 
                               const al_plan_options *opts, uint32_t world, uint32_t first,
                               uint32_t end, const char *out_path);
 
+/* Writes the index map of the index (planner/al_run.h: its samples' shapes and latent grids as
+ * classes with their position lists) to path, for al_run_open_map and `plan --map`. */
+AL_API int al_run_map_write_index(const al_index *idx, const char *path);
+
 AL_API const char *al_plan_index_key(void *index, uint64_t i);
 
 /* For callers without the C structs (Python's ctypes): loads the cost model

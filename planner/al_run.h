@@ -94,6 +94,21 @@ AL_API int al_run_plan_steps(const al_run *run, uint32_t world, uint32_t first, 
 
 AL_API void al_run_free(al_run *run);
 
+/* The index map: what a run needs of an index (each sample's shape and latent grid, as classes
+ * of equal ones with their lists of positions), in a flat file that al_run_open_map maps
+ * read-only (the ranks of a node share it in the page cache; none of it is a rank's anonymous
+ * memory). al_run_map_write writes the map of `in` (al_run_map_write_index, al_plan_index.h, that
+ * of an index, with its grids); AL_ERANGE past 2^32 - 1 samples. */
+AL_API int al_run_map_write(const al_plan_input *in, const char *path);
+
+/* Opens a run as al_run_open does, from an index map: the same steps, byte for byte, as a run of
+ * the same samples opened from arrays or the index. The map is checked on open (every position
+ * exactly once; AL_EFORMAT naming the file otherwise). require_members needs the index
+ * (AL_EINVAL). Plans saved from such a run have empty keys in their key table (al_plan_save
+ * with no key function; the stream accepts them for the index the map was made from). */
+AL_API int al_run_open_map(al_run **out, const char *path, const al_cost_model *cost,
+                           const al_plan_options *opts);
+
 #ifdef __cplusplus
 }
 #endif

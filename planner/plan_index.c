@@ -123,8 +123,7 @@ int al_run_open_index(al_run **out, const al_index *idx, const al_cost_model *co
   al_latent_grid *grid = NULL;
   uint8_t *excl = NULL;
   rc = index_input(idx, &local, &in, &shape, &grid, &excl);
-  if (!rc) rc = run_open_grid(out, &in, grid, cost, &local);
-  if (!rc && excl) plan_mark_no_member(run_template(*out), excl, in.n);
+  if (!rc) rc = run_open_grid(out, &in, grid, excl, cost, &local);
   free(shape);
   free(grid);
   free(excl);
@@ -186,5 +185,23 @@ int al_run_index_write(const al_index *idx, const char *cost_path, const char *b
   al_plan_free(plan);
   al_run_free(run);
   al_bucket_table_free(table);
+  return rc;
+}
+
+int al_run_map_write_index(const al_index *idx, const char *path) {
+  if (!idx || !path) return al_set_error(AL_EINVAL, "al_run_map_write_index: NULL argument");
+  al_plan_options none = AL_PLAN_OPTIONS_INIT;
+  al_plan_input in;
+  uint32_t *shape = NULL;
+  al_latent_grid *grid = NULL;
+  uint8_t *excl = NULL;
+  run_map *m = NULL;
+  int rc = index_input(idx, &none, &in, &shape, &grid, &excl);
+  if (!rc) rc = run_map_build(&m, &in, grid, NULL);
+  if (!rc) rc = run_map_save(m, path);
+  run_map_close(m);
+  free(shape);
+  free(grid);
+  free(excl);
   return rc;
 }

@@ -1,8 +1,10 @@
 /* run.c - a chunked plan (al_run.h): the pass's arithmetic, and one window planned on its own.
  *
- * Memory: the run holds 4 bytes a planned sample (the bucket lists), 1 byte an input position
- * (its key status, for the key table of a full plan) and per bucket its bijection and dither;
- * planning a window holds that window's samples and batches only. */
+ * Memory: opened from arrays, the run holds 4 bytes a planned sample (the bucket lists) and 1
+ * byte an input position (its key status); opened from an index map (run_map.c), the lists are
+ * the map's, read-only and shared in the page cache, and the run holds per class and per bucket
+ * only. Planning a window holds that window's samples and batches; a plan of steps holds their
+ * micro-batches and 1 byte an input position (the key table it is saved with). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,15 +22,18 @@
 #define RUN_DEFAULT_T_SHARE 0.85
 #define RUN_MAX_T_SHARE 0.97
 
-struct al_run {
-  al_plan *tmpl;      /* configuration at (W_ref, K_ref), buckets at capacity, key statuses */
-  uint32_t *list;     /* planned positions grouped by bucket, ascending within one */
-  uint64_t *list_off; /* n_buckets + 1 */
-  run_perm *perm;     /* per bucket */
-  uint64_t *phi;      /* per bucket: the dither of its cumulative count */
-  uint64_t pass_tokens, pass_samples, capacity;
-  uint32_t steps;
-};
+/* Sample j (< bucket_n[b]) of bucket b: its class by a search of the bucket's few classes. */
+static uint32_t bucket_sample(const al_run *r, size_t b, uint64_t j) {
+  uint64_t lo = r->cls_first[b], hi = r->cls_first[b + 1];
+  while (hi - lo > 1) {
+    uint64_t mid = lo + (hi - lo) / 2;
+    if (r->cls_cum[mid] <= j)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  return r->cls[lo].list[j - r->cls_cum[lo]];
+}
 
 /* Progress at the end of step s: every step takes 1 / steps of the pass (steps = round(P / T),
  * so each holds P / steps tokens, within half a step's worth of T over the pass). */
@@ -51,33 +56,27 @@ static uint32_t window_end(const al_run *r, uint32_t s0) {
   return r->steps - s0 < 2 * win ? r->steps : s0 + win;
 }
 
-/* Groups the planned samples by bucket: list_off from the buckets' counts, then a stable pass. */
-static int make_lists(al_run *r, const uint64_t *items, size_t n) {
-  size_t nb = r->tmpl->n_buckets;
-  r->list = grow_big_block(n ? n : 1, sizeof *r->list);
-  r->list_off = calloc(nb + 1, sizeof *r->list_off);
+int run_index_classes(al_run *r) {
+  const al_plan *p = r->tmpl;
+  size_t nb = p->n_buckets;
+  r->bucket_n = calloc(nb ? nb : 1, sizeof *r->bucket_n);
   r->perm = calloc(nb ? nb : 1, sizeof *r->perm);
   r->phi = calloc(nb ? nb : 1, sizeof *r->phi);
-  uint64_t *fill = calloc(nb ? nb : 1, sizeof *fill);
-  int rc = r->list && r->list_off && r->perm && r->phi && fill
-               ? AL_OK
-               : al_set_error(AL_ENOMEM, "plan: out of memory for %zu samples", n);
-  for (size_t b = 0; b < nb && !rc; b++)
-    r->list_off[b + 1] = r->list_off[b] + r->tmpl->buckets[b].samples;
-  for (size_t i = 0; i < n && !rc; i++) {
-    uint32_t b = (uint32_t)(items[i] >> 32);
-    r->list[r->list_off[b] + fill[b]++] = (uint32_t)items[i];
-  }
-  const al_plan *p = r->tmpl;
-  for (size_t b = 0; b < nb && !rc; b++) {
-    uint64_t nk = r->list_off[b + 1] - r->list_off[b];
+  r->cls_cum = calloc(r->n_cls ? r->n_cls : 1, sizeof *r->cls_cum);
+  if (!r->bucket_n || !r->perm || !r->phi || !r->cls_cum)
+    return al_set_error(AL_ENOMEM, "plan: out of memory");
+  for (size_t b = 0; b < nb; b++) {
+    for (uint64_t c = r->cls_first[b]; c < r->cls_first[b + 1]; c++) {
+      r->cls_cum[c] = r->bucket_n[b];
+      r->bucket_n[b] += r->cls[c].n;
+    }
+    uint64_t nk = r->bucket_n[b];
     run_perm_init(&r->perm[b], nk, run_key(p->seed, p->epoch, 0, 0, b, RUN_KEY_PERM));
     r->phi[b] = run_dither(run_key(p->seed, p->epoch, 0, 0, b, RUN_KEY_DITHER));
     r->pass_tokens += nk * p->buckets[b].tokens;
     r->pass_samples += nk;
   }
-  free(fill);
-  return rc;
+  return AL_OK;
 }
 
 /* Rank-slots a step of T tokens is expected to take: the pass cut into round(P / T) steps, a
@@ -163,7 +162,7 @@ static uint32_t default_window(const al_plan *p) {
   return w > (1u << 20) ? 1u << 20 : (uint32_t)w;
 }
 
-static int check_run_options(const al_plan_options *o) {
+int run_check_options(const al_plan_options *o) {
   for (size_t i = 0; i < o->n_sp_degrees; i++)
     if (o->sp_degrees && o->sp_degrees[i] > 1)
       return al_set_error(AL_EINVAL,
@@ -176,33 +175,17 @@ static int check_run_options(const al_plan_options *o) {
   return AL_OK;
 }
 
+int run_finish(al_run *r, const al_plan_options *o) {
+  if (!o->window) r->tmpl->window = default_window(r->tmpl);
+  return resolve_tokens(r, o->step_tokens);
+}
+
 int run_open_grid(al_run **out, const al_plan_input *in, const al_latent_grid *grid,
-                  const al_cost_model *cost, const al_plan_options *o) {
-  int rc = check_run_options(o);
-  if (rc) return rc;
-  al_run *r = calloc(1, sizeof *r);
-  if (!r || !(r->tmpl = plan_alloc())) {
-    free(r);
-    return al_set_error(AL_ENOMEM, "plan: out of memory");
-  }
-  uint64_t *items = NULL;
-  size_t n = 0;
-  rc = plan_prepare(r->tmpl, in, grid, cost, o, &items, &n);
-  if (!rc) {
-    /* Capacity batches: the memory term at M_mem, whatever T is. */
-    r->tmpl->micro_tokens = r->tmpl->mem_tokens;
-    plan_size_buckets(r->tmpl);
-    rc = make_lists(r, items, n);
-  }
-  free(items);
-  if (!rc && !o->window) r->tmpl->window = default_window(r->tmpl);
-  if (!rc) rc = resolve_tokens(r, o->step_tokens);
-  if (rc) {
-    al_run_free(r);
-    return rc;
-  }
-  *out = r;
-  return AL_OK;
+                  const uint8_t *excl, const al_cost_model *cost, const al_plan_options *o) {
+  run_map *m = NULL;
+  int rc = run_check_options(o);
+  if (!rc) rc = run_map_build(&m, in, grid, excl);
+  return rc ? rc : run_open_classes(out, m, cost, o);
 }
 
 int al_run_open(al_run **out, const al_plan_input *in, const al_cost_model *cost,
@@ -215,16 +198,18 @@ int al_run_open(al_run **out, const al_plan_input *in, const al_cost_model *cost
   if (!rc) rc = struct_in(&i, sizeof i, AL_PLAN_INPUT_V1, in, "al_run_open", "al_plan_input");
   if (!rc && o.n_require_members)
     rc = al_set_error(AL_EINVAL, "al_run_open: require_members needs the index");
-  return rc ? rc : run_open_grid(out, &i, NULL, cost, &o);
+  return rc ? rc : run_open_grid(out, &i, NULL, NULL, cost, &o);
 }
-
-al_plan *run_template(al_run *r) { return r->tmpl; }
 
 void al_run_free(al_run *r) {
   if (!r) return;
   al_plan_free(r->tmpl);
-  free(r->list);
-  free(r->list_off);
+  free(r->cls);
+  free(r->cls_first);
+  free(r->cls_cum);
+  free(r->bucket_n);
+  free(r->rejected);
+  run_map_close(r->map);
   free(r->perm);
   free(r->phi);
   free(r);
@@ -281,17 +266,17 @@ static int draw_window(const al_run *r, window_plan *w, uint64_t **items_out, si
   uint64_t f0 = progress(r, w->s0), f1 = progress(r, (uint64_t)w->s0 + w->n_steps);
   size_t n = 0;
   for (size_t b = 0; b < t->n_buckets; b++) {
-    uint64_t nk = r->list_off[b + 1] - r->list_off[b];
+    uint64_t nk = r->bucket_n[b];
     n += run_cum(nk, f1, r->phi[b]) - run_cum(nk, f0, r->phi[b]);
   }
   uint64_t *items = malloc((n ? n : 1) * sizeof *items);
   if (!items) return al_set_error(AL_ENOMEM, "plan: out of memory for a window of %zu samples", n);
   size_t x = 0;
   for (size_t b = 0; b < t->n_buckets; b++) {
-    uint64_t nk = r->list_off[b + 1] - r->list_off[b];
+    uint64_t nk = r->bucket_n[b];
     uint64_t j1 = run_cum(nk, f1, r->phi[b]);
     for (uint64_t j = run_cum(nk, f0, r->phi[b]); j < j1; j++)
-      items[x++] = (uint64_t)b << 32 | r->list[r->list_off[b] + run_perm_at(&r->perm[b], j)];
+      items[x++] = (uint64_t)b << 32 | bucket_sample(r, b, run_perm_at(&r->perm[b], j));
   }
   plan_rng rng;
   plan_rng_seed(&rng, t->seed, t->epoch, (uint64_t)w->s0 << 32);
@@ -671,8 +656,16 @@ static int start_output(const al_run *r, uint32_t world, uint32_t first, uint32_
   uint64_t *slot = p->slot;
   *p = *t;
   p->buckets = memcpy(buckets, t->buckets, t->n_buckets * sizeof *buckets);
-  /* A slice's key table marks what its steps plan (below) and the rest of the pass elsewhere. */
-  p->status = memcpy(status, t->status, t->index_samples);
+  /* A slice's key table marks what its steps plan (below) and the rest of the pass elsewhere;
+   * from a map, the rejected classes' samples by their reasons. */
+  if (t->status) {
+    p->status = memcpy(status, t->status, t->index_samples);
+  } else {
+    p->status = memset(status, AL_KEY_PLANNED, t->index_samples);
+    for (size_t c = 0; c < r->n_rejected; c++)
+      for (uint64_t k = 0; k < r->rejected[c].n; k++)
+        status[r->rejected[c].list[k]] = (uint8_t)r->rejected[c].reason;
+  }
   if (!full)
     for (uint64_t i = 0; i < t->index_samples; i++)
       if (status[i] == AL_KEY_PLANNED) status[i] = AL_KEY_ELSEWHERE;

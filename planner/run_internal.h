@@ -1,16 +1,76 @@
-/* run_internal.h - opening a chunked run (al_run.h) with what only an index knows: the samples'
- * latent grids (NULL: none) and the required members (options already checked and copied).
- * plan_index.c calls it for al_run_open_index; al_run_open for plain arrays. */
+/* run_internal.h - the layout of a chunked run (al_run.h), shared by run.c (opening from arrays,
+ * planning steps) and run_map.c (opening from an index map); and run_open_grid, the open with
+ * what only an index knows (latent grids, required members), for plan_index.c. Planner-private. */
 #ifndef AL_RUN_INTERNAL_H
 #define AL_RUN_INTERNAL_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 #include "planner/al_run.h"
+#include "planner/plan_internal.h"
+#include "planner/run_draw_internal.h"
 
+/* A class: samples the planner cannot tell apart (one shape and grid), as a list of input
+ * positions; reason: why no bucket takes them (0 for a planned class). */
+typedef struct run_class {
+  const uint32_t *list;
+  uint64_t n;
+  uint32_t reason;
+} run_class;
+
+typedef struct run_map run_map;
+
+/* A bucket's samples are the concatenation of its classes' lists (the index map's classes, in
+ * class order; a map built in memory when the run is opened from arrays or an index). */
+struct al_run {
+  al_plan *tmpl;  /* configuration at (W_ref, K_ref), buckets at capacity, key statuses
+                     (NULL from a map: made per plan from the classes) */
+  uint32_t *own;  /* opened from arrays: planned positions grouped by bucket */
+  run_class *cls; /* the classes, grouped by bucket */
+  size_t n_cls;
+  uint64_t *cls_first; /* n_buckets + 1: bucket b's classes are cls[cls_first[b] .. [b + 1]) */
+  uint64_t *cls_cum;   /* per class: samples of its bucket's classes before it */
+  uint64_t *bucket_n;  /* per bucket: its samples */
+  run_class *rejected; /* from a map: the classes no bucket takes, with their reasons */
+  size_t n_rejected;
+  run_map *map;
+  run_perm *perm; /* per bucket */
+  uint64_t *phi;  /* per bucket: the dither of its cumulative count */
+  uint64_t pass_tokens, pass_samples, capacity;
+  uint32_t steps;
+};
+
+/* run_map.c: unmaps an index map (NULL is a no-op). */
+void run_map_close(run_map *m);
+
+/* run_map.c: the index map of `in` in memory: its latent grids (NULL: none) and the positions
+ * lacking a required member (excl; NULL: none), which form a class no bucket plans. */
+int run_map_build(run_map **out, const al_plan_input *in, const al_latent_grid *grid,
+                  const uint8_t *excl);
+
+/* run_map.c: writes a map (built or mapped) to path, atomically. */
+int run_map_save(const run_map *m, const char *path);
+
+/* run_map.c: opens a run from a map, which the run then owns (closed with it, or here on an
+ * error). */
+int run_open_classes(al_run **out, run_map *map, const al_cost_model *cost,
+                     const al_plan_options *o);
+
+/* run.c: what a run does not plan (SP degrees above 1, last-step drop): AL_EINVAL naming it. */
+int run_check_options(const al_plan_options *o);
+
+/* run.c: the window (the default where opts leave it 0) and T from the buckets' counts, checked
+ * (al_run_open's refusals). */
+int run_finish(al_run *r, const al_plan_options *o);
+
+/* run.c: with r->cls, r->n_cls and r->cls_first set (classes grouped by bucket), the per-bucket
+ * counts, keyed orders and dithers, and the pass's tokens and samples. AL_OK or AL_ENOMEM. */
+int run_index_classes(al_run *r);
+
+/* run.c: a run of `in` (its grids and the positions lacking a required member as
+ * run_map_build takes them), options already copied. */
 int run_open_grid(al_run **out, const al_plan_input *in, const al_latent_grid *grid,
-                  const al_cost_model *cost, const al_plan_options *o);
-
-/* The run's template plan: its key statuses may be relabelled (plan_mark_no_member) before the
- * first al_run_plan_steps, never after. */
-al_plan *run_template(al_run *r);
+                  const uint8_t *excl, const al_cost_model *cost, const al_plan_options *o);
 
 #endif /* AL_RUN_INTERNAL_H */

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <set>
 #include <string>
 #include <vector>
@@ -218,6 +219,50 @@ TEST(ChunkedRun, SameInputsSamePlan) {
   al_plan_free(p);
   EXPECT_NE(StepRecord(m, 0, 4), first[0]);
   al_manifest_free(m);
+}
+
+// A run opened from its index map plans the same steps as one opened from the arrays; a damaged
+// map is refused naming the file.
+TEST(ChunkedRun, IndexMapPlansTheSameSteps) {
+  Shapes s = altest::MakeShapes(5000, 4);
+  al_cost_model c = DefaultCost();
+  al_plan_input in = s.Input();
+  al_plan_options o = Options(8, 2);
+  std::string map = altest::TmpPath("run.map");
+  ASSERT_EQ(al_run_map_write(&in, map.c_str()), AL_OK) << al_last_error();
+  RunHandle a, b;
+  ASSERT_EQ(al_run_open(&a.r, &in, &c, &o), AL_OK) << al_last_error();
+  ASSERT_EQ(al_run_open_map(&b.r, map.c_str(), &c, &o), AL_OK) << al_last_error();
+  al_run_info ia = RunInfo(a.r), ib = RunInfo(b.r);
+  ASSERT_EQ(ia.steps, ib.steps);
+  EXPECT_EQ(ia.pass_tokens, ib.pass_tokens);
+  for (auto [x, y] : std::vector<std::pair<uint32_t, uint32_t>>{{0, ia.steps}, {3, 5}}) {
+    al_plan *pa = nullptr, *pb = nullptr;
+    ASSERT_EQ(al_run_plan_steps(a.r, 8, x, y, &pa), AL_OK) << al_last_error();
+    ASSERT_EQ(al_run_plan_steps(b.r, 8, x, y, &pb), AL_OK) << al_last_error();
+    al_manifest *ma = SaveLoad(pa, s, "run_arrays.alm"), *mb = SaveLoad(pb, s, "run_map.alm");
+    al_plan_free(pa);
+    al_plan_free(pb);
+    ASSERT_NE(ma, nullptr);
+    ASSERT_NE(mb, nullptr);
+    for (uint32_t st = x; st < y; st++)
+      ASSERT_EQ(StepRecord(ma, st, 8), StepRecord(mb, st, 8)) << st;
+    al_manifest_free(ma);
+    al_manifest_free(mb);
+  }
+  // Damaged: truncated, a position twice, another magic.
+  std::string bytes = altest::ReadFile(map);
+  std::string bad = altest::TmpPath("bad.map");
+  for (int k = 0; k < 3; k++) {
+    std::string b2 = bytes;
+    if (k == 0) b2.resize(b2.size() - 4);
+    if (k == 1) memcpy(&b2[b2.size() - 4], &b2[b2.size() - 8], 4);
+    if (k == 2) b2[0] = 'X';
+    altest::WriteFile(bad, b2);
+    RunHandle h;
+    EXPECT_EQ(al_run_open_map(&h.r, bad.c_str(), &c, &o), AL_EFORMAT) << k;
+    EXPECT_NE(std::string(al_last_error()).find(bad), std::string::npos) << al_last_error();
+  }
 }
 
 TEST(ChunkedRun, RefusesWhatItDoesNotPlan) {

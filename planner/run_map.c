@@ -1,0 +1,396 @@
+/* run_map.c - the index map a chunked run reads instead of a loaded index (al_run.h).
+ *
+ * The file: a 4 KiB header, then one 40-byte record per class (width, height, frames, latent
+ * grid t, h, w, the class's first entry in the lists, its count), then the lists: every input
+ * position as a u32, grouped by class (classes sorted by their fields, positions ascending
+ * inside one). Native byte order, marked by a byte-order word the reader checks. Opened with
+ * mmap(PROT_READ, MAP_SHARED), so the ranks of a node share one copy in the page cache and the
+ * lists are no rank's anonymous memory. */
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/atomic_file_internal.h"
+#include "common/struct_abi_internal.h"
+#include "planner/key_status_internal.h"
+#include "planner/run_internal.h"
+
+#define MAP_MAGIC "ALRUNMAP"
+#define MAP_VERSION 1u
+#define MAP_BOM 0x01020304u
+#define MAP_HEADER 4096u
+
+typedef struct map_header {
+  char magic[8];
+  uint32_t version, bom;
+  uint64_t n_samples, n_classes, index_fingerprint;
+  uint64_t class_off, list_off;
+} map_header;
+
+/* flags: MAP_LACKS_MEMBER, the samples lacking a required member (planned by none). */
+#define MAP_LACKS_MEMBER 1u
+typedef struct map_class {
+  uint32_t width, height, frames, grid_t, grid_h, grid_w, flags, pad;
+  uint64_t first, count;
+} map_class;
+
+/* A map in memory (built from an input: own_*) or mapped from a file (base). */
+struct run_map {
+  void *base;
+  size_t len;
+  const map_header *h;
+  const map_class *cls;
+  const uint32_t *lists;
+  map_header own_h;
+  map_class *own_cls;
+  uint32_t *own_lists;
+};
+
+void run_map_close(run_map *m) {
+  if (!m) return;
+  if (m->base) munmap(m->base, m->len);
+  free(m->own_cls);
+  free(m->own_lists);
+  free(m);
+}
+
+/* ---- writing ---- */
+
+static int cmp_class(const void *a, const void *b) {
+  const map_class *x = a, *y = b;
+  const uint32_t kx[7] = {x->flags, x->width, x->height, x->frames, x->grid_t, x->grid_h, x->grid_w};
+  const uint32_t ky[7] = {y->flags, y->width, y->height, y->frames, y->grid_t, y->grid_h, y->grid_w};
+  for (int i = 0; i < 7; i++)
+    if (kx[i] != ky[i]) return kx[i] < ky[i] ? -1 : 1;
+  return 0;
+}
+
+static uint64_t class_hash(const map_class *c) {
+  uint64_t h = UINT64_C(0xcbf29ce484222325);
+  const uint32_t k[7] = {c->flags, c->width, c->height, c->frames, c->grid_t, c->grid_h, c->grid_w};
+  for (int i = 0; i < 7; i++) h = (h ^ k[i]) * UINT64_C(0x100000001b3);
+  return h ^ (h >> 29);
+}
+
+/* The classes of the input (sorted) and every position's class: an open-addressing table that
+ * grows with the distinct classes (corpora hold few). */
+static int classify(const al_plan_input *in, const al_latent_grid *grid, const uint8_t *excl,
+                    map_class **out, size_t *n_out, uint32_t *class_of) {
+  size_t cap = 1024, n = 0;
+  map_class *cls = malloc(cap * sizeof *cls);
+  uint32_t *slot = malloc(2 * cap * sizeof *slot); /* class + 1; 0 = empty */
+  if (!cls || !slot) goto oom;
+  memset(slot, 0, 2 * cap * sizeof *slot);
+  for (size_t i = 0; i < in->n; i++) {
+    map_class c = {in->width[i], in->height[i], in->frames[i], 0, 0, 0, 0, 0, 0, 0};
+    if (grid && grid[i].t) c.grid_t = grid[i].t, c.grid_h = grid[i].h, c.grid_w = grid[i].w;
+    if (excl && excl[i]) c = (map_class){0, 0, 0, 0, 0, 0, MAP_LACKS_MEMBER, 0, 0, 0};
+    size_t mask = 2 * cap - 1, s = class_hash(&c) & mask;
+    while (slot[s] && cmp_class(&cls[slot[s] - 1], &c)) s = (s + 1) & mask;
+    if (!slot[s]) {
+      if (n == UINT32_MAX - 1)
+        return free(cls), free(slot), al_set_error(AL_ERANGE, "index map: more than 2^32 - 2 classes");
+      if (n + 1 > cap) { /* grow and rehash */
+        size_t ncap = 2 * cap;
+        map_class *nc = realloc(cls, ncap * sizeof *nc);
+        uint32_t *ns = calloc(2 * ncap, sizeof *ns);
+        if (!nc || !ns) {
+          free(ns);
+          cls = nc ? nc : cls;
+          goto oom;
+        }
+        cls = nc, cap = ncap;
+        free(slot);
+        slot = ns;
+        for (size_t k = 0; k < n; k++) {
+          size_t t = class_hash(&cls[k]) & (2 * cap - 1);
+          while (slot[t]) t = (t + 1) & (2 * cap - 1);
+          slot[t] = (uint32_t)(k + 1);
+        }
+        mask = 2 * cap - 1, s = class_hash(&c) & mask;
+        while (slot[s]) s = (s + 1) & mask;
+      }
+      cls[n] = c;
+      slot[s] = (uint32_t)++n;
+    }
+    class_of[i] = slot[s] - 1;
+    cls[class_of[i]].count++;
+  }
+  free(slot);
+  *out = cls;
+  *n_out = n;
+  return AL_OK;
+oom:
+  free(cls);
+  free(slot);
+  return al_set_error(AL_ENOMEM, "index map: out of memory");
+}
+
+/* Sorts the classes, renumbering class_of, and sets each class's first entry in the lists. */
+static int order_classes(map_class *cls, size_t n, uint32_t *class_of, size_t n_samples) {
+  map_class *sorted = malloc((n ? n : 1) * sizeof *sorted);
+  uint32_t *renum = malloc((n ? n : 1) * sizeof *renum);
+  if (!sorted || !renum) {
+    free(sorted), free(renum);
+    return al_set_error(AL_ENOMEM, "index map: out of memory");
+  }
+  memcpy(sorted, cls, n * sizeof *cls);
+  for (size_t k = 0; k < n; k++) sorted[k].first = k; /* remember the old number */
+  qsort(sorted, n, sizeof *sorted, cmp_class);
+  uint64_t first = 0;
+  for (size_t k = 0; k < n; k++) {
+    renum[sorted[k].first] = (uint32_t)k;
+    sorted[k].first = first;
+    first += sorted[k].count;
+  }
+  for (size_t i = 0; i < n_samples; i++) class_of[i] = renum[class_of[i]];
+  memcpy(cls, sorted, n * sizeof *cls);
+  free(sorted), free(renum);
+  return AL_OK;
+}
+
+int run_map_build(run_map **out, const al_plan_input *in, const al_latent_grid *grid,
+                  const uint8_t *excl) {
+  if (in->n > UINT32_MAX) return al_set_error(AL_ERANGE, "a run holds at most 2^32 - 1 samples");
+  run_map *m = calloc(1, sizeof *m);
+  uint32_t *class_of = malloc((in->n ? in->n : 1) * sizeof *class_of);
+  if (m) m->own_lists = malloc((in->n ? in->n : 1) * sizeof *m->own_lists);
+  size_t n_cls = 0;
+  int rc = m && class_of && m->own_lists ? AL_OK : al_set_error(AL_ENOMEM, "plan: out of memory");
+  if (!rc) rc = classify(in, grid, excl, &m->own_cls, &n_cls, class_of);
+  if (!rc) rc = order_classes(m->own_cls, n_cls, class_of, in->n);
+  if (!rc) {
+    uint64_t *fill = calloc(n_cls ? n_cls : 1, sizeof *fill);
+    if (!fill) rc = al_set_error(AL_ENOMEM, "plan: out of memory");
+    for (size_t i = 0; i < in->n && !rc; i++) {
+      uint32_t c = class_of[i];
+      m->own_lists[m->own_cls[c].first + fill[c]++] = (uint32_t)i;
+    }
+    free(fill);
+  }
+  free(class_of);
+  if (rc) {
+    run_map_close(m);
+    return rc;
+  }
+  map_header *h = &m->own_h;
+  memcpy(h->magic, MAP_MAGIC, 8);
+  h->version = MAP_VERSION, h->bom = MAP_BOM;
+  h->n_samples = in->n, h->n_classes = n_cls, h->index_fingerprint = in->index_fingerprint;
+  h->class_off = MAP_HEADER;
+  h->list_off = (MAP_HEADER + n_cls * sizeof(map_class) + 4095) / 4096 * 4096;
+  m->h = h, m->cls = m->own_cls, m->lists = m->own_lists;
+  *out = m;
+  return AL_OK;
+}
+
+int run_map_save(const run_map *m, const char *path) {
+  const map_header *h = m->h;
+  size_t n_cls = (size_t)h->n_classes, n = (size_t)h->n_samples;
+  afile *f = NULL;
+  int rc = afile_create(&f, path);
+  if (rc) return rc;
+  FILE *s = afile_stream(f);
+  static const char zeros[4096];
+  size_t pad = h->list_off - MAP_HEADER - n_cls * sizeof(map_class);
+  int ok = fwrite(h, sizeof *h, 1, s) == 1 && fwrite(zeros, MAP_HEADER - sizeof *h, 1, s) == 1 &&
+           (!n_cls || fwrite(m->cls, sizeof(map_class), n_cls, s) == n_cls) &&
+           (!pad || fwrite(zeros, pad, 1, s) == 1) &&
+           (!n || fwrite(m->lists, sizeof *m->lists, n, s) == n);
+  if (!ok) {
+    afile_abort(f);
+    return al_set_error(AL_EIO, "%s: writing the index map failed", path);
+  }
+  return afile_commit(f);
+}
+
+/* ---- reading ---- */
+
+static int map_bad(const char *path, const char *what) {
+  return al_set_error(AL_EFORMAT, "%s: not an index map of this library (%s)", path, what);
+}
+
+static int map_open(run_map **out, const char *path) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return al_set_error(AL_EIO, "%s: cannot open the index map", path);
+  struct stat st;
+  run_map *m = calloc(1, sizeof *m);
+  int rc = m && !fstat(fd, &st) ? AL_OK : al_set_error(AL_EIO, "%s: cannot stat", path);
+  if (!rc && (size_t)st.st_size < MAP_HEADER) rc = map_bad(path, "shorter than its header");
+  if (!rc) {
+    m->len = (size_t)st.st_size;
+    m->base = mmap(NULL, m->len, PROT_READ, MAP_SHARED, fd, 0);
+    if (m->base == MAP_FAILED) m->base = NULL, rc = al_set_error(AL_EIO, "%s: cannot map", path);
+  }
+  close(fd);
+  if (!rc) {
+    const map_header *h = m->h = m->base;
+    if (memcmp(h->magic, MAP_MAGIC, 8)) rc = map_bad(path, "magic");
+    else if (h->bom != MAP_BOM) rc = map_bad(path, "byte order of another machine");
+    else if (h->version != MAP_VERSION) rc = map_bad(path, "version");
+    else if (h->n_samples > UINT32_MAX || h->n_classes > h->n_samples + 1 ||
+             h->class_off != MAP_HEADER || h->list_off < MAP_HEADER + h->n_classes * sizeof(map_class) ||
+             h->list_off > m->len || (m->len - h->list_off) / 4 < h->n_samples)
+      rc = map_bad(path, "sizes");
+  }
+  if (!rc) {
+    m->cls = (const map_class *)((const char *)m->base + m->h->class_off);
+    m->lists = (const uint32_t *)((const char *)m->base + m->h->list_off);
+    uint64_t first = 0;
+    for (uint64_t c = 0; c < m->h->n_classes && !rc; c++) {
+      if (m->cls[c].first != first || m->cls[c].count > m->h->n_samples - first)
+        rc = map_bad(path, "class lists");
+      first += m->cls[c].count;
+    }
+    if (!rc && first != m->h->n_samples) rc = map_bad(path, "class counts");
+    /* Every position exactly once: what makes every sample drawn once per pass. */
+    uint64_t *seen = rc ? NULL : calloc(m->h->n_samples / 64 + 1, sizeof *seen);
+    if (!rc && !seen) rc = al_set_error(AL_ENOMEM, "%s: out of memory", path);
+    for (uint64_t i = 0; i < m->h->n_samples && !rc; i++) {
+      uint32_t x = m->lists[i];
+      if (x >= m->h->n_samples || (seen[x / 64] >> (x % 64) & 1))
+        rc = map_bad(path, x >= m->h->n_samples ? "a position past the samples" : "a position twice");
+      else
+        seen[x / 64] |= UINT64_C(1) << (x % 64);
+    }
+    free(seen);
+  }
+  if (rc) {
+    run_map_close(m);
+    return rc;
+  }
+  *out = m;
+  return AL_OK;
+}
+
+/* The run's template from the classes: plan_prepare on one input position per class, then every
+ * count scaled from classes to their samples. *status_out: per class, its status. */
+static int prepare_classes(al_run *r, const run_map *m, const al_cost_model *cost,
+                           const al_plan_options *o, uint64_t **items, size_t *n_items) {
+  size_t n = (size_t)m->h->n_classes;
+  uint32_t *shape = malloc((n ? 3 * n : 3) * sizeof *shape);
+  al_latent_grid *grid = calloc(n ? n : 1, sizeof *grid);
+  if (!shape || !grid) {
+    free(shape), free(grid);
+    return al_set_error(AL_ENOMEM, "plan: out of memory");
+  }
+  int grids = 0;
+  for (size_t c = 0; c < n; c++) {
+    /* A class lacking a member is a zero-sized shape, which no bucket takes (relabelled below). */
+    shape[c] = m->cls[c].width, shape[n + c] = m->cls[c].height, shape[2 * n + c] = m->cls[c].frames;
+    grid[c].t = m->cls[c].grid_t, grid[c].h = m->cls[c].grid_h, grid[c].w = m->cls[c].grid_w;
+    grids |= grid[c].t != 0;
+  }
+  al_plan_input in = {sizeof in, n, shape, shape + n, shape + 2 * n, m->h->index_fingerprint};
+  int rc = plan_prepare(r->tmpl, &in, grids ? grid : NULL, cost, o, items, n_items);
+  free(shape);
+  free(grid);
+  if (rc) return rc;
+  al_plan *p = r->tmpl;
+  for (size_t b = 0; b < p->n_buckets; b++) p->buckets[b].samples = 0;
+  for (size_t i = 0; i < *n_items; i++) {
+    uint64_t c = (uint32_t)(*items)[i];
+    p->buckets[(*items)[i] >> 32].samples += m->cls[c].count;
+  }
+  memset(p->rejected, 0, sizeof p->rejected);
+  for (int k = 0; k < AL_REJECT_COUNT; k++) p->first_rejected[k] = UINT64_MAX;
+  for (size_t c = 0; c < n; c++) {
+    if (m->cls[c].flags & MAP_LACKS_MEMBER) p->status[c] = AL_KEY_NO_MEMBER;
+    uint8_t s = p->status[c];
+    if (!s || s == AL_KEY_NO_MEMBER || !m->cls[c].count) continue;
+    p->rejected[s] += m->cls[c].count;
+    p->rejected[AL_REJECT_NONE] += m->cls[c].count;
+    uint64_t first = m->lists[m->cls[c].first];
+    if (first < p->first_rejected[s]) p->first_rejected[s] = first;
+  }
+  p->index_samples = m->h->n_samples;
+  p->micro_tokens = p->mem_tokens;
+  plan_size_buckets(p);
+  return AL_OK;
+}
+
+/* The planned classes grouped by bucket (class order within one) and the rejected ones. */
+static int group_classes(al_run *r, const run_map *m, const uint64_t *items, size_t n_items) {
+  const al_plan *p = r->tmpl;
+  size_t nb = p->n_buckets, n = (size_t)m->h->n_classes;
+  r->cls = calloc(n_items ? n_items : 1, sizeof *r->cls);
+  r->cls_first = calloc(nb + 1, sizeof *r->cls_first);
+  r->rejected = calloc(n ? n : 1, sizeof *r->rejected);
+  if (!r->cls || !r->cls_first || !r->rejected) return al_set_error(AL_ENOMEM, "plan: out of memory");
+  for (size_t i = 0; i < n_items; i++) r->cls_first[(items[i] >> 32) + 1]++;
+  for (size_t b = 0; b < nb; b++) r->cls_first[b + 1] += r->cls_first[b];
+  uint64_t *fill = calloc(nb ? nb : 1, sizeof *fill);
+  if (!fill) return al_set_error(AL_ENOMEM, "plan: out of memory");
+  for (size_t i = 0; i < n_items; i++) { /* items are in class order: stable */
+    size_t b = (size_t)(items[i] >> 32), c = (uint32_t)items[i];
+    run_class *k = &r->cls[r->cls_first[b] + fill[b]++];
+    k->list = m->lists + m->cls[c].first;
+    k->n = m->cls[c].count;
+  }
+  free(fill);
+  r->n_cls = n_items;
+  for (size_t c = 0; c < n; c++)
+    if (p->status[c] && m->cls[c].count)
+      r->rejected[r->n_rejected++] =
+          (run_class){m->lists + m->cls[c].first, m->cls[c].count, p->status[c]};
+  return AL_OK;
+}
+
+int run_open_classes(al_run **out, run_map *map, const al_cost_model *cost,
+                     const al_plan_options *o) {
+  int rc = run_check_options(o);
+  al_run *r = rc ? NULL : calloc(1, sizeof *r);
+  if (!rc && (!r || !(r->tmpl = plan_alloc()))) rc = al_set_error(AL_ENOMEM, "plan: out of memory");
+  if (rc) {
+    free(r);
+    run_map_close(map);
+    return rc;
+  }
+  r->map = map;
+  uint64_t *items = NULL;
+  size_t n_items = 0;
+  rc = prepare_classes(r, map, cost, o, &items, &n_items);
+  if (!rc) rc = group_classes(r, map, items, n_items);
+  free(items);
+  if (!rc) {
+    free(r->tmpl->status); /* per class; a plan's key statuses come from the classes */
+    r->tmpl->status = NULL;
+    rc = run_index_classes(r);
+  }
+  if (!rc) rc = run_finish(r, o);
+  if (rc) {
+    al_run_free(r);
+    return rc;
+  }
+  *out = r;
+  return AL_OK;
+}
+
+int al_run_open_map(al_run **out, const char *path, const al_cost_model *cost,
+                    const al_plan_options *opts) {
+  if (!out || !path || !cost || !opts)
+    return al_set_error(AL_EINVAL, "al_run_open_map: NULL argument");
+  *out = NULL;
+  al_plan_options o;
+  int rc = struct_in(&o, sizeof o, AL_PLAN_OPTIONS_V1, opts, "al_run_open_map", "al_plan_options");
+  if (!rc && o.n_require_members)
+    rc = al_set_error(AL_EINVAL, "al_run_open_map: require_members needs the index, not its map");
+  run_map *m = NULL;
+  if (!rc) rc = map_open(&m, path);
+  if (!rc) rc = run_open_classes(out, m, cost, &o);
+  return rc ? al_error_prefix(rc, "%s", path) : AL_OK;
+}
+
+int al_run_map_write(const al_plan_input *in, const char *path) {
+  if (!in || !path) return al_set_error(AL_EINVAL, "al_run_map_write: NULL argument");
+  al_plan_input i;
+  int rc = struct_in(&i, sizeof i, AL_PLAN_INPUT_V1, in, "al_run_map_write", "al_plan_input");
+  run_map *m = NULL;
+  if (!rc) rc = run_map_build(&m, &i, NULL, NULL);
+  if (!rc) rc = run_map_save(m, path);
+  run_map_close(m);
+  return rc;
+}
