@@ -412,6 +412,13 @@ typedef enum al_index_struct {
  * (Python ctypes) check their struct mirrors against it. Thread-safe. */
 AL_API size_t al_index_struct_size(int which);
 
+/* The value of the integer constant `name` of the loader's public headers (al_index.h,
+ * al_check.h, al_members.h, al_synth.h: "AL_INDEX_MAX_DIMS" -> 8, the addressing modes, the
+ * struct ids, ...): AL_OK with *value set; AL_ENOTFOUND (message naming it) for a name they do
+ * not define; AL_EINVAL for NULL. As al_status_constant (common/al_status.h): bindings read
+ * constants here instead of copying them. Thread-safe. */
+AL_API int al_index_constant(const char *name, int64_t *value);
+
 #ifdef __cplusplus
 }
 #endif

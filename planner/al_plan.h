@@ -279,6 +279,14 @@ typedef enum al_plan_struct {
  * (Python ctypes) check their struct mirrors against it. Thread-safe. */
 AL_API size_t al_plan_struct_size(int which);
 
+/* The value of the integer constant `name` of the planner's public headers (al_plan.h,
+ * al_manifest.h, al_buckets.h, al_cost.h: "AL_PLAN_MAX_SP_DEGREES" -> 11, the policies, the
+ * reject reasons, the struct ids, ...; the floating-point defaults are not in it): AL_OK with
+ * *value set; AL_ENOTFOUND (message naming it) for a name they do not define; AL_EINVAL for
+ * NULL. As al_status_constant (common/al_status.h): bindings read constants here instead of
+ * copying them. Thread-safe. */
+AL_API int al_plan_constant(const char *name, int64_t *value);
+
 #ifdef __cplusplus
 }
 #endif

@@ -519,6 +519,13 @@ typedef enum al_stream_struct {
   AL_STREAM_STRUCT_MEMBER = 4   /* al_stream_member */
 } al_stream_struct;
 
+/* The value of the integer constant `name` of the stream's public headers (al_stream.h,
+ * al_schedule.h: "AL_STREAM_STATE_VERSION" -> 2, the on_error modes, the caps, the struct ids;
+ * AL_STREAM_MAX_SKIP_DEFAULT, a fraction, is not in it): AL_OK with *value set; AL_ENOTFOUND
+ * (message naming it) for a name they do not define; AL_EINVAL for NULL. As al_status_constant
+ * (common/al_status.h): bindings read constants here instead of copying them. Thread-safe. */
+AL_API int al_stream_constant(const char *name, int64_t *value);
+
 #ifdef __cplusplus
 }
 #endif
