@@ -28,6 +28,7 @@ static const constant_entry table[] = {
     CONSTANT(AL_INDEX_STRUCT_SHARD_IO),
     CONSTANT(AL_INDEX_STRUCT_STORAGE),
     CONSTANT(AL_INDEX_STRUCT_TENSOR_HEADER),
+    CONSTANT(AL_INDEX_STRUCT_STORAGE_ORIGIN),
     /* al_members.h */
     CONSTANT(AL_TENSOR_DTYPE_MAX),
     /* al_synth.h */

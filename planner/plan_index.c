@@ -44,10 +44,15 @@ int al_plan_build_index(al_plan **out, const al_index *idx, const al_cost_model 
     return al_set_error(AL_EINVAL, "al_plan_build_index: NULL argument");
   *out = NULL;
   al_plan_options local;
+  al_cost_model cost_local;
   int src = struct_in(&local, sizeof local, AL_PLAN_OPTIONS_V1, opts, "al_plan_build_index",
                       "al_plan_options");
+  if (!src)
+    src = struct_in(&cost_local, sizeof cost_local, AL_COST_MODEL_V1, cost, "al_plan_build_index",
+                    "al_cost_model");
   if (src) return src;
   opts = &local;
+  cost = &cost_local;
   size_t n = al_index_sample_count(idx);
   uint8_t *excl = NULL;
   int lr = find_lacking(idx, opts, &excl);
@@ -102,7 +107,7 @@ int al_plan_index_write(const al_index *idx, const char *cost_path, const char *
                         const al_plan_options *opts, const char *out_path) {
   if (!idx || !opts || !out_path)
     return al_set_error(AL_EINVAL, "al_plan_index_write: NULL argument");
-  al_cost_model cost;
+  al_cost_model cost = AL_COST_MODEL_INIT;
   al_bucket_table *table = NULL;
   al_plan *plan = NULL;
   al_plan_options o;

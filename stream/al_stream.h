@@ -100,7 +100,8 @@
  * struct the library fills must carry its size; an options struct it reads takes 0 as this header's
  * struct (so `= {0}` keeps
  * working). A size below the struct's AL_*_V1 (its first sized version) or above
- * the library's is AL_EINVAL naming the function, the struct and both sizes.
+ * the library's is AL_EINVAL naming the function, the struct and both sizes. al_stream_member, an
+ * element of al_stream_batch.members, keeps a fixed layout that never grows (no size).
  */
 #ifndef AL_STREAM_H
 #define AL_STREAM_H
