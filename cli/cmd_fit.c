@@ -109,13 +109,14 @@ static const cli_verb FIT = {
 /* The rows to fit into *b: the benchmark (--bench or --default) and the trace. */
 static int load_rows(const fit_args *a, al_bench *b) {
   memset(b, 0, sizeof *b);
+  b->struct_size = sizeof *b;
   int rc = AL_OK;
   if (a->bench || a->use_default)
     rc = a->bench ? al_bench_load(b, a->bench)
                   : al_bench_parse(b, al_cost_default_json(), strlen(al_cost_default_json()),
                                    "embedded h200_dit_block_cost.json");
   if (rc || !a->trace) return rc; /* a failed load leaves *b empty */
-  al_bench t;
+  al_bench t = AL_BENCH_INIT;
   al_trace_stats ts = AL_TRACE_STATS_INIT;
   rc = al_bench_load_trace(&t, a->trace, &ts);
   if (!rc) {
@@ -197,16 +198,17 @@ static void print_sp(const al_cost_model *m) {
 /* --json: the model's one JSON object (al_cost_print_json), with M_mem's inputs and value as
  * its last keys when derived, so that stdout holds one JSON document either way. */
 static int print_model_json(const al_cost_model *m, const fit_args *a, uint64_t mem_tokens) {
-  if (!mem_tokens) {
-    al_cost_print_json(m, stdout);
-    return 0;
-  }
+  if (!mem_tokens) return al_cost_print_json(m, stdout);
   char *text = NULL;
   size_t len = 0;
   FILE *mem = open_memstream(&text, &len);
   if (!mem) return al_set_error(AL_ENOMEM, "fit: no memory for the JSON output");
-  al_cost_print_json(m, mem);
+  int rc = al_cost_print_json(m, mem);
   fclose(mem);
+  if (rc) {
+    free(text);
+    return rc;
+  }
   if (len && text[len - 1] == '\n') len--;
   if (len && text[len - 1] == '}') len--; /* the object stays open for the keys below */
   fwrite(text, 1, len, stdout);
@@ -246,9 +248,9 @@ int cli_cmd_fit(int argc, char **argv) {
   if (ec != CLI_RUN) return ec;
   if (!a.bench && !a.trace && !a.use_default)
     return cli_usage(&FIT, CLI_SAY_PAGE, "--bench FILE, --trace TRACE (or --default) is required");
-  al_bench b;
+  al_bench b = AL_BENCH_INIT;
   if (load_rows(&a, &b)) return cli_fail("fit");
-  al_cost_model m;
+  al_cost_model m = AL_COST_MODEL_INIT;
   int rc = al_cost_fit_bench(&b, &a.fo, &m);
   al_bench_free(&b);
   if (rc) return cli_fail("fit");

@@ -361,7 +361,7 @@ static void ix_print_text(FILE *out, const ix_summary *S, const char *path) {
       if (S->bucket_n[b]) order[used].n = S->bucket_n[b], order[used++].id = b;
     if (order) qsort(order, used, sizeof *order, ix_bucket_desc);
     for (size_t i = 0; order && i < used && i < S->top_n; i++) {
-      al_bucket_shape sh;
+      al_bucket_shape sh = AL_BUCKET_SHAPE_INIT;
       al_bucket_table_get(S->table, order[i].id, &sh);
       fprintf(out, "  %10llu  %ux%u x %u (%s)\n", (unsigned long long)order[i].n, sh.width,
               sh.height, sh.frames, sh.aspect);
@@ -437,7 +437,7 @@ static void ix_json_buckets(FILE *out, const ix_summary *S) {
   int first = 1;
   for (size_t b = 0; b < nb; b++) {
     if (!S->bucket_n[b]) continue;
-    al_bucket_shape sh;
+    al_bucket_shape sh = AL_BUCKET_SHAPE_INIT;
     al_bucket_table_get(S->table, b, &sh);
     fprintf(out, "%s{\"width\": %u, \"height\": %u, \"frames\": %u, \"count\": %llu}",
             first ? "" : ", ", sh.width, sh.height, sh.frames, (unsigned long long)S->bucket_n[b]);

@@ -444,7 +444,7 @@ static int plan_chunked(const plan_args *a, plan_run *r, const al_cost_model *co
 static int plan_index(const plan_args *a, plan_run *r) {
   double t0 = clock_now_s();
   al_plan_options o = a->o;
-  al_cost_model cost;
+  al_cost_model cost = AL_COST_MODEL_INIT;
   al_bucket_table *table = NULL;
   int rc = load_inputs(a, &cost, &table, &o);
   if (rc == AL_EXIT_USAGE) return rc;

@@ -523,6 +523,7 @@ int cli_cmd_stream(int argc, char **argv) {
   stream_args a;
   memset(&a, 0, sizeof a);
   a.rank = a.max_batches = a.resume_at = -1;
+  a.cost.struct_size = sizeof a.cost;
   int ec = cli_parse(&STREAM, argc, argv, &a);
   if (ec != CLI_RUN) return ec;
   if (!a.index_path || !a.manifest_path)

@@ -16,6 +16,7 @@
 #define AL_STATUS_H
 
 #include <stdarg.h>
+#include <stdint.h>
 
 #include "common/al_api.h"
 
@@ -55,6 +56,13 @@ AL_API int al_set_errorv(int status, const char *fmt, va_list ap);
 AL_API int al_error_prefix(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 AL_API void al_clear_error(void);
+
+/* The value of the constant `name` of this header ("AL_EINVAL" -> -1): AL_OK with *value set;
+ * AL_ENOTFOUND (message naming it) for a name this header does not define; AL_EINVAL for NULL.
+ * Each module answers for its public headers the same way (al_adaln_constant,
+ * al_index_constant, al_plan_constant, al_stream_constant), so that bindings (Python's ctypes)
+ * read constants from the library instead of copying them. Thread-safe. */
+AL_API int al_status_constant(const char *name, int64_t *value);
 
 #ifdef __cplusplus
 }

@@ -1,8 +1,10 @@
-/* Thread-local error messages. See al_status.h. */
+/* Status names, their constants and the thread-local error messages. See al_status.h. */
 #include "common/al_status.h"
 
 #include <stdio.h>
 #include <string.h>
+
+#include "common/constant_table_internal.h"
 
 #define AL_ERRMSG_MAX 1024
 
@@ -24,6 +26,17 @@ const char *al_status_name(int status) {
     case AL_ENOTFOUND: return "AL_ENOTFOUND";
     default: return "AL_UNKNOWN";
   }
+}
+
+static const constant_entry status_constants[] = {
+    CONSTANT(AL_OK),      CONSTANT(AL_EOF),          CONSTANT(AL_EINVAL), CONSTANT(AL_EIO),
+    CONSTANT(AL_EFORMAT), CONSTANT(AL_EVERSION),     CONSTANT(AL_ENOMEM), CONSTANT(AL_ERANGE),
+    CONSTANT(AL_ECUDA),   CONSTANT(AL_EUNSUPPORTED), CONSTANT(AL_ESTATE), CONSTANT(AL_ENOTFOUND),
+};
+
+int al_status_constant(const char *name, int64_t *value) {
+  return constant_lookup(status_constants, sizeof status_constants / sizeof status_constants[0],
+                         name, value, "al_status_constant", "common/al_status.h");
 }
 
 const char *al_last_error(void) { return tl_msg; }

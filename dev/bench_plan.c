@@ -72,8 +72,9 @@ int main(int argc, char **argv) {
     rc = al_index_add_shard(idx, path, 0, 1, &id);
     uint64_t off = 0;
     for (; next < end && !rc; next++) {
-      al_synth_sample_meta m;
-      al_synth_sample(seed, next, &m);
+      al_synth_sample_meta m = AL_SYNTH_SAMPLE_META_INIT;
+      rc = al_synth_sample(seed, next, &m);
+      if (rc) break;
       char key[32];
       snprintf(key, sizeof key, "%06u-%08llu", id, (unsigned long long)next);
       al_member_info mem[2] = {{"json", off + 512, 96, 0},

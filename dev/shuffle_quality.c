@@ -175,7 +175,7 @@ int main(int argc, char **argv) {
     }
   }
   al_index *idx = NULL;
-  al_cost_model cost;
+  al_cost_model cost = AL_COST_MODEL_INIT;
   if (al_index_load(&idx, argv[1]) || al_cost_default(&cost)) {
     fprintf(stderr, "shuffle_quality: %s\n", al_last_error());
     return 1;

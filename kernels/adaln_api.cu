@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/constant_table_internal.h"
 #include "common/struct_abi_internal.h"
 #include "kernels/adaln_common.cuh"
 #include "kernels/al_adaln_tuning.h"
@@ -23,11 +24,29 @@ extern "C" size_t al_dtype_size(int dtype) {
 
 extern "C" size_t al_adaln_struct_size(int which) {
   switch (which) {
-    case 0: return sizeof(al_adaln_desc);
-    case 1: return sizeof(al_adaln_options);
-    case 2: return sizeof(al_adaln_tuning);
+    case AL_ADALN_STRUCT_DESC: return sizeof(al_adaln_desc);
+    case AL_ADALN_STRUCT_OPTIONS: return sizeof(al_adaln_options);
+    case AL_ADALN_STRUCT_TUNING: return sizeof(al_adaln_tuning);
     default: return 0;
   }
+}
+
+static const constant_entry adaln_constants[] = {
+    CONSTANT(AL_DTYPE_BF16),
+    CONSTANT(AL_DTYPE_FP16),
+    CONSTANT(AL_DTYPE_FP32),
+    CONSTANT(AL_ADALN_MAX_DIM),
+    CONSTANT(AL_ADALN_MAX_BATCH),
+    CONSTANT(AL_ADALN_PLAIN_SCALE),
+    CONSTANT(AL_ADALN_VALIDATE_OFFSETS),
+    CONSTANT(AL_ADALN_STRUCT_DESC),
+    CONSTANT(AL_ADALN_STRUCT_OPTIONS),
+    CONSTANT(AL_ADALN_STRUCT_TUNING),
+};
+
+extern "C" int al_adaln_constant(const char *name, int64_t *value) {
+  return constant_lookup(adaln_constants, sizeof adaln_constants / sizeof adaln_constants[0], name,
+                         value, "al_adaln_constant", "kernels/al_adaln.h");
 }
 
 extern "C" int adaln_vec_elems(int dtype) { return dtype == AL_DTYPE_FP32 ? 4 : 8; }

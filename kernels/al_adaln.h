@@ -146,10 +146,22 @@ AL_API int al_adaln_backward(const al_adaln_desc *desc, const al_adaln_options *
 /* Bytes per element of a dtype; 0 for an unknown one. */
 AL_API size_t al_dtype_size(int dtype);
 
-/* sizeof(al_adaln_desc) (which = 0), sizeof(al_adaln_options) (which = 1) or
- * sizeof(struct al_adaln_tuning) (which = 2); 0 otherwise. Lets bindings (Python ctypes) check
- * their struct layouts against the library's. */
+/* Ids of al_adaln_struct_size. */
+typedef enum al_adaln_struct {
+  AL_ADALN_STRUCT_DESC = 0,    /* al_adaln_desc */
+  AL_ADALN_STRUCT_OPTIONS = 1, /* al_adaln_options */
+  AL_ADALN_STRUCT_TUNING = 2   /* struct al_adaln_tuning (al_adaln_tuning.h) */
+} al_adaln_struct;
+
+/* sizeof of the struct `which` (an al_adaln_struct) names; 0 otherwise. Lets bindings (Python
+ * ctypes) check their struct layouts against the library's. */
 AL_API size_t al_adaln_struct_size(int which);
+
+/* The value of the integer constant `name` of this header ("AL_ADALN_MAX_DIM" -> 16384, the
+ * dtypes, the flags, the struct ids): AL_OK with *value set; AL_ENOTFOUND (message naming it)
+ * for a name this header does not define; AL_EINVAL for NULL. As al_status_constant
+ * (common/al_status.h): bindings read constants here instead of copying them. Thread-safe. */
+AL_API int al_adaln_constant(const char *name, int64_t *value);
 
 #ifdef __cplusplus
 }

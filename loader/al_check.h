@@ -47,7 +47,8 @@ typedef struct al_check_options {
   size_t
       struct_size; /* sizeof(al_check_options) (AL_CHECK_OPTIONS_INIT); 0 = this header's struct */
   /* Shards at URLs: each setting given here, else the environment's, else what the index
-   * recorded (al_storage_resolve in al_index.h). */
+   * recorded (al_storage_resolve in al_index.h). Embedded by value, so al_storage_options keeps
+   * its layout for good: a new storage setting would come as a field at the end of this struct. */
   al_storage_options storage;
   int skip_typed_headers; /* 1: do not read typed members' headers */
 } al_check_options;

@@ -20,13 +20,15 @@
  * recorded as a rejected entry and the build goes on (see al_index_options.strict).
  *
  * Struct sizes (docs/DESIGN.md, "The ABI of the public structs"): al_index_options, al_shard_info,
- * al_sample_info, al_member_type, al_rejected_info and al_index_stats start with `size_t
- * struct_size`, the caller's sizeof, set in one line with the struct's AL_*_INIT macro. The library
- * reads and writes only the bytes that fit in it (fields past it read as zero, are not written), so
- * a caller built against an older header keeps working. A struct the library fills must carry its
- * size; an options struct it reads takes 0 as this header's struct (so `= {0}` keeps
- * working). A size below the struct's AL_*_V1 (its first sized version) or above
- * the library's is AL_EINVAL naming the function, the struct and both sizes.
+ * al_sample_info, al_member_type, al_rejected_info, al_index_stats and al_storage_origin start
+ * with `size_t struct_size`, the caller's sizeof, set in one line with the struct's AL_*_INIT
+ * macro. The library reads and writes only the bytes that fit in it (fields past it read as zero,
+ * are not written), so a caller built against an older header keeps working. A struct the library
+ * fills must carry its size; an options struct it reads takes 0 as this header's struct (so `= {0}`
+ * keeps working). A size below the struct's AL_*_V1 (its first sized version) or above the
+ * library's is AL_EINVAL naming the function, the struct and both sizes. Fixed layouts that never
+ * grow, with no size: al_member_info and al_shard_io (passed as arrays), al_storage_options (a
+ * value type embedded in al_check_options).
  */
 #ifndef AL_INDEX_H
 #define AL_INDEX_H
@@ -350,7 +352,9 @@ enum {
 };
 
 /* Where and how shards at URLs are read: `index`, `verify`, `stream` and the Python entry
- * points take the same four settings. Zero or NULL means "not given". */
+ * points take the same four settings. Zero or NULL means "not given". A value type of a fixed
+ * layout that never grows (it is embedded in al_check_options): it carries no struct_size, and a
+ * setting it lacks would come as a new field of the options that embed it. */
 typedef struct al_storage_options {
   const char *s3_endpoint; /* S3-compatible endpoint URL of s3:// shards, "http://host:9000" */
   const char *s3_region;   /* SigV4 region, "us-east-1" */
@@ -369,22 +373,29 @@ AL_API int al_storage_check(const al_storage_options *o);
 
 /* Where each setting a reader uses came from (al_storage_resolve). */
 typedef struct al_storage_origin {
+  size_t struct_size; /* sizeof(al_storage_origin), set by the caller: AL_STORAGE_ORIGIN_INIT */
   const char *s3_endpoint; /* "option", "AWS_ENDPOINT_URL", "index", "default" */
   const char *s3_region;   /* "option", "AWS_REGION", "index", "default" */
 } al_storage_origin;
+#define AL_STORAGE_ORIGIN_INIT AL_STRUCT_INIT(al_storage_origin)
+#define AL_STORAGE_ORIGIN_V1 sizeof(al_storage_origin)
 
 /* The settings a reader uses: each one given (non-NULL, non-zero) in `given` (may be NULL),
  * else from the environment (AWS_ENDPOINT_URL, AWS_REGION, ADAPTIVELOAD_REMOTE_TIMEOUT_S when
  * a positive number of seconds), else what `idx` recorded (idx may be NULL), else the default
  * (NULL endpoint: AWS's regional endpoint; region NULL: us-east-1; 0 addressing and timeout:
  * the library's defaults). Strings point into `given`, the environment or the index. `origin`
- * (may be NULL) says where the endpoint and region came from. */
-AL_API void al_storage_resolve(const al_storage_options *given, const al_index *idx,
-                               al_storage_options *out, al_storage_origin *origin);
+ * (may be NULL) says where the endpoint and region came from. AL_OK; AL_EINVAL for a NULL `out`
+ * or an origin whose struct_size is 0, below AL_STORAGE_ORIGIN_V1 or above the library's
+ * (nothing written). */
+AL_API int al_storage_resolve(const al_storage_options *given, const al_index *idx,
+                              al_storage_options *out, al_storage_origin *origin);
 
 /* One line naming the endpoint a reader used and, when the index recorded another one, that
  * one: " (S3 endpoint http://a from AWS_ENDPOINT_URL; the index was built with http://b)", or
- * "" when they agree. For error messages about s3:// shards. */
+ * "" when they agree. For error messages about s3:// shards. `origin` (may be NULL) is read as
+ * far as its struct_size (0: this header's struct); one of another size is not read (the line
+ * then says "from the settings"). */
 AL_API const char *al_storage_mismatch(const al_storage_options *used,
                                        const al_storage_origin *origin, const al_index *idx,
                                        char *buf, size_t cap);
@@ -396,21 +407,29 @@ AL_API int al_shard_expand_storage(const char *arg, const al_storage_options *st
 
 /* Ids of al_index_struct_size: the structs of this header. */
 typedef enum al_index_struct {
-  AL_INDEX_STRUCT_OPTIONS = 0,       /* al_index_options */
-  AL_INDEX_STRUCT_SHARD_INFO = 1,    /* al_shard_info */
-  AL_INDEX_STRUCT_MEMBER_INFO = 2,   /* al_member_info */
-  AL_INDEX_STRUCT_SAMPLE_INFO = 3,   /* al_sample_info */
-  AL_INDEX_STRUCT_MEMBER_TYPE = 4,   /* al_member_type */
-  AL_INDEX_STRUCT_REJECTED_INFO = 5, /* al_rejected_info */
-  AL_INDEX_STRUCT_STATS = 6,         /* al_index_stats */
-  AL_INDEX_STRUCT_SHARD_IO = 7,      /* al_shard_io */
-  AL_INDEX_STRUCT_STORAGE = 8,       /* al_storage_options */
-  AL_INDEX_STRUCT_TENSOR_HEADER = 9  /* al_tensor_header (al_members.h) */
+  AL_INDEX_STRUCT_OPTIONS = 0,        /* al_index_options */
+  AL_INDEX_STRUCT_SHARD_INFO = 1,     /* al_shard_info */
+  AL_INDEX_STRUCT_MEMBER_INFO = 2,    /* al_member_info */
+  AL_INDEX_STRUCT_SAMPLE_INFO = 3,    /* al_sample_info */
+  AL_INDEX_STRUCT_MEMBER_TYPE = 4,    /* al_member_type */
+  AL_INDEX_STRUCT_REJECTED_INFO = 5,  /* al_rejected_info */
+  AL_INDEX_STRUCT_STATS = 6,          /* al_index_stats */
+  AL_INDEX_STRUCT_SHARD_IO = 7,       /* al_shard_io */
+  AL_INDEX_STRUCT_STORAGE = 8,        /* al_storage_options */
+  AL_INDEX_STRUCT_TENSOR_HEADER = 9,  /* al_tensor_header (al_members.h) */
+  AL_INDEX_STRUCT_STORAGE_ORIGIN = 10 /* al_storage_origin */
 } al_index_struct;
 
 /* sizeof of the struct `which` (an al_index_struct) names; 0 for any other value. Bindings
  * (Python ctypes) check their struct mirrors against it. Thread-safe. */
 AL_API size_t al_index_struct_size(int which);
+
+/* The value of the integer constant `name` of the loader's public headers (al_index.h,
+ * al_check.h, al_members.h, al_synth.h: "AL_INDEX_MAX_DIMS" -> 8, the addressing modes, the
+ * struct ids, ...): AL_OK with *value set; AL_ENOTFOUND (message naming it) for a name they do
+ * not define; AL_EINVAL for NULL. As al_status_constant (common/al_status.h): bindings read
+ * constants here instead of copying them. Thread-safe. */
+AL_API int al_index_constant(const char *name, int64_t *value);
 
 #ifdef __cplusplus
 }

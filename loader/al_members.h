@@ -74,13 +74,14 @@ AL_API int al_index_require_members(const al_index *idx, const char *const *memb
 /* A typed member's header (a NumPy .npy array, format 1.0-3.0, or a safetensors file of one
  * tensor), as the index and the stream read it: the dtype (NumPy name: "float16", "bfloat16",
  * ...), the shape, and where the array data lies. Filled by al_tensor_header_parse. */
+#define AL_TENSOR_DTYPE_MAX 16 /* bytes of al_tensor_header.dtype, its NUL included */
 typedef struct al_tensor_header {
   size_t struct_size; /* sizeof(al_tensor_header), set by the caller: AL_TENSOR_HEADER_INIT */
-  char dtype[16];     /* NumPy name, NUL-terminated */
+  char dtype[AL_TENSOR_DTYPE_MAX]; /* NumPy name, NUL-terminated */
   uint32_t ndim;
-  uint64_t shape[8];    /* shape[i] for i < ndim; 0 beyond */
-  uint64_t data_offset; /* bytes from the member's first byte to the array data */
-  uint64_t data_bytes;  /* product(shape) x element size */
+  uint64_t shape[AL_INDEX_MAX_DIMS]; /* shape[i] for i < ndim; 0 beyond */
+  uint64_t data_offset;              /* bytes from the member's first byte to the array data */
+  uint64_t data_bytes;               /* product(shape) x element size */
 } al_tensor_header;
 #define AL_TENSOR_HEADER_INIT AL_STRUCT_INIT(al_tensor_header)
 #define AL_TENSOR_HEADER_V1 sizeof(al_tensor_header)

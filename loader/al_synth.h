@@ -19,12 +19,11 @@
  * Thread safety: al_synth_write is internally parallel and reentrant.
  * Errors: al_status return, message in al_last_error().
  *
- * Struct sizes (docs/DESIGN.md, "The ABI of the public structs"): al_synth_options and
- * al_synth_stats (al_synth_sample_meta, filled by a function without a status, keeps a fixed
- * layout) start with `size_t struct_size`, set with the struct's AL_*_INIT macro; the library reads
- * and writes only what fits in it (options: 0 = this header's struct; a filled struct must carry
- * its size). A size below AL_*_V1 or above the library's is AL_EINVAL naming the struct and both
- * sizes.
+ * Struct sizes (docs/DESIGN.md, "The ABI of the public structs"): al_synth_options,
+ * al_synth_sample_meta and al_synth_stats start with `size_t struct_size`, set with the struct's
+ * AL_*_INIT macro; the library reads and writes only what fits in it (options: 0 = this header's
+ * struct; a filled struct must carry its size). A size below AL_*_V1 or above the library's is
+ * AL_EINVAL naming the struct and both sizes.
  */
 #ifndef AL_SYNTH_H
 #define AL_SYNTH_H
@@ -60,11 +59,15 @@ typedef struct al_synth_options {
 #define AL_SYNTH_OPTIONS_V1 sizeof(al_synth_options)
 
 typedef struct al_synth_sample_meta {
+  size_t
+      struct_size; /* sizeof(al_synth_sample_meta), set by the caller: AL_SYNTH_SAMPLE_META_INIT */
   uint32_t width, height, frames; /* multiples of 16; frames 1 for images */
   float fps;                      /* 0 for images */
   int is_image;
   uint64_t latent_bytes; /* 16 * T' * H/8 * W/8 * 2 */
 } al_synth_sample_meta;
+#define AL_SYNTH_SAMPLE_META_INIT AL_STRUCT_INIT(al_synth_sample_meta)
+#define AL_SYNTH_SAMPLE_META_V1 sizeof(al_synth_sample_meta)
 
 typedef struct al_synth_stats {
   size_t struct_size; /* sizeof(al_synth_stats), set by the caller: AL_SYNTH_STATS_INIT */
@@ -75,8 +78,9 @@ typedef struct al_synth_stats {
 #define AL_SYNTH_STATS_INIT AL_STRUCT_INIT(al_synth_stats)
 #define AL_SYNTH_STATS_V1 sizeof(al_synth_stats)
 
-/* Shape of sample `i` for `seed` (pure function). */
-AL_API void al_synth_sample(uint64_t seed, uint64_t i, al_synth_sample_meta *out);
+/* Shape of sample `i` for `seed` (pure function): AL_OK; AL_EINVAL for a NULL `out` or a bad
+ * struct_size (nothing written). */
+AL_API int al_synth_sample(uint64_t seed, uint64_t i, al_synth_sample_meta *out);
 
 /* Writes the corpus. `stats` may be NULL. */
 AL_API int al_synth_write(const al_synth_options *opts, al_synth_stats *stats);

@@ -76,7 +76,7 @@ int al_checker_open(al_checker **out, const al_index *idx, const al_check_option
   for (size_t i = 0; i < idx->n_shards && !remote; i++) remote = idx->shards[i].etag != NULL;
   if (remote) {
     al_storage_options used;
-    al_storage_origin from;
+    al_storage_origin from = AL_STORAGE_ORIGIN_INIT;
     al_storage_resolve(st, idx, &used, &from);
     al_storage_mismatch(&used, &from, idx, c->note, sizeof c->note);
     storage_config cfg;

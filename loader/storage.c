@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "common/env_internal.h"
+#include "common/struct_abi_internal.h"
 #include "loader/al_index.h"
 #include "loader/index_internal.h"
 #include "storage/client_internal.h"
@@ -49,26 +50,39 @@ static const char *pick(const char *given, const char *env_name, const char *rec
   return *from = "default", NULL;
 }
 
-void al_storage_resolve(const al_storage_options *given, const al_index *idx,
-                        al_storage_options *out, al_storage_origin *origin) {
+int al_storage_resolve(const al_storage_options *given, const al_index *idx,
+                       al_storage_options *out, al_storage_origin *origin) {
+  size_t n = 0;
+  if (!out) return al_set_error(AL_EINVAL, "al_storage_resolve: out is NULL");
+  if (origin) {
+    int rc = struct_out_size(origin, sizeof(al_storage_origin), AL_STORAGE_ORIGIN_V1,
+                             "al_storage_resolve", "al_storage_origin", &n);
+    if (rc) return rc;
+  }
   al_storage_options g, rec;
   memset(&g, 0, sizeof g);
   if (given) g = *given;
   al_index_storage(idx, &rec);
-  al_storage_origin o;
+  al_storage_origin o = AL_STORAGE_ORIGIN_INIT;
   memset(out, 0, sizeof *out);
   out->s3_endpoint = pick(g.s3_endpoint, "AWS_ENDPOINT_URL", rec.s3_endpoint, &o.s3_endpoint);
   out->s3_region = pick(g.s3_region, "AWS_REGION", rec.s3_region, &o.s3_region);
   out->s3_addressing = g.s3_addressing ? g.s3_addressing : rec.s3_addressing;
   out->remote_timeout_s = g.remote_timeout_s > 0 ? g.remote_timeout_s
                                                  : env_seconds("ADAPTIVELOAD_REMOTE_TIMEOUT_S");
-  if (origin) *origin = o;
+  if (origin) struct_out(origin, &o, n);
+  return AL_OK;
 }
 
-const char *al_storage_mismatch(const al_storage_options *used, const al_storage_origin *origin,
+const char *al_storage_mismatch(const al_storage_options *used, const al_storage_origin *caller,
                                 const al_index *idx, char *buf, size_t cap) {
   if (!buf || !cap) return "";
   buf[0] = 0;
+  al_storage_origin local;
+  const al_storage_origin *origin = NULL; /* one of a size this library cannot read: not read */
+  if (caller && struct_in(&local, sizeof local, AL_STORAGE_ORIGIN_V1, caller, "al_storage_mismatch",
+                          "al_storage_origin") == AL_OK)
+    origin = &local;
   const char *rec = idx && idx->s3_endpoint ? idx->s3_endpoint : NULL;
   const char *now = used && used->s3_endpoint ? used->s3_endpoint : NULL;
   if (!idx || !idx->s3_recorded || (rec && now && !strcmp(rec, now)) || (!rec && !now)) return buf;

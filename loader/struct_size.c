@@ -14,6 +14,7 @@ size_t al_index_struct_size(int which) {
     case AL_INDEX_STRUCT_SHARD_IO: return sizeof(al_shard_io);
     case AL_INDEX_STRUCT_STORAGE: return sizeof(al_storage_options);
     case AL_INDEX_STRUCT_TENSOR_HEADER: return sizeof(al_tensor_header);
+    case AL_INDEX_STRUCT_STORAGE_ORIGIN: return sizeof(al_storage_origin);
     default: return 0;
   }
 }

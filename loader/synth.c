@@ -37,10 +37,12 @@ static const uint32_t SHORT_SIDES[] = {240, 352, 480, 720};
 static const double ASPECTS[] = {1.0, 4.0 / 3.0, 3.0 / 2.0, 16.0 / 9.0, 21.0 / 9.0};
 static const float FPS[] = {16.0f, 24.0f, 25.0f, 30.0f};
 
-void al_synth_sample(uint64_t seed, uint64_t i, al_synth_sample_meta *out) {
+/* al_synth_sample into a struct of this library's layout. */
+static void synth_sample(uint64_t seed, uint64_t i, al_synth_sample_meta *out) {
   uint64_t s = seed * UINT64_C(0xd1342543de82ef95) ^ (i + 1) * UINT64_C(0x9e3779b97f4a7c15);
   splitmix(&s);
   memset(out, 0, sizeof *out);
+  out->struct_size = sizeof *out;
   out->is_image = pick(&s, 100) < 40;
   uint32_t side = SHORT_SIDES[pick(&s, 4)];
   double ar = ASPECTS[pick(&s, 5)];
@@ -61,6 +63,18 @@ void al_synth_sample(uint64_t seed, uint64_t i, al_synth_sample_meta *out) {
   }
   uint64_t tp = 1 + (out->frames - 1) / 4;
   out->latent_bytes = UINT64_C(16) * tp * (out->height / 8) * (out->width / 8) * 2;
+}
+
+int al_synth_sample(uint64_t seed, uint64_t i, al_synth_sample_meta *caller) {
+  if (!caller) return al_set_error(AL_EINVAL, "al_synth_sample: out is NULL");
+  size_t n;
+  int rc = struct_out_size(caller, sizeof(al_synth_sample_meta), AL_SYNTH_SAMPLE_META_V1,
+                           "al_synth_sample", "al_synth_sample_meta", &n);
+  if (rc) return rc;
+  al_synth_sample_meta m;
+  synth_sample(seed, i, &m);
+  struct_out(caller, &m, n);
+  return AL_OK;
 }
 
 typedef struct job {
@@ -116,7 +130,7 @@ static int write_shard(job *J, uint32_t k, unsigned char *fill, void *lz4buf, si
   uint64_t images = 0;
   for (uint64_t i = first; i < end && !rc; i++) {
     al_synth_sample_meta m;
-    al_synth_sample(o->seed, i, &m);
+    synth_sample(o->seed, i, &m);
     images += (uint64_t)m.is_image;
     char name[64], js[256];
     int jn = json_of(&m, js, sizeof js);

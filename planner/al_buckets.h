@@ -25,6 +25,13 @@
  * Ownership: the caller owns an al_bucket_table (al_bucket_table_free).
  * Thread safety: a table is immutable after creation; share it freely.
  * Errors: al_status codes with al_last_error() naming file and line.
+ *
+ * Struct sizes (docs/DESIGN.md, "The ABI of the public structs"): al_bucket_shape starts with
+ * `size_t struct_size`, set with AL_BUCKET_SHAPE_INIT; al_bucket_table_get writes only what fits
+ * in it, and a size of 0, below AL_BUCKET_SHAPE_V1 or above the library's is AL_EINVAL naming the
+ * struct and both sizes. al_latent_geom and al_latent_grid are value types of a fixed layout
+ * that never grows (al_latent_geom is embedded in al_plan_options and returned by value): they
+ * carry no size.
  */
 #ifndef AL_BUCKETS_H
 #define AL_BUCKETS_H
@@ -60,9 +67,12 @@ AL_API uint64_t al_tokens(const al_latent_geom *g, uint32_t width, uint32_t heig
 typedef struct al_bucket_table al_bucket_table;
 
 typedef struct al_bucket_shape {
+  size_t struct_size; /* sizeof(al_bucket_shape), set by the caller: AL_BUCKET_SHAPE_INIT */
   uint32_t width, height, frames;
   const char *aspect; /* group name, e.g. "16:9"; points into the table */
 } al_bucket_shape;
+#define AL_BUCKET_SHAPE_INIT AL_STRUCT_INIT(al_bucket_shape)
+#define AL_BUCKET_SHAPE_V1 sizeof(al_bucket_shape)
 
 /* The default Wan-like table: aspect groups 1:1, 4:3, 3:2, 16:9, 21:9 and the
  * portrait 3:4, 2:3, 9:16, 9:21; five area levels (240x240, 240p, 360p, 480p,

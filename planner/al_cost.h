@@ -41,15 +41,21 @@
  * giving a token cap M_mem = floor((capacity * safety - m0) / m1).
  *
  * Ownership: al_bench owns its arrays (al_bench_free); al_cost_model is a
- * plain value with fixed-size strings.
+ * plain value with fixed-size strings (copy it whole: its struct_size comes along).
  * Thread safety: no shared state; distinct objects may be used concurrently.
  * Errors: al_status codes; al_last_error() names file, line and column.
  *
- * Struct sizes (docs/DESIGN.md, "The ABI of the public structs"): al_cost_fit_options and
- * al_trace_stats start with `size_t struct_size`, set with AL_*_INIT; the library reads and
- * writes only what fits in it (options: 0 = this header's struct). A size below AL_*_V1 or
- * above the library's is AL_EINVAL naming the struct and both sizes. al_cost_model and
- * al_bench keep a fixed layout for now (al_cost_predict and its kin return no status).
+ * Struct sizes (docs/DESIGN.md, "The ABI of the public structs"): al_cost_model, al_bench,
+ * al_cost_fit_options and al_trace_stats start with `size_t struct_size`, set with AL_*_INIT;
+ * the library reads and writes only what fits in it. A function that fills one (al_cost_fit_bench,
+ * al_cost_default, al_cost_load, al_manifest_cost, al_bench_parse and its kin) needs the size
+ * set; one that reads one (the predictions, al_cost_save, al_plan_build, al_bench_append's src,
+ * al_bench_free) takes 0 as this header's struct, and fields past a smaller size read as 0
+ * (their defaults). A size below AL_*_V1 or above the library's is AL_EINVAL naming the struct
+ * and both sizes; the predictions, which return no status, give NaN then (al_last_error() says
+ * why). al_bench arrays the caller's struct has no field for are freed, never handed over.
+ * al_cost_fit, al_cost_band and al_cost_sp_fit are embedded in al_cost_model: fixed layouts
+ * that never grow, with no size.
  */
 #ifndef AL_COST_H
 #define AL_COST_H
@@ -115,6 +121,7 @@ typedef struct al_cost_sp_fit {
 #define AL_COST_MAX_SP_FITS 10
 
 typedef struct al_cost_model {
+  size_t struct_size;     /* sizeof(al_cost_model): AL_COST_MODEL_INIT */
   al_cost_fit fit;        /* the family in use */
   al_cost_fit alt;        /* the other family, for reports (family 0 if not fitted) */
   uint32_t rows;          /* rows fitted */
@@ -139,6 +146,8 @@ typedef struct al_cost_model {
   uint32_t n_sp_fits;
   al_cost_sp_fit sp_fits[AL_COST_MAX_SP_FITS];
 } al_cost_model;
+#define AL_COST_MODEL_INIT AL_STRUCT_INIT(al_cost_model)
+#define AL_COST_MODEL_V1 sizeof(al_cost_model)
 
 /* The embedded default's blocks: 4 blocks of hidden 1536 in bf16, 8 all-to-alls a block (4
  * forward: q, k, v and the output; 4 backward), 8 x 1536 x 2 x 4 bytes per token. */
@@ -149,6 +158,7 @@ typedef struct al_cost_model {
 
 /* A shape benchmark: one row per (B, S) measurement. */
 typedef struct al_bench {
+  size_t struct_size; /* sizeof(al_bench): AL_BENCH_INIT */
   size_t n;
   double *B, *S, *ms;
   double *mem; /* peak_mem_bytes; NULL when the input had none */
@@ -163,6 +173,8 @@ typedef struct al_bench {
    * per token are 8 x hidden x dtype_bytes x layers. */
   double hidden, layers, dtype_bytes;
 } al_bench;
+#define AL_BENCH_INIT AL_STRUCT_INIT(al_bench)
+#define AL_BENCH_V1 sizeof(al_bench)
 
 /* CSV: a header row naming B, S, step_ms (alias ms) and optionally
  * peak_mem_bytes and d (alias sp_degree: 1..1024, a power of two), in any order (other columns are

@@ -264,20 +264,32 @@ AL_API uint64_t al_plan_first_rejected(const al_plan *p, al_reject_reason r);
 /* Buckets holding at least one sample. */
 AL_API size_t al_plan_buckets_used(const al_plan *p);
 
-/* Ids of al_plan_struct_size: the structs of al_plan.h and al_manifest.h. */
+/* Ids of al_plan_struct_size: the structs of al_plan.h and al_manifest.h, and the sized ones of
+ * al_buckets.h and al_cost.h. */
 typedef enum al_plan_struct {
-  AL_PLAN_STRUCT_OPTIONS = 0,       /* al_plan_options */
-  AL_PLAN_STRUCT_INPUT = 1,         /* al_plan_input */
-  AL_PLAN_STRUCT_MANIFEST_INFO = 2, /* al_manifest_info */
-  AL_PLAN_STRUCT_BUCKET_INFO = 3,   /* al_bucket_info */
-  AL_PLAN_STRUCT_MICRO_REF = 4,     /* al_micro_ref */
-  AL_PLAN_STRUCT_STEP_INFO = 5,     /* al_step_info */
-  AL_PLAN_STRUCT_REPLAN_OPTIONS = 6 /* al_replan_options */
+  AL_PLAN_STRUCT_OPTIONS = 0,        /* al_plan_options */
+  AL_PLAN_STRUCT_INPUT = 1,          /* al_plan_input */
+  AL_PLAN_STRUCT_MANIFEST_INFO = 2,  /* al_manifest_info */
+  AL_PLAN_STRUCT_BUCKET_INFO = 3,    /* al_bucket_info */
+  AL_PLAN_STRUCT_MICRO_REF = 4,      /* al_micro_ref */
+  AL_PLAN_STRUCT_STEP_INFO = 5,      /* al_step_info */
+  AL_PLAN_STRUCT_REPLAN_OPTIONS = 6, /* al_replan_options */
+  AL_PLAN_STRUCT_BUCKET_SHAPE = 7,   /* al_bucket_shape */
+  AL_PLAN_STRUCT_COST_MODEL = 8,     /* al_cost_model */
+  AL_PLAN_STRUCT_BENCH = 9           /* al_bench */
 } al_plan_struct;
 
 /* sizeof of the struct `which` (an al_plan_struct) names; 0 for any other value. Bindings
  * (Python ctypes) check their struct mirrors against it. Thread-safe. */
 AL_API size_t al_plan_struct_size(int which);
+
+/* The value of the integer constant `name` of the planner's public headers (al_plan.h,
+ * al_manifest.h, al_buckets.h, al_cost.h: "AL_PLAN_MAX_SP_DEGREES" -> 11, the policies, the
+ * reject reasons, the struct ids, ...; the floating-point defaults are not in it): AL_OK with
+ * *value set; AL_ENOTFOUND (message naming it) for a name they do not define; AL_EINVAL for
+ * NULL. As al_status_constant (common/al_status.h): bindings read constants here instead of
+ * copying them. Thread-safe. */
+AL_API int al_plan_constant(const char *name, int64_t *value);
 
 #ifdef __cplusplus
 }

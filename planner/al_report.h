@@ -24,8 +24,9 @@
 extern "C" {
 #endif
 
-/* One JSON object: family, params, errors, alternative, memory fit. */
-AL_API void al_cost_print_json(const al_cost_model *m, FILE *out);
+/* One JSON object: family, params, errors, alternative, memory fit. AL_OK; AL_EINVAL (nothing
+ * written) for a model whose struct_size this library cannot read (al_cost.h). */
+AL_API int al_cost_print_json(const al_cost_model *m, FILE *out);
 
 /* Human summary: config, counts, balance, predicted time, bucket table. */
 AL_API void al_manifest_print_summary(FILE *out, const al_manifest *m, const char *name);

@@ -9,14 +9,38 @@
 #include <strings.h>
 
 #include "common/grow_internal.h"
+#include "common/struct_abi_internal.h"
 #include "planner/al_cost.h"
+#include "planner/cost_internal.h"
 #include "planner/text_internal.h"
 
 #define BENCH_MAX_BYTES (64u << 20)
 #define MAX_COLS 64
 
-void al_bench_free(al_bench *b) {
-  if (!b) return;
+int bench_out_size(const al_bench *caller, const char *fn, size_t *n) {
+  return struct_out_size(caller, sizeof(al_bench), AL_BENCH_V1, fn, "al_bench", n);
+}
+
+void bench_out(al_bench *caller, al_bench *b, size_t n) {
+  static const size_t arrays[] = {offsetof(al_bench, B), offsetof(al_bench, S),
+                                  offsetof(al_bench, ms), offsetof(al_bench, mem),
+                                  offsetof(al_bench, d)};
+  for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++) {
+    if (arrays[i] + sizeof(double *) <= n) continue;
+    double **a = (double **)(void *)((char *)b + arrays[i]);
+    free(*a);
+    *a = NULL;
+  }
+  memcpy((char *)caller + sizeof(size_t), (char *)b + sizeof(size_t), n - sizeof(size_t));
+}
+
+void al_bench_free(al_bench *caller) {
+  if (!caller) return;
+  /* Read by the size rule: a size this library cannot read leaves it unknown where the arrays
+   * lie, so nothing is freed. */
+  al_bench local;
+  if (struct_in(&local, sizeof local, AL_BENCH_V1, caller, "al_bench_free", "al_bench")) return;
+  al_bench *b = &local;
   free(b->B);
   free(b->S);
   free(b->ms);
@@ -24,6 +48,7 @@ void al_bench_free(al_bench *b) {
   free(b->d);
   b->B = b->S = b->ms = b->mem = b->d = NULL;
   b->n = 0;
+  bench_out(caller, b, caller->struct_size ? caller->struct_size : sizeof local);
 }
 
 /* One row: v = B, S, ms, mem, d (mem and d stored only when the input has them). */
@@ -394,31 +419,37 @@ cleanup:
   return rc;
 }
 
-int al_bench_parse(al_bench *out, const char *text, size_t len, const char *name) {
-  if (!out || (!text && len)) return al_set_error(AL_EINVAL, "al_bench_parse: NULL argument");
-  memset(out, 0, sizeof *out);
+int al_bench_parse(al_bench *caller, const char *text, size_t len, const char *name) {
+  if (!caller || (!text && len)) return al_set_error(AL_EINVAL, "al_bench_parse: NULL argument");
+  size_t n_out;
+  int rc = bench_out_size(caller, "al_bench_parse", &n_out);
+  if (rc) return rc;
+  al_bench local = AL_BENCH_INIT, *out = &local;
   if (!name) name = "benchmark";
   snprintf(out->source, sizeof out->source, "%s", name);
-  int rc = plan_text_is_json(text, len) ? parse_json(out, text, len, name)
-                                        : parse_csv(out, text, len, name);
+  rc = plan_text_is_json(text, len) ? parse_json(out, text, len, name)
+                                    : parse_csv(out, text, len, name);
   if (!rc && out->n < AL_BENCH_MIN_ROWS)
     rc = al_set_error(AL_EINVAL, "%s: too few rows: %zu (need at least %d)", name, out->n,
                       AL_BENCH_MIN_ROWS);
-  if (rc) {
-    al_bench_free(out);
-    return rc;
-  }
-  return AL_OK;
+  if (rc) al_bench_free(out);
+  bench_out(caller, out, n_out);
+  return rc;
 }
 
-int al_bench_load(al_bench *out, const char *path) {
-  if (!out || !path) return al_set_error(AL_EINVAL, "al_bench_load: NULL argument");
-  memset(out, 0, sizeof *out);
+int al_bench_load(al_bench *caller, const char *path) {
+  if (!caller || !path) return al_set_error(AL_EINVAL, "al_bench_load: NULL argument");
+  size_t n_out;
+  int rc = bench_out_size(caller, "al_bench_load", &n_out);
+  if (rc) return rc;
+  al_bench out = AL_BENCH_INIT;
   char *buf;
   size_t n;
-  int rc = plan_read_file(path, BENCH_MAX_BYTES, "benchmark", &buf, &n);
-  if (rc) return rc;
-  rc = al_bench_parse(out, buf, n, path);
-  free(buf);
+  rc = plan_read_file(path, BENCH_MAX_BYTES, "benchmark", &buf, &n);
+  if (!rc) {
+    rc = al_bench_parse(&out, buf, n, path);
+    free(buf);
+  }
+  bench_out(caller, &out, n_out);
   return rc;
 }

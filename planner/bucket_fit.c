@@ -229,7 +229,7 @@ static int table_kept(const fit_state *S, const al_bucket_table *t, uint64_t *ke
     if (al_bucket_assign_grid(t, &S->g, S->mem_tokens, s->width, s->height, s->frames,
                               s->has_grid ? &grid : NULL, &b, &why) != AL_OK)
       continue;
-    al_bucket_shape bs;
+    al_bucket_shape bs = AL_BUCKET_SHAPE_INIT;
     int rc = al_bucket_table_get(t, b, &bs);
     if (rc) return rc;
     *kept += s->count * al_tokens(&S->g, bs.width, bs.height, bs.frames);

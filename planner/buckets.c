@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/struct_abi_internal.h"
 #include "planner/bucket_table_internal.h"
 #include "planner/text_internal.h"
 
@@ -338,19 +339,25 @@ int al_bucket_table_load(al_bucket_table **out, const char *path) {
 
 size_t al_bucket_table_count(const al_bucket_table *t) { return t ? t->n_sizes * t->n_frames : 0; }
 
-int al_bucket_table_get(const al_bucket_table *t, size_t id, al_bucket_shape *out) {
-  if (!t || !out) return al_set_error(AL_EINVAL, "al_bucket_table_get: NULL argument");
+int al_bucket_table_get(const al_bucket_table *t, size_t id, al_bucket_shape *caller) {
+  if (!t || !caller) return al_set_error(AL_EINVAL, "al_bucket_table_get: NULL argument");
+  size_t n;
+  int rc = struct_out_size(caller, sizeof(al_bucket_shape), AL_BUCKET_SHAPE_V1,
+                           "al_bucket_table_get", "al_bucket_shape", &n);
+  if (rc) return rc;
   if (id >= al_bucket_table_count(t))
     return al_set_error(AL_ERANGE, "bucket %zu out of range (table has %zu)", id,
                         al_bucket_table_count(t));
   size_t s = id / t->n_frames;
-  out->width = t->sizes[s].w;
-  out->height = t->sizes[s].h;
-  out->frames = t->frames[id % t->n_frames];
-  out->aspect = "";
+  al_bucket_shape out = AL_BUCKET_SHAPE_INIT;
+  out.width = t->sizes[s].w;
+  out.height = t->sizes[s].h;
+  out.frames = t->frames[id % t->n_frames];
+  out.aspect = "";
   for (size_t a = 0; a < t->n_aspects; a++)
     if (s >= t->aspects[a].first && s < t->aspects[a].first + t->aspects[a].n_sizes)
-      out->aspect = t->aspects[a].name;
+      out.aspect = t->aspects[a].name;
+  struct_out(caller, &out, n);
   return AL_OK;
 }
 

@@ -737,36 +737,52 @@ static int set_a2a(const al_bench *in, const al_cost_fit_options *o, al_cost_mod
   return AL_OK;
 }
 
-int al_cost_fit_bench(const al_bench *in, const al_cost_fit_options *caller_opts,
-                      al_cost_model *out) {
-  if (!in || !out) return al_set_error(AL_EINVAL, "al_cost_fit_bench: NULL argument");
+int al_cost_fit_bench(const al_bench *caller_in, const al_cost_fit_options *caller_opts,
+                      al_cost_model *caller_out) {
+  if (!caller_in || !caller_out) return al_set_error(AL_EINVAL, "al_cost_fit_bench: NULL argument");
   al_cost_fit_options local;
   int rc = struct_in(&local, sizeof local, AL_COST_FIT_OPTIONS_V1, caller_opts, "al_cost_fit_bench",
                      "al_cost_fit_options");
   if (rc) return rc;
   const al_cost_fit_options *opts = caller_opts ? &local : NULL;
-  memset(out, 0, sizeof *out);
-  rc = set_a2a(in, opts, out);
-  if (!rc) rc = fit_families(in, opts, out);
-  if (!rc && in->mem) rc = fit_memory(in, opts, out);
-  if (!rc && in->d) rc = fit_degrees(in, opts, out);
+  al_bench in;
+  size_t n;
+  rc = struct_in(&in, sizeof in, AL_BENCH_V1, caller_in, "al_cost_fit_bench", "al_bench");
+  if (!rc)
+    rc = struct_out_size(caller_out, sizeof(al_cost_model), AL_COST_MODEL_V1, "al_cost_fit_bench",
+                         "al_cost_model", &n);
   if (rc) return rc;
-  out->abs_loss = opts && opts->loss == AL_LOSS_ABS;
-  snprintf(out->device, sizeof out->device, "%s", in->device);
-  snprintf(out->measured, sizeof out->measured, "%s", in->measured);
-  snprintf(out->source, sizeof out->source, "%s", in->source);
+  al_cost_model out;
+  memset(&out, 0, sizeof out);
+  out.struct_size = sizeof out;
+  rc = set_a2a(&in, opts, &out);
+  if (!rc) rc = fit_families(&in, opts, &out);
+  if (!rc && in.mem) rc = fit_memory(&in, opts, &out);
+  if (!rc && in.d) rc = fit_degrees(&in, opts, &out);
+  if (rc) return rc;
+  out.abs_loss = opts && opts->loss == AL_LOSS_ABS;
+  snprintf(out.device, sizeof out.device, "%s", in.device);
+  snprintf(out.measured, sizeof out.measured, "%s", in.measured);
+  snprintf(out.source, sizeof out.source, "%s", in.source);
+  struct_out(caller_out, &out, n);
   return AL_OK;
 }
 
 /* ------------------------------------------------------------------ predictions ---- */
 
-double al_cost_predict(const al_cost_model *m, uint64_t B, uint64_t S) {
-  if (m->fit.family == AL_COST_FLOOR) return cost_fit_eval(&m->fit, (double)B, (double)S, 1);
-  return m->fit.params[0] + (double)B * al_cost_per_sample(m, S);
+const al_cost_model *cost_model_in(const al_cost_model *m, al_cost_model *local, const char *fn) {
+  if (m->struct_size == 0 || m->struct_size == sizeof *m) return m;
+  return struct_in(local, sizeof *local, AL_COST_MODEL_V1, m, fn, "al_cost_model") == AL_OK ? local
+                                                                                            : NULL;
 }
 
-double al_cost_per_sample(const al_cost_model *m, uint64_t S) {
+static double per_sample(const al_cost_model *m, uint64_t S) {
   return fit_per_sample(&m->fit, (double)S);
+}
+
+static double predict(const al_cost_model *m, uint64_t B, uint64_t S) {
+  if (m->fit.family == AL_COST_FLOOR) return cost_fit_eval(&m->fit, (double)B, (double)S, 1);
+  return m->fit.params[0] + (double)B * per_sample(m, S);
 }
 
 /* The modelled all-to-all, ms per token of a micro-batch at degree d > 1. */
@@ -788,24 +804,54 @@ static const al_cost_fit *compute_fit_at(const al_cost_model *m, uint32_t d) {
   return f ? f : m->fit.family == AL_COST_FLOOR ? &m->fit : NULL;
 }
 
-double al_cost_per_sample_sp(const al_cost_model *m, uint64_t S, uint32_t d) {
-  if (d <= 1) return al_cost_per_sample(m, S);
+static double per_sample_sp(const al_cost_model *m, uint64_t S, uint32_t d) {
+  if (d <= 1) return per_sample(m, S);
   double dd = (double)d, s = (double)S;
   const al_cost_fit *f = compute_fit_at(m, d);
   double c = f ? f->per_sample_ms + (f->params[1] * s + f->params[2] * s * s) / dd
-               : al_cost_per_sample(m, S) / dd;
+               : per_sample(m, S) / dd;
   return c + s * a2a_ms_per_token(m, dd);
 }
 
-double al_cost_predict_sp(const al_cost_model *m, uint64_t B, uint64_t S, uint32_t d) {
-  if (d <= 1) return al_cost_predict(m, B, S);
+static double predict_sp(const al_cost_model *m, uint64_t B, uint64_t S, uint32_t d) {
+  if (d <= 1) return predict(m, B, S);
   double dd = (double)d, tokens = (double)B * (double)S;
   const al_cost_fit *f = compute_fit_at(m, d);
-  if (!f) return m->fit.params[0] + (double)B * al_cost_per_sample_sp(m, S, d);
+  if (!f) return m->fit.params[0] + (double)B * per_sample_sp(m, S, d);
   return cost_fit_eval(f, (double)B, (double)S, dd) + tokens * a2a_ms_per_token(m, dd);
 }
 
-int al_cost_mem_tokens(const al_cost_model *m, double capacity, double safety, uint64_t *tokens) {
+/* The public predictions: the model read by the size rule (cost_model_in), NaN when it cannot be.
+ */
+double al_cost_predict(const al_cost_model *caller, uint64_t B, uint64_t S) {
+  al_cost_model local;
+  const al_cost_model *m = cost_model_in(caller, &local, "al_cost_predict");
+  return m ? predict(m, B, S) : NAN;
+}
+
+double al_cost_per_sample(const al_cost_model *caller, uint64_t S) {
+  al_cost_model local;
+  const al_cost_model *m = cost_model_in(caller, &local, "al_cost_per_sample");
+  return m ? per_sample(m, S) : NAN;
+}
+
+double al_cost_per_sample_sp(const al_cost_model *caller, uint64_t S, uint32_t d) {
+  al_cost_model local;
+  const al_cost_model *m = cost_model_in(caller, &local, "al_cost_per_sample_sp");
+  return m ? per_sample_sp(m, S, d) : NAN;
+}
+
+double al_cost_predict_sp(const al_cost_model *caller, uint64_t B, uint64_t S, uint32_t d) {
+  al_cost_model local;
+  const al_cost_model *m = cost_model_in(caller, &local, "al_cost_predict_sp");
+  return m ? predict_sp(m, B, S, d) : NAN;
+}
+
+int al_cost_mem_tokens(const al_cost_model *caller, double capacity, double safety,
+                       uint64_t *tokens) {
+  al_cost_model local;
+  const al_cost_model *m = cost_model_in(caller, &local, "al_cost_mem_tokens");
+  if (!m) return AL_EINVAL;
   if (!m->has_mem)
     return al_set_error(AL_ESTATE,
                         "cost model has no memory fit (benchmark had no peak_mem_bytes)");

@@ -10,6 +10,14 @@
 
 #define AL_LS_MAXK 4
 
+/* The size rule of al_bench (bench_io.c; docs/DESIGN.md, "The ABI of the public structs"):
+ * bench_out_size checks the struct_size of a caller's benchmark to fill (0 refused) and gives
+ * the bytes it holds; bench_out hands `b` (this library's layout) over to the caller's first n
+ * bytes, its struct_size left as it is, after freeing every array whose field lies past them
+ * (the caller could never free it). */
+int bench_out_size(const al_bench *caller, const char *fn, size_t *n);
+void bench_out(al_bench *caller, al_bench *b, size_t n);
+
 /* Weighted least squares (w may be NULL); see cost_fit.c. */
 int cost_lstsq(const double *X, const double *y, const double *w, size_t n, size_t k, double *beta);
 
@@ -77,6 +85,11 @@ int cost_solve(const double *M, const double *g, int n, double *x);
 int cost_fit_usable(const al_cost_fit *f, char *why, size_t cap);
 /* The same for a per-degree fit, evaluated at its degree d. */
 int cost_sp_fit_usable(const al_cost_fit *f, double d, char *why, size_t cap);
+
+/* The model `m` as this library reads it (the read rule of common/struct_abi_internal.h): `m`
+ * itself when its struct_size is 0 or this library's, else its bytes copied into `local` (fields
+ * past them 0, their defaults); NULL, with AL_EINVAL naming `fn` set, for any other size. */
+const al_cost_model *cost_model_in(const al_cost_model *m, al_cost_model *local, const char *fn);
 
 /* CostModel message <-> al_cost_model. to_msg fills `msg` pointing into `m` and the
  * caller's buffer; nothing to free. A fit's params: power, poly2 [a, b, c]; floor [a, b, c, s,

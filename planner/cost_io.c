@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "common/json_write_internal.h"
+#include "common/struct_abi_internal.h"
 #include "planner/al_cost.h"
 #include "planner/cost_internal.h"
 #include "planner/al_report.h"
@@ -152,6 +153,7 @@ static int sp_from_msg(const Adaptiveload__CostModel *msg, al_cost_model *m, con
 
 int cost_from_msg(const Adaptiveload__CostModel *msg, al_cost_model *m, const char *where) {
   memset(m, 0, sizeof *m);
+  m->struct_size = sizeof *m;
   if (family_of(msg->family ? msg->family : "", &m->fit.family))
     return al_set_error(AL_EFORMAT, "%s: cost model family '%s' is not power, poly2 or floor",
                         where, msg->family ? msg->family : "");
@@ -191,8 +193,11 @@ int cost_from_msg(const Adaptiveload__CostModel *msg, al_cost_model *m, const ch
   return sp_from_msg(msg, m, where);
 }
 
-int al_cost_save(const al_cost_model *m, const char *path) {
-  if (!m || !path) return al_set_error(AL_EINVAL, "al_cost_save: NULL argument");
+int al_cost_save(const al_cost_model *caller, const char *path) {
+  if (!caller || !path) return al_set_error(AL_EINVAL, "al_cost_save: NULL argument");
+  al_cost_model local;
+  const al_cost_model *m = cost_model_in(caller, &local, "al_cost_save");
+  if (!m) return AL_EINVAL;
   Adaptiveload__CostModel msg;
   cost_msg_buf buf;
   cost_to_msg(m, &msg, &buf);
@@ -201,24 +206,37 @@ int al_cost_save(const al_cost_model *m, const char *path) {
 
 int al_cost_load(al_cost_model *out, const char *path) {
   if (!out || !path) return al_set_error(AL_EINVAL, "al_cost_load: NULL argument");
-  ProtobufCMessage *msg = NULL;
-  int rc = pbio_load_one(path, AL_KIND_COST, AL_REC_COST_MODEL,
-                         &adaptiveload__cost_model__descriptor, &msg);
+  size_t n;
+  int rc = struct_out_size(out, sizeof(al_cost_model), AL_COST_MODEL_V1, "al_cost_load",
+                           "al_cost_model", &n);
   if (rc) return rc;
-  rc = cost_from_msg((const Adaptiveload__CostModel *)msg, out, path);
+  ProtobufCMessage *msg = NULL;
+  rc = pbio_load_one(path, AL_KIND_COST, AL_REC_COST_MODEL, &adaptiveload__cost_model__descriptor,
+                     &msg);
+  if (rc) return rc;
+  al_cost_model m;
+  rc = cost_from_msg((const Adaptiveload__CostModel *)msg, &m, path);
   protobuf_c_message_free_unpacked(msg, NULL);
+  if (!rc) struct_out(out, &m, n);
   return rc;
 }
 
 const char *al_cost_default_json(void) { return cost_default_json; }
 
 int al_cost_default(al_cost_model *out) {
-  al_bench b;
-  int rc = al_bench_parse(&b, cost_default_json, cost_default_json_len,
-                          "embedded h200_dit_block_cost.json");
+  if (!out) return al_set_error(AL_EINVAL, "al_cost_default: NULL argument");
+  size_t n;
+  int rc = struct_out_size(out, sizeof(al_cost_model), AL_COST_MODEL_V1, "al_cost_default",
+                           "al_cost_model", &n);
   if (rc) return rc;
-  rc = al_cost_fit_bench(&b, NULL, out);
+  al_bench b = AL_BENCH_INIT;
+  rc = al_bench_parse(&b, cost_default_json, cost_default_json_len,
+                      "embedded h200_dit_block_cost.json");
+  if (rc) return rc;
+  al_cost_model m = AL_COST_MODEL_INIT;
+  rc = al_cost_fit_bench(&b, NULL, &m);
   al_bench_free(&b);
+  if (!rc) struct_out(out, &m, n);
   return rc;
 }
 
@@ -287,7 +305,10 @@ static void print_sp(FILE *out, const al_cost_model *m) {
   fputs("]}", out);
 }
 
-void al_cost_print_json(const al_cost_model *m, FILE *out) {
+int al_cost_print_json(const al_cost_model *caller, FILE *out) {
+  al_cost_model local;
+  const al_cost_model *m = cost_model_in(caller, &local, "al_cost_print_json");
+  if (!m) return AL_EINVAL;
   fprintf(out, "{\"model\": \"%s\", \"fit\": ", al_cost_family_name(m->fit.family));
   print_fit(out, &m->fit);
   fprintf(out, ", \"alternative\": ");
@@ -316,4 +337,5 @@ void al_cost_print_json(const al_cost_model *m, FILE *out) {
   fprintf(out, ", \"source\": ");
   jsonw_string(out, m->source);
   fprintf(out, "}\n");
+  return AL_OK;
 }

@@ -169,7 +169,7 @@ static int accumulate(fid_report *r, const al_index *idx, const al_latent_geom *
 static void aspect_of(const al_bucket_table *t, uint32_t w, uint32_t h, char *out, size_t cap) {
   size_t n = al_bucket_table_count(t);
   for (size_t id = 0; id < n; id++) {
-    al_bucket_shape s;
+    al_bucket_shape s = AL_BUCKET_SHAPE_INIT;
     if (al_bucket_table_get(t, id, &s) == AL_OK && s.width == w && s.height == h) {
       snprintf(out, cap, "%s", s.aspect);
       return;
@@ -182,7 +182,7 @@ static void aspect_of(const al_bucket_table *t, uint32_t w, uint32_t h, char *ou
 static int table_aspects(const al_bucket_table *t, fid_aspects *names) {
   size_t n = al_bucket_table_count(t), id;
   for (size_t k = 0; k < n; k++) {
-    al_bucket_shape s;
+    al_bucket_shape s = AL_BUCKET_SHAPE_INIT;
     int rc = al_bucket_table_get(t, k, &s);
     if (rc) return rc;
     if (aspect_id(names, s.aspect, &id))
@@ -362,7 +362,7 @@ static int table_buckets(const al_bucket_table *t, const al_latent_geom *g, fid_
   *out = calloc(nb ? nb : 1, sizeof **out);
   if (!*out) return al_set_error(AL_ENOMEM, "crop report: out of memory");
   for (size_t k = 0; k < nb; k++) {
-    al_bucket_shape s;
+    al_bucket_shape s = AL_BUCKET_SHAPE_INIT;
     int rc = al_bucket_table_get(t, k, &s);
     if (rc) return rc;
     fid_bucket *b = &(*out)[k];

@@ -556,8 +556,8 @@ int al_manifest_geometry(const al_manifest *m, al_latent_geom *out) {
 
 int al_manifest_cost(const al_manifest *m, al_cost_model *out) {
   if (!m || !out) return al_set_error(AL_EINVAL, "al_manifest_cost: NULL argument");
-  *out = m->cost;
-  return AL_OK;
+  return struct_out_copy(out, &m->cost, sizeof m->cost, AL_COST_MODEL_V1, "al_manifest_cost",
+                         "al_cost_model");
 }
 
 uint64_t al_manifest_rejected(const al_manifest *m, al_reject_reason r) {

@@ -220,7 +220,7 @@ static int take_buckets(al_plan *p, const al_bucket_table *t, const al_plan_opti
   uint64_t min_tok = UINT64_MAX;
   size_t min_b = 0;
   for (size_t i = 0; i < p->n_buckets && !rc; i++) {
-    al_bucket_shape sh;
+    al_bucket_shape sh = AL_BUCKET_SHAPE_INIT;
     al_bucket_table_get(t, i, &sh);
     plan_bucket *b = &p->buckets[i];
     b->width = sh.width, b->height = sh.height, b->frames = sh.frames;
@@ -470,11 +470,15 @@ int plan_build_grid(al_plan **out, const al_plan_input *input, const al_latent_g
   *out = NULL;
   al_plan_options local;
   al_plan_input in_local;
+  al_cost_model cost_local;
   int src = struct_in(&local, sizeof local, AL_PLAN_OPTIONS_V1, opts, "al_plan_build",
                       "al_plan_options");
   if (!src)
     src = struct_in(&in_local, sizeof in_local, AL_PLAN_INPUT_V1, input, "al_plan_build",
                     "al_plan_input");
+  if (!src)
+    src = struct_in(&cost_local, sizeof cost_local, AL_COST_MODEL_V1, cost, "al_plan_build",
+                    "al_cost_model");
   if (src) return src;
   const al_plan_options *o = &local;
   const al_plan_input *in = &in_local;
@@ -482,7 +486,7 @@ int plan_build_grid(al_plan **out, const al_plan_input *input, const al_latent_g
   if (!p) return al_set_error(AL_ENOMEM, "plan: out of memory");
   uint64_t *items = NULL;
   size_t n = 0;
-  int rc = plan_prepare(p, in, grid, cost, o, &items, &n);
+  int rc = plan_prepare(p, in, grid, &cost_local, o, &items, &n);
   if (!rc) rc = plan_schedule(p, items, n, 0);
   free(items);
   if (!rc && o->start_step) rc = plan_trim(p, o->start_step);

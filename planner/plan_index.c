@@ -93,9 +93,14 @@ int al_plan_build_index(al_plan **out, const al_index *idx, const al_cost_model 
     return al_set_error(AL_EINVAL, "al_plan_build_index: NULL argument");
   *out = NULL;
   al_plan_options local;
+  al_cost_model cost_local;
   int rc = struct_in(&local, sizeof local, AL_PLAN_OPTIONS_V1, opts, "al_plan_build_index",
                      "al_plan_options");
+  if (!rc)
+    rc = struct_in(&cost_local, sizeof cost_local, AL_COST_MODEL_V1, cost, "al_plan_build_index",
+                   "al_cost_model");
   if (rc) return rc;
+  cost = &cost_local;
   al_plan_input in;
   uint32_t *shape = NULL;
   al_latent_grid *grid = NULL;
@@ -115,9 +120,14 @@ int al_run_open_index(al_run **out, const al_index *idx, const al_cost_model *co
     return al_set_error(AL_EINVAL, "al_run_open_index: NULL argument");
   *out = NULL;
   al_plan_options local;
+  al_cost_model cost_local;
   int rc = struct_in(&local, sizeof local, AL_PLAN_OPTIONS_V1, opts, "al_run_open_index",
                      "al_plan_options");
+  if (!rc)
+    rc = struct_in(&cost_local, sizeof cost_local, AL_COST_MODEL_V1, cost, "al_run_open_index",
+                   "al_cost_model");
   if (rc) return rc;
+  cost = &cost_local;
   al_plan_input in;
   uint32_t *shape = NULL;
   al_latent_grid *grid = NULL;
@@ -140,7 +150,7 @@ int al_plan_index_write(const al_index *idx, const char *cost_path, const char *
                         const al_plan_options *opts, const char *out_path) {
   if (!idx || !opts || !out_path)
     return al_set_error(AL_EINVAL, "al_plan_index_write: NULL argument");
-  al_cost_model cost;
+  al_cost_model cost = AL_COST_MODEL_INIT;
   al_bucket_table *table = NULL;
   al_plan *plan = NULL;
   al_plan_options o;
@@ -164,7 +174,7 @@ int al_run_index_write(const al_index *idx, const char *cost_path, const char *b
                        const char *out_path) {
   if (!idx || !opts || !out_path)
     return al_set_error(AL_EINVAL, "al_run_index_write: NULL argument");
-  al_cost_model cost;
+  al_cost_model cost = AL_COST_MODEL_INIT;
   al_bucket_table *table = NULL;
   al_plan_options o;
   int rc = struct_in(&o, sizeof o, AL_PLAN_OPTIONS_V1, opts, "al_run_index_write",

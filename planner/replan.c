@@ -78,6 +78,7 @@ static int take_config(al_plan *p, const al_manifest *old, const al_manifest_inf
   p->fingerprint = oi->index_fingerprint;
   p->index_samples = oi->index_samples;
   p->first_step = at_step;
+  p->cost.struct_size = sizeof p->cost;
   al_manifest_cost(old, &p->cost);
   /* Each sample keeps its bucket and its bucket's degree rule: the same degrees, which must
    * divide the new world. */

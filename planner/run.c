@@ -194,11 +194,13 @@ int al_run_open(al_run **out, const al_plan_input *in, const al_cost_model *cost
   *out = NULL;
   al_plan_options o;
   al_plan_input i;
+  al_cost_model c;
   int rc = struct_in(&o, sizeof o, AL_PLAN_OPTIONS_V1, opts, "al_run_open", "al_plan_options");
   if (!rc) rc = struct_in(&i, sizeof i, AL_PLAN_INPUT_V1, in, "al_run_open", "al_plan_input");
+  if (!rc) rc = struct_in(&c, sizeof c, AL_COST_MODEL_V1, cost, "al_run_open", "al_cost_model");
   if (!rc && o.n_require_members)
     rc = al_set_error(AL_EINVAL, "al_run_open: require_members needs the index");
-  return rc ? rc : run_open_grid(out, &i, NULL, NULL, cost, &o);
+  return rc ? rc : run_open_grid(out, &i, NULL, NULL, &c, &o);
 }
 
 void al_run_free(al_run *r) {

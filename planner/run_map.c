@@ -61,8 +61,10 @@ void run_map_close(run_map *m) {
 
 static int cmp_class(const void *a, const void *b) {
   const map_class *x = a, *y = b;
-  const uint32_t kx[7] = {x->flags, x->width, x->height, x->frames, x->grid_t, x->grid_h, x->grid_w};
-  const uint32_t ky[7] = {y->flags, y->width, y->height, y->frames, y->grid_t, y->grid_h, y->grid_w};
+  const uint32_t kx[7] = {x->flags,  x->width,  x->height, x->frames,
+                          x->grid_t, x->grid_h, x->grid_w};
+  const uint32_t ky[7] = {y->flags,  y->width,  y->height, y->frames,
+                          y->grid_t, y->grid_h, y->grid_w};
   for (int i = 0; i < 7; i++)
     if (kx[i] != ky[i]) return kx[i] < ky[i] ? -1 : 1;
   return 0;
@@ -92,7 +94,8 @@ static int classify(const al_plan_input *in, const al_latent_grid *grid, const u
     while (slot[s] && cmp_class(&cls[slot[s] - 1], &c)) s = (s + 1) & mask;
     if (!slot[s]) {
       if (n == UINT32_MAX - 1)
-        return free(cls), free(slot), al_set_error(AL_ERANGE, "index map: more than 2^32 - 2 classes");
+        return free(cls), free(slot),
+               al_set_error(AL_ERANGE, "index map: more than 2^32 - 2 classes");
       if (n + 1 > cap) { /* grow and rehash */
         size_t ncap = 2 * cap;
         map_class *nc = realloc(cls, ncap * sizeof *nc);
@@ -228,12 +231,16 @@ static int map_open(run_map **out, const char *path) {
   close(fd);
   if (!rc) {
     const map_header *h = m->h = m->base;
-    if (memcmp(h->magic, MAP_MAGIC, 8)) rc = map_bad(path, "magic");
-    else if (h->bom != MAP_BOM) rc = map_bad(path, "byte order of another machine");
-    else if (h->version != MAP_VERSION) rc = map_bad(path, "version");
+    if (memcmp(h->magic, MAP_MAGIC, 8))
+      rc = map_bad(path, "magic");
+    else if (h->bom != MAP_BOM)
+      rc = map_bad(path, "byte order of another machine");
+    else if (h->version != MAP_VERSION)
+      rc = map_bad(path, "version");
     else if (h->n_samples > UINT32_MAX || h->n_classes > h->n_samples + 1 ||
-             h->class_off != MAP_HEADER || h->list_off < MAP_HEADER + h->n_classes * sizeof(map_class) ||
-             h->list_off > m->len || (m->len - h->list_off) / 4 < h->n_samples)
+             h->class_off != MAP_HEADER ||
+             h->list_off < MAP_HEADER + h->n_classes * sizeof(map_class) || h->list_off > m->len ||
+             (m->len - h->list_off) / 4 < h->n_samples)
       rc = map_bad(path, "sizes");
   }
   if (!rc) {
@@ -252,7 +259,8 @@ static int map_open(run_map **out, const char *path) {
     for (uint64_t i = 0; i < m->h->n_samples && !rc; i++) {
       uint32_t x = m->lists[i];
       if (x >= m->h->n_samples || (seen[x / 64] >> (x % 64) & 1))
-        rc = map_bad(path, x >= m->h->n_samples ? "a position past the samples" : "a position twice");
+        rc = map_bad(path,
+                     x >= m->h->n_samples ? "a position past the samples" : "a position twice");
       else
         seen[x / 64] |= UINT64_C(1) << (x % 64);
     }
@@ -280,7 +288,8 @@ static int prepare_classes(al_run *r, const run_map *m, const al_cost_model *cos
   int grids = 0;
   for (size_t c = 0; c < n; c++) {
     /* A class lacking a member is a zero-sized shape, which no bucket takes (relabelled below). */
-    shape[c] = m->cls[c].width, shape[n + c] = m->cls[c].height, shape[2 * n + c] = m->cls[c].frames;
+    shape[c] = m->cls[c].width, shape[n + c] = m->cls[c].height,
+    shape[2 * n + c] = m->cls[c].frames;
     grid[c].t = m->cls[c].grid_t, grid[c].h = m->cls[c].grid_h, grid[c].w = m->cls[c].grid_w;
     grids |= grid[c].t != 0;
   }
@@ -319,7 +328,8 @@ static int group_classes(al_run *r, const run_map *m, const uint64_t *items, siz
   r->cls = calloc(n_items ? n_items : 1, sizeof *r->cls);
   r->cls_first = calloc(nb + 1, sizeof *r->cls_first);
   r->rejected = calloc(n ? n : 1, sizeof *r->rejected);
-  if (!r->cls || !r->cls_first || !r->rejected) return al_set_error(AL_ENOMEM, "plan: out of memory");
+  if (!r->cls || !r->cls_first || !r->rejected)
+    return al_set_error(AL_ENOMEM, "plan: out of memory");
   for (size_t i = 0; i < n_items; i++) r->cls_first[(items[i] >> 32) + 1]++;
   for (size_t b = 0; b < nb; b++) r->cls_first[b + 1] += r->cls_first[b];
   uint64_t *fill = calloc(nb ? nb : 1, sizeof *fill);
@@ -334,8 +344,8 @@ static int group_classes(al_run *r, const run_map *m, const uint64_t *items, siz
   r->n_cls = n_items;
   for (size_t c = 0; c < n; c++)
     if (p->status[c] && m->cls[c].count)
-      r->rejected[r->n_rejected++] =
-          (run_class){m->lists + m->cls[c].first, m->cls[c].count, p->status[c]};
+      r->rejected[r->n_rejected++] = (run_class){m->lists + m->cls[c].first, m->cls[c].count,
+                                                 p->status[c]};
   return AL_OK;
 }
 
@@ -375,12 +385,14 @@ int al_run_open_map(al_run **out, const char *path, const al_cost_model *cost,
     return al_set_error(AL_EINVAL, "al_run_open_map: NULL argument");
   *out = NULL;
   al_plan_options o;
+  al_cost_model c;
   int rc = struct_in(&o, sizeof o, AL_PLAN_OPTIONS_V1, opts, "al_run_open_map", "al_plan_options");
+  if (!rc) rc = struct_in(&c, sizeof c, AL_COST_MODEL_V1, cost, "al_run_open_map", "al_cost_model");
   if (!rc && o.n_require_members)
     rc = al_set_error(AL_EINVAL, "al_run_open_map: require_members needs the index, not its map");
   run_map *m = NULL;
   if (!rc) rc = map_open(&m, path);
-  if (!rc) rc = run_open_classes(out, m, cost, &o);
+  if (!rc) rc = run_open_classes(out, m, &c, &o);
   return rc ? al_error_prefix(rc, "%s", path) : AL_OK;
 }
 

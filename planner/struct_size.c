@@ -10,6 +10,9 @@ size_t al_plan_struct_size(int which) {
     case AL_PLAN_STRUCT_MICRO_REF: return sizeof(al_micro_ref);
     case AL_PLAN_STRUCT_STEP_INFO: return sizeof(al_step_info);
     case AL_PLAN_STRUCT_REPLAN_OPTIONS: return sizeof(al_replan_options);
+    case AL_PLAN_STRUCT_BUCKET_SHAPE: return sizeof(al_bucket_shape);
+    case AL_PLAN_STRUCT_COST_MODEL: return sizeof(al_cost_model);
+    case AL_PLAN_STRUCT_BENCH: return sizeof(al_bench);
     default: return 0;
   }
 }

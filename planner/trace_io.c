@@ -9,6 +9,7 @@
 #include "common/struct_abi_internal.h"
 #include "common/grow_internal.h"
 #include "planner/al_cost.h"
+#include "planner/cost_internal.h"
 #include "planner/text_internal.h"
 
 #define TRACE_MAX_BYTES (1u << 30)
@@ -63,16 +64,17 @@ static int parse_line(const char *line, size_t len, trace_row *row, int *warmup,
   return 0;
 }
 
-int al_bench_parse_trace(al_bench *out, const char *text, size_t len, const char *name,
+int al_bench_parse_trace(al_bench *caller, const char *text, size_t len, const char *name,
                          al_trace_stats *stats) {
-  if (!out || (!text && len)) return al_set_error(AL_EINVAL, "al_bench_parse_trace: NULL argument");
-  size_t n_stats = 0;
-  if (stats) {
-    int src = struct_out_size(stats, sizeof(al_trace_stats), AL_TRACE_STATS_V1,
-                              "al_bench_parse_trace", "al_trace_stats", &n_stats);
-    if (src) return src;
-  }
-  memset(out, 0, sizeof *out);
+  if (!caller || (!text && len))
+    return al_set_error(AL_EINVAL, "al_bench_parse_trace: NULL argument");
+  size_t n_stats = 0, n_out;
+  int src = bench_out_size(caller, "al_bench_parse_trace", &n_out);
+  if (!src && stats)
+    src = struct_out_size(stats, sizeof(al_trace_stats), AL_TRACE_STATS_V1, "al_bench_parse_trace",
+                          "al_trace_stats", &n_stats);
+  if (src) return src;
+  al_bench local = AL_BENCH_INIT, *out = &local;
   al_trace_stats st;
   memset(&st, 0, sizeof st);
   st.struct_size = sizeof st;
@@ -152,23 +154,29 @@ cleanup:
   free(rows);
   if (stats) struct_out(stats, &st, n_stats);
   if (rc) al_bench_free(out);
+  bench_out(caller, out, n_out);
   return rc;
 }
 
-int al_bench_load_trace(al_bench *out, const char *path, al_trace_stats *stats) {
-  if (!out || !path) return al_set_error(AL_EINVAL, "al_bench_load_trace: NULL argument");
-  memset(out, 0, sizeof *out);
+int al_bench_load_trace(al_bench *caller, const char *path, al_trace_stats *stats) {
+  if (!caller || !path) return al_set_error(AL_EINVAL, "al_bench_load_trace: NULL argument");
+  size_t n_out;
+  int rc = bench_out_size(caller, "al_bench_load_trace", &n_out);
+  if (rc) return rc;
+  al_bench out = AL_BENCH_INIT;
   char *buf;
   size_t n;
-  int rc = plan_read_file(path, TRACE_MAX_BYTES, "trace", &buf, &n);
-  if (rc) return rc;
-  rc = al_bench_parse_trace(out, buf, n, path, stats);
-  free(buf);
+  rc = plan_read_file(path, TRACE_MAX_BYTES, "trace", &buf, &n);
+  if (!rc) {
+    rc = al_bench_parse_trace(&out, buf, n, path, stats);
+    free(buf);
+  }
+  bench_out(caller, &out, n_out);
   return rc;
 }
 
-int al_bench_append(al_bench *dst, const al_bench *src) {
-  if (!dst || !src) return al_set_error(AL_EINVAL, "al_bench_append: NULL argument");
+/* al_bench_append on benchmarks of this library's layout. */
+static int append(al_bench *dst, const al_bench *src) {
   size_t n = dst->n + src->n;
   const char *what = "benchmark rows";
   int has_mem = src->mem != NULL && (dst->n == 0 || dst->mem != NULL);
@@ -196,4 +204,15 @@ int al_bench_append(al_bench *dst, const al_bench *src) {
   memcpy(dst->source, both, sizeof dst->source - 1); /* truncated to fit */
   dst->source[sizeof dst->source - 1] = '\0';
   return AL_OK;
+}
+
+int al_bench_append(al_bench *caller_dst, const al_bench *caller_src) {
+  if (!caller_dst || !caller_src) return al_set_error(AL_EINVAL, "al_bench_append: NULL argument");
+  al_bench dst, src;
+  int rc = struct_in(&dst, sizeof dst, AL_BENCH_V1, caller_dst, "al_bench_append", "al_bench");
+  if (!rc) rc = struct_in(&src, sizeof src, AL_BENCH_V1, caller_src, "al_bench_append", "al_bench");
+  if (rc) return rc;
+  rc = append(&dst, &src); /* even when it fails, dst's arrays may have moved: handed back */
+  bench_out(caller_dst, &dst, caller_dst->struct_size ? caller_dst->struct_size : sizeof dst);
+  return rc;
 }

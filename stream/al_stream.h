@@ -100,7 +100,8 @@
  * struct the library fills must carry its size; an options struct it reads takes 0 as this header's
  * struct (so `= {0}` keeps
  * working). A size below the struct's AL_*_V1 (its first sized version) or above
- * the library's is AL_EINVAL naming the function, the struct and both sizes.
+ * the library's is AL_EINVAL naming the function, the struct and both sizes. al_stream_member, an
+ * element of al_stream_batch.members, keeps a fixed layout that never grows (no size).
  */
 #ifndef AL_STREAM_H
 #define AL_STREAM_H
@@ -518,6 +519,13 @@ typedef enum al_stream_struct {
   AL_STREAM_STRUCT_STATS = 3,   /* al_stream_stats */
   AL_STREAM_STRUCT_MEMBER = 4   /* al_stream_member */
 } al_stream_struct;
+
+/* The value of the integer constant `name` of the stream's public headers (al_stream.h,
+ * al_schedule.h: "AL_STREAM_STATE_VERSION" -> 2, the on_error modes, the caps, the struct ids;
+ * AL_STREAM_MAX_SKIP_DEFAULT, a fraction, is not in it): AL_OK with *value set; AL_ENOTFOUND
+ * (message naming it) for a name they do not define; AL_EINVAL for NULL. As al_status_constant
+ * (common/al_status.h): bindings read constants here instead of copying them. Thread-safe. */
+AL_API int al_stream_constant(const char *name, int64_t *value);
 
 #ifdef __cplusplus
 }

@@ -995,9 +995,10 @@ static int set_storage(al_stream *s, const al_stream_options *o) {
                               .s3_addressing = o->s3_addressing,
                               .remote_timeout_s = o->remote_timeout_s},
                      used;
-  al_storage_origin from;
+  al_storage_origin from = AL_STORAGE_ORIGIN_INIT;
   char note[1024];
-  al_storage_resolve(&given, s->src.index, &used, &from);
+  int rc = al_storage_resolve(&given, s->src.index, &used, &from);
+  if (rc) return rc;
   al_storage_mismatch(&used, &from, s->src.index, note, sizeof note);
   return stream_shard_table_set_storage(s->shards, &used, note);
 }

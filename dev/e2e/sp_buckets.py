@@ -45,9 +45,13 @@ class _Geom(ctypes.Structure):  # planner/al_buckets.h al_latent_geom
     _fields_ = [(n, ctypes.c_uint32) for n in ("vae_stride_t", "vae_stride_s", "patch_t", "patch_h", "patch_w")]
 
 
-class _Shape(ctypes.Structure):  # planner/al_buckets.h al_bucket_shape
-    _fields_ = [("width", ctypes.c_uint32), ("height", ctypes.c_uint32), ("frames", ctypes.c_uint32),
-                ("aspect", ctypes.c_char_p)]
+class _Shape(ctypes.Structure):  # planner/al_buckets.h al_bucket_shape: sized, the library fills struct_size bytes
+    _fields_ = [("struct_size", ctypes.c_size_t), ("width", ctypes.c_uint32), ("height", ctypes.c_uint32),
+                ("frames", ctypes.c_uint32), ("aspect", ctypes.c_char_p)]
+
+    def __init__(self):
+        super().__init__()
+        self.struct_size = ctypes.sizeof(_Shape)
 
 
 def _table(lib_path):
@@ -62,6 +66,13 @@ def _table(lib_path):
                                      ctypes.c_uint32, ctypes.c_uint32, ctypes.POINTER(ctypes.c_uint32),
                                      ctypes.POINTER(ctypes.c_int)]
     lib.al_last_error.restype = ctypes.c_char_p
+    lib.al_plan_constant.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_int64)]
+    lib.al_plan_struct_size.restype = ctypes.c_size_t
+    which = ctypes.c_int64()
+    if (lib.al_plan_constant(b"AL_PLAN_STRUCT_BUCKET_SHAPE", ctypes.byref(which))
+            or lib.al_plan_struct_size(int(which.value)) != ctypes.sizeof(_Shape)):
+        raise SystemExit("sp_buckets.py: al_bucket_shape of the library is not _Shape's %d bytes: library and "
+                         "script are from different versions" % ctypes.sizeof(_Shape))
     t = ctypes.c_void_p()
     text = table_text().encode()
     if lib.al_bucket_table_parse(ctypes.byref(t), text, len(text), b"sp_buckets.py"):

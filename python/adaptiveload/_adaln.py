@@ -20,7 +20,8 @@ Calls can be captured in CUDA graphs, and under torch.compile (torch >= 2.4) the
 the custom operators ``torch.ops.adaptiveload.adaln_fwd`` / ``adaln_bwd``: no graph break,
 fullgraph=True works.
 
-x on any other device (the CPU) runs plain PyTorch ops with autograd and no library call: the
+x on any other device (the CPU) runs plain PyTorch ops with autograd and no kernel call (the
+library is loaded once, for the kernels' limits, AL_ADALN_MAX_DIM and AL_ADALN_MAX_BATCH): the
 same math (statistics and modulation in fp32, the result in x's dtype, gradients in the
 inputs' dtypes), so one model file also trains and tests on a machine without a GPU. Its
 argument checks are the C API's, with the same adaptiveload.Error (status and message); the
@@ -33,15 +34,17 @@ import math
 
 import torch
 
+from . import _constants as C
 from . import _lib
 from . import _structs as S
 
 __all__ = ["adaln"]
 
+# torch dtype -> the name of its al_dtype; the codes are the library's (_constants).
 _DTYPES = {
-    torch.bfloat16: S.AL_DTYPE_BF16,
-    torch.float16: S.AL_DTYPE_FP16,
-    torch.float32: S.AL_DTYPE_FP32,
+    torch.bfloat16: "AL_DTYPE_BF16",
+    torch.float16: "AL_DTYPE_FP16",
+    torch.float32: "AL_DTYPE_FP32",
 }
 
 
@@ -101,7 +104,7 @@ def _device_index(t):
 
 def _make(x2d, batch, seq_len, cu_dev, cu_host, eps, one_plus):
     d = S.AdalnDesc()
-    d.dtype = _DTYPES[x2d.dtype]
+    d.dtype = getattr(C, _DTYPES[x2d.dtype])
     d.batch = batch
     d.dim = x2d.shape[1]
     if cu_dev is None:
@@ -112,7 +115,7 @@ def _make(x2d, batch, seq_len, cu_dev, cu_host, eps, one_plus):
         d.cu_seqlens_host = cu_host.data_ptr() if cu_host is not None else None
     o = S.AdalnOptions()
     o.eps = eps
-    o.flags = 0 if one_plus else S.AL_ADALN_PLAIN_SCALE
+    o.flags = 0 if one_plus else C.AL_ADALN_PLAIN_SCALE
     return d, o
 
 
@@ -287,7 +290,7 @@ def _as2d(t, batch, D, dtype, name):
 # The C API's argument checks (kernels/adaln_api.cu, setup()) for the CPU path, with its
 # messages, so that both paths refuse the same arguments with the same adaptiveload.Error.
 _FN = "al_adaln_forward"
-_MAX_DIM, _MAX_BATCH, _INT32_MAX = 16384, 65535, (1 << 31) - 1
+_INT32_MAX = (1 << 31) - 1  # C's INT32_MAX: the kernels' row limit
 
 
 def _c_error(name, detail):
@@ -311,10 +314,10 @@ def _check_offsets(cu, batch, rows):
 
 def _check_like_c(D, batch, seq_len, rows, cu_host, eps):
     """The C API's checks of the call's desc and options, in its order; the eps it uses."""
-    if D < 1 or D > _MAX_DIM:
-        raise _c_error("AL_ERANGE", "dim %d outside [1, %d]" % (D, _MAX_DIM))
-    if batch > _MAX_BATCH:
-        raise _c_error("AL_ERANGE", "batch %d outside [1, %d]" % (batch, _MAX_BATCH))
+    if D < 1 or D > C.AL_ADALN_MAX_DIM:
+        raise _c_error("AL_ERANGE", "dim %d outside [1, %d]" % (D, C.AL_ADALN_MAX_DIM))
+    if batch > C.AL_ADALN_MAX_BATCH:
+        raise _c_error("AL_ERANGE", "batch %d outside [1, %d]" % (batch, C.AL_ADALN_MAX_BATCH))
     if rows > _INT32_MAX:
         raise _c_error("AL_ERANGE", "rows %d outside [0, %d]" % (rows, _INT32_MAX))
     if cu_host is None:

@@ -16,9 +16,12 @@ In each place ``libadaptiveload.so`` (everything) is preferred to ``libal_kernel
 :func:`require`, which fails naming the library loaded and every candidate tried when the
 kernels-only one was found.
 
-A library that lacks a function of the table (the kernels-only one: outside
-KERNELS_HEADERS), or whose struct sizes differ from the mirrors, is refused with ImportError
-naming the library's path: library and package come from different versions.
+Loading also reads every library constant the package uses (adaptiveload._structs.CONSTANTS)
+through the modules' constant queries (:data:`CONSTANT_QUERIES`), so no value is copied into
+Python by hand; :func:`constant` answers them afterwards. A library that lacks a function of
+the table (the kernels-only one: outside KERNELS_HEADERS) or a constant, or whose struct sizes
+or array lengths differ from the mirrors, is refused with ImportError naming the library's
+path: library and package come from different versions.
 
 Thread-safe; the library is loaded and declared once per process.
 """
@@ -37,13 +40,15 @@ _SYSTEM_NAMES = ("adaptiveload", "al_kernels")  # LIB_NAMES as ctypes.util.find_
 
 _P = ctypes.POINTER
 _vp, _cp, _int, _size = ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_size_t
-_u8, _u32, _u64 = ctypes.c_uint8, ctypes.c_uint32, ctypes.c_uint64
+_u8, _u32, _u64, _i64 = ctypes.c_uint8, ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int64
+_constant = (_int, [_cp, _P(_i64)])  # al_*_constant(name, &value)
 
 # Every C function the package calls, by public header: name -> (restype, argtypes).
 SIGNATURES = {
     "common/al_status.h": {
         "al_last_error": (_cp, []),
         "al_status_name": (_cp, [_int]),
+        "al_status_constant": _constant,
     },
     "common/al_version.h": {
         "al_version": (_cp, []),
@@ -54,6 +59,7 @@ SIGNATURES = {
         "al_adaln_backward": (_int, [_P(S.AdalnDesc), _P(S.AdalnOptions), _vp, _vp, _vp, _vp, _vp, _vp, _vp, _vp,
                                      _vp, _size, _vp]),
         "al_adaln_struct_size": (_size, [_int]),
+        "al_adaln_constant": _constant,
         "al_dtype_size": (_size, [_int]),
     },
     "loader/al_index.h": {
@@ -67,6 +73,7 @@ SIGNATURES = {
         "al_index_fingerprint": (_u64, [_vp]),
         "al_index_remap_root": (_int, [_vp, _cp, _cp, _P(_size)]),
         "al_index_struct_size": (_size, [_int]),
+        "al_index_constant": _constant,
         "al_shard_expand_remote": (_int, [_cp, _cp, _P(_P(_vp)), _P(_size)]),
         "al_shard_expand_storage": (_int, [_cp, _P(S.StorageOptions), _P(_P(_vp)), _P(_size)]),
         "al_storage_check": (_int, [_P(S.StorageOptions)]),
@@ -89,6 +96,7 @@ SIGNATURES = {
     },
     "planner/al_plan.h": {
         "al_plan_struct_size": (_size, [_int]),
+        "al_plan_constant": _constant,
         "al_plan_check_sp_degrees": (_int, [_cp, _P(_u32), _size, _u32]),
         "al_plan_replan_write": (_int, [_vp, _u32, _P(S.ReplanOptions), _cp]),
     },
@@ -113,6 +121,7 @@ SIGNATURES = {
         "al_stream_free": (None, [_vp]),
         "al_stream_cuda_available": (_int, []),
         "al_stream_struct_size": (_size, [_int]),
+        "al_stream_constant": _constant,
     },
     "stream/al_schedule.h": {
         "al_schedule_open": (_int, [_P(_vp), _vp, _int, _int]),
@@ -137,6 +146,11 @@ SIGNATURES = {
 # The headers whose functions libal_kernels.so exports (as //tests/dist:exports_test checks).
 KERNELS_HEADERS = ("common/al_status.h", "common/al_version.h", "kernels/al_adaln.h")
 
+# The constant queries, one per module, each answering the integer constants of its module's
+# public headers by name; a name is answered by exactly one (//tests/dist:constants_test).
+CONSTANT_QUERIES = ("al_status_constant", "al_adaln_constant", "al_index_constant", "al_plan_constant",
+                    "al_stream_constant")
+
 
 class Error(RuntimeError):
     """A failing call into the C library. ``str(e)`` is "<what>: <status name>: <message>";
@@ -155,6 +169,7 @@ StreamError = Error
 
 _lock = threading.Lock()
 _cdll = None
+_constants = {}  # name -> value of every constant of _structs.CONSTANTS the loaded library has
 _tried = []  # "candidate (why it was passed over)" before the one loaded, then "path (loaded)"
 
 
@@ -207,15 +222,51 @@ def declare(cdll, path):
                           % (path, ", ".join(missing)))
 
 
-def check_struct(cdll, path, cls, query, which):
+def lookup_constant(cdll, name):
+    """The value of constant ``name`` from the first of :data:`CONSTANT_QUERIES` that the
+    library ``cdll`` has and that knows it; None when none does."""
+    value = _i64()
+    for query in CONSTANT_QUERIES:
+        fn = getattr(cdll, query, None)
+        if fn is not None and fn(name.encode(), ctypes.byref(value)) == 0:
+            return value.value
+    return None
+
+
+def read_constants(cdll, path):
+    """{name: value} of every constant of _structs.CONSTANTS that the library at ``path``
+    defines. ImportError naming the ones a library with the stream API lacks (the
+    kernels-only library answers the constants of KERNELS_HEADERS only)."""
+    found = {}
+    for name in S.CONSTANTS:
+        value = lookup_constant(cdll, name)
+        if value is not None:
+            found[name] = value
+    missing = [name for name in S.CONSTANTS if name not in found]
+    if missing and hasattr(cdll, "al_stream_open"):
+        raise ImportError("adaptiveload: %s lacks the constant%s %s: library and package are from different "
+                          "versions" % (path, "s" if len(missing) > 1 else "", ", ".join(missing)))
+    return found
+
+
+def check_struct(cdll, path, cls, query, which, constants):
     """ImportError unless ``cls`` (a ctypes mirror) has the size the library at ``path``
-    reports for it: ``query(which)``, e.g. al_plan_struct_size(AL_PLAN_STRUCT_OPTIONS)."""
-    want = getattr(cdll, query)(which)
+    reports for it: ``query(constants[which])``, e.g. al_plan_struct_size(AL_PLAN_STRUCT_OPTIONS)."""
+    want = getattr(cdll, query)(constants[which])
     if want != ctypes.sizeof(cls):
         raise ImportError(
-            "adaptiveload: %s is %d bytes in %s (%s(%d)) but %d in Python: library and package are from "
+            "adaptiveload: %s is %d bytes in %s (%s(%s)) but %d in Python: library and package are from "
             "different versions" % (cls.__name__, want, path, query, which, ctypes.sizeof(cls))
         )
+
+
+def check_length(path, cls, field, name, constants):
+    """ImportError unless array ``field`` of mirror ``cls`` holds constants[name] elements (the
+    library at ``path``'s value of the constant that sizes it in C)."""
+    have = dict(cls._fields_)[field]._length_
+    if have != constants[name]:
+        raise ImportError("adaptiveload: %s.%s holds %d in Python but %s is %d in %s: library and package are "
+                          "from different versions" % (cls.__name__, field, have, name, constants[name], path))
 
 
 def load_library():
@@ -236,10 +287,15 @@ def load_library():
                 tried.append("%s (%s)" % (path, e))
                 continue
             declare(cdll, path)
+            constants = read_constants(cdll, path)
             for cls, query, which in S.MIRRORS:
                 if hasattr(cdll, query):  # the kernels-only library reports the kernels' structs
-                    check_struct(cdll, path, cls, query, which)
+                    check_struct(cdll, path, cls, query, which, constants)
+            for cls, field, name in S.LENGTHS:
+                if name in constants:
+                    check_length(path, cls, field, name, constants)
             _tried[:] = tried + [path + " (loaded)"]
+            _constants.update(constants)
             _cdll = cdll
             return _cdll
         if not os.environ.get("ADAPTIVELOAD_LIB"):
@@ -279,19 +335,34 @@ def last_error():
     return load_library().al_last_error().decode("utf-8", "replace")
 
 
+def constant(name):
+    """The value of library constant ``name`` (one of adaptiveload._structs.CONSTANTS:
+    "AL_STREAM_MAX_DIMS", "AL_ADALN_MAX_DIM", ...), as the loaded library defines it (read when
+    it was loaded). KeyError for a name the package does not list; ImportError when the library
+    loaded lacks it (the kernels-only one holds the kernels' and the status codes only)."""
+    if name not in S.CONSTANTS:
+        raise KeyError("adaptiveload: %r is not a library constant the package reads (_structs.CONSTANTS)"
+                       % (name,))
+    load_library()
+    try:
+        return _constants[name]
+    except KeyError:
+        raise ImportError("adaptiveload: %s lacks the constant %s; tried: %s" % (_tried[-1], name, "; ".join(_tried)))
+
+
 _status_codes = {}
 
 
 def status(name):
-    """The code of status ``name`` ("AL_EOF", "AL_ERANGE", ...) as the library names its codes
-    (al_status_name), so that no code is copied by hand; KeyError for a name it lacks."""
-    if not _status_codes:
-        cdll = load_library()
-        for code in range(-64, 2):  # every al_status lies in -64..1
-            name_of = cdll.al_status_name(code).decode()
-            if name_of != "AL_UNKNOWN":
-                _status_codes[name_of] = code
-    return _status_codes[name]
+    """The code of status ``name`` ("AL_EOF", "AL_ERANGE", ...) as the library defines it
+    (al_status_constant), so that no code is copied by hand; KeyError for a name it lacks."""
+    code = _status_codes.get(name)
+    if code is None:
+        value = _i64()
+        if load_library().al_status_constant(name.encode(), ctypes.byref(value)) != 0:
+            raise KeyError(name)
+        code = _status_codes[name] = value.value
+    return code
 
 
 def error(status, what="", context=None):

@@ -4,11 +4,17 @@ field otherwise. Internal."""
 
 import operator
 
+from . import _constants as C
+
 U32_MAX = (1 << 32) - 1
 U64_MAX = (1 << 64) - 1
 END = U32_MAX  # next_step / next_micro of a state at the end of the rank's micro-batches
 
-VERSION = 2
+
+def version():
+    """The version of the states: the C stream's (AL_STREAM_STATE_VERSION), which BatchSampler's
+    states share."""
+    return C.AL_STREAM_STATE_VERSION
 
 
 def check_state(owner, state, fields):
@@ -18,13 +24,13 @@ def check_state(owner, state, fields):
     if not isinstance(state, dict):
         raise ValueError("%s state must be a dict (a state_dict() or batch.resume_state), not %s"
                          % (owner, type(state).__name__))
-    version = state.get("version")
-    if version == 1:
+    got, want = state.get("version"), version()
+    if got == 1:
         raise ValueError("%s state version 1 names no manifest and no step (written before states carried "
                          "them), so it cannot be told apart from a state of another plan of the same index; "
                          "start the epoch without a state" % owner)
-    if version != VERSION or type(version) is not int:  # 2.0 and True equal 2 and 1, yet are no version
-        raise ValueError("%s state version %r unsupported (expected %d)" % (owner, version, VERSION))
+    if got != want or type(got) is not int:  # 2.0 and True equal 2 and 1, yet are no version
+        raise ValueError("%s state version %r unsupported (expected %d)" % (owner, got, want))
     missing = [k for k in fields if k not in state]
     if missing:
         raise ValueError("%s state lacks %s" % (owner, ", ".join(repr(k) for k in missing)))

@@ -10,6 +10,14 @@ Sized structs (docs/DESIGN.md, "The ABI of the public structs") start with ``siz
 struct_size``: their mirrors derive from :class:`_Sized`, which holds that first field (so a
 mirror's own ``_fields_`` list the struct's other fields) and sets it to ``ctypes.sizeof`` of
 the mirror on construction, as C callers do with the ``AL_*_INIT`` macros.
+
+Constants are the library's, never copied here: :data:`CONSTANTS` names every one the package
+uses (the struct ids of MIRRORS among them), :func:`adaptiveload._lib.load_library` reads them
+through the library's constant queries (al_status_constant, al_adaln_constant,
+al_index_constant, al_plan_constant, al_stream_constant), and adaptiveload._constants answers
+them as attributes (``_constants.AL_STREAM_MAX_DIMS``). The array lengths in the layouts are
+layout, fixed when a class is made: each one a library constant sizes in C is listed in
+:data:`LENGTHS` and checked against that constant at load time, as the struct sizes are.
 """
 
 import ctypes
@@ -19,22 +27,6 @@ c_int32, c_uint8, c_uint32, c_int64, c_uint64 = (ctypes.c_int32, ctypes.c_uint8,
                                                  ctypes.c_uint64)
 c_size_t, c_void_p, c_char_p = ctypes.c_size_t, ctypes.c_void_p, ctypes.c_char_p
 _P = ctypes.POINTER
-
-# common/al_status.h: AL_OK is 0, the codes come from the library (_lib.status).
-AL_OK = 0
-
-# kernels/al_adaln.h: al_dtype, al_adaln_options.flags
-AL_DTYPE_BF16 = 1
-AL_DTYPE_FP16 = 2
-AL_DTYPE_FP32 = 3
-AL_ADALN_PLAIN_SCALE = 1
-AL_ADALN_VALIDATE_OFFSETS = 2
-
-# stream/al_stream.h
-AL_STREAM_FAIL = 0
-AL_STREAM_SKIP_SAMPLE = 1
-AL_STREAM_STATE_VERSION = 2
-AL_STREAM_MAX_DIMS = 8
 
 
 class _Sized(ctypes.Structure):
@@ -52,9 +44,9 @@ class TensorHeader(_Sized):
     """al_tensor_header (loader/al_members.h)."""
 
     _fields_ = [
-        ("dtype", ctypes.c_char * 16),
+        ("dtype", ctypes.c_char * 16),  # AL_TENSOR_DTYPE_MAX (LENGTHS)
         ("ndim", c_uint32),
-        ("shape", c_uint64 * 8),
+        ("shape", c_uint64 * 8),  # AL_INDEX_MAX_DIMS (LENGTHS)
         ("data_offset", c_uint64),
         ("data_bytes", c_uint64),
     ]
@@ -175,7 +167,7 @@ class MemberType(_Sized):
         ("dtype", c_char_p),
         ("elem_size", c_size_t),
         ("ndim", c_uint32),
-        ("shape", c_uint64 * 8),
+        ("shape", c_uint64 * 8),  # AL_INDEX_MAX_DIMS (LENGTHS)
         ("data_offset", c_uint64),
         ("data_bytes", c_uint64),
     ]
@@ -271,7 +263,7 @@ class ManifestInfo(_Sized):
         ("step_time_cv", c_double),
         ("sync", c_char_p),
         ("n_sp_degrees", c_uint32),
-        ("sp_degrees", c_uint32 * 11),
+        ("sp_degrees", c_uint32 * 11),  # AL_PLAN_MAX_SP_DEGREES (LENGTHS)
         ("sp_max_degree", c_uint32),
         ("bubble_step", c_double),
         ("bubble_micro", c_double),
@@ -434,25 +426,46 @@ class StreamStats(_Sized):
     ]
 
 
-# (mirror, the size query of its module, the struct's id there)
+# (mirror, the size query of its module, the name of the struct's id there)
 MIRRORS = (
-    (AdalnDesc, "al_adaln_struct_size", 0),
-    (AdalnOptions, "al_adaln_struct_size", 1),
-    (IndexOptions, "al_index_struct_size", 0),  # AL_INDEX_STRUCT_OPTIONS
-    (ShardInfo, "al_index_struct_size", 1),  # AL_INDEX_STRUCT_SHARD_INFO
-    (MemberInfo, "al_index_struct_size", 2),  # AL_INDEX_STRUCT_MEMBER_INFO
-    (SampleInfo, "al_index_struct_size", 3),  # AL_INDEX_STRUCT_SAMPLE_INFO
-    (MemberType, "al_index_struct_size", 4),  # AL_INDEX_STRUCT_MEMBER_TYPE
-    (IndexStats, "al_index_struct_size", 6),  # AL_INDEX_STRUCT_STATS
-    (ShardIo, "al_index_struct_size", 7),  # AL_INDEX_STRUCT_SHARD_IO
-    (StorageOptions, "al_index_struct_size", 8),  # AL_INDEX_STRUCT_STORAGE
-    (TensorHeader, "al_index_struct_size", 9),  # AL_INDEX_STRUCT_TENSOR_HEADER
-    (PlanOptions, "al_plan_struct_size", 0),  # AL_PLAN_STRUCT_OPTIONS
-    (ManifestInfo, "al_plan_struct_size", 2),  # AL_PLAN_STRUCT_MANIFEST_INFO
-    (ReplanOptions, "al_plan_struct_size", 6),  # AL_PLAN_STRUCT_REPLAN_OPTIONS
-    (StreamOptions, "al_stream_struct_size", 0),  # AL_STREAM_STRUCT_OPTIONS
-    (StreamState, "al_stream_struct_size", 1),  # AL_STREAM_STRUCT_STATE
-    (StreamBatch, "al_stream_struct_size", 2),  # AL_STREAM_STRUCT_BATCH
-    (StreamStats, "al_stream_struct_size", 3),  # AL_STREAM_STRUCT_STATS
-    (StreamMember, "al_stream_struct_size", 4),  # AL_STREAM_STRUCT_MEMBER
+    (AdalnDesc, "al_adaln_struct_size", "AL_ADALN_STRUCT_DESC"),
+    (AdalnOptions, "al_adaln_struct_size", "AL_ADALN_STRUCT_OPTIONS"),
+    (IndexOptions, "al_index_struct_size", "AL_INDEX_STRUCT_OPTIONS"),
+    (ShardInfo, "al_index_struct_size", "AL_INDEX_STRUCT_SHARD_INFO"),
+    (MemberInfo, "al_index_struct_size", "AL_INDEX_STRUCT_MEMBER_INFO"),
+    (SampleInfo, "al_index_struct_size", "AL_INDEX_STRUCT_SAMPLE_INFO"),
+    (MemberType, "al_index_struct_size", "AL_INDEX_STRUCT_MEMBER_TYPE"),
+    (IndexStats, "al_index_struct_size", "AL_INDEX_STRUCT_STATS"),
+    (ShardIo, "al_index_struct_size", "AL_INDEX_STRUCT_SHARD_IO"),
+    (StorageOptions, "al_index_struct_size", "AL_INDEX_STRUCT_STORAGE"),
+    (TensorHeader, "al_index_struct_size", "AL_INDEX_STRUCT_TENSOR_HEADER"),
+    (PlanOptions, "al_plan_struct_size", "AL_PLAN_STRUCT_OPTIONS"),
+    (ManifestInfo, "al_plan_struct_size", "AL_PLAN_STRUCT_MANIFEST_INFO"),
+    (ReplanOptions, "al_plan_struct_size", "AL_PLAN_STRUCT_REPLAN_OPTIONS"),
+    (StreamOptions, "al_stream_struct_size", "AL_STREAM_STRUCT_OPTIONS"),
+    (StreamState, "al_stream_struct_size", "AL_STREAM_STRUCT_STATE"),
+    (StreamBatch, "al_stream_struct_size", "AL_STREAM_STRUCT_BATCH"),
+    (StreamStats, "al_stream_struct_size", "AL_STREAM_STRUCT_STATS"),
+    (StreamMember, "al_stream_struct_size", "AL_STREAM_STRUCT_MEMBER"),
 )
+
+# (mirror, array field, the library constant that is its length)
+LENGTHS = (
+    (TensorHeader, "dtype", "AL_TENSOR_DTYPE_MAX"),
+    (TensorHeader, "shape", "AL_INDEX_MAX_DIMS"),
+    (MemberType, "shape", "AL_INDEX_MAX_DIMS"),
+    (ManifestInfo, "sp_degrees", "AL_PLAN_MAX_SP_DEGREES"),
+)
+
+# Every library constant the package uses: those above and these, read at load time
+# (adaptiveload._constants answers them).
+CONSTANTS = tuple(sorted({which for _, _, which in MIRRORS} | {name for _, _, name in LENGTHS} | {
+    "AL_OK",  # common/al_status.h (the other codes: adaptiveload._lib.status)
+    "AL_DTYPE_BF16", "AL_DTYPE_FP16", "AL_DTYPE_FP32",  # kernels/al_adaln.h: al_dtype
+    "AL_ADALN_PLAIN_SCALE",  # al_adaln_options.flags
+    "AL_ADALN_MAX_DIM", "AL_ADALN_MAX_BATCH",  # the kernels' limits (the CPU path checks them too)
+    "AL_S3_ADDRESSING_DEFAULT", "AL_S3_ADDRESSING_PATH", "AL_S3_ADDRESSING_VIRTUAL",  # loader/al_index.h
+    "AL_STREAM_FAIL", "AL_STREAM_SKIP_SAMPLE",  # stream/al_stream.h: on_error
+    "AL_STREAM_STATE_VERSION",  # al_stream_state.version, also of BatchSampler's states
+    "AL_STREAM_MAX_DIMS",  # the stride of al_stream_member.shapes
+}))

@@ -221,7 +221,7 @@ class BatchSampler(Sampler):
         s = self._sched
         pos = _state.field("BatchSampler", "position", position, s.n_batches)
         return {
-            "version": _state.VERSION,
+            "version": _state.version(),
             "epoch": s.epoch,
             "position": pos,
             "next_step": s.step[pos] if pos < s.n_batches else _state.END,

@@ -29,6 +29,7 @@ import collections
 import operator
 import os
 
+from . import _constants as C
 from . import _lib
 from . import _structs as S
 from ._args import path_arg, whole
@@ -99,7 +100,7 @@ class SampleIndex:
             _lib.check(lib.al_index_member(idx.handle, i, m, mi), "index %s: sample %d member %d" % (
                 self.index_path, i, m))
             mt = S.MemberType()
-            typed = lib.al_index_member_type(idx.handle, i, m, mt) == S.AL_OK
+            typed = lib.al_index_member_type(idx.handle, i, m, mt) == C.AL_OK
             name = mi.ext.decode("utf-8", "replace")
             members[name] = Member(name, mi.offset, mi.size, bool(mi.lz4), mt.dtype.decode() if typed else None,
                                    tuple(mt.shape[:mt.ndim]) if typed else None)

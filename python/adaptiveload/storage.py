@@ -8,12 +8,13 @@ index recorded when it was built, else the default (loader/al_index.h, al_storag
 import collections
 import ctypes
 
+from . import _constants as C
 from . import _lib
 from . import _structs as S
 from ._args import finite
 
-# loader/al_index.h: AL_S3_ADDRESSING_*
-ADDRESSING = {None: 0, "path": 1, "virtual": 2}
+# The s3_addressing argument -> the name of its loader/al_index.h constant (the library's value).
+ADDRESSING = {None: "AL_S3_ADDRESSING_DEFAULT", "path": "AL_S3_ADDRESSING_PATH", "virtual": "AL_S3_ADDRESSING_VIRTUAL"}
 
 Storage = collections.namedtuple("Storage", "s3_endpoint s3_region s3_addressing remote_timeout_s")
 
@@ -29,7 +30,7 @@ def _text(name, value):
 def _checked(name, st):
     """The C library's rule for one setting (al_storage_check), its message under ``name``."""
     lib = _lib.lib()
-    if lib.al_storage_check(ctypes.byref(st)) != S.AL_OK:
+    if lib.al_storage_check(ctypes.byref(st)) != C.AL_OK:
         raise ValueError("%s: %s" % (name, _lib.last_error()))
 
 
@@ -42,4 +43,4 @@ def storage_args(s3_endpoint=None, s3_region=None, s3_addressing=None, remote_ti
     endpoint, region = _text("s3_endpoint", s3_endpoint), _text("s3_region", s3_region)
     _checked("s3_endpoint", S.StorageOptions(s3_endpoint=endpoint))
     _checked("s3_region", S.StorageOptions(s3_region=region))
-    return Storage(endpoint, region, ADDRESSING[s3_addressing], timeout)
+    return Storage(endpoint, region, getattr(C, ADDRESSING[s3_addressing]), timeout)

@@ -98,6 +98,7 @@ import warnings
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
+from . import _constants as C
 from . import _lib
 from . import _structs as S
 from .latents import patchify
@@ -108,7 +109,7 @@ from ._handles import Index, Manifest, manifest_arg, root_pairs
 from .schedule import Schedule
 from .storage import storage_args
 
-_ON_ERROR = {"fail": S.AL_STREAM_FAIL, "skip": S.AL_STREAM_SKIP_SAMPLE}
+_ON_ERROR = {"fail": "AL_STREAM_FAIL", "skip": "AL_STREAM_SKIP_SAMPLE"}  # the constants' names
 
 MemberInfo = collections.namedtuple("MemberInfo", "name dtype itemsize typed cropped shapes offsets sizes")
 MemberInfo.__doc__ = """One member of every sample of a batch: name (the requested extension),
@@ -564,7 +565,7 @@ class StreamDataset(IterableDataset):
         o.fetch_parallel = self.fetch_parallel
         o.remote_timeout_s = self.remote_timeout
         o.s3_endpoint, o.s3_region, o.s3_addressing = self.storage[:3]
-        o.on_error = _ON_ERROR[self.on_error]
+        o.on_error = getattr(C, _ON_ERROR[self.on_error])
         o.sp_shard = 1 if self.sp_shard else 0
         o.world = int(self.world_size or 0)
         o.first = worker
@@ -710,7 +711,7 @@ class StreamDataset(IterableDataset):
         out.members = collections.OrderedDict()
         for j in range(b.n_members):
             m = b.members[j]
-            shapes = tuple(tuple(m.shapes[S.AL_STREAM_MAX_DIMS * i + d] for d in range(m.ndim[i])) for i in range(n))
+            shapes = tuple(tuple(m.shapes[C.AL_STREAM_MAX_DIMS * i + d] for d in range(m.ndim[i])) for i in range(n))
             name = m.name.decode()
             out.members[name] = MemberInfo(name, m.dtype.decode(), int(m.itemsize), bool(m.typed), bool(m.cropped),
                                            shapes, tuple(int(m.offsets[i]) for i in range(n)),

@@ -7,9 +7,12 @@
 // Each "older" layout below is the current struct minus its last fields (what the header said
 // before those fields were added at the end). It sits at the start of a buffer poisoned with a
 // sentinel byte; after the call every byte past the layout must still hold the sentinel.
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -19,10 +22,12 @@ extern "C" {
 #include "loader/al_check.h"
 #include "loader/al_index.h"
 #include "loader/al_synth.h"
+#include "planner/al_buckets.h"
 #include "planner/al_cost.h"
 #include "planner/al_manifest.h"
 #include "planner/al_plan.h"
 #include "planner/al_plan_index.h"
+#include "planner/al_report.h"
 #include "stream/al_stream.h"
 }
 
@@ -187,7 +192,7 @@ void Build(Corpus *c, const std::string &tag) {
   io.threads = 1;
   io.progress = -1;
   ASSERT_EQ(al_index_build(&c->idx, p.data(), p.size(), &io, nullptr), AL_OK) << al_last_error();
-  al_cost_model cost;
+  al_cost_model cost = AL_COST_MODEL_INIT;
   ASSERT_EQ(al_cost_default(&cost), AL_OK) << al_last_error();
   al_plan_options po = AL_PLAN_OPTIONS_INIT;
   po.world = 1;
@@ -461,7 +466,7 @@ TEST(Abi, OptionsOfSizeZeroAreTheCurrentStructAndTooLargeIsRefused) {
   al_plan_options po{};
   po.world = 1;
   po.struct_size = sizeof po + 16;
-  al_cost_model cost;
+  al_cost_model cost = AL_COST_MODEL_INIT;
   ASSERT_EQ(al_cost_default(&cost), AL_OK);
   al_plan *plan = nullptr;
   EXPECT_EQ(al_plan_build_index(&plan, c.idx, &cost, &po), AL_EINVAL);
@@ -472,19 +477,189 @@ TEST(Abi, OptionsOfSizeZeroAreTheCurrentStructAndTooLargeIsRefused) {
   const char *trace = "{\"B\": 1, \"S\": 1024, \"ms\": 3}\n";
   for (size_t size : {size_t{0}, sizeof(al_trace_stats) + 8})
     ExpectRefused<al_trace_stats>(size, "al_trace_stats", [&](al_trace_stats *x) {
-      al_bench b;
+      al_bench b = AL_BENCH_INIT;
       return al_bench_parse_trace(&b, trace, std::strlen(trace), "t.jsonl", x);
     });
-  al_bench bench;
+  al_bench bench = AL_BENCH_INIT;
   const char *def = al_cost_default_json();
   ASSERT_EQ(al_bench_parse(&bench, def, std::strlen(def), "default"), AL_OK) << al_last_error();
   al_cost_fit_options fo{};
   fo.struct_size = sizeof fo + 8;
-  al_cost_model fitted;
+  al_cost_model fitted = AL_COST_MODEL_INIT;
   EXPECT_EQ(al_cost_fit_bench(&bench, &fo, &fitted), AL_EINVAL);
   EXPECT_TRUE(
       altest::Contains(al_last_error(), "al_cost_fit_bench: al_cost_fit_options.struct_size"));
   al_bench_free(&bench);
+}
+
+// ---- the structs sized last: filled within their size, read by it, refused otherwise ---------
+
+// The sizes a struct of first version V1 and this library's size `full` must refuse when filled.
+std::vector<size_t> RefusedSizes(size_t v1, size_t full) {
+  return {size_t{0}, sizeof(size_t), v1 - 1, full + 8};
+}
+
+TEST(Abi, BucketShapeSynthMetaAndStorageOriginAreFilledWithinTheirSize) {
+  al_bucket_table *t = nullptr;
+  ASSERT_EQ(al_bucket_table_default(&t), AL_OK) << al_last_error();
+  al_bucket_shape full = AL_BUCKET_SHAPE_INIT;
+  ASSERT_EQ(al_bucket_table_get(t, 3, &full), AL_OK) << al_last_error();
+  Poisoned<al_bucket_shape, al_bucket_shape> bs;
+  ASSERT_EQ(al_bucket_table_get(t, 3, bs.full()), AL_OK) << al_last_error();
+  EXPECT_EQ(bs.touched_past_end(), 0u);
+  EXPECT_EQ(bs.old.struct_size, sizeof(al_bucket_shape));
+  EXPECT_EQ(bs.old.width, full.width);
+  EXPECT_EQ(bs.old.height, full.height);
+  EXPECT_EQ(bs.old.frames, full.frames);
+  EXPECT_STREQ(bs.old.aspect, full.aspect);
+  EXPECT_GT(full.width, 0u);
+  for (size_t size : RefusedSizes(AL_BUCKET_SHAPE_V1, sizeof(al_bucket_shape)))
+    ExpectRefused<al_bucket_shape>(size, "al_bucket_shape", [&](al_bucket_shape *x) {
+      return al_bucket_table_get(t, 3, x);
+    });
+  al_bucket_table_free(t);
+
+  al_synth_sample_meta sm = AL_SYNTH_SAMPLE_META_INIT;
+  ASSERT_EQ(al_synth_sample(3, 5, &sm), AL_OK) << al_last_error();
+  Poisoned<al_synth_sample_meta, al_synth_sample_meta> mo;
+  ASSERT_EQ(al_synth_sample(3, 5, mo.full()), AL_OK) << al_last_error();
+  EXPECT_EQ(mo.touched_past_end(), 0u);
+  EXPECT_EQ(std::memcmp(&mo.old, &sm, sizeof sm), 0);
+  for (size_t size : RefusedSizes(AL_SYNTH_SAMPLE_META_V1, sizeof(al_synth_sample_meta)))
+    ExpectRefused<al_synth_sample_meta>(size, "al_synth_sample_meta", [](al_synth_sample_meta *x) {
+      return al_synth_sample(3, 5, x);
+    });
+
+  // al_storage_resolve: the origin filled within its size; a bad one refused before `out` is
+  // written either.
+  al_storage_options given{};
+  given.s3_endpoint = "http://127.0.0.1:9";
+  al_storage_options used{};
+  Poisoned<al_storage_origin, al_storage_origin> oo;
+  ASSERT_EQ(al_storage_resolve(&given, nullptr, &used, oo.full()), AL_OK) << al_last_error();
+  EXPECT_EQ(oo.touched_past_end(), 0u);
+  EXPECT_STREQ(oo.old.s3_endpoint, "option");
+  EXPECT_STREQ(used.s3_endpoint, "http://127.0.0.1:9");
+  for (size_t size : RefusedSizes(AL_STORAGE_ORIGIN_V1, sizeof(al_storage_origin)))
+    ExpectRefused<al_storage_origin>(size, "al_storage_origin", [&](al_storage_origin *x) {
+      al_storage_options poisoned;
+      std::memset(&poisoned, kPoison, sizeof poisoned);
+      al_storage_options before = poisoned;
+      int rc = al_storage_resolve(&given, nullptr, &poisoned, x);
+      EXPECT_EQ(std::memcmp(&poisoned, &before, sizeof poisoned), 0); // out untouched too
+      return rc;
+    });
+}
+
+TEST(Abi, CostModelIsFilledWithinItsSizeAndReadByIt) {
+  Corpus c;
+  ASSERT_NO_FATAL_FAILURE(Build(&c, "abi_cost"));
+  al_cost_model m = AL_COST_MODEL_INIT;
+  ASSERT_EQ(al_cost_default(&m), AL_OK) << al_last_error();
+  std::string path = altest::TmpPath("abi_cost.alcost");
+  ASSERT_EQ(al_cost_save(&m, path.c_str()), AL_OK) << al_last_error();
+  // Every function that fills one: nothing past its size; a size of 0, below the first version
+  // or above the library's refused, untouched.
+  auto fillers = {
+      std::make_pair("al_cost_default", std::function<int(al_cost_model *)>(
+                                            [](al_cost_model *x) { return al_cost_default(x); })),
+      std::make_pair("al_cost_load", std::function<int(al_cost_model *)>([&](al_cost_model *x) {
+                       return al_cost_load(x, path.c_str());
+                     })),
+      std::make_pair("al_manifest_cost", std::function<int(al_cost_model *)>([&](al_cost_model *x) {
+                       return al_manifest_cost(c.m, x);
+                     })),
+  };
+  for (auto &f : fillers) {
+    SCOPED_TRACE(f.first);
+    Poisoned<al_cost_model, al_cost_model> b;
+    ASSERT_EQ(f.second(b.full()), AL_OK) << al_last_error();
+    EXPECT_EQ(b.touched_past_end(), 0u);
+    EXPECT_EQ(b.old.struct_size, sizeof(al_cost_model));
+    EXPECT_EQ(b.old.fit.family, m.fit.family);
+    EXPECT_EQ(b.old.fit.params[1], m.fit.params[1]);
+    for (size_t size : RefusedSizes(AL_COST_MODEL_V1, sizeof(al_cost_model)))
+      ExpectRefused<al_cost_model>(size, "al_cost_model", f.second);
+  }
+  // Read: 0 is this header's struct; a size below the first version or above the library's
+  // gives NaN (the predictions) or AL_EINVAL, with the message naming the struct.
+  const double want = al_cost_predict(&m, 4, 4096);
+  ASSERT_GT(want, 0);
+  al_cost_model z = m;
+  z.struct_size = 0;
+  EXPECT_EQ(al_cost_predict(&z, 4, 4096), want);
+  EXPECT_EQ(al_cost_predict_sp(&z, 4, 4096, 2), al_cost_predict_sp(&m, 4, 4096, 2));
+  for (size_t size : {AL_COST_MODEL_V1 - 8, sizeof(al_cost_model) + 8}) {
+    SCOPED_TRACE(size);
+    z.struct_size = size;
+    std::string named = "al_cost_model.struct_size is " + std::to_string(size);
+    EXPECT_TRUE(std::isnan(al_cost_predict(&z, 4, 4096)));
+    EXPECT_TRUE(altest::Contains(al_last_error(), "al_cost_predict: " + named));
+    EXPECT_TRUE(std::isnan(al_cost_per_sample(&z, 4096)));
+    EXPECT_TRUE(std::isnan(al_cost_predict_sp(&z, 4, 4096, 2)));
+    EXPECT_TRUE(std::isnan(al_cost_per_sample_sp(&z, 4096, 2)));
+    uint64_t tokens = 7;
+    EXPECT_EQ(al_cost_mem_tokens(&z, 80e9, 0.9, &tokens), AL_EINVAL);
+    EXPECT_EQ(tokens, 7u);
+    EXPECT_EQ(al_cost_save(&z, altest::TmpPath("abi_never.alcost").c_str()), AL_EINVAL);
+    EXPECT_TRUE(altest::Contains(al_last_error(), "al_cost_save: " + named));
+    FILE *f = std::tmpfile();
+    ASSERT_NE(f, nullptr);
+    EXPECT_EQ(al_cost_print_json(&z, f), AL_EINVAL);
+    EXPECT_EQ(std::ftell(f), 0L); // nothing written
+    std::fclose(f);
+    al_plan_options po = AL_PLAN_OPTIONS_INIT;
+    po.world = 1;
+    al_plan *plan = nullptr;
+    EXPECT_EQ(al_plan_build_index(&plan, c.idx, &z, &po), AL_EINVAL);
+    EXPECT_TRUE(altest::Contains(al_last_error(), "al_plan_build_index: " + named));
+    EXPECT_EQ(plan, nullptr);
+  }
+}
+
+TEST(Abi, BenchIsFilledWithinItsSizeAndReadByIt) {
+  const char *def = al_cost_default_json();
+  const size_t len = std::strlen(def);
+  Poisoned<al_bench, al_bench> b;
+  ASSERT_EQ(al_bench_parse(b.full(), def, len, "default"), AL_OK) << al_last_error();
+  EXPECT_EQ(b.touched_past_end(), 0u);
+  EXPECT_EQ(b.old.struct_size, sizeof(al_bench));
+  EXPECT_GE(b.old.n, (size_t)AL_BENCH_MIN_ROWS);
+  const char *trace = "{\"B\": 1, \"S\": 1024, \"ms\": 3}\n";
+  for (size_t size : RefusedSizes(AL_BENCH_V1, sizeof(al_bench))) {
+    ExpectRefused<al_bench>(size, "al_bench",
+                            [&](al_bench *x) { return al_bench_parse(x, def, len, "default"); });
+    ExpectRefused<al_bench>(size, "al_bench", [&](al_bench *x) {
+      return al_bench_parse_trace(x, trace, std::strlen(trace), "t.jsonl", nullptr);
+    });
+    ExpectRefused<al_bench>(size, "al_bench", [&](al_bench *x) {
+      return al_bench_load(x, altest::TmpPath("abi_no_such.csv").c_str());
+    });
+  }
+  // Read: a source or a benchmark to fit of a size this library cannot read is refused, the
+  // destination left as it was; al_bench_free of one frees nothing and writes nothing.
+  al_bench src = b.old, dst = AL_BENCH_INIT;
+  ASSERT_EQ(al_bench_parse(&dst, def, len, "default"), AL_OK) << al_last_error();
+  const al_bench before = dst;
+  src.struct_size = sizeof(al_bench) + 8;
+  EXPECT_EQ(al_bench_append(&dst, &src), AL_EINVAL);
+  EXPECT_TRUE(altest::Contains(al_last_error(), "al_bench_append: al_bench.struct_size is"));
+  EXPECT_EQ(std::memcmp(&dst, &before, sizeof dst), 0);
+  al_cost_model fitted = AL_COST_MODEL_INIT;
+  EXPECT_EQ(al_cost_fit_bench(&src, nullptr, &fitted), AL_EINVAL);
+  EXPECT_TRUE(altest::Contains(al_last_error(), "al_cost_fit_bench: al_bench.struct_size is"));
+  al_bench_free(&src);
+  EXPECT_EQ(src.B, b.old.B); // not freed: its layout is unknown
+  src.struct_size = 0;       // 0: this header's struct, appended and fitted as usual
+  ASSERT_EQ(al_bench_append(&dst, &src), AL_OK) << al_last_error();
+  EXPECT_EQ(dst.n, 2 * b.old.n);
+  EXPECT_EQ(al_cost_fit_bench(&dst, nullptr, &fitted), AL_OK) << al_last_error();
+  al_bench_free(&dst);
+  EXPECT_EQ(dst.B, nullptr);
+  EXPECT_EQ(dst.struct_size, sizeof(al_bench)); // kept: the struct can be filled again
+  al_bench_free(b.full());
+  EXPECT_EQ(b.old.B, nullptr);
+  EXPECT_EQ(b.touched_past_end(), 0u);
 }
 
 } // namespace

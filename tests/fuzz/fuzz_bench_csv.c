@@ -7,10 +7,10 @@
 #include "planner/al_cost.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  al_bench b;
+  al_bench b = AL_BENCH_INIT;
   if (al_bench_parse(&b, (const char *)data, size, "fuzz.csv") != AL_OK) return 0;
   al_cost_fit_options o = {0};
-  al_cost_model m;
+  al_cost_model m = AL_COST_MODEL_INIT;
   if (al_cost_fit_bench(&b, &o, &m) == AL_OK) {
     (void)al_cost_predict(&m, 1, 256);
     (void)al_cost_per_sample(&m, 65536);

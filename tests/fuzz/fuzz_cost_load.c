@@ -12,7 +12,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   static const char *path;
   if (!path) path = fuzz_tmp_path(".alcost");
   fuzz_write_container(path, data, size);
-  al_cost_model m;
+  al_cost_model m = AL_COST_MODEL_INIT;
   if (al_cost_load(&m, path) != AL_OK) return 0;
   static const uint64_t S[] = {1, 256, 32760, 65536, 1u << 31};
   for (size_t i = 0; i < sizeof S / sizeof S[0]; i++) {

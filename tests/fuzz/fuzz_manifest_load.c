@@ -54,7 +54,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     (void)al_manifest_key(m, i);
     (void)al_manifest_key_status(m, i);
   }
-  al_cost_model cm;
+  al_cost_model cm = AL_COST_MODEL_INIT;
   (void)al_manifest_cost(m, &cm);
   (void)al_manifest_rejected(m, AL_REJECT_NONE);
   al_manifest_free(m);

@@ -162,9 +162,9 @@ TEST(AdalnApi, DtypeSizes) {
 
 // What bindings compare their struct layouts with (python/adaptiveload/_lib.py).
 TEST(AdalnApi, StructSizes) {
-  EXPECT_EQ(al_adaln_struct_size(0), sizeof(al_adaln_desc));
-  EXPECT_EQ(al_adaln_struct_size(1), sizeof(al_adaln_options));
-  EXPECT_EQ(al_adaln_struct_size(2), sizeof(al_adaln_tuning));
+  EXPECT_EQ(al_adaln_struct_size(AL_ADALN_STRUCT_DESC), sizeof(al_adaln_desc));
+  EXPECT_EQ(al_adaln_struct_size(AL_ADALN_STRUCT_OPTIONS), sizeof(al_adaln_options));
+  EXPECT_EQ(al_adaln_struct_size(AL_ADALN_STRUCT_TUNING), sizeof(al_adaln_tuning));
   EXPECT_EQ(al_adaln_struct_size(3), 0u);
 }
 

@@ -133,8 +133,8 @@ TEST(Build, SynthCorpusMetadataAndOffsets) {
   for (size_t i = 0; i < 48; i++) {
     al_sample_info s = AL_SAMPLE_INFO_INIT;
     ASSERT_EQ(al_index_sample(idx, i, &s), AL_OK);
-    al_synth_sample_meta m;
-    al_synth_sample(7, i, &m);
+    al_synth_sample_meta m = AL_SYNTH_SAMPLE_META_INIT;
+    ASSERT_EQ(al_synth_sample(7, i, &m), AL_OK);
     char key[32];
     std::snprintf(key, sizeof key, "%06u-%08zu", (unsigned)(i * 3 / 48), i);
     ASSERT_STREQ(s.key, key);

@@ -101,7 +101,7 @@ size_t PlanAndCheck(const al_index *idx, const std::string &out) {
           al_reject_reason why;
           if (al_bucket_assign(t, nullptr, o.mem_tokens, si.width, si.height, si.frames, &pb,
                                &why) == AL_OK) {
-            al_bucket_shape ps;
+            al_bucket_shape ps = AL_BUCKET_SHAPE_INIT;
             EXPECT_EQ(al_bucket_table_get(t, pb, &ps), AL_OK);
             if ((uint64_t)b.width * b.height * b.frames <
                 (uint64_t)ps.width * ps.height * ps.frames)
@@ -144,7 +144,7 @@ TEST(LatentPlan, CoarserIndexStrideCropsToSmallerBuckets) {
   po.world = 2;
   po.mem_tokens = 80000;
   po.last_step = AL_LAST_DROP;
-  al_cost_model cost;
+  al_cost_model cost = AL_COST_MODEL_INIT;
   ASSERT_EQ(al_cost_default(&cost), AL_OK);
   al_plan *p = nullptr;
   ASSERT_EQ(al_plan_build_index(&p, idx, &cost, &po), AL_OK) << al_last_error();

@@ -25,8 +25,8 @@ TEST(Synth, ShapesFollowTheDistribution) {
   const int n = 20000;
   int images = 0, wan = 0, portrait = 0;
   for (int i = 0; i < n; i++) {
-    al_synth_sample_meta m;
-    al_synth_sample(42, (uint64_t)i, &m);
+    al_synth_sample_meta m = AL_SYNTH_SAMPLE_META_INIT;
+    ASSERT_EQ(al_synth_sample(42, (uint64_t)i, &m), AL_OK);
     ASSERT_EQ(m.width % 16, 0u);
     ASSERT_EQ(m.height % 16, 0u);
     uint32_t lo = std::min(m.width, m.height), hi = std::max(m.width, m.height);
@@ -51,9 +51,9 @@ TEST(Synth, ShapesFollowTheDistribution) {
   EXPECT_GT(wan / (double)(n - images), 0.85);         // mostly 4k+1
   EXPECT_NEAR(portrait / (double)n, 0.25 * 0.8, 0.03); // a quarter flipped, square ones stay
   // Same seed, same shapes; another seed, other shapes.
-  al_synth_sample_meta a, b;
-  al_synth_sample(42, 7, &a);
-  al_synth_sample(42, 7, &b);
+  al_synth_sample_meta a = AL_SYNTH_SAMPLE_META_INIT, b = AL_SYNTH_SAMPLE_META_INIT;
+  ASSERT_EQ(al_synth_sample(42, 7, &a), AL_OK);
+  ASSERT_EQ(al_synth_sample(42, 7, &b), AL_OK);
   EXPECT_EQ(std::memcmp(&a, &b, sizeof a), 0);
   int differ = 0;
   for (int i = 0; i < 50; i++) {

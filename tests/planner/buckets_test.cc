@@ -47,7 +47,7 @@ TEST(Buckets, DefaultTable) {
   EXPECT_EQ(al_bucket_table_check(t, nullptr), AL_OK) << al_last_error();
   bool has480p = false, has720p = false, portrait = false;
   for (size_t i = 0; i < al_bucket_table_count(t); i++) {
-    al_bucket_shape s;
+    al_bucket_shape s = AL_BUCKET_SHAPE_INIT;
     ASSERT_EQ(al_bucket_table_get(t, i, &s), AL_OK);
     EXPECT_EQ(s.width % 16, 0u);
     EXPECT_EQ(s.height % 16, 0u);
@@ -56,7 +56,7 @@ TEST(Buckets, DefaultTable) {
     portrait |= s.width == 480 && s.height == 832;
   }
   EXPECT_TRUE(has480p && has720p && portrait);
-  al_bucket_shape s;
+  al_bucket_shape s = AL_BUCKET_SHAPE_INIT;
   EXPECT_EQ(al_bucket_table_get(t, al_bucket_table_count(t), &s), AL_ERANGE);
   al_bucket_table_free(t);
 }
@@ -74,7 +74,7 @@ class Assign : public ::testing::Test {
       EXPECT_EQ(rc, AL_ENOTFOUND);
       return "reject:" + std::to_string((int)r);
     }
-    al_bucket_shape s;
+    al_bucket_shape s = AL_BUCKET_SHAPE_INIT;
     EXPECT_EQ(al_bucket_table_get(t_, b, &s), AL_OK);
     return std::to_string(s.width) + "x" + std::to_string(s.height) + "x" +
            std::to_string(s.frames);
@@ -122,7 +122,7 @@ class AssignGrid : public Assign {
       EXPECT_EQ(rc, AL_ENOTFOUND);
       return "reject:" + std::to_string((int)r);
     }
-    al_bucket_shape s;
+    al_bucket_shape s = AL_BUCKET_SHAPE_INIT;
     EXPECT_EQ(al_bucket_table_get(t_, b, &s), AL_OK);
     al_latent_geom gg = al_latent_geom_resolve(g);
     // Whatever was chosen fits inside the grid.
@@ -192,7 +192,7 @@ TEST(BucketFile, TextAndJsonAgree) {
   ASSERT_EQ(al_bucket_table_count(a), 6u); // duplicate frame count merged
   ASSERT_EQ(al_bucket_table_count(b), 6u);
   for (size_t i = 0; i < 6; i++) {
-    al_bucket_shape x, y;
+    al_bucket_shape x = AL_BUCKET_SHAPE_INIT, y = AL_BUCKET_SHAPE_INIT;
     al_bucket_table_get(a, i, &x);
     al_bucket_table_get(b, i, &y);
     EXPECT_EQ(x.width, y.width);
@@ -200,7 +200,7 @@ TEST(BucketFile, TextAndJsonAgree) {
     EXPECT_EQ(x.frames, y.frames);
     EXPECT_STREQ(x.aspect, y.aspect);
   }
-  al_bucket_shape s;
+  al_bucket_shape s = AL_BUCKET_SHAPE_INIT;
   al_bucket_table_get(a, 0, &s); // sorted by area inside the group
   EXPECT_EQ(s.width, 416u);
   EXPECT_EQ(s.frames, 1u);
@@ -219,7 +219,7 @@ TEST(BucketFile, WriteRoundTrips) {
   ASSERT_EQ(al_bucket_table_load(&u, path.c_str()), AL_OK) << al_last_error();
   ASSERT_EQ(al_bucket_table_count(t), al_bucket_table_count(u));
   for (size_t i = 0; i < al_bucket_table_count(t); i++) {
-    al_bucket_shape x, y;
+    al_bucket_shape x = AL_BUCKET_SHAPE_INIT, y = AL_BUCKET_SHAPE_INIT;
     al_bucket_table_get(t, i, &x);
     al_bucket_table_get(u, i, &y);
     EXPECT_EQ(x.width * 100000 + x.height * 10 + x.frames,

@@ -19,8 +19,7 @@ namespace {
 // A fitted-looking model of one family with the given parameters (what a forged or damaged
 // cost file holds: al_cost_save writes any parameters).
 al_cost_model Forged(al_cost_family f, double a, double b, double c) {
-  al_cost_model m;
-  memset(&m, 0, sizeof m);
+  al_cost_model m = AL_COST_MODEL_INIT;
   m.fit.family = f;
   m.fit.params[0] = a, m.fit.params[1] = b, m.fit.params[2] = c;
   m.rows = 39;
@@ -33,8 +32,9 @@ al_cost_model Forged(al_cost_family f, double a, double b, double c) {
 int SaveLoad(const al_cost_model &m, std::string *why) {
   std::string path = altest::TmpPath("forged.alcost");
   EXPECT_EQ(al_cost_save(&m, path.c_str()), AL_OK) << al_last_error();
-  al_cost_model r;
-  memset(&r, 0x5a, sizeof r); // poisoned
+  al_cost_model r = AL_COST_MODEL_INIT;
+  memset(&r, 0x5a, sizeof r); // poisoned, but for its size
+  r.struct_size = sizeof r;
   int rc = al_cost_load(&r, path.c_str());
   *why = rc ? al_last_error() : "";
   if (rc == AL_OK) {
@@ -48,7 +48,7 @@ int SaveLoad(const al_cost_model &m, std::string *why) {
 }
 
 TEST(CostBounds, TheShippedFitsLoad) {
-  al_cost_model m;
+  al_cost_model m = AL_COST_MODEL_INIT;
   ASSERT_EQ(al_cost_default(&m), AL_OK) << al_last_error();
   std::string why;
   EXPECT_EQ(SaveLoad(m, &why), AL_OK) << why;
@@ -113,13 +113,14 @@ std::string Csv(double (*f)(double, double)) {
 }
 
 int Fit(const std::string &csv, al_cost_family fam, al_cost_model *m) {
-  al_bench b;
+  al_bench b = AL_BENCH_INIT;
   int rc = al_bench_parse(&b, csv.data(), csv.size(), "flat.csv");
   EXPECT_EQ(rc, AL_OK) << al_last_error();
   if (rc) return rc;
   al_cost_fit_options o{};
   o.family = fam;
-  memset(m, 0x5a, sizeof *m);
+  memset(m, 0x5a, sizeof *m); // poisoned, but for its size
+  m->struct_size = sizeof *m;
   rc = al_cost_fit_bench(&b, &o, m);
   al_bench_free(&b);
   return rc;
@@ -130,7 +131,7 @@ int Fit(const std::string &csv, al_cost_family fam, al_cost_model *m) {
 TEST(CostBounds, AFitThePlannerWouldRefuseIsRefusedByTheFit) {
   auto shrinking = [](double B, double S) { return 50.0 - 1e-5 * B * S; };
   for (al_cost_family fam : {AL_COST_AUTO, AL_COST_POLY2, AL_COST_POWER}) {
-    al_cost_model m;
+    al_cost_model m = AL_COST_MODEL_INIT;
     EXPECT_EQ(Fit(Csv(shrinking), fam, &m), AL_ERANGE) << al_cost_family_name(fam);
     std::string why = al_last_error();
     EXPECT_NE(why.find("flat.csv"), std::string::npos) << why;
@@ -139,7 +140,7 @@ TEST(CostBounds, AFitThePlannerWouldRefuseIsRefusedByTheFit) {
   }
   // Growing times fit, and what the fit returns loads.
   auto quad = [](double B, double S) { return 2.0 + 2e-3 * B * S + 1.5e-7 * B * S * S; };
-  al_cost_model m;
+  al_cost_model m = AL_COST_MODEL_INIT;
   ASSERT_EQ(Fit(Csv(quad), AL_COST_AUTO, &m), AL_OK) << al_last_error();
   std::string why;
   EXPECT_EQ(SaveLoad(m, &why), AL_OK) << why;
@@ -150,12 +151,12 @@ TEST(CostBounds, AutoSkipsAFamilyOutOfBounds) {
   // Saturating times: poly2 fits a negative S^2 term (c(S) shrinking above ~50k tokens);
   // the power law stays usable.
   auto sat = [](double B, double S) { return 5.0 + 2e-3 * B * S - 2e-8 * B * S * S; };
-  al_cost_model p2;
+  al_cost_model p2 = AL_COST_MODEL_INIT;
   EXPECT_EQ(Fit(Csv(sat), AL_COST_POLY2, &p2), AL_ERANGE);
   EXPECT_NE(std::string(al_last_error()).find("poly2 fit cannot be planned with"),
             std::string::npos)
       << al_last_error();
-  al_cost_model m;
+  al_cost_model m = AL_COST_MODEL_INIT;
   ASSERT_EQ(Fit(Csv(sat), AL_COST_AUTO, &m), AL_OK) << al_last_error();
   EXPECT_EQ(m.fit.family, AL_COST_POWER);
   EXPECT_EQ(m.alt.family, AL_COST_POLY2);

@@ -25,7 +25,8 @@ std::string Rows(const char *fmt) {
 
 // Parses text; on success checks the rows against B = i, S = 4096 i, ms = 2.5 i.
 int Parse(const std::string &text, al_bench *b) {
-  memset(b, 0x5a, sizeof *b); // poisoned
+  memset(b, 0x5a, sizeof *b); // poisoned, but for its size
+  b->struct_size = sizeof *b;
   int rc = al_bench_parse(b, text.data(), text.size(), "q.csv");
   if (rc) return rc;
   EXPECT_EQ(b->n, 10u);
@@ -38,7 +39,7 @@ int Parse(const std::string &text, al_bench *b) {
 }
 
 TEST(BenchCsvQuotes, FullyQuotedHeaderAndRows) {
-  al_bench b;
+  al_bench b = AL_BENCH_INIT;
   // What spreadsheets and Python's csv.QUOTE_ALL write: refused before with "missing column 'B'".
   ASSERT_EQ(Parse("\"B\",\"S\",\"step_ms\"\n" + Rows("\"%d\",\"%d\",\"%g\"\n"), &b), AL_OK)
       << al_last_error();
@@ -52,7 +53,7 @@ TEST(BenchCsvQuotes, FullyQuotedHeaderAndRows) {
 }
 
 TEST(BenchCsvQuotes, CommasQuotesAndLineBreaksInsideQuotes) {
-  al_bench b;
+  al_bench b = AL_BENCH_INIT;
   // Other columns may hold anything quoted: commas, doubled quotes, a line break.
   std::string text = "\"note, free text\",B,S,\"the \"\"step\"\" ms\",step_ms\n";
   for (int i = 1; i <= 10; i++) {
@@ -70,7 +71,7 @@ TEST(BenchCsvQuotes, CommasQuotesAndLineBreaksInsideQuotes) {
 }
 
 TEST(BenchCsvQuotes, ErrorsNameTheLine) {
-  al_bench b;
+  al_bench b = AL_BENCH_INIT;
   // Line numbers count the line breaks inside quoted fields.
   std::string text = "note,B,S,step_ms\n\"a\nb\",1,4096,2.5\n" + Rows("x,%d,%d,%g\n");
   text += "x,1,\"40\"96\",3\n";

@@ -54,10 +54,11 @@ std::string SpCsv(int degrees, double rel_noise, uint64_t seed, const char *meta
 }
 
 int Fit(const std::string &text, al_cost_model *m, const al_cost_fit_options *o = nullptr) {
-  al_bench b;
+  al_bench b = AL_BENCH_INIT;
   int rc = al_bench_parse(&b, text.data(), text.size(), "sp.csv");
   if (rc) return rc;
-  memset(m, 0x5a, sizeof *m);
+  memset(m, 0x5a, sizeof *m); // poisoned, but for its size
+  m->struct_size = sizeof *m;
   rc = al_cost_fit_bench(&b, o, m);
   al_bench_free(&b);
   return rc;
@@ -72,7 +73,7 @@ void ExpectRecovers(const al_cost_fit &f, const Truth &t, double tol) {
 }
 
 TEST(CostFloor, RecoversAFloorAndTheWorkOnEveryRow) {
-  al_cost_model m;
+  al_cost_model m = AL_COST_MODEL_INIT;
   al_cost_fit_options o{};
   o.family = AL_COST_FLOOR;
   ASSERT_EQ(Fit(SpCsv(1, 0.0, 1), &m, &o), AL_OK) << al_last_error();
@@ -88,18 +89,18 @@ TEST(CostFloor, RecoversAFloorAndTheWorkOnEveryRow) {
   EXPECT_DOUBLE_EQ(al_cost_per_sample(&m, 1000),
                    m.fit.per_sample_ms + m.fit.params[1] * 1000 + m.fit.params[2] * 1e6);
   // With noise, poly2 (launch-bound rows left out, then mispredicted) loses to floor under auto.
-  al_cost_model a;
+  al_cost_model a = AL_COST_MODEL_INIT;
   ASSERT_EQ(Fit(SpCsv(1, 0.03, 2), &a), AL_OK) << al_last_error();
   EXPECT_EQ(a.fit.family, AL_COST_FLOOR);
   o.family = AL_COST_POLY2;
-  al_cost_model p2;
+  al_cost_model p2 = AL_COST_MODEL_INIT;
   ASSERT_EQ(Fit(SpCsv(1, 0.03, 2), &p2, &o), AL_OK) << al_last_error();
   EXPECT_GT(p2.rows_excluded, 0u);
   EXPECT_GT(p2.bands[0].max_rel_err, 2 * a.bands[0].max_rel_err);
 }
 
 TEST(CostSp, PerDegreeFitsRecoverTheirParameters) {
-  al_cost_model m;
+  al_cost_model m = AL_COST_MODEL_INIT;
   ASSERT_EQ(Fit(SpCsv(4, 0.01, 3), &m), AL_OK) << al_last_error();
   ASSERT_EQ(m.n_sp_fits, 3u);
   for (uint32_t i = 0; i < 3; i++) {
@@ -114,7 +115,7 @@ TEST(CostSp, PerDegreeFitsRecoverTheirParameters) {
 }
 
 TEST(CostSp, DegreeOneIsThePlainModelAndHigherDegreesAddTheAllToAll) {
-  al_cost_model m;
+  al_cost_model m = AL_COST_MODEL_INIT;
   al_cost_fit_options o{};
   o.sp_link_gbps = 200;
   o.sp_a2a_bytes_per_token = 50000; // overrides the metadata's
@@ -156,7 +157,7 @@ TEST(CostSp, DegreeOneIsThePlainModelAndHigherDegreesAddTheAllToAll) {
 }
 
 TEST(CostSp, ErrorsByBand) {
-  al_cost_model m;
+  al_cost_model m = AL_COST_MODEL_INIT;
   ASSERT_EQ(Fit(SpCsv(2, 0.02, 5), &m), AL_OK) << al_last_error();
   // The grid's rows of d = 1 per band (B in 1..64, B * S <= 2^18): S 256..1024 (3 sizes x 7
   // B), 2048, 4096 (2 x 7), 8192, 16384 (6 + 5), 32768, 65536 (4 + 3).
@@ -179,7 +180,7 @@ TEST(CostSp, ErrorsByBand) {
 }
 
 TEST(CostSp, FilesKeepThePerDegreeFits) {
-  al_cost_model m, r;
+  al_cost_model m = AL_COST_MODEL_INIT, r = AL_COST_MODEL_INIT;
   ASSERT_EQ(Fit(SpCsv(4, 0.01, 6), &m), AL_OK) << al_last_error();
   std::string path = altest::TmpPath("sp.cost");
   ASSERT_EQ(al_cost_save(&m, path.c_str()), AL_OK) << al_last_error();
@@ -199,7 +200,7 @@ TEST(CostSp, FilesKeepThePerDegreeFits) {
 }
 
 std::string ParseError(const std::string &text) {
-  al_bench b;
+  al_bench b = AL_BENCH_INIT;
   int rc = al_bench_parse(&b, text.data(), text.size(), "bad.csv");
   if (rc == AL_OK) {
     al_bench_free(&b);
@@ -227,7 +228,7 @@ TEST(CostSp, BadDegreesAndMetadataAreRefusedByName) {
   e = ParseError(SpCsv(1, 0, 7, "# shape_bench: layers=-4\n"));
   EXPECT_NE(e.find("layers = '-4'"), std::string::npos) << e;
   // The alias and the JSON form.
-  al_bench b;
+  al_bench b = AL_BENCH_INIT;
   std::string alias =
       "B,S,sp_degree,step_ms\n1,256,2,3\n2,256,2,3\n4,256,2,3\n8,256,2,3\n"
       "1,512,1,3\n2,512,1,3\n4,512,1,3\n8,512,1,3\n";
@@ -254,7 +255,7 @@ TEST(CostSp, BadDegreesAndMetadataAreRefusedByName) {
 }
 
 TEST(CostSp, BadFitInputsAreRefusedByName) {
-  al_cost_model m;
+  al_cost_model m = AL_COST_MODEL_INIT;
   al_cost_fit_options o{};
   for (double bad : {-1.0, double(NAN), double(INFINITY)}) {
     o = al_cost_fit_options{};

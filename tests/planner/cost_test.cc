@@ -36,8 +36,8 @@ std::string GridCsv(F f, double rel_noise, uint64_t seed, bool mem = false) {
 
 al_cost_model FitText(const std::string &text, al_cost_family fam = AL_COST_AUTO,
                       int *rc_out = nullptr) {
-  al_bench b;
-  al_cost_model m{};
+  al_bench b = AL_BENCH_INIT;
+  al_cost_model m = AL_COST_MODEL_INIT;
   int rc = al_bench_parse(&b, text.data(), text.size(), "grid.csv");
   if (rc == AL_OK) {
     al_cost_fit_options o{};
@@ -137,7 +137,7 @@ TEST(CostFit, SaveLoadRoundTrip) {
       GridCsv([](double B, double S) { return 1 + 1e-3 * B * S + 1e-7 * B * S * S; }, 0.01, 9));
   std::string path = altest::TmpPath("cost.alcost");
   ASSERT_EQ(al_cost_save(&m, path.c_str()), AL_OK) << al_last_error();
-  al_cost_model r;
+  al_cost_model r = AL_COST_MODEL_INIT;
   ASSERT_EQ(al_cost_load(&r, path.c_str()), AL_OK) << al_last_error();
   EXPECT_EQ(r.fit.family, m.fit.family);
   for (int i = 0; i < 3; i++) EXPECT_EQ(r.fit.params[i], m.fit.params[i]);
@@ -145,12 +145,12 @@ TEST(CostFit, SaveLoadRoundTrip) {
   EXPECT_EQ(r.fit.median_rel_err, m.fit.median_rel_err);
   EXPECT_EQ(r.rows, m.rows);
   EXPECT_STREQ(r.source, "grid.csv");
-  al_cost_model x;
+  al_cost_model x = AL_COST_MODEL_INIT;
   EXPECT_NE(al_cost_load(&x, altest::TmpPath("missing.alcost").c_str()), AL_OK);
 }
 
 void ExpectBadBench(const std::string &text, int want, const char *fragment) {
-  al_bench b;
+  al_bench b = AL_BENCH_INIT;
   int rc = al_bench_parse(&b, text.data(), text.size(), "bad.csv");
   EXPECT_EQ(rc, want) << text;
   EXPECT_TRUE(altest::ErrorContains(fragment));
@@ -170,11 +170,11 @@ TEST(BenchFile, ClearErrors) {
   ExpectBadBench("{\"rows\": [{\"B\": 1, \"S\": 4096}]}", AL_EFORMAT, "rows[0]: missing \"ms\"");
   ExpectBadBench("{\"rows\": [", AL_EFORMAT, "broken JSON");
   // Enough rows in the file but too few outside the launch-bound region.
-  al_bench b;
+  al_bench b = AL_BENCH_INIT;
   std::string small = "B,S,step_ms\n";
   for (int i = 1; i <= 10; i++) small += "1,256," + std::to_string(5 + i * 0.1) + "\n";
   ASSERT_EQ(al_bench_parse(&b, small.data(), small.size(), "small.csv"), AL_OK);
-  al_cost_model m;
+  al_cost_model m = AL_COST_MODEL_INIT;
   EXPECT_EQ(al_cost_fit_bench(&b, nullptr, &m), AL_EINVAL);
   EXPECT_TRUE(altest::ErrorContains("10 launch-bound rows left out"));
   // The source is named once, first (a path quoted twice pushed the reason past the message).
@@ -190,7 +190,7 @@ TEST(BenchFile, ColumnOrderAliasesAndComments) {
   std::string csv = "# from shape_bench.py\nnote, ms ,S,B\n";
   for (int i = 1; i <= 9; i++)
     csv += "x," + std::to_string(10.0 * i) + ",8192," + std::to_string(i) + "\n";
-  al_bench b;
+  al_bench b = AL_BENCH_INIT;
   ASSERT_EQ(al_bench_parse(&b, csv.data(), csv.size(), "o.csv"), AL_OK) << al_last_error();
   ASSERT_EQ(b.n, 9u);
   EXPECT_EQ(b.B[2], 3.0);
@@ -204,7 +204,7 @@ TEST(BenchFile, ColumnOrderAliasesAndComments) {
 // (launch-bound ones included); its worst held-out error over every row is well under poly2's,
 // which leaves the 7 launch-bound rows out and then mispredicts them by up to 86%.
 TEST(DefaultModel, TheFloorFamilyOnEveryRow) {
-  al_cost_model m;
+  al_cost_model m = AL_COST_MODEL_INIT;
   ASSERT_EQ(al_cost_default(&m), AL_OK) << al_last_error();
   EXPECT_EQ(m.fit.family, AL_COST_FLOOR);
   EXPECT_EQ(m.rows, 46u);
@@ -216,12 +216,12 @@ TEST(DefaultModel, TheFloorFamilyOnEveryRow) {
     EXPECT_LT(b.median_rel_err, 0.05) << b.lo;
   }
   EXPECT_LT(m.all_rows.max_rel_err, 0.35);
-  al_bench b;
+  al_bench b = AL_BENCH_INIT;
   ASSERT_EQ(al_bench_parse(&b, al_cost_default_json(), strlen(al_cost_default_json()), "h.json"),
             AL_OK);
   al_cost_fit_options o{};
   o.family = AL_COST_POLY2;
-  al_cost_model p2;
+  al_cost_model p2 = AL_COST_MODEL_INIT;
   ASSERT_EQ(al_cost_fit_bench(&b, &o, &p2), AL_OK) << al_last_error();
   al_bench_free(&b);
   EXPECT_EQ(p2.rows, 39u);
@@ -238,12 +238,12 @@ TEST(DefaultModel, ReproducesDesignNumbers) {
   std::string file = altest::ReadFile("planner/data/h200_dit_block_cost.json");
   ASSERT_FALSE(file.empty());
   EXPECT_EQ(file, std::string(al_cost_default_json())); // the embedded copy is the file
-  al_bench b;
+  al_bench b = AL_BENCH_INIT;
   ASSERT_EQ(al_bench_parse(&b, file.data(), file.size(), "h200.json"), AL_OK);
   al_cost_fit_options o{};
   o.loss = AL_LOSS_ABS;
   o.family = AL_COST_POLY2;
-  al_cost_model a, pw;
+  al_cost_model a = AL_COST_MODEL_INIT, pw = AL_COST_MODEL_INIT;
   ASSERT_EQ(al_cost_fit_bench(&b, &o, &a), AL_OK);
   EXPECT_EQ(a.fit.family, AL_COST_POLY2);
   EXPECT_NEAR(a.fit.median_rel_err, 0.016, 0.01);
@@ -263,10 +263,10 @@ TEST(DefaultModel, ReproducesDesignNumbers) {
 // A real run of examples/shape_bench.py on an H200 (4 DiT blocks, bf16),
 // with peak memory: both fits, the memory line and M_mem.
 TEST(DefaultModel, ShapeBenchCsvWithMemory) {
-  al_bench b;
+  al_bench b = AL_BENCH_INIT;
   ASSERT_EQ(al_bench_load(&b, "planner/data/h200_shape_bench.csv"), AL_OK) << al_last_error();
   ASSERT_TRUE(b.mem);
-  al_cost_model m;
+  al_cost_model m = AL_COST_MODEL_INIT;
   ASSERT_EQ(al_cost_fit_bench(&b, nullptr, &m), AL_OK) << al_last_error();
   al_bench_free(&b);
   EXPECT_EQ(m.fit.family, AL_COST_FLOOR);
@@ -323,7 +323,7 @@ TEST(Trace, MediansPerShapeFitTheTrueModelDespiteStallsAndAHalfLine) {
   auto truth = [](double B, double S) { return 1.5 + 2e-6 * B * std::pow(S, 1.3); };
   size_t meas = 0;
   std::string text = trace::Jsonl(truth, 15, 21, &meas);
-  al_bench b;
+  al_bench b = AL_BENCH_INIT;
   al_trace_stats st;
   memset(&st, 0x5a, sizeof st); // poisoned
   st.struct_size = sizeof st;
@@ -345,7 +345,7 @@ TEST(Trace, MediansPerShapeFitTheTrueModelDespiteStallsAndAHalfLine) {
   al_cost_fit_options fo{};
   fo.family = AL_COST_POWER;
   fo.min_tokens = 1;
-  al_cost_model m;
+  al_cost_model m = AL_COST_MODEL_INIT;
   ASSERT_EQ(al_cost_fit_bench(&b, &fo, &m), AL_OK) << al_last_error();
   EXPECT_NEAR(m.fit.params[2], 1.3, 0.02);
   EXPECT_LT(m.fit.median_rel_err, 0.02);
@@ -357,7 +357,7 @@ TEST(Trace, TooFewShapesAndAppendToABenchmark) {
   const char *two =
       "{\"B\": 1, \"S\": 1024, \"ms\": 3}\n{\"B\": 1, \"S\": 1024, \"ms\": 4}\n"
       "{\"B\": 2, \"S\": 1024, \"ms\": 5}\nnot json\n";
-  al_bench b;
+  al_bench b = AL_BENCH_INIT;
   al_trace_stats st = AL_TRACE_STATS_INIT;
   EXPECT_EQ(al_bench_parse_trace(&b, two, strlen(two), "short.jsonl", &st), AL_EINVAL);
   EXPECT_TRUE(altest::ErrorContains("2 distinct (B, S) shapes in 3 usable lines (1 skipped"))
@@ -366,7 +366,7 @@ TEST(Trace, TooFewShapesAndAppendToABenchmark) {
 
   auto truth = [](double B, double S) { return 2 + 1e-6 * B * S + 1e-11 * B * S * S; };
   std::string csv = GridCsv(truth, 0.0, 3, /*mem=*/true);
-  al_bench bench;
+  al_bench bench = AL_BENCH_INIT;
   ASSERT_EQ(al_bench_parse(&bench, csv.data(), csv.size(), "bench.csv"), AL_OK) << al_last_error();
   size_t meas = 0, n0 = bench.n;
   std::string text = trace::Jsonl(truth, 5, 4, &meas);

@@ -104,7 +104,7 @@ TEST(Fidelity, ManifestCountsScheduledSamplesOnce) {
   for (uint32_t i = 0; i < 37; i++) shapes.push_back(three[i % 3]);
   shapes.push_back({16, 16, 1, 0}); // rejected by the plan
   al_index *idx = MakeIndex(shapes);
-  al_cost_model cost;
+  al_cost_model cost = AL_COST_MODEL_INIT;
   ASSERT_EQ(al_cost_default(&cost), AL_OK);
   al_plan_options po{};
   po.world = 4;

@@ -247,7 +247,7 @@ TEST_F(ForgeTest, NonFiniteFiguresPrintAsNullInValidJson) {
   al_manifest *m = nullptr;
   ASSERT_EQ(al_manifest_load(&m, dst.c_str()), AL_OK) << al_last_error();
   std::string info = Printed([m](FILE *f) { al_manifest_print_json(f, m); });
-  al_cost_model cost;
+  al_cost_model cost = AL_COST_MODEL_INIT;
   ASSERT_EQ(al_manifest_cost(m, &cost), AL_OK);
   std::string model = Printed([&cost](FILE *f) { al_cost_print_json(&cost, f); });
   std::string lines = Printed([m](FILE *f) { al_manifest_print_jsonl(f, m); });

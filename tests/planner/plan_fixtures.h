@@ -57,7 +57,7 @@ inline const char *ShapeKey(void *ctx, uint64_t i) {
 }
 
 inline al_cost_model DefaultCost() {
-  al_cost_model c;
+  al_cost_model c = AL_COST_MODEL_INIT;
   EXPECT_EQ(al_cost_default(&c), AL_OK) << al_last_error();
   return c;
 }

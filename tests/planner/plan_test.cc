@@ -37,7 +37,7 @@ TEST(BatchSize, DualConstraintPerBucket) {
     al_manifest *m = PlanAndLoad(s, Opts(8, pol), "bs.alm");
     ASSERT_TRUE(m);
     al_manifest_info in = altest::Info(m);
-    al_cost_model c;
+    al_cost_model c = AL_COST_MODEL_INIT;
     ASSERT_EQ(al_manifest_cost(m, &c), AL_OK);
     EXPECT_EQ(in.mem_tokens, 65536u);
     // Default M_comp: c(S) of the largest default bucket within M_mem.
@@ -45,7 +45,7 @@ TEST(BatchSize, DualConstraintPerBucket) {
     ASSERT_EQ(al_bucket_table_default(&t), AL_OK);
     uint64_t smax = 0;
     for (size_t i = 0; i < al_bucket_table_count(t); i++) {
-      al_bucket_shape sh;
+      al_bucket_shape sh = AL_BUCKET_SHAPE_INIT;
       al_bucket_table_get(t, i, &sh);
       uint64_t tok = al_tokens(nullptr, sh.width, sh.height, sh.frames);
       if (tok <= 65536 && tok > smax) smax = tok;

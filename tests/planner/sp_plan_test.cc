@@ -295,7 +295,7 @@ TEST(SpPlan, DefaultComputeBudgetAdmitsAFullMicroBatchAtEveryDegree) {
   al_manifest *m = altest::PlanAndLoad(s, o, "sp_comp.alm");
   ASSERT_TRUE(m);
   al_manifest_info in = altest::Info(m);
-  al_cost_model cost;
+  al_cost_model cost = AL_COST_MODEL_INIT;
   ASSERT_EQ(al_cost_default(&cost), AL_OK);
   uint32_t deg = 0, frames = FramesOf(m, s.w.size() - 1, &deg);
   ASSERT_EQ(frames, 121u);

@@ -503,7 +503,7 @@ class BindingTest(unittest.TestCase):
         lib = _lib.lib()
         checked = {cls for cls, _, _ in _structs.MIRRORS}
         for cls, query, which in _structs.MIRRORS:
-            self.assertEqual(getattr(lib, query)(which), ctypes.sizeof(cls), cls.__name__)
+            self.assertEqual(getattr(lib, query)(_lib.constant(which)), ctypes.sizeof(cls), cls.__name__)
         mirrors = {v for v in vars(_structs).values() if isinstance(v, type) and issubclass(v, ctypes.Structure)}
         self.assertEqual(mirrors - checked - {_structs._Sized}, set())  # _Sized: the base of sized ones
 
@@ -516,10 +516,11 @@ class BindingTest(unittest.TestCase):
         lib, path = _lib.lib(), os.environ["ADAPTIVELOAD_LIB"]
         want = ctypes.sizeof(_structs.PlanOptions)
         with self.assertRaises(ImportError) as cm:
-            _lib.check_struct(lib, path, PlanOptions, "al_plan_struct_size", 0)
-        self.assertEqual(str(cm.exception), "adaptiveload: PlanOptions is %d bytes in %s (al_plan_struct_size(0)) but "
-                         "%d in Python: library and package are from different versions"
-                         % (want, path, ctypes.sizeof(PlanOptions)))
+            _lib.check_struct(lib, path, PlanOptions, "al_plan_struct_size", "AL_PLAN_STRUCT_OPTIONS",
+                              {"AL_PLAN_STRUCT_OPTIONS": _lib.constant("AL_PLAN_STRUCT_OPTIONS")})
+        self.assertEqual(str(cm.exception), "adaptiveload: PlanOptions is %d bytes in %s "
+                         "(al_plan_struct_size(AL_PLAN_STRUCT_OPTIONS)) but %d in Python: library and package are "
+                         "from different versions" % (want, path, ctypes.sizeof(PlanOptions)))
         # At load time: a mirror that differs makes the library unusable, with the same message.
         p = self.run_python(
             "import ctypes, sys\n"
@@ -527,12 +528,67 @@ class BindingTest(unittest.TestCase):
             "from adaptiveload import _lib, _structs as S\n"
             "class ManifestInfo(S.ManifestInfo):\n"
             "    _fields_ = [('extra', ctypes.c_double)]\n"
-            "S.MIRRORS = S.MIRRORS + ((ManifestInfo, 'al_plan_struct_size', 2),)\n"
+            "S.MIRRORS = S.MIRRORS + ((ManifestInfo, 'al_plan_struct_size', 'AL_PLAN_STRUCT_MANIFEST_INFO'),)\n"
             "_lib.load_library()\n")
         self.assertNotEqual(p.returncode, 0)
-        self.assertIn("ImportError: adaptiveload: ManifestInfo is %d bytes in %s (al_plan_struct_size(2)) but %d in "
-                      "Python" % (ctypes.sizeof(_structs.ManifestInfo), path, ctypes.sizeof(_structs.ManifestInfo) + 8),
+        self.assertIn("ImportError: adaptiveload: ManifestInfo is %d bytes in %s "
+                      "(al_plan_struct_size(AL_PLAN_STRUCT_MANIFEST_INFO)) but %d in Python"
+                      % (ctypes.sizeof(_structs.ManifestInfo), path, ctypes.sizeof(_structs.ManifestInfo) + 8),
                       p.stderr)
+
+    def test_constants_are_the_librarys(self):
+        # Every constant the package uses is read from the library's constant queries at load
+        # time, none copied: each agrees with a fresh query, and the array lengths of the
+        # mirrors with the constants that size them in C.
+        import re
+
+        from adaptiveload import _constants as C, _lib, _structs as S
+
+        lib = _lib.lib()
+        for name in S.CONSTANTS:
+            v = ctypes.c_int64()
+            answered = [q for q in _lib.CONSTANT_QUERIES if getattr(lib, q)(name.encode(), ctypes.byref(v)) == 0]
+            self.assertEqual(len(answered), 1, name)
+            self.assertEqual(getattr(C, name), v.value, name)
+            self.assertEqual(_lib.constant(name), v.value, name)
+        self.assertEqual((C.AL_OK, _lib.status("AL_EINVAL"), _lib.status("AL_EOF")), (0, -1, 1))
+        for cls, field, name in S.LENGTHS:
+            self.assertEqual(dict(cls._fields_)[field]._length_, getattr(C, name), (cls.__name__, field))
+        with self.assertRaises(KeyError):
+            _lib.constant("AL_NOT_READ_BY_THE_PACKAGE")
+        with self.assertRaises(AttributeError):
+            C.AL_NOT_READ_BY_THE_PACKAGE  # noqa: B018
+        with self.assertRaises(KeyError):
+            _lib.status("AL_NO_SUCH_STATUS")
+        # No module of the package assigns a number to an AL_ name: the values are the library's.
+        folder = os.path.dirname(_lib.__file__)
+        for name in sorted(os.listdir(folder)):
+            if name.endswith(".py"):
+                with open(os.path.join(folder, name)) as f:
+                    text = f.read()
+                self.assertIsNone(re.search(r"^\s*_?AL_[A-Z0-9_]+\s*=\s*[-(0-9]", text, flags=re.M), name)
+        # A mirror's array length that the library sizes otherwise is refused at load time.
+        p = self.run_python(
+            "import ctypes, sys\n"
+            "sys.modules['torch'] = None\n"
+            "from adaptiveload import _lib, _structs as S\n"
+            "class ManifestInfo(ctypes.Structure):\n"
+            "    _fields_ = [('sp_degrees', ctypes.c_uint32 * 12)]\n"
+            "S.LENGTHS = S.LENGTHS + ((ManifestInfo, 'sp_degrees', 'AL_PLAN_MAX_SP_DEGREES'),)\n"
+            "_lib.load_library()\n")
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("ImportError: adaptiveload: ManifestInfo.sp_degrees holds 12 in Python but AL_PLAN_MAX_SP_DEGREES "
+                      "is %d in %s" % (C.AL_PLAN_MAX_SP_DEGREES, os.environ["ADAPTIVELOAD_LIB"]), p.stderr)
+        # A constant the library lacks makes it unusable, naming it.
+        p = self.run_python(
+            "import sys\n"
+            "sys.modules['torch'] = None\n"
+            "from adaptiveload import _lib, _structs as S\n"
+            "S.CONSTANTS = S.CONSTANTS + ('AL_STREAM_NO_SUCH_LIMIT',)\n"
+            "_lib.load_library()\n")
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("ImportError: adaptiveload: %s lacks the constant AL_STREAM_NO_SUCH_LIMIT: library and package "
+                      "are from different versions" % os.environ["ADAPTIVELOAD_LIB"], p.stderr)
 
     def test_only_the_binding_declares_c_functions(self):
         import re
@@ -626,12 +682,16 @@ class BindingTest(unittest.TestCase):
         for name in adaptiveload.__all__:
             self.assertIsNotNone(getattr(adaptiveload, name), name)
         self.assertTrue(callable(adaptiveload.adaln))
-        # The kernels-only library reports the same version.
+        # The kernels-only library reports the same version and the kernels' constants.
         kernels = os.environ.get("AL_TEST_KERNELS_LIB")
         if kernels:
+            from adaptiveload import _constants as C
+
             p = self.run_python("import sys; sys.modules['torch'] = None; import adaptiveload; "
-                                "print(adaptiveload.__version__)", kernels)
-            self.assertEqual((p.returncode, p.stdout.strip()), (0, v), p.stderr)
+                                "from adaptiveload import _constants as C; "
+                                "print(adaptiveload.__version__, C.AL_ADALN_MAX_DIM, C.AL_DTYPE_FP32, C.AL_OK)", kernels)
+            self.assertEqual((p.returncode, p.stdout.split()), (0, [v, str(C.AL_ADALN_MAX_DIM), str(C.AL_DTYPE_FP32),
+                                                                 "0"]), p.stderr)
 
 
 class LatentRuleTest(unittest.TestCase):

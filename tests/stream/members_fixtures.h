@@ -161,7 +161,7 @@ struct MEnv {
     al_bucket_table *bt = nullptr;
     ASSERT_EQ(al_bucket_table_parse(&bt, kBuckets, sizeof kBuckets - 1, "test"), AL_OK)
         << al_last_error();
-    al_cost_model cost;
+    al_cost_model cost = AL_COST_MODEL_INIT;
     ASSERT_EQ(al_cost_default(&cost), AL_OK) << al_last_error();
     al_plan_input in{0, n, w.data(), h.data(), f.data(), al_index_fingerprint(idx)};
     al_plan_options po{};

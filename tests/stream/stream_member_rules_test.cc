@@ -95,7 +95,7 @@ struct Env {
     }
     al_bucket_table *bt = nullptr;
     ASSERT_EQ(al_bucket_table_parse(&bt, kBuckets, sizeof kBuckets - 1, "test"), AL_OK);
-    al_cost_model cost;
+    al_cost_model cost = AL_COST_MODEL_INIT;
     ASSERT_EQ(al_cost_default(&cost), AL_OK);
     al_plan_options po{};
     po.world = 1;
@@ -412,7 +412,7 @@ TEST(StreamMemberRules, PlanningWithRequiredMembersLeavesTheLackingOut) {
   EXPECT_TRUE(altest::ErrorContains("4 of 20 samples lack a requested member")) << al_last_error();
 
   // A misspelt requirement, or one no sample meets: planning fails naming it.
-  al_cost_model cost;
+  al_cost_model cost = AL_COST_MODEL_INIT;
   ASSERT_EQ(al_cost_default(&cost), AL_OK);
   al_plan_options po{};
   po.world = 1;

@@ -20,7 +20,10 @@ TEST(StructSize, PlannerStructs) {
   EXPECT_EQ(al_plan_struct_size(AL_PLAN_STRUCT_MICRO_REF), sizeof(al_micro_ref));
   EXPECT_EQ(al_plan_struct_size(AL_PLAN_STRUCT_STEP_INFO), sizeof(al_step_info));
   EXPECT_EQ(al_plan_struct_size(AL_PLAN_STRUCT_REPLAN_OPTIONS), sizeof(al_replan_options));
-  EXPECT_EQ(al_plan_struct_size(AL_PLAN_STRUCT_REPLAN_OPTIONS + 1), 0u);
+  EXPECT_EQ(al_plan_struct_size(AL_PLAN_STRUCT_BUCKET_SHAPE), sizeof(al_bucket_shape));
+  EXPECT_EQ(al_plan_struct_size(AL_PLAN_STRUCT_COST_MODEL), sizeof(al_cost_model));
+  EXPECT_EQ(al_plan_struct_size(AL_PLAN_STRUCT_BENCH), sizeof(al_bench));
+  EXPECT_EQ(al_plan_struct_size(AL_PLAN_STRUCT_BENCH + 1), 0u);
   EXPECT_EQ(al_plan_struct_size(-1), 0u);
 }
 
@@ -35,7 +38,8 @@ TEST(StructSize, IndexStructs) {
   EXPECT_EQ(al_index_struct_size(AL_INDEX_STRUCT_SHARD_IO), sizeof(al_shard_io));
   EXPECT_EQ(al_index_struct_size(AL_INDEX_STRUCT_STORAGE), sizeof(al_storage_options));
   EXPECT_EQ(al_index_struct_size(AL_INDEX_STRUCT_TENSOR_HEADER), sizeof(al_tensor_header));
-  EXPECT_EQ(al_index_struct_size(AL_INDEX_STRUCT_TENSOR_HEADER + 1), 0u);
+  EXPECT_EQ(al_index_struct_size(AL_INDEX_STRUCT_STORAGE_ORIGIN), sizeof(al_storage_origin));
+  EXPECT_EQ(al_index_struct_size(AL_INDEX_STRUCT_STORAGE_ORIGIN + 1), 0u);
   EXPECT_EQ(al_index_struct_size(-1), 0u);
 }
 
