@@ -10,7 +10,7 @@
 
 #include "common/grow_internal.h"
 #include "planner/al_cost.h"
-#include "planner/text_internal.h"
+#include "common/text_read_internal.h"
 
 #define BENCH_MAX_BYTES (64u << 20)
 #define MAX_COLS 64
@@ -317,7 +317,7 @@ static int parse_csv(al_bench *b, const char *text, size_t len, const char *name
 
 static int parse_json(al_bench *b, const char *text, size_t len, const char *name) {
   json_t *root;
-  int rc = plan_json_parse(text, len, name, &root);
+  int rc = text_json_parse(text, len, name, &root);
   if (rc) return rc;
   json_t *rows = json_object_get(root, "rows");
   if (!json_is_array(rows)) {
@@ -332,7 +332,7 @@ static int parse_json(al_bench *b, const char *text, size_t len, const char *nam
   static const char *const shape_keys[3] = {"hidden", "layers", "dtype_bytes"};
   double *shape[3] = {&b->hidden, &b->layers, &b->dtype_bytes};
   for (int k = 0; k < 3; k++) {
-    int r = plan_json_num(root, shape_keys[k], NULL, shape[k]);
+    int r = text_json_num(root, shape_keys[k], NULL, shape[k]);
     if (r < 0 || (r == 0 && !(*shape[k] > 0))) {
       rc = al_set_error(AL_EFORMAT, "%s: \"%s\" must be a number > 0", name, shape_keys[k]);
       goto cleanup;
@@ -348,7 +348,7 @@ static int parse_json(al_bench *b, const char *text, size_t len, const char *nam
     double v[5] = {0, 0, 0, 0, 1};
     static const char *const keys[5] = {"B", "S", "ms", "peak_mem_bytes", "d"};
     for (int k = 0; k < 5; k++) {
-      int r = plan_json_num(row, keys[k], k == 2 ? "step_ms" : k == 4 ? "sp_degree" : NULL, &v[k]);
+      int r = text_json_num(row, keys[k], k == 2 ? "step_ms" : k == 4 ? "sp_degree" : NULL, &v[k]);
       if (r < 0) {
         rc = al_set_error(AL_EFORMAT, "%s: \"%s\" is not a number", where, keys[k]);
         goto cleanup;
@@ -399,8 +399,8 @@ int al_bench_parse(al_bench *out, const char *text, size_t len, const char *name
   memset(out, 0, sizeof *out);
   if (!name) name = "benchmark";
   snprintf(out->source, sizeof out->source, "%s", name);
-  int rc = plan_text_is_json(text, len) ? parse_json(out, text, len, name)
-                                        : parse_csv(out, text, len, name);
+  int rc = text_is_json(text, len) ? parse_json(out, text, len, name)
+                                   : parse_csv(out, text, len, name);
   if (!rc && out->n < AL_BENCH_MIN_ROWS)
     rc = al_set_error(AL_EINVAL, "%s: too few rows: %zu (need at least %d)", name, out->n,
                       AL_BENCH_MIN_ROWS);
@@ -416,7 +416,7 @@ int al_bench_load(al_bench *out, const char *path) {
   memset(out, 0, sizeof *out);
   char *buf;
   size_t n;
-  int rc = plan_read_file(path, BENCH_MAX_BYTES, "benchmark", &buf, &n);
+  int rc = text_read_file(path, BENCH_MAX_BYTES, "benchmark", &buf, &n);
   if (rc) return rc;
   rc = al_bench_parse(out, buf, n, path);
   free(buf);

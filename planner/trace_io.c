@@ -9,7 +9,7 @@
 #include "common/struct_abi_internal.h"
 #include "common/grow_internal.h"
 #include "planner/al_cost.h"
-#include "planner/text_internal.h"
+#include "common/text_read_internal.h"
 
 #define TRACE_MAX_BYTES (1u << 30)
 
@@ -42,10 +42,10 @@ static int parse_line(const char *line, size_t len, trace_row *row, int *warmup,
     return 1;
   }
   double B = 0, S = 0, ms = 0, tokens = 0, mem = -1;
-  int rb = plan_json_num(o, "B", "n", &B), rs = plan_json_num(o, "S", NULL, &S),
-      rm = plan_json_num(o, "ms", "step_ms", &ms);
-  int rt = plan_json_num(o, "tokens", NULL, &tokens),
-      rmem = plan_json_num(o, "peak_mem_bytes", NULL, &mem);
+  int rb = text_json_num(o, "B", "n", &B), rs = text_json_num(o, "S", NULL, &S),
+      rm = text_json_num(o, "ms", "step_ms", &ms);
+  int rt = text_json_num(o, "tokens", NULL, &tokens),
+      rmem = text_json_num(o, "peak_mem_bytes", NULL, &mem);
   if (rs == 1 && rt == 0 && rb == 0 && B >= 1) S = tokens / B, rs = 0;
   if (rb || rs || rm || rt < 0 || rmem < 0) {
     snprintf(why, cap, "needs numbers B (or n), S (or tokens) and ms");
@@ -160,7 +160,7 @@ int al_bench_load_trace(al_bench *out, const char *path, al_trace_stats *stats) 
   memset(out, 0, sizeof *out);
   char *buf;
   size_t n;
-  int rc = plan_read_file(path, TRACE_MAX_BYTES, "trace", &buf, &n);
+  int rc = text_read_file(path, TRACE_MAX_BYTES, "trace", &buf, &n);
   if (rc) return rc;
   rc = al_bench_parse_trace(out, buf, n, path, stats);
   free(buf);

@@ -1,5 +1,5 @@
-/* The planner's text inputs; see text_internal.h. */
-#include "planner/text_internal.h"
+/* Text inputs read whole; see text_read_internal.h. */
+#include "common/text_read_internal.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -11,13 +11,13 @@
 #include "common/atomic_file_internal.h"
 #include "common/grow_internal.h"
 
-int plan_text_is_json(const char *text, size_t len) {
+int text_is_json(const char *text, size_t len) {
   size_t i = 0;
   while (i < len && isspace((unsigned char)text[i])) i++;
   return i < len && text[i] == '{';
 }
 
-int plan_json_parse(const char *text, size_t len, const char *name, json_t **root) {
+int text_json_parse(const char *text, size_t len, const char *name, json_t **root) {
   json_error_t err;
   *root = json_loadb(text, len, 0, &err);
   if (!*root)
@@ -26,7 +26,7 @@ int plan_json_parse(const char *text, size_t len, const char *name, json_t **roo
   return AL_OK;
 }
 
-int plan_read_file(const char *path, size_t max_bytes, const char *what, char **out,
+int text_read_file(const char *path, size_t max_bytes, const char *what, char **out,
                    size_t *out_len) {
   *out = NULL;
   *out_len = 0;
@@ -66,7 +66,7 @@ int plan_read_file(const char *path, size_t max_bytes, const char *what, char **
   return AL_OK;
 }
 
-int plan_json_num(json_t *o, const char *k1, const char *k2, double *out) {
+int text_json_num(json_t *o, const char *k1, const char *k2, double *out) {
   json_t *v = json_object_get(o, k1);
   if (!v && k2) v = json_object_get(o, k2);
   if (!v) return 1;
