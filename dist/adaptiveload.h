@@ -22,7 +22,7 @@
 #include "loader/al_members.h"
 #include "loader/al_synth.h"
 #include "planner/al_buckets.h"
-#include "planner/al_cost.h"
+#include "cost/al_cost.h"
 #include "planner/al_manifest.h"
 #include "planner/al_plan.h"
 #include "planner/al_plan_index.h"

@@ -32,7 +32,7 @@
 #include "common/al_api.h"
 #include "common/al_status.h"
 #include "planner/al_buckets.h"
-#include "planner/al_cost.h"
+#include "cost/al_cost.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,7 +1,8 @@
 /*
- * al_report.h - what `adaptiveload inspect`, `plan` and `fit` print: text
- * summaries, JSON, JSON lines and the SVG balance strip of manifests, plans
- * and cost models. Reading the numbers themselves is al_manifest.h's job;
+ * al_report.h - what `adaptiveload inspect` and `plan` print: text
+ * summaries, JSON, JSON lines and the SVG balance strip of manifests and
+ * plans (a cost model's JSON, `fit --json`, is al_cost_print_json in
+ * al_cost.h). Reading the numbers themselves is al_manifest.h's job;
  * this header only formats them.
  *
  * Ownership: nothing is retained; FILE streams stay the caller's.
@@ -16,16 +17,13 @@
 #include <stdio.h>
 
 #include "common/al_api.h"
-#include "planner/al_cost.h"
+#include "cost/al_cost.h"
 #include "planner/al_manifest.h"
 #include "planner/al_plan.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* One JSON object: family, params, errors, alternative, memory fit. */
-AL_API void al_cost_print_json(const al_cost_model *m, FILE *out);
 
 /* Human summary: config, counts, balance, predicted time, bucket table. */
 AL_API void al_manifest_print_summary(FILE *out, const al_manifest *m, const char *name);

@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #include "planner/al_buckets.h"
-#include "planner/al_cost.h"
+#include "cost/al_cost.h"
 #include "planner/al_manifest.h"
 
 typedef struct manifest_micro {

@@ -6,7 +6,7 @@
 #include "common/env_internal.h"
 #include "common/grow_internal.h"
 #include "planner/al_plan.h"
-#include "planner/cost_internal.h"
+#include "cost/cost_msg_internal.h"
 #include "planner/manifest_internal.h"
 #include "planner/stats_internal.h"
 #include "proto/adaptiveload.pb-c.h"

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "common/grow_internal.h"
-#include "planner/cost_internal.h"
+#include "cost/cost_msg_internal.h"
 #include "common/al_version.h"
 #include "planner/plan_view_internal.h"
 #include "proto/adaptiveload.pb-c.h"

@@ -4,7 +4,7 @@
 #define AL_PLAN_GRID_INTERNAL_H
 
 #include "planner/al_buckets.h"
-#include "planner/al_cost.h"
+#include "cost/al_cost.h"
 #include "planner/al_plan.h"
 
 /* al_plan_build with the samples' latent grids: grid[i] for index position i, or all-zero when

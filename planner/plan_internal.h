@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #include "planner/al_buckets.h"
-#include "planner/al_cost.h"
+#include "cost/al_cost.h"
 #include "planner/al_plan.h"
 #include "planner/key_status_internal.h"
 #include "planner/rng_internal.h"

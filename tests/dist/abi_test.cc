@@ -19,7 +19,7 @@ extern "C" {
 #include "loader/al_check.h"
 #include "loader/al_index.h"
 #include "loader/al_synth.h"
-#include "planner/al_cost.h"
+#include "cost/al_cost.h"
 #include "planner/al_manifest.h"
 #include "planner/al_plan.h"
 #include "planner/al_plan_index.h"

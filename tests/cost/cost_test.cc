@@ -7,10 +7,10 @@
 #include <cstring>
 #include <string>
 
-#include "tests/planner/plan_fixtures.h"
+#include "tests/common/test_util.h"
 
 extern "C" {
-#include "planner/al_cost.h"
+#include "cost/al_cost.h"
 }
 
 namespace {
@@ -235,7 +235,7 @@ TEST(DefaultModel, TheFloorFamilyOnEveryRow) {
 // The numbers DESIGN.md quotes (power 17% / poly2 1.6% median) are absolute-residual fits on the
 // rows with B*S >= 4096; the relative-residual fit does better on both and prefers poly2.
 TEST(DefaultModel, ReproducesDesignNumbers) {
-  std::string file = altest::ReadFile("planner/data/h200_dit_block_cost.json");
+  std::string file = altest::ReadFile("cost/data/h200_dit_block_cost.json");
   ASSERT_FALSE(file.empty());
   EXPECT_EQ(file, std::string(al_cost_default_json())); // the embedded copy is the file
   al_bench b;
@@ -264,7 +264,7 @@ TEST(DefaultModel, ReproducesDesignNumbers) {
 // with peak memory: both fits, the memory line and M_mem.
 TEST(DefaultModel, ShapeBenchCsvWithMemory) {
   al_bench b;
-  ASSERT_EQ(al_bench_load(&b, "planner/data/h200_shape_bench.csv"), AL_OK) << al_last_error();
+  ASSERT_EQ(al_bench_load(&b, "cost/data/h200_shape_bench.csv"), AL_OK) << al_last_error();
   ASSERT_TRUE(b.mem);
   al_cost_model m;
   ASSERT_EQ(al_cost_fit_bench(&b, nullptr, &m), AL_OK) << al_last_error();

@@ -8,10 +8,10 @@
 #include <cstring>
 #include <string>
 
-#include "tests/planner/plan_fixtures.h"
+#include "tests/common/test_util.h"
 
 extern "C" {
-#include "planner/al_cost.h"
+#include "cost/al_cost.h"
 }
 
 namespace {

@@ -7,9 +7,8 @@
 #include <string.h>
 
 #include "common/struct_abi_internal.h"
-#include "planner/al_cost.h"
-#include "planner/al_plan.h"
-#include "planner/cost_internal.h"
+#include "cost/al_cost.h"
+#include "cost/cost_internal.h"
 
 #define LM_MAX_ITER 200
 
@@ -510,7 +509,7 @@ static int band_errors(const double *S, const double *err, size_t n, al_cost_ban
 
 /* ------------------------------------------------------------------ the benchmark ---- */
 
-#define COST_NEEDS "(the planner needs step times that grow with B*S: planner/README.md, section 3)"
+#define COST_NEEDS "(the planner needs step times that grow with B*S: cost/README.md, section 3)"
 
 /* Rows of a benchmark in one buffer: the ones of degree `degree` (every row without a d column,
  * when degree is 1) with B * S >= min_tok. */
@@ -820,6 +819,6 @@ int al_cost_mem_tokens(const al_cost_model *m, double capacity, double safety, u
                         "capacity %.0f bytes x safety %.2f leaves no room above the fixed %.0f bytes",
                         capacity, safety, m->mem_m0);
   /* Saturated at the planner's largest M_mem. */
-  *tokens = tok > AL_PLAN_MAX_MEM_TOKENS ? AL_PLAN_MAX_MEM_TOKENS : (uint64_t)tok;
+  *tokens = tok > COST_MAX_MEM_TOKENS ? COST_MAX_MEM_TOKENS : (uint64_t)tok;
   return AL_OK;
 }

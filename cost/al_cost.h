@@ -15,7 +15,7 @@
  * All are fitted by least squares on the *relative* residual (t_i - f_i) / t_i
  * by default, because a benchmark spans three orders of magnitude of step time
  * and the planner needs every shape right, not only the slowest ones
- * (AL_LOSS_ABS gives plain residuals; planner/README.md compares them). Rows
+ * (AL_LOSS_ABS gives plain residuals; cost/README.md compares them). Rows
  * with B * S < min_tokens (default 4096 for power and poly2, 1 for floor) are
  * launch-bound (their time is kernel-launch overhead and not even monotone in B):
  * power and poly2 leave them out and count them. Quality is reported as R^2 on the
@@ -73,7 +73,7 @@ typedef enum al_cost_family {
 } al_cost_family;
 
 /* k of the floor family's smooth maximum (8: the best held-out error of 4, 6, 8, 12, 16 and a
- * hard maximum on the shipped H200 benchmarks; planner/README.md, section 3). */
+ * hard maximum on the shipped H200 benchmarks; cost/README.md, section 1). */
 #define AL_COST_FLOOR_SHARPNESS 8.0
 
 AL_API const char *al_cost_family_name(al_cost_family f);
@@ -169,7 +169,7 @@ typedef struct al_bench {
  * ignored); one row per measurement; fields per RFC 4180 (a field in double quotes may hold commas,
  * line breaks and doubled quotes). JSON: {"device": ..., "measured": ..., "rows": [{"B": 1, "S":
  * 256, "ms": 8.7, "peak_mem_bytes": ...}]} (the format of
- * planner/data/h200_dit_block_cost.json). The format is sniffed from the first
+ * cost/data/h200_dit_block_cost.json). The format is sniffed from the first
  * non-blank byte. Errors name the file, line and column; fewer than
  * AL_BENCH_MIN_ROWS rows is an error. */
 #define AL_BENCH_MIN_ROWS 8
@@ -236,14 +236,14 @@ AL_API int al_cost_fit_poly2(const double *B, const double *S, const double *t, 
 
 /* Fits the family/families, fills errors (held-out, and by band), memory fit and provenance.
  * AL_ERANGE, naming the bound, when the fit is outside what a plan can use (predictions finite
- * and positive and c(S) growing over S = 1..2^20, B = 1..2^32 - 1: planner/README.md, section
+ * and positive and c(S) growing over S = 1..2^20, B = 1..2^32 - 1: cost/README.md, section
  * 3); AL_COST_AUTO then keeps another family if it is inside. With a d column: the d = 1 rows
  * give the fit (at least AL_BENCH_MIN_ROWS of them, else AL_EINVAL), each degree d > 1 with at
  * least AL_BENCH_MIN_ROWS rows a floor fit in sp_fits (fewer: AL_EINVAL naming the degree). */
 AL_API int al_cost_fit_bench(const al_bench *b, const al_cost_fit_options *opts,
                              al_cost_model *out);
 
-/* The embedded default: planner/data/h200_dit_block_cost.json fitted with
+/* The embedded default: cost/data/h200_dit_block_cost.json fitted with
  * AL_COST_AUTO. Deterministic; takes a few milliseconds. */
 AL_API int al_cost_default(al_cost_model *out);
 /* The embedded JSON text itself (NUL-terminated). */
@@ -275,6 +275,10 @@ AL_API int al_cost_mem_tokens(const al_cost_model *m, double capacity_bytes, dou
  * (AL_EFORMAT, naming the bound) a model outside the bounds al_cost_fit_bench holds fits to. */
 AL_API int al_cost_save(const al_cost_model *m, const char *path);
 AL_API int al_cost_load(al_cost_model *out, const char *path);
+
+/* One JSON object: family, params, errors, alternative, memory fit (`adaptiveload fit --json`;
+ * al_report.h, which includes this header, holds the manifest and plan reports). */
+AL_API void al_cost_print_json(const al_cost_model *m, FILE *out);
 
 #ifdef __cplusplus
 }

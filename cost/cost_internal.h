@@ -1,12 +1,11 @@
-/* cost_internal.h - helpers shared by the cost model files (planner-private). */
+/* cost_internal.h - helpers shared by the cost model's files (cost/-private). */
 #ifndef AL_COST_INTERNAL_H
 #define AL_COST_INTERNAL_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "planner/al_cost.h"
-#include "proto/adaptiveload.pb-c.h"
+#include "cost/al_cost.h"
 
 #define AL_LS_MAXK 4
 
@@ -59,7 +58,7 @@ void cost_lm_minimize(const cost_lm_problem *p, double *th);
 int cost_solve(const double *M, const double *g, int n, double *x);
 
 /* The range a plan evaluates t(B, S) = a + B * c(S) over, and the bounds a fit must meet there
- * (planner/README.md, section 3, says why): S up to 2^20 tokens per sample, B up to 2^32 - 1
+ * (cost/README.md, section 3, says why): S up to 2^20 tokens per sample, B up to 2^32 - 1
  * samples per micro-batch (batch sizes are 32-bit), a power exponent in (0, 4], and no
  * prediction above 1e100 ms, so that sums and squares of up to 2^32 of them stay finite. */
 #define COST_MAX_S 1048576.0
@@ -70,6 +69,9 @@ int cost_solve(const double *M, const double *g, int n, double *x);
 #define COST_MAX_SHARPNESS 64.0
 /* The largest SP degree a benchmark row may have (AL_PLAN_MAX_SP_DEGREES powers of two). */
 #define COST_MAX_SP_DEGREE 1024.0
+/* The largest M_mem al_cost_mem_tokens gives: the planner's, AL_PLAN_MAX_MEM_TOKENS (al_plan.h,
+ * a layer above; PlanLimits.MemCapacitySaturates holds them equal). */
+#define COST_MAX_MEM_TOKENS 4294967295u
 
 /* 0 when a plan can use fit f: every parameter finite, c(S) > 0 and growing for S in
  * [1, COST_MAX_S], t(1, 1) > 0 (so every prediction is positive) and t(COST_MAX_B, COST_MAX_S)
@@ -78,20 +80,7 @@ int cost_fit_usable(const al_cost_fit *f, char *why, size_t cap);
 /* The same for a per-degree fit, evaluated at its degree d. */
 int cost_sp_fit_usable(const al_cost_fit *f, double d, char *why, size_t cap);
 
-/* CostModel message <-> al_cost_model. to_msg fills `msg` pointing into `m` and the
- * caller's buffer; nothing to free. A fit's params: power, poly2 [a, b, c]; floor [a, b, c, s,
- * F, k]. sp_params (sp_family "floor"): COST_SP_STRIDE values per degree, ascending: d, a, b, c,
- * s, F, k, rows, held-out median and max relative error. */
-#define COST_MSG_PARAMS 6
-#define COST_SP_STRIDE 10
-typedef struct cost_msg_buf {
-  double params[COST_MSG_PARAMS], alt[COST_MSG_PARAMS];
-  double sp[COST_SP_STRIDE * AL_COST_MAX_SP_FITS];
-} cost_msg_buf;
-void cost_to_msg(const al_cost_model *m, Adaptiveload__CostModel *msg, cost_msg_buf *buf);
-int cost_from_msg(const Adaptiveload__CostModel *msg, al_cost_model *m, const char *where);
-
-/* Embedded copy of planner/data/h200_dit_block_cost.json (generated). */
+/* Embedded copy of cost/data/h200_dit_block_cost.json (generated). */
 extern const char cost_default_json[];
 extern const unsigned long cost_default_json_len;
 

@@ -5,9 +5,9 @@
 #include <string.h>
 
 #include "common/json_write_internal.h"
-#include "planner/al_cost.h"
-#include "planner/cost_internal.h"
-#include "planner/al_report.h"
+#include "cost/al_cost.h"
+#include "cost/cost_internal.h"
+#include "cost/cost_msg_internal.h"
 #include "proto/pbio_internal.h"
 
 static char *s_or_empty(const char *s) { return (char *)(s ? s : ""); }

@@ -5,7 +5,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "planner/cost_internal.h"
+#include "cost/cost_internal.h"
 
 #define FLOOR_LM_MAX_ITER 200
 

@@ -8,7 +8,7 @@
 
 #include "common/struct_abi_internal.h"
 #include "common/grow_internal.h"
-#include "planner/al_cost.h"
+#include "cost/al_cost.h"
 #include "common/text_read_internal.h"
 
 #define TRACE_MAX_BYTES (1u << 30)

@@ -6,7 +6,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "planner/cost_internal.h"
+#include "cost/cost_internal.h"
 
 int cost_solve(const double *M, const double *g, int n, double *x) {
   double A[COST_LM_MAX_NP][COST_LM_MAX_NP + 1];

@@ -1,5 +1,5 @@
 /* Reading a shape benchmark: CSV (header row, any column order) or the JSON
- * form of planner/data/h200_dit_block_cost.json. */
+ * form of cost/data/h200_dit_block_cost.json. */
 #include <ctype.h>
 #include <errno.h>
 #include <jansson.h>
@@ -9,7 +9,7 @@
 #include <strings.h>
 
 #include "common/grow_internal.h"
-#include "planner/al_cost.h"
+#include "cost/al_cost.h"
 #include "common/text_read_internal.h"
 
 #define BENCH_MAX_BYTES (64u << 20)
