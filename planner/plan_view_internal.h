@@ -12,7 +12,6 @@
 
 #include "planner/al_buckets.h"
 #include "cost/al_cost.h"
-#include "planner/al_manifest.h"
 #include "planner/al_plan.h"
 
 /* One micro-batch of the schedule. */
