@@ -8,7 +8,7 @@
 #include "cli/options_internal.h"
 #include "common/json_write_internal.h"
 #include "cost/al_cost.h"
-#include "planner/al_report.h"
+#include "manifest/al_report.h"
 
 typedef struct fit_args {
   const char *bench, *trace, *out;

@@ -23,10 +23,10 @@
 #include "loader/al_synth.h"
 #include "planner/al_buckets.h"
 #include "cost/al_cost.h"
-#include "planner/al_manifest.h"
+#include "manifest/al_manifest.h"
 #include "planner/al_plan.h"
-#include "planner/al_plan_index.h"
-#include "planner/al_report.h"
+#include "manifest/al_plan_index.h"
+#include "manifest/al_report.h"
 #include "stream/al_schedule.h"
 #include "stream/al_stream.h"
 

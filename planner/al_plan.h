@@ -1,7 +1,7 @@
 /*
  * al_plan.h - planning one epoch: buckets, batch sizes, a per-step per-rank
  * schedule, and the records a manifest holds of it (saved with al_plan_save and
- * read back with planner/al_manifest.h).
+ * read back with manifest/al_manifest.h).
  *
  * The plan is a pure function of (sample shapes, cost model, options): the
  * same inputs give a byte-identical manifest on any machine. The planner core
@@ -198,7 +198,7 @@ typedef struct al_plan al_plan;
 AL_API int al_plan_build(al_plan **out, const al_plan_input *in, const al_cost_model *cost,
                          const al_plan_options *opts);
 
-/* Elastic resume: what a re-plan may change (al_plan_replan_opts, planner/al_manifest.h). Zero
+/* Elastic resume: what a re-plan may change (al_plan_replan_opts, manifest/al_manifest.h). Zero
  * means default for every field except world (required, 1..2^20). */
 typedef struct al_replan_options {
   size_t struct_size;      /* sizeof(al_replan_options) (AL_REPLAN_OPTIONS_INIT); 0 = this header's
@@ -216,7 +216,7 @@ AL_API void al_plan_free(al_plan *p);
 
 /* The records of a plan as its manifest holds them: the summary (al_plan_get_info here,
  * al_manifest_get_info from a loaded manifest), a bucket, one rank's micro-batch and a step's
- * totals (al_manifest_bucket, al_manifest_micro and al_manifest_step: planner/al_manifest.h). */
+ * totals (al_manifest_bucket, al_manifest_micro and al_manifest_step: manifest/al_manifest.h). */
 typedef struct al_manifest_info {
   size_t struct_size; /* sizeof(al_manifest_info), set by the caller: AL_MANIFEST_INFO_INIT */
   const char *policy; /* "adaptive" | "equal-token" */

@@ -1,5 +1,6 @@
 /* plan_grid_internal.h - planning with the samples' latent grids: plan.c provides it,
- * plan_index.c (//planner:plan_index, al_plan_build_index) calls it. Planner-private. */
+ * manifest/plan_index.c (//manifest:plan_index, al_plan_build_index) calls it.
+ * Planner-private otherwise. */
 #ifndef AL_PLAN_GRID_INTERNAL_H
 #define AL_PLAN_GRID_INTERNAL_H
 

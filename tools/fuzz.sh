@@ -114,7 +114,8 @@ mapfile -t PROTO < <(lib_srcs proto schema pbio)
 mapfile -t LOADER < <(lib_srcs loader loader; lib_srcs storage storage)
 mapfile -t COST < <(lib_srcs cost cost)
 mapfile -t PLANNER < <(lib_srcs planner planner)
-for f in "${COMMON[@]}" "${PROTO[@]}" "${LOADER[@]}" "${COST[@]}" "${PLANNER[@]}"; do
+mapfile -t MANIFEST < <(lib_srcs manifest manifest)
+for f in "${COMMON[@]}" "${PROTO[@]}" "${LOADER[@]}" "${COST[@]}" "${PLANNER[@]}" "${MANIFEST[@]}"; do
   [ -f "$f" ] || { echo "fuzz: $f (named in a BUILD file) is missing" >&2; exit 1; }
 done
 LIBS_LOADER="-larchive -llz4 -ljansson -lprotobuf-c -lcurl -lz -lm -lpthread"
@@ -125,7 +126,7 @@ srcs_of() {
     meta_json) echo loader/meta.c ;;
     tensor_header) echo "${COMMON[@]} loader/tensor_header.c" ;;
     tar_index|index_load) echo "${COMMON[@]} ${PROTO[@]} ${LOADER[@]}" ;;
-    manifest_load) echo "${COMMON[@]} ${PROTO[@]} ${COST[@]} ${PLANNER[@]}" ;;
+    manifest_load) echo "${COMMON[@]} ${PROTO[@]} ${COST[@]} ${PLANNER[@]} ${MANIFEST[@]}" ;;
     cost_load|bench_csv) echo "${COMMON[@]} ${PROTO[@]} ${COST[@]}" ;;
   esac
 }
@@ -141,7 +142,7 @@ libs_of() {
 # One object per source (instrumented, -fsanitize=fuzzer-no-link), rebuilt when
 # the source or any header is newer; then one link per harness.
 obj_of() { local s=${1#"$BUILD/gen/"}; echo "$BUILD/obj/${s//\//__}.o"; }
-newest_header=$(ls -t common/*.h proto/*.h loader/*.h storage/*.h cost/*.h planner/*.h tests/fuzz/*.h "$BUILD"/gen/proto/*.h | head -1)
+newest_header=$(ls -t common/*.h proto/*.h loader/*.h storage/*.h cost/*.h planner/*.h manifest/*.h tests/fuzz/*.h "$BUILD"/gen/proto/*.h | head -1)
 compile() {
   local src=$1 obj
   obj=$(obj_of "$src")

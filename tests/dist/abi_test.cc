@@ -20,9 +20,9 @@ extern "C" {
 #include "loader/al_index.h"
 #include "loader/al_synth.h"
 #include "cost/al_cost.h"
-#include "planner/al_manifest.h"
+#include "manifest/al_manifest.h"
 #include "planner/al_plan.h"
-#include "planner/al_plan_index.h"
+#include "manifest/al_plan_index.h"
 #include "stream/al_stream.h"
 }
 

@@ -1,4 +1,4 @@
-/* manifest_internal.h - layout of a loaded al_manifest (planner-private).
+/* manifest_internal.h - layout of a loaded al_manifest (manifest/-private).
  *
  * Arrays, not messages: the records are unpacked one at a time and copied
  * into flat arrays, so a 10M-sample manifest costs about 16 bytes per
@@ -12,7 +12,7 @@
 
 #include "planner/al_buckets.h"
 #include "cost/al_cost.h"
-#include "planner/al_manifest.h"
+#include "manifest/al_manifest.h"
 
 typedef struct manifest_micro {
   uint64_t first;     /* into samples[] and tokens[] */

@@ -18,7 +18,7 @@
 
 #include "common/al_api.h"
 #include "cost/al_cost.h"
-#include "planner/al_manifest.h"
+#include "manifest/al_manifest.h"
 #include "planner/al_plan.h"
 
 #ifdef __cplusplus

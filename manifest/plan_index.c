@@ -5,8 +5,8 @@
 #include "common/struct_abi_internal.h"
 #include "common/grow_internal.h"
 #include "loader/al_members.h"
-#include "planner/al_manifest.h"
-#include "planner/al_plan_index.h"
+#include "manifest/al_manifest.h"
+#include "manifest/al_plan_index.h"
 #include "planner/plan_grid_internal.h"
 #include "planner/plan_members_internal.h"
 

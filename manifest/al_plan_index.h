@@ -3,9 +3,9 @@
  * what `adaptiveload plan` and Python's adaptiveload.plan() both call, so the
  * two write byte-identical manifests for the same inputs.
  *
- * This is the one planner header that depends on the loader; it is a library
- * of its own (//planner:plan_index) above //planner and //loader, so the
- * planner core (al_plan.h) still takes plain shape arrays.
+ * A library of its own (//manifest:plan_index) above //manifest and //loader:
+ * the planner core (al_plan.h) takes plain shape arrays and the manifest
+ * format (al_manifest.h) reads no index, so neither depends on the loader.
  *
  * Ownership: as al_plan.h; the index is only read, and the plan keeps no
  * pointer into it. Thread safety: as al_plan_build (no global state).

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "tests/planner/plan_fixtures.h"
-#include "planner/al_report.h"
+#include "manifest/al_report.h"
 
 namespace {
 

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "planner/al_plan.h"
-#include "planner/fidelity_internal.h"
+#include "manifest/fidelity_internal.h"
 #include "planner/plan_view_internal.h"
 
 #define NO_BUCKET UINT32_MAX

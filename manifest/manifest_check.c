@@ -26,7 +26,7 @@
 #include <string.h>
 
 #include "planner/key_status_internal.h"
-#include "planner/manifest_internal.h"
+#include "manifest/manifest_internal.h"
 
 #define SEEN_REAL 1u
 #define SEEN_PAD 2u

@@ -1,8 +1,8 @@
 // Forged manifests for the load checks: a real manifest copied record by record through the
 // container, each record open to change, so the copy's checksums are valid and only the
 // loader's own checks stand between it and a plan.
-#ifndef AL_TESTS_PLANNER_MANIFEST_FORGE_H
-#define AL_TESTS_PLANNER_MANIFEST_FORGE_H
+#ifndef AL_TESTS_MANIFEST_MANIFEST_FORGE_H
+#define AL_TESTS_MANIFEST_MANIFEST_FORGE_H
 
 #include <cstdint>
 #include <functional>
@@ -44,4 +44,4 @@ inline int Forge(const std::string &src, const std::string &dst, const Mutate &m
 
 } // namespace altest
 
-#endif // AL_TESTS_PLANNER_MANIFEST_FORGE_H
+#endif // AL_TESTS_MANIFEST_MANIFEST_FORGE_H

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 
 #include "common/struct_abi_internal.h"
-#include "planner/al_manifest.h"
+#include "manifest/al_manifest.h"
 #include "planner/plan_internal.h"
 
 /* What the re-plan keeps of the old plan's steps: from at_step on, `steps` steps holding

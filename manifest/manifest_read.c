@@ -7,7 +7,7 @@
 #include "common/grow_internal.h"
 #include "planner/al_plan.h"
 #include "cost/cost_msg_internal.h"
-#include "planner/manifest_internal.h"
+#include "manifest/manifest_internal.h"
 #include "planner/stats_internal.h"
 #include "proto/adaptiveload.pb-c.h"
 #include "proto/pbio_internal.h"

@@ -20,7 +20,7 @@
  * Duration bands (frames / fps seconds): image (1 frame), under 2 s, 2 to 5 s, 5 to 10 s,
  * 10 s and more, and video at an unknown fps (fps 0). A band's lower bound is inclusive.
  *
- * Internal to //planner:fidelity (used by cli/cmd_verify.c); not exported.
+ * Internal to //manifest:fidelity (used by cli/: verify, inspect INDEX, plan); not exported.
  * Ownership: a fid_report owns its arrays (fidelity_free). Thread safety: the functions only
  * read their arguments; a report is not shared while being built. Errors: al_status codes,
  * message in al_last_error().
@@ -34,7 +34,7 @@
 #include "common/al_status.h"
 #include "loader/al_index.h"
 #include "planner/al_buckets.h"
-#include "planner/al_manifest.h"
+#include "manifest/al_manifest.h"
 #include "planner/al_plan.h"
 
 typedef enum fid_band {

@@ -1,4 +1,4 @@
-// The crop report (planner/fidelity_internal.h): duration bands at their bounds, the fraction
+// The crop report (manifest/fidelity_internal.h): duration bands at their bounds, the fraction
 // of native tokens a bucket keeps for known shapes, the samples cut most in order, and, over
 // a manifest, every scheduled sample counted once (padding repeats not again) with the kept
 // tokens the manifest's summary holds.
@@ -11,9 +11,9 @@
 
 extern "C" {
 #include "loader/al_index.h"
-#include "planner/al_manifest.h"
-#include "planner/al_plan_index.h"
-#include "planner/fidelity_internal.h"
+#include "manifest/al_manifest.h"
+#include "manifest/al_plan_index.h"
+#include "manifest/fidelity_internal.h"
 }
 
 using altest::TmpPath;

@@ -8,7 +8,7 @@
 #include "common/grow_internal.h"
 #include "cost/cost_msg_internal.h"
 #include "common/al_version.h"
-#include "planner/al_manifest.h"
+#include "manifest/al_manifest.h"
 #include "planner/plan_view_internal.h"
 #include "proto/adaptiveload.pb-c.h"
 #include "proto/pbio_internal.h"

@@ -7,9 +7,9 @@
 #include "common/atomic_file_internal.h"
 #include "common/json_write_internal.h"
 #include "planner/al_plan.h"
-#include "planner/al_report.h"
+#include "manifest/al_report.h"
 #include "planner/key_status_internal.h"
-#include "planner/manifest_internal.h"
+#include "manifest/manifest_internal.h"
 #include "planner/plan_view_internal.h"
 
 static size_t buckets_used(const al_manifest *m) {

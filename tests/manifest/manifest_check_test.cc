@@ -1,6 +1,6 @@
 // Forged manifests with valid checksums: a real plan is re-written record by
 // record through the container writer with one lie in it, so only al_manifest_load's own
-// checks (planner/manifest_check.c) can catch it. Each case names what the message must say.
+// checks (manifest/manifest_check.c) can catch it. Each case names what the message must say.
 #include <gtest/gtest.h>
 
 #include <jansson.h>
@@ -12,11 +12,11 @@
 #include <string>
 #include <vector>
 
-#include "tests/planner/manifest_forge.h"
+#include "tests/manifest/manifest_forge.h"
 #include "tests/planner/plan_fixtures.h"
 
 extern "C" {
-#include "planner/al_report.h"
+#include "manifest/al_report.h"
 #include "proto/adaptiveload.pb-c.h"
 #include "proto/pbio_internal.h"
 }
