@@ -1,6 +1,7 @@
 /* adaptiveload plan: index -> manifest (planner/al_plan.h). */
 #include <math.h>
 #include <stdint.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +27,37 @@ typedef struct plan_args {
   char members_buf[1024]; /* --require-members, split into member_names */
   const char *member_names[64];
   uint32_t sp_degrees[AL_PLAN_MAX_SP_DEGREES]; /* --sp-degrees */
+  int chunked;                                 /* --planner chunked (or --steps) */
+  uint32_t steps_a, steps_b;                   /* --steps A:B; 0:0 = every step */
 } plan_args;
+
+static int parse_planner(const cli_verb *verb, const char *opt, const char *v, void *args) {
+  (void)verb, (void)opt;
+  plan_args *a = args;
+  if (!strcmp(v, "epoch"))
+    a->chunked = 0;
+  else if (!strcmp(v, "chunked"))
+    a->chunked = 1;
+  else
+    return CLI_BAD;
+  return 0;
+}
+
+/* --steps A:B, 0 <= A < B < 2^32 (that B is within the run is checked once it is open). */
+static int parse_steps(const cli_verb *verb, const char *opt, const char *v, void *args) {
+  (void)verb, (void)opt;
+  plan_args *a = args;
+  char *end = NULL;
+  errno = 0;
+  unsigned long long x = strtoull(v, &end, 10), y;
+  if (errno || end == v || *end != ':' || x > UINT32_MAX || v[0] == '-') return CLI_BAD;
+  const char *w = end + 1;
+  y = strtoull(w, &end, 10);
+  if (errno || end == w || *end || y > UINT32_MAX || y <= x || w[0] == '-') return CLI_BAD;
+  a->steps_a = (uint32_t)x, a->steps_b = (uint32_t)y;
+  a->chunked = 1;
+  return 0;
+}
 
 /* --sp-degrees 1,2,4,8: distinct powers of two 1..1024, at most AL_PLAN_MAX_SP_DEGREES of them
  * (that each divides --world is checked once the world is known). */
@@ -148,6 +179,16 @@ static const cli_option OPTIONS[] = {
              "--step-tokens T2 plans a new global batch instead"},
     {.name = "--at-step", .type = CLI_U64, CLI_AT(plan_args, at_step), .max = UINT32_MAX,
      .metavar = "K", .help = "... for --world W2; new steps are numbered from K"},
+    {.name = "--planner", .type = CLI_CUSTOM, .parse = parse_planner, .metavar = "P",
+     .help = "epoch: plan the whole epoch at once; chunked: plan the pass\n"
+             "window by window from keyed draws (planner/al_run.h): any\n"
+             "steps at once, the same samples a step at every world size,\n"
+             "T held per step at K > 1 (no --sp-degrees above 1 yet)",
+     .def = "epoch"},
+    {.name = "--steps", .type = CLI_CUSTOM, .parse = parse_steps, .metavar = "A:B",
+     .help = "chunked: plan and write only steps [A, B), step for step\n"
+             "what the full chunked plan holds there (implies --planner\n"
+             "chunked)"},
     {.name = "--json", .type = CLI_FLAG, CLI_AT(plan_args, json), .set = 1,
      .help = "print the summary as one JSON object on stdout"},
     {.name = "--require-members", .type = CLI_CUSTOM, .parse = parse_require, .metavar = "A,B,...",
@@ -252,6 +293,12 @@ static int check_args(const plan_args *a, int argc, char **argv) {
             "out stay out); --require-members does not apply\n");
     return AL_EXIT_USAGE;
   }
+  if (a->chunked && (a->resume || o->start_step)) {
+    fprintf(stderr,
+            "adaptiveload plan: --planner chunked plans any steps itself (--steps A:B); "
+            "--resume-from and --start-step do not apply\n");
+    return AL_EXIT_USAGE;
+  }
   if (al_plan_check_sp_degrees("--sp-degrees", o->sp_degrees, o->n_sp_degrees, o->world))
     return cli_usage(&PLAN, CLI_SAY_BLANK, "bad %s", al_last_error());
   return a->resume ? refuse_for_resume(argc, argv) : CLI_RUN;
@@ -354,6 +401,25 @@ static int load_inputs(const plan_args *a, al_cost_model *cost, al_bucket_table 
   return rc ? -1 : 0;
 }
 
+/* --planner chunked: the run of the index, then its steps [A, B) (every step by default). */
+static int plan_chunked(const plan_args *a, plan_run *r, const al_cost_model *cost,
+                        const al_plan_options *o) {
+  al_run *run = NULL;
+  int rc = al_run_open_index(&run, r->idx, cost, o);
+  al_run_info ri = AL_RUN_INFO_INIT;
+  if (!rc) rc = al_run_get_info(run, &ri);
+  uint32_t first = a->steps_b ? a->steps_a : 0, end = a->steps_b ? a->steps_b : ri.steps;
+  if (!rc && !a->json)
+    fprintf(stderr,
+            "plan: chunked run of %u steps (windows of %u, %llu tokens a step, capacity %llu), "
+            "writing steps %u:%u\n",
+            ri.steps, ri.window, (unsigned long long)ri.step_tokens,
+            (unsigned long long)ri.capacity, first, end);
+  if (!rc) rc = al_run_plan_steps(run, o->world, first, end, &r->plan);
+  al_run_free(run);
+  return rc;
+}
+
 /* Plans the index and saves the manifest, with the time each stage took: 0, -1 (al_last_error)
  * or AL_EXIT_USAGE. */
 static int plan_index(const plan_args *a, plan_run *r) {
@@ -366,7 +432,8 @@ static int plan_index(const plan_args *a, plan_run *r) {
   if (!rc) rc = al_index_load(&r->idx, a->index);
   double t_load = clock_now_s();
   if (!rc) {
-    rc = al_plan_build_index(&r->plan, r->idx, &cost, &o);
+    rc = a->chunked ? plan_chunked(a, r, &cost, &o)
+                    : al_plan_build_index(&r->plan, r->idx, &cost, &o);
     if (rc) al_error_prefix(rc, "%s", a->index);
   }
   al_bucket_table_free(table);

@@ -18,6 +18,7 @@
 #include "common/al_status.h"
 #include "loader/al_index.h"
 #include "planner/al_plan.h"
+#include "planner/al_run.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -30,6 +31,20 @@ AL_API int al_plan_build_index(al_plan **out, const al_index *idx, const al_cost
 
 /* al_key_fn (al_plan.h) over an al_index: the key of index position i ("" when
  * out of range); pass the index as the context of al_plan_save. */
+/* A chunked run (planner/al_run.h) of the index, with its latent grids and required members as
+ * al_plan_build_index takes them. Errors as al_run_open's and al_plan_build_index's. */
+AL_API int al_run_open_index(al_run **out, const al_index *idx, const al_cost_model *cost,
+                             const al_plan_options *opts);
+
+/* A chunked run of the index opened with opts (world and micro_per_step the reference W and
+ * K), its steps [first, end) planned at `world` ranks (0: opts->world; end 0: the pass's last
+ * step) and saved to out_path with the index's keys, as `adaptiveload plan --planner chunked
+ * [--steps A:B]` writes them. cost_path / buckets_path NULL: the embedded cost model, the
+ * default bucket table. */
+AL_API int al_run_index_write(const al_index *idx, const char *cost_path, const char *buckets_path,
+                              const al_plan_options *opts, uint32_t world, uint32_t first,
+                              uint32_t end, const char *out_path);
+
 AL_API const char *al_plan_index_key(void *index, uint64_t i);
 
 /* For callers without the C structs (Python's ctypes): loads the cost model

@@ -9,6 +9,7 @@
 #include "manifest/al_plan_index.h"
 #include "planner/plan_grid_internal.h"
 #include "planner/plan_members_internal.h"
+#include "planner/run_internal.h"
 
 /* The samples lacking a required member (*excl: 1 per such index position, malloc'd; NULL
  * when none is required). A member no sample holds, or every sample lacking one, is an error
@@ -39,31 +40,26 @@ static int find_lacking(const al_index *idx, const al_plan_options *o, uint8_t *
   return AL_OK;
 }
 
-int al_plan_build_index(al_plan **out, const al_index *idx, const al_cost_model *cost,
-                        const al_plan_options *opts) {
-  if (!out || !idx || !cost || !opts)
-    return al_set_error(AL_EINVAL, "al_plan_build_index: NULL argument");
-  *out = NULL;
-  al_plan_options local;
-  int src = struct_in(&local, sizeof local, AL_PLAN_OPTIONS_V1, opts, "al_plan_build_index",
-                      "al_plan_options");
-  if (src) return src;
-  opts = &local;
+/* The planner's input from an index: shapes (the lacking samples as zero-sized shapes, which no
+ * bucket takes), latent grids (NULL when the index has none) and the lacking samples (*excl,
+ * NULL when none is required). The caller frees *shape, *grid and *excl. */
+static int index_input(const al_index *idx, const al_plan_options *opts, al_plan_input *in,
+                       uint32_t **shape_out, al_latent_grid **grid_out, uint8_t **excl) {
   size_t n = al_index_sample_count(idx);
-  uint8_t *excl = NULL;
-  int lr = find_lacking(idx, opts, &excl);
-  if (lr != AL_OK) return lr;
+  *shape_out = NULL, *grid_out = NULL;
+  int rc = find_lacking(idx, opts, excl);
+  if (rc != AL_OK) return rc;
   uint32_t *shape = grow_big_block(n ? 3 * n : 3, sizeof *shape);
   al_latent_grid *grid = NULL; /* allocated at the first typed latent: none for most corpora */
-  int rc = shape ? AL_OK : al_set_error(AL_ENOMEM, "plan: out of memory for %zu samples", n);
+  rc = shape ? AL_OK : al_set_error(AL_ENOMEM, "plan: out of memory for %zu samples", n);
   size_t latents = 0;
   for (size_t i = 0; i < n && !rc; i++) {
     al_sample_info si = AL_SAMPLE_INFO_INIT;
     rc = al_index_sample(idx, i, &si);
     shape[i] = si.width, shape[n + i] = si.height, shape[2 * n + i] = si.frames;
     /* Lacking a required member: a zero-sized shape without a grid, which no bucket takes;
-     * plan_mark_no_member relabels it below. */
-    if (excl && excl[i]) {
+     * plan_mark_no_member relabels it. */
+    if (*excl && (*excl)[i]) {
       shape[i] = 0;
       continue;
     }
@@ -81,12 +77,55 @@ int al_plan_build_index(al_plan **out, const al_index *idx, const al_cost_model 
       rc = g;
     }
   }
-  if (!rc) {
-    al_plan_input in = {sizeof(al_plan_input),    n, shape, shape + n, shape + 2 * n,
-                        al_index_fingerprint(idx)};
-    rc = plan_build_grid(out, &in, latents ? grid : NULL, cost, opts);
-  }
-  if (!rc && excl) plan_mark_no_member(*out, excl, n);
+  al_plan_input i0 = {sizeof(al_plan_input),    n, shape, shape + n, shape + 2 * n,
+                      al_index_fingerprint(idx)};
+  *in = i0;
+  *shape_out = shape;
+  if (latents)
+    *grid_out = grid;
+  else
+    free(grid);
+  return rc;
+}
+
+int al_plan_build_index(al_plan **out, const al_index *idx, const al_cost_model *cost,
+                        const al_plan_options *opts) {
+  if (!out || !idx || !cost || !opts)
+    return al_set_error(AL_EINVAL, "al_plan_build_index: NULL argument");
+  *out = NULL;
+  al_plan_options local;
+  int rc = struct_in(&local, sizeof local, AL_PLAN_OPTIONS_V1, opts, "al_plan_build_index",
+                     "al_plan_options");
+  if (rc) return rc;
+  al_plan_input in;
+  uint32_t *shape = NULL;
+  al_latent_grid *grid = NULL;
+  uint8_t *excl = NULL;
+  rc = index_input(idx, &local, &in, &shape, &grid, &excl);
+  if (!rc) rc = plan_build_grid(out, &in, grid, cost, &local);
+  if (!rc && excl) plan_mark_no_member(*out, excl, in.n);
+  free(shape);
+  free(grid);
+  free(excl);
+  return rc;
+}
+
+int al_run_open_index(al_run **out, const al_index *idx, const al_cost_model *cost,
+                      const al_plan_options *opts) {
+  if (!out || !idx || !cost || !opts)
+    return al_set_error(AL_EINVAL, "al_run_open_index: NULL argument");
+  *out = NULL;
+  al_plan_options local;
+  int rc = struct_in(&local, sizeof local, AL_PLAN_OPTIONS_V1, opts, "al_run_open_index",
+                     "al_plan_options");
+  if (rc) return rc;
+  al_plan_input in;
+  uint32_t *shape = NULL;
+  al_latent_grid *grid = NULL;
+  uint8_t *excl = NULL;
+  rc = index_input(idx, &local, &in, &shape, &grid, &excl);
+  if (!rc) rc = run_open_grid(out, &in, grid, cost, &local);
+  if (!rc && excl) plan_mark_no_member(run_template(*out), excl, in.n);
   free(shape);
   free(grid);
   free(excl);
@@ -118,6 +157,35 @@ int al_plan_index_write(const al_index *idx, const char *cost_path, const char *
   if (!rc) rc = al_plan_build_index(&plan, idx, &cost, &o);
   if (!rc) rc = al_plan_save(plan, out_path, al_plan_index_key, (void *)idx);
   al_plan_free(plan);
+  al_bucket_table_free(table);
+  return rc;
+}
+
+int al_run_index_write(const al_index *idx, const char *cost_path, const char *buckets_path,
+                       const al_plan_options *opts, uint32_t world, uint32_t first, uint32_t end,
+                       const char *out_path) {
+  if (!idx || !opts || !out_path)
+    return al_set_error(AL_EINVAL, "al_run_index_write: NULL argument");
+  al_cost_model cost;
+  al_bucket_table *table = NULL;
+  al_plan_options o;
+  int rc = struct_in(&o, sizeof o, AL_PLAN_OPTIONS_V1, opts, "al_run_index_write",
+                     "al_plan_options");
+  if (rc) return rc;
+  rc = cost_path ? al_cost_load(&cost, cost_path) : al_cost_default(&cost);
+  if (!rc && buckets_path) {
+    rc = al_bucket_table_load(&table, buckets_path);
+    o.buckets = table;
+  }
+  al_run *run = NULL;
+  al_plan *plan = NULL;
+  al_run_info ri = AL_RUN_INFO_INIT;
+  if (!rc) rc = al_run_open_index(&run, idx, &cost, &o);
+  if (!rc) rc = al_run_get_info(run, &ri);
+  if (!rc) rc = al_run_plan_steps(run, world ? world : o.world, first, end ? end : ri.steps, &plan);
+  if (!rc) rc = al_plan_save(plan, out_path, al_plan_index_key, (void *)idx);
+  al_plan_free(plan);
+  al_run_free(run);
   al_bucket_table_free(table);
   return rc;
 }

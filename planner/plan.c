@@ -376,9 +376,7 @@ static int no_sample_fits(const al_plan *p, size_t n) {
                       (unsigned long long)p->rejected[AL_REJECT_LATENT_GRID]);
 }
 
-/* Everything before the schedule: configuration, buckets, the samples' buckets and the batch
- * sizes; *items_out (caller frees) the n_items planned samples for plan_schedule. */
-static int build(al_plan *p, const al_plan_input *in, const al_latent_grid *grid,
+int plan_prepare(al_plan *p, const al_plan_input *in, const al_latent_grid *grid,
                  const al_cost_model *cost, const al_plan_options *o, uint64_t **items_out,
                  size_t *n_items) {
   int rc = check_input(in, cost, o);
@@ -484,7 +482,7 @@ int plan_build_grid(al_plan **out, const al_plan_input *input, const al_latent_g
   if (!p) return al_set_error(AL_ENOMEM, "plan: out of memory");
   uint64_t *items = NULL;
   size_t n = 0;
-  int rc = build(p, in, grid, cost, o, &items, &n);
+  int rc = plan_prepare(p, in, grid, cost, o, &items, &n);
   if (!rc) rc = plan_schedule(p, items, n, 0);
   free(items);
   if (!rc && o->start_step) rc = plan_trim(p, o->start_step);

@@ -106,6 +106,12 @@ al_plan *plan_alloc(void);
  * status (schedule.c). */
 int plan_schedule(al_plan *p, uint64_t *items, size_t n, uint64_t stream);
 
+/* Walks items (bucket << 32 | position, in the order given) with one open batch per bucket; a
+ * batch that reaches its bucket's batch size joins p->micro (its samples appended to p->mb);
+ * leftovers follow in bucket order (schedule.c). AL_OK, AL_ENOMEM or plan_push_micro's
+ * AL_ERANGE. */
+int plan_form_batches(al_plan *p, const uint64_t *items, size_t n);
+
 /* Slot schedule (sp_schedule.c): the batches in micro[0..n_micro) (each of its bucket's degree,
  * one entry each) as steps of K slots, each slot a set of aligned groups covering the W ranks;
  * every group of degree d gets d entries (sp_rank 0..d-1). Fills micro, slot and steps. */
@@ -118,6 +124,14 @@ int plan_schedule_slots(al_plan *p, plan_rng *rng);
  * AL_OK or AL_ENOMEM. */
 int plan_relayout_bins(al_plan *p, uint32_t step, plan_rng *rng);
 int plan_relayout_slots(al_plan *p, uint32_t step, plan_rng *rng);
+
+/* plan.c: everything before the schedule of a new plan: the options checked and taken, the
+ * buckets, every sample's bucket or reject reason (p->status, p->rejected, buckets[].samples) and
+ * the batch sizes for T / (W K); *items_out (caller frees) the n_items planned samples as
+ * bucket << 32 | position in ascending positions. */
+int plan_prepare(al_plan *p, const al_plan_input *in, const al_latent_grid *grid,
+                 const al_cost_model *cost, const al_plan_options *o, uint64_t **items_out,
+                 size_t *n_items);
 
 /* plan.c: the sp-degrees (checked by al_plan_check_sp_degrees) taken into p (sorted;
  * {1} for none) with the sync model resolved (auto: micro when K > 1 or a degree above 1 is

@@ -3,6 +3,7 @@
 #ifndef AL_RNG_INTERNAL_H
 #define AL_RNG_INTERNAL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct plan_rng {

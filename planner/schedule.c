@@ -28,9 +28,7 @@ static int push_sample(al_plan *p, uint32_t s) {
   return AL_OK;
 }
 
-/* Walks the shuffled order with one open batch per bucket; a batch that
- * reaches B joins the sequence; leftovers follow in bucket order. */
-static int form_batches(al_plan *p, const uint64_t *items, size_t n) {
+int plan_form_batches(al_plan *p, const uint64_t *items, size_t n) {
   size_t nb = p->n_buckets;
   uint64_t *cnt = calloc(nb + 1, sizeof *cnt);
   uint64_t *off = calloc(nb + 1, sizeof *off);
@@ -449,7 +447,7 @@ int plan_schedule(al_plan *p, uint64_t *items, size_t n, uint64_t stream) {
     items[i - 1] = items[j];
     items[j] = t;
   }
-  int rc = form_batches(p, items, n);
+  int rc = plan_form_batches(p, items, n);
   if (rc) return rc;
   /* Sequence parallelism or the micro sync model: the slot schedule (sp_schedule.c). */
   if (p->sp_sched) return plan_schedule_slots(p, &rng);

@@ -57,7 +57,19 @@ from ._handles import Index, Manifest
 _POLICY = {"adaptive": 0, "equal-token": 1, "adaptive-unbalanced": 2}
 _LAST_STEP = {"pad": 0, "drop": 1}
 _OPTIONS = ("policy", "micro_per_step", "step_tokens", "mem_tokens", "comp_ms", "window", "last_step",
-            "start_step", "buckets", "geometry", "require_members", "sp_degrees", "sync")
+            "start_step", "buckets", "geometry", "require_members", "sp_degrees", "sync", "planner",
+            "reference_world")
+_PLANNERS = ("epoch", "chunked")
+
+
+def _chunked(options):
+    """Whether options ask for a chunked run (planner="chunked"), checked."""
+    planner = options.get("planner", "epoch")
+    if not isinstance(planner, str) or planner not in _PLANNERS:
+        raise ValueError("planner must be 'epoch' or 'chunked', not %r" % (planner,))
+    if options.get("reference_world") is not None and planner != "chunked":
+        raise ValueError("reference_world applies to planner='chunked' only")
+    return planner == "chunked"
 
 
 def _options(world, epoch, seed, options):
@@ -66,7 +78,10 @@ def _options(world, epoch, seed, options):
         raise TypeError("unknown planning option(s) %s; known: %s" % (", ".join(unknown), ", ".join(_OPTIONS)))
     o = S.PlanOptions()
     # The CLI's ranges (cli/cmd_plan.c); 0 keeps the library's default where the CLI has one.
+    # A chunked run is opened at its reference world; `world` is where its steps are laid out.
     o.world = whole("world", world, 1, 1 << 20)
+    if _chunked(options) and options.get("reference_world") is not None:
+        o.world = whole("reference_world", options["reference_world"], 1, 1 << 20)
     o.epoch = whole("epoch", epoch, 0, U32_MAX)
     o.seed = whole("seed", seed)
     policy = options.get("policy", "adaptive")
@@ -127,30 +142,56 @@ def _index_handle(index):
     return idx, idx.path
 
 
-def _write(index, out, world, epoch, seed, cost, options):
+def _steps_arg(steps):
+    """(first, end) of ``steps=(A, B)``: 0 <= A < B < 2^32 (B within the run is the library's
+    check); B None: to the run's end (0); steps None: every step, (0, 0)."""
+    if steps is None:
+        return 0, 0
+    if isinstance(steps, (str, bytes)) or not hasattr(steps, "__len__") or len(steps) != 2:
+        raise ValueError("steps is (first, end), a range of steps [first, end), not %r" % (steps,))
+    a = whole("steps[0]", steps[0], 0, U32_MAX)
+    if steps[1] is None:
+        return a, 0
+    b = whole("steps[1]", steps[1], 1, U32_MAX)
+    if a >= b:
+        raise ValueError("steps (%d, %d): first must be below end" % (a, b))
+    return a, b
+
+
+def _write(index, out, world, epoch, seed, cost, options, steps=None):
     out = path_arg("out", out)
     cost = None if cost is None else path_arg("cost", cost)
     idx, _ = _index_handle(index)
     o = _options(world, epoch, seed, options)
     buckets = options.get("buckets")
-    _lib.check(
-        _lib.lib().al_plan_index_write(idx.handle, None if cost is None else _lib.encode_path(cost, "cost"),
-                                       None if buckets is None else _lib.encode_path(buckets, "buckets"),
-                                       ctypes.byref(o), _lib.encode_path(out, "out")),
-        "planning %s for world %d, epoch %d" % (idx.path, int(world), int(epoch)),
-    )
+    cost_arg = None if cost is None else _lib.encode_path(cost, "cost")
+    buckets_arg = None if buckets is None else _lib.encode_path(buckets, "buckets")
+    what = "planning %s for world %d, epoch %d" % (idx.path, int(world), int(epoch))
+    if _chunked(options):
+        first, end = _steps_arg(steps)
+        _lib.check(_lib.lib().al_run_index_write(idx.handle, cost_arg, buckets_arg, ctypes.byref(o),
+                                                 whole("world", world, 1, 1 << 20), first, end,
+                                                 _lib.encode_path(out, "out")), what)
+    elif steps is not None:
+        raise ValueError("steps= plans a slice of a chunked run: pass planner='chunked'")
+    else:
+        _lib.check(_lib.lib().al_plan_index_write(idx.handle, cost_arg, buckets_arg, ctypes.byref(o),
+                                                  _lib.encode_path(out, "out")), what)
     return os.fspath(out)
 
 
-def plan(index, world, epoch=0, seed=0, cost=None, out=None, **options):
+def plan(index, world, epoch=0, seed=0, cost=None, out=None, steps=None, **options):
     """Plans one epoch of ``index`` (a path or a loaded index) for ``world`` ranks and returns
     the loaded :class:`Manifest`; ``out`` is the manifest path (default: a temporary file).
-    Raises :class:`adaptiveload.Error` with the C library's message on a failure (bad option values, an
-    index with no plannable sample, ...)."""
+    ``planner="chunked"`` plans a chunked run (``plan --planner chunked``; planner/al_run.h) and
+    ``steps=(A, B)`` only its steps [A, B), step for step what the whole run holds there
+    (``reference_world`` opens the run at another world than ``world``, where the steps are
+    laid out: a resize). Raises :class:`adaptiveload.Error` with the C library's message on a
+    failure (bad option values, an index with no plannable sample, ...)."""
     if out is None:
         out = os.path.join(_default_dir(), "plan-w%d-e%d-s%d-%d.alm" % (int(world), int(epoch), int(seed),
                                                                           next(_serial)))
-    return Manifest(_write(index, out, world, epoch, seed, cost, options))
+    return Manifest(_write(index, out, world, epoch, seed, cost, options, steps))
 
 
 def _replan_write(old, at_step, world, micro_per_step, step_tokens, out):
@@ -236,6 +277,11 @@ class Planner:
 
     def _origin_path(self):
         o = self._origin
+        if o.get("start_step") is not None:  # a chunked run resumed at another world: a slice
+            out = os.path.join(self._dir(), "run-e%d-s%d-w%d-pid%d-%d.alm" % (
+                o["epoch"], o["start_step"], self.world, os.getpid(), next(_serial)))
+            return _write(self.index, out, self.world, o["epoch"], self.seed, self.cost, self.options,
+                          (o["start_step"], o["end_step"] or None))
         base = o["base"]
         if isinstance(base, dict):
             path = Planner.from_state(base, out_dir=self.out_dir).path(o["epoch"])
@@ -317,7 +363,25 @@ class Planner:
                 raise TypeError("Planner.resume needs epoch (the epoch being resumed)")
         return old._resumed(whole("epoch", epoch, 0, U32_MAX), replan, out_dir)
 
+    def _resumed_chunked(self, epoch, replan, out_dir):
+        """A chunked run needs no re-plan: every step holds the same samples at every world, so
+        the resumed epoch is the run's slice from at_step laid out at the new world (K' =
+        ceil(K W_ref / W')), and later epochs are whole runs laid out there."""
+        at, world, k, t = replan
+        if k or t:
+            raise ValueError("a chunked run keeps its steps at every world size (K' = ceil(K W_ref / W')): "
+                             "micro_per_step and step_tokens do not apply to its resume")
+        options = dict(self.options)
+        options["reference_world"] = self.options.get("reference_world") or self.world
+        new = Planner(self.index, world=world, seed=self.seed, cost=self.cost,
+                      out_dir=self.out_dir if out_dir is None else out_dir, **options)
+        new._origin = {"epoch": epoch, "base": None, "replans": [], "start_step": at, "end_step": 0}
+        new.plan(epoch)  # plans the slice now: a step past the run is raised here
+        return new
+
     def _resumed(self, epoch, replan, out_dir):
+        if _chunked(self.options):
+            return self._resumed_chunked(epoch, replan, out_dir)
         new = Planner(self.index, world=replan[1], seed=self.seed, cost=self.cost,
                       out_dir=self.out_dir if out_dir is None else out_dir, **self.options)
         if self._origin is not None and self._origin["epoch"] == epoch:
@@ -340,6 +404,9 @@ class Planner:
         if self._origin is not None:
             origin = {"epoch": self._origin["epoch"], "base": self._origin["base"],
                       "replans": [list(r) for r in self._origin["replans"]]}
+            if self._origin.get("start_step") is not None:
+                origin["start_step"] = self._origin["start_step"]
+                origin["end_step"] = self._origin["end_step"]
         return {"version": 1, "index": self.index, "world": self.world, "seed": self.seed,
                 "cost": None if self.cost is None else os.fspath(self.cost),
                 "options": _json_options(self.options), "origin": origin}
@@ -365,6 +432,9 @@ class Planner:
         if state.get("origin") is not None:
             o = state["origin"]
             p._origin = {"epoch": int(o["epoch"]), "base": o["base"], "replans": [list(r) for r in o["replans"]]}
+            if o.get("start_step") is not None:
+                p._origin["start_step"] = whole("origin start_step", o["start_step"], 0, U32_MAX)
+                p._origin["end_step"] = whole("origin end_step", o.get("end_step", 0), 0, U32_MAX)
         return p
 
     def check_identity(self, epoch, identity):

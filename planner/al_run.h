@@ -1,0 +1,101 @@
+/*
+ * al_run.h - a chunked plan: a pass over a corpus planned window by window, any steps at once.
+ *
+ * al_plan_build plans a whole epoch in memory, all of it before the first step. A run instead
+ * fixes, by arithmetic, what every step holds, and plans only the windows asked for:
+ *
+ *   * Progress through the pass is one number f in [0, 1], and step s ends at
+ *     f(s) = s T / P (P the pass's planned tokens, T the step's tokens), the last step at 1.
+ *   * Every bucket's samples are visited in a keyed random order (a Feistel bijection over the
+ *     bucket's list, planner/run_draw_internal.h); by progress f a bucket of n samples has given
+ *     floor(n f + phi) of them (phi a keyed dither), so every stretch of steps holds every
+ *     bucket's share of the corpus within one sample, and every sample is drawn exactly once in
+ *     the pass whatever steps are planned.
+ *   * A window (`window` steps, the balancing unit; more where a small W x K meets many buckets)
+ *     draws its stretch [f(s0), f(s1)), shuffles it and forms batches per bucket at the capacity
+ *     batch size (the dual constraint with M_mem, not T / (W K), so batches do not depend on the
+ *     world size). Adaptive: the batches are split in halves (most samples first) until they are
+ *     exactly steps x W_ref x K_ref, sorted by predicted cost and cut into groups of W_ref
+ *     neighbours (one level slot); each group, costliest first, goes to the step with the most
+ *     token quota left that holds fewer than K_ref groups. The baselines: each batch in batch order
+ *     to the step with the most quota left. At the world the steps are asked for, each step's
+ *     batches are split further until it has exactly W x K micro-batches, K = ceil(K_ref W_ref /
+ *     W), and laid out over the ranks as the epoch planner lays out a step (levelled by predicted
+ *     cost; rank orders shuffled).
+ *   * Every step holds P / round(P / T) tokens as its target; adaptive K > 1 steps come within a
+ *     group's spread of it, the baselines within one batch; adaptive K = 1 steps are one group of
+ *     neighbours by cost each (level ranks), so their tokens vary as the epoch planner's do.
+ *
+ * So a step's samples depend on (corpus, cost model, options, seed, epoch, step) and never on the
+ * world it is laid out at, nothing carries from one window to the next, planning steps [A, B)
+ * plans only the windows that hold them, and a full plan is the concatenation of its windows:
+ * al_run_plan_steps(run, W, A, B) gives, step for step, exactly the micro-batches of the same
+ * steps of al_run_plan_steps(run, W, 0, steps).
+ *
+ * Not yet planned by a run: sequence-parallel degrees above 1 and --last-step drop (refused,
+ * AL_EINVAL, naming the option); the epoch planner (al_plan_build) plans them.
+ *
+ * Ownership: the caller owns an al_run (al_run_free) and every al_plan it returns (al_plan_free).
+ * A run keeps no pointer into its input or options after al_run_open returns.
+ * Thread safety: an open run is immutable; al_run_plan_steps may be called from several threads
+ * on one run at once (no global state).
+ * Errors: al_status codes; al_last_error() says what and where.
+ */
+#ifndef AL_RUN_H
+#define AL_RUN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/al_api.h"
+#include "common/al_status.h"
+#include "planner/al_plan.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct al_run al_run;
+
+/* Opens a run of one pass over `in` with the options of al_plan_build (world and
+ * micro_per_step are the reference W_ref and K_ref; step_tokens 0 = 85 % of the capacity, the
+ * tokens a step of W_ref x K_ref full capacity batches of this corpus holds on average; a given
+ * T above 97 % of the capacity is refused, AL_ERANGE, naming the figures). start_step is
+ * ignored (al_run_plan_steps takes the steps). Errors as al_plan_build's, and AL_EINVAL for what
+ * a run does not plan (above). */
+AL_API int al_run_open(al_run **out, const al_plan_input *in, const al_cost_model *cost,
+                       const al_plan_options *opts);
+
+typedef struct al_run_info {
+  size_t struct_size;     /* set by the caller: sizeof(al_run_info) (AL_RUN_INFO_INIT) */
+  uint32_t steps;         /* steps of the pass */
+  uint32_t window;        /* steps a window (the unit planned at once) */
+  uint32_t world_ref;     /* W_ref */
+  uint32_t micro_ref;     /* K_ref */
+  uint64_t step_tokens;   /* T */
+  uint64_t pass_tokens;   /* P: the planned samples' tokens */
+  uint64_t pass_samples;  /* planned samples */
+  uint64_t capacity;      /* tokens a step of W_ref x K_ref capacity batches holds on average */
+  uint64_t index_samples; /* the input's samples, planned and rejected */
+} al_run_info;
+#define AL_RUN_INFO_INIT AL_STRUCT_INIT(al_run_info)
+#define AL_RUN_INFO_V1 sizeof(al_run_info)
+
+AL_API int al_run_get_info(const al_run *run, al_run_info *out);
+
+/* Plans steps [first, end) at `world` ranks (1..2^20; K = ceil(K_ref W_ref / world)): an
+ * al_plan holding exactly those steps (first_step = first), which al_plan_get_info, al_plan_save
+ * and the reports take as they take an epoch plan. A full pass (first 0, end = steps) carries
+ * the key table of the pass; a slice marks what its steps plan and the rest of the pass
+ * "elsewhere" (key status 19), so that loading it checks its own samples.
+ * AL_ERANGE for a range outside [0, steps] or empty. */
+AL_API int al_run_plan_steps(const al_run *run, uint32_t world, uint32_t first, uint32_t end,
+                             al_plan **out);
+
+AL_API void al_run_free(al_run *run);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* AL_RUN_H */

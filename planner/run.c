@@ -1,0 +1,729 @@
+/* run.c - a chunked plan (al_run.h): the pass's arithmetic, and one window planned on its own.
+ *
+ * Memory: the run holds 4 bytes a planned sample (the bucket lists), 1 byte an input position
+ * (its key status, for the key table of a full plan) and per bucket its bijection and dither;
+ * planning a window holds that window's samples and batches only. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/grow_internal.h"
+#include "common/struct_abi_internal.h"
+#include "planner/al_run.h"
+#include "planner/plan_internal.h"
+#include "planner/rng_internal.h"
+#include "planner/run_draw_internal.h"
+#include "planner/run_internal.h"
+
+/* Default T: the T whose windows are expected to fill this share of their rank-slots; a given T
+ * may fill at most RUN_MAX_T_SHARE (the draws of a window vary by a sample per bucket). */
+#define RUN_DEFAULT_T_SHARE 0.85
+#define RUN_MAX_T_SHARE 0.97
+
+struct al_run {
+  al_plan *tmpl;      /* configuration at (W_ref, K_ref), buckets at capacity, key statuses */
+  uint32_t *list;     /* planned positions grouped by bucket, ascending within one */
+  uint64_t *list_off; /* n_buckets + 1 */
+  run_perm *perm;     /* per bucket */
+  uint64_t *phi;      /* per bucket: the dither of its cumulative count */
+  uint64_t pass_tokens, pass_samples, capacity;
+  uint32_t steps;
+};
+
+/* Progress at the end of step s: every step takes 1 / steps of the pass (steps = round(P / T),
+ * so each holds P / steps tokens, within half a step's worth of T over the pass). */
+static uint64_t progress(const al_run *r, uint64_t s) {
+  if (s >= r->steps) return RUN_F_ONE;
+  return run_mul_div(s, RUN_F_ONE, r->steps);
+}
+
+/* Windows: [i window, (i + 1) window) but the last, which takes the tail when less than two
+ * windows are left (so no window is short of `window` steps unless the pass is). */
+static uint32_t window_start(const al_run *r, uint32_t step) {
+  uint32_t win = r->tmpl->window, n = r->steps / win;
+  uint32_t last = n > 1 ? (n - 1) * win : 0;
+  uint32_t s0 = step / win * win;
+  return s0 > last ? last : s0;
+}
+
+static uint32_t window_end(const al_run *r, uint32_t s0) {
+  uint32_t win = r->tmpl->window;
+  return r->steps - s0 < 2 * win ? r->steps : s0 + win;
+}
+
+/* Groups the planned samples by bucket: list_off from the buckets' counts, then a stable pass. */
+static int make_lists(al_run *r, const uint64_t *items, size_t n) {
+  size_t nb = r->tmpl->n_buckets;
+  r->list = grow_big_block(n ? n : 1, sizeof *r->list);
+  r->list_off = calloc(nb + 1, sizeof *r->list_off);
+  r->perm = calloc(nb ? nb : 1, sizeof *r->perm);
+  r->phi = calloc(nb ? nb : 1, sizeof *r->phi);
+  uint64_t *fill = calloc(nb ? nb : 1, sizeof *fill);
+  int rc = r->list && r->list_off && r->perm && r->phi && fill
+               ? AL_OK
+               : al_set_error(AL_ENOMEM, "plan: out of memory for %zu samples", n);
+  for (size_t b = 0; b < nb && !rc; b++)
+    r->list_off[b + 1] = r->list_off[b] + r->tmpl->buckets[b].samples;
+  for (size_t i = 0; i < n && !rc; i++) {
+    uint32_t b = (uint32_t)(items[i] >> 32);
+    r->list[r->list_off[b] + fill[b]++] = (uint32_t)items[i];
+  }
+  const al_plan *p = r->tmpl;
+  for (size_t b = 0; b < nb && !rc; b++) {
+    uint64_t nk = r->list_off[b + 1] - r->list_off[b];
+    run_perm_init(&r->perm[b], nk, run_key(p->seed, p->epoch, 0, 0, b, RUN_KEY_PERM));
+    r->phi[b] = run_dither(run_key(p->seed, p->epoch, 0, 0, b, RUN_KEY_DITHER));
+    r->pass_tokens += nk * p->buckets[b].tokens;
+    r->pass_samples += nk;
+  }
+  free(fill);
+  return rc;
+}
+
+/* Rank-slots a step of T tokens is expected to take: the pass cut into round(P / T) steps, a
+ * window of L = min(window, steps) of them draws n_b L / steps samples of bucket b, in capacity
+ * batches with its partial batch counted whole (a batch of degree d takes d), over L steps.
+ * Non-decreasing in T. */
+static double step_slots(const al_run *r, uint64_t T) {
+  const al_plan *p = r->tmpl;
+  double steps = floor((double)r->pass_tokens / (double)T + 0.5);
+  if (steps < 1) steps = 1;
+  double L = steps < p->window ? steps : p->window, slots = 0;
+  for (size_t b = 0; b < p->n_buckets; b++) {
+    const plan_bucket *k = &p->buckets[b];
+    if (k->samples)
+      slots += ceil((double)k->samples * L / steps / k->batch_size) *
+               (k->sp_degree ? k->sp_degree : 1);
+  }
+  return slots / L;
+}
+
+/* The largest T whose steps are expected to take at most `share` of their W x K rank-slots
+ * (bisection over the monotone step_slots). */
+static uint64_t tokens_at_share(const al_run *r, double share) {
+  const al_plan *p = r->tmpl;
+  double room = share * p->world * p->micro_per_step;
+  uint64_t lo = 0, hi = (uint64_t)p->world * p->micro_per_step * plan_mem_cap(p) + 1;
+  while (hi - lo > 1) {
+    uint64_t mid = lo + (hi - lo) / 2;
+    if (step_slots(r, mid) <= room)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+/* T: the given one if its windows fit RUN_MAX_T_SHARE of their rank-slots, else refused; by
+ * default the T whose windows fill RUN_DEFAULT_T_SHARE of them. The capacity reported is the T
+ * that fills them all. */
+static int resolve_tokens(al_run *r, uint64_t t_opt) {
+  al_plan *p = r->tmpl;
+  r->capacity = tokens_at_share(r, 1.0);
+  uint64_t most = tokens_at_share(r, RUN_MAX_T_SHARE);
+  uint64_t t = t_opt ? t_opt : tokens_at_share(r, RUN_DEFAULT_T_SHARE);
+  if (!most)
+    return al_set_error(AL_ERANGE,
+                        "a window of %u steps has %u x %u x %u rank-slots, fewer than this "
+                        "corpus's buckets need for one batch each: raise --window or "
+                        "--micro-per-step",
+                        p->window, p->world, p->micro_per_step, p->window);
+  if (t > most)
+    return al_set_error(AL_ERANGE,
+                        "step-tokens %llu: at most %llu tokens a step fit %u x %u micro-batches of "
+                        "this corpus (%.0f %% of the rank-slots of a window of %u steps): lower "
+                        "--step-tokens or raise --micro-per-step",
+                        (unsigned long long)t, (unsigned long long)most, p->world,
+                        p->micro_per_step, RUN_MAX_T_SHARE * 100, p->window);
+  for (size_t b = 0; b < p->n_buckets; b++)
+    if (p->buckets[b].samples && p->buckets[b].tokens > t)
+      return al_set_error(AL_ERANGE,
+                          "step-tokens %llu is below one sample of bucket %ux%u x %u frames (%llu "
+                          "tokens): raise --step-tokens",
+                          (unsigned long long)t, p->buckets[b].width, p->buckets[b].height,
+                          p->buckets[b].frames, (unsigned long long)p->buckets[b].tokens);
+  if (!t) t = 1;
+  uint64_t steps = (r->pass_tokens + t / 2) / t;
+  if (steps > UINT32_MAX) return al_set_error(AL_ERANGE, "plan: more than 2^32 - 1 steps");
+  r->steps = steps ? (uint32_t)steps : 1;
+  /* What every step holds: the pass's tokens over its steps. */
+  p->step_tokens = (r->pass_tokens + r->steps - 1) / r->steps;
+  return AL_OK;
+}
+
+/* The default window: AL_PLAN_DEFAULT_WINDOW steps, or more where the corpus's buckets would
+ * otherwise make partial batches (one per bucket a window) more than a tenth of a window's
+ * W x K x window rank-slots (small W x K, many buckets). A multiple of the default. */
+static uint32_t default_window(const al_plan *p) {
+  uint64_t used = 0, per = (uint64_t)p->world * p->micro_per_step, w = AL_PLAN_DEFAULT_WINDOW;
+  for (size_t b = 0; b < p->n_buckets; b++) used += p->buckets[b].samples != 0;
+  uint64_t need = (10 * used + per - 1) / per;
+  if (need > w)
+    w = (need + AL_PLAN_DEFAULT_WINDOW - 1) / AL_PLAN_DEFAULT_WINDOW * AL_PLAN_DEFAULT_WINDOW;
+  return w > (1u << 20) ? 1u << 20 : (uint32_t)w;
+}
+
+static int check_run_options(const al_plan_options *o) {
+  for (size_t i = 0; i < o->n_sp_degrees; i++)
+    if (o->sp_degrees && o->sp_degrees[i] > 1)
+      return al_set_error(AL_EINVAL,
+                          "sp-degrees: a chunked plan does not plan sequence parallelism yet (use "
+                          "the epoch planner)");
+  if (o->last_step == AL_LAST_DROP)
+    return al_set_error(AL_EINVAL,
+                        "last-step drop: a chunked plan trains every sample of the pass (its last "
+                        "step holds the rest)");
+  return AL_OK;
+}
+
+int run_open_grid(al_run **out, const al_plan_input *in, const al_latent_grid *grid,
+                  const al_cost_model *cost, const al_plan_options *o) {
+  int rc = check_run_options(o);
+  if (rc) return rc;
+  al_run *r = calloc(1, sizeof *r);
+  if (!r || !(r->tmpl = plan_alloc())) {
+    free(r);
+    return al_set_error(AL_ENOMEM, "plan: out of memory");
+  }
+  uint64_t *items = NULL;
+  size_t n = 0;
+  rc = plan_prepare(r->tmpl, in, grid, cost, o, &items, &n);
+  if (!rc) {
+    /* Capacity batches: the memory term at M_mem, whatever T is. */
+    r->tmpl->micro_tokens = r->tmpl->mem_tokens;
+    plan_size_buckets(r->tmpl);
+    rc = make_lists(r, items, n);
+  }
+  free(items);
+  if (!rc && !o->window) r->tmpl->window = default_window(r->tmpl);
+  if (!rc) rc = resolve_tokens(r, o->step_tokens);
+  if (rc) {
+    al_run_free(r);
+    return rc;
+  }
+  *out = r;
+  return AL_OK;
+}
+
+int al_run_open(al_run **out, const al_plan_input *in, const al_cost_model *cost,
+                const al_plan_options *opts) {
+  if (!out || !in || !cost || !opts) return al_set_error(AL_EINVAL, "al_run_open: NULL argument");
+  *out = NULL;
+  al_plan_options o;
+  al_plan_input i;
+  int rc = struct_in(&o, sizeof o, AL_PLAN_OPTIONS_V1, opts, "al_run_open", "al_plan_options");
+  if (!rc) rc = struct_in(&i, sizeof i, AL_PLAN_INPUT_V1, in, "al_run_open", "al_plan_input");
+  if (!rc && o.n_require_members)
+    rc = al_set_error(AL_EINVAL, "al_run_open: require_members needs the index");
+  return rc ? rc : run_open_grid(out, &i, NULL, cost, &o);
+}
+
+al_plan *run_template(al_run *r) { return r->tmpl; }
+
+void al_run_free(al_run *r) {
+  if (!r) return;
+  al_plan_free(r->tmpl);
+  free(r->list);
+  free(r->list_off);
+  free(r->perm);
+  free(r->phi);
+  free(r);
+}
+
+int al_run_get_info(const al_run *r, al_run_info *out) {
+  if (!r || !out) return al_set_error(AL_EINVAL, "al_run_get_info: NULL argument");
+  size_t n;
+  int rc = struct_out_size(out, sizeof *out, AL_RUN_INFO_V1, "al_run_get_info", "al_run_info", &n);
+  if (rc) return rc;
+  al_run_info i = {0};
+  i.steps = r->steps;
+  i.window = r->tmpl->window;
+  i.world_ref = r->tmpl->world;
+  i.micro_ref = r->tmpl->micro_per_step;
+  i.step_tokens = r->tmpl->step_tokens;
+  i.pass_tokens = r->pass_tokens;
+  i.pass_samples = r->pass_samples;
+  i.capacity = r->capacity;
+  i.index_samples = r->tmpl->index_samples;
+  struct_out(out, &i, n);
+  return AL_OK;
+}
+
+/* ---- one window ---- */
+
+/* A window being planned: its own plan (the run's configuration at the asked world, the
+ * window's samples and micro-batches) and, per micro-batch, the step it goes to. */
+typedef struct window_plan {
+  al_plan p;
+  uint32_t *step_of;
+  size_t cap_step_of;
+  uint32_t s0, n_steps;
+  uint64_t *quota;  /* n_steps + 1 cumulative token targets */
+  uint64_t *tokens; /* per step: tokens placed */
+  uint32_t *slots;  /* per step: micro-batches placed */
+  double *load;     /* per step: predicted cost placed */
+} window_plan;
+
+static void window_free(window_plan *w) {
+  free(w->p.mb);
+  free(w->p.micro);
+  free(w->p.slot);
+  free(w->step_of);
+  free(w->quota);
+  free(w->tokens);
+  free(w->slots);
+  free(w->load);
+}
+
+/* The window's draw: every bucket's stretch [f(s0), f(s1)) of its keyed order, shuffled. */
+static int draw_window(const al_run *r, window_plan *w, uint64_t **items_out, size_t *n_out) {
+  const al_plan *t = r->tmpl;
+  uint64_t f0 = progress(r, w->s0), f1 = progress(r, (uint64_t)w->s0 + w->n_steps);
+  size_t n = 0;
+  for (size_t b = 0; b < t->n_buckets; b++) {
+    uint64_t nk = r->list_off[b + 1] - r->list_off[b];
+    n += run_cum(nk, f1, r->phi[b]) - run_cum(nk, f0, r->phi[b]);
+  }
+  uint64_t *items = malloc((n ? n : 1) * sizeof *items);
+  if (!items) return al_set_error(AL_ENOMEM, "plan: out of memory for a window of %zu samples", n);
+  size_t x = 0;
+  for (size_t b = 0; b < t->n_buckets; b++) {
+    uint64_t nk = r->list_off[b + 1] - r->list_off[b];
+    uint64_t j1 = run_cum(nk, f1, r->phi[b]);
+    for (uint64_t j = run_cum(nk, f0, r->phi[b]); j < j1; j++)
+      items[x++] = (uint64_t)b << 32 | r->list[r->list_off[b] + run_perm_at(&r->perm[b], j)];
+  }
+  plan_rng rng;
+  plan_rng_seed(&rng, t->seed, t->epoch, (uint64_t)w->s0 << 32);
+  for (size_t i = n; i > 1; i--) {
+    size_t j = (size_t)plan_rng_below(&rng, i);
+    uint64_t v = items[i - 1];
+    items[i - 1] = items[j];
+    items[j] = v;
+  }
+  *items_out = items;
+  *n_out = n;
+  return AL_OK;
+}
+
+static uint64_t micro_tokens_of(const al_plan *p, const plan_micro *m) {
+  return m->padded ? 0 : (uint64_t)m->n * p->buckets[m->bucket].tokens;
+}
+
+/* Cumulative token targets: the window's drawn tokens spread over its steps as the pass's
+ * progress spreads them (exact for the window, within a token per step). */
+static void set_quotas(const al_run *r, window_plan *w) {
+  uint64_t total = 0;
+  for (size_t i = 0; i < w->p.n_micro; i++) total += micro_tokens_of(&w->p, &w->p.micro[i]);
+  uint64_t f0 = progress(r, w->s0), span = progress(r, (uint64_t)w->s0 + w->n_steps) - f0;
+  for (uint32_t i = 0; i <= w->n_steps; i++)
+    w->quota[i] = span ? run_mul_div(total, progress(r, (uint64_t)w->s0 + i) - f0, span) : 0;
+  w->quota[w->n_steps] = total;
+}
+
+static void place(window_plan *w, size_t x, uint32_t s) {
+  w->step_of[x] = s;
+  w->tokens[s] += micro_tokens_of(&w->p, &w->p.micro[x]);
+  w->slots[s]++;
+  w->load[s] += w->p.micro[x].cost;
+}
+
+/* Batches in the given order, step after step: a step takes batches while the window's placed
+ * tokens are below its cumulative quota and it has fewer than `cap` batches; what is left when
+ * the last step is full goes where most quota is left. */
+static uint32_t most_quota_left(const window_plan *w, uint32_t cap) {
+  uint32_t best = UINT32_MAX;
+  int64_t best_left = 0;
+  for (uint32_t s = 0; s < w->n_steps; s++) {
+    if (w->slots[s] >= cap) continue;
+    int64_t left = (int64_t)(w->quota[s + 1] - w->quota[s]) - (int64_t)w->tokens[s];
+    if (best == UINT32_MAX || left > best_left || (left == best_left && w->load[s] < w->load[best]))
+      best = s, best_left = left;
+  }
+  return best == UINT32_MAX ? w->n_steps - 1 : best; /* every step full: the caller refuses */
+}
+
+static void compose_lpt(window_plan *w, const uint32_t *order, size_t m, uint32_t cap) {
+  for (size_t q = 0; q < m; q++) place(w, order[q], most_quota_left(w, cap));
+}
+
+/* A step the quotas left without a batch takes the batch of fewest tokens from the step holding
+ * the most batches (every step must give every rank K micro-batches). */
+static void give_empty_steps(window_plan *w) {
+  for (uint32_t s = 0; s < w->n_steps; s++) {
+    if (w->slots[s]) continue;
+    uint32_t from = 0;
+    for (uint32_t q = 1; q < w->n_steps; q++)
+      if (w->slots[q] > w->slots[from]) from = q;
+    if (w->slots[from] < 2) return; /* fewer batches than steps: fill_step refuses */
+    size_t pick = SIZE_MAX;
+    for (size_t i = 0; i < w->p.n_micro; i++)
+      if (w->step_of[i] == from &&
+          (pick == SIZE_MAX ||
+           micro_tokens_of(&w->p, &w->p.micro[i]) < micro_tokens_of(&w->p, &w->p.micro[pick])))
+        pick = i;
+    w->tokens[from] -= micro_tokens_of(&w->p, &w->p.micro[pick]);
+    w->slots[from]--;
+    w->load[from] -= w->p.micro[pick].cost;
+    place(w, pick, s);
+  }
+}
+
+static int grow_step_of(window_plan *w) {
+  return grow_array((void **)&w->step_of, &w->cap_step_of, w->p.n_micro + 1, sizeof *w->step_of,
+                    "plan micro-batches");
+}
+
+static int cmp_split(const void *a, const void *b, void *ctx);
+static int cmp_u32_asc(const void *a, const void *b);
+
+/* The window's batches split in halves, in rounds (each splits the `need` best candidates: most
+ * samples, later batches on ties) until there are `want`; then one-sample padding repeats of the
+ * first batches' first samples. AL_ERANGE when the window already holds more than `want`. */
+static int split_window(window_plan *w, size_t want) {
+  al_plan *p = &w->p;
+  if (p->n_micro > want)
+    return al_set_error(AL_ERANGE,
+                        "steps %u..%u draw %zu batches, above their %zu micro-batches (W x K "
+                        "each): the step tokens %llu do not fit (lower --step-tokens or raise "
+                        "--micro-per-step)",
+                        w->s0, w->s0 + w->n_steps - 1, p->n_micro, want,
+                        (unsigned long long)p->step_tokens);
+  uint32_t *idx = malloc((want ? want : 1) * sizeof *idx);
+  if (!idx) return al_set_error(AL_ENOMEM, "plan: out of memory");
+  int rc = AL_OK;
+  while (!rc && p->n_micro < want) {
+    size_t n = p->n_micro, need = want - n, split = 0;
+    for (size_t i = 0; i < n; i++) idx[i] = (uint32_t)i;
+    qsort_r(idx, n, sizeof *idx, cmp_split, p->micro);
+    while (split < need && split < n && p->micro[idx[split]].n >= 2) split++;
+    if (!split) break;
+    qsort(idx, split, sizeof *idx, cmp_u32_asc);
+    for (size_t q = 0; q < split && !rc; q++) rc = plan_split_micro(p, idx[q]);
+  }
+  for (size_t q = 0; !rc && p->n_micro < want; q++) {
+    plan_micro like = p->micro[q];
+    rc = grow_array((void **)&p->mb, &p->cap_mb, p->n_mb + 1, sizeof *p->mb, "plan samples");
+    if (!rc) {
+      p->mb[p->n_mb++] = p->mb[like.first];
+      rc = plan_push_micro(p, p->n_mb - 1, 1, like.bucket, 1);
+    }
+  }
+  free(idx);
+  if (!rc)
+    rc = grow_array((void **)&w->step_of, &w->cap_step_of, p->n_micro + 1, sizeof *w->step_of,
+                    "plan micro-batches");
+  return rc;
+}
+
+/* Adaptive: the window's batches made exactly steps x W_ref x K_ref (split_window), sorted by
+ * predicted cost and cut into groups of W_ref neighbours (one level slot of a step); each group,
+ * costliest first, goes to the step with the most token quota left among those holding fewer
+ * than K_ref groups (ties: the least predicted cost). So every slot's ranks carry about the same
+ * cost, as in the epoch planner's windows, and at K_ref > 1 a step pairs costly groups of few
+ * tokens with cheap groups of many, which holds its tokens near T. */
+static int compose_groups(const al_run *r, window_plan *w) {
+  const al_plan *t = r->tmpl;
+  uint32_t W = t->world, K = t->micro_per_step;
+  int rc = split_window(w, (size_t)w->n_steps * W * K);
+  if (rc) return rc;
+  size_t m = w->p.n_micro, n_groups = (size_t)w->n_steps * K;
+  uint32_t *order = malloc((m ? m : 1) * sizeof *order);
+  uint32_t *groups_in = calloc(w->n_steps, sizeof *groups_in);
+  if (!order || !groups_in) {
+    free(order), free(groups_in);
+    return al_set_error(AL_ENOMEM, "plan: out of memory");
+  }
+  for (size_t i = 0; i < m; i++) order[i] = (uint32_t)i;
+  qsort_r(order, m, sizeof *order, plan_cmp_micro_cost, w->p.micro);
+  for (size_t g = 0; g < n_groups; g++) {
+    uint32_t best = UINT32_MAX;
+    int64_t best_left = 0;
+    for (uint32_t s = 0; s < w->n_steps; s++) {
+      if (groups_in[s] >= K) continue;
+      int64_t left = (int64_t)(w->quota[s + 1] - w->quota[s]) - (int64_t)w->tokens[s];
+      if (best == UINT32_MAX || left > best_left ||
+          (left == best_left && w->load[s] < w->load[best]))
+        best = s, best_left = left;
+    }
+    groups_in[best]++;
+    for (size_t q = g * W; q < (g + 1) * W; q++) place(w, order[q], best);
+  }
+  free(order);
+  free(groups_in);
+  return AL_OK;
+}
+
+/* Every batch of the window into one of its steps, at most W_ref x K_ref a step. */
+static int compose(const al_run *r, window_plan *w) {
+  const al_plan *t = r->tmpl;
+  if (t->policy == AL_POLICY_ADAPTIVE) return compose_groups(r, w);
+  size_t m = w->p.n_micro;
+  uint32_t cap = t->world * t->micro_per_step;
+  uint32_t *order = malloc((m ? m : 1) * sizeof *order);
+  if (!order) return al_set_error(AL_ENOMEM, "plan: out of memory");
+  for (size_t i = 0; i < m; i++) order[i] = (uint32_t)i;
+  /* The baselines: each batch, in batch order, to the step with the most quota left. */
+  compose_lpt(w, order, m, cap);
+  free(order);
+  give_empty_steps(w);
+  for (uint32_t s = 0; s < w->n_steps; s++)
+    if (w->slots[s] > cap)
+      return al_set_error(AL_ERANGE,
+                          "step %u holds %u batches, above W x K = %u: the step tokens %llu do not "
+                          "fit this window's batches (lower --step-tokens or raise "
+                          "--micro-per-step)",
+                          w->s0 + s, w->slots[s], cap, (unsigned long long)t->step_tokens);
+  return AL_OK;
+}
+
+/* Split candidates first: most samples, then later batches (the epoch planner's order). */
+static int cmp_u32_asc(const void *a, const void *b) {
+  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+  return (x > y) - (x < y);
+}
+
+static int cmp_split(const void *a, const void *b, void *ctx) {
+  const plan_micro *mi = ctx;
+  const plan_micro *x = &mi[*(const uint32_t *)a], *y = &mi[*(const uint32_t *)b];
+  if (x->n != y->n) return x->n > y->n ? -1 : 1;
+  return (x->seq < y->seq) - (x->seq > y->seq);
+}
+
+/* Step s's batches split in halves, in rounds (each round splits the `need` best candidates)
+ * until it holds `per` of them; padding (one-sample repeats of its first batch's first sample)
+ * when only one-sample batches are left. */
+static int fill_step(window_plan *w, uint32_t s, uint32_t per) {
+  al_plan *p = &w->p;
+  uint32_t *mine = malloc((size_t)per * sizeof *mine);
+  if (!mine) return al_set_error(AL_ENOMEM, "plan: out of memory");
+  size_t n = 0;
+  for (size_t i = 0; i < p->n_micro && n < per; i++)
+    if (w->step_of[i] == s) mine[n++] = (uint32_t)i;
+  int rc = n ? AL_OK : al_set_error(AL_ERANGE, "plan: step %u drew no sample", w->s0 + s);
+  while (!rc && n < per) {
+    qsort_r(mine, n, sizeof *mine, cmp_split, p->micro);
+    size_t need = per - n, split = 0;
+    while (split < need && split < n && p->micro[mine[split]].n >= 2) split++;
+    if (!split) break;
+    for (size_t q = 0; q < split && !rc; q++) {
+      rc = grow_step_of(w);
+      if (!rc) rc = plan_split_micro(p, mine[q]);
+      if (!rc) {
+        w->step_of[p->n_micro - 1] = s;
+        mine[n++] = (uint32_t)(p->n_micro - 1);
+      }
+    }
+  }
+  uint64_t like = n ? p->micro[mine[0]].first : 0;
+  uint32_t bucket = n ? p->micro[mine[0]].bucket : 0;
+  uint32_t sample = n ? p->mb[like] : 0;
+  while (!rc && n < per) {
+    rc = grow_step_of(w);
+    if (!rc)
+      rc = grow_array((void **)&p->mb, &p->cap_mb, p->n_mb + 1, sizeof *p->mb, "plan samples");
+    if (!rc) {
+      p->mb[p->n_mb++] = sample;
+      rc = plan_push_micro(p, p->n_mb - 1, 1, bucket, 1);
+    }
+    if (!rc) {
+      w->step_of[p->n_micro - 1] = s;
+      n++;
+    }
+  }
+  w->slots[s] = (uint32_t)n;
+  free(mine);
+  return rc;
+}
+
+/* The window's micro-batches regrouped step-major (steps in window order; the step's
+ * batches in batch order) with slots of K; then each step laid out as the epoch planner lays out
+ * a one-step window. */
+static int lay_out(const al_run *r, window_plan *w) {
+  al_plan *p = &w->p;
+  size_t per = (size_t)p->world * p->micro_per_step, n = (size_t)w->n_steps * per;
+  plan_micro *out = grow_big_block(n ? n : 1, sizeof *out);
+  uint64_t *slot = grow_big_block((size_t)w->n_steps * p->world + 1, sizeof *slot);
+  size_t *at = calloc(w->n_steps ? w->n_steps : 1, sizeof *at);
+  if (!out || !slot || !at) {
+    free(out), free(slot), free(at);
+    return al_set_error(AL_ENOMEM, "plan: out of memory");
+  }
+  for (size_t i = 0; i < p->n_micro; i++) {
+    uint32_t s = w->step_of[i];
+    out[(size_t)s * per + at[s]++] = p->micro[i];
+  }
+  free(at);
+  for (size_t i = 0; i <= (size_t)w->n_steps * p->world; i++)
+    slot[i] = (uint64_t)i * p->micro_per_step;
+  free(p->micro);
+  p->micro = out;
+  p->n_micro = p->cap_micro = n;
+  p->slot = slot;
+  p->steps = w->n_steps;
+  plan_rng rng;
+  plan_rng_seed(&rng, r->tmpl->seed, r->tmpl->epoch, ~((uint64_t)w->s0 << 32));
+  int rc = AL_OK;
+  for (uint32_t s = 0; s < w->n_steps && !rc; s++)
+    rc = p->sync == AL_SYNC_MICRO ? plan_relayout_slots(p, s, &rng)
+                                  : plan_relayout_bins(p, s, &rng);
+  return rc;
+}
+
+/* K = 1 with the adaptive policy: steps of neighbours by cost are composed in cost order, so
+ * their order inside the window is shuffled (the heavy steps are not always first). */
+static int shuffle_steps(const al_run *r, window_plan *w) {
+  const al_plan *t = r->tmpl;
+  if (t->policy != AL_POLICY_ADAPTIVE || t->micro_per_step > 1 || w->n_steps < 2) return AL_OK;
+  uint32_t *to = malloc(w->n_steps * sizeof *to);
+  if (!to) return al_set_error(AL_ENOMEM, "plan: out of memory");
+  for (uint32_t s = 0; s < w->n_steps; s++) to[s] = s;
+  plan_rng rng;
+  plan_rng_seed(&rng, t->seed, t->epoch, ((uint64_t)w->s0 << 32) | 1);
+  plan_shuffle_u32(&rng, to, w->n_steps);
+  for (size_t i = 0; i < w->p.n_micro; i++) w->step_of[i] = to[w->step_of[i]];
+  free(to);
+  return AL_OK;
+}
+
+/* Plans the window of steps [s0, s0 + n_steps) at `world`, into w. */
+static int plan_window(const al_run *r, uint32_t world, uint32_t s0, uint32_t n_steps,
+                       window_plan *w) {
+  const al_plan *t = r->tmpl;
+  memset(w, 0, sizeof *w);
+  w->p = *t;
+  w->p.mb = NULL, w->p.micro = NULL, w->p.slot = NULL, w->p.status = NULL;
+  w->p.n_mb = w->p.cap_mb = w->p.n_micro = w->p.cap_micro = 0;
+  w->p.world = world;
+  uint64_t k = ((uint64_t)t->micro_per_step * t->world + world - 1) / world;
+  w->p.micro_per_step = (uint32_t)k;
+  w->s0 = s0, w->n_steps = n_steps;
+  w->quota = calloc(n_steps + 1, sizeof *w->quota);
+  w->tokens = calloc(n_steps, sizeof *w->tokens);
+  w->slots = calloc(n_steps, sizeof *w->slots);
+  w->load = calloc(n_steps, sizeof *w->load);
+  if (!w->quota || !w->tokens || !w->slots || !w->load)
+    return al_set_error(AL_ENOMEM, "plan: out of memory");
+  uint64_t *items = NULL;
+  size_t n = 0;
+  int rc = draw_window(r, w, &items, &n);
+  if (!rc) rc = plan_form_batches(&w->p, items, n);
+  free(items);
+  if (!rc)
+    rc = grow_array((void **)&w->step_of, &w->cap_step_of, w->p.n_micro + 1, sizeof *w->step_of,
+                    "plan micro-batches");
+  if (rc) return rc;
+  set_quotas(r, w);
+  rc = compose(r, w);
+  if (!rc) rc = shuffle_steps(r, w);
+  for (uint32_t s = 0; s < n_steps && !rc; s++) rc = fill_step(w, s, world * w->p.micro_per_step);
+  if (!rc) rc = lay_out(r, w);
+  return rc;
+}
+
+/* ---- steps [first, end) ---- */
+
+/* Appends steps [a, b) of the window (local numbers) to out: micro-batches, their samples
+ * (re-based) and slots. */
+static int append_steps(al_plan *out, const window_plan *w, uint32_t a, uint32_t b) {
+  const al_plan *p = &w->p;
+  size_t W = p->world;
+  uint64_t m0 = p->slot[(size_t)a * W], m1 = p->slot[(size_t)b * W];
+  size_t samples = 0;
+  for (uint64_t x = m0; x < m1; x++) samples += p->micro[x].n;
+  int rc = grow_array((void **)&out->micro, &out->cap_micro, out->n_micro + (m1 - m0),
+                      sizeof *out->micro, "plan micro-batches");
+  if (!rc)
+    rc = grow_array((void **)&out->mb, &out->cap_mb, out->n_mb + samples, sizeof *out->mb,
+                    "plan samples");
+  if (rc) return rc;
+  uint64_t base = out->n_micro;
+  for (uint64_t x = m0; x < m1; x++) {
+    plan_micro m = p->micro[x];
+    memcpy(out->mb + out->n_mb, p->mb + m.first, (size_t)m.n * sizeof *out->mb);
+    m.first = out->n_mb;
+    out->n_mb += m.n;
+    m.seq = (uint32_t)out->n_micro;
+    out->micro[out->n_micro++] = m;
+  }
+  for (size_t i = (size_t)a * W + 1; i <= (size_t)b * W; i++)
+    out->slot[(size_t)out->steps * W + (i - (size_t)a * W)] = base + (p->slot[i] - m0);
+  out->steps += b - a;
+  return AL_OK;
+}
+
+/* The output plan: the run's configuration at `world`, no steps yet. */
+static int start_output(const al_run *r, uint32_t world, uint32_t first, uint32_t end,
+                        al_plan **out) {
+  const al_plan *t = r->tmpl;
+  al_plan *p = plan_alloc();
+  if (!p) return al_set_error(AL_ENOMEM, "plan: out of memory");
+  uint8_t *status = NULL;
+  plan_bucket *buckets = malloc((t->n_buckets ? t->n_buckets : 1) * sizeof *buckets);
+  int full = first == 0 && end == r->steps;
+  status = malloc(t->index_samples ? t->index_samples : 1);
+  p->slot = grow_big_block((size_t)(end - first) * world + 1, sizeof *p->slot);
+  if (!buckets || !p->slot || !status) {
+    free(buckets), free(status);
+    al_plan_free(p);
+    return al_set_error(AL_ENOMEM, "plan: out of memory");
+  }
+  uint64_t *slot = p->slot;
+  *p = *t;
+  p->buckets = memcpy(buckets, t->buckets, t->n_buckets * sizeof *buckets);
+  /* A slice's key table marks what its steps plan (below) and the rest of the pass elsewhere. */
+  p->status = memcpy(status, t->status, t->index_samples);
+  if (!full)
+    for (uint64_t i = 0; i < t->index_samples; i++)
+      if (status[i] == AL_KEY_PLANNED) status[i] = AL_KEY_ELSEWHERE;
+  p->mb = NULL, p->micro = NULL, p->n_mb = p->cap_mb = p->n_micro = p->cap_micro = 0;
+  p->slot = slot;
+  p->slot[0] = 0;
+  p->steps = 0;
+  p->world = world;
+  p->micro_per_step = (uint32_t)(((uint64_t)t->micro_per_step * t->world + world - 1) / world);
+  p->micro_tokens = p->mem_tokens; /* the memory term of the capacity batch sizes */
+  p->first_step = first;
+  *out = p;
+  return AL_OK;
+}
+
+int al_run_plan_steps(const al_run *r, uint32_t world, uint32_t first, uint32_t end,
+                      al_plan **out) {
+  if (!r || !out) return al_set_error(AL_EINVAL, "al_run_plan_steps: NULL argument");
+  *out = NULL;
+  if (world < 1 || world > (1u << 20))
+    return al_set_error(AL_ERANGE, "world %u: must be 1..%u", world, 1u << 20);
+  uint64_t k = ((uint64_t)r->tmpl->micro_per_step * r->tmpl->world + world - 1) / world;
+  if (k * world > AL_PLAN_MAX_STEP_MICRO)
+    return al_set_error(AL_ERANGE,
+                        "world %u x micro-per-step %llu = %llu micro-batches per step, above the "
+                        "planner's maximum %u",
+                        world, (unsigned long long)k, (unsigned long long)(k * world),
+                        AL_PLAN_MAX_STEP_MICRO);
+  if (first >= end || end > r->steps)
+    return al_set_error(AL_ERANGE,
+                        "steps %u:%u: a run of %u steps plans [A, B) with 0 <= A < B <= %u", first,
+                        end, r->steps, r->steps);
+  al_plan *p = NULL;
+  int rc = start_output(r, world, first, end, &p);
+  for (uint32_t s0 = window_start(r, first); s0 < end && !rc; s0 = window_end(r, s0)) {
+    uint32_t n = window_end(r, s0) - s0;
+    window_plan w;
+    rc = plan_window(r, world, s0, n, &w);
+    uint32_t a = first > s0 ? first - s0 : 0, b = end - s0 < n ? end - s0 : n;
+    if (!rc) rc = append_steps(p, &w, a, b);
+    window_free(&w);
+  }
+  if (rc) {
+    al_plan_free(p);
+    return rc;
+  }
+  for (size_t x = 0; x < p->n_micro; x++)
+    if (!p->micro[x].padded)
+      for (uint32_t k = 0; k < p->micro[x].n; k++)
+        p->status[p->mb[p->micro[x].first + k]] = AL_KEY_PLANNED;
+  plan_stats(p);
+  *out = p;
+  return AL_OK;
+}
