@@ -16,9 +16,9 @@
 #include "cli/cli_internal.h"
 #include "cli/options_internal.h"
 #include "common/al_status.h"
-#include "planner/al_manifest.h"
+#include "manifest/al_manifest.h"
 #include "planner/al_plan.h"
-#include "planner/al_report.h"
+#include "manifest/al_report.h"
 
 /* The values are handed to the other verbs as typed, which check them. */
 typedef struct demo_args {

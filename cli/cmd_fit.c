@@ -1,4 +1,4 @@
-/* adaptiveload fit: fit a cost model to a shape benchmark (planner/al_cost.h). */
+/* adaptiveload fit: fit a cost model to a shape benchmark (cost/al_cost.h). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,8 +7,8 @@
 #include "cli/cli_internal.h"
 #include "cli/options_internal.h"
 #include "common/json_write_internal.h"
-#include "planner/al_cost.h"
-#include "planner/al_report.h"
+#include "cost/al_cost.h"
+#include "manifest/al_report.h"
 
 typedef struct fit_args {
   const char *bench, *trace, *out;
@@ -89,7 +89,7 @@ static const cli_verb FIT = {
         "(launch-bound: kernel-launch overhead, not work) and count them; floor fits them.\n\n"
         "FILE is a CSV with a header row naming B, S, step_ms (alias ms) and optionally\n"
         "peak_mem_bytes and d (alias sp_degree), in any order, or the JSON of\n"
-        "planner/data/h200_dit_block_cost.json ({\"rows\": [{\"B\", \"S\", \"ms\"}]}).\n"
+        "cost/data/h200_dit_block_cost.json ({\"rows\": [{\"B\", \"S\", \"ms\"}]}).\n"
         "examples/shape_bench.py writes the CSV. With a d column (shape_bench.py\n"
         "--sp-degrees) the d = 1 rows give the model above and each degree d > 1 a floor\n"
         "fit of one rank's share, t = smax(F, a + s B + (b B S + c B S^2) / d), that\n"

@@ -14,7 +14,7 @@
 #include "loader/al_index.h"
 #include "planner/al_buckets.h"
 #include "planner/al_plan.h"
-#include "planner/al_report.h"
+#include "manifest/al_report.h"
 
 static const char *status_name(int key_status) {
   if (key_status >= 1 && key_status < AL_REJECT_COUNT)

@@ -14,8 +14,8 @@
 #include "loader/al_index.h"
 #include "loader/al_members.h"
 #include "planner/al_plan.h"
-#include "planner/al_plan_index.h"
-#include "planner/al_report.h"
+#include "manifest/al_plan_index.h"
+#include "manifest/al_report.h"
 
 typedef struct plan_args {
   const char *index, *cost, *out, *buckets, *resume;

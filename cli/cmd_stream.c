@@ -17,8 +17,8 @@
 #include "loader/al_index.h"
 #include "stream/al_stream.h"
 #include "stream/crc32_internal.h"
-#include "planner/al_cost.h"
-#include "planner/al_manifest.h"
+#include "cost/al_cost.h"
+#include "manifest/al_manifest.h"
 
 /* What the batch cost the consumer (al_stream_batch: its next()'s wait, the fetches while it
  * was the next one): run-dependent, so one object, "cost", that a comparison of what was

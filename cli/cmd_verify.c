@@ -1,7 +1,7 @@
 /* adaptiveload verify: the pre-flight check of a corpus before training. Every shard the
  * index relies on present and unchanged (loader/al_index.h: size, content fingerprint), every
  * sample holding the required members, the manifest planned from this index, what would be
- * skipped and why, and how much of each sample its bucket keeps (planner/fidelity_internal.h).
+ * skipped and why, and how much of each sample its bucket keeps (manifest/fidelity_internal.h).
  * Every problem is reported, not only the first. */
 #include <inttypes.h>
 #include <stdarg.h>
@@ -17,9 +17,9 @@
 #include "loader/al_index.h"
 #include "loader/al_members.h"
 #include "planner/al_buckets.h"
-#include "planner/al_manifest.h"
+#include "manifest/al_manifest.h"
 #include "planner/al_plan.h"
-#include "planner/fidelity_internal.h"
+#include "manifest/fidelity_internal.h"
 
 /* ---- options ----------------------------------------------------------------------------- */
 

@@ -1,5 +1,5 @@
 /*
- * fidelity_print_internal.h - the crop report (planner/fidelity_internal.h) as `inspect INDEX`
+ * fidelity_print_internal.h - the crop report (manifest/fidelity_internal.h) as `inspect INDEX`
  * and `plan` print it: text lines and JSON fields in their style (", " separators).
  *
  * Internal to cli/. Prints only; the report and index are the caller's.
@@ -10,7 +10,7 @@
 #include <stdio.h>
 
 #include "loader/al_index.h"
-#include "planner/fidelity_internal.h"
+#include "manifest/fidelity_internal.h"
 
 /* kept / native, 1 when native is 0. */
 double fidprint_fraction(uint64_t kept, uint64_t native);

@@ -6,7 +6,7 @@
 #include "cli/options_internal.h"
 #include "loader/al_index.h"
 #include "common/parse_internal.h"
-#include "planner/al_manifest.h"
+#include "manifest/al_manifest.h"
 #include "planner/al_plan.h"
 
 int cli_parse_geometry(const char *v, al_latent_geom *out) {

@@ -13,8 +13,8 @@
 #include <stdint.h>
 
 #include "loader/al_index.h"
-#include "planner/al_manifest.h"
-#include "planner/fidelity_internal.h"
+#include "manifest/al_manifest.h"
+#include "manifest/fidelity_internal.h"
 
 /* Exit status when the check found problems (the check itself ran). */
 #define AL_EXIT_PROBLEMS 3

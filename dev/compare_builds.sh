@@ -29,7 +29,7 @@ for v in old new; do
   "$B" index -o $v-meta.alidx meta >$v-index.txt 2>&1
   "$B" index -o $v-lz.alidx lz >$v-index-lz.txt 2>&1
   "$B" index -o $v-lat.alidx lat >/dev/null 2>&1
-  "$B" fit --bench "$here/planner/data/h200_shape_bench.csv" -o $v-model.cost --json >$v-fit.json 2>&1
+  "$B" fit --bench "$here/cost/data/h200_shape_bench.csv" -o $v-model.cost --json >$v-fit.json 2>&1
 done
 check meta.alidx lz.alidx lat.alidx fit.json model.cost
 for W in 1 8 16 64; do

@@ -18,7 +18,7 @@ for c in 500:1 3000:4 20000:3; do
   "$NEW" synth --out c$n --samples "$n" --payload none --seed "$s" >/dev/null 2>&1 || exit 2
   "$NEW" index -o c$n.alidx c$n >/dev/null 2>&1 || exit 2
 done
-"$NEW" fit --bench "$here/planner/data/h200_shape_bench.csv" --model power -o power.cost >/dev/null 2>&1 || exit 2
+"$NEW" fit --bench "$here/cost/data/h200_shape_bench.csv" --model power -o power.cost >/dev/null 2>&1 || exit 2
 one() {  # NAME ARGS... : plan with both binaries, compare, then re-plan the adaptive ones
   local name=$1
   shift

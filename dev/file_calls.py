@@ -5,7 +5,7 @@ Prints one line per edge, then `cycles: none` or the files of each cycle (no two
 may call each other). Usage, after `bazel build --config=opt //...`:
     O=$(bazel info --config=opt bazel-bin)
     python3 dev/file_calls.py "$O/common/_objs/*/*.o" "$O/proto/_objs/*/*.o" "$O/storage/_objs/*/*.o" "$O/loader/_objs/*/*.o" \
-        "$O/planner/_objs/*/*.o" "$O/stream/_objs/*/*.o" "$O/cli/_objs/*/*.o"
+        "$O/cost/_objs/*/*.o" "$O/planner/_objs/*/*.o" "$O/manifest/_objs/*/*.o" "$O/stream/_objs/*/*.o" "$O/cli/_objs/*/*.o"
 """
 import subprocess, sys, glob, os, itertools
 objs = sorted(itertools.chain.from_iterable(glob.glob(a) for a in sys.argv[1:]))

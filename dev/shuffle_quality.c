@@ -17,8 +17,9 @@
 
 #include "common/parse_internal.h"
 #include "loader/al_index.h"
+#include "manifest/al_manifest.h"
+#include "manifest/al_plan_index.h"
 #include "planner/al_plan.h"
-#include "planner/al_plan_index.h"
 #include "planner/al_run.h"
 
 typedef struct epoch_view {

@@ -1,5 +1,5 @@
 #!/bin/bash
-# The shipped per-degree shape benchmarks (planner/data/h200_shape_bench_sp.csv for Wan 2.1
+# The shipped per-degree shape benchmarks (cost/data/h200_shape_bench_sp.csv for Wan 2.1
 # 1.3B's block, h200_shape_bench_14b_sp.csv for 14B's) on one GPU, as planner/README.md gives
 # them. Usage: dev/sp_shape_bench.sh OUT [extra shape_bench.py arguments]
 # Writes OUT/h200_shape_bench_sp.csv, OUT/h200_shape_bench_14b_sp.csv and their logs.

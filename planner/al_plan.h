@@ -1,7 +1,7 @@
 /*
  * al_plan.h - planning one epoch: buckets, batch sizes, a per-step per-rank
- * schedule, and the manifest file it is saved as (read back with
- * planner/al_manifest.h).
+ * schedule, and the records a manifest holds of it (saved with al_plan_save and
+ * read back with manifest/al_manifest.h).
  *
  * The plan is a pure function of (sample shapes, cost model, options): the
  * same inputs give a byte-identical manifest on any machine. The planner core
@@ -44,8 +44,9 @@
  * no global state, so distinct plans may be built concurrently.
  * Errors: al_status codes; al_last_error() says what and where.
  *
- * Struct sizes (docs/DESIGN.md, "The ABI of the public structs"): al_plan_options, al_plan_input
- * and al_replan_options start with `size_t struct_size`, the caller's sizeof, set in one line with
+ * Struct sizes (docs/DESIGN.md, "The ABI of the public structs"): al_plan_options, al_plan_input,
+ * al_replan_options and the records (al_manifest_info, al_bucket_info, al_micro_ref,
+ * al_step_info) start with `size_t struct_size`, the caller's sizeof, set in one line with
  * the struct's AL_*_INIT macro. The library reads and writes only the bytes that fit in it (fields
  * past it read as zero, are not written), so a caller built against an older header keeps working.
  * A struct the library fills must carry its size; an options struct it reads takes 0 as this
@@ -63,8 +64,7 @@
 #include "common/al_api.h"
 #include "common/al_status.h"
 #include "planner/al_buckets.h"
-#include "planner/al_cost.h"
-#include "planner/al_manifest.h"
+#include "cost/al_cost.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -111,6 +111,9 @@ AL_API int al_sync_parse(const char *s, al_sync *out);
  * NULL: "sp-degrees"). Thread-safe (it reads only its arguments). */
 AL_API int al_plan_check_sp_degrees(const char *name, const uint32_t *degrees, size_t n,
                                     uint32_t world);
+
+/* The most sequence-parallel degrees a plan may allow: the powers of two 1..1024. */
+#define AL_PLAN_MAX_SP_DEGREES 11u
 
 #define AL_PLAN_DEFAULT_MEM_TOKENS 65536u
 #define AL_PLAN_DEFAULT_WINDOW 64u
@@ -195,8 +198,8 @@ typedef struct al_plan al_plan;
 AL_API int al_plan_build(al_plan **out, const al_plan_input *in, const al_cost_model *cost,
                          const al_plan_options *opts);
 
-/* Elastic resume: what a re-plan may change. Zero means default for every field except world
- * (required, 1..2^20). */
+/* Elastic resume: what a re-plan may change (al_plan_replan_opts, manifest/al_manifest.h). Zero
+ * means default for every field except world (required, 1..2^20). */
 typedef struct al_replan_options {
   size_t struct_size;      /* sizeof(al_replan_options) (AL_REPLAN_OPTIONS_INIT); 0 = this header's
                               struct */
@@ -209,51 +212,112 @@ typedef struct al_replan_options {
 #define AL_REPLAN_OPTIONS_INIT AL_STRUCT_INIT(al_replan_options)
 #define AL_REPLAN_OPTIONS_V1 sizeof(al_replan_options)
 
-/* The most a re-plan that keeps the global batch may move the mean tokens per step. */
-#define AL_REPLAN_TOKEN_TOLERANCE 0.01
-
-/* Elastic resume: re-plans the samples that `old` schedules at steps >= at_step (padding
- * excluded) for o->world ranks. Steps are numbered from at_step (info.first_step = at_step);
- * buckets (each sample keeps its bucket), cost model, policy, seed, epoch, M_mem, window,
- * last-step policy and geometry come from `old`.
- *
- * The global batch (step_tokens 0): the re-plan keeps T (recorded as old's step_tokens) and
- * the number of steps old holds from at_step on, so its steps hold on average exactly the
- * tokens old's steps from at_step on hold. Where W2 x K2 = W_old x K_old the old batch sizes
- * are kept when they fill those steps; otherwise every bucket's batch size is re-derived (B =
- * max(1, min(floor(m / S), floor(r M_comp / c(S)))), M_comp scaled by the same r = m / m_old)
- * with the smallest micro-batch target m <= M_mem whose batches fit the steps. Where the mean
- * tokens per step would still move by more than AL_REPLAN_TOKEN_TOLERANCE (too few samples
- * left for W2 x K2 micro-batches a step, or too many batches even at M_mem) it refuses
- * (AL_ERANGE, saying what each figure is): pass step_tokens, or another micro_per_step. Each
- * step, too, holds between the fewest and the most real tokens of old's steps (so never above
- * T where old's steps are not): micro-batches (sequence-parallel groups, aligned spans of
- * ranks) are exchanged between steps until they do, or it refuses (AL_ERANGE naming the range
- * and the first step outside it).
- * With step_tokens set, micro-batches aim at T2 / (W2 x K2) (M_comp scaled along) as in
- * al_plan_build; T2 / (W2 x K2) > M_mem is refused (AL_ERANGE).
- *
- * The old steps < at_step plus the new plan hold every sample of the old plan exactly once;
- * samples old dropped or rejected stay so (counted in the summary). `old` must hold step at_step
- * (old first_step <= at_step <= old first_step + steps). The old plan is read through the
- * al_manifest.h accessors only; errors name it by al_manifest_path. */
-AL_API int al_plan_replan_opts(al_plan **out, const al_manifest *old, uint32_t at_step,
-                               const al_replan_options *o);
-
-/* al_plan_replan_opts with only the world size set (the global batch kept). */
-AL_API int al_plan_replan(al_plan **out, const al_manifest *old, uint32_t at_step, uint32_t world);
-
-/* al_plan_replan_opts, then al_plan_save to `path` with old's keys: the re-planned manifest in
- * one call (what Python's Planner.resume uses). */
-AL_API int al_plan_replan_write(const al_manifest *old, uint32_t at_step,
-                                const al_replan_options *o, const char *path);
-
-/* Writes the manifest. `key` (may be NULL: keys are then "") gives the key
- * of each index position; al_manifest_key_fn (al_manifest.h) adapts a loaded
- * manifest. */
-AL_API int al_plan_save(const al_plan *p, const char *path, al_key_fn key, void *key_ctx);
-
 AL_API void al_plan_free(al_plan *p);
+
+/* The records of a plan as its manifest holds them: the summary (al_plan_get_info here,
+ * al_manifest_get_info from a loaded manifest), a bucket, one rank's micro-batch and a step's
+ * totals (al_manifest_bucket, al_manifest_micro and al_manifest_step: manifest/al_manifest.h). */
+typedef struct al_manifest_info {
+  size_t struct_size; /* sizeof(al_manifest_info), set by the caller: AL_MANIFEST_INFO_INIT */
+  const char *policy; /* "adaptive" | "equal-token" */
+  uint32_t world;
+  uint64_t seed;
+  uint32_t epoch;
+  uint32_t first_step; /* first step held (0 unless re-planned) */
+  uint32_t steps;      /* steps held */
+  uint64_t samples;    /* real samples planned */
+  uint64_t dropped;
+  uint64_t padded;
+  uint64_t tokens;
+  uint64_t index_fingerprint;
+  size_t buckets;
+  double imbalance_cv;
+  double bubble;
+  double predicted_seconds;
+  double predicted_tokens_per_s;
+  /* The rest of the plan's configuration. */
+  const char *last_step;   /* "pad" | "drop" */
+  uint64_t mem_tokens;     /* M_mem */
+  double comp_budget_ms;   /* M_comp */
+  double step_cost_ms;     /* adaptive per-rank step target */
+  uint32_t window;         /* adaptive balancing window, in steps */
+  uint64_t index_samples;  /* samples in the index planned from */
+  uint64_t rejected;       /* samples fitting no bucket */
+  uint64_t micro_batches;  /* micro-batches held, padding included */
+  const char *cost_family; /* "power" | "poly2" */
+  /* The global batch and what the steps hold. */
+  uint32_t micro_per_step; /* K: micro-batches of every rank in every step (checked on
+                              load); 0 = a manifest that records no K (not checked) */
+  uint64_t step_tokens;    /* T: target tokens per step over all ranks */
+  uint64_t micro_tokens;   /* T / (W x K): the per-micro-batch token target */
+  uint32_t unequal_steps;  /* steps whose ranks hold different micro-batch counts */
+  double step_tokens_mean; /* real tokens per step over all ranks: mean and population CV */
+  double step_tokens_cv;
+  double step_samples_mean; /* real samples per step over all ranks: mean and CV */
+  double step_samples_cv;
+  double step_time_cv; /* predicted step time (the slowest rank's cost) over steps: population CV */
+  /* Added at the end: sequence parallelism and the sync model. */
+  const char *sync;      /* "step" | "micro": the model bubble and predicted_seconds follow */
+  uint32_t n_sp_degrees; /* the allowed degrees ({1} for a plan without SP) */
+  uint32_t sp_degrees[AL_PLAN_MAX_SP_DEGREES];
+  uint32_t sp_max_degree; /* the largest degree a micro-batch of this plan runs at */
+  double bubble_step;  /* 1 - sum of rank costs / (W x sum over steps of the slowest rank's sum) */
+  double bubble_micro; /* 1 - sum of rank costs / (W x sum over steps and slots of the slowest) */
+} al_manifest_info;
+#define AL_MANIFEST_INFO_INIT AL_STRUCT_INIT(al_manifest_info)
+#define AL_MANIFEST_INFO_V1 offsetof(al_manifest_info, sync)
+
+typedef struct al_bucket_info {
+  size_t struct_size; /* sizeof(al_bucket_info), set by the caller: AL_BUCKET_INFO_INIT */
+  uint32_t id;
+  uint32_t width, height, frames;
+  uint64_t tokens; /* per sample */
+  uint32_t batch_size;
+  double batch_cost_ms;
+  uint64_t samples;
+  const char *limited_by; /* "memory" | "compute" | "one" */
+  uint32_t sp_degree;     /* added at the end: the degree its micro-batches run at (1 without SP) */
+} al_bucket_info;
+#define AL_BUCKET_INFO_INIT AL_STRUCT_INIT(al_bucket_info)
+#define AL_BUCKET_INFO_V1 offsetof(al_bucket_info, sp_degree)
+
+typedef struct al_micro_ref {
+  size_t struct_size; /* sizeof(al_micro_ref), set by the caller: AL_MICRO_REF_INIT */
+  uint32_t step;      /* absolute step in the epoch */
+  uint32_t rank;
+  uint32_t micro; /* 0 .. n_micro-1 within (step, rank) */
+  uint32_t n_micro;
+  uint32_t bucket;
+  size_t n_samples;
+  const uint64_t *samples; /* index positions */
+  const uint64_t *tokens;  /* per sample */
+  size_t n_padded;
+  const uint32_t *padded; /* positions in samples[] that are padding repeats; NULL when none */
+  double cost_ms;         /* predicted */
+  uint64_t step_samples;  /* totals over all ranks of this step, for loss normalisation */
+  uint64_t step_tokens;   /* (each sample counted once, however many ranks process it) */
+  /* Added at the end: the sequence-parallel group this rank runs this micro-batch in, ranks
+   * [rank - sp_rank, rank - sp_rank + sp_degree). Every rank of the group gets the group's
+   * samples, tokens, padding and cost (the file stores them once, at sp_rank 0); 1 and 0
+   * without SP. */
+  uint32_t sp_degree;
+  uint32_t sp_rank;
+} al_micro_ref;
+#define AL_MICRO_REF_INIT AL_STRUCT_INIT(al_micro_ref)
+#define AL_MICRO_REF_V1 offsetof(al_micro_ref, sp_degree)
+
+/* Totals of one step (what al_micro_ref repeats per micro-batch) and its
+ * per-rank predicted cost spread. */
+typedef struct al_step_info {
+  size_t struct_size; /* sizeof(al_step_info), set by the caller: AL_STEP_INFO_INIT */
+  uint32_t step;
+  uint64_t samples; /* real samples over all ranks */
+  uint64_t tokens;
+  double max_cost_ms; /* slowest rank */
+  double mean_cost_ms;
+} al_step_info;
+#define AL_STEP_INFO_INIT AL_STRUCT_INIT(al_step_info)
+#define AL_STEP_INFO_V1 sizeof(al_step_info)
 
 /* Summary figures, as al_manifest_get_info gives them after a save/load. */
 AL_API int al_plan_get_info(const al_plan *p, al_manifest_info *out);

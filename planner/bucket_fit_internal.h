@@ -16,7 +16,7 @@
  * to the candidate holding more tokens (then the larger, then the wider) and the group
  * picked first: the output depends only on the index's samples.
  *
- * Internal to //planner:fidelity (used by cli/cmd_buckets.c); not exported.
+ * Internal to //planner:bucket_fit (used by cli/cmd_buckets.c); not exported.
  * Ownership: *out is the caller's (al_bucket_table_free). Thread safety: reads its
  * arguments only. Errors: al_status codes, message in al_last_error().
  */

@@ -9,7 +9,7 @@
 
 #include "common/struct_abi_internal.h"
 #include "planner/bucket_table_internal.h"
-#include "planner/text_internal.h"
+#include "common/text_read_internal.h"
 
 #define MAX_FRAMES 64
 #define MAX_ASPECTS 64
@@ -257,7 +257,7 @@ static int json_uint(const json_t *v, uint64_t *out) {
 
 static int parse_json(al_bucket_table *t, const char *text, size_t len, const char *name) {
   json_t *root;
-  int rc = plan_json_parse(text, len, name, &root);
+  int rc = text_json_parse(text, len, name, &root);
   if (rc) return rc;
   json_t *frames = json_object_get(root, "frames");
   json_t *aspects = json_object_get(root, "aspects");
@@ -312,8 +312,8 @@ int al_bucket_table_parse(al_bucket_table **out, const char *text, size_t len, c
   if (!name) name = "bucket table";
   al_bucket_table *t = table_alloc();
   if (!t) return al_set_error(AL_ENOMEM, "%s: out of memory", name);
-  int rc = plan_text_is_json(text, len) ? parse_json(t, text, len, name)
-                                        : parse_text(t, text, len, name);
+  int rc = text_is_json(text, len) ? parse_json(t, text, len, name)
+                                   : parse_text(t, text, len, name);
   if (!rc) rc = table_finish(t, name);
   if (rc) {
     al_bucket_table_free(t);
@@ -328,7 +328,7 @@ int al_bucket_table_load(al_bucket_table **out, const char *path) {
   *out = NULL;
   char *buf;
   size_t n;
-  int rc = plan_read_file(path, 1 << 20, "bucket table", &buf, &n);
+  int rc = text_read_file(path, 1 << 20, "bucket table", &buf, &n);
   if (rc) return rc;
   rc = al_bucket_table_parse(out, buf, n, path);
   free(buf);

@@ -1,8 +1,9 @@
 /* key_status_internal.h - what a manifest's key table records per index position
  * (KeyChunk.status, proto/adaptiveload.proto; al_manifest_key_status returns it).
  *
- * The planner writes these codes (plan.c, schedule.c, replan.c) and the manifest reader checks
- * them (manifest_check.c): the one list both sides use. */
+ * The planner writes these codes (plan.c, plan_members.c, schedule.c, sp_schedule.c; the re-plan,
+ * manifest/replan.c) and the manifest checks and reports them (manifest/manifest_check.c,
+ * manifest_report.c): the one list both sides use. */
 #ifndef AL_KEY_STATUS_INTERNAL_H
 #define AL_KEY_STATUS_INTERNAL_H
 

@@ -1,10 +1,11 @@
 /* plan_grid_internal.h - planning with the samples' latent grids: plan.c provides it,
- * plan_index.c (//planner:plan_index, al_plan_build_index) calls it. Planner-private. */
+ * manifest/plan_index.c (//manifest:plan_index, al_plan_build_index) calls it.
+ * Planner-private otherwise. */
 #ifndef AL_PLAN_GRID_INTERNAL_H
 #define AL_PLAN_GRID_INTERNAL_H
 
 #include "planner/al_buckets.h"
-#include "planner/al_cost.h"
+#include "cost/al_cost.h"
 #include "planner/al_plan.h"
 
 /* al_plan_build with the samples' latent grids: grid[i] for index position i, or all-zero when

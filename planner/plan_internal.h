@@ -1,6 +1,8 @@
 /* plan_internal.h - layout of al_plan, shared by the files that build a plan: plan.c (a new
- * plan), replan.c (an elastic re-plan), batch_size.c, schedule.c and plan_info.c (summary and
- * accessors). Planner-private: the manifest writer reads a plan through plan_view_internal.h.
+ * plan), batch_size.c, schedule.c, sp_schedule.c, step_range.c and plan_info.c (summary and
+ * accessors), and the elastic re-plan (manifest/replan.c, which builds a plan from a loaded
+ * manifest). Planner-private otherwise: the manifest writer and the reports read a plan through
+ * plan_view_internal.h.
  *
  * Memory: per index position one status byte and (while planning) one u32
  * bucket id; per planned sample one u32 in `mb`; per micro-batch one
@@ -12,7 +14,7 @@
 #include <stdint.h>
 
 #include "planner/al_buckets.h"
-#include "planner/al_cost.h"
+#include "cost/al_cost.h"
 #include "planner/al_plan.h"
 #include "planner/key_status_internal.h"
 #include "planner/rng_internal.h"

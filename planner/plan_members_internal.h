@@ -1,6 +1,7 @@
 /* plan_members_internal.h - samples left out of a plan because they lack a required member
- * (al_plan_options.require_members): plan_members.c provides the marking, plan_index.c
- * (//planner:plan_index, al_plan_build_index) finds the samples in the index. Planner-private. */
+ * (al_plan_options.require_members): plan_members.c provides the marking, manifest/plan_index.c
+ * (//manifest:plan_index, al_plan_build_index) finds the samples in the index. Planner-private
+ * otherwise. */
 #ifndef AL_PLAN_MEMBERS_INTERNAL_H
 #define AL_PLAN_MEMBERS_INTERNAL_H
 

@@ -1,8 +1,9 @@
 /* plan_view_internal.h - a built plan, read-only, as the manifest writer reads it.
  *
- * plan_info.c provides these over al_plan's layout (plan_internal.h); manifest_write.c reads a
- * plan only through them and al_plan_get_info / al_plan_rejected (al_plan.h), so the writer does
- * not depend on the layout and the plan's files never call the writer. Planner-private.
+ * plan_info.c provides these over al_plan's layout (plan_internal.h); manifest/manifest_write.c
+ * reads a plan only through them and al_plan_get_info / al_plan_rejected (al_plan.h), so the
+ * writer does not depend on the layout and the plan's files never call the writer. Used by
+ * manifest/ (manifest_write.c, manifest_report.c, fidelity.c); not exported.
  * Pointers point into the plan and stay valid until it is freed. */
 #ifndef AL_PLAN_VIEW_INTERNAL_H
 #define AL_PLAN_VIEW_INTERNAL_H
@@ -11,8 +12,7 @@
 #include <stdint.h>
 
 #include "planner/al_buckets.h"
-#include "planner/al_cost.h"
-#include "planner/al_manifest.h"
+#include "cost/al_cost.h"
 #include "planner/al_plan.h"
 
 /* One micro-batch of the schedule. */

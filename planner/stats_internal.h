@@ -1,6 +1,6 @@
 /* stats_internal.h - mean and population coefficient of variation of a series from its sums,
- * for the per-step figures of a plan (plan_info.c) and of a loaded manifest (manifest_read.c),
- * which must agree to the last bit. */
+ * for the per-step figures of a plan (plan_info.c) and of a loaded manifest
+ * (manifest/manifest_read.c), which must agree to the last bit. */
 #ifndef AL_STATS_INTERNAL_H
 #define AL_STATS_INTERNAL_H
 

@@ -18,7 +18,7 @@
 
 #include "common/al_api.h"
 #include "common/al_status.h"
-#include "planner/al_manifest.h"
+#include "manifest/al_manifest.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -2,7 +2,7 @@
  * al_stream.h - one rank's packed micro-batches, read ahead by threads into a
  * bounded pool of (pinned) buffers and optionally copied to a CUDA device.
  *
- * A stream walks the micro-batches that a manifest (planner/al_manifest.h)
+ * A stream walks the micro-batches that a manifest (manifest/al_manifest.h)
  * assigns to one rank, in order: step by step, micro-batch by micro-batch.
  * Reader threads pread each sample's payload member (default: the index's typed latent,
  * al_index_default_member, else "KEY.latent")
@@ -112,7 +112,7 @@
 #include "common/al_api.h"
 #include "common/al_status.h"
 #include "loader/al_index.h"
-#include "planner/al_manifest.h"
+#include "manifest/al_manifest.h"
 
 #ifdef __cplusplus
 extern "C" {

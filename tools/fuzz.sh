@@ -62,7 +62,7 @@ CFLAGS="-g -O1 -std=c11 -D_GNU_SOURCE -I. -I$BUILD/gen -Wall -Wno-unused-paramet
 
 # ---- build ----
 # Generated sources: the protobuf-c schema (as //proto:adaptiveload_pb_c does)
-# and the embedded default cost model (as //planner:default_cost_c does).
+# and the embedded default cost model (as //cost:default_cost_c does).
 # Written to a side folder and copied only when changed, so that objects are not
 # rebuilt on every call.
 rm -rf "$BUILD/gen.new" && mkdir -p "$BUILD/gen.new" "$BUILD/gen/proto"
@@ -70,18 +70,18 @@ protoc-c --proto_path=. --c_out="$BUILD/gen.new" proto/adaptiveload.proto
 for f in adaptiveload.pb-c.c adaptiveload.pb-c.h; do
   cmp -s "$BUILD/gen.new/proto/$f" "$BUILD/gen/proto/$f" || cp "$BUILD/gen.new/proto/$f" "$BUILD/gen/proto/$f"
 done
-mkdir -p "$BUILD/gen/planner"
+mkdir -p "$BUILD/gen/cost"
 {
-  echo '/* Generated from planner/data/h200_dit_block_cost.json by tools/fuzz.sh. */'
+  echo '/* Generated from cost/data/h200_dit_block_cost.json by tools/fuzz.sh. */'
   echo 'extern const char cost_default_json[];'
   echo 'extern const unsigned long cost_default_json_len;'
   echo 'const char cost_default_json[] = {'
-  od -An -v -tu1 planner/data/h200_dit_block_cost.json | sed -e 's/  */ /g' -e 's/^ //' -e 's/ $//' -e 's/ /, /g' -e 's/$/,/'
+  od -An -v -tu1 cost/data/h200_dit_block_cost.json | sed -e 's/  */ /g' -e 's/^ //' -e 's/ $//' -e 's/ /, /g' -e 's/$/,/'
   echo '0};'
-  echo "const unsigned long cost_default_json_len = $(wc -c < planner/data/h200_dit_block_cost.json);"
+  echo "const unsigned long cost_default_json_len = $(wc -c < cost/data/h200_dit_block_cost.json);"
 } > "$BUILD/gen.new/default_cost_data.c"
-cmp -s "$BUILD/gen.new/default_cost_data.c" "$BUILD/gen/planner/default_cost_data.c" \
-  || cp "$BUILD/gen.new/default_cost_data.c" "$BUILD/gen/planner/default_cost_data.c"
+cmp -s "$BUILD/gen.new/default_cost_data.c" "$BUILD/gen/cost/default_cost_data.c" \
+  || cp "$BUILD/gen.new/default_cost_data.c" "$BUILD/gen/cost/default_cost_data.c"
 
 # Library sources: the .c files of the Bazel cc_library targets (read from the
 # BUILD files, so that a file added or split needs no edit here); generated ones
@@ -112,8 +112,10 @@ lib_srcs() { # PACKAGE NAME...
 mapfile -t COMMON < <(lib_srcs common '*')
 mapfile -t PROTO < <(lib_srcs proto schema pbio)
 mapfile -t LOADER < <(lib_srcs loader loader; lib_srcs storage storage)
+mapfile -t COST < <(lib_srcs cost cost)
 mapfile -t PLANNER < <(lib_srcs planner planner run_draw)
-for f in "${COMMON[@]}" "${PROTO[@]}" "${LOADER[@]}" "${PLANNER[@]}"; do
+mapfile -t MANIFEST < <(lib_srcs manifest manifest)
+for f in "${COMMON[@]}" "${PROTO[@]}" "${LOADER[@]}" "${COST[@]}" "${PLANNER[@]}" "${MANIFEST[@]}"; do
   [ -f "$f" ] || { echo "fuzz: $f (named in a BUILD file) is missing" >&2; exit 1; }
 done
 LIBS_LOADER="-larchive -llz4 -ljansson -lprotobuf-c -lcurl -lz -lm -lpthread"
@@ -124,7 +126,8 @@ srcs_of() {
     meta_json) echo loader/meta.c ;;
     tensor_header) echo "${COMMON[@]} loader/tensor_header.c" ;;
     tar_index|index_load) echo "${COMMON[@]} ${PROTO[@]} ${LOADER[@]}" ;;
-    manifest_load|cost_load|bench_csv) echo "${COMMON[@]} ${PROTO[@]} ${PLANNER[@]}" ;;
+    manifest_load) echo "${COMMON[@]} ${PROTO[@]} ${COST[@]} ${PLANNER[@]} ${MANIFEST[@]}" ;;
+    cost_load|bench_csv) echo "${COMMON[@]} ${PROTO[@]} ${COST[@]}" ;;
   esac
 }
 libs_of() {
@@ -139,7 +142,7 @@ libs_of() {
 # One object per source (instrumented, -fsanitize=fuzzer-no-link), rebuilt when
 # the source or any header is newer; then one link per harness.
 obj_of() { local s=${1#"$BUILD/gen/"}; echo "$BUILD/obj/${s//\//__}.o"; }
-newest_header=$(ls -t common/*.h proto/*.h loader/*.h storage/*.h planner/*.h tests/fuzz/*.h "$BUILD"/gen/proto/*.h | head -1)
+newest_header=$(ls -t common/*.h proto/*.h loader/*.h storage/*.h cost/*.h planner/*.h manifest/*.h tests/fuzz/*.h "$BUILD"/gen/proto/*.h | head -1)
 compile() {
   local src=$1 obj
   obj=$(obj_of "$src")

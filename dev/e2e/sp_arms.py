@@ -56,8 +56,8 @@ SETUPS = {  # model: (M_mem, degrees, blocks timed on the device)
     "1.3b": (65536, (1, 2, 4), 1),
 }
 BENCHES = {  # model: the shipped H200 shape benchmark of one block (examples/shape_bench.py)
-    "14b": "planner/data/h200_shape_bench_14b_sp.csv",
-    "1.3b": "planner/data/h200_shape_bench_sp.csv",
+    "14b": "cost/data/h200_shape_bench_14b_sp.csv",
+    "1.3b": "cost/data/h200_shape_bench_sp.csv",
 }
 STEP_TOL = 0.01  # tokens/step of every lock-step arm within 1% of T
 ARMS = ("a", "a'", "b", "b-T", "c", "d")

@@ -309,7 +309,7 @@ def pred_vs_measured(pairs):
 
 
 def _smax(F, g, k):
-    """smax_k(F, g) = (F^k + g^k)^(1/k), F where g is not positive (planner/cost_floor.c)."""
+    """smax_k(F, g) = (F^k + g^k)^(1/k), F where g is not positive (cost/cost_floor.c)."""
     if not g > 0:
         return F
     m = max(F, g)
@@ -319,7 +319,7 @@ def _smax(F, g, k):
 class Fit:
     """One fitted family of `adaptiveload fit --json` ({"family", "params"}): poly2
     a + B (b S + c S^2), power a + B b S^p, floor smax_k(F, a + s B + (b B S + c B S^2) / d)
-    (planner/cost_fit.c, cost_fit_eval)."""
+    (cost/cost_fit.c, cost_fit_eval)."""
 
     def __init__(self, family, params):
         if family not in ("poly2", "power", "floor"):
@@ -340,7 +340,7 @@ class Fit:
 
 
 class PlanCost:
-    """al_cost_predict_sp in Python (planner/al_cost.h, planner/README.md 3): at d = 1 the
+    """al_cost_predict_sp in Python (cost/al_cost.h, cost/README.md 2): at d = 1 the
     model's own fit; at d > 1 the per-degree fit of d (else of the largest fitted degree
     below d, else the smallest fitted one), else the plain fit with B c(S) / d; times
     ``scale`` (the model's depth over the benchmark's timed blocks, so a 1-block benchmark

@@ -230,13 +230,13 @@ def _time(clock, fn, reps, warmup=2):
 
 
 def fit_default_link_gbps():
-    """`adaptiveload fit --sp-link-gbps`'s default, read from the planner's header."""
+    """`adaptiveload fit --sp-link-gbps`'s default, read from the cost model's header."""
     import re
 
-    with open(os.path.join(REPO, "planner", "al_cost.h")) as f:
+    with open(os.path.join(REPO, "cost", "al_cost.h")) as f:
         m = re.search(r"#define AL_COST_DEFAULT_SP_LINK_GBPS ([0-9.]+)", f.read())
     if not m:
-        raise SystemExit("planner/al_cost.h: AL_COST_DEFAULT_SP_LINK_GBPS not found")
+        raise SystemExit("cost/al_cost.h: AL_COST_DEFAULT_SP_LINK_GBPS not found")
     return float(m.group(1))
 
 

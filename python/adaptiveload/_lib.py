@@ -89,18 +89,18 @@ SIGNATURES = {
         "al_index_members_known": (_int, [_vp, _P(_cp), _size]),
         "al_index_require_members": (_int, [_vp, _P(_cp), _size, _P(_u64), _size, _P(_u64)]),
     },
-    "planner/al_manifest.h": {
+    "manifest/al_manifest.h": {
         "al_manifest_load": (_int, [_P(_vp), _cp]),
         "al_manifest_free": (None, [_vp]),
         "al_manifest_get_info": (_int, [_vp, _P(S.ManifestInfo)]),
+        "al_plan_replan_write": (_int, [_vp, _u32, _P(S.ReplanOptions), _cp]),
     },
     "planner/al_plan.h": {
         "al_plan_struct_size": (_size, [_int]),
         "al_plan_constant": _constant,
         "al_plan_check_sp_degrees": (_int, [_cp, _P(_u32), _size, _u32]),
-        "al_plan_replan_write": (_int, [_vp, _u32, _P(S.ReplanOptions), _cp]),
     },
-    "planner/al_plan_index.h": {
+    "manifest/al_plan_index.h": {
         "al_plan_index_write": (_int, [_vp, _cp, _cp, _P(S.PlanOptions), _cp]),
         "al_run_index_write": (_int, [_vp, _cp, _cp, _P(S.PlanOptions), _u32, _u32, _u32, _cp]),
     },

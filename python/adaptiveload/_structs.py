@@ -224,7 +224,7 @@ class ReplanOptions(_Sized):
 
 
 class ManifestInfo(_Sized):
-    """al_manifest_info (planner/al_manifest.h)."""
+    """al_manifest_info (planner/al_plan.h)."""
 
     _fields_ = [
         ("policy", c_char_p),

@@ -152,7 +152,7 @@ def exec_fit(ctx, case, d):
         cmd += ["--mem-capacity", rng.choice(["1", "8e10", "1e300", "141e9"])]
     with open(f, "rb") as fh:
         rows = fh.read().count(b"\n")
-    # fit is linear in the rows, ~0.14 ms each (planner/README.md section 3): 200,000 take ~30 s
+    # fit is linear in the rows, ~0.14 ms each (cost/README.md section 1): 200,000 take ~30 s
     r = ctx.run(cmd, timeout=max(ctx.timeout, rows * 0.0006))
     j = judge(r, [f, os.path.basename(f), "line", "row", "capacity"])
     if j:

@@ -29,7 +29,7 @@ def setup(ctx, surfaces):
     P["sp_manifest"] = os.path.join(g, "sp.alm")
     P["sp_manifest2"] = os.path.join(g, "sp2.alm")
     P["sp_cost"] = os.path.join(g, "sp.alc")
-    P["sp_bench"] = os.path.join(ctx.repo, "planner", "data", "h200_shape_bench_sp.csv")
+    P["sp_bench"] = os.path.join(ctx.repo, "cost", "data", "h200_shape_bench_sp.csv")
     must = [["fit", "--bench", P["sp_bench"], "-o", P["sp_cost"]],
             ["plan", "--index", P["big_index"], "--world", "4", "--micro-per-step", "2", "--mem-tokens", "8000",
              "--sp-degrees", "1,2,4", "--cost", P["sp_cost"], "-o", P["sp_manifest"]],

@@ -64,5 +64,5 @@ grep -q "fit: $T/flat.csv: the .* fit cannot be planned with: .*per-sample cost 
 [ ! -e "$T/flat.alcost" ] || fail "a refused fit wrote its cost file"
 
 # A forged cost file (p = 100) is refused by al_cost_load, which plan --cost calls:
-# tests/planner/cost_bounds_test.cc.
+# tests/cost/cost_bounds_test.cc.
 echo "PASS"

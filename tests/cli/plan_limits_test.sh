@@ -48,7 +48,7 @@ run 1 "${I[@]}" --world 1048576 --micro-per-step 1048576 --policy equal-token
 says "= 1099511627776 micro-batches per step"
 
 # M_mem from --mem-capacity saturates at the maximum (was 10^15).
-"$BIN" fit --bench "$(dirname "$0")/../../planner/data/h200_shape_bench.csv" -o "$T/sb.cost" \
+"$BIN" fit --bench "$(dirname "$0")/../../cost/data/h200_shape_bench.csv" -o "$T/sb.cost" \
   >/dev/null 2>&1 || fail fit
 run 0 "${I[@]}" --world 2 --cost "$T/sb.cost" --mem-capacity 1e300 --json
 [ "$(field mem_tokens)" = 4294967295 ] || fail "mem_tokens $(field mem_tokens)"

@@ -22,12 +22,12 @@ extern "C" {
 #include "loader/al_check.h"
 #include "loader/al_index.h"
 #include "loader/al_synth.h"
+#include "cost/al_cost.h"
+#include "manifest/al_manifest.h"
+#include "manifest/al_plan_index.h"
+#include "manifest/al_report.h"
 #include "planner/al_buckets.h"
-#include "planner/al_cost.h"
-#include "planner/al_manifest.h"
 #include "planner/al_plan.h"
-#include "planner/al_plan_index.h"
-#include "planner/al_report.h"
 #include "stream/al_stream.h"
 }
 

@@ -1,10 +1,10 @@
-/* libFuzzer harness: the shape-benchmark reader (planner/al_cost.h,
+/* libFuzzer harness: the shape-benchmark reader (cost/al_cost.h,
  * al_bench_parse: CSV, or JSON when the first non-blank byte says so) on the
  * input bytes (not NUL-terminated), then the cost fit of what it read. */
 #include <stddef.h>
 #include <stdint.h>
 
-#include "planner/al_cost.h"
+#include "cost/al_cost.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   al_bench b = AL_BENCH_INIT;

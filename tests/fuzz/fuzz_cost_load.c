@@ -1,11 +1,11 @@
-/* libFuzzer harness: cost model files (planner/al_cost.h, al_cost_load) through
+/* libFuzzer harness: cost model files (cost/al_cost.h, al_cost_load) through
  * the proto container. Input byte 0, bit 0 clear: the rest is the decompressed
  * container stream, wrapped here in a valid LZ4 frame; set: the file as is.
  * A loaded model is used for predictions. */
 #include <stddef.h>
 #include <stdint.h>
 
-#include "planner/al_cost.h"
+#include "cost/al_cost.h"
 #include "tests/fuzz/fuzz_common.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -1,4 +1,4 @@
-/* libFuzzer harness: manifests (planner/al_manifest.h, al_manifest_load) through
+/* libFuzzer harness: manifests (manifest/al_manifest.h, al_manifest_load) through
  * the proto container. Input byte 0, bit 0 clear: the rest is the decompressed
  * container stream, wrapped here in a valid LZ4 frame; set: the file as is.
  * A loaded manifest is walked: buckets, every (step, rank) micro-batch (up to a
@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "planner/al_manifest.h"
+#include "manifest/al_manifest.h"
 #include "tests/fuzz/fuzz_common.h"
 
 #define WALK_MAX 100000 /* micro-batches visited per input */

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/fuzz/make_seeds.sh - rewrites tests/fuzz/corpus/ (the seed corpora) from
 # the CLI (bazel-bin/adaptiveload, build it first), the loader's tar fixtures and
-# planner/data/. Deterministic; run it when a file format changes.
+# cost/data/. Deterministic; run it when a file format changes.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -85,30 +85,30 @@ container "$T/a2.alm" "$C/manifest_load/adaptive_w2"
 "$CLI" plan --index "$T/c12.alidx" --world 4 --micro-per-step 2 --mem-tokens 16384 \
   --sp-degrees 1,2,4 -o "$T/sp4.alm" >/dev/null 2>&1
 container "$T/sp4.alm" "$C/manifest_load/sp_w4"
-{ head -1 planner/data/h200_shape_bench.csv; sed -n '10,21p' planner/data/h200_shape_bench.csv; } > "$T/bench.csv"
+{ head -1 cost/data/h200_shape_bench.csv; sed -n '10,21p' cost/data/h200_shape_bench.csv; } > "$T/bench.csv"
 "$CLI" fit --bench "$T/bench.csv" -o "$T/mem.alcost" >/dev/null 2>&1
 "$CLI" fit --default --loss abs -o "$T/default.alcost" >/dev/null 2>&1
 container "$T/mem.alcost" "$C/cost_load/poly2_mem"
 container "$T/default.alcost" "$C/cost_load/default_abs"
 
-# Shape benchmarks: CSV rows of planner/data/h200_shape_bench.csv, reordered
+# Shape benchmarks: CSV rows of cost/data/h200_shape_bench.csv, reordered
 # columns with a comment, and the JSON form.
 b=$C/bench_csv
 cp "$T/bench.csv" "$b/h200_rows.csv"
 {
   echo '# reordered, extra column, ms alias'
   echo 'S,note,ms,B'
-  sed -n '2,10p' planner/data/h200_shape_bench.csv | awk -F, '{print $2",x,"$3","$1}'
+  sed -n '2,10p' cost/data/h200_shape_bench.csv | awk -F, '{print $2",x,"$3","$1}'
 } > "$b/reordered.csv"
 # RFC 4180 quoting: every field quoted, a comma, doubled quotes and a line break inside quotes.
 {
   echo '"note, ""free""","B","S","step_ms"'
-  sed -n '2,10p' planner/data/h200_shape_bench.csv |
+  sed -n '2,10p' cost/data/h200_shape_bench.csv |
     awk -F, '{printf "\"run\n%d\",\"%s\",\"%s\",\"%s\"\n", NR, $1, $2, $3}'
 } > "$b/quoted.csv"
 python3 - "$b/h200_rows.json" <<'PY'
 import json, sys
-rows = json.load(open("planner/data/h200_dit_block_cost.json"))["rows"][:10]
+rows = json.load(open("cost/data/h200_dit_block_cost.json"))["rows"][:10]
 json.dump({"device": "NVIDIA H200", "measured": "2026-11-30", "rows": rows}, open(sys.argv[1], "w"))
 PY
 du -sh "$C"

@@ -11,8 +11,8 @@
 
 extern "C" {
 #include "loader/al_index.h"
-#include "planner/al_manifest.h"
-#include "planner/al_plan_index.h"
+#include "manifest/al_manifest.h"
+#include "manifest/al_plan_index.h"
 }
 
 using altest::TmpPath;

@@ -14,7 +14,7 @@ extern "C" {
 #include "loader/al_index.h"
 #include "planner/al_buckets.h"
 #include "planner/bucket_fit_internal.h"
-#include "planner/fidelity_internal.h"
+#include "manifest/fidelity_internal.h"
 }
 
 namespace {

@@ -13,6 +13,7 @@
 #include "tests/common/test_util.h"
 
 extern "C" {
+#include "manifest/al_manifest.h"
 #include "planner/al_plan.h"
 }
 

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/planner/manifest_forge.h"
+#include "tests/manifest/manifest_forge.h"
 #include "tests/planner/plan_fixtures.h"
 
 extern "C" {

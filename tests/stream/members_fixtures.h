@@ -13,6 +13,7 @@
 #include "tests/stream/stream_fixtures.h"
 
 extern "C" {
+#include "manifest/al_manifest.h"
 #include "planner/al_plan.h"
 #include "stream/al_stream.h"
 }

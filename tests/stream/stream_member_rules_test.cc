@@ -18,7 +18,7 @@
 extern "C" {
 #include "loader/al_members.h"
 #include "planner/al_plan.h"
-#include "planner/al_plan_index.h"
+#include "manifest/al_plan_index.h"
 #include "stream/al_stream.h"
 }
 
