@@ -21,7 +21,10 @@ of the same name documents each):
     window, last_step ("pad" | "drop"), start_step, buckets (bucket table file),
     geometry ((vae_stride_t, vae_stride_s, patch_t, patch_h, patch_w)),
     sp_degrees (sequence-parallel degrees, e.g. [1, 2, 4, 8]: powers of two dividing world),
-    sync ("step" | "micro" | "auto")
+    sync ("step" | "micro" | "auto"),
+    planner ("epoch" | "chunked": ``plan --planner chunked``, planner/al_run.h; with it
+    ``plan(..., steps=(A, B))`` writes only steps [A, B) and ``reference_world`` opens the run at
+    another world than the one its steps are laid out at)
 
 Elastic resume (another world size mid-epoch)::
 
