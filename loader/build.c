@@ -270,7 +270,7 @@ typedef struct build {
   double last_print;
   size_t readable;            /* shards that could be read */
   uint64_t bytes_read;        /* from the shards' files */
-  remote_client *client;      /* when a shard is a URL */
+  storage_client *client;     /* when a shard is a URL */
   al_storage_options storage; /* what s3:// shards are read with (recorded in the index) */
   int any_s3;
   al_shard_io *io; /* the caller's per-shard figures, or NULL */
@@ -377,7 +377,7 @@ static int build_init(build *B, const char *const *shards, size_t n, const al_in
     const al_storage_options *u = &B->storage;
     if (storage_config_make(u->s3_endpoint, u->s3_region, u->s3_addressing, u->remote_timeout_s,
                             &cfg) != AL_OK ||
-        remote_client_open(&cfg, &B->client) != AL_OK)
+        storage_client_open(&cfg, &B->client) != AL_OK)
       return AL_EINVAL;
   }
   return AL_OK;
@@ -502,7 +502,7 @@ static void build_free(build *B, merger *M) {
   free(M->slots);
   free(M->mem);
   free(M->extmap);
-  remote_client_close(B->client);
+  storage_client_close(B->client);
 }
 
 static void fill_stats(const build *B, const al_index *idx, al_index_stats *stats) {

@@ -208,15 +208,15 @@ static int has_tar_suffix(const char *s) {
 
 /* The tar objects (*.tar, *.tar.gz, *.tar.lz4, *.tar.zst, *.tar.bz2, *.tar.xz) under an
  * s3:// prefix, sorted, appended to L. */
-static int expand_s3_prefix(list *L, remote_client *c, const char *url) {
-  remote_listing l;
-  remote_stats st;
+static int expand_s3_prefix(list *L, storage_client *c, const char *url) {
+  storage_listing l;
+  storage_counts st;
   if (storage_list(c, url, &l, &st) != AL_OK) return AL_EIO;
   size_t first = *L->n;
   int rc = AL_OK;
   for (size_t i = 0; i < l.count && !rc; i++)
     if (has_tar_suffix(l.entries[i].url)) rc = push(L, strdup(l.entries[i].url));
-  remote_listing_free(&l);
+  storage_listing_free(&l);
   if (rc) return rc;
   if (*L->n == first)
     return al_set_error(AL_ENOTFOUND,
@@ -243,7 +243,7 @@ int al_shard_expand_storage(const char *arg, const al_storage_options *storage, 
   list T = {&items, &count, 0};
   size_t budget = MAX_EXPANSION;
   int rc = strchr(arg, '{') ? expand_braces(&T, arg, arg, &budget) : push(&T, strdup(arg));
-  remote_client *c = NULL;
+  storage_client *c = NULL;
   list L = {paths, n, *n};
   for (size_t i = 0; i < count && !rc; i++) {
     if (storage_url_kind(items[i]) == STORAGE_S3 && s3_is_prefix(items[i])) {
@@ -253,7 +253,7 @@ int al_shard_expand_storage(const char *arg, const al_storage_options *storage, 
         storage_config cfg;
         rc = storage_config_make(used.s3_endpoint, used.s3_region, used.s3_addressing,
                                  used.remote_timeout_s, &cfg);
-        if (rc == AL_OK) rc = remote_client_open(&cfg, &c);
+        if (rc == AL_OK) rc = storage_client_open(&cfg, &c);
         if (rc != AL_OK) {
           rc = AL_EINVAL;
           break;
@@ -265,7 +265,7 @@ int al_shard_expand_storage(const char *arg, const al_storage_options *storage, 
       items[i] = NULL;
     }
   }
-  remote_client_close(c);
+  storage_client_close(c);
   for (size_t i = 0; i < count; i++) free(items[i]);
   free(items);
   if (rc) {

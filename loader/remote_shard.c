@@ -25,7 +25,7 @@ typedef struct seg {
 } seg;
 
 struct remote_shard {
-  remote_object *o;
+  storage_http_object *o;
   seg *segs; /* sorted by offset, neither overlapping nor touching */
   size_t n, cap;
   int stream;
@@ -40,12 +40,12 @@ static int failed(char *err, size_t err_cap) {
   return -1;
 }
 
-int remote_shard_open(remote_client *c, const char *url, remote_shard **out, char *err,
+int remote_shard_open(storage_client *c, const char *url, remote_shard **out, char *err,
                       size_t err_cap) {
   *out = NULL;
   remote_shard *rs = calloc(1, sizeof *rs);
   if (!rs) return snprintf(err, err_cap, "remote shard: out of memory"), -1;
-  if (remote_object_open(c, url, &rs->o) != AL_OK) {
+  if (storage_http_open(c, url, &rs->o) != AL_OK) {
     free(rs);
     return failed(err, err_cap);
   }
@@ -58,13 +58,13 @@ void remote_shard_close(remote_shard *rs) {
   for (size_t i = 0; i < rs->n; i++) free(rs->segs[i].data);
   free(rs->segs);
   free(rs->chunk.data);
-  remote_object_close(rs->o);
+  storage_http_close(rs->o);
   free(rs);
 }
 
-uint64_t remote_shard_size(const remote_shard *rs) { return remote_object_size(rs->o); }
-const char *remote_shard_etag(const remote_shard *rs) { return remote_object_etag(rs->o); }
-remote_stats remote_shard_stats(const remote_shard *rs) { return remote_object_stats(rs->o); }
+uint64_t remote_shard_size(const remote_shard *rs) { return storage_http_size(rs->o); }
+const char *remote_shard_etag(const remote_shard *rs) { return storage_http_etag(rs->o); }
+storage_counts remote_shard_stats(const remote_shard *rs) { return storage_http_stats(rs->o); }
 void remote_shard_stream(remote_shard *rs) { rs->stream = 1; }
 
 /* The first segment that ends at or after off (touching counts), or rs->n. */
@@ -127,24 +127,24 @@ static const seg *cache_at(const remote_shard *rs, uint64_t off) {
 /* One GET of [off, off + len) into the cache. */
 static int fetch(remote_shard *rs, uint64_t off, size_t len, char *err, size_t err_cap) {
   unsigned char *d = malloc(len ? len : 1);
-  if (!d) return snprintf(err, err_cap, "%s: out of memory", remote_object_url(rs->o)), -1;
-  if (remote_object_read(rs->o, off, d, len) != AL_OK) return free(d), failed(err, err_cap);
+  if (!d) return snprintf(err, err_cap, "%s: out of memory", storage_http_url(rs->o)), -1;
+  if (storage_http_read(rs->o, off, d, len) != AL_OK) return free(d), failed(err, err_cap);
   if (cache_put(rs, off, d, len) != 0)
-    return snprintf(err, err_cap, "%s: out of memory", remote_object_url(rs->o)), -1;
+    return snprintf(err, err_cap, "%s: out of memory", storage_http_url(rs->o)), -1;
   return 0;
 }
 
 int remote_shard_pread(remote_shard *rs, uint64_t off, void *buf, size_t len, char *err,
                        size_t err_cap) {
-  uint64_t size = remote_object_size(rs->o);
+  uint64_t size = storage_http_size(rs->o);
   if (off > size || len > size - off) {
     snprintf(err, err_cap, "%s: bytes %" PRIu64 "..%" PRIu64 " lie past its end (%" PRIu64 ")",
-             remote_object_url(rs->o), off, off + len, size);
+             storage_http_url(rs->o), off, off + len, size);
     return -1;
   }
   if (len == 0) return 0;
   if (rs->stream)
-    return remote_object_read(rs->o, off, buf, len) == AL_OK ? 0 : failed(err, err_cap);
+    return storage_http_read(rs->o, off, buf, len) == AL_OK ? 0 : failed(err, err_cap);
   const seg *s = cache_at(rs, off);
   if (!s || off + len > s->off + s->len) {
     if (fetch(rs, off, len, err, err_cap) != 0) return -1;
@@ -156,7 +156,7 @@ int remote_shard_pread(remote_shard *rs, uint64_t off, void *buf, size_t len, ch
 
 ssize_t remote_shard_read(remote_shard *rs, uint64_t off, void *buf, size_t cap, char *err,
                           size_t err_cap) {
-  uint64_t size = remote_object_size(rs->o);
+  uint64_t size = storage_http_size(rs->o);
   if (off >= size || cap == 0) return 0;
   const seg *s;
   if (rs->stream) {
@@ -164,9 +164,9 @@ ssize_t remote_shard_read(remote_shard *rs, uint64_t off, void *buf, size_t cap,
     if (!(s->data && off >= s->off && off < s->off + s->len)) {
       size_t n = size - off < STREAM_CHUNK ? (size_t)(size - off) : STREAM_CHUNK;
       if (!rs->chunk.data && !(rs->chunk.data = malloc(STREAM_CHUNK)))
-        return snprintf(err, err_cap, "%s: out of memory", remote_object_url(rs->o)), -1;
+        return snprintf(err, err_cap, "%s: out of memory", storage_http_url(rs->o)), -1;
       rs->chunk.len = 0;
-      if (remote_object_read(rs->o, off, rs->chunk.data, n) != AL_OK) return failed(err, err_cap);
+      if (storage_http_read(rs->o, off, rs->chunk.data, n) != AL_OK) return failed(err, err_cap);
       rs->chunk.off = off;
       rs->chunk.len = n;
     }
@@ -197,7 +197,7 @@ static int scan_fetch(void *ctx, uint64_t off, void *buf, size_t len) {
 
 /* Bytes of a member's data the walk reads: all of KEY.json(.lz4), the head of a typed
  * member, nothing of other payloads. */
-static uint64_t data_needed(const remote_tar_member *m) {
+static uint64_t data_needed(const storage_tar_member *m) {
   if (m->type != '0' && m->type != '7') return 0;
   const char *base = strrchr(m->name, '/');
   base = base ? base + 1 : m->name;
@@ -264,13 +264,13 @@ oom:
 }
 
 int remote_shard_plan(remote_shard *rs, size_t window, size_t gap, char *err, size_t err_cap) {
-  uint64_t size = remote_object_size(rs->o);
+  uint64_t size = storage_http_size(rs->o);
   if (!window) window = WINDOW_DEFAULT;
   if (!gap) gap = GAP_DEFAULT;
-  remote_tar_listing l;
+  storage_tar_listing l;
   char why[1024];
   rs->fetch_failed = 0;
-  if (remote_tar_scan_via(rs->o, window, WINDOW_MAX, scan_fetch, rs, &l) != AL_OK) {
+  if (storage_tar_scan_via(rs->o, window, WINDOW_MAX, scan_fetch, rs, &l) != AL_OK) {
     snprintf(why, sizeof why, "%s", al_last_error());
     /* A request that failed is an error; a listing that stopped at bad bytes is the walk's to
      * report (it reads on demand, as a local walk reads the file). */
@@ -285,14 +285,14 @@ int remote_shard_plan(remote_shard *rs, size_t window, size_t gap, char *err, si
   span *keep = malloc((l.count + 1) * sizeof *keep);
   size_t nkeep = 0;
   if (!keep) {
-    snprintf(err, err_cap, "%s: out of memory", remote_object_url(rs->o));
+    snprintf(err, err_cap, "%s: out of memory", storage_http_url(rs->o));
     rc = -1;
   }
   uint64_t entry = 0; /* where the entry (extension headers first) of the next member starts */
   for (size_t i = 0; i <= l.count && !rc; i++) {
     span want;
     if (i < l.count) {
-      const remote_tar_member *m = &l.members[i];
+      const storage_tar_member *m = &l.members[i];
       uint64_t body = (m->type == '0' || m->type == '7') ? m->size : 0;
       want.a = entry;
       want.b = m->data_off + data_needed(m);
@@ -314,6 +314,6 @@ int remote_shard_plan(remote_shard *rs, size_t window, size_t gap, char *err, si
   if (!rc) rc = ensure(rs, cur.a, cur.b, err, err_cap);
   if (!rc) cache_keep(rs, keep, nkeep); /* out of memory: the cache stays whole, still right */
   free(keep);
-  remote_tar_listing_free(&l);
+  storage_tar_listing_free(&l);
   return rc;
 }

@@ -1,10 +1,10 @@
 /*
  * remote_shard_internal.h - a remote shard as the index's scan reads it (internal to
- * //loader): one remote_object with a byte cache in front of it, so that the tar walk
+ * //loader): one storage_http_object with a byte cache in front of it, so that the tar walk
  * (libarchive, through shard_source.c) reads the headers and metadata members of a plain tar
  * from a few coalesced ranged GETs instead of the whole object.
  *
- * Plain tar (remote_shard_plan): the member list comes from remote_tar_scan over the cache
+ * Plain tar (remote_shard_plan): the member list comes from storage_tar_scan over the cache
  * (windows of `window` bytes from each header: neighbouring small members in one GET; over
  * dense members the windows double, up to 1 MiB, as local reads do), then
  * the byte ranges the walk will read are fetched where the windows did not bring them: every
@@ -32,14 +32,14 @@
 
 typedef struct remote_shard remote_shard;
 
-/* One HEAD: size and ETag pinned (remote_object_open). */
-int remote_shard_open(remote_client *c, const char *url, remote_shard **out, char *err,
+/* One HEAD: size and ETag pinned (storage_http_open). */
+int remote_shard_open(storage_client *c, const char *url, remote_shard **out, char *err,
                       size_t err_cap);
 void remote_shard_close(remote_shard *rs);
 uint64_t remote_shard_size(const remote_shard *rs);
 const char *remote_shard_etag(const remote_shard *rs);
 /* Requests sent and body bytes received so far (retries included). */
-remote_stats remote_shard_stats(const remote_shard *rs);
+storage_counts remote_shard_stats(const remote_shard *rs);
 
 /* Plain tar: lists the members and fetches what the walk reads (above). window 0: 16 KiB;
  * gap 0: 4 KiB. A listing that fails (not a tar, damaged) is not an error here: the walk

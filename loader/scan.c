@@ -1135,7 +1135,7 @@ int scan_remote_read_at(void *ctx, void *buf, size_t n, uint64_t off, const char
   return AL_OK;
 }
 
-int scan_remote_shard(const char *url, remote_client *client, const meta_fields *fields,
+int scan_remote_shard(const char *url, storage_client *client, const meta_fields *fields,
                       size_t block_size, uint64_t max_member, uint32_t vae_t, uint32_t vae_s,
                       scan_progress *progress, scan_result *out) {
   scanner s;
@@ -1162,7 +1162,7 @@ int scan_remote_shard(const char *url, remote_client *client, const meta_fields 
     if (!rc && out->readable) rc = remote_identity(&s, rs);
   }
   if (rs) {
-    remote_stats st = remote_shard_stats(rs);
+    storage_counts st = remote_shard_stats(rs);
     out->requests = st.requests;
     out->bytes_read = st.bytes + st.discarded;
     remote_shard_close(rs);

@@ -48,7 +48,7 @@ int scan_shard(const char *path, const meta_fields *fields, size_t block_size, u
 /* The same for a remote shard (an http(s):// or s3:// URL) through `client`: the shard's
  * record holds the object's size and ETag and no mtime; an object that cannot be opened
  * (unreachable, 403, 404) or read is a shard-level rejected entry naming the URL. */
-int scan_remote_shard(const char *url, remote_client *client, const meta_fields *fields,
+int scan_remote_shard(const char *url, storage_client *client, const meta_fields *fields,
                       size_t block_size, uint64_t max_member, uint32_t vae_t, uint32_t vae_s,
                       scan_progress *progress, scan_result *out);
 

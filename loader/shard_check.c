@@ -21,7 +21,7 @@
 
 struct al_checker {
   const al_index *idx;
-  remote_client *client; /* NULL: the index names no URL */
+  storage_client *client; /* NULL: the index names no URL */
   int skip_typed;
   char note[1024]; /* appended to a failed s3:// open: the endpoint used vs the index's */
 };
@@ -82,7 +82,7 @@ int al_checker_open(al_checker **out, const al_index *idx, const al_check_option
     storage_config cfg;
     if (storage_config_make(used.s3_endpoint, used.s3_region, used.s3_addressing,
                             used.remote_timeout_s, &cfg) != AL_OK ||
-        remote_client_open(&cfg, &c->client) != AL_OK) {
+        storage_client_open(&cfg, &c->client) != AL_OK) {
       free(c);
       return AL_EINVAL;
     }
@@ -93,7 +93,7 @@ int al_checker_open(al_checker **out, const al_index *idx, const al_check_option
 
 void al_checker_close(al_checker *c) {
   if (!c) return;
-  remote_client_close(c->client);
+  storage_client_close(c->client);
   free(c);
 }
 

@@ -69,7 +69,7 @@ char *shard_path_url_normal(const char *url) {
 }
 
 const char *shard_path_name(const char *path, size_t *len) {
-  const char *end = path + remote_url_identity_len(path), *base = end;
+  const char *end = path + storage_url_identity_len(path), *base = end;
   while (base > path && base[-1] != '/') base--;
   *len = (size_t)(end - base);
   return base;

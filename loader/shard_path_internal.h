@@ -29,7 +29,7 @@ char *shard_path_absolute(const char *path);
 char *shard_path_url_normal(const char *url);
 
 /* The shard's file name, [*return, *return + *len) of path: after its last '/', and for an
- * http(s) URL before its query or fragment (remote_url_identity_len: a presigned URL signed
+ * http(s) URL before its query or fragment (storage_url_identity_len: a presigned URL signed
  * again names the same object). What the index fingerprint folds for a shard, so a corpus
  * keeps its fingerprint wherever it lives and however its URLs are signed. */
 const char *shard_path_name(const char *path, size_t *len);

@@ -25,7 +25,7 @@ static void file_close(storage_obj *o) {
   free(f);
 }
 
-static int file_open(remote_client *client, const char *path, storage_obj **out) {
+static int file_open(storage_client *client, const char *path, storage_obj **out) {
   (void)client;
   file_obj *f = calloc(1, sizeof *f);
   if (!f || !(f->path = strdup(path))) {
@@ -69,16 +69,16 @@ static int file_read(storage_obj *o, uint64_t off, void *buf, size_t len) {
   return AL_OK;
 }
 
-/* A local path is no listing prefix: remote_list refuses it, naming it, as it refuses an
+/* A local path is no listing prefix: storage_s3_list refuses it, naming it, as it refuses an
  * http(s):// URL. */
-static int file_list(remote_client *client, const char *prefix, remote_listing *out,
-                     remote_stats *st) {
-  return remote_list(client, prefix, out, st);
+static int file_list(storage_client *client, const char *prefix, storage_listing *out,
+                     storage_counts *st) {
+  return storage_s3_list(client, prefix, out, st);
 }
 
-static remote_stats file_stats(const storage_obj *o) {
+static storage_counts file_stats(const storage_obj *o) {
   (void)o;
-  remote_stats s = {0};
+  storage_counts s = {0};
   return s;
 }
 

@@ -6,7 +6,7 @@
  * pointers. A local file, an http(s):// object and an s3:// object are opened alike by
  * storage_open, which picks the backend by storage_url_kind, the one classifier of paths and
  * URLs: file_ops.c (pread on a descriptor), url_ops.c (http(s):// and s3:// through
- * remote_object, client_internal.h).
+ * storage_http_object, client_internal.h).
  *
  * A URL's object is pinned at open (its size and ETag: client_internal.h); a local file is
  * opened as afile_open_input opens inputs (a regular file only) and its size and mtime taken
@@ -49,13 +49,13 @@ typedef struct storage_obj storage_obj;
 typedef struct storage_ops {
   const char *name; /* "file", "http", "s3" */
   /* client: the shared client of URLs (ignored by "file"; NULL is an error for a URL). */
-  int (*open)(remote_client *client, const char *path_or_url, storage_obj **out);
+  int (*open)(storage_client *client, const char *path_or_url, storage_obj **out);
   int (*stat)(const storage_obj *o, storage_stat *out);
   /* Exactly len bytes at off; [off, off + len) within the object. */
   int (*read)(storage_obj *o, uint64_t off, void *buf, size_t len);
   /* Every object under a prefix (s3://BUCKET/PREFIX); the other kinds refuse, naming it. */
-  int (*list)(remote_client *client, const char *prefix, remote_listing *out, remote_stats *st);
-  remote_stats (*stats)(const storage_obj *o); /* requests sent (zero for "file") */
+  int (*list)(storage_client *client, const char *prefix, storage_listing *out, storage_counts *st);
+  storage_counts (*stats)(const storage_obj *o); /* requests sent (zero for "file") */
   void (*close)(storage_obj *o);
 } storage_ops;
 
@@ -72,11 +72,12 @@ extern const storage_ops storage_s3_ops;   /* url_ops.c */
 const storage_ops *storage_ops_of(int kind);
 
 /* Opens path_or_url with the backend of storage_url_kind(path_or_url). */
-int storage_open(remote_client *client, const char *path_or_url, storage_obj **out);
+int storage_open(storage_client *client, const char *path_or_url, storage_obj **out);
 int storage_get_stat(const storage_obj *o, storage_stat *out);
 int storage_read(storage_obj *o, uint64_t off, void *buf, size_t len);
-int storage_list(remote_client *client, const char *prefix, remote_listing *out, remote_stats *st);
-remote_stats storage_stats(const storage_obj *o);
+int storage_list(storage_client *client, const char *prefix, storage_listing *out,
+                 storage_counts *st);
+storage_counts storage_stats(const storage_obj *o);
 void storage_close(storage_obj *o); /* NULL: nothing */
 
 #endif /* AL_STORAGE_STORAGE_INTERNAL_H */

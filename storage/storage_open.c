@@ -11,7 +11,7 @@ const storage_ops *storage_ops_of(int kind) {
   }
 }
 
-int storage_open(remote_client *client, const char *path_or_url, storage_obj **out) {
+int storage_open(storage_client *client, const char *path_or_url, storage_obj **out) {
   *out = NULL;
   if (!path_or_url) return al_set_error(AL_EINVAL, "storage_open: NULL path");
   return storage_ops_of(storage_url_kind(path_or_url))->open(client, path_or_url, out);
@@ -23,11 +23,12 @@ int storage_read(storage_obj *o, uint64_t off, void *buf, size_t len) {
   return o->ops->read(o, off, buf, len);
 }
 
-int storage_list(remote_client *client, const char *prefix, remote_listing *out, remote_stats *st) {
+int storage_list(storage_client *client, const char *prefix, storage_listing *out,
+                 storage_counts *st) {
   return storage_ops_of(storage_url_kind(prefix))->list(client, prefix, out, st);
 }
 
-remote_stats storage_stats(const storage_obj *o) { return o->ops->stats(o); }
+storage_counts storage_stats(const storage_obj *o) { return o->ops->stats(o); }
 
 void storage_close(storage_obj *o) {
   if (o) o->ops->close(o);

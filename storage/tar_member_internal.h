@@ -11,7 +11,7 @@
  * end of the object; a header or its extension cut off by the end is an error naming the
  * URL and the offset.
  *
- * One walk uses its remote_object alone (one thread).
+ * One walk uses its storage_http_object alone (one thread).
  */
 #ifndef AL_STORAGE_TAR_MEMBER_INTERNAL_H
 #define AL_STORAGE_TAR_MEMBER_INTERNAL_H
@@ -21,34 +21,34 @@
 
 #include "storage/client_internal.h"
 
-typedef struct remote_tar_member {
+typedef struct storage_tar_member {
   char *name;          /* pax path / GNU long name / ustar prefix + name */
   uint64_t header_off; /* the member's own ustar header */
   uint64_t data_off;
   uint64_t size;
   char type; /* ustar typeflag ('0' for a regular file; '\0' is reported as '0') */
-} remote_tar_member;
+} storage_tar_member;
 
-typedef struct remote_tar_listing {
-  remote_tar_member *members;
+typedef struct storage_tar_listing {
+  storage_tar_member *members;
   size_t count;
   uint64_t fetched;  /* bytes received by the walk's GETs */
   uint64_t requests; /* ranged GETs the walk sent (retries not counted) */
-} remote_tar_listing;
+} storage_tar_listing;
 
 /* batch_bytes 0: 64 KiB (at least 512). AL_OK; else out is empty and the error is AL_EFORMAT
  * (not a tar, or cut off: naming the URL and the offset), AL_ENOMEM or the read's. */
-int remote_tar_scan(remote_object *o, size_t batch_bytes, remote_tar_listing *out);
+int storage_tar_scan(storage_http_object *o, size_t batch_bytes, storage_tar_listing *out);
 /* The same walk with its windows fetched by fetch(fetch_ctx, off, buf, len)
- * instead of remote_object_read (a cache in front of the object: loader/remote_shard.c);
+ * instead of storage_http_read (a cache in front of the object: loader/remote_shard.c);
  * fetch returns an al_status (the message recorded). `fetched` and `requests` then count the
  * windows asked for, which the cache may have served without a request. batch_max > batch_bytes: a
  * window whose next header lies within batch_bytes of its end (dense members, no payload skipped)
  * is followed by one twice as large, up to batch_max; a skip goes back to batch_bytes (as
  * local reads grow while data is consumed). */
-typedef int (*remote_tar_fetch_fn)(void *ctx, uint64_t off, void *buf, size_t len);
-int remote_tar_scan_via(remote_object *o, size_t batch_bytes, size_t batch_max,
-                        remote_tar_fetch_fn fetch, void *fetch_ctx, remote_tar_listing *out);
-void remote_tar_listing_free(remote_tar_listing *l);
+typedef int (*storage_tar_fetch_fn)(void *ctx, uint64_t off, void *buf, size_t len);
+int storage_tar_scan_via(storage_http_object *o, size_t batch_bytes, size_t batch_max,
+                         storage_tar_fetch_fn fetch, void *fetch_ctx, storage_tar_listing *out);
+void storage_tar_listing_free(storage_tar_listing *l);
 
 #endif /* AL_STORAGE_TAR_MEMBER_INTERNAL_H */

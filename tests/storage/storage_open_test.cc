@@ -47,7 +47,7 @@ TEST(StorageFile, OpenStatReadClose) {
   EXPECT_EQ(storage_read(o, 4950, buf, sizeof buf), AL_EIO);
   EXPECT_EQ(std::string(al_last_error()),
             path + ": read of 100 bytes at byte 4950: the file ends first");
-  remote_stats rs = storage_stats(o);
+  storage_counts rs = storage_stats(o);
   EXPECT_EQ(rs.requests, 0u);
   storage_close(o);
   storage_close(nullptr);
@@ -74,8 +74,8 @@ TEST(StorageUrl, NeedsAClient) {
 }
 
 TEST(StorageList, OnlyS3Prefixes) {
-  remote_listing l;
-  remote_stats st;
+  storage_listing l;
+  storage_counts st;
   EXPECT_EQ(storage_list(nullptr, "/data/shards", &l, &st), AL_EINVAL);
   EXPECT_EQ(std::string(al_last_error()),
             "/data/shards: only s3://BUCKET/PREFIX URLs (no user:password@) can be listed");
