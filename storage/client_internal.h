@@ -1,7 +1,7 @@
 /*
  * storage/client_internal.h - shards in object storage and on HTTP servers: size, ETag and byte
  * ranges of one object, and listings of an S3 prefix (internal to //storage; the
- * index reads remote shards through it, loader/remote_shard_internal.h; the stream through
+ * index reads remote shards through it, loader/shard_bytes_internal.h; the stream through
  * stream/remote_fetch_internal.h).
  *
  * URLs: http://host[:port]/path, https://..., s3://bucket/key (schemes in any case: HTTP://

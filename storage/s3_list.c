@@ -31,14 +31,14 @@ static int add_entry(storage_listing *l, size_t *cap, const char *bucket, const 
   return 0;
 }
 
-/* The <Contents> of one page; *token receives NextContinuationToken when truncated. */
+/* The <Contents> of one page; *token receives NextContinuationToken when truncated. AL_OK, or
+ * AL_EFORMAT "NAME: listing: ..." (name: the page's, for the message). */
 static int parse_page(const char *body, size_t n, const char *bucket, storage_listing *l,
-                      size_t *cap, char **token, char *why, size_t why_cap) {
+                      size_t *cap, char **token, const char *name) {
   const char *p = body, *end = body + n;
   *token = NULL;
-  if (memmem(body, n, "<ListBucketResult", 17) == NULL) {
-    return snprintf(why, why_cap, "not a ListBucketResult document"), -1;
-  }
+  if (memmem(body, n, "<ListBucketResult", 17) == NULL)
+    return al_set_error(AL_EFORMAT, "%s: listing: not a ListBucketResult document", name);
   const char *c, *ce;
   while (storage_xml_span(p, end, "Contents", &c, &ce) == 0) {
     char *key = storage_xml_text(c, ce, "Key", NULL);
@@ -49,20 +49,21 @@ static int parse_page(const char *body, size_t n, const char *bucket, storage_li
     int ok = key && size && q && *q == '\0' && size[0] >= '0' && size[0] <= '9' &&
              add_entry(l, cap, bucket, key, sz, etag) == 0;
     free(key), free(size), free(etag);
-    if (!ok) return snprintf(why, why_cap, "a <Contents> without a Key or a Size"), -1;
+    if (!ok)
+      return al_set_error(AL_EFORMAT, "%s: listing: a <Contents> without a Key or a Size", name);
     p = ce + strlen("</Contents>");
   }
   char *trunc = storage_xml_text(body, end, "IsTruncated", NULL);
   int more = trunc && strcmp(trunc, "true") == 0;
   free(trunc);
-  if (!more) return 0;
+  if (!more) return AL_OK;
   *token = storage_xml_text(body, end, "NextContinuationToken", NULL);
   if (*token == NULL || (*token)[0] == '\0') {
     free(*token);
     *token = NULL;
-    return snprintf(why, why_cap, "truncated without a NextContinuationToken"), -1;
+    return al_set_error(AL_EFORMAT, "%s: listing: truncated without a NextContinuationToken", name);
   }
-  return 0;
+  return AL_OK;
 }
 
 /* The page's URL: query parameters in the order SigV4 signs them (sorted by name). */
@@ -183,13 +184,11 @@ static int list_page(storage_client *c, CURL *h, pager *pg, storage_listing *out
   }
   storage_xfer x = {0};
   x.body_max = LIST_BODY_MAX;
-  char why[256];
   pg->pages++;
   int rc = get_page(c, h, &t, &x, st);
-  if (rc == AL_OK && parse_page(x.body ? x.body : "", x.body_len, pg->bucket, out, &pg->cap,
-                                &pg->token, why, sizeof why) != 0) {
-    rc = al_set_error(AL_EFORMAT, "%s: listing: %s", t.name, why);
-  }
+  if (rc == AL_OK)
+    rc = parse_page(x.body ? x.body : "", x.body_len, pg->bucket, out, &pg->cap, &pg->token,
+                    t.name);
   if (rc == AL_OK) rc = check_token(pg, &t);
   storage_xfer_free(&x);
   storage_target_free(&t);

@@ -1,6 +1,7 @@
 /*
- * storage/tar_member.c - a remote plain tar's members from its header blocks: header, then the next
- * header after the member's padded data, fetched in coalesced windows of ranged GETs.
+ * storage/tar_member.c - a plain tar's members from its header blocks: header, then the next
+ * header after the member's padded data, fetched in coalesced windows of ranged reads (GETs for
+ * a URL) through any storage_obj.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -9,12 +10,16 @@
 
 #include "storage/tar_member_internal.h"
 
+#include "storage/storage_internal.h"
+
 #define TAR_BLOCK 512
 #define TAR_EXT_MAX (1u << 20) /* a pax or GNU long-name extension larger than this is refused */
 
 typedef struct window {
-  storage_http_object *o;
-  storage_tar_fetch_fn fetch; /* NULL: storage_http_read */
+  storage_obj *o;
+  const char *name; /* the object's, for messages */
+  uint64_t size;
+  storage_tar_fetch_fn fetch; /* NULL: storage_read */
   void *fetch_ctx;
   unsigned char *buf;
   size_t cap;
@@ -31,11 +36,11 @@ static int win_get(window *w, uint64_t off, size_t len, const unsigned char **ou
     *out = w->buf + (off - w->off);
     return AL_OK;
   }
-  uint64_t size = storage_http_size(w->o);
+  uint64_t size = w->size;
   if (off > size || len > size - off) {
     return al_set_error(AL_EFORMAT,
                         "%s: offset %" PRIu64 ": the tar ends inside a header (size %" PRIu64 ")",
-                        storage_http_url(w->o), off, size);
+                        w->name, off, size);
   }
   /* A header right after the window (metadata-only members, nothing skipped): the members are
    * dense here, so the next window is twice as large; after a skipped payload, back to base. */
@@ -48,13 +53,13 @@ static int win_get(window *w, uint64_t off, size_t len, const unsigned char **ou
   if (want > size - off) want = (size_t)(size - off);
   if (want > w->cap) {
     unsigned char *b = realloc(w->buf, want);
-    if (b == NULL) return al_set_error(AL_ENOMEM, "%s: out of memory", storage_http_url(w->o));
+    if (b == NULL) return al_set_error(AL_ENOMEM, "%s: out of memory", w->name);
     w->buf = b;
     w->cap = want;
   }
   w->len = 0;
   int rc = w->fetch ? w->fetch(w->fetch_ctx, off, w->buf, want)
-                    : storage_http_read(w->o, off, w->buf, want);
+                    : storage_read(w->o, off, w->buf, want);
   if (rc != AL_OK) return rc;
   w->off = off;
   w->len = want;
@@ -170,7 +175,7 @@ static int add_member(storage_tar_listing *l, size_t *cap, storage_tar_member m)
 /* An extension header's data (pax 'x', 'g'; GNU 'L') into p. */
 static int take_extension(window *w, const unsigned char *h, uint64_t data, uint64_t sz,
                           pending *p) {
-  const char *url = storage_http_url(w->o);
+  const char *url = w->name;
   if (sz > TAR_EXT_MAX) {
     return al_set_error(AL_EFORMAT,
                         "%s: offset %" PRIu64 ": an extension header of %" PRIu64 " bytes", url,
@@ -197,8 +202,8 @@ static uint64_t padded(uint64_t n) { return (n + TAR_BLOCK - 1) / TAR_BLOCK * TA
 /* One header at *pos: a member added to l, or an extension taken into p; *pos moves to the
  * next header. AL_EOF at the end of the archive, AL_OK to go on, else the error. */
 static int walk_one(window *w, uint64_t *pos, pending *p, storage_tar_listing *l, size_t *cap) {
-  const char *url = storage_http_url(w->o);
-  uint64_t size = storage_http_size(w->o), at = *pos, sz;
+  const char *url = w->name;
+  uint64_t size = w->size, at = *pos, sz;
   if (at == size) return AL_EOF; /* no end-of-archive blocks: the object's end ends it */
   const unsigned char *h;
   int rc = win_get(w, at, TAR_BLOCK, &h);
@@ -239,15 +244,20 @@ static int walk_one(window *w, uint64_t *pos, pending *p, storage_tar_listing *l
   return AL_OK;
 }
 
-int storage_tar_scan(storage_http_object *o, size_t batch_bytes, storage_tar_listing *out) {
+int storage_tar_scan(storage_obj *o, size_t batch_bytes, storage_tar_listing *out) {
   return storage_tar_scan_via(o, batch_bytes, 0, NULL, NULL, out);
 }
 
-int storage_tar_scan_via(storage_http_object *o, size_t batch_bytes, size_t batch_max,
+int storage_tar_scan_via(storage_obj *o, size_t batch_bytes, size_t batch_max,
                          storage_tar_fetch_fn fetch, void *fetch_ctx, storage_tar_listing *out) {
   memset(out, 0, sizeof *out);
   window w = {0};
+  storage_stat st;
+  int rc = storage_get_stat(o, &st);
+  if (rc != AL_OK) return rc;
   w.o = o;
+  w.name = storage_name(o);
+  w.size = st.size;
   w.fetch = fetch;
   w.fetch_ctx = fetch_ctx;
   w.batch = batch_bytes ? batch_bytes : 64 * 1024;
@@ -257,7 +267,6 @@ int storage_tar_scan_via(storage_http_object *o, size_t batch_bytes, size_t batc
   pending p = {0};
   size_t cap = 0;
   uint64_t pos = 0;
-  int rc;
   while ((rc = walk_one(&w, &pos, &p, out, &cap)) == AL_OK) {
   }
   free(p.name);

@@ -2,7 +2,7 @@
  * storage/url_target.c - what a remote URL's requests are sent to: http(s):// as given (the scheme
  * in lower case), s3:// mapped to the client's endpoint (path-style) or to AWS's
  * virtual-hosted endpoint; the name messages give it (no user:password); the part of it
- * that names the object.
+ * that names the object; the name it is stored under in an index.
  */
 #include <ctype.h>
 #include <stdio.h>
@@ -16,6 +16,19 @@
 size_t storage_url_identity_len(const char *url) {
   if (storage_url_kind(url) == STORAGE_HTTP) return strcspn(url, "?#");
   return strlen(url);
+}
+
+char *storage_url_canonical(const char *url) {
+  int http = storage_url_kind(url) == STORAGE_HTTP;
+  size_t scheme = url_scheme_len(url), at = 0, user = url_userinfo(url, &at);
+  const char *h = url + scheme + user; /* the host (s3://: the bucket) */
+  size_t hl = strcspn(h, "/?#"), rest = strlen(h + hl);
+  char *s = malloc(scheme + hl + rest + 1);
+  if (!s) return NULL;
+  for (size_t i = 0; i < scheme; i++) s[i] = (char)tolower((unsigned char)url[i]);
+  for (size_t i = 0; i < hl; i++) s[scheme + i] = http ? (char)tolower((unsigned char)h[i]) : h[i];
+  memcpy(s + scheme + hl, h + hl, rest + 1);
+  return s;
 }
 
 char *storage_pct_encode(const char *s, int keep_slash) {

@@ -2,6 +2,7 @@
  * remote_probe - a command-line driver of //storage for the shell tests:
  *   remote_probe [-t TOTAL_S] [-s STALL_S] [-b BACKOFF_S] [-e ENDPOINT] [-k MAX_KEYS]
  *                [-w SYNC] head URL
+ * (head, get, cat and tar open URL through storage_open: a local path works too)
  *   remote_probe [...] get URL OFF LEN OUT     bytes [OFF, OFF+LEN) to file OUT
  *   remote_probe [...] cat URL OUT CHUNK       the whole object, CHUNK bytes per read
  *   remote_probe [...] list URL                one "url size etag" line per object
@@ -63,20 +64,21 @@ static int write_file(const char *path, const void *buf, size_t n) {
 
 static int cmd_object(storage_client *c, int argc, char **argv) {
   char err[1024];
-  storage_http_object *o;
-  if (storage_http_open(c, argv[1], &o) != AL_OK)
+  storage_obj *o;
+  storage_stat st;
+  if (storage_open(c, argv[1], &o) != AL_OK || storage_get_stat(o, &st) != AL_OK)
     return fprintf(stderr, "%s\n", al_last_error()), 1;
   int rc = 0;
-  uint64_t size = storage_http_size(o);
+  uint64_t size = st.size;
   sync_point();
   if (strcmp(argv[0], "head") == 0) {
-    printf("size %" PRIu64 " etag %s\n", size, storage_http_etag(o));
+    printf("size %" PRIu64 " etag %s\n", size, st.etag ? st.etag : "");
   } else if (strcmp(argv[0], "get") == 0 && argc == 5) {
     uint64_t off = strtoull(argv[2], NULL, 10);
     size_t len = strtoull(argv[3], NULL, 10);
     char *buf = malloc(len ? len : 1);
     memset(buf, 0xA5, len); /* poisoned: every byte must come from the server */
-    rc = storage_http_read(o, off, buf, len) != AL_OK ? storage_failed(err, sizeof err) : 0;
+    rc = storage_read(o, off, buf, len) != AL_OK ? storage_failed(err, sizeof err) : 0;
     if (rc == 0) rc = write_file(argv[4], buf, len) != 0;
     free(buf);
   } else if (strcmp(argv[0], "cat") == 0 && argc == 4) {
@@ -85,7 +87,7 @@ static int cmd_object(storage_client *c, int argc, char **argv) {
     memset(buf, 0xA5, size);
     for (uint64_t off = 0; rc == 0 && off < size; off += chunk) {
       size_t n = size - off < chunk ? (size_t)(size - off) : chunk;
-      rc = storage_http_read(o, off, buf + off, n) != AL_OK ? storage_failed(err, sizeof err) : 0;
+      rc = storage_read(o, off, buf + off, n) != AL_OK ? storage_failed(err, sizeof err) : 0;
     }
     if (rc == 0) rc = write_file(argv[2], buf, size) != 0;
     free(buf);
@@ -105,8 +107,8 @@ static int cmd_object(storage_client *c, int argc, char **argv) {
     rc = 1;
   }
   if (rc != 0) fprintf(stderr, "%s\n", err);
-  print_stats(storage_http_stats(o));
-  storage_http_close(o);
+  print_stats(storage_stats(o));
+  storage_close(o);
   return rc;
 }
 
