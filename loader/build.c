@@ -270,7 +270,7 @@ typedef struct build {
   double last_print;
   size_t readable;            /* shards that could be read */
   uint64_t bytes_read;        /* from the shards' files */
-  remote_client *client;      /* when a shard is a URL */
+  storage_client *client;     /* when a shard is a URL */
   al_storage_options storage; /* what s3:// shards are read with (recorded in the index) */
   int any_s3;
   al_shard_io *io; /* the caller's per-shard figures, or NULL */
@@ -290,11 +290,8 @@ static void *worker(void *arg) {
     size_t i = B->next++;
     pthread_mutex_unlock(&B->mu);
     scan_result r;
-    int rc = storage_url_kind(B->paths[i])
-                 ? scan_remote_shard(B->paths[i], B->client, &B->fields, B->block, B->max_member,
-                                     B->vae_t, B->vae_s, &B->progress, &r)
-                 : scan_shard(B->paths[i], &B->fields, B->block, B->max_member, B->vae_t, B->vae_s,
-                              &B->progress, &r);
+    int rc = scan_shard(B->paths[i], B->client, &B->fields, B->block, B->max_member, B->vae_t,
+                        B->vae_s, &B->progress, &r);
     pthread_mutex_lock(&B->mu);
     B->results[i] = r;
     B->fail[i] = rc;
@@ -345,9 +342,8 @@ static int build_init(build *B, const char *const *shards, size_t n, const al_in
   B->threads = o->threads > 0 ? (size_t)o->threads : (cores > 0 ? (size_t)cores : 1);
   size_t remote = 0;
   for (size_t i = 0; i < n; i++) {
-    int kind = storage_url_kind(shards[i]);
-    remote += kind != STORAGE_LOCAL;
-    B->any_s3 |= kind == STORAGE_S3;
+    remote += (size_t)storage_ops_for(shards[i])->remote;
+    B->any_s3 |= storage_url_kind(shards[i]) == STORAGE_S3; /* its settings go into the index */
   }
   al_storage_options given = {.s3_endpoint = o->s3_endpoint,
                               .s3_region = o->s3_region,
@@ -377,7 +373,7 @@ static int build_init(build *B, const char *const *shards, size_t n, const al_in
     const al_storage_options *u = &B->storage;
     if (storage_config_make(u->s3_endpoint, u->s3_region, u->s3_addressing, u->remote_timeout_s,
                             &cfg) != AL_OK ||
-        remote_client_open(&cfg, &B->client) != AL_OK)
+        storage_client_open(&cfg, &B->client) != AL_OK)
       return AL_EINVAL;
   }
   return AL_OK;
@@ -409,21 +405,23 @@ static void wait_scanned(build *B, size_t i) {
   pthread_mutex_unlock(&B->mu);
 }
 
-/* The content fingerprint of remote shard i, just merged as the index's last shard, from the
- * header hashes its scan kept (only its kept samples count, as for a local shard); its
- * transfer figures. */
-static void remote_done(build *B, al_index *g, const scan_result *r, size_t i) {
+/* The content fingerprint of shard i, just merged as the index's last shard, from the
+ * header hashes its scan kept (only its kept samples count); the transfer figures of a shard
+ * at a URL. */
+static void shard_done(build *B, al_index *g, const scan_result *r, size_t i) {
   index_shard_rec *sh = &g->shards[g->n_shards - 1];
-  B->remote_shards++;
-  B->remote_requests += r->requests;
-  B->remote_bytes += r->bytes_read;
-  if (B->io) {
-    B->io[i].requests = r->requests;
-    B->io[i].bytes = r->bytes_read;
+  if (r->remote) {
+    B->remote_shards++;
+    B->remote_requests += r->requests;
+    B->remote_bytes += r->bytes_read;
+    if (B->io) {
+      B->io[i].requests = r->requests;
+      B->io[i].bytes = r->bytes_read;
+    }
   }
   if (!sh->sample_count) return;
   if (!sh->seekable) {
-    sh->content_fp = r->remote_fp;
+    sh->content_fp = r->content_fp;
     return;
   }
   if (!r->n_hdr) return;
@@ -452,9 +450,9 @@ static void remote_done(build *B, al_index *g, const scan_result *r, size_t i) {
 static int scan_and_merge(build *B, merger *M) {
   if (B->show)
     for (size_t i = 0; i < B->n; i++) {
-      struct stat st;
-      if (!storage_url_kind(B->paths[i]) && stat(B->paths[i], &st) == 0)
-        B->total_bytes += (uint64_t)st.st_size;
+      storage_stat st; /* a file's size; a URL's is not known before its HEAD */
+      if (storage_lookup(B->paths[i], &st) == AL_OK) B->total_bytes += st.size;
+      al_clear_error();
     }
   for (; B->started < B->threads; B->started++)
     if (pthread_create(&B->tids[B->started], NULL, worker, B) != 0) break;
@@ -465,10 +463,10 @@ static int scan_and_merge(build *B, merger *M) {
       rc = al_set_error(B->fail[i], "%s: %s", B->paths[i],
                         B->fail_msg[i] ? B->fail_msg[i] : "out of memory");
     } else {
-      char *abs = shard_path_absolute(B->paths[i]);
+      char *abs = storage_canonical(B->paths[i]);
       rc = abs ? merge(M, &B->results[i], abs) : al_set_error(AL_ENOMEM, "out of memory");
       free(abs);
-      if (!rc && B->results[i].remote) remote_done(B, M->g, &B->results[i], i);
+      if (!rc) shard_done(B, M->g, &B->results[i], i);
       B->readable += (size_t)B->results[i].readable;
       B->bytes_read += B->results[i].bytes_read;
     }
@@ -502,7 +500,7 @@ static void build_free(build *B, merger *M) {
   free(M->slots);
   free(M->mem);
   free(M->extmap);
-  remote_client_close(B->client);
+  storage_client_close(B->client);
 }
 
 static void fill_stats(const build *B, const al_index *idx, al_index_stats *stats) {
@@ -552,9 +550,6 @@ int al_index_build(al_index **out, const char *const *shards, size_t n,
   }
   al_index *idx = M.g;
   index_trim(idx);
-  /* A shard that cannot be read again (gone since its scan) records no fingerprint: the
-   * stream then compares its mtime. */
-  index_record_content_fps(idx);
   if (B.any_s3 && (rc = index_record_storage(idx, &B.storage))) {
     al_index_free(idx);
     return rc;

@@ -4,18 +4,16 @@
  * braceexpand write them: "shard-{000000..000099}.tar" (zero padding follows
  * the width of the bounds), "{a,b,c}", several groups per pattern. A plain path
  * that does not exist is passed through: the build records it as unreadable.
- * al_shard_expand_remote also lists s3:// prefixes (ListObjectsV2).
+ * al_shard_expand_remote also lists s3:// prefixes (ListObjectsV2). What a name is and
+ * what a container holds come from storage (storage_lookup, storage_is_prefix,
+ * storage_list_shards); the patterns are this file's.
  */
-#include <dirent.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "common/grow_internal.h"
 #include "loader/al_index.h"
-#include "storage/client_internal.h"
 #include "loader/shard_path_internal.h"
 #include "storage/storage_internal.h"
 
@@ -126,60 +124,65 @@ static int expand_braces(list *L, const char *pat, const char *arg, size_t *budg
   return expand_group(L, pat, open, close, arg, budget);
 }
 
-static int cmp_str(const void *a, const void *b) {
-  return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-static int expand_dir(list *L, const char *dir) {
-  DIR *d = opendir(dir);
-  if (!d) return al_set_error(AL_EIO, "%s: cannot list directory: %s", dir, strerror(errno));
-  size_t first = *L->n;
-  size_t dlen = strlen(dir);
-  while (dlen > 1 && dir[dlen - 1] == '/') dlen--;
-  struct dirent *e;
-  int rc = AL_OK;
-  while (!rc && (e = readdir(d)) != NULL) {
-    if (e->d_name[0] == '.' || !strstr(e->d_name, ".tar")) continue;
-    size_t nl = strlen(e->d_name);
-    char *p = malloc(dlen + nl + 2);
-    if (!p) {
-      rc = al_set_error(AL_ENOMEM, "out of memory");
-      break;
-    }
-    memcpy(p, dir, dlen);
-    p[dlen] = '/';
-    memcpy(p + dlen + 1, e->d_name, nl + 1);
-    struct stat st;
-    if (stat(p, &st) != 0 || !S_ISREG(st.st_mode)) {
-      free(p);
-      continue;
-    }
-    rc = push(L, p);
+/* Appends the tar shards of a container (a directory, an s3:// prefix: storage_list_shards,
+ * sorted), opening the client of *c first for a server's. */
+static int expand_container(list *L, storage_client **c, const al_storage_options *storage,
+                            const char *path) {
+  if (!*c && storage_ops_for(path)->remote) {
+    al_storage_options used;
+    al_storage_resolve(storage, NULL, &used, NULL);
+    storage_config cfg;
+    int rc = storage_config_make(used.s3_endpoint, used.s3_region, used.s3_addressing,
+                                 used.remote_timeout_s, &cfg);
+    if (rc == AL_OK) rc = storage_client_open(&cfg, c);
+    if (rc != AL_OK) return AL_EINVAL;
   }
-  closedir(d);
-  if (rc) return rc;
-  if (*L->n == first) return al_set_error(AL_ENOTFOUND, "%s: no *.tar* files in directory", dir);
-  qsort(*L->paths + first, *L->n - first, sizeof(char *), cmp_str);
-  return AL_OK;
+  storage_listing l;
+  int rc = storage_list_shards(*c, path, &l);
+  for (size_t i = 0; i < l.count && !rc; i++) {
+    rc = push(L, l.entries[i].url);
+    l.entries[i].url = NULL;
+  }
+  storage_listing_free(&l);
+  return rc;
 }
 
-int al_shard_expand(const char *arg, char ***paths, size_t *n) {
-  if (!arg || !paths || !n) return al_set_error(AL_EINVAL, "al_shard_expand: NULL argument");
+/* One item: a container (a directory, or with `prefixes` an s3:// prefix) listed, anything else
+ * taken as it is. */
+static int expand_item(list *L, storage_client **c, const al_storage_options *storage,
+                       const char *item, int prefixes) {
+  if (prefixes && storage_is_prefix(item)) return expand_container(L, c, storage, item);
+  return push(L, strdup(item));
+}
+
+/* arg: a name that exists is taken as it is (a file, or a directory listed: storage_lookup,
+ * which a URL has not: finding out would take a request); else a brace pattern expands, its
+ * items taken as they are, or with `prefixes` s3:// prefixes among them listed. */
+static int expand(const char *arg, const al_storage_options *storage, int prefixes, char ***paths,
+                  size_t *n) {
   if (!*arg) return al_set_error(AL_EINVAL, "empty shard argument");
   int urc = shard_path_check_userinfo(arg, NULL);
   if (urc) return urc;
   list L = {paths, n, *n};
   size_t before = *n;
-  struct stat st;
-  int rc;
-  if (stat(arg, &st) == 0 && S_ISDIR(st.st_mode)) {
-    rc = expand_dir(&L, arg);
-  } else if (strchr(arg, '{') && stat(arg, &st) != 0) {
-    size_t budget = MAX_EXPANSION;
-    rc = expand_braces(&L, arg, arg, &budget);
+  storage_client *c = NULL;
+  storage_stat st;
+  int rc, known = storage_lookup(arg, &st) == AL_OK;
+  al_clear_error();
+  if (known && st.type == STORAGE_CONTAINER) {
+    rc = expand_container(&L, &c, storage, arg);
+  } else if (known || !strchr(arg, '{')) {
+    rc = expand_item(&L, &c, storage, arg, prefixes);
   } else {
-    rc = push(&L, strdup(arg));
+    char **items = NULL;
+    size_t count = 0, budget = MAX_EXPANSION;
+    list T = {&items, &count, 0};
+    rc = expand_braces(&T, arg, arg, &budget);
+    for (size_t i = 0; i < count && !rc; i++) rc = expand_item(&L, &c, storage, items[i], prefixes);
+    for (size_t i = 0; i < count; i++) free(items[i]);
+    free(items);
   }
+  storage_client_close(c);
   if (rc) {
     for (size_t i = before; i < *n; i++) free((*paths)[i]);
     *n = before;
@@ -187,43 +190,9 @@ int al_shard_expand(const char *arg, char ***paths, size_t *n) {
   return rc;
 }
 
-/* Whether an s3:// URL names a prefix to list: its last component has no ".tar". */
-static int s3_is_prefix(const char *url) {
-  const char *key = strchr(url + 5, '/');
-  if (!key) return 1; /* s3://bucket */
-  const char *base = strrchr(key, '/') + 1;
-  return strstr(base, ".tar") == NULL;
-}
-
-static int has_tar_suffix(const char *s) {
-  static const char *const ok[] = {".tar",     ".tar.gz",  ".tar.lz4",
-                                   ".tar.zst", ".tar.bz2", ".tar.xz"};
-  size_t n = strlen(s);
-  for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
-    size_t k = strlen(ok[i]);
-    if (n > k && !strcmp(s + n - k, ok[i])) return 1;
-  }
-  return 0;
-}
-
-/* The tar objects (*.tar, *.tar.gz, *.tar.lz4, *.tar.zst, *.tar.bz2, *.tar.xz) under an
- * s3:// prefix, sorted, appended to L. */
-static int expand_s3_prefix(list *L, remote_client *c, const char *url) {
-  remote_listing l;
-  remote_stats st;
-  if (storage_list(c, url, &l, &st) != AL_OK) return AL_EIO;
-  size_t first = *L->n;
-  int rc = AL_OK;
-  for (size_t i = 0; i < l.count && !rc; i++)
-    if (has_tar_suffix(l.entries[i].url)) rc = push(L, strdup(l.entries[i].url));
-  remote_listing_free(&l);
-  if (rc) return rc;
-  if (*L->n == first)
-    return al_set_error(AL_ENOTFOUND,
-                        "%s: no *.tar, *.tar.gz, *.tar.lz4, *.tar.zst, *.tar.bz2 or *.tar.xz objects under this prefix",
-                        url);
-  qsort(*L->paths + first, *L->n - first, sizeof(char *), cmp_str);
-  return AL_OK;
+int al_shard_expand(const char *arg, char ***paths, size_t *n) {
+  if (!arg || !paths || !n) return al_set_error(AL_EINVAL, "al_shard_expand: NULL argument");
+  return expand(arg, NULL, 0, paths, n);
 }
 
 int al_shard_expand_remote(const char *arg, const char *s3_endpoint, char ***paths, size_t *n) {
@@ -235,42 +204,5 @@ int al_shard_expand_storage(const char *arg, const al_storage_options *storage, 
                             size_t *n) {
   if (!arg || !paths || !n)
     return al_set_error(AL_EINVAL, "al_shard_expand_storage: NULL argument");
-  if (!storage_url_kind(arg)) return al_shard_expand(arg, paths, n);
-  int urc = shard_path_check_userinfo(arg, NULL);
-  if (urc) return urc;
-  char **items = NULL;
-  size_t count = 0, before = *n;
-  list T = {&items, &count, 0};
-  size_t budget = MAX_EXPANSION;
-  int rc = strchr(arg, '{') ? expand_braces(&T, arg, arg, &budget) : push(&T, strdup(arg));
-  remote_client *c = NULL;
-  list L = {paths, n, *n};
-  for (size_t i = 0; i < count && !rc; i++) {
-    if (storage_url_kind(items[i]) == STORAGE_S3 && s3_is_prefix(items[i])) {
-      if (!c) {
-        al_storage_options used;
-        al_storage_resolve(storage, NULL, &used, NULL);
-        storage_config cfg;
-        rc = storage_config_make(used.s3_endpoint, used.s3_region, used.s3_addressing,
-                                 used.remote_timeout_s, &cfg);
-        if (rc == AL_OK) rc = remote_client_open(&cfg, &c);
-        if (rc != AL_OK) {
-          rc = AL_EINVAL;
-          break;
-        }
-      }
-      rc = expand_s3_prefix(&L, c, items[i]);
-    } else {
-      rc = push(&L, items[i]);
-      items[i] = NULL;
-    }
-  }
-  remote_client_close(c);
-  for (size_t i = 0; i < count; i++) free(items[i]);
-  free(items);
-  if (rc) {
-    for (size_t i = before; i < *n; i++) free((*paths)[i]);
-    *n = before;
-  }
-  return rc;
+  return expand(arg, storage, 1, paths, n);
 }

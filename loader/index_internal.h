@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "loader/al_index.h"
+#include "loader/shard_fp_internal.h"
 #include "loader/strtab_internal.h"
 #include "loader/tensor_header_internal.h"
 
@@ -121,33 +122,14 @@ struct al_index {
   uint64_t fp_samples;
 };
 
-/* The content fingerprint of shard `shard` (index_shard_rec.content_fp) read from `fd`, the
- * open shard file: plain tar, the header blocks of its indexed members (one pread each);
- * compressed, its first and last 64 KiB. AL_EIO naming the path when a read fails. */
-int index_shard_content_fp(const al_index *idx, uint32_t shard, int fd, uint64_t *out);
-/* The same with the bytes from read_at(ctx, buf, n, off, path): exactly n bytes at off, or a
- * status with the error set (a remote shard's cache, build.c). */
-typedef int (*index_read_at_fn)(void *ctx, void *buf, size_t n, uint64_t off, const char *path);
-int index_shard_content_fp_by(const al_index *idx, uint32_t shard, index_read_at_fn read_at,
-                              void *ctx, uint64_t *out);
-
 /* Allocates the sample, member and key arrays for this many at once (0: leave that one),
  * as huge-page-friendly blocks: loading then writes each array once, in order. Only a hint:
  * a failed allocation leaves the arrays to grow as usual. */
 void index_reserve(al_index *idx, size_t samples, size_t members, size_t key_bytes);
 
-/* The content fingerprint of shard `shard` read through read_at and compared with the recorded
- * one: AL_OK, AL_ENOTFOUND (none recorded), AL_EFORMAT "PATH: shard changed since indexing: ..."
- * or the read's error (al_index_shard_verify for a file; a remote shard's cache, shard_check.c). */
-int index_shard_fp_check(const al_index *idx, uint32_t shard, index_read_at_fn read_at, void *ctx);
-
 /* Records the storage settings `used` to read the index's s3:// shards (storage.c). AL_OK or
  * AL_ENOMEM. */
 int index_record_storage(al_index *idx, const al_storage_options *used);
-
-/* Records the content fingerprint of every shard with samples (end of a build). A shard that
- * cannot be read keeps 0 (the stream then checks its mtime). */
-void index_record_content_fps(al_index *idx);
 
 /* Static name for a compression string ("none", "lz4", ...); unknown names map to "other". */
 const char *index_compression_name(const char *name);

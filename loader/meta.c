@@ -87,7 +87,7 @@ static int string_ratio(const json_t *v, double *out) {
   double a = strtod(s, NULL), b = strtod(s + slash + 1, NULL);
   if (a == 0 && b == 0) {
     *out = 0;
-    return 0;
+    return AL_OK;
   }
   if (!(b > 0) || !isfinite(a) || !isfinite(b)) return -1;
   *out = a / b;
@@ -108,85 +108,76 @@ static void quote(const json_t *v, char *out, size_t cap) {
 
 /* A positive integer field in [1, max]; integral reals (832.0) are accepted, and so is a string
  * holding a JSON number ("81", as ffprobe writes nb_frames), the whole string. */
-static int get_count(json_t *v, const char *name, uint32_t max, uint32_t *out, char *why,
-                     size_t cap) {
+static int get_count(json_t *v, const char *name, uint32_t max, uint32_t *out) {
   double d;
   if (json_is_string(v)) {
     char q[64];
     quote(v, q, sizeof q);
     if (string_number(v, &d)) {
-      snprintf(why, cap, "%s must be a number or a string holding one, got the string %s", name, q);
-      return -1;
+      return al_set_error(AL_EFORMAT,
+                          "%s must be a number or a string holding one, got the string %s", name,
+                          q);
     }
     if (!(d == floor(d))) {
-      snprintf(why, cap, "%s must be a whole number (got the string %s)", name, q);
-      return -1;
+      return al_set_error(AL_EFORMAT, "%s must be a whole number (got the string %s)", name, q);
     }
     if (d < 1) {
-      snprintf(why, cap, "%s must be >= 1 (got the string %s)", name, q);
-      return -1;
+      return al_set_error(AL_EFORMAT, "%s must be >= 1 (got the string %s)", name, q);
     }
     if (d > max) {
-      snprintf(why, cap, "%s %s exceeds the limit %u", name, q, max);
-      return -1;
+      return al_set_error(AL_EFORMAT, "%s %s exceeds the limit %u", name, q, max);
     }
     *out = (uint32_t)d;
-    return 0;
+    return AL_OK;
   }
   if (json_is_integer(v)) {
     json_int_t i = json_integer_value(v);
     if (i < 1) {
-      snprintf(why, cap, "%s must be >= 1 (got %lld)", name, (long long)i);
-      return -1;
+      return al_set_error(AL_EFORMAT, "%s must be >= 1 (got %lld)", name, (long long)i);
     }
     if ((unsigned long long)i > max) {
-      snprintf(why, cap, "%s %lld exceeds the limit %u", name, (long long)i, max);
-      return -1;
+      return al_set_error(AL_EFORMAT, "%s %lld exceeds the limit %u", name, (long long)i, max);
     }
     *out = (uint32_t)i;
-    return 0;
+    return AL_OK;
   }
   if (!json_is_real(v)) {
-    snprintf(why, cap, "%s must be a number, got %s", name, type_name(v));
-    return -1;
+    return al_set_error(AL_EFORMAT, "%s must be a number, got %s", name, type_name(v));
   }
   d = json_real_value(v);
   if (!(d == floor(d))) {
-    snprintf(why, cap, "%s must be a whole number (got %g)", name, d);
-    return -1;
+    return al_set_error(AL_EFORMAT, "%s must be a whole number (got %g)", name, d);
   }
   if (d < 1) {
-    snprintf(why, cap, "%s must be >= 1 (got %g)", name, d);
-    return -1;
+    return al_set_error(AL_EFORMAT, "%s must be >= 1 (got %g)", name, d);
   }
   if (d > max) {
-    snprintf(why, cap, "%s %g exceeds the limit %u", name, d, max);
-    return -1;
+    return al_set_error(AL_EFORMAT, "%s %g exceeds the limit %u", name, d, max);
   }
   *out = (uint32_t)d;
-  return 0;
+  return AL_OK;
 }
 
 /* A real field: a number, a string holding one, or with `ratio` also "A/B" (frame rates). */
-static int get_real(json_t *v, const char *name, int ratio, double *out, char *why, size_t cap) {
+static int get_real(json_t *v, const char *name, int ratio, double *out) {
   if (json_is_string(v)) {
-    if (!string_number(v, out) || (ratio && !string_ratio(v, out))) return 0;
+    if (!string_number(v, out) || (ratio && !string_ratio(v, out))) return AL_OK;
     char q[64];
     quote(v, q, sizeof q);
-    snprintf(why, cap, "%s must be a number, a string holding one%s, got the string %s", name,
-             ratio ? " or a ratio \"A/B\" (B > 0)" : "", q);
-    return -1;
+    return al_set_error(AL_EFORMAT,
+                        "%s must be a number, a string holding one%s, got the string %s", name,
+                        ratio ? " or a ratio \"A/B\" (B > 0)" : "", q);
   }
   if (!json_is_number(v)) {
-    snprintf(why, cap, "%s must be a number, got %s", name, type_name(v));
-    return -1;
+    return al_set_error(AL_EFORMAT, "%s must be a number, got %s", name, type_name(v));
   }
   *out = json_number_value(v);
-  return 0;
+  return AL_OK;
 }
 
-static int parse_obj(json_t *root, const meta_fields *f, meta_record *out, char *why, size_t cap) {
+static int parse_obj(json_t *root, const meta_fields *f, meta_record *out) {
   const char *which = NULL;
+  int rc;
   const char *wnames[] = {f->width, NULL};
   const char *hnames[] = {f->height, NULL};
   const char *fnames[] = {f->frames,   "frames",      "num_frames", "nframes",
@@ -194,28 +185,25 @@ static int parse_obj(json_t *root, const meta_fields *f, meta_record *out, char 
   const char *rnames[] = {f->fps, "fps", "frame_rate", "r_frame_rate", "avg_frame_rate", NULL};
   const char *dnames[] = {f->duration, NULL};
   if (!json_is_object(root)) {
-    snprintf(why, cap, "metadata must be a JSON object, got %s", type_name(root));
-    return -1;
+    return al_set_error(AL_EFORMAT, "metadata must be a JSON object, got %s", type_name(root));
   }
   json_t *w = field(root, wnames, &which);
   json_t *h = field(root, hnames, &which);
   if (!w && !h && f->dims_optional) {
     out->no_dims = 1;
   } else if (!w || !h) {
-    snprintf(why, cap, "missing field '%s'", !w ? f->width : f->height);
-    return -1;
+    return al_set_error(AL_EFORMAT, "missing field '%s'", !w ? f->width : f->height);
   } else {
-    if (get_count(w, f->width, AL_META_MAX_SIDE, &out->width, why, cap)) return -1;
-    if (get_count(h, f->height, AL_META_MAX_SIDE, &out->height, why, cap)) return -1;
+    if ((rc = get_count(w, f->width, AL_META_MAX_SIDE, &out->width))) return rc;
+    if ((rc = get_count(h, f->height, AL_META_MAX_SIDE, &out->height))) return rc;
   }
 
   double fps = 0;
   json_t *r = field(root, rnames, &which);
   if (r) {
-    if (get_real(r, which, 1, &fps, why, cap)) return -1;
+    if ((rc = get_real(r, which, 1, &fps))) return rc;
     if (!isfinite(fps) || fps < 0 || fps > AL_META_MAX_FPS) {
-      snprintf(why, cap, "%s %g is outside [0, %g]", which, fps, AL_META_MAX_FPS);
-      return -1;
+      return al_set_error(AL_EFORMAT, "%s %g is outside [0, %g]", which, fps, AL_META_MAX_FPS);
     }
   }
   out->fps = (float)fps;
@@ -226,7 +214,7 @@ static int parse_obj(json_t *root, const meta_fields *f, meta_record *out, char 
   out->has_duration = d != NULL;
   json_t *fr = field(root, fnames, &which);
   if (fr) {
-    if (get_count(fr, which, AL_META_MAX_FRAMES, &out->frames, why, cap)) return -1;
+    if ((rc = get_count(fr, which, AL_META_MAX_FRAMES, &out->frames))) return rc;
   } else {
     which = dwhich;
     if (!d) {
@@ -235,52 +223,46 @@ static int parse_obj(json_t *root, const meta_fields *f, meta_record *out, char 
     } else {
       out->frames_from = META_FRAMES_DURATION;
       double dur;
-      if (get_real(d, which, 0, &dur, why, cap)) return -1;
+      if ((rc = get_real(d, which, 0, &dur))) return rc;
       if (!isfinite(dur) || dur <= 0) {
-        snprintf(why, cap, "%s must be > 0 (got %g)", which, dur);
-        return -1;
+        return al_set_error(AL_EFORMAT, "%s must be > 0 (got %g)", which, dur);
       }
       if (fps <= 0) {
-        snprintf(why, cap, "%s given without %s: frame count unknown", which, f->fps);
-        return -1;
+        return al_set_error(AL_EFORMAT, "%s given without %s: frame count unknown", which, f->fps);
       }
       double frames = floor(dur * fps + 0.5);
       if (frames < 1) frames = 1;
       if (frames > AL_META_MAX_FRAMES) {
-        snprintf(why, cap, "%s %g s at %g fps is %.0f frames, beyond the limit %u", which, dur, fps,
-                 frames, AL_META_MAX_FRAMES);
-        return -1;
+        return al_set_error(AL_EFORMAT, "%s %g s at %g fps is %.0f frames, beyond the limit %u",
+                            which, dur, fps, frames, AL_META_MAX_FRAMES);
       }
       out->frames = (uint32_t)frames;
     }
   }
   uint64_t tokens = meta_tokens(out->width, out->height, out->frames);
   if (!out->no_dims && tokens > UINT32_MAX) {
-    snprintf(why, cap, "%ux%u x %u frames is %llu tokens, beyond 2^32-1", out->width, out->height,
-             out->frames, (unsigned long long)tokens);
-    return -1;
+    return al_set_error(AL_EFORMAT, "%ux%u x %u frames is %llu tokens, beyond 2^32-1", out->width,
+                        out->height, out->frames, (unsigned long long)tokens);
   }
-  return 0;
+  return AL_OK;
 }
 
-int meta_parse(const char *buf, size_t len, const meta_fields *f, meta_record *out, char *why,
-               size_t why_cap) {
+int meta_parse(const char *buf, size_t len, const meta_fields *f, meta_record *out) {
   json_error_t err;
   memset(out, 0, sizeof *out);
   /* RFC 8259 has no place for a raw NUL; jansson stops reading at one inside a value. */
   const char *nul = memchr(buf, '\0', len);
   if (nul) {
-    snprintf(why, why_cap,
-             "broken JSON: NUL byte at byte %zu of the metadata (RFC 8259 allows none)",
-             (size_t)(nul - buf));
-    return -1;
+    return al_set_error(AL_EFORMAT,
+                        "broken JSON: NUL byte at byte %zu of the metadata (RFC 8259 allows none)",
+                        (size_t)(nul - buf));
   }
   json_t *root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &err);
   if (!root) {
-    snprintf(why, why_cap, "broken JSON: line %d col %d: %s", err.line, err.column, err.text);
-    return -1;
+    return al_set_error(AL_EFORMAT, "broken JSON: line %d col %d: %s", err.line, err.column,
+                        err.text);
   }
-  int rc = parse_obj(root, f, out, why, why_cap);
+  int rc = parse_obj(root, f, out);
   json_decref(root);
   return rc;
 }

@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/al_status.h"
+
 /* JSON field names; aliases (frames: num_frames, nframes, nb_frames, frame_count, length;
  * fps: frame_rate, r_frame_rate, avg_frame_rate) are tried after, in that order. dims_optional: a
  * JSON without both width and height is accepted (no_dims set; the scan takes them from the latent
@@ -50,13 +52,13 @@ typedef struct meta_record {
 #define AL_META_MAX_FPS 1000.0
 #define AL_META_MAX_BYTES (16u << 20) /* largest KEY.json accepted */
 
-/* Parses `len` bytes of JSON. Returns 0 and fills *out, or -1 with a reason
- * ("broken JSON: line 1 col 9: ...", "width must be >= 1 (got 0)") in `why`. A raw NUL byte
- * anywhere is refused (RFC 8259 allows none), naming its byte. Numbers may be given as strings
- * holding a JSON number, the whole string ("81"; not "81x", "", " 81"); frame rates also as
- * "A/B" with B > 0 ("30000/1001", as ffprobe writes them). */
-int meta_parse(const char *buf, size_t len, const meta_fields *f, meta_record *out, char *why,
-               size_t why_cap);
+/* Parses `len` bytes of JSON. AL_OK and *out filled, or AL_EFORMAT with the reason recorded
+ * (al_set_error: "broken JSON: line 1 col 9: ...", "width must be >= 1 (got 0)"; the caller
+ * locates it: the scan's rejected entry names the shard, the member and its offset). A raw
+ * NUL byte anywhere is refused (RFC 8259 allows none), naming its byte. Numbers may be given
+ * as strings holding a JSON number, the whole string ("81"; not "81x", "", " 81"); frame rates
+ * also as "A/B" with B > 0 ("30000/1001", as ffprobe writes them). */
+int meta_parse(const char *buf, size_t len, const meta_fields *f, meta_record *out);
 
 /* Wan-2.1 token count T' * (H/16) * (W/16), T' = 1 + (frames - 1) / 4, in 64 bits. */
 uint64_t meta_tokens(uint32_t width, uint32_t height, uint32_t frames);

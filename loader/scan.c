@@ -14,16 +14,11 @@
 
 #include <archive.h>
 #include <archive_entry.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include "common/atomic_file_internal.h"
 #include "common/grow_internal.h"
 #include "loader/al_members.h"
 #include "loader/hash_internal.h"
@@ -760,8 +755,9 @@ static int read_meta(scanner *s, size_t mi, const char *name, size_t key_len) {
       return AL_OK;
     }
   }
-  if (meta_parse(json, json_len, s->fields, &p->meta, why, sizeof why) != 0) {
-    mark_bad(s, mi, "%s", why);
+  if (meta_parse(json, json_len, s->fields, &p->meta) != AL_OK) {
+    mark_bad(s, mi, "%s", al_last_error());
+    al_clear_error();
     return AL_OK;
   }
   p->have_meta = 1;
@@ -959,8 +955,8 @@ static int reject_all_samples(scanner *s, const char *why) {
   return AL_OK;
 }
 
-/* A remote layer's message about `url` as a rejection reason: the URL, which the rejected
- * entry names already, left out ("URL: HTTP 404" -> "HTTP 404"; "URL (ENDPOINT_URL): HTTP
+/* A storage message about `url` (a path or a URL) as a rejection reason: the name, which the
+ * rejected entry names already, left out ("URL: HTTP 404" -> "HTTP 404"; "URL (ENDPOINT_URL): HTTP
  * 404" -> "HTTP 404 (ENDPOINT_URL)"). */
 static void reason_of(const char *url, const char *msg, char *out, size_t cap) {
   size_t n = strlen(url);
@@ -975,22 +971,21 @@ static void reason_of(const char *url, const char *msg, char *out, size_t cap) {
   }
 }
 
-/* Walks the open shard `fd`, or the remote shard `rs` when not NULL (the reason of a refusal
- * in `why`, WHY_CAP bytes). */
-static int open_and_walk(scanner *s, int fd, remote_shard *rs, size_t block_size, char *why) {
+/* Walks the open shard. */
+static int open_and_walk(scanner *s, shard_bytes *sb, size_t block_size) {
   shard_source src;
-  int rc = rs ? shard_source_open_remote(&src, rs, block_size, why)
-              : shard_source_open(&src, fd, block_size, why);
+  int rc = shard_source_open(&src, sb, s->path, block_size);
   s->a = archive_read_new();
   s->src = &src;
-  if (rc >= 0 && !s->a)
+  if (rc != AL_ENOMEM && !s->a)
     rc = al_set_error(AL_ENOMEM, "out of memory (libarchive, %zu-byte block)", src.max);
-  if (rc < 0) goto done;
-  if (rc == 1) {
+  if (rc == AL_ENOMEM) goto done;
+  char why[WHY_CAP];
+  if (rc != AL_OK) { /* not a stream libarchive reads, or a request that failed */
     s->res->readable = 0;
-    char reason[WHY_CAP];
-    reason_of(s->path, why, reason, sizeof reason);
-    rc = reject(s, "", 0, "", reason);
+    reason_of(s->path, al_last_error(), why, sizeof why);
+    al_clear_error();
+    rc = reject(s, "", 0, "", why);
     goto done;
   }
   archive_read_support_filter_all(s->a);
@@ -1005,10 +1000,13 @@ static int open_and_walk(scanner *s, int fd, remote_shard *rs, size_t block_size
     rc = walk(s);
   }
   /* The checksums at the end of a compressed stream, past the tar's end. */
-  if (!rc && shard_source_drain(&src) < 0 && s->res->readable) {
-    char w2[WHY_CAP + 64];
-    snprintf(w2, sizeof w2, "after the tar end-of-archive marker: %s", src.why);
-    rc = reject(s, "", src.pos, "", w2);
+  if (!rc && shard_source_drain(&src) != AL_OK) {
+    al_clear_error(); /* the reason is in src.why */
+    if (s->res->readable) {
+      char w2[WHY_CAP + 64];
+      snprintf(w2, sizeof w2, "after the tar end-of-archive marker: %s", src.why);
+      rc = reject(s, "", src.pos, "", w2);
+    }
   }
   if (!rc && src.failed == 1 && s->idx->n_samples) rc = reject_all_samples(s, src.why);
 done:
@@ -1041,71 +1039,21 @@ static int scanner_start(scanner *s, const char *path, const meta_fields *fields
   return rc;
 }
 
-int scan_shard(const char *path, const meta_fields *fields, size_t block_size, uint64_t max_member,
-               uint32_t vae_t, uint32_t vae_s, scan_progress *progress, scan_result *out) {
-  scanner s;
-  int rc = scanner_start(&s, path, fields, max_member, vae_t, vae_s, progress, out);
-  if (rc) return rc;
-  /* stat first (never blocks), then open only a regular file, through afile_open_input
-   * (O_NONBLOCK + fstat): a FIFO, device or directory given as a shard is rejected at
-   * once instead of blocking in open. */
-  struct stat st;
-  int have_st = stat(path, &st) == 0;
-  int stat_errno = errno;
-  int fd = -1;
-  char open_why[WHY_CAP] = "";
-  if (have_st && S_ISREG(st.st_mode)) {
-    if (afile_open_input(path, "shard", &fd) != AL_OK) {
-      const char *m = al_last_error();
-      size_t pl = strlen(path);
-      if (!strncmp(m, path, pl) && m[pl] == ':') m += pl + 2;
-      snprintf(open_why, sizeof open_why, "%s", m);
-      al_clear_error();
-    } else if (fstat(fd, &st) != 0) {
-      have_st = 0;
-      stat_errno = errno;
-    }
-  }
-  rc = index_add_shard_full(s.idx, path, have_st ? (uint64_t)st.st_size : 0,
-                            have_st ? (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec
-                                    : 0,
-                            0, "unknown", NULL);
-  if (!rc) rc = strtab_intern(&s.idx->exts, "json", 4, AL_EXT_MAX, &s.json_id);
-  if (!rc) rc = strtab_intern(&s.idx->exts, "json.lz4", 8, AL_EXT_MAX, &s.jsonlz4_id);
-  char why[WHY_CAP];
-  if (!rc && !have_st) {
-    snprintf(why, sizeof why, "cannot open: %s", strerror(stat_errno));
-    rc = reject(&s, "", 0, "", why);
-  } else if (!rc && !S_ISREG(st.st_mode)) {
-    snprintf(why, sizeof why, "is %s, not a regular file", afile_kind_name(st.st_mode));
-    rc = reject(&s, "", 0, "", why);
-  } else if (!rc && fd < 0) {
-    rc = reject(&s, "", 0, "", open_why);
-  } else if (!rc && st.st_size == 0) {
-    rc = reject(&s, "", 0, "", "empty file (0 bytes): not a tar archive");
-  } else if (!rc) {
-    s.file_size = (uint64_t)st.st_size;
-    rc = open_and_walk(&s, fd, NULL, block_size, why);
-  }
-  if (fd >= 0) close(fd);
-  return scan_finish(&s, rc);
-}
-
 /* The header block before each indexed member's data, hashed as shard_fp.c does (plain tar),
  * or the content fingerprint itself (compressed): what build.c folds into the shard's
- * content fingerprint once the merge has decided which samples stay. */
-static int remote_identity(scanner *s, remote_shard *rs) {
+ * content fingerprint once the merge has decided which samples stay. Read through sb (a URL's
+ * from its cache: the walk fetched these blocks). */
+static int scan_identity(scanner *s, shard_bytes *sb) {
   scan_result *r = s->res;
   const al_index *x = s->idx;
   index_shard_rec *sh = &s->idx->shards[0];
-  char err[WHY_CAP];
   if (!x->n_samples) return AL_OK;
   if (!sh->seekable) {
     uint64_t fp = 0;
-    int rc = index_shard_content_fp_by(x, 0, scan_remote_read_at, rs, &fp);
+    int rc = index_shard_content_fp_by(x, 0, shard_bytes_read_at, sb, &fp);
     if (rc == AL_ENOMEM) return rc;
     if (rc) al_clear_error(); /* unreadable a moment after the walk: none recorded */
-    r->remote_fp = rc ? 0 : fp;
+    r->content_fp = rc ? 0 : fp;
     return AL_OK;
   }
   r->hdr_off = malloc((x->n_members ? x->n_members : 1) * sizeof *r->hdr_off);
@@ -1116,7 +1064,8 @@ static int remote_identity(scanner *s, remote_shard *rs) {
     const index_sample_rec *q = &x->samples[i];
     for (uint32_t m = 0; m < q->n_members; m++) {
       uint64_t off = x->members[q->member0 + m].off_ext >> 16;
-      if (off < 512 || remote_shard_pread(rs, off - 512, blk, sizeof blk, err, sizeof err) != 0) {
+      if (off < 512 || shard_bytes_pread(sb, off - 512, blk, sizeof blk) != AL_OK) {
+        al_clear_error();
         r->n_hdr = 0; /* no fingerprint recorded */
         return AL_OK;
       }
@@ -1127,50 +1076,67 @@ static int remote_identity(scanner *s, remote_shard *rs) {
   return AL_OK;
 }
 
-int scan_remote_read_at(void *ctx, void *buf, size_t n, uint64_t off, const char *path) {
-  char err[WHY_CAP];
-  (void)path;
-  if (remote_shard_pread(ctx, off, buf, n, err, sizeof err) != 0)
-    return al_set_error(AL_EIO, "%s", err);
-  return AL_OK;
+/* Opens the shard: first what its name is, where that is known without opening it (a file's
+ * stat: a missing path or a directory is rejected without opening it), then its object. *sb
+ * NULL, with the reason in why, when it cannot be read; *known the lookup's answer, pre
+ * filled when AL_OK. */
+static void scan_open(const char *path, storage_client *client, shard_bytes **sb, int *known,
+                      storage_stat *pre, char *why) {
+  *sb = NULL;
+  why[0] = '\0';
+  *known = storage_lookup(path, pre);
+  if (*known == AL_OK && pre->type != STORAGE_OBJECT)
+    snprintf(why, WHY_CAP, "is %s, not a regular file", pre->type_name);
+  else if (*known != AL_OK && *known != AL_EUNSUPPORTED) /* AL_EUNSUPPORTED: a URL */
+    reason_of(path, al_last_error(), why, WHY_CAP);
+  else if (shard_bytes_open(client, path, sb) != AL_OK)
+    reason_of(path, al_last_error(), why, WHY_CAP);
+  al_clear_error();
 }
 
-int scan_remote_shard(const char *url, remote_client *client, const meta_fields *fields,
-                      size_t block_size, uint64_t max_member, uint32_t vae_t, uint32_t vae_s,
-                      scan_progress *progress, scan_result *out) {
+int scan_shard(const char *path, storage_client *client, const meta_fields *fields,
+               size_t block_size, uint64_t max_member, uint32_t vae_t, uint32_t vae_s,
+               scan_progress *progress, scan_result *out) {
   scanner s;
-  int rc = scanner_start(&s, url, fields, max_member, vae_t, vae_s, progress, out);
+  int rc = scanner_start(&s, path, fields, max_member, vae_t, vae_s, progress, out);
   if (rc) return rc;
-  out->remote = 1;
+  out->remote = storage_ops_for(path)->remote;
+  shard_bytes *sb;
+  storage_stat pre;
+  int known;
   char why[WHY_CAP];
-  remote_shard *rs = NULL;
-  int opened = remote_shard_open(client, url, &rs, why, sizeof why) == 0;
-  rc = index_add_shard_full(s.idx, url, opened ? remote_shard_size(rs) : 0, 0, 0, "unknown", NULL);
-  if (!rc && !(s.idx->shards[0].etag = strdup(opened ? remote_shard_etag(rs) : "")))
+  scan_open(path, client, &sb, &known, &pre, why);
+  /* The record: what the open found (a URL's size and ETag, a file's size and mtime), else
+   * what the lookup did. */
+  const storage_stat *st = sb ? shard_bytes_stat(sb) : known == AL_OK ? &pre : NULL;
+  rc = index_add_shard_full(s.idx, path, st ? st->size : 0, st ? st->mtime_ns : 0, 0, "unknown",
+                            NULL);
+  if (!rc && sb && st->etag && !(s.idx->shards[0].etag = strdup(st->etag)))
     rc = al_set_error(AL_ENOMEM, "out of memory");
   if (!rc) rc = strtab_intern(&s.idx->exts, "json", 4, AL_EXT_MAX, &s.json_id);
   if (!rc) rc = strtab_intern(&s.idx->exts, "json.lz4", 8, AL_EXT_MAX, &s.jsonlz4_id);
-  if (!rc && !opened) {
-    char reason[WHY_CAP];
-    reason_of(url, why, reason, sizeof reason);
-    rc = reject(&s, "", 0, "", reason);
-  } else if (!rc && remote_shard_size(rs) == 0) {
-    rc = reject(&s, "", 0, "", "empty object (0 bytes): not a tar archive");
+  if (!rc && !sb) {
+    rc = reject(&s, "", 0, "", why);
+  } else if (!rc && st->size == 0) {
+    snprintf(why, sizeof why, "empty %s (0 bytes): not a tar archive", shard_bytes_noun(sb));
+    rc = reject(&s, "", 0, "", why);
   } else if (!rc) {
-    s.file_size = remote_shard_size(rs);
-    rc = open_and_walk(&s, -1, rs, block_size, why);
-    if (!rc && out->readable) rc = remote_identity(&s, rs);
+    s.file_size = st->size;
+    rc = open_and_walk(&s, sb, block_size);
+    if (!rc && out->readable) rc = scan_identity(&s, sb);
   }
-  if (rs) {
-    remote_stats st = remote_shard_stats(rs);
-    out->requests = st.requests;
-    out->bytes_read = st.bytes + st.discarded;
-    remote_shard_close(rs);
+  if (sb) {
+    storage_counts c = shard_bytes_counts(sb);
+    out->requests = c.requests;
+    /* A server's: what its requests brought (the cache between makes the walk's reads no
+     * measure of it). */
+    if (out->remote) out->bytes_read = c.bytes + c.discarded;
+    shard_bytes_close(sb);
   }
   return scan_finish(&s, rc);
 }
 
-/* What scan_shard and scan_remote_shard do last: progress, the scanner's buffers. */
+/* What scan_shard does last: progress, the scanner's buffers. */
 static int scan_finish(scanner *s, int rc) {
   scan_result *out = s->res;
   scan_progress *progress = s->progress;

@@ -1,61 +1,25 @@
 /* A shard checked against its index as the stream will find it (al_check.h). */
-#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "common/struct_abi_internal.h"
-#include "common/atomic_file_internal.h"
 #include "loader/al_check.h"
 #include "loader/index_internal.h"
-#include "storage/client_internal.h"
-#include "loader/remote_shard_internal.h"
+#include "loader/shard_bytes_internal.h"
 #include "loader/tensor_header_internal.h"
+#include "storage/storage_internal.h"
 
 /* First bytes read of a typed member; a longer header is read again at the length it asks. */
 #define TYPED_FIRST 256
-#define ERR_CAP 1024
 
 struct al_checker {
   const al_index *idx;
-  remote_client *client; /* NULL: the index names no URL */
+  storage_client *client; /* NULL: the index names no URL */
   int skip_typed;
   char note[1024]; /* appended to a failed s3:// open: the endpoint used vs the index's */
 };
-
-/* Where a shard's bytes come from: a local file or a remote shard's cache. */
-typedef struct shard_bytes {
-  int fd;
-  remote_shard *rs;
-  const char *path;
-} shard_bytes;
-
-static int read_exact(const shard_bytes *b, void *buf, size_t n, uint64_t off) {
-  if (b->rs) {
-    char err[ERR_CAP];
-    if (remote_shard_pread(b->rs, off, buf, n, err, sizeof err) != 0)
-      return al_set_error(AL_EIO, "%s", err);
-    return AL_OK;
-  }
-  size_t got = 0;
-  while (got < n) {
-    ssize_t r = pread(b->fd, (char *)buf + got, n - got, (off_t)(off + got));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0)
-      return al_set_error(AL_EIO, "%s: read of %zu bytes at byte %" PRIu64 ": %s", b->path, n, off,
-                          r < 0 ? strerror(errno) : "the file ends first");
-    got += (size_t)r;
-  }
-  return AL_OK;
-}
-
-static int read_at(void *ctx, void *buf, size_t n, uint64_t off, const char *path) {
-  (void)path;
-  return read_exact(ctx, buf, n, off);
-}
 
 int al_checker_open(al_checker **out, const al_index *idx, const al_check_options *opts) {
   if (!out || !idx) return al_set_error(AL_EINVAL, "al_checker_open: NULL argument");
@@ -73,7 +37,8 @@ int al_checker_open(al_checker **out, const al_index *idx, const al_check_option
   c->idx = idx;
   c->skip_typed = o->skip_typed_headers;
   int remote = 0;
-  for (size_t i = 0; i < idx->n_shards && !remote; i++) remote = idx->shards[i].etag != NULL;
+  for (size_t i = 0; i < idx->n_shards && !remote; i++)
+    remote = storage_ops_for(idx->shards[i].path)->remote;
   if (remote) {
     al_storage_options used;
     al_storage_origin from = AL_STORAGE_ORIGIN_INIT;
@@ -82,7 +47,7 @@ int al_checker_open(al_checker **out, const al_index *idx, const al_check_option
     storage_config cfg;
     if (storage_config_make(used.s3_endpoint, used.s3_region, used.s3_addressing,
                             used.remote_timeout_s, &cfg) != AL_OK ||
-        remote_client_open(&cfg, &c->client) != AL_OK) {
+        storage_client_open(&cfg, &c->client) != AL_OK) {
       free(c);
       return AL_EINVAL;
     }
@@ -93,7 +58,7 @@ int al_checker_open(al_checker **out, const al_index *idx, const al_check_option
 
 void al_checker_close(al_checker *c) {
   if (!c) return;
-  remote_client_close(c->client);
+  storage_client_close(c->client);
   free(c);
 }
 
@@ -116,50 +81,33 @@ static void keep_error(al_shard_check *r) {
 
 /* ---- present and unchanged ---------------------------------------------------------------- */
 
-/* A local shard: opened and stat'ed as the stream opens it; its content fingerprint computed
- * when the size is the indexed one. */
-static void open_local(const al_index *idx, size_t i, shard_bytes *b, al_shard_check *r) {
-  const index_shard_rec *s = &idx->shards[i];
-  struct stat st;
-  r->open_rc = afile_open_input(s->path, "shard", &b->fd);
-  if (!r->open_rc && fstat(b->fd, &st) != 0)
-    r->open_rc = al_set_error(AL_EIO, "%s: fstat: %s", s->path, strerror(errno));
-  if (r->open_rc) return keep_error(r);
-  r->size = (uint64_t)st.st_size;
-  r->mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
-  if (r->size != s->size) return;
-  r->verify_rc = al_index_shard_verify(idx, i, b->fd);
-  if (r->verify_rc && r->verify_rc != AL_ENOTFOUND) keep_error(r);
-  al_clear_error();
-}
-
-/* A shard at a URL: one HEAD (size and ETag, as the stream pins it); for a plain tar, the
- * header blocks and typed members' first bytes fetched in coalesced GETs; its fingerprint. */
-static void open_remote(al_checker *c, size_t i, shard_bytes *b, al_shard_check *r) {
+/* Shard i opened as the stream opens it (a file as inputs are; a URL by one HEAD, which pins
+ * its size and ETag); when its size is the indexed one, a plain tar at a URL has its header
+ * blocks and typed members' first bytes fetched in coalesced GETs, then its ETag (where the
+ * index and the server have one) and its content fingerprint are compared. */
+static void open_shard(al_checker *c, size_t i, shard_bytes **b, al_shard_check *r) {
   const index_shard_rec *s = &c->idx->shards[i];
-  char err[ERR_CAP];
-  if (!c->client) {
-    r->open_rc = al_set_error(AL_EINVAL, "%s: no remote client", s->path);
+  r->open_rc = shard_bytes_open(c->client, s->path, b);
+  if (r->open_rc) {
+    if (storage_url_kind(s->path) == STORAGE_S3 && c->note[0]) {
+      char msg[2048];
+      snprintf(msg, sizeof msg, "%s", al_last_error());
+      al_set_error(r->open_rc, "%s%s", msg, c->note);
+    }
     return keep_error(r);
   }
-  if (remote_shard_open(c->client, s->path, &b->rs, err, sizeof err) != 0) {
-    r->open_rc = al_set_error(AL_EIO, "%s%s", err, strncmp(s->path, "s3://", 5) ? "" : c->note);
-    return keep_error(r);
-  }
-  r->size = remote_shard_size(b->rs);
+  const storage_stat *st = shard_bytes_stat(*b);
+  r->size = st->size;
+  r->mtime_ns = st->mtime_ns;
   if (r->size != s->size) return;
-  if (s->seekable && remote_shard_plan(b->rs, 0, 0, err, sizeof err) != 0) {
-    r->verify_rc = al_set_error(AL_EIO, "%s", err);
-    return keep_error(r);
-  }
-  const char *etag = remote_shard_etag(b->rs);
-  if (s->etag[0] && strcmp(etag, s->etag) != 0)
+  if (s->seekable && (r->verify_rc = shard_bytes_plan(*b, 0, 0)) != AL_OK) return keep_error(r);
+  if (s->etag && s->etag[0] && st->etag && strcmp(st->etag, s->etag) != 0)
     r->verify_rc = al_set_error(AL_EFORMAT,
                                 "%s: shard changed since indexing (object changed): ETag is %s, the "
                                 "index says %s",
-                                s->path, etag, s->etag);
+                                s->path, st->etag, s->etag);
   else
-    r->verify_rc = index_shard_fp_check(c->idx, (uint32_t)i, read_at, b); /* through its cache */
+    r->verify_rc = index_shard_fp_check(c->idx, (uint32_t)i, shard_bytes_read_at, *b);
   if (r->verify_rc && r->verify_rc != AL_ENOTFOUND) keep_error(r);
   al_clear_error();
 }
@@ -168,13 +116,12 @@ static void open_remote(al_checker *c, size_t i, shard_bytes *b, al_shard_check 
 
 /* The header of a typed member parsed from its first bytes (read again at the length it asks,
  * a few times at most). */
-static int parse_typed(const shard_bytes *b, theader_kind kind, const al_member_info *mi,
-                       theader *h) {
+static int parse_typed(shard_bytes *b, theader_kind kind, const al_member_info *mi, theader *h) {
   size_t have = mi->size < TYPED_FIRST ? (size_t)mi->size : TYPED_FIRST;
   for (int round = 0;; round++) {
     unsigned char *buf = malloc(have ? have : 1);
     if (!buf) return al_set_error(AL_ENOMEM, "out of memory (%zu-byte header)", have);
-    int rc = read_exact(b, buf, have, mi->offset);
+    int rc = shard_bytes_pread(b, mi->offset, buf, have);
     size_t need = 0;
     if (rc == AL_OK) rc = theader_parse(kind, buf, have, mi->size, NULL, h, &need);
     free(buf);
@@ -188,7 +135,7 @@ static int parse_typed(const shard_bytes *b, theader_kind kind, const al_member_
 
 /* Member m of sample `sample`, when typed: its header read and compared. 1 when read, 0 when
  * not typed; a negative al_status for out of memory. */
-static int check_member(al_checker *c, const shard_bytes *b, size_t sample, size_t m,
+static int check_member(al_checker *c, shard_bytes *b, size_t sample, size_t m,
                         al_check_member_fn fn, void *ctx, al_shard_check *r) {
   al_member_type t = AL_MEMBER_TYPE_INIT;
   al_member_info mi;
@@ -219,7 +166,7 @@ static int check_member(al_checker *c, const shard_bytes *b, size_t sample, size
   return 1;
 }
 
-static int check_sample(al_checker *c, const shard_bytes *b, size_t sample, al_check_member_fn fn,
+static int check_sample(al_checker *c, shard_bytes *b, size_t sample, al_check_member_fn fn,
                         void *ctx, al_shard_check *r) {
   const index_sample_rec *q = &c->idx->samples[sample];
   for (uint32_t m = 0; m < q->n_members; m++) {
@@ -230,8 +177,8 @@ static int check_sample(al_checker *c, const shard_bytes *b, size_t sample, al_c
 }
 
 /* Every typed member of the shard's samples (its own, wherever the index put them). */
-static int check_typed(al_checker *c, size_t i, const shard_bytes *b, al_check_member_fn fn,
-                       void *ctx, al_shard_check *r) {
+static int check_typed(al_checker *c, size_t i, shard_bytes *b, al_check_member_fn fn, void *ctx,
+                       al_shard_check *r) {
   const index_shard_rec *s = &c->idx->shards[i];
   if (!s->sample_count) return AL_OK;
   size_t lo = s->scattered ? 0 : s->first_sample;
@@ -250,20 +197,16 @@ static int checker_shard(al_checker *c, size_t shard, al_check_member_fn fn, voi
   if (shard >= c->idx->n_shards)
     return al_set_error(AL_ERANGE, "shard %zu out of range (%zu shards)", shard, c->idx->n_shards);
   const index_shard_rec *s = &c->idx->shards[shard];
-  shard_bytes b = {.fd = -1, .rs = NULL, .path = s->path};
-  if (s->etag)
-    open_remote(c, shard, &b, out);
-  else
-    open_local(c->idx, shard, &b, out);
+  shard_bytes *b = NULL;
+  open_shard(c, shard, &b, out);
   int rc = AL_OK;
   int intact = !out->open_rc && out->size == s->size &&
                (out->verify_rc == AL_OK || out->verify_rc == AL_ENOTFOUND);
-  if (intact && !c->skip_typed) rc = check_typed(c, shard, &b, fn, ctx, out);
-  if (b.rs) {
-    out->requests = remote_shard_stats(b.rs).requests;
-    remote_shard_close(b.rs);
+  if (intact && !c->skip_typed) rc = check_typed(c, shard, b, fn, ctx, out);
+  if (b) {
+    out->requests = shard_bytes_counts(b).requests;
+    shard_bytes_close(b);
   }
-  if (b.fd >= 0) close(b.fd);
   return rc;
 }
 

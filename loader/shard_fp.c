@@ -13,11 +13,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/atomic_file_internal.h"
 #include "loader/hash_internal.h"
 #include "loader/index_internal.h"
 #include "loader/shard_path_internal.h"
-#include "storage/storage_internal.h"
 
 #define FP_ENDS (64u << 10)
 
@@ -80,10 +78,6 @@ int index_shard_content_fp_by(const al_index *idx, uint32_t shard, index_read_at
   return AL_OK;
 }
 
-int index_shard_content_fp(const al_index *idx, uint32_t shard, int fd, uint64_t *out) {
-  return index_shard_content_fp_by(idx, shard, fd_read_at, &fd, out);
-}
-
 int al_index_shard_verify(const al_index *idx, size_t shard, int fd) {
   if (!idx || fd < 0) return al_set_error(AL_EINVAL, "al_index_shard_verify: bad argument");
   if (shard >= idx->n_shards)
@@ -107,22 +101,6 @@ int index_shard_fp_check(const al_index *idx, uint32_t shard, index_read_at_fn r
                                     : "its first or last 64 KiB",
                         fp, s->content_fp);
   return AL_OK;
-}
-
-void index_record_content_fps(al_index *idx) {
-  for (size_t i = 0; i < idx->n_shards; i++) {
-    index_shard_rec *s = &idx->shards[i];
-    if (!s->sample_count) continue;          /* nothing indexed, nothing to rely on */
-    if (storage_url_kind(s->path)) continue; /* remote: recorded by the build (build.c) */
-    int fd = -1;
-    int rc = afile_open_input(s->path, "shard", &fd);
-    if (!rc) rc = index_shard_content_fp(idx, (uint32_t)i, fd, &s->content_fp);
-    if (fd >= 0) close(fd);
-    if (rc) { /* read a moment ago: gone or changed since; the stream will check mtime */
-      s->content_fp = 0;
-      al_clear_error();
-    }
-  }
 }
 
 /* Whether `path` starts with directory `from` (the whole prefix, then '/' or the end). */

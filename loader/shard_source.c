@@ -24,7 +24,7 @@
 #define READ_MIN (16u << 10)
 #define READ_MAX_PLAIN (1u << 20)
 #define READ_COMPRESSED (4u << 20)
-/* A remote plain tar's reads: the first request, and the window of each header walk's GET. */
+/* A plain tar at a URL: the first request, and the window of each header walk's GET. */
 #define REMOTE_HEAD (16u << 10)
 
 static const char *filter_name(int code) {
@@ -42,20 +42,22 @@ static const char *filter_name(int code) {
   }
 }
 
-/* read(2) on the file, or the remote shard's next bytes at src->rpos. -1 with errno (file)
- * or src->why (remote) set. */
+/* The shard's next bytes at src->rpos (0 at its end); -1 with src->why set. */
 static ssize_t file_read(shard_source *src, void *buf, size_t n) {
-  if (!src->rs) return read(src->fd, buf, n);
-  ssize_t r = remote_shard_read(src->rs, src->rpos, buf, n, src->why, WHY_CAP);
-  if (r > 0) src->rpos += (uint64_t)r;
-  return r;
+  size_t got = 0;
+  if (shard_bytes_read(src->sb, src->rpos, buf, n, &got) != AL_OK) {
+    snprintf(src->why, WHY_CAP, "%s", al_last_error());
+    return -1;
+  }
+  src->rpos += got;
+  return (ssize_t)got;
 }
 
-/* pread(2) of exactly n bytes (1), or 0 when they cannot be had. */
+/* Exactly n bytes at off (1), or 0 when they cannot be had. */
 static int file_pread(shard_source *src, void *buf, size_t n, uint64_t off) {
-  if (!src->rs) return pread(src->fd, buf, n, (off_t)off) == (ssize_t)n;
-  char err[WHY_CAP];
-  return remote_shard_pread(src->rs, off, buf, n, err, sizeof err) == 0;
+  if (shard_bytes_pread(src->sb, off, buf, n) == AL_OK) return 1;
+  al_clear_error();
+  return 0;
 }
 
 static uint64_t in_consumed(const shard_source *src) {
@@ -65,19 +67,13 @@ static uint64_t in_consumed(const shard_source *src) {
 /* Refills the compressed input; returns -1 on a read error (src->why set). */
 static int dec_refill(shard_source *src) {
   if (src->in_pos < src->in_len || src->in_eof) return 0;
-  for (;;) {
-    ssize_t n = file_read(src, src->in, IN_CAP);
-    if (n < 0 && !src->rs && errno == EINTR) continue;
-    if (n < 0) {
-      if (!src->rs) snprintf(src->why, WHY_CAP, "read failed: %s", strerror(errno));
-      return -1;
-    }
-    src->bytes_read += (uint64_t)n;
-    src->in_len = (size_t)n;
-    src->in_pos = 0;
-    if (n == 0) src->in_eof = 1;
-    return 0;
-  }
+  ssize_t n = file_read(src, src->in, IN_CAP);
+  if (n < 0) return -1;
+  src->bytes_read += (uint64_t)n;
+  src->in_len = (size_t)n;
+  src->in_pos = 0;
+  if (n == 0) src->in_eof = 1;
+  return 0;
 }
 
 /* SHARD_CODEC_OTHER: libarchive's raw reader decodes. As dec_read. */
@@ -209,18 +205,10 @@ static la_ssize_t src_read(struct archive *a, void *cd, const void **out) {
       return -1;
     }
   } else {
-    for (;;) {
-      n = file_read(src, buf, src->cur);
-      if (n < 0 && !src->rs && errno == EINTR) continue;
-      if (n < 0 && src->rs) {
-        archive_set_error(a, EIO, "%s", src->why);
-        return -1;
-      }
-      if (n < 0) {
-        archive_set_error(a, errno, "read failed: %s", strerror(errno));
-        return -1;
-      }
-      break;
+    n = file_read(src, buf, src->cur);
+    if (n < 0) {
+      archive_set_error(a, EIO, "%s", src->why);
+      return -1;
     }
     src->bytes_read += (uint64_t)n;
   }
@@ -237,16 +225,9 @@ static la_int64_t src_skip(struct archive *a, void *cd, la_int64_t request) {
   shard_source *src = cd;
   (void)a;
   if (src->codec != SHARD_CODEC_NONE) return 0; /* decoded or filtered: libarchive reads instead */
-  if (src->rs) { /* nothing is fetched; past the end as lseek does: reads there find the end */
-    if (request < 0) return 0;
-    src->rpos += (uint64_t)request;
-    src->pos += (uint64_t)request;
-    src->cur = src->min;
-    return request;
-  }
-  off_t before = lseek(src->fd, 0, SEEK_CUR);
-  if (before < 0 || lseek(src->fd, (off_t)request, SEEK_CUR) < 0)
-    return 0; /* libarchive reads instead */
+  if (request < 0) return 0;
+  /* Nothing is read; past the end as lseek does: reads there find the end. */
+  src->rpos += (uint64_t)request;
   src->pos += (uint64_t)request;
   src->cur = src->min;
   return request;
@@ -258,24 +239,15 @@ static la_int64_t src_seek(struct archive *a, void *cd, la_int64_t offset, int w
     archive_set_error(a, ESPIPE, "compressed shard: no seeking");
     return ARCHIVE_FATAL;
   }
-  if (src->rs) {
-    uint64_t size = remote_shard_size(src->rs);
-    int64_t base = whence == SEEK_SET ? 0 : whence == SEEK_CUR ? (int64_t)src->rpos : (int64_t)size;
-    if (offset < -base) { /* as lseek: past the end is allowed, before the start is not */
-      archive_set_error(a, EINVAL, "seek outside the object");
-      return ARCHIVE_FATAL;
-    }
-    src->rpos = (uint64_t)(base + offset);
-    src->pos = src->rpos;
-    return (la_int64_t)src->rpos;
-  }
-  off_t r = lseek(src->fd, (off_t)offset, whence);
-  if (r < 0) {
-    archive_set_error(a, errno, "seek failed: %s", strerror(errno));
+  uint64_t size = shard_bytes_stat(src->sb)->size;
+  int64_t base = whence == SEEK_SET ? 0 : whence == SEEK_CUR ? (int64_t)src->rpos : (int64_t)size;
+  if (offset < -base) { /* as lseek: past the end is allowed, before the start is not */
+    archive_set_error(a, EINVAL, "seek outside the %s", shard_bytes_noun(src->sb));
     return ARCHIVE_FATAL;
   }
-  src->pos = (uint64_t)r;
-  return r;
+  src->rpos = (uint64_t)(base + offset);
+  src->pos = src->rpos;
+  return (la_int64_t)src->rpos;
 }
 
 int shard_source_block(shard_source *src, uint64_t off, unsigned char out[512]) {
@@ -302,14 +274,9 @@ int shard_source_block(shard_source *src, uint64_t off, unsigned char out[512]) 
 
 static int detect_codec(shard_source *src) {
   unsigned char m[6] = {0};
-  ssize_t n;
-  if (src->rs) {
-    uint64_t size = remote_shard_size(src->rs);
-    n = size < sizeof m ? (ssize_t)size : (ssize_t)sizeof m;
-    if (!file_pread(src, m, (size_t)n, 0)) n = 0;
-  } else {
-    n = pread(src->fd, m, sizeof m, 0);
-  }
+  uint64_t size = shard_bytes_stat(src->sb)->size;
+  ssize_t n = size < sizeof m ? (ssize_t)size : (ssize_t)sizeof m;
+  if (!file_pread(src, m, (size_t)n, 0)) n = 0;
   if (n < 4) return SHARD_CODEC_NONE;
   static const unsigned char gz[] = {0x1f, 0x8b}, lz4[] = {0x04, 0x22, 0x4d, 0x18},
                              zst[] = {0x28, 0xb5, 0x2f, 0xfd}, bz2[] = {'B', 'Z', 'h'},
@@ -323,9 +290,8 @@ static int detect_codec(shard_source *src) {
   return SHARD_CODEC_NONE;
 }
 
-/* SHARD_CODEC_OTHER: libarchive's raw reader over fd, at its first (only) entry. 1 and *ok
- * when the stream is not readable (why set); *ok = 0 when out of memory. */
-static la_ssize_t raw_remote_read(struct archive *a, void *cd, const void **out) {
+/* libarchive's raw reader's input: the shard's bytes in order. */
+static la_ssize_t raw_read(struct archive *a, void *cd, const void **out) {
   shard_source *src = cd;
   ssize_t n = file_read(src, src->in, IN_CAP);
   if (n < 0) {
@@ -336,53 +302,42 @@ static la_ssize_t raw_remote_read(struct archive *a, void *cd, const void **out)
   return n;
 }
 
-static int open_raw(shard_source *src, int fd, char *why, int *ok) {
+/* SHARD_CODEC_OTHER: libarchive's raw reader over the shard, at its first (only) entry.
+ * AL_EFORMAT when the stream is not readable; *ok = 0 when out of memory. */
+static int open_raw(shard_source *src, const char *path, int *ok) {
   struct archive_entry *re = NULL;
   *ok = (src->raw = archive_read_new()) != NULL;
-  if (src->rs && *ok) *ok = (src->in = malloc(IN_CAP)) != NULL;
-  if (!*ok) return 0;
+  if (*ok) *ok = (src->in = malloc(IN_CAP)) != NULL;
+  if (!*ok) return AL_OK;
   archive_read_support_filter_all(src->raw);
   archive_read_support_format_raw(src->raw);
-  int opened = src->rs ? archive_read_open(src->raw, src, NULL, raw_remote_read, NULL)
-                       : archive_read_open_fd(src->raw, fd, IN_CAP);
-  if (opened != ARCHIVE_OK || archive_read_next_header(src->raw, &re) != ARCHIVE_OK) {
-    snprintf(why, WHY_CAP, "not a readable compressed stream: %s",
-             archive_error_string(src->raw) ? archive_error_string(src->raw) : "unknown");
-    return 1;
-  }
-  return 0;
+  if (archive_read_open(src->raw, src, NULL, raw_read, NULL) != ARCHIVE_OK ||
+      archive_read_next_header(src->raw, &re) != ARCHIVE_OK)
+    return al_set_error(AL_EFORMAT, "%s: not a readable compressed stream: %s", path,
+                        archive_error_string(src->raw) ? archive_error_string(src->raw)
+                                                       : "unknown");
+  return AL_OK;
 }
 
-static int source_init(shard_source *src, int fd, size_t block_size, char *why);
+static int source_init(shard_source *src, const char *path, size_t block_size);
 
-int shard_source_open(shard_source *src, int fd, size_t block_size, char *why) {
+int shard_source_open(shard_source *src, shard_bytes *sb, const char *path, size_t block_size) {
   memset(src, 0, sizeof *src);
-  src->fd = fd;
-  return source_init(src, fd, block_size, why);
-}
-
-int shard_source_open_remote(shard_source *src, remote_shard *rs, size_t block_size, char *why) {
-  memset(src, 0, sizeof *src);
-  src->fd = -1;
-  src->rs = rs;
-  /* The first window holds the magic bytes and, for a plain tar, the first headers. */
-  uint64_t size = remote_shard_size(rs);
-  size_t head = size < REMOTE_HEAD ? (size_t)size : REMOTE_HEAD;
-  unsigned char *tmp = malloc(head ? head : 1);
-  if (!tmp) return al_set_error(AL_ENOMEM, "out of memory");
-  int bad = remote_shard_pread(rs, 0, tmp, head, why, WHY_CAP);
-  free(tmp);
-  if (bad) return 1;
-  int rc = source_init(src, -1, block_size, why);
-  if (rc) return rc;
+  src->sb = sb;
+  /* The first window holds the magic bytes and, for a plain tar, the first headers (one GET
+   * for a URL; nothing is read ahead of a file). */
+  uint64_t size = shard_bytes_stat(sb)->size;
+  int rc = shard_bytes_prefetch(sb, 0, size < REMOTE_HEAD ? (size_t)size : REMOTE_HEAD);
+  if (rc == AL_OK) rc = source_init(src, path, block_size);
+  if (rc != AL_OK) return rc;
   if (src->codec != SHARD_CODEC_NONE) {
-    remote_shard_stream(rs);
-    return 0;
+    shard_bytes_stream(sb);
+    return AL_OK;
   }
-  return remote_shard_plan(rs, REMOTE_HEAD, 0, why, WHY_CAP) ? 1 : 0;
+  return shard_bytes_plan(sb, REMOTE_HEAD, 0);
 }
 
-static int source_init(shard_source *src, int fd, size_t block_size, char *why) {
+static int source_init(shard_source *src, const char *path, size_t block_size) {
   src->codec = detect_codec(src);
   if (block_size) {
     src->min = src->max = block_size;
@@ -395,7 +350,7 @@ static int source_init(shard_source *src, int fd, size_t block_size, char *why) 
   src->cur = src->min;
   src->bufs[0] = malloc(src->max);
   src->bufs[1] = malloc(src->max);
-  int dec_ok = 1, raw_bad = 0;
+  int dec_ok = 1, raw_rc = AL_OK;
   if (src->codec == SHARD_CODEC_GZIP) {
     src->in = malloc(IN_CAP);
     dec_ok = inflateInit2(&src->z, 15 + 16) == Z_OK;
@@ -405,12 +360,12 @@ static int source_init(shard_source *src, int fd, size_t block_size, char *why) 
     dec_ok = !LZ4F_isError(LZ4F_createDecompressionContext(&src->lz, LZ4F_VERSION));
     if (!dec_ok) src->lz = NULL;
   } else if (src->codec == SHARD_CODEC_OTHER) {
-    raw_bad = open_raw(src, fd, why, &dec_ok);
+    raw_rc = open_raw(src, path, &dec_ok);
   }
   if (!src->bufs[0] || !src->bufs[1] || !dec_ok ||
       ((src->codec == SHARD_CODEC_GZIP || src->codec == SHARD_CODEC_LZ4) && !src->in))
     return al_set_error(AL_ENOMEM, "out of memory (libarchive, %zu-byte block)", src->max);
-  return raw_bad;
+  return raw_rc;
 }
 
 void shard_source_close(shard_source *src) {
@@ -447,9 +402,9 @@ int shard_source_seekable(const shard_source *src, struct archive *a) {
 }
 
 int shard_source_drain(shard_source *src) {
-  if (src->failed || src->codec == SHARD_CODEC_NONE) return 0;
+  if (src->failed || src->codec == SHARD_CODEC_NONE) return AL_OK;
   ssize_t n;
   while ((n = dec_read(src, src->bufs[0], src->max)) > 0) {
   }
-  return n < 0 ? -1 : 0;
+  return n < 0 ? al_set_error(AL_EFORMAT, "%s", src->why) : AL_OK;
 }

@@ -1,11 +1,13 @@
 /*
- * shard_source_internal.h - a shard file as the tar stream libarchive's tar reader walks
- * (internal to //loader; scan.c is its user).
+ * shard_source_internal.h - a shard as the tar stream libarchive's tar reader walks (internal
+ * to //loader; scan.c is its user). Its bytes come through shard_bytes_internal.h, whatever
+ * the shard's backend (a file, a URL).
  *
  * Our own read callbacks instead of archive_read_open_filename: the same read-a-block /
- * lseek-to-skip behaviour, plus a count of the bytes really read, which is how the
+ * seek-to-skip behaviour, plus a count of the bytes really read, which is how the
  * benchmark shows that payloads are skipped. A plain tar is read as is; the skip callback
- * seeks (lseek) over data beyond the read buffer, so payloads are not read.
+ * moves the read position over data beyond the read buffer, so payloads are not read (for a
+ * URL, not fetched: the shard's plan fetched its headers and metadata members).
  *
  * gzip and LZ4-frame shards are decoded here (zlib, LZ4F) rather than by libarchive's
  * filters, which verify neither the gzip CRC32 nor the LZ4 content checksum: libarchive
@@ -14,9 +16,6 @@
  * give the tar stream too. Either way the source knows which bytes of the (uncompressed)
  * tar stream its last two buffers hold, so the scanner can look at a member's raw ustar
  * header (shard_source_block).
- *
- * A remote shard (shard_source_open_remote) is read the same way through remote_shard.c:
- * skipped payloads are never fetched.
  *
  * One source serves one walk, on one thread.
  */
@@ -29,7 +28,7 @@
 #include <stdint.h>
 #include <zlib.h>
 
-#include "loader/remote_shard_internal.h"
+#include "loader/shard_bytes_internal.h"
 
 #define SHARD_SOURCE_WHY_CAP 512
 
@@ -38,9 +37,8 @@ enum { SHARD_CODEC_NONE = 0, SHARD_CODEC_GZIP = 1, SHARD_CODEC_LZ4 = 2, SHARD_CO
 /* The state of the read callbacks. The scanner reads `failed`, `why`, `pos` and `bytes_read`;
  * the rest is this file's. */
 typedef struct shard_source {
-  int fd;                 /* -1 for a remote shard */
-  remote_shard *rs;       /* a remote shard (the caller's), else NULL */
-  uint64_t rpos;          /* the remote shard's read position */
+  shard_bytes *sb;        /* the shard's bytes (the caller's) */
+  uint64_t rpos;          /* the read position in them */
   unsigned char *bufs[2]; /* handed out in turn: the previous one stays readable */
   int cur_buf;
   uint64_t off[2]; /* tar-stream offset of each buffer's first byte */
@@ -70,18 +68,15 @@ typedef struct shard_source {
   char why[SHARD_SOURCE_WHY_CAP]; /* what failed, when `failed` */
 } shard_source;
 
-/* Opens the source over `fd` (kept open by the caller): the codec from the first bytes, the
- * read size (block_size, or 0: by codec), buffers and decoder. AL_OK; 1 when a compressed
- * stream of another codec cannot be opened (the reason in `why`, SHARD_SOURCE_WHY_CAP
- * bytes); AL_ENOMEM "out of memory (libarchive, N-byte block)". shard_source_close frees
- * what it holds in every case. */
-int shard_source_open(shard_source *src, int fd, size_t block_size, char *why);
-
-/* The same over a remote shard (remote_shard_internal.h; kept open by the caller): the first
- * 16 KiB fetched for the codec; a plain tar's headers and metadata then fetched in coalesced
- * GETs (remote_shard_plan), a compressed shard read through in order. Returns as
- * shard_source_open; 1 also when a request failed (the reason, naming the URL, in `why`). */
-int shard_source_open_remote(shard_source *src, remote_shard *rs, size_t block_size, char *why);
+/* Opens the source over `sb` (kept open by the caller; named `path` in messages): the codec
+ * from the first bytes, the read size (block_size, or 0: by codec), buffers and decoder. A
+ * URL's first 16 KiB are fetched for the codec, then a plain tar's headers and metadata in
+ * coalesced GETs (shard_bytes_plan), a compressed shard read through in order
+ * (shard_bytes_stream). AL_OK; AL_ENOMEM "out of memory (libarchive, N-byte block)"; any other
+ * error (a compressed stream of another codec that cannot be opened, a request that failed)
+ * is the shard's to reject, its message naming path. shard_source_close frees what it holds in
+ * every case. */
+int shard_source_open(shard_source *src, shard_bytes *sb, const char *path, size_t block_size);
 
 void shard_source_close(shard_source *src);
 
@@ -99,8 +94,8 @@ int shard_source_block(shard_source *src, uint64_t off, unsigned char out[512]);
 
 /* The tar reader stops after the end-of-archive blocks: decodes the rest of a compressed
  * shard, so that the gzip CRC32 / LZ4 content checksum at its very end is checked too.
- * 0, or -1 with `failed` and `why` set. Nothing to do for a plain tar or a source that
- * failed already. */
+ * AL_OK, or AL_EFORMAT with `failed` and `why` set (and why recorded as the message). Nothing
+ * to do for a plain tar or a source that failed already. */
 int shard_source_drain(shard_source *src);
 
 #endif /* AL_SHARD_SOURCE_INTERNAL_H */

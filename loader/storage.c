@@ -14,9 +14,9 @@
 #include "storage/client_internal.h"
 #include "storage/storage_internal.h"
 
-_Static_assert((int)AL_S3_ADDRESSING_DEFAULT == (int)REMOTE_ADDRESSING_DEFAULT &&
-                   (int)AL_S3_ADDRESSING_PATH == (int)REMOTE_ADDRESSING_PATH &&
-                   (int)AL_S3_ADDRESSING_VIRTUAL == (int)REMOTE_ADDRESSING_VIRTUAL,
+_Static_assert((int)AL_S3_ADDRESSING_DEFAULT == (int)STORAGE_ADDRESSING_DEFAULT &&
+                   (int)AL_S3_ADDRESSING_PATH == (int)STORAGE_ADDRESSING_PATH &&
+                   (int)AL_S3_ADDRESSING_VIRTUAL == (int)STORAGE_ADDRESSING_VIRTUAL,
                "al_storage_options.s3_addressing is handed to storage_config as it is");
 _Static_assert((int)AL_SHARD_LOCAL == (int)STORAGE_LOCAL &&
                    (int)AL_SHARD_HTTP == (int)STORAGE_HTTP && (int)AL_SHARD_S3 == (int)STORAGE_S3,
@@ -24,7 +24,7 @@ _Static_assert((int)AL_SHARD_LOCAL == (int)STORAGE_LOCAL &&
 
 int al_storage_check(const al_storage_options *o) {
   if (!o) return AL_OK;
-  int rc = remote_storage_check(o->s3_endpoint, o->s3_region, o->s3_addressing);
+  int rc = storage_s3_check(o->s3_endpoint, o->s3_region, o->s3_addressing);
   if (rc != AL_OK) return rc;
   if (o->remote_timeout_s != 0 && !(o->remote_timeout_s >= 0.1 && o->remote_timeout_s <= 86400))
     return al_set_error(AL_EINVAL, "remote_timeout_s must be in [0.1, 86400] (0 = default), got %g",

@@ -14,7 +14,7 @@
 
 /* Apart from the client, which is otherwise read-only after open (C11 atomics stay out of the
  * header the C++ tests include). */
-struct remote_cancel {
+struct storage_cancel {
   atomic_int flag;
 };
 
@@ -23,7 +23,7 @@ static CURLcode g_curl_rc = CURLE_FAILED_INIT;
 
 static void curl_init_once(void) { g_curl_rc = curl_global_init(CURL_GLOBAL_ALL); }
 
-static int set_endpoint(remote_client *c, const char *ep) {
+static int set_endpoint(storage_client *c, const char *ep) {
   if (ep == NULL) return 0;
   c->endpoint = strdup(ep);
   if (c->endpoint == NULL) return -1;
@@ -32,7 +32,7 @@ static int set_endpoint(remote_client *c, const char *ep) {
   return 0;
 }
 
-static int set_credentials(remote_client *c, const storage_config *cfg) {
+static int set_credentials(storage_client *c, const storage_config *cfg) {
   if (cfg->access_key_id == NULL || cfg->secret_access_key == NULL) return 0;
   if (asprintf(&c->userpwd, "%s:%s", cfg->access_key_id, cfg->secret_access_key) < 0)
     return c->userpwd = NULL, -1;
@@ -43,7 +43,7 @@ static int set_credentials(remote_client *c, const storage_config *cfg) {
   return 0;
 }
 
-int remote_client_open(const storage_config *cfg, remote_client **out) {
+int storage_client_open(const storage_config *cfg, storage_client **out) {
   *out = NULL;
   pthread_once(&g_curl_once, curl_init_once);
   if (g_curl_rc != CURLE_OK)
@@ -55,7 +55,7 @@ int remote_client_open(const storage_config *cfg, remote_client **out) {
     if (rc != AL_OK) return rc;
     cfg = &dflt;
   }
-  remote_client *c = calloc(1, sizeof *c);
+  storage_client *c = calloc(1, sizeof *c);
   if (c != NULL && (c->cancel = malloc(sizeof *c->cancel)) == NULL) {
     free(c);
     c = NULL;
@@ -68,14 +68,14 @@ int remote_client_open(const storage_config *cfg, remote_client **out) {
   snprintf(c->sigv4, sizeof c->sigv4, "aws:amz:%s:s3", c->cfg.s3_region);
   c->payload_header = 1;
   if (set_endpoint(c, cfg->s3_endpoint) != 0 || set_credentials(c, cfg) != 0) {
-    remote_client_close(c);
+    storage_client_close(c);
     return al_set_error(AL_ENOMEM, "remote client: out of memory");
   }
   *out = c;
   return AL_OK;
 }
 
-int remote_client_set_test_hooks(remote_client *c, const remote_test_hooks *h) {
+int storage_client_set_test_hooks(storage_client *c, const storage_test_hooks *h) {
   if (h->sign_service != NULL) {
     if (h->sign_service[0] == '\0' || strpbrk(h->sign_service, ": ") != NULL ||
         strlen(h->sign_service) > 64) {
@@ -96,11 +96,11 @@ static void free_secret(char *s) {
   free(s);
 }
 
-void remote_client_cancel(remote_client *c) { atomic_store(&c->cancel->flag, 1); }
+void storage_client_cancel(storage_client *c) { atomic_store(&c->cancel->flag, 1); }
 
-int remote_client_cancelled(const remote_client *c) { return atomic_load(&c->cancel->flag); }
+int storage_client_cancelled(const storage_client *c) { return atomic_load(&c->cancel->flag); }
 
-void remote_client_close(remote_client *c) {
+void storage_client_close(storage_client *c) {
   if (c == NULL) return;
   free(c->cancel);
   free(c->endpoint);

@@ -12,10 +12,10 @@
 #include "storage/client_internal.h"
 #include "storage/storage_internal.h"
 
-int remote_storage_check(const char *endpoint, const char *region, int addressing) {
+int storage_s3_check(const char *endpoint, const char *region, int addressing) {
   if (endpoint && storage_url_kind(endpoint) != STORAGE_HTTP)
     return al_set_error(AL_EINVAL, "S3 endpoint %s: not an http:// or https:// URL", endpoint);
-  if (region && (!region[0] || strlen(region) >= REMOTE_REGION_CAP || strpbrk(region, ":/ ")))
+  if (region && (!region[0] || strlen(region) >= STORAGE_REGION_CAP || strpbrk(region, ":/ ")))
     return al_set_error(AL_EINVAL, "S3 region '%s': not a region name", region);
   if (addressing < 0 || addressing > 2)
     return al_set_error(AL_EINVAL, "S3 addressing %d: not 0 (default), 1 (path) or 2 (virtual)",
@@ -35,7 +35,7 @@ int storage_config_make(const char *s3_endpoint, const char *s3_region, int s3_a
   const char *region = s3_region ? s3_region : env_text("AWS_REGION");
   if (region == NULL) region = "us-east-1";
   const char *ep = s3_endpoint ? s3_endpoint : env_text("AWS_ENDPOINT_URL");
-  int rc = remote_storage_check(ep, region, s3_addressing);
+  int rc = storage_s3_check(ep, region, s3_addressing);
   if (rc != AL_OK) return rc;
   snprintf(out->s3_region, sizeof out->s3_region, "%s", region);
   out->s3_endpoint = ep;

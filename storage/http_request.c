@@ -13,7 +13,7 @@
 #include "common/clock_internal.h"
 #include "storage/http_internal.h"
 
-#define REMOTE_EMPTY_SHA256 "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+#define STORAGE_EMPTY_SHA256 "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
 /* The value of header line [p, p + n) when its name is `name`, trimmed: [*v, *v + *len). */
 static int header_span(const char *p, size_t n, const char *name, const char **v, size_t *len) {
@@ -52,7 +52,7 @@ static int parse_u64_prefix(const char **s, uint64_t *v) {
 }
 
 /* "bytes A-B/TOTAL" (TOTAL may be '*': unknown, cr_total 0). */
-static void parse_content_range(remote_xfer *x, const char *v) {
+static void parse_content_range(storage_xfer *x, const char *v) {
   if (strncmp(v, "bytes ", 6) != 0) return;
   const char *p = v + 6;
   if (parse_u64_prefix(&p, &x->cr_start) != 0 || *p++ != '-') return;
@@ -62,7 +62,7 @@ static void parse_content_range(remote_xfer *x, const char *v) {
   x->have_range = x->cr_end >= x->cr_start;
 }
 
-static void reset_response(remote_xfer *x, long status) {
+static void reset_response(storage_xfer *x, long status) {
   x->status = status;
   free(x->answer_etag);
   x->answer_etag = NULL;
@@ -74,7 +74,7 @@ static void reset_response(remote_xfer *x, long status) {
 
 /* libcurl's header call, once per line; a 0 return (out of memory) aborts the transfer. */
 static size_t on_header(char *p, size_t size, size_t n, void *ud) {
-  remote_xfer *x = ud;
+  storage_xfer *x = ud;
   size_t len = size * n;
   char v[256];
   const char *e;
@@ -94,13 +94,13 @@ static size_t on_header(char *p, size_t size, size_t n, void *ud) {
     const char *q = v;
     x->have_length = parse_u64_prefix(&q, &x->length) == 0 && *q == '\0';
   } else if (header_value(p, len, "retry-after", v, sizeof v)) {
-    x->retry_after = remote_retry_after(v, (double)time(NULL));
+    x->retry_after = storage_retry_after(v, (double)time(NULL));
   }
   return len;
 }
 
-static int keep_body(remote_xfer *x, const char *p, size_t len) {
-  size_t max = x->body_max > REMOTE_ERR_BODY_CAP ? x->body_max : REMOTE_ERR_BODY_CAP;
+static int keep_body(storage_xfer *x, const char *p, size_t len) {
+  size_t max = x->body_max > STORAGE_ERR_BODY_CAP ? x->body_max : STORAGE_ERR_BODY_CAP;
   if (x->body_len + len > max) len = max - x->body_len; /* the rest is dropped */
   char *b = realloc(x->body, x->body_len + len + 1);
   if (b == NULL) return -1;
@@ -111,7 +111,7 @@ static int keep_body(remote_xfer *x, const char *p, size_t len) {
   return 0;
 }
 
-static int set_bad(remote_xfer *x, int verdict, const char *why) {
+static int set_bad(storage_xfer *x, int verdict, const char *why) {
   x->verdict = verdict;
   snprintf(x->why, sizeof x->why, "%s", why);
   return -1;
@@ -127,22 +127,22 @@ static void etag_shown(const char *etag, char *out, size_t cap) {
   }
 }
 
-static int etag_changed(remote_xfer *x) {
+static int etag_changed(storage_xfer *x) {
   char was[128], now[128], why[300];
   etag_shown(x->etag, was, sizeof was);
   etag_shown(x->answer_etag, now, sizeof now);
   snprintf(why, sizeof why, "ETag %s, now %s", was, now);
-  return set_bad(x, REMOTE_V_CHANGED, why);
+  return set_bad(x, STORAGE_V_CHANGED, why);
 }
 
-static int size_changed(remote_xfer *x, uint64_t now) {
+static int size_changed(storage_xfer *x, uint64_t now) {
   char why[96];
   snprintf(why, sizeof why, "size %" PRIu64 ", now %" PRIu64, x->expect_total, now);
-  return set_bad(x, REMOTE_V_CHANGED, why);
+  return set_bad(x, STORAGE_V_CHANGED, why);
 }
 
 /* Before a range's first byte: is this the pinned object, and the range asked for? */
-static int check_range_headers(remote_xfer *x) {
+static int check_range_headers(storage_xfer *x) {
   if (x->etag && x->etag[0] && x->answer_etag && strcmp(x->answer_etag, x->etag) != 0) {
     return etag_changed(x);
   }
@@ -153,12 +153,12 @@ static int check_range_headers(remote_xfer *x) {
     return 0;
   }
   uint64_t last = x->range_off + x->range_len - 1;
-  if (!x->have_range) return set_bad(x, REMOTE_V_BAD, "206 answer without a Content-Range");
+  if (!x->have_range) return set_bad(x, STORAGE_V_BAD, "206 answer without a Content-Range");
   if (x->cr_start != x->range_off || x->cr_end > last) {
     char why[160];
     snprintf(why, sizeof why, "asked for bytes %" PRIu64 "-%" PRIu64 ", got %" PRIu64 "-%" PRIu64,
              x->range_off, last, x->cr_start, x->cr_end);
-    return set_bad(x, REMOTE_V_BAD, why);
+    return set_bad(x, STORAGE_V_BAD, why);
   }
   if (x->cr_total && x->expect_total && x->cr_total != x->expect_total) {
     return size_changed(x, x->cr_total);
@@ -167,7 +167,7 @@ static int check_range_headers(remote_xfer *x) {
 }
 
 static size_t on_body(char *p, size_t size, size_t n, void *ud) {
-  remote_xfer *x = ud;
+  storage_xfer *x = ud;
   size_t len = size * n;
   int ok = x->status == 200 || x->status == 206;
   if (x->dst == NULL || !ok) return keep_body(x, p, len) == 0 ? len : 0;
@@ -184,24 +184,24 @@ static size_t on_body(char *p, size_t size, size_t n, void *ud) {
   uint64_t room = x->range_len - x->got;
   size_t take = (len - i) < room ? len - i : (size_t)room;
   if (x->status == 206 && take < len - i) {
-    return set_bad(x, REMOTE_V_BAD, "more bytes than the Content-Range"), 0;
+    return set_bad(x, STORAGE_V_BAD, "more bytes than the Content-Range"), 0;
   }
   memcpy(x->dst + x->got, p + i, take);
   x->got += take;
   if (x->status == 200 && x->got == x->range_len) {
-    x->verdict = REMOTE_V_FULL; /* the rest of the object is not wanted */
+    x->verdict = STORAGE_V_FULL; /* the rest of the object is not wanted */
     return 0;
   }
   return len;
 }
 
 /* If-Match goes with a strong ETag only (a weak one never matches there). */
-static int sends_if_match(const remote_xfer *x) {
+static int sends_if_match(const storage_xfer *x) {
   return x->etag && x->etag[0] && strncmp(x->etag, "W/", 2) != 0;
 }
 
-static struct curl_slist *request_headers(const remote_client *c, const remote_target *t,
-                                          const remote_xfer *x, int *oom) {
+static struct curl_slist *request_headers(const storage_client *c, const storage_target *t,
+                                          const storage_xfer *x, int *oom) {
   struct curl_slist *h = NULL, *n;
   char line[96];
   char *if_match = NULL;
@@ -222,7 +222,7 @@ static struct curl_slist *request_headers(const remote_client *c, const remote_t
   /* SigV4 for S3 needs the payload's hash; libcurl signs it from this header. GET and HEAD
    * send no payload. */
   if (t->s3 && c->userpwd && c->payload_header) {
-    if ((n = curl_slist_append(h, "x-amz-content-sha256: " REMOTE_EMPTY_SHA256)) == NULL) {
+    if ((n = curl_slist_append(h, "x-amz-content-sha256: " STORAGE_EMPTY_SHA256)) == NULL) {
       goto fail;
     }
     h = n;
@@ -242,14 +242,14 @@ fail:
   return NULL;
 }
 
-/* libcurl's progress call: a non-zero return aborts the transfer (remote_client_cancel). */
+/* libcurl's progress call: a non-zero return aborts the transfer (storage_client_cancel). */
 static int on_progress(void *client, curl_off_t dl_total, curl_off_t dl_now, curl_off_t ul_total,
                        curl_off_t ul_now) {
   (void)dl_total, (void)dl_now, (void)ul_total, (void)ul_now;
-  return remote_client_cancelled(client);
+  return storage_client_cancelled(client);
 }
 
-static void set_options(const remote_client *c, CURL *h, const remote_target *t, remote_xfer *x,
+static void set_options(const storage_client *c, CURL *h, const storage_target *t, storage_xfer *x,
                         struct curl_slist *hdrs, struct curl_slist *connect_to, char *errbuf) {
   curl_easy_reset(h); /* keeps the connection and DNS caches */
   curl_easy_setopt(h, CURLOPT_URL, t->http);
@@ -303,12 +303,12 @@ static int retryable_curl(CURLcode rc) {
 }
 
 /* " (Code: Message)" from an S3 error body, or "". */
-static void s3_error_detail(const remote_xfer *x, char *out, size_t cap) {
+static void s3_error_detail(const storage_xfer *x, char *out, size_t cap) {
   out[0] = '\0';
   if (x->body == NULL) return;
   const char *end = x->body + x->body_len;
-  char *code = remote_xml_text(x->body, end, "Code", NULL);
-  char *msg = remote_xml_text(x->body, end, "Message", NULL);
+  char *code = storage_xml_text(x->body, end, "Code", NULL);
+  char *msg = storage_xml_text(x->body, end, "Message", NULL);
   if (code) snprintf(out, cap, " (%s%s%s)", code, msg ? ": " : "", msg ? msg : "");
   free(code);
   free(msg);
@@ -316,57 +316,58 @@ static void s3_error_detail(const remote_xfer *x, char *out, size_t cap) {
 
 /* Headers over libcurl's limits (a line over 100 KiB: "out of memory"; over 300 KiB in all: a
  * receive error saying so), which a retry would only receive again. */
-static int headers_too_long(const remote_xfer *x, CURLcode rc, const char *errbuf) {
+static int headers_too_long(const storage_xfer *x, CURLcode rc, const char *errbuf) {
   if (!x->in_headers) return 0;
   return rc == CURLE_OUT_OF_MEMORY ||
          (rc == CURLE_RECV_ERROR && strstr(errbuf, "Too large response headers") != NULL);
 }
 
-static int classify(remote_xfer *x, CURLcode rc, const char *errbuf, char *msg, size_t cap) {
+static int classify(storage_xfer *x, CURLcode rc, const char *errbuf, char *msg, size_t cap) {
   char detail[512], shown[128];
-  if (x->verdict == REMOTE_V_CHANGED) {
+  if (x->verdict == STORAGE_V_CHANGED) {
     snprintf(msg, cap, "the object changed since it was opened (%s)", x->why);
-    return REMOTE_FATAL;
+    return STORAGE_XFER_FATAL;
   }
-  if (x->verdict == REMOTE_V_BAD) return snprintf(msg, cap, "bad answer: %s", x->why), REMOTE_FATAL;
-  if (x->verdict == REMOTE_V_FULL) return REMOTE_OK;
-  if (rc == CURLE_ABORTED_BY_CALLBACK) return snprintf(msg, cap, "cancelled"), REMOTE_FATAL;
+  if (x->verdict == STORAGE_V_BAD)
+    return snprintf(msg, cap, "bad answer: %s", x->why), STORAGE_XFER_FATAL;
+  if (x->verdict == STORAGE_V_FULL) return STORAGE_XFER_OK;
+  if (rc == CURLE_ABORTED_BY_CALLBACK) return snprintf(msg, cap, "cancelled"), STORAGE_XFER_FATAL;
   if (headers_too_long(x, rc, errbuf)) {
     snprintf(msg, cap,
              "the answer's headers are too long (libcurl takes a header line of up to 100 KiB, 300 KiB of headers in all)%s%s",
              errbuf[0] ? ": " : "", errbuf);
-    return REMOTE_FATAL;
+    return STORAGE_XFER_FATAL;
   }
   if (rc != CURLE_OK) {
     snprintf(msg, cap, "%s%s%s", curl_easy_strerror(rc), errbuf[0] ? ": " : "", errbuf);
-    return retryable_curl(rc) ? REMOTE_RETRY : REMOTE_FATAL;
+    return retryable_curl(rc) ? STORAGE_XFER_RETRY : STORAGE_XFER_FATAL;
   }
   long s = x->status;
   if (s >= 200 && s < 300) {
-    if (x->dst == NULL || x->got == x->range_len) return REMOTE_OK;
+    if (x->dst == NULL || x->got == x->range_len) return STORAGE_XFER_OK;
     snprintf(msg, cap, "short answer: %" PRIu64 " of %" PRIu64 " bytes", x->got, x->range_len);
-    return REMOTE_RETRY;
+    return STORAGE_XFER_RETRY;
   }
   s3_error_detail(x, detail, sizeof detail);
   if (s == 412) {
     etag_shown(x->etag ? x->etag : "", shown, sizeof shown);
     snprintf(msg, cap, "the object changed since it was opened (HTTP 412, ETag no longer %s)",
              shown);
-    return REMOTE_FATAL;
+    return STORAGE_XFER_FATAL;
   }
   snprintf(msg, cap, "HTTP %ld%s", s, detail);
-  return (s == 408 || s == 429 || s >= 500) ? REMOTE_RETRY : REMOTE_FATAL;
+  return (s == 408 || s == 429 || s >= 500) ? STORAGE_XFER_RETRY : STORAGE_XFER_FATAL;
 }
 
-int remote_xfer_perform(const remote_client *c, CURL *h, const remote_target *t, remote_xfer *x,
-                        char *msg, size_t msg_cap) {
+int storage_xfer_perform(const storage_client *c, CURL *h, const storage_target *t, storage_xfer *x,
+                         char *msg, size_t msg_cap) {
   char errbuf[CURL_ERROR_SIZE] = "";
-  if (remote_client_cancelled(c)) return snprintf(msg, msg_cap, "cancelled"), REMOTE_FATAL;
+  if (storage_client_cancelled(c)) return snprintf(msg, msg_cap, "cancelled"), STORAGE_XFER_FATAL;
   int oom;
   struct curl_slist *hdrs = request_headers(c, t, x, &oom);
   x->got = x->discarded = 0;
   x->checked = 0;
-  x->verdict = REMOTE_V_NONE;
+  x->verdict = STORAGE_V_NONE;
   x->why[0] = '\0';
   reset_response(x, 0);
   x->in_headers = 1; /* until the answer's headers end */
@@ -377,7 +378,7 @@ int remote_xfer_perform(const remote_client *c, CURL *h, const remote_target *t,
   }
   if (oom) {
     curl_slist_free_all(hdrs);
-    return snprintf(msg, msg_cap, "out of memory"), REMOTE_FATAL;
+    return snprintf(msg, msg_cap, "out of memory"), STORAGE_XFER_FATAL;
   }
   set_options(c, h, t, x, hdrs, connect_to, errbuf);
   CURLcode rc = curl_easy_perform(h);
@@ -388,7 +389,7 @@ int remote_xfer_perform(const remote_client *c, CURL *h, const remote_target *t,
   return classify(x, rc, errbuf, msg, msg_cap);
 }
 
-void remote_xfer_free(remote_xfer *x) {
+void storage_xfer_free(storage_xfer *x) {
   free(x->body);
   x->body = NULL;
   x->body_len = 0;

@@ -20,7 +20,7 @@
 #define CANCEL_SLICE_S 0.05
 #define FINAL_ATTEMPT_MIN_S 0.1
 
-double remote_retry_after(const char *value, double now) {
+double storage_retry_after(const char *value, double now) {
   const char *p = value;
   if (*p >= '0' && *p <= '9') {
     double s = 0;
@@ -40,7 +40,7 @@ double remote_retry_after(const char *value, double now) {
   return d > RETRY_AFTER_MAX_S ? RETRY_AFTER_MAX_S : d;
 }
 
-void remote_retry_start(const remote_client *c, remote_retry *r) {
+void storage_retry_start(const storage_client *c, storage_retry *r) {
   double now = clock_now_s();
   r->deadline = now + c->cfg.total_timeout_s;
   r->attempts = 0;
@@ -49,19 +49,19 @@ void remote_retry_start(const remote_client *c, remote_retry *r) {
   if (r->rng == 0) r->rng = 1;
 }
 
-int remote_retry_progress(const remote_client *c, remote_retry *r) {
+int storage_retry_progress(const storage_client *c, storage_retry *r) {
   r->failures = 0;
-  return remote_client_cancelled(c) || r->deadline - clock_now_s() <= 0.001 ? -1 : 0;
+  return storage_client_cancelled(c) || r->deadline - clock_now_s() <= 0.001 ? -1 : 0;
 }
 
-static double rand01(remote_retry *r) {
+static double rand01(storage_retry *r) {
   r->rng ^= r->rng << 13; /* xorshift64 */
   r->rng ^= r->rng >> 7;
   r->rng ^= r->rng << 17;
   return (double)(r->rng >> 11) / 9007199254740992.0;
 }
 
-int remote_retry_wait(const remote_client *c, remote_retry *r, double retry_after) {
+int storage_retry_wait(const storage_client *c, storage_retry *r, double retry_after) {
   double d = c->cfg.backoff_base_s;
   for (int i = 0; i < r->failures && d < c->cfg.backoff_max_s; i++) d *= 2;
   if (d > c->cfg.backoff_max_s) d = c->cfg.backoff_max_s;
@@ -82,11 +82,11 @@ int remote_retry_wait(const remote_client *c, remote_retry *r, double retry_afte
   /* In slices, so that a cancel ends the wait within one. */
   double end = clock_now_s() + d;
   for (double now = clock_now_s(); now < end; now = clock_now_s()) {
-    if (remote_client_cancelled(c)) return -1;
+    if (storage_client_cancelled(c)) return -1;
     double s = end - now < CANCEL_SLICE_S ? end - now : CANCEL_SLICE_S;
     struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
     while (nanosleep(&ts, &ts) != 0) {
     }
   }
-  return remote_client_cancelled(c) ? -1 : 0;
+  return storage_client_cancelled(c) ? -1 : 0;
 }

@@ -13,16 +13,16 @@
 
 #define LIST_BODY_MAX (64u << 20)
 
-static int add_entry(remote_listing *l, size_t *cap, const char *bucket, const char *key,
+static int add_entry(storage_listing *l, size_t *cap, const char *bucket, const char *key,
                      uint64_t size, const char *etag) {
   if (l->count == *cap) {
     size_t n = *cap ? *cap * 2 : 64;
-    remote_entry *e = realloc(l->entries, n * sizeof *e);
+    storage_entry *e = realloc(l->entries, n * sizeof *e);
     if (e == NULL) return -1;
     l->entries = e;
     *cap = n;
   }
-  remote_entry *e = &l->entries[l->count];
+  storage_entry *e = &l->entries[l->count];
   memset(e, 0, sizeof *e);
   if (asprintf(&e->url, "s3://%s/%s", bucket, key) < 0) return e->url = NULL, -1;
   e->size = size;
@@ -31,45 +31,46 @@ static int add_entry(remote_listing *l, size_t *cap, const char *bucket, const c
   return 0;
 }
 
-/* The <Contents> of one page; *token receives NextContinuationToken when truncated. */
-static int parse_page(const char *body, size_t n, const char *bucket, remote_listing *l,
-                      size_t *cap, char **token, char *why, size_t why_cap) {
+/* The <Contents> of one page; *token receives NextContinuationToken when truncated. AL_OK, or
+ * AL_EFORMAT "NAME: listing: ..." (name: the page's, for the message). */
+static int parse_page(const char *body, size_t n, const char *bucket, storage_listing *l,
+                      size_t *cap, char **token, const char *name) {
   const char *p = body, *end = body + n;
   *token = NULL;
-  if (memmem(body, n, "<ListBucketResult", 17) == NULL) {
-    return snprintf(why, why_cap, "not a ListBucketResult document"), -1;
-  }
+  if (memmem(body, n, "<ListBucketResult", 17) == NULL)
+    return al_set_error(AL_EFORMAT, "%s: listing: not a ListBucketResult document", name);
   const char *c, *ce;
-  while (remote_xml_span(p, end, "Contents", &c, &ce) == 0) {
-    char *key = remote_xml_text(c, ce, "Key", NULL);
-    char *size = remote_xml_text(c, ce, "Size", NULL);
-    char *etag = remote_xml_text(c, ce, "ETag", NULL);
+  while (storage_xml_span(p, end, "Contents", &c, &ce) == 0) {
+    char *key = storage_xml_text(c, ce, "Key", NULL);
+    char *size = storage_xml_text(c, ce, "Size", NULL);
+    char *etag = storage_xml_text(c, ce, "ETag", NULL);
     char *q = NULL;
     uint64_t sz = size ? strtoull(size, &q, 10) : 0;
     int ok = key && size && q && *q == '\0' && size[0] >= '0' && size[0] <= '9' &&
              add_entry(l, cap, bucket, key, sz, etag) == 0;
     free(key), free(size), free(etag);
-    if (!ok) return snprintf(why, why_cap, "a <Contents> without a Key or a Size"), -1;
+    if (!ok)
+      return al_set_error(AL_EFORMAT, "%s: listing: a <Contents> without a Key or a Size", name);
     p = ce + strlen("</Contents>");
   }
-  char *trunc = remote_xml_text(body, end, "IsTruncated", NULL);
+  char *trunc = storage_xml_text(body, end, "IsTruncated", NULL);
   int more = trunc && strcmp(trunc, "true") == 0;
   free(trunc);
-  if (!more) return 0;
-  *token = remote_xml_text(body, end, "NextContinuationToken", NULL);
+  if (!more) return AL_OK;
+  *token = storage_xml_text(body, end, "NextContinuationToken", NULL);
   if (*token == NULL || (*token)[0] == '\0') {
     free(*token);
     *token = NULL;
-    return snprintf(why, why_cap, "truncated without a NextContinuationToken"), -1;
+    return al_set_error(AL_EFORMAT, "%s: listing: truncated without a NextContinuationToken", name);
   }
-  return 0;
+  return AL_OK;
 }
 
 /* The page's URL: query parameters in the order SigV4 signs them (sorted by name). */
-static char *page_url(const remote_client *c, const char *bucket, const char *prefix,
+static char *page_url(const storage_client *c, const char *bucket, const char *prefix,
                       const char *token) {
-  char *p = remote_pct_encode(prefix, 0);
-  char *t = token ? remote_pct_encode(token, 0) : NULL;
+  char *p = storage_pct_encode(prefix, 0);
+  char *t = token ? storage_pct_encode(token, 0) : NULL;
   char *q = NULL, *url = NULL;
   char max[32] = "";
   if (c->cfg.list_max_keys > 0) snprintf(max, sizeof max, "&max-keys=%u", c->cfg.list_max_keys);
@@ -79,24 +80,25 @@ static char *page_url(const remote_client *c, const char *bucket, const char *pr
       q = NULL;
     }
   }
-  if (q) url = remote_s3_bucket_url(c, bucket, q);
+  if (q) url = storage_s3_bucket_url(c, bucket, q);
   free(p), free(t), free(q);
   return url;
 }
 
 /* One page, retried; its body in x on success. */
-static int get_page(remote_client *c, CURL *h, remote_target *t, remote_xfer *x, remote_stats *st) {
-  remote_retry r;
-  remote_retry_start(c, &r);
+static int get_page(storage_client *c, CURL *h, storage_target *t, storage_xfer *x,
+                    storage_counts *st) {
+  storage_retry r;
+  storage_retry_start(c, &r);
   x->deadline = r.deadline;
   char msg[768];
   for (;;) {
     r.attempts++;
     st->requests++;
-    int v = remote_xfer_perform(c, h, t, x, msg, sizeof msg);
-    if (v == REMOTE_OK) return AL_OK;
-    if (v == REMOTE_FATAL) return al_set_error(AL_EIO, "%s: %s", t->name, msg);
-    if (remote_retry_wait(c, &r, x->retry_after) != 0) {
+    int v = storage_xfer_perform(c, h, t, x, msg, sizeof msg);
+    if (v == STORAGE_XFER_OK) return AL_OK;
+    if (v == STORAGE_XFER_FATAL) return al_set_error(AL_EIO, "%s: %s", t->name, msg);
+    if (storage_retry_wait(c, &r, x->retry_after) != 0) {
       return al_set_error(AL_EIO, "%s: gave up after %d attempts; last error: %s", t->name,
                           r.attempts, msg);
     }
@@ -158,7 +160,7 @@ typedef struct pager {
 } pager;
 
 /* The token of the page just read, when there is one: refused when it came before. */
-static int check_token(pager *pg, const remote_target *t) {
+static int check_token(pager *pg, const storage_target *t) {
   int again = pg->token != NULL ? token_add(&pg->seen, pg->token) : 0;
   if (again < 0) return al_set_error(AL_ENOMEM, "%s: out of memory", t->name);
   if (again == 0) return AL_OK;
@@ -169,8 +171,9 @@ static int check_token(pager *pg, const remote_target *t) {
 }
 
 /* One page: its entries into out, pg->token the next page's token (NULL: the last page). */
-static int list_page(remote_client *c, CURL *h, pager *pg, remote_listing *out, remote_stats *st) {
-  remote_target t = {0};
+static int list_page(storage_client *c, CURL *h, pager *pg, storage_listing *out,
+                     storage_counts *st) {
+  storage_target t = {0};
   t.s3 = 1;
   t.http = page_url(c, pg->bucket, pg->prefix, pg->token);
   free(pg->token);
@@ -179,23 +182,21 @@ static int list_page(remote_client *c, CURL *h, pager *pg, remote_listing *out, 
     free(t.http);
     return al_set_error(AL_ENOMEM, "%s: out of memory", pg->url);
   }
-  remote_xfer x = {0};
+  storage_xfer x = {0};
   x.body_max = LIST_BODY_MAX;
-  char why[256];
   pg->pages++;
   int rc = get_page(c, h, &t, &x, st);
-  if (rc == AL_OK && parse_page(x.body ? x.body : "", x.body_len, pg->bucket, out, &pg->cap,
-                                &pg->token, why, sizeof why) != 0) {
-    rc = al_set_error(AL_EFORMAT, "%s: listing: %s", t.name, why);
-  }
+  if (rc == AL_OK)
+    rc = parse_page(x.body ? x.body : "", x.body_len, pg->bucket, out, &pg->cap, &pg->token,
+                    t.name);
   if (rc == AL_OK) rc = check_token(pg, &t);
-  remote_xfer_free(&x);
-  remote_target_free(&t);
+  storage_xfer_free(&x);
+  storage_target_free(&t);
   return rc;
 }
 
-static int list_pages(remote_client *c, CURL *h, const char *url, const char *bucket,
-                      const char *prefix, remote_listing *out, remote_stats *st) {
+static int list_pages(storage_client *c, CURL *h, const char *url, const char *bucket,
+                      const char *prefix, storage_listing *out, storage_counts *st) {
   pager pg = {.url = url, .bucket = bucket, .prefix = prefix};
   int rc;
   do {
@@ -206,9 +207,10 @@ static int list_pages(remote_client *c, CURL *h, const char *url, const char *bu
   return rc;
 }
 
-int remote_list(remote_client *c, const char *url, remote_listing *out, remote_stats *stats) {
+int storage_s3_list(storage_client *c, const char *url, storage_listing *out,
+                    storage_counts *stats) {
   memset(out, 0, sizeof *out);
-  remote_stats st = {0};
+  storage_counts st = {0};
   if (storage_url_kind(url) != STORAGE_S3 || url_userinfo(url, NULL) > 0) {
     char *shown = url_redact(url);
     int rc = al_set_error(AL_EINVAL,
@@ -227,12 +229,12 @@ int remote_list(remote_client *c, const char *url, remote_listing *out, remote_s
                : list_pages(c, h, url, bucket, slash ? slash + 1 : "", out, &st);
   if (h) curl_easy_cleanup(h);
   free(bucket);
-  if (rc != AL_OK) remote_listing_free(out);
+  if (rc != AL_OK) storage_listing_free(out);
   if (stats) *stats = st;
   return rc;
 }
 
-void remote_listing_free(remote_listing *l) {
+void storage_listing_free(storage_listing *l) {
   for (size_t i = 0; i < l->count; i++) free(l->entries[i].url), free(l->entries[i].etag);
   free(l->entries);
   memset(l, 0, sizeof *l);

@@ -64,7 +64,7 @@ static size_t put_entity(char *p, const char *e, size_t n) {
   return put_utf8(p, cp);
 }
 
-char *remote_xml_decode(const char *s, size_t n) {
+char *storage_xml_decode(const char *s, size_t n) {
   char *out = malloc(n + 1); /* an entity's UTF-8 is never longer than the entity */
   if (out == NULL) return NULL;
   size_t o = 0;
@@ -86,8 +86,8 @@ char *remote_xml_decode(const char *s, size_t n) {
   return out;
 }
 
-int remote_xml_span(const char *s, const char *end, const char *tag, const char **a,
-                    const char **b) {
+int storage_xml_span(const char *s, const char *end, const char *tag, const char **a,
+                     const char **b) {
   char open[64], close[64];
   if (snprintf(open, sizeof open, "<%s>", tag) >= (int)sizeof open) return -1;
   snprintf(close, sizeof close, "</%s>", tag);
@@ -101,9 +101,9 @@ int remote_xml_span(const char *s, const char *end, const char *tag, const char 
   return 0;
 }
 
-char *remote_xml_text(const char *s, const char *end, const char *tag, const char **next) {
+char *storage_xml_text(const char *s, const char *end, const char *tag, const char **next) {
   const char *a, *b;
-  if (remote_xml_span(s, end, tag, &a, &b) != 0) return NULL;
+  if (storage_xml_span(s, end, tag, &a, &b) != 0) return NULL;
   if (next) *next = b + strlen(tag) + 3;
-  return remote_xml_decode(a, (size_t)(b - a));
+  return storage_xml_decode(a, (size_t)(b - a));
 }

@@ -1,6 +1,7 @@
 /*
- * storage/tar_member.c - a remote plain tar's members from its header blocks: header, then the next
- * header after the member's padded data, fetched in coalesced windows of ranged GETs.
+ * storage/tar_member.c - a plain tar's members from its header blocks: header, then the next
+ * header after the member's padded data, fetched in coalesced windows of ranged reads (GETs for
+ * a URL) through any storage_obj.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -9,12 +10,16 @@
 
 #include "storage/tar_member_internal.h"
 
+#include "storage/storage_internal.h"
+
 #define TAR_BLOCK 512
 #define TAR_EXT_MAX (1u << 20) /* a pax or GNU long-name extension larger than this is refused */
 
 typedef struct window {
-  remote_object *o;
-  remote_tar_fetch_fn fetch; /* NULL: remote_object_read */
+  storage_obj *o;
+  const char *name; /* the object's, for messages */
+  uint64_t size;
+  storage_tar_fetch_fn fetch; /* NULL: storage_read */
   void *fetch_ctx;
   unsigned char *buf;
   size_t cap;
@@ -31,11 +36,11 @@ static int win_get(window *w, uint64_t off, size_t len, const unsigned char **ou
     *out = w->buf + (off - w->off);
     return AL_OK;
   }
-  uint64_t size = remote_object_size(w->o);
+  uint64_t size = w->size;
   if (off > size || len > size - off) {
     return al_set_error(AL_EFORMAT,
                         "%s: offset %" PRIu64 ": the tar ends inside a header (size %" PRIu64 ")",
-                        remote_object_url(w->o), off, size);
+                        w->name, off, size);
   }
   /* A header right after the window (metadata-only members, nothing skipped): the members are
    * dense here, so the next window is twice as large; after a skipped payload, back to base. */
@@ -48,13 +53,13 @@ static int win_get(window *w, uint64_t off, size_t len, const unsigned char **ou
   if (want > size - off) want = (size_t)(size - off);
   if (want > w->cap) {
     unsigned char *b = realloc(w->buf, want);
-    if (b == NULL) return al_set_error(AL_ENOMEM, "%s: out of memory", remote_object_url(w->o));
+    if (b == NULL) return al_set_error(AL_ENOMEM, "%s: out of memory", w->name);
     w->buf = b;
     w->cap = want;
   }
   w->len = 0;
   int rc = w->fetch ? w->fetch(w->fetch_ctx, off, w->buf, want)
-                    : remote_object_read(w->o, off, w->buf, want);
+                    : storage_read(w->o, off, w->buf, want);
   if (rc != AL_OK) return rc;
   w->off = off;
   w->len = want;
@@ -155,10 +160,10 @@ static int parse_pax(const unsigned char *d, size_t n, pending *p) {
   return 0;
 }
 
-static int add_member(remote_tar_listing *l, size_t *cap, remote_tar_member m) {
+static int add_member(storage_tar_listing *l, size_t *cap, storage_tar_member m) {
   if (l->count == *cap) {
     size_t n = *cap ? *cap * 2 : 64;
-    remote_tar_member *a = realloc(l->members, n * sizeof *a);
+    storage_tar_member *a = realloc(l->members, n * sizeof *a);
     if (a == NULL) return -1;
     l->members = a;
     *cap = n;
@@ -170,7 +175,7 @@ static int add_member(remote_tar_listing *l, size_t *cap, remote_tar_member m) {
 /* An extension header's data (pax 'x', 'g'; GNU 'L') into p. */
 static int take_extension(window *w, const unsigned char *h, uint64_t data, uint64_t sz,
                           pending *p) {
-  const char *url = remote_object_url(w->o);
+  const char *url = w->name;
   if (sz > TAR_EXT_MAX) {
     return al_set_error(AL_EFORMAT,
                         "%s: offset %" PRIu64 ": an extension header of %" PRIu64 " bytes", url,
@@ -196,9 +201,9 @@ static uint64_t padded(uint64_t n) { return (n + TAR_BLOCK - 1) / TAR_BLOCK * TA
 
 /* One header at *pos: a member added to l, or an extension taken into p; *pos moves to the
  * next header. AL_EOF at the end of the archive, AL_OK to go on, else the error. */
-static int walk_one(window *w, uint64_t *pos, pending *p, remote_tar_listing *l, size_t *cap) {
-  const char *url = remote_object_url(w->o);
-  uint64_t size = remote_object_size(w->o), at = *pos, sz;
+static int walk_one(window *w, uint64_t *pos, pending *p, storage_tar_listing *l, size_t *cap) {
+  const char *url = w->name;
+  uint64_t size = w->size, at = *pos, sz;
   if (at == size) return AL_EOF; /* no end-of-archive blocks: the object's end ends it */
   const unsigned char *h;
   int rc = win_get(w, at, TAR_BLOCK, &h);
@@ -215,7 +220,7 @@ static int walk_one(window *w, uint64_t *pos, pending *p, remote_tar_listing *l,
     *pos = data + padded(sz);
     return AL_OK;
   }
-  remote_tar_member m = {0};
+  storage_tar_member m = {0};
   m.name = p->name ? p->name : ustar_name(h);
   p->name = NULL;
   m.header_off = at;
@@ -239,15 +244,20 @@ static int walk_one(window *w, uint64_t *pos, pending *p, remote_tar_listing *l,
   return AL_OK;
 }
 
-int remote_tar_scan(remote_object *o, size_t batch_bytes, remote_tar_listing *out) {
-  return remote_tar_scan_via(o, batch_bytes, 0, NULL, NULL, out);
+int storage_tar_scan(storage_obj *o, size_t batch_bytes, storage_tar_listing *out) {
+  return storage_tar_scan_via(o, batch_bytes, 0, NULL, NULL, out);
 }
 
-int remote_tar_scan_via(remote_object *o, size_t batch_bytes, size_t batch_max,
-                        remote_tar_fetch_fn fetch, void *fetch_ctx, remote_tar_listing *out) {
+int storage_tar_scan_via(storage_obj *o, size_t batch_bytes, size_t batch_max,
+                         storage_tar_fetch_fn fetch, void *fetch_ctx, storage_tar_listing *out) {
   memset(out, 0, sizeof *out);
   window w = {0};
+  storage_stat st;
+  int rc = storage_get_stat(o, &st);
+  if (rc != AL_OK) return rc;
   w.o = o;
+  w.name = storage_name(o);
+  w.size = st.size;
   w.fetch = fetch;
   w.fetch_ctx = fetch_ctx;
   w.batch = batch_bytes ? batch_bytes : 64 * 1024;
@@ -257,18 +267,17 @@ int remote_tar_scan_via(remote_object *o, size_t batch_bytes, size_t batch_max,
   pending p = {0};
   size_t cap = 0;
   uint64_t pos = 0;
-  int rc;
   while ((rc = walk_one(&w, &pos, &p, out, &cap)) == AL_OK) {
   }
   free(p.name);
   free(w.buf);
   out->fetched = w.fetched;
   out->requests = w.requests;
-  if (rc < 0) remote_tar_listing_free(out);
+  if (rc < 0) storage_tar_listing_free(out);
   return rc < 0 ? rc : AL_OK;
 }
 
-void remote_tar_listing_free(remote_tar_listing *l) {
+void storage_tar_listing_free(storage_tar_listing *l) {
   for (size_t i = 0; i < l->count; i++) free(l->members[i].name);
   free(l->members);
   memset(l, 0, sizeof *l);

@@ -2,7 +2,7 @@
  * storage/url_target.c - what a remote URL's requests are sent to: http(s):// as given (the scheme
  * in lower case), s3:// mapped to the client's endpoint (path-style) or to AWS's
  * virtual-hosted endpoint; the name messages give it (no user:password); the part of it
- * that names the object.
+ * that names the object; the name it is stored under in an index.
  */
 #include <ctype.h>
 #include <stdio.h>
@@ -13,12 +13,25 @@
 #include "storage/http_internal.h"
 #include "storage/storage_internal.h"
 
-size_t remote_url_identity_len(const char *url) {
+size_t storage_url_identity_len(const char *url) {
   if (storage_url_kind(url) == STORAGE_HTTP) return strcspn(url, "?#");
   return strlen(url);
 }
 
-char *remote_pct_encode(const char *s, int keep_slash) {
+char *storage_url_canonical(const char *url) {
+  int http = storage_url_kind(url) == STORAGE_HTTP;
+  size_t scheme = url_scheme_len(url), at = 0, user = url_userinfo(url, &at);
+  const char *h = url + scheme + user; /* the host (s3://: the bucket) */
+  size_t hl = strcspn(h, "/?#"), rest = strlen(h + hl);
+  char *s = malloc(scheme + hl + rest + 1);
+  if (!s) return NULL;
+  for (size_t i = 0; i < scheme; i++) s[i] = (char)tolower((unsigned char)url[i]);
+  for (size_t i = 0; i < hl; i++) s[scheme + i] = http ? (char)tolower((unsigned char)h[i]) : h[i];
+  memcpy(s + scheme + hl, h + hl, rest + 1);
+  return s;
+}
+
+char *storage_pct_encode(const char *s, int keep_slash) {
   static const char hex[] = "0123456789ABCDEF";
   size_t n = strlen(s);
   char *out = malloc(3 * n + 1);
@@ -55,11 +68,11 @@ static int virtual_endpoint(char **out, const char *endpoint, const char *bucket
   return asprintf(out, "%.*s%s.%s/%s", (int)(host - endpoint), endpoint, bucket, host, query);
 }
 
-char *remote_s3_bucket_url(const remote_client *c, const char *bucket, const char *query) {
+char *storage_s3_bucket_url(const storage_client *c, const char *bucket, const char *query) {
   char *out = NULL;
   int n;
-  int virt = dns_bucket(bucket) && (c->endpoint ? c->cfg.s3_addressing == REMOTE_ADDRESSING_VIRTUAL
-                                                : c->cfg.s3_addressing != REMOTE_ADDRESSING_PATH);
+  int virt = dns_bucket(bucket) && (c->endpoint ? c->cfg.s3_addressing == STORAGE_ADDRESSING_VIRTUAL
+                                                : c->cfg.s3_addressing != STORAGE_ADDRESSING_PATH);
   if (c->endpoint != NULL && virt) {
     n = virtual_endpoint(&out, c->endpoint, bucket, query);
   } else if (c->endpoint != NULL) {
@@ -72,16 +85,16 @@ char *remote_s3_bucket_url(const remote_client *c, const char *bucket, const cha
   return n < 0 ? NULL : out;
 }
 
-/* t for s3://BUCKET/KEY; url has no user:password@ (remote_target_make refuses one). */
-static int s3_target(const remote_client *c, const char *url, remote_target *t) {
+/* t for s3://BUCKET/KEY; url has no user:password@ (storage_target_make refuses one). */
+static int s3_target(const storage_client *c, const char *url, storage_target *t) {
   const char *b = url + 5;
   const char *slash = strchr(b, '/');
   if (slash == NULL || slash == b || slash[1] == '\0')
     return al_set_error(AL_EINVAL, "%s: an S3 object URL is s3://BUCKET/KEY", url);
   t->bucket = strndup(b, (size_t)(slash - b));
   t->key = strdup(slash + 1);
-  char *enc = t->key ? remote_pct_encode(t->key, 1) : NULL;
-  char *base = t->bucket ? remote_s3_bucket_url(c, t->bucket, "") : NULL;
+  char *enc = t->key ? storage_pct_encode(t->key, 1) : NULL;
+  char *base = t->bucket ? storage_s3_bucket_url(c, t->bucket, "") : NULL;
   int ok = enc != NULL && base != NULL;
   if (ok) {
     /* base ends with the bucket (path-style) or with '/' (virtual-hosted). */
@@ -106,7 +119,8 @@ static char *http_url(const char *url) {
 }
 
 /* The target of a URL whose messages name it as shown (its user:password@ as ***@). */
-static int target_of(const remote_client *c, const char *url, const char *shown, remote_target *t) {
+static int target_of(const storage_client *c, const char *url, const char *shown,
+                     storage_target *t) {
   int kind = storage_url_kind(url);
   if (kind == STORAGE_S3 && strcmp(shown, url) != 0) {
     return al_set_error(AL_EINVAL,
@@ -122,17 +136,17 @@ static int target_of(const remote_client *c, const char *url, const char *shown,
   return al_set_error(AL_ENOMEM, "%s: out of memory", shown);
 }
 
-int remote_target_make(const remote_client *c, const char *url, remote_target *t) {
+int storage_target_make(const storage_client *c, const char *url, storage_target *t) {
   memset(t, 0, sizeof *t);
   char *shown = url ? url_redact(url) : strdup("(null)");
   int rc = shown == NULL ? al_set_error(AL_ENOMEM, "remote URL: out of memory")
                          : target_of(c, url ? url : "", shown, t);
   free(shown);
-  if (rc != AL_OK) remote_target_free(t);
+  if (rc != AL_OK) storage_target_free(t);
   return rc;
 }
 
-void remote_target_free(remote_target *t) {
+void storage_target_free(storage_target *t) {
   free(t->http);
   free(t->name);
   free(t->bucket);

@@ -18,6 +18,8 @@
 
 #include "stream/al_stream.h"
 
+struct storage_obj; /* storage/storage_internal.h: an open shard, of any backend */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -113,10 +115,11 @@ typedef struct stream_source {
   /* Fills `job` for `sample`; a missing payload member is an error whose
    * message names the key (job->key must still be set when known). */
   int (*job)(void *ctx, uint64_t sample, const char *ext, stream_source_job *job);
-  /* Shard identity (may be NULL): AL_OK when `fd` holds the shard that was indexed,
+  /* Shard identity (may be NULL): AL_OK when `obj` (storage/storage_internal.h: a local file,
+   * or a download of a compressed shard at a URL) holds the shard that was indexed,
    * AL_ENOTFOUND when the source has no fingerprint for it (then size and mtime are
    * checked), an error naming the shard otherwise. Called once per shard, by one thread. */
-  int (*verify)(void *ctx, uint32_t id, int fd);
+  int (*verify)(void *ctx, uint32_t id, struct storage_obj *obj);
   /* The index (may be NULL): what its shards at URLs were built with, the readers' defaults. */
   const al_index *index;
 } stream_source;

@@ -3,6 +3,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "loader/shard_fp_internal.h"
+#include "storage/storage_internal.h"
 #include "stream/engine_internal.h"
 
 static int idx_shard(void *ctx, uint32_t id, stream_source_shard *out) {
@@ -100,8 +102,12 @@ static int idx_job(void *ctx, uint64_t sample, const char *ext, stream_source_jo
   return AL_OK;
 }
 
-static int idx_verify(void *ctx, uint32_t id, int fd) {
-  return al_index_shard_verify((const al_index *)ctx, id, fd);
+static int idx_verify(void *ctx, uint32_t id, struct storage_obj *obj) {
+  const al_index *idx = ctx;
+  if (id >= al_index_shard_count(idx))
+    return al_set_error(AL_ERANGE, "shard %" PRIu32 " out of range (%zu shards)", id,
+                        al_index_shard_count(idx));
+  return index_shard_fp_check(idx, id, storage_read_at, obj);
 }
 
 void stream_index_source(const al_index *idx, stream_source *out) {

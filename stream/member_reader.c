@@ -1,26 +1,21 @@
-/* Reading one payload member: pread, libarchive fallback, LZ4 frames. */
+/* Reading one payload member through storage: ranged reads, libarchive fallback, LZ4 frames. */
 #include "common/env_internal.h"
 #include "stream/member_reader_internal.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <archive.h>
 #include <archive_entry.h>
 
-#include "common/atomic_file_internal.h"
 #include "common/grow_internal.h"
 #include "loader/lz4_member_internal.h"
-#include "storage/client_internal.h"
+#include "storage/storage_internal.h"
 #include "stream/cuda_rt_internal.h"
 #include "stream/remote_fetch_internal.h"
-#include "storage/storage_internal.h"
 
 /* ---------------------------------------------------------------- buffers */
 
@@ -54,9 +49,12 @@ void stream_growbuf_free(stream_growbuf *b) {
 
 typedef struct shard_slot {
   int state; /* 0 = not opened, 1 = open, -1 = unusable */
-  int fd;
-  int remote;   /* a URL: read through stream_remote (no fd until downloaded) */
-  int download; /* a compressed shard at a URL: 0 = not on disk, 1 = downloading, 2 = in fd */
+  /* A seekable local shard's object, read by every reader (a file's reads are pread); a
+   * compressed shard at a URL's download once on disk; else NULL. */
+  storage_obj *obj;
+  int remote;   /* its backend is a server's: read through stream_remote (pinned; no obj until
+                   downloaded) */
+  int download; /* a compressed shard at a URL: 0 = not on disk, 1 = downloading, 2 = in obj */
   int status;
   char *error; /* why unusable, without the key (added per sample) */
   stream_source_shard info;
@@ -68,7 +66,7 @@ struct stream_shard_table {
   const stream_source *src;
   size_t n;
   shard_slot *slots;
-  stream_remote *remote; /* opened at the first shard that is a URL */
+  stream_remote *remote; /* opened at the first shard whose backend is a server's */
   /* Guards setting `remote` and `cancelled` apart from mu, which a shard's pin holds while it
    * retries: a cancel must not wait for it. */
   pthread_mutex_t cancel_mu;
@@ -126,7 +124,6 @@ int stream_shard_table_new(stream_shard_table **out, const stream_source *src) {
   pthread_cond_init(&t->downloaded, NULL);
   t->src = src;
   t->n = src->n_shards;
-  for (size_t i = 0; i < t->n; i++) t->slots[i].fd = -1;
   *out = t;
   return AL_OK;
 }
@@ -134,7 +131,7 @@ int stream_shard_table_new(stream_shard_table **out, const stream_source *src) {
 void stream_shard_table_free(stream_shard_table *t) {
   if (!t) return;
   for (size_t i = 0; i < t->n; i++) {
-    if (t->slots[i].fd >= 0) close(t->slots[i].fd);
+    storage_close(t->slots[i].obj);
     free(t->slots[i].error);
   }
   stream_remote_free(t->remote);
@@ -155,22 +152,23 @@ static void slot_fail(shard_slot *s, int status) {
   s->error = strdup(al_last_error());
 }
 
-/* The shard at `fd` is the one indexed: the same size, then the same content fingerprint
- * (loader/shard_fp.c: cp, rsync and node-local copies keep it, a rewrite changes it); a
- * source without a fingerprint for it falls back to the mtime recorded when indexing
- * (`mtime`: 0 for a download, whose mtime is when it was fetched). */
+/* The shard in `o` (a local file, or a download) is the one indexed: the same size, then the
+ * same content fingerprint (loader/shard_fp.c: cp, rsync and node-local copies keep it, a
+ * rewrite changes it); a source without a fingerprint for it falls back to the mtime recorded
+ * when indexing (`mtime`: 0 for a download, whose mtime is when it was fetched). */
 static int shard_identity(const stream_shard_table *t, uint32_t id, const stream_source_shard *in,
-                          int fd, int mtime) {
-  struct stat sb;
-  if (fstat(fd, &sb) != 0) return al_set_error(AL_EIO, "%s: fstat: %s", in->path, strerror(errno));
-  if ((uint64_t)sb.st_size != in->size)
+                          storage_obj *o, int mtime) {
+  storage_stat sb;
+  int rc = storage_get_stat(o, &sb);
+  if (rc != AL_OK) return rc;
+  if (sb.size != in->size)
     return al_set_error(AL_EFORMAT,
                         "%s: shard changed since indexing: size is %" PRIu64
                         " bytes, the index says %" PRIu64,
-                        in->path, (uint64_t)sb.st_size, in->size);
-  int v = t->src->verify ? t->src->verify(t->src->ctx, id, fd) : AL_ENOTFOUND;
+                        in->path, sb.size, in->size);
+  int v = t->src->verify ? t->src->verify(t->src->ctx, id, o) : AL_ENOTFOUND;
   if (v != AL_ENOTFOUND || !mtime) return v == AL_ENOTFOUND ? AL_OK : v;
-  int64_t mt = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
+  int64_t mt = sb.mtime_ns;
   if (in->mtime_ns != 0 && mt != in->mtime_ns)
     return al_set_error(AL_EFORMAT,
                         "%s: shard changed since indexing: mtime_ns is %" PRId64
@@ -193,7 +191,7 @@ static int append_note(int rc, const char *note) {
 /* A shard at a URL, pinned by a HEAD (its size must be the one indexed, and its ETag, when the
  * index has one from this server). A compressed one is downloaded at its first read
  * (shard_download). */
-static int remote_shard_open(stream_shard_table *t, uint32_t id, shard_slot *s) {
+static int pin_shard(stream_shard_table *t, uint32_t id, shard_slot *s) {
   int rc = AL_OK;
   if (!t->remote) {
     stream_remote *r = NULL;
@@ -204,7 +202,7 @@ static int remote_shard_open(stream_shard_table *t, uint32_t id, shard_slot *s) 
     pthread_mutex_unlock(&t->cancel_mu);
   }
   if (rc == AL_OK) rc = stream_remote_pin(t->remote, id, s->info.path, s->info.size, s->info.etag);
-  if (rc != AL_OK && !strncmp(s->info.path, "s3://", 5)) return append_note(rc, t->note);
+  if (rc != AL_OK && storage_url_kind(s->info.path) == STORAGE_S3) return append_note(rc, t->note);
   if (rc != AL_OK) return rc;
   s->remote = 1;
   s->state = 1;
@@ -221,23 +219,23 @@ static int shard_get(stream_shard_table *t, uint32_t id, shard_slot **out) {
   shard_slot *s = &t->slots[id];
   if (s->state == 0) {
     int rc = t->src->shard(t->src->ctx, id, &s->info);
-    int fd = -1;
-    if (rc == AL_OK && storage_url_kind(s->info.path) != STORAGE_LOCAL) {
-      rc = remote_shard_open(t, id, s);
+    storage_obj *o = NULL;
+    if (rc == AL_OK && storage_ops_for(s->info.path)->remote) {
+      rc = pin_shard(t, id, s);
       if (rc != AL_OK) slot_fail(s, rc);
       goto done;
     }
     /* A FIFO or device put in the shard's place fails here instead of blocking. */
-    if (rc == AL_OK) rc = afile_open_input(s->info.path, "shard", &fd);
-    if (rc == AL_OK) rc = shard_identity(t, id, &s->info, fd, 1);
+    if (rc == AL_OK) rc = storage_open(NULL, s->info.path, &o);
+    if (rc == AL_OK) rc = shard_identity(t, id, &s->info, o, 1);
     if (rc != AL_OK) {
       slot_fail(s, rc);
-      if (fd >= 0) close(fd);
+      storage_close(o);
     } else if (s->info.seekable) {
-      s->fd = fd;
+      s->obj = o;
       s->state = 1;
     } else {
-      close(fd); /* sequential shards are opened per reader by libarchive */
+      storage_close(o); /* sequential shards are opened per reader by libarchive */
       s->state = 1;
     }
   }
@@ -261,10 +259,10 @@ struct stream_reader {
   uint64_t max_member;     /* cap on a member's stored and decoded bytes */
   stream_growbuf scratch2; /* stream_reader_scratch */
   struct archive *seq;
-  int seq_fd;       /* its descriptor (-1: none) */
-  int seq_shared;   /* or a downloaded shard's descriptor, read with pread (-1: none) */
-  uint64_t seq_pos; /* the next byte of seq_shared that libarchive gets */
-  uint8_t *seq_buf; /* what it gets, r->block bytes */
+  storage_obj *seq_own; /* the shard it reads, opened for it (a local compressed shard), or */
+  storage_obj *seq_src; /* what it reads: seq_own, or a downloaded shard's object (shared) */
+  uint64_t seq_pos;     /* the next byte of seq_src that libarchive gets */
+  uint8_t *seq_buf;     /* what it gets, r->block bytes */
   uint32_t seq_shard;
   uint64_t seq_offset;
   stream_remote_reader *rr; /* this thread's remote objects, opened on first use */
@@ -275,8 +273,6 @@ int stream_reader_new(stream_reader **out, stream_shard_table *t, size_t block) 
   stream_reader *r = calloc(1, sizeof *r);
   if (!r) return al_set_error(AL_ENOMEM, "reader");
   r->t = t;
-  r->seq_fd = -1;
-  r->seq_shared = -1;
   r->max_member = stream_max_member_bytes();
   r->block = block ? block : ((size_t)1 << 20);
   r->scratch = malloc(r->block);
@@ -294,9 +290,8 @@ int stream_reader_new(stream_reader **out, stream_shard_table *t, size_t block) 
 static void seq_close(stream_reader *r) {
   if (r->seq) archive_read_free(r->seq);
   r->seq = NULL;
-  if (r->seq_fd >= 0) close(r->seq_fd);
-  r->seq_fd = -1;
-  r->seq_shared = -1;
+  storage_close(r->seq_own);
+  r->seq_own = r->seq_src = NULL;
 }
 
 void stream_reader_free(stream_reader *r) {
@@ -315,13 +310,13 @@ uint64_t stream_max_member_bytes(void) {
   return env_u64("ADAPTIVELOAD_MAX_MEMBER_BYTES", AL_STREAM_MAX_MEMBER_DEFAULT);
 }
 
-/* Bytes of one member, from a file offset (pread) or the current libarchive entry. */
+/* Bytes of one member, from a shard offset (a ranged read) or the current libarchive entry. */
 typedef struct member_in {
-  int fd;
+  storage_obj *obj;
   const uint8_t *mem; /* non-NULL: the member's bytes in memory, mem[0] at file offset base */
   uint64_t base;
   struct archive *a;
-  uint64_t pos, end; /* file offsets for pread; pos counts bytes read for libarchive */
+  uint64_t pos, end; /* shard offsets of ranged reads; pos counts bytes read for libarchive */
 } member_in;
 
 static int fail_at(const stream_source_job *job, const char *shard, uint64_t at, int status,
@@ -362,19 +357,19 @@ static long long in_read(member_in *in, void *buf, size_t cap, const stream_sour
     in->pos += cap;
     return (long long)cap;
   }
-  for (;;) {
-    ssize_t n = pread(in->fd, buf, cap, (off_t)in->pos);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return fail_at(job, shard, in->pos, AL_EIO, "read: ", strerror(errno));
-    if (n == 0) {
-      char what[96];
-      snprintf(what, sizeof what, "%" PRIu64 " of %" PRIu64 " bytes", in->pos - job->offset,
-               job->size);
-      return fail_at(job, shard, in->pos, AL_EIO, "short read (shard truncated?): got ", what);
-    }
-    in->pos += (uint64_t)n;
-    return n;
+  size_t n = 0;
+  int rc = storage_read_some(in->obj, in->pos, buf, cap, &n);
+  if (rc != AL_OK)
+    return al_error_prefix(rc, "key '%s' member '%s' at byte %" PRIu64, job->key ? job->key : "?",
+                           job->member, in->pos);
+  if (n == 0) {
+    char what[96];
+    snprintf(what, sizeof what, "%" PRIu64 " of %" PRIu64 " bytes", in->pos - job->offset,
+             job->size);
+    return fail_at(job, shard, in->pos, AL_EIO, "short read (shard truncated?): got ", what);
   }
+  in->pos += (uint64_t)n;
+  return (long long)n;
 }
 
 static int read_exact(member_in *in, uint8_t *dst, uint64_t size, const stream_source_job *job,
@@ -466,39 +461,35 @@ static int decode_lz4(stream_reader *r, member_in *in, const stream_source_job *
   return AL_OK;
 }
 
-/* libarchive's input from a downloaded shard: the reader's own position over the shared fd. */
-static la_ssize_t seq_shared_read(struct archive *a, void *ctx, const void **buf) {
+/* libarchive's input: the reader's own position over r->seq_src. */
+static la_ssize_t seq_read(struct archive *a, void *ctx, const void **buf) {
   stream_reader *r = ctx;
-  for (;;) {
-    ssize_t n = pread(r->seq_shared, r->seq_buf, r->block, (off_t)r->seq_pos);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      archive_set_error(a, errno, "read at byte %" PRIu64 ": %s", r->seq_pos, strerror(errno));
-      return -1;
-    }
-    r->seq_pos += (uint64_t)n;
-    *buf = r->seq_buf;
-    return n;
+  size_t n = 0;
+  if (storage_read_some(r->seq_src, r->seq_pos, r->seq_buf, r->block, &n) != AL_OK) {
+    archive_set_error(a, EIO, "%s", al_last_error());
+    return -1;
   }
+  r->seq_pos += n;
+  *buf = r->seq_buf;
+  return (la_ssize_t)n;
 }
 
-/* libarchive (r->seq) reads the shard at `path` (its own descriptor), or the downloaded one at
- * `shared`. */
-static int seq_open(stream_reader *r, const stream_source_job *job, const char *path, int shared) {
-  int ar;
-  if (shared >= 0) {
-    if (!r->seq_buf && !(r->seq_buf = malloc(r->block)))
-      return al_set_error(AL_ENOMEM, "reader buffer of %zu bytes", r->block);
-    r->seq_shared = shared;
-    r->seq_pos = 0;
-    ar = archive_read_open(r->seq, r, NULL, seq_shared_read, NULL);
-  } else {
-    /* Opened through afile_open_input: never blocks on a FIFO put in the shard's place. */
-    int rc = afile_open_input(path, "shard", &r->seq_fd);
+/* libarchive (r->seq) reads the shard at `path` (an object of its own), or the downloaded one
+ * in `shared`. */
+static int seq_open(stream_reader *r, const stream_source_job *job, const char *path,
+                    storage_obj *shared) {
+  if (!r->seq_buf && !(r->seq_buf = malloc(r->block)))
+    return al_set_error(AL_ENOMEM, "reader buffer of %zu bytes", r->block);
+  r->seq_src = shared;
+  if (!shared) {
+    /* Opened as inputs are: never blocks on a FIFO put in the shard's place. */
+    int rc = storage_open(NULL, path, &r->seq_own);
     if (rc != AL_OK)
       return al_error_prefix(rc, "key '%s' member '%s'", job->key ? job->key : "?", job->member);
-    ar = archive_read_open_fd(r->seq, r->seq_fd, r->block);
+    r->seq_src = r->seq_own;
   }
+  r->seq_pos = 0;
+  int ar = archive_read_open(r->seq, r, NULL, seq_read, NULL);
   if (ar != ARCHIVE_OK)
     return al_set_error(AL_EIO, "%s: key '%s' member '%s': libarchive open: %s", path,
                         job->key ? job->key : "?", job->member, archive_error_string(r->seq));
@@ -507,7 +498,8 @@ static int seq_open(stream_reader *r, const stream_source_job *job, const char *
 
 /* Positions r->seq on the data of job->member, reading the shard from its
  * start when the member lies behind the current position. */
-static int seq_seek(stream_reader *r, const stream_source_job *job, const char *path, int shared) {
+static int seq_seek(stream_reader *r, const stream_source_job *job, const char *path,
+                    storage_obj *shared) {
   if (r->seq && (r->seq_shard != job->shard || job->offset <= r->seq_offset)) seq_close(r);
   if (!r->seq) {
     r->seq = archive_read_new();
@@ -556,26 +548,28 @@ static int remote_reader(stream_reader *r) {
 
 /* A compressed shard at a URL on local disk: downloaded once per stream, by the first thread
  * that needs it (the others wait for it), then checked against the index like a local shard
- * (size, content fingerprint). *fd: the shared descriptor (pread only). A failed download or
- * check makes the shard unusable, its reason reported for each of its samples. */
-static int shard_download(stream_reader *r, uint32_t id, shard_slot *s, int *fd) {
+ * (size, content fingerprint). *obj: the download's object, shared by the readers. A failed
+ * download or check makes the shard unusable, its reason reported for each of its samples. */
+static int shard_download(stream_reader *r, uint32_t id, shard_slot *s, storage_obj **obj) {
   stream_shard_table *t = r->t;
   pthread_mutex_lock(&t->mu);
   while (s->download == 1) pthread_cond_wait(&t->downloaded, &t->mu);
   int rc = AL_OK, mine = s->state > 0 && s->download == 0;
   if (mine) s->download = 1;
   pthread_mutex_unlock(&t->mu);
-  int got = -1;
+  storage_obj *got = NULL;
   if (mine) {
+    int fd = -1;
     rc = remote_reader(r);
-    if (rc == AL_OK) rc = stream_remote_download(r->rr, id, &got);
+    if (rc == AL_OK) rc = stream_remote_download(r->rr, id, &fd);
+    if (rc == AL_OK) rc = storage_file_adopt(fd, s->info.path, &got);
     if (rc == AL_OK) rc = shard_identity(t, id, &s->info, got, 0);
-    if (rc != AL_OK && got >= 0) close(got);
+    if (rc != AL_OK) storage_close(got);
   }
   pthread_mutex_lock(&t->mu);
   if (mine) {
     if (rc == AL_OK) {
-      s->fd = got;
+      s->obj = got;
       s->download = 2;
     } else {
       slot_fail(s, rc);
@@ -584,7 +578,7 @@ static int shard_download(stream_reader *r, uint32_t id, shard_slot *s, int *fd)
     pthread_cond_broadcast(&t->downloaded);
   }
   if (s->state < 0) rc = al_set_error(s->status, "%s", s->error ? s->error : "shard unusable");
-  *fd = s->fd;
+  *obj = s->obj;
   pthread_mutex_unlock(&t->mu);
   return rc;
 }
@@ -661,13 +655,13 @@ int stream_reader_read(stream_reader *r, const stream_source_job *job, stream_gr
                            job->member, job->offset);
   }
   const char *path = s->info.path;
-  member_in in = {.fd = -1};
+  member_in in = {.obj = NULL};
   if (s->remote && !s->info.seekable) {
-    int fd = -1;
-    if ((rc = shard_download(r, job->shard, s, &fd)) != AL_OK)
+    storage_obj *got = NULL;
+    if ((rc = shard_download(r, job->shard, s, &got)) != AL_OK)
       return al_error_prefix(rc, "key '%s' member '%s' at byte %" PRIu64, job->key ? job->key : "?",
                              job->member, job->offset);
-    if ((rc = seq_seek(r, job, path, fd)) != AL_OK) return rc;
+    if ((rc = seq_seek(r, job, path, got)) != AL_OK) return rc;
     in.a = r->seq;
   } else if (s->remote) {
     if (job->offset > s->info.size || job->size > s->info.size - job->offset)
@@ -684,11 +678,11 @@ int stream_reader_read(stream_reader *r, const stream_source_job *job, stream_gr
     if (job->offset > s->info.size || job->size > s->info.size - job->offset)
       return fail_at(job, path, job->offset, AL_EFORMAT, "member extends past the end of the shard",
                      NULL);
-    in.fd = s->fd;
+    in.obj = s->obj;
     in.pos = job->offset;
     in.end = job->offset + job->size;
   } else {
-    rc = seq_seek(r, job, path, -1);
+    rc = seq_seek(r, job, path, NULL);
     if (rc != AL_OK) return rc;
     in.a = r->seq;
   }
@@ -715,7 +709,7 @@ void stream_shard_table_cancel(stream_shard_table *t) {
 int stream_shard_table_is_remote(stream_shard_table *t, uint32_t id) {
   stream_source_shard info;
   if (id >= t->n || t->src->shard(t->src->ctx, id, &info) != AL_OK) return 0;
-  return storage_url_kind(info.path) != STORAGE_LOCAL;
+  return storage_ops_for(info.path)->remote;
 }
 
 int stream_reader_warm(stream_reader *r, const stream_source_job *jobs, size_t n) {
@@ -724,8 +718,8 @@ int stream_reader_warm(stream_reader *r, const stream_source_job *jobs, size_t n
   int rc = shard_get(r->t, jobs[0].shard, &s);
   if (rc != AL_OK || !s || !s->remote || !r->t->cache_dir) return rc;
   if (!s->info.seekable) { /* the whole object, ahead of the readers */
-    int fd;
-    return shard_download(r, jobs[0].shard, s, &fd);
+    storage_obj *got;
+    return shard_download(r, jobs[0].shard, s, &got);
   }
   stream_cache_span spans[STREAM_CACHE_MAX_RUN];
   size_t m = 0;
@@ -754,9 +748,9 @@ uint64_t stream_reader_max_member(const stream_reader *r) { return r->max_member
 
 stream_growbuf *stream_reader_scratch(stream_reader *r) { return &r->scratch2; }
 
-int stream_reader_direct(stream_reader *r, const stream_source_job *job, int *fd,
+int stream_reader_direct(stream_reader *r, const stream_source_job *job, storage_obj **obj,
                          const char **path) {
-  *fd = -1;
+  *obj = NULL;
   *path = NULL;
   shard_slot *s = NULL;
   int rc = shard_get(r->t, job->shard, &s);
@@ -769,13 +763,13 @@ int stream_reader_direct(stream_reader *r, const stream_source_job *job, int *fd
     return fail_at(job, s->info.path, job->offset, AL_EFORMAT,
                    "member extends past the end of the shard", NULL);
   if (over_cap(r, job)) return cap_error(r, job, s->info.path);
-  *fd = s->fd;
+  *obj = s->obj;
   return AL_OK;
 }
 
-int stream_reader_pread(int fd, const char *path, const stream_source_job *job, void *dst, size_t n,
-                        uint64_t at) {
-  member_in in = {.fd = fd, .pos = at, .end = at + n};
+int stream_reader_pread(storage_obj *obj, const char *path, const stream_source_job *job, void *dst,
+                        size_t n, uint64_t at) {
+  member_in in = {.obj = obj, .pos = at, .end = at + n};
   uint8_t *p = dst;
   size_t got = 0;
   while (got < n) {

@@ -1,20 +1,22 @@
 /*
  * member_reader_internal.h - reading one sample's payload member into a growable buffer:
- * pread at the indexed offset for plain tar shards, libarchive's sequential
+ * a ranged read at the indexed offset for plain tar shards, libarchive's sequential
  * reader for compressed (not seekable) shards, LZ4 frame decoding for
- * KEY.ext.lz4 members. Internal to //stream.
+ * KEY.ext.lz4 members. Internal to //stream. Every byte comes through storage
+ * (storage/storage_internal.h), whose table says how a shard is read.
  *
- * A shard table opens each shard once (lazily, shared by all readers: pread
- * needs no per-thread file position) and checks it against the index: its size
- * must be the one indexed, then its content fingerprint (stream_source.verify:
- * loader/shard_fp.c hashes the header block of every indexed member of a plain
- * tar, the first and last 64 KiB of a compressed shard) must match the one
- * recorded; only when the index recorded none is mtime_ns compared. A shard at a URL is
- * pinned by a HEAD instead (stream/remote_fetch_internal.h); a compressed one is downloaded
- * whole at its first read (stream/shard_download_internal.h), checked like a local shard
- * (size, fingerprint; no mtime) and read with libarchive through pread on the download. A
- * stream_reader holds one reader thread's scratch state and must not be shared
- * between threads.
+ * A shard table opens each shard once (lazily) and checks it against the index. A shard
+ * whose backend reads a file (storage_ops.remote 0) is opened once, shared by all readers (a
+ * file's object reads with pread: no per-thread position): its size must be the one
+ * indexed, then its content fingerprint (stream_source.verify: loader/shard_fp.c hashes the
+ * header block of every indexed member of a plain tar, the first and last 64 KiB of a
+ * compressed shard) must match the one recorded; only when the index recorded none is
+ * mtime_ns compared. A shard whose backend is a server's (a URL: every read a request) is
+ * pinned by a HEAD instead and read per reader thread through the cache folder
+ * (stream/remote_fetch_internal.h); a compressed one is downloaded whole at its first read
+ * (stream/shard_download_internal.h), checked like a local shard (size, fingerprint; no
+ * mtime) and read with libarchive from the download. A stream_reader holds one reader
+ * thread's scratch state and must not be shared between threads.
  *
  * Errors name the shard path, the key, the member and the byte offset.
  */
@@ -25,6 +27,7 @@
 #include <stdint.h>
 
 #include "stream/engine_internal.h"
+#include "storage/storage_internal.h"
 #include "stream/remote_fetch_internal.h"
 
 /* A host buffer that grows on demand; contents up to `keep` survive growth. */
@@ -75,7 +78,8 @@ void stream_reader_free(stream_reader *r);
 int stream_reader_read(stream_reader *r, const stream_source_job *job, stream_growbuf *b,
                        size_t off, size_t *len);
 
-/* Whether shard `id`'s path is a URL (without opening it). */
+/* Whether shard `id` is read through stream_remote (its backend is a server's: a URL), without
+ * opening it. */
 int stream_shard_table_is_remote(stream_shard_table *t, uint32_t id);
 
 /* Stores members of one remote shard in the cache folder ahead of the readers, with one ranged
@@ -91,16 +95,16 @@ uint64_t stream_reader_max_member(const stream_reader *r);
 /* The reader's own scratch buffer (plain memory; contents are the caller's between calls). */
 stream_growbuf *stream_reader_scratch(stream_reader *r);
 
-/* For a plain member (not LZ4) of a seekable shard: checks the shard (as stream_reader_read
- * does), the member's bounds and the cap, and gives the shard's descriptor (*fd, shared: use
- * pread only) and path. *fd = -1 (AL_OK) when the member must be read whole instead
- * (stream_reader_read): LZ4 members, libarchive shards. */
-int stream_reader_direct(stream_reader *r, const stream_source_job *job, int *fd,
+/* For a plain member (not LZ4) of a seekable local shard: checks the shard (as
+ * stream_reader_read does), the member's bounds and the cap, and gives the shard's object
+ * (*obj, shared: any thread may read it) and path. *obj = NULL (AL_OK) when the member must be
+ * read whole instead (stream_reader_read): LZ4 members, libarchive shards, shards at URLs. */
+int stream_reader_direct(stream_reader *r, const stream_source_job *job, storage_obj **obj,
                          const char **path);
 
-/* pread of exactly n bytes at file offset `at` of member `job` (stream_reader_direct's fd);
- * errors name shard, key, member and offset. */
-int stream_reader_pread(int fd, const char *path, const stream_source_job *job, void *dst, size_t n,
-                        uint64_t at);
+/* Exactly n bytes at shard offset `at` of member `job` (stream_reader_direct's obj); errors
+ * name shard, key, member and offset. */
+int stream_reader_pread(storage_obj *obj, const char *path, const stream_source_job *job, void *dst,
+                        size_t n, uint64_t at);
 
 #endif /* AL_MEMBER_READER_INTERNAL_H */

@@ -17,7 +17,7 @@
 typedef struct pin {
   char *url; /* what the requests go to */
   /* The cache folder's name of the object: with an ETag, the part of the URL that names the
-   * object (remote_url_identity_len: a presigned URL signed again finds the entries the last
+   * object (storage_url_identity_len: a presigned URL signed again finds the entries the last
    * signature stored; the ETag and size tell versions apart); without one, the whole URL. */
   char *key;
   uint64_t size;
@@ -25,7 +25,7 @@ typedef struct pin {
 } pin;
 
 struct stream_remote {
-  remote_client *client;
+  storage_client *client;
   stream_cache *cache; /* NULL: none */
   size_t n;
   pin *pins; /* per shard; url NULL until pinned */
@@ -39,7 +39,7 @@ struct stream_remote_reader {
   stream_remote *r;
   storage_obj **obj; /* per shard, opened lazily */
   int lock_fd;
-  remote_stats done; /* of objects closed */
+  storage_counts done; /* of objects closed */
 };
 
 int stream_remote_new(stream_remote **out, size_t n_shards, const char *cache_dir,
@@ -55,7 +55,7 @@ int stream_remote_new(stream_remote **out, size_t n_shards, const char *cache_di
   storage_config cfg;
   int rc = storage_config_make(storage->s3_endpoint, storage->s3_region, storage->s3_addressing,
                                storage->remote_timeout_s, &cfg);
-  if (rc == AL_OK) rc = remote_client_open(&cfg, &r->client);
+  if (rc == AL_OK) rc = storage_client_open(&cfg, &r->client);
   if (rc != AL_OK) rc = al_error_prefix(AL_EIO, "remote shards");
   if (rc == AL_OK && cache_dir && *cache_dir)
     rc = stream_cache_open(&r->cache, cache_dir, cache_bytes ? cache_bytes : (1ull << 30));
@@ -77,16 +77,16 @@ void stream_remote_free(stream_remote *r) {
   free(r->pins);
   free(r->readers);
   stream_cache_close(r->cache);
-  remote_client_close(r->client);
+  storage_client_close(r->client);
   pthread_mutex_destroy(&r->mu);
   free(r);
 }
 
-void stream_remote_cancel(stream_remote *r) { remote_client_cancel(r->client); }
+void stream_remote_cancel(stream_remote *r) { storage_client_cancel(r->client); }
 
 /* Records the pin (p->url last: it marks the shard pinned). */
 static int pin_set(pin *p, const char *url, uint64_t size, const char *etag) {
-  size_t key_len = etag[0] ? remote_url_identity_len(url) : strlen(url);
+  size_t key_len = etag[0] ? storage_url_identity_len(url) : strlen(url);
   p->size = size;
   p->etag = strdup(etag);
   p->key = strndup(url, key_len);
@@ -103,7 +103,7 @@ int stream_remote_pin(stream_remote *r, uint32_t id, const char *url, uint64_t s
   storage_obj *o = NULL;
   storage_stat is;
   if (storage_open(r->client, url, &o) != AL_OK) return AL_EIO;
-  remote_stats st = storage_stats(o);
+  storage_counts st = storage_stats(o);
   atomic_fetch_add(&r->head_requests, st.requests);
   int rc = storage_get_stat(o, &is);
   if (rc == AL_OK && is.size != size)
@@ -154,7 +154,7 @@ int stream_remote_reader_new(stream_remote_reader **out, stream_remote *r) {
   return AL_OK;
 }
 
-static void add_stats(remote_stats *to, remote_stats s) {
+static void add_stats(storage_counts *to, storage_counts s) {
   to->requests += s.requests;
   to->retries += s.retries;
   to->bytes += s.bytes;
@@ -314,7 +314,7 @@ void stream_remote_get_counts(const stream_remote *rc, stream_remote_counts *out
     out->bytes_fetched += rr->done.bytes;
     for (size_t i = 0; i < r->n; i++)
       if (rr->obj[i]) {
-        remote_stats s = storage_stats(rr->obj[i]);
+        storage_counts s = storage_stats(rr->obj[i]);
         out->requests += s.requests;
         out->bytes_fetched += s.bytes;
       }

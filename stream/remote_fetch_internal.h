@@ -20,7 +20,7 @@
  * (ADAPTIVELOAD_REMOTE_TIMEOUT_S seconds, default 60), which bounds each pin and each read as
  * a whole, a server trickling its answer included; then the read fails naming the URL, which
  * the stream reports for the sample (or skips and counts it under AL_STREAM_SKIP_SAMPLE).
- * With a cache folder, entries are named by the object (remote_url_identity_len) when the
+ * With a cache folder, entries are named by the object (storage_url_identity_len) when the
  * server gives an ETag, so a presigned URL signed again finds them.
  */
 #ifndef AL_REMOTE_FETCH_INTERNAL_H
@@ -42,7 +42,7 @@ int stream_remote_new(stream_remote **out, size_t n_shards, const char *cache_di
                       uint64_t cache_bytes, const al_storage_options *storage);
 void stream_remote_free(stream_remote *r);
 /* Every read and pin of r fails at once from now on, those in flight included (the remote
- * layer's remote_client_cancel). Thread-safe. */
+ * layer's storage_client_cancel). Thread-safe. */
 void stream_remote_cancel(stream_remote *r);
 
 /* Pins shard `id` at `url` (HEAD): its size must be `size`, and its ETag `etag` unless that is

@@ -16,17 +16,18 @@ static int where(int rc, const char *path, const stream_source_job *job) {
                          job->key ? job->key : "?", job->member, job->offset);
 }
 
-/* Parses the header of a member read whole (mem, len) or through fd (pread). */
+/* Parses the header of a member read whole (mem, len) or through its shard's object (obj). */
 static int parse_header(stream_reader *r, const stream_source_job *job, theader_kind kind,
-                        const char *path, int fd, const uint8_t *mem, size_t len, theader *h) {
-  uint64_t size = fd >= 0 ? job->size : len;
-  size_t have = fd >= 0 ? (size < TYPED_HEADER_FIRST ? (size_t)size : TYPED_HEADER_FIRST) : len;
+                        const char *path, storage_obj *obj, const uint8_t *mem, size_t len,
+                        theader *h) {
+  uint64_t size = obj ? job->size : len;
+  size_t have = obj ? (size < TYPED_HEADER_FIRST ? (size_t)size : TYPED_HEADER_FIRST) : len;
   stream_growbuf *sc = stream_reader_scratch(r);
   for (int round = 0;; round++) {
     const uint8_t *buf = mem;
-    if (fd >= 0) {
+    if (obj) {
       int rc = stream_growbuf_reserve(sc, have ? have : 1, 0);
-      if (rc == AL_OK) rc = stream_reader_pread(fd, path, job, sc->p, have, job->offset);
+      if (rc == AL_OK) rc = stream_reader_pread(obj, path, job, sc->p, have, job->offset);
       if (rc != AL_OK) return rc;
       buf = sc->p;
     }
@@ -34,7 +35,7 @@ static int parse_header(stream_reader *r, const stream_source_job *job, theader_
     /* safetensors: the member must hold one tensor (name NULL). */
     int rc = theader_parse(kind, buf, have, size, NULL, h, &need);
     if (rc == AL_OK) break;
-    if (fd >= 0 && round < 4 && need > have && need <= size && need <= THEADER_MAX_HEADER_BYTES) {
+    if (obj && round < 4 && need > have && need <= size && need <= THEADER_MAX_HEADER_BYTES) {
       have = need;
       continue;
     }
@@ -77,7 +78,7 @@ typedef struct crop {
   stream_reader *r;
   const stream_source_job *job;
   const char *path;
-  int fd;             /* pread from here at `base`, or -1: the member is in memory at `src` */
+  storage_obj *obj;   /* read from here at `base`, or NULL: the member is in memory at `src` */
   uint64_t base;      /* file offset of the data */
   const uint8_t *src; /* the data in memory */
   uint64_t T, H, W;   /* the member's grid (C is the loop's) */
@@ -93,7 +94,7 @@ static int copy_whole(const crop *k, const theader *h, stream_growbuf *b, size_t
   if (rc != AL_OK) return rc;
   if (k->src)
     memcpy(b->p + off, k->src, (size_t)h->data_bytes);
-  else if (h->data_bytes && (rc = stream_reader_pread(k->fd, k->path, k->job, b->p + off,
+  else if (h->data_bytes && (rc = stream_reader_pread(k->obj, k->path, k->job, b->p + off,
                                                       (size_t)h->data_bytes, k->base)) != AL_OK)
     return rc;
   out->bytes = (size_t)h->data_bytes;
@@ -145,7 +146,7 @@ static int crop_span(const crop *k, uint64_t at, uint64_t kk, uint8_t **dst) {
   int rc = stream_growbuf_reserve(sc, span ? span : 1, 0);
   if (rc != AL_OK) return rc;
   if (span &&
-      (rc = stream_reader_pread(k->fd, k->path, k->job, sc->p, span, k->base + at)) != AL_OK)
+      (rc = stream_reader_pread(k->obj, k->path, k->job, sc->p, span, k->base + at)) != AL_OK)
     return rc;
   for (uint64_t q = 0; q < kk; q++) {
     const uint8_t *p = sc->p + q * k->plane_src + k->x0 * k->isz;
@@ -165,7 +166,7 @@ static int crop_channel(const crop *k, uint64_t c, uint8_t **dst) {
   int rc;
   if (!k->src && k->hb == k->H && k->wb == k->W) { /* whole planes: the kept frames at once */
     size_t n = (size_t)k->tn * k->plane_src;
-    if (n && (rc = stream_reader_pread(k->fd, k->path, k->job, *dst, n,
+    if (n && (rc = stream_reader_pread(k->obj, k->path, k->job, *dst, n,
                                        k->base + (c * k->T + k->t0) * k->plane_src)) != AL_OK)
       return rc;
     *dst += n;
@@ -186,7 +187,7 @@ static int crop_channel(const crop *k, uint64_t c, uint8_t **dst) {
         memcpy(*dst, p, k->row_dst);
     } else if (k->wb == k->W && kk == 1) {
       if (k->band &&
-          (rc = stream_reader_pread(k->fd, k->path, k->job, *dst, k->band, k->base + at)) != AL_OK)
+          (rc = stream_reader_pread(k->obj, k->path, k->job, *dst, k->band, k->base + at)) != AL_OK)
         return rc;
       *dst += k->band;
     } else if ((rc = crop_span(k, at, kk, dst)) != AL_OK) {
@@ -209,24 +210,24 @@ int stream_typed_read_frames(stream_reader *r, const stream_source_job *job, the
   memset(&k, 0, sizeof k);
   k.r = r;
   k.job = job;
-  int rc = stream_reader_direct(r, job, &k.fd, &k.path);
+  int rc = stream_reader_direct(r, job, &k.obj, &k.path);
   if (rc != AL_OK) return rc;
   const uint8_t *mem = NULL;
   size_t len = 0;
-  if (k.fd < 0) {
+  if (!k.obj) {
     /* LZ4 or libarchive: the member whole into the scratch (the cap applies there). */
     rc = stream_reader_read(r, job, stream_reader_scratch(r), 0, &len);
     if (rc != AL_OK) return rc;
     mem = stream_reader_scratch(r)->p;
   }
   theader h;
-  rc = parse_header(r, job, kind, k.path, k.fd, mem, len, &h);
+  rc = parse_header(r, job, kind, k.path, k.obj, mem, len, &h);
   if (rc == AL_OK) rc = check_recorded(job, k.path, &h);
   if (rc != AL_OK) return rc;
   out->dtype = h.dtype;
   out->ndim = h.ndim;
   memcpy(out->shape, h.shape, sizeof h.shape);
-  k.base = k.fd >= 0 ? job->offset + h.data_offset : 0;
+  k.base = k.obj ? job->offset + h.data_offset : 0;
   k.src = mem ? mem + h.data_offset : NULL;
   if (!grid) return copy_whole(&k, &h, b, off, out);
   uint64_t C = 0;

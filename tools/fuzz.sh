@@ -123,7 +123,7 @@ LIBS_PLANNER="-llz4 -ljansson -lprotobuf-c -lm -lpthread"
 
 srcs_of() {
   case "$1" in
-    meta_json) echo loader/meta.c ;;
+    meta_json) echo "${COMMON[@]} loader/meta.c" ;;
     tensor_header) echo "${COMMON[@]} loader/tensor_header.c" ;;
     tar_index|index_load) echo "${COMMON[@]} ${PROTO[@]} ${LOADER[@]}" ;;
     manifest_load) echo "${COMMON[@]} ${PROTO[@]} ${COST[@]} ${PLANNER[@]} ${MANIFEST[@]}" ;;
@@ -132,7 +132,7 @@ srcs_of() {
 }
 libs_of() {
   case "$1" in
-    meta_json) echo "-ljansson -lm" ;;
+    meta_json) echo "-ljansson -lm -lpthread" ;;
     tensor_header) echo "-ljansson -lm -lpthread" ;;
     tar_index|index_load) echo "$LIBS_LOADER" ;;
     *) echo "$LIBS_PLANNER" ;;

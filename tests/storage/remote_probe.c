@@ -2,6 +2,7 @@
  * remote_probe - a command-line driver of //storage for the shell tests:
  *   remote_probe [-t TOTAL_S] [-s STALL_S] [-b BACKOFF_S] [-e ENDPOINT] [-k MAX_KEYS]
  *                [-w SYNC] head URL
+ * (head, get, cat and tar open URL through storage_open: a local path works too)
  *   remote_probe [...] get URL OFF LEN OUT     bytes [OFF, OFF+LEN) to file OUT
  *   remote_probe [...] cat URL OUT CHUNK       the whole object, CHUNK bytes per read
  *   remote_probe [...] list URL                one "url size etag" line per object
@@ -43,7 +44,7 @@ static void sync_point(void) {
   for (int i = 0; i < 1000 && access(g_sync, F_OK) != 0; i++) usleep(10000);
 }
 
-static void print_stats(remote_stats s) {
+static void print_stats(storage_counts s) {
   fprintf(stderr,
           "requests %" PRIu64 " retries %" PRIu64 " bytes %" PRIu64 " discarded %" PRIu64 "\n",
           s.requests, s.retries, s.bytes, s.discarded);
@@ -61,22 +62,23 @@ static int write_file(const char *path, const void *buf, size_t n) {
   return fclose(f) == 0 ? 0 : -1;
 }
 
-static int cmd_object(remote_client *c, int argc, char **argv) {
+static int cmd_object(storage_client *c, int argc, char **argv) {
   char err[1024];
-  remote_object *o;
-  if (remote_object_open(c, argv[1], &o) != AL_OK)
+  storage_obj *o;
+  storage_stat st;
+  if (storage_open(c, argv[1], &o) != AL_OK || storage_get_stat(o, &st) != AL_OK)
     return fprintf(stderr, "%s\n", al_last_error()), 1;
   int rc = 0;
-  uint64_t size = remote_object_size(o);
+  uint64_t size = st.size;
   sync_point();
   if (strcmp(argv[0], "head") == 0) {
-    printf("size %" PRIu64 " etag %s\n", size, remote_object_etag(o));
+    printf("size %" PRIu64 " etag %s\n", size, st.etag ? st.etag : "");
   } else if (strcmp(argv[0], "get") == 0 && argc == 5) {
     uint64_t off = strtoull(argv[2], NULL, 10);
     size_t len = strtoull(argv[3], NULL, 10);
     char *buf = malloc(len ? len : 1);
     memset(buf, 0xA5, len); /* poisoned: every byte must come from the server */
-    rc = remote_object_read(o, off, buf, len) != AL_OK ? storage_failed(err, sizeof err) : 0;
+    rc = storage_read(o, off, buf, len) != AL_OK ? storage_failed(err, sizeof err) : 0;
     if (rc == 0) rc = write_file(argv[4], buf, len) != 0;
     free(buf);
   } else if (strcmp(argv[0], "cat") == 0 && argc == 4) {
@@ -85,33 +87,33 @@ static int cmd_object(remote_client *c, int argc, char **argv) {
     memset(buf, 0xA5, size);
     for (uint64_t off = 0; rc == 0 && off < size; off += chunk) {
       size_t n = size - off < chunk ? (size_t)(size - off) : chunk;
-      rc = remote_object_read(o, off, buf + off, n) != AL_OK ? storage_failed(err, sizeof err) : 0;
+      rc = storage_read(o, off, buf + off, n) != AL_OK ? storage_failed(err, sizeof err) : 0;
     }
     if (rc == 0) rc = write_file(argv[2], buf, size) != 0;
     free(buf);
   } else if (strcmp(argv[0], "tar") == 0 && argc == 3) {
-    remote_tar_listing l;
-    rc = remote_tar_scan(o, strtoull(argv[2], NULL, 10), &l) != AL_OK
+    storage_tar_listing l;
+    rc = storage_tar_scan(o, strtoull(argv[2], NULL, 10), &l) != AL_OK
              ? storage_failed(err, sizeof err)
              : 0;
     for (size_t i = 0; rc == 0 && i < l.count; i++) {
-      const remote_tar_member *m = &l.members[i];
+      const storage_tar_member *m = &l.members[i];
       printf("%s %" PRIu64 " %" PRIu64 " %c\n", m->name, m->data_off, m->size, m->type);
     }
     if (rc == 0) printf("tar requests %" PRIu64 " fetched %" PRIu64 "\n", l.requests, l.fetched);
-    remote_tar_listing_free(&l);
+    storage_tar_listing_free(&l);
   } else {
     snprintf(err, sizeof err, "usage: bad arguments to %s", argv[0]);
     rc = 1;
   }
   if (rc != 0) fprintf(stderr, "%s\n", err);
-  print_stats(remote_object_stats(o));
-  remote_object_close(o);
+  print_stats(storage_stats(o));
+  storage_close(o);
   return rc;
 }
 
 typedef struct slice {
-  remote_client *c;
+  storage_client *c;
   const char *url;
   char *buf;
   uint64_t off;
@@ -122,23 +124,23 @@ typedef struct slice {
 
 static void *read_slice(void *arg) {
   slice *s = arg;
-  remote_object *o;
-  s->rc = remote_object_open(s->c, s->url, &o);
+  storage_http_object *o;
+  s->rc = storage_http_open(s->c, s->url, &o);
   if (s->rc == AL_OK) {
-    s->rc = remote_object_read(o, s->off, s->buf + s->off, s->len);
-    remote_object_close(o);
+    s->rc = storage_http_read(o, s->off, s->buf + s->off, s->len);
+    storage_http_close(o);
   }
   if (s->rc != AL_OK) storage_failed(s->err, sizeof s->err); /* this thread's message */
   return NULL;
 }
 
 /* THREADS threads share c; the object's size comes from a first open. */
-static int cmd_par(remote_client *c, const char *url, int threads, const char *out) {
-  remote_object *o;
+static int cmd_par(storage_client *c, const char *url, int threads, const char *out) {
+  storage_http_object *o;
   if (threads < 1 || threads > 64) return fprintf(stderr, "par: 1 to 64 threads\n"), 1;
-  if (remote_object_open(c, url, &o) != AL_OK) return fprintf(stderr, "%s\n", al_last_error()), 1;
-  uint64_t size = remote_object_size(o);
-  remote_object_close(o);
+  if (storage_http_open(c, url, &o) != AL_OK) return fprintf(stderr, "%s\n", al_last_error()), 1;
+  uint64_t size = storage_http_size(o);
+  storage_http_close(o);
   char *buf = malloc(size ? size : 1);
   memset(buf, 0xA5, size);
   slice sl[64];
@@ -159,10 +161,10 @@ static int cmd_par(remote_client *c, const char *url, int threads, const char *o
   return rc;
 }
 
-static int cmd_list(remote_client *c, const char *url) {
-  remote_listing l;
-  remote_stats st;
-  if (remote_list(c, url, &l, &st) != AL_OK) {
+static int cmd_list(storage_client *c, const char *url) {
+  storage_listing l;
+  storage_counts st;
+  if (storage_s3_list(c, url, &l, &st) != AL_OK) {
     fprintf(stderr, "%s\n", al_last_error());
     print_stats(st);
     return 1;
@@ -171,7 +173,7 @@ static int cmd_list(remote_client *c, const char *url) {
     printf("%s %" PRIu64 " %s\n", l.entries[i].url, l.entries[i].size, l.entries[i].etag);
   }
   print_stats(st);
-  remote_listing_free(&l);
+  storage_listing_free(&l);
   return 0;
 }
 
@@ -193,19 +195,19 @@ static uint32_t crc32_update(uint32_t crc, const unsigned char *p, size_t n) {
 typedef struct source {
   char name[4096];
   storage_obj *o;
-  remote_stats st; /* summed over closed objects */
+  storage_counts st; /* summed over closed objects */
 } source;
 
 static void source_close(source *s) {
   if (s->o) {
-    remote_stats t = storage_stats(s->o);
+    storage_counts t = storage_stats(s->o);
     s->st.requests += t.requests, s->st.retries += t.retries;
     storage_close(s->o);
   }
   s->o = NULL, s->name[0] = '\0';
 }
 
-static int source_read(remote_client *c, source *s, const char *url, uint64_t off, char *buf,
+static int source_read(storage_client *c, source *s, const char *url, uint64_t off, char *buf,
                        size_t len, char *err, size_t cap) {
   if (!s->o || strcmp(s->name, url) != 0) {
     source_close(s);
@@ -215,7 +217,7 @@ static int source_read(remote_client *c, source *s, const char *url, uint64_t of
   return storage_read(s->o, off, buf, len) == AL_OK ? 0 : storage_failed(err, cap);
 }
 
-static int cmd_ranges(remote_client *c, const char *list, int crc) {
+static int cmd_ranges(storage_client *c, const char *list, int crc) {
   FILE *f = fopen(list, "r");
   if (f == NULL) return perror(list), 1;
   source s = {0};
@@ -265,13 +267,13 @@ int main(int argc, char **argv) {
   argc -= optind, argv += optind;
   if (argc < 2) return fprintf(stderr, "usage: remote_probe [opts] head|get|cat|list URL ...\n"), 2;
   storage_config cfg;
-  remote_client *c;
+  storage_client *c;
   if (storage_config_make(endpoint, NULL, 0, total, &cfg) != AL_OK)
     return fprintf(stderr, "%s\n", al_last_error()), 1;
   if (stall > 0) cfg.stall_timeout_s = stall;
   if (backoff > 0) cfg.backoff_base_s = backoff;
   cfg.list_max_keys = max_keys;
-  if (remote_client_open(&cfg, &c) != AL_OK) return fprintf(stderr, "%s\n", al_last_error()), 1;
+  if (storage_client_open(&cfg, &c) != AL_OK) return fprintf(stderr, "%s\n", al_last_error()), 1;
   int rc;
   if (strcmp(argv[0], "ranges") == 0) {
     rc = cmd_ranges(c, argv[1], argc > 2 && strcmp(argv[2], "crc") == 0);
@@ -282,6 +284,6 @@ int main(int argc, char **argv) {
   } else {
     rc = cmd_object(c, argc, argv);
   }
-  remote_client_close(c);
+  storage_client_close(c);
   return rc;
 }

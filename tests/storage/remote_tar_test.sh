@@ -1,5 +1,5 @@
 #!/bin/bash
-# remote_tar_scan (//storage) over nginx on 127.0.0.1: the members of ustar, pax and
+# storage_tar_scan (//storage) over nginx on 127.0.0.1: the members of ustar, pax and
 # GNU tars (long names, directories, an empty member, a 3 MB member between small ones)
 # match Python's tarfile (name, data offset, size, type); neighbouring headers come in one
 # ranged GET and the big payload is never fetched; damaged tars (cut in a header, cut in a

@@ -1,10 +1,10 @@
 /*
  * sigv4_probe - sends one request of an AWS Signature V4 test vector through //storage's
- * request path (remote_xfer_perform with the client's signing settings), for sigv4_test.sh:
+ * request path (storage_xfer_perform with the client's signing settings), for sigv4_test.sh:
  *   sigv4_probe PORT req  VECTOR.req    the request as the vector writes it: the path and
  *                                       each query name and value percent-encoded as the
  *                                       remote layer encodes S3 keys and listing queries
- *                                       (remote_pct_encode), the query in the order given,
+ *                                       (storage_pct_encode), the query in the order given,
  *                                       every header line sent as written
  *   sigv4_probe PORT creq VECTOR.creq   the vector's canonical request, sent as it is: URI
  *                                       and query already canonical, each canonical header
@@ -42,7 +42,7 @@ static char *encode_target(const char *target) {
   const char *q = strchr(target, '?');
   size_t plen = q ? (size_t)(q - target) : strlen(target);
   char *path = strndup(target, plen);
-  char *out = path ? remote_pct_encode(path, 1) : NULL;
+  char *out = path ? storage_pct_encode(path, 1) : NULL;
   free(path);
   if (out == NULL || q == NULL) return out;
   size_t cap = strlen(out) + 3 * strlen(q) + 2;
@@ -54,8 +54,8 @@ static char *encode_target(const char *target) {
   for (char *pair = strtok_r(query, "&", &save); pair; pair = strtok_r(NULL, "&", &save)) {
     char *eq = strchr(pair, '=');
     if (eq) *eq = '\0';
-    char *k = remote_pct_encode(pair, 0);
-    char *v = eq ? remote_pct_encode(eq + 1, 0) : NULL;
+    char *k = storage_pct_encode(pair, 0);
+    char *v = eq ? storage_pct_encode(eq + 1, 0) : NULL;
     if (r[strlen(r) - 1] != '?') strcat(r, "&");
     strcat(r, k);
     if (v) strcat(strcat(r, "="), v);
@@ -114,24 +114,24 @@ int main(int argc, char **argv) {
   char err[1024], connect_to[512], url[4600];
   snprintf(connect_to, sizeof connect_to, "%s:80:127.0.0.1:%s", host, argv[1]);
   snprintf(url, sizeof url, "http://%s%s", host, target);
-  remote_client *c;
-  if (remote_client_open(NULL, &c) != AL_OK) return fprintf(stderr, "%s\n", al_last_error()), 1;
-  remote_test_hooks hooks = {.sign_service = "service",
-                             .connect_to = connect_to,
-                             .headers = headers};
-  if (remote_client_set_test_hooks(c, &hooks) != AL_OK) {
+  storage_client *c;
+  if (storage_client_open(NULL, &c) != AL_OK) return fprintf(stderr, "%s\n", al_last_error()), 1;
+  storage_test_hooks hooks = {.sign_service = "service",
+                              .connect_to = connect_to,
+                              .headers = headers};
+  if (storage_client_set_test_hooks(c, &hooks) != AL_OK) {
     fprintf(stderr, "%s\n", al_last_error());
-    remote_client_close(c);
+    storage_client_close(c);
     return 1;
   }
-  remote_target t = {.http = url, .name = url, .s3 = 1};
-  remote_xfer x = {.body_max = 1024};
+  storage_target t = {.http = url, .name = url, .s3 = 1};
+  storage_xfer x = {.body_max = 1024};
   CURL *h = curl_easy_init();
-  int v = remote_xfer_perform(c, h, &t, &x, err, sizeof err);
+  int v = storage_xfer_perform(c, h, &t, &x, err, sizeof err);
   printf("%ld\n", x.status);
-  if (v != REMOTE_OK) fprintf(stderr, "%s: %s\n", url, err);
-  remote_xfer_free(&x);
+  if (v != STORAGE_XFER_OK) fprintf(stderr, "%s: %s\n", url, err);
+  storage_xfer_free(&x);
   curl_easy_cleanup(h);
-  remote_client_close(c);
-  return v == REMOTE_OK ? 0 : 1;
+  storage_client_close(c);
+  return v == STORAGE_XFER_OK ? 0 : 1;
 }

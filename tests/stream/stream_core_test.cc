@@ -556,9 +556,9 @@ int GateShard(void *ctx, uint32_t id, stream_source_shard *out) {
   auto *g = static_cast<GateSource *>(ctx);
   return g->inner.shard(g->inner.ctx, id, out);
 }
-int GateVerify(void *ctx, uint32_t id, int fd) {
+int GateVerify(void *ctx, uint32_t id, struct storage_obj *obj) {
   auto *g = static_cast<GateSource *>(ctx);
-  return g->inner.verify ? g->inner.verify(g->inner.ctx, id, fd) : AL_ENOTFOUND;
+  return g->inner.verify ? g->inner.verify(g->inner.ctx, id, obj) : AL_ENOTFOUND;
 }
 int GateJob(void *ctx, uint64_t sample, const char *ext, stream_source_job *job) {
   auto *g = static_cast<GateSource *>(ctx);
