@@ -88,56 +88,56 @@ static int index_input(const al_index *idx, const al_plan_options *opts, al_plan
   return rc;
 }
 
+/* What planning an index takes: the caller's options and cost model (sized structs, copied) and
+ * the planner's input from the index (index_input). index_args_free releases it. */
+typedef struct index_args {
+  al_plan_options o;
+  al_cost_model cost;
+  al_plan_input in;
+  uint32_t *shape;
+  al_latent_grid *grid;
+  uint8_t *excl;
+} index_args;
+
+static void index_args_free(index_args *a) {
+  free(a->shape);
+  free(a->grid);
+  free(a->excl);
+}
+
+static int index_args_take(index_args *a, const al_index *idx, const al_cost_model *cost,
+                           const al_plan_options *opts, const char *fn) {
+  memset(a, 0, sizeof *a);
+  if (!idx || !cost || !opts) return al_set_error(AL_EINVAL, "%s: NULL argument", fn);
+  int rc = struct_in(&a->o, sizeof a->o, AL_PLAN_OPTIONS_V1, opts, fn, "al_plan_options");
+  if (!rc) rc = struct_in(&a->cost, sizeof a->cost, AL_COST_MODEL_V1, cost, fn, "al_cost_model");
+  if (!rc) rc = index_input(idx, &a->o, &a->in, &a->shape, &a->grid, &a->excl);
+  if (rc) index_args_free(a);
+  return rc;
+}
+
 int al_plan_build_index(al_plan **out, const al_index *idx, const al_cost_model *cost,
                         const al_plan_options *opts) {
-  if (!out || !idx || !cost || !opts)
-    return al_set_error(AL_EINVAL, "al_plan_build_index: NULL argument");
+  if (!out) return al_set_error(AL_EINVAL, "al_plan_build_index: NULL argument");
   *out = NULL;
-  al_plan_options local;
-  al_cost_model cost_local;
-  int rc = struct_in(&local, sizeof local, AL_PLAN_OPTIONS_V1, opts, "al_plan_build_index",
-                     "al_plan_options");
-  if (!rc)
-    rc = struct_in(&cost_local, sizeof cost_local, AL_COST_MODEL_V1, cost, "al_plan_build_index",
-                   "al_cost_model");
+  index_args a;
+  int rc = index_args_take(&a, idx, cost, opts, "al_plan_build_index");
   if (rc) return rc;
-  cost = &cost_local;
-  al_plan_input in;
-  uint32_t *shape = NULL;
-  al_latent_grid *grid = NULL;
-  uint8_t *excl = NULL;
-  rc = index_input(idx, &local, &in, &shape, &grid, &excl);
-  if (!rc) rc = plan_build_grid(out, &in, grid, cost, &local);
-  if (!rc && excl) plan_mark_no_member(*out, excl, in.n);
-  free(shape);
-  free(grid);
-  free(excl);
+  rc = plan_build_grid(out, &a.in, a.grid, &a.cost, &a.o);
+  if (!rc && a.excl) plan_mark_no_member(*out, a.excl, a.in.n);
+  index_args_free(&a);
   return rc;
 }
 
 int al_run_open_index(al_run **out, const al_index *idx, const al_cost_model *cost,
                       const al_plan_options *opts) {
-  if (!out || !idx || !cost || !opts)
-    return al_set_error(AL_EINVAL, "al_run_open_index: NULL argument");
+  if (!out) return al_set_error(AL_EINVAL, "al_run_open_index: NULL argument");
   *out = NULL;
-  al_plan_options local;
-  al_cost_model cost_local;
-  int rc = struct_in(&local, sizeof local, AL_PLAN_OPTIONS_V1, opts, "al_run_open_index",
-                     "al_plan_options");
-  if (!rc)
-    rc = struct_in(&cost_local, sizeof cost_local, AL_COST_MODEL_V1, cost, "al_run_open_index",
-                   "al_cost_model");
+  index_args a;
+  int rc = index_args_take(&a, idx, cost, opts, "al_run_open_index");
   if (rc) return rc;
-  cost = &cost_local;
-  al_plan_input in;
-  uint32_t *shape = NULL;
-  al_latent_grid *grid = NULL;
-  uint8_t *excl = NULL;
-  rc = index_input(idx, &local, &in, &shape, &grid, &excl);
-  if (!rc) rc = run_open_grid(out, &in, grid, excl, cost, &local);
-  free(shape);
-  free(grid);
-  free(excl);
+  rc = run_open_grid(out, &a.in, a.grid, a.excl, &a.cost, &a.o);
+  index_args_free(&a);
   return rc;
 }
 
