@@ -58,9 +58,9 @@ extern "C" {
 typedef struct al_run al_run;
 
 /* Opens a run of one pass over `in` with the options of al_plan_build (world and
- * micro_per_step are the reference W_ref and K_ref; step_tokens 0 = 85 % of the capacity, the
- * tokens a step of W_ref x K_ref full capacity batches of this corpus holds on average; a given
- * T above 97 % of the capacity is refused, AL_ERANGE, naming the figures). start_step is
+ * micro_per_step are the reference W_ref and K_ref; step_tokens 0 = the T whose windows are
+ * expected to fill 85 % of their W_ref x K_ref rank-slots with this corpus's capacity batches; a
+ * given T that would fill more than 97 % is refused, AL_ERANGE, naming the figures). start_step is
  * ignored (al_run_plan_steps takes the steps). Errors as al_plan_build's, and AL_EINVAL for what
  * a run does not plan (above). */
 AL_API int al_run_open(al_run **out, const al_plan_input *in, const al_cost_model *cost,
@@ -75,7 +75,8 @@ typedef struct al_run_info {
   uint64_t step_tokens;   /* T */
   uint64_t pass_tokens;   /* P: the planned samples' tokens */
   uint64_t pass_samples;  /* planned samples */
-  uint64_t capacity;      /* tokens a step of W_ref x K_ref capacity batches holds on average */
+  uint64_t capacity;      /* the T whose windows are expected to fill all their W_ref x K_ref
+                             rank-slots with this corpus's capacity batches */
   uint64_t index_samples; /* the input's samples, planned and rejected */
 } al_run_info;
 #define AL_RUN_INFO_INIT AL_STRUCT_INIT(al_run_info)

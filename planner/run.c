@@ -1,10 +1,10 @@
 /* run.c - a chunked plan (al_run.h): the pass's arithmetic, and one window planned on its own.
  *
- * Memory: opened from arrays, the run holds 4 bytes a planned sample (the bucket lists) and 1
- * byte an input position (its key status); opened from an index map (run_map.c), the lists are
- * the map's, read-only and shared in the page cache, and the run holds per class and per bucket
- * only. Planning a window holds that window's samples and batches; a plan of steps holds their
- * micro-batches and 1 byte an input position (the key table it is saved with). */
+ * Memory: opened from arrays or an index, the run builds its index map in memory (run_map.c: 4
+ * bytes an input position, its class lists); opened from a map file, the lists are the file's,
+ * read-only and shared in the page cache, and the run holds per class and per bucket only. Planning
+ * a window holds that window's samples and batches; a plan of steps holds their micro-batches and 1
+ * byte an input position (the key table it is saved with). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -315,9 +315,9 @@ static void place(window_plan *w, size_t x, uint32_t s) {
   w->load[s] += w->p.micro[x].cost;
 }
 
-/* Batches in the given order, step after step: a step takes batches while the window's placed
- * tokens are below its cumulative quota and it has fewer than `cap` batches; what is left when
- * the last step is full goes where most quota is left. */
+/* The step with the most token quota left among those holding fewer than `cap` batches (ties:
+ * the least predicted cost, then the lower step); the last step when every one is full (the
+ * caller refuses what then holds more than `cap`). */
 static uint32_t most_quota_left(const window_plan *w, uint32_t cap) {
   uint32_t best = UINT32_MAX;
   int64_t best_left = 0;
@@ -464,12 +464,12 @@ static int compose(const al_run *r, window_plan *w) {
   return AL_OK;
 }
 
-/* Split candidates first: most samples, then later batches (the epoch planner's order). */
 static int cmp_u32_asc(const void *a, const void *b) {
   uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
   return (x > y) - (x < y);
 }
 
+/* Split candidates first: most samples, then later batches (the epoch planner's order). */
 static int cmp_split(const void *a, const void *b, void *ctx) {
   const plan_micro *mi = ctx;
   const plan_micro *x = &mi[*(const uint32_t *)a], *y = &mi[*(const uint32_t *)b];

@@ -274,8 +274,8 @@ static int map_open(run_map **out, const char *path) {
   return AL_OK;
 }
 
-/* The run's template from the classes: plan_prepare on one input position per class, then every
- * count scaled from classes to their samples. *status_out: per class, its status. */
+/* The run's template from the classes: plan_prepare on one input position per class (its
+ * status then per class), then every count scaled from classes to their samples. */
 static int prepare_classes(al_run *r, const run_map *m, const al_cost_model *cost,
                            const al_plan_options *o, uint64_t **items, size_t *n_items) {
   size_t n = (size_t)m->h->n_classes;
