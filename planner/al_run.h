@@ -78,9 +78,21 @@ typedef struct al_run_info {
   uint64_t capacity;      /* the T whose windows are expected to fill all their W_ref x K_ref
                              rank-slots with this corpus's capacity batches */
   uint64_t index_samples; /* the input's samples, planned and rejected */
+  /* Added at the end: the run's identity. index_fingerprint is the input's (al_plan_input's,
+   * the index map's; 0 if unknown). fingerprint is a 64-bit hash of what fixes every step's
+   * samples: the configuration (policy, W_ref, K_ref, window, T, M_mem, M_comp, geometry, sync,
+   * the buckets with their batch sizes and counts), the cost model, the index fingerprint and
+   * sample count, seed and epoch; never the world the steps are laid out at, so the runs a
+   * resize reopens have the same one. Never 0. What a stream over the run names in its state
+   * (al_stream_open_run). seed and epoch are the run's (al_plan_options). */
+  uint64_t index_fingerprint;
+  uint64_t fingerprint;
+  uint64_t seed;
+  uint32_t epoch;
+  uint32_t reserved;
 } al_run_info;
 #define AL_RUN_INFO_INIT AL_STRUCT_INIT(al_run_info)
-#define AL_RUN_INFO_V1 sizeof(al_run_info)
+#define AL_RUN_INFO_V1 offsetof(al_run_info, index_fingerprint)
 
 AL_API int al_run_get_info(const al_run *run, al_run_info *out);
 

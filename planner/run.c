@@ -217,6 +217,79 @@ void al_run_free(al_run *r) {
   free(r);
 }
 
+/* The run's identity (al_run_info.fingerprint): a splitmix-style hash of the template's
+ * configuration, buckets and cost model, the pass's figures, the input's fingerprint, seed and
+ * epoch. The world_ref is the reference the run was opened at (part of the configuration); the
+ * world steps are laid out at is not in it. */
+static void fp_add(uint64_t *h, uint64_t v) {
+  v += UINT64_C(0x9e3779b97f4a7c15);
+  v = (v ^ (v >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+  v = (v ^ (v >> 27)) * UINT64_C(0x94d049bb133111eb);
+  *h = ((*h ^ v ^ (v >> 31)) * UINT64_C(0x9e3779b97f4a7c15));
+  *h = (*h << 27) | (*h >> 37);
+}
+
+static uint64_t fp_double(double x) {
+  uint64_t u;
+  memcpy(&u, &x, sizeof u);
+  return x == 0 ? 0 : u; /* -0.0 as 0.0 */
+}
+
+static uint64_t run_fingerprint(const al_run *r) {
+  const al_plan *p = r->tmpl;
+  const al_cost_model *c = &p->cost;
+  uint64_t h = UINT64_C(0x616c72756e667031); /* "alrunfp1" */
+  uint64_t v[] = {(uint64_t)p->policy,
+                  p->world,
+                  p->micro_per_step,
+                  p->window,
+                  p->step_tokens,
+                  p->mem_tokens,
+                  fp_double(p->comp_ms),
+                  (uint64_t)p->last_step,
+                  p->geom.vae_stride_t,
+                  p->geom.vae_stride_s,
+                  p->geom.patch_t,
+                  p->geom.patch_h,
+                  p->geom.patch_w,
+                  (uint64_t)p->sync,
+                  p->n_sp_degrees,
+                  p->fingerprint,
+                  p->index_samples,
+                  p->seed,
+                  p->epoch,
+                  r->steps,
+                  r->pass_tokens,
+                  r->pass_samples,
+                  (uint64_t)c->fit.family,
+                  fp_double(c->fit.params[0]),
+                  fp_double(c->fit.params[1]),
+                  fp_double(c->fit.params[2]),
+                  fp_double(c->fit.per_sample_ms),
+                  fp_double(c->fit.floor_ms),
+                  fp_double(c->fit.sharpness),
+                  (uint64_t)c->has_mem,
+                  fp_double(c->mem_m0),
+                  fp_double(c->mem_m1),
+                  fp_double(c->sp_a2a_bytes_per_token),
+                  fp_double(c->sp_link_gbps),
+                  c->n_sp_fits,
+                  p->n_buckets};
+  for (size_t i = 0; i < sizeof v / sizeof *v; i++) fp_add(&h, v[i]);
+  for (uint32_t i = 0; i < p->n_sp_degrees && i < AL_PLAN_MAX_SP_DEGREES; i++)
+    fp_add(&h, p->sp_degrees[i]);
+  for (size_t b = 0; b < p->n_buckets; b++) {
+    const plan_bucket *k = &p->buckets[b];
+    fp_add(&h, ((uint64_t)k->width << 32) | k->height);
+    fp_add(&h, ((uint64_t)k->frames << 32) | k->batch_size);
+    fp_add(&h, k->tokens);
+    fp_add(&h, k->samples);
+    fp_add(&h, fp_double(k->batch_cost_ms));
+    fp_add(&h, k->sp_degree);
+  }
+  return h ? h : 1;
+}
+
 int al_run_get_info(const al_run *r, al_run_info *out) {
   if (!r || !out) return al_set_error(AL_EINVAL, "al_run_get_info: NULL argument");
   size_t n;
@@ -232,6 +305,10 @@ int al_run_get_info(const al_run *r, al_run_info *out) {
   i.pass_samples = r->pass_samples;
   i.capacity = r->capacity;
   i.index_samples = r->tmpl->index_samples;
+  i.index_fingerprint = r->tmpl->fingerprint;
+  i.fingerprint = run_fingerprint(r);
+  i.seed = r->tmpl->seed;
+  i.epoch = r->tmpl->epoch;
   struct_out(out, &i, n);
   return AL_OK;
 }

@@ -113,6 +113,7 @@
 #include "common/al_status.h"
 #include "loader/al_index.h"
 #include "manifest/al_manifest.h"
+#include "planner/al_run.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -256,6 +257,10 @@ typedef struct al_stream_options {
   const char *s3_endpoint;
   const char *s3_region;
   int s3_addressing;
+  /* Added at the end: a stream over a chunked run (al_stream_open_run): the windows its planning
+   * thread keeps planned ahead of the one the stream reads, 0 = 2, else 1..64 (AL_EINVAL); at
+   * most plan_ahead + 1 windows' rank rows exist at once. Ignored by al_stream_open. */
+  int plan_ahead;
 } al_stream_options;
 #define AL_STREAM_OPTIONS_INIT AL_STRUCT_INIT(al_stream_options)
 #define AL_STREAM_OPTIONS_V1 offsetof(al_stream_options, members)
@@ -447,6 +452,40 @@ typedef struct al_stream_stats {
  * reader threads. */
 AL_API int al_stream_open(al_stream **out, const al_index *idx, const al_manifest *m, int rank,
                           const al_stream_options *opts);
+
+/* Opens the stream of `rank` over a chunked run (planner/al_run.h) instead of a manifest: the
+ * micro-batches al_run_plan_steps(run, world, 0, steps) would give the rank, planned window by
+ * window by a thread of the stream while it reads (docs/DESIGN.md, 6.13), so that what the
+ * stream holds of the plan is bounded by options.plan_ahead + 1 windows of this rank's rows,
+ * whatever the corpus (a manifest's stream holds the rank's rows of the whole epoch).
+ *   The rank sequence of a run: every rank holds K = ceil(K_ref W_ref / world) micro-batches of
+ * every step (al_run_info), so position p is (step p / K, micro p % K) over steps [0, steps),
+ * from step 0 whatever start_step; the stream reads from its first micro-batch of start_step on
+ * (options.first and stride count from there; options.resume, when given, says where instead,
+ * at or after start_step). Batches are those of the manifest of al_run_plan_steps(run, world,
+ * 0, steps) saved and streamed: the same samples, order, (step, micro), step totals and tokens;
+ * only `position` counts from step 0.
+ *   Checks: the run was opened from this index (al_run_info.index_fingerprint and sample count,
+ * AL_EINVAL / AL_EFORMAT as al_stream_open's), world (<= 0: WORLD_SIZE, else 1; when both are
+ * given they must agree) and rank (< 0: RANK; 0 when unset and the world is 1) as al_stream_open
+ * resolves them, start_step <= steps (AL_ERANGE; = steps: a stream at its end), and each
+ * window's samples against the requested members as al_stream_open checks a manifest's (a
+ * sample lacking one fails its window under AL_STREAM_FAIL). The first window is planned before
+ * this returns, so its errors fail the open; a later window's planning error is the error of
+ * the first batch of it (naming the window's steps), after which the stream stops as after a
+ * failed batch.
+ *   State: al_stream_state.manifest_fingerprint carries the run's fingerprint
+ * (al_run_info.fingerprint, which does not depend on the world), with (step, micro) and the
+ * position as above, so a state resumes a stream over the same run at the same world, from any
+ * start step at or before it, and is refused for a manifest's stream (and a manifest's state
+ * for a run's). The skip budget (max_skip_fraction) counts the samples of the windows delivered
+ * so far instead of the epoch's.
+ *   Ownership: the stream borrows the index and the run; both must outlive it. Thread safety as
+ * al_stream_open's (the planning thread is internal; al_run_plan_steps is reentrant, so several
+ * streams may share one run). Closing mid-epoch stops the planning thread after the window it
+ * is planning, if any. */
+AL_API int al_stream_open_run(al_stream **out, const al_index *idx, const al_run *run, int rank,
+                              int world, uint32_t start_step, const al_stream_options *opts);
 
 /* Next micro-batch, in order. AL_EOF at the end. Blocks while readers fill it.
  * AL_ESTATE when every buffer is held by the caller (release one first). */

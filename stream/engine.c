@@ -26,6 +26,7 @@
 #include "stream/cuda_rt_internal.h"
 #include "stream/member_reader_internal.h"
 #include "stream/engine_internal.h"
+#include "stream/plan_feed_internal.h"
 #include "stream/prefetch_internal.h"
 #include "stream/typed_member_internal.h"
 
@@ -71,12 +72,15 @@ typedef struct slot {
 
   int status;
   char *error;
+  const char *grid_error; /* while filling: the plan's reason for no latent grid, if any */
   al_stream_batch batch;
 } slot;
 
 struct al_stream {
   stream_source src;
   stream_rank_plan plan;
+  stream_feed *feed;    /* a run's stream: the batches come from it (plan.fed_micro set) */
+  uint64_t counted_end; /* a run's stream: the chunks below this position are in `planned` */
   stream_shard_table *shards;
   char **members; /* n_members requested extensions */
   size_t n_members;
@@ -367,9 +371,9 @@ static int read_typed(al_stream *s, stream_reader *rd, slot *sl, const stream_pl
   if (job->latent) { /* the index's latent of this sample */
     if (pb->grid[0])
       grid = pb->grid;
-    else if (s->plan.grid_error)
+    else if (sl->grid_error)
       return al_set_error(AL_EFORMAT, "key '%s' member '%s': cannot crop the latent: %s",
-                          job->key ? job->key : "?", job->member, s->plan.grid_error);
+                          job->key ? job->key : "?", job->member, sl->grid_error);
     else if (s->sp_shard)
       return al_set_error(AL_EUNSUPPORTED,
                           "key '%s' member '%s': sp_shard needs the bucket's latent grid to "
@@ -575,10 +579,10 @@ static int publish(al_stream *s, slot *sl, const stream_plan_batch *pb, size_t n
 /* The token range [lo, hi) of the group's packed sequence (N planned tokens, padding
  * included, returned) this rank holds: with sp_shard, rank j of degree d holds [floor(j N /
  * d), floor((j + 1) N / d)), so the d ranges tile [0, N); without, [0, N). */
-static uint64_t shard_range(const al_stream *s, const stream_plan_batch *pb, uint64_t *lo,
-                            uint64_t *hi) {
+static uint64_t shard_range(const al_stream *s, const stream_plan_batch *pb,
+                            const stream_plan_sample *samples, uint64_t *lo, uint64_t *hi) {
   uint64_t N = 0;
-  for (size_t i = 0; i < pb->n; i++) N += s->plan.samples[pb->first + i].tokens;
+  for (size_t i = 0; i < pb->n; i++) N += samples[pb->first + i].tokens;
   uint64_t d = pb->sp_degree ? pb->sp_degree : 1, j = pb->sp_rank;
   *lo = s->sp_shard ? j * N / d : 0;
   *hi = s->sp_shard ? (j + 1) * N / d : N;
@@ -601,10 +605,62 @@ static int shard_piece(const al_stream *s, const stream_plan_batch *pb, uint64_t
   return 1;
 }
 
+/* ------------------------------------------------------------ plan cursor */
+
+/* The rank plan's batch at a position, whichever holds it: the manifest's whole rank plan, or
+ * the chunk of a run's feed that holds it (pinned until plan_done). */
+typedef struct plan_ref {
+  const stream_plan_batch *pb;
+  const stream_plan_sample *samples; /* pb->first indexes them */
+  const char *grid_error;            /* why the batch carries no latent grid, if so */
+} plan_ref;
+
+static int plan_at(al_stream *s, uint64_t pos, plan_ref *out) {
+  if (!s->feed) {
+    out->pb = &s->plan.batches[pos];
+    out->samples = s->plan.samples;
+    out->grid_error = s->plan.grid_error;
+    return AL_OK;
+  }
+  return stream_feed_batch(s->feed, pos, &out->pb, &out->samples, &out->grid_error);
+}
+
+static void plan_done(al_stream *s, uint64_t pos) {
+  if (s->feed) stream_feed_unpin(s->feed, pos);
+}
+
+/* The (step, micro) of position pos (< plan.n_batches). */
+static void plan_place(const stream_rank_plan *p, uint64_t pos, uint32_t *step, uint32_t *micro) {
+  if (p->fed_micro) {
+    *step = (uint32_t)(pos / p->fed_micro);
+    *micro = (uint32_t)(pos % p->fed_micro);
+  } else {
+    *step = p->batches[pos].step;
+    *micro = p->batches[pos].micro;
+  }
+}
+
 /* Fills the slot with its batch: each sample's members one after the other, each at an
  * aligned offset; a sample that fails is skipped or fails the batch (options.on_error). */
+static void fill_batch(al_stream *s, stream_reader *rd, slot *sl, const plan_ref *ref);
+
 static void fill(al_stream *s, stream_reader *rd, slot *sl) {
-  const stream_plan_batch *pb = &s->plan.batches[s->first + sl->seq * s->stride];
+  uint64_t pos = s->first + sl->seq * s->stride;
+  plan_ref ref;
+  int rc = plan_at(s, pos, &ref);
+  if (rc != AL_OK) {
+    al_error_prefix(rc, "micro-batch %" PRIu64 " of the rank (step %" PRIu64 ")", pos,
+                    s->plan.fed_micro ? pos / s->plan.fed_micro : 0);
+    slot_set_error(sl, rc);
+    return;
+  }
+  fill_batch(s, rd, sl, &ref);
+  plan_done(s, pos);
+}
+
+static void fill_batch(al_stream *s, stream_reader *rd, slot *sl, const plan_ref *ref) {
+  const stream_plan_batch *pb = ref->pb;
+  sl->grid_error = ref->grid_error;
   int rc = fill_begin(s, sl, pb);
   if (rc != AL_OK) {
     slot_set_error(sl, rc);
@@ -613,13 +669,13 @@ static void fill(al_stream *s, stream_reader *rd, slot *sl) {
   size_t n = 0, off = 0, end = 0;
   uint64_t tokens = 0, planned = 0, lost_samples = 0, lost_tokens = 0;
   uint64_t lo = 0, hi = 0, next_at = 0;
-  const uint64_t group_tokens = shard_range(s, pb, &lo, &hi);
+  const uint64_t group_tokens = shard_range(s, pb, ref->samples, &lo, &hi);
   for (size_t i = 0; i < pb->n; i++) {
     if (stopping(s)) {
       slot_set_error(sl, al_set_error(AL_ESTATE, "stream closed"));
       return;
     }
-    const stream_plan_sample *ps = &s->plan.samples[pb->first + i];
+    const stream_plan_sample *ps = &ref->samples[pb->first + i];
     uint64_t at = next_at; /* the sample's first token in the group's packed sequence */
     next_at += ps->tokens;
     sample_piece pc;
@@ -731,23 +787,30 @@ static int resume_from(al_stream *s, const al_stream_state *r, const al_stream_o
                         p->world, p->epoch, p->seed, p->index_fingerprint);
   if (r->manifest_fingerprint != p->manifest_fingerprint)
     return al_set_error(AL_ESTATE,
-                        "stream state belongs to manifest %016" PRIx64
-                        ", this stream reads manifest %016" PRIx64
+                        "stream state belongs to %s %016" PRIx64
+                        ", this stream reads %s %016" PRIx64
                         " (another plan of the same index, e.g. a re-plan)",
-                        r->manifest_fingerprint, p->manifest_fingerprint);
+                        p->fed_micro ? "the plan" : "manifest", r->manifest_fingerprint,
+                        p->fed_micro ? "run" : "manifest", p->manifest_fingerprint);
   if (r->stride == 0 || r->position > p->n_batches)
     return al_set_error(AL_ESTATE,
                         "stream state position %" PRIu64 " (stride %" PRIu32
                         ") out of range: %zu micro-batches",
                         r->position, r->stride, p->n_batches);
-  if (r->position < p->n_batches && (p->batches[r->position].step != r->next_step ||
-                                     p->batches[r->position].micro != r->next_micro))
+  if (r->position < p->fed_start)
+    return al_set_error(AL_ESTATE,
+                        "stream state position %" PRIu64 " (step %" PRIu32
+                        ") lies before this stream's start step %" PRIu64,
+                        r->position, r->next_step, p->fed_start / p->fed_micro);
+  uint32_t at_step = 0, at_micro = 0;
+  if (r->position < p->n_batches) plan_place(p, r->position, &at_step, &at_micro);
+  if (r->position < p->n_batches && (at_step != r->next_step || at_micro != r->next_micro))
     return al_set_error(AL_ESTATE,
                         "stream state says micro-batch %" PRIu64 " is step %" PRIu32
-                        " micro %" PRIu32 ", the manifest has step %" PRIu32 " micro %" PRIu32
-                        " there (another manifest?)",
-                        r->position, r->next_step, r->next_micro, p->batches[r->position].step,
-                        p->batches[r->position].micro);
+                        " micro %" PRIu32 ", the %s has step %" PRIu32 " micro %" PRIu32
+                        " there (another %s?)",
+                        r->position, r->next_step, r->next_micro, p->fed_micro ? "run" : "manifest",
+                        at_step, at_micro, p->fed_micro ? "run" : "manifest");
   if (r->position == p->n_batches && (r->next_step != UINT32_MAX || r->next_micro != UINT32_MAX))
     return al_set_error(AL_ESTATE,
                         "stream state says micro-batch %" PRIu64 " is step %" PRIu32
@@ -871,21 +934,40 @@ static int budget_error(const al_stream *s, uint64_t skipped, const char *last) 
 /* The samples of this stream's batches (with sp_shard, those with tokens in its shards), and
  * those the open found lacking a member: under AL_STREAM_SKIP_SAMPLE they will be skipped, so
  * a count past the budget (or every sample) fails here instead of mid-epoch. */
-static int count_planned(al_stream *s) {
-  for (uint64_t k = 0; k < s->total; k++) {
-    const stream_plan_batch *pb = &s->plan.batches[s->first + k * s->stride];
-    uint64_t lo, hi, at = 0;
-    shard_range(s, pb, &lo, &hi);
-    for (size_t i = 0; i < pb->n; i++) {
-      const stream_plan_sample *ps = &s->plan.samples[pb->first + i];
-      sample_piece pc;
-      if (shard_piece(s, pb, at, ps->tokens, lo, hi, &pc)) {
-        s->planned++;
-        s->lacking += ps->lacks;
-      }
-      at += ps->tokens;
+static void count_batch(al_stream *s, const stream_plan_batch *pb,
+                        const stream_plan_sample *samples) {
+  uint64_t lo, hi, at = 0;
+  shard_range(s, pb, samples, &lo, &hi);
+  for (size_t i = 0; i < pb->n; i++) {
+    const stream_plan_sample *ps = &samples[pb->first + i];
+    sample_piece pc;
+    if (shard_piece(s, pb, at, ps->tokens, lo, hi, &pc)) {
+      s->planned++;
+      s->lacking += ps->lacks;
     }
+    at += ps->tokens;
   }
+}
+
+/* A run's stream counts its samples chunk by chunk as it delivers (consumer, lock held): the
+ * chunk holding `pos` when it was not counted yet (its batches of this stream). */
+static int count_fed(al_stream *s, uint64_t pos) {
+  if (!s->feed || pos < s->counted_end) return AL_OK;
+  stream_feed_chunk c;
+  int rc = stream_feed_chunk_of(s->feed, pos, &c);
+  if (rc != AL_OK) return rc;
+  uint64_t k0 = c.first > s->first ? (c.first - s->first + s->stride - 1) / s->stride : 0;
+  for (uint64_t k = k0; k < s->total && s->first + k * s->stride < c.end; k++)
+    count_batch(s, &c.batches[s->first + k * s->stride - c.first], c.samples);
+  s->counted_end = c.end;
+  stream_feed_unpin(s->feed, pos);
+  return AL_OK;
+}
+
+static int count_planned(al_stream *s) {
+  if (s->feed) return AL_OK; /* counted as its chunks are delivered (count_fed) */
+  for (uint64_t k = 0; k < s->total; k++)
+    count_batch(s, &s->plan.batches[s->first + k * s->stride], s->plan.samples);
   if (!s->lacking) return AL_OK;
   if (s->lacking == s->planned || over_budget(s, s->lacking)) {
     char why[128];
@@ -899,7 +981,7 @@ static int count_planned(al_stream *s) {
 /* Which micro-batches: first, first+stride, ... of the rank sequence (or where the resume
  * state says). */
 static int set_range(al_stream *s, const al_stream_options *o) {
-  s->first = o->first;
+  s->first = s->plan.fed_start + o->first;
   s->stride = o->stride ? o->stride : 1;
   if (o->resume) {
     al_stream_state r = AL_STREAM_STATE_INIT;
@@ -957,6 +1039,20 @@ static int start_readers(al_stream *s, const al_stream_options *o) {
   return AL_OK;
 }
 
+/* The prefetcher's view of the plan (prefetch_internal.h): the plan cursor's. */
+static int prefetch_batch(void *ctx, uint64_t pos, const stream_plan_batch **pb,
+                          const stream_plan_sample **samples) {
+  plan_ref ref;
+  int rc = plan_at(ctx, pos, &ref);
+  if (rc == AL_OK) {
+    *pb = ref.pb;
+    *samples = ref.samples;
+  }
+  return rc;
+}
+
+static void prefetch_done(void *ctx, uint64_t pos) { plan_done(ctx, pos); }
+
 /* With a cache folder: the prefetcher of remote members (prefetch_internal.h). The streams
  * sharing the folder share half its limit as look-ahead: this node's ranks (LOCAL_WORLD_SIZE,
  * as torchrun sets it; 1 when unset) times this rank's streams (stride: DataLoader workers), so
@@ -972,7 +1068,9 @@ static int start_prefetch(al_stream *s, const al_stream_options *o) {
   if (!(s->begun = calloc(s->total ? s->total : 1, sizeof *s->begun)))
     return al_set_error(AL_ENOMEM, "prefetch: %" PRIu64 " batches", s->total);
   stream_prefetch_args a = {.src = &s->src,
-                            .plan = &s->plan,
+                            .batch = prefetch_batch,
+                            .done = prefetch_done,
+                            .ctx = s,
                             .shards = s->shards,
                             .members = (const char *const *)s->members,
                             .n_members = s->n_members,
@@ -1003,21 +1101,43 @@ static int set_storage(al_stream *s, const al_stream_options *o) {
   return stream_shard_table_set_storage(s->shards, &used, note);
 }
 
-int stream_open_source(al_stream **out, const stream_source *src, stream_rank_plan *plan,
-                       const al_stream_options *opts) {
+/* A run's feed, begun where the stream reads first; the first chunk's patch and grid (what a
+ * manifest's rank plan carries for the whole epoch) are the run's. */
+static int begin_feed(al_stream *s) {
+  if (!s->feed || !s->total) return AL_OK;
+  int rc = stream_feed_begin(s->feed, s->first);
+  stream_feed_chunk c;
+  if (rc == AL_OK) rc = stream_feed_chunk_of(s->feed, s->first, &c);
+  if (rc != AL_OK) return rc;
+  memcpy(s->plan.patch, c.patch, sizeof s->plan.patch);
+  if (c.grid_error && !(s->plan.grid_error = strdup(c.grid_error)))
+    rc = al_set_error(AL_ENOMEM, "stream");
+  stream_feed_unpin(s->feed, s->first);
+  return rc;
+}
+
+static int open_engine(al_stream **out, const stream_source *src, stream_rank_plan *plan,
+                       stream_feed *feed, const al_stream_options *opts) {
   al_stream_options o;
   *out = NULL;
   int rc = struct_in(&o, sizeof o, AL_STREAM_OPTIONS_V1, opts, "al_stream_open",
                      "al_stream_options");
   if (rc == AL_OK) rc = check_options(&o);
-  if (rc != AL_OK) return rc;
+  if (rc != AL_OK) {
+    stream_feed_free(feed);
+    return rc;
+  }
   al_stream *s = calloc(1, sizeof *s);
-  if (!s) return al_set_error(AL_ENOMEM, "stream");
+  if (!s) {
+    stream_feed_free(feed);
+    return al_set_error(AL_ENOMEM, "stream");
+  }
   pthread_mutex_init(&s->mu, NULL);
   pthread_cond_init(&s->cv_free, NULL);
   pthread_cond_init(&s->cv_ready, NULL);
   s->src = *src;
   s->plan = *plan;
+  s->feed = feed;
   memset(plan, 0, sizeof *plan);
   s->on_error = o.on_error;
   s->sp_shard = o.sp_shard;
@@ -1031,6 +1151,7 @@ int stream_open_source(al_stream **out, const stream_source *src, stream_rank_pl
   rc = set_members(s, &o);
   if (rc == AL_OK) rc = check_shard_members(s);
   if (rc == AL_OK) rc = set_range(s, &o);
+  if (rc == AL_OK) rc = begin_feed(s);
   if (rc == AL_OK) rc = count_planned(s);
   if (rc == AL_OK) rc = set_memory(s, &o);
   if (rc == AL_OK) rc = open_pool(s, &o);
@@ -1046,6 +1167,24 @@ int stream_open_source(al_stream **out, const stream_source *src, stream_rank_pl
   }
   *out = s;
   return AL_OK;
+}
+
+int stream_open_source(al_stream **out, const stream_source *src, stream_rank_plan *plan,
+                       const al_stream_options *opts) {
+  return open_engine(out, src, plan, NULL, opts);
+}
+
+int stream_open_fed(al_stream **out, const stream_source *src, stream_rank_plan *plan,
+                    stream_feed *feed, const al_stream_options *opts) {
+  if (!feed || !plan->fed_micro) {
+    stream_feed_free(feed);
+    return al_set_error(AL_EINVAL, "stream_open_fed: no feed, or a plan that is not a run's");
+  }
+  return open_engine(out, src, plan, feed, opts);
+}
+
+struct stream_feed *stream_get_feed(const al_stream *s) {
+  return s ? s->feed : NULL;
 }
 
 /* The growth of a counter that only grows; 0 if it ever went back, so nothing wraps. */
@@ -1109,6 +1248,10 @@ int al_stream_next(al_stream *s, const al_stream_batch **out) {
     stall += waited;
     s->stall_s += waited;
   }
+  if (sl->status == AL_OK) {
+    int rc = count_fed(s, s->first + s->next_deliver * s->stride);
+    if (rc != AL_OK) slot_set_error(sl, rc);
+  }
   if (sl->status == AL_OK && sl->batch.n_skipped &&
       over_budget(s, s->st_skipped + sl->batch.n_skipped)) {
     /* Past the skip budget: the stream fails at this batch, as AL_STREAM_FAIL would. */
@@ -1132,6 +1275,8 @@ int al_stream_next(al_stream *s, const al_stream_batch **out) {
   s->held++;
   s->next_deliver++;
   atomic_store(&s->delivered_pub, s->next_deliver);
+  /* A run's chunks whose batches were all delivered are freed, and the feed plans on. */
+  if (s->feed) stream_feed_release(s->feed, s->first + s->next_deliver * s->stride);
   s->st_samples += sl->batch.n;
   s->st_bytes += sl->batch.data_bytes;
   s->st_skipped += sl->batch.n_skipped;
@@ -1204,8 +1349,8 @@ static void get_state(const al_stream *s, al_stream_state *out) {
   out->index_fingerprint = s->plan.index_fingerprint;
   out->position = pos < s->plan.n_batches ? pos : s->plan.n_batches;
   out->stride = (uint32_t)s->stride;
-  out->next_step = pos < s->plan.n_batches ? s->plan.batches[pos].step : UINT32_MAX;
-  out->next_micro = pos < s->plan.n_batches ? s->plan.batches[pos].micro : UINT32_MAX;
+  out->next_step = out->next_micro = UINT32_MAX;
+  if (pos < s->plan.n_batches) plan_place(&s->plan, pos, &out->next_step, &out->next_micro);
   out->skipped = s->base_skipped + s->st_skipped;
   out->delivered = s->base_delivered + s->next_deliver;
   out->manifest_fingerprint = s->plan.manifest_fingerprint;
@@ -1239,8 +1384,9 @@ int al_stream_state_at(const al_stream *s, uint64_t position, al_stream_state *c
   }
   out->position = position;
   out->stride = 1;
-  out->next_step = position < s->plan.n_batches ? s->plan.batches[position].step : UINT32_MAX;
-  out->next_micro = position < s->plan.n_batches ? s->plan.batches[position].micro : UINT32_MAX;
+  out->next_step = out->next_micro = UINT32_MAX;
+  if (position < s->plan.n_batches)
+    plan_place(&s->plan, position, &out->next_step, &out->next_micro);
   struct_out(caller, out, n);
   return AL_OK;
 }
@@ -1297,9 +1443,12 @@ void al_stream_close(al_stream *s) {
   /* Readers and fetchers retrying against a server that is down stop now, not at the end of
    * their retry budgets. */
   stream_shard_table_cancel(s->shards);
+  /* Readers and the prefetcher waiting for a window of a run's feed wake now. */
+  stream_feed_cancel(s->feed);
   for (int i = 0; i < s->n_threads; i++) pthread_join(s->threads[i], NULL);
   free(s->threads);
   stream_prefetch_stop(s->prefetch);
+  stream_feed_free(s->feed);
   free(s->begun);
   if (s->slots) {
     /* Copies may still read host buffers: let them finish before freeing. */

@@ -55,6 +55,12 @@ typedef struct stream_rank_plan {
   /* The patch (p_t, p_h, p_w) of the plan's geometry: a token shard (options.sp_shard)
    * delivers the latent patchified with it. Zeros (a hand-made plan): 1x2x2. */
   uint32_t patch[3];
+  /* A run's plan (al_stream_open_run): no batches here, a feed plans them chunk by chunk
+   * (plan_feed_internal.h). Every step holds fed_micro (K) micro-batches of the rank, so
+   * position p is (step p / K, micro p % K) over n_batches = steps x K, and the stream reads
+   * from position fed_start (its start step x K) on. 0 for a manifest's or a hand-made plan. */
+  uint32_t fed_micro;
+  uint64_t fed_start;
 } stream_rank_plan;
 
 /* The manifest's info, checking that it plans `rank` (AL_EINVAL otherwise). */
@@ -64,6 +70,11 @@ int stream_manifest_rank(const al_manifest *m, uint32_t rank, al_manifest_info *
  * against the bucket's token count: T_b/p_t x h_b/p_h x w_b/p_w must be the tokens the manifest
  * records (al_tokens). AL_EFORMAT with a message otherwise. */
 int stream_bucket_grid(const al_manifest *m, uint32_t bucket, uint32_t grid[3]);
+
+/* The same for a bucket `b` (its id, shape and tokens) under geometry `geom`; `origin` names
+ * where the bucket's tokens were recorded ("manifest", "plan") in the message. */
+int stream_grid_of(const al_bucket_info *b, const al_latent_geom *geom, const char *origin,
+                   uint32_t grid[3]);
 
 /* The sequence-parallel group of (step, rank, micro k), `ref`: a power-of-two degree whose
  * aligned group [rank - sp_rank, rank - sp_rank + d) lies in the world of `world` ranks; for a
@@ -129,6 +140,18 @@ typedef struct stream_source {
  * checks are the caller's; options->resume is checked against the plan. */
 int stream_open_source(al_stream **out, const stream_source *src, stream_rank_plan *plan,
                        const al_stream_options *opts);
+
+struct stream_feed; /* stream/plan_feed_internal.h */
+
+/* Opens a stream over a run's plan (plan->fed_micro set, no batches) whose batches come from
+ * `feed` (not begun yet): the stream takes both (the feed is freed with the stream, or here on
+ * an error), begins the feed at its first position and waits for the first chunk (its planning
+ * error fails the open). */
+int stream_open_fed(al_stream **out, const stream_source *src, stream_rank_plan *plan,
+                    struct stream_feed *feed, const al_stream_options *opts);
+
+/* The stream's feed (NULL for a manifest's stream): its counts for tests and benchmarks. */
+struct stream_feed *stream_get_feed(const al_stream *s);
 
 /* The source over an al_index (ctx = the index). */
 void stream_index_source(const al_index *idx, stream_source *out);

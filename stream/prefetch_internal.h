@@ -2,9 +2,12 @@
  * prefetch_internal.h - fetching remote members into the cache folder ahead of the reader
  * threads, in plan order. Internal to //stream.
  *
- * The stream knows its whole sequence of micro-batches (the rank plan, first, stride), so
- * it knows every member it will read and when. With shards at URLs and a cache folder, a
- * prefetcher walks that sequence from the consumer's position: each batch's remote members,
+ * The stream knows its sequence of micro-batches (the rank plan, first, stride), so it knows
+ * every member it will read and when. With shards at URLs and a cache folder, a prefetcher
+ * walks that sequence in order, batch by batch (a run's batches as its feed plans them: the
+ * prefetcher waits for a window the feed has not planned yet, so it reads ahead into the
+ * queued chunks and across their boundaries), skipping the batches the consumer already took:
+ * each batch's remote members,
  * sorted by shard and offset, are cut into runs (members of one shard less than 64 KiB apart,
  * at most STREAM_CACHE_MAX_RUN members and 64 MiB), and `parallel` threads take the next run
  * in plan order (earliest deadline first) and store its members with ONE ranged GET
@@ -30,7 +33,13 @@ typedef struct stream_prefetch stream_prefetch;
 
 typedef struct stream_prefetch_args {
   const stream_source *src;
-  const stream_rank_plan *plan;
+  /* The batch at a position of the rank sequence and its sample records (pb->first indexes
+   * them), valid until done(ctx, pos); may block (a run's feed); an error: the batch is not
+   * fetched ahead. */
+  int (*batch)(void *ctx, uint64_t pos, const stream_plan_batch **pb,
+               const stream_plan_sample **samples);
+  void (*done)(void *ctx, uint64_t pos);
+  void *ctx;
   stream_shard_table *shards;
   const char *const *members;
   size_t n_members;

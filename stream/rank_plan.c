@@ -22,26 +22,11 @@ int stream_bucket_grid(const al_manifest *m, uint32_t bucket, uint32_t grid[3]) 
   int rc = al_manifest_bucket(m, bucket, &bi);
   if (rc != AL_OK) return rc;
   /* The geometry the manifest was planned with; the grid is checked against the bucket's
-   * recorded tokens below. */
+   * recorded tokens. */
   al_latent_geom g;
   if ((rc = al_manifest_geometry(m, &g)) != AL_OK) return rc;
-  uint64_t t = bi.frames ? 1 + ((uint64_t)bi.frames - 1) / g.vae_stride_t : 0;
-  uint64_t h = bi.height / g.vae_stride_s, w = bi.width / g.vae_stride_s;
-  uint64_t tokens = al_tokens(&g, bi.width, bi.height, bi.frames);
-  if (!t || t % g.patch_t || h % g.patch_h || w % g.patch_w || tokens != bi.tokens ||
-      (t / g.patch_t) * (h / g.patch_h) * (w / g.patch_w) != tokens || t > UINT32_MAX)
-    return al_set_error(AL_EFORMAT,
-                        "bucket %" PRIu32 " (%" PRIu32 "x%" PRIu32 " x %" PRIu32 " frames, %" PRIu64
-                        " tokens in the manifest): no whole latent grid "
-                        "under the VAE stride %" PRIu32 "x%" PRIu32 " and patch %" PRIu32
-                        "x%" PRIu32 "x%" PRIu32 " (%" PRIu64 "x%" PRIu64 "x%" PRIu64 ", %" PRIu64
-                        " tokens); typed latents cannot be cropped to it",
-                        bucket, bi.width, bi.height, bi.frames, bi.tokens, g.vae_stride_t,
-                        g.vae_stride_s, g.patch_t, g.patch_h, g.patch_w, t, h, w, tokens);
-  grid[0] = (uint32_t)t;
-  grid[1] = (uint32_t)h;
-  grid[2] = (uint32_t)w;
-  return AL_OK;
+  bi.id = bucket;
+  return stream_grid_of(&bi, &g, "manifest", grid);
 }
 
 int stream_group_check(uint32_t world, uint32_t step, uint32_t rank, uint32_t k,

@@ -11,6 +11,7 @@
 #include "stream/member_reader_internal.h"
 #include "stream/al_schedule.h"
 #include "stream/engine_internal.h"
+#include "stream/rank_members_internal.h"
 
 int al_resolve_rank(const al_manifest *m, int rank, int world, uint32_t *out_rank) {
   al_manifest_info info = AL_MANIFEST_INFO_INIT;
@@ -66,36 +67,6 @@ static void requested_members(const al_index *idx, al_stream_options *o, const c
   *one = o->ext;
   *names = one;
   *n = 1;
-}
-
-/* The requested members against the index: each held by some sample (else an error naming it
- * and what the index has, whatever on_error), and every sample of the rank's plan holding all
- * of them: under AL_STREAM_FAIL an error naming the first that do not, under
- * AL_STREAM_SKIP_SAMPLE those marked `lacks` (the engine counts and skips them). */
-static int check_members(const al_index *idx, stream_rank_plan *plan, uint32_t rank,
-                         const al_stream_options *o, const char *const *names, size_t n) {
-  int rc = al_index_members_known(idx, names, n);
-  if (rc != AL_OK) return al_error_prefix(rc, "stream of rank %" PRIu32, rank);
-  uint64_t *pos = malloc((plan->n_samples ? plan->n_samples : 1) * sizeof *pos);
-  uint32_t *lacks = malloc((plan->n_samples ? plan->n_samples : 1) * sizeof *lacks);
-  uint64_t missing = 0;
-  if (!pos || !lacks) rc = al_set_error(AL_ENOMEM, "stream open: member check");
-  for (size_t i = 0; rc == AL_OK && i < plan->n_samples; i++) pos[i] = plan->samples[i].sample;
-  if (rc == AL_OK)
-    rc = al_index_check_members(idx, names, n, pos, plan->n_samples, lacks, NULL, &missing);
-  if (rc == AL_OK && missing && o->on_error != AL_STREAM_SKIP_SAMPLE) {
-    rc = al_index_require_members(idx, names, n, pos, plan->n_samples, NULL);
-    rc = al_error_prefix(rc,
-                         "stream of rank %" PRIu32
-                         " (plan with --require-members to leave such samples out, or "
-                         "stream with --on-error skip)",
-                         rank);
-  }
-  for (size_t i = 0; rc == AL_OK && i < plan->n_samples; i++)
-    plan->samples[i].lacks = lacks[i] != 0;
-  free(pos);
-  free(lacks);
-  return rc;
 }
 
 int al_stream_open(al_stream **out, const al_index *idx, const al_manifest *m, int rank,
@@ -159,7 +130,7 @@ int al_stream_open(al_stream **out, const al_index *idx, const al_manifest *m, i
   char dflt[AL_INDEX_EXT_MAX + 1];
   size_t n_names = 0;
   requested_members(idx, &o, &one, dflt, sizeof dflt, &names, &n_names);
-  rc = check_members(idx, &plan, r, &o, names, n_names);
+  rc = stream_check_members(idx, plan.samples, plan.n_samples, r, o.on_error, names, n_names);
   if (rc != AL_OK) {
     stream_rank_plan_free(&plan);
     return rc;

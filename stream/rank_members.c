@@ -1,0 +1,36 @@
+/* A rank's samples against the requested members (rank_members_internal.h). */
+#include <inttypes.h>
+#include <stdlib.h>
+
+#include "loader/al_members.h"
+#include "stream/rank_members_internal.h"
+
+int stream_check_samples(const al_index *idx, stream_plan_sample *samples, size_t n, uint32_t rank,
+                         int on_error, const char *const *names, size_t n_names) {
+  int rc = AL_OK;
+  uint64_t *pos = malloc((n ? n : 1) * sizeof *pos);
+  uint32_t *lacks = malloc((n ? n : 1) * sizeof *lacks);
+  uint64_t missing = 0;
+  if (!pos || !lacks) rc = al_set_error(AL_ENOMEM, "stream open: member check");
+  for (size_t i = 0; rc == AL_OK && i < n; i++) pos[i] = samples[i].sample;
+  if (rc == AL_OK) rc = al_index_check_members(idx, names, n_names, pos, n, lacks, NULL, &missing);
+  if (rc == AL_OK && missing && on_error != AL_STREAM_SKIP_SAMPLE) {
+    rc = al_index_require_members(idx, names, n_names, pos, n, NULL);
+    rc = al_error_prefix(rc,
+                         "stream of rank %" PRIu32
+                         " (plan with --require-members to leave such samples out, or "
+                         "stream with --on-error skip)",
+                         rank);
+  }
+  for (size_t i = 0; rc == AL_OK && i < n; i++) samples[i].lacks = lacks[i] != 0;
+  free(pos);
+  free(lacks);
+  return rc;
+}
+
+int stream_check_members(const al_index *idx, stream_plan_sample *samples, size_t n, uint32_t rank,
+                         int on_error, const char *const *names, size_t n_names) {
+  int rc = al_index_members_known(idx, names, n_names);
+  if (rc != AL_OK) return al_error_prefix(rc, "stream of rank %" PRIu32, rank);
+  return stream_check_samples(idx, samples, n, rank, on_error, names, n_names);
+}

@@ -1,0 +1,34 @@
+/*
+ * rank_members_internal.h - the requested members against the index for a rank's samples, as a
+ * stream opens (al_stream_open: the manifest's rank plan at once; al_stream_open_run: each
+ * chunk as the feed plans it). Internal to //stream.
+ */
+#ifndef AL_RANK_MEMBERS_INTERNAL_H
+#define AL_RANK_MEMBERS_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "loader/al_index.h"
+#include "stream/engine_internal.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Every sample of samples[0, n) holding every member of names[0, n_names): under
+ * AL_STREAM_FAIL an error naming the first that do not (with how to plan or stream around
+ * them); under AL_STREAM_SKIP_SAMPLE those marked `lacks` (the engine counts and skips them). */
+int stream_check_samples(const al_index *idx, stream_plan_sample *samples, size_t n, uint32_t rank,
+                         int on_error, const char *const *names, size_t n_names);
+
+/* The requested members held by some sample of the index (else an error naming the member
+ * and what the index has, whatever on_error), then stream_check_samples. */
+int stream_check_members(const al_index *idx, stream_plan_sample *samples, size_t n, uint32_t rank,
+                         int on_error, const char *const *names, size_t n_names);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* AL_RANK_MEMBERS_INTERNAL_H */
