@@ -77,7 +77,7 @@ int al_stream_open_run(al_stream **out, const al_index *idx, const al_run *run, 
   al_run_info ri = AL_RUN_INFO_INIT;
   if ((rc = al_run_get_info(run, &ri)) != AL_OK) return rc;
   if ((rc = check_index(idx, &ri)) != AL_OK) return rc;
-  uint32_t r, w;
+  uint32_t r = 0, w = 0;
   if ((rc = resolve(rank, world, o.world, &r, &w)) != AL_OK) return rc;
   o.world = 0; /* checked here; the engine takes the plan's */
   if (start_step > ri.steps)
