@@ -45,6 +45,13 @@ AL_API int al_run_index_write(const al_index *idx, const char *cost_path, const 
                               const al_plan_options *opts, uint32_t world, uint32_t first,
                               uint32_t end, const char *out_path);
 
+/* For callers without the C structs (Python's ctypes): al_run_open_index with the cost model
+ * loaded from cost_path (NULL = the embedded default) and the bucket table from buckets_path
+ * (NULL = opts->buckets, or the default), as al_run_index_write opens its run. The caller owns
+ * *out (al_run_free). */
+AL_API int al_run_index_open(al_run **out, const al_index *idx, const char *cost_path,
+                             const char *buckets_path, const al_plan_options *opts);
+
 /* Writes the index map of the index (planner/al_run.h: its samples' shapes and latent grids as
  * classes with their position lists) to path, for al_run_open_map and `plan --map`. */
 AL_API int al_run_map_write_index(const al_index *idx, const char *path);

@@ -170,15 +170,14 @@ int al_plan_index_write(const al_index *idx, const char *cost_path, const char *
   return rc;
 }
 
-int al_run_index_write(const al_index *idx, const char *cost_path, const char *buckets_path,
-                       const al_plan_options *opts, uint32_t world, uint32_t first, uint32_t end,
-                       const char *out_path) {
-  if (!idx || !opts || !out_path)
-    return al_set_error(AL_EINVAL, "al_run_index_write: NULL argument");
+int al_run_index_open(al_run **out, const al_index *idx, const char *cost_path,
+                      const char *buckets_path, const al_plan_options *opts) {
+  if (!out || !idx || !opts) return al_set_error(AL_EINVAL, "al_run_index_open: NULL argument");
+  *out = NULL;
   al_cost_model cost = AL_COST_MODEL_INIT;
   al_bucket_table *table = NULL;
   al_plan_options o;
-  int rc = struct_in(&o, sizeof o, AL_PLAN_OPTIONS_V1, opts, "al_run_index_write",
+  int rc = struct_in(&o, sizeof o, AL_PLAN_OPTIONS_V1, opts, "al_run_index_open",
                      "al_plan_options");
   if (rc) return rc;
   rc = cost_path ? al_cost_load(&cost, cost_path) : al_cost_default(&cost);
@@ -186,16 +185,30 @@ int al_run_index_write(const al_index *idx, const char *cost_path, const char *b
     rc = al_bucket_table_load(&table, buckets_path);
     o.buckets = table;
   }
+  if (!rc) rc = al_run_open_index(out, idx, &cost, &o); /* keeps no pointer into the table */
+  al_bucket_table_free(table);
+  return rc;
+}
+
+int al_run_index_write(const al_index *idx, const char *cost_path, const char *buckets_path,
+                       const al_plan_options *opts, uint32_t world, uint32_t first, uint32_t end,
+                       const char *out_path) {
+  if (!idx || !opts || !out_path)
+    return al_set_error(AL_EINVAL, "al_run_index_write: NULL argument");
   al_run *run = NULL;
   al_plan *plan = NULL;
   al_run_info ri = AL_RUN_INFO_INIT;
-  if (!rc) rc = al_run_open_index(&run, idx, &cost, &o);
+  int rc = al_run_index_open(&run, idx, cost_path, buckets_path, opts);
   if (!rc) rc = al_run_get_info(run, &ri);
-  if (!rc) rc = al_run_plan_steps(run, world ? world : o.world, first, end ? end : ri.steps, &plan);
+  if (!rc) {
+    al_plan_options o;
+    rc = struct_in(&o, sizeof o, AL_PLAN_OPTIONS_V1, opts, "al_run_index_write", "al_plan_options");
+    if (!rc)
+      rc = al_run_plan_steps(run, world ? world : o.world, first, end ? end : ri.steps, &plan);
+  }
   if (!rc) rc = al_plan_save(plan, out_path, al_plan_index_key, (void *)idx);
   al_plan_free(plan);
   al_run_free(run);
-  al_bucket_table_free(table);
   return rc;
 }
 

@@ -340,7 +340,8 @@ typedef enum al_plan_struct {
   AL_PLAN_STRUCT_REPLAN_OPTIONS = 6, /* al_replan_options */
   AL_PLAN_STRUCT_BUCKET_SHAPE = 7,   /* al_bucket_shape */
   AL_PLAN_STRUCT_COST_MODEL = 8,     /* al_cost_model */
-  AL_PLAN_STRUCT_BENCH = 9           /* al_bench */
+  AL_PLAN_STRUCT_BENCH = 9,          /* al_bench */
+  AL_PLAN_STRUCT_RUN_INFO = 10       /* al_run_info (planner/al_run.h) */
 } al_plan_struct;
 
 /* sizeof of the struct `which` (an al_plan_struct) names; 0 for any other value. Bindings

@@ -1,5 +1,6 @@
 /* al_plan_struct_size: sizeof of the planner's public structs, for bindings' layout checks. */
 #include "planner/al_plan.h"
+#include "planner/al_run.h"
 
 size_t al_plan_struct_size(int which) {
   switch (which) {
@@ -13,6 +14,7 @@ size_t al_plan_struct_size(int which) {
     case AL_PLAN_STRUCT_BUCKET_SHAPE: return sizeof(al_bucket_shape);
     case AL_PLAN_STRUCT_COST_MODEL: return sizeof(al_cost_model);
     case AL_PLAN_STRUCT_BENCH: return sizeof(al_bench);
+    case AL_PLAN_STRUCT_RUN_INFO: return sizeof(al_run_info);
     default: return 0;
   }
 }

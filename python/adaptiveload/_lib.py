@@ -103,9 +103,15 @@ SIGNATURES = {
     "manifest/al_plan_index.h": {
         "al_plan_index_write": (_int, [_vp, _cp, _cp, _P(S.PlanOptions), _cp]),
         "al_run_index_write": (_int, [_vp, _cp, _cp, _P(S.PlanOptions), _u32, _u32, _u32, _cp]),
+        "al_run_index_open": (_int, [_P(_vp), _vp, _cp, _cp, _P(S.PlanOptions)]),
+    },
+    "planner/al_run.h": {
+        "al_run_get_info": (_int, [_vp, _P(S.RunInfo)]),
+        "al_run_free": (None, [_vp]),
     },
     "stream/al_stream.h": {
         "al_stream_open": (_int, [_P(_vp), _vp, _vp, _int, _P(S.StreamOptions)]),
+        "al_stream_open_run": (_int, [_P(_vp), _vp, _vp, _int, _int, _u32, _P(S.StreamOptions)]),
         "al_stream_next": (_int, [_vp, _P(_P(S.StreamBatch))]),
         "al_stream_release": (_int, [_vp, _P(S.StreamBatch)]),
         "al_stream_release_after": (_int, [_vp, _P(S.StreamBatch), _vp]),

@@ -321,6 +321,28 @@ class StreamOptions(_Sized):
         ("s3_endpoint", c_char_p),
         ("s3_region", c_char_p),
         ("s3_addressing", c_int),
+        ("plan_ahead", c_int),
+    ]
+
+
+class RunInfo(_Sized):
+    """al_run_info (planner/al_run.h)."""
+
+    _fields_ = [
+        ("steps", c_uint32),
+        ("window", c_uint32),
+        ("world_ref", c_uint32),
+        ("micro_ref", c_uint32),
+        ("step_tokens", c_uint64),
+        ("pass_tokens", c_uint64),
+        ("pass_samples", c_uint64),
+        ("capacity", c_uint64),
+        ("index_samples", c_uint64),
+        ("index_fingerprint", c_uint64),
+        ("fingerprint", c_uint64),
+        ("seed", c_uint64),
+        ("epoch", c_uint32),
+        ("reserved", c_uint32),
     ]
 
 
@@ -442,6 +464,7 @@ MIRRORS = (
     (PlanOptions, "al_plan_struct_size", "AL_PLAN_STRUCT_OPTIONS"),
     (ManifestInfo, "al_plan_struct_size", "AL_PLAN_STRUCT_MANIFEST_INFO"),
     (ReplanOptions, "al_plan_struct_size", "AL_PLAN_STRUCT_REPLAN_OPTIONS"),
+    (RunInfo, "al_plan_struct_size", "AL_PLAN_STRUCT_RUN_INFO"),
     (StreamOptions, "al_stream_struct_size", "AL_STREAM_STRUCT_OPTIONS"),
     (StreamState, "al_stream_struct_size", "AL_STREAM_STRUCT_STATE"),
     (StreamBatch, "al_stream_struct_size", "AL_STREAM_STRUCT_BATCH"),

@@ -237,6 +237,45 @@ def _json_options(options):
     return {k: (list(v) if isinstance(v, tuple) else v) for k, v in options.items()}
 
 
+class Run:
+    """A chunked run (planner/al_run.h) of one epoch of an index, open in this process (a C
+    handle: it does not pickle; each process opens its own). ``info``: al_run_info as a dict
+    (steps, window, world_ref, micro_ref, step_tokens, fingerprint, ...); ``world``: the ranks
+    its steps are laid out at; ``start_step``: the step a stream over it starts at (a resumed
+    Planner's step, else 0); ``micro``: K at ``world``. :class:`StreamDataset` streams it
+    window by window (al_stream_open_run) instead of reading a manifest of the epoch."""
+
+    def __init__(self, index, world, epoch, seed, cost, options, start_step=0):
+        cost = None if cost is None else path_arg("cost", cost)
+        idx, path = _index_handle(index)
+        o = _options(world, epoch, seed, options)
+        buckets = options.get("buckets")
+        h = ctypes.c_void_p()
+        _lib.check(_lib.lib().al_run_index_open(
+            ctypes.byref(h), idx.handle, None if cost is None else _lib.encode_path(cost, "cost"),
+            None if buckets is None else _lib.encode_path(buckets, "buckets"), ctypes.byref(o)),
+            "opening the chunked run of %s for world %d, epoch %d" % (path, int(world), int(epoch)))
+        self.handle = h
+        i = S.RunInfo()
+        _lib.check(_lib.lib().al_run_get_info(h, ctypes.byref(i)), "chunked run of %s" % path)
+        self.info = {name: getattr(i, name) for name, _ in S.RunInfo._fields_ if name != "struct_size"}
+        self.world = int(world)
+        self.epoch = int(epoch)
+        self.start_step = whole("start_step", start_step, 0, self.info["steps"])
+        self.micro = -(-self.info["micro_ref"] * self.info["world_ref"] // self.world)
+
+    def close(self):
+        if getattr(self, "handle", None):
+            _lib.lib().al_run_free(self.handle)
+            self.handle = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown
+            pass
+
+
 class Planner:
     """Plans epochs of one index in-process for :class:`BatchSampler` and :class:`StreamDataset`
     (pass it where a manifest path goes; their ``set_epoch(e)`` then plans epoch e).
@@ -322,6 +361,25 @@ class Planner:
 
     def plan(self, epoch):
         return Manifest(self.path(epoch))
+
+    @property
+    def chunked(self):
+        """Whether this Planner plans chunked runs (planner="chunked")."""
+        return _chunked(self.options)
+
+    def open_run(self, epoch):
+        """The :class:`Run` of epoch ``epoch`` (a chunked Planner only), opened in this process:
+        what StreamDataset streams instead of a manifest. A resumed Planner's epoch starts at
+        its resume step (``run.start_step``); no manifest is written."""
+        epoch = whole("epoch", epoch, 0, U32_MAX)
+        if not self.chunked:
+            raise ValueError("open_run needs a chunked Planner (planner='chunked')")
+        start = 0
+        if self._origin is not None and epoch == self._origin["epoch"]:
+            start = self._origin.get("start_step") or 0
+        if self.index is None:
+            raise ValueError("this Planner has no index to open the run of epoch %d from" % epoch)
+        return Run(self.index, self.world, epoch, self.seed, self.cost, self.options, start)
 
     # -- elastic resume -------------------------------------------------------
 

@@ -316,6 +316,32 @@ def _state_struct(d):
     return st
 
 
+class _RunSchedule:
+    """What StreamDataset reads of a rank's schedule, for a chunked run: by arithmetic (every
+    rank holds K micro-batches of every step), the buckets from a one-step slice when asked."""
+
+    def __init__(self, run, planner):
+        self._planner = planner
+        self._start = run.start_step
+        self._steps = run.info["steps"]
+        self.epoch = run.epoch
+        self.manifest_fingerprint = run.info["fingerprint"]  # what its stream's states name
+        self.n_batches = (run.info["steps"] - run.start_step) * run.micro
+        self._buckets = None
+
+    @property
+    def buckets(self):
+        if self._buckets is None:
+            from .planning import _serial, _write
+            p = self._planner
+            s0 = min(self._start, self._steps - 1)
+            out = os.path.join(p._dir(), "buckets-e%d-pid%d-%d.alm" % (
+                self.epoch, os.getpid(), next(_serial)))
+            _write(p.index, out, p.world, self.epoch, p.seed, p.cost, p.options, (s0, s0 + 1))
+            self._buckets = Schedule(out, 0, p.world).buckets
+        return self._buckets
+
+
 class StreamDataset(IterableDataset):
     """Iterable over one rank's packed micro-batches (see the module docstring).
 
@@ -368,13 +394,16 @@ class StreamDataset(IterableDataset):
             the environment's (AWS_ENDPOINT_URL, AWS_REGION), else what the index recorded
             when it was built, else AWS. A failed request names the endpoint used and, when
             the index was built with another, that one.
+        plan_ahead: with a chunked Planner (planner="chunked"), the windows the stream's planning
+            thread keeps planned ahead of the one it reads (0 = 2, at most 64): what the stream
+            holds of the plan is this rank's rows of plan_ahead + 1 windows, whatever the corpus.
     """
 
     def __init__(self, index, manifest, rank=None, world_size=None, ext=None, threads=None, prefetch=4,
                  on_error="fail", device=None, zero_copy=False, keep=1, pin_memory=None, state=None, members=None,
                  max_member_bytes=0, root=None, max_sample_bytes=0, max_skip_fraction=0, sp_shard=False,
                  cache_dir=None, cache_bytes=0, fetch_parallel=0, remote_timeout=None, s3_endpoint=None,
-                 s3_region=None, s3_addressing=None):
+                 s3_region=None, s3_addressing=None, plan_ahead=0):
         super().__init__()
         if not isinstance(on_error, str) or on_error not in _ON_ERROR:
             raise ValueError("on_error must be 'fail' or 'skip', not %r" % (on_error,))
@@ -382,7 +411,14 @@ class StreamDataset(IterableDataset):
         # An adaptiveload.Planner plans each epoch in-process (set_epoch); else a manifest path
         # (a loaded Manifest stands for its file).
         self.planner, path = manifest_arg(manifest)
-        self.manifest_path = self.planner.path(self.planner.first_epoch) if self.planner else path
+        # A chunked Planner's epochs are streamed from the run itself, window by window
+        # (al_stream_open_run): no manifest of the epoch is written or read.
+        self._chunked = self.planner is not None and self.planner.chunked
+        self._epoch = self.planner.first_epoch if self.planner else None
+        if self._chunked:
+            self.manifest_path = None
+        else:
+            self.manifest_path = self.planner.path(self.planner.first_epoch) if self.planner else path
         self.rank = rank
         self.world_size = world_size
         if ext is not None and not isinstance(ext, str):
@@ -417,6 +453,8 @@ class StreamDataset(IterableDataset):
         self.fetch_parallel = int(fetch_parallel or 0)
         self.storage = storage_args(s3_endpoint, s3_region, s3_addressing, remote_timeout)
         self.remote_timeout = self.storage.remote_timeout_s
+        # The CLI's range (al_stream_options.plan_ahead); 0 keeps the library's default (2).
+        self.plan_ahead = whole("plan_ahead", 0 if plan_ahead is None else plan_ahead, 0, 64)
         self.threads = threads
         self.prefetch = prefetch
         self.on_error = on_error
@@ -448,7 +486,11 @@ class StreamDataset(IterableDataset):
             raise ValueError("StreamDataset(index, manifest) reads one planned epoch; pass an adaptiveload.Planner "
                              "as the manifest to plan each epoch with set_epoch")
         epoch = int(epoch)
-        self.manifest_path = self.planner.path(epoch)
+        if not self._chunked:
+            self.manifest_path = self.planner.path(epoch)
+        else:
+            whole("epoch", epoch, 0, 0xFFFFFFFF)
+        self._epoch = epoch
         self._held = {}
         if self._loaded is not None and self._loaded["epoch"] != epoch:
             warnings.warn("StreamDataset.set_epoch(%d): discarding the loaded resume state of epoch %d (position %d); "
@@ -475,13 +517,27 @@ class StreamDataset(IterableDataset):
         return (self._own("index", lambda: Index(self.index_path, root=self.root)),
                 self._own("manifest", lambda: Manifest(self.manifest_path)))
 
+    def _run(self):
+        """This process's chunked run of the current epoch (a chunked Planner)."""
+        return self._own("run", lambda: self.planner.open_run(self._epoch))
+
+    def _source(self):
+        """What the stream reads, for messages: the manifest path, or the run."""
+        if not self._chunked:
+            return self.manifest_path
+        return "the chunked run of %s (epoch %d, world %d)" % (self.planner.index, self._epoch, self.planner.world)
+
     def _schedule(self):
-        """This rank's schedule from the loaded manifest (the stream's rank resolution)."""
+        """This rank's schedule from the loaded manifest (the stream's rank resolution); for a
+        chunked run, its figures by arithmetic (_RunSchedule)."""
+        if self._chunked:
+            return self._own("schedule", lambda: _RunSchedule(self._run(), self.planner))
         manifest = self._own("manifest", lambda: Manifest(self.manifest_path))
         return self._own("schedule", lambda: Schedule(manifest, self.rank, self.world_size))
 
     def __len__(self):
-        """Micro-batches this rank reads in the epoch (from the start)."""
+        """Micro-batches this rank reads in the epoch (from the start; a resumed chunked run's
+        from its resume step)."""
         return self._schedule().n_batches
 
     def bucket_shape(self, bucket):
@@ -542,7 +598,7 @@ class StreamDataset(IterableDataset):
     def _check_manifest(self, st):
         sched = self._schedule()
         if st["epoch"] == sched.epoch and st["manifest_fingerprint"] != sched.manifest_fingerprint:
-            raise _state.manifest_mismatch("StreamDataset", st["manifest_fingerprint"], self.manifest_path,
+            raise _state.manifest_mismatch("StreamDataset", st["manifest_fingerprint"], self._source(),
                                            sched.manifest_fingerprint)
 
     # -- iteration ------------------------------------------------------------
@@ -602,7 +658,10 @@ class StreamDataset(IterableDataset):
         if self.device is not None and info is not None:
             raise RuntimeError("StreamDataset(device=...) runs in the main process only; in DataLoader workers "
                                "leave device=None and use pin_memory=True and batch.to(device)")
-        idx, man = self._open_inputs()
+        if self._chunked:
+            idx, run = self._own("index", lambda: Index(self.index_path, root=self.root)), self._run()
+        else:
+            idx, man = self._open_inputs()
         opts, resume = self._options(worker, workers)
         if resume is not None:
             # The C state must match this pass; rank-level validation is the C library's.
@@ -612,8 +671,14 @@ class StreamDataset(IterableDataset):
             torch.cuda.init()
         h = ctypes.c_void_p()
         rank = -1 if self.rank is None else int(self.rank)
-        _lib.check(lib.al_stream_open(ctypes.byref(h), idx.handle, man.handle, rank, ctypes.byref(opts)),
-                   "opening the stream of %s" % self.manifest_path)
+        if self._chunked:
+            opts.plan_ahead = int(self.plan_ahead)
+            _lib.check(lib.al_stream_open_run(ctypes.byref(h), idx.handle, run.handle, rank, run.world,
+                                              run.start_step, ctypes.byref(opts)),
+                       "opening the stream of %s" % self._source())
+        else:
+            _lib.check(lib.al_stream_open(ctypes.byref(h), idx.handle, man.handle, rank, ctypes.byref(opts)),
+                       "opening the stream of %s" % self.manifest_path)
         in_worker = info is not None
         pin = self.pin_memory
         if pin is None:
@@ -629,7 +694,7 @@ class StreamDataset(IterableDataset):
                 status = lib.al_stream_next(h, ctypes.byref(bp))
                 if status == _lib.status("AL_EOF"):
                     break
-                _lib.check(status, "stream %s rank %s" % (self.manifest_path, "env" if rank < 0 else rank))
+                _lib.check(status, "stream %s rank %s" % (self._source(), "env" if rank < 0 else rank))
                 b = bp.contents
                 batch = self._convert(lib, b, in_worker, pin)
                 batch.stream_stats = dict(_stream_stats(lib, h), worker=worker)

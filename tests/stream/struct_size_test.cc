@@ -9,6 +9,7 @@ extern "C" {
 #include "loader/al_index.h"
 #include "loader/al_members.h"
 #include "planner/al_plan.h"
+#include "planner/al_run.h"
 #include "stream/al_stream.h"
 }
 
@@ -23,7 +24,8 @@ TEST(StructSize, PlannerStructs) {
   EXPECT_EQ(al_plan_struct_size(AL_PLAN_STRUCT_BUCKET_SHAPE), sizeof(al_bucket_shape));
   EXPECT_EQ(al_plan_struct_size(AL_PLAN_STRUCT_COST_MODEL), sizeof(al_cost_model));
   EXPECT_EQ(al_plan_struct_size(AL_PLAN_STRUCT_BENCH), sizeof(al_bench));
-  EXPECT_EQ(al_plan_struct_size(AL_PLAN_STRUCT_BENCH + 1), 0u);
+  EXPECT_EQ(al_plan_struct_size(AL_PLAN_STRUCT_RUN_INFO), sizeof(al_run_info));
+  EXPECT_EQ(al_plan_struct_size(AL_PLAN_STRUCT_RUN_INFO + 1), 0u);
   EXPECT_EQ(al_plan_struct_size(-1), 0u);
 }
 
