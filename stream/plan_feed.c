@@ -160,7 +160,7 @@ static int extract(stream_feed *f, const al_plan *p, chunk *c) {
       c->n_samples += pm.n;
     }
   }
-  if (!rc)
+  if (!rc && f->a.idx)
     rc = stream_check_samples(f->a.idx, c->samples, c->n_samples, r, f->a.on_error,
                               (const char *const *)f->members, f->a.n_members);
   free(tokens);
@@ -235,7 +235,7 @@ static void *feed_main(void *arg) {
 int stream_feed_new(stream_feed **out, const stream_feed_args *a, uint32_t *micro,
                     al_run_info *info) {
   *out = NULL;
-  if (!a->run || !a->idx) return al_set_error(AL_EINVAL, "plan feed: NULL run or index");
+  if (!a->run) return al_set_error(AL_EINVAL, "plan feed: NULL run");
   if (a->ahead < 0 || a->ahead > 64)
     return al_set_error(AL_EINVAL, "plan_ahead %d: must be 0 (default 2) to 64", a->ahead);
   al_run_info ri = AL_RUN_INFO_INIT;

@@ -42,7 +42,8 @@ typedef struct stream_feed stream_feed;
 
 typedef struct stream_feed_args {
   const al_run *run;   /* borrowed: must outlive the feed */
-  const al_index *idx; /* borrowed: the members each chunk's samples are checked for */
+  const al_index *idx; /* borrowed: the members each chunk's samples are checked for; NULL:
+                          no check (dev/bench_feed.c, a map of a corpus without shards) */
   uint32_t rank, world;
   int ahead;                  /* chunks planned ahead of the consumer's; 0 = 2 */
   int on_error;               /* AL_STREAM_FAIL: a sample lacking a member fails its chunk */
