@@ -110,6 +110,30 @@ AL_API int al_run_map_write(const al_plan_input *in, const char *path);
 AL_API int al_run_open_map(al_run **out, const char *path, const al_cost_model *cost,
                            const al_plan_options *opts);
 
+/* A streaming writer of an index map, for a corpus too large to hold: two passes over its
+ * samples in position order, the first counting each sample's class (al_run_map_writer_count),
+ * the second placing it (al_run_map_writer_place: the same samples in the same order), then
+ * al_run_map_writer_finish, which writes the file atomically; the bytes are those
+ * al_run_map_write (or al_run_map_write_index) writes for the same samples and fingerprint. It
+ * holds the classes and at most 64 MiB of write buffers, never a list of samples. grid NULL (or
+ * t = 0): no latent grid. Errors: AL_ERANGE past 2^32 - 1 samples; AL_EINVAL for a count after
+ * the first place, or a placed sample the counting pass did not see (named by its position);
+ * AL_EIO naming the file; a finish before every counted sample is placed, AL_EINVAL. Ownership:
+ * al_run_map_writer_finish frees the writer whatever it returns; al_run_map_writer_free abandons
+ * one (nothing is written). One thread at a time. */
+typedef struct al_run_map_writer al_run_map_writer;
+AL_API int al_run_map_writer_open(al_run_map_writer **out, const char *path,
+                                  uint64_t index_fingerprint);
+/* The fingerprint recorded in the header, when known only after the passes (any time before
+ * al_run_map_writer_finish). */
+AL_API void al_run_map_writer_set_fingerprint(al_run_map_writer *w, uint64_t index_fingerprint);
+AL_API int al_run_map_writer_count(al_run_map_writer *w, uint32_t width, uint32_t height,
+                                   uint32_t frames, const al_latent_grid *grid);
+AL_API int al_run_map_writer_place(al_run_map_writer *w, uint32_t width, uint32_t height,
+                                   uint32_t frames, const al_latent_grid *grid);
+AL_API int al_run_map_writer_finish(al_run_map_writer *w);
+AL_API void al_run_map_writer_free(al_run_map_writer *w);
+
 #ifdef __cplusplus
 }
 #endif
