@@ -122,6 +122,52 @@ static int map_bad(const char *path, const char *what) {
   return al_set_error(AL_EFORMAT, "%s: not an index map of this library (%s)", path, what);
 }
 
+/* Positions a block of the exactly-once check covers: its bitmap is 2 MiB, cache-resident. */
+#define CHECK_BLOCK (UINT64_C(1) << 24)
+
+/* Every position below n_samples exactly once in the lists, each class's ascending: the lists
+ * swept block by block of positions, every class's cursor advanced through the block, so the
+ * check holds one block's bitmap and a cursor a class (not a bit per sample) and touches the
+ * bitmap where the cache has it. */
+static int check_lists(const run_map *m, const char *path) {
+  uint64_t n = m->h->n_samples, nc = m->h->n_classes;
+  uint64_t *at = malloc((nc ? nc : 1) * sizeof *at);
+  uint64_t *bits = malloc(CHECK_BLOCK / 8);
+  if (!at || !bits) {
+    free(at), free(bits);
+    return al_set_error(AL_ENOMEM, "%s: out of memory", path);
+  }
+  for (uint64_t c = 0; c < nc; c++) at[c] = m->cls[c].first;
+  int rc = AL_OK;
+  for (uint64_t lo = 0; lo < n && !rc; lo += CHECK_BLOCK) {
+    uint64_t hi = n - lo < CHECK_BLOCK ? n : lo + CHECK_BLOCK;
+    memset(bits, 0, (hi - lo + 63) / 64 * sizeof *bits);
+    for (uint64_t c = 0; c < nc && !rc; c++) {
+      uint64_t first = m->cls[c].first, end = first + m->cls[c].count, i = at[c];
+      for (; i < end && m->lists[i] < hi; i++) {
+        uint64_t x = m->lists[i];
+        if ((i > first && x <= m->lists[i - 1]) || x < lo) {
+          rc = map_bad(path, "a class's positions not ascending");
+          break;
+        }
+        x -= lo;
+        if (bits[x / 64] >> (x % 64) & 1) {
+          rc = map_bad(path, "a position twice");
+          break;
+        }
+        bits[x / 64] |= UINT64_C(1) << (x % 64);
+      }
+      at[c] = i;
+    }
+  }
+  for (uint64_t c = 0; c < nc && !rc; c++)
+    if (at[c] != m->cls[c].first + m->cls[c].count)
+      rc = map_bad(path, "a position past the samples");
+  free(at);
+  free(bits);
+  return rc;
+}
+
 static int map_open(run_map **out, const char *path) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return al_set_error(AL_EIO, "%s: cannot open the index map", path);
@@ -160,17 +206,7 @@ static int map_open(run_map **out, const char *path) {
     }
     if (!rc && first != m->h->n_samples) rc = map_bad(path, "class counts");
     /* Every position exactly once: what makes every sample drawn once per pass. */
-    uint64_t *seen = rc ? NULL : calloc(m->h->n_samples / 64 + 1, sizeof *seen);
-    if (!rc && !seen) rc = al_set_error(AL_ENOMEM, "%s: out of memory", path);
-    for (uint64_t i = 0; i < m->h->n_samples && !rc; i++) {
-      uint32_t x = m->lists[i];
-      if (x >= m->h->n_samples || (seen[x / 64] >> (x % 64) & 1))
-        rc = map_bad(path,
-                     x >= m->h->n_samples ? "a position past the samples" : "a position twice");
-      else
-        seen[x / 64] |= UINT64_C(1) << (x % 64);
-    }
-    free(seen);
+    if (!rc) rc = check_lists(m, path);
   }
   if (rc) {
     run_map_close(m);
