@@ -173,6 +173,13 @@ int al_plan_index_write(const al_index *idx, const char *cost_path, const char *
 int al_run_index_write(const al_index *idx, const char *cost_path, const char *buckets_path,
                        const al_plan_options *opts, uint32_t world, uint32_t first, uint32_t end,
                        const char *out_path) {
+  return al_run_index_write_rank(idx, cost_path, buckets_path, opts, world, first, end, 0,
+                                 out_path);
+}
+
+int al_run_index_write_rank(const al_index *idx, const char *cost_path, const char *buckets_path,
+                            const al_plan_options *opts, uint32_t world, uint32_t first,
+                            uint32_t end, uint32_t only_rank, const char *out_path) {
   if (!idx || !opts || !out_path)
     return al_set_error(AL_EINVAL, "al_run_index_write: NULL argument");
   al_cost_model cost = AL_COST_MODEL_INIT;
@@ -192,7 +199,9 @@ int al_run_index_write(const al_index *idx, const char *cost_path, const char *b
   if (!rc) rc = al_run_open_index(&run, idx, &cost, &o);
   if (!rc) rc = al_run_get_info(run, &ri);
   if (!rc) rc = al_run_plan_steps(run, world ? world : o.world, first, end ? end : ri.steps, &plan);
-  if (!rc) rc = al_plan_save(plan, out_path, al_plan_index_key, (void *)idx);
+  al_plan_save_options so = AL_PLAN_SAVE_OPTIONS_INIT;
+  so.only_rank = only_rank;
+  if (!rc) rc = al_plan_save_opts(plan, out_path, al_plan_index_key, (void *)idx, &so);
   al_plan_free(plan);
   al_run_free(run);
   al_bucket_table_free(table);

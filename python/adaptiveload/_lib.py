@@ -103,6 +103,8 @@ SIGNATURES = {
     "manifest/al_plan_index.h": {
         "al_plan_index_write": (_int, [_vp, _cp, _cp, _P(S.PlanOptions), _cp]),
         "al_run_index_write": (_int, [_vp, _cp, _cp, _P(S.PlanOptions), _u32, _u32, _u32, _cp]),
+        "al_run_index_write_rank": (_int, [_vp, _cp, _cp, _P(S.PlanOptions), _u32, _u32, _u32, _u32,
+                                           _cp]),
     },
     "stream/al_stream.h": {
         "al_stream_open": (_int, [_P(_vp), _vp, _vp, _int, _P(S.StreamOptions)]),
