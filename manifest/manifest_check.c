@@ -31,16 +31,31 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "manifest/al_manifest.h"
 #include "planner/key_status_internal.h"
 #include "manifest/manifest_internal.h"
 
 #define SEEN_REAL 1u
 #define SEEN_PAD 2u
 
+int64_t manifest_key_entry(const al_manifest *m, uint64_t sample) {
+  size_t lo = 0, hi = (size_t)m->n_keys;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (m->key_pos[mid] < sample)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo < m->n_keys && m->key_pos[lo] == sample ? (int64_t)lo : -1;
+}
+
+/* The key of index position s, or "" (messages). */
 static const char *key_or(const al_manifest *m, uint64_t s) {
-  const char *k = al_manifest_key(m, s);
-  return k ? k : "";
+  if (m->info.own_keys) {
+    int64_t e = manifest_key_entry(m, s);
+    return e < 0 ? "" : m->key_blob + m->key_off[e];
+  }
+  return s < m->n_keys ? m->key_blob + m->key_off[s] : "";
 }
 
 /* Step, rank and micro of micro-batch x, for messages. */

@@ -72,7 +72,7 @@ struct al_manifest {
 int manifest_check(const al_manifest *m);
 
 /* A slice's key entry for index position `sample`: its number in key_pos, or -1 when it lists
- * none (manifest_read.c). */
+ * none (manifest_check.c; the reader's key accessors use it too). */
 int64_t manifest_key_entry(const al_manifest *m, uint64_t sample);
 
 #endif /* AL_MANIFEST_INTERNAL_H */

@@ -560,18 +560,6 @@ int al_manifest_micro(const al_manifest *m, uint32_t step, uint32_t rank, uint32
   return AL_OK;
 }
 
-int64_t manifest_key_entry(const al_manifest *m, uint64_t sample) {
-  size_t lo = 0, hi = (size_t)m->n_keys;
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    if (m->key_pos[mid] < sample)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  return lo < m->n_keys && m->key_pos[lo] == sample ? (int64_t)lo : -1;
-}
-
 const char *al_manifest_key(const al_manifest *m, uint64_t sample) {
   if (!m) return NULL;
   if (m->info.own_keys) {
