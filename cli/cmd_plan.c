@@ -30,6 +30,8 @@ typedef struct plan_args {
   uint32_t sp_degrees[AL_PLAN_MAX_SP_DEGREES]; /* --sp-degrees */
   int chunked;                                 /* --planner chunked (or --steps) */
   uint32_t steps_a, steps_b;                   /* --steps A:B; 0:0 = every step */
+  uint64_t rank;                               /* --rank R; UINT64_MAX: every rank */
+  int check;                                   /* --check: prove the run, write nothing */
 } plan_args;
 
 static int parse_planner(const cli_verb *verb, const char *opt, const char *v, void *args) {
@@ -198,6 +200,16 @@ static const cli_option OPTIONS[] = {
      .help = "chunked: plan and write only steps [A, B), step for step\n"
              "what the full chunked plan holds there (implies --planner\n"
              "chunked)"},
+    {.name = "--rank", .type = CLI_U64, CLI_AT(plan_args, rank), .max = (1u << 20) - 1,
+     .metavar = "R",
+     .help = "write only rank R's work in every step (with the step's\n"
+             "totals over all ranks) and the keys of its samples: what\n"
+             "rank R streams; streaming it as another rank is refused"},
+    {.name = "--check", .type = CLI_FLAG, CLI_AT(plan_args, check), .set = 1,
+     .help = "chunked: plan every window of the run without writing and\n"
+             "prove every planned sample is in exactly one step (one bit a\n"
+             "sample); prints the steps, samples and time, or the first\n"
+             "step and sample that break it"},
     {.name = "--json", .type = CLI_FLAG, CLI_AT(plan_args, json), .set = 1,
      .help = "print the summary as one JSON object on stdout"},
     {.name = "--require-members", .type = CLI_CUSTOM, .parse = parse_require, .metavar = "A,B,...",
@@ -298,7 +310,7 @@ static int check_args(const plan_args *a, int argc, char **argv) {
             "--resume-from do not apply\n");
     return AL_EXIT_USAGE;
   }
-  const char *missing = !a->out ? "-o MANIFEST" : !a->o.world ? "--world W" : NULL;
+  const char *missing = !a->out && !a->check ? "-o MANIFEST" : !a->o.world ? "--world W" : NULL;
   if (!missing && a->resume && a->at_step == UINT64_MAX)
     missing = "--at-step K (with --resume-from)";
   if (!missing && !a->resume && !a->index && !a->map) missing = "--index INDEX";
@@ -314,6 +326,16 @@ static int check_args(const plan_args *a, int argc, char **argv) {
     fprintf(stderr,
             "adaptiveload plan: --planner chunked plans any steps itself (--steps A:B); "
             "--resume-from and --start-step do not apply\n");
+    return AL_EXIT_USAGE;
+  }
+  if (a->rank != UINT64_MAX && a->rank >= o->world)
+    return cli_usage(&PLAN, CLI_SAY_BLANK, "--rank %llu: a world of %llu ranks has ranks 0..%llu",
+                     (unsigned long long)a->rank, (unsigned long long)o->world,
+                     (unsigned long long)o->world - 1);
+  if (a->check && (a->out || a->steps_b || a->rank != UINT64_MAX || a->resume)) {
+    fprintf(stderr,
+            "adaptiveload plan: --check plans every step of the run and writes nothing; -o, "
+            "--steps, --rank and --resume-from do not apply\n");
     return AL_EXIT_USAGE;
   }
   if (al_plan_check_sp_degrees("--sp-degrees", o->sp_degrees, o->n_sp_degrees, o->world))
@@ -439,6 +461,48 @@ static int plan_chunked(const plan_args *a, plan_run *r, const al_cost_model *co
   return rc;
 }
 
+/* --check: every window of the run planned and proved exactly-once over the pass (al_run_check),
+ * nothing written: 0 or the exit status of a failure. */
+static int check_run(const plan_args *a) {
+  double t0 = clock_now_s();
+  al_plan_options o = a->o;
+  al_cost_model cost = AL_COST_MODEL_INIT;
+  al_bucket_table *table = NULL;
+  al_index *idx = NULL;
+  al_run *run = NULL;
+  int rc = load_inputs(a, &cost, &table, &o);
+  if (rc == AL_EXIT_USAGE) return rc;
+  if (!rc && !a->map) rc = al_index_load(&idx, a->index);
+  if (!rc)
+    rc = a->map ? al_run_open_map(&run, a->map, &cost, &o)
+                : al_run_open_index(&run, idx, &cost, &o);
+  al_index_free(idx);
+  al_bucket_table_free(table);
+  double t_open = clock_now_s();
+  al_run_check_info ci = AL_RUN_CHECK_INFO_INIT;
+  if (!rc) rc = al_run_check(run, o.world, &ci);
+  al_run_free(run);
+  if (rc) {
+    al_error_prefix(rc, "%s", a->map ? a->map : a->index);
+    return cli_fail("plan --check");
+  }
+  double t1 = clock_now_s();
+  if (a->json)
+    printf(
+        "{\"steps\": %u, \"samples\": %llu, \"padded\": %llu, \"micro_batches\": %llu, "
+        "\"open_s\": %.3f, \"check_s\": %.3f}\n",
+        ci.steps, (unsigned long long)ci.samples, (unsigned long long)ci.padded,
+        (unsigned long long)ci.micro_batches, t_open - t0, t1 - t_open);
+  else
+    fprintf(stderr,
+            "plan --check: %u steps, %llu samples each in exactly one step (%llu padding, %llu "
+            "micro-batches at world %llu): open %.2f s, check %.2f s (%.2fM samples/s)\n",
+            ci.steps, (unsigned long long)ci.samples, (unsigned long long)ci.padded,
+            (unsigned long long)ci.micro_batches, (unsigned long long)o.world, t_open - t0,
+            t1 - t_open, t1 > t_open ? (double)ci.samples / (t1 - t_open) / 1e6 : 0.0);
+  return AL_EXIT_OK;
+}
+
 /* Plans the index and saves the manifest, with the time each stage took: 0, -1 (al_last_error)
  * or AL_EXIT_USAGE. */
 static int plan_index(const plan_args *a, plan_run *r) {
@@ -459,7 +523,9 @@ static int plan_index(const plan_args *a, plan_run *r) {
   double t_plan = clock_now_s();
   if (!rc) report_rejects(r->plan, r->idx);
   if (!rc && r->idx) report_lacking(&o, r->idx);
-  if (!rc) rc = al_plan_save(r->plan, a->out, r->idx ? al_plan_index_key : NULL, r->idx);
+  al_plan_save_options so = AL_PLAN_SAVE_OPTIONS_INIT;
+  so.only_rank = a->rank == UINT64_MAX ? 0 : (uint32_t)a->rank + 1;
+  if (!rc) rc = al_plan_save_opts(r->plan, a->out, r->idx ? al_plan_index_key : NULL, r->idx, &so);
   if (!rc && !a->json)
     fprintf(stderr, "plan: index %.2f s, plan %.2f s, write %.2f s\n", t_load - t0, t_plan - t_load,
             clock_now_s() - t_plan);
@@ -547,11 +613,13 @@ int cli_cmd_plan(int argc, char **argv) {
   plan_args a;
   memset(&a, 0, sizeof a);
   a.at_step = UINT64_MAX;
+  a.rank = UINT64_MAX;
   a.mem_safety = 0.9;
   int ec = cli_parse(&PLAN, argc, argv, &a);
   if (ec == CLI_RUN) ec = check_args(&a, argc, argv);
   if (ec != CLI_RUN) return ec;
   if (a.save_map) return save_map(&a);
+  if (a.check) return check_run(&a);
   plan_run r = {NULL, NULL, NULL};
   int rc = a.resume ? replan(&a, &r) : plan_index(&a, &r);
   if (!rc) rc = print_summary(&a, &r) ? -1 : 0;

@@ -267,6 +267,23 @@ AL_API size_t al_index_rejected_count(const al_index *idx);
  * URLs signed again). */
 AL_API uint64_t al_index_fingerprint(const al_index *idx);
 
+/* The fingerprint of an index folded without holding it (a map or a plan of a corpus too large
+ * to load): add the shards and samples in the order al_index_add_shard and al_index_add_sample
+ * would take them, and al_index_fp_value is what al_index_fingerprint gives that index (a latent
+ * tensor header, which only a build records, is not folded). Zero-initialise (AL_INDEX_FP_INIT);
+ * plain data, one writer at a time. al_index_fp_add_sample: AL_EINVAL for a shard id not added
+ * yet. */
+typedef struct al_index_fp {
+  uint64_t n_shards, fp_shards, n_samples, fp_samples;
+} al_index_fp;
+#define AL_INDEX_FP_INIT \
+  { 0, 0, 0, 0 }
+AL_API void al_index_fp_add_shard(al_index_fp *f, const char *path, uint64_t size);
+AL_API int al_index_fp_add_sample(al_index_fp *f, const char *key, uint32_t shard, uint32_t width,
+                                  uint32_t height, uint32_t frames, const al_member_info *members,
+                                  size_t n_members);
+AL_API uint64_t al_index_fp_value(const al_index_fp *f);
+
 AL_API int al_index_shard(const al_index *idx, size_t i, al_shard_info *out);
 
 /* Checks that `fd`, the open file of shard `shard`, is the shard that was indexed: its

@@ -109,6 +109,31 @@ void al_index_free(al_index *idx) {
   free(idx);
 }
 
+/* The fingerprint's parts (al_index_fingerprint), shared by an index and an al_index_fp. */
+static uint64_t fp_shard(uint64_t state, const char *base, size_t base_len, uint64_t size) {
+  return hash_fold(hash_fold(state, hash64(base, base_len, 1)), size);
+}
+
+/* Key, shard and shape of one sample; its members are folded in by fp_member. */
+static uint64_t fp_sample(const char *key, size_t key_len, uint32_t shard, uint32_t width,
+                          uint32_t height, uint32_t frames) {
+  uint64_t h = hash64(key, key_len, shard);
+  return hash_fold(hash_fold(hash_fold(h, width), height), frames);
+}
+
+/* One member: its offset and LZ4 flag (offset << 1 | lz4) and its stored size. */
+static uint64_t fp_member(uint64_t h, uint64_t offset_lz4, uint64_t size) {
+  return hash_fold(hash_fold(h, offset_lz4), size);
+}
+
+static uint64_t fp_value(uint64_t n_shards, uint64_t fp_shards, uint64_t n_samples,
+                         uint64_t fp_samples) {
+  uint64_t h = hash_fold(UINT64_C(0x41444c4f41444958), n_shards); /* "ADLOADIX" */
+  h = hash_fold(h, fp_shards);
+  h = hash_fold(h, n_samples);
+  return hash_fold(h, fp_samples);
+}
+
 int index_add_shard_full(al_index *idx, const char *path, uint64_t size, int64_t mtime_ns,
                          int seekable, const char *compression, uint32_t *id) {
   if (!idx || !path) return al_set_error(AL_EINVAL, "al_index_add_shard: NULL argument");
@@ -134,7 +159,7 @@ int index_add_shard_full(al_index *idx, const char *path, uint64_t size, int64_t
    * its fingerprint, so its manifests and resume states stay valid. */
   size_t base_len;
   const char *base = shard_path_name(p, &base_len);
-  idx->fp_shards = hash_fold(hash_fold(idx->fp_shards, hash64(base, base_len, 1)), size);
+  idx->fp_shards = fp_shard(idx->fp_shards, base, base_len, size);
   if (id) *id = (uint32_t)idx->n_shards;
   idx->n_shards++;
   return AL_OK;
@@ -190,10 +215,9 @@ int index_add_sample_rec(al_index *idx, const char *key, size_t key_len, uint32_
    * Two corpora whose keys match but whose clips differ must not pass for one another, and
    * an index whose offsets were shifted must not stream foreign bytes under a manifest
    * planned from the real one. (Extension ids are left out: they are numbered per index.) */
-  uint64_t h = hash64(key, key_len, shard);
-  h = hash_fold(hash_fold(hash_fold(h, width), height), frames);
+  uint64_t h = fp_sample(key, key_len, shard, width, height, frames);
   for (size_t m = 0; m < n_members; m++)
-    h = hash_fold(hash_fold(h, members[m].off_ext >> 15), members[m].size);
+    h = fp_member(h, members[m].off_ext >> 15, members[m].size);
   idx->fp_samples = hash_fold(idx->fp_samples, h);
   return AL_OK;
 }
@@ -413,10 +437,34 @@ size_t al_index_rejected_count(const al_index *idx) { return idx ? idx->rejected
 
 uint64_t al_index_fingerprint(const al_index *idx) {
   if (!idx) return 0;
-  uint64_t h = hash_fold(UINT64_C(0x41444c4f41444958), idx->n_shards); /* "ADLOADIX" */
-  h = hash_fold(h, idx->fp_shards);
-  h = hash_fold(h, idx->n_samples);
-  return hash_fold(h, idx->fp_samples);
+  return fp_value(idx->n_shards, idx->fp_shards, idx->n_samples, idx->fp_samples);
+}
+
+void al_index_fp_add_shard(al_index_fp *f, const char *path, uint64_t size) {
+  size_t base_len;
+  const char *base = shard_path_name(path, &base_len);
+  f->fp_shards = fp_shard(f->fp_shards, base, base_len, size);
+  f->n_shards++;
+}
+
+int al_index_fp_add_sample(al_index_fp *f, const char *key, uint32_t shard, uint32_t width,
+                           uint32_t height, uint32_t frames, const al_member_info *members,
+                           size_t n_members) {
+  if (!f || !key || (n_members && !members))
+    return al_set_error(AL_EINVAL, "al_index_fp_add_sample: NULL argument");
+  if (shard >= f->n_shards)
+    return al_set_error(AL_EINVAL, "sample '%s': shard id %u out of range (%llu shards)", key,
+                        shard, (unsigned long long)f->n_shards);
+  uint64_t h = fp_sample(key, strlen(key), shard, width, height, frames);
+  for (size_t m = 0; m < n_members; m++)
+    h = fp_member(h, members[m].offset << 1 | (members[m].lz4 != 0), members[m].size);
+  f->fp_samples = hash_fold(f->fp_samples, h);
+  f->n_samples++;
+  return AL_OK;
+}
+
+uint64_t al_index_fp_value(const al_index_fp *f) {
+  return f ? fp_value(f->n_shards, f->fp_shards, f->n_samples, f->fp_samples) : 0;
 }
 
 int al_index_shard(const al_index *idx, size_t i, al_shard_info *caller) {

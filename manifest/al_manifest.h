@@ -49,6 +49,26 @@ typedef struct al_manifest al_manifest;
  * manifest. */
 AL_API int al_plan_save(const al_plan *p, const char *path, al_key_fn key, void *key_ctx);
 
+/* How al_plan_save_opts writes a plan; zero means al_plan_save's whole manifest. */
+typedef struct al_plan_save_options {
+  size_t struct_size; /* sizeof(al_plan_save_options) (AL_PLAN_SAVE_OPTIONS_INIT); 0 = this
+                         header's struct */
+  uint32_t only_rank; /* R + 1: only rank R's work in every step (PlanConfig.only_rank), each
+                         step with the totals of all ranks, and a key table of R's samples
+                         alone; 0: every rank's */
+} al_plan_save_options;
+#define AL_PLAN_SAVE_OPTIONS_INIT AL_STRUCT_INIT(al_plan_save_options)
+#define AL_PLAN_SAVE_OPTIONS_V1 sizeof(al_plan_save_options)
+
+/* al_plan_save with options. A slice of a chunked run (al_run_plan_steps of fewer than all
+ * steps: it has no key table of the pass) and a rank's work are written with their own key
+ * table (PlanConfig.own_keys): the positions their micro-batches list, padding included, with
+ * their keys; none when `key` is NULL (a plan from an index map). A whole plan's bytes are
+ * al_plan_save's. AL_ERANGE for a rank outside the world; AL_EINVAL for a rank's work of a plan
+ * with sequence-parallel groups above degree 1 (not written yet). */
+AL_API int al_plan_save_opts(const al_plan *p, const char *path, al_key_fn key, void *key_ctx,
+                             const al_plan_save_options *o);
+
 /* Loads and checks a manifest: container checksums, then that it is a plan (every sample
  * scheduled in its key table exactly once in its steps, padding repeating a scheduled one,
  * micro-batches within their bucket's batch size and M_mem, step totals and summary what the

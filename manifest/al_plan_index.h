@@ -51,6 +51,12 @@ AL_API int al_run_index_write(const al_index *idx, const char *cost_path, const 
  * *out (al_run_free). */
 AL_API int al_run_index_open(al_run **out, const al_index *idx, const char *cost_path,
                              const char *buckets_path, const al_plan_options *opts);
+/* al_run_index_write writing only rank R's work when only_rank is R + 1 (al_plan_save_opts,
+ * al_manifest.h; `plan --steps A:B --rank R`); 0: every rank's. */
+AL_API int al_run_index_write_rank(const al_index *idx, const char *cost_path,
+                                   const char *buckets_path, const al_plan_options *opts,
+                                   uint32_t world, uint32_t first, uint32_t end, uint32_t only_rank,
+                                   const char *out_path);
 
 /* Writes the index map of the index (planner/al_run.h: its samples' shapes and latent grids as
  * classes with their position lists) to path, for al_run_open_map and `plan --map`. */

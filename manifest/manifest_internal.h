@@ -44,8 +44,11 @@ struct al_manifest {
   al_bucket_info *buckets;
   size_t n_buckets;
   uint32_t world, first_step, steps;
+  /* Rank entries held a step: world, or 1 for a rank's slice (PlanConfig.only_rank = rank0 + 1),
+   * whose entries are rank0's. Every slot[] index counts `ranks`. */
+  uint32_t ranks, rank0;
   manifest_step *stepv;
-  uint64_t *slot; /* steps * world + 1 offsets into micro */
+  uint64_t *slot; /* steps * ranks + 1 offsets into micro */
   manifest_micro *micro;
   size_t n_micro, cap_micro;
   uint64_t *samples, *tokens;
@@ -56,7 +59,10 @@ struct al_manifest {
   uint64_t *key_off; /* n_keys + 1 offsets into key_blob */
   char *key_blob;
   size_t blob_len, blob_cap;
-  uint8_t *key_status;
+  uint8_t *key_status; /* per key (a whole plan: per index position) */
+  /* A slice's own key table (PlanConfig.own_keys): the index position of each key, ascending
+   * (key_status then all 0); n_keys may be 0 (planned from an index map). */
+  uint64_t *key_pos;
   uint64_t rejected[AL_REJECT_COUNT];
 };
 
@@ -64,5 +70,9 @@ struct al_manifest {
  * once, bounded micro-batches, totals and summary matching what the steps hold
  * (manifest_check.c says what exactly). AL_OK or AL_EFORMAT naming the place. */
 int manifest_check(const al_manifest *m);
+
+/* A slice's key entry for index position `sample`: its number in key_pos, or -1 when it lists
+ * none (manifest_check.c; the reader's key accessors use it too). */
+int64_t manifest_key_entry(const al_manifest *m, uint64_t sample);
 
 #endif /* AL_MANIFEST_INTERNAL_H */

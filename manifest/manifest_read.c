@@ -8,6 +8,7 @@
 #include "planner/al_plan.h"
 #include "cost/cost_msg_internal.h"
 #include "manifest/manifest_internal.h"
+#include "planner/key_status_internal.h"
 #include "planner/stats_internal.h"
 #include "proto/adaptiveload.pb-c.h"
 #include "proto/pbio_internal.h"
@@ -25,6 +26,7 @@ void al_manifest_free(al_manifest *m) {
   free(m->key_off);
   free(m->key_blob);
   free(m->key_status);
+  free(m->key_pos);
   free(m);
 }
 
@@ -48,6 +50,11 @@ static int take_header(al_manifest *m, const Adaptiveload__ManifestHeader *h, co
   if (rc) return rc;
   snprintf(m->cost_family, sizeof m->cost_family, "%s", al_cost_family_name(m->cost.fit.family));
   m->world = c->world;
+  if (c->only_rank > c->world)
+    return al_set_error(AL_EFORMAT, "%s: only_rank %u (rank %u) of world %u", where, c->only_rank,
+                        c->only_rank - 1, c->world);
+  m->ranks = c->only_rank ? 1 : c->world;
+  m->rank0 = c->only_rank ? c->only_rank - 1 : 0;
   m->first_step = c->first_step;
   al_latent_geom g = {c->vae_stride_t, c->vae_stride_s, c->patch_t, c->patch_h, c->patch_w};
   m->geom = al_latent_geom_resolve(&g);
@@ -68,6 +75,8 @@ static int take_header(al_manifest *m, const Adaptiveload__ManifestHeader *h, co
   in->micro_per_step = c->micro_per_step;
   in->step_tokens = c->step_tokens;
   in->micro_tokens = c->micro_tokens;
+  in->only_rank = c->only_rank;
+  in->own_keys = c->own_keys;
   al_sync sy = AL_SYNC_STEP;
   if (c->sync && c->sync[0] && (al_sync_parse(c->sync, &sy) || sy == AL_SYNC_AUTO))
     return al_set_error(AL_EFORMAT, "%s: unknown sync model '%s' (step or micro)", where, c->sync);
@@ -110,8 +119,38 @@ static int take_header(al_manifest *m, const Adaptiveload__ManifestHeader *h, co
   return AL_OK;
 }
 
+/* A slice's KeyChunk: one index position per key, ascending over the table, within the index;
+ * no status (every listed sample is the steps'). */
+static int take_key_positions(al_manifest *m, const Adaptiveload__KeyChunk *k, const char *where,
+                              size_t *cap_pos) {
+  if (!m->info.own_keys)
+    return k->n_positions ? al_set_error(AL_EFORMAT,
+                                         "%s: KeyChunk lists positions in a whole plan's key "
+                                         "table (only a slice's, PlanConfig.own_keys, has them)",
+                                         where)
+                          : AL_OK;
+  if (k->n_positions != k->n_keys || k->n_status)
+    return al_set_error(AL_EFORMAT,
+                        "%s: a slice's KeyChunk has %zu keys, %zu positions and %zu status entries "
+                        "(one position a key, no status)",
+                        where, k->n_keys, k->n_positions, k->n_status);
+  int rc = grow_array((void **)&m->key_pos, cap_pos, m->n_keys + k->n_keys, sizeof *m->key_pos,
+                      "manifest keys");
+  for (size_t i = 0; i < k->n_keys && !rc; i++) {
+    uint64_t x = k->positions[i];
+    if (x >= m->info.index_samples || (m->n_keys + i && x <= m->key_pos[m->n_keys + i - 1]))
+      return al_set_error(AL_EFORMAT, "%s: key %zu names index position %llu (%s)", where, i,
+                          (unsigned long long)x,
+                          x >= m->info.index_samples
+                              ? "beyond the index"
+                              : "not above the one before: positions ascend");
+    m->key_pos[m->n_keys + i] = x;
+  }
+  return rc;
+}
+
 static int take_keys(al_manifest *m, const Adaptiveload__KeyChunk *k, const char *where,
-                     size_t *cap_off, size_t *cap_st) {
+                     size_t *cap_off, size_t *cap_st, size_t *cap_pos) {
   if (k->first != m->n_keys)
     return al_set_error(AL_EFORMAT, "%s: KeyChunk starts at %llu, expected %llu", where,
                         (unsigned long long)k->first, (unsigned long long)m->n_keys);
@@ -119,8 +158,10 @@ static int take_keys(al_manifest *m, const Adaptiveload__KeyChunk *k, const char
     return al_set_error(AL_EFORMAT, "%s: KeyChunk has %zu keys and %zu status entries", where,
                         k->n_keys, k->n_status);
   size_t n = k->n_keys;
-  int rc = grow_array((void **)&m->key_off, cap_off, m->n_keys + n + 1, sizeof *m->key_off,
-                      "manifest keys");
+  int rc = take_key_positions(m, k, where, cap_pos);
+  if (!rc)
+    rc = grow_array((void **)&m->key_off, cap_off, m->n_keys + n + 1, sizeof *m->key_off,
+                    "manifest keys");
   if (!rc) rc = grow_array((void **)&m->key_status, cap_st, m->n_keys + n, 1, "manifest keys");
   if (rc) return rc;
   if (!m->n_keys) m->key_off[0] = 0;
@@ -146,7 +187,12 @@ static int take_keys(al_manifest *m, const Adaptiveload__KeyChunk *k, const char
  * r - sp_rank (read already) is its leader, whose samples it shares. */
 static int take_follower(al_manifest *m, const Adaptiveload__MicroBatch *mb, const char *where,
                          uint32_t step, uint32_t r, size_t x) {
-  uint32_t W = m->world;
+  uint32_t W = m->ranks;
+  if (m->info.only_rank)
+    return al_set_error(AL_EFORMAT,
+                        "%s: step %u rank %u micro %zu: sp_rank %u in a rank's slice (its leader's "
+                        "rank is not in it)",
+                        where, step, r, x, mb->sp_rank);
   if (mb->n_samples || mb->n_tokens || mb->n_padded)
     return al_set_error(AL_EFORMAT,
                         "%s: step %u rank %u micro %zu: sp_rank %u lists samples (only its group's "
@@ -231,7 +277,7 @@ static int take_micro(al_manifest *m, const Adaptiveload__MicroBatch *mb, const 
 
 static int take_chunk(al_manifest *m, const Adaptiveload__ManifestChunk *c, const char *where,
                       size_t *cap_steps, size_t *cap_slot) {
-  uint32_t W = m->world;
+  uint32_t W = m->ranks;
   int rc = grow_array((void **)&m->stepv, cap_steps, (size_t)m->steps + c->n_steps,
                       sizeof *m->stepv, "manifest steps");
   if (!rc)
@@ -249,15 +295,20 @@ static int take_chunk(al_manifest *m, const Adaptiveload__ManifestChunk *c, cons
       return al_set_error(AL_EFORMAT, "%s: step %u where step %u was expected", where, st->step,
                           want);
     if (st->n_ranks != W)
-      return al_set_error(AL_EFORMAT, "%s: step %u has %zu ranks, world is %u", where, st->step,
-                          st->n_ranks, W);
+      return m->info.only_rank
+                 ? al_set_error(AL_EFORMAT,
+                                "%s: step %u has %zu rank entries; a slice of rank %u's work has 1",
+                                where, st->step, st->n_ranks, m->rank0)
+                 : al_set_error(AL_EFORMAT, "%s: step %u has %zu ranks, world is %u", where,
+                                st->step, st->n_ranks, W);
     manifest_step *ms = &m->stepv[m->steps];
     ms->samples = st->samples;
     ms->tokens = st->tokens;
     ms->max_cost = st->max_cost_ms;
     ms->mean_cost = st->mean_cost_ms;
-    for (uint32_t r = 0; r < W; r++) {
-      const Adaptiveload__RankWork *rw = st->ranks[r];
+    for (uint32_t i = 0; i < W; i++) {
+      const Adaptiveload__RankWork *rw = st->ranks[i];
+      uint32_t r = m->rank0 + i;
       if (!rw->n_micro)
         return al_set_error(AL_EFORMAT,
                             "%s: step %u rank %u has no micro-batch (data-parallel training would hang)",
@@ -267,7 +318,7 @@ static int take_chunk(al_manifest *m, const Adaptiveload__ManifestChunk *c, cons
                             "%s: step %u rank %u has %zu micro-batches; the plan promises %u on "
                             "every rank (FSDP and sequence parallelism would desynchronise)",
                             where, st->step, r, rw->n_micro, m->info.micro_per_step);
-      m->slot[(size_t)m->steps * W + r] = m->n_micro;
+      m->slot[(size_t)m->steps * W + i] = m->n_micro;
       if ((rc = grow_array((void **)&m->micro, &m->cap_micro, m->n_micro + rw->n_micro,
                            sizeof *m->micro, "manifest micro-batches")))
         return rc;
@@ -301,7 +352,7 @@ static void take_summary(al_manifest *m, const Adaptiveload__ManifestSummary *s)
 /* Per-step figures of al_manifest_info: micro-batch count equality, tokens and samples per
  * step, the spread of the predicted step time. */
 static void step_figures(al_manifest *m) {
-  uint32_t W = m->world;
+  uint32_t W = m->ranks; /* a rank's slice: its figures are that rank's */
   double ts = 0, tq = 0, ss = 0, sq = 0, cs = 0, cq = 0;
   m->info.unequal_steps = 0;
   for (uint32_t s = 0; s < m->steps; s++) {
@@ -363,7 +414,7 @@ int al_manifest_load(al_manifest **out, const char *path) {
   int rc = pbio_reader_open(&r, path, AL_KIND_MANIFEST);
   if (!rc) pbio_reader_set_limit(r, max_manifest_bytes(), "ADAPTIVELOAD_MAX_MANIFEST_BYTES");
   if (!rc) rc = pbio_reader_read_ahead(r);
-  size_t cap_off = 0, cap_st = 0, cap_steps = 0, cap_slot = 0;
+  size_t cap_off = 0, cap_st = 0, cap_pos = 0, cap_steps = 0, cap_slot = 0;
   int have_header = 0, have_summary = 0;
   uint32_t summary_steps = 0;
   for (unsigned rec = 0; !rc; rec++) {
@@ -393,7 +444,7 @@ int al_manifest_load(al_manifest **out, const char *path) {
         if (!rc) m->slot[0] = 0;
       }
     } else if (tag == AL_REC_KEY_CHUNK) {
-      rc = take_keys(m, (const Adaptiveload__KeyChunk *)msg, where, &cap_off, &cap_st);
+      rc = take_keys(m, (const Adaptiveload__KeyChunk *)msg, where, &cap_off, &cap_st, &cap_pos);
     } else if (tag == AL_REC_MANIFEST_CHUNK) {
       rc = take_chunk(m, (const Adaptiveload__ManifestChunk *)msg, where, &cap_steps, &cap_slot);
     } else if (tag == AL_REC_MANIFEST_SUMMARY) {
@@ -411,7 +462,7 @@ int al_manifest_load(al_manifest **out, const char *path) {
   if (!rc && summary_steps != m->steps)
     rc = al_set_error(AL_EFORMAT, "%s: summary says %u steps, chunks hold %u", path, summary_steps,
                       m->steps);
-  if (!rc && m->n_keys != m->info.index_samples)
+  if (!rc && !m->info.own_keys && m->n_keys != m->info.index_samples)
     rc = al_set_error(AL_EFORMAT, "%s: %llu keys for an index of %llu samples", path,
                       (unsigned long long)m->n_keys, (unsigned long long)m->info.index_samples);
   if (!rc) rc = manifest_check(m);
@@ -455,7 +506,12 @@ static int rank_slot(const al_manifest *m, uint32_t step, uint32_t rank, size_t 
                                    m->path, step);
   if (rank >= m->world)
     return al_set_error(AL_ERANGE, "%s: rank %u of world %u", m->path, rank, m->world);
-  *slot = (size_t)(step - m->first_step) * m->world + rank;
+  if (m->info.only_rank && rank != m->rank0)
+    return al_set_error(AL_EINVAL,
+                        "%s: holds only rank %u's work (a slice written with --rank %u), not rank "
+                        "%u's: plan rank %u's slice, or stream this one as rank %u",
+                        m->path, m->rank0, m->rank0, rank, rank, m->rank0);
+  *slot = (size_t)(step - m->first_step) * m->ranks + (rank - m->rank0);
   return AL_OK;
 }
 
@@ -505,7 +561,12 @@ int al_manifest_micro(const al_manifest *m, uint32_t step, uint32_t rank, uint32
 }
 
 const char *al_manifest_key(const al_manifest *m, uint64_t sample) {
-  if (!m || sample >= m->n_keys) return NULL;
+  if (!m) return NULL;
+  if (m->info.own_keys) {
+    int64_t e = manifest_key_entry(m, sample);
+    return e < 0 ? NULL : m->key_blob + m->key_off[e];
+  }
+  if (sample >= m->n_keys) return NULL;
   return m->key_blob + m->key_off[sample];
 }
 
@@ -514,7 +575,13 @@ const char *al_manifest_key_fn(void *ctx, uint64_t i) {
 }
 
 int al_manifest_key_status(const al_manifest *m, uint64_t sample) {
-  if (!m || sample >= m->n_keys) return -1;
+  if (!m) return -1;
+  if (m->info.own_keys) /* a slice: its own samples planned here, the rest elsewhere */
+  {
+    if (sample >= m->info.index_samples) return -1;
+    return manifest_key_entry(m, sample) >= 0 ? (int)AL_KEY_PLANNED : (int)AL_KEY_ELSEWHERE;
+  }
+  if (sample >= m->n_keys) return -1;
   return m->key_status[sample];
 }
 
@@ -524,7 +591,7 @@ int al_manifest_step(const al_manifest *m, uint32_t step, al_step_info *caller) 
   int rc = struct_out_size(caller, sizeof(al_step_info), AL_STEP_INFO_V1, "al_manifest_step",
                            "al_step_info", &n);
   if (rc) return rc;
-  rc = rank_slot(m, step, 0, &s);
+  rc = rank_slot(m, step, m->rank0, &s);
   if (rc) return rc;
   const manifest_step *st = &m->stepv[step - m->first_step];
   al_step_info info = AL_STEP_INFO_INIT, *out = &info;

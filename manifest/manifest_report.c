@@ -104,7 +104,7 @@ static void print_sp_json(FILE *out, const al_manifest_info *in, const uint64_t 
 /* The group layout of step s (counted from first_step): per slot k, the groups in rank order
  * as FIRST-LAST:dDEGREE. */
 static void print_layout(FILE *out, const al_manifest *m, uint32_t s) {
-  uint32_t W = m->world;
+  uint32_t W = m->ranks;
   const uint64_t *sl = m->slot + (size_t)s * W;
   uint64_t K = sl[1] - sl[0];
   fprintf(out, "layout      step %u (ranks FIRST-LAST:dDEGREE per micro-batch slot):\n",
@@ -201,7 +201,7 @@ void al_manifest_print_summary(FILE *out, const al_manifest *m, const char *name
 
 /* "layout": the groups of the first step, per slot, as [first rank, degree] pairs. */
 static void print_layout_json(FILE *out, const al_manifest *m) {
-  uint32_t W = m->world;
+  uint32_t W = m->ranks;
   fputs(", \"layout\": [", out);
   if (m->steps)
     for (uint64_t k = 0; k < m->slot[1] - m->slot[0]; k++) {
@@ -310,7 +310,7 @@ void al_plan_print_summary(FILE *out, const al_plan *p, const char *name) {
 }
 
 int al_manifest_print_jsonl(FILE *out, const al_manifest *m) {
-  uint32_t W = m->world;
+  uint32_t W = m->ranks;
   int sp = info_is_sp(&m->info);
   for (uint32_t s = 0; s < m->steps; s++)
     for (uint32_t r = 0; r < W; r++) {
@@ -318,7 +318,8 @@ int al_manifest_print_jsonl(FILE *out, const al_manifest *m) {
       for (uint64_t x = m->slot[slot]; x < m->slot[slot + 1]; x++) {
         const manifest_micro *mi = &m->micro[x];
         fprintf(out, "{\"step\": %u, \"rank\": %u, \"micro\": %llu, \"bucket\": %u",
-                m->first_step + s, r, (unsigned long long)(x - m->slot[slot]), mi->bucket);
+                m->first_step + s, m->rank0 + r, (unsigned long long)(x - m->slot[slot]),
+                mi->bucket);
         if (sp) fprintf(out, ", \"sp_degree\": %u, \"sp_rank\": %u", mi->sp_degree, mi->sp_rank);
         jsonw_field_number(out, ", ", "cost_ms", "%.3f", mi->cost);
         fputs(", \"keys\": [", out);
@@ -365,7 +366,7 @@ int al_manifest_write_svg(const al_manifest *m, const char *path) {
   int rc = afile_create(&af, path); /* never half a file, never through a link */
   if (rc) return rc;
   FILE *f = afile_stream(af);
-  uint32_t W = m->world, S = m->steps;
+  uint32_t W = m->ranks, S = m->steps;
   uint32_t cols = S < 1200 ? S : 1200;
   double group = cols ? (double)S / cols : 1;
   double plot_w = 1200, row_h = W <= 16 ? 24 : W <= 64 ? 8 : 3;

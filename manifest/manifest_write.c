@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common/grow_internal.h"
+#include "common/struct_abi_internal.h"
 #include "cost/cost_msg_internal.h"
 #include "common/al_version.h"
 #include "manifest/al_manifest.h"
@@ -18,6 +19,17 @@
 #define SAMPLES_PER_CHUNK (1u << 18) /* keeps a chunk record a few MB at most */
 
 #define PRODUCER "adaptiveload " AL_VERSION_STRING " planner"
+
+/* What the chunks read of the plan: its info, its (step, rank) slots and every bucket's
+ * tokens per sample. */
+typedef struct plan_src {
+  const al_plan *p;
+  const al_manifest_info *in;
+  const uint64_t *slot;
+  uint64_t *tokens;   /* per bucket */
+  int sp;             /* a slot schedule: micro-batches carry their group */
+  uint32_t only_rank; /* R + 1: only rank R's RankWork is written; 0: every rank's */
+} plan_src;
 
 /* The plan's configuration (PlanConfig) from its info and geometry. */
 static void config_msg(Adaptiveload__PlanConfig *cfg, const al_manifest_info *in,
@@ -45,9 +57,13 @@ static void config_msg(Adaptiveload__PlanConfig *cfg, const al_manifest_info *in
   cfg->micro_tokens = in->micro_tokens;
 }
 
-static int write_header(pbio_writer *w, const al_plan *p, const al_manifest_info *in) {
+static int write_header(pbio_writer *w, const al_plan *p, const al_manifest_info *in,
+                        const plan_src *src, int own_keys) {
   Adaptiveload__PlanConfig cfg;
   config_msg(&cfg, in, plan_view_geometry(p));
+  /* Absent (0) for a whole plan: its header is today's, byte for byte. */
+  cfg.own_keys = own_keys != 0;
+  cfg.only_rank = src->only_rank;
   /* Degrees and the sync model only for a slot schedule: a plan without them is today's, byte
    * for byte (the reader takes absent fields as {1} and step). */
   uint32_t degrees[AL_PLAN_MAX_SP_DEGREES];
@@ -127,6 +143,62 @@ static int write_keys(pbio_writer *w, const al_plan *p, uint64_t n_keys, al_key_
   return rc;
 }
 
+static int cmp_u64(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* A slice's key table: the distinct positions its written micro-batches list (padding included,
+ * so every position the stream reads is named), ascending, with their keys; none without a key
+ * function (a plan from an index map). Held: 8 bytes a listed sample. */
+static int write_own_keys(pbio_writer *w, const plan_src *src, al_key_fn key, void *ctx) {
+  if (!key) return AL_OK;
+  const al_manifest_info *in = src->in;
+  uint32_t W = in->world;
+  uint64_t m1 = src->slot[(size_t)in->steps * W], n = 0, cap = 0;
+  for (uint64_t x = 0; x < m1; x++) {
+    plan_micro_view pm;
+    plan_view_micro(src->p, x, &pm);
+    cap += pm.n;
+  }
+  uint64_t *pos = malloc((cap ? cap : 1) * sizeof *pos);
+  char **keys = malloc(KEYS_PER_CHUNK * sizeof *keys);
+  int rc = pos && keys ? AL_OK : al_set_error(AL_ENOMEM, "manifest: out of memory");
+  for (uint32_t s = 0; s < in->steps && !rc; s++)
+    for (uint32_t r = 0; r < W; r++) {
+      if (src->only_rank && r != src->only_rank - 1) continue;
+      size_t sl = (size_t)s * W + r;
+      for (uint64_t x = src->slot[sl]; x < src->slot[sl + 1]; x++) {
+        plan_micro_view pm;
+        plan_view_micro(src->p, x, &pm);
+        if (pm.sp_rank) continue;
+        for (uint32_t k = 0; k < pm.n; k++) pos[n++] = pm.samples[k];
+      }
+    }
+  if (!rc) qsort(pos, n, sizeof *pos, cmp_u64);
+  uint64_t u = 0;
+  for (uint64_t i = 0; i < n && !rc; i++)
+    if (!u || pos[u - 1] != pos[i]) pos[u++] = pos[i];
+  for (uint64_t first = 0; first < u && !rc; first += KEYS_PER_CHUNK) {
+    uint64_t m = u - first < KEYS_PER_CHUNK ? u - first : KEYS_PER_CHUNK;
+    for (uint64_t i = 0; i < m; i++) {
+      const char *k = key(ctx, pos[first + i]);
+      keys[i] = (char *)(k ? k : "");
+    }
+    Adaptiveload__KeyChunk kc;
+    adaptiveload__key_chunk__init(&kc);
+    kc.first = first;
+    kc.n_keys = (size_t)m;
+    kc.keys = keys;
+    kc.n_positions = (size_t)m;
+    kc.positions = pos + first;
+    rc = pbio_write_msg(w, AL_REC_KEY_CHUNK, &kc.base);
+  }
+  free(pos);
+  free(keys);
+  return rc;
+}
+
 /* One chunk's messages and arrays, kept from chunk to chunk (grown, never shrunk): fresh
  * multi-MB blocks for every chunk would be mmap'd, faulted in and unmapped each time. */
 typedef struct chunk_buf {
@@ -173,16 +245,6 @@ static int chunk_reserve(chunk_buf *c, size_t ns, size_t nr, size_t nm, size_t n
   return rc;
 }
 
-/* What the chunks read of the plan: its info, its (step, rank) slots and every bucket's
- * tokens per sample. */
-typedef struct plan_src {
-  const al_plan *p;
-  const al_manifest_info *in;
-  const uint64_t *slot;
-  uint64_t *tokens; /* per bucket */
-  int sp;           /* a slot schedule: micro-batches carry their group */
-} plan_src;
-
 /* Micro-batches [a, b) of one rank as `rw`: their MicroBatch messages at x - m0 in `c`, their
  * samples and padding positions from *js and *jp on; the real samples and tokens count in `st`. */
 static void rank_msg(const plan_src *src, uint64_t a, uint64_t b, uint64_t m0, chunk_buf *c,
@@ -224,6 +286,21 @@ static void rank_msg(const plan_src *src, uint64_t a, uint64_t b, uint64_t m0, c
   rw->cost_ms = rcost;
 }
 
+/* Micro-batches [a, b) of a rank not written (a rank's slice): their cost, and their real samples
+ * and tokens counted in `st`. */
+static double rank_totals(const plan_src *src, uint64_t a, uint64_t b, Adaptiveload__Step *st) {
+  double cost = 0;
+  for (uint64_t x = a; x < b; x++) {
+    plan_micro_view pm;
+    plan_view_micro(src->p, x, &pm);
+    cost += pm.cost_ms;
+    if (pm.sp_rank || pm.padded) continue;
+    st->samples += pm.n;
+    st->tokens += (uint64_t)pm.n * src->tokens[pm.bucket];
+  }
+  return cost;
+}
+
 /* Steps [s0, s1) of the plan as one ManifestChunk, built in `c`. */
 static int write_chunk(pbio_writer *w, const plan_src *src, uint32_t s0, uint32_t s1,
                        chunk_buf *c) {
@@ -252,10 +329,20 @@ static int write_chunk(pbio_writer *w, const plan_src *src, uint32_t s0, uint32_
     for (uint32_t r = 0; r < W; r++) {
       size_t slot = (size_t)(s0 + s) * W + r;
       Adaptiveload__RankWork *rw = &c->rw[s * W + r];
-      rank_msg(src, src->slot[slot], src->slot[slot + 1], m0, c, &js, &jp, rw, st);
-      sum += rw->cost_ms;
-      if (rw->cost_ms > mx) mx = rw->cost_ms;
+      double cost;
+      if (src->only_rank && r != src->only_rank - 1) {
+        cost = rank_totals(src, src->slot[slot], src->slot[slot + 1], st);
+      } else {
+        rank_msg(src, src->slot[slot], src->slot[slot + 1], m0, c, &js, &jp, rw, st);
+        cost = rw->cost_ms;
+      }
+      sum += cost;
+      if (cost > mx) mx = cost;
       c->rw_p[s * W + r] = rw;
+    }
+    if (src->only_rank) { /* one RankWork: rank R's; the totals above are all ranks' */
+      st->n_ranks = 1;
+      st->ranks = c->rw_p + s * W + (src->only_rank - 1);
     }
     st->max_cost_ms = mx;
     st->mean_cost_ms = sum / W;
@@ -321,22 +408,47 @@ static int write_summary(pbio_writer *w, const al_plan *p, const al_manifest_inf
 }
 
 int al_plan_save(const al_plan *p, const char *path, al_key_fn key, void *ctx) {
-  if (!p || !path) return al_set_error(AL_EINVAL, "al_plan_save: NULL argument");
+  return al_plan_save_opts(p, path, key, ctx, NULL);
+}
+
+int al_plan_save_opts(const al_plan *p, const char *path, al_key_fn key, void *ctx,
+                      const al_plan_save_options *opts) {
+  if (!p || !path) return al_set_error(AL_EINVAL, "al_plan_save_opts: NULL argument");
+  al_plan_save_options o;
+  int rc = struct_in(&o, sizeof o, AL_PLAN_SAVE_OPTIONS_V1, opts, "al_plan_save_opts",
+                     "al_plan_save_options");
+  if (rc) return rc;
   al_manifest_info in = AL_MANIFEST_INFO_INIT;
   al_plan_get_info(p, &in);
+  if (o.only_rank > in.world)
+    return al_set_error(AL_ERANGE, "%s: rank %u of a plan of world %u", path, o.only_rank - 1,
+                        in.world);
+  if (o.only_rank && in.sp_max_degree > 1)
+    return al_set_error(AL_EINVAL,
+                        "%s: a rank's slice of a plan with sequence-parallel groups (degree %u) is "
+                        "not written: write every rank's work",
+                        path, in.sp_max_degree);
+  /* A slice of a run (no key table of the pass) or a rank's work lists its own samples' keys. */
+  int own_keys = !plan_view_key_status(p) || o.only_rank;
   pbio_writer *w = NULL;
-  int rc = pbio_writer_open(&w, path, AL_KIND_MANIFEST);
+  rc = pbio_writer_open(&w, path, AL_KIND_MANIFEST);
   if (rc) return rc;
-  plan_src src = {p, &in, plan_view_slots(p),
-                  malloc((in.buckets ? in.buckets : 1) * sizeof(uint64_t)), plan_view_sp(p)};
+  plan_src src = {p,
+                  &in,
+                  plan_view_slots(p),
+                  malloc((in.buckets ? in.buckets : 1) * sizeof(uint64_t)),
+                  plan_view_sp(p),
+                  o.only_rank};
   if (!src.tokens) rc = al_set_error(AL_ENOMEM, "manifest: out of memory");
   for (size_t i = 0; i < in.buckets && !rc; i++) {
     al_bucket_info b = AL_BUCKET_INFO_INIT;
     plan_view_bucket(p, i, &b);
     src.tokens[i] = b.tokens;
   }
-  if (!rc) rc = write_header(w, p, &in);
-  if (!rc) rc = write_keys(w, p, in.index_samples, key, ctx);
+  if (!rc) rc = write_header(w, p, &in, &src, own_keys);
+  if (!rc)
+    rc = own_keys ? write_own_keys(w, &src, key, ctx)
+                  : write_keys(w, p, in.index_samples, key, ctx);
   if (!rc) rc = write_steps(w, &src);
   if (!rc) rc = write_summary(w, p, &in);
   free(src.tokens);

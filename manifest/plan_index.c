@@ -193,20 +193,27 @@ int al_run_index_open(al_run **out, const al_index *idx, const char *cost_path,
 int al_run_index_write(const al_index *idx, const char *cost_path, const char *buckets_path,
                        const al_plan_options *opts, uint32_t world, uint32_t first, uint32_t end,
                        const char *out_path) {
+  return al_run_index_write_rank(idx, cost_path, buckets_path, opts, world, first, end, 0,
+                                 out_path);
+}
+
+int al_run_index_write_rank(const al_index *idx, const char *cost_path, const char *buckets_path,
+                            const al_plan_options *opts, uint32_t world, uint32_t first,
+                            uint32_t end, uint32_t only_rank, const char *out_path) {
   if (!idx || !opts || !out_path)
     return al_set_error(AL_EINVAL, "al_run_index_write: NULL argument");
   al_run *run = NULL;
   al_plan *plan = NULL;
   al_run_info ri = AL_RUN_INFO_INIT;
-  int rc = al_run_index_open(&run, idx, cost_path, buckets_path, opts);
+  al_plan_options o;
+  int rc = struct_in(&o, sizeof o, AL_PLAN_OPTIONS_V1, opts, "al_run_index_write",
+                     "al_plan_options");
+  if (!rc) rc = al_run_index_open(&run, idx, cost_path, buckets_path, opts);
   if (!rc) rc = al_run_get_info(run, &ri);
-  if (!rc) {
-    al_plan_options o;
-    rc = struct_in(&o, sizeof o, AL_PLAN_OPTIONS_V1, opts, "al_run_index_write", "al_plan_options");
-    if (!rc)
-      rc = al_run_plan_steps(run, world ? world : o.world, first, end ? end : ri.steps, &plan);
-  }
-  if (!rc) rc = al_plan_save(plan, out_path, al_plan_index_key, (void *)idx);
+  if (!rc) rc = al_run_plan_steps(run, world ? world : o.world, first, end ? end : ri.steps, &plan);
+  al_plan_save_options so = AL_PLAN_SAVE_OPTIONS_INIT;
+  so.only_rank = only_rank;
+  if (!rc) rc = al_plan_save_opts(plan, out_path, al_plan_index_key, (void *)idx, &so);
   al_plan_free(plan);
   al_run_free(run);
   return rc;

@@ -263,6 +263,10 @@ typedef struct al_manifest_info {
   uint32_t sp_max_degree; /* the largest degree a micro-batch of this plan runs at */
   double bubble_step;  /* 1 - sum of rank costs / (W x sum over steps of the slowest rank's sum) */
   double bubble_micro; /* 1 - sum of rank costs / (W x sum over steps and slots of the slowest) */
+  /* Added at the end: slices of a chunked run (al_plan_save_opts); 0 for a plan in memory. */
+  uint32_t only_rank; /* R + 1: a manifest of rank R's work alone (its steps' totals are all
+                         ranks'); 0: every rank's */
+  int own_keys;       /* nonzero: the key table lists only the samples the steps hold (or none) */
 } al_manifest_info;
 #define AL_MANIFEST_INFO_INIT AL_STRUCT_INIT(al_manifest_info)
 #define AL_MANIFEST_INFO_V1 offsetof(al_manifest_info, sync)

@@ -99,13 +99,32 @@ AL_API int al_run_get_info(const al_run *run, al_run_info *out);
 /* Plans steps [first, end) at `world` ranks (1..2^20; K = ceil(K_ref W_ref / world)): an
  * al_plan holding exactly those steps (first_step = first), which al_plan_get_info, al_plan_save
  * and the reports take as they take an epoch plan. A full pass (first 0, end = steps) carries
- * the key table of the pass; a slice marks what its steps plan and the rest of the pass
- * "elsewhere" (key status 19), so that loading it checks its own samples.
+ * the key table of the pass; a slice has none (no memory per input position): saved, it lists
+ * its own samples' keys (al_plan_save_opts, manifest/al_manifest.h), so that loading it checks
+ * its own samples.
  * AL_ERANGE for a range outside [0, steps] or empty. */
 AL_API int al_run_plan_steps(const al_run *run, uint32_t world, uint32_t first, uint32_t end,
                              al_plan **out);
 
 AL_API void al_run_free(al_run *run);
+
+/* The whole-run proof that no slice can carry: every window of the run planned at `world` in
+ * turn (nothing kept), one bit per input position marking the real samples its steps train.
+ * AL_OK when every planned sample is in exactly one step and no rejected one in any; AL_EFORMAT
+ * naming the step, rank and sample of the first repeat, or the first sample planned in no step.
+ * Holds input samples / 8 bytes and one window's plan at a time. Reentrant as
+ * al_run_plan_steps. */
+typedef struct al_run_check_info {
+  size_t struct_size; /* set by the caller: sizeof(al_run_check_info) (AL_RUN_CHECK_INFO_INIT) */
+  uint32_t steps;     /* steps planned */
+  uint64_t samples;   /* real samples, each once */
+  uint64_t padded;    /* padding repeats */
+  uint64_t micro_batches; /* over all steps and ranks */
+} al_run_check_info;
+#define AL_RUN_CHECK_INFO_INIT AL_STRUCT_INIT(al_run_check_info)
+#define AL_RUN_CHECK_INFO_V1 sizeof(al_run_check_info)
+
+AL_API int al_run_check(const al_run *run, uint32_t world, al_run_check_info *out);
 
 /* The index map: what a run needs of an index (each sample's shape and latent grid, as classes
  * of equal ones with their lists of positions), in a flat file that al_run_open_map maps
@@ -121,6 +140,30 @@ AL_API int al_run_map_write(const al_plan_input *in, const char *path);
  * with no key function; the stream accepts them for the index the map was made from). */
 AL_API int al_run_open_map(al_run **out, const char *path, const al_cost_model *cost,
                            const al_plan_options *opts);
+
+/* A streaming writer of an index map, for a corpus too large to hold: two passes over its
+ * samples in position order, the first counting each sample's class (al_run_map_writer_count),
+ * the second placing it (al_run_map_writer_place: the same samples in the same order), then
+ * al_run_map_writer_finish, which writes the file atomically; the bytes are those
+ * al_run_map_write (or al_run_map_write_index) writes for the same samples and fingerprint. It
+ * holds the classes and at most 64 MiB of write buffers, never a list of samples. grid NULL (or
+ * t = 0): no latent grid. Errors: AL_ERANGE past 2^32 - 1 samples; AL_EINVAL for a count after
+ * the first place, or a placed sample the counting pass did not see (named by its position);
+ * AL_EIO naming the file; a finish before every counted sample is placed, AL_EINVAL. Ownership:
+ * al_run_map_writer_finish frees the writer whatever it returns; al_run_map_writer_free abandons
+ * one (nothing is written). One thread at a time. */
+typedef struct al_run_map_writer al_run_map_writer;
+AL_API int al_run_map_writer_open(al_run_map_writer **out, const char *path,
+                                  uint64_t index_fingerprint);
+/* The fingerprint recorded in the header, when known only after the passes (any time before
+ * al_run_map_writer_finish). */
+AL_API void al_run_map_writer_set_fingerprint(al_run_map_writer *w, uint64_t index_fingerprint);
+AL_API int al_run_map_writer_count(al_run_map_writer *w, uint32_t width, uint32_t height,
+                                   uint32_t frames, const al_latent_grid *grid);
+AL_API int al_run_map_writer_place(al_run_map_writer *w, uint32_t width, uint32_t height,
+                                   uint32_t frames, const al_latent_grid *grid);
+AL_API int al_run_map_writer_finish(al_run_map_writer *w);
+AL_API void al_run_map_writer_free(al_run_map_writer *w);
 
 #ifdef __cplusplus
 }

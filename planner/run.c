@@ -3,8 +3,8 @@
  * Memory: opened from arrays or an index, the run builds its index map in memory (run_map.c: 4
  * bytes an input position, its class lists); opened from a map file, the lists are the file's,
  * read-only and shared in the page cache, and the run holds per class and per bucket only. Planning
- * a window holds that window's samples and batches; a plan of steps holds their micro-batches and 1
- * byte an input position (the key table it is saved with). */
+ * a window holds that window's samples and batches; a plan of steps holds their micro-batches, and
+ * a plan of the full pass 1 byte an input position (the key table it is saved with). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -725,9 +725,10 @@ static int start_output(const al_run *r, uint32_t world, uint32_t first, uint32_
   uint8_t *status = NULL;
   plan_bucket *buckets = malloc((t->n_buckets ? t->n_buckets : 1) * sizeof *buckets);
   int full = first == 0 && end == r->steps;
-  status = malloc(t->index_samples ? t->index_samples : 1);
+  /* Only a full pass has the pass's key table; a slice lists its own samples when saved. */
+  if (full) status = malloc(t->index_samples ? t->index_samples : 1);
   p->slot = grow_big_block((size_t)(end - first) * world + 1, sizeof *p->slot);
-  if (!buckets || !p->slot || !status) {
+  if (!buckets || !p->slot || (full && !status)) {
     free(buckets), free(status);
     al_plan_free(p);
     return al_set_error(AL_ENOMEM, "plan: out of memory");
@@ -735,9 +736,10 @@ static int start_output(const al_run *r, uint32_t world, uint32_t first, uint32_
   uint64_t *slot = p->slot;
   *p = *t;
   p->buckets = memcpy(buckets, t->buckets, t->n_buckets * sizeof *buckets);
-  /* A slice's key table marks what its steps plan (below) and the rest of the pass elsewhere;
-   * from a map, the rejected classes' samples by their reasons. */
-  if (t->status) {
+  /* A full pass's key table: from a map, the rejected classes' samples by their reasons. */
+  if (!full) {
+    p->status = NULL;
+  } else if (t->status) {
     p->status = memcpy(status, t->status, t->index_samples);
   } else {
     p->status = memset(status, AL_KEY_PLANNED, t->index_samples);
@@ -745,9 +747,6 @@ static int start_output(const al_run *r, uint32_t world, uint32_t first, uint32_
       for (uint64_t k = 0; k < r->rejected[c].n; k++)
         status[r->rejected[c].list[k]] = (uint8_t)r->rejected[c].reason;
   }
-  if (!full)
-    for (uint64_t i = 0; i < t->index_samples; i++)
-      if (status[i] == AL_KEY_PLANNED) status[i] = AL_KEY_ELSEWHERE;
   p->mb = NULL, p->micro = NULL, p->n_mb = p->cap_mb = p->n_micro = p->cap_micro = 0;
   p->slot = slot;
   p->slot[0] = 0;
@@ -791,7 +790,7 @@ int al_run_plan_steps(const al_run *r, uint32_t world, uint32_t first, uint32_t 
     al_plan_free(p);
     return rc;
   }
-  for (size_t x = 0; x < p->n_micro; x++)
+  for (size_t x = 0; x < p->n_micro && p->status; x++)
     if (!p->micro[x].padded)
       for (uint32_t k = 0; k < p->micro[x].n; k++)
         p->status[p->mb[p->micro[x].first + k]] = AL_KEY_PLANNED;

@@ -1,9 +1,5 @@
-/* run_map.c - the index map a chunked run reads instead of a loaded index (al_run.h).
- *
- * The file: a 4 KiB header, then one 40-byte record per class (width, height, frames, latent
- * grid t, h, w, the class's first entry in the lists, its count), then the lists: every input
- * position as a u32, grouped by class (classes sorted by their fields, positions ascending
- * inside one). Native byte order, marked by a byte-order word the reader checks. Opened with
+/* run_map.c - the index map a chunked run reads instead of a loaded index (al_run.h): built in
+ * memory from an input, saved, and opened from a file (layout: run_map_internal.h) with
  * mmap(PROT_READ, MAP_SHARED), so the ranks of a node share one copy in the page cache and the
  * lists are no rank's anonymous memory. */
 #include <fcntl.h>
@@ -17,25 +13,7 @@
 #include "common/struct_abi_internal.h"
 #include "planner/key_status_internal.h"
 #include "planner/run_internal.h"
-
-#define MAP_MAGIC "ALRUNMAP"
-#define MAP_VERSION 1u
-#define MAP_BOM 0x01020304u
-#define MAP_HEADER 4096u
-
-typedef struct map_header {
-  char magic[8];
-  uint32_t version, bom;
-  uint64_t n_samples, n_classes, index_fingerprint;
-  uint64_t class_off, list_off;
-} map_header;
-
-/* flags: MAP_LACKS_MEMBER, the samples lacking a required member (planned by none). */
-#define MAP_LACKS_MEMBER 1u
-typedef struct map_class {
-  uint32_t width, height, frames, grid_t, grid_h, grid_w, flags, pad;
-  uint64_t first, count;
-} map_class;
+#include "planner/run_map_internal.h"
 
 /* A map in memory (built from an input: own_*) or mapped from a file (base). */
 struct run_map {
@@ -59,99 +37,32 @@ void run_map_close(run_map *m) {
 
 /* ---- writing ---- */
 
-static int cmp_class(const void *a, const void *b) {
-  const map_class *x = a, *y = b;
-  const uint32_t kx[7] = {x->flags,  x->width,  x->height, x->frames,
-                          x->grid_t, x->grid_h, x->grid_w};
-  const uint32_t ky[7] = {y->flags,  y->width,  y->height, y->frames,
-                          y->grid_t, y->grid_h, y->grid_w};
-  for (int i = 0; i < 7; i++)
-    if (kx[i] != ky[i]) return kx[i] < ky[i] ? -1 : 1;
-  return 0;
-}
-
-static uint64_t class_hash(const map_class *c) {
-  uint64_t h = UINT64_C(0xcbf29ce484222325);
-  const uint32_t k[7] = {c->flags, c->width, c->height, c->frames, c->grid_t, c->grid_h, c->grid_w};
-  for (int i = 0; i < 7; i++) h = (h ^ k[i]) * UINT64_C(0x100000001b3);
-  return h ^ (h >> 29);
-}
-
-/* The classes of the input (sorted) and every position's class: an open-addressing table that
- * grows with the distinct classes (corpora hold few). */
+/* The classes of the input (sorted, each with its first entry in the lists) and every
+ * position's class. */
 static int classify(const al_plan_input *in, const al_latent_grid *grid, const uint8_t *excl,
                     map_class **out, size_t *n_out, uint32_t *class_of) {
-  size_t cap = 1024, n = 0;
-  map_class *cls = malloc(cap * sizeof *cls);
-  uint32_t *slot = malloc(2 * cap * sizeof *slot); /* class + 1; 0 = empty */
-  if (!cls || !slot) goto oom;
-  memset(slot, 0, 2 * cap * sizeof *slot);
-  for (size_t i = 0; i < in->n; i++) {
+  map_table t;
+  map_table_init(&t);
+  int rc = AL_OK;
+  for (size_t i = 0; i < in->n && !rc; i++) {
     map_class c = {in->width[i], in->height[i], in->frames[i], 0, 0, 0, 0, 0, 0, 0};
     if (grid && grid[i].t) c.grid_t = grid[i].t, c.grid_h = grid[i].h, c.grid_w = grid[i].w;
     if (excl && excl[i]) c = (map_class){0, 0, 0, 0, 0, 0, MAP_LACKS_MEMBER, 0, 0, 0};
-    size_t mask = 2 * cap - 1, s = class_hash(&c) & mask;
-    while (slot[s] && cmp_class(&cls[slot[s] - 1], &c)) s = (s + 1) & mask;
-    if (!slot[s]) {
-      if (n == UINT32_MAX - 1)
-        return free(cls), free(slot),
-               al_set_error(AL_ERANGE, "index map: more than 2^32 - 2 classes");
-      if (n + 1 > cap) { /* grow and rehash */
-        size_t ncap = 2 * cap;
-        map_class *nc = realloc(cls, ncap * sizeof *nc);
-        uint32_t *ns = calloc(2 * ncap, sizeof *ns);
-        if (!nc || !ns) {
-          free(ns);
-          cls = nc ? nc : cls;
-          goto oom;
-        }
-        cls = nc, cap = ncap;
-        free(slot);
-        slot = ns;
-        for (size_t k = 0; k < n; k++) {
-          size_t t = class_hash(&cls[k]) & (2 * cap - 1);
-          while (slot[t]) t = (t + 1) & (2 * cap - 1);
-          slot[t] = (uint32_t)(k + 1);
-        }
-        mask = 2 * cap - 1, s = class_hash(&c) & mask;
-        while (slot[s]) s = (s + 1) & mask;
-      }
-      cls[n] = c;
-      slot[s] = (uint32_t)++n;
-    }
-    class_of[i] = slot[s] - 1;
-    cls[class_of[i]].count++;
+    rc = map_table_find(&t, &c, &class_of[i]);
+    if (!rc) t.cls[class_of[i]].count++;
   }
-  free(slot);
-  *out = cls;
-  *n_out = n;
-  return AL_OK;
-oom:
-  free(cls);
-  free(slot);
-  return al_set_error(AL_ENOMEM, "index map: out of memory");
-}
-
-/* Sorts the classes, renumbering class_of, and sets each class's first entry in the lists. */
-static int order_classes(map_class *cls, size_t n, uint32_t *class_of, size_t n_samples) {
-  map_class *sorted = malloc((n ? n : 1) * sizeof *sorted);
-  uint32_t *renum = malloc((n ? n : 1) * sizeof *renum);
-  if (!sorted || !renum) {
-    free(sorted), free(renum);
-    return al_set_error(AL_ENOMEM, "index map: out of memory");
+  uint32_t *renum = rc ? NULL : malloc((t.n ? t.n : 1) * sizeof *renum);
+  if (!rc && !renum) rc = al_set_error(AL_ENOMEM, "index map: out of memory");
+  if (!rc) rc = map_table_sort(&t, renum);
+  for (size_t i = 0; i < in->n && !rc; i++) class_of[i] = renum[class_of[i]];
+  free(renum);
+  free(t.slot);
+  if (rc) {
+    free(t.cls);
+    return rc;
   }
-  memcpy(sorted, cls, n * sizeof *cls);
-  for (size_t k = 0; k < n; k++) sorted[k].first = k; /* remember the old number */
-  qsort(sorted, n, sizeof *sorted, cmp_class);
-  uint64_t first = 0;
-  for (size_t k = 0; k < n; k++) {
-    renum[sorted[k].first] = (uint32_t)k;
-    sorted[k].first = first;
-    first += sorted[k].count;
-  }
-  for (size_t i = 0; i < n_samples; i++) class_of[i] = renum[class_of[i]];
-  memcpy(cls, sorted, n * sizeof *cls);
-  free(sorted), free(renum);
+  *out = t.cls;
+  *n_out = t.n;
   return AL_OK;
 }
 
@@ -164,7 +75,6 @@ int run_map_build(run_map **out, const al_plan_input *in, const al_latent_grid *
   size_t n_cls = 0;
   int rc = m && class_of && m->own_lists ? AL_OK : al_set_error(AL_ENOMEM, "plan: out of memory");
   if (!rc) rc = classify(in, grid, excl, &m->own_cls, &n_cls, class_of);
-  if (!rc) rc = order_classes(m->own_cls, n_cls, class_of, in->n);
   if (!rc) {
     uint64_t *fill = calloc(n_cls ? n_cls : 1, sizeof *fill);
     if (!fill) rc = al_set_error(AL_ENOMEM, "plan: out of memory");
@@ -180,11 +90,7 @@ int run_map_build(run_map **out, const al_plan_input *in, const al_latent_grid *
     return rc;
   }
   map_header *h = &m->own_h;
-  memcpy(h->magic, MAP_MAGIC, 8);
-  h->version = MAP_VERSION, h->bom = MAP_BOM;
-  h->n_samples = in->n, h->n_classes = n_cls, h->index_fingerprint = in->index_fingerprint;
-  h->class_off = MAP_HEADER;
-  h->list_off = (MAP_HEADER + n_cls * sizeof(map_class) + 4095) / 4096 * 4096;
+  map_header_fill(h, in->n, n_cls, in->index_fingerprint);
   m->h = h, m->cls = m->own_cls, m->lists = m->own_lists;
   *out = m;
   return AL_OK;
@@ -214,6 +120,52 @@ int run_map_save(const run_map *m, const char *path) {
 
 static int map_bad(const char *path, const char *what) {
   return al_set_error(AL_EFORMAT, "%s: not an index map of this library (%s)", path, what);
+}
+
+/* Positions a block of the exactly-once check covers: its bitmap is 2 MiB, cache-resident. */
+#define CHECK_BLOCK (UINT64_C(1) << 24)
+
+/* Every position below n_samples exactly once in the lists, each class's ascending: the lists
+ * swept block by block of positions, every class's cursor advanced through the block, so the
+ * check holds one block's bitmap and a cursor a class (not a bit per sample) and touches the
+ * bitmap where the cache has it. */
+static int check_lists(const run_map *m, const char *path) {
+  uint64_t n = m->h->n_samples, nc = m->h->n_classes;
+  uint64_t *at = malloc((nc ? nc : 1) * sizeof *at);
+  uint64_t *bits = malloc(CHECK_BLOCK / 8);
+  if (!at || !bits) {
+    free(at), free(bits);
+    return al_set_error(AL_ENOMEM, "%s: out of memory", path);
+  }
+  for (uint64_t c = 0; c < nc; c++) at[c] = m->cls[c].first;
+  int rc = AL_OK;
+  for (uint64_t lo = 0; lo < n && !rc; lo += CHECK_BLOCK) {
+    uint64_t hi = n - lo < CHECK_BLOCK ? n : lo + CHECK_BLOCK;
+    memset(bits, 0, (hi - lo + 63) / 64 * sizeof *bits);
+    for (uint64_t c = 0; c < nc && !rc; c++) {
+      uint64_t first = m->cls[c].first, end = first + m->cls[c].count, i = at[c];
+      for (; i < end && m->lists[i] < hi; i++) {
+        uint64_t x = m->lists[i];
+        if ((i > first && x <= m->lists[i - 1]) || x < lo) {
+          rc = map_bad(path, "a class's positions not ascending");
+          break;
+        }
+        x -= lo;
+        if (bits[x / 64] >> (x % 64) & 1) {
+          rc = map_bad(path, "a position twice");
+          break;
+        }
+        bits[x / 64] |= UINT64_C(1) << (x % 64);
+      }
+      at[c] = i;
+    }
+  }
+  for (uint64_t c = 0; c < nc && !rc; c++)
+    if (at[c] != m->cls[c].first + m->cls[c].count)
+      rc = map_bad(path, "a position past the samples");
+  free(at);
+  free(bits);
+  return rc;
 }
 
 static int map_open(run_map **out, const char *path) {
@@ -254,17 +206,7 @@ static int map_open(run_map **out, const char *path) {
     }
     if (!rc && first != m->h->n_samples) rc = map_bad(path, "class counts");
     /* Every position exactly once: what makes every sample drawn once per pass. */
-    uint64_t *seen = rc ? NULL : calloc(m->h->n_samples / 64 + 1, sizeof *seen);
-    if (!rc && !seen) rc = al_set_error(AL_ENOMEM, "%s: out of memory", path);
-    for (uint64_t i = 0; i < m->h->n_samples && !rc; i++) {
-      uint32_t x = m->lists[i];
-      if (x >= m->h->n_samples || (seen[x / 64] >> (x % 64) & 1))
-        rc = map_bad(path,
-                     x >= m->h->n_samples ? "a position past the samples" : "a position twice");
-      else
-        seen[x / 64] |= UINT64_C(1) << (x % 64);
-    }
-    free(seen);
+    if (!rc) rc = check_lists(m, path);
   }
   if (rc) {
     run_map_close(m);

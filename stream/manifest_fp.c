@@ -1,5 +1,6 @@
-/* al_stream_manifest_fingerprint: a hash of what every rank of a manifest reads, the
- * identity a resume state carries (al_stream_state.manifest_fingerprint). */
+/* al_stream_manifest_fingerprint: a hash of what every rank of a manifest reads (a rank's slice,
+ * PlanConfig.only_rank: what its one rank reads), the identity a resume state carries
+ * (al_stream_state.manifest_fingerprint). */
 #include "stream/al_stream.h"
 
 typedef struct fp_hash {
@@ -62,8 +63,13 @@ int al_stream_manifest_fingerprint(const al_manifest *m, uint64_t *out) {
   fp_add(&f, info.index_samples);
   fp_add(&f, info.buckets);
   if ((rc = fp_buckets(&f, m, info.buckets)) != AL_OK) return rc;
+  /* A rank's slice holds one rank: its hash is of that rank (folded in, so it is no whole
+   * plan's); a whole manifest's is unchanged. */
+  uint32_t r0 = info.only_rank ? info.only_rank - 1 : 0;
+  uint32_t r1 = info.only_rank ? info.only_rank : info.world;
+  if (info.only_rank) fp_add(&f, info.only_rank);
   for (uint32_t step = info.first_step; step < info.first_step + info.steps; step++)
-    for (uint32_t r = 0; r < info.world; r++) {
+    for (uint32_t r = r0; r < r1; r++) {
       uint32_t nm = 0;
       if ((rc = al_manifest_micro_count(m, step, r, &nm)) != AL_OK) return rc;
       fp_add(&f, nm);

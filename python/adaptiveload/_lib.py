@@ -104,6 +104,8 @@ SIGNATURES = {
         "al_plan_index_write": (_int, [_vp, _cp, _cp, _P(S.PlanOptions), _cp]),
         "al_run_index_write": (_int, [_vp, _cp, _cp, _P(S.PlanOptions), _u32, _u32, _u32, _cp]),
         "al_run_index_open": (_int, [_P(_vp), _vp, _cp, _cp, _P(S.PlanOptions)]),
+        "al_run_index_write_rank": (_int, [_vp, _cp, _cp, _P(S.PlanOptions), _u32, _u32, _u32, _u32,
+                                           _cp]),
     },
     "planner/al_run.h": {
         "al_run_get_info": (_int, [_vp, _P(S.RunInfo)]),

@@ -267,6 +267,8 @@ class ManifestInfo(_Sized):
         ("sp_max_degree", c_uint32),
         ("bubble_step", c_double),
         ("bubble_micro", c_double),
+        ("only_rank", c_uint32),  # R + 1: a rank's slice (plan --rank R); 0: every rank's
+        ("own_keys", ctypes.c_int),  # a slice: its key table lists its own samples alone
     ]
 
 

@@ -161,7 +161,15 @@ def _steps_arg(steps):
     return a, b
 
 
-def _write(index, out, world, epoch, seed, cost, options, steps=None):
+def _rank_arg(rank, world):
+    """PlanConfig.only_rank of ``rank=R``: R + 1 for 0 <= R < world (the CLI's --rank); None: 0,
+    every rank's work."""
+    if rank is None:
+        return 0
+    return whole("rank", rank, 0, whole("world", world, 1, 1 << 20) - 1) + 1
+
+
+def _write(index, out, world, epoch, seed, cost, options, steps=None, rank=None):
     out = path_arg("out", out)
     cost = None if cost is None else path_arg("cost", cost)
     idx, _ = _index_handle(index)
@@ -172,29 +180,35 @@ def _write(index, out, world, epoch, seed, cost, options, steps=None):
     what = "planning %s for world %d, epoch %d" % (idx.path, int(world), int(epoch))
     if _chunked(options):
         first, end = _steps_arg(steps)
-        _lib.check(_lib.lib().al_run_index_write(idx.handle, cost_arg, buckets_arg, ctypes.byref(o),
-                                                 whole("world", world, 1, 1 << 20), first, end,
-                                                 _lib.encode_path(out, "out")), what)
+        only = _rank_arg(rank, world)
+        _lib.check(_lib.lib().al_run_index_write_rank(idx.handle, cost_arg, buckets_arg,
+                                                      ctypes.byref(o), whole("world", world, 1, 1 << 20),
+                                                      first, end, only, _lib.encode_path(out, "out")),
+                   what)
     elif steps is not None:
         raise ValueError("steps= plans a slice of a chunked run: pass planner='chunked'")
+    elif rank is not None:
+        raise ValueError("rank= writes one rank's work of a chunked run: pass planner='chunked'")
     else:
         _lib.check(_lib.lib().al_plan_index_write(idx.handle, cost_arg, buckets_arg, ctypes.byref(o),
                                                   _lib.encode_path(out, "out")), what)
     return os.fspath(out)
 
 
-def plan(index, world, epoch=0, seed=0, cost=None, out=None, steps=None, **options):
+def plan(index, world, epoch=0, seed=0, cost=None, out=None, steps=None, rank=None, **options):
     """Plans one epoch of ``index`` (a path or a loaded index) for ``world`` ranks and returns
     the loaded :class:`Manifest`; ``out`` is the manifest path (default: a temporary file).
     ``planner="chunked"`` plans a chunked run (``plan --planner chunked``; planner/al_run.h) and
     ``steps=(A, B)`` only its steps [A, B), step for step what the whole run holds there
     (``reference_world`` opens the run at another world than ``world``, where the steps are
-    laid out: a resize). Raises :class:`adaptiveload.Error` with the C library's message on a
+    laid out: a resize); ``rank=R`` writes only rank R's work of those steps, each step with
+    the totals of all ranks, and the keys of R's samples alone (``plan --rank R``: what rank R
+    streams; streaming it as another rank is refused). Raises :class:`adaptiveload.Error` with the C library's message on a
     failure (bad option values, an index with no plannable sample, ...)."""
     if out is None:
         out = os.path.join(_default_dir(), "plan-w%d-e%d-s%d-%d.alm" % (int(world), int(epoch), int(seed),
                                                                           next(_serial)))
-    return Manifest(_write(index, out, world, epoch, seed, cost, options, steps))
+    return Manifest(_write(index, out, world, epoch, seed, cost, options, steps, rank))
 
 
 def _replan_write(old, at_step, world, micro_per_step, step_tokens, out):

@@ -127,6 +127,40 @@ TEST(Index, FingerprintCoversMemberOffsetsSizesAndLz4) {
   EXPECT_NE(base, one(1536, 4096, 1)) << "LZ4 flag not covered";
 }
 
+// The fingerprint folded without an index (al_index_fp) is the index's, members and LZ4 flags
+// included; a sample of a shard not added yet is refused.
+TEST(Index, FingerprintFoldedWithoutTheIndex) {
+  al_index *idx = nullptr;
+  ASSERT_EQ(al_index_new(&idx), AL_OK);
+  al_index_fp fp = AL_INDEX_FP_INIT;
+  const char *paths[] = {"/data/a/shard-0.tar", "s3://b/shard-1.tar.lz4?X-Sig=1"};
+  for (uint32_t s = 0; s < 2; s++) {
+    uint32_t id;
+    ASSERT_EQ(al_index_add_shard(idx, paths[s], 1000u + s, 1, &id), AL_OK) << al_last_error();
+    al_index_fp_add_shard(&fp, paths[s], 1000u + s);
+  }
+  for (size_t i = 0; i < 300; i++) {
+    char key[32];
+    std::snprintf(key, sizeof key, "k-%zu", i);
+    al_member_info m[2] = {{"json", 512 + i * 2048, 90 + i % 5, (int)(i % 3 == 0)},
+                           {"latent", 1536 + i * 2048, 4000 + i, 0}};
+    size_t nm = i % 4; // 0, 1 or 2 members
+    if (nm > 2) nm = 2;
+    ASSERT_EQ(al_index_add_sample(idx, key, (uint32_t)(i % 2), 64 + (uint32_t)i, 48, 1 + i % 9, 0,
+                                  nm ? m : nullptr, nm),
+              AL_OK);
+    ASSERT_EQ(al_index_fp_add_sample(&fp, key, (uint32_t)(i % 2), 64 + (uint32_t)i, 48, 1 + i % 9,
+                                     nm ? m : nullptr, nm),
+              AL_OK);
+  }
+  EXPECT_EQ(al_index_fp_value(&fp), al_index_fingerprint(idx));
+  al_index_fp other = fp;
+  ASSERT_EQ(al_index_fp_add_sample(&other, "k-x", 0, 1, 1, 1, nullptr, 0), AL_OK);
+  EXPECT_NE(al_index_fp_value(&other), al_index_fingerprint(idx));
+  EXPECT_EQ(al_index_fp_add_sample(&fp, "k", 2, 1, 1, 1, nullptr, 0), AL_EINVAL);
+  al_index_free(idx);
+}
+
 TEST(Index, MemoryPerSampleWithinBudget) {
   al_index *idx = MakeIndex(100000);
   size_t rec = 0, keys = 0;

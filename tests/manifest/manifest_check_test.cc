@@ -16,6 +16,10 @@
 #include "tests/planner/plan_fixtures.h"
 
 extern "C" {
+#include "planner/al_run.h"
+}
+
+extern "C" {
 #include "manifest/al_report.h"
 #include "proto/adaptiveload.pb-c.h"
 #include "proto/pbio_internal.h"
@@ -291,6 +295,89 @@ TEST(ManifestCheck, StartStepPlansLoadAndMarkTheCutOffConsumed) {
     EXPECT_EQ(al_manifest_key_status(part, kv.first), 0);
   al_manifest_free(full);
   al_manifest_free(part);
+}
+
+// A slice of a chunked run (its own key table) and a rank's slice: what loading proves of them.
+class SliceForgeTest : public ::testing::Test {
+ protected:
+  altest::Shapes s = altest::MakeShapes(4000, 12);
+  std::string src, dst = altest::TmpPath("slice_forged.alm");
+  void Make(uint32_t only_rank) {
+    al_cost_model c = altest::DefaultCost();
+    al_plan_input in = s.Input();
+    al_plan_options o = AL_PLAN_OPTIONS_INIT;
+    o.world = 4, o.micro_per_step = 2;
+    al_run *run = nullptr;
+    ASSERT_EQ(al_run_open(&run, &in, &c, &o), AL_OK) << al_last_error();
+    al_plan *p = nullptr;
+    ASSERT_EQ(al_run_plan_steps(run, 4, 1, 3, &p), AL_OK) << al_last_error();
+    al_run_free(run);
+    src = altest::TmpPath("slice_src.alm");
+    al_plan_save_options so = AL_PLAN_SAVE_OPTIONS_INIT;
+    so.only_rank = only_rank;
+    ASSERT_EQ(al_plan_save_opts(p, src.c_str(), altest::ShapeKey, (void *)&s, &so), AL_OK);
+    al_plan_free(p);
+  }
+  int Load(const Mutate &mutate) {
+    EXPECT_EQ(Forge(src, dst, mutate), AL_OK) << al_last_error();
+    al_manifest *m = nullptr;
+    int rc = al_manifest_load(&m, dst.c_str());
+    al_manifest_free(m);
+    return rc;
+  }
+};
+
+TEST_F(SliceForgeTest, ASampleTwiceInASliceIsRefused) {
+  Make(0);
+  EXPECT_EQ(Load([](uint32_t, ProtobufCMessage *) {}), AL_OK) << al_last_error();
+  EXPECT_EQ(Load([](uint32_t tag, ProtobufCMessage *msg) {
+              if (auto *c = Chunk(tag, msg)) Micro(c, 1)->samples[0] = Micro(c, 0)->samples[0];
+            }),
+            AL_EFORMAT);
+  EXPECT_TRUE(altest::ErrorContains("scheduled a second time in this slice")) << al_last_error();
+}
+
+TEST_F(SliceForgeTest, ASampleOutsideItsKeyTableIsRefused) {
+  Make(0);
+  uint64_t unlisted = 0;
+  EXPECT_EQ(Load([&](uint32_t tag, ProtobufCMessage *msg) {
+              if (tag == AL_REC_KEY_CHUNK) { // the first position not listed
+                auto *k = (Adaptiveload__KeyChunk *)msg;
+                for (size_t i = 0; i < k->n_positions && k->positions[i] == unlisted; i++)
+                  unlisted++;
+              }
+              if (auto *c = Chunk(tag, msg)) Micro(c, 0)->samples[0] = unlisted;
+            }),
+            AL_EFORMAT);
+  EXPECT_TRUE(altest::ErrorContains("is not in the slice's key table")) << al_last_error();
+}
+
+TEST_F(SliceForgeTest, KeyPositionsOutOfOrderAreRefused) {
+  Make(0);
+  EXPECT_EQ(Load([](uint32_t tag, ProtobufCMessage *msg) {
+              if (tag != AL_REC_KEY_CHUNK) return;
+              auto *k = (Adaptiveload__KeyChunk *)msg;
+              ASSERT_GE(k->n_positions, 2u);
+              std::swap(k->positions[0], k->positions[1]);
+            }),
+            AL_EFORMAT);
+  EXPECT_TRUE(altest::ErrorContains("positions ascend")) << al_last_error();
+}
+
+TEST_F(SliceForgeTest, ARanksSliceBelowItsStepTotalsIsRefused) {
+  Make(3);
+  EXPECT_EQ(Load([](uint32_t, ProtobufCMessage *) {}), AL_OK) << al_last_error();
+  EXPECT_EQ(Load([](uint32_t tag, ProtobufCMessage *msg) {
+              if (auto *c = Chunk(tag, msg)) c->steps[0]->samples = 1;
+            }),
+            AL_EFORMAT);
+  EXPECT_TRUE(altest::ErrorContains("but rank 2 alone holds")) << al_last_error();
+  EXPECT_EQ(Load([](uint32_t tag, ProtobufCMessage *msg) {
+              if (tag != AL_REC_MANIFEST_HEADER) return;
+              ((Adaptiveload__ManifestHeader *)msg)->config->only_rank = 9;
+            }),
+            AL_EFORMAT);
+  EXPECT_TRUE(altest::ErrorContains("only_rank 9")) << al_last_error();
 }
 
 } // namespace

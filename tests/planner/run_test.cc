@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <set>
 #include <string>
@@ -14,6 +15,7 @@
 
 extern "C" {
 #include "planner/al_run.h"
+#include "planner/run_internal.h"
 }
 
 namespace {
@@ -293,6 +295,207 @@ TEST(ChunkedRun, RefusesWhatItDoesNotPlan) {
   EXPECT_EQ(al_run_plan_steps(run.r, 4, 2, 2, &p), AL_ERANGE);
   EXPECT_EQ(al_run_plan_steps(run.r, 0, 0, 1, &p), AL_ERANGE);
   EXPECT_EQ(p, nullptr);
+}
+
+// One rank's slice: rank R's records of the steps equal the full plan's, every step keeps the
+// totals of all ranks, its key table lists its own samples with their keys (none without a key
+// function), and every other rank is refused naming the rank it holds.
+TEST(ChunkedRun, RankSlicesEqualTheFullPlansRanks) {
+  Shapes s = altest::MakeShapes(5000, 6);
+  al_cost_model c = DefaultCost();
+  al_plan_input in = s.Input();
+  const uint32_t W = 4;
+  al_plan_options o = Options(W, 2);
+  RunHandle run;
+  ASSERT_EQ(al_run_open(&run.r, &in, &c, &o), AL_OK) << al_last_error();
+  al_run_info ri = RunInfo(run.r);
+  al_plan *fp = nullptr;
+  ASSERT_EQ(al_run_plan_steps(run.r, W, 0, ri.steps, &fp), AL_OK) << al_last_error();
+  al_manifest *full = SaveLoad(fp, s, "run_rank_full.alm");
+  al_plan_free(fp);
+  ASSERT_NE(full, nullptr);
+  EXPECT_EQ(altest::Info(full).own_keys, 0);
+  uint32_t a = std::min(ri.window, ri.steps / 2) - 1, b = std::min(ri.steps, a + 3);
+  al_plan *sp = nullptr;
+  ASSERT_EQ(al_run_plan_steps(run.r, W, a, b, &sp), AL_OK) << al_last_error();
+  std::string path = altest::TmpPath("run_rank.alm");
+  for (uint32_t R = 0; R < W; R++) {
+    SCOPED_TRACE("rank " + std::to_string(R));
+    al_plan_save_options so = AL_PLAN_SAVE_OPTIONS_INIT;
+    so.only_rank = R + 1;
+    for (int keys = 0; keys < 2; keys++) {
+      ASSERT_EQ(al_plan_save_opts(sp, path.c_str(), keys ? altest::ShapeKey : nullptr, (void *)&s,
+                                  &so),
+                AL_OK)
+          << al_last_error();
+      al_manifest *m = nullptr;
+      ASSERT_EQ(al_manifest_load(&m, path.c_str()), AL_OK) << al_last_error();
+      al_manifest_info mi = altest::Info(m);
+      EXPECT_EQ(mi.only_rank, R + 1);
+      EXPECT_NE(mi.own_keys, 0);
+      EXPECT_EQ(mi.world, W);
+      std::set<uint64_t> listed;
+      for (uint32_t st = a; st < b; st++) {
+        std::vector<std::vector<uint64_t>> mine, want;
+        for (auto &v : StepRecord(full, st, W))
+          if (v[0] == R) want.push_back(v);
+        uint32_t n = 0;
+        ASSERT_EQ(al_manifest_micro_count(m, st, R, &n), AL_OK) << al_last_error();
+        for (uint32_t k = 0; k < n; k++) {
+          al_micro_ref ref = AL_MICRO_REF_INIT;
+          ASSERT_EQ(al_manifest_micro(m, st, R, k, &ref), AL_OK);
+          std::vector<uint64_t> v = {R, k, ref.bucket, ref.n_padded, ref.step_tokens};
+          v.insert(v.end(), ref.samples, ref.samples + ref.n_samples);
+          mine.push_back(v);
+          listed.insert(ref.samples, ref.samples + ref.n_samples);
+        }
+        EXPECT_EQ(mine, want) << "step " << st;
+        al_step_info x = AL_STEP_INFO_INIT, y = AL_STEP_INFO_INIT;
+        ASSERT_EQ(al_manifest_step(m, st, &x), AL_OK) << al_last_error();
+        ASSERT_EQ(al_manifest_step(full, st, &y), AL_OK);
+        EXPECT_EQ(x.samples, y.samples);
+        EXPECT_EQ(x.tokens, y.tokens);
+        EXPECT_EQ(x.max_cost_ms, y.max_cost_ms);
+        uint32_t other = (R + 1) % W;
+        EXPECT_EQ(al_manifest_micro_count(m, st, other, &n), AL_EINVAL);
+        EXPECT_NE(std::string(al_last_error()).find("holds only rank " + std::to_string(R)),
+                  std::string::npos)
+            << al_last_error();
+      }
+      // Its keys: exactly the samples it lists; another position has none.
+      for (uint64_t i = 0; i < s.w.size(); i++) {
+        const char *k = al_manifest_key(m, i);
+        if (keys && listed.count(i)) {
+          ASSERT_NE(k, nullptr) << i;
+          EXPECT_EQ(std::string(k), s.keys[i]);
+          EXPECT_EQ(al_manifest_key_status(m, i), 0);
+        } else {
+          EXPECT_EQ(k, nullptr) << i;
+          EXPECT_EQ(al_manifest_key_status(m, i), 19) << i;
+        }
+      }
+      al_manifest_free(m);
+    }
+  }
+  al_plan_save_options bad = AL_PLAN_SAVE_OPTIONS_INIT;
+  bad.only_rank = W + 1;
+  EXPECT_EQ(al_plan_save_opts(sp, path.c_str(), nullptr, nullptr, &bad), AL_ERANGE);
+  al_plan_free(sp);
+  al_manifest_free(full);
+}
+
+// A slice carries no key table of the pass: only its own samples' keys, and a file that does
+// not grow with the corpus.
+TEST(ChunkedRun, SlicesListOnlyTheirOwnKeys) {
+  Shapes s = altest::MakeShapes(20000, 2);
+  al_cost_model c = DefaultCost();
+  al_plan_input in = s.Input();
+  al_plan_options o = Options(4, 2);
+  RunHandle run;
+  ASSERT_EQ(al_run_open(&run.r, &in, &c, &o), AL_OK) << al_last_error();
+  al_plan *sp = nullptr;
+  ASSERT_EQ(al_run_plan_steps(run.r, 4, 2, 3, &sp), AL_OK) << al_last_error();
+  al_manifest *m = SaveLoad(sp, s, "run_own_keys.alm");
+  al_plan_free(sp);
+  ASSERT_NE(m, nullptr);
+  al_manifest_info mi = altest::Info(m);
+  EXPECT_NE(mi.own_keys, 0);
+  EXPECT_EQ(mi.only_rank, 0u);
+  EXPECT_EQ(mi.index_samples, s.w.size());
+  auto occ = altest::Occurrences(m);
+  size_t with_key = 0;
+  for (uint64_t i = 0; i < s.w.size(); i++) with_key += al_manifest_key(m, i) != nullptr;
+  EXPECT_EQ(with_key, occ.size()); // no padding in this step: its real samples, once each
+  EXPECT_LT(with_key, s.w.size() / 10);
+  al_manifest_free(m);
+  EXPECT_LT(altest::ReadFile(altest::TmpPath("run_own_keys.alm")).size(), s.w.size());
+}
+
+// --check: the whole pass planned window by window, every planned sample in exactly one step.
+TEST(ChunkedRun, CheckProvesThePass) {
+  Shapes s = altest::MakeShapes(40000, 8);
+  al_cost_model c = DefaultCost();
+  al_plan_input in = s.Input();
+  al_plan_options o = Options(16, 1); // several windows, the last taking the tail
+  RunHandle run;
+  ASSERT_EQ(al_run_open(&run.r, &in, &c, &o), AL_OK) << al_last_error();
+  al_run_info ri = RunInfo(run.r);
+  ASSERT_GT(ri.steps, 2 * ri.window);
+  ASSERT_NE(ri.steps % ri.window, 0u);
+  for (uint32_t W : {16u, 5u}) {
+    al_run_check_info ci = AL_RUN_CHECK_INFO_INIT;
+    ASSERT_EQ(al_run_check(run.r, W, &ci), AL_OK) << al_last_error();
+    EXPECT_EQ(ci.steps, ri.steps);
+    EXPECT_EQ(ci.samples, ri.pass_samples);
+    EXPECT_EQ(ci.micro_batches, (uint64_t)ri.steps * W * ((16 + W - 1) / W));
+  }
+  // A run whose class list repeats a sample (and so misses another) is caught, naming the step
+  // and the sample.
+  al_run *r = run.r;
+  ASSERT_GT(r->n_cls, 0u);
+  size_t big = 0;
+  for (size_t k = 0; k < r->n_cls; k++)
+    if (r->cls[k].n > r->cls[big].n) big = k;
+  ASSERT_GE(r->cls[big].n, 2u);
+  std::vector<uint32_t> copy(r->cls[big].list, r->cls[big].list + r->cls[big].n);
+  const uint32_t *orig = r->cls[big].list;
+  copy[1] = copy[0];
+  r->cls[big].list = copy.data();
+  al_run_check_info ci = AL_RUN_CHECK_INFO_INIT;
+  EXPECT_EQ(al_run_check(r, 16, &ci), AL_EFORMAT);
+  std::string e = al_last_error();
+  EXPECT_NE(e.find("sample " + std::to_string(copy[0]) + " is planned a second time"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("step "), std::string::npos) << e;
+  r->cls[big].list = orig;
+}
+
+// The streaming writer writes the bytes of the in-memory map, from two passes; what the passes
+// disagree on is refused and nothing is written.
+TEST(ChunkedRun, StreamingMapWriterEqualsTheMap) {
+  Shapes s = altest::MakeShapes(7000, 11);
+  al_plan_input in = s.Input();
+  in.index_fingerprint = 0x1234abcd;
+  std::string want = altest::TmpPath("run_mem.map"), got = altest::TmpPath("run_stream.map");
+  ASSERT_EQ(al_run_map_write(&in, want.c_str()), AL_OK) << al_last_error();
+  al_run_map_writer *w = nullptr;
+  ASSERT_EQ(al_run_map_writer_open(&w, got.c_str(), 0), AL_OK);
+  for (size_t i = 0; i < s.w.size(); i++)
+    ASSERT_EQ(al_run_map_writer_count(w, s.w[i], s.h[i], s.f[i], nullptr), AL_OK);
+  for (size_t i = 0; i < s.w.size(); i++)
+    ASSERT_EQ(al_run_map_writer_place(w, s.w[i], s.h[i], s.f[i], nullptr), AL_OK)
+        << al_last_error();
+  al_run_map_writer_set_fingerprint(w, in.index_fingerprint);
+  ASSERT_EQ(al_run_map_writer_finish(w), AL_OK) << al_last_error();
+  EXPECT_EQ(altest::ReadFile(got), altest::ReadFile(want));
+  // Refused: a shape the counting pass did not see, a count after placing, too few placed.
+  std::string bad = altest::TmpPath("run_stream_bad.map");
+  for (int k = 0; k < 3; k++) {
+    SCOPED_TRACE(k);
+    std::remove(bad.c_str());
+    ASSERT_EQ(al_run_map_writer_open(&w, bad.c_str(), 0), AL_OK);
+    for (size_t i = 0; i < 100; i++)
+      ASSERT_EQ(al_run_map_writer_count(w, s.w[i], s.h[i], s.f[i], nullptr), AL_OK);
+    ASSERT_EQ(al_run_map_writer_place(w, s.w[0], s.h[0], s.f[0], nullptr), AL_OK);
+    if (k == 0) {
+      EXPECT_EQ(al_run_map_writer_place(w, 99999, 7, 1, nullptr), AL_EINVAL);
+      EXPECT_NE(std::string(al_last_error()).find("sample 1"), std::string::npos)
+          << al_last_error();
+      al_run_map_writer_free(w);
+    } else if (k == 1) {
+      EXPECT_EQ(al_run_map_writer_count(w, s.w[0], s.h[0], s.f[0], nullptr), AL_EINVAL);
+      al_run_map_writer_free(w);
+    } else {
+      EXPECT_EQ(al_run_map_writer_finish(w), AL_EINVAL);
+      EXPECT_NE(std::string(al_last_error()).find("100 samples counted, 1 placed"),
+                std::string::npos)
+          << al_last_error();
+    }
+    FILE *f = std::fopen(bad.c_str(), "rb");
+    EXPECT_EQ(f, nullptr) << "a refused map was written";
+    if (f) std::fclose(f);
+  }
 }
 
 } // namespace

@@ -87,6 +87,28 @@ class ChunkedTest(unittest.TestCase):
         for s, v in sliced.items():
             self.assertEqual(v, whole[s], "step %d" % s)
 
+    def test_rank_slice_is_that_ranks_work(self):
+        full = adaptiveload.plan(META, world=4, epoch=EPOCH, seed=3, micro_per_step=2, planner="chunked")
+        steps = full.info["steps"]
+        a, b = steps // 3, steps // 3 + 2
+        part = adaptiveload.plan(META, world=4, epoch=EPOCH, seed=3, micro_per_step=2, planner="chunked",
+                                 steps=(a, b), rank=1)
+        self.assertEqual((part.info["only_rank"], part.info["first_step"], part.info["steps"]), (2, a, 2))
+        self.assertTrue(part.info["own_keys"])
+        mine = [(i.step, i.micro, list(i.samples)) for i in BatchSampler(part.path, rank=1, world_size=4,
+                                                                          epoch=EPOCH).infos()]
+        want = [(i.step, i.micro, list(i.samples)) for i in BatchSampler(full.path, rank=1, world_size=4,
+                                                                          epoch=EPOCH).infos()
+                if a <= i.step < b]
+        self.assertTrue(mine)
+        self.assertEqual(mine, want)
+        with self.assertRaisesRegex(adaptiveload.Error, "holds only rank 1"):
+            list(BatchSampler(part.path, rank=0, world_size=4, epoch=EPOCH).infos())
+        with self.assertRaisesRegex(ValueError, "rank must be in 0..3"):
+            adaptiveload.plan(META, world=4, planner="chunked", steps=(0, 1), rank=4)
+        with self.assertRaisesRegex(ValueError, "planner='chunked'"):
+            adaptiveload.plan(META, world=4, rank=0)
+
     def test_resize_chain_exactly_once_and_steps_unchanged(self):
         planner = Planner(META, world=4, seed=2, micro_per_step=2, planner="chunked",
                           out_dir=os.path.join(TMP, "plans"))
