@@ -8,6 +8,7 @@
 #include "manifest/al_manifest.h"
 #include "planner/al_buckets.h"
 #include "planner/al_plan.h"
+#include "planner/al_run.h"
 
 static const constant_entry table[] = {
     /* al_plan.h */
@@ -34,7 +35,18 @@ static const constant_entry table[] = {
     CONSTANT(AL_PLAN_STRUCT_COST_MODEL),
     CONSTANT(AL_PLAN_STRUCT_BENCH),
     CONSTANT(AL_PLAN_STRUCT_RUN_INFO),
+    CONSTANT(AL_PLAN_STRUCT_RUN_SOURCE),
+    CONSTANT(AL_PLAN_STRUCT_RUN_MIX),
+    CONSTANT(AL_PLAN_STRUCT_RUN_SOURCE_INFO),
     CONSTANT(AL_PLAN_MAX_SP_DEGREES),
+    /* al_run.h */
+    CONSTANT(AL_MIX_TOKENS),
+    CONSTANT(AL_MIX_SAMPLES),
+    CONSTANT(AL_MIX_COMPUTE),
+    CONSTANT(AL_EXHAUST_REPEAT),
+    CONSTANT(AL_EXHAUST_STOP),
+    CONSTANT(AL_RUN_NAME_MAX),
+    CONSTANT(AL_RUN_MAX_SOURCES),
     /* al_manifest.h */
     CONSTANT(AL_MANIFEST_MAX_BYTES_DEFAULT),
     /* al_buckets.h */
@@ -60,5 +72,5 @@ static const constant_entry table[] = {
 
 int al_plan_constant(const char *name, int64_t *value) {
   return constant_lookup(table, sizeof table / sizeof table[0], name, value, "al_plan_constant",
-                         "planner/al_plan.h, planner/al_buckets.h, cost/al_cost.h, manifest/al_manifest.h");
+                         "planner/al_plan.h, planner/al_run.h, planner/al_buckets.h, cost/al_cost.h, manifest/al_manifest.h");
 }

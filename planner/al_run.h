@@ -90,11 +90,107 @@ typedef struct al_run_info {
   uint64_t seed;
   uint32_t epoch;
   uint32_t reserved;
+  /* Added at the end: a mixture's sources (al_run_open_mixture; 1 for a run of one input) and
+   * the draw ids its plans number samples by (the key table of a full plan: every source's
+   * samples once per pass it reaches; index_samples for a run of one input). */
+  uint32_t sources;
+  uint32_t reserved2;
+  uint64_t draw_ids;
 } al_run_info;
 #define AL_RUN_INFO_INIT AL_STRUCT_INIT(al_run_info)
 #define AL_RUN_INFO_V1 offsetof(al_run_info, index_fingerprint)
 
 AL_API int al_run_get_info(const al_run *run, al_run_info *out);
+
+/* ---- mixtures ----
+ *
+ * A mixture plans several inputs (sources) as one run: every step is apportioned to the sources
+ * by weight, in tokens, samples or predicted compute (al_mix_by), and each source is drawn as a
+ * run draws its one input (stratified by bucket, keyed per source and pass), so that over any
+ * stretch of steps each source gives its weight's share and every bucket of it its share within
+ * one sample. A source that has given its whole pass starts another with a fresh keyed order
+ * (AL_EXHAUST_REPEAT) or leaves (AL_EXHAUST_STOP: from the next step its weight is shared out
+ * among the sources left). The run lasts `steps` steps, or until source `until` has given
+ * `until_passes` passes, or, with neither, until every source has stopped (every source must
+ * then be a stop source).
+ *
+ * Sample numbers: the plans of a mixture number each draw (source i, pass q, position j of the
+ * source's input) as draw_base_i + q n_i + j (al_run_source_info), so that every number is
+ * trained at most once in the run and a manifest's key table lists every pass of every source;
+ * al_run_draw_where maps a number back. A full run's key table marks the draws of passes the
+ * run left unfinished AL_KEY_UNDRAWN (al_manifest_key_status).
+ *
+ * Buckets are the one table of the options (their batch sizes at capacity, as a run's); T is
+ * step_tokens, or by default the T that fills 85 % of a window's rank-slots. A mixture of one
+ * stop source with no steps and no until is the run of its input: the same steps, byte for
+ * byte, as al_run_open gives. */
+typedef enum al_mix_by { AL_MIX_TOKENS = 0, AL_MIX_SAMPLES = 1, AL_MIX_COMPUTE = 2 } al_mix_by;
+typedef enum al_exhaust { AL_EXHAUST_REPEAT = 0, AL_EXHAUST_STOP = 1 } al_exhaust;
+
+#define AL_RUN_NAME_MAX 63
+#define AL_RUN_MAX_SOURCES 2048
+
+typedef struct al_run_source {
+  size_t struct_size;         /* set by the caller: sizeof(al_run_source) (AL_RUN_SOURCE_INIT) */
+  const char *name;           /* 1..AL_RUN_NAME_MAX bytes of [A-Za-z0-9_.-], unique in the mix */
+  const al_plan_input *input; /* the source's samples (copied on open) */
+  double weight;              /* > 0, finite; the weights are normalised over the sources */
+  al_exhaust on_exhaust;
+} al_run_source;
+#define AL_RUN_SOURCE_INIT AL_STRUCT_INIT(al_run_source)
+#define AL_RUN_SOURCE_V1 sizeof(al_run_source)
+
+typedef struct al_run_mix {
+  size_t struct_size;    /* set by the caller: sizeof(al_run_mix) (AL_RUN_MIX_INIT) */
+  al_mix_by by;          /* what the weights apportion */
+  uint32_t steps;        /* the run's length; 0: until, or every stop source stopped */
+  uint32_t until;        /* 1 + the source whose passes end the run; 0: none */
+  uint32_t until_passes; /* passes of that source; 0 = 1 */
+} al_run_mix;
+#define AL_RUN_MIX_INIT AL_STRUCT_INIT(al_run_mix)
+#define AL_RUN_MIX_V1 sizeof(al_run_mix)
+
+/* Opens the mixture of n (1..AL_RUN_MAX_SOURCES) sources. Errors: AL_EINVAL naming the source
+ * and field (a bad name or weight, a repeated name, a length that never ends); AL_ERANGE for a run
+ * past 2^32 - 1 steps or draw ids; those of al_run_open. */
+AL_API int al_run_open_mixture(al_run **out, const al_run_source *src, size_t n,
+                               const al_run_mix *mix, const al_cost_model *cost,
+                               const al_plan_options *opts);
+
+typedef struct al_run_source_info {
+  size_t struct_size; /* set by the caller: sizeof(al_run_source_info) (AL_RUN_SOURCE_INFO_INIT) */
+  char name[AL_RUN_NAME_MAX + 1];
+  double weight; /* normalised */
+  al_exhaust on_exhaust;
+  uint32_t passes;            /* passes the run reaches (the last may be unfinished) */
+  uint64_t samples;           /* its input's samples, planned and rejected */
+  uint64_t pass_samples;      /* planned samples of one pass */
+  uint64_t pass_tokens;       /* their tokens */
+  uint64_t draw_base;         /* its first draw id */
+  uint64_t drawn;             /* samples the run draws of it, over all passes */
+  uint64_t drawn_tokens;      /* their tokens */
+  double drawn_ms;            /* their predicted compute (per sample at its bucket's batch size) */
+  uint64_t index_fingerprint; /* the input's */
+  uint32_t stop_step; /* the step it leaves at (a stop source's pass ends in step stop_step -
+                         1); the run's steps if it never leaves */
+  uint32_t reserved;
+} al_run_source_info;
+#define AL_RUN_SOURCE_INFO_INIT AL_STRUCT_INIT(al_run_source_info)
+#define AL_RUN_SOURCE_INFO_V1 sizeof(al_run_source_info)
+
+/* Source i (< al_run_info.sources) of a run (a run of one input: its one source, named "0").
+ * AL_ERANGE past the sources. */
+AL_API int al_run_source_get(const al_run *run, uint32_t i, al_run_source_info *out);
+
+/* Which draw a sample number of the run's plans is: its source, pass and position in the source's
+ * input. AL_ERANGE past al_run_info.draw_ids. Any pointer may be NULL. */
+AL_API int al_run_draw_where(const al_run *run, uint64_t id, uint32_t *source, uint32_t *pass,
+                             uint64_t *position);
+
+/* Samples source i has given by the end of step s (s <= steps), as passes in units of 2^-48
+ * (pass q's share of position j is drawn when this passes q + its fraction): what resume states
+ * name per source. AL_ERANGE past the sources or steps. */
+AL_API int al_run_source_progress(const al_run *run, uint32_t i, uint32_t s, uint64_t *progress);
 
 /* Plans steps [first, end) at `world` ranks (1..2^20; K = ceil(K_ref W_ref / world)): an
  * al_plan holding exactly those steps (first_step = first), which al_plan_get_info, al_plan_save

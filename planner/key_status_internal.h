@@ -13,6 +13,7 @@
 #define AL_KEY_CONSUMED 17u  /* re-plan: scheduled before first_step by the old plan */
 #define AL_KEY_NO_MEMBER 18u /* left out: lacks a required member (plan --require-members) */
 #define AL_KEY_ELSEWHERE 19u /* a slice of a chunked run: planned in steps outside the slice */
-#define AL_KEY_STATUS_MAX AL_KEY_ELSEWHERE
+#define AL_KEY_UNDRAWN 20u   /* a mixture: a draw of a pass the run leaves unfinished */
+#define AL_KEY_STATUS_MAX AL_KEY_UNDRAWN
 
 #endif /* AL_KEY_STATUS_INTERNAL_H */

@@ -24,6 +24,7 @@ void al_plan_free(al_plan *p) {
   free(p->mb);
   free(p->micro);
   free(p->slot);
+  free(p->sources);
   free(p);
 }
 

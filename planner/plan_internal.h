@@ -16,6 +16,7 @@
 #include "planner/al_buckets.h"
 #include "cost/al_cost.h"
 #include "planner/al_plan.h"
+#include "planner/al_run.h"
 #include "planner/key_status_internal.h"
 #include "planner/rng_internal.h"
 
@@ -94,6 +95,12 @@ struct al_plan {
   uint32_t sp_max_used;             /* the largest degree a micro-batch runs at */
   uint32_t unequal_steps;
   double step_tokens_mean, step_tokens_cv, step_samples_mean, step_samples_cv, step_time_cv;
+  /* A mixture's plan (al_run_open_mixture): its sources, what their weights apportion
+   * (al_mix_by) and, per sample number, which source drew it (mb values are draw ids:
+   * sources[i].draw_base + pass x samples + position). None (0, NULL) otherwise. */
+  al_run_source_info *sources;
+  uint32_t n_sources;
+  uint32_t mix_by;
 };
 
 /* A zeroed plan with no first rejected sample (UINT64_MAX for every reason); NULL when out of

@@ -42,18 +42,33 @@ static uint64_t progress(const al_run *r, uint64_t s) {
   return run_mul_div(s, RUN_F_ONE, r->steps);
 }
 
-/* Windows: [i window, (i + 1) window) but the last, which takes the tail when less than two
- * windows are left (so no window is short of `window` steps unless the pass is). */
+/* The stretch of steps windows tile: the pass, or the mixture's segment holding `step` (rates
+ * change only at a segment's start, so no window spans two rate sets). */
+static void tiled_span(const al_run *r, uint32_t step, uint32_t *a, uint32_t *b) {
+  if (r->mix) {
+    run_mix_segment(r, step, a, b);
+  } else {
+    *a = 0;
+    *b = r->steps;
+  }
+}
+
+/* Windows: [a + i window, a + (i + 1) window) of their span [a, b), but the last, which takes
+ * the tail when less than two windows are left (so no window is short of `window` steps unless
+ * the span is). */
 static uint32_t window_start(const al_run *r, uint32_t step) {
-  uint32_t win = r->tmpl->window, n = r->steps / win;
+  uint32_t a, b, win = r->tmpl->window;
+  tiled_span(r, step, &a, &b);
+  uint32_t n = (b - a) / win;
   uint32_t last = n > 1 ? (n - 1) * win : 0;
-  uint32_t s0 = step / win * win;
-  return s0 > last ? last : s0;
+  uint32_t s0 = (step - a) / win * win;
+  return a + (s0 > last ? last : s0);
 }
 
 static uint32_t window_end(const al_run *r, uint32_t s0) {
-  uint32_t win = r->tmpl->window;
-  return r->steps - s0 < 2 * win ? r->steps : s0 + win;
+  uint32_t a, b, win = r->tmpl->window;
+  tiled_span(r, s0, &a, &b);
+  return b - s0 < 2 * win ? b : s0 + win;
 }
 
 int run_index_classes(al_run *r) {
@@ -176,6 +191,7 @@ int run_check_options(const al_plan_options *o) {
 }
 
 int run_finish(al_run *r, const al_plan_options *o) {
+  if (r->mix) return run_mix_finish(r, o);
   if (!o->window) r->tmpl->window = default_window(r->tmpl);
   return resolve_tokens(r, o->step_tokens);
 }
@@ -214,6 +230,7 @@ void al_run_free(al_run *r) {
   run_map_close(r->map);
   free(r->perm);
   free(r->phi);
+  run_mix_free(r->mix);
   free(r);
 }
 
@@ -221,7 +238,7 @@ void al_run_free(al_run *r) {
  * configuration, buckets and cost model, the pass's figures, the input's fingerprint, seed and
  * epoch. The world_ref is the reference the run was opened at (part of the configuration); the
  * world steps are laid out at is not in it. */
-static void fp_add(uint64_t *h, uint64_t v) {
+void run_fp_add(uint64_t *h, uint64_t v) {
   v += UINT64_C(0x9e3779b97f4a7c15);
   v = (v ^ (v >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
   v = (v ^ (v >> 27)) * UINT64_C(0x94d049bb133111eb);
@@ -275,18 +292,19 @@ static uint64_t run_fingerprint(const al_run *r) {
                   fp_double(c->sp_link_gbps),
                   c->n_sp_fits,
                   p->n_buckets};
-  for (size_t i = 0; i < sizeof v / sizeof *v; i++) fp_add(&h, v[i]);
+  for (size_t i = 0; i < sizeof v / sizeof *v; i++) run_fp_add(&h, v[i]);
   for (uint32_t i = 0; i < p->n_sp_degrees && i < AL_PLAN_MAX_SP_DEGREES; i++)
-    fp_add(&h, p->sp_degrees[i]);
+    run_fp_add(&h, p->sp_degrees[i]);
   for (size_t b = 0; b < p->n_buckets; b++) {
     const plan_bucket *k = &p->buckets[b];
-    fp_add(&h, ((uint64_t)k->width << 32) | k->height);
-    fp_add(&h, ((uint64_t)k->frames << 32) | k->batch_size);
-    fp_add(&h, k->tokens);
-    fp_add(&h, k->samples);
-    fp_add(&h, fp_double(k->batch_cost_ms));
-    fp_add(&h, k->sp_degree);
+    run_fp_add(&h, ((uint64_t)k->width << 32) | k->height);
+    run_fp_add(&h, ((uint64_t)k->frames << 32) | k->batch_size);
+    run_fp_add(&h, k->tokens);
+    run_fp_add(&h, k->samples);
+    run_fp_add(&h, fp_double(k->batch_cost_ms));
+    run_fp_add(&h, k->sp_degree);
   }
+  if (r->mix) return run_mix_fingerprint(r, h);
   return h ? h : 1;
 }
 
@@ -309,6 +327,9 @@ int al_run_get_info(const al_run *r, al_run_info *out) {
   i.fingerprint = run_fingerprint(r);
   i.seed = r->tmpl->seed;
   i.epoch = r->tmpl->epoch;
+  i.sources = 1;
+  i.draw_ids = r->tmpl->index_samples;
+  if (r->mix) run_mix_info(r, &i);
   struct_out(out, &i, n);
   return AL_OK;
 }
@@ -342,20 +363,27 @@ static void window_free(window_plan *w) {
 /* The window's draw: every bucket's stretch [f(s0), f(s1)) of its keyed order, shuffled. */
 static int draw_window(const al_run *r, window_plan *w, uint64_t **items_out, size_t *n_out) {
   const al_plan *t = r->tmpl;
-  uint64_t f0 = progress(r, w->s0), f1 = progress(r, (uint64_t)w->s0 + w->n_steps);
+  uint64_t *items = NULL;
   size_t n = 0;
-  for (size_t b = 0; b < t->n_buckets; b++) {
-    uint64_t nk = r->bucket_n[b];
-    n += run_cum(nk, f1, r->phi[b]) - run_cum(nk, f0, r->phi[b]);
-  }
-  uint64_t *items = malloc((n ? n : 1) * sizeof *items);
-  if (!items) return al_set_error(AL_ENOMEM, "plan: out of memory for a window of %zu samples", n);
-  size_t x = 0;
-  for (size_t b = 0; b < t->n_buckets; b++) {
-    uint64_t nk = r->bucket_n[b];
-    uint64_t j1 = run_cum(nk, f1, r->phi[b]);
-    for (uint64_t j = run_cum(nk, f0, r->phi[b]); j < j1; j++)
-      items[x++] = (uint64_t)b << 32 | bucket_sample(r, b, run_perm_at(&r->perm[b], j));
+  if (r->mix) {
+    int rc = run_mix_draw(r, w->s0, w->s0 + w->n_steps, &items, &n);
+    if (rc) return rc;
+  } else {
+    uint64_t f0 = progress(r, w->s0), f1 = progress(r, (uint64_t)w->s0 + w->n_steps);
+    for (size_t b = 0; b < t->n_buckets; b++) {
+      uint64_t nk = r->bucket_n[b];
+      n += run_cum(nk, f1, r->phi[b]) - run_cum(nk, f0, r->phi[b]);
+    }
+    items = malloc((n ? n : 1) * sizeof *items);
+    if (!items)
+      return al_set_error(AL_ENOMEM, "plan: out of memory for a window of %zu samples", n);
+    size_t x = 0;
+    for (size_t b = 0; b < t->n_buckets; b++) {
+      uint64_t nk = r->bucket_n[b];
+      uint64_t j1 = run_cum(nk, f1, r->phi[b]);
+      for (uint64_t j = run_cum(nk, f0, r->phi[b]); j < j1; j++)
+        items[x++] = (uint64_t)b << 32 | bucket_sample(r, b, run_perm_at(&r->perm[b], j));
+    }
   }
   plan_rng rng;
   plan_rng_seed(&rng, t->seed, t->epoch, (uint64_t)w->s0 << 32);
@@ -374,14 +402,20 @@ static uint64_t micro_tokens_of(const al_plan *p, const plan_micro *m) {
   return m->padded ? 0 : (uint64_t)m->n * p->buckets[m->bucket].tokens;
 }
 
+/* Where the quotas are measured: the pass's progress, or a mixture's expected tokens. */
+static uint64_t quota_at(const al_run *r, uint64_t s) {
+  return r->mix ? run_mix_expected_tokens(r, s) : progress(r, s);
+}
+
 /* Cumulative token targets: the window's drawn tokens spread over its steps as the pass's
- * progress spreads them (exact for the window, within a token per step). */
+ * progress (a mixture: its expected tokens) spreads them (exact for the window, within a token
+ * per step). */
 static void set_quotas(const al_run *r, window_plan *w) {
   uint64_t total = 0;
   for (size_t i = 0; i < w->p.n_micro; i++) total += micro_tokens_of(&w->p, &w->p.micro[i]);
-  uint64_t f0 = progress(r, w->s0), span = progress(r, (uint64_t)w->s0 + w->n_steps) - f0;
+  uint64_t f0 = quota_at(r, w->s0), span = quota_at(r, (uint64_t)w->s0 + w->n_steps) - f0;
   for (uint32_t i = 0; i <= w->n_steps; i++)
-    w->quota[i] = span ? run_mul_div(total, progress(r, (uint64_t)w->s0 + i) - f0, span) : 0;
+    w->quota[i] = span ? run_mul_div(total, quota_at(r, (uint64_t)w->s0 + i) - f0, span) : 0;
   w->quota[w->n_steps] = total;
 }
 
@@ -635,16 +669,29 @@ static int lay_out(const al_run *r, window_plan *w) {
 }
 
 /* K = 1 with the adaptive policy: steps of neighbours by cost are composed in cost order, so
- * their order inside the window is shuffled (the heavy steps are not always first). */
+ * their order inside the window is shuffled (the heavy steps are not always first). A mixture's
+ * steps are put in the order that keeps every source's running share of the window nearest its
+ * weight (run_mix_order_steps): composition fills steps by cost, the sources differ in cost, so
+ * a step may hold more of one source than another; ordered so, any stretch of steps holds each
+ * source's share within a step's spread. */
 static int shuffle_steps(const al_run *r, window_plan *w) {
   const al_plan *t = r->tmpl;
-  if (t->policy != AL_POLICY_ADAPTIVE || t->micro_per_step > 1 || w->n_steps < 2) return AL_OK;
+  int cost_order = t->policy == AL_POLICY_ADAPTIVE && t->micro_per_step == 1;
+  if ((!cost_order && !r->mix) || w->n_steps < 2) return AL_OK;
   uint32_t *to = malloc(w->n_steps * sizeof *to);
   if (!to) return al_set_error(AL_ENOMEM, "plan: out of memory");
   for (uint32_t s = 0; s < w->n_steps; s++) to[s] = s;
-  plan_rng rng;
-  plan_rng_seed(&rng, t->seed, t->epoch, ((uint64_t)w->s0 << 32) | 1);
-  plan_shuffle_u32(&rng, to, w->n_steps);
+  if (r->mix) {
+    int rc = run_mix_order_steps(r, &w->p, w->step_of, w->n_steps, to);
+    if (rc) {
+      free(to);
+      return rc;
+    }
+  } else {
+    plan_rng rng;
+    plan_rng_seed(&rng, t->seed, t->epoch, ((uint64_t)w->s0 << 32) | 1);
+    plan_shuffle_u32(&rng, to, w->n_steps);
+  }
   for (size_t i = 0; i < w->p.n_micro; i++) w->step_of[i] = to[w->step_of[i]];
   free(to);
   return AL_OK;
@@ -739,6 +786,9 @@ static int start_output(const al_run *r, uint32_t world, uint32_t first, uint32_
   /* A full pass's key table: from a map, the rejected classes' samples by their reasons. */
   if (!full) {
     p->status = NULL;
+  } else if (r->mix) {
+    p->status = status;
+    run_mix_fill_status(r, status);
   } else if (t->status) {
     p->status = memcpy(status, t->status, t->index_samples);
   } else {
@@ -755,6 +805,13 @@ static int start_output(const al_run *r, uint32_t world, uint32_t first, uint32_
   p->micro_per_step = (uint32_t)(((uint64_t)t->micro_per_step * t->world + world - 1) / world);
   p->micro_tokens = p->mem_tokens; /* the memory term of the capacity batch sizes */
   p->first_step = first;
+  if (r->mix) {
+    int rc = run_mix_plan_sources(r, p);
+    if (rc) {
+      al_plan_free(p);
+      return rc;
+    }
+  }
   *out = p;
   return AL_OK;
 }

@@ -21,6 +21,9 @@ typedef struct run_class {
 
 typedef struct run_map run_map;
 
+/* A mixture's layout (run_mix.c); NULL in a run of one input. */
+typedef struct run_mix run_mix;
+
 /* A bucket's samples are the concatenation of its classes' lists (the index map's classes, in
  * class order; a map built in memory when the run is opened from arrays or an index). */
 struct al_run {
@@ -39,6 +42,7 @@ struct al_run {
   uint64_t *phi;  /* per bucket: the dither of its cumulative count */
   uint64_t pass_tokens, pass_samples, capacity;
   uint32_t steps;
+  run_mix *mix;
 };
 
 /* run_map.c: unmaps an index map (NULL is a no-op). */
@@ -56,6 +60,53 @@ int run_map_save(const run_map *m, const char *path);
  * error). */
 int run_open_classes(al_run **out, run_map *map, const al_cost_model *cost,
                      const al_plan_options *o);
+
+/* run_map.c: run_open_classes for a mixture: mix (owned by the run from here, freed on an error)
+ * holds the sources as ranges of the map's positions. */
+int run_open_classes_mix(al_run **out, run_map *map, run_mix *mix, const al_cost_model *cost,
+                         const al_plan_options *o);
+
+/* run_mix.c: frees a mixture's layout (NULL is a no-op). */
+void run_mix_free(run_mix *m);
+
+/* run_mix.c: with the run's classes indexed (run_index_classes), the mixture's strata (source x
+ * bucket), rates, segments and length, T and the window (run_finish's part for a mixture), and
+ * the template's counts in draw ids. */
+int run_mix_finish(al_run *r, const al_plan_options *o);
+
+/* run_mix.c: the window's draws, steps [s0, s1), as bucket << 32 | draw id (unshuffled). */
+int run_mix_draw(const al_run *r, uint32_t s0, uint32_t s1, uint64_t **items, size_t *n);
+
+/* run_mix.c: the tokens the run is expected to have drawn by the end of step s (the quotas of a
+ * mixture's steps). */
+uint64_t run_mix_expected_tokens(const al_run *r, uint64_t s);
+
+/* run_mix.c: a full run's key statuses before its steps mark theirs (every draw id unplanned,
+ * AL_KEY_UNDRAWN, or its sample's reject reason). */
+void run_mix_fill_status(const al_run *r, uint8_t *status);
+
+/* run_mix.c: the mixture's part of the run's fingerprint. */
+uint64_t run_mix_fingerprint(const al_run *r, uint64_t h);
+
+/* run_mix.c: the segment [*a, *b) holding step (< the run's steps). */
+void run_mix_segment(const al_run *r, uint32_t step, uint32_t *a, uint32_t *b);
+
+/* run_mix.c: the order of a window's steps (n of them; micro-batch x of p in step step_of[x])
+ * that keeps every source's running share of the window's units nearest its share of the whole
+ * window: greedy, each next step the one whose addition leaves the least squared deviation (ties:
+ * the lower step). to[s] = the position step s moves to. AL_ENOMEM. */
+int run_mix_order_steps(const al_run *r, const al_plan *p, const uint32_t *step_of, uint32_t n,
+                        uint32_t *to);
+
+/* run_mix.c: a mixture's figures of al_run_info (index_samples: the inputs'; sources;
+ * draw_ids). */
+void run_mix_info(const al_run *r, al_run_info *i);
+
+/* run_mix.c: copies the sources into a plan (plan_source entries); AL_ENOMEM. */
+int run_mix_plan_sources(const al_run *r, al_plan *p);
+
+/* run.c: the splitmix-style mixing step of run fingerprints. */
+void run_fp_add(uint64_t *h, uint64_t v);
 
 /* run.c: what a run does not plan (SP degrees above 1, last-step drop): AL_EINVAL naming it. */
 int run_check_options(const al_plan_options *o);

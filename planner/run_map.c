@@ -293,15 +293,23 @@ static int group_classes(al_run *r, const run_map *m, const uint64_t *items, siz
 
 int run_open_classes(al_run **out, run_map *map, const al_cost_model *cost,
                      const al_plan_options *o) {
+  return run_open_classes_mix(out, map, NULL, cost, o);
+}
+
+int run_open_classes_mix(al_run **out, run_map *map, run_mix *mix, const al_cost_model *cost,
+                         const al_plan_options *o) {
   int rc = run_check_options(o);
   al_run *r = rc ? NULL : calloc(1, sizeof *r);
   if (!rc && (!r || !(r->tmpl = plan_alloc()))) rc = al_set_error(AL_ENOMEM, "plan: out of memory");
   if (rc) {
+    if (r) al_plan_free(r->tmpl);
     free(r);
     run_map_close(map);
+    run_mix_free(mix);
     return rc;
   }
   r->map = map;
+  r->mix = mix;
   uint64_t *items = NULL;
   size_t n_items = 0;
   rc = prepare_classes(r, map, cost, o, &items, &n_items);

@@ -15,6 +15,9 @@ size_t al_plan_struct_size(int which) {
     case AL_PLAN_STRUCT_COST_MODEL: return sizeof(al_cost_model);
     case AL_PLAN_STRUCT_BENCH: return sizeof(al_bench);
     case AL_PLAN_STRUCT_RUN_INFO: return sizeof(al_run_info);
+    case AL_PLAN_STRUCT_RUN_SOURCE: return sizeof(al_run_source);
+    case AL_PLAN_STRUCT_RUN_MIX: return sizeof(al_run_mix);
+    case AL_PLAN_STRUCT_RUN_SOURCE_INFO: return sizeof(al_run_source_info);
     default: return 0;
   }
 }

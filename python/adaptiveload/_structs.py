@@ -345,6 +345,9 @@ class RunInfo(_Sized):
         ("seed", c_uint64),
         ("epoch", c_uint32),
         ("reserved", c_uint32),
+        ("sources", c_uint32),
+        ("reserved2", c_uint32),
+        ("draw_ids", c_uint64),
     ]
 
 

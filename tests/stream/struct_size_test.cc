@@ -25,7 +25,10 @@ TEST(StructSize, PlannerStructs) {
   EXPECT_EQ(al_plan_struct_size(AL_PLAN_STRUCT_COST_MODEL), sizeof(al_cost_model));
   EXPECT_EQ(al_plan_struct_size(AL_PLAN_STRUCT_BENCH), sizeof(al_bench));
   EXPECT_EQ(al_plan_struct_size(AL_PLAN_STRUCT_RUN_INFO), sizeof(al_run_info));
-  EXPECT_EQ(al_plan_struct_size(AL_PLAN_STRUCT_RUN_INFO + 1), 0u);
+  EXPECT_EQ(al_plan_struct_size(AL_PLAN_STRUCT_RUN_SOURCE), sizeof(al_run_source));
+  EXPECT_EQ(al_plan_struct_size(AL_PLAN_STRUCT_RUN_MIX), sizeof(al_run_mix));
+  EXPECT_EQ(al_plan_struct_size(AL_PLAN_STRUCT_RUN_SOURCE_INFO), sizeof(al_run_source_info));
+  EXPECT_EQ(al_plan_struct_size(AL_PLAN_STRUCT_RUN_SOURCE_INFO + 1), 0u);
   EXPECT_EQ(al_plan_struct_size(-1), 0u);
 }
 
