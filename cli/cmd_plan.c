@@ -14,6 +14,7 @@
 #include "loader/al_index.h"
 #include "loader/al_members.h"
 #include "planner/al_plan.h"
+#include "manifest/al_mixture.h"
 #include "manifest/al_plan_index.h"
 #include "manifest/al_report.h"
 
@@ -32,6 +33,7 @@ typedef struct plan_args {
   uint32_t steps_a, steps_b;                   /* --steps A:B; 0:0 = every step */
   uint64_t rank;                               /* --rank R; UINT64_MAX: every rank */
   int check;                                   /* --check: prove the run, write nothing */
+  const char *mixture;                         /* --mixture MIX.json */
 } plan_args;
 
 static int parse_planner(const cli_verb *verb, const char *opt, const char *v, void *args) {
@@ -126,6 +128,11 @@ static int refuse_step_ms(const cli_verb *verb, const char *opt, const char *v, 
 static const cli_option OPTIONS[] = {
     {.name = "--index", .type = CLI_STRING, CLI_AT(plan_args, index), .metavar = "INDEX",
      .help = "index file (adaptiveload index)"},
+    {.name = "--mixture", .type = CLI_STRING, CLI_AT(plan_args, mixture), .metavar = "MIX.json",
+     .help = "plan several indexes as one chunked run, each a named,\n"
+             "weighted source (manifest/al_mixture.h): shares by tokens,\n"
+             "samples or compute, sources that repeat or stop; instead of\n"
+             "--index"},
     {.name = "--world", .type = CLI_U64, CLI_AT(plan_args, o.world), .min = 1, .max = 1u << 20,
      .metavar = "W", .help = "data-parallel ranks"},
     {.name = "--out", .alias = "-o", .type = CLI_STRING, CLI_AT(plan_args, out), .metavar = "FILE",
@@ -304,6 +311,12 @@ static int refuse_for_resume(int argc, char **argv) {
 static int check_args(const plan_args *a, int argc, char **argv) {
   if (a->save_map)
     return a->index ? CLI_RUN : cli_usage(&PLAN, CLI_SAY_PAGE, "--save-map needs --index INDEX");
+  if (a->mixture && (a->index || a->map || a->resume || a->check || a->o.start_step)) {
+    fprintf(stderr,
+            "adaptiveload plan: --mixture plans its sources' indexes itself; --index, --map, "
+            "--resume-from, --check and --start-step do not apply\n");
+    return AL_EXIT_USAGE;
+  }
   if (a->map && (a->index || a->resume)) {
     fprintf(stderr,
             "adaptiveload plan: --map plans from the index map alone; --index and "
@@ -313,7 +326,8 @@ static int check_args(const plan_args *a, int argc, char **argv) {
   const char *missing = !a->out && !a->check ? "-o MANIFEST" : !a->o.world ? "--world W" : NULL;
   if (!missing && a->resume && a->at_step == UINT64_MAX)
     missing = "--at-step K (with --resume-from)";
-  if (!missing && !a->resume && !a->index && !a->map) missing = "--index INDEX";
+  if (!missing && !a->resume && !a->index && !a->map && !a->mixture)
+    missing = "--index INDEX (or --mixture MIX.json)";
   if (missing) return cli_usage(&PLAN, CLI_SAY_PAGE, "%s is required", missing);
   const al_plan_options *o = &a->o;
   if (a->resume && o->n_require_members) {
@@ -503,6 +517,48 @@ static int check_run(const plan_args *a) {
   return AL_EXIT_OK;
 }
 
+/* --mixture: the sources' run, its steps [A, B) saved with the sources' keys, and a line per
+ * source (weight, passes, what the run draws of it): 0 or -1 (al_last_error). */
+static int plan_mixture(const plan_args *a, plan_run *r, const al_cost_model *cost,
+                        const al_plan_options *o) {
+  al_mixture *mx = NULL;
+  const al_run *run = NULL;
+  int rc = al_mixture_load(&mx, a->mixture);
+  if (!rc) rc = al_mixture_open_run(mx, cost, o, &run);
+  al_run_info ri = AL_RUN_INFO_INIT;
+  if (!rc) rc = al_run_get_info(run, &ri);
+  if (!rc && a->steps_b && a->steps_b > ri.steps)
+    rc = al_set_error(AL_ERANGE, "--steps %u:%u: the mixture's run has %u steps", a->steps_a,
+                      a->steps_b, ri.steps);
+  uint32_t first = a->steps_b ? a->steps_a : 0, end = a->steps_b ? a->steps_b : ri.steps;
+  if (!rc && !a->json)
+    fprintf(stderr,
+            "plan: mixture of %u sources, %u steps (windows of %u, %llu tokens a step, capacity "
+            "%llu), writing steps %u:%u\n",
+            ri.sources, ri.steps, ri.window, (unsigned long long)ri.step_tokens,
+            (unsigned long long)ri.capacity, first, end);
+  for (uint32_t i = 0; !rc && !a->json && i < ri.sources; i++) {
+    al_run_source_info si = AL_RUN_SOURCE_INFO_INIT;
+    rc = al_run_source_get(run, i, &si);
+    if (!rc)
+      fprintf(stderr,
+              "plan: source %s: weight %.4f, %s, %u pass%s of %llu samples, draws %llu samples "
+              "(%llu tokens, %.1f s predicted)\n",
+              si.name, si.weight, si.on_exhaust == AL_EXHAUST_STOP ? "stop" : "repeat", si.passes,
+              si.passes == 1 ? "" : "es", (unsigned long long)si.pass_samples,
+              (unsigned long long)si.drawn, (unsigned long long)si.drawn_tokens,
+              si.drawn_ms / 1000);
+    if (!rc && !a->json && si.stop_step < ri.steps)
+      fprintf(stderr, "plan: source %s leaves at step %u\n", si.name, si.stop_step);
+  }
+  if (!rc) rc = al_run_plan_steps(run, o->world, first, end, &r->plan);
+  al_plan_save_options so = AL_PLAN_SAVE_OPTIONS_INIT;
+  so.only_rank = a->rank == UINT64_MAX ? 0 : (uint32_t)a->rank + 1;
+  if (!rc) rc = al_mixture_save(mx, r->plan, a->out, &so);
+  al_mixture_free(mx);
+  return rc ? -1 : 0;
+}
+
 /* Plans the index and saves the manifest, with the time each stage took: 0, -1 (al_last_error)
  * or AL_EXIT_USAGE. */
 static int plan_index(const plan_args *a, plan_run *r) {
@@ -512,6 +568,13 @@ static int plan_index(const plan_args *a, plan_run *r) {
   al_bucket_table *table = NULL;
   int rc = load_inputs(a, &cost, &table, &o);
   if (rc == AL_EXIT_USAGE) return rc;
+  if (a->mixture) {
+    if (!rc) rc = plan_mixture(a, r, &cost, &o);
+    al_bucket_table_free(table);
+    if (!rc && !a->json)
+      fprintf(stderr, "plan: mixture planned and written in %.2f s\n", clock_now_s() - t0);
+    return rc;
+  }
   if (!rc && !a->map) rc = al_index_load(&r->idx, a->index);
   double t_load = clock_now_s();
   if (!rc) {

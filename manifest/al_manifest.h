@@ -37,6 +37,7 @@
 #include "cost/al_cost.h"
 #include "planner/al_buckets.h"
 #include "planner/al_plan.h"
+#include "planner/al_run.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -110,6 +111,15 @@ AL_API int al_manifest_rank_cost(const al_manifest *m, uint32_t step, uint32_t r
  * 18 left out for lacking a required member (al_plan_options.require_members);
  * -1 when the position is out of range. */
 AL_API int al_manifest_key_status(const al_manifest *m, uint64_t sample);
+
+/* A mixture's manifest (plan --mixture): its sources, in the mixture's order (0 for a plan of
+ * one index); source i as the run reported it (al_run_source_info: name, weight, passes, draw
+ * base: its samples are numbered draw_base + pass x samples + position); and what the weights
+ * apportion ("tokens", "samples" or "compute"; "" for one index). al_manifest_source: AL_ERANGE
+ * past the sources. */
+AL_API uint32_t al_manifest_source_count(const al_manifest *m);
+AL_API int al_manifest_source(const al_manifest *m, uint32_t i, al_run_source_info *out);
+AL_API const char *al_manifest_mix_by(const al_manifest *m);
 
 /* Key of index position i, as an al_key_fn (planner/al_plan.h) over a loaded
  * manifest: what al_plan_save needs to write a re-planned manifest's key table. */

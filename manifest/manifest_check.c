@@ -90,7 +90,8 @@ static int check_statuses(const al_manifest *m, uint64_t counts[AL_KEY_STATUS_MA
   for (uint64_t i = 0; i < m->n_keys; i++) {
     uint8_t s = m->key_status[i];
     int known = s < AL_REJECT_COUNT || s == AL_KEY_DROPPED || s == AL_KEY_CONSUMED ||
-                s == AL_KEY_NO_MEMBER || s == AL_KEY_ELSEWHERE;
+                s == AL_KEY_NO_MEMBER || s == AL_KEY_ELSEWHERE ||
+                (s == AL_KEY_UNDRAWN && m->n_sources);
     if (!known)
       return al_set_error(AL_EFORMAT, "%s: sample %" PRIu64 " ('%s') has unknown status %u",
                           m->path, i, m->key_blob + m->key_off[i], s);
@@ -244,6 +245,7 @@ static int check_sample(checker *c, size_t x, uint32_t k, uint64_t *st_samples,
              : st == AL_KEY_CONSUMED  ? "consumed before first_step"
              : st == AL_KEY_NO_MEMBER ? "lacks a required member"
              : st == AL_KEY_ELSEWHERE ? "planned outside this slice"
+             : st == AL_KEY_UNDRAWN   ? "a draw the run does not reach"
                                       : "rejected");
     return bad_micro(m, x, what);
   }

@@ -64,6 +64,10 @@ struct al_manifest {
    * (key_status then all 0); n_keys may be 0 (planned from an index map). */
   uint64_t *key_pos;
   uint64_t rejected[AL_REJECT_COUNT];
+  /* A mixture's sources (PlanConfig.sources) and mix_by; none for a plan of one index. */
+  al_run_source_info *sources;
+  uint32_t n_sources;
+  char mix_by[16];
 };
 
 /* Checks that a loaded manifest is a plan: every scheduled sample exactly

@@ -17,6 +17,7 @@ void al_manifest_free(al_manifest *m) {
   if (!m) return;
   free(m->path);
   free(m->buckets);
+  free(m->sources);
   free(m->stepv);
   free(m->slot);
   free(m->micro);
@@ -34,6 +35,63 @@ static const char *limit_static(const char *s) {
   if (!strcmp(s, "compute")) return "compute";
   if (!strcmp(s, "one")) return "one";
   return "memory";
+}
+
+/* A mixture's sources: names, exhaust policies and draw bases that number the key table's
+ * passes one after another (draw_base_i = sum over the sources before i of passes x samples). */
+static int read_sources(al_manifest *m, const Adaptiveload__PlanConfig *c, const char *where) {
+  if (!c->n_sources) return AL_OK;
+  if (c->n_sources > AL_RUN_MAX_SOURCES)
+    return al_set_error(AL_EFORMAT, "%s: %zu sources, at most %d", where, c->n_sources,
+                        AL_RUN_MAX_SOURCES);
+  const char *by = c->mix_by ? c->mix_by : "";
+  if (strcmp(by, "tokens") && strcmp(by, "samples") && strcmp(by, "compute"))
+    return al_set_error(AL_EFORMAT, "%s: mix_by '%s' is none of tokens, samples, compute", where,
+                        by);
+  snprintf(m->mix_by, sizeof m->mix_by, "%s", by);
+  m->sources = calloc(c->n_sources, sizeof *m->sources);
+  if (!m->sources) return al_set_error(AL_ENOMEM, "manifest: out of memory");
+  uint64_t base = 0;
+  for (size_t i = 0; i < c->n_sources; i++) {
+    const Adaptiveload__Source *x = c->sources[i];
+    al_run_source_info *o = &m->sources[i];
+    size_t len = x->name ? strlen(x->name) : 0;
+    if (!len || len > AL_RUN_NAME_MAX)
+      return al_set_error(AL_EFORMAT, "%s: source %zu has a name of %zu bytes (1..%d)", where, i,
+                          len, AL_RUN_NAME_MAX);
+    int stop = x->on_exhaust && !strcmp(x->on_exhaust, "stop");
+    if (!stop && (!x->on_exhaust || strcmp(x->on_exhaust, "repeat")))
+      return al_set_error(AL_EFORMAT, "%s: source '%s': on_exhaust '%s' is neither repeat nor stop",
+                          where, x->name, x->on_exhaust ? x->on_exhaust : "");
+    if (x->draw_base != base)
+      return al_set_error(AL_EFORMAT,
+                          "%s: source '%s' numbers its draws from %llu, not %llu (after the "
+                          "sources before it)",
+                          where, x->name, (unsigned long long)x->draw_base,
+                          (unsigned long long)base);
+    if (x->samples && x->passes > (UINT64_MAX - base) / x->samples)
+      return al_set_error(AL_EFORMAT, "%s: source '%s': %u passes of %llu samples overflow", where,
+                          x->name, x->passes, (unsigned long long)x->samples);
+    base += (uint64_t)x->passes * x->samples;
+    o->struct_size = sizeof *o;
+    memcpy(o->name, x->name, len + 1);
+    o->weight = x->weight;
+    o->on_exhaust = stop ? AL_EXHAUST_STOP : AL_EXHAUST_REPEAT;
+    o->passes = x->passes;
+    o->samples = x->samples;
+    o->draw_base = x->draw_base;
+    o->index_fingerprint = x->index_fingerprint;
+    o->pass_samples = x->pass_samples;
+    o->drawn = x->drawn;
+    o->drawn_tokens = x->drawn_tokens;
+    o->drawn_ms = x->drawn_ms;
+    o->stop_step = x->stop_step;
+  }
+  if (base != c->index_samples)
+    return al_set_error(AL_EFORMAT, "%s: the sources number %llu draws; the key table has %llu",
+                        where, (unsigned long long)base, (unsigned long long)c->index_samples);
+  m->n_sources = (uint32_t)c->n_sources;
+  return AL_OK;
 }
 
 static int take_header(al_manifest *m, const Adaptiveload__ManifestHeader *h, const char *where) {
@@ -96,6 +154,8 @@ static int take_header(al_manifest *m, const Adaptiveload__ManifestHeader *h, co
     in->sp_degrees[i] = d;
   }
   in->sp_max_degree = 1;
+  rc = read_sources(m, c, where);
+  if (rc) return rc;
   m->n_buckets = h->n_buckets;
   m->buckets = calloc(h->n_buckets ? h->n_buckets : 1, sizeof *m->buckets);
   if (!m->buckets) return al_set_error(AL_ENOMEM, "manifest: out of memory");
@@ -630,3 +690,20 @@ int al_manifest_cost(const al_manifest *m, al_cost_model *out) {
 uint64_t al_manifest_rejected(const al_manifest *m, al_reject_reason r) {
   return m && (unsigned)r < AL_REJECT_COUNT ? m->rejected[r] : 0;
 }
+
+uint32_t al_manifest_source_count(const al_manifest *m) { return m ? m->n_sources : 0; }
+
+int al_manifest_source(const al_manifest *m, uint32_t i, al_run_source_info *out) {
+  if (!m || !out) return al_set_error(AL_EINVAL, "al_manifest_source: NULL argument");
+  size_t n;
+  int rc = struct_out_size(out, sizeof *out, AL_RUN_SOURCE_INFO_V1, "al_manifest_source",
+                           "al_run_source_info", &n);
+  if (rc) return rc;
+  if (i >= m->n_sources)
+    return al_set_error(AL_ERANGE, "%s: source %u: the manifest has %u sources", m->path, i,
+                        m->n_sources);
+  struct_out(out, &m->sources[i], n);
+  return AL_OK;
+}
+
+const char *al_manifest_mix_by(const al_manifest *m) { return m ? m->mix_by : ""; }

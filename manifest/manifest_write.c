@@ -75,6 +75,40 @@ static int write_header(pbio_writer *w, const al_plan *p, const al_manifest_info
     cfg.sync = (char *)in->sync;
   }
 
+  /* A mixture's sources: absent for a plan of one index (its header is today's, byte for
+   * byte). */
+  uint32_t ns = plan_view_source_count(p);
+  Adaptiveload__Source *sv = ns ? calloc(ns, sizeof *sv) : NULL;
+  Adaptiveload__Source **sp_ = ns ? calloc(ns, sizeof *sp_) : NULL;
+  if (ns && (!sv || !sp_)) {
+    free(sv), free(sp_);
+    return al_set_error(AL_ENOMEM, "manifest: out of memory");
+  }
+  static const char *const by_names[] = {"tokens", "samples", "compute"};
+  for (uint32_t i = 0; i < ns; i++) {
+    const al_run_source_info *si = plan_view_source(p, i);
+    adaptiveload__source__init(&sv[i]);
+    sv[i].name = (char *)si->name;
+    sv[i].weight = si->weight;
+    sv[i].on_exhaust = si->on_exhaust == AL_EXHAUST_STOP ? "stop" : "repeat";
+    sv[i].passes = si->passes;
+    sv[i].samples = si->samples;
+    sv[i].draw_base = si->draw_base;
+    sv[i].index_fingerprint = si->index_fingerprint;
+    sv[i].pass_samples = si->pass_samples;
+    sv[i].drawn = si->drawn;
+    sv[i].drawn_tokens = si->drawn_tokens;
+    sv[i].drawn_ms = si->drawn_ms;
+    sv[i].stop_step = si->stop_step;
+    sp_[i] = &sv[i];
+  }
+  if (ns) {
+    cfg.n_sources = ns;
+    cfg.sources = sp_;
+    uint32_t by = plan_view_mix_by(p);
+    cfg.mix_by = (char *)(by < 3 ? by_names[by] : "tokens");
+  }
+
   Adaptiveload__CostModel cost;
   cost_msg_buf cb;
   cost_to_msg(plan_view_cost(p), &cost, &cb);
@@ -85,6 +119,8 @@ static int write_header(pbio_writer *w, const al_plan *p, const al_manifest_info
   if (!bk || !bp) {
     free(bk);
     free(bp);
+    free(sv);
+    free(sp_);
     return al_set_error(AL_ENOMEM, "manifest: out of memory");
   }
   for (size_t i = 0; i < nb; i++) {
@@ -113,6 +149,8 @@ static int write_header(pbio_writer *w, const al_plan *p, const al_manifest_info
   int rc = pbio_write_msg(w, AL_REC_MANIFEST_HEADER, &h.base);
   free(bk);
   free(bp);
+  free(sv);
+  free(sp_);
   return rc;
 }
 

@@ -7,6 +7,7 @@
 #include "loader/al_members.h"
 #include "manifest/al_manifest.h"
 #include "manifest/al_plan_index.h"
+#include "manifest/plan_index_internal.h"
 #include "planner/plan_grid_internal.h"
 #include "planner/plan_members_internal.h"
 #include "planner/run_internal.h"
@@ -43,8 +44,8 @@ static int find_lacking(const al_index *idx, const al_plan_options *o, uint8_t *
 /* The planner's input from an index: shapes (the lacking samples as zero-sized shapes, which no
  * bucket takes), latent grids (NULL when the index has none) and the lacking samples (*excl,
  * NULL when none is required). The caller frees *shape, *grid and *excl. */
-static int index_input(const al_index *idx, const al_plan_options *opts, al_plan_input *in,
-                       uint32_t **shape_out, al_latent_grid **grid_out, uint8_t **excl) {
+int plan_index_input(const al_index *idx, const al_plan_options *opts, al_plan_input *in,
+                     uint32_t **shape_out, al_latent_grid **grid_out, uint8_t **excl) {
   size_t n = al_index_sample_count(idx);
   *shape_out = NULL, *grid_out = NULL;
   int rc = find_lacking(idx, opts, excl);
@@ -111,7 +112,7 @@ static int index_args_take(index_args *a, const al_index *idx, const al_cost_mod
   if (!idx || !cost || !opts) return al_set_error(AL_EINVAL, "%s: NULL argument", fn);
   int rc = struct_in(&a->o, sizeof a->o, AL_PLAN_OPTIONS_V1, opts, fn, "al_plan_options");
   if (!rc) rc = struct_in(&a->cost, sizeof a->cost, AL_COST_MODEL_V1, cost, fn, "al_cost_model");
-  if (!rc) rc = index_input(idx, &a->o, &a->in, &a->shape, &a->grid, &a->excl);
+  if (!rc) rc = plan_index_input(idx, &a->o, &a->in, &a->shape, &a->grid, &a->excl);
   if (rc) index_args_free(a);
   return rc;
 }
@@ -227,7 +228,7 @@ int al_run_map_write_index(const al_index *idx, const char *path) {
   al_latent_grid *grid = NULL;
   uint8_t *excl = NULL;
   run_map *m = NULL;
-  int rc = index_input(idx, &none, &in, &shape, &grid, &excl);
+  int rc = plan_index_input(idx, &none, &in, &shape, &grid, &excl);
   if (!rc) rc = run_map_build(&m, &in, grid, NULL);
   if (!rc) rc = run_map_save(m, path);
   run_map_close(m);

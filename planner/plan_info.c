@@ -173,6 +173,14 @@ const uint8_t *plan_view_key_status(const al_plan *p) { return p->status; }
 
 const uint64_t *plan_view_slots(const al_plan *p) { return p->slot; }
 
+uint32_t plan_view_source_count(const al_plan *p) { return p->n_sources; }
+
+const al_run_source_info *plan_view_source(const al_plan *p, uint32_t i) {
+  return i < p->n_sources ? &p->sources[i] : NULL;
+}
+
+uint32_t plan_view_mix_by(const al_plan *p) { return p->mix_by; }
+
 void plan_view_micro(const al_plan *p, uint64_t x, plan_micro_view *out) {
   const plan_micro *m = &p->micro[x];
   out->bucket = m->bucket;

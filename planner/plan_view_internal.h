@@ -14,6 +14,7 @@
 #include "planner/al_buckets.h"
 #include "cost/al_cost.h"
 #include "planner/al_plan.h"
+#include "planner/al_run.h"
 
 /* One micro-batch of the schedule. */
 typedef struct plan_micro_view {
@@ -50,6 +51,12 @@ int plan_view_sp(const al_plan *p);
  * once, padding included) and the real tokens they hold. */
 void plan_view_degree_counts(const al_plan *p, uint64_t groups[AL_PLAN_MAX_SP_DEGREES],
                              uint64_t tokens[AL_PLAN_MAX_SP_DEGREES]);
+
+/* A mixture's sources (0 for a plan of one input), source i, and what the weights apportion
+ * (al_mix_by). */
+uint32_t plan_view_source_count(const al_plan *p);
+const al_run_source_info *plan_view_source(const al_plan *p, uint32_t i);
+uint32_t plan_view_mix_by(const al_plan *p);
 
 /* Micro-batch x (< al_manifest_info.micro_batches). */
 void plan_view_micro(const al_plan *p, uint64_t x, plan_micro_view *out);

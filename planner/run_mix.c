@@ -877,7 +877,8 @@ static int check_sources(const al_run_source *src, size_t n, const al_run_mix *m
 }
 
 /* The concatenated input (shapes of every source in turn, one fingerprint over theirs). */
-static int concat_inputs(const al_run_source *s, size_t n, al_plan_input *in, uint32_t **shape,
+static int concat_inputs(const al_run_source *s, size_t n, const al_latent_grid *const *grids,
+                         al_plan_input *in, uint32_t **shape, al_latent_grid **grid_out,
                          run_mix *m) {
   uint64_t total = 0;
   for (size_t i = 0; i < n; i++) {
@@ -912,9 +913,19 @@ static int concat_inputs(const al_run_source *s, size_t n, al_plan_input *in, ui
     run_fp_add(&fp, m->src[i].index_fingerprint);
     run_fp_add(&fp, one->n);
   }
+  al_latent_grid *g = NULL;
+  for (size_t i = 0; grids && i < n && !g; i++)
+    if (grids[i] && !(g = calloc(total ? total : 1, sizeof *g))) {
+      free(sh);
+      return al_set_error(AL_ENOMEM, "plan: out of memory for %llu latent grids",
+                          (unsigned long long)total);
+    }
+  for (size_t i = 0; g && i < n; i++)
+    if (grids[i] && m->src[i].n) memcpy(g + m->src[i].off, grids[i], m->src[i].n * sizeof *g);
   al_plan_input c = {sizeof c, total, sh, sh + total, sh + 2 * total, fp ? fp : 1};
   *in = c;
   *shape = sh;
+  *grid_out = g;
   m->input_samples = total;
   return AL_OK;
 }
@@ -926,6 +937,12 @@ static int is_plain(const al_run_source *s, size_t n, const al_run_mix *mix) {
 
 int al_run_open_mixture(al_run **out, const al_run_source *src, size_t n, const al_run_mix *mix,
                         const al_cost_model *cost, const al_plan_options *opts) {
+  return run_open_mixture_grid(out, src, n, mix, NULL, cost, opts);
+}
+
+int run_open_mixture_grid(al_run **out, const al_run_source *src, size_t n, const al_run_mix *mix,
+                          const al_latent_grid *const *grids, const al_cost_model *cost,
+                          const al_plan_options *opts) {
   if (!out || !src || !mix || !cost || !opts)
     return al_set_error(AL_EINVAL, "al_run_open_mixture: NULL argument");
   *out = NULL;
@@ -946,7 +963,10 @@ int al_run_open_mixture(al_run **out, const al_run_source *src, size_t n, const 
   if (!rc && !s) rc = al_set_error(AL_ENOMEM, "plan: out of memory");
   if (!rc) rc = check_sources(src, n, &x, s);
   if (!rc && is_plain(s, n, &x)) {
-    rc = al_run_open(out, s[0].input, &c, &o);
+    al_plan_input one;
+    rc = struct_in(&one, sizeof one, AL_PLAN_INPUT_V1, s[0].input, "al_run_open_mixture",
+                   "al_plan_input");
+    if (!rc) rc = run_open_grid(out, &one, grids ? grids[0] : NULL, NULL, &c, &o);
     free(s);
     return rc;
   }
@@ -958,6 +978,7 @@ int al_run_open_mixture(al_run **out, const al_run_source *src, size_t n, const 
   if (!rc && (!m || !m->src || !m->weight_n)) rc = al_set_error(AL_ENOMEM, "plan: out of memory");
   al_plan_input in;
   uint32_t *shape = NULL;
+  al_latent_grid *grid = NULL;
   if (!rc) {
     m->n_src = (uint32_t)n;
     m->by = x.by;
@@ -972,13 +993,14 @@ int al_run_open_mixture(al_run **out, const al_run_source *src, size_t n, const 
       m->src[i].exhaust = s[i].on_exhaust;
       m->weight_n[i] = s[i].weight / wsum;
     }
-    rc = concat_inputs(s, n, &in, &shape, m);
+    rc = concat_inputs(s, n, grids, &in, &shape, &grid, m);
   }
   free(s);
   run_map *map = NULL;
   if (!rc) rc = run_check_options(&o);
-  if (!rc) rc = run_map_build(&map, &in, NULL, NULL);
+  if (!rc) rc = run_map_build(&map, &in, grid, NULL);
   free(shape);
+  free(grid);
   if (rc) {
     run_mix_free(m);
     return rc;

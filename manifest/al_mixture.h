@@ -1,0 +1,75 @@
+/*
+ * al_mixture.h - a mixture as a file: several indexes, each a named, weighted source, planned as
+ * one run (planner/al_run.h, "mixtures"). What `adaptiveload plan --mixture MIX.json` and
+ * Python's adaptiveload.plan_mixture() read.
+ *
+ * MIX.json (JSON; every field name below, nothing else; unknown fields are refused by name):
+ *
+ *   {"by": "tokens" | "samples" | "compute",          default "tokens"
+ *    "steps": N,                                       the run's length (optional)
+ *    "until": "NAME" | {"source": "NAME", "passes": k}, or the end of a source's k-th pass
+ *    "sources": [{"name": "web", "index": "web.alidx", "weight": 0.5,
+ *                 "on_exhaust": "repeat" | "stop"}, ...],   default "repeat"
+ *    "stages": [{"from_step": 0, "weights": {"web": 0.6, ...}}]}   optional
+ *
+ * Index paths are relative to the file's folder (al_mixture_load) or to base_dir
+ * (al_mixture_parse). Stages: one stage from step 0, whose weights replace the sources' (a name
+ * it lacks keeps its own); stages from later steps are refused (AL_EINVAL, naming the stage).
+ * With neither steps nor until, every source must be a stop source and the run ends when the
+ * last has given its pass.
+ *
+ * Ownership: the caller owns an al_mixture (al_mixture_free), which owns the indexes and the run
+ * it opens. Thread safety: one thread at a time per al_mixture. Errors: al_status codes;
+ * al_last_error() names the file, the field and the source.
+ */
+#ifndef AL_MIXTURE_H
+#define AL_MIXTURE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/al_api.h"
+#include "common/al_status.h"
+#include "manifest/al_manifest.h"
+#include "planner/al_plan.h"
+#include "planner/al_run.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct al_mixture al_mixture;
+
+/* Parses a mixture from JSON text. `what` names it in messages (a path, or "mixture"). */
+AL_API int al_mixture_parse(al_mixture **out, const char *json, const char *base_dir,
+                            const char *what);
+
+/* Reads and parses MIX.json. */
+AL_API int al_mixture_load(al_mixture **out, const char *path);
+
+AL_API void al_mixture_free(al_mixture *mx);
+
+/* Sources, and source i's name and index path (NULL past the sources). */
+AL_API size_t al_mixture_source_count(const al_mixture *mx);
+AL_API const char *al_mixture_source_name(const al_mixture *mx, size_t i);
+AL_API const char *al_mixture_source_index(const al_mixture *mx, size_t i);
+
+/* Loads every source's index and opens the mixture's run with these options (world and
+ * micro_per_step the reference W and K, as al_run_open's); the run stays the mixture's
+ * (*run borrowed, valid until al_mixture_free or the next open). Errors name the source. */
+AL_API int al_mixture_open_run(al_mixture *mx, const al_cost_model *cost,
+                               const al_plan_options *opts, const al_run **run);
+
+/* The key of sample number id of the open run's plans (al_key_fn: its source's index key);
+ * "" when out of range or no run is open. */
+AL_API const char *al_mixture_key(void *mx, uint64_t id);
+
+/* Writes plan p of the open run as a manifest (al_plan_save_opts with the sources' keys). */
+AL_API int al_mixture_save(al_mixture *mx, const al_plan *p, const char *path,
+                           const al_plan_save_options *so);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* AL_MIXTURE_H */

@@ -1,0 +1,70 @@
+#!/bin/bash
+# Mixtures through the binary: `plan --mixture MIX.json` of one stop source writes the bytes
+# `plan --index --planner chunked` writes; a three-source mixture plans the same bytes twice,
+# names every source's passes, loads and is inspected, and a slice of it loads; bad mixtures are
+# refused naming the file, the field or the source, and write nothing.
+set -uo pipefail
+BIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+T=${TEST_TMPDIR:-$(mktemp -d)}/plan_mixture
+rm -rf "$T" && mkdir -p "$T"
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+for x in web:900:3 hq:150:4 img:500:5; do
+  IFS=: read -r name n seed <<<"$x"
+  "$BIN" synth --out "$T/$name" --samples "$n" --payload none --seed "$seed" >/dev/null 2>&1 || fail "synth $name"
+  "$BIN" index -o "$T/$name.alidx" "$T/$name" >/dev/null 2>&1 || fail "index $name"
+done
+P=(--world 4 --micro-per-step 2)
+
+# One stop source, no length: the plain chunked plan, byte for byte.
+cat >"$T/one.json" <<'J'
+{"sources": [{"name": "web", "index": "web.alidx", "weight": 2, "on_exhaust": "stop"}]}
+J
+"$BIN" plan --index "$T/web.alidx" --planner chunked "${P[@]}" -o "$T/plain.alm" 2>/dev/null || fail "plain plan"
+"$BIN" plan --mixture "$T/one.json" "${P[@]}" -o "$T/one.alm" 2>"$T/err" || fail "one-source mixture: $(cat "$T/err")"
+cmp -s "$T/plain.alm" "$T/one.alm" || fail "the one-source mixture's manifest differs from the plain plan's"
+
+# Three sources, repeating, by compute, for 120 steps.
+cat >"$T/mix.json" <<'J'
+{"by": "compute", "steps": 120,
+ "sources": [{"name": "web", "index": "web.alidx", "weight": 0.5},
+             {"name": "hq", "index": "hq.alidx", "weight": 0.3, "on_exhaust": "repeat"},
+             {"name": "img", "index": "img.alidx", "weight": 0.2}],
+ "stages": [{"from_step": 0, "weights": {"web": 0.5}}]}
+J
+"$BIN" plan --mixture "$T/mix.json" "${P[@]}" -o "$T/m1.alm" 2>"$T/err1" || fail "mixture: $(cat "$T/err1")"
+"$BIN" plan --mixture "$T/mix.json" "${P[@]}" -o "$T/m2.alm" 2>/dev/null || fail "mixture again"
+cmp -s "$T/m1.alm" "$T/m2.alm" || fail "the same mixture planned twice differs"
+grep -q "plan: mixture of 3 sources, 120 steps" "$T/err1" || fail "summary: $(cat "$T/err1")"
+for s in web hq img; do
+  grep -q "plan: source $s: weight" "$T/err1" || fail "no line for source $s: $(cat "$T/err1")"
+done
+# hq is small and weighted high: it goes round several passes.
+passes=$(sed -n 's/^plan: source hq: weight [0-9.]*, repeat, \([0-9]*\) pass.*/\1/p' "$T/err1")
+[ "${passes:-0}" -ge 2 ] || fail "hq made ${passes:-no} passes: $(cat "$T/err1")"
+"$BIN" inspect "$T/m1.alm" --json >"$T/m1.json" 2>"$T/err" || fail "inspect: $(cat "$T/err")"
+grep -q '"steps": 120' "$T/m1.json" || fail "inspect: $(head -c 400 "$T/m1.json")"
+# A slice of the run loads and holds those steps.
+"$BIN" plan --mixture "$T/mix.json" "${P[@]}" --steps 30:45 -o "$T/s.alm" 2>"$T/err" || fail "slice: $(cat "$T/err")"
+"$BIN" inspect "$T/s.alm" >/dev/null 2>"$T/err" || fail "inspect slice: $(cat "$T/err")"
+
+# Refusals: the file and the field or source named; nothing written.
+refuse() { # NAME JSON EXPECTED
+  printf '%s\n' "$2" >"$T/$1.json"
+  "$BIN" plan --mixture "$T/$1.json" "${P[@]}" -o "$T/$1.alm" 2>"$T/err" && fail "$1: planned"
+  grep -qF -- "$3" "$T/err" || fail "$1 says: $(cat "$T/err")"
+  grep -qF -- "$T/$1.json" "$T/err" || fail "$1 does not name the file: $(cat "$T/err")"
+  [ -e "$T/$1.alm" ] && fail "$1 wrote a manifest"
+  return 0
+}
+refuse unknown '{"sources": [{"name": "web", "index": "web.alidx", "wieght": 1}], "steps": 5}' "unknown field 'wieght'"
+refuse weight '{"sources": [{"name": "web", "index": "web.alidx", "weight": -1}], "steps": 5}' "source 'web': weight must be a number above 0"
+refuse stage '{"sources": [{"name": "web", "index": "web.alidx"}], "steps": 5, "stages": [{"from_step": 0}, {"from_step": 9}]}' "stages[1]: from_step must be 0"
+refuse never '{"sources": [{"name": "web", "index": "web.alidx"}]}' "the run never ends"
+refuse until '{"sources": [{"name": "web", "index": "web.alidx"}], "until": "nope"}' "no source is named 'nope'"
+refuse noindex '{"sources": [{"name": "web", "index": "missing.alidx"}], "steps": 5}' "source 'web'"
+refuse json '{"sources": [' "expected near end of file"
+"$BIN" plan --mixture "$T/mix.json" --index "$T/web.alidx" "${P[@]}" -o "$T/x.alm" 2>"$T/err"
+[ $? -eq 2 ] || fail "--mixture with --index is not a usage error"
+grep -qF -- "--mixture plans its sources' indexes itself" "$T/err" || fail "says: $(cat "$T/err")"
+echo "ok: plan --mixture"
