@@ -26,6 +26,7 @@
 #include "planner/al_plan.h"
 #include "planner/al_run.h"
 #include "manifest/al_manifest.h"
+#include "manifest/al_mixture.h"
 #include "manifest/al_plan_index.h"
 #include "manifest/al_report.h"
 #include "stream/al_schedule.h"

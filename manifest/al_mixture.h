@@ -68,6 +68,15 @@ AL_API const char *al_mixture_key(void *mx, uint64_t id);
 AL_API int al_mixture_save(al_mixture *mx, const al_plan *p, const char *path,
                            const al_plan_save_options *so);
 
+/* The whole path in one call, as al_run_index_write_rank is for one index (what Python
+ * calls): the cost model from cost_path (NULL: the default model), the bucket table from
+ * buckets_path (NULL: the options'), the run opened, its steps [first, end) (end 0: to the run's
+ * end) laid out at `world` (0: opts->world), rank only_rank - 1's work alone when only_rank is
+ * nonzero, written to out_path. */
+AL_API int al_mixture_write(al_mixture *mx, const char *cost_path, const char *buckets_path,
+                            const al_plan_options *opts, uint32_t world, uint32_t first,
+                            uint32_t end, uint32_t only_rank, const char *out_path);
+
 #ifdef __cplusplus
 }
 #endif

@@ -12,6 +12,9 @@
 #include "manifest/al_mixture.h"
 #include "manifest/al_plan_index.h"
 #include "manifest/plan_index_internal.h"
+#include "common/struct_abi_internal.h"
+#include "cost/al_cost.h"
+#include "planner/al_buckets.h"
 #include "planner/run_internal.h"
 
 typedef struct mix_src {
@@ -371,4 +374,32 @@ int al_mixture_save(al_mixture *mx, const al_plan *p, const char *path,
   al_plan_save_options o = AL_PLAN_SAVE_OPTIONS_INIT;
   if (so) o = *so;
   return al_plan_save_opts(p, path, al_mixture_key, mx, &o);
+}
+
+int al_mixture_write(al_mixture *mx, const char *cost_path, const char *buckets_path,
+                     const al_plan_options *opts, uint32_t world, uint32_t first, uint32_t end,
+                     uint32_t only_rank, const char *out_path) {
+  if (!mx || !opts || !out_path) return al_set_error(AL_EINVAL, "al_mixture_write: NULL argument");
+  al_cost_model cost = AL_COST_MODEL_INIT;
+  al_bucket_table *table = NULL;
+  al_plan_options o;
+  int rc = struct_in(&o, sizeof o, AL_PLAN_OPTIONS_V1, opts, "al_mixture_write", "al_plan_options");
+  if (rc) return rc;
+  rc = cost_path ? al_cost_load(&cost, cost_path) : al_cost_default(&cost);
+  if (!rc && buckets_path) {
+    rc = al_bucket_table_load(&table, buckets_path);
+    o.buckets = table;
+  }
+  const al_run *run = NULL;
+  al_run_info ri = AL_RUN_INFO_INIT;
+  al_plan *plan = NULL;
+  if (!rc) rc = al_mixture_open_run(mx, &cost, &o, &run);
+  al_bucket_table_free(table);
+  if (!rc) rc = al_run_get_info(run, &ri);
+  if (!rc) rc = al_run_plan_steps(run, world ? world : o.world, first, end ? end : ri.steps, &plan);
+  al_plan_save_options so = AL_PLAN_SAVE_OPTIONS_INIT;
+  so.only_rank = only_rank;
+  if (!rc) rc = al_mixture_save(mx, plan, out_path, &so);
+  al_plan_free(plan);
+  return rc;
 }

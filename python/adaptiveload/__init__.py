@@ -8,6 +8,7 @@ Indexing (no torch needed):
 
 Planning (no torch needed):
     plan           plans one epoch of an index in-process -> Manifest (byte-identical to the CLI's)
+    plan_mixture   plans several indexes as one weighted run (plan --mixture) -> Manifest
     Planner        plans epochs on demand for BatchSampler / StreamDataset set_epoch
     Manifest       a loaded manifest with its summary (``info``)
     checkpoint     save_checkpoint / load_checkpoint / resume: the planner, the manifest's
@@ -47,7 +48,7 @@ python/ folder on PYTHONPATH; the package finds ../../lib/libadaptiveload.so its
 
 import importlib
 
-__all__ = ["__version__", "build_index", "plan", "Planner", "Manifest", "BatchSampler", "MicroBatchInfo", "IndexDataset",
+__all__ = ["__version__", "build_index", "plan", "plan_mixture", "Planner", "Manifest", "BatchSampler", "MicroBatchInfo", "IndexDataset",
            "collate_packed", "member_tensors", "StreamDataset", "PackedBatch", "MemberInfo", "Error", "StreamError",
            "wan_tokens", "latent_tokens", "adaln", "setup_distributed", "grad_sync", "demo_corpus",
            "add_corpus_arguments", "corpus_from_args", "checkpoint", "save_checkpoint", "load_checkpoint",
@@ -58,6 +59,7 @@ __all__ = ["__version__", "build_index", "plan", "Planner", "Manifest", "BatchSa
 _LAZY = {
     "build_index": ".indexing",
     "plan": ".planning",
+    "plan_mixture": ".planning",
     "Planner": ".planning",
     "Manifest": ".planning",
     "checkpoint": None,  # the submodule adaptiveload.checkpoint itself

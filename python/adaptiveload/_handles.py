@@ -8,6 +8,7 @@ collection. Failures raise :class:`adaptiveload.Error` with the C library's mess
 import ctypes
 import os
 
+from . import _constants
 from . import _lib
 from . import _structs as S
 from ._args import no_nul, path_arg
@@ -125,4 +126,28 @@ class Manifest(_Loaded):
         for name, _ in S.ManifestInfo._fields_:
             v = getattr(i, name)
             out[name] = v.decode() if isinstance(v, bytes) else v
+        return out
+
+    @property
+    def mix_by(self):
+        """What a mixture's weights apportion ("tokens", "samples", "compute"); "" for a plan of
+        one index."""
+        return (_lib.lib().al_manifest_mix_by(self.handle) or b"").decode()
+
+    @property
+    def sources(self):
+        """A mixture's sources (``plan --mixture``), in its order: dicts of name, weight
+        (normalised), on_exhaust, passes, samples, pass_samples, draw_base, drawn, drawn_tokens,
+        drawn_ms, stop_step; sample number ``draw_base + pass * samples + position`` is the
+        source's index position. [] for a plan of one index."""
+        out = []
+        for k in range(_lib.lib().al_manifest_source_count(self.handle)):
+            si = S.RunSourceInfo()
+            _lib.check(_lib.lib().al_manifest_source(self.handle, k, ctypes.byref(si)),
+                       "manifest %s source %d" % (self.path, k))
+            out.append({"name": si.name.decode(), "weight": si.weight,
+                        "on_exhaust": "stop" if si.on_exhaust == _constants.AL_EXHAUST_STOP else "repeat",
+                        "passes": si.passes, "samples": si.samples, "pass_samples": si.pass_samples,
+                        "draw_base": si.draw_base, "drawn": si.drawn, "drawn_tokens": si.drawn_tokens,
+                        "drawn_ms": si.drawn_ms, "stop_step": si.stop_step})
         return out

@@ -93,6 +93,9 @@ SIGNATURES = {
         "al_manifest_load": (_int, [_P(_vp), _cp]),
         "al_manifest_free": (None, [_vp]),
         "al_manifest_get_info": (_int, [_vp, _P(S.ManifestInfo)]),
+        "al_manifest_source_count": (_u32, [_vp]),
+        "al_manifest_source": (_int, [_vp, _u32, _P(S.RunSourceInfo)]),
+        "al_manifest_mix_by": (_cp, [_vp]),
         "al_plan_replan_write": (_int, [_vp, _u32, _P(S.ReplanOptions), _cp]),
     },
     "planner/al_plan.h": {
@@ -106,6 +109,12 @@ SIGNATURES = {
         "al_run_index_open": (_int, [_P(_vp), _vp, _cp, _cp, _P(S.PlanOptions)]),
         "al_run_index_write_rank": (_int, [_vp, _cp, _cp, _P(S.PlanOptions), _u32, _u32, _u32, _u32,
                                            _cp]),
+    },
+    "manifest/al_mixture.h": {
+        "al_mixture_parse": (_int, [_P(_vp), _cp, _cp, _cp]),
+        "al_mixture_load": (_int, [_P(_vp), _cp]),
+        "al_mixture_free": (None, [_vp]),
+        "al_mixture_write": (_int, [_vp, _cp, _cp, _P(S.PlanOptions), _u32, _u32, _u32, _u32, _cp]),
     },
     "planner/al_run.h": {
         "al_run_get_info": (_int, [_vp, _P(S.RunInfo)]),

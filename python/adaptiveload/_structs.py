@@ -351,6 +351,27 @@ class RunInfo(_Sized):
     ]
 
 
+class RunSourceInfo(_Sized):
+    """al_run_source_info (planner/al_run.h): a mixture's source."""
+
+    _fields_ = [
+        ("name", ctypes.c_char * 64),
+        ("weight", ctypes.c_double),
+        ("on_exhaust", ctypes.c_int),
+        ("passes", c_uint32),
+        ("samples", c_uint64),
+        ("pass_samples", c_uint64),
+        ("pass_tokens", c_uint64),
+        ("draw_base", c_uint64),
+        ("drawn", c_uint64),
+        ("drawn_tokens", c_uint64),
+        ("drawn_ms", ctypes.c_double),
+        ("index_fingerprint", c_uint64),
+        ("stop_step", c_uint32),
+        ("reserved", c_uint32),
+    ]
+
+
 class StreamMember(ctypes.Structure):
     """al_stream_member (stream/al_stream.h): reached through StreamBatch.members."""
 
@@ -470,6 +491,7 @@ MIRRORS = (
     (ManifestInfo, "al_plan_struct_size", "AL_PLAN_STRUCT_MANIFEST_INFO"),
     (ReplanOptions, "al_plan_struct_size", "AL_PLAN_STRUCT_REPLAN_OPTIONS"),
     (RunInfo, "al_plan_struct_size", "AL_PLAN_STRUCT_RUN_INFO"),
+    (RunSourceInfo, "al_plan_struct_size", "AL_PLAN_STRUCT_RUN_SOURCE_INFO"),
     (StreamOptions, "al_stream_struct_size", "AL_STREAM_STRUCT_OPTIONS"),
     (StreamState, "al_stream_struct_size", "AL_STREAM_STRUCT_STATE"),
     (StreamBatch, "al_stream_struct_size", "AL_STREAM_STRUCT_BATCH"),
@@ -489,6 +511,7 @@ LENGTHS = (
 # (adaptiveload._constants answers them).
 CONSTANTS = tuple(sorted({which for _, _, which in MIRRORS} | {name for _, _, name in LENGTHS} | {
     "AL_OK",  # common/al_status.h (the other codes: adaptiveload._lib.status)
+    "AL_EXHAUST_STOP",  # planner/al_run.h: al_exhaust (Manifest.sources)
     "AL_DTYPE_BF16", "AL_DTYPE_FP16", "AL_DTYPE_FP32",  # kernels/al_adaln.h: al_dtype
     "AL_ADALN_PLAIN_SCALE",  # al_adaln_options.flags
     "AL_ADALN_MAX_DIM", "AL_ADALN_MAX_BATCH",  # the kernels' limits (the CPU path checks them too)

@@ -47,6 +47,7 @@ import atexit
 import ctypes
 import hashlib
 import itertools
+import json
 import os
 import shutil
 import tempfile
@@ -209,6 +210,76 @@ def plan(index, world, epoch=0, seed=0, cost=None, out=None, steps=None, rank=No
         out = os.path.join(_default_dir(), "plan-w%d-e%d-s%d-%d.alm" % (int(world), int(epoch), int(seed),
                                                                           next(_serial)))
     return Manifest(_write(index, out, world, epoch, seed, cost, options, steps, rank))
+
+
+class _Mixture:
+    """A parsed MIX.json (manifest/al_mixture.h) held by the C library: from a path (index paths
+    relative to its folder) or a dict of the same structure (relative to the working folder)."""
+
+    def __init__(self, mixture):
+        self.handle = None
+        h = ctypes.c_void_p()
+        if isinstance(mixture, dict):
+            try:
+                text = json.dumps(mixture, allow_nan=False)
+            except (TypeError, ValueError) as e:
+                raise ValueError("mixture: not a JSON structure: %s" % e) from None
+            _lib.check(_lib.lib().al_mixture_parse(ctypes.byref(h), _lib.encode_text(text, "mixture"),
+                                                   _lib.encode_path(os.getcwd(), "cwd"), b"mixture"),
+                       "mixture")
+            self.path = None
+        else:
+            self.path = path_arg("mixture", mixture)
+            _lib.check(_lib.lib().al_mixture_load(ctypes.byref(h), _lib.encode_path(self.path, "mixture")),
+                       "mixture %s" % self.path)
+        self.handle = h
+
+    def close(self):
+        if self.handle:
+            _lib.lib().al_mixture_free(self.handle)
+            self.handle = None
+
+    def __del__(self):
+        self.close()
+
+
+def plan_mixture(mixture, world, epoch=0, seed=0, cost=None, out=None, steps=None, rank=None, **options):
+    """Plans a mixture of several indexes as one chunked run (``plan --mixture MIX.json``;
+    planner/al_run.h, manifest/al_mixture.h) and returns the loaded :class:`Manifest`: every
+    step apportioned to the sources by weight in tokens, samples or predicted compute (``by``),
+    each source drawn once per pass, repeating or leaving when its pass ends. ``mixture`` is the
+    path of MIX.json or a dict of the same structure (index paths relative to the working folder)::
+
+        {"by": "tokens", "steps": 1000,
+         "sources": [{"name": "web", "index": "web.alidx", "weight": 0.5},
+                     {"name": "hq", "index": "hq.alidx", "weight": 0.3, "on_exhaust": "repeat"},
+                     {"name": "img", "index": "img.alidx", "weight": 0.2}]}
+
+    ``steps``, ``rank``, ``cost`` and the planning options are :func:`plan`'s (the run is always
+    chunked). The manifest's :attr:`Manifest.sources` lists each source's weight, passes and draws.
+    Raises :class:`adaptiveload.Error` naming the field or source of a bad mixture."""
+    if options.get("planner", "chunked") != "chunked":
+        raise ValueError("a mixture is planned as a chunked run: planner must be 'chunked'")
+    options = dict(options, planner="chunked")
+    if out is None:
+        out = os.path.join(_default_dir(), "mix-w%d-e%d-s%d-%d.alm" % (int(world), int(epoch), int(seed),
+                                                                         next(_serial)))
+    out = path_arg("out", out)
+    cost = None if cost is None else path_arg("cost", cost)
+    o = _options(world, epoch, seed, options)
+    buckets = options.get("buckets")
+    first, end = _steps_arg(steps)
+    only = _rank_arg(rank, world)
+    mx = _Mixture(mixture)
+    try:
+        _lib.check(_lib.lib().al_mixture_write(
+            mx.handle, None if cost is None else _lib.encode_path(cost, "cost"),
+            None if buckets is None else _lib.encode_path(buckets, "buckets"), ctypes.byref(o),
+            whole("world", world, 1, 1 << 20), first, end, only, _lib.encode_path(out, "out")),
+            "planning the mixture %s for world %d" % (mx.path or "(dict)", int(world)))
+    finally:
+        mx.close()
+    return Manifest(os.fspath(out))
 
 
 def _replan_write(old, at_step, world, micro_per_step, step_tokens, out):
