@@ -108,21 +108,21 @@ typedef struct al_decode_input {
 
 /* What al_decode_probe reads from the container header. */
 typedef struct al_media_info {
-  size_t struct_size;                /* sizeof(al_media_info) (AL_MEDIA_INFO_INIT) */
-  al_media_kind kind;                /* video or image (as the bytes say, not the extension) */
-  uint32_t width, height;            /* displayed size: rotation applied */
+  size_t struct_size;     /* sizeof(al_media_info) (AL_MEDIA_INFO_INIT) */
+  al_media_kind kind;     /* video or image (as the bytes say, not the extension) */
+  uint32_t width, height; /* displayed size: rotation applied */
   uint32_t coded_width, coded_height;
-  uint32_t frames;                   /* frames the stream holds (images: 1) */
-  uint32_t rotation;                 /* clockwise degrees applied for display: 0, 90, 180, 270 */
-  double fps;                        /* frames per second (images: 0) */
-  uint32_t vfr;                      /* 1: timestamps not evenly spaced (variable frame rate) */
-  uint32_t frames_counted;           /* 1: the container holds no frame count (Matroska, WebM):
-                                        counted by demuxing every packet (no decoding) */
-  uint64_t bytes_read;               /* bytes the probe read from the input */
-  char codec[AL_DECODE_NAME_MAX];    /* libavcodec's name: "h264", "hevc", "vp9", "av1", "mjpeg",
-                                        "png", "webp" */
+  uint32_t frames;                    /* frames the stream holds (images: 1) */
+  uint32_t rotation;                  /* clockwise degrees applied for display: 0, 90, 180, 270 */
+  double fps;                         /* frames per second (images: 0) */
+  uint32_t vfr;                       /* 1: timestamps not evenly spaced (variable frame rate) */
+  uint32_t frames_counted;            /* 1: the container holds no frame count (Matroska, WebM):
+                                         counted by demuxing every packet (no decoding) */
+  uint64_t bytes_read;                /* bytes the probe read from the input */
+  char codec[AL_DECODE_NAME_MAX];     /* libavcodec's name: "h264", "hevc", "vp9", "av1", "mjpeg",
+                                         "png", "webp" */
   char container[AL_DECODE_NAME_MAX]; /* libavformat's first name: "mov", "matroska", ... */
-  uint32_t decodable;                /* 1: this build has a decoder for the codec */
+  uint32_t decodable;                 /* 1: this build has a decoder for the codec */
 } al_media_info;
 #define AL_MEDIA_INFO_INIT AL_STRUCT_INIT(al_media_info)
 #define AL_MEDIA_INFO_V1 sizeof(al_media_info)
@@ -154,17 +154,17 @@ AL_API uint32_t al_decode_frame_index(uint32_t i, uint32_t t, uint32_t span_star
 
 /* The scale and crop of the contract above. */
 typedef struct al_decode_geom {
-  size_t struct_size;                /* sizeof(al_decode_geom) (AL_DECODE_GEOM_INIT) */
+  size_t struct_size;                   /* sizeof(al_decode_geom) (AL_DECODE_GEOM_INIT) */
   uint32_t scaled_width, scaled_height; /* W', H' (displayed orientation) */
-  uint32_t crop_x, crop_y;           /* x0, y0 in the scaled, rotated image */
+  uint32_t crop_x, crop_y;              /* x0, y0 in the scaled, rotated image */
 } al_decode_geom;
 #define AL_DECODE_GEOM_INIT AL_STRUCT_INIT(al_decode_geom)
 #define AL_DECODE_GEOM_V1 sizeof(al_decode_geom)
 
 /* Geometry for a displayed size (width, height) into a bucket (bucket_w, bucket_h). AL_EINVAL
  * for a zero size; AL_ERANGE past 65536 pixels a side. */
-AL_API int al_decode_geometry(uint32_t width, uint32_t height, uint32_t bucket_w,
-                              uint32_t bucket_h, al_decode_geom *out);
+AL_API int al_decode_geometry(uint32_t width, uint32_t height, uint32_t bucket_w, uint32_t bucket_h,
+                              al_decode_geom *out);
 
 /* Decodes `t` frames of the member at bucket shape (width, height) into `out` (out_size bytes,
  * at least t * height * width * 3), as the contract above says. */

@@ -147,9 +147,10 @@ static int64_t io_seek(void *opaque, int64_t off, int whence) {
   io_state *s = opaque;
   whence &= ~AVSEEK_FORCE;
   if (whence == AVSEEK_SIZE) return (int64_t)s->in.size;
-  int64_t base = whence == SEEK_SET ? 0 : whence == SEEK_CUR ? (int64_t)s->pos
-                                      : whence == SEEK_END   ? (int64_t)s->in.size
-                                                             : -1;
+  int64_t base = whence == SEEK_SET   ? 0
+                 : whence == SEEK_CUR ? (int64_t)s->pos
+                 : whence == SEEK_END ? (int64_t)s->in.size
+                                      : -1;
   if (base < 0 || base + off < 0) return AVERROR(EINVAL);
   s->pos = (uint64_t)(base + off);
   return (int64_t)s->pos;
@@ -255,8 +256,7 @@ static int media_open(media *m, const al_decode_input *in_user, const char *fn) 
   int e = avformat_open_input(&m->fmt, NULL, format_of(m->io.in.ext), NULL);
   if (e < 0) {
     m->fmt = NULL; /* freed by avformat_open_input */
-    if (m->io.failed)
-      return al_error_prefix(AL_EIO, "%s: reading the container header", m->where);
+    if (m->io.failed) return al_error_prefix(AL_EIO, "%s: reading the container header", m->where);
     return al_set_error(AL_EFORMAT, "%s: not a readable container: %s", m->where,
                         av_err(e, eb, sizeof eb));
   }
@@ -359,8 +359,8 @@ static int media_frames(media *m, int count) {
   av_packet_free(&pkt);
   if (rc == AL_OK) grid_from(m, ts, n);
   free(ts);
-  if (rc == AL_OK && n == 0) rc = al_set_error(AL_EFORMAT, "%s: the video stream has no frames",
-                                               m->where);
+  if (rc == AL_OK && n == 0)
+    rc = al_set_error(AL_EFORMAT, "%s: the video stream has no frames", m->where);
   if (rc == AL_OK) {
     int e = avformat_seek_file(m->fmt, m->si, INT64_MIN, m->t0, m->t0, 0);
     if (e < 0) rc = al_set_error(AL_EFORMAT, "%s: cannot seek back to the start", m->where);
@@ -470,8 +470,16 @@ int al_decode_probe(const al_decode_input *in, al_media_info *out) {
       mi.rotation = m.rotation;
       mi.frames = m.frames;
       if (!m.image) {
-        if (m.have_grid && m.d > 0)
-          mi.fps = 1.0 / (m.d * av_q2d(m.st->time_base));
+        double grid = m.have_grid && m.d > 0 ? 1.0 / (m.d * av_q2d(m.st->time_base)) : 0;
+        double avg = m.st->avg_frame_rate.num > 0 && m.st->avg_frame_rate.den > 0
+                         ? av_q2d(m.st->avg_frame_rate)
+                         : 0;
+        /* A coarse time base (Matroska's milliseconds) rounds the grid: the container's rate,
+         * when it agrees within 1%, is the exact one. */
+        if (grid > 0 && avg > 0 && fabs(avg - grid) <= 0.01 * grid)
+          mi.fps = avg;
+        else if (grid > 0)
+          mi.fps = grid;
         else if (m.st->avg_frame_rate.num > 0 && m.st->avg_frame_rate.den > 0)
           mi.fps = av_q2d(m.st->avg_frame_rate);
         else if (m.st->r_frame_rate.num > 0 && m.st->r_frame_rate.den > 0)
@@ -480,8 +488,8 @@ int al_decode_probe(const al_decode_input *in, al_media_info *out) {
       mi.vfr = (uint32_t)m.vfr;
       mi.frames_counted = (uint32_t)m.counted;
       snprintf(mi.codec, sizeof mi.codec, "%s", avcodec_get_name(par->codec_id));
-      snprintf(mi.container, sizeof mi.container, "%.*s",
-               (int)strcspn(m.fmt->iformat->name, ","), m.fmt->iformat->name);
+      snprintf(mi.container, sizeof mi.container, "%.*s", (int)strcspn(m.fmt->iformat->name, ","),
+               m.fmt->iformat->name);
       mi.decodable = avcodec_find_decoder(par->codec_id) != NULL;
       if (mi.frames == 0) rc = al_set_error(AL_EFORMAT, "%s: no frame count", m.where);
     }
@@ -499,7 +507,7 @@ typedef struct conv {
   uint32_t rot;
   uint32_t sw, sh; /* scaled size before rotation */
   uint32_t bw, bh, x0, y0;
-  uint8_t *rgb; /* sw x sh x 3 */
+  uint8_t *rgb;              /* sw x sh x 3 */
   struct SwsContext *cs_for; /* the context the colour details were set on */
   int cs, full;
 } conv;
@@ -510,8 +518,8 @@ static int conv_frame(conv *c, const AVFrame *f, uint8_t *dst, const char *where
                                 SWS_BILINEAR | SWS_ACCURATE_RND | SWS_FULL_CHR_H_INT, NULL, NULL,
                                 NULL);
   if (c->sws == NULL)
-    return al_set_error(AL_EUNSUPPORTED, "%s: frame %u: cannot convert pixel format %s", where,
-                        idx, av_get_pix_fmt_name((enum AVPixelFormat)f->format));
+    return al_set_error(AL_EUNSUPPORTED, "%s: frame %u: cannot convert pixel format %s", where, idx,
+                        av_get_pix_fmt_name((enum AVPixelFormat)f->format));
   int cs = f->colorspace == AVCOL_SPC_UNSPECIFIED ? SWS_CS_ITU601 : (int)f->colorspace;
   if (cs == AVCOL_SPC_RGB || cs > AVCOL_SPC_ICTCP) cs = SWS_CS_ITU601;
   int full = f->color_range == AVCOL_RANGE_JPEG || f->format == AV_PIX_FMT_YUVJ420P ||
@@ -528,8 +536,7 @@ static int conv_frame(conv *c, const AVFrame *f, uint8_t *dst, const char *where
   uint8_t *dp[4] = {c->rgb, NULL, NULL, NULL};
   int ds[4] = {(int)c->sw * 3, 0, 0, 0};
   int h = sws_scale(c->sws, (const uint8_t *const *)f->data, f->linesize, 0, f->height, dp, ds);
-  if (h != (int)c->sh)
-    return al_set_error(AL_EFORMAT, "%s: frame %u: scaling failed", where, idx);
+  if (h != (int)c->sh) return al_set_error(AL_EFORMAT, "%s: frame %u: scaling failed", where, idx);
   /* Rotate and crop: output (x, y) is displayed (X, Y) = (x + x0, y + y0), read from the
    * unrotated scaled image S (sw x sh): 0: S(X, Y); 90: S(Y, sh-1-X); 180: S(sw-1-X, sh-1-Y);
    * 270: S(sw-1-Y, X). */
@@ -567,11 +574,11 @@ int al_decode_frames(const al_decode_input *in, uint32_t width, uint32_t height,
                      "al_decode_options");
   if (rc != AL_OK) return rc;
   if (t == 0 || width == 0 || height == 0)
-    return al_set_error(AL_EINVAL, "al_decode_frames: bucket %ux%u x %u frames: a zero size",
-                        width, height, t);
+    return al_set_error(AL_EINVAL, "al_decode_frames: bucket %ux%u x %u frames: a zero size", width,
+                        height, t);
   if (width > MAX_SIDE || height > MAX_SIDE)
-    return al_set_error(AL_ERANGE, "al_decode_frames: bucket %ux%u: a side above %u", width,
-                        height, MAX_SIDE);
+    return al_set_error(AL_ERANGE, "al_decode_frames: bucket %ux%u: a side above %u", width, height,
+                        MAX_SIDE);
   uint64_t frame_bytes = (uint64_t)width * height * 3;
   if (out == NULL || (uint64_t)out_size / t < frame_bytes)
     return al_set_error(AL_EINVAL,
@@ -606,7 +613,8 @@ int al_decode_frames(const al_decode_input *in, uint32_t width, uint32_t height,
   rc = media_frames(&m, first > 0 || o.expect_frames > 0 || !m.image);
   if (rc != AL_OK) goto done;
   if (m.vfr && !o.allow_vfr) {
-    rc = al_set_error(AL_EUNSUPPORTED, "%s: variable frame rate (%u frames, timestamps not evenly "
+    rc = al_set_error(AL_EUNSUPPORTED,
+                      "%s: variable frame rate (%u frames, timestamps not evenly "
                       "spaced): not supported",
                       m.where, m.frames);
     goto done;
@@ -650,9 +658,9 @@ int al_decode_frames(const al_decode_input *in, uint32_t width, uint32_t height,
       goto done;
     }
   }
-  uint32_t next = 0;       /* next output frame */
-  int64_t seen = -1;       /* index of the last decoded frame */
-  int64_t order = -1;      /* decoded frames counted in order (images, allow_vfr) */
+  uint32_t next = 0;  /* next output frame */
+  int64_t seen = -1;  /* index of the last decoded frame */
+  int64_t order = -1; /* decoded frames counted in order (images, allow_vfr) */
   int eof = 0;
   while (next < t) {
     int e;
@@ -737,7 +745,8 @@ int al_decode_frames(const al_decode_input *in, uint32_t width, uint32_t height,
       }
       uint32_t want = al_decode_frame_index(next, t, o.span_start, o.span_frames);
       if (seen >= 0 && idx > seen + 1 && (uint64_t)seen + 1 <= want) {
-        rc = al_set_error(AL_EFORMAT, "%s: frame %lld: missing (the decoder went from frame %lld "
+        rc = al_set_error(AL_EFORMAT,
+                          "%s: frame %lld: missing (the decoder went from frame %lld "
                           "to %lld)",
                           m.where, (long long)seen + 1, (long long)seen, (long long)idx);
         goto done;

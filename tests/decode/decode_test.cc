@@ -34,8 +34,8 @@ struct Ranged {
   uint64_t fail_at = UINT64_MAX;
   static int64_t Read(void *ctx, uint64_t off, void *buf, size_t n) {
     Ranged *r = (Ranged *)ctx;
-    if (off + n > r->fail_at) return al_set_error(AL_EIO, "pread at %llu: Input/output error",
-                                                  (unsigned long long)off);
+    if (off + n > r->fail_at)
+      return al_set_error(AL_EIO, "pread at %llu: Input/output error", (unsigned long long)off);
     if (off >= r->b->size()) return 0;
     size_t k = std::min(n, (size_t)(r->b->size() - off));
     std::memcpy(buf, r->b->data() + off, k);
@@ -55,8 +55,8 @@ al_decode_input Cb(Ranged *r, const char *ext) {
 }
 
 // Decodes t frames at w x h; returns the frame indices read back from the grey levels.
-std::vector<int> Indices(const al_decode_input &in, int w, int h, int t,
-                         const al_decode_options *o, int rows = 0) {
+std::vector<int> Indices(const al_decode_input &in, int w, int h, int t, const al_decode_options *o,
+                         int rows = 0) {
   std::vector<uint8_t> out((size_t)t * w * h * 3);
   int rc = al_decode_frames(&in, w, h, t, o, out.data(), out.size());
   EXPECT_EQ(rc, AL_OK) << al_last_error();
@@ -205,21 +205,26 @@ TEST_P(DecodeCodecs, PlannedFrameIndicesExactly) {
 
 INSTANTIATE_TEST_SUITE_P(
     Codecs, DecodeCodecs,
-    ::testing::Values(CodecCase{"h264", "mp4", "-c:v libx264 -preset ultrafast -qp 0 -pix_fmt "
-                                               "yuv420p -threads 1 -g 10 -bf 2",
+    ::testing::Values(CodecCase{"h264", "mp4",
+                                "-c:v libx264 -preset ultrafast -qp 0 -pix_fmt "
+                                "yuv420p -threads 1 -g 10 -bf 2",
                                 0, "h264"},
-                      CodecCase{"h264_mov", "mov", "-c:v libx264 -preset ultrafast -qp 0 -g 12 "
-                                                   "-threads 1 -movflags +faststart",
+                      CodecCase{"h264_mov", "mov",
+                                "-c:v libx264 -preset ultrafast -qp 0 -g 12 "
+                                "-threads 1 -movflags +faststart",
                                 0, "h264"},
-                      CodecCase{"hevc", "mkv", "-c:v libx265 -preset ultrafast -x265-params "
-                                               "lossless=1:log-level=error:keyint=10 -pix_fmt "
-                                               "yuv420p",
+                      CodecCase{"hevc", "mkv",
+                                "-c:v libx265 -preset ultrafast -x265-params "
+                                "lossless=1:log-level=error:keyint=10 -pix_fmt "
+                                "yuv420p",
                                 1, "hevc"},
-                      CodecCase{"vp9", "webm", "-c:v libvpx-vp9 -lossless 1 -g 10 -deadline "
-                                               "realtime -cpu-used 8",
+                      CodecCase{"vp9", "webm",
+                                "-c:v libvpx-vp9 -lossless 1 -g 10 -deadline "
+                                "realtime -cpu-used 8",
                                 1, "vp9"},
-                      CodecCase{"av1", "mkv", "-c:v libaom-av1 -crf 0 -cpu-used 8 -g 10 "
-                                              "-row-mt 1",
+                      CodecCase{"av1", "mkv",
+                                "-c:v libaom-av1 -crf 0 -cpu-used 8 -g 10 "
+                                "-row-mt 1",
                                 1, "av1"}),
     [](const ::testing::TestParamInfo<CodecCase> &i) { return std::string(i.param.name); });
 
@@ -276,7 +281,8 @@ TEST(DecodeGeometry, ScaleAndCentreCropOfClipsAndImages) {
   }
   // The same pattern as images.
   std::string one = RawFrames(TmpPath("rect1.rgb"), 320, 180, 1, RectPixels());
-  const char *imgs[][2] = {{"png", "-c:v png"}, {"jpg", "-c:v mjpeg -q:v 1"},
+  const char *imgs[][2] = {{"png", "-c:v png"},
+                           {"jpg", "-c:v mjpeg -q:v 1"},
                            {"webp", "-c:v libwebp -lossless 1"}};
   for (const auto &im : imgs) {
     std::string path = TmpPath(std::string("rect.") + im[0]);
@@ -299,13 +305,15 @@ TEST(DecodeGeometry, ScaleAndCentreCropOfClipsAndImages) {
     EXPECT_EQ(al_decode_frames(&in, 96, 96, 2, nullptr, two.data(), two.size()), AL_ERANGE);
     EXPECT_TRUE(ErrorContains("frame 1"));
   }
-  EXPECT_STREQ([&] {
-    static al_media_info mi = AL_MEDIA_INFO_INIT;
-    Bytes b = ReadBytes(TmpPath("rect.webp"));
-    al_decode_input in = Mem(b, nullptr); // container probed from the bytes
-    EXPECT_EQ(al_decode_probe(&in, &mi), AL_OK) << al_last_error();
-    return mi.codec;
-  }(), "webp");
+  EXPECT_STREQ(
+      [&] {
+        static al_media_info mi = AL_MEDIA_INFO_INIT;
+        Bytes b = ReadBytes(TmpPath("rect.webp"));
+        al_decode_input in = Mem(b, nullptr); // container probed from the bytes
+        EXPECT_EQ(al_decode_probe(&in, &mi), AL_OK) << al_last_error();
+        return mi.codec;
+      }(),
+      "webp");
 }
 
 TEST(DecodeGeometry, RotationMatchesFfmpegAndTheReference) {
@@ -331,8 +339,7 @@ TEST(DecodeGeometry, RotationMatchesFfmpegAndTheReference) {
     Bytes want = ReadBytes(ref);
     ASSERT_EQ(want.size(), (size_t)mi.width * mi.height * 3);
     std::vector<uint8_t> out(want.size());
-    ASSERT_EQ(al_decode_frames(&in, mi.width, mi.height, 1, nullptr, out.data(), out.size()),
-              AL_OK)
+    ASSERT_EQ(al_decode_frames(&in, mi.width, mi.height, 1, nullptr, out.data(), out.size()), AL_OK)
         << al_last_error();
     size_t off = 0;
     for (size_t i = 0; i < out.size(); i++) off += std::abs((int)out[i] - (int)want[i]) > 48;
@@ -428,10 +435,10 @@ TEST(DecodeBadInput, TruncatedCorruptAndMiscounted) {
 TEST(DecodeBadInput, VariableFrameRate) {
   std::string raw = RawFrames(TmpPath("vfr.rgb"), 96, 64, 30, IndexPixels());
   // Frames 0-14 at 25 fps, then at 12.5 fps.
-  ASSERT_TRUE(Encode(raw, 96, 64, 25,
-                     "-vf \"setpts='if(lt(N,15),N,2*N-15)/25/TB'\" -vsync passthrough " +
-                         H264Args(),
-                     TmpPath("vfr.mp4")));
+  ASSERT_TRUE(
+      Encode(raw, 96, 64, 25,
+             "-vf \"setpts='if(lt(N,15),N,2*N-15)/25/TB'\" -vsync passthrough " + H264Args(),
+             TmpPath("vfr.mp4")));
   Bytes clip = ReadBytes(TmpPath("vfr.mp4"));
   al_decode_input in = Mem(clip, "mp4", "s-2.tar: key 'v'");
   al_media_info mi = AL_MEDIA_INFO_INIT;
