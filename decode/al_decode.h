@@ -52,8 +52,11 @@
  *
  * Ownership: nothing is kept after a call returns; the input's bytes and callback are used only
  * during it. Thread safety: every function is safe to call from any number of threads at once
- * (no shared state; FFmpeg's codec registry is read-only). The read callback is called from
- * the calling thread only.
+ * (no state shared between calls; FFmpeg's codec registry is read-only). The read callback is
+ * called from the calling thread only. Process-wide: the first probe or decode installs an
+ * FFmpeg log callback (av_log_set_callback) that keeps each thread's last error line for the
+ * messages here and prints nothing, so FFmpeg's own stderr output stops for the whole process
+ * (a host that wants it back sets its own callback after that first call).
  *
  * Struct sizes (docs/DESIGN.md, "The ABI of the public structs"): al_decode_input,
  * al_decode_options, al_media_info and al_decode_geom start with `size_t struct_size` (the
