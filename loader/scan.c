@@ -463,6 +463,8 @@ static int flush_pending(scanner *s) {
                                 p->meta.frames, p->meta.fps, r, p->n);
     for (size_t i = 0; i < p->n && !rc; i++)
       if (p->m[i].typed) rc = index_add_member_type(s->idx, (uint32_t)i, &p->m[i].th);
+    if (!rc && probe && p->media_ok)
+      rc = index_add_member_codec(s->idx, (uint32_t)p->media, p->media_info.codec);
     if (!rc) rc = frames_warning(s, n, key);
     if (!rc) s->res->first_hdr[n] = p->m[0].hdr;
     if (r != recs) free(r);

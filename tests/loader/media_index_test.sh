@@ -68,6 +68,11 @@ for shard in s.tar s.tar.gz; do
   "$DUMP" "$T/$shard.alidx" > "$T/$shard.dump" 2>/dev/null
   has() { grep -q -- "$2" "$T/$shard.$1" || { echo "  '$2' not in $shard.$1:"; cat "$T/$shard.$1"; return 1; }; }
   check "$shard: size, frames, fps from the mp4 header" has dump "sample k1 shard 0 320x180x40 fps 25 "
+  check "$shard: the codec recorded (saved and loaded)" has dump "sample k1 shard 0 320x180x40 fps 25 member json@[0-9]*+[0-9]* mp4@[0-9]*+[0-9]*:codec=h264$"
+  check "$shard: webm: vp9" has dump "sample k4 .* webm@[0-9]*+[0-9]*:codec=vp9$"
+  check "$shard: png" has dump "sample k5 .* png@[0-9]*+[0-9]*:codec=png$"
+  check "$shard: jpg" has dump "sample kb .* jpg@[0-9]*+[0-9]*:codec=mjpeg "
+  check "$shard: not probed: no codec" has dump "sample kf shard 0 96x64x9 fps 0 member json@[0-9]*+[0-9]* mp4@[0-9]*+[0-9]*$"
   check "$shard: a sample without KEY.json" has dump "sample k2 shard 0 320x180x40 fps 25 "
   check "$shard: webm frames counted, fps" has dump "sample k4 shard 0 160x96x20 fps 30 "
   check "$shard: png: one frame" has dump "sample k5 shard 0 200x100x1 fps 0 "
