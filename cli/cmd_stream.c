@@ -136,6 +136,7 @@ typedef struct stream_args {
   long rank, max_batches; /* -1: not given */
   long resume_at;         /* --resume-at; -1: not given */
   int bench, json, jsonl;
+  int decode; /* --decode: the "pixels" member after the others */
   double compute_ms;
   const char *compute_cost; /* --compute-cost FILE */
   al_cost_model cost;       /* loaded from compute_cost */
@@ -208,6 +209,12 @@ static const cli_option OPTIONS[] = {
              "index's: latent*.npy/.safetensors) is cropped to its bucket's\n"
              "latent grid (centred rows/columns, the first frames). A member\n"
              "no sample has fails at once, listing the index's members"},
+    {.name = "--decode", .type = CLI_FLAG, CLI_AT(stream_args, decode), .set = 1,
+     .help = "also deliver 'pixels': each sample's raw video or image\n"
+             "member (mp4, mov, mkv, webm, jpg, png, webp) decoded to its\n"
+             "bucket's (frames, height, width, 3) uint8 (the first frames,\n"
+             "scaled keeping the aspect, centre-cropped, rotation applied);\n"
+             "after --members, or alone without them"},
     {.name = "--root", .type = CLI_CUSTOM, .parse = parse_root, .metavar = "FROM=TO",
      .help = "the corpus moved: shard paths under directory FROM are\n"
              "read under TO (repeatable; shards are checked by size and\n"
@@ -532,6 +539,18 @@ int cli_cmd_stream(int argc, char **argv) {
     return cli_usage(&STREAM, CLI_SAY_PAGE, "--ext needs a member extension");
   if (a.compute_cost && a.compute_ms > 0)
     return cli_usage(&STREAM, CLI_SAY_PAGE, "--compute-cost and --compute-ms exclude each other");
+  if (a.decode) {
+    if (!a.o.members) a.o.n_members = 0;
+    size_t k = 0;
+    while (k < a.o.n_members && strcmp(a.member_names[k], AL_STREAM_MEMBER_PIXELS) != 0) k++;
+    if (k == a.o.n_members) {
+      if (a.o.n_members == AL_STREAM_MAX_MEMBERS)
+        return cli_usage(&STREAM, CLI_SAY_PAGE, "--decode: --members already names %d members",
+                         AL_STREAM_MAX_MEMBERS);
+      a.member_names[a.o.n_members++] = AL_STREAM_MEMBER_PIXELS;
+    }
+    a.o.members = a.member_names;
+  }
   if (a.compute_cost && !a.bench)
     return cli_usage(&STREAM, CLI_SAY_PAGE, "--compute-cost needs --bench");
   if (a.compute_cost && al_cost_load(&a.cost, a.compute_cost) != AL_OK)

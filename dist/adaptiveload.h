@@ -16,6 +16,7 @@
 #include "common/al_api.h"
 #include "common/al_status.h"
 #include "common/al_version.h"
+#include "decode/al_decode.h"
 #include "kernels/al_adaln.h"
 #include "loader/al_check.h"
 #include "loader/al_index.h"

@@ -24,8 +24,25 @@ for f in $ex; do cp "$f" "$root/examples/"; done
 cp "$gpu" "$root/tools/"
 chmod 755 "$root/tools/"*.sh
 # The system libraries both need, except the C runtime every Linux has (glibc,
-# libgcc_s, libstdc++) and the CUDA driver (cudart is linked in statically).
-ldd "$bin" "$lib" | awk '/=> \// {print $3}' | sort -u | while read -r so; do
+# libgcc_s, libstdc++), the CUDA driver (cudart is linked in statically) and FFmpeg
+# (//decode: libavformat, libavcodec, libswscale, libavutil and the ~130 codec libraries
+# behind them, 165 MB): the bundle's raw-media decoding needs Debian's FFmpeg runtime
+# (libavformat59 libavcodec59 libswscale6 libavutil57) on the machine. A library that only
+# FFmpeg pulls in is left out; one the other modules need as well is bundled.
+needed() { # the direct NEEDED libraries of the files given, resolved through ldd
+  for f in "$@"; do
+    for n in $(readelf -d "$f" | awk '/NEEDED/ {gsub(/[][]/, "", $5); print $5}'); do
+      ldd "$f" | awk -v n="$n" '$1 == n && $3 ~ /^\// {print $3}'
+    done
+  done | sort -u
+}
+keep=$(for so in $(needed "$bin" "$lib"); do
+  case "$(basename "$so")" in
+    libavformat.so* | libavcodec.so* | libswscale.so* | libavutil.so* | libswresample.so*) ;;
+    *) echo "$so" && ldd "$so" | awk '/=> \// {print $3}' ;;
+  esac
+done | sort -u)
+for so in $keep; do
   case "$(basename "$so")" in
     libc.so* | libm.so* | libpthread.so* | libdl.so* | librt.so* | ld-linux* | libgcc_s.so* | libstdc++.so* | libcuda.so*) ;;
     *) cp -L "$so" "$root/lib/" ;;

@@ -324,6 +324,12 @@ AL_API int al_index_print_rejected(FILE *out, const al_index *idx, int json);
  * when the member is not typed, AL_ERANGE when sample or m is out of range. */
 AL_API int al_index_member_type(const al_index *idx, size_t sample, size_t m, al_member_type *out);
 
+/* The codec ("h264", "vp9", "png": libavcodec's name) of member m of a sample, recorded when
+ * the index probed that raw video or image member's header (loader/README.md, "Raw video and
+ * image members"); "" when it was not probed, and for a NULL index or an index out of range.
+ * Never NULL; points into the index. Thread-safe (reads only). */
+AL_API const char *al_index_member_codec(const al_index *idx, size_t sample, size_t m);
+
 /* The sample's latent grid (latent frames T, rows H, columns W) from its latent member: the
  * first typed member whose extension starts with "latent" ("latent.npy",
  * "latent.safetensors.lz4"), of shape (C, T, H, W), or (C, H, W) read as T = 1. AL_OK with

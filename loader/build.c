@@ -192,6 +192,10 @@ static int merge_sample(merger *m, const al_index *l, size_t i, uint32_t id, siz
     rc = index_add_member_type(g, (uint32_t)((l->typed[k] >> AL_TYPED_SHAPE_BITS) - s->member0),
                                &th);
   }
+  for (uint32_t j = 0; j < s->n_members && !rc && l->n_media; j++) {
+    const char *codec = index_member_codec(l, s->member0 + j);
+    if (codec) rc = index_add_member_codec(g, j, codec);
+  }
   for (size_t k = w0; k < w1 && !rc; k++) {
     const index_entry_rec *w = &l->warnings.v[k];
     rc = index_add_warning(g, g->n_samples - 1, id, w->member, w->offset, w->key, w->reason);

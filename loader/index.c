@@ -68,6 +68,7 @@ void index_trim(al_index *idx) {
   trim((void **)&idx->shards, &idx->cap_shards, idx->n_shards, sizeof *idx->shards);
   trim((void **)&idx->rejected.v, &idx->rejected.cap, idx->rejected.n, sizeof *idx->rejected.v);
   trim((void **)&idx->typed, &idx->cap_typed, idx->n_typed, sizeof *idx->typed);
+  trim((void **)&idx->media, &idx->cap_media, idx->n_media, sizeof *idx->media);
   trim((void **)&idx->tshapes, &idx->cap_tshapes, idx->n_tshapes, sizeof *idx->tshapes);
   trim((void **)&idx->warnings.v, &idx->warnings.cap, idx->warnings.n, sizeof *idx->warnings.v);
   free(idx->tshape_slots); /* rebuilt if a shape is interned later */
@@ -97,6 +98,8 @@ void al_index_free(al_index *idx) {
   free(idx->s3_endpoint);
   free(idx->s3_region);
   free(idx->typed);
+  free(idx->media);
+  strtab_free(&idx->codecs);
   free(idx->tshapes);
   free(idx->tshape_slots);
   free(idx->warnings.v);
@@ -384,6 +387,7 @@ void index_drop_samples(al_index *idx) {
   idx->n_samples = 0;
   idx->n_members = 0;
   idx->n_typed = 0;
+  idx->n_media = 0;
   idx->keys_len = 0;
   for (size_t i = 0; i < idx->n_shards; i++) idx->shards[i].sample_count = 0;
 }
@@ -626,6 +630,49 @@ int al_index_member_type(const al_index *idx, size_t sample, size_t m, al_member
   return rc;
 }
 
+int index_add_member_codec(al_index *idx, uint32_t m, const char *codec) {
+  if (!idx->n_samples) return al_set_error(AL_EINVAL, "a member codec without a sample");
+  const index_sample_rec *s = &idx->samples[idx->n_samples - 1];
+  const char *key = idx->keys + s->key;
+  size_t len = codec ? strlen(codec) : 0;
+  if (m >= s->n_members)
+    return al_set_error(AL_EINVAL, "sample '%s': codec of member %u out of range (%u members)", key,
+                        m, s->n_members);
+  if (len == 0 || len > 63)
+    return al_set_error(AL_EINVAL, "sample '%s': member %u: a codec name of %zu bytes", key, m,
+                        len);
+  uint64_t member = s->member0 + m;
+  if (idx->n_media && (idx->media[idx->n_media - 1] >> 16) >= member)
+    return al_set_error(AL_EINVAL, "sample '%s': codec of member %u out of order", key, m);
+  uint32_t id;
+  int rc = strtab_intern(&idx->codecs, codec, len, 0xFFFF, &id);
+  if (rc) return rc;
+  rc = grow_array((void **)&idx->media, &idx->cap_media, idx->n_media + 1, sizeof *idx->media,
+                  "the index's media members");
+  if (rc) return rc;
+  idx->media[idx->n_media++] = member << 16 | id;
+  return AL_OK;
+}
+
+const char *index_member_codec(const al_index *idx, uint64_t member) {
+  size_t lo = 0, hi = idx->n_media;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if ((idx->media[mid] >> 16) < member)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  if (lo == idx->n_media || (idx->media[lo] >> 16) != member) return NULL;
+  return strtab_get(&idx->codecs, (uint32_t)(idx->media[lo] & 0xFFFF));
+}
+
+const char *al_index_member_codec(const al_index *idx, size_t sample, size_t m) {
+  if (!idx || sample >= idx->n_samples || m >= idx->samples[sample].n_members) return "";
+  const char *c = index_member_codec(idx, idx->samples[sample].member0 + m);
+  return c ? c : "";
+}
+
 int al_index_latent_grid(const al_index *idx, size_t sample, uint32_t *t, uint32_t *h, uint32_t *w,
                          size_t *member) {
   if (!idx || !t || !h || !w) return al_set_error(AL_EINVAL, "al_index_latent_grid: NULL argument");
@@ -679,7 +726,8 @@ size_t al_index_memory(const al_index *idx, size_t *records, size_t *keys) {
     for (size_t i = 0; i < idx->n_shards; i++) r += strlen(idx->shards[i].path) + 1;
     for (uint32_t i = 0; i < idx->exts.n; i++) r += strlen(idx->exts.strs[i]) + 1;
     r += idx->cap_typed * sizeof *idx->typed + idx->cap_tshapes * sizeof *idx->tshapes +
-         idx->n_tshape_slots * sizeof *idx->tshape_slots + entry_list_bytes(&idx->warnings);
+         idx->n_tshape_slots * sizeof *idx->tshape_slots + entry_list_bytes(&idx->warnings) +
+         idx->cap_media * sizeof *idx->media;
     k = idx->keys_cap;
   }
   if (records) *records = r;

@@ -166,7 +166,7 @@ static int get_shape(cursor *c, const field *f, idec_member *m) {
 
 static int decode_member(cursor *outer, const field *mf, idec_member *m) {
   memset(m, 0, sizeof *m);
-  m->ext = m->dtype = "";
+  m->ext = m->dtype = m->codec = "";
   if (mf->wt != WT_LEN) return fail(outer, mf->data, "wrong wire type for a message field");
   cursor c = {outer->base, mf->data + mf->pref, mf->data + mf->len, outer->err};
   while (c.p < c.end) {
@@ -181,6 +181,7 @@ static int decode_member(cursor *outer, const field *mf, idec_member *m) {
       case 5: rc = get_str(&c, &f, &m->dtype, &m->dtype_len); break;
       case 6: rc = get_shape(&c, &f, m); break;
       case 7: rc = get_u64(&c, &f, &m->data_offset); break;
+      case 8: rc = get_str(&c, &f, &m->codec, &m->codec_len); break;
       default: break; /* unknown field: skipped */
     }
     if (rc) return rc;

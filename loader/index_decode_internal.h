@@ -30,6 +30,8 @@ typedef struct idec_member {
   int lz4;
   const char *dtype; /* not NUL-terminated; dtype_len bytes ("" when absent) */
   size_t dtype_len;
+  const char *codec; /* not NUL-terminated; codec_len bytes ("" when absent) */
+  size_t codec_len;
   size_t n_shape;                   /* every value the record gives */
   uint64_t shape[THEADER_MAX_DIMS]; /* the first THEADER_MAX_DIMS of them */
 } idec_member;

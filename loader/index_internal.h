@@ -117,10 +117,22 @@ struct al_index {
   uint32_t *tshape_slots; /* open addressing over tshapes: id + 1, 0 = empty */
   size_t n_tshape_slots;  /* a power of two, or 0 */
   index_entry_list warnings;
+  /* Raw media members probed at indexing (scan.c): member index << 16 | codec id (in codecs,
+   * libavcodec's names), ascending by member. Not folded into the fingerprint (informational). */
+  uint64_t *media;
+  size_t n_media, cap_media;
+  strtab codecs;
   /* Fingerprint state, updated as shards and samples are added in order. */
   uint64_t fp_shards;
   uint64_t fp_samples;
 };
+
+/* Records the codec of member m (its position in the last sample added) of a raw media member
+ * probed at indexing; members in increasing order. AL_OK, AL_EINVAL (order, range, an empty or
+ * over-long name), AL_ERANGE past 65,535 distinct codecs, AL_ENOMEM. */
+int index_add_member_codec(al_index *idx, uint32_t m, const char *codec);
+/* The codec recorded for global member `member`, or NULL. */
+const char *index_member_codec(const al_index *idx, uint64_t member);
 
 /* Allocates the sample, member and key arrays for this many at once (0: leave that one),
  * as huge-page-friendly blocks: loading then writes each array once, in order. Only a hint:

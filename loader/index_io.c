@@ -144,6 +144,8 @@ static int fill_samples(chunk_writer *cw, Adaptiveload__IndexChunk *c, size_t ba
         sk += ts->ndim;
         mm->data_offset = ts->data_offset;
       }
+      const char *codec = idx->n_media ? index_member_codec(idx, s->member0 + j) : NULL;
+      if (codec) mm->codec = (char *)codec;
       mptrs[k] = mm;
     }
     ptrs[i] = m;
@@ -383,6 +385,19 @@ static int add_sample(loader *L, const idec_sample *s) {
     th.data_offset = m->data_offset;
     rc = index_add_member_type(idx, (uint32_t)j, &th);
   }
+  for (size_t j = 0; j < s->n_members && !rc; j++) {
+    const idec_member *m = &s->members[j];
+    if (!m->codec_len) continue;
+    char codec[64];
+    if (m->codec_len >= sizeof codec) {
+      rc = al_set_error(AL_EFORMAT, "sample '%.*s': member '%.*s': a codec name of %zu bytes", kl,
+                        s->key, (int)m->ext_len, m->ext, m->codec_len);
+      break;
+    }
+    memcpy(codec, m->codec, m->codec_len);
+    codec[m->codec_len] = '\0';
+    rc = index_add_member_codec(idx, (uint32_t)j, codec);
+  }
   if (rc)
     return al_error_prefix(rc == AL_EINVAL ? AL_EFORMAT : rc, "%s: record %llu", L->path,
                            (unsigned long long)L->chunk);
@@ -422,6 +437,8 @@ static int load_samples(loader *L, const Adaptiveload__IndexChunk *c) {
       d->n_shape = m->n_shape;
       for (size_t k = 0; k < m->n_shape && k < THEADER_MAX_DIMS; k++) d->shape[k] = m->shape[k];
       d->data_offset = m->data_offset;
+      d->codec = m->codec ? m->codec : "";
+      d->codec_len = strlen(d->codec);
     }
     v.members = L->scratch.mem;
     if (!rc) rc = add_sample(L, &v);

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "common/grow_internal.h"
+#include "decode/al_decode.h"
 #include "loader/al_members.h"
 #include "loader/hash_internal.h"
 #include "loader/lz4_member_internal.h"
@@ -49,6 +50,16 @@ typedef struct pending {
   char over_name[512]; /* name of the member whose extension did not fit (EXT_OVER) */
   meta_record meta;
   int have_meta;
+  /* The first raw media member (KEY.mp4, KEY.jpg, ...; al_decode_kind_of): -1 if none. Probed
+   * when the sample ends if KEY.json lacks what it gives and no latent is the sample's truth
+   * (media_needed); a compressed shard's is read into the scanner's mbuf when its header is
+   * read (media_len bytes; media_held). */
+  int media;
+  int media_held;
+  size_t media_len;
+  int media_ok;
+  al_media_info media_info;
+  char media_why[WHY_CAP];
 } pending;
 
 #define EXT_OVER UINT32_MAX /* pmember.ext of a member whose extension did not fit */
@@ -69,7 +80,9 @@ typedef struct scanner {
   LZ4F_dctx *dctx; /* created for the first KEY.json.lz4 or typed .lz4 member */
   uint8_t *hbuf;   /* a typed member's first (decoded) bytes */
   size_t hbuf_cap;
-  uint8_t *lzin;  /* a typed .lz4 member's stored bytes, a block at a time */
+  uint8_t *lzin; /* a typed .lz4 member's stored bytes, a block at a time */
+  uint8_t *mbuf; /* a raw media member of a compressed shard, read whole for its probe */
+  size_t mbuf_cap;
   size_t lz_hint; /* LZ4F's hint while decoding a typed .lz4 member: 0 once the frame ended */
   uint32_t vae_t, vae_s;
   uint32_t json_id, jsonlz4_id;
@@ -245,6 +258,172 @@ static void latent_check(scanner *s) {
              (unsigned long long)jw, st, ss);
 }
 
+/* The probe's reads of a member of a plain shard: ranged reads of the shard's bytes. */
+typedef struct media_read {
+  shard_bytes *sb;
+  uint64_t off;
+} media_read;
+
+static int64_t media_read_at(void *ctx, uint64_t offset, void *buf, size_t n) {
+  media_read *r = ctx;
+  size_t got = 0;
+  if (shard_bytes_read(r->sb, r->off + offset, buf, n, &got) != AL_OK) return -1;
+  return (int64_t)got;
+}
+
+/* Whether the pending sample has a latent member (al_member_is_latent: typed, or raw bytes
+ * named as one, as synth's KEY.latent). */
+static int has_latent(scanner *s) {
+  for (size_t i = 0; i < s->p.n; i++)
+    if (s->p.m[i].ext != EXT_OVER && al_member_is_latent(strtab_get(&s->idx->exts, s->p.m[i].ext)))
+      return 1;
+  return 0;
+}
+
+/* Whether the pending sample's raw media member is to be probed: it has one and no latent, and
+ * KEY.json is absent or lacks the size or the frame count (while members still come, a KEY.json
+ * not read yet counts as absent). */
+static int media_needed(scanner *s) {
+  const pending *p = &s->p;
+  if (p->media < 0 || has_latent(s)) return 0;
+  if (p->json < 0) return 1;
+  if (!p->have_meta) return 0; /* an unreadable KEY.json rejects the sample anyway */
+  return p->meta.no_dims || p->meta.frames_from != META_FRAMES_FIELD;
+}
+
+/* Probes raw media member mi (al_decode_probe: its container header): by ranged reads of a
+ * plain shard, from the bytes held of a compressed one. The result (or why it failed) goes to
+ * the pending sample. AL_OK or AL_ENOMEM. */
+static int media_probe(scanner *s, size_t mi) {
+  pending *p = &s->p;
+  p->media_ok = 0;
+  p->media_why[0] = '\0';
+  const char *ext = strtab_get(&s->idx->exts, p->m[mi].ext);
+  char where[WHY_CAP];
+  snprintf(where, sizeof where, "%s", member_name(s, mi));
+  al_decode_input in = AL_DECODE_INPUT_INIT;
+  in.size = p->m[mi].size;
+  in.ext = ext;
+  in.where = where;
+  media_read r = {s->src->sb, p->m[mi].off};
+  if (s->seekable) {
+    in.read = media_read_at;
+    in.read_ctx = &r;
+  } else if (p->media_held) {
+    in.data = s->mbuf;
+    in.size = p->media_len;
+  } else {
+    snprintf(p->media_why, sizeof p->media_why,
+             "%llu bytes in a compressed shard: above the %llu-byte member limit, not read to "
+             "probe it",
+             (unsigned long long)p->m[mi].size, (unsigned long long)s->max_member);
+    return AL_OK;
+  }
+  p->media_info = (al_media_info)AL_MEDIA_INFO_INIT;
+  int rc = al_decode_probe(&in, &p->media_info);
+  if (rc == AL_ENOMEM) return rc;
+  if (rc == AL_OK) {
+    p->media_ok = 1;
+  } else {
+    /* The message names the member already: keep what follows it. */
+    const char *msg = al_last_error();
+    size_t wl = strlen(where);
+    if (!strncmp(msg, where, wl) && !strncmp(msg + wl, ": ", 2)) msg += wl + 2;
+    snprintf(p->media_why, sizeof p->media_why, "%s", msg);
+    al_clear_error();
+  }
+  return AL_OK;
+}
+
+/* A compressed shard's raw media member, read whole while the archive is at it (its probe
+ * comes when the sample ends). Returns as member(). */
+static int media_hold(scanner *s, size_t mi, uint64_t size) {
+  pending *p = &s->p;
+  if (size > s->max_member) return AL_OK; /* media_probe says why */
+  int rc = grow_array((void **)&s->mbuf, &s->mbuf_cap, (size_t)size + 1, 1, "a media member");
+  if (rc) return rc;
+  size_t n = 0;
+  while (n < size) {
+    la_ssize_t k = archive_read_data(s->a, s->mbuf + n, (size_t)size - n);
+    if (k < 0) {
+      mark_bad(s, mi, "reading data: %s", archive_error_string(s->a));
+      return 1;
+    }
+    if (k == 0) break;
+    n += (size_t)k;
+  }
+  if (n != size) {
+    mark_bad(s, mi, "data ends after %zu of %llu bytes (truncated shard)", n,
+             (unsigned long long)size);
+    return 1;
+  }
+  p->media_held = 1;
+  p->media_len = n;
+  return AL_OK;
+}
+
+/* A sample with a raw media member: what its header says fills what KEY.json lacks (size,
+ * frame count, fps; a sample without KEY.json takes all of them from it) and must agree with
+ * what KEY.json gives; a member that cannot be decoded rejects the sample with the reason. */
+static void media_meta(scanner *s, const char *key) {
+  pending *p = &s->p;
+  size_t mi = (size_t)p->media;
+  const al_media_info *v = &p->media_info;
+  meta_record *m = &p->meta;
+  if (!p->media_ok) {
+    mark_bad(s, mi, "cannot be decoded: %s", p->media_why);
+    return;
+  }
+  if (!v->decodable) {
+    mark_bad(s, mi, "cannot be decoded: codec %s: no decoder in this build", v->codec);
+    return;
+  }
+  if (v->vfr) {
+    mark_bad(s, mi,
+             "cannot be decoded: variable frame rate (%u frames, %s, timestamps not "
+             "evenly spaced)",
+             v->frames, v->codec);
+    return;
+  }
+  if (v->width > AL_META_MAX_SIDE || v->height > AL_META_MAX_SIDE ||
+      v->frames > AL_META_MAX_FRAMES) {
+    mark_bad(s, mi, "%ux%u x %u frames: beyond the limits (%u pixels a side, %u frames)", v->width,
+             v->height, v->frames, AL_META_MAX_SIDE, AL_META_MAX_FRAMES);
+    return;
+  }
+  if (p->json < 0) { /* no KEY.json: all from the header */
+    memset(m, 0, sizeof *m);
+    m->no_dims = 1;
+    m->frames_from = META_FRAMES_IMAGE;
+    p->have_meta = 1;
+  }
+  if (m->no_dims) {
+    m->width = v->width;
+    m->height = v->height;
+    m->no_dims = 0;
+  } else if (m->width != v->width || m->height != v->height) {
+    if (v->rotation % 180 == 90 && m->width == v->coded_width && m->height == v->coded_height)
+      mark_bad(s, mi,
+               "%s.json gives %ux%u, the coded size of a stream displayed rotated by %u "
+               "degrees as %ux%u (give the displayed size, or none)",
+               key, m->width, m->height, v->rotation, v->width, v->height);
+    else
+      mark_bad(s, mi, "%s.json gives %ux%u, the stream's %s frames are %ux%u", key, m->width,
+               m->height, v->codec, v->width, v->height);
+    return;
+  }
+  if (m->frames_from != META_FRAMES_FIELD) {
+    m->frames = v->frames;
+    m->frames_from = META_FRAMES_FIELD; /* known from the stream: no warning */
+  } else if (m->frames > v->frames) {
+    mark_bad(s, mi, "%s.json gives %u frames, the stream holds %u", key, m->frames, v->frames);
+    return;
+  }
+  if (!m->has_fps || !(m->fps > 0)) m->fps = (float)v->fps;
+  if (meta_tokens(m->width, m->height, m->frames) > UINT32_MAX)
+    mark_bad(s, mi, "%ux%u x %u frames: too many pixels", m->width, m->height, m->frames);
+}
+
 /* Ends the pending sample: adds it to the index or rejects it. */
 static int flush_pending(scanner *s) {
   pending *p = &s->p;
@@ -252,9 +431,16 @@ static int flush_pending(scanner *s) {
   int rc = AL_OK;
   char key[4096];
   snprintf(key, sizeof key, "%.*s", (int)p->key_len, p->key);
-  if (!p->bad && p->json < 0)
+  /* A raw media member is probed when it is to give what KEY.json lacks. */
+  int probe = media_needed(s);
+  if (!p->bad && p->json < 0 && !probe)
     mark_bad(s, 0, "no metadata member (%s.json or %s.json.lz4)", key, key);
-  if (!p->bad && !p->have_meta) mark_bad(s, (size_t)p->json, "metadata not read");
+  if (!p->bad && p->json >= 0 && !p->have_meta) mark_bad(s, (size_t)p->json, "metadata not read");
+  if (!p->bad && probe) {
+    rc = media_probe(s, (size_t)p->media);
+    if (rc < 0) return rc;
+    media_meta(s, key);
+  }
   if (!p->bad) latent_check(s);
   if (p->bad) {
     rc = reject(s, member_name(s, p->bad_member), p->m[p->bad_member].hdr, key, p->why);
@@ -277,6 +463,8 @@ static int flush_pending(scanner *s) {
                                 p->meta.frames, p->meta.fps, r, p->n);
     for (size_t i = 0; i < p->n && !rc; i++)
       if (p->m[i].typed) rc = index_add_member_type(s->idx, (uint32_t)i, &p->m[i].th);
+    if (!rc && probe && p->media_ok)
+      rc = index_add_member_codec(s->idx, (uint32_t)p->media, p->media_info.codec);
     if (!rc) rc = frames_warning(s, n, key);
     if (!rc) s->res->first_hdr[n] = p->m[0].hdr;
     if (r != recs) free(r);
@@ -286,6 +474,8 @@ static int flush_pending(scanner *s) {
   p->json = -1;
   p->bad = 0;
   p->have_meta = 0;
+  p->media = -1;
+  p->media_held = 0;
   report(s, 1);
   return rc;
 }
@@ -782,6 +972,12 @@ static int member(scanner *s, struct archive_entry *e, const char *name, uint64_
   uint32_t ext_id = s->p.m[mi].ext;
   if (ext_id != s->json_id && ext_id != s->jsonlz4_id) {
     theader_kind kind = ext_id == EXT_OVER ? THEADER_KIND_NONE : theader_kind_of(ext);
+    if (kind == THEADER_KIND_NONE && !s->p.bad && s->p.media < 0 &&
+        al_decode_kind_of(ext) != AL_MEDIA_NONE) {
+      s->p.media = (int)mi;
+      if (!s->seekable && media_needed(s)) return media_hold(s, mi, size);
+      return AL_OK;
+    }
     if (kind == THEADER_KIND_NONE || s->p.bad) return AL_OK; /* skipped by the next header read */
     size_t ext_len = strlen(ext);
     int lz4 = ext_len > 4 && !strcmp(ext + ext_len - 4, ".lz4");
@@ -1034,6 +1230,7 @@ static int scanner_start(scanner *s, const char *path, const meta_fields *fields
   s->res = out;
   s->progress = progress;
   s->p.json = -1;
+  s->p.media = -1;
   int rc = al_index_new(&out->idx);
   s->idx = out->idx;
   return rc;
@@ -1151,6 +1348,7 @@ static int scan_finish(scanner *s, int rc) {
   free(s->dec);
   free(s->hbuf);
   free(s->lzin);
+  free(s->mbuf);
   if (s->dctx) LZ4F_freeDecompressionContext(s->dctx);
   return rc;
 }

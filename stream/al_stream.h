@@ -207,7 +207,15 @@ typedef struct al_stream_options {
                                  listing the index's members) whatever on_error; samples of
                                  the rank lacking one fail the open under AL_STREAM_FAIL
                                  (naming the first keys and shards) and are skipped, counted
-                                 up front (stats.lacking), under AL_STREAM_SKIP_SAMPLE. */
+                                 up front (stats.lacking), under AL_STREAM_SKIP_SAMPLE.
+                                 The name AL_STREAM_MEMBER_PIXELS ("pixels") is no stored
+                                 member: it is each sample's first raw video or image member
+                                 (KEY.mp4, .mov, .m4v, .mkv, .webm, .jpg, .jpeg, .png, .webp)
+                                 decoded to its bucket's (frames, height, width, 3) uint8
+                                 (decode/al_decode.h: frames [0, F_b), aspect-kept scale and
+                                 centre crop, rotation applied; one decoder thread per
+                                 reader); a sample without one, or whose stream fails to
+                                 decode, fails (or is skipped) with the located reason. */
   size_t n_members;
   uint64_t max_member_bytes; /* cap on one member's stored and decoded bytes; 0 =
                                 ADAPTIVELOAD_MAX_MEMBER_BYTES when set, else
@@ -297,6 +305,8 @@ typedef struct al_stream_options {
 #define AL_STREAM_MAX_SKIP_DEFAULT 0.01
 
 #define AL_STREAM_MAX_DIMS 8
+/* The member name of decoded pixels (al_stream_options.members): no stored member, see there. */
+#define AL_STREAM_MEMBER_PIXELS "pixels"
 #define AL_STREAM_MAX_MEMBERS 16
 
 /* One member of every sample of a batch (al_stream_batch.members[j]). Typed members
@@ -308,7 +318,8 @@ typedef struct al_stream_member {
   const char *name;        /* the requested extension ("latent.npy") */
   const char *dtype;       /* numpy name: "bfloat16", "float32", ...; "uint8" when untyped */
   size_t itemsize;         /* bytes per element (1 when untyped) */
-  int typed;               /* 1: .npy/.safetensors header parsed; 0: raw bytes */
+  int typed;               /* 1: .npy/.safetensors header parsed, or "pixels" (decoded,
+                              uint8 (T, H, W, 3)); 0: raw bytes */
   int cropped;             /* 1: this is the latent member, cropped to the bucket grid */
   const uint32_t *ndim;    /* n: dimensions of sample i */
   const uint64_t *shapes;  /* n x AL_STREAM_MAX_DIMS: sample i's shape, ndim[i] used */

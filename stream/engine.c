@@ -29,6 +29,7 @@
 #include "stream/plan_feed_internal.h"
 #include "stream/prefetch_internal.h"
 #include "stream/typed_member_internal.h"
+#include "decode/al_decode.h"
 
 typedef enum { SLOT_FREE, SLOT_FILLING, SLOT_READY, SLOT_HELD } slot_state;
 
@@ -64,6 +65,7 @@ typedef struct slot {
   uint64_t *token_first;    /* n: first token of the sample's piece (0 when whole) */
   uint64_t *sample_tokens;  /* n: the sample's whole sequence */
   stream_growbuf shard_tmp; /* a token shard's latent frames before the patchify */
+  stream_growbuf media;     /* a raw video or image member's bytes, decoded into "pixels" */
   member_meta *mm;          /* n_members (the stream's) */
   al_stream_member *bm;     /* n_members: batch.members */
   size_t skip_cap, n_skipped;
@@ -85,6 +87,7 @@ struct al_stream {
   char **members; /* n_members requested extensions */
   size_t n_members;
   theader_kind *kinds; /* per member: THEADER_KIND_NONE = raw bytes */
+  uint8_t *pixels;     /* per member: 1 = "pixels", decoded from the raw media member */
   uint64_t max_member;
   uint64_t max_sample; /* a sample's members together, after the crop */
   int on_error;
@@ -201,6 +204,7 @@ static void slot_set_error(slot *sl, int status) {
 static void slot_free(slot *sl, size_t n_members) {
   stream_growbuf_free(&sl->buf);
   stream_growbuf_free(&sl->shard_tmp);
+  stream_growbuf_free(&sl->media);
   stream_cuda_free(sl->dev);
   stream_cuda_event_destroy(sl->ready_ev);
   stream_cuda_event_destroy(sl->release_ev);
@@ -395,6 +399,70 @@ static int read_typed(al_stream *s, stream_reader *rd, slot *sl, const stream_pl
   return AL_OK;
 }
 
+/* The "pixels" member j of a sample: its first raw video or image member (decode/al_decode.h:
+ * al_decode_kind_of) read whole, then decoded to the bucket's (frames, height, width, 3) uint8
+ * at `at`: frames [0, F_b) (the planned span, as the latent crop keeps), scaled and centre-
+ * cropped, rotation applied. One decoder thread per reader (the readers are the parallelism). */
+static int read_pixels(al_stream *s, stream_reader *rd, slot *sl, const stream_plan_batch *pb,
+                       const stream_plan_sample *ps, size_t j, size_t n, size_t at,
+                       stream_source_job *job, member_read *out) {
+  static const char *const exts[] = {"mp4", "mov",  "m4v", "mkv", "webm",
+                                     "jpg", "jpeg", "png", "webp"};
+  int rc = AL_ENOTFOUND;
+  for (size_t e = 0; e < sizeof exts / sizeof *exts && rc == AL_ENOTFOUND; e++)
+    rc = s->src.job(s->src.ctx, ps->sample, exts[e], job);
+  if (rc == AL_ENOTFOUND) {
+    al_clear_error();
+    return al_set_error(AL_ENOTFOUND,
+                        "key '%s' member 'pixels': the sample has no raw video or image member "
+                        "(mp4, mov, m4v, mkv, webm, jpg, jpeg, png, webp)",
+                        job->key ? job->key : "?");
+  }
+  if (rc != AL_OK) return rc;
+  job->step = pb->step;
+  uint32_t w = pb->pixels[0], h = pb->pixels[1], t = pb->pixels[2];
+  if (!w || !h || !t)
+    return al_set_error(AL_EUNSUPPORTED,
+                        "key '%s' member 'pixels': the plan carries no bucket shape to decode to",
+                        job->key ? job->key : "?");
+  size_t len = 0;
+  rc = stream_reader_read(rd, job, &sl->media, 0, &len);
+  if (rc != AL_OK) return rc;
+  uint64_t bytes = (uint64_t)t * h * w * 3;
+  uint64_t cap = stream_reader_max_member(rd);
+  if (bytes > cap)
+    return al_set_error(AL_ERANGE,
+                        "key '%s' member 'pixels': %" PRIu32 "x%" PRIu32 "x%" PRIu32
+                        "x3 is %" PRIu64 " bytes, past the %" PRIu64 "-byte member cap",
+                        job->key ? job->key : "?", t, h, w, bytes, cap);
+  rc = stream_growbuf_reserve(&sl->buf, at + (size_t)bytes, at);
+  if (rc != AL_OK) return rc;
+  stream_source_shard sh;
+  const char *path = s->src.shard(s->src.ctx, job->shard, &sh) == AL_OK ? sh.path : "?";
+  char where[AL_INDEX_KEY_MAX + 1024];
+  snprintf(where, sizeof where, "%s: key '%s' member '%s' at byte %" PRIu64, path,
+           job->key ? job->key : "?", job->member, job->offset);
+  al_decode_input in = AL_DECODE_INPUT_INIT;
+  in.data = sl->media.p;
+  in.size = len;
+  in.where = where;
+  const char *dot = strrchr(job->member, '.');
+  in.ext = dot ? dot + 1 : NULL;
+  al_decode_options o = AL_DECODE_OPTIONS_INIT;
+  o.threads = 1;
+  o.expect_frames = job->frames;
+  rc = al_decode_frames(&in, w, h, t, &o, sl->buf.p + at, (size_t)bytes);
+  if (rc != AL_OK) return rc;
+  out->len = (size_t)bytes;
+  uint64_t *shape = sl->mm[j].shapes + AL_STREAM_MAX_DIMS * n;
+  sl->mm[j].ndim[n] = 4;
+  shape[0] = t;
+  shape[1] = h;
+  shape[2] = w;
+  shape[3] = 3;
+  return AL_OK;
+}
+
 /* Member j of plan sample ps, as sample n of the batch, at c->cur: typed or raw bytes (one
  * dimension, uint8). Its dtype must be the one the batch's earlier samples have, and the
  * sample's members together must stay within the cap. */
@@ -404,11 +472,14 @@ static int read_member(al_stream *s, stream_reader *rd, slot *sl, const stream_p
   member_meta *mm = &sl->mm[j];
   uint64_t *shape = mm->shapes + AL_STREAM_MAX_DIMS * n;
   memset(shape, 0, AL_STREAM_MAX_DIMS * sizeof *shape);
-  int rc = s->src.job(s->src.ctx, ps->sample, s->members[j], job);
+  member_read got = {0, "uint8", 1};
+  int rc = s->pixels[j] ? read_pixels(s, rd, sl, pb, ps, j, n, c->cur, job, &got)
+                        : s->src.job(s->src.ctx, ps->sample, s->members[j], job);
   if (rc != AL_OK) return rc;
   job->step = pb->step;
-  member_read got = {0, "uint8", 1};
-  if (s->kinds[j] != THEADER_KIND_NONE) {
+  if (s->pixels[j]) {
+    /* decoded above */
+  } else if (s->kinds[j] != THEADER_KIND_NONE) {
     rc = read_typed(s, rd, sl, pb, j, n, c->cur, pc, job, &got);
   } else if ((rc = stream_reader_read(rd, job, &sl->buf, c->cur, &got.len)) == AL_OK) {
     mm->ndim[n] = 1;
@@ -504,7 +575,7 @@ static void publish_members(al_stream *s, slot *sl) {
       m->dtype = "uint8";
       m->itemsize = 1;
     }
-    m->typed = s->kinds[j] != THEADER_KIND_NONE;
+    m->typed = s->kinds[j] != THEADER_KIND_NONE || s->pixels[j]; /* pixels: (T, H, W, 3) */
     m->cropped = sl->mm[j].cropped;
     m->ndim = sl->mm[j].ndim;
     m->shapes = sl->mm[j].shapes;
@@ -865,7 +936,8 @@ static int set_members(al_stream *s, const al_stream_options *o) {
     return al_set_error(AL_EINVAL, "%zu members requested, at most %d", n, AL_STREAM_MAX_MEMBERS);
   s->members = calloc(n, sizeof *s->members);
   s->kinds = calloc(n, sizeof *s->kinds);
-  if (!s->members || !s->kinds) return al_set_error(AL_ENOMEM, "stream members");
+  s->pixels = calloc(n, sizeof *s->pixels);
+  if (!s->members || !s->kinds || !s->pixels) return al_set_error(AL_ENOMEM, "stream members");
   s->n_members = n;
   for (size_t j = 0; j < n; j++) {
     if (!names[j] || !*names[j] || strlen(names[j]) > AL_INDEX_EXT_MAX)
@@ -876,6 +948,7 @@ static int set_members(al_stream *s, const al_stream_options *o) {
         return al_set_error(AL_EINVAL, "member '%s' requested twice", names[j]);
     if (!(s->members[j] = strdup(names[j]))) return al_set_error(AL_ENOMEM, "stream members");
     s->kinds[j] = theader_kind_of(names[j]);
+    s->pixels[j] = !strcmp(names[j], AL_STREAM_MEMBER_PIXELS);
   }
   return AL_OK;
 }
@@ -1463,6 +1536,7 @@ void al_stream_close(al_stream *s) {
   for (size_t j = 0; s->members && j < s->n_members; j++) free(s->members[j]);
   free(s->members);
   free(s->kinds);
+  free(s->pixels);
   free(s->fail_msg);
   pthread_cond_destroy(&s->cv_free);
   pthread_cond_destroy(&s->cv_ready);

@@ -34,6 +34,9 @@ typedef struct stream_plan_batch {
    * unless the plan's grid_error says why the grid is unknown (then a typed latent fails). */
   uint32_t grid[3];
   uint32_t sp_degree, sp_rank; /* this rank's sequence-parallel group (al_micro_ref); 0 = 1 */
+  /* The bucket's pixel shape (width, height, frames): what the "pixels" member decodes a raw
+   * video or image member to (decode/al_decode.h). Zeros: unknown (a hand-made plan). */
+  uint32_t pixels[3];
 } stream_plan_batch;
 
 typedef struct stream_plan_sample {

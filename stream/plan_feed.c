@@ -148,6 +148,11 @@ static int extract(stream_feed *f, const al_plan *p, chunk *c) {
       b->first = c->n_samples;
       b->n = pm.n;
       memcpy(b->grid, grids + 3 * pm.bucket, sizeof b->grid);
+      al_bucket_info pbi = AL_BUCKET_INFO_INIT;
+      plan_view_bucket(p, pm.bucket, &pbi);
+      b->pixels[0] = pbi.width;
+      b->pixels[1] = pbi.height;
+      b->pixels[2] = pbi.frames;
       b->sp_degree = 1;
       b->sp_rank = 0;
       for (uint32_t i = 0; i < pm.n; i++) {

@@ -1,6 +1,7 @@
 /* A rank's samples against the requested members (rank_members_internal.h). */
 #include <inttypes.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "loader/al_members.h"
 #include "stream/rank_members_internal.h"
@@ -28,9 +29,20 @@ int stream_check_samples(const al_index *idx, stream_plan_sample *samples, size_
   return rc;
 }
 
+size_t stream_stored_members(const char *const *names, size_t n, const char **out) {
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(names[i], AL_STREAM_MEMBER_PIXELS) != 0) out[k++] = names[i];
+  return k;
+}
+
 int stream_check_members(const al_index *idx, stream_plan_sample *samples, size_t n, uint32_t rank,
                          int on_error, const char *const *names, size_t n_names) {
-  int rc = al_index_members_known(idx, names, n_names);
+  const char *stored[AL_STREAM_MAX_MEMBERS];
+  if (n_names > AL_STREAM_MAX_MEMBERS) n_names = AL_STREAM_MAX_MEMBERS; /* refused at open */
+  n_names = stream_stored_members(names, n_names, stored);
+  if (!n_names) return AL_OK; /* "pixels" alone: each sample's media member, found as read */
+  int rc = al_index_members_known(idx, stored, n_names);
   if (rc != AL_OK) return al_error_prefix(rc, "stream of rank %" PRIu32, rank);
-  return stream_check_samples(idx, samples, n, rank, on_error, names, n_names);
+  return stream_check_samples(idx, samples, n, rank, on_error, stored, n_names);
 }

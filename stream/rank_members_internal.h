@@ -24,6 +24,11 @@ int stream_check_samples(const al_index *idx, stream_plan_sample *samples, size_
 
 /* The requested members held by some sample of the index (else an error naming the member
  * and what the index has, whatever on_error), then stream_check_samples. */
+/* The names of `names` that are stored members (all but AL_STREAM_MEMBER_PIXELS, decoded from
+ * each sample's raw media member) into out (room for n); returns how many. */
+size_t stream_stored_members(const char *const *names, size_t n, const char **out);
+
+/* Checks the stored members only ("pixels" is left out). */
 int stream_check_members(const al_index *idx, stream_plan_sample *samples, size_t n, uint32_t rank,
                          int on_error, const char *const *names, size_t n_names);
 

@@ -123,6 +123,12 @@ int stream_rank_plan_from_manifest(stream_rank_plan *out, const al_manifest *m, 
       b->n = ref.n_samples;
       b->sp_degree = ref.sp_degree ? ref.sp_degree : 1;
       b->sp_rank = ref.sp_rank;
+      al_bucket_info pbi = AL_BUCKET_INFO_INIT;
+      if (al_manifest_bucket(m, ref.bucket, &pbi) == AL_OK) {
+        b->pixels[0] = pbi.width;
+        b->pixels[1] = pbi.height;
+        b->pixels[2] = pbi.frames;
+      }
       if (stream_bucket_grid(m, ref.bucket, b->grid) != AL_OK && !out->grid_error) {
         out->grid_error = strdup(al_last_error()); /* reported by a typed latent's read */
         if (!out->grid_error) {

@@ -95,7 +95,10 @@ int al_stream_open_run(al_stream **out, const al_index *idx, const al_run *run, 
     if (!o.ext) o.ext = al_index_default_member(idx, dflt, sizeof dflt) == AL_OK ? dflt : "latent";
     one[0] = o.ext;
   }
-  rc = al_index_members_known(idx, names, n_names);
+  const char *stored[AL_STREAM_MAX_MEMBERS];
+  size_t n_stored = stream_stored_members(names, n_names < AL_STREAM_MAX_MEMBERS ? n_names : 0,
+                                          stored);
+  rc = n_stored ? al_index_members_known(idx, stored, n_stored) : AL_OK;
   if (rc != AL_OK) return al_error_prefix(rc, "stream of rank %" PRIu32, r);
   stream_feed_args fa = {.run = run,
                          .idx = idx,

@@ -15,7 +15,11 @@ PKGS=(
   lz4 zstd clang-format
   clang libclang-rt-14-dev
   libcurl4-openssl-dev nginx curl
+  libavformat-dev libavcodec-dev libswscale-dev libavutil-dev ffmpeg
 )
+# libavformat-dev libavcodec-dev libswscale-dev libavutil-dev: //decode (raw video and image
+# members, FFmpeg on the CPU); ffmpeg: the CLI whose encoders make tests/decode/'s clips at test
+# time (libx264, libx265, libvpx, libaom, libwebp come with it).
 # libcurl4-openssl-dev: //storage (HTTP(S) and S3 through libcurl, SigV4 signing).
 # nginx and curl: the remote tests' HTTP server on 127.0.0.1 and their uploads
 # (tests/loader/remote_*); their S3 server, moto, is in the test environment below.

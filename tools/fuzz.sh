@@ -111,14 +111,14 @@ lib_srcs() { # PACKAGE NAME...
 }
 mapfile -t COMMON < <(lib_srcs common '*')
 mapfile -t PROTO < <(lib_srcs proto schema pbio)
-mapfile -t LOADER < <(lib_srcs loader loader; lib_srcs storage storage)
+mapfile -t LOADER < <(lib_srcs loader loader; lib_srcs storage storage; lib_srcs decode decode)
 mapfile -t COST < <(lib_srcs cost cost)
 mapfile -t PLANNER < <(lib_srcs planner planner run_draw)
 mapfile -t MANIFEST < <(lib_srcs manifest manifest)
 for f in "${COMMON[@]}" "${PROTO[@]}" "${LOADER[@]}" "${COST[@]}" "${PLANNER[@]}" "${MANIFEST[@]}"; do
   [ -f "$f" ] || { echo "fuzz: $f (named in a BUILD file) is missing" >&2; exit 1; }
 done
-LIBS_LOADER="-larchive -llz4 -ljansson -lprotobuf-c -lcurl -lz -lm -lpthread"
+LIBS_LOADER="-larchive -llz4 -ljansson -lprotobuf-c -lcurl -lavformat -lavcodec -lswscale -lavutil -lz -lm -lpthread"
 LIBS_PLANNER="-llz4 -ljansson -lprotobuf-c -lm -lpthread"
 
 srcs_of() {

@@ -356,6 +356,11 @@ class StreamDataset(IterableDataset):
             index's typed latent member (``latent.npy``, ...), else ``latent``.
         members: list of member extensions to deliver per sample, in order (e.g.
             ``["latent.npy", "t5.npy", "txt"]``); None = ``[ext]``. See "Several members".
+        decode: also deliver ``"pixels"`` (after ``members``, or alone without them): each
+            sample's raw video or image member (mp4, mov, mkv, webm, jpg, png, webp) decoded to
+            its bucket's (frames, height, width, 3) uint8 tensor, ``batch.tensors("pixels")``:
+            the first frames, scaled keeping the aspect, centre-cropped, rotation applied
+            (decode/al_decode.h).
         max_member_bytes: cap on one member's stored or decoded bytes; 0 = the C default
             (ADAPTIVELOAD_MAX_MEMBER_BYTES, else 512 MiB).
         max_sample_bytes: cap on what one sample delivers, its members together; 0 = the C
@@ -403,7 +408,7 @@ class StreamDataset(IterableDataset):
                  on_error="fail", device=None, zero_copy=False, keep=1, pin_memory=None, state=None, members=None,
                  max_member_bytes=0, root=None, max_sample_bytes=0, max_skip_fraction=0, sp_shard=False,
                  cache_dir=None, cache_bytes=0, fetch_parallel=0, remote_timeout=None, s3_endpoint=None,
-                 s3_region=None, s3_addressing=None, plan_ahead=0):
+                 s3_region=None, s3_addressing=None, plan_ahead=0, decode=False):
         super().__init__()
         if not isinstance(on_error, str) or on_error not in _ON_ERROR:
             raise ValueError("on_error must be 'fail' or 'skip', not %r" % (on_error,))
@@ -425,6 +430,11 @@ class StreamDataset(IterableDataset):
             raise TypeError("ext must be a member extension (str) or None, not %r" % (ext,))
         self.ext = None if ext is None else no_nul("ext", ext)
         self.members = member_names(members)
+        if decode:  # "pixels": each sample's raw video or image decoded at its bucket's shape
+            if self.members is None:
+                self.members = ["pixels"]
+            elif "pixels" not in self.members:
+                self.members = self.members + ["pixels"]
         # The CLI's ranges (cli/cmd_stream.c); 0 or None keeps the library's default.
         self.max_member_bytes = whole_or_default("max_member_bytes", max_member_bytes)
         self.max_sample_bytes = whole_or_default("max_sample_bytes", max_sample_bytes)

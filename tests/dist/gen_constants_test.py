@@ -6,7 +6,7 @@ stripped: every object-like `#define AL_...` with a value (not the include guard
 struct macros `*_INIT` / `*_V1`, nor `AL_API`) and every `AL_...` enumerator. The C file it
 writes checks each one with the compiler's own value: an integer constant must be known to
 exactly one of the library's constant queries (al_status_constant, al_adaln_constant,
-al_index_constant, al_plan_constant, al_stream_constant) with the header's value; a
+al_index_constant, al_plan_constant, al_stream_constant, al_decode_constant) with the header's value; a
 floating-point or string constant (selected by _Generic) must be known to none. So a constant
 added to a header without its table entry, or an entry in two tables, fails the test naming
 the constant and its header.
@@ -16,7 +16,7 @@ import re
 import sys
 
 QUERIES = ("al_status_constant", "al_adaln_constant", "al_index_constant", "al_plan_constant",
-           "al_stream_constant")
+           "al_stream_constant", "al_decode_constant")
 
 
 def strip_comments(text):

@@ -24,6 +24,8 @@ static void print_member(const al_index *idx, size_t i, size_t m) {
     for (uint32_t d = 0; d < mt.ndim; d++) printf("%s%" PRIu64, d ? "," : "", mt.shape[d]);
     printf(")+%" PRIu64, mt.data_offset);
   }
+  const char *codec = al_index_member_codec(idx, i, m);
+  if (*codec) printf(":codec=%s", codec);
 }
 
 int main(int argc, char **argv) {
