@@ -128,6 +128,17 @@ static uint64_t tokens_at_share(const al_run *r, double share) {
   return lo;
 }
 
+int run_check_step_tokens(const al_plan *p, uint64_t t) {
+  for (size_t b = 0; b < p->n_buckets; b++)
+    if (p->buckets[b].samples && p->buckets[b].tokens > t)
+      return al_set_error(AL_ERANGE,
+                          "step-tokens %llu is below one sample of bucket %ux%u x %u frames (%llu "
+                          "tokens): raise --step-tokens",
+                          (unsigned long long)t, p->buckets[b].width, p->buckets[b].height,
+                          p->buckets[b].frames, (unsigned long long)p->buckets[b].tokens);
+  return AL_OK;
+}
+
 /* T: the given one if its windows fit RUN_MAX_T_SHARE of their rank-slots, else refused; by
  * default the T whose windows fill RUN_DEFAULT_T_SHARE of them. The capacity reported is the T
  * that fills them all. */
@@ -149,13 +160,8 @@ static int resolve_tokens(al_run *r, uint64_t t_opt) {
                         "--step-tokens or raise --micro-per-step",
                         (unsigned long long)t, (unsigned long long)most, p->world,
                         p->micro_per_step, RUN_MAX_T_SHARE * 100, p->window);
-  for (size_t b = 0; b < p->n_buckets; b++)
-    if (p->buckets[b].samples && p->buckets[b].tokens > t)
-      return al_set_error(AL_ERANGE,
-                          "step-tokens %llu is below one sample of bucket %ux%u x %u frames (%llu "
-                          "tokens): raise --step-tokens",
-                          (unsigned long long)t, p->buckets[b].width, p->buckets[b].height,
-                          p->buckets[b].frames, (unsigned long long)p->buckets[b].tokens);
+  int rc = run_check_step_tokens(p, t);
+  if (rc) return rc;
   if (!t) t = 1;
   uint64_t steps = (r->pass_tokens + t / 2) / t;
   if (steps > UINT32_MAX) return al_set_error(AL_ERANGE, "plan: more than 2^32 - 1 steps");

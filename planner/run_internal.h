@@ -111,6 +111,10 @@ void run_mix_info(const al_run *r, al_run_info *i);
 /* run_mix.c: copies the sources into a plan (plan_source entries); AL_ENOMEM. */
 int run_mix_plan_sources(const al_run *r, al_plan *p);
 
+/* run.c: AL_ERANGE naming the first bucket with samples whose one sample holds more than t tokens
+ * (a step of t tokens could not take it). */
+int run_check_step_tokens(const al_plan *p, uint64_t t);
+
 /* run.c: the splitmix-style mixing step of run fingerprints. */
 void run_fp_add(uint64_t *h, uint64_t v);
 

@@ -381,13 +381,8 @@ static int resolve_mix_tokens(al_run *r, uint64_t t_opt) {
                         "--micro-per-step",
                         (unsigned long long)t, (unsigned long long)most, p->world,
                         p->micro_per_step, MIX_MAX_T_SHARE * 100, p->window);
-  for (size_t b = 0; b < p->n_buckets; b++)
-    if (p->buckets[b].samples && p->buckets[b].tokens > t)
-      return al_set_error(AL_ERANGE,
-                          "step-tokens %llu is below one sample of bucket %ux%u x %u frames (%llu "
-                          "tokens): raise --step-tokens",
-                          (unsigned long long)t, p->buckets[b].width, p->buckets[b].height,
-                          p->buckets[b].frames, (unsigned long long)p->buckets[b].tokens);
+  int rc = run_check_step_tokens(p, t);
+  if (rc) return rc;
   p->step_tokens = t ? t : 1;
   return AL_OK;
 }
@@ -495,6 +490,14 @@ static double segments_fill(const al_run *r) {
   return worst;
 }
 
+/* The source holding concatenated position pos, from the source *i of the position before (the
+ * rejected classes' lists ascend within a class), moved to it. */
+static const mix_source *source_at(const run_mix *m, uint64_t pos, uint32_t *i) {
+  while (*i > 0 && pos < m->src[*i].off) (*i)--;
+  while (*i + 1 < m->n_src && pos >= m->src[*i].off + m->src[*i].n) (*i)++;
+  return &m->src[*i];
+}
+
 /* Passes reached, draw ids, what the run draws of every source and bucket, and the template's
  * counts in draw ids (bucket samples, rejected per pass). */
 static int number_draws(al_run *r) {
@@ -539,9 +542,7 @@ static int number_draws(al_run *r) {
     const run_class *k = &r->rejected[c];
     for (uint64_t x = 0; x < k->n; x++) {
       uint64_t pos = k->list[x];
-      while (i > 0 && pos < m->src[i].off) i--;
-      while (i + 1 < m->n_src && pos >= m->src[i].off + m->src[i].n) i++;
-      const mix_source *s = &m->src[i];
+      const mix_source *s = source_at(m, pos, &i);
       uint32_t reason = k->reason;
       if (reason == AL_KEY_NO_MEMBER || !s->passes) continue;
       p->rejected[reason] += s->passes;
@@ -562,9 +563,7 @@ void run_mix_fill_status(const al_run *r, uint8_t *status) {
     const run_class *k = &r->rejected[c];
     for (uint64_t x = 0; x < k->n; x++) {
       uint64_t pos = k->list[x];
-      while (i > 0 && pos < m->src[i].off) i--;
-      while (i + 1 < m->n_src && pos >= m->src[i].off + m->src[i].n) i++;
-      const mix_source *s = &m->src[i];
+      const mix_source *s = source_at(m, pos, &i);
       for (uint64_t q = 0; q < s->passes; q++)
         status[s->draw_base + q * s->n + (pos - s->off)] = (uint8_t)k->reason;
     }
