@@ -19,6 +19,7 @@
 #include "stream/crc32_internal.h"
 #include "cost/al_cost.h"
 #include "manifest/al_manifest.h"
+#include "manifest/al_mixture.h"
 
 /* What the batch cost the consumer (al_stream_batch: its next()'s wait, the fetches while it
  * was the next one): run-dependent, so one object, "cost", that a comparison of what was
@@ -71,14 +72,23 @@ static void print_batch(const al_stream_batch *b, int json) {
             b->skipped_reasons[i]);
 }
 
-/* --jsonl: what a consumer needs to check each sample's delivered bytes. */
-static void print_batch_jsonl(const al_stream_batch *b) {
+/* --jsonl: what a consumer needs to check each sample's delivered bytes; a mixture's rows name
+ * each sample's source (m's source names). */
+static void print_batch_jsonl(const al_stream_batch *b, const al_manifest *m) {
   printf("{\"step\":%" PRIu32 ",\"micro\":%" PRIu32 ",\"position\":%" PRIu64 ",\"bucket\":%" PRIu32
          ",\"keys\":[",
          b->step, b->micro, b->position, b->bucket);
   for (size_t i = 0; i < b->n; i++) {
     if (i) putchar(',');
     jsonw_string(stdout, b->keys[i]);
+  }
+  if (al_manifest_source_count(m)) {
+    printf("],\"sources\":[");
+    for (size_t i = 0; i < b->n; i++) {
+      al_run_source_info si = AL_RUN_SOURCE_INFO_INIT;
+      if (i) putchar(',');
+      jsonw_string(stdout, al_manifest_source(m, b->sources[i], &si) == AL_OK ? si.name : "?");
+    }
   }
   printf("],\"cu_seqlens\":[");
   for (size_t i = 0; i <= b->n; i++) printf("%s%" PRId32, i ? "," : "", b->cu_seqlens[i]);
@@ -131,6 +141,7 @@ static void print_batch_jsonl(const al_stream_batch *b) {
 typedef struct stream_args {
   al_stream_options o;
   const char *index_path, *manifest_path;
+  const char *mixture_path;     /* --mixture MIX.json: the sources' indexes */
   const char *roots[MAX_ROOTS]; /* --root FROM=TO */
   size_t n_roots;
   long rank, max_batches; /* -1: not given */
@@ -184,6 +195,11 @@ static const cli_option OPTIONS[] = {
      .help = "index file (adaptiveload index)"},
     {.name = "--manifest", .type = CLI_STRING, CLI_AT(stream_args, manifest_path),
      .metavar = "MANIFEST", .help = "manifest file (adaptiveload plan), planned from INDEX"},
+    {.name = "--mixture", .type = CLI_STRING, CLI_AT(stream_args, mixture_path),
+     .metavar = "MIX.json",
+     .help = "instead of --index: MANIFEST is this mixture's (plan\n"
+             "--mixture); every source is read from its index, and\n"
+             "--jsonl rows name each sample's source"},
     {.name = "--rank", .type = CLI_U64, CLI_AT(stream_args, rank), .max = 1 << 30, .metavar = "R",
      .help = "rank to read (default: RANK from the environment; 0 when\n"
              "the manifest plans one rank). WORLD_SIZE, when set, must\n"
@@ -303,7 +319,8 @@ static const cli_option OPTIONS[] = {
 static const cli_verb STREAM = {
     .name = "stream",
     .usage =
-        "usage: adaptiveload stream --index INDEX --manifest MANIFEST [--rank R] [options]\n\n"
+        "usage: adaptiveload stream --index INDEX --manifest MANIFEST [--rank R] [options]\n"
+        "       adaptiveload stream --mixture MIX.json --manifest MANIFEST [--rank R] [options]\n\n"
         "Reads the micro-batches that MANIFEST assigns to rank R, in order, with reader\n"
         "threads packing each micro-batch into one buffer (samples 64-byte aligned).\n"
         "Without --bench, prints one line per batch:\n"
@@ -330,19 +347,64 @@ static const cli_verb STREAM = {
     .bad_say = CLI_SAY_BLANK,
 };
 
-/* Loads the index (moving its shard paths by --root) and the manifest and opens the rank's
- * stream: 0, or -1 (al_last_error). What was opened is in the out-arguments either way. */
-static int open_stream(const stream_args *a, al_index **idx, al_manifest **m, al_stream **s) {
-  if (al_index_load(idx, a->index_path) != AL_OK) return -1;
+/* The shard paths of idx moved by --root. 0, or -1 (al_last_error). */
+static int remap_roots(const stream_args *a, al_index *idx, const char *what) {
   for (size_t k = 0; k < a->n_roots; k++) {
     const char *eq = strchr(a->roots[k], '=');
     char from[4096];
     size_t moved = 0;
     snprintf(from, sizeof from, "%.*s", (int)(eq - a->roots[k]), a->roots[k]);
-    if (al_index_remap_root(*idx, from, eq + 1, &moved) != AL_OK) return -1;
-    fprintf(stderr, "stream: %zu shard paths moved from %s to %s\n", moved, from, eq + 1);
+    if (al_index_remap_root(idx, from, eq + 1, &moved) != AL_OK) return -1;
+    fprintf(stderr, "stream: %s: %zu shard paths moved from %s to %s\n", what, moved, from, eq + 1);
   }
+  return 0;
+}
+
+/* The indexes streamed: --index, or every source's of --mixture (checked to be the manifest's
+ * sources, by name and in order). 0, or -1 (al_last_error). */
+static int load_indexes(const stream_args *a, const al_manifest *m, al_index **idx, size_t *n) {
+  if (!a->mixture_path) {
+    if (al_index_load(&idx[0], a->index_path) != AL_OK) return -1;
+    *n = 1;
+    return remap_roots(a, idx[0], a->index_path);
+  }
+  al_mixture *mx = NULL;
+  if (al_mixture_load(&mx, a->mixture_path) != AL_OK) return -1;
+  size_t ns = al_mixture_source_count(mx);
+  int rc = AL_OK;
+  if (ns != al_manifest_source_count(m))
+    rc = al_set_error(AL_EINVAL, "%s has %zu sources but manifest %s plans %" PRIu32,
+                      a->mixture_path, ns, a->manifest_path, al_manifest_source_count(m));
+  for (size_t i = 0; rc == AL_OK && i < ns; i++) {
+    al_run_source_info si = AL_RUN_SOURCE_INFO_INIT;
+    rc = al_manifest_source(m, (uint32_t)i, &si);
+    if (rc == AL_OK && strcmp(si.name, al_mixture_source_name(mx, i)))
+      rc = al_set_error(AL_EINVAL, "%s: source %zu is '%s' but manifest %s's source %zu is '%s'",
+                        a->mixture_path, i, al_mixture_source_name(mx, i), a->manifest_path, i,
+                        si.name);
+    if (rc == AL_OK) {
+      rc = al_index_load(&idx[i], al_mixture_source_index(mx, i));
+      if (rc != AL_OK) rc = al_error_prefix(rc, "%s: source '%s'", a->mixture_path, si.name);
+    }
+    *n = i + 1;
+    if (rc == AL_OK && remap_roots(a, idx[i], al_mixture_source_index(mx, i))) rc = AL_EINVAL;
+  }
+  al_mixture_free(mx);
+  return rc == AL_OK ? 0 : -1;
+}
+
+static int open_one(const stream_args *a, al_stream **s, al_index *const *idx, size_t n,
+                    const al_manifest *m, const al_stream_options *o) {
+  if (!a->mixture_path) return al_stream_open(s, idx[0], m, (int)a->rank, o);
+  return al_stream_open_mixture(s, (const al_index *const *)idx, n, m, (int)a->rank, o);
+}
+
+/* Loads the manifest and the indexes (moving their shard paths by --root) and opens the rank's
+ * stream: 0, or -1 (al_last_error). What was opened is in the out-arguments either way. */
+static int open_stream(const stream_args *a, al_index **idx, size_t *n_idx, al_manifest **m,
+                       al_stream **s) {
   if (al_manifest_load(m, a->manifest_path) != AL_OK) return -1;
+  if (load_indexes(a, *m, idx, n_idx)) return -1;
   al_stream_state st = AL_STREAM_STATE_INIT;
   al_stream_options o = a->o;
   int rc = AL_OK;
@@ -353,15 +415,18 @@ static int open_stream(const stream_args *a, al_index **idx, al_manifest **m, al
     probe.first = (uint64_t)a->resume_at;
     probe.threads = probe.prefetch = 1;
     probe.fetch_parallel = -1;
-    rc = al_stream_open(s, *idx, *m, (int)a->rank, &probe);
+    rc = open_one(a, s, idx, *n_idx, *m, &probe);
     if (rc == AL_OK) rc = al_stream_state_at(*s, (uint64_t)a->resume_at, &st);
     al_stream_close(*s);
     *s = NULL;
     o.resume = &st;
   }
-  if (rc == AL_OK) rc = al_stream_open(s, *idx, *m, (int)a->rank, &o);
+  if (rc == AL_OK) rc = open_one(a, s, idx, *n_idx, *m, &o);
   /* The pair's own messages (another index, members, rank) do not know the file names. */
-  if (rc != AL_OK) al_error_prefix(rc, "manifest %s, index %s", a->manifest_path, a->index_path);
+  if (rc != AL_OK)
+    al_error_prefix(rc, "manifest %s, %s %s", a->manifest_path,
+                    a->mixture_path ? "mixture" : "index",
+                    a->mixture_path ? a->mixture_path : a->index_path);
   return rc != AL_OK ? -1 : 0;
 }
 
@@ -398,7 +463,8 @@ static double pretend_step(const al_cost_model *m, const al_stream_batch *b) {
 /* Reads the rank's batches (all, or --max-batches), listing or timing them. Returns 0,
  * AL_EXIT_FAIL when reading stopped at an error (what was read is still reported), or -1 when
  * a device copy failed (nothing more is reported); the message is printed. */
-static int read_batches(const stream_args *a, al_stream *s, stream_totals *t) {
+static int read_batches(const stream_args *a, al_stream *s, const al_manifest *m,
+                        stream_totals *t) {
   double t0 = clock_now_s();
   int rc = AL_OK;
   const al_stream_batch *b;
@@ -427,7 +493,7 @@ static int read_batches(const stream_args *a, al_stream *s, stream_totals *t) {
       t->copied += b->copy_bytes;
     }
     if (!a->bench && a->jsonl)
-      print_batch_jsonl(b);
+      print_batch_jsonl(b, m);
     else if (!a->bench)
       print_batch(b, a->json);
     else if (a->compute_cost)
@@ -533,8 +599,10 @@ int cli_cmd_stream(int argc, char **argv) {
   a.cost.struct_size = sizeof a.cost;
   int ec = cli_parse(&STREAM, argc, argv, &a);
   if (ec != CLI_RUN) return ec;
-  if (!a.index_path || !a.manifest_path)
-    return cli_usage(&STREAM, CLI_SAY_PAGE, "--index and --manifest are required");
+  if (a.index_path && a.mixture_path)
+    return cli_usage(&STREAM, CLI_SAY_PAGE, "--index and --mixture exclude each other");
+  if (!a.manifest_path || (!a.index_path && !a.mixture_path))
+    return cli_usage(&STREAM, CLI_SAY_PAGE, "--manifest and --index (or --mixture) are required");
   if (a.o.ext && !*a.o.ext)
     return cli_usage(&STREAM, CLI_SAY_PAGE, "--ext needs a member extension");
   if (a.compute_cost && a.compute_ms > 0)
@@ -555,21 +623,22 @@ int cli_cmd_stream(int argc, char **argv) {
     return cli_usage(&STREAM, CLI_SAY_PAGE, "--compute-cost needs --bench");
   if (a.compute_cost && al_cost_load(&a.cost, a.compute_cost) != AL_OK)
     return cli_fail("stream: --compute-cost");
-  al_index *idx = NULL;
+  al_index *idx[AL_RUN_MAX_SOURCES] = {NULL};
+  size_t n_idx = 0;
   al_manifest *m = NULL;
   al_stream *s = NULL;
-  if (open_stream(&a, &idx, &m, &s)) {
+  if (open_stream(&a, idx, &n_idx, &m, &s)) {
     ec = cli_fail("stream");
   } else {
     stream_totals t;
     memset(&t, 0, sizeof t);
-    int rc = read_batches(&a, s, &t);
+    int rc = read_batches(&a, s, m, &t);
     if (rc >= 0 && report(&a, s, &t) != AL_EXIT_OK) rc = AL_EXIT_FAIL;
     ec = rc < 0 ? AL_EXIT_FAIL : rc;
     stream_steps_free(&t.steps);
   }
   al_stream_close(s);
   al_manifest_free(m);
-  al_index_free(idx);
+  for (size_t i = 0; i < n_idx; i++) al_index_free(idx[i]);
   return ec;
 }

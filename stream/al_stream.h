@@ -422,6 +422,11 @@ typedef struct al_stream_batch {
   uint64_t requests;
   uint64_t cache_hits;
   uint64_t cache_misses;
+  /* Added at the end: the source each sample was read from, an index into the manifest's sources
+   * (al_manifest_source: its name) for a mixture's stream (al_stream_open_mixture); all 0 for a
+   * stream of one index. With `samples` (draw ids: al_manifest_source's draw_base, passes and
+   * samples place each in its source's pass), what a trainer logs loss per source by. */
+  const uint32_t *sources; /* n */
 } al_stream_batch;
 
 typedef struct al_stream_stats {
@@ -463,6 +468,21 @@ typedef struct al_stream_stats {
  * reader threads. */
 AL_API int al_stream_open(al_stream **out, const al_index *idx, const al_manifest *m, int rank,
                           const al_stream_options *opts);
+
+/* Opens the stream of `rank` over a mixture's manifest (plan --mixture, manifest/al_mixture.h):
+ * indexes[i] is the index of the manifest's source i (al_manifest_source, in that order), n the
+ * manifest's source count. The manifest's samples are draw ids; draw d of source i is position
+ * (d - draw_base_i) mod samples_i of indexes[i], read as al_stream_open reads an index position,
+ * and batch->sources names its source. Checks, before any read: n is the manifest's source count
+ * and each index is its source's (index fingerprint and sample count; AL_EINVAL naming the
+ * source), the key table agrees with every source's keys, and the requested members against each
+ * source's index as al_stream_open checks them. Otherwise al_stream_open: rank, world, options,
+ * resume states (the manifest's fingerprint names them), ownership (the stream borrows the
+ * indexes and the manifest), thread safety. Shards at URLs take the storage settings the first
+ * source's index recorded unless the options or the environment set them. A manifest of one
+ * index (no sources) is refused: open it with al_stream_open. */
+AL_API int al_stream_open_mixture(al_stream **out, const al_index *const *indexes, size_t n,
+                                  const al_manifest *m, int rank, const al_stream_options *opts);
 
 /* Opens the stream of `rank` over a chunked run (planner/al_run.h) instead of a manifest: the
  * micro-batches al_run_plan_steps(run, world, 0, steps) would give the rank, planned window by

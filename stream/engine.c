@@ -64,6 +64,7 @@ typedef struct slot {
   uint64_t *sizes;
   uint64_t *token_first;    /* n: first token of the sample's piece (0 when whole) */
   uint64_t *sample_tokens;  /* n: the sample's whole sequence */
+  uint32_t *sources;        /* n: the source each sample is read from (stream_source_job) */
   stream_growbuf shard_tmp; /* a token shard's latent frames before the patchify */
   stream_growbuf media;     /* a raw video or image member's bytes, decoded into "pixels" */
   member_meta *mm;          /* n_members (the stream's) */
@@ -153,6 +154,7 @@ static int meta_reserve(slot *sl, size_t n, size_t n_members) {
   if (!rc) rc = grow_resize((void **)&sl->sizes, c, sizeof *sl->sizes, what);
   if (!rc) rc = grow_resize((void **)&sl->token_first, c, sizeof *sl->token_first, what);
   if (!rc) rc = grow_resize((void **)&sl->sample_tokens, c, sizeof *sl->sample_tokens, what);
+  if (!rc) rc = grow_resize((void **)&sl->sources, c, sizeof *sl->sources, what);
   for (size_t j = 0; !rc && j < n_members; j++) {
     member_meta *m = &sl->mm[j];
     rc = grow_resize((void **)&m->ndim, c, sizeof *m->ndim, what);
@@ -217,6 +219,7 @@ static void slot_free(slot *sl, size_t n_members) {
   free(sl->sizes);
   free(sl->token_first);
   free(sl->sample_tokens);
+  free(sl->sources);
   for (size_t j = 0; sl->mm && j < n_members; j++) {
     free(sl->mm[j].ndim);
     free(sl->mm[j].shapes);
@@ -563,6 +566,7 @@ static void commit_sample(slot *sl, const stream_plan_sample *ps, const sample_p
   sl->cu[n + 1] = (int32_t)tokens;
   sl->token_first[n] = pc->first;
   sl->sample_tokens[n] = ps->tokens;
+  sl->sources[n] = job->source;
 }
 
 /* The batch's per-member views (what an empty batch of a member would be when no sample was
@@ -637,6 +641,7 @@ static int publish(al_stream *s, slot *sl, const stream_plan_batch *pb, size_t n
   b->shard_token_end = hi;
   b->token_first = sl->token_first;
   b->sample_tokens = sl->sample_tokens;
+  b->sources = sl->sources;
   if (s->sp_shard) shard_patch(s, b->patch);
   if (!s->device_copy) return AL_OK;
   if ((rc = device_copy(s, sl, total)) != AL_OK)
@@ -1196,14 +1201,12 @@ static int open_engine(al_stream **out, const stream_source *src, stream_rank_pl
   int rc = struct_in(&o, sizeof o, AL_STREAM_OPTIONS_V1, opts, "al_stream_open",
                      "al_stream_options");
   if (rc == AL_OK) rc = check_options(&o);
+  al_stream *s = rc == AL_OK ? calloc(1, sizeof *s) : NULL;
+  if (rc == AL_OK && !s) rc = al_set_error(AL_ENOMEM, "stream");
   if (rc != AL_OK) {
     stream_feed_free(feed);
+    if (src->release) src->release(src->ctx);
     return rc;
-  }
-  al_stream *s = calloc(1, sizeof *s);
-  if (!s) {
-    stream_feed_free(feed);
-    return al_set_error(AL_ENOMEM, "stream");
   }
   pthread_mutex_init(&s->mu, NULL);
   pthread_cond_init(&s->cv_free, NULL);
@@ -1251,6 +1254,7 @@ int stream_open_fed(al_stream **out, const stream_source *src, stream_rank_plan 
                     stream_feed *feed, const al_stream_options *opts) {
   if (!feed || !plan->fed_micro) {
     stream_feed_free(feed);
+    if (src->release) src->release(src->ctx);
     return al_set_error(AL_EINVAL, "stream_open_fed: no feed, or a plan that is not a run's");
   }
   return open_engine(out, src, plan, feed, opts);
@@ -1533,6 +1537,7 @@ void al_stream_close(al_stream *s) {
   stream_cuda_stream_destroy(s->copy_stream);
   stream_shard_table_free(s->shards);
   stream_rank_plan_free(&s->plan);
+  if (s->src.release) s->src.release(s->src.ctx);
   for (size_t j = 0; s->members && j < s->n_members; j++) free(s->members[j]);
   free(s->members);
   free(s->kinds);

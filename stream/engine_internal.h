@@ -119,6 +119,9 @@ typedef struct stream_source_job {
    * indexing): the header the stream reads must say the same (else "shard changed"). */
   int has_type;
   al_member_type type;
+  /* Set by the source: which of its inputs holds the sample (a mixture's source, in the
+   * manifest's order; 0 for one index). Delivered as al_stream_batch.sources. */
+  uint32_t source;
 } stream_source_job;
 
 /* Read-only callbacks; called from several reader threads at once. */
@@ -136,6 +139,9 @@ typedef struct stream_source {
   int (*verify)(void *ctx, uint32_t id, struct storage_obj *obj);
   /* The index (may be NULL): what its shards at URLs were built with, the readers' defaults. */
   const al_index *index;
+  /* May be NULL. When set, the stream owns ctx from the open call on, whether the open succeeds
+   * or fails: the open's failure or al_stream_close calls release(ctx) once. */
+  void (*release)(void *ctx);
 } stream_source;
 
 /* Opens a stream over a plan (ownership of *plan moves to the stream, which
@@ -158,6 +164,14 @@ struct stream_feed *stream_get_feed(const al_stream *s);
 
 /* The source over an al_index (ctx = the index). */
 void stream_index_source(const al_index *idx, stream_source *out);
+
+/* The source over a mixture's indexes (stream/mixture_source.c): idx[i] is source i of the
+ * manifest's sources (its draw base, passes and samples in src[i]); a draw id d of source i reads
+ * position (d - draw_base_i) mod samples_i of idx[i], and shard j of idx[i] is shard
+ * shard_base_i + j of the source. The indexes must outlive the stream; the source's own table is
+ * released with it (out->release). */
+int stream_mixture_source(const al_index *const *idx, const al_run_source_info *src, size_t n,
+                          stream_source *out);
 
 #ifdef __cplusplus
 }

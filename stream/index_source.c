@@ -111,6 +111,7 @@ static int idx_verify(void *ctx, uint32_t id, struct storage_obj *obj) {
 }
 
 void stream_index_source(const al_index *idx, stream_source *out) {
+  memset(out, 0, sizeof *out);
   out->ctx = (void *)idx;
   out->n_shards = al_index_shard_count(idx);
   out->shard = idx_shard;

@@ -46,3 +46,16 @@ int stream_check_members(const al_index *idx, stream_plan_sample *samples, size_
   if (rc != AL_OK) return al_error_prefix(rc, "stream of rank %" PRIu32, rank);
   return stream_check_samples(idx, samples, n, rank, on_error, stored, n_names);
 }
+
+void stream_requested_members(const al_index *idx, al_stream_options *o, const char **one,
+                              char *dflt, size_t cap, const char *const **names, size_t *n) {
+  if (o->members && o->n_members) {
+    *names = o->members;
+    *n = o->n_members;
+    return;
+  }
+  if (!o->ext) o->ext = al_index_default_member(idx, dflt, cap) == AL_OK ? dflt : "latent";
+  *one = o->ext;
+  *names = one;
+  *n = 1;
+}

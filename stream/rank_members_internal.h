@@ -32,6 +32,12 @@ size_t stream_stored_members(const char *const *names, size_t n, const char **ou
 int stream_check_members(const al_index *idx, stream_plan_sample *samples, size_t n, uint32_t rank,
                          int on_error, const char *const *names, size_t n_names);
 
+/* The members a stream delivers: options.members, else options.ext, else the index's default
+ * (its typed latent, else "latent"; the name is kept in dflt, room for cap, and o->ext set to
+ * it). *names points at o->members or at *one. */
+void stream_requested_members(const al_index *idx, al_stream_options *o, const char **one,
+                              char *dflt, size_t cap, const char *const **names, size_t *n);
+
 #ifdef __cplusplus
 }
 #endif

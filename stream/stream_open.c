@@ -54,21 +54,6 @@ int al_resolve_rank(const al_manifest *m, int rank, int world, uint32_t *out_ran
   return AL_OK;
 }
 
-/* The members a stream delivers: options.members, else options.ext, else the index's default
- * (its typed latent, else "latent"; the name is kept in dflt). */
-static void requested_members(const al_index *idx, al_stream_options *o, const char **one,
-                              char *dflt, size_t cap, const char *const **names, size_t *n) {
-  if (o->members && o->n_members) {
-    *names = o->members;
-    *n = o->n_members;
-    return;
-  }
-  if (!o->ext) o->ext = al_index_default_member(idx, dflt, cap) == AL_OK ? dflt : "latent";
-  *one = o->ext;
-  *names = one;
-  *n = 1;
-}
-
 int al_stream_open(al_stream **out, const al_index *idx, const al_manifest *m, int rank,
                    const al_stream_options *caller_opts) {
   *out = NULL;
@@ -81,6 +66,12 @@ int al_stream_open(al_stream **out, const al_index *idx, const al_manifest *m, i
   al_manifest_info info = AL_MANIFEST_INFO_INIT;
   rc = al_manifest_get_info(m, &info);
   if (rc != AL_OK) return rc;
+  if (al_manifest_source_count(m))
+    return al_set_error(AL_EINVAL,
+                        "the manifest is a mixture's (%" PRIu32
+                        " sources): stream it over its sources' indexes (stream --mixture, "
+                        "al_stream_open_mixture)",
+                        al_manifest_source_count(m));
   uint64_t fp = al_index_fingerprint(idx);
   if (info.index_fingerprint != fp)
     return al_set_error(AL_EINVAL,
@@ -129,7 +120,7 @@ int al_stream_open(al_stream **out, const al_index *idx, const al_manifest *m, i
   const char *one = NULL, *const *names = NULL;
   char dflt[AL_INDEX_EXT_MAX + 1];
   size_t n_names = 0;
-  requested_members(idx, &o, &one, dflt, sizeof dflt, &names, &n_names);
+  stream_requested_members(idx, &o, &one, dflt, sizeof dflt, &names, &n_names);
   rc = stream_check_members(idx, plan.samples, plan.n_samples, r, o.on_error, names, n_names);
   if (rc != AL_OK) {
     stream_rank_plan_free(&plan);

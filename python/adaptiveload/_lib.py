@@ -115,6 +115,9 @@ SIGNATURES = {
         "al_mixture_load": (_int, [_P(_vp), _cp]),
         "al_mixture_free": (None, [_vp]),
         "al_mixture_write": (_int, [_vp, _cp, _cp, _P(S.PlanOptions), _u32, _u32, _u32, _u32, _cp]),
+        "al_mixture_source_count": (ctypes.c_size_t, [_vp]),
+        "al_mixture_source_name": (_cp, [_vp, ctypes.c_size_t]),
+        "al_mixture_source_index": (_cp, [_vp, ctypes.c_size_t]),
     },
     "planner/al_run.h": {
         "al_run_get_info": (_int, [_vp, _P(S.RunInfo)]),
@@ -123,6 +126,7 @@ SIGNATURES = {
     "stream/al_stream.h": {
         "al_stream_open": (_int, [_P(_vp), _vp, _vp, _int, _P(S.StreamOptions)]),
         "al_stream_open_run": (_int, [_P(_vp), _vp, _vp, _int, _int, _u32, _P(S.StreamOptions)]),
+        "al_stream_open_mixture": (_int, [_P(_vp), _P(_vp), ctypes.c_size_t, _vp, _int, _P(S.StreamOptions)]),
         "al_stream_next": (_int, [_vp, _P(_P(S.StreamBatch))]),
         "al_stream_release": (_int, [_vp, _P(S.StreamBatch)]),
         "al_stream_release_after": (_int, [_vp, _P(S.StreamBatch), _vp]),

@@ -443,6 +443,7 @@ class StreamBatch(_Sized):
         ("requests", c_uint64),
         ("cache_hits", c_uint64),
         ("cache_misses", c_uint64),
+        ("sources", _P(c_uint32)),
     ]
 
 

@@ -234,6 +234,13 @@ class _Mixture:
                        "mixture %s" % self.path)
         self.handle = h
 
+    def sources(self):
+        """[(name, index path)] in the mixture's order (paths as the C library resolved them)."""
+        lib = _lib.lib()
+        return [(lib.al_mixture_source_name(self.handle, i).decode(),
+                 os.fsdecode(lib.al_mixture_source_index(self.handle, i)))
+                for i in range(lib.al_mixture_source_count(self.handle))]
+
     def close(self):
         if self.handle:
             _lib.lib().al_mixture_free(self.handle)
@@ -258,14 +265,23 @@ def plan_mixture(mixture, world, epoch=0, seed=0, cost=None, out=None, steps=Non
     ``steps``, ``rank``, ``cost`` and the planning options are :func:`plan`'s (the run is always
     chunked). The manifest's :attr:`Manifest.sources` lists each source's weight, passes and draws.
     Raises :class:`adaptiveload.Error` naming the field or source of a bad mixture."""
-    if options.get("planner", "chunked") != "chunked":
-        raise ValueError("a mixture is planned as a chunked run: planner must be 'chunked'")
-    options = dict(options, planner="chunked")
     if out is None:
         out = os.path.join(_default_dir(), "mix-w%d-e%d-s%d-%d.alm" % (int(world), int(epoch), int(seed),
                                                                          next(_serial)))
+    return Manifest(_write_mixture(mixture, out, world, epoch, seed, cost, options, steps, rank))
+
+
+def _mixture_options(options):
+    """The planning options of a mixture: always a chunked run."""
+    if options.get("planner", "chunked") != "chunked":
+        raise ValueError("a mixture is planned as a chunked run: planner must be 'chunked'")
+    return dict(options, planner="chunked")
+
+
+def _write_mixture(mixture, out, world, epoch, seed, cost, options, steps=None, rank=None):
     out = path_arg("out", out)
     cost = None if cost is None else path_arg("cost", cost)
+    options = _mixture_options(options)
     o = _options(world, epoch, seed, options)
     buckets = options.get("buckets")
     first, end = _steps_arg(steps)
@@ -279,7 +295,26 @@ def plan_mixture(mixture, world, epoch=0, seed=0, cost=None, out=None, steps=Non
             "planning the mixture %s for world %d" % (mx.path or "(dict)", int(world)))
     finally:
         mx.close()
-    return Manifest(os.fspath(out))
+    return os.fspath(out)
+
+
+def _mixture_arg(mixture):
+    """A Planner's ``mixture``, made independent of the working folder: a path made absolute, or
+    a dict (JSON-ready, checked by the C parser now) whose relative index paths are made absolute
+    against the working folder, as al_mixture_parse would read them now."""
+    if isinstance(mixture, dict):
+        try:
+            m = json.loads(json.dumps(mixture, allow_nan=False))
+        except (TypeError, ValueError) as e:
+            raise ValueError("mixture: not a JSON structure: %s" % e) from None
+        for src in m.get("sources", []) if isinstance(m.get("sources"), list) else []:
+            if isinstance(src, dict) and isinstance(src.get("index"), str) and "://" not in src["index"]:
+                src["index"] = os.path.abspath(src["index"])
+        _Mixture(m).close()  # refuses a bad structure here, naming the field
+        return m
+    path = os.path.abspath(path_arg("mixture", mixture))
+    _Mixture(path).close()
+    return path
 
 
 def _replan_write(old, at_step, world, micro_per_step, step_tokens, out):
@@ -367,6 +402,11 @@ class Planner:
 
     Args:
         index: index path (kept as a path: a Planner pickles into DataLoader workers).
+        mixture: instead of ``index``, a mixture of several indexes (``plan --mixture``): the
+            path of MIX.json or a dict of the same structure (:func:`plan_mixture`; index paths of
+            a dict relative to the working folder when the Planner is made). Its epochs are
+            chunked runs of the mixture; :class:`StreamDataset` streams each sample from its
+            source's index and names the source in ``batch.sources``.
         world: ranks; default ``WORLD_SIZE`` from the environment, else 1.
         seed, cost, **options: as :func:`plan`.
         out_dir: where manifests go (default: a temporary folder of this process).
@@ -377,8 +417,13 @@ class Planner:
     it was resumed through) in a checkpoint (:mod:`adaptiveload.checkpoint`).
     """
 
-    def __init__(self, index, world=None, seed=0, cost=None, out_dir=None, **options):
+    def __init__(self, index=None, world=None, seed=0, cost=None, out_dir=None, mixture=None, **options):
+        if index is not None and mixture is not None:
+            raise ValueError("Planner takes an index or a mixture, not both")
         self.index = None if index is None else path_arg("index", index.path if isinstance(index, Index) else index)
+        self.mixture = None if mixture is None else _mixture_arg(mixture)
+        if self.mixture is not None:
+            options = _mixture_options(options)
         if cost is not None:
             path_arg("cost", cost)
         if out_dir is not None:
@@ -402,13 +447,29 @@ class Planner:
         os.makedirs(d, exist_ok=True)
         return d
 
+    def _write(self, out, epoch, steps=None):
+        """Plans epoch ``epoch`` (steps [A, B) of it when given) of the index or the mixture."""
+        if self.mixture is not None:
+            return _write_mixture(self.mixture, out, self.world, epoch, self.seed, self.cost, self.options, steps)
+        return _write(self.index, out, self.world, epoch, self.seed, self.cost, self.options, steps)
+
+    def source_indexes(self):
+        """The index paths a stream of this Planner's plans reads: the mixture's sources' in its
+        order, else [index]."""
+        if self.mixture is None:
+            return [self.index]
+        mx = _Mixture(self.mixture)
+        try:
+            return [path for _, path in mx.sources()]
+        finally:
+            mx.close()
+
     def _origin_path(self):
         o = self._origin
         if o.get("start_step") is not None:  # a chunked run resumed at another world: a slice
             out = os.path.join(self._dir(), "run-e%d-s%d-w%d-pid%d-%d.alm" % (
                 o["epoch"], o["start_step"], self.world, os.getpid(), next(_serial)))
-            return _write(self.index, out, self.world, o["epoch"], self.seed, self.cost, self.options,
-                          (o["start_step"], o["end_step"] or None))
+            return self._write(out, o["epoch"], (o["start_step"], o["end_step"] or None))
         base = o["base"]
         if isinstance(base, dict):
             path = Planner.from_state(base, out_dir=self.out_dir).path(o["epoch"])
@@ -433,14 +494,14 @@ class Planner:
         if p is None or not os.path.exists(p):
             if self._origin is not None and epoch == self._origin["epoch"]:
                 p = self._origin_path()
-            elif self.index is None:
+            elif self.index is None and self.mixture is None:
                 raise ValueError("this Planner was resumed from manifest %s (epoch %d) without an index: pass "
                                  "index= to Planner.resume to plan epoch %d"
                                  % (self._origin["base"], self._origin["epoch"], epoch))
             else:
                 p = os.path.join(self._dir(), "plan-w%d-s%d-e%d-pid%d-%d.alm" % (
                     self.world, self.seed, epoch, os.getpid(), self._tag))
-                _write(self.index, p, self.world, epoch, self.seed, self.cost, self.options)
+                self._write(p, epoch)
             self._paths[epoch] = p
         return p
 
@@ -459,6 +520,9 @@ class Planner:
         epoch = whole("epoch", epoch, 0, U32_MAX)
         if not self.chunked:
             raise ValueError("open_run needs a chunked Planner (planner='chunked')")
+        if self.mixture is not None:
+            raise ValueError("open_run opens a run of one index; a mixture's epochs are streamed from their manifests "
+                             "(path(epoch))")
         start = 0
         if self._origin is not None and epoch == self._origin["epoch"]:
             start = self._origin.get("start_step") or 0
@@ -520,7 +584,7 @@ class Planner:
         options = dict(self.options)
         options["reference_world"] = self.options.get("reference_world") or self.world
         new = Planner(self.index, world=world, seed=self.seed, cost=self.cost,
-                      out_dir=self.out_dir if out_dir is None else out_dir, **options)
+                      out_dir=self.out_dir if out_dir is None else out_dir, mixture=self.mixture, **options)
         new._origin = {"epoch": epoch, "base": None, "replans": [], "start_step": at, "end_step": 0}
         new.plan(epoch)  # plans the slice now: a step past the run is raised here
         return new
@@ -553,9 +617,12 @@ class Planner:
             if self._origin.get("start_step") is not None:
                 origin["start_step"] = self._origin["start_step"]
                 origin["end_step"] = self._origin["end_step"]
-        return {"version": 1, "index": self.index, "world": self.world, "seed": self.seed,
-                "cost": None if self.cost is None else os.fspath(self.cost),
-                "options": _json_options(self.options), "origin": origin}
+        state = {"version": 1, "index": self.index, "world": self.world, "seed": self.seed,
+                 "cost": None if self.cost is None else os.fspath(self.cost),
+                 "options": _json_options(self.options), "origin": origin}
+        if self.mixture is not None:
+            state["mixture"] = self.mixture
+        return state
 
     @classmethod
     def from_state(cls, state, out_dir=None):
@@ -574,7 +641,7 @@ class Planner:
         if options.get("geometry") is not None:
             options["geometry"] = tuple(options["geometry"])
         p = cls(state["index"], world=state["world"], seed=state["seed"], cost=state["cost"], out_dir=out_dir,
-                **options)
+                mixture=state.get("mixture"), **options)
         if state.get("origin") is not None:
             o = state["origin"]
             p._origin = {"epoch": int(o["epoch"]), "base": o["base"], "replans": [list(r) for r in o["replans"]]}
@@ -595,8 +662,8 @@ class Planner:
                                  "; ".join("%s %r, not %r" % (k, mine.get(k), identity[k]) for k in diff)))
 
     def __repr__(self):
-        return "Planner(%r, world=%d, seed=%d%s%s)" % (
-            self.index, self.world, self.seed, "".join(", %s=%r" % kv for kv in sorted(self.options.items())),
+        return "Planner(%s, world=%d, seed=%d%s%s)" % (
+            repr(self.index) if self.mixture is None else "mixture=%r" % (self.mixture,), self.world, self.seed, "".join(", %s=%r" % kv for kv in sorted(self.options.items())),
             "" if self._origin is None else ", resumed epoch %d at %s" % (
                 self._origin["epoch"], ", ".join("step %d -> world %d" % (r[0], r[1])
                                                  for r in self._origin["replans"])))

@@ -70,7 +70,7 @@ from torch.utils.data import Sampler
 
 from . import _state
 from ._args import U32_MAX, path_arg, whole
-from ._handles import manifest_arg
+from ._handles import Manifest, manifest_arg
 from .members import check_schedule_members, member_names
 from .schedule import BucketShape, MicroBatchInfo, PlanOrigin, SamplePosition, Schedule
 
@@ -136,7 +136,12 @@ class BatchSampler(Sampler):
             path = self._planner.path(epoch)
         else:
             path = self._template.format(epoch=epoch) if "{epoch}" in self._template else self._template
-        self._sched = Schedule(path, self._rank, self._world)
+        m = Manifest(path)
+        if m.sources:
+            raise ValueError("manifest %s is a mixture's (%d sources): its sample numbers are draws of several "
+                             "indexes, which BatchSampler and IndexDataset (one index) cannot read; stream it with "
+                             "StreamDataset (batch.sources names each sample's source)" % (path, len(m.sources)))
+        self._sched = Schedule(m, self._rank, self._world)
         if self._check is not None:
             check_schedule_members(self._sched, *self._check)
         self._origin = PlanOrigin(path, self._sched.index_fingerprint, self._sched.manifest_fingerprint)

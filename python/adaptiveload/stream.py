@@ -132,7 +132,10 @@ class PackedBatch:
         cu_seqlens: int32 tensor (n+1), cumulative tokens; on the same device as data.
         offsets: int64 CPU tensor (n+1), byte offset of each sample (64-aligned), and
             the payload end; sizes: int64 CPU tensor (n), payload bytes.
-        keys: list of n sample keys; samples: int64 tensor of index positions.
+        keys: list of n sample keys; samples: int64 tensor of index positions (a mixture's:
+            draw ids, ``Manifest.sources``' draw_base + pass x samples + position).
+        sources: a mixture's stream: list of n source names, the source each sample was read
+            from (to log the loss per source); None for a stream of one index.
         shapes: int32 tensor (n, 3): width, height, frames.
         padded: bool tensor (n): padding repeats (mask their loss).
         position, step, micro, n_micro, last_in_step, bucket: where it sits in the plan.
@@ -174,7 +177,7 @@ class PackedBatch:
                  "skipped", "resume_state", "members", "grid", "planned_tokens", "skipped_real_samples",
                  "skipped_real_tokens", "sp_degree", "sp_rank", "sp_ranks", "sp_sharded", "sp_token_range",
                  "token_first", "sample_tokens", "patch", "sp_group_tokens", "stall_seconds", "fetched_bytes",
-                 "requests", "cache_hits", "cache_misses", "stream_stats")
+                 "requests", "cache_hits", "cache_misses", "stream_stats", "sources")
 
     def __len__(self):
         return len(self.keys)
@@ -349,6 +352,10 @@ class StreamDataset(IterableDataset):
         index, manifest: paths of the index and of a manifest planned from it (a loaded
             adaptiveload.Manifest, what adaptiveload.plan returns, stands for its file); or, as
             manifest, an adaptiveload.Planner over that index (then set_epoch(e) plans e).
+            A mixture: ``index`` None and a ``Planner(mixture=...)`` as manifest (its sources'
+            indexes are read), or the list of the sources' index paths, in the mixture's order,
+            with its manifest (``plan_mixture``); every sample is read from its source's index
+            and ``batch.sources`` names the source of each.
             Anything else raises TypeError naming the argument; a path (this one, root,
             cache_dir) or a member name holding a NUL byte raises ValueError naming it.
         rank, world_size: default RANK / WORLD_SIZE from the environment.
@@ -412,13 +419,23 @@ class StreamDataset(IterableDataset):
         super().__init__()
         if not isinstance(on_error, str) or on_error not in _ON_ERROR:
             raise ValueError("on_error must be 'fail' or 'skip', not %r" % (on_error,))
-        self.index_path = path_arg("index", index)
         # An adaptiveload.Planner plans each epoch in-process (set_epoch); else a manifest path
         # (a loaded Manifest stands for its file).
         self.planner, path = manifest_arg(manifest)
-        # A chunked Planner's epochs are streamed from the run itself, window by window
-        # (al_stream_open_run): no manifest of the epoch is written or read.
-        self._chunked = self.planner is not None and self.planner.chunked
+        mixture = getattr(self.planner, "mixture", None)
+        if index is None and mixture is not None:
+            self.index_paths = list(self.planner.source_indexes())
+        elif isinstance(index, (list, tuple)):
+            if not index:
+                raise ValueError("index: an empty list (a mixture's manifest needs its sources' indexes)")
+            self.index_paths = [path_arg("index[%d]" % k, x) for k, x in enumerate(index)]
+        else:
+            self.index_paths = [path_arg("index", index)]
+        self.index_path = self.index_paths[0]
+        # A chunked Planner's epochs of one index are streamed from the run itself, window by
+        # window (al_stream_open_run): no manifest of the epoch is written or read. A mixture's
+        # epochs are streamed from their manifests.
+        self._chunked = self.planner is not None and self.planner.chunked and mixture is None
         self._epoch = self.planner.first_epoch if self.planner else None
         if self._chunked:
             self.manifest_path = None
@@ -524,7 +541,8 @@ class StreamDataset(IterableDataset):
         return held[1]
 
     def _open_inputs(self):
-        return (self._own("index", lambda: Index(self.index_path, root=self.root)),
+        """This process's indexes (one, or a mixture's sources' in order) and manifest."""
+        return (self._own("index", lambda: [Index(p, root=self.root) for p in self.index_paths]),
                 self._own("manifest", lambda: Manifest(self.manifest_path)))
 
     def _run(self):
@@ -668,10 +686,14 @@ class StreamDataset(IterableDataset):
         if self.device is not None and info is not None:
             raise RuntimeError("StreamDataset(device=...) runs in the main process only; in DataLoader workers "
                                "leave device=None and use pin_memory=True and batch.to(device)")
+        names = None  # a mixture's source names
         if self._chunked:
-            idx, run = self._own("index", lambda: Index(self.index_path, root=self.root)), self._run()
+            idx, run = self._own("index", lambda: [Index(self.index_path, root=self.root)])[0], self._run()
         else:
-            idx, man = self._open_inputs()
+            indexes, man = self._open_inputs()
+            idx = indexes[0]
+            sources = self._own("sources", lambda: [x["name"] for x in man.sources])
+            names = sources or None
         opts, resume = self._options(worker, workers)
         if resume is not None:
             # The C state must match this pass; rank-level validation is the C library's.
@@ -686,6 +708,12 @@ class StreamDataset(IterableDataset):
             _lib.check(lib.al_stream_open_run(ctypes.byref(h), idx.handle, run.handle, rank, run.world,
                                               run.start_step, ctypes.byref(opts)),
                        "opening the stream of %s" % self._source())
+        elif names is not None or len(indexes) > 1:
+            handles = (ctypes.c_void_p * len(indexes))(*[x.handle for x in indexes])
+            _lib.check(lib.al_stream_open_mixture(ctypes.byref(h), handles, len(indexes), man.handle, rank,
+                                                  ctypes.byref(opts)),
+                       "opening the stream of mixture manifest %s over %s" % (self.manifest_path,
+                                                                              ", ".join(self.index_paths)))
         else:
             _lib.check(lib.al_stream_open(ctypes.byref(h), idx.handle, man.handle, rank, ctypes.byref(opts)),
                        "opening the stream of %s" % self.manifest_path)
@@ -707,6 +735,7 @@ class StreamDataset(IterableDataset):
                 _lib.check(status, "stream %s rank %s" % (self._source(), "env" if rank < 0 else rank))
                 b = bp.contents
                 batch = self._convert(lib, b, in_worker, pin)
+                batch.sources = None if names is None else [names[b.sources[i]] for i in range(b.n)]
                 batch.stream_stats = dict(_stream_stats(lib, h), worker=worker)
                 lib.al_stream_get_state(h, ctypes.byref(st))
                 worker_state = _state_dict(st)

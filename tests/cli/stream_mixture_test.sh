@@ -1,0 +1,86 @@
+#!/bin/bash
+# A mixture's manifest streamed through the binary: `stream --mixture MIX.json` reads every
+# sample from its own source's index (each delivered array is the one that source's index holds
+# under that key: the CRC-32 of the plain stream of each index alone), every rank's rows name
+# the sources, together the ranks deliver each source's draws (its passes), and a resume at a
+# position delivers what the full stream delivers from there. Streaming it as one index, or with
+# the sources in another order, is refused naming the source.
+set -uo pipefail
+BIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+T=${TEST_TMPDIR:-$(mktemp -d)}/stream_mixture
+rm -rf "$T" && mkdir -p "$T"
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# A few small buckets, so that small corpora fill whole micro-batches.
+printf 'frames 1 5\naspect 1:1 240x240\naspect 16:9 416x240\naspect 9:16 240x416\n' >"$T/buckets.txt"
+for x in web:120:3 hq:30:4 img:80:5; do
+  IFS=: read -r name n seed <<<"$x"
+  "$BIN" synth --out "$T/$name" --samples "$n" --shards 2 --seed "$seed" >/dev/null 2>&1 || fail "synth $name"
+  "$BIN" index -o "$T/$name.alidx" "$T/$name" >/dev/null 2>&1 || fail "index $name"
+  # Every sample of the index alone: key -> CRC-32 of its delivered latent.
+  "$BIN" plan --index "$T/$name.alidx" --world 1 --buckets "$T/buckets.txt" -o "$T/$name.alm" >/dev/null 2>&1 ||
+    fail "plan $name"
+  "$BIN" stream --index "$T/$name.alidx" --manifest "$T/$name.alm" --jsonl >"$T/$name.jsonl" 2>/dev/null ||
+    fail "stream $name alone"
+done
+cat >"$T/mix.json" <<'J'
+{"by": "tokens", "steps": 120,
+ "sources": [{"name": "web", "index": "web.alidx", "weight": 0.5},
+             {"name": "hq", "index": "hq.alidx", "weight": 0.3},
+             {"name": "img", "index": "img.alidx", "weight": 0.2}]}
+J
+"$BIN" plan --mixture "$T/mix.json" --world 2 --micro-per-step 2 --buckets "$T/buckets.txt" -o "$T/mix.alm" \
+  2>"$T/plan.err" ||
+  fail "plan: $(cat "$T/plan.err")"
+for r in 0 1; do
+  "$BIN" stream --mixture "$T/mix.json" --manifest "$T/mix.alm" --rank $r --jsonl >"$T/r$r.jsonl" 2>"$T/err" ||
+    fail "stream rank $r: $(cat "$T/err")"
+done
+python3 - "$T" <<'PY' || fail "the mixture's stream"
+import collections, json, re, sys
+t = sys.argv[1]
+crc = {}
+for name in ("web", "hq", "img"):
+    for line in open("%s/%s.jsonl" % (t, name)):
+        row = json.loads(line)
+        m = next(iter(row["members"].values()))
+        for k, c, p in zip(row["keys"], m["crc32"], row["padded"]):
+            crc[(name, k)] = c
+drawn = {m.group(1): int(m.group(2)) for m in
+         re.finditer(r"plan: source (\w+): weight [0-9.]+, \w+, \d+ pass(?:es)? of \d+ samples, draws (\d+) samples",
+                     open(t + "/plan.err").read())}
+assert set(drawn) == {"web", "hq", "img"}, drawn
+got = collections.Counter()
+for r in (0, 1):
+    for line in open("%s/r%d.jsonl" % (t, r)):
+        row = json.loads(line)
+        m = next(iter(row["members"].values()))
+        assert len(row["sources"]) == len(row["keys"]), row
+        for s, k, c, p in zip(row["sources"], row["keys"], m["crc32"], row["padded"]):
+            assert (s, k) in crc, "key %s is not in source %s" % (k, s)
+            assert crc[(s, k)] == c, "%s/%s: delivered CRC %s, the source's index holds %s" % (s, k, c, crc[(s, k)])
+            if not p:
+                got[s] += 1
+for s, n in drawn.items():
+    assert got[s] == n, "source %s: %d real samples delivered, the plan draws %d" % (s, got[s], n)
+print("ok", dict(got))
+PY
+
+# Resume: from position 7 of rank 1, the same rows as the full stream from there.
+"$BIN" stream --mixture "$T/mix.json" --manifest "$T/mix.alm" --rank 1 --resume-at 7 --jsonl >"$T/res.jsonl" 2>"$T/err" ||
+  fail "resume: $(cat "$T/err")"
+strip() { sed 's/,"cost":{[^}]*}//' "$1"; }
+diff <(strip "$T/res.jsonl") <(strip "$T/r1.jsonl" | tail -n +8) >/dev/null || fail "the resumed stream differs"
+
+# Refusals.
+"$BIN" stream --index "$T/web.alidx" --manifest "$T/mix.alm" --rank 0 >/dev/null 2>"$T/err" && fail "streamed a mixture as one index"
+grep -q "mixture's (3 sources)" "$T/err" || fail "one index: $(cat "$T/err")"
+sed 's/"web.alidx"/"TMP"/; s/"hq.alidx"/"web.alidx"/; s/"TMP"/"hq.alidx"/' "$T/mix.json" >"$T/swap.json"
+"$BIN" stream --mixture "$T/swap.json" --manifest "$T/mix.alm" --rank 0 >/dev/null 2>"$T/err" && fail "streamed swapped indexes"
+grep -q "source 'web' was planned from another index" "$T/err" || fail "swapped: $(cat "$T/err")"
+sed 's/"name": "hq"/"name": "hq2"/' "$T/mix.json" >"$T/rename.json"
+"$BIN" stream --mixture "$T/rename.json" --manifest "$T/mix.alm" --rank 0 >/dev/null 2>"$T/err" && fail "streamed a renamed source"
+grep -q "source 1 is 'hq2' but manifest .* source 1 is 'hq'" "$T/err" || fail "renamed: $(cat "$T/err")"
+"$BIN" stream --mixture "$T/mix.json" --index "$T/web.alidx" --manifest "$T/mix.alm" >/dev/null 2>"$T/err" && fail "both"
+grep -q "exclude each other" "$T/err" || fail "both: $(cat "$T/err")"
+echo PASS

@@ -1,0 +1,152 @@
+"""A mixture streamed from Python: StreamDataset over a Planner(mixture=...) reads every sample
+from its own source's index (each delivered array is what IndexDataset over that source's index
+gives at the draw's position), names the source of every sample in batch.sources, and the ranks
+together deliver each source's draws; the manifest and its list of indexes stream the same
+batches; a resume state continues exactly; a Planner state rebuilds the same plan; a resize
+resumes the same run at another world; BatchSampler refuses a mixture's plan.
+
+Run by tests/python/python_test.sh (Bazel sh_test, //tests/python:test_mixture_stream) with
+ADAPTIVELOAD_LIB, ADAPTIVELOAD_BIN and PYTHONPATH set.
+"""
+
+import collections
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+try:
+    import torch  # noqa: F401  (StreamDataset's tensors)
+except ImportError as e:
+    print("SKIP: torch cannot be imported (%s)" % e)
+    sys.exit(0)
+
+import adaptiveload
+from adaptiveload import BatchSampler, IndexDataset, Planner, StreamDataset
+
+BIN = os.environ.get("ADAPTIVELOAD_BIN", "adaptiveload")
+
+
+def run(*args):
+    p = subprocess.run([BIN] + [str(a) for a in args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       universal_newlines=True)
+    if p.returncode != 0:
+        raise AssertionError("adaptiveload %s failed (%d): %s" % (" ".join(map(str, args)), p.returncode, p.stderr))
+    return p.stdout
+
+
+def setUpModule():
+    global TMP, MIX, OPTS
+    TMP = tempfile.mkdtemp(prefix="al_mixture_stream_", dir=os.environ.get("TEST_TMPDIR"))
+    os.environ.pop("RANK", None)
+    os.environ.pop("WORLD_SIZE", None)
+    buckets = os.path.join(TMP, "buckets.txt")
+    with open(buckets, "w") as f:
+        f.write("frames 1 5\naspect 1:1 240x240\naspect 16:9 416x240\naspect 9:16 240x416\n")
+    for name, n, seed in (("web", 90, 3), ("hq", 24, 4), ("img", 60, 5)):
+        run("synth", "--out", os.path.join(TMP, name), "--samples", n, "--shards", 2, "--seed", seed)
+        run("index", "-o", os.path.join(TMP, name + ".alidx"), os.path.join(TMP, name))
+    MIX = {"by": "tokens", "steps": 60,
+           "sources": [{"name": "web", "index": os.path.join(TMP, "web.alidx"), "weight": 0.5},
+                       {"name": "hq", "index": os.path.join(TMP, "hq.alidx"), "weight": 0.3},
+                       {"name": "img", "index": os.path.join(TMP, "img.alidx"), "weight": 0.2}]}
+    OPTS = dict(seed=2, micro_per_step=2, buckets=buckets)
+
+
+def tearDownModule():
+    shutil.rmtree(TMP, ignore_errors=True)
+
+
+def record(b):
+    return (b.position, b.step, b.micro, tuple(b.samples.tolist()), tuple(b.keys), tuple(b.sources),
+            tuple(b.cu_seqlens.tolist()), bytes(b.data.numpy().tobytes()))
+
+
+class MixtureStream(unittest.TestCase):
+    def test_every_sample_comes_from_its_source(self):
+        planner = Planner(mixture=MIX, world=2, **OPTS)
+        m = planner.plan(0)
+        src = m.sources
+        by_name = {s["name"]: s for s in src}
+        datasets = {s["name"]: IndexDataset(p) for s, p in zip(src, planner.source_indexes())}
+        real = collections.Counter()
+        for rank in (0, 1):
+            for b in StreamDataset(None, planner, rank=rank, world_size=2):
+                self.assertEqual(len(b.sources), len(b.keys))
+                for i, (name, draw) in enumerate(zip(b.sources, b.samples.tolist())):
+                    s = by_name[name]
+                    self.assertTrue(s["draw_base"] <= draw < s["draw_base"] + s["passes"] * s["samples"])
+                    pos = (draw - s["draw_base"]) % s["samples"]
+                    item = datasets[name][pos]
+                    self.assertEqual(item["key"], b.keys[i])
+                    got = b.data[b.offsets[i]:b.offsets[i] + b.sizes[i]]
+                    whole = item["data"]
+                    if not b.members[next(iter(b.members))].cropped:
+                        self.assertTrue(torch.equal(got, whole), "%s/%s" % (name, b.keys[i]))
+                    if not b.padded[i]:
+                        real[name] += 1
+        for s in src:
+            self.assertEqual(real[s["name"]], s["drawn"], s["name"])
+
+    def test_manifest_with_its_indexes_streams_the_same(self):
+        planner = Planner(mixture=MIX, world=2, **OPTS)
+        a = [record(b) for b in StreamDataset(None, planner, rank=1, world_size=2)]
+        paths = [s["index"] for s in MIX["sources"]]
+        b = [record(x) for x in StreamDataset(paths, planner.path(0), rank=1, world_size=2)]
+        self.assertEqual(a, b)
+        with self.assertRaises(adaptiveload.Error) as e:  # one index for a mixture's manifest
+            list(StreamDataset(paths[0], planner.path(0), rank=1, world_size=2))
+        self.assertIn("mixture", str(e.exception))
+        with self.assertRaises(adaptiveload.Error) as e:  # the sources in another order
+            list(StreamDataset([paths[1], paths[0], paths[2]], planner.path(0), rank=1, world_size=2))
+        self.assertIn("source 'web' was planned from another index", str(e.exception))
+
+    def test_resume_state_continues_exactly(self):
+        planner = Planner(mixture=MIX, world=2, **OPTS)
+        full = list(StreamDataset(None, planner, rank=0, world_size=2))
+        cut = 5
+        state = full[cut - 1].resume_state
+        rest = [record(b) for b in StreamDataset(None, planner, rank=0, world_size=2, state=state)]
+        self.assertEqual(rest, [record(b) for b in full[cut:]])
+
+    def test_state_dict_rebuilds_the_plan(self):
+        planner = Planner(mixture=MIX, world=2, **OPTS)
+        again = Planner.from_state(planner.state_dict())
+        with open(planner.path(0), "rb") as f, open(again.path(0), "rb") as g:
+            self.assertEqual(f.read(), g.read())
+        self.assertIn("mixture=", repr(again))
+
+    def test_resize_resumes_the_run(self):
+        old = Planner(mixture=MIX, world=2, **OPTS)
+        new = Planner.resume(old, at_step=20, world=1, epoch=0)
+        self.assertEqual(new.plan(0).info["first_step"], 20)
+
+        def draws(planner, world):  # real samples of steps >= 20 over every rank
+            out = collections.Counter()
+            for r in range(world):
+                for b in StreamDataset(None, planner, rank=r, world_size=world):
+                    if b.step >= 20:
+                        out.update((s, d) for s, d, p in zip(b.sources, b.samples.tolist(), b.padded.tolist())
+                                   if not p)
+            return out
+        a, b = draws(old, 2), draws(new, 1)
+        self.assertTrue(a)
+        self.assertEqual(a, b)
+        self.assertEqual(max(b.values()), 1)  # every draw once
+
+    def test_planner_refusals(self):
+        with self.assertRaises(ValueError):
+            Planner(os.path.join(TMP, "web.alidx"), mixture=MIX)
+        with self.assertRaises(adaptiveload.Error):
+            Planner(mixture={"sources": [{"name": "web", "index": "nope.alidx"}], "steps": 3}).plan(0)
+        with self.assertRaises(ValueError):
+            Planner(mixture=MIX, planner="epoch")
+        with self.assertRaises(ValueError) as e:
+            BatchSampler(Planner(mixture=MIX, world=2, **OPTS), rank=0, world_size=2)
+        self.assertIn("mixture", str(e.exception))
+
+
+if __name__ == "__main__":
+    unittest.main()
