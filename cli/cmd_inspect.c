@@ -535,6 +535,7 @@ static int ix_rejected(const al_index *idx, const char *path, int json) {
 
 typedef struct inspect_args {
   const char *path, *svg, *other;
+  const char *shares_svg; /* --shares-svg FILE: a mixture's shares over the steps */
   int json, jsonl, rejected;
   uint64_t top;        /* inspect INDEX --top N */
   const char *buckets; /* inspect INDEX --buckets FILE (NULL: the default table) */
@@ -624,6 +625,11 @@ static const cli_option OPTIONS[] = {
     {.name = "--svg", .type = CLI_STRING, CLI_AT(inspect_args, svg), .metavar = "FILE",
      .help = "heat strip of per-step per-rank load (steps on x, ranks on y,\n"
              "colour = rank cost / the step's slowest rank)"},
+    {.name = "--shares-svg", .type = CLI_STRING, CLI_AT(inspect_args, shares_svg),
+     .metavar = "FILE",
+     .help = "a mixture's manifest: each step's share of its units (tokens,\n"
+             "samples or compute, the mixture's \"by\") per source as stacked\n"
+             "bars over the steps, the scheduled weights as lines"},
     {.name = "--rejected", .type = CLI_FLAG, CLI_AT(inspect_args, rejected), .set = 1,
      .help = "list every sample the plan rejected or dropped, with the reason;\n"
              "INDEX: every rejected entry (shard, sample, member, byte, reason),\n"
@@ -650,7 +656,8 @@ static const cli_verb INSPECT = {
     .name = "inspect",
     .bad = "bad %s '%s'",
     .usage =
-        "usage: adaptiveload inspect MANIFEST [--json] [--jsonl] [--svg FILE] [--rejected]\n"
+        "usage: adaptiveload inspect MANIFEST [--json] [--jsonl] [--svg FILE] [--shares-svg FILE]\n"
+        "                                     [--rejected]\n"
         "                                     [--compare OTHER_MANIFEST]\n"
         "       adaptiveload inspect INDEX [--json] [--top N] [--rejected] [--buckets FILE]\n"
         "                                  [--mem-tokens M] [--sp-degrees D,...]\n\n"
@@ -705,9 +712,13 @@ static int inspect_manifest(const inspect_args *a, const char *index_err) {
     rc = al_manifest_write_svg(m, a->svg);
     if (!rc) fprintf(stderr, "inspect: wrote %s\n", a->svg);
   }
+  if (!rc && a->shares_svg) {
+    rc = al_manifest_write_shares_svg(m, a->shares_svg);
+    if (!rc) fprintf(stderr, "inspect: wrote %s\n", a->shares_svg);
+  }
   if (!rc && a->rejected) print_rejected(m);
   if (!rc && o) al_plan_compare_print(stdout, m, o);
-  if (!rc && !a->json && !a->jsonl && !a->svg && !a->rejected && !o)
+  if (!rc && !a->json && !a->jsonl && !a->svg && !a->shares_svg && !a->rejected && !o)
     al_manifest_print_summary(stdout, m, a->path);
 
 cleanup:
@@ -731,7 +742,7 @@ int cli_cmd_inspect(int argc, char **argv) {
    * reported with the index loader's message. */
   al_index *idx = NULL;
   if (al_index_load(&idx, a.path) == AL_OK) {
-    if (a.jsonl || a.svg || a.other)
+    if (a.jsonl || a.svg || a.shares_svg || a.other)
       ec = cli_usage(&INSPECT, CLI_SAY_PAGE,
                      "%s is an index: --jsonl, --svg and --compare are for manifests", a.path);
     else if (a.rejected)

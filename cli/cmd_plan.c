@@ -551,6 +551,18 @@ static int plan_mixture(const plan_args *a, plan_run *r, const al_cost_model *co
     if (!rc && !a->json && si.stop_step < ri.steps)
       fprintf(stderr, "plan: source %s leaves at step %u\n", si.name, si.stop_step);
   }
+  for (uint32_t k = 0; !rc && !a->json && k < al_run_stage_count(run); k++) {
+    double w[AL_RUN_MAX_SOURCES];
+    uint32_t from = 0;
+    rc = al_run_stage_get(run, k, &from, w, AL_RUN_MAX_SOURCES);
+    fprintf(stderr, "plan: stage %u from step %u:", k, from);
+    for (uint32_t i = 0; !rc && i < ri.sources; i++) {
+      al_run_source_info si = AL_RUN_SOURCE_INFO_INIT;
+      rc = al_run_source_get(run, i, &si);
+      if (!rc) fprintf(stderr, "%s %s %.4f", i ? "," : "", si.name, w[i]);
+    }
+    fprintf(stderr, "\n");
+  }
   if (!rc) rc = al_run_plan_steps(run, o->world, first, end, &r->plan);
   al_plan_save_options so = AL_PLAN_SAVE_OPTIONS_INIT;
   so.only_rank = a->rank == UINT64_MAX ? 0 : (uint32_t)a->rank + 1;

@@ -118,6 +118,12 @@ AL_API int al_manifest_key_status(const al_manifest *m, uint64_t sample);
  * apportion ("tokens", "samples" or "compute"; "" for one index). al_manifest_source: AL_ERANGE
  * past the sources. */
 AL_API uint32_t al_manifest_source_count(const al_manifest *m);
+/* A mixture's stages (0 when its weights never change): stage k holds from step *from_step with
+ * weights[i] for source i (room for al_manifest_source_count, normalised over all sources).
+ * AL_ERANGE past the stages or for too little room; any out-pointer may be NULL. */
+AL_API uint32_t al_manifest_stage_count(const al_manifest *m);
+AL_API int al_manifest_stage(const al_manifest *m, uint32_t k, uint32_t *from_step, double *weights,
+                             size_t n_weights);
 AL_API int al_manifest_source(const al_manifest *m, uint32_t i, al_run_source_info *out);
 AL_API const char *al_manifest_mix_by(const al_manifest *m);
 

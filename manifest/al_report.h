@@ -34,6 +34,10 @@ AL_API int al_manifest_print_jsonl(FILE *out, const al_manifest *m);
 /* Heat strip of per-step per-rank predicted load (steps on x, ranks on y,
  * colour = rank cost / step max). Long manifests are binned to <= 1200 columns. */
 AL_API int al_manifest_write_svg(const al_manifest *m, const char *path);
+/* A mixture's manifest: each step's share of its units (the mixture's "by") per source as
+ * stacked bars over the steps, the scheduled weights as lines (inspect --shares-svg). AL_EINVAL
+ * for a plan of one index. */
+AL_API int al_manifest_write_shares_svg(const al_manifest *m, const char *path);
 /* The same JSON object / a short text summary for a plan not yet saved. */
 AL_API void al_plan_print_json(FILE *out, const al_plan *p);
 AL_API void al_plan_print_summary(FILE *out, const al_plan *p, const char *name);

@@ -38,6 +38,7 @@ static const constant_entry table[] = {
     CONSTANT(AL_PLAN_STRUCT_RUN_SOURCE),
     CONSTANT(AL_PLAN_STRUCT_RUN_MIX),
     CONSTANT(AL_PLAN_STRUCT_RUN_SOURCE_INFO),
+    CONSTANT(AL_PLAN_STRUCT_RUN_STAGE),
     CONSTANT(AL_PLAN_MAX_SP_DEGREES),
     /* al_run.h */
     CONSTANT(AL_MIX_TOKENS),
@@ -47,6 +48,7 @@ static const constant_entry table[] = {
     CONSTANT(AL_EXHAUST_STOP),
     CONSTANT(AL_RUN_NAME_MAX),
     CONSTANT(AL_RUN_MAX_SOURCES),
+    CONSTANT(AL_RUN_MAX_STAGES),
     /* al_manifest.h */
     CONSTANT(AL_MANIFEST_MAX_BYTES_DEFAULT),
     /* al_buckets.h */

@@ -68,6 +68,11 @@ struct al_manifest {
   al_run_source_info *sources;
   uint32_t n_sources;
   char mix_by[16];
+  /* Its stages (PlanConfig.stages): stage k from step stage_from[k], weights
+   * stage_w[k n_sources + i]; none when its weights never change. */
+  uint32_t n_stages;
+  uint32_t *stage_from;
+  double *stage_w;
 };
 
 /* Checks that a loaded manifest is a plan: every scheduled sample exactly

@@ -1,4 +1,5 @@
 /* Loading a manifest into flat arrays and the al_manifest.h accessors. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,6 +19,8 @@ void al_manifest_free(al_manifest *m) {
   free(m->path);
   free(m->buckets);
   free(m->sources);
+  free(m->stage_from);
+  free(m->stage_w);
   free(m->stepv);
   free(m->slot);
   free(m->micro);
@@ -35,6 +38,36 @@ static const char *limit_static(const char *s) {
   if (!strcmp(s, "compute")) return "compute";
   if (!strcmp(s, "one")) return "one";
   return "memory";
+}
+
+/* A mixture's stages: ascending from step 0, one finite weight >= 0 per source each. */
+static int read_stages(al_manifest *m, const Adaptiveload__PlanConfig *c, const char *where) {
+  if (!c->n_stages) return AL_OK;
+  if (c->n_stages > AL_RUN_MAX_STAGES)
+    return al_set_error(AL_EFORMAT, "%s: %zu stages, at most %d", where, c->n_stages,
+                        AL_RUN_MAX_STAGES);
+  size_t ns = c->n_sources;
+  m->stage_from = calloc(c->n_stages, sizeof *m->stage_from);
+  m->stage_w = calloc(c->n_stages * ns, sizeof *m->stage_w);
+  if (!m->stage_from || !m->stage_w) return al_set_error(AL_ENOMEM, "manifest: out of memory");
+  for (size_t k = 0; k < c->n_stages; k++) {
+    const Adaptiveload__Stage *g = c->stages[k];
+    if (g->n_weights != ns)
+      return al_set_error(AL_EFORMAT, "%s: stage %zu has %zu weights for %zu sources", where, k,
+                          g->n_weights, ns);
+    if (k ? g->from_step <= m->stage_from[k - 1] : g->from_step != 0)
+      return al_set_error(AL_EFORMAT, "%s: stage %zu starts at step %u, %s", where, k, g->from_step,
+                          k ? "not after the stage before it" : "not 0");
+    m->stage_from[k] = g->from_step;
+    for (size_t i = 0; i < ns; i++) {
+      if (!(g->weights[i] >= 0) || !isfinite(g->weights[i]))
+        return al_set_error(AL_EFORMAT, "%s: stage %zu: weight %zu is %g", where, k, i,
+                            g->weights[i]);
+      m->stage_w[k * ns + i] = g->weights[i];
+    }
+  }
+  m->n_stages = (uint32_t)c->n_stages;
+  return AL_OK;
 }
 
 /* A mixture's sources: names, exhaust policies and draw bases that number the key table's
@@ -91,7 +124,7 @@ static int read_sources(al_manifest *m, const Adaptiveload__PlanConfig *c, const
     return al_set_error(AL_EFORMAT, "%s: the sources number %llu draws; the key table has %llu",
                         where, (unsigned long long)base, (unsigned long long)c->index_samples);
   m->n_sources = (uint32_t)c->n_sources;
-  return AL_OK;
+  return read_stages(m, c, where);
 }
 
 static int take_header(al_manifest *m, const Adaptiveload__ManifestHeader *h, const char *where) {
@@ -707,3 +740,19 @@ int al_manifest_source(const al_manifest *m, uint32_t i, al_run_source_info *out
 }
 
 const char *al_manifest_mix_by(const al_manifest *m) { return m ? m->mix_by : ""; }
+
+uint32_t al_manifest_stage_count(const al_manifest *m) { return m ? m->n_stages : 0; }
+
+int al_manifest_stage(const al_manifest *m, uint32_t k, uint32_t *from_step, double *weights,
+                      size_t n_weights) {
+  if (!m) return al_set_error(AL_EINVAL, "al_manifest_stage: NULL manifest");
+  if (k >= m->n_stages)
+    return al_set_error(AL_ERANGE, "stage %u: the manifest has %u stages", k, m->n_stages);
+  if (weights && n_weights < m->n_sources)
+    return al_set_error(AL_ERANGE, "al_manifest_stage: room for %zu weights, the mixture has %u",
+                        n_weights, m->n_sources);
+  if (from_step) *from_step = m->stage_from[k];
+  if (weights)
+    memcpy(weights, m->stage_w + (size_t)k * m->n_sources, m->n_sources * sizeof *weights);
+  return AL_OK;
+}

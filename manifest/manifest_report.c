@@ -11,6 +11,7 @@
 #include "planner/key_status_internal.h"
 #include "manifest/manifest_internal.h"
 #include "planner/plan_view_internal.h"
+#include "manifest/mixture_report_internal.h"
 
 static size_t buckets_used(const al_manifest *m) {
   size_t n = 0;
@@ -197,6 +198,7 @@ void al_manifest_print_summary(FILE *out, const al_manifest *m, const char *name
             (unsigned long long)b->tokens, b->batch_size, b->limited_by, b->batch_cost_ms,
             (unsigned long long)b->samples);
   }
+  manifest_mix_print_summary(out, m);
 }
 
 /* "layout": the groups of the first step, per slot, as [first rank, degree] pairs. */
@@ -264,6 +266,7 @@ static void print_info_json(FILE *out, const al_manifest_info *in, const uint64_
     print_sp_json(out, in, groups, tokens);
     if (info_is_sp(in) && m) print_layout_json(out, m);
   }
+  if (m) manifest_mix_print_json(out, m);
   fputs("}\n", out);
 }
 
@@ -337,6 +340,13 @@ int al_manifest_print_jsonl(FILE *out, const al_manifest *m) {
         fputs("], \"padded\": [", out);
         for (uint32_t k = 0; k < mi->n_pad; k++)
           fprintf(out, "%s%u", k ? ", " : "", m->pads[mi->pad_first + k]);
+        if (m->n_sources) { /* a mixture: the source of each sample, by name */
+          fputs("], \"sources\": [", out);
+          for (uint32_t k = 0; k < mi->n; k++) {
+            if (k) fputs(", ", out);
+            jsonw_string(out, m->sources[manifest_source_of(m, m->samples[mi->first + k])].name);
+          }
+        }
         fputs("]}\n", out);
       }
     }

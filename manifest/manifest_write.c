@@ -108,6 +108,23 @@ static int write_header(pbio_writer *w, const al_plan *p, const al_manifest_info
     uint32_t by = plan_view_mix_by(p);
     cfg.mix_by = (char *)(by < 3 ? by_names[by] : "tokens");
   }
+  /* Its stages, when its schedule gives any. */
+  uint32_t nst = ns ? plan_view_stage_count(p) : 0;
+  Adaptiveload__Stage *gv = nst ? calloc(nst, sizeof *gv) : NULL;
+  Adaptiveload__Stage **gp = nst ? calloc(nst, sizeof *gp) : NULL;
+  if (nst && (!gv || !gp)) {
+    free(sv), free(sp_), free(gv), free(gp);
+    return al_set_error(AL_ENOMEM, "manifest: out of memory");
+  }
+  for (uint32_t k = 0; k < nst; k++) {
+    adaptiveload__stage__init(&gv[k]);
+    gv[k].from_step = plan_view_stage_from(p, k);
+    gv[k].n_weights = ns;
+    gv[k].weights = (double *)plan_view_stage_weights(p, k);
+    gp[k] = &gv[k];
+  }
+  cfg.n_stages = nst;
+  cfg.stages = gp;
 
   Adaptiveload__CostModel cost;
   cost_msg_buf cb;
@@ -121,6 +138,8 @@ static int write_header(pbio_writer *w, const al_plan *p, const al_manifest_info
     free(bp);
     free(sv);
     free(sp_);
+    free(gv);
+    free(gp);
     return al_set_error(AL_ENOMEM, "manifest: out of memory");
   }
   for (size_t i = 0; i < nb; i++) {
@@ -151,6 +170,8 @@ static int write_header(pbio_writer *w, const al_plan *p, const al_manifest_info
   free(bp);
   free(sv);
   free(sp_);
+  free(gv);
+  free(gp);
   return rc;
 }
 

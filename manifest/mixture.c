@@ -33,6 +33,10 @@ struct al_mixture {
   uint32_t steps, until, until_passes;
   mix_src *src;
   size_t n;
+  /* Stages as given: stage k from step stage_from[k], weights stage_w[k n + i]. */
+  size_t n_stages;
+  uint32_t *stage_from;
+  double *stage_w;
   al_run *run;
 };
 
@@ -55,6 +59,8 @@ void al_mixture_free(al_mixture *mx) {
     free(mx->src[i].index);
   }
   free(mx->src);
+  free(mx->stage_from);
+  free(mx->stage_w);
   free(mx->what);
   free(mx);
 }
@@ -166,34 +172,62 @@ static int parse_until(al_mixture *mx, json_t *u) {
   return rc;
 }
 
+/* Stage k's weights: each name a source's, each weight a number >= 0; a source the stage does
+ * not name keeps the weight it had before the stage (the source's own before the first). */
+static int stage_weights(al_mixture *mx, json_t *w, size_t k, const char *where) {
+  double *out = mx->stage_w + k * mx->n;
+  for (size_t i = 0; i < mx->n; i++)
+    out[i] = k ? out[(ptrdiff_t)i - (ptrdiff_t)mx->n] : mx->src[i].weight;
+  if (!w) return AL_OK;
+  if (!json_is_object(w)) return bad(mx, "%s: weights must be an object of names%s", where, "");
+  const char *name;
+  json_t *v;
+  json_object_foreach(w, name, v) {
+    uint32_t i;
+    int rc = source_named(mx, name, &i);
+    if (rc) return rc;
+    double x = json_is_number(v) ? json_number_value(v) : NAN;
+    if (!(x >= 0) || !isfinite(x))
+      return bad(mx, "%s: weights: '%s' must be a number, 0 or more", where, name);
+    out[i] = x;
+  }
+  return AL_OK;
+}
+
 static int parse_stages(al_mixture *mx, json_t *st) {
   if (!json_is_array(st)) return bad(mx, "stages must be an array%s%s", "", "");
   static const char *const fields[] = {"from_step", "weights", NULL};
-  for (size_t k = 0; k < json_array_size(st); k++) {
+  /* What a stage may one day change besides the weights: refused by name until planned. */
+  static const char *const later[] = {"buckets",     "mem_tokens", "micro_per_step",
+                                      "step_tokens", "ramp",       NULL};
+  size_t n = json_array_size(st);
+  if (n > AL_RUN_MAX_STAGES)
+    return al_set_error(AL_EINVAL, "%s: %zu stages, at most %d", mx->what, n, AL_RUN_MAX_STAGES);
+  mx->stage_from = calloc(n ? n : 1, sizeof *mx->stage_from);
+  mx->stage_w = calloc((n ? n : 1) * mx->n, sizeof *mx->stage_w);
+  if (!mx->stage_from || !mx->stage_w) return al_set_error(AL_ENOMEM, "mixture: out of memory");
+  for (size_t k = 0; k < n; k++) {
     json_t *g = json_array_get(st, k);
     char where[48];
     snprintf(where, sizeof where, "stages[%zu]", k);
     if (!json_is_object(g)) return bad(mx, "%s must be an object%s", where, "");
+    for (const char *const *l = later; *l; l++)
+      if (json_object_get(g, *l))
+        return bad(mx,
+                   "%s: '%s' at a stage is not planned yet (a stage changes the weights; plan "
+                   "the stretch with other buckets, M_mem, K or T as a run of its own)",
+                   where, *l);
     int rc = only_fields(mx, g, fields, where);
     if (rc) return rc;
     json_t *f = json_object_get(g, "from_step");
-    if (!json_is_integer(f) || json_integer_value(f) != 0)
-      return bad(mx,
-                 "%s: from_step must be 0: a schedule of stages (weights, buckets or T that "
-                 "change at a later step) is not planned yet%s",
-                 where, "");
-    if (k) return bad(mx, "%s: only one stage, from step 0, is planned%s", where, "");
-    json_t *w = json_object_get(g, "weights");
-    if (!w) continue;
-    if (!json_is_object(w)) return bad(mx, "%s: weights must be an object of names%s", where, "");
-    const char *name;
-    json_t *v;
-    json_object_foreach(w, name, v) {
-      uint32_t i;
-      rc = source_named(mx, name, &i);
-      if (!rc) rc = take_weight(mx, v, name, &mx->src[i].weight);
-      if (rc) return rc;
-    }
+    if (!json_is_integer(f) || json_integer_value(f) < 0 ||
+        json_integer_value(f) > (json_int_t)UINT32_MAX)
+      return bad(mx, "%s: from_step must be an integer in 0..4294967295%s", where, "");
+    mx->stage_from[k] = (uint32_t)json_integer_value(f);
+    if (k && mx->stage_from[k] <= mx->stage_from[k - 1])
+      return bad(mx, "%s: from_step must be after the stage before it%s", where, "");
+    if ((rc = stage_weights(mx, json_object_get(g, "weights"), k, where))) return rc;
+    mx->n_stages = k + 1;
   }
   return AL_OK;
 }
@@ -348,12 +382,22 @@ int al_mixture_open_run(al_mixture *mx, const al_cost_model *cost, const al_plan
   mix.steps = mx->steps;
   mix.until = mx->until;
   mix.until_passes = mx->until_passes;
+  al_run_stage *stages = calloc(mx->n_stages ? mx->n_stages : 1, sizeof *stages);
+  if (!rc && !stages) rc = al_set_error(AL_ENOMEM, "mixture: out of memory");
+  for (size_t k = 0; !rc && k < mx->n_stages; k++) {
+    stages[k] = (al_run_stage)AL_RUN_STAGE_INIT;
+    stages[k].from_step = mx->stage_from[k];
+    stages[k].weights = mx->stage_w + k * mx->n;
+  }
+  mix.stages = stages;
+  mix.n_stages = mx->n_stages;
   if (!rc) {
     rc = run_open_mixture_grid(&mx->run, rs, mx->n, &mix, grids, cost, opts);
     if (rc) al_error_prefix(rc, "%s", mx->what);
   }
   free(rs);
   free(grids);
+  free(stages);
   if (!rc) *run = mx->run;
   return rc;
 }

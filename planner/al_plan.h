@@ -335,20 +335,21 @@ AL_API size_t al_plan_buckets_used(const al_plan *p);
 /* Ids of al_plan_struct_size: the structs of al_plan.h and al_manifest.h, and the sized ones of
  * al_buckets.h and al_cost.h. */
 typedef enum al_plan_struct {
-  AL_PLAN_STRUCT_OPTIONS = 0,         /* al_plan_options */
-  AL_PLAN_STRUCT_INPUT = 1,           /* al_plan_input */
-  AL_PLAN_STRUCT_MANIFEST_INFO = 2,   /* al_manifest_info */
-  AL_PLAN_STRUCT_BUCKET_INFO = 3,     /* al_bucket_info */
-  AL_PLAN_STRUCT_MICRO_REF = 4,       /* al_micro_ref */
-  AL_PLAN_STRUCT_STEP_INFO = 5,       /* al_step_info */
-  AL_PLAN_STRUCT_REPLAN_OPTIONS = 6,  /* al_replan_options */
-  AL_PLAN_STRUCT_BUCKET_SHAPE = 7,    /* al_bucket_shape */
-  AL_PLAN_STRUCT_COST_MODEL = 8,      /* al_cost_model */
-  AL_PLAN_STRUCT_BENCH = 9,           /* al_bench */
-  AL_PLAN_STRUCT_RUN_INFO = 10,       /* al_run_info (planner/al_run.h) */
-  AL_PLAN_STRUCT_RUN_SOURCE = 11,     /* al_run_source (planner/al_run.h) */
-  AL_PLAN_STRUCT_RUN_MIX = 12,        /* al_run_mix (planner/al_run.h) */
-  AL_PLAN_STRUCT_RUN_SOURCE_INFO = 13 /* al_run_source_info (planner/al_run.h) */
+  AL_PLAN_STRUCT_OPTIONS = 0,          /* al_plan_options */
+  AL_PLAN_STRUCT_INPUT = 1,            /* al_plan_input */
+  AL_PLAN_STRUCT_MANIFEST_INFO = 2,    /* al_manifest_info */
+  AL_PLAN_STRUCT_BUCKET_INFO = 3,      /* al_bucket_info */
+  AL_PLAN_STRUCT_MICRO_REF = 4,        /* al_micro_ref */
+  AL_PLAN_STRUCT_STEP_INFO = 5,        /* al_step_info */
+  AL_PLAN_STRUCT_REPLAN_OPTIONS = 6,   /* al_replan_options */
+  AL_PLAN_STRUCT_BUCKET_SHAPE = 7,     /* al_bucket_shape */
+  AL_PLAN_STRUCT_COST_MODEL = 8,       /* al_cost_model */
+  AL_PLAN_STRUCT_BENCH = 9,            /* al_bench */
+  AL_PLAN_STRUCT_RUN_INFO = 10,        /* al_run_info (planner/al_run.h) */
+  AL_PLAN_STRUCT_RUN_SOURCE = 11,      /* al_run_source (planner/al_run.h) */
+  AL_PLAN_STRUCT_RUN_MIX = 12,         /* al_run_mix (planner/al_run.h) */
+  AL_PLAN_STRUCT_RUN_SOURCE_INFO = 13, /* al_run_source_info (planner/al_run.h) */
+  AL_PLAN_STRUCT_RUN_STAGE = 14        /* al_run_stage (planner/al_run.h) */
 } al_plan_struct;
 
 /* sizeof of the struct `which` (an al_plan_struct) names; 0 for any other value. Bindings

@@ -140,15 +140,36 @@ typedef struct al_run_source {
 #define AL_RUN_SOURCE_INIT AL_STRUCT_INIT(al_run_source)
 #define AL_RUN_SOURCE_V1 sizeof(al_run_source)
 
+/* A stage of a mixture: from step from_step on, the sources draw by these weights (n sources, in
+ * the mixture's order; each >= 0 and finite, normalised over the sources still drawing; a
+ * source of weight 0 draws nothing in the stage and goes on with its pass where it stood when a
+ * later stage weighs it again). Stages ascend strictly by from_step; before the first, the
+ * sources' own weights hold (a stage from step 0 replaces them). The change is exact at the
+ * boundary: every source's pass goes on where it stood, so no sample of a pass is repeated or
+ * skipped, and windows end at the boundary (each window draws by one stage's weights). */
+typedef struct al_run_stage {
+  size_t struct_size; /* set by the caller: sizeof(al_run_stage) (AL_RUN_STAGE_INIT) */
+  uint32_t from_step;
+  uint32_t reserved;
+  const double *weights; /* n sources */
+} al_run_stage;
+#define AL_RUN_STAGE_INIT AL_STRUCT_INIT(al_run_stage)
+#define AL_RUN_STAGE_V1 sizeof(al_run_stage)
+#define AL_RUN_MAX_STAGES 4096
+
 typedef struct al_run_mix {
   size_t struct_size;    /* set by the caller: sizeof(al_run_mix) (AL_RUN_MIX_INIT) */
   al_mix_by by;          /* what the weights apportion */
   uint32_t steps;        /* the run's length; 0: until, or every stop source stopped */
   uint32_t until;        /* 1 + the source whose passes end the run; 0: none */
   uint32_t until_passes; /* passes of that source; 0 = 1 */
+  /* Added at the end: the stages (al_run_stage; NULL, 0: the sources' weights throughout),
+   * at most AL_RUN_MAX_STAGES. */
+  const al_run_stage *stages;
+  size_t n_stages;
 } al_run_mix;
 #define AL_RUN_MIX_INIT AL_STRUCT_INIT(al_run_mix)
-#define AL_RUN_MIX_V1 sizeof(al_run_mix)
+#define AL_RUN_MIX_V1 offsetof(al_run_mix, stages)
 
 /* Opens the mixture of n (1..AL_RUN_MAX_SOURCES) sources. Errors: AL_EINVAL naming the source
  * and field (a bad name or weight, a repeated name, a length that never ends); AL_ERANGE for a run
@@ -181,6 +202,14 @@ typedef struct al_run_source_info {
 /* Source i (< al_run_info.sources) of a run (a run of one input: its one source, named "0").
  * AL_ERANGE past the sources. */
 AL_API int al_run_source_get(const al_run *run, uint32_t i, al_run_source_info *out);
+
+/* A mixture's stages (0 when its weights never change; a run of one input has none): stage k
+ * holds from step *from_step with weights[i] for source i (room for al_run_info.sources;
+ * normalised over all sources). AL_ERANGE past the stages or for too little room; any
+ * out-pointer may be NULL. */
+AL_API uint32_t al_run_stage_count(const al_run *run);
+AL_API int al_run_stage_get(const al_run *run, uint32_t k, uint32_t *from_step, double *weights,
+                            size_t n_weights);
 
 /* Which draw a sample number of the run's plans is: its source, pass and position in the source's
  * input. AL_ERANGE past al_run_info.draw_ids. Any pointer may be NULL. */

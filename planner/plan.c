@@ -25,6 +25,8 @@ void al_plan_free(al_plan *p) {
   free(p->micro);
   free(p->slot);
   free(p->sources);
+  free(p->stage_from);
+  free(p->stage_w);
   free(p);
 }
 

@@ -181,6 +181,16 @@ const al_run_source_info *plan_view_source(const al_plan *p, uint32_t i) {
 
 uint32_t plan_view_mix_by(const al_plan *p) { return p->mix_by; }
 
+uint32_t plan_view_stage_count(const al_plan *p) { return p->n_stages; }
+
+uint32_t plan_view_stage_from(const al_plan *p, uint32_t k) {
+  return k < p->n_stages ? p->stage_from[k] : 0;
+}
+
+const double *plan_view_stage_weights(const al_plan *p, uint32_t k) {
+  return k < p->n_stages ? p->stage_w + (size_t)k * p->n_sources : NULL;
+}
+
 void plan_view_micro(const al_plan *p, uint64_t x, plan_micro_view *out) {
   const plan_micro *m = &p->micro[x];
   out->bucket = m->bucket;

@@ -101,6 +101,11 @@ struct al_plan {
   al_run_source_info *sources;
   uint32_t n_sources;
   uint32_t mix_by;
+  /* Its stages when the mixture gives any (else 0, NULL): stage k from step stage_from[k],
+   * weights stage_w[k n_sources + i], normalised over all sources. */
+  uint32_t n_stages;
+  uint32_t *stage_from;
+  double *stage_w;
 };
 
 /* A zeroed plan with no first rejected sample (UINT64_MAX for every reason); NULL when out of

@@ -57,6 +57,11 @@ void plan_view_degree_counts(const al_plan *p, uint64_t groups[AL_PLAN_MAX_SP_DE
 uint32_t plan_view_source_count(const al_plan *p);
 const al_run_source_info *plan_view_source(const al_plan *p, uint32_t i);
 uint32_t plan_view_mix_by(const al_plan *p);
+/* A mixture's stages (0 when its weights never change); stage k's first step and weights (one
+ * per source). */
+uint32_t plan_view_stage_count(const al_plan *p);
+uint32_t plan_view_stage_from(const al_plan *p, uint32_t k);
+const double *plan_view_stage_weights(const al_plan *p, uint32_t k);
 
 /* Micro-batch x (< al_manifest_info.micro_batches). */
 void plan_view_micro(const al_plan *p, uint64_t x, plan_micro_view *out);

@@ -70,6 +70,14 @@ struct run_mix {
   uint64_t *seg_f0, *seg_rate;
   double *weight_n; /* the weights normalised over all sources */
   uint64_t input_samples, draw_ids;
+  /* Stages: stage k holds from step stage_from[k] (stage 0 from step 0) with weights
+   * stage_w[k n_src + i], normalised over all sources (stage 0: weight_n, unless a stage from
+   * step 0 replaced them); seg_stage[k] is segment k's stage. */
+  uint32_t n_stage;
+  uint32_t *stage_from;
+  double *stage_w;
+  uint32_t *seg_stage;
+  int staged; /* stages were given */
 };
 
 void run_mix_free(run_mix *m) {
@@ -82,6 +90,9 @@ void run_mix_free(run_mix *m) {
   free(m->seg_f0);
   free(m->seg_rate);
   free(m->weight_n);
+  free(m->stage_from);
+  free(m->stage_w);
+  free(m->seg_stage);
   free(m);
 }
 
@@ -264,21 +275,27 @@ static void source_units(al_run *r) {
   }
 }
 
-/* Rates (passes a step, 2^-48 units) of the active sources at T tokens a step. */
-static int rates_at(const al_run *r, const uint8_t *active, uint64_t T, uint64_t *rate) {
+/* Stage k's weights. */
+static const double *stage_weights(const run_mix *m, uint32_t k) {
+  return m->stage_w + (size_t)k * m->n_src;
+}
+
+/* Rates (passes a step, 2^-48 units) of the active sources at T tokens a step under weights w
+ * (a source of weight 0 draws nothing). */
+static int rates_at(const al_run *r, const uint8_t *active, uint64_t T, const double *w,
+                    uint64_t *rate) {
   const run_mix *m = r->mix;
   double wsum = 0, tok_per_unit = 0;
   for (uint32_t i = 0; i < m->n_src; i++)
-    if (active[i]) wsum += m->src[i].weight;
+    if (active[i]) wsum += w[i];
   for (uint32_t i = 0; i < m->n_src; i++)
-    if (active[i])
-      tok_per_unit += m->src[i].weight / wsum * (double)m->src[i].pass_tokens /
-                      m->src[i].pass_units;
+    if (active[i] && w[i] > 0)
+      tok_per_unit += w[i] / wsum * (double)m->src[i].pass_tokens / m->src[i].pass_units;
   double U = (double)T / tok_per_unit;
   for (uint32_t i = 0; i < m->n_src; i++) {
     rate[i] = 0;
-    if (!active[i]) continue;
-    double x = ldexp(m->src[i].weight / wsum * U / m->src[i].pass_units, RUN_F_BITS);
+    if (!active[i] || !(w[i] > 0)) continue;
+    double x = ldexp(w[i] / wsum * U / m->src[i].pass_units, RUN_F_BITS);
     if (!(x >= 1) || x > ldexp(1.0, 62))
       return al_set_error(AL_ERANGE,
                           "mixture: source '%s' would give %.3g passes a step at %llu tokens a "
@@ -293,19 +310,20 @@ static int rates_at(const al_run *r, const uint8_t *active, uint64_t T, uint64_t
  * n r_i L samples a window of L steps (r_i its passes a step, w_i T / (Q_i sum_j w_j P_j / Q_j)
  * over the active j, weights normalised over them), in capacity batches with its partial batch
  * whole. Non-decreasing in T. */
-static double mix_step_slots(const al_run *r, uint64_t T, const uint8_t *active, double L) {
+static double mix_step_slots(const al_run *r, uint64_t T, const uint8_t *active, const double *w,
+                             double L) {
   const run_mix *m = r->mix;
   const al_plan *p = r->tmpl;
   double tok_per_unit = 0, wsum = 0;
   for (uint32_t i = 0; i < m->n_src; i++)
-    if (!active || active[i]) wsum += m->weight_n[i];
+    if (!active || active[i]) wsum += w[i];
   for (uint32_t i = 0; i < m->n_src; i++)
-    if (!active || active[i])
-      tok_per_unit += m->weight_n[i] / wsum * (double)m->src[i].pass_tokens / m->src[i].pass_units;
+    if ((!active || active[i]) && w[i] > 0)
+      tok_per_unit += w[i] / wsum * (double)m->src[i].pass_tokens / m->src[i].pass_units;
   double slots = 0;
   for (uint32_t i = 0; i < m->n_src; i++) {
-    if (active && !active[i]) continue;
-    double ri = m->weight_n[i] / wsum * (double)T / tok_per_unit / m->src[i].pass_units;
+    if ((active && !active[i]) || !(w[i] > 0)) continue;
+    double ri = w[i] / wsum * (double)T / tok_per_unit / m->src[i].pass_units;
     for (size_t b = 0; b < m->nb; b++) {
       const plan_bucket *k = &p->buckets[b];
       uint64_t n = m->strat_n[(size_t)i * m->nb + b];
@@ -315,14 +333,15 @@ static double mix_step_slots(const al_run *r, uint64_t T, const uint8_t *active,
   return slots / L;
 }
 
-static uint64_t mix_tokens_at_share(const al_run *r, double share, const uint8_t *active) {
+static uint64_t mix_tokens_at_share(const al_run *r, double share, const uint8_t *active,
+                                    const double *w) {
   double L = r->tmpl->window;
   const al_plan *p = r->tmpl;
   double room = share * p->world * p->micro_per_step;
   uint64_t lo = 0, hi = (uint64_t)p->world * p->micro_per_step * plan_mem_cap(p) + 1;
   while (hi - lo > 1) {
     uint64_t mid = lo + (hi - lo) / 2;
-    if (mix_step_slots(r, mid, active, L) <= room)
+    if (mix_step_slots(r, mid, active, w, L) <= room)
       lo = mid;
     else
       hi = mid;
@@ -333,27 +352,26 @@ static uint64_t mix_tokens_at_share(const al_run *r, double share, const uint8_t
 /* The largest T whose steps take at most `share` of their rank-slots in every segment: the
  * sources' relative speeds do not depend on T, so stop sources (and the until source) leave in
  * the order of their pass's units over their weight, and each set of sources left is checked. */
-static uint64_t mix_tokens_every_set(const al_run *r, double share, uint8_t *active) {
+static uint64_t mix_tokens_every_set(const al_run *r, double share, const double *w,
+                                     uint8_t *active) {
   const run_mix *m = r->mix;
-  memset(active, 1, m->n_src);
-  uint64_t t = mix_tokens_at_share(r, share, active);
+  for (uint32_t i = 0; i < m->n_src; i++) active[i] = w[i] > 0;
+  uint64_t t = mix_tokens_at_share(r, share, active, w);
   for (;;) {
     uint32_t next = UINT32_MAX, left = 0;
     for (uint32_t i = 0; i < m->n_src; i++) {
       if (!active[i]) continue;
       left++;
       if (m->src[i].cap == F_INF) continue;
-      double key = m->src[i].pass_units * ldexp((double)m->src[i].cap, -RUN_F_BITS) /
-                   m->src[i].weight;
-      double best = next == UINT32_MAX
-                        ? 0
-                        : m->src[next].pass_units * ldexp((double)m->src[next].cap, -RUN_F_BITS) /
-                              m->src[next].weight;
+      double key = m->src[i].pass_units * ldexp((double)m->src[i].cap, -RUN_F_BITS) / w[i];
+      double best = next == UINT32_MAX ? 0
+                                       : m->src[next].pass_units *
+                                             ldexp((double)m->src[next].cap, -RUN_F_BITS) / w[next];
       if (next == UINT32_MAX || key < best) next = i;
     }
     if (next == UINT32_MAX || left < 2 || (m->until && next == m->until - 1)) break;
     active[next] = 0;
-    uint64_t ts = mix_tokens_at_share(r, share, active);
+    uint64_t ts = mix_tokens_at_share(r, share, active, w);
     if (ts < t) t = ts;
   }
   return t;
@@ -363,9 +381,18 @@ static int resolve_mix_tokens(al_run *r, uint64_t t_opt) {
   al_plan *p = r->tmpl;
   uint8_t *active = malloc(r->mix->n_src);
   if (!active) return al_set_error(AL_ENOMEM, "plan: out of memory");
-  r->capacity = mix_tokens_at_share(r, 1.0, NULL);
-  uint64_t most = mix_tokens_every_set(r, MIX_MAX_T_SHARE, active);
-  uint64_t t = t_opt ? t_opt : mix_tokens_every_set(r, MIX_DEFAULT_T_SHARE, active);
+  const run_mix *m = r->mix;
+  r->capacity = mix_tokens_at_share(r, 1.0, NULL, m->weight_n);
+  /* Every stage's weights: the least T that fits them all. */
+  uint64_t most = UINT64_MAX, t = t_opt;
+  for (uint32_t k = 0; k < m->n_stage; k++) {
+    uint64_t a = mix_tokens_every_set(r, MIX_MAX_T_SHARE, stage_weights(m, k), active);
+    if (a < most) most = a;
+    if (!t_opt) {
+      uint64_t d = mix_tokens_every_set(r, MIX_DEFAULT_T_SHARE, stage_weights(m, k), active);
+      if (!k || d < t) t = d;
+    }
+  }
   free(active);
   if (!most)
     return al_set_error(AL_ERANGE,
@@ -393,24 +420,30 @@ static uint64_t steps_to(uint64_t from, uint64_t to, uint64_t rate) {
   return to <= from ? 0 : (to - from + rate - 1) / rate;
 }
 
-static int push_segment(run_mix *m, uint32_t start, const uint64_t *f, const uint64_t *rate) {
+static int push_segment(run_mix *m, uint32_t start, uint32_t stage, const uint64_t *f,
+                        const uint64_t *rate) {
   size_t k = m->n_seg, ns = m->n_src;
   uint32_t *st = realloc(m->seg_start, (k + 1) * sizeof *st);
   if (st) m->seg_start = st;
-  uint64_t *f0 = st ? realloc(m->seg_f0, (k + 1) * ns * sizeof *f0) : NULL;
+  uint32_t *sg = st ? realloc(m->seg_stage, (k + 1) * sizeof *sg) : NULL;
+  if (sg) m->seg_stage = sg;
+  uint64_t *f0 = sg ? realloc(m->seg_f0, (k + 1) * ns * sizeof *f0) : NULL;
   if (f0) m->seg_f0 = f0;
   uint64_t *rt = f0 ? realloc(m->seg_rate, (k + 1) * ns * sizeof *rt) : NULL;
   if (!rt) return al_set_error(AL_ENOMEM, "plan: out of memory");
   m->seg_rate = rt;
   m->seg_start[k] = start;
+  m->seg_stage[k] = stage;
   memcpy(m->seg_f0 + k * ns, f, ns * sizeof *f);
   memcpy(m->seg_rate + k * ns, rate, ns * sizeof *rate);
   m->n_seg++;
   return AL_OK;
 }
 
-/* The segments from step 0 to the run's end: rates over the active sources; a segment ends
- * at the first cap reached (a stop source's pass, the until source's passes) or the length. */
+/* The segments from step 0 to the run's end: rates over the active sources under the stage's
+ * weights; a segment ends at the first cap reached (a stop source's pass, the until source's
+ * passes), the next stage or the length. A stage's sources of weight 0 draw nothing in it and
+ * go on with their pass where they stood in the next stage that weighs them. */
 static int plan_segments(al_run *r, uint64_t T) {
   run_mix *m = r->mix;
   size_t ns = m->n_src;
@@ -422,13 +455,25 @@ static int plan_segments(al_run *r, uint64_t T) {
     m->src[i].stop_step = 0;
   }
   uint64_t s = 0;
-  uint32_t u = m->until ? m->until - 1 : UINT32_MAX;
+  uint32_t u = m->until ? m->until - 1 : UINT32_MAX, stage = 0;
   while (!rc) {
-    rc = rates_at(r, active, T, rate);
+    while (stage + 1 < m->n_stage && m->stage_from[stage + 1] <= s) stage++;
+    const double *w = stage_weights(m, stage);
+    int drawing = 0;
+    for (size_t i = 0; i < ns; i++) drawing |= active[i] && w[i] > 0;
+    if (!drawing) {
+      rc = al_set_error(AL_EINVAL,
+                        "mixture: stage %u (from step %u) gives weight 0 to every source still "
+                        "drawing",
+                        stage, m->stage_from[stage]);
+      break;
+    }
+    rc = rates_at(r, active, T, w, rate);
     if (rc) break;
     uint64_t end = m->steps_opt ? m->steps_opt : UINT64_MAX;
+    if (stage + 1 < m->n_stage && m->stage_from[stage + 1] < end) end = m->stage_from[stage + 1];
     for (size_t i = 0; i < ns; i++)
-      if (active[i] && m->src[i].cap != F_INF) {
+      if (active[i] && rate[i] && m->src[i].cap != F_INF) {
         uint64_t k = s + steps_to(f[i], m->src[i].cap, rate[i]);
         if (k < end) end = k;
       }
@@ -444,7 +489,7 @@ static int plan_segments(al_run *r, uint64_t T) {
       break;
     }
     if (end == s) break; /* nothing left to draw */
-    rc = push_segment(m, (uint32_t)s, f, rate);
+    rc = push_segment(m, (uint32_t)s, stage, f, rate);
     if (rc) break;
     int left = 0;
     for (size_t i = 0; i < ns; i++) {
@@ -483,7 +528,7 @@ static double segments_fill(const al_run *r) {
     uint32_t a = m->seg_start[k], b = k + 1 < m->n_seg ? m->seg_start[k + 1] : r->steps;
     for (uint32_t i = 0; i < m->n_src; i++) active[i] = m->seg_rate[(size_t)k * m->n_src + i] != 0;
     double L = b - a < p->window ? b - a : p->window;
-    double f = mix_step_slots(r, p->step_tokens, active, L) /
+    double f = mix_step_slots(r, p->step_tokens, active, stage_weights(m, m->seg_stage[k]), L) /
                ((double)p->world * p->micro_per_step);
     if (f > worst) worst = f;
   }
@@ -655,6 +700,15 @@ uint64_t run_mix_fingerprint(const al_run *r, uint64_t h) {
     run_fp_add(&h, s->index_fingerprint);
     for (const char *c = s->name; *c; c++) run_fp_add(&h, (unsigned char)*c);
   }
+  /* The stages (none given: the fingerprint of a mixture without stages). */
+  for (uint32_t k = 0; m->staged && k < m->n_stage; k++) {
+    run_fp_add(&h, m->stage_from[k]);
+    for (uint32_t i = 0; i < m->n_src; i++) {
+      uint64_t w;
+      memcpy(&w, &m->stage_w[(size_t)k * m->n_src + i], sizeof w);
+      run_fp_add(&h, w);
+    }
+  }
   return h ? h : 1;
 }
 
@@ -745,6 +799,14 @@ int run_mix_plan_sources(const al_run *r, al_plan *p) {
   for (uint32_t i = 0; i < m->n_src; i++) source_info(m, i, &p->sources[i]);
   p->n_sources = m->n_src;
   p->mix_by = (uint32_t)m->by;
+  if (m->staged) {
+    p->stage_from = malloc(m->n_stage * sizeof *p->stage_from);
+    p->stage_w = malloc((size_t)m->n_stage * m->n_src * sizeof *p->stage_w);
+    if (!p->stage_from || !p->stage_w) return al_set_error(AL_ENOMEM, "plan: out of memory");
+    memcpy(p->stage_from, m->stage_from, m->n_stage * sizeof *p->stage_from);
+    memcpy(p->stage_w, m->stage_w, (size_t)m->n_stage * m->n_src * sizeof *p->stage_w);
+    p->n_stages = m->n_stage;
+  }
   return AL_OK;
 }
 
@@ -780,6 +842,24 @@ int al_run_source_get(const al_run *r, uint32_t i, al_run_source_info *out) {
     source_info(r->mix, i, &o);
   }
   struct_out(out, &o, n);
+  return AL_OK;
+}
+
+uint32_t al_run_stage_count(const al_run *r) {
+  return r && r->mix && r->mix->staged ? r->mix->n_stage : 0;
+}
+
+int al_run_stage_get(const al_run *r, uint32_t k, uint32_t *from_step, double *weights,
+                     size_t n_weights) {
+  if (!r) return al_set_error(AL_EINVAL, "al_run_stage_get: NULL run");
+  uint32_t n = al_run_stage_count(r);
+  if (k >= n) return al_set_error(AL_ERANGE, "stage %u: the run has %u stages", k, n);
+  const run_mix *m = r->mix;
+  if (weights && n_weights < m->n_src)
+    return al_set_error(AL_ERANGE, "al_run_stage_get: room for %zu weights, the mixture has %u",
+                        n_weights, m->n_src);
+  if (from_step) *from_step = m->stage_from[k];
+  if (weights) memcpy(weights, stage_weights(m, k), m->n_src * sizeof *weights);
   return AL_OK;
 }
 
@@ -929,9 +1009,72 @@ static int concat_inputs(const al_run_source *s, size_t n, const al_latent_grid 
   return AL_OK;
 }
 
-/* A one-source stop mixture with no length: the run of its input. */
+/* A one-source stop mixture with no length and no stages: the run of its input. */
 static int is_plain(const al_run_source *s, size_t n, const al_run_mix *mix) {
-  return n == 1 && s[0].on_exhaust == AL_EXHAUST_STOP && !mix->steps && !mix->until;
+  return n == 1 && s[0].on_exhaust == AL_EXHAUST_STOP && !mix->steps && !mix->until &&
+         !mix->n_stages;
+}
+
+/* The stages: stage 0 the sources' weights (or a stage from step 0's), then each stage given,
+ * ascending, its weights normalised over all sources. */
+static int take_stages(run_mix *m, const al_run_mix *x) {
+  size_t ns = m->n_src, given = x->n_stages;
+  if (given > AL_RUN_MAX_STAGES)
+    return al_set_error(AL_ERANGE, "mixture: %zu stages, at most %d", given, AL_RUN_MAX_STAGES);
+  if (given && !x->stages)
+    return al_set_error(AL_EINVAL, "mixture: n_stages %zu, stages NULL", given);
+  al_run_stage *st = calloc(given ? given : 1, sizeof *st);
+  if (!st) return al_set_error(AL_ENOMEM, "plan: out of memory");
+  int rc = AL_OK;
+  for (size_t k = 0; k < given && !rc; k++) {
+    char what[40];
+    snprintf(what, sizeof what, "al_run_stage[%zu]", k);
+    rc = struct_in(&st[k], sizeof st[k], AL_RUN_STAGE_V1, &x->stages[k], "al_run_open_mixture",
+                   what);
+    if (!rc && !st[k].weights)
+      rc = al_set_error(AL_EINVAL, "mixture: stage %zu (from step %u) has no weights", k,
+                        st[k].from_step);
+    if (!rc && k && st[k].from_step <= st[k - 1].from_step)
+      rc = al_set_error(AL_EINVAL,
+                        "mixture: stage %zu starts at step %u, not after stage %zu's step %u", k,
+                        st[k].from_step, k - 1, st[k - 1].from_step);
+    if (!rc && x->steps && st[k].from_step >= x->steps)
+      rc = al_set_error(AL_EINVAL, "mixture: stage %zu starts at step %u, past the run's %u steps",
+                        k, st[k].from_step, x->steps);
+    double sum = 0;
+    for (size_t i = 0; i < ns && !rc; i++) {
+      double w = st[k].weights[i];
+      if (!(w >= 0) || !isfinite(w))
+        rc = al_set_error(AL_EINVAL,
+                          "mixture: stage %zu (from step %u): source '%s': weight %g must be a "
+                          "finite number, 0 or more",
+                          k, st[k].from_step, m->src[i].name, w);
+      sum += w;
+    }
+    if (!rc && !(sum > 0))
+      rc = al_set_error(AL_EINVAL, "mixture: stage %zu (from step %u) weighs every source 0", k,
+                        st[k].from_step);
+  }
+  size_t n = 1 + given - (given && st[0].from_step == 0);
+  m->stage_from = rc ? NULL : calloc(n, sizeof *m->stage_from);
+  m->stage_w = rc ? NULL : calloc(n * ns, sizeof *m->stage_w);
+  if (!rc && (!m->stage_from || !m->stage_w)) rc = al_set_error(AL_ENOMEM, "plan: out of memory");
+  if (!rc) {
+    memcpy(m->stage_w, m->weight_n, ns * sizeof *m->stage_w);
+    size_t k0 = n - given; /* 0: the first stage given is from step 0 and replaces stage 0 */
+    for (size_t g = 0; g < given; g++) {
+      double sum = 0;
+      for (size_t i = 0; i < ns; i++) sum += st[g].weights[i];
+      m->stage_from[k0 + g] = st[g].from_step;
+      for (size_t i = 0; i < ns; i++) m->stage_w[(k0 + g) * ns + i] = st[g].weights[i] / sum;
+    }
+    m->n_stage = (uint32_t)n;
+    m->staged = given > 0;
+    /* A stage from step 0 is the weights the sources report. */
+    if (given && st[0].from_step == 0) memcpy(m->weight_n, m->stage_w, ns * sizeof *m->weight_n);
+  }
+  free(st);
+  return rc;
 }
 
 int al_run_open_mixture(al_run **out, const al_run_source *src, size_t n, const al_run_mix *mix,
@@ -992,7 +1135,8 @@ int run_open_mixture_grid(al_run **out, const al_run_source *src, size_t n, cons
       m->src[i].exhaust = s[i].on_exhaust;
       m->weight_n[i] = s[i].weight / wsum;
     }
-    rc = concat_inputs(s, n, grids, &in, &shape, &grid, m);
+    rc = take_stages(m, &x);
+    if (!rc) rc = concat_inputs(s, n, grids, &in, &shape, &grid, m);
   }
   free(s);
   run_map *map = NULL;

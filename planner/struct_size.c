@@ -18,6 +18,7 @@ size_t al_plan_struct_size(int which) {
     case AL_PLAN_STRUCT_RUN_SOURCE: return sizeof(al_run_source);
     case AL_PLAN_STRUCT_RUN_MIX: return sizeof(al_run_mix);
     case AL_PLAN_STRUCT_RUN_SOURCE_INFO: return sizeof(al_run_source_info);
+    case AL_PLAN_STRUCT_RUN_STAGE: return sizeof(al_run_stage);
     default: return 0;
   }
 }

@@ -151,3 +151,19 @@ class Manifest(_Loaded):
                         "draw_base": si.draw_base, "drawn": si.drawn, "drawn_tokens": si.drawn_tokens,
                         "drawn_ms": si.drawn_ms, "stop_step": si.stop_step})
         return out
+
+    @property
+    def stages(self):
+        """A mixture's stages (``"stages"`` of MIX.json), when its weights change: dicts of
+        from_step and weights ({source name: weight, normalised over all sources}). [] when the
+        weights never change, and for a plan of one index."""
+        lib = _lib.lib()
+        names = [s["name"] for s in self.sources]
+        out = []
+        for k in range(lib.al_manifest_stage_count(self.handle)):
+            w = (ctypes.c_double * max(len(names), 1))()
+            start = ctypes.c_uint32()
+            _lib.check(lib.al_manifest_stage(self.handle, k, ctypes.byref(start), w, len(names)),
+                       "manifest %s stage %d" % (self.path, k))
+            out.append({"from_step": start.value, "weights": dict(zip(names, list(w)))})
+        return out

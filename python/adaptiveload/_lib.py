@@ -96,6 +96,8 @@ SIGNATURES = {
         "al_manifest_source_count": (_u32, [_vp]),
         "al_manifest_source": (_int, [_vp, _u32, _P(S.RunSourceInfo)]),
         "al_manifest_mix_by": (_cp, [_vp]),
+        "al_manifest_stage_count": (_u32, [_vp]),
+        "al_manifest_stage": (_int, [_vp, _u32, _P(ctypes.c_uint32), _P(ctypes.c_double), _size]),
         "al_plan_replan_write": (_int, [_vp, _u32, _P(S.ReplanOptions), _cp]),
     },
     "planner/al_plan.h": {

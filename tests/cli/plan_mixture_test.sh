@@ -48,6 +48,45 @@ grep -q '"steps": 120' "$T/m1.json" || fail "inspect: $(head -c 400 "$T/m1.json"
 "$BIN" plan --mixture "$T/mix.json" "${P[@]}" --steps 30:45 -o "$T/s.alm" 2>"$T/err" || fail "slice: $(cat "$T/err")"
 "$BIN" inspect "$T/s.alm" >/dev/null 2>"$T/err" || fail "inspect slice: $(cat "$T/err")"
 
+# Stages: a weight change at step 60 (hq paused from there): the plan names the stages, the
+# manifest records them, inspect reports each stage's realised shares (hq none in stage 1), the
+# JSONL rows name every sample's source, the shares SVG is written; a plain plan has no shares.
+cat >"$T/staged.json" <<'J'
+{"by": "tokens", "steps": 120,
+ "sources": [{"name": "web", "index": "web.alidx", "weight": 0.5},
+             {"name": "hq", "index": "hq.alidx", "weight": 0.3},
+             {"name": "img", "index": "img.alidx", "weight": 0.2}],
+ "stages": [{"from_step": 60, "weights": {"hq": 0, "img": 0.5}}]}
+J
+"$BIN" plan --mixture "$T/staged.json" "${P[@]}" -o "$T/st.alm" 2>"$T/err" || fail "staged: $(cat "$T/err")"
+grep -q "plan: stage 1 from step 60: web 0.5000, hq 0.0000, img 0.5000" "$T/err" || fail "stage line: $(cat "$T/err")"
+"$BIN" inspect "$T/st.alm" >"$T/st.txt" 2>&1 || fail "inspect staged: $(cat "$T/st.txt")"
+grep -q "stage 1 (steps 60..119)" "$T/st.txt" || fail "inspect stages: $(tail -12 "$T/st.txt")"
+"$BIN" inspect "$T/st.alm" --json >"$T/st.json" || fail "inspect --json staged"
+"$BIN" inspect "$T/st.alm" --jsonl >"$T/st.jsonl" || fail "inspect --jsonl staged"
+python3 - "$T" <<'PY' || fail "the staged mixture's report"
+import json, sys
+t = sys.argv[1]
+mx = json.load(open(t + "/st.json"))["mixture"]
+assert [s["from_step"] for s in mx["stages"]] == [0, 60], mx["stages"]
+s0, s1 = mx["stages"][0]["shares"], mx["stages"][1]["shares"]
+assert s1["hq"]["tokens"] == 0 and s1["hq"]["samples"] == 0, s1
+assert abs(s1["img"]["weight"] - 0.5) < 1e-9 and abs(s0["hq"]["weight"] - 0.3) < 1e-9
+assert abs(sum(v["tokens"] for v in s0.values()) - 1) < 1e-6
+for k in ("web", "hq", "img"):
+    assert abs(s0[k]["tokens"] - s0[k]["weight"]) < 0.05, (k, s0[k])
+rows = [json.loads(l) for l in open(t + "/st.jsonl")]
+for r in rows:
+    assert len(r["sources"]) == len(r["samples"]), r
+    if r["step"] >= 60:
+        assert "hq" not in r["sources"], r
+assert any("hq" in r["sources"] for r in rows if r["step"] < 60)
+PY
+"$BIN" inspect "$T/st.alm" --shares-svg "$T/st.svg" 2>/dev/null || fail "shares svg"
+grep -q "<svg" "$T/st.svg" && grep -q ">hq</text>" "$T/st.svg" || fail "shares svg content"
+"$BIN" inspect "$T/plain.alm" --shares-svg "$T/p.svg" 2>"$T/err" && fail "shares of a plain plan"
+grep -q "shares are a mixture's" "$T/err" || fail "plain shares: $(cat "$T/err")"
+
 # Refusals: the file and the field or source named; nothing written.
 refuse() { # NAME JSON EXPECTED
   printf '%s\n' "$2" >"$T/$1.json"
@@ -59,7 +98,10 @@ refuse() { # NAME JSON EXPECTED
 }
 refuse unknown '{"sources": [{"name": "web", "index": "web.alidx", "wieght": 1}], "steps": 5}' "unknown field 'wieght'"
 refuse weight '{"sources": [{"name": "web", "index": "web.alidx", "weight": -1}], "steps": 5}' "source 'web': weight must be a number above 0"
-refuse stage '{"sources": [{"name": "web", "index": "web.alidx"}], "steps": 5, "stages": [{"from_step": 0}, {"from_step": 9}]}' "stages[1]: from_step must be 0"
+refuse stage '{"sources": [{"name": "web", "index": "web.alidx"}], "steps": 50, "stages": [{"from_step": 9}, {"from_step": 9}]}' "stages[1]: from_step must be after the stage before it"
+refuse stagebuckets '{"sources": [{"name": "web", "index": "web.alidx"}], "steps": 50, "stages": [{"from_step": 9, "buckets": "b.txt"}]}' "stages[0]: 'buckets' at a stage is not planned yet"
+refuse stagepast '{"sources": [{"name": "web", "index": "web.alidx"}], "steps": 50, "stages": [{"from_step": 60}]}' "stage 0 starts at step 60, past the run's 50 steps"
+refuse stagezero '{"sources": [{"name": "web", "index": "web.alidx"}, {"name": "hq", "index": "hq.alidx"}], "steps": 50, "stages": [{"from_step": 9, "weights": {"web": 0, "hq": 0}}]}' "weighs every source 0"
 refuse never '{"sources": [{"name": "web", "index": "web.alidx"}]}' "the run never ends"
 refuse until '{"sources": [{"name": "web", "index": "web.alidx"}], "until": "nope"}' "no source is named 'nope'"
 refuse noindex '{"sources": [{"name": "web", "index": "missing.alidx"}], "steps": 5}' "source 'web'"

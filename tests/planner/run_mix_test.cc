@@ -363,4 +363,93 @@ TEST(RunMix, BadMixturesAreRefusedNamingTheField) {
   }
 }
 
+// A weight change at a stage boundary: over every 100 steps inside a stage each source's share is
+// that stage's weight; every pass still draws each sample once across the change; a source given
+// weight 0 draws nothing in that stage and goes on with its pass in the next; slices equal the
+// full run and the stages change the fingerprint.
+TEST(RunMix, StagesChangeTheWeightsExactlyAtTheirStep) {
+  Mix m = ThreeSources(AL_MIX_TOKENS, 600);
+  const double w1[3] = {0.2, 0.3, 0.5}, w2[3] = {0.6, 0.0, 0.4};
+  al_run_stage st[2] = {AL_RUN_STAGE_INIT, AL_RUN_STAGE_INIT};
+  st[0].from_step = 200;
+  st[0].weights = w1;
+  st[1].from_step = 400;
+  st[1].weights = w2;
+  m.mix.stages = st;
+  m.mix.n_stages = 2;
+  const uint32_t W = 64, K = 2;
+  RunHandle run;
+  ASSERT_EQ(m.Open(&run.r, Options(W, K)), AL_OK) << al_last_error();
+  al_run_info ri = AL_RUN_INFO_INIT;
+  ASSERT_EQ(al_run_get_info(run.r, &ri), AL_OK);
+  ASSERT_EQ(ri.steps, 600u);
+  PlanHandle p;
+  ASSERT_EQ(al_run_plan_steps(run.r, W, 0, ri.steps, &p.p), AL_OK) << al_last_error();
+  CheckPasses(run.r, p.p, 3);
+  auto per = StepShares(run.r, p.p, AL_MIX_TOKENS, 3);
+  const double want[3][3] = {{0.5, 0.3, 0.2}, {0.2, 0.3, 0.5}, {0.6, 0.0, 0.4}};
+  for (int k = 0; k < 3; k++) {
+    double worst = 0;
+    for (uint32_t s0 = 200 * k; s0 + 100 <= 200u * (k + 1); s0++) {
+      double tot[3] = {0, 0, 0}, all = 0;
+      for (uint32_t s = s0; s < s0 + 100; s++)
+        for (int i = 0; i < 3; i++) tot[i] += per[s][i], all += per[s][i];
+      for (int i = 0; i < 3; i++)
+        worst = std::max(worst, std::fabs(tot[i] / all - want[k][i]) * 100);
+    }
+    EXPECT_LE(worst, 1.0) << "stage " << k << ": the worst share over 100 steps is off by " << worst
+                          << " points";
+  }
+  // hq draws nothing in the last stage: its progress stands still from step 400 on.
+  for (uint32_t s = 400; s < 600; s++) EXPECT_EQ(per[s][1], 0) << "step " << s;
+  uint64_t f400 = 0, f600 = 0;
+  ASSERT_EQ(al_run_source_progress(run.r, 1, 400, &f400), AL_OK);
+  ASSERT_EQ(al_run_source_progress(run.r, 1, 600, &f600), AL_OK);
+  EXPECT_EQ(f400, f600);
+  // Slices across the boundaries hold what the full run holds.
+  for (auto c : {std::make_pair(190u, 215u), std::make_pair(399u, 401u)}) {
+    PlanHandle part;
+    ASSERT_EQ(al_run_plan_steps(run.r, W, c.first, c.second, &part.p), AL_OK) << al_last_error();
+    uint64_t m0 = p.p->slot[(size_t)c.first * W], m1 = p.p->slot[(size_t)c.second * W];
+    ASSERT_EQ(part.p->n_micro, m1 - m0);
+    for (uint64_t x = m0; x < m1; x++) {
+      const plan_micro &a = p.p->micro[x], &b = part.p->micro[x - m0];
+      ASSERT_EQ(a.n, b.n);
+      ASSERT_EQ(0, memcmp(p.p->mb + a.first, part.p->mb + b.first, a.n * sizeof(uint32_t)));
+    }
+  }
+  // The stages are part of the run's identity.
+  Mix plain = ThreeSources(AL_MIX_TOKENS, 600);
+  RunHandle rp;
+  ASSERT_EQ(plain.Open(&rp.r, Options(W, K)), AL_OK);
+  al_run_info pi = AL_RUN_INFO_INIT;
+  ASSERT_EQ(al_run_get_info(rp.r, &pi), AL_OK);
+  EXPECT_NE(pi.fingerprint, ri.fingerprint);
+}
+
+TEST(RunMix, BadStagesAreRefusedNamingTheStage) {
+  const double ok[3] = {0.2, 0.3, 0.5}, neg[3] = {0.2, -1, 0.5}, zero[3] = {0, 0, 0};
+  struct Case {
+    const char *says;
+    uint32_t from[2];
+    const double *w[2];
+  } cases[] = {
+      {"not after stage 0", {50, 50}, {ok, ok}},
+      {"past the run's", {20, 200}, {ok, ok}},
+      {"source 'hq': weight -1", {20, 40}, {ok, neg}},
+      {"weighs every source 0", {20, 40}, {zero, ok}},
+      {"has no weights", {20, 40}, {ok, nullptr}},
+  };
+  for (auto &c : cases) {
+    Mix m = ThreeSources(AL_MIX_TOKENS, 100);
+    al_run_stage st[2] = {AL_RUN_STAGE_INIT, AL_RUN_STAGE_INIT};
+    for (int k = 0; k < 2; k++) st[k].from_step = c.from[k], st[k].weights = c.w[k];
+    m.mix.stages = st;
+    m.mix.n_stages = 2;
+    RunHandle run;
+    EXPECT_EQ(m.Open(&run.r, Options(16, 2)), AL_EINVAL) << c.says;
+    EXPECT_NE(std::string(al_last_error()).find(c.says), std::string::npos) << al_last_error();
+  }
+}
+
 } // namespace

@@ -28,7 +28,8 @@ TEST(StructSize, PlannerStructs) {
   EXPECT_EQ(al_plan_struct_size(AL_PLAN_STRUCT_RUN_SOURCE), sizeof(al_run_source));
   EXPECT_EQ(al_plan_struct_size(AL_PLAN_STRUCT_RUN_MIX), sizeof(al_run_mix));
   EXPECT_EQ(al_plan_struct_size(AL_PLAN_STRUCT_RUN_SOURCE_INFO), sizeof(al_run_source_info));
-  EXPECT_EQ(al_plan_struct_size(AL_PLAN_STRUCT_RUN_SOURCE_INFO + 1), 0u);
+  EXPECT_EQ(al_plan_struct_size(AL_PLAN_STRUCT_RUN_STAGE), sizeof(al_run_stage));
+  EXPECT_EQ(al_plan_struct_size(AL_PLAN_STRUCT_RUN_STAGE + 1), 0u);
   EXPECT_EQ(al_plan_struct_size(-1), 0u);
 }
 
