@@ -34,6 +34,7 @@ typedef struct plan_args {
   uint64_t rank;                               /* --rank R; UINT64_MAX: every rank */
   int check;                                   /* --check: prove the run, write nothing */
   const char *mixture;                         /* --mixture MIX.json */
+  uint64_t reference_world;                    /* --reference-world W; 0: --world */
 } plan_args;
 
 static int parse_planner(const cli_verb *verb, const char *opt, const char *v, void *args) {
@@ -195,6 +196,14 @@ static const cli_option OPTIONS[] = {
              "steps at once, the same samples a step at every world size,\n"
              "T held per step at K > 1 (no --sp-degrees above 1 yet)",
      .def = "epoch"},
+    {.name = "--reference-world", .type = CLI_U64, CLI_AT(plan_args, reference_world), .min = 1,
+     .max = 1u << 20, .metavar = "W_REF",
+     .help = "chunked or --mixture: open the run at W_REF ranks (K per rank:\n"
+             "--micro-per-step) and lay its steps out at --world, K' =\n"
+             "ceil(K x W_REF / W): the resize of a run, every step holding the\n"
+             "same samples at either world (with --steps K:END, the rest of a\n"
+             "run killed at step K)",
+     .def = "--world"},
     {.name = "--map", .type = CLI_STRING, CLI_AT(plan_args, map), .metavar = "MAP",
      .help = "chunked: plan from an index map (--save-map) instead of\n"
              "--index: the map is read mapped, never loaded; the manifest's\n"
@@ -342,6 +351,10 @@ static int check_args(const plan_args *a, int argc, char **argv) {
             "--resume-from and --start-step do not apply\n");
     return AL_EXIT_USAGE;
   }
+  if (a->reference_world && !a->chunked && !a->map && !a->mixture)
+    return cli_usage(&PLAN, CLI_SAY_BLANK,
+                     "--reference-world opens a chunked run (--planner chunked, --steps, --map "
+                     "or --mixture) at another world than --world");
   if (a->rank != UINT64_MAX && a->rank >= o->world)
     return cli_usage(&PLAN, CLI_SAY_BLANK, "--rank %llu: a world of %llu ranks has ranks 0..%llu",
                      (unsigned long long)a->rank, (unsigned long long)o->world,
@@ -396,6 +409,12 @@ static int replan(const plan_args *a, plan_run *r) {
   al_replan_options ro = {sizeof(al_replan_options), a->o.world, a->o.micro_per_step,
                           a->o.step_tokens};
   int rc = al_manifest_load(&r->old, a->resume);
+  if (!rc && al_manifest_source_count(r->old))
+    rc = al_set_error(AL_EINVAL,
+                      "%s is a mixture's run, whose steps hold the same samples at every world: "
+                      "resize it by planning the mixture again, plan --mixture MIX.json --world "
+                      "W2 --reference-world W_OLD --steps K:END",
+                      a->resume);
   if (!rc) rc = al_plan_replan_opts(&r->plan, r->old, (uint32_t)a->at_step, &ro);
   if (!rc) rc = al_plan_save(r->plan, a->out, al_manifest_key_fn, r->old);
   return rc ? -1 : 0;
@@ -459,8 +478,10 @@ static int load_inputs(const plan_args *a, al_cost_model *cost, al_bucket_table 
 static int plan_chunked(const plan_args *a, plan_run *r, const al_cost_model *cost,
                         const al_plan_options *o) {
   al_run *run = NULL;
-  int rc = a->map ? al_run_open_map(&run, a->map, cost, o)
-                  : al_run_open_index(&run, r->idx, cost, o);
+  al_plan_options ro = *o;
+  if (a->reference_world) ro.world = (uint32_t)a->reference_world;
+  int rc = a->map ? al_run_open_map(&run, a->map, cost, &ro)
+                  : al_run_open_index(&run, r->idx, cost, &ro);
   al_run_info ri = AL_RUN_INFO_INIT;
   if (!rc) rc = al_run_get_info(run, &ri);
   uint32_t first = a->steps_b ? a->steps_a : 0, end = a->steps_b ? a->steps_b : ri.steps;
@@ -523,8 +544,10 @@ static int plan_mixture(const plan_args *a, plan_run *r, const al_cost_model *co
                         const al_plan_options *o) {
   al_mixture *mx = NULL;
   const al_run *run = NULL;
+  al_plan_options ro = *o;
+  if (a->reference_world) ro.world = (uint32_t)a->reference_world;
   int rc = al_mixture_load(&mx, a->mixture);
-  if (!rc) rc = al_mixture_open_run(mx, cost, o, &run);
+  if (!rc) rc = al_mixture_open_run(mx, cost, &ro, &run);
   al_run_info ri = AL_RUN_INFO_INIT;
   if (!rc) rc = al_run_get_info(run, &ri);
   if (!rc && a->steps_b && a->steps_b > ri.steps)

@@ -10,6 +10,7 @@ ADAPTIVELOAD_LIB, ADAPTIVELOAD_BIN and PYTHONPATH set.
 """
 
 import collections
+import faulthandler
 import os
 import shutil
 import subprocess
@@ -18,13 +19,16 @@ import tempfile
 import unittest
 
 try:
-    import torch  # noqa: F401  (StreamDataset's tensors)
+    import torch
+    import torch.distributed as dist
+    import torch.multiprocessing as mp
 except ImportError as e:
     print("SKIP: torch cannot be imported (%s)" % e)
     sys.exit(0)
 
 import adaptiveload
 from adaptiveload import BatchSampler, IndexDataset, Planner, StreamDataset
+from adaptiveload.checkpoint import resume, save_checkpoint
 
 BIN = os.environ.get("ADAPTIVELOAD_BIN", "adaptiveload")
 
@@ -146,6 +150,73 @@ class MixtureStream(unittest.TestCase):
         with self.assertRaises(ValueError) as e:
             BatchSampler(Planner(mixture=MIX, world=2, **OPTS), rank=0, world_size=2)
         self.assertIn("mixture", str(e.exception))
+
+
+# -- under torch.distributed: 2 gloo processes, a stage change, a kill and a resize to 1 -------
+
+
+STAGED_STEP, KILL_STEP = 20, 34
+
+
+def staged_mix():
+    m = dict(MIX, steps=60)
+    m["stages"] = [{"from_step": STAGED_STEP, "weights": {"web": 0.3, "hq": 0.1, "img": 0.6}}]
+    return m
+
+
+def _spawned(rank, init_file, out_dir, mix, opts):
+    faulthandler.dump_traceback_later(150, exit=True)
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    os.environ["RANK"], os.environ["WORLD_SIZE"] = str(rank), "2"
+    dist.init_process_group("gloo", init_method="file://" + init_file, rank=rank, world_size=2)
+    p = Planner(mixture=mix, out_dir=out_dir, **opts)  # world from WORLD_SIZE
+    ds = StreamDataset(None, p)  # rank and world from the environment
+    ds.set_epoch(0)
+    got, state = [], None
+    for b in ds:  # the job is killed once step KILL_STEP begins
+        if b.step >= KILL_STEP:
+            break
+        got += [(s, d) for s, d, pad in zip(b.sources, b.samples.tolist(), b.padded.tolist()) if not pad]
+        state = b.resume_state
+    out = [None, None]
+    dist.all_gather_object(out, got)
+    if rank == 0:
+        ckpt = save_checkpoint(planner=p, stream=state, step=KILL_STEP, epoch=0)
+        torch.save({"delivered": out, "checkpoint": ckpt}, os.path.join(out_dir, "killed.pt"))
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+class DistributedStagedMixture(unittest.TestCase):
+    def test_kill_after_the_stage_change_and_resize(self):
+        if not (dist.is_available() and dist.is_gloo_available()):
+            self.skipTest("torch.distributed with gloo is not available")
+        root = os.path.join(TMP, "ddp")
+        os.makedirs(root)
+        mix = staged_mix()
+        mp.spawn(_spawned, args=(os.path.join(root, "init"), root, mix, dict(OPTS)), nprocs=2, join=True)
+        saved = torch.load(os.path.join(root, "killed.pt"))
+        before = [x for per_rank in saved["delivered"] for x in per_rank]
+        # The resized job: one rank from the checkpoint's step.
+        r = resume(saved["checkpoint"], world=1)
+        after = [(s, d) for b in StreamDataset(None, r.planner, rank=0, world_size=1)
+                 for s, d, pad in zip(b.sources, b.samples.tolist(), b.padded.tolist()) if not pad]
+        full = Planner(mixture=mix, world=2, **OPTS)
+        m = full.plan(0)
+        self.assertEqual([g["from_step"] for g in m.stages], [0, STAGED_STEP])
+        want = [(s, d) for rank in (0, 1) for b in StreamDataset(None, full, rank=rank, world_size=2)
+                for s, d, pad in zip(b.sources, b.samples.tolist(), b.padded.tolist()) if not pad]
+        delivered = before + after
+        self.assertEqual(len(delivered), len(set(delivered)), "a draw was delivered twice")
+        self.assertEqual(sorted(delivered), sorted(want))
+        # Exactly once within every source's pass.
+        src = {s["name"]: s for s in m.sources}
+        seen = collections.Counter()
+        for name, d in delivered:
+            q, pos = divmod(d - src[name]["draw_base"], src[name]["samples"])
+            seen[(name, q, pos)] += 1
+        self.assertEqual(max(seen.values()), 1)
+        self.assertGreaterEqual(src["hq"]["passes"], 2)
 
 
 if __name__ == "__main__":
