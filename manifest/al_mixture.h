@@ -10,11 +10,14 @@
  *    "until": "NAME" | {"source": "NAME", "passes": k}, or the end of a source's k-th pass
  *    "sources": [{"name": "web", "index": "web.alidx", "weight": 0.5,
  *                 "on_exhaust": "repeat" | "stop"}, ...],   default "repeat"
- *    "stages": [{"from_step": 0, "weights": {"web": 0.6, ...}}]}   optional
+ *    "stages": [{"from_step": 5000, "weights": {"web": 0.6, "hq": 0}}, ...]}   optional
  *
  * Index paths are relative to the file's folder (al_mixture_load) or to base_dir
- * (al_mixture_parse). Stages: one stage from step 0, whose weights replace the sources' (a name
- * it lacks keeps its own); stages from later steps are refused (AL_EINVAL, naming the stage).
+ * (al_mixture_parse). Stages (al_run_stage): from each stage's from_step on (ascending; a stage
+ * from step 0 replaces the sources' weights), its weights, each >= 0 (0 pauses a source); a name
+ * a stage lacks keeps the weight it had before the stage. A stage that would change buckets,
+ * mem_tokens, micro_per_step, step_tokens or ramp the weights is refused (AL_EINVAL, naming the
+ * stage and the field): not planned yet.
  * With neither steps nor until, every source must be a stop source and the run ends when the
  * last has given its pass.
  *
