@@ -35,6 +35,7 @@ typedef struct plan_args {
   int check;                                   /* --check: prove the run, write nothing */
   const char *mixture;                         /* --mixture MIX.json */
   uint64_t reference_world;                    /* --reference-world W; 0: --world */
+  const char *continues;                       /* --continues OLD_MIX.json (with --mixture) */
 } plan_args;
 
 static int parse_planner(const cli_verb *verb, const char *opt, const char *v, void *args) {
@@ -196,6 +197,13 @@ static const cli_option OPTIONS[] = {
              "steps at once, the same samples a step at every world size,\n"
              "T held per step at K > 1 (no --sp-degrees above 1 yet)",
      .def = "epoch"},
+    {.name = "--continues", .type = CLI_STRING, CLI_AT(plan_args, continues),
+     .metavar = "OLD.json",
+     .help = "with --mixture and --at-step K: MIX.json changes the schedule of\n"
+             "the mixture OLD.json (planned with the same options) from the\n"
+             "first of its window boundaries at or after step K; the steps\n"
+             "before are OLD's, every source's pass goes on (OLD's sources\n"
+             "first, in its order; sources may be added after them)"},
     {.name = "--reference-world", .type = CLI_U64, CLI_AT(plan_args, reference_world), .min = 1,
      .max = 1u << 20, .metavar = "W_REF",
      .help = "chunked or --mixture: open the run at W_REF ranks (K per rank:\n"
@@ -335,6 +343,13 @@ static int check_args(const plan_args *a, int argc, char **argv) {
   const char *missing = !a->out && !a->check ? "-o MANIFEST" : !a->o.world ? "--world W" : NULL;
   if (!missing && a->resume && a->at_step == UINT64_MAX)
     missing = "--at-step K (with --resume-from)";
+  if (!missing && a->at_step != UINT64_MAX && !a->resume && !a->continues)
+    return cli_usage(&PLAN, CLI_SAY_PAGE,
+                     "--at-step K goes with --resume-from OLD_MANIFEST or --continues OLD.json");
+  if (!missing && a->continues && a->at_step == UINT64_MAX)
+    missing = "--at-step K (with --continues)";
+  if (!missing && a->continues && !a->mixture)
+    missing = "--mixture NEW.json (with --continues OLD.json)";
   if (!missing && !a->resume && !a->index && !a->map && !a->mixture)
     missing = "--index INDEX (or --mixture MIX.json)";
   if (missing) return cli_usage(&PLAN, CLI_SAY_PAGE, "%s is required", missing);
@@ -542,12 +557,21 @@ static int check_run(const plan_args *a) {
  * source (weight, passes, what the run draws of it): 0 or -1 (al_last_error). */
 static int plan_mixture(const plan_args *a, plan_run *r, const al_cost_model *cost,
                         const al_plan_options *o) {
-  al_mixture *mx = NULL;
+  al_mixture *mx = NULL, *old = NULL;
   const al_run *run = NULL;
   al_plan_options ro = *o;
   if (a->reference_world) ro.world = (uint32_t)a->reference_world;
   int rc = al_mixture_load(&mx, a->mixture);
+  if (!rc && a->continues) {
+    rc = al_mixture_load(&old, a->continues);
+    if (!rc) rc = al_mixture_continue(mx, old, (uint32_t)a->at_step);
+  }
   if (!rc) rc = al_mixture_open_run(mx, cost, &ro, &run);
+  if (!rc && a->continues && !a->json)
+    fprintf(stderr,
+            "plan: the schedule of %s changes to %s's from step %u (the first window boundary "
+            "at or after step %llu)\n",
+            a->continues, a->mixture, al_run_continued_at(run), (unsigned long long)a->at_step);
   al_run_info ri = AL_RUN_INFO_INIT;
   if (!rc) rc = al_run_get_info(run, &ri);
   if (!rc && a->steps_b && a->steps_b > ri.steps)
@@ -591,6 +615,7 @@ static int plan_mixture(const plan_args *a, plan_run *r, const al_cost_model *co
   so.only_rank = a->rank == UINT64_MAX ? 0 : (uint32_t)a->rank + 1;
   if (!rc) rc = al_mixture_save(mx, r->plan, a->out, &so);
   al_mixture_free(mx);
+  al_mixture_free(old);
   return rc ? -1 : 0;
 }
 

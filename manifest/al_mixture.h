@@ -63,6 +63,14 @@ AL_API const char *al_mixture_source_index(const al_mixture *mx, size_t i);
 AL_API int al_mixture_open_run(al_mixture *mx, const al_cost_model *cost,
                                const al_plan_options *opts, const al_run **run);
 
+/* A changed schedule: mx continues `old` (borrowed: it must outlive mx's open runs) from step
+ * at_step, as al_run_mix.continues says (planner/al_run.h): al_mixture_open_run opens old's run
+ * first, with the same options (old may itself continue another), then mx's from the first of
+ * its window boundaries at or after at_step. old NULL: mx plans a run of its own.
+ * al_mixture_continued_at: that step in the open run (0 for a run of its own). */
+AL_API int al_mixture_continue(al_mixture *mx, al_mixture *old, uint32_t at_step);
+AL_API uint32_t al_mixture_continued_at(const al_mixture *mx);
+
 /* The key of sample number id of the open run's plans (al_key_fn: its source's index key);
  * "" when out of range or no run is open. */
 AL_API const char *al_mixture_key(void *mx, uint64_t id);

@@ -37,6 +37,8 @@ struct al_mixture {
   size_t n_stages;
   uint32_t *stage_from;
   double *stage_w;
+  al_mixture *cont; /* al_mixture_continue: the schedule this one changes (borrowed) */
+  uint32_t cont_at;
   al_run *run;
 };
 
@@ -391,6 +393,12 @@ int al_mixture_open_run(al_mixture *mx, const al_cost_model *cost, const al_plan
   }
   mix.stages = stages;
   mix.n_stages = mx->n_stages;
+  if (!rc && mx->cont) { /* the run it continues first, with the same options */
+    const al_run *old = NULL;
+    rc = al_mixture_open_run(mx->cont, cost, opts, &old);
+    mix.continues = old;
+    mix.at_step = mx->cont_at;
+  }
   if (!rc) {
     rc = run_open_mixture_grid(&mx->run, rs, mx->n, &mix, grids, cost, opts);
     if (rc) al_error_prefix(rc, "%s", mx->what);
@@ -400,6 +408,19 @@ int al_mixture_open_run(al_mixture *mx, const al_cost_model *cost, const al_plan
   free(stages);
   if (!rc) *run = mx->run;
   return rc;
+}
+
+int al_mixture_continue(al_mixture *mx, al_mixture *old, uint32_t at_step) {
+  if (!mx) return al_set_error(AL_EINVAL, "al_mixture_continue: NULL mixture");
+  for (const al_mixture *c = old; c; c = c->cont)
+    if (c == mx) return al_set_error(AL_EINVAL, "%s: a schedule cannot continue itself", mx->what);
+  mx->cont = old;
+  mx->cont_at = at_step;
+  return AL_OK;
+}
+
+uint32_t al_mixture_continued_at(const al_mixture *mx) {
+  return mx && mx->run ? al_run_continued_at(mx->run) : 0;
 }
 
 const char *al_mixture_key(void *ctx, uint64_t id) {

@@ -167,6 +167,19 @@ typedef struct al_run_mix {
    * at most AL_RUN_MAX_STAGES. */
   const al_run_stage *stages;
   size_t n_stages;
+  /* Added at the end: a changed schedule. With `continues` (a mixture's run, borrowed: it must
+   * outlive this run), this run is that run until step E, the first of its window boundaries at
+   * or after at_step (its own end when at_step is at or past it), and this schedule from E on:
+   * the same steps before E, byte for byte, and from E every source's pass goes on where that
+   * run left it, so no sample of a pass is repeated or skipped across the change. The continued
+   * run's sources come first, in its order and with its names, exhaust policies and inputs;
+   * sources may be added after them (they start their first pass at E); a source is kept with
+   * weight 0 rather than removed. T, the window, the bucket table, W_ref, K_ref, by, seed and
+   * epoch are the continued run's (different options are refused); weights, stages, steps and
+   * until are this mixture's (its stages before E are passed). al_run_continued_at gives E. */
+  const struct al_run *continues;
+  uint32_t at_step;
+  uint32_t reserved;
 } al_run_mix;
 #define AL_RUN_MIX_INIT AL_STRUCT_INIT(al_run_mix)
 #define AL_RUN_MIX_V1 offsetof(al_run_mix, stages)
@@ -208,6 +221,9 @@ AL_API int al_run_source_get(const al_run *run, uint32_t i, al_run_source_info *
  * normalised over all sources). AL_ERANGE past the stages or for too little room; any
  * out-pointer may be NULL. */
 AL_API uint32_t al_run_stage_count(const al_run *run);
+
+/* The step a changed schedule takes effect at (al_run_mix.continues): E; 0 for a run of its own. */
+AL_API uint32_t al_run_continued_at(const al_run *run);
 AL_API int al_run_stage_get(const al_run *run, uint32_t k, uint32_t *from_step, double *weights,
                             size_t n_weights);
 

@@ -78,6 +78,12 @@ struct run_mix {
   double *stage_w;
   uint32_t *seg_stage;
   int staged; /* stages were given */
+  /* A changed schedule (al_run_mix.continues): the run continued, borrowed; its segments before
+   * step cont_step (a window boundary of it) are this run's, its first n_cont sources this run's
+   * first. NULL: a run of its own from step 0. */
+  const al_run *cont;
+  uint32_t cont_step, n_cont;
+  uint64_t cont_fingerprint;
 };
 
 void run_mix_free(run_mix *m) {
@@ -440,6 +446,32 @@ static int push_segment(run_mix *m, uint32_t start, uint32_t stage, const uint64
   return AL_OK;
 }
 
+/* A changed schedule's steps before it takes effect: the continued run's segments up to
+ * cont_step (its sources' rates, 0 for the sources added), then every source's progress there
+ * (f) and whether it still draws (active; a source that left keeps the step it left at). */
+static int copy_prefix(al_run *r, uint8_t *active, uint64_t *f) {
+  run_mix *m = r->mix;
+  const run_mix *o = m->cont->mix;
+  size_t ns = m->n_src, no = o->n_src;
+  uint64_t *f0 = calloc(ns, sizeof *f0), *rate = calloc(ns, sizeof *rate);
+  int rc = f0 && rate ? AL_OK : al_set_error(AL_ENOMEM, "plan: out of memory");
+  for (uint32_t k = 0; !rc && k < o->n_seg && o->seg_start[k] < m->cont_step; k++) {
+    memcpy(f0, o->seg_f0 + (size_t)k * no, no * sizeof *f0);
+    memcpy(rate, o->seg_rate + (size_t)k * no, no * sizeof *rate);
+    rc = push_segment(m, o->seg_start[k], 0, f0, rate);
+  }
+  for (size_t i = 0; !rc && i < ns; i++) {
+    f[i] = i < no ? source_progress(m->cont, (uint32_t)i, m->cont_step) : 0;
+    if (m->src[i].cap != F_INF && f[i] >= m->src[i].cap) {
+      active[i] = 0;
+      m->src[i].stop_step = o->src[i].stop_step;
+    }
+  }
+  free(f0);
+  free(rate);
+  return rc;
+}
+
 /* The segments from step 0 to the run's end: rates over the active sources under the stage's
  * weights; a segment ends at the first cap reached (a stop source's pass, the until source's
  * passes), the next stage or the length. A stage's sources of weight 0 draw nothing in it and
@@ -455,7 +487,21 @@ static int plan_segments(al_run *r, uint64_t T) {
     m->src[i].stop_step = 0;
   }
   uint64_t s = 0;
+  if (!rc && m->cont) {
+    rc = copy_prefix(r, active, f);
+    s = m->cont_step;
+  }
   uint32_t u = m->until ? m->until - 1 : UINT32_MAX, stage = 0;
+  if (!rc && m->cont && (m->steps_opt && m->steps_opt <= s))
+    rc = al_set_error(AL_EINVAL,
+                      "mixture: the changed schedule ends at step %u, before it takes effect at "
+                      "step %llu",
+                      m->steps_opt, (unsigned long long)s);
+  if (!rc && u != UINT32_MAX && f[u] >= m->src[u].cap)
+    rc = al_set_error(AL_EINVAL,
+                      "mixture: source '%s' has given its %u passes (until) before the change "
+                      "takes effect at step %llu",
+                      m->src[u].name, m->until_passes, (unsigned long long)s);
   while (!rc) {
     while (stage + 1 < m->n_stage && m->stage_from[stage + 1] <= s) stage++;
     const double *w = stage_weights(m, stage);
@@ -526,6 +572,7 @@ static double segments_fill(const al_run *r) {
   double worst = 0;
   for (uint32_t k = 0; k < m->n_seg; k++) {
     uint32_t a = m->seg_start[k], b = k + 1 < m->n_seg ? m->seg_start[k + 1] : r->steps;
+    if (m->cont && a < m->cont_step) continue; /* the continued run's, checked with it */
     for (uint32_t i = 0; i < m->n_src; i++) active[i] = m->seg_rate[(size_t)k * m->n_src + i] != 0;
     double L = b - a < p->window ? b - a : p->window;
     double f = mix_step_slots(r, p->step_tokens, active, stage_weights(m, m->seg_stage[k]), L) /
@@ -628,6 +675,61 @@ static uint32_t mix_default_window(const al_run *r) {
   return w > (1u << 20) ? 1u << 20 : (uint32_t)w;
 }
 
+/* T (the options', or the default share of the rank-slots), then the segments at it. A segment
+ * shorter than a window draws its partial batches over fewer steps: T is lowered (by default)
+ * or refused (given) until every segment's steps fit their rank-slots. */
+static int resolve_length(al_run *r, const al_plan_options *o) {
+  run_mix *m = r->mix;
+  int rc = resolve_mix_tokens(r, o->step_tokens);
+  if (!rc) rc = plan_segments(r, r->tmpl->step_tokens);
+  for (int round = 0; round < 8 && !rc; round++) {
+    double worst = segments_fill(r);
+    double limit = o->step_tokens ? MIX_MAX_T_SHARE : MIX_DEFAULT_T_SHARE;
+    if (worst <= limit + 1e-9) break;
+    if (o->step_tokens) {
+      rc = al_set_error(AL_ERANGE,
+                        "step-tokens %llu: a stretch of this mixture's steps with fewer sources "
+                        "would fill %.0f %% of its rank-slots (at most %.0f %%): lower "
+                        "--step-tokens or raise --micro-per-step",
+                        (unsigned long long)o->step_tokens, worst * 100, MIX_MAX_T_SHARE * 100);
+      break;
+    }
+    r->tmpl->step_tokens = (uint64_t)((double)r->tmpl->step_tokens * limit / worst);
+    if (!r->tmpl->step_tokens) r->tmpl->step_tokens = 1;
+    m->n_seg = 0;
+    rc = plan_segments(r, r->tmpl->step_tokens);
+  }
+  return rc;
+}
+
+/* The template of a changed schedule against the continued run's: the same buckets (tokens,
+ * batch sizes), W_ref, K_ref, seed and epoch; its T and window are taken. */
+static int check_continued_template(al_run *r, const al_plan_options *o) {
+  const al_plan *a = r->mix->cont->tmpl;
+  al_plan *b = r->tmpl;
+  const char *what = a->world != b->world                                 ? "reference world"
+                     : a->micro_per_step != b->micro_per_step             ? "micro-batches per step"
+                     : a->seed != b->seed                                 ? "seed"
+                     : a->epoch != b->epoch                               ? "epoch"
+                     : o->window && o->window != a->window                ? "window"
+                     : o->step_tokens && o->step_tokens != a->step_tokens ? "step tokens"
+                     : a->n_buckets != b->n_buckets                       ? "bucket table"
+                                                                          : NULL;
+  for (size_t k = 0; !what && k < a->n_buckets; k++)
+    if (a->buckets[k].tokens != b->buckets[k].tokens ||
+        a->buckets[k].batch_size != b->buckets[k].batch_size)
+      what = "bucket table";
+  if (what)
+    return al_set_error(AL_EINVAL,
+                        "mixture: the changed schedule's %s differs from the run's: a change of "
+                        "schedule keeps the run's options",
+                        what);
+  b->window = a->window;
+  b->step_tokens = a->step_tokens;
+  r->capacity = r->mix->cont->capacity;
+  return AL_OK;
+}
+
 int run_mix_finish(al_run *r, const al_plan_options *o) {
   run_mix *m = r->mix;
   int rc = build_strata(r);
@@ -652,26 +754,18 @@ int run_mix_finish(al_run *r, const al_plan_options *o) {
       if (c < s->cap) s->cap = c;
     }
   }
-  rc = resolve_mix_tokens(r, o->step_tokens);
-  if (!rc) rc = plan_segments(r, r->tmpl->step_tokens);
-  /* A segment shorter than a window draws its partial batches over fewer steps: T is lowered
-   * (by default) or refused (given) until every segment's steps fit their rank-slots. */
-  for (int round = 0; round < 8 && !rc; round++) {
-    double worst = segments_fill(r);
-    double limit = o->step_tokens ? MIX_MAX_T_SHARE : MIX_DEFAULT_T_SHARE;
-    if (worst <= limit + 1e-9) break;
-    if (o->step_tokens) {
+  if (m->cont) {
+    rc = check_continued_template(r, o);
+    if (!rc) rc = plan_segments(r, r->tmpl->step_tokens);
+    double worst = rc ? 0 : segments_fill(r);
+    if (!rc && worst > MIX_MAX_T_SHARE + 1e-9)
       rc = al_set_error(AL_ERANGE,
-                        "step-tokens %llu: a stretch of this mixture's steps with fewer sources "
-                        "would fill %.0f %% of its rank-slots (at most %.0f %%): lower "
-                        "--step-tokens or raise --micro-per-step",
-                        (unsigned long long)o->step_tokens, worst * 100, MIX_MAX_T_SHARE * 100);
-      break;
-    }
-    r->tmpl->step_tokens = (uint64_t)((double)r->tmpl->step_tokens * limit / worst);
-    if (!r->tmpl->step_tokens) r->tmpl->step_tokens = 1;
-    m->n_seg = 0;
-    rc = plan_segments(r, r->tmpl->step_tokens);
+                        "mixture: at the run's %llu tokens a step the changed schedule would fill "
+                        "%.0f %% of its rank-slots (at most %.0f %%)",
+                        (unsigned long long)r->tmpl->step_tokens, worst * 100,
+                        MIX_MAX_T_SHARE * 100);
+  } else {
+    rc = resolve_length(r, o);
   }
   if (!rc) rc = number_draws(r);
   r->pass_tokens = r->pass_samples = 0;
@@ -699,6 +793,10 @@ uint64_t run_mix_fingerprint(const al_run *r, uint64_t h) {
     run_fp_add(&h, (uint64_t)s->exhaust);
     run_fp_add(&h, s->index_fingerprint);
     for (const char *c = s->name; *c; c++) run_fp_add(&h, (unsigned char)*c);
+  }
+  if (m->cont) { /* a changed schedule: the run it continues and where */
+    run_fp_add(&h, m->cont_fingerprint);
+    run_fp_add(&h, m->cont_step);
   }
   /* The stages (none given: the fingerprint of a mixture without stages). */
   for (uint32_t k = 0; m->staged && k < m->n_stage; k++) {
@@ -843,6 +941,10 @@ int al_run_source_get(const al_run *r, uint32_t i, al_run_source_info *out) {
   }
   struct_out(out, &o, n);
   return AL_OK;
+}
+
+uint32_t al_run_continued_at(const al_run *r) {
+  return r && r->mix && r->mix->cont ? r->mix->cont_step : 0;
 }
 
 uint32_t al_run_stage_count(const al_run *r) {
@@ -1009,10 +1111,57 @@ static int concat_inputs(const al_run_source *s, size_t n, const al_latent_grid 
   return AL_OK;
 }
 
+/* A changed schedule: the run continued must be a mixture whose sources lead this one's
+ * (names, exhaust policies, inputs) with the same `by`; the step it takes effect at is the first
+ * window boundary of that run at or after at_step (its end when at_step is at or past it). */
+static int take_continued(run_mix *m, const al_run_mix *x) {
+  const al_run *old = x->continues;
+  const run_mix *o = old->mix;
+  if (!o)
+    return al_set_error(AL_EINVAL,
+                        "mixture: the run continued is a run of one input, not a mixture's");
+  if (o->by != m->by)
+    return al_set_error(AL_EINVAL, "mixture: the changed schedule apportions by %d, the run by %d",
+                        (int)m->by, (int)o->by);
+  if (o->n_src > m->n_src)
+    return al_set_error(AL_EINVAL,
+                        "mixture: the run continued has %u sources, the changed schedule %u: keep "
+                        "every source (weight 0 stops drawing it)",
+                        o->n_src, m->n_src);
+  for (uint32_t i = 0; i < o->n_src; i++) {
+    const mix_source *a = &o->src[i], *b = &m->src[i];
+    const char *what = strcmp(a->name, b->name)                       ? "name"
+                       : a->exhaust != b->exhaust                     ? "on_exhaust"
+                       : a->n != b->n                                 ? "sample count"
+                       : a->index_fingerprint != b->index_fingerprint ? "index"
+                                                                      : NULL;
+    if (what)
+      return al_set_error(AL_EINVAL,
+                          "mixture: source %u of the changed schedule ('%s') differs from the "
+                          "run's ('%s') in its %s: the run's sources come first, in its order",
+                          i, b->name, a->name, what);
+  }
+  uint32_t E = old->steps, at = x->at_step;
+  if (at < old->steps) {
+    uint32_t a = 0, b = 0, L = old->tmpl->window ? old->tmpl->window : 1;
+    run_mix_segment(old, at, &a, &b);
+    uint64_t e = a + ((uint64_t)(at - a) + L - 1) / L * L;
+    E = e < b ? (uint32_t)e : b;
+  }
+  al_run_info oi = AL_RUN_INFO_INIT;
+  int rc = al_run_get_info(old, &oi);
+  if (rc) return rc;
+  m->cont = old;
+  m->cont_step = E;
+  m->n_cont = o->n_src;
+  m->cont_fingerprint = oi.fingerprint;
+  return AL_OK;
+}
+
 /* A one-source stop mixture with no length and no stages: the run of its input. */
 static int is_plain(const al_run_source *s, size_t n, const al_run_mix *mix) {
   return n == 1 && s[0].on_exhaust == AL_EXHAUST_STOP && !mix->steps && !mix->until &&
-         !mix->n_stages;
+         !mix->n_stages && !mix->continues;
 }
 
 /* The stages: stage 0 the sources' weights (or a stage from step 0's), then each stage given,
@@ -1137,6 +1286,7 @@ int run_open_mixture_grid(al_run **out, const al_run_source *src, size_t n, cons
     }
     rc = take_stages(m, &x);
     if (!rc) rc = concat_inputs(s, n, grids, &in, &shape, &grid, m);
+    if (!rc && x.continues) rc = take_continued(m, &x);
   }
   free(s);
   run_map *map = NULL;

@@ -144,21 +144,23 @@ def load_checkpoint(source):
     return ckpt
 
 
-def resume(checkpoint, world=None, step_tokens=None, micro_per_step=None, out_dir=None):
+def resume(checkpoint, world=None, step_tokens=None, micro_per_step=None, out_dir=None, mixture=None):
     """:class:`Resumed` for ``world`` ranks (default ``WORLD_SIZE``, else the checkpoint's)
     from ``checkpoint`` (a path or a dict). The checkpoint's manifest is rebuilt first and
     checked against its recorded identity (ValueError when the index, cost model or options
-    changed). Same world: that Planner and the saved states. Another world:
-    :meth:`Planner.resume` from the checkpoint's step (``step_tokens`` / ``micro_per_step`` as
-    there), no states."""
+    changed). Same world and schedule: that Planner and the saved states. Another world, or a
+    changed mixture (``mixture``: the new MIX.json or dict of a mixture Planner's run):
+    :meth:`Planner.resume` from the checkpoint's step (``step_tokens`` / ``micro_per_step`` /
+    ``mixture`` as there), no states."""
     ckpt = load_checkpoint(checkpoint)
     planner = Planner.from_state(ckpt["planner"], out_dir=out_dir)
     epoch, step = whole("epoch", ckpt["epoch"], 0, U32_MAX), whole("step", ckpt["step"], 0, U32_MAX)
     planner.check_identity(epoch, ckpt["manifest"])
     if world is None:
         world = int(os.environ.get("WORLD_SIZE", planner.world))
-    if whole("world", world, 1, 1 << 20) == planner.world and not step_tokens and not micro_per_step:
+    if (whole("world", world, 1, 1 << 20) == planner.world and not step_tokens and not micro_per_step
+            and mixture is None):
         return Resumed(planner, epoch, step, ckpt.get("stream"), ckpt.get("sampler"), False)
     new = Planner.resume(planner, at_step=step, world=world, epoch=epoch, step_tokens=step_tokens,
-                         micro_per_step=micro_per_step, out_dir=out_dir)
+                         micro_per_step=micro_per_step, out_dir=out_dir, mixture=mixture)
     return Resumed(new, epoch, step, None, None, True)

@@ -278,7 +278,27 @@ def _mixture_options(options):
     return dict(options, planner="chunked")
 
 
-def _write_mixture(mixture, out, world, epoch, seed, cost, options, steps=None, rank=None):
+def _mixture_chain(mixture, continues):
+    """The parsed mixture and, when it changes the schedule of another (``continues``: {"mixture",
+    "at_step", "continues"}), the mixtures it continues, linked (al_mixture_continue); the list
+    holds every one, to be closed after use."""
+    chain = [_Mixture(mixture)]
+    try:
+        while continues is not None:
+            old = _Mixture(continues["mixture"])
+            chain.append(old)
+            _lib.check(_lib.lib().al_mixture_continue(chain[-2].handle, old.handle,
+                                                      whole("at_step", continues["at_step"], 0, U32_MAX)),
+                       "mixture")
+            continues = continues.get("continues")
+    except Exception:
+        for mx in chain:
+            mx.close()
+        raise
+    return chain
+
+
+def _write_mixture(mixture, out, world, epoch, seed, cost, options, steps=None, rank=None, continues=None):
     out = path_arg("out", out)
     cost = None if cost is None else path_arg("cost", cost)
     options = _mixture_options(options)
@@ -286,7 +306,8 @@ def _write_mixture(mixture, out, world, epoch, seed, cost, options, steps=None, 
     buckets = options.get("buckets")
     first, end = _steps_arg(steps)
     only = _rank_arg(rank, world)
-    mx = _Mixture(mixture)
+    chain = _mixture_chain(mixture, continues)
+    mx = chain[0]
     try:
         _lib.check(_lib.lib().al_mixture_write(
             mx.handle, None if cost is None else _lib.encode_path(cost, "cost"),
@@ -294,7 +315,8 @@ def _write_mixture(mixture, out, world, epoch, seed, cost, options, steps=None, 
             whole("world", world, 1, 1 << 20), first, end, only, _lib.encode_path(out, "out")),
             "planning the mixture %s for world %d" % (mx.path or "(dict)", int(world)))
     finally:
-        mx.close()
+        for m in chain:
+            m.close()
     return os.fspath(out)
 
 
@@ -422,6 +444,9 @@ class Planner:
             raise ValueError("Planner takes an index or a mixture, not both")
         self.index = None if index is None else path_arg("index", index.path if isinstance(index, Index) else index)
         self.mixture = None if mixture is None else _mixture_arg(mixture)
+        # A changed schedule: {"mixture", "at_step", "continues"}, the mixture this one changes
+        # from a step on (Planner.resume(..., mixture=NEW)); None: a schedule of its own.
+        self.continues = None
         if self.mixture is not None:
             options = _mixture_options(options)
         if cost is not None:
@@ -450,7 +475,8 @@ class Planner:
     def _write(self, out, epoch, steps=None):
         """Plans epoch ``epoch`` (steps [A, B) of it when given) of the index or the mixture."""
         if self.mixture is not None:
-            return _write_mixture(self.mixture, out, self.world, epoch, self.seed, self.cost, self.options, steps)
+            return _write_mixture(self.mixture, out, self.world, epoch, self.seed, self.cost, self.options, steps,
+                                  continues=self.continues)
         return _write(self.index, out, self.world, epoch, self.seed, self.cost, self.options, steps)
 
     def source_indexes(self):
@@ -534,7 +560,7 @@ class Planner:
 
     @classmethod
     def resume(cls, source, at_step=None, world=None, epoch=None, step_tokens=None, micro_per_step=None,
-               index=None, cost=None, out_dir=None):
+               index=None, cost=None, out_dir=None, mixture=None):
         """The Planner for ``world`` ranks (default ``WORLD_SIZE``) that continues epoch
         ``epoch`` of ``source`` from step ``at_step`` (the first step not yet trained).
 
@@ -545,7 +571,13 @@ class Planner:
         plan's, K' = ceil(K W / W')) or raises :class:`adaptiveload.Error` saying why;
         ``step_tokens`` plans a new T, ``micro_per_step`` chooses K'. The re-plan runs here,
         so a refusal comes now. Later epochs are planned fresh for ``world`` at the same T
-        and K'."""
+        and K'.
+
+        ``mixture`` (a Planner of a mixture): a changed schedule (a path or dict as
+        ``Planner(mixture=)`` takes) from the first window boundary of the run at or after
+        ``at_step`` on: the steps before it are the run's, every source's pass goes on where the
+        run left it, sources may be added after the run's (a source is kept with weight 0
+        rather than removed); the options stay the run's."""
         if isinstance(source, dict) and "planner" in source:  # a checkpoint
             at_step = source["step"] if at_step is None else at_step
             epoch = source["epoch"] if epoch is None else epoch
@@ -571,27 +603,37 @@ class Planner:
             old = source if isinstance(source, Planner) else cls.from_state(source, out_dir=out_dir)
             if epoch is None:
                 raise TypeError("Planner.resume needs epoch (the epoch being resumed)")
-        return old._resumed(whole("epoch", epoch, 0, U32_MAX), replan, out_dir)
+        return old._resumed(whole("epoch", epoch, 0, U32_MAX), replan, out_dir, mixture)
 
-    def _resumed_chunked(self, epoch, replan, out_dir):
+    def _resumed_chunked(self, epoch, replan, out_dir, mixture=None):
         """A chunked run needs no re-plan: every step holds the same samples at every world, so
         the resumed epoch is the run's slice from at_step laid out at the new world (K' =
-        ceil(K W_ref / W')), and later epochs are whole runs laid out there."""
+        ceil(K W_ref / W')), and later epochs are whole runs laid out there. A mixture given
+        changes the schedule from the first window boundary at or after at_step
+        (al_mixture_continue): its sources lead with the old ones, every pass goes on."""
         at, world, k, t = replan
         if k or t:
             raise ValueError("a chunked run keeps its steps at every world size (K' = ceil(K W_ref / W')): "
                              "micro_per_step and step_tokens do not apply to its resume")
         options = dict(self.options)
         options["reference_world"] = self.options.get("reference_world") or self.world
+        if mixture is not None and self.mixture is None:
+            raise ValueError("mixture= changes a mixture's schedule; this Planner plans one index")
         new = Planner(self.index, world=world, seed=self.seed, cost=self.cost,
-                      out_dir=self.out_dir if out_dir is None else out_dir, mixture=self.mixture, **options)
+                      out_dir=self.out_dir if out_dir is None else out_dir,
+                      mixture=self.mixture if mixture is None else mixture, **options)
+        new.continues = self.continues
+        if mixture is not None:
+            new.continues = {"mixture": self.mixture, "at_step": at, "continues": self.continues}
         new._origin = {"epoch": epoch, "base": None, "replans": [], "start_step": at, "end_step": 0}
         new.plan(epoch)  # plans the slice now: a step past the run is raised here
         return new
 
-    def _resumed(self, epoch, replan, out_dir):
+    def _resumed(self, epoch, replan, out_dir, mixture=None):
         if _chunked(self.options):
-            return self._resumed_chunked(epoch, replan, out_dir)
+            return self._resumed_chunked(epoch, replan, out_dir, mixture)
+        if mixture is not None:
+            raise ValueError("mixture= changes a mixture's schedule; this Planner plans one index")
         new = Planner(self.index, world=replan[1], seed=self.seed, cost=self.cost,
                       out_dir=self.out_dir if out_dir is None else out_dir, **self.options)
         if self._origin is not None and self._origin["epoch"] == epoch:
@@ -622,6 +664,8 @@ class Planner:
                  "options": _json_options(self.options), "origin": origin}
         if self.mixture is not None:
             state["mixture"] = self.mixture
+        if self.continues is not None:
+            state["continues"] = self.continues
         return state
 
     @classmethod
@@ -642,6 +686,7 @@ class Planner:
             options["geometry"] = tuple(options["geometry"])
         p = cls(state["index"], world=state["world"], seed=state["seed"], cost=state["cost"], out_dir=out_dir,
                 mixture=state.get("mixture"), **options)
+        p.continues = state.get("continues")
         if state.get("origin") is not None:
             o = state["origin"]
             p._origin = {"epoch": int(o["epoch"]), "base": o["base"], "replans": [list(r) for r in o["replans"]]}

@@ -452,4 +452,109 @@ TEST(RunMix, BadStagesAreRefusedNamingTheStage) {
   }
 }
 
+// What a micro-batch holds, as draws: (source, pass, position) per sample.
+std::vector<std::vector<uint64_t>> StepDraws(const al_run *r, const al_plan *p, uint32_t a,
+                                             uint32_t b, uint32_t W) {
+  std::vector<std::vector<uint64_t>> out;
+  for (uint32_t s = a; s < b; s++) {
+    std::vector<uint64_t> d;
+    for (uint64_t x = p->slot[(size_t)(s - p->first_step) * W];
+         x < p->slot[(size_t)(s - p->first_step + 1) * W]; x++) {
+      const plan_micro &m = p->micro[x];
+      if (m.padded) continue;
+      for (uint32_t k = 0; k < m.n; k++) {
+        uint32_t src = 0, pass = 0;
+        uint64_t pos = 0;
+        EXPECT_EQ(al_run_draw_where(r, p->mb[m.first + k], &src, &pass, &pos), AL_OK);
+        d.push_back((uint64_t)src << 56 | (uint64_t)pass << 36 | pos);
+      }
+    }
+    std::sort(d.begin(), d.end());
+    out.push_back(d);
+  }
+  return out;
+}
+
+// A changed schedule mid-run: new weights and a source added from step 150 on. The change takes
+// effect at the old run's first window boundary at or after 150; the steps before it are the old
+// run's; after it every source's pass goes on (no sample of a pass repeated or skipped), the new
+// source starts its first pass there, and the shares follow the new weights.
+TEST(RunMix, AChangedScheduleContinuesEverySourcesPass) {
+  const uint32_t W = 64, K = 2;
+  Mix a = ThreeSources(AL_MIX_TOKENS, 400);
+  RunHandle old;
+  ASSERT_EQ(a.Open(&old.r, Options(W, K)), AL_OK) << al_last_error();
+  Mix b = ThreeSources(AL_MIX_TOKENS, 600);
+  b.src[0].weight = 0.2, b.src[1].weight = 0.3, b.src[2].weight = 0.3;
+  b.Add("new", Filtered(3000, 9, false), 0.2, AL_EXHAUST_REPEAT);
+  b.mix.continues = old.r;
+  b.mix.at_step = 150;
+  RunHandle run;
+  ASSERT_EQ(b.Open(&run.r, Options(W, K)), AL_OK) << al_last_error();
+  uint32_t E = al_run_continued_at(run.r);
+  al_run_info oi = AL_RUN_INFO_INIT, ni = AL_RUN_INFO_INIT;
+  ASSERT_EQ(al_run_get_info(old.r, &oi), AL_OK);
+  ASSERT_EQ(al_run_get_info(run.r, &ni), AL_OK);
+  EXPECT_GE(E, 150u);
+  EXPECT_LT(E, 150u + oi.window);
+  EXPECT_EQ(ni.steps, 600u);
+  EXPECT_EQ(ni.step_tokens, oi.step_tokens);
+  EXPECT_NE(ni.fingerprint, oi.fingerprint);
+  PlanHandle po, pn;
+  ASSERT_EQ(al_run_plan_steps(old.r, W, 0, oi.steps, &po.p), AL_OK) << al_last_error();
+  ASSERT_EQ(al_run_plan_steps(run.r, W, 0, ni.steps, &pn.p), AL_OK) << al_last_error();
+  // The steps before the change hold the old run's draws, step by step.
+  EXPECT_EQ(StepDraws(old.r, po.p, 0, E, W), StepDraws(run.r, pn.p, 0, E, W));
+  // Exactly once per pass over the whole changed run; finished passes complete.
+  CheckPasses(run.r, pn.p, 4);
+  // The new source draws nothing before the change.
+  auto per = StepShares(run.r, pn.p, AL_MIX_TOKENS, 4);
+  for (uint32_t s = 0; s < E; s++) EXPECT_EQ(per[s][3], 0) << "step " << s;
+  const double want[4] = {0.2, 0.3, 0.3, 0.2};
+  double worst = 0;
+  for (uint32_t s0 = E; s0 + 100 <= ni.steps; s0++) {
+    double tot[4] = {0, 0, 0, 0}, all = 0;
+    for (uint32_t s = s0; s < s0 + 100; s++)
+      for (int i = 0; i < 4; i++) tot[i] += per[s][i], all += per[s][i];
+    for (int i = 0; i < 4; i++) worst = std::max(worst, std::fabs(tot[i] / all - want[i]) * 100);
+  }
+  EXPECT_LE(worst, 1.0) << "after the change the worst share over 100 steps is off by " << worst;
+  // A slice from the change on equals the full changed run there.
+  PlanHandle part;
+  ASSERT_EQ(al_run_plan_steps(run.r, W, E, E + 10, &part.p), AL_OK) << al_last_error();
+  EXPECT_EQ(StepDraws(run.r, part.p, E, E + 10, W), StepDraws(run.r, pn.p, E, E + 10, W));
+}
+
+TEST(RunMix, AChangedScheduleKeepsTheRunsSourcesAndOptions) {
+  const uint32_t W = 16, K = 2;
+  Mix a = ThreeSources(AL_MIX_TOKENS, 200);
+  RunHandle old;
+  ASSERT_EQ(a.Open(&old.r, Options(W, K)), AL_OK) << al_last_error();
+  struct Case {
+    const char *says;
+    std::function<void(Mix &, al_plan_options &)> edit;
+  } cases[] = {
+      {"in its name", [](Mix &m, al_plan_options &) { std::swap(m.names[0], m.names[1]); }},
+      {"keep every source",
+       [](Mix &m, al_plan_options &) {
+         m.shapes.pop_back(), m.names.pop_back(), m.src.pop_back();
+       }},
+      {"apportions by", [](Mix &m, al_plan_options &) { m.mix.by = AL_MIX_SAMPLES; }},
+      {"micro-batches per step", [](Mix &, al_plan_options &o) { o.micro_per_step = 4; }},
+      {"step tokens", [](Mix &, al_plan_options &o) { o.step_tokens = 12345; }},
+      {"ends at step", [](Mix &m, al_plan_options &) { m.mix.steps = 60; }},
+  };
+  for (auto &c : cases) {
+    Mix b = ThreeSources(AL_MIX_TOKENS, 300);
+    al_plan_options o = Options(W, K);
+    b.mix.continues = old.r;
+    b.mix.at_step = 50;
+    c.edit(b, o);
+    RunHandle run;
+    EXPECT_EQ(b.Open(&run.r, o), AL_EINVAL) << c.says;
+    EXPECT_NE(std::string(al_last_error()).find(c.says), std::string::npos)
+        << c.says << ": " << al_last_error();
+  }
+}
+
 } // namespace

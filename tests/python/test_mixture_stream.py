@@ -140,6 +140,57 @@ class MixtureStream(unittest.TestCase):
         self.assertEqual(a, b)
         self.assertEqual(max(b.values()), 1)  # every draw once
 
+    def test_schedule_changes_mid_run(self):
+        """A kill at step 23 at 2 ranks, the rest at 1 rank under new weights and an added source,
+        then a second change at step 41: every (source, pass, position) once over the three
+        stretches, the added source only from its change on, states rebuild the same plans."""
+        opts = dict(OPTS, window=16)
+        mix1 = dict(MIX, steps=70)
+        mix2 = dict(mix1, sources=[dict(MIX["sources"][0], weight=0.2), MIX["sources"][1],
+                                   dict(MIX["sources"][2], weight=0.5),
+                                   {"name": "more", "index": MIX["sources"][0]["index"], "weight": 0.1}])
+        mix3 = dict(mix2, stages=[{"from_step": 0, "weights": {"web": 0.4, "hq": 0, "img": 0.3, "more": 0.3}}])
+        p1 = Planner(mixture=mix1, world=2, **opts)
+
+        def triples(planner, world, lo, hi):
+            m = planner.plan(0)
+            src = {x["name"]: x for x in m.sources}
+            out = []
+            for r in range(world):
+                for b in StreamDataset(None, planner, rank=r, world_size=world):
+                    if lo <= b.step < hi:
+                        for name, d, pad in zip(b.sources, b.samples.tolist(), b.padded.tolist()):
+                            if not pad:
+                                q, pos = divmod(d - src[name]["draw_base"], src[name]["samples"])
+                                out.append((b.step, name, q, pos))
+            return out, m
+        a, _ = triples(p1, 2, 0, 23)
+        p2 = Planner.resume(p1, at_step=23, world=1, epoch=0, mixture=mix2)
+        b, m2 = triples(p2, 1, 23, 41)
+        p3 = Planner.resume(p2, at_step=41, world=1, epoch=0, mixture=mix3)
+        c, m3 = triples(p3, 1, 41, 70)
+        got = [x[1:] for x in a + b + c]
+        self.assertEqual(len(got), len(set(got)), "a draw of a pass was delivered twice")
+        first_more = min(x[0] for x in b + c if x[1] == "more")
+        self.assertGreaterEqual(first_more, 23)
+        self.assertLess(first_more, 23 + 16)  # from the first window boundary at or after 23
+        self.assertTrue(all(x[1] != "hq" for x in c if x[0] >= 41 + 16))  # hq paused by the second change
+        # Finished passes are complete over the three stretches.
+        seen = collections.defaultdict(set)
+        for name, q, pos in got:
+            seen[(name, q)].add(pos)
+        for x in m3.sources:
+            for q in range(x["passes"] - 1):
+                if x["name"] != "hq":
+                    self.assertEqual(len(seen[(x["name"], q)]), x["pass_samples"], (x["name"], q))
+        # The chain of changes rides in the Planner's state.
+        again = Planner.from_state(p3.state_dict())
+        with open(p3.path(0), "rb") as f, open(again.path(0), "rb") as g:
+            self.assertEqual(f.read(), g.read())
+        with self.assertRaises(ValueError):
+            Planner.resume(Planner(os.path.join(TMP, "web.alidx"), world=2, planner="chunked", **OPTS),
+                           at_step=3, world=1, epoch=0, mixture=mix2)
+
     def test_planner_refusals(self):
         with self.assertRaises(ValueError):
             Planner(os.path.join(TMP, "web.alidx"), mixture=MIX)
