@@ -14,6 +14,8 @@
 #include "cli/options_internal.h"
 #include "cli/verify_internal.h"
 #include "cli/verify_shards_internal.h"
+#include "common/json_write_internal.h"
+#include "manifest/al_mixture.h"
 #include "loader/al_index.h"
 #include "loader/al_members.h"
 #include "planner/al_buckets.h"
@@ -58,6 +60,13 @@ static const cli_option OPTIONS[] = {
      .help = "members every sample must hold (e.g. latent.npy,t5.npy; each\n"
              "also found as NAME.lz4); default: the index's typed latent\n"
              "member, else latent (what stream delivers by default)"},
+    {.name = "--mixture", .type = CLI_STRING, CLI_AT(verify_args, mixture_path),
+     .metavar = "MIX.json",
+     .help = "check every source of a mixture: each source's index as INDEX\n"
+             "would be (then the one positional argument is MANIFEST, the\n"
+             "mixture's plan: each source checked against its entry, the\n"
+             "plan's verdict on each of its samples); the crop under\n"
+             "--buckets"},
     {.name = "--root", .type = CLI_CUSTOM, .parse = parse_root, .metavar = "FROM=TO",
      .help = "the corpus moved: shard paths under directory FROM are\n"
              "checked under TO (repeatable), as stream --root"},
@@ -88,6 +97,7 @@ static const cli_verb VERIFY = {
     .name = "verify",
     .usage =
         "usage: adaptiveload verify INDEX [MANIFEST] [--members A,B,...] [--root FROM=TO]\n"
+        "       adaptiveload verify --mixture MIX.json [MANIFEST] [options]\n"
         "                           [--buckets FILE] [--show N] [--top N] [--threads T]\n"
         "                           [--strict] [--json] [--quiet] [--s3-endpoint URL]\n"
         "                           [--s3-region REGION] [--s3-addressing path|virtual]\n"
@@ -368,15 +378,37 @@ static int check_manifest(verify_run *r) {
   return rc;
 }
 
-/* What the plan does with every sample (the manifest's key status, else the bucket table's
- * assignment), and the crop report. */
+/* A mixture's source against its entry in the mixture's manifest (index fingerprint and
+ * samples), else a problem (and r->mix_m is cleared). */
+static int check_source_entry(verify_run *r) {
+  al_run_source_info si = AL_RUN_SOURCE_INFO_INIT;
+  int rc = al_manifest_source(r->mix_m, r->mix_src, &si);
+  if (rc) return rc;
+  uint64_t fp = al_index_fingerprint(r->idx);
+  if (si.index_fingerprint != fp || si.samples != al_index_sample_count(r->idx)) {
+    rc = add_problem(r, VK_MANIFEST, NULL, NULL, 0,
+                     "%s: source '%s' was planned from another index (fingerprint %016" PRIx64
+                     ", %" PRIu64 " samples; %s has %016" PRIx64 ", %zu samples): plan it again",
+                     r->a->manifest_path, si.name, si.index_fingerprint, si.samples,
+                     r->source_index, fp, al_index_sample_count(r->idx));
+    r->mix_m = NULL;
+    return rc;
+  }
+  r->mix_base = si.draw_base;
+  return AL_OK;
+}
+
+/* What the plan does with every sample (the manifest's key status, a mixture's of the sample's
+ * first pass, else the bucket table's assignment), and the crop report. */
 static int check_plan(verify_run *r, const al_bucket_table *table) {
   size_t ns = al_index_sample_count(r->idx);
   int rc = AL_OK;
   al_latent_geom g = al_latent_geom_resolve(NULL);
   for (size_t i = 0; i < ns && !rc; i++) {
     int st = 0;
-    if (r->m) {
+    if (r->mix_m) {
+      st = al_manifest_key_status(r->mix_m, r->mix_base + i);
+    } else if (r->m) {
       st = al_manifest_key_status(r->m, i);
     } else {
       al_sample_info si = AL_SAMPLE_INFO_INIT;
@@ -394,15 +426,16 @@ static int check_plan(verify_run *r, const al_bucket_table *table) {
   }
   if (rc) return rc;
   r->crop_from = r->m ? "manifest" : "bucket table";
+  if (r->mix_m) r->crop_from = "bucket table";
   if (r->m) return fidelity_from_manifest(&r->crop, r->idx, r->m, table, (size_t)r->a->top);
   return fidelity_from_table(&r->crop, r->idx, table, &g, 0, (size_t)r->a->top);
 }
 
 /* ---- the verb ---------------------------------------------------------------------------- */
 
-/* Loads the index and moves its shard paths by --root: 0 or -1 (al_last_error). */
-static int load_index(const verify_args *a, al_index **idx) {
-  if (al_index_load(idx, a->index_path) != AL_OK) return -1;
+/* Loads the index at path and moves its shard paths by --root: 0 or -1 (al_last_error). */
+static int load_index(const verify_args *a, const char *path, al_index **idx) {
+  if (al_index_load(idx, path) != AL_OK) return -1;
   for (size_t k = 0; k < a->n_roots; k++) {
     const char *eq = strchr(a->roots[k], '=');
     char from[4096];
@@ -426,10 +459,109 @@ static int run_checks(verify_run *r) {
                          : al_bucket_table_default(&table);
   if (!rc) rc = check_shards(r);
   if (!rc) rc = check_members(r);
-  if (!rc && r->a->manifest_path) rc = check_manifest(r);
-  if (!rc && (r->m || !r->a->manifest_path)) rc = check_plan(r, table);
+  if (!rc && r->mix_m) {
+    rc = check_source_entry(r);
+    if (!rc) rc = check_plan(r, table);
+  } else if (!rc && r->a->manifest_path && !r->a->mixture_path) {
+    rc = check_manifest(r);
+  }
+  if (!rc && !r->mix_m && (r->m || !r->a->manifest_path)) rc = check_plan(r, table);
   al_bucket_table_free(table);
   return rc;
+}
+
+static void free_run(verify_run *r) {
+  for (size_t i = 0; i < r->n_p; i++) free(r->p[i].message);
+  free(r->p);
+  free(r->lost);
+  free(r->plan);
+  fidelity_free(&r->crop);
+  al_manifest_free(r->m);
+  al_index_free(r->idx);
+  memset(r, 0, sizeof *r);
+}
+
+/* verify --mixture: every source's index checked as INDEX would be, in the mixture's order, and
+ * with MANIFEST (the mixture's plan) each against its entry; one report per source (--json: one
+ * object, "sources" an array of the per-source objects). A manifest that does not load, or is
+ * not this mixture's, is a problem of its own. Returns an exit status. */
+static int verify_mixture(verify_args *a) {
+  al_mixture *mx = NULL;
+  al_manifest *m = NULL;
+  if (al_mixture_load(&mx, a->mixture_path)) return cli_fail("verify");
+  uint64_t problems = 0;
+  char mproblem[1024] = "";
+  if (a->manifest_path && al_manifest_load(&m, a->manifest_path)) {
+    snprintf(mproblem, sizeof mproblem, "%s", al_last_error());
+    al_manifest_free(m);
+    m = NULL;
+  }
+  size_t ns = al_mixture_source_count(mx);
+  if (m && al_manifest_source_count(m) != ns) {
+    snprintf(mproblem, sizeof mproblem,
+             "%s plans %u sources, %s has %zu: it is not this mixture's plan", a->manifest_path,
+             al_manifest_source_count(m), a->mixture_path, ns);
+    al_manifest_free(m);
+    m = NULL;
+  }
+  for (uint32_t i = 0; m && i < ns; i++) {
+    al_run_source_info si = AL_RUN_SOURCE_INFO_INIT;
+    if (al_manifest_source(m, i, &si) || strcmp(si.name, al_mixture_source_name(mx, i))) {
+      snprintf(mproblem, sizeof mproblem,
+               "%s: source %u is '%s', %s's is '%s': it is not this mixture's plan",
+               a->manifest_path, i, si.name, a->mixture_path, al_mixture_source_name(mx, i));
+      al_manifest_free(m);
+      m = NULL;
+    }
+  }
+  if (*mproblem) {
+    problems++;
+    if (!a->json) printf("verify: manifest: %s\n", mproblem);
+  }
+  if (a->json) {
+    printf("{\"mixture\":");
+    jsonw_string(stdout, a->mixture_path);
+    if (*mproblem) {
+      printf(",\"manifest_problem\":");
+      jsonw_string(stdout, mproblem);
+    }
+    printf(",");
+  }
+  if (a->json) printf("\"sources\":[");
+  int ec = AL_EXIT_OK;
+  for (uint32_t i = 0; i < ns && ec != AL_EXIT_FAIL; i++) {
+    verify_run r;
+    memset(&r, 0, sizeof r);
+    r.a = a;
+    r.source_name = al_mixture_source_name(mx, i);
+    r.source_index = al_mixture_source_index(mx, i);
+    r.mix_m = m;
+    r.mix_src = i;
+    if (load_index(a, r.source_index, &r.idx) || run_checks(&r)) {
+      al_error_prefix(AL_EINVAL, "source '%s'", r.source_name);
+      ec = cli_fail("verify");
+    } else {
+      verify_counts c;
+      verify_count(&r, &c);
+      problems += c.problems;
+      if (a->json) {
+        if (i) printf(",");
+        verify_print_json_object(&r, &c);
+      } else {
+        verify_print_text(&r, &c);
+      }
+    }
+    free_run(&r);
+  }
+  if (a->json && ec != AL_EXIT_FAIL)
+    printf("],\"ok\":%s,\"problem_count\":%" PRIu64 "}\n", problems ? "false" : "true", problems);
+  else if (ec != AL_EXIT_FAIL)
+    printf("verify: mixture %s: %zu sources, %s\n", a->mixture_path, ns,
+           problems ? "problems found" : "no problems");
+  al_manifest_free(m);
+  al_mixture_free(mx);
+  if (ec == AL_EXIT_FAIL) return ec;
+  return problems ? AL_EXIT_PROBLEMS : AL_EXIT_OK;
 }
 
 int cli_cmd_verify(int argc, char **argv) {
@@ -438,11 +570,18 @@ int cli_cmd_verify(int argc, char **argv) {
   a.show = a.top = 10;
   int ec = cli_parse(&VERIFY, argc, argv, &a);
   if (ec != CLI_RUN) return ec;
+  if (a.mixture_path) {
+    if (a.manifest_path)
+      return cli_usage(&VERIFY, CLI_SAY_PAGE, "with --mixture, the one argument is MANIFEST");
+    a.manifest_path = a.index_path; /* the one positional argument */
+    a.index_path = NULL;
+    return verify_mixture(&a);
+  }
   if (!a.index_path) return cli_usage(&VERIFY, CLI_SAY_PAGE, "INDEX is required");
   verify_run r;
   memset(&r, 0, sizeof r);
   r.a = &a;
-  if (load_index(&a, &r.idx) || run_checks(&r)) {
+  if (load_index(&a, a.index_path, &r.idx) || run_checks(&r)) {
     ec = cli_fail("verify");
   } else {
     verify_counts c;
@@ -453,12 +592,6 @@ int cli_cmd_verify(int argc, char **argv) {
       verify_print_text(&r, &c);
     ec = c.problems ? AL_EXIT_PROBLEMS : AL_EXIT_OK;
   }
-  for (size_t i = 0; i < r.n_p; i++) free(r.p[i].message);
-  free(r.p);
-  free(r.lost);
-  free(r.plan);
-  fidelity_free(&r.crop);
-  al_manifest_free(r.m);
-  al_index_free(r.idx);
+  free_run(&r);
   return ec;
 }

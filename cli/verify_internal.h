@@ -50,6 +50,7 @@ enum { PLAN_DROPPED = 16, PLAN_CONSUMED = 17 };
 
 typedef struct verify_args {
   const char *index_path, *manifest_path;
+  const char *mixture_path; /* --mixture MIX.json: every source's index (MANIFEST its plan) */
   const char *roots[VERIFY_MAX_ROOTS]; /* --root FROM=TO */
   size_t n_roots;
   char members_buf[1024]; /* --members, split into members */
@@ -78,6 +79,13 @@ typedef struct verify_run {
   uint8_t *plan;                         /* per sample, what the plan did */
   fid_report crop;
   const char *crop_from; /* "manifest", "bucket table", NULL: no report */
+  /* A source of a mixture (verify --mixture): its name, its index's path, and with a loaded
+   * mixture manifest (mix_m, borrowed) the source's number there and its first draw; the
+   * plan's verdict on position j is the key status of draw mix_base + j. */
+  const char *source_name, *source_index;
+  const al_manifest *mix_m;
+  uint32_t mix_src;
+  uint64_t mix_base;
 } verify_run;
 
 /* "missing_shard", ...: the names of the kinds in the report and in --json. */
@@ -96,5 +104,8 @@ void verify_count(const verify_run *r, verify_counts *c);
  * JSON object listing everything. */
 void verify_print_text(const verify_run *r, const verify_counts *c);
 void verify_print_json(const verify_run *r, const verify_counts *c);
+
+/* The object verify_print_json prints, without its newline (a mixture's sources in an array). */
+void verify_print_json_object(const verify_run *r, const verify_counts *c);
 
 #endif /* AL_VERIFY_INTERNAL_H */

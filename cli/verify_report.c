@@ -91,14 +91,15 @@ static void print_skipped_text(const verify_run *r, const verify_counts *c) {
 }
 
 void verify_print_text(const verify_run *r, const verify_counts *c) {
+  if (r->source_name) printf("== source %s\n", r->source_name);
   printf("verify %s: %zu shards (%" PRIu64
          " holding samples checked), %zu samples; members "
          "required:",
-         r->a->index_path, al_index_shard_count(r->idx), r->shards_checked,
-         al_index_sample_count(r->idx));
+         r->source_index ? r->source_index : r->a->index_path, al_index_shard_count(r->idx),
+         r->shards_checked, al_index_sample_count(r->idx));
   for (size_t k = 0; k < r->n_req; k++) printf("%s%s", k ? "," : " ", r->req[k]);
   if (r->a->manifest_path)
-    printf("; manifest %s%s", r->a->manifest_path, r->m ? "" : " (not used)");
+    printf("; manifest %s%s", r->a->manifest_path, r->m || r->mix_m ? "" : " (not used)");
   printf("\ntyped member headers: %" PRIu64 " read%s", r->typed_checked,
          r->typed_skipped ? ", " : "");
   if (r->typed_skipped)
@@ -234,8 +235,19 @@ static void print_crop_json(const verify_run *r) {
 }
 
 void verify_print_json(const verify_run *r, const verify_counts *c) {
-  printf("{\"index\":");
-  jsonw_string(stdout, r->a->index_path);
+  verify_print_json_object(r, c);
+  printf("\n");
+}
+
+void verify_print_json_object(const verify_run *r, const verify_counts *c) {
+  printf("{");
+  if (r->source_name) {
+    printf("\"source\":");
+    jsonw_string(stdout, r->source_name);
+    printf(",");
+  }
+  printf("\"index\":");
+  jsonw_string(stdout, r->source_index ? r->source_index : r->a->index_path);
   printf(",\"manifest\":");
   if (r->a->manifest_path)
     jsonw_string(stdout, r->a->manifest_path);
@@ -246,9 +258,9 @@ void verify_print_json(const verify_run *r, const verify_counts *c) {
          ",\"shards_checked\":%" PRIu64 ",\"typed_headers_read\":%" PRIu64
          ",\"typed_headers_not_read\":%" PRIu64 ",\"remote_requests\":%" PRIu64
          ",\"samples\":%zu,\"members\":[",
-         r->m ? "true" : "false", al_index_fingerprint(r->idx), al_index_shard_count(r->idx),
-         r->shards_checked, r->typed_checked, r->typed_skipped, r->remote_requests,
-         al_index_sample_count(r->idx));
+         r->m || r->mix_m ? "true" : "false", al_index_fingerprint(r->idx),
+         al_index_shard_count(r->idx), r->shards_checked, r->typed_checked, r->typed_skipped,
+         r->remote_requests, al_index_sample_count(r->idx));
   for (size_t k = 0; k < r->n_req; k++) {
     if (k) putchar(',');
     jsonw_string(stdout, r->req[k]);
@@ -258,5 +270,5 @@ void verify_print_json(const verify_run *r, const verify_counts *c) {
   print_problems_json(r);
   print_skipped_json(r, c);
   if (r->crop_from) print_crop_json(r);
-  printf("}\n");
+  printf("}");
 }

@@ -83,4 +83,24 @@ sed 's/"name": "hq"/"name": "hq2"/' "$T/mix.json" >"$T/rename.json"
 grep -q "source 1 is 'hq2' but manifest .* source 1 is 'hq'" "$T/err" || fail "renamed: $(cat "$T/err")"
 "$BIN" stream --mixture "$T/mix.json" --index "$T/web.alidx" --manifest "$T/mix.alm" >/dev/null 2>"$T/err" && fail "both"
 grep -q "exclude each other" "$T/err" || fail "both: $(cat "$T/err")"
+# verify --mixture: every source checked, each against its entry in the mixture's plan.
+"$BIN" verify --mixture "$T/mix.json" "$T/mix.alm" --buckets "$T/buckets.txt" >"$T/v.txt" 2>&1 ||
+  fail "verify: $(tail -5 "$T/v.txt")"
+[ "$(grep -c '^== source ' "$T/v.txt")" -eq 3 ] || fail "verify sections: $(grep '^== ' "$T/v.txt")"
+grep -q "verify: mixture $T/mix.json: 3 sources, no problems" "$T/v.txt" || fail "verify summary: $(tail -2 "$T/v.txt")"
+"$BIN" verify --mixture "$T/mix.json" "$T/web.alm" --json >"$T/v.json" 2>/dev/null
+[ $? -eq 3 ] || fail "verify with a one-index manifest did not report a problem"
+grep -q '"manifest_problem":' "$T/v.json" || fail "no manifest problem: $(head -c 300 "$T/v.json")"
+# A shard of hq cut short: its source reports it; the others stay clean.
+shard=$(ls "$T"/hq/*.tar | head -1)
+truncate -s 100000 "$shard"
+"$BIN" verify --mixture "$T/mix.json" "$T/mix.alm" --json >"$T/v.json" 2>/dev/null
+[ $? -eq 3 ] || fail "verify of a truncated hq shard did not report problems"
+python3 - "$T/v.json" <<'PY' || fail "verify's report of the truncated source"
+import json, sys
+d = json.load(open(sys.argv[1]))
+by = {s["source"]: s for s in d["sources"]}
+assert not d["ok"] and by["web"]["ok"] and by["img"]["ok"] and not by["hq"]["ok"], {k: v["ok"] for k, v in by.items()}
+assert by["hq"]["manifest_used"]
+PY
 echo PASS
