@@ -10,14 +10,17 @@
  *    "until": "NAME" | {"source": "NAME", "passes": k}, or the end of a source's k-th pass
  *    "sources": [{"name": "web", "index": "web.alidx", "weight": 0.5,
  *                 "on_exhaust": "repeat" | "stop"}, ...],   default "repeat"
- *    "stages": [{"from_step": 5000, "weights": {"web": 0.6, "hq": 0}}, ...]}   optional
+ *    "stages": [{"from_step": 5000, "weights": {"web": 0.6, "hq": 0},
+ *                "ramp_steps": 2000}, ...]}   optional
  *
  * Index paths are relative to the file's folder (al_mixture_load) or to base_dir
  * (al_mixture_parse). Stages (al_run_stage): from each stage's from_step on (ascending; a stage
  * from step 0 replaces the sources' weights), its weights, each >= 0 (0 pauses a source); a name
- * a stage lacks keeps the weight it had before the stage. A stage that would change buckets,
- * mem_tokens, micro_per_step, step_tokens or ramp the weights is refused (AL_EINVAL, naming the
- * stage and the field): not planned yet.
+ * a stage lacks keeps the weight it had before the stage. With ramp_steps N the weights move
+ * linearly to the stage's over [from_step, from_step + N) (al_run_stage.ramp_steps: a stage of
+ * a window each; the next stage starts at or after from_step + N). A stage that would change
+ * buckets, mem_tokens, micro_per_step or step_tokens is refused (AL_EINVAL, naming the stage
+ * and the field): not planned yet.
  * With neither steps nor until, every source must be a stop source and the run ends when the
  * last has given its pass.
  *

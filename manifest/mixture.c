@@ -37,7 +37,8 @@ struct al_mixture {
   size_t n_stages;
   uint32_t *stage_from;
   double *stage_w;
-  al_mixture *cont; /* al_mixture_continue: the schedule this one changes (borrowed) */
+  uint32_t *stage_ramp; /* ramp_steps; 0: none */
+  al_mixture *cont;     /* al_mixture_continue: the schedule this one changes (borrowed) */
   uint32_t cont_at;
   al_run *run;
 };
@@ -63,6 +64,7 @@ void al_mixture_free(al_mixture *mx) {
   free(mx->src);
   free(mx->stage_from);
   free(mx->stage_w);
+  free(mx->stage_ramp);
   free(mx->what);
   free(mx);
 }
@@ -198,16 +200,18 @@ static int stage_weights(al_mixture *mx, json_t *w, size_t k, const char *where)
 
 static int parse_stages(al_mixture *mx, json_t *st) {
   if (!json_is_array(st)) return bad(mx, "stages must be an array%s%s", "", "");
-  static const char *const fields[] = {"from_step", "weights", NULL};
+  static const char *const fields[] = {"from_step", "weights", "ramp_steps", NULL};
   /* What a stage may one day change besides the weights: refused by name until planned. */
-  static const char *const later[] = {"buckets",     "mem_tokens", "micro_per_step",
-                                      "step_tokens", "ramp",       NULL};
+  static const char *const later[] = {"buckets", "mem_tokens", "micro_per_step", "step_tokens",
+                                      NULL};
   size_t n = json_array_size(st);
   if (n > AL_RUN_MAX_STAGES)
     return al_set_error(AL_EINVAL, "%s: %zu stages, at most %d", mx->what, n, AL_RUN_MAX_STAGES);
   mx->stage_from = calloc(n ? n : 1, sizeof *mx->stage_from);
   mx->stage_w = calloc((n ? n : 1) * mx->n, sizeof *mx->stage_w);
-  if (!mx->stage_from || !mx->stage_w) return al_set_error(AL_ENOMEM, "mixture: out of memory");
+  mx->stage_ramp = calloc(n ? n : 1, sizeof *mx->stage_ramp);
+  if (!mx->stage_from || !mx->stage_w || !mx->stage_ramp)
+    return al_set_error(AL_ENOMEM, "mixture: out of memory");
   for (size_t k = 0; k < n; k++) {
     json_t *g = json_array_get(st, k);
     char where[48];
@@ -226,8 +230,12 @@ static int parse_stages(al_mixture *mx, json_t *st) {
         json_integer_value(f) > (json_int_t)UINT32_MAX)
       return bad(mx, "%s: from_step must be an integer in 0..4294967295%s", where, "");
     mx->stage_from[k] = (uint32_t)json_integer_value(f);
-    if (k && mx->stage_from[k] <= mx->stage_from[k - 1])
-      return bad(mx, "%s: from_step must be after the stage before it%s", where, "");
+    if (k && (uint64_t)mx->stage_from[k] < (uint64_t)mx->stage_from[k - 1] +
+                                               (mx->stage_ramp[k - 1] ? mx->stage_ramp[k - 1] : 1))
+      return bad(mx, "%s: from_step must be after the stage before it%s", where,
+                 mx->stage_ramp[k - 1] ? " and its ramp" : "");
+    json_t *ramp = json_object_get(g, "ramp_steps");
+    if (ramp && (rc = take_count(mx, ramp, "ramp_steps", &mx->stage_ramp[k]))) return rc;
     if ((rc = stage_weights(mx, json_object_get(g, "weights"), k, where))) return rc;
     mx->n_stages = k + 1;
   }
@@ -389,6 +397,7 @@ int al_mixture_open_run(al_mixture *mx, const al_cost_model *cost, const al_plan
   for (size_t k = 0; !rc && k < mx->n_stages; k++) {
     stages[k] = (al_run_stage)AL_RUN_STAGE_INIT;
     stages[k].from_step = mx->stage_from[k];
+    stages[k].ramp_steps = mx->stage_ramp[k];
     stages[k].weights = mx->stage_w + k * mx->n;
   }
   mix.stages = stages;

@@ -150,7 +150,11 @@ typedef struct al_run_source {
 typedef struct al_run_stage {
   size_t struct_size; /* set by the caller: sizeof(al_run_stage) (AL_RUN_STAGE_INIT) */
   uint32_t from_step;
-  uint32_t reserved;
+  /* 0: the weights hold from from_step; N: they move linearly, from those in effect before the
+   * stage (the sources' own before the first) to these, over [from_step, from_step + N), in
+   * stages of one window each at the weights of its middle step (al_run_stage_get lists them);
+   * the next stage starts at or after from_step + N. */
+  uint32_t ramp_steps;
   const double *weights; /* n sources */
 } al_run_stage;
 #define AL_RUN_STAGE_INIT AL_STRUCT_INIT(al_run_stage)

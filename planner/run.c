@@ -558,10 +558,63 @@ static int compose_groups(const al_run *r, window_plan *w) {
   return AL_OK;
 }
 
+/* Moves micro-batch x to step s (bookkeeping of both steps). */
+static void move_to(window_plan *w, size_t x, uint32_t s) {
+  uint32_t from = w->step_of[x];
+  w->tokens[from] -= micro_tokens_of(&w->p, &w->p.micro[x]);
+  w->load[from] -= w->p.micro[x].cost;
+  w->tokens[s] += micro_tokens_of(&w->p, &w->p.micro[x]);
+  w->load[s] += w->p.micro[x].cost;
+  w->step_of[x] = s;
+}
+
+/* Every step holds a micro-batch of samples: one of padding only would train nothing (and is no
+ * manifest's step). Padding repeats, the cheapest batches, can fill a step's groups when a window
+ * draws few batches for its slots; such a step trades one of them for the real batch of fewest
+ * tokens of the step holding the most. AL_ERANGE when the window draws fewer real batches than
+ * it has steps. */
+static int give_every_step_samples(window_plan *w) {
+  uint32_t *real = calloc(w->n_steps, sizeof *real);
+  if (!real) return al_set_error(AL_ENOMEM, "plan: out of memory");
+  size_t total = 0;
+  for (size_t i = 0; i < w->p.n_micro; i++)
+    if (!w->p.micro[i].padded) real[w->step_of[i]]++, total++;
+  int rc = AL_OK;
+  if (total < w->n_steps)
+    rc = al_set_error(AL_ERANGE,
+                      "steps %u..%u draw %zu micro-batches of samples for %u steps: every step "
+                      "needs one (raise --step-tokens, or lower --micro-per-step or the window)",
+                      w->s0, w->s0 + w->n_steps - 1, total, w->n_steps);
+  for (uint32_t s = 0; s < w->n_steps && !rc; s++) {
+    if (real[s]) continue;
+    uint32_t from = 0;
+    for (uint32_t q = 1; q < w->n_steps; q++)
+      if (real[q] > real[from]) from = q;
+    size_t give = SIZE_MAX, take = SIZE_MAX;
+    for (size_t i = 0; i < w->p.n_micro; i++) {
+      const plan_micro *mi = &w->p.micro[i];
+      if (w->step_of[i] == from && !mi->padded &&
+          (give == SIZE_MAX ||
+           micro_tokens_of(&w->p, mi) < micro_tokens_of(&w->p, &w->p.micro[give])))
+        give = i;
+      if (w->step_of[i] == s && take == SIZE_MAX) take = i;
+    }
+    if (give == SIZE_MAX || take == SIZE_MAX) break; /* cannot happen: total >= steps */
+    move_to(w, give, s);
+    move_to(w, take, from);
+    real[s]++, real[from]--;
+  }
+  free(real);
+  return rc;
+}
+
 /* Every batch of the window into one of its steps, at most W_ref x K_ref a step. */
 static int compose(const al_run *r, window_plan *w) {
   const al_plan *t = r->tmpl;
-  if (t->policy == AL_POLICY_ADAPTIVE) return compose_groups(r, w);
+  if (t->policy == AL_POLICY_ADAPTIVE) {
+    int rc = compose_groups(r, w);
+    return rc ? rc : give_every_step_samples(w);
+  }
   size_t m = w->p.n_micro;
   uint32_t cap = t->world * t->micro_per_step;
   uint32_t *order = malloc((m ? m : 1) * sizeof *order);

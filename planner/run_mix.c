@@ -76,6 +76,8 @@ struct run_mix {
   uint32_t n_stage;
   uint32_t *stage_from;
   double *stage_w;
+  uint32_t *stage_ramp; /* as given: stage k's weights ramp in over this many steps (0: none);
+                           expanded into stages of a window each once the window is known */
   uint32_t *seg_stage;
   int staged; /* stages were given */
   /* A changed schedule (al_run_mix.continues): the run continued, borrowed; its segments before
@@ -98,6 +100,7 @@ void run_mix_free(run_mix *m) {
   free(m->weight_n);
   free(m->stage_from);
   free(m->stage_w);
+  free(m->stage_ramp);
   free(m->seg_stage);
   free(m);
 }
@@ -675,6 +678,72 @@ static uint32_t mix_default_window(const al_run *r) {
   return w > (1u << 20) ? 1u << 20 : (uint32_t)w;
 }
 
+/* Ramps into stages: a stage whose weights ramp in over N steps becomes one stage every window
+ * of [from, from + N), each at the weights of its middle step (linear between the weights in
+ * effect before it, the sources' own for a first stage from step 0, and its own), then its own
+ * from from + N; the run's windows each draw by one set of weights. Stages past the run's
+ * steps (a ramp longer than what is left) are cut. */
+typedef struct stage_list {
+  size_t n, cap, ns;
+  uint32_t *from;
+  double *w;
+} stage_list;
+
+/* Appends a stage from step `at` with weights a + (b - a) t (b NULL: a). */
+static int stage_push(stage_list *l, uint32_t at, const double *a, const double *b, double t) {
+  if (l->n == l->cap) {
+    size_t cap = l->cap ? 2 * l->cap : 16;
+    uint32_t *f = realloc(l->from, cap * sizeof *f);
+    if (f) l->from = f;
+    double *w = f ? realloc(l->w, cap * l->ns * sizeof *w) : NULL;
+    if (!w) return al_set_error(AL_ENOMEM, "plan: out of memory");
+    l->w = w;
+    l->cap = cap;
+  }
+  l->from[l->n] = at;
+  for (size_t i = 0; i < l->ns; i++) l->w[l->n * l->ns + i] = b ? a[i] + (b[i] - a[i]) * t : a[i];
+  l->n++;
+  return AL_OK;
+}
+
+static int expand_ramps(al_run *r) {
+  run_mix *m = r->mix;
+  uint32_t L = r->tmpl->window ? r->tmpl->window : 1;
+  int any = 0, rc = AL_OK;
+  for (uint32_t k = 0; k < m->n_stage; k++) any |= m->stage_ramp[k] != 0;
+  if (!any) return AL_OK;
+  stage_list l = {0, 0, m->n_src, NULL, NULL};
+  uint64_t end = m->steps_opt ? m->steps_opt : UINT64_MAX;
+  for (uint32_t k = 0; k < m->n_stage && !rc; k++) {
+    const double *to = stage_weights(m, k), *prev = k ? stage_weights(m, k - 1) : m->weight_n;
+    uint64_t f = m->stage_from[k], N = m->stage_ramp[k];
+    for (uint64_t a = 0; a < N && f + a < end && !rc; a += L) {
+      uint64_t b = a + L < N ? a + L : N;
+      rc = stage_push(&l, (uint32_t)(f + a), prev, to, ((double)a + (double)b) / 2 / (double)N);
+    }
+    if (!rc && f + N < end && f + N <= UINT32_MAX)
+      rc = stage_push(&l, (uint32_t)(f + N), to, NULL, 0);
+  }
+  if (!rc && l.n > AL_RUN_MAX_STAGES)
+    rc = al_set_error(AL_ERANGE, "mixture: its ramps make %zu stages of %u steps, at most %d", l.n,
+                      L, AL_RUN_MAX_STAGES);
+  uint32_t *ramp = rc ? NULL : calloc(l.n, sizeof *ramp);
+  if (!rc && !ramp) rc = al_set_error(AL_ENOMEM, "plan: out of memory");
+  if (rc) {
+    free(l.from);
+    free(l.w);
+    return rc;
+  }
+  free(m->stage_from);
+  free(m->stage_w);
+  free(m->stage_ramp);
+  m->stage_from = l.from;
+  m->stage_w = l.w;
+  m->stage_ramp = ramp;
+  m->n_stage = (uint32_t)l.n;
+  return AL_OK;
+}
+
 /* T (the options', or the default share of the rank-slots), then the segments at it. A segment
  * shorter than a window draws its partial batches over fewer steps: T is lowered (by default)
  * or refused (given) until every segment's steps fit their rank-slots. */
@@ -756,6 +825,7 @@ int run_mix_finish(al_run *r, const al_plan_options *o) {
   }
   if (m->cont) {
     rc = check_continued_template(r, o);
+    if (!rc) rc = expand_ramps(r);
     if (!rc) rc = plan_segments(r, r->tmpl->step_tokens);
     double worst = rc ? 0 : segments_fill(r);
     if (!rc && worst > MIX_MAX_T_SHARE + 1e-9)
@@ -765,7 +835,8 @@ int run_mix_finish(al_run *r, const al_plan_options *o) {
                         (unsigned long long)r->tmpl->step_tokens, worst * 100,
                         MIX_MAX_T_SHARE * 100);
   } else {
-    rc = resolve_length(r, o);
+    rc = expand_ramps(r);
+    if (!rc) rc = resolve_length(r, o);
   }
   if (!rc) rc = number_draws(r);
   r->pass_tokens = r->pass_samples = 0;
@@ -1183,10 +1254,13 @@ static int take_stages(run_mix *m, const al_run_mix *x) {
     if (!rc && !st[k].weights)
       rc = al_set_error(AL_EINVAL, "mixture: stage %zu (from step %u) has no weights", k,
                         st[k].from_step);
-    if (!rc && k && st[k].from_step <= st[k - 1].from_step)
+    if (!rc && k &&
+        (uint64_t)st[k].from_step <
+            (uint64_t)st[k - 1].from_step + (st[k - 1].ramp_steps ? st[k - 1].ramp_steps : 1))
       rc = al_set_error(AL_EINVAL,
-                        "mixture: stage %zu starts at step %u, not after stage %zu's step %u", k,
-                        st[k].from_step, k - 1, st[k - 1].from_step);
+                        "mixture: stage %zu starts at step %u, not after stage %zu's step %u%s", k,
+                        st[k].from_step, k - 1, st[k - 1].from_step,
+                        st[k - 1].ramp_steps ? " and its ramp" : "");
     if (!rc && x->steps && st[k].from_step >= x->steps)
       rc = al_set_error(AL_EINVAL, "mixture: stage %zu starts at step %u, past the run's %u steps",
                         k, st[k].from_step, x->steps);
@@ -1207,7 +1281,9 @@ static int take_stages(run_mix *m, const al_run_mix *x) {
   size_t n = 1 + given - (given && st[0].from_step == 0);
   m->stage_from = rc ? NULL : calloc(n, sizeof *m->stage_from);
   m->stage_w = rc ? NULL : calloc(n * ns, sizeof *m->stage_w);
-  if (!rc && (!m->stage_from || !m->stage_w)) rc = al_set_error(AL_ENOMEM, "plan: out of memory");
+  m->stage_ramp = rc ? NULL : calloc(n, sizeof *m->stage_ramp);
+  if (!rc && (!m->stage_from || !m->stage_w || !m->stage_ramp))
+    rc = al_set_error(AL_ENOMEM, "plan: out of memory");
   if (!rc) {
     memcpy(m->stage_w, m->weight_n, ns * sizeof *m->stage_w);
     size_t k0 = n - given; /* 0: the first stage given is from step 0 and replaces stage 0 */
@@ -1215,12 +1291,15 @@ static int take_stages(run_mix *m, const al_run_mix *x) {
       double sum = 0;
       for (size_t i = 0; i < ns; i++) sum += st[g].weights[i];
       m->stage_from[k0 + g] = st[g].from_step;
+      m->stage_ramp[k0 + g] = st[g].ramp_steps;
       for (size_t i = 0; i < ns; i++) m->stage_w[(k0 + g) * ns + i] = st[g].weights[i] / sum;
     }
     m->n_stage = (uint32_t)n;
     m->staged = given > 0;
-    /* A stage from step 0 is the weights the sources report. */
-    if (given && st[0].from_step == 0) memcpy(m->weight_n, m->stage_w, ns * sizeof *m->weight_n);
+    /* A stage from step 0 (without a ramp from the sources' weights) is the weights the
+     * sources report. */
+    if (given && st[0].from_step == 0 && !st[0].ramp_steps)
+      memcpy(m->weight_n, m->stage_w, ns * sizeof *m->weight_n);
   }
   free(st);
   return rc;

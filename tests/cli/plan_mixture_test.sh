@@ -87,6 +87,26 @@ grep -q "<svg" "$T/st.svg" && grep -q ">hq</text>" "$T/st.svg" || fail "shares s
 "$BIN" inspect "$T/plain.alm" --shares-svg "$T/p.svg" 2>"$T/err" && fail "shares of a plain plan"
 grep -q "shares are a mixture's" "$T/err" || fail "plain shares: $(cat "$T/err")"
 
+# A ramp: web's weight moves from 0.5 to 0.2 over steps 20..100, in stages of one window (16
+# steps) each at its middle step's weights, then holds; the manifest loads and inspect reports
+# each of those stages.
+printf 'frames 1 5\naspect 1:1 240x240\naspect 16:9 416x240\naspect 9:16 240x416\n' >"$T/small.txt"
+cat >"$T/ramp.json" <<'J'
+{"by": "tokens", "steps": 160,
+ "sources": [{"name": "web", "index": "web.alidx", "weight": 0.5},
+             {"name": "hq", "index": "hq.alidx", "weight": 0.3},
+             {"name": "img", "index": "img.alidx", "weight": 0.2}],
+ "stages": [{"from_step": 20, "ramp_steps": 80, "weights": {"web": 0.2, "img": 0.5}}]}
+J
+"$BIN" plan --mixture "$T/ramp.json" "${P[@]}" --window 16 --buckets "$T/small.txt" -o "$T/ramp.alm" 2>"$T/err" ||
+  fail "ramp: $(cat "$T/err")"
+[ "$(grep -c '^plan: stage ' "$T/err")" -eq 7 ] || fail "ramp stages: $(grep stage "$T/err")"
+grep -q "plan: stage 1 from step 20: web 0.4700, hq 0.3000, img 0.2300" "$T/err" || fail "ramp stage 1: $(grep stage "$T/err")"
+grep -q "plan: stage 5 from step 84: web 0.2300, hq 0.3000, img 0.4700" "$T/err" || fail "ramp stage 5: $(grep stage "$T/err")"
+grep -q "plan: stage 6 from step 100: web 0.2000, hq 0.3000, img 0.5000" "$T/err" || fail "ramp end: $(grep stage "$T/err")"
+"$BIN" inspect "$T/ramp.alm" >"$T/ramp.txt" 2>&1 || fail "inspect ramp: $(cat "$T/ramp.txt")"
+grep -q "stage 6 (steps 100..159)" "$T/ramp.txt" || fail "inspect ramp: $(tail -8 "$T/ramp.txt")"
+
 # Refusals: the file and the field or source named; nothing written.
 refuse() { # NAME JSON EXPECTED
   printf '%s\n' "$2" >"$T/$1.json"
@@ -100,6 +120,8 @@ refuse unknown '{"sources": [{"name": "web", "index": "web.alidx", "wieght": 1}]
 refuse weight '{"sources": [{"name": "web", "index": "web.alidx", "weight": -1}], "steps": 5}' "source 'web': weight must be a number above 0"
 refuse stage '{"sources": [{"name": "web", "index": "web.alidx"}], "steps": 50, "stages": [{"from_step": 9}, {"from_step": 9}]}' "stages[1]: from_step must be after the stage before it"
 refuse stagebuckets '{"sources": [{"name": "web", "index": "web.alidx"}], "steps": 50, "stages": [{"from_step": 9, "buckets": "b.txt"}]}' "stages[0]: 'buckets' at a stage is not planned yet"
+refuse rampover '{"sources": [{"name": "web", "index": "web.alidx"}], "steps": 50, "stages": [{"from_step": 5, "ramp_steps": 20}, {"from_step": 10}]}' "stages[1]: from_step must be after the stage before it and its ramp"
+refuse rampzero '{"sources": [{"name": "web", "index": "web.alidx"}], "steps": 50, "stages": [{"from_step": 5, "ramp_steps": 0}]}' "ramp_steps must be an integer in 1..4294967295"
 refuse stagepast '{"sources": [{"name": "web", "index": "web.alidx"}], "steps": 50, "stages": [{"from_step": 60}]}' "stage 0 starts at step 60, past the run's 50 steps"
 refuse stagezero '{"sources": [{"name": "web", "index": "web.alidx"}, {"name": "hq", "index": "hq.alidx"}], "steps": 50, "stages": [{"from_step": 9, "weights": {"web": 0, "hq": 0}}]}' "weighs every source 0"
 refuse never '{"sources": [{"name": "web", "index": "web.alidx"}]}' "the run never ends"
