@@ -24,6 +24,7 @@ typedef struct mix_src {
   al_index *idx;
   uint32_t *shape;
   al_latent_grid *grid;
+  uint8_t *excl; /* the positions lacking a required member (NULL: none required) */
   al_plan_input in;
 } mix_src;
 
@@ -48,7 +49,9 @@ static void close_sources(al_mixture *mx) {
     al_index_free(mx->src[i].idx);
     free(mx->src[i].shape);
     free(mx->src[i].grid);
+    free(mx->src[i].excl);
     mx->src[i].idx = NULL, mx->src[i].shape = NULL, mx->src[i].grid = NULL;
+    mx->src[i].excl = NULL;
   }
   al_run_free(mx->run);
   mx->run = NULL;
@@ -362,20 +365,14 @@ int al_mixture_open_run(al_mixture *mx, const al_cost_model *cost, const al_plan
     return al_set_error(AL_EINVAL, "al_mixture_open_run: NULL argument");
   *run = NULL;
   close_sources(mx);
-  if (opts->n_require_members)
-    return al_set_error(AL_EINVAL,
-                        "%s: require-members is not planned for mixtures yet (plan each index "
-                        "with it, or drop it)",
-                        mx->what);
   al_run_source *rs = calloc(mx->n, sizeof *rs);
   const al_latent_grid **grids = calloc(mx->n, sizeof *grids);
-  int rc = rs && grids ? AL_OK : al_set_error(AL_ENOMEM, "mixture: out of memory");
+  const uint8_t **excls = calloc(mx->n, sizeof *excls);
+  int rc = rs && grids && excls ? AL_OK : al_set_error(AL_ENOMEM, "mixture: out of memory");
   for (size_t i = 0; i < mx->n && !rc; i++) {
     mix_src *s = &mx->src[i];
-    uint8_t *excl = NULL;
     rc = al_index_load(&s->idx, s->index);
-    if (!rc) rc = plan_index_input(s->idx, opts, &s->in, &s->shape, &s->grid, &excl);
-    free(excl);
+    if (!rc) rc = plan_index_input(s->idx, opts, &s->in, &s->shape, &s->grid, &s->excl);
     if (rc) {
       al_error_prefix(rc, "%s: source '%s'", mx->what, s->name);
       break;
@@ -386,6 +383,7 @@ int al_mixture_open_run(al_mixture *mx, const al_cost_model *cost, const al_plan
     rs[i].weight = s->weight;
     rs[i].on_exhaust = s->exhaust;
     grids[i] = s->grid;
+    excls[i] = s->excl;
   }
   al_run_mix mix = AL_RUN_MIX_INIT;
   mix.by = mx->by;
@@ -409,11 +407,12 @@ int al_mixture_open_run(al_mixture *mx, const al_cost_model *cost, const al_plan
     mix.at_step = mx->cont_at;
   }
   if (!rc) {
-    rc = run_open_mixture_grid(&mx->run, rs, mx->n, &mix, grids, cost, opts);
+    rc = run_open_mixture_grid(&mx->run, rs, mx->n, &mix, grids, excls, cost, opts);
     if (rc) al_error_prefix(rc, "%s", mx->what);
   }
   free(rs);
   free(grids);
+  free(excls);
   free(stages);
   if (!rc) *run = mx->run;
   return rc;

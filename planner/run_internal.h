@@ -67,10 +67,12 @@ int run_open_classes_mix(al_run **out, run_map *map, run_mix *mix, const al_cost
                          const al_plan_options *o);
 
 /* run_mix.c: al_run_open_mixture with each source's latent grids (grids[i] NULL, or grids
- * NULL: none), as an index gives them (manifest/mixture.c). */
+ * NULL: none) and the positions lacking a required member (excls[i]: 1 per such position, NULL:
+ * none; excls NULL: no source's, and then options.require_members is refused), as an index gives
+ * them (manifest/mixture.c). */
 int run_open_mixture_grid(al_run **out, const al_run_source *src, size_t n, const al_run_mix *mix,
-                          const al_latent_grid *const *grids, const al_cost_model *cost,
-                          const al_plan_options *opts);
+                          const al_latent_grid *const *grids, const uint8_t *const *excls,
+                          const al_cost_model *cost, const al_plan_options *opts);
 
 /* run_mix.c: frees a mixture's layout (NULL is a no-op). */
 void run_mix_free(run_mix *m);

@@ -1307,12 +1307,12 @@ static int take_stages(run_mix *m, const al_run_mix *x) {
 
 int al_run_open_mixture(al_run **out, const al_run_source *src, size_t n, const al_run_mix *mix,
                         const al_cost_model *cost, const al_plan_options *opts) {
-  return run_open_mixture_grid(out, src, n, mix, NULL, cost, opts);
+  return run_open_mixture_grid(out, src, n, mix, NULL, NULL, cost, opts);
 }
 
 int run_open_mixture_grid(al_run **out, const al_run_source *src, size_t n, const al_run_mix *mix,
-                          const al_latent_grid *const *grids, const al_cost_model *cost,
-                          const al_plan_options *opts) {
+                          const al_latent_grid *const *grids, const uint8_t *const *excls,
+                          const al_cost_model *cost, const al_plan_options *opts) {
   if (!out || !src || !mix || !cost || !opts)
     return al_set_error(AL_EINVAL, "al_run_open_mixture: NULL argument");
   *out = NULL;
@@ -1327,7 +1327,7 @@ int run_open_mixture_grid(al_run **out, const al_run_source *src, size_t n, cons
                    "al_plan_options");
   if (!rc)
     rc = struct_in(&c, sizeof c, AL_COST_MODEL_V1, cost, "al_run_open_mixture", "al_cost_model");
-  if (!rc && o.n_require_members)
+  if (!rc && o.n_require_members && !excls)
     rc = al_set_error(AL_EINVAL, "al_run_open_mixture: require_members needs the indexes");
   al_run_source *s = rc ? NULL : calloc(n, sizeof *s);
   if (!rc && !s) rc = al_set_error(AL_ENOMEM, "plan: out of memory");
@@ -1336,7 +1336,8 @@ int run_open_mixture_grid(al_run **out, const al_run_source *src, size_t n, cons
     al_plan_input one;
     rc = struct_in(&one, sizeof one, AL_PLAN_INPUT_V1, s[0].input, "al_run_open_mixture",
                    "al_plan_input");
-    if (!rc) rc = run_open_grid(out, &one, grids ? grids[0] : NULL, NULL, &c, &o);
+    if (!rc)
+      rc = run_open_grid(out, &one, grids ? grids[0] : NULL, excls ? excls[0] : NULL, &c, &o);
     free(s);
     return rc;
   }
@@ -1368,9 +1369,16 @@ int run_open_mixture_grid(al_run **out, const al_run_source *src, size_t n, cons
     if (!rc && x.continues) rc = take_continued(m, &x);
   }
   free(s);
+  uint8_t *excl = NULL; /* the sources' lacking positions, concatenated */
+  for (size_t i = 0; !rc && excls && i < n && !excl; i++)
+    if (excls[i] && !(excl = calloc(in.n ? in.n : 1, 1)))
+      rc = al_set_error(AL_ENOMEM, "plan: out of memory");
+  for (size_t i = 0; !rc && excl && i < n; i++)
+    if (excls[i] && m->src[i].n) memcpy(excl + m->src[i].off, excls[i], m->src[i].n);
   run_map *map = NULL;
   if (!rc) rc = run_check_options(&o);
-  if (!rc) rc = run_map_build(&map, &in, grid, NULL);
+  if (!rc) rc = run_map_build(&map, &in, grid, excl);
+  free(excl);
   free(shape);
   free(grid);
   if (rc) {

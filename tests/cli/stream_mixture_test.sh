@@ -83,6 +83,49 @@ sed 's/"name": "hq"/"name": "hq2"/' "$T/mix.json" >"$T/rename.json"
 grep -q "source 1 is 'hq2' but manifest .* source 1 is 'hq'" "$T/err" || fail "renamed: $(cat "$T/err")"
 "$BIN" stream --mixture "$T/mix.json" --index "$T/web.alidx" --manifest "$T/mix.alm" >/dev/null 2>"$T/err" && fail "both"
 grep -q "exclude each other" "$T/err" || fail "both: $(cat "$T/err")"
+# --require-members in a mixture: a source whose samples lack the latent in every fourth sample.
+# Planned without it, the stream refuses at open (a sample of the rank lacks the member);
+# planned with it, those samples are left out of every pass and the stream reads every batch.
+python3 - "$T/cap" <<'PY'
+import io, json, os, sys, tarfile
+os.makedirs(sys.argv[1])
+with tarfile.open(os.path.join(sys.argv[1], "shard-000000.tar"), "w", format=tarfile.USTAR_FORMAT) as t:
+    def add(name, data):
+        info = tarfile.TarInfo(name)
+        info.size = len(data)
+        t.addfile(info, io.BytesIO(data))
+    for k in range(40):
+        key = "cap-%04d" % k
+        add(key + ".json", json.dumps({"width": 240, "height": 240, "frames": 1}).encode())
+        if k % 4:
+            add(key + ".latent", bytes([k]) * (16 * 30 * 30 * 2))
+PY
+"$BIN" index -o "$T/cap.alidx" "$T/cap" >/dev/null 2>&1 || fail "index cap"
+cat >"$T/req.json" <<'J'
+{"by": "tokens", "steps": 60,
+ "sources": [{"name": "web", "index": "web.alidx", "weight": 0.6},
+             {"name": "cap", "index": "cap.alidx", "weight": 0.4}]}
+J
+"$BIN" plan --mixture "$T/req.json" --world 2 --micro-per-step 2 --buckets "$T/buckets.txt" -o "$T/noreq.alm" \
+  >/dev/null 2>&1 || fail "plan without --require-members"
+"$BIN" stream --mixture "$T/req.json" --manifest "$T/noreq.alm" --rank 0 >/dev/null 2>"$T/err" &&
+  fail "streamed samples lacking the latent"
+grep -q "source 'cap'" "$T/err" || fail "lacking says: $(cat "$T/err")"
+"$BIN" plan --mixture "$T/req.json" --world 2 --micro-per-step 2 --buckets "$T/buckets.txt" --require-members latent \
+  -o "$T/req.alm" 2>"$T/err" || fail "plan --require-members: $(cat "$T/err")"
+grep -q "plan: source cap: weight [0-9.]*, repeat, [0-9]* passes of 30 samples" "$T/err" || fail "cap's pass: $(grep cap "$T/err")"
+for r in 0 1; do
+  "$BIN" stream --mixture "$T/req.json" --manifest "$T/req.alm" --rank $r --jsonl >"$T/q$r.jsonl" 2>"$T/err" ||
+    fail "stream --require-members rank $r: $(cat "$T/err")"
+done
+python3 - "$T" <<'PY' || fail "the required member"
+import json, sys
+t = sys.argv[1]
+keys = [k for r in (0, 1) for l in open("%s/q%d.jsonl" % (t, r))
+        for s, k in zip(json.loads(l)["sources"], json.loads(l)["keys"]) if s == "cap"]
+assert keys and all(int(k[-4:]) % 4 for k in keys), keys[:8]
+PY
+
 # verify --mixture: every source checked, each against its entry in the mixture's plan.
 "$BIN" verify --mixture "$T/mix.json" "$T/mix.alm" --buckets "$T/buckets.txt" >"$T/v.txt" 2>&1 ||
   fail "verify: $(tail -5 "$T/v.txt")"
