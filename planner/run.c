@@ -520,6 +520,62 @@ static int split_window(window_plan *w, size_t want) {
   return rc;
 }
 
+/* Moves micro-batch x to step s (bookkeeping of both steps). */
+static void move_to(window_plan *w, size_t x, uint32_t s) {
+  uint32_t from = w->step_of[x];
+  w->tokens[from] -= micro_tokens_of(&w->p, &w->p.micro[x]);
+  w->load[from] -= w->p.micro[x].cost;
+  w->tokens[s] += micro_tokens_of(&w->p, &w->p.micro[x]);
+  w->load[s] += w->p.micro[x].cost;
+  w->step_of[x] = s;
+}
+
+/* The tokens of group g (micro-batches order[g W .. (g + 1) W)). */
+static int64_t group_tokens(const window_plan *w, const uint32_t *order, size_t g, uint32_t W) {
+  int64_t t = 0;
+  for (size_t q = g * W; q < (g + 1) * W; q++)
+    t += (int64_t)micro_tokens_of(&w->p, &w->p.micro[order[q]]);
+  return t;
+}
+
+/* Steps hold their token quota closer: groups are swapped between steps wherever that lowers
+ * the two steps' squared deviation from their quotas. A group is one level slot of W_ref
+ * neighbours by cost, so which step holds it changes no slot's balance, only the steps' tokens;
+ * passes over every pair of steps repeat until none improves (at most 8). */
+static void level_step_tokens(window_plan *w, const uint32_t *order, uint32_t *group_step,
+                              size_t n_groups, uint32_t W) {
+  int64_t *gt = malloc((n_groups ? n_groups : 1) * sizeof *gt);
+  int64_t *dev = malloc((w->n_steps ? w->n_steps : 1) * sizeof *dev);
+  if (!gt || !dev) { /* an optimisation: without memory the greedy placement stands */
+    free(gt), free(dev);
+    return;
+  }
+  for (size_t g = 0; g < n_groups; g++) gt[g] = group_tokens(w, order, g, W);
+  for (uint32_t s = 0; s < w->n_steps; s++)
+    dev[s] = (int64_t)w->tokens[s] - (int64_t)(w->quota[s + 1] - w->quota[s]);
+  for (int pass = 0; pass < 8; pass++) {
+    int moved = 0;
+    for (size_t a = 0; a < n_groups; a++)
+      for (size_t b = a + 1; b < n_groups; b++) {
+        uint32_t sa = group_step[a], sb = group_step[b];
+        if (sa == sb || gt[a] == gt[b]) continue;
+        int64_t d = gt[b] - gt[a]; /* what step sa gains, sb loses, by the swap */
+        double before = (double)dev[sa] * dev[sa] + (double)dev[sb] * dev[sb];
+        double after = (double)(dev[sa] + d) * (dev[sa] + d) +
+                       (double)(dev[sb] - d) * (dev[sb] - d);
+        if (after >= before) continue;
+        for (size_t q = a * W; q < (a + 1) * W; q++) move_to(w, order[q], sb);
+        for (size_t q = b * W; q < (b + 1) * W; q++) move_to(w, order[q], sa);
+        group_step[a] = sb, group_step[b] = sa;
+        dev[sa] += d, dev[sb] -= d;
+        moved = 1;
+      }
+    if (!moved) break;
+  }
+  free(gt);
+  free(dev);
+}
+
 /* Adaptive: the window's batches made exactly steps x W_ref x K_ref (split_window), sorted by
  * predicted cost and cut into groups of W_ref neighbours (one level slot of a step); each group,
  * costliest first, goes to the step with the most token quota left among those holding fewer
@@ -540,6 +596,11 @@ static int compose_groups(const al_run *r, window_plan *w) {
   }
   for (size_t i = 0; i < m; i++) order[i] = (uint32_t)i;
   qsort_r(order, m, sizeof *order, plan_cmp_micro_cost, w->p.micro);
+  uint32_t *group_step = malloc((n_groups ? n_groups : 1) * sizeof *group_step);
+  if (!group_step) {
+    free(order), free(groups_in);
+    return al_set_error(AL_ENOMEM, "plan: out of memory");
+  }
   for (size_t g = 0; g < n_groups; g++) {
     uint32_t best = UINT32_MAX;
     int64_t best_left = 0;
@@ -551,21 +612,14 @@ static int compose_groups(const al_run *r, window_plan *w) {
         best = s, best_left = left;
     }
     groups_in[best]++;
+    group_step[g] = best;
     for (size_t q = g * W; q < (g + 1) * W; q++) place(w, order[q], best);
   }
+  if (K > 1) level_step_tokens(w, order, group_step, n_groups, W);
+  free(group_step);
   free(order);
   free(groups_in);
   return AL_OK;
-}
-
-/* Moves micro-batch x to step s (bookkeeping of both steps). */
-static void move_to(window_plan *w, size_t x, uint32_t s) {
-  uint32_t from = w->step_of[x];
-  w->tokens[from] -= micro_tokens_of(&w->p, &w->p.micro[x]);
-  w->load[from] -= w->p.micro[x].cost;
-  w->tokens[s] += micro_tokens_of(&w->p, &w->p.micro[x]);
-  w->load[s] += w->p.micro[x].cost;
-  w->step_of[x] = s;
 }
 
 /* Every step holds a micro-batch of samples: one of padding only would train nothing (and is no
