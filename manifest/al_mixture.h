@@ -10,6 +10,10 @@
  *    "until": "NAME" | {"source": "NAME", "passes": k}, or the end of a source's k-th pass
  *    "sources": [{"name": "web", "index": "web.alidx", "weight": 0.5,
  *                 "on_exhaust": "repeat" | "stop"}, ...],   default "repeat"
+ *       a source may give "map": its index map (plan --save-map), planned from instead of its
+ *       index (mapped, no index loaded: what a mixture of 10^8 samples plans within bounded
+ *       memory; the same run as from the indexes; the manifest then has no keys); every
+ *       source a map or none; "index" stays what the stream reads
  *    "stages": [{"from_step": 5000, "weights": {"web": 0.6, "hq": 0},
  *                "ramp_steps": 2000}, ...]}   optional
  *

@@ -19,6 +19,7 @@
 
 typedef struct mix_src {
   char *name, *index;
+  char *map; /* "map": the source's index map, planned from instead of its index (NULL: none) */
   double weight;
   al_exhaust exhaust;
   al_index *idx;
@@ -63,6 +64,7 @@ void al_mixture_free(al_mixture *mx) {
   for (size_t i = 0; i < mx->n; i++) {
     free(mx->src[i].name);
     free(mx->src[i].index);
+    free(mx->src[i].map);
   }
   free(mx->src);
   free(mx->stage_from);
@@ -121,20 +123,27 @@ static char *join_path(const char *dir, const char *p) {
 }
 
 static int parse_source(al_mixture *mx, json_t *o, size_t i, const char *base_dir) {
-  static const char *const fields[] = {"name", "index", "weight", "on_exhaust", NULL};
+  static const char *const fields[] = {"name", "index", "map", "weight", "on_exhaust", NULL};
   char where[48];
   snprintf(where, sizeof where, "sources[%zu]", i);
   if (!json_is_object(o)) return bad(mx, "%s must be an object%s", where, "");
   int rc = only_fields(mx, o, fields, where);
   if (rc) return rc;
-  json_t *name = json_object_get(o, "name"), *index = json_object_get(o, "index");
+  json_t *name = json_object_get(o, "name"), *index = json_object_get(o, "index"),
+         *map = json_object_get(o, "map");
   if (!json_is_string(name)) return bad(mx, "%s: name must be a string%s", where, "");
-  if (!json_is_string(index))
+  if (!json_is_string(index) && !(map && !index))
     return bad(mx, "source '%s': index must be a path%s", json_string_value(name), "");
+  if (map && !json_is_string(map))
+    return bad(mx, "source '%s': map must be a path%s", json_string_value(name), "");
   mix_src *s = &mx->src[i];
   s->name = strdup(json_string_value(name));
-  s->index = join_path(base_dir, json_string_value(index));
-  if (!s->name || !s->index) return al_set_error(AL_ENOMEM, "mixture: out of memory");
+  s->index = index ? join_path(base_dir, json_string_value(index)) : strdup("");
+  s->map = map ? join_path(base_dir, json_string_value(map)) : NULL;
+  if (!s->name || !s->index || (map && !s->map))
+    return al_set_error(AL_ENOMEM, "mixture: out of memory");
+  if (i && !s->map != !mx->src[0].map)
+    return bad(mx, "source '%s': give every source a map, or none%s", s->name, "");
   json_t *w = json_object_get(o, "weight");
   s->weight = 1;
   if (w && (rc = take_weight(mx, w, s->name, &s->weight))) return rc;
@@ -371,15 +380,16 @@ int al_mixture_open_run(al_mixture *mx, const al_cost_model *cost, const al_plan
   int rc = rs && grids && excls ? AL_OK : al_set_error(AL_ENOMEM, "mixture: out of memory");
   for (size_t i = 0; i < mx->n && !rc; i++) {
     mix_src *s = &mx->src[i];
-    rc = al_index_load(&s->idx, s->index);
-    if (!rc) rc = plan_index_input(s->idx, opts, &s->in, &s->shape, &s->grid, &s->excl);
+    if (!s->map) rc = al_index_load(&s->idx, s->index);
+    if (!rc && !s->map) rc = plan_index_input(s->idx, opts, &s->in, &s->shape, &s->grid, &s->excl);
     if (rc) {
       al_error_prefix(rc, "%s: source '%s'", mx->what, s->name);
       break;
     }
     rs[i] = (al_run_source)AL_RUN_SOURCE_INIT;
     rs[i].name = s->name;
-    rs[i].input = &s->in;
+    rs[i].input = s->map ? NULL : &s->in;
+    rs[i].map = s->map;
     rs[i].weight = s->weight;
     rs[i].on_exhaust = s->exhaust;
     grids[i] = s->grid;
@@ -407,7 +417,8 @@ int al_mixture_open_run(al_mixture *mx, const al_cost_model *cost, const al_plan
     mix.at_step = mx->cont_at;
   }
   if (!rc) {
-    rc = run_open_mixture_grid(&mx->run, rs, mx->n, &mix, grids, excls, cost, opts);
+    rc = run_open_mixture_grid(&mx->run, rs, mx->n, &mix, mx->src[0].map ? NULL : grids,
+                               mx->src[0].map ? NULL : excls, cost, opts);
     if (rc) al_error_prefix(rc, "%s", mx->what);
   }
   free(rs);
@@ -437,7 +448,7 @@ const char *al_mixture_key(void *ctx, uint64_t id) {
   uint64_t pos;
   if (!mx || !mx->run) return "";
   if (al_run_draw_where(mx->run, id, &src, NULL, &pos)) return "";
-  return al_plan_index_key(mx->src[src].idx, pos);
+  return mx->src[src].idx ? al_plan_index_key(mx->src[src].idx, pos) : ""; /* a map has no keys */
 }
 
 int al_mixture_save(al_mixture *mx, const al_plan *p, const char *path,

@@ -136,9 +136,14 @@ typedef struct al_run_source {
   const al_plan_input *input; /* the source's samples (copied on open) */
   double weight;              /* > 0, finite; the weights are normalised over the sources */
   al_exhaust on_exhaust;
+  /* Added at the end: instead of input, the path of the source's index map (plan --save-map,
+   * al_run_map_writer), read mapped: its classes and their position lists, which the run copies
+   * (4 bytes a sample) while each map is open; no shapes array, no index. Either every source
+   * has a map or none. */
+  const char *map;
 } al_run_source;
 #define AL_RUN_SOURCE_INIT AL_STRUCT_INIT(al_run_source)
-#define AL_RUN_SOURCE_V1 sizeof(al_run_source)
+#define AL_RUN_SOURCE_V1 offsetof(al_run_source, map)
 
 /* A stage of a mixture: from step from_step on, the sources draw by these weights (n sources, in
  * the mixture's order; each >= 0 and finite, normalised over the sources still drawing; a

@@ -216,6 +216,58 @@ static int map_open(run_map **out, const char *path) {
   return AL_OK;
 }
 
+int run_map_concat(run_map **out, const char *const *paths, size_t count, uint64_t *n, uint64_t *fp,
+                   uint64_t fp_all_seed) {
+  *out = NULL;
+  run_map **one = calloc(count ? count : 1, sizeof *one);
+  if (!one) return al_set_error(AL_ENOMEM, "plan: out of memory");
+  int rc = AL_OK;
+  uint64_t samples = 0, classes = 0, fp_all = fp_all_seed;
+  for (size_t i = 0; i < count && !rc; i++) {
+    rc = map_open(&one[i], paths[i]);
+    if (rc) break;
+    n[i] = one[i]->h->n_samples;
+    fp[i] = one[i]->h->index_fingerprint;
+    samples += n[i];
+    classes += one[i]->h->n_classes;
+    run_fp_add(&fp_all, fp[i]);
+    run_fp_add(&fp_all, n[i]);
+  }
+  if (!rc && samples > UINT32_MAX)
+    rc = al_set_error(AL_ERANGE, "mixture: %llu samples in all, above 2^32 - 1",
+                      (unsigned long long)samples);
+  run_map *m = rc ? NULL : calloc(1, sizeof *m);
+  if (!rc && m) {
+    m->own_cls = malloc((classes ? classes : 1) * sizeof *m->own_cls);
+    m->own_lists = malloc((samples ? samples : 1) * sizeof *m->own_lists);
+  }
+  if (!rc && (!m || !m->own_cls || !m->own_lists))
+    rc = al_set_error(AL_ENOMEM, "plan: out of memory for the maps' %llu positions",
+                      (unsigned long long)samples);
+  uint64_t c0 = 0, base = 0;
+  for (size_t i = 0; i < count && !rc; i++) {
+    const run_map *x = one[i];
+    for (uint64_t c = 0; c < x->h->n_classes; c++) {
+      m->own_cls[c0 + c] = x->cls[c];
+      m->own_cls[c0 + c].first += base;
+    }
+    for (uint64_t j = 0; j < x->h->n_samples; j++)
+      m->own_lists[base + j] = x->lists[j] + (uint32_t)base;
+    c0 += x->h->n_classes;
+    base += x->h->n_samples;
+  }
+  for (size_t i = 0; i < count; i++) run_map_close(one[i]);
+  free(one);
+  if (rc) {
+    run_map_close(m);
+    return rc;
+  }
+  map_header_fill(&m->own_h, samples, classes, fp_all ? fp_all : 1);
+  m->h = &m->own_h, m->cls = m->own_cls, m->lists = m->own_lists;
+  *out = m;
+  return AL_OK;
+}
+
 /* The run's template from the classes: plan_prepare on one input position per class (its
  * status then per class), then every count scaled from classes to their samples. */
 static int prepare_classes(al_run *r, const run_map *m, const al_cost_model *cost,

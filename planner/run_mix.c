@@ -1113,7 +1113,14 @@ static int check_sources(const al_run_source *src, size_t n, const al_run_mix *m
       return al_set_error(AL_EINVAL,
                           "mixture: source '%s': on_exhaust %d is neither repeat (0) nor stop (1)",
                           s[i].name, (int)s[i].on_exhaust);
-    if (!s[i].input) return al_set_error(AL_EINVAL, "mixture: source '%s' has no input", s[i].name);
+    if (!s[i].input == !s[i].map)
+      return al_set_error(AL_EINVAL, "mixture: source '%s' needs an input or a map (one of them)",
+                          s[i].name);
+    if (i && !s[i].map != !s[0].map)
+      return al_set_error(AL_EINVAL,
+                          "mixture: source '%s' %s a map and source '%s' %s: every source or none",
+                          s[i].name, s[i].map ? "has" : "lacks", s[0].name,
+                          s[0].map ? "has" : "lacks");
   }
   if (mix->by != AL_MIX_TOKENS && mix->by != AL_MIX_SAMPLES && mix->by != AL_MIX_COMPUTE)
     return al_set_error(AL_EINVAL, "mixture: by %d is none of tokens (0), samples (1), compute (2)",
@@ -1229,6 +1236,33 @@ static int take_continued(run_mix *m, const al_run_mix *x) {
   return AL_OK;
 }
 
+/* Every source's index map as one (run_map_concat): each source's positions after those of the
+ * sources before it, its samples and index fingerprint from its map's header. The classes are
+ * each map's, sorted as a map sorts them, so a source's strata hold the pieces a mixture of its
+ * arrays would, in the same order: the same run. */
+static int concat_maps(const al_run_source *s, size_t n, const al_plan_options *o, run_map **map,
+                       run_mix *m) {
+  if (o->n_require_members)
+    return al_set_error(AL_EINVAL,
+                        "mixture: require_members with index maps: a map records the members its "
+                        "index was mapped with (plan --save-map --require-members)");
+  const char **paths = malloc(n * sizeof *paths);
+  uint64_t *cnt = malloc(n * sizeof *cnt), *fp = malloc(n * sizeof *fp);
+  int rc = paths && cnt && fp ? AL_OK : al_set_error(AL_ENOMEM, "plan: out of memory");
+  for (size_t i = 0; !rc && i < n; i++) paths[i] = s[i].map;
+  if (!rc) rc = run_map_concat(map, paths, n, cnt, fp, UINT64_C(0x6d69786964783031));
+  uint64_t total = 0;
+  for (size_t i = 0; !rc && i < n; i++) {
+    m->src[i].off = total;
+    m->src[i].n = cnt[i];
+    m->src[i].index_fingerprint = fp[i];
+    total += cnt[i];
+  }
+  if (!rc) m->input_samples = total;
+  free(paths), free(cnt), free(fp);
+  return rc;
+}
+
 /* A one-source stop mixture with no length and no stages: the run of its input. */
 static int is_plain(const al_run_source *s, size_t n, const al_run_mix *mix) {
   return n == 1 && s[0].on_exhaust == AL_EXHAUST_STOP && !mix->steps && !mix->until &&
@@ -1332,6 +1366,11 @@ int run_open_mixture_grid(al_run **out, const al_run_source *src, size_t n, cons
   al_run_source *s = rc ? NULL : calloc(n, sizeof *s);
   if (!rc && !s) rc = al_set_error(AL_ENOMEM, "plan: out of memory");
   if (!rc) rc = check_sources(src, n, &x, s);
+  if (!rc && is_plain(s, n, &x) && s[0].map) {
+    rc = al_run_open_map(out, s[0].map, &c, &o);
+    free(s);
+    return rc;
+  }
   if (!rc && is_plain(s, n, &x)) {
     al_plan_input one;
     rc = struct_in(&one, sizeof one, AL_PLAN_INPUT_V1, s[0].input, "al_run_open_mixture",
@@ -1348,6 +1387,7 @@ int run_open_mixture_grid(al_run **out, const al_run_source *src, size_t n, cons
   }
   if (!rc && (!m || !m->src || !m->weight_n)) rc = al_set_error(AL_ENOMEM, "plan: out of memory");
   al_plan_input in;
+  run_map *map = NULL;
   uint32_t *shape = NULL;
   al_latent_grid *grid = NULL;
   if (!rc) {
@@ -1365,17 +1405,25 @@ int run_open_mixture_grid(al_run **out, const al_run_source *src, size_t n, cons
       m->weight_n[i] = s[i].weight / wsum;
     }
     rc = take_stages(m, &x);
-    if (!rc) rc = concat_inputs(s, n, grids, &in, &shape, &grid, m);
+    if (!rc && s[0].map) rc = concat_maps(s, n, &o, &map, m);
+    if (!rc && !s[0].map) rc = concat_inputs(s, n, grids, &in, &shape, &grid, m);
     if (!rc && x.continues) rc = take_continued(m, &x);
   }
   free(s);
+  if (map) { /* the sources' maps, concatenated */
+    if (rc) {
+      run_map_close(map);
+      run_mix_free(m);
+      return rc;
+    }
+    return run_open_classes_mix(out, map, m, &c, &o);
+  }
   uint8_t *excl = NULL; /* the sources' lacking positions, concatenated */
   for (size_t i = 0; !rc && excls && i < n && !excl; i++)
     if (excls[i] && !(excl = calloc(in.n ? in.n : 1, 1)))
       rc = al_set_error(AL_ENOMEM, "plan: out of memory");
   for (size_t i = 0; !rc && excl && i < n; i++)
     if (excls[i] && m->src[i].n) memcpy(excl + m->src[i].off, excls[i], m->src[i].n);
-  run_map *map = NULL;
   if (!rc) rc = run_check_options(&o);
   if (!rc) rc = run_map_build(&map, &in, grid, excl);
   free(excl);

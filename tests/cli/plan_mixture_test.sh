@@ -107,6 +107,23 @@ grep -q "plan: stage 6 from step 100: web 0.2000, hq 0.3000, img 0.5000" "$T/err
 "$BIN" inspect "$T/ramp.alm" >"$T/ramp.txt" 2>&1 || fail "inspect ramp: $(cat "$T/ramp.txt")"
 grep -q "stage 6 (steps 100..159)" "$T/ramp.txt" || fail "inspect ramp: $(tail -8 "$T/ramp.txt")"
 
+# Sources from their index maps (plan --save-map): the same run as from their indexes, step
+# for step (the manifest of a map has no keys); every source has a map or none.
+for x in web hq img; do
+  "$BIN" plan --index "$T/$x.alidx" --save-map "$T/$x.map" --world 1 -o /dev/null >/dev/null 2>&1 || fail "save-map $x"
+done
+sed 's/"index": "\([a-z]*\).alidx"/"map": "\1.map"/g' "$T/mix.json" >"$T/mixmap.json"
+grep -q '"map": "hq.map"' "$T/mixmap.json" || fail "mixmap.json: $(cat "$T/mixmap.json")"
+"$BIN" plan --mixture "$T/mixmap.json" "${P[@]}" -o "$T/mm.alm" 2>"$T/err" || fail "mixture of maps: $(cat "$T/err")"
+nokeys() { "$BIN" inspect "$1" --jsonl | python3 -c '
+import json, sys
+for l in sys.stdin:
+    r = json.loads(l); r.pop("keys"); print(json.dumps(r, sort_keys=True))'; }
+cmp -s <(nokeys "$T/m1.alm") <(nokeys "$T/mm.alm") || fail "the mixture of maps plans other steps than of indexes"
+sed '0,/"index": "web.alidx"/s//"map": "web.map"/' "$T/mix.json" >"$T/half.json"
+"$BIN" plan --mixture "$T/half.json" "${P[@]}" -o "$T/half.alm" 2>"$T/err" && fail "planned a half-map mixture"
+grep -q "give every source a map, or none" "$T/err" || fail "half map says: $(cat "$T/err")"
+
 # Refusals: the file and the field or source named; nothing written.
 refuse() { # NAME JSON EXPECTED
   printf '%s\n' "$2" >"$T/$1.json"
