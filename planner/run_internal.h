@@ -57,8 +57,8 @@ int run_map_build(run_map **out, const al_plan_input *in, const al_latent_grid *
  * each source's positions after those of the sources before it (a mixture's concatenated input);
  * n[i] and fp[i] get source i's samples and index fingerprint, *fp_all the map's fingerprint
  * (of every source's, as a mixture of arrays has it). Each map is opened, checked and closed. */
-int run_map_concat(run_map **out, const char *const *paths, size_t count, uint64_t *n,
-                   uint64_t *fp, uint64_t fp_all_seed);
+int run_map_concat(run_map **out, const char *const *paths, size_t count, uint64_t *n, uint64_t *fp,
+                   uint64_t fp_all_seed);
 
 /* run_map.c: writes a map (built or mapped) to path, atomically. */
 int run_map_save(const run_map *m, const char *path);
