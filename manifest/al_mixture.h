@@ -78,6 +78,12 @@ AL_API int al_mixture_open_run(al_mixture *mx, const al_cost_model *cost,
 AL_API int al_mixture_continue(al_mixture *mx, al_mixture *old, uint32_t at_step);
 AL_API uint32_t al_mixture_continued_at(const al_mixture *mx);
 
+/* al_mixture_open_run with the cost model from cost_path (NULL: the default model) and the
+ * bucket table from buckets_path (NULL: the options'): what Python's chunked Planner opens. */
+AL_API int al_mixture_open_run_paths(al_mixture *mx, const char *cost_path,
+                                     const char *buckets_path, const al_plan_options *opts,
+                                     const al_run **run);
+
 /* The key of sample number id of the open run's plans (al_key_fn: its source's index key);
  * "" when out of range or no run is open. */
 AL_API const char *al_mixture_key(void *mx, uint64_t id);

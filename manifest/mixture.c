@@ -460,6 +460,25 @@ int al_mixture_save(al_mixture *mx, const al_plan *p, const char *path,
   return al_plan_save_opts(p, path, al_mixture_key, mx, &o);
 }
 
+int al_mixture_open_run_paths(al_mixture *mx, const char *cost_path, const char *buckets_path,
+                              const al_plan_options *opts, const al_run **run) {
+  if (!mx || !opts || !run)
+    return al_set_error(AL_EINVAL, "al_mixture_open_run_paths: NULL argument");
+  al_cost_model cost = AL_COST_MODEL_INIT;
+  al_bucket_table *table = NULL;
+  al_plan_options o;
+  int rc = struct_in(&o, sizeof o, AL_PLAN_OPTIONS_V1, opts, "al_mixture_open_run_paths",
+                     "al_plan_options");
+  if (!rc) rc = cost_path ? al_cost_load(&cost, cost_path) : al_cost_default(&cost);
+  if (!rc && buckets_path) {
+    rc = al_bucket_table_load(&table, buckets_path);
+    o.buckets = table;
+  }
+  if (!rc) rc = al_mixture_open_run(mx, &cost, &o, run);
+  al_bucket_table_free(table);
+  return rc;
+}
+
 int al_mixture_write(al_mixture *mx, const char *cost_path, const char *buckets_path,
                      const al_plan_options *opts, uint32_t world, uint32_t first, uint32_t end,
                      uint32_t only_rank, const char *out_path) {

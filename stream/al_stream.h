@@ -484,6 +484,17 @@ AL_API int al_stream_open(al_stream **out, const al_index *idx, const al_manifes
 AL_API int al_stream_open_mixture(al_stream **out, const al_index *const *indexes, size_t n,
                                   const al_manifest *m, int rank, const al_stream_options *opts);
 
+/* al_stream_open_run over a mixture's run (al_run_open_mixture, al_mixture_open_run):
+ * indexes[i] is the index of the run's source i (al_run_source_get, in that order), n the run's
+ * sources; each is checked against its source (index fingerprint, samples; AL_EINVAL /
+ * AL_EFORMAT naming the source), each window's draws are read from their sources' indexes
+ * (batch->sources names the source of each sample) and checked against the requested members
+ * source by source. Otherwise al_stream_open_run: windows planned by the stream's thread,
+ * bounded memory, states, ownership (the indexes and the run are borrowed). */
+AL_API int al_stream_open_run_mixture(al_stream **out, const al_index *const *indexes, size_t n,
+                                      const al_run *run, int rank, int world, uint32_t start_step,
+                                      const al_stream_options *opts);
+
 /* Opens the stream of `rank` over a chunked run (planner/al_run.h) instead of a manifest: the
  * micro-batches al_run_plan_steps(run, world, 0, steps) would give the rank, planned window by
  * window by a thread of the stream while it reads (docs/DESIGN.md, 6.13), so that what the

@@ -43,33 +43,6 @@ static int check_source(const al_index *idx, const al_manifest *m, const al_run_
   return AL_OK;
 }
 
-/* The rank's samples against the requested members, source by source (each at its positions
- * in its own index); the flags of samples lacking one go back into plan order. */
-static int check_members(const al_index *const *idx, const al_run_source_info *src, size_t n,
-                         stream_rank_plan *plan, uint32_t rank, int on_error,
-                         const char *const *names, size_t n_names) {
-  stream_plan_sample *part = malloc((plan->n_samples ? plan->n_samples : 1) * sizeof *part);
-  size_t *at = malloc((plan->n_samples ? plan->n_samples : 1) * sizeof *at);
-  int rc = part && at ? AL_OK : al_set_error(AL_ENOMEM, "stream open: member check");
-  for (size_t i = 0; rc == AL_OK && i < n; i++) {
-    uint64_t draws = (uint64_t)src[i].passes * src[i].samples;
-    size_t k = 0;
-    for (size_t p = 0; p < plan->n_samples; p++) {
-      uint64_t d = plan->samples[p].sample;
-      if (d < src[i].draw_base || d - src[i].draw_base >= draws) continue;
-      part[k] = plan->samples[p];
-      part[k].sample = (d - src[i].draw_base) % src[i].samples;
-      at[k++] = p;
-    }
-    rc = stream_check_members(idx[i], part, k, rank, on_error, names, n_names);
-    if (rc != AL_OK) rc = al_error_prefix(rc, "source '%s'", src[i].name);
-    for (size_t j = 0; rc == AL_OK && j < k; j++) plan->samples[at[j]].lacks = part[j].lacks;
-  }
-  free(part);
-  free(at);
-  return rc;
-}
-
 int al_stream_open_mixture(al_stream **out, const al_index *const *indexes, size_t n,
                            const al_manifest *m, int rank, const al_stream_options *caller_opts) {
   if (!out) return al_set_error(AL_EINVAL, "al_stream_open_mixture: NULL argument");
@@ -107,7 +80,8 @@ int al_stream_open_mixture(al_stream **out, const al_index *const *indexes, size
   size_t n_names = 0;
   if (rc == AL_OK) {
     stream_requested_members(indexes[0], &o, &one, dflt, sizeof dflt, &names, &n_names);
-    rc = check_members(indexes, src, ns, &plan, r, o.on_error, names, n_names);
+    rc = stream_check_mixture_samples(indexes, src, ns, plan.samples, plan.n_samples, r, o.on_error,
+                                      names, n_names);
   }
   stream_source ms;
   if (rc == AL_OK) rc = stream_mixture_source(indexes, src, ns, &ms);

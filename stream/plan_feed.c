@@ -29,6 +29,7 @@ typedef struct chunk {
 struct stream_feed {
   stream_feed_args a;
   char **members;
+  al_run_source_info *sources; /* a mixture's (a.n_sources), copied */
   al_run_info info;
   uint32_t K;
   int ahead;
@@ -165,7 +166,11 @@ static int extract(stream_feed *f, const al_plan *p, chunk *c) {
       c->n_samples += pm.n;
     }
   }
-  if (!rc && f->a.idx)
+  if (!rc && f->a.n_sources)
+    rc = stream_check_mixture_samples(f->a.indexes, f->sources, f->a.n_sources, c->samples,
+                                      c->n_samples, r, f->a.on_error,
+                                      (const char *const *)f->members, f->a.n_members);
+  else if (!rc && f->a.idx)
     rc = stream_check_samples(f->a.idx, c->samples, c->n_samples, r, f->a.on_error,
                               (const char *const *)f->members, f->a.n_members);
   free(tokens);
@@ -270,6 +275,14 @@ int stream_feed_new(stream_feed **out, const stream_feed_args *a, uint32_t *micr
   for (size_t j = 0; !rc && j < a->n_members; j++)
     if (!(f->members[j] = strdup(a->members[j]))) rc = al_set_error(AL_ENOMEM, "plan feed");
   f->a.members = NULL;
+  if (!rc && a->n_sources) {
+    f->sources = malloc(a->n_sources * sizeof *f->sources);
+    if (!f->sources)
+      rc = al_set_error(AL_ENOMEM, "plan feed");
+    else
+      memcpy(f->sources, a->sources, a->n_sources * sizeof *f->sources);
+  }
+  f->a.sources = NULL;
   if (rc) {
     stream_feed_free(f);
     return rc;
@@ -402,6 +415,7 @@ void stream_feed_free(stream_feed *f) {
   }
   for (size_t j = 0; f->members && j < f->a.n_members; j++) free(f->members[j]);
   free(f->members);
+  free(f->sources);
   pthread_cond_destroy(&f->cv);
   pthread_mutex_destroy(&f->mu);
   free(f);

@@ -49,6 +49,11 @@ typedef struct stream_feed_args {
   int on_error;               /* AL_STREAM_FAIL: a sample lacking a member fails its chunk */
   const char *const *members; /* copied */
   size_t n_members;
+  /* Added: a mixture's run, whose samples are draw ids: each chunk is checked source by source
+   * against indexes[i] (borrowed) with sources[i] (copied); n_sources 0: a run of idx. */
+  const al_index *const *indexes;
+  const al_run_source_info *sources;
+  size_t n_sources;
 } stream_feed_args;
 
 /* The feed's figures (tests and benchmarks). */

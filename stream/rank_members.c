@@ -59,3 +59,29 @@ void stream_requested_members(const al_index *idx, al_stream_options *o, const c
   *names = one;
   *n = 1;
 }
+
+int stream_check_mixture_samples(const al_index *const *idx, const al_run_source_info *src,
+                                 size_t n, stream_plan_sample *samples, size_t n_samples,
+                                 uint32_t rank, int on_error, const char *const *names,
+                                 size_t n_names) {
+  stream_plan_sample *part = malloc((n_samples ? n_samples : 1) * sizeof *part);
+  size_t *at = malloc((n_samples ? n_samples : 1) * sizeof *at);
+  int rc = part && at ? AL_OK : al_set_error(AL_ENOMEM, "stream open: member check");
+  for (size_t i = 0; rc == AL_OK && i < n; i++) {
+    uint64_t draws = (uint64_t)src[i].passes * src[i].samples;
+    size_t k = 0;
+    for (size_t p = 0; p < n_samples; p++) {
+      uint64_t d = samples[p].sample;
+      if (d < src[i].draw_base || d - src[i].draw_base >= draws) continue;
+      part[k] = samples[p];
+      part[k].sample = (d - src[i].draw_base) % src[i].samples;
+      at[k++] = p;
+    }
+    rc = stream_check_members(idx[i], part, k, rank, on_error, names, n_names);
+    if (rc != AL_OK) rc = al_error_prefix(rc, "source '%s'", src[i].name);
+    for (size_t j = 0; rc == AL_OK && j < k; j++) samples[at[j]].lacks = part[j].lacks;
+  }
+  free(part);
+  free(at);
+  return rc;
+}

@@ -32,6 +32,14 @@ size_t stream_stored_members(const char *const *names, size_t n, const char **ou
 int stream_check_members(const al_index *idx, stream_plan_sample *samples, size_t n, uint32_t rank,
                          int on_error, const char *const *names, size_t n_names);
 
+/* stream_check_members for a mixture's samples (draw ids): source by source, each at its
+ * positions in its own index (idx[i], source i's draw base, passes and samples in src[i]); the
+ * flags of samples lacking a member go back in place. Errors name the source. */
+int stream_check_mixture_samples(const al_index *const *idx, const al_run_source_info *src,
+                                 size_t n, stream_plan_sample *samples, size_t n_samples,
+                                 uint32_t rank, int on_error, const char *const *names,
+                                 size_t n_names);
+
 /* The members a stream delivers: options.members, else options.ext, else the index's default
  * (its typed latent, else "latent"; the name is kept in dflt, room for cap, and o->ext set to
  * it). *names points at o->members or at *one. */

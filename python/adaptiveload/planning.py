@@ -418,6 +418,54 @@ class Run:
             pass
 
 
+class MixtureRun:
+    """A mixture's chunked run (planner/al_run.h, al_mixture_open_run), open in this process: as
+    :class:`Run`, with ``sources`` (the run's source names, in order) and ``indexes`` (their index
+    paths); the C run belongs to the parsed mixture, held here."""
+
+    def __init__(self, mixture, continues, world, epoch, seed, cost, options, start_step=0):
+        cost = None if cost is None else path_arg("cost", cost)
+        options = _mixture_options(options)
+        o = _options(world, epoch, seed, options)
+        buckets = options.get("buckets")
+        self._chain = _mixture_chain(mixture, continues)
+        h = ctypes.c_void_p()
+        try:
+            _lib.check(_lib.lib().al_mixture_open_run_paths(
+                self._chain[0].handle, None if cost is None else _lib.encode_path(cost, "cost"),
+                None if buckets is None else _lib.encode_path(buckets, "buckets"), ctypes.byref(o),
+                ctypes.byref(h)), "opening the mixture's run for world %d, epoch %d" % (int(world), int(epoch)))
+            i = S.RunInfo()
+            _lib.check(_lib.lib().al_run_get_info(h, ctypes.byref(i)), "the mixture's run")
+        except Exception:
+            self.close()
+            raise
+        self.handle = h
+        self.info = {name: getattr(i, name) for name, _ in S.RunInfo._fields_ if name != "struct_size"}
+        self.sources = []
+        for k in range(self.info["sources"]):
+            si = S.RunSourceInfo()
+            _lib.check(_lib.lib().al_run_source_get(h, k, ctypes.byref(si)), "the mixture's source %d" % k)
+            self.sources.append(si.name.decode())
+        self.indexes = [path for _, path in self._chain[0].sources()]
+        self.world = int(world)
+        self.epoch = int(epoch)
+        self.start_step = whole("start_step", start_step, 0, self.info["steps"])
+        self.micro = -(-self.info["micro_ref"] * self.info["world_ref"] // self.world)
+
+    def close(self):
+        self.handle = None  # the mixture's
+        for mx in getattr(self, "_chain", []):
+            mx.close()
+        self._chain = []
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown
+            pass
+
+
 class Planner:
     """Plans epochs of one index in-process for :class:`BatchSampler` and :class:`StreamDataset`
     (pass it where a manifest path goes; their ``set_epoch(e)`` then plans epoch e).
@@ -546,12 +594,12 @@ class Planner:
         epoch = whole("epoch", epoch, 0, U32_MAX)
         if not self.chunked:
             raise ValueError("open_run needs a chunked Planner (planner='chunked')")
-        if self.mixture is not None:
-            raise ValueError("open_run opens a run of one index; a mixture's epochs are streamed from their manifests "
-                             "(path(epoch))")
         start = 0
         if self._origin is not None and epoch == self._origin["epoch"]:
             start = self._origin.get("start_step") or 0
+        if self.mixture is not None:
+            return MixtureRun(self.mixture, self.continues, self.world, epoch, self.seed, self.cost, self.options,
+                              start)
         if self.index is None:
             raise ValueError("this Planner has no index to open the run of epoch %d from" % epoch)
         return Run(self.index, self.world, epoch, self.seed, self.cost, self.options, start)

@@ -335,12 +335,12 @@ class _RunSchedule:
     @property
     def buckets(self):
         if self._buckets is None:
-            from .planning import _serial, _write
+            from .planning import _serial
             p = self._planner
             s0 = min(self._start, self._steps - 1)
             out = os.path.join(p._dir(), "buckets-e%d-pid%d-%d.alm" % (
                 self.epoch, os.getpid(), next(_serial)))
-            _write(p.index, out, p.world, self.epoch, p.seed, p.cost, p.options, (s0, s0 + 1))
+            p._write(out, self.epoch, (s0, s0 + 1))
             self._buckets = Schedule(out, 0, p.world).buckets
         return self._buckets
 
@@ -432,10 +432,10 @@ class StreamDataset(IterableDataset):
         else:
             self.index_paths = [path_arg("index", index)]
         self.index_path = self.index_paths[0]
-        # A chunked Planner's epochs of one index are streamed from the run itself, window by
-        # window (al_stream_open_run): no manifest of the epoch is written or read. A mixture's
-        # epochs are streamed from their manifests.
-        self._chunked = self.planner is not None and self.planner.chunked and mixture is None
+        # A chunked Planner's epochs (of one index or a mixture) are streamed from the run itself,
+        # window by window (al_stream_open_run, al_stream_open_run_mixture): no manifest of the
+        # epoch is written or read.
+        self._chunked = self.planner is not None and self.planner.chunked
         self._epoch = self.planner.first_epoch if self.planner else None
         if self._chunked:
             self.manifest_path = None
@@ -553,7 +553,8 @@ class StreamDataset(IterableDataset):
         """What the stream reads, for messages: the manifest path, or the run."""
         if not self._chunked:
             return self.manifest_path
-        return "the chunked run of %s (epoch %d, world %d)" % (self.planner.index, self._epoch, self.planner.world)
+        what = self.planner.index if self.planner.mixture is None else "a mixture of %s" % ", ".join(self.index_paths)
+        return "the chunked run of %s (epoch %d, world %d)" % (what, self._epoch, self.planner.world)
 
     def _schedule(self):
         """This rank's schedule from the loaded manifest (the stream's rank resolution); for a
@@ -688,7 +689,9 @@ class StreamDataset(IterableDataset):
                                "leave device=None and use pin_memory=True and batch.to(device)")
         names = None  # a mixture's source names
         if self._chunked:
-            idx, run = self._own("index", lambda: [Index(self.index_path, root=self.root)])[0], self._run()
+            indexes = self._own("index", lambda: [Index(p, root=self.root) for p in self.index_paths])
+            idx, run = indexes[0], self._run()
+            names = getattr(run, "sources", None)
         else:
             indexes, man = self._open_inputs()
             idx = indexes[0]
@@ -703,7 +706,13 @@ class StreamDataset(IterableDataset):
             torch.cuda.init()
         h = ctypes.c_void_p()
         rank = -1 if self.rank is None else int(self.rank)
-        if self._chunked:
+        if self._chunked and names is not None:
+            opts.plan_ahead = int(self.plan_ahead)
+            handles = (ctypes.c_void_p * len(indexes))(*[x.handle for x in indexes])
+            _lib.check(lib.al_stream_open_run_mixture(ctypes.byref(h), handles, len(indexes), run.handle, rank,
+                                                      run.world, run.start_step, ctypes.byref(opts)),
+                       "opening the stream of %s" % self._source())
+        elif self._chunked:
             opts.plan_ahead = int(self.plan_ahead)
             _lib.check(lib.al_stream_open_run(ctypes.byref(h), idx.handle, run.handle, rank, run.world,
                                               run.start_step, ctypes.byref(opts)),
