@@ -64,6 +64,11 @@ AL_API size_t al_mixture_source_count(const al_mixture *mx);
 AL_API const char *al_mixture_source_name(const al_mixture *mx, size_t i);
 AL_API const char *al_mixture_source_index(const al_mixture *mx, size_t i);
 
+/* Source i's index as the open run loaded it (owned by mx, valid until al_mixture_free or the
+ * next open): what a stream of the run may read instead of loading it again. NULL past the
+ * sources, before a run is open, and for a source planned from its map. */
+AL_API const al_index *al_mixture_index(const al_mixture *mx, size_t i);
+
 /* Loads every source's index and opens the mixture's run with these options (world and
  * micro_per_step the reference W and K, as al_run_open's); the run stays the mixture's
  * (*run borrowed, valid until al_mixture_free or the next open). Errors name the source. */

@@ -366,6 +366,10 @@ const char *al_mixture_source_index(const al_mixture *mx, size_t i) {
   return mx && i < mx->n ? mx->src[i].index : NULL;
 }
 
+const al_index *al_mixture_index(const al_mixture *mx, size_t i) {
+  return mx && mx->run && i < mx->n ? mx->src[i].idx : NULL;
+}
+
 /* ---- the run ---- */
 
 int al_mixture_open_run(al_mixture *mx, const al_cost_model *cost, const al_plan_options *opts,

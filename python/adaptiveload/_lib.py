@@ -119,6 +119,7 @@ SIGNATURES = {
         "al_mixture_write": (_int, [_vp, _cp, _cp, _P(S.PlanOptions), _u32, _u32, _u32, _u32, _cp]),
         "al_mixture_source_count": (ctypes.c_size_t, [_vp]),
         "al_mixture_continue": (_int, [_vp, _vp, _u32]),
+        "al_mixture_index": (_vp, [_vp, ctypes.c_size_t]),
         "al_mixture_open_run_paths": (_int, [_vp, _cp, _cp, _P(S.PlanOptions), _P(_vp)]),
         "al_mixture_source_name": (_cp, [_vp, ctypes.c_size_t]),
         "al_mixture_source_index": (_cp, [_vp, ctypes.c_size_t]),

@@ -448,6 +448,10 @@ class MixtureRun:
             _lib.check(_lib.lib().al_run_source_get(h, k, ctypes.byref(si)), "the mixture's source %d" % k)
             self.sources.append(si.name.decode())
         self.indexes = [path for _, path in self._chain[0].sources()]
+        # The sources' indexes as the run loaded them (None for a source planned from its map):
+        # a stream of the run reads these instead of loading each index again.
+        self.index_handles = [_lib.lib().al_mixture_index(self._chain[0].handle, k)
+                              for k in range(len(self.indexes))]
         self.world = int(world)
         self.epoch = int(epoch)
         self.start_step = whole("start_step", start_step, 0, self.info["steps"])
@@ -455,6 +459,7 @@ class MixtureRun:
 
     def close(self):
         self.handle = None  # the mixture's
+        self.index_handles = []
         for mx in getattr(self, "_chain", []):
             mx.close()
         self._chain = []

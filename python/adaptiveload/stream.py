@@ -689,9 +689,15 @@ class StreamDataset(IterableDataset):
                                "leave device=None and use pin_memory=True and batch.to(device)")
         names = None  # a mixture's source names
         if self._chunked:
-            indexes = self._own("index", lambda: [Index(p, root=self.root) for p in self.index_paths])
-            idx, run = indexes[0], self._run()
+            run = self._run()
             names = getattr(run, "sources", None)
+            borrowed = getattr(run, "index_handles", None)
+            if names is not None and not self.root and borrowed and all(borrowed):
+                handles = list(borrowed)  # the run's own indexes: not loaded twice
+            else:
+                indexes = self._own("index", lambda: [Index(p, root=self.root) for p in self.index_paths])
+                handles = [x.handle for x in indexes]
+                idx = indexes[0]
         else:
             indexes, man = self._open_inputs()
             idx = indexes[0]
@@ -708,8 +714,8 @@ class StreamDataset(IterableDataset):
         rank = -1 if self.rank is None else int(self.rank)
         if self._chunked and names is not None:
             opts.plan_ahead = int(self.plan_ahead)
-            handles = (ctypes.c_void_p * len(indexes))(*[x.handle for x in indexes])
-            _lib.check(lib.al_stream_open_run_mixture(ctypes.byref(h), handles, len(indexes), run.handle, rank,
+            arr = (ctypes.c_void_p * len(handles))(*handles)
+            _lib.check(lib.al_stream_open_run_mixture(ctypes.byref(h), arr, len(handles), run.handle, rank,
                                                       run.world, run.start_step, ctypes.byref(opts)),
                        "opening the stream of %s" % self._source())
         elif self._chunked:
