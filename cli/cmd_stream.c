@@ -371,21 +371,11 @@ static int load_indexes(const stream_args *a, const al_manifest *m, al_index **i
   al_mixture *mx = NULL;
   if (al_mixture_load(&mx, a->mixture_path) != AL_OK) return -1;
   size_t ns = al_mixture_source_count(mx);
-  int rc = AL_OK;
-  if (ns != al_manifest_source_count(m))
-    rc = al_set_error(AL_EINVAL, "%s has %zu sources but manifest %s plans %" PRIu32,
-                      a->mixture_path, ns, a->manifest_path, al_manifest_source_count(m));
+  int rc = al_mixture_check_manifest(mx, m, a->manifest_path);
   for (size_t i = 0; rc == AL_OK && i < ns; i++) {
-    al_run_source_info si = AL_RUN_SOURCE_INFO_INIT;
-    rc = al_manifest_source(m, (uint32_t)i, &si);
-    if (rc == AL_OK && strcmp(si.name, al_mixture_source_name(mx, i)))
-      rc = al_set_error(AL_EINVAL, "%s: source %zu is '%s' but manifest %s's source %zu is '%s'",
-                        a->mixture_path, i, al_mixture_source_name(mx, i), a->manifest_path, i,
-                        si.name);
-    if (rc == AL_OK) {
-      rc = al_index_load(&idx[i], al_mixture_source_index(mx, i));
-      if (rc != AL_OK) rc = al_error_prefix(rc, "%s: source '%s'", a->mixture_path, si.name);
-    }
+    rc = al_index_load(&idx[i], al_mixture_source_index(mx, i));
+    if (rc != AL_OK)
+      rc = al_error_prefix(rc, "%s: source '%s'", a->mixture_path, al_mixture_source_name(mx, i));
     *n = i + 1;
     if (rc == AL_OK && remap_roots(a, idx[i], al_mixture_source_index(mx, i))) rc = AL_EINVAL;
   }

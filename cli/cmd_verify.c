@@ -497,22 +497,10 @@ static int verify_mixture(verify_args *a) {
     m = NULL;
   }
   size_t ns = al_mixture_source_count(mx);
-  if (m && al_manifest_source_count(m) != ns) {
-    snprintf(mproblem, sizeof mproblem,
-             "%s plans %u sources, %s has %zu: it is not this mixture's plan", a->manifest_path,
-             al_manifest_source_count(m), a->mixture_path, ns);
+  if (m && al_mixture_check_manifest(mx, m, a->manifest_path)) {
+    snprintf(mproblem, sizeof mproblem, "%s: it is not this mixture's plan", al_last_error());
     al_manifest_free(m);
     m = NULL;
-  }
-  for (uint32_t i = 0; m && i < ns; i++) {
-    al_run_source_info si = AL_RUN_SOURCE_INFO_INIT;
-    if (al_manifest_source(m, i, &si) || strcmp(si.name, al_mixture_source_name(mx, i))) {
-      snprintf(mproblem, sizeof mproblem,
-               "%s: source %u is '%s', %s's is '%s': it is not this mixture's plan",
-               a->manifest_path, i, si.name, a->mixture_path, al_mixture_source_name(mx, i));
-      al_manifest_free(m);
-      m = NULL;
-    }
   }
   if (*mproblem) {
     problems++;

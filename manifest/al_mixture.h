@@ -69,6 +69,12 @@ AL_API const char *al_mixture_source_index(const al_mixture *mx, size_t i);
  * sources, before a run is open, and for a source planned from its map. */
 AL_API const al_index *al_mixture_index(const al_mixture *mx, size_t i);
 
+/* Whether manifest m (at manifest_path, for messages) is a plan of this mixture: the same
+ * sources, by name and in order. AL_OK, else AL_EINVAL naming the first difference. What each
+ * source's index holds is checked where it is read (al_stream_open_mixture). */
+AL_API int al_mixture_check_manifest(const al_mixture *mx, const al_manifest *m,
+                                     const char *manifest_path);
+
 /* Loads every source's index and opens the mixture's run with these options (world and
  * micro_per_step the reference W and K, as al_run_open's); the run stays the mixture's
  * (*run borrowed, valid until al_mixture_free or the next open). Errors name the source. */
@@ -78,10 +84,9 @@ AL_API int al_mixture_open_run(al_mixture *mx, const al_cost_model *cost,
 /* A changed schedule: mx continues `old` (borrowed: it must outlive mx's open runs) from step
  * at_step, as al_run_mix.continues says (planner/al_run.h): al_mixture_open_run opens old's run
  * first, with the same options (old may itself continue another), then mx's from the first of
- * its window boundaries at or after at_step. old NULL: mx plans a run of its own.
- * al_mixture_continued_at: that step in the open run (0 for a run of its own). */
+ * its window boundaries at or after at_step (al_run_continued_at of the open run). old NULL: mx
+ * plans a run of its own. */
 AL_API int al_mixture_continue(al_mixture *mx, al_mixture *old, uint32_t at_step);
-AL_API uint32_t al_mixture_continued_at(const al_mixture *mx);
 
 /* al_mixture_open_run with the cost model from cost_path (NULL: the default model) and the
  * bucket table from buckets_path (NULL: the options'): what Python's chunked Planner opens. */

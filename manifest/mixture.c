@@ -433,6 +433,24 @@ int al_mixture_open_run(al_mixture *mx, const al_cost_model *cost, const al_plan
   return rc;
 }
 
+int al_mixture_check_manifest(const al_mixture *mx, const al_manifest *m,
+                              const char *manifest_path) {
+  if (!mx || !m) return al_set_error(AL_EINVAL, "al_mixture_check_manifest: NULL argument");
+  const char *mp = manifest_path ? manifest_path : "the manifest";
+  if (mx->n != al_manifest_source_count(m))
+    return al_set_error(AL_EINVAL, "%s has %zu sources but manifest %s plans %u", mx->what, mx->n,
+                        mp, al_manifest_source_count(m));
+  for (size_t i = 0; i < mx->n; i++) {
+    al_run_source_info si = AL_RUN_SOURCE_INFO_INIT;
+    int rc = al_manifest_source(m, (uint32_t)i, &si);
+    if (rc) return rc;
+    if (strcmp(si.name, mx->src[i].name))
+      return al_set_error(AL_EINVAL, "%s: source %zu is '%s' but manifest %s's source %zu is '%s'",
+                          mx->what, i, mx->src[i].name, mp, i, si.name);
+  }
+  return AL_OK;
+}
+
 int al_mixture_continue(al_mixture *mx, al_mixture *old, uint32_t at_step) {
   if (!mx) return al_set_error(AL_EINVAL, "al_mixture_continue: NULL mixture");
   for (const al_mixture *c = old; c; c = c->cont)
@@ -440,10 +458,6 @@ int al_mixture_continue(al_mixture *mx, al_mixture *old, uint32_t at_step) {
   mx->cont = old;
   mx->cont_at = at_step;
   return AL_OK;
-}
-
-uint32_t al_mixture_continued_at(const al_mixture *mx) {
-  return mx && mx->run ? al_run_continued_at(mx->run) : 0;
 }
 
 const char *al_mixture_key(void *ctx, uint64_t id) {

@@ -54,21 +54,19 @@ static void tally_step(const al_manifest *m, uint32_t s, double *t) {
   }
 }
 
-/* The stretches reported: each stage's steps within the manifest's, or its steps as one. Stage
- * k's weights into w (NULL: the sources' own). Returns the stretches. */
-static uint32_t stretch(const al_manifest *m, uint32_t k, uint32_t *a, uint32_t *b,
-                        const double **w) {
+/* Stretch k of those reported: stage k's steps within the manifest's (all its steps when it has
+ * no stages), and its weights into w (NULL: the sources' own). */
+static void stretch(const al_manifest *m, uint32_t k, uint32_t *a, uint32_t *b, const double **w) {
   uint32_t s0 = m->first_step, s1 = m->first_step + m->steps;
   if (!m->n_stages) {
     *a = s0, *b = s1, *w = NULL;
-    return 1;
+    return;
   }
   uint32_t from = m->stage_from[k], to = k + 1 < m->n_stages ? m->stage_from[k + 1] : UINT32_MAX;
   *a = from > s0 ? from : s0;
   *b = to < s1 ? to : s1;
   if (*b < *a) *b = *a;
   *w = m->stage_w + (size_t)k * m->n_sources;
-  return m->n_stages;
 }
 
 static double weight_of(const al_manifest *m, const double *w, uint32_t i) {

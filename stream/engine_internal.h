@@ -173,6 +173,10 @@ void stream_index_source(const al_index *idx, stream_source *out);
 int stream_mixture_source(const al_index *const *idx, const al_run_source_info *src, size_t n,
                           stream_source *out);
 
+/* idx is the index source s was planned from: its fingerprint and sample count (AL_EINVAL /
+ * AL_EFORMAT naming the source; `origin`, "manifest" or "run", says where s was read). */
+int stream_check_source_index(const al_index *idx, const al_run_source_info *s, const char *origin);
+
 #ifdef __cplusplus
 }
 #endif

@@ -13,20 +13,9 @@
 /* indexes[i] is the index source i was planned from: fingerprint and sample count; every draw of
  * it keyed as its position is in the index (keys the manifest saved without are not checked). */
 static int check_source(const al_index *idx, const al_manifest *m, const al_run_source_info *s) {
-  uint64_t fp = al_index_fingerprint(idx);
-  if (s->index_fingerprint != fp)
-    return al_set_error(AL_EINVAL,
-                        "source '%s' was planned from another index (index fingerprint %016" PRIx64
-                        " in the manifest, %016" PRIx64
-                        " in the index given for it): give the sources' indexes in the "
-                        "manifest's order",
-                        s->name, s->index_fingerprint, fp);
+  int rc = stream_check_source_index(idx, s, "manifest");
+  if (rc != AL_OK) return rc;
   size_t n = al_index_sample_count(idx);
-  if (s->samples != n)
-    return al_set_error(AL_EFORMAT,
-                        "source '%s' was planned from an index of %" PRIu64
-                        " samples but its index holds %zu",
-                        s->name, s->samples, n);
   for (uint64_t q = 0; q < s->passes && n; q++)
     for (size_t j = 0; j < n; j++) {
       const char *mk = al_manifest_key(m, s->draw_base + q * n + j);

@@ -90,6 +90,24 @@ static void mix_release(void *ctx) {
   free(ms);
 }
 
+int stream_check_source_index(const al_index *idx, const al_run_source_info *s,
+                              const char *origin) {
+  uint64_t fp = al_index_fingerprint(idx);
+  if (s->index_fingerprint != fp)
+    return al_set_error(AL_EINVAL,
+                        "source '%s' was planned from another index (index fingerprint %016" PRIx64
+                        " in the %s, %016" PRIx64
+                        " in the index given for it): give the sources' indexes in the %s's order",
+                        s->name, s->index_fingerprint, origin, fp, origin);
+  size_t n = al_index_sample_count(idx);
+  if (s->samples != n)
+    return al_set_error(AL_EFORMAT,
+                        "source '%s' was planned from an index of %" PRIu64
+                        " samples but its index holds %zu",
+                        s->name, s->samples, n);
+  return AL_OK;
+}
+
 int stream_mixture_source(const al_index *const *idx, const al_run_source_info *src, size_t n,
                           stream_source *out) {
   memset(out, 0, sizeof *out);

@@ -80,17 +80,7 @@ static int check_sources(const al_index *const *indexes, size_t n, const al_run 
     if (rc) return rc;
     if (!indexes[i])
       return al_set_error(AL_EINVAL, "al_stream_open_run_mixture: index %zu is NULL", i);
-    uint64_t fp = al_index_fingerprint(indexes[i]);
-    if (src[i].index_fingerprint != fp)
-      return al_set_error(AL_EINVAL,
-                          "source '%s' of the run was opened from another index (index fingerprint "
-                          "%016" PRIx64 " in the run, %016" PRIx64
-                          " in the index given for it): give the sources' indexes in the run's order",
-                          src[i].name, src[i].index_fingerprint, fp);
-    if (src[i].samples != al_index_sample_count(indexes[i]))
-      return al_set_error(AL_EFORMAT,
-                          "source '%s' of the run holds %" PRIu64 " samples but its index %zu",
-                          src[i].name, src[i].samples, al_index_sample_count(indexes[i]));
+    if ((rc = stream_check_source_index(indexes[i], &src[i], "run")) != AL_OK) return rc;
   }
   return AL_OK;
 }
@@ -123,16 +113,10 @@ static int open_run(al_stream **out, const al_index *idx, const al_index *const 
                       start_step, ri.steps);
   if (!rc && (o.plan_ahead < 0 || o.plan_ahead > 64))
     rc = al_set_error(AL_EINVAL, "plan_ahead %d: must be 0 (= 2) to 64", o.plan_ahead);
-  const char *one[1], *const *names = one;
+  const char *one = NULL, *const *names = NULL;
   char dflt[AL_INDEX_EXT_MAX + 1];
-  size_t n_names = 1;
-  if (o.members && o.n_members) {
-    names = o.members;
-    n_names = o.n_members;
-  } else {
-    if (!o.ext) o.ext = al_index_default_member(idx, dflt, sizeof dflt) == AL_OK ? dflt : "latent";
-    one[0] = o.ext;
-  }
+  size_t n_names = 0;
+  stream_requested_members(idx, &o, &one, dflt, sizeof dflt, &names, &n_names);
   const char *stored[AL_STREAM_MAX_MEMBERS];
   size_t n_stored = stream_stored_members(names, n_names < AL_STREAM_MAX_MEMBERS ? n_names : 0,
                                           stored);
